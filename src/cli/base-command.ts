@@ -1,0 +1,55 @@
+/**
+ * What every pipe command shares: --json, and one rendering of errors (stderr: code, message, a
+ * hint with the next action, the log path), with the exit code from the one table.
+ */
+import {Command, Flags} from '@oclif/core'
+import {PipeError, toPipeError} from '../errors.js'
+import {appendLog} from '../log.js'
+import {redact} from '../util/redact.js'
+
+export interface JsonError {
+  error: {code: string; message: string; hint?: string; exit_code: number; log?: string}
+}
+
+export abstract class PipeCommand extends Command {
+  static override enableJsonFlag = true
+
+  static storeFlag = Flags.string({description: 'Store directory (default: $PIPE_STORE or .pipe in the working directory).', helpValue: 'DIR'})
+
+  /** Progress and prompts: stderr, so that stdout keeps to the result (one JSON document with --json). */
+  protected progress(message: string): void {
+    process.stderr.write(`${message}\n`)
+  }
+
+  protected storeDir(flag: string | undefined): string {
+    return flag ?? process.env.PIPE_STORE ?? '.pipe'
+  }
+
+  /** Set when the command already printed its JSON result, so an error must not print a second document. */
+  protected jsonPrinted = false
+
+  override async catch(raw: Error & {oclif?: {exit?: number}; code?: string}): Promise<never> {
+    if (raw.code === 'EEXIT') throw raw
+    const error = this.classify(raw)
+    const log = appendLog('ERROR', `[${error.code}] ${this.id ?? 'pipe'}: ${error.message}`, raw.stack)
+    const lines = [`Error [${error.code}]: ${redact(error.message)}`]
+    if (error.hint) lines.push(`Try this: ${redact(error.hint)}`)
+    if (log) lines.push(`Log: ${log}`)
+    process.stderr.write(`${lines.join('\n')}\n`)
+    if (this.jsonEnabled() && !this.jsonPrinted) {
+      const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: error.hint} : {}), ...(log ? {log} : {})}}
+      process.stdout.write(`${JSON.stringify(body, null, 2)}\n`)
+    }
+    process.exitCode = error.exitCode
+    throw Object.assign(new Error(error.message), {skipOclifErrorHandling: true, oclif: {exit: error.exitCode}})
+  }
+
+  private classify(raw: Error & {oclif?: {exit?: number}; code?: string}): PipeError {
+    if (raw instanceof PipeError) return raw
+    // oclif's own parse errors: unknown flags, missing arguments, bad options.
+    if (raw.oclif?.exit !== undefined) {
+      return new PipeError('E_INVALID_ARGS', raw.message.split('\n')[0] ?? raw.message, {hint: `Run pipe ${this.id?.replace(/:/g, ' ') ?? ''} --help for usage.`.replace(/ +/g, ' ')})
+    }
+    return toPipeError(raw)
+  }
+}

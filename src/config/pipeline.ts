@@ -1,0 +1,239 @@
+/**
+ * Loads a pipeline in stages: YAML with positions, then the schema (all errors), then the semantic
+ * rules the schema cannot express. A pipeline with any error is never returned for running.
+ */
+import {existsSync, statSync} from 'node:fs'
+import path from 'node:path'
+import type {Pipeline, Step} from '../types/pipeline.js'
+import {sha256} from '../util/hash.js'
+import {sortDiagnostics, type Diagnostic} from './diagnostics.js'
+import {cycles, reachableFrom, startStepId} from './graph.js'
+import {validateSource} from './document.js'
+import {didYouMean} from './suggest.js'
+import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
+
+/** What the loader needs to know about step kinds; the step registry provides it. */
+export interface KindInfo {
+  /** Outcomes a step of this kind can end with (error is always possible too). */
+  outcomes(step: Step): readonly string[]
+}
+export type KindCatalog = Readonly<Record<string, KindInfo>>
+
+export interface LoadedPipeline {
+  file: string
+  dir: string
+  pipeline: Pipeline
+  source: YamlSource
+  /** sha256 of the file's text. */
+  hash: string
+}
+
+export type PipelineResult = {ok: true; loaded: LoadedPipeline} | {ok: false; diagnostics: Diagnostic[]}
+
+export async function loadPipeline(file: string, catalog: KindCatalog): Promise<PipelineResult> {
+  const read = await readYamlFile(file)
+  if (!read.ok) return read
+  const source = read.source
+  const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
+  const data = source.data as Pipeline
+  const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}
+  if (structure.ok) {
+    const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
+    if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
+    return {ok: true, loaded}
+  }
+  // The structure is wrong, but the graph rules may still find more to report in one pass (a
+  // misspelt transition next to an unknown key). They run defensively: a rule that trips over a
+  // malformed value reports nothing rather than a confusing error.
+  const diagnostics = [...structure.diagnostics]
+  if (Array.isArray(data.steps) && data.steps.every((s) => s !== null && typeof s === 'object' && typeof s.id === 'string' && typeof s.kind === 'string')) {
+    const seen = new Set(diagnostics.map((d) => `${d.line}:${d.col}`))
+    for (const rule of pipelineRules.filter((r) => r.name !== 'unregistered-kind')) {
+      let found: Diagnostic[] = []
+      try {
+        found = rule.check(loaded, catalog)
+      } catch {
+        continue
+      }
+      for (const d of found) {
+        if (seen.has(`${d.line}:${d.col}`)) continue
+        seen.add(`${d.line}:${d.col}`)
+        diagnostics.push({...d, rule: rule.name})
+      }
+    }
+  }
+  return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
+}
+
+type Segment = string | number
+interface Rule {
+  name: string
+  check(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[]
+}
+
+function diag(loaded: LoadedPipeline, segments: Segment[], message: string, preferKey = false): Diagnostic {
+  const pos = locate(loaded.source, segments, preferKey)
+  const printable = segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
+  return {file: loaded.file, line: pos.line, col: pos.col, path: printable, message, rule: ''}
+}
+
+/** Every place a step id is referenced, with its path for error positions. */
+function references(pipeline: Pipeline): Array<{segments: Segment[]; target: string; what: string}> {
+  const refs: Array<{segments: Segment[]; target: string; what: string}> = []
+  if (pipeline.start !== undefined) refs.push({segments: ['start'], target: pipeline.start, what: 'start'})
+  pipeline.steps.forEach((step, i) => {
+    if (step.next !== undefined) refs.push({segments: ['steps', i, 'next'], target: step.next, what: 'transition'})
+    for (const [outcome, target] of Object.entries(step.on ?? {})) refs.push({segments: ['steps', i, 'on', outcome], target, what: `transition on ${outcome}`})
+    if (step.on_exhausted !== undefined) refs.push({segments: ['steps', i, 'on_exhausted'], target: step.on_exhausted, what: 'on_exhausted'})
+  })
+  return refs
+}
+
+export const pipelineRules: Rule[] = [
+  {
+    name: 'duplicate-step-id',
+    check(loaded) {
+      const first = new Map<string, number>()
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        const seen = first.get(step.id)
+        if (seen === undefined) first.set(step.id, i)
+        else {
+          const firstLine = locate(loaded.source, ['steps', seen, 'id']).line
+          out.push(diag(loaded, ['steps', i, 'id'], `duplicate step id "${step.id}" (first defined on line ${firstLine})`))
+        }
+      })
+      return out
+    },
+  },
+  {
+    name: 'unknown-step',
+    check(loaded) {
+      const ids = loaded.pipeline.steps.map((s) => s.id)
+      const known = new Set(ids)
+      return references(loaded.pipeline)
+        .filter((ref) => !known.has(ref.target))
+        .map((ref) => diag(loaded, ref.segments, `unknown step "${ref.target}" in ${ref.what}${didYouMean(ref.target, ids)}`))
+    },
+  },
+  {
+    name: 'unregistered-kind',
+    check(loaded, catalog) {
+      const kinds = Object.keys(catalog)
+      return loaded.pipeline.steps.flatMap((step, i) =>
+        catalog[step.kind] ? [] : [diag(loaded, ['steps', i, 'kind'], `step kind "${step.kind}" has no handler registered${didYouMean(step.kind, kinds)}`)],
+      )
+    },
+  },
+  {
+    name: 'unknown-outcome',
+    check(loaded, catalog) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        const info = catalog[step.kind]
+        if (!info) return
+        const outcomes = [...info.outcomes(step), 'error']
+        for (const outcome of Object.keys(step.on ?? {})) {
+          if (!outcomes.includes(outcome)) {
+            out.push(diag(loaded, ['steps', i, 'on', outcome], `a ${step.kind} step has no outcome "${outcome}"${didYouMean(outcome, outcomes)} (outcomes: ${outcomes.join(', ')})`, true))
+          }
+        }
+      })
+      return out
+    },
+  },
+  {
+    name: 'unknown-gate',
+    check(loaded) {
+      const defined = Object.keys(loaded.pipeline.gates ?? {})
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (step.kind !== 'gate') return
+        step.gates.forEach((name, j) => {
+          if (!defined.includes(name)) {
+            const where = defined.length ? `${didYouMean(name, defined)} (defined: ${defined.join(', ')})` : ' (the pipeline defines no gates: add a gates: section)'
+            out.push(diag(loaded, ['steps', i, 'gates', j], `gate "${name}" is used but not defined${where}`))
+          }
+        })
+        if (step.completeness === true && loaded.pipeline.completeness === undefined) {
+          out.push(diag(loaded, ['steps', i, 'completeness'], 'completeness is on but the pipeline defines no completeness: section'))
+        }
+      })
+      return out
+    },
+  },
+  {
+    name: 'gate-rule',
+    check(loaded) {
+      const out: Diagnostic[] = []
+      for (const [name, gate] of Object.entries(loaded.pipeline.gates ?? {})) {
+        gate?.rules.forEach((rule, j) => {
+          const at: Segment[] = ['gates', name, 'rules', j]
+          const checks = ['required', 'min_items', 'max_items', 'min_length', 'pattern', 'enum'] as const
+          if (!checks.some((c) => rule[c] !== undefined)) {
+            out.push(diag(loaded, at, `gate rule on "${rule.path}" names no check; add one of: ${checks.join(', ')}`))
+          }
+          if (rule.pattern !== undefined) {
+            try {
+              new RegExp(rule.pattern, 'u')
+            } catch (error) {
+              out.push(diag(loaded, [...at, 'pattern'], `invalid regular expression: ${(error as Error).message}`))
+            }
+          }
+          if (rule.min_items !== undefined && rule.max_items !== undefined && rule.min_items > rule.max_items) {
+            out.push(diag(loaded, [...at, 'max_items'], `max_items ${rule.max_items} is below min_items ${rule.min_items}`))
+          }
+        })
+      }
+      return out
+    },
+  },
+  {
+    name: 'unreachable-step',
+    check(loaded) {
+      const start = startStepId(loaded.pipeline)
+      if (!loaded.pipeline.steps.some((s) => s.id === start)) return []
+      const reachable = reachableFrom(loaded.pipeline, start)
+      return loaded.pipeline.steps.flatMap((step, i) =>
+        reachable.has(step.id) ? [] : [diag(loaded, ['steps', i, 'id'], `step "${step.id}" is unreachable from the start step "${start}"`)],
+      )
+    },
+  },
+  {
+    name: 'unbounded-cycle',
+    check(loaded) {
+      const index = new Map(loaded.pipeline.steps.map((s, i) => [s.id, i]))
+      return cycles(loaded.pipeline)
+        .filter((component) => !component.some((id) => loaded.pipeline.steps[index.get(id)!]?.max_iterations !== undefined))
+        .map((component) => {
+          const i = index.get(component[0]!)!
+          return diag(loaded, ['steps', i, 'id'], `steps ${component.join(' -> ')} form a cycle with no bound; set max_iterations on one of them`)
+        })
+    },
+  },
+  {
+    name: 'exhausted-without-bound',
+    check(loaded) {
+      return loaded.pipeline.steps.flatMap((step, i) =>
+        step.on_exhausted !== undefined && step.max_iterations === undefined
+          ? [diag(loaded, ['steps', i, 'on_exhausted'], `on_exhausted needs max_iterations on step "${step.id}"`)]
+          : [],
+      )
+    },
+  },
+  {
+    name: 'missing-file',
+    check(loaded) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (!('prompt' in step) || step.prompt === undefined) return
+        const full = path.resolve(loaded.dir, step.prompt)
+        let problem: string | undefined
+        if (!existsSync(full)) problem = 'does not exist'
+        else if (!statSync(full).isFile()) problem = 'is not a file'
+        if (problem) out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" ${problem} (looked for ${full})`))
+      })
+      return out
+    },
+  },
+]

@@ -1,0 +1,32 @@
+/** Loads policy.yaml: YAML with positions, the schema, then the rules the schema cannot express. */
+import {existsSync} from 'node:fs'
+import path from 'node:path'
+import {defaultPolicy, policyFrom, type LoadedPolicy} from '../policy/policy.js'
+import type {Policy} from '../types/policy.js'
+import type {Diagnostic} from './diagnostics.js'
+import {validateDocument} from './document.js'
+import {locate} from './yaml-source.js'
+
+export type PolicyResult = {ok: true; loaded: LoadedPolicy} | {ok: false; diagnostics: Diagnostic[]}
+
+export async function loadPolicyFile(file: string): Promise<PolicyResult> {
+  const result = await validateDocument<Policy>(file, 'policy', 'policy')
+  if (!result.ok) return result
+  const diagnostics: Diagnostic[] = []
+  result.data.forbidden_paths.forEach((glob, i) => {
+    if (path.isAbsolute(glob) || glob.split('/').includes('..')) {
+      const pos = locate(result.source, ['forbidden_paths', i])
+      diagnostics.push({file, ...pos, path: `forbidden_paths[${i}]`, message: `"${glob}" must be relative to the repository root, without ..`, rule: 'relative-glob'})
+    }
+  })
+  if (diagnostics.length > 0) return {ok: false, diagnostics}
+  return {ok: true, loaded: policyFrom(result.data, path.resolve(file))}
+}
+
+/** The policy a run uses: --policy FILE, else policy.yaml in the working directory, else the built-in default. */
+export async function resolvePolicy(explicit: string | undefined, cwd: string): Promise<PolicyResult> {
+  if (explicit !== undefined) return loadPolicyFile(path.resolve(cwd, explicit))
+  const local = path.join(cwd, 'policy.yaml')
+  if (existsSync(local)) return loadPolicyFile(local)
+  return {ok: true, loaded: defaultPolicy()}
+}

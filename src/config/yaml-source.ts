@@ -1,0 +1,154 @@
+/**
+ * Reads a YAML file keeping node positions, so that every later check can point at the line and
+ * column of the value it is about. Refuses the inputs a YAML parser should never be trusted with:
+ * binary files, huge files, alias-expansion bombs.
+ */
+import {readFile, stat} from 'node:fs/promises'
+import {Alias, Document, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node} from 'yaml'
+import type {Diagnostic} from './diagnostics.js'
+
+export const MAX_YAML_BYTES = 5 * 1024 * 1024
+/** Aliases a document may expand; a bomb needs thousands, real pipelines use a handful. */
+export const MAX_ALIAS_COUNT = 200
+
+export interface YamlSource {
+  file: string
+  text: string
+  doc: Document.Parsed
+  lineCounter: LineCounter
+  data: unknown
+}
+
+export type LoadResult = {ok: true; source: YamlSource} | {ok: false; diagnostics: Diagnostic[]}
+
+function at(file: string, message: string, rule = 'yaml', line = 1, col = 1): Diagnostic {
+  return {file, line, col, path: '', message, rule}
+}
+
+export async function readYamlFile(file: string, expect: 'mapping' = 'mapping'): Promise<LoadResult> {
+  let size: number
+  try {
+    const info = await stat(file)
+    if (info.isDirectory()) return {ok: false, diagnostics: [at(file, 'is a directory, not a YAML file', 'file')]}
+    size = info.size
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    const message = code === 'ENOENT' ? 'file not found' : `cannot read file (${code ?? String(error)})`
+    return {ok: false, diagnostics: [at(file, message, 'file')]}
+  }
+  if (size > MAX_YAML_BYTES) {
+    return {ok: false, diagnostics: [at(file, `file is ${size} bytes; the limit is ${MAX_YAML_BYTES} bytes`, 'file')]}
+  }
+  let bytes: Buffer
+  try {
+    bytes = await readFile(file)
+  } catch (error) {
+    return {ok: false, diagnostics: [at(file, `cannot read file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, 'file')]}
+  }
+  return parseYamlBytes(file, bytes, expect)
+}
+
+export function parseYamlBytes(file: string, bytes: Uint8Array, expect: 'mapping' = 'mapping'): LoadResult {
+  if (bytes.length === 0) return {ok: false, diagnostics: [at(file, 'file is empty; expected a YAML mapping', 'empty')]}
+  const nul = bytes.indexOf(0)
+  if (nul !== -1) return {ok: false, diagnostics: [at(file, `file is binary (NUL byte at offset ${nul}), not YAML text`, 'binary')]}
+  let text: string
+  try {
+    text = new TextDecoder('utf-8', {fatal: true}).decode(bytes)
+  } catch {
+    return {ok: false, diagnostics: [at(file, 'file is not valid UTF-8 text; save it as UTF-8', 'binary')]}
+  }
+  return parseYamlText(file, text, expect)
+}
+
+export function parseYamlText(file: string, rawText: string, expect: 'mapping' = 'mapping'): LoadResult {
+  const text = rawText.charCodeAt(0) === 0xfeff ? rawText.slice(1) : rawText
+  const lineCounter = new LineCounter()
+  const doc = parseDocument(text, {lineCounter, uniqueKeys: true, prettyErrors: false, strict: true, merge: true})
+  const problems = [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED')]
+  if (problems.length > 0) {
+    return {
+      ok: false,
+      diagnostics: problems.map((problem) => {
+        const pos = lineCounter.linePos(problem.pos[0])
+        const key = text.slice(problem.pos[0], problem.pos[1]).split(/[:\n]/)[0]!.trim()
+        const message = problem.code === 'DUPLICATE_KEY' ? `duplicate key "${key}" (keys of a mapping must be unique)` : firstLine(problem.message)
+        return at(file, message, 'yaml', pos.line, pos.col)
+      }),
+    }
+  }
+  if (doc.contents === null || (isScalar(doc.contents) && (doc.contents.value === null || doc.contents.value === ''))) {
+    return {ok: false, diagnostics: [at(file, `file has no content (only comments or blank lines); expected a YAML ${expect}`, 'empty')]}
+  }
+  if (!isMap(doc.contents)) {
+    const found = isSeq(doc.contents) ? 'a list' : isScalar(doc.contents) ? `a single value (${JSON.stringify(doc.contents.value)})` : 'something else'
+    const pos = positionOf({doc, lineCounter}, doc.contents)
+    return {ok: false, diagnostics: [at(file, `the top level must be a mapping (key: value lines), but the file holds ${found}`, 'not-a-mapping', pos.line, pos.col)]}
+  }
+  let data: unknown
+  try {
+    data = doc.toJS({maxAliasCount: MAX_ALIAS_COUNT})
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error)
+    if (/alias/i.test(message)) {
+      return {ok: false, diagnostics: [at(file, `refused: aliases would expand past ${MAX_ALIAS_COUNT} nodes (an alias-expansion bomb?)`, 'alias-bomb')]}
+    }
+    return {ok: false, diagnostics: [at(file, message)]}
+  }
+  return {ok: true, source: {file, text, doc, lineCounter, data}}
+}
+
+function firstLine(message: string): string {
+  return message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')
+}
+
+export interface NodeLookup {
+  /** The value node at the path, or the deepest ancestor that exists. */
+  node: Node | null
+  /** The key node of the last path segment when it names a mapping key that exists. */
+  key: Node | null
+  /** Whether the whole path was found. */
+  exact: boolean
+}
+
+/** Finds the node at a JSON path, following aliases. */
+export function findNode(source: Pick<YamlSource, 'doc'>, segments: ReadonlyArray<string | number>): NodeLookup {
+  let current: unknown = source.doc.contents
+  let key: Node | null = null
+  for (const segment of segments) {
+    current = resolveAlias(source.doc, current)
+    if (isMap(current)) {
+      const pair = current.items.find((item) => isPair(item) && isScalar(item.key) && String(item.key.value) === String(segment))
+      if (!pair) return {node: current as Node, key: null, exact: false}
+      key = pair.key as Node
+      current = pair.value
+      if (current === null) return {node: key, key, exact: true}
+    } else if (isSeq(current) && typeof segment === 'number') {
+      const item = current.items[segment]
+      if (item === undefined) return {node: current as Node, key: null, exact: false}
+      key = null
+      current = item
+    } else {
+      return {node: (current as Node | null) ?? null, key: null, exact: false}
+    }
+  }
+  return {node: (resolveAlias(source.doc, current) as Node | null) ?? null, key, exact: true}
+}
+
+function resolveAlias(doc: Document.Parsed, node: unknown): unknown {
+  let current = node
+  for (let hops = 0; current instanceof Alias && hops < 100; hops++) current = current.resolve(doc)
+  return current
+}
+
+export function positionOf(source: Pick<YamlSource, 'lineCounter'> & Partial<Pick<YamlSource, 'doc'>>, node: Node | null | undefined): {line: number; col: number} {
+  const offset = node?.range?.[0]
+  if (offset === undefined) return {line: 1, col: 1}
+  return source.lineCounter.linePos(offset)
+}
+
+/** Position of the value at a path (or of its key, when `preferKey`), falling back to the nearest ancestor. */
+export function locate(source: YamlSource, segments: ReadonlyArray<string | number>, preferKey = false): {line: number; col: number} {
+  const found = findNode(source, segments)
+  return positionOf(source, preferKey && found.key ? found.key : found.node)
+}

@@ -1,0 +1,65 @@
+/**
+ * The one error type of pipe. Every failure a user can meet carries a code, a hint with the next
+ * action, and the exit code the CLI ends with; only the top level (the oclif command) exits.
+ */
+import {ExitCode, exitCodeFor} from './exit-codes.js'
+
+export type ErrorCode =
+  | 'E_POLICY_DENIED'
+  | 'E_IO'
+  | 'E_TOOL_TIMEOUT'
+  | 'E_INVALID_ARGS'
+  | 'E_CONFLICT'
+  | 'E_BUILD_FAIL'
+  | 'E_MODEL'
+  | 'E_CONFIG'
+  | 'E_INPUT'
+  | 'E_NOT_FOUND'
+  | 'E_STATE'
+  | 'E_LOOP_LIMIT'
+  | 'E_INTEGRITY'
+  | 'E_INTERNAL'
+
+export interface PipeErrorOptions {
+  hint?: string
+  retryable?: boolean
+  details?: Record<string, unknown>
+  cause?: unknown
+}
+
+export class PipeError extends Error {
+  readonly code: ErrorCode
+  readonly hint: string | undefined
+  readonly retryable: boolean
+  readonly details: Record<string, unknown> | undefined
+
+  constructor(code: ErrorCode, message: string, options: PipeErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : {cause: options.cause})
+    this.name = 'PipeError'
+    this.code = code
+    this.hint = options.hint
+    this.retryable = options.retryable ?? false
+    this.details = options.details
+  }
+
+  get exitCode(): ExitCode {
+    return exitCodeFor(this.code)
+  }
+}
+
+export function isPipeError(error: unknown): error is PipeError {
+  return error instanceof PipeError
+}
+
+/** Turns anything thrown into a PipeError, keeping codes of errors that already have one. */
+export function toPipeError(error: unknown): PipeError {
+  if (error instanceof PipeError) return error
+  if (error instanceof Error) {
+    const sysCode = (error as NodeJS.ErrnoException).code
+    if (typeof sysCode === 'string' && /^E[A-Z]+$/.test(sysCode)) {
+      return new PipeError('E_IO', error.message, {cause: error, hint: 'Check that the path exists and is readable and writable.'})
+    }
+    return new PipeError('E_INTERNAL', error.message, {cause: error, hint: 'This is a bug in pipe; the log file has the stack trace.'})
+  }
+  return new PipeError('E_INTERNAL', String(error))
+}

@@ -1,0 +1,30 @@
+/**
+ * The error channel's file half (seed 002): every error is appended to a daily log,
+ * $PIPE_HOME/logs/orchestrator-YYYYMMDD.log (PIPE_HOME defaults to ~/.canonical).
+ */
+import {appendFileSync, mkdirSync} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import {redact} from './util/redact.js'
+
+export function pipeHome(): string {
+  return process.env.PIPE_HOME || path.join(os.homedir(), '.canonical')
+}
+
+export function logFilePath(date = new Date()): string {
+  const day = date.toISOString().slice(0, 10).replace(/-/g, '')
+  return path.join(pipeHome(), 'logs', `orchestrator-${day}.log`)
+}
+
+/** Appends one entry; returns the log's path, or null when it cannot be written (never throws). */
+export function appendLog(level: 'ERROR' | 'WARN' | 'INFO', message: string, detail?: string): string | null {
+  const file = logFilePath()
+  try {
+    mkdirSync(path.dirname(file), {recursive: true})
+    const line = `${new Date().toISOString()} ${level} pid=${process.pid} ${redact(message)}\n${detail ? `${redact(detail).replace(/^/gm, '    ')}\n` : ''}`
+    appendFileSync(file, line)
+    return file
+  } catch {
+    return null
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * What a model step asks of a model. The offline rules provider and the openai provider answer the
+ * same questions, so a pipeline runs the same way with or without a key.
+ */
+import type {CanonicalSpec, Task} from '../types/spec.js'
+
+export type SpecBody = Omit<CanonicalSpec, 'meta'>
+export type VvItem = CanonicalSpec['vv'][number]
+
+export interface MissingField {
+  path: string
+  message?: string
+}
+
+export interface Question {
+  id: string
+  field: string
+  question: string
+}
+
+/** A span of the input that supports a spec field. */
+export interface Citation {
+  spec_path: string
+  excerpt: string
+  note?: string
+}
+
+export interface Usage {
+  prompt_tokens: number
+  completion_tokens: number
+}
+
+export interface ModelReply<T> {
+  value: T
+  citations: Citation[]
+  usage?: Usage
+}
+
+export interface CompileRequest {
+  text: string
+  sourceRef: string
+  /** The spec the run already has, when the pipeline loops back to compile. */
+  previous: SpecBody | null
+}
+
+export interface CompileOutput {
+  body: SpecBody
+  title: string
+  /** Key fields the input did not fill (partial success: the spec is a draft). */
+  missing_fields: string[]
+}
+
+export interface ClarifyRequest {
+  spec: SpecBody
+  missing: MissingField[]
+  maxQuestions: number
+  /** Number of the first question, so ids stay unique across rounds (Q-001, Q-002, ...). */
+  firstNumber: number
+}
+
+export interface ApplyAnswersRequest {
+  spec: SpecBody
+  questions: Question[]
+  /** Answer text by question id. */
+  answers: Record<string, string>
+}
+
+export interface Provider {
+  readonly name: string
+  readonly model: string | null
+  readonly endpointHost: string | null
+  compile(request: CompileRequest, signal: AbortSignal): Promise<ModelReply<CompileOutput>>
+  clarify(request: ClarifyRequest, signal: AbortSignal): Promise<ModelReply<{questions: Question[]}>>
+  applyAnswers(request: ApplyAnswersRequest, signal: AbortSignal): Promise<ModelReply<{body: SpecBody}>>
+  planTasks(request: {spec: SpecBody}, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>>
+  generateVv(request: {spec: SpecBody}, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>>
+}

@@ -1,0 +1,60 @@
+/**
+ * Validators for the formats in schemas/. Each schema is compiled once per process, on first use,
+ * because compiling costs milliseconds and validating costs microseconds.
+ */
+import {readFileSync} from 'node:fs'
+import {fileURLToPath} from 'node:url'
+import type {ErrorObject, ValidateFunction} from 'ajv'
+import {createRequire} from 'node:module'
+
+export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run'
+
+export const schemasDir = fileURLToPath(new URL('../../schemas/', import.meta.url))
+
+const require = createRequire(import.meta.url)
+type AjvClass = typeof import('ajv').default
+let ajv: InstanceType<AjvClass> | undefined
+const cache = new Map<SchemaName, ValidateFunction>()
+
+function instance(): InstanceType<AjvClass> {
+  if (ajv) return ajv
+  // ajv and ajv-formats are CommonJS; require keeps their load off the start-up path of commands that never validate.
+  const Ajv = (require('ajv') as {default: AjvClass}).default
+  const addFormats = (require('ajv-formats') as {default: (a: InstanceType<AjvClass>) => void}).default
+  ajv = new Ajv({allErrors: true, verbose: true, discriminator: true, allowUnionTypes: true, strict: true, strictRequired: false})
+  addFormats(ajv)
+  return ajv
+}
+
+export function schemaFile(name: SchemaName): string {
+  return `${schemasDir}${name}.schema.json`
+}
+
+export function loadSchema(name: SchemaName): Record<string, unknown> {
+  return JSON.parse(readFileSync(schemaFile(name), 'utf8')) as Record<string, unknown>
+}
+
+export function validator(name: SchemaName): ValidateFunction {
+  let fn = cache.get(name)
+  if (!fn) {
+    fn = instance().compile(loadSchema(name))
+    cache.set(name, fn)
+  }
+  return fn
+}
+
+export interface SchemaCheck {
+  valid: boolean
+  errors: ErrorObject[]
+}
+
+export function check(name: SchemaName, data: unknown): SchemaCheck {
+  const fn = validator(name)
+  const valid = fn(data) as boolean
+  return {valid, errors: valid ? [] : [...(fn.errors ?? [])]}
+}
+
+/** One line per error, for records that fail their schema inside the program (not user files). */
+export function describeErrors(errors: ErrorObject[]): string {
+  return errors.map((e) => `${e.instancePath || '/'} ${e.message ?? e.keyword}`).join('; ')
+}

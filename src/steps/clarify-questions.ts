@@ -1,0 +1,41 @@
+import type {GateResult, RuleFailure, SingleGateResult} from '../gates/evaluate.js'
+import {bodyOf, requireSpec} from './model-support.js'
+import type {StepHandler} from './types.js'
+
+function failureMessages(result: GateResult): Map<string, string> {
+  const messages = new Map<string, string>()
+  for (const value of Object.values(result)) {
+    const failures = (value as SingleGateResult | undefined)?.failed_rules as RuleFailure[] | undefined
+    if (!Array.isArray(failures)) continue
+    for (const failure of failures) if (!messages.has(failure.path)) messages.set(failure.path, failure.message)
+  }
+  return messages
+}
+
+export const clarifyQuestions: StepHandler<'clarify_questions'> = {
+  kind: 'clarify_questions',
+  summary: 'ask one question for each missing field of the latest gate result',
+  outcomes: () => ['success'],
+  changesSpec: false,
+  safeToRetry: true,
+  async run(context) {
+    const spec = requireSpec(context, 'ask about')
+    const gate = context.history.latestOutput<GateResult>('gate_result')
+    const missingPaths = gate?.missing_fields ?? spec.meta.missing_fields ?? []
+    const messages = gate ? failureMessages(gate) : new Map<string, string>()
+    const missing = missingPaths.map((path) => ({path, ...(messages.has(path) ? {message: messages.get(path)!} : {})}))
+    const asked = context.history.snapshots.reduce((n, s) => n + (((s.outputs as {questions?: unknown[]}).questions ?? []).length), 0)
+    const round = context.history.snapshots.filter((s) => Array.isArray((s.outputs as {questions?: unknown}).questions)).length + 1
+    const provider = await context.provider()
+    const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1}, context.signal)
+    const questions = reply.value.questions
+    return {
+      type: 'done',
+      outcome: 'success',
+      reason: questions.length > 0 ? `round ${round}: ${questions.length} question(s) about ${questions.map((q) => q.field).join(', ')}` : 'nothing is missing; no questions',
+      inputs: {gate_result_ref: gate ? 'latest gate_result' : null, missing_fields: missingPaths},
+      outputs: {questions, round},
+      llmModel: provider.model,
+    }
+  },
+}

@@ -1,0 +1,24 @@
+import {evaluateGates, gateSummary} from '../gates/evaluate.js'
+import {requireSpec} from './model-support.js'
+import type {StepHandler} from './types.js'
+
+export const gate: StepHandler<'gate'> = {
+  kind: 'gate',
+  summary: 'evaluate gates and the completeness score; outcome pass or fail',
+  outcomes: () => ['pass', 'fail'],
+  changesSpec: false,
+  safeToRetry: true,
+  async run({step, spec: current, pipeline, ...rest}) {
+    const spec = requireSpec({step, spec: current, pipeline, ...rest}, 'evaluate gates on')
+    const useCompleteness = step.completeness ?? pipeline.pipeline.completeness !== undefined
+    const completeness = useCompleteness ? pipeline.pipeline.completeness : undefined
+    const result = evaluateGates(spec, pipeline.pipeline.gates ?? {}, step.gates, completeness)
+    return {
+      type: 'done',
+      outcome: result.pass ? 'pass' : 'fail',
+      reason: gateSummary(result, step.gates),
+      inputs: {canonical_spec_ref: spec.meta.spec_version, gates: step.gates},
+      outputs: {gate_result: result},
+    }
+  },
+}

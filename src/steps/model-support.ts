@@ -1,0 +1,85 @@
+/** What the model step kinds share: reading the current spec, the ingested text, and turning citations into evidence. */
+import {PipeError} from '../errors.js'
+import type {Citation, SpecBody} from '../providers/types.js'
+import type {CanonicalSpec} from '../types/spec.js'
+import type {EvidenceDraft, StepContext, StepDone} from './types.js'
+
+export interface IngestResult {
+  source_ref: string
+  sha256: string
+  text: string
+}
+
+export function bodyOf(spec: CanonicalSpec): SpecBody {
+  const {meta: _meta, ...body} = spec
+  return structuredClone(body)
+}
+
+export function requireSpec(context: StepContext, why: string): CanonicalSpec {
+  if (!context.spec) {
+    throw new PipeError('E_STATE', `step "${context.step.id}" needs a spec to ${why}, but the run has none yet`, {
+      hint: 'Put a step that writes a spec (compile) before it in the pipeline.',
+    })
+  }
+  return context.spec
+}
+
+export function requireIngest(context: StepContext): IngestResult {
+  const result = context.history.latestOutput<IngestResult>('ingest_result')
+  if (!result) {
+    throw new PipeError('E_STATE', `step "${context.step.id}" needs ingested input, but no ingest step has run`, {hint: 'Put an ingest step before it in the pipeline.'})
+  }
+  return result
+}
+
+function fold(text: string): string {
+  return text.replace(/\s+/g, ' ').trim()
+}
+
+/** Line range of an excerpt in the text, or null when it does not occur (exactly or after folding white space). */
+export function findExcerpt(text: string, excerpt: string): {from: number; to: number} | null {
+  const clean = excerpt.replace(/…$/, '')
+  let index = text.indexOf(clean)
+  if (index === -1) {
+    const folded = fold(text)
+    const needle = fold(clean)
+    if (needle === '' || !folded.includes(needle)) return null
+    // Find the first line where the folded excerpt starts.
+    const lines = text.split('\n')
+    const firstWord = needle.split(' ')[0]!
+    index = 0
+    for (const line of lines) {
+      if (line.includes(firstWord)) break
+      index += line.length + 1
+    }
+  }
+  const from = text.slice(0, index).split('\n').length
+  const to = from + clean.split('\n').length - 1
+  return {from, to}
+}
+
+/** Citations that occur in the source become quote evidence; the rest are dropped and reported. */
+export function citationsToEvidence(
+  citations: Citation[],
+  source: IngestResult,
+  stepId: string,
+  runId: string,
+): {evidence: NonNullable<StepDone['evidence']>; dropped: Citation[]} {
+  const evidence: NonNullable<StepDone['evidence']> = []
+  const dropped: Citation[] = []
+  for (const citation of citations) {
+    const at = findExcerpt(source.text, citation.excerpt)
+    if (!at) {
+      dropped.push(citation)
+      continue
+    }
+    const draft: EvidenceDraft = {
+      type: 'quote',
+      source: {ref: `${source.source_ref}#L${at.from}${at.to > at.from ? `-L${at.to}` : ''}`, hash: source.sha256},
+      content: {excerpt: [...citation.excerpt].slice(0, 500).join(''), ...(citation.note ? {note: citation.note} : {})},
+      linked_to: [{spec_path: `spec.${citation.spec_path}`}, {step: stepId}, {run_id: runId}],
+    }
+    evidence.push({...draft, link: 'quote'})
+  }
+  return {evidence, dropped}
+}

@@ -1,0 +1,15 @@
+import {setTimeout as sleep} from 'node:timers/promises'
+import type {StepHandler} from './types.js'
+
+export const noop: StepHandler<'noop'> = {
+  kind: 'noop',
+  summary: 'record a snapshot and move on (a placeholder or join point)',
+  outcomes: (step) => [step.outcome ?? 'success'],
+  changesSpec: false,
+  safeToRetry: true,
+  async run({step, signal}) {
+    if (step.sleep_ms) await sleep(step.sleep_ms, undefined, {signal})
+    const outcome = step.outcome ?? 'success'
+    return {type: 'done', outcome, reason: `no-op, outcome ${outcome}`, outputs: {}}
+  },
+}

@@ -1,0 +1,35 @@
+/** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
+import type {KindCatalog} from '../config/pipeline.js'
+import {applyAnswers} from './apply-answers.js'
+import {clarifyQuestions} from './clarify-questions.js'
+import {compile} from './compile.js'
+import {gate} from './gate.js'
+import {generateVv} from './generate-vv.js'
+import {ingest} from './ingest.js'
+import {noop} from './noop.js'
+import {planTasks} from './plan-tasks.js'
+import {publish} from './publish.js'
+import {review} from './review.js'
+import type {StepHandler, StepKind, StepOf, StepRegistry} from './types.js'
+
+export const registry: StepRegistry = {
+  ingest,
+  compile,
+  clarify_questions: clarifyQuestions,
+  apply_answers: applyAnswers,
+  plan_tasks: planTasks,
+  generate_vv: generateVv,
+  gate,
+  review,
+  publish,
+  noop,
+}
+
+export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
+  return registry[kind] as StepHandler<K>
+}
+
+/** The metadata the pipeline loader checks against. */
+export const kindCatalog: KindCatalog = Object.fromEntries(
+  Object.values(registry).map((handler) => [handler.kind, {outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step)}]),
+)

@@ -1,0 +1,36 @@
+import type {GateResult} from '../gates/evaluate.js'
+import {requireSpec} from './model-support.js'
+import type {StepHandler} from './types.js'
+
+export const review: StepHandler<'review'> = {
+  kind: 'review',
+  summary: 'a person decides go, hold or drop',
+  outcomes: () => ['go'],
+  changesSpec: false,
+  safeToRetry: false,
+  async run(context) {
+    const spec = requireSpec(context, 'review')
+    const decision = context.run.review
+    if (!decision || decision.consumed) {
+      return {type: 'await', kind: 'review', reason: `spec ${spec.meta.spec_version} needs a review decision (go, hold or drop)`}
+    }
+    const gate = context.history.latestOutput<GateResult>('gate_result')
+    const outputs = {
+      review_decision: decision.decision,
+      reviewed_version: spec.meta.spec_version,
+      gate_pass: gate?.pass ?? null,
+      summary: {features: spec.features.length, acceptance_criteria: spec.acceptance_criteria.length, tasks: spec.tasks.length, vv: spec.vv.length},
+    }
+    const note = decision.note ? `: ${decision.note}` : ''
+    const person = {by: decision.by, at: decision.at, ...(decision.note ? {note: decision.note} : {})}
+    const base = {type: 'done' as const, inputs: {canonical_spec_ref: spec.meta.spec_version}, outputs, person, consumed: 'review' as const}
+    switch (decision.decision) {
+      case 'go':
+        return {...base, outcome: 'go', reason: `${decision.by} approved ${spec.meta.spec_version}${note}`}
+      case 'hold':
+        return {...base, outcome: 'hold', reason: `${decision.by} put ${spec.meta.spec_version} on hold${note}`, hold: {reason: `on hold by ${decision.by}${note}`}}
+      case 'drop':
+        return {...base, outcome: 'drop', reason: `${decision.by} dropped ${spec.meta.spec_version}${note}`, cancel: {reason: `dropped in review by ${decision.by}${note}`}}
+    }
+  },
+}

@@ -1,0 +1,95 @@
+/**
+ * The one small interface every step kind implements. The engine knows no step by name: it calls
+ * `run`, then records what the result says (outputs, a new spec version, evidence, a pause).
+ */
+import type {LoadedPipeline} from '../config/pipeline.js'
+import type {LoadedPolicy} from '../policy/policy.js'
+import type {Provider, SpecBody} from '../providers/types.js'
+import type {Evidence} from '../types/evidence.js'
+import type {Step} from '../types/pipeline.js'
+import type {RunRecord} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
+import type {CanonicalSpec} from '../types/spec.js'
+
+export type StepKind = Step['kind']
+export type StepOf<K extends StepKind> = Extract<Step, {kind: K}>
+
+export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
+
+/** Read-only view of what the run has done so far. */
+export interface RunHistory {
+  readonly snapshots: readonly Snapshot[]
+  /** The newest value of an output key (e.g. gate_result, questions, ingest_result), if any step produced it. */
+  latestOutput<T = unknown>(key: string): T | undefined
+}
+
+export interface StepContext<S extends Step = Step> {
+  step: S
+  pipeline: LoadedPipeline
+  run: Readonly<RunRecord>
+  /** The spec version the step reads (the run's latest), or null before any exists. */
+  spec: CanonicalSpec | null
+  history: RunHistory
+  policy: LoadedPolicy
+  provider(): Promise<Provider>
+  /** Working directory of the run: relative paths in steps resolve against it. */
+  cwd: string
+  signal: AbortSignal
+  attempt: number
+  now(): Date
+  /** The OS user running pipe, for decisions made by a person. */
+  user: string
+}
+
+export interface PersonDecision {
+  by: string
+  at: string
+  note?: string
+}
+
+/** The step ran to an outcome; the engine writes its snapshot (and spec version, and evidence). */
+export interface StepDone {
+  type: 'done'
+  outcome: string
+  /** Why the step ended with this outcome; becomes the reason of the snapshot's decision. */
+  reason: string
+  inputs?: Record<string, unknown>
+  outputs: Record<string, unknown>
+  /** A new spec version to write (only for kinds that change the spec). */
+  spec?: {body: SpecBody; status: CanonicalSpec['meta']['status']; title?: string; missing_fields?: string[]}
+  evidence?: Array<EvidenceDraft & {link?: 'quote' | 'partial_success' | 'file' | 'doc' | 'log' | 'api_result' | 'repo'}>
+  /** A decision a person made in this step. */
+  person?: PersonDecision
+  /** After the snapshot, wait again at this step (a review on hold). */
+  hold?: {reason: string}
+  /** After the snapshot, end the run as cancelled (a review that said drop). */
+  cancel?: {reason: string}
+  /** Changes to the run record that consuming an input implies (a review decision used up). */
+  consumed?: 'review'
+  llmModel?: string | null
+}
+
+/** The step cannot start yet: it needs something from a person. Nothing is recorded but the pause. */
+export interface StepAwait {
+  type: 'await'
+  kind: 'answers' | 'review'
+  reason: string
+  questions?: Array<{id: string; field?: string; question: string}>
+}
+
+export type StepResult = StepDone | StepAwait
+
+export interface StepHandler<K extends StepKind> {
+  kind: K
+  /** One line for `pipe graph` and docs. */
+  summary: string
+  outcomes(step: StepOf<K>): readonly string[]
+  /** Whether a successful run of this kind writes a new spec version. */
+  changesSpec: boolean
+  /** Whether running it twice does no harm, so it may be retried after a retryable error. */
+  safeToRetry: boolean
+  run(context: StepContext<StepOf<K>>): Promise<StepResult>
+}
+
+/** One handler per kind; a kind in the schema without a handler here fails to compile. */
+export type StepRegistry = {readonly [K in StepKind]: StepHandler<K>}

@@ -1,0 +1,400 @@
+/* eslint-disable */
+// Generated from schemas/ by `npm run gen:types`. Do not edit by hand.
+
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "step".
+ */
+export type Step =
+  | IngestStep
+  | CompileStep
+  | ClarifyQuestionsStep
+  | ApplyAnswersStep
+  | PlanTasksStep
+  | GenerateVvStep
+  | GateStep
+  | ReviewStep
+  | PublishStep
+  | NoopStep
+/**
+ * A step id: lower case letters, digits and underscores, starting with a letter.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "stepId".
+ */
+export type StepId = string
+/**
+ * The id of another step of this pipeline.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "stepRef".
+ */
+export type StepRef = string
+/**
+ * A prompt file, relative to the pipeline file, used when the step runs on a model.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "modelPrompt".
+ */
+export type ModelPrompt = string
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "outcomeName".
+ */
+export type OutcomeName = string
+/**
+ * A gate name. The names pass, missing_fields, completeness_score and completeness_threshold are reserved for the gate result.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gateName".
+ */
+export type GateName = string
+
+/**
+ * A pipe pipeline: a graph of steps, the gates that route it and the model provider its model steps use.
+ */
+export interface Pipeline {
+  /**
+   * Version of the pipeline language. Only 1 exists.
+   */
+  version: 1
+  /**
+   * Name of the pipeline, shown in runs and graphs.
+   */
+  name: string
+  description?: string
+  /**
+   * Id of the first step; the first step in the list when omitted.
+   */
+  start?: string
+  provider?: ProviderSettings
+  /**
+   * Named gates. A gate step evaluates some of them against the current spec.
+   */
+  gates?: {
+    [k: string]: Gate | undefined
+  }
+  completeness?: Completeness
+  /**
+   * @minItems 1
+   * @maxItems 10000
+   */
+  steps: [Step, ...Step[]]
+}
+/**
+ * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "providerSettings".
+ */
+export interface ProviderSettings {
+  kind?: 'auto' | 'offline' | 'openai'
+  model?: string
+  temperature?: number
+  max_tokens?: number
+  timeout_ms?: number
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gate".
+ */
+export interface Gate {
+  description?: string
+  /**
+   * @minItems 1
+   */
+  rules: [GateRule, ...GateRule[]]
+}
+/**
+ * One check on a spec path. A rule passes when every check it names passes; a rule must name at least one check.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gateRule".
+ */
+export interface GateRule {
+  id?: string
+  /**
+   * A spec path: dotted names with [N] or [*], e.g. goal, features, features[*].priority.
+   */
+  path: string
+  /**
+   * The path must hold a non-empty value.
+   */
+  required?: boolean
+  /**
+   * The path must hold a list with at least this many items.
+   */
+  min_items?: number
+  /**
+   * The path must hold a list with at most this many items.
+   */
+  max_items?: number
+  /**
+   * Every string at the path must have at least this many characters.
+   */
+  min_length?: number
+  /**
+   * Every string at the path must match this regular expression.
+   */
+  pattern?: string
+  /**
+   * Every value at the path must be one of these.
+   *
+   * @minItems 1
+   */
+  enum?: [string | number | boolean, ...(string | number | boolean)[]]
+  /**
+   * What to tell the author when the rule fails.
+   */
+  message?: string
+}
+/**
+ * A weighted completeness score: the share of weight whose spec paths hold a non-empty value. A gate step fails when the score is below the threshold.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "completeness".
+ */
+export interface Completeness {
+  threshold: number
+  weights: {
+    [k: string]: number | undefined
+  }
+}
+/**
+ * Reads the run's input (--input FILE, --input - for stdin, or --text), normalises it and records it as evidence.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "ingestStep".
+ */
+export interface IngestStep {
+  id: StepId
+  kind: 'ingest'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * Largest input accepted, in bytes (default 1 MiB).
+   */
+  max_bytes?: number
+}
+/**
+ * The next step for each outcome of this step. The outcome error routes a failed step; without it a failure ends the run.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "transitions".
+ */
+export interface Transitions {
+  [k: string]: StepRef
+}
+/**
+ * Retries after a retryable error (timeouts, rate limits, unavailable services), with backoff 200 ms, 500 ms, 1 s, then 1 s.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "retry".
+ */
+export interface Retry {
+  /**
+   * Retries after the first attempt; policy.yaml's max_retries_default when omitted.
+   */
+  max_retries?: number
+  /**
+   * Whether the step is safe to run twice. Steps that are not safe are never retried. Defaults to the step kind's own answer.
+   */
+  safe?: boolean
+}
+/**
+ * Compiles the ingested input, and the previous spec version when looping, into a new spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "compileStep".
+ */
+export interface CompileStep {
+  id: StepId
+  kind: 'compile'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  prompt?: ModelPrompt
+}
+/**
+ * Asks one question for each missing field of the latest gate result. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "clarifyQuestionsStep".
+ */
+export interface ClarifyQuestionsStep {
+  id: StepId
+  kind: 'clarify_questions'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  prompt?: ModelPrompt
+  max_questions?: number
+}
+/**
+ * Applies the answers to the open questions to the spec, writing a new version. Pauses the run when answers are missing.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "applyAnswersStep".
+ */
+export interface ApplyAnswersStep {
+  id: StepId
+  kind: 'apply_answers'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  prompt?: ModelPrompt
+}
+/**
+ * Derives tasks, each with a definition of done, from the features and acceptance criteria, writing a new version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "planTasksStep".
+ */
+export interface PlanTasksStep {
+  id: StepId
+  kind: 'plan_tasks'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  prompt?: ModelPrompt
+}
+/**
+ * Derives verification and validation items linked to acceptance criteria and tasks, writing a new version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "generateVvStep".
+ */
+export interface GenerateVvStep {
+  id: StepId
+  kind: 'generate_vv'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  prompt?: ModelPrompt
+}
+/**
+ * Evaluates named gates and the completeness score against the current spec. Outcome pass or fail. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gateStep".
+ */
+export interface GateStep {
+  id: StepId
+  kind: 'gate'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * @minItems 1
+   */
+  gates: [string, ...string[]]
+  /**
+   * Whether the pipeline's completeness score takes part (default: when the pipeline defines one).
+   */
+  completeness?: boolean
+}
+/**
+ * A person decides go, hold or drop. go continues, hold keeps the run waiting, drop cancels it. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "reviewStep".
+ */
+export interface ReviewStep {
+  id: StepId
+  kind: 'review'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+}
+/**
+ * Publishes the current spec version to its targets once a review said go. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "publishStep".
+ */
+export interface PublishStep {
+  id: StepId
+  kind: 'publish'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * Refuse to publish unless the run's latest review decision is go (default true).
+   */
+  require_review?: boolean
+  /**
+   * @minItems 1
+   */
+  targets: [PublishTarget, ...PublishTarget[]]
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "publishTarget".
+ */
+export interface PublishTarget {
+  name: string
+  type: 'file'
+  /**
+   * Directory, relative to the working directory, that receives FEATURE/VERSION.json and .md.
+   */
+  dir: string
+}
+/**
+ * Does nothing but record a snapshot; a placeholder while a pipeline is drafted, or a join point. Its outcome is success unless outcome names another.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "noopStep".
+ */
+export interface NoopStep {
+  id: StepId
+  kind: 'noop'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  outcome?: OutcomeName
+  /**
+   * Wait this long before finishing (useful to rehearse timeouts).
+   */
+  sleep_ms?: number
+}

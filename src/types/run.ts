@@ -1,0 +1,112 @@
+/* eslint-disable */
+// Generated from schemas/ by `npm run gen:types`. Do not edit by hand.
+
+/**
+ * This interface was referenced by `RunRecord`'s JSON-Schema
+ * via the `definition` "runStatus".
+ */
+export type RunStatus =
+  'pending' | 'running' | 'awaiting_input' | 'succeeded' | 'failed' | 'blocked' | 'cancelled' | 'interrupted'
+
+/**
+ * One run of a pipeline: its lifecycle state and what it was started with. The snapshots hold what each step did; the timeline (events.jsonl) holds every state change.
+ */
+export interface RunRecord {
+  run_id: string
+  feature_id: string
+  status: RunStatus
+  status_reason?: string
+  error?: {
+    code: string
+    message: string
+    hint?: string
+    step?: string
+  }
+  pipeline: {
+    /**
+     * Absolute path of the pipeline file.
+     */
+    path: string
+    name: string
+    hash: string
+  }
+  policy_version: string
+  policy_path?: string | null
+  provider: {
+    kind: string
+    model: string | null
+    endpoint_host?: string | null
+  }
+  input: {
+    kind: 'file' | 'stdin' | 'text' | 'none'
+    ref: string
+    /**
+     * The raw input, kept so that a resumed or replayed run reads exactly what the first did.
+     */
+    text?: string
+  }
+  /**
+   * Answers given to this run so far, by question id or spec field.
+   */
+  answers?: {
+    [k: string]: string | undefined
+  }
+  review?: {
+    decision: 'go' | 'hold' | 'drop'
+    by: string
+    at: string
+    note?: string
+    /**
+     * Whether a review step has already used this decision.
+     */
+    consumed?: boolean
+  }
+  /**
+   * What a run in awaiting_input waits for.
+   */
+  pending?: {
+    kind: 'answers' | 'review'
+    step: string
+    since: string
+    reason: string
+    questions?: {
+      id: string
+      field?: string
+      question: string
+    }[]
+  }
+  /**
+   * The latest spec version of the run.
+   */
+  spec_version?: string | null
+  created_at: string
+  updated_at: string
+  ended_at?: string
+  /**
+   * The process that runs or last ran the run, to tell a live run from an interrupted one.
+   */
+  owner: {
+    pid: number
+    host: string
+    user: string
+  }
+  replay_of?: string
+}
+/**
+ * One line of a run's timeline (events.jsonl).
+ *
+ * This interface was referenced by `RunRecord`'s JSON-Schema
+ * via the `definition` "runEvent".
+ */
+export interface RunEvent {
+  at: string
+  event: string
+  from?: RunStatus
+  to?: RunStatus
+  step?: string
+  seq?: number
+  attempt?: number
+  duration_ms?: number
+  reason?: string
+  by?: string
+}

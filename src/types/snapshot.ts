@@ -1,0 +1,93 @@
+/* eslint-disable */
+// Generated from schemas/ by `npm run gen:types`. Do not edit by hand.
+
+/**
+ * What one step of a run took in, gave out and decided, and why (seed 002). Written on success and on failure, before the run moves on.
+ */
+export interface Snapshot {
+  run_id: string
+  feature_id: string
+  /**
+   * The spec version the step read; null only for a step that ran before the run had any spec (such as ingest).
+   */
+  spec_version_in: string | null
+  /**
+   * The spec version the step wrote; null when the step failed or does not change the spec.
+   */
+  spec_version_out: string | null
+  step: {
+    /**
+     * The step's id in the pipeline.
+     */
+    name: string
+    /**
+     * The step's kind.
+     */
+    kind: string
+    seq: number
+    /**
+     * How many times this step has run in the run, this time included.
+     */
+    iteration?: number
+    /**
+     * Attempts made, retries included.
+     */
+    attempts?: number
+    started_at: string
+    ended_at: string
+    duration_ms?: number
+  }
+  /**
+   * References to what the step read (canonical_spec_ref, context_ref, user_answer_ref, ...).
+   */
+  inputs: {}
+  /**
+   * What the step produced; its shape depends on the step kind.
+   */
+  outputs: {}
+  decisions: {
+    decision: string
+    reason: string
+    /**
+     * The step the run goes to; null when the run ends or waits here.
+     */
+    next_step: string | null
+    /**
+     * Who decided, for decisions made by a person.
+     */
+    by?: string
+    at?: string
+    note?: string
+  }[]
+  evidence_links: {
+    type: 'quote' | 'doc' | 'repo' | 'file' | 'api_result' | 'log' | 'repo_ref' | 'partial_success'
+    evidence_id: string
+  }[]
+  errors: {
+    code: string
+    message: string
+    hint?: string
+    retryable: boolean
+    attempt?: number
+    at?: string
+    details?: {}
+  }[]
+  meta: {
+    engine_version: string
+    llm_model: string | null
+    provider?: string
+    endpoint_host?: string | null
+    policy_version?: string
+    pipeline?: string
+    pipeline_hash?: string
+    /**
+     * record_hash of the run's previous snapshot; null for the first.
+     */
+    prev_hash?: string | null
+    /**
+     * sha256 of this snapshot with record_hash removed.
+     */
+    record_hash?: string
+    extensions: {}
+  }
+}

@@ -1,0 +1,48 @@
+/** Crash-safe file writes: a unique temporary name, fsync, then rename (or link, to refuse overwriting). */
+import {randomBytes} from 'node:crypto'
+import {link, open, rename, unlink} from 'node:fs/promises'
+import path from 'node:path'
+
+function tempName(file: string): string {
+  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`)
+}
+
+async function writeTemp(file: string, data: string | Uint8Array, sync: boolean): Promise<string> {
+  const temp = tempName(file)
+  const handle = await open(temp, 'wx', 0o644)
+  try {
+    await handle.writeFile(data)
+    if (sync) await handle.sync()
+  } finally {
+    await handle.close()
+  }
+  return temp
+}
+
+/** Replaces `file` atomically: readers see the old content or the new, never a torn write. */
+export async function writeFileAtomic(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<void> {
+  const temp = await writeTemp(file, data, options.sync ?? true)
+  try {
+    await rename(temp, file)
+  } catch (error) {
+    await unlink(temp).catch(() => undefined)
+    throw error
+  }
+}
+
+/**
+ * Creates `file` atomically and only if it does not exist: returns false (and writes nothing) when
+ * it does. Two processes racing for one name: exactly one wins.
+ */
+export async function createFileExclusive(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<boolean> {
+  const temp = await writeTemp(file, data, options.sync ?? true)
+  try {
+    await link(temp, file)
+    return true
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+    throw error
+  } finally {
+    await unlink(temp).catch(() => undefined)
+  }
+}
