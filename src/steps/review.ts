@@ -11,7 +11,9 @@ export const review: StepHandler<'review'> = {
   async run(context) {
     const spec = requireSpec(context, 'review')
     const decision = context.run.review
-    if (!decision || decision.consumed) {
+    // A decision is used once: a snapshot that recorded it means it was consumed (a hold waits for the next one).
+    const used = decision !== undefined && context.history.snapshots.some((s) => s.decisions.some((d) => d.at === decision.at && d.by === decision.by))
+    if (!decision || used) {
       return {type: 'await', kind: 'review', reason: `spec ${spec.meta.spec_version} needs a review decision (go, hold or drop)`}
     }
     const gate = context.history.latestOutput<GateResult>('gate_result')
@@ -23,7 +25,7 @@ export const review: StepHandler<'review'> = {
     }
     const note = decision.note ? `: ${decision.note}` : ''
     const person = {by: decision.by, at: decision.at, ...(decision.note ? {note: decision.note} : {})}
-    const base = {type: 'done' as const, inputs: {canonical_spec_ref: spec.meta.spec_version}, outputs, person, consumed: 'review' as const}
+    const base = {type: 'done' as const, inputs: {canonical_spec_ref: spec.meta.spec_version}, outputs, person}
     switch (decision.decision) {
       case 'go':
         return {...base, outcome: 'go', reason: `${decision.by} approved ${spec.meta.spec_version}${note}`}

@@ -64,8 +64,6 @@ export interface StepDone {
   hold?: {reason: string}
   /** After the snapshot, end the run as cancelled (a review that said drop). */
   cancel?: {reason: string}
-  /** Changes to the run record that consuming an input implies (a review decision used up). */
-  consumed?: 'review'
   llmModel?: string | null
 }
 

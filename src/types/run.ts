@@ -56,10 +56,6 @@ export interface RunRecord {
     by: string
     at: string
     note?: string
-    /**
-     * Whether a review step has already used this decision.
-     */
-    consumed?: boolean
   }
   /**
    * What a run in awaiting_input waits for.

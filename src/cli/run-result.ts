@@ -1,0 +1,49 @@
+/** What run-driving commands (run, resume, answer, review) print and return. */
+import type {RunOutcome} from '../engine/engine.js'
+import {ExitCode} from '../exit-codes.js'
+
+export interface RunResult extends RunOutcome {
+  store: string
+  /** The command that continues a paused or interrupted run. */
+  next_command?: string
+}
+
+export function exitCodeForStatus(status: RunOutcome['status'], errorCode?: string): number {
+  switch (status) {
+    case 'succeeded':
+      return ExitCode.OK
+    case 'awaiting_input':
+      return ExitCode.PAUSED
+    case 'cancelled':
+      return ExitCode.CANCELLED
+    case 'interrupted':
+      return ExitCode.INTERRUPTED
+    default:
+      return errorCode === 'E_POLICY_DENIED' ? ExitCode.POLICY_DENIED : ExitCode.FAILED
+  }
+}
+
+export function toRunResult(outcome: RunOutcome, store: string, storeFlag: string | undefined): RunResult {
+  const storeArg = storeFlag ? ` --store ${storeFlag}` : ''
+  let next: string | undefined
+  if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe resume ${outcome.run_id} --answers answers.yaml${storeArg}`
+  else if (outcome.status === 'awaiting_input') next = `pipe resume ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
+  else if (outcome.status === 'interrupted') next = `pipe resume ${outcome.run_id}${storeArg}`
+  return {...outcome, store, ...(next ? {next_command: next} : {})}
+}
+
+export function renderRunResult(result: RunResult): string {
+  const lines = [`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`]
+  if (result.reason && result.status !== 'succeeded') lines.push(`reason: ${result.reason}`)
+  if (result.error) lines.push(`error: [${result.error.code}] ${result.error.message}${result.error.hint ? `\nTry this: ${result.error.hint}` : ''}`)
+  const questions = result.pending?.questions ?? []
+  if (questions.length > 0) {
+    lines.push('', 'Questions (answer them in a YAML file, keyed by id or by field):')
+    for (const q of questions) lines.push(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`)
+    lines.push('', 'answers.yaml:', 'answers:')
+    for (const q of questions) lines.push(`  ${q.id}: "..."`)
+  }
+  if (result.next_command) lines.push('', `Continue with:\n  ${result.next_command}`)
+  if (result.status === 'succeeded' || result.status === 'failed') lines.push(`Audit it with:\n  pipe snapshot list ${result.run_id}`)
+  return `${lines.join('\n')}\n`
+}

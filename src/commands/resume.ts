@@ -1,0 +1,47 @@
+import {Args, Flags} from '@oclif/core'
+import path from 'node:path'
+import {PipeCommand} from '../cli/base-command.js'
+import {progressPrinter} from '../cli/progress.js'
+import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from '../cli/run-result.js'
+import {withSignals} from '../cli/signals.js'
+import {resumeSession, type Decision} from '../engine/session.js'
+
+export default class Resume extends PipeCommand {
+  static override summary = 'Continue a paused or interrupted run from its last snapshot.'
+  static override description = `A run paused for answers continues once they are given (--answers); a run paused for review continues with a decision (--decision). An interrupted run, or one left running by a process that no longer exists, continues where its last snapshot left it: nothing recorded is lost and nothing is run twice.
+
+The run uses the pipeline and policy it started with; if either file changed since, resume refuses.`
+  static override examples = [
+    {description: 'Answer the clarifying questions of a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --answers answers.yaml'},
+    {description: 'Approve the review', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --decision go --note "ready"'},
+    {description: 'Continue after Ctrl-C or a crash', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'},
+  ]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    answers: Flags.string({char: 'a', description: 'Answers to the pending questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
+    decision: Flags.string({description: 'Review decision.', options: ['go', 'hold', 'drop']}),
+    note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult> {
+    const {args, flags} = await this.parse(Resume)
+    const store = this.storeDir(flags.store)
+    const outcome = await withSignals((signal) =>
+      resumeSession({
+        cwd: process.cwd(),
+        store,
+        runId: args.run,
+        signal,
+        onProgress: progressPrinter(),
+        ...(flags.answers ? {answers: flags.answers} : {}),
+        ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+        ...(flags.note ? {note: flags.note} : {}),
+      }),
+    )
+    const result = toRunResult(outcome, path.resolve(store), flags.store)
+    if (!this.jsonEnabled()) process.stdout.write(renderRunResult(result))
+    process.exitCode = exitCodeForStatus(result.status, result.error?.code)
+    return result
+  }
+}

@@ -1,0 +1,66 @@
+import {Args, Flags} from '@oclif/core'
+import path from 'node:path'
+import {PipeCommand} from '../cli/base-command.js'
+import {progressPrinter} from '../cli/progress.js'
+import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from '../cli/run-result.js'
+import {withSignals} from '../cli/signals.js'
+import {startSession, type Decision} from '../engine/session.js'
+
+export default class Run extends PipeCommand {
+  static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
+  static override description = `The run walks the pipeline's graph from its start step. Progress goes to stderr; the result to stdout (one JSON document with --json).
+
+A run that needs answers or a review decision that were not given stops in awaiting_input, exits with code 10, and prints the command that continues it. Ctrl-C marks the run interrupted; pipe resume continues it from its last snapshot.`
+  static override examples = [
+    {description: 'The default pipeline on a document, approving the review up front', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --decision go'},
+    {description: 'A one-sentence requirement with its clarifying answers', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/one-sentence.txt --answers examples/one-sentence.answers.yaml --decision go'},
+    {description: 'From stdin, result as JSON', command: 'echo "Users must be able to reset their password" | <%= config.bin %> <%= command.id %> pipelines/default.yaml --input - --json'},
+    {description: 'Inline text, own store', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --text "Build a CSV export" --store /tmp/pipe-store'},
+  ]
+  static override args = {pipeline: Args.string({description: 'Pipeline file.', required: true})}
+  static override flags = {
+    input: Flags.string({char: 'i', description: 'Requirement file, or - to read standard input.', helpValue: 'FILE|-'}),
+    text: Flags.string({char: 't', description: 'The requirement as an argument.', helpValue: 'TEXT'}),
+    feature: Flags.string({description: 'Feature id to attach the run to (F-YYYY-NNN); a new one is allocated when omitted.', helpValue: 'F-YYYY-NNN'}),
+    answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
+    decision: Flags.string({description: 'Review decision for the review step.', options: ['go', 'hold', 'drop']}),
+    note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
+    policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
+    provider: Flags.string({description: 'Model provider for model steps.', options: ['auto', 'offline'], default: 'auto'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult> {
+    const {args, flags} = await this.parse(Run)
+    const store = this.storeDir(flags.store)
+    const outcome = await withSignals((signal) =>
+      startSession({
+        cwd: process.cwd(),
+        store,
+        pipeline: args.pipeline,
+        signal,
+        onProgress: progressPrinter(),
+        stdin: readStdin,
+        ...(flags.input !== undefined ? {input: flags.input} : {}),
+        ...(flags.text !== undefined ? {text: flags.text} : {}),
+        ...(flags.feature ? {feature: flags.feature} : {}),
+        ...(flags.answers ? {answers: flags.answers} : {}),
+        ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+        ...(flags.note ? {note: flags.note} : {}),
+        ...(flags.policy ? {policy: flags.policy} : {}),
+        provider: flags.provider as 'auto' | 'offline',
+      }),
+    )
+    const result = toRunResult(outcome, path.resolve(store), flags.store)
+    if (!this.jsonEnabled()) process.stdout.write(renderRunResult(result))
+    process.exitCode = exitCodeForStatus(result.status, result.error?.code)
+    return result
+  }
+}
+
+async function readStdin(): Promise<Buffer> {
+  if (process.stdin.isTTY) process.stderr.write('Reading the requirement from standard input; end it with Ctrl-D.\n')
+  const chunks: Buffer[] = []
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks)
+}

@@ -1,0 +1,528 @@
+/**
+ * The generic interpreter. It walks any valid pipeline graph, knows no step by name, and leaves a
+ * snapshot for every step it runs, on success and on failure, before it moves on. The snapshots
+ * are the source of truth for where a run stands: resuming derives the next step, the seq, the
+ * loop counts and the current spec version from them, so a crash at any point loses nothing that
+ * was recorded and repeats nothing that was.
+ */
+import os from 'node:os'
+import {setTimeout as sleepFor} from 'node:timers/promises'
+import type {LoadedPipeline} from '../config/pipeline.js'
+import {PipeError, toPipeError} from '../errors.js'
+import type {LoadedPolicy} from '../policy/policy.js'
+import type {Provider} from '../providers/types.js'
+import {registry as defaultRegistry} from '../steps/registry.js'
+import type {RunHistory, StepContext, StepDone, StepHandler, StepKind, StepRegistry, StepResult} from '../steps/types.js'
+import type {Store} from '../store/store.js'
+import type {Step} from '../types/pipeline.js'
+import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
+import type {CanonicalSpec} from '../types/spec.js'
+import {redact} from '../util/redact.js'
+import {assertTransition, isFinal} from './lifecycle.js'
+import {backoffFor} from './retry.js'
+
+export const ENGINE_VERSION = 'pipe-engine-0.1'
+
+export type ProgressEvent =
+  | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
+  | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
+  | {type: 'step_end'; run_id: string; step: string; kind: string; seq: number; outcome: string; ok: boolean; duration_ms: number; reason: string; spec_version_out: string | null}
+  | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
+
+export interface EngineDeps {
+  store: Store
+  /** Creates the model provider on first use, so runs without model steps never load one. */
+  provider: () => Promise<Provider>
+  registry?: StepRegistry
+  now?: () => Date
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+  onProgress?: (event: ProgressEvent) => void
+  /** Aborted on SIGINT/SIGTERM: the current step is abandoned and the run marked interrupted. */
+  signal?: AbortSignal
+  user?: string
+  /** Test-only: called at named points so fault-injection tests can kill the process there. */
+  hook?: (point: string) => Promise<void> | void
+}
+
+export interface RunSettings {
+  pipeline: LoadedPipeline
+  policy: LoadedPolicy
+  cwd: string
+}
+
+export interface StartOptions extends RunSettings {
+  input: RunRecord['input']
+  provider: RunRecord['provider']
+  featureId?: string
+  answers?: Record<string, string>
+  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
+  replayOf?: string
+}
+
+export interface ResumeOptions extends RunSettings {
+  answers?: Record<string, string>
+  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
+}
+
+export interface RunOutcome {
+  run_id: string
+  feature_id: string
+  status: RunStatus
+  spec_version: string | null
+  steps_run: number
+  reason?: string
+  pending?: RunRecord['pending']
+  error?: RunRecord['error']
+}
+
+class Interrupted extends Error {}
+
+class History implements RunHistory {
+  constructor(readonly snapshots: Snapshot[]) {}
+
+  latestOutput<T = unknown>(key: string): T | undefined {
+    for (let i = this.snapshots.length - 1; i >= 0; i--) {
+      const outputs = this.snapshots[i]!.outputs as Record<string, unknown>
+      if (Object.hasOwn(outputs, key)) return outputs[key] as T
+    }
+    return undefined
+  }
+}
+
+/** Where a run stands, derived from its snapshots. */
+export interface Cursor {
+  next: string | null
+  seq: number
+  specVersion: string | null
+  iterations: Map<string, number>
+}
+
+export function cursorOf(pipelineStart: string, snapshots: readonly Snapshot[]): Cursor {
+  const iterations = new Map<string, number>()
+  let specVersion: string | null = null
+  for (const s of snapshots) {
+    iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
+    if (s.spec_version_out) specVersion = s.spec_version_out
+  }
+  const last = snapshots.at(-1)
+  if (!last) return {next: pipelineStart, seq: 1, specVersion, iterations}
+  const decision = last.decisions.at(-1)
+  return {next: decision?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
+}
+
+export class Engine {
+  private readonly registry: StepRegistry
+  private readonly now: () => Date
+  private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>
+  private readonly user: string
+
+  constructor(private readonly deps: EngineDeps) {
+    this.registry = deps.registry ?? defaultRegistry
+    this.now = deps.now ?? (() => new Date())
+    this.sleep = deps.sleep ?? ((ms, signal) => sleepFor(ms, undefined, {signal}))
+    this.user = deps.user ?? safeUser()
+  }
+
+  async start(options: StartOptions): Promise<RunOutcome> {
+    const {store} = this.deps
+    const now = this.now()
+    const title = options.pipeline.pipeline.name
+    let featureId = options.featureId
+    if (featureId) await store.ensureFeature(featureId, now)
+    else featureId = await store.createFeature(now, title)
+    const at = now.toISOString()
+    const record = await store.createRun(
+      {
+        feature_id: featureId,
+        status: 'pending',
+        pipeline: {path: options.pipeline.file, name: options.pipeline.pipeline.name, hash: options.pipeline.hash},
+        policy_version: options.policy.version,
+        policy_path: options.policy.file,
+        provider: options.provider,
+        input: options.input,
+        ...(options.answers ? {answers: options.answers} : {}),
+        ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
+        ...(options.replayOf ? {replay_of: options.replayOf} : {}),
+        spec_version: null,
+        created_at: at,
+        updated_at: at,
+        owner: {pid: process.pid, host: os.hostname(), user: this.user},
+      },
+      now,
+    )
+    await store.appendEvent(record.run_id, {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user})
+    await this.deps.hook?.('run-created')
+    return this.drive(record.run_id, options, 'started')
+  }
+
+  async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
+    const {store} = this.deps
+    const record = await store.readRun(runId)
+    if (isFinal(record.status)) {
+      throw new PipeError('E_STATE', `run ${runId} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${runId} --from STEP.`})
+    }
+    if (record.pipeline.hash !== options.pipeline.hash) {
+      throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId} started`, {
+        hint: 'Restore the pipeline file as it was, or start a new run with the changed pipeline.',
+      })
+    }
+    const at = this.now().toISOString()
+    if (options.answers || options.review) {
+      await store.updateRun(runId, (r) => {
+        if (options.answers) r.answers = {...(r.answers ?? {}), ...options.answers}
+        if (options.review) r.review = {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}
+        r.updated_at = at
+      })
+      if (options.answers) await store.appendEvent(runId, {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: this.user})
+      if (options.review) await store.appendEvent(runId, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
+    }
+    return this.drive(runId, options, 'resumed')
+  }
+
+  private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
+    const at = this.now().toISOString()
+    let from: RunStatus = 'pending'
+    const record = await this.deps.store.updateRun(runId, (r) => {
+      from = r.status
+      if (r.status !== to) assertTransition(runId, r.status, to)
+      r.status = to
+      r.updated_at = at
+      if (isFinal(to)) r.ended_at = at
+      if (to === 'running') {
+        r.owner = {pid: process.pid, host: os.hostname(), user: this.user}
+        delete r.pending
+        delete r.status_reason
+      }
+      change?.(r)
+    })
+    await this.deps.store.appendEvent(runId, {at, event, from, to, ...extra})
+    this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
+    return record
+  }
+
+  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed'): Promise<RunOutcome> {
+    const {store} = this.deps
+    const release = await store.acquireRun(runId)
+    try {
+      const before = await store.readRun(runId)
+      if (before.status === 'running' && event === 'resumed') {
+        // A run left running by a process that is gone: record that it was interrupted first.
+        await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
+      }
+      await this.setStatus(runId, 'running', event)
+      return await this.walk(runId, settings)
+    } finally {
+      await release()
+    }
+  }
+
+  private async walk(runId: string, settings: RunSettings): Promise<RunOutcome> {
+    const {store} = this.deps
+    const {pipeline} = settings.pipeline
+    const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
+    const snapshots = await store.readSnapshots(runId)
+    const history = new History(snapshots)
+    const cursor = cursorOf(pipeline.start ?? pipeline.steps[0].id, snapshots)
+    let stepsRun = 0
+    let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
+    const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
+      const record = await store.readRun(runId)
+      return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...extra}
+    }
+
+    while (cursor.next !== null) {
+      if (this.deps.signal?.aborted) return this.interrupt(runId, outcome)
+      const step = steps.get(cursor.next)
+      if (!step) {
+        const reason = `step "${cursor.next}" is not in the pipeline`
+        await this.setStatus(runId, 'failed', 'failed', {reason}, (r) => (r.error = {code: 'E_STATE', message: reason}))
+        return outcome('failed', {reason, error: {code: 'E_STATE', message: reason}})
+      }
+      const done = cursor.iterations.get(step.id) ?? 0
+      if (step.max_iterations !== undefined && done >= step.max_iterations) {
+        const reason = `step "${step.id}" reached its bound of max_iterations ${step.max_iterations}`
+        await store.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason})
+        if (step.on_exhausted !== undefined) {
+          cursor.next = step.on_exhausted
+          continue
+        }
+        const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.'}
+        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id}, (r) => {
+          r.error = error
+          r.status_reason = reason
+          r.spec_version = cursor.specVersion
+        })
+        return outcome('failed', {reason, error})
+      }
+
+      const record = await store.readRun(runId)
+      const handler = this.registry[step.kind] as StepHandler<StepKind>
+      const started = this.now()
+      const seq = cursor.seq
+      await this.deps.hook?.(`before-step:${step.id}`)
+      let executed: Executed
+      try {
+        executed = await this.execute(handler, step, seq, {record, settings, history, spec: current})
+      } catch (error) {
+        if (error instanceof Interrupted) return this.interrupt(runId, outcome)
+        throw error
+      }
+      const {result, errors, attempts} = executed
+      const ended = this.now()
+
+      if (result?.type === 'await') {
+        const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {})}
+        await this.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
+          r.pending = pending
+          r.status_reason = result.reason
+          r.spec_version = cursor.specVersion
+        })
+        return outcome('awaiting_input', {reason: result.reason, pending})
+      }
+
+      const snapshot = await this.record(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts}, errors, result, current, settings, snapshots.at(-1) ?? null)
+      snapshots.push(snapshot)
+      stepsRun++
+      cursor.iterations.set(step.id, done + 1)
+      cursor.seq = seq + 1
+      if (snapshot.spec_version_out) {
+        cursor.specVersion = snapshot.spec_version_out
+        current = await store.readSpec(snapshot.spec_version_out)
+      }
+      const decision = snapshot.decisions.at(-1)!
+      this.deps.onProgress?.({
+        type: 'step_end',
+        run_id: runId,
+        step: step.id,
+        kind: step.kind,
+        seq,
+        outcome: decision.decision,
+        ok: result !== undefined,
+        duration_ms: snapshot.step.duration_ms ?? 0,
+        reason: decision.reason,
+        spec_version_out: snapshot.spec_version_out,
+      })
+      await this.deps.hook?.(`after-step:${step.id}`)
+
+      if (!result) {
+        const last = errors.at(-1)!
+        if (step.on?.error !== undefined) {
+          cursor.next = step.on.error
+          continue
+        }
+        const error = {code: last.code, message: last.message, step: step.id, ...(last.hint ? {hint: last.hint} : {})}
+        await this.setStatus(runId, 'failed', 'failed', {reason: `${step.id}: ${last.message}`, step: step.id}, (r) => {
+          r.error = error
+          r.status_reason = `step ${step.id} failed: ${last.message}`
+          r.spec_version = cursor.specVersion
+        })
+        return outcome('failed', {reason: `step ${step.id} failed: ${last.message}`, error})
+      }
+      if (result.hold) {
+        const pending = {kind: 'review' as const, step: step.id, since: ended.toISOString(), reason: result.hold.reason}
+        await this.setStatus(runId, 'awaiting_input', 'paused', {reason: result.hold.reason, step: step.id}, (r) => {
+          r.pending = pending
+          r.status_reason = result.hold!.reason
+          r.spec_version = cursor.specVersion
+        })
+        return outcome('awaiting_input', {reason: result.hold.reason, pending})
+      }
+      if (result.cancel) {
+        await this.setStatus(runId, 'cancelled', 'cancelled', {reason: result.cancel.reason, step: step.id, ...(result.person ? {by: result.person.by} : {})}, (r) => {
+          r.status_reason = result.cancel!.reason
+          r.spec_version = cursor.specVersion
+        })
+        return outcome('cancelled', {reason: result.cancel.reason})
+      }
+      cursor.next = decision.next_step
+    }
+
+    const reason = `the pipeline ended after ${stepsRun} step(s) in this session`
+    await this.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
+      r.spec_version = cursor.specVersion
+      delete r.error
+    })
+    return outcome('succeeded', {reason})
+  }
+
+  private async interrupt(runId: string, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome> {
+    const reason = 'interrupted by a signal; pipe resume continues from the last snapshot'
+    await this.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
+    return outcome('interrupted', {reason})
+  }
+
+  private async execute(handler: StepHandler<StepKind>, step: Step, seq: number, state: {record: RunRecord; settings: RunSettings; history: History; spec: CanonicalSpec | null}): Promise<Executed> {
+    const {policy} = state.settings
+    const safe = step.retry?.safe ?? handler.safeToRetry
+    const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
+    const timeoutMs = step.timeout_ms ?? policy.policy.resource_limits.step_timeout_ms ?? 600000
+    const errors: Snapshot['errors'] = []
+    for (let attempt = 1; ; attempt++) {
+      this.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
+      const controller = new AbortController()
+      const outer = this.deps.signal
+      const onOuter = (): void => controller.abort(new Interrupted('interrupted'))
+      outer?.addEventListener('abort', onOuter, {once: true})
+      if (outer?.aborted) throw new Interrupted('interrupted')
+      let timer: NodeJS.Timeout | undefined
+      const aborted = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
+        controller.signal.addEventListener('abort', () => reject(controller.signal.reason), {once: true})
+      })
+      aborted.catch(() => undefined)
+      const context: StepContext = {
+        step,
+        pipeline: state.settings.pipeline,
+        run: state.record,
+        spec: state.spec,
+        history: state.history,
+        policy,
+        provider: this.deps.provider,
+        cwd: state.settings.cwd,
+        signal: controller.signal,
+        attempt,
+        now: this.now,
+        user: this.user,
+      }
+      try {
+        const result = await Promise.race([handler.run(context as never), aborted])
+        return {result, errors, attempts: attempt}
+      } catch (raw) {
+        if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
+        const error = toPipeError(raw)
+        errors.push({
+          code: error.code,
+          message: redact(error.message),
+          retryable: error.retryable,
+          attempt,
+          at: this.now().toISOString(),
+          ...(error.hint ? {hint: redact(error.hint)} : {}),
+          ...(error.details ? {details: JSON.parse(redact(JSON.stringify(error.details))) as Record<string, unknown>} : {}),
+        })
+        if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt}
+        const delay = backoffFor(attempt - 1)
+        this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: error.message})
+        try {
+          await this.sleep(delay, outer ?? new AbortController().signal)
+        } catch {
+          throw new Interrupted('interrupted')
+        }
+      } finally {
+        clearTimeout(timer)
+        outer?.removeEventListener('abort', onOuter)
+      }
+    }
+  }
+
+  /** Writes what a finished step produced (spec version, evidence) and then its snapshot. */
+  private async record(
+    runId: string,
+    record: RunRecord,
+    step: Step,
+    handler: StepHandler<StepKind>,
+    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number},
+    errors: Snapshot['errors'],
+    result: StepDone | undefined,
+    current: CanonicalSpec | null,
+    settings: RunSettings,
+    previous: Snapshot | null,
+  ): Promise<Snapshot> {
+    const {store} = this.deps
+    const {seq, iteration, started, ended, attempts} = timing
+    let specOut: string | null = null
+    const links: Snapshot['evidence_links'] = []
+    let decisions: Snapshot['decisions']
+    if (result) {
+      for (const draft of result.evidence ?? []) {
+        const {link, ...evidence} = draft
+        const stored = await store.writeEvidence(evidence, ended)
+        links.push({type: link ?? stored.type, evidence_id: stored.evidence_id})
+      }
+      if (result.spec) {
+        if (!handler.changesSpec) throw new PipeError('E_INTERNAL', `step kind ${step.kind} returned a spec but does not change specs`)
+        await this.deps.hook?.(`before-spec:${step.id}`)
+        const spec = await store.writeSpec(
+          {
+            ...result.spec.body,
+            meta: {
+              feature_id: record.feature_id,
+              status: result.spec.status,
+              parent_version: current?.meta.spec_version ?? null,
+              run_id: runId,
+              created_by_step: step.id,
+              created_at: ended.toISOString(),
+              ...((result.spec.title ?? current?.meta.title) ? {title: (result.spec.title ?? current?.meta.title)!} : {}),
+              ...(result.spec.missing_fields && result.spec.missing_fields.length > 0 ? {missing_fields: result.spec.missing_fields} : {}),
+            },
+          },
+          ended,
+        )
+        specOut = spec.meta.spec_version
+        await this.deps.hook?.(`after-spec:${step.id}`)
+      } else if (handler.changesSpec) {
+        throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
+      }
+      const next = result.hold ? step.id : result.cancel ? null : (step.on?.[result.outcome] ?? step.next ?? null)
+      if (next === null && !result.cancel && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)) {
+        // Outcome with no route: the run ends here; say so rather than pretend it was planned.
+        decisions = [{decision: result.outcome, reason: `${result.reason}; no transition for outcome "${result.outcome}", so the run ends`, next_step: null}]
+      } else {
+        decisions = [{decision: result.outcome, reason: result.reason, next_step: next}]
+      }
+      if (result.person) Object.assign(decisions[0]!, result.person)
+    } else {
+      const last = errors.at(-1)!
+      decisions = [{decision: 'error', reason: `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`, next_step: step.on?.error ?? null}]
+    }
+    const snapshot: Snapshot = {
+      run_id: runId,
+      feature_id: record.feature_id,
+      spec_version_in: current?.meta.spec_version ?? null,
+      spec_version_out: specOut,
+      step: {
+        name: step.id,
+        kind: step.kind,
+        seq,
+        iteration,
+        attempts,
+        started_at: started.toISOString(),
+        ended_at: ended.toISOString(),
+        duration_ms: Math.max(0, ended.getTime() - started.getTime()),
+      },
+      inputs: {canonical_spec_ref: current?.meta.spec_version ?? null, context_ref: null, user_answer_ref: null, ...(result?.inputs ?? {})},
+      outputs: result ? {...result.outputs, ...(specOut ? {spec_version_out: specOut} : {})} : {},
+      decisions,
+      evidence_links: links,
+      errors,
+      meta: {
+        engine_version: ENGINE_VERSION,
+        llm_model: result?.llmModel ?? null,
+        provider: record.provider.kind,
+        endpoint_host: record.provider.endpoint_host ?? null,
+        policy_version: settings.policy.version,
+        pipeline: settings.pipeline.pipeline.name,
+        pipeline_hash: settings.pipeline.hash,
+        prev_hash: previous?.meta.record_hash ?? null,
+        extensions: {},
+      },
+    }
+    await this.deps.hook?.(`before-snapshot:${step.id}`)
+    return store.writeSnapshot(snapshot)
+  }
+
+}
+
+interface Executed {
+  result?: StepResult
+  errors: Snapshot['errors']
+  attempts: number
+}
+
+function safeUser(): string {
+  try {
+    return os.userInfo().username
+  } catch {
+    return process.env.USER ?? 'unknown'
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * ID formats (seed 002): R-YYYYMMDD-NNNN and S-YYYYMMDD-NNNN counted per day, F-YYYY-NNN per year,
+ * E-NNNN overall. Allocation needs no lock: an ID is taken by creating its record exclusively, so
+ * of two processes racing for one number exactly one wins and the other moves on. A small hint
+ * file remembers the last number so that allocation does not scan history.
+ */
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+
+export const ID_PATTERNS = {
+  run: /^R-\d{8}-\d{4,}$/,
+  spec: /^S-\d{8}-\d{4,}$/,
+  feature: /^F-\d{4}-\d{3,}$/,
+  evidence: /^E-\d{4,}$/,
+} as const
+
+export function dayKey(date: Date): string {
+  return date.toISOString().slice(0, 10).replace(/-/g, '')
+}
+
+export function formatId(prefix: 'R' | 'S' | 'F' | 'E', key: string, n: number): string {
+  const digits = prefix === 'F' ? 3 : 4
+  const number = String(n).padStart(digits, '0')
+  return key ? `${prefix}-${key}-${number}` : `${prefix}-${number}`
+}
+
+/**
+ * Allocates the next free ID of a series: `take(id)` must create the record exclusively and
+ * return false when the ID is already taken.
+ */
+export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, take: (id: string) => Promise<boolean>): Promise<string> {
+  const hintFile = path.join(idsDir, key ? `${prefix}-${key}` : prefix)
+  const hint = Number.parseInt(await readFile(hintFile, 'utf8').catch(() => '0'), 10)
+  let n = Number.isFinite(hint) && hint >= 0 ? hint : 0
+  for (let tries = 0; tries < 1_000_000; tries++) {
+    n++
+    const id = formatId(prefix, key, n)
+    if (await take(id)) {
+      // The hint is only a starting point: a lost or stale hint costs a few retries, never a duplicate.
+      await mkdir(idsDir, {recursive: true})
+      await writeFile(hintFile, String(n)).catch(() => undefined)
+      return id
+    }
+  }
+  throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
+}

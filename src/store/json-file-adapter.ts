@@ -1,0 +1,23 @@
+/** A lowdb adapter that writes with a unique temporary name, fsync and rename, so a crash never leaves a torn file. */
+import {readFile} from 'node:fs/promises'
+import type {Adapter} from 'lowdb'
+import {writeFileAtomic} from '../util/fs.js'
+
+export class AtomicJsonFile<T> implements Adapter<T> {
+  constructor(private readonly file: string) {}
+
+  async read(): Promise<T | null> {
+    let text: string
+    try {
+      text = await readFile(this.file, 'utf8')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+      throw error
+    }
+    return JSON.parse(text) as T
+  }
+
+  async write(data: T): Promise<void> {
+    await writeFileAtomic(this.file, `${JSON.stringify(data, null, 2)}\n`)
+  }
+}

@@ -1,0 +1,345 @@
+/**
+ * The record store. Laid out so that a step writes only what it owns and no write grows with
+ * history:
+ *
+ *   runs/R-.../run.json          the run record (lowdb, atomic writes)
+ *   runs/R-.../events.jsonl      the run's timeline, append-only
+ *   runs/R-.../snapshots/NNNNNN.json   one write-once file per step
+ *   specs/S-....json             immutable spec versions, content-hashed
+ *   evidence/E-....json          evidence records
+ *   features/F-....json          feature registrations
+ *   ids/                         allocation hints
+ *
+ * Write-once records are created with link(2), which fails if the name exists: a second write of
+ * the same ID is E_CONFLICT, never a silent overwrite.
+ */
+import {mkdir, open, readdir, readFile, unlink} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {Low} from 'lowdb'
+import {PipeError} from '../errors.js'
+import {check, describeErrors} from '../schema/registry.js'
+import type {Evidence} from '../types/evidence.js'
+import type {RunEvent, RunRecord} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
+import type {CanonicalSpec} from '../types/spec.js'
+import {createFileExclusive} from '../util/fs.js'
+import {hashJson} from '../util/hash.js'
+import {allocateId, dayKey, ID_PATTERNS} from './ids.js'
+import {AtomicJsonFile} from './json-file-adapter.js'
+
+export type SpecDraft = Omit<CanonicalSpec, 'meta'> & {meta: Omit<CanonicalSpec['meta'], 'spec_version' | 'content_hash'>}
+export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
+
+export function specContentHash(spec: CanonicalSpec): string {
+  const {content_hash: _omit, ...meta} = spec.meta
+  return hashJson({...spec, meta})
+}
+
+export function recordHash(record: object, field: 'record_hash'): string {
+  const copy = structuredClone(record) as Record<string, unknown>
+  delete copy[field]
+  return hashJson(copy)
+}
+
+export function snapshotHash(snapshot: Snapshot): string {
+  const {record_hash: _omit, ...meta} = snapshot.meta
+  return hashJson({...snapshot, meta})
+}
+
+function seqName(seq: number): string {
+  return `${String(seq).padStart(6, '0')}.json`
+}
+
+function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', record: unknown, what: string): void {
+  const result = check(schema, record)
+  if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ${what}: ${describeErrors(result.errors)}`, {hint: 'This is a bug in pipe or in a step kind.'})
+}
+
+async function readJson<T>(file: string, what: string): Promise<T> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new PipeError('E_NOT_FOUND', `${what} not found (${file})`)
+    throw error
+  }
+  try {
+    return JSON.parse(text) as T
+  } catch (error) {
+    throw new PipeError('E_INTEGRITY', `${what} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+export class Store {
+  readonly runsDir: string
+  readonly specsDir: string
+  readonly evidenceDir: string
+  readonly featuresDir: string
+  readonly idsDir: string
+
+  constructor(readonly root: string) {
+    this.root = path.resolve(root)
+    this.runsDir = path.join(this.root, 'runs')
+    this.specsDir = path.join(this.root, 'specs')
+    this.evidenceDir = path.join(this.root, 'evidence')
+    this.featuresDir = path.join(this.root, 'features')
+    this.idsDir = path.join(this.root, 'ids')
+  }
+
+  static async open(root: string): Promise<Store> {
+    const store = new Store(root)
+    for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir]) await mkdir(dir, {recursive: true})
+    return store
+  }
+
+  /** Opens a store that must already exist (read commands never create one). */
+  static async existing(root: string): Promise<Store> {
+    const store = new Store(root)
+    try {
+      await readdir(store.runsDir)
+    } catch {
+      throw new PipeError('E_NOT_FOUND', `no pipe store at ${store.root}`, {hint: 'Run a pipeline first (pipe run ...), or point at the store with --store DIR or PIPE_STORE.'})
+    }
+    return store
+  }
+
+  runDir(runId: string): string {
+    if (!ID_PATTERNS.run.test(runId)) throw new PipeError('E_INVALID_ARGS', `"${runId}" is not a run id (R-YYYYMMDD-NNNN)`, {hint: 'pipe runs list shows the run ids.'})
+    return path.join(this.runsDir, runId)
+  }
+
+  // Runs
+
+  async createRun(draft: Omit<RunRecord, 'run_id'>, now: Date): Promise<RunRecord> {
+    let record: RunRecord | undefined
+    await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
+      try {
+        await mkdir(path.join(this.runsDir, id, 'snapshots'), {recursive: false}).catch(async (error: NodeJS.ErrnoException) => {
+          if (error.code === 'ENOENT') {
+            await mkdir(path.join(this.runsDir, id))
+            await mkdir(path.join(this.runsDir, id, 'snapshots'))
+          } else throw error
+        })
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+        throw error
+      }
+      record = {run_id: id, ...draft}
+      return true
+    })
+    assertValid('run', record, 'run record')
+    await this.runDb(record!.run_id).then(async (db) => {
+      db.data = record!
+      await db.write()
+    })
+    return record!
+  }
+
+  private async runDb(runId: string): Promise<Low<RunRecord>> {
+    return new Low<RunRecord>(new AtomicJsonFile<RunRecord>(path.join(this.runDir(runId), 'run.json')), null as unknown as RunRecord)
+  }
+
+  async readRun(runId: string): Promise<RunRecord> {
+    const dir = this.runDir(runId)
+    const db = await this.runDb(runId)
+    try {
+      await db.read()
+    } catch (error) {
+      if (error instanceof SyntaxError) throw new PipeError('E_INTEGRITY', `run record of ${runId} is not valid JSON`, {hint: 'The file was changed outside pipe.'})
+      throw error
+    }
+    if (!db.data) {
+      const exists = await readdir(dir).then(() => true, () => false)
+      throw new PipeError('E_NOT_FOUND', exists ? `run ${runId} was never completely created (no run.json)` : `run ${runId} not found in ${this.root}`, {hint: 'pipe runs list shows the runs of this store.'})
+    }
+    return db.data
+  }
+
+  /** Read-modify-write of a run record; only the process that owns the run calls it. */
+  async updateRun(runId: string, change: (record: RunRecord) => void): Promise<RunRecord> {
+    const db = await this.runDb(runId)
+    await db.read()
+    if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
+    change(db.data)
+    assertValid('run', db.data, 'run record')
+    await db.write()
+    return db.data
+  }
+
+  async listRunIds(): Promise<string[]> {
+    const names = await readdir(this.runsDir).catch(() => [] as string[])
+    return names.filter((name) => ID_PATTERNS.run.test(name)).sort((a, b) => (a < b ? 1 : a > b ? -1 : 0))
+  }
+
+  async appendEvent(runId: string, event: RunEvent): Promise<void> {
+    const handle = await open(path.join(this.runDir(runId), 'events.jsonl'), 'a')
+    try {
+      await handle.write(`${JSON.stringify(event)}\n`)
+      await handle.datasync()
+    } finally {
+      await handle.close()
+    }
+  }
+
+  async readEvents(runId: string): Promise<RunEvent[]> {
+    const text = await readFile(path.join(this.runDir(runId), 'events.jsonl'), 'utf8').catch(() => '')
+    const events: RunEvent[] = []
+    for (const line of text.split('\n')) {
+      if (!line.trim()) continue
+      try {
+        events.push(JSON.parse(line) as RunEvent)
+      } catch {
+        // A crash mid-append can leave a torn last line; everything before it is intact.
+      }
+    }
+    return events
+  }
+
+  // Ownership: one process drives a run at a time.
+
+  async acquireRun(runId: string): Promise<() => Promise<void>> {
+    const lock = path.join(this.runDir(runId), 'owner.lock')
+    const me = {pid: process.pid, host: os.hostname(), at: new Date().toISOString()}
+    for (let tries = 0; tries < 3; tries++) {
+      if (await createFileExclusive(lock, JSON.stringify(me), {sync: false})) return async () => void (await unlink(lock).catch(() => undefined))
+      const holder = await readFile(lock, 'utf8')
+        .then((t) => JSON.parse(t) as {pid: number; host: string})
+        .catch(() => null)
+      if (holder && holder.host === me.host && processAlive(holder.pid)) {
+        throw new PipeError('E_CONFLICT', `run ${runId} is being driven by another pipe process (pid ${holder.pid})`, {hint: 'Wait for it to finish, or stop it; pipe runs show shows its state.'})
+      }
+      await unlink(lock).catch(() => undefined)
+    }
+    throw new PipeError('E_CONFLICT', `could not take ownership of run ${runId}`, {hint: 'Another process keeps claiming it; try again.'})
+  }
+
+  async runOwner(runId: string): Promise<{pid: number; host: string; alive: boolean} | null> {
+    const holder = await readFile(path.join(this.runDir(runId), 'owner.lock'), 'utf8')
+      .then((t) => JSON.parse(t) as {pid: number; host: string})
+      .catch(() => null)
+    if (!holder) return null
+    return {...holder, alive: holder.host === os.hostname() && processAlive(holder.pid)}
+  }
+
+  // Snapshots
+
+  async writeSnapshot(snapshot: Snapshot): Promise<Snapshot> {
+    const stored: Snapshot = {...snapshot, meta: {...snapshot.meta}}
+    delete stored.meta.record_hash
+    stored.meta.record_hash = snapshotHash(stored)
+    assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
+    const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
+    if (!(await createFileExclusive(file, `${JSON.stringify(stored, null, 2)}\n`))) {
+      throw new PipeError('E_CONFLICT', `snapshot ${snapshot.step.seq} of ${snapshot.run_id} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
+    }
+    return stored
+  }
+
+  async readSnapshots(runId: string): Promise<Snapshot[]> {
+    const dir = path.join(this.runDir(runId), 'snapshots')
+    const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => /^\d{6,}\.json$/.test(n)).sort()
+    const out: Snapshot[] = []
+    for (const name of names) out.push(await readJson<Snapshot>(path.join(dir, name), `snapshot ${runId}/${name}`))
+    return out
+  }
+
+  snapshotFile(runId: string, seq: number): string {
+    return path.join(this.runDir(runId), 'snapshots', seqName(seq))
+  }
+
+  // Spec versions
+
+  async writeSpec(draft: SpecDraft, now: Date): Promise<CanonicalSpec> {
+    let stored: CanonicalSpec | undefined
+    await allocateId(this.idsDir, 'S', dayKey(now), async (id) => {
+      const spec = {...draft, meta: {...draft.meta, spec_version: id, content_hash: ''}} as CanonicalSpec
+      // Keep meta's keys in a fixed order so the files read well.
+      spec.meta = {spec_version: id, ...draft.meta, content_hash: ''}
+      spec.meta.content_hash = specContentHash(spec)
+      assertValid('spec', spec, `spec version ${id}`)
+      const ok = await createFileExclusive(this.specFile(id), `${JSON.stringify(spec, null, 2)}\n`)
+      if (ok) stored = spec
+      return ok
+    })
+    return stored!
+  }
+
+  specFile(version: string): string {
+    if (!ID_PATTERNS.spec.test(version)) throw new PipeError('E_INVALID_ARGS', `"${version}" is not a spec version (S-YYYYMMDD-NNNN)`, {hint: 'pipe spec list shows the versions.'})
+    return path.join(this.specsDir, `${version}.json`)
+  }
+
+  /** Reads a spec version and checks its content hash: a mismatch is an error, never repaired. */
+  async readSpec(version: string): Promise<CanonicalSpec> {
+    const spec = await readJson<CanonicalSpec>(this.specFile(version), `spec version ${version}`)
+    const actual = specContentHash(spec)
+    if (spec.meta?.content_hash !== actual) {
+      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (stored ${spec.meta?.content_hash}, computed ${actual})`, {
+        hint: `The file ${this.specFile(version)} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
+      })
+    }
+    return spec
+  }
+
+  /** Stores a complete version under its own name; an existing version is never replaced (E_CONFLICT). */
+  async putSpec(spec: CanonicalSpec): Promise<void> {
+    if (spec.meta.content_hash !== specContentHash(spec)) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
+    assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
+    if (!(await createFileExclusive(this.specFile(spec.meta.spec_version), `${JSON.stringify(spec, null, 2)}\n`))) {
+      throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {hint: 'A change to the spec is a new version; run a step that writes one.'})
+    }
+  }
+
+  async listSpecVersions(): Promise<string[]> {
+    const names = await readdir(this.specsDir).catch(() => [] as string[])
+    return names
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => n.slice(0, -5))
+      .filter((n) => ID_PATTERNS.spec.test(n))
+      .sort()
+  }
+
+  // Evidence
+
+  async writeEvidence(draft: EvidenceDraft, now: Date): Promise<Evidence> {
+    let stored: Evidence | undefined
+    await allocateId(this.idsDir, 'E', '', async (id) => {
+      const record: Evidence = {evidence_id: id, ...draft, created_at: now.toISOString()}
+      record.record_hash = recordHash(record, 'record_hash')
+      assertValid('evidence', record, `evidence ${id}`)
+      const ok = await createFileExclusive(path.join(this.evidenceDir, `${id}.json`), `${JSON.stringify(record, null, 2)}\n`)
+      if (ok) stored = record
+      return ok
+    })
+    return stored!
+  }
+
+  async readEvidence(id: string): Promise<Evidence> {
+    if (!ID_PATTERNS.evidence.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not an evidence id (E-NNNN)`)
+    return readJson<Evidence>(path.join(this.evidenceDir, `${id}.json`), `evidence ${id}`)
+  }
+
+  // Features
+
+  async createFeature(now: Date, title: string): Promise<string> {
+    return allocateId(this.idsDir, 'F', String(now.getUTCFullYear()), (id) =>
+      createFileExclusive(path.join(this.featuresDir, `${id}.json`), `${JSON.stringify({feature_id: id, title, created_at: now.toISOString()}, null, 2)}\n`),
+    )
+  }
+
+  async ensureFeature(id: string, now: Date): Promise<void> {
+    if (!ID_PATTERNS.feature.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not a feature id (F-YYYY-NNN)`, {hint: 'Omit --feature to allocate a new one.'})
+    await createFileExclusive(path.join(this.featuresDir, `${id}.json`), `${JSON.stringify({feature_id: id, created_at: now.toISOString()}, null, 2)}\n`)
+  }
+}
+
