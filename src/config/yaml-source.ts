@@ -71,7 +71,7 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
       ok: false,
       diagnostics: problems.map((problem) => {
         const pos = lineCounter.linePos(problem.pos[0])
-        const key = text.slice(problem.pos[0], problem.pos[1]).split(/[:\n]/)[0]!.trim()
+        const key = text.slice(problem.pos[0]).split(/[:\n]/)[0]!.trim().replace(/^["']|["']$/g, '')
         const message = problem.code === 'DUPLICATE_KEY' ? `duplicate key "${key}" (keys of a mapping must be unique)` : firstLine(problem.message)
         return at(file, message, 'yaml', pos.line, pos.col)
       }),
@@ -119,13 +119,13 @@ export function findNode(source: Pick<YamlSource, 'doc'>, segments: ReadonlyArra
     current = resolveAlias(source.doc, current)
     if (isMap(current)) {
       const pair = current.items.find((item) => isPair(item) && isScalar(item.key) && String(item.key.value) === String(segment))
-      if (!pair) return {node: current as Node, key: null, exact: false}
+      if (!pair) return {node: current, key: null, exact: false}
       key = pair.key as Node
       current = pair.value
       if (current === null) return {node: key, key, exact: true}
     } else if (isSeq(current) && typeof segment === 'number') {
       const item = current.items[segment]
-      if (item === undefined) return {node: current as Node, key: null, exact: false}
+      if (item === undefined) return {node: current, key: null, exact: false}
       key = null
       current = item
     } else {

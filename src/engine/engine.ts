@@ -368,7 +368,7 @@ export class Engine {
       let timer: NodeJS.Timeout | undefined
       const aborted = new Promise<never>((_, reject) => {
         timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
-        controller.signal.addEventListener('abort', () => reject(controller.signal.reason), {once: true})
+        controller.signal.addEventListener('abort', () => reject(controller.signal.reason as Error), {once: true})
       })
       aborted.catch(() => undefined)
       const context: StepContext = {

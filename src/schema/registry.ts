@@ -50,7 +50,7 @@ export interface SchemaCheck {
 
 export function check(name: SchemaName, data: unknown): SchemaCheck {
   const fn = validator(name)
-  const valid = fn(data) as boolean
+  const valid = fn(data)
   return {valid, errors: valid ? [] : [...(fn.errors ?? [])]}
 }
 

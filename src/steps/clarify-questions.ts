@@ -1,11 +1,11 @@
-import type {GateResult, RuleFailure, SingleGateResult} from '../gates/evaluate.js'
+import type {GateResult, SingleGateResult} from '../gates/evaluate.js'
 import {bodyOf, requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 function failureMessages(result: GateResult): Map<string, string> {
   const messages = new Map<string, string>()
   for (const value of Object.values(result)) {
-    const failures = (value as SingleGateResult | undefined)?.failed_rules as RuleFailure[] | undefined
+    const failures = (value as SingleGateResult | undefined)?.failed_rules
     if (!Array.isArray(failures)) continue
     for (const failure of failures) if (!messages.has(failure.path)) messages.set(failure.path, failure.message)
   }

@@ -26,7 +26,7 @@ export const registry: StepRegistry = {
 }
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
-  return registry[kind] as StepHandler<K>
+  return registry[kind]
 }
 
 /** The metadata the pipeline loader checks against. */

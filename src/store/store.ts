@@ -262,7 +262,7 @@ export class Store {
   async writeSpec(draft: SpecDraft, now: Date): Promise<CanonicalSpec> {
     let stored: CanonicalSpec | undefined
     await allocateId(this.idsDir, 'S', dayKey(now), async (id) => {
-      const spec = {...draft, meta: {...draft.meta, spec_version: id, content_hash: ''}} as CanonicalSpec
+      const spec = {...draft, meta: {...draft.meta, spec_version: id, content_hash: ''}}
       // Keep meta's keys in a fixed order so the files read well.
       spec.meta = {spec_version: id, ...draft.meta, content_hash: ''}
       spec.meta.content_hash = specContentHash(spec)

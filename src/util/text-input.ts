@@ -21,6 +21,7 @@ export function decodeText(bytes: Uint8Array, what: string, maxBytes = DEFAULT_M
     throw new PipeError('E_INPUT', `${what} is empty`, {hint: 'Write the requirement into the file, or pass it with --text "..."'})
   }
   // Control characters other than tab and newline mean this is not prose.
+  // eslint-disable-next-line no-control-regex -- finding control characters is the point
   const controls = normalized.match(/[\u0001-\u0008\u000b\u000c\u000e-\u001f\u007f]/g)?.length ?? 0
   if (controls > 0 && controls / normalized.length > 0.01) {
     throw new PipeError('E_INPUT', `${what} looks binary (${controls} control characters)`, {hint: 'Give a text file: Markdown, plain text or a chat log.'})

@@ -66,7 +66,7 @@ export function isNegative(text: string): boolean {
 
 const NFR_PATTERNS: Array<[NfrCategory, RegExp]> = [
   ['performance', /\b(latency|throughput|fast|faster|slow|response time|performance|p9[59]|percentile|\d+\s*(ms|milliseconds?|seconds?|s)\b|per second|rps|qps|load time)|性能|延迟|响应时间|吞吐|毫秒|秒内|速度/i],
-  ['security', /\b(secure|security|encrypt\w*|auth\w*|permission|access control|secret|password|token|tls|https|injection|xss|csrf|pii|privacy)|安全|加密|权限|认证|鉴权|隐私|密码|令牌/i],
+  ['security', /\b(secure|security|e-?mail address\w*|personal data|encrypt\w*|auth\w*|permission|access control|secret|password|token|tls|https|injection|xss|csrf|pii|privacy)|安全|加密|权限|认证|鉴权|隐私|密码|令牌/i],
   ['reliability', /\b(availability|uptime|reliab\w*|fault[- ]tolerant|recover\w*|backup|retry|retries|durab\w*|99\.\d+%|sla|failover|crash)|可用性|可靠|容错|恢复|备份|重试|持久|宕机/i],
   ['scalability', /\b(scal\w*|concurrent|concurrency|\d[\d,]*\s*(users|requests|records|rows))|扩展|并发|横向|伸缩/i],
   ['usability', /\b(usab\w*|accessib\w*|a11y|wcag|intuitive|user[- ]friendly|ux|keyboard|screen reader|locali[sz]\w*|i18n)|易用|可访问|无障碍|用户体验|国际化|本地化/i],

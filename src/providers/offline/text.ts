@@ -65,10 +65,10 @@ export function analyseLines(text: string): LineInfo[] {
 
 /** Splits prose into sentences; keeps decimals, versions and e.g. intact. */
 export function sentences(text: string): string[] {
-  const protectedText = text.replace(/\b(e\.g|i\.e|etc|vs|approx|incl)\./gi, (m) => m.replace('.', '\u0000'))
+  const protectedText = text.replace(/\b(e\.g|i\.e|etc|vs|approx|incl)\./gi, (m) => m.replace('.', '\uE000'))
   return protectedText
     .split(/(?<=[。！？；])|(?<=[.!?;])\s+(?=\S)/u)
-    .map((s) => s.replace(/\u0000/g, '.').trim())
+    .map((s) => s.replace(/\uE000/g, '.').trim())
     .filter((s) => s.length > 0)
 }
 

@@ -1,0 +1,119 @@
+/** Human views of stored records. `--json` prints the records themselves; these are for people. */
+import {stringify} from 'yaml'
+import type {GateResult} from '../gates/evaluate.js'
+import type {RunSummary, SpecSummary} from '../store/queries.js'
+import type {RunEvent, RunRecord} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
+
+function table(rows: string[][]): string {
+  if (rows.length === 0) return ''
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => [...(r[i] ?? '')].length)))
+  return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')).join('\n')}\n`
+}
+
+function clip(value: unknown, max = 300): unknown {
+  if (typeof value === 'string') return value.length > max ? `${value.slice(0, max)}… (${value.length} chars)` : value
+  if (Array.isArray(value)) return value.map((v) => clip(v, max))
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, clip(v, max)]))
+  return value
+}
+
+function indentYaml(value: unknown): string {
+  const text = stringify(clip(value), {lineWidth: 110}).trimEnd()
+  return text === '{}' || text === '[]' ? '    (none)' : text.replace(/^/gm, '    ')
+}
+
+export function renderRunList(runs: RunSummary[]): string {
+  if (runs.length === 0) return 'no runs\n'
+  return table([
+    ['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'],
+    ...runs.map((r) => [r.run_id, r.status, r.feature_id, r.spec_version ?? '-', r.pipeline, r.updated_at]),
+  ])
+}
+
+export function renderSnapshotList(snapshots: Snapshot[]): string {
+  if (snapshots.length === 0) return 'no snapshots\n'
+  return table([
+    ['SEQ', 'STEP', 'KIND', 'OUTCOME', 'NEXT', 'SPEC IN', 'SPEC OUT', 'MS', 'ERRORS'],
+    ...snapshots.map((s) => {
+      const d = s.decisions.at(-1)
+      return [String(s.step.seq), s.step.name, s.step.kind, d?.decision ?? '-', d?.next_step ?? '(end)', s.spec_version_in ?? '-', s.spec_version_out ?? '-', String(s.step.duration_ms ?? ''), String(s.errors.length)]
+    }),
+  ])
+}
+
+function renderGate(result: GateResult): string[] {
+  const lines: string[] = []
+  for (const [name, value] of Object.entries(result)) {
+    if (!value || typeof value !== 'object' || Array.isArray(value)) continue
+    const gate = value
+    lines.push(`    ${name.padEnd(10)} ${gate.pass ? 'pass' : 'FAIL'}${gate.missing_fields.length ? `  missing: ${gate.missing_fields.join(', ')}` : ''}`)
+    for (const failure of gate.failed_rules ?? []) lines.push(`      rule ${failure.rule}: ${failure.message}`)
+  }
+  if (result.completeness_score !== undefined) lines.push(`    completeness ${result.completeness_score} (threshold ${result.completeness_threshold})`)
+  lines.push(`    overall    ${result.pass ? 'pass' : 'FAIL'}`)
+  return lines
+}
+
+export function renderSnapshot(s: Snapshot): string {
+  const lines: string[] = []
+  lines.push(`#${s.step.seq} ${s.step.name} (${s.step.kind})  iteration ${s.step.iteration ?? 1}, ${s.step.attempts ?? 1} attempt(s)`)
+  lines.push(`  run ${s.run_id}  feature ${s.feature_id}  spec ${s.spec_version_in ?? '-'} -> ${s.spec_version_out ?? '-'}`)
+  lines.push(`  started ${s.step.started_at}  ended ${s.step.ended_at}  (${s.step.duration_ms ?? '?'} ms)`)
+  lines.push('  inputs:', indentYaml(s.inputs))
+  const {gate_result: gate, ...outputs} = s.outputs as {gate_result?: GateResult}
+  lines.push('  outputs:', indentYaml(outputs))
+  if (gate) lines.push('  gate results:', ...renderGate(gate))
+  lines.push('  decisions:')
+  for (const d of s.decisions) {
+    const who = d.by ? ` (by ${d.by} at ${d.at}${d.note ? `, note: ${d.note}` : ''})` : ''
+    lines.push(`    ${d.decision} -> ${d.next_step ?? '(end)'}: ${d.reason}${who}`)
+  }
+  lines.push(`  evidence: ${s.evidence_links.length ? s.evidence_links.map((e) => `${e.evidence_id} (${e.type})`).join(', ') : 'none'}`)
+  if (s.errors.length === 0) lines.push('  errors: none')
+  else {
+    lines.push('  errors:')
+    for (const e of s.errors) lines.push(`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: ${e.message}${e.hint ? `\n      hint: ${e.hint}` : ''}`)
+  }
+  const m = s.meta
+  lines.push(`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
+  lines.push(`        policy ${m.policy_version ?? '-'}`)
+  lines.push(`        hash ${m.record_hash ?? '-'} (previous ${m.prev_hash ?? 'none'})`)
+  return `${lines.join('\n')}\n`
+}
+
+export function renderRunShow(record: RunRecord, status: RunRecord['status'], events: RunEvent[], snapshots: Snapshot[]): string {
+  const lines: string[] = []
+  lines.push(`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
+  lines.push(`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
+  lines.push(`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}  policy ${record.policy_version.slice(0, 19)}…`)
+  lines.push(`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
+  if (record.replay_of) lines.push(`  replay of ${record.replay_of}`)
+  if (record.status_reason) lines.push(`  reason: ${record.status_reason}`)
+  if (record.error) lines.push(`  error: [${record.error.code}] ${record.error.message}`)
+  if (record.pending) {
+    lines.push(`  waiting for ${record.pending.kind} at step ${record.pending.step} since ${record.pending.since}: ${record.pending.reason}`)
+    for (const q of record.pending.questions ?? []) lines.push(`    ${q.id}${q.field ? ` [${q.field}]` : ''} ${q.question}`)
+  }
+  lines.push('', 'timeline:')
+  const rows: Array<{at: string; text: string}> = []
+  for (const e of events) rows.push({at: e.at, text: `${e.event}${e.from || e.to ? ` (${e.from ?? '?'} -> ${e.to ?? '?'})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`})
+  for (const s of snapshots) {
+    const d = s.decisions.at(-1)
+    const who = d?.by ? ` by ${d.by}` : ''
+    rows.push({at: s.step.ended_at, text: `  #${s.step.seq} ${s.step.name} ${d?.decision ?? '?'}${who} in ${s.step.duration_ms ?? '?'} ms, ${s.step.attempts ?? 1} attempt(s)${s.spec_version_out ? ` -> ${s.spec_version_out}` : ''}${s.errors.length ? `, ${s.errors.length} error(s)` : ''}`})
+  }
+  rows.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
+  for (const row of rows) lines.push(`  ${row.at}  ${row.text}`)
+  const total = snapshots.reduce((n, s) => n + (s.step.duration_ms ?? 0), 0)
+  lines.push('', `${snapshots.length} step(s), ${total} ms in steps`)
+  return `${lines.join('\n')}\n`
+}
+
+export function renderSpecList(specs: SpecSummary[]): string {
+  if (specs.length === 0) return 'no spec versions\n'
+  return table([
+    ['VERSION', 'FEATURE', 'STATUS', 'PARENT', 'RUN', 'STEP', 'CREATED'],
+    ...specs.map((s) => [s.spec_version, s.feature_id ?? '?', s.problem ? 'DAMAGED' : s.status, s.parent_version ?? '-', s.run_id ?? '?', s.created_by_step ?? '?', s.created_at ?? '?']),
+  ])
+}

@@ -1,0 +1,30 @@
+import {Flags} from '@oclif/core'
+import {PipeCommand} from '../../cli/base-command.js'
+import {renderRunList} from '../../cli/views.js'
+import {listRuns, type RunSummary} from '../../store/queries.js'
+import {Store} from '../../store/store.js'
+import type {RunStatus} from '../../types/run.js'
+
+export default class RunsList extends PipeCommand {
+  static override summary = 'List runs, newest first.'
+  static override description = 'A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it.'
+  static override examples = [
+    {description: 'The last 20 runs', command: '<%= config.bin %> <%= command.id %>'},
+    {description: 'Runs waiting for a person', command: '<%= config.bin %> <%= command.id %> --status awaiting_input'},
+    {description: 'All runs of a feature, as JSON', command: '<%= config.bin %> <%= command.id %> --feature F-2026-001 --limit 1000 --json'},
+  ]
+  static override flags = {
+    limit: Flags.integer({char: 'n', description: 'Most runs to show.', default: 20, min: 1}),
+    status: Flags.string({description: 'Only runs in this status.', options: ['pending', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled', 'interrupted']}),
+    feature: Flags.string({description: 'Only runs of this feature.', helpValue: 'F-YYYY-NNN'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<{runs: RunSummary[]}> {
+    const {flags} = await this.parse(RunsList)
+    const store = await Store.existing(this.storeDir(flags.store))
+    const runs = await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {})})
+    if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))
+    return {runs}
+  }
+}

@@ -1,0 +1,51 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../../cli/base-command.js'
+import {renderRunShow} from '../../cli/views.js'
+import {effectiveStatus} from '../../store/queries.js'
+import {Store} from '../../store/store.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
+
+export interface RunShowResult {
+  run: RunRecord
+  status: RunRecord['status']
+  events: RunEvent[]
+  steps: Array<{seq: number; step: string; kind: string; outcome: string; next_step: string | null; attempts: number; duration_ms: number; spec_version_out: string | null; errors: number; by?: string}>
+}
+
+export default class RunsShow extends PipeCommand {
+  static override summary = "Show a run: its state, what it waits for, and its timeline of states, steps, attempts and decisions."
+  static override examples = [
+    {description: 'The timeline of a run', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'},
+    {description: 'As JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --json'},
+  ]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {store: PipeCommand.storeFlag, verbose: Flags.boolean({hidden: true})}
+
+  async run(): Promise<RunShowResult> {
+    const {args, flags} = await this.parse(RunsShow)
+    const store = await Store.existing(this.storeDir(flags.store))
+    const record = await store.readRun(args.run)
+    const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])
+    if (!this.jsonEnabled()) process.stdout.write(renderRunShow(record, status, events, snapshots))
+    return {
+      run: record,
+      status,
+      events,
+      steps: snapshots.map((s) => {
+        const d = s.decisions.at(-1)
+        return {
+          seq: s.step.seq,
+          step: s.step.name,
+          kind: s.step.kind,
+          outcome: d?.decision ?? '',
+          next_step: d?.next_step ?? null,
+          attempts: s.step.attempts ?? 1,
+          duration_ms: s.step.duration_ms ?? 0,
+          spec_version_out: s.spec_version_out,
+          errors: s.errors.length,
+          ...(d?.by ? {by: d.by} : {}),
+        }
+      }),
+    }
+  }
+}

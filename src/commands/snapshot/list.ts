@@ -1,0 +1,24 @@
+import {Args} from '@oclif/core'
+import {PipeCommand} from '../../cli/base-command.js'
+import {renderSnapshotList} from '../../cli/views.js'
+import {Store} from '../../store/store.js'
+import type {Snapshot} from '../../types/snapshot.js'
+
+export default class SnapshotList extends PipeCommand {
+  static override summary = "List a run's snapshots: one per executed step, in order."
+  static override examples = [{description: 'Every step of a run', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'}]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {store: PipeCommand.storeFlag}
+
+  async run(): Promise<{run_id: string; snapshots: Array<Pick<Snapshot, 'step' | 'spec_version_in' | 'spec_version_out' | 'decisions'> & {errors: number}>}> {
+    const {args, flags} = await this.parse(SnapshotList)
+    const store = await Store.existing(this.storeDir(flags.store))
+    await store.readRun(args.run)
+    const snapshots = await store.readSnapshots(args.run)
+    if (!this.jsonEnabled()) process.stdout.write(renderSnapshotList(snapshots))
+    return {
+      run_id: args.run,
+      snapshots: snapshots.map((s) => ({step: s.step, spec_version_in: s.spec_version_in, spec_version_out: s.spec_version_out, decisions: s.decisions, errors: s.errors.length})),
+    }
+  }
+}

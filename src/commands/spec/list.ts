@@ -1,0 +1,27 @@
+import {Flags} from '@oclif/core'
+import {PipeCommand} from '../../cli/base-command.js'
+import {renderSpecList} from '../../cli/views.js'
+import {listSpecs, type SpecSummary} from '../../store/queries.js'
+import {Store} from '../../store/store.js'
+
+export default class SpecList extends PipeCommand {
+  static override summary = 'List spec versions, newest first.'
+  static override examples = [
+    {description: 'Every version of a feature', command: '<%= config.bin %> <%= command.id %> --feature F-2026-001'},
+    {description: 'The versions one run wrote', command: '<%= config.bin %> <%= command.id %> --run R-20261121-0001'},
+  ]
+  static override flags = {
+    feature: Flags.string({description: 'Only versions of this feature.', helpValue: 'F-YYYY-NNN'}),
+    run: Flags.string({description: 'Only versions written by this run.', helpValue: 'R-YYYYMMDD-NNNN'}),
+    limit: Flags.integer({char: 'n', description: 'Most versions to show.', min: 1}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<{specs: SpecSummary[]}> {
+    const {flags} = await this.parse(SpecList)
+    const store = await Store.existing(this.storeDir(flags.store))
+    const specs = await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
+    if (!this.jsonEnabled()) process.stdout.write(renderSpecList(specs))
+    return {specs}
+  }
+}

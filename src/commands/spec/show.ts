@@ -1,0 +1,31 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../../cli/base-command.js'
+import {specToMarkdown} from '../../spec/markdown.js'
+import {Store} from '../../store/store.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+
+export default class SpecShow extends PipeCommand {
+  static override summary = 'Show a spec version (its content hash is checked on read).'
+  static override examples = [
+    {description: 'Read a version as Markdown', command: '<%= config.bin %> <%= command.id %> S-20261121-0003'},
+    {description: 'The stored record', command: '<%= config.bin %> <%= command.id %> S-20261121-0003 --json'},
+  ]
+  static override args = {version: Args.string({description: 'Spec version (S-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    format: Flags.string({description: 'Human output format.', options: ['markdown', 'yaml'], default: 'markdown'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<CanonicalSpec> {
+    const {args, flags} = await this.parse(SpecShow)
+    const store = await Store.existing(this.storeDir(flags.store))
+    const spec = await store.readSpec(args.version)
+    if (!this.jsonEnabled()) {
+      if (flags.format === 'yaml') {
+        const {stringify} = await import('yaml')
+        process.stdout.write(stringify(spec, {lineWidth: 110}))
+      } else process.stdout.write(specToMarkdown(spec))
+    }
+    return spec
+  }
+}

@@ -1,0 +1,115 @@
+/** Read-side questions about the store, for the list and show commands. */
+import {readFile} from 'node:fs/promises'
+import type {RunRecord, RunStatus} from '../types/run.js'
+import type {CanonicalSpec} from '../types/spec.js'
+import type {Store} from './store.js'
+
+export interface RunSummary {
+  run_id: string
+  feature_id: string
+  status: RunStatus
+  /** The stored status, when the shown one differs (a running run whose process is gone shows as interrupted). */
+  stored_status?: RunStatus
+  pipeline: string
+  spec_version: string | null
+  created_at: string
+  updated_at: string
+  reason?: string
+}
+
+/** A run recorded as running whose owning process is gone was interrupted (a crash, a kill -9). */
+export async function effectiveStatus(store: Store, record: RunRecord): Promise<RunStatus> {
+  if (record.status !== 'running') return record.status
+  const owner = await store.runOwner(record.run_id)
+  return owner?.alive ? 'running' : 'interrupted'
+}
+
+export async function summarizeRun(store: Store, record: RunRecord): Promise<RunSummary> {
+  const status = await effectiveStatus(store, record)
+  return {
+    run_id: record.run_id,
+    feature_id: record.feature_id,
+    status,
+    ...(status !== record.status ? {stored_status: record.status} : {}),
+    pipeline: record.pipeline.name,
+    spec_version: record.spec_version ?? null,
+    created_at: record.created_at,
+    updated_at: record.updated_at,
+    ...(record.status_reason ? {reason: record.status_reason} : {}),
+  }
+}
+
+export interface RunFilter {
+  limit: number
+  status?: RunStatus
+  feature?: string
+}
+
+/** Newest first; reads only as many run records as it needs when not filtering. */
+export async function listRuns(store: Store, filter: RunFilter): Promise<RunSummary[]> {
+  const out: RunSummary[] = []
+  for (const id of await store.listRunIds()) {
+    if (out.length >= filter.limit) break
+    let record: RunRecord
+    try {
+      record = await store.readRun(id)
+    } catch {
+      continue
+    }
+    if (filter.feature && record.feature_id !== filter.feature) continue
+    const summary = await summarizeRun(store, record)
+    if (filter.status && summary.status !== filter.status) continue
+    out.push(summary)
+  }
+  return out
+}
+
+export interface SpecSummary {
+  spec_version: string
+  feature_id: string
+  status: CanonicalSpec['meta']['status']
+  parent_version: string | null
+  run_id: string
+  created_by_step: string
+  created_at: string
+  title?: string
+  /** Set when the stored version fails its content-hash check. */
+  problem?: string
+}
+
+export async function listSpecs(store: Store, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
+  const out: SpecSummary[] = []
+  const versions = (await store.listSpecVersions()).reverse()
+  for (const version of versions) {
+    if (filter.limit !== undefined && out.length >= filter.limit) break
+    let spec: CanonicalSpec
+    let problem: string | undefined
+    try {
+      spec = await store.readSpec(version)
+    } catch (error) {
+      problem = (error as Error).message
+      const raw = await readFile(store.specFile(version), 'utf8').catch(() => '{}')
+      try {
+        spec = JSON.parse(raw) as CanonicalSpec
+      } catch {
+        spec = {meta: {spec_version: version}} as CanonicalSpec
+      }
+      if (!spec.meta) spec = {...spec, meta: {spec_version: version} as CanonicalSpec['meta']}
+    }
+    if (filter.feature && spec.meta.feature_id !== filter.feature) continue
+    if (filter.run && spec.meta.run_id !== filter.run) continue
+    const m = spec.meta
+    out.push({
+      spec_version: version,
+      feature_id: m.feature_id,
+      status: m.status,
+      parent_version: m.parent_version ?? null,
+      run_id: m.run_id,
+      created_by_step: m.created_by_step,
+      created_at: m.created_at,
+      ...(m.title ? {title: m.title} : {}),
+      ...(problem ? {problem} : {}),
+    })
+  }
+  return out
+}

@@ -1,0 +1,64 @@
+/** Runs the built CLI (bin/run.js) as a separate process, as a user would. */
+import {spawn} from 'node:child_process'
+import {mkdtemp, rm} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {fileURLToPath} from 'node:url'
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+export const bin = path.join(repoRoot, 'bin', 'run.js')
+export const defaultPipeline = path.join(repoRoot, 'pipelines', 'default.yaml')
+export const examples = path.join(repoRoot, 'examples')
+
+export interface CliResult {
+  code: number | null
+  stdout: string
+  stderr: string
+  signal: NodeJS.Signals | null
+}
+
+export interface CliOptions {
+  cwd?: string
+  env?: Record<string, string | undefined>
+  input?: string | Buffer
+  timeoutMs?: number
+}
+
+export function pipe(args: string[], options: CliOptions = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? process.env.PIPE_TEST_HOME ?? path.join(os.tmpdir(), 'pipe-test-home')}
+    delete env.PIPE_STORE
+    delete env.OPENAI_API_KEY
+    delete env.OPENAI_BASE_URL
+    for (const [key, value] of Object.entries(options.env ?? {})) {
+      if (value === undefined) delete env[key]
+      else env[key] = value
+    }
+    const child = spawn(process.execPath, [bin, ...args], {cwd: options.cwd ?? repoRoot, env, stdio: ['pipe', 'pipe', 'pipe']})
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30000)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({code, stdout, stderr, signal})
+    })
+    if (options.input !== undefined) child.stdin.end(options.input)
+    else child.stdin.end()
+  })
+}
+
+export async function tempDir(prefix = 'pipe-test-'): Promise<{dir: string; cleanup: () => Promise<void>}> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix))
+  return {dir, cleanup: () => rm(dir, {recursive: true, force: true})}
+}
+
+export function json<T = unknown>(result: CliResult): T {
+  try {
+    return JSON.parse(result.stdout) as T
+  } catch {
+    throw new Error(`stdout is not one JSON document:\n${result.stdout}\n--- stderr ---\n${result.stderr}`)
+  }
+}

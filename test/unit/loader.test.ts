@@ -1,0 +1,178 @@
+import {expect} from 'chai'
+import {mkdir, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {formatDiagnostic, type Diagnostic} from '../../src/config/diagnostics.js'
+import {loadPipeline} from '../../src/config/pipeline.js'
+import {kindCatalog} from '../../src/steps/registry.js'
+import {tempDir} from '../helpers/cli.js'
+
+let dir: string
+let cleanup: () => Promise<void>
+
+before(async () => ({dir, cleanup} = await tempDir('pipe-loader-')))
+after(async () => cleanup())
+
+async function load(name: string, content: string | Buffer): Promise<Diagnostic[]> {
+  const file = path.join(dir, name)
+  await writeFile(file, content)
+  const result = await loadPipeline(file, kindCatalog)
+  return result.ok ? [] : result.diagnostics
+}
+
+function lines(diagnostics: Diagnostic[]): string[] {
+  return diagnostics.map((d) => formatDiagnostic(d).replace(`${dir}/`, ''))
+}
+
+const header = 'version: 1\nname: t\n'
+
+describe('pipeline loader: YAML input classes', () => {
+  it('refuses an empty file', async () => {
+    expect(lines(await load('empty.yaml', ''))).to.deep.equal(['empty.yaml:1:1  (root)  file is empty; expected a YAML mapping'])
+  })
+
+  it('refuses a file of only comments', async () => {
+    expect(lines(await load('comments.yaml', '# nothing\n\n# here\n'))).to.deep.equal(['comments.yaml:1:1  (root)  file has no content (only comments or blank lines); expected a YAML mapping'])
+  })
+
+  it('refuses a binary file', async () => {
+    expect(lines(await load('bin.yaml', Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x01])))).to.deep.equal(['bin.yaml:1:1  (root)  file is binary (NUL byte at offset 4), not YAML text'])
+  })
+
+  it('refuses text that is not UTF-8', async () => {
+    expect(lines(await load('latin1.yaml', Buffer.from([0x6e, 0x61, 0x6d, 0x65, 0x3a, 0x20, 0xe9, 0x0a])))).to.deep.equal(['latin1.yaml:1:1  (root)  file is not valid UTF-8 text; save it as UTF-8'])
+  })
+
+  it('refuses a top level that is a list, or a scalar', async () => {
+    expect(lines(await load('list.yaml', '- a\n- b\n'))).to.deep.equal(['list.yaml:1:1  (root)  the top level must be a mapping (key: value lines), but the file holds a list'])
+    expect(lines(await load('scalar.yaml', 'just words\n'))).to.deep.equal(['scalar.yaml:1:1  (root)  the top level must be a mapping (key: value lines), but the file holds a single value ("just words")'])
+  })
+
+  it('reports a duplicate key at the second occurrence', async () => {
+    expect(lines(await load('dup.yaml', `${header}steps:\n  - {id: a, kind: noop}\nname: again\n`))).to.deep.equal(['dup.yaml:5:1  (root)  duplicate key "name" (keys of a mapping must be unique)'])
+  })
+
+  it('reports a syntax error where it is', async () => {
+    const found = lines(await load('syntax.yaml', `${header}steps:\n  - id: a\n    kind: [noop\n`))
+    expect(found).to.have.length.greaterThan(0)
+    expect(found[0]).to.match(/^syntax\.yaml:[56]:\d+ {2}\(root\) {2}/)
+  })
+
+  it('refuses an alias-expansion bomb quickly', async () => {
+    let bomb = `${header}a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n`
+    for (let i = 1; i < 20; i++) bomb += `a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]\n`
+    const started = Date.now()
+    const found = lines(await load('bomb.yaml', bomb))
+    expect(found).to.deep.equal(['bomb.yaml:1:1  (root)  refused: aliases would expand past 200 nodes (an alias-expansion bomb?)'])
+    expect(Date.now() - started, 'refused, not expanded').to.be.below(5000)
+  })
+
+  it('accepts anchors, aliases, merge keys and block strings', async () => {
+    const text = `${header}description: |\n  Two lines\n  of text.\nsteps:\n  - &base {id: a, kind: noop, timeout_ms: 1000, next: b}\n  - <<: *base\n    id: b\n    next: c\n  - {id: c, kind: noop}\n`
+    expect(lines(await load('anchors.yaml', text))).to.deep.equal([])
+  })
+})
+
+describe('pipeline loader: schema errors point at the node', () => {
+  it('points an unknown key at the key, with a suggestion', async () => {
+    const text = `${header}steps:\n  - id: a\n    kind: noop\n    nxt: a\n`
+    expect(lines(await load('unknown-key.yaml', text))).to.deep.equal(['unknown-key.yaml:6:5  steps[0].nxt  unknown key "nxt" in steps[0] — did you mean "next"?'])
+  })
+
+  it('points an unknown step kind at the kind, with a suggestion', async () => {
+    const text = `${header}steps:\n  - id: a\n    kind: compil\n`
+    const [first] = lines(await load('kind.yaml', text))
+    expect(first).to.match(/^kind\.yaml:5:11 {2}steps\[0\]\.kind {2}unknown step kind "compil" — did you mean "compile"\? \(kinds: /)
+  })
+
+  it('points a missing required key at the mapping', async () => {
+    const text = `${header}steps:\n  - id: g\n    kind: gate\n`
+    expect(lines(await load('required.yaml', text))).to.deep.equal(['required.yaml:4:5  steps[0]  missing required key "gates"'])
+  })
+
+  it('points a wrong type at the value', async () => {
+    const text = `${header}steps:\n  - id: a\n    kind: noop\n    timeout_ms: soon\n`
+    expect(lines(await load('type.yaml', text))).to.deep.equal(['type.yaml:6:17  steps[0].timeout_ms  must be integer, found "soon"'])
+  })
+
+  it('rejects an unknown top-level key with a suggestion', async () => {
+    const text = `${header}stpes: []\nsteps:\n  - {id: a, kind: noop}\n`
+    expect(lines(await load('top.yaml', text))).to.deep.equal(['top.yaml:3:1  stpes  unknown key "stpes" in a pipeline — did you mean "steps"?'])
+  })
+
+  it('collects every error, not just the first', async () => {
+    const text = `${header}steps:\n  - id: a\n    kind: noop\n    colour: red\n  - id: B\n    kind: noop\n`
+    expect(await load('many.yaml', text)).to.have.length(2)
+  })
+})
+
+describe('pipeline loader: graph rules', () => {
+  it('reports a misspelt transition on its line, with a suggestion', async () => {
+    const text = `${header}steps:\n  - id: ingest\n    kind: noop\n    next: compil\n  - id: compile\n    kind: noop\n`
+    expect(lines(await load('target.yaml', text))).to.deep.equal([
+      'target.yaml:6:11  steps[0].next  unknown step "compil" in transition — did you mean "compile"?',
+      'target.yaml:7:9  steps[1].id  step "compile" is unreachable from the start step "ingest"',
+    ])
+  })
+
+  it('reports duplicate step ids', async () => {
+    const text = `${header}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop}\n  - {id: a, kind: noop}\n`
+    expect(lines(await load('dupid.yaml', text))).to.include('dupid.yaml:6:10  steps[2].id  duplicate step id "a" (first defined on line 4)')
+  })
+
+  it('reports an unreachable step', async () => {
+    const text = `${header}steps:\n  - {id: a, kind: noop}\n  - {id: lonely, kind: noop}\n`
+    expect(lines(await load('unreachable.yaml', text))).to.deep.equal(['unreachable.yaml:5:10  steps[1].id  step "lonely" is unreachable from the start step "a"'])
+  })
+
+  it('reports a cycle without max_iterations, and accepts it once bounded', async () => {
+    const loop = `${header}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, outcome: again, on: {again: a}}\n`
+    expect(lines(await load('loop.yaml', loop))).to.deep.equal(['loop.yaml:4:10  steps[0].id  steps a -> b form a cycle with no bound; set max_iterations on one of them'])
+    expect(await load('bounded.yaml', loop.replace('kind: noop, next: b', 'kind: noop, next: b, max_iterations: 3'))).to.deep.equal([])
+  })
+
+  it('reports a self-loop without a bound', async () => {
+    const text = `${header}steps:\n  - {id: a, kind: noop, next: a}\n`
+    expect(lines(await load('self.yaml', text))).to.deep.equal(['self.yaml:4:10  steps[0].id  steps a form a cycle with no bound; set max_iterations on one of them'])
+  })
+
+  it('reports a gate used but not defined', async () => {
+    const text = `${header}gates:\n  gate_s: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: g, kind: gate, gates: [gate_x]}\n`
+    expect(lines(await load('gate.yaml', text))).to.deep.equal(['gate.yaml:6:33  steps[0].gates[0]  gate "gate_x" is used but not defined — did you mean "gate_s"? (defined: gate_s)'])
+  })
+
+  it('reports an outcome the kind never produces', async () => {
+    const text = `${header}gates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - id: g\n    kind: gate\n    gates: [g]\n    on:\n      pas: done\n      fail: done\n  - {id: done, kind: noop}\n`
+    expect(lines(await load('outcome.yaml', text))).to.deep.equal(['outcome.yaml:10:7  steps[0].on.pas  a gate step has no outcome "pas" — did you mean "pass"? (outcomes: pass, fail, error)'])
+  })
+
+  it('reports a step kind with no registered handler', async () => {
+    const result = await loadPipeline(path.join(dir, 'kind.yaml'), {noop: {outcomes: () => ['success']}})
+    expect(result.ok).to.equal(false)
+    await writeFile(path.join(dir, 'registered.yaml'), `${header}steps:\n  - {id: a, kind: compile}\n`)
+    const unregistered = await loadPipeline(path.join(dir, 'registered.yaml'), {noop: {outcomes: () => ['success']}})
+    expect(unregistered.ok ? [] : lines(unregistered.diagnostics)).to.deep.equal(['registered.yaml:4:19  steps[0].kind  step kind "compile" has no handler registered'])
+  })
+
+  it('reports a prompt file that does not exist', async () => {
+    await mkdir(path.join(dir, 'prompts'), {recursive: true})
+    await writeFile(path.join(dir, 'prompts', 'there.md'), 'hello')
+    const ok = `${header}steps:\n  - {id: c, kind: compile, prompt: prompts/there.md}\n`
+    expect(await load('prompt-ok.yaml', ok)).to.deep.equal([])
+    const missing = `${header}steps:\n  - {id: c, kind: compile, prompt: prompts/gone.md}\n`
+    const [only] = lines(await load('prompt.yaml', missing))
+    expect(only).to.match(/^prompt\.yaml:4:36 {2}steps\[0\]\.prompt {2}prompt file "prompts\/gone\.md" does not exist/)
+  })
+
+  it('reports a gate rule with no check and a bad regular expression', async () => {
+    const text = `${header}gates:\n  g:\n    rules:\n      - {path: goal}\n      - {path: goal, pattern: "([a-z"}\nsteps:\n  - {id: g, kind: gate, gates: [g]}\n`
+    expect(lines(await load('rules.yaml', text))).to.deep.equal([
+      'rules.yaml:6:9  gates.g.rules[0]  gate rule on "goal" names no check; add one of: required, min_items, max_items, min_length, pattern, enum',
+      'rules.yaml:7:31  gates.g.rules[1].pattern  invalid regular expression: Invalid regular expression: /([a-z/u: Unterminated character class',
+    ])
+  })
+
+  it('accepts the shipped default pipeline', async () => {
+    const result = await loadPipeline(path.resolve('pipelines/default.yaml'), kindCatalog)
+    expect(result.ok ? [] : result.diagnostics.map(formatDiagnostic)).to.deep.equal([])
+  })
+})
