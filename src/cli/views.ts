@@ -97,7 +97,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   }
   lines.push('', 'timeline:')
   const rows: Array<{at: string; text: string}> = []
-  for (const e of events) rows.push({at: e.at, text: `${e.event}${e.from || e.to ? ` (${e.from ?? '?'} -> ${e.to ?? '?'})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`})
+  for (const e of events) rows.push({at: e.at, text: `${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`})
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
     const who = d?.by ? ` by ${d.by}` : ''
