@@ -60,7 +60,7 @@ export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], roo
         const key = String((error.params as {additionalProperty: string}).additionalProperty)
         target = [...segments, key]
         preferKey = true
-        const where = segments.length ? `in ${formatPath(segments)}` : `in a ${what}`
+        const where = segments.length ? `in ${formatPath(segments)}` : `in ${/^[aeiou]/i.test(what) ? 'an' : 'a'} ${what}`
         message = `unknown key "${key}" ${where}${didYouMean(key, schemaKeys(error.parentSchema))}`
         break
       }

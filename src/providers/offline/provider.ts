@@ -150,14 +150,14 @@ export class OfflineProvider implements Provider {
   readonly model = 'offline-rules-1'
   readonly endpointHost = null
 
-  async compile(request: CompileRequest): Promise<ModelReply<CompileOutput>> {
+  async compile(request: CompileRequest, _signal?: AbortSignal): Promise<ModelReply<CompileOutput>> {
     const extracted = extractSpec(request.text)
     const body = request.previous ? mergeWithPrevious(extracted.body, request.previous) : extracted.body
     const missing = KEY_FIELDS.filter((field) => (field === 'goal' ? !body.goal.trim() : body[field].length === 0))
     return {value: {body, title: extracted.title, missing_fields: [...missing]}, citations: extracted.citations}
   }
 
-  async clarify(request: ClarifyRequest): Promise<ModelReply<{questions: Question[]}>> {
+  async clarify(request: ClarifyRequest, _signal?: AbortSignal): Promise<ModelReply<{questions: Question[]}>> {
     const zh = isChinese(request.spec)
     const seen = new Set<string>()
     const questions: Question[] = []
@@ -169,7 +169,7 @@ export class OfflineProvider implements Provider {
     return {value: {questions}, citations: []}
   }
 
-  async applyAnswers(request: ApplyAnswersRequest): Promise<ModelReply<{body: SpecBody}>> {
+  async applyAnswers(request: ApplyAnswersRequest, _signal?: AbortSignal): Promise<ModelReply<{body: SpecBody}>> {
     const body = structuredClone(request.spec)
     for (const question of request.questions) {
       const answer = request.answers[question.id]
@@ -191,7 +191,7 @@ export class OfflineProvider implements Provider {
     return {value: {body}, citations: []}
   }
 
-  async planTasks(request: {spec: SpecBody}): Promise<ModelReply<{tasks: Task[]}>> {
+  async planTasks(request: {spec: SpecBody}, _signal?: AbortSignal): Promise<ModelReply<{tasks: Task[]}>> {
     const spec = request.spec
     const links = linkCriteria(spec)
     const forbiddenActions = spec.constraints.map((c) => c.text)
@@ -242,7 +242,7 @@ export class OfflineProvider implements Provider {
     return {value: {tasks}, citations: []}
   }
 
-  async generateVv(request: {spec: SpecBody}): Promise<ModelReply<{vv: VvItem[]}>> {
+  async generateVv(request: {spec: SpecBody}, _signal?: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>> {
     const spec = request.spec
     const links = linkCriteria(spec)
     const vv: VvItem[] = []

@@ -1,0 +1,134 @@
+import {expect} from 'chai'
+import {spawn} from 'node:child_process'
+import {appendFile, readdir, readFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {PipeError} from '../../src/errors.js'
+import {Store, type SpecDraft} from '../../src/store/store.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {repoRoot, tempDir} from '../helpers/cli.js'
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-store-')))
+afterEach(async () => cleanup())
+
+const now = new Date('2026-11-21T10:00:00Z')
+
+function draft(goal: string): SpecDraft {
+  return {
+    meta: {feature_id: 'F-2026-001', status: 'compiled', parent_version: null, run_id: 'R-20261121-0001', created_by_step: 'compile', created_at: now.toISOString()},
+    goal,
+    features: [],
+    constraints: [],
+    non_functional: [],
+    acceptance_criteria: [],
+    open_questions: [],
+    tasks: [],
+    vv: [],
+  }
+}
+
+async function expectCode(promise: Promise<unknown>, code: string): Promise<PipeError> {
+  try {
+    await promise
+  } catch (error) {
+    expect((error as PipeError).code, (error as Error).message).to.equal(code)
+    return error as PipeError
+  }
+  throw new Error(`expected ${code}`)
+}
+
+describe('store', () => {
+  it('allocates ids in the seed formats, counted per day, per year and overall', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    expect((await store.writeSpec(draft('a'), now)).meta.spec_version).to.equal('S-20261121-0001')
+    expect((await store.writeSpec(draft('b'), now)).meta.spec_version).to.equal('S-20261121-0002')
+    expect((await store.writeSpec(draft('c'), new Date('2026-11-22T00:00:01Z'))).meta.spec_version).to.equal('S-20261122-0001')
+    expect(await store.createFeature(now, 'x')).to.equal('F-2026-001')
+    expect((await store.writeEvidence({type: 'log', source: {ref: 'x'}, content: {excerpt: 'y'}, linked_to: [{step: 's'}]}, now)).evidence_id).to.equal('E-0001')
+  })
+
+  it('never hands out one id twice, within a process or across processes, even with a lost hint', async () => {
+    const root = path.join(dir, 's')
+    const store = await Store.open(root)
+    const inProcess = await Promise.all(Array.from({length: 40}, (_, i) => store.writeSpec(draft(`g${i}`), now)))
+    expect(new Set(inProcess.map((s) => s.meta.spec_version)).size).to.equal(40)
+    await writeFile(path.join(root, 'ids', 'S-20261121'), '3')
+    const script = `const {Store} = await import(${JSON.stringify(path.join(repoRoot, 'src/store/store.ts'))});
+      const store = await Store.open(${JSON.stringify(root)});
+      const ids = [];
+      for (let i = 0; i < 15; i++) ids.push((await store.writeSpec({meta: {feature_id: 'F-2026-001', status: 'compiled', parent_version: null, run_id: 'R-20261121-0001', created_by_step: 'x', created_at: '2026-11-21T10:00:00.000Z'}, goal: 'p' + process.pid + i, features: [], constraints: [], non_functional: [], acceptance_criteria: [], open_questions: [], tasks: [], vv: []}, new Date('2026-11-21T10:00:00Z'))).meta.spec_version);
+      console.log(JSON.stringify(ids))`
+    const outputs = await Promise.all(
+      Array.from({length: 4}, () =>
+        new Promise<string[]>((resolve, reject) => {
+          const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: repoRoot})
+          let out = ''
+          let err = ''
+          child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+          child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+          child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as string[]) : reject(new Error(err))))
+        }),
+      ),
+    )
+    const all = [...inProcess.map((s) => s.meta.spec_version), ...outputs.flat()]
+    expect(all).to.have.length(100)
+    expect(new Set(all).size).to.equal(100)
+    expect((await readdir(path.join(root, 'specs'))).filter((f) => f.endsWith('.json'))).to.have.length(100)
+  })
+
+  it('refuses to overwrite a spec version, and reports one changed on disk', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const spec = await store.writeSpec(draft('original'), now)
+    await expectCode(store.putSpec(spec), 'E_CONFLICT')
+    const file = store.specFile(spec.meta.spec_version)
+    await writeFile(file, (await readFile(file, 'utf8')).replace('original', 'tampered'))
+    const error = await expectCode(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
+    expect(error.message).to.contain('does not match its content hash')
+    await writeFile(file, '{ not json')
+    await expectCode(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
+  })
+
+  it('writes a snapshot once per seq and refuses an invalid one', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const at = now.toISOString()
+    const run = await store.createRun({feature_id: 'F-2026-001', status: 'running', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
+    const snapshot: Snapshot = {run_id: run.run_id, feature_id: 'F-2026-001', spec_version_in: null, spec_version_out: null, step: {name: 'a', kind: 'noop', seq: 1, started_at: at, ended_at: at}, inputs: {}, outputs: {}, decisions: [], evidence_links: [], errors: [], meta: {engine_version: 't', llm_model: null, extensions: {}}}
+    const stored = await store.writeSnapshot(snapshot)
+    expect(stored.meta.record_hash).to.match(/^sha256:/)
+    await expectCode(store.writeSnapshot(snapshot), 'E_CONFLICT')
+    await expectCode(store.writeSnapshot({...snapshot, step: {...snapshot.step, seq: 2}, run_id: 'R-1'}), 'E_INTERNAL')
+    expect(await store.readSnapshots(run.run_id)).to.have.length(1)
+  })
+
+  it('reads a timeline whose last line was torn by a crash', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const at = now.toISOString()
+    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
+    await store.appendEvent(run.run_id, {at, event: 'created'})
+    await appendFile(path.join(store.runDir(run.run_id), 'events.jsonl'), '{"at": "2026-11-21T10:00:01Z", "ev')
+    expect((await store.readEvents(run.run_id)).map((e) => e.event)).to.deep.equal(['created'])
+  })
+
+  it('rejects malformed ids before touching the file system', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    await expectCode(store.readRun('../../etc/passwd'), 'E_INVALID_ARGS')
+    await expectCode(store.readSpec('S-1'), 'E_INVALID_ARGS')
+    await expectCode(store.readRun('R-20261121-0099'), 'E_NOT_FOUND')
+  })
+
+  it('gives one process at a time ownership of a run', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const at = now.toISOString()
+    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
+    const release = await store.acquireRun(run.run_id)
+    await expectCode(store.acquireRun(run.run_id), 'E_CONFLICT')
+    await release()
+    const again = await store.acquireRun(run.run_id)
+    await again()
+    // A lock left by a process that is gone is taken over.
+    await writeFile(path.join(store.runDir(run.run_id), 'owner.lock'), JSON.stringify({pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname()}))
+    const takeover = await store.acquireRun(run.run_id)
+    await takeover()
+  })
+})
