@@ -19,6 +19,7 @@ import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {redact} from '../util/redact.js'
+import {commitStep, recoverCommit, type Journal} from './commit.js'
 import {assertTransition, isFinal} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 
@@ -57,7 +58,7 @@ export interface StartOptions extends RunSettings {
   featureId?: string
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
-  replayOf?: string
+  replayOf?: RunRecord['replay_of']
 }
 
 export interface ResumeOptions extends RunSettings {
@@ -98,17 +99,20 @@ export interface Cursor {
   iterations: Map<string, number>
 }
 
-export function cursorOf(pipelineStart: string, snapshots: readonly Snapshot[]): Cursor {
+/**
+ * `base` is the history a replay forks from (the original run's snapshots before the replayed
+ * step); `own` the run's own snapshots.
+ */
+export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[]): Cursor {
   const iterations = new Map<string, number>()
   let specVersion: string | null = null
-  for (const s of snapshots) {
+  for (const s of [...base, ...own]) {
     iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
     if (s.spec_version_out) specVersion = s.spec_version_out
   }
-  const last = snapshots.at(-1)
-  if (!last) return {next: pipelineStart, seq: 1, specVersion, iterations}
-  const decision = last.decisions.at(-1)
-  return {next: decision?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
+  const last = own.at(-1)
+  if (!last) return {next: first, seq: 1, specVersion, iterations}
+  return {next: last.decisions.at(-1)?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
 }
 
 export class Engine {
@@ -221,14 +225,26 @@ export class Engine {
     const {store} = this.deps
     const {pipeline} = settings.pipeline
     const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
-    const snapshots = await store.readSnapshots(runId)
-    const history = new History(snapshots)
-    const cursor = cursorOf(pipeline.start ?? pipeline.steps[0].id, snapshots)
+    const hook = async (point: string): Promise<void> => this.deps.hook?.(point)
+    if (await recoverCommit(store, runId, hook)) await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
+    const opening = await store.readRun(runId)
+    const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
+    const own = await store.readSnapshots(runId)
+    const history = new History([...base, ...own])
+    const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own)
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
+    let previous: Snapshot | null = history.snapshots.at(-1) ?? null
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
       const record = await store.readRun(runId)
       return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...extra}
+    }
+
+    // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
+    const lastDecision = own.at(-1)?.decisions.at(-1)
+    if (lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') {
+      const settled = await this.settle(runId, own.at(-1)!, cursor, outcome)
+      if (settled) return settled
     }
 
     while (cursor.next !== null) {
@@ -260,7 +276,7 @@ export class Engine {
       const handler = this.registry[step.kind] as StepHandler<StepKind>
       const started = this.now()
       const seq = cursor.seq
-      await this.deps.hook?.(`before-step:${step.id}`)
+      await hook(`before-step:${step.id}`)
       let executed: Executed
       try {
         executed = await this.execute(handler, step, seq, {record, settings, history, spec: current})
@@ -281,14 +297,17 @@ export class Engine {
         return outcome('awaiting_input', {reason: result.reason, pending})
       }
 
-      const snapshot = await this.record(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts}, errors, result, current, settings, snapshots.at(-1) ?? null)
-      snapshots.push(snapshot)
+      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts}, errors, result, current, settings, previous)
+      const committed = await commitStep(store, journal, hook)
+      const snapshot = committed.snapshot
+      history.snapshots.push(snapshot)
+      previous = snapshot
       stepsRun++
       cursor.iterations.set(step.id, done + 1)
       cursor.seq = seq + 1
-      if (snapshot.spec_version_out) {
-        cursor.specVersion = snapshot.spec_version_out
-        current = await store.readSpec(snapshot.spec_version_out)
+      if (committed.spec) {
+        cursor.specVersion = committed.spec.meta.spec_version
+        current = committed.spec
       }
       const decision = snapshot.decisions.at(-1)!
       this.deps.onProgress?.({
@@ -303,38 +322,9 @@ export class Engine {
         reason: decision.reason,
         spec_version_out: snapshot.spec_version_out,
       })
-      await this.deps.hook?.(`after-step:${step.id}`)
-
-      if (!result) {
-        const last = errors.at(-1)!
-        if (step.on?.error !== undefined) {
-          cursor.next = step.on.error
-          continue
-        }
-        const error = {code: last.code, message: last.message, step: step.id, ...(last.hint ? {hint: last.hint} : {})}
-        await this.setStatus(runId, 'failed', 'failed', {reason: `${step.id}: ${last.message}`, step: step.id}, (r) => {
-          r.error = error
-          r.status_reason = `step ${step.id} failed: ${last.message}`
-          r.spec_version = cursor.specVersion
-        })
-        return outcome('failed', {reason: `step ${step.id} failed: ${last.message}`, error})
-      }
-      if (result.hold) {
-        const pending = {kind: 'review' as const, step: step.id, since: ended.toISOString(), reason: result.hold.reason}
-        await this.setStatus(runId, 'awaiting_input', 'paused', {reason: result.hold.reason, step: step.id}, (r) => {
-          r.pending = pending
-          r.status_reason = result.hold!.reason
-          r.spec_version = cursor.specVersion
-        })
-        return outcome('awaiting_input', {reason: result.hold.reason, pending})
-      }
-      if (result.cancel) {
-        await this.setStatus(runId, 'cancelled', 'cancelled', {reason: result.cancel.reason, step: step.id, ...(result.person ? {by: result.person.by} : {})}, (r) => {
-          r.status_reason = result.cancel!.reason
-          r.spec_version = cursor.specVersion
-        })
-        return outcome('cancelled', {reason: result.cancel.reason})
-      }
+      await hook(`after-step:${step.id}`)
+      const ending = await this.settle(runId, snapshot, cursor, outcome)
+      if (ending) return ending
       cursor.next = decision.next_step
     }
 
@@ -344,6 +334,38 @@ export class Engine {
       delete r.error
     })
     return outcome('succeeded', {reason})
+  }
+
+  /** Applies what the last snapshot's decision says about the run: it failed, was cancelled, or waits for a review. */
+  private async settle(runId: string, snapshot: Snapshot | null, cursor: Cursor, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome | null> {
+    const decision = snapshot?.decisions.at(-1)
+    if (!snapshot || !decision?.run_status || decision.run_status === 'succeeded') return null
+    const step = snapshot.step.name
+    if (decision.run_status === 'failed') {
+      const last = snapshot.errors.at(-1)
+      const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {})}
+      const reason = `step ${step} failed: ${error.message}`
+      await this.setStatus(runId, 'failed', 'failed', {reason, step}, (r) => {
+        r.error = error
+        r.status_reason = reason
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('failed', {reason, error})
+    }
+    if (decision.run_status === 'cancelled') {
+      await this.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
+        r.status_reason = decision.reason
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('cancelled', {reason: decision.reason})
+    }
+    const pending = {kind: 'review' as const, step, since: snapshot.step.ended_at, reason: decision.reason}
+    await this.setStatus(runId, 'awaiting_input', 'paused', {reason: decision.reason, step}, (r) => {
+      r.pending = pending
+      r.status_reason = decision.reason
+      r.spec_version = cursor.specVersion
+    })
+    return outcome('awaiting_input', {reason: decision.reason, pending})
   }
 
   private async interrupt(runId: string, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome> {
@@ -415,8 +437,8 @@ export class Engine {
     }
   }
 
-  /** Writes what a finished step produced (spec version, evidence) and then its snapshot. */
-  private async record(
+  /** Everything a finished step will record, before any of it is written (see commit.ts). */
+  private journalFor(
     runId: string,
     record: RunRecord,
     step: Step,
@@ -427,23 +449,21 @@ export class Engine {
     current: CanonicalSpec | null,
     settings: RunSettings,
     previous: Snapshot | null,
-  ): Promise<Snapshot> {
-    const {store} = this.deps
+  ): Journal {
     const {seq, iteration, started, ended, attempts} = timing
-    let specOut: string | null = null
-    const links: Snapshot['evidence_links'] = []
     let decisions: Snapshot['decisions']
+    let spec: Journal['spec'] = null
+    const evidence: Journal['evidence'] = []
     if (result) {
       for (const draft of result.evidence ?? []) {
-        const {link, ...evidence} = draft
-        const stored = await store.writeEvidence(evidence, ended)
-        links.push({type: link ?? stored.type, evidence_id: stored.evidence_id})
+        const {link, ...rest} = draft
+        evidence.push({draft: rest, link: link ?? rest.type})
       }
       if (result.spec) {
         if (!handler.changesSpec) throw new PipeError('E_INTERNAL', `step kind ${step.kind} returned a spec but does not change specs`)
-        await this.deps.hook?.(`before-spec:${step.id}`)
-        const spec = await store.writeSpec(
-          {
+        const title = result.spec.title ?? current?.meta.title
+        spec = {
+          draft: {
             ...result.spec.body,
             meta: {
               feature_id: record.feature_id,
@@ -452,34 +472,38 @@ export class Engine {
               run_id: runId,
               created_by_step: step.id,
               created_at: ended.toISOString(),
-              ...((result.spec.title ?? current?.meta.title) ? {title: (result.spec.title ?? current?.meta.title)!} : {}),
+              ...(title ? {title} : {}),
               ...(result.spec.missing_fields && result.spec.missing_fields.length > 0 ? {missing_fields: result.spec.missing_fields} : {}),
             },
           },
-          ended,
-        )
-        specOut = spec.meta.spec_version
-        await this.deps.hook?.(`after-spec:${step.id}`)
+        }
       } else if (handler.changesSpec) {
         throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
       }
-      const next = result.hold ? step.id : result.cancel ? null : (step.on?.[result.outcome] ?? step.next ?? null)
-      if (next === null && !result.cancel && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)) {
-        // Outcome with no route: the run ends here; say so rather than pretend it was planned.
+      const routed = step.on?.[result.outcome] ?? step.next ?? null
+      const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
+      if (result.hold) {
+        decisions = [{decision: result.outcome, reason: result.reason, next_step: step.id, run_status: 'awaiting_input'}]
+      } else if (result.cancel) {
+        decisions = [{decision: result.outcome, reason: result.reason, next_step: null, run_status: 'cancelled'}]
+      } else if (unrouted) {
+        // An outcome with no route ends the run here; say so rather than pretend it was planned.
         decisions = [{decision: result.outcome, reason: `${result.reason}; no transition for outcome "${result.outcome}", so the run ends`, next_step: null}]
       } else {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: next}]
+        decisions = [{decision: result.outcome, reason: result.reason, next_step: routed}]
       }
       if (result.person) Object.assign(decisions[0]!, result.person)
     } else {
       const last = errors.at(-1)!
-      decisions = [{decision: 'error', reason: `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`, next_step: step.on?.error ?? null}]
+      const next = step.on?.error ?? null
+      decisions = [{decision: 'error', reason: `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
     }
+    const replayStart = record.replay_of && seq === 1 ? {replay_of: {run_id: record.replay_of.run_id, seq: record.replay_of.seq}} : {}
     const snapshot: Snapshot = {
       run_id: runId,
       feature_id: record.feature_id,
       spec_version_in: current?.meta.spec_version ?? null,
-      spec_version_out: specOut,
+      spec_version_out: null,
       step: {
         name: step.id,
         kind: step.kind,
@@ -491,9 +515,9 @@ export class Engine {
         duration_ms: Math.max(0, ended.getTime() - started.getTime()),
       },
       inputs: {canonical_spec_ref: current?.meta.spec_version ?? null, context_ref: null, user_answer_ref: null, ...(result?.inputs ?? {})},
-      outputs: result ? {...result.outputs, ...(specOut ? {spec_version_out: specOut} : {})} : {},
+      outputs: result ? {...result.outputs} : {},
       decisions,
-      evidence_links: links,
+      evidence_links: [],
       errors,
       meta: {
         engine_version: ENGINE_VERSION,
@@ -504,13 +528,12 @@ export class Engine {
         pipeline: settings.pipeline.pipeline.name,
         pipeline_hash: settings.pipeline.hash,
         prev_hash: previous?.meta.record_hash ?? null,
+        ...replayStart,
         extensions: {},
       },
     }
-    await this.deps.hook?.(`before-snapshot:${step.id}`)
-    return store.writeSnapshot(snapshot)
+    return {version: 1, run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
   }
-
 }
 
 interface Executed {

@@ -13,7 +13,7 @@
  * Write-once records are created with link(2), which fails if the name exists: a second write of
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
-import {mkdir, open, readdir, readFile, unlink} from 'node:fs/promises'
+import {mkdir, open, readdir, readFile, rm, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {Low} from 'lowdb'
@@ -23,28 +23,20 @@ import type {Evidence} from '../types/evidence.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive} from '../util/fs.js'
-import {hashJson} from '../util/hash.js'
+import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
 import {allocateId, dayKey, ID_PATTERNS} from './ids.js'
+import {sealEvidence, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 
 export type SpecDraft = Omit<CanonicalSpec, 'meta'> & {meta: Omit<CanonicalSpec['meta'], 'spec_version' | 'content_hash'>}
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
 
-export function specContentHash(spec: CanonicalSpec): string {
-  const {content_hash: _omit, ...meta} = spec.meta
-  return hashJson({...spec, meta})
-}
-
-export function recordHash(record: object, field: 'record_hash'): string {
-  const copy = structuredClone(record) as Record<string, unknown>
-  delete copy[field]
-  return hashJson(copy)
-}
-
-export function snapshotHash(snapshot: Snapshot): string {
-  const {record_hash: _omit, ...meta} = snapshot.meta
-  return hashJson({...snapshot, meta})
+/** Set while a write-once record is being created, so a crash mid-way can be finished on resume. */
+export interface WriteIntent {
+  /** An id this write already tried (from a journal): reused when its file holds exactly this record. */
+  candidate?: string
+  /** Called with each id before it is tried, to record it in a journal. */
+  onCandidate(id: string): Promise<void>
 }
 
 function seqName(seq: number): string {
@@ -233,16 +225,18 @@ export class Store {
 
   // Snapshots
 
+  /**
+   * Writes a snapshot once. Writing the very same snapshot again (finishing a commit after a crash)
+   * returns it; a different snapshot under the same seq is E_CONFLICT.
+   */
   async writeSnapshot(snapshot: Snapshot): Promise<Snapshot> {
-    const stored: Snapshot = {...snapshot, meta: {...snapshot.meta}}
-    delete stored.meta.record_hash
-    stored.meta.record_hash = snapshotHash(stored)
+    const stored = sealSnapshot(snapshot)
     assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
     const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
-    if (!(await createFileExclusive(file, `${JSON.stringify(stored, null, 2)}\n`))) {
-      throw new PipeError('E_CONFLICT', `snapshot ${snapshot.step.seq} of ${snapshot.run_id} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
-    }
-    return stored
+    const text = `${JSON.stringify(stored, null, 2)}\n`
+    if (await createFileExclusive(file, text)) return stored
+    if ((await readFile(file, 'utf8').catch(() => null)) === text) return stored
+    throw new PipeError('E_CONFLICT', `snapshot ${snapshot.step.seq} of ${snapshot.run_id} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
   }
 
   async readSnapshots(runId: string): Promise<Snapshot[]> {
@@ -259,19 +253,30 @@ export class Store {
 
   // Spec versions
 
-  async writeSpec(draft: SpecDraft, now: Date): Promise<CanonicalSpec> {
-    let stored: CanonicalSpec | undefined
-    await allocateId(this.idsDir, 'S', dayKey(now), async (id) => {
-      const spec = {...draft, meta: {...draft.meta, spec_version: id, content_hash: ''}}
-      // Keep meta's keys in a fixed order so the files read well.
-      spec.meta = {spec_version: id, ...draft.meta, content_hash: ''}
-      spec.meta.content_hash = specContentHash(spec)
-      assertValid('spec', spec, `spec version ${id}`)
-      const ok = await createFileExclusive(this.specFile(id), `${JSON.stringify(spec, null, 2)}\n`)
-      if (ok) stored = spec
-      return ok
+  /** Creates a write-once record under the next free id of a series, or finishes one a crash interrupted. */
+  private async createSealed(prefix: 'S' | 'E', key: string, file: (id: string) => string, build: (id: string) => string, intent?: WriteIntent): Promise<string> {
+    if (intent?.candidate) {
+      const id = intent.candidate
+      const content = build(id)
+      if (await createFileExclusive(file(id), content)) return id
+      if ((await readFile(file(id), 'utf8').catch(() => null)) === content) return id
+    }
+    return allocateId(this.idsDir, prefix, key, async (id) => {
+      await intent?.onCandidate(id)
+      return createFileExclusive(file(id), build(id))
     })
-    return stored!
+  }
+
+  async writeSpec(draft: SpecDraft, now: Date, intent?: WriteIntent): Promise<CanonicalSpec> {
+    const build = (id: string): CanonicalSpec => {
+      // Keep meta's keys in a fixed order so the files read well.
+      const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}} as CanonicalSpec
+      const sealed = sealSpec(spec)
+      assertValid('spec', sealed, `spec version ${id}`)
+      return sealed
+    }
+    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), (v) => `${JSON.stringify(build(v), null, 2)}\n`, intent)
+    return build(id)
   }
 
   specFile(version: string): string {
@@ -282,9 +287,9 @@ export class Store {
   /** Reads a spec version and checks its content hash: a mismatch is an error, never repaired. */
   async readSpec(version: string): Promise<CanonicalSpec> {
     const spec = await readJson<CanonicalSpec>(this.specFile(version), `spec version ${version}`)
-    const actual = specContentHash(spec)
-    if (spec.meta?.content_hash !== actual) {
-      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (stored ${spec.meta?.content_hash}, computed ${actual})`, {
+    const problems = verifySpec(spec)
+    if (problems.length > 0) {
+      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
         hint: `The file ${this.specFile(version)} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
       })
     }
@@ -293,7 +298,7 @@ export class Store {
 
   /** Stores a complete version under its own name; an existing version is never replaced (E_CONFLICT). */
   async putSpec(spec: CanonicalSpec): Promise<void> {
-    if (spec.meta.content_hash !== specContentHash(spec)) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
+    if (verifySpec(spec).length > 0) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
     assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
     if (!(await createFileExclusive(this.specFile(spec.meta.spec_version), `${JSON.stringify(spec, null, 2)}\n`))) {
       throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {hint: 'A change to the spec is a new version; run a step that writes one.'})
@@ -311,22 +316,55 @@ export class Store {
 
   // Evidence
 
-  async writeEvidence(draft: EvidenceDraft, now: Date): Promise<Evidence> {
-    let stored: Evidence | undefined
-    await allocateId(this.idsDir, 'E', '', async (id) => {
-      const record: Evidence = {evidence_id: id, ...draft, created_at: now.toISOString()}
-      record.record_hash = recordHash(record, 'record_hash')
+  async writeEvidence(draft: EvidenceDraft, now: Date, intent?: WriteIntent): Promise<Evidence> {
+    const build = (id: string): Evidence => {
+      const record = sealEvidence({evidence_id: id, ...draft, created_at: now.toISOString()})
       assertValid('evidence', record, `evidence ${id}`)
-      const ok = await createFileExclusive(path.join(this.evidenceDir, `${id}.json`), `${JSON.stringify(record, null, 2)}\n`)
-      if (ok) stored = record
-      return ok
+      return record
+    }
+    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), (v) => `${JSON.stringify(build(v), null, 2)}\n`, intent)
+    return build(id)
+  }
+
+  evidenceFile(id: string): string {
+    if (!ID_PATTERNS.evidence.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not an evidence id (E-NNNN)`)
+    return path.join(this.evidenceDir, `${id}.json`)
+  }
+
+  async listEvidenceIds(): Promise<string[]> {
+    const names = await readdir(this.evidenceDir).catch(() => [] as string[])
+    return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort()
+  }
+
+  // The commit journal of the step being recorded (see engine/commit.ts).
+
+  journalFile(runId: string): string {
+    return path.join(this.runDir(runId), 'journal.json')
+  }
+
+  async readJournal(runId: string): Promise<unknown> {
+    const text = await readFile(this.journalFile(runId), 'utf8').catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return null
+      throw error
     })
-    return stored!
+    if (text === null) return null
+    try {
+      return JSON.parse(text) as unknown
+    } catch {
+      throw new PipeError('E_INTEGRITY', `the commit journal of ${runId} is not valid JSON`, {hint: `It was written atomically, so it was changed outside pipe: ${this.journalFile(runId)}`})
+    }
+  }
+
+  async writeJournal(runId: string, journal: unknown): Promise<void> {
+    await writeFileAtomic(this.journalFile(runId), `${JSON.stringify(journal)}\n`)
+  }
+
+  async deleteJournal(runId: string): Promise<void> {
+    await rm(this.journalFile(runId), {force: true})
   }
 
   async readEvidence(id: string): Promise<Evidence> {
-    if (!ID_PATTERNS.evidence.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not an evidence id (E-NNNN)`)
-    return readJson<Evidence>(path.join(this.evidenceDir, `${id}.json`), `evidence ${id}`)
+    return readJson<Evidence>(this.evidenceFile(id), `evidence ${id}`)
   }
 
   // Features

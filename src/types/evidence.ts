@@ -41,4 +41,10 @@ export interface Evidence {
    * sha256 of this record without record_hash, checked by pipe audit verify.
    */
   record_hash?: string
+  /**
+   * sha256 of each top-level field (meta without its hashes), so that pipe audit verify can name the field that changed.
+   */
+  field_hashes?: {
+    [k: string]: string | undefined
+  }
 }

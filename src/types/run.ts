@@ -86,7 +86,14 @@ export interface RunRecord {
     host: string
     user: string
   }
-  replay_of?: string
+  /**
+   * The run and snapshot this run was replayed from.
+   */
+  replay_of?: {
+    run_id: string
+    seq: number
+    step: string
+  }
 }
 /**
  * One line of a run's timeline (events.jsonl).

@@ -58,6 +58,10 @@ export interface Snapshot {
     by?: string
     at?: string
     note?: string
+    /**
+     * The run status this decision leads to when it ends or pauses the run.
+     */
+    run_status?: 'succeeded' | 'failed' | 'cancelled' | 'awaiting_input'
   }[]
   evidence_links: {
     type: 'quote' | 'doc' | 'repo' | 'file' | 'api_result' | 'log' | 'repo_ref' | 'partial_success'
@@ -89,5 +93,18 @@ export interface Snapshot {
      */
     record_hash?: string
     extensions: {}
+    /**
+     * sha256 of each top-level field (meta without its hashes), so that pipe audit verify can name the field that changed.
+     */
+    field_hashes?: {
+      [k: string]: string | undefined
+    }
+    /**
+     * For the first snapshot of a replay: the run and seq it forks from.
+     */
+    replay_of?: {
+      run_id: string
+      seq: number
+    }
   }
 }

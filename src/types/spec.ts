@@ -31,6 +31,12 @@ export interface CanonicalSpec {
      * Key fields the step could not fill (partial success).
      */
     missing_fields?: string[]
+    /**
+     * sha256 of each top-level field (meta without its hashes), so that pipe audit verify can name the field that changed.
+     */
+    field_hashes?: {
+      [k: string]: string | undefined
+    }
   }
   goal: string
   features: {

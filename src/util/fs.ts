@@ -2,6 +2,7 @@
 import {randomBytes} from 'node:crypto'
 import {link, open, rename, unlink} from 'node:fs/promises'
 import path from 'node:path'
+import {faultPoint} from './faults.js'
 
 function tempName(file: string): string {
   return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`)
@@ -22,6 +23,7 @@ async function writeTemp(file: string, data: string | Uint8Array, sync: boolean)
 /** Replaces `file` atomically: readers see the old content or the new, never a torn write. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<void> {
   const temp = await writeTemp(file, data, options.sync ?? true)
+  faultPoint('write')
   try {
     await rename(temp, file)
   } catch (error) {
@@ -36,6 +38,7 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array, o
  */
 export async function createFileExclusive(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<boolean> {
   const temp = await writeTemp(file, data, options.sync ?? true)
+  faultPoint('write')
   try {
     await link(temp, file)
     return true

@@ -89,14 +89,16 @@ describe('store', () => {
     await expectCode(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
   })
 
-  it('writes a snapshot once per seq and refuses an invalid one', async () => {
+  it('writes a snapshot once per seq, idempotently, and refuses an invalid one', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
     const run = await store.createRun({feature_id: 'F-2026-001', status: 'running', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
     const snapshot: Snapshot = {run_id: run.run_id, feature_id: 'F-2026-001', spec_version_in: null, spec_version_out: null, step: {name: 'a', kind: 'noop', seq: 1, started_at: at, ended_at: at}, inputs: {}, outputs: {}, decisions: [], evidence_links: [], errors: [], meta: {engine_version: 't', llm_model: null, extensions: {}}}
     const stored = await store.writeSnapshot(snapshot)
     expect(stored.meta.record_hash).to.match(/^sha256:/)
-    await expectCode(store.writeSnapshot(snapshot), 'E_CONFLICT')
+    // The same snapshot again (finishing a commit after a crash) is accepted; a different one is not.
+    expect(await store.writeSnapshot(snapshot)).to.deep.equal(stored)
+    await expectCode(store.writeSnapshot({...snapshot, outputs: {other: true}}), 'E_CONFLICT')
     await expectCode(store.writeSnapshot({...snapshot, step: {...snapshot.step, seq: 2}, run_id: 'R-1'}), 'E_INTERNAL')
     expect(await store.readSnapshots(run.run_id)).to.have.length(1)
   })
