@@ -26,8 +26,8 @@ export function exitCodeForStatus(status: RunOutcome['status'], errorCode?: stri
 export function toRunResult(outcome: RunOutcome, store: string, storeFlag: string | undefined): RunResult {
   const storeArg = storeFlag ? ` --store ${storeFlag}` : ''
   let next: string | undefined
-  if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe resume ${outcome.run_id} --answers answers.yaml${storeArg}`
-  else if (outcome.status === 'awaiting_input') next = `pipe resume ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
+  if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
+  else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted') next = `pipe resume ${outcome.run_id}${storeArg}`
   return {...outcome, store, ...(next ? {next_command: next} : {})}
 }

@@ -1,8 +1,8 @@
 import {Args, Flags} from '@oclif/core'
-import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
 import {progressPrinter} from '../cli/progress.js'
-import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from '../cli/run-result.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {resumeSession, type Decision} from '../engine/session.js'
 
@@ -39,9 +39,6 @@ The run uses the pipeline and policy it started with; if either file changed sin
         ...(flags.note ? {note: flags.note} : {}),
       }),
     )
-    const result = toRunResult(outcome, path.resolve(store), flags.store)
-    if (!this.jsonEnabled()) process.stdout.write(renderRunResult(result))
-    process.exitCode = exitCodeForStatus(result.status, result.error?.code)
-    return result
+    return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)
   }
 }

@@ -1,8 +1,8 @@
 import {Args, Flags} from '@oclif/core'
-import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
 import {progressPrinter} from '../cli/progress.js'
-import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from '../cli/run-result.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {startSession, type Decision} from '../engine/session.js'
 
@@ -51,10 +51,7 @@ A run that needs answers or a review decision that were not given stops in await
         provider: flags.provider as 'auto' | 'offline',
       }),
     )
-    const result = toRunResult(outcome, path.resolve(store), flags.store)
-    if (!this.jsonEnabled()) process.stdout.write(renderRunResult(result))
-    process.exitCode = exitCodeForStatus(result.status, result.error?.code)
-    return result
+    return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)
   }
 }
 

@@ -173,8 +173,10 @@ export class Engine {
     }
     const at = this.now().toISOString()
     if (options.answers || options.review) {
+      // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
+      const answers = options.answers ? answersForPending(options.answers, record.pending) : undefined
       await store.updateRun(runId, (r) => {
-        if (options.answers) r.answers = {...(r.answers ?? {}), ...options.answers}
+        if (answers) r.answers = {...(r.answers ?? {}), ...answers}
         if (options.review) r.review = {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}
         r.updated_at = at
       })
@@ -182,6 +184,27 @@ export class Engine {
       if (options.review) await store.appendEvent(runId, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
     }
     return this.drive(runId, options, 'resumed')
+  }
+
+  /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */
+  async cancel(runId: string, reason: string): Promise<RunOutcome> {
+    const {store} = this.deps
+    const before = await store.readRun(runId)
+    if (isFinal(before.status)) {
+      throw new PipeError('E_STATE', `run ${runId} has already ended (${before.status})`, {hint: 'Nothing to cancel.'})
+    }
+    const release = await store.acquireRun(runId)
+    try {
+      const record = await store.readRun(runId)
+      if (record.status === 'running') await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
+      await this.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
+        r.status_reason = `${reason} (by ${this.user})`
+        delete r.pending
+      })
+      return {run_id: runId, feature_id: record.feature_id, status: 'cancelled', spec_version: record.spec_version ?? null, steps_run: 0, reason}
+    } finally {
+      await release()
+    }
   }
 
   private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
@@ -540,6 +563,17 @@ interface Executed {
   result?: StepResult
   errors: Snapshot['errors']
   attempts: number
+}
+
+function answersForPending(answers: Record<string, string>, pending: RunRecord['pending']): Record<string, string> {
+  if (pending?.kind !== 'answers') return answers
+  const out: Record<string, string> = {}
+  for (const [key, text] of Object.entries(answers)) {
+    const asked = (pending.questions ?? []).filter((q) => q.field === key)
+    if (asked.length === 0) out[key] = text
+    for (const q of asked) out[q.id] ??= text
+  }
+  return out
 }
 
 function safeUser(): string {

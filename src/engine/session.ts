@@ -14,6 +14,7 @@ import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {kindCatalog} from '../steps/registry.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
+import {faultPoint, faultsEnabled} from '../util/faults.js'
 import {decodeText} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 
@@ -94,7 +95,7 @@ function engineFor(store: Store, options: SessionOptions, createProvider: Engine
     provider: createProvider,
     ...(options.onProgress ? {onProgress: options.onProgress} : {}),
     ...(options.signal ? {signal: options.signal} : {}),
-    ...(options.hook ? {hook: options.hook} : {}),
+    ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),
   })
 }
 
@@ -150,3 +151,132 @@ function compact(map: Record<string, string | undefined>): Record<string, string
 }
 
 export {loadPolicyFile}
+
+// People in the loop: answers and reviews given to a paused run.
+
+export interface AnswerSession extends SessionOptions {
+  runId: string
+  answers: Record<string, string>
+  fileRunId?: string
+}
+
+/** Checks answers against the questions the run waits for; the run is left as it was on any error. */
+export async function answerSession(options: AnswerSession): Promise<RunOutcome> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
+    const what = record.status === 'awaiting_input' ? `it waits for a ${record.pending?.kind ?? 'decision'}` : `it is ${record.status}`
+    throw new PipeError('E_STATE', `run ${options.runId} is not waiting for answers (${what})`, {
+      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${options.runId} --decision go|hold|drop` : `pipe runs show ${options.runId} shows its state.`,
+    })
+  }
+  if (options.fileRunId && options.fileRunId !== options.runId) {
+    throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
+  }
+  const questions = record.pending.questions ?? []
+  const keys = new Set(questions.flatMap((q) => [q.id, ...(q.field ? [q.field] : [])]))
+  for (const key of Object.keys(options.answers)) {
+    if (!keys.has(key)) {
+      const {didYouMean} = await import('../config/suggest.js')
+      throw new PipeError('E_INVALID_ARGS', `"${key}" is not a question of run ${options.runId}${didYouMean(key, keys)}`, {
+        hint: `Its open questions: ${questions.map((q) => `${q.id}${q.field ? ` [${q.field}]` : ''}`).join(', ')}.`,
+      })
+    }
+  }
+  const known = {...(record.answers ?? {}), ...options.answers}
+  const missing = questions.filter((q) => known[q.id] === undefined && (q.field === undefined || known[q.field] === undefined))
+  if (missing.length > 0) {
+    throw new PipeError('E_INVALID_ARGS', `no answer to ${missing.map((q) => `${q.id}${q.field ? ` [${q.field}]` : ''}`).join(', ')}`, {
+      hint: 'Answer every open question (by its id or its field); an answer of "TBD" is allowed and keeps the field open.',
+    })
+  }
+  const {answers, fileRunId: _fileRunId, ...rest} = options
+  return resumeSession({...rest, answerMap: answers})
+}
+
+export interface ReviewSession extends SessionOptions {
+  runId: string
+  decision: Decision
+  note?: string
+}
+
+export async function reviewSession(options: ReviewSession): Promise<RunOutcome> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'review') {
+    const what = record.status === 'awaiting_input' ? `it waits for ${record.pending?.kind ?? 'input'}` : `it is ${record.status}`
+    throw new PipeError('E_STATE', `run ${options.runId} is not waiting for a review (${what})`, {
+      hint: record.pending?.kind === 'answers' ? `Answer its questions first: pipe answer ${options.runId} --file answers.yaml` : `pipe runs show ${options.runId} shows its state.`,
+    })
+  }
+  return resumeSession({...options})
+}
+
+/** What a reviewer sees before deciding: the spec under review and its latest gate result. */
+export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../types/spec.js').CanonicalSpec | null; gate: unknown; reason: string}> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  const snapshots = await store.readSnapshots(options.runId)
+  const gate = [...snapshots].reverse().map((s) => (s.outputs as {gate_result?: unknown}).gate_result).find((g) => g !== undefined) ?? null
+  const spec = record.spec_version ? await store.readSpec(record.spec_version) : null
+  return {spec, gate, reason: record.pending?.reason ?? ''}
+}
+
+// Ending a run by hand.
+
+export async function cancelSession(options: SessionOptions & {runId: string; reason?: string; waitMs?: number}): Promise<RunOutcome> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  const owner = await store.runOwner(options.runId)
+  if (record.status === 'running' && owner?.alive && owner.pid !== process.pid) {
+    // Ask the process driving it to stop; it records the run as interrupted, then we cancel it.
+    process.kill(owner.pid, 'SIGTERM')
+    const deadline = Date.now() + (options.waitMs ?? 15000)
+    while (Date.now() < deadline && (await store.runOwner(options.runId))?.alive) await new Promise((r) => setTimeout(r, 100))
+  }
+  const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
+  return engine.cancel(options.runId, options.reason ?? 'cancelled by hand')
+}
+
+// Replay.
+
+export interface ReplaySession extends SessionOptions {
+  runId: string
+  from?: string
+  seq?: number
+  answers?: string
+  decision?: Decision
+  note?: string
+}
+
+export async function replaySession(options: ReplaySession): Promise<RunOutcome> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const original = await store.readRun(options.runId)
+  const snapshots = await store.readSnapshots(options.runId)
+  const fork = options.seq !== undefined ? snapshots.find((s) => s.step.seq === options.seq) : snapshots.find((s) => s.step.name === options.from)
+  if (!fork) {
+    const steps = [...new Set(snapshots.map((s) => s.step.name))]
+    throw new PipeError('E_INVALID_ARGS', `run ${options.runId} has no snapshot ${options.seq !== undefined ? `with seq ${options.seq}` : `of step "${options.from}"`}`, {
+      hint: steps.length ? `Replay from one of its steps: ${steps.join(', ')}.` : 'The run has not recorded a step yet.',
+    })
+  }
+  const pipeline = await loadPipelineOrThrow(original.pipeline.path)
+  if (pipeline.hash !== original.pipeline.hash) {
+    throw new PipeError('E_CONFLICT', `the pipeline ${original.pipeline.path} changed since run ${options.runId}`, {hint: 'Replay needs the pipeline as it was; restore it first.'})
+  }
+  const policy = original.policy_path ? await policyOrThrow(original.policy_path, options.cwd) : defaultPolicy()
+  let answers = compact(original.answers ?? {})
+  if (options.answers) answers = {...answers, ...compact((await loadAnswersFile(path.resolve(options.cwd, options.answers))).answers)}
+  const provider = planProvider(original.provider.kind === 'offline' ? 'offline' : 'auto', pipeline.pipeline.provider)
+  return engineFor(store, options, provider.create).start({
+    pipeline,
+    policy,
+    cwd: options.cwd,
+    input: original.input,
+    provider: provider.record,
+    featureId: original.feature_id,
+    answers,
+    replayOf: {run_id: options.runId, seq: fork.step.seq, step: fork.step.name},
+    ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+  })
+}

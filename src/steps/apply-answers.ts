@@ -3,9 +3,24 @@ import {sha256} from '../util/hash.js'
 import {bodyOf, requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
 
-/** The answer to a question, given by its id or by the spec field it asks about. */
-export function answerFor(question: Question, answers: Readonly<Record<string, string | undefined>>): string | undefined {
-  return answers[question.id] ?? answers[question.field]
+interface Applied {
+  question_id: string
+  field: string
+  /** The key the answer was given under: the question id, or the field. */
+  key: string
+}
+
+/**
+ * The answer to a question and the key it was given under: by the question's id, or by its field.
+ * An answer given by field (up front, before any question existed) answers the first question about
+ * that field only; a later round's question needs an answer of its own.
+ */
+export function answerFor(question: Question, answers: Readonly<Record<string, string | undefined>>, usedKeys: ReadonlySet<string>): {text: string; key: string} | undefined {
+  const byId = answers[question.id]
+  if (byId !== undefined) return {text: byId, key: question.id}
+  const byField = answers[question.field]
+  if (byField !== undefined && !usedKeys.has(question.field)) return {text: byField, key: question.field}
+  return undefined
 }
 
 export const applyAnswers: StepHandler<'apply_answers'> = {
@@ -18,11 +33,13 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
     const spec = requireSpec(context, 'apply answers to')
     const questions = context.history.latestOutput<Question[]>('questions') ?? []
     const given = context.run.answers ?? {}
-    const unanswered = questions.filter((q) => answerFor(q, given) === undefined)
+    const usedKeys = new Set(context.history.snapshots.flatMap((s) => ((s.outputs as {applied?: Applied[]}).applied ?? []).map((a) => a.key)))
+    const unanswered = questions.filter((q) => answerFor(q, given, usedKeys) === undefined)
     if (unanswered.length > 0) {
       return {type: 'await', kind: 'answers', reason: `${unanswered.length} question(s) need an answer`, questions: unanswered.map((q) => ({id: q.id, field: q.field, question: q.question}))}
     }
-    const answers = Object.fromEntries(questions.map((q) => [q.id, answerFor(q, given)!]))
+    const found = new Map(questions.map((q) => [q.id, answerFor(q, given, usedKeys)!]))
+    const answers = Object.fromEntries([...found].map(([id, a]) => [id, a.text]))
     const provider = await context.provider()
     const reply = await provider.applyAnswers({spec: bodyOf(spec), questions, answers}, context.signal)
     return {
@@ -30,7 +47,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
       outcome: 'success',
       reason: questions.length > 0 ? `applied ${questions.length} answer(s) to ${[...new Set(questions.map((q) => q.field))].join(', ')}` : 'no questions were asked; spec carried over',
       inputs: {user_answer_ref: questions.map((q) => `run://${context.run.run_id}/answers/${q.id}`)},
-      outputs: {applied: questions.map((q) => ({question_id: q.id, field: q.field}))},
+      outputs: {applied: questions.map((q): Applied => ({question_id: q.id, field: q.field, key: found.get(q.id)!.key}))},
       spec: {body: reply.value.body, status: 'clarified'},
       evidence: questions.map((q) => ({
         type: 'doc' as const,

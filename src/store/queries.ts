@@ -113,3 +113,31 @@ export async function listSpecs(store: Store, filter: {feature?: string; run?: s
   }
   return out
 }
+
+export interface ClarifyRound {
+  round: number
+  seq: number
+  questions: Array<{id: string; field?: string; question: string; status: 'open' | 'answered' | 'pending'; answer?: string}>
+}
+
+/** The clarify rounds of a run, oldest first, each question with its answer as the spec recorded it. */
+export async function clarifyRounds(store: Store, runId: string): Promise<ClarifyRound[]> {
+  const record = await store.readRun(runId)
+  const snapshots = await store.readSnapshots(runId)
+  const spec = record.spec_version ? await store.readSpec(record.spec_version).catch(() => null) : null
+  const recorded = new Map((spec?.open_questions ?? []).map((q) => [q.id, q]))
+  const rounds: ClarifyRound[] = []
+  for (const snapshot of snapshots) {
+    const questions = (snapshot.outputs as {questions?: Array<{id: string; field?: string; question: string}>}).questions
+    if (!Array.isArray(questions)) continue
+    rounds.push({
+      round: rounds.length + 1,
+      seq: snapshot.step.seq,
+      questions: questions.map((q) => {
+        const seen = recorded.get(q.id)
+        return {...q, status: seen ? seen.status : 'pending', ...(seen?.answer !== undefined ? {answer: seen.answer} : {})}
+      }),
+    })
+  }
+  return rounds
+}

@@ -127,7 +127,7 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     expect(paused.status).to.equal('awaiting_input')
     expect(paused.pending?.kind).to.equal('answers')
     expect(paused.pending?.questions?.map((q) => q.field)).to.deep.equal(['acceptance_criteria', 'non_functional', 'constraints'])
-    expect(paused.next_command).to.equal(`pipe resume ${paused.run_id} --answers answers.yaml`)
+    expect(paused.next_command).to.equal(`pipe answer ${paused.run_id} --file answers.yaml`)
 
     const answered = await pipe(['resume', paused.run_id, '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--json'], {cwd: dir})
     expect(answered.code, answered.stderr).to.equal(10)
@@ -149,12 +149,20 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     expect(list.map((s) => s.step.name)).to.deep.equal(['ingest', 'compile', 'validate_gates', 'clarify_questions', 'apply_answers', 'compile', 'validate_gates', 'plan_tasks', 'generate_vv', 'manual_review', 'publish'])
   })
 
-  it('ends a loop that never converges at its bound, as a decided failure', async () => {
-    const answers = path.join(dir, 'tbd.yaml')
-    await writeFile(answers, 'answers:\n  acceptance_criteria: TBD\n  non_functional: TBD\n  constraints: TBD\n')
-    const result = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', answers, '--json'])
-    expect(result.code).to.equal(1)
-    const body = json<RunJson>(result)
+  it('asks again when an answer defers, and ends a loop that never converges at its bound', async () => {
+    const tbd = path.join(dir, 'tbd.yaml')
+    await writeFile(tbd, 'answers:\n  acceptance_criteria: TBD\n  non_functional: TBD\n  constraints: TBD\n')
+    const first = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', tbd, '--json'])
+    expect(first.code, first.stderr).to.equal(10)
+    const paused = json<RunJson>(first)
+    // The up-front answers deferred; round 2 asks again, with new question ids.
+    expect(paused.pending?.questions?.map((q) => q.id)).to.deep.equal(['Q-004', 'Q-005', 'Q-006'])
+    const again = await pipe(['answer', paused.run_id, '--file', tbd, '--json'], {cwd: dir})
+    expect(again.code, again.stderr).to.equal(10)
+    expect(json<RunJson>(again).pending?.questions?.map((q) => q.id)).to.deep.equal(['Q-007', 'Q-008', 'Q-009'])
+    const last = await pipe(['answer', paused.run_id, '--file', tbd, '--json'], {cwd: dir})
+    expect(last.code).to.equal(1)
+    const body = json<RunJson>(last)
     expect(body.status).to.equal('failed')
     expect(body.error?.code).to.equal('E_LOOP_LIMIT')
     expect(body.error?.message).to.contain('max_iterations 3')

@@ -1,0 +1,161 @@
+/**
+ * Asking a person at the terminal: clarifying questions one at a time, and the review decision.
+ * Prompts go to stderr so that stdout keeps to the result. PIPE_INTERACTIVE=1 forces prompting
+ * when stdin is not a terminal (for expect-style scripts); PIPE_INTERACTIVE=0 turns it off.
+ */
+import {createInterface, type Interface} from 'node:readline'
+import type {GateResult} from '../gates/evaluate.js'
+import type {RunOutcome} from '../engine/engine.js'
+import {answerSession, reviewSession, reviewSummary, type Decision, type SessionOptions} from '../engine/session.js'
+import type {CanonicalSpec} from '../types/spec.js'
+
+export function canPrompt(json: boolean): boolean {
+  if (process.env.PIPE_INTERACTIVE === '0') return false
+  if (process.env.PIPE_INTERACTIVE === '1') return true
+  return !json && process.stdin.isTTY === true && process.stderr.isTTY === true
+}
+
+/** Reads lines from stdin on demand; null at end of input. */
+class LineReader {
+  private readonly lines: string[] = []
+  private readonly waiters: Array<(line: string | null) => void> = []
+  private closed = false
+  private readonly rl: Interface
+
+  constructor() {
+    this.rl = createInterface({input: process.stdin, terminal: false})
+    this.rl.on('line', (line) => {
+      const waiter = this.waiters.shift()
+      if (waiter) waiter(line)
+      else this.lines.push(line)
+    })
+    this.rl.on('close', () => {
+      this.closed = true
+      for (const waiter of this.waiters.splice(0)) waiter(null)
+    })
+  }
+
+  next(): Promise<string | null> {
+    const line = this.lines.shift()
+    if (line !== undefined) return Promise.resolve(line)
+    if (this.closed) return Promise.resolve(null)
+    return new Promise((resolve) => this.waiters.push(resolve))
+  }
+
+  close(): void {
+    this.rl.close()
+  }
+}
+
+const say = (text: string): boolean => process.stderr.write(text)
+
+// One reader for the whole process, so lines typed (or piped) ahead are never lost between prompts.
+let shared: LineReader | undefined
+function reader(): LineReader {
+  shared ??= new LineReader()
+  return shared
+}
+function closeReader(): void {
+  shared?.close()
+  shared = undefined
+}
+
+/** One question at a time; an answer may span lines and ends with an empty line. Null when input ends first. */
+export async function askAnswers(questions: Array<{id: string; field?: string; question: string}>, input: LineReader = reader()): Promise<Record<string, string> | null> {
+  const answers: Record<string, string> = {}
+  say(`\n${questions.length} question(s). Answer each in one or more lines and end it with an empty line ("TBD" leaves it open).\n`)
+  try {
+    for (const [i, q] of questions.entries()) {
+      say(`\n[${i + 1}/${questions.length}] ${q.id}${q.field ? ` (${q.field})` : ''}\n${q.question}\n> `)
+      const lines: string[] = []
+      for (;;) {
+        const line = await input.next()
+        if (line === null) {
+          if (lines.length > 0) break
+          say('\n(input ended; the run stays paused)\n')
+          return null
+        }
+        if (line.trim() === '') {
+          if (lines.length > 0) break
+          say('> ')
+          continue
+        }
+        lines.push(line)
+        say('> ')
+      }
+      answers[q.id] = lines.join('\n')
+    }
+    return answers
+  } catch (error) {
+    closeReader()
+    throw error
+  }
+}
+
+export function reviewText(spec: CanonicalSpec | null, gate: GateResult | null, reason: string): string {
+  const lines = [`\nReview: ${reason}`]
+  if (spec) {
+    lines.push(`  ${spec.meta.spec_version} (${spec.meta.status}) ${spec.meta.title ?? ''}`)
+    lines.push(`  goal: ${spec.goal}`)
+    lines.push(`  ${spec.features.length} feature(s) (${spec.features.filter((f) => f.priority === 'P0').length} P0), ${spec.acceptance_criteria.length} acceptance criteria, ${spec.non_functional.length} non-functional, ${spec.constraints.length} constraint(s), ${spec.tasks.length} task(s), ${spec.vv.length} V&V item(s)`)
+  }
+  if (gate) {
+    const gates = Object.entries(gate)
+      .filter(([, v]) => v && typeof v === 'object' && !Array.isArray(v))
+      .map(([name, v]) => `${name} ${(v as {pass: boolean}).pass ? 'pass' : 'FAIL'}`)
+    lines.push(`  gates: ${gates.join(', ')}${gate.completeness_score !== undefined ? `, completeness ${gate.completeness_score}` : ''}`)
+  }
+  return `${lines.join('\n')}\n`
+}
+
+export async function askDecision(input: LineReader = reader()): Promise<{decision: Decision; note?: string} | null> {
+  try {
+    for (;;) {
+      say('Decision [go/hold/drop]: ')
+      const line = await input.next()
+      if (line === null) {
+        say('\n(input ended; the run stays paused)\n')
+        return null
+      }
+      const decision = line.trim().toLowerCase()
+      if (decision !== 'go' && decision !== 'hold' && decision !== 'drop') {
+        say(`"${line.trim()}" is not go, hold or drop.\n`)
+        continue
+      }
+      say('Note (optional, one line): ')
+      const note = (await input.next())?.trim()
+      return {decision, ...(note ? {note} : {})}
+    }
+  } catch (error) {
+    closeReader()
+    throw error
+  }
+}
+
+/** Keeps a paused run going by asking at the terminal, until it ends, is put on hold, or input ends. */
+export async function continueAtTerminal(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
+  try {
+    return await keepAsking(outcome, options)
+  } finally {
+    closeReader()
+  }
+}
+
+async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
+  let current = outcome
+  while (current.status === 'awaiting_input' && current.pending) {
+    if (current.pending.kind === 'answers') {
+      const answers = await askAnswers(current.pending.questions ?? [])
+      if (!answers) return current
+      current = await answerSession({...options, runId: current.run_id, answers})
+    } else {
+      const summary = await reviewSummary({...options, runId: current.run_id})
+      say(reviewText(summary.spec, summary.gate as GateResult | null, summary.reason))
+      const choice = await askDecision()
+      if (!choice) return current
+      current = await reviewSession({...options, runId: current.run_id, decision: choice.decision, ...(choice.note ? {note: choice.note} : {})})
+      if (choice.decision === 'hold') return current
+    }
+  }
+  return current
+}

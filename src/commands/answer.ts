@@ -1,0 +1,86 @@
+import {Args, Flags} from '@oclif/core'
+import path from 'node:path'
+import {PipeCommand} from '../cli/base-command.js'
+import {askAnswers, canPrompt} from '../cli/interactive.js'
+import {progressPrinter} from '../cli/progress.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
+import {withSignals} from '../cli/signals.js'
+import {loadAnswersFile} from '../config/answers.js'
+import {answerSession} from '../engine/session.js'
+import {PipeError} from '../errors.js'
+import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
+import {Store} from '../store/store.js'
+
+export default class Answer extends PipeCommand {
+  static override summary = "Answer a paused run's clarifying questions and continue it."
+  static override description = `The answers come from a YAML file (--file), keyed by question id (Q-001) or by the spec field a question is about (acceptance_criteria); on a terminal without --file, the questions are asked one at a time. An answer to a question the run did not ask, or a question left without an answer, is an error that names it and leaves the run as it was.
+
+--questions only shows the current round's questions; add --history to see earlier rounds and their answers, which are folded away by default.`
+  static override examples = [
+    {description: 'Answer from a file', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --file answers.yaml'},
+    {description: 'Answer at the terminal, one question at a time', command: '<%= config.bin %> <%= command.id %> R-20261121-0002'},
+    {description: 'Show the open questions and every earlier round', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --questions --history'},
+  ]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    file: Flags.string({char: 'f', description: 'Answers file (YAML).', helpValue: 'FILE'}),
+    questions: Flags.boolean({description: 'Only show the questions; answer nothing.'}),
+    history: Flags.boolean({description: 'Also show earlier clarify rounds and their answers.'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult | {run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
+    const {args, flags} = await this.parse(Answer)
+    const store = this.storeDir(flags.store)
+    if (flags.questions) return this.showQuestions(args.run, store, flags.history)
+    const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
+    let answers: Record<string, string>
+    let fileRunId: string | undefined
+    if (flags.file) {
+      const file = await loadAnswersFile(path.resolve(flags.file))
+      answers = Object.fromEntries(Object.entries(file.answers).filter((e): e is [string, string] => e[1] !== undefined))
+      fileRunId = file.run_id
+    } else if (canPrompt(this.jsonEnabled())) {
+      const record = await (await Store.existing(store)).readRun(args.run)
+      if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
+        // Let the session explain why this run takes no answers.
+        answers = {}
+      } else {
+        await this.showQuestions(args.run, store, flags.history, true)
+        const given = await askAnswers(record.pending.questions ?? [])
+        if (!given) throw new PipeError('E_INPUT', 'input ended before every question was answered; the run is unchanged', {hint: `Answer later with pipe answer ${args.run}.`})
+        answers = given
+      }
+    } else {
+      throw new PipeError('E_INVALID_ARGS', 'no answers given', {hint: `Give them in a file: pipe answer ${args.run} --file answers.yaml (pipe answer ${args.run} --questions lists the questions).`})
+    }
+    const outcome = await withSignals((signal) => answerSession({...session, signal, runId: args.run, answers, ...(fileRunId ? {fileRunId} : {})}))
+    return finishRun(outcome, session, this.jsonEnabled(), flags.store)
+  }
+
+  private async showQuestions(runId: string, storeDir: string, history: boolean, quietTail = false): Promise<{run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
+    const store = await Store.existing(storeDir)
+    const record = await store.readRun(runId)
+    const rounds = await clarifyRounds(store, runId)
+    const waiting = record.status === 'awaiting_input' && record.pending?.kind === 'answers'
+    const current = rounds.at(-1) ?? null
+    const earlier = current ? rounds.slice(0, -1) : []
+    if (!this.jsonEnabled()) {
+      const out = quietTail ? process.stderr : process.stdout
+      if (!current) out.write(`run ${runId} has asked no questions\n`)
+      else {
+        out.write(`Round ${current.round} (${waiting ? 'waiting for answers' : 'answered'}):\n`)
+        for (const q of current.questions) out.write(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}${q.answer && !waiting ? `\n      answer: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`)
+      }
+      if (earlier.length > 0 && !history) out.write(`(${earlier.length} earlier round(s) folded; --history shows them)\n`)
+      if (history) {
+        for (const round of [...earlier].reverse()) {
+          out.write(`\nRound ${round.round}:\n`)
+          for (const q of round.questions) out.write(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}\n      ${q.status}${q.answer ? `: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`)
+        }
+      }
+    }
+    return {run_id: runId, current, earlier: history ? earlier : []}
+  }
+}

@@ -1,0 +1,27 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
+import {cancelSession} from '../engine/session.js'
+
+export default class Cancel extends PipeCommand {
+  static override summary = 'End a run as cancelled.'
+  static override description = 'A paused, interrupted or blocked run is cancelled at once. A run being driven by a live pipe process is first asked to stop (SIGTERM), then cancelled. The reason and the OS user are recorded in its timeline.'
+  static override examples = [{description: 'Cancel a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --reason "superseded by R-20261121-0007"'}]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    reason: Flags.string({char: 'r', description: 'Why; recorded in the timeline.', helpValue: 'TEXT'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult> {
+    const {args, flags} = await this.parse(Cancel)
+    const store = this.storeDir(flags.store)
+    const session = {cwd: process.cwd(), store}
+    const outcome = await cancelSession({...session, runId: args.run, ...(flags.reason ? {reason: flags.reason} : {})})
+    const result = await finishRun(outcome, session, this.jsonEnabled(), flags.store, false)
+    // Cancelling is what was asked for: success.
+    process.exitCode = 0
+    return result
+  }
+}

@@ -1,0 +1,74 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {progressPrinter} from '../cli/progress.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
+import {withSignals} from '../cli/signals.js'
+import {checkGates, type GateCheck} from '../engine/replay-check.js'
+import {loadPipelineOrThrow, replaySession, type Decision} from '../engine/session.js'
+import {PipeError} from '../errors.js'
+import {Store} from '../store/store.js'
+
+export default class Replay extends PipeCommand {
+  static override summary = "Re-run a run from one of its steps, or re-check every gate result it recorded."
+  static override description = `--from STEP starts a new run, linked to the original (replay_of), that forks from the original's history just before STEP's first snapshot (or the snapshot --seq names): the same input, the same spec version in, the same answers. Its snapshots chain on from the original's. A review decision is not carried over: give --decision or review it when it pauses.
+
+--check re-evaluates every gate step of the run from the spec version it read and compares the result with the recorded one, byte for byte (gate results are pure functions of the spec and the gate configuration). Exit code 4 on any difference.`
+  static override examples = [
+    {description: 'Replay from the gates', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --from validate_gates --decision go'},
+    {description: 'Check that every recorded gate result is reproducible', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --check'},
+  ]
+  static override args = {run: Args.string({description: 'The original run (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    from: Flags.string({description: 'Replay from the first snapshot of this step.', helpValue: 'STEP', exclusive: ['seq', 'check']}),
+    seq: Flags.integer({description: 'Replay from the snapshot with this seq.', min: 1, exclusive: ['from', 'check']}),
+    check: Flags.boolean({description: 'Re-evaluate every gate and compare with the recorded results; runs nothing.', exclusive: ['from', 'seq']}),
+    answers: Flags.string({char: 'a', description: 'Answers to add to the original ones.', helpValue: 'FILE'}),
+    decision: Flags.string({description: 'Review decision for the replayed run.', options: ['go', 'hold', 'drop']}),
+    note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult | {run_id: string; same: boolean; gates: GateCheck[]}> {
+    const {args, flags} = await this.parse(Replay)
+    const store = this.storeDir(flags.store)
+    if (flags.check) return this.check(args.run, store)
+    if (flags.from === undefined && flags.seq === undefined) throw new PipeError('E_INVALID_ARGS', 'say where to replay from, or ask for a check', {hint: `pipe replay ${args.run} --from STEP, or --seq N, or --check`})
+    const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
+    const outcome = await withSignals((signal) =>
+      replaySession({
+        ...session,
+        signal,
+        runId: args.run,
+        ...(flags.from !== undefined ? {from: flags.from} : {}),
+        ...(flags.seq !== undefined ? {seq: flags.seq} : {}),
+        ...(flags.answers ? {answers: flags.answers} : {}),
+        ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+        ...(flags.note ? {note: flags.note} : {}),
+      }),
+    )
+    return finishRun(outcome, session, this.jsonEnabled(), flags.store)
+  }
+
+  private async check(runId: string, storeDir: string): Promise<{run_id: string; same: boolean; gates: GateCheck[]}> {
+    const store = await Store.existing(storeDir)
+    const record = await store.readRun(runId)
+    const pipeline = await loadPipelineOrThrow(record.pipeline.path)
+    if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId}`, {hint: 'The check needs the gate configuration as it was; restore the pipeline file.'})
+    const gates = await checkGates(store, runId, pipeline)
+    const same = gates.every((g) => g.same)
+    const result = {run_id: runId, same, gates}
+    if (!this.jsonEnabled()) {
+      for (const g of gates) process.stdout.write(`#${g.seq} ${g.step} on ${g.spec_version ?? '-'}: ${g.same ? 'same' : `DIFFERENT${g.error ? ` (${g.error})` : ''}`}\n`)
+      process.stdout.write(gates.length === 0 ? 'the run has no gate steps\n' : same ? `all ${gates.length} gate result(s) reproduced exactly\n` : '')
+    }
+    if (!same) {
+      if (this.jsonEnabled()) {
+        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+        this.jsonPrinted = true
+      }
+      throw new PipeError('E_CONFLICT', `${gates.filter((g) => !g.same).length} gate result(s) of ${runId} differ from a fresh evaluation`, {hint: 'The spec version or the gate configuration changed; pipe audit verify checks the records.'})
+    }
+    return result
+  }
+}

@@ -1,0 +1,47 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {askDecision, canPrompt, reviewText} from '../cli/interactive.js'
+import {progressPrinter} from '../cli/progress.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
+import {withSignals} from '../cli/signals.js'
+import {reviewSession, reviewSummary, type Decision} from '../engine/session.js'
+import {PipeError} from '../errors.js'
+import type {GateResult} from '../gates/evaluate.js'
+
+export default class Review extends PipeCommand {
+  static override summary = 'Decide go, hold or drop for a run waiting for review, and continue it.'
+  static override description = `go continues the run (to publish, in the default pipeline); hold records the decision and keeps the run waiting for a later review; drop ends the run as cancelled with the reason. The decision, the OS user who gave it, the time and the note go into the review step's snapshot.
+
+On a terminal without --decision, a summary of the spec and its gate results is shown and the decision asked for.`
+  static override examples = [
+    {description: 'Approve', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision go --note "matches the brief"'},
+    {description: 'Not yet', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision hold --note "waiting for legal"'},
+    {description: 'Decide at the terminal', command: '<%= config.bin %> <%= command.id %> R-20261121-0002'},
+  ]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    decision: Flags.string({char: 'd', description: 'The decision.', options: ['go', 'hold', 'drop']}),
+    note: Flags.string({char: 'n', description: 'Why; recorded with the decision.', helpValue: 'TEXT'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult> {
+    const {args, flags} = await this.parse(Review)
+    const store = this.storeDir(flags.store)
+    const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
+    let decision = flags.decision as Decision | undefined
+    let note = flags.note
+    if (!decision) {
+      if (!canPrompt(this.jsonEnabled())) throw new PipeError('E_INVALID_ARGS', 'no decision given', {hint: `pipe review ${args.run} --decision go|hold|drop [--note TEXT]`})
+      const summary = await reviewSummary({...session, runId: args.run})
+      process.stderr.write(reviewText(summary.spec, summary.gate as GateResult | null, summary.reason))
+      const choice = await askDecision()
+      if (!choice) throw new PipeError('E_INPUT', 'input ended before a decision was given; the run is unchanged', {hint: `Decide later with pipe review ${args.run}.`})
+      decision = choice.decision
+      note = note ?? choice.note
+    }
+    const outcome = await withSignals((signal) => reviewSession({...session, signal, runId: args.run, decision: decision!, ...(note ? {note} : {})}))
+    return finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')
+  }
+}
