@@ -88,7 +88,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   lines.push(`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
   lines.push(`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}  policy ${record.policy_version.slice(0, 19)}…`)
   lines.push(`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
-  if (record.replay_of) lines.push(`  replay of ${record.replay_of}`)
+  if (record.replay_of) lines.push(`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
   if (record.status_reason) lines.push(`  reason: ${record.status_reason}`)
   if (record.error) lines.push(`  error: [${record.error.code}] ${record.error.message}`)
   if (record.pending) {

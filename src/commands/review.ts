@@ -41,7 +41,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
       decision = choice.decision
       note = note ?? choice.note
     }
-    const outcome = await withSignals((signal) => reviewSession({...session, signal, runId: args.run, decision: decision!, ...(note ? {note} : {})}))
+    const outcome = await withSignals((signal) => reviewSession({...session, signal, runId: args.run, decision: decision, ...(note ? {note} : {})}))
     return finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')
   }
 }

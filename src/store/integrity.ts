@@ -38,14 +38,14 @@ const stripSnapshotMeta = (meta: Plain): Plain => withoutKeys(meta, ['field_hash
 
 export function sealSnapshot(snapshot: Snapshot): Snapshot {
   const sealed = structuredClone(snapshot)
-  sealed.meta = stripSnapshotMeta(sealed.meta as Plain) as Snapshot['meta']
+  sealed.meta = stripSnapshotMeta(sealed.meta) as Snapshot['meta']
   sealed.meta.field_hashes = fieldHashesOf(sealed as unknown as Plain, stripSnapshotMeta, 'meta')
   sealed.meta.record_hash = snapshotHash(sealed)
   return sealed
 }
 
 export function snapshotHash(snapshot: Snapshot): string {
-  return hashJson({...snapshot, meta: withoutKeys(snapshot.meta as Plain, ['record_hash'])})
+  return hashJson({...snapshot, meta: withoutKeys(snapshot.meta, ['record_hash'])})
 }
 
 export function verifySnapshot(snapshot: Snapshot): IntegrityProblem[] {
@@ -66,7 +66,7 @@ export function verifySnapshot(snapshot: Snapshot): IntegrityProblem[] {
 const stripSpecMeta = (meta: Plain): Plain => withoutKeys(meta, ['field_hashes', 'content_hash'])
 
 export function specContentHash(spec: CanonicalSpec): string {
-  return hashJson({...spec, meta: withoutKeys(spec.meta as Plain, ['content_hash'])})
+  return hashJson({...spec, meta: withoutKeys(spec.meta, ['content_hash'])})
 }
 
 export function sealSpec(spec: CanonicalSpec): CanonicalSpec {

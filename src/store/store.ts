@@ -270,7 +270,7 @@ export class Store {
   async writeSpec(draft: SpecDraft, now: Date, intent?: WriteIntent): Promise<CanonicalSpec> {
     const build = (id: string): CanonicalSpec => {
       // Keep meta's keys in a fixed order so the files read well.
-      const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}} as CanonicalSpec
+      const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}}
       const sealed = sealSpec(spec)
       assertValid('spec', sealed, `spec version ${id}`)
       return sealed
