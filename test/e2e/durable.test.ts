@@ -1,0 +1,358 @@
+import {expect} from 'chai'
+import {spawn} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {readdir, readFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import type {RunRecord} from '../../src/types/run.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import type {CanonicalSpec} from '../../src/types/spec.js'
+import {hashJson} from '../../src/util/hash.js'
+import {bin, defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+
+interface RunJson {
+  run_id: string
+  feature_id: string
+  status: string
+  spec_version: string | null
+  pending?: RunRecord['pending']
+  error?: {code: string}
+}
+
+const sentence = path.join(examples, 'one-sentence.txt')
+const answers = path.join(examples, 'one-sentence.answers.yaml')
+const fullRun = ['run', defaultPipeline, '--input', sentence, '--answers', answers, '--decision', 'go']
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-durable-')))
+afterEach(async () => cleanup())
+
+async function snapshotsOf(cwd: string, runId: string): Promise<Snapshot[]> {
+  const result = await pipe(['snapshot', 'show', runId, '--json'], {cwd})
+  expect(result.code, result.stderr).to.equal(0)
+  return json<Snapshot[]>(result)
+}
+
+async function runIds(cwd: string): Promise<string[]> {
+  return (await readdir(path.join(cwd, '.pipe', 'runs')).catch(() => [] as string[])).filter((n) => n.startsWith('R-'))
+}
+
+/** Every file under the store with a hash of its content, to show that a refused call changed nothing. */
+async function storeState(cwd: string): Promise<Record<string, string>> {
+  const root = path.join(cwd, '.pipe')
+  const out: Record<string, string> = {}
+  const walk = async (at: string): Promise<void> => {
+    for (const entry of await readdir(at, {withFileTypes: true})) {
+      const full = path.join(at, entry.name)
+      if (entry.isDirectory()) await walk(full)
+      else out[path.relative(root, full)] = hashJson(await readFile(full, 'utf8'))
+    }
+  }
+  if (existsSync(root)) await walk(root)
+  return out
+}
+
+/** The invariants a run must keep however it was interrupted. */
+async function checkRun(cwd: string, runId: string, expectedSteps: string[], expectedBody: unknown): Promise<void> {
+  const list = await snapshotsOf(cwd, runId)
+  expect(list.map((s) => s.step.name), 'the same steps, none twice, none missing').to.deep.equal(expectedSteps)
+  expect(list.map((s) => s.step.seq)).to.deep.equal(expectedSteps.map((_, i) => i + 1))
+  const written = list.map((s) => s.spec_version_out).filter((v): v is string => v !== null)
+  expect(new Set(written).size).to.equal(written.length)
+  const specFiles = (await readdir(path.join(cwd, '.pipe', 'specs'))).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5))
+  expect(specFiles.sort(), 'every version written is used, once').to.deep.equal([...written].sort())
+  const evidenceFiles = (await readdir(path.join(cwd, '.pipe', 'evidence'))).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5))
+  const linked = list.flatMap((s) => s.evidence_links.map((l) => l.evidence_id))
+  expect(evidenceFiles.sort(), 'every evidence record written is linked, once').to.deep.equal([...linked].sort())
+  const last = json<CanonicalSpec>(await pipe(['spec', 'show', written.at(-1)!, '--json'], {cwd}))
+  const {meta: _meta, ...body} = last
+  expect(body).to.deep.equal(expectedBody)
+  const audit = await pipe(['audit', 'verify'], {cwd})
+  expect(audit.code, `audit verify:\n${audit.stdout}${audit.stderr}`).to.equal(0)
+  expect(audit.stderr).to.not.contain('note:')
+}
+
+function killedBy(result: CliResult): boolean {
+  return result.signal === 'SIGKILL' || result.code === 137
+}
+
+describe('durable runs: killed at any point, resumed without loss or repetition', function () {
+  this.timeout(600000)
+
+  it('survives SIGKILL at 50 points spread across the default pipeline', async () => {
+    // A clean run, traced: the points it passes, its steps and its final spec.
+    const trace = path.join(dir, 'trace.txt')
+    const baselineDir = path.join(dir, 'baseline')
+    await (await import('node:fs/promises')).mkdir(baselineDir)
+    const baseline = await pipe([...fullRun, '--json'], {cwd: baselineDir, env: {PIPE_FAULT_TRACE: trace}})
+    expect(baseline.code, baseline.stderr).to.equal(0)
+    const base = json<RunJson>(baseline)
+    const steps = (await snapshotsOf(baselineDir, base.run_id)).map((s) => s.step.name)
+    const {meta: _m, ...body} = json<CanonicalSpec>(await pipe(['spec', 'show', base.spec_version!, '--json'], {cwd: baselineDir}))
+    const points = (await readFile(trace, 'utf8')).trim().split('\n')
+    const from = points.indexOf('run-created#1')
+    expect(from).to.be.greaterThan(-1)
+    const candidates = points.slice(from)
+    expect(candidates.length).to.be.greaterThan(50)
+    const chosen = Array.from({length: 50}, (_, i) => candidates[Math.floor((i * (candidates.length - 1)) / 49)]!)
+    expect(new Set(chosen).size).to.equal(50)
+
+    const one = async (point: string, i: number): Promise<void> => {
+      const cwd = path.join(dir, `kill-${i}`)
+      await (await import('node:fs/promises')).mkdir(cwd)
+      const killed = await pipe(fullRun, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
+      expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
+      const [runId] = await runIds(cwd)
+      expect(runId, `a run exists after ${point}`).to.be.a('string')
+      const listed = await pipe(['runs', 'list', '--json'], {cwd})
+      expect(listed.code, `the store loads after ${point}`).to.equal(0)
+      const status = json<{runs: Array<{status: string}>}>(listed).runs[0]!.status
+      expect(['interrupted', 'succeeded', 'pending'], `status after ${point}`).to.include(status)
+      const resumed = await pipe(['resume', runId!, '--json'], {cwd})
+      if (status === 'succeeded') expect(resumed.code).to.equal(2)
+      else expect(resumed.code, `resume after ${point}: ${resumed.stderr}`).to.equal(0)
+      await checkRun(cwd, runId!, steps, body).catch((error: Error) => {
+        error.message = `after a kill at ${point}: ${error.message}`
+        throw error
+      })
+    }
+    for (let i = 0; i < chosen.length; i += 2) await Promise.all(chosen.slice(i, i + 2).map((p, j) => one(p, i + j)))
+  })
+
+  it('records SIGTERM as interrupted (exit 130), shows a killed run as interrupted, and resumes both', async () => {
+    const slow = path.join(dir, 'slow.yaml')
+    await writeFile(slow, 'version: 1\nname: slow\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, sleep_ms: 3000, next: c}\n  - {id: c, kind: noop}\n')
+    const start = (): {child: ReturnType<typeof spawn>; done: Promise<{code: number | null; signal: string | null}>} => {
+      const child = spawn(process.execPath, [bin, 'run', slow], {cwd: dir, env: {...process.env, PIPE_HOME: dir}})
+      child.stderr.resume()
+      child.stdout.resume()
+      return {child, done: new Promise((resolve) => child.on('close', (code, signal) => resolve({code, signal})))}
+    }
+    const waitForStep = async (): Promise<void> => {
+      for (let i = 0; i < 100; i++) {
+        const ids = await runIds(dir)
+        if (ids.length > 0 && existsSync(path.join(dir, '.pipe', 'runs', ids.sort().at(-1)!, 'snapshots', '000001.json'))) return
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      throw new Error('the run never started')
+    }
+    const first = start()
+    await waitForStep()
+    first.child.kill('SIGTERM')
+    expect((await first.done).code).to.equal(130)
+    const [termed] = (await runIds(dir)).sort()
+    expect(json<{status: string}>(await pipe(['runs', 'show', termed!, '--json'], {cwd: dir})).status).to.equal('interrupted')
+
+    const second = start()
+    await waitForStep()
+    await new Promise((r) => setTimeout(r, 300))
+    second.child.kill('SIGKILL')
+    await second.done
+    const killed = (await runIds(dir)).sort().at(-1)!
+    const shown = json<{status: string; run: {status: string}}>(await pipe(['runs', 'show', killed, '--json'], {cwd: dir}))
+    expect(shown.run.status).to.equal('running')
+    expect(shown.status).to.equal('interrupted')
+    const listed = json<{runs: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
+    expect(listed.runs.find((r) => r.run_id === killed)?.status).to.equal('interrupted')
+
+    for (const id of [termed!, killed]) {
+      const resumed = await pipe(['resume', id, '--json'], {cwd: dir})
+      expect(resumed.code, resumed.stderr).to.equal(0)
+      expect((await snapshotsOf(dir, id)).map((s) => s.step.name)).to.deep.equal(['a', 'b', 'c'])
+    }
+  })
+})
+
+describe('the audit trail', function () {
+  this.timeout(120000)
+
+  it('keeps every id unique with eight runs in parallel on one store, and verifies', async () => {
+    const results = await Promise.all(Array.from({length: 8}, () => pipe([...fullRun, '--json'], {cwd: dir})))
+    for (const r of results) expect(r.code, r.stderr).to.equal(0)
+    const bodies = results.map((r) => json<RunJson>(r))
+    expect(new Set(bodies.map((b) => b.run_id)).size).to.equal(8)
+    const all = {spec: [] as string[], evidence: [] as string[]}
+    for (const b of bodies) {
+      for (const s of await snapshotsOf(dir, b.run_id)) {
+        if (s.spec_version_out) all.spec.push(s.spec_version_out)
+        all.evidence.push(...s.evidence_links.map((l) => l.evidence_id))
+      }
+    }
+    expect(new Set(all.spec).size).to.equal(all.spec.length)
+    expect(new Set(all.evidence).size).to.equal(all.evidence.length)
+    const audit = await pipe(['audit', 'verify', '--json'], {cwd: dir})
+    expect(audit.code, audit.stdout).to.equal(0)
+    expect(json<{ok: boolean; runs: number}>(audit)).to.include({ok: true, runs: 8})
+  })
+
+  it('names the file and field of a snapshot, a spec version and an evidence record changed by one byte', async () => {
+    const run = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    const list = await snapshotsOf(dir, run.run_id)
+    const snapshotFile = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots', '000003.json')
+    const specFile = path.join(dir, '.pipe', 'specs', `${run.spec_version}.json`)
+    const evidenceFile = path.join(dir, '.pipe', 'evidence', `${list[0]!.evidence_links[0]!.evidence_id}.json`)
+    const flip = async (file: string, from: string, to: string): Promise<void> => {
+      const text = await readFile(file, 'utf8')
+      expect(text).to.contain(from)
+      await writeFile(file, text.replace(from, to))
+    }
+    await flip(snapshotFile, '"decision": "fail"', '"decision": "pass"')
+    await flip(specFile, 'monthly sales', 'monthly Sales')
+    await flip(evidenceFile, 'Build a', 'build a')
+    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(audit.code).to.equal(4)
+    expect(audit.stderr).to.contain('Error [E_INTEGRITY]')
+    expect(audit.stdout).to.contain(`${snapshotFile}  decisions  ${run.run_id}#3: field changed`)
+    expect(audit.stdout).to.contain(`${specFile}  goal  ${run.spec_version}: field changed`)
+    expect(audit.stdout).to.match(new RegExp(`${evidenceFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}  content  E-\\d+: field changed`))
+    const one = await pipe(['audit', 'verify', run.run_id, '--json'], {cwd: dir})
+    expect(one.code).to.equal(4)
+    const report = json<{ok: boolean; problems: Array<{file: string; field: string}>}>(one)
+    expect(report.problems.map((p) => `${path.basename(p.file)} ${p.field}`)).to.include.members(['000003.json decisions', `${run.spec_version}.json goal`])
+  })
+
+  it('catches a re-sealed snapshot through the hash chain, and a missing one as a gap', async () => {
+    const run = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    const snapshots = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots')
+    const {sealSnapshot} = await import('../../src/store/integrity.js')
+    const third = JSON.parse(await readFile(path.join(snapshots, '000003.json'), 'utf8')) as Snapshot
+    third.decisions[0]!.reason = 'rewritten after the fact'
+    await writeFile(path.join(snapshots, '000003.json'), JSON.stringify(sealSnapshot(third), null, 2))
+    await (await import('node:fs/promises')).rm(path.join(snapshots, '000006.json'))
+    const audit = await pipe(['audit', 'verify', run.run_id], {cwd: dir})
+    expect(audit.code).to.equal(4)
+    expect(audit.stdout).to.contain(`000004.json  meta.prev_hash  ${run.run_id}#4: does not match the record hash of the snapshot before it`)
+    expect(audit.stdout).to.contain(`000006.json  (file)  ${run.run_id}#6: snapshot is missing (a gap in seq)`)
+  })
+})
+
+describe('people in the loop', function () {
+  this.timeout(120000)
+
+  it('refuses bad answers and bad review calls with a clear error and an unchanged store', async () => {
+    const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
+    expect(paused.status).to.equal('awaiting_input')
+    const before = await storeState(dir)
+    const cases: Array<{args: string[]; file?: string; content?: string; code: number; message: string}> = [
+      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'answers: [1, 2]\n', code: 2, message: 'answers  must be object'},
+      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'answers:\n  Q-042: yes\n  Q-001: x\n  Q-002: y\n  Q-003: z\n', code: 2, message: '"Q-042" is not a question of run'},
+      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'answers:\n  Q-001: only one\n', code: 2, message: 'no answer to Q-002 [non_functional], Q-003 [constraints]'},
+      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: '', code: 2, message: 'file is empty'},
+      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'run_id: R-20000101-0001\nanswers:\n  Q-001: a\n  Q-002: b\n  Q-003: c\n', code: 2, message: 'the answers are for run R-20000101-0001'},
+      {args: ['answer', paused.run_id], code: 2, message: 'no answers given'},
+      {args: ['review', paused.run_id, '--decision', 'go'], code: 2, message: `run ${paused.run_id} is not waiting for a review (it waits for answers)`},
+      {args: ['review', 'R-20000101-0001', '--decision', 'go'], code: 2, message: 'run R-20000101-0001 not found'},
+      {args: ['review', paused.run_id, '--decision', 'maybe'], code: 2, message: 'Expected --decision=maybe to be one of: go, hold, drop'},
+      {args: ['review', 'not-a-run', '--decision', 'go'], code: 2, message: '"not-a-run" is not a run id'},
+    ]
+    for (const c of cases) {
+      if (c.file) await writeFile(path.join(dir, c.file), c.content ?? '')
+      const result = await pipe(c.args, {cwd: dir, env: {PIPE_INTERACTIVE: '0'}})
+      expect(result.code, `${c.args.join(' ')}: ${result.stderr}`).to.equal(c.code)
+      expect(result.stderr, c.args.join(' ')).to.contain(c.message)
+      expect(await storeState(dir), `${c.args.join(' ')} left the store unchanged`).to.deep.equal(before)
+    }
+  })
+
+  it('asks the questions one at a time and the review decision at a terminal', async () => {
+    const input = [
+      'Given a month with sales, when I export it, then a PDF is written.',
+      'Given no sales, when I export, then no file is written.',
+      '',
+      'Exports finish within 10 seconds.',
+      '',
+      'Must run on Node.js 20.',
+      '',
+      'go',
+      'looks right',
+      '',
+    ].join('\n')
+    const result = await pipe(['run', defaultPipeline, '--input', sentence], {cwd: dir, input, env: {PIPE_INTERACTIVE: '1'}})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stderr).to.contain('[1/3] Q-001 (acceptance_criteria)').and.contain('[3/3] Q-003 (constraints)').and.contain('Decision [go/hold/drop]:').and.contain('gates: gate_s pass, gate_t pass')
+    const [runId] = await runIds(dir)
+    const list = await snapshotsOf(dir, runId!)
+    const applied = list.find((s) => s.step.name === 'apply_answers')!
+    expect(applied.evidence_links).to.have.length(3)
+    const review = list.find((s) => s.step.name === 'manual_review')!.decisions[0]!
+    expect(review).to.include({decision: 'go', note: 'looks right'})
+    const spec = json<CanonicalSpec>(await pipe(['spec', 'show', list.at(-1)!.spec_version_in!, '--json'], {cwd: dir}))
+    expect(spec.acceptance_criteria.map((a) => a.text)).to.deep.equal(['Given a month with sales, when I export it, then a PDF is written.', 'Given no sales, when I export, then no file is written.'])
+  })
+
+  it('takes one sentence through two clarify rounds, a hold and a go, across processes', async () => {
+    const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
+    await writeFile(path.join(dir, 'round1.yaml'), 'answers:\n  acceptance_criteria: TBD\n  non_functional: Exports finish within 10 seconds.\n  constraints: none\n')
+    const round2 = json<RunJson>(await pipe(['answer', paused.run_id, '--file', 'round1.yaml', '--json'], {cwd: dir}))
+    expect(round2.pending?.questions?.map((q) => `${q.id} ${q.field}`)).to.deep.equal(['Q-004 acceptance_criteria'])
+    const folded = await pipe(['answer', paused.run_id, '--questions'], {cwd: dir})
+    expect(folded.stdout).to.contain('Round 2 (waiting for answers):').and.contain('(1 earlier round(s) folded; --history shows them)')
+    const history = await pipe(['answer', paused.run_id, '--questions', '--history'], {cwd: dir})
+    expect(history.stdout.indexOf('Round 2')).to.be.lessThan(history.stdout.indexOf('Round 1'))
+    expect(history.stdout).to.contain('answered: Exports finish within 10 seconds.')
+    await writeFile(path.join(dir, 'round2.yaml'), 'answers:\n  Q-004: Given sales data, when exported, then a PDF exists.\n')
+    const review = json<RunJson>(await pipe(['answer', paused.run_id, '--file', 'round2.yaml', '--json'], {cwd: dir}))
+    expect(review.pending?.kind).to.equal('review')
+    const held = await pipe(['review', paused.run_id, '--decision', 'hold', '--note', 'legal', '--json'], {cwd: dir})
+    expect(held.code).to.equal(10)
+    const gone = await pipe(['review', paused.run_id, '--decision', 'go', '--json'], {cwd: dir})
+    expect(gone.code, gone.stderr).to.equal(0)
+    const list = await snapshotsOf(dir, paused.run_id)
+    expect(list.filter((s) => s.step.name === 'clarify_questions')).to.have.length(2)
+    expect(list.filter((s) => s.step.name === 'manual_review').map((s) => s.decisions[0]!.decision)).to.deep.equal(['hold', 'go'])
+    expect(list.at(-1)!.step.name).to.equal('publish')
+    const timeline = await pipe(['runs', 'show', paused.run_id], {cwd: dir})
+    expect(timeline.stdout).to.contain('review_given').and.contain('answers_given').and.contain('manual_review hold by')
+  })
+
+  it('cancels a paused run', async () => {
+    const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
+    const cancelled = await pipe(['cancel', paused.run_id, '--reason', 'superseded', '--json'], {cwd: dir})
+    expect(cancelled.code, cancelled.stderr).to.equal(0)
+    expect(json<RunJson>(cancelled).status).to.equal('cancelled')
+    const again = await pipe(['cancel', paused.run_id], {cwd: dir})
+    expect(again.code).to.equal(2)
+    expect(again.stderr).to.contain('has already ended (cancelled)')
+  })
+})
+
+describe('replay', function () {
+  this.timeout(120000)
+
+  it('reproduces every gate result of a finished run, and replays from a step to identical gate results', async () => {
+    const original = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    const check = await pipe(['replay', original.run_id, '--check', '--json'], {cwd: dir})
+    expect(check.code, check.stderr).to.equal(0)
+    const report = json<{same: boolean; gates: Array<{same: boolean}>}>(check)
+    expect(report.same).to.equal(true)
+    expect(report.gates).to.have.length(2)
+
+    const replayed = await pipe(['replay', original.run_id, '--from', 'validate_gates', '--decision', 'go', '--json'], {cwd: dir})
+    expect(replayed.code, replayed.stderr).to.equal(0)
+    const copy = json<RunJson>(replayed)
+    expect(copy.run_id).to.not.equal(original.run_id)
+    expect(copy.feature_id).to.equal(original.feature_id)
+    const before = await snapshotsOf(dir, original.run_id)
+    const after = await snapshotsOf(dir, copy.run_id)
+    const gates = (list: Snapshot[]): string[] => list.filter((s) => s.step.kind === 'gate').map((s) => JSON.stringify(s.outputs.gate_result))
+    expect(gates(after)).to.deep.equal(gates(before))
+    expect(after[0]!.meta.replay_of).to.deep.equal({run_id: original.run_id, seq: 3})
+    expect(after[0]!.meta.prev_hash).to.equal(before[1]!.meta.record_hash)
+    expect(after[0]!.spec_version_in).to.equal(before[2]!.spec_version_in)
+    expect(json<{run: RunRecord}>(await pipe(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({run_id: original.run_id, seq: 3, step: 'validate_gates'})
+    expect((await pipe(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
+  })
+
+  it('reports a gate result that no longer reproduces', async () => {
+    const original = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    const first = (await snapshotsOf(dir, original.run_id)).find((s) => s.step.kind === 'gate')!
+    const file = path.join(dir, '.pipe', 'runs', original.run_id, 'snapshots', `${String(first.step.seq).padStart(6, '0')}.json`)
+    const {sealSnapshot} = await import('../../src/store/integrity.js')
+    const changed = JSON.parse(await readFile(file, 'utf8')) as Snapshot
+    ;(changed.outputs as {gate_result: {completeness_score: number}}).gate_result.completeness_score = 0.99
+    await writeFile(file, JSON.stringify(sealSnapshot(changed), null, 2))
+    const check = await pipe(['replay', original.run_id, '--check'], {cwd: dir})
+    expect(check.code).to.equal(4)
+    expect(check.stdout).to.contain(`#${first.step.seq} validate_gates on ${first.spec_version_in}: DIFFERENT`)
+  })
+})
