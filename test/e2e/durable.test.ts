@@ -334,7 +334,7 @@ describe('replay', function () {
     expect(copy.feature_id).to.equal(original.feature_id)
     const before = await snapshotsOf(dir, original.run_id)
     const after = await snapshotsOf(dir, copy.run_id)
-    const gates = (list: Snapshot[]): string[] => list.filter((s) => s.step.kind === 'gate').map((s) => JSON.stringify(s.outputs.gate_result))
+    const gates = (list: Snapshot[]): string[] => list.filter((s) => s.step.kind === 'gate').map((s) => JSON.stringify((s.outputs as {gate_result?: unknown}).gate_result))
     expect(gates(after)).to.deep.equal(gates(before))
     expect(after[0]!.meta.replay_of).to.deep.equal({run_id: original.run_id, seq: 3})
     expect(after[0]!.meta.prev_hash).to.equal(before[1]!.meta.record_hash)
