@@ -6,9 +6,13 @@ const banner = '/* eslint-disable */\n// Generated from schemas/ by `npm run gen
 
 /** Returns Map<fileName, text> of the type modules the schemas generate. */
 export async function generateTypes(root) {
-  const dir = path.join(root, 'schemas')
   const out = new Map()
-  for (const file of (await readdir(dir)).filter((f) => f.endsWith('.schema.json')).sort()) {
+  const files = []
+  for (const [sub, prefix] of [['', ''], ['model', 'model-']]) {
+    const dir = path.join(root, 'schemas', sub)
+    for (const file of (await readdir(dir)).filter((f) => f.endsWith('.schema.json')).sort()) files.push({dir, file, prefix})
+  }
+  for (const {dir, file, prefix} of files) {
     const schema = JSON.parse(await readFile(path.join(dir, file), 'utf8'))
     const text = await compile(schema, schema.title, {
       bannerComment: banner,
@@ -19,7 +23,7 @@ export async function generateTypes(root) {
       style: {singleQuote: true, semi: false, printWidth: 120},
       cwd: dir,
     })
-    out.set(file.replace('.schema.json', '.ts'), text)
+    out.set(prefix + file.replace('.schema.json', '.ts').replace(/_/g, '-'), text)
   }
   return out
 }

@@ -26,7 +26,7 @@ A run that needs answers or a review decision that were not given stops in await
     decision: Flags.string({description: 'Review decision for the review step.', options: ['go', 'hold', 'drop']}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
-    provider: Flags.string({description: 'Model provider for model steps.', options: ['auto', 'offline'], default: 'auto'}),
+    provider: Flags.string({description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.', options: ['auto', 'offline', 'openai']}),
     store: PipeCommand.storeFlag,
   }
 
@@ -48,7 +48,7 @@ A run that needs answers or a review decision that were not given stops in await
         ...(flags.decision ? {decision: flags.decision as Decision} : {}),
         ...(flags.note ? {note: flags.note} : {}),
         ...(flags.policy ? {policy: flags.policy} : {}),
-        provider: flags.provider as 'auto' | 'offline',
+        ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
       }),
     )
     return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)

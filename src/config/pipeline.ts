@@ -2,8 +2,9 @@
  * Loads a pipeline in stages: YAML with positions, then the schema (all errors), then the semantic
  * rules the schema cannot express. A pipeline with any error is never returned for running.
  */
-import {existsSync, statSync} from 'node:fs'
+import {existsSync, readFileSync, statSync} from 'node:fs'
 import path from 'node:path'
+import {variablesUsed} from '../util/template.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import {sha256} from '../util/hash.js'
 import {sortDiagnostics, type Diagnostic} from './diagnostics.js'
@@ -16,6 +17,8 @@ import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 export interface KindInfo {
   /** Outcomes a step of this kind can end with (error is always possible too). */
   outcomes(step: Step): readonly string[]
+  /** Variables a prompt file of this kind may use. */
+  promptVariables?: readonly string[]
 }
 export type KindCatalog = Readonly<Record<string, KindInfo>>
 
@@ -232,6 +235,27 @@ export const pipelineRules: Rule[] = [
         if (!existsSync(full)) problem = 'does not exist'
         else if (!statSync(full).isFile()) problem = 'is not a file'
         if (problem) out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" ${problem} (looked for ${full})`))
+      })
+      return out
+    },
+  },
+  {
+    name: 'prompt-variable',
+    check(loaded, catalog) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (!('prompt' in step) || step.prompt === undefined) return
+        const allowed = catalog[step.kind]?.promptVariables ?? []
+        let text: string
+        try {
+          text = readFileSync(path.resolve(loaded.dir, step.prompt), 'utf8')
+        } catch {
+          return
+        }
+        for (const use of variablesUsed(text)) {
+          if (allowed.includes(use.name)) continue
+          out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which a ${step.kind} step does not fill${didYouMean(use.name, allowed)} (variables: ${allowed.join(', ') || 'none'})`))
+        }
       })
       return out
     },

@@ -10,11 +10,11 @@ import {setTimeout as sleepFor} from 'node:timers/promises'
 import type {LoadedPipeline} from '../config/pipeline.js'
 import {PipeError, toPipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import type {Provider} from '../providers/types.js'
+import type {Provider, Usage} from '../providers/types.js'
 import {registry as defaultRegistry} from '../steps/registry.js'
 import type {RunHistory, StepContext, StepDone, StepHandler, StepKind, StepRegistry, StepResult} from '../steps/types.js'
 import type {Store} from '../store/store.js'
-import type {Step} from '../types/pipeline.js'
+import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -38,6 +38,8 @@ export interface EngineDeps {
   registry?: StepRegistry
   now?: () => Date
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+  /** Source of the backoff jitter, a number in [0, 1). */
+  random?: () => number
   onProgress?: (event: ProgressEvent) => void
   /** Aborted on SIGINT/SIGTERM: the current step is abandoned and the run marked interrupted. */
   signal?: AbortSignal
@@ -446,7 +448,7 @@ export class Engine {
           ...(error.details ? {details: JSON.parse(redact(JSON.stringify(error.details))) as Record<string, unknown>} : {}),
         })
         if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt}
-        const delay = backoffFor(attempt - 1)
+        const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())
         this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: error.message})
         try {
           await this.sleep(delay, outer ?? new AbortController().signal)
@@ -552,6 +554,7 @@ export class Engine {
         pipeline_hash: settings.pipeline.hash,
         prev_hash: previous?.meta.record_hash ?? null,
         ...replayStart,
+        ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices)} : {}),
         extensions: {},
       },
     }
@@ -563,6 +566,20 @@ interface Executed {
   result?: StepResult
   errors: Snapshot['errors']
   attempts: number
+}
+
+function usageWithCost(usage: Usage, prices: ProviderSettings['prices']): NonNullable<Snapshot['meta']['usage']> {
+  const out: NonNullable<Snapshot['meta']['usage']> = {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    calls: usage.calls,
+  }
+  if (prices) {
+    out.cost = Math.round(((usage.prompt_tokens / 1000) * prices.prompt_per_1k + (usage.completion_tokens / 1000) * prices.completion_per_1k) * 1e6) / 1e6
+    out.currency = prices.currency ?? 'USD'
+  }
+  return out
 }
 
 function answersForPending(answers: Record<string, string>, pending: RunRecord['pending']): Record<string, string> {

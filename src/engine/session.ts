@@ -136,7 +136,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     if (file.run_id && file.run_id !== options.runId) throw new PipeError('E_INVALID_ARGS', `the answers file is for run ${file.run_id}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
     answers = {...(answers ?? {}), ...compact(file.answers)}
   }
-  const provider = planProvider(record.provider.kind === 'offline' ? 'offline' : 'auto', pipeline.pipeline.provider)
+  const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).resume(options.runId, {
     pipeline,
     policy,
@@ -267,7 +267,7 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
   const policy = original.policy_path ? await policyOrThrow(original.policy_path, options.cwd) : defaultPolicy()
   let answers = compact(original.answers ?? {})
   if (options.answers) answers = {...answers, ...compact((await loadAnswersFile(path.resolve(options.cwd, options.answers))).answers)}
-  const provider = planProvider(original.provider.kind === 'offline' ? 'offline' : 'auto', pipeline.pipeline.provider)
+  const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).start({
     pipeline,
     policy,

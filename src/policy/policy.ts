@@ -15,7 +15,7 @@ export const DEFAULT_POLICY: Policy = {
   allowed_commands: [],
   forbidden_paths: ['.git/**', '.env', '.env.*', '**/*.pem', '**/id_rsa*'],
   max_patch_lines: 500,
-  max_retries_default: 3,
+  max_retries_default: 2,
   resource_limits: {command_timeout_ms: 300000, step_timeout_ms: 600000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576},
   tool_versions: {},
 }

@@ -18,16 +18,20 @@ export interface Question {
   question: string
 }
 
-/** A span of the input that supports a spec field. */
+/** A span of the input (or of an answer) that supports a spec field. */
 export interface Citation {
   spec_path: string
   excerpt: string
   note?: string
+  /** For citations of answers: the question whose answer is quoted. */
+  question_id?: string
 }
 
 export interface Usage {
   prompt_tokens: number
   completion_tokens: number
+  /** Requests made, repairs included. */
+  calls: number
 }
 
 export interface ModelReply<T> {
@@ -36,7 +40,12 @@ export interface ModelReply<T> {
   usage?: Usage
 }
 
-export interface CompileRequest {
+/** Fields every model request may carry: the step's prompt template, when the pipeline names one. */
+export interface PromptedRequest {
+  prompt?: string
+}
+
+export interface CompileRequest extends PromptedRequest {
   text: string
   sourceRef: string
   /** The spec the run already has, when the pipeline loops back to compile. */
@@ -50,7 +59,7 @@ export interface CompileOutput {
   missing_fields: string[]
 }
 
-export interface ClarifyRequest {
+export interface ClarifyRequest extends PromptedRequest {
   spec: SpecBody
   missing: MissingField[]
   maxQuestions: number
@@ -58,7 +67,7 @@ export interface ClarifyRequest {
   firstNumber: number
 }
 
-export interface ApplyAnswersRequest {
+export interface ApplyAnswersRequest extends PromptedRequest {
   spec: SpecBody
   questions: Question[]
   /** Answer text by question id. */
@@ -72,6 +81,6 @@ export interface Provider {
   compile(request: CompileRequest, signal: AbortSignal): Promise<ModelReply<CompileOutput>>
   clarify(request: ClarifyRequest, signal: AbortSignal): Promise<ModelReply<{questions: Question[]}>>
   applyAnswers(request: ApplyAnswersRequest, signal: AbortSignal): Promise<ModelReply<{body: SpecBody}>>
-  planTasks(request: {spec: SpecBody}, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>>
-  generateVv(request: {spec: SpecBody}, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>>
+  planTasks(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>>
+  generateVv(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>>
 }

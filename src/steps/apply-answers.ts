@@ -1,7 +1,10 @@
+import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import type {Question} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
-import {bodyOf, requireSpec} from './model-support.js'
-import type {StepHandler} from './types.js'
+import {answerCitationsToEvidence, bodyOf, promptOf, requireSpec, withPrompt} from './model-support.js'
+import type {StepDone, StepHandler} from './types.js'
+
+type EvidenceItem = NonNullable<StepDone['evidence']>[number]
 
 interface Applied {
   question_id: string
@@ -29,6 +32,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
   outcomes: () => ['success'],
   changesSpec: true,
   safeToRetry: true,
+  promptVariables: PROMPT_VARIABLES.apply_answers,
   async run(context) {
     const spec = requireSpec(context, 'apply answers to')
     const questions = context.history.latestOutput<Question[]>('questions') ?? []
@@ -41,22 +45,31 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
     const found = new Map(questions.map((q) => [q.id, answerFor(q, given, usedKeys)!]))
     const answers = Object.fromEntries([...found].map(([id, a]) => [id, a.text]))
     const provider = await context.provider()
-    const reply = await provider.applyAnswers({spec: bodyOf(spec), questions, answers}, context.signal)
+    const reply = await provider.applyAnswers({spec: bodyOf(spec), questions, answers, ...withPrompt(await promptOf(context))}, context.signal)
+    const cited = answerCitationsToEvidence(reply.citations, answers, context.step.id, context.run.run_id)
+    // Each answer is evidence in its own right, whatever the model cited from it.
+    const answerEvidence = questions.map(
+      (q): EvidenceItem => ({
+        type: 'doc',
+        link: 'doc',
+        source: {ref: `run://${context.run.run_id}/answers/${q.id}`, hash: sha256(answers[q.id]!)},
+        content: {excerpt: [...answers[q.id]!].slice(0, 500).join(''), note: `answer to ${q.id}: ${q.question}`},
+        linked_to: [{spec_path: `spec.${q.field}`}, {step: context.step.id}, {run_id: context.run.run_id}],
+      }),
+    )
     return {
       type: 'done',
       outcome: 'success',
       reason: questions.length > 0 ? `applied ${questions.length} answer(s) to ${[...new Set(questions.map((q) => q.field))].join(', ')}` : 'no questions were asked; spec carried over',
       inputs: {user_answer_ref: questions.map((q) => `run://${context.run.run_id}/answers/${q.id}`)},
-      outputs: {applied: questions.map((q): Applied => ({question_id: q.id, field: q.field, key: found.get(q.id)!.key}))},
+      outputs: {
+        applied: questions.map((q): Applied => ({question_id: q.id, field: q.field, key: found.get(q.id)!.key})),
+        citations_dropped: cited.dropped,
+      },
       spec: {body: reply.value.body, status: 'clarified'},
-      evidence: questions.map((q) => ({
-        type: 'doc' as const,
-        link: 'doc' as const,
-        source: {ref: `run://${context.run.run_id}/answers/${q.id}`, hash: sha256(answers[q.id]!)},
-        content: {excerpt: [...answers[q.id]!].slice(0, 500).join(''), note: `answer to ${q.id}: ${q.question}`},
-        linked_to: [{spec_path: `spec.${q.field}`}, {step: context.step.id}, {run_id: context.run.run_id}],
-      })),
+      evidence: [...answerEvidence, ...cited.evidence],
       llmModel: provider.model,
+      ...(reply.usage ? {usage: reply.usage} : {}),
     }
   },
 }

@@ -1,5 +1,6 @@
+import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import type {GateResult, SingleGateResult} from '../gates/evaluate.js'
-import {bodyOf, requireSpec} from './model-support.js'
+import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 function failureMessages(result: GateResult): Map<string, string> {
@@ -18,6 +19,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: true,
+  promptVariables: PROMPT_VARIABLES.clarify_questions,
   async run(context) {
     const spec = requireSpec(context, 'ask about')
     const gate = context.history.latestOutput<GateResult>('gate_result')
@@ -27,7 +29,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
     const asked = context.history.snapshots.reduce((n, s) => n + (((s.outputs as {questions?: unknown[]}).questions ?? []).length), 0)
     const round = context.history.snapshots.filter((s) => Array.isArray((s.outputs as {questions?: unknown}).questions)).length + 1
     const provider = await context.provider()
-    const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1}, context.signal)
+    const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1, ...withPrompt(await promptOf(context))}, context.signal)
     const questions = reply.value.questions
     return {
       type: 'done',
@@ -36,6 +38,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
       inputs: {gate_result_ref: gate ? 'latest gate_result' : null, missing_fields: missingPaths},
       outputs: {questions, round},
       llmModel: provider.model,
+      ...(reply.usage ? {usage: reply.usage} : {}),
     }
   },
 }

@@ -1,4 +1,5 @@
-import {bodyOf, citationsToEvidence, requireIngest} from './model-support.js'
+import {PROMPT_VARIABLES} from '../providers/prompt.js'
+import {bodyOf, citationsToEvidence, requireIngest, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 export const compile: StepHandler<'compile'> = {
@@ -7,11 +8,12 @@ export const compile: StepHandler<'compile'> = {
   outcomes: () => ['success'],
   changesSpec: true,
   safeToRetry: true,
+  promptVariables: PROMPT_VARIABLES.compile,
   async run(context) {
     const source = requireIngest(context)
     const provider = await context.provider()
     const previous = context.spec ? bodyOf(context.spec) : null
-    const reply = await provider.compile({text: source.text, sourceRef: source.source_ref, previous}, context.signal)
+    const reply = await provider.compile({text: source.text, sourceRef: source.source_ref, previous, ...withPrompt(await promptOf(context))}, context.signal)
     const {body, title, missing_fields: missing} = reply.value
     const {evidence, dropped} = citationsToEvidence(reply.citations, source, context.step.id, context.run.run_id)
     if (missing.length > 0) {
@@ -33,6 +35,7 @@ export const compile: StepHandler<'compile'> = {
       spec: {body, status: missing.length > 0 ? 'draft' : 'compiled', title, missing_fields: missing},
       evidence,
       llmModel: provider.model,
+      ...(reply.usage ? {usage: reply.usage} : {}),
     }
   },
 }

@@ -1,4 +1,5 @@
-import {bodyOf, requireSpec} from './model-support.js'
+import {PROMPT_VARIABLES} from '../providers/prompt.js'
+import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 export const generateVv: StepHandler<'generate_vv'> = {
@@ -7,10 +8,11 @@ export const generateVv: StepHandler<'generate_vv'> = {
   outcomes: () => ['success'],
   changesSpec: true,
   safeToRetry: true,
+  promptVariables: PROMPT_VARIABLES.generate_vv,
   async run(context) {
     const spec = requireSpec(context, 'verify')
     const provider = await context.provider()
-    const reply = await provider.generateVv({spec: bodyOf(spec)}, context.signal)
+    const reply = await provider.generateVv({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, context.signal)
     const vv = reply.value.vv
     const covered = new Set(vv.flatMap((item) => item.acceptance_criteria))
     const uncovered = spec.acceptance_criteria.filter((ac) => !covered.has(ac.id)).map((ac) => ac.id)
@@ -21,6 +23,7 @@ export const generateVv: StepHandler<'generate_vv'> = {
       outputs: {vv: vv.map((v) => ({id: v.id, kind: v.kind, method: v.method, acceptance_criteria: v.acceptance_criteria})), uncovered_acceptance_criteria: uncovered},
       spec: {body: {...bodyOf(spec), vv}, status: 'verified'},
       llmModel: provider.model,
+      ...(reply.usage ? {usage: reply.usage} : {}),
     }
   },
 }

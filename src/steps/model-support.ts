@@ -1,4 +1,6 @@
 /** What the model step kinds share: reading the current spec, the ingested text, and turning citations into evidence. */
+import {readFile} from 'node:fs/promises'
+import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {Citation, SpecBody} from '../providers/types.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -82,4 +84,46 @@ export function citationsToEvidence(
     evidence.push({...draft, link: 'quote'})
   }
   return {evidence, dropped}
+}
+
+/** The step's prompt template, when the pipeline names a prompt file. */
+export async function promptOf(context: StepContext): Promise<string | undefined> {
+  const file = 'prompt' in context.step ? context.step.prompt : undefined
+  if (file === undefined) return undefined
+  const full = path.resolve(context.pipeline.dir, file)
+  try {
+    return await readFile(full, 'utf8')
+  } catch (error) {
+    throw new PipeError('E_CONFIG', `cannot read the prompt file ${full} (${(error as NodeJS.ErrnoException).code ?? String(error)})`, {hint: 'pipe validate checks that prompt files exist.'})
+  }
+}
+
+/** Citations of answers that occur in the answer they name become evidence; the rest are dropped and reported. */
+export function answerCitationsToEvidence(
+  citations: Citation[],
+  answers: Readonly<Record<string, string>>,
+  stepId: string,
+  runId: string,
+): {evidence: NonNullable<StepDone['evidence']>; dropped: Citation[]} {
+  const evidence: NonNullable<StepDone['evidence']> = []
+  const dropped: Citation[] = []
+  for (const citation of citations) {
+    const answer = citation.question_id ? answers[citation.question_id] : undefined
+    if (answer === undefined || !findExcerpt(answer, citation.excerpt)) {
+      dropped.push(citation)
+      continue
+    }
+    evidence.push({
+      type: 'quote',
+      link: 'quote',
+      source: {ref: `run://${runId}/answers/${citation.question_id}`},
+      content: {excerpt: [...citation.excerpt].slice(0, 500).join(''), note: `quoted from the answer to ${citation.question_id}`},
+      linked_to: [{spec_path: `spec.${citation.spec_path}`}, {step: stepId}, {run_id: runId}],
+    })
+  }
+  return {evidence, dropped}
+}
+
+export function withPrompt(prompt: string | undefined): {prompt?: string} {
+  return prompt === undefined ? {} : {prompt}
 }

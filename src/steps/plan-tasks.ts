@@ -1,5 +1,6 @@
+import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {PipeError} from '../errors.js'
-import {bodyOf, requireSpec} from './model-support.js'
+import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 export const planTasks: StepHandler<'plan_tasks'> = {
@@ -8,13 +9,14 @@ export const planTasks: StepHandler<'plan_tasks'> = {
   outcomes: () => ['success'],
   changesSpec: true,
   safeToRetry: true,
+  promptVariables: PROMPT_VARIABLES.plan_tasks,
   async run(context) {
     const spec = requireSpec(context, 'plan')
     if (spec.features.length === 0 && spec.acceptance_criteria.length === 0) {
       throw new PipeError('E_STATE', 'nothing to plan: the spec has no features and no acceptance criteria', {hint: 'Route the pipeline through a gate that requires features before plan_tasks.'})
     }
     const provider = await context.provider()
-    const reply = await provider.planTasks({spec: bodyOf(spec)}, context.signal)
+    const reply = await provider.planTasks({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, context.signal)
     const tasks = reply.value.tasks
     const body = {...bodyOf(spec), tasks}
     const uncovered = spec.acceptance_criteria.filter((ac) => !tasks.some((t) => t.acceptance_criteria?.includes(ac.id))).map((ac) => ac.id)
@@ -25,6 +27,7 @@ export const planTasks: StepHandler<'plan_tasks'> = {
       outputs: {tasks: tasks.map((t) => ({id: t.id, title: t.title, type: t.type, depends_on: t.depends_on ?? []})), uncovered_acceptance_criteria: uncovered},
       spec: {body, status: 'planned'},
       llmModel: provider.model,
+      ...(reply.usage ? {usage: reply.usage} : {}),
     }
   },
 }

@@ -31,5 +31,8 @@ export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
 
 /** The metadata the pipeline loader checks against. */
 export const kindCatalog: KindCatalog = Object.fromEntries(
-  Object.values(registry).map((handler) => [handler.kind, {outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step)}]),
+  Object.values(registry).map((handler) => [
+    handler.kind,
+    {outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step), ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {})},
+  ]),
 )

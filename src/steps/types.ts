@@ -4,7 +4,7 @@
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import type {Provider, SpecBody} from '../providers/types.js'
+import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {Evidence} from '../types/evidence.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
@@ -65,6 +65,8 @@ export interface StepDone {
   /** After the snapshot, end the run as cancelled (a review that said drop). */
   cancel?: {reason: string}
   llmModel?: string | null
+  /** Tokens the step's model calls used. */
+  usage?: Usage
 }
 
 /** The step cannot start yet: it needs something from a person. Nothing is recorded but the pause. */
@@ -86,6 +88,8 @@ export interface StepHandler<K extends StepKind> {
   changesSpec: boolean
   /** Whether running it twice does no harm, so it may be retried after a retryable error. */
   safeToRetry: boolean
+  /** For model steps: the variables its prompt file may use. */
+  promptVariables?: readonly string[]
   run(context: StepContext<StepOf<K>>): Promise<StepResult>
 }
 

@@ -1,6 +1,7 @@
 /** Read-side questions about the store, for the list and show commands. */
 import {readFile} from 'node:fs/promises'
 import type {RunRecord, RunStatus} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {Store} from './store.js'
 
@@ -140,4 +141,21 @@ export async function clarifyRounds(store: Store, runId: string): Promise<Clarif
     })
   }
   return rounds
+}
+
+export function totalUsage(snapshots: Snapshot[]): {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string} {
+  const total: {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string} = {prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, calls: 0}
+  for (const s of snapshots) {
+    const u = s.meta.usage
+    if (!u) continue
+    total.prompt_tokens += u.prompt_tokens
+    total.completion_tokens += u.completion_tokens
+    total.total_tokens += u.total_tokens
+    total.calls += u.calls
+    if (u.cost !== undefined) {
+      total.cost = Math.round(((total.cost ?? 0) + u.cost) * 1e6) / 1e6
+      if (u.currency) total.currency = u.currency
+    }
+  }
+  return total
 }

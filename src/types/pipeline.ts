@@ -93,6 +93,22 @@ export interface ProviderSettings {
   temperature?: number
   max_tokens?: number
   timeout_ms?: number
+  /**
+   * How model steps ask for JSON: json_schema (the endpoint checks the reply against the schema), json_object (JSON mode), or none (the prompt alone asks for JSON). pipe validates every reply itself in all three.
+   */
+  response_format?: 'json_schema' | 'json_object' | 'none'
+  /**
+   * How many times an invalid reply is sent back with its validation errors for repair (default 2).
+   */
+  repair_attempts?: number
+  /**
+   * Prices per 1,000 tokens, to record the cost of each step.
+   */
+  prices?: {
+    prompt_per_1k: number
+    completion_per_1k: number
+    currency?: string
+  }
 }
 /**
  * This interface was referenced by `Pipeline`'s JSON-Schema

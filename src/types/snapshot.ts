@@ -106,5 +106,16 @@ export interface Snapshot {
       run_id: string
       seq: number
     }
+    /**
+     * Tokens the step's model calls used (repairs included), and their cost when the pipeline gives prices.
+     */
+    usage?: {
+      prompt_tokens: number
+      completion_tokens: number
+      total_tokens: number
+      calls: number
+      cost?: number
+      currency?: string
+    }
   }
 }

@@ -32,6 +32,7 @@ export async function harness(dir: string, overrides: Partial<StepRegistry> = {}
     provider: async () => new OfflineProvider(),
     registry: {...registry, ...overrides},
     sleep: async (ms) => void sleeps.push(ms),
+    random: () => 0,
     user: 'tester',
     ...deps,
   })

@@ -163,6 +163,15 @@ describe('pipeline loader: graph rules', () => {
     expect(only).to.match(/^prompt\.yaml:4:36 {2}steps\[0\]\.prompt {2}prompt file "prompts\/gone\.md" does not exist/)
   })
 
+  it('reports a prompt that uses a variable its step does not fill', async () => {
+    await mkdir(path.join(dir, 'prompts'), {recursive: true})
+    await writeFile(path.join(dir, 'prompts', 'vars.md'), 'Requirement:\n{{ input }} from {{source_ref}}\nand {{inptu}}\n')
+    const text = `${header}steps:\n  - {id: c, kind: compile, prompt: prompts/vars.md}\n`
+    expect(lines(await load('vars.yaml', text))).to.deep.equal([
+      'vars.yaml:4:36  steps[0].prompt  prompt file "prompts/vars.md" line 3 column 5 uses {{inptu}}, which a compile step does not fill — did you mean "input"? (variables: input, source_ref, previous_spec)',
+    ])
+  })
+
   it('reports a gate rule with no check and a bad regular expression', async () => {
     const text = `${header}gates:\n  g:\n    rules:\n      - {path: goal}\n      - {path: goal, pattern: "([a-z"}\nsteps:\n  - {id: g, kind: gate, gates: [g]}\n`
     expect(lines(await load('rules.yaml', text))).to.deep.equal([

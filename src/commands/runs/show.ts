@@ -1,7 +1,7 @@
 import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunShow} from '../../cli/views.js'
-import {effectiveStatus} from '../../store/queries.js'
+import {effectiveStatus, totalUsage} from '../../store/queries.js'
 import {Store} from '../../store/store.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 
@@ -10,6 +10,8 @@ export interface RunShowResult {
   status: RunRecord['status']
   events: RunEvent[]
   steps: Array<{seq: number; step: string; kind: string; outcome: string; next_step: string | null; attempts: number; duration_ms: number; spec_version_out: string | null; errors: number; by?: string}>
+  /** Model usage over all steps. */
+  usage: {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string}
 }
 
 export default class RunsShow extends PipeCommand {
@@ -26,8 +28,13 @@ export default class RunsShow extends PipeCommand {
     const store = await Store.existing(this.storeDir(flags.store))
     const record = await store.readRun(args.run)
     const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])
-    if (!this.jsonEnabled()) process.stdout.write(renderRunShow(record, status, events, snapshots))
+    const usage = totalUsage(snapshots)
+    if (!this.jsonEnabled()) {
+      process.stdout.write(renderRunShow(record, status, events, snapshots))
+      if (usage.calls > 0) process.stdout.write(`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`)
+    }
     return {
+      usage,
       run: record,
       status,
       events,

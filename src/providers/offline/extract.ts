@@ -3,7 +3,8 @@
  * entries, and loose sentences are classified by their wording (must/should/shall, Given/When/Then,
  * "As a ... I want ...", and their Chinese equivalents).
  */
-import type {SpecBody, Citation} from '../types.js'
+import {emptyBody, pad} from '../spec-build.js'
+import type {Citation, SpecBody} from '../types.js'
 import {
   classifySection,
   isNegative,
@@ -15,7 +16,8 @@ import {
   stripPriority,
   type SectionKind,
 } from './classify.js'
-import {analyseLines, normalizeForCompare, sentences, shorten, stripMarkdown} from './text.js'
+import {normalizeForCompare} from '../spec-build.js'
+import {analyseLines, sentences, shorten, stripMarkdown} from './text.js'
 
 export interface Extracted {
   title: string
@@ -31,13 +33,6 @@ interface Entry {
   line: number
 }
 
-export function emptyBody(): SpecBody {
-  return {goal: '', features: [], constraints: [], non_functional: [], acceptance_criteria: [], open_questions: [], tasks: [], vv: []}
-}
-
-export function pad(n: number): string {
-  return String(n).padStart(3, '0')
-}
 
 /** Collects list items (with their continuation lines) and prose sentences, each tagged with its section. */
 function entries(text: string): {entries: Entry[]; title: string; goalParagraphs: string[]} {

@@ -5,11 +5,9 @@
 import type {Task} from '../../types/spec.js'
 import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, ModelReply, Provider, Question, SpecBody, VvItem} from '../types.js'
 import {isNegative, isNoneAnswer, isNonAnswer, nfrCategory, parseGwt, priorityOf, stripPriority, taskType} from './classify.js'
-import {emptyBody, extractSpec, pad} from './extract.js'
-import {normalizeForCompare, overlap, sentences, shorten, tokens} from './text.js'
-
-/** Fields a spec cannot do without; when one is empty the spec is a draft (partial success). */
-export const KEY_FIELDS = ['goal', 'features', 'acceptance_criteria'] as const
+import {mergeWithPrevious, missingKeyFields, nextId, normalizeForCompare, pad} from '../spec-build.js'
+import {extractSpec} from './extract.js'
+import {overlap, sentences, shorten, tokens} from './text.js'
 
 const QUESTION_TEXT: Record<string, {en: string; zh: string}> = {
   goal: {en: 'What is the goal of this work, in one or two sentences: who benefits, and how?', zh: '这项工作的目标是什么？请用一两句话说明谁受益、如何受益。'},
@@ -51,11 +49,6 @@ function answerItems(answer: string): string[] {
   return parts.length > 1 ? parts : sentences(single)
 }
 
-function nextId(prefix: string, ids: string[]): string {
-  const max = ids.reduce((m, id) => Math.max(m, Number(id.slice(prefix.length + 1)) || 0), 0)
-  return `${prefix}-${pad(max + 1)}`
-}
-
 function addItems(body: SpecBody, field: string, answer: string, source: string): number {
   const items = answerItems(answer)
   let added = 0
@@ -92,24 +85,6 @@ function addItems(body: SpecBody, field: string, answer: string, source: string)
     }
   }
   return added
-}
-
-/** Keeps what an earlier version had (answers, model output) that a fresh extraction lacks. */
-function mergeWithPrevious(fresh: SpecBody, previous: SpecBody): SpecBody {
-  const merged: SpecBody = structuredClone(previous)
-  if (fresh.goal && !merged.goal) merged.goal = fresh.goal
-  const mergeList = <T extends {id: string}>(target: T[], incoming: T[], text: (x: T) => string, prefix: string): void => {
-    for (const item of incoming) {
-      if (target.some((x) => normalizeForCompare(text(x)) === normalizeForCompare(text(item)))) continue
-      target.push({...item, id: nextId(prefix, target.map((x) => x.id))})
-    }
-  }
-  mergeList(merged.features, fresh.features, (x) => x.title, 'FR')
-  mergeList(merged.constraints, fresh.constraints, (x) => x.text, 'C')
-  mergeList(merged.non_functional, fresh.non_functional, (x) => x.text, 'NFR')
-  mergeList(merged.acceptance_criteria, fresh.acceptance_criteria, (x) => x.text, 'AC')
-  mergeList(merged.open_questions, fresh.open_questions, (x) => x.question, 'Q')
-  return merged
 }
 
 /** Links each acceptance criterion to the features it shares the most words with. */
@@ -153,8 +128,7 @@ export class OfflineProvider implements Provider {
   async compile(request: CompileRequest, _signal?: AbortSignal): Promise<ModelReply<CompileOutput>> {
     const extracted = extractSpec(request.text)
     const body = request.previous ? mergeWithPrevious(extracted.body, request.previous) : extracted.body
-    const missing = KEY_FIELDS.filter((field) => (field === 'goal' ? !body.goal.trim() : body[field].length === 0))
-    return {value: {body, title: extracted.title, missing_fields: [...missing]}, citations: extracted.citations}
+    return {value: {body, title: extracted.title, missing_fields: missingKeyFields(body)}, citations: extracted.citations}
   }
 
   async clarify(request: ClarifyRequest, _signal?: AbortSignal): Promise<ModelReply<{questions: Question[]}>> {
@@ -266,4 +240,3 @@ export class OfflineProvider implements Provider {
   }
 }
 
-export {emptyBody}

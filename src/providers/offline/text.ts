@@ -100,13 +100,6 @@ export function overlap(a: string, b: string): number {
   return shared
 }
 
-export function normalizeForCompare(text: string): string {
-  return text
-    .toLowerCase()
-    .replace(/[\s\p{P}]+/gu, ' ')
-    .trim()
-}
-
 /** Shortens to at most `max` characters on a word boundary when it can. */
 export function shorten(text: string, max: number): string {
   const clean = text.replace(/\s+/g, ' ').trim()

@@ -1,0 +1,238 @@
+/**
+ * Model steps on any OpenAI-compatible chat-completions endpoint (OpenAI, Azure-compatible gateways,
+ * Ollama, vLLM, llama.cpp's server). Each reply is checked against the step's output schema with
+ * ajv; an invalid reply is sent back with its errors for a bounded number of repairs.
+ */
+import type OpenAI from 'openai'
+import {PipeError} from '../../errors.js'
+import {check, describeErrors, loadSchema, type ModelSchemaName} from '../../schema/registry.js'
+import type {ApplyAnswersReply} from '../../types/model-apply-answers.js'
+import type {ClarifyReply} from '../../types/model-clarify-questions.js'
+import type {CompileReply} from '../../types/model-compile.js'
+import type {GenerateVvReply} from '../../types/model-generate-vv.js'
+import type {PlanTasksReply} from '../../types/model-plan-tasks.js'
+import type {ProviderSettings} from '../../types/pipeline.js'
+import type {Task} from '../../types/spec.js'
+import {defaultPrompt, renderPrompt, type ModelKind} from '../prompt.js'
+import {emptyBody, mergeWithPrevious, missingKeyFields, nextId, pad} from '../spec-build.js'
+import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, ModelReply, PromptedRequest, Provider, Question, SpecBody, Usage, VvItem} from '../types.js'
+import {fromOpenAIError} from './errors.js'
+
+export interface OpenAIOptions {
+  apiKey?: string
+  baseURL?: string
+  settings: ProviderSettings
+}
+
+const SYSTEM: Record<ModelKind, string> = {
+  compile: 'You are the compile step of pipe, a spec pipeline. You turn a rough requirement into the fields of a canonical spec, inventing nothing.',
+  clarify_questions: 'You are the clarify step of pipe, a spec pipeline. You ask the questions that fill the fields a spec is missing.',
+  apply_answers: "You are the apply-answers step of pipe, a spec pipeline. You turn a person's answers into spec items.",
+  plan_tasks: 'You are the planning step of pipe, a spec pipeline. You plan tasks with a definition of done.',
+  generate_vv: 'You are the verification step of pipe, a spec pipeline. You write verification and validation items.',
+}
+
+function json(value: unknown): string {
+  return JSON.stringify(value, null, 2)
+}
+
+/** Takes the JSON object out of a reply, tolerating a Markdown code fence around it. */
+export function parseReply(content: string): {ok: true; value: unknown} | {ok: false; error: string} {
+  const trimmed = content.trim()
+  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n```$/.exec(trimmed)
+  try {
+    return {ok: true, value: JSON.parse(fenced ? fenced[1]! : trimmed)}
+  } catch (error) {
+    return {ok: false, error: `the reply is not valid JSON (${(error as Error).message})`}
+  }
+}
+
+export class OpenAIProvider implements Provider {
+  readonly name = 'openai'
+  readonly model: string
+  readonly endpointHost: string
+  private client: OpenAI | undefined
+  private format: 'json_schema' | 'json_object' | 'none'
+  private readonly endpoint: string
+
+  constructor(private readonly options: OpenAIOptions) {
+    this.model = options.settings.model ?? 'gpt-4o-mini'
+    this.endpoint = options.baseURL ?? 'https://api.openai.com/v1'
+    this.endpointHost = new URL(this.endpoint).host
+    this.format = options.settings.response_format ?? 'json_schema'
+  }
+
+  private async openai(): Promise<OpenAI> {
+    if (!this.client) {
+      const {default: Client} = await import('openai')
+      this.client = new Client({
+        // A local server needs no key, but the client insists on one; it is sent and ignored.
+        apiKey: this.options.apiKey ?? 'not-needed',
+        ...(this.options.baseURL ? {baseURL: this.options.baseURL} : {}),
+        // pipe retries whole steps itself, recording each attempt in the snapshot.
+        maxRetries: 0,
+        timeout: this.options.settings.timeout_ms ?? 60000,
+      })
+    }
+    return this.client
+  }
+
+  private async complete(kind: ModelKind, messages: OpenAI.ChatCompletionMessageParam[], schema: Record<string, unknown>, signal: AbortSignal): Promise<OpenAI.ChatCompletion> {
+    const client = await this.openai()
+    const {settings} = this.options
+    const responseFormat =
+      this.format === 'json_schema'
+        ? {response_format: {type: 'json_schema' as const, json_schema: {name: kind, schema, strict: false}}}
+        : this.format === 'json_object'
+          ? {response_format: {type: 'json_object' as const}}
+          : {}
+    try {
+      return await client.chat.completions.create(
+        {
+          model: this.model,
+          messages,
+          ...(settings.temperature !== undefined ? {temperature: settings.temperature} : {}),
+          ...(settings.max_tokens !== undefined ? {max_tokens: settings.max_tokens} : {}),
+          ...responseFormat,
+        },
+        {signal},
+      )
+    } catch (error) {
+      const status = (error as {status?: number}).status
+      // Endpoints without JSON-schema output answer 400 about response_format: fall back to JSON mode once.
+      if (status === 400 && this.format === 'json_schema' && /response_format|json_schema/i.test(String((error as Error).message))) {
+        this.format = 'json_object'
+        return this.complete(kind, messages, schema, signal)
+      }
+      if (signal.aborted) throw signal.reason
+      throw fromOpenAIError(error, this.endpointHost, this.model)
+    }
+  }
+
+  /** Asks for JSON matching the step's schema; repairs invalid replies a bounded number of times. */
+  private async structured<T>(kind: ModelKind, prompt: string, signal: AbortSignal): Promise<{value: T; usage: Usage}> {
+    const name: ModelSchemaName = `model/${kind}`
+    const schema = loadSchema(name)
+    const {$schema: _s, $id: _i, ...bareSchema} = schema
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      {role: 'system', content: `${SYSTEM[kind]}\nReply with one JSON object that matches this JSON Schema, and nothing else:\n${JSON.stringify(bareSchema)}`},
+      {role: 'user', content: prompt},
+    ]
+    const usage: Usage = {prompt_tokens: 0, completion_tokens: 0, calls: 0}
+    const repairs = this.options.settings.repair_attempts ?? 2
+    const problems: string[] = []
+    for (let attempt = 0; attempt <= repairs; attempt++) {
+      const completion = await this.complete(kind, messages, bareSchema, signal)
+      usage.calls++
+      usage.prompt_tokens += completion.usage?.prompt_tokens ?? 0
+      usage.completion_tokens += completion.usage?.completion_tokens ?? 0
+      const content = completion.choices[0]?.message?.content ?? ''
+      const parsed = parseReply(content)
+      let problem: string
+      if (parsed.ok) {
+        const result = check(name, parsed.value)
+        if (result.valid) return {value: parsed.value as T, usage}
+        problem = `the reply does not match the schema: ${describeErrors(result.errors)}`
+      } else problem = parsed.error
+      problems.push(problem)
+      messages.push({role: 'assistant', content}, {role: 'user', content: `${problem}\nReply again with only the corrected JSON object.`})
+    }
+    throw new PipeError('E_MODEL', `the model's replies to the ${kind} step did not match its schema after ${repairs + 1} attempt(s): ${problems.at(-1)}`, {
+      hint: 'Try a stronger model, a clearer prompt file, or provider.response_format json_schema if the endpoint supports it.',
+      details: {attempts: problems.map((p, i) => ({attempt: i + 1, problem: p}))},
+    })
+  }
+
+  private prompt(kind: ModelKind, request: PromptedRequest, values: Record<string, string>): string {
+    return renderPrompt(request.prompt ?? defaultPrompt(kind), values)
+  }
+
+  async compile(request: CompileRequest, signal: AbortSignal): Promise<ModelReply<CompileOutput>> {
+    const previous = request.previous ? `The spec so far (keep what it has unless the requirement contradicts it):\n${json(request.previous)}` : ''
+    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: request.sourceRef, previous_spec: previous}), signal)
+    const body = emptyBody()
+    body.goal = value.goal.trim()
+    value.features.forEach((f, i) => body.features.push({id: `FR-${pad(i + 1)}`, title: f.title, priority: f.priority, source: 'model', ...(f.description ? {description: f.description} : {})}))
+    value.constraints.forEach((text, i) => body.constraints.push({id: `C-${pad(i + 1)}`, text, source: 'model'}))
+    value.non_functional.forEach((n, i) => body.non_functional.push({id: `NFR-${pad(i + 1)}`, category: n.category, text: n.text, source: 'model'}))
+    value.acceptance_criteria.forEach((a, i) => body.acceptance_criteria.push({id: `AC-${pad(i + 1)}`, ...a, source: 'model'}))
+    value.open_questions.forEach((question, i) => body.open_questions.push({id: `Q-${pad(i + 1)}`, question, status: 'open'}))
+    const merged = request.previous ? mergeWithPrevious(body, request.previous) : body
+    return {value: {body: merged, title: value.title, missing_fields: missingKeyFields(merged)}, citations: value.citations, usage}
+  }
+
+  async clarify(request: ClarifyRequest, signal: AbortSignal): Promise<ModelReply<{questions: Question[]}>> {
+    const missing = request.missing.map((m) => `- ${m.path}${m.message ? `: ${m.message}` : ''}`).join('\n')
+    const {value, usage} = await this.structured<ClarifyReply>('clarify_questions', this.prompt('clarify_questions', request, {spec: json(request.spec), missing_fields: missing, max_questions: String(request.maxQuestions)}), signal)
+    const wanted = [...new Set(request.missing.map((m) => m.path))].slice(0, request.maxQuestions)
+    // One question per missing field, in the order the gates listed them; a field the model skipped gets a plain one.
+    const questions = wanted.map((field, i) => ({
+      id: `Q-${pad(request.firstNumber + i)}`,
+      field,
+      question: value.questions.find((q) => q.field === field)?.question ?? `Please provide ${field}.`,
+    }))
+    return {value: {questions}, citations: [], usage}
+  }
+
+  async applyAnswers(request: ApplyAnswersRequest, signal: AbortSignal): Promise<ModelReply<{body: SpecBody}>> {
+    const answers = request.questions.map((q) => `${q.id} [${q.field}] ${q.question}\nAnswer: ${request.answers[q.id] ?? '(none)'}`).join('\n\n')
+    const {value, usage} = await this.structured<ApplyAnswersReply>('apply_answers', this.prompt('apply_answers', request, {spec: json(request.spec), answers}), signal)
+    const body = structuredClone(request.spec)
+    if (value.goal.trim()) body.goal = value.goal.trim()
+    for (const f of value.features) body.features.push({id: nextId('FR', body.features.map((x) => x.id)), title: f.title, priority: f.priority, source: 'answer', ...(f.description ? {description: f.description} : {})})
+    for (const text of value.constraints) body.constraints.push({id: nextId('C', body.constraints.map((x) => x.id)), text, source: 'answer'})
+    for (const n of value.non_functional) body.non_functional.push({id: nextId('NFR', body.non_functional.map((x) => x.id)), category: n.category, text: n.text, source: 'answer'})
+    for (const a of value.acceptance_criteria) body.acceptance_criteria.push({id: nextId('AC', body.acceptance_criteria.map((x) => x.id)), ...a, source: 'answer'})
+    for (const q of request.questions) {
+      const answer = request.answers[q.id]
+      if (answer === undefined) continue
+      const record = {id: q.id, field: q.field, question: q.question, status: 'answered' as const, answer}
+      const existing = body.open_questions.find((x) => x.id === q.id)
+      if (existing) Object.assign(existing, record)
+      else body.open_questions.push(record)
+    }
+    return {value: {body}, citations: value.citations, usage}
+  }
+
+  async planTasks(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>> {
+    const {value, usage} = await this.structured<PlanTasksReply>('plan_tasks', this.prompt('plan_tasks', request, {spec: json(request.spec)}), signal)
+    const features = new Set(request.spec.features.map((f) => f.id))
+    const criteria = new Set(request.spec.acceptance_criteria.map((a) => a.id))
+    const idByTitle = new Map(value.tasks.map((t, i) => [t.title, `T-${pad(i + 1)}`]))
+    const tasks: Task[] = value.tasks.map((t, i) => ({
+      id: `T-${pad(i + 1)}`,
+      title: t.title,
+      goal: t.goal,
+      type: t.type,
+      priority: t.priority,
+      feature_ids: t.feature_ids.filter((id) => features.has(id)),
+      acceptance_criteria: t.acceptance_criteria.filter((id) => criteria.has(id)),
+      depends_on: t.depends_on.map((d) => idByTitle.get(d) ?? (/^T-\d{3,}$/.test(d) ? d : '')).filter((d) => d !== '' && d !== `T-${pad(i + 1)}`),
+      inputs: {files_required: [], context_queries: []},
+      expected_changes: {files_touched: t.files_touched, interfaces_affected: []},
+      constraints: {forbidden_paths: [], forbidden_actions: request.spec.constraints.map((c) => c.text)},
+      acceptance_tests: {static_checks: t.static_checks, unit_tests: t.unit_tests, smoke_tests: t.smoke_tests, expected_signals: t.expected_signals},
+      rollback_plan: {strategy: 'git_reset'},
+      max_retries: 3,
+    }))
+    return {value: {tasks}, citations: [], usage}
+  }
+
+  async generateVv(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>> {
+    const {value, usage} = await this.structured<GenerateVvReply>('generate_vv', this.prompt('generate_vv', request, {spec: json(request.spec)}), signal)
+    const spec = request.spec
+    const criteria = new Set(spec.acceptance_criteria.map((a) => a.id))
+    const tasks = new Set(spec.tasks.map((t) => t.id))
+    const requirements = new Set([...spec.features.map((f) => f.id), ...spec.non_functional.map((n) => n.id)])
+    const vv: VvItem[] = value.vv.map((item, i) => ({
+      id: `VV-${pad(i + 1)}`,
+      kind: item.kind,
+      method: item.method,
+      description: item.description,
+      acceptance_criteria: item.acceptance_criteria.filter((id) => criteria.has(id)),
+      tasks: item.tasks.filter((id) => tasks.has(id)),
+      requirements: item.requirements.filter((id) => requirements.has(id)),
+    }))
+    return {value: {vv}, citations: [], usage}
+  }
+}
