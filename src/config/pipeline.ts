@@ -88,6 +88,7 @@ function references(pipeline: Pipeline): Array<{segments: Segment[]; target: str
     if (step.next !== undefined) refs.push({segments: ['steps', i, 'next'], target: step.next, what: 'transition'})
     for (const [outcome, target] of Object.entries(step.on ?? {})) refs.push({segments: ['steps', i, 'on', outcome], target, what: `transition on ${outcome}`})
     if (step.on_exhausted !== undefined) refs.push({segments: ['steps', i, 'on_exhausted'], target: step.on_exhausted, what: 'on_exhausted'})
+    if (step.kind === 'git' && step.to !== undefined) refs.push({segments: ['steps', i, 'to'], target: step.to, what: 'rollback target'})
   })
   return refs
 }
@@ -235,6 +236,42 @@ export const pipelineRules: Rule[] = [
         if (!existsSync(full)) problem = 'does not exist'
         else if (!statSync(full).isFile()) problem = 'is not a file'
         if (problem) out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" ${problem} (looked for ${full})`))
+      })
+      return out
+    },
+  },
+  {
+    name: 'edit-input',
+    check(loaded) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (step.kind !== 'edit') return
+        if ((step.blocks === undefined) === (step.blocks_file === undefined)) {
+          out.push(diag(loaded, ['steps', i, 'id'], `edit step "${step.id}" needs exactly one of blocks or blocks_file`))
+        }
+        if (step.blocks_file !== undefined) {
+          const full = path.resolve(loaded.dir, step.blocks_file)
+          if (!existsSync(full) || !statSync(full).isFile()) out.push(diag(loaded, ['steps', i, 'blocks_file'], `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`))
+        }
+      })
+      return out
+    },
+  },
+  {
+    name: 'rollback-target',
+    check(loaded) {
+      const byId = new Map(loaded.pipeline.steps.map((s) => [s.id, s]))
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (step.kind !== 'git') return
+        if (step.action === 'rollback' && step.to !== undefined) {
+          const target = byId.get(step.to)
+          if (target && !(target.kind === 'git' && target.action === 'checkpoint')) out.push(diag(loaded, ['steps', i, 'to'], `rollback target "${step.to}" is not a git checkpoint step`))
+        }
+        for (const key of ['message', 'allow_dirty', 'branch'] as const) {
+          if (step.action === 'rollback' && step[key] !== undefined) out.push(diag(loaded, ['steps', i, key], `${key} applies to checkpoint, not rollback`, true))
+        }
+        if (step.action === 'checkpoint' && step.to !== undefined) out.push(diag(loaded, ['steps', i, 'to'], 'to applies to rollback, not checkpoint', true))
       })
       return out
     },

@@ -147,6 +147,7 @@ export class Engine {
         policy_path: options.policy.file,
         provider: options.provider,
         input: options.input,
+        workspace: options.cwd,
         ...(options.answers ? {answers: options.answers} : {}),
         ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
         ...(options.replayOf ? {replay_of: options.replayOf} : {}),

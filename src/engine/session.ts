@@ -111,7 +111,7 @@ export async function startSession(options: StartSession): Promise<RunOutcome> {
   const store = await Store.open(path.resolve(options.cwd, options.store))
   return engineFor(store, options, provider.create).start({
     pipeline,
-    policy,
+    policy: guarding(policy, store),
     cwd: options.cwd,
     input,
     provider: provider.record,
@@ -139,11 +139,17 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).resume(options.runId, {
     pipeline,
-    policy,
-    cwd: options.cwd,
+    policy: guarding(policy, store),
+    // Steps act in the workspace the run started in, wherever resume is called from.
+    cwd: record.workspace ?? options.cwd,
     ...(answers ? {answers} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   })
+}
+
+/** The policy as steps see it: the store is off limits however the policy file reads. */
+function guarding(policy: LoadedPolicy, store: Store): LoadedPolicy {
+  return {...policy, protected: [...(policy.protected ?? []), store.root]}
 }
 
 function compact(map: Record<string, string | undefined>): Record<string, string> {
@@ -270,8 +276,8 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
   const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).start({
     pipeline,
-    policy,
-    cwd: options.cwd,
+    policy: guarding(policy, store),
+    cwd: original.workspace ?? options.cwd,
     input: original.input,
     provider: provider.record,
     featureId: original.feature_id,
@@ -279,4 +285,40 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     replayOf: {run_id: options.runId, seq: fork.step.seq, step: fork.step.name},
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   })
+}
+
+// Undoing an edit step by hand.
+
+export interface RollbackResult {
+  run_id: string
+  step: string
+  seq: number
+  files: Array<{path: string; restored: 'deleted' | 'reverted'}>
+}
+
+export async function rollbackEditSession(options: SessionOptions & {runId: string; step?: string; seq?: number}): Promise<RollbackResult> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  const snapshots = await store.readSnapshots(options.runId)
+  const edits = snapshots.filter((s) => (s.outputs as {edit?: unknown}).edit !== undefined)
+  const target = [...edits].reverse().find((s) => (options.seq !== undefined ? s.step.seq === options.seq : options.step === undefined || s.step.name === options.step))
+  if (!target) {
+    throw new PipeError('E_INVALID_ARGS', `run ${options.runId} has no applied edit${options.step ? ` from step "${options.step}"` : options.seq !== undefined ? ` with seq ${options.seq}` : ''}`, {
+      hint: edits.length ? `Its edits: ${edits.map((s) => `${s.step.name} (#${s.step.seq})`).join(', ')}.` : 'Only edit steps that applied can be undone.',
+    })
+  }
+  const already = (await store.readEvents(options.runId)).some((e) => e.event === 'edit_reverted' && e.seq === target.step.seq)
+  if (already) throw new PipeError('E_STATE', `the edit of step "${target.step.name}" (#${target.step.seq}) was already undone`, {hint: `pipe runs show ${options.runId} shows when.`})
+  const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  const release = await store.acquireRun(options.runId)
+  try {
+    const {revertEdit} = await import('../edit/workspace.js')
+    const files = (target.outputs as {edit: {files: import('../edit/workspace.js').AppliedFile[]}}).edit.files
+    const restored = await revertEdit(guarding(policy, store), record.workspace ?? options.cwd, files)
+    const {userInfo} = await import('node:os')
+    await store.appendEvent(options.runId, {at: new Date().toISOString(), event: 'edit_reverted', step: target.step.name, seq: target.step.seq, by: userInfo().username, reason: `restored ${restored.map((r) => `${r.path} (${r.restored})`).join(', ')}`})
+    return {run_id: options.runId, step: target.step.name, seq: target.step.seq, files: restored}
+  } finally {
+    await release()
+  }
 }

@@ -8,6 +8,8 @@ export interface LoadedPolicy {
   policy: Policy
   /** Content hash of the policy's values (comments and layout do not change it). */
   version: string
+  /** Absolute directories no step may touch whatever the policy says (the store). */
+  protected?: string[]
 }
 
 export const DEFAULT_POLICY: Policy = {

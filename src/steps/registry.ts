@@ -1,6 +1,10 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
 import type {KindCatalog} from '../config/pipeline.js'
 import {applyAnswers} from './apply-answers.js'
+import {command} from './command.js'
+import {edit} from './edit.js'
+import {git} from './git.js'
+import {qa} from './qa.js'
 import {clarifyQuestions} from './clarify-questions.js'
 import {compile} from './compile.js'
 import {gate} from './gate.js'
@@ -23,6 +27,10 @@ export const registry: StepRegistry = {
   review,
   publish,
   noop,
+  command,
+  qa,
+  git,
+  edit,
 }
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {

@@ -91,6 +91,8 @@ export class Store {
   static async open(root: string): Promise<Store> {
     const store = new Store(root)
     for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir]) await mkdir(dir, {recursive: true})
+    // A store inside a repository must never be committed by a checkpoint or removed by a rollback.
+    await createFileExclusive(path.join(store.root, '.gitignore'), '# the pipe store: records, not sources\n*\n', {sync: false})
     return store
   }
 

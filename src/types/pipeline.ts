@@ -16,6 +16,10 @@ export type Step =
   | ReviewStep
   | PublishStep
   | NoopStep
+  | CommandStep
+  | QaStep
+  | GitStep
+  | EditStep
 /**
  * A step id: lower case letters, digits and underscores, starting with a letter.
  *
@@ -42,6 +46,15 @@ export type ModelPrompt = string
  * via the `definition` "outcomeName".
  */
 export type OutcomeName = string
+/**
+ * A command as an argument vector: the program, then each argument. No shell: ; | $( ) and backticks are plain characters.
+ *
+ * @minItems 1
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "argv".
+ */
+export type Argv = [string, ...string[]]
 /**
  * A gate name. The names pass, missing_fields, completeness_score and completeness_threshold are reserved for the gate result.
  *
@@ -413,4 +426,126 @@ export interface NoopStep {
    * Wait this long before finishing (useful to rehearse timeouts).
    */
   sleep_ms?: number
+}
+/**
+ * Runs one command the policy allows, in the repository root, without a shell. Outcome success when it exits 0, failure otherwise.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "commandStep".
+ */
+export interface CommandStep {
+  id: StepId
+  kind: 'command'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  run: Argv
+  /**
+   * Working directory relative to the repository root.
+   */
+  cwd?: string
+  /**
+   * Extra environment variables; the command otherwise sees only PATH, HOME, locale and the like.
+   */
+  env?: {
+    [k: string]: string | undefined
+  }
+  /**
+   * Kill the command's whole process tree after this long (default: the policy's command_timeout_ms).
+   */
+  command_timeout_ms?: number
+}
+/**
+ * Layered QA (seed 004): static checks, then tests, then acceptance commands; stops at the first failing stage and gives a verdict. Outcome pass or fail.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "qaStep".
+ */
+export interface QaStep {
+  id: StepId
+  kind: 'qa'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * The task this QA checks, for the export layout.
+   */
+  task?: string
+  stages: {
+    static?: Argv[]
+    tests?: Argv[]
+    acceptance?: Argv[]
+  }
+  command_timeout_ms?: number
+}
+/**
+ * checkpoint commits the workspace (a named point to return to); rollback returns to a checkpoint. The commit hashes go into the snapshot.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gitStep".
+ */
+export interface GitStep {
+  id: StepId
+  kind: 'git'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  action: 'checkpoint' | 'rollback'
+  /**
+   * Commit message of a checkpoint (default: pipe: RUN STEP).
+   */
+  message?: string
+  /**
+   * checkpoint: include uncommitted changes instead of refusing a dirty tree (default false).
+   */
+  allow_dirty?: boolean
+  /**
+   * checkpoint: commit on the branch pipe/RUN instead of the current branch.
+   */
+  branch?: boolean
+  /**
+   * The id of another step of this pipeline.
+   */
+  to?: string
+}
+/**
+ * Applies SEARCH/REPLACE blocks to files of the repository: all of them or none. Paths must stay inside the repository root and outside forbidden_paths.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "editStep".
+ */
+export interface EditStep {
+  id: StepId
+  kind: 'edit'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * The task this edit works on, for the export layout.
+   */
+  task?: string
+  /**
+   * The edit: for each block, the file path, <<<<<<< SEARCH, old lines, =======, new lines, >>>>>>> REPLACE.
+   */
+  blocks?: string
+  /**
+   * A file with the blocks, relative to the pipeline file.
+   */
+  blocks_file?: string
 }

@@ -94,6 +94,10 @@ export interface RunRecord {
     seq: number
     step: string
   }
+  /**
+   * The working directory (repository root) the run's steps act in; resume and rollback use it too.
+   */
+  workspace?: string
 }
 /**
  * One line of a run's timeline (events.jsonl).

@@ -1,0 +1,22 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {exportRun} from '../store/export.js'
+import {Store} from '../store/store.js'
+
+export default class Export extends PipeCommand {
+  static override summary = "Write a run's records as seed 004's artifact layout (state.json, timeline.md, per-task attempts, verdict.json)."
+  static override examples = [{description: 'Export a coding run', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --dir artifacts'}]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    dir: Flags.string({char: 'd', description: 'Directory to write (created if needed).', default: 'artifacts', helpValue: 'DIR'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<{dir: string; files: string[]}> {
+    const {args, flags} = await this.parse(Export)
+    const store = await Store.existing(this.storeDir(flags.store))
+    const result = await exportRun(store, args.run, flags.dir)
+    if (!this.jsonEnabled()) process.stdout.write(`${result.files.map((f) => `${result.dir}/${f}`).join('\n')}\n`)
+    return result
+  }
+}

@@ -1,0 +1,43 @@
+import {Flags} from '@oclif/core'
+import path from 'node:path'
+import {PipeCommand} from '../../cli/base-command.js'
+import {formatDiagnostic} from '../../config/diagnostics.js'
+import {resolvePolicy} from '../../config/policy.js'
+import {PipeError} from '../../errors.js'
+import {checkCommand, checkPath, type Verdict} from '../../policy/rules.js'
+
+export default class PolicyExplain extends PipeCommand {
+  static override summary = 'Say whether the policy allows a command or a path, and which rule decides.'
+  static override description = 'Exit code 0 when allowed, 3 (POLICY_DENIED) when denied. A command is given after --, as the argument vector a step would run; nothing is run.'
+  static override examples = [
+    {description: 'Is this command allowed?', command: '<%= config.bin %> <%= command.id %> -- npm test -- --grep parser'},
+    {description: 'Shell syntax is only data', command: "<%= config.bin %> <%= command.id %> -- npm test ';' rm -rf /"},
+    {description: 'May a step write this path?', command: '<%= config.bin %> <%= command.id %> --path ../outside.txt'},
+  ]
+  static override strict = false
+  static override flags = {
+    path: Flags.string({description: 'A path relative to the repository root, instead of a command.', helpValue: 'PATH'}),
+    policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
+    root: Flags.string({description: 'Repository root for --path (default: the working directory).', helpValue: 'DIR'}),
+  }
+
+  async run(): Promise<Verdict & {subject: string[] | string; policy: string; policy_version: string}> {
+    const {flags, argv} = await this.parse(PolicyExplain)
+    const command = (argv as string[]).filter((a, i) => !(i === 0 && a === '--'))
+    if ((flags.path === undefined) === (command.length === 0)) {
+      throw new PipeError('E_INVALID_ARGS', 'give either a command after -- or --path PATH', {hint: 'pipe policy explain -- npm test, or pipe policy explain --path src/app.ts'})
+    }
+    const loaded = await resolvePolicy(flags.policy, process.cwd())
+    if (!loaded.ok) {
+      for (const d of loaded.diagnostics) process.stderr.write(`${formatDiagnostic(d)}\n`)
+      throw new PipeError('E_CONFIG', 'the policy is not valid', {hint: 'pipe policy check shows the errors.'})
+    }
+    const policy = loaded.loaded
+    const verdict = flags.path !== undefined ? checkPath(policy, path.resolve(flags.root ?? '.'), flags.path) : checkCommand(policy, command)
+    const subject = flags.path ?? command
+    const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version}
+    if (!this.jsonEnabled()) process.stdout.write(`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n  policy: ${result.policy} (${policy.version})\n`)
+    if (!verdict.allowed) process.exitCode = 3
+    return result
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * Applying SEARCH/REPLACE blocks: exact matches first, then matches that ignore trailing white
+ * space, then matches that ignore indentation (the replacement is re-indented by the same amount).
+ * All blocks are matched in memory before any file is written: all apply or none.
+ */
+import {sha256} from '../util/hash.js'
+import type {EditBlock} from './blocks.js'
+
+export interface BlockFailure {
+  block: number
+  path: string
+  line: number
+  reason: string
+  /** The lines of the file that come closest to the SEARCH text, with their line numbers. */
+  nearest?: {from: number; to: number; text: string}
+}
+
+export interface FileChange {
+  path: string
+  before: string | null
+  after: string
+  /** Blocks that undo this change, in the order to apply them. */
+  reverse: Array<{search: string; replace: string}>
+  changed_lines: number
+}
+
+type Match = {start: number; end: number; replacement: string[]} | null
+
+function splitLines(text: string): string[] {
+  return text === '' ? [] : text.split('\n')
+}
+
+function indentOf(line: string): string {
+  return /^[ \t]*/.exec(line)![0]
+}
+
+/** Finds `search` in `lines` at or after `from`, by increasingly tolerant comparisons. */
+function find(lines: string[], search: string[], replace: string[], from: number): Match {
+  const tries: Array<(a: string, b: string) => boolean> = [(a, b) => a === b, (a, b) => a.trimEnd() === b.trimEnd(), (a, b) => a.trim() === b.trim()]
+  for (const [level, same] of tries.entries()) {
+    for (let start = from; start + search.length <= lines.length; start++) {
+      let ok = true
+      for (let i = 0; i < search.length && ok; i++) ok = same(lines[start + i]!, search[i]!)
+      if (!ok) continue
+      let replacement = replace
+      if (level === 2) {
+        // Re-indent the replacement by the difference between the file's and the block's indentation.
+        const firstSearch = search.find((l) => l.trim() !== '') ?? ''
+        const firstFile = lines[start + search.indexOf(firstSearch)] ?? ''
+        const have = indentOf(firstFile)
+        const gave = indentOf(firstSearch)
+        replacement = replace.map((l) => (l.trim() === '' ? l : l.startsWith(gave) ? have + l.slice(gave.length) : have + l.trimStart()))
+      }
+      return {start, end: start + search.length, replacement}
+    }
+  }
+  return null
+}
+
+function similarity(a: string, b: string): number {
+  const left = new Set(a.split(/\s+/).filter(Boolean))
+  const right = new Set(b.split(/\s+/).filter(Boolean))
+  if (left.size === 0 && right.size === 0) return 1
+  let shared = 0
+  for (const t of left) if (right.has(t)) shared++
+  return shared / Math.max(left.size, right.size)
+}
+
+/** The window of the file most like the SEARCH text, to show the author what is really there. */
+function nearest(lines: string[], search: string[]): BlockFailure['nearest'] {
+  if (lines.length === 0) return undefined
+  const size = Math.max(1, Math.min(search.length, lines.length))
+  const wanted = search.join('\n')
+  let best = {score: -1, start: 0}
+  for (let start = 0; start + size <= lines.length; start++) {
+    const score = similarity(lines.slice(start, start + size).join('\n'), wanted)
+    if (score > best.score) best = {score, start}
+  }
+  const from = Math.max(0, best.start - 2)
+  const to = Math.min(lines.length, best.start + size + 2)
+  return {from: from + 1, to, text: lines.slice(from, to).join('\n')}
+}
+
+export interface PlannedEdit {
+  changes: FileChange[]
+  failures: BlockFailure[]
+}
+
+/** Matches every block against the current contents; writes nothing. `read` returns null for a missing file. */
+export function planEdits(blocks: EditBlock[], read: (path: string) => string | null): PlannedEdit {
+  const files = new Map<string, {before: string | null; lines: string[]; reverse: FileChange["reverse"]; changed: number}>()
+  const failures: BlockFailure[] = []
+  blocks.forEach((block, index) => {
+    let file = files.get(block.path)
+    if (!file) {
+      const before = read(block.path)
+      file = {before, lines: before === null ? [] : splitLines(before.replace(/\n$/, '')), reverse: [], changed: 0}
+      files.set(block.path, file)
+    }
+    const search = splitLines(block.search)
+    const replace = splitLines(block.replace)
+    if (search.length === 0) {
+      if (file.lines.length > 0 && file.before !== null && file.before.trim() !== '') {
+        failures.push({block: index + 1, path: block.path, line: block.line, reason: 'an empty SEARCH creates a file, but this file exists and is not empty'})
+        return
+      }
+      file.reverse.push({search: replace.join('\n'), replace: ''})
+      file.lines = [...file.lines, ...replace]
+      file.changed += replace.length
+      return
+    }
+    if (file.before === null && file.lines.length === 0) {
+      failures.push({block: index + 1, path: block.path, line: block.line, reason: 'the file does not exist'})
+      return
+    }
+    const match = find(file.lines, search, replace, 0)
+    if (!match) {
+      const near = nearest(file.lines, search)
+      failures.push({block: index + 1, path: block.path, line: block.line, reason: 'the SEARCH text does not occur in the file', ...(near ? {nearest: near} : {})})
+      return
+    }
+    const old = file.lines.slice(match.start, match.end)
+    file.lines = [...file.lines.slice(0, match.start), ...match.replacement, ...file.lines.slice(match.end)]
+    file.reverse.unshift({search: match.replacement.join('\n'), replace: old.join('\n')})
+    file.changed += old.length + match.replacement.length
+  })
+  const changes: FileChange[] = []
+  for (const [path, file] of files) {
+    const trailing = file.before === null || file.before.endsWith('\n') || file.before === '' ? '\n' : ''
+    const after = file.lines.length === 0 ? '' : `${file.lines.join('\n')}${trailing}`
+    if (after === file.before) continue
+    changes.push({path, before: file.before, after, reverse: file.reverse, changed_lines: file.changed})
+  }
+  return {changes, failures}
+}
+
+export function fileDigest(text: string | null): string | null {
+  return text === null ? null : sha256(text)
+}
+
+/** A unified-style diff for people (not for applying): the changed lines of each file. */
+export function describeChange(change: FileChange): string {
+  const before = change.before === null ? [] : splitLines(change.before.replace(/\n$/, ''))
+  const after = splitLines(change.after.replace(/\n$/, ''))
+  let start = 0
+  while (start < before.length && start < after.length && before[start] === after[start]) start++
+  let endBefore = before.length
+  let endAfter = after.length
+  while (endBefore > start && endAfter > start && before[endBefore - 1] === after[endAfter - 1]) {
+    endBefore--
+    endAfter--
+  }
+  const header = `--- ${change.before === null ? '/dev/null' : `a/${change.path}`}\n+++ b/${change.path}\n@@ -${start + 1},${endBefore - start} +${start + 1},${endAfter - start} @@`
+  const body = [...before.slice(start, endBefore).map((l) => `-${l}`), ...after.slice(start, endAfter).map((l) => `+${l}`)]
+  return `${header}\n${body.join('\n')}\n`
+}

@@ -1,0 +1,137 @@
+/**
+ * Applying planned file changes inside the repository root under the policy: every path checked
+ * first (sandbox, symlinks, forbidden globs), the patch size checked, then all files written, and
+ * on any write failure the files already written are put back.
+ */
+import {mkdir, readFile, unlink} from 'node:fs/promises'
+import {existsSync, readFileSync, statSync} from 'node:fs'
+import path from 'node:path'
+import {PipeError} from '../errors.js'
+import type {LoadedPolicy} from '../policy/policy.js'
+import {assertPath} from '../policy/rules.js'
+import {writeFileAtomic} from '../util/fs.js'
+import {sha256} from '../util/hash.js'
+import {parseBlocks} from './blocks.js'
+import {describeChange, planEdits, type BlockFailure, type FileChange} from './apply.js'
+
+export const MAX_EDIT_FILE_BYTES = 5 * 1024 * 1024
+
+export interface AppliedFile {
+  path: string
+  created: boolean
+  before_sha256: string | null
+  after_sha256: string
+  changed_lines: number
+  diff: string
+  /** SEARCH/REPLACE blocks that undo the change, applied in order. */
+  reverse: Array<{search: string; replace: string}>
+}
+
+export interface EditResult {
+  files: AppliedFile[]
+  changed_lines: number
+}
+
+function readInside(policy: LoadedPolicy, root: string, file: string): string | null {
+  const target = assertPath(policy, root, file).resolved
+  if (!existsSync(target)) return null
+  const info = statSync(target)
+  if (!info.isFile()) throw new PipeError('E_INVALID_ARGS', `edit target ${file} is not a regular file`)
+  if (info.size > MAX_EDIT_FILE_BYTES) throw new PipeError('E_INVALID_ARGS', `edit target ${file} is ${info.size} bytes; the limit is ${MAX_EDIT_FILE_BYTES}`)
+  const bytes = readFileSync(target)
+  if (bytes.includes(0)) throw new PipeError('E_INVALID_ARGS', `edit target ${file} is binary`)
+  return bytes.toString('utf8')
+}
+
+export class EditFailed extends PipeError {
+  constructor(readonly failures: BlockFailure[]) {
+    super('E_CONFLICT', `${failures.length} edit block(s) did not apply; no file was changed: ${failures.map((f) => `block ${f.block} (${f.path}): ${f.reason}`).join('; ')}`, {
+      hint: 'The snapshot shows, for each failed block, the nearest lines the file really has; fix the SEARCH text to match them.',
+      details: {failures},
+    })
+  }
+}
+
+async function writeAll(policy: LoadedPolicy, root: string, changes: FileChange[]): Promise<void> {
+  const written: FileChange[] = []
+  try {
+    for (const change of changes) {
+      const target = assertPath(policy, root, change.path).resolved
+      await mkdir(path.dirname(target), {recursive: true})
+      await writeFileAtomic(target, change.after)
+      written.push(change)
+    }
+  } catch (error) {
+    for (const change of written.reverse()) {
+      const target = assertPath(policy, root, change.path).resolved
+      if (change.before === null) await unlink(target).catch(() => undefined)
+      else await writeFileAtomic(target, change.before).catch(() => undefined)
+    }
+    throw error
+  }
+}
+
+/** Applies the blocks in `text` to files under `root`: all of them, or (on any failure) none. */
+export async function applyEditText(policy: LoadedPolicy, root: string, text: string): Promise<EditResult> {
+  const blocks = parseBlocks(text)
+  // Check every path before reading anything.
+  for (const block of blocks) assertPath(policy, root, block.path)
+  const plan = planEdits(blocks, (file) => readInside(policy, root, file))
+  if (plan.failures.length > 0) throw new EditFailed(plan.failures)
+  const changed = plan.changes.reduce((n, c) => n + c.changed_lines, 0)
+  if (changed > policy.policy.max_patch_lines) {
+    throw new PipeError('E_POLICY_DENIED', `the edit changes ${changed} lines; the policy allows ${policy.policy.max_patch_lines} (max_patch_lines)`, {
+      hint: 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
+      details: {rule: 'max_patch_lines', changed_lines: changed},
+    })
+  }
+  await writeAll(policy, root, plan.changes)
+  return {
+    changed_lines: changed,
+    files: plan.changes.map((c) => ({
+      path: c.path,
+      created: c.before === null,
+      before_sha256: c.before === null ? null : sha256(c.before),
+      after_sha256: sha256(c.after),
+      changed_lines: c.changed_lines,
+      diff: describeChange(c),
+      reverse: c.reverse,
+    })),
+  }
+}
+
+/** Undoes an applied edit, if every file is still as the edit left it. */
+export async function revertEdit(policy: LoadedPolicy, root: string, files: AppliedFile[]): Promise<Array<{path: string; restored: 'deleted' | 'reverted'}>> {
+  const plans: Array<{file: AppliedFile; target: string; content: string | null}> = []
+  for (const file of files) {
+    const target = assertPath(policy, root, file.path).resolved
+    const current = await readFile(target, 'utf8').catch(() => null)
+    if (current === null || sha256(current) !== file.after_sha256) {
+      throw new PipeError('E_CONFLICT', `${file.path} changed since the edit was applied; it cannot be undone safely`, {hint: 'Restore it by hand, or with git (a git checkpoint step records commits to return to).'})
+    }
+    if (file.created) {
+      plans.push({file, target, content: null})
+      continue
+    }
+    let text = current.replace(/\n$/, '')
+    for (const block of file.reverse) {
+      const index = text.indexOf(block.search)
+      if (index === -1) throw new PipeError('E_CONFLICT', `the reverse patch of ${file.path} does not apply`)
+      text = `${text.slice(0, index)}${block.replace}${text.slice(index + block.search.length)}`
+    }
+    const restored = current.endsWith('\n') && text !== '' ? `${text}\n` : text
+    if (sha256(restored) !== file.before_sha256) throw new PipeError('E_CONFLICT', `undoing the edit of ${file.path} does not give back the original content`)
+    plans.push({file, target, content: restored})
+  }
+  const done: Array<{path: string; restored: 'deleted' | 'reverted'}> = []
+  for (const plan of plans) {
+    if (plan.content === null) {
+      await unlink(plan.target)
+      done.push({path: plan.file.path, restored: 'deleted'})
+    } else {
+      await writeFileAtomic(plan.target, plan.content)
+      done.push({path: plan.file.path, restored: 'reverted'})
+    }
+  }
+  return done
+}

@@ -1,0 +1,167 @@
+/**
+ * Running a command the way the policy demands: an argv with no shell, only when allowed, inside
+ * the repository root, with a filtered environment, output captured and capped (head and tail),
+ * and a timeout that kills the whole process tree: the command runs in its own process group and
+ * the group is killed, so a grandchild holding stdout open cannot keep the step waiting.
+ */
+import {PipeError} from '../errors.js'
+import {redact} from '../util/redact.js'
+import type {LoadedPolicy} from './policy.js'
+import {assertCommand, assertPath} from './rules.js'
+
+export interface CapturedStream {
+  head: string
+  tail: string
+  /** Bytes dropped between head and tail. */
+  omitted_bytes: number
+  total_bytes: number
+}
+
+export interface CommandResult {
+  argv: string[]
+  cwd: string
+  exit_code: number | null
+  signal: string | null
+  timed_out: boolean
+  duration_ms: number
+  stdout: CapturedStream
+  stderr: CapturedStream
+  /** Set when the program could not be started (not found, not executable). */
+  spawn_error?: string
+}
+
+export interface CommandOptions {
+  argv: string[]
+  /** Working directory relative to the repository root. */
+  cwd?: string
+  env?: Record<string, string>
+  timeoutMs?: number
+  signal?: AbortSignal
+}
+
+const PASSED_ENV = /^(PATH|HOME|USER|LOGNAME|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|TMP|TEMP|TERM|CI|NO_COLOR|FORCE_COLOR|SHELL|NODE_ENV)$/
+
+/** The environment a command sees: the basics from ours (never keys or tokens), plus the step's own. */
+export function commandEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(process.env)) if (value !== undefined && PASSED_ENV.test(name)) env[name] = value
+  return {...env, ...extra}
+}
+
+/** Keeps the first and last halves of what a stream writes, never more than `limit` bytes. */
+class Capture {
+  private readonly headChunks: Buffer[] = []
+  private headBytes = 0
+  private tailBuffer = Buffer.alloc(0)
+  total = 0
+
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length
+    const half = Math.floor(this.limit / 2)
+    if (this.headBytes < half) {
+      const take = chunk.subarray(0, half - this.headBytes)
+      this.headChunks.push(take)
+      this.headBytes += take.length
+      chunk = chunk.subarray(take.length)
+    }
+    if (chunk.length > 0) {
+      const joined = Buffer.concat([this.tailBuffer, chunk])
+      this.tailBuffer = joined.subarray(Math.max(0, joined.length - (this.limit - half)))
+    }
+  }
+
+  result(): CapturedStream {
+    const head = Buffer.concat(this.headChunks)
+    const omitted = this.total - head.length - this.tailBuffer.length
+    return {head: redact(head.toString('utf8')), tail: redact(this.tailBuffer.toString('utf8')), omitted_bytes: omitted, total_bytes: this.total}
+  }
+}
+
+let running = 0
+const waiting: Array<() => void> = []
+
+async function slot(limit: number): Promise<() => void> {
+  while (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve))
+  running++
+  return () => {
+    running--
+    waiting.shift()?.()
+  }
+}
+
+function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (pid === undefined) return
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    // The group is gone already.
+  }
+}
+
+export async function runCommand(policy: LoadedPolicy, root: string, options: CommandOptions): Promise<CommandResult> {
+  assertCommand(policy, options.argv)
+  const cwd = assertPath(policy, root, options.cwd ?? '.').resolved
+  const limits = policy.policy.resource_limits
+  const timeoutMs = options.timeoutMs ?? limits.command_timeout_ms ?? 300000
+  const outputLimit = limits.max_output_bytes ?? 65536
+  const release = await slot(limits.max_concurrent_commands ?? 2)
+  const started = Date.now()
+  const stdout = new Capture(outputLimit)
+  const stderr = new Capture(outputLimit)
+  let timedOut = false
+  try {
+    const {execa} = await import('execa')
+    const [file, ...args] = options.argv
+    const child = execa(file!, args, {
+      cwd,
+      env: commandEnv(options.env),
+      extendEnv: false,
+      shell: false,
+      detached: true,
+      buffer: false,
+      stdin: 'ignore',
+      reject: false,
+      cleanup: true,
+      windowsHide: true,
+    })
+    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
+    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk))
+    const stop = (): void => {
+      killGroup(child.pid, 'SIGTERM')
+      setTimeout(() => killGroup(child.pid, 'SIGKILL'), 2000).unref()
+    }
+    const timer = setTimeout(() => {
+      timedOut = true
+      stop()
+    }, timeoutMs)
+    const onAbort = (): void => stop()
+    options.signal?.addEventListener('abort', onAbort, {once: true})
+    try {
+      const result = await child
+      // Whatever the group left running (a daemon it forked) goes too.
+      killGroup(child.pid, 'SIGKILL')
+      const spawnError = result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut ? (result.cause as Error | undefined)?.message ?? result.shortMessage : undefined
+      return {
+        argv: options.argv,
+        cwd,
+        exit_code: result.exitCode ?? null,
+        signal: result.signal ?? null,
+        timed_out: timedOut,
+        duration_ms: Date.now() - started,
+        stdout: stdout.result(),
+        stderr: stderr.result(),
+        ...(spawnError ? {spawn_error: redact(spawnError)} : {}),
+      }
+    } finally {
+      clearTimeout(timer)
+      options.signal?.removeEventListener('abort', onAbort)
+    }
+  } catch (error) {
+    if (error instanceof PipeError) throw error
+    throw new PipeError('E_IO', `could not run ${JSON.stringify(options.argv)}: ${(error as Error).message}`, {hint: 'Check that the program is installed and on PATH.'})
+  } finally {
+    release()
+  }
+}

@@ -1,0 +1,31 @@
+import {readFile} from 'node:fs/promises'
+import path from 'node:path'
+import {applyEditText} from '../edit/workspace.js'
+import {PipeError} from '../errors.js'
+import type {StepHandler} from './types.js'
+
+export const edit: StepHandler<'edit'> = {
+  kind: 'edit',
+  summary: 'apply SEARCH/REPLACE blocks atomically inside the repository root',
+  outcomes: () => ['success'],
+  changesSpec: false,
+  safeToRetry: false,
+  async run({step, pipeline, policy, cwd}) {
+    let text = step.blocks
+    if (text === undefined && step.blocks_file !== undefined) {
+      const file = path.resolve(pipeline.dir, step.blocks_file)
+      text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+        throw new PipeError('E_CONFIG', `cannot read the edit blocks ${file} (${error.code})`, {hint: 'pipe validate checks that blocks_file exists.'})
+      })
+    }
+    if (text === undefined) throw new PipeError('E_CONFIG', `edit step "${step.id}" has neither blocks nor blocks_file`)
+    const result = await applyEditText(policy, cwd, text)
+    return {
+      type: 'done',
+      outcome: 'success',
+      reason: `edited ${result.files.length} file(s), ${result.changed_lines} line(s): ${result.files.map((f) => f.path).join(', ')}`,
+      inputs: {...(step.blocks_file ? {blocks_file: step.blocks_file} : {blocks: text}), ...(step.task ? {task: step.task} : {})},
+      outputs: {edit: result},
+    }
+  },
+}

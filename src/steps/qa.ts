@@ -1,0 +1,72 @@
+import {runCommand, type CommandResult} from '../policy/exec.js'
+import type {StepHandler} from './types.js'
+
+type Stage = 'static' | 'tests' | 'acceptance'
+const ORDER: Stage[] = ['static', 'tests', 'acceptance']
+
+export interface Verdict {
+  status: 'pass' | 'fail'
+  failed_stage: Stage | null
+  error_category: 'lint_error' | 'import_error' | 'test_fail' | 'behavior_mismatch' | 'env_fail' | null
+  top_errors: string[]
+  /** Where the full output is: paths into this snapshot's outputs. */
+  full_logs: string[]
+}
+
+function text(result: CommandResult): string {
+  return [result.stdout.head, result.stdout.tail, result.stderr.head, result.stderr.tail].join('\n')
+}
+
+/** The lines a person should read first: error and failure lines, else the last lines. */
+export function topErrors(output: string, max = 10): string[] {
+  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean)
+  const flagged = lines.filter((l) => /\b(error|errors|fail|failed|failing|failure|assert\w*|exception|traceback|not ok)\b|✗|✖/i.test(l))
+  const chosen = flagged.length > 0 ? flagged : lines.slice(-5)
+  return [...new Set(chosen)].slice(0, max).map((l) => (l.length > 300 ? `${l.slice(0, 297)}...` : l))
+}
+
+export function categorize(stage: Stage, result: CommandResult): NonNullable<Verdict['error_category']> {
+  if (result.spawn_error || result.timed_out) return 'env_fail'
+  if (/Cannot find module|ERR_MODULE_NOT_FOUND|ModuleNotFoundError|ImportError|No module named|cannot import/i.test(text(result))) return 'import_error'
+  return stage === 'static' ? 'lint_error' : stage === 'tests' ? 'test_fail' : 'behavior_mismatch'
+}
+
+export const qa: StepHandler<'qa'> = {
+  kind: 'qa',
+  summary: 'static checks, tests, acceptance commands in order; a verdict; outcome pass or fail',
+  outcomes: () => ['pass', 'fail'],
+  changesSpec: false,
+  safeToRetry: false,
+  async run({step, policy, cwd, signal}) {
+    const stages: Array<{stage: Stage; commands: CommandResult[]}> = []
+    let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], full_logs: []}
+    outer: for (const stage of ORDER) {
+      const commands = step.stages[stage]
+      if (!commands || commands.length === 0) continue
+      const ran: CommandResult[] = []
+      stages.push({stage, commands: ran})
+      for (const argv of commands) {
+        const result = await runCommand(policy, cwd, {argv, ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}), signal})
+        ran.push(result)
+        if (result.exit_code !== 0 || result.timed_out || result.spawn_error) {
+          verdict = {
+            status: 'fail',
+            failed_stage: stage,
+            error_category: categorize(stage, result),
+            top_errors: result.spawn_error ? [result.spawn_error] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(text(result)),
+            full_logs: [`outputs.stages[${stages.length - 1}].commands[${ran.length - 1}]`],
+          }
+          break outer
+        }
+      }
+    }
+    const count = stages.reduce((n, s) => n + s.commands.length, 0)
+    return {
+      type: 'done',
+      outcome: verdict.status,
+      reason: verdict.status === 'pass' ? `all ${count} QA command(s) passed` : `${verdict.failed_stage} failed (${verdict.error_category}): ${verdict.top_errors[0] ?? 'see the output'}`,
+      inputs: {stages: step.stages, ...(step.task ? {task: step.task} : {})},
+      outputs: {verdict, stages},
+    }
+  },
+}

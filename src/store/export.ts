@@ -1,0 +1,143 @@
+/**
+ * pipe export: the run's records as seed 004's artifact layout, for people who want files.
+ *
+ *   DIR/prd.md, DIR/tasks.json                 the run's latest spec, when it has one
+ *   DIR/runs/RUN/state.json                    run id, project, current task, phase, attempts, last commit, policy
+ *   DIR/runs/RUN/timeline.md                   one entry per step and state change
+ *   DIR/runs/RUN/verdict.json                  the last QA verdict
+ *   DIR/runs/RUN/task_ID/attempt_NN/           plan.json, patch.diff, patch_apply.json, qa_step_NN_STAGE.log, verdict.json
+ */
+import {mkdir} from 'node:fs/promises'
+import path from 'node:path'
+import type {AppliedFile} from '../edit/workspace.js'
+import type {CommandResult} from '../policy/exec.js'
+import {specToMarkdown} from '../spec/markdown.js'
+import type {Snapshot} from '../types/snapshot.js'
+import {writeFileAtomic} from '../util/fs.js'
+import type {Store} from './store.js'
+
+interface Attempt {
+  task: string
+  number: number
+  snapshots: Snapshot[]
+}
+
+function log(result: CommandResult): string {
+  const part = (name: string, s: CommandResult['stdout']): string =>
+    `--- ${name} (${s.total_bytes} bytes)\n${s.head}${s.omitted_bytes > 0 ? `\n... ${s.omitted_bytes} bytes omitted ...\n` : ''}${s.tail}`
+  return `$ ${result.argv.join(' ')}\n# cwd ${result.cwd}\n# exit ${result.exit_code ?? '-'}${result.signal ? ` signal ${result.signal}` : ''}${result.timed_out ? ' (timed out)' : ''} in ${result.duration_ms} ms\n${part('stdout', result.stdout)}\n${part('stderr', result.stderr)}\n`
+}
+
+function taskOf(s: Snapshot): string | undefined {
+  return (s.inputs as {task?: string}).task
+}
+
+/** Groups the coding steps into tasks and attempts: each edit starts an attempt of its task. */
+function attempts(snapshots: Snapshot[]): Attempt[] {
+  const out: Attempt[] = []
+  const current = new Map<string, Attempt>()
+  for (const s of snapshots) {
+    const isEdit = s.step.kind === 'edit'
+    if (!isEdit && s.step.kind !== 'qa' && s.step.kind !== 'command') continue
+    const task = taskOf(s) ?? 'main'
+    let attempt = current.get(task)
+    if (!attempt || isEdit || (s.step.kind === 'qa' && attempt.snapshots.some((x) => x.step.kind === 'qa'))) {
+      attempt = {task, number: out.filter((a) => a.task === task).length + 1, snapshots: []}
+      out.push(attempt)
+      current.set(task, attempt)
+    }
+    attempt.snapshots.push(s)
+  }
+  return out
+}
+
+export async function exportRun(store: Store, runId: string, dir: string): Promise<{dir: string; files: string[]}> {
+  const record = await store.readRun(runId)
+  const snapshots = await store.readSnapshots(runId)
+  const events = await store.readEvents(runId)
+  const root = path.resolve(dir)
+  const runDir = path.join(root, 'runs', runId)
+  const files: string[] = []
+  const write = async (file: string, content: string): Promise<void> => {
+    await mkdir(path.dirname(file), {recursive: true})
+    await writeFileAtomic(file, content, {sync: false})
+    files.push(path.relative(root, file))
+  }
+  const json = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`
+
+  if (record.spec_version) {
+    const spec = await store.readSpec(record.spec_version)
+    await write(path.join(root, 'prd.md'), specToMarkdown(spec))
+    await write(path.join(root, 'tasks.json'), json(spec.tasks))
+  }
+
+  const groups = attempts(snapshots)
+  const attemptsByTask: Record<string, number> = {}
+  for (const a of groups) attemptsByTask[a.task] = Math.max(attemptsByTask[a.task] ?? 0, a.number)
+  const commits = snapshots.map((s) => (s.outputs as {checkpoint?: {commit: string}; rollback?: {to: string}}).checkpoint?.commit ?? (s.outputs as {rollback?: {to: string}}).rollback?.to).filter((c): c is string => Boolean(c))
+  const policy = record.policy_path ? await import('../config/policy.js').then((m) => m.loadPolicyFile(record.policy_path!)) : null
+  await write(
+    path.join(runDir, 'state.json'),
+    json({
+      run_id: runId,
+      project_id: record.feature_id,
+      current_task_id: groups.at(-1)?.task ?? null,
+      phase: record.status,
+      attempts_by_task: attemptsByTask,
+      last_commit_hash: commits.at(-1) ?? null,
+      policy_version: record.policy_version,
+      tool_versions: policy?.ok ? (policy.loaded.policy.tool_versions ?? {}) : {},
+      spec_version: record.spec_version ?? null,
+    }),
+  )
+
+  let lastVerdict: unknown = null
+  for (const attempt of groups) {
+    const base = path.join(runDir, `task_${attempt.task}`, `attempt_${String(attempt.number).padStart(2, '0')}`)
+    let qaIndex = 0
+    for (const s of attempt.snapshots) {
+      if (s.step.kind === 'edit') {
+        await write(path.join(base, 'plan.json'), json({step: s.step.name, seq: s.step.seq, task: attempt.task, edit: s.inputs}))
+        const applied = (s.outputs as {edit?: {files: AppliedFile[]; changed_lines: number}}).edit
+        const failures = (s.errors.at(-1)?.details as {failures?: unknown} | undefined)?.failures
+        await write(path.join(base, 'patch.diff'), applied ? applied.files.map((f) => f.diff).join('') : '')
+        await write(
+          path.join(base, 'patch_apply.json'),
+          json(applied ? {status: 'applied', changed_lines: applied.changed_lines, files: applied.files.map(({reverse: _r, diff: _d, ...f}) => f)} : {status: 'failed', errors: s.errors, ...(failures ? {failures} : {})}),
+        )
+      } else {
+        const outputs = s.outputs as {stages?: Array<{stage: string; commands: CommandResult[]}>; verdict?: unknown; command?: CommandResult}
+        for (const stage of outputs.stages ?? []) {
+          for (const command of stage.commands) {
+            qaIndex++
+            await write(path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${stage.stage}.log`), log(command))
+          }
+        }
+        if (outputs.command) {
+          qaIndex++
+          await write(path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${s.step.name}.log`), log(outputs.command))
+        }
+        if (outputs.verdict) {
+          lastVerdict = outputs.verdict
+          await write(path.join(base, 'verdict.json'), json(outputs.verdict))
+        }
+      }
+    }
+  }
+  if (lastVerdict) await write(path.join(runDir, 'verdict.json'), json(lastVerdict))
+
+  const entries: Array<{at: string; text: string}> = events.map((e) => ({at: e.at, text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by ? ` (by ${e.by})` : ''}`}))
+  for (const s of snapshots) {
+    const d = s.decisions.at(-1)
+    const edit = (s.outputs as {edit?: {files: AppliedFile[]; changed_lines: number}}).edit
+    const verdict = (s.outputs as {verdict?: {status: string; failed_stage: string | null}}).verdict
+    const bits = [`#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${taskOf(s) ? ` task ${taskOf(s)}` : ''}: ${d?.decision ?? '?'}`]
+    if (edit) bits.push(`patch: ${edit.files.map((f) => `${f.path} (${f.changed_lines} lines)`).join(', ')}`)
+    if (verdict) bits.push(`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`)
+    if (s.errors.length) bits.push(`error: ${s.errors.at(-1)!.code} ${s.errors.at(-1)!.message}`)
+    entries.push({at: s.step.ended_at, text: bits.join('; ')})
+  }
+  entries.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
+  await write(path.join(runDir, 'timeline.md'), `# Timeline of ${runId}\n\n${entries.map((e) => `- ${e.at} ${e.text}`).join('\n')}\n`)
+  return {dir: root, files: files.sort()}
+}

@@ -1,0 +1,88 @@
+/**
+ * Git checkpoints (seed 001) through simple-git: commit the workspace at a named point, and
+ * return to such a point. Works in a repository with no commits yet.
+ */
+import type {SimpleGit} from 'simple-git'
+import {PipeError} from '../errors.js'
+
+const AUTHOR = {name: 'pipe', email: 'pipe@localhost'}
+
+async function open(root: string): Promise<SimpleGit> {
+  const {simpleGit} = await import('simple-git')
+  const git = simpleGit({baseDir: root, binary: 'git', maxConcurrentProcesses: 1, trimmed: true})
+  try {
+    await git.revparse(['--show-toplevel'])
+  } catch {
+    throw new PipeError('E_STATE', `${root} is not inside a git repository`, {hint: `Run git init in ${root}, or run pipe from inside the repository.`})
+  }
+  return git
+}
+
+async function head(git: SimpleGit): Promise<string | null> {
+  try {
+    return await git.revparse(['--verify', '--quiet', 'HEAD'])
+  } catch {
+    return null
+  }
+}
+
+export interface CheckpointResult {
+  commit: string
+  parent: string | null
+  branch: string
+  /** Files the commit recorded. */
+  files: string[]
+  empty: boolean
+}
+
+export async function checkpoint(root: string, options: {message: string; allowDirty: boolean; branch?: string}): Promise<CheckpointResult> {
+  const git = await open(root)
+  const status = await git.status()
+  const dirty = status.files.map((f) => f.path)
+  if (!options.allowDirty && dirty.length > 0) {
+    throw new PipeError('E_CONFLICT', `the working tree has ${dirty.length} uncommitted change(s): ${dirty.slice(0, 5).join(', ')}${dirty.length > 5 ? ', ...' : ''}`, {
+      hint: 'Commit or stash them first, or set allow_dirty: true on the step to include them in the checkpoint.',
+      details: {files: dirty},
+    })
+  }
+  const parent = await head(git)
+  if (options.branch) {
+    const current = status.current
+    if (current !== options.branch) {
+      const branches = await git.branchLocal()
+      if (branches.all.includes(options.branch)) await git.checkout(options.branch)
+      else if (parent === null) await git.raw(['checkout', '--orphan', options.branch])
+      else await git.checkoutLocalBranch(options.branch)
+    }
+  }
+  await git.add(['-A'])
+  await git
+    .env({...process.env, GIT_AUTHOR_NAME: AUTHOR.name, GIT_AUTHOR_EMAIL: AUTHOR.email, GIT_COMMITTER_NAME: AUTHOR.name, GIT_COMMITTER_EMAIL: AUTHOR.email})
+    .raw(['commit', '--allow-empty', '--no-verify', '-q', '-m', options.message])
+  const commit = (await head(git))!
+  const files = parent === null ? (await git.raw(['ls-tree', '-r', '--name-only', commit])).split('\n').filter(Boolean) : (await git.raw(['diff', '--name-only', parent, commit])).split('\n').filter(Boolean)
+  return {commit, parent, branch: (await git.status()).current ?? options.branch ?? '', files, empty: files.length === 0}
+}
+
+export interface RollbackResult {
+  from: string | null
+  to: string
+  /** Files that differed from the checkpoint and were put back, or removed. */
+  files: string[]
+}
+
+/** Puts the working tree and HEAD back to a checkpoint, discarding what came after it. */
+export async function rollback(root: string, commit: string): Promise<RollbackResult> {
+  const git = await open(root)
+  const from = await head(git)
+  try {
+    await git.raw(['cat-file', '-e', `${commit}^{commit}`])
+  } catch {
+    throw new PipeError('E_STATE', `checkpoint ${commit} is not a commit of ${root}`, {hint: 'It may have been removed by a rebase or a gc; look for it with git reflog.'})
+  }
+  const changed = (await git.raw(['diff', '--name-only', commit])).split('\n').filter(Boolean)
+  const untracked = (await git.raw(['ls-files', '--others', '--exclude-standard'])).split('\n').filter(Boolean)
+  await git.raw(['reset', '--hard', '-q', commit])
+  await git.raw(['clean', '-fdq'])
+  return {from, to: commit, files: [...new Set([...changed, ...untracked])].sort()}
+}
