@@ -3,7 +3,7 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
-  {ignores: ['dist/**', 'node_modules/**', 'src/types/**', 'bench/**', 'scripts/**', 'test/helpers/*.cjs', 'eslint.config.js', 'bin/**']},
+  {ignores: ['dist/**', 'node_modules/**', 'examples/**', 'src/types/**', 'bench/**', 'scripts/**', 'test/helpers/*.cjs', 'eslint.config.js', 'bin/**']},
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
