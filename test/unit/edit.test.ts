@@ -1,0 +1,94 @@
+import {expect} from 'chai'
+import {readFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {parseBlocks} from '../../src/edit/blocks.js'
+import {applyEditText, EditFailed, revertEdit} from '../../src/edit/workspace.js'
+import type {PipeError} from '../../src/errors.js'
+import {DEFAULT_POLICY, policyFrom} from '../../src/policy/policy.js'
+import {tempDir} from '../helpers/cli.js'
+
+const policy = policyFrom({...DEFAULT_POLICY, max_patch_lines: 40}, null)
+const block = (file: string, search: string, replace: string): string => `${file}\n<<<<<<< SEARCH\n${search}\n=======\n${replace}\n>>>>>>> REPLACE\n`
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-edit-')))
+afterEach(async () => cleanup())
+
+async function expectError(promise: Promise<unknown>, code: string): Promise<PipeError> {
+  try {
+    await promise
+  } catch (error) {
+    expect((error as PipeError).code, (error as Error).message).to.equal(code)
+    return error as PipeError
+  }
+  throw new Error(`expected ${code}`)
+}
+
+describe('edit blocks', () => {
+  it('parses paths, several blocks, and fences around them', () => {
+    const text = `Some prose.\n\`\`\`js\nsrc/a.js\n<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n\`\`\`\n\nsrc/b.js\n<<<<<<< SEARCH\n=======\ncreated\n>>>>>>> REPLACE\n`
+    expect(parseBlocks(text).map((b) => [b.path, b.search, b.replace])).to.deep.equal([
+      ['src/a.js', 'old', 'new'],
+      ['src/b.js', '', 'created'],
+    ])
+    expect(() => parseBlocks('nothing here')).to.throw('no SEARCH/REPLACE blocks')
+    expect(() => parseBlocks('a.js\n<<<<<<< SEARCH\nx\n')).to.throw('no "=======" divider')
+  })
+
+  it('matches despite different indentation and trailing white space, and re-indents the replacement', async () => {
+    await writeFile(path.join(dir, 'a.py'), 'class A:\n    def f(self):   \n        return 1\n')
+    const result = await applyEditText(policy, dir, block('a.py', 'def f(self):\n    return 1', 'def f(self):\n    return 2'))
+    expect(await readFile(path.join(dir, 'a.py'), 'utf8')).to.equal('class A:\n    def f(self):\n        return 2\n')
+    expect(result.files[0]!.diff).to.contain('+        return 2')
+  })
+
+  it('applies all blocks or none: a failing last block leaves every file byte-identical, and shows the nearest lines', async () => {
+    const a = 'alpha\nbeta\ngamma\n'
+    const b = 'one\ntwo\nthree\nfour\n'
+    await writeFile(path.join(dir, 'a.txt'), a)
+    await writeFile(path.join(dir, 'b.txt'), b)
+    const text = block('a.txt', 'beta', 'BETA') + block('b.txt', 'two', 'TWO') + block('b.txt', 'thre\nfour', 'x')
+    const error = await expectError(applyEditText(policy, dir, text), 'E_CONFLICT')
+    expect(await readFile(path.join(dir, 'a.txt'), 'utf8')).to.equal(a)
+    expect(await readFile(path.join(dir, 'b.txt'), 'utf8')).to.equal(b)
+    const failures = (error as EditFailed).failures
+    expect(failures).to.have.length(1)
+    expect(failures[0]).to.include({block: 3, path: 'b.txt', reason: 'the SEARCH text does not occur in the file'})
+    expect(failures[0]!.nearest?.text).to.contain('three\nfour')
+  })
+
+  it('creates a file from an empty SEARCH and refuses to overwrite one', async () => {
+    await applyEditText(policy, dir, block('new/file.txt', '', 'hello'))
+    expect(await readFile(path.join(dir, 'new', 'file.txt'), 'utf8')).to.equal('hello\n')
+    await expectError(applyEditText(policy, dir, block('new/file.txt', '', 'again')), 'E_CONFLICT')
+  })
+
+  it('denies paths outside the root or forbidden, before touching anything', async () => {
+    await writeFile(path.join(dir, 'ok.txt'), 'x\n')
+    for (const target of ['../outside.txt', '/etc/hosts', '.git/config', '.env']) {
+      const error = await expectError(applyEditText(policy, dir, block('ok.txt', 'x', 'y') + block(target, '', 'z')), 'E_POLICY_DENIED')
+      expect(error.message).to.contain(target)
+      expect(await readFile(path.join(dir, 'ok.txt'), 'utf8')).to.equal('x\n')
+    }
+  })
+
+  it('enforces max_patch_lines', async () => {
+    await writeFile(path.join(dir, 'big.txt'), `${Array.from({length: 30}, (_, i) => `line ${i}`).join('\n')}\n`)
+    const search = Array.from({length: 30}, (_, i) => `line ${i}`).join('\n')
+    const error = await expectError(applyEditText(policy, dir, block('big.txt', search, search.toUpperCase())), 'E_POLICY_DENIED')
+    expect(error.message).to.contain('max_patch_lines')
+  })
+
+  it('undoes an edit with its reverse patch, and refuses when the file changed since', async () => {
+    const original = 'a\nb\nc\n'
+    await writeFile(path.join(dir, 'f.txt'), original)
+    const result = await applyEditText(policy, dir, block('f.txt', 'b', 'B1\nB2') + block('g.txt', '', 'new'))
+    await revertEdit(policy, dir, result.files)
+    expect(await readFile(path.join(dir, 'f.txt'), 'utf8')).to.equal(original)
+    expect(await readFile(path.join(dir, 'g.txt'), 'utf8').catch(() => null)).to.equal(null)
+    const again = await applyEditText(policy, dir, block('f.txt', 'b', 'B'))
+    await writeFile(path.join(dir, 'f.txt'), 'someone else\n')
+    await expectError(revertEdit(policy, dir, again.files), 'E_CONFLICT')
+  })
+})
