@@ -13,6 +13,7 @@ import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {registry as defaultRegistry} from '../steps/registry.js'
 import type {RunHistory, StepContext, StepDone, StepHandler, StepKind, StepRegistry, StepResult} from '../steps/types.js'
+import {Ledger} from '../store/ledger.js'
 import type {Store} from '../store/store.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
@@ -122,8 +123,10 @@ export class Engine {
   private readonly now: () => Date
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>
   private readonly user: string
+  private readonly ledger: Ledger
 
   constructor(private readonly deps: EngineDeps) {
+    this.ledger = new Ledger(deps.store)
     this.registry = deps.registry ?? defaultRegistry
     this.now = deps.now ?? (() => new Date())
     this.sleep = deps.sleep ?? ((ms, signal) => sleepFor(ms, undefined, {signal}))
@@ -432,6 +435,8 @@ export class Engine {
         attempt,
         now: this.now,
         user: this.user,
+        ledger: this.ledger,
+        hook: (point) => this.deps.hook?.(point),
       }
       try {
         const result = await Promise.race([handler.run(context as never), aborted])

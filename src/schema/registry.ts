@@ -7,7 +7,7 @@ import {fileURLToPath} from 'node:url'
 import type {ErrorObject, ValidateFunction} from 'ajv'
 import {createRequire} from 'node:module'
 
-export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | ModelSchemaName
+export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | ModelSchemaName
 export type ModelSchemaName = 'model/compile' | 'model/clarify_questions' | 'model/apply_answers' | 'model/plan_tasks' | 'model/generate_vv'
 
 export const schemasDir = fileURLToPath(new URL('../../schemas/', import.meta.url))

@@ -1,45 +1,33 @@
-import {mkdir, readFile} from 'node:fs/promises'
-import path from 'node:path'
 import {PipeError} from '../errors.js'
-import {specToMarkdown} from '../spec/markdown.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {publishTo, type PublishOutcome} from '../publish/deliver.js'
 import {requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 export const publish: StepHandler<'publish'> = {
   kind: 'publish',
-  summary: 'publish the reviewed spec version to its targets',
+  summary: 'publish the reviewed spec version to its targets, once per idempotency key',
   outcomes: () => ['success'],
   changesSpec: false,
+  // Safe: the ledger sends each key at most once, so a retry re-sends only what did not arrive.
   safeToRetry: true,
   async run(context) {
     const spec = requireSpec(context, 'publish')
     const decision = context.history.latestOutput<string>('review_decision')
-    if ((context.step.require_review ?? true) && decision !== 'go') {
-      throw new PipeError('E_STATE', `spec ${spec.meta.spec_version} has no review decision "go" (latest: ${decision ?? 'none'})`, {
-        hint: 'Put a review step before publish and approve it with --decision go.',
+    const reviewed = context.history.latestOutput<string>('reviewed_version')
+    if ((context.step.require_review ?? true) && (decision !== 'go' || reviewed !== spec.meta.spec_version)) {
+      throw new PipeError('E_STATE', `spec ${spec.meta.spec_version} has no review decision "go" (latest: ${decision ?? 'none'}${reviewed && reviewed !== spec.meta.spec_version ? ` for ${reviewed}` : ''})`, {
+        hint: 'Put a review step before publish and approve the version with pipe review RUN --decision go.',
       })
     }
-    const results = []
+    const results: PublishOutcome[] = []
     for (const target of context.step.targets) {
-      const dir = path.resolve(context.cwd, target.dir, spec.meta.feature_id)
-      await mkdir(dir, {recursive: true})
-      const json = `${JSON.stringify(spec, null, 2)}\n`
-      const jsonFile = path.join(dir, `${spec.meta.spec_version}.json`)
-      // Publishing the same version again is a no-op; different content under the same name is a conflict.
-      const existing = await readFile(jsonFile, 'utf8').catch(() => null)
-      if (existing !== null && existing !== json) {
-        throw new PipeError('E_CONFLICT', `${jsonFile} already holds different content for ${spec.meta.spec_version}`, {hint: 'Published files are never overwritten; move the old file away if it is wrong.'})
-      }
-      if (existing === null) await writeFileAtomic(jsonFile, json)
-      await writeFileAtomic(path.join(dir, `${spec.meta.spec_version}.md`), specToMarkdown(spec))
-      results.push({target: target.name, type: target.type, external_id: path.relative(context.cwd, jsonFile), status: existing === null ? 'published' : 'already_published'})
+      results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: context.hook}))
     }
     return {
       type: 'done',
       outcome: 'success',
-      reason: `published ${spec.meta.spec_version} to ${results.map((r) => `${r.target} (${r.external_id})`).join(', ')}`,
-      inputs: {canonical_spec_ref: spec.meta.spec_version, review_decision: decision ?? null, idempotency_keys: context.step.targets.map((t) => `${spec.meta.feature_id}+${t.name}+${spec.meta.spec_version}`)},
+      reason: `published ${spec.meta.spec_version} to ${results.map((r) => `${r.target} (${r.status === 'already_published' ? 'already delivered: ' : ''}${r.external_id})`).join(', ')}`,
+      inputs: {canonical_spec_ref: spec.meta.spec_version, review_decision: decision ?? null, idempotency_keys: results.map((r) => r.key)},
       outputs: {publish_result: results},
     }
   },

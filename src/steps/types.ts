@@ -8,6 +8,7 @@ import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {Evidence} from '../types/evidence.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
+import type {Ledger} from '../store/ledger.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 
@@ -39,6 +40,10 @@ export interface StepContext<S extends Step = Step> {
   now(): Date
   /** The OS user running pipe, for decisions made by a person. */
   user: string
+  /** The publish ledger of the run's store. */
+  ledger: Ledger
+  /** Named points for the crash tests (see util/faults.ts). */
+  hook(point: string): Promise<void> | void
 }
 
 export interface PersonDecision {

@@ -13,8 +13,7 @@
  * Write-once records are created with link(2), which fails if the name exists: a second write of
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
-import {mkdir, open, readdir, readFile, rm, unlink} from 'node:fs/promises'
-import os from 'node:os'
+import {mkdir, open, readdir, readFile, rm} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'
@@ -27,6 +26,7 @@ import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
 import {allocateId, dayKey, ID_PATTERNS} from './ids.js'
 import {sealEvidence, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
+import {acquireLock, lockHolder} from './lock.js'
 
 export type SpecDraft = Omit<CanonicalSpec, 'meta'> & {meta: Omit<CanonicalSpec['meta'], 'spec_version' | 'content_hash'>}
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
@@ -60,15 +60,6 @@ async function readJson<T>(file: string, what: string): Promise<T> {
     return JSON.parse(text) as T
   } catch (error) {
     throw new PipeError('E_INTEGRITY', `${what} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
 
@@ -202,27 +193,14 @@ export class Store {
   // Ownership: one process drives a run at a time.
 
   async acquireRun(runId: string): Promise<() => Promise<void>> {
-    const lock = path.join(this.runDir(runId), 'owner.lock')
-    const me = {pid: process.pid, host: os.hostname(), at: new Date().toISOString()}
-    for (let tries = 0; tries < 3; tries++) {
-      if (await createFileExclusive(lock, JSON.stringify(me), {sync: false})) return async () => void (await unlink(lock).catch(() => undefined))
-      const holder = await readFile(lock, 'utf8')
-        .then((t) => JSON.parse(t) as {pid: number; host: string})
-        .catch(() => null)
-      if (holder && holder.host === me.host && processAlive(holder.pid)) {
-        throw new PipeError('E_CONFLICT', `run ${runId} is being driven by another pipe process (pid ${holder.pid})`, {hint: 'Wait for it to finish, or stop it; pipe runs show shows its state.'})
-      }
-      await unlink(lock).catch(() => undefined)
-    }
-    throw new PipeError('E_CONFLICT', `could not take ownership of run ${runId}`, {hint: 'Another process keeps claiming it; try again.'})
+    return acquireLock(path.join(this.runDir(runId), 'owner.lock'), {
+      busy: (holder) => `run ${runId} is being driven by another pipe process (pid ${holder.pid})`,
+      hint: 'Wait for it to finish, or stop it; pipe runs show shows its state.',
+    })
   }
 
   async runOwner(runId: string): Promise<{pid: number; host: string; alive: boolean} | null> {
-    const holder = await readFile(path.join(this.runDir(runId), 'owner.lock'), 'utf8')
-      .then((t) => JSON.parse(t) as {pid: number; host: string})
-      .catch(() => null)
-    if (!holder) return null
-    return {...holder, alive: holder.host === os.hostname() && processAlive(holder.pid)}
+    return lockHolder(path.join(this.runDir(runId), 'owner.lock'))
   }
 
   // Snapshots

@@ -42,6 +42,13 @@ export type StepRef = string
  */
 export type ModelPrompt = string
 /**
+ * Where a publish step sends the reviewed spec.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "publishTarget".
+ */
+export type PublishTarget = FileTarget | WebhookTarget
+/**
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "outcomeName".
  */
@@ -395,15 +402,49 @@ export interface PublishStep {
 }
 /**
  * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "publishTarget".
+ * via the `definition` "fileTarget".
  */
-export interface PublishTarget {
+export interface FileTarget {
+  /**
+   * The target's name; part of the idempotency key feature_id + target + spec_version.
+   */
   name: string
   type: 'file'
   /**
    * Directory, relative to the working directory, that receives FEATURE/VERSION.json and .md.
    */
   dir: string
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "webhookTarget".
+ */
+export interface WebhookTarget {
+  /**
+   * The target's name; part of the idempotency key feature_id + target + spec_version.
+   */
+  name: string
+  type: 'webhook'
+  /**
+   * The payload: feishu (a Feishu/Lark custom bot), slack (a Slack incoming webhook) or json (the spec and its metadata).
+   */
+  format: 'feishu' | 'slack' | 'json'
+  /**
+   * Name of the environment variable that holds the webhook URL (never the URL itself).
+   */
+  url_env: string
+  /**
+   * Name of the environment variable that holds the signing secret (Feishu/Lark signature verification).
+   */
+  secret_env?: string
+  /**
+   * Per request (default 10000).
+   */
+  timeout_ms?: number
+  /**
+   * When a crash left it unknown whether a delivery arrived: resend (with the same Idempotency-Key) or hold (stop and ask a person). Default resend.
+   */
+  uncertain?: 'resend' | 'hold'
 }
 /**
  * Does nothing but record a snapshot; a placeholder while a pipeline is drafted, or a join point. Its outcome is success unless outcome names another.

@@ -1,0 +1,34 @@
+import {Flags} from '@oclif/core'
+import {PipeCommand} from '../../cli/base-command.js'
+import {Ledger} from '../../store/ledger.js'
+import {Store} from '../../store/store.js'
+import type {LedgerEntry} from '../../types/ledger.js'
+
+export default class LedgerList extends PipeCommand {
+  static override summary = 'List publications: one entry per feature + target + spec version, with status, attempts and external id.'
+  static override examples = [
+    {description: 'Everything published from this store', command: '<%= config.bin %> <%= command.id %>'},
+    {description: 'One feature, as JSON', command: '<%= config.bin %> <%= command.id %> --feature F-2026-001 --json'},
+  ]
+  static override flags = {
+    feature: Flags.string({description: 'Only this feature.', helpValue: 'F-YYYY-NNN'}),
+    run: Flags.string({description: 'Only publications of this run.', helpValue: 'R-YYYYMMDD-NNNN'}),
+    target: Flags.string({description: 'Only this target.', helpValue: 'NAME'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<{entries: LedgerEntry[]}> {
+    const {flags} = await this.parse(LedgerList)
+    const store = await Store.existing(this.storeDir(flags.store))
+    const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
+    if (!this.jsonEnabled()) {
+      if (entries.length === 0) process.stdout.write('no publications\n')
+      else {
+        const rows = [['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]
+        const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+        process.stdout.write(`${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n')}\n`)
+      }
+    }
+    return {entries}
+  }
+}

@@ -1,0 +1,43 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {withSignals} from '../cli/signals.js'
+import {publishSession} from '../engine/session.js'
+import type {PublishOutcome} from '../publish/deliver.js'
+
+export default class Publish extends PipeCommand {
+  static override summary = "Publish a run's reviewed spec version to its pipeline's targets again, by hand."
+  static override description = `Idempotent: each feature + target + spec version is delivered once; publishing a delivered key sends nothing and prints the recorded external id. Only a version whose review said go is published. Retryable failures (429, 5xx, timeouts) are retried with backoff; every attempt is in the ledger (pipe ledger list).
+
+A target set to uncertain: hold stops when a crash left a delivery unknown: check the channel, then --resend or --mark-delivered.`
+  static override examples = [
+    {description: 'Publish to every target again (delivered ones are skipped)', command: '<%= config.bin %> <%= command.id %> R-20261122-0001'},
+    {description: 'One target', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --target team-chat'},
+    {description: 'After checking the channel, settle an uncertain delivery', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --target team-chat --mark-delivered'},
+  ]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    target: Flags.string({char: 't', description: 'Only this target.', helpValue: 'NAME'}),
+    resend: Flags.boolean({description: 'Send an uncertain delivery again (with the same Idempotency-Key).', exclusive: ['mark-delivered']}),
+    'mark-delivered': Flags.boolean({description: 'Record an uncertain delivery as delivered, sending nothing.', exclusive: ['resend']}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
+    const {args, flags} = await this.parse(Publish)
+    const result = await withSignals((signal) =>
+      publishSession({
+        cwd: process.cwd(),
+        store: this.storeDir(flags.store),
+        runId: args.run,
+        signal,
+        ...(flags.target ? {target: flags.target} : {}),
+        ...(flags.resend ? {resend: true} : {}),
+        ...(flags['mark-delivered'] ? {markDelivered: true} : {}),
+      }),
+    )
+    if (!this.jsonEnabled()) {
+      for (const r of result.results) process.stdout.write(`${r.status === 'published' ? 'published' : 'already delivered'}  ${r.target}  ${r.key}  ${r.external_id}  (${r.attempts} attempt(s) in all)\n`)
+    }
+    return result
+  }
+}

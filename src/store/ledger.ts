@@ -1,0 +1,79 @@
+/**
+ * The publish ledger: one lowdb file per idempotency key (feature_id + target + spec_version), so a
+ * publish writes only its own entry and two processes publishing different keys never contend.
+ * Publishing one key is serialised by a lock file beside its entry.
+ */
+import {mkdir, readdir} from 'node:fs/promises'
+import path from 'node:path'
+import {Low} from 'lowdb'
+import {PipeError} from '../errors.js'
+import {check, describeErrors} from '../schema/registry.js'
+import type {LedgerEntry} from '../types/ledger.js'
+import {AtomicJsonFile} from './json-file-adapter.js'
+import {acquireLock} from './lock.js'
+import type {Store} from './store.js'
+
+export function ledgerKey(featureId: string, target: string, specVersion: string): string {
+  return `${featureId}+${target}+${specVersion}`
+}
+
+export class Ledger {
+  readonly dir: string
+
+  constructor(store: Store) {
+    this.dir = path.join(store.root, 'ledger')
+  }
+
+  private file(key: string): string {
+    if (!/^F-\d{4}-\d{3,}\+[a-z][a-z0-9_-]*\+S-\d{8}-\d{4,}$/.test(key)) throw new PipeError('E_INVALID_ARGS', `"${key}" is not a ledger key (FEATURE+TARGET+VERSION)`)
+    return path.join(this.dir, `${key}.json`)
+  }
+
+  private db(key: string): Low<LedgerEntry | null> {
+    return new Low<LedgerEntry | null>(new AtomicJsonFile<LedgerEntry | null>(this.file(key)), null)
+  }
+
+  async read(key: string): Promise<LedgerEntry | null> {
+    const db = this.db(key)
+    await db.read()
+    return db.data
+  }
+
+  async write(entry: LedgerEntry): Promise<void> {
+    const result = check('ledger', entry)
+    if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
+    await mkdir(this.dir, {recursive: true})
+    const db = this.db(entry.key)
+    db.data = entry
+    await db.write()
+  }
+
+  /** Holds the key while `work` runs: one publisher per key at a time, across processes. */
+  async withKey<T>(key: string, work: () => Promise<T>, waitMs = 60000): Promise<T> {
+    await mkdir(this.dir, {recursive: true})
+    const release = await acquireLock(`${this.file(key)}.lock`, {
+      waitMs,
+      busy: (holder) => `publication ${key} is being sent by another pipe process (pid ${holder.pid})`,
+      hint: 'Try again when it has finished; pipe ledger list shows the outcome.',
+    })
+    try {
+      return await work()
+    } finally {
+      await release()
+    }
+  }
+
+  async list(filter: {feature?: string; run?: string; target?: string} = {}): Promise<LedgerEntry[]> {
+    const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).sort()
+    const out: LedgerEntry[] = []
+    for (const name of names) {
+      const entry = await this.read(name.slice(0, -5)).catch(() => null)
+      if (!entry) continue
+      if (filter.feature && entry.feature_id !== filter.feature) continue
+      if (filter.run && entry.run_id !== filter.run) continue
+      if (filter.target && entry.target !== filter.target) continue
+      out.push(entry)
+    }
+    return out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
+  }
+}
