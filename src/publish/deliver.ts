@@ -102,7 +102,7 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
   if (target.format === 'feishu' && json && typeof json.code === 'number' && json.code !== 0) {
     // Feishu reports errors in a 200 body; 9499 and 11232 mean slow down.
     const rate = json.code === 9499 || json.code === 11232
-    return {ok: false, retryable: rate, statusCode: status, code: 'E_IO', error: `Feishu refused the message (code ${json.code}): ${String(json.msg ?? '')}`}
+    return {ok: false, retryable: rate, statusCode: status, code: 'E_IO', error: `Feishu refused the message (code ${json.code}): ${typeof json.msg === 'string' ? json.msg : JSON.stringify(json.msg ?? '')}`}
   }
   const id = json && (json.id ?? json.message_id ?? (json.data as Record<string, unknown> | undefined)?.message_id)
   const externalId = typeof id === 'string' || typeof id === 'number' ? String(id) : (response.headers.get('location') ?? response.headers.get('x-request-id') ?? context.key)

@@ -21,7 +21,7 @@ export const publish: StepHandler<'publish'> = {
     }
     const results: PublishOutcome[] = []
     for (const target of context.step.targets) {
-      results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: context.hook}))
+      results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point)}))
     }
     return {
       type: 'done',

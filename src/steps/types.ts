@@ -43,7 +43,7 @@ export interface StepContext<S extends Step = Step> {
   /** The publish ledger of the run's store. */
   ledger: Ledger
   /** Named points for the crash tests (see util/faults.ts). */
-  hook(point: string): Promise<void> | void
+  hook: (point: string) => Promise<void> | void
 }
 
 export interface PersonDecision {
