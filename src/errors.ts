@@ -23,6 +23,8 @@ export type ErrorCode =
 export interface PipeErrorOptions {
   hint?: string
   retryable?: boolean
+  /** The run cannot go on until a person intervenes; it stops as blocked and resumes after. */
+  blocking?: boolean
   details?: Record<string, unknown>
   cause?: unknown
 }
@@ -31,6 +33,7 @@ export class PipeError extends Error {
   readonly code: ErrorCode
   readonly hint: string | undefined
   readonly retryable: boolean
+  readonly blocking: boolean
   readonly details: Record<string, unknown> | undefined
 
   constructor(code: ErrorCode, message: string, options: PipeErrorOptions = {}) {
@@ -39,6 +42,7 @@ export class PipeError extends Error {
     this.code = code
     this.hint = options.hint
     this.retryable = options.retryable ?? false
+    this.blocking = options.blocking ?? false
     this.details = options.details
   }
 

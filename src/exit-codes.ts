@@ -10,6 +10,7 @@ export const ExitCode = {
   POLICY_DENIED: 3,
   CONFLICT: 4,
   CANCELLED: 5,
+  BLOCKED: 6,
   PAUSED: 10,
   INTERRUPTED: 130,
 } as const
@@ -22,6 +23,7 @@ export const exitCodeTable: ReadonlyArray<{code: ExitCode; name: string; meaning
   {code: ExitCode.POLICY_DENIED, name: 'POLICY_DENIED', meaning: 'the policy denied a command or a path'},
   {code: ExitCode.CONFLICT, name: 'CONFLICT', meaning: 'a write conflicted with a stored record, or a record failed its hash check'},
   {code: ExitCode.CANCELLED, name: 'CANCELLED', meaning: 'the run was cancelled (a review said drop, or pipe cancel)'},
+  {code: ExitCode.BLOCKED, name: 'BLOCKED', meaning: 'the run needs a person to intervene; then pipe resume continues it'},
   {code: ExitCode.PAUSED, name: 'PAUSED', meaning: 'the run is waiting for answers or a review decision'},
   {code: ExitCode.INTERRUPTED, name: 'INTERRUPTED', meaning: 'interrupted by SIGINT or SIGTERM; pipe resume continues it'},
 ]

@@ -18,6 +18,8 @@ export function exitCodeForStatus(status: RunOutcome['status'], errorCode?: stri
       return ExitCode.CANCELLED
     case 'interrupted':
       return ExitCode.INTERRUPTED
+    case 'blocked':
+      return ExitCode.BLOCKED
     default:
       return errorCode === 'E_POLICY_DENIED' ? ExitCode.POLICY_DENIED : ExitCode.FAILED
   }
@@ -28,7 +30,7 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   let next: string | undefined
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
-  else if (outcome.status === 'interrupted') next = `pipe resume ${outcome.run_id}${storeArg}`
+  else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
   return {...outcome, store, ...(next ? {next_command: next} : {})}
 }
 

@@ -313,7 +313,7 @@ export class Engine {
         if (error instanceof Interrupted) return this.interrupt(runId, outcome)
         throw error
       }
-      const {result, errors, attempts} = executed
+      const {result, errors, attempts, blocked} = executed
       const ended = this.now()
 
       if (result?.type === 'await') {
@@ -326,7 +326,7 @@ export class Engine {
         return outcome('awaiting_input', {reason: result.reason, pending})
       }
 
-      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts}, errors, result, current, settings, previous)
+      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true}, errors, result, current, settings, previous)
       const committed = await commitStep(store, journal, hook)
       const snapshot = committed.snapshot
       history.snapshots.push(snapshot)
@@ -381,6 +381,17 @@ export class Engine {
       })
       return outcome('failed', {reason, error})
     }
+    if (decision.run_status === 'blocked') {
+      const last = snapshot.errors.at(-1)
+      const error = {code: last?.code ?? 'E_STATE', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {})}
+      const reason = `step ${step} needs a person: ${error.message}`
+      await this.setStatus(runId, 'blocked', 'blocked', {reason, step}, (r) => {
+        r.error = error
+        r.status_reason = reason
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('blocked', {reason, error})
+    }
     if (decision.run_status === 'cancelled') {
       await this.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
         r.status_reason = decision.reason
@@ -409,6 +420,7 @@ export class Engine {
     const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
     const timeoutMs = step.timeout_ms ?? policy.policy.resource_limits.step_timeout_ms ?? 600000
     const errors: Snapshot['errors'] = []
+    let blocked = false
     for (let attempt = 1; ; attempt++) {
       this.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
       const controller = new AbortController()
@@ -444,6 +456,7 @@ export class Engine {
       } catch (raw) {
         if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
         const error = toPipeError(raw)
+        if (error.blocking) blocked = true
         errors.push({
           code: error.code,
           message: redact(error.message),
@@ -453,7 +466,7 @@ export class Engine {
           ...(error.hint ? {hint: redact(error.hint)} : {}),
           ...(error.details ? {details: JSON.parse(redact(JSON.stringify(error.details))) as Record<string, unknown>} : {}),
         })
-        if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt}
+        if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
         const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())
         this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: error.message})
         try {
@@ -474,7 +487,7 @@ export class Engine {
     record: RunRecord,
     step: Step,
     handler: StepHandler<StepKind>,
-    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number},
+    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number; blocked: boolean},
     errors: Snapshot['errors'],
     result: StepDone | undefined,
     current: CanonicalSpec | null,
@@ -526,8 +539,12 @@ export class Engine {
       if (result.person) Object.assign(decisions[0]!, result.person)
     } else {
       const last = errors.at(-1)!
-      const next = step.on?.error ?? null
-      decisions = [{decision: 'error', reason: `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
+      const reason = `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`
+      if (timing.blocked) decisions = [{decision: 'error', reason, next_step: step.id, run_status: 'blocked'}]
+      else {
+        const next = step.on?.error ?? null
+        decisions = [{decision: 'error', reason, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
+      }
     }
     const replayStart = record.replay_of && seq === 1 ? {replay_of: {run_id: record.replay_of.run_id, seq: record.replay_of.seq}} : {}
     const snapshot: Snapshot = {
@@ -572,6 +589,8 @@ interface Executed {
   result?: StepResult
   errors: Snapshot['errors']
   attempts: number
+  /** The failure needs a person: the run stops as blocked at this step and resumes there. */
+  blocked?: boolean
 }
 
 function usageWithCost(usage: Usage, prices: ProviderSettings['prices']): NonNullable<Snapshot['meta']['usage']> {

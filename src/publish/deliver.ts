@@ -141,12 +141,13 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
         entry.updated_at = now().toISOString()
         await ledger.write(entry)
         throw new PipeError('E_CONFLICT', `it is unknown whether ${key} reached ${target.name}: a crash came between sending and recording`, {
-          hint: `Check the channel; then pipe publish ${runId} --target ${target.name} --resend, or --mark-delivered.`,
+          blocking: true,
+          hint: `Check the channel; then pipe publish ${runId} --target ${target.name} --resend, or --mark-delivered, and pipe resume ${runId}.`,
         })
       }
     }
     if (entry.status === 'uncertain') {
-      throw new PipeError('E_CONFLICT', `${key} is held as uncertain (a crash came between sending and recording)`, {hint: `Check the channel; then pipe publish ${runId} --target ${target.name} --resend, or --mark-delivered.`})
+      throw new PipeError('E_CONFLICT', `${key} is held as uncertain (a crash came between sending and recording)`, {blocking: true, hint: `Check the channel; then pipe publish ${runId} --target ${target.name} --resend, or --mark-delivered.`})
     }
     const attempt: LedgerEntry['attempts'][number] = {n: entry.attempts.length + 1, started_at: now().toISOString(), state: 'sending', by: options.user}
     entry.attempts.push(attempt)

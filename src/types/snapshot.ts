@@ -61,7 +61,7 @@ export interface Snapshot {
     /**
      * The run status this decision leads to when it ends or pauses the run.
      */
-    run_status?: 'succeeded' | 'failed' | 'cancelled' | 'awaiting_input'
+    run_status?: 'succeeded' | 'failed' | 'cancelled' | 'awaiting_input' | 'blocked'
   }[]
   evidence_links: {
     type: 'quote' | 'doc' | 'repo' | 'file' | 'api_result' | 'log' | 'repo_ref' | 'partial_success'

@@ -1,0 +1,64 @@
+/** A real HTTP server on 127.0.0.1 that receives webhooks, answering from a script, and counts deliveries. */
+import {createServer, type IncomingHttpHeaders, type Server} from 'node:http'
+import type {AddressInfo} from 'node:net'
+
+export interface Received {
+  path: string
+  headers: IncomingHttpHeaders
+  body: Record<string, unknown>
+}
+
+export interface Reply {
+  status?: number
+  body?: unknown
+  delayMs?: number
+}
+
+export class WebhookServer {
+  readonly received: Received[] = []
+  private readonly replies: Reply[] = []
+
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(): Promise<WebhookServer> {
+    const holder: {self?: WebhookServer} = {}
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        const self = holder.self!
+        const reply = self.replies.shift() ?? {}
+        const answer = (): void => {
+          const status = reply.status ?? 200
+          // Only requests answered with success count as delivered.
+          if (status >= 200 && status < 300) self.received.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
+          res.writeHead(status, {'content-type': 'application/json'})
+          res.end(JSON.stringify(reply.body ?? {ok: true}))
+        }
+        if (reply.delayMs) setTimeout(answer, reply.delayMs)
+        else answer()
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const {port} = server.address() as AddressInfo
+    holder.self = new WebhookServer(server, `http://127.0.0.1:${port}`)
+    return holder.self
+  }
+
+  reply(...replies: Reply[]): this {
+    this.replies.push(...replies)
+    return this
+  }
+
+  deliveries(path?: string): Received[] {
+    return this.received.filter((r) => path === undefined || r.path === path)
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise<void>((resolve) => this.server.close(() => resolve()))
+  }
+}
