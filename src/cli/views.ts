@@ -5,7 +5,7 @@ import type {RunSummary, SpecSummary} from '../store/queries.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 
-function table(rows: string[][]): string {
+export function table(rows: string[][]): string {
   if (rows.length === 0) return ''
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => [...(r[i] ?? '')].length)))
   return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')).join('\n')}\n`

@@ -370,27 +370,17 @@ export class Engine {
     const decision = snapshot?.decisions.at(-1)
     if (!snapshot || !decision?.run_status || decision.run_status === 'succeeded') return null
     const step = snapshot.step.name
-    if (decision.run_status === 'failed') {
+    if (decision.run_status === 'failed' || decision.run_status === 'blocked') {
+      const status = decision.run_status
       const last = snapshot.errors.at(-1)
       const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {})}
-      const reason = `step ${step} failed: ${error.message}`
-      await this.setStatus(runId, 'failed', 'failed', {reason, step}, (r) => {
+      const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
+      await this.setStatus(runId, status, status, {reason, step}, (r) => {
         r.error = error
         r.status_reason = reason
         r.spec_version = cursor.specVersion
       })
-      return outcome('failed', {reason, error})
-    }
-    if (decision.run_status === 'blocked') {
-      const last = snapshot.errors.at(-1)
-      const error = {code: last?.code ?? 'E_STATE', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {})}
-      const reason = `step ${step} needs a person: ${error.message}`
-      await this.setStatus(runId, 'blocked', 'blocked', {reason, step}, (r) => {
-        r.error = error
-        r.status_reason = reason
-        r.spec_version = cursor.specVersion
-      })
-      return outcome('blocked', {reason, error})
+      return outcome(status, {reason, error})
     }
     if (decision.run_status === 'cancelled') {
       await this.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {

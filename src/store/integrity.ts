@@ -26,6 +26,16 @@ function fieldHashesOf(record: Plain, strip: (meta: Plain) => Plain, metaKey: st
   return out
 }
 
+/** Compares stored field hashes with recomputed ones, naming each field that differs. */
+function compareFields(stored: Record<string, string | undefined>, actual: Record<string, string>): IntegrityProblem[] {
+  const problems: IntegrityProblem[] = []
+  for (const key of new Set([...Object.keys(stored), ...Object.keys(actual)])) {
+    if (stored[key] === actual[key]) continue
+    problems.push({field: key, message: stored[key] === undefined ? 'field was added' : actual[key] === undefined ? 'field was removed' : 'field changed (hash mismatch)'})
+  }
+  return problems
+}
+
 function withoutKeys(object: Plain, keys: string[]): Plain {
   const copy = {...object}
   for (const key of keys) delete copy[key]
@@ -49,12 +59,7 @@ export function snapshotHash(snapshot: Snapshot): string {
 }
 
 export function verifySnapshot(snapshot: Snapshot): IntegrityProblem[] {
-  const problems: IntegrityProblem[] = []
-  const stored = snapshot.meta?.field_hashes ?? {}
-  const actual = fieldHashesOf(snapshot as unknown as Plain, stripSnapshotMeta, 'meta')
-  for (const key of new Set([...Object.keys(stored), ...Object.keys(actual)])) {
-    if (stored[key] !== actual[key]) problems.push({field: key, message: stored[key] === undefined ? 'field was added' : actual[key] === undefined ? 'field was removed' : 'field changed (hash mismatch)'})
-  }
+  const problems = compareFields(snapshot.meta?.field_hashes ?? {}, fieldHashesOf(snapshot as unknown as Plain, stripSnapshotMeta, 'meta'))
   if (snapshot.meta?.record_hash !== snapshotHash(snapshot)) {
     if (problems.length === 0) problems.push({field: 'meta.field_hashes', message: 'the record hash does not match (field hashes were edited)'})
   }
@@ -79,12 +84,7 @@ export function sealSpec(spec: CanonicalSpec): CanonicalSpec {
 }
 
 export function verifySpec(spec: CanonicalSpec): IntegrityProblem[] {
-  const problems: IntegrityProblem[] = []
-  const stored = spec.meta?.field_hashes ?? {}
-  const actual = fieldHashesOf(spec as unknown as Plain, stripSpecMeta, 'meta')
-  for (const key of new Set([...Object.keys(stored), ...Object.keys(actual)])) {
-    if (stored[key] !== actual[key]) problems.push({field: key, message: stored[key] === undefined ? 'field was added' : actual[key] === undefined ? 'field was removed' : 'field changed (hash mismatch)'})
-  }
+  const problems = compareFields(spec.meta?.field_hashes ?? {}, fieldHashesOf(spec as unknown as Plain, stripSpecMeta, 'meta'))
   if (spec.meta?.content_hash !== specContentHash(spec) && problems.length === 0) {
     problems.push({field: 'meta.content_hash', message: 'the content hash does not match'})
   }
@@ -107,12 +107,7 @@ export function sealEvidence(evidence: Evidence): Evidence {
 }
 
 export function verifyEvidence(evidence: Evidence): IntegrityProblem[] {
-  const problems: IntegrityProblem[] = []
-  const stored = evidence.field_hashes ?? {}
-  const actual = fieldHashesOf(evidence as unknown as Plain, identity, null)
-  for (const key of new Set([...Object.keys(stored), ...Object.keys(actual)])) {
-    if (stored[key] !== actual[key]) problems.push({field: key, message: stored[key] === undefined ? 'field was added' : actual[key] === undefined ? 'field was removed' : 'field changed (hash mismatch)'})
-  }
+  const problems = compareFields(evidence.field_hashes ?? {}, fieldHashesOf(evidence as unknown as Plain, identity, null))
   if (evidence.record_hash !== evidenceHash(evidence) && problems.length === 0) problems.push({field: 'field_hashes', message: 'the record hash does not match (field hashes were edited)'})
   return problems
 }

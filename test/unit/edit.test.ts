@@ -3,9 +3,9 @@ import {readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {parseBlocks} from '../../src/edit/blocks.js'
 import {applyEditText, EditFailed, revertEdit} from '../../src/edit/workspace.js'
-import type {PipeError} from '../../src/errors.js'
 import {DEFAULT_POLICY, policyFrom} from '../../src/policy/policy.js'
 import {tempDir} from '../helpers/cli.js'
+import {expectPipeError} from '../helpers/expect.js'
 
 const policy = policyFrom({...DEFAULT_POLICY, max_patch_lines: 40}, null)
 const block = (file: string, search: string, replace: string): string => `${file}\n<<<<<<< SEARCH\n${search}\n=======\n${replace}\n>>>>>>> REPLACE\n`
@@ -15,15 +15,6 @@ let cleanup: () => Promise<void>
 beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-edit-')))
 afterEach(async () => cleanup())
 
-async function expectError(promise: Promise<unknown>, code: string): Promise<PipeError> {
-  try {
-    await promise
-  } catch (error) {
-    expect((error as PipeError).code, (error as Error).message).to.equal(code)
-    return error as PipeError
-  }
-  throw new Error(`expected ${code}`)
-}
 
 describe('edit blocks', () => {
   it('parses paths, several blocks, and fences around them', () => {
@@ -49,7 +40,7 @@ describe('edit blocks', () => {
     await writeFile(path.join(dir, 'a.txt'), a)
     await writeFile(path.join(dir, 'b.txt'), b)
     const text = block('a.txt', 'beta', 'BETA') + block('b.txt', 'two', 'TWO') + block('b.txt', 'thre\nfour', 'x')
-    const error = await expectError(applyEditText(policy, dir, text), 'E_CONFLICT')
+    const error = await expectPipeError(applyEditText(policy, dir, text), 'E_CONFLICT')
     expect(await readFile(path.join(dir, 'a.txt'), 'utf8')).to.equal(a)
     expect(await readFile(path.join(dir, 'b.txt'), 'utf8')).to.equal(b)
     const failures = (error as EditFailed).failures
@@ -61,13 +52,13 @@ describe('edit blocks', () => {
   it('creates a file from an empty SEARCH and refuses to overwrite one', async () => {
     await applyEditText(policy, dir, block('new/file.txt', '', 'hello'))
     expect(await readFile(path.join(dir, 'new', 'file.txt'), 'utf8')).to.equal('hello\n')
-    await expectError(applyEditText(policy, dir, block('new/file.txt', '', 'again')), 'E_CONFLICT')
+    await expectPipeError(applyEditText(policy, dir, block('new/file.txt', '', 'again')), 'E_CONFLICT')
   })
 
   it('denies paths outside the root or forbidden, before touching anything', async () => {
     await writeFile(path.join(dir, 'ok.txt'), 'x\n')
     for (const target of ['../outside.txt', '/etc/hosts', '.git/config', '.env']) {
-      const error = await expectError(applyEditText(policy, dir, block('ok.txt', 'x', 'y') + block(target, '', 'z')), 'E_POLICY_DENIED')
+      const error = await expectPipeError(applyEditText(policy, dir, block('ok.txt', 'x', 'y') + block(target, '', 'z')), 'E_POLICY_DENIED')
       expect(error.message).to.contain(target)
       expect(await readFile(path.join(dir, 'ok.txt'), 'utf8')).to.equal('x\n')
     }
@@ -76,7 +67,7 @@ describe('edit blocks', () => {
   it('enforces max_patch_lines', async () => {
     await writeFile(path.join(dir, 'big.txt'), `${Array.from({length: 30}, (_, i) => `line ${i}`).join('\n')}\n`)
     const search = Array.from({length: 30}, (_, i) => `line ${i}`).join('\n')
-    const error = await expectError(applyEditText(policy, dir, block('big.txt', search, search.toUpperCase())), 'E_POLICY_DENIED')
+    const error = await expectPipeError(applyEditText(policy, dir, block('big.txt', search, search.toUpperCase())), 'E_POLICY_DENIED')
     expect(error.message).to.contain('max_patch_lines')
   })
 
@@ -89,6 +80,6 @@ describe('edit blocks', () => {
     expect(await readFile(path.join(dir, 'g.txt'), 'utf8').catch(() => null)).to.equal(null)
     const again = await applyEditText(policy, dir, block('f.txt', 'b', 'B'))
     await writeFile(path.join(dir, 'f.txt'), 'someone else\n')
-    await expectError(revertEdit(policy, dir, again.files), 'E_CONFLICT')
+    await expectPipeError(revertEdit(policy, dir, again.files), 'E_CONFLICT')
   })
 })

@@ -2,10 +2,10 @@ import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {appendFile, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {PipeError} from '../../src/errors.js'
 import {Store, type SpecDraft} from '../../src/store/store.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
+import {expectPipeError} from '../helpers/expect.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -28,15 +28,6 @@ function draft(goal: string): SpecDraft {
   }
 }
 
-async function expectCode(promise: Promise<unknown>, code: string): Promise<PipeError> {
-  try {
-    await promise
-  } catch (error) {
-    expect((error as PipeError).code, (error as Error).message).to.equal(code)
-    return error as PipeError
-  }
-  throw new Error(`expected ${code}`)
-}
 
 describe('store', () => {
   it('allocates ids in the seed formats, counted per day, per year and overall', async () => {
@@ -80,13 +71,13 @@ describe('store', () => {
   it('refuses to overwrite a spec version, and reports one changed on disk', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const spec = await store.writeSpec(draft('original'), now)
-    await expectCode(store.putSpec(spec), 'E_CONFLICT')
+    await expectPipeError(store.putSpec(spec), 'E_CONFLICT')
     const file = store.specFile(spec.meta.spec_version)
     await writeFile(file, (await readFile(file, 'utf8')).replace('original', 'tampered'))
-    const error = await expectCode(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
+    const error = await expectPipeError(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
     expect(error.message).to.contain('does not match its content hash')
     await writeFile(file, '{ not json')
-    await expectCode(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
+    await expectPipeError(store.readSpec(spec.meta.spec_version), 'E_INTEGRITY')
   })
 
   it('writes a snapshot once per seq, idempotently, and refuses an invalid one', async () => {
@@ -98,8 +89,8 @@ describe('store', () => {
     expect(stored.meta.record_hash).to.match(/^sha256:/)
     // The same snapshot again (finishing a commit after a crash) is accepted; a different one is not.
     expect(await store.writeSnapshot(snapshot)).to.deep.equal(stored)
-    await expectCode(store.writeSnapshot({...snapshot, outputs: {other: true}}), 'E_CONFLICT')
-    await expectCode(store.writeSnapshot({...snapshot, step: {...snapshot.step, seq: 2}, run_id: 'R-1'}), 'E_INTERNAL')
+    await expectPipeError(store.writeSnapshot({...snapshot, outputs: {other: true}}), 'E_CONFLICT')
+    await expectPipeError(store.writeSnapshot({...snapshot, step: {...snapshot.step, seq: 2}, run_id: 'R-1'}), 'E_INTERNAL')
     expect(await store.readSnapshots(run.run_id)).to.have.length(1)
   })
 
@@ -114,9 +105,9 @@ describe('store', () => {
 
   it('rejects malformed ids before touching the file system', async () => {
     const store = await Store.open(path.join(dir, 's'))
-    await expectCode(store.readRun('../../etc/passwd'), 'E_INVALID_ARGS')
-    await expectCode(store.readSpec('S-1'), 'E_INVALID_ARGS')
-    await expectCode(store.readRun('R-20261121-0099'), 'E_NOT_FOUND')
+    await expectPipeError(store.readRun('../../etc/passwd'), 'E_INVALID_ARGS')
+    await expectPipeError(store.readSpec('S-1'), 'E_INVALID_ARGS')
+    await expectPipeError(store.readRun('R-20261121-0099'), 'E_NOT_FOUND')
   })
 
   it('gives one process at a time ownership of a run', async () => {
@@ -124,7 +115,7 @@ describe('store', () => {
     const at = now.toISOString()
     const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
     const release = await store.acquireRun(run.run_id)
-    await expectCode(store.acquireRun(run.run_id), 'E_CONFLICT')
+    await expectPipeError(store.acquireRun(run.run_id), 'E_CONFLICT')
     await release()
     const again = await store.acquireRun(run.run_id)
     await again()

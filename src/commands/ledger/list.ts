@@ -1,5 +1,6 @@
 import {Flags} from '@oclif/core'
 import {PipeCommand} from '../../cli/base-command.js'
+import {table} from '../../cli/views.js'
 import {Ledger} from '../../store/ledger.js'
 import {Store} from '../../store/store.js'
 import type {LedgerEntry} from '../../types/ledger.js'
@@ -23,11 +24,7 @@ export default class LedgerList extends PipeCommand {
     const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
     if (!this.jsonEnabled()) {
       if (entries.length === 0) process.stdout.write('no publications\n')
-      else {
-        const rows = [['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]
-        const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
-        process.stdout.write(`${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n')}\n`)
-      }
+      else process.stdout.write(table([['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]))
     }
     return {entries}
   }
