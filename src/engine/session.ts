@@ -362,6 +362,8 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
   const {userInfo} = await import('node:os')
   const user = userInfo().username
   const ledger = new Ledger(store)
+  const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  const attempts = 1 + policy.policy.max_retries_default
   const results = []
   for (const target of chosen) {
     const key = ledgerKey(spec.meta.feature_id, target.name, spec.meta.spec_version)
@@ -380,8 +382,6 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
         await ledger.write(entry)
       })
     }
-    const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
-    const attempts = 1 + policy.policy.max_retries_default
     for (let attempt = 1; ; attempt++) {
       try {
         results.push(await publishTo({ledger, target, spec, runId: options.runId, cwd: record.workspace ?? options.cwd, user, ...(options.signal ? {signal: options.signal} : {}), ...(options.env ? {env: options.env} : {})}))
