@@ -128,34 +128,34 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
       child.stdout.resume()
       return {child, done: new Promise((resolve) => child.on('close', (code, signal) => resolve({code, signal})))}
     }
-    const waitForStep = async (): Promise<void> => {
-      for (let i = 0; i < 100; i++) {
-        const ids = await runIds(dir)
-        if (ids.length > 0 && existsSync(path.join(dir, '.pipe', 'runs', ids.sort().at(-1)!, 'snapshots', '000001.json'))) return
+    /** Waits for a run not in `known` to record its first step, and returns its id. */
+    const waitForStep = async (known: string[]): Promise<string> => {
+      for (let i = 0; i < 200; i++) {
+        const fresh = (await runIds(dir)).filter((id) => !known.includes(id))
+        const id = fresh.find((r) => existsSync(path.join(dir, '.pipe', 'runs', r, 'snapshots', '000001.json')))
+        if (id) return id
         await new Promise((r) => setTimeout(r, 50))
       }
       throw new Error('the run never started')
     }
     const first = start()
-    await waitForStep()
+    const termed = await waitForStep([])
     first.child.kill('SIGTERM')
     expect((await first.done).code).to.equal(130)
-    const [termed] = (await runIds(dir)).sort()
-    expect(json<{status: string}>(await pipe(['runs', 'show', termed!, '--json'], {cwd: dir})).status).to.equal('interrupted')
+    expect(json<{status: string}>(await pipe(['runs', 'show', termed, '--json'], {cwd: dir})).status).to.equal('interrupted')
 
     const second = start()
-    await waitForStep()
+    const killed = await waitForStep([termed])
     await new Promise((r) => setTimeout(r, 300))
     second.child.kill('SIGKILL')
     await second.done
-    const killed = (await runIds(dir)).sort().at(-1)!
     const shown = json<{status: string; run: {status: string}}>(await pipe(['runs', 'show', killed, '--json'], {cwd: dir}))
     expect(shown.run.status).to.equal('running')
     expect(shown.status).to.equal('interrupted')
     const listed = json<{runs: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
     expect(listed.runs.find((r) => r.run_id === killed)?.status).to.equal('interrupted')
 
-    for (const id of [termed!, killed]) {
+    for (const id of [termed, killed]) {
       const resumed = await pipe(['resume', id, '--json'], {cwd: dir})
       expect(resumed.code, resumed.stderr).to.equal(0)
       expect((await snapshotsOf(dir, id)).map((s) => s.step.name)).to.deep.equal(['a', 'b', 'c'])
