@@ -44,6 +44,10 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
     },
   })
   if (journaled) {
+    // Name every id before taking any, so one journal write covers them all in the usual case.
+    const needEvidence = journal.evidence.filter((item) => !item.candidate)
+    if (needEvidence.length > 0) (await store.candidateIds('evidence', at, needEvidence.length)).forEach((id, i) => (needEvidence[i]!.candidate = id))
+    if (journal.spec && !journal.spec.candidate) journal.spec.candidate = (await store.candidateIds('spec', at, 1))[0]!
     await store.writeJournal(runId, journal)
     await hook(`journal-written:${step}`)
   }

@@ -2,10 +2,11 @@
  * Validators for the formats in schemas/. Each schema is compiled once per process, on first use,
  * because compiling costs milliseconds and validating costs microseconds.
  */
-import {readFileSync} from 'node:fs'
+import {existsSync, readFileSync} from 'node:fs'
 import {fileURLToPath} from 'node:url'
 import type {ErrorObject, ValidateFunction} from 'ajv'
 import {createRequire} from 'node:module'
+import {ajvOptions} from './options.js'
 
 export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | ModelSchemaName
 export type ModelSchemaName = 'model/compile' | 'model/clarify_questions' | 'model/apply_answers' | 'model/plan_tasks' | 'model/generate_vv'
@@ -22,7 +23,7 @@ function instance(): InstanceType<AjvClass> {
   // ajv and ajv-formats are CommonJS; require keeps their load off the start-up path of commands that never validate.
   const Ajv = (require('ajv') as {default: AjvClass}).default
   const addFormats = (require('ajv-formats') as {default: (a: InstanceType<AjvClass>) => void}).default
-  ajv = new Ajv({allErrors: true, verbose: true, discriminator: true, allowUnionTypes: true, strict: true, strictRequired: false})
+  ajv = new Ajv({...ajvOptions})
   addFormats(ajv)
   return ajv
 }
@@ -35,10 +36,20 @@ export function loadSchema(name: SchemaName): Record<string, unknown> {
   return JSON.parse(readFileSync(schemaFile(name), 'utf8')) as Record<string, unknown>
 }
 
+const standaloneDir = fileURLToPath(new URL('./validators/', import.meta.url))
+
+/** The prebuilt validator of the build, or null when running from source. */
+function standalone(name: SchemaName): ValidateFunction | null {
+  const file = `${standaloneDir}${name.replace('/', '-')}.cjs`
+  if (!existsSync(file)) return null
+  const loaded = require(file) as ValidateFunction | {default: ValidateFunction}
+  return typeof loaded === 'function' ? loaded : loaded.default
+}
+
 export function validator(name: SchemaName): ValidateFunction {
   let fn = cache.get(name)
   if (!fn) {
-    fn = instance().compile(loadSchema(name))
+    fn = standalone(name) ?? instance().compile(loadSchema(name))
     cache.set(name, fn)
   }
   return fn

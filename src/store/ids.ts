@@ -44,3 +44,24 @@ export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', 
   }
   throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
 }
+
+function hintFile(idsDir: string, prefix: string, key: string): string {
+  return path.join(idsDir, key ? `${prefix}-${key}` : prefix)
+}
+
+/** The next `count` ids of a series as the hint sees them: candidates, not reservations. */
+export async function peekIds(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, count: number): Promise<string[]> {
+  const hint = Number.parseInt(await readFile(hintFile(idsDir, prefix, key), 'utf8').catch(() => '0'), 10)
+  const n = Number.isFinite(hint) && hint >= 0 ? hint : 0
+  return Array.from({length: count}, (_, i) => formatId(prefix, key, n + i + 1))
+}
+
+/** Moves the hint past an id taken without allocateId (a journalled candidate). */
+export async function noteIdTaken(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, id: string): Promise<void> {
+  const n = Number(id.slice(id.lastIndexOf('-') + 1))
+  const file = hintFile(idsDir, prefix, key)
+  const hint = Number.parseInt(await readFile(file, 'utf8').catch(() => '0'), 10)
+  if (!(n > (Number.isFinite(hint) ? hint : 0))) return
+  await mkdir(idsDir, {recursive: true})
+  await writeFile(file, String(n)).catch(() => undefined)
+}

@@ -23,7 +23,7 @@ import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
-import {allocateId, dayKey, ID_PATTERNS} from './ids.js'
+import {allocateId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {sealEvidence, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder} from './lock.js'
@@ -238,8 +238,10 @@ export class Store {
     if (intent?.candidate) {
       const id = intent.candidate
       const content = build(id)
-      if (await createFileExclusive(file(id), content)) return id
-      if ((await readFile(file(id), 'utf8').catch(() => null)) === content) return id
+      if ((await createFileExclusive(file(id), content)) || (await readFile(file(id), 'utf8').catch(() => null)) === content) {
+        await noteIdTaken(this.idsDir, prefix, key, id)
+        return id
+      }
     }
     return allocateId(this.idsDir, prefix, key, async (id) => {
       await intent?.onCandidate(id)
@@ -314,6 +316,11 @@ export class Store {
   async listEvidenceIds(): Promise<string[]> {
     const names = await readdir(this.evidenceDir).catch(() => [] as string[])
     return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort()
+  }
+
+  /** Likely next ids of a series, for a journal to name before it writes (see engine/commit.ts). */
+  async candidateIds(series: 'spec' | 'evidence', at: Date, count: number): Promise<string[]> {
+    return series === 'spec' ? peekIds(this.idsDir, 'S', dayKey(at), count) : peekIds(this.idsDir, 'E', '', count)
   }
 
   // The commit journal of the step being recorded (see engine/commit.ts).
