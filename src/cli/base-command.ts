@@ -48,7 +48,14 @@ export abstract class PipeCommand extends Command {
     if (raw instanceof PipeError) return raw
     // oclif's own parse errors: unknown flags, missing arguments, bad options.
     if (raw.oclif?.exit !== undefined) {
-      return new PipeError('E_INVALID_ARGS', raw.message.split('\n')[0] ?? raw.message, {hint: `Run pipe ${this.id?.replace(/:/g, ' ') ?? ''} --help for usage.`.replace(/ +/g, ' ')})
+      // oclif lists missing arguments on the lines after the first: keep them, on one line.
+      const message = raw.message
+        .split('\n')
+        .map((line) => line.replace(/\s+/g, ' ').trim())
+        .filter(Boolean)
+        .join(' ')
+        .replace(/: (\S+) /, ': $1 — ')
+      return new PipeError('E_INVALID_ARGS', message, {hint: `Run pipe ${this.id?.replace(/:/g, ' ') ?? ''} --help for usage.`.replace(/ +/g, ' ')})
     }
     return toPipeError(raw)
   }

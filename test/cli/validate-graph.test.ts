@@ -111,6 +111,22 @@ describe('pipe graph (CLI)', () => {
   })
 })
 
+describe('pipe usage errors', () => {
+  it('suggests the closest command for a misspelt one, in the error format, exit 2', async () => {
+    const result = await pipe(['valdate', 'x.yaml'])
+    expect(result.code).to.equal(2)
+    expect(result.stderr).to.match(/^Error \[E_INVALID_ARGS\]: unknown command "valdate" — did you mean "validate"\?$/m)
+    const topic = await pipe(['snapshot', 'shwo', 'R-20260101-0001'])
+    expect(topic.stderr).to.contain('unknown command "snapshot shwo" — did you mean "snapshot show"?')
+  })
+
+  it('names a missing argument', async () => {
+    const result = await pipe(['run'])
+    expect(result.code).to.equal(2)
+    expect(result.stderr).to.match(/^Error \[E_INVALID_ARGS\]: Missing 1 required arg: pipeline/m)
+  })
+})
+
 describe('pipe --help', () => {
   it('lists the commands and the exit codes', async () => {
     const result = await pipe(['--help'], {cwd: repoRoot})

@@ -1,0 +1,21 @@
+/** oclif's command_not_found hook: the error channel's format, with the closest command. */
+import type {Hook} from '@oclif/core'
+import {didYouMean} from '../config/suggest.js'
+import {ExitCode} from '../exit-codes.js'
+import {appendLog} from '../log.js'
+
+const hook: Hook<'command_not_found'> = async function (options) {
+  const typed = options.id.split(':')
+  const ids = options.config.commandIDs.map((id) => id.replace(/:/g, ' '))
+  const topics = options.config.topics.map((t) => t.name)
+  // "valdate x" arrives as "valdate:x": match on the command words the user meant.
+  const first = typed[0] ?? options.id
+  const words = topics.includes(first) && typed[1] ? `${first} ${typed[1]}` : first
+  const guess = didYouMean(typed.slice(0, 2).join(' '), ids) || didYouMean(words, [...ids, ...topics])
+  const message = `unknown command "${words}"${guess}`
+  const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`)
+  process.stderr.write(`Error [E_INVALID_ARGS]: ${message}\nTry this: pipe --help lists the commands.\n${log ? `Log: ${log}\n` : ''}`)
+  process.exit(ExitCode.USAGE)
+}
+
+export default hook
