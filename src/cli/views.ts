@@ -1,6 +1,7 @@
 /** Human views of stored records. `--json` prints the records themselves; these are for people. */
 import {stringify} from 'yaml'
 import type {GateResult} from '../gates/evaluate.js'
+import type {RunPlan} from '../engine/session.js'
 import type {RunSummary, SpecSummary} from '../store/queries.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -116,4 +117,24 @@ export function renderSpecList(specs: SpecSummary[]): string {
     ['VERSION', 'FEATURE', 'STATUS', 'PARENT', 'RUN', 'STEP', 'CREATED'],
     ...specs.map((s) => [s.spec_version, s.feature_id ?? '?', s.problem ? 'DAMAGED' : s.status, s.parent_version ?? '-', s.run_id ?? '?', s.created_by_step ?? '?', s.created_at ?? '?']),
   ])
+}
+
+export function renderPlan(plan: RunPlan): string {
+  const lines = [
+    `plan for pipeline ${plan.pipeline.name} (${plan.pipeline.file})`,
+    `  pipeline hash ${plan.pipeline.hash}`,
+    `  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
+    `  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}`,
+    `  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
+    `  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
+    `  store ${plan.store}`,
+    '',
+  ]
+  const rows = [['STEP', 'KIND', 'THEN', 'BOUND', 'TIMEOUT', 'RETRIES', 'VERSION']]
+  for (const s of plan.steps) {
+    const then = Object.entries(s.transitions).map(([k, v]) => (k === '*' ? v : `${k}: ${v}`)).join(', ') || '(end)'
+    const bound = s.max_iterations !== undefined ? `max ${s.max_iterations}${s.on_exhausted ? ` -> ${s.on_exhausted}` : ''}` : '-'
+    rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
+  }
+  return `${lines.join('\n')}${table(rows)}nothing was run; drop --dry-run to run it\n`
 }

@@ -4,7 +4,8 @@ import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
-import {startSession, type Decision} from '../engine/session.js'
+import {planSession, startSession, type Decision, type RunPlan, type StartSession} from '../engine/session.js'
+import {renderPlan} from '../cli/views.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -16,6 +17,7 @@ A run that needs answers or a review decision that were not given stops in await
     {description: 'A one-sentence requirement with its clarifying answers', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/one-sentence.txt --answers examples/one-sentence.answers.yaml --decision go'},
     {description: 'From stdin, result as JSON', command: 'echo "Users must be able to reset their password" | <%= config.bin %> <%= command.id %> pipelines/default.yaml --input - --json'},
     {description: 'Inline text, own store', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --text "Build a CSV export" --store /tmp/pipe-store'},
+    {description: 'Check everything and show the plan without running', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --dry-run'},
   ]
   static override args = {pipeline: Args.string({description: 'Pipeline file.', required: true})}
   static override flags = {
@@ -28,29 +30,32 @@ A run that needs answers or a review decision that were not given stops in await
     policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
     provider: Flags.string({description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.', options: ['auto', 'offline', 'openai']}),
     store: PipeCommand.storeFlag,
+    'dry-run': Flags.boolean({description: 'Check the pipeline, policy, input and answers and print the plan; run nothing, write nothing.'}),
   }
 
-  async run(): Promise<RunResult> {
+  async run(): Promise<RunResult | RunPlan> {
     const {args, flags} = await this.parse(Run)
     const store = this.storeDir(flags.store)
-    const outcome = await withSignals((signal) =>
-      startSession({
-        cwd: process.cwd(),
-        store,
-        pipeline: args.pipeline,
-        signal,
-        onProgress: progressPrinter(),
-        stdin: readStdin,
-        ...(flags.input !== undefined ? {input: flags.input} : {}),
-        ...(flags.text !== undefined ? {text: flags.text} : {}),
-        ...(flags.feature ? {feature: flags.feature} : {}),
-        ...(flags.answers ? {answers: flags.answers} : {}),
-        ...(flags.decision ? {decision: flags.decision as Decision} : {}),
-        ...(flags.note ? {note: flags.note} : {}),
-        ...(flags.policy ? {policy: flags.policy} : {}),
-        ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
-      }),
-    )
+    const options: StartSession = {
+      cwd: process.cwd(),
+      store,
+      pipeline: args.pipeline,
+      stdin: readStdin,
+      ...(flags.input !== undefined ? {input: flags.input} : {}),
+      ...(flags.text !== undefined ? {text: flags.text} : {}),
+      ...(flags.feature ? {feature: flags.feature} : {}),
+      ...(flags.answers ? {answers: flags.answers} : {}),
+      ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+      ...(flags.note ? {note: flags.note} : {}),
+      ...(flags.policy ? {policy: flags.policy} : {}),
+      ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
+    }
+    if (flags['dry-run']) {
+      const plan = await planSession(options)
+      if (!this.jsonEnabled()) process.stdout.write(renderPlan(plan))
+      return plan
+    }
+    const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))
     return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)
   }
 }

@@ -99,7 +99,8 @@ function engineFor(store: Store, options: SessionOptions, createProvider: Engine
   })
 }
 
-export async function startSession(options: StartSession): Promise<RunOutcome> {
+/** Everything a run is started with, checked, before anything is written. */
+async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>}> {
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd)
   const answers = options.answers ? compact((await loadAnswersFile(path.resolve(options.cwd, options.answers))).answers) : undefined
@@ -108,6 +109,54 @@ export async function startSession(options: StartSession): Promise<RunOutcome> {
     throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {hint: 'Add --input FILE, --input - (stdin) or --text "..."'})
   }
   const provider = planProvider(options.provider, pipeline.pipeline.provider)
+  return {pipeline, policy, answers, input, provider}
+}
+
+export interface RunPlan {
+  pipeline: {name: string; file: string; hash: string; start: string}
+  policy: {file: string | null; version: string; max_retries_default: number}
+  provider: RunRecord['provider']
+  input: {kind: RunRecord['input']['kind']; ref: string; bytes: number}
+  answers: string[]
+  decision: Decision | null
+  store: string
+  steps: Array<{id: string; kind: string; transitions: Record<string, string>; max_iterations?: number; on_exhausted?: string; timeout_ms: number; retries: number; changes_spec: boolean; prompt?: string}>
+}
+
+/** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
+export async function planSession(options: StartSession): Promise<RunPlan> {
+  const {pipeline, policy, answers, input, provider} = await prepareStart(options)
+  const {registry} = await import('../steps/registry.js')
+  const {edgesOf, startStepId} = await import('../config/graph.js')
+  const limits = policy.policy.resource_limits
+  return {
+    pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
+    policy: {file: policy.file, version: policy.version, max_retries_default: policy.policy.max_retries_default},
+    provider: provider.record,
+    input: {kind: input.kind, ref: input.ref, bytes: Buffer.byteLength(input.text ?? '')},
+    answers: Object.keys(answers ?? {}),
+    decision: options.decision ?? null,
+    store: path.resolve(options.cwd, options.store),
+    steps: pipeline.pipeline.steps.map((step) => {
+      const handler = registry[step.kind]
+      const safe = step.retry?.safe ?? handler.safeToRetry
+      return {
+        id: step.id,
+        kind: step.kind,
+        transitions: Object.fromEntries(edgesOf(step).filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
+        ...(step.max_iterations !== undefined ? {max_iterations: step.max_iterations} : {}),
+        ...(step.on_exhausted !== undefined ? {on_exhausted: step.on_exhausted} : {}),
+        timeout_ms: step.timeout_ms ?? limits.step_timeout_ms ?? 600000,
+        retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
+        changes_spec: handler.changesSpec,
+        ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
+      }
+    }),
+  }
+}
+
+export async function startSession(options: StartSession): Promise<RunOutcome> {
+  const {pipeline, policy, answers, input, provider} = await prepareStart(options)
   const store = await Store.open(path.resolve(options.cwd, options.store))
   return engineFor(store, options, provider.create).start({
     pipeline,

@@ -214,6 +214,27 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
   })
 })
 
+describe('pipe run --dry-run', () => {
+  it('checks everything, prints the plan and writes nothing', async () => {
+    const result = await run(['--input', path.join(examples, 'full-prd.md'), '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--dry-run', '--json'])
+    expect(result.code, result.stderr).to.equal(0)
+    const plan = json<{pipeline: {start: string}; provider: {kind: string}; answers: string[]; steps: Array<{id: string; transitions: Record<string, string>; max_iterations?: number; changes_spec: boolean; retries: number}>}>(result)
+    expect(plan.pipeline.start).to.equal('ingest')
+    expect(plan.provider.kind).to.equal('offline')
+    expect(plan.answers).to.deep.equal(['acceptance_criteria', 'non_functional', 'constraints'])
+    expect(plan.steps.find((s) => s.id === 'validate_gates')!.transitions).to.deep.equal({pass: 'plan_tasks', fail: 'clarify_questions'})
+    expect(plan.steps.find((s) => s.id === 'clarify_questions')!.max_iterations).to.equal(3)
+    expect(plan.steps.filter((s) => s.changes_spec).map((s) => s.id)).to.deep.equal(['compile', 'apply_answers', 'plan_tasks', 'generate_vv'])
+    expect(plan.steps.find((s) => s.id === 'manual_review')!.retries).to.equal(0)
+    expect(await storeListing()).to.deep.equal([])
+    const human = await run(['--input', path.join(examples, 'full-prd.md'), '--dry-run'])
+    expect(human.stdout).to.contain('nothing was run')
+    const bad = await run(['--input', 'missing.md', '--dry-run'])
+    expect(bad.code).to.equal(2)
+    expect(bad.stderr).to.contain('E_INPUT')
+  })
+})
+
 describe('pipe run: bad input is refused and loses nothing', () => {
   it('refuses a missing input file', async () => {
     const result = await run(['--input', 'nope.md'])
