@@ -54,7 +54,7 @@ export abstract class PipeCommand extends Command {
         .map((line) => line.replace(/\s+/g, ' ').trim())
         .filter(Boolean)
         .join(' ')
-        .replace(/: (\S+) /, ': $1 — ')
+        .replace(/^(Missing \d+ required args?): (\S+) /, '$1: $2 — ')
       return new PipeError('E_INVALID_ARGS', message, {hint: `Run pipe ${this.id?.replace(/:/g, ' ') ?? ''} --help for usage.`.replace(/ +/g, ' ')})
     }
     return toPipeError(raw)

@@ -169,14 +169,22 @@ export class Engine {
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
     const {store} = this.deps
     const record = await store.readRun(runId)
-    if (isFinal(record.status)) {
-      throw new PipeError('E_STATE', `run ${runId} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${runId} --from STEP.`})
-    }
+    assertResumable(record)
     if (record.pipeline.hash !== options.pipeline.hash) {
       throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId} started`, {
         hint: 'Restore the pipeline file as it was, or start a new run with the changed pipeline.',
       })
     }
+    // Taking in answers or a decision happens under the run's lock, so a run being driven elsewhere is never changed.
+    return this.drive(runId, options, 'resumed', async () => {
+      const current = await store.readRun(runId)
+      assertResumable(current)
+      await this.takeInput(runId, current, options)
+    })
+  }
+
+  private async takeInput(runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
+    const {store} = this.deps
     const at = this.now().toISOString()
     if (options.answers || options.review) {
       // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
@@ -189,7 +197,6 @@ export class Engine {
       if (options.answers) await store.appendEvent(runId, {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: this.user})
       if (options.review) await store.appendEvent(runId, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
     }
-    return this.drive(runId, options, 'resumed')
   }
 
   /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */
@@ -234,10 +241,11 @@ export class Engine {
     return record
   }
 
-  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed'): Promise<RunOutcome> {
+  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>): Promise<RunOutcome> {
     const {store} = this.deps
     const release = await store.acquireRun(runId)
     try {
+      await prepare?.()
       const before = await store.readRun(runId)
       if (before.status === 'running' && event === 'resumed') {
         // A run left running by a process that is gone: record that it was interrupted first.
@@ -581,6 +589,12 @@ interface Executed {
   attempts: number
   /** The failure needs a person: the run stops as blocked at this step and resumes there. */
   blocked?: boolean
+}
+
+function assertResumable(record: RunRecord): void {
+  if (isFinal(record.status)) {
+    throw new PipeError('E_STATE', `run ${record.run_id} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${record.run_id} --from STEP.`})
+  }
 }
 
 function usageWithCost(usage: Usage, prices: ProviderSettings['prices']): NonNullable<Snapshot['meta']['usage']> {
