@@ -16,6 +16,13 @@ describe('pipe validate (CLI)', () => {
     expect(result.stderr).to.contain('ok  pipelines/default.yaml (pipeline)').and.contain('ok  policy.yaml (policy)').and.contain('(answers)')
   })
 
+  it('accepts every YAML file the project ships', async () => {
+    const files = ['pipelines/default.yaml', 'policy.yaml', 'examples/one-sentence.answers.yaml', 'examples/coding/pipeline.yaml', 'examples/coding/policy.yaml']
+    const result = await pipe(['validate', ...files, '--json'])
+    expect(result.code, result.stdout).to.equal(0)
+    expect(json<{files: Array<{kind: string}>}>(result).files.map((f) => f.kind)).to.deep.equal(['pipeline', 'policy', 'answers', 'pipeline', 'policy'])
+  })
+
   it('reports a misspelt transition target at its line with a suggestion, and exits 2', async () => {
     const file = path.join(dir, 'typo.yaml')
     await writeFile(file, 'version: 1\nname: typo\nsteps:\n  - id: ingest\n    kind: noop\n    next: compil\n  - id: compile\n    kind: noop\n')
