@@ -6,6 +6,7 @@
  * was recorded and repeats nothing that was.
  */
 import os from 'node:os'
+import path from 'node:path'
 import {setTimeout as sleepFor} from 'node:timers/promises'
 import type {LoadedPipeline} from '../config/pipeline.js'
 import {PipeError, toPipeError} from '../errors.js'
@@ -446,6 +447,7 @@ export class Engine {
         now: this.now,
         user: this.user,
         ledger: this.ledger,
+        slotsDir: path.join(this.deps.store.root, 'locks'),
         hook: (point) => this.deps.hook?.(point),
       }
       try {

@@ -4,7 +4,10 @@
  * and a timeout that kills the whole process tree: the command runs in its own process group and
  * the group is killed, so a grandchild holding stdout open cannot keep the step waiting.
  */
+import {mkdir} from 'node:fs/promises'
+import path from 'node:path'
 import {PipeError} from '../errors.js'
+import {acquireLock} from '../util/lock.js'
 import {redact} from '../util/redact.js'
 import type {LoadedPolicy} from './policy.js'
 import {assertCommand, assertPath} from './rules.js'
@@ -37,6 +40,8 @@ export interface CommandOptions {
   env?: Record<string, string>
   timeoutMs?: number
   signal?: AbortSignal
+  /** A directory shared by every pipe process on the store: max_concurrent_commands holds across them. */
+  slotsDir?: string
 }
 
 const PASSED_ENV = /^(PATH|HOME|USER|LOGNAME|LANG|LANGUAGE|LC_[A-Z]+|TZ|TMPDIR|TMP|TEMP|TERM|CI|NO_COLOR|FORCE_COLOR|SHELL|NODE_ENV)$/
@@ -79,17 +84,36 @@ class Capture {
   }
 }
 
-let running = 0
-const waiting: Array<() => void> = []
-
-async function slot(limit: number): Promise<() => void> {
-  while (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve))
-  running++
-  return () => {
-    running--
-    waiting.shift()?.()
+/**
+ * One of `limit` command slots: lock files in `dir`, so the limit holds across every process that
+ * shares the store (a slot whose process died is taken over). Without a directory, slots are
+ * counted in this process only.
+ */
+async function slot(limit: number, dir: string | undefined, signal: AbortSignal | undefined): Promise<() => Promise<void>> {
+  if (!dir) {
+    while (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve))
+    running++
+    return async () => {
+      running--
+      waiting.shift()?.()
+    }
+  }
+  await mkdir(dir, {recursive: true})
+  for (;;) {
+    for (let i = 0; i < limit; i++) {
+      try {
+        return await acquireLock(path.join(dir, `command-${i}.lock`), {busy: () => 'busy', hint: ''})
+      } catch (error) {
+        if (!(error instanceof PipeError) || error.code !== 'E_CONFLICT') throw error
+      }
+    }
+    if (signal?.aborted) throw new PipeError('E_TOOL_TIMEOUT', 'stopped while waiting for a free command slot', {hint: 'Raise resource_limits.max_concurrent_commands, or run fewer pipelines at once.'})
+    await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
+
+let running = 0
+const waiting: Array<() => void> = []
 
 function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   if (pid === undefined) return
@@ -106,7 +130,7 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
   const limits = policy.policy.resource_limits
   const timeoutMs = options.timeoutMs ?? limits.command_timeout_ms ?? 300000
   const outputLimit = limits.max_output_bytes ?? 65536
-  const release = await slot(limits.max_concurrent_commands ?? 2)
+  const release = await slot(limits.max_concurrent_commands ?? 2, options.slotsDir, options.signal)
   const started = Date.now()
   const stdout = new Capture(outputLimit)
   const stderr = new Capture(outputLimit)
@@ -162,6 +186,6 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     if (error instanceof PipeError) throw error
     throw new PipeError('E_IO', `could not run ${JSON.stringify(options.argv)}: ${(error as Error).message}`, {hint: 'Check that the program is installed and on PATH.'})
   } finally {
-    release()
+    await release()
   }
 }

@@ -9,13 +9,14 @@ export const command: StepHandler<'command'> = {
   changesSpec: false,
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
-  async run({step, policy, cwd, signal}) {
+  async run({step, policy, cwd, signal, slotsDir}) {
     const result = await runCommand(policy, cwd, {
       argv: step.run,
       ...(step.cwd ? {cwd: step.cwd} : {}),
       ...(step.env ? {env: Object.fromEntries(Object.entries(step.env).filter((e): e is [string, string] => e[1] !== undefined))} : {}),
       ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}),
       signal,
+      slotsDir,
     })
     if (result.spawn_error) {
       throw new PipeError('E_IO', `could not start ${step.run[0]}: ${result.spawn_error}`, {hint: 'Check that the program is installed and on PATH.', details: {command: result}})

@@ -37,7 +37,7 @@ export const qa: StepHandler<'qa'> = {
   outcomes: () => ['pass', 'fail'],
   changesSpec: false,
   safeToRetry: false,
-  async run({step, policy, cwd, signal}) {
+  async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []
     let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], full_logs: []}
     outer: for (const stage of ORDER) {
@@ -46,7 +46,7 @@ export const qa: StepHandler<'qa'> = {
       const ran: CommandResult[] = []
       stages.push({stage, commands: ran})
       for (const argv of commands) {
-        const result = await runCommand(policy, cwd, {argv, ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}), signal})
+        const result = await runCommand(policy, cwd, {argv, ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}), signal, slotsDir})
         ran.push(result)
         if (result.exit_code !== 0 || result.timed_out || result.spawn_error) {
           verdict = {

@@ -42,6 +42,8 @@ export interface StepContext<S extends Step = Step> {
   user: string
   /** The publish ledger of the run's store. */
   ledger: Ledger
+  /** Where processes sharing the store take command slots (resource_limits.max_concurrent_commands). */
+  slotsDir: string
   /** Named points for the crash tests (see util/faults.ts). */
   hook: (point: string) => Promise<void> | void
 }

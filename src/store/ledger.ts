@@ -10,7 +10,7 @@ import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
-import {acquireLock} from './lock.js'
+import {acquireLock} from '../util/lock.js'
 import type {Store} from './store.js'
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {

@@ -26,7 +26,7 @@ import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
 import {allocateId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {sealEvidence, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
-import {acquireLock, lockHolder} from './lock.js'
+import {acquireLock, lockHolder} from '../util/lock.js'
 
 export type SpecDraft = Omit<CanonicalSpec, 'meta'> & {meta: Omit<CanonicalSpec['meta'], 'spec_version' | 'content_hash'>}
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>

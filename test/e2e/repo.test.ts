@@ -153,6 +153,18 @@ describe('command, git and edit steps under the policy', function () {
     expect(command.stdout.omitted_bytes).to.equal(command.stdout.total_bytes - Buffer.byteLength(command.stdout.head) - Buffer.byteLength(command.stdout.tail))
   })
 
+  it('holds max_concurrent_commands across processes sharing the store', async () => {
+    const log = path.join(dir, 'intervals.log')
+    const policy = await policyFile()
+    await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_output_bytes: 1024', 'max_output_bytes: 1024, max_concurrent_commands: 1'))
+    const p = await pipelineFile('slot.yaml', `steps:\n  - {id: busy, kind: command, run: [bash, -c, 'echo "start $(date +%s%N)" >> ${log}; sleep 0.4; echo "end $(date +%s%N)" >> ${log}']}\n`)
+    const runs = await Promise.all([0, 1, 2].map(() => pipe(['run', p, '--policy', policy, '--json'], {cwd: repo})))
+    for (const r of runs) expect(r.code, r.stderr).to.equal(0)
+    const events = (await readFile(log, 'utf8')).trim().split('\n').map((l) => l.split(' ')[0])
+    // One command at a time: every start is followed by its end before the next start.
+    expect(events).to.deep.equal(['start', 'end', 'start', 'end', 'start', 'end'])
+  })
+
   it('routes by exit code: success and failure', async () => {
     const p = await pipelineFile('exit.yaml', "steps:\n  - {id: check, kind: command, run: [bash, -c, 'exit 3'], on: {success: good, failure: bad}}\n  - {id: good, kind: noop}\n  - {id: bad, kind: noop}\n")
     const out = await run(p)

@@ -5,7 +5,7 @@
 import {readFile, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import {PipeError} from '../errors.js'
-import {createFileExclusive} from '../util/fs.js'
+import {createFileExclusive} from './fs.js'
 
 export function processAlive(pid: number): boolean {
   try {
