@@ -51,10 +51,6 @@ export class PipeError extends Error {
   }
 }
 
-export function isPipeError(error: unknown): error is PipeError {
-  return error instanceof PipeError
-}
-
 /** Turns anything thrown into a PipeError, keeping codes of errors that already have one. */
 export function toPipeError(error: unknown): PipeError {
   if (error instanceof PipeError) return error

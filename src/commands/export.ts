@@ -1,6 +1,6 @@
 import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
-import {exportRun} from '../store/export.js'
+import {exportRun} from '../engine/export.js'
 import {Store} from '../store/store.js'
 
 export default class Export extends PipeCommand {

@@ -3,7 +3,6 @@
  * space, then matches that ignore indentation (the replacement is re-indented by the same amount).
  * All blocks are matched in memory before any file is written: all apply or none.
  */
-import {sha256} from '../util/hash.js'
 import type {EditBlock} from './blocks.js'
 
 export interface BlockFailure {
@@ -134,9 +133,6 @@ export function planEdits(blocks: EditBlock[], read: (path: string) => string | 
   return {changes, failures}
 }
 
-export function fileDigest(text: string | null): string | null {
-  return text === null ? null : sha256(text)
-}
 
 /** A unified-style diff for people (not for applying): the changed lines of each file. */
 export function describeChange(change: FileChange): string {

@@ -21,6 +21,7 @@ import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {redact} from '../util/redact.js'
+import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
 import {assertTransition, isFinal} from './lifecycle.js'
 import {backoffFor} from './retry.js'
@@ -131,7 +132,7 @@ export class Engine {
     this.registry = deps.registry ?? defaultRegistry
     this.now = deps.now ?? (() => new Date())
     this.sleep = deps.sleep ?? ((ms, signal) => sleepFor(ms, undefined, {signal}))
-    this.user = deps.user ?? safeUser()
+    this.user = deps.user ?? currentUser()
   }
 
   async start(options: StartOptions): Promise<RunOutcome> {
@@ -624,10 +625,3 @@ function answersForPending(answers: Record<string, string>, pending: RunRecord['
   return out
 }
 
-function safeUser(): string {
-  try {
-    return os.userInfo().username
-  } catch {
-    return process.env.USER ?? 'unknown'
-  }
-}

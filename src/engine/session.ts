@@ -7,7 +7,7 @@ import path from 'node:path'
 import {loadAnswersFile} from '../config/answers.js'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import {loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
-import {loadPolicyFile, resolvePolicy} from '../config/policy.js'
+import {resolvePolicy} from '../config/policy.js'
 import {PipeError} from '../errors.js'
 import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
@@ -15,6 +15,7 @@ import {kindCatalog} from '../steps/registry.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
+import {currentUser} from '../util/user.js'
 import {decodeText} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 
@@ -205,7 +206,6 @@ function compact(map: Record<string, string | undefined>): Record<string, string
   return Object.fromEntries(Object.entries(map).filter((entry): entry is [string, string] => entry[1] !== undefined))
 }
 
-export {loadPolicyFile}
 
 // People in the loop: answers and reviews given to a paused run.
 
@@ -364,8 +364,7 @@ export async function rollbackEditSession(options: SessionOptions & {runId: stri
     const {revertEdit} = await import('../edit/workspace.js')
     const files = (target.outputs as {edit: {files: import('../edit/workspace.js').AppliedFile[]}}).edit.files
     const restored = await revertEdit(guarding(policy, store), record.workspace ?? options.cwd, files)
-    const {userInfo} = await import('node:os')
-    await store.appendEvent(options.runId, {at: new Date().toISOString(), event: 'edit_reverted', step: target.step.name, seq: target.step.seq, by: userInfo().username, reason: `restored ${restored.map((r) => `${r.path} (${r.restored})`).join(', ')}`})
+    await store.appendEvent(options.runId, {at: new Date().toISOString(), event: 'edit_reverted', step: target.step.name, seq: target.step.seq, by: currentUser(), reason: `restored ${restored.map((r) => `${r.path} (${r.restored})`).join(', ')}`})
     return {run_id: options.runId, step: target.step.name, seq: target.step.seq, files: restored}
   } finally {
     await release()
@@ -408,8 +407,7 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
   const {Ledger, ledgerKey} = await import('../store/ledger.js')
   const {publishTo} = await import('../publish/deliver.js')
   const {backoffFor} = await import('./retry.js')
-  const {userInfo} = await import('node:os')
-  const user = userInfo().username
+  const user = currentUser()
   const ledger = new Ledger(store)
   const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
   const attempts = 1 + policy.policy.max_retries_default

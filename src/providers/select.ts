@@ -2,7 +2,7 @@
 import {PipeError} from '../errors.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
-import type {Provider} from './types.js'
+import {OFFLINE_MODEL, type Provider} from './types.js'
 
 export type ProviderChoice = 'auto' | 'offline' | 'openai'
 
@@ -23,7 +23,7 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   let provider: Provider | undefined
   if (kind === 'offline') {
     return {
-      record: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null},
+      record: {kind: 'offline', model: OFFLINE_MODEL, endpoint_host: null},
       create: async () => {
         if (!provider) {
           const {OfflineProvider} = await import('./offline/provider.js')

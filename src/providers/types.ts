@@ -4,6 +4,9 @@
  */
 import type {CanonicalSpec, Task} from '../types/spec.js'
 
+/** The model name the offline rules provider records. */
+export const OFFLINE_MODEL = 'offline-rules-1'
+
 export type SpecBody = Omit<CanonicalSpec, 'meta'>
 export type VvItem = CanonicalSpec['vv'][number]
 

@@ -3,7 +3,7 @@
  * real extraction and planning so that the default pipeline is useful without a model.
  */
 import type {Task} from '../../types/spec.js'
-import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, ModelReply, Provider, Question, SpecBody, VvItem} from '../types.js'
+import {OFFLINE_MODEL, type ApplyAnswersRequest, type ClarifyRequest, type CompileOutput, type CompileRequest, type ModelReply, type Provider, type Question, type SpecBody, type VvItem} from '../types.js'
 import {isNegative, isNoneAnswer, isNonAnswer, nfrCategory, parseGwt, priorityOf, stripPriority, taskType} from './classify.js'
 import {mergeWithPrevious, missingKeyFields, nextId, normalizeForCompare, pad} from '../spec-build.js'
 import {extractSpec} from './extract.js'
@@ -122,7 +122,7 @@ const PRIORITY_ORDER = {P0: 0, P1: 1, P2: 2} as const
 
 export class OfflineProvider implements Provider {
   readonly name = 'offline'
-  readonly model = 'offline-rules-1'
+  readonly model = OFFLINE_MODEL
   readonly endpointHost = null
 
   async compile(request: CompileRequest, _signal?: AbortSignal): Promise<ModelReply<CompileOutput>> {

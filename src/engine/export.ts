@@ -13,8 +13,9 @@ import type {AppliedFile} from '../edit/workspace.js'
 import type {CommandResult} from '../policy/exec.js'
 import {specToMarkdown} from '../spec/markdown.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {loadPolicyFile} from '../config/policy.js'
+import type {Store} from '../store/store.js'
 import {writeFileAtomic} from '../util/fs.js'
-import type {Store} from './store.js'
 
 interface Attempt {
   task: string
@@ -75,7 +76,7 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
   const attemptsByTask: Record<string, number> = {}
   for (const a of groups) attemptsByTask[a.task] = Math.max(attemptsByTask[a.task] ?? 0, a.number)
   const commits = snapshots.map((s) => (s.outputs as {checkpoint?: {commit: string}; rollback?: {to: string}}).checkpoint?.commit ?? (s.outputs as {rollback?: {to: string}}).rollback?.to).filter((c): c is string => Boolean(c))
-  const policy = record.policy_path ? await import('../config/policy.js').then((m) => m.loadPolicyFile(record.policy_path!)) : null
+  const policy = record.policy_path ? await loadPolicyFile(record.policy_path) : null
   await write(
     path.join(runDir, 'state.json'),
     json({
