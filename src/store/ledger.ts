@@ -19,8 +19,11 @@ export function ledgerKey(featureId: string, target: string, specVersion: string
 
 export class Ledger {
   readonly dir: string
+  /** The store the ledger belongs to: publications are named per store. */
+  readonly storeRoot: string
 
   constructor(store: Store) {
+    this.storeRoot = store.root
     this.dir = path.join(store.root, 'ledger')
   }
 
