@@ -57,7 +57,7 @@ type Sent =
  * publish F-2026-001/S-...-0001 into one directory: a store other than the default `.pipe` gets a
  * subfolder of its own, named after it.
  */
-export function fileTargetRoot(target: Extract<PublishTarget, {type: 'file'}>, cwd: string, storeRoot: string): string {
+function fileTargetRoot(target: Extract<PublishTarget, {type: 'file'}>, cwd: string, storeRoot: string): string {
   const base = path.resolve(cwd, target.dir)
   const name = path.basename(storeRoot)
   return name === '.pipe' ? base : path.join(base, name)

@@ -11,6 +11,7 @@ import {check, describeErrors} from '../schema/registry.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock} from '../util/lock.js'
+import {redactDeep} from '../util/redact.js'
 import type {Store} from './store.js'
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
@@ -42,7 +43,9 @@ export class Ledger {
     return db.data
   }
 
-  async write(entry: LedgerEntry): Promise<void> {
+  async write(raw: LedgerEntry): Promise<void> {
+    // Attempts carry what targets answered, which may echo a webhook URL: no secret is stored.
+    const entry = redactDeep(raw)
     const result = check('ledger', entry)
     if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
     await mkdir(this.dir, {recursive: true})

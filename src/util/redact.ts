@@ -67,6 +67,14 @@ export function addSecretsNamedIn(config: unknown, env: NodeJS.ProcessEnv = proc
 
 const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signature|secret|password|auth)=)[^&#\s"'<>]+/gi
 
+/** `redact` applied to every string inside a JSON-like value (safer than redacting its JSON text). */
+export function redactDeep<T>(value: T): T {
+  if (typeof value === 'string') return redact(value) as T
+  if (Array.isArray(value)) return (value as unknown[]).map((v) => redactDeep(v)) as T
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactDeep(v)])) as T
+  return value
+}
+
 export function redact(text: string): string {
   let out = text
   for (const value of secretValues()) out = out.split(value).join('[REDACTED]')
