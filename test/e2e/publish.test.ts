@@ -317,6 +317,20 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
     expect(server.requests('/json')).to.have.length(4)
   })
 
+  it("the engine's retries never resend a request that its step timeout cut off", async () => {
+    const text = (await readFile(await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'), 'utf8')).replace('    kind: publish\n', '    kind: publish\n    timeout_ms: 400\n    retry: {max_retries: 3}\n')
+    const file = path.join(dir, 'pipelines', 'stepped.yaml')
+    await writeFile(file, text)
+    server.reply({hang: true})
+    const result = await cli(['run', file, '--input', prd, '--decision', 'go', '--json'])
+    expect(result.code, result.stderr).to.equal(6)
+    expect(server.requests('/json')).to.have.length(1)
+    const [entry] = await ledger()
+    expect(entry!.attempts.map((a) => a.state)).to.deep.equal(['unknown'])
+    const snaps = json<Snapshot[]>(await cli(['snapshot', 'show', json<RunJson>(result).run_id, '--step', 'publish', '--json']))
+    expect(snaps[0]!.errors.at(-1)!.message).to.contain('unknown whether')
+  })
+
   it('two stores used from one folder publish to the file target without colliding; a real collision says what happened', async () => {
     const file = path.join(dir, 'pipelines', 'default.yaml')
     for (const store of ['a', 'b']) {
