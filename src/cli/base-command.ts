@@ -37,7 +37,7 @@ export abstract class PipeCommand extends Command {
     if (log) lines.push(`Log: ${log}`)
     process.stderr.write(`${lines.join('\n')}\n`)
     if (this.jsonEnabled() && !this.jsonPrinted) {
-      const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: error.hint} : {}), ...(log ? {log} : {})}}
+      const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {})}}
       process.stdout.write(`${JSON.stringify(body, null, 2)}\n`)
     }
     process.exitCode = error.exitCode

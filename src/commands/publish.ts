@@ -6,9 +6,9 @@ import type {PublishOutcome} from '../publish/deliver.js'
 
 export default class Publish extends PipeCommand {
   static override summary = "Publish a run's reviewed spec version to its pipeline's targets again, by hand."
-  static override description = `Idempotent: each feature + target + spec version is delivered once; publishing a delivered key sends nothing and prints the recorded external id. Only a version whose review said go is published. Retryable failures (429, 5xx, timeouts) are retried with backoff; every attempt is in the ledger (pipe ledger list).
+  static override description = `Idempotent: each feature + target + spec version is delivered once; publishing a delivered key sends nothing and prints the recorded external id. Only a version whose review said go is published. Retryable failures (429, 5xx, a connection refused) are retried with backoff; every attempt is in the ledger (pipe ledger list).
 
-A target set to uncertain: hold stops when a crash left a delivery unknown: check the channel, then --resend or --mark-delivered.`
+A request that went out without an answer (a crash, a timeout) has an unknown outcome and is not retried: a target set to uncertain: resend sends it once more per publish or resume; uncertain: hold stops: check the channel, then --resend or --mark-delivered.`
   static override examples = [
     {description: 'Publish to every target again (delivered ones are skipped)', command: '<%= config.bin %> <%= command.id %> R-20261122-0001'},
     {description: 'One target', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --target team-chat'},

@@ -469,7 +469,7 @@ export class Engine {
         })
         if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
         const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())
-        this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: error.message})
+        this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: redact(error.message)})
         try {
           await this.sleep(delay, outer ?? new AbortController().signal)
         } catch {

@@ -16,6 +16,7 @@ import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
 import {currentUser} from '../util/user.js'
+import {addSecretsNamedIn} from '../util/redact.js'
 import {decodeText} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 
@@ -55,6 +56,8 @@ export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline>
   if (!result.ok) {
     throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: `Fix the errors above (pipe validate ${file} lists them).`})
   }
+  // The values of the variables it names (webhook URLs, signing secrets) never reach a record.
+  addSecretsNamedIn(result.loaded.pipeline)
   return result.loaded
 }
 
@@ -417,7 +420,8 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
     if (options.resend || options.markDelivered) {
       await ledger.withKey(key, async () => {
         const entry = await ledger.read(key)
-        if (!entry || entry.status !== 'uncertain') return
+        // Held as uncertain, or sent with an unknown outcome and waiting for its resend.
+        if (!entry || (entry.status !== 'uncertain' && !(entry.status !== 'delivered' && entry.attempts.at(-1)?.state === 'unknown'))) return
         const at = new Date().toISOString()
         if (options.markDelivered) {
           entry.status = 'delivered'
@@ -431,7 +435,7 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
     }
     for (let attempt = 1; ; attempt++) {
       try {
-        results.push(await publishTo({ledger, target, spec, runId: options.runId, cwd: record.workspace ?? options.cwd, user, ...(options.signal ? {signal: options.signal} : {}), ...(options.env ? {env: options.env} : {})}))
+        results.push(await publishTo({ledger, target, spec, runId: options.runId, cwd: record.workspace ?? options.cwd, user, resendUnknown: attempt === 1, ...(options.signal ? {signal: options.signal} : {}), ...(options.env ? {env: options.env} : {})}))
         break
       } catch (error) {
         if (!(error instanceof PipeError) || !error.retryable || attempt >= attempts) throw error

@@ -3,7 +3,8 @@
  * see: a key recorded as delivered is never sent again. Each attempt is written to the ledger
  * before the request goes out and again with its result, so a crash in between is found on the
  * next publish of the key: the target's `uncertain` setting says whether to send again (with the
- * same Idempotency-Key header) or to stop and ask a person.
+ * same Idempotency-Key header) or to stop and ask a person. A request that went out and got no
+ * answer (a timeout, a broken connection, a stopped step) is the same case, found at once.
  */
 import {mkdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -13,8 +14,8 @@ import {ledgerKey, type Ledger} from '../store/ledger.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import type {PublishTarget} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {writeFileAtomic} from '../util/fs.js'
-import {redact} from '../util/redact.js'
+import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
+import {addSecretUrl, redact} from '../util/redact.js'
 import {feishuPayload, jsonPayload, slackPayload, type PublishContext} from './payloads.js'
 
 export interface PublishOptions {
@@ -28,6 +29,12 @@ export interface PublishOptions {
   env?: NodeJS.ProcessEnv
   now?: () => Date
   hook?: (point: string) => Promise<void> | void
+  /**
+   * Whether a delivery whose last attempt has an unknown outcome may be sent again now. True for a
+   * redrive (a resumed step, a manual publish); false for the engine's in-step retries, so an
+   * unknown outcome is never resent blindly.
+   */
+  resendUnknown?: boolean
 }
 
 export interface PublishOutcome {
@@ -39,26 +46,69 @@ export interface PublishOutcome {
   attempts: number
 }
 
-type Sent = {ok: true; externalId: string; statusCode?: number} | {ok: false; retryable: boolean; statusCode?: number; error: string; code: 'E_IO' | 'E_TOOL_TIMEOUT' | 'E_CONFIG' | 'E_MODEL' | 'E_BUILD_FAIL'}
+/** What one send came to: delivered, refused (retryable or not), or unknown (it went out; no answer came). */
+type Sent =
+  | {outcome: 'delivered'; externalId: string; statusCode?: number}
+  | {outcome: 'failed'; retryable: boolean; statusCode?: number; error: string; code: 'E_IO' | 'E_TOOL_TIMEOUT'}
+  | {outcome: 'unknown'; error: string; code: 'E_IO' | 'E_TOOL_TIMEOUT'; rethrow?: Error}
 
-async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: CanonicalSpec, cwd: string): Promise<Sent> {
-  const dir = path.resolve(cwd, target.dir, spec.meta.feature_id)
+/**
+ * Feature and version ids are numbered per store, so two stores used from one folder would both
+ * publish F-2026-001/S-...-0001 into one directory: a store other than the default `.pipe` gets a
+ * subfolder of its own, named after it.
+ */
+function fileTargetRoot(target: Extract<PublishTarget, {type: 'file'}>, cwd: string, storeRoot: string): string {
+  const base = path.resolve(cwd, target.dir)
+  const name = path.basename(storeRoot)
+  return name === '.pipe' ? base : path.join(base, name)
+}
+
+async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: CanonicalSpec, options: PublishOptions): Promise<Sent> {
+  const {cwd} = options
+  const dir = path.join(fileTargetRoot(target, cwd, options.ledger.storeRoot), spec.meta.feature_id)
   await mkdir(dir, {recursive: true})
   const json = `${JSON.stringify(spec, null, 2)}\n`
   const jsonFile = path.join(dir, `${spec.meta.spec_version}.json`)
-  const existing = await readFile(jsonFile, 'utf8').catch(() => null)
-  if (existing !== null && existing !== json) {
-    return {ok: false, retryable: false, code: 'E_IO', error: `${jsonFile} already holds different content for ${spec.meta.spec_version}; published files are never overwritten`}
+  const shown = path.relative(cwd, jsonFile)
+  // Exclusive create: of two stores racing for one name exactly one writes, the other compares.
+  if (!(await createFileExclusive(jsonFile, json))) {
+    const existing = await readFile(jsonFile, 'utf8')
+    if (existing !== json) {
+      let other = ''
+      try {
+        const meta = (JSON.parse(existing) as CanonicalSpec).meta
+        other = ` (run ${meta.run_id}, ${meta.content_hash})`
+      } catch {
+        other = ''
+      }
+      throw new PipeError(
+        'E_CONFLICT',
+        `${shown} already holds a different spec${other}: another store (or an earlier store since deleted) published its own ${spec.meta.spec_version} of ${spec.meta.feature_id} there. Feature and version ids are numbered per store, and published files are never overwritten`,
+        {
+          hint: `Give each store a directory of its own: set a distinct dir: on target "${target.name}" for new runs, or use a store with a name of its own (--store NAME publishes under ${target.dir}/NAME); or move ${shown} away and pipe publish ${options.runId} --target ${target.name} again.`,
+          details: {file: shown},
+        },
+      )
+    }
   }
-  if (existing === null) await writeFileAtomic(jsonFile, json)
   await writeFileAtomic(path.join(dir, `${spec.meta.spec_version}.md`), specToMarkdown(spec))
-  return {ok: true, externalId: path.relative(cwd, jsonFile)}
+  return {outcome: 'delivered', externalId: shown}
 }
 
 function envValue(env: NodeJS.ProcessEnv, name: string, what: string): string {
   const value = env[name]
   if (!value) throw new PipeError('E_CONFIG', `the ${what} is read from $${name}, which is not set`, {hint: `export ${name}=... before publishing (pipe never reads webhook URLs or secrets from the pipeline file).`})
+  // Whatever the variable is called, its value is a credential from here on.
+  addSecretUrl(value)
   return value
+}
+
+/** Errors that come before a request is written: the target cannot have it, so sending again is safe. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID'])
+
+function errorCode(error: unknown): string | undefined {
+  const cause = (error as {cause?: {code?: unknown}}).cause
+  return typeof cause?.code === 'string' ? cause.code : undefined
 }
 
 async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, spec: CanonicalSpec, context: PublishContext, options: PublishOptions): Promise<Sent> {
@@ -71,28 +121,36 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
   } catch {
     throw new PipeError('E_CONFIG', `$${target.url_env} is not an http(s) URL`, {hint: 'Set it to the webhook address the service gave you.'})
   }
+  // fetch refuses URLs with user:password; send them as Basic auth, as curl does.
+  const headers: Record<string, string> = {'content-type': 'application/json; charset=utf-8', 'idempotency-key': context.key, 'user-agent': 'pipe/0.1'}
+  if (parsed.username || parsed.password) {
+    headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`
+    parsed.username = ''
+    parsed.password = ''
+  }
   const secret = target.secret_env ? envValue(env, target.secret_env, 'signing secret') : undefined
   const body = target.format === 'feishu' ? feishuPayload(spec, context, secret) : target.format === 'slack' ? slackPayload(spec, context) : jsonPayload(spec, context)
-  const timeout = AbortSignal.timeout(target.timeout_ms ?? 10000)
+  const timeoutMs = target.timeout_ms ?? 10000
+  const timeout = AbortSignal.timeout(timeoutMs)
   const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout
+  options.signal?.throwIfAborted()
   let response: Response
   try {
-    response = await fetch(parsed, {
-      method: 'POST',
-      headers: {'content-type': 'application/json; charset=utf-8', 'idempotency-key': context.key, 'user-agent': 'pipe/0.1'},
-      body: JSON.stringify(body),
-      signal,
-    })
+    response = await fetch(parsed, {method: 'POST', headers, body: JSON.stringify(body), signal})
   } catch (error) {
-    if (options.signal?.aborted) throw options.signal.reason
-    if (timeout.aborted) return {ok: false, retryable: true, code: 'E_TOOL_TIMEOUT', error: `${parsed.host} did not answer within ${target.timeout_ms ?? 10000} ms`}
-    return {ok: false, retryable: true, code: 'E_IO', error: `cannot reach ${parsed.host}: ${redact((error as Error).message)}`}
+    // The request may have reached the target: these outcomes are unknown, never retried blindly.
+    if (options.signal?.aborted) return {outcome: 'unknown', code: 'E_TOOL_TIMEOUT', error: `the request to ${parsed.host} was abandoned before it answered (the step was stopped)`, rethrow: options.signal.reason as Error}
+    if (timeout.aborted) return {outcome: 'unknown', code: 'E_TOOL_TIMEOUT', error: `${parsed.host} did not answer within ${timeoutMs} ms`}
+    const code = errorCode(error)
+    const reason = redact(`${(error as Error).message}${code ? ` (${code})` : ''}`)
+    if (code && NOT_SENT.has(code)) return {outcome: 'failed', retryable: true, code: 'E_IO', error: `cannot reach ${parsed.host}: ${reason}`}
+    return {outcome: 'unknown', code: 'E_IO', error: `the connection to ${parsed.host} broke before it answered: ${reason}`}
   }
   const text = redact((await response.text().catch(() => '')).slice(0, 2000))
   await options.hook?.(`publish-answered:${target.name}`)
   const status = response.status
-  if (status === 408 || status === 429 || status >= 500) return {ok: false, retryable: true, statusCode: status, code: 'E_IO', error: `${parsed.host} answered ${status}: ${text.slice(0, 300)}`}
-  if (status < 200 || status >= 300) return {ok: false, retryable: false, statusCode: status, code: 'E_IO', error: `${parsed.host} refused the delivery (${status}): ${text.slice(0, 300)}`}
+  if (status === 408 || status === 429 || status >= 500) return {outcome: 'failed', retryable: true, statusCode: status, code: 'E_IO', error: `${parsed.host} answered ${status}: ${text.slice(0, 300)}`}
+  if (status < 200 || status >= 300) return {outcome: 'failed', retryable: false, statusCode: status, code: 'E_IO', error: `${parsed.host} refused the delivery (${status}): ${text.slice(0, 300)}`}
   let json: Record<string, unknown> | null = null
   try {
     json = JSON.parse(text) as Record<string, unknown>
@@ -102,17 +160,19 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
   if (target.format === 'feishu' && json && typeof json.code === 'number' && json.code !== 0) {
     // Feishu reports errors in a 200 body; 9499 and 11232 mean slow down.
     const rate = json.code === 9499 || json.code === 11232
-    return {ok: false, retryable: rate, statusCode: status, code: 'E_IO', error: `Feishu refused the message (code ${json.code}): ${typeof json.msg === 'string' ? json.msg : JSON.stringify(json.msg ?? '')}`}
+    return {outcome: 'failed', retryable: rate, statusCode: status, code: 'E_IO', error: `Feishu refused the message (code ${json.code}): ${typeof json.msg === 'string' ? json.msg : JSON.stringify(json.msg ?? '')}`}
   }
   const id = json && (json.id ?? json.message_id ?? (json.data as Record<string, unknown> | undefined)?.message_id)
   const externalId = typeof id === 'string' || typeof id === 'number' ? String(id) : (response.headers.get('location') ?? response.headers.get('x-request-id') ?? context.key)
-  return {ok: true, externalId, statusCode: status}
+  return {outcome: 'delivered', externalId: redact(externalId), statusCode: status}
 }
 
 export async function publishTo(options: PublishOptions): Promise<PublishOutcome> {
   const {ledger, target, spec, runId} = options
   const now = options.now ?? (() => new Date())
   const key = ledgerKey(spec.meta.feature_id, target.name, spec.meta.spec_version)
+  const hold = target.type === 'webhook' && target.uncertain === 'hold'
+  const settleHint = `Check the channel; then pipe publish ${runId} --target ${target.name} --mark-delivered (it arrived) or --resend (it did not), and pipe resume ${runId}.`
   return ledger.withKey(key, async () => {
     const created = now().toISOString()
     const entry: LedgerEntry = (await ledger.read(key)) ?? {
@@ -136,18 +196,22 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
       // A crash between sending and recording: the target may or may not have it.
       open.state = 'unknown'
       open.error = 'the process died after sending and before recording the answer'
-      if (target.type === 'webhook' && target.uncertain === 'hold') {
+      if (hold) {
         entry.status = 'uncertain'
         entry.updated_at = now().toISOString()
         await ledger.write(entry)
-        throw new PipeError('E_CONFLICT', `it is unknown whether ${key} reached ${target.name}: a crash came between sending and recording`, {
-          blocking: true,
-          hint: `Check the channel; then pipe publish ${runId} --target ${target.name} --resend, or --mark-delivered, and pipe resume ${runId}.`,
-        })
+        throw new PipeError('E_CONFLICT', `it is unknown whether ${key} reached ${target.name}: a crash came between sending and recording`, {blocking: true, hint: settleHint})
       }
     }
     if (entry.status === 'uncertain') {
-      throw new PipeError('E_CONFLICT', `${key} is held as uncertain (a crash came between sending and recording)`, {blocking: true, hint: `Check the channel; then pipe publish ${runId} --target ${target.name} --resend, or --mark-delivered.`})
+      throw new PipeError('E_CONFLICT', `${key} is held as uncertain: it is unknown whether an earlier attempt reached ${target.name}`, {blocking: true, hint: settleHint})
+    }
+    if (entry.attempts.at(-1)?.state === 'unknown' && options.resendUnknown === false) {
+      // Only a redrive (pipe resume, pipe publish) sends an unknown delivery again: once per redrive.
+      throw new PipeError('E_TOOL_TIMEOUT', `it is unknown whether ${key} reached ${target.name}; pipe does not send it again within the same step`, {
+        blocking: true,
+        hint: `pipe resume ${runId} sends it once more with the same Idempotency-Key; if it arrived, pipe publish ${runId} --target ${target.name} --mark-delivered first.`,
+      })
     }
     const attempt: LedgerEntry['attempts'][number] = {n: entry.attempts.length + 1, started_at: now().toISOString(), state: 'sending', by: options.user}
     entry.attempts.push(attempt)
@@ -157,7 +221,7 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
     const context: PublishContext = {key, runId, target: target.name, publishedAt: new Date(attempt.started_at)}
     let sent: Sent
     try {
-      sent = target.type === 'file' ? await sendFile(target, spec, options.cwd) : await sendWebhook(target, spec, context, options)
+      sent = target.type === 'file' ? await sendFile(target, spec, options) : await sendWebhook(target, spec, context, options)
     } catch (error) {
       attempt.state = 'failed'
       attempt.error = redact((error as Error).message)
@@ -170,9 +234,9 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
     await options.hook?.(`publish-sent:${target.name}`)
     attempt.finished_at = now().toISOString()
     attempt.duration_ms = Date.now() - started
-    if (sent.statusCode !== undefined) attempt.status_code = sent.statusCode
     entry.updated_at = attempt.finished_at
-    if (sent.ok) {
+    if (sent.outcome === 'delivered') {
+      if (sent.statusCode !== undefined) attempt.status_code = sent.statusCode
       attempt.state = 'delivered'
       entry.status = 'delivered'
       entry.external_id = sent.externalId
@@ -180,6 +244,22 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
       await ledger.write(entry)
       return {target: target.name, type: target.type, key, status: 'published', external_id: sent.externalId, attempts: entry.attempts.length}
     }
+    if (sent.outcome === 'unknown') {
+      // Like a crash between sending and recording: follow the target's `uncertain` setting.
+      attempt.state = 'unknown'
+      attempt.error = sent.error
+      entry.status = hold ? 'uncertain' : 'pending'
+      await ledger.write(entry)
+      if (sent.rethrow !== undefined) throw sent.rethrow
+      throw new PipeError(sent.code, `publishing to ${target.name}: ${sent.error}, so it is unknown whether ${key} arrived`, {
+        blocking: true,
+        hint: hold
+          ? settleHint
+          : `pipe resume ${runId} sends it once more with the same Idempotency-Key (raise timeout_ms if ${target.name} is slow); if it arrived, pipe publish ${runId} --target ${target.name} --mark-delivered first.`,
+        details: {key, attempt: attempt.n},
+      })
+    }
+    if (sent.statusCode !== undefined) attempt.status_code = sent.statusCode
     attempt.state = sent.retryable ? 'retryable' : 'failed'
     attempt.error = sent.error
     entry.status = sent.retryable ? 'pending' : 'failed'

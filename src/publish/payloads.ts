@@ -31,6 +31,24 @@ export function feishuSign(timestamp: number, secret: string): string {
   return createHmac('sha256', `${timestamp}\n${secret}`).update('').digest('base64')
 }
 
+/**
+ * Slack reads `&`, `<` and `>` as control characters in every text object and in a message's
+ * `text` (`<!channel>` pings everyone, `<@U…>` a person, `<url|label>` is a link): spec text is
+ * escaped as HTML entities, which Slack decodes for display.
+ */
+export function slackEscape(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+}
+
+/**
+ * Feishu/Lark `text` elements of a post are shown literally (a mention is an `at` element, which
+ * pipe never sends), but `text` messages and `md` elements parse `<at user_id="all">`: a zero-width
+ * space after `<` keeps spec text from ever becoming a mention, and shows the same.
+ */
+export function feishuText(text: string): string {
+  return text.replace(/<(\/?at\b)/gi, '<\u200B$1')
+}
+
 export function feishuPayload(spec: CanonicalSpec, context: PublishContext, secret?: string): Record<string, unknown> {
   const timestamp = Math.floor(context.publishedAt.getTime() / 1000)
   const lines = summaryLines(spec)
@@ -40,21 +58,28 @@ export function feishuPayload(spec: CanonicalSpec, context: PublishContext, secr
     content: {
       post: {
         zh_cn: {
-          title: title(spec),
-          content: [...lines.map((text) => [{tag: 'text', text}]), [{tag: 'text', text: `run ${context.runId} · key ${context.key}`}]],
+          title: feishuText(title(spec)),
+          content: [...lines.map((text) => [{tag: 'text', text: feishuText(text)}]), [{tag: 'text', text: `run ${context.runId} · key ${context.key}`}]],
         },
       },
     },
   }
 }
 
+/** Cuts at `max` characters without splitting an entity such as `&amp;`. */
+function clip(text: string, max: number): string {
+  if (text.length <= max) return text
+  const cut = text.slice(0, max)
+  return cut.replace(/&[a-z]*$/, '')
+}
+
 export function slackPayload(spec: CanonicalSpec, context: PublishContext): Record<string, unknown> {
   const lines = summaryLines(spec)
   return {
-    text: `${title(spec)} — ${spec.meta.spec_version}`,
+    text: slackEscape(`${title(spec)} — ${spec.meta.spec_version}`),
     blocks: [
-      {type: 'header', text: {type: 'plain_text', text: title(spec).slice(0, 150)}},
-      {type: 'section', text: {type: 'mrkdwn', text: lines.join('\n').slice(0, 3000)}},
+      {type: 'header', text: {type: 'plain_text', text: clip(slackEscape(title(spec)), 150)}},
+      {type: 'section', text: {type: 'mrkdwn', text: clip(slackEscape(lines.join('\n')), 3000)}},
       {type: 'context', elements: [{type: 'mrkdwn', text: `run ${context.runId} · key \`${context.key}\``}]},
     ],
   }

@@ -8,7 +8,8 @@ export const publish: StepHandler<'publish'> = {
   summary: 'publish the reviewed spec version to its targets, once per idempotency key',
   outcomes: () => ['success'],
   changesSpec: false,
-  // Safe: the ledger sends each key at most once, so a retry re-sends only what did not arrive.
+  // Safe: the ledger sends each key at most once, so a retry re-sends only what surely did not
+  // arrive; an unknown outcome (a timeout) is not retryable and is sent again only on a redrive.
   safeToRetry: true,
   async run(context) {
     const spec = requireSpec(context, 'publish')
@@ -21,7 +22,7 @@ export const publish: StepHandler<'publish'> = {
     }
     const results: PublishOutcome[] = []
     for (const target of context.step.targets) {
-      results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point)}))
+      results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point), resendUnknown: context.attempt === 1}))
     }
     return {
       type: 'done',

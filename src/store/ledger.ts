@@ -11,6 +11,7 @@ import {check, describeErrors} from '../schema/registry.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock} from '../util/lock.js'
+import {redactDeep} from '../util/redact.js'
 import type {Store} from './store.js'
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
@@ -19,8 +20,11 @@ export function ledgerKey(featureId: string, target: string, specVersion: string
 
 export class Ledger {
   readonly dir: string
+  /** The store the ledger belongs to: publications are named per store. */
+  readonly storeRoot: string
 
   constructor(store: Store) {
+    this.storeRoot = store.root
     this.dir = path.join(store.root, 'ledger')
   }
 
@@ -39,7 +43,9 @@ export class Ledger {
     return db.data
   }
 
-  async write(entry: LedgerEntry): Promise<void> {
+  async write(raw: LedgerEntry): Promise<void> {
+    // Attempts carry what targets answered, which may echo a webhook URL: no secret is stored.
+    const entry = redactDeep(raw)
     const result = check('ledger', entry)
     if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
     await mkdir(this.dir, {recursive: true})

@@ -13,7 +13,7 @@ export interface LedgerEntry {
   spec_version: string
   run_id: string
   /**
-   * pending: not delivered yet; delivered; failed: the last attempt failed; uncertain: a crash left it unknown and the target holds such cases for a person.
+   * pending: not delivered yet (or sent with an unknown outcome, to be resent on the next redrive); delivered; failed: the last attempt failed; uncertain: a crash or a timeout left it unknown and the target holds such cases for a person.
    */
   status: 'pending' | 'delivered' | 'failed' | 'uncertain'
   /**
@@ -26,7 +26,7 @@ export interface LedgerEntry {
     started_at: string
     finished_at?: string
     /**
-     * sending: the request went out and no answer was recorded (a crash, if it stays so).
+     * sending: the request went out and no answer was recorded (a crash, if it stays so); unknown: it went out and no answer came (a crash, a timeout, a broken connection).
      */
     state: 'sending' | 'delivered' | 'failed' | 'retryable' | 'unknown'
     status_code?: number

@@ -411,7 +411,7 @@ export interface FileTarget {
   name: string
   type: 'file'
   /**
-   * Directory, relative to the working directory, that receives FEATURE/VERSION.json and .md.
+   * Directory, relative to the working directory, that receives FEATURE/VERSION.json and .md; a store other than .pipe publishes under DIR/STORE-NAME, since ids are numbered per store.
    */
   dir: string
 }
@@ -438,11 +438,11 @@ export interface WebhookTarget {
    */
   secret_env?: string
   /**
-   * Per request (default 10000).
+   * Per request (default 10000). No answer by then is an unknown outcome, handled as `uncertain` says, never retried blindly.
    */
   timeout_ms?: number
   /**
-   * When a crash left it unknown whether a delivery arrived: resend (with the same Idempotency-Key) or hold (stop and ask a person). Default resend.
+   * When it is unknown whether a delivery arrived (a crash between sending and recording, a timeout, a broken connection): resend (once per redrive, with the same Idempotency-Key) or hold (stop and ask a person). Default resend.
    */
   uncertain?: 'resend' | 'hold'
 }

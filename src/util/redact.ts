@@ -2,16 +2,92 @@
 
 const SECRET_ENV = /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i
 
+/** Values this process was told are secret (webhook URLs and their parts), whatever their variable is named. */
+const known = new Set<string>()
+
 function secretValues(): string[] {
-  return Object.entries(process.env)
+  const fromEnv = Object.entries(process.env)
     .filter(([name, value]) => SECRET_ENV.test(name) && typeof value === 'string' && value.length >= 8)
     .map(([, value]) => value as string)
+  // Longest first, so a whole URL is replaced before the token inside it.
+  return [...new Set([...fromEnv, ...known])].sort((a, b) => b.length - a.length)
+}
+
+/** Redacts `value` from now on wherever it appears; values shorter than 6 characters would redact ordinary words. */
+export function addSecret(value: string | undefined): void {
+  if (value && value.length >= 6) known.add(value)
+}
+
+/**
+ * A webhook URL is a credential: the whole URL, its password, its query values and any path
+ * segment that looks like a token (8+ characters with a digit, or 20+) are redacted wherever they
+ * appear, also one by one, so a target that echoes only its path gives nothing away.
+ */
+export function addSecretUrl(value: string | undefined): void {
+  if (!value) return
+  addSecret(value)
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return
+  }
+  addSecret(url.href)
+  for (const part of [url.password, url.username]) {
+    addSecret(part)
+    try {
+      addSecret(decodeURIComponent(part))
+    } catch {
+      // A malformed escape: the raw form is registered already.
+    }
+  }
+  const tokenLike = (s: string): boolean => s.length >= 20 || (s.length >= 8 && /\d/.test(s))
+  for (const segment of url.pathname.split('/')) if (tokenLike(segment)) addSecret(segment)
+  for (const [, v] of url.searchParams) addSecret(v)
+  if (url.pathname.length > 1 && url.pathname.split('/').some(tokenLike)) addSecret(url.pathname)
+}
+
+/**
+ * Registers the values of the environment variables a config names in fields ending in `_env`
+ * (a webhook's `url_env`, its `secret_env`): those values are secrets by construction, whatever the
+ * variables are called.
+ */
+export function addSecretsNamedIn(config: unknown, env: NodeJS.ProcessEnv = process.env): void {
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) node.forEach(visit)
+    else if (node && typeof node === 'object') {
+      for (const [key, value] of Object.entries(node)) {
+        if (key.endsWith('_env') && typeof value === 'string') addSecretUrl(env[value])
+        else visit(value)
+      }
+    }
+  }
+  visit(config)
+}
+
+const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signature|secret|password|auth)=)[^&#\s"'<>]+/gi
+
+/** `redact` applied to every string inside a JSON-like value (safer than redacting its JSON text). */
+export function redactDeep<T>(value: T): T {
+  if (typeof value === 'string') return redact(value) as T
+  if (Array.isArray(value)) return (value as unknown[]).map((v) => redactDeep(v)) as T
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactDeep(v)])) as T
+  return value
 }
 
 export function redact(text: string): string {
   let out = text
   for (const value of secretValues()) out = out.split(value).join('[REDACTED]')
-  return out
-    .replace(/(authorization\s*[:=]\s*)(bearer\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')
-    .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, '[REDACTED]')
+  return (
+    out
+      .replace(/(authorization\s*[:=]\s*)(bearer\s+|basic\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')
+      .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, '[REDACTED]')
+      // user:password@ in any URL.
+      .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[REDACTED]@')
+      // Webhook URLs whose path is the credential.
+      .replace(/(hooks\.slack\.com\/(?:services|workflows|triggers)\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
+      .replace(/(open\.(?:feishu\.cn|larksuite\.com|larkoffice\.com)\/open-apis\/bot\/v2\/hook\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
+      .replace(/(discord(?:app)?\.com\/api\/webhooks\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
+      .replace(QUERY_SECRET, '$1[REDACTED]')
+  )
 }

@@ -12,10 +12,14 @@ export interface Reply {
   status?: number
   body?: unknown
   delayMs?: number
+  /** Never answer: the client's timeout decides (the connection is closed with the server). */
+  hang?: boolean
 }
 
 export class WebhookServer {
   readonly received: Received[] = []
+  /** Every request as it arrived, answered or not: what the target may have acted on. */
+  readonly arrived: Received[] = []
   private readonly replies: Reply[] = []
 
   private constructor(
@@ -31,6 +35,8 @@ export class WebhookServer {
       req.on('end', () => {
         const self = holder.self!
         const reply = self.replies.shift() ?? {}
+        self.arrived.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
+        if (reply.hang) return
         const answer = (): void => {
           const status = reply.status ?? 200
           // Only requests answered with success count as delivered.
@@ -51,6 +57,10 @@ export class WebhookServer {
   reply(...replies: Reply[]): this {
     this.replies.push(...replies)
     return this
+  }
+
+  requests(path?: string): Received[] {
+    return this.arrived.filter((r) => path === undefined || r.path === path)
   }
 
   deliveries(path?: string): Received[] {
