@@ -7,7 +7,7 @@ import {Environment, ParseError, type ASTNode, type ParseResult} from '@marcbach
 import {closest} from '../config/suggest.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
 import {DYN, closedFields, elementSchema, lookupField, mapValueSchema, schemaKind, schemaKinds, type SchemaRef} from './schema.js'
-import {ROOT_NAMES, aliasProblem, buildScope, withAliases, type AliasTypes, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
+import {aliasProblem, buildScope, withAliases, type AliasTypes, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
 import {parseTemplate, type Template} from './template.js'
 
 /** A problem in one expression; `offset` and `length` are in the expression's text (or the scalar's, for template checks). */
@@ -231,7 +231,7 @@ class Walker {
       case 'value':
         return undefined
       case 'id':
-        return this.identifier(node.args as string, node, locals)
+        return this.identifier(node.args, node, locals)
       case '.':
       case '.?': {
         const [left, field] = node.args as [Node, string]
@@ -319,7 +319,7 @@ class Walker {
     const [name, receiver, args] = node.args as [string, Node, Node[]]
     if (name === 'bind' && receiver.op === 'id' && receiver.args === 'cel' && args.length === 3 && args[0]!.op === 'id') {
       const bound = this.visit(args[1]!, locals)
-      return this.visit(args[2]!, new Map(locals).set(args[0]!.args as string, bound))
+      return this.visit(args[2]!, new Map(locals).set(args[0]!.args, bound))
     }
     if (COMPREHENSIONS.has(name) && args.length >= 2 && args[0]!.op === 'id') {
       const range = this.visit(receiver, locals)
@@ -330,10 +330,10 @@ class Walker {
       const element = isList ? this.elementNode(range) : undefined
       const value = isMap ? this.valueNode(range) : undefined
       if (twoVars) {
-        inner.set(args[0]!.args as string, undefined)
+        inner.set(args[0]!.args, undefined)
         inner.set(args[1]!.args as string, isList ? element : value)
       } else {
-        inner.set(args[0]!.args as string, isList ? element : undefined)
+        inner.set(args[0]!.args, isList ? element : undefined)
       }
       for (const body of args.slice(twoVars ? 2 : 1)) this.visit(body, inner)
       return undefined
@@ -373,4 +373,3 @@ function isNode(value: unknown): value is Node {
   return typeof value === 'object' && value !== null && typeof (value as {op?: unknown}).op === 'string' && 'range' in value
 }
 
-export {ROOT_NAMES}
