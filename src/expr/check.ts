@@ -6,7 +6,7 @@
 import {Environment, ParseError, type ASTNode, type ParseResult} from '@marcbachmann/cel-js'
 import {closest} from '../config/suggest.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
-import {DYN, closedFields, elementSchema, lookupField, mapValueSchema, schemaKind, schemaKinds, type SchemaRef} from './schema.js'
+import {DYN, closedFields, elementSchema, lookupField, mapValueSchema, resolve, schemaKind, schemaKinds, type SchemaRef} from './schema.js'
 import {aliasProblem, buildScope, withAliases, type AliasTypes, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
 import {parseTemplate, type Template} from './template.js'
 
@@ -247,6 +247,11 @@ class Walker {
       }
       case 'rcall':
         return this.methodCall(node, locals)
+      case '==':
+      case '!=':
+      case 'in':
+        this.comparison(node, locals)
+        return undefined
       default:
         this.visitChildren(node.args, locals)
         return undefined
@@ -314,6 +319,27 @@ class Walker {
     return this.reference({kind: 'schema', path: `${parent.path}[]`, ref: DYN})
   }
 
+  /** `x == 'lit'`, `'lit' != x`, `x in ['a', 'b']` where x has a declared enum: each literal must be one of it. */
+  private comparison(node: Node, locals: Locals): void {
+    const [left, right] = node.args as [Node, Node]
+    const l = this.visit(left, locals)
+    const r = this.visit(right, locals)
+    if (node.op === 'in') {
+      if (right.op === 'list') for (const item of right.args as Node[]) this.enumLiteral(l, item)
+      return
+    }
+    this.enumLiteral(l, right)
+    this.enumLiteral(r, left)
+  }
+
+  private enumLiteral(subject: ScopeNode | undefined, literal: Node): void {
+    if (subject?.kind !== 'schema' || literal.op !== 'value' || typeof literal.args !== 'string') return
+    const allowed = enumOf(subject.ref)
+    if (allowed === undefined || allowed.includes(literal.args)) return
+    const value = literal.args
+    this.report(`${subject.path} is never "${value}"; it is one of ${allowed.map((a) => `"${a}"`).join(', ')}`, literal.range.start, literal.range.end - literal.range.start, value, allowed)
+  }
+
   /** Comprehensions and cel.bind bind names for their bodies; other method calls are plain calls. */
   private methodCall(node: Node, locals: Locals): ScopeNode | undefined {
     const [name, receiver, args] = node.args as [string, Node, Node[]]
@@ -367,6 +393,14 @@ class Walker {
       ...(suggestion === undefined ? {} : {suggestion}),
     })
   }
+}
+
+/** The string values of a schema's `enum`, when it has one made only of strings. */
+function enumOf(ref: SchemaRef): string[] | undefined {
+  const s = resolve(ref).schema
+  if (typeof s !== 'object' || !Array.isArray(s['enum'])) return undefined
+  const values = s['enum'] as unknown[]
+  return values.every((v): v is string => typeof v === 'string') ? values : undefined
 }
 
 function isNode(value: unknown): value is Node {

@@ -32,13 +32,14 @@ export interface AliasValue {
 /** An expression failed: syntax, a limit, a missing key, a type mismatch at run time, a result that is not JSON. */
 export class ExpressionError extends PipeError {
   readonly expression: string
-  /** Where in the expression it went wrong, when known. */
+  /** Where in the expression (for reason `template`: in the text) it went wrong, when known. */
   readonly offset: number | undefined
-  /** cel-js's error code (`no_such_key`, `division_by_zero`, …), or pipe's (`limit`, `not_json`, `template`). */
+  /** cel-js's error code (`no_such_key`, `division_by_zero`, …), or pipe's (`limit`, `not_json`, `template`, `async`). `expression` is the whole text for `template`. */
   readonly reason: string
 
   constructor(expression: string, message: string, reason: string, offset?: number, cause?: unknown) {
-    super('E_CONFIG', `expression \${{ ${clip(expression)} }} failed: ${message}`, {
+    const what = reason === 'template' ? `text ${JSON.stringify(clip(expression))} is not a valid template` : `expression \${{ ${clip(expression)} }} failed`
+    super('E_CONFIG', `${what}: ${message}`, {
       hint: 'Run pipe validate on the pipeline; compare the expression with the values the step received (its snapshot records them).',
       details: {expression, reason, ...(offset === undefined ? {} : {offset})},
       cause,
@@ -203,7 +204,7 @@ export class BoundExpressions {
   render(text: string): JsonValue {
     const template = this.evaluator.template(text)
     const problem = template.diagnostics[0]
-    if (problem !== undefined) throw new ExpressionError(text.slice(problem.offset, problem.offset + 60), problem.message, 'template', 0)
+    if (problem !== undefined) throw new ExpressionError(text, problem.message, 'template', problem.offset)
     if (template.whole !== undefined) return this.evaluate(template.whole.expression)
     let out = ''
     let bytes = 0
@@ -212,7 +213,7 @@ export class BoundExpressions {
       out += piece
       bytes += Buffer.byteLength(piece)
       if (bytes > this.evaluator.maxResultBytes) {
-        throw new ExpressionError(text.slice(0, 60), `the rendered string is larger than the limit of ${this.evaluator.maxResultBytes} bytes`, 'limit')
+        throw new ExpressionError(part.kind === 'expr' ? part.expression : text, `the rendered string is larger than the limit of ${this.evaluator.maxResultBytes} bytes`, 'limit')
       }
     }
     return out

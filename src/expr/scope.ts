@@ -9,8 +9,12 @@ import {DYN, schemaRef, type JsonSchema, type SchemaRef} from './schema.js'
 export interface ExprDeclarations {
   /** Declared inputs by name; an input declaration is itself a small JSON Schema (`{type, enum, …}`). */
   readonly inputs?: Readonly<Record<string, JsonSchema>>
-  /** Every step id; `outputs` is the JSON Schema of what the step's kind (or the step) declares it outputs, undefined for "anything". */
-  readonly steps?: Readonly<Record<string, {readonly outputs?: JsonSchema | undefined}>>
+  /**
+   * Every step id; `outputs` is the JSON Schema of what the step's kind (or the step) declares it
+   * outputs, undefined for "anything"; `outcomes` the outcomes its kind can give (`ok`, `fail`,
+   * `skipped`, …), so that `steps.x.outcome == 'sucess'` is caught.
+   */
+  readonly steps?: Readonly<Record<string, {readonly outputs?: JsonSchema | undefined; readonly outcomes?: readonly string[] | undefined}>>
   /** The spec's JSON Schema; undefined for "anything". */
   readonly spec?: JsonSchema | undefined
   /** The names listed under `secrets:`. */
@@ -57,7 +61,7 @@ export function buildScope(decl: ExprDeclarations): RecordNode {
       path,
       fields: new Map<string, ScopeNode>([
         ['outputs', schemaNode(`${path}.outputs`, schemaRef(step.outputs))],
-        ['outcome', schemaNode(`${path}.outcome`, schemaRef(STRING))],
+        ['outcome', schemaNode(`${path}.outcome`, schemaRef(step.outcomes === undefined ? STRING : {type: 'string', enum: [...step.outcomes]}))],
       ]),
       unknown: (name) => `${path} has no "${name}"; a step has outputs and outcome`,
     })

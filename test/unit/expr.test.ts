@@ -27,7 +27,10 @@ const decl: ExprDeclarations = {
     dry: {type: 'boolean'},
   },
   steps: {
-    log: {outputs: {type: 'object', properties: {lines: {type: 'array', items: {type: 'string'}}, exit_code: {type: 'integer'}, stdout: {type: 'string'}}}},
+    log: {
+      outputs: {type: 'object', properties: {lines: {type: 'array', items: {type: 'string'}}, exit_code: {type: 'integer'}, stdout: {type: 'string'}}},
+      outcomes: ['ok', 'fail', 'timeout', 'skipped'],
+    },
     draft: {outputs: draftOutputs},
     anything: {},
     meta: {outputs: {type: 'object', properties: {labels: {type: 'object', additionalProperties: {type: 'integer'}}, extra: {type: 'object', properties: {a: {type: 'string'}}, additionalProperties: true}, free: {type: 'object'}}}},
@@ -171,7 +174,7 @@ describe('expr: evaluation', () => {
     )
     expect(bound.render('cost $${{ not evaluated }}')).to.equal('cost ${{ not evaluated }}')
     expect(bound.render('no expressions')).to.equal('no expressions')
-    expect(() => bound.render('x ${{ inputs.since')).to.throw(ExpressionError, /unterminated/)
+    expect(() => bound.render('x ${{ inputs.since')).to.throw(ExpressionError, 'text "x ${{ inputs.since" is not a valid template: unterminated ${{: no closing }}')
   })
 
   it('turns evaluation failures into ExpressionError with the expression, reason and offset', () => {
@@ -311,6 +314,18 @@ describe('expr: static checks', () => {
     expect(one('steps.closed.outputs.x').message).to.equal('steps.closed.outputs has no field "x" (it declares no fields)')
     expect(one('spec.feature').suggestion).to.equal('features')
     expect(one('has(steps.log.outputs.stdot)').suggestion).to.equal('stdout')
+  })
+
+  it('checks string literals compared with a declared enum (inputs, step outcomes)', () => {
+    expect(diags("inputs.audience == 'customers' && steps.log.outcome != 'fail' && steps.draft.outcome == 'anything'")).to.deep.equal([])
+    expect(one("inputs.audience == 'customer'")).to.deep.equal({
+      message: 'inputs.audience is never "customer"; it is one of "internal", "customers" — did you mean "customers"?',
+      offset: 19,
+      length: 10,
+      suggestion: 'customers',
+    })
+    expect(one("'sucess' != steps.log.outcome").message).to.equal('steps.log.outcome is never "sucess"; it is one of "ok", "fail", "timeout", "skipped"')
+    expect(one("steps.log.outcome in ['ok', 'timout']")).to.include({offset: 28, suggestion: 'timeout'})
   })
 
   it('reports every bad reference of an expression, not only the first', () => {
