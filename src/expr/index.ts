@@ -52,7 +52,7 @@ export {
   type ResolvedInputs,
 } from './inputs.js'
 export {DEFAULT_LIMITS, type ExprLimits} from './limits.js'
-export {DYN, elementSchema, schemaRef, type JsonSchema, type SchemaRef} from './schema.js'
+export {DYN, elementSchema, schemaRef, type JsonSchema, type JsonSchemaLike, type SchemaRef} from './schema.js'
 export {ROOT_NAMES, aliasProblem, type AliasTypes, type ExprDeclarations} from './scope.js'
 export {decodeScalar, scalarOffsetMapper, type ScalarType} from './source-map.js'
 export {hasTemplate, parseTemplate, type ExprPart, type Template, type TemplatePart, type TextPart} from './template.js'

@@ -7,6 +7,9 @@
 /** A JSON Schema node: an object, or `true`/`false`. */
 export type JsonSchema = boolean | {readonly [key: string]: unknown}
 
+/** What callers may pass as a schema: also interfaces (generated types), which have no index signature. */
+export type JsonSchemaLike = boolean | object
+
 export interface SchemaRef {
   readonly schema: JsonSchema
   /** The document `$ref` pointers resolve against. */
@@ -16,9 +19,9 @@ export interface SchemaRef {
 /** Anything at all: the checker treats it as CEL `dyn` and checks no field below it. */
 export const DYN: SchemaRef = {schema: true, root: true}
 
-export function schemaRef(schema: JsonSchema | undefined, root?: JsonSchema): SchemaRef {
-  if (schema === undefined) return DYN
-  return {schema, root: root ?? schema}
+export function schemaRef(schema: JsonSchemaLike | undefined | null, root?: JsonSchemaLike): SchemaRef {
+  if (schema === undefined || schema === null || Array.isArray(schema)) return DYN
+  return {schema: schema as JsonSchema, root: (root ?? schema) as JsonSchema}
 }
 
 export type SchemaKind = 'string' | 'integer' | 'number' | 'boolean' | 'null' | 'array' | 'object' | 'dyn'

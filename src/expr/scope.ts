@@ -3,20 +3,20 @@
  * fields pipe knows, with JSON Schemas (a step's declared outputs, the spec) hanging below them.
  * The checker resolves references against this tree; the evaluator converts values by it.
  */
-import {DYN, schemaRef, type JsonSchema, type SchemaRef} from './schema.js'
+import {DYN, schemaRef, type JsonSchema, type JsonSchemaLike, type SchemaRef} from './schema.js'
 
 /** What the pipeline declares, from which the checker and the evaluator are built. */
 export interface ExprDeclarations {
   /** Declared inputs by name; an input declaration is itself a small JSON Schema (`{type, enum, …}`). */
-  readonly inputs?: Readonly<Record<string, JsonSchema>>
+  readonly inputs?: Readonly<Record<string, JsonSchemaLike>>
   /**
    * Every step id; `outputs` is the JSON Schema of what the step's kind (or the step) declares it
    * outputs, undefined for "anything"; `outcomes` the outcomes its kind can give (`ok`, `fail`,
    * `skipped`, …), so that `steps.x.outcome == 'sucess'` is caught.
    */
-  readonly steps?: Readonly<Record<string, {readonly outputs?: JsonSchema | undefined; readonly outcomes?: readonly string[] | undefined}>>
+  readonly steps?: Readonly<Record<string, {readonly outputs?: JsonSchemaLike | undefined; readonly outcomes?: readonly string[] | undefined}>>
   /** The spec's JSON Schema; undefined for "anything". */
-  readonly spec?: JsonSchema | undefined
+  readonly spec?: JsonSchemaLike | undefined
   /** The names listed under `secrets:`. */
   readonly secrets?: readonly string[]
 }

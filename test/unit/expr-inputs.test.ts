@@ -1,5 +1,7 @@
 import {expect} from 'chai'
 import {parse as parseYaml} from 'yaml'
+import {ExprChecker} from '../../src/expr/check.js'
+import {ExprEvaluator} from '../../src/expr/evaluate.js'
 import {checkDeclarations, coerce, parseInputPairs, resolveInputs, type InputDeclaration} from '../../src/expr/inputs.js'
 
 const declarations: Record<string, InputDeclaration> = {
@@ -121,5 +123,21 @@ describe('expr: typed inputs', () => {
     expect(result.problems).to.deep.equal([])
     expect(Object.keys(result.values)).to.deep.equal(['__proto__'])
     expect(Object.getPrototypeOf(result.values)).to.equal(Object.prototype)
+  })
+})
+
+describe('expr: inputs flow into expressions', () => {
+  it('types declared inputs for the checker and converts resolved values for the evaluator', () => {
+    const checker = new ExprChecker({inputs: declarations})
+    expect(checker.check('inputs.max_items + 1').type).to.equal('int')
+    expect(checker.check('inputs.ratio * 2.0').type).to.equal('double')
+    expect(checker.check('inputs.dry || false').type).to.equal('bool')
+    expect(checker.check("inputs.audience == 'customer'").diagnostics[0]!.suggestion).to.equal('customers')
+    const {values, problems} = resolveInputs(declarations, {cli: ['since=v2', 'ratio=2', 'max_items=3']})
+    expect(problems).to.deep.equal([])
+    const evaluator = new ExprEvaluator({inputs: declarations})
+    expect(evaluator.evaluate('inputs.max_items + 1', {inputs: values})).to.equal(4)
+    expect(evaluator.evaluate('inputs.ratio * 2.5', {inputs: values})).to.equal(5)
+    expect(evaluator.render('${{ inputs.since }}..HEAD (${{ inputs.audience }})', {inputs: values})).to.equal('v2..HEAD (internal)')
   })
 })
