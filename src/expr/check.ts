@@ -56,6 +56,7 @@ export class ExprChecker {
   private readonly base: Environment
   private readonly envs = new Map<string, {env: Environment; parsed: Map<string, ParseResult>}>()
   private readonly typeNames = new Set<string>()
+  private parses = 0
 
   constructor(declarations: ExprDeclarations, limits: Partial<ExprLimits> = {}) {
     this.scope = buildScope(declarations)
@@ -63,6 +64,11 @@ export class ExprChecker {
     const env = new Environment({homogeneousAggregateLiterals: false, limits: CEL_LIMITS})
     for (const [name, node] of this.scope.fields) env.registerVariable(name, this.celType(env, node, `pipe.${name}`, 0))
     this.base = env
+  }
+
+  /** How many times an expression was parsed (each distinct expression once per alias set). */
+  get parseCount(): number {
+    return this.parses
   }
 
   check(expression: string, options: CheckOptions = {}): CheckResult {
@@ -84,6 +90,7 @@ export class ExprChecker {
         if (error instanceof ParseError) return failed([fromCelError('syntax error', error, expression)])
         throw error
       }
+      this.parses++
       slot.parsed.set(expression, parsed)
     }
     const walker = new Walker(withAliases(this.scope, aliases))

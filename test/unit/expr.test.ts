@@ -365,6 +365,16 @@ describe('expr: static checks', () => {
     ])
   })
 
+  it('parses each distinct expression once per alias set', () => {
+    const fresh = new ExprChecker(decl)
+    fresh.check('inputs.since')
+    fresh.check('inputs.since')
+    fresh.checkTemplate('${{ inputs.since }} and ${{ inputs.since }}')
+    expect(fresh.parseCount).to.equal(1)
+    fresh.check('inputs.since', {aliases: {item: undefined}})
+    expect(fresh.parseCount).to.equal(2)
+  })
+
   it('enforces the length limit before parsing', () => {
     const small = new ExprChecker(decl, {maxExpressionLength: 10})
     expect(small.check('inputs.since').diagnostics[0]!.message).to.equal('expression is 12 characters long; the limit is 10')
