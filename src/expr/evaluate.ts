@@ -117,7 +117,10 @@ export class ExprEvaluator {
     try {
       raw = compiled(values)
     } catch (error) {
-      if (error instanceof EvaluationError) throw new ExpressionError(expression, error.summary, error.code, error.range?.start, error)
+      if (error instanceof EvaluationError) {
+        const offset = error.range?.start
+        throw new ExpressionError(expression, offset === undefined ? error.summary : `${error.summary} (at column ${offset + 1} of the expression)`, error.code, offset, error)
+      }
       // A string or list grown past what the engine can hold.
       if (error instanceof RangeError) throw new ExpressionError(expression, `the result grew too large (${error.message})`, 'limit', undefined, error)
       throw error

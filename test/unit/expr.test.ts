@@ -188,7 +188,7 @@ describe('expr: evaluation', () => {
       throw new Error(`${expression} did not fail`)
     }
     const missing = fail('steps.log.outputs.nope')
-    expect(missing.message).to.equal('expression ${{ steps.log.outputs.nope }} failed: No such key: nope')
+    expect(missing.message).to.equal('expression ${{ steps.log.outputs.nope }} failed: No such key: nope (at column 19 of the expression)')
     expect(missing.reason).to.equal('no_such_key')
     expect(missing.expression).to.equal('steps.log.outputs.nope')
     expect(missing.offset).to.equal(18)
