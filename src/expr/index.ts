@@ -34,6 +34,19 @@
  * - Caching. Each checker and evaluator parses each distinct expression once (per alias set).
  * - Inputs (inputs.ts). Declarations, `-i key=value` parsing, values file, defaults, strict
  *   coercion; every problem collected.
+ *
+ * Integration (what the loader and engine do with this)
+ * - Per pipeline, build ExprDeclarations: `inputs` = the `inputs:` mapping; `steps` = every step
+ *   id with its kind's outputs schema (or the step's own `output_schema`) and its kind's
+ *   outcomes; `spec` = the spec schema; `secrets` = the `secrets:` list. Then one ExprChecker
+ *   (validate, --dry-run) and one ExprEvaluator (run) per pipeline.
+ * - Validate: for each string scalar with hasTemplate(), checker.checkTemplate(value, {aliases,
+ *   expect}) (`expect: 'bool'` for `when:`; aliases for a foreach's `with:` = {[as]:
+ *   elementSchema(checker.check(itemsExpression).schema)}); map each diagnostic's offset with
+ *   scalarOffsetMapper(source slice, node.type, value) + node.range[0] to line:col.
+ *   `references` tells which steps an expression reads (for ordering checks).
+ * - Run: evaluator.bind({inputs, steps, spec, run, secrets}, aliases).render(scalar) for each
+ *   templated field; record the resolved values (with secrets redacted) in the snapshot.
  */
 export {ExprChecker, type CheckOptions, type CheckResult, type ExprDiagnostic, type TemplateCheckResult} from './check.js'
 export {ExprEvaluator, BoundExpressions, ExpressionError, type AliasValue, type ExprContext} from './evaluate.js'
