@@ -1,0 +1,14 @@
+/** Bounds on expressions; the same for checking and evaluating, so what validates also runs. */
+import type {Limits} from '@marcbachmann/cel-js'
+
+export interface ExprLimits {
+  /** Longest expression source, in characters (the text between `${{` and `}}`). */
+  readonly maxExpressionLength: number
+  /** Largest result, in bytes of its compact JSON form (for a string: its UTF-8 length, plus quotes). */
+  readonly maxResultBytes: number
+}
+
+export const DEFAULT_LIMITS: ExprLimits = {maxExpressionLength: 4096, maxResultBytes: 1024 * 1024}
+
+/** cel-js parse-time limits: far above any hand-written expression, far below what hurts. */
+export const CEL_LIMITS: Partial<Limits> = {maxAstNodes: 2000, maxDepth: 64, maxListElements: 1000, maxMapEntries: 1000, maxCallArguments: 32}
