@@ -19,6 +19,7 @@ import {faultPoint, faultsEnabled} from '../util/faults.js'
 import {currentUser} from '../util/user.js'
 import {decodeText} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
+import {isRedrivable} from './lifecycle.js'
 
 export type Decision = 'go' | 'hold' | 'drop'
 
@@ -45,6 +46,8 @@ export interface StartSession extends SessionOptions {
 
 export interface ResumeSession extends SessionOptions {
   runId: string
+  /** A changed policy for a redrive of a failed or blocked run. */
+  policy?: string
   answers?: string
   answerMap?: Record<string, string>
   decision?: Decision
@@ -177,10 +180,15 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
-  // The run keeps the policy it started under: the same file, or the built-in default.
-  const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
-  if (policy.version !== record.policy_version) {
-    throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {hint: 'Restore the policy as it was, or start a new run under the new policy.'})
+  // The run keeps the policy it runs under (the same file, or the built-in default) unless a
+  // redrive names another; the engine allows that only for a failed or blocked run.
+  const policy = options.policy ? await policyOrThrow(options.policy, options.cwd) : record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  if (!options.policy && policy.version !== record.policy_version) {
+    throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {
+      hint: isRedrivable(record.status)
+        ? `To redrive the ${record.status} run under the changed policy, name it: pipe resume ${options.runId} --policy ${record.policy_path ?? 'FILE'}`
+        : 'Restore the policy as it was, or start a new run under the new policy.',
+    })
   }
   let answers = options.answerMap
   if (options.answers) {
