@@ -106,21 +106,31 @@ export interface Cursor {
 
 /**
  * `base` is the history a replay forks from (the original run's snapshots before the replayed
- * step); `own` the run's own snapshots; `redriven` the seqs of own snapshots that a redrive
- * retries. A redriven snapshot stays in the history but does not use up one of its step's
+ * step); `own` the run's own snapshots; `redriven` the snapshots a redrive retried (see
+ * `retriedKey`). A redriven snapshot stays in the history but does not use up one of its step's
  * iterations (the retry is the same iteration, a new attempt), and when it is the last one the
  * run goes on at its step.
  */
-export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[], redriven: ReadonlySet<number> = new Set()): Cursor {
+export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[], redriven: ReadonlySet<string> = new Set()): Cursor {
   const iterations = new Map<string, number>()
   let specVersion: string | null = null
-  for (const s of base) iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
-  for (const s of own) if (!redriven.has(s.step.seq)) iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
-  for (const s of [...base, ...own]) if (s.spec_version_out) specVersion = s.spec_version_out
+  for (const s of [...base, ...own]) {
+    if (!redriven.has(retriedKey(s))) iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
+    if (s.spec_version_out) specVersion = s.spec_version_out
+  }
   const last = own.at(-1)
   if (!last) return {next: first, seq: 1, specVersion, iterations}
-  if (redriven.has(last.step.seq)) return {next: last.step.name, seq: last.step.seq + 1, specVersion, iterations}
+  if (redriven.has(retriedKey(last))) return {next: last.step.name, seq: last.step.seq + 1, specVersion, iterations}
   return {next: last.decisions.at(-1)?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
+}
+
+/** Names a snapshot across runs, so a replay also knows which snapshots of its original were retried. */
+function retriedKey(snapshot: Snapshot): string {
+  return `${snapshot.run_id}#${snapshot.step.seq}`
+}
+
+function redrivenOf(...records: RunRecord[]): Set<string> {
+  return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => `${r.run_id}#${d.seq}`)))
 }
 
 /**
@@ -128,7 +138,7 @@ export function cursorOf(first: string, base: readonly Snapshot[], own: readonly
  * failed with no such snapshot (a loop bound, a step missing from the pipeline) would fail again
  * the same way, so it is refused.
  */
-export function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
+function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
   const last = own.at(-1)
   const status = last?.decisions.at(-1)?.run_status
   const retried = last !== undefined && (record.redrives ?? []).some((r) => r.seq === last.step.seq)
@@ -331,7 +341,7 @@ export class Engine {
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
     const own = await store.readSnapshots(runId)
     const history = new History([...base, ...own])
-    const redriven = new Set((opening.redrives ?? []).map((r) => r.seq))
+    const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
@@ -343,7 +353,7 @@ export class Engine {
 
     // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
     const lastDecision = own.at(-1)?.decisions.at(-1)
-    if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(own.at(-1)!.step.seq)) {
+    if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(retriedKey(own.at(-1)!))) {
       const settled = await this.settle(runId, own.at(-1)!, cursor, outcome)
       if (settled) return settled
     }
