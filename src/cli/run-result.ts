@@ -31,6 +31,8 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
+  // A run a step failed is redriven from that step once its cause is fixed; a loop bound would only fail again.
+  else if (outcome.status === 'failed' && outcome.error?.step && outcome.error.code !== 'E_LOOP_LIMIT') next = `pipe resume ${outcome.run_id}${storeArg}`
   return {...outcome, store, ...(next ? {next_command: next} : {})}
 }
 
@@ -45,7 +47,7 @@ export function renderRunResult(result: RunResult): string {
     lines.push('', 'answers.yaml:', 'answers:')
     for (const q of questions) lines.push(`  ${q.id}: "..."`)
   }
-  if (result.next_command) lines.push('', `Continue with:\n  ${result.next_command}`)
+  if (result.next_command) lines.push('', `${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
   if (result.status === 'succeeded' || result.status === 'failed') lines.push(`Audit it with:\n  pipe snapshot list ${result.run_id}`)
   return `${lines.join('\n')}\n`
 }

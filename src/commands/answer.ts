@@ -6,7 +6,7 @@ import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
-import {loadAnswersFile} from '../config/answers.js'
+import {answersOf, loadAnswersFile} from '../config/answers.js'
 import {answerSession} from '../engine/session.js'
 import {PipeError} from '../errors.js'
 import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
@@ -39,7 +39,7 @@ export default class Answer extends PipeCommand {
     let fileRunId: string | undefined
     if (flags.file) {
       const file = await loadAnswersFile(path.resolve(flags.file))
-      answers = Object.fromEntries(Object.entries(file.answers).filter((e): e is [string, string] => e[1] !== undefined))
+      answers = answersOf(file)
       fileRunId = file.run_id
     } else if (canPrompt(this.jsonEnabled())) {
       const record = await (await Store.existing(store)).readRun(args.run)

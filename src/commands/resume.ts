@@ -7,20 +7,24 @@ import {withSignals} from '../cli/signals.js'
 import {resumeSession, type Decision} from '../engine/session.js'
 
 export default class Resume extends PipeCommand {
-  static override summary = 'Continue a paused or interrupted run from its last snapshot.'
+  static override summary = 'Continue a paused or interrupted run from its last snapshot, or redrive a failed or blocked one.'
   static override description = `A run paused for answers continues once they are given (--answers); a run paused for review continues with a decision (--decision). An interrupted run, or one left running by a process that no longer exists, continues where its last snapshot left it: nothing recorded is lost and nothing is run twice.
 
-The run uses the pipeline and policy it started with; if either file changed since, resume refuses.`
+A failed or blocked run is redriven: once the cause is fixed (the model endpoint is back, the webhook accepts, the policy allows the command), the step that stopped it runs again as a new attempt with the next seq. Earlier snapshots stay as they were; the timeline records the redrive and who did it. A run that failed before any step failed (a loop bound) cannot be redriven.
+
+The run uses the pipeline and policy it started with; if either file changed since, resume refuses. A redrive may name a changed policy with --policy FILE; its version is recorded on the run and in the timeline.`
   static override examples = [
     {description: 'Answer the clarifying questions of a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --answers answers.yaml'},
     {description: 'Approve the review', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --decision go --note "ready"'},
     {description: 'Continue after Ctrl-C or a crash', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'},
+    {description: 'Redrive a run that failed on a command the policy denied, under the corrected policy', command: '<%= config.bin %> <%= command.id %> R-20261121-0004 --policy policy.yaml'},
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     answers: Flags.string({char: 'a', description: 'Answers to the pending questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
     decision: Flags.string({description: 'Review decision.', options: ['go', 'hold', 'drop']}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
+    policy: Flags.string({description: 'Redrive a failed or blocked run under this policy file instead of the one it ran with.', helpValue: 'FILE'}),
     store: PipeCommand.storeFlag,
   }
 
@@ -35,6 +39,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
         signal,
         onProgress: progressPrinter(),
         ...(flags.answers ? {answers: flags.answers} : {}),
+        ...(flags.policy ? {policy: flags.policy} : {}),
         ...(flags.decision ? {decision: flags.decision as Decision} : {}),
         ...(flags.note ? {note: flags.note} : {}),
       }),

@@ -23,7 +23,7 @@ import type {CanonicalSpec} from '../types/spec.js'
 import {redact} from '../util/redact.js'
 import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
-import {assertTransition, isFinal} from './lifecycle.js'
+import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
@@ -106,18 +106,50 @@ export interface Cursor {
 
 /**
  * `base` is the history a replay forks from (the original run's snapshots before the replayed
- * step); `own` the run's own snapshots.
+ * step); `own` the run's own snapshots; `redriven` the snapshots a redrive retried (see
+ * `retriedKey`). A redriven snapshot stays in the history but does not use up one of its step's
+ * iterations (the retry is the same iteration, a new attempt), and when it is the last one the
+ * run goes on at its step.
  */
-export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[]): Cursor {
+export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[], redriven: ReadonlySet<string> = new Set()): Cursor {
   const iterations = new Map<string, number>()
   let specVersion: string | null = null
   for (const s of [...base, ...own]) {
-    iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
+    if (!redriven.has(retriedKey(s))) iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
     if (s.spec_version_out) specVersion = s.spec_version_out
   }
   const last = own.at(-1)
   if (!last) return {next: first, seq: 1, specVersion, iterations}
+  if (redriven.has(retriedKey(last))) return {next: last.step.name, seq: last.step.seq + 1, specVersion, iterations}
   return {next: last.decisions.at(-1)?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
+}
+
+/** Names a snapshot across runs, so a replay also knows which snapshots of its original were retried. */
+function retriedKey(snapshot: Snapshot): string {
+  return `${snapshot.run_id}#${snapshot.step.seq}`
+}
+
+function redrivenOf(...records: RunRecord[]): Set<string> {
+  return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => `${r.run_id}#${d.seq}`)))
+}
+
+/**
+ * Where a redrive starts: the step of the snapshot that failed or blocked the run. A run that
+ * failed with no such snapshot (a loop bound, a step missing from the pipeline) would fail again
+ * the same way, so it is refused.
+ */
+function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
+  const last = own.at(-1)
+  const status = last?.decisions.at(-1)?.run_status
+  const retried = last !== undefined && (record.redrives ?? []).some((r) => r.seq === last.step.seq)
+  if (last && !retried && (status === 'failed' || status === 'blocked')) return {seq: last.step.seq, step: last.step.name}
+  const why = record.error ? ` (${record.error.code}: ${record.error.message})` : ''
+  const loop = record.error?.code === 'E_LOOP_LIMIT'
+  throw new PipeError('E_STATE', `run ${record.run_id} ${record.status} before ${record.error?.step ? `step ${record.error.step}` : 'a step'} ran${why}; there is no failed step to run again`, {
+    hint: loop
+      ? `The bound is part of the pipeline, which a resumed run keeps. Start a new run, or fork this one with more answers: pipe replay ${record.run_id} --from STEP --answers FILE.`
+      : `Start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
+  })
 }
 
 export class Engine {
@@ -177,6 +209,16 @@ export class Engine {
         hint: 'Restore the pipeline file as it was, or start a new run with the changed pipeline.',
       })
     }
+    if (isRedrivable(record.status)) {
+      // Refuse a redrive that cannot start before anything is written.
+      redrivePoint(record, await store.readSnapshots(runId))
+      if (options.review) throw new PipeError('E_STATE', `run ${runId} is ${record.status}, not waiting for a review`, {hint: `Redrive it without a decision: pipe resume ${runId}`})
+    }
+    if (options.policy.version !== record.policy_version && !isRedrivable(record.status)) {
+      throw new PipeError('E_STATE', `run ${runId} is ${record.status}; its policy changes only when a person redrives it after it failed or was blocked`, {
+        hint: 'Resume it under the policy it runs with (leave out --policy), or cancel it and start a new run under the new policy.',
+      })
+    }
     // Taking in answers or a decision happens under the run's lock, so a run being driven elsewhere is never changed.
     return this.drive(runId, options, 'resumed', async () => {
       const current = await store.readRun(runId)
@@ -227,10 +269,11 @@ export class Engine {
     let from: RunStatus = 'pending'
     const record = await this.deps.store.updateRun(runId, (r) => {
       from = r.status
-      if (r.status !== to) assertTransition(runId, r.status, to)
+      if (r.status !== to) assertTransition(runId, r.status, to, event === 'redriven')
       r.status = to
       r.updated_at = at
       if (isFinal(to)) r.ended_at = at
+      else delete r.ended_at
       if (to === 'running') {
         r.owner = {pid: process.pid, host: os.hostname(), user: this.user}
         delete r.pending
@@ -249,6 +292,10 @@ export class Engine {
     try {
       await prepare?.()
       const before = await store.readRun(runId)
+      if (event === 'resumed' && isRedrivable(before.status)) {
+        await this.redrive(runId, before, settings)
+        return await this.walk(runId, settings)
+      }
       if (before.status === 'running' && event === 'resumed') {
         // A run left running by a process that is gone: record that it was interrupted first.
         await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
@@ -258,6 +305,30 @@ export class Engine {
     } finally {
       await release()
     }
+  }
+
+  /**
+   * A person resumes a failed or blocked run: the step whose snapshot stopped it runs again as a
+   * new attempt with the next seq; every earlier snapshot stays as it was and the hash chain goes
+   * on. The redrive, who did it and the policy it continues under are kept on the run and in its
+   * timeline.
+   */
+  private async redrive(runId: string, record: RunRecord, settings: RunSettings): Promise<void> {
+    const point = redrivePoint(record, await this.deps.store.readSnapshots(runId))
+    const from = record.status as 'failed' | 'blocked'
+    const at = this.now().toISOString()
+    const policy = settings.policy.version
+    const changed = policy !== record.policy_version
+    const entry: NonNullable<RunRecord['redrives']>[number] = {seq: point.seq, step: point.step, from, by: this.user, at, policy_version: policy, ...(changed ? {previous_policy_version: record.policy_version} : {})}
+    const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
+    await this.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
+      r.redrives = [...(r.redrives ?? []), entry]
+      if (changed) {
+        r.policy_version = policy
+        r.policy_path = settings.policy.file
+      }
+      delete r.error
+    })
   }
 
   private async walk(runId: string, settings: RunSettings): Promise<RunOutcome> {
@@ -270,7 +341,8 @@ export class Engine {
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
     const own = await store.readSnapshots(runId)
     const history = new History([...base, ...own])
-    const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own)
+    const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
+    const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
     let previous: Snapshot | null = history.snapshots.at(-1) ?? null
@@ -281,7 +353,7 @@ export class Engine {
 
     // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
     const lastDecision = own.at(-1)?.decisions.at(-1)
-    if (lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') {
+    if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(retriedKey(own.at(-1)!))) {
       const settled = await this.settle(runId, own.at(-1)!, cursor, outcome)
       if (settled) return settled
     }
@@ -595,7 +667,7 @@ interface Executed {
 }
 
 function assertResumable(record: RunRecord): void {
-  if (isFinal(record.status)) {
+  if (isFinal(record.status) && !isRedrivable(record.status)) {
     throw new PipeError('E_STATE', `run ${record.run_id} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${record.run_id} --from STEP.`})
   }
 }

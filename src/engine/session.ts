@@ -4,13 +4,14 @@
  */
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
-import {loadAnswersFile} from '../config/answers.js'
+import {answerableFields, answersOf, checkAnswers, loadAnswersFile} from '../config/answers.js'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import {loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
 import {resolvePolicy} from '../config/policy.js'
 import {PipeError} from '../errors.js'
 import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
+import {KEY_FIELDS} from '../providers/spec-build.js'
 import {kindCatalog} from '../steps/registry.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
@@ -19,6 +20,7 @@ import {currentUser} from '../util/user.js'
 import {addSecretsNamedIn} from '../util/redact.js'
 import {decodeText} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
+import {isRedrivable} from './lifecycle.js'
 
 export type Decision = 'go' | 'hold' | 'drop'
 
@@ -45,6 +47,8 @@ export interface StartSession extends SessionOptions {
 
 export interface ResumeSession extends SessionOptions {
   runId: string
+  /** A changed policy for a redrive of a failed or blocked run. */
+  policy?: string
   answers?: string
   answerMap?: Record<string, string>
   decision?: Decision
@@ -107,7 +111,8 @@ function engineFor(store: Store, options: SessionOptions, createProvider: Engine
 async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>}> {
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd)
-  const answers = options.answers ? compact((await loadAnswersFile(path.resolve(options.cwd, options.answers))).answers) : undefined
+  const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
+  if (answers) checkAnswers(answers, upFront(pipeline))
   const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)
   if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => s.kind === 'ingest')) {
     throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {hint: 'Add --input FILE, --input - (stdin) or --text "..."'})
@@ -178,17 +183,23 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
-  // The run keeps the policy it started under: the same file, or the built-in default.
-  const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
-  if (policy.version !== record.policy_version) {
-    throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {hint: 'Restore the policy as it was, or start a new run under the new policy.'})
+  // The run keeps the policy it runs under (the same file, or the built-in default) unless a
+  // redrive names another; the engine allows that only for a failed or blocked run.
+  const policy = options.policy ? await policyOrThrow(options.policy, options.cwd) : record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  if (!options.policy && policy.version !== record.policy_version) {
+    throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {
+      hint: isRedrivable(record.status)
+        ? `To redrive the ${record.status} run under the changed policy, name it: pipe resume ${options.runId} --policy ${record.policy_path ?? 'FILE'}`
+        : 'Restore the policy as it was, or start a new run under the new policy.',
+    })
   }
   let answers = options.answerMap
   if (options.answers) {
     const file = await loadAnswersFile(path.resolve(options.cwd, options.answers))
     if (file.run_id && file.run_id !== options.runId) throw new PipeError('E_INVALID_ARGS', `the answers file is for run ${file.run_id}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
-    answers = {...(answers ?? {}), ...compact(file.answers)}
+    answers = {...(answers ?? {}), ...answersOf(file)}
   }
+  if (answers) checkAnswers(answers, openQuestions(record))
   const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).resume(options.runId, {
     pipeline,
@@ -218,38 +229,31 @@ export interface AnswerSession extends SessionOptions {
   fileRunId?: string
 }
 
-/** Checks answers against the questions the run waits for; the run is left as it was on any error. */
+/** Checks answers against the questions the run waits for (in resumeSession); the run is left as it was on any error. */
 export async function answerSession(options: AnswerSession): Promise<RunOutcome> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
-  const record = await store.readRun(options.runId)
-  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
-    const what = record.status === 'awaiting_input' ? `it waits for a ${record.pending?.kind ?? 'decision'}` : `it is ${record.status}`
-    throw new PipeError('E_STATE', `run ${options.runId} is not waiting for answers (${what})`, {
-      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${options.runId} --decision go|hold|drop` : `pipe runs show ${options.runId} shows its state.`,
-    })
-  }
   if (options.fileRunId && options.fileRunId !== options.runId) {
+    const store = await Store.existing(path.resolve(options.cwd, options.store))
+    openQuestions(await store.readRun(options.runId))
     throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
-  }
-  const questions = record.pending.questions ?? []
-  const keys = new Set(questions.flatMap((q) => [q.id, ...(q.field ? [q.field] : [])]))
-  for (const key of Object.keys(options.answers)) {
-    if (!keys.has(key)) {
-      const {didYouMean} = await import('../config/suggest.js')
-      throw new PipeError('E_INVALID_ARGS', `"${key}" is not a question of run ${options.runId}${didYouMean(key, keys)}`, {
-        hint: `Its open questions: ${questions.map((q) => `${q.id}${q.field ? ` [${q.field}]` : ''}`).join(', ')}.`,
-      })
-    }
-  }
-  const known = {...(record.answers ?? {}), ...options.answers}
-  const missing = questions.filter((q) => known[q.id] === undefined && (q.field === undefined || known[q.field] === undefined))
-  if (missing.length > 0) {
-    throw new PipeError('E_INVALID_ARGS', `no answer to ${missing.map((q) => `${q.id}${q.field ? ` [${q.field}]` : ''}`).join(', ')}`, {
-      hint: 'Answer every open question (by its id or its field); an answer of "TBD" is allowed and keeps the field open.',
-    })
   }
   const {answers, fileRunId: _fileRunId, ...rest} = options
   return resumeSession({...rest, answerMap: answers})
+}
+
+/** What answers to a run are checked against: the questions it waits for; a run waiting for none takes no answers. */
+function openQuestions(record: RunRecord): {run_id: string; questions: NonNullable<NonNullable<RunRecord['pending']>['questions']>; given: Record<string, string>} {
+  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
+    const what = record.status === 'awaiting_input' ? `it waits for a ${record.pending?.kind ?? 'decision'}` : `it is ${record.status}`
+    throw new PipeError('E_STATE', `run ${record.run_id} is not waiting for answers (${what})`, {
+      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${record.run_id} --decision go|hold|drop` : `pipe runs show ${record.run_id} shows its state.`,
+    })
+  }
+  return {run_id: record.run_id, questions: record.pending.questions ?? [], given: compact(record.answers ?? {})}
+}
+
+/** Answers given before a run has asked anything are checked against what its pipeline can ask about. */
+function upFront(pipeline: LoadedPipeline): {pipeline: string; fields: string[]} {
+  return {pipeline: pipeline.pipeline.name, fields: answerableFields(pipeline.pipeline, KEY_FIELDS)}
 }
 
 export interface ReviewSession extends SessionOptions {
@@ -324,7 +328,11 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
   }
   const policy = original.policy_path ? await policyOrThrow(original.policy_path, options.cwd) : defaultPolicy()
   let answers = compact(original.answers ?? {})
-  if (options.answers) answers = {...answers, ...compact((await loadAnswersFile(path.resolve(options.cwd, options.answers))).answers)}
+  if (options.answers) {
+    const given = answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers)))
+    checkAnswers(given, upFront(pipeline))
+    answers = {...answers, ...given}
+  }
   const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).start({
     pipeline,

@@ -3,6 +3,22 @@ import {publishTo, type PublishOutcome} from '../publish/deliver.js'
 import {requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
 
+/**
+ * A delivery that fails after the version was approved is not a reason to lose the run: it stops
+ * as blocked at this step, and pipe resume tries again once the target is fixed; the ledger keeps
+ * what was delivered from being sent twice. Retryable errors are still retried first.
+ */
+function blocking(error: unknown, signal: AbortSignal, runId: string): unknown {
+  if (!(error instanceof PipeError) || error.blocking || signal.aborted) return error
+  return new PipeError(error.code, error.message, {
+    retryable: error.retryable,
+    blocking: true,
+    hint: `${error.hint ? `${error.hint} ` : ''}Once the target is fixed, pipe resume ${runId} publishes what is not yet delivered.`,
+    ...(error.details ? {details: error.details} : {}),
+    cause: error,
+  })
+}
+
 export const publish: StepHandler<'publish'> = {
   kind: 'publish',
   summary: 'publish the reviewed spec version to its targets, once per idempotency key',
@@ -22,7 +38,11 @@ export const publish: StepHandler<'publish'> = {
     }
     const results: PublishOutcome[] = []
     for (const target of context.step.targets) {
-      results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point), resendUnknown: context.attempt === 1}))
+      try {
+        results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point), resendUnknown: context.attempt === 1}))
+      } catch (error) {
+        throw blocking(error, context.signal, context.run.run_id)
+      }
     }
     return {
       type: 'done',

@@ -95,6 +95,27 @@ export interface RunRecord {
     step: string
   }
   /**
+   * Each redrive of the run: a person resumed it after it failed or was blocked, and the step of the snapshot that ended it ran again as a new attempt. That snapshot stays as it was and does not count toward the step's max_iterations.
+   */
+  redrives?: {
+    /**
+     * The snapshot that failed or blocked the run; the step it names runs again.
+     */
+    seq: number
+    step: string
+    from: 'failed' | 'blocked'
+    by: string
+    at: string
+    /**
+     * The policy the run continues under.
+     */
+    policy_version: string
+    /**
+     * Set when the redrive changed the policy (pipe resume --policy FILE).
+     */
+    previous_policy_version?: string
+  }[]
+  /**
    * The working directory (repository root) the run's steps act in; resume and rollback use it too.
    */
   workspace?: string
@@ -107,6 +128,9 @@ export interface RunRecord {
  */
 export interface RunEvent {
   at: string
+  /**
+   * What happened: created, started, resumed, redriven (a failed or blocked run resumed by a person, `by`), paused, interrupted, succeeded, failed, blocked, cancelled, answers_given, review_given, ...
+   */
   event: string
   from?: RunStatus
   to?: RunStatus
@@ -116,4 +140,8 @@ export interface RunEvent {
   duration_ms?: number
   reason?: string
   by?: string
+  /**
+   * The policy a run continues under, on a redriven event that changed it.
+   */
+  policy_version?: string
 }

@@ -1,6 +1,7 @@
 /**
  * Git checkpoints (seed 001) through simple-git: commit the workspace at a named point, and
- * return to such a point. Works in a repository with no commits yet.
+ * return to such a point. Works in a repository with no commits yet: the first checkpoint there
+ * commits the working tree as the repository's first commit.
  */
 import type {SimpleGit} from 'simple-git'
 import {PipeError} from '../errors.js'
@@ -40,13 +41,16 @@ export async function checkpoint(root: string, options: {message: string; allowD
   const git = await open(root)
   const status = await git.status()
   const dirty = status.files.map((f) => f.path)
-  if (!options.allowDirty && dirty.length > 0) {
+  const parent = await head(git)
+  // A dirty tree is refused because a later rollback would discard what the checkpoint left out.
+  // Before the first commit there is nothing else to return to: the working tree is the baseline,
+  // and leaving it out would let a rollback's clean delete it, so it becomes the first commit.
+  if (!options.allowDirty && dirty.length > 0 && parent !== null) {
     throw new PipeError('E_CONFLICT', `the working tree has ${dirty.length} uncommitted change(s): ${dirty.slice(0, 5).join(', ')}${dirty.length > 5 ? ', ...' : ''}`, {
       hint: 'Commit or stash them first, or set allow_dirty: true on the step to include them in the checkpoint.',
       details: {files: dirty},
     })
   }
-  const parent = await head(git)
   if (options.branch) {
     const current = status.current
     if (current !== options.branch) {

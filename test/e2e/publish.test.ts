@@ -151,11 +151,12 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     expect(snaps[0]!.errors[0]!.message).to.contain('answered 500')
   })
 
-  it('fails at once on a 400, with the reason from the response', async () => {
+  it('stops at once on a 400, blocked (the approved run is not lost), with the reason from the response', async () => {
     server.reply({status: 400, body: {error: 'invalid_payload: text too long'}})
     const result = await cli(['run', await pipeline('      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n'), '--input', prd, '--decision', 'go', '--json'])
-    expect(result.code).to.equal(1)
+    expect(result.code).to.equal(6)
     const run = json<RunJson>(result)
+    expect(run.status).to.equal('blocked')
     expect(run.error?.message).to.contain('refused the delivery (400)').and.contain('invalid_payload: text too long')
     const [entry] = await ledger()
     expect(entry!.status).to.equal('failed')
@@ -215,7 +216,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
 
   it('never reads the URL from the pipeline: a missing variable is a clear error', async () => {
     const result = await cli(['run', await pipeline('      - {name: generic, type: webhook, format: json, url_env: NOT_SET_HOOK}\n'), '--input', prd, '--decision', 'go', '--json'])
-    expect(result.code).to.equal(1)
+    expect(result.code).to.equal(6)
     expect(json<RunJson>(result).error?.message).to.contain('$NOT_SET_HOOK, which is not set')
   })
 })

@@ -56,12 +56,13 @@ export class ModelServer {
     })
   }
 
-  static async start(fallback: (request: ModelRequest) => Scripted = () => ({status: 500, body: {error: {message: 'no script'}}})): Promise<ModelServer> {
+  /** `port` 0 picks a free one; a port a closed server had brings an endpoint that was down back up. */
+  static async start(fallback: (request: ModelRequest) => Scripted = () => ({status: 500, body: {error: {message: 'no script'}}}), port = 0): Promise<ModelServer> {
     const holder: {self?: ModelServer} = {}
     const server = createServer((req, res) => void holder.self!.handle(req, res))
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const {port} = server.address() as AddressInfo
-    holder.self = new ModelServer(server, `http://127.0.0.1:${port}/v1`, fallback)
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
+    const {port: bound} = server.address() as AddressInfo
+    holder.self = new ModelServer(server, `http://127.0.0.1:${bound}/v1`, fallback)
     return holder.self
   }
 

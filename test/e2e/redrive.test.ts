@@ -1,0 +1,253 @@
+import {expect} from 'chai'
+import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import type {LedgerEntry} from '../../src/types/ledger.js'
+import type {RunEvent, RunRecord} from '../../src/types/run.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {cannedReply, ModelServer} from '../helpers/model-server.js'
+import {WebhookServer} from '../helpers/webhook-server.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+  next_command?: string
+  error?: {code: string; message: string; hint?: string; step?: string}
+}
+
+const prd = path.join(examples, 'full-prd.md')
+const user = os.userInfo().username
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-redrive-'))
+  await cp(path.join(repoRoot, 'pipelines'), path.join(dir, 'pipelines'), {recursive: true})
+})
+afterEach(async () => cleanup())
+
+function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+  return pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0', ...env}})
+}
+
+async function snapshots(runId: string): Promise<Snapshot[]> {
+  const result = await cli(['snapshot', 'show', runId, '--json'])
+  expect(result.code, result.stderr).to.equal(0)
+  return json<Snapshot[]>(result)
+}
+
+/** The snapshot files as bytes, to show that a redrive leaves every earlier one as it was. */
+async function snapshotFiles(runId: string): Promise<Map<string, string>> {
+  const at = path.join(dir, '.pipe', 'runs', runId, 'snapshots')
+  const files = (await readdir(at)).filter((f) => f.endsWith('.json')).sort()
+  return new Map(await Promise.all(files.map(async (f) => [f, await readFile(path.join(at, f), 'utf8')] as [string, string])))
+}
+
+async function runShow(runId: string): Promise<{run: RunRecord; events: RunEvent[]}> {
+  return json<{run: RunRecord; events: RunEvent[]}>(await cli(['runs', 'show', runId, '--json']))
+}
+
+function policy(commands: string): string {
+  return `version: 1\nallowed_commands:\n${commands}forbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n`
+}
+
+async function expectUnchanged(before: Map<string, string>, runId: string): Promise<void> {
+  const after = await snapshotFiles(runId)
+  for (const [file, content] of before) expect(after.get(file), `${file} is unchanged`).to.equal(content)
+}
+
+describe('redrive: pipe resume on a failed or blocked run', function () {
+  this.timeout(120000)
+
+  it('redrives a run that failed at a model step while the endpoint was down, once it is back (a real HTTP server)', async () => {
+    const first = await ModelServer.start(cannedReply)
+    const port = Number(new URL(first.url).port)
+    await first.close()
+    const env = {OPENAI_BASE_URL: first.url, OPENAI_API_KEY: 'sk-test-redrive-0000000000000000'}
+    const failed = await cli(['run', 'pipelines/default.yaml', '--input', prd, '--decision', 'go', '--provider', 'openai', '--json'], env)
+    expect(failed.code, failed.stderr).to.equal(1)
+    const body = json<RunJson>(failed)
+    expect(body.status).to.equal('failed')
+    expect(body.error?.step).to.equal('compile')
+    expect(body.next_command, 'a failed run says how to redrive it').to.equal(`pipe resume ${body.run_id}`)
+    const before = await snapshotFiles(body.run_id)
+    expect((await snapshots(body.run_id)).map((s) => s.step.name)).to.deep.equal(['ingest', 'compile'])
+
+    const server = await ModelServer.start(cannedReply, port)
+    try {
+      const resumed = await cli(['resume', body.run_id, '--json'], env)
+      expect(resumed.code, resumed.stderr).to.equal(0)
+      expect(json<RunJson>(resumed).status).to.equal('succeeded')
+      expect(server.count('compile')).to.equal(1)
+    } finally {
+      await server.close()
+    }
+    await expectUnchanged(before, body.run_id)
+    const list = await snapshots(body.run_id)
+    expect(list.map((s) => [s.step.seq, s.step.name])).to.deep.equal([
+      [1, 'ingest'],
+      [2, 'compile'],
+      [3, 'compile'],
+      [4, 'validate_gates'],
+      [5, 'plan_tasks'],
+      [6, 'generate_vv'],
+      [7, 'manual_review'],
+      [8, 'publish'],
+    ])
+    expect(list[1]!.decisions.at(-1)).to.include({run_status: 'failed', next_step: null})
+    expect(list[2]!.meta.prev_hash, 'the hash chain goes on from the failed snapshot').to.equal(list[1]!.meta.record_hash)
+    expect(list[2]!.step.iteration, 'a redrive is the same iteration, a new attempt').to.equal(list[1]!.step.iteration)
+    const {run, events} = await runShow(body.run_id)
+    expect(run.status).to.equal('succeeded')
+    expect(run.error).to.equal(undefined)
+    expect(run.redrives).to.have.length(1)
+    expect(run.redrives![0]).to.include({seq: 2, step: 'compile', from: 'failed', by: user, policy_version: run.policy_version})
+    const redriven = events.filter((e) => e.event === 'redriven')
+    expect(redriven).to.have.length(1)
+    expect(redriven[0]).to.include({from: 'failed', to: 'running', step: 'compile', seq: 2, by: user})
+    expect(events.map((e) => e.event).filter((e) => ['failed', 'redriven', 'succeeded'].includes(e))).to.deep.equal(['failed', 'redriven', 'succeeded'])
+    expect((await cli(['runs', 'show', body.run_id])).stdout).to.match(new RegExp(`redriven \\(failed -> running\\) step compile by ${user}`))
+    const audit = await cli(['audit', 'verify', body.run_id])
+    expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
+    const again = await cli(['resume', body.run_id], env)
+    expect(again.code).to.equal(2)
+    expect(again.stderr).to.contain('has ended (succeeded) and cannot be resumed')
+  })
+
+  it('redrives a command the policy denied under a corrected policy, and again without one', async () => {
+    const pipeline = path.join(dir, 'cmd.yaml')
+    await writeFile(pipeline, 'version: 1\nname: cmd\nsteps:\n  - {id: prepare, kind: noop, next: say}\n  - {id: say, kind: command, run: [echo, hello], max_iterations: 1, next: done}\n  - {id: done, kind: noop}\n')
+    const strict = path.join(dir, 'strict.yaml')
+    const open = path.join(dir, 'open.yaml')
+    await writeFile(strict, policy('  - [node, --check]\n'))
+    await writeFile(open, policy('  - [node, --check]\n  - [echo]\n'))
+    const denied = await cli(['run', pipeline, '--policy', strict, '--json'])
+    expect(denied.code, denied.stderr).to.equal(3)
+    const body = json<RunJson>(denied)
+    expect(body).to.include({status: 'failed'})
+    expect(body.error?.code).to.equal('E_POLICY_DENIED')
+    const strictVersion = (await runShow(body.run_id)).run.policy_version
+
+    // Nothing changed: the step runs again, is denied again, and leaves a snapshot of its own.
+    const same = await cli(['resume', body.run_id, '--json'])
+    expect(same.code, same.stderr).to.equal(3)
+    expect(json<RunJson>(same).status).to.equal('failed')
+    expect((await snapshots(body.run_id)).map((s) => [s.step.seq, s.step.name, s.step.iteration])).to.deep.equal([
+      [1, 'prepare', 1],
+      [2, 'say', 1],
+      [3, 'say', 1],
+    ])
+
+    // The policy file edited in place is not taken silently.
+    await writeFile(strict, policy('  - [node, --check]\n  - [echo, hello]\n'))
+    const silent = await cli(['resume', body.run_id])
+    expect(silent.code).to.equal(4)
+    expect(silent.stderr).to.contain('the policy changed since run').and.contain(`pipe resume ${body.run_id} --policy ${strict}`)
+    const before = await snapshotFiles(body.run_id)
+
+    const fixed = await cli(['resume', body.run_id, '--policy', open, '--json'])
+    expect(fixed.code, fixed.stderr).to.equal(0)
+    expect(json<RunJson>(fixed).status).to.equal('succeeded')
+    await expectUnchanged(before, body.run_id)
+    const list = await snapshots(body.run_id)
+    expect(list.map((s) => [s.step.seq, s.step.name, s.step.iteration])).to.deep.equal([
+      [1, 'prepare', 1],
+      [2, 'say', 1],
+      [3, 'say', 1],
+      [4, 'say', 1],
+      [5, 'done', 1],
+    ])
+    const openVersion = json<{policy_version: string}>(await cli(['policy', 'check', open, '--json'])).policy_version
+    expect(list[3]!.meta.policy_version).to.equal(openVersion)
+    expect(list[2]!.meta.policy_version).to.equal(strictVersion)
+    expect((list[3]!.outputs as {command: {stdout: {head: string}}}).command.stdout.head).to.equal('hello\n')
+    const {run, events} = await runShow(body.run_id)
+    expect(run.policy_version).to.equal(openVersion)
+    expect(run.policy_path).to.equal(open)
+    expect(run.redrives!.map((r) => [r.seq, r.step, r.from, r.policy_version, r.previous_policy_version])).to.deep.equal([
+      [2, 'say', 'failed', strictVersion, undefined],
+      [3, 'say', 'failed', openVersion, strictVersion],
+    ])
+    const redriven = events.filter((e) => e.event === 'redriven')
+    expect(redriven.map((e) => [e.seq, e.by, e.policy_version])).to.deep.equal([
+      [2, user, undefined],
+      [3, user, openVersion],
+    ])
+    expect((await cli(['audit', 'verify', body.run_id])).code).to.equal(0)
+  })
+
+  it('refuses to redrive a run that failed on a loop bound, and a changed policy for a run that did not fail', async () => {
+    const loop = path.join(dir, 'loop.yaml')
+    await writeFile(loop, 'version: 1\nname: loop\nsteps:\n  - {id: again, kind: noop, max_iterations: 2, next: again}\n')
+    const failed = await cli(['run', loop, '--json'])
+    expect(failed.code, failed.stderr).to.equal(1)
+    const body = json<RunJson>(failed)
+    expect(body.error?.code).to.equal('E_LOOP_LIMIT')
+    expect(body.next_command, 'no redrive is offered').to.equal(undefined)
+    const before = await snapshotFiles(body.run_id)
+    const shown = await runShow(body.run_id)
+    const refused = await cli(['resume', body.run_id])
+    expect(refused.code).to.equal(2)
+    expect(refused.stderr).to.contain(`Error [E_STATE]: run ${body.run_id} failed before step again ran (E_LOOP_LIMIT:`)
+    expect(refused.stderr).to.contain(`pipe replay ${body.run_id} --from STEP`)
+    await expectUnchanged(before, body.run_id)
+    expect(await runShow(body.run_id)).to.deep.equal(shown)
+
+    const paused = json<RunJson>(await cli(['run', 'pipelines/default.yaml', '--input', prd, '--json']))
+    expect(paused.status).to.equal('awaiting_input')
+    const other = path.join(dir, 'other.yaml')
+    await writeFile(other, policy('  - [echo]\n'))
+    const changed = await cli(['resume', paused.run_id, '--policy', other, '--decision', 'go'])
+    expect(changed.code).to.equal(2)
+    expect(changed.stderr).to.contain('its policy changes only when a person redrives it')
+  })
+
+  it('leaves a run blocked, not failed, when a webhook refuses after the go, and publishes once on resume (a real HTTP server)', async () => {
+    const hook = await WebhookServer.start()
+    try {
+      const text = (await readFile(path.join(dir, 'pipelines', 'default.yaml'), 'utf8')).replace(
+        '      - {name: local, type: file, dir: published}\n',
+        '      - {name: local, type: file, dir: published}\n      - {name: ci, type: webhook, format: json, url_env: CI_HOOK}\n',
+      )
+      const pipeline = path.join(dir, 'pipelines', 'hook.yaml')
+      await writeFile(pipeline, text)
+      hook.reply({status: 400, body: {error: 'channel archived'}})
+      const env = {CI_HOOK: `${hook.url}/ci`}
+      const blocked = await cli(['run', pipeline, '--input', prd, '--decision', 'go', '--json'], env)
+      expect(blocked.code, blocked.stderr).to.equal(6)
+      const body = json<RunJson>(blocked)
+      expect(body.status).to.equal('blocked')
+      expect(body.error?.message).to.contain('refused the delivery (400)').and.contain('channel archived')
+      expect(body.error?.hint).to.contain(`pipe resume ${body.run_id}`)
+      expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
+      expect(hook.deliveries()).to.have.length(0)
+      const before = await snapshotFiles(body.run_id)
+
+      const resumed = await cli(['resume', body.run_id, '--json'], env)
+      expect(resumed.code, resumed.stderr).to.equal(0)
+      expect(json<RunJson>(resumed).status).to.equal('succeeded')
+      expect(hook.deliveries('/ci')).to.have.length(1)
+      await expectUnchanged(before, body.run_id)
+      const list = await snapshots(body.run_id)
+      expect(list.slice(-2).map((s) => [s.step.name, s.decisions.at(-1)?.run_status ?? null])).to.deep.equal([
+        ['publish', 'blocked'],
+        ['publish', null],
+      ])
+      const ledger = json<{entries: LedgerEntry[]}>(await cli(['ledger', 'list', '--json'])).entries
+      const ci = ledger.find((e) => e.target === 'ci')!
+      expect(ci.attempts.map((a) => [a.state, a.status_code])).to.deep.equal([
+        ['failed', 400],
+        ['delivered', 200],
+      ])
+      expect(ledger.find((e) => e.target === 'local')!.attempts, 'the file target delivered once').to.have.length(1)
+      const {events} = await runShow(body.run_id)
+      expect(events.find((e) => e.event === 'redriven')).to.include({from: 'blocked', to: 'running', step: 'publish', by: user})
+      expect((await cli(['publish', body.run_id], env)).code).to.equal(0)
+      expect(hook.deliveries('/ci'), 'exactly once').to.have.length(1)
+      expect((await cli(['audit', 'verify', body.run_id])).code).to.equal(0)
+    } finally {
+      await hook.close()
+    }
+  })
+})
