@@ -35,6 +35,7 @@ const byErrorCode: Record<ErrorCode, ExitCode> = {
   E_INVALID_ARGS: ExitCode.USAGE,
   E_CONFLICT: ExitCode.CONFLICT,
   E_BUILD_FAIL: ExitCode.FAILED,
+  E_GATE_FAIL: ExitCode.FAILED,
   E_MODEL: ExitCode.FAILED,
   E_CONFIG: ExitCode.USAGE,
   E_INPUT: ExitCode.USAGE,
