@@ -8,6 +8,7 @@ export const command: StepHandler<'command'> = {
   outcomes: () => ['success', 'failure'],
   failures: {failure: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `Read the command's output with pipe snapshot show ${run_id} --step ${step}, fix the cause and run again; or route the outcome with on: {failure: STEP} in the pipeline.`}},
   changesSpec: false,
+  commands: (step) => [{argv: step.run, at: ['run']}],
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
   async run({step, policy, cwd, signal, slotsDir}) {

@@ -8,6 +8,7 @@ export const publish: StepHandler<'publish'> = {
   summary: 'publish the reviewed spec version to its targets, once per idempotency key',
   outcomes: () => ['success'],
   changesSpec: false,
+  needsSpec: true,
   // Safe: the ledger sends each key at most once, so a retry re-sends only what did not arrive.
   safeToRetry: true,
   async run(context) {

@@ -9,6 +9,7 @@ export const review: StepHandler<'review'> = {
   // A hold waits for the next decision at the same step and a drop cancels the run: neither can be routed.
   stops: {hold: 'awaiting_input', drop: 'cancelled'},
   changesSpec: false,
+  needsSpec: true,
   safeToRetry: false,
   async run(context) {
     const spec = requireSpec(context, 'review')

@@ -113,6 +113,10 @@ export interface StepHandler<K extends StepKind> {
   stops?: Readonly<Record<string, 'awaiting_input' | 'cancelled'>>
   /** Whether a successful run of this kind writes a new spec version. */
   changesSpec: boolean
+  /** Whether it needs a spec version to exist when it runs (validate checks one can). */
+  needsSpec?: boolean
+  /** The argument vectors it will run, with their place in the step, for checks against a policy before a run. */
+  commands?(step: StepOf<K>): Array<{argv: readonly string[]; at: Array<string | number>}>
   /** Whether running it twice does no harm, so it may be retried after a retryable error. */
   safeToRetry: boolean
   /** For model steps: the variables its prompt file may use. */

@@ -134,3 +134,83 @@ describe('the error channel beyond commands (CLI)', function () {
     }
   })
 })
+
+describe('checked before running (CLI)', function () {
+  this.timeout(60000)
+
+  it('warns about failure outcomes with no route, and still exits 0', async () => {
+    const p = await file('warn.yaml', 'version: 1\nname: w\nsteps:\n  - {id: build, kind: command, run: [node, -e, "process.exit(2)"], next: after}\n  - {id: after, kind: noop}\n')
+    const r = await pipe(['validate', p], {env: {PIPE_HOME: home}})
+    expect(r.code, r.stdout).to.equal(0)
+    expect(r.stdout).to.contain(`${p}:4:10  steps[0].id  warning: failure outcome "failure" of step "build" has no route`)
+    const j = json<{valid: boolean; warning_count: number; files: Array<{warnings: Array<{rule: string; severity: string}>}>}>(await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}}))
+    expect(j.valid).to.equal(true)
+    expect(j.warning_count).to.equal(1)
+    expect(j.files[0]!.warnings[0]).to.include({rule: 'unrouted-failure', severity: 'warning'})
+  })
+
+  it('reports a command or QA argv the policy will deny, given --policy or a policy file among the files', async () => {
+    const p = await file('denied.yaml', 'version: 1\nname: d\nsteps:\n  - {id: ok, kind: command, run: [node, -e, "process.exit(0)"], on: {success: qa, failure: qa}}\n  - id: qa\n    kind: qa\n    stages:\n      tests: [[rm, -rf, build]]\n    on: {pass: later, fail: later}\n  - {id: later, kind: command, run: [node, "${{ inputs.script }}"], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
+    const pol = await policy()
+    const r = await pipe(['validate', p, '--policy', pol], {env: {PIPE_HOME: home}})
+    expect(r.code).to.equal(2)
+    expect(r.stdout).to.match(new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:8:15  steps\\[1\\]\\.stages\\.tests\\[0\\]  .*denies \\["rm","-rf","build"\\]`, 'm'))
+    expect(r.stdout).not.to.contain('process.exit(0)')
+    // An argv with an expression is only known at run time, so it is not judged.
+    expect(r.stdout).not.to.contain('inputs.script')
+    const together = await pipe(['validate', p, pol, '--json'], {env: {PIPE_HOME: home}})
+    expect(together.code).to.equal(2)
+    expect(json<{files: Array<{diagnostics: Array<{rule: string}>}>}>(together).files[0]!.diagnostics.map((d) => d.rule)).to.deep.equal(['policy-denied'])
+    expect((await pipe(['validate', p], {env: {PIPE_HOME: home}})).code).to.equal(0)
+  })
+
+  it('refuses a dry run whose commands the policy denies (exit 3), listing them in the plan', async () => {
+    const p = await file('denied.yaml', 'version: 1\nname: d\nsteps:\n  - {id: wipe, kind: command, run: [rm, -rf, build], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
+    const r = await pipe(['run', p, '--policy', await policy(), '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(r.code, r.stderr).to.equal(3)
+    const plan = json<{denied: Array<{path: string; rule: string}>}>(r)
+    expect(plan.denied).to.have.length(1)
+    expect(plan.denied[0]).to.include({path: 'steps[0].run', rule: 'policy-denied'})
+    expect(r.stderr).to.match(/^Error \[E_POLICY_DENIED\]: /m)
+    const text = await pipe(['run', p, '--policy', await policy(), '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(text.code).to.equal(3)
+    expect(text.stdout).to.contain('denies ["rm","-rf","build"]')
+  })
+
+  it('reports a gate or review placed where no spec can exist yet: an error on every path, a warning on some', async () => {
+    const early = await file('early.yaml', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: ok, fail: ok}}\n  - {id: ok, kind: review}\n')
+    const r = await pipe(['validate', early], {env: {PIPE_HOME: home}})
+    expect(r.code).to.equal(2)
+    expect(r.stdout).to.contain(`${early}:7:10  steps[1].id  a gate step needs a spec, but no step before "check" writes one on any path`)
+    const some = await file('some.yaml', 'version: 1\nname: s\nsteps:\n  - {id: in, kind: ingest, on: {success: c, error: r}}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review}\n')
+    const w = await pipe(['validate', some], {env: {PIPE_HOME: home}})
+    expect(w.code, w.stdout).to.equal(0)
+    expect(w.stdout).to.contain('steps[2].id  warning: a review step needs a spec, but on some path from the start no step before "r" writes one')
+    const dry = await pipe(['run', some, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(dry.code, dry.stderr).to.equal(0)
+    expect(json<{warnings: Array<{rule: string}>}>(dry).warnings.map((d) => d.rule)).to.deep.equal(['spec-before-use'])
+  })
+})
+
+describe('review outcomes hold and drop (CLI)', function () {
+  this.timeout(60000)
+
+  it('are declared: graph, dry-run and validate show them', async () => {
+    const graph = json<{steps: Array<{id: string; outcomes: string[]}>; stops: Array<{from: string; outcome: string; effect: string}>}>(await pipe(['graph', 'pipelines/default.yaml', '--json']))
+    expect(graph.steps.find((s) => s.id === 'manual_review')!.outcomes).to.deep.equal(['go', 'hold', 'drop', 'error'])
+    expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'drop', effect: 'cancelled'})
+    expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'hold', effect: 'awaiting_input'})
+    const mermaid = await pipe(['graph', 'pipelines/default.yaml'])
+    expect(mermaid.stdout).to.contain('manual_review -.->|drop| __cancelled__')
+
+    const dry = await pipe(['run', 'pipelines/default.yaml', '--input', 'examples/full-prd.md', '--dry-run', '--json'], {cwd: repoRoot})
+    const review = json<{steps: Array<{id: string; outcomes: string[]; unrouted: Record<string, string>}>}>(dry).steps.find((s) => s.id === 'manual_review')!
+    expect(review.outcomes).to.deep.equal(['go', 'hold', 'drop', 'error'])
+    expect(review.unrouted).to.include({hold: 'awaiting_input', drop: 'cancelled'})
+
+    const routed = await file('routed.yaml', 'version: 1\nname: r\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: done, drop: done}}\n  - {id: done, kind: noop}\n')
+    const v = await pipe(['validate', routed], {env: {PIPE_HOME: home}})
+    expect(v.code).to.equal(2)
+    expect(v.stdout).to.contain('outcome "drop" of a review step cancels the run; it takes no route')
+  })
+})
