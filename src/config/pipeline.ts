@@ -49,6 +49,8 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}
   if (structure.ok) {
     const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
+    // Where a spec can exist depends on every path being right, so it is judged once the rest holds.
+    if (diagnostics.length === 0) diagnostics.push(...flowRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name}))))
     if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
     return {ok: true, loaded, warnings: pipelineWarnings(loaded, catalog)}
   }
@@ -107,6 +109,21 @@ export const pipelineAdvice: Rule[] = [
 export function pipelineWarnings(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[] {
   return sortDiagnostics(pipelineAdvice.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name, severity: 'warning' as const}))))
 }
+
+/** Rules over the paths through a pipeline whose graph is otherwise valid. */
+const flowRules: Rule[] = [
+  {
+    name: 'spec-before-use',
+    check(loaded, catalog) {
+      const reach = specReach(loaded.pipeline, (step) => catalog[step.kind]?.changesSpec === true)
+      return loaded.pipeline.steps.flatMap((step, i) =>
+        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && !reach.with.has(step.id)
+          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`)]
+          : [],
+      )
+    },
+  },
+]
 
 type Segment = string | number
 interface Rule {
@@ -245,17 +262,6 @@ export const pipelineRules: Rule[] = [
         }
       })
       return out
-    },
-  },
-  {
-    name: 'spec-before-use',
-    check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, (step) => catalog[step.kind]?.changesSpec === true)
-      return loaded.pipeline.steps.flatMap((step, i) =>
-        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && !reach.with.has(step.id)
-          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`)]
-          : [],
-      )
     },
   },
   {

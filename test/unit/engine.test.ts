@@ -102,11 +102,11 @@ describe('engine', () => {
   it('routes a failure along on.error and goes on', async () => {
     const {handler} = scripted([fatal()])
     const h = await harness(dir, {gate: {...registry.gate, run: async () => Promise.reject(new PipeError('E_STATE', 'no spec'))}, noop: handler})
-    const p = await pipelineFrom(dir, 'err', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: check, kind: gate, gates: [g], on: {error: recover, pass: done, fail: done}}\n  - {id: recover, kind: review}\n  - {id: done, kind: review}\n')
+    const p = await pipelineFrom(dir, 'err', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {error: recover, pass: done, fail: done}}\n  - {id: recover, kind: review}\n  - {id: done, kind: review}\n')
     const out = await h.start(p)
     const snaps = await h.store.readSnapshots(out.run_id)
-    expect(snaps[0]!.decisions[0]).to.include({decision: 'error', next_step: 'recover'})
-    expect(snaps[0]!.errors[0]!.code).to.equal('E_STATE')
+    expect(snaps[2]!.decisions[0]).to.include({decision: 'error', next_step: 'recover'})
+    expect(snaps[2]!.errors[0]!.code).to.equal('E_STATE')
   })
 
   it('ends a loop at max_iterations as a decided failure, or follows on_exhausted', async () => {
