@@ -26,7 +26,7 @@ export async function helpJson(root: string | URL): Promise<HelpJson> {
   return {
     name: config.bin,
     version: config.version,
-    description: config.pjson.description ?? '',
+    description: typeof config.pjson.description === 'string' ? config.pjson.description : '',
     commands,
     exit_codes: exitCodeTable,
     environment: environmentHelp.map(([name, meaning]) => ({name, meaning})),

@@ -161,7 +161,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     steps: pipeline.pipeline.steps.map((step) => {
       const handler = registry[step.kind] as StepHandler<StepKind>
       const safe = step.retry?.safe ?? handler.safeToRetry
-      const outcomes = [...handler.outcomes(step as never), 'error']
+      const outcomes = [...handler.outcomes(step), 'error']
       const unrouted: RunPlan['steps'][number]['unrouted'] = {}
       for (const outcome of outcomes) {
         const stop = handler.stops?.[outcome]

@@ -15,7 +15,7 @@ export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy): Di
   const source = policy.file ?? 'the built-in policy'
   loaded.pipeline.steps.forEach((step, i) => {
     const handler = registry[step.kind] as StepHandler<StepKind> | undefined
-    for (const {argv, at} of handler?.commands?.(step as never) ?? []) {
+    for (const {argv, at} of handler?.commands?.(step) ?? []) {
       if (argv.some((arg) => arg.includes('${{'))) continue
       const verdict = checkCommand(policy, argv)
       if (verdict.allowed) continue
