@@ -5,6 +5,7 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {cp, readFile, readdir, writeFile} from 'node:fs/promises'
+import net from 'node:net'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
@@ -111,6 +112,24 @@ describe('failure outcomes end the run failed (CLI)', function () {
 
 describe('the error channel beyond commands (CLI)', function () {
   this.timeout(60000)
+
+  it('tells what to do after a model outage: check the endpoint, then pipe resume RUN', async () => {
+    // A port that was just free: connections to it are refused.
+    const server = net.createServer()
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const {port} = server.address() as net.AddressInfo
+    await new Promise((resolve) => server.close(resolve))
+    const r = await pipe(['run', 'pipelines/default.yaml', '--text', 'Users must export reports as PDF', '--store', path.join(dir, '.pipe'), '--json'], {
+      env: {PIPE_HOME: home, OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: 'sk-test'},
+    })
+    expect(r.code, r.stderr).to.equal(1)
+    const body = json<RunJson>(r)
+    expect(body.error).to.include({code: 'E_MODEL', step: 'compile', exit_code: 1})
+    expect(body.error?.hint).to.match(new RegExp(`OPENAI_BASE_URL.*Then continue it with: pipe resume ${body.run_id} --store `))
+    expect(r.stderr).to.match(/^Error \[E_MODEL\]: cannot reach the model endpoint/m)
+    expect(r.stderr).to.match(new RegExp(`^Try this: .*pipe resume ${body.run_id}`, 'm'))
+    expect(await logText()).to.contain(`[E_MODEL] run ${body.run_id} failed at step compile`)
+  })
 
   it('honours --json on an unknown command', async () => {
     const r = await pipe(['valdate', '--json'], {env: {PIPE_HOME: home}})
