@@ -10,7 +10,7 @@ import {withSignals} from './signals.js'
 
 export async function finishRun(outcome: RunOutcome, options: SessionOptions, json: boolean, storeFlag: string | undefined, ask = true): Promise<RunResult> {
   // Ctrl-C stays honoured for the whole conversation: at a prompt, and in every session it drives.
-  const final = ask && canPrompt(json) ? await withSignals((signal) => continueAtTerminal(outcome, {...options, signal})) : outcome
+  const final = ask && canPrompt(json) ? await withSignals((signal) => continueAtTerminal(outcome, {...options, signal}), 'stopping (at a prompt the run stays paused; a running step is recorded as interrupted)') : outcome
   const result = toRunResult(final, path.resolve(options.cwd, options.store), storeFlag)
   const exitCode = exitCodeForStatus(result.status, result.error?.code)
   if (result.status === 'failed' || result.status === 'blocked') speakError(result, exitCode, storeFlag)
