@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'E_INVALID_ARGS'
   | 'E_CONFLICT'
   | 'E_BUILD_FAIL'
+  | 'E_GATE_FAIL'
   | 'E_MODEL'
   | 'E_CONFIG'
   | 'E_INPUT'

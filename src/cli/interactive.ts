@@ -35,11 +35,24 @@ class LineReader {
     })
   }
 
-  next(): Promise<string | null> {
+  /** The next line; null when input ends or `signal` aborts (Ctrl-C at a prompt). */
+  next(signal?: AbortSignal): Promise<string | null> {
     const line = this.lines.shift()
     if (line !== undefined) return Promise.resolve(line)
-    if (this.closed) return Promise.resolve(null)
-    return new Promise((resolve) => this.waiters.push(resolve))
+    if (this.closed || signal?.aborted) return Promise.resolve(null)
+    return new Promise((resolve) => {
+      const waiter = (value: string | null): void => {
+        signal?.removeEventListener('abort', onAbort)
+        resolve(value)
+      }
+      const onAbort = (): void => {
+        const at = this.waiters.indexOf(waiter)
+        if (at !== -1) this.waiters.splice(at, 1)
+        resolve(null)
+      }
+      signal?.addEventListener('abort', onAbort, {once: true})
+      this.waiters.push(waiter)
+    })
   }
 
   close(): void {
@@ -61,7 +74,7 @@ function closeReader(): void {
 }
 
 /** One question at a time; an answer may span lines and ends with an empty line. Null when input ends first. */
-export async function askAnswers(questions: Array<{id: string; field?: string; question: string}>, input: LineReader = reader()): Promise<Record<string, string> | null> {
+export async function askAnswers(questions: Array<{id: string; field?: string; question: string}>, input: LineReader = reader(), signal?: AbortSignal): Promise<Record<string, string> | null> {
   const answers: Record<string, string> = {}
   say(`\n${questions.length} question(s). Answer each in one or more lines and end it with an empty line ("TBD" leaves it open).\n`)
   try {
@@ -69,7 +82,11 @@ export async function askAnswers(questions: Array<{id: string; field?: string; q
       say(`\n[${i + 1}/${questions.length}] ${q.id}${q.field ? ` (${q.field})` : ''}\n${q.question}\n> `)
       const lines: string[] = []
       for (;;) {
-        const line = await input.next()
+        const line = await input.next(signal)
+        if (signal?.aborted) {
+          say('\n(interrupted; the run stays paused)\n')
+          return null
+        }
         if (line === null) {
           if (lines.length > 0) break
           say('\n(input ended; the run stays paused)\n')
@@ -108,11 +125,15 @@ export function reviewText(spec: CanonicalSpec | null, gate: GateResult | null, 
   return `${lines.join('\n')}\n`
 }
 
-export async function askDecision(input: LineReader = reader()): Promise<{decision: Decision; note?: string} | null> {
+export async function askDecision(input: LineReader = reader(), signal?: AbortSignal): Promise<{decision: Decision; note?: string} | null> {
   try {
     for (;;) {
       say('Decision [go/hold/drop]: ')
-      const line = await input.next()
+      const line = await input.next(signal)
+      if (signal?.aborted) {
+        say('\n(interrupted; the run stays paused)\n')
+        return null
+      }
       if (line === null) {
         say('\n(input ended; the run stays paused)\n')
         return null
@@ -123,7 +144,11 @@ export async function askDecision(input: LineReader = reader()): Promise<{decisi
         continue
       }
       say('Note (optional, one line): ')
-      const note = (await input.next())?.trim()
+      const note = (await input.next(signal))?.trim()
+      if (signal?.aborted) {
+        say('\n(interrupted; the run stays paused)\n')
+        return null
+      }
       return {decision, ...(note ? {note} : {})}
     }
   } catch (error) {
@@ -132,7 +157,10 @@ export async function askDecision(input: LineReader = reader()): Promise<{decisi
   }
 }
 
-/** Keeps a paused run going by asking at the terminal, until it ends, is put on hold, or input ends. */
+/**
+ * Keeps a paused run going by asking at the terminal, until it ends, is put on hold, or input ends.
+ * `options.signal` (Ctrl-C) stops a prompt with the run left paused, and interrupts a session it drives.
+ */
 export async function continueAtTerminal(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
   try {
     return await keepAsking(outcome, options)
@@ -143,15 +171,16 @@ export async function continueAtTerminal(outcome: RunOutcome, options: SessionOp
 
 async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
   let current = outcome
-  while (current.status === 'awaiting_input' && current.pending) {
+  const {signal} = options
+  while (current.status === 'awaiting_input' && current.pending && !signal?.aborted) {
     if (current.pending.kind === 'answers') {
-      const answers = await askAnswers(current.pending.questions ?? [])
+      const answers = await askAnswers(current.pending.questions ?? [], reader(), signal)
       if (!answers) return current
       current = await answerSession({...options, runId: current.run_id, answers})
     } else {
       const summary = await reviewSummary({...options, runId: current.run_id})
       say(reviewText(summary.spec, summary.gate as GateResult | null, summary.reason))
-      const choice = await askDecision()
+      const choice = await askDecision(reader(), signal)
       if (!choice) return current
       current = await reviewSession({...options, runId: current.run_id, decision: choice.decision, ...(choice.note ? {note: choice.note} : {})})
       if (choice.decision === 'hold') return current

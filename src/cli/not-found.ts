@@ -13,8 +13,13 @@ const hook: Hook<'command_not_found'> = async function (options) {
   const words = topics.includes(first) && typed[1] ? `${first} ${typed[1]}` : first
   const guess = didYouMean(typed.slice(0, 2).join(' '), ids) || didYouMean(words, [...ids, ...topics])
   const message = `unknown command "${words}"${guess}`
+  const hint = 'pipe --help lists the commands.'
   const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`)
-  process.stderr.write(`Error [E_INVALID_ARGS]: ${message}\nTry this: pipe --help lists the commands.\n${log ? `Log: ${log}\n` : ''}`)
+  process.stderr.write(`Error [E_INVALID_ARGS]: ${message}\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`)
+  // --json holds here too: stdout gets the error document every command gives.
+  if ([...(options.argv ?? []), ...process.argv.slice(2)].includes('--json')) {
+    process.stdout.write(`${JSON.stringify({error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {})}}, null, 2)}\n`)
+  }
   process.exit(ExitCode.USAGE)
 }
 

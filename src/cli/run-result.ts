@@ -4,6 +4,8 @@ import {ExitCode} from '../exit-codes.js'
 
 export interface RunResult extends RunOutcome {
   store: string
+  /** For a failed or blocked run, also what the error channel printed: the exit code and the log file. */
+  error?: (NonNullable<RunOutcome['error']> & {exit_code?: number; log?: string}) | undefined
   /** The command that continues a paused or interrupted run. */
   next_command?: string
 }
@@ -39,7 +41,7 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
 export function renderRunResult(result: RunResult): string {
   const lines = [`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`]
   if (result.reason && result.status !== 'succeeded') lines.push(`reason: ${result.reason}`)
-  if (result.error) lines.push(`error: [${result.error.code}] ${result.error.message}${result.error.hint ? `\nTry this: ${result.error.hint}` : ''}`)
+  // The error itself went to stderr (see run-flow.ts); stdout keeps to the result.
   const questions = result.pending?.questions ?? []
   if (questions.length > 0) {
     lines.push('', 'Questions (answer them in a YAML file, keyed by id or by field):')

@@ -1,5 +1,6 @@
 /** Human views of stored records. `--json` prints the records themselves; these are for people. */
 import {stringify} from 'yaml'
+import {formatDiagnostic} from '../config/diagnostics.js'
 import type {GateResult} from '../gates/evaluate.js'
 import type {RunPlan} from '../engine/session.js'
 import type {RunSummary, SpecSummary} from '../store/queries.js'
@@ -132,9 +133,19 @@ export function renderPlan(plan: RunPlan): string {
   ]
   const rows = [['STEP', 'KIND', 'THEN', 'BOUND', 'TIMEOUT', 'RETRIES', 'VERSION']]
   for (const s of plan.steps) {
-    const then = Object.entries(s.transitions).map(([k, v]) => (k === '*' ? v : `${k}: ${v}`)).join(', ') || '(end)'
+    const effects = {failed: 'FAILS THE RUN', awaiting_input: 'waits', cancelled: 'cancels', ends: '(end)'} as const
+    // An unrouted error fails every step the same way; the column shows what is particular to this one.
+    const unrouted = Object.entries(s.unrouted).filter(([outcome]) => outcome !== 'error')
+    const ends = unrouted.filter(([, effect]) => effect === 'ends').map(([o]) => o)
+    const then =
+      [
+        ...Object.entries(s.transitions).map(([k, v]) => (k === '*' ? v : `${k}: ${v}`)),
+        ...unrouted.filter(([, effect]) => effect !== 'ends').map(([o, effect]) => `${o}: ${effects[effect]}`),
+        ...(ends.length > 0 && Object.keys(s.transitions).length > 0 ? [`${ends.join('/')}: (end)`] : []),
+      ].join(', ') || '(end)'
     const bound = s.max_iterations !== undefined ? `max ${s.max_iterations}${s.on_exhausted ? ` -> ${s.on_exhausted}` : ''}` : '-'
     rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
   }
-  return `${lines.join('\n')}${table(rows)}nothing was run; drop --dry-run to run it\n`
+  const problems = [...plan.denied, ...plan.warnings].map((d) => `${formatDiagnostic(d)}\n`).join('')
+  return `${lines.join('\n')}${table(rows)}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
 }

@@ -1,6 +1,6 @@
 import {Args, Flags} from '@oclif/core'
 import {formatDiagnostic} from '../config/diagnostics.js'
-import {renderGraph, type GraphFormat} from '../config/graph-render.js'
+import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop} from '../config/graph-render.js'
 import {allEdges} from '../config/graph.js'
 import {loadPipeline} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
@@ -10,14 +10,16 @@ import {PipeCommand} from '../cli/base-command.js'
 export interface GraphResult {
   pipeline: string
   format: GraphFormat
-  steps: Array<{id: string; kind: string; max_iterations?: number}>
+  steps: Array<{id: string; kind: string; outcomes: string[]; failure_outcomes: string[]; max_iterations?: number}>
   edges: Array<{from: string; to: string; label: string}>
+  /** Outcomes no edge takes that end the run (failed, cancelled) or make it wait at the step. */
+  stops: OutcomeStop[]
   text: string
 }
 
 export default class Graph extends PipeCommand {
   static override summary = "Draw a pipeline's step graph as a Mermaid flowchart or Graphviz dot."
-  static override description = 'Every step is drawn (gates as diamonds, reviews as parallelograms, loop-bounded steps dashed with their max_iterations), and every transition is labelled with the outcome that takes it.'
+  static override description = 'Every step is drawn (gates as diamonds, reviews as parallelograms, loop-bounded steps dashed with their max_iterations), and every transition is labelled with the outcome that takes it. Outcomes that take no transition but stop the run are drawn dotted: a failure outcome with no route to a "failed" node, a review\'s drop to "cancelled", its hold back to the review (it waits).'
   static override examples = [
     {description: 'Mermaid, for a Markdown file or a GitHub comment', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --format mermaid'},
     {description: 'Graphviz, rendered to SVG', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --format dot | dot -Tsvg > pipeline.svg'},
@@ -36,13 +38,20 @@ export default class Graph extends PipeCommand {
     }
     const pipeline = result.loaded.pipeline
     const format = flags.format as GraphFormat
-    const text = renderGraph(pipeline, format)
+    const text = renderGraph(pipeline, format, kindCatalog)
     if (!this.jsonEnabled()) process.stdout.write(text)
     return {
       pipeline: pipeline.name,
       format,
-      steps: pipeline.steps.map((s) => ({id: s.id, kind: s.kind, ...(s.max_iterations !== undefined ? {max_iterations: s.max_iterations} : {})})),
+      steps: pipeline.steps.map((s) => ({
+        id: s.id,
+        kind: s.kind,
+        outcomes: [...(kindCatalog[s.kind]?.outcomes(s) ?? []), 'error'],
+        failure_outcomes: [...(kindCatalog[s.kind]?.failures ?? []), 'error'],
+        ...(s.max_iterations !== undefined ? {max_iterations: s.max_iterations} : {}),
+      })),
       edges: allEdges(pipeline),
+      stops: outcomeStops(pipeline, kindCatalog),
       text,
     }
   }

@@ -6,6 +6,7 @@ import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {planSession, startSession, type Decision, type RunPlan, type StartSession} from '../engine/session.js'
 import {renderPlan} from '../cli/views.js'
+import {PipeError} from '../errors.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -53,6 +54,15 @@ A run that needs answers or a review decision that were not given stops in await
     if (flags['dry-run']) {
       const plan = await planSession(options)
       if (!this.jsonEnabled()) process.stdout.write(renderPlan(plan))
+      if (plan.denied.length > 0) {
+        if (this.jsonEnabled()) {
+          process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`)
+          this.jsonPrinted = true
+        }
+        throw new PipeError('E_POLICY_DENIED', `the policy denies ${plan.denied.length} command(s) of the pipeline; the run would fail at them`, {
+          hint: `Add the commands to allowed_commands in ${plan.policy.file ?? 'a policy.yaml (the built-in policy allows few)'}, or change the steps; the plan lists each at its line.`,
+        })
+      }
       return plan
     }
     const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))

@@ -1,13 +1,19 @@
-import {Args} from '@oclif/core'
-import {validateFiles, type ValidateResult} from '../config/validate-files.js'
+import {Args, Flags} from '@oclif/core'
+import {loadPolicyFile} from '../config/policy.js'
+import {detectKind, validateFiles, type PipelineCheck, type ValidateResult} from '../config/validate-files.js'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import {PipeError} from '../errors.js'
+import {deniedCommands} from '../steps/policy-check.js'
 import {kindCatalog} from '../steps/registry.js'
 import {PipeCommand} from '../cli/base-command.js'
 
 export default class Validate extends PipeCommand {
   static override summary = 'Check pipeline, policy and answers files and report every error with its line and column.'
-  static override description = `Each file is checked in stages: YAML syntax (duplicate keys, alias bombs, binary or empty files), the JSON Schema (unknown keys with suggestions, wrong types), then the rules a schema cannot express (unknown steps, unreachable steps, unbounded loops, undefined gates, unregistered step kinds, missing prompt files).
+  static override description = `Each file is checked in stages: YAML syntax (duplicate keys, alias bombs, binary or empty files), the JSON Schema (unknown keys with suggestions, wrong types), then the rules a schema cannot express (unknown steps, unreachable steps, unbounded loops, undefined gates, unregistered step kinds, missing prompt files, a step that needs a spec where no step before it can have written one).
+
+Warnings do not fail the check: a failure outcome (a command's failure, QA's or a gate's fail) with no on: route, which ends the run failed; a step that needs a spec where some path reaches it without one.
+
+Given a policy (--policy FILE, or one policy file among the files), every command and QA argument vector of the pipelines is checked against it, and one the policy would deny is an error.
 
 The kind of each file is read from its yaml-language-server $schema line, else from its name (policy*.yaml, *answers*.yaml), else it is taken as a pipeline.
 
@@ -15,22 +21,28 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
   static override examples = [
     {description: 'Check the shipped pipeline', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml'},
     {description: 'Check several files; the errors as JSON', command: '<%= config.bin %> <%= command.id %> pipelines/*.yaml policy.yaml --json'},
+    {description: "Check a pipeline's commands against the policy it will run under", command: '<%= config.bin %> <%= command.id %> examples/coding/pipeline.yaml --policy examples/coding/policy.yaml'},
   ]
+  static override flags = {
+    policy: Flags.string({description: "Check the pipelines' commands against this policy (default: the one policy file among the files, if any).", helpValue: 'FILE'}),
+  }
   static override strict = false
   static override args = {
     file: Args.string({description: 'Files to check (pipelines, policy.yaml, answers files).', required: true}),
   }
 
   async run(): Promise<ValidateResult> {
-    const {argv} = await this.parse(Validate)
-    const result = await validateFiles(argv as string[], kindCatalog)
+    const {argv, flags} = await this.parse(Validate)
+    const files = argv as string[]
+    const result = await validateFiles(files, kindCatalog, await this.policyCheck(files, flags.policy))
     if (!this.jsonEnabled()) {
       for (const file of result.files) {
         if (file.valid) this.progress(`ok  ${file.file} (${file.kind})`)
-        for (const d of file.diagnostics) process.stdout.write(`${formatDiagnostic(d)}\n`)
+        for (const d of [...file.diagnostics, ...file.warnings]) process.stdout.write(`${formatDiagnostic(d)}\n`)
       }
       const bad = result.files.filter((f) => !f.valid)
       if (bad.length > 0) this.progress(`${result.error_count} error(s) in ${bad.length} of ${result.files.length} file(s)`)
+      if (result.warning_count > 0) this.progress(`${result.warning_count} warning(s)`)
     }
     if (!result.valid) {
       if (this.jsonEnabled()) {
@@ -40,5 +52,22 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
       throw new PipeError('E_CONFIG', `${result.error_count} error(s) in ${result.files.filter((f) => !f.valid).length} file(s)`, {hint: 'Fix the errors listed above; each names its file, line and column.'})
     }
     return result
+  }
+
+  /** The policy to check commands against: --policy, else the only policy file given; none when neither. */
+  private async policyCheck(files: string[], flag: string | undefined): Promise<PipelineCheck | undefined> {
+    let file = flag
+    if (file === undefined) {
+      const policies: string[] = []
+      for (const f of files) if ((await detectKind(f)) === 'policy') policies.push(f)
+      if (policies.length !== 1) return undefined
+      file = policies[0]
+    }
+    const loaded = await loadPolicyFile(file!)
+    if (!loaded.ok) {
+      if (flag === undefined) return undefined
+      throw new PipeError('E_CONFIG', `the policy ${flag} is not valid`, {hint: `Run pipe validate ${flag} and fix it first.`})
+    }
+    return (pipeline) => deniedCommands(pipeline, loaded.loaded)
   }
 }

@@ -8,10 +8,12 @@ export interface Diagnostic {
   message: string
   /** Which check found it: yaml, schema, or the name of a semantic rule. */
   rule: string
+  /** Absent for errors; a warning does not make the file invalid. */
+  severity?: 'warning'
 }
 
 export function formatDiagnostic(d: Diagnostic): string {
-  return `${d.file}:${d.line}:${d.col}  ${d.path || '(root)'}  ${d.message}`
+  return `${d.file}:${d.line}:${d.col}  ${d.path || '(root)'}  ${d.severity === 'warning' ? 'warning: ' : ''}${d.message}`
 }
 
 /** Turns path segments into the dotted form users see: steps[2].on.pass */

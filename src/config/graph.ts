@@ -40,6 +40,29 @@ export function reachableFrom(pipeline: Pipeline, start: string): Set<string> {
 }
 
 /**
+ * Which steps can be reached with no spec version yet (`without`) and which with one (`with`), from
+ * the start: a step that writes a spec passes `with` on along its outcomes, but not along `error`
+ * or `exhausted` (it wrote nothing then).
+ */
+export function specReach(pipeline: Pipeline, writesSpec: (step: Step) => boolean): {without: Set<string>; with: Set<string>} {
+  const byId = new Map(pipeline.steps.map((s) => [s.id, s]))
+  const seen = {without: new Set<string>(), with: new Set<string>()}
+  const queue: Array<[string, boolean]> = [[startStepId(pipeline), false]]
+  while (queue.length > 0) {
+    const [id, has] = queue.pop()!
+    const set = has ? seen.with : seen.without
+    const step = byId.get(id)
+    if (!step || set.has(id)) continue
+    set.add(id)
+    for (const edge of edgesOf(step)) {
+      const wrote = writesSpec(step) && edge.label !== 'error' && edge.label !== 'exhausted'
+      queue.push([edge.to, has || wrote])
+    }
+  }
+  return seen
+}
+
+/**
  * Strongly connected components that form cycles (more than one step, or a step that points to
  * itself), each listed in pipeline order. Tarjan's algorithm, iterative so a 10,000-step chain
  * cannot overflow the stack.

@@ -8,7 +8,7 @@ import {variablesUsed} from '../util/template.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import {sha256} from '../util/hash.js'
 import {sortDiagnostics, type Diagnostic} from './diagnostics.js'
-import {cycles, reachableFrom, startStepId} from './graph.js'
+import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
@@ -19,6 +19,12 @@ export interface KindInfo {
   outcomes(step: Step): readonly string[]
   /** Variables a prompt file of this kind may use. */
   promptVariables?: readonly string[]
+  /** Outcomes that mean the step failed: only an on: entry routes them (next: does not). */
+  failures?: readonly string[]
+  /** Outcomes that stop the run by themselves (wait or cancel) and take no route. */
+  stops?: Readonly<Record<string, string>>
+  changesSpec?: boolean
+  needsSpec?: boolean
 }
 export type KindCatalog = Readonly<Record<string, KindInfo>>
 
@@ -31,7 +37,8 @@ export interface LoadedPipeline {
   hash: string
 }
 
-export type PipelineResult = {ok: true; loaded: LoadedPipeline} | {ok: false; diagnostics: Diagnostic[]}
+/** `warnings` are problems that do not stop a run: pipe validate and --dry-run show them. */
+export type PipelineResult = {ok: true; loaded: LoadedPipeline; warnings: Diagnostic[]} | {ok: false; diagnostics: Diagnostic[]}
 
 export async function loadPipeline(file: string, catalog: KindCatalog): Promise<PipelineResult> {
   const read = await readYamlFile(file)
@@ -42,8 +49,10 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}
   if (structure.ok) {
     const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
+    // Where a spec can exist depends on every path being right, so it is judged once the rest holds.
+    if (diagnostics.length === 0) diagnostics.push(...flowRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name}))))
     if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
-    return {ok: true, loaded}
+    return {ok: true, loaded, warnings: pipelineWarnings(loaded, catalog)}
   }
   // The structure is wrong, but the graph rules may still find more to report in one pass (a
   // misspelt transition next to an unknown key). They run defensively: a rule that trips over a
@@ -68,13 +77,62 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
   return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
 }
 
+/** Problems worth a warning: the pipeline runs, but a path through it may surprise. */
+export const pipelineAdvice: Rule[] = [
+  {
+    name: 'unrouted-failure',
+    check(loaded, catalog) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        for (const outcome of catalog[step.kind]?.failures ?? []) {
+          if (step.on?.[outcome] !== undefined) continue
+          out.push(diag(loaded, ['steps', i, 'id'], `failure outcome "${outcome}" of step "${step.id}" has no route, so it ends the run failed${step.next !== undefined ? ' (next: is not taken on a failure)' : ''}; add on: {${outcome}: STEP} to handle it`))
+        }
+      })
+      return out
+    },
+  },
+  {
+    name: 'spec-before-use',
+    check(loaded, catalog) {
+      const reach = specReach(loaded.pipeline, (step) => catalog[step.kind]?.changesSpec === true)
+      return loaded.pipeline.steps.flatMap((step, i) =>
+        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && reach.with.has(step.id)
+          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`)]
+          : [],
+      )
+    },
+  },
+]
+
+/** The warnings of a valid pipeline (see pipelineAdvice). */
+export function pipelineWarnings(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[] {
+  return sortDiagnostics(pipelineAdvice.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name, severity: 'warning' as const}))))
+}
+
+/** Rules over the paths through a pipeline whose graph is otherwise valid. */
+const flowRules: Rule[] = [
+  {
+    name: 'spec-before-use',
+    check(loaded, catalog) {
+      const reach = specReach(loaded.pipeline, (step) => catalog[step.kind]?.changesSpec === true)
+      return loaded.pipeline.steps.flatMap((step, i) =>
+        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && !reach.with.has(step.id)
+          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`)]
+          : [],
+      )
+    },
+  },
+]
+
 type Segment = string | number
 interface Rule {
   name: string
   check(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[]
 }
 
-function diag(loaded: LoadedPipeline, segments: Segment[], message: string, preferKey = false): Diagnostic {
+/** A diagnostic at a node of the pipeline file. */
+export function diag(loaded: LoadedPipeline, segments: Segment[], message: string, preferKey = false): Diagnostic {
   const pos = locate(loaded.source, segments, preferKey)
   const printable = segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
   return {file: loaded.file, line: pos.line, col: pos.col, path: printable, message, rule: ''}
@@ -189,6 +247,20 @@ export const pipelineRules: Rule[] = [
           }
         })
       }
+      return out
+    },
+  },
+  {
+    name: 'route-on-stop',
+    check(loaded, catalog) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        const stops = catalog[step.kind]?.stops ?? {}
+        for (const outcome of Object.keys(step.on ?? {})) {
+          const effect = stops[outcome]
+          if (effect) out.push(diag(loaded, ['steps', i, 'on', outcome], `outcome "${outcome}" of a ${step.kind} step ${effect === 'cancelled' ? 'cancels the run' : 'waits at the step again'}; it takes no route`, true))
+        }
+      })
       return out
     },
   },

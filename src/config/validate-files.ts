@@ -3,7 +3,7 @@ import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
-import {loadPipeline, type KindCatalog} from './pipeline.js'
+import {loadPipeline, type KindCatalog, type LoadedPipeline} from './pipeline.js'
 import {loadPolicyFile} from './policy.js'
 
 export type FileKind = 'pipeline' | 'policy' | 'answers'
@@ -13,13 +13,19 @@ export interface FileReport {
   kind: FileKind
   valid: boolean
   diagnostics: Diagnostic[]
+  /** Problems that do not make the file invalid (an unrouted failure outcome, a path with no spec). */
+  warnings: Diagnostic[]
 }
 
 export interface ValidateResult {
   valid: boolean
   error_count: number
+  warning_count: number
   files: FileReport[]
 }
+
+/** Checks a valid pipeline against more than itself (the policy it will run under). */
+export type PipelineCheck = (loaded: LoadedPipeline) => Diagnostic[]
 
 export async function detectKind(file: string): Promise<FileKind> {
   const head = await readFile(file, {encoding: 'utf8'})
@@ -33,12 +39,17 @@ export async function detectKind(file: string): Promise<FileKind> {
   return 'pipeline'
 }
 
-export async function validateFile(file: string, catalog: KindCatalog): Promise<FileReport> {
+export async function validateFile(file: string, catalog: KindCatalog, check?: PipelineCheck): Promise<FileReport> {
   const kind = await detectKind(file)
   let diagnostics: Diagnostic[] = []
+  let warnings: Diagnostic[] = []
   if (kind === 'pipeline') {
     const result = await loadPipeline(file, catalog)
     if (!result.ok) diagnostics = result.diagnostics
+    else {
+      warnings = result.warnings
+      diagnostics = check?.(result.loaded) ?? []
+    }
   } else if (kind === 'policy') {
     const result = await loadPolicyFile(file)
     if (!result.ok) diagnostics = result.diagnostics
@@ -46,12 +57,13 @@ export async function validateFile(file: string, catalog: KindCatalog): Promise<
     const result = await validateDocument(file, 'answers', 'answers file')
     if (!result.ok) diagnostics = result.diagnostics
   }
-  return {file, kind, valid: diagnostics.length === 0, diagnostics}
+  return {file, kind, valid: diagnostics.length === 0, diagnostics, warnings}
 }
 
-export async function validateFiles(files: string[], catalog: KindCatalog): Promise<ValidateResult> {
+export async function validateFiles(files: string[], catalog: KindCatalog, check?: PipelineCheck): Promise<ValidateResult> {
   const reports: FileReport[] = []
-  for (const file of files) reports.push(await validateFile(file, catalog))
+  for (const file of files) reports.push(await validateFile(file, catalog, check))
   const errorCount = reports.reduce((n, r) => n + r.diagnostics.length, 0)
-  return {valid: errorCount === 0, error_count: errorCount, files: reports}
+  const warningCount = reports.reduce((n, r) => n + r.warnings.length, 0)
+  return {valid: errorCount === 0, error_count: errorCount, warning_count: warningCount, files: reports}
 }

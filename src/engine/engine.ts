@@ -345,7 +345,6 @@ export class Engine {
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
-    let previous: Snapshot | null = history.snapshots.at(-1) ?? null
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
       const record = await store.readRun(runId)
       return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...extra}
@@ -408,11 +407,10 @@ export class Engine {
         return outcome('awaiting_input', {reason: result.reason, pending})
       }
 
-      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true}, errors, result, current, settings, previous)
+      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true}, errors, result, current, settings, history.snapshots)
       const committed = await commitStep(store, journal, hook)
       const snapshot = committed.snapshot
       history.snapshots.push(snapshot)
-      previous = snapshot
       stepsRun++
       cursor.iterations.set(step.id, done + 1)
       cursor.seq = seq + 1
@@ -565,9 +563,11 @@ export class Engine {
     result: StepDone | undefined,
     current: CanonicalSpec | null,
     settings: RunSettings,
-    previous: Snapshot | null,
+    before: readonly Snapshot[],
   ): Journal {
     const {seq, iteration, started, ended, attempts} = timing
+    const previous = before.at(-1) ?? null
+    errors = [...errors]
     let decisions: Snapshot['decisions']
     let spec: Journal['spec'] = null
     const evidence: Journal['evidence'] = []
@@ -597,12 +597,27 @@ export class Engine {
       } else if (handler.changesSpec) {
         throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
       }
-      const routed = step.on?.[result.outcome] ?? step.next ?? null
+      const failure = handler.failures?.[result.outcome]
+      // A failure is routed only by its own on: entry; next: is the way forward after the step did its job.
+      const routed = step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
       const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
+      const fail = (code: string, message: string, hint: string, reason: string, details?: Record<string, unknown>): Snapshot['decisions'] => {
+        errors.push({code, message: redact(message), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
+        return [{decision: result.outcome, reason, next_step: null, run_status: 'failed'}]
+      }
+      const carried = routed === null && !failure ? unrecoveredFailure(before, this.registry, step.id) : null
       if (result.hold) {
         decisions = [{decision: result.outcome, reason: result.reason, next_step: step.id, run_status: 'awaiting_input'}]
       } else if (result.cancel) {
         decisions = [{decision: result.outcome, reason: result.reason, next_step: null, run_status: 'cancelled'}]
+      } else if (failure && routed === null) {
+        // A failure nothing handles ends the run failed, never succeeded.
+        const message = `step ${step.id} ended with the failure outcome "${result.outcome}": ${result.reason}`
+        decisions = fail(failure.code, message, failure.hint({run_id: runId, step: step.id}), `${result.reason}; no route for the failure outcome "${result.outcome}", so the run fails`)
+      } else if (carried) {
+        // The run ends here, but an earlier failure was only handled (a rollback, a notice), never recovered.
+        const message = `step ${carried.step} ended "${carried.outcome}" (seq ${carried.seq}: ${carried.reason}) and no later step recovered it; the run ended at ${step.id}`
+        decisions = fail(carried.code, message, carried.hint, `${result.reason}; the run ends on the unrecovered failure of step ${carried.step} (seq ${carried.seq}), so it fails`, {failed_step: carried.step, failed_seq: carried.seq})
       } else if (unrouted) {
         // An outcome with no route ends the run here; say so rather than pretend it was planned.
         decisions = [{decision: result.outcome, reason: `${result.reason}; no transition for outcome "${result.outcome}", so the run ends`, next_step: null}]
@@ -656,6 +671,45 @@ export class Engine {
     }
     return {version: 1, run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
   }
+}
+
+interface CarriedFailure {
+  step: string
+  seq: number
+  outcome: string
+  reason: string
+  code: string
+  hint: string
+}
+
+/**
+ * The latest failure in a run's history that nothing recovered: a step that ended with a failure
+ * outcome (or an error routed by on.error) and has not since ended with a non-failure outcome, with
+ * no person's decision after it (a review's go accepts what it was shown). `succeeding` names a step
+ * that has just ended well, and so recovers its own earlier failures.
+ */
+export function unrecoveredFailure(snapshots: readonly Snapshot[], registry: StepRegistry, succeeding?: string): CarriedFailure | null {
+  const recovered = new Set<string>(succeeding === undefined ? [] : [succeeding])
+  for (let i = snapshots.length - 1; i >= 0; i--) {
+    const s = snapshots[i]!
+    const decision = s.decisions.at(-1)
+    if (!decision) continue
+    if (decision.by !== undefined) return null
+    const name = s.step.name
+    const handler = registry[s.step.kind as StepKind] as StepHandler<StepKind> | undefined
+    const declared = handler?.failures?.[decision.decision]
+    const error = decision.decision === 'error' ? s.errors.at(-1) : undefined
+    if (!declared && !error) {
+      recovered.add(name)
+      continue
+    }
+    if (recovered.has(name)) continue
+    const where = {run_id: s.run_id, step: name}
+    const code = declared ? declared.code : error!.code
+    const hint = declared ? declared.hint(where) : (error!.hint ?? `Read the step's errors with pipe snapshot show ${s.run_id} --step ${name}.`)
+    return {step: name, seq: s.step.seq, outcome: decision.decision, reason: decision.reason, code, hint}
+  }
+  return null
 }
 
 interface Executed {

@@ -5,14 +5,15 @@
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {answerableFields, answersOf, checkAnswers, loadAnswersFile} from '../config/answers.js'
-import {formatDiagnostic} from '../config/diagnostics.js'
-import {loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
+import {formatDiagnostic, type Diagnostic} from '../config/diagnostics.js'
+import {loadPipeline, pipelineWarnings, type LoadedPipeline} from '../config/pipeline.js'
 import {resolvePolicy} from '../config/policy.js'
 import {PipeError} from '../errors.js'
 import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {KEY_FIELDS} from '../providers/spec-build.js'
 import {kindCatalog} from '../steps/registry.js'
+import type {StepHandler, StepKind} from '../steps/types.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
@@ -129,7 +130,25 @@ export interface RunPlan {
   answers: string[]
   decision: Decision | null
   store: string
-  steps: Array<{id: string; kind: string; transitions: Record<string, string>; max_iterations?: number; on_exhausted?: string; timeout_ms: number; retries: number; changes_spec: boolean; prompt?: string}>
+  steps: Array<{
+    id: string
+    kind: string
+    transitions: Record<string, string>
+    /** Every outcome the step can end with (error too). */
+    outcomes: string[]
+    /** What each outcome no route takes does to the run: a failure ends it failed, a stop waits or cancels. */
+    unrouted: Record<string, 'ends' | 'failed' | 'awaiting_input' | 'cancelled'>
+    max_iterations?: number
+    on_exhausted?: string
+    timeout_ms: number
+    retries: number
+    changes_spec: boolean
+    prompt?: string
+  }>
+  /** Commands of the pipeline the policy will deny: the run would fail at them with E_POLICY_DENIED. */
+  denied: Diagnostic[]
+  /** The pipeline's warnings (pipe validate shows the same). */
+  warnings: Diagnostic[]
 }
 
 /** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
@@ -137,6 +156,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
   const {pipeline, policy, answers, input, provider} = await prepareStart(options)
   const {registry} = await import('../steps/registry.js')
   const {edgesOf, startStepId} = await import('../config/graph.js')
+  const {deniedCommands} = await import('../steps/policy-check.js')
   const limits = policy.policy.resource_limits
   return {
     pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
@@ -147,12 +167,23 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     decision: options.decision ?? null,
     store: path.resolve(options.cwd, options.store),
     steps: pipeline.pipeline.steps.map((step) => {
-      const handler = registry[step.kind]
+      const handler = registry[step.kind] as StepHandler<StepKind>
       const safe = step.retry?.safe ?? handler.safeToRetry
+      const outcomes = [...handler.outcomes(step), 'error']
+      const unrouted: RunPlan['steps'][number]['unrouted'] = {}
+      for (const outcome of outcomes) {
+        const stop = handler.stops?.[outcome]
+        if (stop) unrouted[outcome] = stop
+        else if (step.on?.[outcome] !== undefined) continue
+        else if (handler.failures?.[outcome] || outcome === 'error') unrouted[outcome] = 'failed'
+        else if (step.next === undefined) unrouted[outcome] = 'ends'
+      }
       return {
         id: step.id,
         kind: step.kind,
         transitions: Object.fromEntries(edgesOf(step).filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
+        outcomes,
+        unrouted,
         ...(step.max_iterations !== undefined ? {max_iterations: step.max_iterations} : {}),
         ...(step.on_exhausted !== undefined ? {on_exhausted: step.on_exhausted} : {}),
         timeout_ms: step.timeout_ms ?? limits.step_timeout_ms ?? 600000,
@@ -161,6 +192,8 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
       }
     }),
+    denied: deniedCommands(pipeline, policy),
+    warnings: pipelineWarnings(pipeline, kindCatalog),
   }
 }
 

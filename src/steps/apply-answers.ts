@@ -31,6 +31,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
   summary: 'apply the answers to the open questions, writing a new spec version',
   outcomes: () => ['success'],
   changesSpec: true,
+  needsSpec: true,
   safeToRetry: true,
   promptVariables: PROMPT_VARIABLES.apply_answers,
   async run(context) {

@@ -18,6 +18,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
   summary: 'ask one question for each missing field of the latest gate result',
   outcomes: () => ['success'],
   changesSpec: false,
+  needsSpec: true,
   safeToRetry: true,
   promptVariables: PROMPT_VARIABLES.clarify_questions,
   async run(context) {

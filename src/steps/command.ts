@@ -6,7 +6,9 @@ export const command: StepHandler<'command'> = {
   kind: 'command',
   summary: 'run one allowed command in the repository root; outcome success on exit 0, else failure',
   outcomes: () => ['success', 'failure'],
+  failures: {failure: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `Read the command's output with pipe snapshot show ${run_id} --step ${step}, fix the cause and run again; or route the outcome with on: {failure: STEP} in the pipeline.`}},
   changesSpec: false,
+  commands: (step) => [{argv: step.run, at: ['run']}],
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
   async run({step, policy, cwd, signal, slotsDir}) {

@@ -6,7 +6,9 @@ export const gate: StepHandler<'gate'> = {
   kind: 'gate',
   summary: 'evaluate gates and the completeness score; outcome pass or fail',
   outcomes: () => ['pass', 'fail'],
+  failures: {fail: {code: 'E_GATE_FAIL', hint: ({run_id, step}) => `Read the failed rules with pipe snapshot show ${run_id} --step ${step}, improve the requirement and run again; or route the outcome with on: {fail: STEP} (e.g. to clarify_questions).`}},
   changesSpec: false,
+  needsSpec: true,
   safeToRetry: true,
   async run({step, spec: current, pipeline, ...rest}) {
     const spec = requireSpec({step, spec: current, pipeline, ...rest}, 'evaluate gates on')

@@ -7,6 +7,7 @@ export const generateVv: StepHandler<'generate_vv'> = {
   summary: 'derive verification and validation items linked to acceptance criteria and tasks',
   outcomes: () => ['success'],
   changesSpec: true,
+  needsSpec: true,
   safeToRetry: true,
   promptVariables: PROMPT_VARIABLES.generate_vv,
   async run(context) {

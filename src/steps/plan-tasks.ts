@@ -8,6 +8,7 @@ export const planTasks: StepHandler<'plan_tasks'> = {
   summary: 'derive tasks with a definition of done from features and acceptance criteria',
   outcomes: () => ['success'],
   changesSpec: true,
+  needsSpec: true,
   safeToRetry: true,
   promptVariables: PROMPT_VARIABLES.plan_tasks,
   async run(context) {

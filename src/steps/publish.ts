@@ -24,6 +24,7 @@ export const publish: StepHandler<'publish'> = {
   summary: 'publish the reviewed spec version to its targets, once per idempotency key',
   outcomes: () => ['success'],
   changesSpec: false,
+  needsSpec: true,
   // Safe: the ledger sends each key at most once, so a retry re-sends only what surely did not
   // arrive; an unknown outcome (a timeout) is not retryable and is sent again only on a redrive.
   safeToRetry: true,

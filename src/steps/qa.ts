@@ -35,7 +35,9 @@ export const qa: StepHandler<'qa'> = {
   kind: 'qa',
   summary: 'static checks, tests, acceptance commands in order; a verdict; outcome pass or fail',
   outcomes: () => ['pass', 'fail'],
+  failures: {fail: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `Read the verdict with pipe snapshot show ${run_id} --step ${step}, fix the code and run again; or route the outcome with on: {fail: STEP} in the pipeline.`}},
   changesSpec: false,
+  commands: (step) => ORDER.flatMap((stage) => (step.stages[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]}))),
   safeToRetry: false,
   async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []

@@ -41,6 +41,13 @@ export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
 export const kindCatalog: KindCatalog = Object.fromEntries(
   Object.values(registry).map((handler) => [
     handler.kind,
-    {outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step), ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {})},
+    {
+      outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step),
+      ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
+      ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
+      ...(handler.stops ? {stops: handler.stops} : {}),
+      changesSpec: handler.changesSpec,
+      needsSpec: handler.needsSpec === true,
+    },
   ]),
 )

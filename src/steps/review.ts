@@ -5,8 +5,11 @@ import type {StepHandler} from './types.js'
 export const review: StepHandler<'review'> = {
   kind: 'review',
   summary: 'a person decides go, hold or drop',
-  outcomes: () => ['go'],
+  outcomes: () => ['go', 'hold', 'drop'],
+  // A hold waits for the next decision at the same step and a drop cancels the run: neither can be routed.
+  stops: {hold: 'awaiting_input', drop: 'cancelled'},
   changesSpec: false,
+  needsSpec: true,
   safeToRetry: false,
   async run(context) {
     const spec = requireSpec(context, 'review')

@@ -3,6 +3,7 @@
  * `run`, then records what the result says (outputs, a new spec version, evidence, a pause).
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
+import type {ErrorCode} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {Evidence} from '../types/evidence.js'
@@ -86,13 +87,36 @@ export interface StepAwait {
 
 export type StepResult = StepDone | StepAwait
 
+/** What a failure outcome means for the run when nothing routes it (or nothing later recovers it). */
+export interface FailureOutcome {
+  /** The error the run ends with (run.json `error.code`, the stderr line, the exit code). */
+  code: ErrorCode
+  /** The next action for a person, naming the run and the step. */
+  hint(where: {run_id: string; step: string}): string
+}
+
 export interface StepHandler<K extends StepKind> {
   kind: K
   /** One line for `pipe graph` and docs. */
   summary: string
   outcomes(step: StepOf<K>): readonly string[]
+  /**
+   * The outcomes that mean the step failed. Only an `on:` entry routes one (`next:` does not); an
+   * unrouted failure ends the run failed with this error, and so does a routed one that the run ends
+   * on without a later success of the same step (or a person's decision) recovering it.
+   */
+  failures?: Readonly<Record<string, FailureOutcome>>
+  /**
+   * Outcomes that stop the run by themselves, whatever the routes say: `awaiting_input` waits at the
+   * step again, `cancelled` ends the run (a review's hold and drop).
+   */
+  stops?: Readonly<Record<string, 'awaiting_input' | 'cancelled'>>
   /** Whether a successful run of this kind writes a new spec version. */
   changesSpec: boolean
+  /** Whether it needs a spec version to exist when it runs (validate checks one can). */
+  needsSpec?: boolean
+  /** The argument vectors it will run, with their place in the step, for checks against a policy before a run. */
+  commands?(step: StepOf<K>): Array<{argv: readonly string[]; at: Array<string | number>}>
   /** Whether running it twice does no harm, so it may be retried after a retryable error. */
   safeToRetry: boolean
   /** For model steps: the variables its prompt file may use. */

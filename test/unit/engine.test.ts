@@ -99,14 +99,65 @@ describe('engine', () => {
     expect(out.error?.code).to.equal('E_TOOL_TIMEOUT')
   })
 
+  it('stops a step whose handler ignores the abort signal at its timeout, and ends the run failed', async () => {
+    let calls = 0
+    let signalled: AbortSignal | undefined
+    const stubborn: StepHandler<'noop'> = {
+      ...registry.noop,
+      safeToRetry: false,
+      // Never settles and never looks at its signal.
+      run: async ({signal}) => {
+        calls++
+        signalled = signal
+        return new Promise(() => undefined)
+      },
+    }
+    const h = await harness(dir, {noop: stubborn})
+    const p = await pipelineFrom(dir, 'stubborn', 'version: 1\nname: s\nsteps:\n  - {id: a, kind: noop, timeout_ms: 100, next: b}\n  - {id: b, kind: noop}\n')
+    const out = await h.start(p)
+    expect(out.status).to.equal('failed')
+    expect(out.error).to.include({code: 'E_TOOL_TIMEOUT', step: 'a'})
+    expect(calls).to.equal(1)
+    expect(signalled?.aborted).to.equal(true)
+    const snaps = await h.store.readSnapshots(out.run_id)
+    expect(snaps.map((s) => [s.step.name, s.decisions[0]!.decision, s.decisions[0]!.run_status])).to.deep.equal([['a', 'error', 'failed']])
+  })
+
+  it('ends a run failed on a failure outcome with no route, and carries a handled failure the run ends on', async () => {
+    // A noop ends with its step's outcome; this one declares "bad" a failure.
+    const failing: StepHandler<'noop'> = {
+      ...registry.noop,
+      failures: {bad: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `look at ${run_id} ${step}`}},
+      run: async ({step}) => ({type: 'done', outcome: step.outcome ?? 'success', reason: `scripted ${step.outcome}`, outputs: {}}),
+    }
+    const h = await harness(dir, {noop: failing})
+    const lone = await pipelineFrom(dir, 'lone', 'version: 1\nname: l\nsteps:\n  - {id: a, kind: noop, outcome: bad, next: b}\n  - {id: b, kind: ingest}\n')
+    const out = await h.start(lone)
+    expect(out.status).to.equal('failed')
+    expect(out.error).to.deep.include({code: 'E_BUILD_FAIL', step: 'a', hint: `look at ${out.run_id} a`})
+    const [snap] = await h.store.readSnapshots(out.run_id)
+    expect(snap!.decisions[0]).to.include({decision: 'bad', next_step: null, run_status: 'failed'})
+    expect(snap!.errors.at(-1)).to.include({code: 'E_BUILD_FAIL', retryable: false})
+
+    const handled = 'version: 1\nname: h\nsteps:\n  - {id: a, kind: noop, outcome: bad, on: {bad: b}}\n  - {id: b, kind: ingest}\n'
+    const carried = await h.start(await pipelineFrom(dir, 'handled', handled))
+    expect(carried.status).to.equal('failed')
+    expect(carried.error).to.include({code: 'E_BUILD_FAIL', step: 'b'})
+    expect(carried.error?.message).to.contain('step a ended "bad"')
+    expect((await h.start(await pipelineFrom(dir, 'fine', handled.replace(/bad/g, 'ok')))).status).to.equal('succeeded')
+    // Going round a loop and leaving it by on_exhausted recovers nothing.
+    const retried = 'version: 1\nname: r\nsteps:\n  - {id: a, kind: noop, outcome: bad, on: {bad: b}, max_iterations: 2, on_exhausted: c}\n  - {id: b, kind: noop, next: a}\n  - {id: c, kind: noop}\n'
+    expect((await h.start(await pipelineFrom(dir, 'retried', retried))).status).to.equal('failed')
+  })
+
   it('routes a failure along on.error and goes on', async () => {
     const {handler} = scripted([fatal()])
     const h = await harness(dir, {gate: {...registry.gate, run: async () => Promise.reject(new PipeError('E_STATE', 'no spec'))}, noop: handler})
-    const p = await pipelineFrom(dir, 'err', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: check, kind: gate, gates: [g], on: {error: recover, pass: done, fail: done}}\n  - {id: recover, kind: review}\n  - {id: done, kind: review}\n')
+    const p = await pipelineFrom(dir, 'err', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {error: recover, pass: done, fail: done}}\n  - {id: recover, kind: review}\n  - {id: done, kind: review}\n')
     const out = await h.start(p)
     const snaps = await h.store.readSnapshots(out.run_id)
-    expect(snaps[0]!.decisions[0]).to.include({decision: 'error', next_step: 'recover'})
-    expect(snaps[0]!.errors[0]!.code).to.equal('E_STATE')
+    expect(snaps[2]!.decisions[0]).to.include({decision: 'error', next_step: 'recover'})
+    expect(snaps[2]!.errors[0]!.code).to.equal('E_STATE')
   })
 
   it('ends a loop at max_iterations as a decided failure, or follows on_exhausted', async () => {
