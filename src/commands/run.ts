@@ -60,9 +60,7 @@ A run that needs answers or a review decision that were not given stops in await
   }
 }
 
-async function readStdin(): Promise<Buffer> {
+function readStdin(): NodeJS.ReadStream {
   if (process.stdin.isTTY) process.stderr.write('Reading the requirement from standard input; end it with Ctrl-D.\n')
-  const chunks: Buffer[] = []
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
+  return process.stdin
 }

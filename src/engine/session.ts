@@ -2,8 +2,8 @@
  * Everything between a command's flags and the engine: load and check the pipeline, the policy,
  * the answers and the input before anything is written, so bad input leaves the store unchanged.
  */
-import {readFile} from 'node:fs/promises'
 import path from 'node:path'
+import type {Readable} from 'node:stream'
 import {loadAnswersFile} from '../config/answers.js'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import {loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
@@ -16,7 +16,7 @@ import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
 import {currentUser} from '../util/user.js'
-import {decodeText} from '../util/text-input.js'
+import {decodeText, readInputFile, readStream} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 
 export type Decision = 'go' | 'hold' | 'drop'
@@ -33,7 +33,8 @@ export interface StartSession extends SessionOptions {
   pipeline: string
   input?: string
   text?: string
-  stdin?: () => Promise<Buffer>
+  /** Standard input, asked for only when the input is `-`. */
+  stdin?: () => Readable
   feature?: string
   answers?: string
   decision?: Decision
@@ -72,19 +73,11 @@ async function readInput(options: StartSession, maxBytes: number): Promise<RunRe
   }
   if (options.input === '-') {
     if (!options.stdin) throw new PipeError('E_INPUT', 'no standard input to read')
-    return {kind: 'stdin', ref: 'stdin://', text: decodeText(await options.stdin(), 'standard input', maxBytes)}
+    return {kind: 'stdin', ref: 'stdin://', text: decodeText(await readStream(options.stdin(), 'standard input', maxBytes, options.signal), 'standard input', maxBytes)}
   }
   if (options.input !== undefined) {
     const file = path.resolve(options.cwd, options.input)
-    let bytes: Buffer
-    try {
-      bytes = await readFile(file)
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      throw new PipeError('E_INPUT', code === 'ENOENT' ? `input file ${options.input} not found` : code === 'EISDIR' ? `input ${options.input} is a directory` : `cannot read input ${options.input} (${code})`, {
-        hint: 'Check the path, or pass the requirement with --text "..." or on stdin with --input -',
-      })
-    }
+    const bytes = await readInputFile(file, `input file ${options.input}`, maxBytes, options.signal)
     return {kind: 'file', ref: `file://${file}`, text: decodeText(bytes, `input file ${options.input}`, maxBytes)}
   }
   return {kind: 'none', ref: 'none://'}
