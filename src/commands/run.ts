@@ -6,6 +6,7 @@ import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {planSession, startSession, type Decision, type RunPlan, type StartSession} from '../engine/session.js'
 import {renderPlan} from '../cli/views.js'
+import {assertId} from '../store/ids.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -35,6 +36,7 @@ A run that needs answers or a review decision that were not given stops in await
 
   async run(): Promise<RunResult | RunPlan> {
     const {args, flags} = await this.parse(Run)
+    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = this.storeDir(flags.store)
     const options: StartSession = {
       cwd: process.cwd(),

@@ -12,6 +12,7 @@ import {PipeError} from '../errors.js'
 import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {kindCatalog} from '../steps/registry.js'
+import {assertId} from '../store/ids.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
@@ -95,6 +96,7 @@ function engineFor(store: Store, options: SessionOptions, createProvider: Engine
 
 /** Everything a run is started with, checked, before anything is written. */
 async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>}> {
+  if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd)
   const answers = options.answers ? compact((await loadAnswersFile(path.resolve(options.cwd, options.answers))).answers) : undefined

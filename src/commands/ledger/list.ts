@@ -4,6 +4,7 @@ import {table} from '../../cli/views.js'
 import {Ledger} from '../../store/ledger.js'
 import {Store} from '../../store/store.js'
 import type {LedgerEntry} from '../../types/ledger.js'
+import {assertId} from '../../store/ids.js'
 
 export default class LedgerList extends PipeCommand {
   static override summary = 'List publications: one entry per feature + target + spec version, with status, attempts and external id.'
@@ -20,6 +21,9 @@ export default class LedgerList extends PipeCommand {
 
   async run(): Promise<{entries: LedgerEntry[]}> {
     const {flags} = await this.parse(LedgerList)
+    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
+    if (flags.run !== undefined) assertId('run', flags.run, '--run')
+    if (flags.target !== undefined) assertId('target', flags.target, '--target')
     const store = await Store.existing(this.storeDir(flags.store))
     const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
     if (!this.jsonEnabled()) {
