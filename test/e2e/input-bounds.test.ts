@@ -27,9 +27,9 @@ function start(args: string[]): {child: ChildProcess; done: Promise<CliResult>} 
   })
   let stdout = ''
   let stderr = ''
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-  child.stdin!.on('error', () => undefined)
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+  child.stdin.on('error', () => undefined)
   // Only a safety net so that a regression fails the test instead of hanging the suite.
   const timer = setTimeout(() => child.kill('SIGKILL'), 60000)
   const done = new Promise<CliResult>((resolve) =>
