@@ -55,7 +55,7 @@ describe('edit: changed lines come from a real line diff', () => {
       block('src/created.js', '', 'export const x = 1')
     const result = await applyEditText(policy, dir, edits)
     expect(result.changed_lines).to.equal(2 + 1 + 2 + 1)
-    const edited = Object.fromEntries(await Promise.all(['long.txt', 'tail.txt', 'src/created.js'].map(async (f) => [f, await readFile(path.join(dir, f), 'utf8')])))
+    const edited: Record<string, string> = Object.fromEntries(await Promise.all(['long.txt', 'tail.txt', 'src/created.js'].map(async (f): Promise<[string, string]> => [f, await readFile(path.join(dir, f), 'utf8')])))
     const patch = path.join(dir, '..', `${path.basename(dir)}.diff`)
     await writeFile(patch, result.files.map((f) => f.diff).join(''))
     // Back to the commit, then the recorded diff must apply and give the edited files again.
