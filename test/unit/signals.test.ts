@@ -34,7 +34,7 @@ await withSignals(() => {
   let stderr = ''
   let onReady: () => void = () => undefined
   const ready = new Promise<void>((resolve) => (onReady = resolve))
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
     stderr += d
     if (stderr.includes('ready\n')) onReady()
   })
