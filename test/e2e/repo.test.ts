@@ -93,7 +93,9 @@ describe('the coding example on a real git repository', function () {
     git('add', '-A')
     git('commit', '-qm', 'init')
     const head = git('rev-parse', 'HEAD')
-    const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', path.join(coding, 'break.blocks'))
+    // Files a pipeline names lie beside it: the blocks go into the new pipeline's directory.
+    await cp(path.join(coding, 'break.blocks'), path.join(dir, 'break.blocks'))
+    const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', 'break.blocks')
     const file = path.join(dir, 'break.yaml')
     await writeFile(file, broken)
     const r = await pipe(['run', file, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo})
