@@ -139,13 +139,15 @@ export interface LineDiff {
 
 /**
  * The real line diff of a change. A block whose SEARCH and REPLACE share most lines changes only
- * the lines that differ, so only those count. `diff` is imported here, not at module top, so that
- * commands that never edit do not pay for loading it.
+ * the lines that differ, so only those count. Past `limit` changed lines the diff stops early and
+ * gives undefined, so that rewriting a large file costs no quadratic diff only to be refused.
+ * `diff` is imported here, not at module top, so that commands that never edit do not load it.
  */
-export async function lineDiff(change: FileChange): Promise<LineDiff> {
+export async function lineDiff(change: FileChange, limit = Number.MAX_SAFE_INTEGER): Promise<LineDiff | undefined> {
   const {structuredPatch, formatPatch, FILE_HEADERS_ONLY} = await import('diff')
   const created = change.before === null
-  const patch = structuredPatch(created ? '/dev/null' : `a/${change.path}`, `b/${change.path}`, change.before ?? '', change.after, undefined, undefined, {context: 3})
+  const patch = structuredPatch(created ? '/dev/null' : `a/${change.path}`, `b/${change.path}`, change.before ?? '', change.after, undefined, undefined, {context: 3, maxEditLength: limit})
+  if (!patch) return undefined
   let changed = 0
   for (const hunk of patch.hunks) for (const line of hunk.lines) if (line.startsWith('+') || line.startsWith('-')) changed++
   const head = `diff --git a/${change.path} b/${change.path}\n${created ? 'new file mode 100644\n' : ''}`

@@ -12,7 +12,7 @@ import {assertPath} from '../policy/rules.js'
 import {writeFileAtomic} from '../util/fs.js'
 import {sha256} from '../util/hash.js'
 import {parseBlocks} from './blocks.js'
-import {lineDiff, planEdits, type BlockFailure, type FileChange} from './apply.js'
+import {lineDiff, planEdits, type BlockFailure, type FileChange, type LineDiff} from './apply.js'
 
 export const MAX_EDIT_FILE_BYTES = 5 * 1024 * 1024
 
@@ -80,13 +80,20 @@ export async function applyEditText(policy: LoadedPolicy, root: string, text: st
   for (const block of blocks) assertPath(policy, root, block.path)
   const plan = planEdits(blocks, (file) => readInside(policy, root, file))
   if (plan.failures.length > 0) throw new EditFailed(plan.failures)
-  const diffs = await Promise.all(plan.changes.map(lineDiff))
-  const changed = diffs.reduce((n, d) => n + d.changed_lines, 0)
-  if (changed > policy.policy.max_patch_lines) {
-    throw new PipeError('E_POLICY_DENIED', `the edit changes ${changed} lines; the policy allows ${policy.policy.max_patch_lines} (max_patch_lines)`, {
-      hint: 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
-      details: {rule: 'max_patch_lines', changed_lines: changed},
-    })
+  const limit = policy.policy.max_patch_lines
+  const diffs: LineDiff[] = []
+  let changed = 0
+  for (const change of plan.changes) {
+    const diff = await lineDiff(change, limit)
+    changed = diff === undefined ? Number.POSITIVE_INFINITY : changed + diff.changed_lines
+    if (changed > limit) {
+      const counted = Number.isFinite(changed) ? `${changed} lines` : `more than ${limit} lines (${change.path} alone)`
+      throw new PipeError('E_POLICY_DENIED', `the edit changes ${counted}; the policy allows ${limit} (max_patch_lines)`, {
+        hint: 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
+        details: {rule: 'max_patch_lines', ...(Number.isFinite(changed) ? {changed_lines: changed} : {})},
+      })
+    }
+    diffs.push(diff!)
   }
   await writeAll(policy, root, plan.changes)
   return {
