@@ -304,7 +304,10 @@ export const pipelineRules: Rule[] = [
         const allowed = catalog[step.kind]?.promptVariables ?? []
         let text: string
         try {
-          text = readFileSync(path.resolve(loaded.dir, step.prompt), 'utf8')
+          const full = path.resolve(loaded.dir, step.prompt)
+          // A FIFO or a device would block or never end; missing-file reports it.
+          if (!statSync(full).isFile()) return
+          text = readFileSync(full, 'utf8')
         } catch {
           return
         }

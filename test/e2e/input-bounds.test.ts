@@ -102,6 +102,21 @@ describe('pipe run: input is bounded whatever it is', function () {
     expect(existsSync(storeDir())).to.equal(false)
   })
 
+  it('bounds the YAML files it is given too: a pipeline, a policy or an answers file that never ends', async function () {
+    if (!existsSync('/dev/urandom')) this.skip()
+    const validate = await pipe(['validate', '/dev/urandom'], {cwd: dir, timeoutMs: 60000})
+    expect(validate.signal).to.equal(null)
+    expect(validate.code).to.equal(2)
+    expect(validate.stdout).to.contain('/dev/urandom:1:1').and.contain('file is larger than the limit of 5242880 bytes; pipe stopped reading it there')
+    for (const flag of ['--answers', '--policy']) {
+      const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', flag, '/dev/urandom'], {cwd: dir, timeoutMs: 60000})
+      expect(result.signal, flag).to.equal(null)
+      expect(result.code, `${flag}: ${result.stderr}`).to.equal(2)
+      expect(result.stderr, flag).to.contain('pipe stopped reading it there')
+    }
+    expect(existsSync(storeDir())).to.equal(false)
+  })
+
   it('stops reading a FIFO whose writer never ends', async () => {
     const fifo = await mkfifo('endless.fifo')
     const {done} = start(['run', defaultPipeline, '--input', fifo])
