@@ -11,6 +11,7 @@ import {answerSession} from '../engine/session.js'
 import {PipeError} from '../errors.js'
 import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
 import {Store} from '../store/store.js'
+import {assertId} from '../store/ids.js'
 
 export default class Answer extends PipeCommand {
   static override summary = "Answer a paused run's clarifying questions and continue it."
@@ -32,6 +33,7 @@ export default class Answer extends PipeCommand {
 
   async run(): Promise<RunResult | {run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
     const {args, flags} = await this.parse(Answer)
+    assertId('run', args.run)
     const store = this.storeDir(flags.store)
     if (flags.questions) return this.showQuestions(args.run, store, flags.history)
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}

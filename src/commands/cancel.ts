@@ -3,6 +3,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {cancelSession} from '../engine/session.js'
+import {assertId} from '../store/ids.js'
 
 export default class Cancel extends PipeCommand {
   static override summary = 'End a run as cancelled.'
@@ -16,6 +17,7 @@ export default class Cancel extends PipeCommand {
 
   async run(): Promise<RunResult> {
     const {args, flags} = await this.parse(Cancel)
+    assertId('run', args.run)
     const store = this.storeDir(flags.store)
     const session = {cwd: process.cwd(), store}
     const outcome = await cancelSession({...session, runId: args.run, ...(flags.reason ? {reason: flags.reason} : {})})

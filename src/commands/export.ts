@@ -2,6 +2,7 @@ import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
 import {exportRun} from '../engine/export.js'
 import {Store} from '../store/store.js'
+import {assertId} from '../store/ids.js'
 
 export default class Export extends PipeCommand {
   static override summary = "Write a run's records as seed 004's artifact layout (state.json, timeline.md, per-task attempts, verdict.json)."
@@ -14,6 +15,7 @@ export default class Export extends PipeCommand {
 
   async run(): Promise<{dir: string; files: string[]}> {
     const {args, flags} = await this.parse(Export)
+    assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
     const result = await exportRun(store, args.run, flags.dir)
     if (!this.jsonEnabled()) process.stdout.write(`${result.files.map((f) => `${result.dir}/${f}`).join('\n')}\n`)

@@ -3,6 +3,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'
 import {publishSession} from '../engine/session.js'
 import type {PublishOutcome} from '../publish/deliver.js'
+import {assertId} from '../store/ids.js'
 
 export default class Publish extends PipeCommand {
   static override summary = "Publish a run's reviewed spec version to its pipeline's targets again, by hand."
@@ -24,6 +25,8 @@ A request that went out without an answer (a crash, a timeout) has an unknown ou
 
   async run(): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
     const {args, flags} = await this.parse(Publish)
+    assertId('run', args.run)
+    if (flags.target !== undefined) assertId('target', flags.target, '--target')
     const result = await withSignals((signal) =>
       publishSession({
         cwd: process.cwd(),

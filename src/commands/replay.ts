@@ -8,6 +8,7 @@ import {checkGates, type GateCheck} from '../engine/replay-check.js'
 import {loadPipelineOrThrow, replaySession, type Decision} from '../engine/session.js'
 import {PipeError} from '../errors.js'
 import {Store} from '../store/store.js'
+import {assertId} from '../store/ids.js'
 
 export default class Replay extends PipeCommand {
   static override summary = "Re-run a run from one of its steps, or re-check every gate result it recorded."
@@ -31,6 +32,8 @@ export default class Replay extends PipeCommand {
 
   async run(): Promise<RunResult | {run_id: string; same: boolean; gates: GateCheck[]}> {
     const {args, flags} = await this.parse(Replay)
+    assertId('run', args.run)
+    if (flags.from !== undefined) assertId('step', flags.from, '--from')
     const store = this.storeDir(flags.store)
     if (flags.check) return this.check(args.run, store)
     if (flags.from === undefined && flags.seq === undefined) throw new PipeError('E_INVALID_ARGS', 'say where to replay from, or ask for a check', {hint: `pipe replay ${args.run} --from STEP, or --seq N, or --check`})

@@ -5,6 +5,7 @@ import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {resumeSession, type Decision} from '../engine/session.js'
+import {assertId} from '../store/ids.js'
 
 export default class Resume extends PipeCommand {
   static override summary = 'Continue a paused or interrupted run from its last snapshot, or redrive a failed or blocked one.'
@@ -30,6 +31,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
 
   async run(): Promise<RunResult> {
     const {args, flags} = await this.parse(Resume)
+    assertId('run', args.run)
     const store = this.storeDir(flags.store)
     const outcome = await withSignals((signal) =>
       resumeSession({

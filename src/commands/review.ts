@@ -8,6 +8,7 @@ import {withSignals} from '../cli/signals.js'
 import {reviewSession, reviewSummary, type Decision} from '../engine/session.js'
 import {PipeError} from '../errors.js'
 import type {GateResult} from '../gates/evaluate.js'
+import {assertId} from '../store/ids.js'
 
 export default class Review extends PipeCommand {
   static override summary = 'Decide go, hold or drop for a run waiting for review, and continue it.'
@@ -28,6 +29,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
 
   async run(): Promise<RunResult> {
     const {args, flags} = await this.parse(Review)
+    assertId('run', args.run)
     const store = this.storeDir(flags.store)
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
     let decision = flags.decision as Decision | undefined

@@ -1,6 +1,7 @@
 import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
 import {rollbackEditSession, type RollbackResult} from '../engine/session.js'
+import {assertId} from '../store/ids.js'
 
 export default class Rollback extends PipeCommand {
   static override summary = "Undo the files an edit step of a run changed, using the reverse patch in its snapshot."
@@ -18,6 +19,8 @@ export default class Rollback extends PipeCommand {
 
   async run(): Promise<RollbackResult> {
     const {args, flags} = await this.parse(Rollback)
+    assertId('run', args.run)
+    if (flags.step !== undefined) assertId('step', flags.step, '--step')
     const result = await rollbackEditSession({cwd: process.cwd(), store: this.storeDir(flags.store), runId: args.run, ...(flags.step ? {step: flags.step} : {}), ...(flags.seq !== undefined ? {seq: flags.seq} : {})})
     if (!this.jsonEnabled()) {
       process.stdout.write(`undid the edit of ${result.step} (#${result.seq}) in ${result.run_id}:\n`)

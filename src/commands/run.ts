@@ -7,6 +7,7 @@ import {withSignals} from '../cli/signals.js'
 import {planSession, startSession, type Decision, type RunPlan, type StartSession} from '../engine/session.js'
 import {renderPlan} from '../cli/views.js'
 import {PipeError} from '../errors.js'
+import {assertId} from '../store/ids.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -36,6 +37,7 @@ A run that needs answers or a review decision that were not given stops in await
 
   async run(): Promise<RunResult | RunPlan> {
     const {args, flags} = await this.parse(Run)
+    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = this.storeDir(flags.store)
     const options: StartSession = {
       cwd: process.cwd(),
@@ -70,9 +72,7 @@ A run that needs answers or a review decision that were not given stops in await
   }
 }
 
-async function readStdin(): Promise<Buffer> {
+function readStdin(): NodeJS.ReadStream {
   if (process.stdin.isTTY) process.stderr.write('Reading the requirement from standard input; end it with Ctrl-D.\n')
-  const chunks: Buffer[] = []
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
+  return process.stdin
 }

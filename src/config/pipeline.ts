@@ -12,6 +12,7 @@ import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
+import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 
 /** What the loader needs to know about step kinds; the step registry provides it. */
 export interface KindInfo {
@@ -298,11 +299,27 @@ export const pipelineRules: Rule[] = [
     },
   },
   {
+    name: 'file-outside-pipeline',
+    check(loaded) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        for (const field of PIPELINE_FILE_FIELDS) {
+          const name = (step as unknown as Record<string, unknown>)[field]
+          if (typeof name !== 'string') continue
+          const problem = fileEscape(loaded.dir, name)
+          if (problem) out.push(diag(loaded, ['steps', i, field], `${field} "${name}" ${problem}; files a pipeline names must lie inside its directory (${loaded.dir})`))
+        }
+      })
+      return out
+    },
+  },
+  {
     name: 'missing-file',
     check(loaded) {
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
         if (!('prompt' in step) || step.prompt === undefined) return
+        if (fileEscape(loaded.dir, step.prompt)) return
         const full = path.resolve(loaded.dir, step.prompt)
         let problem: string | undefined
         if (!existsSync(full)) problem = 'does not exist'
@@ -321,7 +338,7 @@ export const pipelineRules: Rule[] = [
         if ((step.blocks === undefined) === (step.blocks_file === undefined)) {
           out.push(diag(loaded, ['steps', i, 'id'], `edit step "${step.id}" needs exactly one of blocks or blocks_file`))
         }
-        if (step.blocks_file !== undefined) {
+        if (step.blocks_file !== undefined && !fileEscape(loaded.dir, step.blocks_file)) {
           const full = path.resolve(loaded.dir, step.blocks_file)
           if (!existsSync(full) || !statSync(full).isFile()) out.push(diag(loaded, ['steps', i, 'blocks_file'], `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`))
         }
@@ -354,10 +371,15 @@ export const pipelineRules: Rule[] = [
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
         if (!('prompt' in step) || step.prompt === undefined) return
+        // Never read a file outside the pipeline's tree, not even to check it.
+        if (fileEscape(loaded.dir, step.prompt)) return
         const allowed = catalog[step.kind]?.promptVariables ?? []
         let text: string
         try {
-          text = readFileSync(path.resolve(loaded.dir, step.prompt), 'utf8')
+          const full = path.resolve(loaded.dir, step.prompt)
+          // A FIFO or a device would block or never end; missing-file reports it.
+          if (!statSync(full).isFile()) return
+          text = readFileSync(full, 'utf8')
         } catch {
           return
         }

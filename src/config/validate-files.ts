@@ -1,5 +1,5 @@
 /** Validates files of any pipe format, telling the format from the $schema line or the file name. */
-import {readFile} from 'node:fs/promises'
+import {open, stat} from 'node:fs/promises'
 import path from 'node:path'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
@@ -27,10 +27,20 @@ export interface ValidateResult {
 /** Checks a valid pipeline against more than itself (the policy it will run under). */
 export type PipelineCheck = (loaded: LoadedPipeline) => Diagnostic[]
 
+async function readHead(file: string, bytes: number): Promise<string> {
+  const handle = await open(file, 'r')
+  try {
+    const {buffer, bytesRead} = await handle.read(Buffer.alloc(bytes), 0, bytes, 0)
+    return buffer.subarray(0, bytesRead).toString('utf8')
+  } finally {
+    await handle.close()
+  }
+}
+
 export async function detectKind(file: string): Promise<FileKind> {
-  const head = await readFile(file, {encoding: 'utf8'})
-    .then((text) => text.slice(0, 2000))
-    .catch(() => '')
+  // Only a regular file is peeked at: a FIFO would lose what is read, a device would never end.
+  const regular = await stat(file).then((info) => info.isFile(), () => false)
+  const head = regular ? await readHead(file, 2000).catch(() => '') : ''
   const schemaLine = /#\s*yaml-language-server:\s*\$schema=(\S+)/.exec(head)?.[1] ?? ''
   for (const kind of ['policy', 'answers', 'pipeline'] as const) if (schemaLine.includes(`${kind}.schema.json`)) return kind
   const base = path.basename(file).toLowerCase()

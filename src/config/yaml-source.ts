@@ -3,8 +3,10 @@
  * column of the value it is about. Refuses the inputs a YAML parser should never be trusted with:
  * binary files, huge files, alias-expansion bombs.
  */
-import {readFile, stat} from 'node:fs/promises'
+import {stat} from 'node:fs/promises'
 import {Alias, Document, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node} from 'yaml'
+import {PipeError} from '../errors.js'
+import {readInputFile} from '../util/text-input.js'
 import type {Diagnostic} from './diagnostics.js'
 
 export const MAX_YAML_BYTES = 5 * 1024 * 1024
@@ -41,9 +43,10 @@ export async function readYamlFile(file: string, expect: 'mapping' = 'mapping'):
   }
   let bytes: Buffer
   try {
-    bytes = await readFile(file)
+    // Bounded while reading: a FIFO or a device (/dev/urandom) has no size to check up front.
+    bytes = await readInputFile(file, 'file', MAX_YAML_BYTES)
   } catch (error) {
-    return {ok: false, diagnostics: [at(file, `cannot read file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, 'file')]}
+    return {ok: false, diagnostics: [at(file, error instanceof PipeError ? error.message : `cannot read file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, 'file')]}
   }
   return parseYamlBytes(file, bytes, expect)
 }

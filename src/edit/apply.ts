@@ -20,7 +20,6 @@ export interface FileChange {
   after: string
   /** Blocks that undo this change, in the order to apply them. */
   reverse: Array<{search: string; replace: string}>
-  changed_lines: number
 }
 
 type Match = {start: number; end: number; replacement: string[]} | null
@@ -87,13 +86,13 @@ export interface PlannedEdit {
 
 /** Matches every block against the current contents; writes nothing. `read` returns null for a missing file. */
 export function planEdits(blocks: EditBlock[], read: (path: string) => string | null): PlannedEdit {
-  const files = new Map<string, {before: string | null; lines: string[]; reverse: FileChange["reverse"]; changed: number}>()
+  const files = new Map<string, {before: string | null; lines: string[]; reverse: FileChange['reverse']}>()
   const failures: BlockFailure[] = []
   blocks.forEach((block, index) => {
     let file = files.get(block.path)
     if (!file) {
       const before = read(block.path)
-      file = {before, lines: before === null ? [] : splitLines(before.replace(/\n$/, '')), reverse: [], changed: 0}
+      file = {before, lines: before === null ? [] : splitLines(before.replace(/\n$/, '')), reverse: []}
       files.set(block.path, file)
     }
     const search = splitLines(block.search)
@@ -105,7 +104,6 @@ export function planEdits(blocks: EditBlock[], read: (path: string) => string | 
       }
       file.reverse.push({search: replace.join('\n'), replace: ''})
       file.lines = [...file.lines, ...replace]
-      file.changed += replace.length
       return
     }
     if (file.before === null && file.lines.length === 0) {
@@ -121,32 +119,39 @@ export function planEdits(blocks: EditBlock[], read: (path: string) => string | 
     const old = file.lines.slice(match.start, match.end)
     file.lines = [...file.lines.slice(0, match.start), ...match.replacement, ...file.lines.slice(match.end)]
     file.reverse.unshift({search: match.replacement.join('\n'), replace: old.join('\n')})
-    file.changed += old.length + match.replacement.length
   })
   const changes: FileChange[] = []
   for (const [path, file] of files) {
     const trailing = file.before === null || file.before.endsWith('\n') || file.before === '' ? '\n' : ''
     const after = file.lines.length === 0 ? '' : `${file.lines.join('\n')}${trailing}`
     if (after === file.before) continue
-    changes.push({path, before: file.before, after, reverse: file.reverse, changed_lines: file.changed})
+    changes.push({path, before: file.before, after, reverse: file.reverse})
   }
   return {changes, failures}
 }
 
+export interface LineDiff {
+  /** Lines the change removes plus lines it adds, by a real line diff: what max_patch_lines bounds. */
+  changed_lines: number
+  /** A unified diff in git's format that `git apply` and `patch -p1` accept. */
+  diff: string
+}
 
-/** A unified-style diff for people (not for applying): the changed lines of each file. */
-export function describeChange(change: FileChange): string {
-  const before = change.before === null ? [] : splitLines(change.before.replace(/\n$/, ''))
-  const after = splitLines(change.after.replace(/\n$/, ''))
-  let start = 0
-  while (start < before.length && start < after.length && before[start] === after[start]) start++
-  let endBefore = before.length
-  let endAfter = after.length
-  while (endBefore > start && endAfter > start && before[endBefore - 1] === after[endAfter - 1]) {
-    endBefore--
-    endAfter--
-  }
-  const header = `--- ${change.before === null ? '/dev/null' : `a/${change.path}`}\n+++ b/${change.path}\n@@ -${start + 1},${endBefore - start} +${start + 1},${endAfter - start} @@`
-  const body = [...before.slice(start, endBefore).map((l) => `-${l}`), ...after.slice(start, endAfter).map((l) => `+${l}`)]
-  return `${header}\n${body.join('\n')}\n`
+/**
+ * The real line diff of a change. A block whose SEARCH and REPLACE share most lines changes only
+ * the lines that differ, so only those count. Past `limit` changed lines the diff stops early and
+ * gives undefined, so that rewriting a large file costs no quadratic diff only to be refused.
+ * `diff` is imported here, not at module top, so that commands that never edit do not load it.
+ */
+export async function lineDiff(change: FileChange, limit = Number.MAX_SAFE_INTEGER): Promise<LineDiff | undefined> {
+  const {structuredPatch, formatPatch, FILE_HEADERS_ONLY} = await import('diff')
+  const created = change.before === null
+  const patch = structuredPatch(created ? '/dev/null' : `a/${change.path}`, `b/${change.path}`, change.before ?? '', change.after, undefined, undefined, {context: 3, maxEditLength: limit})
+  if (!patch) return undefined
+  let changed = 0
+  for (const hunk of patch.hunks) for (const line of hunk.lines) if (line.startsWith('+') || line.startsWith('-')) changed++
+  const head = `diff --git a/${change.path} b/${change.path}\n${created ? 'new file mode 100644\n' : ''}`
+  // An empty new file has no hunks; git writes it as the header alone.
+  const body = patch.hunks.length > 0 ? formatPatch(patch, FILE_HEADERS_ONLY).replace(/\n*$/, '\n') : ''
+  return {changed_lines: changed, diff: `${head}${body}`}
 }

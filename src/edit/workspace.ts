@@ -12,7 +12,7 @@ import {assertPath} from '../policy/rules.js'
 import {writeFileAtomic} from '../util/fs.js'
 import {sha256} from '../util/hash.js'
 import {parseBlocks} from './blocks.js'
-import {describeChange, planEdits, type BlockFailure, type FileChange} from './apply.js'
+import {lineDiff, planEdits, type BlockFailure, type FileChange, type LineDiff} from './apply.js'
 
 export const MAX_EDIT_FILE_BYTES = 5 * 1024 * 1024
 
@@ -21,7 +21,9 @@ export interface AppliedFile {
   created: boolean
   before_sha256: string | null
   after_sha256: string
+  /** Lines removed plus lines added, by a real line diff (not the size of the blocks). */
   changed_lines: number
+  /** Unified diff in git's format (`git apply` accepts it); `pipe export` writes them to patch.diff. */
   diff: string
   /** SEARCH/REPLACE blocks that undo the change, applied in order. */
   reverse: Array<{search: string; replace: string}>
@@ -78,23 +80,31 @@ export async function applyEditText(policy: LoadedPolicy, root: string, text: st
   for (const block of blocks) assertPath(policy, root, block.path)
   const plan = planEdits(blocks, (file) => readInside(policy, root, file))
   if (plan.failures.length > 0) throw new EditFailed(plan.failures)
-  const changed = plan.changes.reduce((n, c) => n + c.changed_lines, 0)
-  if (changed > policy.policy.max_patch_lines) {
-    throw new PipeError('E_POLICY_DENIED', `the edit changes ${changed} lines; the policy allows ${policy.policy.max_patch_lines} (max_patch_lines)`, {
-      hint: 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
-      details: {rule: 'max_patch_lines', changed_lines: changed},
-    })
+  const limit = policy.policy.max_patch_lines
+  const diffs: LineDiff[] = []
+  let changed = 0
+  for (const change of plan.changes) {
+    const diff = await lineDiff(change, limit)
+    changed = diff === undefined ? Number.POSITIVE_INFINITY : changed + diff.changed_lines
+    if (changed > limit) {
+      const counted = Number.isFinite(changed) ? `${changed} lines` : `more than ${limit} lines (${change.path} alone)`
+      throw new PipeError('E_POLICY_DENIED', `the edit changes ${counted}; the policy allows ${limit} (max_patch_lines)`, {
+        hint: 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
+        details: {rule: 'max_patch_lines', ...(Number.isFinite(changed) ? {changed_lines: changed} : {})},
+      })
+    }
+    diffs.push(diff!)
   }
   await writeAll(policy, root, plan.changes)
   return {
     changed_lines: changed,
-    files: plan.changes.map((c) => ({
+    files: plan.changes.map((c, i) => ({
       path: c.path,
       created: c.before === null,
       before_sha256: c.before === null ? null : sha256(c.before),
       after_sha256: sha256(c.after),
-      changed_lines: c.changed_lines,
-      diff: describeChange(c),
+      changed_lines: diffs[i]!.changed_lines,
+      diff: diffs[i]!.diff,
       reverse: c.reverse,
     })),
   }

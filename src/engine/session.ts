@@ -2,8 +2,8 @@
  * Everything between a command's flags and the engine: load and check the pipeline, the policy,
  * the answers and the input before anything is written, so bad input leaves the store unchanged.
  */
-import {readFile} from 'node:fs/promises'
 import path from 'node:path'
+import type {Readable} from 'node:stream'
 import {answerableFields, answersOf, checkAnswers, loadAnswersFile} from '../config/answers.js'
 import {formatDiagnostic, type Diagnostic} from '../config/diagnostics.js'
 import {loadPipeline, pipelineWarnings, type LoadedPipeline} from '../config/pipeline.js'
@@ -14,12 +14,13 @@ import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {KEY_FIELDS} from '../providers/spec-build.js'
 import {kindCatalog} from '../steps/registry.js'
 import type {StepHandler, StepKind} from '../steps/types.js'
+import {assertId} from '../store/ids.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
 import {currentUser} from '../util/user.js'
 import {addSecretsNamedIn} from '../util/redact.js'
-import {decodeText} from '../util/text-input.js'
+import {decodeText, readInputFile, readStream} from '../util/text-input.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 import {isRedrivable} from './lifecycle.js'
 
@@ -37,7 +38,8 @@ export interface StartSession extends SessionOptions {
   pipeline: string
   input?: string
   text?: string
-  stdin?: () => Promise<Buffer>
+  /** Standard input, asked for only when the input is `-`. */
+  stdin?: () => Readable
   feature?: string
   answers?: string
   decision?: Decision
@@ -80,19 +82,11 @@ async function readInput(options: StartSession, maxBytes: number): Promise<RunRe
   }
   if (options.input === '-') {
     if (!options.stdin) throw new PipeError('E_INPUT', 'no standard input to read')
-    return {kind: 'stdin', ref: 'stdin://', text: decodeText(await options.stdin(), 'standard input', maxBytes)}
+    return {kind: 'stdin', ref: 'stdin://', text: decodeText(await readStream(options.stdin(), 'standard input', maxBytes, options.signal), 'standard input', maxBytes)}
   }
   if (options.input !== undefined) {
     const file = path.resolve(options.cwd, options.input)
-    let bytes: Buffer
-    try {
-      bytes = await readFile(file)
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code
-      throw new PipeError('E_INPUT', code === 'ENOENT' ? `input file ${options.input} not found` : code === 'EISDIR' ? `input ${options.input} is a directory` : `cannot read input ${options.input} (${code})`, {
-        hint: 'Check the path, or pass the requirement with --text "..." or on stdin with --input -',
-      })
-    }
+    const bytes = await readInputFile(file, `input file ${options.input}`, maxBytes, options.signal)
     return {kind: 'file', ref: `file://${file}`, text: decodeText(bytes, `input file ${options.input}`, maxBytes)}
   }
   return {kind: 'none', ref: 'none://'}
@@ -110,6 +104,7 @@ function engineFor(store: Store, options: SessionOptions, createProvider: Engine
 
 /** Everything a run is started with, checked, before anything is written. */
 async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>}> {
+  if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd)
   const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined

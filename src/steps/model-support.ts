@@ -1,6 +1,7 @@
 /** What the model step kinds share: reading the current spec, the ingested text, and turning citations into evidence. */
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
+import {fileEscape} from '../config/pipeline-files.js'
 import {PipeError} from '../errors.js'
 import type {Citation, SpecBody} from '../providers/types.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -90,6 +91,8 @@ export function citationsToEvidence(
 export async function promptOf(context: StepContext): Promise<string | undefined> {
   const file = 'prompt' in context.step ? context.step.prompt : undefined
   if (file === undefined) return undefined
+  const escape = fileEscape(context.pipeline.dir, file)
+  if (escape) throw new PipeError('E_CONFIG', `prompt file "${file}" ${escape}`, {hint: 'Keep prompt files inside the pipeline\'s directory; pipe validate reports this.'})
   const full = path.resolve(context.pipeline.dir, file)
   try {
     return await readFile(full, 'utf8')

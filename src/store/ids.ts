@@ -6,6 +6,7 @@
  */
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
+import {PipeError} from '../errors.js'
 
 export const ID_PATTERNS = {
   run: /^R-\d{8}-\d{4,}$/,
@@ -13,6 +14,32 @@ export const ID_PATTERNS = {
   feature: /^F-\d{4}-\d{3,}$/,
   evidence: /^E-\d{4,}$/,
 } as const
+
+/** Names users give on the command line that are not store ids: step ids and publish target names (schemas/pipeline.schema.json). */
+export const NAME_PATTERNS = {
+  step: /^[a-z][a-z0-9_]{0,63}$/,
+  target: /^[a-z][a-z0-9_-]{0,63}$/,
+} as const
+
+const ID_FORMATS: Record<keyof typeof ID_PATTERNS | keyof typeof NAME_PATTERNS, {what: string; format: string; hint: string}> = {
+  run: {what: 'a run id', format: 'R-YYYYMMDD-NNNN', hint: 'pipe runs list shows the run ids.'},
+  spec: {what: 'a spec version', format: 'S-YYYYMMDD-NNNN', hint: 'pipe spec list shows the versions.'},
+  feature: {what: 'a feature id', format: 'F-YYYY-NNN', hint: 'pipe runs list shows the feature of each run; omit --feature on pipe run to allocate a new one.'},
+  evidence: {what: 'an evidence id', format: 'E-NNNN', hint: 'pipe snapshot show RUN lists the evidence of each step.'},
+  step: {what: 'a step id', format: 'lower case letters, digits and _', hint: 'pipe runs show RUN lists the steps of a run.'},
+  target: {what: 'a publish target name', format: 'lower case letters, digits, _ and -', hint: "The pipeline's publish step names its targets."},
+}
+
+/**
+ * Refuses an id or name given on the command line that cannot be one, before anything is read or
+ * written: an id becomes a file name in the store, so `../x` must never get that far.
+ */
+export function assertId(kind: keyof typeof ID_FORMATS, value: string, label?: string): void {
+  const pattern = kind in ID_PATTERNS ? ID_PATTERNS[kind as keyof typeof ID_PATTERNS] : NAME_PATTERNS[kind as keyof typeof NAME_PATTERNS]
+  if (pattern.test(value)) return
+  const format = ID_FORMATS[kind]
+  throw new PipeError('E_INVALID_ARGS', `${label ? `${label}: ` : ''}${JSON.stringify(value)} is not ${format.what} (${format.format})`, {hint: format.hint})
+}
 
 export function dayKey(date: Date): string {
   return date.toISOString().slice(0, 10).replace(/-/g, '')

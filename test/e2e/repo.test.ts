@@ -80,14 +80,22 @@ describe('the coding example on a real git repository', function () {
     ])
     const state = JSON.parse(await readFile(path.join(dir, 'artifacts', base, 'state.json'), 'utf8')) as Record<string, unknown>
     expect(state).to.include({run_id: body.run_id, phase: 'succeeded', last_commit_hash: git('rev-parse', 'HEAD')})
-    expect(await readFile(path.join(dir, 'artifacts', base, 'task_T-001/attempt_01/patch.diff'), 'utf8')).to.contain('+  return a + b')
+    const patch = path.join(dir, 'artifacts', base, 'task_T-001/attempt_01/patch.diff')
+    expect(await readFile(patch, 'utf8')).to.contain('+  return a + b')
+    // The exported patch is a real unified diff: it applies to the commit the edit started from.
+    git('checkout', '-q', git('rev-list', '--max-parents=0', 'HEAD'))
+    git('apply', '--check', patch)
+    git('apply', patch)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b')
   })
 
   it('rolls the repository back when the tests fail', async () => {
     git('add', '-A')
     git('commit', '-qm', 'init')
     const head = git('rev-parse', 'HEAD')
-    const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', path.join(coding, 'break.blocks'))
+    // Files a pipeline names lie beside it: the blocks go into the new pipeline's directory.
+    await cp(path.join(coding, 'break.blocks'), path.join(dir, 'break.blocks'))
+    const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', 'break.blocks')
     const file = path.join(dir, 'break.yaml')
     await writeFile(file, broken)
     const r = await pipe(['run', file, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo})

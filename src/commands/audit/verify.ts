@@ -3,6 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {auditStore, type AuditReport} from '../../store/audit.js'
 import {Store} from '../../store/store.js'
+import {assertId} from '../../store/ids.js'
 
 export default class AuditVerify extends PipeCommand {
   static override summary = 'Recompute every hash and link of the audit trail and name each record changed after the fact.'
@@ -18,6 +19,7 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed.`
 
   async run(): Promise<AuditReport> {
     const {args, flags} = await this.parse(AuditVerify)
+    if (args.run !== undefined) assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
     if (args.run) await store.readRun(args.run)
     const report = await auditStore(store, args.run)

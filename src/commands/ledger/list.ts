@@ -5,6 +5,7 @@ import {Ledger} from '../../store/ledger.js'
 import {Store} from '../../store/store.js'
 import {redactDeep} from '../../util/redact.js'
 import type {LedgerEntry} from '../../types/ledger.js'
+import {assertId} from '../../store/ids.js'
 
 export default class LedgerList extends PipeCommand {
   static override summary = 'List publications: one entry per feature + target + spec version, with status, attempts and external id.'
@@ -21,6 +22,9 @@ export default class LedgerList extends PipeCommand {
 
   async run(): Promise<{entries: LedgerEntry[]}> {
     const {flags} = await this.parse(LedgerList)
+    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
+    if (flags.run !== undefined) assertId('run', flags.run, '--run')
+    if (flags.target !== undefined) assertId('target', flags.target, '--target')
     const store = await Store.existing(this.storeDir(flags.store))
     const listed = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
     // Entries are redacted when written; this also covers entries written before a pattern existed.

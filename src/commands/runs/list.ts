@@ -4,6 +4,7 @@ import {renderRunList} from '../../cli/views.js'
 import {listRuns, type RunSummary} from '../../store/queries.js'
 import {Store} from '../../store/store.js'
 import type {RunStatus} from '../../types/run.js'
+import {assertId} from '../../store/ids.js'
 
 export default class RunsList extends PipeCommand {
   static override summary = 'List runs, newest first.'
@@ -22,6 +23,7 @@ export default class RunsList extends PipeCommand {
 
   async run(): Promise<{runs: RunSummary[]}> {
     const {flags} = await this.parse(RunsList)
+    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = await Store.existing(this.storeDir(flags.store))
     const runs = await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {})})
     if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))

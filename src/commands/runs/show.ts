@@ -4,6 +4,7 @@ import {renderRunShow} from '../../cli/views.js'
 import {effectiveStatus, totalUsage} from '../../store/queries.js'
 import {Store} from '../../store/store.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
+import {assertId} from '../../store/ids.js'
 
 export interface RunShowResult {
   run: RunRecord
@@ -25,6 +26,7 @@ export default class RunsShow extends PipeCommand {
 
   async run(): Promise<RunShowResult> {
     const {args, flags} = await this.parse(RunsShow)
+    assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
     const record = await store.readRun(args.run)
     const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])

@@ -3,6 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {renderSnapshotList} from '../../cli/views.js'
 import {Store} from '../../store/store.js'
 import type {Snapshot} from '../../types/snapshot.js'
+import {assertId} from '../../store/ids.js'
 
 export default class SnapshotList extends PipeCommand {
   static override summary = "List a run's snapshots: one per executed step, in order."
@@ -12,6 +13,7 @@ export default class SnapshotList extends PipeCommand {
 
   async run(): Promise<{run_id: string; snapshots: Array<Pick<Snapshot, 'step' | 'spec_version_in' | 'spec_version_out' | 'decisions'> & {errors: number}>}> {
     const {args, flags} = await this.parse(SnapshotList)
+    assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
     await store.readRun(args.run)
     const snapshots = await store.readSnapshots(args.run)

@@ -4,6 +4,7 @@ import {renderSnapshot} from '../../cli/views.js'
 import {PipeError} from '../../errors.js'
 import {Store} from '../../store/store.js'
 import type {Snapshot} from '../../types/snapshot.js'
+import {assertId} from '../../store/ids.js'
 
 export default class SnapshotShow extends PipeCommand {
   static override summary = 'Show what steps of a run took in, gave out and decided, and why.'
@@ -23,6 +24,8 @@ With --json the records are printed exactly as stored (valid against schemas/sna
 
   async run(): Promise<Snapshot | Snapshot[]> {
     const {args, flags} = await this.parse(SnapshotShow)
+    assertId('run', args.run)
+    if (flags.step !== undefined) assertId('step', flags.step, '--step')
     const store = await Store.existing(this.storeDir(flags.store))
     await store.readRun(args.run)
     const all = await store.readSnapshots(args.run)

@@ -2,6 +2,7 @@ import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../../cli/base-command.js'
 import {diffValues, renderChanges, type Change} from '../../spec/diff.js'
 import {Store} from '../../store/store.js'
+import {assertId} from '../../store/ids.js'
 
 export default class SpecDiff extends PipeCommand {
   static override summary = 'Compare two spec versions field by field.'
@@ -21,6 +22,8 @@ export default class SpecDiff extends PipeCommand {
 
   async run(): Promise<{from: string; to: string; changes: Change[]}> {
     const {args, flags} = await this.parse(SpecDiff)
+    assertId('spec', args.from)
+    assertId('spec', args.to)
     const store = await Store.existing(this.storeDir(flags.store))
     const [a, b] = await Promise.all([store.readSpec(args.from), store.readSpec(args.to)])
     const left: Record<string, unknown> = {...a}

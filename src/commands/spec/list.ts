@@ -3,6 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {renderSpecList} from '../../cli/views.js'
 import {listSpecs, type SpecSummary} from '../../store/queries.js'
 import {Store} from '../../store/store.js'
+import {assertId} from '../../store/ids.js'
 
 export default class SpecList extends PipeCommand {
   static override summary = 'List spec versions, newest first.'
@@ -19,6 +20,8 @@ export default class SpecList extends PipeCommand {
 
   async run(): Promise<{specs: SpecSummary[]}> {
     const {flags} = await this.parse(SpecList)
+    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
+    if (flags.run !== undefined) assertId('run', flags.run, '--run')
     const store = await Store.existing(this.storeDir(flags.store))
     const specs = await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
     if (!this.jsonEnabled()) process.stdout.write(renderSpecList(specs))

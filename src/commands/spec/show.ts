@@ -3,6 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {specToMarkdown} from '../../spec/markdown.js'
 import {Store} from '../../store/store.js'
 import type {CanonicalSpec} from '../../types/spec.js'
+import {assertId} from '../../store/ids.js'
 
 export default class SpecShow extends PipeCommand {
   static override summary = 'Show a spec version (its content hash is checked on read).'
@@ -18,6 +19,7 @@ export default class SpecShow extends PipeCommand {
 
   async run(): Promise<CanonicalSpec> {
     const {args, flags} = await this.parse(SpecShow)
+    assertId('spec', args.version)
     const store = await Store.existing(this.storeDir(flags.store))
     const spec = await store.readSpec(args.version)
     if (!this.jsonEnabled()) {
