@@ -154,7 +154,8 @@ describe('command, git and edit steps under the policy', function () {
   })
 
   it('holds max_concurrent_commands across processes sharing the store', async () => {
-    const log = path.join(dir, 'intervals.log')
+    // Inside the repository: the sandbox lets commands write nowhere else.
+    const log = path.join(repo, 'intervals.log')
     const policy = await policyFile()
     await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_output_bytes: 1024', 'max_output_bytes: 1024, max_concurrent_commands: 1'))
     const p = await pipelineFile('slot.yaml', `steps:\n  - {id: busy, kind: command, run: [bash, -c, 'echo "start $(date +%s%N)" >> ${log}; sleep 0.4; echo "end $(date +%s%N)" >> ${log}']}\n`)
