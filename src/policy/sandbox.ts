@@ -6,6 +6,7 @@
  * prlimit sets the policy's resource limits. The kernel never applies RLIMIT_NPROC to uid 0, so
  * when pipe runs as root the process limit is a pids cgroup instead, where one can be created.
  */
+import {spawnSync} from 'node:child_process'
 import {accessSync, constants, existsSync, readFileSync, realpathSync} from 'node:fs'
 import {mkdir, rmdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -76,6 +77,24 @@ export function resolveProgram(program: string, cwd: string, env: Record<string,
     }
   }
   return onPath(program, env)
+}
+
+const NAMESPACES = ['--die-with-parent', '--new-session', '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try']
+
+const probes = new Map<string, string | null>()
+
+/**
+ * Why bwrap cannot make its namespaces here (a container that forbids user namespaces), or null
+ * when it can; tried once per binary and process.
+ */
+function bwrapBroken(bwrap: string): string | null {
+  let answer = probes.get(bwrap)
+  if (answer === undefined) {
+    const probe = spawnSync(bwrap, [...NAMESPACES, '--unshare-net', '--cap-drop', 'ALL', '--ro-bind', '/', '/', '--', 'true'], {encoding: 'utf8', timeout: 10000})
+    answer = probe.status === 0 ? null : (probe.stderr.trim() || probe.error?.message || `exit ${probe.status ?? probe.signal}`).split('\n')[0]!
+    probes.set(bwrap, answer)
+  }
+  return answer
 }
 
 const warned = new Set<string>()
@@ -151,21 +170,24 @@ export async function sandboxed(policy: LoadedPolicy, root: string, cwd: string,
   if (mode === 'off') return plain()
   const bwrap = findBwrap()
   const prlimit = bwrap ? onPath('prlimit', process.env) : null
-  if (!bwrap || !prlimit) {
-    const missing = !bwrap ? 'bubblewrap (bwrap)' : 'prlimit (util-linux)'
+  const broken = bwrap && prlimit ? bwrapBroken(bwrap) : null
+  if (!bwrap || !prlimit || broken) {
+    const why = !bwrap ? 'bubblewrap (bwrap) is not installed' : !prlimit ? 'prlimit (util-linux) is not installed' : `bubblewrap cannot create its namespaces here (${broken})`
     if (mode === 'required') {
-      throw new PipeError('E_POLICY_DENIED', `the policy requires a sandbox, and ${missing} is not installed: ${JSON.stringify(argv)} was not started`, {
-        hint: 'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or set sandbox: auto in the policy to run commands uncontained.',
+      throw new PipeError('E_POLICY_DENIED', `the policy requires a sandbox, and ${why}: ${JSON.stringify(argv)} was not started`, {
+        hint: broken
+          ? 'Allow user namespaces (in a container: run it with a seccomp profile that permits them), or set sandbox: auto in the policy to run commands uncontained.'
+          : 'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or set sandbox: auto in the policy to run commands uncontained.',
         details: {rule: 'sandbox', argv},
       })
     }
-    const warning = `${missing} is not installed, so commands run uncontained: no read-only root, no private /tmp, network on, no resource limits (policy sandbox: auto). Install bubblewrap to contain them.`
+    const warning = `${why}, so commands run uncontained: no read-only root, no private /tmp, network on, no resource limits (policy sandbox: auto). Install bubblewrap to contain them.`
     warnOnce(warning)
     return plain(warning)
   }
 
   const realRoot = realpathSync(root)
-  const args = ['--die-with-parent', '--new-session', '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try']
+  const args = [...NAMESPACES]
   if (!network) args.push('--unshare-net')
   args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--bind', realRoot, realRoot)
   // pipe's store may live inside the repository: commands may read it, never change it.

@@ -184,6 +184,31 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(result.sandbox.warning).to.contain('uncontained')
   })
 
+  it('falls back with a warning when bwrap is there but cannot make its namespaces', async () => {
+    const fake = path.join(dir, 'bwrap')
+    await writeFile(fake, '#!/bin/sh\necho "bwrap: No permissions to create new namespace" >&2\nexit 1\n', {mode: 0o755})
+    const steps = "  - {id: say, kind: command, run: [bash, -c, 'echo ran']}\n"
+    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: fake})
+    expect(fallback.code, fallback.stderr).to.equal(0)
+    expect(fallback.stderr, fallback.stderr).to.contain('cannot create its namespaces here (bwrap: No permissions to create new namespace)')
+    expect((await command(fallback.result.run_id)).sandbox.contained).to.equal(false)
+    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: fake})
+    expect(refused.result.error?.code).to.equal('E_POLICY_DENIED')
+  })
+
+  it('keeps even an explicitly allowed node --import data: from writing outside the repository', async () => {
+    const outside = `/var/tmp/pipe-import-escape-${process.pid}`
+    await writeFile(path.join(repo, 'a.js'), 'export {}\n')
+    const code = `import {writeFileSync} from 'node:fs'; try { writeFileSync('${outside}', 'x'); console.log('wrote') } catch (e) { console.log(e.code) }`
+    const out = await run(`  - {id: imp, kind: command, run: [node, --import, ${JSON.stringify(`data:text/javascript,${encodeURIComponent(code)}`)}, a.js]}\n`, await policyFile('', '').then(async (f) => {
+      await writeFile(f, (await readFile(f, 'utf8')).replace('  - [node, "{path}"]\n', '  - [node, "..."]\n'))
+      return f
+    }))
+    expect(out.code, out.stderr).to.equal(0)
+    expect((await command(out.result.run_id)).stdout.head).to.equal('EROFS\n')
+    expect(existsSync(outside)).to.equal(false)
+  })
+
   it('denies node --check --import under the coding policy, allows node --check FILE, and keeps an inner --', async () => {
     const coding = path.join(repoRoot, 'examples', 'coding')
     const policy = path.join(coding, 'policy.yaml')
