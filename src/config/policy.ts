@@ -2,10 +2,13 @@
 import {existsSync} from 'node:fs'
 import path from 'node:path'
 import {defaultPolicy, policyFrom, type LoadedPolicy} from '../policy/policy.js'
+import {ARG, PATH, REST} from '../policy/rules.js'
 import type {Policy} from '../types/policy.js'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
 import {locate} from './yaml-source.js'
+
+const PLACEHOLDERS = new Set([ARG, PATH, REST])
 
 export type PolicyResult = {ok: true; loaded: LoadedPolicy} | {ok: false; diagnostics: Diagnostic[]}
 
@@ -17,6 +20,17 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
     if (path.isAbsolute(glob) || glob.split('/').includes('..')) {
       const pos = locate(result.source, ['forbidden_paths', i])
       diagnostics.push({file, ...pos, path: `forbidden_paths[${i}]`, message: `"${glob}" must be relative to the repository root, without ..`, rule: 'relative-glob'})
+    }
+  })
+  result.data.allowed_commands.forEach((entry, i) => {
+    const problem = PLACEHOLDERS.has(entry[0])
+      ? `the program, element 0, must be a literal, not "${entry[0]}"`
+      : entry.slice(0, -1).includes(REST)
+        ? `"${REST}" may only be the last element (it allows any further arguments)`
+        : null
+    if (problem) {
+      const pos = locate(result.source, ['allowed_commands', i])
+      diagnostics.push({file, ...pos, path: `allowed_commands[${i}]`, message: `${JSON.stringify(entry)}: ${problem}`, rule: 'command-pattern'})
     }
   })
   if (diagnostics.length > 0) return {ok: false, diagnostics}

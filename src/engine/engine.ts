@@ -5,7 +5,6 @@
  * loop counts and the current spec version from them, so a crash at any point loses nothing that
  * was recorded and repeats nothing that was.
  */
-import os from 'node:os'
 import path from 'node:path'
 import {setTimeout as sleepFor} from 'node:timers/promises'
 import type {LoadedPipeline} from '../config/pipeline.js'
@@ -20,6 +19,7 @@ import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import {selfIdentity} from '../util/lock.js'
 import {redact} from '../util/redact.js'
 import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
@@ -191,7 +191,7 @@ export class Engine {
         spec_version: null,
         created_at: at,
         updated_at: at,
-        owner: {pid: process.pid, host: os.hostname(), user: this.user},
+        owner: {...selfIdentity(), user: this.user},
       },
       now,
     )
@@ -275,7 +275,7 @@ export class Engine {
       if (isFinal(to)) r.ended_at = at
       else delete r.ended_at
       if (to === 'running') {
-        r.owner = {pid: process.pid, host: os.hostname(), user: this.user}
+        r.owner = {...selfIdentity(), user: this.user}
         delete r.pending
         delete r.status_reason
       }

@@ -18,6 +18,7 @@ import {assertId} from '../store/ids.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint, faultsEnabled} from '../util/faults.js'
+import {sameProcessAlive} from '../util/lock.js'
 import {currentUser} from '../util/user.js'
 import {addSecretsNamedIn} from '../util/redact.js'
 import {decodeText, readInputFile, readStream} from '../util/text-input.js'
@@ -318,7 +319,8 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const owner = await store.runOwner(options.runId)
-  if (record.status === 'running' && owner?.alive && owner.pid !== process.pid) {
+  // Alive means that very process: the pid with the start time it recorded, never a later process that got the pid.
+  if (record.status === 'running' && owner?.alive && owner.pid !== process.pid && sameProcessAlive(owner.pid, owner.start_time)) {
     // Ask the process driving it to stop; it records the run as interrupted, then we cancel it.
     process.kill(owner.pid, 'SIGTERM')
     const deadline = Date.now() + (options.waitMs ?? 15000)

@@ -1,8 +1,9 @@
 /**
  * Running a command the way the policy demands: an argv with no shell, only when allowed, inside
- * the repository root, with a filtered environment, output captured and capped (head and tail),
- * and a timeout that kills the whole process tree: the command runs in its own process group and
- * the group is killed, so a grandchild holding stdout open cannot keep the step waiting.
+ * the repository root and its sandbox (see sandbox.ts), with a filtered environment, output
+ * captured and capped (head and tail), and a timeout that kills the whole process tree: the
+ * command (bwrap, when contained) runs in its own process group and the group is killed; inside
+ * bwrap that ends its PID namespace, so even a grandchild that left the group with setsid dies.
  */
 import {mkdir} from 'node:fs/promises'
 import path from 'node:path'
@@ -11,6 +12,7 @@ import {acquireLock} from '../util/lock.js'
 import {redact} from '../util/redact.js'
 import type {LoadedPolicy} from './policy.js'
 import {assertCommand, assertPath} from './rules.js'
+import {resolveProgram, sandboxed, type SandboxRecord} from './sandbox.js'
 
 export interface CapturedStream {
   head: string
@@ -31,6 +33,10 @@ export interface CommandResult {
   stderr: CapturedStream
   /** Set when the program could not be started (not found, not executable). */
   spawn_error?: string
+  /** How it was contained; a warning when less than the policy asks. */
+  sandbox: SandboxRecord
+  /** Set when the output streams stayed open after the command ended (an uncontained process kept them) and were cut. */
+  output_cut?: boolean
 }
 
 export interface CommandOptions {
@@ -124,23 +130,46 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   }
 }
 
+/** How long output may keep flowing after the command's process group is gone, before it is cut. */
+const DRAIN_MS = 2000
+
 export async function runCommand(policy: LoadedPolicy, root: string, options: CommandOptions): Promise<CommandResult> {
-  assertCommand(policy, options.argv)
   const cwd = assertPath(policy, root, options.cwd ?? '.').resolved
+  assertCommand(policy, options.argv, {root, ...(options.cwd ? {cwd: options.cwd} : {})})
   const limits = policy.policy.resource_limits
   const timeoutMs = options.timeoutMs ?? limits.command_timeout_ms ?? 300000
   const outputLimit = limits.max_output_bytes ?? 65536
+  const env = commandEnv(options.env)
+  const program = resolveProgram(options.argv[0]!, cwd, env)
   const release = await slot(limits.max_concurrent_commands ?? 2, options.slotsDir, options.signal)
   const started = Date.now()
   const stdout = new Capture(outputLimit)
   const stderr = new Capture(outputLimit)
   let timedOut = false
+  let cut = false
+  let cleanup = async (): Promise<void> => undefined
   try {
+    // Sandboxing (or refusing to run uncontained) is decided before anything starts.
+    const wrapped = await sandboxed(policy, root, cwd, [program ?? options.argv[0]!, ...options.argv.slice(1)], env)
+    cleanup = wrapped.cleanup
+    if (!program) {
+      return {
+        argv: options.argv,
+        cwd,
+        exit_code: null,
+        signal: null,
+        timed_out: false,
+        duration_ms: 0,
+        stdout: stdout.result(),
+        stderr: stderr.result(),
+        spawn_error: redact(`${options.argv[0]!}: not found, or not executable (PATH=${env.PATH ?? ''})`),
+        sandbox: wrapped.record,
+      }
+    }
     const {execa} = await import('execa')
-    const [file, ...args] = options.argv
-    const child = execa(file!, args, {
+    const child = execa(wrapped.file, wrapped.args, {
       cwd,
-      env: commandEnv(options.env),
+      env: wrapped.env,
       extendEnv: false,
       shell: false,
       detached: true,
@@ -162,11 +191,20 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     }, timeoutMs)
     const onAbort = (): void => stop()
     options.signal?.addEventListener('abort', onAbort, {once: true})
+    // Once the command has exited, whatever its group left running goes too. An uncontained
+    // process that left the group (setsid) may still hold the pipes: cut them rather than wait.
+    let drain: NodeJS.Timeout | undefined
+    child.once('exit', () => {
+      killGroup(child.pid, 'SIGKILL')
+      drain = setTimeout(() => {
+        cut = true
+        child.stdout?.destroy()
+        child.stderr?.destroy()
+      }, DRAIN_MS)
+    })
     try {
       const result = await child
-      // Whatever the group left running (a daemon it forked) goes too.
-      killGroup(child.pid, 'SIGKILL')
-      const spawnError = result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut ? (result.cause as Error | undefined)?.message ?? result.shortMessage : undefined
+      const spawnError = result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut && !cut ? (result.cause as Error | undefined)?.message ?? result.shortMessage : undefined
       return {
         argv: options.argv,
         cwd,
@@ -177,15 +215,19 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
         stdout: stdout.result(),
         stderr: stderr.result(),
         ...(spawnError ? {spawn_error: redact(spawnError)} : {}),
+        sandbox: wrapped.record,
+        ...(cut ? {output_cut: true} : {}),
       }
     } finally {
       clearTimeout(timer)
+      clearTimeout(drain)
       options.signal?.removeEventListener('abort', onAbort)
     }
   } catch (error) {
     if (error instanceof PipeError) throw error
     throw new PipeError('E_IO', `could not run ${JSON.stringify(options.argv)}: ${(error as Error).message}`, {hint: 'Check that the program is installed and on PATH.'})
   } finally {
+    await cleanup()
     await release()
   }
 }

@@ -15,10 +15,12 @@ export interface LoadedPolicy {
 export const DEFAULT_POLICY: Policy = {
   version: 1,
   allowed_commands: [],
-  forbidden_paths: ['.git/**', '.env', '.env.*', '**/*.pem', '**/id_rsa*'],
+  forbidden_paths: ['.git/**', '.env', '.env.*', '**/*.{pem,key}', '**/id_rsa*'],
   max_patch_lines: 500,
   max_retries_default: 2,
   resource_limits: {command_timeout_ms: 300000, step_timeout_ms: 600000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576},
+  sandbox: 'auto',
+  network: false,
   tool_versions: {},
 }
 

@@ -1,11 +1,12 @@
 /**
- * What the policy allows: commands by argv prefix, paths inside the repository root and outside
- * the forbidden globs. Each answer names the rule that decided it.
+ * What the policy allows: commands whose whole argument vector matches an allowed_commands entry,
+ * paths inside the repository root and outside the forbidden globs. Each answer names the rule
+ * that decided it.
  */
 import {realpathSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
-import {globMatches} from './glob.js'
+import {globMatches, ignoresCase} from './glob.js'
 import type {LoadedPolicy} from './policy.js'
 
 export interface Verdict {
@@ -15,21 +16,64 @@ export interface Verdict {
   reason: string
 }
 
-export function checkCommand(policy: LoadedPolicy, argv: readonly string[]): Verdict {
-  if (argv.length === 0 || argv[0] === '') return {allowed: false, rule: 'argv', reason: 'the command is empty'}
-  const list = policy.policy.allowed_commands
-  const index = list.findIndex((prefix) => prefix.length <= argv.length && prefix.every((part, i) => part === argv[i]))
-  if (index === -1) {
-    return {allowed: false, rule: 'allowed_commands', reason: `${JSON.stringify(argv)} starts with none of the ${list.length} allowed prefixes`}
-  }
-  return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(list[index])}`, reason: `${JSON.stringify(argv)} starts with an allowed prefix`}
+/** Placeholders an allowed_commands entry may hold besides literal arguments. */
+export const ARG = '{arg}'
+export const PATH = '{path}'
+export const REST = '...'
+
+/** Where a command's `{path}` arguments are resolved: the repository root and the command's directory in it. */
+export interface CommandPlace {
+  root: string
+  /** Relative to root; default the root itself. */
+  cwd?: string
 }
 
-export function assertCommand(policy: LoadedPolicy, argv: readonly string[]): void {
-  const verdict = checkCommand(policy, argv)
+type EntryMatch = {ok: true} | {ok: false; matched: number; why: string}
+
+function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: readonly string[], place: CommandPlace): EntryMatch {
+  const rest = entry.at(-1) === REST
+  const fixed = rest ? entry.slice(0, -1) : entry
+  for (const [i, want] of fixed.entries()) {
+    const got = argv[i]
+    if (got === undefined) return {ok: false, matched: i, why: `it has ${argv.length} argument(s), ${JSON.stringify(entry)} needs ${fixed.length}`}
+    if (want === ARG) continue
+    if (want === PATH) {
+      if (got === '' || got.startsWith('-')) return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)} is not a path (${PATH} never takes an option)`}
+      const target = path.resolve(place.root, place.cwd ?? '.', got)
+      const verdict = checkPath(policy, place.root, path.relative(path.resolve(place.root), target) || '.')
+      if (!verdict.allowed) return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)}: ${verdict.reason} (${verdict.rule})`}
+      continue
+    }
+    if (got !== want) return {ok: false, matched: i, why: `argument ${i} is ${JSON.stringify(got)}, ${JSON.stringify(entry)} wants ${JSON.stringify(want)}`}
+  }
+  if (!rest && argv.length > fixed.length) {
+    return {ok: false, matched: fixed.length, why: `${argv.length - fixed.length} argument(s) more than ${JSON.stringify(entry)} allows (a last "${REST}" would allow more)`}
+  }
+  return {ok: true}
+}
+
+/**
+ * Whether the policy allows the argument vector: some allowed_commands entry matches it whole.
+ * `{path}` arguments are resolved from `place` (default: the working directory as the root).
+ */
+export function checkCommand(policy: LoadedPolicy, argv: readonly string[], place: CommandPlace = {root: process.cwd()}): Verdict {
+  if (argv.length === 0 || argv[0] === '') return {allowed: false, rule: 'argv', reason: 'the command is empty'}
+  const list = policy.policy.allowed_commands
+  let nearest: {index: number; matched: number; why: string} | null = null
+  for (const [index, entry] of list.entries()) {
+    const match = matchEntry(policy, entry, argv, place)
+    if (match.ok) return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`, reason: `${JSON.stringify(argv)} matches the entry as a whole`}
+    if (match.matched > 0 && (!nearest || match.matched > nearest.matched)) nearest = {index, ...match}
+  }
+  const near = nearest ? `; nearest allowed_commands[${nearest.index}]: ${nearest.why}` : ''
+  return {allowed: false, rule: 'allowed_commands', reason: `${JSON.stringify(argv)} matches none of the ${list.length} allowed command(s)${near}`}
+}
+
+export function assertCommand(policy: LoadedPolicy, argv: readonly string[], place?: CommandPlace): void {
+  const verdict = checkCommand(policy, argv, place)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `command ${JSON.stringify(argv)} is not allowed (${verdict.rule}): ${verdict.reason}`, {
-      hint: `Add its argv prefix to allowed_commands in ${policy.file ?? 'policy.yaml'}, if it should be allowed.`,
+      hint: `Add an entry for it to allowed_commands in ${policy.file ?? 'policy.yaml'} ("{arg}" for any one argument, "{path}" for a path in the repository, a last "..." for any further ones), if it should be allowed.`,
       details: {rule: verdict.rule, argv},
     })
   }
@@ -72,15 +116,17 @@ export function checkPath(policy: LoadedPolicy, root: string, given: string): Pa
     return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to ${resolved}, outside the repository root`}
   }
   const relative = path.relative(realRoot, resolved).split(path.sep).join('/')
+  const nocase = ignoresCase(realRoot)
+  const fold = (p: string): string => (nocase ? p.toLowerCase() : p)
   for (const dir of policy.protected ?? []) {
     const guarded = realish(dir)
-    if (resolved === guarded || resolved.startsWith(`${guarded}${path.sep}`)) {
+    if (fold(resolved) === fold(guarded) || fold(resolved).startsWith(fold(`${guarded}${path.sep}`))) {
       return {resolved, relative, allowed: false, rule: 'store', reason: `"${relative}" is inside pipe's store (${guarded}), which steps may not touch`}
     }
   }
   const globs = policy.policy.forbidden_paths
   for (const [i, glob] of globs.entries()) {
-    if (globMatches(glob, relative)) return {resolved, relative, allowed: false, rule: `forbidden_paths[${i}] "${glob}"`, reason: `"${relative}" matches a forbidden path`}
+    if (globMatches(glob, relative, {nocase})) return {resolved, relative, allowed: false, rule: `forbidden_paths[${i}] "${glob}"`, reason: `"${relative}" matches a forbidden path`}
   }
   return {resolved, relative, allowed: true, rule: 'sandbox', reason: `"${relative}" is inside the repository root and matches no forbidden path`}
 }

@@ -199,7 +199,7 @@ export class Store {
     })
   }
 
-  async runOwner(runId: string): Promise<{pid: number; host: string; alive: boolean} | null> {
+  async runOwner(runId: string): Promise<{pid: number; host: string; start_time?: string; alive: boolean} | null> {
     return lockHolder(path.join(this.runDir(runId), 'owner.lock'))
   }
 

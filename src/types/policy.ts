@@ -10,7 +10,7 @@ export interface Policy {
    */
   version: 1
   /**
-   * Argument-vector prefixes a command step may run, e.g. [npm, test]. A command is allowed when its argv starts with one of them. Never shell strings.
+   * Argument vectors a command may run, matched whole: each element is a literal argument, "{arg}" (any one argument), "{path}" (one argument naming a path inside the repository, outside forbidden_paths, never an option), or, as the last element only, "..." (any further arguments). [node, --check, "{path}"] allows node --check src/a.js and nothing else; [npm, test, "..."] allows npm test with any arguments. The first element is the program, a literal. Never shell strings.
    */
   allowed_commands: [string, ...string[]][]
   /**
@@ -43,7 +43,31 @@ export interface Policy {
      * Largest input a run may ingest.
      */
     max_input_bytes?: number
+    /**
+     * Address space of each sandboxed process, in MiB (RLIMIT_AS via prlimit). Node and the JVM reserve more than they use: allow a few GiB for them.
+     */
+    memory_mb?: number
+    /**
+     * CPU time of each sandboxed process, in seconds (RLIMIT_CPU via prlimit).
+     */
+    cpu_seconds?: number
+    /**
+     * Processes (and threads) a sandboxed command may have at once, counted in its own user namespace (RLIMIT_NPROC via prlimit; as root, where the kernel exempts uid 0, a pids cgroup).
+     */
+    max_processes?: number
+    /**
+     * Largest file a sandboxed process may write (RLIMIT_FSIZE via prlimit).
+     */
+    max_file_bytes?: number
   }
+  /**
+   * How commands are contained. required: only inside bubblewrap (read-only root, only the repository writable, a private /tmp, no network unless `network`, its own PID namespace, resource limits); without bwrap a command is refused. auto (the default): the same when bwrap is there, else the command runs uncontained with a warning on stderr and in its snapshot. off: never contained.
+   */
+  sandbox?: 'required' | 'auto' | 'off'
+  /**
+   * Whether sandboxed commands may use the network (default false: their own empty network namespace).
+   */
+  network?: boolean
   /**
    * Versions of the tools a run depends on, recorded for replay (e.g. node: '20').
    */

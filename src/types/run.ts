@@ -85,6 +85,10 @@ export interface RunRecord {
     pid: number
     host: string
     user: string
+    /**
+     * When the owner process started (clock ticks after boot, /proc/PID/stat field 22), so a later process that reuses its pid is not taken for it.
+     */
+    start_time?: string
   }
   /**
    * The run and snapshot this run was replayed from.

@@ -1,15 +1,28 @@
 /**
- * Fault injection for the crash tests: PIPE_FAULT_KILL_AT=point (or point#n for its n-th hit) kills
- * the process with SIGKILL when that point is reached; PIPE_FAULT_TRACE=FILE appends every point
- * reached to FILE. Both unset (always, outside tests), a point costs one comparison.
+ * Fault injection for the crash and race tests: PIPE_FAULT_KILL_AT=point (or point#n for its n-th
+ * hit) kills the process with SIGKILL when that point is reached; PIPE_FAULT_TRACE=FILE appends
+ * every point reached to FILE; PIPE_FAULT_PAUSE_AT=point with PIPE_FAULT_PAUSE_DIR=DIR stops the
+ * process at the point's first hit, after creating DIR/reached.PID, until DIR/go exists. All unset
+ * (always, outside tests), a point costs one comparison.
  */
-import {appendFileSync} from 'node:fs'
+import {appendFileSync, existsSync, writeFileSync} from 'node:fs'
+import path from 'node:path'
 
 const killAt = process.env.PIPE_FAULT_KILL_AT
 const trace = process.env.PIPE_FAULT_TRACE
+const pauseAt = process.env.PIPE_FAULT_PAUSE_AT
+const pauseDir = process.env.PIPE_FAULT_PAUSE_DIR
 const hits = new Map<string, number>()
 
-export const faultsEnabled = Boolean(killAt || trace)
+export const faultsEnabled = Boolean(killAt || trace || pauseAt)
+
+function pause(): void {
+  if (!pauseDir) return
+  writeFileSync(path.join(pauseDir, `reached.${process.pid}`), '')
+  // A synchronous wait: the point must hold this process exactly here, whatever else is pending.
+  const cell = new Int32Array(new SharedArrayBuffer(4))
+  while (!existsSync(path.join(pauseDir, 'go'))) Atomics.wait(cell, 0, 0, 20)
+}
 
 export function faultPoint(point: string): void {
   if (!faultsEnabled) return
@@ -17,4 +30,5 @@ export function faultPoint(point: string): void {
   hits.set(point, n)
   if (trace) appendFileSync(trace, `${point}#${n}\n`)
   if (killAt && (killAt === `${point}#${n}` || (killAt === point && n === 1))) process.kill(process.pid, 'SIGKILL')
+  if (pauseAt === point && n === 1) pause()
 }

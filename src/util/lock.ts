@@ -1,11 +1,30 @@
 /**
- * A lock file per shared resource, taken by exclusive create and holding the owner's pid and host.
- * A lock whose owner process is gone is taken over, so a crash never leaves a resource locked.
+ * A lock file per shared resource, taken by exclusive create and holding the owner's pid, its
+ * start time and host. A lock whose owner process is gone is taken over, so a crash never leaves
+ * a resource locked. A pid alone does not name a process: once the owner is gone the kernel may
+ * give its pid to another, so a holder is alive only while that pid still has the recorded start
+ * time. Taking over is guarded: only the one process that creates the guard for that very dead
+ * holder may remove it, and only while the lock still holds exactly what was seen, so a fresh lock
+ * another process just took is never deleted.
  */
+import {createHash, randomUUID} from 'node:crypto'
+import {readFileSync} from 'node:fs'
 import {readFile, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import {PipeError} from '../errors.js'
+import {faultPoint} from './faults.js'
 import {createFileExclusive} from './fs.js'
+
+/** When the process started (clock ticks after boot, /proc/PID/stat field 22), or null where that cannot be read. */
+export function processStartTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // The command name (field 2) may hold spaces and parentheses: count fields after its last ")".
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null
+  } catch {
+    return null
+  }
+}
 
 export function processAlive(pid: number): boolean {
   try {
@@ -16,17 +35,65 @@ export function processAlive(pid: number): boolean {
   }
 }
 
+/** Whether the process that had `pid` and started at `start` still runs (not another that reused the pid). */
+export function sameProcessAlive(pid: number, start: string | null | undefined): boolean {
+  if (!processAlive(pid)) return false
+  if (!start) return true
+  const now = processStartTime(pid)
+  return now === null || now === start
+}
+
+/** This process, as a lock or a run records its owner. */
+export function selfIdentity(): {pid: number; host: string; start_time?: string} {
+  const start = processStartTime(process.pid)
+  return {pid: process.pid, host: os.hostname(), ...(start ? {start_time: start} : {})}
+}
+
 export interface Holder {
   pid: number
   host: string
+  start_time?: string
+}
+
+function parseHolder(text: string | null): Holder | null {
+  if (text === null) return null
+  try {
+    const holder = JSON.parse(text) as Holder
+    return typeof holder.pid === 'number' && typeof holder.host === 'string' ? holder : null
+  } catch {
+    return null
+  }
+}
+
+function isAlive(holder: Holder): boolean {
+  return holder.host === os.hostname() && sameProcessAlive(holder.pid, holder.start_time)
 }
 
 export async function lockHolder(file: string): Promise<(Holder & {alive: boolean}) | null> {
-  const holder = await readFile(file, 'utf8')
-    .then((t) => JSON.parse(t) as Holder)
-    .catch(() => null)
+  const holder = parseHolder(await readFile(file, 'utf8').catch(() => null))
   if (!holder) return null
-  return {...holder, alive: holder.host === os.hostname() && processAlive(holder.pid)}
+  return {...holder, alive: isAlive(holder)}
+}
+
+/**
+ * Removes `file` if it still holds exactly `seen` (a dead holder's lock). Only the process that
+ * creates the guard named after that content may do it; a guard whose own holder died is a dead
+ * lock too, taken over the same way.
+ */
+async function takeOver(file: string, seen: string): Promise<void> {
+  const guard = `${file}.takeover-${createHash('sha256').update(seen).digest('hex').slice(0, 16)}`
+  const mine = JSON.stringify({...selfIdentity(), token: randomUUID()})
+  if (!(await createFileExclusive(guard, mine, {sync: false}))) {
+    const other = await readFile(guard, 'utf8').catch(() => null)
+    const holder = parseHolder(other)
+    if (other !== null && holder && !isAlive(holder) && holder.host === os.hostname()) await takeOver(guard, other)
+    return
+  }
+  try {
+    if ((await readFile(file, 'utf8').catch(() => null)) === seen) await unlink(file).catch(() => undefined)
+  } finally {
+    await unlink(guard).catch(() => undefined)
+  }
 }
 
 /**
@@ -34,13 +101,21 @@ export async function lockHolder(file: string): Promise<(Holder & {alive: boolea
  * `busy` as the message when it cannot.
  */
 export async function acquireLock(file: string, options: {waitMs?: number; busy: (holder: Holder) => string; hint: string}): Promise<() => Promise<void>> {
-  const me = {pid: process.pid, host: os.hostname(), at: new Date().toISOString()}
+  const me = {...selfIdentity(), at: new Date().toISOString(), token: randomUUID()}
+  const text = JSON.stringify(me)
   const deadline = Date.now() + (options.waitMs ?? 0)
   for (;;) {
-    if (await createFileExclusive(file, JSON.stringify(me), {sync: false})) return async () => void (await unlink(file).catch(() => undefined))
-    const holder = await lockHolder(file)
-    if (holder && !holder.alive && holder.host === me.host) {
-      await unlink(file).catch(() => undefined)
+    if (await createFileExclusive(file, text, {sync: false})) {
+      return async () => {
+        // Never remove a lock that is no longer ours.
+        if ((await readFile(file, 'utf8').catch(() => null)) === text) await unlink(file).catch(() => undefined)
+      }
+    }
+    const seen = await readFile(file, 'utf8').catch(() => null)
+    const holder = parseHolder(seen)
+    if (seen !== null && holder && !isAlive(holder) && holder.host === me.host) {
+      faultPoint('lock-stale')
+      await takeOver(file, seen)
       continue
     }
     if (!holder) {

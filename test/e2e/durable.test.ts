@@ -308,7 +308,7 @@ describe('people in the loop', function () {
   it('cancels a paused run', async () => {
     const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
     const cancelled = await pipe(['cancel', paused.run_id, '--reason', 'superseded', '--json'], {cwd: dir})
-    expect(cancelled.code, cancelled.stderr).to.equal(0)
+    expect(cancelled.code, cancelled.stderr).to.equal(5)
     expect(json<RunJson>(cancelled).status).to.equal('cancelled')
     const again = await pipe(['cancel', paused.run_id], {cwd: dir})
     expect(again.code).to.equal(2)

@@ -37,7 +37,7 @@ async function pipelineFile(name: string, yaml: string): Promise<string> {
 
 async function policyFile(extra = ''): Promise<string> {
   const file = path.join(dir, 'policy.yaml')
-  await writeFile(file, `version: 1\nallowed_commands:\n  - [node, --test]\n  - [node, --check]\n  - [bash, -c]\n  - [echo]\n  - [printf]\n  - [git, status]\nforbidden_paths: [".git/**", "secrets/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {max_output_bytes: 1024, command_timeout_ms: 30000}\n${extra}`)
+  await writeFile(file, `version: 1\nallowed_commands:\n  - [node, --test, "..."]\n  - [node, --check, "{path}"]\n  - [bash, -c, "{arg}"]\n  - [echo, "..."]\n  - [printf, "..."]\n  - [git, status]\nforbidden_paths: [".git/**", "secrets/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {max_output_bytes: 1024, command_timeout_ms: 30000}\n${extra}`)
   return file
 }
 
@@ -162,7 +162,8 @@ describe('command, git and edit steps under the policy', function () {
   })
 
   it('holds max_concurrent_commands across processes sharing the store', async () => {
-    const log = path.join(dir, 'intervals.log')
+    // Inside the repository: the sandbox lets commands write nowhere else.
+    const log = path.join(repo, 'intervals.log')
     const policy = await policyFile()
     await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_output_bytes: 1024', 'max_output_bytes: 1024, max_concurrent_commands: 1'))
     const p = await pipelineFile('slot.yaml', `steps:\n  - {id: busy, kind: command, run: [bash, -c, 'echo "start $(date +%s%N)" >> ${log}; sleep 0.4; echo "end $(date +%s%N)" >> ${log}']}\n`)
@@ -272,7 +273,7 @@ describe('command, git and edit steps under the policy', function () {
     const policy = await policyFile()
     const allowed = await pipe(['policy', 'explain', '--policy', policy, '--', 'node', '--test', ';', 'rm', '-rf', '/'], {cwd: repo})
     expect(allowed.code).to.equal(0)
-    expect(allowed.stdout).to.contain('allowed').and.contain('allowed_commands[0] ["node","--test"]')
+    expect(allowed.stdout).to.contain('allowed').and.contain('allowed_commands[0] ["node","--test","..."]')
     const denied = await pipe(['policy', 'explain', '--policy', policy, '--json', '--', 'curl', 'http://x'], {cwd: repo})
     expect(denied.code).to.equal(3)
     expect(json<{allowed: boolean; rule: string}>(denied)).to.include({allowed: false, rule: 'allowed_commands'})

@@ -1,13 +1,14 @@
 import {expect} from 'chai'
+import {realpathSync} from 'node:fs'
 import {mkdir, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {loadPolicyFile} from '../../src/config/policy.js'
-import {globMatches} from '../../src/policy/glob.js'
+import {globMatches, ignoresCase} from '../../src/policy/glob.js'
 import {DEFAULT_POLICY, policyFrom} from '../../src/policy/policy.js'
 import {checkCommand, checkPath} from '../../src/policy/rules.js'
 import {tempDir} from '../helpers/cli.js'
 
-const policy = policyFrom({...DEFAULT_POLICY, allowed_commands: [['npm', 'test'], ['node', '--test']], forbidden_paths: ['.git/**', 'secrets/**', '**/*.pem', '.env']}, null)
+const policy = policyFrom({...DEFAULT_POLICY, allowed_commands: [['npm', 'test', '...'], ['node', '--test']], forbidden_paths: ['.git/**', 'secrets/**', '**/*.pem', '.env']}, null)
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -25,8 +26,67 @@ describe('policy rules', () => {
     expect(globMatches('build', 'build/out.js'), 'a directory covers what is under it').to.equal(true)
   })
 
-  it('allows a command by argv prefix, naming the rule, and denies the rest', () => {
-    expect(checkCommand(policy, ['npm', 'test', '--', '--grep', 'x'])).to.include({allowed: true, rule: 'allowed_commands[0] ["npm","test"]'})
+  it('matches forbidden globs with braces, in dot directories, and without case where asked', () => {
+    expect(globMatches('**/*.{pem,key}', 'deploy/server.key')).to.equal(true)
+    expect(globMatches('**/*.{pem,key}', 'server.pem')).to.equal(true)
+    expect(globMatches('**/*.{pem,key}', 'server.keys')).to.equal(false)
+    expect(globMatches('**/*.pem', '.ssh/x.pem'), 'dot directories are not skipped').to.equal(true)
+    expect(globMatches('**/*.pem', 'a/.x.pem'), 'dotfiles are not skipped').to.equal(true)
+    expect(globMatches('secrets/[a-c]*', 'secrets/b1')).to.equal(true)
+    expect(globMatches('!keep', 'other'), 'a leading ! is a literal, never a negation that forbids everything else').to.equal(false)
+    expect(globMatches('.env', '.ENV')).to.equal(false)
+    expect(globMatches('.env', '.ENV', {nocase: true})).to.equal(true)
+    expect(globMatches('**/*.{pem,key}', 'Deploy/SERVER.KEY', {nocase: true})).to.equal(true)
+  })
+
+  it('knows whether the repository\'s file system ignores case', async () => {
+    await mkdir(path.join(dir, 'Repo'))
+    // The answer comes from the file system itself: the temporary directory here is case-sensitive.
+    if (process.platform === 'linux') expect(ignoresCase(realpathSync(path.join(dir, 'Repo')))).to.equal(false)
+    const root = path.join(dir, 'Repo')
+    const forbidding = policyFrom({...DEFAULT_POLICY, forbidden_paths: ['**/*.{pem,key}']}, null)
+    expect(checkPath(forbidding, root, 'certs/site.key')).to.include({allowed: false, rule: 'forbidden_paths[0] "**/*.{pem,key}"'})
+    expect(checkPath(policyFrom(DEFAULT_POLICY, null), root, 'certs/site.key'), 'the built-in policy forbids keys').to.include({allowed: false})
+  })
+
+  it('matches a command against whole entries: literals, "{arg}", "{path}" and a last "..."', async () => {
+    const root = path.join(dir, 'repo')
+    await mkdir(path.join(root, 'src'), {recursive: true})
+    await mkdir(path.join(dir, 'outside'))
+    await symlink(path.join(dir, 'outside'), path.join(root, 'out'))
+    const p = policyFrom({...DEFAULT_POLICY, allowed_commands: [['node', '--check', '{path}'], ['git', 'log', '{arg}'], ['npm', 'test', '...']], forbidden_paths: ['secrets/**']}, null)
+    const at = {root}
+    expect(checkCommand(p, ['node', '--check', 'src/a.js'], at)).to.include({allowed: true, rule: 'allowed_commands[0] ["node","--check","{path}"]'})
+    const imported = checkCommand(p, ['node', '--check', '--import', 'data:text/javascript,require("fs").writeFileSync("/tmp/x","")', 'src/a.js'], at)
+    expect(imported.allowed, 'an allowed prefix is no door to further flags').to.equal(false)
+    expect(checkCommand(p, ['node', '--check', '--eval=1'], at)).to.include({allowed: false}).and.have.property('reason').that.contains('never takes an option')
+    expect(checkCommand(p, ['node', '--check', '../x.js'], at).reason).to.contain('leaves the repository root')
+    expect(checkCommand(p, ['node', '--check', 'out/x.js'], at).reason).to.contain('through a symlink')
+    expect(checkCommand(p, ['node', '--check', 'secrets/a.js'], at).reason).to.contain('forbidden_paths[0]')
+    expect(checkCommand(p, ['node', '--check', 'a.js'], {root, cwd: 'src'}), '{path} is resolved from the command\'s directory').to.include({allowed: true})
+    expect(checkCommand(p, ['node', '--check', '../../x.js'], {root, cwd: 'src'}).allowed).to.equal(false)
+    expect(checkCommand(p, ['node', '--check'], at).allowed).to.equal(false)
+    expect(checkCommand(p, ['git', 'log', '--oneline'], at).allowed, '{arg} is any one argument').to.equal(true)
+    expect(checkCommand(p, ['git', 'log', '--oneline', '-n1'], at).allowed).to.equal(false)
+    expect(checkCommand(p, ['git', 'log'], at).allowed).to.equal(false)
+    expect(checkCommand(p, ['npm', 'test'], at).allowed, '"..." allows none').to.equal(true)
+    expect(checkCommand(p, ['npm', 'test', '--', '--grep', 'x'], at).allowed, '"..." allows any further').to.equal(true)
+    expect(checkCommand(p, ['npm', 'install'], at).allowed).to.equal(false)
+  })
+
+  it('refuses a policy whose "..." is not last or whose program is a placeholder', async () => {
+    const file = path.join(dir, 'p.yaml')
+    await writeFile(file, 'version: 1\nallowed_commands:\n  - [npm, "...", test]\n  - ["{arg}", x]\n  - [npm, test, "..."]\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 2\nresource_limits: {}\n')
+    const result = await loadPolicyFile(file)
+    expect(result.ok).to.equal(false)
+    if (result.ok) return
+    expect(result.diagnostics.map((d) => `${d.path} ${d.line}`)).to.deep.equal(['allowed_commands[0] 3', 'allowed_commands[1] 4'])
+    expect(result.diagnostics[0]!.message).to.contain('may only be the last element')
+  })
+
+  it('allows a command by a whole-argv entry, naming the rule, and denies the rest', () => {
+    expect(checkCommand(policy, ['npm', 'test', '--', '--grep', 'x'])).to.include({allowed: true, rule: 'allowed_commands[0] ["npm","test","..."]'})
+    expect(checkCommand(policy, ['node', '--test', '--import', 'x'])).to.include({allowed: false, rule: 'allowed_commands'})
     expect(checkCommand(policy, ['npm', 'install'])).to.include({allowed: false, rule: 'allowed_commands'})
     expect(checkCommand(policy, ['npm'])).to.include({allowed: false})
     expect(checkCommand(policy, ['npm test'])).to.include({allowed: false}, 'a shell string is not an argv')

@@ -26,7 +26,8 @@ export default class PolicyCheck extends PipeCommand {
     const {policy, version} = result.loaded
     if (!this.jsonEnabled()) {
       process.stdout.write(`ok  ${file}\npolicy_version ${version}\n`)
-      process.stdout.write(`${policy.allowed_commands.length} allowed command prefix(es), ${policy.forbidden_paths.length} forbidden path(s), max_patch_lines ${policy.max_patch_lines}, max_retries_default ${policy.max_retries_default}\n`)
+      process.stdout.write(`${policy.allowed_commands.length} allowed command(s), ${policy.forbidden_paths.length} forbidden path(s), max_patch_lines ${policy.max_patch_lines}, max_retries_default ${policy.max_retries_default}\n`)
+      process.stdout.write(`sandbox ${policy.sandbox ?? 'auto'}, network ${policy.network ? 'on' : 'off'}\n`)
     }
     return {file, valid: true, policy_version: version, policy}
   }

@@ -10,7 +10,7 @@ export default class PolicyExplain extends PipeCommand {
   static override summary = 'Say whether the policy allows a command or a path, and which rule decides.'
   static override description = 'Exit code 0 when allowed, 3 (POLICY_DENIED) when denied. A command is given after --, as the argument vector a step would run; nothing is run.'
   static override examples = [
-    {description: 'Is this command allowed?', command: '<%= config.bin %> <%= command.id %> -- npm test -- --grep parser'},
+    {description: 'Is this command allowed? (everything after the first -- is the argv, an inner -- included)', command: '<%= config.bin %> <%= command.id %> -- npm test -- --grep parser'},
     {description: 'Shell syntax is only data', command: "<%= config.bin %> <%= command.id %> -- npm test ';' rm -rf /"},
     {description: 'May a step write this path?', command: '<%= config.bin %> <%= command.id %> --path ../outside.txt'},
   ]
@@ -18,12 +18,14 @@ export default class PolicyExplain extends PipeCommand {
   static override flags = {
     path: Flags.string({description: 'A path relative to the repository root, instead of a command.', helpValue: 'PATH'}),
     policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
-    root: Flags.string({description: 'Repository root for --path (default: the working directory).', helpValue: 'DIR'}),
+    root: Flags.string({description: 'Repository root for --path and for a command\'s "{path}" arguments (default: the working directory).', helpValue: 'DIR'}),
   }
 
   async run(): Promise<Verdict & {subject: string[] | string; policy: string; policy_version: string}> {
     const {flags, argv} = await this.parse(PolicyExplain)
-    const command = (argv as string[]).filter((a, i) => !(i === 0 && a === '--'))
+    // Everything after the first -- is the argument vector, verbatim: the parser would drop an inner --.
+    const separator = this.argv.indexOf('--')
+    const command = separator === -1 ? (argv as string[]) : this.argv.slice(separator + 1)
     if ((flags.path === undefined) === (command.length === 0)) {
       throw new PipeError('E_INVALID_ARGS', 'give either a command after -- or --path PATH', {hint: 'pipe policy explain -- npm test, or pipe policy explain --path src/app.ts'})
     }
@@ -33,7 +35,8 @@ export default class PolicyExplain extends PipeCommand {
       throw new PipeError('E_CONFIG', 'the policy is not valid', {hint: 'pipe policy check shows the errors.'})
     }
     const policy = loaded.loaded
-    const verdict = flags.path !== undefined ? checkPath(policy, path.resolve(flags.root ?? '.'), flags.path) : checkCommand(policy, command)
+    const root = path.resolve(flags.root ?? '.')
+    const verdict = flags.path !== undefined ? checkPath(policy, root, flags.path) : checkCommand(policy, command, {root})
     const subject = flags.path ?? command
     const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version}
     if (!this.jsonEnabled()) process.stdout.write(`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n  policy: ${result.policy} (${policy.version})\n`)

@@ -1,0 +1,222 @@
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {createServer, type Server} from 'node:http'
+import type {AddressInfo} from 'node:net'
+import path from 'node:path'
+import {findBwrap} from '../../src/policy/sandbox.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+  error?: {code: string; message: string; hint?: string}
+}
+
+interface CommandOut {
+  exit_code: number | null
+  timed_out: boolean
+  stdout: {head: string; tail: string; total_bytes: number; omitted_bytes: number}
+  stderr: {head: string; tail: string}
+  sandbox: {contained: boolean; network: boolean; warning?: string; processes_by?: string}
+}
+
+let dir: string
+let repo: string
+let cleanup: () => Promise<void>
+
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-sandbox-'))
+  repo = path.join(dir, 'repo')
+  await mkdir(repo)
+})
+afterEach(async () => cleanup())
+
+async function policyFile(extra = '', limits = ''): Promise<string> {
+  const file = path.join(dir, 'policy.yaml')
+  await writeFile(
+    file,
+    `version: 1\nallowed_commands:\n  - [bash, -c, "{arg}"]\n  - [node, "{path}"]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {max_output_bytes: 1024, command_timeout_ms: 60000, max_concurrent_commands: 1${limits}}\n${extra}`,
+  )
+  return file
+}
+
+async function pipelineFile(yaml: string): Promise<string> {
+  const file = path.join(dir, 'p.yaml')
+  await writeFile(file, `version: 1\nname: sandboxed\nsteps:\n${yaml}`)
+  return file
+}
+
+async function run(steps: string, policy?: string, env: Record<string, string | undefined> = {}): Promise<{result: RunJson; code: number | null; stderr: string}> {
+  const r = await pipe(['run', await pipelineFile(steps), '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env, timeoutMs: 120000})
+  return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
+}
+
+async function command(runId: string): Promise<CommandOut> {
+  const snap = json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo}))[0]!
+  const outputs = snap.outputs as {command?: CommandOut}
+  return outputs.command ?? (snap.errors[0]!.details as {command: CommandOut}).command
+}
+
+function processesTagged(tag: string): string[] {
+  return execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'}).split('\n').filter((l) => l.includes(tag))
+}
+
+describe('commands in the bubblewrap sandbox', function () {
+  this.timeout(180000)
+
+  before(() => {
+    // These tests are about real containment: without bwrap they must fail, loudly, not skip.
+    expect(findBwrap(), 'bubblewrap (bwrap) must be installed for the sandbox tests: apt-get install bubblewrap').to.be.a('string')
+  })
+
+  it('kills a setsid grandchild that keeps stdout open at the timeout, and frees the command slot', async () => {
+    const tag = `pipe-setsid-${process.pid}-${Date.now()}`
+    const steps = `  - {id: daemon, kind: command, run: [bash, -c, 'setsid bash -c "exec -a ${tag} sleep 300" & echo started; exec -a ${tag}-main sleep 301'], command_timeout_ms: 1500}\n`
+    const out = await run(steps)
+    expect(out.code, out.stderr).to.equal(1)
+    expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
+    const result = await command(out.result.run_id)
+    expect(result).to.deep.include({timed_out: true})
+    expect(result.sandbox.contained).to.equal(true)
+    expect(result.stdout.head).to.equal('started\n')
+    // The PID namespace is gone, and with it the process that left the process group.
+    expect(processesTagged(tag)).to.deep.equal([])
+    // max_concurrent_commands is 1: a second run can only finish if the first freed its slot.
+    const second = await run("  - {id: again, kind: command, run: [bash, -c, 'echo again']}\n")
+    expect(second.code, second.stderr).to.equal(0)
+    expect((await command(second.result.run_id)).stdout.head).to.equal('again\n')
+  })
+
+  it('lets a command write only inside the repository: the root is read-only and /tmp is private', async () => {
+    const outside = path.join(dir, 'outside.txt')
+    const tmpFile = `/tmp/pipe-sandbox-escape-${process.pid}`
+    // The repository lies under /tmp here, so its parent exists in the private /tmp: a write there succeeds and vanishes.
+    const script = `echo in > inside.txt; echo out > ${outside}; echo tmp > ${tmpFile} && echo tmp-ok; touch /usr/pipe-escape || echo root-denied`
+    const out = await run(`  - {id: write, kind: command, run: [bash, -c, '${script}']}\n`)
+    expect(out.code, out.stderr).to.equal(0)
+    const result = await command(out.result.run_id)
+    expect(result.stdout.head).to.contain('tmp-ok').and.contain('root-denied')
+    expect(await readFile(path.join(repo, 'inside.txt'), 'utf8')).to.equal('in\n')
+    expect(existsSync(outside), 'nothing written next to the repository').to.equal(false)
+    expect(existsSync(tmpFile), "the command's /tmp is its own").to.equal(false)
+    expect(existsSync('/usr/pipe-escape')).to.equal(false)
+  })
+
+  it('keeps the store read-only for commands even though it lies inside the repository', async () => {
+    await run('  - {id: first, kind: noop}\n')
+    const out = await run("  - {id: tamper, kind: command, run: [bash, -c, 'echo x > .pipe/tampered || echo store-denied']}\n")
+    expect(out.code, out.stderr).to.equal(0)
+    expect((await command(out.result.run_id)).stdout.head).to.contain('store-denied')
+    expect(existsSync(path.join(repo, '.pipe', 'tampered'))).to.equal(false)
+  })
+
+  it('has no network unless the policy allows it', async () => {
+    const server: Server = createServer((_req, res) => res.end('reached'))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const {port} = server.address() as AddressInfo
+    try {
+      const probe = `  - {id: net, kind: command, run: [bash, -c, 'exec 3<>/dev/tcp/127.0.0.1/${port} && printf "GET / HTTP/1.0\\r\\n\\r\\n" >&3 && cat <&3']}\n`
+      const closed = await run(probe)
+      const denied = await command(closed.result.run_id)
+      expect(denied.exit_code).to.not.equal(0)
+      expect(denied.stdout.head).to.not.contain('reached')
+      expect(denied.sandbox).to.include({contained: true, network: false})
+
+      const open = await run(probe, await policyFile('network: true\n'))
+      const allowed = await command(open.result.run_id)
+      expect(allowed.exit_code, allowed.stderr.head).to.equal(0)
+      expect(allowed.stdout.head + allowed.stdout.tail).to.contain('reached')
+      expect(allowed.sandbox).to.include({contained: true, network: true})
+    } finally {
+      server.close()
+    }
+  })
+
+  it('caps an output flood and ends it at the timeout', async () => {
+    const out = await run('  - {id: flood, kind: command, run: [bash, -c, yes], command_timeout_ms: 1500}\n')
+    expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
+    const result = await command(out.result.run_id)
+    expect(result.timed_out).to.equal(true)
+    expect(Buffer.byteLength(result.stdout.head) + Buffer.byteLength(result.stdout.tail)).to.be.at.most(1024)
+    expect(result.stdout.total_bytes).to.be.greaterThan(100000)
+  })
+
+  it('bounds a fork loop with max_processes', async () => {
+    await writeFile(
+      path.join(repo, 'forks.cjs'),
+      "const {spawn} = require('node:child_process')\nlet n = 0\nconst next = () => {\n  const c = spawn('sleep', ['60'], {stdio: 'ignore'})\n  c.on('error', (e) => { console.log(`started ${n} then ${e.code}`); process.exit(0) })\n  c.on('spawn', () => { n++; if (n >= 200) { console.log(`started ${n}`); process.exit(0) } else next() })\n}\nnext()\n",
+    )
+    const out = await run('  - {id: forks, kind: command, run: [node, forks.cjs]}\n', await policyFile('', ', max_processes: 40, memory_mb: 4096'))
+    expect(out.code, out.stderr).to.equal(0)
+    const result = await command(out.result.run_id)
+    const match = /started (\d+) then (\w+)/.exec(result.stdout.head)
+    expect(match, result.stdout.head + result.stderr.head).to.not.equal(null)
+    expect(Number(match![1])).to.be.below(40)
+    expect(match![2]).to.equal('EAGAIN')
+  })
+
+  it('limits the size of a file a command writes', async () => {
+    const out = await run("  - {id: big, kind: command, run: [bash, -c, 'head -c 3000000 /dev/zero > big.bin; echo status $?']}\n", await policyFile('', ', max_file_bytes: 1000000'))
+    expect(out.code, out.stderr).to.equal(0)
+    expect((await command(out.result.run_id)).stdout.head).to.match(/status [1-9]/)
+    expect((await readFile(path.join(repo, 'big.bin'))).length).to.equal(1000000)
+  })
+
+  it('refuses to run uncontained when the sandbox is required, and warns when auto falls back', async () => {
+    const marker = path.join(repo, 'ran')
+    const steps = `  - {id: touch, kind: command, run: [bash, -c, 'touch ${marker}']}\n`
+    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: ''})
+    expect(refused.code).to.equal(3)
+    expect(refused.result.error?.code).to.equal('E_POLICY_DENIED')
+    expect(refused.result.error?.message).to.contain('requires a sandbox')
+    expect(refused.result.error?.hint).to.contain('apt-get install bubblewrap')
+    expect(existsSync(marker)).to.equal(false)
+
+    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: ''})
+    expect(fallback.code, fallback.stderr).to.equal(0)
+    expect(fallback.stderr).to.contain('Warning: bubblewrap (bwrap) is not installed')
+    expect(existsSync(marker)).to.equal(true)
+    const result = await command(fallback.result.run_id)
+    expect(result.sandbox.contained).to.equal(false)
+    expect(result.sandbox.warning).to.contain('uncontained')
+  })
+
+  it('falls back with a warning when bwrap is there but cannot make its namespaces', async () => {
+    const fake = path.join(dir, 'bwrap')
+    await writeFile(fake, '#!/bin/sh\necho "bwrap: No permissions to create new namespace" >&2\nexit 1\n', {mode: 0o755})
+    const steps = "  - {id: say, kind: command, run: [bash, -c, 'echo ran']}\n"
+    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: fake})
+    expect(fallback.code, fallback.stderr).to.equal(0)
+    expect(fallback.stderr, fallback.stderr).to.contain('cannot create its namespaces here (bwrap: No permissions to create new namespace)')
+    expect((await command(fallback.result.run_id)).sandbox.contained).to.equal(false)
+    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: fake})
+    expect(refused.result.error?.code).to.equal('E_POLICY_DENIED')
+  })
+
+  it('keeps even an explicitly allowed node --import data: from writing outside the repository', async () => {
+    const outside = `/var/tmp/pipe-import-escape-${process.pid}`
+    await writeFile(path.join(repo, 'a.js'), 'export {}\n')
+    const code = `import {writeFileSync} from 'node:fs'; try { writeFileSync('${outside}', 'x'); console.log('wrote') } catch (e) { console.log(e.code) }`
+    const out = await run(`  - {id: imp, kind: command, run: [node, --import, ${JSON.stringify(`data:text/javascript,${encodeURIComponent(code)}`)}, a.js]}\n`, await policyFile('', '').then(async (f) => {
+      await writeFile(f, (await readFile(f, 'utf8')).replace('  - [node, "{path}"]\n', '  - [node, "..."]\n'))
+      return f
+    }))
+    expect(out.code, out.stderr).to.equal(0)
+    expect((await command(out.result.run_id)).stdout.head).to.equal('EROFS\n')
+    expect(existsSync(outside)).to.equal(false)
+  })
+
+  it('denies node --check --import under the coding policy, allows node --check FILE, and keeps an inner --', async () => {
+    const coding = path.join(repoRoot, 'examples', 'coding')
+    const policy = path.join(coding, 'policy.yaml')
+    const escape = await pipe(['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', '--import', 'data:text/javascript,0', 'calc.js'], {cwd: repo})
+    expect(escape.code).to.equal(3)
+    const plain = await pipe(['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', 'calc.js'], {cwd: repo})
+    expect(plain.code, plain.stdout).to.equal(0)
+    const inner = await pipe(['policy', 'explain', '--policy', policy, '--json', '--', 'node', '--', 'x'], {cwd: repo})
+    expect(json<{subject: string[]}>(inner).subject, 'an inner -- is part of the argv').to.deep.equal(['node', '--', 'x'])
+  })
+})
