@@ -98,7 +98,9 @@ describe('failure outcomes end the run failed (CLI)', function () {
     git('init', '-q', '-b', 'main')
     git('add', '-A')
     git('commit', '-qm', 'init')
-    const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', path.join(coding, 'break.blocks'))
+    // Files a pipeline names must lie beside it: the pipeline and its blocks go together.
+    await cp(path.join(coding, 'break.blocks'), path.join(dir, 'break.blocks'))
+    const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', 'break.blocks')
     const p = await file('break.yaml', broken)
     const r = await pipe(['run', p, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo, env: {PIPE_HOME: home}})
     expect(r.code, r.stderr).to.equal(1)
