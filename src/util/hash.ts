@@ -13,22 +13,41 @@ export function canonicalJson(value: unknown): string {
   return canon(value) ?? 'null'
 }
 
+/** Object keys quoted once: records repeat the same few hundred keys. */
+const quotedKeys = new Map<string, string>()
+
 function canon(value: unknown): string | undefined {
-  if (value !== null && typeof value === 'object' && typeof (value as {toJSON?: unknown}).toJSON === 'function') value = (value as {toJSON: () => unknown}).toJSON()
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) as string | undefined
+  switch (typeof value) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+      return JSON.stringify(value)
+    case 'object':
+      break
+    default:
+      return undefined
+  }
+  if (value === null) return 'null'
+  if (typeof (value as {toJSON?: unknown}).toJSON === 'function') return canon((value as {toJSON: () => unknown}).toJSON())
   if (Array.isArray(value)) {
-    let out = '['
-    for (let i = 0; i < value.length; i++) out += `${i ? ',' : ''}${canon(value[i]) ?? 'null'}`
+    if (value.length === 0) return '[]'
+    let out = `[${canon(value[0]) ?? 'null'}`
+    for (let i = 1; i < value.length; i++) out += `,${canon(value[i]) ?? 'null'}`
     return `${out}]`
   }
   const object = value as Record<string, unknown>
+  const keys = Object.keys(object)
+  if (keys.length > 1) keys.sort()
   let out = '{'
-  let first = true
-  for (const key of Object.keys(object).sort()) {
+  for (const key of keys) {
     const text = canon(object[key])
     if (text === undefined) continue
-    out += `${first ? '' : ','}${JSON.stringify(key)}:${text}`
-    first = false
+    let quoted = quotedKeys.get(key)
+    if (quoted === undefined) {
+      quoted = `${JSON.stringify(key)}:`
+      if (quotedKeys.size < 10000) quotedKeys.set(key, quoted)
+    }
+    out += out.length === 1 ? quoted + text : `,${quoted}${text}`
   }
   return `${out}}`
 }
