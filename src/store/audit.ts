@@ -244,7 +244,8 @@ export class Auditor {
     const file = kind === 'spec' ? this.store.specFile(id) : this.store.evidenceFile(id)
     const first = !this.files.has(id)
     const actual = this.fileOf(id, file)
-    if (first) kind === 'spec' ? this.report.specs++ : this.report.evidence++
+    if (first && kind === 'spec') this.report.specs++
+    else if (first) this.report.evidence++
     const expected = snapshot.meta?.binds?.[id]
     if (actual !== null && expected === actual) return
     // Name the field that changed, if the file says which.

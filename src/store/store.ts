@@ -216,7 +216,7 @@ export class Store {
     const {head: _h, seal: _s, ...state} = db.data
     assertValid('run', state, 'run record')
     const line = await this.appendLine(runId, {...event, run_state: runStateHash(state)})
-    db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...(await this.snapshotHead(runId))}}) as RunRecord
+    db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...(await this.snapshotHead(runId))}})
     await db.write()
     return db.data
   }

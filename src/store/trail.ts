@@ -61,7 +61,7 @@ export async function appendChained<T extends object>(file: string, line: T): Pr
   } finally {
     await handle.close()
   }
-  return sealed as T & ChainedLine
+  return sealed
 }
 
 export interface ChainFinding {
