@@ -448,6 +448,8 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     /** Prepares a fresh directory; returns the command to kill and the run it concerns (if known before). */
     setup(cwd: string): Promise<{args: string[]; runId?: string}>
     final: string
+    /** The exit code of the command when it is not killed. */
+    code: number
     /** Drives a killed run to its end. */
     finish(cwd: string, runId: string): Promise<void>
   }
@@ -473,12 +475,14 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         return {args: ['run', 'failing.yaml']}
       },
       final: 'failed',
+      code: 3,
       finish: resumeTo,
     },
     {
       name: 'a run cancelled by its review (--decision drop)',
       setup: async () => ({args: ['run', defaultPipeline, '--input', sentence, '--answers', answers, '--decision', 'drop']}),
       final: 'cancelled',
+      code: 5,
       finish: async (cwd, runId) => {
         const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
         if (shown.status === 'awaiting_input') await pipe(['review', runId, '--decision', 'drop'], {cwd})
@@ -492,6 +496,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         return {args: ['cancel', run.run_id, '--reason', 'superseded'], runId: run.run_id}
       },
       final: 'cancelled',
+      code: 0,
       finish: async (cwd, runId) => {
         const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
         if (shown.status !== 'cancelled') expect((await pipe(['cancel', runId, '--reason', 'superseded'], {cwd})).code).to.equal(0)
@@ -519,6 +524,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         return {args: ['review', run.run_id, '--decision', 'go'], runId: run.run_id}
       },
       final: 'blocked',
+      code: 6,
       finish: resumeTo,
     },
   ]
@@ -528,7 +534,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       const baseDir = await fresh(`${scenario.final}-baseline-${scenarios.indexOf(scenario)}`)
       const {args} = await scenario.setup(baseDir)
       const {points, result} = await tracePoints(baseDir, args)
-      expect(result.code, result.stderr).to.not.equal(0)
+      expect(result.code, result.stderr).to.equal(scenario.code)
       const from = points.indexOf('run-created#1')
       const chosen = spread(points.slice(Math.max(from, 0)), 12)
       for (const [i, point] of chosen.entries()) {
