@@ -107,6 +107,22 @@ describe('store', () => {
     expect(lines[1]!.prev).to.equal(lines[0]!.hash)
   })
 
+  it('chains every run created in the run index, going on past a line torn by a crash', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const at = now.toISOString()
+    const draft = {feature_id: 'F-2026-001', status: 'pending' as const, pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none' as const, ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}
+    const first = await store.createRun(draft, now, {at, event: 'created'})
+    await appendFile(store.runIndexFile, '{"run_id": "R-2026')
+    const second = await store.createRun(draft, now, {at, event: 'created'})
+    const {readChain} = await import('../../src/store/trail.js')
+    const chain = readChain(await readFile(store.runIndexFile, 'utf8'), undefined)
+    expect(chain.problems).to.deep.equal([])
+    expect(chain.torn).to.equal(false)
+    expect(chain.lines.map((l) => l.run_id)).to.deep.equal([first.run_id, second.run_id])
+    expect(chain.lines[1]!.prev).to.equal(chain.lines[0]!.hash)
+    expect((await readdir(store.runsDir)).sort()).to.deep.equal([first.run_id, second.run_id].sort())
+  })
+
   it('rejects malformed ids before touching the file system', async () => {
     const store = await Store.open(path.join(dir, 's'))
     await expectPipeError(store.readRun('../../etc/passwd'), 'E_INVALID_ARGS')
