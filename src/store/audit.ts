@@ -187,12 +187,16 @@ export class Auditor {
           return false
         }
       })()
-      if (indexed.has(staged.runId) && !exists) {
-        renameSync(from, to)
-        this.report.cleaned.push({record: staged.runId, file: to, field: '(file)', message: `finished creating the run (process ${staged.pid} was killed after indexing it)`})
-      } else {
-        rmSync(from, {recursive: true, force: true})
-        this.report.cleaned.push({record: staged.runId, file: from, field: '(file)', message: `removed a run creation that process ${staged.pid} abandoned (it never became a run)`})
+      try {
+        if (indexed.has(staged.runId) && !exists) {
+          renameSync(from, to)
+          this.report.cleaned.push({record: staged.runId, file: to, field: '(file)', message: `finished creating the run (process ${staged.pid} was killed after indexing it)`})
+        } else {
+          rmSync(from, {recursive: true})
+          this.report.cleaned.push({record: staged.runId, file: from, field: '(file)', message: `removed a run creation that process ${staged.pid} abandoned (it never became a run)`})
+        }
+      } catch {
+        // Another audit verify tidied it first.
       }
     }
   }
