@@ -29,6 +29,7 @@ async function oneRun(store, i) {
   const run = await store.createRun(
     {feature_id: 'F-2026-001', status: 'succeeded', pipeline: {path: '/bench.yaml', name: 'bench', hash: `sha256:${'0'.repeat(64)}`}, policy_version: `sha256:${'0'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'text', ref: 'text://bench', text: 'x'}, created_at: at, updated_at: at, owner: {pid: 1, host: 'bench', user: 'bench'}, spec_version: null},
     now,
+    {at, event: 'created', to: 'succeeded', reason: 'bench'},
   )
   let prev = null
   for (let seq = 1; seq <= 3; seq++) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // pipe's benchmarks. Prints medians (and ratios) as a table; never part of npm test.
 //   npm run bench                 all of them
-//   npm run bench -- startup run  only some (startup, run, steps, writes, show)
+//   npm run bench -- startup run  only some (startup, run, steps, writes, show, audit)
+//   BENCH_AUDIT_RUNS=1000 npm run bench -- audit   the audit figure over more real runs (default 200)
 import {spawnSync} from 'node:child_process'
 import {mkdtempSync, rmSync, writeFileSync, mkdirSync} from 'node:fs'
 import os from 'node:os'
@@ -117,6 +118,40 @@ if (want('writes') || want('show')) {
     }
   }
   for (const size of sizes) rmSync(stores[size].dir, {recursive: true, force: true})
+}
+
+if (want('audit')) {
+  // Real runs of the default pipeline (11 snapshots, 5 spec versions, 9 evidence records, a ledger
+  // entry each), then the CPU time of a whole-store audit verify, measured inside the process
+  // (process.cpuUsage around the check, start-up excluded) and divided by the number of runs.
+  const count = Number(process.env.BENCH_AUDIT_RUNS ?? 200)
+  const cwd = tmp('pipe-bench-audit-')
+  console.error(`audit verify: running the default pipeline ${count} times...`)
+  const args = [bin, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/one-sentence.txt'), '--answers', path.join(root, 'examples/one-sentence.answers.yaml'), '--decision', 'go']
+  for (let i = 0; i < count; i++) timeProcess(args, {cwd})
+  const script = `
+    const {Store} = await import(${JSON.stringify(path.join(root, 'dist/store/store.js'))})
+    const {auditStore} = await import(${JSON.stringify(path.join(root, 'dist/store/audit.js'))})
+    const store = await Store.existing(${JSON.stringify(path.join(cwd, '.pipe'))})
+    let report = await auditStore(store)
+    const cpu = []
+    for (let i = 0; i < 5; i++) {
+      const before = process.cpuUsage()
+      report = await auditStore(store)
+      const used = process.cpuUsage(before)
+      cpu.push((used.user + used.system) / 1000)
+    }
+    cpu.sort((a, b) => a - b)
+    console.log(JSON.stringify({ok: report.ok, runs: report.runs, cpu_ms: cpu[2]}))
+  `
+  const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {env, encoding: 'utf8'})
+  if (result.status !== 0) throw new Error(result.stderr)
+  const measured = JSON.parse(result.stdout.trim().split('\n').pop())
+  if (!measured.ok) throw new Error('the benchmark store does not verify')
+  row(`(e) audit verify CPU per run, ${measured.runs} real runs`, measured.cpu_ms / measured.runs, 'ms', '<= 1 ms', `whole store ${measured.cpu_ms.toFixed(0)} ms CPU`)
+  const whole = sample(3, () => timeProcess([bin, 'audit', 'verify'], {cwd}))
+  row(`(e) audit verify, whole process, ${measured.runs} runs`, whole, 'ms', '', 'wall time, start-up included')
+  rmSync(cwd, {recursive: true, force: true})
 }
 
 rmSync(env.PIPE_HOME, {recursive: true, force: true})

@@ -194,8 +194,8 @@ export class Engine {
         owner: {...selfIdentity(), user: this.user},
       },
       now,
+      {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user},
     )
-    await store.appendEvent(record.run_id, {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user})
     await this.deps.hook?.('run-created')
     return this.drive(record.run_id, options, 'started')
   }
@@ -233,13 +233,20 @@ export class Engine {
     if (options.answers || options.review) {
       // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
       const answers = options.answers ? answersForPending(options.answers, record.pending) : undefined
-      await store.updateRun(runId, (r) => {
-        if (answers) r.answers = {...(r.answers ?? {}), ...answers}
-        if (options.review) r.review = {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}
-        r.updated_at = at
-      })
-      if (options.answers) await store.appendEvent(runId, {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: this.user})
-      if (options.review) await store.appendEvent(runId, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
+      // One record change per timeline line, so each line binds the state it left.
+      if (options.answers && answers) {
+        await store.updateRun(runId, (r) => {
+          r.answers = {...(r.answers ?? {}), ...answers}
+          r.updated_at = at
+        }, {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: this.user})
+      }
+      if (options.review) {
+        const review = {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}
+        await store.updateRun(runId, (r) => {
+          r.review = review
+          r.updated_at = at
+        }, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
+      }
     }
   }
 
@@ -280,8 +287,7 @@ export class Engine {
         delete r.status_reason
       }
       change?.(r)
-    })
-    await this.deps.store.appendEvent(runId, {at, event, from, to, ...extra})
+    }, {at, event, from, to, ...extra})
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
     return record
   }

@@ -1,16 +1,36 @@
 /**
- * pipe audit verify: recompute every hash and link of the stored trail and name each record that
- * was changed after the fact, with its file and field.
+ * pipe audit verify: recompute every seal and link of the stored trail and name each record that
+ * was changed, removed, reordered or re-sealed after the fact, with its file and field.
+ *
+ * What anchors what (see store.ts): the run index chains every run and binds the facts fixed at its
+ * creation and its feature's file; a run's timeline chains its lines, and each line binds the run
+ * record's state; the run record seals the head (timeline length and last hash, last snapshot seq
+ * and hash); snapshots chain to each other and bind the files of the spec versions and evidence they
+ * name; the ledger log chains every ledger write. So an edit shows at its own seal, and an edit
+ * re-sealed with pipe's own functions shows at the next link; only a rewrite of everything after it
+ * goes unseen, which keyed mode (PIPE_AUDIT_KEY) prevents and the printed head digest, anchored
+ * elsewhere, reveals.
+ *
+ * Before checking, leftovers of crashes are tidied and reported as cleaned, never as damage: temp
+ * files whose writer is gone, and run folders whose creation a crash interrupted.
+ *
+ * Reads are synchronous on purpose: a whole-store check reads thousands of small files one after
+ * another, and the promise-based reads cost several times the CPU of the reads themselves.
  */
-import {readdir, readFile} from 'node:fs/promises'
+import {closeSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync} from 'node:fs'
 import path from 'node:path'
 import {check} from '../schema/registry.js'
 import type {Evidence} from '../types/evidence.js'
+import type {LedgerEntry} from '../types/ledger.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {verifyEvidence, verifySnapshot, verifySpec, type IntegrityProblem} from './integrity.js'
+import {hashJson} from '../util/hash.js'
+import {processAlive} from '../util/lock.js'
+import {auditKey, checkRecord, fileHash, runCreationHash, runStateHash, sealMessage, verifyEvidence, verifySnapshot, verifySpec, type IntegrityProblem, type SealCheck} from './integrity.js'
+import {ID_PATTERNS} from './ids.js'
 import type {Store} from './store.js'
+import {readChain, stagedRun, tempWriter, type ChainedLine} from './trail.js'
 
 export interface AuditFinding {
   record: string
@@ -21,180 +41,493 @@ export interface AuditFinding {
 
 export interface AuditReport {
   ok: boolean
+  /** Whether seals were checked with PIPE_AUDIT_KEY. */
+  keyed: boolean
   runs: number
   snapshots: number
   specs: number
   evidence: number
+  events: number
+  features: number
+  ledger: number
+  /** Keyed seals that could not be checked because PIPE_AUDIT_KEY is not set: not a pass. */
+  unverifiable: number
   problems: AuditFinding[]
   /** Not damage, but worth knowing: an unfinished commit, records an interrupted step left unused. */
   notes: AuditFinding[]
+  /** Leftovers of crashes that were tidied: temp files, interrupted run creations. */
+  cleaned: AuditFinding[]
+  /** A digest over every run's seal, the run index, the ledger and the features (whole store only), to anchor elsewhere. */
+  head: string | null
 }
 
-type Parsed<T> = {ok: true; value: T} | {ok: false; message: string}
+/** Statuses in which no step can be in flight: the run record was sealed after its last snapshot. */
+const SETTLED = new Set(['succeeded', 'failed', 'blocked', 'cancelled', 'awaiting_input'])
 
-async function parseFile<T>(file: string): Promise<Parsed<T>> {
-  let text: string
+type Parsed<T> = {ok: true; value: T; bytes: Buffer} | {ok: false; message: string}
+
+/** One buffer for every read: records are small, and readFileSync's fstat and allocation per file add up over a store. */
+const scratch = Buffer.allocUnsafe(1 << 16)
+
+function readBytes(file: string): Buffer | string {
+  let fd: number
   try {
-    text = await readFile(file, 'utf8')
+    fd = openSync(file, 'r')
   } catch (error) {
-    return {ok: false, message: (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`}
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`
   }
   try {
-    return {ok: true, value: JSON.parse(text) as T}
+    const n = readSync(fd, scratch, 0, scratch.length, 0)
+    return n < scratch.length ? Buffer.from(scratch.subarray(0, n)) : readFileSync(fd)
+  } catch (error) {
+    return `cannot read (${String(error)})`
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function parseBytes<T>(bytes: Buffer | string): Parsed<T> {
+  if (typeof bytes === 'string') return {ok: false, message: bytes}
+  try {
+    return {ok: true, value: JSON.parse(bytes.toString('utf8')) as T, bytes}
   } catch (error) {
     return {ok: false, message: `not valid JSON (${(error as Error).message})`}
   }
 }
 
-function schemaFindings(schema: 'run' | 'snapshot' | 'spec' | 'evidence', value: unknown, record: string, file: string): AuditFinding[] {
+function parseFile<T>(file: string): Parsed<T> {
+  return parseBytes<T>(readBytes(file))
+}
+
+function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+  } catch {
+    return []
+  }
+}
+
+function schemaFindings(schema: 'run' | 'snapshot' | 'spec' | 'evidence' | 'ledger', value: unknown, record: string, file: string): AuditFinding[] {
   const result = check(schema, value)
   return result.errors.map((e) => ({record, file, field: e.instancePath.slice(1).replace(/\//g, '.') || '(record)', message: `does not match the ${schema} schema: ${e.message ?? e.keyword}`}))
 }
 
-function integrityFindings(problems: IntegrityProblem[], record: string, file: string): AuditFinding[] {
-  return problems.map((p) => ({record, file, field: p.field, message: p.message}))
-}
-
 export class Auditor {
-  private readonly specsSeen = new Map<string, boolean>()
-  private readonly evidenceSeen = new Map<string, boolean>()
-  readonly report: AuditReport = {ok: true, runs: 0, snapshots: 0, specs: 0, evidence: 0, problems: [], notes: []}
+  /** Spec versions and evidence already checked, with the sha256 of their file (null: unreadable). */
+  private readonly files = new Map<string, string | null>()
+  private readonly fullyChecked = new Set<string>()
+  /** '' when no key is set, so that the seal functions do not look the environment up again per record. */
+  readonly key = auditKey() ?? ''
+  readonly report: AuditReport = {ok: true, keyed: false, runs: 0, snapshots: 0, specs: 0, evidence: 0, events: 0, features: 0, ledger: 0, unverifiable: 0, problems: [], notes: [], cleaned: [], head: null}
+  /** run id -> the run's seal, for the head digest. */
+  readonly runSeals = new Map<string, string | null>()
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Store) {
+    this.report.keyed = this.key !== ''
+  }
 
-  private problem(finding: AuditFinding): void {
+  problem(finding: AuditFinding): void {
     this.report.problems.push(finding)
     this.report.ok = false
   }
 
-  async spec(version: string, referencedBy: string): Promise<CanonicalSpec | null> {
-    if (this.specsSeen.has(version)) return null
-    this.specsSeen.set(version, true)
-    this.report.specs++
+  /** Reports a failed seal check; a keyed seal without the key is counted, not reported one by one. */
+  seal(result: SealCheck, record: string, file: string, field: string): void {
+    if (result === 'ok') return
+    if (result === 'no-key') {
+      this.report.unverifiable++
+      return
+    }
+    this.problem({record, file, field, message: sealMessage(result)})
+  }
+
+  private integrity(problems: IntegrityProblem[], record: string, file: string): void {
+    for (const p of problems) {
+      if (p.message.startsWith('sealed with an audit key')) this.report.unverifiable++
+      else this.problem({record, file, field: p.field, message: p.message})
+    }
+  }
+
+  /** Removes a temp file whose writer is gone; one being written right now is left alone. */
+  tidyTemp(dir: string, name: string): boolean {
+    const pid = tempWriter(name)
+    if (pid === null) return false
+    if (pid !== process.pid && !processAlive(pid)) {
+      const file = path.join(dir, name)
+      try {
+        unlinkSync(file)
+        this.report.cleaned.push({record: name, file, field: '(file)', message: `removed a temporary file left by process ${pid}, which is gone`})
+      } catch {
+        // Gone already.
+      }
+    }
+    return true
+  }
+
+  tidyDir(dir: string): void {
+    for (const name of listDir(dir)) this.tidyTemp(dir, name)
+  }
+
+  /**
+   * A run folder a crash left half-made: before it was indexed it is removed; after, it is complete
+   * and is renamed into place. A folder whose creator is alive is left alone.
+   */
+  tidyStagedRuns(indexed: Set<string>): void {
+    for (const name of listDir(this.store.runsDir)) {
+      if (this.tidyTemp(this.store.runsDir, name)) continue
+      const staged = stagedRun(name)
+      if (!staged || processAlive(staged.pid)) continue
+      const from = path.join(this.store.runsDir, name)
+      const to = path.join(this.store.runsDir, staged.runId)
+      const exists = (() => {
+        try {
+          statSync(to)
+          return true
+        } catch {
+          return false
+        }
+      })()
+      try {
+        if (indexed.has(staged.runId) && !exists) {
+          renameSync(from, to)
+          this.report.cleaned.push({record: staged.runId, file: to, field: '(file)', message: `finished creating the run (process ${staged.pid} was killed after indexing it)`})
+        } else {
+          rmSync(from, {recursive: true})
+          this.report.cleaned.push({record: staged.runId, file: from, field: '(file)', message: `removed a run creation that process ${staged.pid} abandoned (it never became a run)`})
+        }
+      } catch {
+        // Another audit verify tidied it first.
+      }
+    }
+  }
+
+  /** The sha256 of a spec or evidence file, read once. */
+  private fileOf(id: string, file: string): string | null {
+    if (!this.files.has(id)) {
+      const bytes = readBytes(file)
+      this.files.set(id, typeof bytes === 'string' ? null : fileHash(bytes))
+    }
+    return this.files.get(id)!
+  }
+
+  /** Checks a spec version fully: parse, content hash, schema, name. */
+  spec(version: string, referencedBy: string): CanonicalSpec | null {
+    if (this.fullyChecked.has(version)) return null
+    this.fullyChecked.add(version)
     const file = this.store.specFile(version)
-    const parsed = await parseFile<CanonicalSpec>(file)
+    const parsed = parseFile<CanonicalSpec>(file)
     if (!parsed.ok) {
       this.problem({record: version, file, field: '(file)', message: `${parsed.message}${referencedBy ? ` (referenced by ${referencedBy})` : ''}`})
       return null
     }
-    for (const f of integrityFindings(verifySpec(parsed.value), version, file)) this.problem(f)
+    this.integrity(verifySpec(parsed.value), version, file)
     for (const f of schemaFindings('spec', parsed.value, version, file)) this.problem(f)
     if (parsed.value.meta?.spec_version !== version) this.problem({record: version, file, field: 'meta.spec_version', message: `names ${String(parsed.value.meta?.spec_version)}, not the file's version`})
     return parsed.value
   }
 
-  async evidence(id: string, referencedBy: string): Promise<void> {
-    if (this.evidenceSeen.has(id)) return
-    this.evidenceSeen.set(id, true)
-    this.report.evidence++
+  evidence(id: string, referencedBy: string): void {
+    if (this.fullyChecked.has(id)) return
+    this.fullyChecked.add(id)
     const file = this.store.evidenceFile(id)
-    const parsed = await parseFile<Evidence>(file)
+    const parsed = parseFile<Evidence>(file)
     if (!parsed.ok) {
       this.problem({record: id, file, field: '(file)', message: `${parsed.message}${referencedBy ? ` (referenced by ${referencedBy})` : ''}`})
       return
     }
-    for (const f of integrityFindings(verifyEvidence(parsed.value), id, file)) this.problem(f)
+    this.integrity(verifyEvidence(parsed.value), id, file)
     for (const f of schemaFindings('evidence', parsed.value, id, file)) this.problem(f)
     if (parsed.value.evidence_id !== id) this.problem({record: id, file, field: 'evidence_id', message: `names ${parsed.value.evidence_id}, not the file's id`})
   }
 
-  async run(runId: string): Promise<Snapshot[]> {
+  /**
+   * A spec version or evidence record a snapshot names: when its file is byte for byte the one the
+   * snapshot bound, it is exactly what pipe wrote (and checked) and needs no further work.
+   */
+  private bound(id: string, kind: 'spec' | 'evidence', snapshot: Snapshot, record: string, snapshotFile: string): void {
+    const file = kind === 'spec' ? this.store.specFile(id) : this.store.evidenceFile(id)
+    const first = !this.files.has(id)
+    const actual = this.fileOf(id, file)
+    if (first && kind === 'spec') this.report.specs++
+    else if (first) this.report.evidence++
+    const expected = snapshot.meta?.binds?.[id]
+    if (actual !== null && expected === actual) return
+    // Name the field that changed, if the file says which.
+    if (kind === 'spec') this.spec(id, record)
+    else this.evidence(id, record)
+    if (expected === undefined) this.problem({record, file: snapshotFile, field: 'meta.binds', message: `does not bind ${id}, which the snapshot names`})
+    else if (actual !== null) this.problem({record: id, file, field: '(file)', message: `is not the file snapshot ${record} bound (changed or re-sealed after the fact)`})
+  }
+
+  run(runId: string, indexLine: ChainedLine | undefined): Snapshot[] {
     this.report.runs++
     const dir = this.store.runDir(runId)
+    const names = listDir(dir)
+    for (const name of names) this.tidyTemp(dir, name)
     const runFile = path.join(dir, 'run.json')
-    const run = await parseFile<RunRecord>(runFile)
-    if (!run.ok) this.problem({record: runId, file: runFile, field: '(file)', message: run.message})
-    else for (const f of schemaFindings('run', run.value, runId, runFile)) this.problem(f)
-
-    const eventsFile = path.join(dir, 'events.jsonl')
-    const lines = (await readFile(eventsFile, 'utf8').catch(() => '')).split('\n')
-    lines.forEach((line, i) => {
-      if (!line.trim()) return
-      try {
-        JSON.parse(line)
-      } catch {
-        const last = lines.slice(i + 1).every((l) => !l.trim())
-        const finding = {record: runId, file: eventsFile, field: `line ${i + 1}`, message: last ? 'torn last line (a crash while appending); earlier lines are intact' : 'not valid JSON'}
-        if (last) this.report.notes.push(finding)
-        else this.problem(finding)
+    const parsed = parseFile<RunRecord>(runFile)
+    let run: RunRecord | null = null
+    if (!parsed.ok) {
+      this.problem({record: runId, file: runFile, field: '(file)', message: parsed.message})
+      this.runSeals.set(runId, null)
+    } else {
+      run = parsed.value
+      this.runSeals.set(runId, typeof run.seal === 'string' ? run.seal : null)
+      for (const f of schemaFindings('run', run, runId, runFile)) this.problem(f)
+      if (run.run_id !== runId) this.problem({record: runId, file: runFile, field: 'run_id', message: `names ${run.run_id}, not the folder's run`})
+      if (run.seal === undefined) this.problem({record: runId, file: runFile, field: 'seal', message: 'the run record is not sealed'})
+      else this.seal(checkRecord(run, this.key), runId, runFile, 'seal')
+      if (indexLine && indexLine.created_hash !== runCreationHash(run as unknown as Record<string, unknown>)) {
+        this.problem({record: runId, file: runFile, field: '(created)', message: 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index'})
       }
-    })
-    if (await this.store.readJournal(runId).catch(() => null)) {
+    }
+    const head = run?.head
+
+    // The timeline.
+    const eventsFile = path.join(dir, 'events.jsonl')
+    const text = readBytes(eventsFile)
+    const chain = readChain(typeof text === 'string' ? '' : text.toString('utf8'), this.key)
+    this.report.events += chain.lines.length
+    for (const p of chain.problems) {
+      if (p.check) this.seal(p.check, runId, eventsFile, `line ${p.line}`)
+      else this.problem({record: runId, file: eventsFile, field: `line ${p.line}`, message: p.message})
+    }
+    if (chain.torn) this.report.notes.push({record: runId, file: eventsFile, field: `line ${chain.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
+    if (head && run) {
+      const anchored = chain.lines[head.events - 1]
+      if (chain.lines.length < head.events) {
+        this.problem({record: runId, file: eventsFile, field: `line ${chain.lines.length + 1}`, message: `the timeline has ${chain.lines.length} line(s), the run record's head names ${head.events} (lines were removed)`})
+      } else if (head.events > 0 && anchored?.hash !== head.event_hash) {
+        this.problem({record: runId, file: eventsFile, field: `line ${head.events}`, message: "is not the line the run record's head names (rewritten or re-sealed)"})
+      } else if (anchored && anchored.run_state !== runStateHash(run as unknown as Record<string, unknown>)) {
+        this.problem({record: runId, file: runFile, field: '(state)', message: `the run record is not the state its timeline line ${head.events} recorded (status, owner, answers or decisions changed)`})
+      }
+      if (chain.lines.length > head.events) {
+        this.report.notes.push({record: runId, file: eventsFile, field: `line ${head.events + 1}`, message: 'a change to the run record was interrupted (the timeline is ahead of the record); the next change completes it'})
+      }
+    }
+    if (names.includes('journal.json')) {
       this.report.notes.push({record: runId, file: this.store.journalFile(runId), field: '(file)', message: 'a step commit was interrupted; pipe resume finishes it'})
     }
 
+    // Snapshots.
     const snapshotDir = path.join(dir, 'snapshots')
-    const names = (await readdir(snapshotDir).catch(() => [] as string[])).filter((n) => !n.startsWith('.')).sort()
+    const files = listDir(snapshotDir)
+      .filter((n) => !this.tidyTemp(snapshotDir, n))
+      .sort()
+    if (!names.includes('snapshots') && (head?.seq ?? 0) > 0) this.problem({record: runId, file: snapshotDir, field: '(folder)', message: 'the snapshots folder is missing'})
     const snapshots: Snapshot[] = []
-    let expectedPrev: string | null | undefined
-    if (run.ok && run.value.replay_of) {
-      const origin = await parseFile<Snapshot>(this.store.snapshotFile(run.value.replay_of.run_id, run.value.replay_of.seq - 1)).catch(() => null)
-      expectedPrev = run.value.replay_of.seq > 1 && origin?.ok ? origin.value.meta.record_hash : null
-    } else expectedPrev = null
+    let expectedPrev: string | null | undefined = null
+    if (run?.replay_of) {
+      const origin = run.replay_of.seq > 1 ? parseFile<Snapshot>(this.store.snapshotFile(run.replay_of.run_id, run.replay_of.seq - 1)) : null
+      expectedPrev = origin === null ? null : origin.ok ? origin.value.meta.record_hash : undefined
+    }
     let expectedSeq = 1
-    for (const name of names) {
+    let headSeen = false
+    for (const name of files) {
       const file = path.join(snapshotDir, name)
-      const seq = /^(\d{6,})\.json$/.exec(name)?.[1]
-      if (!seq) {
+      const seqText = /^(\d{6,})\.json$/.exec(name)?.[1]
+      if (!seqText) {
         this.problem({record: `${runId}/${name}`, file, field: '(file)', message: 'not a snapshot file name'})
         continue
       }
-      const record = `${runId}#${Number(seq)}`
-      while (expectedSeq < Number(seq)) {
+      const seq = Number(seqText)
+      const record = `${runId}#${seq}`
+      while (expectedSeq < seq) {
         this.problem({record: `${runId}#${expectedSeq}`, file: this.store.snapshotFile(runId, expectedSeq), field: '(file)', message: 'snapshot is missing (a gap in seq)'})
         expectedSeq++
         expectedPrev = undefined
       }
-      expectedSeq = Number(seq) + 1
+      expectedSeq = seq + 1
       this.report.snapshots++
-      const parsed = await parseFile<Snapshot>(file)
-      if (!parsed.ok) {
-        this.problem({record, file, field: '(file)', message: parsed.message})
+      const parsedSnapshot = parseFile<Snapshot>(file)
+      if (!parsedSnapshot.ok) {
+        this.problem({record, file, field: '(file)', message: parsedSnapshot.message})
         expectedPrev = undefined
         continue
       }
-      const s = parsed.value
+      const s = parsedSnapshot.value
       snapshots.push(s)
-      for (const f of integrityFindings(verifySnapshot(s), record, file)) this.problem(f)
-      for (const f of schemaFindings('snapshot', s, record, file)) this.problem(f)
+      const damage = verifySnapshot(s, this.key)
+      this.integrity(damage, record, file)
+      // A snapshot whose seal holds is what pipe sealed, and pipe validates every record before sealing it.
+      if (damage.length > 0) for (const f of schemaFindings('snapshot', s, record, file)) this.problem(f)
       if (s.run_id !== runId) this.problem({record, file, field: 'run_id', message: `names run ${s.run_id}`})
-      if (s.step?.seq !== Number(seq)) this.problem({record, file, field: 'step.seq', message: `is ${s.step?.seq}, but the file is seq ${Number(seq)}`})
+      if (s.step?.seq !== seq) this.problem({record, file, field: 'step.seq', message: `is ${s.step?.seq}, but the file is seq ${seq}`})
       if (expectedPrev !== undefined && s.meta?.prev_hash !== expectedPrev) {
         this.problem({record, file, field: 'meta.prev_hash', message: 'does not match the record hash of the snapshot before it (the chain is broken)'})
       }
       expectedPrev = s.meta?.record_hash
-      for (const version of [s.spec_version_in, s.spec_version_out]) if (version) await this.spec(version, record)
-      for (const link of s.evidence_links ?? []) await this.evidence(link.evidence_id, record)
+      if (head && seq === head.seq) {
+        headSeen = true
+        if (s.meta?.record_hash !== head.snapshot_hash) this.problem({record, file, field: 'meta.record_hash', message: "is not the snapshot the run record's head names (rewritten or re-sealed)"})
+      }
+      if (head && run && seq > head.seq && SETTLED.has(run.status)) {
+        this.problem({record, file, field: '(file)', message: `was written after the run record was sealed, yet the run is ${run.status} (added after the fact)`})
+      }
+      for (const version of [s.spec_version_in, s.spec_version_out]) if (version && ID_PATTERNS.spec.test(version)) this.bound(version, 'spec', s, record, file)
+      for (const link of s.evidence_links ?? []) if (ID_PATTERNS.evidence.test(link.evidence_id)) this.bound(link.evidence_id, 'evidence', s, record, file)
+    }
+    if (head && head.seq > 0 && !headSeen) {
+      const last = snapshots.at(-1)?.step?.seq ?? 0
+      this.problem({record: `${runId}#${head.seq}`, file: this.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
     }
     return snapshots
   }
 
   /** Records no snapshot refers to: left by a step whose commit was never finished. */
-  async unreferenced(referencedSpecs: Set<string>, referencedEvidence: Set<string>): Promise<void> {
-    for (const version of await this.store.listSpecVersions()) {
-      if (referencedSpecs.has(version)) continue
-      const spec = await this.spec(version, '')
+  unreferenced(): void {
+    for (const name of listDir(this.store.specsDir)) {
+      if (this.tidyTemp(this.store.specsDir, name)) continue
+      const version = name.endsWith('.json') ? name.slice(0, -5) : ''
+      if (!ID_PATTERNS.spec.test(version) || this.files.has(version)) continue
+      this.report.specs++
+      const spec = this.spec(version, '')
       if (spec) this.report.notes.push({record: version, file: this.store.specFile(version), field: '(file)', message: `no snapshot refers to it (written by ${spec.meta.run_id} step ${spec.meta.created_by_step}, whose commit did not finish)`})
     }
-    for (const id of await this.store.listEvidenceIds()) {
-      if (referencedEvidence.has(id)) continue
-      await this.evidence(id, '')
+    for (const name of listDir(this.store.evidenceDir)) {
+      if (this.tidyTemp(this.store.evidenceDir, name)) continue
+      const id = name.endsWith('.json') ? name.slice(0, -5) : ''
+      if (!ID_PATTERNS.evidence.test(id) || this.files.has(id)) continue
+      this.report.evidence++
+      this.evidence(id, '')
       this.report.notes.push({record: id, file: this.store.evidenceFile(id), field: '(file)', message: 'no snapshot refers to it'})
     }
+  }
+
+  /** Feature records: sealed, present for every run that names one, and as the run index bound them. */
+  features(referenced: Map<string, string[]>, bound: Map<string, string>): Map<string, string | null> {
+    const seals = new Map<string, string | null>()
+    const present = new Set<string>()
+    for (const name of listDir(this.store.featuresDir)) {
+      if (this.tidyTemp(this.store.featuresDir, name)) continue
+      const id = name.endsWith('.json') ? name.slice(0, -5) : ''
+      if (!ID_PATTERNS.feature.test(id)) continue
+      present.add(id)
+      this.report.features++
+      const file = this.store.featureFile(id)
+      const bytes = readBytes(file)
+      const parsed = parseBytes<{feature_id?: string; seal?: string}>(bytes)
+      if (!parsed.ok) {
+        this.problem({record: id, file, field: '(file)', message: parsed.message})
+        continue
+      }
+      seals.set(id, parsed.value.seal ?? null)
+      if (parsed.value.seal === undefined) this.problem({record: id, file, field: 'seal', message: 'the feature record is not sealed'})
+      else this.seal(checkRecord(parsed.value, this.key), id, file, 'seal')
+      if (parsed.value.feature_id !== id) this.problem({record: id, file, field: 'feature_id', message: `names ${String(parsed.value.feature_id)}, not the file's feature`})
+      const expected = bound.get(id)
+      if (expected && expected !== fileHash(parsed.bytes)) this.problem({record: id, file, field: '(file)', message: 'is not the feature record the run index bound (changed or re-sealed after the fact)'})
+    }
+    for (const [id, runs] of referenced) {
+      if (!present.has(id)) this.problem({record: id, file: this.store.featureFile(id), field: '(file)', message: `feature record is missing (named by ${runs.join(', ')})`})
+    }
+    return seals
+  }
+
+  /** Ledger entries against the ledger log: each entry's seal is the last one the log recorded for its key. */
+  ledger(): {head: string | null; seals: Array<[string, string | null]>} {
+    const dir = path.join(this.store.root, 'ledger')
+    const logFile = path.join(this.store.auditDir, 'ledger.jsonl')
+    const text = readBytes(logFile)
+    const chain = readChain(typeof text === 'string' ? '' : text.toString('utf8'), this.key)
+    for (const p of chain.problems) {
+      if (p.check) this.seal(p.check, 'ledger log', logFile, `line ${p.line}`)
+      else this.problem({record: 'ledger log', file: logFile, field: `line ${p.line}`, message: p.message})
+    }
+    if (chain.torn) this.report.notes.push({record: 'ledger log', file: logFile, field: `line ${chain.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
+    const logged = new Map<string, string[]>()
+    for (const line of chain.lines) {
+      const key = String(line.key)
+      logged.set(key, [...(logged.get(key) ?? []), String(line.entry_seal)])
+    }
+    const seals: Array<[string, string | null]> = []
+    const present = new Set<string>()
+    for (const name of listDir(dir).sort()) {
+      if (this.tidyTemp(dir, name) || !name.endsWith('.json')) continue
+      const key = name.slice(0, -5)
+      present.add(key)
+      this.report.ledger++
+      const file = path.join(dir, name)
+      const parsed = parseFile<LedgerEntry | null>(file)
+      if (!parsed.ok || parsed.value === null) {
+        this.problem({record: key, file, field: '(file)', message: parsed.ok ? 'empty ledger entry' : parsed.message})
+        continue
+      }
+      const entry = parsed.value
+      seals.push([key, entry.seal ?? null])
+      for (const f of schemaFindings('ledger', entry, key, file)) this.problem(f)
+      if (entry.key !== key) this.problem({record: key, file, field: 'key', message: `names ${entry.key}, not the file's key`})
+      if (entry.seal === undefined) {
+        this.problem({record: key, file, field: 'seal', message: 'the ledger entry is not sealed'})
+        continue
+      }
+      this.seal(checkRecord(entry, this.key), key, file, 'seal')
+      const history = logged.get(key) ?? []
+      if (history.at(-1) === entry.seal) continue
+      if (history.length >= 2 && history.at(-2) === entry.seal) {
+        this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted (the log is one write ahead of the entry); the next publish of this key completes it'})
+      } else {
+        this.problem({record: key, file, field: 'seal', message: history.includes(entry.seal) ? 'is an earlier state of the entry than the ledger log records (rolled back)' : 'is not an entry the ledger log recorded (changed, re-sealed or the log was cut short)'})
+      }
+    }
+    for (const [key, history] of logged) {
+      if (present.has(key)) continue
+      const file = path.join(dir, `${key}.json`)
+      if (history.length === 1) this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted before the entry was first written'})
+      else this.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
+    }
+    return {head: chain.lines.at(-1)?.hash ?? null, seals}
   }
 }
 
 export async function auditStore(store: Store, runId?: string): Promise<AuditReport> {
   const auditor = new Auditor(store)
-  const ids = runId ? [runId] : await store.listRunIds()
-  const specs = new Set<string>()
-  const evidence = new Set<string>()
-  for (const id of ids) {
-    for (const s of await auditor.run(id)) {
-      for (const v of [s.spec_version_in, s.spec_version_out]) if (v) specs.add(v)
-      for (const l of s.evidence_links ?? []) evidence.add(l.evidence_id)
-    }
+  const indexFile = store.runIndexFile
+  const indexText = readBytes(indexFile)
+  const index = readChain(typeof indexText === 'string' ? '' : indexText.toString('utf8'), auditor.key)
+  const indexed = new Map<string, ChainedLine>()
+  for (const line of index.lines) if (typeof line.run_id === 'string') indexed.set(line.run_id, line)
+
+  if (runId) {
+    const line = indexed.get(runId)
+    if (!line) auditor.problem({record: runId, file: indexFile, field: '(index)', message: 'the run is not in the run index'})
+    auditor.run(runId, line)
+    return auditor.report
   }
-  if (!runId) await auditor.unreferenced(specs, evidence)
+
+  auditor.tidyStagedRuns(new Set(indexed.keys()))
+  for (const dir of [store.root, store.auditDir, store.idsDir]) auditor.tidyDir(dir)
+  for (const p of index.problems) {
+    if (p.check) auditor.seal(p.check, 'run index', indexFile, `line ${p.line}`)
+    else auditor.problem({record: 'run index', file: indexFile, field: `line ${p.line}`, message: p.message})
+  }
+  if (index.torn) auditor.report.notes.push({record: 'run index', file: indexFile, field: `line ${index.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
+
+  const ids = await store.listRunIds()
+  const present = new Set(ids)
+  const featureRuns = new Map<string, string[]>()
+  const featureBound = new Map<string, string>()
+  for (const id of [...ids].sort()) {
+    const line = indexed.get(id)
+    if (!line) auditor.problem({record: id, file: store.runDir(id), field: '(index)', message: 'the run is not in the run index (added after the fact, or the index was cut short)'})
+    auditor.run(id, line)
+  }
+  for (const [id, line] of indexed) {
+    const feature = String(line.feature_id)
+    featureRuns.set(feature, [...(featureRuns.get(feature) ?? []), id])
+    if (typeof line.feature_hash === 'string' && !featureBound.has(feature)) featureBound.set(feature, line.feature_hash)
+    if (!present.has(id)) auditor.problem({record: id, file: path.join(store.runsDir, id), field: '(folder)', message: 'the run folder is missing (the run index names it: deleted after the fact)'})
+  }
+  auditor.unreferenced()
+  const features = auditor.features(featureRuns, featureBound)
+  const ledger = auditor.ledger()
+  auditor.report.head = hashJson({
+    index: index.lines.at(-1)?.hash ?? null,
+    runs: [...auditor.runSeals].sort(([a], [b]) => (a < b ? -1 : 1)),
+    ledger: ledger.head,
+    ledger_entries: ledger.seals,
+    features: [...features].sort(([a], [b]) => (a < b ? -1 : 1)),
+  })
   return auditor.report
 }

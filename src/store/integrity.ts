@@ -3,11 +3,58 @@
  * and a hash of the whole (which covers the field hashes too), so a check can say which field was
  * changed after the fact, and an edit of the field hashes themselves is caught by the whole-record
  * hash.
+ *
+ * Seals that anchor the trail (a snapshot's record hash, each timeline line, the run record, the
+ * store's indexes, ledger entries, features) are keyed when PIPE_AUDIT_KEY is set: HMAC-SHA256 with
+ * that key, written `hmac-sha256:HEX`, so nobody without the key can re-seal an edited record. A
+ * seal names its algorithm; the key itself is never written anywhere. Content hashes (spec
+ * versions, evidence, field hashes) stay plain SHA-256: they name content, and the keyed snapshot
+ * that binds them protects them.
  */
+import {createHmac} from 'node:crypto'
 import type {Evidence} from '../types/evidence.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {hashJson} from '../util/hash.js'
+import {canonicalJson, hashJson, sha256} from '../util/hash.js'
+
+export const AUDIT_KEY_ENV = 'PIPE_AUDIT_KEY'
+
+/** The audit key of this process, if any. Read each time so tests and long-lived callers see changes. */
+export function auditKey(): string | undefined {
+  return process.env[AUDIT_KEY_ENV] || undefined
+}
+
+function sealText(text: string, key: string | undefined): string {
+  return key ? `hmac-sha256:${createHmac('sha256', key).update(text).digest('hex')}` : sha256(text)
+}
+
+/** The seal of a value: keyed with PIPE_AUDIT_KEY when it is set, plain SHA-256 otherwise. */
+export function sealOf(value: unknown, key: string | undefined = auditKey()): string {
+  return sealText(canonicalJson(value), key)
+}
+
+/**
+ * ok; mismatch: the value is not what was sealed; unkeyed: a plain seal where a key is in use
+ * (re-sealed by someone without the key, or written before keyed mode); no-key: a keyed seal that
+ * cannot be checked without the key.
+ */
+export type SealCheck = 'ok' | 'mismatch' | 'unkeyed' | 'no-key'
+
+export function checkSeal(stored: unknown, value: unknown, key: string | undefined = auditKey()): SealCheck {
+  if (typeof stored !== 'string') return 'mismatch'
+  if (stored.startsWith('hmac-sha256:')) {
+    if (!key) return 'no-key'
+    return stored === sealText(canonicalJson(value), key) ? 'ok' : 'mismatch'
+  }
+  if (stored !== sealText(canonicalJson(value), undefined)) return 'mismatch'
+  return key ? 'unkeyed' : 'ok'
+}
+
+export function sealMessage(check: Exclude<SealCheck, 'ok'>): string {
+  if (check === 'no-key') return 'sealed with an audit key: set PIPE_AUDIT_KEY to check it'
+  if (check === 'unkeyed') return 'sealed without the audit key (re-sealed by someone without the key, or written before keyed mode)'
+  return 'the seal does not match (the record was changed after it was sealed)'
+}
 
 export interface IntegrityProblem {
   field: string
@@ -50,19 +97,24 @@ export function sealSnapshot(snapshot: Snapshot): Snapshot {
   const sealed = structuredClone(snapshot)
   sealed.meta = stripSnapshotMeta(sealed.meta) as Snapshot['meta']
   sealed.meta.field_hashes = fieldHashesOf(sealed as unknown as Plain, stripSnapshotMeta, 'meta')
-  sealed.meta.record_hash = snapshotHash(sealed)
+  sealed.meta.record_hash = sealOf(snapshotBody(sealed))
   return sealed
 }
 
-export function snapshotHash(snapshot: Snapshot): string {
-  return hashJson({...snapshot, meta: withoutKeys(snapshot.meta, ['record_hash'])})
+function snapshotBody(snapshot: Snapshot): unknown {
+  return {...snapshot, meta: withoutKeys(snapshot.meta, ['record_hash'])}
 }
 
-export function verifySnapshot(snapshot: Snapshot): IntegrityProblem[] {
+/**
+ * Checks the record hash first: when it holds, the record is exactly as sealed and the field hashes
+ * (which it covers) need no recomputing; they are only worked out to name the field that changed.
+ */
+export function verifySnapshot(snapshot: Snapshot, key: string | undefined = auditKey()): IntegrityProblem[] {
+  const seal = checkSeal(snapshot.meta?.record_hash, snapshotBody(snapshot), key)
+  if (seal === 'ok') return []
+  if (seal !== 'mismatch') return [{field: 'meta.record_hash', message: sealMessage(seal)}]
   const problems = compareFields(snapshot.meta?.field_hashes ?? {}, fieldHashesOf(snapshot as unknown as Plain, stripSnapshotMeta, 'meta'))
-  if (snapshot.meta?.record_hash !== snapshotHash(snapshot)) {
-    if (problems.length === 0) problems.push({field: 'meta.field_hashes', message: 'the record hash does not match (field hashes were edited)'})
-  }
+  if (problems.length === 0) problems.push({field: 'meta.field_hashes', message: 'the record hash does not match (field hashes were edited)'})
   return problems
 }
 
@@ -110,4 +162,48 @@ export function verifyEvidence(evidence: Evidence): IntegrityProblem[] {
   const problems = compareFields(evidence.field_hashes ?? {}, fieldHashesOf(evidence as unknown as Plain, identity, null))
   if (evidence.record_hash !== evidenceHash(evidence) && problems.length === 0) problems.push({field: 'field_hashes', message: 'the record hash does not match (field hashes were edited)'})
   return problems
+}
+
+// Chained lines (a run's timeline, the store's run index, the ledger log): each line carries the
+// hash of the line before it and its own seal, so an edited, removed or reordered line breaks the chain.
+
+export function sealLine<T extends object>(line: T, prev: string | null): T & {prev: string | null; hash: string} {
+  const {hash: _h, prev: _p, ...rest} = line as T & {hash?: string; prev?: string | null}
+  const body = {...rest, prev}
+  return {...body, hash: sealOf(body)} as T & {prev: string | null; hash: string}
+}
+
+export function checkLine(line: {hash?: unknown}, key: string | undefined = auditKey()): SealCheck {
+  const {hash, ...body} = line
+  return checkSeal(hash, body, key)
+}
+
+// Records sealed as a whole under a `seal` field: the run record, ledger entries, features.
+
+export function sealRecord<T extends object>(record: T): T & {seal: string} {
+  const {seal: _s, ...body} = record as T & {seal?: string}
+  return {...body, seal: sealOf(body)} as T & {seal: string}
+}
+
+export function checkRecord(record: {seal?: unknown}, key: string | undefined = auditKey()): SealCheck {
+  const {seal, ...body} = record
+  return checkSeal(seal, body, key)
+}
+
+/** The hash a snapshot binds a spec version or evidence record by: SHA-256 of the file's bytes. */
+export function fileHash(bytes: string | Uint8Array): string {
+  return sha256(bytes)
+}
+
+/** The facts of a run fixed at its creation, as the store's run index binds them. */
+export function runCreationHash(record: Plain): string {
+  const fixed: Plain = {}
+  for (const key of ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at']) fixed[key] = record[key] ?? null
+  return hashJson(fixed)
+}
+
+/** What a timeline line binds of its run record: everything but the head and the seal. */
+export function runStateHash(record: Plain): string {
+  const {head: _h, seal: _s, ...state} = record
+  return hashJson(state)
 }

@@ -2,6 +2,11 @@
  * The publish ledger: one lowdb file per idempotency key (feature_id + target + spec_version), so a
  * publish writes only its own entry and two processes publishing different keys never contend.
  * Publishing one key is serialised by a lock file beside its entry.
+ *
+ * Each entry is sealed, and each write first appends the entry's seal to the store's ledger log
+ * (audit/ledger.jsonl, chained), so audit verify can tell a deleted, rolled back or re-sealed entry
+ * from the one pipe wrote. A crash between the log line and the entry leaves the log one write
+ * ahead, which audit verify reports as an interrupted write, not as tampering.
  */
 import {mkdir, readdir} from 'node:fs/promises'
 import path from 'node:path'
@@ -12,7 +17,9 @@ import type {LedgerEntry} from '../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
+import {sealRecord} from './integrity.js'
 import type {Store} from './store.js'
+import {appendChained} from './trail.js'
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
   return `${featureId}+${target}+${specVersion}`
@@ -22,10 +29,12 @@ export class Ledger {
   readonly dir: string
   /** The store the ledger belongs to: publications are named per store. */
   readonly storeRoot: string
+  readonly logFile: string
 
   constructor(store: Store) {
     this.storeRoot = store.root
     this.dir = path.join(store.root, 'ledger')
+    this.logFile = path.join(store.auditDir, 'ledger.jsonl')
   }
 
   private file(key: string): string {
@@ -49,8 +58,20 @@ export class Ledger {
     const result = check('ledger', entry)
     if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
     await mkdir(this.dir, {recursive: true})
+    await mkdir(path.dirname(this.logFile), {recursive: true})
+    const sealed = sealRecord(entry)
+    const release = await acquireLock(`${this.logFile}.lock`, {
+      waitMs: 60000,
+      busy: (holder) => `the ledger log is held by another pipe process (pid ${holder.pid})`,
+      hint: 'Try again in a moment.',
+    })
+    try {
+      await appendChained(this.logFile, {key: entry.key, entry_seal: sealed.seal})
+    } finally {
+      await release()
+    }
     const db = this.db(entry.key)
-    db.data = entry
+    db.data = sealed
     await db.write()
   }
 

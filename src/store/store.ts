@@ -8,12 +8,21 @@
  *   specs/S-....json             immutable spec versions, content-hashed
  *   evidence/E-....json          evidence records
  *   features/F-....json          feature registrations
+ *   audit/runs.jsonl             the run index: one chained line per run created
+ *   audit/ledger.jsonl           the ledger log: one chained line per ledger write
  *   ids/                         allocation hints
+ *
+ * The audit trail is anchored so that nothing can be dropped from its end unnoticed: each timeline
+ * line chains to the one before and binds the run record's state; the run record seals the head
+ * (timeline length and last hash, last snapshot seq and hash) each time it is written; a snapshot
+ * binds the files of the spec versions and evidence it names; the run index chains every run.
+ * A run is created whole: built in a staging folder, indexed, then renamed into place.
  *
  * Write-once records are created with link(2), which fails if the name exists: a second write of
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
-import {mkdir, open, readdir, readFile, rm} from 'node:fs/promises'
+import {randomBytes} from 'node:crypto'
+import {mkdir, open, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'
@@ -24,9 +33,13 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
 import {allocateId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
-import {sealEvidence, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
+import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder} from '../util/lock.js'
+import {faultPoint} from '../util/faults.js'
+import {appendChained, readText} from './trail.js'
+
+export type RunDraft = Omit<RunRecord, 'run_id' | 'head' | 'seal'>
 
 export type SpecDraft = Omit<CanonicalSpec, 'meta'> & {meta: Omit<CanonicalSpec['meta'], 'spec_version' | 'content_hash'>}
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
@@ -46,6 +59,17 @@ function seqName(seq: number): string {
 function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', record: unknown, what: string): void {
   const result = check(schema, record)
   if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ${what}: ${describeErrors(result.errors)}`, {hint: 'This is a bug in pipe or in a step kind.'})
+}
+
+/** Writes a new file and syncs it (inside a staging folder, where nobody else looks). */
+async function writeSynced(file: string, text: string): Promise<void> {
+  const handle = await open(file, 'wx', 0o644)
+  try {
+    await handle.writeFile(text)
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
 }
 
 async function readJson<T>(file: string, what: string): Promise<T> {
@@ -69,6 +93,9 @@ export class Store {
   readonly evidenceDir: string
   readonly featuresDir: string
   readonly idsDir: string
+  readonly auditDir: string
+  /** sha256 of spec and evidence files this process wrote or read, for the snapshots that bind them. */
+  private readonly fileHashes = new Map<string, string>()
 
   constructor(readonly root: string) {
     this.root = path.resolve(root)
@@ -77,11 +104,16 @@ export class Store {
     this.evidenceDir = path.join(this.root, 'evidence')
     this.featuresDir = path.join(this.root, 'features')
     this.idsDir = path.join(this.root, 'ids')
+    this.auditDir = path.join(this.root, 'audit')
+  }
+
+  get runIndexFile(): string {
+    return path.join(this.auditDir, 'runs.jsonl')
   }
 
   static async open(root: string): Promise<Store> {
     const store = new Store(root)
-    for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir]) await mkdir(dir, {recursive: true})
+    for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir, store.auditDir]) await mkdir(dir, {recursive: true})
     // A store inside a repository must never be committed by a checkpoint or removed by a rollback.
     await createFileExclusive(path.join(store.root, '.gitignore'), '# the pipe store: records, not sources\n*\n', {sync: false})
     return store
@@ -105,29 +137,49 @@ export class Store {
 
   // Runs
 
-  async createRun(draft: Omit<RunRecord, 'run_id'>, now: Date): Promise<RunRecord> {
-    let record: RunRecord | undefined
-    await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
-      try {
-        await mkdir(path.join(this.runsDir, id, 'snapshots'), {recursive: false}).catch(async (error: NodeJS.ErrnoException) => {
-          if (error.code === 'ENOENT') {
-            await mkdir(path.join(this.runsDir, id))
-            await mkdir(path.join(this.runsDir, id, 'snapshots'))
-          } else throw error
+  /**
+   * Creates a run whole, with its first timeline line: the folder is built under a staging name,
+   * the run is added to the run index, then the folder is renamed into place. A crash before the
+   * index line leaves only a staging folder (removed by pipe audit verify); a crash after it leaves
+   * a complete staging folder that audit verify renames into place. Creations are serialised by the
+   * index's lock, which also keeps the index chain linear.
+   */
+  async createRun(draft: RunDraft, now: Date, event: RunEvent): Promise<RunRecord> {
+    await mkdir(this.auditDir, {recursive: true})
+    const release = await acquireLock(path.join(this.auditDir, 'runs.lock'), {
+      waitMs: 60000,
+      busy: (holder) => `another pipe process (pid ${holder.pid}) is creating a run and holds the run index`,
+      hint: 'Try again in a moment.',
+    })
+    try {
+      let record: RunRecord | undefined
+      const featureBytes = await readFile(path.join(this.featuresDir, `${draft.feature_id}.json`)).catch(() => null)
+      await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
+        const final = path.join(this.runsDir, id)
+        if (await stat(final).then(() => true, () => false)) return false
+        const staging = path.join(this.runsDir, `.new-${id}.${process.pid}.${randomBytes(4).toString('hex')}`)
+        await mkdir(path.join(staging, 'snapshots'), {recursive: true})
+        const fresh = {run_id: id, ...draft} as RunRecord
+        assertValid('run', fresh, 'run record')
+        const line = sealLine({...event, run_state: runStateHash(fresh as unknown as Record<string, unknown>)}, null)
+        await writeSynced(path.join(staging, 'events.jsonl'), `${JSON.stringify(line)}\n`)
+        record = sealRecord({...fresh, head: {events: 1, event_hash: line.hash, seq: 0, snapshot_hash: null}})
+        await writeSynced(path.join(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
+        faultPoint('run-staged')
+        await appendChained(this.runIndexFile, {
+          run_id: id,
+          feature_id: draft.feature_id,
+          feature_hash: featureBytes ? fileHash(featureBytes) : null,
+          created_hash: runCreationHash(record as unknown as Record<string, unknown>),
         })
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
-        throw error
-      }
-      record = {run_id: id, ...draft}
-      return true
-    })
-    assertValid('run', record, 'run record')
-    await this.runDb(record!.run_id).then(async (db) => {
-      db.data = record!
-      await db.write()
-    })
-    return record!
+        faultPoint('run-indexed')
+        await rename(staging, final)
+        return true
+      })
+      return record!
+    } finally {
+      await release()
+    }
   }
 
   private async runDb(runId: string): Promise<Low<RunRecord>> {
@@ -150,15 +202,54 @@ export class Store {
     return db.data
   }
 
-  /** Read-modify-write of a run record; only the process that owns the run calls it. */
-  async updateRun(runId: string, change: (record: RunRecord) => void): Promise<RunRecord> {
+  /**
+   * Read-modify-write of a run record; only the process that owns the run calls it. Every change is
+   * on the timeline: the event is appended first (binding the record's new state), then the record
+   * is written with the new head and sealed. A crash between the two leaves a timeline one line
+   * ahead of the record, which audit verify accepts as a change in flight.
+   */
+  async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
     const db = await this.runDb(runId)
     await db.read()
     if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
     change(db.data)
-    assertValid('run', db.data, 'run record')
+    const {head: _h, seal: _s, ...state} = db.data
+    assertValid('run', state, 'run record')
+    const line = await this.appendLine(runId, {...event, run_state: runStateHash(state)})
+    db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...(await this.snapshotHead(runId))}})
     await db.write()
     return db.data
+  }
+
+  /** Appends a chained line to the run's timeline, cutting off a torn last line first. */
+  private async appendLine(runId: string, event: RunEvent): Promise<{count: number; hash: string}> {
+    const file = path.join(this.runDir(runId), 'events.jsonl')
+    let text = (await readText(file)) ?? ''
+    const handle = await open(file, 'a+')
+    try {
+      if (text && !text.endsWith('\n')) {
+        // A crash mid-append tore the last line; everything before it is intact.
+        text = text.slice(0, text.lastIndexOf('\n') + 1)
+        await handle.truncate(Buffer.byteLength(text))
+      }
+      const lines = text.split('\n').filter((l) => l.trim())
+      const last = lines.length ? (JSON.parse(lines.at(-1)!) as {hash?: string}) : null
+      const sealed = sealLine(event, last?.hash ?? null)
+      await handle.write(`${JSON.stringify(sealed)}\n`)
+      await handle.datasync()
+      return {count: lines.length + 1, hash: sealed.hash}
+    } finally {
+      await handle.close()
+    }
+  }
+
+  /** The run's last snapshot as the run record's head names it. */
+  private async snapshotHead(runId: string): Promise<{seq: number; snapshot_hash: string | null}> {
+    const names = (await readdir(path.join(this.runDir(runId), 'snapshots')).catch(() => [] as string[])).filter((n) => /^\d{6,}\.json$/.test(n)).sort()
+    const last = names.at(-1)
+    if (!last) return {seq: 0, snapshot_hash: null}
+    const snapshot = await readJson<Snapshot>(path.join(this.runDir(runId), 'snapshots', last), `snapshot ${runId}/${last}`)
+    return {seq: Number(last.slice(0, -5)), snapshot_hash: snapshot.meta.record_hash ?? null}
   }
 
   async listRunIds(): Promise<string[]> {
@@ -166,14 +257,9 @@ export class Store {
     return names.filter((name) => ID_PATTERNS.run.test(name)).sort((a, b) => (a < b ? 1 : a > b ? -1 : 0))
   }
 
+  /** Appends an event that changes nothing else of the run; the record's head moves with it. */
   async appendEvent(runId: string, event: RunEvent): Promise<void> {
-    const handle = await open(path.join(this.runDir(runId), 'events.jsonl'), 'a')
-    try {
-      await handle.write(`${JSON.stringify(event)}\n`)
-      await handle.datasync()
-    } finally {
-      await handle.close()
-    }
+    await this.updateRun(runId, () => undefined, event)
   }
 
   async readEvents(runId: string): Promise<RunEvent[]> {
@@ -210,7 +296,10 @@ export class Store {
    * returns it; a different snapshot under the same seq is E_CONFLICT.
    */
   async writeSnapshot(snapshot: Snapshot): Promise<Snapshot> {
-    const stored = sealSnapshot(snapshot)
+    const binds: Record<string, string> = {}
+    for (const version of [snapshot.spec_version_in, snapshot.spec_version_out]) if (version) binds[version] = await this.boundHash(version, this.specFile(version))
+    for (const link of snapshot.evidence_links) binds[link.evidence_id] = await this.boundHash(link.evidence_id, this.evidenceFile(link.evidence_id))
+    const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds}})
     assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
     const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
     const text = `${JSON.stringify(stored, null, 2)}\n`
@@ -225,6 +314,17 @@ export class Store {
     const out: Snapshot[] = []
     for (const name of names) out.push(await readJson<Snapshot>(path.join(dir, name), `snapshot ${runId}/${name}`))
     return out
+  }
+
+  private async boundHash(id: string, file: string): Promise<string> {
+    let hash = this.fileHashes.get(id)
+    if (!hash) {
+      const bytes = await readFile(file).catch(() => null)
+      if (!bytes) throw new PipeError('E_NOT_FOUND', `${id} is named by a snapshot but its file is missing (${file})`, {hint: 'Run pipe audit verify to see all damage.'})
+      hash = fileHash(bytes)
+      this.fileHashes.set(id, hash)
+    }
+    return hash
   }
 
   snapshotFile(runId: string, seq: number): string {
@@ -257,7 +357,9 @@ export class Store {
       assertValid('spec', sealed, `spec version ${id}`)
       return sealed
     }
-    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), (v) => `${JSON.stringify(build(v), null, 2)}\n`, intent)
+    const text = (v: string): string => `${JSON.stringify(build(v), null, 2)}\n`
+    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), text, intent)
+    this.fileHashes.set(id, fileHash(text(id)))
     return build(id)
   }
 
@@ -268,13 +370,24 @@ export class Store {
 
   /** Reads a spec version and checks its content hash: a mismatch is an error, never repaired. */
   async readSpec(version: string): Promise<CanonicalSpec> {
-    const spec = await readJson<CanonicalSpec>(this.specFile(version), `spec version ${version}`)
+    const file = this.specFile(version)
+    const bytes = await readFile(file).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') throw new PipeError('E_NOT_FOUND', `spec version ${version} not found (${file})`)
+      throw error
+    })
+    let spec: CanonicalSpec
+    try {
+      spec = JSON.parse(bytes.toString('utf8')) as CanonicalSpec
+    } catch (error) {
+      throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
+    }
     const problems = verifySpec(spec)
     if (problems.length > 0) {
       throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
         hint: `The file ${this.specFile(version)} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
       })
     }
+    this.fileHashes.set(version, fileHash(bytes))
     return spec
   }
 
@@ -304,7 +417,9 @@ export class Store {
       assertValid('evidence', record, `evidence ${id}`)
       return record
     }
-    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), (v) => `${JSON.stringify(build(v), null, 2)}\n`, intent)
+    const text = (v: string): string => `${JSON.stringify(build(v), null, 2)}\n`
+    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), text, intent)
+    this.fileHashes.set(id, fileHash(text(id)))
     return build(id)
   }
 
@@ -356,15 +471,19 @@ export class Store {
 
   // Features
 
+  featureFile(id: string): string {
+    if (!ID_PATTERNS.feature.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not a feature id (F-YYYY-NNN)`, {hint: 'Omit --feature to allocate a new one.'})
+    return path.join(this.featuresDir, `${id}.json`)
+  }
+
   async createFeature(now: Date, title: string): Promise<string> {
     return allocateId(this.idsDir, 'F', String(now.getUTCFullYear()), (id) =>
-      createFileExclusive(path.join(this.featuresDir, `${id}.json`), `${JSON.stringify({feature_id: id, title, created_at: now.toISOString()}, null, 2)}\n`),
+      createFileExclusive(this.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`),
     )
   }
 
   async ensureFeature(id: string, now: Date): Promise<void> {
-    if (!ID_PATTERNS.feature.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not a feature id (F-YYYY-NNN)`, {hint: 'Omit --feature to allocate a new one.'})
-    await createFileExclusive(path.join(this.featuresDir, `${id}.json`), `${JSON.stringify({feature_id: id, created_at: now.toISOString()}, null, 2)}\n`)
+    await createFileExclusive(this.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`)
   }
 }
 

@@ -37,4 +37,8 @@ export interface LedgerEntry {
   created_at: string
   updated_at: string
   delivered_at?: string
+  /**
+   * sha256 (or, with PIPE_AUDIT_KEY, hmac-sha256) of this entry without the seal; the store's ledger log records each one.
+   */
+  seal?: string
 }

@@ -123,6 +123,19 @@ export interface RunRecord {
    * The working directory (repository root) the run's steps act in; resume and rollback use it too.
    */
   workspace?: string
+  /**
+   * What the trail held when this record was last written: the timeline's length and last line's hash, the last snapshot's seq and record hash. Deleting or rewriting the newest records shows against it.
+   */
+  head?: {
+    events: number
+    event_hash: string | null
+    seq: number
+    snapshot_hash: string | null
+  }
+  /**
+   * sha256 (or, with PIPE_AUDIT_KEY, hmac-sha256) of this record without the seal.
+   */
+  seal?: string
 }
 /**
  * One line of a run's timeline (events.jsonl).
@@ -148,4 +161,16 @@ export interface RunEvent {
    * The policy a run continues under, on a redriven event that changed it.
    */
   policy_version?: string
+  /**
+   * sha256 of the run record (without head and seal) as this event left it.
+   */
+  run_state?: string
+  /**
+   * hash of the line before; null for the first.
+   */
+  prev?: string | null
+  /**
+   * This line's seal: sha256 (or hmac-sha256) of the line without hash.
+   */
+  hash?: string
 }

@@ -89,9 +89,15 @@ export interface Snapshot {
      */
     prev_hash?: string | null
     /**
-     * sha256 of this snapshot with record_hash removed.
+     * The snapshot's seal: sha256 (or, with PIPE_AUDIT_KEY, hmac-sha256) of this snapshot with record_hash removed.
      */
     record_hash?: string
+    /**
+     * The spec versions and evidence records this snapshot names, each with the sha256 of its file as written, so a changed or re-sealed record shows against the snapshot that used it.
+     */
+    binds?: {
+      [k: string]: string | undefined
+    }
     extensions: {}
     /**
      * sha256 of each top-level field (meta without its hashes), so that pipe audit verify can name the field that changed.

@@ -4,16 +4,52 @@ export function sha256(data: string | Uint8Array): string {
   return `sha256:${createHash('sha256').update(data).digest('hex')}`
 }
 
-/** JSON with object keys sorted at every level, so equal values always hash equal. */
+/**
+ * JSON with object keys sorted at every level, so equal values always hash equal. Written out by
+ * hand rather than through a JSON.stringify replacer: audit verify canonicalises every record of a
+ * store, and the replacer's per-level object copies cost several times more.
+ */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) {
-      const sorted: Record<string, unknown> = {}
-      for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k]
-      return sorted
+  return canon(value) ?? 'null'
+}
+
+/** Object keys quoted once: records repeat the same few hundred keys. */
+const quotedKeys = new Map<string, string>()
+
+function canon(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string':
+    case 'number':
+    case 'boolean':
+      return JSON.stringify(value)
+    case 'object':
+      break
+    default:
+      return undefined
+  }
+  if (value === null) return 'null'
+  if (typeof (value as {toJSON?: unknown}).toJSON === 'function') return canon((value as {toJSON: () => unknown}).toJSON())
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '[]'
+    let out = `[${canon(value[0]) ?? 'null'}`
+    for (let i = 1; i < value.length; i++) out += `,${canon(value[i]) ?? 'null'}`
+    return `${out}]`
+  }
+  const object = value as Record<string, unknown>
+  const keys = Object.keys(object)
+  if (keys.length > 1) keys.sort()
+  let out = '{'
+  for (const key of keys) {
+    const text = canon(object[key])
+    if (text === undefined) continue
+    let quoted = quotedKeys.get(key)
+    if (quoted === undefined) {
+      quoted = `${JSON.stringify(key)}:`
+      if (quotedKeys.size < 10000) quotedKeys.set(key, quoted)
     }
-    return v
-  })
+    out += out.length === 1 ? quoted + text : `,${quoted}${text}`
+  }
+  return `${out}}`
 }
 
 export function hashJson(value: unknown): string {

@@ -356,3 +356,201 @@ describe('replay', function () {
     expect(check.stdout).to.contain(`#${first.step.seq} validate_gates on ${first.spec_version_in}: DIFFERENT`)
   })
 })
+
+describe('crashes never leave the store unverifiable: at run creation, and in runs that fail, block or get cancelled', function () {
+  this.timeout(900000)
+
+  /** After a kill: audit verify passes (crash leftovers cleaned, never reported as damage), runs list loads, no temp file is left. */
+  async function verifiesAfterKill(cwd: string, point: string): Promise<CliResult> {
+    const audit = await pipe(['audit', 'verify'], {cwd})
+    expect(audit.code, `audit verify after a kill at ${point}:\n${audit.stdout}${audit.stderr}`).to.equal(0)
+    const listed = await pipe(['runs', 'list', '--json'], {cwd})
+    expect(listed.code, `runs list after a kill at ${point}: ${listed.stderr}`).to.equal(0)
+    for (const run of json<{runs: Array<{status: string}>}>(listed).runs) expect(['pending', 'interrupted', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled']).to.include(run.status)
+    const leftovers = Object.keys(await storeState(cwd)).filter((f) => /(^|\/)\.new-|\.tmp$/.test(f))
+    expect(leftovers, `left after a kill at ${point} and audit verify`).to.deep.equal([])
+    return audit
+  }
+
+  async function tracePoints(cwd: string, args: string[], env: Record<string, string> = {}): Promise<{points: string[]; result: CliResult}> {
+    const trace = path.join(cwd, 'trace.txt')
+    const result = await pipe(args, {cwd, env: {...env, PIPE_FAULT_TRACE: trace}})
+    const points = (await readFile(trace, 'utf8')).trim().split('\n')
+    await (await import('node:fs/promises')).rm(trace)
+    return {points, result}
+  }
+
+  function spread(points: string[], count: number): string[] {
+    if (points.length <= count) return points
+    return [...new Set(Array.from({length: count}, (_, i) => points[Math.floor((i * (points.length - 1)) / (count - 1))]!))]
+  }
+
+  async function fresh(name: string): Promise<string> {
+    const cwd = path.join(dir, name)
+    await (await import('node:fs/promises')).mkdir(cwd)
+    return cwd
+  }
+
+  it('is killed at every traced point of run creation, and the store verifies, lists and resumes', async () => {
+    const {points} = await tracePoints(await fresh('baseline'), fullRun)
+    const creation = points.slice(0, points.indexOf('run-created#1'))
+    expect(creation).to.include.members(['run-staged#1', 'run-indexed#1'])
+    for (const [i, point] of creation.entries()) {
+      const cwd = await fresh(`create-${i}`)
+      const killed = await pipe(fullRun, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
+      expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
+      const audit = await verifiesAfterKill(cwd, point)
+      const ids = await runIds(cwd)
+      if (point === 'run-staged#1') {
+        expect(audit.stderr).to.contain('cleaned:').and.contain('removed a run creation that process')
+        expect(ids).to.deep.equal([])
+      }
+      if (point === 'run-indexed#1') {
+        expect(audit.stderr).to.contain('cleaned:').and.contain('finished creating the run')
+        expect(ids).to.have.length(1)
+      }
+      for (const id of ids) {
+        const resumed = await pipe(['resume', id, '--json'], {cwd})
+        expect(resumed.code, `resume after a kill at ${point}: ${resumed.stderr}`).to.equal(0)
+        expect(json<RunJson>(resumed).status).to.equal('succeeded')
+      }
+      const again = await pipe(['audit', 'verify'], {cwd})
+      expect(again.code, `after a kill at ${point} and resume:\n${again.stdout}${again.stderr}`).to.equal(0)
+      expect(again.stderr).to.not.contain('note:')
+    }
+  })
+
+  it('is killed the moment a run folder starts to be built (watched, not timed), and the store verifies', async () => {
+    const {watch} = await import('node:fs')
+    for (let i = 0; i < 6; i++) {
+      const cwd = await fresh(`watched-${i}`)
+      const runs = path.join(cwd, '.pipe', 'runs')
+      await (await import('node:fs/promises')).mkdir(runs, {recursive: true})
+      const child = spawn(process.execPath, [bin, ...fullRun], {cwd, env: {...process.env, PIPE_HOME: dir}})
+      child.stdout.resume()
+      child.stderr.resume()
+      const done = new Promise<void>((resolve) => child.on('close', () => resolve()))
+      // Kill on the first, second or third change that creating the run makes to runs/ (staging folder made, renamed away, renamed in).
+      let seen = 0
+      const watcher = watch(runs, () => {
+        if (++seen === (i % 3) + 1) child.kill('SIGKILL')
+      })
+      await done
+      watcher.close()
+      await verifiesAfterKill(cwd, `watched change ${i + 1}`)
+    }
+  })
+
+  const failing = 'version: 1\nname: failing\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: command, run: [rm, -rf, /nonexistent]}\n'
+
+  interface Scenario {
+    name: string
+    /** Prepares a fresh directory; returns the command to kill and the run it concerns (if known before). */
+    setup(cwd: string): Promise<{args: string[]; runId?: string}>
+    final: string
+    /** The exit code of the command when it is not killed. */
+    code: number
+    /** Drives a killed run to its end. */
+    finish(cwd: string, runId: string): Promise<void>
+  }
+
+  const resumeTo = async (cwd: string, runId: string): Promise<void> => {
+    const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
+    if (['failed', 'blocked', 'cancelled'].includes(shown.status)) return
+    if (shown.status === 'awaiting_input') await pipe(['review', runId, '--decision', 'go'], {cwd})
+    else await pipe(['resume', runId], {cwd})
+  }
+
+  const paused = async (cwd: string): Promise<RunJson> => {
+    const result = await pipe(['run', defaultPipeline, '--input', sentence, '--answers', answers, '--json'], {cwd})
+    expect(result.code, result.stderr).to.equal(10)
+    return json<RunJson>(result)
+  }
+
+  const scenarios: Scenario[] = [
+    {
+      name: 'a run that fails',
+      async setup(cwd) {
+        await writeFile(path.join(cwd, 'failing.yaml'), failing)
+        return {args: ['run', 'failing.yaml']}
+      },
+      final: 'failed',
+      code: 3,
+      finish: resumeTo,
+    },
+    {
+      name: 'a run cancelled by its review (--decision drop)',
+      setup: async () => ({args: ['run', defaultPipeline, '--input', sentence, '--answers', answers, '--decision', 'drop']}),
+      final: 'cancelled',
+      code: 5,
+      finish: async (cwd, runId) => {
+        const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
+        if (shown.status === 'awaiting_input') await pipe(['review', runId, '--decision', 'drop'], {cwd})
+        else if (shown.status !== 'cancelled') await pipe(['resume', runId], {cwd})
+      },
+    },
+    {
+      name: 'a paused run cancelled by pipe cancel',
+      async setup(cwd) {
+        const run = await paused(cwd)
+        return {args: ['cancel', run.run_id, '--reason', 'superseded'], runId: run.run_id}
+      },
+      final: 'cancelled',
+      code: 0,
+      finish: async (cwd, runId) => {
+        const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
+        if (shown.status !== 'cancelled') expect((await pipe(['cancel', runId, '--reason', 'superseded'], {cwd})).code).to.equal(0)
+      },
+    },
+    {
+      name: 'a run that blocks (its publication is held as uncertain)',
+      async setup(cwd) {
+        const run = await paused(cwd)
+        const {Store} = await import('../../src/store/store.js')
+        const {Ledger, ledgerKey} = await import('../../src/store/ledger.js')
+        const at = new Date().toISOString()
+        await new Ledger(await Store.open(path.join(cwd, '.pipe'))).write({
+          key: ledgerKey(run.feature_id, 'local', run.spec_version!),
+          feature_id: run.feature_id,
+          target: 'local',
+          target_type: 'file',
+          spec_version: run.spec_version!,
+          run_id: run.run_id,
+          status: 'uncertain',
+          attempts: [{n: 1, started_at: at, state: 'sending'}],
+          created_at: at,
+          updated_at: at,
+        })
+        return {args: ['review', run.run_id, '--decision', 'go'], runId: run.run_id}
+      },
+      final: 'blocked',
+      code: 6,
+      finish: resumeTo,
+    },
+  ]
+
+  for (const scenario of scenarios) {
+    it(`is killed at points spread across ${scenario.name}; the store verifies at once, and again when the run has ended`, async () => {
+      const baseDir = await fresh(`${scenario.final}-baseline-${scenarios.indexOf(scenario)}`)
+      const {args} = await scenario.setup(baseDir)
+      const {points, result} = await tracePoints(baseDir, args)
+      expect(result.code, result.stderr).to.equal(scenario.code)
+      const from = points.indexOf('run-created#1')
+      const chosen = spread(points.slice(Math.max(from, 0)), 12)
+      for (const [i, point] of chosen.entries()) {
+        const cwd = await fresh(`${scenario.final}-${scenarios.indexOf(scenario)}-${i}`)
+        const setup = await scenario.setup(cwd)
+        const killed = await pipe(setup.args, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
+        expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
+        await verifiesAfterKill(cwd, point)
+        const runId = setup.runId ?? (await runIds(cwd))[0]!
+        await scenario.finish(cwd, runId)
+        const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
+        expect(shown.status, `${scenario.name}, killed at ${point}`).to.equal(scenario.final)
+        const audit = await pipe(['audit', 'verify'], {cwd})
+        expect(audit.code, `after a kill at ${point} and the run's end:\n${audit.stdout}${audit.stderr}`).to.equal(0)
+        expect(audit.stderr, `after a kill at ${point}`).to.not.contain('note:')
+      }
+    })
+  }
+})

@@ -83,7 +83,7 @@ describe('store', () => {
   it('writes a snapshot once per seq, idempotently, and refuses an invalid one', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun({feature_id: 'F-2026-001', status: 'running', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
+    const run = await store.createRun({feature_id: 'F-2026-001', status: 'running', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
     const snapshot: Snapshot = {run_id: run.run_id, feature_id: 'F-2026-001', spec_version_in: null, spec_version_out: null, step: {name: 'a', kind: 'noop', seq: 1, started_at: at, ended_at: at}, inputs: {}, outputs: {}, decisions: [], evidence_links: [], errors: [], meta: {engine_version: 't', llm_model: null, extensions: {}}}
     const stored = await store.writeSnapshot(snapshot)
     expect(stored.meta.record_hash).to.match(/^sha256:/)
@@ -97,10 +97,30 @@ describe('store', () => {
   it('reads a timeline whose last line was torn by a crash', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
-    await store.appendEvent(run.run_id, {at, event: 'created'})
+    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
     await appendFile(path.join(store.runDir(run.run_id), 'events.jsonl'), '{"at": "2026-11-21T10:00:01Z", "ev')
     expect((await store.readEvents(run.run_id)).map((e) => e.event)).to.deep.equal(['created'])
+    // The next append cuts the torn line off first, so the chain goes on from the last intact line.
+    await store.appendEvent(run.run_id, {at, event: 'noted'})
+    const lines = (await readFile(path.join(store.runDir(run.run_id), 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; prev: string | null; hash: string})
+    expect(lines.map((l) => l.event)).to.deep.equal(['created', 'noted'])
+    expect(lines[1]!.prev).to.equal(lines[0]!.hash)
+  })
+
+  it('chains every run created in the run index, going on past a line torn by a crash', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const at = now.toISOString()
+    const draft = {feature_id: 'F-2026-001', status: 'pending' as const, pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none' as const, ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}
+    const first = await store.createRun(draft, now, {at, event: 'created'})
+    await appendFile(store.runIndexFile, '{"run_id": "R-2026')
+    const second = await store.createRun(draft, now, {at, event: 'created'})
+    const {readChain} = await import('../../src/store/trail.js')
+    const chain = readChain(await readFile(store.runIndexFile, 'utf8'), undefined)
+    expect(chain.problems).to.deep.equal([])
+    expect(chain.torn).to.equal(false)
+    expect(chain.lines.map((l) => l.run_id)).to.deep.equal([first.run_id, second.run_id])
+    expect(chain.lines[1]!.prev).to.equal(chain.lines[0]!.hash)
+    expect((await readdir(store.runsDir)).sort()).to.deep.equal([first.run_id, second.run_id].sort())
   })
 
   it('rejects malformed ids before touching the file system', async () => {
@@ -113,7 +133,7 @@ describe('store', () => {
   it('gives one process at a time ownership of a run', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now)
+    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
     const release = await store.acquireRun(run.run_id)
     await expectPipeError(store.acquireRun(run.run_id), 'E_CONFLICT')
     await release()

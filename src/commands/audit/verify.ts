@@ -6,13 +6,20 @@ import {Store} from '../../store/store.js'
 import {assertId} from '../../store/ids.js'
 
 export default class AuditVerify extends PipeCommand {
-  static override summary = 'Recompute every hash and link of the audit trail and name each record changed after the fact.'
-  static override description = `Checks, for one run or the whole store: each snapshot's field hashes and record hash, the hash chain from each snapshot to the one before it, that seq runs from 1 without gaps, each spec version's content hash, each evidence record's hash, and that every record still matches its schema. Every problem is named with its record, file and field.
+  static override summary = 'Recompute every seal and link of the audit trail and name each record changed, removed, reordered or re-sealed after the fact.'
+  static override description = `Checks, for one run or the whole store: each run record's seal and head (the timeline's length and last line, the last snapshot), each timeline line's seal and its link to the line before, each snapshot's seal, its link to the snapshot before and the spec version and evidence files it binds, that seq runs from 1 without gaps, the run index (every run created is still there, as created), feature records, and each ledger entry against the ledger log. Every problem is named with its record, file and field.
 
-Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed.`
+Leftovers of crashes (temporary files of a killed process, a run whose creation was interrupted) are tidied first and listed as cleaned, never as damage.
+
+With PIPE_AUDIT_KEY set, pipe seals records with HMAC-SHA256 under that key, and verify checks them with it: a record re-sealed without the key fails. Without the key, keyed seals cannot be checked, and verify says so (exit 2) rather than pass.
+
+The whole-store check prints the store's head digest (a hash over every run's seal, the run index, the ledger and the features): record it elsewhere to prove later that nothing was rewritten.
+
+Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 2 when keyed seals could not be checked.`
   static override examples = [
     {description: 'The whole store', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'One run, as JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --json'},
+    {description: 'A keyed store', command: 'PIPE_AUDIT_KEY=... <%= config.bin %> <%= command.id %>'},
   ]
   static override args = {run: Args.string({description: 'Only this run (and the records it refers to).'})}
   static override flags = {store: PipeCommand.storeFlag}
@@ -25,17 +32,34 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed.`
     const report = await auditStore(store, args.run)
     if (!this.jsonEnabled()) {
       for (const p of report.problems) process.stdout.write(`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
+      for (const c of report.cleaned) process.stderr.write(`cleaned: ${c.file}: ${c.message}\n`)
       for (const n of report.notes) process.stderr.write(`note: ${n.file}  ${n.record}: ${n.message}\n`)
-      process.stderr.write(`checked ${report.runs} run(s), ${report.snapshots} snapshot(s), ${report.specs} spec version(s), ${report.evidence} evidence record(s): ${report.ok ? 'all intact' : `${report.problems.length} problem(s)`}\n`)
+      const verdict = !report.ok ? `${report.problems.length} problem(s)` : report.unverifiable > 0 ? `${report.unverifiable} keyed seal(s) NOT checked (PIPE_AUDIT_KEY is not set)` : 'all intact'
+      process.stderr.write(
+        `checked ${report.runs} run(s), ${report.events} timeline line(s), ${report.snapshots} snapshot(s), ${report.specs} spec version(s), ${report.evidence} evidence record(s), ${report.features} feature(s), ${report.ledger} ledger entr${report.ledger === 1 ? 'y' : 'ies'}${report.keyed ? ' with the audit key' : ''}: ${verdict}\n`,
+      )
+      if (report.head) process.stdout.write(`head ${report.head}\n`)
     }
-    if (!report.ok) {
+    const fail = (error: PipeError): never => {
       if (this.jsonEnabled()) {
         process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
         this.jsonPrinted = true
       }
-      throw new PipeError('E_INTEGRITY', `${report.problems.length} record(s) of the audit trail do not match their hashes or links`, {
-        hint: 'Each line above names the file and field; restore those files from a backup. Never edit records by hand.',
-      })
+      throw error
+    }
+    if (!report.ok) {
+      fail(
+        new PipeError('E_INTEGRITY', `${report.problems.length} record(s) of the audit trail do not match their seals or links`, {
+          hint: 'Each line above names the file and field; restore those files from a backup. Never edit records by hand.',
+        }),
+      )
+    }
+    if (report.unverifiable > 0) {
+      fail(
+        new PipeError('E_INVALID_ARGS', `${report.unverifiable} seal(s) are keyed and cannot be checked without the audit key`, {
+          hint: 'Set PIPE_AUDIT_KEY to the key the store was written with, and run pipe audit verify again.',
+        }),
+      )
     }
     return report
   }

@@ -1,0 +1,121 @@
+/**
+ * Append-only chained logs of the store (the run index, the ledger log) and the names of the
+ * leftovers a crash can leave (temporary files, run folders still being created).
+ */
+import {open, readFile} from 'node:fs/promises'
+import {checkLine, sealLine, type SealCheck} from './integrity.js'
+
+export interface ChainedLine {
+  prev: string | null
+  hash: string
+  [key: string]: unknown
+}
+
+/** The last complete line of a file, read from its end; a torn last line (a crash mid-append) is cut off. */
+async function lastLine(file: string): Promise<ChainedLine | null> {
+  let handle
+  try {
+    handle = await open(file, 'r+')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw error
+  }
+  try {
+    const {size} = await handle.stat()
+    let take = Math.min(size, 8192)
+    for (;;) {
+      const buffer = Buffer.alloc(take)
+      await handle.read(buffer, 0, take, size - take)
+      let end = take
+      if (take > 0 && buffer[take - 1] !== 0x0a) {
+        const cut = buffer.lastIndexOf(0x0a)
+        if (cut < 0 && take < size) {
+          take = Math.min(size, take * 4)
+          continue
+        }
+        // A torn last line: keep everything before it, so the next append starts on a clean line.
+        await handle.truncate(size - take + cut + 1)
+        end = cut + 1
+      }
+      if (end === 0) return null
+      const start = buffer.lastIndexOf(0x0a, end - 2)
+      if (start < 0 && take < size) {
+        take = Math.min(size, take * 4)
+        continue
+      }
+      return JSON.parse(buffer.subarray(start + 1, end - 1).toString('utf8')) as ChainedLine
+    }
+  } finally {
+    await handle.close()
+  }
+}
+
+/** Appends a line chained to the file's last line. The caller holds the log's lock. */
+export async function appendChained<T extends object>(file: string, line: T): Promise<T & ChainedLine> {
+  const last = await lastLine(file)
+  const sealed = sealLine(line, last?.hash ?? null)
+  const handle = await open(file, 'a')
+  try {
+    await handle.write(`${JSON.stringify(sealed)}\n`)
+    await handle.datasync()
+  } finally {
+    await handle.close()
+  }
+  return sealed
+}
+
+export interface ChainFinding {
+  line: number
+  message: string
+  check?: SealCheck
+}
+
+/**
+ * Parses and checks a chained log's text: each line's seal and its link to the line before. A torn
+ * last line is reported separately (a crash while appending), not as damage.
+ */
+export function readChain(text: string, key: string | undefined): {lines: ChainedLine[]; problems: ChainFinding[]; torn: boolean} {
+  const raw = text.split('\n')
+  if (raw.at(-1) === '') raw.pop()
+  const lines: ChainedLine[] = []
+  const problems: ChainFinding[] = []
+  let torn = false
+  // The hash the next line must link to; undefined after an unreadable line (nothing to compare with).
+  let prev: string | null | undefined = null
+  for (let i = 0; i < raw.length; i++) {
+    let line: ChainedLine
+    try {
+      line = JSON.parse(raw[i]!) as ChainedLine
+    } catch {
+      if (i === raw.length - 1 && !text.endsWith('\n')) torn = true
+      else problems.push({line: i + 1, message: 'not valid JSON'})
+      prev = undefined
+      continue
+    }
+    const check = checkLine(line, key)
+    if (check !== 'ok') problems.push({line: i + 1, message: '', check})
+    if (prev !== undefined && line.prev !== prev) problems.push({line: i + 1, message: 'does not link to the line before it (a line was removed, reordered or rewritten)'})
+    prev = typeof line.hash === 'string' ? line.hash : undefined
+    lines.push(line)
+  }
+  return {lines, problems, torn}
+}
+
+/** `.NAME.PID.HEX.tmp`, the temporary file of writeFileAtomic and createFileExclusive: its writer's pid. */
+export function tempWriter(name: string): number | null {
+  const match = /^\..+\.(\d+)\.[0-9a-f]{8}\.tmp$/.exec(name)
+  return match ? Number(match[1]) : null
+}
+
+/** `.new-R-....PID.HEX`, a run folder being built before it is renamed into place. */
+export function stagedRun(name: string): {runId: string; pid: number} | null {
+  const match = /^\.new-(R-\d{8}-\d{4,})\.(\d+)\.[0-9a-f]{8}$/.exec(name)
+  return match ? {runId: match[1]!, pid: Number(match[2])} : null
+}
+
+export async function readText(file: string): Promise<string | null> {
+  return readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return null
+    throw error
+  })
+}
