@@ -287,7 +287,7 @@ export class Engine {
         delete r.status_reason
       }
       change?.(r)
-    }, {at, event, from, to, ...extra})
+    }, () => ({at, event, from, to, ...extra}))
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
     return record
   }
