@@ -76,9 +76,10 @@ export function extendsAnother(source: YamlSource): boolean {
 
 /** Composes a pipeline file with the chain of files it extends; each file's structure is checked against the schema on the way. */
 export async function composePipeline(source: YamlSource): Promise<ComposeResult> {
-  return compose(source, [path.resolve(source.file)])
+  return compose(source, [source.file])
 }
 
+/** `chain` holds the files extending this one, as they were named (the loaded file first). */
 async function compose(source: YamlSource, chain: string[]): Promise<ComposeResult> {
   const structure = validateSource(source, 'pipeline', 'pipeline')
   if (!structure.ok) return structure
@@ -90,12 +91,11 @@ async function compose(source: YamlSource, chain: string[]): Promise<ComposeResu
   const extendsAt = here(['extends'])
   const baseFile = path.isAbsolute(data.extends) ? data.extends : path.join(path.dirname(source.file), data.extends)
   const absolute = path.resolve(baseFile)
-  const shown = (files: string[]): string => files.map((f) => path.relative(process.cwd(), f) || f).join(' -> ')
-  if (chain.includes(absolute)) {
-    return {ok: false, diagnostics: [diagAt(extendsAt, `extends cycle: ${shown([...chain, absolute])}; a pipeline cannot extend itself`, 'extends-cycle')]}
+  if (chain.some((f) => path.resolve(f) === absolute)) {
+    return {ok: false, diagnostics: [diagAt(extendsAt, `extends cycle: ${[...chain, baseFile].join(' -> ')}; a pipeline cannot extend itself, directly or through others`, 'extends-cycle')]}
   }
   if (chain.length >= MAX_EXTENDS_DEPTH) {
-    return {ok: false, diagnostics: [diagAt(extendsAt, `extends chain is deeper than ${MAX_EXTENDS_DEPTH} files: ${shown([...chain, absolute])}`, 'extends-depth')]}
+    return {ok: false, diagnostics: [diagAt(extendsAt, `extends chain is deeper than ${MAX_EXTENDS_DEPTH} files: ${[...chain, baseFile].join(' -> ')}`, 'extends-depth')]}
   }
   const read = await readYamlFile(baseFile)
   if (!read.ok) {
@@ -103,7 +103,7 @@ async function compose(source: YamlSource, chain: string[]): Promise<ComposeResu
     if (fileProblem) return {ok: false, diagnostics: [diagAt(extendsAt, `cannot extend "${data.extends}": ${fileProblem.message} (looked for ${absolute})`, 'extends')]}
     return {ok: false, diagnostics: sortDiagnostics([diagAt(extendsAt, `the base pipeline "${data.extends}" is not valid YAML (errors reported in ${baseFile})`, 'extends'), ...read.diagnostics])}
   }
-  const base = await compose(read.source, [...chain, absolute])
+  const base = await compose(read.source, [...chain, baseFile])
   if (!base.ok) {
     const own = base.diagnostics.filter((d) => d.file === source.file)
     // An error of this file found through a cycle is reported once, by this file's own check.
