@@ -120,7 +120,7 @@ async function compose(source: YamlSource, chain: string[]): Promise<ComposeResu
       result[key] = {...result[key], ...value}
       for (const name of Object.keys(value)) composition.keys[`${key}.${name}`] = here([key, name])
     } else if ((UNION as readonly string[]).includes(key) && Array.isArray(value) && Array.isArray(result[key])) {
-      result[key] = [...new Set([...(result[key] as unknown[]), ...value])]
+      result[key] = [...new Set([...(result[key] as unknown[]), ...(value as unknown[])])]
     } else {
       result[key] = value
       for (const k of Object.keys(composition.keys)) if (k.startsWith(`${key}.`)) delete composition.keys[k]

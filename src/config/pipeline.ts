@@ -182,7 +182,11 @@ export const pipelineRules: Rule[] = [
     check(loaded) {
       const first = new Map<string, number>()
       const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
+      // Composed, the step of the deeper base came first: the one the child added is the duplicate.
+      const depth = (i: number): number => (loaded.composition ? loaded.composition.files.indexOf(loaded.composition.steps[i]!.source) : 0)
+      const order = loaded.pipeline.steps.map((_, i) => i).sort((x, y) => depth(y) - depth(x) || x - y)
+      order.forEach((i) => {
+        const step = loaded.pipeline.steps[i]!
         const seen = first.get(step.id)
         if (seen === undefined) first.set(step.id, i)
         else {
