@@ -210,7 +210,8 @@ export const pipelineRules: Rule[] = [
           const removed = loaded.composition?.removed[ref.target]
           if (!removed) return diag(loaded, ref.segments, `unknown step "${ref.target}" in ${ref.what}${didYouMean(ref.target, ids)}`)
           const by = `${removed.source.file}:${locate(removed.source, removed.segments).line}`
-          return diag(loaded, ref.segments, `${ref.what} into step "${ref.target}", which the overlay removes (${by}); re-point it: give the remove a next ({remove: ${ref.target}, next: STEP}), or replace this step`)
+          const what = ref.what === 'start' ? 'start names step' : ref.what === 'rollback target' ? 'rollback target is step' : `${ref.what} into step`
+          return diag(loaded, ref.segments, `${what} "${ref.target}", which the overlay removes (${by}); re-point it: give the remove a next ({remove: ${ref.target}, next: STEP}), or replace this step`)
         })
     },
   },

@@ -253,6 +253,17 @@ describe('composition: extends + overlay', () => {
     ])
   })
 
+  it('refuses an overlay without extends, at the overlay key', async () => {
+    const result = await loadPipeline(await write('lone.yaml', `${BASE}overlay:\n  - {remove: b}\n`), kindCatalog)
+    expect(result.ok ? [] : result.diagnostics.map((d) => formatDiagnostic(d).replaceAll(`${dir}/`, ''))).to.deep.equal(['lone.yaml:14:1  overlay  "overlay" needs "extends" beside it'])
+  })
+
+  it('reports a start that names a removed step with nothing to go to', async () => {
+    const base = BASE.replace('name: base\n', 'name: base\nstart: b\n').replace('  - id: b\n    kind: noop\n    next: c\n', '  - id: b\n    kind: noop\n    on: {success: c}\n')
+    const lines = await errors(child('  - {remove: b}\n'), base)
+    expect(lines).to.include('base.yaml:3:8  start  start names step "b", which the overlay removes (child.yaml:5); re-point it: give the remove a next ({remove: b, next: STEP}), or replace this step')
+  })
+
   it('keeps a pipeline without extends exactly as before (no composition, hash of its text)', async () => {
     const result = await loadPipeline(await write('plain.yaml', BASE), kindCatalog)
     expect(result.ok && result.loaded.composition).to.equal(undefined)
