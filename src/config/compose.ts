@@ -279,6 +279,7 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
         if (key === 'next' && !acceptsNext(replacement.step.kind)) continue
         replacement.step[key] = structuredClone(entry.step[key])
         replacement.origin.fields[key] = entry.origin.fields[key] ?? {source: entry.origin.source, segments: [...entry.origin.segments, key]}
+        for (const [field, at] of Object.entries(entry.origin.fields)) if (field.startsWith(`${key}.`)) replacement.origin.fields[field] = at
       }
     }
     state.entries[index] = replacement

@@ -202,6 +202,13 @@ describe('composition: extends + overlay', () => {
     ])
   })
 
+  it('locates the routes a replacement takes over where the replaced step wrote them', async () => {
+    const base = BASE.replace('  - id: b\n    kind: noop\n    next: c\n', '  - id: b\n    kind: noop\n    outcome: done\n    on: {done: c}\n')
+    expect(await errors(child('  - {replace: b, step: {id: b, kind: noop}}\n'), base)).to.deep.equal([
+      'base.yaml:12:10  steps[1].on.done  a noop step has no outcome "done" (outcomes: success, error)',
+    ])
+  })
+
   it('locates a transition the overlay rewrote at the operation that rewrote it', async () => {
     // The base alone is never judged by the graph rules: only the composed pipeline is.
     const base = BASE.replace('    next: c\n  - id: c', '    next: zz\n  - id: c')
