@@ -13,7 +13,7 @@ export async function generateTypes(root) {
     for (const file of (await readdir(dir)).filter((f) => f.endsWith('.schema.json')).sort()) files.push({dir, file, prefix})
   }
   for (const {dir, file, prefix} of files) {
-    const schema = JSON.parse(await readFile(path.join(dir, file), 'utf8'))
+    const schema = loadedShape(JSON.parse(await readFile(path.join(dir, file), 'utf8')))
     const text = await compile(schema, schema.title, {
       bannerComment: banner,
       additionalProperties: false,
@@ -26,4 +26,18 @@ export async function generateTypes(root) {
     out.set(prefix + file.replace('.schema.json', '.ts').replace(/_/g, '-'), text)
   }
   return out
+}
+
+/**
+ * The types describe documents as the program holds them after loading. A key the schema requires
+ * only when another is absent (a pipeline's steps, unless it extends another pipeline) is always
+ * there once loaded (composition fills it), so the types require it; json-schema-to-typescript
+ * would otherwise drop the condition and make it optional.
+ */
+function loadedShape(schema) {
+  const absent = schema.if?.not?.required
+  const then = schema.then?.required
+  if (!Array.isArray(absent) || !Array.isArray(then) || schema.else !== undefined) return schema
+  const {if: _if, then: _then, ...rest} = schema
+  return {...rest, required: [...(rest.required ?? []), ...then]}
 }

@@ -13,6 +13,7 @@ import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
+import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
 
 /** What the loader needs to know about step kinds; the step registry provides it. */
 export interface KindInfo {
@@ -34,8 +35,16 @@ export interface LoadedPipeline {
   dir: string
   pipeline: Pipeline
   source: YamlSource
-  /** sha256 of the file's text. */
+  /** sha256 of the file's text; of every file of the chain when the pipeline extends another. */
   hash: string
+  /** Present when the pipeline extends another: where each composed node came from (see compose.ts). */
+  composition?: Composition
+}
+
+/** The directory a step's files (prompt, output_schema, blocks_file) are relative to: that of the file that holds the step. */
+export function stepDir(loaded: LoadedPipeline, step: number | string): string {
+  const index = typeof step === 'number' ? step : loaded.pipeline.steps.findIndex((s) => s.id === step)
+  return loaded.composition?.steps[index]?.dir ?? loaded.dir
 }
 
 /** `warnings` are problems that do not stop a run: pipe validate and --dry-run show them. */
@@ -45,16 +54,17 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
   const read = await readYamlFile(file)
   if (!read.ok) return read
   const source = read.source
+  if (extendsAnother(source)) {
+    // Each file's structure is checked while composing, so the rules see a well-formed pipeline.
+    const composed = await composePipeline(source)
+    if (!composed.ok) return composed
+    const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: composed.data as unknown as Pipeline, source, hash: composed.hash, composition: composed.composition}
+    return checkRules(loaded, catalog)
+  }
   const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}
-  if (structure.ok) {
-    const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
-    // Where a spec can exist depends on every path being right, so it is judged once the rest holds.
-    if (diagnostics.length === 0) diagnostics.push(...flowRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name}))))
-    if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
-    return {ok: true, loaded, warnings: pipelineWarnings(loaded, catalog)}
-  }
+  if (structure.ok) return checkRules(loaded, catalog)
   // The structure is wrong, but the graph rules may still find more to report in one pass (a
   // misspelt transition next to an unknown key). They run defensively: a rule that trips over a
   // malformed value reports nothing rather than a confusing error.
@@ -76,6 +86,14 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
     }
   }
   return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
+}
+
+function checkRules(loaded: LoadedPipeline, catalog: KindCatalog): PipelineResult {
+  const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
+  // Where a spec can exist depends on every path being right, so it is judged once the rest holds.
+  if (diagnostics.length === 0) diagnostics.push(...flowRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name}))))
+  if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
+  return {ok: true, loaded, warnings: pipelineWarnings(loaded, catalog)}
 }
 
 /** Problems worth a warning: the pipeline runs, but a path through it may surprise. */
@@ -132,11 +150,17 @@ interface Rule {
   check(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[]
 }
 
-/** A diagnostic at a node of the pipeline file. */
+/** A diagnostic at a node of the pipeline, in the file that holds the node (a base pipeline, an overlay entry). */
 export function diag(loaded: LoadedPipeline, segments: Segment[], message: string, preferKey = false): Diagnostic {
-  const pos = locate(loaded.source, segments, preferKey)
-  const printable = segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
-  return {file: loaded.file, line: pos.line, col: pos.col, path: printable, message, rule: ''}
+  const at = origin(loaded, segments)
+  const pos = locate(at.source, at.segments, preferKey)
+  const printable = at.segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
+  return {file: at.source === loaded.source ? loaded.file : at.source.file, line: pos.line, col: pos.col, path: printable, message, rule: ''}
+}
+
+/** The file and path within it of a node of the (composed) pipeline. */
+export function origin(loaded: LoadedPipeline, segments: readonly Segment[]): {source: YamlSource; segments: Segment[]} {
+  return loaded.composition ? originOf(loaded.composition, loaded.source, segments) : {source: loaded.source, segments: [...segments]}
 }
 
 /** Every place a step id is referenced, with its path for error positions. */
@@ -158,12 +182,18 @@ export const pipelineRules: Rule[] = [
     check(loaded) {
       const first = new Map<string, number>()
       const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
+      // Composed, the step of the deeper base came first: the one the child added is the duplicate.
+      const depth = (i: number): number => (loaded.composition ? loaded.composition.files.indexOf(loaded.composition.steps[i]!.source) : 0)
+      const order = loaded.pipeline.steps.map((_, i) => i).sort((x, y) => depth(y) - depth(x) || x - y)
+      order.forEach((i) => {
+        const step = loaded.pipeline.steps[i]!
         const seen = first.get(step.id)
         if (seen === undefined) first.set(step.id, i)
         else {
-          const firstLine = locate(loaded.source, ['steps', seen, 'id']).line
-          out.push(diag(loaded, ['steps', i, 'id'], `duplicate step id "${step.id}" (first defined on line ${firstLine})`))
+          const first = origin(loaded, ['steps', seen, 'id'])
+          const here = origin(loaded, ['steps', i, 'id'])
+          const where = `line ${locate(first.source, first.segments).line}${first.source === here.source ? '' : ` of ${first.source.file}`}`
+          out.push(diag(loaded, ['steps', i, 'id'], `duplicate step id "${step.id}" (first defined on ${where})${loaded.composition ? '; to put a step in the place of one of the base, use an overlay replace' : ''}`))
         }
       })
       return out
@@ -176,7 +206,13 @@ export const pipelineRules: Rule[] = [
       const known = new Set(ids)
       return references(loaded.pipeline)
         .filter((ref) => !known.has(ref.target))
-        .map((ref) => diag(loaded, ref.segments, `unknown step "${ref.target}" in ${ref.what}${didYouMean(ref.target, ids)}`))
+        .map((ref) => {
+          const removed = loaded.composition?.removed[ref.target]
+          if (!removed) return diag(loaded, ref.segments, `unknown step "${ref.target}" in ${ref.what}${didYouMean(ref.target, ids)}`)
+          const by = `${removed.source.file}:${locate(removed.source, removed.segments).line}`
+          const what = ref.what === 'start' ? 'start names step' : ref.what === 'rollback target' ? 'rollback target is step' : `${ref.what} into step`
+          return diag(loaded, ref.segments, `${what} "${ref.target}", which the overlay removes (${by}); re-point it: give the remove a next ({remove: ${ref.target}, next: STEP}), or replace this step`)
+        })
     },
   },
   {
@@ -306,8 +342,8 @@ export const pipelineRules: Rule[] = [
         for (const field of PIPELINE_FILE_FIELDS) {
           const name = (step as unknown as Record<string, unknown>)[field]
           if (typeof name !== 'string') continue
-          const problem = fileEscape(loaded.dir, name)
-          if (problem) out.push(diag(loaded, ['steps', i, field], `${field} "${name}" ${problem}; files a pipeline names must lie inside its directory (${loaded.dir})`))
+          const problem = fileEscape(stepDir(loaded, i), name)
+          if (problem) out.push(diag(loaded, ['steps', i, field], `${field} "${name}" ${problem}; files a pipeline names must lie inside its directory (${stepDir(loaded, i)})`))
         }
       })
       return out
@@ -319,8 +355,8 @@ export const pipelineRules: Rule[] = [
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
         if (!('prompt' in step) || step.prompt === undefined) return
-        if (fileEscape(loaded.dir, step.prompt)) return
-        const full = path.resolve(loaded.dir, step.prompt)
+        if (fileEscape(stepDir(loaded, i), step.prompt)) return
+        const full = path.resolve(stepDir(loaded, i), step.prompt)
         let problem: string | undefined
         if (!existsSync(full)) problem = 'does not exist'
         else if (!statSync(full).isFile()) problem = 'is not a file'
@@ -338,8 +374,8 @@ export const pipelineRules: Rule[] = [
         if ((step.blocks === undefined) === (step.blocks_file === undefined)) {
           out.push(diag(loaded, ['steps', i, 'id'], `edit step "${step.id}" needs exactly one of blocks or blocks_file`))
         }
-        if (step.blocks_file !== undefined && !fileEscape(loaded.dir, step.blocks_file)) {
-          const full = path.resolve(loaded.dir, step.blocks_file)
+        if (step.blocks_file !== undefined && !fileEscape(stepDir(loaded, i), step.blocks_file)) {
+          const full = path.resolve(stepDir(loaded, i), step.blocks_file)
           if (!existsSync(full) || !statSync(full).isFile()) out.push(diag(loaded, ['steps', i, 'blocks_file'], `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`))
         }
       })
@@ -372,11 +408,11 @@ export const pipelineRules: Rule[] = [
       loaded.pipeline.steps.forEach((step, i) => {
         if (!('prompt' in step) || step.prompt === undefined) return
         // Never read a file outside the pipeline's tree, not even to check it.
-        if (fileEscape(loaded.dir, step.prompt)) return
+        if (fileEscape(stepDir(loaded, i), step.prompt)) return
         const allowed = catalog[step.kind]?.promptVariables ?? []
         let text: string
         try {
-          const full = path.resolve(loaded.dir, step.prompt)
+          const full = path.resolve(stepDir(loaded, i), step.prompt)
           // A FIFO or a device would block or never end; missing-file reports it.
           if (!statSync(full).isFile()) return
           text = readFileSync(full, 'utf8')

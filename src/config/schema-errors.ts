@@ -101,6 +101,14 @@ export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], roo
         message = `invalid name "${name}"`
         break
       }
+      case 'dependencies': {
+        // At the key that needs the other, not at the mapping.
+        const params = error.params as {property: string; missingProperty: string}
+        target = [...segments, params.property]
+        preferKey = true
+        message = `"${params.property}" needs "${params.missingProperty}" beside it`
+        break
+      }
       case 'not':
         message = `${describe(value)} is reserved`
         break

@@ -206,7 +206,7 @@ export class Engine {
     assertResumable(record)
     if (record.pipeline.hash !== options.pipeline.hash) {
       throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId} started`, {
-        hint: 'Restore the pipeline file as it was, or start a new run with the changed pipeline.',
+        hint: 'Restore the pipeline file (and any pipeline it extends) as it was, or start a new run with the changed pipeline.',
       })
     }
     if (isRedrivable(record.status)) {

@@ -1,6 +1,7 @@
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
+import {stepDir} from '../config/pipeline.js'
 import {applyEditText} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
 import type {StepHandler} from './types.js'
@@ -14,9 +15,10 @@ export const edit: StepHandler<'edit'> = {
   async run({step, pipeline, policy, cwd}) {
     let text = step.blocks
     if (text === undefined && step.blocks_file !== undefined) {
-      const escape = fileEscape(pipeline.dir, step.blocks_file)
+      const dir = stepDir(pipeline, step.id)
+      const escape = fileEscape(dir, step.blocks_file)
       if (escape) throw new PipeError('E_CONFIG', `blocks_file "${step.blocks_file}" ${escape}`, {hint: 'Keep edit blocks inside the pipeline\'s directory; pipe validate reports this.'})
-      const file = path.resolve(pipeline.dir, step.blocks_file)
+      const file = path.resolve(dir, step.blocks_file)
       text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
         throw new PipeError('E_CONFIG', `cannot read the edit blocks ${file} (${error.code})`, {hint: 'pipe validate checks that blocks_file exists.'})
       })

@@ -2,6 +2,7 @@
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
+import {stepDir} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
 import type {Citation, SpecBody} from '../providers/types.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -91,9 +92,10 @@ export function citationsToEvidence(
 export async function promptOf(context: StepContext): Promise<string | undefined> {
   const file = 'prompt' in context.step ? context.step.prompt : undefined
   if (file === undefined) return undefined
-  const escape = fileEscape(context.pipeline.dir, file)
+  const dir = stepDir(context.pipeline, context.step.id)
+  const escape = fileEscape(dir, file)
   if (escape) throw new PipeError('E_CONFIG', `prompt file "${file}" ${escape}`, {hint: 'Keep prompt files inside the pipeline\'s directory; pipe validate reports this.'})
-  const full = path.resolve(context.pipeline.dir, file)
+  const full = path.resolve(dir, file)
   try {
     return await readFile(full, 'utf8')
   } catch (error) {

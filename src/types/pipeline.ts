@@ -84,7 +84,17 @@ export interface Pipeline {
   name: string
   description?: string
   /**
-   * Id of the first step; the first step in the list when omitted.
+   * A pipeline file this one starts from, relative to this file. Its settings and steps are the base; this file's top-level keys override them, its steps are appended, then overlay edits the result. pipe pipeline resolve FILE prints the composed pipeline.
+   */
+  extends?: string
+  /**
+   * Edits to the steps of the extended pipeline, applied in order, by step id.
+   *
+   * @maxItems 1000
+   */
+  overlay?: OverlayOperation[]
+  /**
+   * The id of another step of this pipeline.
    */
   start?: string
   provider?: ProviderSettings
@@ -102,99 +112,40 @@ export interface Pipeline {
   steps: [Step, ...Step[]]
 }
 /**
- * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
+ * One edit of the extended pipeline's steps: exactly one of insert_before, insert_after, replace or remove, naming a step id.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "providerSettings".
+ * via the `definition` "overlayOperation".
  */
-export interface ProviderSettings {
-  kind?: 'auto' | 'offline' | 'openai'
-  model?: string
-  temperature?: number
-  max_tokens?: number
-  timeout_ms?: number
+export interface OverlayOperation {
   /**
-   * How model steps ask for JSON: json_schema (the endpoint checks the reply against the schema), json_object (JSON mode), or none (the prompt alone asks for JSON). pipe validates every reply itself in all three.
+   * Insert step (or steps) before this step: every transition into it goes to the first new step; the last new step's next defaults to it.
    */
-  response_format?: 'json_schema' | 'json_object' | 'none'
+  insert_before?: string
   /**
-   * How many times an invalid reply is sent back with its validation errors for repair (default 2).
+   * Insert step (or steps) after this step: its next goes to the first new step; the last new step's next defaults to its old next.
    */
-  repair_attempts?: number
+  insert_after?: string
   /**
-   * Prices per 1,000 tokens, to record the cost of each step.
+   * Put step in this step's place: transitions into it go to the new step, which keeps its next and on when it sets neither.
    */
-  prices?: {
-    prompt_per_1k: number
-    completion_per_1k: number
-    currency?: string
-  }
-}
-/**
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "gate".
- */
-export interface Gate {
-  description?: string
+  replace?: string
   /**
-   * @minItems 1
+   * Remove this step: transitions into it go to next when given, else to its own next; with neither they are errors.
    */
-  rules: [GateRule, ...GateRule[]]
-}
-/**
- * One check on a spec path. A rule passes when every check it names passes; a rule must name at least one check.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "gateRule".
- */
-export interface GateRule {
-  id?: string
+  remove?: string
   /**
-   * A spec path: dotted names with [N] or [*], e.g. goal, features, features[*].priority.
+   * With remove: where transitions into the removed step go instead.
    */
-  path: string
+  next?: string
+  step?: Step
   /**
-   * The path must hold a non-empty value.
-   */
-  required?: boolean
-  /**
-   * The path must hold a list with at least this many items.
-   */
-  min_items?: number
-  /**
-   * The path must hold a list with at most this many items.
-   */
-  max_items?: number
-  /**
-   * Every string at the path must have at least this many characters.
-   */
-  min_length?: number
-  /**
-   * Every string at the path must match this regular expression.
-   */
-  pattern?: string
-  /**
-   * Every value at the path must be one of these.
+   * With insert_before or insert_after: several steps, chained in order unless they set next.
    *
    * @minItems 1
+   * @maxItems 1000
    */
-  enum?: [string | number | boolean, ...(string | number | boolean)[]]
-  /**
-   * What to tell the author when the rule fails.
-   */
-  message?: string
-}
-/**
- * A weighted completeness score: the share of weight whose spec paths hold a non-empty value. A gate step fails when the score is below the threshold.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "completeness".
- */
-export interface Completeness {
-  threshold: number
-  weights: {
-    [k: string]: number | undefined
-  }
+  steps?: [Step, ...Step[]]
 }
 /**
  * Reads the run's input (--input FILE, --input - for stdin, or --text), normalises it and records it as evidence.
@@ -589,4 +540,99 @@ export interface EditStep {
    * A file with the blocks, relative to the pipeline file.
    */
   blocks_file?: string
+}
+/**
+ * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "providerSettings".
+ */
+export interface ProviderSettings {
+  kind?: 'auto' | 'offline' | 'openai'
+  model?: string
+  temperature?: number
+  max_tokens?: number
+  timeout_ms?: number
+  /**
+   * How model steps ask for JSON: json_schema (the endpoint checks the reply against the schema), json_object (JSON mode), or none (the prompt alone asks for JSON). pipe validates every reply itself in all three.
+   */
+  response_format?: 'json_schema' | 'json_object' | 'none'
+  /**
+   * How many times an invalid reply is sent back with its validation errors for repair (default 2).
+   */
+  repair_attempts?: number
+  /**
+   * Prices per 1,000 tokens, to record the cost of each step.
+   */
+  prices?: {
+    prompt_per_1k: number
+    completion_per_1k: number
+    currency?: string
+  }
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gate".
+ */
+export interface Gate {
+  description?: string
+  /**
+   * @minItems 1
+   */
+  rules: [GateRule, ...GateRule[]]
+}
+/**
+ * One check on a spec path. A rule passes when every check it names passes; a rule must name at least one check.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gateRule".
+ */
+export interface GateRule {
+  id?: string
+  /**
+   * A spec path: dotted names with [N] or [*], e.g. goal, features, features[*].priority.
+   */
+  path: string
+  /**
+   * The path must hold a non-empty value.
+   */
+  required?: boolean
+  /**
+   * The path must hold a list with at least this many items.
+   */
+  min_items?: number
+  /**
+   * The path must hold a list with at most this many items.
+   */
+  max_items?: number
+  /**
+   * Every string at the path must have at least this many characters.
+   */
+  min_length?: number
+  /**
+   * Every string at the path must match this regular expression.
+   */
+  pattern?: string
+  /**
+   * Every value at the path must be one of these.
+   *
+   * @minItems 1
+   */
+  enum?: [string | number | boolean, ...(string | number | boolean)[]]
+  /**
+   * What to tell the author when the rule fails.
+   */
+  message?: string
+}
+/**
+ * A weighted completeness score: the share of weight whose spec paths hold a non-empty value. A gate step fails when the score is below the threshold.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "completeness".
+ */
+export interface Completeness {
+  threshold: number
+  weights: {
+    [k: string]: number | undefined
+  }
 }
