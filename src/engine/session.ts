@@ -13,7 +13,7 @@ import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {KEY_FIELDS} from '../providers/spec-build.js'
 import {kindCatalog} from '../steps/registry.js'
-import type {StepHandler, StepKind} from '../steps/types.js'
+import {changesSpec, type StepHandler, type StepKind} from '../steps/types.js'
 import {assertId} from '../store/ids.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
@@ -183,7 +183,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         ...(step.on_exhausted !== undefined ? {on_exhausted: step.on_exhausted} : {}),
         timeout_ms: step.timeout_ms ?? limits.step_timeout_ms ?? 600000,
         retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
-        changes_spec: handler.changesSpec,
+        changes_spec: changesSpec(handler, step),
         ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
       }
     }),
