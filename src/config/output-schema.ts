@@ -19,7 +19,7 @@ export interface OutputSchema {
   /** The file's schema as written (what `outputsSchema` and the endpoint see). */
   schema: Record<string, unknown>
   /** The problems of a reply in one line, or null when it matches. */
-  check(value: unknown): string | null
+  check: (value: unknown) => string | null
 }
 
 export type OutputSchemaResult = {ok: true; file: string; output: OutputSchema} | {ok: false; file: string; problem: string}
@@ -99,9 +99,7 @@ function compileUncached(root: Record<string, unknown>): OutputSchema | string {
   }
   return {
     schema: root,
-    check(value) {
-      return validate(value) ? null : describeReplyErrors(validate.errors ?? [])
-    },
+    check: (value) => (validate(value) ? null : describeReplyErrors(validate.errors ?? [])),
   }
 }
 

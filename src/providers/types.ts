@@ -86,7 +86,7 @@ export interface GenerateRequest {
   /** The output schema as written; its root is an object. */
   schema: Record<string, unknown>
   /** The problems of a parsed reply in one line, or null when it matches the schema. */
-  check(value: unknown): string | null
+  check: (value: unknown) => string | null
   /** Overrides of the pipeline's provider settings for this step. */
   model?: string
   temperature?: number

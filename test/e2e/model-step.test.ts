@@ -87,7 +87,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(snapshot!.step.kind).to.equal('model')
     expect(snapshot!.outputs).to.deep.equal({value: GOOD})
     expect(snapshot!.inputs).to.include({prompt: 'prompts/notes.md', output_schema: 'schemas/notes.schema.json'})
-    expect(snapshot!.inputs['vars']).to.deep.equal({audience: 'customers', commits: ['3f2a9c1 Add CSV export', '9b7e4d2 Fix rounding']})
+    expect((snapshot!.inputs as Record<string, unknown>)['vars']).to.deep.equal({audience: 'customers', commits: ['3f2a9c1 Add CSV export', '9b7e4d2 Fix rounding']})
     expect(snapshot!.meta).to.include({provider: 'openai', llm_model: 'gpt-4o-mini'})
     expect(snapshot!.meta.usage).to.include({prompt_tokens: 40, completion_tokens: 10, calls: 1})
     expect(snapshot!.spec_version_out).to.equal(null)

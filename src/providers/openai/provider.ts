@@ -127,7 +127,7 @@ export class OpenAIProvider implements Provider {
 
   /** The request/validate/repair loop every model step shares. */
   private async ask<T>(
-    request: {name: string; what: string; system: string; prompt: string; schema: Record<string, unknown>; check(value: unknown): string | null; maxRepairs?: number},
+    request: {name: string; what: string; system: string; prompt: string; schema: Record<string, unknown>; check: (value: unknown) => string | null; maxRepairs?: number},
     signal: AbortSignal,
     overrides: CallOverrides = {},
   ): Promise<{value: T; usage: Usage}> {
