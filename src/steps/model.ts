@@ -51,6 +51,7 @@ export const model: StepHandler<'model'> = {
   summary: 'ask a model, with your prompt and vars, for JSON matching your output schema; with spec_path, write it into the spec',
   outcomes: () => ['success'],
   changesSpec: (step) => step.spec_path !== undefined,
+  needsModel: true,
   // Asking again costs tokens but changes nothing outside the run.
   safeToRetry: true,
   outputsSchema(step, pipeline) {

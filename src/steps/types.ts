@@ -114,6 +114,8 @@ export interface StepHandler<K extends StepKind> {
   stops?: Readonly<Record<string, 'awaiting_input' | 'cancelled'>>
   /** Whether a successful run of a step of this kind writes a new spec version (per step when it depends on the step's config). */
   changesSpec: boolean | ((step: StepOf<K>) => boolean)
+  /** Whether only a real model can run it: the offline rules provider fails it with E_CONFIG (a dry run warns). */
+  needsModel?: boolean
   /** Whether it needs a spec version to exist when it runs (validate checks one can). */
   needsSpec?: boolean
   /** The argument vectors it will run, with their place in the step, for checks against a policy before a run. */

@@ -154,6 +154,29 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
+  it('falls back to JSON mode when the endpoint refuses JSON-schema output, still checking the reply', async () => {
+    server = await ModelServer.start((request) =>
+      request.body.response_format?.type === 'json_schema' ? {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}} : {content: JSON.stringify(GOOD)},
+    )
+    server.script('draft', {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}}, {content: '{"items": 3}'})
+    const result = await run(await pipeline(DRAFT))
+    expect(result.code, result.stderr).to.equal(0)
+    expect(server.requests.map((r) => r.body.response_format?.type)).to.deep.equal(['json_schema', 'json_object', 'json_object'])
+    expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/items must be array')
+    const [snapshot] = await snapshots(json<RunJson>(result).run_id)
+    expect(snapshot!.outputs).to.deep.equal({value: GOOD})
+  })
+
+  it('--dry-run warns that a model step would fail on the offline provider, and not when a model is configured', async () => {
+    const file = await pipeline(DRAFT)
+    const offline = await pipe(['run', file, '--dry-run', '--json'], {cwd: dir})
+    const warnings = json<{warnings: Array<{rule: string; line: number; col: number; message: string}>}>(offline).warnings
+    expect(warnings.map((w) => [w.rule, w.line, w.col])).to.deep.equal([['needs-model', 5, 11]])
+    expect(warnings[0]!.message).to.contain('E_CONFIG').and.contain('OPENAI_API_KEY')
+    const online = await pipe(['run', file, '--dry-run', '--json'], {cwd: dir, env: {OPENAI_BASE_URL: 'http://127.0.0.1:9/v1'}})
+    expect(json<{warnings: unknown[]}>(online).warnings).to.deep.equal([])
+  })
+
   it('with the offline provider, fails at once with E_CONFIG saying how to point pipe at a model', async () => {
     const result = await run(await pipeline(`${DRAFT}    retry: {max_retries: 3}\n`))
     expect(result.code).to.not.equal(0)
