@@ -5,7 +5,7 @@ import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {ModelServer} from '../helpers/model-server.js'
+import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
   run_id: string
@@ -152,6 +152,19 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(markdown.stdout).to.contain('## release_notes').and.contain('"title": "CSV export"')
     const audit = await pipe(['audit', 'verify', body.run_id], {cwd: dir})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
+
+  it('keeps the sections when built-in kinds write later versions (compile, plan_tasks)', async () => {
+    server = await ModelServer.start(cannedReply)
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    const steps = `  - {id: ingest, kind: ingest, next: draft}\n${DRAFT}    spec_path: notes\n    next: compile\n  - {id: compile, kind: compile, next: plan}\n  - {id: plan, kind: plan_tasks}\n`
+    const result = await run(await pipeline(steps), ['--input', path.join(examples, 'full-prd.md')])
+    expect(result.code, result.stderr).to.equal(0)
+    const spec = json<CanonicalSpec>(await pipe(['spec', 'show', json<RunJson>(result).spec_version!, '--json'], {cwd: dir}))
+    expect(spec.meta.created_by_step).to.equal('plan')
+    expect(spec.sections).to.deep.equal({notes: GOOD})
+    expect(spec.features.length).to.be.greaterThan(0)
+    expect(spec.tasks.length).to.be.greaterThan(0)
   })
 
   it('falls back to JSON mode when the endpoint refuses JSON-schema output, still checking the reply', async () => {
