@@ -12,6 +12,7 @@ import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
+import {loadOutputSchema} from './output-schema.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
 
@@ -25,8 +26,14 @@ export interface KindInfo {
   failures?: readonly string[]
   /** Outcomes that stop the run by themselves (wait or cancel) and take no route. */
   stops?: Readonly<Record<string, string>>
-  changesSpec?: boolean
+  changesSpec?: boolean | ((step: Step) => boolean)
   needsSpec?: boolean
+}
+
+/** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
+export function writesSpec(catalog: KindCatalog, step: Step): boolean {
+  const changes = catalog[step.kind]?.changesSpec
+  return typeof changes === 'function' ? changes(step) : changes === true
 }
 export type KindCatalog = Readonly<Record<string, KindInfo>>
 
@@ -112,9 +119,25 @@ export const pipelineAdvice: Rule[] = [
     },
   },
   {
+    name: 'model-unused-var',
+    check(loaded) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (step.kind !== 'model') return
+        const text = promptText(loaded, step, i)
+        if (text === undefined) return
+        const used = new Set(variablesUsed(text).map((use) => use.name))
+        for (const name of Object.keys(step.vars ?? {})) {
+          if (!used.has(name)) out.push(diag(loaded, ['steps', i, 'vars', name], `var "${name}" of step "${step.id}" is not used by its prompt file "${step.prompt}" (no {{${name}}} in it)`, true))
+        }
+      })
+      return out
+    },
+  },
+  {
     name: 'spec-before-use',
     check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, (step) => catalog[step.kind]?.changesSpec === true)
+      const reach = specReach(loaded.pipeline, (step) => writesSpec(catalog, step))
       return loaded.pipeline.steps.flatMap((step, i) =>
         catalog[step.kind]?.needsSpec && reach.without.has(step.id) && reach.with.has(step.id)
           ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`)]
@@ -123,6 +146,22 @@ export const pipelineAdvice: Rule[] = [
     },
   },
 ]
+
+/** The text of a step's prompt file, when it has one inside the pipeline's tree that can be read. */
+function promptText(loaded: LoadedPipeline, step: Step, index: number): string | undefined {
+  if (!('prompt' in step) || typeof step.prompt !== 'string') return undefined
+  const dir = stepDir(loaded, index)
+  // Never read a file outside the pipeline's tree, not even to check it.
+  if (fileEscape(dir, step.prompt)) return undefined
+  try {
+    const full = path.resolve(dir, step.prompt)
+    // A FIFO or a device would block or never end; missing-file reports it.
+    if (!statSync(full).isFile()) return undefined
+    return readFileSync(full, 'utf8')
+  } catch {
+    return undefined
+  }
+}
 
 /** The warnings of a valid pipeline (see pipelineAdvice). */
 export function pipelineWarnings(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[] {
@@ -134,7 +173,7 @@ const flowRules: Rule[] = [
   {
     name: 'spec-before-use',
     check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, (step) => catalog[step.kind]?.changesSpec === true)
+      const reach = specReach(loaded.pipeline, (step) => writesSpec(catalog, step))
       return loaded.pipeline.steps.flatMap((step, i) =>
         catalog[step.kind]?.needsSpec && reach.without.has(step.id) && !reach.with.has(step.id)
           ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`)]
@@ -402,6 +441,28 @@ export const pipelineRules: Rule[] = [
     },
   },
   {
+    // kind: model — the output schema compiles, and every {{name}} of the prompt is a key of vars.
+    name: 'model-step',
+    check(loaded) {
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (step.kind !== 'model') return
+        if (typeof step.output_schema === 'string' && !fileEscape(stepDir(loaded, i), step.output_schema)) {
+          const schema = loadOutputSchema(stepDir(loaded, i), step.output_schema)
+          if (!schema.ok) out.push(diag(loaded, ['steps', i, 'output_schema'], `output_schema "${step.output_schema}" ${schema.problem}`))
+        }
+        const text = promptText(loaded, step, i)
+        if (text === undefined) return
+        const names = Object.keys(step.vars ?? {})
+        for (const use of variablesUsed(text)) {
+          if (names.includes(use.name)) continue
+          out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`))
+        }
+      })
+      return out
+    },
+  },
+  {
     name: 'prompt-variable',
     check(loaded, catalog) {
       const out: Diagnostic[] = []
@@ -409,7 +470,9 @@ export const pipelineRules: Rule[] = [
         if (!('prompt' in step) || step.prompt === undefined) return
         // Never read a file outside the pipeline's tree, not even to check it.
         if (fileEscape(stepDir(loaded, i), step.prompt)) return
-        const allowed = catalog[step.kind]?.promptVariables ?? []
+        // A kind without a fixed set (model: its vars) checks its prompt in its own rule.
+        const allowed = catalog[step.kind]?.promptVariables
+        if (allowed === undefined) return
         let text: string
         try {
           const full = path.resolve(stepDir(loaded, i), step.prompt)

@@ -12,7 +12,7 @@ import {PipeError, toPipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {registry as defaultRegistry} from '../steps/registry.js'
-import type {RunHistory, StepContext, StepDone, StepHandler, StepKind, StepRegistry, StepResult} from '../steps/types.js'
+import {changesSpec, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import type {Store} from '../store/store.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
@@ -583,7 +583,7 @@ export class Engine {
         evidence.push({draft: rest, link: link ?? rest.type})
       }
       if (result.spec) {
-        if (!handler.changesSpec) throw new PipeError('E_INTERNAL', `step kind ${step.kind} returned a spec but does not change specs`)
+        if (!changesSpec(handler, step)) throw new PipeError('E_INTERNAL', `step kind ${step.kind} returned a spec but does not change specs`)
         const title = result.spec.title ?? current?.meta.title
         spec = {
           draft: {
@@ -600,7 +600,7 @@ export class Engine {
             },
           },
         }
-      } else if (handler.changesSpec) {
+      } else if (changesSpec(handler, step)) {
         throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
       }
       const failure = handler.failures?.[result.outcome]

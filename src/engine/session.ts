@@ -6,14 +6,14 @@ import path from 'node:path'
 import type {Readable} from 'node:stream'
 import {answerableFields, answersOf, checkAnswers, loadAnswersFile} from '../config/answers.js'
 import {formatDiagnostic, type Diagnostic} from '../config/diagnostics.js'
-import {loadPipeline, pipelineWarnings, type LoadedPipeline} from '../config/pipeline.js'
+import {diag, loadPipeline, pipelineWarnings, type LoadedPipeline} from '../config/pipeline.js'
 import {resolvePolicy} from '../config/policy.js'
 import {PipeError} from '../errors.js'
 import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {KEY_FIELDS} from '../providers/spec-build.js'
 import {kindCatalog} from '../steps/registry.js'
-import type {StepHandler, StepKind} from '../steps/types.js'
+import {changesSpec, type StepHandler, type StepKind, type StepRegistry} from '../steps/types.js'
 import {assertId} from '../store/ids.js'
 import {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
@@ -184,13 +184,23 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         ...(step.on_exhausted !== undefined ? {on_exhausted: step.on_exhausted} : {}),
         timeout_ms: step.timeout_ms ?? limits.step_timeout_ms ?? 600000,
         retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
-        changes_spec: handler.changesSpec,
+        changes_spec: changesSpec(handler, step),
         ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
       }
     }),
     denied: deniedCommands(pipeline, policy),
-    warnings: pipelineWarnings(pipeline, kindCatalog),
+    warnings: [...pipelineWarnings(pipeline, kindCatalog), ...offlineModelWarnings(pipeline, provider.record, registry)],
   }
+}
+
+/** Steps only a real model can run, when the run would use the offline rules provider. */
+function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['provider'], registry: StepRegistry): Diagnostic[] {
+  if (provider.kind !== 'offline') return []
+  return pipeline.pipeline.steps.flatMap((step, i) =>
+    (registry[step.kind] as StepHandler<StepKind>).needsModel
+      ? [{...diag(pipeline, ['steps', i, 'kind'], `step "${step.id}" needs a model, but the run would use the offline rules provider, so it would fail with E_CONFIG; set OPENAI_API_KEY (and OPENAI_BASE_URL) or pass --provider openai`), rule: 'needs-model', severity: 'warning' as const}]
+      : [],
+  )
 }
 
 export async function startSession(options: StartSession): Promise<RunOutcome> {

@@ -77,6 +77,22 @@ export interface ApplyAnswersRequest extends PromptedRequest {
   answers: Record<string, string>
 }
 
+/** A model step of the pipeline's own: a rendered prompt and the JSON Schema its reply must match. */
+export interface GenerateRequest {
+  /** Names the request: the step id (the endpoint's json_schema name, and in messages). */
+  name: string
+  /** The prompt with its placeholders filled. */
+  prompt: string
+  /** The output schema as written; its root is an object. */
+  schema: Record<string, unknown>
+  /** The problems of a parsed reply in one line, or null when it matches the schema. */
+  check: (value: unknown) => string | null
+  /** Overrides of the pipeline's provider settings for this step. */
+  model?: string
+  temperature?: number
+  maxRepairs?: number
+}
+
 export interface Provider {
   readonly name: string
   readonly model: string | null
@@ -86,4 +102,6 @@ export interface Provider {
   applyAnswers(request: ApplyAnswersRequest, signal: AbortSignal): Promise<ModelReply<{body: SpecBody}>>
   planTasks(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>>
   generateVv(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>>
+  /** A reply that matches the request's schema (bounded repairs, then E_MODEL); `model` is the model that answered. */
+  generate(request: GenerateRequest, signal: AbortSignal): Promise<ModelReply<unknown> & {model: string}>
 }

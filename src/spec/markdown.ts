@@ -26,5 +26,7 @@ export function specToMarkdown(spec: CanonicalSpec): string {
     })}`,
   )
   out.push(`## Verification and validation\n\n${list(spec.vv, (v) => `**${v.id}** ${v.kind}/${v.method}: ${v.description}${v.acceptance_criteria.length ? ` (${v.acceptance_criteria.join(', ')})` : ''}`)}`)
+  // Sections written by model steps (spec_path): their shape is the pipeline's own, so they are shown as JSON.
+  for (const [name, value] of Object.entries(spec.sections ?? {})) out.push(`## ${name}\n\n\`\`\`json\n${JSON.stringify(value, null, 2)}\n\`\`\`\n`)
   return out.join('\n')
 }

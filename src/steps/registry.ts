@@ -10,11 +10,12 @@ import {compile} from './compile.js'
 import {gate} from './gate.js'
 import {generateVv} from './generate-vv.js'
 import {ingest} from './ingest.js'
+import {model} from './model.js'
 import {noop} from './noop.js'
 import {planTasks} from './plan-tasks.js'
 import {publish} from './publish.js'
 import {review} from './review.js'
-import type {StepHandler, StepKind, StepOf, StepRegistry} from './types.js'
+import {changesSpec, type StepHandler, type StepKind, type StepOf, type StepRegistry} from './types.js'
 
 export const registry: StepRegistry = {
   ingest,
@@ -31,6 +32,7 @@ export const registry: StepRegistry = {
   qa,
   git,
   edit,
+  model,
 }
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
@@ -46,7 +48,7 @@ export const kindCatalog: KindCatalog = Object.fromEntries(
       ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
       ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
       ...(handler.stops ? {stops: handler.stops} : {}),
-      changesSpec: handler.changesSpec,
+      changesSpec: (step: StepOf<StepKind>) => changesSpec(handler as StepHandler<StepKind>, step),
       needsSpec: handler.needsSpec === true,
     },
   ]),

@@ -4,6 +4,7 @@
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {ErrorCode} from '../errors.js'
+import type {JsonSchemaLike} from '../expr/index.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {Evidence} from '../types/evidence.js'
@@ -111,14 +112,18 @@ export interface StepHandler<K extends StepKind> {
    * step again, `cancelled` ends the run (a review's hold and drop).
    */
   stops?: Readonly<Record<string, 'awaiting_input' | 'cancelled'>>
-  /** Whether a successful run of this kind writes a new spec version. */
-  changesSpec: boolean
+  /** Whether a successful run of a step of this kind writes a new spec version (per step when it depends on the step's config). */
+  changesSpec: boolean | ((step: StepOf<K>) => boolean)
+  /** Whether only a real model can run it: the offline rules provider fails it with E_CONFIG (a dry run warns). */
+  needsModel?: boolean
   /** Whether it needs a spec version to exist when it runs (validate checks one can). */
   needsSpec?: boolean
   /** The argument vectors it will run, with their place in the step, for checks against a policy before a run. */
   commands?(step: StepOf<K>): Array<{argv: readonly string[]; at: Array<string | number>}>
   /** Whether running it twice does no harm, so it may be retried after a retryable error. */
   safeToRetry: boolean
+  /** The JSON Schema of the step's snapshot outputs, which expressions `steps.<id>.outputs...` read. */
+  outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
   /** For model steps: the variables its prompt file may use. */
   promptVariables?: readonly string[]
   run(context: StepContext<StepOf<K>>): Promise<StepResult>
@@ -126,3 +131,8 @@ export interface StepHandler<K extends StepKind> {
 
 /** One handler per kind; a kind in the schema without a handler here fails to compile. */
 export type StepRegistry = {readonly [K in StepKind]: StepHandler<K>}
+
+/** Whether this step, run successfully, writes a new spec version. */
+export function changesSpec<K extends StepKind>(handler: StepHandler<K>, step: StepOf<K>): boolean {
+  return typeof handler.changesSpec === 'function' ? handler.changesSpec(step) : handler.changesSpec
+}

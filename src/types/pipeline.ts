@@ -20,6 +20,7 @@ export type Step =
   | QaStep
   | GitStep
   | EditStep
+  | ModelStep
 /**
  * A step id: lower case letters, digits and underscores, starting with a letter.
  *
@@ -540,6 +541,53 @@ export interface EditStep {
    * A file with the blocks, relative to the pipeline file.
    */
   blocks_file?: string
+}
+/**
+ * A model step of your own: fills the prompt file's {{name}} placeholders from vars, asks the model for JSON matching output_schema (bounded repairs, then E_MODEL), and records the valid reply as outputs.value; with spec_path it also writes the reply into the spec as a new version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "modelStep".
+ */
+export interface ModelStep {
+  id: StepId
+  kind: 'model'
+  description?: string
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * The prompt file, relative to the pipeline file: Markdown with {{name}} placeholders, each filled from vars.
+   */
+  prompt: string
+  /**
+   * Values for the prompt's {{name}} placeholders. Strings go in as they are, numbers and booleans as written, null as nothing, lists and maps as indented JSON. Every placeholder must have a var (pipe validate checks it).
+   */
+  vars?: {
+    [k: string]: unknown | undefined
+  }
+  /**
+   * A JSON Schema file (draft-07, or 2019-09/2020-12 by its $schema), relative to the pipeline file, with an object at its root. The reply must validate against it; an invalid reply is sent back with its errors up to max_repairs times, then the step fails with E_MODEL. The valid reply is the step's outputs.value.
+   */
+  output_schema: string
+  /**
+   * Write the reply into the spec as a new immutable version, at this dotted path under the spec's sections (release_notes writes sections.release_notes). The core fields and meta are written only by the built-in kinds.
+   */
+  spec_path?: string
+  /**
+   * The model for this step, instead of provider.model.
+   */
+  model?: string
+  /**
+   * Sampling temperature for this step, instead of provider.temperature.
+   */
+  temperature?: number
+  /**
+   * How many times an invalid reply is sent back for repair (default: provider.repair_attempts, else 2).
+   */
+  max_repairs?: number
 }
 /**
  * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.

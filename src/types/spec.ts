@@ -102,6 +102,12 @@ export interface CanonicalSpec {
      */
     requirements?: string[]
   }[]
+  /**
+   * Sections of your own, written by model steps' spec_path: any JSON under a lower-case name. Absent until a step writes one.
+   */
+  sections?: {
+    [k: string]: unknown | undefined
+  }
 }
 /**
  * This interface was referenced by `CanonicalSpec`'s JSON-Schema

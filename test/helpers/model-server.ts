@@ -37,6 +37,8 @@ function kindOf(body: ModelRequest['body']): string {
   const named = body.response_format?.json_schema?.name
   if (named) return named
   const system = body.messages[0]?.content ?? ''
+  const own = /model step "([a-z][a-z0-9_]*)"/.exec(system)
+  if (own) return own[1]!
   return /compile step/.test(system) ? 'compile' : /clarify step/.test(system) ? 'clarify_questions' : /apply-answers/.test(system) ? 'apply_answers' : /planning step/.test(system) ? 'plan_tasks' : 'generate_vv'
 }
 

@@ -3,7 +3,8 @@
  * real extraction and planning so that the default pipeline is useful without a model.
  */
 import type {Task} from '../../types/spec.js'
-import {OFFLINE_MODEL, type ApplyAnswersRequest, type ClarifyRequest, type CompileOutput, type CompileRequest, type ModelReply, type Provider, type Question, type SpecBody, type VvItem} from '../types.js'
+import {PipeError} from '../../errors.js'
+import {OFFLINE_MODEL, type ApplyAnswersRequest, type GenerateRequest, type ClarifyRequest, type CompileOutput, type CompileRequest, type ModelReply, type Provider, type Question, type SpecBody, type VvItem} from '../types.js'
 import {isNegative, isNoneAnswer, isNonAnswer, nfrCategory, parseGwt, priorityOf, stripPriority, taskType} from './classify.js'
 import {mergeWithPrevious, missingKeyFields, nextId, normalizeForCompare, pad} from '../spec-build.js'
 import {extractSpec} from './extract.js'
@@ -238,5 +239,14 @@ export class OfflineProvider implements Provider {
     }
     return {value: {vv}, citations: []}
   }
-}
 
+  /**
+   * The rules answer the built-in kinds only: a prompt of the pipeline's own needs a model. Not
+   * retryable: asking again cannot help.
+   */
+  async generate(request: GenerateRequest, _signal?: AbortSignal): Promise<ModelReply<unknown> & {model: string}> {
+    throw new PipeError('E_CONFIG', `model step "${request.name}" needs a model, but the run uses the offline rules provider, which answers only the built-in kinds (compile, clarify_questions, apply_answers, plan_tasks, generate_vv)`, {
+      hint: 'Point pipe at an OpenAI-compatible endpoint: set OPENAI_API_KEY, and OPENAI_BASE_URL for a server other than OpenAI (e.g. http://127.0.0.1:11434/v1 for Ollama); the default --provider auto then uses it (or say --provider openai, or provider.kind: openai in the pipeline). A recorded reply (--replay, in a later version) will also answer it.',
+    })
+  }
+}

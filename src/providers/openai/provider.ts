@@ -15,8 +15,13 @@ import type {ProviderSettings} from '../../types/pipeline.js'
 import type {Task} from '../../types/spec.js'
 import {defaultPrompt, renderPrompt, type ModelKind} from '../prompt.js'
 import {emptyBody, mergeWithPrevious, missingKeyFields, nextId, pad} from '../spec-build.js'
-import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, ModelReply, PromptedRequest, Provider, Question, SpecBody, Usage, VvItem} from '../types.js'
+import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, GenerateRequest, ModelReply, PromptedRequest, Provider, Question, SpecBody, Usage, VvItem} from '../types.js'
 import {fromOpenAIError} from './errors.js'
+
+interface CallOverrides {
+  model?: string
+  temperature?: number
+}
 
 export interface OpenAIOptions {
   apiKey?: string
@@ -77,21 +82,21 @@ export class OpenAIProvider implements Provider {
     return this.client
   }
 
-  private async complete(kind: ModelKind, messages: OpenAI.ChatCompletionMessageParam[], schema: Record<string, unknown>, signal: AbortSignal): Promise<OpenAI.ChatCompletion> {
+  private async complete(name: string, messages: OpenAI.ChatCompletionMessageParam[], schema: Record<string, unknown>, signal: AbortSignal, overrides: CallOverrides = {}): Promise<OpenAI.ChatCompletion> {
     const client = await this.openai()
     const {settings} = this.options
     const responseFormat =
       this.format === 'json_schema'
-        ? {response_format: {type: 'json_schema' as const, json_schema: {name: kind, schema, strict: false}}}
+        ? {response_format: {type: 'json_schema' as const, json_schema: {name, schema, strict: false}}}
         : this.format === 'json_object'
           ? {response_format: {type: 'json_object' as const}}
           : {}
     try {
       return await client.chat.completions.create(
         {
-          model: this.model,
+          model: overrides.model ?? this.model,
           messages,
-          ...(settings.temperature !== undefined ? {temperature: settings.temperature} : {}),
+          ...((overrides.temperature ?? settings.temperature) !== undefined ? {temperature: overrides.temperature ?? settings.temperature} : {}),
           ...(settings.max_tokens !== undefined ? {max_tokens: settings.max_tokens} : {}),
           ...responseFormat,
         },
@@ -102,27 +107,39 @@ export class OpenAIProvider implements Provider {
       // Endpoints without JSON-schema output answer 400 about response_format: fall back to JSON mode once.
       if (status === 400 && this.format === 'json_schema' && /response_format|json_schema/i.test(String((error as Error).message))) {
         this.format = 'json_object'
-        return this.complete(kind, messages, schema, signal)
+        return this.complete(name, messages, schema, signal, overrides)
       }
       if (signal.aborted) throw signal.reason
-      throw fromOpenAIError(error, this.endpointHost, this.model)
+      throw fromOpenAIError(error, this.endpointHost, overrides.model ?? this.model)
     }
   }
 
   /** Asks for JSON matching the step's schema; repairs invalid replies a bounded number of times. */
   private async structured<T>(kind: ModelKind, prompt: string, signal: AbortSignal): Promise<{value: T; usage: Usage}> {
     const name: ModelSchemaName = `model/${kind}`
-    const schema = loadSchema(name)
-    const {$schema: _s, $id: _i, ...bareSchema} = schema
+    const {$schema: _s, $id: _i, ...bareSchema} = loadSchema(name)
+    const problems = (value: unknown): string | null => {
+      const result = check(name, value)
+      return result.valid ? null : describeErrors(result.errors)
+    }
+    return this.ask<T>({name: kind, what: `the ${kind} step`, system: SYSTEM[kind], prompt, schema: bareSchema, check: problems}, signal)
+  }
+
+  /** The request/validate/repair loop every model step shares. */
+  private async ask<T>(
+    request: {name: string; what: string; system: string; prompt: string; schema: Record<string, unknown>; check: (value: unknown) => string | null; maxRepairs?: number},
+    signal: AbortSignal,
+    overrides: CallOverrides = {},
+  ): Promise<{value: T; usage: Usage}> {
     const messages: OpenAI.ChatCompletionMessageParam[] = [
-      {role: 'system', content: `${SYSTEM[kind]}\nReply with one JSON object that matches this JSON Schema, and nothing else:\n${JSON.stringify(bareSchema)}`},
-      {role: 'user', content: prompt},
+      {role: 'system', content: `${request.system}\nReply with one JSON object that matches this JSON Schema, and nothing else:\n${JSON.stringify(request.schema)}`},
+      {role: 'user', content: request.prompt},
     ]
     const usage: Usage = {prompt_tokens: 0, completion_tokens: 0, calls: 0}
-    const repairs = this.options.settings.repair_attempts ?? 2
+    const repairs = request.maxRepairs ?? this.options.settings.repair_attempts ?? 2
     const problems: string[] = []
     for (let attempt = 0; attempt <= repairs; attempt++) {
-      const completion = await this.complete(kind, messages, bareSchema, signal)
+      const completion = await this.complete(request.name, messages, request.schema, signal, overrides)
       usage.calls++
       usage.prompt_tokens += completion.usage?.prompt_tokens ?? 0
       usage.completion_tokens += completion.usage?.completion_tokens ?? 0
@@ -130,17 +147,36 @@ export class OpenAIProvider implements Provider {
       const parsed = parseReply(content)
       let problem: string
       if (parsed.ok) {
-        const result = check(name, parsed.value)
-        if (result.valid) return {value: parsed.value as T, usage}
-        problem = `the reply does not match the schema: ${describeErrors(result.errors)}`
+        const found = request.check(parsed.value)
+        if (found === null) return {value: parsed.value as T, usage}
+        problem = `the reply does not match the schema: ${found}`
       } else problem = parsed.error
       problems.push(problem)
       messages.push({role: 'assistant', content}, {role: 'user', content: `${problem}\nReply again with only the corrected JSON object.`})
     }
-    throw new PipeError('E_MODEL', `the model's replies to the ${kind} step did not match its schema after ${repairs + 1} attempt(s): ${problems.at(-1)}`, {
+    throw new PipeError('E_MODEL', `the model's replies to ${request.what} did not match its schema after ${repairs + 1} attempt(s): ${problems.at(-1)}`, {
       hint: 'Try a stronger model, a clearer prompt file, or provider.response_format json_schema if the endpoint supports it.',
-      details: {attempts: problems.map((p, i) => ({attempt: i + 1, problem: p}))},
+      details: {attempts: problems.map((p, i) => ({attempt: i + 1, problem: p})), usage},
     })
+  }
+
+  async generate(request: GenerateRequest, signal: AbortSignal): Promise<ModelReply<unknown> & {model: string}> {
+    const {$schema: _s, $id: _i, ...bareSchema} = request.schema
+    const overrides: CallOverrides = {...(request.model !== undefined ? {model: request.model} : {}), ...(request.temperature !== undefined ? {temperature: request.temperature} : {})}
+    const {value, usage} = await this.ask<unknown>(
+      {
+        name: request.name,
+        what: `model step "${request.name}"`,
+        system: `You are the model step "${request.name}" of pipe, a pipeline runner. Answer the user's request.`,
+        prompt: request.prompt,
+        schema: bareSchema,
+        check: request.check,
+        ...(request.maxRepairs !== undefined ? {maxRepairs: request.maxRepairs} : {}),
+      },
+      signal,
+      overrides,
+    )
+    return {value, citations: [], usage, model: overrides.model ?? this.model}
   }
 
   private prompt(kind: ModelKind, request: PromptedRequest, values: Record<string, string>): string {
