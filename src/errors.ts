@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'E_NOT_FOUND'
   | 'E_STATE'
   | 'E_LOOP_LIMIT'
+  | 'E_ENDED'
   | 'E_INTEGRITY'
   | 'E_INTERNAL'
 

@@ -127,6 +127,7 @@ export function renderPlan(plan: RunPlan): string {
     `  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
     `  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}`,
     `  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
+    ...(Object.keys(plan.inputs).length > 0 ? [`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
     `  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
     `  store ${plan.store}`,
     '',

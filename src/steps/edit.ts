@@ -4,6 +4,7 @@ import {fileEscape} from '../config/pipeline-files.js'
 import {applyEditText} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
 import type {StepHandler} from './types.js'
+import {int, obj, open} from './outputs.js'
 
 export const edit: StepHandler<'edit'> = {
   kind: 'edit',
@@ -11,6 +12,7 @@ export const edit: StepHandler<'edit'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: false,
+  outputsSchema: () => obj({edit: open({changed_lines: int})}),
   async run({step, pipeline, policy, cwd}) {
     let text = step.blocks
     if (text === undefined && step.blocks_file !== undefined) {
