@@ -408,7 +408,9 @@ export class Engine {
         if (error instanceof Interrupted) return this.interrupt(runId, outcome)
         throw error
       }
-      const {result, errors, attempts, blocked, skipped} = executed
+      const {errors, attempts, blocked, skipped} = executed
+      // A reason may quote a resolved secret (an end's reason, a command line): never record or print it.
+      const result = Object.keys(exprs.secrets).length > 0 && executed.result?.type === 'done' ? redactDeep(executed.result) : executed.result
       const ended = this.now()
 
       if (result?.type === 'await') {
