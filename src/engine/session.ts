@@ -23,7 +23,9 @@ import {addSecretsNamedIn} from '../util/redact.js'
 import {decodeText, readInputFile, readStream} from '../util/text-input.js'
 import {readYamlFile} from '../config/yaml-source.js'
 import {resolveInputs, type InputDeclaration, type InputValue} from '../expr/index.js'
-import {readSecrets} from './expressions.js'
+import {evaluatorFor, readSecrets, usesExpressions} from './expressions.js'
+import {templatedStrings} from '../config/expressions.js'
+import type {BoundExpressions, JsonValue} from '../expr/index.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 import {isRedrivable} from './lifecycle.js'
 
@@ -185,6 +187,8 @@ export interface RunPlan {
     retries: number
     changes_spec: boolean
     prompt?: string
+    /** Fields whose expressions read only inputs, resolved with the given inputs (the rest are known only while running). */
+    resolved?: Record<string, JsonValue>
   }>
   /** Commands of the pipeline the policy will deny: the run would fail at them with E_POLICY_DENIED. */
   denied: Diagnostic[]
@@ -199,6 +203,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
   const {edgesOf, startStepId} = await import('../config/graph.js')
   const {deniedCommands} = await import('../steps/policy-check.js')
   const limits = policy.policy.resource_limits
+  const statics = usesExpressions(pipeline.pipeline) ? evaluatorFor(pipeline, kindCatalog).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
   return {
     pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
     policy: {file: policy.file, version: policy.version, max_retries_default: policy.policy.max_retries_default},
@@ -211,19 +216,21 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     steps: pipeline.pipeline.steps.map((step) => {
       const handler = registry[step.kind] as StepHandler<StepKind>
       const safe = step.retry?.safe ?? handler.safeToRetry
-      const outcomes = [...handler.outcomes(step), 'error']
+      const outcomes = [...handler.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
+      const edges = edgesOf(step)
       const unrouted: RunPlan['steps'][number]['unrouted'] = {}
       for (const outcome of outcomes) {
         const stop = handler.stops?.[outcome]
         if (stop) unrouted[outcome] = stop
-        else if (step.on?.[outcome] !== undefined) continue
+        // A choice's outcomes are the steps it chose: each has its own edge.
+        else if (step.on?.[outcome] !== undefined || edges.some((e) => e.label === outcome)) continue
         else if (handler.failures?.[outcome] || outcome === 'error') unrouted[outcome] = 'failed'
         else if (step.next === undefined) unrouted[outcome] = 'ends'
       }
       return {
         id: step.id,
         kind: step.kind,
-        transitions: Object.fromEntries(edgesOf(step).filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
+        transitions: Object.fromEntries(edges.filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
         outcomes,
         unrouted,
         ...(step.max_iterations !== undefined ? {max_iterations: step.max_iterations} : {}),
@@ -232,11 +239,28 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
         changes_spec: handler.changesSpec,
         ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
+        ...staticValues(step, statics),
       }
     }),
     denied: deniedCommands(pipeline, policy),
     warnings: pipelineWarnings(pipeline, kindCatalog),
   }
+}
+
+/** The values of a step's expressions that read nothing but inputs (what --dry-run can already tell). */
+function staticValues(step: LoadedPipeline['pipeline']['steps'][number], bound: BoundExpressions | null): {resolved?: Record<string, JsonValue>} {
+  if (!bound) return {}
+  const out: Record<string, JsonValue> = {}
+  for (const {segments, text} of templatedStrings(step)) {
+    if (/\b(steps|spec|secrets)\b/.test(text) || /\brun\.id\b/.test(text)) continue
+    if (segments[0] === 'choices') continue
+    try {
+      out[segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')] = bound.render(text)
+    } catch {
+      // Known only at run time (or an error the run reports at its step).
+    }
+  }
+  return Object.keys(out).length > 0 ? {resolved: out} : {}
 }
 
 export async function startSession(options: StartSession): Promise<RunOutcome> {
