@@ -47,17 +47,20 @@ export const kindCatalog: KindCatalog = catalogOf(registry)
 /** The loader's view of a registry (the engine builds one for an injected registry too). */
 export function catalogOf(reg: StepRegistry): KindCatalog {
   return Object.fromEntries(
-  Object.values(reg).map((handler) => [
-    handler.kind,
-    {
-      outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step),
-      ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
-      ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
-      ...(handler.stops ? {stops: handler.stops} : {}),
-      ...(handler.outputsSchema ? {outputsSchema: (step: StepOf<StepKind>, pipeline: {dir: string}) => (handler as StepHandler<StepKind>).outputsSchema!(step, pipeline)} : {}),
-      changesSpec: handler.changesSpec,
-      needsSpec: handler.needsSpec === true,
-    },
-  ]),
-)
+    Object.values(reg).map((handler) => {
+      const h = handler as StepHandler<StepKind>
+      return [
+        h.kind,
+        {
+          outcomes: (step: StepOf<StepKind>) => h.outcomes(step),
+          ...(h.promptVariables ? {promptVariables: h.promptVariables} : {}),
+          ...(h.failures ? {failures: Object.keys(h.failures)} : {}),
+          ...(h.stops ? {stops: h.stops} : {}),
+          ...(h.outputsSchema ? {outputsSchema: (step: StepOf<StepKind>, pipeline: {dir: string}) => h.outputsSchema!(step, pipeline)} : {}),
+          changesSpec: h.changesSpec,
+          needsSpec: h.needsSpec === true,
+        },
+      ]
+    }),
+  )
 }

@@ -55,7 +55,7 @@ export interface StepContext<S extends Step = Step> {
    * resolveStep); a kind calls this only for what it evaluates lazily (a choice's `when`s) or with
    * aliases (a foreach item). Throws ExpressionError (E_CONFIG).
    */
-  render(text: string, aliases?: Readonly<Record<string, unknown>>): JsonValue
+  render: (text: string, aliases?: Readonly<Record<string, unknown>>) => JsonValue
 }
 
 export interface PersonDecision {
