@@ -22,7 +22,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {redact, redactDeep} from '../util/redact.js'
 import type {ExprEvaluator, JsonValue} from '../expr/index.js'
-import {aliasValues, condition, contextFor, evaluatorFor, readSecrets, resolveStep, usesExpressions} from './expressions.js'
+import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
@@ -540,7 +540,8 @@ export class Engine {
         render: (text, aliases) => {
           const {evaluator, secrets} = state.exprs
           if (!evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
-          return evaluator.bind(contextFor(state.record, state.history.snapshots, state.spec, secrets), aliasValues(aliases)).render(text)
+          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
+          return explained(values, () => evaluator.bind(values, aliasValues(aliases)).render(text))
         },
       }
       try {
@@ -548,15 +549,16 @@ export class Engine {
         let resolved: Record<string, JsonValue> = {}
         const {evaluator, secrets} = state.exprs
         if (evaluator) {
-          const bound = evaluator.bind(contextFor(state.record, state.history.snapshots, state.spec, secrets))
+          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
+          const bound = evaluator.bind(values)
           if (step.when !== undefined) {
-            if (!condition(step, bound)) {
+            if (!explained(values, () => condition(step, bound))) {
               const skipped: StepDone = {type: 'done', outcome: 'skipped', reason: `when: ${step.when.trim()} is false`, inputs: {resolved: {when: false}}, outputs: {}}
               return {result: skipped, errors, attempts: attempt, skipped: true}
             }
             resolved.when = true
           }
-          const r = resolveStep(step, bound)
+          const r = explained(values, () => resolveStep(step, bound))
           context.step = r.step
           resolved = {...resolved, ...r.values}
         }

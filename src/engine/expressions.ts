@@ -8,7 +8,7 @@
 import {exprDeclarations} from '../config/expressions.js'
 import type {KindCatalog, LoadedPipeline} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
-import {ExprEvaluator, stringify, type AliasValue, type BoundExpressions, type ExprContext, type JsonValue} from '../expr/index.js'
+import {ExprEvaluator, ExpressionError, stringify, type AliasValue, type BoundExpressions, type ExprContext, type JsonValue} from '../expr/index.js'
 import {check} from '../schema/registry.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
@@ -170,4 +170,25 @@ export function condition(step: Step, bound: BoundExpressions): boolean {
 /** Aliases as the evaluator takes them. */
 export function aliasValues(aliases: Readonly<Record<string, unknown>> | undefined): Record<string, AliasValue> {
   return Object.fromEntries(Object.entries(aliases ?? {}).map(([name, value]) => [name, {value}]))
+}
+
+/**
+ * Runs `fn` (which renders expressions against `context`) and, when an expression read a step
+ * that has not run in this run yet, says so and how to guard it, instead of cel-js's bare
+ * "No such key".
+ */
+export function explained<T>(context: ExprContext, fn: () => T): T {
+  try {
+    return fn()
+  } catch (error) {
+    if (!(error instanceof ExpressionError) || error.reason !== 'no_such_key') throw error
+    const ran = new Set(Object.keys(context.steps ?? {}))
+    const missing = [...error.expression.matchAll(/\bsteps\.([a-z][a-z0-9_]*)/g)].map((m) => m[1]!).find((id) => !ran.has(id))
+    if (missing === undefined) throw error
+    throw new PipeError('E_CONFIG', `${error.message}: step "${missing}" has not run in this run (yet)`, {
+      hint: `Guard the expression for the paths where it has not run: \${{ has(steps.${missing}) && … }}, or route the run through "${missing}" first.`,
+      details: {expression: error.expression, reason: error.reason, step: missing},
+      cause: error,
+    })
+  }
 }

@@ -125,6 +125,23 @@ describe('pipeline language v2 in the engine', () => {
     expect(((await h.store.readSnapshots(num.run_id))[0]!.outputs as {description: unknown}).description).to.equal('7')
   })
 
+  it('reading a step that did not run on this path fails the step with E_CONFIG naming it and the guard', async () => {
+    const h = await harness(dir, {noop: echo})
+    const p = await pipelineFrom(
+      dir,
+      'path',
+      `${head}steps:\n  - id: a\n    kind: choice\n    choices: [{when: "\${{ inputs.loud }}", next: b}]\n    default: c\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop, description: "\${{ steps.b.outcome }}"}\n`,
+      echoCatalog,
+    )
+    const out = await start(h, p, {loud: false})
+    expect(out.status).to.equal('failed')
+    expect(out.error?.code).to.equal('E_CONFIG')
+    expect(out.error?.message).to.match(/step "b" has not run in this run/)
+    expect(out.error?.hint).to.include('has(steps.b)')
+    const ok = await start(h, p, {loud: true})
+    expect(ok.status).to.equal('succeeded')
+  })
+
   it('secrets are read from the environment and redacted from snapshots; an unset one refuses the run', async () => {
     process.env.PIPE_LANG_TEST_S = 'hunter2-very-secret'
     try {
