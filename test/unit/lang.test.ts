@@ -220,6 +220,29 @@ describe('pipeline language v2 in the loader', () => {
     ])
   })
 
+  it('refuses routes a choice or an end would never take, and on.skipped without when', async () => {
+    const found = await diagnostics(
+      [
+        'version: 1',
+        'name: x',
+        'steps:',
+        '  - id: route',
+        '    kind: choice',
+        '    choices: [{when: "${{ true }}", next: done}]',
+        '    default: done',
+        '    next: done',
+        '  - {id: done, kind: end, status: failed, next: route, on: {skipped: route}}',
+        '',
+      ].join('\n'),
+    )
+    expect(found).to.deep.equal([
+      '4:9 steps[0].id steps route -> done form a cycle with no bound; set max_iterations on one of them',
+      '8:5 steps[0].next a choice step goes where its choices say; next: is never taken (use default: for the fallback)',
+      '9:43 steps[1].next an end step with status failed ends the run; next: applies only to status blocked (where pipe resume goes on)',
+      '9:61 steps[1].on.skipped a end step has no outcome "skipped" (outcomes: failed, error)',
+    ])
+  })
+
   it('checks input declarations and outcome names against their enum', async () => {
     const found = await diagnostics(
       ['version: 1', 'name: x', 'inputs:', '  n: {type: integer, default: "x"}', 'steps:', '  - {id: a, kind: noop, when: "${{ steps.a.outcome == \'sucess\' }}"}', ''].join('\n'),
