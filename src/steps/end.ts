@@ -13,7 +13,8 @@ export const end: StepHandler<'end'> = {
   outputsSchema: () => obj({status: oneOf(STATUSES), reason: str}),
   async run({step, run, history}) {
     // `reason` was resolved by the engine: expressions inside it are values now.
-    const reason = step.reason ?? `the pipeline ends at step ${step.id} (${step.status})`
+    // A reason that resolved to nothing still says something: records need one.
+    const reason = step.reason !== undefined && step.reason.trim() !== '' ? step.reason : `the pipeline ends at step ${step.id} (${step.status})`
     const done = {type: 'done' as const, outcome: step.status, reason, outputs: {status: step.status, reason}}
     switch (step.status) {
       case 'succeeded':
