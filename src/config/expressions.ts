@@ -4,7 +4,10 @@
  * validate rule that checks every `${{ }}` in its steps at file:line:col.
  */
 import {isScalar} from 'yaml'
-import {ExprChecker, checkDeclarations, scalarOffsetMapper, type ExprDeclarations, type InputDeclaration, type JsonSchemaLike} from '../expr/index.js'
+// Light parts only: cel-js (behind check.ts) is loaded by loadExpressionChecker, for pipelines that have expressions.
+import type {ExprChecker, ExprDeclarations, InputDeclaration, JsonSchemaLike} from '../expr/index.js'
+import {checkDeclarations} from '../expr/inputs.js'
+import {scalarOffsetMapper} from '../expr/source-map.js'
 import {loadSchema} from '../schema/registry.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import type {Diagnostic} from './diagnostics.js'
@@ -13,6 +16,21 @@ import type {KindCatalog, LoadedPipeline} from './pipeline.js'
 import {findNode, locate} from './yaml-source.js'
 
 let specSchema: JsonSchemaLike | undefined
+let checkerClass: typeof ExprChecker | undefined
+
+/** Whether any step of this (possibly malformed) pipeline data holds `${{`. */
+export function hasExpressions(data: unknown): boolean {
+  const steps = (data as {steps?: unknown} | null)?.steps
+  return Array.isArray(steps) && JSON.stringify(steps).includes('${{')
+}
+
+/**
+ * Loads the expression checker (and cel-js with it), once. Loading a pipeline with expressions
+ * awaits it before its rules run; other commands and v1 pipelines never pay for it.
+ */
+export async function loadExpressionChecker(): Promise<void> {
+  checkerClass ??= (await import('../expr/check.js')).ExprChecker
+}
 
 /** The spec's JSON Schema, read once per process: what `${{ spec.… }}` may read. */
 export function specJsonSchema(): JsonSchemaLike {
@@ -74,7 +92,8 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
   }
   const scan = pipeline.steps.map((step, i) => ({step, i, found: templatedStrings(step, ['steps', i])}))
   if (!scan.some((s) => s.found.length > 0)) return out
-  const checker = new ExprChecker(exprDeclarations(pipeline, loaded.dir, catalog))
+  if (!checkerClass) throw new Error('internal: the expression checker was not loaded (loadPipeline awaits loadExpressionChecker)')
+  const checker = new checkerClass(exprDeclarations(pipeline, loaded.dir, catalog))
   for (const {step, found} of scan) {
     let ancestors: Set<string> | undefined
     for (const {segments, text} of found) {

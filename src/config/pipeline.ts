@@ -13,7 +13,7 @@ import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
-import {checkExpressions} from './expressions.js'
+import {checkExpressions, hasExpressions, loadExpressionChecker} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
 
 /** What the loader needs to know about step kinds; the step registry provides it. */
@@ -49,6 +49,7 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
   const read = await readYamlFile(file)
   if (!read.ok) return read
   const source = read.source
+  if (hasExpressions(source.data)) await loadExpressionChecker()
   const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}

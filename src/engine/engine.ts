@@ -357,7 +357,7 @@ export class Engine {
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
     // Secrets are read from the environment on every walk (never stored); the session checked they are set.
-    const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? evaluatorFor(settings.pipeline, catalogOf(this.registry)) : null, secrets: readSecrets(pipeline)}
+    const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(this.registry)) : null, secrets: readSecrets(pipeline)}
     let endReason: string | undefined
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
       const record = await store.readRun(runId)

@@ -7,8 +7,8 @@
  */
 import {exprDeclarations} from '../config/expressions.js'
 import type {KindCatalog, LoadedPipeline} from '../config/pipeline.js'
-import {PipeError} from '../errors.js'
-import {ExprEvaluator, ExpressionError, stringify, type AliasValue, type BoundExpressions, type ExprContext, type JsonValue} from '../expr/index.js'
+import {PipeError, isPipeError} from '../errors.js'
+import type {AliasValue, BoundExpressions, ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
 import {check} from '../schema/registry.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
@@ -66,9 +66,15 @@ export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], sp
   }
 }
 
-/** The evaluator of one pipeline, built once per run walk. */
-export function evaluatorFor(loaded: LoadedPipeline, catalog: KindCatalog): ExprEvaluator {
-  return new ExprEvaluator(exprDeclarations(loaded.pipeline, loaded.dir, catalog))
+let expr: {ExprEvaluator: typeof ExprEvaluator; stringify: (value: JsonValue) => string} | undefined
+
+/** The evaluator of one pipeline, built once per run walk; cel-js is loaded on the first call only. */
+export async function evaluatorFor(loaded: LoadedPipeline, catalog: KindCatalog): Promise<ExprEvaluator> {
+  if (!expr) {
+    const [{ExprEvaluator: evaluator}, {stringify}] = await Promise.all([import('../expr/evaluate.js'), import('../expr/values.js')])
+    expr = {ExprEvaluator: evaluator, stringify}
+  }
+  return new expr.ExprEvaluator(exprDeclarations(loaded.pipeline, loaded.dir, catalog))
 }
 
 export interface Resolved {
@@ -128,7 +134,8 @@ function conform(step: Step, id: string, values: Record<string, JsonValue>): Ste
       const wantsString = error.keyword === 'type' && String(error.params['type']).split(',').includes('string')
       const current = get(step, segments)
       if (wantsString && (typeof current === 'number' || typeof current === 'boolean')) {
-        set(step, segments, stringify(current))
+        // Only reached with resolved values, so evaluatorFor has loaded the module.
+        set(step, segments, expr!.stringify(current))
         changed = true
         continue
       }
@@ -181,13 +188,15 @@ export function explained<T>(context: ExprContext, fn: () => T): T {
   try {
     return fn()
   } catch (error) {
-    if (!(error instanceof ExpressionError) || error.reason !== 'no_such_key') throw error
+    // An ExpressionError (expr/evaluate.ts), told by its fields so this module need not load cel-js.
+    if (!isPipeError(error) || (error as {reason?: unknown}).reason !== 'no_such_key' || typeof (error as {expression?: unknown}).expression !== 'string') throw error
+    const expression = (error as PipeError & {expression: string}).expression
     const ran = new Set(Object.keys(context.steps ?? {}))
-    const missing = [...error.expression.matchAll(/\bsteps\.([a-z][a-z0-9_]*)/g)].map((m) => m[1]!).find((id) => !ran.has(id))
+    const missing = [...expression.matchAll(/\bsteps\.([a-z][a-z0-9_]*)/g)].map((m) => m[1]!).find((id) => !ran.has(id))
     if (missing === undefined) throw error
     throw new PipeError('E_CONFIG', `${error.message}: step "${missing}" has not run in this run (yet)`, {
       hint: `Guard the expression for the paths where it has not run: \${{ has(steps.${missing}) && … }}, or route the run through "${missing}" first.`,
-      details: {expression: error.expression, reason: error.reason, step: missing},
+      details: {expression, reason: 'no_such_key', step: missing},
       cause: error,
     })
   }

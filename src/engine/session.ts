@@ -22,7 +22,7 @@ import {currentUser} from '../util/user.js'
 import {addSecretsNamedIn} from '../util/redact.js'
 import {decodeText, readInputFile, readStream} from '../util/text-input.js'
 import {readYamlFile} from '../config/yaml-source.js'
-import {resolveInputs, type InputDeclaration, type InputValue} from '../expr/index.js'
+import {resolveInputs, type InputDeclaration, type InputValue} from '../expr/inputs.js'
 import {evaluatorFor, readSecrets, usesExpressions} from './expressions.js'
 import {templatedStrings} from '../config/expressions.js'
 import type {BoundExpressions, JsonValue} from '../expr/index.js'
@@ -203,7 +203,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
   const {edgesOf, startStepId} = await import('../config/graph.js')
   const {deniedCommands} = await import('../steps/policy-check.js')
   const limits = policy.policy.resource_limits
-  const statics = usesExpressions(pipeline.pipeline) ? evaluatorFor(pipeline, kindCatalog).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
+  const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
   return {
     pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
     policy: {file: policy.file, version: policy.version, max_retries_default: policy.policy.max_retries_default},

@@ -73,7 +73,7 @@ describe('pipeline language v2 in the engine', () => {
     // The second when divides by zero: evaluated only when the first does not hold, it fails the step with E_CONFIG.
     const failed = await start(h, await pipelineFrom(dir, 'choice2', yaml(5)), {n: 2})
     expect(failed.status).to.equal('failed')
-    expect(failed.error?.code).to.equal('E_CONFIG')
+    expect(failed.error?.code, failed.error?.message).to.equal("E_CONFIG")
     const snap = (await h.store.readSnapshots(failed.run_id))[0]!
     expect(snap.errors).to.have.length(1)
     expect(snap.errors[0]!.message).to.match(/1 \/ \(inputs.n - inputs.n\) == 1/)
