@@ -563,7 +563,11 @@ export class Engine {
           resolved = {...resolved, ...r.values}
         }
         const result = await Promise.race([handler.run(context as never), aborted])
-        if (result.type === 'done' && Object.keys(resolved).length > 0) result.inputs = {...(result.inputs ?? {}), resolved}
+        if (result.type === 'done' && Object.keys(resolved).length > 0) {
+          // A kind may record values it evaluated itself (a choice's whens) under the same key.
+          const own = result.inputs?.['resolved']
+          result.inputs = {...(result.inputs ?? {}), resolved: {...resolved, ...(own !== null && typeof own === 'object' ? own : {})}}
+        }
         return {result, errors, attempts: attempt}
       } catch (raw) {
         if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')

@@ -17,6 +17,8 @@ export const choice: StepHandler<'choice'> = {
   outputsSchema: (step) => obj({chosen: oneOf(targets(step)), matched: {type: ['integer', 'null']}, condition: str}),
   // The whens are evaluated here, in order, so a later one is never evaluated once an earlier one holds.
   async run({step, render}) {
+    // What each evaluated condition gave, recorded like the engine's resolved fields.
+    const resolved: Record<string, boolean> = {}
     for (const [i, option] of step.choices.entries()) {
       const value = render(option.when)
       if (typeof value !== 'boolean') {
@@ -24,10 +26,11 @@ export const choice: StepHandler<'choice'> = {
           hint: 'Write a condition, such as ${{ inputs.audience == \'customers\' }}; pipe validate checks its type when it can.',
         })
       }
+      resolved[`choices[${i}].when`] = value
       if (value) {
-        return {type: 'done', outcome: option.next, next: option.next, reason: `choice ${i + 1} holds: ${option.when.trim()}`, inputs: {}, outputs: {chosen: option.next, matched: i + 1, condition: option.when}}
+        return {type: 'done', outcome: option.next, next: option.next, reason: `choice ${i + 1} holds: ${option.when.trim()}`, inputs: {resolved}, outputs: {chosen: option.next, matched: i + 1, condition: option.when}}
       }
     }
-    return {type: 'done', outcome: step.default, next: step.default, reason: `no choice holds; default ${step.default}`, inputs: {}, outputs: {chosen: step.default, matched: null, condition: ''}}
+    return {type: 'done', outcome: step.default, next: step.default, reason: `no choice holds; default ${step.default}`, inputs: {resolved}, outputs: {chosen: step.default, matched: null, condition: ''}}
   },
 }

@@ -70,6 +70,7 @@ describe('pipeline language v2 in the engine', () => {
       ['big', 'succeeded'],
     ])
     expect(first[0]!.outputs).to.deep.equal({chosen: 'big', matched: 1, condition: '${{ inputs.n > 1 }}'})
+    expect((first[0]!.inputs as {resolved: unknown}).resolved).to.deep.equal({'choices[0].when': true})
     // The second when divides by zero: evaluated only when the first does not hold, it fails the step with E_CONFIG.
     const failed = await start(h, await pipelineFrom(dir, 'choice2', yaml(5)), {n: 2})
     expect(failed.status).to.equal('failed')
