@@ -100,6 +100,17 @@ describe('pipeline language v2 (CLI)', function () {
     expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
   })
 
+  it('asks for a missing required input at a terminal and records the answer in run.json', async () => {
+    const p = await file('p.yaml', PIPELINE)
+    const env = {PIPE_LANG_CLI_TOKEN: TOKEN, PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '1'}
+    const r = await pipe(['run', p, '-i', 'max_items=9', '--policy', await policy(), '--store', '.pipe'], {cwd: dir, env, input: 'v7\n'})
+    expect(r.code, r.stderr).to.equal(0)
+    expect(r.stderr).to.include('since (string: where to start)> ')
+    const runs = await readdir(path.join(dir, '.pipe', 'runs'))
+    const record = JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', runs[0]!, 'run.json'), 'utf8')) as {inputs: unknown}
+    expect(record.inputs).to.deep.equal({since: 'v7', max_items: 9})
+  })
+
   it('takes inputs from --inputs FILE (-i wins) and shows them in --dry-run', async () => {
     const p = await file('p.yaml', PIPELINE)
     const values = await file('values.yaml', 'since: v0.9\nmax_items: 4\n')
