@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'E_NOT_FOUND'
   | 'E_STATE'
   | 'E_LOOP_LIMIT'
+  | 'E_ENDED'
   | 'E_INTEGRITY'
   | 'E_INTERNAL'
 
@@ -52,9 +53,17 @@ export class PipeError extends Error {
   }
 }
 
+/**
+ * Whether `error` is a PipeError, also one from a second instance of this module (a module loaded
+ * lazily through a loader that names it differently, as tsx does in the tests).
+ */
+export function isPipeError(error: unknown): error is PipeError {
+  return error instanceof PipeError || (error instanceof Error && error.name === 'PipeError' && typeof (error as {code?: unknown}).code === 'string')
+}
+
 /** Turns anything thrown into a PipeError, keeping codes of errors that already have one. */
 export function toPipeError(error: unknown): PipeError {
-  if (error instanceof PipeError) return error
+  if (isPipeError(error)) return error
   if (error instanceof Error) {
     const sysCode = (error as NodeJS.ErrnoException).code
     if (typeof sysCode === 'string' && /^E[A-Z]+$/.test(sysCode)) {

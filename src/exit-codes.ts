@@ -18,11 +18,11 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode]
 
 export const exitCodeTable: ReadonlyArray<{code: ExitCode; name: string; meaning: string}> = [
   {code: ExitCode.OK, name: 'OK', meaning: 'success; a run succeeded; every file validated'},
-  {code: ExitCode.FAILED, name: 'FAILED', meaning: 'a run failed (a step failed, a failure outcome went unrouted or unrecovered, a loop hit its bound) or an internal error'},
+  {code: ExitCode.FAILED, name: 'FAILED', meaning: 'a run failed (a step failed, a failure outcome went unrouted or unrecovered, a loop hit its bound, an end step said failed) or an internal error'},
   {code: ExitCode.USAGE, name: 'USAGE', meaning: 'bad flags, arguments, input, or an invalid pipeline/policy/answers file'},
   {code: ExitCode.POLICY_DENIED, name: 'POLICY_DENIED', meaning: 'the policy denied a command or a path'},
   {code: ExitCode.CONFLICT, name: 'CONFLICT', meaning: 'a write conflicted with a stored record, or a record failed its hash check'},
-  {code: ExitCode.CANCELLED, name: 'CANCELLED', meaning: 'the run was cancelled (a review said drop, or pipe cancel)'},
+  {code: ExitCode.CANCELLED, name: 'CANCELLED', meaning: 'the run was cancelled (a review said drop, an end step said cancelled, or pipe cancel)'},
   {code: ExitCode.BLOCKED, name: 'BLOCKED', meaning: 'the run needs a person to intervene; then pipe resume continues it'},
   {code: ExitCode.PAUSED, name: 'PAUSED', meaning: 'the run is waiting for answers or a review decision'},
   {code: ExitCode.INTERRUPTED, name: 'INTERRUPTED', meaning: 'interrupted by SIGINT or SIGTERM; pipe resume continues it'},
@@ -42,6 +42,7 @@ const byErrorCode: Record<ErrorCode, ExitCode> = {
   E_NOT_FOUND: ExitCode.USAGE,
   E_STATE: ExitCode.USAGE,
   E_LOOP_LIMIT: ExitCode.FAILED,
+  E_ENDED: ExitCode.FAILED,
   E_INTEGRITY: ExitCode.CONFLICT,
   E_INTERNAL: ExitCode.FAILED,
 }

@@ -8,6 +8,7 @@ import type {GateResult} from '../gates/evaluate.js'
 import type {RunOutcome} from '../engine/engine.js'
 import {answerSession, reviewSession, reviewSummary, type Decision, type SessionOptions} from '../engine/session.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import type {InputDeclaration} from '../expr/index.js'
 
 export function canPrompt(json: boolean): boolean {
   if (process.env.PIPE_INTERACTIVE === '0') return false
@@ -71,6 +72,23 @@ function reader(): LineReader {
 function closeReader(): void {
   shared?.close()
   shared = undefined
+}
+
+/** Required pipeline inputs nobody gave, one prompt each; null when input ends first. */
+export async function askInputs(missing: Array<{name: string; declaration: InputDeclaration}>, input: LineReader = reader(), signal?: AbortSignal): Promise<Record<string, string> | null> {
+  const out: Record<string, string> = {}
+  say(`The pipeline needs ${missing.length} input(s) that were not given (next time: -i NAME=VALUE).\n`)
+  for (const {name, declaration} of missing) {
+    const choices = declaration.enum ? ` one of ${declaration.enum.map((v) => JSON.stringify(v)).join(', ')}` : ''
+    say(`${name} (${declaration.type}${choices}${declaration.description ? `: ${declaration.description}` : ''})> `)
+    const line = await input.next(signal)
+    if (line === null) {
+      say('\n')
+      return Object.keys(out).length > 0 ? out : null
+    }
+    out[name] = line.trim()
+  }
+  return out
 }
 
 /** One question at a time; an answer may span lines and ends with an empty line. Null when input ends first. */

@@ -127,6 +127,7 @@ export function renderPlan(plan: RunPlan): string {
     `  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
     `  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}`,
     `  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
+    ...(Object.keys(plan.inputs).length > 0 ? [`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
     `  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
     `  store ${plan.store}`,
     '',
@@ -139,7 +140,7 @@ export function renderPlan(plan: RunPlan): string {
     const ends = unrouted.filter(([, effect]) => effect === 'ends').map(([o]) => o)
     const then =
       [
-        ...Object.entries(s.transitions).map(([k, v]) => (k === '*' ? v : `${k}: ${v}`)),
+        ...Object.entries(s.transitions).map(([k, v]) => (k === '*' || k === v ? v : `${k}: ${v}`)),
         ...unrouted.filter(([, effect]) => effect !== 'ends').map(([o, effect]) => `${o}: ${effects[effect]}`),
         ...(ends.length > 0 && Object.keys(s.transitions).length > 0 ? [`${ends.join('/')}: (end)`] : []),
       ].join(', ') || '(end)'
@@ -147,5 +148,7 @@ export function renderPlan(plan: RunPlan): string {
     rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
   }
   const problems = [...plan.denied, ...plan.warnings].map((d) => `${formatDiagnostic(d)}\n`).join('')
-  return `${lines.join('\n')}${table(rows)}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
+  const resolved = plan.steps.flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`)).join('')
+  const values = resolved ? `\nexpression values known before the run (the rest resolve as it goes):\n${resolved}` : ''
+  return `${lines.join('\n')}${table(rows)}${values}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
 }

@@ -8,6 +8,7 @@ import {planSession, startSession, type Decision, type RunPlan, type StartSessio
 import {renderPlan} from '../cli/views.js'
 import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
+import {askInputs, canPrompt} from '../cli/interactive.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -19,11 +20,14 @@ A run that needs answers or a review decision that were not given stops in await
     {description: 'A one-sentence requirement with its clarifying answers', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/one-sentence.txt --answers examples/one-sentence.answers.yaml --decision go'},
     {description: 'From stdin, result as JSON', command: 'echo "Users must be able to reset their password" | <%= config.bin %> <%= command.id %> pipelines/default.yaml --input - --json'},
     {description: 'Inline text, own store', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --text "Build a CSV export" --store /tmp/pipe-store'},
+    {description: 'A pipeline with typed inputs', command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 -i max_items=5'},
     {description: 'Check everything and show the plan without running', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --dry-run'},
   ]
   static override args = {pipeline: Args.string({description: 'Pipeline file.', required: true})}
   static override flags = {
-    input: Flags.string({char: 'i', description: 'Requirement file, or - to read standard input.', helpValue: 'FILE|-'}),
+    input: Flags.string({description: 'Requirement file, or - to read standard input.', helpValue: 'FILE|-'}),
+    set: Flags.string({char: 'i', description: "A value for one of the pipeline's typed inputs (repeatable): -i since=v1.2 -i max_items=5.", helpValue: 'NAME=VALUE', multiple: true}),
+    inputs: Flags.string({description: "A YAML file of values for the pipeline's typed inputs; -i wins over it.", helpValue: 'FILE'}),
     text: Flags.string({char: 't', description: 'The requirement as an argument.', helpValue: 'TEXT'}),
     feature: Flags.string({description: 'Feature id to attach the run to (F-YYYY-NNN); a new one is allocated when omitted.', helpValue: 'F-YYYY-NNN'}),
     answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
@@ -39,6 +43,14 @@ A run that needs answers or a review decision that were not given stops in await
     const {args, flags} = await this.parse(Run)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = this.storeDir(flags.store)
+    for (const pair of flags.set ?? []) {
+      // -i used to name the requirement file; say so rather than report an odd input name.
+      if (!pair.includes('=')) {
+        throw new PipeError('E_INVALID_ARGS', `-i ${pair}: -i sets a pipeline input and takes NAME=VALUE`, {
+          hint: `To run on a requirement file, use --input ${pair}; to set an input, write -i NAME=VALUE.`,
+        })
+      }
+    }
     const options: StartSession = {
       cwd: process.cwd(),
       store,
@@ -52,6 +64,9 @@ A run that needs answers or a review decision that were not given stops in await
       ...(flags.note ? {note: flags.note} : {}),
       ...(flags.policy ? {policy: flags.policy} : {}),
       ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
+      ...(flags.set ? {inputValues: flags.set} : {}),
+      ...(flags.inputs ? {inputsFile: flags.inputs} : {}),
+      ...(canPrompt(this.jsonEnabled()) ? {askInputs: (missing: Parameters<typeof askInputs>[0]) => askInputs(missing)} : {}),
     }
     if (flags['dry-run']) {
       const plan = await planSession(options)

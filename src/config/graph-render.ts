@@ -1,6 +1,6 @@
 /** Renders a pipeline's graph as Mermaid or Graphviz dot: every step, edges labelled by outcome, loop bounds shown. */
 import type {Pipeline, Step} from '../types/pipeline.js'
-import {allEdges, startStepId} from './graph.js'
+import {allEdges, edgesOf, startStepId} from './graph.js'
 import type {KindCatalog} from './pipeline.js'
 
 /** Where an outcome that no transition takes leads: the run fails, is cancelled, or waits at the step. */
@@ -38,7 +38,8 @@ function details(step: Step): string[] {
 }
 
 function isTerminal(step: Step): boolean {
-  return step.next === undefined && Object.keys(step.on ?? {}).length === 0
+  // A choice's routes are its choices, which edgesOf lists.
+  return edgesOf(step).every((e) => e.label === 'exhausted')
 }
 
 function edgeLabel(label: string): string | null {

@@ -17,6 +17,11 @@ export function edgesOf(step: Step): Edge[] {
   for (const [outcome, to] of Object.entries(step.on ?? {})) edges.push({from: step.id, to, label: outcome})
   if (step.next !== undefined) edges.push({from: step.id, to: step.next, label: 'next'})
   if (step.on_exhausted !== undefined) edges.push({from: step.id, to: step.on_exhausted, label: 'exhausted'})
+  // A choice names its successors itself; its outcome is the id of the step it chose.
+  if (step.kind === 'choice') {
+    step.choices.forEach((c) => edges.push({from: step.id, to: c.next, label: c.next}))
+    edges.push({from: step.id, to: step.default, label: step.default})
+  }
   return edges
 }
 
@@ -35,6 +40,22 @@ export function reachableFrom(pipeline: Pipeline, start: string): Set<string> {
     if (!step) continue
     seen.add(id)
     for (const edge of edgesOf(step)) if (!seen.has(edge.to)) queue.push(edge.to)
+  }
+  return seen
+}
+
+/** The steps that can run before `id` on some path from the start (a step in a cycle is its own). */
+export function ancestorsOf(pipeline: Pipeline, id: string): Set<string> {
+  const preds = new Map<string, string[]>()
+  for (const edge of allEdges(pipeline)) preds.set(edge.to, [...(preds.get(edge.to) ?? []), edge.from])
+  const reachable = reachableFrom(pipeline, startStepId(pipeline))
+  const seen = new Set<string>()
+  const queue = [...(preds.get(id) ?? [])]
+  while (queue.length > 0) {
+    const from = queue.pop()!
+    if (seen.has(from) || !reachable.has(from)) continue
+    seen.add(from)
+    queue.push(...(preds.get(from) ?? []))
   }
   return seen
 }

@@ -15,6 +15,8 @@ import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {loadOutputSchema} from './output-schema.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
+import {checkExpressions, hasExpressions, loadExpressionChecker} from './expressions.js'
+import type {JsonSchemaLike} from '../expr/index.js'
 
 /** What the loader needs to know about step kinds; the step registry provides it. */
 export interface KindInfo {
@@ -28,6 +30,8 @@ export interface KindInfo {
   stops?: Readonly<Record<string, string>>
   changesSpec?: boolean | ((step: Step) => boolean)
   needsSpec?: boolean
+  /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
+  outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
 }
 
 /** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
@@ -65,9 +69,11 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
     // Each file's structure is checked while composing, so the rules see a well-formed pipeline.
     const composed = await composePipeline(source)
     if (!composed.ok) return composed
+    if (hasExpressions(composed.data)) await loadExpressionChecker()
     const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: composed.data as unknown as Pipeline, source, hash: composed.hash, composition: composed.composition}
     return checkRules(loaded, catalog)
   }
+  if (hasExpressions(source.data)) await loadExpressionChecker()
   const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}
@@ -211,6 +217,10 @@ function references(pipeline: Pipeline): Array<{segments: Segment[]; target: str
     for (const [outcome, target] of Object.entries(step.on ?? {})) refs.push({segments: ['steps', i, 'on', outcome], target, what: `transition on ${outcome}`})
     if (step.on_exhausted !== undefined) refs.push({segments: ['steps', i, 'on_exhausted'], target: step.on_exhausted, what: 'on_exhausted'})
     if (step.kind === 'git' && step.to !== undefined) refs.push({segments: ['steps', i, 'to'], target: step.to, what: 'rollback target'})
+    if (step.kind === 'choice') {
+      step.choices.forEach((c, j) => refs.push({segments: ['steps', i, 'choices', j, 'next'], target: c.next, what: `choice ${j + 1}`}))
+      refs.push({segments: ['steps', i, 'default'], target: step.default, what: 'default'})
+    }
   })
   return refs
 }
@@ -270,10 +280,36 @@ export const pipelineRules: Rule[] = [
       loaded.pipeline.steps.forEach((step, i) => {
         const info = catalog[step.kind]
         if (!info) return
-        const outcomes = [...info.outcomes(step), 'error']
+        const outcomes = [...info.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
         for (const outcome of Object.keys(step.on ?? {})) {
           if (!outcomes.includes(outcome)) {
             out.push(diag(loaded, ['steps', i, 'on', outcome], `a ${step.kind} step has no outcome "${outcome}"${didYouMean(outcome, outcomes)} (outcomes: ${outcomes.join(', ')})`, true))
+          }
+        }
+      })
+      return out
+    },
+  },
+  {
+    name: 'expression',
+    check: checkExpressions,
+  },
+  {
+    name: 'own-routes',
+    check(loaded) {
+      // A choice routes by its choices and an end ends the run: next:/on: on them would never be taken.
+      const out: Diagnostic[] = []
+      loaded.pipeline.steps.forEach((step, i) => {
+        if (step.kind === 'choice') {
+          if (step.next !== undefined) out.push(diag(loaded, ['steps', i, 'next'], `a choice step goes where its choices say; next: is never taken (use default: for the fallback)`, true))
+          for (const outcome of Object.keys(step.on ?? {})) {
+            if (outcome !== 'error' && outcome !== 'skipped') out.push(diag(loaded, ['steps', i, 'on', outcome], `a choice step goes where its choices say; only on.error and on.skipped apply to it`, true))
+          }
+        }
+        if (step.kind === 'end') {
+          if (step.next !== undefined && step.status !== 'blocked') out.push(diag(loaded, ['steps', i, 'next'], `an end step with status ${step.status} ends the run; next: applies only to status blocked (where pipe resume goes on)`, true))
+          for (const outcome of Object.keys(step.on ?? {})) {
+            if (outcome !== 'error' && outcome !== 'skipped') out.push(diag(loaded, ['steps', i, 'on', outcome], `an end step ends the run; only on.error and on.skipped apply to it`, true))
           }
         }
       })

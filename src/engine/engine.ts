@@ -11,7 +11,7 @@ import type {LoadedPipeline} from '../config/pipeline.js'
 import {PipeError, toPipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, Usage} from '../providers/types.js'
-import {registry as defaultRegistry} from '../steps/registry.js'
+import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {changesSpec, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import type {Store} from '../store/store.js'
@@ -20,7 +20,9 @@ import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {selfIdentity} from '../util/lock.js'
-import {redact} from '../util/redact.js'
+import {redact, redactDeep} from '../util/redact.js'
+import type {ExprEvaluator, JsonValue} from '../expr/index.js'
+import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
@@ -59,6 +61,8 @@ export interface RunSettings {
 
 export interface StartOptions extends RunSettings {
   input: RunRecord['input']
+  /** The pipeline's typed inputs, resolved and checked; recorded in run.json for resume and replay. */
+  inputs?: NonNullable<RunRecord['inputs']>
   provider: RunRecord['provider']
   featureId?: string
   answers?: Record<string, string>
@@ -83,6 +87,12 @@ export interface RunOutcome {
 }
 
 class Interrupted extends Error {}
+
+/** The expressions of one run walk: the pipeline's evaluator (null when it has no `${{`) and its secrets. */
+interface RunExpressions {
+  evaluator: ExprEvaluator | null
+  secrets: Record<string, string>
+}
 
 class History implements RunHistory {
   constructor(readonly snapshots: Snapshot[]) {}
@@ -184,6 +194,7 @@ export class Engine {
         policy_path: options.policy.file,
         provider: options.provider,
         input: options.input,
+        ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
         workspace: options.cwd,
         ...(options.answers ? {answers: options.answers} : {}),
         ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
@@ -351,6 +362,9 @@ export class Engine {
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
+    // Secrets are read from the environment on every walk (never stored); the session checked they are set.
+    const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(this.registry)) : null, secrets: readSecrets(pipeline)}
+    let endReason: string | undefined
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
       const record = await store.readRun(runId)
       return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...extra}
@@ -395,12 +409,14 @@ export class Engine {
       await hook(`before-step:${step.id}`)
       let executed: Executed
       try {
-        executed = await this.execute(handler, step, seq, {record, settings, history, spec: current})
+        executed = await this.execute(handler, step, seq, {record, settings, history, spec: current, exprs})
       } catch (error) {
         if (error instanceof Interrupted) return this.interrupt(runId, outcome)
         throw error
       }
-      const {result, errors, attempts, blocked} = executed
+      const {errors, attempts, blocked, skipped} = executed
+      // A reason may quote a resolved secret (an end's reason, a command line): never record or print it.
+      const result = Object.keys(exprs.secrets).length > 0 && executed.result?.type === 'done' ? redactDeep(executed.result) : executed.result
       const ended = this.now()
 
       if (result?.type === 'await') {
@@ -413,7 +429,7 @@ export class Engine {
         return outcome('awaiting_input', {reason: result.reason, pending})
       }
 
-      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true}, errors, result, current, settings, history.snapshots)
+      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0}, errors, result, current, settings, history.snapshots)
       const committed = await commitStep(store, journal, hook)
       const snapshot = committed.snapshot
       history.snapshots.push(snapshot)
@@ -440,10 +456,11 @@ export class Engine {
       await hook(`after-step:${step.id}`)
       const ending = await this.settle(runId, snapshot, cursor, outcome)
       if (ending) return ending
+      if (decision.run_status === 'succeeded') endReason = decision.reason
       cursor.next = decision.next_step
     }
 
-    const reason = `the pipeline ended after ${stepsRun} step(s) in this session`
+    const reason = endReason ?? `the pipeline ended after ${stepsRun} step(s) in this session`
     await this.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
       r.spec_version = cursor.specVersion
       delete r.error
@@ -490,7 +507,7 @@ export class Engine {
     return outcome('interrupted', {reason})
   }
 
-  private async execute(handler: StepHandler<StepKind>, step: Step, seq: number, state: {record: RunRecord; settings: RunSettings; history: History; spec: CanonicalSpec | null}): Promise<Executed> {
+  private async execute(handler: StepHandler<StepKind>, step: Step, seq: number, state: {record: RunRecord; settings: RunSettings; history: History; spec: CanonicalSpec | null; exprs: RunExpressions}): Promise<Executed> {
     const {policy} = state.settings
     const safe = step.retry?.safe ?? handler.safeToRetry
     const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
@@ -526,9 +543,37 @@ export class Engine {
         ledger: this.ledger,
         slotsDir: path.join(this.deps.store.root, 'locks'),
         hook: (point) => this.deps.hook?.(point),
+        render: (text, aliases) => {
+          const {evaluator, secrets} = state.exprs
+          if (!evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
+          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
+          return explained(values, () => evaluator.bind(values, aliasValues(aliases)).render(text))
+        },
       }
       try {
+        // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
+        let resolved: Record<string, JsonValue> = {}
+        const {evaluator, secrets} = state.exprs
+        if (evaluator) {
+          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
+          const bound = evaluator.bind(values)
+          if (step.when !== undefined) {
+            if (!explained(values, () => condition(step, bound))) {
+              const skipped: StepDone = {type: 'done', outcome: 'skipped', reason: `when: ${step.when.trim()} is false`, inputs: {resolved: {when: false}}, outputs: {}}
+              return {result: skipped, errors, attempts: attempt, skipped: true}
+            }
+            resolved.when = true
+          }
+          const r = explained(values, () => resolveStep(step, bound))
+          context.step = r.step
+          resolved = {...resolved, ...r.values}
+        }
         const result = await Promise.race([handler.run(context as never), aborted])
+        if (result.type === 'done' && Object.keys(resolved).length > 0) {
+          // A kind may record values it evaluated itself (a choice's whens) under the same key.
+          const own = result.inputs?.['resolved']
+          result.inputs = {...(result.inputs ?? {}), resolved: {...resolved, ...(own !== null && typeof own === 'object' ? own : {})}}
+        }
         return {result, errors, attempts: attempt}
       } catch (raw) {
         if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
@@ -564,7 +609,7 @@ export class Engine {
     record: RunRecord,
     step: Step,
     handler: StepHandler<StepKind>,
-    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number; blocked: boolean},
+    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number; blocked: boolean; skipped: boolean; secrets: boolean},
     errors: Snapshot['errors'],
     result: StepDone | undefined,
     current: CanonicalSpec | null,
@@ -600,19 +645,28 @@ export class Engine {
             },
           },
         }
-      } else if (changesSpec(handler, step)) {
+      } else if (changesSpec(handler, step) && !timing.skipped) {
         throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
       }
       const failure = handler.failures?.[result.outcome]
       // A failure is routed only by its own on: entry; next: is the way forward after the step did its job.
-      const routed = step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
+      const routed = result.next ?? step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
       const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
       const fail = (code: string, message: string, hint: string, reason: string, details?: Record<string, unknown>): Snapshot['decisions'] => {
         errors.push({code, message: redact(message), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
         return [{decision: result.outcome, reason, next_step: null, run_status: 'failed'}]
       }
-      const carried = routed === null && !failure ? unrecoveredFailure(before, this.registry, step.id) : null
-      if (result.hold) {
+      const carried = routed === null && !failure && !result.end ? unrecoveredFailure(before, this.registry, step.id) : null
+      if (result.end?.status === 'failed') {
+        // An end step said so: its reason is the run's error, under its own code.
+        decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason)
+      } else if (result.end?.status === 'blocked') {
+        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
+        decisions = [{decision: result.outcome, reason: result.end.reason, next_step: step.id, run_status: 'blocked'}]
+      } else if (result.end?.status === 'succeeded') {
+        // An explicit end: the pipeline's author says the run succeeded here, whatever was routed before.
+        decisions = [{decision: result.outcome, reason: result.end.reason, next_step: null, run_status: 'succeeded'}]
+      } else if (result.hold) {
         decisions = [{decision: result.outcome, reason: result.reason, next_step: step.id, run_status: 'awaiting_input'}]
       } else if (result.cancel) {
         decisions = [{decision: result.outcome, reason: result.reason, next_step: null, run_status: 'cancelled'}]
@@ -656,8 +710,8 @@ export class Engine {
         ended_at: ended.toISOString(),
         duration_ms: Math.max(0, ended.getTime() - started.getTime()),
       },
-      inputs: {canonical_spec_ref: current?.meta.spec_version ?? null, context_ref: null, user_answer_ref: null, ...(result?.inputs ?? {})},
-      outputs: result ? {...result.outputs} : {},
+      inputs: {canonical_spec_ref: current?.meta.spec_version ?? null, context_ref: null, user_answer_ref: null, ...(result?.inputs ? (timing.secrets ? redactDeep(result.inputs) : result.inputs) : {})},
+      outputs: result ? (timing.secrets ? redactDeep({...result.outputs}) : {...result.outputs}) : {},
       decisions,
       evidence_links: [],
       errors,
@@ -724,6 +778,8 @@ interface Executed {
   attempts: number
   /** The failure needs a person: the run stops as blocked at this step and resumes there. */
   blocked?: boolean
+  /** Its when: was false: it did not run. */
+  skipped?: boolean
 }
 
 function assertResumable(record: RunRecord): void {

@@ -22,6 +22,11 @@ import {sameProcessAlive} from '../util/lock.js'
 import {currentUser} from '../util/user.js'
 import {addSecretsNamedIn} from '../util/redact.js'
 import {decodeText, readInputFile, readStream} from '../util/text-input.js'
+import {readYamlFile} from '../config/yaml-source.js'
+import {resolveInputs, type InputDeclaration, type InputValue} from '../expr/inputs.js'
+import {evaluatorFor, readSecrets, usesExpressions} from './expressions.js'
+import {templatedStrings} from '../config/expressions.js'
+import type {BoundExpressions, JsonValue} from '../expr/index.js'
 import {Engine, type EngineDeps, type RunOutcome} from './engine.js'
 import {isRedrivable} from './lifecycle.js'
 
@@ -47,6 +52,12 @@ export interface StartSession extends SessionOptions {
   note?: string
   policy?: string
   provider?: ProviderChoice
+  /** `-i name=value` pairs for the pipeline's typed inputs, in the order given. */
+  inputValues?: string[]
+  /** A YAML file of input values (`--inputs FILE`). */
+  inputsFile?: string
+  /** Asks a person for required inputs nobody gave (on a terminal); null when they gave none. */
+  askInputs?: (missing: Array<{name: string; declaration: InputDeclaration}>) => Promise<Record<string, string> | null>
 }
 
 export interface ResumeSession extends SessionOptions {
@@ -104,7 +115,39 @@ function engineFor(store: Store, options: SessionOptions, createProvider: Engine
 }
 
 /** Everything a run is started with, checked, before anything is written. */
-async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>}> {
+/**
+ * The pipeline's typed inputs from -i pairs, a values file and defaults, every problem at once;
+ * required inputs nobody gave are asked for when a person is at the terminal.
+ */
+async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): Promise<Record<string, InputValue>> {
+  const declarations = (pipeline.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
+  let file: {name: string; data: unknown} | undefined
+  if (options.inputsFile !== undefined) {
+    const read = await readYamlFile(path.resolve(options.cwd, options.inputsFile))
+    if (!read.ok) throw new PipeError('E_INPUT', `cannot read the inputs file:\n${read.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Give --inputs a YAML mapping of input names to values.'})
+    file = {name: options.inputsFile, data: read.source.data}
+  }
+  let cli = options.inputValues ?? []
+  let resolved = resolveInputs(declarations, {cli, ...(file ? {file} : {})})
+  const troubled = new Set(resolved.problems.flatMap((p) => (p.input === undefined ? [] : [p.input])))
+  const missing = Object.entries(declarations).filter(([name, d]) => d.required === true && !Object.hasOwn(resolved.values, name) && !troubled.has(name))
+  if (missing.length > 0 && options.askInputs) {
+    const given = await options.askInputs(missing.map(([name, declaration]) => ({name, declaration})))
+    if (given) {
+      cli = [...cli, ...Object.entries(given).map(([name, value]) => `${name}=${value}`)]
+      resolved = resolveInputs(declarations, {cli, ...(file ? {file} : {})})
+    }
+  }
+  if (resolved.problems.length > 0) {
+    const names = Object.keys(declarations)
+    throw new PipeError('E_INPUT', `the inputs of pipeline ${pipeline.pipeline.name} have ${resolved.problems.length} problem(s):\n${resolved.problems.map((p) => `  ${p.message}`).join('\n')}`, {
+      hint: names.length > 0 ? `Give each as -i name=value or in --inputs FILE.yaml (inputs: ${names.join(', ')}); pipe validate ${pipeline.file} shows their declarations.` : 'This pipeline declares no inputs; leave out -i and --inputs.',
+    })
+  }
+  return resolved.values
+}
+
+async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>; inputs: Record<string, InputValue>}> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd)
@@ -114,8 +157,11 @@ async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPip
   if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => s.kind === 'ingest')) {
     throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {hint: 'Add --input FILE, --input - (stdin) or --text "..."'})
   }
+  const inputs = await prepareInputs(pipeline, options)
+  // An unset secret stops the run here, before anything is written.
+  readSecrets(pipeline.pipeline)
   const provider = planProvider(options.provider, pipeline.pipeline.provider)
-  return {pipeline, policy, answers, input, provider}
+  return {pipeline, policy, answers, input, provider, inputs}
 }
 
 export interface RunPlan {
@@ -123,6 +169,8 @@ export interface RunPlan {
   policy: {file: string | null; version: string; max_retries_default: number}
   provider: RunRecord['provider']
   input: {kind: RunRecord['input']['kind']; ref: string; bytes: number}
+  /** The values of the pipeline's typed inputs the run would use. */
+  inputs: Record<string, InputValue>
   answers: string[]
   decision: Decision | null
   store: string
@@ -140,6 +188,8 @@ export interface RunPlan {
     retries: number
     changes_spec: boolean
     prompt?: string
+    /** Fields whose expressions read only inputs, resolved with the given inputs (the rest are known only while running). */
+    resolved?: Record<string, JsonValue>
   }>
   /** Commands of the pipeline the policy will deny: the run would fail at them with E_POLICY_DENIED. */
   denied: Diagnostic[]
@@ -149,35 +199,39 @@ export interface RunPlan {
 
 /** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
 export async function planSession(options: StartSession): Promise<RunPlan> {
-  const {pipeline, policy, answers, input, provider} = await prepareStart(options)
+  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
   const {registry} = await import('../steps/registry.js')
   const {edgesOf, startStepId} = await import('../config/graph.js')
   const {deniedCommands} = await import('../steps/policy-check.js')
   const limits = policy.policy.resource_limits
+  const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
   return {
     pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
     policy: {file: policy.file, version: policy.version, max_retries_default: policy.policy.max_retries_default},
     provider: provider.record,
     input: {kind: input.kind, ref: input.ref, bytes: Buffer.byteLength(input.text ?? '')},
+    inputs,
     answers: Object.keys(answers ?? {}),
     decision: options.decision ?? null,
     store: path.resolve(options.cwd, options.store),
     steps: pipeline.pipeline.steps.map((step) => {
       const handler = registry[step.kind] as StepHandler<StepKind>
       const safe = step.retry?.safe ?? handler.safeToRetry
-      const outcomes = [...handler.outcomes(step), 'error']
+      const outcomes = [...handler.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
+      const edges = edgesOf(step)
       const unrouted: RunPlan['steps'][number]['unrouted'] = {}
       for (const outcome of outcomes) {
         const stop = handler.stops?.[outcome]
         if (stop) unrouted[outcome] = stop
-        else if (step.on?.[outcome] !== undefined) continue
+        // A choice's outcomes are the steps it chose: each has its own edge.
+        else if (step.on?.[outcome] !== undefined || edges.some((e) => e.label === outcome)) continue
         else if (handler.failures?.[outcome] || outcome === 'error') unrouted[outcome] = 'failed'
         else if (step.next === undefined) unrouted[outcome] = 'ends'
       }
       return {
         id: step.id,
         kind: step.kind,
-        transitions: Object.fromEntries(edgesOf(step).filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
+        transitions: Object.fromEntries(edges.filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
         outcomes,
         unrouted,
         ...(step.max_iterations !== undefined ? {max_iterations: step.max_iterations} : {}),
@@ -186,6 +240,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
         changes_spec: changesSpec(handler, step),
         ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
+        ...staticValues(step, statics),
       }
     }),
     denied: deniedCommands(pipeline, policy),
@@ -203,14 +258,31 @@ function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['pro
   )
 }
 
+/** The values of a step's expressions that read nothing but inputs (what --dry-run can already tell). */
+function staticValues(step: LoadedPipeline['pipeline']['steps'][number], bound: BoundExpressions | null): {resolved?: Record<string, JsonValue>} {
+  if (!bound) return {}
+  const out: Record<string, JsonValue> = {}
+  for (const {segments, text} of templatedStrings(step)) {
+    if (/\b(steps|spec|secrets)\b/.test(text) || /\brun\.id\b/.test(text)) continue
+    if (segments[0] === 'choices') continue
+    try {
+      out[segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')] = bound.render(text)
+    } catch {
+      // Known only at run time (or an error the run reports at its step).
+    }
+  }
+  return Object.keys(out).length > 0 ? {resolved: out} : {}
+}
+
 export async function startSession(options: StartSession): Promise<RunOutcome> {
-  const {pipeline, policy, answers, input, provider} = await prepareStart(options)
+  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
   const store = await Store.open(path.resolve(options.cwd, options.store))
   return engineFor(store, options, provider.create).start({
     pipeline,
     policy: guarding(policy, store),
     cwd: options.cwd,
     input,
+    inputs,
     provider: provider.record,
     ...(options.feature ? {featureId: options.feature} : {}),
     ...(answers ? {answers} : {}),
@@ -239,6 +311,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     answers = {...(answers ?? {}), ...answersOf(file)}
   }
   if (answers) checkAnswers(answers, openQuestions(record))
+  readSecrets(pipeline.pipeline)
   const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
   return engineFor(store, options, provider.create).resume(options.runId, {
     pipeline,
@@ -367,6 +440,7 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     throw new PipeError('E_CONFLICT', `the pipeline ${original.pipeline.path} changed since run ${options.runId}`, {hint: 'Replay needs the pipeline as it was; restore it first.'})
   }
   const policy = original.policy_path ? await policyOrThrow(original.policy_path, options.cwd) : defaultPolicy()
+  readSecrets(pipeline.pipeline)
   let answers = compact(original.answers ?? {})
   if (options.answers) {
     const given = answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers)))
@@ -379,6 +453,7 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     policy: guarding(policy, store),
     cwd: original.workspace ?? options.cwd,
     input: original.input,
+    ...(original.inputs ? {inputs: original.inputs} : {}),
     provider: provider.record,
     featureId: original.feature_id,
     answers,

@@ -3,6 +3,7 @@ import type {Question} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
 import {answerCitationsToEvidence, bodyOf, promptOf, requireSpec, withPrompt} from './model-support.js'
 import type {StepDone, StepHandler} from './types.js'
+import {citations, list, obj, str} from './outputs.js'
 
 type EvidenceItem = NonNullable<StepDone['evidence']>[number]
 
@@ -33,6 +34,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
   changesSpec: true,
   needsSpec: true,
   safeToRetry: true,
+  outputsSchema: () => obj({applied: list(obj({question_id: str, field: str, key: str})), citations_dropped: citations}),
   promptVariables: PROMPT_VARIABLES.apply_answers,
   async run(context) {
     const spec = requireSpec(context, 'apply answers to')

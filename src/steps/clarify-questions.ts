@@ -2,6 +2,7 @@ import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import type {GateResult, SingleGateResult} from '../gates/evaluate.js'
 import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {int, list, obj, str} from './outputs.js'
 
 function failureMessages(result: GateResult): Map<string, string> {
   const messages = new Map<string, string>()
@@ -20,6 +21,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
   changesSpec: false,
   needsSpec: true,
   safeToRetry: true,
+  outputsSchema: () => obj({questions: list(obj({id: str, field: str, question: str})), round: int}),
   promptVariables: PROMPT_VARIABLES.clarify_questions,
   async run(context) {
     const spec = requireSpec(context, 'ask about')

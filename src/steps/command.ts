@@ -1,6 +1,39 @@
 import {PipeError} from '../errors.js'
-import {runCommand} from '../policy/exec.js'
-import type {StepHandler} from './types.js'
+import {runCommand, type CommandResult} from '../policy/exec.js'
+import type {JsonSchema} from '../expr/index.js'
+import {any, commandResult, int, list, nullable, obj, str} from './outputs.js'
+import type {StepHandler, StepOf} from './types.js'
+
+type Parse = NonNullable<StepOf<'command'>['parse']>
+
+/** The whole captured stream, or null when the capture cap dropped part of it. */
+function whole(stream: CommandResult['stdout']): string | null {
+  return stream.omitted_bytes > 0 ? null : stream.head + stream.tail
+}
+
+/** outputs.lines / .json / .text from stdout, as `parse:` asks. Invalid JSON fails a step that exited 0. */
+function parsed(parse: Parse | undefined, result: CommandResult, ok: boolean): Record<string, unknown> {
+  if (parse === undefined) return {}
+  const text = whole(result.stdout)
+  if (text === null) {
+    if (!ok) return {[parse]: null}
+    throw new PipeError('E_IO', `stdout was ${result.stdout.total_bytes} bytes, more than the policy's max_output_bytes keeps, so parse: ${parse} cannot read it whole`, {
+      hint: 'Raise resource_limits.max_output_bytes in the policy, or make the command print less.',
+      details: {command: result},
+    })
+  }
+  if (parse === 'text') return {text}
+  if (parse === 'lines') return {lines: text.split(/\r?\n/).filter((line) => line.trim() !== '')}
+  try {
+    return {json: JSON.parse(text) as unknown}
+  } catch (error) {
+    if (!ok) return {json: null}
+    throw new PipeError('E_BUILD_FAIL', `stdout of ${JSON.stringify(result.argv)} is not JSON (${(error as Error).message}), but the step says parse: json`, {
+      hint: 'Make the command print one JSON document, or use parse: lines or parse: text.',
+      details: {command: result},
+    })
+  }
+}
 
 export const command: StepHandler<'command'> = {
   kind: 'command',
@@ -11,6 +44,10 @@ export const command: StepHandler<'command'> = {
   commands: (step) => [{argv: step.run, at: ['run']}],
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
+  outputsSchema: (step) => {
+    const parse: Record<string, JsonSchema> = step.parse === 'lines' ? {lines: list(str)} : step.parse === 'json' ? {json: any} : step.parse === 'text' ? {text: str} : {}
+    return obj({exit_code: nullable(int), stdout: str, stderr: str, duration_ms: int, command: commandResult, ...parse})
+  },
   async run({step, policy, cwd, signal, slotsDir}) {
     const result = await runCommand(policy, cwd, {
       argv: step.run,
@@ -35,7 +72,15 @@ export const command: StepHandler<'command'> = {
       outcome: ok ? 'success' : 'failure',
       reason: `${step.run.join(' ')} exited ${result.exit_code ?? `by ${result.signal}`} in ${result.duration_ms} ms`,
       inputs: {argv: step.run, cwd: result.cwd},
-      outputs: {command: result},
+      // The flat fields are what expressions read; `command` keeps the full record (head/tail, caps).
+      outputs: {
+        exit_code: result.exit_code,
+        stdout: result.stdout.head + result.stdout.tail,
+        stderr: result.stderr.head + result.stderr.tail,
+        duration_ms: result.duration_ms,
+        command: result,
+        ...parsed(step.parse, result, ok),
+      },
     }
   },
 }

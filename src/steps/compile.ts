@@ -1,6 +1,7 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {bodyOf, citationsToEvidence, requireIngest, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {citations, int, list, obj, str} from './outputs.js'
 
 export const compile: StepHandler<'compile'> = {
   kind: 'compile',
@@ -8,6 +9,7 @@ export const compile: StepHandler<'compile'> = {
   outcomes: () => ['success'],
   changesSpec: true,
   safeToRetry: true,
+  outputsSchema: () => obj({missing_fields: list(str), counts: obj({features: int, acceptance_criteria: int, non_functional: int, constraints: int}), citations_dropped: citations}),
   promptVariables: PROMPT_VARIABLES.compile,
   async run(context) {
     const source = requireIngest(context)

@@ -5,6 +5,7 @@ import {stepDir} from '../config/pipeline.js'
 import {applyEditText} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
 import type {StepHandler} from './types.js'
+import {int, obj, open} from './outputs.js'
 
 export const edit: StepHandler<'edit'> = {
   kind: 'edit',
@@ -12,6 +13,7 @@ export const edit: StepHandler<'edit'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: false,
+  outputsSchema: () => obj({edit: open({changed_lines: int})}),
   async run({step, pipeline, policy, cwd}) {
     let text = step.blocks
     if (text === undefined && step.blocks_file !== undefined) {

@@ -1,6 +1,7 @@
 import {evaluateGates, gateSummary} from '../gates/evaluate.js'
 import {requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {any, bool, list, num, obj, str} from './outputs.js'
 
 export const gate: StepHandler<'gate'> = {
   kind: 'gate',
@@ -10,6 +11,7 @@ export const gate: StepHandler<'gate'> = {
   changesSpec: false,
   needsSpec: true,
   safeToRetry: true,
+  outputsSchema: () => obj({gate_result: {type: 'object', properties: {pass: bool, missing_fields: list(str), completeness_score: num, completeness_threshold: num}, additionalProperties: obj({pass: bool, missing_fields: list(str), failed_rules: list(any)})}}),
   async run({step, spec: current, pipeline, ...rest}) {
     const spec = requireSpec({step, spec: current, pipeline, ...rest}, 'evaluate gates on')
     const useCompleteness = step.completeness ?? pipeline.pipeline.completeness !== undefined

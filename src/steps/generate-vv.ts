@@ -1,6 +1,7 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {list, obj, str} from './outputs.js'
 
 export const generateVv: StepHandler<'generate_vv'> = {
   kind: 'generate_vv',
@@ -9,6 +10,7 @@ export const generateVv: StepHandler<'generate_vv'> = {
   changesSpec: true,
   needsSpec: true,
   safeToRetry: true,
+  outputsSchema: () => obj({vv: list(obj({id: str, kind: str, method: str, acceptance_criteria: list(str)})), uncovered_acceptance_criteria: list(str)}),
   promptVariables: PROMPT_VARIABLES.generate_vv,
   async run(context) {
     const spec = requireSpec(context, 'verify')

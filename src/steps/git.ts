@@ -1,6 +1,7 @@
 import {PipeError} from '../errors.js'
 import {checkpoint, rollback} from '../vcs/git.js'
 import type {StepHandler} from './types.js'
+import {bool, list, nullable, obj, str} from './outputs.js'
 
 interface CheckpointOutput {
   commit: string
@@ -12,6 +13,7 @@ export const git: StepHandler<'git'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: false,
+  outputsSchema: () => obj({checkpoint: obj({commit: str, parent: nullable(str), branch: str, files: list(str), empty: bool}), rollback: obj({from: nullable(str), to: str, files: list(str)})}),
   async run({step, run, cwd, history}) {
     if (step.action === 'checkpoint') {
       const result = await checkpoint(cwd, {

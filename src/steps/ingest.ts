@@ -3,6 +3,7 @@ import {sha256} from '../util/hash.js'
 import {decodeText} from '../util/text-input.js'
 import {language} from '../providers/offline/text.js'
 import type {StepHandler} from './types.js'
+import {int, obj, str} from './outputs.js'
 
 export const ingest: StepHandler<'ingest'> = {
   kind: 'ingest',
@@ -10,6 +11,7 @@ export const ingest: StepHandler<'ingest'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: true,
+  outputsSchema: () => obj({ingest_result: obj({source_ref: str, source_kind: str, sha256: str, bytes: int, chars: int, lines: int, language: str, text: str})}),
   async run({step, run, policy}) {
     if (run.input.kind === 'none' || run.input.text === undefined) {
       throw new PipeError('E_INPUT', 'this run has no input to ingest', {hint: 'Start the run with --input FILE, --input - (stdin) or --text "..."'})

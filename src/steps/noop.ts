@@ -1,5 +1,6 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 import type {StepHandler} from './types.js'
+import {obj} from './outputs.js'
 
 export const noop: StepHandler<'noop'> = {
   kind: 'noop',
@@ -7,6 +8,7 @@ export const noop: StepHandler<'noop'> = {
   outcomes: (step) => [step.outcome ?? 'success'],
   changesSpec: false,
   safeToRetry: true,
+  outputsSchema: () => obj({}),
   async run({step, signal}) {
     if (step.sleep_ms) await sleep(step.sleep_ms, undefined, {signal})
     const outcome = step.outcome ?? 'success'

@@ -2,6 +2,7 @@ import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {PipeError} from '../errors.js'
 import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {list, obj, open, str} from './outputs.js'
 
 export const planTasks: StepHandler<'plan_tasks'> = {
   kind: 'plan_tasks',
@@ -10,6 +11,7 @@ export const planTasks: StepHandler<'plan_tasks'> = {
   changesSpec: true,
   needsSpec: true,
   safeToRetry: true,
+  outputsSchema: () => obj({tasks: list(open({id: str, title: str, type: str, depends_on: list(str)})), uncovered_acceptance_criteria: list(str)}),
   promptVariables: PROMPT_VARIABLES.plan_tasks,
   async run(context) {
     const spec = requireSpec(context, 'plan')

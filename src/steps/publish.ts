@@ -2,6 +2,7 @@ import {PipeError} from '../errors.js'
 import {publishTo, type PublishOutcome} from '../publish/deliver.js'
 import {requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {int, list, obj, oneOf, str} from './outputs.js'
 
 /**
  * A delivery that fails after the version was approved is not a reason to lose the run: it stops
@@ -28,6 +29,7 @@ export const publish: StepHandler<'publish'> = {
   // Safe: the ledger sends each key at most once, so a retry re-sends only what surely did not
   // arrive; an unknown outcome (a timeout) is not retryable and is sent again only on a redrive.
   safeToRetry: true,
+  outputsSchema: () => obj({publish_result: list(obj({target: str, type: str, key: str, status: oneOf(['published', 'already_published']), external_id: str, attempts: int}))}),
   async run(context) {
     const spec = requireSpec(context, 'publish')
     const decision = context.history.latestOutput<string>('review_decision')

@@ -1,5 +1,6 @@
 import {runCommand, type CommandResult} from '../policy/exec.js'
 import type {StepHandler} from './types.js'
+import {commandResult, list, nullable, obj, oneOf, str} from './outputs.js'
 
 type Stage = 'static' | 'tests' | 'acceptance'
 const ORDER: Stage[] = ['static', 'tests', 'acceptance']
@@ -39,6 +40,7 @@ export const qa: StepHandler<'qa'> = {
   changesSpec: false,
   commands: (step) => ORDER.flatMap((stage) => (step.stages[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]}))),
   safeToRetry: false,
+  outputsSchema: () => obj({verdict: obj({status: oneOf(['pass', 'fail']), failed_stage: nullable(oneOf(['static', 'tests', 'acceptance'])), error_category: nullable(str), top_errors: list(str), full_logs: list(str)}), stages: list(obj({stage: str, commands: list(commandResult)}))}),
   async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []
     let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], full_logs: []}

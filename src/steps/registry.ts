@@ -1,7 +1,9 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
 import type {KindCatalog} from '../config/pipeline.js'
 import {applyAnswers} from './apply-answers.js'
+import {choice} from './choice.js'
 import {command} from './command.js'
+import {end} from './end.js'
 import {edit} from './edit.js'
 import {git} from './git.js'
 import {qa} from './qa.js'
@@ -33,6 +35,8 @@ export const registry: StepRegistry = {
   git,
   edit,
   model,
+  choice,
+  end,
 }
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
@@ -40,16 +44,25 @@ export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
 }
 
 /** The metadata the pipeline loader checks against. */
-export const kindCatalog: KindCatalog = Object.fromEntries(
-  Object.values(registry).map((handler) => [
-    handler.kind,
-    {
-      outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step),
-      ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
-      ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
-      ...(handler.stops ? {stops: handler.stops} : {}),
-      changesSpec: (step: StepOf<StepKind>) => changesSpec(handler as StepHandler<StepKind>, step),
-      needsSpec: handler.needsSpec === true,
-    },
-  ]),
-)
+export const kindCatalog: KindCatalog = catalogOf(registry)
+
+/** The loader's view of a registry (the engine builds one for an injected registry too). */
+export function catalogOf(reg: StepRegistry): KindCatalog {
+  return Object.fromEntries(
+    Object.values(reg).map((handler) => {
+      const h = handler as StepHandler<StepKind>
+      return [
+        h.kind,
+        {
+          outcomes: (step: StepOf<StepKind>) => h.outcomes(step),
+          ...(h.promptVariables ? {promptVariables: h.promptVariables} : {}),
+          ...(h.failures ? {failures: Object.keys(h.failures)} : {}),
+          ...(h.stops ? {stops: h.stops} : {}),
+          ...(h.outputsSchema ? {outputsSchema: (step: StepOf<StepKind>, pipeline: {dir: string}) => h.outputsSchema!(step, pipeline)} : {}),
+          changesSpec: (step: StepOf<StepKind>) => changesSpec(h, step),
+          needsSpec: h.needsSpec === true,
+        },
+      ]
+    }),
+  )
+}

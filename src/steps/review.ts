@@ -1,6 +1,7 @@
 import type {GateResult} from '../gates/evaluate.js'
 import {requireSpec} from './model-support.js'
 import type {StepHandler} from './types.js'
+import {bool, int, nullable, obj, oneOf, str} from './outputs.js'
 
 export const review: StepHandler<'review'> = {
   kind: 'review',
@@ -11,6 +12,7 @@ export const review: StepHandler<'review'> = {
   changesSpec: false,
   needsSpec: true,
   safeToRetry: false,
+  outputsSchema: () => obj({review_decision: oneOf(['go', 'hold', 'drop']), reviewed_version: str, gate_pass: nullable(bool), summary: obj({features: int, acceptance_criteria: int, tasks: int, vv: int})}),
   async run(context) {
     const spec = requireSpec(context, 'review')
     const decision = context.run.review

@@ -4,7 +4,7 @@
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {ErrorCode} from '../errors.js'
-import type {JsonSchemaLike} from '../expr/index.js'
+import type {JsonSchemaLike, JsonValue} from '../expr/index.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {Evidence} from '../types/evidence.js'
@@ -48,6 +48,14 @@ export interface StepContext<S extends Step = Step> {
   slotsDir: string
   /** Named points for the crash tests (see util/faults.ts). */
   hook: (point: string) => Promise<void> | void
+  /**
+   * The value of a YAML scalar in this step's expression context (inputs, steps, spec, run,
+   * secrets, plus `aliases`): a whole `${{ }}` keeps its type, text around expressions gives a
+   * string. The engine has already resolved the step's fields (see engine/expressions.ts
+   * resolveStep); a kind calls this only for what it evaluates lazily (a choice's `when`s) or with
+   * aliases (a foreach item). Throws ExpressionError (E_CONFIG).
+   */
+  render: (text: string, aliases?: Readonly<Record<string, unknown>>) => JsonValue
 }
 
 export interface PersonDecision {
@@ -71,8 +79,15 @@ export interface StepDone {
   person?: PersonDecision
   /** After the snapshot, wait again at this step (a review on hold). */
   hold?: {reason: string}
-  /** After the snapshot, end the run as cancelled (a review that said drop). */
+  /** After the snapshot, end the run as cancelled (a review that said drop, an end step). */
   cancel?: {reason: string}
+  /** The step chose the next step itself (a choice); it wins over next: and on:. */
+  next?: string
+  /**
+   * After the snapshot, end the run with this status whatever the routes say (an end step).
+   * failed ends it with `code`; blocked stops it until pipe resume, which runs the step again.
+   */
+  end?: {status: 'succeeded' | 'failed' | 'blocked'; reason: string; code?: ErrorCode; hint?: string}
   llmModel?: string | null
   /** Tokens the step's model calls used. */
   usage?: Usage
@@ -122,10 +137,15 @@ export interface StepHandler<K extends StepKind> {
   commands?(step: StepOf<K>): Array<{argv: readonly string[]; at: Array<string | number>}>
   /** Whether running it twice does no harm, so it may be retried after a retryable error. */
   safeToRetry: boolean
-  /** The JSON Schema of the step's snapshot outputs, which expressions `steps.<id>.outputs...` read. */
-  outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
   /** For model steps: the variables its prompt file may use. */
   promptVariables?: readonly string[]
+  /**
+   * The JSON Schema of what `steps.<id>.outputs` holds (the snapshot's outputs), which the
+   * expression checker resolves `${{ steps.<id>.outputs.… }}` against: an object that lists
+   * `properties` is closed (unknown fields are errors), a missing schema means "anything".
+   * `pipeline.dir` is where a step's own schema files (output_schema) resolve.
+   */
+  outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
   run(context: StepContext<StepOf<K>>): Promise<StepResult>
 }
 

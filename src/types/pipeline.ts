@@ -21,6 +21,8 @@ export type Step =
   | GitStep
   | EditStep
   | ModelStep
+  | ChoiceStep
+  | EndStep
 /**
  * A step id: lower case letters, digits and underscores, starting with a letter.
  *
@@ -28,6 +30,13 @@ export type Step =
  * via the `definition` "stepId".
  */
 export type StepId = string
+/**
+ * A condition: one ${{ expression }} that gives a boolean. When it is false the step does not run; its snapshot records the outcome skipped and the run follows on.skipped, else next.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "condition".
+ */
+export type Condition = string
 /**
  * The id of another step of this pipeline.
  *
@@ -111,6 +120,13 @@ export interface Pipeline {
    * @maxItems 10000
    */
   steps: [Step, ...Step[]]
+  inputs?: Inputs
+  /**
+   * Environment variables steps may read as ${{ secrets.NAME }}. Each must be set when a run starts; their values are redacted from every record, log and output.
+   *
+   * @maxItems 100
+   */
+  secrets?: string[]
 }
 /**
  * One edit of the extended pipeline's steps: exactly one of insert_before, insert_after, replace or remove, naming a step id.
@@ -158,6 +174,7 @@ export interface IngestStep {
   id: StepId
   kind: 'ingest'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -204,6 +221,7 @@ export interface CompileStep {
   id: StepId
   kind: 'compile'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -222,6 +240,7 @@ export interface ClarifyQuestionsStep {
   id: StepId
   kind: 'clarify_questions'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -241,6 +260,7 @@ export interface ApplyAnswersStep {
   id: StepId
   kind: 'apply_answers'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -259,6 +279,7 @@ export interface PlanTasksStep {
   id: StepId
   kind: 'plan_tasks'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -277,6 +298,7 @@ export interface GenerateVvStep {
   id: StepId
   kind: 'generate_vv'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -295,6 +317,7 @@ export interface GateStep {
   id: StepId
   kind: 'gate'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -320,6 +343,7 @@ export interface ReviewStep {
   id: StepId
   kind: 'review'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -337,6 +361,7 @@ export interface PublishStep {
   id: StepId
   kind: 'publish'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -408,6 +433,7 @@ export interface NoopStep {
   id: StepId
   kind: 'noop'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -430,6 +456,7 @@ export interface CommandStep {
   id: StepId
   kind: 'command'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -451,6 +478,10 @@ export interface CommandStep {
    * Kill the command's whole process tree after this long (default: the policy's command_timeout_ms).
    */
   command_timeout_ms?: number
+  /**
+   * Also parse stdout into outputs: lines (outputs.lines, a list of non-empty lines), json (outputs.json, the parsed value; invalid JSON fails the step) or text (outputs.text, the whole stdout).
+   */
+  parse?: 'lines' | 'json' | 'text'
 }
 /**
  * Layered QA (seed 004): static checks, then tests, then acceptance commands; stops at the first failing stage and gives a verdict. Outcome pass or fail.
@@ -462,6 +493,7 @@ export interface QaStep {
   id: StepId
   kind: 'qa'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -489,6 +521,7 @@ export interface GitStep {
   id: StepId
   kind: 'git'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -523,6 +556,7 @@ export interface EditStep {
   id: StepId
   kind: 'edit'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -552,6 +586,7 @@ export interface ModelStep {
   id: StepId
   kind: 'model'
   description?: string
+  when?: Condition
   next?: StepRef
   on?: Transitions
   max_iterations?: number
@@ -588,6 +623,70 @@ export interface ModelStep {
    * How many times an invalid reply is sent back for repair (default: provider.repair_attempts, else 2).
    */
   max_repairs?: number
+}
+/**
+ * Routes the run: the first of choices whose when holds names the next step, else default. Its outcome is the id of the step it chose.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "choiceStep".
+ */
+export interface ChoiceStep {
+  id: StepId
+  kind: 'choice'
+  description?: string
+  when?: Condition
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * Tried in order: the first whose when holds names the next step.
+   *
+   * @minItems 1
+   * @maxItems 100
+   */
+  choices: [
+    {
+      when: Condition
+      next: StepRef
+    },
+    ...{
+      when: Condition
+      next: StepRef
+    }[]
+  ]
+  /**
+   * The id of another step of this pipeline.
+   */
+  default: string
+}
+/**
+ * Ends the run with a status and a reason, whatever comes after it.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "endStep".
+ */
+export interface EndStep {
+  id: StepId
+  kind: 'end'
+  description?: string
+  when?: Condition
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * How the run ends: succeeded, failed (error E_ENDED, exit 1), blocked (exit 6; pipe resume continues at next) or cancelled (exit 5).
+   */
+  status: 'succeeded' | 'failed' | 'blocked' | 'cancelled'
+  /**
+   * Why, recorded on the run and printed; may hold ${{ }} expressions.
+   */
+  reason?: string
 }
 /**
  * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
@@ -683,4 +782,40 @@ export interface Completeness {
   weights: {
     [k: string]: number | undefined
   }
+}
+/**
+ * Typed inputs of the pipeline, given as pipe run FILE -i name=value or --inputs FILE.yaml, read in expressions as ${{ inputs.name }}.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "inputs".
+ */
+export interface Inputs {
+  [k: string]: InputDeclaration | undefined
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "inputDeclaration".
+ */
+export interface InputDeclaration {
+  /**
+   * The value type; command-line values are converted to it strictly.
+   */
+  type: 'string' | 'number' | 'integer' | 'boolean'
+  description?: string
+  /**
+   * The run refuses to start without it. A required input has no default.
+   */
+  required?: boolean
+  /**
+   * Used when neither -i nor the values file gives the input.
+   */
+  default?: string | number | boolean
+  /**
+   * The only values allowed.
+   *
+   * @minItems 1
+   */
+  enum?: [string | number | boolean, ...(string | number | boolean)[]]
+  minimum?: number
+  maximum?: number
 }

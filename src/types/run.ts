@@ -46,6 +46,12 @@ export interface RunRecord {
     text?: string
   }
   /**
+   * The values of the pipeline's typed inputs this run uses (given with -i or --inputs, or defaulted); resume and replay use them again.
+   */
+  inputs?: {
+    [k: string]: (string | number | boolean) | undefined
+  }
+  /**
    * Answers given to this run so far, by question id or spec field.
    */
   answers?: {

@@ -171,11 +171,11 @@ describe('checked before running (CLI)', function () {
   })
 
   it('reports a command or QA argv the policy will deny, given --policy or a policy file among the files', async () => {
-    const p = await file('denied.yaml', 'version: 1\nname: d\nsteps:\n  - {id: ok, kind: command, run: [node, -e, "process.exit(0)"], on: {success: qa, failure: qa}}\n  - id: qa\n    kind: qa\n    stages:\n      tests: [[rm, -rf, build]]\n    on: {pass: later, fail: later}\n  - {id: later, kind: command, run: [node, "${{ inputs.script }}"], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
+    const p = await file('denied.yaml', 'version: 1\nname: d\ninputs: {script: {type: string, default: a.js}}\nsteps:\n  - {id: ok, kind: command, run: [node, -e, "process.exit(0)"], on: {success: qa, failure: qa}}\n  - id: qa\n    kind: qa\n    stages:\n      tests: [[rm, -rf, build]]\n    on: {pass: later, fail: later}\n  - {id: later, kind: command, run: [node, "${{ inputs.script }}"], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
     const pol = await policy()
     const r = await pipe(['validate', p, '--policy', pol], {env: {PIPE_HOME: home}})
     expect(r.code).to.equal(2)
-    expect(r.stdout).to.match(new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:8:15  steps\\[1\\]\\.stages\\.tests\\[0\\]  .*denies \\["rm","-rf","build"\\]`, 'm'))
+    expect(r.stdout).to.match(new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:9:15  steps\\[1\\]\\.stages\\.tests\\[0\\]  .*denies \\["rm","-rf","build"\\]`, 'm'))
     expect(r.stdout).not.to.contain('process.exit(0)')
     // An argv with an expression is only known at run time, so it is not judged.
     expect(r.stdout).not.to.contain('inputs.script')

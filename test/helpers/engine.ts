@@ -1,7 +1,7 @@
 /** Builds an engine over a real store in a temporary directory, with pipelines from YAML text. */
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {loadPipeline, type LoadedPipeline} from '../../src/config/pipeline.js'
+import {loadPipeline, type KindCatalog, type LoadedPipeline} from '../../src/config/pipeline.js'
 import {Engine, type EngineDeps, type RunOutcome} from '../../src/engine/engine.js'
 import {defaultPolicy} from '../../src/policy/policy.js'
 import {OfflineProvider} from '../../src/providers/offline/provider.js'
@@ -9,10 +9,10 @@ import {kindCatalog, registry} from '../../src/steps/registry.js'
 import type {StepRegistry} from '../../src/steps/types.js'
 import {Store} from '../../src/store/store.js'
 
-export async function pipelineFrom(dir: string, name: string, yaml: string): Promise<LoadedPipeline> {
+export async function pipelineFrom(dir: string, name: string, yaml: string, catalog: KindCatalog = kindCatalog): Promise<LoadedPipeline> {
   const file = path.join(dir, `${name}.yaml`)
   await writeFile(file, yaml)
-  const result = await loadPipeline(file, kindCatalog)
+  const result = await loadPipeline(file, catalog)
   if (!result.ok) throw new Error(result.diagnostics.map((d) => `${d.line}:${d.col} ${d.message}`).join('\n'))
   return result.loaded
 }

@@ -1,0 +1,136 @@
+/**
+ * The pipeline side of expressions: the declarations one pipeline gives the checker and the
+ * evaluator (inputs, each step's outputs schema and outcomes, the spec schema, secrets), and the
+ * validate rule that checks every `${{ }}` in its steps at file:line:col.
+ */
+import {isScalar} from 'yaml'
+// Light parts only: cel-js (behind check.ts) is loaded by loadExpressionChecker, for pipelines that have expressions.
+import type {ExprChecker, ExprDeclarations, InputDeclaration, JsonSchemaLike} from '../expr/index.js'
+import {checkDeclarations} from '../expr/inputs.js'
+import {scalarOffsetMapper} from '../expr/source-map.js'
+import {loadSchema} from '../schema/registry.js'
+import type {Pipeline, Step} from '../types/pipeline.js'
+import type {Diagnostic} from './diagnostics.js'
+import {ancestorsOf} from './graph.js'
+import {origin, stepDir, type KindCatalog, type LoadedPipeline} from './pipeline.js'
+import {findNode, locate} from './yaml-source.js'
+
+let specSchema: JsonSchemaLike | undefined
+let checkerClass: typeof ExprChecker | undefined
+
+/** Whether any step of this (possibly malformed) pipeline data holds `${{`. */
+export function hasExpressions(data: unknown): boolean {
+  const steps = (data as {steps?: unknown} | null)?.steps
+  return Array.isArray(steps) && JSON.stringify(steps).includes('${{')
+}
+
+/**
+ * Loads the expression checker (and cel-js with it), once. Loading a pipeline with expressions
+ * awaits it before its rules run; other commands and v1 pipelines never pay for it.
+ */
+export async function loadExpressionChecker(): Promise<void> {
+  checkerClass ??= (await import('../expr/check.js')).ExprChecker
+}
+
+/** The spec's JSON Schema, read once per process: what `${{ spec.… }}` may read. */
+export function specJsonSchema(): JsonSchemaLike {
+  specSchema ??= loadSchema('spec')
+  return specSchema
+}
+
+/** Outcomes `steps.<id>.outcome` can hold: the kind's, error (a routed failure) and skipped (a false when:). */
+export function outcomesOf(step: Step, catalog: KindCatalog): string[] {
+  const info = catalog[step.kind]
+  const own = info ? [...info.outcomes(step)] : []
+  return [...new Set([...own, 'error', ...(step.when !== undefined ? ['skipped'] : [])])]
+}
+
+/** What expressions in this pipeline may read, for one ExprChecker / ExprEvaluator per pipeline. */
+export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: number) => string), catalog: KindCatalog): ExprDeclarations {
+  const steps: Record<string, {outputs?: JsonSchemaLike | undefined; outcomes?: readonly string[]}> = {}
+  for (const [index, step] of pipeline.steps.entries()) {
+    const info = catalog[step.kind]
+    let outputs: JsonSchemaLike | undefined
+    try {
+      // A composed step's own files (output_schema) lie beside the file that holds it.
+      outputs = info?.outputsSchema?.(step, {dir: typeof dir === 'string' ? dir : dir(index)})
+    } catch {
+      // A kind whose schema cannot be built (its own schema file is missing) reads as anything; its own rule says why.
+      outputs = undefined
+    }
+    steps[step.id] = {outputs, outcomes: outcomesOf(step, catalog)}
+  }
+  return {inputs: (pipeline.inputs ?? {}) as Record<string, JsonSchemaLike>, steps, spec: specJsonSchema(), secrets: pipeline.secrets ?? []}
+}
+
+type Segment = string | number
+
+/** Keys whose scalar is a condition: checked to give a boolean. */
+function expectFor(segments: readonly Segment[]): 'bool' | undefined {
+  const last = segments.at(-1)
+  return last === 'when' ? 'bool' : undefined
+}
+
+/** Every string in a step with `${{`, with its path below the step. */
+export function templatedStrings(value: unknown, at: Segment[] = []): Array<{segments: Segment[]; text: string}> {
+  if (typeof value === 'string') return value.includes('${{') ? [{segments: at, text: value}] : []
+  if (Array.isArray(value)) return value.flatMap((item, i) => templatedStrings(item, [...at, i]))
+  if (value !== null && typeof value === 'object') return Object.entries(value).flatMap(([key, item]) => templatedStrings(item, [...at, key]))
+  return []
+}
+
+/**
+ * The `expression` rule: every `${{ }}` in every step, checked against the pipeline's
+ * declarations; each problem at the line and column inside the scalar where it is. A reference to
+ * a step that cannot have run before this one (no path from it leads here) is an error too.
+ */
+export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[] {
+  const {pipeline} = loaded
+  const out: Diagnostic[] = []
+  for (const problem of checkDeclarations((pipeline.inputs ?? {}) as Record<string, InputDeclaration>)) {
+    const segments: Segment[] = problem.input !== undefined ? ['inputs', problem.input] : ['inputs']
+    out.push(at(loaded, segments, problem.message, undefined))
+  }
+  const scan = pipeline.steps.map((step, i) => ({step, i, found: templatedStrings(step, ['steps', i])}))
+  if (!scan.some((s) => s.found.length > 0)) return out
+  if (!checkerClass) throw new Error('internal: the expression checker was not loaded (loadPipeline awaits loadExpressionChecker)')
+  const checker = new checkerClass(exprDeclarations(pipeline, (i) => stepDir(loaded, i), catalog))
+  for (const {step, found} of scan) {
+    let ancestors: Set<string> | undefined
+    for (const {segments, text} of found) {
+      const result = checker.checkTemplate(text, {...(expectFor(segments) ? {expect: expectFor(segments)!} : {})})
+      const mapper = offsetMapper(loaded, segments, text)
+      for (const d of result.diagnostics) out.push(at(loaded, segments, d.message, mapper(d.offset)))
+      if (result.diagnostics.length > 0) continue
+      for (const ref of result.references) {
+        const match = /^steps\.([^.[]+)/.exec(ref)
+        if (!match) continue
+        const target = match[1]!
+        ancestors ??= ancestorsOf(pipeline, step.id)
+        if (ancestors.has(target)) continue
+        const why = target === step.id ? 'a step reads its own outputs only when a loop brings the run back to it' : `no path from "${target}" leads to "${step.id}"`
+        out.push(at(loaded, segments, `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`, mapper(0)))
+      }
+    }
+  }
+  return out
+}
+
+/** Maps an offset in a scalar's value to an offset in the file (the scalar's start when it cannot). */
+function offsetMapper(loaded: LoadedPipeline, segments: readonly Segment[], value: string): (offset: number) => number | undefined {
+  // A composed pipeline's node lives in the file (base or child) that holds it.
+  const where = origin(loaded, segments)
+  const found = findNode(where.source, where.segments)
+  const node = found.node
+  if (!found.exact || !isScalar(node) || node.range === undefined || node.range === null) return () => undefined
+  const [start, end] = node.range
+  const map = scalarOffsetMapper(where.source.text.slice(start, end), node.type, value)
+  return (offset) => start + map(offset)
+}
+
+function at(loaded: LoadedPipeline, segments: readonly Segment[], message: string, offset: number | undefined): Diagnostic {
+  const where = origin(loaded, segments)
+  const pos = offset === undefined ? locate(where.source, where.segments) : where.source.lineCounter.linePos(offset)
+  const path = where.segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
+  return {file: where.source === loaded.source ? loaded.file : where.source.file, line: pos.line, col: pos.col, path, message, rule: ''}
+}

@@ -1,0 +1,36 @@
+import {PipeError} from '../errors.js'
+import {obj, oneOf, str} from './outputs.js'
+import type {StepHandler, StepOf} from './types.js'
+
+/** The steps a choice can go to, in order, without repeats: its outcomes are their ids. */
+function targets(step: StepOf<'choice'>): string[] {
+  return [...new Set([...step.choices.map((c) => c.next), step.default])]
+}
+
+export const choice: StepHandler<'choice'> = {
+  kind: 'choice',
+  summary: 'route the run: the first choice whose when holds names the next step, else default',
+  outcomes: targets,
+  changesSpec: false,
+  // It only reads values; evaluating again gives the same answer.
+  safeToRetry: true,
+  outputsSchema: (step) => obj({chosen: oneOf(targets(step)), matched: {type: ['integer', 'null']}, condition: str}),
+  // The whens are evaluated here, in order, so a later one is never evaluated once an earlier one holds.
+  async run({step, render}) {
+    // What each evaluated condition gave, recorded like the engine's resolved fields.
+    const resolved: Record<string, boolean> = {}
+    for (const [i, option] of step.choices.entries()) {
+      const value = render(option.when)
+      if (typeof value !== 'boolean') {
+        throw new PipeError('E_CONFIG', `choices[${i}].when of step "${step.id}" gave ${JSON.stringify(value)}, not true or false`, {
+          hint: 'Write a condition, such as ${{ inputs.audience == \'customers\' }}; pipe validate checks its type when it can.',
+        })
+      }
+      resolved[`choices[${i}].when`] = value
+      if (value) {
+        return {type: 'done', outcome: option.next, next: option.next, reason: `choice ${i + 1} holds: ${option.when.trim()}`, inputs: {resolved}, outputs: {chosen: option.next, matched: i + 1, condition: option.when}}
+      }
+    }
+    return {type: 'done', outcome: step.default, next: step.default, reason: `no choice holds; default ${step.default}`, inputs: {resolved}, outputs: {chosen: step.default, matched: null, condition: ''}}
+  },
+}
