@@ -14,6 +14,27 @@ import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 
+/** A problem a kind's own check finds in one of its steps; `at` is relative to the step. */
+export interface KindFinding {
+  /** The rule's name, as diagnostics show it. */
+  rule: string
+  at: Array<string | number>
+  message: string
+  /** Point at the key rather than at its value. */
+  key?: boolean
+}
+
+/** A step id a step names besides its transitions; `at` is relative to the step. */
+export interface StepReference {
+  at: Array<string | number>
+  target: string
+  /** What the reference is, for the message: "rollback target". */
+  what: string
+}
+
+/** The node shape `pipe graph` draws: a box, a decision (diamond), a person's input (parallelogram). */
+export type GraphShape = 'box' | 'diamond' | 'parallelogram'
+
 /** What the loader needs to know about step kinds; the step registry provides it. */
 export interface KindInfo {
   /** Outcomes a step of this kind can end with (error is always possible too). */
@@ -26,6 +47,12 @@ export interface KindInfo {
   stops?: Readonly<Record<string, string>>
   changesSpec?: boolean
   needsSpec?: boolean
+  /** The kind's own validate-time checks of a step. */
+  check?(step: Step, loaded: LoadedPipeline): KindFinding[]
+  /** Step ids a step names besides its transitions. */
+  references?(step: Step): StepReference[]
+  /** How `pipe graph` draws a step of the kind. */
+  graph?: {shape?: GraphShape; details?(step: Step): string[]}
 }
 export type KindCatalog = Readonly<Record<string, KindInfo>>
 
@@ -49,7 +76,7 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}
   if (structure.ok) {
-    const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
+    const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: d.rule || rule.name})))
     // Where a spec can exist depends on every path being right, so it is judged once the rest holds.
     if (diagnostics.length === 0) diagnostics.push(...flowRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name}))))
     if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
@@ -64,14 +91,14 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
     for (const rule of pipelineRules.filter((r) => r.name !== 'unregistered-kind')) {
       let found: Diagnostic[] = []
       try {
-        found = rule.check(loaded, catalog)
+        found = rule.check(loaded, catalog, true)
       } catch {
         continue
       }
       for (const d of found) {
         if (seen.has(`${d.line}:${d.col}`)) continue
         seen.add(`${d.line}:${d.col}`)
-        diagnostics.push({...d, rule: rule.name})
+        diagnostics.push({...d, rule: d.rule || rule.name})
       }
     }
   }
@@ -129,7 +156,8 @@ const flowRules: Rule[] = [
 type Segment = string | number
 interface Rule {
   name: string
-  check(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[]
+  /** `tolerant`: the structure is wrong, so a check that trips over a malformed value is skipped, not fatal. */
+  check(loaded: LoadedPipeline, catalog: KindCatalog, tolerant?: boolean): Diagnostic[]
 }
 
 /** A diagnostic at a node of the pipeline file. */
@@ -140,14 +168,14 @@ export function diag(loaded: LoadedPipeline, segments: Segment[], message: strin
 }
 
 /** Every place a step id is referenced, with its path for error positions. */
-function references(pipeline: Pipeline): Array<{segments: Segment[]; target: string; what: string}> {
+function references(pipeline: Pipeline, catalog: KindCatalog): Array<{segments: Segment[]; target: string; what: string}> {
   const refs: Array<{segments: Segment[]; target: string; what: string}> = []
   if (pipeline.start !== undefined) refs.push({segments: ['start'], target: pipeline.start, what: 'start'})
   pipeline.steps.forEach((step, i) => {
     if (step.next !== undefined) refs.push({segments: ['steps', i, 'next'], target: step.next, what: 'transition'})
     for (const [outcome, target] of Object.entries(step.on ?? {})) refs.push({segments: ['steps', i, 'on', outcome], target, what: `transition on ${outcome}`})
     if (step.on_exhausted !== undefined) refs.push({segments: ['steps', i, 'on_exhausted'], target: step.on_exhausted, what: 'on_exhausted'})
-    if (step.kind === 'git' && step.to !== undefined) refs.push({segments: ['steps', i, 'to'], target: step.to, what: 'rollback target'})
+    for (const ref of catalog[step.kind]?.references?.(step) ?? []) refs.push({segments: ['steps', i, ...ref.at], target: ref.target, what: ref.what})
   })
   return refs
 }
@@ -171,10 +199,10 @@ export const pipelineRules: Rule[] = [
   },
   {
     name: 'unknown-step',
-    check(loaded) {
+    check(loaded, catalog) {
       const ids = loaded.pipeline.steps.map((s) => s.id)
       const known = new Set(ids)
-      return references(loaded.pipeline)
+      return references(loaded.pipeline, catalog)
         .filter((ref) => !known.has(ref.target))
         .map((ref) => diag(loaded, ref.segments, `unknown step "${ref.target}" in ${ref.what}${didYouMean(ref.target, ids)}`))
     },
@@ -206,21 +234,22 @@ export const pipelineRules: Rule[] = [
     },
   },
   {
-    name: 'unknown-gate',
-    check(loaded) {
-      const defined = Object.keys(loaded.pipeline.gates ?? {})
+    // Each kind's own checks of its steps (a gate step's gate names, an edit's blocks, a rollback's
+    // target); the findings carry their own rule names.
+    name: 'kind-check',
+    check(loaded, catalog, tolerant) {
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'gate') return
-        step.gates.forEach((name, j) => {
-          if (!defined.includes(name)) {
-            const where = defined.length ? `${didYouMean(name, defined)} (defined: ${defined.join(', ')})` : ' (the pipeline defines no gates: add a gates: section)'
-            out.push(diag(loaded, ['steps', i, 'gates', j], `gate "${name}" is used but not defined${where}`))
-          }
-        })
-        if (step.completeness === true && loaded.pipeline.completeness === undefined) {
-          out.push(diag(loaded, ['steps', i, 'completeness'], 'completeness is on but the pipeline defines no completeness: section'))
+        const info = catalog[step.kind]
+        if (!info?.check) return
+        let findings: KindFinding[] = []
+        try {
+          findings = info.check(step, loaded)
+        } catch (error) {
+          if (!tolerant) throw error
+          return
         }
+        for (const f of findings) out.push({...diag(loaded, ['steps', i, ...f.at], f.message, f.key ?? false), rule: f.rule})
       })
       return out
     },
@@ -325,42 +354,6 @@ export const pipelineRules: Rule[] = [
         if (!existsSync(full)) problem = 'does not exist'
         else if (!statSync(full).isFile()) problem = 'is not a file'
         if (problem) out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" ${problem} (looked for ${full})`))
-      })
-      return out
-    },
-  },
-  {
-    name: 'edit-input',
-    check(loaded) {
-      const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'edit') return
-        if ((step.blocks === undefined) === (step.blocks_file === undefined)) {
-          out.push(diag(loaded, ['steps', i, 'id'], `edit step "${step.id}" needs exactly one of blocks or blocks_file`))
-        }
-        if (step.blocks_file !== undefined && !fileEscape(loaded.dir, step.blocks_file)) {
-          const full = path.resolve(loaded.dir, step.blocks_file)
-          if (!existsSync(full) || !statSync(full).isFile()) out.push(diag(loaded, ['steps', i, 'blocks_file'], `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`))
-        }
-      })
-      return out
-    },
-  },
-  {
-    name: 'rollback-target',
-    check(loaded) {
-      const byId = new Map(loaded.pipeline.steps.map((s) => [s.id, s]))
-      const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'git') return
-        if (step.action === 'rollback' && step.to !== undefined) {
-          const target = byId.get(step.to)
-          if (target && !(target.kind === 'git' && target.action === 'checkpoint')) out.push(diag(loaded, ['steps', i, 'to'], `rollback target "${step.to}" is not a git checkpoint step`))
-        }
-        for (const key of ['message', 'allow_dirty', 'branch'] as const) {
-          if (step.action === 'rollback' && step[key] !== undefined) out.push(diag(loaded, ['steps', i, key], `${key} applies to checkpoint, not rollback`, true))
-        }
-        if (step.action === 'checkpoint' && step.to !== undefined) out.push(diag(loaded, ['steps', i, 'to'], 'to applies to rollback, not checkpoint', true))
       })
       return out
     },

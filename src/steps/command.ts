@@ -1,6 +1,10 @@
 import {PipeError} from '../errors.js'
-import {runCommand} from '../policy/exec.js'
+import {runCommand, type CommandResult} from '../policy/exec.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
+
+export type CommandOutputs = {command: CommandResult}
+export const commandResult = outputsOf<CommandOutputs>()('command')
 
 export const command: StepHandler<'command'> = {
   kind: 'command',
@@ -11,6 +15,13 @@ export const command: StepHandler<'command'> = {
   commands: (step) => [{argv: step.run, at: ['run']}],
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
+  exportRole: {
+    attempt: 'joins',
+    files(snapshot) {
+      const result = commandResult.of(snapshot)
+      return result ? {logs: [{label: snapshot.step.name, result}]} : {}
+    },
+  },
   async run({step, policy, cwd, signal, slotsDir}) {
     const result = await runCommand(policy, cwd, {
       argv: step.run,
@@ -35,7 +46,7 @@ export const command: StepHandler<'command'> = {
       outcome: ok ? 'success' : 'failure',
       reason: `${step.run.join(' ')} exited ${result.exit_code ?? `by ${result.signal}`} in ${result.duration_ms} ms`,
       inputs: {argv: step.run, cwd: result.cwd},
-      outputs: {command: result},
+      outputs: {command: result} satisfies CommandOutputs,
     }
   },
 }

@@ -1,5 +1,5 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
-import type {KindCatalog} from '../config/pipeline.js'
+import type {KindCatalog, KindInfo} from '../config/pipeline.js'
 import {applyAnswers} from './apply-answers.js'
 import {command} from './command.js'
 import {edit} from './edit.js'
@@ -39,15 +39,26 @@ export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
 
 /** The metadata the pipeline loader checks against. */
 export const kindCatalog: KindCatalog = Object.fromEntries(
-  Object.values(registry).map((handler) => [
-    handler.kind,
-    {
-      outcomes: (step: StepOf<StepKind>) => (handler as StepHandler<StepKind>).outcomes(step),
-      ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
-      ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
-      ...(handler.stops ? {stops: handler.stops} : {}),
-      changesSpec: handler.changesSpec,
-      needsSpec: handler.needsSpec === true,
-    },
-  ]),
+  Object.values(registry).map((one) => {
+    // The catalog is keyed by kind, so each handler only ever sees steps of its own kind.
+    const handler = one as StepHandler<StepKind>
+    return [handler.kind, catalogEntry(handler)]
+  }),
 )
+
+function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
+  const check = handler.check?.bind(handler)
+  const references = handler.references?.bind(handler)
+  const graph = handler.graph
+  return {
+    outcomes: (step: StepOf<StepKind>) => handler.outcomes(step),
+    ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
+    ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
+    ...(handler.stops ? {stops: handler.stops} : {}),
+    changesSpec: handler.changesSpec,
+    needsSpec: handler.needsSpec === true,
+    ...(check ? {check} : {}),
+    ...(references ? {references} : {}),
+    ...(graph ? {graph} : {}),
+  }
+}
