@@ -43,7 +43,6 @@ const KIND_SWITCHES = [
 /** Names that are kind names too but mean something else there; each with the reason. */
 const ALLOWED: Array<{file: RegExp; line: RegExp; why: string}> = [
   {file: /^src\/(engine|commands|cli)\//, line: /pending\??\.kind\s*[!=]==?\s*'review'/, why: "the kind of a pause (answers or review), not of a step"},
-  {file: /^src\/providers\//, line: /./, why: 'prompt and reply names of the model provider, which happen to be named after the model kinds they serve'},
 ]
 
 function kindSwitches(file: string, text: string): string[] {
