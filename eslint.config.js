@@ -30,17 +30,23 @@ export const LAYERS = {
   schema: [...STEPS_AND_UP, ...LOWEST.filter((f) => f !== 'schema')],
   types: [...STEPS_AND_UP, ...LOWEST],
   util: [...STEPS_AND_UP, ...LOWEST],
+  // src/errors.ts, src/exit-codes.ts, src/log.ts: used by every layer.
+  '.': [...STEPS_AND_UP, ...LOWEST],
 }
 
-const climbsTo = (folders) => `^(\\.\\./)+(${folders.join('|')})(/|$)`
+/** An import of one of `folders`: from src/*.ts (`root`) by `./`, from deeper by climbing out with `../`. */
+const reaches = (folders, root) => `^${root ? '\\./' : '(\\.\\./)+'}(${folders.join('|')})(/|$)`
 
 function layerRules(folder, forbidden) {
-  const message = `src/${folder}/ must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see DESIGN.md, Layers).`
+  const root = folder === '.'
+  const name = root ? 'src/*.ts' : `src/${folder}/`
+  const message = `${name} must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see DESIGN.md, Layers).`
+  const regex = reaches(forbidden, root)
   return {
-    files: [`src/${folder}/**/*.ts`],
+    files: [root ? 'src/*.ts' : `src/${folder}/**/*.ts`],
     rules: {
-      'no-restricted-imports': ['error', {patterns: [{regex: climbsTo(forbidden), message}]}],
-      'no-restricted-syntax': ['error', {selector: `ImportExpression > Literal[value=/${climbsTo(forbidden).replaceAll('/', '\\/')}/]`, message}],
+      'no-restricted-imports': ['error', {patterns: [{regex, message}]}],
+      'no-restricted-syntax': ['error', {selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message}],
     },
   }
 }

@@ -206,6 +206,7 @@ describe('layer direction (eslint no-restricted-imports)', function () {
     expect(await problems('src/providers/offline/probe.ts', "import type {Step} from '../../steps/types.js'\nexport type S = Step\n")).to.have.length(1)
     expect(await problems('src/config/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../steps/registry.js')\n}\n")).to.have.length(1)
     expect(await problems('src/engine/probe.ts', "import {x} from '../commands/run.js'\nexport const y = x\n")).to.have.length(1)
+    expect(await problems('src/probe.ts', "import {Store} from './store/store.js'\nexport const s = Store\n")).to.have.length(1)
     expect((await problems('src/config/probe.ts', "import {Store} from '../store/store.js'\nexport const s = Store\n"))[0]).to.match(/src\/config\/ must not import from .*src\/store\//)
   })
 
