@@ -11,8 +11,8 @@ import {mkdir} from 'node:fs/promises'
 import path from 'node:path'
 import type {CommandResult} from '../policy/exec.js'
 import {specToMarkdown} from '../spec/markdown.js'
-import {registry} from '../steps/registry.js'
-import type {ExportRole, StepKind} from '../steps/types.js'
+import {handlerNamed} from '../steps/registry.js'
+import type {ExportRole} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {loadPolicyFile} from '../config/policy.js'
 import type {Store} from '../store/store.js'
@@ -32,7 +32,7 @@ function log(result: CommandResult): string {
 
 /** What the snapshot's kind writes; a kind this version of pipe does not know writes nothing. */
 function roleOf(s: Snapshot): ExportRole {
-  return (Object.hasOwn(registry, s.step.kind) ? registry[s.step.kind as StepKind].exportRole : undefined) ?? {}
+  return handlerNamed(s.step.kind)?.exportRole ?? {}
 }
 
 function taskOf(s: Snapshot): string | undefined {

@@ -3,8 +3,7 @@
  * gate's results) and compares it with what was recorded, byte for byte.
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
-import {registry} from '../steps/registry.js'
-import type {ReplayRole, StepKind} from '../steps/types.js'
+import {handlerNamed} from '../steps/registry.js'
 import type {Store} from '../store/store.js'
 import {canonicalJson} from '../util/hash.js'
 
@@ -18,14 +17,10 @@ export interface GateCheck {
   error?: string
 }
 
-function replayRole(kind: string): ReplayRole<StepKind> | undefined {
-  return Object.hasOwn(registry, kind) ? (registry[kind as StepKind].replay as ReplayRole<StepKind> | undefined) : undefined
-}
-
 export async function checkGates(store: Store, runId: string, pipeline: LoadedPipeline): Promise<GateCheck[]> {
   const out: GateCheck[] = []
   for (const snapshot of await store.readSnapshots(runId)) {
-    const role = replayRole(snapshot.step.kind)
+    const role = handlerNamed(snapshot.step.kind)?.replay
     if (!role) continue
     const recorded = role.recorded(snapshot)
     const step = pipeline.pipeline.steps.find((s) => s.id === snapshot.step.name)

@@ -37,6 +37,11 @@ export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
   return registry[kind]
 }
 
+/** The handler of a kind named in a record (a snapshot's step.kind), or undefined for a kind this pipe does not have. */
+export function handlerNamed(kind: string): StepHandler<StepKind> | undefined {
+  return Object.hasOwn(registry, kind) ? (registry[kind as StepKind] as StepHandler<StepKind>) : undefined
+}
+
 /** The metadata the pipeline loader checks against. */
 export const kindCatalog: KindCatalog = Object.fromEntries(
   Object.values(registry).map((one) => {
