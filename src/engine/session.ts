@@ -303,7 +303,7 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
 }
 
 /** What a reviewer sees before deciding: the spec under review and its latest gate result. */
-export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../types/spec.js').CanonicalSpec | null; gate: unknown; reason: string}> {
+export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../types/spec.js').CanonicalSpec | null; gate: import('../gates/evaluate.js').GateResult | null; reason: string}> {
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
