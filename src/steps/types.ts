@@ -2,17 +2,15 @@
  * The one small interface every step kind implements. The engine knows no step by name: it calls
  * `run`, then records what the result says (outputs, a new spec version, evidence, a pause).
  */
-import type {GraphShape, KindFinding, StepReference} from '../config/pipeline.js'
-import type {LoadedPipeline} from '../config/pipeline.js'
+import type {GraphShape, KindFinding, LoadedPipeline, StepReference} from '../config/pipeline.js'
 import type {ErrorCode} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
-import type {Evidence} from '../types/evidence.js'
-import type {Step} from '../types/pipeline.js'
-import type {RunRecord} from '../types/run.js'
 import type {CommandResult} from '../policy/exec.js'
+import type {Evidence} from '../types/evidence.js'
+import type {Pipeline, Step} from '../types/pipeline.js'
+import type {RunRecord} from '../types/run.js'
 import type {Ledger} from '../store/ledger.js'
-import type {Pipeline} from '../types/pipeline.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 
@@ -24,7 +22,10 @@ export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'recor
 /** Read-only view of what the run has done so far. */
 export interface RunHistory {
   readonly snapshots: readonly Snapshot[]
-  /** The newest value of an output key (e.g. gate_result, questions, ingest_result), if any step produced it. */
+  /**
+   * The newest value of an output key, if any step produced it. Steps do not call it with a key of
+   * their own: they use the producing kind's typed reader (`gateResult.latest(history)`, see outputs.ts).
+   */
   latestOutput<T = unknown>(key: string): T | undefined
 }
 
