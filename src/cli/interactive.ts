@@ -197,7 +197,7 @@ async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise
       current = await answerSession({...options, runId: current.run_id, answers})
     } else {
       const summary = await reviewSummary({...options, runId: current.run_id})
-      say(reviewText(summary.spec, summary.gate as GateResult | null, summary.reason))
+      say(reviewText(summary.spec, summary.gate, summary.reason))
       const choice = await askDecision(reader(), signal)
       if (!choice) return current
       current = await reviewSession({...options, runId: current.run_id, decision: choice.decision, ...(choice.note ? {note: choice.note} : {})})

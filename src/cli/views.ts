@@ -3,6 +3,7 @@ import {stringify} from 'yaml'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import type {GateResult} from '../gates/evaluate.js'
 import type {RunPlan} from '../engine/session.js'
+import {gateResult} from '../steps/gate.js'
 import type {RunSummary, SpecSummary} from '../store/queries.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -63,7 +64,9 @@ export function renderSnapshot(s: Snapshot): string {
   lines.push(`  run ${s.run_id}  feature ${s.feature_id}  spec ${s.spec_version_in ?? '-'} -> ${s.spec_version_out ?? '-'}`)
   lines.push(`  started ${s.step.started_at}  ended ${s.step.ended_at}  (${s.step.duration_ms ?? '?'} ms)`)
   lines.push('  inputs:', indentYaml(s.inputs))
-  const {gate_result: gate, ...outputs} = s.outputs as {gate_result?: GateResult}
+  // A gate result has its own view below.
+  const gate = gateResult.of(s)
+  const outputs = Object.fromEntries(Object.entries(s.outputs as Record<string, unknown>).filter(([key]) => key !== gateResult.key))
   lines.push('  outputs:', indentYaml(outputs))
   if (gate) lines.push('  gate results:', ...renderGate(gate))
   lines.push('  decisions:')

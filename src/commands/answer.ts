@@ -10,6 +10,7 @@ import {answersOf, loadAnswersFile} from '../config/answers.js'
 import {answerSession} from '../engine/session.js'
 import {PipeError} from '../errors.js'
 import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
+import {questionsAsked} from '../steps/clarify-questions.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
 
@@ -64,7 +65,7 @@ export default class Answer extends PipeCommand {
   private async showQuestions(runId: string, storeDir: string, history: boolean, quietTail = false): Promise<{run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
     const store = await Store.existing(storeDir)
     const record = await store.readRun(runId)
-    const rounds = await clarifyRounds(store, runId)
+    const rounds = await clarifyRounds(store, runId, (s) => questionsAsked.of(s))
     const waiting = record.status === 'awaiting_input' && record.pending?.kind === 'answers'
     const current = rounds.at(-1) ?? null
     const earlier = current ? rounds.slice(0, -1) : []

@@ -7,7 +7,6 @@ import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {reviewSession, reviewSummary, type Decision} from '../engine/session.js'
 import {PipeError} from '../errors.js'
-import type {GateResult} from '../gates/evaluate.js'
 import {assertId} from '../store/ids.js'
 
 export default class Review extends PipeCommand {
@@ -37,7 +36,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
     if (!decision) {
       if (!canPrompt(this.jsonEnabled())) throw new PipeError('E_INVALID_ARGS', 'no decision given', {hint: `pipe review ${args.run} --decision go|hold|drop [--note TEXT]`})
       const summary = await reviewSummary({...session, runId: args.run})
-      process.stderr.write(reviewText(summary.spec, summary.gate as GateResult | null, summary.reason))
+      process.stderr.write(reviewText(summary.spec, summary.gate, summary.reason))
       const choice = await askDecision()
       if (!choice) throw new PipeError('E_INPUT', 'input ended before a decision was given; the run is unchanged', {hint: `Decide later with pipe review ${args.run}.`})
       decision = choice.decision

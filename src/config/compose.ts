@@ -171,7 +171,7 @@ export function transitionsOf(step: Json): Array<{at: Segment[]; target: string}
   if (typeof step.on_exhausted === 'string') out.push({at: ['on_exhausted'], target: step.on_exhausted})
   // A choice routes through its branches and default.
   if (Array.isArray(step.choices)) step.choices.forEach((c: unknown, i) => isObject(c) && typeof c.next === 'string' && out.push({at: ['choices', i, 'next'], target: c.next}))
-  if (step.kind === 'choice' && typeof step.default === 'string') out.push({at: ['default'], target: step.default})
+  if (Array.isArray(step.choices) && typeof step.default === 'string') out.push({at: ['default'], target: step.default})
   return out
 }
 

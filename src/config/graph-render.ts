@@ -1,7 +1,7 @@
 /** Renders a pipeline's graph as Mermaid or Graphviz dot: every step, edges labelled by outcome, loop bounds shown. */
 import type {Pipeline, Step} from '../types/pipeline.js'
 import {allEdges, edgesOf, startStepId} from './graph.js'
-import type {KindCatalog} from './pipeline.js'
+import type {GraphShape, KindCatalog} from './pipeline.js'
 
 /** Where an outcome that no transition takes leads: the run fails, is cancelled, or waits at the step. */
 export interface OutcomeStop {
@@ -29,12 +29,22 @@ const STOP_NODE = {failed: '__failed__', cancelled: '__cancelled__'} as const
 
 export type GraphFormat = 'mermaid' | 'dot'
 
-function details(step: Step): string[] {
+function details(step: Step, catalog: KindCatalog): string[] {
   const lines = step.kind === step.id ? [] : [`kind: ${step.kind}`]
-  if (step.kind === 'gate') lines.push(`gates: ${step.gates.join(', ')}`)
+  lines.push(...(catalog[step.kind]?.graph?.details?.(step) ?? []))
   if (step.max_iterations !== undefined) lines.push(`max ${step.max_iterations} iterations`)
   if (step.timeout_ms !== undefined) lines.push(`timeout ${step.timeout_ms} ms`)
   return lines
+}
+
+function shapeOf(step: Step, catalog: KindCatalog): GraphShape {
+  return catalog[step.kind]?.graph?.shape ?? 'box'
+}
+
+const MERMAID_NODE: Record<GraphShape, (id: string, label: string) => string> = {
+  box: (id, label) => `${id}["${label}"]`,
+  diamond: (id, label) => `${id}{"${label}"}`,
+  parallelogram: (id, label) => `${id}[/"${label}"/]`,
 }
 
 function isTerminal(step: Step): boolean {
@@ -55,8 +65,8 @@ export function toMermaid(pipeline: Pipeline, catalog: KindCatalog = {}): string
   const start = startStepId(pipeline)
   out.push(`  __start__(((start))) --> ${start}`)
   for (const step of pipeline.steps) {
-    const label = [step.id, ...details(step)].map(mermaidText).join('<br/>')
-    out.push(step.kind === 'gate' ? `  ${step.id}{"${label}"}` : step.kind === 'review' ? `  ${step.id}[/"${label}"/]` : `  ${step.id}["${label}"]`)
+    const label = [step.id, ...details(step, catalog)].map(mermaidText).join('<br/>')
+    out.push(`  ${MERMAID_NODE[shapeOf(step, catalog)](step.id, label)}`)
   }
   for (const edge of allEdges(pipeline)) {
     const label = edgeLabel(edge.label)
@@ -88,9 +98,9 @@ export function toDot(pipeline: Pipeline, catalog: KindCatalog = {}): string {
   const out = [`digraph ${dotString(pipeline.name)} {`, '  rankdir=TB;', '  node [shape=box, fontname="Helvetica"];', '  edge [fontname="Helvetica"];']
   out.push('  "__start__" [shape=circle, label="start"];')
   for (const step of pipeline.steps) {
-    const shape = step.kind === 'gate' ? 'diamond' : step.kind === 'review' ? 'parallelogram' : 'box'
+    const shape = shapeOf(step, catalog)
     const style = step.max_iterations !== undefined ? ', style=dashed' : ''
-    out.push(`  ${dotString(step.id)} [shape=${shape}${style}, label=${dotString([step.id, ...details(step)].join('\n'))}];`)
+    out.push(`  ${dotString(step.id)} [shape=${shape}${style}, label=${dotString([step.id, ...details(step, catalog)].join('\n'))}];`)
   }
   out.push(`  "__start__" -> ${dotString(startStepId(pipeline))};`)
   for (const edge of allEdges(pipeline)) {

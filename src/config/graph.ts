@@ -17,8 +17,8 @@ export function edgesOf(step: Step): Edge[] {
   for (const [outcome, to] of Object.entries(step.on ?? {})) edges.push({from: step.id, to, label: outcome})
   if (step.next !== undefined) edges.push({from: step.id, to: step.next, label: 'next'})
   if (step.on_exhausted !== undefined) edges.push({from: step.id, to: step.on_exhausted, label: 'exhausted'})
-  // A choice names its successors itself; its outcome is the id of the step it chose.
-  if (step.kind === 'choice') {
+  // A step with choices (a choice) names its successors itself; its outcome is the id of the step it chose.
+  if ('choices' in step && Array.isArray(step.choices)) {
     step.choices.forEach((c) => edges.push({from: step.id, to: c.next, label: c.next}))
     edges.push({from: step.id, to: step.default, label: step.default})
   }

@@ -12,11 +12,31 @@ import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
-import {loadOutputSchema} from './output-schema.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
 import {checkExpressions, hasExpressions, loadExpressionChecker} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
+
+/** A problem a kind's own check finds in one of its steps; `at` is relative to the step. */
+export interface KindFinding {
+  /** The rule's name, as diagnostics show it. */
+  rule: string
+  at: Array<string | number>
+  message: string
+  /** Point at the key rather than at its value. */
+  key?: boolean
+}
+
+/** A step id a step names besides its transitions; `at` is relative to the step. */
+export interface StepReference {
+  at: Array<string | number>
+  target: string
+  /** What the reference is, for the message: "rollback target". */
+  what: string
+}
+
+/** The node shape `pipe graph` draws: a box, a decision (diamond), a person's input (parallelogram). */
+export type GraphShape = 'box' | 'diamond' | 'parallelogram'
 
 /** What the loader needs to know about step kinds; the step registry provides it. */
 export interface KindInfo {
@@ -30,6 +50,12 @@ export interface KindInfo {
   stops?: Readonly<Record<string, string>>
   changesSpec?: boolean | ((step: Step) => boolean)
   needsSpec?: boolean
+  /** The kind's own validate-time checks of a step. */
+  check?(step: Step, loaded: LoadedPipeline): KindFinding[]
+  /** Step ids a step names besides its transitions. */
+  references?(step: Step): StepReference[]
+  /** How `pipe graph` draws a step of the kind. */
+  graph?: {shape?: GraphShape; details?(step: Step): string[]}
   /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
   outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
 }
@@ -87,14 +113,14 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
     for (const rule of pipelineRules.filter((r) => r.name !== 'unregistered-kind')) {
       let found: Diagnostic[] = []
       try {
-        found = rule.check(loaded, catalog)
+        found = rule.check(loaded, catalog, true)
       } catch {
         continue
       }
       for (const d of found) {
         if (seen.has(`${d.line}:${d.col}`)) continue
         seen.add(`${d.line}:${d.col}`)
-        diagnostics.push({...d, rule: rule.name})
+        diagnostics.push({...d, rule: d.rule || rule.name})
       }
     }
   }
@@ -102,7 +128,7 @@ export async function loadPipeline(file: string, catalog: KindCatalog): Promise<
 }
 
 function checkRules(loaded: LoadedPipeline, catalog: KindCatalog): PipelineResult {
-  const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name})))
+  const diagnostics = pipelineRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: d.rule || rule.name})))
   // Where a spec can exist depends on every path being right, so it is judged once the rest holds.
   if (diagnostics.length === 0) diagnostics.push(...flowRules.flatMap((rule) => rule.check(loaded, catalog).map((d) => ({...d, rule: rule.name}))))
   if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
@@ -129,7 +155,8 @@ export const pipelineAdvice: Rule[] = [
     check(loaded) {
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'model') return
+        // A step whose prompt is filled from its vars (a model step).
+        if (!('vars' in step) || step.vars === undefined) return
         const text = promptText(loaded, step, i)
         if (text === undefined) return
         const used = new Set(variablesUsed(text).map((use) => use.name))
@@ -154,7 +181,7 @@ export const pipelineAdvice: Rule[] = [
 ]
 
 /** The text of a step's prompt file, when it has one inside the pipeline's tree that can be read. */
-function promptText(loaded: LoadedPipeline, step: Step, index: number): string | undefined {
+export function promptText(loaded: LoadedPipeline, step: Step, index: number): string | undefined {
   if (!('prompt' in step) || typeof step.prompt !== 'string') return undefined
   const dir = stepDir(loaded, index)
   // Never read a file outside the pipeline's tree, not even to check it.
@@ -192,7 +219,8 @@ const flowRules: Rule[] = [
 type Segment = string | number
 interface Rule {
   name: string
-  check(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[]
+  /** `tolerant`: the structure is wrong, so a check that trips over a malformed value is skipped, not fatal. */
+  check(loaded: LoadedPipeline, catalog: KindCatalog, tolerant?: boolean): Diagnostic[]
 }
 
 /** A diagnostic at a node of the pipeline, in the file that holds the node (a base pipeline, an overlay entry). */
@@ -209,18 +237,14 @@ export function origin(loaded: LoadedPipeline, segments: readonly Segment[]): {s
 }
 
 /** Every place a step id is referenced, with its path for error positions. */
-function references(pipeline: Pipeline): Array<{segments: Segment[]; target: string; what: string}> {
+function references(pipeline: Pipeline, catalog: KindCatalog): Array<{segments: Segment[]; target: string; what: string}> {
   const refs: Array<{segments: Segment[]; target: string; what: string}> = []
   if (pipeline.start !== undefined) refs.push({segments: ['start'], target: pipeline.start, what: 'start'})
   pipeline.steps.forEach((step, i) => {
     if (step.next !== undefined) refs.push({segments: ['steps', i, 'next'], target: step.next, what: 'transition'})
     for (const [outcome, target] of Object.entries(step.on ?? {})) refs.push({segments: ['steps', i, 'on', outcome], target, what: `transition on ${outcome}`})
     if (step.on_exhausted !== undefined) refs.push({segments: ['steps', i, 'on_exhausted'], target: step.on_exhausted, what: 'on_exhausted'})
-    if (step.kind === 'git' && step.to !== undefined) refs.push({segments: ['steps', i, 'to'], target: step.to, what: 'rollback target'})
-    if (step.kind === 'choice') {
-      step.choices.forEach((c, j) => refs.push({segments: ['steps', i, 'choices', j, 'next'], target: c.next, what: `choice ${j + 1}`}))
-      refs.push({segments: ['steps', i, 'default'], target: step.default, what: 'default'})
-    }
+    for (const ref of catalog[step.kind]?.references?.(step) ?? []) refs.push({segments: ['steps', i, ...ref.at], target: ref.target, what: ref.what})
   })
   return refs
 }
@@ -250,10 +274,10 @@ export const pipelineRules: Rule[] = [
   },
   {
     name: 'unknown-step',
-    check(loaded) {
+    check(loaded, catalog) {
       const ids = loaded.pipeline.steps.map((s) => s.id)
       const known = new Set(ids)
-      return references(loaded.pipeline)
+      return references(loaded.pipeline, catalog)
         .filter((ref) => !known.has(ref.target))
         .map((ref) => {
           const removed = loaded.composition?.removed[ref.target]
@@ -295,43 +319,22 @@ export const pipelineRules: Rule[] = [
     check: checkExpressions,
   },
   {
-    name: 'own-routes',
-    check(loaded) {
-      // A choice routes by its choices and an end ends the run: next:/on: on them would never be taken.
+    // Each kind's own checks of its steps (a gate step's gate names, an edit's blocks, a rollback's
+    // target); the findings carry their own rule names.
+    name: 'kind-check',
+    check(loaded, catalog, tolerant) {
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind === 'choice') {
-          if (step.next !== undefined) out.push(diag(loaded, ['steps', i, 'next'], `a choice step goes where its choices say; next: is never taken (use default: for the fallback)`, true))
-          for (const outcome of Object.keys(step.on ?? {})) {
-            if (outcome !== 'error' && outcome !== 'skipped') out.push(diag(loaded, ['steps', i, 'on', outcome], `a choice step goes where its choices say; only on.error and on.skipped apply to it`, true))
-          }
+        const info = catalog[step.kind]
+        if (!info?.check) return
+        let findings: KindFinding[] = []
+        try {
+          findings = info.check(step, loaded)
+        } catch (error) {
+          if (!tolerant) throw error
+          return
         }
-        if (step.kind === 'end') {
-          if (step.next !== undefined && step.status !== 'blocked') out.push(diag(loaded, ['steps', i, 'next'], `an end step with status ${step.status} ends the run; next: applies only to status blocked (where pipe resume goes on)`, true))
-          for (const outcome of Object.keys(step.on ?? {})) {
-            if (outcome !== 'error' && outcome !== 'skipped') out.push(diag(loaded, ['steps', i, 'on', outcome], `an end step ends the run; only on.error and on.skipped apply to it`, true))
-          }
-        }
-      })
-      return out
-    },
-  },
-  {
-    name: 'unknown-gate',
-    check(loaded) {
-      const defined = Object.keys(loaded.pipeline.gates ?? {})
-      const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'gate') return
-        step.gates.forEach((name, j) => {
-          if (!defined.includes(name)) {
-            const where = defined.length ? `${didYouMean(name, defined)} (defined: ${defined.join(', ')})` : ' (the pipeline defines no gates: add a gates: section)'
-            out.push(diag(loaded, ['steps', i, 'gates', j], `gate "${name}" is used but not defined${where}`))
-          }
-        })
-        if (step.completeness === true && loaded.pipeline.completeness === undefined) {
-          out.push(diag(loaded, ['steps', i, 'completeness'], 'completeness is on but the pipeline defines no completeness: section'))
-        }
+        for (const f of findings) out.push({...diag(loaded, ['steps', i, ...f.at], f.message, f.key ?? false), rule: f.rule})
       })
       return out
     },
@@ -436,64 +439,6 @@ export const pipelineRules: Rule[] = [
         if (!existsSync(full)) problem = 'does not exist'
         else if (!statSync(full).isFile()) problem = 'is not a file'
         if (problem) out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" ${problem} (looked for ${full})`))
-      })
-      return out
-    },
-  },
-  {
-    name: 'edit-input',
-    check(loaded) {
-      const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'edit') return
-        if ((step.blocks === undefined) === (step.blocks_file === undefined)) {
-          out.push(diag(loaded, ['steps', i, 'id'], `edit step "${step.id}" needs exactly one of blocks or blocks_file`))
-        }
-        if (step.blocks_file !== undefined && !fileEscape(stepDir(loaded, i), step.blocks_file)) {
-          const full = path.resolve(stepDir(loaded, i), step.blocks_file)
-          if (!existsSync(full) || !statSync(full).isFile()) out.push(diag(loaded, ['steps', i, 'blocks_file'], `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`))
-        }
-      })
-      return out
-    },
-  },
-  {
-    name: 'rollback-target',
-    check(loaded) {
-      const byId = new Map(loaded.pipeline.steps.map((s) => [s.id, s]))
-      const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'git') return
-        if (step.action === 'rollback' && step.to !== undefined) {
-          const target = byId.get(step.to)
-          if (target && !(target.kind === 'git' && target.action === 'checkpoint')) out.push(diag(loaded, ['steps', i, 'to'], `rollback target "${step.to}" is not a git checkpoint step`))
-        }
-        for (const key of ['message', 'allow_dirty', 'branch'] as const) {
-          if (step.action === 'rollback' && step[key] !== undefined) out.push(diag(loaded, ['steps', i, key], `${key} applies to checkpoint, not rollback`, true))
-        }
-        if (step.action === 'checkpoint' && step.to !== undefined) out.push(diag(loaded, ['steps', i, 'to'], 'to applies to rollback, not checkpoint', true))
-      })
-      return out
-    },
-  },
-  {
-    // kind: model — the output schema compiles, and every {{name}} of the prompt is a key of vars.
-    name: 'model-step',
-    check(loaded) {
-      const out: Diagnostic[] = []
-      loaded.pipeline.steps.forEach((step, i) => {
-        if (step.kind !== 'model') return
-        if (typeof step.output_schema === 'string' && !fileEscape(stepDir(loaded, i), step.output_schema)) {
-          const schema = loadOutputSchema(stepDir(loaded, i), step.output_schema)
-          if (!schema.ok) out.push(diag(loaded, ['steps', i, 'output_schema'], `output_schema "${step.output_schema}" ${schema.problem}`))
-        }
-        const text = promptText(loaded, step, i)
-        if (text === undefined) return
-        const names = Object.keys(step.vars ?? {})
-        for (const use of variablesUsed(text)) {
-          if (names.includes(use.name)) continue
-          out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`))
-        }
       })
       return out
     },

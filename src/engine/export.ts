@@ -9,9 +9,10 @@
  */
 import {mkdir} from 'node:fs/promises'
 import path from 'node:path'
-import type {AppliedFile} from '../edit/workspace.js'
 import type {CommandResult} from '../policy/exec.js'
 import {specToMarkdown} from '../spec/markdown.js'
+import {handlerNamed} from '../steps/registry.js'
+import type {ExportRole} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {loadPolicyFile} from '../config/policy.js'
 import type {Store} from '../store/store.js'
@@ -29,20 +30,25 @@ function log(result: CommandResult): string {
   return `$ ${result.argv.join(' ')}\n# cwd ${result.cwd}\n# exit ${result.exit_code ?? '-'}${result.signal ? ` signal ${result.signal}` : ''}${result.timed_out ? ' (timed out)' : ''} in ${result.duration_ms} ms\n${part('stdout', result.stdout)}\n${part('stderr', result.stderr)}\n`
 }
 
+/** What the snapshot's kind writes; a kind this version of pipe does not know writes nothing. */
+function roleOf(s: Snapshot): ExportRole {
+  return handlerNamed(s.step.kind)?.exportRole ?? {}
+}
+
 function taskOf(s: Snapshot): string | undefined {
   return (s.inputs as {task?: string}).task
 }
 
-/** Groups the coding steps into tasks and attempts: each edit starts an attempt of its task. */
+/** Groups the coding steps into tasks and attempts, as each kind's export role says (an edit starts an attempt of its task). */
 function attempts(snapshots: Snapshot[]): Attempt[] {
   const out: Attempt[] = []
   const current = new Map<string, Attempt>()
   for (const s of snapshots) {
-    const isEdit = s.step.kind === 'edit'
-    if (!isEdit && s.step.kind !== 'qa' && s.step.kind !== 'command') continue
+    const role = roleOf(s).attempt
+    if (role === undefined) continue
     const task = taskOf(s) ?? 'main'
     let attempt = current.get(task)
-    if (!attempt || isEdit || (s.step.kind === 'qa' && attempt.snapshots.some((x) => x.step.kind === 'qa'))) {
+    if (!attempt || role === 'starts' || (role === 'once' && attempt.snapshots.some((x) => x.step.kind === s.step.kind))) {
       attempt = {task, number: out.filter((a) => a.task === task).length + 1, snapshots: []}
       out.push(attempt)
       current.set(task, attempt)
@@ -75,7 +81,7 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
   const groups = attempts(snapshots)
   const attemptsByTask: Record<string, number> = {}
   for (const a of groups) attemptsByTask[a.task] = Math.max(attemptsByTask[a.task] ?? 0, a.number)
-  const commits = snapshots.map((s) => (s.outputs as {checkpoint?: {commit: string}; rollback?: {to: string}}).checkpoint?.commit ?? (s.outputs as {rollback?: {to: string}}).rollback?.to).filter((c): c is string => Boolean(c))
+  const commits = snapshots.map((s) => roleOf(s).commit?.(s)).filter((c): c is string => Boolean(c))
   const policy = record.policy_path ? await loadPolicyFile(record.policy_path) : null
   await write(
     path.join(runDir, 'state.json'),
@@ -97,31 +103,15 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
     const base = path.join(runDir, `task_${attempt.task}`, `attempt_${String(attempt.number).padStart(2, '0')}`)
     let qaIndex = 0
     for (const s of attempt.snapshots) {
-      if (s.step.kind === 'edit') {
-        await write(path.join(base, 'plan.json'), json({step: s.step.name, seq: s.step.seq, task: attempt.task, edit: s.inputs}))
-        const applied = (s.outputs as {edit?: {files: AppliedFile[]; changed_lines: number}}).edit
-        const failures = (s.errors.at(-1)?.details as {failures?: unknown} | undefined)?.failures
-        await write(path.join(base, 'patch.diff'), applied ? applied.files.map((f) => f.diff).join('') : '')
-        await write(
-          path.join(base, 'patch_apply.json'),
-          json(applied ? {status: 'applied', changed_lines: applied.changed_lines, files: applied.files.map(({reverse: _r, diff: _d, ...f}) => f)} : {status: 'failed', errors: s.errors, ...(failures ? {failures} : {})}),
-        )
-      } else {
-        const outputs = s.outputs as {stages?: Array<{stage: string; commands: CommandResult[]}>; verdict?: unknown; command?: CommandResult}
-        for (const stage of outputs.stages ?? []) {
-          for (const command of stage.commands) {
-            qaIndex++
-            await write(path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${stage.stage}.log`), log(command))
-          }
-        }
-        if (outputs.command) {
-          qaIndex++
-          await write(path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${s.step.name}.log`), log(outputs.command))
-        }
-        if (outputs.verdict) {
-          lastVerdict = outputs.verdict
-          await write(path.join(base, 'verdict.json'), json(outputs.verdict))
-        }
+      const part = roleOf(s).files?.(s, {task: attempt.task}) ?? {}
+      for (const [name, content] of Object.entries(part.files ?? {})) await write(path.join(base, name), typeof content === 'string' ? content : json(content))
+      for (const {label, result} of part.logs ?? []) {
+        qaIndex++
+        await write(path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${label}.log`), log(result))
+      }
+      if (part.verdict) {
+        lastVerdict = part.verdict
+        await write(path.join(base, 'verdict.json'), json(part.verdict))
       }
     }
   }
@@ -130,11 +120,8 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
   const entries: Array<{at: string; text: string}> = events.map((e) => ({at: e.at, text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by ? ` (by ${e.by})` : ''}`}))
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
-    const edit = (s.outputs as {edit?: {files: AppliedFile[]; changed_lines: number}}).edit
-    const verdict = (s.outputs as {verdict?: {status: string; failed_stage: string | null}}).verdict
     const bits = [`#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${taskOf(s) ? ` task ${taskOf(s)}` : ''}: ${d?.decision ?? '?'}`]
-    if (edit) bits.push(`patch: ${edit.files.map((f) => `${f.path} (${f.changed_lines} lines)`).join(', ')}`)
-    if (verdict) bits.push(`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`)
+    bits.push(...(roleOf(s).timeline?.(s) ?? []))
     if (s.errors.length) bits.push(`error: ${s.errors.at(-1)!.code} ${s.errors.at(-1)!.message}`)
     entries.push({at: s.step.ended_at, text: bits.join('; ')})
   }

@@ -1,6 +1,9 @@
-/** pipe replay --check: re-evaluates every gate of a run and compares it with what was recorded, byte for byte. */
+/**
+ * pipe replay --check: recomputes what each snapshot's kind says is a pure function of the spec (a
+ * gate's results) and compares it with what was recorded, byte for byte.
+ */
 import type {LoadedPipeline} from '../config/pipeline.js'
-import {evaluateGates} from '../gates/evaluate.js'
+import {handlerNamed} from '../steps/registry.js'
 import type {Store} from '../store/store.js'
 import {canonicalJson} from '../util/hash.js'
 
@@ -17,12 +20,13 @@ export interface GateCheck {
 export async function checkGates(store: Store, runId: string, pipeline: LoadedPipeline): Promise<GateCheck[]> {
   const out: GateCheck[] = []
   for (const snapshot of await store.readSnapshots(runId)) {
-    if (snapshot.step.kind !== 'gate') continue
-    const recorded = (snapshot.outputs as {gate_result?: unknown}).gate_result
+    const role = handlerNamed(snapshot.step.kind)?.replay
+    if (!role) continue
+    const recorded = role.recorded(snapshot)
     const step = pipeline.pipeline.steps.find((s) => s.id === snapshot.step.name)
     const base = {seq: snapshot.step.seq, step: snapshot.step.name, spec_version: snapshot.spec_version_in, recorded}
-    if (!step || step.kind !== 'gate') {
-      out.push({...base, same: false, error: `the pipeline has no gate step "${snapshot.step.name}"`})
+    if (!step || step.kind !== snapshot.step.kind) {
+      out.push({...base, same: false, error: `the pipeline has no ${snapshot.step.kind} step "${snapshot.step.name}"`})
       continue
     }
     if (!snapshot.spec_version_in) {
@@ -31,8 +35,7 @@ export async function checkGates(store: Store, runId: string, pipeline: LoadedPi
     }
     try {
       const spec = await store.readSpec(snapshot.spec_version_in)
-      const useCompleteness = step.completeness ?? pipeline.pipeline.completeness !== undefined
-      const replayed = evaluateGates(spec, pipeline.pipeline.gates ?? {}, step.gates, useCompleteness ? pipeline.pipeline.completeness : undefined)
+      const replayed = role.recompute(step, spec, pipeline.pipeline)
       out.push({...base, same: canonicalJson(replayed) === canonicalJson(recorded), replayed})
     } catch (error) {
       out.push({...base, same: false, error: (error as Error).message})

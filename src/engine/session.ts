@@ -12,7 +12,7 @@ import {PipeError} from '../errors.js'
 import {defaultPolicy, type LoadedPolicy} from '../policy/policy.js'
 import {planProvider, type ProviderChoice} from '../providers/select.js'
 import {KEY_FIELDS} from '../providers/spec-build.js'
-import {kindCatalog} from '../steps/registry.js'
+import {handlerFor, kindCatalog} from '../steps/registry.js'
 import {changesSpec, type StepHandler, type StepKind, type StepRegistry} from '../steps/types.js'
 import {assertId} from '../store/ids.js'
 import {Store} from '../store/store.js'
@@ -154,7 +154,7 @@ async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPip
   const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
   if (answers) checkAnswers(answers, upFront(pipeline))
   const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)
-  if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => s.kind === 'ingest')) {
+  if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => handlerFor(s.kind).readsInput === true)) {
     throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {hint: 'Add --input FILE, --input - (stdin) or --text "..."'})
   }
   const inputs = await prepareInputs(pipeline, options)
@@ -387,11 +387,12 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
 }
 
 /** What a reviewer sees before deciding: the spec under review and its latest gate result. */
-export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../types/spec.js').CanonicalSpec | null; gate: unknown; reason: string}> {
+export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../types/spec.js').CanonicalSpec | null; gate: import('../gates/evaluate.js').GateResult | null; reason: string}> {
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
-  const gate = [...snapshots].reverse().map((s) => (s.outputs as {gate_result?: unknown}).gate_result).find((g) => g !== undefined) ?? null
+  const {gateResult} = await import('../steps/gate.js')
+  const gate = gateResult.latest(snapshots) ?? null
   const spec = record.spec_version ? await store.readSpec(record.spec_version) : null
   return {spec, gate, reason: record.pending?.reason ?? ''}
 }
@@ -475,7 +476,8 @@ export async function rollbackEditSession(options: SessionOptions & {runId: stri
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
-  const edits = snapshots.filter((s) => (s.outputs as {edit?: unknown}).edit !== undefined)
+  const {appliedEdit} = await import('../steps/edit.js')
+  const edits = snapshots.filter((s) => appliedEdit.of(s) !== undefined)
   const target = [...edits].reverse().find((s) => (options.seq !== undefined ? s.step.seq === options.seq : options.step === undefined || s.step.name === options.step))
   if (!target) {
     throw new PipeError('E_INVALID_ARGS', `run ${options.runId} has no applied edit${options.step ? ` from step "${options.step}"` : options.seq !== undefined ? ` with seq ${options.seq}` : ''}`, {
@@ -488,7 +490,7 @@ export async function rollbackEditSession(options: SessionOptions & {runId: stri
   const release = await store.acquireRun(options.runId)
   try {
     const {revertEdit} = await import('../edit/workspace.js')
-    const files = (target.outputs as {edit: {files: import('../edit/workspace.js').AppliedFile[]}}).edit.files
+    const files = appliedEdit.of(target)!.files
     const restored = await revertEdit(guarding(policy, store), record.workspace ?? options.cwd, files)
     await store.appendEvent(options.runId, {at: new Date().toISOString(), event: 'edit_reverted', step: target.step.name, seq: target.step.seq, by: currentUser(), reason: `restored ${restored.map((r) => `${r.path} (${r.restored})`).join(', ')}`})
     return {run_id: options.runId, step: target.step.name, seq: target.step.seq, files: restored}
@@ -512,16 +514,15 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
   const record = await store.readRun(options.runId)
   if (!record.spec_version) throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})
   const snapshots = await store.readSnapshots(options.runId)
-  const approved = snapshots.some((s) => {
-    const out = s.outputs as {review_decision?: string; reviewed_version?: string}
-    return out.review_decision === 'go' && out.reviewed_version === record.spec_version
-  })
+  const {approves} = await import('../steps/review.js')
+  const approved = snapshots.some((s) => approves(s, record.spec_version))
   if (!approved) {
     throw new PipeError('E_STATE', `spec ${record.spec_version} of run ${options.runId} has no review decision "go"; only approved versions are published`, {hint: `Review it first: pipe review ${options.runId} --decision go`})
   }
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
   if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${options.runId}`, {hint: 'Its targets may have changed too; restore the file to publish this run again.'})
-  const targets = pipeline.pipeline.steps.flatMap((s) => (s.kind === 'publish' ? s.targets : []))
+  const {publishTargets} = await import('../steps/publish.js')
+  const targets = publishTargets(pipeline.pipeline.steps)
   const chosen = options.target ? targets.filter((t) => t.name === options.target) : targets
   if (chosen.length === 0) {
     const {didYouMean} = await import('../config/suggest.js')

@@ -1,9 +1,11 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
-import type {Question} from '../providers/types.js'
+import type {Citation, Question} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
 import {answerCitationsToEvidence, bodyOf, promptOf, requireSpec, withPrompt} from './model-support.js'
+import {questionsAsked} from './clarify-questions.js'
+import {outputsOf} from './outputs.js'
 import type {StepDone, StepHandler} from './types.js'
-import {citations, list, obj, str} from './outputs.js'
+import {citations, list, obj, str} from './output-schemas.js'
 
 type EvidenceItem = NonNullable<StepDone['evidence']>[number]
 
@@ -13,6 +15,11 @@ interface Applied {
   /** The key the answer was given under: the question id, or the field. */
   key: string
 }
+
+export type ApplyAnswersOutputs = {applied: Applied[]; citations_dropped: Citation[]}
+
+/** Which answer keys a round used, so a field's answer given up front answers one question only. */
+const appliedAnswers = outputsOf<ApplyAnswersOutputs>()('applied')
 
 /**
  * The answer to a question and the key it was given under: by the question's id, or by its field.
@@ -38,9 +45,9 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
   promptVariables: PROMPT_VARIABLES.apply_answers,
   async run(context) {
     const spec = requireSpec(context, 'apply answers to')
-    const questions = context.history.latestOutput<Question[]>('questions') ?? []
+    const questions = questionsAsked.latest(context.history) ?? []
     const given = context.run.answers ?? {}
-    const usedKeys = new Set(context.history.snapshots.flatMap((s) => ((s.outputs as {applied?: Applied[]}).applied ?? []).map((a) => a.key)))
+    const usedKeys = new Set(context.history.snapshots.flatMap((s) => (appliedAnswers.of(s) ?? []).map((a) => a.key)))
     const unanswered = questions.filter((q) => answerFor(q, given, usedKeys) === undefined)
     if (unanswered.length > 0) {
       return {type: 'await', kind: 'answers', reason: `${unanswered.length} question(s) need an answer`, questions: unanswered.map((q) => ({id: q.id, field: q.field, question: q.question}))}
@@ -68,7 +75,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
       outputs: {
         applied: questions.map((q): Applied => ({question_id: q.id, field: q.field, key: found.get(q.id)!.key})),
         citations_dropped: cited.dropped,
-      },
+      } satisfies ApplyAnswersOutputs,
       spec: {body: reply.value.body, status: 'clarified'},
       evidence: [...answerEvidence, ...cited.evidence],
       llmModel: provider.model,

@@ -1,5 +1,6 @@
 import {PipeError} from '../errors.js'
-import {obj, oneOf, str} from './outputs.js'
+import {obj, oneOf, str} from './output-schemas.js'
+import type {KindFinding} from '../config/pipeline.js'
 import type {StepHandler, StepOf} from './types.js'
 
 /** The steps a choice can go to, in order, without repeats: its outcomes are their ids. */
@@ -15,6 +16,16 @@ export const choice: StepHandler<'choice'> = {
   // It only reads values; evaluating again gives the same answer.
   safeToRetry: true,
   outputsSchema: (step) => obj({chosen: oneOf(targets(step)), matched: {type: ['integer', 'null']}, condition: str}),
+  references: (step) => [...step.choices.map((c, j) => ({at: ['choices', j, 'next'], target: c.next, what: `choice ${j + 1}`})), {at: ['default'], target: step.default, what: 'default'}],
+  check(step) {
+    // A choice routes by its choices: next:/on: on it would never be taken.
+    const out: KindFinding[] = []
+    if (step.next !== undefined) out.push({rule: 'own-routes', at: ['next'], message: 'a choice step goes where its choices say; next: is never taken (use default: for the fallback)', key: true})
+    for (const outcome of Object.keys(step.on ?? {})) {
+      if (outcome !== 'error' && outcome !== 'skipped') out.push({rule: 'own-routes', at: ['on', outcome], message: 'a choice step goes where its choices say; only on.error and on.skipped apply to it', key: true})
+    }
+    return out
+  },
   // The whens are evaluated here, in order, so a later one is never evaluated once an earlier one holds.
   async run({step, render}) {
     // What each evaluated condition gave, recorded like the engine's resolved fields.

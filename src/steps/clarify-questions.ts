@@ -1,8 +1,16 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import type {GateResult, SingleGateResult} from '../gates/evaluate.js'
+import type {Question} from '../providers/types.js'
+import {gateResult} from './gate.js'
 import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {int, list, obj, str} from './outputs.js'
+import {int, list, obj, str} from './output-schemas.js'
+
+export type ClarifyOutputs = {questions: Question[]; round: number}
+
+/** The questions a round asked; apply_answers answers the newest round, pipe answer lists every round. */
+export const questionsAsked = outputsOf<ClarifyOutputs>()('questions')
 
 function failureMessages(result: GateResult): Map<string, string> {
   const messages = new Map<string, string>()
@@ -25,12 +33,12 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
   promptVariables: PROMPT_VARIABLES.clarify_questions,
   async run(context) {
     const spec = requireSpec(context, 'ask about')
-    const gate = context.history.latestOutput<GateResult>('gate_result')
+    const gate = gateResult.latest(context.history)
     const missingPaths = gate?.missing_fields ?? spec.meta.missing_fields ?? []
     const messages = gate ? failureMessages(gate) : new Map<string, string>()
     const missing = missingPaths.map((path) => ({path, ...(messages.has(path) ? {message: messages.get(path)!} : {})}))
-    const asked = context.history.snapshots.reduce((n, s) => n + (((s.outputs as {questions?: unknown[]}).questions ?? []).length), 0)
-    const round = context.history.snapshots.filter((s) => Array.isArray((s.outputs as {questions?: unknown}).questions)).length + 1
+    const asked = context.history.snapshots.reduce((n, s) => n + (questionsAsked.of(s) ?? []).length, 0)
+    const round = context.history.snapshots.filter((s) => Array.isArray(questionsAsked.of(s))).length + 1
     const provider = await context.provider()
     const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1, ...withPrompt(await promptOf(context))}, context.signal)
     const questions = reply.value.questions
@@ -39,7 +47,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
       outcome: 'success',
       reason: questions.length > 0 ? `round ${round}: ${questions.length} question(s) about ${questions.map((q) => q.field).join(', ')}` : 'nothing is missing; no questions',
       inputs: {gate_result_ref: gate ? 'latest gate_result' : null, missing_fields: missingPaths},
-      outputs: {questions, round},
+      outputs: {questions, round} satisfies ClarifyOutputs,
       llmModel: provider.model,
       ...(reply.usage ? {usage: reply.usage} : {}),
     }

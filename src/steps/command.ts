@@ -1,7 +1,8 @@
 import {PipeError} from '../errors.js'
 import {runCommand, type CommandResult} from '../policy/exec.js'
 import type {JsonSchema} from '../expr/index.js'
-import {any, commandResult, int, list, nullable, obj, str} from './outputs.js'
+import {any, commandResult as commandResultSchema, int, list, nullable, obj, str} from './output-schemas.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler, StepOf} from './types.js'
 
 type Parse = NonNullable<StepOf<'command'>['parse']>
@@ -35,6 +36,9 @@ function parsed(parse: Parse | undefined, result: CommandResult, ok: boolean): R
   }
 }
 
+export type CommandOutputs = {command: CommandResult}
+export const commandResult = outputsOf<CommandOutputs>()('command')
+
 export const command: StepHandler<'command'> = {
   kind: 'command',
   summary: 'run one allowed command in the repository root; outcome success on exit 0, else failure',
@@ -46,7 +50,14 @@ export const command: StepHandler<'command'> = {
   safeToRetry: false,
   outputsSchema: (step) => {
     const parse: Record<string, JsonSchema> = step.parse === 'lines' ? {lines: list(str)} : step.parse === 'json' ? {json: any} : step.parse === 'text' ? {text: str} : {}
-    return obj({exit_code: nullable(int), stdout: str, stderr: str, duration_ms: int, command: commandResult, ...parse})
+    return obj({exit_code: nullable(int), stdout: str, stderr: str, duration_ms: int, command: commandResultSchema, ...parse})
+  },
+  exportRole: {
+    attempt: 'joins',
+    files(snapshot) {
+      const result = commandResult.of(snapshot)
+      return result ? {logs: [{label: snapshot.step.name, result}]} : {}
+    },
   },
   async run({step, policy, cwd, signal, slotsDir}) {
     const result = await runCommand(policy, cwd, {

@@ -1,7 +1,7 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {bodyOf, citationsToEvidence, requireIngest, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
-import {citations, int, list, obj, str} from './outputs.js'
+import {citations, int, list, obj, str} from './output-schemas.js'
 
 export const compile: StepHandler<'compile'> = {
   kind: 'compile',

@@ -1,11 +1,19 @@
+import {existsSync, statSync} from 'node:fs'
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
 import {stepDir} from '../config/pipeline.js'
-import {applyEditText} from '../edit/workspace.js'
+import type {KindFinding} from '../config/pipeline.js'
+import {applyEditText, type EditResult} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {int, obj, open} from './outputs.js'
+import {int, obj, open} from './output-schemas.js'
+
+export type EditOutputs = {edit: EditResult}
+
+/** The files an edit step changed, with what undoes each change (pipe rollback, pipe export). */
+export const appliedEdit = outputsOf<EditOutputs>()('edit')
 
 export const edit: StepHandler<'edit'> = {
   kind: 'edit',
@@ -14,6 +22,39 @@ export const edit: StepHandler<'edit'> = {
   changesSpec: false,
   safeToRetry: false,
   outputsSchema: () => obj({edit: open({changed_lines: int})}),
+  check(step, loaded) {
+    // A composed step's blocks file lies beside the file that holds the step.
+    const dir = stepDir(loaded, step.id)
+    const out: KindFinding[] = []
+    if ((step.blocks === undefined) === (step.blocks_file === undefined)) {
+      out.push({rule: 'edit-input', at: ['id'], message: `edit step "${step.id}" needs exactly one of blocks or blocks_file`})
+    }
+    if (step.blocks_file !== undefined && !fileEscape(dir, step.blocks_file)) {
+      const full = path.resolve(dir, step.blocks_file)
+      if (!existsSync(full) || !statSync(full).isFile()) out.push({rule: 'edit-input', at: ['blocks_file'], message: `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`})
+    }
+    return out
+  },
+  exportRole: {
+    attempt: 'starts',
+    files(snapshot, {task}) {
+      const applied = appliedEdit.of(snapshot)
+      const failures = (snapshot.errors.at(-1)?.details as {failures?: unknown} | undefined)?.failures
+      return {
+        files: {
+          'plan.json': {step: snapshot.step.name, seq: snapshot.step.seq, task, edit: snapshot.inputs},
+          'patch.diff': applied ? applied.files.map((f) => f.diff).join('') : '',
+          'patch_apply.json': applied
+            ? {status: 'applied', changed_lines: applied.changed_lines, files: applied.files.map(({reverse: _r, diff: _d, ...f}) => f)}
+            : {status: 'failed', errors: snapshot.errors, ...(failures ? {failures} : {})},
+        },
+      }
+    },
+    timeline(snapshot) {
+      const applied = appliedEdit.of(snapshot)
+      return applied ? [`patch: ${applied.files.map((f) => `${f.path} (${f.changed_lines} lines)`).join(', ')}`] : []
+    },
+  },
   async run({step, pipeline, policy, cwd}) {
     let text = step.blocks
     if (text === undefined && step.blocks_file !== undefined) {
@@ -32,7 +73,7 @@ export const edit: StepHandler<'edit'> = {
       outcome: 'success',
       reason: `edited ${result.files.length} file(s), ${result.changed_lines} line(s): ${result.files.map((f) => f.path).join(', ')}`,
       inputs: {...(step.blocks_file ? {blocks_file: step.blocks_file} : {blocks: text}), ...(step.task ? {task: step.task} : {})},
-      outputs: {edit: result},
+      outputs: {edit: result} satisfies EditOutputs,
     }
   },
 }

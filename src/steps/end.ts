@@ -1,4 +1,5 @@
-import {obj, oneOf, str} from './outputs.js'
+import {obj, oneOf, str} from './output-schemas.js'
+import type {KindFinding} from '../config/pipeline.js'
 import type {StepHandler} from './types.js'
 
 const STATUSES = ['succeeded', 'failed', 'blocked', 'cancelled'] as const
@@ -11,6 +12,15 @@ export const end: StepHandler<'end'> = {
   changesSpec: false,
   safeToRetry: true,
   outputsSchema: () => obj({status: oneOf(STATUSES), reason: str}),
+  check(step) {
+    // An end ends the run: routes on it would never be taken (but a blocked end goes on at its next after pipe resume).
+    const out: KindFinding[] = []
+    if (step.next !== undefined && step.status !== 'blocked') out.push({rule: 'own-routes', at: ['next'], message: `an end step with status ${step.status} ends the run; next: applies only to status blocked (where pipe resume goes on)`, key: true})
+    for (const outcome of Object.keys(step.on ?? {})) {
+      if (outcome !== 'error' && outcome !== 'skipped') out.push({rule: 'own-routes', at: ['on', outcome], message: 'an end step ends the run; only on.error and on.skipped apply to it', key: true})
+    }
+    return out
+  },
   async run({step, run, history}) {
     // `reason` was resolved by the engine: expressions inside it are values now.
     // A reason that resolved to nothing still says something: records need one.

@@ -1,7 +1,27 @@
-import {evaluateGates, gateSummary} from '../gates/evaluate.js'
+import {didYouMean} from '../config/suggest.js'
+import type {KindFinding} from '../config/pipeline.js'
+import {evaluateGates, gateSummary, type GateResult} from '../gates/evaluate.js'
+import type {Pipeline, Step} from '../types/pipeline.js'
+import type {CanonicalSpec} from '../types/spec.js'
 import {requireSpec} from './model-support.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {any, bool, list, num, obj, str} from './outputs.js'
+import {any, bool, list, num, obj, str} from './output-schemas.js'
+
+type GateStep = Extract<Step, {kind: 'gate'}>
+
+export type GateOutputs = {
+  gate_result: GateResult
+}
+
+/** The gate result a gate step recorded; clarify_questions and review read the newest one. */
+export const gateResult = outputsOf<GateOutputs>()('gate_result')
+
+/** A pure function of the spec and the pipeline's gate config, so replay can compare it byte for byte. */
+function evaluate(step: GateStep, spec: CanonicalSpec, pipeline: Pipeline): GateResult {
+  const useCompleteness = step.completeness ?? pipeline.completeness !== undefined
+  return evaluateGates(spec, pipeline.gates ?? {}, step.gates, useCompleteness ? pipeline.completeness : undefined)
+}
 
 export const gate: StepHandler<'gate'> = {
   kind: 'gate',
@@ -12,17 +32,35 @@ export const gate: StepHandler<'gate'> = {
   needsSpec: true,
   safeToRetry: true,
   outputsSchema: () => obj({gate_result: {type: 'object', properties: {pass: bool, missing_fields: list(str), completeness_score: num, completeness_threshold: num}, additionalProperties: obj({pass: bool, missing_fields: list(str), failed_rules: list(any)})}}),
+  check(step, {pipeline}) {
+    const defined = Object.keys(pipeline.gates ?? {})
+    const out: KindFinding[] = []
+    step.gates.forEach((name, j) => {
+      if (!defined.includes(name)) {
+        const where = defined.length ? `${didYouMean(name, defined)} (defined: ${defined.join(', ')})` : ' (the pipeline defines no gates: add a gates: section)'
+        out.push({rule: 'unknown-gate', at: ['gates', j], message: `gate "${name}" is used but not defined${where}`})
+      }
+    })
+    if (step.completeness === true && pipeline.completeness === undefined) {
+      out.push({rule: 'unknown-gate', at: ['completeness'], message: 'completeness is on but the pipeline defines no completeness: section'})
+    }
+    return out
+  },
+  graph: {shape: 'diamond', details: (step) => [`gates: ${step.gates.join(', ')}`]},
+  replay: {
+    recorded: (snapshot) => gateResult.of(snapshot),
+    recompute: evaluate,
+  },
   async run({step, spec: current, pipeline, ...rest}) {
     const spec = requireSpec({step, spec: current, pipeline, ...rest}, 'evaluate gates on')
-    const useCompleteness = step.completeness ?? pipeline.pipeline.completeness !== undefined
-    const completeness = useCompleteness ? pipeline.pipeline.completeness : undefined
-    const result = evaluateGates(spec, pipeline.pipeline.gates ?? {}, step.gates, completeness)
+    const result = evaluate(step, spec, pipeline.pipeline)
+    const outputs: GateOutputs = {gate_result: result}
     return {
       type: 'done',
       outcome: result.pass ? 'pass' : 'fail',
       reason: gateSummary(result, step.gates),
       inputs: {canonical_spec_ref: spec.meta.spec_version, gates: step.gates},
-      outputs: {gate_result: result},
+      outputs: {...outputs},
     }
   },
 }

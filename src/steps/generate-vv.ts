@@ -1,7 +1,7 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
-import {list, obj, str} from './outputs.js'
+import {list, obj, str} from './output-schemas.js'
 
 export const generateVv: StepHandler<'generate_vv'> = {
   kind: 'generate_vv',

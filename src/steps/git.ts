@@ -1,11 +1,16 @@
 import {PipeError} from '../errors.js'
-import {checkpoint, rollback} from '../vcs/git.js'
+import type {KindFinding} from '../config/pipeline.js'
+import {checkpoint, rollback, type CheckpointResult, type RollbackResult} from '../vcs/git.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {bool, list, nullable, obj, str} from './outputs.js'
+import {bool, list, nullable, obj, str} from './output-schemas.js'
 
-interface CheckpointOutput {
-  commit: string
-}
+/** A checkpoint records `checkpoint`, a rollback `rollback`. */
+export type GitOutputs = {checkpoint: CheckpointResult; rollback: RollbackResult}
+
+const field = outputsOf<GitOutputs>()
+export const checkpointMade = field('checkpoint')
+export const rolledBack = field('rollback')
 
 export const git: StepHandler<'git'> = {
   kind: 'git',
@@ -14,6 +19,22 @@ export const git: StepHandler<'git'> = {
   changesSpec: false,
   safeToRetry: false,
   outputsSchema: () => obj({checkpoint: obj({commit: str, parent: nullable(str), branch: str, files: list(str), empty: bool}), rollback: obj({from: nullable(str), to: str, files: list(str)})}),
+  references: (step) => (step.to !== undefined ? [{at: ['to'], target: step.to, what: 'rollback target'}] : []),
+  check(step, {pipeline}) {
+    const out: KindFinding[] = []
+    if (step.action === 'rollback' && step.to !== undefined) {
+      const target = pipeline.steps.find((s) => s.id === step.to)
+      if (target && !(target.kind === 'git' && target.action === 'checkpoint')) out.push({rule: 'rollback-target', at: ['to'], message: `rollback target "${step.to}" is not a git checkpoint step`})
+    }
+    for (const key of ['message', 'allow_dirty', 'branch'] as const) {
+      if (step.action === 'rollback' && step[key] !== undefined) out.push({rule: 'rollback-target', at: [key], message: `${key} applies to checkpoint, not rollback`, key: true})
+    }
+    if (step.action === 'checkpoint' && step.to !== undefined) out.push({rule: 'rollback-target', at: ['to'], message: 'to applies to rollback, not checkpoint', key: true})
+    return out
+  },
+  exportRole: {
+    commit: (snapshot) => checkpointMade.of(snapshot)?.commit ?? rolledBack.of(snapshot)?.to,
+  },
   async run({step, run, cwd, history}) {
     if (step.action === 'checkpoint') {
       const result = await checkpoint(cwd, {
@@ -25,13 +46,13 @@ export const git: StepHandler<'git'> = {
         type: 'done',
         outcome: 'success',
         reason: `checkpoint ${result.commit.slice(0, 12)} on ${result.branch || 'HEAD'} (${result.files.length} file(s) changed)`,
-        outputs: {checkpoint: result},
+        outputs: {checkpoint: result} satisfies Partial<GitOutputs>,
       }
     }
     const target = step.to
-      ? [...history.snapshots].reverse().find((s) => s.step.name === step.to && (s.outputs as {checkpoint?: CheckpointOutput}).checkpoint)
-      : [...history.snapshots].reverse().find((s) => (s.outputs as {checkpoint?: CheckpointOutput}).checkpoint)
-    const commit = (target?.outputs as {checkpoint?: CheckpointOutput} | undefined)?.checkpoint?.commit
+      ? [...history.snapshots].reverse().find((s) => s.step.name === step.to && checkpointMade.of(s))
+      : [...history.snapshots].reverse().find((s) => checkpointMade.of(s))
+    const commit = target ? checkpointMade.of(target)?.commit : undefined
     if (!commit) {
       throw new PipeError('E_STATE', step.to ? `step "${step.to}" has made no checkpoint in this run` : 'this run has made no checkpoint to roll back to', {
         hint: 'Put a git step with action: checkpoint before the rollback.',
@@ -43,7 +64,7 @@ export const git: StepHandler<'git'> = {
       outcome: 'success',
       reason: `rolled back to ${commit.slice(0, 12)} (${result.files.length} file(s) restored)`,
       inputs: {checkpoint_step: target!.step.name, checkpoint_seq: target!.step.seq},
-      outputs: {rollback: result},
+      outputs: {rollback: result} satisfies Partial<GitOutputs>,
     }
   },
 }

@@ -2,8 +2,26 @@ import {PipeError} from '../errors.js'
 import {sha256} from '../util/hash.js'
 import {decodeText} from '../util/text-input.js'
 import {language} from '../providers/offline/text.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {int, obj, str} from './outputs.js'
+import {int, obj, str} from './output-schemas.js'
+
+export interface IngestResult {
+  source_ref: string
+  source_kind: 'file' | 'stdin' | 'text'
+  sha256: string
+  bytes: number
+  chars: number
+  lines: number
+  language: string
+  /** The requirement, normalised (LF, NFC, no BOM). */
+  text: string
+}
+
+export type IngestOutputs = {ingest_result: IngestResult}
+
+/** The ingested requirement; the model steps read the newest one. */
+export const ingestResult = outputsOf<IngestOutputs>()('ingest_result')
 
 export const ingest: StepHandler<'ingest'> = {
   kind: 'ingest',
@@ -12,6 +30,7 @@ export const ingest: StepHandler<'ingest'> = {
   changesSpec: false,
   safeToRetry: true,
   outputsSchema: () => obj({ingest_result: obj({source_ref: str, source_kind: str, sha256: str, bytes: int, chars: int, lines: int, language: str, text: str})}),
+  readsInput: true,
   async run({step, run, policy}) {
     if (run.input.kind === 'none' || run.input.text === undefined) {
       throw new PipeError('E_INPUT', 'this run has no input to ingest', {hint: 'Start the run with --input FILE, --input - (stdin) or --text "..."'})
@@ -20,13 +39,13 @@ export const ingest: StepHandler<'ingest'> = {
     const text = decodeText(Buffer.from(run.input.text, 'utf8'), `input ${run.input.ref}`, limit)
     const hash = sha256(text)
     const lines = text.split('\n').length - 1
-    const ingestResult = {source_ref: run.input.ref, source_kind: run.input.kind, sha256: hash, bytes: Buffer.byteLength(text), chars: [...text].length, lines, language: language(text), text}
+    const result: IngestResult = {source_ref: run.input.ref, source_kind: run.input.kind, sha256: hash, bytes: Buffer.byteLength(text), chars: [...text].length, lines, language: language(text), text}
     return {
       type: 'done',
       outcome: 'success',
-      reason: `ingested ${ingestResult.bytes} bytes (${lines} lines, ${ingestResult.language}) from ${run.input.ref}`,
+      reason: `ingested ${result.bytes} bytes (${lines} lines, ${result.language}) from ${run.input.ref}`,
       inputs: {source_ref: run.input.ref},
-      outputs: {ingest_result: ingestResult},
+      outputs: {ingest_result: result} satisfies IngestOutputs,
       evidence: [
         {
           type: run.input.kind === 'file' ? 'file' : 'doc',

@@ -6,13 +6,8 @@ import {stepDir} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
 import type {Citation, SpecBody} from '../providers/types.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import {ingestResult, type IngestResult} from './ingest.js'
 import type {EvidenceDraft, StepContext, StepDone} from './types.js'
-
-export interface IngestResult {
-  source_ref: string
-  sha256: string
-  text: string
-}
 
 export function bodyOf(spec: CanonicalSpec): SpecBody {
   const {meta: _meta, ...body} = spec
@@ -29,7 +24,7 @@ export function requireSpec(context: StepContext, why: string): CanonicalSpec {
 }
 
 export function requireIngest(context: StepContext): IngestResult {
-  const result = context.history.latestOutput<IngestResult>('ingest_result')
+  const result = ingestResult.latest(context.history)
   if (!result) {
     throw new PipeError('E_STATE', `step "${context.step.id}" needs ingested input, but no ingest step has run`, {hint: 'Put an ingest step before it in the pipeline.'})
   }

@@ -8,7 +8,10 @@
  * holds plain JSON values.
  */
 import {loadOutputSchema} from '../config/output-schema.js'
-import {stepDir} from '../config/pipeline.js'
+import {fileEscape} from '../config/pipeline-files.js'
+import {promptText, stepDir, type KindFinding} from '../config/pipeline.js'
+import {didYouMean} from '../config/suggest.js'
+import {variablesUsed} from '../util/template.js'
 import {PipeError} from '../errors.js'
 import {renderPrompt} from '../providers/prompt.js'
 import {emptyBody, missingKeyFields} from '../providers/spec-build.js'
@@ -69,6 +72,24 @@ export const model: StepHandler<'model'> = {
       ...(root['definitions'] !== undefined ? {definitions: root['definitions']} : {}),
       ...(root['$defs'] !== undefined ? {$defs: root['$defs']} : {}),
     }
+  },
+  check(step, loaded) {
+    // The output schema compiles, and every {{name}} of the prompt is a key of vars.
+    const out: KindFinding[] = []
+    const index = loaded.pipeline.steps.indexOf(step)
+    const dir = stepDir(loaded, index)
+    if (typeof step.output_schema === 'string' && !fileEscape(dir, step.output_schema)) {
+      const schema = loadOutputSchema(dir, step.output_schema)
+      if (!schema.ok) out.push({rule: 'model-step', at: ['output_schema'], message: `output_schema "${step.output_schema}" ${schema.problem}`})
+    }
+    const text = promptText(loaded, step, index)
+    if (text === undefined) return out
+    const names = Object.keys(step.vars ?? {})
+    for (const use of variablesUsed(text)) {
+      if (names.includes(use.name)) continue
+      out.push({rule: 'model-step', at: ['prompt'], message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`})
+    }
+    return out
   },
   async run(context) {
     const {step} = context

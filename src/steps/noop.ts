@@ -1,6 +1,6 @@
 import {setTimeout as sleep} from 'node:timers/promises'
 import type {StepHandler} from './types.js'
-import {obj} from './outputs.js'
+import {obj} from './output-schemas.js'
 
 export const noop: StepHandler<'noop'> = {
   kind: 'noop',

@@ -1,53 +1,38 @@
 /**
- * Small builders for the JSON Schemas of step outputs (StepHandler.outputsSchema): what
- * `${{ steps.<id>.outputs.… }}` may read. An object that lists properties is closed, so a
- * misspelt field is a validate error; `open` leaves room for keys a kind does not fix.
+ * Typed outputs between steps. A kind declares the type of its outputs record and exports readers
+ * for the fields other steps (or commands) use; a consumer imports the producer's reader instead of
+ * repeating a string key, so renaming a field or changing its type fails to compile everywhere.
  */
-import type {JsonSchema} from '../expr/index.js'
+import type {Snapshot} from '../types/snapshot.js'
+import type {RunHistory} from './types.js'
 
-export const str: JsonSchema = {type: 'string'}
-export const int: JsonSchema = {type: 'integer'}
-export const num: JsonSchema = {type: 'number'}
-export const bool: JsonSchema = {type: 'boolean'}
-/** Anything: no field below it is checked. */
-export const any: JsonSchema = true
-
-export function nullable(schema: JsonSchema): JsonSchema {
-  return typeof schema === 'object' && typeof schema['type'] === 'string' ? {...schema, type: [schema['type'], 'null']} : schema
+/** One field of a kind's outputs, read from a run's history or from its snapshots. */
+export interface OutputField<T> {
+  readonly key: string
+  /** The value this snapshot recorded, if it recorded the field. */
+  of(snapshot: Pick<Snapshot, 'outputs'>): T | undefined
+  /** The newest value any step of the run recorded. */
+  latest(from: RunHistory | readonly Pick<Snapshot, 'outputs'>[]): T | undefined
 }
 
-export function list(items: JsonSchema): JsonSchema {
-  return {type: 'array', items}
+/** Readers over the fields of the outputs type `O`: `outputsOf<GateOutputs>()('gate_result')`. */
+export function outputsOf<O extends object>(): <K extends keyof O & string>(key: K) => OutputField<O[K]> {
+  return <K extends keyof O & string>(key: K): OutputField<O[K]> => {
+    const of = (snapshot: Pick<Snapshot, 'outputs'>): O[K] | undefined => {
+      const outputs = snapshot.outputs as Record<string, unknown> | undefined
+      return outputs !== undefined && outputs !== null && Object.hasOwn(outputs, key) ? (outputs[key] as O[K]) : undefined
+    }
+    return {
+      key,
+      of,
+      latest(from) {
+        if ('latestOutput' in from) return from.latestOutput<O[K]>(key)
+        for (let i = from.length - 1; i >= 0; i--) {
+          const snapshot = from[i]!
+          if (Object.hasOwn(snapshot.outputs ?? {}, key)) return of(snapshot)
+        }
+        return undefined
+      },
+    }
+  }
 }
-
-/** A closed object: these fields and no others. */
-export function obj(properties: Record<string, JsonSchema>): JsonSchema {
-  return {type: 'object', properties, additionalProperties: false}
-}
-
-/** An object with these fields and possibly others (unchecked). */
-export function open(properties: Record<string, JsonSchema>): JsonSchema {
-  return {type: 'object', properties, additionalProperties: true}
-}
-
-export function oneOf(values: readonly string[]): JsonSchema {
-  return {type: 'string', enum: [...values]}
-}
-
-const captured = obj({head: str, tail: str, omitted_bytes: int, total_bytes: int})
-
-/** A command's recorded result (policy/exec.ts CommandResult). */
-export const commandResult: JsonSchema = obj({
-  argv: list(str),
-  cwd: str,
-  exit_code: nullable(int),
-  signal: nullable(str),
-  timed_out: bool,
-  duration_ms: int,
-  stdout: captured,
-  stderr: captured,
-  spawn_error: str,
-})
-
-/** Citations a model gave that pipe could not find in the source. */
-export const citations: JsonSchema = list(open({spec_path: str, excerpt: str, note: str, question_id: str}))

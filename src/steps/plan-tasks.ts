@@ -2,7 +2,7 @@ import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {PipeError} from '../errors.js'
 import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
-import {list, obj, open, str} from './outputs.js'
+import {list, obj, open, str} from './output-schemas.js'
 
 export const planTasks: StepHandler<'plan_tasks'> = {
   kind: 'plan_tasks',

@@ -1,8 +1,11 @@
 import {PipeError} from '../errors.js'
 import {publishTo, type PublishOutcome} from '../publish/deliver.js'
+import type {Step} from '../types/pipeline.js'
 import {requireSpec} from './model-support.js'
+import {outputsOf} from './outputs.js'
+import {reviewDecision, reviewedVersion} from './review.js'
 import type {StepHandler} from './types.js'
-import {int, list, obj, oneOf, str} from './outputs.js'
+import {int, list, obj, oneOf, str} from './output-schemas.js'
 
 /**
  * A delivery that fails after the version was approved is not a reason to lose the run: it stops
@@ -20,6 +23,14 @@ function blocking(error: unknown, signal: AbortSignal, runId: string): unknown {
   })
 }
 
+export type PublishOutputs = {publish_result: PublishOutcome[]}
+export const publishResult = outputsOf<PublishOutputs>()('publish_result')
+
+/** Every target the pipeline's publish steps name, in order (pipe publish chooses among them). */
+export function publishTargets(steps: readonly Step[]): Array<Extract<Step, {kind: 'publish'}>['targets'][number]> {
+  return steps.flatMap((s) => (s.kind === 'publish' ? s.targets : []))
+}
+
 export const publish: StepHandler<'publish'> = {
   kind: 'publish',
   summary: 'publish the reviewed spec version to its targets, once per idempotency key',
@@ -32,8 +43,8 @@ export const publish: StepHandler<'publish'> = {
   outputsSchema: () => obj({publish_result: list(obj({target: str, type: str, key: str, status: oneOf(['published', 'already_published']), external_id: str, attempts: int}))}),
   async run(context) {
     const spec = requireSpec(context, 'publish')
-    const decision = context.history.latestOutput<string>('review_decision')
-    const reviewed = context.history.latestOutput<string>('reviewed_version')
+    const decision = reviewDecision.latest(context.history)
+    const reviewed = reviewedVersion.latest(context.history)
     if ((context.step.require_review ?? true) && (decision !== 'go' || reviewed !== spec.meta.spec_version)) {
       throw new PipeError('E_STATE', `spec ${spec.meta.spec_version} has no review decision "go" (latest: ${decision ?? 'none'}${reviewed && reviewed !== spec.meta.spec_version ? ` for ${reviewed}` : ''})`, {
         hint: 'Put a review step before publish and approve the version with pipe review RUN --decision go.',
@@ -52,7 +63,7 @@ export const publish: StepHandler<'publish'> = {
       outcome: 'success',
       reason: `published ${spec.meta.spec_version} to ${results.map((r) => `${r.target} (${r.status === 'already_published' ? 'already delivered: ' : ''}${r.external_id})`).join(', ')}`,
       inputs: {canonical_spec_ref: spec.meta.spec_version, review_decision: decision ?? null, idempotency_keys: results.map((r) => r.key)},
-      outputs: {publish_result: results},
+      outputs: {publish_result: results} satisfies PublishOutputs,
     }
   },
 }

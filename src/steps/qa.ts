@@ -1,6 +1,7 @@
 import {runCommand, type CommandResult} from '../policy/exec.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {commandResult, list, nullable, obj, oneOf, str} from './outputs.js'
+import {commandResult, list, nullable, obj, oneOf, str} from './output-schemas.js'
 
 type Stage = 'static' | 'tests' | 'acceptance'
 const ORDER: Stage[] = ['static', 'tests', 'acceptance']
@@ -32,6 +33,12 @@ export function categorize(stage: Stage, result: CommandResult): NonNullable<Ver
   return stage === 'static' ? 'lint_error' : stage === 'tests' ? 'test_fail' : 'behavior_mismatch'
 }
 
+export type QaOutputs = {verdict: Verdict; stages: Array<{stage: Stage; commands: CommandResult[]}>}
+
+const field = outputsOf<QaOutputs>()
+export const qaVerdict = field('verdict')
+export const qaStages = field('stages')
+
 export const qa: StepHandler<'qa'> = {
   kind: 'qa',
   summary: 'static checks, tests, acceptance commands in order; a verdict; outcome pass or fail',
@@ -41,6 +48,20 @@ export const qa: StepHandler<'qa'> = {
   commands: (step) => ORDER.flatMap((stage) => (step.stages[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]}))),
   safeToRetry: false,
   outputsSchema: () => obj({verdict: obj({status: oneOf(['pass', 'fail']), failed_stage: nullable(oneOf(['static', 'tests', 'acceptance'])), error_category: nullable(str), top_errors: list(str), full_logs: list(str)}), stages: list(obj({stage: str, commands: list(commandResult)}))}),
+  exportRole: {
+    attempt: 'once',
+    files(snapshot) {
+      const verdict = qaVerdict.of(snapshot)
+      return {
+        logs: (qaStages.of(snapshot) ?? []).flatMap((stage) => stage.commands.map((result) => ({label: stage.stage, result}))),
+        ...(verdict ? {verdict} : {}),
+      }
+    },
+    timeline(snapshot) {
+      const verdict = qaVerdict.of(snapshot)
+      return verdict ? [`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`] : []
+    },
+  },
   async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []
     let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], full_logs: []}
@@ -70,7 +91,7 @@ export const qa: StepHandler<'qa'> = {
       outcome: verdict.status,
       reason: verdict.status === 'pass' ? `all ${count} QA command(s) passed` : `${verdict.failed_stage} failed (${verdict.error_category}): ${verdict.top_errors[0] ?? 'see the output'}`,
       inputs: {stages: step.stages, ...(step.task ? {task: step.task} : {})},
-      outputs: {verdict, stages},
+      outputs: {verdict, stages} satisfies QaOutputs,
     }
   },
 }

@@ -1,5 +1,5 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
-import type {KindCatalog} from '../config/pipeline.js'
+import type {KindCatalog, KindInfo} from '../config/pipeline.js'
 import {applyAnswers} from './apply-answers.js'
 import {choice} from './choice.js'
 import {command} from './command.js'
@@ -43,26 +43,40 @@ export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
   return registry[kind]
 }
 
+/** The handler of a kind named in a record (a snapshot's step.kind), or undefined for a kind this pipe does not have. */
+export function handlerNamed(kind: string): StepHandler<StepKind> | undefined {
+  return Object.hasOwn(registry, kind) ? (registry[kind as StepKind] as StepHandler<StepKind>) : undefined
+}
+
 /** The metadata the pipeline loader checks against. */
 export const kindCatalog: KindCatalog = catalogOf(registry)
 
 /** The loader's view of a registry (the engine builds one for an injected registry too). */
 export function catalogOf(reg: StepRegistry): KindCatalog {
   return Object.fromEntries(
-    Object.values(reg).map((handler) => {
-      const h = handler as StepHandler<StepKind>
-      return [
-        h.kind,
-        {
-          outcomes: (step: StepOf<StepKind>) => h.outcomes(step),
-          ...(h.promptVariables ? {promptVariables: h.promptVariables} : {}),
-          ...(h.failures ? {failures: Object.keys(h.failures)} : {}),
-          ...(h.stops ? {stops: h.stops} : {}),
-          ...(h.outputsSchema ? {outputsSchema: (step: StepOf<StepKind>, pipeline: {dir: string}) => h.outputsSchema!(step, pipeline)} : {}),
-          changesSpec: (step: StepOf<StepKind>) => changesSpec(h, step),
-          needsSpec: h.needsSpec === true,
-        },
-      ]
+    Object.values(reg).map((one) => {
+      // The catalog is keyed by kind, so each handler only ever sees steps of its own kind.
+      const handler = one as StepHandler<StepKind>
+      return [handler.kind, catalogEntry(handler)]
     }),
   )
+}
+
+function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
+  const check = handler.check?.bind(handler)
+  const references = handler.references?.bind(handler)
+  const outputsSchema = handler.outputsSchema?.bind(handler)
+  const graph = handler.graph
+  return {
+    outcomes: (step: StepOf<StepKind>) => handler.outcomes(step),
+    ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
+    ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
+    ...(handler.stops ? {stops: handler.stops} : {}),
+    ...(outputsSchema ? {outputsSchema} : {}),
+    changesSpec: (step: StepOf<StepKind>) => changesSpec(handler, step),
+    needsSpec: handler.needsSpec === true,
+    ...(check ? {check} : {}),
+    ...(references ? {references} : {}),
+    ...(graph ? {graph} : {}),
+  }
 }

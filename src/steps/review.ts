@@ -1,7 +1,26 @@
-import type {GateResult} from '../gates/evaluate.js'
+import type {Snapshot} from '../types/snapshot.js'
+import {gateResult} from './gate.js'
 import {requireSpec} from './model-support.js'
+import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
-import {bool, int, nullable, obj, oneOf, str} from './outputs.js'
+import {bool, int, nullable, obj, oneOf, str} from './output-schemas.js'
+
+export type ReviewOutputs = {
+  review_decision: 'go' | 'hold' | 'drop'
+  reviewed_version: string
+  gate_pass: boolean | null
+  summary: {features: number; acceptance_criteria: number; tasks: number; vv: number}
+}
+
+const field = outputsOf<ReviewOutputs>()
+/** A person's decision on a spec version, and the version it was on; publish reads them. */
+export const reviewDecision = field('review_decision')
+export const reviewedVersion = field('reviewed_version')
+
+/** Whether this snapshot is a review that approved exactly `version`. */
+export function approves(snapshot: Pick<Snapshot, 'outputs'>, version: string | null | undefined): boolean {
+  return reviewDecision.of(snapshot) === 'go' && reviewedVersion.of(snapshot) === version
+}
 
 export const review: StepHandler<'review'> = {
   kind: 'review',
@@ -13,6 +32,7 @@ export const review: StepHandler<'review'> = {
   needsSpec: true,
   safeToRetry: false,
   outputsSchema: () => obj({review_decision: oneOf(['go', 'hold', 'drop']), reviewed_version: str, gate_pass: nullable(bool), summary: obj({features: int, acceptance_criteria: int, tasks: int, vv: int})}),
+  graph: {shape: 'parallelogram'},
   async run(context) {
     const spec = requireSpec(context, 'review')
     const decision = context.run.review
@@ -21,8 +41,8 @@ export const review: StepHandler<'review'> = {
     if (!decision || used) {
       return {type: 'await', kind: 'review', reason: `spec ${spec.meta.spec_version} needs a review decision (go, hold or drop)`}
     }
-    const gate = context.history.latestOutput<GateResult>('gate_result')
-    const outputs = {
+    const gate = gateResult.latest(context.history)
+    const outputs: ReviewOutputs = {
       review_decision: decision.decision,
       reviewed_version: spec.meta.spec_version,
       gate_pass: gate?.pass ?? null,

@@ -2,13 +2,14 @@
  * The one small interface every step kind implements. The engine knows no step by name: it calls
  * `run`, then records what the result says (outputs, a new spec version, evidence, a pause).
  */
-import type {LoadedPipeline} from '../config/pipeline.js'
+import type {GraphShape, KindFinding, LoadedPipeline, StepReference} from '../config/pipeline.js'
 import type {ErrorCode} from '../errors.js'
 import type {JsonSchemaLike, JsonValue} from '../expr/index.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
+import type {CommandResult} from '../policy/exec.js'
 import type {Evidence} from '../types/evidence.js'
-import type {Step} from '../types/pipeline.js'
+import type {Pipeline, Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {Ledger} from '../store/ledger.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -22,7 +23,10 @@ export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'recor
 /** Read-only view of what the run has done so far. */
 export interface RunHistory {
   readonly snapshots: readonly Snapshot[]
-  /** The newest value of an output key (e.g. gate_result, questions, ingest_result), if any step produced it. */
+  /**
+   * The newest value of an output key, if any step produced it. Steps do not call it with a key of
+   * their own: they use the producing kind's typed reader (`gateResult.latest(history)`, see outputs.ts).
+   */
   latestOutput<T = unknown>(key: string): T | undefined
 }
 
@@ -111,6 +115,43 @@ export interface FailureOutcome {
   hint(where: {run_id: string; step: string}): string
 }
 
+/**
+ * What `pipe export` writes from a kind's snapshots (seed 004's layout). Coding steps are grouped
+ * into tasks and attempts: `attempt` says how a snapshot of the kind joins them.
+ */
+export interface ExportRole {
+  /**
+   * `starts`: each snapshot starts a new attempt of its task (an edit); `joins`: it joins the
+   * task's current attempt (a command); `once`: it joins, unless the attempt already has a
+   * snapshot of this kind, then it starts a new one (a second QA run is a new attempt).
+   * Absent: the kind takes no part in attempts.
+   */
+  attempt?: 'starts' | 'joins' | 'once'
+  /** What the snapshot adds to its attempt's directory. */
+  files?(snapshot: Snapshot, where: {task: string}): ExportFiles
+  /** The commit the snapshot left the workspace at (state.json's last_commit_hash). */
+  commit?(snapshot: Snapshot): string | undefined
+  /** Extra parts of the snapshot's timeline entry. */
+  timeline?(snapshot: Snapshot): string[]
+}
+
+export interface ExportFiles {
+  /** Files by name; a string is written as it is, anything else as pretty JSON. */
+  files?: Record<string, unknown>
+  /** Command results, each written as the attempt's next numbered log (qa_step_NN_LABEL.log). */
+  logs?: Array<{label: string; result: CommandResult}>
+  /** A QA verdict: the attempt's verdict.json, and the run's when it is the last one. */
+  verdict?: unknown
+}
+
+/** What `pipe replay --check` recomputes for a kind whose result is a pure function of the spec. */
+export interface ReplayRole<K extends StepKind> {
+  /** What the snapshot recorded, which the replay must reproduce byte for byte. */
+  recorded(snapshot: Snapshot): unknown
+  /** The same result, computed again from the spec version the step read. */
+  recompute(step: StepOf<K>, spec: CanonicalSpec, pipeline: Pipeline): unknown
+}
+
 export interface StepHandler<K extends StepKind> {
   kind: K
   /** One line for `pipe graph` and docs. */
@@ -146,6 +187,18 @@ export interface StepHandler<K extends StepKind> {
    * `pipeline.dir` is where a step's own schema files (output_schema) resolve.
    */
   outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
+  /** Whether it reads the run's requirement (--input/--text); a run of such a pipeline needs one. */
+  readsInput?: boolean
+  /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */
+  check?(step: StepOf<K>, pipeline: LoadedPipeline): KindFinding[]
+  /** Step ids the step names besides its transitions (a rollback's target), checked like transitions. */
+  references?(step: StepOf<K>): StepReference[]
+  /** How `pipe graph` draws it: a node shape, and lines under its id. */
+  graph?: {shape?: GraphShape; details?(step: StepOf<K>): string[]}
+  /** What `pipe export` writes from its snapshots. */
+  exportRole?: ExportRole
+  /** What `pipe replay --check` recomputes and compares. */
+  replay?: ReplayRole<K>
   run(context: StepContext<StepOf<K>>): Promise<StepResult>
 }
 

@@ -121,20 +121,24 @@ export interface ClarifyRound {
   questions: Array<{id: string; field?: string; question: string; status: 'open' | 'answered' | 'pending'; answer?: string}>
 }
 
-/** The clarify rounds of a run, oldest first, each question with its answer as the spec recorded it. */
-export async function clarifyRounds(store: Store, runId: string): Promise<ClarifyRound[]> {
+/**
+ * The clarify rounds of a run, oldest first, each question with its answer as the spec recorded it.
+ * `questionsOf` reads the questions a snapshot asked (the asking kind owns that output).
+ */
+export async function clarifyRounds(store: Store, runId: string, questionsOf: (snapshot: Snapshot) => ReadonlyArray<{id: string; field?: string; question: string}> | undefined): Promise<ClarifyRound[]> {
   const record = await store.readRun(runId)
   const snapshots = await store.readSnapshots(runId)
   const spec = record.spec_version ? await store.readSpec(record.spec_version).catch(() => null) : null
   const recorded = new Map((spec?.open_questions ?? []).map((q) => [q.id, q]))
   const rounds: ClarifyRound[] = []
   for (const snapshot of snapshots) {
-    const questions = (snapshot.outputs as {questions?: Array<{id: string; field?: string; question: string}>}).questions
+    const questions = questionsOf(snapshot)
+    // A record written by hand or by an older pipe may hold anything there.
     if (!Array.isArray(questions)) continue
     rounds.push({
       round: rounds.length + 1,
       seq: snapshot.step.seq,
-      questions: questions.map((q) => {
+      questions: (questions as ReadonlyArray<{id: string; field?: string; question: string}>).map((q) => {
         const seen = recorded.get(q.id)
         return {...q, status: seen ? seen.status : 'pending', ...(seen?.answer !== undefined ? {answer: seen.answer} : {})}
       }),
