@@ -113,6 +113,31 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(existsSync(path.join(repo, '.pipe', 'tampered'))).to.equal(false)
   })
 
+  it('keeps .git and literal forbidden paths read-only, so a hook or fsmonitor planted there never runs outside the sandbox', async () => {
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    await writeFile(path.join(repo, '.env'), 'KEY=1\n')
+    const policy = await policyFile().then(async (file) => {
+      await writeFile(file, (await readFile(file, 'utf8')).replace('forbidden_paths: []', 'forbidden_paths: [".git/**", ".env", "secrets/**"]'))
+      return file
+    })
+    await mkdir(path.join(repo, 'secrets'))
+    const script = [
+      `printf "#!/bin/sh\\necho pwned > ${dir}/pwned\\n" > .git/hooks/post-commit || echo hook-denied`,
+      `printf "[core]\\n\\tfsmonitor = touch ${dir}/pwned\\n" >> .git/config || echo config-denied`,
+      'echo x > .env || echo env-denied',
+      'echo x > secrets/new || echo secrets-denied',
+      'rm -rf .git || echo rm-denied',
+    ].join('; ')
+    const out = await run(`  - {id: plant, kind: command, run: [bash, -c, '${script}']}\n`, policy)
+    expect(out.code, out.stderr).to.equal(0)
+    const stdout = (await command(out.result.run_id)).stdout.head
+    for (const word of ['hook-denied', 'config-denied', 'env-denied', 'secrets-denied', 'rm-denied']) expect(stdout).to.contain(word)
+    expect(existsSync(path.join(repo, '.git', 'hooks', 'post-commit'))).to.equal(false)
+    expect(await readFile(path.join(repo, '.git', 'config'), 'utf8')).not.to.contain('fsmonitor')
+    expect(await readFile(path.join(repo, '.env'), 'utf8')).to.equal('KEY=1\n')
+    expect(existsSync(path.join(repo, 'secrets', 'new'))).to.equal(false)
+  })
+
   it('has no network unless the policy allows it', async () => {
     const server: Server = createServer((_req, res) => res.end('reached'))
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
