@@ -1,0 +1,74 @@
+/**
+ * Attacks on the trust promises (issue 10) across the seams between its parts: each test is a
+ * reproduction that broke a promise once.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {chmod, mkdir, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+
+let dir: string
+let repo: string
+let store: string
+let home: string
+let cleanup: () => Promise<void>
+
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-attack-'))
+  repo = path.join(dir, 'repo')
+  store = path.join(dir, 'store')
+  home = path.join(dir, 'home')
+  await mkdir(repo)
+})
+afterEach(async () => cleanup())
+
+const POLICY = `version: 1
+allowed_commands:
+  - [git, status]
+  - [node, "{path}"]
+forbidden_paths: [".git/**"]
+max_patch_lines: 50
+max_retries_default: 0
+sandbox: off
+resource_limits: {command_timeout_ms: 60000, max_output_bytes: 4096, max_concurrent_commands: 1}
+`
+
+async function files(pipeline: string, policy = POLICY): Promise<{pipeline: string; policy: string}> {
+  await writeFile(path.join(dir, 'p.yaml'), `version: 1\nname: attack\nsteps:\n${pipeline}`)
+  await writeFile(path.join(dir, 'policy.yaml'), policy)
+  return {pipeline: path.join(dir, 'p.yaml'), policy: path.join(dir, 'policy.yaml')}
+}
+
+function run(args: string[]): ReturnType<typeof pipe> {
+  return pipe([...args, '--store', store], {cwd: repo, env: {PIPE_HOME: home}, timeoutMs: 120000})
+}
+
+describe('attacks on the trust promises', function () {
+  this.timeout(180000)
+
+  it("a step's env cannot change which program an allowed argv runs (PATH, NODE_OPTIONS, LD_PRELOAD, GIT_CONFIG_*)", async () => {
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    const marker = path.join(dir, 'evil-ran')
+    await mkdir(path.join(repo, 'bin'))
+    await writeFile(path.join(repo, 'bin', 'git'), `#!/bin/sh\ntouch ${marker}\n`)
+    await chmod(path.join(repo, 'bin', 'git'), 0o755)
+    const f = await files(`  - {id: status, kind: command, run: [git, status], env: {PATH: "${path.join(repo, 'bin')}:/usr/bin:/bin"}}\n`)
+    const r = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    expect(r.code, r.stderr).to.equal(3)
+    expect(json<{error: {code: string}}>(r).error.code).to.equal('E_POLICY_DENIED')
+    expect(existsSync(marker), 'the repository\'s own "git" never ran').to.equal(false)
+
+    for (const name of ['NODE_OPTIONS', 'LD_PRELOAD', 'GIT_CONFIG_COUNT']) {
+      const g = await files(`  - {id: status, kind: command, run: [git, status], env: {${name}: "x"}}\n`)
+      const checked = await pipe(['validate', g.pipeline, '--policy', g.policy, '--json'], {cwd: repo, env: {PIPE_HOME: home}})
+      expect(checked.code, `${name}: ${checked.stdout}`).to.not.equal(0)
+      expect(checked.stdout).to.contain(name).and.contain('policy-denied')
+    }
+    // A harmless variable is still fine.
+    const ok = await files('  - {id: status, kind: command, run: [git, status], env: {npm_config_cache: /tmp/npm-cache}}\n')
+    const fine = await run(['run', ok.pipeline, '--policy', ok.policy, '--json'])
+    expect(fine.code, fine.stderr).to.equal(0)
+  })
+})
