@@ -273,9 +273,10 @@ export class Engine {
 
   private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
     const at = this.now().toISOString()
-    let from: RunStatus = 'pending'
+    // The line is written after the change below reads the status it moves from.
+    const line: RunEvent = {at, event, from: 'pending', to, ...extra}
     const record = await this.deps.store.updateRun(runId, (r) => {
-      from = r.status
+      line.from = r.status
       if (r.status !== to) assertTransition(runId, r.status, to, event === 'redriven')
       r.status = to
       r.updated_at = at
@@ -287,7 +288,7 @@ export class Engine {
         delete r.status_reason
       }
       change?.(r)
-    }, {at, event, from, to, ...extra})
+    }, line)
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
     return record
   }

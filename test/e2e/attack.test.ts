@@ -5,7 +5,7 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {chmod, mkdir, writeFile} from 'node:fs/promises'
+import {chmod, mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
 
@@ -70,5 +70,21 @@ describe('attacks on the trust promises', function () {
     const ok = await files('  - {id: status, kind: command, run: [git, status], env: {npm_config_cache: /tmp/npm-cache}}\n')
     const fine = await run(['run', ok.pipeline, '--policy', ok.policy, '--json'])
     expect(fine.code, fine.stderr).to.equal(0)
+  })
+
+  it('records where each status change came from: failed -> running on a redrive, not pending -> running', async () => {
+    await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
+    const f = await files('  - {id: build, kind: command, run: [node, step.js]}\n')
+    const first = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    expect(first.code, first.stderr).to.equal(1)
+    const runId = json<{run_id: string}>(first).run_id
+    await writeFile(path.join(repo, 'step.js'), 'process.exit(0)\n')
+    const again = await run(['resume', runId, '--json'])
+    expect(again.code, again.stderr).to.equal(0)
+    const events = (await readFile(path.join(store, 'runs', runId, 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; from?: string; to?: string})
+    const moves = events.filter((e) => e.to && e.event !== 'created').map((e) => `${e.event}: ${e.from} -> ${e.to}`)
+    expect(moves).to.deep.equal(['started: pending -> running', 'failed: running -> failed', 'redriven: failed -> running', 'succeeded: running -> succeeded'])
+    const verified = await run(['audit', 'verify', '--json'])
+    expect(verified.code, verified.stdout).to.equal(0)
   })
 })
