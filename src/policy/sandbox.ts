@@ -97,6 +97,18 @@ function bwrapBroken(bwrap: string): string | null {
   return answer
 }
 
+const sizes = new Map<string, boolean>()
+
+/** Whether this bwrap can bound a tmpfs (`--size`, bubblewrap 0.8 and later). */
+function bwrapSizes(bwrap: string): boolean {
+  let answer = sizes.get(bwrap)
+  if (answer === undefined) {
+    answer = spawnSync(bwrap, ['--help'], {encoding: 'utf8', timeout: 10000}).stdout?.includes('--size') ?? false
+    sizes.set(bwrap, answer)
+  }
+  return answer
+}
+
 const warned = new Set<string>()
 
 /** Says a warning once per process on stderr; the snapshot records it every time. */
@@ -205,7 +217,10 @@ export async function sandboxed(policy: LoadedPolicy, root: string, cwd: string,
   const realRoot = realpathSync(root)
   const args = [...NAMESPACES]
   if (!network) args.push('--unshare-net')
-  args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--bind', realRoot, realRoot)
+  args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc')
+  // /tmp lives in memory, outside RLIMIT_AS: without a size a command could fill the machine's RAM there.
+  if (limits.memory_mb !== undefined && bwrapSizes(bwrap)) args.push('--size', String(limits.memory_mb * 1024 * 1024))
+  args.push('--tmpfs', '/tmp', '--bind', realRoot, realRoot)
   // pipe's store may live inside the repository: commands may read it, never change it. Nor may
   // they change .git: a hook or a config entry (core.fsmonitor, core.hooksPath) written there runs
   // later outside the sandbox, in pipe's own git steps or the user's next commit. Forbidden paths

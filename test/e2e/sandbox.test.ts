@@ -169,6 +169,14 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(result.stdout.total_bytes).to.be.greaterThan(100000)
   })
 
+  it("bounds the private /tmp by memory_mb: it lives in memory, outside the process's address-space limit", async () => {
+    const script = 'for i in $(seq 1 20); do head -c 10000000 /dev/zero > /tmp/f$i || { echo stopped at $i; exit 0; }; done; echo filled'
+    const out = await run(`  - {id: fill, kind: command, run: [bash, -c, '${script}']}\n`, await policyFile('', ', memory_mb: 64, max_file_bytes: 16000000'))
+    expect(out.code, out.stderr).to.equal(0)
+    const stdout = (await command(out.result.run_id)).stdout.head
+    expect(stdout).to.match(/stopped at [1-7]\b/).and.not.contain('filled')
+  })
+
   it('bounds a fork loop with max_processes', async () => {
     await writeFile(
       path.join(repo, 'forks.cjs'),
