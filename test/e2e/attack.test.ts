@@ -87,4 +87,12 @@ describe('attacks on the trust promises', function () {
     const verified = await run(['audit', 'verify', '--json'])
     expect(verified.code, verified.stdout).to.equal(0)
   })
+
+  it('pipe policy check --json on an invalid policy prints exactly one JSON document', async () => {
+    await writeFile(path.join(dir, 'bad.yaml'), 'version: 1\nallowed_commands: nope\n')
+    const r = await pipe(['policy', 'check', path.join(dir, 'bad.yaml'), '--json'], {cwd: repo, env: {PIPE_HOME: home}})
+    expect(r.code).to.equal(2)
+    expect(json<{error: {code: string}}>(r).error.code).to.equal('E_CONFIG')
+    expect(r.stderr).to.contain('allowed_commands')
+  })
 })
