@@ -5,9 +5,9 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {chmod, mkdir, readFile, writeFile} from 'node:fs/promises'
+import {chmod, mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, tempDir} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 
 let dir: string
 let repo: string
@@ -94,5 +94,17 @@ describe('attacks on the trust promises', function () {
     expect(r.code).to.equal(2)
     expect(json<{error: {code: string}}>(r).error.code).to.equal('E_CONFIG')
     expect(r.stderr).to.contain('allowed_commands')
+  })
+
+  it('audit verify sees a delivery whose ledger entry and ledger log were deleted, though the publish snapshot names it', async () => {
+    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    expect(r.code, r.stderr).to.equal(0)
+    const entries = await readdir(path.join(store, 'ledger'))
+    expect(entries).to.have.length(1)
+    await rm(path.join(store, 'ledger', entries[0]!))
+    await rm(path.join(store, 'audit', 'ledger.jsonl'))
+    const verified = await run(['audit', 'verify'])
+    expect(verified.code, verified.stdout + verified.stderr).to.equal(4)
+    expect(verified.stdout).to.contain(entries[0]!.replace(/\.json$/, '')).and.contain('ledger entry is missing')
   })
 })
