@@ -5,7 +5,7 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {chmod, mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
+import {chmod, mkdir, readFile, readdir, rm, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 
@@ -106,5 +106,17 @@ describe('attacks on the trust promises', function () {
     const verified = await run(['audit', 'verify'])
     expect(verified.code, verified.stdout + verified.stderr).to.equal(4)
     expect(verified.stdout).to.contain(entries[0]!.replace(/\.json$/, '')).and.contain('ledger entry is missing')
+  })
+
+  it('the file publish target never writes through a symlink a command planted in the workspace', async () => {
+    const outside = path.join(dir, 'outside')
+    await mkdir(outside)
+    await mkdir(path.join(repo, 'published'))
+    // The store is named "store", so the default pipeline's file target writes under published/store/.
+    await symlink(outside, path.join(repo, 'published', 'store'))
+    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    expect(r.code, r.stderr).to.equal(6)
+    expect(json<{status: string; error: {code: string; message: string}}>(r).error).to.include({code: 'E_POLICY_DENIED'})
+    expect(await readdir(outside), 'nothing written outside the workspace').to.deep.equal([])
   })
 })
