@@ -220,7 +220,11 @@ export async function sandboxed(policy: LoadedPolicy, root: string, cwd: string,
   args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc')
   // /tmp lives in memory, outside RLIMIT_AS: without a size a command could fill the machine's RAM there.
   if (limits.memory_mb !== undefined && bwrapSizes(bwrap)) args.push('--size', String(limits.memory_mb * 1024 * 1024))
-  args.push('--tmpfs', '/tmp', '--bind', realRoot, realRoot)
+  args.push('--tmpfs', '/tmp')
+  // A network namespace does not cover Unix sockets in the file system: without this, Docker's or
+  // D-Bus's socket under /run (also /var/run) would still answer a command with no network.
+  if (!network) args.push('--tmpfs', '/run')
+  args.push('--bind', realRoot, realRoot)
   // pipe's store may live inside the repository: commands may read it, never change it. Nor may
   // they change .git: a hook or a config entry (core.fsmonitor, core.hooksPath) written there runs
   // later outside the sandbox, in pipe's own git steps or the user's next commit. Forbidden paths

@@ -160,6 +160,22 @@ describe('commands in the bubblewrap sandbox', function () {
     }
   })
 
+  it('has no way to a Unix socket of the host under /run (Docker, D-Bus) when the network is off', async () => {
+    const socket = `/run/pipe-sandbox-${process.pid}.sock`
+    const {createServer: createNetServer} = await import('node:net')
+    const server = createNetServer((c) => c.end('host-answered\n'))
+    await new Promise<void>((resolve) => server.listen(socket, resolve))
+    try {
+      await writeFile(path.join(repo, 'connect.cjs'), `require('node:net').connect(${JSON.stringify(socket)}).on('data', (d) => process.stdout.write(String(d))).on('error', (e) => console.log('refused ' + e.code))\n`)
+      const out = await run('  - {id: connect, kind: command, run: [node, connect.cjs]}\n')
+      expect(out.code, out.stderr).to.equal(0)
+      const stdout = (await command(out.result.run_id)).stdout.head
+      expect(stdout).to.contain('refused').and.not.contain('host-answered')
+    } finally {
+      server.close()
+    }
+  })
+
   it('caps an output flood and ends it at the timeout', async () => {
     const out = await run('  - {id: flood, kind: command, run: [bash, -c, yes], command_timeout_ms: 1500}\n')
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
