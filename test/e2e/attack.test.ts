@@ -119,4 +119,22 @@ describe('attacks on the trust promises', function () {
     expect(json<{status: string; error: {code: string; message: string}}>(r).error).to.include({code: 'E_POLICY_DENIED'})
     expect(await readdir(outside), 'nothing written outside the workspace').to.deep.equal([])
   })
+
+  it('a failure the pipeline handled and ended on is not offered for redrive, and resume says why instead of repeating the handler', async () => {
+    await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
+    const f = await files('  - {id: build, kind: command, run: [node, step.js], on: {failure: cleanup}}\n  - {id: cleanup, kind: noop}\n')
+    const first = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    expect(first.code, first.stderr).to.equal(1)
+    const body = json<{run_id: string; status: string; next_command?: string; error: {hint: string}}>(first)
+    expect(body.status).to.equal('failed')
+    expect(body.next_command).to.equal(undefined)
+    expect(body.error.hint).to.not.contain('pipe resume')
+    const again = await run(['resume', body.run_id, '--json'])
+    expect(again.code, again.stderr).to.equal(2)
+    const refused = json<{error: {code: string; message: string; hint: string}}>(again).error
+    expect(refused.code).to.equal('E_STATE')
+    expect(refused.hint).to.contain(`pipe replay ${body.run_id} --from build`)
+    const snapshots = await readdir(path.join(store, 'runs', body.run_id, 'snapshots'))
+    expect(snapshots, 'the handler did not run again').to.have.length(2)
+  })
 })
