@@ -1,5 +1,5 @@
 /** What run-driving commands (run, resume, answer, review) print and return. */
-import type {RunOutcome} from '../engine/engine.js'
+import {CARRIED_FAILURE, type RunOutcome} from '../engine/engine.js'
 import {ExitCode} from '../exit-codes.js'
 
 export interface RunResult extends RunOutcome {
@@ -34,7 +34,8 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
   // A run a step failed is redriven from that step once its cause is fixed; a loop bound would only fail again.
-  else if (outcome.status === 'failed' && outcome.error?.step && outcome.error.code !== 'E_LOOP_LIMIT' && outcome.error.code !== 'E_ENDED') next = `pipe resume ${outcome.run_id}${storeArg}`
+  // A failure the pipeline handled and ended on (a rollback) is not redriven: the handling would only repeat.
+  else if (outcome.status === 'failed' && outcome.error?.step && outcome.error.code !== 'E_LOOP_LIMIT' && outcome.error.code !== 'E_ENDED' && !outcome.error.message.includes(CARRIED_FAILURE)) next = `pipe resume ${outcome.run_id}${storeArg}`
   return {...outcome, store, ...(next ? {next_command: next} : {})}
 }
 

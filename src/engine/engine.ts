@@ -148,9 +148,19 @@ function redrivenOf(...records: RunRecord[]): Set<string> {
  * failed with no such snapshot (a loop bound, a step missing from the pipeline) would fail again
  * the same way, so it is refused.
  */
+/** Words in the message of a failure the pipeline handled (a rollback) and then ended on: no step to run again. */
+export const CARRIED_FAILURE = 'and no later step recovered it'
+
 function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
   const last = own.at(-1)
   const status = last?.decisions.at(-1)?.run_status
+  const carried = (last?.errors.at(-1)?.details as {failed_step?: unknown} | undefined)?.failed_step
+  if (last && status === 'failed' && typeof carried === 'string') {
+    // Running the handling step again (a rollback) cannot undo a failure it only handled.
+    throw new PipeError('E_STATE', `run ${record.run_id} failed at step ${carried}, and the pipeline handled that at step ${last.step.name} and ended; running ${last.step.name} again would change nothing`, {
+      hint: `Fix the cause and start a new run, or fork this one from the failed step: pipe replay ${record.run_id} --from ${carried}.`,
+    })
+  }
   const retried = last !== undefined && (record.redrives ?? []).some((r) => r.seq === last.step.seq)
   if (last && !retried && (status === 'failed' || status === 'blocked')) return {seq: last.step.seq, step: last.step.name}
   const why = record.error ? ` (${record.error.code}: ${record.error.message})` : ''
@@ -284,9 +294,10 @@ export class Engine {
 
   private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
     const at = this.now().toISOString()
-    let from: RunStatus = 'pending'
+    // The line is written after the change below reads the status it moves from.
+    const line: RunEvent = {at, event, from: 'pending', to, ...extra}
     const record = await this.deps.store.updateRun(runId, (r) => {
-      from = r.status
+      line.from = r.status
       if (r.status !== to) assertTransition(runId, r.status, to, event === 'redriven')
       r.status = to
       r.updated_at = at
@@ -298,7 +309,7 @@ export class Engine {
         delete r.status_reason
       }
       change?.(r)
-    }, () => ({at, event, from, to, ...extra}))
+    }, line)
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
     return record
   }
@@ -336,7 +347,7 @@ export class Engine {
     const at = this.now().toISOString()
     const policy = settings.policy.version
     const changed = policy !== record.policy_version
-    const entry: NonNullable<RunRecord['redrives']>[number] = {seq: point.seq, step: point.step, from, by: this.user, at, policy_version: policy, ...(changed ? {previous_policy_version: record.policy_version} : {})}
+    const entry: NonNullable<RunRecord['redrives']>[number] = {seq: point.seq, step: point.step, from, by: this.user, at, policy_version: policy, ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {})}
     const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
     await this.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
       r.redrives = [...(r.redrives ?? []), entry]
@@ -676,7 +687,7 @@ export class Engine {
         decisions = fail(failure.code, message, failure.hint({run_id: runId, step: step.id}), `${result.reason}; no route for the failure outcome "${result.outcome}", so the run fails`)
       } else if (carried) {
         // The run ends here, but an earlier failure was only handled (a rollback, a notice), never recovered.
-        const message = `step ${carried.step} ended "${carried.outcome}" (seq ${carried.seq}: ${carried.reason}) and no later step recovered it; the run ended at ${step.id}`
+        const message = `step ${carried.step} ended "${carried.outcome}" (seq ${carried.seq}: ${carried.reason}) ${CARRIED_FAILURE}; the run ended at ${step.id}`
         decisions = fail(carried.code, message, carried.hint, `${result.reason}; the run ends on the unrecovered failure of step ${carried.step} (seq ${carried.seq}), so it fails`, {failed_step: carried.step, failed_seq: carried.seq})
       } else if (unrouted) {
         // An outcome with no route ends the run here; say so rather than pretend it was planned.

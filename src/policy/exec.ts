@@ -11,7 +11,7 @@ import {PipeError} from '../errors.js'
 import {acquireLock} from '../util/lock.js'
 import {redact} from '../util/redact.js'
 import type {LoadedPolicy} from './policy.js'
-import {assertCommand, assertPath} from './rules.js'
+import {assertCommand, assertEnv, assertPath} from './rules.js'
 import {resolveProgram, sandboxed, type SandboxRecord} from './sandbox.js'
 
 export interface CapturedStream {
@@ -139,8 +139,10 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
   const limits = policy.policy.resource_limits
   const timeoutMs = options.timeoutMs ?? limits.command_timeout_ms ?? 300000
   const outputLimit = limits.max_output_bytes ?? 65536
+  assertEnv(Object.keys(options.env ?? {}), options.argv)
   const env = commandEnv(options.env)
-  const program = resolveProgram(options.argv[0]!, cwd, env)
+  // The program is found on pipe's own PATH, never one the step sets.
+  const program = resolveProgram(options.argv[0]!, cwd, commandEnv())
   const release = await slot(limits.max_concurrent_commands ?? 2, options.slotsDir, options.signal)
   const started = Date.now()
   const stdout = new Capture(outputLimit)

@@ -79,6 +79,31 @@ export function assertCommand(policy: LoadedPolicy, argv: readonly string[], pla
   }
 }
 
+/**
+ * Environment variables a step may not set, because each makes an allowed program load or run
+ * other code than its argv says (a PATH that finds `git` in the repository, NODE_OPTIONS=--import,
+ * LD_PRELOAD, GIT_CONFIG_* setting core.fsmonitor, BASH_ENV...): the allow-list judges the argv,
+ * so these would be a door around it.
+ */
+const CODE_ENV = /^(PATH|LD_\w*|DYLD_\w*|NODE_OPTIONS|NODE_PATH|NODE_REPL_EXTERNAL_MODULE|BASH_ENV|ENV|BASH_FUNC_\S*|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|IFS|GIT_\w*|GCONV_PATH|PYTHON(PATH|STARTUP|HOME|USERBASE|EXECUTABLE|BREAKPOINT|SAFEPATH)|PERL5OPT|PERL5LIB|PERLLIB|PERL5DB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|NPM_CONFIG_\w*(SHELL|NODE_OPTIONS|ONLOAD_SCRIPT|PREFIX|USERCONFIG|GLOBALCONFIG)|RUSTC\w*|CARGO_BUILD_RUSTC\w*|CARGO_TARGET_\w+_(RUNNER|LINKER)|GOFLAGS|CC|CXX|MAKEFLAGS|EDITOR|VISUAL|PAGER)$/i
+
+/** Whether a command step may set these environment variables. */
+export function checkEnv(names: readonly string[]): Verdict {
+  const bad = names.filter((name) => CODE_ENV.test(name))
+  if (bad.length === 0) return {allowed: true, rule: 'env', reason: 'no variable changes which code a program runs'}
+  return {allowed: false, rule: 'env', reason: `a step may not set ${bad.join(', ')}: ${bad.length === 1 ? 'it changes' : 'they change'} which program or code runs, around allowed_commands`}
+}
+
+export function assertEnv(names: readonly string[], argv: readonly string[]): void {
+  const verdict = checkEnv(names)
+  if (!verdict.allowed) {
+    throw new PipeError('E_POLICY_DENIED', `command ${JSON.stringify(argv)} is not started (${verdict.rule}): ${verdict.reason}`, {
+      hint: 'Remove the variable from the step\'s env; to run another program or with other options, allow that argv in allowed_commands.',
+      details: {rule: verdict.rule, argv},
+    })
+  }
+}
+
 /** The deepest existing ancestor's real path, plus the rest: resolves symlinks of what exists. */
 function realish(target: string): string {
   let existing = target

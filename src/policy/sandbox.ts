@@ -97,6 +97,18 @@ function bwrapBroken(bwrap: string): string | null {
   return answer
 }
 
+const sizes = new Map<string, boolean>()
+
+/** Whether this bwrap can bound a tmpfs (`--size`, bubblewrap 0.8 and later). */
+function bwrapSizes(bwrap: string): boolean {
+  let answer = sizes.get(bwrap)
+  if (answer === undefined) {
+    answer = spawnSync(bwrap, ['--help'], {encoding: 'utf8', timeout: 10000}).stdout?.includes('--size') ?? false
+    sizes.set(bwrap, answer)
+  }
+  return answer
+}
+
 const warned = new Set<string>()
 
 /** Says a warning once per process on stderr; the snapshot records it every time. */
@@ -146,6 +158,22 @@ async function removeCgroup(dir: string): Promise<void> {
 }
 
 /**
+ * What inside the repository a command may read but never change: `.git`, and each forbidden_paths
+ * entry that names a path literally (`.env`, `secrets/**` for the folder `secrets`). A glob such as
+ * `**\/*.pem` cannot be bound ahead of time; the policy's path checks hold it for pipe's own steps.
+ */
+export function readOnlyInRepo(realRoot: string, forbidden: readonly string[]): string[] {
+  const out = [path.join(realRoot, '.git')]
+  for (const glob of forbidden) {
+    const literal = glob.replace(/\/\*\*$/, '').replace(/\/+$/, '')
+    if (!literal || /[*?[\]{}()!+@\\]/.test(literal) || path.isAbsolute(literal)) continue
+    const full = path.resolve(realRoot, literal)
+    if (full.startsWith(`${realRoot}${path.sep}`)) out.push(full)
+  }
+  return out
+}
+
+/**
  * How to start `argv` (its program already resolved) under the policy's sandbox setting. Throws
  * E_POLICY_DENIED when the policy requires a sandbox that cannot be had.
  */
@@ -189,9 +217,19 @@ export async function sandboxed(policy: LoadedPolicy, root: string, cwd: string,
   const realRoot = realpathSync(root)
   const args = [...NAMESPACES]
   if (!network) args.push('--unshare-net')
-  args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--bind', realRoot, realRoot)
-  // pipe's store may live inside the repository: commands may read it, never change it.
-  for (const dir of policy.protected ?? []) {
+  args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc')
+  // /tmp lives in memory, outside RLIMIT_AS: without a size a command could fill the machine's RAM there.
+  if (limits.memory_mb !== undefined && bwrapSizes(bwrap)) args.push('--size', String(limits.memory_mb * 1024 * 1024))
+  args.push('--tmpfs', '/tmp')
+  // A network namespace does not cover Unix sockets in the file system: without this, Docker's or
+  // D-Bus's socket under /run (also /var/run) would still answer a command with no network.
+  if (!network) args.push('--tmpfs', '/run')
+  args.push('--bind', realRoot, realRoot)
+  // pipe's store may live inside the repository: commands may read it, never change it. Nor may
+  // they change .git: a hook or a config entry (core.fsmonitor, core.hooksPath) written there runs
+  // later outside the sandbox, in pipe's own git steps or the user's next commit. Forbidden paths
+  // that name a file or folder literally are read-only too.
+  for (const dir of [...(policy.protected ?? []), ...readOnlyInRepo(realRoot, p.forbidden_paths)]) {
     const real = existsSync(dir) ? realpathSync(dir) : null
     if (real && (real === realRoot || real.startsWith(`${realRoot}${path.sep}`))) args.push('--ro-bind', real, real)
   }

@@ -2,7 +2,7 @@
 import type {Diagnostic} from '../config/diagnostics.js'
 import {diag, type LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import {checkCommand} from '../policy/rules.js'
+import {checkCommand, checkEnv} from '../policy/rules.js'
 import {registry} from './registry.js'
 import type {StepHandler, StepKind} from './types.js'
 
@@ -20,6 +20,10 @@ export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy): Di
       const verdict = checkCommand(policy, argv)
       if (verdict.allowed) continue
       out.push({...diag(loaded, ['steps', i, ...at], `${source} denies ${JSON.stringify(argv)} (${verdict.rule}): ${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
+    }
+    if (step.kind === 'command' && step.env) {
+      const verdict = checkEnv(Object.keys(step.env))
+      if (!verdict.allowed) out.push({...diag(loaded, ['steps', i, 'env'], `${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
     }
   })
   return out

@@ -426,7 +426,7 @@ export class Auditor {
   }
 
   /** Ledger entries against the ledger log: each entry's seal is the last one the log recorded for its key. */
-  ledger(): {head: string | null; seals: Array<[string, string | null]>} {
+  ledger(named: ReadonlyMap<string, string> = new Map()): {head: string | null; seals: Array<[string, string | null]>} {
     const dir = path.join(this.store.root, 'ledger')
     const logFile = path.join(this.store.auditDir, 'ledger.jsonl')
     const text = readBytes(logFile)
@@ -471,6 +471,11 @@ export class Auditor {
         this.problem({record: key, file, field: 'seal', message: history.includes(entry.seal) ? 'is an earlier state of the entry than the ledger log records (rolled back)' : 'is not an entry the ledger log recorded (changed, re-sealed or the log was cut short)'})
       }
     }
+    // A publish step's snapshot names each key it delivered: its entry (and log line) must exist.
+    for (const [key, where] of named) {
+      if (present.has(key) || logged.has(key)) continue
+      this.problem({record: key, file: path.join(dir, `${key}.json`), field: '(file)', message: `ledger entry is missing (snapshot ${where} records a delivery under this key)`})
+    }
     for (const [key, history] of logged) {
       if (present.has(key)) continue
       const file = path.join(dir, `${key}.json`)
@@ -479,6 +484,19 @@ export class Auditor {
     }
     return {head: chain.lines.at(-1)?.hash ?? null, seals}
   }
+}
+
+/** The ledger keys publish steps recorded as delivered, with the snapshot that says so. */
+function deliveredKeys(snapshots: readonly Snapshot[]): Array<[string, string]> {
+  const out: Array<[string, string]> = []
+  for (const s of snapshots) {
+    const results = (s.outputs as {publish_result?: unknown} | undefined)?.publish_result
+    if (!Array.isArray(results)) continue
+    for (const r of results as Array<{key?: unknown; status?: unknown}>) {
+      if (typeof r.key === 'string' && (r.status === 'published' || r.status === 'already_published')) out.push([r.key, `${s.run_id}#${s.step.seq}`])
+    }
+  }
+  return out
 }
 
 export async function auditStore(store: Store, runId?: string): Promise<AuditReport> {
@@ -508,10 +526,11 @@ export async function auditStore(store: Store, runId?: string): Promise<AuditRep
   const present = new Set(ids)
   const featureRuns = new Map<string, string[]>()
   const featureBound = new Map<string, string>()
+  const publishedKeys = new Map<string, string>()
   for (const id of [...ids].sort()) {
     const line = indexed.get(id)
     if (!line) auditor.problem({record: id, file: store.runDir(id), field: '(index)', message: 'the run is not in the run index (added after the fact, or the index was cut short)'})
-    auditor.run(id, line)
+    for (const [key, where] of deliveredKeys(auditor.run(id, line))) if (!publishedKeys.has(key)) publishedKeys.set(key, where)
   }
   for (const [id, line] of indexed) {
     const feature = String(line.feature_id)
@@ -521,7 +540,7 @@ export async function auditStore(store: Store, runId?: string): Promise<AuditRep
   }
   auditor.unreferenced()
   const features = auditor.features(featureRuns, featureBound)
-  const ledger = auditor.ledger()
+  const ledger = auditor.ledger(publishedKeys)
   auditor.report.head = hashJson({
     index: index.lines.at(-1)?.hash ?? null,
     runs: [...auditor.runSeals].sort(([a], [b]) => (a < b ? -1 : 1)),

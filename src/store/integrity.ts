@@ -198,11 +198,13 @@ export function fileHash(bytes: string | Uint8Array): string {
 /** The facts of a run fixed at its creation, as the store's run index binds them. */
 export function runCreationHash(record: Plain): string {
   const fixed: Plain = {}
-  for (const key of ['run_id', 'feature_id', 'pipeline', 'provider', 'input', 'workspace', 'replay_of', 'created_at']) fixed[key] = record[key] ?? null
-  // A redrive may continue under another policy (pipe resume --policy): the run keeps, in its
-  // redrives, the version it had before, so the one it was created with is still known.
-  const changed = Array.isArray(record.redrives) ? (record.redrives as Plain[]).find((r) => typeof r.previous_policy_version === 'string') : undefined
-  fixed.policy_version = changed?.previous_policy_version ?? record.policy_version ?? null
+  for (const key of ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at']) fixed[key] = record[key] ?? null
+  // pipe resume --policy moves the run to another policy; what it was created with is kept on the first such redrive.
+  const first = Array.isArray(record.redrives) ? (record.redrives as Plain[]).find((r) => typeof r.previous_policy_version === 'string') : undefined
+  if (first) {
+    fixed.policy_version = first.previous_policy_version
+    fixed.policy_path = first.previous_policy_path ?? null
+  }
   return hashJson(fixed)
 }
 

@@ -208,15 +208,14 @@ export class Store {
    * is written with the new head and sealed. A crash between the two leaves a timeline one line
    * ahead of the record, which audit verify accepts as a change in flight.
    */
-  /** `event` may be a function, called after `change`, for an event that tells what the change found (a status's `from`). */
-  async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent | (() => RunEvent)): Promise<RunRecord> {
+  async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
     const db = await this.runDb(runId)
     await db.read()
     if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
     change(db.data)
     const {head: _h, seal: _s, ...state} = db.data
     assertValid('run', state, 'run record')
-    const line = await this.appendLine(runId, {...(typeof event === 'function' ? event() : event), run_state: runStateHash(state)})
+    const line = await this.appendLine(runId, {...event, run_state: runStateHash(state)})
     db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...(await this.snapshotHead(runId))}})
     await db.write()
     return db.data

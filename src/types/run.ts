@@ -124,6 +124,10 @@ export interface RunRecord {
      * Set when the redrive changed the policy (pipe resume --policy FILE).
      */
     previous_policy_version?: string
+    /**
+     * The policy file the run ran under before this redrive changed the policy, when it had one; with previous_policy_version it lets pipe audit verify check what the run was created with.
+     */
+    previous_policy_path?: string
   }[]
   /**
    * The working directory (repository root) the run's steps act in; resume and rollback use it too.

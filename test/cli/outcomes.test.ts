@@ -154,6 +154,23 @@ describe('the error channel beyond commands (CLI)', function () {
       expect(body.exit_codes.map((c) => c.code)).to.include.members([0, 1, 2, 10, 130])
     }
   })
+
+  it("honours --json on a command's --help, a topic, --version and help for an unknown command", async () => {
+    const cases: Array<{args: string[]; code: number; key: string}> = [
+      {args: ['run', '--help', '--json'], code: 0, key: 'flags'},
+      {args: ['help', 'runs', 'list', '--json'], code: 0, key: 'flags'},
+      {args: ['runs', '--json'], code: 0, key: 'commands'},
+      {args: ['audit', '--json'], code: 0, key: 'commands'},
+      {args: ['--version', '--json'], code: 0, key: 'version'},
+      {args: ['help', 'nonsense', '--json'], code: 2, key: 'error'},
+    ]
+    for (const {args, code, key} of cases) {
+      const r = await pipe(args, {env: {PIPE_HOME: home}})
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(code)
+      expect(json<Record<string, unknown>>(r), args.join(' ')).to.have.property(key)
+      if (code !== 0) expect(r.stderr).to.match(/^Error \[E_INVALID_ARGS\]: unknown command "nonsense"\nTry this: .*\nLog: /m)
+    }
+  })
 })
 
 describe('checked before running (CLI)', function () {

@@ -496,6 +496,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         return {args: ['cancel', run.run_id, '--reason', 'superseded'], runId: run.run_id}
       },
       final: 'cancelled',
+      // pipe cancel exits 5 (CANCELLED), as the exit-code table says.
       code: 5,
       finish: async (cwd, runId) => {
         const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))

@@ -113,6 +113,31 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(existsSync(path.join(repo, '.pipe', 'tampered'))).to.equal(false)
   })
 
+  it('keeps .git and literal forbidden paths read-only, so a hook or fsmonitor planted there never runs outside the sandbox', async () => {
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    await writeFile(path.join(repo, '.env'), 'KEY=1\n')
+    const policy = await policyFile().then(async (file) => {
+      await writeFile(file, (await readFile(file, 'utf8')).replace('forbidden_paths: []', 'forbidden_paths: [".git/**", ".env", "secrets/**"]'))
+      return file
+    })
+    await mkdir(path.join(repo, 'secrets'))
+    const script = [
+      `printf "#!/bin/sh\\necho pwned > ${dir}/pwned\\n" > .git/hooks/post-commit || echo hook-denied`,
+      `printf "[core]\\n\\tfsmonitor = touch ${dir}/pwned\\n" >> .git/config || echo config-denied`,
+      'echo x > .env || echo env-denied',
+      'echo x > secrets/new || echo secrets-denied',
+      'rm -rf .git || echo rm-denied',
+    ].join('; ')
+    const out = await run(`  - {id: plant, kind: command, run: [bash, -c, '${script}']}\n`, policy)
+    expect(out.code, out.stderr).to.equal(0)
+    const stdout = (await command(out.result.run_id)).stdout.head
+    for (const word of ['hook-denied', 'config-denied', 'env-denied', 'secrets-denied', 'rm-denied']) expect(stdout).to.contain(word)
+    expect(existsSync(path.join(repo, '.git', 'hooks', 'post-commit'))).to.equal(false)
+    expect(await readFile(path.join(repo, '.git', 'config'), 'utf8')).not.to.contain('fsmonitor')
+    expect(await readFile(path.join(repo, '.env'), 'utf8')).to.equal('KEY=1\n')
+    expect(existsSync(path.join(repo, 'secrets', 'new'))).to.equal(false)
+  })
+
   it('has no network unless the policy allows it', async () => {
     const server: Server = createServer((_req, res) => res.end('reached'))
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -135,6 +160,22 @@ describe('commands in the bubblewrap sandbox', function () {
     }
   })
 
+  it('has no way to a Unix socket of the host under /run (Docker, D-Bus) when the network is off', async () => {
+    const socket = `/run/pipe-sandbox-${process.pid}.sock`
+    const {createServer: createNetServer} = await import('node:net')
+    const server = createNetServer((c) => c.end('host-answered\n'))
+    await new Promise<void>((resolve) => server.listen(socket, resolve))
+    try {
+      await writeFile(path.join(repo, 'connect.cjs'), `require('node:net').connect(${JSON.stringify(socket)}).on('data', (d) => process.stdout.write(String(d))).on('error', (e) => console.log('refused ' + e.code))\n`)
+      const out = await run('  - {id: connect, kind: command, run: [node, connect.cjs]}\n')
+      expect(out.code, out.stderr).to.equal(0)
+      const stdout = (await command(out.result.run_id)).stdout.head
+      expect(stdout).to.contain('refused').and.not.contain('host-answered')
+    } finally {
+      server.close()
+    }
+  })
+
   it('caps an output flood and ends it at the timeout', async () => {
     const out = await run('  - {id: flood, kind: command, run: [bash, -c, yes], command_timeout_ms: 1500}\n')
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
@@ -142,6 +183,14 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(result.timed_out).to.equal(true)
     expect(Buffer.byteLength(result.stdout.head) + Buffer.byteLength(result.stdout.tail)).to.be.at.most(1024)
     expect(result.stdout.total_bytes).to.be.greaterThan(100000)
+  })
+
+  it("bounds the private /tmp by memory_mb: it lives in memory, outside the process's address-space limit", async () => {
+    const script = 'for i in $(seq 1 20); do head -c 10000000 /dev/zero > /tmp/f$i || { echo stopped at $i; exit 0; }; done; echo filled'
+    const out = await run(`  - {id: fill, kind: command, run: [bash, -c, '${script}']}\n`, await policyFile('', ', memory_mb: 64, max_file_bytes: 16000000'))
+    expect(out.code, out.stderr).to.equal(0)
+    const stdout = (await command(out.result.run_id)).stdout.head
+    expect(stdout).to.match(/stopped at [1-7]\b/).and.not.contain('filled')
   })
 
   it('bounds a fork loop with max_processes', async () => {

@@ -20,7 +20,8 @@ export default class PolicyCheck extends PipeCommand {
     const file = path.resolve(args.file ?? 'policy.yaml')
     const result = await loadPolicyFile(file)
     if (!result.ok) {
-      for (const d of result.diagnostics) process.stdout.write(`${formatDiagnostic(d)}\n`)
+      // With --json, stdout holds only the error document; the lines go to stderr.
+      for (const d of result.diagnostics) (this.jsonEnabled() ? process.stderr : process.stdout).write(`${formatDiagnostic(d)}\n`)
       throw new PipeError('E_CONFIG', `${file} is not a valid policy (${result.diagnostics.length} error(s))`, {hint: 'Fix the errors listed above; schemas/policy.schema.json describes every field.'})
     }
     const {policy, version} = result.loaded

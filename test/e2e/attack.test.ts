@@ -1,0 +1,140 @@
+/**
+ * Attacks on the trust promises (issue 10) across the seams between its parts: each test is a
+ * reproduction that broke a promise once.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {chmod, mkdir, readFile, readdir, rm, symlink, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+
+let dir: string
+let repo: string
+let store: string
+let home: string
+let cleanup: () => Promise<void>
+
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-attack-'))
+  repo = path.join(dir, 'repo')
+  store = path.join(dir, 'store')
+  home = path.join(dir, 'home')
+  await mkdir(repo)
+})
+afterEach(async () => cleanup())
+
+const POLICY = `version: 1
+allowed_commands:
+  - [git, status]
+  - [node, "{path}"]
+forbidden_paths: [".git/**"]
+max_patch_lines: 50
+max_retries_default: 0
+sandbox: off
+resource_limits: {command_timeout_ms: 60000, max_output_bytes: 4096, max_concurrent_commands: 1}
+`
+
+async function files(pipeline: string, policy = POLICY): Promise<{pipeline: string; policy: string}> {
+  await writeFile(path.join(dir, 'p.yaml'), `version: 1\nname: attack\nsteps:\n${pipeline}`)
+  await writeFile(path.join(dir, 'policy.yaml'), policy)
+  return {pipeline: path.join(dir, 'p.yaml'), policy: path.join(dir, 'policy.yaml')}
+}
+
+function run(args: string[]): ReturnType<typeof pipe> {
+  return pipe([...args, '--store', store], {cwd: repo, env: {PIPE_HOME: home}, timeoutMs: 120000})
+}
+
+describe('attacks on the trust promises', function () {
+  this.timeout(180000)
+
+  it("a step's env cannot change which program an allowed argv runs (PATH, NODE_OPTIONS, LD_PRELOAD, GIT_CONFIG_*)", async () => {
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    const marker = path.join(dir, 'evil-ran')
+    await mkdir(path.join(repo, 'bin'))
+    await writeFile(path.join(repo, 'bin', 'git'), `#!/bin/sh\ntouch ${marker}\n`)
+    await chmod(path.join(repo, 'bin', 'git'), 0o755)
+    const f = await files(`  - {id: status, kind: command, run: [git, status], env: {PATH: "${path.join(repo, 'bin')}:/usr/bin:/bin"}}\n`)
+    const r = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    expect(r.code, r.stderr).to.equal(3)
+    expect(json<{error: {code: string}}>(r).error.code).to.equal('E_POLICY_DENIED')
+    expect(existsSync(marker), 'the repository\'s own "git" never ran').to.equal(false)
+
+    for (const name of ['NODE_OPTIONS', 'LD_PRELOAD', 'GIT_CONFIG_COUNT']) {
+      const g = await files(`  - {id: status, kind: command, run: [git, status], env: {${name}: "x"}}\n`)
+      const checked = await pipe(['validate', g.pipeline, '--policy', g.policy, '--json'], {cwd: repo, env: {PIPE_HOME: home}})
+      expect(checked.code, `${name}: ${checked.stdout}`).to.not.equal(0)
+      expect(checked.stdout).to.contain(name).and.contain('policy-denied')
+    }
+    // A harmless variable is still fine.
+    const ok = await files('  - {id: status, kind: command, run: [git, status], env: {npm_config_cache: /tmp/npm-cache}}\n')
+    const fine = await run(['run', ok.pipeline, '--policy', ok.policy, '--json'])
+    expect(fine.code, fine.stderr).to.equal(0)
+  })
+
+  it('records where each status change came from: failed -> running on a redrive, not pending -> running', async () => {
+    await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
+    const f = await files('  - {id: build, kind: command, run: [node, step.js]}\n')
+    const first = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    expect(first.code, first.stderr).to.equal(1)
+    const runId = json<{run_id: string}>(first).run_id
+    await writeFile(path.join(repo, 'step.js'), 'process.exit(0)\n')
+    const again = await run(['resume', runId, '--json'])
+    expect(again.code, again.stderr).to.equal(0)
+    const events = (await readFile(path.join(store, 'runs', runId, 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; from?: string; to?: string})
+    const moves = events.filter((e) => e.to && e.event !== 'created').map((e) => `${e.event}: ${e.from} -> ${e.to}`)
+    expect(moves).to.deep.equal(['started: pending -> running', 'failed: running -> failed', 'redriven: failed -> running', 'succeeded: running -> succeeded'])
+    const verified = await run(['audit', 'verify', '--json'])
+    expect(verified.code, verified.stdout).to.equal(0)
+  })
+
+  it('pipe policy check --json on an invalid policy prints exactly one JSON document', async () => {
+    await writeFile(path.join(dir, 'bad.yaml'), 'version: 1\nallowed_commands: nope\n')
+    const r = await pipe(['policy', 'check', path.join(dir, 'bad.yaml'), '--json'], {cwd: repo, env: {PIPE_HOME: home}})
+    expect(r.code).to.equal(2)
+    expect(json<{error: {code: string}}>(r).error.code).to.equal('E_CONFIG')
+    expect(r.stderr).to.contain('allowed_commands')
+  })
+
+  it('audit verify sees a delivery whose ledger entry and ledger log were deleted, though the publish snapshot names it', async () => {
+    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    expect(r.code, r.stderr).to.equal(0)
+    const entries = await readdir(path.join(store, 'ledger'))
+    expect(entries).to.have.length(1)
+    await rm(path.join(store, 'ledger', entries[0]!))
+    await rm(path.join(store, 'audit', 'ledger.jsonl'))
+    const verified = await run(['audit', 'verify'])
+    expect(verified.code, verified.stdout + verified.stderr).to.equal(4)
+    expect(verified.stdout).to.contain(entries[0]!.replace(/\.json$/, '')).and.contain('ledger entry is missing')
+  })
+
+  it('the file publish target never writes through a symlink a command planted in the workspace', async () => {
+    const outside = path.join(dir, 'outside')
+    await mkdir(outside)
+    await mkdir(path.join(repo, 'published'))
+    // The store is named "store", so the default pipeline's file target writes under published/store/.
+    await symlink(outside, path.join(repo, 'published', 'store'))
+    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    expect(r.code, r.stderr).to.equal(6)
+    expect(json<{status: string; error: {code: string; message: string}}>(r).error).to.include({code: 'E_POLICY_DENIED'})
+    expect(await readdir(outside), 'nothing written outside the workspace').to.deep.equal([])
+  })
+
+  it('a failure the pipeline handled and ended on is not offered for redrive, and resume says why instead of repeating the handler', async () => {
+    await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
+    const f = await files('  - {id: build, kind: command, run: [node, step.js], on: {failure: cleanup}}\n  - {id: cleanup, kind: noop}\n')
+    const first = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    expect(first.code, first.stderr).to.equal(1)
+    const body = json<{run_id: string; status: string; next_command?: string; error: {hint: string}}>(first)
+    expect(body.status).to.equal('failed')
+    expect(body.next_command).to.equal(undefined)
+    expect(body.error.hint).to.not.contain('pipe resume')
+    const again = await run(['resume', body.run_id, '--json'])
+    expect(again.code, again.stderr).to.equal(2)
+    const refused = json<{error: {code: string; message: string; hint: string}}>(again).error
+    expect(refused.code).to.equal('E_STATE')
+    expect(refused.hint).to.contain(`pipe replay ${body.run_id} --from build`)
+    const snapshots = await readdir(path.join(store, 'runs', body.run_id, 'snapshots'))
+    expect(snapshots, 'the handler did not run again').to.have.length(2)
+  })
+})
