@@ -20,7 +20,7 @@ async function file(name: string, text: string): Promise<string> {
 }
 
 const policy = (): Promise<string> =>
-  file('policy.yaml', 'version: 1\nallowed_commands:\n  - [node, -e, \"{arg}\", \"...\"]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n')
+  file('policy.yaml', 'version: 1\nallowed_commands:\n  - [node, -e, "{arg}", "..."]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n')
 
 // Prints one line per argument after the script: what the step's argv really was.
 const PIPELINE = `# yaml-language-server: $schema=../schemas/pipeline.schema.json
