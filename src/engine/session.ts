@@ -205,6 +205,8 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
   const {deniedCommands} = await import('../steps/policy-check.js')
   const limits = policy.policy.resource_limits
   const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
+  // A step whose when: is already false with these inputs is skipped: it needs no model.
+  const skipped = new Set(pipeline.pipeline.steps.filter((step) => staticValues(step, statics).resolved?.when === false).map((step) => step.id))
   return {
     pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
     policy: {file: policy.file, version: policy.version, max_retries_default: policy.policy.max_retries_default},
@@ -244,15 +246,15 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
       }
     }),
     denied: deniedCommands(pipeline, policy),
-    warnings: [...pipelineWarnings(pipeline, kindCatalog), ...offlineModelWarnings(pipeline, provider.record, registry)],
+    warnings: [...pipelineWarnings(pipeline, kindCatalog), ...offlineModelWarnings(pipeline, provider.record, registry, skipped)],
   }
 }
 
 /** Steps only a real model can run, when the run would use the offline rules provider. */
-function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['provider'], registry: StepRegistry): Diagnostic[] {
+function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['provider'], registry: StepRegistry, skipped: Set<string>): Diagnostic[] {
   if (provider.kind !== 'offline') return []
   return pipeline.pipeline.steps.flatMap((step, i) =>
-    (registry[step.kind] as StepHandler<StepKind>).needsModel
+    (registry[step.kind] as StepHandler<StepKind>).needsModel && !skipped.has(step.id)
       ? [{...diag(pipeline, ['steps', i, 'kind'], `step "${step.id}" needs a model, but the run would use the offline rules provider, so it would fail with E_CONFIG; set OPENAI_API_KEY (and OPENAI_BASE_URL) or pass --provider openai`), rule: 'needs-model', severity: 'warning' as const}]
       : [],
   )
