@@ -25,7 +25,8 @@ export interface ScaffoldResult {
   overwritten: string[]
 }
 
-const NAME = /^[a-z0-9][a-z0-9._-]*$/i
+// The pipeline schema's pattern for name.
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
 /**
  * The `$schema=` target for a pipeline in `dir`: relative to the installed schemas when they share

@@ -90,4 +90,11 @@ describe('pipe init (CLI)', function () {
     expect(json<{overwritten: string[]}>(forced).overwritten).to.deep.equal(['pipeline.yaml', 'prompts/classify.md'])
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.include('kind: model')
   })
+
+  it('refuses a name the pipeline schema would reject, writing nothing', async () => {
+    const refused = await pipe(['init', 'sub', '--name', 'my pipeline'], {cwd: dir})
+    expect(refused.code).to.equal(2)
+    expect(refused.stderr).to.include('Error [E_INVALID_ARGS]').and.include('"my pipeline"')
+    expect(existsSync(path.join(dir, 'sub'))).to.equal(false)
+  })
 })
