@@ -6,7 +6,9 @@
 import {createInterface, type Interface} from 'node:readline'
 import type {GateResult} from '../gates/evaluate.js'
 import type {RunOutcome} from '../engine/engine.js'
-import {answerSession, reviewSession, reviewSummary, type Decision, type SessionOptions} from '../engine/session.js'
+import {answerSession} from '../engine/sessions/answer.js'
+import {reviewSession, reviewSummary} from '../engine/sessions/review.js'
+import type {Decision, SessionOptions} from '../engine/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {InputDeclaration} from '../expr/index.js'
 

@@ -2,7 +2,7 @@
 import {stringify} from 'yaml'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import type {GateResult} from '../gates/evaluate.js'
-import type {RunPlan} from '../engine/session.js'
+import type {RunPlan} from '../engine/sessions/plan.js'
 import {gateResult} from '../steps/gate.js'
 import type {RunSummary, SpecSummary} from '../store/queries.js'
 import type {RunEvent, RunRecord} from '../types/run.js'

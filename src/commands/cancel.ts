@@ -2,7 +2,7 @@ import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
-import {cancelSession} from '../engine/session.js'
+import {cancelSession} from '../engine/sessions/cancel.js'
 import {assertId} from '../store/ids.js'
 
 export default class Cancel extends PipeCommand {

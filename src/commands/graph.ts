@@ -1,9 +1,10 @@
 import {Args, Flags} from '@oclif/core'
 import {formatDiagnostic} from '../config/diagnostics.js'
-import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop} from '../config/graph-render.js'
+import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop, type PathTaken} from '../config/graph-render.js'
 import {allEdges} from '../config/graph.js'
 import {loadPipeline} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
+import {assertId} from '../store/ids.js'
 import {kindCatalog} from '../steps/registry.js'
 import {PipeCommand} from '../cli/base-command.js'
 
@@ -14,19 +15,27 @@ export interface GraphResult {
   edges: Array<{from: string; to: string; label: string}>
   /** Outcomes no edge takes that end the run (failed, cancelled) or make it wait at the step. */
   stops: OutcomeStop[]
+  /** With --run: the run, how often each step ran, and the edges it took with their counts. */
+  run?: {id: string; status: string; steps: Record<string, number>}
+  taken?: PathTaken['taken']
   text: string
 }
 
 export default class Graph extends PipeCommand {
   static override summary = "Draw a pipeline's step graph as a Mermaid flowchart or Graphviz dot."
-  static override description = 'Every step is drawn (gates as diamonds, reviews as parallelograms, loop-bounded steps dashed with their max_iterations), and every transition is labelled with the outcome that takes it. Outcomes that take no transition but stop the run are drawn dotted: a failure outcome with no route to a "failed" node, a review\'s drop to "cancelled", its hold back to the review (it waits).'
+  static override description = `Every step is drawn (gates as diamonds, reviews as parallelograms, loop-bounded steps dashed with their max_iterations), and every transition is labelled with the outcome that takes it. Outcomes that take no transition but stop the run are drawn dotted: a failure outcome with no route to a "failed" node, a review's drop to "cancelled", its hold back to the review (it waits).
+
+With --run RUN (a run of this very pipeline file: same name and content), the steps the run ran are filled and say how often they ran, and the edges it took are drawn thick and coloured with how often it took them (a loop shows its count); an edge it took that the graph does not draw (an unrouted error, a loop bound with no on_exhausted) is added, dotted. --json adds run and taken: [{from, to, label, count}].`
   static override examples = [
     {description: 'Mermaid, for a Markdown file or a GitHub comment', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --format mermaid'},
     {description: 'Graphviz, rendered to SVG', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --format dot | dot -Tsvg > pipeline.svg'},
+    {description: 'The path a run took, coloured, with loop counts', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --run R-20261121-0001'},
   ]
   static override args = {file: Args.string({description: 'Pipeline file.', required: true})}
   static override flags = {
     format: Flags.string({char: 'f', description: 'Output format.', options: ['mermaid', 'dot'], default: 'mermaid'}),
+    run: Flags.string({description: 'Colour the path this run of the pipeline took: the steps it ran (with how often) and the edges it took (with counts).', helpValue: 'RUN'}),
+    store: PipeCommand.storeFlag,
   }
 
   async run(): Promise<GraphResult> {
@@ -38,7 +47,13 @@ export default class Graph extends PipeCommand {
     }
     const pipeline = result.loaded.pipeline
     const format = flags.format as GraphFormat
-    const text = renderGraph(pipeline, format, kindCatalog)
+    let taken: PathTaken | undefined
+    if (flags.run !== undefined) {
+      assertId('run', flags.run, '--run')
+      const {runPath} = await import('../engine/run-path.js')
+      taken = await runPath({store: this.storeDir(flags.store), cwd: process.cwd(), runId: flags.run, pipeline: result.loaded})
+    }
+    const text = renderGraph(pipeline, format, kindCatalog, taken)
     if (!this.jsonEnabled()) process.stdout.write(text)
     return {
       pipeline: pipeline.name,
@@ -52,6 +67,7 @@ export default class Graph extends PipeCommand {
       })),
       edges: allEdges(pipeline),
       stops: outcomeStops(pipeline, kindCatalog),
+      ...(taken ? {run: {id: taken.run_id, status: taken.status, steps: taken.steps}, taken: taken.taken} : {}),
       text,
     }
   }

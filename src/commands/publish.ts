@@ -1,7 +1,7 @@
 import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'
-import {publishSession} from '../engine/session.js'
+import {publishSession} from '../engine/sessions/publish.js'
 import type {PublishOutcome} from '../publish/deliver.js'
 import {assertId} from '../store/ids.js'
 

@@ -4,7 +4,8 @@ import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
-import {resumeSession, type Decision} from '../engine/session.js'
+import {resumeSession} from '../engine/sessions/resume.js'
+import type {Decision} from '../engine/sessions/shared.js'
 import {assertId} from '../store/ids.js'
 
 export default class Resume extends PipeCommand {

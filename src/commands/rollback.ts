@@ -1,6 +1,6 @@
 import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
-import {rollbackEditSession, type RollbackResult} from '../engine/session.js'
+import {rollbackEditSession, type RollbackResult} from '../engine/sessions/rollback.js'
 import {assertId} from '../store/ids.js'
 
 export default class Rollback extends PipeCommand {

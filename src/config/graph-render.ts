@@ -60,33 +60,114 @@ function mermaidText(text: string): string {
   return text.replace(/"/g, '#quot;').replace(/</g, '#lt;').replace(/>/g, '#gt;')
 }
 
-export function toMermaid(pipeline: Pipeline, catalog: KindCatalog = {}): string {
-  const out = ['flowchart TD']
-  const start = startStepId(pipeline)
-  out.push(`  __start__(((start))) --> ${start}`)
-  for (const step of pipeline.steps) {
-    const label = [step.id, ...details(step, catalog)].map(mermaidText).join('<br/>')
-    out.push(`  ${MERMAID_NODE[shapeOf(step, catalog)](step.id, label)}`)
-  }
+/** A special node of the drawing: where a run starts, ends, fails, is cancelled or is blocked. */
+const SPECIAL = {
+  __start__: {mermaid: '__start__(((start)))', dot: '"__start__" [shape=circle, label="start"];'},
+  __end__: {mermaid: '__end__(((end)))', dot: '"__end__" [shape=doublecircle, label="end"];'},
+  __failed__: {mermaid: '__failed__(((failed)))', dot: '"__failed__" [shape=doublecircle, label="failed"];'},
+  __cancelled__: {mermaid: '__cancelled__(((cancelled)))', dot: '"__cancelled__" [shape=doublecircle, label="cancelled"];'},
+  __blocked__: {mermaid: '__blocked__(((blocked)))', dot: '"__blocked__" [shape=doublecircle, label="blocked"];'},
+} as const
+type Special = keyof typeof SPECIAL
+
+/** One edge a run took, `count` times: `to` is a step id or one of __end__, __failed__, __cancelled__, __blocked__ (from __start__ for the first). */
+export interface TakenEdge {
+  from: string
+  to: string
+  /** The outcome that took it ("start" from __start__, "exhausted" for a loop bound). */
+  label: string
+  count: number
+}
+
+/** The path one run took through a pipeline, as the renderer needs it (no records: the caller reads those). */
+export interface PathTaken {
+  run_id: string
+  status: string
+  /** How many times each step ran (a snapshot each). */
+  steps: Record<string, number>
+  taken: TakenEdge[]
+}
+
+interface DrawnEdge {
+  from: string
+  to: string
+  /** The outcome (matched against a run's), and what the edge shows (null: no label). */
+  outcome: string
+  text: string | null
+  style: 'solid' | 'dashed' | 'dotted'
+  count?: number
+}
+
+/** Every edge the drawing has, in the order drawn: start, transitions, ends, stops; a run's path adds the edges it took that none of those is. */
+function drawnEdges(pipeline: Pipeline, catalog: KindCatalog, path?: PathTaken): {edges: DrawnEdge[]; nodes: Set<Special>} {
+  const edges: DrawnEdge[] = [{from: '__start__', to: startStepId(pipeline), outcome: 'start', text: null, style: 'solid'}]
+  const nodes = new Set<Special>(['__start__'])
   for (const edge of allEdges(pipeline)) {
-    const label = edgeLabel(edge.label)
-    const arrow = edge.label === 'exhausted' ? '-.->' : '-->'
-    out.push(label ? `  ${edge.from} ${arrow}|${mermaidText(label)}| ${edge.to}` : `  ${edge.from} ${arrow} ${edge.to}`)
+    edges.push({from: edge.from, to: edge.to, outcome: edge.label, text: edgeLabel(edge.label), style: edge.label === 'exhausted' ? 'dashed' : 'solid'})
   }
   const terminals = pipeline.steps.filter(isTerminal)
-  if (terminals.length > 0) {
-    out.push('  __end__(((end)))')
-    for (const step of terminals) out.push(`  ${step.id} --> __end__`)
-  }
+  if (terminals.length > 0) nodes.add('__end__')
+  for (const step of terminals) edges.push({from: step.id, to: '__end__', outcome: '*', text: null, style: 'solid'})
   const stops = outcomeStops(pipeline, catalog)
-  if (stops.some((s) => s.effect === 'failed')) out.push('  __failed__(((failed)))')
-  if (stops.some((s) => s.effect === 'cancelled')) out.push('  __cancelled__(((cancelled)))')
+  if (stops.some((s) => s.effect === 'failed')) nodes.add('__failed__')
+  if (stops.some((s) => s.effect === 'cancelled')) nodes.add('__cancelled__')
   for (const s of stops) {
     const to = s.effect === 'awaiting_input' ? s.from : STOP_NODE[s.effect]
-    out.push(`  ${s.from} -.->|${mermaidText(s.effect === 'awaiting_input' ? `${s.outcome} (waits)` : s.outcome)}| ${to}`)
+    edges.push({from: s.from, to, outcome: s.outcome, text: s.effect === 'awaiting_input' ? `${s.outcome} (waits)` : s.outcome, style: 'dotted'})
   }
+  for (const taken of path?.taken ?? []) {
+    // The same outcome to the same place, else any edge to that place (a default next, an end step's end).
+    const same = edges.filter((e) => e.from === taken.from && e.to === taken.to)
+    let edge = same.find((e) => e.outcome === taken.label) ?? same.find((e) => e.outcome === 'next' || e.outcome === '*' || e.outcome === 'start')
+    if (!edge) {
+      // Taken but not drawn: an unrouted error, a loop bound with no on_exhausted, an end step's own status.
+      if (taken.to in SPECIAL) nodes.add(taken.to as Special)
+      edge = {from: taken.from, to: taken.to, outcome: taken.label, text: taken.label, style: 'dotted'}
+      edges.push(edge)
+    }
+    edge.count = (edge.count ?? 0) + taken.count
+  }
+  return {edges, nodes}
+}
+
+function takenText(edge: DrawnEdge): string | null {
+  if (edge.count === undefined || edge.count <= 1) return edge.text
+  return edge.text === null ? `${edge.count}×` : `${edge.text} ×${edge.count}`
+}
+
+function ranLine(step: Step, path?: PathTaken): string[] {
+  const n = path?.steps[step.id]
+  return n === undefined ? [] : [n === 1 ? 'ran once' : `ran ${n}×`]
+}
+
+const TAKEN_COLOUR = '#2e7d32'
+const TAKEN_FILL = '#c8e6c9'
+
+export function toMermaid(pipeline: Pipeline, catalog: KindCatalog = {}, path?: PathTaken): string {
+  const out = ['flowchart TD']
+  const {edges, nodes} = drawnEdges(pipeline, catalog, path)
+  const line = (e: DrawnEdge): string => {
+    const text = takenText(e)
+    const arrow = e.style === 'solid' ? '-->' : '-.->'
+    const from = e.from === '__start__' ? SPECIAL.__start__.mermaid : e.from
+    return text ? `  ${from} ${arrow}|${mermaidText(text)}| ${e.to}` : `  ${from} ${arrow} ${e.to}`
+  }
+  const [startEdge, ...rest] = edges
+  out.push(line(startEdge!))
+  for (const step of pipeline.steps) {
+    const label = [step.id, ...details(step, catalog), ...ranLine(step, path)].map(mermaidText).join('<br/>')
+    out.push(`  ${MERMAID_NODE[shapeOf(step, catalog)](step.id, label)}`)
+  }
+  for (const node of ['__end__', '__failed__', '__cancelled__', '__blocked__'] as const) if (nodes.has(node)) out.push(`  ${SPECIAL[node].mermaid}`)
+  for (const edge of rest) out.push(line(edge))
   for (const step of pipeline.steps.filter((s) => s.max_iterations !== undefined)) out.push(`  class ${step.id} bounded`)
   if (pipeline.steps.some((s) => s.max_iterations !== undefined)) out.push('  classDef bounded stroke-dasharray: 5 5')
+  if (path) {
+    const ran = pipeline.steps.filter((s) => path.steps[s.id] !== undefined).map((s) => s.id)
+    if (ran.length > 0) out.push(`  class ${ran.join(',')} taken`, `  classDef taken fill:${TAKEN_FILL},stroke:${TAKEN_COLOUR},stroke-width:2px`)
+    const indices = edges.flatMap((e, i) => (e.count !== undefined ? [i] : []))
+    if (indices.length > 0) out.push(`  linkStyle ${indices.join(',')} stroke:${TAKEN_COLOUR},stroke-width:3px`)
+  }
   return `${out.join('\n')}\n`
 }
 
@@ -94,36 +175,31 @@ function dotString(text: string): string {
   return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`
 }
 
-export function toDot(pipeline: Pipeline, catalog: KindCatalog = {}): string {
+export function toDot(pipeline: Pipeline, catalog: KindCatalog = {}, path?: PathTaken): string {
   const out = [`digraph ${dotString(pipeline.name)} {`, '  rankdir=TB;', '  node [shape=box, fontname="Helvetica"];', '  edge [fontname="Helvetica"];']
-  out.push('  "__start__" [shape=circle, label="start"];')
+  const {edges, nodes} = drawnEdges(pipeline, catalog, path)
+  out.push(`  ${SPECIAL.__start__.dot}`)
   for (const step of pipeline.steps) {
     const shape = shapeOf(step, catalog)
-    const style = step.max_iterations !== undefined ? ', style=dashed' : ''
-    out.push(`  ${dotString(step.id)} [shape=${shape}${style}, label=${dotString([step.id, ...details(step, catalog)].join('\n'))}];`)
+    const styles = [...(step.max_iterations !== undefined ? ['dashed'] : []), ...(path?.steps[step.id] !== undefined ? ['filled'] : [])]
+    const style = styles.length === 0 ? '' : styles.length === 1 ? `, style=${styles[0]}` : `, style="${styles.join(',')}"`
+    const fill = path?.steps[step.id] !== undefined ? `, fillcolor="${TAKEN_FILL}", color="${TAKEN_COLOUR}"` : ''
+    out.push(`  ${dotString(step.id)} [shape=${shape}${style}${fill}, label=${dotString([step.id, ...details(step, catalog), ...ranLine(step, path)].join('\n'))}];`)
   }
-  out.push(`  "__start__" -> ${dotString(startStepId(pipeline))};`)
-  for (const edge of allEdges(pipeline)) {
-    const label = edgeLabel(edge.label)
-    const attrs = [label ? `label=${dotString(label)}` : '', edge.label === 'exhausted' ? 'style=dashed' : ''].filter(Boolean)
-    out.push(`  ${dotString(edge.from)} -> ${dotString(edge.to)}${attrs.length ? ` [${attrs.join(', ')}]` : ''};`)
+  const line = (e: DrawnEdge): string => {
+    const text = takenText(e)
+    const attrs = [text ? `label=${dotString(text)}` : '', e.style === 'solid' ? '' : `style=${e.style}`, e.count !== undefined ? `color="${TAKEN_COLOUR}", penwidth=3` : ''].filter(Boolean)
+    return `  ${dotString(e.from)} -> ${dotString(e.to)}${attrs.length ? ` [${attrs.join(', ')}]` : ''};`
   }
-  const terminals = pipeline.steps.filter(isTerminal)
-  if (terminals.length > 0) {
-    out.push('  "__end__" [shape=doublecircle, label="end"];')
-    for (const step of terminals) out.push(`  ${dotString(step.id)} -> "__end__";`)
-  }
-  const stops = outcomeStops(pipeline, catalog)
-  if (stops.some((s) => s.effect === 'failed')) out.push('  "__failed__" [shape=doublecircle, label="failed"];')
-  if (stops.some((s) => s.effect === 'cancelled')) out.push('  "__cancelled__" [shape=doublecircle, label="cancelled"];')
-  for (const s of stops) {
-    const to = s.effect === 'awaiting_input' ? dotString(s.from) : `"${STOP_NODE[s.effect]}"`
-    out.push(`  ${dotString(s.from)} -> ${to} [label=${dotString(s.effect === 'awaiting_input' ? `${s.outcome} (waits)` : s.outcome)}, style=dotted];`)
-  }
+  const [startEdge, ...rest] = edges
+  out.push(line(startEdge!))
+  for (const node of ['__end__', '__failed__', '__cancelled__', '__blocked__'] as const) if (nodes.has(node)) out.push(`  ${SPECIAL[node].dot}`)
+  for (const edge of rest) out.push(line(edge))
   out.push('}')
   return `${out.join('\n')}\n`
 }
 
-export function renderGraph(pipeline: Pipeline, format: GraphFormat, catalog: KindCatalog = {}): string {
-  return format === 'mermaid' ? toMermaid(pipeline, catalog) : toDot(pipeline, catalog)
+/** The drawing; given a run's path, the steps it ran and the edges it took are coloured, with their counts. */
+export function renderGraph(pipeline: Pipeline, format: GraphFormat, catalog: KindCatalog = {}, path?: PathTaken): string {
+  return format === 'mermaid' ? toMermaid(pipeline, catalog, path) : toDot(pipeline, catalog, path)
 }

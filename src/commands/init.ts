@@ -1,0 +1,32 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {scaffoldPipeline, type ScaffoldResult} from '../config/scaffold.js'
+
+export default class Init extends PipeCommand {
+  static override summary = 'Scaffold a pipeline: typed inputs, a model step with its prompt and output schema, a choice on its reply, end steps, and a README.'
+  static override description = `Writes into DIR (default: the working directory) pipeline.yaml (with a yaml-language-server $schema line pointing at pipe's schemas, so editors complete and check it), prompts/classify.md, schemas/classify.schema.json and README.md with the next steps.
+
+The model step runs only with -i use_model=true, which needs a model endpoint (OPENAI_API_KEY, and OPENAI_BASE_URL for another OpenAI-compatible server). By default it is recorded as skipped, so the scaffold validates, dry-runs and runs end to end offline.
+
+Existing files are never overwritten unless --force is given: pipe init lists them and exits with E_CONFLICT.`
+  static override examples = [
+    {description: 'A new pipeline in ./triage', command: '<%= config.bin %> <%= command.id %> triage'},
+    {description: 'Then check it and run it offline', command: 'cd triage && <%= config.bin %> validate pipeline.yaml && <%= config.bin %> run pipeline.yaml -i title="Login fails"'},
+    {description: 'Named, in the working directory, the files written as JSON', command: '<%= config.bin %> <%= command.id %> --name issue-triage --json'},
+  ]
+  static override args = {dir: Args.string({description: 'Directory to scaffold into (created if missing).', default: '.'})}
+  static override flags = {
+    name: Flags.string({description: "The pipeline's name (default: the directory's name).", helpValue: 'NAME'}),
+    force: Flags.boolean({description: 'Overwrite files that already exist.'}),
+  }
+
+  async run(): Promise<ScaffoldResult> {
+    const {args, flags} = await this.parse(Init)
+    const result = await scaffoldPipeline({dir: args.dir, ...(flags.name !== undefined ? {name: flags.name} : {}), ...(flags.force ? {force: true} : {})})
+    if (!this.jsonEnabled()) {
+      for (const file of result.files) process.stdout.write(`${result.overwritten.includes(file) ? 'overwrote' : 'wrote'}  ${file}\n`)
+      process.stdout.write(`\nPipeline "${result.name}" in ${result.dir}. Next:\n${args.dir === '.' ? '' : `  cd ${args.dir}\n`}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`)
+    }
+    return result
+  }
+}

@@ -1,0 +1,24 @@
+/** pipe answer: answers given to a run that waits for them. */
+import path from 'node:path'
+import {PipeError} from '../../errors.js'
+import {Store} from '../../store/store.js'
+import type {RunOutcome} from '../engine.js'
+import {type SessionOptions, openQuestions} from './shared.js'
+import {resumeSession} from './resume.js'
+
+export interface AnswerSession extends SessionOptions {
+  runId: string
+  answers: Record<string, string>
+  fileRunId?: string
+}
+
+/** Checks answers against the questions the run waits for (in resumeSession); the run is left as it was on any error. */
+export async function answerSession(options: AnswerSession): Promise<RunOutcome> {
+  if (options.fileRunId && options.fileRunId !== options.runId) {
+    const store = await Store.existing(path.resolve(options.cwd, options.store))
+    openQuestions(await store.readRun(options.runId))
+    throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
+  }
+  const {answers, fileRunId: _fileRunId, ...rest} = options
+  return resumeSession({...rest, answerMap: answers})
+}

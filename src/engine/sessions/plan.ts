@@ -1,0 +1,125 @@
+/** pipe run --dry-run: what a run would use and do, with every input checked; nothing is written. */
+import path from 'node:path'
+import type {Diagnostic} from '../../config/diagnostics.js'
+import {diag, pipelineWarnings, type LoadedPipeline} from '../../config/pipeline.js'
+import {kindCatalog} from '../../steps/registry.js'
+import {changesSpec, type StepHandler, type StepKind, type StepRegistry} from '../../steps/types.js'
+import type {RunRecord} from '../../types/run.js'
+import type {InputValue} from '../../expr/inputs.js'
+import {evaluatorFor, usesExpressions} from '../expressions.js'
+import {templatedStrings} from '../../config/expressions.js'
+import type {BoundExpressions, JsonValue} from '../../expr/index.js'
+import type {Decision, StartSession} from './shared.js'
+import {prepareStart} from './prepare.js'
+
+export interface RunPlan {
+  pipeline: {name: string; file: string; hash: string; start: string}
+  policy: {file: string | null; version: string; max_retries_default: number}
+  provider: RunRecord['provider']
+  input: {kind: RunRecord['input']['kind']; ref: string; bytes: number}
+  /** The values of the pipeline's typed inputs the run would use. */
+  inputs: Record<string, InputValue>
+  answers: string[]
+  decision: Decision | null
+  store: string
+  steps: Array<{
+    id: string
+    kind: string
+    transitions: Record<string, string>
+    /** Every outcome the step can end with (error too). */
+    outcomes: string[]
+    /** What each outcome no route takes does to the run: a failure ends it failed, a stop waits or cancels. */
+    unrouted: Record<string, 'ends' | 'failed' | 'awaiting_input' | 'cancelled'>
+    max_iterations?: number
+    on_exhausted?: string
+    timeout_ms: number
+    retries: number
+    changes_spec: boolean
+    prompt?: string
+    /** Fields whose expressions read only inputs, resolved with the given inputs (the rest are known only while running). */
+    resolved?: Record<string, JsonValue>
+  }>
+  /** Commands of the pipeline the policy will deny: the run would fail at them with E_POLICY_DENIED. */
+  denied: Diagnostic[]
+  /** The pipeline's warnings (pipe validate shows the same). */
+  warnings: Diagnostic[]
+}
+
+/** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
+export async function planSession(options: StartSession): Promise<RunPlan> {
+  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
+  const {registry} = await import('../../steps/registry.js')
+  const {edgesOf, startStepId} = await import('../../config/graph.js')
+  const {deniedCommands} = await import('../../steps/policy-check.js')
+  const limits = policy.policy.resource_limits
+  const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
+  // A step whose when: is already false with these inputs is skipped: it needs no model.
+  const skipped = new Set(pipeline.pipeline.steps.filter((step) => staticValues(step, statics).resolved?.when === false).map((step) => step.id))
+  return {
+    pipeline: {name: pipeline.pipeline.name, file: pipeline.file, hash: pipeline.hash, start: startStepId(pipeline.pipeline)},
+    policy: {file: policy.file, version: policy.version, max_retries_default: policy.policy.max_retries_default},
+    provider: provider.record,
+    input: {kind: input.kind, ref: input.ref, bytes: Buffer.byteLength(input.text ?? '')},
+    inputs,
+    answers: Object.keys(answers ?? {}),
+    decision: options.decision ?? null,
+    store: path.resolve(options.cwd, options.store),
+    steps: pipeline.pipeline.steps.map((step) => {
+      const handler = registry[step.kind] as StepHandler<StepKind>
+      const safe = step.retry?.safe ?? handler.safeToRetry
+      const outcomes = [...handler.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
+      const edges = edgesOf(step)
+      const unrouted: RunPlan['steps'][number]['unrouted'] = {}
+      for (const outcome of outcomes) {
+        const stop = handler.stops?.[outcome]
+        if (stop) unrouted[outcome] = stop
+        // A choice's outcomes are the steps it chose: each has its own edge.
+        else if (step.on?.[outcome] !== undefined || edges.some((e) => e.label === outcome)) continue
+        else if (handler.failures?.[outcome] || outcome === 'error') unrouted[outcome] = 'failed'
+        else if (step.next === undefined) unrouted[outcome] = 'ends'
+      }
+      return {
+        id: step.id,
+        kind: step.kind,
+        transitions: Object.fromEntries(edges.filter((e) => e.label !== 'exhausted').map((e) => [e.label === 'next' ? '*' : e.label, e.to])),
+        outcomes,
+        unrouted,
+        ...(step.max_iterations !== undefined ? {max_iterations: step.max_iterations} : {}),
+        ...(step.on_exhausted !== undefined ? {on_exhausted: step.on_exhausted} : {}),
+        timeout_ms: step.timeout_ms ?? limits.step_timeout_ms ?? 600000,
+        retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
+        changes_spec: changesSpec(handler, step),
+        ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),
+        ...staticValues(step, statics),
+      }
+    }),
+    denied: deniedCommands(pipeline, policy),
+    warnings: [...pipelineWarnings(pipeline, kindCatalog), ...offlineModelWarnings(pipeline, provider.record, registry, skipped)],
+  }
+}
+
+/** Steps only a real model can run, when the run would use the offline rules provider. */
+function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['provider'], registry: StepRegistry, skipped: Set<string>): Diagnostic[] {
+  if (provider.kind !== 'offline') return []
+  return pipeline.pipeline.steps.flatMap((step, i) =>
+    (registry[step.kind] as StepHandler<StepKind>).needsModel && !skipped.has(step.id)
+      ? [{...diag(pipeline, ['steps', i, 'kind'], `step "${step.id}" needs a model, but the run would use the offline rules provider, so it would fail with E_CONFIG; set OPENAI_API_KEY (and OPENAI_BASE_URL) or pass --provider openai`), rule: 'needs-model', severity: 'warning' as const}]
+      : [],
+  )
+}
+
+/** The values of a step's expressions that read nothing but inputs (what --dry-run can already tell). */
+function staticValues(step: LoadedPipeline['pipeline']['steps'][number], bound: BoundExpressions | null): {resolved?: Record<string, JsonValue>} {
+  if (!bound) return {}
+  const out: Record<string, JsonValue> = {}
+  for (const {segments, text} of templatedStrings(step)) {
+    if (/\b(steps|spec|secrets)\b/.test(text) || /\brun\.id\b/.test(text)) continue
+    if (segments[0] === 'choices') continue
+    try {
+      out[segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')] = bound.render(text)
+    } catch {
+      // Known only at run time (or an error the run reports at its step).
+    }
+  }
+  return Object.keys(out).length > 0 ? {resolved: out} : {}
+}

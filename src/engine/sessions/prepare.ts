@@ -1,0 +1,83 @@
+/** Everything a run is started with (pipeline, policy, answers, input, typed inputs, provider), checked before anything is written, so bad input leaves the store unchanged. */
+import path from 'node:path'
+import {answersOf, checkAnswers, loadAnswersFile} from '../../config/answers.js'
+import {formatDiagnostic} from '../../config/diagnostics.js'
+import type {LoadedPipeline} from '../../config/pipeline.js'
+import {PipeError} from '../../errors.js'
+import type {LoadedPolicy} from '../../policy/policy.js'
+import {planProvider} from '../../providers/select.js'
+import {handlerFor} from '../../steps/registry.js'
+import {assertId} from '../../store/ids.js'
+import type {RunRecord} from '../../types/run.js'
+import {decodeText, readInputFile, readStream} from '../../util/text-input.js'
+import {readYamlFile} from '../../config/yaml-source.js'
+import {resolveInputs, type InputDeclaration, type InputValue} from '../../expr/inputs.js'
+import {readSecrets} from '../expressions.js'
+import {type StartSession, loadPipelineOrThrow, policyOrThrow, upFront} from './shared.js'
+
+async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {
+  const given = [options.input !== undefined, options.text !== undefined].filter(Boolean).length
+  if (given > 1) throw new PipeError('E_INVALID_ARGS', '--input and --text cannot be used together', {hint: 'Give the requirement one way: a file, - for stdin, or --text.'})
+  if (options.text !== undefined) {
+    return {kind: 'text', ref: 'text://argument', text: decodeText(Buffer.from(options.text, 'utf8'), '--text', maxBytes)}
+  }
+  if (options.input === '-') {
+    if (!options.stdin) throw new PipeError('E_INPUT', 'no standard input to read')
+    return {kind: 'stdin', ref: 'stdin://', text: decodeText(await readStream(options.stdin(), 'standard input', maxBytes, options.signal), 'standard input', maxBytes)}
+  }
+  if (options.input !== undefined) {
+    const file = path.resolve(options.cwd, options.input)
+    const bytes = await readInputFile(file, `input file ${options.input}`, maxBytes, options.signal)
+    return {kind: 'file', ref: `file://${file}`, text: decodeText(bytes, `input file ${options.input}`, maxBytes)}
+  }
+  return {kind: 'none', ref: 'none://'}
+}
+
+/**
+ * The pipeline's typed inputs from -i pairs, a values file and defaults, every problem at once;
+ * required inputs nobody gave are asked for when a person is at the terminal.
+ */
+async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): Promise<Record<string, InputValue>> {
+  const declarations = (pipeline.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
+  let file: {name: string; data: unknown} | undefined
+  if (options.inputsFile !== undefined) {
+    const read = await readYamlFile(path.resolve(options.cwd, options.inputsFile))
+    if (!read.ok) throw new PipeError('E_INPUT', `cannot read the inputs file:\n${read.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Give --inputs a YAML mapping of input names to values.'})
+    file = {name: options.inputsFile, data: read.source.data}
+  }
+  let cli = options.inputValues ?? []
+  let resolved = resolveInputs(declarations, {cli, ...(file ? {file} : {})})
+  const troubled = new Set(resolved.problems.flatMap((p) => (p.input === undefined ? [] : [p.input])))
+  const missing = Object.entries(declarations).filter(([name, d]) => d.required === true && !Object.hasOwn(resolved.values, name) && !troubled.has(name))
+  if (missing.length > 0 && options.askInputs) {
+    const given = await options.askInputs(missing.map(([name, declaration]) => ({name, declaration})))
+    if (given) {
+      cli = [...cli, ...Object.entries(given).map(([name, value]) => `${name}=${value}`)]
+      resolved = resolveInputs(declarations, {cli, ...(file ? {file} : {})})
+    }
+  }
+  if (resolved.problems.length > 0) {
+    const names = Object.keys(declarations)
+    throw new PipeError('E_INPUT', `the inputs of pipeline ${pipeline.pipeline.name} have ${resolved.problems.length} problem(s):\n${resolved.problems.map((p) => `  ${p.message}`).join('\n')}`, {
+      hint: names.length > 0 ? `Give each as -i name=value or in --inputs FILE.yaml (inputs: ${names.join(', ')}); pipe validate ${pipeline.file} shows their declarations.` : 'This pipeline declares no inputs; leave out -i and --inputs.',
+    })
+  }
+  return resolved.values
+}
+
+export async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>; inputs: Record<string, InputValue>}> {
+  if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
+  const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
+  const policy = await policyOrThrow(options.policy, options.cwd)
+  const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
+  if (answers) checkAnswers(answers, upFront(pipeline))
+  const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)
+  if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => handlerFor(s.kind).readsInput === true)) {
+    throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {hint: 'Add --input FILE, --input - (stdin) or --text "..."'})
+  }
+  const inputs = await prepareInputs(pipeline, options)
+  // An unset secret stops the run here, before anything is written.
+  readSecrets(pipeline.pipeline)
+  const provider = planProvider(options.provider, pipeline.pipeline.provider)
+  return {pipeline, policy, answers, input, provider, inputs}
+}

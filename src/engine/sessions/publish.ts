@@ -1,0 +1,82 @@
+/** pipe publish: publishing an approved spec version again by hand. */
+import path from 'node:path'
+import {PipeError} from '../../errors.js'
+import {defaultPolicy} from '../../policy/policy.js'
+import {Store} from '../../store/store.js'
+import {currentUser} from '../../util/user.js'
+import {type SessionOptions, loadPipelineOrThrow, policyOrThrow} from './shared.js'
+
+export interface PublishSession extends SessionOptions {
+  runId: string
+  target?: string
+  resend?: boolean
+  markDelivered?: boolean
+  env?: NodeJS.ProcessEnv
+}
+
+export async function publishSession(options: PublishSession): Promise<{run_id: string; spec_version: string; results: import('../../publish/deliver.js').PublishOutcome[]}> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  if (!record.spec_version) throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})
+  const snapshots = await store.readSnapshots(options.runId)
+  const {approves} = await import('../../steps/review.js')
+  const approved = snapshots.some((s) => approves(s, record.spec_version))
+  if (!approved) {
+    throw new PipeError('E_STATE', `spec ${record.spec_version} of run ${options.runId} has no review decision "go"; only approved versions are published`, {hint: `Review it first: pipe review ${options.runId} --decision go`})
+  }
+  const pipeline = await loadPipelineOrThrow(record.pipeline.path)
+  if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${options.runId}`, {hint: 'Its targets may have changed too; restore the file to publish this run again.'})
+  const {publishTargets} = await import('../../steps/publish.js')
+  const targets = publishTargets(pipeline.pipeline.steps)
+  const chosen = options.target ? targets.filter((t) => t.name === options.target) : targets
+  if (chosen.length === 0) {
+    const {didYouMean} = await import('../../config/suggest.js')
+    throw new PipeError('E_INVALID_ARGS', options.target ? `the pipeline has no publish target "${options.target}"${didYouMean(options.target, targets.map((t) => t.name))}` : 'the pipeline has no publish targets', {
+      hint: targets.length ? `Its targets: ${targets.map((t) => t.name).join(', ')}.` : 'Add a publish step with targets to the pipeline.',
+    })
+  }
+  const spec = await store.readSpec(record.spec_version)
+  const {Ledger, ledgerKey} = await import('../../store/ledger.js')
+  const {publishTo} = await import('../../publish/deliver.js')
+  const {backoffFor} = await import('../retry.js')
+  const user = currentUser()
+  const ledger = new Ledger(store)
+  const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  const attempts = 1 + policy.policy.max_retries_default
+  const results = []
+  for (const target of chosen) {
+    const key = ledgerKey(spec.meta.feature_id, target.name, spec.meta.spec_version)
+    if (options.resend || options.markDelivered) {
+      await ledger.withKey(key, async () => {
+        const entry = await ledger.read(key)
+        // Held as uncertain, or sent with an unknown outcome and waiting for its resend.
+        if (!entry || (entry.status !== 'uncertain' && !(entry.status !== 'delivered' && entry.attempts.at(-1)?.state === 'unknown'))) return
+        const at = new Date().toISOString()
+        if (options.markDelivered) {
+          entry.status = 'delivered'
+          entry.external_id ??= key
+          entry.delivered_at = at
+          entry.attempts.push({n: entry.attempts.length + 1, started_at: at, finished_at: at, state: 'delivered', by: user, error: 'marked delivered by hand after checking the channel'})
+        } else entry.status = 'pending'
+        entry.updated_at = at
+        await ledger.write(entry)
+      })
+    }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        results.push(await publishTo({ledger, target, spec, runId: options.runId, cwd: record.workspace ?? options.cwd, user, resendUnknown: attempt === 1, ...(options.signal ? {signal: options.signal} : {}), ...(options.env ? {env: options.env} : {})}))
+        break
+      } catch (error) {
+        if (!(error instanceof PipeError) || !error.retryable || attempt >= attempts) throw error
+        await new Promise((r) => setTimeout(r, backoffFor(attempt - 1, Math.random())))
+      }
+    }
+  }
+  await store.appendEvent(options.runId, {
+    at: new Date().toISOString(),
+    event: 'published',
+    by: user,
+    reason: results.map((r) => `${r.target}: ${r.status} (${r.external_id})`).join(', '),
+  })
+  return {run_id: options.runId, spec_version: spec.meta.spec_version, results}
+}

@@ -1,0 +1,59 @@
+/** pipe replay: a new run from one snapshot of an old run, with its pipeline, policy, input and answers. */
+import path from 'node:path'
+import {answersOf, checkAnswers, loadAnswersFile} from '../../config/answers.js'
+import {PipeError} from '../../errors.js'
+import {defaultPolicy} from '../../policy/policy.js'
+import {planProvider} from '../../providers/select.js'
+import {Store} from '../../store/store.js'
+import {readSecrets} from '../expressions.js'
+import type {RunOutcome} from '../engine.js'
+import {type Decision, type SessionOptions, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront} from './shared.js'
+
+export interface ReplaySession extends SessionOptions {
+  runId: string
+  from?: string
+  seq?: number
+  answers?: string
+  decision?: Decision
+  note?: string
+}
+
+export async function replaySession(options: ReplaySession): Promise<RunOutcome> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const original = await store.readRun(options.runId)
+  const snapshots = await store.readSnapshots(options.runId)
+  const fork = options.seq !== undefined ? snapshots.find((s) => s.step.seq === options.seq) : snapshots.find((s) => s.step.name === options.from)
+  if (!fork) {
+    const steps = [...new Set(snapshots.map((s) => s.step.name))]
+    throw new PipeError('E_INVALID_ARGS', `run ${options.runId} has no snapshot ${options.seq !== undefined ? `with seq ${options.seq}` : `of step "${options.from}"`}`, {
+      hint: steps.length ? `Replay from one of its steps: ${steps.join(', ')}.` : 'The run has not recorded a step yet.',
+    })
+  }
+  const pipeline = await loadPipelineOrThrow(original.pipeline.path)
+  if (pipeline.hash !== original.pipeline.hash) {
+    throw new PipeError('E_CONFLICT', `the pipeline ${original.pipeline.path} changed since run ${options.runId}`, {hint: 'Replay needs the pipeline as it was; restore it first.'})
+  }
+  const policy = original.policy_path ? await policyOrThrow(original.policy_path, options.cwd) : defaultPolicy()
+  readSecrets(pipeline.pipeline)
+  let answers = compact(original.answers ?? {})
+  if (options.answers) {
+    const given = answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers)))
+    checkAnswers(given, upFront(pipeline))
+    answers = {...answers, ...given}
+  }
+  const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
+  return engineFor(store, options, provider.create).start({
+    pipeline,
+    policy: guarding(policy, store),
+    cwd: original.workspace ?? options.cwd,
+    input: original.input,
+    ...(original.inputs ? {inputs: original.inputs} : {}),
+    provider: provider.record,
+    featureId: original.feature_id,
+    answers,
+    replayOf: {run_id: options.runId, seq: fork.step.seq, step: fork.step.name},
+    ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+  })
+}
+
+// Undoing an edit step by hand.

@@ -1,0 +1,54 @@
+/** pipe resume: a paused, interrupted, failed or blocked run continued from its last snapshot, under the policy it ran with unless a redrive names another. */
+import path from 'node:path'
+import {answersOf, checkAnswers, loadAnswersFile} from '../../config/answers.js'
+import {PipeError} from '../../errors.js'
+import {defaultPolicy} from '../../policy/policy.js'
+import {planProvider} from '../../providers/select.js'
+import {Store} from '../../store/store.js'
+import {readSecrets} from '../expressions.js'
+import type {RunOutcome} from '../engine.js'
+import {isRedrivable} from '../lifecycle.js'
+import {type Decision, type SessionOptions, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, openQuestions} from './shared.js'
+
+export interface ResumeSession extends SessionOptions {
+  runId: string
+  /** A changed policy for a redrive of a failed or blocked run. */
+  policy?: string
+  answers?: string
+  answerMap?: Record<string, string>
+  decision?: Decision
+  note?: string
+}
+
+export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {
+  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const record = await store.readRun(options.runId)
+  const pipeline = await loadPipelineOrThrow(record.pipeline.path)
+  // The run keeps the policy it runs under (the same file, or the built-in default) unless a
+  // redrive names another; the engine allows that only for a failed or blocked run.
+  const policy = options.policy ? await policyOrThrow(options.policy, options.cwd) : record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  if (!options.policy && policy.version !== record.policy_version) {
+    throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {
+      hint: isRedrivable(record.status)
+        ? `To redrive the ${record.status} run under the changed policy, name it: pipe resume ${options.runId} --policy ${record.policy_path ?? 'FILE'}`
+        : 'Restore the policy as it was, or start a new run under the new policy.',
+    })
+  }
+  let answers = options.answerMap
+  if (options.answers) {
+    const file = await loadAnswersFile(path.resolve(options.cwd, options.answers))
+    if (file.run_id && file.run_id !== options.runId) throw new PipeError('E_INVALID_ARGS', `the answers file is for run ${file.run_id}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
+    answers = {...(answers ?? {}), ...answersOf(file)}
+  }
+  if (answers) checkAnswers(answers, openQuestions(record))
+  readSecrets(pipeline.pipeline)
+  const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
+  return engineFor(store, options, provider.create).resume(options.runId, {
+    pipeline,
+    policy: guarding(policy, store),
+    // Steps act in the workspace the run started in, wherever resume is called from.
+    cwd: record.workspace ?? options.cwd,
+    ...(answers ? {answers} : {}),
+    ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+  })
+}

@@ -1,0 +1,101 @@
+/** What every session shares: the options a command passes, loading the pipeline and the policy or failing with their errors, the engine with its hooks, and the checks answers go through. */
+import type {Readable} from 'node:stream'
+import {answerableFields} from '../../config/answers.js'
+import {formatDiagnostic} from '../../config/diagnostics.js'
+import {loadPipeline, type LoadedPipeline} from '../../config/pipeline.js'
+import {resolvePolicy} from '../../config/policy.js'
+import {PipeError} from '../../errors.js'
+import type {LoadedPolicy} from '../../policy/policy.js'
+import type {ProviderChoice} from '../../providers/select.js'
+import {KEY_FIELDS} from '../../providers/spec-build.js'
+import {kindCatalog} from '../../steps/registry.js'
+import {Store} from '../../store/store.js'
+import type {RunRecord} from '../../types/run.js'
+import {faultPoint, faultsEnabled} from '../../util/faults.js'
+import {addSecretsNamedIn} from '../../util/redact.js'
+import type {InputDeclaration} from '../../expr/inputs.js'
+import {Engine, type EngineDeps} from '../engine.js'
+
+export type Decision = 'go' | 'hold' | 'drop'
+
+export interface SessionOptions {
+  cwd: string
+  store: string
+  onProgress?: EngineDeps['onProgress']
+  signal?: AbortSignal
+  hook?: EngineDeps['hook']
+}
+
+export interface StartSession extends SessionOptions {
+  pipeline: string
+  input?: string
+  text?: string
+  /** Standard input, asked for only when the input is `-`. */
+  stdin?: () => Readable
+  feature?: string
+  answers?: string
+  decision?: Decision
+  note?: string
+  policy?: string
+  provider?: ProviderChoice
+  /** `-i name=value` pairs for the pipeline's typed inputs, in the order given. */
+  inputValues?: string[]
+  /** A YAML file of input values (`--inputs FILE`). */
+  inputsFile?: string
+  /** Asks a person for required inputs nobody gave (on a terminal); null when they gave none. */
+  askInputs?: (missing: Array<{name: string; declaration: InputDeclaration}>) => Promise<Record<string, string> | null>
+}
+
+export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline> {
+  const result = await loadPipeline(file, kindCatalog)
+  if (!result.ok) {
+    throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: `Fix the errors above (pipe validate ${file} lists them).`})
+  }
+  // The values of the variables it names (webhook URLs, signing secrets) never reach a record.
+  addSecretsNamedIn(result.loaded.pipeline)
+  return result.loaded
+}
+
+export async function policyOrThrow(explicit: string | undefined, cwd: string): Promise<LoadedPolicy> {
+  const result = await resolvePolicy(explicit, cwd)
+  if (!result.ok) throw new PipeError('E_CONFIG', `invalid policy:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Fix the policy file (pipe validate policy.yaml).'})
+  return result.loaded
+}
+
+export function engineFor(store: Store, options: SessionOptions, createProvider: EngineDeps['provider']): Engine {
+  return new Engine({
+    store,
+    provider: createProvider,
+    ...(options.onProgress ? {onProgress: options.onProgress} : {}),
+    ...(options.signal ? {signal: options.signal} : {}),
+    ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),
+  })
+}
+
+/** The policy as steps see it: the store is off limits however the policy file reads. */
+export function guarding(policy: LoadedPolicy, store: Store): LoadedPolicy {
+  return {...policy, protected: [...(policy.protected ?? []), store.root]}
+}
+
+export function compact(map: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(Object.entries(map).filter((entry): entry is [string, string] => entry[1] !== undefined))
+}
+
+
+// People in the loop: answers and reviews given to a paused run.
+
+/** What answers to a run are checked against: the questions it waits for; a run waiting for none takes no answers. */
+export function openQuestions(record: RunRecord): {run_id: string; questions: NonNullable<NonNullable<RunRecord['pending']>['questions']>; given: Record<string, string>} {
+  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
+    const what = record.status === 'awaiting_input' ? `it waits for a ${record.pending?.kind ?? 'decision'}` : `it is ${record.status}`
+    throw new PipeError('E_STATE', `run ${record.run_id} is not waiting for answers (${what})`, {
+      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${record.run_id} --decision go|hold|drop` : `pipe runs show ${record.run_id} shows its state.`,
+    })
+  }
+  return {run_id: record.run_id, questions: record.pending.questions ?? [], given: compact(record.answers ?? {})}
+}
+
+/** Answers given before a run has asked anything are checked against what its pipeline can ask about. */
+export function upFront(pipeline: LoadedPipeline): {pipeline: string; fields: string[]} {
+  return {pipeline: pipeline.pipeline.name, fields: answerableFields(pipeline.pipeline, KEY_FIELDS)}
+}
