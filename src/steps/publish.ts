@@ -40,6 +40,7 @@ export const publish: StepHandler<'publish'> = {
   // Safe: the ledger sends each key at most once, so a retry re-sends only what surely did not
   // arrive; an unknown outcome (a timeout) is not retryable and is sent again only on a redrive.
   safeToRetry: true,
+  deliveredKeys: (snapshot) => (publishResult.of(snapshot) ?? []).filter((r) => r.status === 'published' || r.status === 'already_published').map((r) => r.key),
   outputsSchema: () => obj({publish_result: list(obj({target: str, type: str, key: str, status: oneOf(['published', 'already_published']), external_id: str, attempts: int}))}),
   async run(context) {
     const spec = requireSpec(context, 'publish')

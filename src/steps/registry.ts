@@ -1,5 +1,6 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
 import type {KindCatalog, KindInfo} from '../config/pipeline.js'
+import type {Snapshot} from '../types/snapshot.js'
 import {applyAnswers} from './apply-answers.js'
 import {choice} from './choice.js'
 import {command} from './command.js'
@@ -79,4 +80,9 @@ function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
     ...(references ? {references} : {}),
     ...(graph ? {graph} : {}),
   }
+}
+
+/** The ledger keys any snapshot records as delivered, asked of the kind that wrote it (for audit verify). */
+export function deliveredKeys(snapshot: Snapshot): readonly string[] {
+  return handlerNamed(snapshot.step.kind)?.deliveredKeys?.(snapshot) ?? []
 }

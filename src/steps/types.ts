@@ -197,6 +197,8 @@ export interface StepHandler<K extends StepKind> {
   graph?: {shape?: GraphShape; details?(step: StepOf<K>): string[]}
   /** What `pipe export` writes from its snapshots. */
   exportRole?: ExportRole
+  /** The publish-ledger keys a snapshot of this kind records as delivered (audit verify checks each has its entry). */
+  deliveredKeys?(snapshot: Snapshot): readonly string[]
   /** What `pipe replay --check` recomputes and compares. */
   replay?: ReplayRole<K>
   run(context: StepContext<StepOf<K>>): Promise<StepResult>

@@ -486,20 +486,18 @@ export class Auditor {
   }
 }
 
-/** The ledger keys publish steps recorded as delivered, with the snapshot that says so. */
-function deliveredKeys(snapshots: readonly Snapshot[]): Array<[string, string]> {
-  const out: Array<[string, string]> = []
-  for (const s of snapshots) {
-    const results = (s.outputs as {publish_result?: unknown} | undefined)?.publish_result
-    if (!Array.isArray(results)) continue
-    for (const r of results as Array<{key?: unknown; status?: unknown}>) {
-      if (typeof r.key === 'string' && (r.status === 'published' || r.status === 'already_published')) out.push([r.key, `${s.run_id}#${s.step.seq}`])
-    }
-  }
-  return out
+/** What a step kind knows that the audit needs: the ledger keys a snapshot records as delivered. */
+export interface AuditKinds {
+  deliveredKeys(snapshot: Snapshot): readonly string[]
 }
 
-export async function auditStore(store: Store, runId?: string): Promise<AuditReport> {
+/** The ledger keys snapshots recorded as delivered, with the snapshot that says so. */
+function deliveredKeys(snapshots: readonly Snapshot[], kinds: AuditKinds): Array<[string, string]> {
+  return snapshots.flatMap((s) => kinds.deliveredKeys(s).map((key): [string, string] => [key, `${s.run_id}#${s.step.seq}`]))
+}
+
+/** `kinds` tells which snapshots name deliveries (the step kinds know; the store does not). */
+export async function auditStore(store: Store, runId?: string, kinds: AuditKinds = {deliveredKeys: () => []}): Promise<AuditReport> {
   const auditor = new Auditor(store)
   const indexFile = store.runIndexFile
   const indexText = readBytes(indexFile)
@@ -530,7 +528,7 @@ export async function auditStore(store: Store, runId?: string): Promise<AuditRep
   for (const id of [...ids].sort()) {
     const line = indexed.get(id)
     if (!line) auditor.problem({record: id, file: store.runDir(id), field: '(index)', message: 'the run is not in the run index (added after the fact, or the index was cut short)'})
-    for (const [key, where] of deliveredKeys(auditor.run(id, line))) if (!publishedKeys.has(key)) publishedKeys.set(key, where)
+    for (const [key, where] of deliveredKeys(auditor.run(id, line), kinds)) if (!publishedKeys.has(key)) publishedKeys.set(key, where)
   }
   for (const [id, line] of indexed) {
     const feature = String(line.feature_id)

@@ -1,6 +1,7 @@
 import {Args} from '@oclif/core'
 import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
+import {deliveredKeys} from '../../steps/registry.js'
 import {auditStore, type AuditReport} from '../../store/audit.js'
 import {Store} from '../../store/store.js'
 import {assertId} from '../../store/ids.js'
@@ -29,7 +30,7 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
     if (args.run !== undefined) assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
     if (args.run) await store.readRun(args.run)
-    const report = await auditStore(store, args.run)
+    const report = await auditStore(store, args.run, {deliveredKeys})
     if (!this.jsonEnabled()) {
       for (const p of report.problems) process.stdout.write(`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
       for (const c of report.cleaned) process.stderr.write(`cleaned: ${c.file}: ${c.message}\n`)
