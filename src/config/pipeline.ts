@@ -58,6 +58,10 @@ export interface KindInfo {
   graph?: {shape?: GraphShape; details?(step: Step): string[]}
   /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
   outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
+  /** Fields the kind evaluates itself per item, with an alias (see StepHandler.deferred). */
+  deferred?(step: Step): {fields: readonly string[]; alias: string; items: string}
+  /** Pipeline files the step runs as child runs (see StepHandler.childPipelines). */
+  childPipelines?(step: Step): Array<{at: Array<string | number>; file: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
 }
 
 /** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
@@ -87,7 +91,67 @@ export function stepDir(loaded: LoadedPipeline, step: number | string): string {
 /** `warnings` are problems that do not stop a run: pipe validate and --dry-run show them. */
 export type PipelineResult = {ok: true; loaded: LoadedPipeline; warnings: Diagnostic[]} | {ok: false; diagnostics: Diagnostic[]}
 
-export async function loadPipeline(file: string, catalog: KindCatalog): Promise<PipelineResult> {
+/**
+ * Loads a pipeline, and every pipeline its steps run as child runs (pipeline, foreach), recursively:
+ * a child that is missing, invalid, given inputs it does not declare, or that leads back to a
+ * pipeline being loaded (a cycle) is an error at the step that names it. `chain` is the files being
+ * loaded above this one.
+ */
+export async function loadPipeline(file: string, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
+  const result = await loadOne(file, catalog)
+  if (!result.ok) return result
+  const children = await checkChildPipelines(result.loaded, catalog, [...chain, path.resolve(file)])
+  if (children.diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(children.diagnostics)}
+  // A change in a child pipeline is a change of this one: a resumed run must not start children from another file.
+  if (children.hashes.length > 0) result.loaded.hash = sha256([result.loaded.hash, ...children.hashes].join('\n'))
+  return result
+}
+
+async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog, chain: readonly string[]): Promise<{diagnostics: Diagnostic[]; hashes: string[]}> {
+  const diagnostics: Diagnostic[] = []
+  const hashes: string[] = []
+  for (const [i, step] of loaded.pipeline.steps.entries()) {
+    for (const ref of catalog[step.kind]?.childPipelines?.(step) ?? []) {
+      const at: Segment[] = ['steps', i, ...ref.at]
+      const file = path.resolve(stepDir(loaded, i), ref.file)
+      const rule = (d: Diagnostic): Diagnostic => ({...d, rule: 'child-pipeline'})
+      if (chain.includes(file)) {
+        const cycle = [...chain.slice(chain.indexOf(file)), file].map((f) => path.relative(process.cwd(), f) || f).join(' -> ')
+        diagnostics.push(rule(diag(loaded, at, `sub-pipelines form a cycle: ${cycle}`)))
+        continue
+      }
+      if (!existsSync(file) || !statSync(file).isFile()) {
+        diagnostics.push(rule(diag(loaded, at, `pipeline file ${ref.file} does not exist (looked for ${file})`)))
+        continue
+      }
+      const child = await loadPipeline(file, catalog, chain)
+      if (!child.ok) {
+        const shown = child.diagnostics.slice(0, 3).map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`).join('; ')
+        const more = child.diagnostics.length > 3 ? ` (and ${child.diagnostics.length - 3} more)` : ''
+        diagnostics.push(rule(diag(loaded, at, `the pipeline ${ref.file} is not valid: ${shown}${more}`)))
+        continue
+      }
+      hashes.push(child.loaded.hash)
+      const declared = (child.loaded.pipeline.inputs ?? {}) as Record<string, {required?: boolean; default?: unknown}>
+      const given = ref.with ?? {}
+      const withAt: Segment[] = ['steps', i, ...(ref.withAt ?? ref.at)]
+      for (const name of Object.keys(given)) {
+        if (!Object.hasOwn(declared, name)) {
+          const names = Object.keys(declared)
+          diagnostics.push(rule(diag(loaded, [...withAt, name], `the pipeline ${ref.file} has no input "${name}"${names.length > 0 ? `${didYouMean(name, names)}; its inputs: ${names.join(', ')}` : '; it declares no inputs'}`, true)))
+        }
+      }
+      for (const [name, decl] of Object.entries(declared)) {
+        if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, name)) {
+          diagnostics.push(rule(diag(loaded, ref.with ? withAt : at, `the pipeline ${ref.file} requires input "${name}": give it under with:`, true)))
+        }
+      }
+    }
+  }
+  return {diagnostics, hashes}
+}
+
+async function loadOne(file: string, catalog: KindCatalog): Promise<PipelineResult> {
   const read = await readYamlFile(file)
   if (!read.ok) return read
   const source = read.source

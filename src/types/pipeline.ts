@@ -23,6 +23,8 @@ export type Step =
   | ModelStep
   | ChoiceStep
   | EndStep
+  | PipelineStep
+  | ForeachStep
 /**
  * A step id: lower case letters, digits and underscores, starting with a letter.
  *
@@ -687,6 +689,78 @@ export interface EndStep {
    * Why, recorded on the run and printed; may hold ${{ }} expressions.
    */
   reason?: string
+}
+/**
+ * Runs another pipeline as one step: a child run in the same store (own run id, snapshots and loop counters) whose final status is the outcome: success, fail, or blocked (the child waits for a person; pipe resume of this run continues it).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "pipelineStep".
+ */
+export interface PipelineStep {
+  id: StepId
+  kind: 'pipeline'
+  description?: string
+  when?: Condition
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * The child pipeline's file, relative to the file that holds this step.
+   */
+  file: string
+  /**
+   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
+   */
+  with?: {
+    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
+  }
+}
+/**
+ * Runs one child run of a pipeline per item of a list, at most `concurrency` at a time. Outcomes: success (every child succeeded), partial (some did), fail (none did, or fail_fast stopped them).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "foreachStep".
+ */
+export interface ForeachStep {
+  id: StepId
+  kind: 'foreach'
+  description?: string
+  when?: Condition
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * One ${{ expression }} that gives a list.
+   */
+  items: string
+  /**
+   * The name each item has in the with: expressions (default item).
+   */
+  as?: string
+  /**
+   * The pipeline each item runs, relative to the file that holds this step.
+   */
+  pipeline: string
+  /**
+   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
+   */
+  with?: {
+    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
+  }
+  /**
+   * How many children run at once (default 1).
+   */
+  concurrency?: number
+  /**
+   * When true, the first failed child cancels the children not yet finished, and the outcome is fail.
+   */
+  fail_fast?: boolean
 }
 /**
  * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
