@@ -15,6 +15,7 @@ import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
+import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
@@ -277,10 +278,14 @@ export class Engine {
         r.status_reason = `${reason} (by ${this.user})`
         delete r.pending
       })
-      return {run_id: runId, feature_id: record.feature_id, status: 'cancelled', spec_version: record.spec_version ?? null, steps_run: 0, reason}
     } finally {
       await release()
     }
+    // Its children are cancelled too (each under its own lock): nothing the parent started goes on without it.
+    for (const child of await childrenOf(store, runId)) {
+      if (!isFinal(child.status)) await this.cancel(child.run_id, `parent run ${runId} was cancelled: ${reason}`)
+    }
+    return {run_id: runId, feature_id: before.feature_id, status: 'cancelled', spec_version: (await store.readRun(runId)).spec_version ?? null, steps_run: 0, reason}
   }
 
   private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {

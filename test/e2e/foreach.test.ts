@@ -125,3 +125,63 @@ steps:
     expect(bad.error.message).to.match(/^publish failed: E_ENDED|publish failed: .*refused/)
   })
 })
+
+describe('child runs in runs list, runs show, resume and cancel', function () {
+  this.timeout(180000)
+
+  const CHILD = `version: 1
+name: child
+steps:
+  - {id: wait, kind: end, status: blocked, reason: needs a person, next: fin}
+  - {id: fin, kind: end, status: succeeded, reason: dealt with}
+`
+  const MAIN = `version: 1
+name: main
+steps:
+  - {id: sub, kind: pipeline, file: ./child.yaml, next: after}
+  - {id: after, kind: end, status: succeeded, reason: "child \${{ steps.sub.outputs.status }}"}
+`
+
+  async function blockedParent(): Promise<{parent: string; child: string}> {
+    await writeFile(path.join(dir, 'child.yaml'), CHILD)
+    await writeFile(path.join(dir, 'main.yaml'), MAIN)
+    const run = await pipe(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
+    expect(run.code, run.stderr).to.equal(6)
+    const parent = json<{run_id: string; status: string}>(run)
+    expect(parent.status).to.equal('blocked')
+    const child = (await runRecords(dir)).find((r) => r.parent?.run_id === parent.run_id)!
+    expect(child.status).to.equal('blocked')
+    return {parent: parent.run_id, child: child.run_id}
+  }
+
+  it('lists children under their parent (--all: every run), nests them in runs show, and resume of the parent continues the blocked child', async () => {
+    const {parent, child} = await blockedParent()
+    const listed = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {step: string}}>}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
+    expect(listed.runs.map((r) => r.run_id)).to.deep.equal([parent])
+    expect(listed.runs[0]!.children!.map((c) => [c.run_id, c.parent.step])).to.deep.equal([[child, 'sub']])
+    const text = await pipe(['runs', 'list'], {cwd: dir})
+    expect(text.stdout).to.match(new RegExp(`\\n\\s+└ ${child}\\s+blocked .*child \\(sub\\)`))
+    const all = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: dir}))
+    expect(all.runs.map((r) => r.run_id).sort()).to.deep.equal([parent, child].sort())
+    const shown = json<{children: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'show', parent, '--json'], {cwd: dir}))
+    expect(shown.children.map((c) => [c.run_id, c.status])).to.deep.equal([[child, 'blocked']])
+    const shownText = await pipe(['runs', 'show', child], {cwd: dir})
+    expect(shownText.stdout).to.contain(`child of ${parent} step sub (#1)`)
+
+    const resumed = await pipe(['resume', parent, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<{status: string; reason: string}>(resumed)).to.include({status: 'succeeded', reason: 'child succeeded'})
+    const runs = await runRecords(dir)
+    expect(runs.filter((r) => r.parent).map((r) => [r.run_id, r.status]), 'the same child, continued').to.deep.equal([[child, 'succeeded']])
+    expect((await snapshotsOf(dir, child)).map((s) => `${s.step.name}:${s.decisions[0]!.decision}`)).to.deep.equal(['wait:blocked', 'wait:resumed', 'fin:succeeded'])
+  })
+
+  it('cancel of a parent cancels its unfinished children', async () => {
+    const {parent, child} = await blockedParent()
+    const cancelled = await pipe(['cancel', parent, '--reason', 'not needed'], {cwd: dir})
+    expect(cancelled.code, cancelled.stderr).to.equal(5)
+    const runs = await runRecords(dir)
+    expect(runs.map((r) => [r.run_id, r.status]).sort()).to.deep.equal([[parent, 'cancelled'], [child, 'cancelled']].sort())
+    expect(runs.find((r) => r.run_id === child)!.status_reason).to.contain(`parent run ${parent} was cancelled: not needed`)
+  })
+})
