@@ -115,6 +115,12 @@ steps:
     expect(child.parent).to.deep.equal({run_id: good.run_id, step: 'pub', seq: 1})
     expect(child.inputs).to.deep.equal({target: `prod-${good.run_id}`, ok: true})
     expect(good.reason).to.equal(`child ${child.run_id}: shipped to prod-${good.run_id} for ${good.run_id}`)
+    // pipe export writes the child run beside its parent, and the parent's state names it.
+    const exported = await pipe(['export', good.run_id, '--dir', path.join(dir, 'out'), '--json'], {cwd: dir})
+    expect(exported.code, exported.stderr).to.equal(0)
+    expect(json<{files: string[]}>(exported).files).to.include.members([`runs/${good.run_id}/state.json`, `runs/${child.run_id}/state.json`, `runs/${child.run_id}/timeline.md`])
+    const state = JSON.parse(await readFile(path.join(dir, 'out', 'runs', good.run_id, 'state.json'), 'utf8')) as {child_runs: string[]}
+    expect(state.child_runs).to.deep.equal([child.run_id])
 
     const refused = await pipe(['run', main, '--text', 'x', '-i', 'ok=false', '--json'], {cwd: dir})
     expect(refused.code).to.equal(1)
