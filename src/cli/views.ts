@@ -163,7 +163,7 @@ export function renderPlan(plan: RunPlan): string {
         ...(ends.length > 0 && Object.keys(s.transitions).length > 0 ? [`${ends.join('/')}: (end)`] : []),
       ].join(', ') || '(end)'
     const bound = s.max_iterations !== undefined ? `max ${s.max_iterations}${s.on_exhausted ? ` -> ${s.on_exhausted}` : ''}` : '-'
-    rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
+    rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, s.timeout_ms === null ? '-' : `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
   }
   const problems = [...plan.denied, ...plan.warnings].map((d) => `${formatDiagnostic(d)}\n`).join('')
   const resolved = plan.steps.flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`)).join('')

@@ -517,7 +517,8 @@ export class Engine {
     const {policy} = state.settings
     const safe = step.retry?.safe ?? handler.safeToRetry
     const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
-    const timeoutMs = step.timeout_ms ?? policy.policy.resource_limits.step_timeout_ms ?? 600000
+    // A step that waits for child runs is bounded only by its own timeout_ms: each child step has its own.
+    const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))
     const errors: Snapshot['errors'] = []
     let blocked = false
     for (let attempt = 1; ; attempt++) {
@@ -529,7 +530,7 @@ export class Engine {
       if (outer?.aborted) throw new Interrupted('interrupted')
       let timer: NodeJS.Timeout | undefined
       const aborted = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
+        if (timeoutMs !== null) timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
         controller.signal.addEventListener('abort', () => reject(controller.signal.reason as Error), {once: true})
       })
       aborted.catch(() => undefined)

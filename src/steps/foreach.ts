@@ -18,6 +18,7 @@ export const foreach: StepHandler<'foreach'> = {
   changesSpec: false,
   // Running it again finds the children it started and continues the unfinished ones only.
   safeToRetry: true,
+  waitsForChildren: true,
   outputsSchema: () => foreachOutputs,
   // Each item's `with:` is evaluated with the item under its alias, so the engine leaves it to the kind.
   deferred: (step) => ({fields: ['items', 'with'], alias: step.as ?? 'item', items: 'items'}),

@@ -9,6 +9,7 @@ export const pipeline: StepHandler<'pipeline'> = {
   changesSpec: false,
   // Running it again finds the child it started and continues it; a finished child is never run twice.
   safeToRetry: true,
+  waitsForChildren: true,
   outputsSchema: () => childSummary,
   childPipelines: (step) => [{at: ['file'], file: step.file, ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
   graph: {details: (step) => [`pipeline ${step.file}`]},

@@ -252,6 +252,11 @@ export interface StepHandler<K extends StepKind> {
    * the inputs it gives them (`with:`): validate loads each, recursively, and checks the inputs.
    */
   childPipelines?(step: StepOf<K>): ChildPipelineRef[]
+  /**
+   * Whether it waits for child runs (pipeline, foreach): the policy's step_timeout_ms does not
+   * bound it (each child step has its own); only the step's own timeout_ms does.
+   */
+  waitsForChildren?: boolean
   /** Whether it reads the run's requirement (--input/--text); a run of such a pipeline needs one. */
   readsInput?: boolean
   /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */

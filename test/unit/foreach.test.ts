@@ -2,6 +2,7 @@ import {expect} from 'chai'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {loadPipeline} from '../../src/config/pipeline.js'
+import {defaultPolicy} from '../../src/policy/policy.js'
 import {kindCatalog, registry} from '../../src/steps/registry.js'
 import type {StepHandler} from '../../src/steps/types.js'
 import type {RunRecord} from '../../src/types/run.js'
@@ -157,6 +158,18 @@ describe('foreach', () => {
     expect(kids[0]!.status_reason).to.match(/cancelled by fail_fast: item 1 failed/)
     const run = await h.store.readRun(out.run_id)
     expect(run.error?.message).to.match(/failure outcome "fail"/)
+  })
+
+  it('is bounded only by its own timeout_ms, not the policy step timeout its children each have', async () => {
+    await writeFile(path.join(dir, 'item.yaml'), ITEM)
+    const h = await harness(dir)
+    const policy = defaultPolicy()
+    // Far shorter than creating and driving a child run takes; each child step itself finishes at once.
+    policy.policy.resource_limits.step_timeout_ms = 1
+    const p = await pipelineFrom(dir, 'parent', parent("[{'name': 'a', 'fail': false}, {'name': 'b', 'fail': false}]", ''))
+    const out = await h.engine.start({pipeline: p, policy, cwd: dir, input: {kind: 'text', ref: 'text://test', text: 'x'}, provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null}})
+    expect(out.status, out.reason).to.equal('succeeded')
+    expect((await children(h.store, out.run_id)).map((k) => k.status)).to.deep.equal(['succeeded', 'succeeded'])
   })
 
   it('validate checks items, the alias, the child file, its inputs and cycles', async () => {
