@@ -109,6 +109,8 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
     }
     for (const {segments, text} of found) {
       const field = segments[2]
+      // An inline child pipeline's expressions are its own: checked when it is loaded, against its inputs.
+      if (typeof field === 'string' && deferred?.foreign?.includes(field)) continue
       const isItems = deferred !== undefined && field === deferred.items
       const aliased = deferred !== undefined && typeof field === 'string' && deferred.fields.includes(field) && !isItems
       const options = {...(isItems ? {expect: 'list' as const} : expectFor(segments) ? {expect: expectFor(segments)!} : {}), ...(aliased && aliases ? {aliases} : {})}

@@ -59,9 +59,9 @@ export interface KindInfo {
   /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
   outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
   /** Fields the kind evaluates itself per item, with an alias (see StepHandler.deferred). */
-  deferred?(step: Step): {fields: readonly string[]; alias: string; items: string}
-  /** Pipeline files the step runs as child runs (see StepHandler.childPipelines). */
-  childPipelines?(step: Step): Array<{at: Array<string | number>; file: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
+  deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias: string; items: string}
+  /** Pipeline files the step runs as child runs (see StepHandler.childPipelines); no file: its inline steps. */
+  childPipelines?(step: Step): Array<{at: Array<string | number>; file?: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
 }
 
 /** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
@@ -113,8 +113,20 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
   for (const [i, step] of loaded.pipeline.steps.entries()) {
     for (const ref of catalog[step.kind]?.childPipelines?.(step) ?? []) {
       const at: Segment[] = ['steps', i, ...ref.at]
-      const file = path.resolve(stepDir(loaded, i), ref.file)
       const rule = (d: Diagnostic): Diagnostic => ({...d, rule: 'child-pipeline'})
+      let child: PipelineResult
+      let name: string
+      if (ref.file === undefined) {
+        name = `the inline steps of ${step.id}`
+        child = await loadInlinePipeline(loaded, i, catalog, chain)
+        if (!child.ok) {
+          // Positions already point into this file: report them as they are.
+          diagnostics.push(...child.diagnostics)
+          continue
+        }
+      } else {
+      const file = path.resolve(stepDir(loaded, i), ref.file)
+      name = `the pipeline ${ref.file}`
       if (chain.includes(file)) {
         const cycle = [...chain.slice(chain.indexOf(file)), file].map((f) => path.relative(process.cwd(), f) || f).join(' -> ')
         diagnostics.push(rule(diag(loaded, at, `sub-pipelines form a cycle: ${cycle}`)))
@@ -124,7 +136,7 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
         diagnostics.push(rule(diag(loaded, at, `pipeline file ${ref.file} does not exist (looked for ${file})`)))
         continue
       }
-      const child = await loadPipeline(file, catalog, chain)
+      child = await loadPipeline(file, catalog, chain)
       if (!child.ok) {
         const shown = child.diagnostics.slice(0, 3).map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`).join('; ')
         const more = child.diagnostics.length > 3 ? ` (and ${child.diagnostics.length - 3} more)` : ''
@@ -132,23 +144,52 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
         continue
       }
       hashes.push(child.loaded.hash)
+      }
       const declared = (child.loaded.pipeline.inputs ?? {}) as Record<string, {required?: boolean; default?: unknown}>
       const given = ref.with ?? {}
       const withAt: Segment[] = ['steps', i, ...(ref.withAt ?? ref.at)]
-      for (const name of Object.keys(given)) {
-        if (!Object.hasOwn(declared, name)) {
+      for (const key of Object.keys(given)) {
+        if (!Object.hasOwn(declared, key)) {
           const names = Object.keys(declared)
-          diagnostics.push(rule(diag(loaded, [...withAt, name], `the pipeline ${ref.file} has no input "${name}"${names.length > 0 ? `${didYouMean(name, names)}; its inputs: ${names.join(', ')}` : '; it declares no inputs'}`, true)))
+          diagnostics.push(rule(diag(loaded, [...withAt, key], `${name} ${ref.file === undefined ? 'declare' : 'has'} no input "${key}"${names.length > 0 ? `${didYouMean(key, names)}; ${ref.file === undefined ? 'they declare' : 'its inputs'}: ${names.join(', ')}` : `; ${ref.file === undefined ? 'declare it under inputs: of the step' : 'it declares no inputs'}`}`, true)))
         }
       }
-      for (const [name, decl] of Object.entries(declared)) {
-        if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, name)) {
-          diagnostics.push(rule(diag(loaded, ref.with ? withAt : at, `the pipeline ${ref.file} requires input "${name}": give it under with:`, true)))
+      for (const [key, decl] of Object.entries(declared)) {
+        if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, key)) {
+          diagnostics.push(rule(diag(loaded, ref.with ? withAt : at, `${name} require${ref.file === undefined ? '' : 's'} input "${key}": give it under with:`, true)))
         }
       }
     }
   }
   return {diagnostics, hashes}
+}
+
+/**
+ * The anonymous child pipeline of a step's inline `steps:` (and `inputs:`): checked by the same
+ * rules as a file, its positions in the file that holds the step. Its `file` is the parent's with
+ * `#STEP` (a child run of it is resumed through its parent).
+ */
+export async function loadInlinePipeline(parent: LoadedPipeline, index: number, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
+  const step = parent.pipeline.steps[index] as unknown as {id: string; steps?: Pipeline['steps']; inputs?: Pipeline['inputs']}
+  const where = origin(parent, ['steps', index])
+  const dir = stepDir(parent, index)
+  const data = {version: 1 as const, name: `${parent.pipeline.name}.${step.id}`, ...(step.inputs ? {inputs: step.inputs} : {}), steps: step.steps ?? ([] as unknown as Pipeline['steps'])}
+  const composition: Composition = {
+    files: [where.source],
+    steps: data.steps.map((_, j) => ({source: where.source, segments: [...where.segments, 'steps', j], dir, fields: {}})),
+    keys: {inputs: {source: where.source, segments: [...where.segments, 'inputs'], exact: true}, steps: {source: where.source, segments: [...where.segments, 'steps'], exact: true}},
+    removed: {},
+  }
+  const file = `${parent.file}#${step.id}`
+  const loaded: LoadedPipeline = {file, dir, pipeline: data, source: where.source, hash: sha256(JSON.stringify(data)), composition}
+  if (hasExpressions(data)) await loadExpressionChecker()
+  const result = checkRules(loaded, catalog)
+  const holder = where.source === parent.source ? parent.file : where.source.file
+  if (!result.ok) return {ok: false, diagnostics: result.diagnostics.map((d) => (d.file === file ? {...d, file: holder} : d))}
+  const children = await checkChildPipelines(loaded, catalog, chain)
+  if (children.diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(children.diagnostics)}
+  if (children.hashes.length > 0) loaded.hash = sha256([loaded.hash, ...children.hashes].join('\n'))
+  return result
 }
 
 async function loadOne(file: string, catalog: KindCatalog): Promise<PipelineResult> {

@@ -7,7 +7,7 @@
  */
 import path from 'node:path'
 import {setTimeout as sleepFor} from 'node:timers/promises'
-import {loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
+import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 import {PipeError, toPipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
@@ -572,7 +572,7 @@ export class Engine {
             }
             resolved.when = true
           }
-          const r = explained(values, () => resolveStep(step, bound, handler.deferred?.(step as never).fields))
+          const r = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
           context.step = r.step
           resolved = {...resolved, ...r.values}
         }
@@ -638,15 +638,19 @@ export class Engine {
         return out
       })())
     const loadedChildren = new Map<string, Promise<LoadedPipeline>>()
-    const load = (file: string): Promise<LoadedPipeline> => {
-      let loading = loadedChildren.get(file)
+    const load = (file: string | undefined): Promise<LoadedPipeline> => {
+      const key = file ?? ''
+      let loading = loadedChildren.get(key)
       if (!loading) {
-        loading = loadPipeline(file, catalogOf(this.registry)).then((result) => {
+        // No file: the step's inline steps, taken from the pipeline as loaded (never resolved by this run's expressions).
+        const index = settings.pipeline.pipeline.steps.findIndex((s) => s.id === step.id)
+        const loader = file === undefined ? loadInlinePipeline(settings.pipeline, index, catalogOf(this.registry)) : loadPipeline(file, catalogOf(this.registry))
+        loading = loader.then((result) => {
           if (result.ok) return result.loaded
           const first = result.diagnostics[0]
-          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file}.`})
+          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file}.`})
         })
-        loadedChildren.set(file, loading)
+        loadedChildren.set(key, loading)
       }
       return loading
     }
@@ -940,4 +944,10 @@ async function childResult(store: Store, runId: string): Promise<ChildResult> {
     ...(last && outcome !== undefined ? {last_step: {id: last.step.name, outcome}} : {}),
     spec_version: record.spec_version ?? null,
   }
+}
+
+/** Fields of a step the engine leaves as written: those the kind evaluates itself, and an inline child pipeline's. */
+function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
+  const deferred = handler.deferred?.(step)
+  return deferred ? [...deferred.fields, ...(deferred.foreign ?? [])] : []
 }

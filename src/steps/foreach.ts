@@ -1,6 +1,7 @@
 import {PipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
 import {childFailure, childFile, childReason, childStopped, foreachOutputs} from './child-runs.js'
+import type {KindFinding} from '../config/pipeline.js'
 import type {ChildResult, StepHandler} from './types.js'
 
 interface ItemResult {
@@ -21,15 +22,24 @@ export const foreach: StepHandler<'foreach'> = {
   waitsForChildren: true,
   outputsSchema: () => foreachOutputs,
   // Each item's `with:` is evaluated with the item under its alias, so the engine leaves it to the kind.
-  deferred: (step) => ({fields: ['items', 'with'], alias: step.as ?? 'item', items: 'items'}),
-  childPipelines: (step) => [{at: ['pipeline'], file: step.pipeline, ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
-  graph: {details: (step) => [`foreach ${step.as ?? 'item'} -> ${step.pipeline}`, `concurrency ${step.concurrency ?? 1}${step.fail_fast ? ', fail_fast' : ''}`]},
+  deferred: (step) => ({fields: ['items', 'with'], foreign: ['steps', 'inputs'], alias: step.as ?? 'item', items: 'items'}),
+  childPipelines: (step) => [{...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
+  check(step) {
+    const out: KindFinding[] = []
+    if ((step.pipeline === undefined) === (step.steps === undefined)) {
+      out.push({rule: 'foreach-child', at: step.pipeline === undefined ? [] : ['steps'], message: 'a foreach runs either pipeline: FILE or inline steps:, exactly one of them', key: true})
+    }
+    if (step.inputs !== undefined && step.steps === undefined) out.push({rule: 'foreach-child', at: ['inputs'], message: 'inputs: declares what inline steps: read; a pipeline: file declares its own', key: true})
+    return out
+  },
+  graph: {details: (step) => [`foreach ${step.as ?? 'item'} -> ${step.pipeline ?? `${step.steps?.length ?? 0} inline step(s)`}`, `concurrency ${step.concurrency ?? 1}${step.fail_fast ? ', fail_fast' : ''}`]},
   async run({step, pipeline: loaded, children, signal, render}) {
     // items and with: are left to the kind (see deferred): the list first, then each item's inputs with the item bound.
     const items = render(step.items)
     if (!Array.isArray(items)) throw new PipeError('E_CONFIG', `step ${step.id}: items gave ${items === null ? 'null' : typeof items}, not a list`, {hint: 'Make items one ${{ expression }} that gives a list.'})
     const alias = step.as ?? 'item'
-    const file = childFile(loaded, step.id, step.pipeline)
+    // No file: the inline steps are the child pipeline (the engine builds it from the step).
+    const file = step.pipeline !== undefined ? childFile(loaded, step.id, step.pipeline) : undefined
     const limit = Math.max(1, step.concurrency ?? 1)
     // Evaluated up front: a with: that fails for one item fails the step before any child starts.
     const inputs = items.map((item) => Object.fromEntries(Object.entries(step.with ?? {}).map(([name, value]) => [name, typeof value === 'string' ? render(value, {[alias]: item}) : (value as JsonValue)])))
@@ -42,7 +52,7 @@ export const foreach: StepHandler<'foreach'> = {
     const worker = async (): Promise<void> => {
       while (next < items.length && tripped === undefined && !signal.aborted) {
         const index = next++
-        const child = await children.run({file, inputs: inputs[index]!, index, signal: childSignal})
+        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, signal: childSignal})
         results[index] = {index, run_id: child.run_id, status: child.status, reason: childReason(child)}
         if (child.status !== 'succeeded' && !childStopped(child) && step.fail_fast === true && tripped === undefined) {
           tripped = `item ${index} failed (${childReason(child)}); fail_fast stopped the rest`

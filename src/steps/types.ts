@@ -66,15 +66,18 @@ export interface StepContext<S extends Step = Step> {
 
 export interface DeferredFields {
   fields: readonly string[]
+  /** Fields that belong to an inline child pipeline: never resolved nor checked in this pipeline's scope. */
+  foreign?: readonly string[]
   alias: string
   /** The field holding the list expression. */
   items: string
 }
 
 export interface ChildPipelineRef {
-  /** Where the file is named in the step. */
+  /** Where the file (or the inline steps) is named in the step. */
   at: Array<string | number>
-  file: string
+  /** Absent: the step's own `steps:` (and `inputs:`) are an anonymous child pipeline. */
+  file?: string
   /** The inputs given (`with:`), and where. */
   with?: Readonly<Record<string, unknown>>
   withAt?: Array<string | number>
@@ -82,8 +85,8 @@ export interface ChildPipelineRef {
 
 /** One child run a step asks for; `index` tells a foreach's items apart (absent for a pipeline step). */
 export interface ChildRequest {
-  /** The child pipeline's file, absolute. */
-  file: string
+  /** The child pipeline's file, absolute; absent for the step's inline `steps:`. */
+  file?: string
   /** Values for the child's declared inputs (checked against them; a list or map given to a string input becomes its JSON). */
   inputs: Record<string, JsonValue>
   index?: number

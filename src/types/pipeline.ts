@@ -122,7 +122,7 @@ export interface Pipeline {
    * @maxItems 10000
    */
   steps: [Step, ...Step[]]
-  inputs?: Inputs
+  inputs?: Inputs1
   /**
    * Environment variables steps may read as ${{ secrets.NAME }}. Each must be set when a run starts; their values are redacted from every record, log and output.
    *
@@ -744,9 +744,9 @@ export interface ForeachStep {
    */
   as?: string
   /**
-   * The pipeline each item runs, relative to the file that holds this step.
+   * The pipeline each item runs, relative to the file that holds this step (or give its steps inline with steps:).
    */
-  pipeline: string
+  pipeline?: string
   /**
    * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
    */
@@ -761,6 +761,46 @@ export interface ForeachStep {
    * When true, the first failed child cancels the children not yet finished, and the outcome is fail.
    */
   fail_fast?: boolean
+  /**
+   * The steps of an anonymous child pipeline each item runs (instead of pipeline:); they read what with: gives as inputs.NAME, declared under inputs:.
+   *
+   * @minItems 1
+   */
+  steps?: [Step, ...Step[]]
+  inputs?: Inputs
+}
+/**
+ * With steps: inline, the anonymous child pipeline's inputs (what with: gives).
+ */
+export interface Inputs {
+  [k: string]: InputDeclaration | undefined
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "inputDeclaration".
+ */
+export interface InputDeclaration {
+  /**
+   * The value type; command-line values are converted to it strictly.
+   */
+  type: 'string' | 'number' | 'integer' | 'boolean'
+  description?: string
+  /**
+   * The run refuses to start without it. A required input has no default.
+   */
+  required?: boolean
+  /**
+   * Used when neither -i nor the values file gives the input.
+   */
+  default?: string | number | boolean
+  /**
+   * The only values allowed.
+   *
+   * @minItems 1
+   */
+  enum?: [string | number | boolean, ...(string | number | boolean)[]]
+  minimum?: number
+  maximum?: number
 }
 /**
  * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
@@ -863,33 +903,6 @@ export interface Completeness {
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "inputs".
  */
-export interface Inputs {
+export interface Inputs1 {
   [k: string]: InputDeclaration | undefined
-}
-/**
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "inputDeclaration".
- */
-export interface InputDeclaration {
-  /**
-   * The value type; command-line values are converted to it strictly.
-   */
-  type: 'string' | 'number' | 'integer' | 'boolean'
-  description?: string
-  /**
-   * The run refuses to start without it. A required input has no default.
-   */
-  required?: boolean
-  /**
-   * Used when neither -i nor the values file gives the input.
-   */
-  default?: string | number | boolean
-  /**
-   * The only values allowed.
-   *
-   * @minItems 1
-   */
-  enum?: [string | number | boolean, ...(string | number | boolean)[]]
-  minimum?: number
-  maximum?: number
 }

@@ -172,6 +172,37 @@ describe('foreach', () => {
     expect((await children(h.store, out.run_id)).map((k) => k.status)).to.deep.equal(['succeeded', 'succeeded'])
   })
 
+  it('runs inline steps as an anonymous child pipeline with its own inputs, checked in the file that holds them', async () => {
+    const h = await harness(dir)
+    const inline = (reason: string): string => `version: 1
+name: inline
+steps:
+  - id: each
+    kind: foreach
+    items: "\${{ ['a', 'b'] }}"
+    inputs:
+      name: {type: string, required: true}
+    steps:
+      - {id: work, kind: noop, next: done}
+      - {id: done, kind: end, status: succeeded, reason: "${reason}"}
+    with: {name: "\${{ item }}"}
+    on: {success: fin, partial: fin, fail: fin}
+  - {id: fin, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.succeeded }} ok"}
+`
+    const p = await pipelineFrom(dir, 'inline', inline('did ${{ inputs.name }}'))
+    const out = await h.start(p)
+    expect(out.status, out.reason).to.equal('succeeded')
+    const kids = await children(h.store, out.run_id)
+    expect(kids.map((k) => [k.status, k.pipeline.name, k.pipeline.path, k.inputs])).to.deep.equal(['a', 'b'].map((n) => ['succeeded', 'inline.each', `${path.join(dir, 'inline.yaml')}#each`, {name: n}]))
+    expect((await h.store.readSnapshots(kids[1]!.run_id)).at(-1)!.decisions[0]!.reason).to.equal('did b')
+    // The inline steps read the child's inputs, not the parent's: a typo is found at its place in the parent's file.
+    const file = path.join(dir, 'bad.yaml')
+    await writeFile(file, inline('did ${{ inputs.nmae }}'))
+    const bad = await loadPipeline(file, kindCatalog)
+    expect(bad.ok).to.equal(false)
+    if (!bad.ok) expect(bad.diagnostics.map((d) => `${path.basename(d.file)}:${d.line}:${d.col} ${d.message}`)).to.deep.equal(['bad.yaml:11:74 unknown input "nmae" (declared: name) — did you mean "name"?'])
+  })
+
   it('validate checks items, the alias, the child file, its inputs and cycles', async () => {
     await writeFile(path.join(dir, 'item.yaml'), ITEM)
     const bad = async (name: string, yaml: string): Promise<string[]> => {
