@@ -16,6 +16,7 @@ import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
 import {checkExpressions, hasExpressions, loadExpressionChecker} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
+import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 
 /** A problem a kind's own check finds in one of its steps; `at` is relative to the step. */
 export interface KindFinding {
@@ -153,6 +154,15 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
           const names = Object.keys(declared)
           diagnostics.push(rule(diag(loaded, [...withAt, key], `${name} ${ref.file === undefined ? 'declare' : 'has'} no input "${key}"${names.length > 0 ? `${didYouMean(key, names)}; ${ref.file === undefined ? 'they declare' : 'its inputs'}: ${names.join(', ')}` : `; ${ref.file === undefined ? 'declare it under inputs: of the step' : 'it declares no inputs'}`}`, true)))
         }
+      }
+      // Literal values are checked against their input's type now; expressions when they resolve.
+      const literals = Object.fromEntries(Object.entries(given).filter(([key, value]) => Object.hasOwn(declared, key) && !(typeof value === 'string' && value.includes('${{'))))
+      const typed = resolveInputs(declared as Record<string, InputDeclaration>, {file: {name: 'with:', data: literals}})
+      for (const problem of typed.problems) {
+        if (problem.input === undefined || problem.source !== 'file' || !Object.hasOwn(literals, problem.input)) continue
+        const expected = (declared[problem.input] as {type?: string}).type
+        if (expected === 'string' && typeof literals[problem.input] !== 'object') continue
+        diagnostics.push(rule(diag(loaded, [...withAt, problem.input], `input "${problem.input}" of ${name}: ${problem.message.replace(/^with:: /, '')}`)))
       }
       for (const [key, decl] of Object.entries(declared)) {
         if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, key)) {

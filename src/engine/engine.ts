@@ -923,7 +923,8 @@ function childInputs(stepId: string, loaded: LoadedPipeline, given: Record<strin
   const declarations = (loaded.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
   const data: Record<string, unknown> = {}
   for (const [name, value] of Object.entries(given)) {
-    data[name] = declarations[name]?.type === 'string' && value !== null && typeof value === 'object' ? JSON.stringify(value) : value
+    // A string input takes any value as its text, as an argument vector element does.
+    data[name] = declarations[name]?.type === 'string' && value !== null && typeof value !== 'string' ? (typeof value === 'object' ? JSON.stringify(value) : String(value)) : value
   }
   const resolved = resolveInputs(declarations, {file: {name: `with: of step ${stepId}`, data}})
   if (resolved.problems.length > 0) {
