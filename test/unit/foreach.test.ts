@@ -228,6 +228,8 @@ steps:
     const literal = await bad('literal', `version: 1\nname: l\nsteps:\n  - {id: sub, kind: pipeline, file: ./item.yaml, with: {name: x, fail: maybe}}\n`)
     expect(literal).to.have.length(1)
     expect(literal[0]).to.match(/^4:72 input "fail" of the pipeline \.\/item\.yaml: fail: "maybe" is not true or false/)
+    await writeFile(path.join(dir, 'modes.yaml'), 'version: 1\nname: modes\ninputs:\n  mode: {type: string, enum: [fast, slow]}\n  label: {type: string, default: x}\nsteps:\n  - {id: s, kind: noop}\n')
+    expect(await bad('enum', `version: 1\nname: e\nsteps:\n  - {id: sub, kind: pipeline, file: ./modes.yaml, with: {mode: medium, label: 7}}\n`)).to.deep.equal(['4:64 input "mode" of the pipeline ./modes.yaml: mode: "medium" is not one of "fast", "slow"'])
     // The alias is typed by the items' element: a field the element lacks is an error.
     const elem = await bad('elem', `version: 1\nname: e\nsteps:\n  - {id: a, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, with: {name: x}, next: b}\n  - {id: b, kind: foreach, items: "\${{ steps.a.outputs.items }}", as: r, pipeline: ./item.yaml, with: {name: "\${{ r.run_idd }}"}}\n`)
     expect(elem.join('\n')).to.match(/has no field "run_idd".*did you mean "run_id"/)
