@@ -158,7 +158,7 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
       // Literal values are checked against their input's type now; expressions when they resolve.
       // As at run time, a string input takes a number, boolean, list or map as its text.
       const asGiven = (key: string, value: unknown): unknown =>
-        (declared[key] as {type?: string}).type === 'string' && value !== null && typeof value !== 'string' ? (typeof value === 'object' ? JSON.stringify(value) : String(value as number | boolean)) : value
+        (declared[key] as {type?: string}).type === 'string' && value !== null && typeof value !== 'string' ? JSON.stringify(value) : value
       const literals = Object.fromEntries(Object.entries(given).filter(([key, value]) => Object.hasOwn(declared, key) && !(typeof value === 'string' && value.includes('${{'))).map(([key, value]) => [key, asGiven(key, value)]))
       const typed = resolveInputs(declared as Record<string, InputDeclaration>, {file: {name: 'with:', data: literals}})
       for (const problem of typed.problems) {
