@@ -28,10 +28,13 @@ function indentYaml(value: unknown): string {
 
 export function renderRunList(runs: RunSummary[]): string {
   if (runs.length === 0) return 'no runs\n'
-  return table([
-    ['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'],
-    ...runs.map((r) => [r.run_id, r.status, r.feature_id, r.spec_version ?? '-', r.pipeline, r.updated_at]),
-  ])
+  // Child runs are indented under their parent, labelled with the step (and item) that started them.
+  const rows = (list: RunSummary[], depth: number): string[][] =>
+    list.flatMap((r) => [
+      [`${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`, r.status, r.feature_id, r.spec_version ?? '-', `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''})` : ''}`, r.updated_at],
+      ...rows(r.children ?? [], depth + 1),
+    ])
+  return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'], ...rows(runs, 0)])
 }
 
 export function renderSnapshotList(snapshots: Snapshot[]): string {
@@ -87,13 +90,14 @@ export function renderSnapshot(s: Snapshot): string {
   return `${lines.join('\n')}\n`
 }
 
-export function renderRunShow(record: RunRecord, status: RunRecord['status'], events: RunEvent[], snapshots: Snapshot[]): string {
+export function renderRunShow(record: RunRecord, status: RunRecord['status'], events: RunEvent[], snapshots: Snapshot[], children: RunSummary[] = []): string {
   const lines: string[] = []
   lines.push(`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
   lines.push(`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
   lines.push(`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}  policy ${record.policy_version.slice(0, 19)}…`)
   lines.push(`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
   if (record.replay_of) lines.push(`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
+  if (record.parent) lines.push(`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
   if (record.status_reason) lines.push(`  reason: ${record.status_reason}`)
   if (record.error) lines.push(`  error: [${record.error.code}] ${record.error.message}`)
   if (record.pending) {
@@ -112,6 +116,17 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   for (const row of rows) lines.push(`  ${row.at}  ${row.text}`)
   const total = snapshots.reduce((n, s) => n + (s.step.duration_ms ?? 0), 0)
   lines.push('', `${snapshots.length} step(s), ${total} ms in steps`)
+  if (children.length > 0) {
+    lines.push('', 'child runs:')
+    const walk = (list: RunSummary[], depth: number): void => {
+      for (const c of list) {
+        const where = c.parent ? `${c.parent.step} #${c.parent.seq}${c.parent.index !== undefined ? ` item ${c.parent.index}` : ''}` : ''
+        lines.push(`${'  '.repeat(depth + 1)}${c.run_id}  ${c.status}  ${c.pipeline}  ${where}${c.reason ? `: ${c.reason}` : ''}`)
+        walk(c.children ?? [], depth + 1)
+      }
+    }
+    walk(children, 0)
+  }
   return `${lines.join('\n')}\n`
 }
 
@@ -148,7 +163,7 @@ export function renderPlan(plan: RunPlan): string {
         ...(ends.length > 0 && Object.keys(s.transitions).length > 0 ? [`${ends.join('/')}: (end)`] : []),
       ].join(', ') || '(end)'
     const bound = s.max_iterations !== undefined ? `max ${s.max_iterations}${s.on_exhausted ? ` -> ${s.on_exhausted}` : ''}` : '-'
-    rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
+    rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, s.timeout_ms === null ? '-' : `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
   }
   const problems = [...plan.denied, ...plan.warnings].map((d) => `${formatDiagnostic(d)}\n`).join('')
   const resolved = plan.steps.flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`)).join('')

@@ -5,7 +5,9 @@
  */
 import {isScalar} from 'yaml'
 // Light parts only: cel-js (behind check.ts) is loaded by loadExpressionChecker, for pipelines that have expressions.
-import type {ExprChecker, ExprDeclarations, InputDeclaration, JsonSchemaLike} from '../expr/index.js'
+import type {AliasTypes, ExprChecker, ExprDeclarations, InputDeclaration, JsonSchemaLike} from '../expr/index.js'
+import {DYN, elementSchema} from '../expr/schema.js'
+import {parseTemplate} from '../expr/template.js'
 import {checkDeclarations} from '../expr/inputs.js'
 import {scalarOffsetMapper} from '../expr/source-map.js'
 import {loadSchema} from '../schema/registry.js'
@@ -97,8 +99,22 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
   const checker = new checkerClass(exprDeclarations(pipeline, (i) => stepDir(loaded, i), catalog))
   for (const {step, found} of scan) {
     let ancestors: Set<string> | undefined
+    // A foreach's with: is checked with its alias typed as an element of its items list.
+    const deferred = catalog[step.kind]?.deferred?.(step)
+    let aliases: AliasTypes | undefined
+    if (deferred) {
+      const itemsText = (step as unknown as Record<string, unknown>)[deferred.items]
+      const whole = typeof itemsText === 'string' ? parseTemplate(itemsText).whole : undefined
+      aliases = {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}
+    }
     for (const {segments, text} of found) {
-      const result = checker.checkTemplate(text, {...(expectFor(segments) ? {expect: expectFor(segments)!} : {})})
+      const field = segments[2]
+      // An inline child pipeline's expressions are its own: checked when it is loaded, against its inputs.
+      if (typeof field === 'string' && deferred?.foreign?.includes(field)) continue
+      const isItems = deferred !== undefined && field === deferred.items
+      const aliased = deferred !== undefined && typeof field === 'string' && deferred.fields.includes(field) && !isItems
+      const options = {...(isItems ? {expect: 'list' as const} : expectFor(segments) ? {expect: expectFor(segments)!} : {}), ...(aliased && aliases ? {aliases} : {})}
+      const result = checker.checkTemplate(text, options)
       const mapper = offsetMapper(loaded, segments, text)
       for (const d of result.diagnostics) out.push(at(loaded, segments, d.message, mapper(d.offset)))
       if (result.diagnostics.length > 0) continue

@@ -16,6 +16,7 @@ import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
 import {checkExpressions, hasExpressions, loadExpressionChecker} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
+import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 
 /** A problem a kind's own check finds in one of its steps; `at` is relative to the step. */
 export interface KindFinding {
@@ -58,6 +59,10 @@ export interface KindInfo {
   graph?: {shape?: GraphShape; details?(step: Step): string[]}
   /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
   outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
+  /** Fields the kind evaluates itself per item, with an alias (see StepHandler.deferred). */
+  deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias: string; items: string}
+  /** Pipeline files the step runs as child runs (see StepHandler.childPipelines); no file: its inline steps. */
+  childPipelines?(step: Step): Array<{at: Array<string | number>; file?: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
 }
 
 /** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
@@ -87,7 +92,118 @@ export function stepDir(loaded: LoadedPipeline, step: number | string): string {
 /** `warnings` are problems that do not stop a run: pipe validate and --dry-run show them. */
 export type PipelineResult = {ok: true; loaded: LoadedPipeline; warnings: Diagnostic[]} | {ok: false; diagnostics: Diagnostic[]}
 
-export async function loadPipeline(file: string, catalog: KindCatalog): Promise<PipelineResult> {
+/**
+ * Loads a pipeline, and every pipeline its steps run as child runs (pipeline, foreach), recursively:
+ * a child that is missing, invalid, given inputs it does not declare, or that leads back to a
+ * pipeline being loaded (a cycle) is an error at the step that names it. `chain` is the files being
+ * loaded above this one.
+ */
+export async function loadPipeline(file: string, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
+  const result = await loadOne(file, catalog)
+  if (!result.ok) return result
+  const children = await checkChildPipelines(result.loaded, catalog, [...chain, path.resolve(file)])
+  if (children.diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(children.diagnostics)}
+  // A change in a child pipeline is a change of this one: a resumed run must not start children from another file.
+  if (children.hashes.length > 0) result.loaded.hash = sha256([result.loaded.hash, ...children.hashes].join('\n'))
+  return result
+}
+
+async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog, chain: readonly string[]): Promise<{diagnostics: Diagnostic[]; hashes: string[]}> {
+  const diagnostics: Diagnostic[] = []
+  const hashes: string[] = []
+  for (const [i, step] of loaded.pipeline.steps.entries()) {
+    for (const ref of catalog[step.kind]?.childPipelines?.(step) ?? []) {
+      const at: Segment[] = ['steps', i, ...ref.at]
+      const rule = (d: Diagnostic): Diagnostic => ({...d, rule: 'child-pipeline'})
+      let child: PipelineResult
+      let name: string
+      if (ref.file === undefined) {
+        name = `the inline steps of ${step.id}`
+        child = await loadInlinePipeline(loaded, i, catalog, chain)
+        if (!child.ok) {
+          // Positions already point into this file: report them as they are.
+          diagnostics.push(...child.diagnostics)
+          continue
+        }
+      } else {
+      const file = path.resolve(stepDir(loaded, i), ref.file)
+      name = `the pipeline ${ref.file}`
+      if (chain.includes(file)) {
+        const cycle = [...chain.slice(chain.indexOf(file)), file].map((f) => path.relative(process.cwd(), f) || f).join(' -> ')
+        diagnostics.push(rule(diag(loaded, at, `sub-pipelines form a cycle: ${cycle}`)))
+        continue
+      }
+      if (!existsSync(file) || !statSync(file).isFile()) {
+        diagnostics.push(rule(diag(loaded, at, `pipeline file ${ref.file} does not exist (looked for ${file})`)))
+        continue
+      }
+      child = await loadPipeline(file, catalog, chain)
+      if (!child.ok) {
+        const shown = child.diagnostics.slice(0, 3).map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`).join('; ')
+        const more = child.diagnostics.length > 3 ? ` (and ${child.diagnostics.length - 3} more)` : ''
+        diagnostics.push(rule(diag(loaded, at, `the pipeline ${ref.file} is not valid: ${shown}${more}`)))
+        continue
+      }
+      hashes.push(child.loaded.hash)
+      }
+      const declared = (child.loaded.pipeline.inputs ?? {}) as Record<string, {required?: boolean; default?: unknown}>
+      const given = ref.with ?? {}
+      const withAt: Segment[] = ['steps', i, ...(ref.withAt ?? ref.at)]
+      for (const key of Object.keys(given)) {
+        if (!Object.hasOwn(declared, key)) {
+          const names = Object.keys(declared)
+          diagnostics.push(rule(diag(loaded, [...withAt, key], `${name} ${ref.file === undefined ? 'declare' : 'has'} no input "${key}"${names.length > 0 ? `${didYouMean(key, names)}; ${ref.file === undefined ? 'they declare' : 'its inputs'}: ${names.join(', ')}` : `; ${ref.file === undefined ? 'declare it under inputs: of the step' : 'it declares no inputs'}`}`, true)))
+        }
+      }
+      // Literal values are checked against their input's type now; expressions when they resolve.
+      // As at run time, a string input takes a number, boolean, list or map as its text.
+      const asGiven = (key: string, value: unknown): unknown =>
+        (declared[key] as {type?: string}).type === 'string' && value !== null && typeof value !== 'string' ? JSON.stringify(value) : value
+      const literals = Object.fromEntries(Object.entries(given).filter(([key, value]) => Object.hasOwn(declared, key) && !(typeof value === 'string' && value.includes('${{'))).map(([key, value]) => [key, asGiven(key, value)]))
+      const typed = resolveInputs(declared as Record<string, InputDeclaration>, {file: {name: 'with:', data: literals}})
+      for (const problem of typed.problems) {
+        if (problem.input === undefined || problem.source !== 'file' || !Object.hasOwn(literals, problem.input)) continue
+        diagnostics.push(rule(diag(loaded, [...withAt, problem.input], `input "${problem.input}" of ${name}: ${problem.message.replace(/^with:: /, '')}`)))
+      }
+      for (const [key, decl] of Object.entries(declared)) {
+        if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, key)) {
+          diagnostics.push(rule(diag(loaded, ref.with ? withAt : at, `${name} require${ref.file === undefined ? '' : 's'} input "${key}": give it under with:`, true)))
+        }
+      }
+    }
+  }
+  return {diagnostics, hashes}
+}
+
+/**
+ * The anonymous child pipeline of a step's inline `steps:` (and `inputs:`): checked by the same
+ * rules as a file, its positions in the file that holds the step. Its `file` is the parent's with
+ * `#STEP` (a child run of it is resumed through its parent).
+ */
+export async function loadInlinePipeline(parent: LoadedPipeline, index: number, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
+  const step = parent.pipeline.steps[index] as unknown as {id: string; steps?: Pipeline['steps']; inputs?: Pipeline['inputs']}
+  const where = origin(parent, ['steps', index])
+  const dir = stepDir(parent, index)
+  const data = {version: 1 as const, name: `${parent.pipeline.name}.${step.id}`, ...(step.inputs ? {inputs: step.inputs} : {}), steps: step.steps ?? ([] as unknown as Pipeline['steps'])}
+  const composition: Composition = {
+    files: [where.source],
+    steps: data.steps.map((_, j) => ({source: where.source, segments: [...where.segments, 'steps', j], dir, fields: {}})),
+    keys: {inputs: {source: where.source, segments: [...where.segments, 'inputs'], exact: true}, steps: {source: where.source, segments: [...where.segments, 'steps'], exact: true}},
+    removed: {},
+  }
+  const file = `${parent.file}#${step.id}`
+  const loaded: LoadedPipeline = {file, dir, pipeline: data, source: where.source, hash: sha256(JSON.stringify(data)), composition}
+  if (hasExpressions(data)) await loadExpressionChecker()
+  const result = checkRules(loaded, catalog)
+  const holder = where.source === parent.source ? parent.file : where.source.file
+  if (!result.ok) return {ok: false, diagnostics: result.diagnostics.map((d) => (d.file === file ? {...d, file: holder} : d))}
+  const children = await checkChildPipelines(loaded, catalog, chain)
+  if (children.diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(children.diagnostics)}
+  if (children.hashes.length > 0) loaded.hash = sha256([loaded.hash, ...children.hashes].join('\n'))
+  return result
+}
+
+async function loadOne(file: string, catalog: KindCatalog): Promise<PipelineResult> {
   const read = await readYamlFile(file)
   if (!read.ok) return read
   const source = read.source

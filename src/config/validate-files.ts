@@ -53,19 +53,20 @@ export async function validateFile(file: string, catalog: KindCatalog, check?: P
   const kind = await detectKind(file)
   let diagnostics: Diagnostic[] = []
   let warnings: Diagnostic[] = []
-  if (kind === 'pipeline') {
+  // A file kind, not a step kind: tested as policy and answers so the step kind named pipeline is never compared here.
+  if (kind === 'policy') {
+    const result = await loadPolicyFile(file)
+    if (!result.ok) diagnostics = result.diagnostics
+  } else if (kind === 'answers') {
+    const result = await validateDocument(file, 'answers', 'answers file')
+    if (!result.ok) diagnostics = result.diagnostics
+  } else {
     const result = await loadPipeline(file, catalog)
     if (!result.ok) diagnostics = result.diagnostics
     else {
       warnings = result.warnings
       diagnostics = check?.(result.loaded) ?? []
     }
-  } else if (kind === 'policy') {
-    const result = await loadPolicyFile(file)
-    if (!result.ok) diagnostics = result.diagnostics
-  } else {
-    const result = await validateDocument(file, 'answers', 'answers file')
-    if (!result.ok) diagnostics = result.diagnostics
   }
   return {file, kind, valid: diagnostics.length === 0, diagnostics, warnings}
 }

@@ -7,13 +7,15 @@
  */
 import path from 'node:path'
 import {setTimeout as sleepFor} from 'node:timers/promises'
-import type {LoadedPipeline} from '../config/pipeline.js'
+import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
+import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 import {PipeError, toPipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
-import {changesSpec, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
+import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
+import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
@@ -286,10 +288,14 @@ export class Engine {
         r.status_reason = `${reason} (by ${this.user})`
         delete r.pending
       })
-      return {run_id: runId, feature_id: record.feature_id, status: 'cancelled', spec_version: record.spec_version ?? null, steps_run: 0, reason}
     } finally {
       await release()
     }
+    // Its children are cancelled too (each under its own lock): nothing the parent started goes on without it.
+    for (const child of await childrenOf(store, runId)) {
+      if (!isFinal(child.status)) await this.cancel(child.run_id, `parent run ${runId} was cancelled: ${reason}`)
+    }
+    return {run_id: runId, feature_id: before.feature_id, status: 'cancelled', spec_version: (await store.readRun(runId)).spec_version ?? null, steps_run: 0, reason}
   }
 
   private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
@@ -522,7 +528,8 @@ export class Engine {
     const {policy} = state.settings
     const safe = step.retry?.safe ?? handler.safeToRetry
     const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
-    const timeoutMs = step.timeout_ms ?? policy.policy.resource_limits.step_timeout_ms ?? 600000
+    // A step that waits for child runs is bounded only by its own timeout_ms: each child step has its own.
+    const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))
     const errors: Snapshot['errors'] = []
     let blocked = false
     for (let attempt = 1; ; attempt++) {
@@ -534,7 +541,7 @@ export class Engine {
       if (outer?.aborted) throw new Interrupted('interrupted')
       let timer: NodeJS.Timeout | undefined
       const aborted = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
+        if (timeoutMs !== null) timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
         controller.signal.addEventListener('abort', () => reject(controller.signal.reason as Error), {once: true})
       })
       aborted.catch(() => undefined)
@@ -560,6 +567,7 @@ export class Engine {
           const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
           return explained(values, () => evaluator.bind(values, aliasValues(aliases)).render(text))
         },
+        children: this.childRuns(state.record, step, seq, state.settings),
       }
       try {
         // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
@@ -575,7 +583,7 @@ export class Engine {
             }
             resolved.when = true
           }
-          const r = explained(values, () => resolveStep(step, bound))
+          const r = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
           context.step = r.step
           resolved = {...resolved, ...r.values}
         }
@@ -611,6 +619,102 @@ export class Engine {
         clearTimeout(timer)
         outer?.removeEventListener('abort', onOuter)
       }
+    }
+  }
+
+  /**
+   * The child runs of one step (pipeline, foreach). A child is keyed by (parent run, step, seq,
+   * item index) in its run.json `parent`, written when the run is created, so a re-entry of the step
+   * (a retry, a resume after a crash, a redrive of a blocked step) finds each child it already
+   * started and continues it, and never runs a finished one again. Each child is driven by a
+   * sub-engine on the same store, under its own run lock.
+   */
+  private childRuns(parent: RunRecord, step: Step, seq: number, settings: RunSettings): ChildRuns {
+    const {store} = this.deps
+    // A redrive runs the step again under the next seq: its children are those of the seqs it retried.
+    const seqs = new Set([seq])
+    for (let s = seq - 1; (parent.redrives ?? []).some((r) => r.seq === s && r.step === step.id); s--) seqs.add(s)
+    let found: Promise<Map<number, RunRecord>> | undefined
+    const existing = (): Promise<Map<number, RunRecord>> =>
+      (found ??= (async () => {
+        const out = new Map<number, RunRecord>()
+        for (const id of await store.listRunIds()) {
+          const record = await store.readRun(id).catch(() => null)
+          const link = record?.parent
+          if (!record || !link || link.run_id !== parent.run_id || link.step !== step.id || !seqs.has(link.seq)) continue
+          const index = link.index ?? 0
+          const before = out.get(index)
+          if (!before || before.created_at <= record.created_at) out.set(index, record)
+        }
+        return out
+      })())
+    const loadedChildren = new Map<string, Promise<LoadedPipeline>>()
+    const load = (file: string | undefined): Promise<LoadedPipeline> => {
+      const key = file ?? ''
+      let loading = loadedChildren.get(key)
+      if (!loading) {
+        // No file: the step's inline steps, taken from the pipeline as loaded (never resolved by this run's expressions).
+        const index = settings.pipeline.pipeline.steps.findIndex((s) => s.id === step.id)
+        const loader = file === undefined ? loadInlinePipeline(settings.pipeline, index, catalogOf(this.registry)) : loadPipeline(file, catalogOf(this.registry))
+        loading = loader.then((result) => {
+          if (result.ok) return result.loaded
+          const first = result.diagnostics[0]
+          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file}.`})
+        })
+        loadedChildren.set(key, loading)
+      }
+      return loading
+    }
+    // Children report no progress of their own: the parent's progress is the step's.
+    const {onProgress: _quiet, signal: _own, ...shared} = this.deps
+    const engineFor = (signal: AbortSignal | undefined): Engine => new Engine({...shared, ...(signal ? {signal} : {})})
+    return {
+      run: async (request) => {
+        const loaded = await load(request.file)
+        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd}
+        const index = request.index ?? 0
+        const sub = engineFor(request.signal ?? this.deps.signal)
+        const known = (await existing()).get(index)
+        let runId: string
+        if (known === undefined) {
+          const now = this.now()
+          const at = now.toISOString()
+          const inputs = childInputs(step.id, loaded, request.inputs)
+          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {})}
+          const record = await store.createRun(
+            {
+              feature_id: parent.feature_id,
+              status: 'pending',
+              pipeline: {path: loaded.file, name: loaded.pipeline.name, hash: loaded.hash},
+              policy_version: settings.policy.version,
+              policy_path: settings.policy.file,
+              provider: parent.provider,
+              input: parent.input,
+              ...(Object.keys(inputs).length > 0 ? {inputs} : {}),
+              workspace: settings.cwd,
+              parent: link,
+              spec_version: null,
+              created_at: at,
+              updated_at: at,
+              owner: {...selfIdentity(), user: this.user},
+            },
+            now,
+            {at, event: 'created', to: 'pending', reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`, by: this.user},
+          )
+          runId = record.run_id
+          await this.deps.hook?.(`child-created:${step.id}`)
+          await sub.drive(runId, childSettings, 'started')
+        } else {
+          runId = known.run_id
+          // A finished child keeps its result; a failed one is the item's failure, not something to redrive.
+          if (!isFinal(known.status)) await sub.resume(runId, childSettings)
+        }
+        return childResult(store, runId)
+      },
+      cancel: async (runId, reason) => {
+        const record = await store.readRun(runId)
+        if (!isFinal(record.status)) await engineFor(undefined).cancel(runId, reason)
+      },
     }
   }
 
@@ -824,3 +928,38 @@ function answersForPending(answers: Record<string, string>, pending: RunRecord['
   return out
 }
 
+
+/** A child's inputs from its parent step's `with:`, checked against the child's declarations; a list or map given to a string input is passed as its JSON text. */
+function childInputs(stepId: string, loaded: LoadedPipeline, given: Record<string, JsonValue>): NonNullable<RunRecord['inputs']> {
+  const declarations = (loaded.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
+  const data: Record<string, unknown> = {}
+  for (const [name, value] of Object.entries(given)) {
+    // A string input takes any value as its text, as an argument vector element does.
+    data[name] = declarations[name]?.type === 'string' && value !== null && typeof value !== 'string' ? (typeof value === 'object' ? JSON.stringify(value) : String(value)) : value
+  }
+  const resolved = resolveInputs(declarations, {file: {name: `with: of step ${stepId}`, data}})
+  if (resolved.problems.length > 0) {
+    throw new PipeError('E_CONFIG', `step ${stepId}: the inputs for ${loaded.file} do not fit its inputs: ${resolved.problems.map((p) => p.message).join('; ')}`, {hint: `Compare with: in step ${stepId} with the inputs: the child pipeline declares.`})
+  }
+  return resolved.values
+}
+
+async function childResult(store: Store, runId: string): Promise<ChildResult> {
+  const record = await store.readRun(runId)
+  const last = (await store.readSnapshots(runId)).at(-1)
+  const outcome = last?.decisions.at(-1)?.decision
+  return {
+    run_id: runId,
+    status: record.status,
+    ...(record.status_reason ? {reason: record.status_reason} : last?.decisions.at(-1) ? {reason: last.decisions.at(-1)!.reason} : {}),
+    ...(record.error ? {error: {code: record.error.code, message: record.error.message}} : {}),
+    ...(last && outcome !== undefined ? {last_step: {id: last.step.name, outcome}} : {}),
+    spec_version: record.spec_version ?? null,
+  }
+}
+
+/** Fields of a step the engine leaves as written: those the kind evaluates itself, and an inline child pipeline's. */
+function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
+  const deferred = handler.deferred?.(step)
+  return deferred ? [...deferred.fields, ...(deferred.foreign ?? [])] : []
+}

@@ -6,6 +6,7 @@
  *   DIR/runs/RUN/timeline.md                   one entry per step and state change
  *   DIR/runs/RUN/verdict.json                  the last QA verdict
  *   DIR/runs/RUN/task_ID/attempt_NN/           plan.json, patch.diff, patch_apply.json, qa_step_NN_STAGE.log, verdict.json
+ *   DIR/runs/CHILD/…                           each child run (pipeline and foreach steps), the same way
  */
 import {mkdir} from 'node:fs/promises'
 import path from 'node:path'
@@ -15,6 +16,7 @@ import {handlerNamed} from '../steps/registry.js'
 import type {ExportRole} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {loadPolicyFile} from '../config/policy.js'
+import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
 import {writeFileAtomic} from '../util/fs.js'
 
@@ -58,7 +60,7 @@ function attempts(snapshots: Snapshot[]): Attempt[] {
   return out
 }
 
-export async function exportRun(store: Store, runId: string, dir: string): Promise<{dir: string; files: string[]}> {
+export async function exportRun(store: Store, runId: string, dir: string, top = true): Promise<{dir: string; files: string[]}> {
   const record = await store.readRun(runId)
   const snapshots = await store.readSnapshots(runId)
   const events = await store.readEvents(runId)
@@ -72,7 +74,9 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
   }
   const json = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`
 
-  if (record.spec_version) {
+  const children = await childrenOf(store, runId)
+  // The spec files are the exported run's; a child's spec versions stay in its own state.json.
+  if (top && record.spec_version) {
     const spec = await store.readSpec(record.spec_version)
     await write(path.join(root, 'prd.md'), specToMarkdown(spec))
     await write(path.join(root, 'tasks.json'), json(spec.tasks))
@@ -95,6 +99,8 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
       policy_version: record.policy_version,
       tool_versions: policy?.ok ? (policy.loaded.policy.tool_versions ?? {}) : {},
       spec_version: record.spec_version ?? null,
+      ...(record.parent ? {parent: record.parent} : {}),
+      ...(children.length > 0 ? {child_runs: children.map((c) => c.run_id)} : {}),
     }),
   )
 
@@ -127,5 +133,6 @@ export async function exportRun(store: Store, runId: string, dir: string): Promi
   }
   entries.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
   await write(path.join(runDir, 'timeline.md'), `# Timeline of ${runId}\n\n${entries.map((e) => `- ${e.at} ${e.text}`).join('\n')}\n`)
+  for (const child of children) files.push(...(await exportRun(store, child.run_id, root, false)).files)
   return {dir: root, files: files.sort()}
 }

@@ -61,7 +61,7 @@ export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], sp
     inputs: record.inputs ?? {},
     steps,
     ...(spec ? {spec} : {}),
-    run: {id: record.run_id, feature_id: record.feature_id, parent: null},
+    run: {id: record.run_id, feature_id: record.feature_id, parent: record.parent?.run_id ?? null},
     secrets,
   }
 }
@@ -98,7 +98,7 @@ function printable(segments: readonly Segment[]): string {
  * the pipeline schema again, so a value of the wrong type is an E_CONFIG here, not a surprise in
  * the kind.
  */
-export function resolveStep(step: Step, bound: BoundExpressions): Resolved {
+export function resolveStep(step: Step, bound: BoundExpressions, deferred: readonly string[] = []): Resolved {
   const values: Record<string, JsonValue> = {}
   const secretPaths = new Set<string>()
   const walk = (value: unknown, at: Segment[]): unknown => {
@@ -112,7 +112,7 @@ export function resolveStep(step: Step, bound: BoundExpressions): Resolved {
     }
     if (Array.isArray(value)) return value.map((item, i) => walk(item, [...at, i]))
     if (value !== null && typeof value === 'object') {
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, at.length === 0 && STRUCTURAL_KEYS.has(k) ? v : walk(v, [...at, k])]))
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, at.length === 0 && (STRUCTURAL_KEYS.has(k) || deferred.includes(k)) ? v : walk(v, [...at, k])]))
     }
     return value
   }

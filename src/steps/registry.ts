@@ -5,6 +5,7 @@ import {applyAnswers} from './apply-answers.js'
 import {choice} from './choice.js'
 import {command} from './command.js'
 import {end} from './end.js'
+import {foreach} from './foreach.js'
 import {edit} from './edit.js'
 import {git} from './git.js'
 import {qa} from './qa.js'
@@ -15,6 +16,7 @@ import {generateVv} from './generate-vv.js'
 import {ingest} from './ingest.js'
 import {model} from './model.js'
 import {noop} from './noop.js'
+import {pipeline} from './pipeline.js'
 import {planTasks} from './plan-tasks.js'
 import {publish} from './publish.js'
 import {review} from './review.js'
@@ -38,6 +40,8 @@ export const registry: StepRegistry = {
   model,
   choice,
   end,
+  pipeline,
+  foreach,
 }
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
@@ -68,6 +72,8 @@ function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
   const references = handler.references?.bind(handler)
   const outputsSchema = handler.outputsSchema?.bind(handler)
   const graph = handler.graph
+  const deferred = handler.deferred?.bind(handler)
+  const childPipelines = handler.childPipelines?.bind(handler)
   return {
     outcomes: (step: StepOf<StepKind>) => handler.outcomes(step),
     ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
@@ -79,6 +85,8 @@ function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
     ...(check ? {check} : {}),
     ...(references ? {references} : {}),
     ...(graph ? {graph} : {}),
+    ...(deferred ? {deferred} : {}),
+    ...(childPipelines ? {childPipelines} : {}),
   }
 }
 

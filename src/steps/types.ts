@@ -60,6 +60,63 @@ export interface StepContext<S extends Step = Step> {
    * aliases (a foreach item). Throws ExpressionError (E_CONFIG).
    */
   render: (text: string, aliases?: Readonly<Record<string, unknown>>) => JsonValue
+  /** Child runs of this step (pipeline, foreach): the engine creates, drives and finds them. */
+  children: ChildRuns
+}
+
+export interface DeferredFields {
+  fields: readonly string[]
+  /** Fields that belong to an inline child pipeline: never resolved nor checked in this pipeline's scope. */
+  foreign?: readonly string[]
+  alias: string
+  /** The field holding the list expression. */
+  items: string
+}
+
+export interface ChildPipelineRef {
+  /** Where the file (or the inline steps) is named in the step. */
+  at: Array<string | number>
+  /** Absent: the step's own `steps:` (and `inputs:`) are an anonymous child pipeline. */
+  file?: string
+  /** The inputs given (`with:`), and where. */
+  with?: Readonly<Record<string, unknown>>
+  withAt?: Array<string | number>
+}
+
+/** One child run a step asks for; `index` tells a foreach's items apart (absent for a pipeline step). */
+export interface ChildRequest {
+  /** The child pipeline's file, absolute; absent for the step's inline `steps:`. */
+  file?: string
+  /** Values for the child's declared inputs (checked against them; a list or map given to a string input becomes its JSON). */
+  inputs: Record<string, JsonValue>
+  index?: number
+  /** Aborting it interrupts the child where it stands (pipe resume of the parent continues it). */
+  signal?: AbortSignal
+}
+
+/** Where a child run stands after the engine drove it as far as it goes. */
+export interface ChildResult {
+  run_id: string
+  /** The child's run status: succeeded, failed, cancelled, blocked, awaiting_input or interrupted. */
+  status: RunRecord['status']
+  reason?: string
+  /** The child's error, when it failed or is blocked. */
+  error?: {code: string; message: string}
+  /** The child's last snapshot's step and outcome (an end step's reason is `reason`). */
+  last_step?: {id: string; outcome: string}
+  /** The child's latest spec version, if it wrote one. */
+  spec_version?: string | null
+}
+
+export interface ChildRuns {
+  /**
+   * Runs the child for `request`, or continues the one this step already started for it (same
+   * parent run, step, index, and the step's seq or one a redrive ran again): a finished child is
+   * never run again. Resolves once the child finished or stopped.
+   */
+  run(request: ChildRequest): Promise<ChildResult>
+  /** Ends a child that is not finished as cancelled (fail_fast); the parent's reason is its reason. */
+  cancel(runId: string, reason: string): Promise<void>
 }
 
 export interface PersonDecision {
@@ -187,6 +244,22 @@ export interface StepHandler<K extends StepKind> {
    * `pipeline.dir` is where a step's own schema files (output_schema) resolve.
    */
   outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
+  /**
+   * Fields the engine leaves unresolved because the kind evaluates them itself, once per item of
+   * the list its `items` field gives, with the item bound to `alias` (a foreach's `with:`).
+   * Validate checks them with the alias typed as the list's element.
+   */
+  deferred?(step: StepOf<K>): DeferredFields
+  /**
+   * The pipeline files a step runs as child runs, relative to the file that holds the step, with
+   * the inputs it gives them (`with:`): validate loads each, recursively, and checks the inputs.
+   */
+  childPipelines?(step: StepOf<K>): ChildPipelineRef[]
+  /**
+   * Whether it waits for child runs (pipeline, foreach): the policy's step_timeout_ms does not
+   * bound it (each child step has its own); only the step's own timeout_ms does.
+   */
+  waitsForChildren?: boolean
   /** Whether it reads the run's requirement (--input/--text); a run of such a pipeline needs one. */
   readsInput?: boolean
   /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */

@@ -16,6 +16,10 @@ export interface RunSummary {
   created_at: string
   updated_at: string
   reason?: string
+  /** The run (and step, and item) that started this one as a child run. */
+  parent?: NonNullable<RunRecord['parent']>
+  /** Child runs of this run (pipeline and foreach steps), oldest first; listed under it unless --all. */
+  children?: RunSummary[]
 }
 
 /** A run recorded as running whose owning process is gone was interrupted (a crash, a kill -9). */
@@ -37,6 +41,7 @@ export async function summarizeRun(store: Store, record: RunRecord): Promise<Run
     created_at: record.created_at,
     updated_at: record.updated_at,
     ...(record.status_reason ? {reason: record.status_reason} : {}),
+    ...(record.parent ? {parent: record.parent} : {}),
   }
 }
 
@@ -44,25 +49,59 @@ export interface RunFilter {
   limit: number
   status?: RunStatus
   feature?: string
+  /** Every run, children too, as one flat list; without it children are nested under their parent. */
+  all?: boolean
 }
 
-/** Newest first; reads only as many run records as it needs when not filtering. */
+/**
+ * Newest first. Without `all`, the filters and the limit apply to top-level runs, each with its
+ * child runs (and theirs) nested under `children`; with `all`, every run is a row of its own.
+ */
 export async function listRuns(store: Store, filter: RunFilter): Promise<RunSummary[]> {
-  const out: RunSummary[] = []
+  const records: RunRecord[] = []
   for (const id of await store.listRunIds()) {
-    if (out.length >= filter.limit) break
-    let record: RunRecord
+    // A flat list stops reading once it has enough; a nested one reads all, as children may belong to any parent shown.
+    if (filter.all && records.length >= filter.limit) break
     try {
-      record = await store.readRun(id)
+      const record = await store.readRun(id)
+      if (filter.feature && record.feature_id !== filter.feature) continue
+      if (filter.all && filter.status && (await effectiveStatus(store, record)) !== filter.status) continue
+      records.push(record)
     } catch {
       continue
     }
-    if (filter.feature && record.feature_id !== filter.feature) continue
+  }
+  if (filter.all) return Promise.all(records.map((r) => summarizeRun(store, r)))
+  const byParent = new Map<string, RunRecord[]>()
+  for (const r of records) if (r.parent) byParent.set(r.parent.run_id, [...(byParent.get(r.parent.run_id) ?? []), r])
+  const nest = async (record: RunRecord): Promise<RunSummary> => {
     const summary = await summarizeRun(store, record)
+    const kids = (byParent.get(record.run_id) ?? []).sort(childOrder)
+    return kids.length > 0 ? {...summary, children: await Promise.all(kids.map(nest))} : summary
+  }
+  const out: RunSummary[] = []
+  for (const record of records) {
+    if (out.length >= filter.limit) break
+    if (record.parent) continue
+    const summary = await nest(record)
     if (filter.status && summary.status !== filter.status) continue
     out.push(summary)
   }
   return out
+}
+
+function childOrder(a: RunRecord, b: RunRecord): number {
+  return a.parent!.seq - b.parent!.seq || (a.parent!.index ?? 0) - (b.parent!.index ?? 0) || (a.created_at < b.created_at ? -1 : 1)
+}
+
+/** The child runs a run started (pipeline and foreach steps), in step and item order. */
+export async function childrenOf(store: Store, runId: string): Promise<RunRecord[]> {
+  const out: RunRecord[] = []
+  for (const id of await store.listRunIds()) {
+    const record = await store.readRun(id).catch(() => null)
+    if (record?.parent?.run_id === runId) out.push(record)
+  }
+  return out.sort(childOrder)
 }
 
 export interface SpecSummary {

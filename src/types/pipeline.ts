@@ -23,6 +23,8 @@ export type Step =
   | ModelStep
   | ChoiceStep
   | EndStep
+  | PipelineStep
+  | ForeachStep
 /**
  * A step id: lower case letters, digits and underscores, starting with a letter.
  *
@@ -120,7 +122,7 @@ export interface Pipeline {
    * @maxItems 10000
    */
   steps: [Step, ...Step[]]
-  inputs?: Inputs
+  inputs?: Inputs1
   /**
    * Environment variables steps may read as ${{ secrets.NAME }}. Each must be set when a run starts; their values are redacted from every record, log and output.
    *
@@ -689,6 +691,118 @@ export interface EndStep {
   reason?: string
 }
 /**
+ * Runs another pipeline as one step: a child run in the same store (own run id, snapshots and loop counters) whose final status is the outcome: success, fail, or blocked (the child waits for a person; pipe resume of this run continues it).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "pipelineStep".
+ */
+export interface PipelineStep {
+  id: StepId
+  kind: 'pipeline'
+  description?: string
+  when?: Condition
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * The child pipeline's file, relative to the file that holds this step.
+   */
+  file: string
+  /**
+   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
+   */
+  with?: {
+    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
+  }
+}
+/**
+ * Runs one child run of a pipeline per item of a list, at most `concurrency` at a time. Outcomes: success (every child succeeded), partial (some did), fail (none did, or fail_fast stopped them).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "foreachStep".
+ */
+export interface ForeachStep {
+  id: StepId
+  kind: 'foreach'
+  description?: string
+  when?: Condition
+  next?: StepRef
+  on?: Transitions
+  max_iterations?: number
+  on_exhausted?: StepRef
+  timeout_ms?: number
+  retry?: Retry
+  /**
+   * One ${{ expression }} that gives a list.
+   */
+  items: string
+  /**
+   * The name each item has in the with: expressions (default item).
+   */
+  as?: string
+  /**
+   * The pipeline each item runs, relative to the file that holds this step (or give its steps inline with steps:).
+   */
+  pipeline?: string
+  /**
+   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
+   */
+  with?: {
+    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
+  }
+  /**
+   * How many children run at once (default 1).
+   */
+  concurrency?: number
+  /**
+   * When true, the first failed child cancels the children not yet finished, and the outcome is fail.
+   */
+  fail_fast?: boolean
+  /**
+   * The steps of an anonymous child pipeline each item runs (instead of pipeline:); they read what with: gives as inputs.NAME, declared under inputs:.
+   *
+   * @minItems 1
+   */
+  steps?: [Step, ...Step[]]
+  inputs?: Inputs
+}
+/**
+ * With steps: inline, the anonymous child pipeline's inputs (what with: gives).
+ */
+export interface Inputs {
+  [k: string]: InputDeclaration | undefined
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "inputDeclaration".
+ */
+export interface InputDeclaration {
+  /**
+   * The value type; command-line values are converted to it strictly.
+   */
+  type: 'string' | 'number' | 'integer' | 'boolean'
+  description?: string
+  /**
+   * The run refuses to start without it. A required input has no default.
+   */
+  required?: boolean
+  /**
+   * Used when neither -i nor the values file gives the input.
+   */
+  default?: string | number | boolean
+  /**
+   * The only values allowed.
+   *
+   * @minItems 1
+   */
+  enum?: [string | number | boolean, ...(string | number | boolean)[]]
+  minimum?: number
+  maximum?: number
+}
+/**
  * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
@@ -789,33 +903,6 @@ export interface Completeness {
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "inputs".
  */
-export interface Inputs {
+export interface Inputs1 {
   [k: string]: InputDeclaration | undefined
-}
-/**
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "inputDeclaration".
- */
-export interface InputDeclaration {
-  /**
-   * The value type; command-line values are converted to it strictly.
-   */
-  type: 'string' | 'number' | 'integer' | 'boolean'
-  description?: string
-  /**
-   * The run refuses to start without it. A required input has no default.
-   */
-  required?: boolean
-  /**
-   * Used when neither -i nor the values file gives the input.
-   */
-  default?: string | number | boolean
-  /**
-   * The only values allowed.
-   *
-   * @minItems 1
-   */
-  enum?: [string | number | boolean, ...(string | number | boolean)[]]
-  minimum?: number
-  maximum?: number
 }

@@ -146,6 +146,18 @@ export interface RunRecord {
    * sha256 (or, with PIPE_AUDIT_KEY, hmac-sha256) of this record without the seal.
    */
   seal?: string
+  /**
+   * The run and step that started this run as a child (a pipeline or foreach step); absent for a top-level run.
+   */
+  parent?: {
+    run_id: string
+    step: string
+    seq: number
+    /**
+     * The item's index, for a foreach child.
+     */
+    index?: number
+  }
 }
 /**
  * One line of a run's timeline (events.jsonl).

@@ -8,16 +8,18 @@ import {assertId} from '../../store/ids.js'
 
 export default class RunsList extends PipeCommand {
   static override summary = 'List runs, newest first.'
-  static override description = 'A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it.'
+  static override description = 'A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it. Child runs (of pipeline and foreach steps) are listed under their parent; --all lists every run on its own row.'
   static override examples = [
     {description: 'The last 20 runs', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'Runs waiting for a person', command: '<%= config.bin %> <%= command.id %> --status awaiting_input'},
+    {description: 'Every run, child runs on rows of their own', command: '<%= config.bin %> <%= command.id %> --all'},
     {description: 'All runs of a feature, as JSON', command: '<%= config.bin %> <%= command.id %> --feature F-2026-001 --limit 1000 --json'},
   ]
   static override flags = {
     limit: Flags.integer({char: 'n', description: 'Most runs to show.', default: 20, min: 1}),
     status: Flags.string({description: 'Only runs in this status.', options: ['pending', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled', 'interrupted']}),
     feature: Flags.string({description: 'Only runs of this feature.', helpValue: 'F-YYYY-NNN'}),
+    all: Flags.boolean({description: 'List every run, child runs too, each on its own row (filters and --limit then apply to each).', default: false}),
     store: PipeCommand.storeFlag,
   }
 
@@ -25,7 +27,7 @@ export default class RunsList extends PipeCommand {
     const {flags} = await this.parse(RunsList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = await Store.existing(this.storeDir(flags.store))
-    const runs = await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {})})
+    const runs = await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {}), all: flags.all})
     if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))
     return {runs}
   }

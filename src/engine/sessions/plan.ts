@@ -32,7 +32,8 @@ export interface RunPlan {
     unrouted: Record<string, 'ends' | 'failed' | 'awaiting_input' | 'cancelled'>
     max_iterations?: number
     on_exhausted?: string
-    timeout_ms: number
+    /** Null for a step that waits for child runs and has no timeout_ms of its own (each child step has its own). */
+    timeout_ms: number | null
     retries: number
     changes_spec: boolean
     prompt?: string
@@ -86,7 +87,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         unrouted,
         ...(step.max_iterations !== undefined ? {max_iterations: step.max_iterations} : {}),
         ...(step.on_exhausted !== undefined ? {on_exhausted: step.on_exhausted} : {}),
-        timeout_ms: step.timeout_ms ?? limits.step_timeout_ms ?? 600000,
+        timeout_ms: step.timeout_ms ?? (handler.waitsForChildren ? null : (limits.step_timeout_ms ?? 600000)),
         retries: safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0,
         changes_spec: changesSpec(handler, step),
         ...('prompt' in step && step.prompt ? {prompt: step.prompt} : {}),

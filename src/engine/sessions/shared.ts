@@ -1,8 +1,9 @@
 /** What every session shares: the options a command passes, loading the pipeline and the policy or failing with their errors, the engine with its hooks, and the checks answers go through. */
+import {existsSync} from 'node:fs'
 import type {Readable} from 'node:stream'
 import {answerableFields} from '../../config/answers.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'
-import {loadPipeline, type LoadedPipeline} from '../../config/pipeline.js'
+import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../../config/pipeline.js'
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import type {LoadedPolicy} from '../../policy/policy.js'
@@ -47,6 +48,16 @@ export interface StartSession extends SessionOptions {
 }
 
 export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline> {
+  // FILE#STEP names the inline steps of a step of FILE (a foreach's anonymous child pipeline).
+  const inline = /^(.*)#([^#/]+)$/.exec(file)
+  if (inline && !existsSync(file) && existsSync(inline[1]!)) {
+    const parent = await loadPipelineOrThrow(inline[1]!)
+    const index = parent.pipeline.steps.findIndex((s) => s.id === inline[2])
+    if (index < 0) throw new PipeError('E_CONFIG', `${inline[1]} has no step ${inline[2]} whose inline steps ${file} names`, {hint: 'Restore the pipeline as the run started with it.'})
+    const result = await loadInlinePipeline(parent, index, kindCatalog)
+    if (!result.ok) throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: `Fix the errors above (pipe validate ${inline[1]} lists them).`})
+    return result.loaded
+  }
   const result = await loadPipeline(file, kindCatalog)
   if (!result.ok) {
     throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: `Fix the errors above (pipe validate ${file} lists them).`})

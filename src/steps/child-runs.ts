@@ -1,0 +1,43 @@
+/**
+ * What the two composite kinds (pipeline, foreach) share: where a child pipeline's file is, and
+ * what a child run's status means for the step that started it.
+ */
+import path from 'node:path'
+import {stepDir, type LoadedPipeline} from '../config/pipeline.js'
+import type {JsonSchema} from '../expr/index.js'
+import {list, nullable, obj, oneOf, str, int} from './output-schemas.js'
+import type {ChildResult, FailureOutcome} from './types.js'
+
+/** The child pipeline's file: relative to the file that holds the step (like prompt and output_schema). */
+export function childFile(loaded: LoadedPipeline, stepId: string, file: string): string {
+  return path.resolve(stepDir(loaded, stepId), file)
+}
+
+export const CHILD_STATUSES = ['succeeded', 'failed', 'cancelled', 'blocked', 'awaiting_input', 'interrupted'] as const
+
+/** Whether a child stopped for a person (or a signal) rather than finished: the parent stops at the step too. */
+export function childStopped(result: ChildResult): boolean {
+  return result.status === 'blocked' || result.status === 'awaiting_input' || result.status === 'interrupted' || result.status === 'running' || result.status === 'pending'
+}
+
+/** Why a child ended as it did, in one line. */
+export function childReason(result: ChildResult): string {
+  const why = result.error ? `${result.error.code}: ${result.error.message}` : (result.reason ?? result.status)
+  return `child run ${result.run_id} ${result.status}${why === result.status ? '' : `: ${why}`}`
+}
+
+export const childFailure: FailureOutcome = {
+  code: 'E_ENDED',
+  hint: ({run_id, step}) => `Read the child runs with pipe runs show ${run_id} (and pipe snapshot show ${run_id} --step ${step}); route the outcome with on: {fail: STEP} in the pipeline.`,
+}
+
+export const childSummary: JsonSchema = obj({
+  run_id: str,
+  status: oneOf(CHILD_STATUSES),
+  reason: str,
+  last_step: nullable(obj({id: str, outcome: str})),
+  spec_version: nullable(str),
+})
+
+export const foreachItem: JsonSchema = obj({index: int, run_id: nullable(str), status: oneOf([...CHILD_STATUSES, 'not_started']), reason: str})
+export const foreachOutputs: JsonSchema = obj({items: list(foreachItem), succeeded: int, failed: int, cancelled: int, total: int})
