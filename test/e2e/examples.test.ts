@@ -8,7 +8,7 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {ModelServer} from '../helpers/model-server.js'
+import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
   run_id: string
@@ -160,5 +160,62 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
     const result = await cli(['run', file, '--policy', policy, '--json'])
     expect(result.code).to.not.equal(0)
     expect(json<{error: {code: string; message: string}}>(result).error.message).to.contain('since')
+  })
+})
+
+describe('examples/triage (built CLI, model server on 127.0.0.1)', function () {
+  this.timeout(180000)
+  const file = path.join(examples, 'triage', 'pipeline.yaml')
+  const prd = path.join(examples, 'full-prd.md')
+
+  beforeEach(async () => {
+    repo = path.join(dir, 'work')
+    await mkdir(repo)
+  })
+
+  it('validates and dry-runs, showing its inputs and the triage step inserted before the review', async () => {
+    const checked = await cli(['validate', file])
+    expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
+    const dry = await cli(['run', file, '--input', prd, '-i', 'product=Team Expenses', '--dry-run'])
+    expect(dry.code, dry.stdout + dry.stderr).to.equal(0)
+    expect(dry.stdout).to.contain('inputs product="Team Expenses" areas="frontend, backend, data, infrastructure"')
+    expect(dry.stdout).to.match(/check_plan +gate +pass: triage, fail: clarify_questions/).and.match(/triage +model +manual_review/)
+  })
+
+  it('classifies the compiled requirement into sections.triage before the review, and publishes it under triage/', async () => {
+    server = await ModelServer.start(cannedReply)
+    const triage = {severity: 'major', area: 'expenses', rationale: 'Shared expenses are the product; without them a group has nothing to settle.'}
+    server.script('triage', {content: JSON.stringify(triage)})
+    const result = await cli(['run', file, '--input', prd, '-i', 'product=Team Expenses', '-i', 'areas=groups, expenses, export', '--decision', 'go', '--json'])
+    expect(result.code, result.stderr).to.equal(0)
+    const body = json<RunJson & {feature_id: string}>(result)
+    expect(body.status).to.equal('succeeded')
+    expect(server.count('triage')).to.equal(1)
+    const prompt = server.requests.find((r) => r.kind === 'triage')!.body.messages[1]!.content
+    expect(prompt).to.contain('the team that owns Team Expenses').and.contain('exactly one of groups, expenses, export')
+    // spec.goal and the feature titles, from the version compile wrote.
+    expect(prompt).to.contain('Give small teams a shared place to record expenses').and.contain('"Export expenses as CSV"')
+
+    const list = await snapshots(body.run_id)
+    expect(list.map((s) => s.step.name)).to.deep.equal(['ingest', 'compile', 'validate_gates', 'plan_tasks', 'check_plan', 'triage', 'manual_review', 'publish'])
+    const step = list.find((s) => s.step.name === 'triage')!
+    expect(step.outputs).to.deep.include({value: triage})
+    const spec = json<CanonicalSpec>(await cli(['spec', 'show', body.spec_version!, '--json']))
+    expect(spec.sections?.['triage']).to.deep.equal(triage)
+    expect(spec.meta).to.include({created_by_step: 'triage'})
+    expect(spec.tasks.length, 'the plan is kept').to.be.greaterThan(0)
+    // The version the reviewer approved is the triaged one, and that is what was published.
+    const published = JSON.parse(await readFile(path.join(repo, 'triage', body.feature_id, `${body.spec_version}.json`), 'utf8')) as CanonicalSpec
+    expect(published.sections?.['triage']).to.deep.equal(triage)
+
+    const audit = await cli(['audit', 'verify', body.run_id])
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
+
+  it('refuses an unknown input before anything is written', async () => {
+    const result = await cli(['run', file, '--input', prd, '-i', 'prodcut=x', '--json'])
+    expect(result.code).to.not.equal(0)
+    expect(json<{error: {message: string}}>(result).error.message).to.contain('prodcut')
+    expect(existsSync(path.join(repo, '.pipe', 'runs'))).to.equal(false)
   })
 })
