@@ -135,7 +135,32 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
-  it('routes an empty draft through the choice to the nothing end, with its reason; internal notes are not published', async () => {
+  it('checks every item even when one fails (fail_fast: false): partial, then publish; internal notes are not published', async () => {
+    server = await ModelServer.start()
+    const long = 'Expenses can now be exported as CSV, filtered by member, date range, currency and category'
+    server.script('draft', {content: JSON.stringify({items: [{title: long, kind: 'feature'}, {title: 'Three-way splits round correctly', kind: 'fix'}]})})
+    const result = await run('-i', 'audience=internal')
+    expect(result.code, result.stderr).to.equal(0)
+    const body = json<RunJson>(result)
+    expect(body).to.include({status: 'succeeded', reason: '1 item(s) for internal since v1'})
+    const parent = await snapshots(body.run_id)
+    expect(parent.map((s) => [s.step.name, s.decisions[0]?.decision])).to.deep.equal([
+      ['log', 'success'],
+      ['draft', 'success'],
+      ['route', 'each'],
+      ['each', 'partial'],
+      ['publish', 'skipped'],
+      ['done', 'succeeded'],
+    ])
+    const each = parent[3]!.outputs as {succeeded: number; failed: number; items: Array<{status: string; reason: string}>}
+    expect(each).to.include({succeeded: 1, failed: 1})
+    expect(each.items.map((i) => i.status)).to.deep.equal(['failed', 'succeeded'])
+    expect(each.items[0]!.reason).to.contain(`title longer than 80 characters: ${long}`)
+    expect((await runRecords()).filter((r) => r.parent).map((r) => r.parent!.step)).to.deep.equal(['each', 'each'])
+    expect(existsSync(path.join(repo, 'release-notes')), 'nothing published').to.equal(false)
+  })
+
+  it('routes an empty draft through the choice to the nothing end, with its reason', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify({summary: 'Only chores.', items: []})})
     const result = await run()
