@@ -17,10 +17,10 @@ describe('pipe validate (CLI)', () => {
   })
 
   it('accepts every YAML file the project ships', async () => {
-    const files = ['pipelines/default.yaml', 'policy.yaml', 'examples/one-sentence.answers.yaml', 'examples/coding/pipeline.yaml', 'examples/coding/policy.yaml', 'examples/triage/pipeline.yaml']
+    const files = ['pipelines/default.yaml', 'policy.yaml', 'examples/one-sentence.answers.yaml', 'examples/coding/pipeline.yaml', 'examples/coding/policy.yaml', 'examples/triage/pipeline.yaml', 'examples/release-notes/pipeline.yaml', 'examples/release-notes/item.yaml', 'examples/release-notes/publish.yaml', 'examples/release-notes/policy.yaml']
     const result = await pipe(['validate', ...files, '--json'])
     expect(result.code, result.stdout).to.equal(0)
-    expect(json<{files: Array<{kind: string}>}>(result).files.map((f) => f.kind)).to.deep.equal(['pipeline', 'policy', 'answers', 'pipeline', 'policy', 'pipeline'])
+    expect(json<{files: Array<{kind: string}>}>(result).files.map((f) => f.kind)).to.deep.equal(['pipeline', 'policy', 'answers', 'pipeline', 'policy', 'pipeline', 'pipeline', 'pipeline', 'pipeline', 'policy'])
   })
 
   it('reports a misspelt transition target at its line with a suggestion, and exits 2', async () => {

@@ -1,6 +1,6 @@
 /** kind: model on the built CLI, against a real chat-completions server on 127.0.0.1. */
 import {expect} from 'chai'
-import {cp, mkdir, writeFile} from 'node:fs/promises'
+import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
@@ -269,33 +269,6 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
         await server.close()
         server = undefined
       }
-    })
-  })
-
-  describe('examples/release-notes', () => {
-    beforeEach(async () => {
-      await cp(path.join(examples, 'release-notes'), path.join(dir, 'release-notes'), {recursive: true})
-    })
-
-    it('validates, and runs against the model server writing sections.release_notes', async () => {
-      const file = path.join(dir, 'release-notes', 'pipeline.yaml')
-      const checked = await pipe(['validate', file], {cwd: dir})
-      expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
-      server = await ModelServer.start()
-      const reply = {summary: 'Two changes.', items: [{title: 'Export your expenses as CSV', kind: 'feature', commits: ['3f2a9c1']}, {title: 'Three-way splits round correctly', kind: 'fix', commits: ['9b7e4d2']}]}
-      server.script('draft', {content: JSON.stringify({items: [{title: 'x', kind: 'chore'}]})}, {content: JSON.stringify(reply)})
-      const result = await run(file)
-      expect(result.code, result.stderr).to.equal(0)
-      const body = json<RunJson>(result)
-      const spec = json<CanonicalSpec>(await pipe(['spec', 'show', body.spec_version!, '--json'], {cwd: dir}))
-      expect(spec.sections?.['release_notes']).to.deep.equal(reply)
-      expect(server.requests[1]!.body.messages.at(-1)!.content).to.contain('/items/0/kind must be equal to one of the allowed values')
-      expect(server.requests[0]!.body.messages[1]!.content).to.contain('for customers readers').and.contain('"c41d0e8 ci: cache node_modules"')
-    })
-
-    it('fails offline with E_CONFIG and the hint', async () => {
-      const result = await run(path.join(dir, 'release-notes', 'pipeline.yaml'))
-      expect(json<RunJson>(result).error?.code).to.equal('E_CONFIG')
     })
   })
 })
