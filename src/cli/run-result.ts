@@ -1,5 +1,5 @@
 /** What run-driving commands (run, resume, answer, review) print and return. */
-import {CARRIED_FAILURE, type RunOutcome} from '../engine/engine.js'
+import type {RunOutcome} from '../engine/engine.js'
 import {ExitCode} from '../exit-codes.js'
 
 export interface RunResult extends RunOutcome {
@@ -33,9 +33,8 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
-  // A run a step failed is redriven from that step once its cause is fixed; a loop bound would only fail again.
-  // A failure the pipeline handled and ended on (a rollback) is not redriven: the handling would only repeat.
-  else if (outcome.status === 'failed' && outcome.error?.step && outcome.error.code !== 'E_LOOP_LIMIT' && outcome.error.code !== 'E_ENDED' && !outcome.error.message.includes(CARRIED_FAILURE)) next = `pipe resume ${outcome.run_id}${storeArg}`
+  // The engine judges, as pipe resume would, whether a failed run can be redriven from its failed step.
+  else if (outcome.status === 'failed' && outcome.redrivable === true) next = `pipe resume ${outcome.run_id}${storeArg}`
   return {...outcome, store, ...(next ? {next_command: next} : {})}
 }
 

@@ -86,6 +86,8 @@ export interface RunOutcome {
   reason?: string
   pending?: RunRecord['pending']
   error?: RunRecord['error']
+  /** For a failed run: whether pipe resume can redrive it (a step failed; not a loop bound, an end step or a handled failure). */
+  redrivable?: boolean
 }
 
 class Interrupted extends Error {}
@@ -151,7 +153,7 @@ function redrivenOf(...records: RunRecord[]): Set<string> {
  * the same way, so it is refused.
  */
 /** Words in the message of a failure the pipeline handled (a rollback) and then ended on: no step to run again. */
-export const CARRIED_FAILURE = 'and no later step recovered it'
+const CARRIED_FAILURE = 'and no later step recovered it'
 
 function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
   const last = own.at(-1)
@@ -163,6 +165,12 @@ function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number
       hint: `Fix the cause and start a new run, or fork this one from the failed step: pipe replay ${record.run_id} --from ${carried}.`,
     })
   }
+  const ended = (last?.errors.at(-1)?.details as {ended_by?: unknown} | undefined)?.ended_by
+  if (last && status === 'failed' && typeof ended === 'string') {
+    throw new PipeError('E_STATE', `run ${record.run_id} was ended failed by its end step ${ended}; running it again would end it the same way`, {
+      hint: `Fix what the end step's reason names and start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
+    })
+  }
   const retried = last !== undefined && (record.redrives ?? []).some((r) => r.seq === last.step.seq)
   if (last && !retried && (status === 'failed' || status === 'blocked')) return {seq: last.step.seq, step: last.step.name}
   const why = record.error ? ` (${record.error.code}: ${record.error.message})` : ''
@@ -172,6 +180,16 @@ function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number
       ? `The bound is part of the pipeline, which a resumed run keeps. Start a new run, or fork this one with more answers: pipe replay ${record.run_id} --from STEP --answers FILE.`
       : `Start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
   })
+}
+
+/** Whether pipe resume would redrive the run: the same judgement resume makes, without throwing. */
+function canRedrive(record: RunRecord, own: readonly Snapshot[]): boolean {
+  try {
+    redrivePoint(record, own)
+    return true
+  } catch {
+    return false
+  }
 }
 
 export class Engine {
@@ -384,7 +402,8 @@ export class Engine {
     let endReason: string | undefined
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
       const record = await store.readRun(runId)
-      return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...extra}
+      const redrivable = status === 'failed' ? {redrivable: canRedrive(record, await store.readSnapshots(runId))} : {}
+      return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...redrivable, ...extra}
     }
 
     // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
@@ -774,7 +793,7 @@ export class Engine {
       const carried = routed === null && !failure && !result.end ? unrecoveredFailure(before, this.registry, step.id) : null
       if (result.end?.status === 'failed') {
         // An end step said so: its reason is the run's error, under its own code.
-        decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason)
+        decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason, {ended_by: step.id})
       } else if (result.end?.status === 'blocked') {
         errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
         decisions = [{decision: result.outcome, reason: result.end.reason, next_step: step.id, run_status: 'blocked'}]

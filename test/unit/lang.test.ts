@@ -8,6 +8,7 @@ import path from 'node:path'
 import type {LoadedPipeline} from '../../src/config/pipeline.js'
 import {tempDir} from '../helpers/cli.js'
 import {harness, pipelineFrom, type Harness} from '../helpers/engine.js'
+import {expectPipeError} from '../helpers/expect.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -83,9 +84,13 @@ describe('pipeline language v2 in the engine', () => {
   it('end failed ends the run failed with E_ENDED and its reason; cancelled cancels; succeeded succeeds with its reason', async () => {
     const h = await harness(dir)
     const body = (status: string) => `${head}steps:\n  - {id: stop, kind: end, status: ${status}, reason: "\${{ inputs.who }} said ${status}"}\n`
-    const failed = await start(h, await pipelineFrom(dir, 'f', body('failed')), {who: 'bob'})
+    const fp = await pipelineFrom(dir, 'f', body('failed'))
+    const failed = await start(h, fp, {who: 'bob'})
     expect(failed.status).to.equal('failed')
     expect(failed.error).to.include({code: 'E_ENDED', message: 'bob said failed'})
+    // The pipeline decided: nothing offers a redrive, and resume refuses one, which would only end the same way.
+    expect(failed.redrivable).to.equal(false)
+    await expectPipeError(h.engine.resume(failed.run_id, {pipeline: fp, policy: defaultPolicy(), cwd: dir}), 'E_STATE')
     const cancelled = await start(h, await pipelineFrom(dir, 'c', body('cancelled')), {who: 'bob'})
     expect(cancelled.status).to.equal('cancelled')
     expect(cancelled.reason).to.equal('bob said cancelled')
