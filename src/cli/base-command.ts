@@ -4,7 +4,7 @@
  */
 import {Command, Flags} from '@oclif/core'
 import {PipeError, toPipeError} from '../errors.js'
-import {appendLog} from '../log.js'
+import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'
 
 export interface JsonError {
@@ -31,11 +31,7 @@ export abstract class PipeCommand extends Command {
   override async catch(raw: Error & {oclif?: {exit?: number}; code?: string}): Promise<never> {
     if (raw.code === 'EEXIT') throw raw
     const error = this.classify(raw)
-    const log = appendLog('ERROR', `[${error.code}] ${this.id ?? 'pipe'}: ${error.message}`, raw.stack)
-    const lines = [`Error [${error.code}]: ${redact(error.message)}`]
-    if (error.hint) lines.push(`Try this: ${redact(error.hint)}`)
-    if (log) lines.push(`Log: ${log}`)
-    process.stderr.write(`${lines.join('\n')}\n`)
+    const log = speak(error, {level: 'ERROR', entry: `[${error.code}] ${this.id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
     if (this.jsonEnabled() && !this.jsonPrinted) {
       const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {})}}
       process.stdout.write(`${JSON.stringify(body, null, 2)}\n`)

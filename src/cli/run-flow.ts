@@ -2,7 +2,7 @@
 import path from 'node:path'
 import type {RunOutcome} from '../engine/engine.js'
 import type {SessionOptions} from '../engine/sessions/shared.js'
-import {appendLog} from '../log.js'
+import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'
 import {canPrompt, continueAtTerminal} from './interactive.js'
 import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from './run-result.js'
@@ -13,29 +13,23 @@ export async function finishRun(outcome: RunOutcome, options: SessionOptions, js
   const final = ask && canPrompt(json) ? await withSignals((signal) => continueAtTerminal(outcome, {...options, signal}), 'stopping (at a prompt the run stays paused; a running step is recorded as interrupted)') : outcome
   const result = toRunResult(final, path.resolve(options.cwd, options.store), storeFlag)
   const exitCode = exitCodeForStatus(result.status, result.error?.code)
-  if (result.status === 'failed' || result.status === 'blocked') speakError(result, exitCode, storeFlag)
+  if (result.status === 'failed' || result.status === 'blocked') speakError(result, exitCode)
   if (!json) process.stdout.write(renderRunResult(result))
   process.exitCode = exitCode
   return result
 }
-
-const TRANSIENT = new Set(['E_MODEL', 'E_TOOL_TIMEOUT', 'E_IO'])
 
 /**
  * A run that failed or needs a person speaks on the error channel (seed 002) like any other error:
  * stderr has the code, the message, the next action and the log path; the day's log has an entry;
  * the JSON result's `error` carries the same fields.
  */
-function speakError(result: RunResult, exitCode: number, storeFlag: string | undefined): void {
+function speakError(result: RunResult, exitCode: number): void {
   const error = result.error ?? {code: 'E_INTERNAL', message: result.reason ?? `run ${result.run_id} ${result.status}`}
-  // An outage (the model endpoint, a timeout, the disk) is fixed outside the pipeline; then the run goes on from its last snapshot.
-  const next = result.next_command ?? (TRANSIENT.has(error.code) ? `pipe resume ${result.run_id}${storeFlag ? ` --store ${storeFlag}` : ''}` : undefined)
+  // The engine judged whether pipe resume can go on (an outage fixed outside the pipeline); only then is it offered.
+  const next = result.next_command
   const hint = [error.hint, next ? `Then continue it with: ${next}` : ''].filter(Boolean).join(' ')
   const where = error.step ? ` at step ${error.step}` : ''
-  const log = appendLog(result.status === 'failed' ? 'ERROR' : 'WARN', `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`, hint || undefined)
-  const lines = [`Error [${error.code}]: ${redact(error.message)}`]
-  if (hint) lines.push(`Try this: ${redact(hint)}`)
-  if (log) lines.push(`Log: ${log}`)
-  process.stderr.write(`${lines.join('\n')}\n`)
+  const log = speak({code: error.code, message: error.message, hint}, {level: result.status === 'failed' ? 'ERROR' : 'WARN', entry: `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`, detail: hint || undefined})
   result.error = {...error, ...(hint ? {hint: redact(hint)} : {}), exit_code: exitCode, ...(log ? {log} : {})}
 }
