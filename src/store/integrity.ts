@@ -59,6 +59,8 @@ export function sealMessage(check: Exclude<SealCheck, 'ok'>): string {
 export interface IntegrityProblem {
   field: string
   message: string
+  /** Set when the problem is the seal itself: `no-key` means it could not be checked, not that it was changed. */
+  check?: Exclude<SealCheck, 'ok'>
 }
 
 type Plain = Record<string, unknown>
@@ -112,7 +114,7 @@ function snapshotBody(snapshot: Snapshot): unknown {
 export function verifySnapshot(snapshot: Snapshot, key: string | undefined = auditKey()): IntegrityProblem[] {
   const seal = checkSeal(snapshot.meta?.record_hash, snapshotBody(snapshot), key)
   if (seal === 'ok') return []
-  if (seal !== 'mismatch') return [{field: 'meta.record_hash', message: sealMessage(seal)}]
+  if (seal !== 'mismatch') return [{field: 'meta.record_hash', message: sealMessage(seal), check: seal}]
   const problems = compareFields(snapshot.meta?.field_hashes ?? {}, fieldHashesOf(snapshot as unknown as Plain, stripSnapshotMeta, 'meta'))
   if (problems.length === 0) problems.push({field: 'meta.field_hashes', message: 'the record hash does not match (field hashes were edited)'})
   return problems

@@ -90,6 +90,7 @@ export class Ledger {
     }
   }
 
+  /** Entries for people to read: redacted again, which also covers entries written before a pattern existed. */
   async list(filter: {feature?: string; run?: string; target?: string} = {}): Promise<LedgerEntry[]> {
     const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).sort()
     const out: LedgerEntry[] = []
@@ -99,7 +100,7 @@ export class Ledger {
       if (filter.feature && entry.feature_id !== filter.feature) continue
       if (filter.run && entry.run_id !== filter.run) continue
       if (filter.target && entry.target !== filter.target) continue
-      out.push(entry)
+      out.push(redactDeep(entry))
     }
     return out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
   }

@@ -32,7 +32,7 @@ import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
-import {allocateId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
+import {allocateId, assertId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder} from '../util/lock.js'
@@ -131,7 +131,7 @@ export class Store {
   }
 
   runDir(runId: string): string {
-    if (!ID_PATTERNS.run.test(runId)) throw new PipeError('E_INVALID_ARGS', `"${runId}" is not a run id (R-YYYYMMDD-NNNN)`, {hint: 'pipe runs list shows the run ids.'})
+    assertId('run', runId)
     return path.join(this.runsDir, runId)
   }
 
@@ -364,7 +364,7 @@ export class Store {
   }
 
   specFile(version: string): string {
-    if (!ID_PATTERNS.spec.test(version)) throw new PipeError('E_INVALID_ARGS', `"${version}" is not a spec version (S-YYYYMMDD-NNNN)`, {hint: 'pipe spec list shows the versions.'})
+    assertId('spec', version)
     return path.join(this.specsDir, `${version}.json`)
   }
 
@@ -424,7 +424,7 @@ export class Store {
   }
 
   evidenceFile(id: string): string {
-    if (!ID_PATTERNS.evidence.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not an evidence id (E-NNNN)`)
+    assertId('evidence', id)
     return path.join(this.evidenceDir, `${id}.json`)
   }
 
@@ -472,7 +472,7 @@ export class Store {
   // Features
 
   featureFile(id: string): string {
-    if (!ID_PATTERNS.feature.test(id)) throw new PipeError('E_INVALID_ARGS', `"${id}" is not a feature id (F-YYYY-NNN)`, {hint: 'Omit --feature to allocate a new one.'})
+    assertId('feature', id)
     return path.join(this.featuresDir, `${id}.json`)
   }
 

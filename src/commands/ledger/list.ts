@@ -3,7 +3,6 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {table} from '../../cli/views.js'
 import {Ledger} from '../../store/ledger.js'
 import {Store} from '../../store/store.js'
-import {redactDeep} from '../../util/redact.js'
 import type {LedgerEntry} from '../../types/ledger.js'
 import {assertId} from '../../store/ids.js'
 
@@ -26,9 +25,7 @@ export default class LedgerList extends PipeCommand {
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     if (flags.target !== undefined) assertId('target', flags.target, '--target')
     const store = await Store.existing(this.storeDir(flags.store))
-    const listed = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
-    // Entries are redacted when written; this also covers entries written before a pattern existed.
-    const entries = redactDeep(listed)
+    const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
     if (!this.jsonEnabled()) {
       if (entries.length === 0) process.stdout.write('no publications\n')
       else process.stdout.write(table([['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]))
