@@ -22,7 +22,7 @@ import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {selfIdentity} from '../util/lock.js'
-import {redact, redactDeep} from '../util/redact.js'
+import {addSecretsNamedIn, redact, redactDeep} from '../util/redact.js'
 import type {ExprEvaluator, JsonValue} from '../expr/index.js'
 import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
@@ -139,22 +139,22 @@ export function cursorOf(first: string, base: readonly Snapshot[], own: readonly
 }
 
 /** Names a snapshot across runs, so a replay also knows which snapshots of its original were retried. */
-function retriedKey(snapshot: Snapshot): string {
+function retriedKey(snapshot: {run_id: string; step: {seq: number}}): string {
   return `${snapshot.run_id}#${snapshot.step.seq}`
 }
 
 function redrivenOf(...records: RunRecord[]): Set<string> {
-  return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => `${r.run_id}#${d.seq}`)))
+  return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => retriedKey({run_id: r.run_id, step: {seq: d.seq}}))))
 }
+
+/** Part of the message of a failure the pipeline handled (a rollback) and then ended on. */
+const CARRIED_FAILURE = 'and no later step recovered it'
 
 /**
  * Where a redrive starts: the step of the snapshot that failed or blocked the run. A run that
- * failed with no such snapshot (a loop bound, a step missing from the pipeline) would fail again
- * the same way, so it is refused.
+ * failed with no such snapshot (a loop bound, a step missing from the pipeline), ended failed by an
+ * end step, or ended on a failure it handled would fail again the same way, so it is refused.
  */
-/** Words in the message of a failure the pipeline handled (a rollback) and then ended on: no step to run again. */
-const CARRIED_FAILURE = 'and no later step recovered it'
-
 function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
   const last = own.at(-1)
   const status = last?.decisions.at(-1)?.run_status
@@ -657,10 +657,9 @@ export class Engine {
     const existing = (): Promise<Map<number, RunRecord>> =>
       (found ??= (async () => {
         const out = new Map<number, RunRecord>()
-        for (const id of await store.listRunIds()) {
-          const record = await store.readRun(id).catch(() => null)
-          const link = record?.parent
-          if (!record || !link || link.run_id !== parent.run_id || link.step !== step.id || !seqs.has(link.seq)) continue
+        for (const record of await childrenOf(store, parent.run_id)) {
+          const link = record.parent!
+          if (link.step !== step.id || !seqs.has(link.seq)) continue
           const index = link.index ?? 0
           const before = out.get(index)
           if (!before || before.created_at <= record.created_at) out.set(index, record)
@@ -676,9 +675,14 @@ export class Engine {
         const index = settings.pipeline.pipeline.steps.findIndex((s) => s.id === step.id)
         const loader = file === undefined ? loadInlinePipeline(settings.pipeline, index, catalogOf(this.registry)) : loadPipeline(file, catalogOf(this.registry))
         loading = loader.then((result) => {
-          if (result.ok) return result.loaded
+          if (result.ok) {
+            // As for a run started by hand: its *_env values are secrets, and its declared secrets must be set before the child exists.
+            addSecretsNamedIn(result.loaded.pipeline)
+            readSecrets(result.loaded.pipeline)
+            return result.loaded
+          }
           const first = result.diagnostics[0]
-          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file}.`})
+          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file ?? settings.pipeline.file}.`})
         })
         loadedChildren.set(key, loading)
       }

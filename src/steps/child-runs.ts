@@ -16,7 +16,7 @@ export function childFile(loaded: LoadedPipeline, stepId: string, file: string):
 export const CHILD_STATUSES = ['succeeded', 'failed', 'cancelled', 'blocked', 'awaiting_input', 'interrupted'] as const
 
 /** Whether a child stopped for a person (or a signal) rather than finished: the parent stops at the step too. */
-export function childStopped(result: ChildResult): boolean {
+export function childStopped(result: {status: string}): boolean {
   return result.status === 'blocked' || result.status === 'awaiting_input' || result.status === 'interrupted' || result.status === 'running' || result.status === 'pending'
 }
 

@@ -76,7 +76,7 @@ export const foreach: StepHandler<'foreach'> = {
     const cancelled = count('cancelled')
     const resolved = {items, with: inputs}
     const outputs = {items: results, succeeded, failed, cancelled, total: items.length}
-    const stopped = results.filter((r) => r.status === 'blocked' || r.status === 'awaiting_input' || r.status === 'interrupted' || r.status === 'running' || r.status === 'pending')
+    const stopped = results.filter(childStopped)
     if (tripped === undefined && stopped.length > 0) {
       const reason = `${stopped.length} child run(s) wait for a person: ${stopped.map((r) => r.reason).join('; ')}`
       return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs, end: {status: 'blocked', reason, code: 'E_ENDED', hint: 'Deal with each waiting child run (pipe runs show PARENT lists them); pipe resume of this run then continues them, never re-running a finished one.'}}
