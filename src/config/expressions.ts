@@ -14,8 +14,8 @@ import {loadSchema} from '../schema/registry.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import type {Diagnostic} from './diagnostics.js'
 import {ancestorsOf} from './graph.js'
-import {origin, stepDir, type KindCatalog, type LoadedPipeline} from './pipeline.js'
-import {findNode, locate} from './yaml-source.js'
+import {diag, origin, stepDir, type KindCatalog, type LoadedPipeline} from './pipeline.js'
+import {findNode} from './yaml-source.js'
 
 let specSchema: JsonSchemaLike | undefined
 let checkerClass: typeof ExprChecker | undefined
@@ -91,7 +91,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
   const out: Diagnostic[] = []
   for (const problem of checkDeclarations((pipeline.inputs ?? {}) as Record<string, InputDeclaration>)) {
     const segments: Segment[] = problem.input !== undefined ? ['inputs', problem.input] : ['inputs']
-    out.push(at(loaded, segments, problem.message, undefined))
+    out.push(diag(loaded, segments, problem.message))
   }
   const scan = pipeline.steps.map((step, i) => ({step, i, found: templatedStrings(step, ['steps', i])}))
   if (!scan.some((s) => s.found.length > 0)) return out
@@ -116,7 +116,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
       const options = {...(isItems ? {expect: 'list' as const} : expectFor(segments) ? {expect: expectFor(segments)!} : {}), ...(aliased && aliases ? {aliases} : {})}
       const result = checker.checkTemplate(text, options)
       const mapper = offsetMapper(loaded, segments, text)
-      for (const d of result.diagnostics) out.push(at(loaded, segments, d.message, mapper(d.offset)))
+      for (const d of result.diagnostics) out.push(diag(loaded, segments, d.message, false, mapper(d.offset)))
       if (result.diagnostics.length > 0) continue
       for (const ref of result.references) {
         const match = /^steps\.([^.[]+)/.exec(ref)
@@ -125,7 +125,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
         ancestors ??= ancestorsOf(pipeline, step.id)
         if (ancestors.has(target)) continue
         const why = target === step.id ? 'a step reads its own outputs only when a loop brings the run back to it' : `no path from "${target}" leads to "${step.id}"`
-        out.push(at(loaded, segments, `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`, mapper(0)))
+        out.push(diag(loaded, segments, `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`, false, mapper(0)))
       }
     }
   }
@@ -142,11 +142,4 @@ function offsetMapper(loaded: LoadedPipeline, segments: readonly Segment[], valu
   const [start, end] = node.range
   const map = scalarOffsetMapper(where.source.text.slice(start, end), node.type, value)
   return (offset) => start + map(offset)
-}
-
-function at(loaded: LoadedPipeline, segments: readonly Segment[], message: string, offset: number | undefined): Diagnostic {
-  const where = origin(loaded, segments)
-  const pos = offset === undefined ? locate(where.source, where.segments) : where.source.lineCounter.linePos(offset)
-  const path = where.segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
-  return {file: where.source === loaded.source ? loaded.file : where.source.file, line: pos.line, col: pos.col, path, message, rule: ''}
 }

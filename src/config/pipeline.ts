@@ -7,14 +7,14 @@ import path from 'node:path'
 import {variablesUsed} from '../util/template.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import {sha256} from '../util/hash.js'
-import {sortDiagnostics, type Diagnostic} from './diagnostics.js'
+import {formatPath, sortDiagnostics, type Diagnostic} from './diagnostics.js'
 import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
-import {checkExpressions, hasExpressions, loadExpressionChecker} from './expressions.js'
+import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 
@@ -340,11 +340,11 @@ interface Rule {
 }
 
 /** A diagnostic at a node of the pipeline, in the file that holds the node (a base pipeline, an overlay entry). */
-export function diag(loaded: LoadedPipeline, segments: Segment[], message: string, preferKey = false): Diagnostic {
+/** `offset`, when known, is a character offset in the file that holds the node (a place inside a scalar). */
+export function diag(loaded: LoadedPipeline, segments: readonly Segment[], message: string, preferKey = false, offset?: number): Diagnostic {
   const at = origin(loaded, segments)
-  const pos = locate(at.source, at.segments, preferKey)
-  const printable = at.segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
-  return {file: at.source === loaded.source ? loaded.file : at.source.file, line: pos.line, col: pos.col, path: printable, message, rule: ''}
+  const pos = offset === undefined ? locate(at.source, at.segments, preferKey) : at.source.lineCounter.linePos(offset)
+  return {file: at.source === loaded.source ? loaded.file : at.source.file, line: pos.line, col: pos.col, path: formatPath(at.segments), message, rule: ''}
 }
 
 /** The file and path within it of a node of the (composed) pipeline. */
@@ -420,7 +420,7 @@ export const pipelineRules: Rule[] = [
       loaded.pipeline.steps.forEach((step, i) => {
         const info = catalog[step.kind]
         if (!info) return
-        const outcomes = [...info.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
+        const outcomes = outcomesOf(step, catalog)
         for (const outcome of Object.keys(step.on ?? {})) {
           if (!outcomes.includes(outcome)) {
             out.push(diag(loaded, ['steps', i, 'on', outcome], `a ${step.kind} step has no outcome "${outcome}"${didYouMean(outcome, outcomes)} (outcomes: ${outcomes.join(', ')})`, true))
@@ -564,21 +564,11 @@ export const pipelineRules: Rule[] = [
     check(loaded, catalog) {
       const out: Diagnostic[] = []
       loaded.pipeline.steps.forEach((step, i) => {
-        if (!('prompt' in step) || step.prompt === undefined) return
-        // Never read a file outside the pipeline's tree, not even to check it.
-        if (fileEscape(stepDir(loaded, i), step.prompt)) return
         // A kind without a fixed set (model: its vars) checks its prompt in its own rule.
         const allowed = catalog[step.kind]?.promptVariables
-        if (allowed === undefined) return
-        let text: string
-        try {
-          const full = path.resolve(stepDir(loaded, i), step.prompt)
-          // A FIFO or a device would block or never end; missing-file reports it.
-          if (!statSync(full).isFile()) return
-          text = readFileSync(full, 'utf8')
-        } catch {
-          return
-        }
+        if (allowed === undefined || !('prompt' in step)) return
+        const text = promptText(loaded, step, i)
+        if (text === undefined) return
         for (const use of variablesUsed(text)) {
           if (allowed.includes(use.name)) continue
           out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which a ${step.kind} step does not fill${didYouMean(use.name, allowed)} (variables: ${allowed.join(', ') || 'none'})`))

@@ -53,8 +53,6 @@ export {ExprEvaluator, BoundExpressions, ExpressionError, type AliasValue, type 
 export {
   checkDeclarations,
   coerce,
-  inputDeclarationSchema,
-  inputsSchema,
   parseInputPairs,
   resolveInputs,
   type InputDeclaration,

@@ -27,29 +27,6 @@ export interface InputDeclaration {
   readonly maximum?: number
 }
 
-/** The JSON Schema of one declaration under `inputs:`, for the pipeline schema. */
-export const inputDeclarationSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['type'],
-  properties: {
-    type: {enum: ['string', 'number', 'integer', 'boolean'], description: 'The value type; command-line values are converted to it strictly.'},
-    description: {type: 'string'},
-    required: {type: 'boolean', description: 'The run refuses to start without it. A required input has no default.'},
-    default: {type: ['string', 'number', 'boolean'], description: 'Used when neither -i nor the values file gives the input.'},
-    enum: {type: 'array', minItems: 1, items: {type: ['string', 'number', 'boolean']}, description: 'The only values allowed.'},
-    minimum: {type: 'number'},
-    maximum: {type: 'number'},
-  },
-} as const
-
-/** The JSON Schema of the `inputs:` mapping: names usable as `inputs.<name>` in expressions. */
-export const inputsSchema = {
-  type: 'object',
-  propertyNames: {pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$'},
-  additionalProperties: inputDeclarationSchema,
-} as const
-
 export interface InputProblem {
   /** The input concerned, when there is one. */
   readonly input?: string
