@@ -72,13 +72,7 @@ export async function listRuns(store: Store, filter: RunFilter): Promise<RunSumm
     }
   }
   if (filter.all) return Promise.all(records.map((r) => summarizeRun(store, r)))
-  const byParent = new Map<string, RunRecord[]>()
-  for (const r of records) if (r.parent) byParent.set(r.parent.run_id, [...(byParent.get(r.parent.run_id) ?? []), r])
-  const nest = async (record: RunRecord): Promise<RunSummary> => {
-    const summary = await summarizeRun(store, record)
-    const kids = (byParent.get(record.run_id) ?? []).sort(childOrder)
-    return kids.length > 0 ? {...summary, children: await Promise.all(kids.map(nest))} : summary
-  }
+  const nest = nester(store, records)
   const out: RunSummary[] = []
   for (const record of records) {
     if (out.length >= filter.limit) break
@@ -88,6 +82,29 @@ export async function listRuns(store: Store, filter: RunFilter): Promise<RunSumm
     out.push(summary)
   }
   return out
+}
+
+/** Summarises a run with its child runs (and theirs) nested under `children`, from records read once. */
+function nester(store: Store, records: readonly RunRecord[]): (record: RunRecord) => Promise<RunSummary> {
+  const byParent = new Map<string, RunRecord[]>()
+  for (const r of records) if (r.parent) byParent.set(r.parent.run_id, [...(byParent.get(r.parent.run_id) ?? []), r])
+  const nest = async (record: RunRecord): Promise<RunSummary> => {
+    const summary = await summarizeRun(store, record)
+    const kids = (byParent.get(record.run_id) ?? []).sort(childOrder)
+    return kids.length > 0 ? {...summary, children: await Promise.all(kids.map(nest))} : summary
+  }
+  return nest
+}
+
+/** The child runs of a run, each with its own children nested (pipe runs show). */
+export async function childTree(store: Store, runId: string): Promise<RunSummary[]> {
+  const records: RunRecord[] = []
+  for (const id of await store.listRunIds()) {
+    const record = await store.readRun(id).catch(() => null)
+    if (record) records.push(record)
+  }
+  const nest = nester(store, records)
+  return Promise.all(records.filter((r) => r.parent?.run_id === runId).sort(childOrder).map(nest))
 }
 
 function childOrder(a: RunRecord, b: RunRecord): number {

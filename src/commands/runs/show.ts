@@ -1,7 +1,7 @@
 import {Args, Flags} from '@oclif/core'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunShow} from '../../cli/views.js'
-import {childrenOf, effectiveStatus, summarizeRun, totalUsage, type RunSummary} from '../../store/queries.js'
+import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../store/queries.js'
 import {Store} from '../../store/store.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import {assertId} from '../../store/ids.js'
@@ -33,13 +33,7 @@ export default class RunsShow extends PipeCommand {
     const record = await store.readRun(args.run)
     const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])
     const usage = totalUsage(snapshots)
-    const nest = async (id: string): Promise<RunSummary[]> =>
-      Promise.all((await childrenOf(store, id)).map(async (c) => {
-        const summary = await summarizeRun(store, c)
-        const kids = await nest(c.run_id)
-        return kids.length > 0 ? {...summary, children: kids} : summary
-      }))
-    const children = await nest(args.run)
+    const children = await childTree(store, args.run)
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
       if (usage.calls > 0) process.stdout.write(`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`)
