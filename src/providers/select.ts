@@ -49,8 +49,9 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
     record: {kind: 'openai', model, endpoint_host: host},
     create: async () => {
       if (!provider) {
-        const {OpenAIProvider} = await import('./openai/provider.js')
-        provider = new OpenAIProvider({settings: settings ?? {}, ...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {})})
+        const [{OpenAIProvider}, {LiveTransport}] = await Promise.all([import('./openai/provider.js'), import('./openai/transport.js')])
+        const transport = new LiveTransport({...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {}), ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {})})
+        provider = new OpenAIProvider({settings: settings ?? {}, transport})
       }
       return provider
     },

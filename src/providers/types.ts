@@ -3,6 +3,7 @@
  * same questions, so a pipeline runs the same way with or without a key.
  */
 import type {CanonicalSpec, Task} from '../types/spec.js'
+import type {ChatCall, ChatReply, ChatRequest} from './chat.js'
 
 /** The model name the offline rules provider records. */
 export const OFFLINE_MODEL = 'offline-rules-1'
@@ -97,11 +98,13 @@ export interface Provider {
   readonly name: string
   readonly model: string | null
   readonly endpointHost: string | null
-  compile(request: CompileRequest, signal: AbortSignal): Promise<ModelReply<CompileOutput>>
-  clarify(request: ClarifyRequest, signal: AbortSignal): Promise<ModelReply<{questions: Question[]}>>
-  applyAnswers(request: ApplyAnswersRequest, signal: AbortSignal): Promise<ModelReply<{body: SpecBody}>>
-  planTasks(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>>
-  generateVv(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>>
+  compile(request: CompileRequest, call: ChatCall): Promise<ModelReply<CompileOutput>>
+  clarify(request: ClarifyRequest, call: ChatCall): Promise<ModelReply<{questions: Question[]}>>
+  applyAnswers(request: ApplyAnswersRequest, call: ChatCall): Promise<ModelReply<{body: SpecBody}>>
+  planTasks(request: {spec: SpecBody} & PromptedRequest, call: ChatCall): Promise<ModelReply<{tasks: Task[]}>>
+  generateVv(request: {spec: SpecBody} & PromptedRequest, call: ChatCall): Promise<ModelReply<{vv: VvItem[]}>>
   /** A reply that matches the request's schema (bounded repairs, then E_MODEL); `model` is the model that answered. */
-  generate(request: GenerateRequest, signal: AbortSignal): Promise<ModelReply<unknown> & {model: string}>
+  generate(request: GenerateRequest, call: ChatCall): Promise<ModelReply<unknown> & {model: string}>
+  /** One raw chat turn (tools included) for steps that hold a conversation; the pipeline's model and settings fill what the request leaves out. */
+  chat(request: Omit<ChatRequest, 'model'> & {model?: string}, call: ChatCall): Promise<ChatReply>
 }

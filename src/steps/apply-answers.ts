@@ -1,7 +1,7 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import type {Citation, Question} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
-import {answerCitationsToEvidence, bodyOf, promptOf, requireSpec, withPrompt} from './model-support.js'
+import {answerCitationsToEvidence, bodyOf, promptOf, requireSpec, modelCall, withPrompt} from './model-support.js'
 import {questionsAsked} from './clarify-questions.js'
 import {outputsOf} from './outputs.js'
 import type {StepDone, StepHandler} from './types.js'
@@ -55,7 +55,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
     const found = new Map(questions.map((q) => [q.id, answerFor(q, given, usedKeys)!]))
     const answers = Object.fromEntries([...found].map(([id, a]) => [id, a.text]))
     const provider = await context.provider()
-    const reply = await provider.applyAnswers({spec: bodyOf(spec), questions, answers, ...withPrompt(await promptOf(context))}, context.signal)
+    const reply = await provider.applyAnswers({spec: bodyOf(spec), questions, answers, ...withPrompt(await promptOf(context))}, modelCall(context))
     const cited = answerCitationsToEvidence(reply.citations, answers, context.step.id, context.run.run_id)
     // Each answer is evidence in its own right, whatever the model cited from it.
     const answerEvidence = questions.map(

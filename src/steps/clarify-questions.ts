@@ -2,7 +2,7 @@ import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import type {GateResult, SingleGateResult} from '../gates/evaluate.js'
 import type {Question} from '../providers/types.js'
 import {gateResult} from './gate.js'
-import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
+import {bodyOf, requireSpec, promptOf, modelCall, withPrompt} from './model-support.js'
 import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
 import {int, list, obj, str} from './output-schemas.js'
@@ -40,7 +40,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
     const asked = context.history.snapshots.reduce((n, s) => n + (questionsAsked.of(s) ?? []).length, 0)
     const round = context.history.snapshots.filter((s) => Array.isArray(questionsAsked.of(s))).length + 1
     const provider = await context.provider()
-    const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1, ...withPrompt(await promptOf(context))}, context.signal)
+    const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1, ...withPrompt(await promptOf(context))}, modelCall(context))
     const questions = reply.value.questions
     return {
       type: 'done',

@@ -1,5 +1,5 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
-import {bodyOf, citationsToEvidence, requireIngest, promptOf, withPrompt} from './model-support.js'
+import {bodyOf, citationsToEvidence, requireIngest, promptOf, modelCall, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 import {citations, int, list, obj, str} from './output-schemas.js'
 
@@ -15,7 +15,7 @@ export const compile: StepHandler<'compile'> = {
     const source = requireIngest(context)
     const provider = await context.provider()
     const previous = context.spec ? bodyOf(context.spec) : null
-    const reply = await provider.compile({text: source.text, sourceRef: source.source_ref, previous, ...withPrompt(await promptOf(context))}, context.signal)
+    const reply = await provider.compile({text: source.text, sourceRef: source.source_ref, previous, ...withPrompt(await promptOf(context))}, modelCall(context))
     const {body, title, missing_fields: missing} = reply.value
     const {evidence, dropped} = citationsToEvidence(reply.citations, source, context.step.id, context.run.run_id)
     if (missing.length > 0) {

@@ -1,5 +1,5 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
-import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
+import {bodyOf, requireSpec, promptOf, modelCall, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 import {list, obj, str} from './output-schemas.js'
 
@@ -15,7 +15,7 @@ export const generateVv: StepHandler<'generate_vv'> = {
   async run(context) {
     const spec = requireSpec(context, 'verify')
     const provider = await context.provider()
-    const reply = await provider.generateVv({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, context.signal)
+    const reply = await provider.generateVv({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, modelCall(context))
     const vv = reply.value.vv
     const covered = new Set(vv.flatMap((item) => item.acceptance_criteria))
     const uncovered = spec.acceptance_criteria.filter((ac) => !covered.has(ac.id)).map((ac) => ac.id)

@@ -4,6 +4,7 @@ import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
 import {stepDir} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
+import type {ChatCall} from '../providers/chat.js'
 import type {Citation, SpecBody} from '../providers/types.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {ingestResult, type IngestResult} from './ingest.js'
@@ -126,4 +127,9 @@ export function answerCitationsToEvidence(
 
 export function withPrompt(prompt: string | undefined): {prompt?: string} {
   return prompt === undefined ? {} : {prompt}
+}
+
+/** Who a model request is for: named in recordings and in errors about a request. */
+export function modelCall(context: StepContext): ChatCall {
+  return {signal: context.signal, step: context.step.id, run: context.run.run_id}
 }

@@ -17,7 +17,7 @@ import {renderPrompt} from '../providers/prompt.js'
 import {emptyBody, missingKeyFields} from '../providers/spec-build.js'
 import type {SpecBody} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
-import {bodyOf, promptOf} from './model-support.js'
+import {bodyOf, modelCall, promptOf} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 /**
@@ -112,7 +112,7 @@ export const model: StepHandler<'model'> = {
         ...(step.temperature !== undefined ? {temperature: step.temperature} : {}),
         ...(step.max_repairs !== undefined ? {maxRepairs: step.max_repairs} : {}),
       },
-      context.signal,
+      modelCall(context),
     )
     const inputs = {prompt: step.prompt, prompt_sha256: sha256(prompt), output_schema: step.output_schema, vars}
     const done = {

@@ -1,6 +1,6 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {PipeError} from '../errors.js'
-import {bodyOf, requireSpec, promptOf, withPrompt} from './model-support.js'
+import {bodyOf, requireSpec, promptOf, modelCall, withPrompt} from './model-support.js'
 import type {StepHandler} from './types.js'
 import {list, obj, open, str} from './output-schemas.js'
 
@@ -19,7 +19,7 @@ export const planTasks: StepHandler<'plan_tasks'> = {
       throw new PipeError('E_STATE', 'nothing to plan: the spec has no features and no acceptance criteria', {hint: 'Route the pipeline through a gate that requires features before plan_tasks.'})
     }
     const provider = await context.provider()
-    const reply = await provider.planTasks({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, context.signal)
+    const reply = await provider.planTasks({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, modelCall(context))
     const tasks = reply.value.tasks
     const body = {...bodyOf(spec), tasks}
     const uncovered = spec.acceptance_criteria.filter((ac) => !tasks.some((t) => t.acceptance_criteria?.includes(ac.id))).map((ac) => ac.id)

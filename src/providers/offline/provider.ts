@@ -4,6 +4,7 @@
  */
 import type {Task} from '../../types/spec.js'
 import {PipeError} from '../../errors.js'
+import type {ChatCall, ChatReply} from '../chat.js'
 import {OFFLINE_MODEL, type ApplyAnswersRequest, type GenerateRequest, type ClarifyRequest, type CompileOutput, type CompileRequest, type ModelReply, type Provider, type Question, type SpecBody, type VvItem} from '../types.js'
 import {isNegative, isNoneAnswer, isNonAnswer, nfrCategory, parseGwt, priorityOf, stripPriority, taskType} from './classify.js'
 import {mergeWithPrevious, missingKeyFields, nextId, normalizeForCompare, pad} from '../spec-build.js'
@@ -126,13 +127,13 @@ export class OfflineProvider implements Provider {
   readonly model = OFFLINE_MODEL
   readonly endpointHost = null
 
-  async compile(request: CompileRequest, _signal?: AbortSignal): Promise<ModelReply<CompileOutput>> {
+  async compile(request: CompileRequest, _call?: ChatCall): Promise<ModelReply<CompileOutput>> {
     const extracted = extractSpec(request.text)
     const body = request.previous ? mergeWithPrevious(extracted.body, request.previous) : extracted.body
     return {value: {body, title: extracted.title, missing_fields: missingKeyFields(body)}, citations: extracted.citations}
   }
 
-  async clarify(request: ClarifyRequest, _signal?: AbortSignal): Promise<ModelReply<{questions: Question[]}>> {
+  async clarify(request: ClarifyRequest, _call?: ChatCall): Promise<ModelReply<{questions: Question[]}>> {
     const zh = isChinese(request.spec)
     const seen = new Set<string>()
     const questions: Question[] = []
@@ -144,7 +145,7 @@ export class OfflineProvider implements Provider {
     return {value: {questions}, citations: []}
   }
 
-  async applyAnswers(request: ApplyAnswersRequest, _signal?: AbortSignal): Promise<ModelReply<{body: SpecBody}>> {
+  async applyAnswers(request: ApplyAnswersRequest, _call?: ChatCall): Promise<ModelReply<{body: SpecBody}>> {
     const body = structuredClone(request.spec)
     for (const question of request.questions) {
       const answer = request.answers[question.id]
@@ -166,7 +167,7 @@ export class OfflineProvider implements Provider {
     return {value: {body}, citations: []}
   }
 
-  async planTasks(request: {spec: SpecBody}, _signal?: AbortSignal): Promise<ModelReply<{tasks: Task[]}>> {
+  async planTasks(request: {spec: SpecBody}, _call?: ChatCall): Promise<ModelReply<{tasks: Task[]}>> {
     const spec = request.spec
     const links = linkCriteria(spec)
     const forbiddenActions = spec.constraints.map((c) => c.text)
@@ -217,7 +218,7 @@ export class OfflineProvider implements Provider {
     return {value: {tasks}, citations: []}
   }
 
-  async generateVv(request: {spec: SpecBody}, _signal?: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>> {
+  async generateVv(request: {spec: SpecBody}, _call?: ChatCall): Promise<ModelReply<{vv: VvItem[]}>> {
     const spec = request.spec
     const links = linkCriteria(spec)
     const vv: VvItem[] = []
@@ -244,9 +245,15 @@ export class OfflineProvider implements Provider {
    * The rules answer the built-in kinds only: a prompt of the pipeline's own needs a model. Not
    * retryable: asking again cannot help.
    */
-  async generate(request: GenerateRequest, _signal?: AbortSignal): Promise<ModelReply<unknown> & {model: string}> {
+  async generate(request: GenerateRequest, _call?: ChatCall): Promise<ModelReply<unknown> & {model: string}> {
     throw new PipeError('E_CONFIG', `model step "${request.name}" needs a model, but the run uses the offline rules provider, which answers only the built-in kinds (compile, clarify_questions, apply_answers, plan_tasks, generate_vv)`, {
       hint: 'Point pipe at an OpenAI-compatible endpoint: set OPENAI_API_KEY, and OPENAI_BASE_URL for a server other than OpenAI (e.g. http://127.0.0.1:11434/v1 for Ollama); the default --provider auto then uses it (or say --provider openai, or provider.kind: openai in the pipeline). A recorded reply (--replay, in a later version) will also answer it.',
+    })
+  }
+
+  async chat(_request: unknown, call: ChatCall): Promise<ChatReply> {
+    throw new PipeError('E_CONFIG', `step "${call.step}" holds a conversation with a model, but the run uses the offline rules provider, which has none`, {
+      hint: 'Point pipe at an OpenAI-compatible endpoint: set OPENAI_API_KEY, and OPENAI_BASE_URL for a server other than OpenAI; the default --provider auto then uses it (or say --provider openai).',
     })
   }
 }

@@ -3,7 +3,6 @@
  * Ollama, vLLM, llama.cpp's server). Each reply is checked against the step's output schema with
  * ajv; an invalid reply is sent back with its errors for a bounded number of repairs.
  */
-import type OpenAI from 'openai'
 import {PipeError} from '../../errors.js'
 import {check, describeErrors, loadSchema, type ModelSchemaName} from '../../schema/registry.js'
 import type {ApplyAnswersReply} from '../../types/model-apply-answers.js'
@@ -16,7 +15,7 @@ import type {Task} from '../../types/spec.js'
 import {defaultPrompt, renderPrompt, type ModelKind} from '../prompt.js'
 import {emptyBody, mergeWithPrevious, missingKeyFields, nextId, pad} from '../spec-build.js'
 import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, GenerateRequest, ModelReply, PromptedRequest, Provider, Question, SpecBody, Usage, VvItem} from '../types.js'
-import {fromOpenAIError} from './errors.js'
+import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from '../chat.js'
 
 interface CallOverrides {
   model?: string
@@ -24,9 +23,9 @@ interface CallOverrides {
 }
 
 export interface OpenAIOptions {
-  apiKey?: string
-  baseURL?: string
   settings: ProviderSettings
+  /** Where requests go: the live endpoint, or a recording or cache around it. */
+  transport: ChatTransport
 }
 
 const SYSTEM: Record<ModelKind, string> = {
@@ -55,83 +54,53 @@ export function parseReply(content: string): {ok: true; value: unknown} | {ok: f
 export class OpenAIProvider implements Provider {
   readonly name = 'openai'
   readonly model: string
-  readonly endpointHost: string
-  private client: OpenAI | undefined
-  private format: 'json_schema' | 'json_object' | 'none'
-  private readonly endpoint: string
+  readonly endpointHost: string | null
+  private readonly transport: ChatTransport
 
   constructor(private readonly options: OpenAIOptions) {
     this.model = options.settings.model ?? 'gpt-4o-mini'
-    this.endpoint = options.baseURL ?? 'https://api.openai.com/v1'
-    this.endpointHost = new URL(this.endpoint).host
-    this.format = options.settings.response_format ?? 'json_schema'
+    this.transport = options.transport
+    this.endpointHost = options.transport.endpointHost
   }
 
-  private async openai(): Promise<OpenAI> {
-    if (!this.client) {
-      const {default: Client} = await import('openai')
-      this.client = new Client({
-        // A local server needs no key, but the client insists on one; it is sent and ignored.
-        apiKey: this.options.apiKey ?? 'not-needed',
-        ...(this.options.baseURL ? {baseURL: this.options.baseURL} : {}),
-        // pipe retries whole steps itself, recording each attempt in the snapshot.
-        maxRetries: 0,
-        timeout: this.options.settings.timeout_ms ?? 60000,
-      })
-    }
-    return this.client
-  }
-
-  private async complete(name: string, messages: OpenAI.ChatCompletionMessageParam[], schema: Record<string, unknown>, signal: AbortSignal, overrides: CallOverrides = {}): Promise<OpenAI.ChatCompletion> {
-    const client = await this.openai()
+  /** The request as pipe composes it; the transport decides where it goes. */
+  private request(name: string, messages: ChatMessage[], schema: Record<string, unknown>, overrides: CallOverrides): ChatRequest {
     const {settings} = this.options
-    const responseFormat =
-      this.format === 'json_schema'
-        ? {response_format: {type: 'json_schema' as const, json_schema: {name, schema, strict: false}}}
-        : this.format === 'json_object'
-          ? {response_format: {type: 'json_object' as const}}
-          : {}
-    try {
-      return await client.chat.completions.create(
-        {
-          model: overrides.model ?? this.model,
-          messages,
-          ...((overrides.temperature ?? settings.temperature) !== undefined ? {temperature: overrides.temperature ?? settings.temperature} : {}),
-          ...(settings.max_tokens !== undefined ? {max_tokens: settings.max_tokens} : {}),
-          ...responseFormat,
-        },
-        {signal},
-      )
-    } catch (error) {
-      const status = (error as {status?: number}).status
-      // Endpoints without JSON-schema output answer 400 about response_format: fall back to JSON mode once.
-      if (status === 400 && this.format === 'json_schema' && /response_format|json_schema/i.test(String((error as Error).message))) {
-        this.format = 'json_object'
-        return this.complete(name, messages, schema, signal, overrides)
-      }
-      if (signal.aborted) throw signal.reason
-      throw fromOpenAIError(error, this.endpointHost, overrides.model ?? this.model)
+    const format = settings.response_format ?? 'json_schema'
+    const temperature = overrides.temperature ?? settings.temperature
+    return {
+      model: overrides.model ?? this.model,
+      messages,
+      ...(temperature !== undefined ? {temperature} : {}),
+      ...(settings.max_tokens !== undefined ? {max_tokens: settings.max_tokens} : {}),
+      ...(format === 'json_schema' ? {response_format: {type: 'json_schema' as const, json_schema: {name, schema, strict: false}}} : format === 'json_object' ? {response_format: {type: 'json_object' as const}} : {}),
     }
   }
 
-  /** Asks for JSON matching the step's schema; repairs invalid replies a bounded number of times. */
-  private async structured<T>(kind: ModelKind, prompt: string, signal: AbortSignal): Promise<{value: T; usage: Usage}> {
+  async chat(request: Omit<ChatRequest, 'model'> & {model?: string}, call: ChatCall): Promise<ChatReply> {
+    const temperature = request.temperature ?? this.options.settings.temperature
+    const maxTokens = request.max_tokens ?? this.options.settings.max_tokens
+    return this.transport.complete({...request, model: request.model ?? this.model, ...(temperature !== undefined ? {temperature} : {}), ...(maxTokens !== undefined ? {max_tokens: maxTokens} : {})}, call)
+  }
+
+/** Asks for JSON matching the step's schema; repairs invalid replies a bounded number of times. */
+  private async structured<T>(kind: ModelKind, prompt: string, call: ChatCall): Promise<{value: T; usage: Usage}> {
     const name: ModelSchemaName = `model/${kind}`
     const {$schema: _s, $id: _i, ...bareSchema} = loadSchema(name)
     const problems = (value: unknown): string | null => {
       const result = check(name, value)
       return result.valid ? null : describeErrors(result.errors)
     }
-    return this.ask<T>({name: kind, what: `the ${kind} step`, system: SYSTEM[kind], prompt, schema: bareSchema, check: problems}, signal)
+    return this.ask<T>({name: kind, what: `the ${kind} step`, system: SYSTEM[kind], prompt, schema: bareSchema, check: problems}, call)
   }
 
   /** The request/validate/repair loop every model step shares. */
   private async ask<T>(
     request: {name: string; what: string; system: string; prompt: string; schema: Record<string, unknown>; check: (value: unknown) => string | null; maxRepairs?: number},
-    signal: AbortSignal,
+    call: ChatCall,
     overrides: CallOverrides = {},
   ): Promise<{value: T; usage: Usage}> {
-    const messages: OpenAI.ChatCompletionMessageParam[] = [
+    const messages: ChatMessage[] = [
       {role: 'system', content: `${request.system}\nReply with one JSON object that matches this JSON Schema, and nothing else:\n${JSON.stringify(request.schema)}`},
       {role: 'user', content: request.prompt},
     ]
@@ -139,11 +108,11 @@ export class OpenAIProvider implements Provider {
     const repairs = request.maxRepairs ?? this.options.settings.repair_attempts ?? 2
     const problems: string[] = []
     for (let attempt = 0; attempt <= repairs; attempt++) {
-      const completion = await this.complete(request.name, messages, request.schema, signal, overrides)
+      const reply = await this.transport.complete(this.request(request.name, [...messages], request.schema, overrides), call)
       usage.calls++
-      usage.prompt_tokens += completion.usage?.prompt_tokens ?? 0
-      usage.completion_tokens += completion.usage?.completion_tokens ?? 0
-      const content = completion.choices[0]?.message?.content ?? ''
+      usage.prompt_tokens += reply.usage?.prompt_tokens ?? 0
+      usage.completion_tokens += reply.usage?.completion_tokens ?? 0
+      const content = reply.message.content ?? ''
       const parsed = parseReply(content)
       let problem: string
       if (parsed.ok) {
@@ -160,7 +129,7 @@ export class OpenAIProvider implements Provider {
     })
   }
 
-  async generate(request: GenerateRequest, signal: AbortSignal): Promise<ModelReply<unknown> & {model: string}> {
+  async generate(request: GenerateRequest, call: ChatCall): Promise<ModelReply<unknown> & {model: string}> {
     const {$schema: _s, $id: _i, ...bareSchema} = request.schema
     const overrides: CallOverrides = {...(request.model !== undefined ? {model: request.model} : {}), ...(request.temperature !== undefined ? {temperature: request.temperature} : {})}
     const {value, usage} = await this.ask<unknown>(
@@ -173,7 +142,7 @@ export class OpenAIProvider implements Provider {
         check: request.check,
         ...(request.maxRepairs !== undefined ? {maxRepairs: request.maxRepairs} : {}),
       },
-      signal,
+      call,
       overrides,
     )
     return {value, citations: [], usage, model: overrides.model ?? this.model}
@@ -183,9 +152,9 @@ export class OpenAIProvider implements Provider {
     return renderPrompt(request.prompt ?? defaultPrompt(kind), values)
   }
 
-  async compile(request: CompileRequest, signal: AbortSignal): Promise<ModelReply<CompileOutput>> {
+  async compile(request: CompileRequest, call: ChatCall): Promise<ModelReply<CompileOutput>> {
     const previous = request.previous ? `The spec so far (keep what it has unless the requirement contradicts it):\n${json(request.previous)}` : ''
-    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: request.sourceRef, previous_spec: previous}), signal)
+    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: request.sourceRef, previous_spec: previous}), call)
     const body = emptyBody()
     body.goal = value.goal.trim()
     value.features.forEach((f, i) => body.features.push({id: `FR-${pad(i + 1)}`, title: f.title, priority: f.priority, source: 'model', ...(f.description ? {description: f.description} : {})}))
@@ -197,9 +166,9 @@ export class OpenAIProvider implements Provider {
     return {value: {body: merged, title: value.title, missing_fields: missingKeyFields(merged)}, citations: value.citations, usage}
   }
 
-  async clarify(request: ClarifyRequest, signal: AbortSignal): Promise<ModelReply<{questions: Question[]}>> {
+  async clarify(request: ClarifyRequest, call: ChatCall): Promise<ModelReply<{questions: Question[]}>> {
     const missing = request.missing.map((m) => `- ${m.path}${m.message ? `: ${m.message}` : ''}`).join('\n')
-    const {value, usage} = await this.structured<ClarifyReply>('clarify_questions', this.prompt('clarify_questions', request, {spec: json(request.spec), missing_fields: missing, max_questions: String(request.maxQuestions)}), signal)
+    const {value, usage} = await this.structured<ClarifyReply>('clarify_questions', this.prompt('clarify_questions', request, {spec: json(request.spec), missing_fields: missing, max_questions: String(request.maxQuestions)}), call)
     const wanted = [...new Set(request.missing.map((m) => m.path))].slice(0, request.maxQuestions)
     // One question per missing field, in the order the gates listed them; a field the model skipped gets a plain one.
     const questions = wanted.map((field, i) => ({
@@ -210,9 +179,9 @@ export class OpenAIProvider implements Provider {
     return {value: {questions}, citations: [], usage}
   }
 
-  async applyAnswers(request: ApplyAnswersRequest, signal: AbortSignal): Promise<ModelReply<{body: SpecBody}>> {
+  async applyAnswers(request: ApplyAnswersRequest, call: ChatCall): Promise<ModelReply<{body: SpecBody}>> {
     const answers = request.questions.map((q) => `${q.id} [${q.field}] ${q.question}\nAnswer: ${request.answers[q.id] ?? '(none)'}`).join('\n\n')
-    const {value, usage} = await this.structured<ApplyAnswersReply>('apply_answers', this.prompt('apply_answers', request, {spec: json(request.spec), answers}), signal)
+    const {value, usage} = await this.structured<ApplyAnswersReply>('apply_answers', this.prompt('apply_answers', request, {spec: json(request.spec), answers}), call)
     const body = structuredClone(request.spec)
     if (value.goal.trim()) body.goal = value.goal.trim()
     for (const f of value.features) body.features.push({id: nextId('FR', body.features.map((x) => x.id)), title: f.title, priority: f.priority, source: 'answer', ...(f.description ? {description: f.description} : {})})
@@ -230,8 +199,8 @@ export class OpenAIProvider implements Provider {
     return {value: {body}, citations: value.citations, usage}
   }
 
-  async planTasks(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{tasks: Task[]}>> {
-    const {value, usage} = await this.structured<PlanTasksReply>('plan_tasks', this.prompt('plan_tasks', request, {spec: json(request.spec)}), signal)
+  async planTasks(request: {spec: SpecBody} & PromptedRequest, call: ChatCall): Promise<ModelReply<{tasks: Task[]}>> {
+    const {value, usage} = await this.structured<PlanTasksReply>('plan_tasks', this.prompt('plan_tasks', request, {spec: json(request.spec)}), call)
     const features = new Set(request.spec.features.map((f) => f.id))
     const criteria = new Set(request.spec.acceptance_criteria.map((a) => a.id))
     const idByTitle = new Map(value.tasks.map((t, i) => [t.title, `T-${pad(i + 1)}`]))
@@ -254,8 +223,8 @@ export class OpenAIProvider implements Provider {
     return {value: {tasks}, citations: [], usage}
   }
 
-  async generateVv(request: {spec: SpecBody} & PromptedRequest, signal: AbortSignal): Promise<ModelReply<{vv: VvItem[]}>> {
-    const {value, usage} = await this.structured<GenerateVvReply>('generate_vv', this.prompt('generate_vv', request, {spec: json(request.spec)}), signal)
+  async generateVv(request: {spec: SpecBody} & PromptedRequest, call: ChatCall): Promise<ModelReply<{vv: VvItem[]}>> {
+    const {value, usage} = await this.structured<GenerateVvReply>('generate_vv', this.prompt('generate_vv', request, {spec: json(request.spec)}), call)
     const spec = request.spec
     const criteria = new Set(spec.acceptance_criteria.map((a) => a.id))
     const tasks = new Set(spec.tasks.map((t) => t.id))
