@@ -43,6 +43,12 @@ export interface StartSession extends SessionOptions {
   inputValues?: string[]
   /** A YAML file of input values (`--inputs FILE`). */
   inputsFile?: string
+  /** Model replies: record each request and reply to a cassette file, or answer from one (`--record`, `--replay`, `--replay-missing`). */
+  cassette?: {file: string; mode: 'record' | 'replay'; missing?: 'error' | 'live'}
+  /** `reuse`: a request the store's reply cache has answered before is answered from it (`--cache`). */
+  cache?: 'off' | 'reuse'
+  /** The environment provider selection reads (OPENAI_API_KEY, OPENAI_BASE_URL); process.env when absent. */
+  env?: NodeJS.ProcessEnv
   /** Asks a person for required inputs nobody gave (on a terminal); null when they gave none. */
   askInputs?: (missing: Array<{name: string; declaration: InputDeclaration}>) => Promise<Record<string, string> | null>
 }
