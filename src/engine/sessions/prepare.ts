@@ -78,6 +78,6 @@ export async function prepareStart(options: StartSession): Promise<{pipeline: Lo
   const inputs = await prepareInputs(pipeline, options)
   // An unset secret stops the run here, before anything is written.
   readSecrets(pipeline.pipeline)
-  const provider = planProvider(options.provider, pipeline.pipeline.provider)
+  const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env)
   return {pipeline, policy, answers, input, provider, inputs}
 }

@@ -25,6 +25,8 @@ export interface SessionOptions {
   onProgress?: EngineDeps['onProgress']
   signal?: AbortSignal
   hook?: EngineDeps['hook']
+  /** Who records decisions (default: the user running pipe); pipe test fixes it so its records do not depend on who runs them. */
+  user?: string
 }
 
 export interface StartSession extends SessionOptions {
@@ -86,6 +88,7 @@ export function engineFor(store: Store, options: SessionOptions, createProvider:
     ...(options.onProgress ? {onProgress: options.onProgress} : {}),
     ...(options.signal ? {signal: options.signal} : {}),
     ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),
+    ...(options.user !== undefined ? {user: options.user} : {}),
   })
 }
 

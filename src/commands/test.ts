@@ -1,0 +1,88 @@
+import {Args, Flags} from '@oclif/core'
+import {mkdir} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {PipeCommand} from '../cli/base-command.js'
+import {junitXml, renderSummary, renderTestLine, type TestReport} from '../cli/test-report.js'
+import {discoverTestFiles} from '../engine/testing/discover.js'
+import {loadTests} from '../engine/testing/load.js'
+import {hermeticEnv, runTests} from '../engine/testing/run.js'
+import {ExitCode} from '../exit-codes.js'
+import {kindCatalog} from '../steps/registry.js'
+import {writeFileAtomic} from '../util/fs.js'
+
+export default class Test extends PipeCommand {
+  static override summary = 'Run pipeline tests (*.pipe-test.yaml): each test runs a pipeline offline in a temporary store and checks how it ended.'
+  static override description = `A test file names a pipeline and, per test, its input, typed inputs, answers, review decision, policy and cassette of recorded model replies, and what must hold when the run stops: its status, its error code, outcomes of steps, values of outputs, \${{ }} assertions over inputs, steps, spec and run, and a golden file of its normalised snapshots.
+
+Every test file is checked first (YAML, schema, the pipelines and the steps and expressions it names, each error at file:line:col); one bad file and nothing runs (exit code 2). Each test then runs in its own temporary store and workspace, removed afterwards unless --keep; OPENAI_API_KEY and OPENAI_BASE_URL are hidden from the runs, so no test reaches a model over the network.
+
+Exit code 0 when every test passed, 1 when any failed.`
+  static override examples = [
+    {description: 'Every test file below the working directory', command: '<%= config.bin %> <%= command.id %>'},
+    {description: 'One file, only the tests whose name contains "review"', command: '<%= config.bin %> <%= command.id %> pipelines/default.pipe-test.yaml --filter review'},
+    {description: 'Write missing golden files and rewrite changed ones', command: '<%= config.bin %> <%= command.id %> --update'},
+    {description: 'For CI: JUnit XML, and the stores of the tests kept for inspection', command: '<%= config.bin %> <%= command.id %> --junit reports/pipe.xml --keep'},
+  ]
+  static override strict = false
+  static override args = {
+    path: Args.string({description: 'Test files, or directories to search for *.pipe-test.yaml (default: the working directory).'}),
+  }
+  static override flags = {
+    jobs: Flags.integer({char: 'j', description: 'Tests to run at once (default: the number of CPUs, at most 4).', min: 1, helpValue: 'N'}),
+    filter: Flags.string({char: 'g', description: 'Run only the tests whose name contains TEXT (case-insensitive).', helpValue: 'TEXT'}),
+    update: Flags.boolean({char: 'u', description: 'Write missing golden files and rewrite those that differ, instead of failing.'}),
+    keep: Flags.boolean({description: "Keep each test's temporary store and workspace, and print where they are."}),
+    junit: Flags.string({description: 'Also write the results as JUnit XML to FILE.', helpValue: 'FILE'}),
+    bail: Flags.boolean({description: 'Start no further test after the first failure.'}),
+  }
+
+  async run(): Promise<TestReport> {
+    const {argv, flags} = await this.parse(Test)
+    const cwd = process.cwd()
+    const files = await discoverTestFiles(argv as string[], cwd)
+    const tests = await loadTests(files, flags.filter)
+    const display = (file: string): string => {
+      const relative = path.relative(cwd, file)
+      return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file
+    }
+    const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))
+    const out = (text: string): void => {
+      // With --json stdout holds only the document; the lines go to stderr.
+      if (this.jsonEnabled()) process.stderr.write(text)
+      else process.stdout.write(text)
+    }
+    const started = performance.now()
+    let failedOnce = false
+    const results = await runTests(tests, {
+      jobs,
+      update: flags.update,
+      keep: flags.keep,
+      catalog: kindCatalog,
+      display,
+      env: hermeticEnv(),
+      ...(flags.bail ? {shouldStart: () => !failedOnce} : {}),
+      onResult: (result) => {
+        if (result.status === 'failed') failedOnce = true
+        out(renderTestLine(result))
+      },
+    })
+    const ran = results
+    const report: TestReport = {
+      passed: ran.filter((r) => r.status === 'passed').length,
+      failed: ran.filter((r) => r.status === 'failed').length,
+      total: ran.length,
+      duration_ms: Math.round(performance.now() - started),
+      tests: ran,
+    }
+    const notRun = tests.length - ran.length
+    out(renderSummary(report).replace(/\n$/, notRun > 0 ? `; ${notRun} not run (--bail)\n` : '\n'))
+    if (flags.junit) {
+      const file = path.resolve(cwd, flags.junit)
+      await mkdir(path.dirname(file), {recursive: true})
+      await writeFileAtomic(file, junitXml(report))
+    }
+    if (report.failed > 0) process.exitCode = ExitCode.FAILED
+    return report
+  }
+}

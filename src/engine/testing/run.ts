@@ -1,0 +1,261 @@
+/**
+ * pipe test: runs each test's pipeline in-process through the same sessions `pipe run` uses, in a
+ * temporary store and workspace of its own, then checks its expectations against the records the
+ * run left. Tests run concurrently (a pool of `jobs`); nothing they share is process-global state
+ * that one test could change under another: each gets its own store (ids, locks, command slots),
+ * workspace (published files, command output), and an explicit environment for provider selection.
+ */
+import {cp, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {isDeepStrictEqual} from 'node:util'
+import type {KindCatalog} from '../../config/pipeline.js'
+import type {TestCase} from '../../config/test-file.js'
+import {isPipeError} from '../../errors.js'
+import type {JsonValue} from '../../expr/index.js'
+import {Store} from '../../store/store.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {writeFileAtomic} from '../../util/fs.js'
+import type {RunOutcome} from '../engine.js'
+import {contextFor, evaluatorFor} from '../expressions.js'
+import {startSession} from '../sessions/start.js'
+import {goldenDiff, goldenText} from './golden.js'
+
+/** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
+export const TEST_USER = 'pipe-test'
+
+export type FailureKind = 'status' | 'code' | 'outcome' | 'output' | 'assert' | 'golden' | 'error'
+
+export interface TestFailure {
+  kind: FailureKind
+  message: string
+  /** What the test expects and what the run gave, where a value is compared. */
+  expected?: unknown
+  actual?: unknown
+  /** A unified diff (golden mismatches). */
+  diff?: string
+}
+
+export interface TestResult {
+  /** The test file, as given or found (relative to the working directory when below it). */
+  file: string
+  name: string
+  status: 'passed' | 'failed'
+  duration_ms: number
+  failures: TestFailure[]
+  /** The run, when one started. */
+  run?: {run_id: string; status: RunOutcome['status']; steps_run: number; error?: {code: string; message: string; step?: string}}
+  /** The test's temporary directory (store/ and workspace/), when it was kept (--keep, or a failure with --keep). */
+  kept?: string
+  /** What happened to the golden file: it matched, was written (it was missing) or updated. */
+  golden?: 'matched' | 'written' | 'updated' | 'mismatch' | 'missing'
+}
+
+export interface RunTestsOptions {
+  jobs: number
+  /** Write missing golden files and rewrite those that differ. */
+  update: boolean
+  /** Keep every test's temporary directory. */
+  keep: boolean
+  catalog: KindCatalog
+  /** How a test file is shown in results (relative to the working directory). */
+  display: (file: string) => string
+  /** Called as each test starts and ends (in the order they do). */
+  onStart?: (test: TestCase) => void
+  onResult?: (result: TestResult) => void
+  /** Asked before each test starts; false starts no further test (--bail). */
+  shouldStart?: () => boolean
+  /** The environment the runs see for provider selection; without OPENAI_API_KEY and OPENAI_BASE_URL, so no test reaches the network. */
+  env: NodeJS.ProcessEnv
+}
+
+/** The environment tests run with: the process's, without what would send a model request anywhere. */
+export function hermeticEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const out = {...env}
+  delete out.OPENAI_API_KEY
+  delete out.OPENAI_BASE_URL
+  return out
+}
+
+/** Runs the tests, at most `jobs` at once; results in the order of `tests` (without those never started). */
+export async function runTests(tests: readonly TestCase[], options: RunTestsOptions): Promise<TestResult[]> {
+  const results: Array<TestResult | undefined> = new Array<TestResult | undefined>(tests.length)
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < tests.length && (options.shouldStart?.() ?? true)) {
+      const index = next++
+      const test = tests[index]!
+      options.onStart?.(test)
+      const result = await runOne(test, options)
+      results[index] = result
+      options.onResult?.(result)
+    }
+  }
+  await Promise.all(Array.from({length: Math.max(1, Math.min(options.jobs, tests.length))}, worker))
+  return results.filter((r): r is TestResult => r !== undefined)
+}
+
+async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestResult> {
+  const started = performance.now()
+  const tmp = await mkdtemp(path.join(os.tmpdir(), 'pipe-test-'))
+  const store = path.join(tmp, 'store')
+  const workspace = path.join(tmp, 'workspace')
+  const failures: TestFailure[] = []
+  const base = {file: options.display(test.file), name: test.name}
+  let run: TestResult['run']
+  let golden: TestResult['golden']
+  try {
+    if (test.workspace) await cp(test.workspace, workspace, {recursive: true})
+    else await mkdir(workspace, {recursive: true})
+    let answers: string | undefined
+    if (typeof test.answers === 'string') answers = test.answers
+    else if (test.answers) {
+      answers = path.join(tmp, 'answers.yaml')
+      await writeFile(answers, JSON.stringify({answers: test.answers}))
+    }
+    let inputsFile: string | undefined
+    if (test.inputs) {
+      inputsFile = path.join(tmp, 'inputs.yaml')
+      await writeFile(inputsFile, JSON.stringify(test.inputs))
+    }
+    let outcome: RunOutcome | undefined
+    try {
+      outcome = await startSession({
+        cwd: workspace,
+        store,
+        pipeline: test.pipeline.file,
+        user: TEST_USER,
+        env: options.env,
+        ...(test.input !== undefined ? {text: test.input} : {}),
+        ...(test.inputFile ? {input: test.inputFile} : {}),
+        ...(answers ? {answers} : {}),
+        ...(inputsFile ? {inputsFile} : {}),
+        ...(test.decision ? {decision: test.decision} : {}),
+        ...(test.note !== undefined ? {note: test.note} : {}),
+        // Without --policy a run reads policy.yaml in its workspace: a test names its policy or gets the built-in one.
+        ...(test.policy ? {policy: test.policy} : {}),
+        ...(test.cassette ? {cassette: {file: test.cassette, mode: 'replay' as const, missing: 'error' as const}} : {}),
+      })
+    } catch (error) {
+      // Refused before the run started (bad input, a missing secret): only an expected code makes that a pass.
+      if (!isPipeError(error)) throw error
+      const expectedStatus = test.expect.status
+      if (test.expect.code !== error.code || expectedStatus !== undefined) {
+        failures.push({kind: 'error', message: `the run did not start: [${error.code}] ${error.message}`, ...(test.expect.code !== undefined ? {expected: test.expect.code} : {}), actual: error.code})
+      }
+    }
+    if (outcome) {
+      run = {run_id: outcome.run_id, status: outcome.status, steps_run: outcome.steps_run, ...(outcome.error ? {error: {code: outcome.error.code, message: outcome.error.message, ...(outcome.error.step ? {step: outcome.error.step} : {})}} : {})}
+      const records = await Store.existing(store)
+      const record = await records.readRun(outcome.run_id)
+      const snapshots = await records.readSnapshots(outcome.run_id)
+      const spec = record.spec_version ? await records.readSpec(record.spec_version) : null
+      failures.push(...checkRun(test, outcome, snapshots))
+      failures.push(...(await checkAsserts(test, options.catalog, record, snapshots, spec)))
+      if (test.golden) {
+        const text = goldenText(snapshots, {tmp, root: test.root, tmpdir: os.tmpdir()})
+        const checked = await checkGolden(test.golden, text, options.update, options.display)
+        golden = checked.state
+        if (checked.failure) failures.push(checked.failure)
+      }
+    }
+  } catch (error) {
+    failures.push({kind: 'error', message: `pipe test could not run it: ${error instanceof Error ? error.message : String(error)}`})
+  }
+  const failed = failures.length > 0
+  const keep = options.keep
+  if (!keep) await rm(tmp, {recursive: true, force: true})
+  return {
+    ...base,
+    status: failed ? 'failed' : 'passed',
+    duration_ms: Math.round(performance.now() - started),
+    failures,
+    ...(run ? {run} : {}),
+    ...(keep ? {kept: tmp} : {}),
+    ...(golden ? {golden} : {}),
+  }
+}
+
+function show(value: unknown): string {
+  return value === undefined ? '(nothing)' : JSON.stringify(value)
+}
+
+/** Status, code, outcomes and outputs: each expectation that does not hold is one failure. */
+function checkRun(test: TestCase, outcome: RunOutcome, snapshots: readonly Snapshot[]): TestFailure[] {
+  const out: TestFailure[] = []
+  const {expect} = test
+  const where = outcome.error ? ` (${outcome.error.step ? `step ${outcome.error.step}: ` : ''}[${outcome.error.code}] ${outcome.error.message})` : outcome.reason && outcome.status !== 'succeeded' ? ` (${outcome.reason})` : ''
+  if (expect.status !== undefined && expect.status !== outcome.status) {
+    out.push({kind: 'status', message: `status: expected ${expect.status}, got ${outcome.status}${where}`, expected: expect.status, actual: outcome.status})
+  }
+  if (expect.code !== undefined && expect.code !== outcome.error?.code) {
+    out.push({kind: 'code', message: `code: expected ${expect.code}, got ${outcome.error?.code ?? 'no error'}${where}`, expected: expect.code, actual: outcome.error?.code ?? null})
+  }
+  const latest = new Map<string, Snapshot>()
+  for (const s of snapshots) latest.set(s.step.name, s)
+  for (const [id, want] of Object.entries(expect.outcomes ?? {})) {
+    const got = latest.get(id)?.decisions.at(-1)?.decision ?? null
+    if ((want ?? null) !== got) {
+      const expected = want ?? 'not run'
+      out.push({kind: 'outcome', message: `outcome of ${id}: expected ${expected}, got ${got ?? 'not run'}`, expected: want ?? null, actual: got})
+    }
+  }
+  for (const [key, want] of Object.entries(expect.outputs ?? {})) {
+    const id = /^[a-z][a-z0-9_]*/.exec(key)![0]
+    const snapshot = latest.get(id)
+    if (!snapshot) {
+      out.push({kind: 'output', message: `outputs ${key}: expected ${show(want)}, but step ${id} did not run`, expected: want, actual: null})
+      continue
+    }
+    const got = pathValue(snapshot.outputs, key.slice(id.length))
+    if (!isDeepStrictEqual(got, want)) out.push({kind: 'output', message: `outputs ${key}: expected ${show(want)}, got ${show(got)}`, expected: want, actual: got ?? null})
+  }
+  return out
+}
+
+/** The value at `.a.b[2].c` below `root`; undefined when the path leads nowhere. */
+function pathValue(root: unknown, rest: string): unknown {
+  let node = root
+  for (const m of rest.matchAll(/\.([^.[]+)|\[(\d+)\]/g)) {
+    if (node === null || typeof node !== 'object') return undefined
+    const key = m[1] ?? Number(m[2])
+    node = (node as Record<string | number, unknown>)[key]
+  }
+  return node
+}
+
+async function checkAsserts(test: TestCase, catalog: KindCatalog, record: Parameters<typeof contextFor>[0], snapshots: Snapshot[], spec: CanonicalSpec | null): Promise<TestFailure[]> {
+  const asserts = test.expect.assert ?? []
+  if (asserts.length === 0) return []
+  const evaluator = await evaluatorFor(test.pipeline, catalog)
+  const bound = evaluator.bind(contextFor(record, snapshots, spec, {}))
+  const out: TestFailure[] = []
+  for (const text of asserts) {
+    let value: JsonValue
+    try {
+      value = bound.render(text)
+    } catch (error) {
+      out.push({kind: 'assert', message: `assert ${text}: ${error instanceof Error ? error.message : String(error)}`})
+      continue
+    }
+    if (value !== true) out.push({kind: 'assert', message: `assert ${text}: gave ${JSON.stringify(value)}`, expected: true, actual: value})
+  }
+  return out
+}
+
+async function checkGolden(file: string, text: string, update: boolean, display: (file: string) => string): Promise<{state: NonNullable<TestResult['golden']>; failure?: TestFailure}> {
+  const current = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return null
+    throw error
+  })
+  const shown = display(file)
+  if (current === text) return {state: 'matched'}
+  if (update) {
+    await mkdir(path.dirname(file), {recursive: true})
+    await writeFileAtomic(file, text)
+    return {state: current === null ? 'written' : 'updated'}
+  }
+  if (current === null) return {state: 'missing', failure: {kind: 'golden', message: `golden ${shown} does not exist; pipe test --update writes it`}}
+  return {state: 'mismatch', failure: {kind: 'golden', message: `golden ${shown} differs from this run's snapshots (pipe test --update rewrites it)`, diff: goldenDiff(shown, current, text)}}
+}
