@@ -40,12 +40,12 @@ Exit code 0 when every test passed, 1 when any failed.`
   async run(): Promise<TestReport> {
     const {argv, flags} = await this.parse(Test)
     const cwd = process.cwd()
-    const files = await discoverTestFiles(argv as string[], cwd)
-    const tests = await loadTests(files, flags.filter)
     const display = (file: string): string => {
       const relative = path.relative(cwd, file)
       return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file
     }
+    const files = await discoverTestFiles(argv as string[], cwd)
+    const tests = await loadTests(files.map(display), flags.filter)
     const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))
     const out = (text: string): void => {
       // With --json stdout holds only the document; the lines go to stderr.

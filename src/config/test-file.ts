@@ -74,7 +74,9 @@ export async function loadTestFile(file: string, catalog: KindCatalog): Promise<
   const read = await validateDocument<PipeTestFile>(file, 'pipe-test', 'test file')
   if (!read.ok) return read
   const {source, data} = read
-  const dir = path.dirname(file)
+  // Diagnostics name the file as it was given; everything it names is relative to where it is.
+  const absolute = path.resolve(file)
+  const dir = path.dirname(absolute)
   const out: Diagnostic[] = []
   const pipelines = new Map<string, Promise<{loaded?: LoadedPipeline; diagnostics: Diagnostic[]}>>()
   const names = new Map<string, number>()
@@ -136,9 +138,9 @@ export async function loadTestFile(file: string, catalog: KindCatalog): Promise<
     const loaded = loadedResult.loaded
     out.push(...(await checkExpect(source, i, test, loaded, catalog)))
     const golden = test.expect.golden !== undefined ? path.resolve(dir, test.expect.golden) : undefined
-    const named = [file, pipelineFile, ...Object.values(resolved).filter((v): v is string => typeof v === 'string')]
+    const named = [absolute, pipelineFile, ...Object.values(resolved).filter((v): v is string => typeof v === 'string')]
     tests.push({
-      file,
+      file: absolute,
       name: test.name,
       index: i,
       pipeline: loaded,
