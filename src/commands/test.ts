@@ -3,6 +3,7 @@ import {mkdir} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
+import {withSignals} from '../cli/signals.js'
 import {junitXml, renderSummary, renderTestLine, type TestReport} from '../cli/test-report.js'
 import {discoverTestFiles} from '../engine/testing/discover.js'
 import {loadTests} from '../engine/testing/load.js'
@@ -54,7 +55,7 @@ Exit code 0 when every test passed, 1 when any failed.`
     }
     const started = performance.now()
     let failedOnce = false
-    const results = await runTests(tests, {
+    const results = await withSignals((signal) => runTests(tests, {
       jobs,
       update: flags.update,
       keep: flags.keep,
@@ -66,7 +67,8 @@ Exit code 0 when every test passed, 1 when any failed.`
         if (result.status === 'failed') failedOnce = true
         out(renderTestLine(result))
       },
-    })
+      signal,
+    }), 'stopping: running tests end as interrupted, no further test starts')
     const ran = results
     const report: TestReport = {
       passed: ran.filter((r) => r.status === 'passed').length,

@@ -66,6 +66,8 @@ export interface RunTestsOptions {
   onResult?: (result: TestResult) => void
   /** Asked before each test starts; false starts no further test (--bail). */
   shouldStart?: () => boolean
+  /** Aborted on Ctrl-C: running tests' runs stop as interrupted (and fail), no further test starts. */
+  signal?: AbortSignal
   /** The environment the runs see for provider selection; without OPENAI_API_KEY and OPENAI_BASE_URL, so no test reaches the network. */
   env: NodeJS.ProcessEnv
 }
@@ -83,7 +85,7 @@ export async function runTests(tests: readonly TestCase[], options: RunTestsOpti
   const results: Array<TestResult | undefined> = new Array<TestResult | undefined>(tests.length)
   let next = 0
   const worker = async (): Promise<void> => {
-    while (next < tests.length && (options.shouldStart?.() ?? true)) {
+    while (next < tests.length && (options.shouldStart?.() ?? true) && options.signal?.aborted !== true) {
       const index = next++
       const test = tests[index]!
       options.onStart?.(test)
@@ -127,6 +129,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
         pipeline: test.pipeline.file,
         user: TEST_USER,
         env: options.env,
+        ...(options.signal ? {signal: options.signal} : {}),
         ...(test.input !== undefined ? {text: test.input} : {}),
         ...(test.inputFile ? {input: test.inputFile} : {}),
         ...(answers ? {answers} : {}),
