@@ -6,6 +6,8 @@
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
+import http from 'node:http'
+import type {AddressInfo} from 'node:net'
 import {existsSync} from 'node:fs'
 import {readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -290,6 +292,28 @@ tests:
     for (const [t, other] of [[a!, 'b'], [b!, 'a']] as const) {
       expect(await readdir(path.join(t.kept!, 'store', 'runs'))).to.deep.equal([t.run!.run_id])
       expect(await readdir(path.join(t.kept!, 'workspace'))).to.deep.equal([`saw-${other}`])
+    }
+  })
+
+  it('is hermetic: with OPENAI_API_KEY and OPENAI_BASE_URL set, the runs still use the offline provider and send nothing', async () => {
+    let requests = 0
+    const server = http.createServer((_req, res) => {
+      requests++
+      res.writeHead(500).end()
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const port = (server.address() as AddressInfo).port
+      const r = await pipe(['test', 'pipelines/default.pipe-test.yaml', '--filter', 'full PRD', '--json'], {
+        cwd: repoRoot,
+        env: {...home(), OPENAI_API_KEY: 'sk-test-not-a-real-key-123456', OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`},
+        timeoutMs: 120000,
+      })
+      expect(r.code, r.stdout + r.stderr).to.equal(0)
+      expect(json<Report>(r)).to.include({passed: 1, failed: 0})
+      expect(requests).to.equal(0)
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
     }
   })
 
