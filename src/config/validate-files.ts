@@ -5,8 +5,9 @@ import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
 import {loadPipeline, type KindCatalog, type LoadedPipeline} from './pipeline.js'
 import {loadPolicyFile} from './policy.js'
+import {loadTestFile, TEST_FILE_SUFFIX} from './test-file.js'
 
-export type FileKind = 'pipeline' | 'policy' | 'answers'
+export type FileKind = 'pipeline' | 'policy' | 'answers' | 'test'
 
 export interface FileReport {
   file: string
@@ -42,8 +43,10 @@ export async function detectKind(file: string): Promise<FileKind> {
   const regular = await stat(file).then((info) => info.isFile(), () => false)
   const head = regular ? await readHead(file, 2000).catch(() => '') : ''
   const schemaLine = /#\s*yaml-language-server:\s*\$schema=(\S+)/.exec(head)?.[1] ?? ''
+  if (schemaLine.includes('pipe-test.schema.json')) return 'test'
   for (const kind of ['policy', 'answers', 'pipeline'] as const) if (schemaLine.includes(`${kind}.schema.json`)) return kind
   const base = path.basename(file).toLowerCase()
+  if (base.endsWith(TEST_FILE_SUFFIX)) return 'test'
   if (/^policy.*\.ya?ml$/.test(base)) return 'policy'
   if (/answers.*\.ya?ml$/.test(base)) return 'answers'
   return 'pipeline'
@@ -56,6 +59,9 @@ export async function validateFile(file: string, catalog: KindCatalog, check?: P
   // A file kind, not a step kind: tested as policy and answers so the step kind named pipeline is never compared here.
   if (kind === 'policy') {
     const result = await loadPolicyFile(file)
+    if (!result.ok) diagnostics = result.diagnostics
+  } else if (kind === 'test') {
+    const result = await loadTestFile(file, catalog)
     if (!result.ok) diagnostics = result.diagnostics
   } else if (kind === 'answers') {
     const result = await validateDocument(file, 'answers', 'answers file')

@@ -170,6 +170,13 @@ tests:
     expect(r.stdout).not.to.match(/[✓✗]/)
     expect(existsSync(marker), 'a test ran').to.equal(false)
 
+    // pipe validate tells a test file by its name and checks it the same way.
+    const validated = await pipe(['validate', 'worse.pipe-test.yaml', 'good.pipe-test.yaml'], {cwd: dir, env: home()})
+    expect(validated.code).to.equal(2)
+    expect(validated.stdout).to.match(/^worse\.pipe-test\.yaml:12:25 {2}tests\[2\]\.expect\.outcomes\.rout {2}pipeline flow has no step "rout"/m)
+    expect(validated.stderr).to.contain('ok  good.pipe-test.yaml (test)')
+    expect(existsSync(marker), 'validate ran a test').to.equal(false)
+
     // The same files one at a time: the good one runs (the marker proves the check above could fail).
     const good = await pipe(['test', 'good.pipe-test.yaml'], {cwd: dir, env: home()})
     expect(good.code, good.stdout + good.stderr).to.equal(0)

@@ -35,7 +35,7 @@ describe('pipe test goldens and reports', () => {
     expect(one).not.to.contain('field_hashes')
     expect(one).not.to.match(/[0-9a-f]{64}/)
     // A real change shows.
-    const changed = goldenText([{...snapshot('R-20310101-0001', '2031-01-01T10:00:00.123Z', '/home/a/repo'), outputs: {count: 4}} as unknown as Snapshot], {root: '/home/a/repo'})
+    const changed = goldenText([{...snapshot('R-20310101-0001', '2031-01-01T10:00:00.123Z', '/home/a/repo'), outputs: {count: 4}}], {root: '/home/a/repo'})
     const diff = goldenDiff('g.json', one, changed)
     expect(diff).to.match(/^-\s+"count": 3,?$/m)
     expect(diff).to.match(/^\+\s+"count": 4$/m)
