@@ -99,6 +99,12 @@ tests:
     expect: {outputs: {route.chosen: small, big.reason: big 8}}
   - name: false assertion
     expect: {assert: ["\${{ inputs.n > 100 }}"]}
+  - name: refused, as expected
+    inputs: {n: seven}
+    expect: {code: E_INPUT}
+  - name: refused, unexpectedly
+    inputs: {n: seven}
+    expect: {status: succeeded}
 `,
     )
     const r = await pipe(['test', '--jobs', '2'], {cwd: dir, env: home()})
@@ -115,7 +121,9 @@ tests:
     // The failing step and where to look.
     expect(r.stdout).to.match(/run R-\d{8}-0001 failed after 2 step\(s\); step small \[E_ENDED\] small 1/)
     expect(r.stdout).to.contain('its store was removed; pipe test --keep keeps it')
-    expect(r.stdout).to.match(/^Tests: 1 passed, 5 failed, 6 total/m)
+    expect(r.stdout).to.match(/^✓ flow\.pipe-test\.yaml › refused, as expected/m)
+    expect(r.stdout).to.match(/^✗ flow\.pipe-test\.yaml › refused, unexpectedly[^\n]*\n {4}- the run did not start: \[E_INPUT\] the inputs of pipeline flow have 1 problem/m)
+    expect(r.stdout).to.match(/^Tests: 2 passed, 6 failed, 8 total/m)
   })
 
   it('refuses bad test files at file:line:col and runs nothing: schema, unknown key, expression, missing pipeline, unknown step', async () => {
