@@ -9,7 +9,7 @@
  */
 export type Pipeline = string
 /**
- * A policy file, relative to the test file (default: the built-in policy).
+ * A policy file, relative to the test file (default: policy.yaml in the test's workspace, which is empty unless `workspace` copies one in, else the built-in policy).
  *
  * This interface was referenced by `PipeTestFile`'s JSON-Schema
  * via the `definition` "policy".
