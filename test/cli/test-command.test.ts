@@ -310,6 +310,22 @@ tests:
     }
   })
 
+  it('copies a workspace: directory into the test workspace, where commands run; the original stays as it was', async () => {
+    const fixture = path.join(dir, 'fixture')
+    await import('node:fs/promises').then((fs) => fs.mkdir(fixture))
+    await file('fixture/data.txt', 'hello')
+    // The policy comes with the workspace: a run reads policy.yaml in its working directory.
+    await file('fixture/policy.yaml', `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
+    await file(
+      'copy.yaml',
+      `version: 1\nname: copy\nsteps:\n  - {id: copy, kind: command, run: [node, -e, "const fs = require('fs'); fs.writeFileSync('out.txt', fs.readFileSync('data.txt', 'utf8') + '!'); process.stdout.write(fs.readFileSync('out.txt', 'utf8'))"], parse: text}\n`,
+    )
+    await file('copy.pipe-test.yaml', 'version: 1\npipeline: copy.yaml\nworkspace: fixture\ntests:\n  - name: copies\n    expect: {status: succeeded, outputs: {copy.text: "hello!"}}\n')
+    const r = await pipe(['test'], {cwd: dir, env: home()})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect((await readdir(fixture)).sort()).to.deep.equal(['data.txt', 'policy.yaml'])
+  })
+
   it('is hermetic: with OPENAI_API_KEY and OPENAI_BASE_URL set, the runs still use the offline provider and send nothing', async () => {
     let requests = 0
     const server = http.createServer((_req, res) => {
