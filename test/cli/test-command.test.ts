@@ -9,7 +9,7 @@ import {execFileSync} from 'node:child_process'
 import http from 'node:http'
 import type {AddressInfo} from 'node:net'
 import {existsSync} from 'node:fs'
-import {readFile, readdir, writeFile} from 'node:fs/promises'
+import {readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
@@ -252,6 +252,7 @@ tests:
     const store = path.join(failed.kept!, 'store')
     const shown = await pipe(['runs', 'show', failed.run!.run_id, '--store', store, '--json'], {cwd: dir, env: home()})
     expect(shown.code, shown.stderr).to.equal(0)
+    for (const t of body.tests) await rm(t.kept!, {recursive: true, force: true})
     // The lines go to stderr with --json.
     expect(r.stderr).to.match(/^✗ flow\.pipe-test\.yaml › fails "quoted"/m)
 
@@ -308,6 +309,7 @@ tests:
       expect(await readdir(path.join(t.kept!, 'store', 'runs'))).to.deep.equal([t.run!.run_id])
       expect(await readdir(path.join(t.kept!, 'workspace'))).to.deep.equal([`saw-${other}`])
     }
+    for (const t of body.tests) await rm(t.kept!, {recursive: true, force: true})
   })
 
   it('copies a workspace: directory into the test workspace, where commands run; the original stays as it was', async () => {
