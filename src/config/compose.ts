@@ -205,7 +205,8 @@ function acceptsNext(kind: unknown): boolean {
     const definitions = (loadSchema('pipeline').definitions ?? {}) as Record<string, {properties?: Record<string, {const?: unknown}>}>
     for (const def of Object.values(definitions)) {
       const k = def.properties?.kind?.const
-      if (typeof k === 'string') acceptsNextCache.set(k, def.properties?.next !== undefined)
+      // next is a common step field; a kind that may not route by it says `next: false` in its branch.
+      if (typeof k === 'string') acceptsNextCache.set(k, (def.properties?.next as unknown) !== false)
     }
   }
   return acceptsNextCache.get(String(kind)) ?? true

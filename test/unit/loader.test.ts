@@ -76,6 +76,14 @@ describe('pipeline loader: schema errors point at the node', () => {
     expect(lines(await load('unknown-key.yaml', text))).to.deep.equal(['unknown-key.yaml:6:5  steps[0].nxt  unknown key "nxt" in steps[0] — did you mean "next"?'])
   })
 
+  it("suggests from the common step fields and the kind's own alike, one error per unknown key", async () => {
+    const text = `${header}steps:\n  - id: a\n    kind: command\n    run: [node, -v]\n    rnu: [x]\n    on_exhaustd: a\n`
+    expect(lines(await load('shared-keys.yaml', text))).to.deep.equal([
+      'shared-keys.yaml:7:5  steps[0].rnu  unknown key "rnu" in steps[0] — did you mean "run"?',
+      'shared-keys.yaml:8:5  steps[0].on_exhaustd  unknown key "on_exhaustd" in steps[0] — did you mean "on_exhausted"?',
+    ])
+  })
+
   it('points an unknown step kind at the kind, with a suggestion', async () => {
     const text = `${header}steps:\n  - id: a\n    kind: compil\n`
     const [first] = lines(await load('kind.yaml', text))
