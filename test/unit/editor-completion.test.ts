@@ -21,7 +21,7 @@ describe('editors complete pipelines from the schema (the real yaml-language-ser
       console.warn('      skipped: yaml-language-server is not installed (npm i -g yaml-language-server) — editor completion is not checked')
       this.skip()
     }
-    server = new YamlLs(command!)
+    server = new YamlLs(command)
     await server.start()
   })
   after(() => server?.stop())
