@@ -14,7 +14,7 @@ import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
-import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf} from './expressions.js'
+import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf, withTypeProblems} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 
@@ -164,6 +164,9 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
       for (const problem of typed.problems) {
         if (problem.input === undefined || problem.source !== 'file' || !Object.hasOwn(literals, problem.input)) continue
         diagnostics.push(rule(diag(loaded, [...withAt, problem.input], `input "${problem.input}" of ${name}: ${problem.message.replace(/^with:: /, '')}`)))
+      }
+      for (const problem of withTypeProblems(loaded, catalog, i, String((ref.withAt ?? ['with'])[0]), given, declared as Record<string, {type?: string}>)) {
+        diagnostics.push(rule(diag(loaded, [...withAt, problem.key], `input "${problem.key}" of ${name} ${problem.message}`)))
       }
       for (const [key, decl] of Object.entries(declared)) {
         if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, key)) {
