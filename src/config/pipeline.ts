@@ -14,7 +14,7 @@ import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
-import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf, withTypeProblems} from './expressions.js'
+import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf, templatedStrings, withTypeProblems} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 
@@ -369,6 +369,17 @@ function references(pipeline: Pipeline, catalog: KindCatalog): Array<{segments: 
 }
 
 export const pipelineRules: Rule[] = [
+  {
+    // Only steps' fields are resolved at run time (engine/expressions.ts); elsewhere a ${{ }} would
+    // be used as written: a model name, a default, a gate pattern.
+    name: 'expression-place',
+    check(loaded) {
+      return Object.entries(loaded.pipeline)
+        .filter(([key]) => key !== 'steps' && key !== 'overlay')
+        .flatMap(([key, value]) => templatedStrings(value, [key]))
+        .map(({segments}) => diag(loaded, segments, `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps`))
+    },
+  },
   {
     name: 'duplicate-step-id',
     check(loaded) {
