@@ -103,7 +103,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
       const field = segments[2]
       // An inline child pipeline's expressions are its own: checked when it is loaded, against its inputs.
       if (typeof field === 'string' && deferred?.foreign?.includes(field)) continue
-      const isItems = deferred !== undefined && field === deferred.items
+      const isItems = deferred?.items !== undefined && field === deferred.items
       const aliased = deferred !== undefined && typeof field === 'string' && deferred.fields.includes(field) && !isItems
       const options = {...(isItems ? {expect: 'list' as const} : expectFor(segments) ? {expect: expectFor(segments)!} : {}), ...(aliased && aliases ? {aliases} : {})}
       const result = checker.checkTemplate(text, options)
@@ -114,7 +114,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
         const match = /^steps\.([^.[]+)/.exec(ref)
         if (!match) continue
         const target = match[1]!
-        ancestors ??= ancestorsOf(pipeline, step.id)
+        ancestors ??= ancestorsOf(pipeline, catalog, step.id)
         if (ancestors.has(target)) continue
         const why = target === step.id ? 'a step reads its own outputs only when a loop brings the run back to it' : `no path from "${target}" leads to "${step.id}"`
         out.push(diag(loaded, segments, `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`, false, mapper(0)))
@@ -140,7 +140,7 @@ function checkerFor(loaded: LoadedPipeline, catalog: KindCatalog): ExprChecker {
 /** A kind's per-item fields (a foreach's with:) are checked with its alias typed as an element of its items list. */
 function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {deferred: ReturnType<NonNullable<KindCatalog[string]['deferred']>> | undefined; aliases: AliasTypes | undefined} {
   const deferred = catalog[step.kind]?.deferred?.(step)
-  if (!deferred) return {deferred, aliases: undefined}
+  if (deferred?.alias === undefined || deferred.items === undefined) return {deferred, aliases: undefined}
   const itemsText = (step as unknown as Record<string, unknown>)[deferred.items]
   const whole = typeof itemsText === 'string' ? parseTemplate(itemsText).whole : undefined
   return {deferred, aliases: {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}}

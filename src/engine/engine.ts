@@ -981,8 +981,9 @@ async function childResult(store: Store, runId: string): Promise<ChildResult> {
   }
 }
 
-/** Fields of a step the engine leaves as written: those the kind evaluates itself, and an inline child pipeline's. */
+/** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
 function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
   const deferred = handler.deferred?.(step)
-  return deferred ? [...deferred.fields, ...(deferred.foreign ?? [])] : []
+  const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
+  return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]
 }
