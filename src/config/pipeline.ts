@@ -291,16 +291,30 @@ export const pipelineAdvice: Rule[] = [
   },
   {
     name: 'spec-before-use',
-    check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, catalog, (step) => writesSpec(catalog, step))
-      return loaded.pipeline.steps.flatMap((step, i) =>
-        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && reach.with.has(step.id)
-          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`)]
-          : [],
-      )
-    },
+    check: (loaded, catalog) => specBeforeUse(loaded, catalog).some,
   },
 ]
+
+const specUse = new WeakMap<LoadedPipeline, {none: Diagnostic[]; some: Diagnostic[]}>()
+
+/**
+ * Steps that need a spec where none may exist yet, from one walk of the paths (it serves the error
+ * and the warning alike): `none`, no path to the step writes a spec before it (an error);
+ * `some`, some paths do and others do not (a warning: those fail with E_STATE).
+ */
+function specBeforeUse(loaded: LoadedPipeline, catalog: KindCatalog): {none: Diagnostic[]; some: Diagnostic[]} {
+  let found = specUse.get(loaded)
+  if (found) return found
+  const reach = specReach(loaded.pipeline, catalog, (step) => writesSpec(catalog, step))
+  found = {none: [], some: []}
+  for (const [i, step] of loaded.pipeline.steps.entries()) {
+    if (!catalog[step.kind]?.needsSpec || !reach.without.has(step.id)) continue
+    if (reach.with.has(step.id)) found.some.push(diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`))
+    else found.none.push(diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`))
+  }
+  specUse.set(loaded, found)
+  return found
+}
 
 /** The text of a step's prompt file, when it has one inside the pipeline's tree that can be read. */
 export function promptText(loaded: LoadedPipeline, step: Step, index: number): string | undefined {
@@ -327,14 +341,7 @@ export function pipelineWarnings(loaded: LoadedPipeline, catalog: KindCatalog): 
 const flowRules: Rule[] = [
   {
     name: 'spec-before-use',
-    check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, catalog, (step) => writesSpec(catalog, step))
-      return loaded.pipeline.steps.flatMap((step, i) =>
-        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && !reach.with.has(step.id)
-          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`)]
-          : [],
-      )
-    },
+    check: (loaded, catalog) => specBeforeUse(loaded, catalog).none,
   },
 ]
 
