@@ -27,6 +27,20 @@ describe('schemas are the source of truth', () => {
     for (const [kind, handler] of Object.entries(registry)) expect(handler.kind).to.equal(kind)
   })
 
+  it('the pipeline schema lists each kind once per place: a branch in step.oneOf, its kind in stepKind (editors complete kind: from it), the common fields in stepCommon only', () => {
+    type Def = {allOf?: Array<{$ref?: string}>; properties?: Record<string, {const?: string}>; unevaluatedProperties?: boolean; enum?: string[]; oneOf?: Array<{$ref: string}>}
+    const defs = (loadSchema('pipeline') as {definitions: Record<string, Def>}).definitions
+    const branches = defs.step!.oneOf!.map((ref) => defs[ref.$ref.split('/').pop()!]!)
+    const kinds = branches.map((b) => b.properties?.kind?.const)
+    expect([...defs.stepKind!.enum!].sort(), 'add the new kind to definitions.stepKind.enum').to.deep.equal([...kinds].sort())
+    const common = Object.keys(defs.stepCommon!.properties!)
+    for (const branch of branches) {
+      expect(branch.allOf, `${branch.properties?.kind?.const}: allOf [{$ref: #/definitions/stepCommon}]`).to.deep.equal([{$ref: '#/definitions/stepCommon'}])
+      expect(branch.unevaluatedProperties, `${branch.properties?.kind?.const}: unevaluatedProperties: false`).to.equal(false)
+      expect(Object.keys(branch.properties ?? {}).filter((k) => k !== 'kind' && common.includes(k)), `${branch.properties?.kind?.const} repeats common fields`).to.deep.equal([])
+    }
+  })
+
   it('the build has a standalone validator for every schema, and it judges as ajv does at run time', async () => {
     const {createRequire} = await import('node:module')
     const require = createRequire(import.meta.url)
