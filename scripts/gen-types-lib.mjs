@@ -13,7 +13,7 @@ export async function generateTypes(root) {
     for (const file of (await readdir(dir)).filter((f) => f.endsWith('.schema.json')).sort()) files.push({dir, file, prefix})
   }
   for (const {dir, file, prefix} of files) {
-    const schema = loadedShape(JSON.parse(await readFile(path.join(dir, file), 'utf8')))
+    const schema = sharedParts(loadedShape(JSON.parse(await readFile(path.join(dir, file), 'utf8'))))
     const text = await compile(schema, schema.title, {
       bannerComment: banner,
       additionalProperties: false,
@@ -40,4 +40,26 @@ function loadedShape(schema) {
   if (!Array.isArray(absent) || !Array.isArray(then) || schema.else !== undefined) return schema
   const {if: _if, then: _then, ...rest} = schema
   return {...rest, required: [...(rest.required ?? []), ...then]}
+}
+
+/**
+ * A definition that shares fields by allOf and adds its own (each step kind: the common step fields,
+ * then the kind's) becomes an intersection type. json-schema-to-typescript drops `properties` beside
+ * `allOf`, so the definition's own part moves into the allOf as one more member; its closedness
+ * (unevaluatedProperties) is the validator's business, not the type's.
+ */
+function sharedParts(schema) {
+  const definitions = schema.definitions ?? {}
+  const out = {}
+  for (const [name, def] of Object.entries(definitions)) {
+    if (!Array.isArray(def.allOf) || def.properties === undefined) {
+      out[name] = def
+      continue
+    }
+    const {allOf, properties, required, unevaluatedProperties: _closed, type, ...meta} = def
+    // The tag a definition fixes (a step's kind) is required by the shared part; say so here too, so the union discriminates plainly.
+    const own = [...new Set([...(properties.kind?.const !== undefined ? ['kind'] : []), ...(required ?? [])])]
+    out[name] = {...meta, allOf: [...allOf, {type, properties, ...(own.length ? {required: own} : {}), additionalProperties: false}]}
+  }
+  return {...schema, definitions: out}
 }

@@ -65,7 +65,7 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
         failure_outcomes: [...(kindCatalog[s.kind]?.failures ?? []), 'error'],
         ...(s.max_iterations !== undefined ? {max_iterations: s.max_iterations} : {}),
       })),
-      edges: allEdges(pipeline),
+      edges: allEdges(pipeline, kindCatalog),
       stops: outcomeStops(pipeline, kindCatalog),
       ...(taken ? {run: {id: taken.run_id, status: taken.status, steps: taken.steps}, taken: taken.taken} : {}),
       text,

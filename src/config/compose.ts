@@ -18,6 +18,9 @@ import {sortDiagnostics, formatPath, type Diagnostic} from './diagnostics.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
+import type {KindCatalog} from './pipeline.js'
+import {linksOf, type StepLink} from './step-links.js'
+import type {Step} from '../types/pipeline.js'
 
 export type Segment = string | number
 
@@ -75,12 +78,12 @@ export function extendsAnother(source: YamlSource): boolean {
 }
 
 /** Composes a pipeline file with the chain of files it extends; each file's structure is checked against the schema on the way. */
-export async function composePipeline(source: YamlSource): Promise<ComposeResult> {
-  return compose(source, [source.file])
+export async function composePipeline(source: YamlSource, catalog: KindCatalog): Promise<ComposeResult> {
+  return compose(source, [source.file], catalog)
 }
 
 /** `chain` holds the files extending this one, as they were named (the loaded file first). */
-async function compose(source: YamlSource, chain: string[]): Promise<ComposeResult> {
+async function compose(source: YamlSource, chain: string[], catalog: KindCatalog): Promise<ComposeResult> {
   const structure = validateSource(source, 'pipeline', 'pipeline')
   if (!structure.ok) return structure
   const data = source.data as Json
@@ -103,7 +106,7 @@ async function compose(source: YamlSource, chain: string[]): Promise<ComposeResu
     if (fileProblem) return {ok: false, diagnostics: [diagAt(extendsAt, `cannot extend "${data.extends}": ${fileProblem.message} (looked for ${absolute})`, 'extends')]}
     return {ok: false, diagnostics: sortDiagnostics([diagAt(extendsAt, `the base pipeline "${data.extends}" is not valid YAML (errors reported in ${baseFile})`, 'extends'), ...read.diagnostics])}
   }
-  const base = await compose(read.source, [...chain, baseFile])
+  const base = await compose(read.source, [...chain, baseFile], catalog)
   if (!base.ok) {
     const own = base.diagnostics.filter((d) => d.file === source.file)
     // An error of this file found through a cycle is reported once, by this file's own check.
@@ -131,7 +134,7 @@ async function compose(source: YamlSource, chain: string[]): Promise<ComposeResu
 
   const entries: Entry[] = (base.data.steps as Json[]).map((step, i) => ({step: structuredClone(step), origin: base.composition.steps[i]!}))
   if (Array.isArray(data.steps)) (data.steps as Json[]).forEach((step, i) => entries.push({step: structuredClone(step), origin: {source, segments: ['steps', i], dir, fields: {}}}))
-  const state: OverlayState = {entries, data: result, composition, source, dir}
+  const state: OverlayState = {entries, data: result, composition, source, dir, catalog}
   const diagnostics: Diagnostic[] = []
   if (Array.isArray(data.overlay)) (data.overlay as Json[]).forEach((op, k) => diagnostics.push(...applyOperation(state, op, k)))
   if (diagnostics.length > 0) return {ok: false, diagnostics: sortDiagnostics(diagnostics)}
@@ -161,18 +164,12 @@ interface OverlayState {
   composition: Composition
   source: YamlSource
   dir: string
+  catalog: KindCatalog
 }
 
-/** Where a step names another step as the one to go to next: [path in the step, target]. */
-export function transitionsOf(step: Json): Array<{at: Segment[]; target: string}> {
-  const out: Array<{at: Segment[]; target: string}> = []
-  if (typeof step.next === 'string') out.push({at: ['next'], target: step.next})
-  if (isObject(step.on)) for (const [outcome, target] of Object.entries(step.on)) if (typeof target === 'string') out.push({at: ['on', outcome], target})
-  if (typeof step.on_exhausted === 'string') out.push({at: ['on_exhausted'], target: step.on_exhausted})
-  // A choice routes through its branches and default.
-  if (Array.isArray(step.choices)) step.choices.forEach((c: unknown, i) => isObject(c) && typeof c.next === 'string' && out.push({at: ['choices', i, 'next'], target: c.next}))
-  if (Array.isArray(step.choices) && typeof step.default === 'string') out.push({at: ['default'], target: step.default})
-  return out
+/** Where a step names other steps (step-links.ts); each file was checked against the schema before composing, so the step is well-formed. */
+function linksIn(step: Json, catalog: KindCatalog): StepLink[] {
+  return linksOf(step as unknown as Step, catalog)
 }
 
 function setAt(step: Json, at: Segment[], value: string): void {
@@ -181,12 +178,16 @@ function setAt(step: Json, at: Segment[], value: string): void {
   ;(node as Record<string | number, unknown>)[at.at(-1)!] = value
 }
 
-/** Points every transition into `from` (and start) at `to`, except those of the steps in `skip`. */
-function retarget(state: OverlayState, from: string, to: string, cause: NodeOrigin, skip: ReadonlySet<Json>): void {
+/**
+ * Points every route into `from` (and start) at `to`, except those of the steps in `skip`. With
+ * `renamed` (a replace gave the step a new id) the steps that only name it (a rollback's checkpoint)
+ * follow too; an insert or a remove leaves them, because `to` is another step then.
+ */
+function retarget(state: OverlayState, from: string, to: string, cause: NodeOrigin, skip: ReadonlySet<Json>, renamed = false): void {
   for (const entry of state.entries) {
     if (skip.has(entry.step)) continue
-    for (const t of transitionsOf(entry.step)) {
-      if (t.target !== from) continue
+    for (const t of linksIn(entry.step, state.catalog)) {
+      if (t.target !== from || (t.route === undefined && !renamed)) continue
       setAt(entry.step, t.at, to)
       entry.origin.fields[t.at.join('.')] = {...cause, exact: true}
     }
@@ -205,7 +206,8 @@ function acceptsNext(kind: unknown): boolean {
     const definitions = (loadSchema('pipeline').definitions ?? {}) as Record<string, {properties?: Record<string, {const?: unknown}>}>
     for (const def of Object.values(definitions)) {
       const k = def.properties?.kind?.const
-      if (typeof k === 'string') acceptsNextCache.set(k, def.properties?.next !== undefined)
+      // next is a common step field; a kind that may not route by it says `next: false` in its branch.
+      if (typeof k === 'string') acceptsNextCache.set(k, (def.properties?.next as unknown) !== false)
     }
   }
   return acceptsNextCache.get(String(kind)) ?? true
@@ -253,7 +255,7 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
     fresh.forEach((e, j) => j + 1 < fresh.length && defaultNext(e, String(fresh[j + 1]!.step.id), cause))
     const last = fresh.at(-1)!
     if (name === 'insert_after') {
-      const routes = transitionsOf(entry.step).filter((t) => t.at[0] !== 'next')
+      const routes = linksIn(entry.step, state.catalog).filter((t) => t.route !== undefined && t.at[0] !== 'next')
       if (entry.step.next === undefined && routes.length > 0) {
         return [diagAt(cause, `step "${target}" routes by ${routes[0]!.at[0]}: and has no next, so "after ${target}" is ambiguous; insert before the step a route leads to, or replace "${target}"`, 'overlay')]
       }
@@ -283,7 +285,7 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
       }
     }
     state.entries[index] = replacement
-    if (replacement.step.id !== target) retarget(state, target, String(replacement.step.id), cause, new Set())
+    if (replacement.step.id !== target) retarget(state, target, String(replacement.step.id), cause, new Set(), true)
     return []
   }
 

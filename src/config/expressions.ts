@@ -95,23 +95,15 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
   }
   const scan = pipeline.steps.map((step, i) => ({step, i, found: templatedStrings(step, ['steps', i])}))
   if (!scan.some((s) => s.found.length > 0)) return out
-  if (!checkerClass) throw new Error('internal: the expression checker was not loaded (loadPipeline awaits loadExpressionChecker)')
-  const checker = new checkerClass(exprDeclarations(pipeline, (i) => stepDir(loaded, i), catalog))
+  const checker = checkerFor(loaded, catalog)
   for (const {step, found} of scan) {
     let ancestors: Set<string> | undefined
-    // A foreach's with: is checked with its alias typed as an element of its items list.
-    const deferred = catalog[step.kind]?.deferred?.(step)
-    let aliases: AliasTypes | undefined
-    if (deferred) {
-      const itemsText = (step as unknown as Record<string, unknown>)[deferred.items]
-      const whole = typeof itemsText === 'string' ? parseTemplate(itemsText).whole : undefined
-      aliases = {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}
-    }
+    const {deferred, aliases} = aliasesOf(step, checker, catalog)
     for (const {segments, text} of found) {
       const field = segments[2]
       // An inline child pipeline's expressions are its own: checked when it is loaded, against its inputs.
       if (typeof field === 'string' && deferred?.foreign?.includes(field)) continue
-      const isItems = deferred !== undefined && field === deferred.items
+      const isItems = deferred?.items !== undefined && field === deferred.items
       const aliased = deferred !== undefined && typeof field === 'string' && deferred.fields.includes(field) && !isItems
       const options = {...(isItems ? {expect: 'list' as const} : expectFor(segments) ? {expect: expectFor(segments)!} : {}), ...(aliased && aliases ? {aliases} : {})}
       const result = checker.checkTemplate(text, options)
@@ -122,12 +114,89 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
         const match = /^steps\.([^.[]+)/.exec(ref)
         if (!match) continue
         const target = match[1]!
-        ancestors ??= ancestorsOf(pipeline, step.id)
+        ancestors ??= ancestorsOf(pipeline, catalog, step.id)
         if (ancestors.has(target)) continue
         const why = target === step.id ? 'a step reads its own outputs only when a loop brings the run back to it' : `no path from "${target}" leads to "${step.id}"`
         out.push(diag(loaded, segments, `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`, false, mapper(0)))
       }
     }
+  }
+  return out
+}
+
+const checkers = new WeakMap<LoadedPipeline, ExprChecker>()
+
+/** One checker per loaded pipeline (building one registers every declaration with cel-js). */
+function checkerFor(loaded: LoadedPipeline, catalog: KindCatalog): ExprChecker {
+  let checker = checkers.get(loaded)
+  if (!checker) {
+    if (!checkerClass) throw new Error('internal: the expression checker was not loaded (loadPipeline awaits loadExpressionChecker)')
+    checker = new checkerClass(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog))
+    checkers.set(loaded, checker)
+  }
+  return checker
+}
+
+/** A kind's per-item fields (a foreach's with:) are checked with its alias typed as an element of its items list. */
+function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {deferred: ReturnType<NonNullable<KindCatalog[string]['deferred']>> | undefined; aliases: AliasTypes | undefined} {
+  const deferred = catalog[step.kind]?.deferred?.(step)
+  if (deferred?.alias === undefined || deferred.items === undefined) return {deferred, aliases: undefined}
+  const itemsText = (step as unknown as Record<string, unknown>)[deferred.items]
+  const whole = typeof itemsText === 'string' ? parseTemplate(itemsText).whole : undefined
+  return {deferred, aliases: {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}}
+}
+
+const ARTICLE: Record<string, string> = {string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean'}
+
+/** Whether a value of CEL type `type` can be given to an input of `declared` type at run time (see engine childInputs). */
+function fitsInput(type: string, declared: string): boolean {
+  if (type === 'dyn' || type.startsWith('dyn')) return true
+  switch (declared) {
+    case 'string':
+      // A string input takes any value but null as its text.
+      return type !== 'null_type'
+    case 'integer':
+    case 'number':
+      // A double may hold a whole number; only the run can tell.
+      return type === 'int' || type === 'uint' || type === 'double'
+    case 'boolean':
+      return type === 'bool'
+    default:
+      return true
+  }
+}
+
+/**
+ * The `with:` expressions of step `index` whose static type can never fit the child input they
+ * give (an int to a boolean, text to an integer): each by its key, with the message. Expressions
+ * whose type is only known at run time (dyn) pass; literals are checked by the caller.
+ */
+export function withTypeProblems(
+  loaded: LoadedPipeline,
+  catalog: KindCatalog,
+  index: number,
+  withField: string,
+  given: Readonly<Record<string, unknown>>,
+  declared: Readonly<Record<string, {type?: string}>>,
+): Array<{key: string; message: string}> {
+  const step = loaded.pipeline.steps[index]!
+  const texts = Object.entries(given).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1].includes('${{') && Object.hasOwn(declared, entry[0]))
+  if (texts.length === 0) return []
+  const checker = checkerFor(loaded, catalog)
+  const {deferred, aliases} = aliasesOf(step, checker, catalog)
+  const options = aliases && deferred?.fields.includes(withField) ? {aliases} : {}
+  const out: Array<{key: string; message: string}> = []
+  for (const [key, text] of texts) {
+    const type = declared[key]!.type
+    if (type === undefined) continue
+    const template = parseTemplate(text)
+    if (template.whole === undefined) {
+      if (type !== 'string') out.push({key, message: `is ${ARTICLE[type] ?? type}, but text around \${{ }} makes a string`})
+      continue
+    }
+    const result = checker.check(template.whole.expression, options)
+    if (result.diagnostics.length > 0 || result.type === undefined) continue
+    if (!fitsInput(result.type, type)) out.push({key, message: `is ${ARTICLE[type] ?? type}, but \${{ ${template.whole.expression.trim()} }} gives ${result.type}`})
   }
   return out
 }

@@ -47,9 +47,8 @@ const MERMAID_NODE: Record<GraphShape, (id: string, label: string) => string> = 
   parallelogram: (id, label) => `${id}[/"${label}"/]`,
 }
 
-function isTerminal(step: Step): boolean {
-  // A choice's routes are its choices, which edgesOf lists.
-  return edgesOf(step).every((e) => e.label === 'exhausted')
+function isTerminal(step: Step, catalog: KindCatalog): boolean {
+  return edgesOf(step, catalog).every((e) => e.label === 'exhausted')
 }
 
 function edgeLabel(label: string): string | null {
@@ -102,10 +101,10 @@ interface DrawnEdge {
 function drawnEdges(pipeline: Pipeline, catalog: KindCatalog, path?: PathTaken): {edges: DrawnEdge[]; nodes: Set<Special>} {
   const edges: DrawnEdge[] = [{from: '__start__', to: startStepId(pipeline), outcome: 'start', text: null, style: 'solid'}]
   const nodes = new Set<Special>(['__start__'])
-  for (const edge of allEdges(pipeline)) {
+  for (const edge of allEdges(pipeline, catalog)) {
     edges.push({from: edge.from, to: edge.to, outcome: edge.label, text: edgeLabel(edge.label), style: edge.label === 'exhausted' ? 'dashed' : 'solid'})
   }
-  const terminals = pipeline.steps.filter(isTerminal)
+  const terminals = pipeline.steps.filter((step) => isTerminal(step, catalog))
   if (terminals.length > 0) nodes.add('__end__')
   for (const step of terminals) edges.push({from: step.id, to: '__end__', outcome: '*', text: null, style: 'solid'})
   const stops = outcomeStops(pipeline, catalog)

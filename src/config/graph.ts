@@ -1,5 +1,7 @@
 /** The step graph of a pipeline: edges from next, on and on_exhausted, and the checks over it. */
 import type {Pipeline, Step} from '../types/pipeline.js'
+import type {KindCatalog} from './pipeline.js'
+import {linksOf} from './step-links.js'
 
 export interface Edge {
   from: string
@@ -12,24 +14,16 @@ export function startStepId(pipeline: Pipeline): string {
   return pipeline.start ?? pipeline.steps[0].id
 }
 
-export function edgesOf(step: Step): Edge[] {
-  const edges: Edge[] = []
-  for (const [outcome, to] of Object.entries(step.on ?? {})) edges.push({from: step.id, to, label: outcome})
-  if (step.next !== undefined) edges.push({from: step.id, to: step.next, label: 'next'})
-  if (step.on_exhausted !== undefined) edges.push({from: step.id, to: step.on_exhausted, label: 'exhausted'})
-  // A step with choices (a choice) names its successors itself; its outcome is the id of the step it chose.
-  if ('choices' in step && Array.isArray(step.choices)) {
-    step.choices.forEach((c) => edges.push({from: step.id, to: c.next, label: c.next}))
-    edges.push({from: step.id, to: step.default, label: step.default})
-  }
-  return edges
+/** The routes out of a step (step-links.ts): on, next, on_exhausted, and those its kind declares (a choice's branches, labelled by the step they go to). */
+export function edgesOf(step: Step, catalog: KindCatalog): Edge[] {
+  return linksOf(step, catalog).flatMap((link) => (link.route === undefined ? [] : [{from: step.id, to: link.target, label: link.route}]))
 }
 
-export function allEdges(pipeline: Pipeline): Edge[] {
-  return pipeline.steps.flatMap(edgesOf)
+export function allEdges(pipeline: Pipeline, catalog: KindCatalog): Edge[] {
+  return pipeline.steps.flatMap((step) => edgesOf(step, catalog))
 }
 
-export function reachableFrom(pipeline: Pipeline, start: string): Set<string> {
+export function reachableFrom(pipeline: Pipeline, catalog: KindCatalog, start: string): Set<string> {
   const byId = new Map(pipeline.steps.map((s) => [s.id, s]))
   const seen = new Set<string>()
   const queue = [start]
@@ -39,16 +33,16 @@ export function reachableFrom(pipeline: Pipeline, start: string): Set<string> {
     const step = byId.get(id)
     if (!step) continue
     seen.add(id)
-    for (const edge of edgesOf(step)) if (!seen.has(edge.to)) queue.push(edge.to)
+    for (const edge of edgesOf(step, catalog)) if (!seen.has(edge.to)) queue.push(edge.to)
   }
   return seen
 }
 
 /** The steps that can run before `id` on some path from the start (a step in a cycle is its own). */
-export function ancestorsOf(pipeline: Pipeline, id: string): Set<string> {
+export function ancestorsOf(pipeline: Pipeline, catalog: KindCatalog, id: string): Set<string> {
   const preds = new Map<string, string[]>()
-  for (const edge of allEdges(pipeline)) preds.set(edge.to, [...(preds.get(edge.to) ?? []), edge.from])
-  const reachable = reachableFrom(pipeline, startStepId(pipeline))
+  for (const edge of allEdges(pipeline, catalog)) preds.set(edge.to, [...(preds.get(edge.to) ?? []), edge.from])
+  const reachable = reachableFrom(pipeline, catalog, startStepId(pipeline))
   const seen = new Set<string>()
   const queue = [...(preds.get(id) ?? [])]
   while (queue.length > 0) {
@@ -65,7 +59,7 @@ export function ancestorsOf(pipeline: Pipeline, id: string): Set<string> {
  * the start: a step that writes a spec passes `with` on along its outcomes, but not along `error`
  * or `exhausted` (it wrote nothing then).
  */
-export function specReach(pipeline: Pipeline, writesSpec: (step: Step) => boolean): {without: Set<string>; with: Set<string>} {
+export function specReach(pipeline: Pipeline, catalog: KindCatalog, writesSpec: (step: Step) => boolean): {without: Set<string>; with: Set<string>} {
   const byId = new Map(pipeline.steps.map((s) => [s.id, s]))
   const seen = {without: new Set<string>(), with: new Set<string>()}
   const queue: Array<[string, boolean]> = [[startStepId(pipeline), false]]
@@ -75,7 +69,7 @@ export function specReach(pipeline: Pipeline, writesSpec: (step: Step) => boolea
     const step = byId.get(id)
     if (!step || set.has(id)) continue
     set.add(id)
-    for (const edge of edgesOf(step)) {
+    for (const edge of edgesOf(step, catalog)) {
       const wrote = writesSpec(step) && edge.label !== 'error' && edge.label !== 'exhausted'
       queue.push([edge.to, has || wrote])
     }
@@ -88,11 +82,11 @@ export function specReach(pipeline: Pipeline, writesSpec: (step: Step) => boolea
  * itself), each listed in pipeline order. Tarjan's algorithm, iterative so a 10,000-step chain
  * cannot overflow the stack.
  */
-export function cycles(pipeline: Pipeline): string[][] {
+export function cycles(pipeline: Pipeline, catalog: KindCatalog): string[][] {
   const ids = pipeline.steps.map((s) => s.id)
   const order = new Map(ids.map((id, i) => [id, i]))
   const succ = new Map<string, string[]>()
-  for (const step of pipeline.steps) succ.set(step.id, edgesOf(step).map((e) => e.to).filter((to) => order.has(to)))
+  for (const step of pipeline.steps) succ.set(step.id, edgesOf(step, catalog).map((e) => e.to).filter((to) => order.has(to)))
   const index = new Map<string, number>()
   const low = new Map<string, number>()
   const onStack = new Set<string>()

@@ -4,32 +4,25 @@
  * or a symlink pointing out of that tree must never be read into a prompt or applied as an edit.
  * `pipe validate` reports the same check the steps apply again before reading.
  */
-import {realpathSync} from 'node:fs'
-import path from 'node:path'
+import {contain} from '../util/contain.js'
 
 /** The step fields that name a file relative to the pipeline. */
 export const PIPELINE_FILE_FIELDS = ['prompt', 'output_schema', 'blocks_file'] as const
 
-function outside(rel: string): boolean {
-  return rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)
-}
-
 /**
  * Why `name` may not be read as a file of the pipeline in `dir`, or undefined when it may. A file
- * that does not exist yet is judged by its path alone; the existence check is another rule's.
+ * that does not exist yet is judged by the directories above it that do; the existence check is another rule's.
  */
 export function fileEscape(dir: string, name: string): string | undefined {
-  if (path.isAbsolute(name)) return "is an absolute path; name it relative to the pipeline's directory"
-  const full = path.resolve(dir, name)
-  if (outside(path.relative(dir, full))) return "leaves the pipeline's directory"
-  let real: string
-  let realDir: string
-  try {
-    realDir = realpathSync(dir)
-    real = realpathSync(full)
-  } catch {
-    return undefined
+  const {escape, resolved} = contain(dir, name)
+  switch (escape) {
+    case 'absolute':
+      return "is an absolute path; name it relative to the pipeline's directory"
+    case 'leaves':
+      return "leaves the pipeline's directory"
+    case 'symlink':
+      return `resolves through a symlink to ${resolved}, outside the pipeline's directory`
+    default:
+      return undefined
   }
-  if (outside(path.relative(realDir, real))) return `resolves through a symlink to ${real}, outside the pipeline's directory`
-  return undefined
 }

@@ -9,12 +9,13 @@ import type {Pipeline, Step} from '../types/pipeline.js'
 import {sha256} from '../util/hash.js'
 import {formatPath, sortDiagnostics, type Diagnostic} from './diagnostics.js'
 import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
+import {linksOf} from './step-links.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
 import {fileEscape, PIPELINE_FILE_FIELDS} from './pipeline-files.js'
 import {composePipeline, extendsAnother, originOf, type Composition} from './compose.js'
-import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf} from './expressions.js'
+import {checkExpressions, hasExpressions, loadExpressionChecker, outcomesOf, templatedStrings, withTypeProblems} from './expressions.js'
 import type {JsonSchemaLike} from '../expr/index.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 
@@ -28,12 +29,14 @@ export interface KindFinding {
   key?: boolean
 }
 
-/** A step id a step names besides its transitions; `at` is relative to the step. */
+/** A step id a step names besides next, on and on_exhausted; `at` is relative to the step. */
 export interface StepReference {
   at: Array<string | number>
   target: string
   /** What the reference is, for the message: "rollback target". */
   what: string
+  /** The run can go there from this step (a choice's branch): an edge of the graph, labelled by the target's id. */
+  route?: boolean
 }
 
 /** The node shape `pipe graph` draws: a box, a decision (diamond), a person's input (parallelogram). */
@@ -53,14 +56,14 @@ export interface KindInfo {
   needsSpec?: boolean
   /** The kind's own validate-time checks of a step. */
   check?(step: Step, loaded: LoadedPipeline): KindFinding[]
-  /** Step ids a step names besides its transitions. */
+  /** Step ids a step names besides next, on and on_exhausted (see step-links.ts). */
   references?(step: Step): StepReference[]
   /** How `pipe graph` draws a step of the kind. */
   graph?: {shape?: GraphShape; details?(step: Step): string[]}
   /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
   outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
   /** Fields the kind evaluates itself per item, with an alias (see StepHandler.deferred). */
-  deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias: string; items: string}
+  deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias?: string; items?: string}
   /** Pipeline files the step runs as child runs (see StepHandler.childPipelines); no file: its inline steps. */
   childPipelines?(step: Step): Array<{at: Array<string | number>; file?: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
 }
@@ -165,6 +168,9 @@ async function checkChildPipelines(loaded: LoadedPipeline, catalog: KindCatalog,
         if (problem.input === undefined || problem.source !== 'file' || !Object.hasOwn(literals, problem.input)) continue
         diagnostics.push(rule(diag(loaded, [...withAt, problem.input], `input "${problem.input}" of ${name}: ${problem.message.replace(/^with:: /, '')}`)))
       }
+      for (const problem of withTypeProblems(loaded, catalog, i, String((ref.withAt ?? ['with'])[0]), given, declared as Record<string, {type?: string}>)) {
+        diagnostics.push(rule(diag(loaded, [...withAt, problem.key], `input "${problem.key}" of ${name} ${problem.message}`)))
+      }
       for (const [key, decl] of Object.entries(declared)) {
         if (decl.required === true && decl.default === undefined && !Object.hasOwn(given, key)) {
           diagnostics.push(rule(diag(loaded, ref.with ? withAt : at, `${name} require${ref.file === undefined ? '' : 's'} input "${key}": give it under with:`, true)))
@@ -209,7 +215,7 @@ async function loadOne(file: string, catalog: KindCatalog): Promise<PipelineResu
   const source = read.source
   if (extendsAnother(source)) {
     // Each file's structure is checked while composing, so the rules see a well-formed pipeline.
-    const composed = await composePipeline(source)
+    const composed = await composePipeline(source, catalog)
     if (!composed.ok) return composed
     if (hasExpressions(composed.data)) await loadExpressionChecker()
     const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: composed.data as unknown as Pipeline, source, hash: composed.hash, composition: composed.composition}
@@ -285,16 +291,30 @@ export const pipelineAdvice: Rule[] = [
   },
   {
     name: 'spec-before-use',
-    check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, (step) => writesSpec(catalog, step))
-      return loaded.pipeline.steps.flatMap((step, i) =>
-        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && reach.with.has(step.id)
-          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`)]
-          : [],
-      )
-    },
+    check: (loaded, catalog) => specBeforeUse(loaded, catalog).some,
   },
 ]
+
+const specUse = new WeakMap<LoadedPipeline, {none: Diagnostic[]; some: Diagnostic[]}>()
+
+/**
+ * Steps that need a spec where none may exist yet, from one walk of the paths (it serves the error
+ * and the warning alike): `none`, no path to the step writes a spec before it (an error);
+ * `some`, some paths do and others do not (a warning: those fail with E_STATE).
+ */
+function specBeforeUse(loaded: LoadedPipeline, catalog: KindCatalog): {none: Diagnostic[]; some: Diagnostic[]} {
+  let found = specUse.get(loaded)
+  if (found) return found
+  const reach = specReach(loaded.pipeline, catalog, (step) => writesSpec(catalog, step))
+  found = {none: [], some: []}
+  for (const [i, step] of loaded.pipeline.steps.entries()) {
+    if (!catalog[step.kind]?.needsSpec || !reach.without.has(step.id)) continue
+    if (reach.with.has(step.id)) found.some.push(diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`))
+    else found.none.push(diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`))
+  }
+  specUse.set(loaded, found)
+  return found
+}
 
 /** The text of a step's prompt file, when it has one inside the pipeline's tree that can be read. */
 export function promptText(loaded: LoadedPipeline, step: Step, index: number): string | undefined {
@@ -321,14 +341,7 @@ export function pipelineWarnings(loaded: LoadedPipeline, catalog: KindCatalog): 
 const flowRules: Rule[] = [
   {
     name: 'spec-before-use',
-    check(loaded, catalog) {
-      const reach = specReach(loaded.pipeline, (step) => writesSpec(catalog, step))
-      return loaded.pipeline.steps.flatMap((step, i) =>
-        catalog[step.kind]?.needsSpec && reach.without.has(step.id) && !reach.with.has(step.id)
-          ? [diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`)]
-          : [],
-      )
-    },
+    check: (loaded, catalog) => specBeforeUse(loaded, catalog).none,
   },
 ]
 
@@ -353,19 +366,27 @@ export function origin(loaded: LoadedPipeline, segments: readonly Segment[]): {s
 }
 
 /** Every place a step id is referenced, with its path for error positions. */
-function references(pipeline: Pipeline, catalog: KindCatalog): Array<{segments: Segment[]; target: string; what: string}> {
-  const refs: Array<{segments: Segment[]; target: string; what: string}> = []
-  if (pipeline.start !== undefined) refs.push({segments: ['start'], target: pipeline.start, what: 'start'})
+function references(pipeline: Pipeline, catalog: KindCatalog): Array<{segments: Segment[]; target: string; what: string; route: boolean}> {
+  const refs: Array<{segments: Segment[]; target: string; what: string; route: boolean}> = []
+  if (pipeline.start !== undefined) refs.push({segments: ['start'], target: pipeline.start, what: 'start', route: true})
   pipeline.steps.forEach((step, i) => {
-    if (step.next !== undefined) refs.push({segments: ['steps', i, 'next'], target: step.next, what: 'transition'})
-    for (const [outcome, target] of Object.entries(step.on ?? {})) refs.push({segments: ['steps', i, 'on', outcome], target, what: `transition on ${outcome}`})
-    if (step.on_exhausted !== undefined) refs.push({segments: ['steps', i, 'on_exhausted'], target: step.on_exhausted, what: 'on_exhausted'})
-    for (const ref of catalog[step.kind]?.references?.(step) ?? []) refs.push({segments: ['steps', i, ...ref.at], target: ref.target, what: ref.what})
+    for (const link of linksOf(step, catalog)) refs.push({segments: ['steps', i, ...link.at], target: link.target, what: link.what, route: link.route !== undefined})
   })
   return refs
 }
 
 export const pipelineRules: Rule[] = [
+  {
+    // Only steps' fields are resolved at run time (engine/expressions.ts); elsewhere a ${{ }} would
+    // be used as written: a model name, a default, a gate pattern.
+    name: 'expression-place',
+    check(loaded) {
+      return Object.entries(loaded.pipeline)
+        .filter(([key]) => key !== 'steps' && key !== 'overlay')
+        .flatMap(([key, value]) => templatedStrings(value, [key]))
+        .map(({segments}) => diag(loaded, segments, `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps`))
+    },
+  },
   {
     name: 'duplicate-step-id',
     check(loaded) {
@@ -399,7 +420,11 @@ export const pipelineRules: Rule[] = [
           const removed = loaded.composition?.removed[ref.target]
           if (!removed) return diag(loaded, ref.segments, `unknown step "${ref.target}" in ${ref.what}${didYouMean(ref.target, ids)}`)
           const by = `${removed.source.file}:${locate(removed.source, removed.segments).line}`
-          const what = ref.what === 'start' ? 'start names step' : ref.what === 'rollback target' ? 'rollback target is step' : `${ref.what} into step`
+          if (!ref.route) {
+            // A remove's next re-points routes only: a step that names the removed one for what it is (a checkpoint) needs another.
+            return diag(loaded, ref.segments, `${ref.what} is step "${ref.target}", which the overlay removes (${by}); re-point it: name another step, or replace "${ref.target}" instead of removing it`)
+          }
+          const what = ref.what === 'start' ? 'start names step' : `${ref.what} into step`
           return diag(loaded, ref.segments, `${what} "${ref.target}", which the overlay removes (${by}); re-point it: give the remove a next ({remove: ${ref.target}, next: STEP}), or replace this step`)
         })
     },
@@ -497,10 +522,10 @@ export const pipelineRules: Rule[] = [
   },
   {
     name: 'unreachable-step',
-    check(loaded) {
+    check(loaded, catalog) {
       const start = startStepId(loaded.pipeline)
       if (!loaded.pipeline.steps.some((s) => s.id === start)) return []
-      const reachable = reachableFrom(loaded.pipeline, start)
+      const reachable = reachableFrom(loaded.pipeline, catalog, start)
       return loaded.pipeline.steps.flatMap((step, i) =>
         reachable.has(step.id) ? [] : [diag(loaded, ['steps', i, 'id'], `step "${step.id}" is unreachable from the start step "${start}"`)],
       )
@@ -508,9 +533,9 @@ export const pipelineRules: Rule[] = [
   },
   {
     name: 'unbounded-cycle',
-    check(loaded) {
+    check(loaded, catalog) {
       const index = new Map(loaded.pipeline.steps.map((s, i) => [s.id, i]))
-      return cycles(loaded.pipeline)
+      return cycles(loaded.pipeline, catalog)
         .filter((component) => !component.some((id) => loaded.pipeline.steps[index.get(id)!]?.max_iterations !== undefined))
         .map((component) => {
           const i = index.get(component[0]!)!

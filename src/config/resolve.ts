@@ -2,6 +2,7 @@
 import {Document, isMap, isSeq} from 'yaml'
 import type {Diagnostic} from './diagnostics.js'
 import {composePipeline} from './compose.js'
+import type {KindCatalog} from './pipeline.js'
 import {locate, readYamlFile} from './yaml-source.js'
 
 export interface StepSource {
@@ -23,10 +24,10 @@ export interface ResolvedPipeline {
 export type ResolveResult = {ok: true; resolved: ResolvedPipeline} | {ok: false; diagnostics: Diagnostic[]}
 
 /** Composes a pipeline file without judging the result's graph (pipe validate does). */
-export async function resolvePipeline(file: string): Promise<ResolveResult> {
+export async function resolvePipeline(file: string, catalog: KindCatalog): Promise<ResolveResult> {
   const read = await readYamlFile(file)
   if (!read.ok) return read
-  const composed = await composePipeline(read.source)
+  const composed = await composePipeline(read.source, catalog)
   if (!composed.ok) return composed
   const {data, composition} = composed
   const steps = data.steps as Array<{id: string}>

@@ -24,9 +24,19 @@ function describe(value: unknown): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text
 }
 
-function schemaKeys(parentSchema: unknown): string[] {
-  const props = (parentSchema as {properties?: Record<string, unknown>} | undefined)?.properties
-  return props ? Object.keys(props) : []
+/** The keys a schema declares, its own and those of the schemas it includes by allOf (a step kind's and the common step fields). */
+function schemaKeys(parentSchema: unknown, root: Record<string, unknown>): string[] {
+  const schema = resolveRef(parentSchema, root) as {properties?: Record<string, unknown>; allOf?: unknown[]} | undefined
+  return [...new Set([...Object.keys(schema?.properties ?? {}), ...(schema?.allOf ?? []).flatMap((part) => schemaKeys(part, root))])]
+}
+
+function resolveRef(schema: unknown, root: Record<string, unknown>): unknown {
+  const ref = (schema as {$ref?: unknown} | undefined)?.$ref
+  if (typeof ref !== 'string' || !ref.startsWith('#/')) return schema
+  return ref
+    .slice(2)
+    .split('/')
+    .reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], root)
 }
 
 function discriminatorValues(parentSchema: unknown, root: Record<string, unknown>, tag: string): string[] {
@@ -56,12 +66,14 @@ export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], roo
     let message: string
     const value = error.data
     switch (error.keyword) {
-      case 'additionalProperties': {
-        const key = String((error.params as {additionalProperty: string}).additionalProperty)
+      case 'additionalProperties':
+      case 'unevaluatedProperties': {
+        const params = error.params as {additionalProperty?: string; unevaluatedProperty?: string}
+        const key = String(params.additionalProperty ?? params.unevaluatedProperty)
         target = [...segments, key]
         preferKey = true
         const where = segments.length ? `in ${formatPath(segments)}` : `in ${/^[aeiou]/i.test(what) ? 'an' : 'a'} ${what}`
-        message = `unknown key "${key}" ${where}${didYouMean(key, schemaKeys(error.parentSchema))}`
+        message = `unknown key "${key}" ${where}${didYouMean(key, schemaKeys(error.parentSchema, rootSchema))}`
         break
       }
       case 'required': {
@@ -101,7 +113,8 @@ export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], roo
         message = `invalid name "${name}"`
         break
       }
-      case 'dependencies': {
+      case 'dependencies':
+      case 'dependentRequired': {
         // At the key that needs the other, not at the mapping.
         const params = error.params as {property: string; missingProperty: string}
         target = [...segments, params.property]

@@ -32,11 +32,15 @@ import {backoffFor} from './retry.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
 
-export type ProgressEvent =
+export type ProgressEvent = (
   | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
   | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
   | {type: 'step_end'; run_id: string; step: string; kind: string; seq: number; outcome: string; ok: boolean; duration_ms: number; reason: string; spec_version_out: string | null}
   | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
+) & {
+  /** Set for a child run's events: the steps that ran it, outermost first, each as `id` or `id[item index]` (`each[2]`). */
+  under?: string[]
+}
 
 export interface EngineDeps {
   store: Store
@@ -688,15 +692,16 @@ export class Engine {
       }
       return loading
     }
-    // Children report no progress of their own: the parent's progress is the step's.
-    const {onProgress: _quiet, signal: _own, ...shared} = this.deps
-    const engineFor = (signal: AbortSignal | undefined): Engine => new Engine({...shared, ...(signal ? {signal} : {})})
+    // A child's progress is reported as the parent's, marked with the step (and item) that runs it.
+    const {onProgress, signal: _own, ...shared} = this.deps
+    const engineFor = (signal: AbortSignal | undefined, label: string): Engine =>
+      new Engine({...shared, ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
     return {
       run: async (request) => {
         const loaded = await load(request.file)
         const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd}
         const index = request.index ?? 0
-        const sub = engineFor(request.signal ?? this.deps.signal)
+        const sub = engineFor(request.signal ?? this.deps.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
         const known = (await existing()).get(index)
         let runId: string
         if (known === undefined) {
@@ -736,7 +741,7 @@ export class Engine {
       },
       cancel: async (runId, reason) => {
         const record = await store.readRun(runId)
-        if (!isFinal(record.status)) await engineFor(undefined).cancel(runId, reason)
+        if (!isFinal(record.status)) await engineFor(undefined, step.id).cancel(runId, reason)
       },
     }
   }
@@ -981,8 +986,9 @@ async function childResult(store: Store, runId: string): Promise<ChildResult> {
   }
 }
 
-/** Fields of a step the engine leaves as written: those the kind evaluates itself, and an inline child pipeline's. */
+/** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
 function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
   const deferred = handler.deferred?.(step)
-  return deferred ? [...deferred.fields, ...(deferred.foreign ?? [])] : []
+  const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
+  return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]
 }

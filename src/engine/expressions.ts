@@ -20,10 +20,11 @@ import {addSecret} from '../util/redact.js'
 export const REDACTED = '[REDACTED]'
 
 /**
- * Step fields that are never resolved: the graph (ids, routes, bounds) must be what validate saw,
- * `when` is evaluated on its own, and a choice's `choices` are evaluated in order by the choice.
+ * Common step fields that are never resolved: the graph (ids, routes, bounds) must be what validate
+ * saw, and `when` is evaluated on its own. A kind's own fields that stay as written are its to say
+ * (StepHandler.deferred and .references; see deferredFields in engine.ts): no kind's field names live here.
  */
-export const STRUCTURAL_KEYS: ReadonlySet<string> = new Set(['id', 'kind', 'next', 'on', 'on_exhausted', 'max_iterations', 'retry', 'timeout_ms', 'when', 'choices', 'default'])
+export const STRUCTURAL_KEYS: ReadonlySet<string> = new Set(['id', 'kind', 'next', 'on', 'on_exhausted', 'max_iterations', 'retry', 'timeout_ms', 'when'])
 
 /** Whether a pipeline holds any `${{` in its steps: a pipeline without one runs exactly as v1 did. */
 export function usesExpressions(pipeline: LoadedPipeline['pipeline']): boolean {

@@ -3,9 +3,9 @@
  * paths inside the repository root and outside the forbidden globs. Each answer names the rule
  * that decided it.
  */
-import {realpathSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
+import {contain, realish} from '../util/contain.js'
 import {globMatches, ignoresCase} from './glob.js'
 import type {LoadedPolicy} from './policy.js'
 
@@ -104,21 +104,6 @@ export function assertEnv(names: readonly string[], argv: readonly string[]): vo
   }
 }
 
-/** The deepest existing ancestor's real path, plus the rest: resolves symlinks of what exists. */
-function realish(target: string): string {
-  let existing = target
-  const rest: string[] = []
-  for (;;) {
-    try {
-      return path.join(realpathSync(existing), ...rest.reverse())
-    } catch {
-      const parent = path.dirname(existing)
-      if (parent === existing) return target
-      rest.push(path.basename(existing))
-      existing = parent
-    }
-  }
-}
 
 export interface PathVerdict extends Verdict {
   /** The absolute, symlink-resolved path. */
@@ -128,18 +113,12 @@ export interface PathVerdict extends Verdict {
 }
 
 export function checkPath(policy: LoadedPolicy, root: string, given: string): PathVerdict {
-  const realRoot = realish(path.resolve(root))
   const base = {resolved: '', relative: given}
   if (given.includes('\0')) return {...base, allowed: false, rule: 'sandbox', reason: 'the path contains a NUL byte'}
-  if (path.isAbsolute(given)) return {...base, allowed: false, rule: 'sandbox', reason: 'absolute paths are not allowed; give a path relative to the repository root'}
-  const lexical = path.resolve(realRoot, given)
-  if (lexical !== realRoot && !lexical.startsWith(`${realRoot}${path.sep}`)) {
-    return {...base, resolved: lexical, allowed: false, rule: 'sandbox', reason: `"${given}" leaves the repository root (${realRoot})`}
-  }
-  const resolved = realish(lexical)
-  if (resolved !== realRoot && !resolved.startsWith(`${realRoot}${path.sep}`)) {
-    return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to ${resolved}, outside the repository root`}
-  }
+  const {escape, realRoot, resolved} = contain(root, given)
+  if (escape === 'absolute') return {...base, allowed: false, rule: 'sandbox', reason: 'absolute paths are not allowed; give a path relative to the repository root'}
+  if (escape === 'leaves') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" leaves the repository root (${realRoot})`}
+  if (escape === 'symlink') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to ${resolved}, outside the repository root`}
   const relative = path.relative(realRoot, resolved).split(path.sep).join('/')
   const nocase = ignoresCase(realRoot)
   const fold = (p: string): string => (nocase ? p.toLowerCase() : p)

@@ -6,7 +6,7 @@
  * same Idempotency-Key header) or to stop and ask a person. A request that went out and got no
  * answer (a timeout, a broken connection, a stopped step) is the same case, found at once.
  */
-import {mkdir, readFile, realpath} from 'node:fs/promises'
+import {mkdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {specToMarkdown} from '../spec/markdown.js'
@@ -16,6 +16,7 @@ import type {PublishTarget} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
 import {addSecretUrl, redact} from '../util/redact.js'
+import {realish, within} from '../util/contain.js'
 import {feishuPayload, jsonPayload, slackPayload, type PublishContext} from './payloads.js'
 
 export interface PublishOptions {
@@ -68,21 +69,12 @@ function fileTargetRoot(target: Extract<PublishTarget, {type: 'file'}>, cwd: str
  * the workspace (`published/F-2026-001 -> /etc/...`) must not carry them elsewhere: below the
  * target's dir nothing may be a symlink, and a dir inside the workspace must stay inside it.
  */
-async function assertNoSymlinkEscape(cwd: string, base: string, dir: string, name: string): Promise<void> {
-  // The deepest part of `dir` that exists yet, so the check can run before anything is created.
-  let existing = dir
-  while (!(await realpath(existing).then(() => true, () => false))) {
-    const parent = path.dirname(existing)
-    if (parent === existing) return
-    existing = parent
-  }
-  if (existing.length < base.length) return
-  const realBase = await realpath(base)
-  const realDir = await realpath(existing)
-  const realCwd = await realpath(cwd)
-  const inWorkspace = base === path.resolve(cwd) || base.startsWith(`${path.resolve(cwd)}${path.sep}`)
-  const below = realDir === path.join(realBase, path.relative(base, existing))
-  const staysIn = !inWorkspace || realDir.startsWith(`${realCwd}${path.sep}`)
+function assertNoSymlinkEscape(cwd: string, base: string, dir: string, name: string): void {
+  // Judged by the parts that exist yet (realish), so the check can run before anything is created.
+  const realDir = realish(dir)
+  const inWorkspace = within(path.resolve(cwd), base)
+  const below = realDir === path.join(realish(base), path.relative(base, dir))
+  const staysIn = !inWorkspace || within(realish(cwd), realDir)
   if (!below || !staysIn) {
     throw new PipeError('E_POLICY_DENIED', `the file target "${name}" would write to ${realDir} through a symlink (${path.relative(cwd, dir) || dir} leads outside ${inWorkspace && !staysIn ? 'the workspace' : base})`, {
       hint: `Remove the symlink under ${path.relative(cwd, base) || base} (a command may have planted it), then pipe publish again.`,
@@ -95,9 +87,9 @@ async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: Ca
   const {cwd} = options
   const dir = path.join(fileTargetRoot(target, cwd, options.ledger.storeRoot), spec.meta.feature_id)
   // Checked before mkdir too: it would create folders at the far end of a planted symlink.
-  await assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
+  assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
   await mkdir(dir, {recursive: true})
-  await assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
+  assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
   const json = `${JSON.stringify(spec, null, 2)}\n`
   const jsonFile = path.join(dir, `${spec.meta.spec_version}.json`)
   const shown = path.relative(cwd, jsonFile)

@@ -6,7 +6,7 @@ import {existsSync, readFileSync} from 'node:fs'
 import {fileURLToPath} from 'node:url'
 import type {ErrorObject, ValidateFunction} from 'ajv'
 import {createRequire} from 'node:module'
-import {ajvOptions} from './options.js'
+import {ajvModuleFor, ajvOptions} from './options.js'
 
 export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | ModelSchemaName
 export type ModelSchemaName = 'model/compile' | 'model/clarify_questions' | 'model/apply_answers' | 'model/plan_tasks' | 'model/generate_vv'
@@ -15,16 +15,20 @@ export const schemasDir = fileURLToPath(new URL('../../schemas/', import.meta.ur
 
 const require = createRequire(import.meta.url)
 type AjvClass = typeof import('ajv').default
-let ajv: InstanceType<AjvClass> | undefined
+const instances = new Map<string, InstanceType<AjvClass>>()
 const cache = new Map<SchemaName, ValidateFunction>()
 
-function instance(): InstanceType<AjvClass> {
+/** One ajv per draft (see ajvModuleFor). */
+function instance(schema: Record<string, unknown>): InstanceType<AjvClass> {
+  const module = ajvModuleFor(schema)
+  let ajv = instances.get(module)
   if (ajv) return ajv
   // ajv and ajv-formats are CommonJS; require keeps their load off the start-up path of commands that never validate.
-  const Ajv = (require('ajv') as {default: AjvClass}).default
+  const Ajv = (require(module) as {default: AjvClass}).default
   const addFormats = (require('ajv-formats') as {default: (a: InstanceType<AjvClass>) => void}).default
   ajv = new Ajv({...ajvOptions})
   addFormats(ajv)
+  instances.set(module, ajv)
   return ajv
 }
 
@@ -46,10 +50,15 @@ function standalone(name: SchemaName): ValidateFunction | null {
   return typeof loaded === 'function' ? loaded : loaded.default
 }
 
+function compiled(name: SchemaName): ValidateFunction {
+  const schema = loadSchema(name)
+  return instance(schema).compile(schema)
+}
+
 export function validator(name: SchemaName): ValidateFunction {
   let fn = cache.get(name)
   if (!fn) {
-    fn = standalone(name) ?? instance().compile(loadSchema(name))
+    fn = standalone(name) ?? compiled(name)
     cache.set(name, fn)
   }
   return fn

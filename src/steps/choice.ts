@@ -16,7 +16,9 @@ export const choice: StepHandler<'choice'> = {
   // It only reads values; evaluating again gives the same answer.
   safeToRetry: true,
   outputsSchema: (step) => obj({chosen: oneOf(targets(step)), matched: {type: ['integer', 'null']}, condition: str}),
-  references: (step) => [...step.choices.map((c, j) => ({at: ['choices', j, 'next'], target: c.next, what: `choice ${j + 1}`})), {at: ['default'], target: step.default, what: 'default'}],
+  references: (step) => [...step.choices.map((c, j) => ({at: ['choices', j, 'next'], target: c.next, what: `choice ${j + 1}`, route: true})), {at: ['default'], target: step.default, what: 'default', route: true}],
+  // The whens are evaluated by run, in order (a later one never once an earlier one holds).
+  deferred: () => ({fields: ['choices']}),
   check(step) {
     // A choice routes by its choices: next:/on: on it would never be taken.
     const out: KindFinding[] = []

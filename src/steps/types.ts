@@ -64,13 +64,18 @@ export interface StepContext<S extends Step = Step> {
   children: ChildRuns
 }
 
+/**
+ * Fields the engine leaves as written because the kind evaluates them itself (StepContext.render):
+ * lazily (a choice's whens, in order) or once per item of a list (a foreach's with:).
+ */
 export interface DeferredFields {
   fields: readonly string[]
   /** Fields that belong to an inline child pipeline: never resolved nor checked in this pipeline's scope. */
   foreign?: readonly string[]
-  alias: string
-  /** The field holding the list expression. */
-  items: string
+  /** Per item: the name each item has in `fields`' expressions... */
+  alias?: string
+  /** ...and the field holding the list expression. */
+  items?: string
 }
 
 export interface ChildPipelineRef {
@@ -245,9 +250,11 @@ export interface StepHandler<K extends StepKind> {
    */
   outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
   /**
-   * Fields the engine leaves unresolved because the kind evaluates them itself, once per item of
-   * the list its `items` field gives, with the item bound to `alias` (a foreach's `with:`).
-   * Validate checks them with the alias typed as the list's element.
+   * Fields the engine leaves unresolved because the kind evaluates them itself: lazily (a choice's
+   * whens), or once per item of the list its `items` field gives, with the item bound to `alias` (a
+   * foreach's `with:`; validate checks them with the alias typed as the list's element). The engine
+   * knows no kind's field names: what it does not resolve is the common routing fields, these, and
+   * the fields `references` names.
    */
   deferred?(step: StepOf<K>): DeferredFields
   /**
@@ -264,7 +271,12 @@ export interface StepHandler<K extends StepKind> {
   readsInput?: boolean
   /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */
   check?(step: StepOf<K>, pipeline: LoadedPipeline): KindFinding[]
-  /** Step ids the step names besides its transitions (a rollback's target), checked like transitions. */
+  /**
+   * Step ids the step names in its own fields, besides next, on and on_exhausted: routes (`route:
+   * true`, a choice's branches: edges of the graph) and plain names (a rollback's checkpoint). The one
+   * source for the graph, overlay re-pointing, validate's unknown-step rule and the fields the engine
+   * never resolves (config/step-links.ts).
+   */
   references?(step: StepOf<K>): StepReference[]
   /** How `pipe graph` draws it: a node shape, and lines under its id. */
   graph?: {shape?: GraphShape; details?(step: StepOf<K>): string[]}

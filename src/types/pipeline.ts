@@ -26,12 +26,51 @@ export type Step =
   | PipelineStep
   | ForeachStep
 /**
+ * Reads the run's input (--input FILE, --input - for stdin, or --text), normalises it and records it as evidence.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "ingestStep".
+ */
+export type IngestStep = StepCommon & {
+  kind: 'ingest'
+  /**
+   * Largest input accepted, in bytes (default 1 MiB).
+   */
+  max_bytes?: number
+}
+/**
  * A step id: lower case letters, digits and underscores, starting with a letter.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "stepId".
  */
 export type StepId = string
+/**
+ * What the step does. Each kind has its own fields besides the common ones; pipe graph and the README list them.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "stepKind".
+ */
+export type StepKind =
+  | 'ingest'
+  | 'compile'
+  | 'clarify_questions'
+  | 'apply_answers'
+  | 'plan_tasks'
+  | 'generate_vv'
+  | 'gate'
+  | 'review'
+  | 'publish'
+  | 'noop'
+  | 'command'
+  | 'qa'
+  | 'git'
+  | 'edit'
+  | 'model'
+  | 'choice'
+  | 'end'
+  | 'pipeline'
+  | 'foreach'
 /**
  * A condition: one ${{ expression }} that gives a boolean. When it is false the step does not run; its snapshot records the outcome skipped and the run follows on.skipped, else next.
  *
@@ -47,12 +86,106 @@ export type Condition = string
  */
 export type StepRef = string
 /**
+ * Compiles the ingested input, and the previous spec version when looping, into a new spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "compileStep".
+ */
+export type CompileStep = StepCommon & {
+  kind: 'compile'
+  prompt?: ModelPrompt
+}
+/**
  * A prompt file, relative to the pipeline file, used when the step runs on a model.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "modelPrompt".
  */
 export type ModelPrompt = string
+/**
+ * Asks one question for each missing field of the latest gate result. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "clarifyQuestionsStep".
+ */
+export type ClarifyQuestionsStep = StepCommon & {
+  kind: 'clarify_questions'
+  prompt?: ModelPrompt
+  max_questions?: number
+}
+/**
+ * Applies the answers to the open questions to the spec, writing a new version. Pauses the run when answers are missing.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "applyAnswersStep".
+ */
+export type ApplyAnswersStep = StepCommon & {
+  kind: 'apply_answers'
+  prompt?: ModelPrompt
+}
+/**
+ * Derives tasks, each with a definition of done, from the features and acceptance criteria, writing a new version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "planTasksStep".
+ */
+export type PlanTasksStep = StepCommon & {
+  kind: 'plan_tasks'
+  prompt?: ModelPrompt
+}
+/**
+ * Derives verification and validation items linked to acceptance criteria and tasks, writing a new version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "generateVvStep".
+ */
+export type GenerateVvStep = StepCommon & {
+  kind: 'generate_vv'
+  prompt?: ModelPrompt
+}
+/**
+ * Evaluates named gates and the completeness score against the current spec. Outcome pass or fail. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gateStep".
+ */
+export type GateStep = StepCommon & {
+  kind: 'gate'
+  /**
+   * @minItems 1
+   */
+  gates: [string, ...string[]]
+  /**
+   * Whether the pipeline's completeness score takes part (default: when the pipeline defines one).
+   */
+  completeness?: boolean
+}
+/**
+ * A person decides go, hold or drop. go continues, hold keeps the run waiting, drop cancels it. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "reviewStep".
+ */
+export type ReviewStep = StepCommon & {
+  kind: 'review'
+}
+/**
+ * Publishes the current spec version to its targets once a review said go. Never writes a spec version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "publishStep".
+ */
+export type PublishStep = StepCommon & {
+  kind: 'publish'
+  /**
+   * Refuse to publish unless the run's latest review decision is go (default true).
+   */
+  require_review?: boolean
+  /**
+   * @minItems 1
+   */
+  targets: [PublishTarget, ...PublishTarget[]]
+}
 /**
  * Where a publish step sends the reviewed spec.
  *
@@ -61,10 +194,52 @@ export type ModelPrompt = string
  */
 export type PublishTarget = FileTarget | WebhookTarget
 /**
+ * Does nothing but record a snapshot; a placeholder while a pipeline is drafted, or a join point. Its outcome is success unless outcome names another.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "noopStep".
+ */
+export type NoopStep = StepCommon & {
+  kind: 'noop'
+  outcome?: OutcomeName
+  /**
+   * Wait this long before finishing (useful to rehearse timeouts).
+   */
+  sleep_ms?: number
+}
+/**
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "outcomeName".
  */
 export type OutcomeName = string
+/**
+ * Runs one command the policy allows, in the repository root, without a shell. Outcome success when it exits 0, failure otherwise.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "commandStep".
+ */
+export type CommandStep = StepCommon & {
+  kind: 'command'
+  run: Argv
+  /**
+   * Working directory relative to the repository root.
+   */
+  cwd?: string
+  /**
+   * Extra environment variables; the command otherwise sees only PATH, HOME, locale and the like.
+   */
+  env?: {
+    [k: string]: string | undefined
+  }
+  /**
+   * Kill the command's whole process tree after this long (default: the policy's command_timeout_ms).
+   */
+  command_timeout_ms?: number
+  /**
+   * Also parse stdout into outputs: lines (outputs.lines, a list of non-empty lines), json (outputs.json, the parsed value; invalid JSON fails the step) or text (outputs.text, the whole stdout).
+   */
+  parse?: 'lines' | 'json' | 'text'
+}
 /**
  * A command as an argument vector: the program, then each argument. No shell: ; | $( ) and backticks are plain characters.
  *
@@ -74,6 +249,218 @@ export type OutcomeName = string
  * via the `definition` "argv".
  */
 export type Argv = [string, ...string[]]
+/**
+ * Layered QA (seed 004): static checks, then tests, then acceptance commands; stops at the first failing stage and gives a verdict. Outcome pass or fail.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "qaStep".
+ */
+export type QaStep = StepCommon & {
+  kind: 'qa'
+  /**
+   * The task this QA checks, for the export layout.
+   */
+  task?: string
+  stages: {
+    static?: Argv[]
+    tests?: Argv[]
+    acceptance?: Argv[]
+  }
+  command_timeout_ms?: number
+}
+/**
+ * checkpoint commits the workspace (a named point to return to); rollback returns to a checkpoint. The commit hashes go into the snapshot.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "gitStep".
+ */
+export type GitStep = StepCommon & {
+  kind: 'git'
+  action: 'checkpoint' | 'rollback'
+  /**
+   * Commit message of a checkpoint (default: pipe: RUN STEP).
+   */
+  message?: string
+  /**
+   * checkpoint: include uncommitted changes instead of refusing a dirty tree (default false).
+   */
+  allow_dirty?: boolean
+  /**
+   * checkpoint: commit on the branch pipe/RUN instead of the current branch.
+   */
+  branch?: boolean
+  /**
+   * The id of another step of this pipeline.
+   */
+  to?: string
+}
+/**
+ * Applies SEARCH/REPLACE blocks to files of the repository: all of them or none. Paths must stay inside the repository root and outside forbidden_paths.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "editStep".
+ */
+export type EditStep = StepCommon & {
+  kind: 'edit'
+  /**
+   * The task this edit works on, for the export layout.
+   */
+  task?: string
+  /**
+   * The edit: for each block, the file path, <<<<<<< SEARCH, old lines, =======, new lines, >>>>>>> REPLACE.
+   */
+  blocks?: string
+  /**
+   * A file with the blocks, relative to the pipeline file.
+   */
+  blocks_file?: string
+}
+/**
+ * A model step of your own: fills the prompt file's {{name}} placeholders from vars, asks the model for JSON matching output_schema (bounded repairs, then E_MODEL), and records the valid reply as outputs.value; with spec_path it also writes the reply into the spec as a new version.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "modelStep".
+ */
+export type ModelStep = StepCommon & {
+  kind: 'model'
+  /**
+   * The prompt file, relative to the pipeline file: Markdown with {{name}} placeholders, each filled from vars.
+   */
+  prompt: string
+  /**
+   * Values for the prompt's {{name}} placeholders. Strings go in as they are, numbers and booleans as written, null as nothing, lists and maps as indented JSON. Every placeholder must have a var (pipe validate checks it).
+   */
+  vars?: {
+    [k: string]: unknown | undefined
+  }
+  /**
+   * A JSON Schema file (draft-07, or 2019-09/2020-12 by its $schema), relative to the pipeline file, with an object at its root. The reply must validate against it; an invalid reply is sent back with its errors up to max_repairs times, then the step fails with E_MODEL. The valid reply is the step's outputs.value.
+   */
+  output_schema: string
+  /**
+   * Write the reply into the spec as a new immutable version, at this dotted path under the spec's sections (release_notes writes sections.release_notes). The core fields and meta are written only by the built-in kinds.
+   */
+  spec_path?: string
+  /**
+   * The model for this step, instead of provider.model.
+   */
+  model?: string
+  /**
+   * Sampling temperature for this step, instead of provider.temperature.
+   */
+  temperature?: number
+  /**
+   * How many times an invalid reply is sent back for repair (default: provider.repair_attempts, else 2).
+   */
+  max_repairs?: number
+}
+/**
+ * Routes the run: the first of choices whose when holds names the next step, else default. Its outcome is the id of the step it chose.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "choiceStep".
+ */
+export type ChoiceStep = StepCommon & {
+  kind: 'choice'
+  /**
+   * Tried in order: the first whose when holds names the next step.
+   *
+   * @minItems 1
+   * @maxItems 100
+   */
+  choices: [
+    {
+      when: Condition
+      next: StepRef
+    },
+    ...{
+      when: Condition
+      next: StepRef
+    }[]
+  ]
+  /**
+   * The id of another step of this pipeline.
+   */
+  default: string
+}
+/**
+ * Ends the run with a status and a reason, whatever comes after it.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "endStep".
+ */
+export type EndStep = StepCommon & {
+  kind: 'end'
+  /**
+   * How the run ends: succeeded, failed (error E_ENDED, exit 1), blocked (exit 6; pipe resume continues at next) or cancelled (exit 5).
+   */
+  status: 'succeeded' | 'failed' | 'blocked' | 'cancelled'
+  /**
+   * Why, recorded on the run and printed; may hold ${{ }} expressions.
+   */
+  reason?: string
+}
+/**
+ * Runs another pipeline as one step: a child run in the same store (own run id, snapshots and loop counters) whose final status is the outcome: success, fail, or blocked (the child waits for a person; pipe resume of this run continues it).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "pipelineStep".
+ */
+export type PipelineStep = StepCommon & {
+  kind: 'pipeline'
+  /**
+   * The child pipeline's file, relative to the file that holds this step.
+   */
+  file: string
+  /**
+   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
+   */
+  with?: {
+    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
+  }
+}
+/**
+ * Runs one child run of a pipeline per item of a list, at most `concurrency` at a time. Outcomes: success (every child succeeded), partial (some did), fail (none did, or fail_fast stopped them).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "foreachStep".
+ */
+export type ForeachStep = StepCommon & {
+  kind: 'foreach'
+  /**
+   * One ${{ expression }} that gives a list.
+   */
+  items: string
+  /**
+   * The name each item has in the with: expressions (default item).
+   */
+  as?: string
+  /**
+   * The pipeline each item runs, relative to the file that holds this step (or give its steps inline with steps:).
+   */
+  pipeline?: string
+  /**
+   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
+   */
+  with?: {
+    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
+  }
+  /**
+   * How many children run at once (default 1).
+   */
+  concurrency?: number
+  /**
+   * When true, the first failed child cancels the children not yet finished, and the outcome is fail.
+   */
+  fail_fast?: boolean
+  /**
+   * The steps of an anonymous child pipeline each item runs (instead of pipeline:); they read what with: gives as inputs.NAME, declared under inputs:.
+   *
+   * @minItems 1
+   */
+  steps?: [Step, ...Step[]]
+  inputs?: Inputs
+}
 /**
  * A gate name. The names pass, missing_fields, completeness_score and completeness_threshold are reserved for the gate result.
  *
@@ -167,14 +554,14 @@ export interface OverlayOperation {
   steps?: [Step, ...Step[]]
 }
 /**
- * Reads the run's input (--input FILE, --input - for stdin, or --text), normalises it and records it as evidence.
+ * The fields every step takes, whatever its kind.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "ingestStep".
+ * via the `definition` "stepCommon".
  */
-export interface IngestStep {
+export interface StepCommon {
   id: StepId
-  kind: 'ingest'
+  kind: StepKind
   description?: string
   when?: Condition
   next?: StepRef
@@ -183,10 +570,6 @@ export interface IngestStep {
   on_exhausted?: StepRef
   timeout_ms?: number
   retry?: Retry
-  /**
-   * Largest input accepted, in bytes (default 1 MiB).
-   */
-  max_bytes?: number
 }
 /**
  * The next step for each outcome of this step. The outcome error routes a failed step; without it a failure ends the run.
@@ -212,172 +595,6 @@ export interface Retry {
    * Whether the step is safe to run twice. Steps that are not safe are never retried. Defaults to the step kind's own answer.
    */
   safe?: boolean
-}
-/**
- * Compiles the ingested input, and the previous spec version when looping, into a new spec version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "compileStep".
- */
-export interface CompileStep {
-  id: StepId
-  kind: 'compile'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  prompt?: ModelPrompt
-}
-/**
- * Asks one question for each missing field of the latest gate result. Never writes a spec version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "clarifyQuestionsStep".
- */
-export interface ClarifyQuestionsStep {
-  id: StepId
-  kind: 'clarify_questions'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  prompt?: ModelPrompt
-  max_questions?: number
-}
-/**
- * Applies the answers to the open questions to the spec, writing a new version. Pauses the run when answers are missing.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "applyAnswersStep".
- */
-export interface ApplyAnswersStep {
-  id: StepId
-  kind: 'apply_answers'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  prompt?: ModelPrompt
-}
-/**
- * Derives tasks, each with a definition of done, from the features and acceptance criteria, writing a new version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "planTasksStep".
- */
-export interface PlanTasksStep {
-  id: StepId
-  kind: 'plan_tasks'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  prompt?: ModelPrompt
-}
-/**
- * Derives verification and validation items linked to acceptance criteria and tasks, writing a new version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "generateVvStep".
- */
-export interface GenerateVvStep {
-  id: StepId
-  kind: 'generate_vv'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  prompt?: ModelPrompt
-}
-/**
- * Evaluates named gates and the completeness score against the current spec. Outcome pass or fail. Never writes a spec version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "gateStep".
- */
-export interface GateStep {
-  id: StepId
-  kind: 'gate'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * @minItems 1
-   */
-  gates: [string, ...string[]]
-  /**
-   * Whether the pipeline's completeness score takes part (default: when the pipeline defines one).
-   */
-  completeness?: boolean
-}
-/**
- * A person decides go, hold or drop. go continues, hold keeps the run waiting, drop cancels it. Never writes a spec version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "reviewStep".
- */
-export interface ReviewStep {
-  id: StepId
-  kind: 'review'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-}
-/**
- * Publishes the current spec version to its targets once a review said go. Never writes a spec version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "publishStep".
- */
-export interface PublishStep {
-  id: StepId
-  kind: 'publish'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * Refuse to publish unless the run's latest review decision is go (default true).
-   */
-  require_review?: boolean
-  /**
-   * @minItems 1
-   */
-  targets: [PublishTarget, ...PublishTarget[]]
 }
 /**
  * This interface was referenced by `Pipeline`'s JSON-Schema
@@ -424,350 +641,6 @@ export interface WebhookTarget {
    * When it is unknown whether a delivery arrived (a crash between sending and recording, a timeout, a broken connection): resend (once per redrive, with the same Idempotency-Key) or hold (stop and ask a person). Default resend.
    */
   uncertain?: 'resend' | 'hold'
-}
-/**
- * Does nothing but record a snapshot; a placeholder while a pipeline is drafted, or a join point. Its outcome is success unless outcome names another.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "noopStep".
- */
-export interface NoopStep {
-  id: StepId
-  kind: 'noop'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  outcome?: OutcomeName
-  /**
-   * Wait this long before finishing (useful to rehearse timeouts).
-   */
-  sleep_ms?: number
-}
-/**
- * Runs one command the policy allows, in the repository root, without a shell. Outcome success when it exits 0, failure otherwise.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "commandStep".
- */
-export interface CommandStep {
-  id: StepId
-  kind: 'command'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  run: Argv
-  /**
-   * Working directory relative to the repository root.
-   */
-  cwd?: string
-  /**
-   * Extra environment variables; the command otherwise sees only PATH, HOME, locale and the like.
-   */
-  env?: {
-    [k: string]: string | undefined
-  }
-  /**
-   * Kill the command's whole process tree after this long (default: the policy's command_timeout_ms).
-   */
-  command_timeout_ms?: number
-  /**
-   * Also parse stdout into outputs: lines (outputs.lines, a list of non-empty lines), json (outputs.json, the parsed value; invalid JSON fails the step) or text (outputs.text, the whole stdout).
-   */
-  parse?: 'lines' | 'json' | 'text'
-}
-/**
- * Layered QA (seed 004): static checks, then tests, then acceptance commands; stops at the first failing stage and gives a verdict. Outcome pass or fail.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "qaStep".
- */
-export interface QaStep {
-  id: StepId
-  kind: 'qa'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * The task this QA checks, for the export layout.
-   */
-  task?: string
-  stages: {
-    static?: Argv[]
-    tests?: Argv[]
-    acceptance?: Argv[]
-  }
-  command_timeout_ms?: number
-}
-/**
- * checkpoint commits the workspace (a named point to return to); rollback returns to a checkpoint. The commit hashes go into the snapshot.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "gitStep".
- */
-export interface GitStep {
-  id: StepId
-  kind: 'git'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  action: 'checkpoint' | 'rollback'
-  /**
-   * Commit message of a checkpoint (default: pipe: RUN STEP).
-   */
-  message?: string
-  /**
-   * checkpoint: include uncommitted changes instead of refusing a dirty tree (default false).
-   */
-  allow_dirty?: boolean
-  /**
-   * checkpoint: commit on the branch pipe/RUN instead of the current branch.
-   */
-  branch?: boolean
-  /**
-   * The id of another step of this pipeline.
-   */
-  to?: string
-}
-/**
- * Applies SEARCH/REPLACE blocks to files of the repository: all of them or none. Paths must stay inside the repository root and outside forbidden_paths.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "editStep".
- */
-export interface EditStep {
-  id: StepId
-  kind: 'edit'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * The task this edit works on, for the export layout.
-   */
-  task?: string
-  /**
-   * The edit: for each block, the file path, <<<<<<< SEARCH, old lines, =======, new lines, >>>>>>> REPLACE.
-   */
-  blocks?: string
-  /**
-   * A file with the blocks, relative to the pipeline file.
-   */
-  blocks_file?: string
-}
-/**
- * A model step of your own: fills the prompt file's {{name}} placeholders from vars, asks the model for JSON matching output_schema (bounded repairs, then E_MODEL), and records the valid reply as outputs.value; with spec_path it also writes the reply into the spec as a new version.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "modelStep".
- */
-export interface ModelStep {
-  id: StepId
-  kind: 'model'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * The prompt file, relative to the pipeline file: Markdown with {{name}} placeholders, each filled from vars.
-   */
-  prompt: string
-  /**
-   * Values for the prompt's {{name}} placeholders. Strings go in as they are, numbers and booleans as written, null as nothing, lists and maps as indented JSON. Every placeholder must have a var (pipe validate checks it).
-   */
-  vars?: {
-    [k: string]: unknown | undefined
-  }
-  /**
-   * A JSON Schema file (draft-07, or 2019-09/2020-12 by its $schema), relative to the pipeline file, with an object at its root. The reply must validate against it; an invalid reply is sent back with its errors up to max_repairs times, then the step fails with E_MODEL. The valid reply is the step's outputs.value.
-   */
-  output_schema: string
-  /**
-   * Write the reply into the spec as a new immutable version, at this dotted path under the spec's sections (release_notes writes sections.release_notes). The core fields and meta are written only by the built-in kinds.
-   */
-  spec_path?: string
-  /**
-   * The model for this step, instead of provider.model.
-   */
-  model?: string
-  /**
-   * Sampling temperature for this step, instead of provider.temperature.
-   */
-  temperature?: number
-  /**
-   * How many times an invalid reply is sent back for repair (default: provider.repair_attempts, else 2).
-   */
-  max_repairs?: number
-}
-/**
- * Routes the run: the first of choices whose when holds names the next step, else default. Its outcome is the id of the step it chose.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "choiceStep".
- */
-export interface ChoiceStep {
-  id: StepId
-  kind: 'choice'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * Tried in order: the first whose when holds names the next step.
-   *
-   * @minItems 1
-   * @maxItems 100
-   */
-  choices: [
-    {
-      when: Condition
-      next: StepRef
-    },
-    ...{
-      when: Condition
-      next: StepRef
-    }[]
-  ]
-  /**
-   * The id of another step of this pipeline.
-   */
-  default: string
-}
-/**
- * Ends the run with a status and a reason, whatever comes after it.
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "endStep".
- */
-export interface EndStep {
-  id: StepId
-  kind: 'end'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * How the run ends: succeeded, failed (error E_ENDED, exit 1), blocked (exit 6; pipe resume continues at next) or cancelled (exit 5).
-   */
-  status: 'succeeded' | 'failed' | 'blocked' | 'cancelled'
-  /**
-   * Why, recorded on the run and printed; may hold ${{ }} expressions.
-   */
-  reason?: string
-}
-/**
- * Runs another pipeline as one step: a child run in the same store (own run id, snapshots and loop counters) whose final status is the outcome: success, fail, or blocked (the child waits for a person; pipe resume of this run continues it).
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "pipelineStep".
- */
-export interface PipelineStep {
-  id: StepId
-  kind: 'pipeline'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * The child pipeline's file, relative to the file that holds this step.
-   */
-  file: string
-  /**
-   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
-   */
-  with?: {
-    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
-  }
-}
-/**
- * Runs one child run of a pipeline per item of a list, at most `concurrency` at a time. Outcomes: success (every child succeeded), partial (some did), fail (none did, or fail_fast stopped them).
- *
- * This interface was referenced by `Pipeline`'s JSON-Schema
- * via the `definition` "foreachStep".
- */
-export interface ForeachStep {
-  id: StepId
-  kind: 'foreach'
-  description?: string
-  when?: Condition
-  next?: StepRef
-  on?: Transitions
-  max_iterations?: number
-  on_exhausted?: StepRef
-  timeout_ms?: number
-  retry?: Retry
-  /**
-   * One ${{ expression }} that gives a list.
-   */
-  items: string
-  /**
-   * The name each item has in the with: expressions (default item).
-   */
-  as?: string
-  /**
-   * The pipeline each item runs, relative to the file that holds this step (or give its steps inline with steps:).
-   */
-  pipeline?: string
-  /**
-   * The child pipeline's inputs, by name: values or ${{ }} expressions (a list or map given to a string input is passed as its JSON text).
-   */
-  with?: {
-    [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
-  }
-  /**
-   * How many children run at once (default 1).
-   */
-  concurrency?: number
-  /**
-   * When true, the first failed child cancels the children not yet finished, and the outcome is fail.
-   */
-  fail_fast?: boolean
-  /**
-   * The steps of an anonymous child pipeline each item runs (instead of pipeline:); they read what with: gives as inputs.NAME, declared under inputs:.
-   *
-   * @minItems 1
-   */
-  steps?: [Step, ...Step[]]
-  inputs?: Inputs
 }
 /**
  * With steps: inline, the anonymous child pipeline's inputs (what with: gives).

@@ -78,6 +78,45 @@ describe('pipeline language v2 (CLI)', function () {
     expect(ok.stdout).to.include('succeeded')
   })
 
+  it("child runs' steps print progress on stderr, indented and labelled by the step and item that ran them; --json stdout stays one document", async () => {
+    await file('sub.yaml', 'version: 1\nname: sub\nsteps:\n  - {id: inner, kind: noop, description: "inside"}\n')
+    const p = await file(
+      'parent.yaml',
+      `version: 1
+name: parent
+steps:
+  - id: each
+    kind: foreach
+    items: "\${{ ['a', 'b'] }}"
+    with: {name: "\${{ item }}"}
+    inputs: {name: {type: string, required: true}}
+    steps:
+      - {id: work, kind: noop, description: "did \${{ inputs.name }}"}
+    next: sub
+  - {id: sub, kind: pipeline, file: ./sub.yaml}
+`,
+    )
+    const result = await pipe(['run', p, '--store', '.pipe', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    expect(result.code, result.stderr).to.equal(0)
+    const out = json<{status: string}>(result)
+    expect(out.status).to.equal('succeeded')
+    const lines = result.stderr.split('\n')
+    const at = (pattern: RegExp): number => {
+      const index = lines.findIndex((line) => pattern.test(line))
+      expect(index, `${pattern} in stderr:\n${result.stderr}`).to.be.greaterThan(-1)
+      return index
+    }
+    const first = at(/^ {4}✓ each\[0\] #1 work success \d+ ms/)
+    const second = at(/^ {4}✓ each\[1\] #1 work success \d+ ms/)
+    at(/^ {4}run R-\S+ \(each\[1\]\) succeeded/)
+    const each = at(/^ {2}✓ #1 each success/)
+    const inner = at(/^ {4}✓ sub #1 inner success/)
+    const sub = at(/^ {2}✓ #2 sub success/)
+    expect(first).to.be.lessThan(second)
+    expect(second).to.be.lessThan(each)
+    expect(inner).to.be.lessThan(sub)
+  })
+
   it('refuses bad inputs before writing anything, all problems at once; -i without = points at --input', async () => {
     const p = await file('p.yaml', PIPELINE)
     const env = {PIPE_LANG_CLI_TOKEN: TOKEN, PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0'}

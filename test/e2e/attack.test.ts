@@ -120,6 +120,16 @@ describe('attacks on the trust promises', function () {
     expect(await readdir(outside), 'nothing written outside the workspace').to.deep.equal([])
   })
 
+  it('the file publish target creates nothing through a symlink above its directory either (published/ itself planted)', async () => {
+    const outside = path.join(dir, 'outside')
+    await mkdir(outside)
+    await symlink(outside, path.join(repo, 'published'))
+    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    expect(r.code, r.stderr).to.equal(6)
+    expect(json<{status: string; error: {code: string; message: string}}>(r).error).to.include({code: 'E_POLICY_DENIED'})
+    expect(await readdir(outside), 'not even a directory made outside the workspace').to.deep.equal([])
+  })
+
   it('a failure the pipeline handled and ended on is not offered for redrive, and resume says why instead of repeating the handler', async () => {
     await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
     const f = await files('  - {id: build, kind: command, run: [node, step.js], on: {failure: cleanup}}\n  - {id: cleanup, kind: noop}\n')

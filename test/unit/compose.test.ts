@@ -112,6 +112,35 @@ describe('composition: extends + overlay', () => {
     expect(graph(await load(child('  - {replace: b, step: {id: b, kind: noop, on: {success: c}}}\n')))).to.deep.equal(['a>b', 'b>{"success":"c"}', 'c>'])
   })
 
+  it('replace X with a new id re-points every step that names X (a rollback target, a choice branch), not only next/on', async () => {
+    const base = `version: 1
+name: base
+steps:
+  - id: route
+    kind: choice
+    choices: [{when: "\${{ true }}", next: cp}]
+    default: undo
+  - {id: cp, kind: git, action: checkpoint, next: undo}
+  - {id: undo, kind: git, action: rollback, to: cp}
+`
+    const loaded = await load(child('  - {replace: cp, step: {id: cp2, kind: git, action: checkpoint}}\n'), base)
+    const steps = loaded.pipeline.steps as unknown as Array<Record<string, unknown>>
+    expect(steps.map((s) => s.id)).to.deep.equal(['route', 'cp2', 'undo'])
+    expect(steps[0]!.choices).to.deep.equal([{when: '${{ true }}', next: 'cp2'}])
+    expect(steps[1]!.next).to.equal('undo')
+    expect(steps[2]!.to).to.equal('cp2')
+    // insert_before moves the routes into cp, not the rollback's target: the new step is not a checkpoint.
+    const before = await load(child('  - {insert_before: cp, step: {id: prep, kind: noop}}\n'), base)
+    const routed = before.pipeline.steps as unknown as Array<Record<string, unknown>>
+    expect(routed.map((s) => s.id)).to.deep.equal(['route', 'prep', 'cp', 'undo'])
+    expect(routed[0]!.choices).to.deep.equal([{when: '${{ true }}', next: 'prep'}])
+    expect(routed[3]!.to).to.equal('cp')
+    // remove leaves the rollback naming a step that is gone: an error where the rollback names it, which says what to do.
+    expect(await errors(child('  - {remove: cp}\n'), base)).to.deep.equal([
+      'base.yaml:9:49  steps[2].to  rollback target is step "cp", which the overlay removes (child.yaml:5); re-point it: name another step, or replace "cp" instead of removing it',
+    ])
+  })
+
   it('remove X: transitions into X go to X\'s next, or to the next the operation gives', async () => {
     expect(graph(await load(child('  - {remove: b}\n')))).to.deep.equal(['a>c', 'c>'])
     const four = `${BASE}    next: d\n  - id: d\n    kind: noop\n`

@@ -230,6 +230,13 @@ steps:
     expect(literal[0]).to.match(/^4:72 input "fail" of the pipeline \.\/item\.yaml: fail: "maybe" is not true or false/)
     await writeFile(path.join(dir, 'modes.yaml'), 'version: 1\nname: modes\ninputs:\n  mode: {type: string, enum: [fast, slow]}\n  label: {type: string, default: x}\nsteps:\n  - {id: s, kind: noop}\n')
     expect(await bad('enum', `version: 1\nname: e\nsteps:\n  - {id: sub, kind: pipeline, file: ./modes.yaml, with: {mode: medium, label: 7}}\n`)).to.deep.equal(['4:64 input "mode" of the pipeline ./modes.yaml: mode: "medium" is not one of "fast", "slow"'])
+    // An expression in with: is typed too: one that can never give the input's type is an error before the run, at the value.
+    const exprs = await bad('exprtypes', `version: 1\nname: x\ninputs:\n  n: {type: integer, default: 1}\nsteps:\n  - {id: sub, kind: pipeline, file: ./item.yaml, with: {name: "\${{ inputs.n }}", fail: "\${{ inputs.n + 1 }}"}, next: each}\n  - {id: each, kind: foreach, items: "\${{ ['a', 'b'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}", fail: "\${{ size(item) }}"}, next: txt}\n  - {id: txt, kind: pipeline, file: ./item.yaml, with: {name: x, fail: "is \${{ inputs.n > 0 }}"}}\n`)
+    expect(exprs).to.deep.equal([
+      '6:88 input "fail" of the pipeline ./item.yaml is a boolean, but ${{ inputs.n + 1 }} gives int',
+      '7:116 input "fail" of the pipeline ./item.yaml is a boolean, but ${{ size(item) }} gives int',
+      '8:72 input "fail" of the pipeline ./item.yaml is a boolean, but text around ${{ }} makes a string',
+    ])
     // The alias is typed by the items' element: a field the element lacks is an error.
     const elem = await bad('elem', `version: 1\nname: e\nsteps:\n  - {id: a, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, with: {name: x}, next: b}\n  - {id: b, kind: foreach, items: "\${{ steps.a.outputs.items }}", as: r, pipeline: ./item.yaml, with: {name: "\${{ r.run_idd }}"}}\n`)
     expect(elem.join('\n')).to.match(/has no field "run_idd".*did you mean "run_id"/)

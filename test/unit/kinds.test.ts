@@ -12,8 +12,9 @@ import {renderGraph} from '../../src/config/graph-render.js'
 import {loadPipeline, type KindCatalog} from '../../src/config/pipeline.js'
 import {outputsOf} from '../../src/steps/outputs.js'
 import {kindCatalog, registry} from '../../src/steps/registry.js'
-import type {RunHistory} from '../../src/steps/types.js'
-import type {Pipeline} from '../../src/types/pipeline.js'
+import type {RunHistory, StepHandler, StepKind} from '../../src/steps/types.js'
+import {loadSchema} from '../../src/schema/registry.js'
+import type {Pipeline, Step} from '../../src/types/pipeline.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {tempDir} from '../helpers/cli.js'
 
@@ -69,6 +70,34 @@ describe("each kind's knowledge lives in its module", () => {
       found.push(...kindSwitches(file, await readFile(full, 'utf8')))
     }
     expect(found, 'move this knowledge into the kind\'s module, behind a StepHandler member (src/steps/types.ts)').to.deep.equal([])
+  })
+
+  it("the engine and the graph code name no kind's own fields: which fields route, name steps or stay unresolved, the kind says", async () => {
+    // A kind's own fields (not the common step fields) that name steps or hold conditions, from the schema, and those a handler defers.
+    const schema = loadSchema('pipeline') as {definitions: Record<string, {allOf?: unknown; properties?: Record<string, unknown>}>}
+    const common = new Set(Object.keys(schema.definitions.stepCommon!.properties!))
+    const fields = new Set<string>()
+    for (const def of Object.values(schema.definitions)) {
+      if (def.allOf === undefined) continue
+      for (const [key, sub] of Object.entries(def.properties ?? {})) if (!common.has(key) && /definitions\/(stepRef|condition)"/.test(JSON.stringify(sub))) fields.add(key)
+    }
+    for (const handler of Object.values(registry) as Array<StepHandler<StepKind>>) {
+      const deferred = handler.deferred?.({id: 'x', kind: handler.kind} as Step)
+      // (Its foreign fields, an inline pipeline's steps: and inputs:, are the pipeline's own keys, not the kind's.)
+      for (const key of deferred?.fields ?? []) fields.add(key)
+    }
+    expect([...fields]).to.include.members(['choices', 'default', 'to', 'items', 'with'])
+    const F = [...fields].join('|')
+    const patterns = [new RegExp(`['"\`](${F})['"\`]`), new RegExp(`\\bstep\\??\\.(${F})\\b`)]
+    const found: string[] = []
+    const files = [...(await tsFiles(path.join(src, 'engine'))), ...['graph.ts', 'compose.ts', 'graph-render.ts', 'step-links.ts', 'expressions.ts'].map((f) => path.join(src, 'config', f))]
+    for (const full of files) {
+      const file = path.relative(root, full).split(path.sep).join('/')
+      ;(await readFile(full, 'utf8')).split('\n').forEach((line, i) => {
+        if (!/^\s*(\*|\/\/|\/\*)/.test(line) && patterns.some((p) => p.test(line))) found.push(`${file}:${i + 1}: ${line.trim()}`)
+      })
+    }
+    expect(found, "declare it in the kind's module (StepHandler.references, .deferred)").to.deep.equal([])
   })
 
   it('no step or command reads another step\'s output by a string key: they import the producer\'s typed reader', async () => {

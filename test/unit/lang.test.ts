@@ -175,6 +175,26 @@ describe('pipeline language v2 in the loader', () => {
     return result.ok ? [] : result.diagnostics.map((d) => `${d.line}:${d.col} ${d.path} ${d.message}`)
   }
 
+  it('refuses ${{ }} outside steps, where nothing evaluates it (a model name would reach the endpoint as written)', async () => {
+    const found = await diagnostics(
+      [
+        'version: 1',
+        'name: x',
+        'inputs:',
+        '  m: {type: string, default: "${{ inputs.other }}"}',
+        'provider:',
+        '  model: "gpt-${{ inputs.m }}"',
+        'steps:',
+        '  - {id: a, kind: noop, description: "${{ inputs.m }} is fine here"}',
+        '',
+      ].join('\n'),
+    )
+    expect(found).to.deep.equal([
+      '4:30 inputs.m.default ${{ }} is not evaluated in inputs.m.default: expressions are allowed only in the fields of steps',
+      '6:10 provider.model ${{ }} is not evaluated in provider.model: expressions are allowed only in the fields of steps',
+    ])
+  })
+
   it('reports unknown inputs, steps and fields at the line and column inside the scalar, with did-you-mean', async () => {
     const found = await diagnostics(
       [

@@ -4,6 +4,7 @@ import path from 'node:path'
 import {formatDiagnostic, type Diagnostic} from '../../src/config/diagnostics.js'
 import {loadPipeline} from '../../src/config/pipeline.js'
 import {kindCatalog} from '../../src/steps/registry.js'
+import type {Step} from '../../src/types/pipeline.js'
 import {tempDir} from '../helpers/cli.js'
 
 let dir: string
@@ -74,6 +75,14 @@ describe('pipeline loader: schema errors point at the node', () => {
   it('points an unknown key at the key, with a suggestion', async () => {
     const text = `${header}steps:\n  - id: a\n    kind: noop\n    nxt: a\n`
     expect(lines(await load('unknown-key.yaml', text))).to.deep.equal(['unknown-key.yaml:6:5  steps[0].nxt  unknown key "nxt" in steps[0] — did you mean "next"?'])
+  })
+
+  it("suggests from the common step fields and the kind's own alike, one error per unknown key", async () => {
+    const text = `${header}steps:\n  - id: a\n    kind: command\n    run: [node, -v]\n    rnu: [x]\n    on_exhaustd: a\n`
+    expect(lines(await load('shared-keys.yaml', text))).to.deep.equal([
+      'shared-keys.yaml:7:5  steps[0].rnu  unknown key "rnu" in steps[0] — did you mean "run"?',
+      'shared-keys.yaml:8:5  steps[0].on_exhaustd  unknown key "on_exhaustd" in steps[0] — did you mean "on_exhausted"?',
+    ])
   })
 
   it('points an unknown step kind at the kind, with a suggestion', async () => {
@@ -181,5 +190,27 @@ describe('pipeline loader: graph rules', () => {
   it('accepts the shipped default pipeline', async () => {
     const result = await loadPipeline(path.resolve('pipelines/default.yaml'), kindCatalog)
     expect(result.ok ? [] : result.diagnostics.map(formatDiagnostic)).to.deep.equal([])
+  })
+})
+
+describe('pipeline loader: spec-before-use', () => {
+  it('walks the paths for a spec once per load, for its error and its warning alike', async () => {
+    const {specReach} = await import('../../src/config/graph.js')
+    const {writesSpec} = await import('../../src/config/pipeline.js')
+    let asked = 0
+    const counting: typeof kindCatalog = Object.fromEntries(
+      Object.entries(kindCatalog).map(([kind, info]) => [kind, {...info, changesSpec: (step: Step) => (asked++, writesSpec(kindCatalog, step))}]),
+    )
+    // A gate reached both before and after a compile: the warning's case.
+    const text = `${header}steps:\n  - {id: route, kind: choice, choices: [{when: "\${{ true }}", next: make}], default: check}\n  - {id: make, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g]}\ngates:\n  g: {rules: [{path: goal, required: true}]}\n`
+    const file = path.join(dir, 'reach.yaml')
+    await writeFile(file, text)
+    const result = await loadPipeline(file, counting)
+    expect(result.ok).to.equal(true)
+    if (result.ok) expect(result.warnings.map((w) => w.rule)).to.include('spec-before-use')
+    const duringLoad = asked
+    asked = 0
+    if (result.ok) specReach(result.loaded.pipeline, counting, (step) => writesSpec(counting, step))
+    expect(duringLoad).to.equal(asked)
   })
 })

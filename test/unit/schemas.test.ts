@@ -27,20 +27,36 @@ describe('schemas are the source of truth', () => {
     for (const [kind, handler] of Object.entries(registry)) expect(handler.kind).to.equal(kind)
   })
 
+  it('the pipeline schema lists each kind once per place: a branch in step.oneOf, its kind in stepKind (editors complete kind: from it), the common fields in stepCommon only', () => {
+    type Def = {allOf?: Array<{$ref?: string}>; properties?: Record<string, {const?: string}>; unevaluatedProperties?: boolean; enum?: string[]; oneOf?: Array<{$ref: string}>}
+    const defs = (loadSchema('pipeline') as {definitions: Record<string, Def>}).definitions
+    const branches = defs.step!.oneOf!.map((ref) => defs[ref.$ref.split('/').pop()!]!)
+    const kinds = branches.map((b) => b.properties?.kind?.const)
+    expect([...defs.stepKind!.enum!].sort(), 'add the new kind to definitions.stepKind.enum').to.deep.equal([...kinds].sort())
+    const common = Object.keys(defs.stepCommon!.properties!)
+    for (const branch of branches) {
+      expect(branch.allOf, `${branch.properties?.kind?.const}: allOf [{$ref: #/definitions/stepCommon}]`).to.deep.equal([{$ref: '#/definitions/stepCommon'}])
+      expect(branch.unevaluatedProperties, `${branch.properties?.kind?.const}: unevaluatedProperties: false`).to.equal(false)
+      expect(Object.keys(branch.properties ?? {}).filter((k) => k !== 'kind' && common.includes(k)), `${branch.properties?.kind?.const} repeats common fields`).to.deep.equal([])
+    }
+  })
+
   it('the build has a standalone validator for every schema, and it judges as ajv does at run time', async () => {
     const {createRequire} = await import('node:module')
     const require = createRequire(import.meta.url)
-    const Ajv = (require('ajv') as {default: new (o: object) => {compile(s: object): (d: unknown) => boolean}}).default
+    type AjvClass = new (o: object) => {compile(s: object): (d: unknown) => boolean}
     const addFormats = (require('ajv-formats') as {default: (a: object) => void}).default
-    const {ajvOptions} = await import('../../src/schema/options.js')
+    const {ajvModuleFor, ajvOptions} = await import('../../src/schema/options.js')
     const samples: unknown[] = [{}, {version: 1, name: 'x', steps: [{id: 'a', kind: 'noop'}]}, {answers: {'Q-001': 'yes'}}, {run_id: 'R-1'}, []]
     for (const sub of ['', 'model']) {
       for (const file of (await readdir(path.join(repoRoot, 'schemas', sub))).filter((f) => f.endsWith('.schema.json'))) {
         const name = `${sub ? `${sub}-` : ''}${file.replace('.schema.json', '')}`
         const built = require(path.join(repoRoot, 'dist', 'schema', 'validators', `${name}.cjs`)) as (d: unknown) => boolean
+        const schema = JSON.parse(await readFile(path.join(repoRoot, 'schemas', sub, file), 'utf8')) as {$schema?: string}
+        const Ajv = (require(ajvModuleFor(schema)) as {default: AjvClass}).default
         const ajv = new Ajv({...ajvOptions})
         addFormats(ajv)
-        const compiled = ajv.compile(JSON.parse(await readFile(path.join(repoRoot, 'schemas', sub, file), 'utf8')) as object)
+        const compiled = ajv.compile(schema)
         for (const sample of samples) expect(built(sample), `${name} on ${JSON.stringify(sample)}`).to.equal(compiled(sample))
       }
     }

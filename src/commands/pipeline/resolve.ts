@@ -2,6 +2,7 @@ import {Args} from '@oclif/core'
 import {PipeCommand} from '../../cli/base-command.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'
 import {resolvePipeline, type StepSource} from '../../config/resolve.js'
+import {kindCatalog} from '../../steps/registry.js'
 import {PipeError} from '../../errors.js'
 
 export interface PipelineResolveResult {
@@ -21,7 +22,7 @@ export default class PipelineResolve extends PipeCommand {
 
   async run(): Promise<PipelineResolveResult> {
     const {args} = await this.parse(PipelineResolve)
-    const result = await resolvePipeline(args.file)
+    const result = await resolvePipeline(args.file, kindCatalog)
     if (!result.ok) {
       for (const d of result.diagnostics) process.stderr.write(`${formatDiagnostic(d)}\n`)
       throw new PipeError('E_CONFIG', `${args.file} does not compose into a pipeline (${result.diagnostics.length} error(s))`, {hint: `Fix the errors listed above; pipe validate ${args.file} checks the rest.`})

@@ -69,7 +69,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
       const handler = registry[step.kind] as StepHandler<StepKind>
       const safe = step.retry?.safe ?? handler.safeToRetry
       const outcomes = [...handler.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
-      const edges = edgesOf(step)
+      const edges = edgesOf(step, kindCatalog)
       const unrouted: RunPlan['steps'][number]['unrouted'] = {}
       for (const outcome of outcomes) {
         const stop = handler.stops?.[outcome]
@@ -112,10 +112,14 @@ function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['pro
 /** The values of a step's expressions that read nothing but inputs (what --dry-run can already tell). */
 function staticValues(step: LoadedPipeline['pipeline']['steps'][number], bound: BoundExpressions | null): {resolved?: Record<string, JsonValue>} {
   if (!bound) return {}
+  // What the kind evaluates itself (a choice's whens, in order; a foreach's with: per item) is not
+  // known before it runs; only a per-item kind's list is evaluated once, up front.
+  const deferred = kindCatalog[step.kind]?.deferred?.(step)
+  const lazy = new Set([...(deferred?.fields ?? []), ...(deferred?.foreign ?? [])].filter((field) => field !== deferred?.items))
   const out: Record<string, JsonValue> = {}
   for (const {segments, text} of templatedStrings(step)) {
     if (/\b(steps|spec|secrets)\b/.test(text) || /\brun\.id\b/.test(text)) continue
-    if (segments[0] === 'choices') continue
+    if (lazy.has(String(segments[0]))) continue
     try {
       out[segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')] = bound.render(text)
     } catch {
