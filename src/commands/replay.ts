@@ -4,6 +4,7 @@ import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
+import {replyFlags, replyOptions} from '../cli/reply-flags.js'
 import {checkGates, type GateCheck} from '../engine/replay-check.js'
 import {loadPipelineOrThrow, type Decision} from '../engine/sessions/shared.js'
 import {replaySession} from '../engine/sessions/replay.js'
@@ -28,6 +29,7 @@ export default class Replay extends PipeCommand {
     answers: Flags.string({char: 'a', description: 'Answers to add to the original ones.', helpValue: 'FILE'}),
     decision: Flags.string({description: 'Review decision for the replayed run.', options: ['go', 'hold', 'drop']}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
+    ...replyFlags,
     store: PipeCommand.storeFlag,
   }
 
@@ -49,6 +51,7 @@ export default class Replay extends PipeCommand {
         ...(flags.answers ? {answers: flags.answers} : {}),
         ...(flags.decision ? {decision: flags.decision as Decision} : {}),
         ...(flags.note ? {note: flags.note} : {}),
+        ...replyOptions(flags, process.cwd()),
       }),
     )
     return finishRun(outcome, session, this.jsonEnabled(), flags.store)
