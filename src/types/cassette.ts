@@ -4,8 +4,11 @@
 /**
  * One line of a pipe cassette (JSON Lines, written by pipe run --record). The first line is the header; every other line is one model request and the reply it got, keyed by the sha256 of the normalised request. Keys are sorted and nothing run-specific (ids, times, hosts) is written, so recording the same run twice gives the same bytes. Secrets and Authorization headers are never written: the request and reply are redacted, and the key is computed over the redacted request.
  */
-export type CassetteLine = Header | Interaction
-
+export interface CassetteLine {}
+/**
+ * This interface was referenced by `CassetteLine`'s JSON-Schema
+ * via the `definition` "header".
+ */
 export interface Header {
   type: 'header'
   /**
@@ -17,6 +20,10 @@ export interface Header {
    */
   note?: string
 }
+/**
+ * This interface was referenced by `CassetteLine`'s JSON-Schema
+ * via the `definition` "interaction".
+ */
 export interface Interaction {
   type: 'interaction'
   /**
@@ -32,6 +39,9 @@ export interface Interaction {
 }
 /**
  * The chat-completions request as pipe composed it, normalised: only the fields that identify it.
+ *
+ * This interface was referenced by `CassetteLine`'s JSON-Schema
+ * via the `definition` "request".
  */
 export interface Request {
   model: string
@@ -44,12 +54,20 @@ export interface Request {
   tools?: {}[]
   tool_choice?: 'auto' | 'none' | 'required'
 }
+/**
+ * This interface was referenced by `CassetteLine`'s JSON-Schema
+ * via the `definition` "message".
+ */
 export interface Message {
   role: 'system' | 'user' | 'assistant' | 'tool'
   content: string | null
   tool_calls?: ToolCall[]
   tool_call_id?: string
 }
+/**
+ * This interface was referenced by `CassetteLine`'s JSON-Schema
+ * via the `definition` "toolCall".
+ */
 export interface ToolCall {
   id: string
   type: 'function'
@@ -58,6 +76,10 @@ export interface ToolCall {
     arguments: string
   }
 }
+/**
+ * This interface was referenced by `CassetteLine`'s JSON-Schema
+ * via the `definition` "reply".
+ */
 export interface Reply {
   /**
    * The model the endpoint said answered.
