@@ -20,7 +20,6 @@ import {mkdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
-import {checkRecord, sealMessage, sealRecord} from '../store/integrity.js'
 import type {Interaction} from '../types/cassette.js'
 import {writeFileAtomic} from '../util/fs.js'
 import {canonicalJson, hashJson} from '../util/hash.js'
@@ -29,7 +28,6 @@ import {redactDeep} from '../util/redact.js'
 import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from './chat.js'
 
 export const CASSETTE_FORMAT = 'pipe-cassette/1'
-const REPLY_FORMAT = 'pipe-reply/1'
 
 export type ReplySource = 'live' | 'cassette' | 'cache'
 
@@ -312,65 +310,13 @@ async function nearest(candidates: Interaction[], now: ChatRequest): Promise<Int
   return best?.entry
 }
 
-// The store's reply cache
+// The store's reply cache, as the transport sees it (src/store/replies.ts keeps it).
 
-interface CacheFile {
-  format: typeof REPLY_FORMAT
-  key: string
-  request: ChatRequest
-  reply: StoredReply
-  seal: string
-}
-
-export class ReplyCache {
-  readonly dir: string
-
-  constructor(storeRoot: string) {
-    this.dir = path.join(path.resolve(storeRoot), 'replies')
-  }
-
-  fileOf(key: string): string {
-    return path.join(this.dir, `${key.replace(/^sha256:/, '')}.json`)
-  }
-
-  /** The cached reply, checked: its seal and that its request hashes to its name; a file that fails is E_INTEGRITY. */
-  async read(key: string): Promise<StoredReply | null> {
-    const file = this.fileOf(key)
-    let text: string
-    try {
-      text = await readFile(file, 'utf8')
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
-      throw error
-    }
-    const hint = `Delete ${file} (the reply is asked again), or run with --cache off; pipe audit verify checks the store.`
-    let parsed: CacheFile
-    try {
-      parsed = JSON.parse(text) as CacheFile
-    } catch {
-      throw new PipeError('E_INTEGRITY', `the cached reply ${file} is not valid JSON`, {hint})
-    }
-    const problem = cacheProblem(parsed, key)
-    if (problem) throw new PipeError('E_INTEGRITY', `the cached reply ${file} ${problem}`, {hint})
-    return parsed.reply
-  }
-
-  async write(key: string, request: ChatRequest, reply: StoredReply): Promise<void> {
-    await mkdir(this.dir, {recursive: true})
-    const record = sealRecord({format: REPLY_FORMAT, key, request: normaliseRequest(request), reply})
-    await writeFileAtomic(this.fileOf(key), `${JSON.stringify(record, null, 2)}\n`)
-  }
-}
-
-/** What is wrong with a cache file, or null when it is intact. */
-export function cacheProblem(parsed: Partial<CacheFile> | null, key: string): string | null {
-  if (!parsed || typeof parsed !== 'object' || parsed.format !== REPLY_FORMAT || !parsed.request || !parsed.reply) return 'is not a pipe reply record'
-  if (parsed.key !== key) return `is filed under ${key} but says ${String(parsed.key)}`
-  const actual = requestKey(parsed.request)
-  if (actual !== key) return `holds a request whose hash is ${actual}, not ${key} (it was edited)`
-  const sealed = checkRecord(parsed as {seal?: unknown})
-  if (sealed !== 'ok') return `fails its seal: ${sealMessage(sealed)}`
-  return null
+export interface ReplyStore {
+  /** The cached request and reply under `key` (its file checked), or null. */
+  read(key: string): Promise<{request: unknown; reply: unknown} | null>
+  write(key: string, request: unknown, reply: unknown): Promise<void>
+  fileOf(key: string): string
 }
 
 // The transport
@@ -379,7 +325,7 @@ export interface ReplyTransportOptions {
   /** The live endpoint; null when only recorded replies may answer. */
   live: ChatTransport | null
   cassette?: Cassette
-  cache?: {store: ReplyCache; reuse: boolean}
+  cache?: {store: ReplyStore; reuse: boolean}
   log: ReplyLog
 }
 
@@ -420,20 +366,26 @@ export class ReplyTransport implements ChatTransport {
   private async answer(key: string, request: ChatRequest, call: ChatCall): Promise<{reply: StoredReply; source: ReplySource}> {
     const {cassette, cache, live} = this.options
     const recorded = cassette?.lookup(key)
-    if (recorded) return {reply: recorded.reply as StoredReply, source: 'cassette'}
+    if (recorded) return {reply: recorded.reply, source: 'cassette'}
     if (cassette && cassette.options.mode === 'replay' && cassette.options.missing !== 'live') throw await this.missing(cassette, request, call)
     let reply: StoredReply | null = null
     let source: ReplySource = 'live'
     if (cache?.reuse) {
-      reply = await cache.store.read(key)
-      if (reply) source = 'cache'
+      const cached = await cache.store.read(key)
+      if (cached) {
+        // The store checked the file's seal; the request must also be the one its name says.
+        const actual = requestKey(cached.request as ChatRequest)
+        if (actual !== key) throw new PipeError('E_INTEGRITY', `the cached reply ${cache.store.fileOf(key)} holds a request whose hash is ${actual}, not its name ${key} (it was edited)`, {hint: `Delete ${cache.store.fileOf(key)} (the request is then asked again), or run with --cache off.`})
+        reply = cached.reply as StoredReply
+        source = 'cache'
+      }
     }
     if (!reply) {
       if (!live) throw new PipeError('E_CONFIG', `step ${call.step}: no model endpoint to ask (OPENAI_API_KEY or OPENAI_BASE_URL is needed)`, {hint: 'Set OPENAI_BASE_URL (and OPENAI_API_KEY), or replay a cassette that has the reply.'})
       reply = storedReply(await live.complete(request, call))
-      if (cache) await cache.store.write(key, request, reply)
+      if (cache) await cache.store.write(key, normaliseRequest(request), reply)
     }
-    if (cassette?.records) await cassette.record({type: 'interaction', key, step: call.step, request: normaliseRequest(request) as Interaction['request'], reply: reply as Interaction['reply']})
+    if (cassette?.records) await cassette.record({type: 'interaction', key, step: call.step, request: normaliseRequest(request), reply: reply})
     return {reply, source}
   }
 

@@ -3,7 +3,7 @@ import {PipeError} from '../errors.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {addSecret} from '../util/redact.js'
-import type {Cassette} from './cassette.js'
+import type {Cassette, ReplyStore} from './cassette.js'
 import {ReplyLog} from './cassette.js'
 import {OFFLINE_MODEL, type Provider} from './types.js'
 
@@ -22,8 +22,8 @@ export interface ReplySources {
   cassette?: Cassette
   /** reuse: answer a request the store's reply cache holds from it. */
   cache?: 'off' | 'reuse'
-  /** The store whose reply cache keeps every live reply. */
-  store?: string
+  /** The store's reply cache, which keeps every live reply. */
+  replyCache?: ReplyStore
 }
 
 /**
@@ -93,7 +93,7 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
     replies,
     create: async () => {
       if (!provider) {
-        const [{OpenAIProvider}, {ReplyTransport, ReplyCache}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
+        const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
         let live = null
         if (needsLive) {
           const {LiveTransport} = await import('./openai/transport.js')
@@ -103,7 +103,7 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
           live,
           log: replies,
           ...(cassette ? {cassette} : {}),
-          ...(sources.store !== undefined ? {cache: {store: new ReplyCache(sources.store), reuse: sources.cache === 'reuse'}} : {}),
+          ...(sources.replyCache ? {cache: {store: sources.replyCache, reuse: sources.cache === 'reuse'}} : {}),
         })
         provider = new OpenAIProvider({settings: settings ?? {}, transport})
       }

@@ -12,6 +12,7 @@ import type {CassetteOptions} from '../../providers/cassette.js'
 import type {ProviderChoice, ReplySources} from '../../providers/select.js'
 import {KEY_FIELDS} from '../../providers/spec-build.js'
 import {kindCatalog} from '../../steps/registry.js'
+import {ReplyCache} from '../../store/replies.js'
 import {Store} from '../../store/store.js'
 import type {RunRecord} from '../../types/run.js'
 import {faultPoint, faultsEnabled} from '../../util/faults.js'
@@ -102,11 +103,11 @@ export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline>
  * the working directory.
  */
 export async function replySources(options: {cwd: string; store: string; cassette?: CassetteOptions; cache?: 'off' | 'reuse'}): Promise<ReplySources> {
-  const store = path.resolve(options.cwd, options.store)
-  if (!options.cassette) return {store, ...(options.cache ? {cache: options.cache} : {})}
+  const replyCache = new ReplyCache(path.resolve(options.cwd, options.store))
+  if (!options.cassette) return {replyCache, ...(options.cache ? {cache: options.cache} : {})}
   const {Cassette} = await import('../../providers/cassette.js')
   const cassette = await Cassette.open({...options.cassette, file: path.resolve(options.cwd, options.cassette.file)})
-  return {store, cassette, ...(options.cache ? {cache: options.cache} : {})}
+  return {replyCache, cassette, ...(options.cache ? {cache: options.cache} : {})}
 }
 
 export async function policyOrThrow(explicit: string | undefined, cwd: string): Promise<LoadedPolicy> {
