@@ -321,6 +321,10 @@ export interface ReplyStore {
 
 // The transport
 
+function interaction(key: string, request: ChatRequest, call: ChatCall, reply: StoredReply): Interaction {
+  return {type: 'interaction', key, step: call.step, request: normaliseRequest(request), reply}
+}
+
 export interface ReplyTransportOptions {
   /** The live endpoint; null when only recorded replies may answer. */
   live: ChatTransport | null
@@ -359,6 +363,8 @@ export class ReplyTransport implements ChatTransport {
     const {reply, source: own} = await answer
     // A request that waited for an identical one in flight got a recorded reply, not a live one.
     const source: ReplySource = first ? own : own === 'cache' ? 'cache' : 'cassette'
+    // Its step may name the recording (the first step by name does, whichever asked first).
+    if (!first && this.options.cassette?.records) await this.options.cassette.record(interaction(key, request, call, reply))
     this.options.log.note(call, {key, source})
     return {...structuredClone(reply), ...(source === 'live' ? {} : {source})}
   }
@@ -385,7 +391,7 @@ export class ReplyTransport implements ChatTransport {
       reply = storedReply(await live.complete(request, call))
       if (cache) await cache.store.write(key, normaliseRequest(request), reply)
     }
-    if (cassette?.records) await cassette.record({type: 'interaction', key, step: call.step, request: normaliseRequest(request), reply: reply})
+    if (cassette?.records) await cassette.record(interaction(key, request, call, reply))
     return {reply, source}
   }
 
