@@ -989,7 +989,7 @@ async function childResult(store: Store, runId: string): Promise<ChildResult> {
 }
 
 /** Fields of a step the engine leaves as written: those the kind evaluates itself, and an inline child pipeline's. */
-function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
+export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
   const deferred = handler.deferred?.(step)
   return deferred ? [...deferred.fields, ...(deferred.foreign ?? [])] : []
 }

@@ -5,7 +5,7 @@
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
-import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
+import {mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
@@ -380,5 +380,60 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     expect(off.code, off.stderr).to.equal(0)
     expect(server.count() - before).to.equal(1)
     expect((await snapshotsOf(dir, again.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
+  })
+})
+
+describe('pipe replay --check: model steps from the reply cache', function () {
+  this.timeout(180000)
+
+  it('reproduces a model step from its cached replies; a changed prompt or reply is a difference, a reply not cached is not checked', async () => {
+    server = await ModelServer.start()
+    server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {content: JSON.stringify(GOOD)})
+    const file = await fixture()
+    const result = await runIn(file, [])
+    expect(result.code, result.stderr).to.equal(0)
+    const runId = json<RunJson>(result).run_id
+    await server.close()
+    server = undefined
+
+    const check = await cli(['replay', runId, '--check', '--json'], dir)
+    expect(check.code, check.stderr).to.equal(0)
+    const body = json<{same: boolean; models: Array<{step: string; checked: boolean; same: boolean; calls: number; error?: string}>}>(check)
+    expect(body.same).to.equal(true)
+    expect(body.models).to.have.length(1)
+    expect(body.models[0]).to.include({step: 'draft', checked: true, same: true, calls: 2})
+    const text = await cli(['replay', runId, '--check'], dir)
+    expect(text.stdout).to.contain('#1 draft (model, 2 model call(s)): same output from the same requests')
+
+    // The prompt file changed: the first request is not the recorded one.
+    const prompt = path.join(dir, 'p', 'prompts', 'notes.md')
+    const original = await readFile(prompt, 'utf8')
+    await writeFile(prompt, original.replace('Keep it short.', 'Keep it very short.'))
+    const changed = await cli(['replay', runId, '--check', '--json'], dir)
+    expect(changed.code).to.equal(4)
+    const diff = json<{same: boolean; models: Array<{same: boolean; error?: string}>}>(changed)
+    expect(diff.same).to.equal(false)
+    expect(diff.models[0]!.error).to.contain('-Keep it short.').and.contain('+Keep it very short.')
+    await writeFile(prompt, original)
+
+    // A cached reply re-sealed with other content: same requests, different output.
+    const {sealRecord} = await import('../../src/store/integrity.js')
+    const replies = path.join(dir, '.pipe', 'replies')
+    for (const name of await readdir(replies)) {
+      const record = JSON.parse(await readFile(path.join(replies, name), 'utf8')) as {seal?: string; reply: {message: {content: string}}}
+      if (!record.reply.message.content.includes('CSV export')) continue
+      record.reply.message.content = JSON.stringify({items: [{title: 'Something else'}]})
+      delete record.seal
+      await writeFile(path.join(replies, name), JSON.stringify(sealRecord(record)))
+    }
+    const other = await cli(['replay', runId, '--check'], dir)
+    expect(other.code).to.equal(4)
+    expect(other.stdout).to.contain('#1 draft (model, 2 model call(s)): DIFFERENT')
+
+    // Without cached replies there is nothing to compare: reported, not failed.
+    await rm(replies, {recursive: true})
+    const none = await cli(['replay', runId, '--check', '--json'], dir)
+    expect(none.code, none.stderr).to.equal(0)
+    expect(json<{models: Array<{checked: boolean; error?: string}>}>(none).models[0]).to.include({checked: false, error: '2 of 2 replies are not in the reply cache'})
   })
 })
