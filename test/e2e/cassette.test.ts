@@ -437,3 +437,37 @@ describe('pipe replay --check: model steps from the reply cache', function () {
     expect(json<{models: Array<{checked: boolean; error?: string}>}>(none).models[0]).to.include({checked: false, error: '2 of 2 replies are not in the reply cache'})
   })
 })
+
+describe('cassettes: the default pipeline, paused for review and resumed', function () {
+  this.timeout(240000)
+
+  it('records a run that pauses for review, replays it offline, and a replayed run resumes from the same cassette with no endpoint', async () => {
+    const {cannedReply} = await import('../helpers/model-server.js')
+    const {defaultPipeline} = await import('../helpers/cli.js')
+    server = await ModelServer.start(cannedReply)
+    const cassette = path.join(dir, 'default.jsonl')
+    const prd = path.join(examples, 'full-prd.md')
+    const first = await cli(['run', defaultPipeline, '--input', prd, '--record', cassette, '--json'], dir)
+    expect(first.code, first.stderr).to.equal(10)
+    const recorded = json<RunJson>(first)
+    const asked = server.count()
+    expect(asked).to.be.greaterThan(2)
+    // Resumed under the same cassette, recording on: the review needs no model.
+    const go = await cli(['resume', recorded.run_id, '--decision', 'go', '--json'], dir)
+    expect(go.code, go.stderr).to.equal(0)
+    await server.close()
+    server = undefined
+
+    const replayed = await cli(['run', defaultPipeline, '--input', prd, '--replay', cassette, '--json'], dir)
+    expect(replayed.code, replayed.stderr).to.equal(10)
+    const second = json<RunJson>(replayed)
+    // No endpoint and no flag: the run's own cassette answers whatever the rest of it asks.
+    const resumed = await cli(['resume', second.run_id, '--decision', 'go', '--json'], dir)
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    const a = (await snapshotsOf(dir, recorded.run_id)).map(masked)
+    const b = (await snapshotsOf(dir, second.run_id)).map(masked)
+    expect(b).to.deep.equal(a)
+    expect(a.length).to.be.greaterThan(5)
+  })
+})
