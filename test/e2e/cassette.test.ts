@@ -349,6 +349,9 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     expect(body.error?.code).to.equal('E_INTEGRITY')
     expect(body.error?.message).to.contain(name!).and.contain('seal')
     expect(server.count(), 'the tampered reply was not silently asked again either').to.equal(1)
+    const audit = await cli(['audit', 'verify'], dir)
+    expect(audit.code).to.not.equal(0)
+    expect(audit.stdout + audit.stderr).to.contain(name!).and.contain('seal')
   })
 
   it('a redriven run reuses the replies that already succeeded: only the failed request is asked again', async () => {
