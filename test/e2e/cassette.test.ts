@@ -330,6 +330,20 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     server.script('draft', {content: JSON.stringify(GOOD)})
     expect((await runIn(file, [])).code).to.equal(0)
     expect(server.count()).to.equal(2)
+
+    // pipe replay reuses the cache by default; --cache off asks again.
+    const replay = await cli(['replay', json<RunJson>(first).run_id, '--from', 'draft', '--json'], dir)
+    expect(replay.code, replay.stderr).to.equal(0)
+    expect(server.count(), 'a replay answered from the cache').to.equal(2)
+    const [c] = await snapshotsOf(dir, json<RunJson>(replay).run_id)
+    expect(c!.meta.model_calls![0]!.source).to.equal('cache')
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    expect((await cli(['replay', json<RunJson>(first).run_id, '--from', 'draft', '--cache', 'off', '--json'], dir)).code).to.equal(0)
+    expect(server.count()).to.equal(3)
+
+    // The cache is part of the store that audit verify checks, and it passes.
+    const audit = await cli(['audit', 'verify'], dir)
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
   it('a tampered cache entry is an integrity error, not a reply', async () => {
