@@ -21,6 +21,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
 import type {Interaction} from '../types/cassette.js'
+import {faultPoint} from '../util/faults.js'
 import {writeFileAtomic} from '../util/fs.js'
 import {canonicalJson, hashJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
@@ -244,6 +245,7 @@ export class Cassette {
         merged.set(key, other && other.step < entry.step ? {...entry, step: other.step} : entry)
       }
       const note = this.options.note ?? (keepOpened ? (onDisk?.note ?? this.opened?.note) : undefined) ?? 'recorded by pipe run --record from the replies of the model endpoint it was given'
+      faultPoint('cassette-write')
       await writeFileAtomic(file, serialiseCassette({note, interactions: merged}))
     } finally {
       await release()

@@ -225,6 +225,32 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     expect(snap.outputs).to.deep.equal({value: {items: [{title: 'Changed'}]}})
   })
 
+  it('a recording killed mid-run leaves a valid cassette of what it had recorded, which a later run completes', async () => {
+    server = await ModelServer.start()
+    server.script('draft', {content: JSON.stringify(GOOD)}, {content: JSON.stringify(GOOD)})
+    server.script('short', {content: JSON.stringify({items: [{title: 'Short'}]})}, {content: JSON.stringify({items: [{title: 'Short'}]})})
+    const draft = `  - id: draft
+    kind: model
+    prompt: prompts/notes.md
+    vars: {audience: customers, commits: ["3f2a9c1 Add CSV export"]}
+    output_schema: schemas/notes.schema.json
+`
+    const file = await fixture(`${draft}    next: short
+${draft.replace('id: draft', 'id: short')}`)
+    const cassette = path.join(dir, 'c.jsonl')
+    // Killed just before the second reply is written to the cassette.
+    const killed = await runIn(file, ['--record', cassette], {PIPE_FAULT_KILL_AT: 'cassette-write#2'})
+    expect(killed.signal).to.equal('SIGKILL')
+    expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['draft'])
+    // It died holding the cassette's lock: the next run takes it over (its holder is gone).
+    expect((await readdir(dir)).includes('c.jsonl.lock')).to.equal(true)
+    const countBefore = server.count()
+    const completed = await runIn(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
+    expect(completed.code, completed.stderr).to.equal(0)
+    expect(server.count() - countBefore, 'only the missing reply was asked').to.equal(1)
+    expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['draft', 'short'])
+  })
+
   it('--replay-missing live without --record asks the endpoint and leaves the cassette as it was', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)}, {content: JSON.stringify(GOOD)})
