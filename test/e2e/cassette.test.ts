@@ -223,6 +223,11 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     expect(replayed.code, replayed.stderr).to.equal(0)
     const snap = (await snapshotsOf(dir, json<RunJson>(replayed).run_id))[0]!
     expect(snap.outputs).to.deep.equal({value: {items: [{title: 'Changed'}]}})
+    const shown = await cli(['snapshot', 'show', json<RunJson>(replayed).run_id], dir)
+    expect(shown.stdout).to.contain('model calls 1: 1 cassette')
+    const plan = await cli(['run', file, '--replay', cassette, '--dry-run'], dir)
+    expect(plan.code, plan.stderr).to.equal(0)
+    expect(plan.stdout).to.contain(`provider openai / gpt-4o-mini (replaying ${cassette})`)
   })
 
   it('a recording killed mid-run leaves a valid cassette of what it had recorded, which a later run completes', async () => {
