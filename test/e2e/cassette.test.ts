@@ -256,6 +256,39 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['draft', 'short'])
   })
 
+  it('foreach children share the cassette: equal items are asked once, every child request is recorded, and the replay gives each child its reply', async () => {
+    server = await ModelServer.start((request) => ({content: JSON.stringify({items: [{title: `for ${/Notes for (\w+)/.exec(request.body.messages[1]!.content)![1]}`}]})}))
+    const file = await fixture(`  - id: each
+    kind: foreach
+    items: "${'${{'} ['a', 'b', 'a', 'c', 'd'] }}"
+    pipeline: ./item.yaml
+    with: {name: "${'${{'} item }}"}
+    concurrency: 3
+`)
+    await writeFile(
+      path.join(dir, 'p', 'item.yaml'),
+      `version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n  - id: ask\n    kind: model\n    prompt: prompts/notes.md\n    vars: {audience: "${'${{'} inputs.name }}", commits: ["x"]}\n    output_schema: schemas/notes.schema.json\n`,
+    )
+    const cassette = path.join(dir, 'c.jsonl')
+    const recorded = await runIn(file, ['--record', cassette])
+    expect(recorded.code, recorded.stderr).to.equal(0)
+    expect(server.count(), 'the equal item is asked once').to.equal(4)
+    expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['ask', 'ask', 'ask', 'ask'])
+    const bytes = await readFile(cassette, 'utf8')
+    expect((await runIn(file, ['--record', cassette])).code).to.equal(0)
+    expect(await readFile(cassette, 'utf8'), 'recorded again: the same bytes, whatever order the children ran in').to.equal(bytes)
+    await server.close()
+    server = undefined
+
+    const replayed = await runIn(file, ['--replay', cassette])
+    expect(replayed.code, replayed.stderr).to.equal(0)
+    const children = (await runRecords(dir)).filter((r) => r.parent?.run_id === json<RunJson>(replayed).run_id).sort((x, y) => x.parent!.index! - y.parent!.index!)
+    expect(children).to.have.length(5)
+    const outputs = await Promise.all(children.map(async (c) => (await snapshotsOf(dir, c.run_id))[0]!))
+    expect(outputs.map((o) => (o.outputs as {value: {items: Array<{title: string}>}}).value.items[0]!.title)).to.deep.equal(['for a', 'for b', 'for a', 'for c', 'for d'])
+    expect(outputs.map((o) => o.meta.model_calls![0]!.source)).to.deep.equal(['cassette', 'cassette', 'cassette', 'cassette', 'cassette'])
+  })
+
   it('--replay-missing live without --record asks the endpoint and leaves the cassette as it was', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)}, {content: JSON.stringify(GOOD)})
