@@ -289,6 +289,33 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(outputs.map((o) => o.meta.model_calls![0]!.source)).to.deep.equal(['cassette', 'cassette', 'cassette', 'cassette', 'cassette'])
   })
 
+  it('a recorded run resumed after a pause keeps recording into its cassette, keeping what it recorded before the pause', async () => {
+    server = await ModelServer.start()
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    server.script('short', {content: JSON.stringify({items: [{title: 'Short'}]})})
+    const model = (id: string, audience: string): string => `  - id: ${id}
+    kind: model
+    prompt: prompts/notes.md
+    vars: {audience: ${audience}, commits: ["3f2a9c1 Add CSV export"]}
+    output_schema: schemas/notes.schema.json
+`
+    const file = await fixture(`${model('draft', 'customers')}    spec_path: notes\n    next: check\n  - id: check\n    kind: review\n    on: {go: short}\n${model('short', 'engineers')}`)
+    const cassette = path.join(dir, 'c.jsonl')
+    const paused = await runIn(file, ['--record', cassette])
+    expect(paused.code, paused.stderr).to.equal(10)
+    const resumed = await cli(['resume', json<RunJson>(paused).run_id, '--decision', 'go', '--json'], dir)
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['draft', 'short'])
+    await server.close()
+    server = undefined
+
+    const replayed = await runIn(file, ['--replay', cassette])
+    expect(replayed.code, replayed.stderr).to.equal(10)
+    const done = await cli(['resume', json<RunJson>(replayed).run_id, '--decision', 'go', '--json'], dir)
+    expect(done.code, done.stderr).to.equal(0)
+    expect(json<RunJson>(done).status).to.equal('succeeded')
+  })
+
   it('--replay-missing live without --record asks the endpoint and leaves the cassette as it was', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)}, {content: JSON.stringify(GOOD)})

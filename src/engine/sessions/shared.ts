@@ -40,13 +40,16 @@ export interface ReplyOptions {
   env?: NodeJS.ProcessEnv
 }
 
-/** A continued run's reply sources: what the command gave, else what the run started with. */
+/**
+ * A continued run's reply sources: what the command gave, else what the run started with. A run
+ * that was recording goes on recording into the same file without dropping what it recorded
+ * before (it replays that and records the rest live), so its cassette ends up whole.
+ */
 export function continuedReplies(options: ReplyOptions, provider: RunRecord['provider'], defaults: {cache: 'off' | 'reuse'; cassette: 'as-recorded' | 'replayed-only'}): Pick<ReplyOptions, 'cassette' | 'cache'> {
   const recorded = provider.cassette
-  const inherited: CassetteOptions | undefined =
-    recorded && (defaults.cassette === 'as-recorded' || recorded.mode === 'replay')
-      ? {file: recorded.file, mode: recorded.mode, ...(recorded.missing ? {missing: recorded.missing} : {}), ...(recorded.append ? {append: true} : {})}
-      : undefined
+  let inherited: CassetteOptions | undefined
+  if (recorded?.mode === 'replay') inherited = {file: recorded.file, mode: 'replay', ...(recorded.missing ? {missing: recorded.missing} : {}), ...(recorded.append ? {append: true} : {})}
+  else if (recorded?.mode === 'record' && defaults.cassette === 'as-recorded') inherited = {file: recorded.file, mode: 'replay', missing: 'live', append: true}
   const cassette = options.cassette ?? inherited
   return {...(cassette ? {cassette} : {}), cache: options.cache ?? (provider.cache === 'reuse' ? 'reuse' : defaults.cache)}
 }
