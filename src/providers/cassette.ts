@@ -240,6 +240,8 @@ export class Cassette {
       const merged = new Map<string, Interaction>()
       const keepOpened = this.options.mode === 'replay'
       for (const [key, entry] of onDisk?.interactions ?? []) if (keepOpened || !openedKeys.has(key)) merged.set(key, entry)
+      // Appending: what the file held when opened stays, even if it was damaged on disk since.
+      if (keepOpened) for (const [key, entry] of this.opened?.interactions ?? []) if (!merged.has(key)) merged.set(key, entry)
       for (const [key, entry] of this.recorded) {
         const other = merged.get(key)
         merged.set(key, other && other.step < entry.step ? {...entry, step: other.step} : entry)
