@@ -101,7 +101,8 @@ interface RunExpressions {
   secrets: Record<string, string>
 }
 
-class History implements RunHistory {
+/** A run's history as steps read it (also used by pipe replay --check to run a step again). */
+export class History implements RunHistory {
   constructor(readonly snapshots: Snapshot[]) {}
 
   latestOutput<T = unknown>(key: string): T | undefined {

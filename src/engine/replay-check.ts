@@ -13,9 +13,8 @@ import {ReplyCache} from '../store/replies.js'
 import type {Store} from '../store/store.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
-import type {Snapshot} from '../types/snapshot.js'
 import {canonicalJson} from '../util/hash.js'
-import {deferredFields} from './engine.js'
+import {deferredFields, History} from './engine.js'
 import {contextFor, evaluatorFor, resolveStep, usesExpressions} from './expressions.js'
 
 export interface GateCheck {
@@ -134,7 +133,7 @@ export async function checkModels(store: Store, record: RunRecord, pipeline: Loa
         pipeline,
         run: record,
         spec,
-        history: new SnapshotHistory(before),
+        history: new History(before),
         policy: defaultPolicy(),
         provider: () => Promise.resolve(provider),
         cwd: record.workspace ?? process.cwd(),
@@ -167,16 +166,4 @@ function withoutSpecRef(outputs: unknown): unknown {
   if (outputs === null || typeof outputs !== 'object') return outputs
   const {spec_version_out: _v, ...rest} = outputs as Record<string, unknown>
   return rest
-}
-
-class SnapshotHistory {
-  constructor(readonly snapshots: Snapshot[]) {}
-
-  latestOutput<T = unknown>(key: string): T | undefined {
-    for (let i = this.snapshots.length - 1; i >= 0; i--) {
-      const outputs = this.snapshots[i]!.outputs as Record<string, unknown>
-      if (Object.hasOwn(outputs, key)) return outputs[key] as T
-    }
-    return undefined
-  }
 }
