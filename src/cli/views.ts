@@ -85,6 +85,10 @@ export function renderSnapshot(s: Snapshot): string {
   }
   const m = s.meta
   lines.push(`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
+  if (m.model_calls && m.model_calls.length > 0) {
+    const by = ['live', 'cassette', 'cache'].map((source) => [source, m.model_calls!.filter((c) => c.source === source).length] as const).filter(([, n]) => n > 0)
+    lines.push(`        model calls ${m.model_calls.length}: ${by.map(([source, n]) => `${n} ${source}`).join(', ')}`)
+  }
   lines.push(`        policy ${m.policy_version ?? '-'}`)
   lines.push(`        hash ${m.record_hash ?? '-'} (previous ${m.prev_hash ?? 'none'})`)
   return `${lines.join('\n')}\n`
@@ -94,7 +98,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   const lines: string[] = []
   lines.push(`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
   lines.push(`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
-  lines.push(`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}  policy ${record.policy_version.slice(0, 19)}…`)
+  lines.push(`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`)
   lines.push(`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
   if (record.replay_of) lines.push(`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
   if (record.parent) lines.push(`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
@@ -138,12 +142,19 @@ export function renderSpecList(specs: SpecSummary[]): string {
   ])
 }
 
+/** Where a run's model replies come from besides the endpoint: its cassette and the reply cache. */
+function replySources(provider: RunRecord['provider']): string {
+  const c = provider.cassette
+  const cassette = c ? (c.mode === 'record' ? ` (recording to ${c.file})` : ` (replaying ${c.file}${c.missing === 'live' ? `, missing replies asked live${c.append ? ' and recorded' : ''}` : ''})`) : ''
+  return `${cassette}${provider.cache === 'reuse' ? ' (reusing cached replies)' : ''}`
+}
+
 export function renderPlan(plan: RunPlan): string {
   const lines = [
     `plan for pipeline ${plan.pipeline.name} (${plan.pipeline.file})`,
     `  pipeline hash ${plan.pipeline.hash}`,
     `  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
-    `  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}`,
+    `  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}${replySources(plan.provider)}`,
     `  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
     ...(Object.keys(plan.inputs).length > 0 ? [`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
     `  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,

@@ -4,6 +4,7 @@ import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
+import {replyFlags, replyOptions} from '../cli/reply-flags.js'
 import {resumeSession} from '../engine/sessions/resume.js'
 import type {Decision} from '../engine/sessions/shared.js'
 import {assertId} from '../store/ids.js'
@@ -27,6 +28,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
     decision: Flags.string({description: 'Review decision.', options: ['go', 'hold', 'drop']}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Redrive a failed or blocked run under this policy file instead of the one it ran with.', helpValue: 'FILE'}),
+    ...replyFlags,
     store: PipeCommand.storeFlag,
   }
 
@@ -45,6 +47,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
         ...(flags.policy ? {policy: flags.policy} : {}),
         ...(flags.decision ? {decision: flags.decision as Decision} : {}),
         ...(flags.note ? {note: flags.note} : {}),
+        ...replyOptions(flags, process.cwd()),
       }),
     )
     return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)

@@ -11,6 +11,7 @@ import {renderPlan} from '../cli/views.js'
 import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
 import {askInputs, canPrompt} from '../cli/interactive.js'
+import {replyFlags, replyOptions} from '../cli/reply-flags.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -24,6 +25,8 @@ A run that needs answers or a review decision that were not given stops in await
     {description: 'Inline text, own store', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --text "Build a CSV export" --store /tmp/pipe-store'},
     {description: 'A pipeline with typed inputs', command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 -i max_items=5'},
     {description: 'Check everything and show the plan without running', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --dry-run'},
+    {description: 'Record the model replies of a run against an endpoint', command: 'OPENAI_BASE_URL=http://127.0.0.1:11434/v1 <%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 --record notes.cassette.jsonl'},
+    {description: 'Run it again offline, answered by the recording (no key, no network)', command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 --replay notes.cassette.jsonl'},
   ]
   static override args = {pipeline: Args.string({description: 'Pipeline file.', required: true})}
   static override flags = {
@@ -37,6 +40,7 @@ A run that needs answers or a review decision that were not given stops in await
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
     provider: Flags.string({description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.', options: ['auto', 'offline', 'openai']}),
+    ...replyFlags,
     store: PipeCommand.storeFlag,
     'dry-run': Flags.boolean({description: 'Check the pipeline, policy, input and answers and print the plan; run nothing, write nothing.'}),
   }
@@ -68,6 +72,7 @@ A run that needs answers or a review decision that were not given stops in await
       ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
       ...(flags.set ? {inputValues: flags.set} : {}),
       ...(flags.inputs ? {inputsFile: flags.inputs} : {}),
+      ...replyOptions(flags, process.cwd()),
       ...(canPrompt(this.jsonEnabled()) ? {askInputs: (missing: Parameters<typeof askInputs>[0]) => askInputs(missing)} : {}),
     }
     if (flags['dry-run']) {

@@ -11,6 +11,7 @@ import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/p
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 import {PipeError, toPipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
+import type {ModelCall} from '../providers/cassette.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
@@ -46,6 +47,8 @@ export interface EngineDeps {
   store: Store
   /** Creates the model provider on first use, so runs without model steps never load one. */
   provider: () => Promise<Provider>
+  /** What answered each model request a step made (live, a cassette, the reply cache), taken into its snapshot. */
+  replies?: {take(run: string, step: string): ModelCall[]}
   registry?: StepRegistry
   now?: () => Date
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>
@@ -102,7 +105,8 @@ interface RunExpressions {
   secrets: Record<string, string>
 }
 
-class History implements RunHistory {
+/** A run's history as steps read it (also used by pipe replay --check to run a step again). */
+export class History implements RunHistory {
   constructor(readonly snapshots: Snapshot[]) {}
 
   latestOutput<T = unknown>(key: string): T | undefined {
@@ -448,6 +452,8 @@ export class Engine {
       const seq = cursor.seq
       await hook(`before-step:${step.id}`)
       let executed: Executed
+      // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
+      this.deps.replies?.take(runId, step.id)
       try {
         executed = await this.execute(handler, step, seq, {record, settings, history, spec: current, exprs})
       } catch (error) {
@@ -455,6 +461,7 @@ export class Engine {
         throw error
       }
       const {errors, attempts, blocked, skipped} = executed
+      const modelCalls = this.deps.replies?.take(runId, step.id) ?? []
       // A reason may quote a resolved secret (an end's reason, a command line): never record or print it.
       const result = Object.keys(exprs.secrets).length > 0 && executed.result?.type === 'done' ? redactDeep(executed.result) : executed.result
       const ended = this.now()
@@ -469,7 +476,7 @@ export class Engine {
         return outcome('awaiting_input', {reason: result.reason, pending})
       }
 
-      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0}, errors, result, current, settings, history.snapshots)
+      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0, modelCalls}, errors, result, current, settings, history.snapshots)
       const committed = await commitStep(store, journal, hook)
       const snapshot = committed.snapshot
       history.snapshots.push(snapshot)
@@ -752,7 +759,7 @@ export class Engine {
     record: RunRecord,
     step: Step,
     handler: StepHandler<StepKind>,
-    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number; blocked: boolean; skipped: boolean; secrets: boolean},
+    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number; blocked: boolean; skipped: boolean; secrets: boolean; modelCalls: ModelCall[]},
     errors: Snapshot['errors'],
     result: StepDone | undefined,
     current: CanonicalSpec | null,
@@ -869,6 +876,7 @@ export class Engine {
         prev_hash: previous?.meta.record_hash ?? null,
         ...replayStart,
         ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices)} : {}),
+        ...(timing.modelCalls.length > 0 ? {model_calls: timing.modelCalls} : {}),
         extensions: {},
       },
     }
@@ -987,7 +995,7 @@ async function childResult(store: Store, runId: string): Promise<ChildResult> {
 }
 
 /** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
-function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
+export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
   const deferred = handler.deferred?.(step)
   const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
   return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]

@@ -2,6 +2,9 @@
 import {PipeError} from '../errors.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
+import {addSecret} from '../util/redact.js'
+import type {Cassette, ReplyStore} from './cassette.js'
+import {ReplyLog} from './cassette.js'
 import {OFFLINE_MODEL, type Provider} from './types.js'
 
 export type ProviderChoice = 'auto' | 'offline' | 'openai'
@@ -9,21 +12,45 @@ export type ProviderChoice = 'auto' | 'offline' | 'openai'
 export interface ProviderPlan {
   record: RunRecord['provider']
   create: () => Promise<Provider>
+  /** What answered each model request, by run and step (the engine writes it into the step's snapshot). */
+  replies: ReplyLog
+}
+
+/** Where model replies may come from besides the live endpoint. */
+export interface ReplySources {
+  /** An opened cassette (--record / --replay). */
+  cassette?: Cassette
+  /** reuse: answer a request the store's reply cache holds from it. */
+  cache?: 'off' | 'reuse'
+  /** The store's reply cache, which keeps every live reply. */
+  replyCache?: ReplyStore
 }
 
 /**
  * --provider wins over the pipeline's provider.kind. auto means openai when OPENAI_API_KEY or
- * OPENAI_BASE_URL is set, else the offline rules provider. The key itself is never recorded.
+ * OPENAI_BASE_URL is set, or a cassette is replayed, else the offline rules provider. A replayed
+ * cassette needs no endpoint: with neither variable set, the cassette alone answers. The key itself
+ * is never recorded.
  */
-export function planProvider(choice: ProviderChoice | undefined, settings: ProviderSettings | undefined, env: NodeJS.ProcessEnv = process.env): ProviderPlan {
+export function planProvider(choice: ProviderChoice | undefined, settings: ProviderSettings | undefined, env: NodeJS.ProcessEnv = process.env, sources: ReplySources = {}): ProviderPlan {
   const wanted = choice && choice !== 'auto' ? choice : (settings?.kind ?? 'auto')
   const apiKey = env.OPENAI_API_KEY || undefined
   const baseURL = env.OPENAI_BASE_URL || undefined
-  const kind = wanted === 'auto' ? (apiKey || baseURL ? 'openai' : 'offline') : wanted
+  // The key never reaches a record, a cassette or the reply cache, whichever environment it came from.
+  addSecret(apiKey)
+  const {cassette} = sources
+  const kind = wanted === 'auto' ? (apiKey || baseURL || cassette ? 'openai' : 'offline') : wanted
+  const replies = new ReplyLog()
   let provider: Provider | undefined
   if (kind === 'offline') {
+    if (cassette) {
+      throw new PipeError('E_INVALID_ARGS', `--${cassette.options.mode} records and replays the replies of the openai provider, but this run uses the offline rules provider, which asks no model`, {
+        hint: 'Leave out --provider offline (or the pipeline\'s provider.kind: offline), or leave out the cassette.',
+      })
+    }
     return {
       record: {kind: 'offline', model: OFFLINE_MODEL, endpoint_host: null},
+      replies,
       create: async () => {
         if (!provider) {
           const {OfflineProvider} = await import('./offline/provider.js')
@@ -33,24 +60,51 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
       },
     }
   }
-  if (!apiKey && !baseURL) {
-    throw new PipeError('E_CONFIG', 'the openai provider needs an endpoint, but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set', {
-      hint: 'Set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server), or use --provider offline.',
+  // Replaying with missing requests an error, no endpoint is asked, so none is needed (nor recorded).
+  const needsLive = !cassette || cassette.options.mode === 'record' || cassette.options.missing === 'live'
+  if (needsLive && !apiKey && !baseURL) {
+    throw new PipeError('E_CONFIG', `the openai provider needs an endpoint${cassette ? ` to ${cassette.options.mode === 'record' ? 'record from' : 'fill what the cassette is missing'}` : ''}, but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set`, {
+      hint: cassette ? 'Set OPENAI_BASE_URL (and OPENAI_API_KEY) for the server to record from, or replay without --replay-missing live.' : 'Set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server), or use --provider offline.',
     })
   }
-  let host: string
-  try {
-    host = new URL(baseURL ?? 'https://api.openai.com/v1').host
-  } catch {
-    throw new PipeError('E_CONFIG', `OPENAI_BASE_URL is not a URL: ${baseURL}`, {hint: 'For example http://127.0.0.1:11434/v1 for Ollama.'})
+  let host: string | null = null
+  if (needsLive) {
+    try {
+      host = new URL(baseURL ?? 'https://api.openai.com/v1').host
+    } catch {
+      throw new PipeError('E_CONFIG', `OPENAI_BASE_URL is not a URL: ${baseURL}`, {hint: 'For example http://127.0.0.1:11434/v1 for Ollama.'})
+    }
   }
   const model = settings?.model ?? 'gpt-4o-mini'
+  const cache = sources.cache === 'reuse' ? {cache: 'reuse' as const} : {}
+  const recordCassette = cassette
+    ? {
+        cassette: {
+          file: cassette.file,
+          mode: cassette.options.mode,
+          ...(cassette.options.mode === 'replay' ? {missing: cassette.options.missing ?? 'error'} : {}),
+          ...(cassette.options.mode === 'replay' && cassette.options.append ? {append: true} : {}),
+          ...(cassette.options.mode === 'replay' && cassette.sha256 ? {sha256: cassette.sha256} : {}),
+        },
+      }
+    : {}
   return {
-    record: {kind: 'openai', model, endpoint_host: host},
+    record: {kind: 'openai', model, endpoint_host: host, ...recordCassette, ...cache},
+    replies,
     create: async () => {
       if (!provider) {
-        const [{OpenAIProvider}, {LiveTransport}] = await Promise.all([import('./openai/provider.js'), import('./openai/transport.js')])
-        const transport = new LiveTransport({...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {}), ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {})})
+        const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
+        let live = null
+        if (needsLive) {
+          const {LiveTransport} = await import('./openai/transport.js')
+          live = new LiveTransport({...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {}), ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {})})
+        }
+        const transport = new ReplyTransport({
+          live,
+          log: replies,
+          ...(cassette ? {cassette} : {}),
+          ...(sources.replyCache ? {cache: {store: sources.replyCache, reuse: sources.cache === 'reuse'}} : {}),
+        })
         provider = new OpenAIProvider({settings: settings ?? {}, transport})
       }
       return provider

@@ -8,7 +8,7 @@ import type {ErrorObject, ValidateFunction} from 'ajv'
 import {createRequire} from 'node:module'
 import {ajvModuleFor, ajvOptions} from './options.js'
 
-export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | ModelSchemaName
+export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | 'cassette' | ModelSchemaName
 export type ModelSchemaName = 'model/compile' | 'model/clarify_questions' | 'model/apply_answers' | 'model/plan_tasks' | 'model/generate_vv'
 
 export const schemasDir = fileURLToPath(new URL('../../schemas/', import.meta.url))

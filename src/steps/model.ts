@@ -56,6 +56,7 @@ export const model: StepHandler<'model'> = {
   outcomes: () => ['success'],
   changesSpec: (step) => step.spec_path !== undefined,
   needsModel: true,
+  rerunsFromReplies: true,
   // Asking again costs tokens but changes nothing outside the run.
   safeToRetry: true,
   outputsSchema(step, pipeline) {

@@ -234,6 +234,12 @@ export interface StepHandler<K extends StepKind> {
   changesSpec: boolean | ((step: StepOf<K>) => boolean)
   /** Whether only a real model can run it: the offline rules provider fails it with E_CONFIG (a dry run warns). */
   needsModel?: boolean
+  /**
+   * Whether its result is a function of its resolved config, the spec, the run's earlier snapshots
+   * and its model replies alone, with no effect outside the run: `pipe replay --check` runs it again
+   * answered only by the store's reply cache and compares the result.
+   */
+  rerunsFromReplies?: boolean
   /** Whether it needs a spec version to exist when it runs (validate checks one can). */
   needsSpec?: boolean
   /** The argument vectors it will run, with their place in the step, for checks against a policy before a run. */

@@ -22,6 +22,7 @@ import path from 'node:path'
 import {check} from '../schema/registry.js'
 import type {Evidence} from '../types/evidence.js'
 import type {LedgerEntry} from '../types/ledger.js'
+import {replyFileProblem} from './replies.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -425,6 +426,22 @@ export class Auditor {
     return seals
   }
 
+  /**
+   * The reply cache: each file's format, name and seal (a file that fails would be refused when a
+   * run reuses it). Not part of the trail: a removed reply is only asked again.
+   */
+  replies(): void {
+    const dir = path.join(this.store.root, 'replies')
+    for (const name of listDir(dir)) {
+      if (this.tidyTemp(dir, name)) continue
+      if (!/^[0-9a-f]{64}\.json$/.test(name)) continue
+      const file = path.join(dir, name)
+      const parsed = parseBytes<Record<string, unknown>>(readBytes(file))
+      const problem = parsed.ok ? replyFileProblem(parsed.value, `sha256:${name.slice(0, 64)}`) : parsed.message
+      if (problem) this.problem({record: `reply ${name.slice(0, 12)}`, file, field: '(file)', message: problem})
+    }
+  }
+
   /** Ledger entries against the ledger log: each entry's seal is the last one the log recorded for its key. */
   ledger(named: ReadonlyMap<string, string> = new Map()): {head: string | null; seals: Array<[string, string | null]>} {
     const dir = path.join(this.store.root, 'ledger')
@@ -539,6 +556,7 @@ export async function auditStore(store: Store, runId?: string, kinds: AuditKinds
   auditor.unreferenced()
   const features = auditor.features(featureRuns, featureBound)
   const ledger = auditor.ledger(publishedKeys)
+  auditor.replies()
   auditor.report.head = hashJson({
     index: index.lines.at(-1)?.hash ?? null,
     runs: [...auditor.runSeals].sort(([a], [b]) => (a < b ? -1 : 1)),

@@ -36,6 +36,32 @@ export interface RunRecord {
     kind: string
     model: string | null
     endpoint_host?: string | null
+    /**
+     * Model replies came from (or were recorded to) a cassette: pipe run --record / --replay.
+     */
+    cassette?: {
+      /**
+       * Absolute path of the cassette file.
+       */
+      file: string
+      mode: 'record' | 'replay'
+      /**
+       * replay: what a request with no recorded reply does (error, or ask the live endpoint).
+       */
+      missing?: 'error' | 'live'
+      /**
+       * replay with missing live: replies fetched live are added to the cassette.
+       */
+      append?: boolean
+      /**
+       * replay: sha256 of the cassette file when the run started.
+       */
+      sha256?: string
+    }
+    /**
+     * reuse: requests the store's reply cache answered before were answered from it (--cache reuse).
+     */
+    cache?: 'off' | 'reuse'
   }
   input: {
     kind: 'file' | 'stdin' | 'text' | 'none'

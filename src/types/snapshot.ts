@@ -123,5 +123,15 @@ export interface Snapshot {
       cost?: number
       currency?: string
     }
+    /**
+     * Each model request the step made (all attempts, repairs included), in order: the request's key (sha256 of the normalised request, as in cassettes and the store's reply cache) and what answered it.
+     */
+    model_calls?: {
+      key: string
+      /**
+       * live: the model endpoint; cassette: a recorded reply (--replay, or a repeat of a request already recorded in this run); cache: the store's reply cache (--cache reuse).
+       */
+      source: 'live' | 'cassette' | 'cache'
+    }[]
   }
 }

@@ -13,7 +13,7 @@ import {decodeText, readInputFile, readStream} from '../../util/text-input.js'
 import {readYamlFile} from '../../config/yaml-source.js'
 import {resolveInputs, type InputDeclaration, type InputValue} from '../../expr/inputs.js'
 import {readSecrets} from '../expressions.js'
-import {type StartSession, loadPipelineOrThrow, policyOrThrow, upFront} from './shared.js'
+import {type StartSession, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
 
 async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {
   const given = [options.input !== undefined, options.text !== undefined].filter(Boolean).length
@@ -78,6 +78,6 @@ export async function prepareStart(options: StartSession): Promise<{pipeline: Lo
   const inputs = await prepareInputs(pipeline, options)
   // An unset secret stops the run here, before anything is written.
   readSecrets(pipeline.pipeline)
-  const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env)
+  const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env ?? process.env, await replySources(options))
   return {pipeline, policy, answers, input, provider, inputs}
 }

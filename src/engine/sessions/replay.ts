@@ -7,9 +7,10 @@ import {planProvider} from '../../providers/select.js'
 import {Store} from '../../store/store.js'
 import {readSecrets} from '../expressions.js'
 import type {RunOutcome} from '../engine.js'
-import {type Decision, type SessionOptions, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront} from './shared.js'
+import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront, replySources} from './shared.js'
 
-export interface ReplaySession extends SessionOptions {
+/** Model replies of a replay: the store's reply cache is reused unless --cache off; a cassette the original replayed is replayed again. */
+export interface ReplaySession extends SessionOptions, ReplyOptions {
   runId: string
   from?: string
   seq?: number
@@ -41,8 +42,9 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     checkAnswers(given, upFront(pipeline))
     answers = {...answers, ...given}
   }
-  const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
-  return engineFor(store, options, provider.create).start({
+  const replies = continuedReplies(options, original.provider, {cache: 'reuse', cassette: 'replayed-only'})
+  const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, await replySources({cwd: options.cwd, store: options.store, ...replies}))
+  return engineFor(store, options, provider.create, provider.replies).start({
     pipeline,
     policy: guarding(policy, store),
     cwd: original.workspace ?? options.cwd,

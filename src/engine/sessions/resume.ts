@@ -8,9 +8,14 @@ import {Store} from '../../store/store.js'
 import {readSecrets} from '../expressions.js'
 import type {RunOutcome} from '../engine.js'
 import {isRedrivable} from '../lifecycle.js'
-import {type Decision, type SessionOptions, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, openQuestions} from './shared.js'
+import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, openQuestions, replySources} from './shared.js'
 
-export interface ResumeSession extends SessionOptions {
+/**
+ * Model replies of a resumed run: its cassette unless another is given; a redriven (failed or
+ * blocked) run reuses the store's cached replies unless --cache off, so calls that already
+ * succeeded are not paid for again.
+ */
+export interface ResumeSession extends SessionOptions, ReplyOptions {
   runId: string
   /** A changed policy for a redrive of a failed or blocked run. */
   policy?: string
@@ -42,8 +47,9 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   }
   if (answers) checkAnswers(answers, openQuestions(record))
   readSecrets(pipeline.pipeline)
-  const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider)
-  return engineFor(store, options, provider.create).resume(options.runId, {
+  const replies = continuedReplies(options, record.provider, {cache: isRedrivable(record.status) ? 'reuse' : 'off', cassette: 'as-recorded'})
+  const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, await replySources({cwd: options.cwd, store: options.store, ...replies}))
+  return engineFor(store, options, provider.create, provider.replies).resume(options.runId, {
     pipeline,
     policy: guarding(policy, store),
     // Steps act in the workspace the run started in, wherever resume is called from.

@@ -1,5 +1,6 @@
 /** What every session shares: the options a command passes, loading the pipeline and the policy or failing with their errors, the engine with its hooks, and the checks answers go through. */
 import {existsSync} from 'node:fs'
+import path from 'node:path'
 import type {Readable} from 'node:stream'
 import {answerableFields} from '../../config/answers.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'
@@ -7,9 +8,11 @@ import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../../confi
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import type {LoadedPolicy} from '../../policy/policy.js'
-import type {ProviderChoice} from '../../providers/select.js'
+import type {CassetteOptions} from '../../providers/cassette.js'
+import type {ProviderChoice, ReplySources} from '../../providers/select.js'
 import {KEY_FIELDS} from '../../providers/spec-build.js'
 import {kindCatalog} from '../../steps/registry.js'
+import {ReplyCache} from '../../store/replies.js'
 import {Store} from '../../store/store.js'
 import type {RunRecord} from '../../types/run.js'
 import {faultPoint, faultsEnabled} from '../../util/faults.js'
@@ -29,6 +32,30 @@ export interface SessionOptions {
   user?: string
 }
 
+/** Where model replies come from, for the sessions that run steps (run, resume, replay). */
+export interface ReplyOptions {
+  /** Model replies: record each request and reply to a cassette file, or answer from one (`--record`, `--replay`, `--replay-missing`). */
+  cassette?: CassetteOptions
+  /** `reuse`: a request the store's reply cache has answered before is answered from it (`--cache`). */
+  cache?: 'off' | 'reuse'
+  /** The environment provider selection reads (OPENAI_API_KEY, OPENAI_BASE_URL); process.env when absent. */
+  env?: NodeJS.ProcessEnv
+}
+
+/**
+ * A continued run's reply sources: what the command gave, else what the run started with. A run
+ * that was recording goes on recording into the same file without dropping what it recorded
+ * before (it replays that and records the rest live), so its cassette ends up whole.
+ */
+export function continuedReplies(options: ReplyOptions, provider: RunRecord['provider'], defaults: {cache: 'off' | 'reuse'; cassette: 'as-recorded' | 'replayed-only'}): Pick<ReplyOptions, 'cassette' | 'cache'> {
+  const recorded = provider.cassette
+  let inherited: CassetteOptions | undefined
+  if (recorded?.mode === 'replay') inherited = {file: recorded.file, mode: 'replay', ...(recorded.missing ? {missing: recorded.missing} : {}), ...(recorded.append ? {append: true} : {})}
+  else if (recorded?.mode === 'record' && defaults.cassette === 'as-recorded') inherited = {file: recorded.file, mode: 'replay', missing: 'live', append: true}
+  const cassette = options.cassette ?? inherited
+  return {...(cassette ? {cassette} : {}), cache: options.cache ?? (provider.cache === 'reuse' ? 'reuse' : defaults.cache)}
+}
+
 export interface StartSession extends SessionOptions {
   pipeline: string
   input?: string
@@ -46,7 +73,7 @@ export interface StartSession extends SessionOptions {
   /** A YAML file of input values (`--inputs FILE`). */
   inputsFile?: string
   /** Model replies: record each request and reply to a cassette file, or answer from one (`--record`, `--replay`, `--replay-missing`). */
-  cassette?: {file: string; mode: 'record' | 'replay'; missing?: 'error' | 'live'}
+  cassette?: CassetteOptions
   /** `reuse`: a request the store's reply cache has answered before is answered from it (`--cache`). */
   cache?: 'off' | 'reuse'
   /** The environment provider selection reads (OPENAI_API_KEY, OPENAI_BASE_URL); process.env when absent. */
@@ -75,16 +102,30 @@ export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline>
   return result.loaded
 }
 
+/**
+ * The cassette (read and checked now, so a bad one fails before anything is written) and the reply
+ * cache of the store a session's provider may answer from. A relative cassette path is taken from
+ * the working directory.
+ */
+export async function replySources(options: {cwd: string; store: string; cassette?: CassetteOptions; cache?: 'off' | 'reuse'}): Promise<ReplySources> {
+  const replyCache = new ReplyCache(path.resolve(options.cwd, options.store))
+  if (!options.cassette) return {replyCache, ...(options.cache ? {cache: options.cache} : {})}
+  const {Cassette} = await import('../../providers/cassette.js')
+  const cassette = await Cassette.open({...options.cassette, file: path.resolve(options.cwd, options.cassette.file)})
+  return {replyCache, cassette, ...(options.cache ? {cache: options.cache} : {})}
+}
+
 export async function policyOrThrow(explicit: string | undefined, cwd: string): Promise<LoadedPolicy> {
   const result = await resolvePolicy(explicit, cwd)
   if (!result.ok) throw new PipeError('E_CONFIG', `invalid policy:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Fix the policy file (pipe validate policy.yaml).'})
   return result.loaded
 }
 
-export function engineFor(store: Store, options: SessionOptions, createProvider: EngineDeps['provider']): Engine {
+export function engineFor(store: Store, options: SessionOptions, createProvider: EngineDeps['provider'], replies?: EngineDeps['replies']): Engine {
   return new Engine({
     store,
     provider: createProvider,
+    ...(replies ? {replies} : {}),
     ...(options.onProgress ? {onProgress: options.onProgress} : {}),
     ...(options.signal ? {signal: options.signal} : {}),
     ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),

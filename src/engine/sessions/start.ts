@@ -8,7 +8,7 @@ import {prepareStart} from './prepare.js'
 export async function startSession(options: StartSession): Promise<RunOutcome> {
   const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
   const store = await Store.open(path.resolve(options.cwd, options.store))
-  return engineFor(store, options, provider.create).start({
+  return engineFor(store, options, provider.create, provider.replies).start({
     pipeline,
     policy: guarding(policy, store),
     cwd: options.cwd,

@@ -1,0 +1,417 @@
+/**
+ * Recorded model replies. Every request is identified by its key: the sha256 of the canonical JSON
+ * of the request normalised to the fields that decide the reply (model, messages, response format,
+ * tools, tool choice, temperature, max tokens), after redaction, so a key never encodes a secret and
+ * does not change with one.
+ *
+ * A cassette (`pipe run --record FILE`, `--replay FILE`) is JSON Lines: a header line, then one line
+ * per request and its reply, sorted by step and key, keys sorted inside each line, nothing
+ * run-specific (ids, times, hosts), so recording the same run twice gives the same bytes. Each new
+ * recording rewrites the file whole (temporary file, fsync, rename) under a lock, merging what other
+ * writers added meanwhile: a crash leaves the old file or the new, never a torn one, and concurrent
+ * runs lose nothing.
+ *
+ * The store's reply cache (`<store>/replies/<hex>.json`) keeps every live reply under the same key,
+ * sealed like the store's other records; `--cache reuse` answers a request it holds from it.
+ */
+import {createHash} from 'node:crypto'
+import {existsSync} from 'node:fs'
+import {mkdir, readFile} from 'node:fs/promises'
+import path from 'node:path'
+import {PipeError} from '../errors.js'
+import {check, describeErrors} from '../schema/registry.js'
+import type {Interaction} from '../types/cassette.js'
+import {faultPoint} from '../util/faults.js'
+import {writeFileAtomic} from '../util/fs.js'
+import {canonicalJson, hashJson} from '../util/hash.js'
+import {acquireLock} from '../util/lock.js'
+import {redactDeep} from '../util/redact.js'
+import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from './chat.js'
+
+export const CASSETTE_FORMAT = 'pipe-cassette/1'
+
+export type ReplySource = 'live' | 'cassette' | 'cache'
+
+export interface CassetteOptions {
+  file: string
+  mode: 'record' | 'replay'
+  /** replay: a request with no recorded reply fails the step (error) or asks the live endpoint (live). */
+  missing?: 'error' | 'live'
+  /** replay with missing live: the replies asked live are added to the file. */
+  append?: boolean
+  /** record: the header's note (what produced the recording). */
+  note?: string
+}
+
+type StoredReply = Omit<ChatReply, 'source'>
+
+// Keys
+
+/** The request as it identifies itself: only the fields that decide the reply, redacted, absent ones left out. */
+export function normaliseRequest(request: ChatRequest): ChatRequest {
+  const message = (m: ChatMessage): ChatMessage => {
+    const out: Record<string, unknown> = {role: m.role, content: m.content}
+    if (m.role === 'assistant' && m.tool_calls && m.tool_calls.length > 0) out['tool_calls'] = m.tool_calls.map((c) => ({id: c.id, type: c.type, function: {name: c.function.name, arguments: c.function.arguments}}))
+    if (m.role === 'tool') out['tool_call_id'] = m.tool_call_id
+    return out as unknown as ChatMessage
+  }
+  const out: ChatRequest = {model: request.model, messages: request.messages.map(message)}
+  if (request.temperature !== undefined) out.temperature = request.temperature
+  if (request.max_tokens !== undefined) out.max_tokens = request.max_tokens
+  if (request.response_format !== undefined) out.response_format = request.response_format
+  if (request.tools !== undefined && request.tools.length > 0) out.tools = request.tools
+  if (request.tool_choice !== undefined) out.tool_choice = request.tool_choice
+  // Through JSON: drops undefined deep inside (a tool's description) so equal requests hash equal.
+  return redactDeep(JSON.parse(JSON.stringify(out)) as ChatRequest)
+}
+
+export function requestKey(request: ChatRequest): string {
+  return hashJson(normaliseRequest(request))
+}
+
+function storedReply(reply: ChatReply): StoredReply {
+  const {source: _source, ...rest} = reply
+  return redactDeep(JSON.parse(JSON.stringify(rest)) as StoredReply)
+}
+
+// What answered each request, for the snapshot of the step that asked.
+
+export interface ModelCall {
+  key: string
+  source: ReplySource
+}
+
+/** The requests each (run, step) made since the engine last took them. */
+export class ReplyLog {
+  private readonly calls = new Map<string, ModelCall[]>()
+
+  note(call: ChatCall, entry: ModelCall): void {
+    if (call.run === undefined) return
+    const id = `${call.run}\u0000${call.step}`
+    const list = this.calls.get(id)
+    if (list) list.push(entry)
+    else this.calls.set(id, [entry])
+  }
+
+  take(run: string, step: string): ModelCall[] {
+    const id = `${run}\u0000${step}`
+    const list = this.calls.get(id) ?? []
+    this.calls.delete(id)
+    return list
+  }
+}
+
+// The cassette file
+
+export interface CassetteContents {
+  note?: string
+  interactions: Map<string, Interaction>
+}
+
+function configError(file: string, line: number, message: string, hint: string): PipeError {
+  return new PipeError('E_CONFIG', `${file}:${line}: ${message}`, {hint})
+}
+
+/** Reads a cassette's text; anything that is not a cassette of this version is E_CONFIG at its line. */
+export function parseCassette(text: string, file: string): CassetteContents {
+  const lines = text.split('\n')
+  if (lines.at(-1) === '') lines.pop()
+  const rerecord = `Record it again with pipe run ... --record ${file}, or restore it from version control.`
+  if (lines.length === 0) throw configError(file, 1, 'the cassette is empty (no header line)', rerecord)
+  const interactions = new Map<string, Interaction>()
+  let note: string | undefined
+  lines.forEach((raw, i) => {
+    const n = i + 1
+    let value: unknown
+    try {
+      value = JSON.parse(raw)
+    } catch (error) {
+      throw configError(file, n, `not a JSON line (${(error as Error).message}); a cassette is JSON Lines`, rerecord)
+    }
+    const type = value !== null && typeof value === 'object' ? (value as {type?: unknown}).type : undefined
+    if (i === 0) {
+      const format = (value as {format?: unknown} | null)?.format
+      if (type !== 'header') throw configError(file, n, 'the first line is not a cassette header ({"type":"header","format":"pipe-cassette/1",...}); is this a pipe cassette?', rerecord)
+      if (typeof format === 'string' && format.startsWith('pipe-cassette/') && format !== CASSETTE_FORMAT) {
+        throw configError(file, n, `cassette format ${format} is not one this pipe reads (it reads ${CASSETTE_FORMAT})`, `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`)
+      }
+    } else if (type !== 'interaction') {
+      throw configError(file, n, type === 'header' ? 'a second header line' : 'not an interaction line ({"type":"interaction",...})', rerecord)
+    }
+    const result = check('cassette', value)
+    if (!result.valid) throw configError(file, n, `does not match the cassette schema (schemas/cassette.schema.json): ${describeErrors(result.errors)}`, rerecord)
+    if (i === 0) {
+      note = (value as {note?: string}).note
+      return
+    }
+    const entry = value as Interaction
+    const actual = requestKey(entry.request as ChatRequest)
+    if (actual !== entry.key) throw configError(file, n, `the key ${entry.key} is not the hash of the line's request (${actual}); the request was edited`, rerecord)
+    interactions.set(entry.key, entry)
+  })
+  return {...(note !== undefined ? {note} : {}), interactions}
+}
+
+/** The file's bytes: the header, then the interactions by step and key, each line canonical JSON. */
+export function serialiseCassette(contents: CassetteContents): string {
+  const header = {type: 'header', format: CASSETTE_FORMAT, ...(contents.note !== undefined ? {note: contents.note} : {})}
+  const entries = [...contents.interactions.values()].sort((a, b) => (a.step === b.step ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : a.step < b.step ? -1 : 1))
+  return [header, ...entries].map((line) => `${canonicalJson(line)}\n`).join('')
+}
+
+/** A cassette opened for a session: what it held when opened, and what this session recorded into it. */
+export class Cassette {
+  private readonly recorded = new Map<string, Interaction>()
+  private writing: Promise<void> = Promise.resolve()
+
+  private constructor(
+    readonly options: CassetteOptions,
+    private readonly opened: CassetteContents | null,
+    /** sha256 of the file as opened (null when it did not exist). */
+    readonly sha256: string | null,
+  ) {}
+
+  static async open(options: CassetteOptions): Promise<Cassette> {
+    const file = path.resolve(options.file)
+    let text: string | null = null
+    try {
+      text = await readFile(file, 'utf8')
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code !== 'ENOENT') throw new PipeError('E_CONFIG', `cannot read the cassette ${file} (${code ?? String(error)})`, {hint: 'Check the path and its permissions.'})
+      if (options.mode === 'replay') {
+        throw new PipeError('E_CONFIG', `the cassette ${file} does not exist`, {
+          hint: `Record one first: pipe run ... --record ${options.file} (with a model endpoint), or check the path given to --replay.`,
+        })
+      }
+    }
+    // A fresh recording replaces the file whatever it held; replaying needs it whole and valid.
+    const contents = text === null ? null : options.mode === 'record' ? tryParse(text, file) : parseCassette(text, file)
+    return new Cassette({...options, file}, contents, text === null ? null : `sha256:${createHash('sha256').update(text).digest('hex')}`)
+  }
+
+  get file(): string {
+    return this.options.file
+  }
+
+  /** Whether replies are written to the file: --record, or --replay with missing live and --record too. */
+  get records(): boolean {
+    return this.options.mode === 'record' || (this.options.missing === 'live' && this.options.append === true)
+  }
+
+  /** The recorded reply for a key: recorded by this session, or (replaying) held by the file. */
+  lookup(key: string): Interaction | undefined {
+    return this.recorded.get(key) ?? (this.options.mode === 'replay' ? this.opened?.interactions.get(key) : undefined)
+  }
+
+  /** The recordings a request of `step` could have meant, for the message about a missing one. */
+  candidates(step: string): Interaction[] {
+    const all = [...(this.options.mode === 'replay' ? (this.opened?.interactions.values() ?? []) : []), ...this.recorded.values()]
+    return all.filter((i) => i.step === step)
+  }
+
+  steps(): string[] {
+    const all = [...(this.opened?.interactions.values() ?? []), ...this.recorded.values()]
+    return [...new Set(all.map((i) => i.step))].sort()
+  }
+
+  async record(entry: Interaction): Promise<void> {
+    const before = this.recorded.get(entry.key)
+    // One line per key; when several steps asked the same, the first in name order names it (stable whatever ran first).
+    if (before && before.step <= entry.step) return
+    this.recorded.set(entry.key, before ? {...before, step: entry.step} : entry)
+    const next = this.writing.then(() => this.write())
+    this.writing = next.catch(() => undefined)
+    await next
+  }
+
+  /**
+   * Rewrites the file whole under a lock. What it holds: a fresh recording's own entries, or the
+   * opened file's plus this session's; in both cases with whatever another writer added since this
+   * session opened it (a key the opened file did not have).
+   */
+  private async write(): Promise<void> {
+    const file = this.options.file
+    await mkdir(path.dirname(file), {recursive: true})
+    const release = await acquireLock(`${file}.lock`, {waitMs: 30000, busy: (h) => `the cassette ${file} is being written by process ${h.pid}`, hint: 'Wait for the other run to finish.'})
+    try {
+      const openedKeys = new Set(this.opened?.interactions.keys() ?? [])
+      const onDisk = existsSync(file) ? tryParse(await readFile(file, 'utf8'), file) : null
+      const merged = new Map<string, Interaction>()
+      const keepOpened = this.options.mode === 'replay'
+      for (const [key, entry] of onDisk?.interactions ?? []) if (keepOpened || !openedKeys.has(key)) merged.set(key, entry)
+      // Appending: what the file held when opened stays, even if it was damaged on disk since.
+      if (keepOpened) for (const [key, entry] of this.opened?.interactions ?? []) if (!merged.has(key)) merged.set(key, entry)
+      for (const [key, entry] of this.recorded) {
+        const other = merged.get(key)
+        merged.set(key, other && other.step < entry.step ? {...entry, step: other.step} : entry)
+      }
+      const note = this.options.note ?? (keepOpened ? (onDisk?.note ?? this.opened?.note) : undefined) ?? 'recorded by pipe run --record from the replies of the model endpoint it was given'
+      faultPoint('cassette-write')
+      await writeFileAtomic(file, serialiseCassette({note, interactions: merged}))
+    } finally {
+      await release()
+    }
+  }
+}
+
+/** A file being re-recorded: its entries when it reads as a cassette, else nothing (it is replaced). */
+function tryParse(text: string, file: string): CassetteContents | null {
+  try {
+    return parseCassette(text, file)
+  } catch {
+    return null
+  }
+}
+
+// How a missing request differs from what was recorded
+
+function messagesText(request: ChatRequest): string {
+  return request.messages
+    .map((m) => {
+      const calls = m.role === 'assistant' && m.tool_calls ? m.tool_calls.map((c) => `\n(tool call ${c.function.name} ${c.function.arguments})`).join('') : ''
+      return `[${m.role}${m.role === 'tool' ? ` ${m.tool_call_id}` : ''}]\n${m.content ?? ''}${calls}`
+    })
+    .join('\n')
+}
+
+const FIELDS = ['model', 'temperature', 'max_tokens', 'response_format', 'tools', 'tool_choice'] as const
+
+type Field = (typeof FIELDS)[number]
+
+function differingFields(a: ChatRequest, b: ChatRequest): Field[] {
+  return FIELDS.filter((f) => canonicalJson(a[f] ?? null) !== canonicalJson(b[f] ?? null))
+}
+
+/** A unified diff (recorded -> now) of the messages, and the other fields that differ. */
+export async function describeDifference(recorded: ChatRequest, now: ChatRequest): Promise<string> {
+  const fields = differingFields(recorded, now)
+  const parts: string[] = []
+  for (const f of fields) parts.push(`${f}: recorded ${canonicalJson(recorded[f] ?? null).slice(0, 200)}, now ${canonicalJson(now[f] ?? null).slice(0, 200)}`)
+  const before = messagesText(recorded)
+  const after = messagesText(now)
+  if (before !== after) {
+    const {createTwoFilesPatch} = await import('diff')
+    const patch = createTwoFilesPatch('recorded', 'now', `${before}\n`, `${after}\n`, undefined, undefined, {context: 2})
+    const body = patch.split('\n').slice(2).join('\n').trimEnd()
+    const lines = body.split('\n')
+    parts.push(`messages differ:\n${lines.length > 60 ? `${lines.slice(0, 60).join('\n')}\n... (${lines.length - 60} more diff lines)` : body}`)
+  }
+  return parts.join('\n')
+}
+
+async function nearest(candidates: Interaction[], now: ChatRequest): Promise<Interaction | undefined> {
+  if (candidates.length <= 1) return candidates[0]
+  const {diffLines} = await import('diff')
+  const text = messagesText(now)
+  let best: {entry: Interaction; score: number} | undefined
+  for (const entry of candidates) {
+    const request = entry.request as ChatRequest
+    const changed = diffLines(messagesText(request), text).reduce((n, c) => n + (c.added || c.removed ? (c.count ?? 1) : 0), 0)
+    const score = differingFields(request, now).length * 1_000_000 + changed
+    if (!best || score < best.score) best = {entry, score}
+  }
+  return best?.entry
+}
+
+// The store's reply cache, as the transport sees it (src/store/replies.ts keeps it).
+
+export interface ReplyStore {
+  /** The cached request and reply under `key` (its file checked), or null. */
+  read(key: string): Promise<{request: unknown; reply: unknown} | null>
+  write(key: string, request: unknown, reply: unknown): Promise<void>
+  fileOf(key: string): string
+}
+
+// The transport
+
+function interaction(key: string, request: ChatRequest, call: ChatCall, reply: StoredReply): Interaction {
+  return {type: 'interaction', key, step: call.step, request: normaliseRequest(request), reply}
+}
+
+export interface ReplyTransportOptions {
+  /** The live endpoint; null when only recorded replies may answer. */
+  live: ChatTransport | null
+  cassette?: Cassette
+  cache?: {store: ReplyStore; reuse: boolean}
+  log: ReplyLog
+}
+
+/**
+ * Answers each request from, in order: the cassette (replaying, or a repeat of a request this
+ * session recorded), the store's reply cache (with reuse), the live endpoint. Every live reply goes
+ * into the cache; with a recording cassette every reply goes into the cassette. Identical requests
+ * asked at the same time share one live call, so a recording run and its replay get the same replies.
+ */
+export class ReplyTransport implements ChatTransport {
+  readonly endpointHost: string | null
+  private readonly pending = new Map<string, Promise<{reply: StoredReply; source: ReplySource}>>()
+
+  constructor(private readonly options: ReplyTransportOptions) {
+    this.endpointHost = options.live?.endpointHost ?? null
+  }
+
+  async complete(request: ChatRequest, call: ChatCall): Promise<ChatReply> {
+    const key = requestKey(request)
+    let answer = this.pending.get(key)
+    let first = false
+    if (!answer) {
+      first = true
+      answer = this.answer(key, request, call)
+      this.pending.set(key, answer)
+      answer.then(
+        () => this.pending.delete(key),
+        () => this.pending.delete(key),
+      )
+    }
+    const {reply, source: own} = await answer
+    // A request that waited for an identical one in flight got a recorded reply, not a live one.
+    const source: ReplySource = first ? own : own === 'cache' ? 'cache' : 'cassette'
+    // Its step may name the recording (the first step by name does, whichever asked first).
+    if (!first && this.options.cassette?.records) await this.options.cassette.record(interaction(key, request, call, reply))
+    this.options.log.note(call, {key, source})
+    return {...structuredClone(reply), ...(source === 'live' ? {} : {source})}
+  }
+
+  private async answer(key: string, request: ChatRequest, call: ChatCall): Promise<{reply: StoredReply; source: ReplySource}> {
+    const {cassette, cache, live} = this.options
+    const recorded = cassette?.lookup(key)
+    if (recorded) return {reply: recorded.reply, source: 'cassette'}
+    if (cassette && cassette.options.mode === 'replay' && cassette.options.missing !== 'live') throw await this.missing(cassette, request, call)
+    let reply: StoredReply | null = null
+    let source: ReplySource = 'live'
+    if (cache?.reuse) {
+      const cached = await cache.store.read(key)
+      if (cached) {
+        // The store checked the file's seal; the request must also be the one its name says.
+        const actual = requestKey(cached.request as ChatRequest)
+        if (actual !== key) throw new PipeError('E_INTEGRITY', `the cached reply ${cache.store.fileOf(key)} holds a request whose hash is ${actual}, not its name ${key} (it was edited)`, {hint: `Delete ${cache.store.fileOf(key)} (the request is then asked again), or run with --cache off.`})
+        reply = cached.reply as StoredReply
+        source = 'cache'
+      }
+    }
+    if (!reply) {
+      if (!live) throw new PipeError('E_CONFIG', `step ${call.step}: no model endpoint to ask (OPENAI_API_KEY or OPENAI_BASE_URL is needed)`, {hint: 'Set OPENAI_BASE_URL (and OPENAI_API_KEY), or replay a cassette that has the reply.'})
+      reply = storedReply(await live.complete(request, call))
+      if (cache) await cache.store.write(key, normaliseRequest(request), reply)
+    }
+    if (cassette?.records) await cassette.record(interaction(key, request, call, reply))
+    return {reply, source}
+  }
+
+  private async missing(cassette: Cassette, request: ChatRequest, call: ChatCall): Promise<PipeError> {
+    const now = normaliseRequest(request)
+    const close = await nearest(cassette.candidates(call.step), now)
+    const where = `the cassette ${cassette.file}`
+    const hint = `If the change is intended, record again: pipe run ... --record ${cassette.file}; or fill the gap from the live endpoint with --replay-missing live (add --record ${cassette.file} to keep it).`
+    if (!close) {
+      const steps = cassette.steps()
+      return new PipeError('E_MODEL', `step ${call.step}: ${where} has no recorded reply for this request, and no recording for step ${call.step} at all (it has ${steps.length > 0 ? `steps ${steps.join(', ')}` : 'no recordings'})`, {hint, details: {step: call.step, key: requestKey(request), cassette: cassette.file}})
+    }
+    const difference = await describeDifference(close.request as ChatRequest, now)
+    return new PipeError('E_MODEL', `step ${call.step}: ${where} has no recorded reply for this request; it differs from the nearest one recorded for step ${call.step} (${close.key}):\n${difference}`, {
+      hint,
+      details: {step: call.step, key: requestKey(request), nearest: close.key, cassette: cassette.file},
+    })
+  }
+}

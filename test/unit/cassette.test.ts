@@ -1,0 +1,251 @@
+/** Request keys, the cassette reader and writer, and the reply transport (in process, real files). */
+import {expect} from 'chai'
+import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {PipeError} from '../../src/errors.js'
+import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../../src/providers/chat.js'
+import {Cassette, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette} from '../../src/providers/cassette.js'
+import {planProvider} from '../../src/providers/select.js'
+import {ReplyCache} from '../../src/store/replies.js'
+import {addSecret} from '../../src/util/redact.js'
+
+const base: ChatRequest = {
+  model: 'm',
+  messages: [
+    {role: 'system', content: 'You answer.'},
+    {role: 'user', content: 'Hello'},
+  ],
+  temperature: 0,
+  response_format: {type: 'json_schema', json_schema: {name: 'draft', schema: {type: 'object', properties: {a: {type: 'string'}, b: {type: 'number'}}}, strict: false}},
+}
+
+function call(step = 'draft', run = 'R-20260101-0001'): ChatCall {
+  return {signal: new AbortController().signal, step, run}
+}
+
+/** A live endpoint in process: counts requests, answers with the request's last message echoed. */
+class Echo implements ChatTransport {
+  readonly endpointHost = '127.0.0.1:1'
+  count = 0
+  gate: Promise<void> = Promise.resolve()
+  async complete(request: ChatRequest): Promise<ChatReply> {
+    this.count++
+    await this.gate
+    return {model: 'echo', message: {role: 'assistant', content: `${this.count}:${request.messages.at(-1)!.content}`}, finish_reason: 'stop', usage: {prompt_tokens: 1, completion_tokens: 1}}
+  }
+}
+
+let dir: string
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'pipe-cassette-unit-'))
+})
+afterEach(async () => {
+  await rm(dir, {recursive: true, force: true})
+})
+
+describe('request keys', () => {
+  it('do not depend on key order, absent fields or extra fields pipe does not send', () => {
+    const reordered = JSON.parse(JSON.stringify({response_format: {json_schema: {strict: false, schema: {properties: {b: {type: 'number'}, a: {type: 'string'}}, type: 'object'}, name: 'draft'}, type: 'json_schema'}, temperature: 0, messages: base.messages, model: 'm'})) as ChatRequest
+    expect(requestKey(reordered)).to.equal(requestKey(base))
+    expect(requestKey({...base, tools: [], max_tokens: undefined} as unknown as ChatRequest)).to.equal(requestKey(base))
+    expect(requestKey({...base, stream: false} as unknown as ChatRequest)).to.equal(requestKey(base))
+    expect(requestKey(base)).to.match(/^sha256:[0-9a-f]{64}$/)
+  })
+
+  it('change with the model, each message, the temperature, max_tokens, the schema, tools and tool_choice', () => {
+    const variants: ChatRequest[] = [
+      {...base, model: 'n'},
+      {...base, messages: [base.messages[0]!, {role: 'user', content: 'Hello!'}]},
+      {...base, messages: [{role: 'system', content: 'You answer.'}, {role: 'assistant', content: 'Hello'}]},
+      {...base, temperature: 0.2},
+      (({temperature: _t, ...rest}) => rest)(base),
+      {...base, max_tokens: 100},
+      {...base, response_format: {type: 'json_object'}},
+      {...base, tools: [{type: 'function', function: {name: 'read_file', parameters: {type: 'object'}}}]},
+      {...base, tool_choice: 'required'},
+    ]
+    const keys = new Set([requestKey(base), ...variants.map(requestKey)])
+    expect(keys.size).to.equal(variants.length + 1)
+  })
+
+  it('keep tool calls and tool results of a conversation', () => {
+    const conversation: ChatRequest = {
+      model: 'm',
+      messages: [
+        {role: 'user', content: 'Read a.txt'},
+        {role: 'assistant', content: null, tool_calls: [{id: 'call_1', type: 'function', function: {name: 'read_file', arguments: '{"path":"a.txt"}'}}]},
+        {role: 'tool', tool_call_id: 'call_1', content: 'hello'},
+      ],
+      tools: [{type: 'function', function: {name: 'read_file', description: 'Reads a file', parameters: {type: 'object'}}}],
+    }
+    expect(normaliseRequest(conversation)).to.deep.equal(conversation)
+    const other = structuredClone(conversation)
+    ;(other.messages[1] as {tool_calls: Array<{function: {arguments: string}}>}).tool_calls[0]!.function.arguments = '{"path":"b.txt"}'
+    expect(requestKey(other)).to.not.equal(requestKey(conversation))
+  })
+
+  it('are computed over the redacted request: a secret never shapes the key, and its value does not matter', () => {
+    addSecret('s3cret-value-one')
+    addSecret('s3cret-value-two')
+    const a = {...base, messages: [{role: 'user' as const, content: 'token s3cret-value-one'}]}
+    const b = {...base, messages: [{role: 'user' as const, content: 'token s3cret-value-two'}]}
+    expect(normaliseRequest(a).messages[0]!.content).to.equal('token [REDACTED]')
+    expect(requestKey(a)).to.equal(requestKey(b))
+  })
+})
+
+describe('the cassette reader and writer', () => {
+  const interaction = (step: string, content: string): string => {
+    const request: ChatRequest = {model: 'm', messages: [{role: 'user', content}]}
+    return JSON.stringify({type: 'interaction', key: requestKey(request), step, request, reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'}})
+  }
+
+  it('reads a header and interactions, and writes them back canonically: header first, by step and key, keys sorted', () => {
+    const text = ['{"format":"pipe-cassette/1","type":"header","note":"n"}', interaction('b', 'two'), interaction('a', 'one')].join('\n')
+    const parsed = parseCassette(text, 'c.jsonl')
+    expect(parsed.note).to.equal('n')
+    expect(parsed.interactions.size).to.equal(2)
+    const out = serialiseCassette(parsed)
+    const lines = out.trimEnd().split('\n')
+    expect(lines[0]).to.equal('{"format":"pipe-cassette/1","note":"n","type":"header"}')
+    expect(lines.slice(1).map((l) => (JSON.parse(l) as {step: string}).step)).to.deep.equal(['a', 'b'])
+    expect(lines[1]!.startsWith('{"key":"sha256:')).to.equal(true)
+    expect(serialiseCassette(parseCassette(out, 'c.jsonl'))).to.equal(out)
+  })
+
+  it('names the line of each problem', () => {
+    const header = '{"type":"header","format":"pipe-cassette/1"}'
+    const cases: Array<[string, RegExp]> = [
+      ['', /c\.jsonl:1: the cassette is empty/],
+      ['not json', /c\.jsonl:1: not a JSON line/],
+      ['{"type":"interaction"}', /c\.jsonl:1: the first line is not a cassette header/],
+      ['{"type":"header","format":"pipe-cassette/2"}', /c\.jsonl:1: cassette format pipe-cassette\/2/],
+      ['{"type":"header","format":"pipe-cassette/1","extra":1}', /c\.jsonl:1: does not match the cassette schema/],
+      [`${header}\n${interaction('a', 'one')}\n${header}`, /c\.jsonl:3: a second header line/],
+      [`${header}\n${interaction('a', 'one')}\n{"type":"interaction","key":"x"`, /c\.jsonl:3: not a JSON line/],
+      [`${header}\n${interaction('a', 'one').replace('"one"', '"edited"')}`, /c\.jsonl:2: the key .* is not the hash of the line's request/],
+    ]
+    for (const [text, pattern] of cases) {
+      let error: unknown
+      try {
+        parseCassette(text, 'c.jsonl')
+      } catch (e) {
+        error = e
+      }
+      expect(error, text).to.be.instanceOf(PipeError)
+      expect((error as PipeError).code).to.equal('E_CONFIG')
+      expect((error as PipeError).message, text).to.match(pattern)
+    }
+  })
+})
+
+describe('the reply transport', () => {
+  it('records each request once, answers a repeat from the recording, and loses nothing when many ask at once', async () => {
+    const file = path.join(dir, 'c.jsonl')
+    const live = new Echo()
+    const log = new ReplyLog()
+    const cassette = await Cassette.open({file, mode: 'record'})
+    const transport = new ReplyTransport({live, cassette, log})
+    const ask = (content: string, step: string, run: string): Promise<ChatReply> => transport.complete({...base, messages: [{role: 'user', content}]}, call(step, run))
+    // 20 different requests from concurrent child runs, and the same request from two steps at once.
+    const replies = await Promise.all([...Array.from({length: 20}, (_, i) => ask(`item ${i}`, 'check', `R-20260101-${String(i + 10).padStart(4, '0')}`)), ask('same', 'zeta', 'R-20260101-0001'), ask('same', 'alpha', 'R-20260101-0002')])
+    expect(live.count, 'identical requests in flight share one live call').to.equal(21)
+    expect(replies[20]!.message.content).to.equal(replies[21]!.message.content)
+    const parsed = parseCassette(await readFile(file, 'utf8'), file)
+    expect(parsed.interactions.size).to.equal(21)
+    expect([...parsed.interactions.values()].find((i) => i.request.messages[0]!.content === 'same')!.step, 'the first step by name').to.equal('alpha')
+    expect(log.take('R-20260101-0001', 'zeta')).to.deep.equal([{key: requestKey({...base, messages: [{role: 'user', content: 'same'}]}), source: 'live'}])
+    expect(log.take('R-20260101-0002', 'alpha')[0]!.source).to.equal('cassette')
+    expect(log.take('R-20260101-0002', 'alpha'), 'taken once').to.deep.equal([])
+
+    // Asked again later in the same session: the recorded reply, no live call.
+    const again = await ask('item 3', 'check', 'R-20260101-0099')
+    expect(again.source).to.equal('cassette')
+    expect(live.count).to.equal(21)
+  })
+
+  it('two sessions recording one file at once keep both sets; a fresh recording drops what the old file held', async () => {
+    const file = path.join(dir, 'c.jsonl')
+    const request = (content: string): ChatRequest => ({...base, messages: [{role: 'user', content}]})
+    const old = await Cassette.open({file, mode: 'record'})
+    await new ReplyTransport({live: new Echo(), cassette: old, log: new ReplyLog()}).complete(request('stale'), call())
+    const a = new ReplyTransport({live: new Echo(), cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
+    const b = new ReplyTransport({live: new Echo(), cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
+    await Promise.all([...['a1', 'a2', 'a3'].map((c) => a.complete(request(c), call('a'))), ...['b1', 'b2', 'b3'].map((c) => b.complete(request(c), call('b')))])
+    const contents = [...parseCassette(await readFile(file, 'utf8'), file).interactions.values()].map((i) => i.request.messages[0]!.content).sort()
+    expect(contents).to.deep.equal(['a1', 'a2', 'a3', 'b1', 'b2', 'b3'])
+  })
+
+  it('replaying: answers from the file with no endpoint; a missing request names the step and shows the changed line', async () => {
+    const file = path.join(dir, 'c.jsonl')
+    const recorder = new ReplyTransport({live: new Echo(), cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
+    const prompt = (word: string): ChatRequest => ({...base, messages: [{role: 'system', content: 'You answer.'}, {role: 'user', content: `line one\n${word}\nline three`}]})
+    const recorded = await recorder.complete(prompt('alpha'), call())
+    const replay = new ReplyTransport({live: null, cassette: await Cassette.open({file, mode: 'replay', missing: 'error'}), log: new ReplyLog()})
+    const replayed = await replay.complete(prompt('alpha'), call())
+    expect(replayed.message).to.deep.equal(recorded.message)
+    expect(replayed.source).to.equal('cassette')
+    let error: PipeError | undefined
+    try {
+      await replay.complete({...prompt('beta'), temperature: 0.7}, call())
+    } catch (e) {
+      error = e as PipeError
+    }
+    expect(error?.code).to.equal('E_MODEL')
+    expect(error?.retryable).to.equal(false)
+    expect(error?.message).to.contain('step draft').and.contain('-alpha').and.contain('+beta').and.contain('temperature: recorded 0, now 0.7')
+    let other: PipeError | undefined
+    try {
+      await replay.complete(prompt('x'), call('summary'))
+    } catch (e) {
+      other = e as PipeError
+    }
+    expect(other?.message).to.contain('no recording for step summary at all').and.contain('steps draft')
+  })
+
+  it('the reply cache keeps live replies and answers from them only with reuse; an edited request is an integrity error', async () => {
+    const cache = new ReplyCache(dir)
+    const live = new Echo()
+    const log = new ReplyLog()
+    await new ReplyTransport({live, cache: {store: cache, reuse: false}, log}).complete(base, call())
+    await new ReplyTransport({live, cache: {store: cache, reuse: false}, log}).complete(base, call())
+    expect(live.count).to.equal(2)
+    const hit = await new ReplyTransport({live, cache: {store: cache, reuse: true}, log}).complete(base, call())
+    expect(live.count).to.equal(2)
+    expect(hit.source).to.equal('cache')
+    const file = cache.fileOf(requestKey(base))
+    const record = JSON.parse(await readFile(file, 'utf8')) as {request: ChatRequest; seal: string}
+    record.request.model = 'other'
+    // Re-sealed by someone without an audit key: the seal holds, the name does not.
+    const {sealRecord} = await import('../../src/store/integrity.js')
+    const {seal: _s, ...body} = record
+    await writeFile(file, JSON.stringify(sealRecord(body)))
+    let error: PipeError | undefined
+    try {
+      await new ReplyTransport({live, cache: {store: cache, reuse: true}, log}).complete(base, call())
+    } catch (e) {
+      error = e as PipeError
+    }
+    expect(error?.code).to.equal('E_INTEGRITY')
+    expect(error?.message).to.contain('holds a request whose hash is')
+  })
+})
+
+describe('provider selection with a cassette', () => {
+  it('auto picks openai answered by a replayed cassette alone when no endpoint is set; recording needs one', async () => {
+    const file = path.join(dir, 'c.jsonl')
+    await writeFile(file, '{"type":"header","format":"pipe-cassette/1"}\n')
+    const replay = await Cassette.open({file, mode: 'replay'})
+    const plan = planProvider('auto', undefined, {}, {cassette: replay})
+    expect(plan.record).to.deep.include({kind: 'openai', endpoint_host: null})
+    expect(plan.record.cassette).to.deep.include({mode: 'replay', missing: 'error'})
+    expect(planProvider('auto', undefined, {}).record.kind).to.equal('offline')
+    expect(() => planProvider('auto', undefined, {}, {cassette: replay, cache: 'reuse'})).to.not.throw()
+    const record = await Cassette.open({file: path.join(dir, 'new.jsonl'), mode: 'record'})
+    expect(() => planProvider('auto', undefined, {}, {cassette: record})).to.throw(PipeError, /needs an endpoint to record from/)
+    expect(() => planProvider('offline', undefined, {}, {cassette: replay})).to.throw(PipeError, /offline rules provider/)
+    const live = planProvider('auto', undefined, {OPENAI_BASE_URL: 'http://127.0.0.1:9/v1'}, {cassette: replay})
+    expect(live.record.endpoint_host, 'a replay that never asks the endpoint does not name it').to.equal(null)
+  })
+})
