@@ -193,6 +193,8 @@ async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise
   let current = outcome
   const {signal} = options
   while (current.status === 'awaiting_input' && current.pending && !signal?.aborted) {
+    // A tool call waiting for confirmation is decided with pipe confirm (the action is printed).
+    if (current.pending.kind === 'confirm') return current
     if (current.pending.kind === 'answers') {
       const answers = await askAnswers(current.pending.questions ?? [], reader(), signal)
       if (!answers) return current
