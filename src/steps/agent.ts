@@ -94,7 +94,7 @@ function toolSpecs(tools: readonly AgentTool[]): ToolSpec[] {
 
 function stableKey(name: string, args: unknown): string {
   const sort = (v: unknown): unknown =>
-    v === null || typeof v !== 'object' ? v : Array.isArray(v) ? v.map(sort) : Object.fromEntries(Object.keys(v as object).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]))
+    v === null || typeof v !== 'object' ? v : Array.isArray(v) ? v.map(sort) : Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]))
   return `${name}:${JSON.stringify(sort(args))}`
 }
 

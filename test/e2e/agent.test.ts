@@ -215,6 +215,46 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(snap!.tool_calls!.map((c) => c.decision)).to.deep.equal(['denied', 'auto', 'auto'])
   })
 
+  it('falls back to the JSON reply protocol when the endpoint rejects tools with 400', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {status: 400, body: {error: {message: 'this model does not support tools', type: 'invalid_request_error'}}},
+      {content: JSON.stringify({tool: 'read_file', arguments: {path: 'calc.js'}})},
+      {content: JSON.stringify({final: 'read it'})},
+    )
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(server.requests[0]!.body.tools).to.have.length.greaterThan(0)
+    const retold = server.requests[1]!.body
+    expect(retold.tools).to.equal(undefined)
+    expect(retold.messages[0]!.content).to.contain('{"tool": "<name>", "arguments": {...}}').and.contain('read_file')
+    const results = server.requests[2]!.body.messages.filter((m) => m.role === 'user' && m.content.startsWith('Result of read_file'))
+    expect(results).to.have.length(1)
+    expect(results[0]!.content).to.contain('return a - b')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.outputs['value']).to.equal('read it')
+    expect(snap!.inputs['protocol']).to.equal('json')
+  })
+
+  it('checks the final answer against output_schema, sending an invalid one back (bounded repairs)', async () => {
+    const file = await setup('', '    output_schema: answer.schema.json\n')
+    await writeFile(path.join(dir, 'p', 'answer.schema.json'), JSON.stringify({type: 'object', required: ['fixed'], additionalProperties: false, properties: {fixed: {type: 'boolean'}}}))
+    server.script('fix', {content: 'I fixed it'}, {content: '{"fixed": "yes"}'}, {content: '{"fixed": true}'})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(server.requests[1]!.body.messages.at(-1)!.content).to.contain('not JSON')
+    expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/fixed must be boolean')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.outputs['value']).to.deep.equal({fixed: true})
+    const checked = await pipe(['validate', file], {cwd: repo})
+    expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
+    await writeFile(file, `${await readFile(file, 'utf8')}  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`)
+    const typo = await pipe(['validate', file], {cwd: repo})
+    expect(typo.code).to.equal(2)
+    expect(typo.stdout + typo.stderr).to.contain('fixd')
+  })
+
   it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {
     const file = await setup('', '    max_turns: 2\n')
     server.script('fix', {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]}, {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]})
