@@ -119,7 +119,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const [snap] = await snapshots(json<RunJson>(result).run_id)
     expect(snap!.decisions[0]!.decision).to.equal('done')
     expect(snap!.outputs).to.include({value: 'add() now adds; node test.js prints ok.', turns: 4, tool_calls: 3})
-    expect(snap!.outputs['files_changed']).to.deep.equal(['calc.js'])
+    expect((snap!.outputs as Record<string, unknown>)['files_changed']).to.deep.equal(['calc.js'])
     expect(snap!.tool_calls!.map((c) => [c.name, c.level, c.decision, c.ok])).to.deep.equal([
       ['read_file', 'safe', 'auto', true],
       ['apply_edit_blocks', 'moderate', 'auto', true],
@@ -233,8 +233,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(results).to.have.length(1)
     expect(results[0]!.content).to.contain('return a - b')
     const [snap] = await snapshots(json<RunJson>(result).run_id)
-    expect(snap!.outputs['value']).to.equal('read it')
-    expect(snap!.inputs['protocol']).to.equal('json')
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('read it')
+    expect((snap!.inputs as Record<string, unknown>)['protocol']).to.equal('json')
   })
 
   it('checks the final answer against output_schema, sending an invalid one back (bounded repairs)', async () => {
@@ -246,13 +246,13 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(server.requests[1]!.body.messages.at(-1)!.content).to.contain('not JSON')
     expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/fixed must be boolean')
     const [snap] = await snapshots(json<RunJson>(result).run_id)
-    expect(snap!.outputs['value']).to.deep.equal({fixed: true})
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.deep.equal({fixed: true})
     const checked = await pipe(['validate', file], {cwd: repo})
     expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
-    await writeFile(file, `${await readFile(file, 'utf8')}  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`)
+    await writeFile(file, `${await readFile(file, 'utf8')}    next: after\n  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`)
     const typo = await pipe(['validate', file], {cwd: repo})
     expect(typo.code).to.equal(2)
-    expect(typo.stdout + typo.stderr).to.contain('fixd')
+    expect(typo.stdout + typo.stderr).to.contain('steps.fix.outputs.value has no field "fixd"').and.not.contain('unreachable')
   })
 
   it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {

@@ -69,7 +69,7 @@ describe('agent tool arguments and results', () => {
   })
 
   it('checks every segment of a command line against allowed_commands; one denied segment denies all', () => {
-    const policy = {...defaultPolicy(), policy: {...defaultPolicy().policy, allowed_commands: [['npm', 'test', '...'], ['node', '{path}']]}}
+    const policy = {...defaultPolicy(), policy: {...defaultPolicy().policy, allowed_commands: [['npm', 'test', '...'], ['node', '{path}']] as Array<[string, ...string[]]>}}
     const root = process.cwd()
     const ok = commandSegments({command: 'npm test -- --grep x && node a.js'}, {policy, root})
     expect(ok.ok).to.equal(true)
@@ -87,7 +87,7 @@ describe('agent tool arguments and results', () => {
     expect(toolLevel(base, 'run_command')).to.equal('dangerous')
     expect(needsConfirmation(base, 'dangerous')).to.equal(true)
     expect(needsConfirmation(base, 'moderate')).to.equal(false)
-    const own = {...base, policy: {...base.policy, tools: {run_command: 'moderate' as const}, confirm: ['moderate' as const], tools_preapproved: [['npm', 'test', '...']]}}
+    const own = {...base, policy: {...base.policy, tools: {run_command: 'moderate' as const}, confirm: ['moderate' as const], tools_preapproved: [['npm', 'test', '...']] as Array<[string, ...string[]]>}}
     expect(toolLevel(own, 'run_command')).to.equal('moderate')
     expect(needsConfirmation(own, 'dangerous')).to.equal(false)
     expect(preapproval(own, ['npm', 'test', '--', 'x'], {root: process.cwd()})).to.match(/^tools_preapproved\[0\]/)
