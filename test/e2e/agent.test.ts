@@ -4,7 +4,7 @@
  */
 import {expect} from 'chai'
 import {spawn, execFileSync} from 'node:child_process'
-import {mkdir, readFile, symlink, writeFile} from 'node:fs/promises'
+import {mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
@@ -253,6 +253,24 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const typo = await pipe(['validate', file], {cwd: repo})
     expect(typo.code).to.equal(2)
     expect(typo.stdout + typo.stderr).to.contain('steps.fix.outputs.value has no field "fixd"').and.not.contain('unreachable')
+  })
+
+  it('keeps secrets out of the transcript: the prompt, tool results and replies are masked in requests and records', async () => {
+    const file = await setup()
+    const token = 'tok-3f9a8b7c6d5e4f3a2b1c'
+    await writeFile(path.join(dir, 'p', 'task.md'), 'Deploy with {{token}}: {{task}}\n')
+    await writeFile(file, (await readFile(file, 'utf8')).replace('name: agent\n', 'name: agent\nsecrets: [API_TOKEN]\n').replace('      task: add() subtracts\n', '      task: add() subtracts\n      token: ${{ secrets.API_TOKEN }}\n'))
+    await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
+    server.script('fix', {tool_calls: [{id: 'r', name: 'read_file', arguments: {path: 'deploy.cfg'}}]}, {content: `the token is ${token}`})
+    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), API_TOKEN: token}, timeoutMs: 120000})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(JSON.stringify(server.requests.map((r) => r.body.messages))).not.to.contain(token)
+    const store = path.join(repo, '.pipe')
+    const files = (await readdir(store, {recursive: true, withFileTypes: true})).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+    expect(files.some((f) => f.includes(`${path.sep}state${path.sep}`)), 'the conversation state is among the records').to.equal(true)
+    const leaking = []
+    for (const f of files) if ((await readFile(f, 'utf8')).includes(token)) leaking.push(f)
+    expect(leaking).to.deep.equal([])
   })
 
   it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {
