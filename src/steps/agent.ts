@@ -212,7 +212,16 @@ export const agent: StepHandler<'agent'> = {
     return out
   },
   async run(context) {
-    return runAgent(context)
+    try {
+      return await runAgent(context)
+    } catch (error) {
+      // A step that fails still says which calls it made (and what they changed): the snapshot keeps the error's details.
+      const state = (await context.state.read().catch(() => undefined)) as AgentState | undefined
+      if (error instanceof PipeError && state && state.calls.length > 0) {
+        throw new PipeError(error.code, error.message, {...(error.hint ? {hint: error.hint} : {}), retryable: error.retryable, blocking: error.blocking, details: {...(error.details ?? {}), tool_calls: state.calls, files_changed: state.files_changed}})
+      }
+      throw error
+    }
   },
 }
 

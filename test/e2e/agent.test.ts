@@ -195,6 +195,22 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(snap!.tool_calls![0]!.note).to.equal('not on a Friday')
   })
 
+  it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {
+    const file = await setup()
+    server.script('fix', {tool_calls: [{id: 'd1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {tool_calls: [{id: 'g', name: 'give_up', arguments: {reason: 'I need to run mark.js'}}]})
+    const paused = json<RunJson>(await run(file))
+    const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stderr).to.equal(3)
+    expect(json<RunJson>(refused).error?.code).to.equal('E_POLICY_DENIED')
+    const [snap] = await snapshots(paused.run_id)
+    expect(snap!.decisions[0]!.decision).to.equal('denied')
+    expect(snap!.decisions[0]!.reason).to.contain('I need to run mark.js')
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.equal(null)
+    const again = await pipe(['confirm', paused.run_id, '--yes'], {cwd: repo, env: env()})
+    expect(again.code).to.equal(2)
+    expect(again.stderr).to.contain('not waiting for a confirmation')
+  })
+
   it('checks each segment of a compound command line: a denied one stops it before anything runs', async () => {
     const file = await setup('confirm: []\n')
     server.script(
