@@ -211,6 +211,16 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(again.stderr).to.contain('not waiting for a confirmation')
   })
 
+  it('asks at the terminal when it may prompt: the action shown, no with a note reaches the model', async () => {
+    const file = await setup()
+    server.script('fix', {tool_calls: [{id: 'i1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {content: 'left it'})
+    const result = await pipe(['run', file, '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), PIPE_INTERACTIVE: '1'}, input: 'maybe\nno\nnot today\n', timeoutMs: 120000})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stderr).to.contain('argv: ["node","mark.js"]').and.contain('"maybe" is not yes or no')
+    expect(toolResults(server.requests[1]!)['i1']).to.contain('refused').and.contain('not today')
+    expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+  })
+
   it('checks each segment of a compound command line: a denied one stops it before anything runs', async () => {
     const file = await setup('confirm: []\n')
     server.script(
