@@ -142,6 +142,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
           {id: 'abs', name: 'read_file', arguments: {path: path.join(dir, 'outside', 'secret.txt')}},
           {id: 'sym', name: 'read_file', arguments: {path: 'link/secret.txt'}},
           {id: 'env', name: 'read_file', arguments: {path: '.env'}},
+          {id: 'wr', name: 'apply_edit_blocks', arguments: {blocks: 'link/secret.txt\n<<<<<<< SEARCH\noutside secret\n=======\nchanged\n>>>>>>> REPLACE\n'}},
         ],
       },
       {content: 'nothing to do'},
@@ -152,10 +153,25 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const second = toolResults(server.requests[1]!)
     expect(second['bad']).to.contain('invalid arguments').and.contain('extra').and.contain('nothing was run')
     const third = toolResults(server.requests[2]!)
-    for (const id of ['up', 'abs', 'sym', 'env']) expect(third[id], id).to.contain('denied')
-    expect(JSON.stringify(server.requests[2]!.body.messages)).not.to.contain('outside secret').and.not.to.contain('sk-secret')
+    for (const id of ['up', 'abs', 'sym', 'env', 'wr']) expect(third[id], id).to.contain('denied')
+    expect(await readFile(path.join(dir, 'outside', 'secret.txt'), 'utf8')).to.equal('outside secret\n')
+    expect(JSON.stringify(third)).not.to.contain('outside secret').and.not.to.contain('sk-secret')
     const [snap] = await snapshots(json<RunJson>(result).run_id)
-    expect(snap!.tool_calls!.map((c) => c.decision)).to.deep.equal(['invalid', 'denied', 'denied', 'denied', 'denied'])
+    expect(snap!.tool_calls!.map((c) => c.decision)).to.deep.equal(['invalid', 'denied', 'denied', 'denied', 'denied', 'denied'])
+  })
+
+  it('rolls an edit back when the configured syntax checker fails, returning its output', async () => {
+    const file = await setup('syntax_checks: {".js": [node, --check, "{path}"]}\n')
+    const broken = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + (b\n>>>>>>> REPLACE\n'
+    server.script('fix', {tool_calls: [{id: 's1', name: 'apply_edit_blocks', arguments: {blocks: broken}}]}, {content: 'gave it a try'})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    const answer = toolResults(server.requests[1]!)['s1']!
+    expect(answer).to.contain('"rolled_back":true').and.contain('SyntaxError')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.tool_calls![0]).to.include({name: 'apply_edit_blocks', ok: false})
+    expect((snap!.outputs as Record<string, unknown>)['files_changed']).to.deep.equal([])
   })
 
   it('pauses a dangerous run_command for confirmation; --no reaches the model as a refusal, --yes runs it', async () => {
