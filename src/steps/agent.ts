@@ -333,7 +333,8 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
     const reading = readReply(reply, s.protocol, s.turns)
     s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && reply.message.tool_calls?.length ? {tool_calls: reply.message.tool_calls} : {})}))
     if ('calls' in reading) {
-      s.pending = reading.calls
+      // The state is a record too; the model never saw a secret, so masking its arguments changes nothing it asked for.
+      s.pending = redactDeep(reading.calls)
       await save()
       continue
     }
