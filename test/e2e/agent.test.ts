@@ -126,6 +126,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       ['run_command', 'dangerous', 'preapproved', true],
     ])
     expect(snap!.evidence_links.length).to.be.greaterThan(0)
+    // The conversation state beside the records does not trouble the audit.
+    const audit = await pipe(['audit', 'verify', json<RunJson>(result).run_id], {cwd: repo, env: env()})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
   it('answers invalid arguments with the schema error and denies paths outside the repository, running nothing', async () => {
