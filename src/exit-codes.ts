@@ -24,7 +24,7 @@ export const exitCodeTable: ReadonlyArray<{code: ExitCode; name: string; meaning
   {code: ExitCode.CONFLICT, name: 'CONFLICT', meaning: 'a write conflicted with a stored record, or a record failed its hash check'},
   {code: ExitCode.CANCELLED, name: 'CANCELLED', meaning: 'the run was cancelled (a review said drop, an end step said cancelled, or pipe cancel)'},
   {code: ExitCode.BLOCKED, name: 'BLOCKED', meaning: 'the run needs a person to intervene; then pipe resume continues it'},
-  {code: ExitCode.PAUSED, name: 'PAUSED', meaning: 'the run is waiting for answers or a review decision'},
+  {code: ExitCode.PAUSED, name: 'PAUSED', meaning: 'the run is waiting for answers, a review decision or a confirmation'},
   {code: ExitCode.INTERRUPTED, name: 'INTERRUPTED', meaning: 'interrupted by SIGINT or SIGTERM; pipe resume continues it'},
 ]
 

@@ -7,6 +7,7 @@ import {createInterface, type Interface} from 'node:readline'
 import type {GateResult} from '../gates/evaluate.js'
 import type {RunOutcome} from '../engine/engine.js'
 import {answerSession} from '../engine/sessions/answer.js'
+import {confirmSession} from '../engine/sessions/confirm.js'
 import {reviewSession, reviewSummary} from '../engine/sessions/review.js'
 import type {Decision, SessionOptions} from '../engine/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -177,6 +178,47 @@ export async function askDecision(input: LineReader = reader(), signal?: AbortSi
   }
 }
 
+/** The tool call an agent step waits at, as a person decides on it. */
+export function actionText(pending: NonNullable<RunOutcome['pending']>): string {
+  const action = pending.action
+  const lines = ['', pending.reason]
+  if (action) {
+    lines.push(`  tool: ${action.tool} (${action.level}, call ${action.call_id})`, `  arguments: ${JSON.stringify(action.arguments)}`)
+    for (const argv of action.argv ?? []) lines.push(`  argv: ${JSON.stringify(argv)}`)
+  }
+  return `${lines.join('\n')}\n`
+}
+
+/** yes or no to a tool call, and an optional note (given to the model with a refusal); null when input ends. */
+export async function askConfirm(input: LineReader = reader(), signal?: AbortSignal): Promise<{decision: 'yes' | 'no'; note?: string} | null> {
+  try {
+    for (;;) {
+      say('Run it? [yes/no]: ')
+      const line = await input.next(signal)
+      if (signal?.aborted || line === null) {
+        say(`\n(${signal?.aborted ? 'interrupted' : 'input ended'}; the run stays paused)\n`)
+        return null
+      }
+      const answer = line.trim().toLowerCase()
+      const decision = answer === 'y' || answer === 'yes' ? 'yes' : answer === 'n' || answer === 'no' ? 'no' : null
+      if (!decision) {
+        say(`"${line.trim()}" is not yes or no.\n`)
+        continue
+      }
+      say('Note (optional, one line): ')
+      const note = (await input.next(signal))?.trim()
+      if (signal?.aborted) {
+        say('\n(interrupted; the run stays paused)\n')
+        return null
+      }
+      return {decision, ...(note ? {note} : {})}
+    }
+  } catch (error) {
+    closeReader()
+    throw error
+  }
+}
+
 /**
  * Keeps a paused run going by asking at the terminal, until it ends, is put on hold, or input ends.
  * `options.signal` (Ctrl-C) stops a prompt with the run left paused, and interrupts a session it drives.
@@ -193,6 +235,13 @@ async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise
   let current = outcome
   const {signal} = options
   while (current.status === 'awaiting_input' && current.pending && !signal?.aborted) {
+    if (current.pending.kind === 'confirm') {
+      say(actionText(current.pending))
+      const choice = await askConfirm(reader(), signal)
+      if (!choice) return current
+      current = await confirmSession({...options, runId: current.run_id, decision: choice.decision, ...(choice.note ? {note: choice.note} : {})})
+      continue
+    }
     if (current.pending.kind === 'answers') {
       const answers = await askAnswers(current.pending.questions ?? [], reader(), signal)
       if (!answers) return current

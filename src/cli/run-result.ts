@@ -31,6 +31,7 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   const storeArg = storeFlag ? ` --store ${storeFlag}` : ''
   let next: string | undefined
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
+  else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm') next = `pipe confirm ${outcome.run_id} --yes${storeArg}   (or --no --note TEXT)`
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
   // The engine judges, as pipe resume would, whether a failed run can be redriven from its failed step.
@@ -48,6 +49,11 @@ export function renderRunResult(result: RunResult): string {
     for (const q of questions) lines.push(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`)
     lines.push('', 'answers.yaml:', 'answers:')
     for (const q of questions) lines.push(`  ${q.id}: "..."`)
+  }
+  const action = result.pending?.action
+  if (action) {
+    lines.push('', `The agent asks to run (${action.level}, call ${action.call_id}):`, `  ${action.tool} ${JSON.stringify(action.arguments)}`)
+    for (const argv of action.argv ?? []) lines.push(`  argv: ${JSON.stringify(argv)}`)
   }
   if (result.next_command) lines.push('', `${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
   if (result.status === 'succeeded' || result.status === 'failed') lines.push(`Audit it with:\n  pipe snapshot list ${result.run_id}`)

@@ -33,6 +33,15 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
       diagnostics.push({file, ...pos, path: `allowed_commands[${i}]`, message: `${JSON.stringify(entry)}: ${problem}`, rule: 'command-pattern'})
     }
   })
+  ;(result.data.tools_preapproved ?? []).forEach((entry, i) => {
+    const problem = PLACEHOLDERS.has(entry[0]) ? `the program, element 0, must be a literal, not "${entry[0]}"` : entry.slice(0, -1).includes(REST) ? `"${REST}" may only be the last element (it allows any further arguments)` : null
+    if (problem) diagnostics.push({file, ...locate(result.source, ['tools_preapproved', i]), path: `tools_preapproved[${i}]`, message: `${JSON.stringify(entry)}: ${problem}`, rule: 'command-pattern'})
+  })
+  for (const [ext, entry] of Object.entries(result.data.syntax_checks ?? {}) as Array<[string, string[]]>) {
+    if (!entry.includes(PATH) || PLACEHOLDERS.has(entry[0]!)) {
+      diagnostics.push({file, ...locate(result.source, ['syntax_checks', ext]), path: `syntax_checks.${ext}`, message: `${JSON.stringify(entry)}: a checker is a literal program and must name the file with "${PATH}"`, rule: 'command-pattern'})
+    }
+  }
   if (diagnostics.length > 0) return {ok: false, diagnostics}
   return {ok: true, loaded: policyFrom(result.data, path.resolve(file))}
 }

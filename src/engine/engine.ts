@@ -82,6 +82,8 @@ export interface StartOptions extends RunSettings {
 export interface ResumeOptions extends RunSettings {
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
+  /** A person's yes or no to the tool call the run waits at (pipe confirm). */
+  confirm?: {decision: 'yes' | 'no'; note?: string}
 }
 
 export interface RunOutcome {
@@ -279,6 +281,15 @@ export class Engine {
   private async takeInput(runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
     const {store} = this.deps
     const at = this.now().toISOString()
+    if (options.confirm) {
+      const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
+      if (!action) throw new PipeError('E_STATE', `run ${runId} is not waiting for a confirmation`, {hint: `pipe runs show ${runId} shows its state.`})
+      const confirmation = {call_id: action.call_id, decision: options.confirm.decision, by: this.user, at, ...(options.confirm.note ? {note: options.confirm.note} : {})}
+      await store.updateRun(runId, (r) => {
+        r.confirmation = confirmation
+        r.updated_at = at
+      }, {at, event: 'confirm_given', reason: `${options.confirm.decision} to ${action.tool} (${action.call_id})${options.confirm.note ? `: ${options.confirm.note}` : ''}`, by: this.user})
+    }
     if (options.answers || options.review) {
       // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
       const answers = options.answers ? answersForPending(options.answers, record.pending) : undefined
@@ -467,7 +478,7 @@ export class Engine {
       const ended = this.now()
 
       if (result?.type === 'await') {
-        const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {})}
+        const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {}), ...(result.action ? {action: result.action} : {})}
         await this.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
           r.pending = pending
           r.status_reason = result.reason
@@ -598,6 +609,10 @@ export class Engine {
           return explained(values, () => evaluator.bind(values, aliasValues(aliases)).render(text))
         },
         children: this.childRuns(state.record, step, seq, state.settings),
+        state: {
+          read: () => this.deps.store.readStepState(state.record.run_id, step.id, seq),
+          write: (value) => this.deps.store.writeStepState(state.record.run_id, step.id, seq, value),
+        },
       }
       try {
         // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
@@ -865,6 +880,7 @@ export class Engine {
       decisions,
       evidence_links: [],
       errors,
+      ...(result?.toolCalls ? {tool_calls: timing.secrets ? redactDeep(result.toolCalls) : result.toolCalls} : {}),
       meta: {
         engine_version: ENGINE_VERSION,
         llm_model: result?.llmModel ?? null,

@@ -148,6 +148,8 @@ export async function checkModels(store: Store, record: RunRecord, pipeline: Loa
           throw new PipeError('E_INTERNAL', `step ${snapshot.step.name} evaluated an expression while being re-checked`)
         },
         children: undefined as never,
+        // Re-checking runs a model step again from its cached replies; it keeps no working state.
+        state: {read: () => Promise.resolve(undefined), write: () => Promise.resolve()},
       })
       if (result.type !== 'done') throw new PipeError('E_CONFLICT', `the step ${result.type === 'await' ? 'waited' : 'did not finish'} where it had finished`)
       const replayed = withoutSpecRef(result.outputs)

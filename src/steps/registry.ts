@@ -1,6 +1,7 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
 import type {KindCatalog, KindInfo} from '../config/pipeline.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {agent} from './agent.js'
 import {applyAnswers} from './apply-answers.js'
 import {choice} from './choice.js'
 import {command} from './command.js'
@@ -42,6 +43,7 @@ export const registry: StepRegistry = {
   end,
   pipeline,
   foreach,
+  agent,
 }
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {

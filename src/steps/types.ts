@@ -62,7 +62,20 @@ export interface StepContext<S extends Step = Step> {
   render: (text: string, aliases?: Readonly<Record<string, unknown>>) => JsonValue
   /** Child runs of this step (pipeline, foreach): the engine creates, drives and finds them. */
   children: ChildRuns
+  /**
+   * The step's own working state, kept across a pause, a crash and a resume of this step run (same
+   * step, same seq): an agent's conversation. Written atomically; undefined until first written.
+   */
+  state: StepState
 }
+
+export interface StepState {
+  read(): Promise<unknown>
+  write(value: unknown): Promise<void>
+}
+
+/** One tool call of an agent step, as its snapshot records it (schemas/snapshot.schema.json tool_calls). */
+export type ToolCallRecord = NonNullable<Snapshot['tool_calls']>[number]
 
 /**
  * Fields the engine leaves as written because the kind evaluates them itself (StepContext.render):
@@ -157,14 +170,18 @@ export interface StepDone {
   llmModel?: string | null
   /** Tokens the step's model calls used. */
   usage?: Usage
+  /** An agent's tool calls, recorded in the snapshot's tool_calls. */
+  toolCalls?: ToolCallRecord[]
 }
 
 /** The step cannot start yet: it needs something from a person. Nothing is recorded but the pause. */
 export interface StepAwait {
   type: 'await'
-  kind: 'answers' | 'review'
+  kind: 'answers' | 'review' | 'confirm'
   reason: string
   questions?: Array<{id: string; field?: string; question: string}>
+  /** For a confirm: the exact tool call waiting for a person. */
+  action?: NonNullable<RunRecord['pending']>['action']
 }
 
 export type StepResult = StepDone | StepAwait

@@ -465,6 +465,34 @@ export class Store {
     await rm(this.journalFile(runId), {force: true})
   }
 
+  // The working state of a step that pauses or may be interrupted mid-way (an agent's conversation),
+  // one file per step run (step id and seq), so that a resume continues where it stood.
+
+  stepStateFile(runId: string, step: string, seq: number): string {
+    if (!/^[a-z][a-z0-9_]*$/.test(step)) throw new PipeError('E_INTERNAL', `not a step id: ${JSON.stringify(step)}`)
+    return path.join(this.runDir(runId), 'state', `${String(seq).padStart(6, '0')}-${step}.json`)
+  }
+
+  async readStepState(runId: string, step: string, seq: number): Promise<unknown> {
+    const file = this.stepStateFile(runId, step, seq)
+    const text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return null
+      throw error
+    })
+    if (text === null) return undefined
+    try {
+      return JSON.parse(text) as unknown
+    } catch {
+      throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} is not valid JSON`, {hint: `It was written atomically, so it was changed outside pipe: ${file}`})
+    }
+  }
+
+  async writeStepState(runId: string, step: string, seq: number, state: unknown): Promise<void> {
+    const file = this.stepStateFile(runId, step, seq)
+    await mkdir(path.dirname(file), {recursive: true})
+    await writeFileAtomic(file, `${JSON.stringify(state)}\n`)
+  }
+
   async readEvidence(id: string): Promise<Evidence> {
     return readJson<Evidence>(this.evidenceFile(id), `evidence ${id}`)
   }

@@ -25,6 +25,7 @@ export type Step =
   | EndStep
   | PipelineStep
   | ForeachStep
+  | AgentStep
 /**
  * Reads the run's input (--input FILE, --input - for stdin, or --text), normalises it and records it as evidence.
  *
@@ -71,6 +72,7 @@ export type StepKind =
   | 'end'
   | 'pipeline'
   | 'foreach'
+  | 'agent'
 /**
  * A condition: one ${{ expression }} that gives a boolean. When it is false the step does not run; its snapshot records the outcome skipped and the run follows on.skipped, else next.
  *
@@ -460,6 +462,55 @@ export type ForeachStep = StepCommon & {
    */
   steps?: [Step, ...Step[]]
   inputs?: Inputs
+}
+/**
+ * A bounded think/act/observe loop: the model works on the task in the prompt with the named tools (reading, searching, editing files by SEARCH/REPLACE blocks, running allowed commands), each call validated against its argument schema and the policy, until it gives a final answer (done), gives up or runs out of turns (gave_up), or gives up after a refusal (denied).
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "agentStep".
+ */
+export type AgentStep = StepCommon & {
+  kind: 'agent'
+  /**
+   * The task for the agent: a prompt file, relative to the pipeline file, Markdown with {{name}} placeholders, each filled from vars.
+   */
+  prompt: string
+  /**
+   * Values for the prompt's {{name}} placeholders. Strings go in as they are, numbers and booleans as written, null as nothing, lists and maps as indented JSON. Every placeholder must have a var (pipe validate checks it).
+   */
+  vars?: {
+    [k: string]: unknown | undefined
+  }
+  /**
+   * The tools the model may call, by name: list_directory, find_files, search_text, read_file, apply_edit_blocks, run_command. Each runs under the policy (paths inside the repository root, forbidden_paths, allowed_commands, the sandbox) at the level policy.yaml's tools: gives it; levels named in confirm: pause the run for a person (pipe confirm).
+   *
+   * @minItems 1
+   */
+  tools: [string, ...string[]]
+  /**
+   * How many model replies the loop may take (default 20). Reaching it ends the step gave_up (denied when a call was refused or denied).
+   */
+  max_turns?: number
+  /**
+   * A JSON Schema file, relative to the pipeline file, that the agent's final answer must match (as JSON); an invalid answer is sent back with its errors up to max_repairs times, then the step fails with E_MODEL. Without it the final answer is the model's text.
+   */
+  output_schema?: string
+  /**
+   * The model for this step, instead of provider.model.
+   */
+  model?: string
+  /**
+   * Sampling temperature for this step, instead of provider.temperature.
+   */
+  temperature?: number
+  /**
+   * How many times an invalid final answer is sent back (default 2).
+   */
+  max_repairs?: number
+  /**
+   * How tools are offered: native (the endpoint's function tools), json (tools described in the prompt; the model replies {"tool": NAME, "arguments": {...}} or {"final": ...}), or auto (native, switching to json for the rest of the step when the endpoint rejects tools with 400). Default auto.
+   */
+  tool_protocol?: 'auto' | 'native' | 'json'
 }
 /**
  * A gate name. The names pass, missing_fields, completeness_score and completeness_threshold are reserved for the gate result.

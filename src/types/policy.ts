@@ -74,4 +74,32 @@ export interface Policy {
   tool_versions?: {
     [k: string]: string | undefined
   }
+  /**
+   * The permission level of each agent tool (seed 003). Defaults: list_directory, find_files, search_text, read_file safe; apply_edit_blocks moderate; run_command dangerous.
+   */
+  tools?: {
+    list_directory?: 'safe' | 'moderate' | 'dangerous'
+    find_files?: 'safe' | 'moderate' | 'dangerous'
+    search_text?: 'safe' | 'moderate' | 'dangerous'
+    read_file?: 'safe' | 'moderate' | 'dangerous'
+    apply_edit_blocks?: 'safe' | 'moderate' | 'dangerous'
+    run_command?: 'safe' | 'moderate' | 'dangerous'
+  }
+  /**
+   * Tool levels whose calls pause the run until a person confirms or refuses the call (pipe confirm RUN --yes|--no). Default [dangerous]; [] confirms nothing.
+   */
+  confirm?: ('safe' | 'moderate' | 'dangerous')[]
+  /**
+   * Argument vectors run_command may run without confirmation, matched like allowed_commands ("{arg}", "{path}", a last "..."). Each must still be allowed by allowed_commands.
+   */
+  tools_preapproved?: [string, ...string[]][]
+  /**
+   * A syntax checker per file extension, which apply_edit_blocks runs on each file it changed (through allowed_commands and the sandbox): an argv whose "{path}" element is replaced by the file's path, e.g. ".js": [node, --check, "{path}"]. A failing check rolls the edit back and the model gets the checker's output.
+   */
+  syntax_checks?: {
+    /**
+     * @minItems 1
+     */
+    [k: string]: [string, ...string[]] | undefined
+  }
 }

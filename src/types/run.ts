@@ -90,10 +90,20 @@ export interface RunRecord {
     note?: string
   }
   /**
+   * A person's answer to the tool call a confirm pause waits for (pipe confirm).
+   */
+  confirmation?: {
+    call_id: string
+    decision: 'yes' | 'no'
+    by: string
+    at: string
+    note?: string
+  }
+  /**
    * What a run in awaiting_input waits for.
    */
   pending?: {
-    kind: 'answers' | 'review'
+    kind: 'answers' | 'review' | 'confirm'
     step: string
     since: string
     reason: string
@@ -102,6 +112,19 @@ export interface RunRecord {
       field?: string
       question: string
     }[]
+    /**
+     * For a confirm: the exact tool call waiting for a person.
+     */
+    action?: {
+      call_id: string
+      tool: string
+      level: 'safe' | 'moderate' | 'dangerous'
+      arguments: {}
+      /**
+       * For run_command: the argument vectors it runs, one per segment.
+       */
+      argv?: string[][]
+    }
   }
   /**
    * The latest spec version of the run.

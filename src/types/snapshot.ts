@@ -76,6 +76,27 @@ export interface Snapshot {
     at?: string
     details?: {}
   }[]
+  /**
+   * An agent step's tool calls, in order: what was asked (arguments redacted), at which level, who decided, what came back.
+   */
+  tool_calls?: {
+    call_id: string
+    turn: number
+    name: string
+    arguments: unknown
+    level?: 'safe' | 'moderate' | 'dangerous'
+    /**
+     * auto: ran without asking; preapproved: ran by tools_preapproved; confirmed / refused: a person said yes / no; denied: the policy refused it; invalid: its arguments did not match the tool's schema (or the tool is unknown), so it did not run.
+     */
+    decision: 'auto' | 'preapproved' | 'confirmed' | 'refused' | 'denied' | 'invalid'
+    ok?: boolean
+    summary: string
+    duration_ms: number
+    cache_hit: boolean
+    files_changed?: string[]
+    by?: string
+    note?: string
+  }[]
   meta: {
     engine_version: string
     llm_model: string | null

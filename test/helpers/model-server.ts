@@ -8,7 +8,12 @@ import type {AddressInfo} from 'node:net'
 export interface ModelRequest {
   path: string
   headers: IncomingMessage['headers']
-  body: {model: string; messages: Array<{role: string; content: string}>; response_format?: {type: string; json_schema?: {name: string}}}
+  body: {
+    model: string
+    messages: Array<{role: string; content: string; tool_call_id?: string; tool_calls?: Array<{id: string; function: {name: string; arguments: string}}>}>
+    response_format?: {type: string; json_schema?: {name: string}}
+    tools?: Array<{type: string; function: {name: string; parameters: unknown}}>
+  }
   kind: string
 }
 
@@ -19,6 +24,23 @@ export interface Scripted {
   body?: unknown
   delayMs?: number
   usage?: {prompt_tokens: number; completion_tokens: number}
+  /** A reply that calls tools (arguments as an object, or as raw text for malformed ones). */
+  tool_calls?: Array<{id?: string; name: string; arguments: unknown}>
+  /** Never answered: the request hangs until the client goes (a process killed mid-request). */
+  hang?: boolean
+}
+
+/** A completion whose message calls tools. */
+export function toolCompletion(calls: NonNullable<Scripted['tool_calls']>, usage = {prompt_tokens: 100, completion_tokens: 50}): unknown {
+  const toolCalls = calls.map((c, i) => ({id: c.id ?? `call_${i + 1}`, type: 'function', function: {name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments)}}))
+  return {
+    id: 'chatcmpl-test',
+    object: 'chat.completion',
+    created: 1_700_000_000,
+    model: 'test-model',
+    choices: [{index: 0, message: {role: 'assistant', content: null, tool_calls: toolCalls}, finish_reason: 'tool_calls', logprobs: null}],
+    usage: {...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens},
+  }
 }
 
 export function completion(content: string, usage = {prompt_tokens: 100, completion_tokens: 50}): unknown {
@@ -37,7 +59,7 @@ function kindOf(body: ModelRequest['body']): string {
   const named = body.response_format?.json_schema?.name
   if (named) return named
   const system = body.messages[0]?.content ?? ''
-  const own = /model step "([a-z][a-z0-9_]*)"/.exec(system)
+  const own = /(?:model|agent) step "([a-z][a-z0-9_]*)"/.exec(system)
   if (own) return own[1]!
   return /compile step/.test(system) ? 'compile' : /clarify step/.test(system) ? 'clarify_questions' : /apply-answers/.test(system) ? 'apply_answers' : /planning step/.test(system) ? 'plan_tasks' : 'generate_vv'
 }
@@ -46,6 +68,7 @@ export class ModelServer {
   readonly requests: ModelRequest[] = []
   private readonly scripts = new Map<string, Scripted[]>()
   private readonly sockets = new Set<import('node:net').Socket>()
+  private readonly waiters: Array<{count: number; resolve: () => void}> = []
 
   private constructor(
     private readonly server: Server,
@@ -74,6 +97,12 @@ export class ModelServer {
     return this
   }
 
+  /** Resolves once `count` requests have arrived (whatever their kind). */
+  waitForRequests(count: number): Promise<void> {
+    if (this.requests.length >= count) return Promise.resolve()
+    return new Promise((resolve) => this.waiters.push({count, resolve}))
+  }
+
   count(kind?: string): number {
     return this.requests.filter((r) => kind === undefined || r.kind === kind).length
   }
@@ -84,12 +113,17 @@ export class ModelServer {
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as ModelRequest['body']
     const request: ModelRequest = {path: req.url ?? '', headers: req.headers, body, kind: kindOf(body)}
     this.requests.push(request)
+    for (const waiter of this.waiters.filter((w) => this.requests.length >= w.count)) {
+      this.waiters.splice(this.waiters.indexOf(waiter), 1)
+      waiter.resolve()
+    }
     const queue = this.scripts.get(request.kind)?.length ? this.scripts.get(request.kind)! : this.scripts.get('*') ?? []
     const reply = queue.shift() ?? this.fallback(request)
+    if (reply.hang) return
     if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs))
     if (res.destroyed) return
     const status = reply.status ?? 200
-    const payload = reply.content !== undefined ? completion(reply.content, reply.usage) : (reply.body ?? {})
+    const payload = reply.tool_calls ? toolCompletion(reply.tool_calls, reply.usage) : reply.content !== undefined ? completion(reply.content, reply.usage) : (reply.body ?? {})
     res.writeHead(status, {'content-type': 'application/json'})
     res.end(JSON.stringify(payload))
   }

@@ -5,6 +5,7 @@ import {formatDiagnostic} from '../../config/diagnostics.js'
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import {checkCommand, checkPath, type Verdict} from '../../policy/rules.js'
+import {needsConfirmation, preapproval, toolLevel} from '../../policy/tools.js'
 
 export default class PolicyExplain extends PipeCommand {
   static override summary = 'Say whether the policy allows a command or a path, and which rule decides.'
@@ -21,7 +22,7 @@ export default class PolicyExplain extends PipeCommand {
     root: Flags.string({description: 'Repository root for --path and for a command\'s "{path}" arguments (default: the working directory).', helpValue: 'DIR'}),
   }
 
-  async run(): Promise<Verdict & {subject: string[] | string; policy: string; policy_version: string}> {
+  async run(): Promise<Verdict & {subject: string[] | string; policy: string; policy_version: string; agent?: {tool: string; level: string; confirmation: string}}> {
     const {flags, argv} = await this.parse(PolicyExplain)
     // Everything after the first -- is the argument vector, verbatim: the parser would drop an inner --.
     const separator = this.argv.indexOf('--')
@@ -38,8 +39,15 @@ export default class PolicyExplain extends PipeCommand {
     const root = path.resolve(flags.root ?? '.')
     const verdict = flags.path !== undefined ? checkPath(policy, root, flags.path) : checkCommand(policy, command, {root})
     const subject = flags.path ?? command
-    const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version}
-    if (!this.jsonEnabled()) process.stdout.write(`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n  policy: ${result.policy} (${policy.version})\n`)
+    // What an agent's run_command of the same argv would meet: its level, and whether a person is asked.
+    let agent: {tool: string; level: string; confirmation: string} | undefined
+    if (flags.path === undefined && verdict.allowed) {
+      const level = toolLevel(policy, 'run_command')
+      const approved = preapproval(policy, command, {root})
+      agent = {tool: 'run_command', level, confirmation: !needsConfirmation(policy, level) ? 'not needed' : approved ? `pre-approved by ${approved}` : 'needed (pipe confirm)'}
+    }
+    const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version, ...(agent ? {agent} : {})}
+    if (!this.jsonEnabled()) process.stdout.write(`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n${agent ? `  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}\n` : ''}  policy: ${result.policy} (${policy.version})\n`)
     if (!verdict.allowed) process.exitCode = 3
     return result
   }

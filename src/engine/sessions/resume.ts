@@ -23,6 +23,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   answerMap?: Record<string, string>
   decision?: Decision
   note?: string
+  /** A yes or no to the tool call the run waits at (pipe confirm). */
+  confirm?: {decision: 'yes' | 'no'; note?: string}
 }
 
 export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {
@@ -55,6 +57,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     // Steps act in the workspace the run started in, wherever resume is called from.
     cwd: record.workspace ?? options.cwd,
     ...(answers ? {answers} : {}),
+    ...(options.confirm ? {confirm: options.confirm} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   })
 }

@@ -18,7 +18,7 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
   if (record.status !== 'awaiting_input' || record.pending?.kind !== 'review') {
     const what = record.status === 'awaiting_input' ? `it waits for ${record.pending?.kind ?? 'input'}` : `it is ${record.status}`
     throw new PipeError('E_STATE', `run ${options.runId} is not waiting for a review (${what})`, {
-      hint: record.pending?.kind === 'answers' ? `Answer its questions first: pipe answer ${options.runId} --file answers.yaml` : `pipe runs show ${options.runId} shows its state.`,
+      hint: record.pending?.kind === 'answers' ? `Answer its questions first: pipe answer ${options.runId} --file answers.yaml` : record.pending?.kind === 'confirm' ? `It waits at a tool call: pipe confirm ${options.runId} --yes|--no` : `pipe runs show ${options.runId} shows its state.`,
     })
   }
   return resumeSession({...options})

@@ -150,7 +150,7 @@ export function openQuestions(record: RunRecord): {run_id: string; questions: No
   if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
     const what = record.status === 'awaiting_input' ? `it waits for a ${record.pending?.kind ?? 'decision'}` : `it is ${record.status}`
     throw new PipeError('E_STATE', `run ${record.run_id} is not waiting for answers (${what})`, {
-      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${record.run_id} --decision go|hold|drop` : `pipe runs show ${record.run_id} shows its state.`,
+      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${record.run_id} --decision go|hold|drop` : record.pending?.kind === 'confirm' ? `Confirm or refuse the tool call: pipe confirm ${record.run_id} --yes|--no` : `pipe runs show ${record.run_id} shows its state.`,
     })
   }
   return {run_id: record.run_id, questions: record.pending.questions ?? [], given: compact(record.answers ?? {})}

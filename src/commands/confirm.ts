@@ -1,0 +1,35 @@
+import {Args, Flags} from '@oclif/core'
+import {PipeCommand} from '../cli/base-command.js'
+import {progressPrinter} from '../cli/progress.js'
+import {finishRun} from '../cli/run-flow.js'
+import type {RunResult} from '../cli/run-result.js'
+import {withSignals} from '../cli/signals.js'
+import {confirmSession} from '../engine/sessions/confirm.js'
+import {PipeError} from '../errors.js'
+import {assertId} from '../store/ids.js'
+
+export default class Confirm extends PipeCommand {
+  static override summary = 'Confirm or refuse the tool call an agent step waits at, and continue the run.'
+  static override description = `An agent step pauses the run (status awaiting_input, exit code 10) before a tool call whose level the policy's confirm: names (run_command is dangerous by default); the run's output shows the exact call and the argument vectors it would run. --yes runs it; --no does not, and the model is told that a person refused it (with the note), so it can try another way or give up. The answer, the OS user who gave it, the time and the note go into the run's timeline and the step's tool_calls.`
+  static override examples = [
+    {description: 'Let it run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes'},
+    {description: 'Refuse, with the reason the model will read', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --no --note "do not touch the database"'},
+  ]
+  static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
+  static override flags = {
+    yes: Flags.boolean({description: 'Run the call.', exclusive: ['no']}),
+    no: Flags.boolean({description: 'Refuse the call; the model is told.', exclusive: ['yes']}),
+    note: Flags.string({char: 'n', description: 'Why; recorded, and given to the model with a refusal.', helpValue: 'TEXT'}),
+    store: PipeCommand.storeFlag,
+  }
+
+  async run(): Promise<RunResult> {
+    const {args, flags} = await this.parse(Confirm)
+    assertId('run', args.run)
+    if (!flags.yes && !flags.no) throw new PipeError('E_INVALID_ARGS', 'say --yes or --no', {hint: `pipe confirm ${args.run} --yes   (or --no --note TEXT)`})
+    const store = this.storeDir(flags.store)
+    const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
+    const outcome = await withSignals((signal) => confirmSession({...session, signal, runId: args.run, decision: flags.yes ? 'yes' : 'no', ...(flags.note ? {note: flags.note} : {})}))
+    return finishRun(outcome, session, this.jsonEnabled(), flags.store)
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * Agent tools under the policy (seed 003): each tool's permission level, which levels pause for a
+ * person, and the argument vectors a person has approved in advance.
+ */
+import type {LoadedPolicy} from './policy.js'
+import {checkCommand, type CommandPlace} from './rules.js'
+
+export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
+
+export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = {
+  list_directory: 'safe',
+  find_files: 'safe',
+  search_text: 'safe',
+  read_file: 'safe',
+  apply_edit_blocks: 'moderate',
+  run_command: 'dangerous',
+}
+
+export const DEFAULT_CONFIRM: readonly ToolLevel[] = ['dangerous']
+
+export function toolLevel(policy: LoadedPolicy, tool: string): ToolLevel {
+  const own = (policy.policy.tools as Record<string, ToolLevel | undefined> | undefined)?.[tool]
+  // A tool the policy does not know is treated as the most dangerous.
+  return own ?? DEFAULT_TOOL_LEVELS[tool] ?? 'dangerous'
+}
+
+export function needsConfirmation(policy: LoadedPolicy, level: ToolLevel): boolean {
+  return (policy.policy.confirm ?? DEFAULT_CONFIRM).includes(level)
+}
+
+/** The tools_preapproved entry that matches the argv whole (as allowed_commands matches), or null. */
+export function preapproval(policy: LoadedPolicy, argv: readonly string[], place: CommandPlace): string | null {
+  const entries = policy.policy.tools_preapproved ?? []
+  if (entries.length === 0) return null
+  const verdict = checkCommand({...policy, policy: {...policy.policy, allowed_commands: entries}}, argv, place)
+  return verdict.allowed ? verdict.rule.replace(/^allowed_commands/, 'tools_preapproved') : null
+}

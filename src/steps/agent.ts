@@ -1,0 +1,465 @@
+/**
+ * `kind: agent`: a bounded think/act/observe loop (seed 003). The model is given the task (the
+ * prompt file with its {{vars}} filled) and the step's tools; each reply either calls tools, whose
+ * results go back to it, or ends the loop with a final answer, or gives up.
+ *
+ * Every call is checked before it runs: the tool is one the step offers, its arguments match the
+ * tool's JSON Schema (else the model gets the schema errors and nothing runs), and its level from
+ * the policy does not need a person (else the run pauses: `pipe confirm RUN --yes|--no`). The
+ * conversation is the step's durable state, written after every model reply and every tool
+ * result, so a resume (after a pause or a crash) never asks the model again for a turn it
+ * answered, nor runs again a call that finished.
+ *
+ * Outcomes: `done` (a final answer, matching output_schema when there is one), `gave_up` (the
+ * model called give_up, or max_turns replies went by without a final answer), `denied` (the same,
+ * but after at least one of its calls was refused by a person or denied by the policy: the
+ * refusal is why it stopped). A thrown error (the endpoint, E_MODEL after max_repairs invalid
+ * final answers) is the step's `error`.
+ */
+import {stepDir, promptText, type KindFinding} from '../config/pipeline.js'
+import {loadOutputSchema} from '../config/output-schema.js'
+import {fileEscape} from '../config/pipeline-files.js'
+import {didYouMean} from '../config/suggest.js'
+import {PipeError} from '../errors.js'
+import {needsConfirmation, preapproval, toolLevel, type ToolLevel} from '../policy/tools.js'
+import type {ChatMessage, ChatReply, ToolCall, ToolSpec} from '../providers/chat.js'
+import {parseReply} from '../providers/openai/provider.js'
+import {renderPrompt} from '../providers/prompt.js'
+import type {Usage} from '../providers/types.js'
+import {sha256} from '../util/hash.js'
+import {redact, redactDeep} from '../util/redact.js'
+import {variablesUsed} from '../util/template.js'
+import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed, type AgentTool, type ToolOutcome} from './agent/tools.js'
+import {renderVar} from './model.js'
+import {modelCall, promptOf} from './model-support.js'
+import {int, list, str} from './output-schemas.js'
+import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
+
+export const DEFAULT_MAX_TURNS = 20
+const GIVE_UP = 'give_up'
+
+type AgentStep = StepOf<'agent'>
+type Protocol = 'native' | 'json'
+
+/** What the step keeps between turns, pauses and crashes (StepContext.state). */
+interface AgentState {
+  version: 1
+  protocol: Protocol
+  messages: ChatMessage[]
+  /** Model replies so far. */
+  turns: number
+  /** Tool calls of the last reply that still need a result. */
+  pending: ToolCall[]
+  /** A call that started and did not finish before pipe stopped (a crash). */
+  inflight?: string
+  calls: ToolCallRecord[]
+  /** Confirmations already used, by call id. */
+  consumed: string[]
+  /** Results of safe calls since the last call that could change something, by tool and arguments. */
+  cache: Record<string, {result: Record<string, unknown>; summary: string; ok: boolean}>
+  usage: Usage
+  repairs: number
+  model: string | null
+  files_changed: string[]
+  patches: Array<{call_id: string; files: string[]; patch: string}>
+}
+
+function systemText(step: AgentStep, protocol: Protocol, tools: readonly AgentTool[], outputSchema: Record<string, unknown> | null): string {
+  const lines = [
+    `You are the agent step "${step.id}" of pipe, a pipeline runner. You work on the task the user gives you inside a repository, only through the tools offered. Think, act with a tool, observe its result, reflect, and repeat until the task is done.`,
+    `You have at most ${step.max_turns ?? DEFAULT_MAX_TURNS} replies. Some tool calls may be refused by the policy or by a person; then find another way, or give up.`,
+  ]
+  const final = outputSchema ? `a JSON object that matches this JSON Schema: ${JSON.stringify(outputSchema)}` : 'a short summary of what you did'
+  if (protocol === 'native') {
+    lines.push(`When the task is done, reply without tool calls with your final answer: ${final}. If you cannot do it, call ${GIVE_UP} with the reason.`)
+  } else {
+    lines.push(
+      'Reply with exactly one JSON object and nothing else, one of:',
+      '{"tool": "<name>", "arguments": {...}}  to call a tool (one per reply);',
+      `{"final": ...}  when the task is done, where ... is ${final};`,
+      `{"${GIVE_UP}": "<reason>"}  when you cannot do it.`,
+      'The tools, with the JSON Schema of their arguments:',
+      ...tools.map((t) => `- ${t.name}: ${t.description.replace(/\n/g, '\n  ')}\n  arguments: ${JSON.stringify(t.parameters)}`),
+    )
+  }
+  return lines.join('\n')
+}
+
+function toolSpecs(tools: readonly AgentTool[]): ToolSpec[] {
+  return [
+    ...tools.map((t) => ({type: 'function' as const, function: {name: t.name, description: t.description, parameters: t.parameters}})),
+    {type: 'function' as const, function: {name: GIVE_UP, description: 'Stop: you cannot do the task. Say why.', parameters: {type: 'object', additionalProperties: false, required: ['reason'], properties: {reason: {type: 'string'}}}}},
+  ]
+}
+
+function stableKey(name: string, args: unknown): string {
+  const sort = (v: unknown): unknown =>
+    v === null || typeof v !== 'object' ? v : Array.isArray(v) ? v.map(sort) : Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]))
+  return `${name}:${JSON.stringify(sort(args))}`
+}
+
+/** The endpoint refused function tools (400 about tools): the step goes on with the JSON protocol. */
+function rejectsTools(error: unknown): boolean {
+  if (!(error instanceof PipeError) || error.code !== 'E_MODEL') return false
+  const status = (error.details as {status?: number} | undefined)?.status
+  return status === 400 && /tool|function/i.test(error.message)
+}
+
+/** A conversation held with native tool calls, retold for the JSON protocol. */
+function toJsonProtocol(messages: ChatMessage[], system: string): ChatMessage[] {
+  return messages.map((m, i): ChatMessage => {
+    if (i === 0 && m.role === 'system') return {role: 'system', content: system}
+    if (m.role === 'assistant' && m.tool_calls?.length) {
+      const call = m.tool_calls[0]!
+      return {role: 'assistant', content: JSON.stringify({tool: call.function.name, arguments: safeParse(call.function.arguments)})}
+    }
+    if (m.role === 'tool') return {role: 'user', content: `Result of call ${m.tool_call_id}:\n${m.content}`}
+    return m
+  })
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return text
+  }
+}
+
+/** One model reply, read as tool calls, a final answer, or giving up. */
+type Reading = {calls: ToolCall[]} | {final: unknown; text: string} | {giveUp: string} | {unreadable: string}
+
+function readReply(reply: ChatReply, protocol: Protocol, turn: number): Reading {
+  if (protocol === 'native') {
+    const calls = reply.message.tool_calls ?? []
+    const giveUp = calls.find((c) => c.function.name === GIVE_UP)
+    if (giveUp) {
+      const reason = (safeParse(giveUp.function.arguments) as {reason?: unknown} | null)?.reason
+      return {giveUp: typeof reason === 'string' ? reason : 'no reason given'}
+    }
+    if (calls.length > 0) return {calls}
+    const text = reply.message.content ?? ''
+    return {final: text, text}
+  }
+  const parsed = parseReply(reply.message.content ?? '')
+  if (!parsed.ok || parsed.value === null || typeof parsed.value !== 'object' || Array.isArray(parsed.value)) {
+    return {unreadable: parsed.ok ? 'the reply is not a JSON object' : parsed.error}
+  }
+  const value = parsed.value as Record<string, unknown>
+  if (typeof value['tool'] === 'string') {
+    return {calls: [{id: `call_json_${turn}`, type: 'function', function: {name: value['tool'], arguments: JSON.stringify(value['arguments'] ?? {})}}]}
+  }
+  if (GIVE_UP in value) return {giveUp: typeof value[GIVE_UP] === 'string' ? value[GIVE_UP] : 'no reason given'}
+  if ('final' in value) return {final: value['final'], text: typeof value['final'] === 'string' ? value['final'] : JSON.stringify(value['final'])}
+  return {unreadable: `the reply has none of "tool", "final" or "${GIVE_UP}"`}
+}
+
+function resultMessage(protocol: Protocol, call: ToolCall, content: Record<string, unknown>): ChatMessage {
+  const text = redact(JSON.stringify(content))
+  return protocol === 'native' ? {role: 'tool', tool_call_id: call.id, content: text} : {role: 'user', content: `Result of ${call.function.name} (${call.id}):\n${text}`}
+}
+
+function argvOf(tool: string, args: Record<string, unknown>, context: StepContext): string[][] | undefined {
+  if (tool !== 'run_command') return undefined
+  const planned = commandSegments(args, {policy: context.policy, root: context.cwd})
+  return planned.ok ? planned.segments.map((s) => s.argv) : undefined
+}
+
+export const agent: StepHandler<'agent'> = {
+  kind: 'agent',
+  summary: 'a model works on a task with tools (read, search, edit, run allowed commands) in a bounded loop, under the policy',
+  outcomes: () => ['done', 'gave_up', 'denied'],
+  failures: {
+    gave_up: {code: 'E_MODEL', hint: ({run_id, step}) => `The agent gave up; pipe snapshot show ${run_id} --step ${step} shows its tool calls and reason. Route the outcome with on: {gave_up: STEP}, give it more max_turns or a clearer prompt.`},
+    denied: {code: 'E_POLICY_DENIED', hint: ({run_id, step}) => `The agent stopped after a call was refused or denied; pipe snapshot show ${run_id} --step ${step} shows which. Allow it in the policy, or route the outcome with on: {denied: STEP}.`},
+  },
+  changesSpec: false,
+  needsModel: true,
+  // A retry would repeat tool calls that changed the repository: the conversation's state carries it instead.
+  safeToRetry: false,
+  outputsSchema(step, pipeline) {
+    const loaded = step.output_schema !== undefined ? loadOutputSchema(pipeline.dir, step.output_schema) : null
+    const value = loaded === null ? str : loaded.ok ? loaded.output.schema : true
+    const root = loaded?.ok ? loaded.output.schema : {}
+    return {
+      type: 'object',
+      properties: {value, summary: str, files_changed: list(str), turns: int, tool_calls: int, patch: str},
+      required: ['value', 'summary', 'files_changed', 'turns', 'tool_calls'],
+      additionalProperties: false,
+      ...(root['definitions'] !== undefined ? {definitions: root['definitions']} : {}),
+      ...(root['$defs'] !== undefined ? {$defs: root['$defs']} : {}),
+    }
+  },
+  graph: {details: (step) => [`tools: ${step.tools.join(', ')}`]},
+  check(step, loaded) {
+    const out: KindFinding[] = []
+    step.tools.forEach((name, i) => {
+      if (!TOOL_NAMES.includes(name)) out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, TOOL_NAMES)} (tools: ${TOOL_NAMES.join(', ')})`})
+    })
+    const index = loaded.pipeline.steps.indexOf(step)
+    const dir = stepDir(loaded, index)
+    if (typeof step.output_schema === 'string' && !fileEscape(dir, step.output_schema)) {
+      const schema = loadOutputSchema(dir, step.output_schema)
+      if (!schema.ok) out.push({rule: 'agent-step', at: ['output_schema'], message: `output_schema "${step.output_schema}" ${schema.problem}`})
+    }
+    const text = promptText(loaded, step, index)
+    if (text === undefined) return out
+    const names = Object.keys(step.vars ?? {})
+    for (const use of variablesUsed(text)) {
+      if (names.includes(use.name)) continue
+      out.push({rule: 'agent-step', at: ['prompt'], message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`})
+    }
+    return out
+  },
+  async run(context) {
+    try {
+      return await runAgent(context)
+    } catch (error) {
+      // A step that fails still says which calls it made (and what they changed): the snapshot keeps the error's details.
+      const state = (await context.state.read().catch(() => undefined)) as AgentState | undefined
+      if (error instanceof PipeError && state && state.calls.length > 0) {
+        throw new PipeError(error.code, error.message, {...(error.hint ? {hint: error.hint} : {}), retryable: error.retryable, blocking: error.blocking, details: {...(error.details ?? {}), tool_calls: state.calls, files_changed: state.files_changed}})
+      }
+      throw error
+    }
+  },
+}
+
+async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
+  const {step} = context
+  const tools = step.tools.map((name) => {
+    const tool = toolNamed(name)
+    if (!tool) throw new PipeError('E_CONFIG', `agent step "${step.id}" names an unknown tool "${name}"`, {hint: 'pipe validate lists the tools an agent step may name.'})
+    return tool
+  })
+  let outputSchema: {schema: Record<string, unknown>; check: (v: unknown) => string | null} | null = null
+  if (step.output_schema !== undefined) {
+    const loaded = loadOutputSchema(stepDir(context.pipeline, step.id), step.output_schema)
+    if (!loaded.ok) throw new PipeError('E_CONFIG', `output_schema "${step.output_schema}" ${loaded.problem}`, {hint: 'pipe validate checks output schemas before a run.'})
+    outputSchema = loaded.output
+  }
+  const maxTurns = step.max_turns ?? DEFAULT_MAX_TURNS
+  const maxRepairs = step.max_repairs ?? 2
+  const provider = await context.provider()
+  const template = (await promptOf(context))!
+  const vars = step.vars ?? {}
+  const prompt = renderPrompt(template, Object.fromEntries(Object.entries(vars).map(([name, value]) => [name, renderVar(value)])))
+  const startProtocol: Protocol = step.tool_protocol === 'json' ? 'json' : 'native'
+
+  let state = (await context.state.read()) as AgentState | undefined
+  if (!state) {
+    state = {
+      version: 1,
+      protocol: startProtocol,
+      // The transcript is a record: whatever secret reached the prompt is masked in it.
+      messages: [{role: 'system', content: systemText(step, startProtocol, tools, outputSchema?.schema ?? null)}, {role: 'user', content: redact(prompt)}],
+      turns: 0,
+      pending: [],
+      calls: [],
+      consumed: [],
+      cache: {},
+      usage: {prompt_tokens: 0, completion_tokens: 0, calls: 0},
+      repairs: 0,
+      model: null,
+      files_changed: [],
+      patches: [],
+    }
+    await context.state.write(state)
+  }
+  const s = state
+  const save = (): Promise<void> => context.state.write(s)
+
+  const finish = (outcome: 'done' | 'gave_up' | 'denied', reason: string, value: unknown, summary: string): StepResult => {
+    const evidence: Array<EvidenceDraft & {link: 'repo'}> = s.patches.map((p) => ({
+      type: 'repo',
+      link: 'repo',
+      source: {ref: `repo://${p.files.join(',')}`},
+      content: {excerpt: [...p.patch].slice(0, 500).join(''), note: `agent step ${step.id}, tool call ${p.call_id}: apply_edit_blocks changed ${p.files.join(', ')}`},
+      linked_to: [{step: step.id}, {run_id: context.run.run_id}],
+    }))
+    return {
+      type: 'done',
+      outcome,
+      reason,
+      inputs: {prompt: step.prompt, prompt_sha256: sha256(prompt), vars: redactDeep(vars), tools: step.tools, max_turns: maxTurns, protocol: s.protocol, ...(step.output_schema ? {output_schema: step.output_schema} : {})},
+      outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join('')},
+      toolCalls: s.calls,
+      ...(evidence.length > 0 ? {evidence} : {}),
+      llmModel: s.model,
+      usage: s.usage,
+    }
+  }
+  const refusedOrDenied = (): boolean => s.calls.some((c) => c.decision === 'refused' || c.decision === 'denied')
+  const stop = (why: string): StepResult => {
+    const denied = refusedOrDenied()
+    return finish(denied ? 'denied' : 'gave_up', denied ? `${why}, after a call was refused or denied` : why, null, why)
+  }
+
+  for (;;) {
+    // Answer the calls of the last reply, in order, each once.
+    while (s.pending.length > 0) {
+      const call = s.pending[0]!
+      const answered = await answerCall(context, s, call, tools, save)
+      if (answered) return answered
+      s.pending.shift()
+      await save()
+    }
+    if (s.turns >= maxTurns) return stop(`no final answer within max_turns ${maxTurns}`)
+    let reply: ChatReply
+    try {
+      reply = await provider.chat(
+        {
+          messages: s.messages,
+          ...(s.protocol === 'native' ? {tools: toolSpecs(tools), tool_choice: 'auto' as const} : {}),
+          ...(step.model !== undefined ? {model: step.model} : {}),
+          ...(step.temperature !== undefined ? {temperature: step.temperature} : {}),
+        },
+        modelCall(context),
+      )
+    } catch (error) {
+      if (s.protocol === 'native' && step.tool_protocol !== 'native' && rejectsTools(error)) {
+        s.protocol = 'json'
+        s.messages = toJsonProtocol(s.messages, systemText(step, 'json', tools, outputSchema?.schema ?? null))
+        await save()
+        continue
+      }
+      throw error
+    }
+    s.turns++
+    s.model = reply.model
+    s.usage.calls++
+    s.usage.prompt_tokens += reply.usage?.prompt_tokens ?? 0
+    s.usage.completion_tokens += reply.usage?.completion_tokens ?? 0
+    const reading = readReply(reply, s.protocol, s.turns)
+    s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && reply.message.tool_calls?.length ? {tool_calls: reply.message.tool_calls} : {})}))
+    if ('calls' in reading) {
+      // The state is a record too; the model never saw a secret, so masking its arguments changes nothing it asked for.
+      s.pending = redactDeep(reading.calls)
+      await save()
+      continue
+    }
+    if ('giveUp' in reading) {
+      await save()
+      return stop(`the model gave up: ${reading.giveUp}`)
+    }
+    let problem: string
+    if ('unreadable' in reading) problem = reading.unreadable
+    else if (!outputSchema) {
+      await save()
+      return finish('done', `final answer after ${s.turns} turn(s) and ${s.calls.length} tool call(s)`, reading.text, reading.text)
+    } else {
+      const parsed = typeof reading.final === 'string' ? parseReply(reading.final) : {ok: true as const, value: reading.final}
+      if (parsed.ok) {
+        const found = outputSchema.check(parsed.value)
+        if (found === null) {
+          await save()
+          return finish('done', `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)`, parsed.value, reading.text)
+        }
+        problem = `the final answer does not match the schema: ${found}`
+      } else problem = `the final answer is not JSON: ${parsed.error}`
+    }
+    if (s.repairs >= maxRepairs) {
+      await save()
+      throw new PipeError('E_MODEL', `agent step "${step.id}": ${problem} (after ${s.repairs} repair(s))`, {hint: 'Try a stronger model, a clearer prompt, or a simpler output_schema.'})
+    }
+    s.repairs++
+    s.messages.push({role: 'user', content: `${problem}\nReply again${s.protocol === 'json' ? ' with one JSON object' : ''}.`})
+    await save()
+  }
+}
+
+/**
+ * Runs (or refuses, or pauses at) one tool call and appends its result to the conversation.
+ * Returns a pause when a person must decide first; null once the call has its result.
+ */
+async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: ToolCall, tools: readonly AgentTool[], save: () => Promise<void>): Promise<StepResult | null> {
+  const {policy} = context
+  const name = call.function.name
+  const started = Date.now()
+  const record = (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): void => {
+    s.calls.push({call_id: call.id, turn: s.turns, name, duration_ms: Math.max(0, Date.now() - started), ...redactDeep(entry), summary: redact(entry.summary)})
+    s.messages.push(resultMessage(s.protocol, call, content))
+  }
+  const tool = tools.find((t) => t.name === name)
+  const parsedArgs = safeParse(call.function.arguments)
+  if (!tool) {
+    record({arguments: parsedArgs, decision: 'invalid', ok: false, summary: `unknown tool ${name}`, cache_hit: false}, {error: `there is no tool "${name}"${didYouMean(name, tools.map((t) => t.name))}; the tools are: ${tools.map((t) => t.name).join(', ')}`})
+    return null
+  }
+  const level: ToolLevel = toolLevel(policy, name)
+  if (typeof call.function.arguments !== 'string' || (call.function.arguments.trim() !== '' && parsedArgs === call.function.arguments)) {
+    record({arguments: call.function.arguments, level, decision: 'invalid', ok: false, summary: 'arguments are not JSON', cache_hit: false}, {error: 'the arguments are not valid JSON; nothing was run', schema: tool.parameters})
+    return null
+  }
+  const args = (call.function.arguments.trim() === '' ? {} : parsedArgs) as Record<string, unknown>
+  const problems = argumentProblems(tool, args)
+  if (problems !== null) {
+    record({arguments: args, level, decision: 'invalid', ok: false, summary: `invalid arguments: ${problems}`, cache_hit: false}, {error: `invalid arguments: ${problems}; nothing was run`, schema: tool.parameters})
+    return null
+  }
+  // A call that was running when pipe stopped: its effect is unknown, so it is never run again blindly.
+  if (s.inflight === call.id) {
+    delete s.inflight
+    record({arguments: args, level, decision: 'auto', ok: false, summary: 'interrupted: pipe stopped while it ran; its effect is unknown', cache_hit: false}, {error: 'pipe was interrupted while this call ran; whether it took effect is unknown. Read the files (or run the check) again before going on.'})
+    return null
+  }
+  const key = stableKey(name, args)
+  const cacheable = level === 'safe' && !tool.mutates
+  const cached = cacheable ? s.cache[key] : undefined
+  if (cached) {
+    record({arguments: args, level, decision: 'auto', ok: cached.ok, summary: cached.summary, cache_hit: true}, cached.result)
+    return null
+  }
+  let decision: ToolCallRecord['decision'] = 'auto'
+  let person: {by: string; note?: string} | undefined
+  const argv = argvOf(name, args, context)
+  if (needsConfirmation(policy, level)) {
+    // A command line every segment of which a person approved in advance needs no one now.
+    const approved = argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
+    const given = context.run.confirmation
+    if (approved) decision = 'preapproved'
+    else if (argv === undefined && name === 'run_command') {
+      // A line that cannot run (refused syntax, a denied segment) is answered without asking anyone.
+    } else if (given && given.call_id === call.id && !s.consumed.includes(call.id)) {
+      s.consumed.push(call.id)
+      person = {by: given.by, ...(given.note ? {note: given.note} : {})}
+      if (given.decision === 'no') {
+        record({arguments: args, level, decision: 'refused', ok: false, summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`, cache_hit: false, ...person}, {
+          error: `a person (${given.by}) refused this call; it did not run`,
+          refused: true,
+          ...(given.note ? {note: given.note} : {}),
+        })
+        return null
+      }
+      decision = 'confirmed'
+    } else {
+      await save()
+      const shown = argv ? argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(args)
+      return {
+        type: 'await',
+        kind: 'confirm',
+        reason: `agent step ${context.step.id} wants to call ${name} (${level}): ${redact(shown)}`,
+        action: {call_id: call.id, tool: name, level, arguments: redactDeep(args), ...(argv ? {argv: redactDeep(argv)} : {})},
+      }
+    }
+  }
+  if (tool.mutates) {
+    s.inflight = call.id
+    await save()
+  }
+  const outcome: ToolOutcome = await tool.run(args, {policy, root: context.cwd, signal: context.signal, slotsDir: context.slotsDir})
+  const shape = resultProblems(tool, outcome.result)
+  if (shape !== null) throw new PipeError('E_INTERNAL', `the result of ${name} does not match its result schema: ${shape}`, {hint: 'This is a bug in pipe.'})
+  delete s.inflight
+  if (tool.mutates) s.cache = {}
+  else if (cacheable) s.cache[key] = {result: outcome.result, summary: outcome.summary, ok: outcome.ok}
+  if (outcome.files_changed?.length) {
+    for (const f of outcome.files_changed) if (!s.files_changed.includes(f)) s.files_changed.push(f)
+    if (outcome.patch) s.patches.push({call_id: call.id, files: outcome.files_changed, patch: redact(outcome.patch)})
+  }
+  record(
+    {arguments: args, level, decision: outcome.denied ? 'denied' : decision, ok: outcome.ok, summary: outcome.summary, cache_hit: false, ...(outcome.files_changed?.length ? {files_changed: outcome.files_changed} : {}), ...(person ?? {})},
+    outcome.result,
+  )
+  return null
+}

@@ -1,0 +1,411 @@
+/**
+ * The tools an agent step offers its model (seed 003): each with a JSON Schema for its arguments,
+ * checked before it runs, and one for its result. Every path is confined to the repository root
+ * (the run's working directory) by the policy's checks (sandbox, symlinks, forbidden_paths), and
+ * every command goes through allowed_commands and the sandbox: the model touches files and
+ * processes through these and nothing else.
+ */
+import {existsSync, readdirSync, readFileSync, statSync} from 'node:fs'
+import path from 'node:path'
+import picomatch from 'picomatch'
+import {compileOutputSchema, type OutputSchema} from '../../config/output-schema.js'
+import {applyEditText, EditFailed, revertEdit, type EditResult} from '../../edit/workspace.js'
+import {PipeError} from '../../errors.js'
+import {runCommand, type CommandResult} from '../../policy/exec.js'
+import type {LoadedPolicy} from '../../policy/policy.js'
+import {assertPath, checkCommand, checkPath} from '../../policy/rules.js'
+import {splitCommandLine, type Segment} from '../../policy/shell-line.js'
+import {redact} from '../../util/redact.js'
+
+export interface ToolPlace {
+  policy: LoadedPolicy
+  /** The repository root: the run's working directory. */
+  root: string
+  signal: AbortSignal
+  slotsDir: string
+}
+
+export interface ToolOutcome {
+  /** Whether the tool did what was asked. */
+  ok: boolean
+  /** What the model gets back (matches the tool's result schema). */
+  result: Record<string, unknown>
+  /** One line for the snapshot and progress. */
+  summary: string
+  /** The policy refused it (a path outside the root, a command not allowed). */
+  denied?: boolean
+  files_changed?: string[]
+  /** Unified diff of what it changed. */
+  patch?: string
+  /** For run_command: each segment's full result. */
+  commands?: CommandResult[]
+  /** For apply_edit_blocks: what undoes it. */
+  edit?: EditResult
+}
+
+export interface AgentTool {
+  name: string
+  description: string
+  parameters: Record<string, unknown>
+  resultSchema: Record<string, unknown>
+  /** Whether it changes the repository or the world (then the run's cache of safe results is dropped). */
+  mutates: boolean
+  run(args: Record<string, unknown>, place: ToolPlace): Promise<ToolOutcome>
+}
+
+const MAX_LIST = 500
+const MAX_MATCHES = 100
+const MAX_READ_BYTES = 64 * 1024
+const MAX_SEARCH_FILE_BYTES = 1024 * 1024
+const MAX_LINE_CHARS = 300
+
+const errorResult = {type: 'object', required: ['error'], properties: {error: {type: 'string'}}}
+function withError(schema: Record<string, unknown>): Record<string, unknown> {
+  return {anyOf: [schema, errorResult]}
+}
+
+function denied(error: unknown): ToolOutcome | null {
+  if (error instanceof PipeError && error.code === 'E_POLICY_DENIED') return {ok: false, denied: true, result: {error: redact(error.message)}, summary: `denied: ${redact(error.message)}`}
+  return null
+}
+
+function failed(message: string): ToolOutcome {
+  return {ok: false, result: {error: message}, summary: message}
+}
+
+/** Every file under `dir` (relative to root, forward slashes) that the policy lets the model see. */
+function walk(place: ToolPlace, dir: string, out: string[], limit: number): boolean {
+  const full = path.resolve(place.root, dir)
+  let names: string[]
+  try {
+    names = readdirSync(full).sort()
+  } catch {
+    return true
+  }
+  for (const name of names) {
+    const relative = dir === '.' ? name : `${dir}/${name}`
+    if (!checkPath(place.policy, place.root, relative).allowed) continue
+    const info = statSync(path.join(full, name), {throwIfNoEntry: false})
+    if (!info) continue
+    if (info.isDirectory()) {
+      if (name === 'node_modules') continue
+      if (!walk(place, relative, out, limit)) return false
+    } else if (info.isFile()) {
+      if (out.length >= limit) return false
+      out.push(relative)
+    }
+  }
+  return true
+}
+
+function directoryOf(place: ToolPlace, given: string | undefined): string {
+  const verdict = assertPath(place.policy, place.root, given ?? '.')
+  if (!existsSync(verdict.resolved) || !statSync(verdict.resolved).isDirectory()) throw new PipeError('E_INVALID_ARGS', `"${given ?? '.'}" is not a directory`)
+  return verdict.relative === '' ? '.' : verdict.relative
+}
+
+const listDirectory: AgentTool = {
+  name: 'list_directory',
+  description: 'List the entries of a directory of the repository (names; directories end in /).',
+  parameters: {type: 'object', additionalProperties: false, properties: {path: {type: 'string', description: 'Directory relative to the repository root; default "."'}}},
+  resultSchema: withError({type: 'object', required: ['path', 'entries', 'truncated'], properties: {path: {type: 'string'}, entries: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}}}),
+  mutates: false,
+  async run(args, place) {
+    try {
+      const dir = directoryOf(place, args['path'] as string | undefined)
+      const full = path.resolve(place.root, dir)
+      const entries: string[] = []
+      for (const name of readdirSync(full).sort()) {
+        const relative = dir === '.' ? name : `${dir}/${name}`
+        if (!checkPath(place.policy, place.root, relative).allowed) continue
+        entries.push(statSync(path.join(full, name), {throwIfNoEntry: false})?.isDirectory() ? `${name}/` : name)
+      }
+      const truncated = entries.length > MAX_LIST
+      return {ok: true, result: {path: dir, entries: entries.slice(0, MAX_LIST), truncated}, summary: `${entries.length} entries in ${dir}`}
+    } catch (error) {
+      return denied(error) ?? failed((error as Error).message)
+    }
+  },
+}
+
+const findFiles: AgentTool = {
+  name: 'find_files',
+  description: 'Find files of the repository whose path matches a glob (e.g. "src/**/*.ts"); node_modules and forbidden paths are skipped.',
+  parameters: {type: 'object', additionalProperties: false, required: ['pattern'], properties: {pattern: {type: 'string', minLength: 1}, path: {type: 'string', description: 'Directory to search under; default "."'}}},
+  resultSchema: withError({type: 'object', required: ['files', 'truncated'], properties: {files: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}}}),
+  mutates: false,
+  async run(args, place) {
+    try {
+      const dir = directoryOf(place, args['path'] as string | undefined)
+      const match = picomatch(args['pattern'] as string, {dot: true})
+      const all: string[] = []
+      const complete = walk(place, dir, all, 20000)
+      const files = all.filter((f) => match(f) || match(dir === '.' ? f : f.slice(dir.length + 1)))
+      const truncated = files.length > MAX_LIST || !complete
+      return {ok: true, result: {files: files.slice(0, MAX_LIST), truncated}, summary: `${files.length} file(s) match ${args['pattern'] as string}`}
+    } catch (error) {
+      return denied(error) ?? failed((error as Error).message)
+    }
+  },
+}
+
+const searchText: AgentTool = {
+  name: 'search_text',
+  description: 'Search the text of the repository\'s files for a literal string (or a regular expression with regex: true); answers lines as path:line:text, like ripgrep, at most 100.',
+  parameters: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['query'],
+    properties: {query: {type: 'string', minLength: 1}, regex: {type: 'boolean'}, path: {type: 'string'}, glob: {type: 'string', description: 'Only files whose path matches this glob'}, ignore_case: {type: 'boolean'}},
+  },
+  resultSchema: withError({type: 'object', required: ['matches', 'truncated'], properties: {matches: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}}}),
+  mutates: false,
+  async run(args, place) {
+    try {
+      const dir = directoryOf(place, args['path'] as string | undefined)
+      const query = args['query'] as string
+      const flags = args['ignore_case'] === true ? 'i' : ''
+      let test: (line: string) => boolean
+      if (args['regex'] === true) {
+        let re: RegExp
+        try {
+          re = new RegExp(query, flags)
+        } catch (error) {
+          return failed(`invalid regular expression: ${(error as Error).message}`)
+        }
+        test = (line) => re.test(line)
+      } else {
+        const needle = flags ? query.toLowerCase() : query
+        test = (line) => (flags ? line.toLowerCase() : line).includes(needle)
+      }
+      const only = typeof args['glob'] === 'string' ? picomatch(args['glob'], {dot: true}) : null
+      const files: string[] = []
+      walk(place, dir, files, 20000)
+      const matches: string[] = []
+      let truncated = false
+      for (const file of files) {
+        if (only && !only(file)) continue
+        const full = path.resolve(place.root, file)
+        if (statSync(full).size > MAX_SEARCH_FILE_BYTES) continue
+        const bytes = readFileSync(full)
+        if (bytes.includes(0)) continue
+        const lines = bytes.toString('utf8').split('\n')
+        for (const [i, line] of lines.entries()) {
+          if (!test(line)) continue
+          if (matches.length >= MAX_MATCHES) {
+            truncated = true
+            break
+          }
+          matches.push(`${file}:${i + 1}:${line.length > MAX_LINE_CHARS ? `${line.slice(0, MAX_LINE_CHARS)}…` : line}`)
+        }
+        if (truncated) break
+      }
+      return {ok: true, result: {matches: matches.map((m) => redact(m)), truncated}, summary: `${matches.length}${truncated ? '+' : ''} match(es) for ${JSON.stringify(query)}`}
+    } catch (error) {
+      return denied(error) ?? failed((error as Error).message)
+    }
+  },
+}
+
+const readFileTool: AgentTool = {
+  name: 'read_file',
+  description: 'Read a text file of the repository, optionally lines start_line..end_line (1-based, inclusive); at most 64 KiB per call. Lines come numbered as "N: text".',
+  parameters: {type: 'object', additionalProperties: false, required: ['path'], properties: {path: {type: 'string', minLength: 1}, start_line: {type: 'integer', minimum: 1}, end_line: {type: 'integer', minimum: 1}}},
+  resultSchema: withError({
+    type: 'object',
+    required: ['path', 'start_line', 'end_line', 'total_lines', 'content', 'truncated'],
+    properties: {path: {type: 'string'}, start_line: {type: 'integer'}, end_line: {type: 'integer'}, total_lines: {type: 'integer'}, content: {type: 'string'}, truncated: {type: 'boolean'}},
+  }),
+  mutates: false,
+  async run(args, place) {
+    try {
+      const given = args['path'] as string
+      const verdict = assertPath(place.policy, place.root, given)
+      const info = statSync(verdict.resolved, {throwIfNoEntry: false})
+      if (!info) return failed(`${given} does not exist`)
+      if (!info.isFile()) return failed(`${given} is not a regular file`)
+      const bytes = readFileSync(verdict.resolved)
+      if (bytes.includes(0)) return failed(`${given} is binary`)
+      const lines = bytes.toString('utf8').replace(/\n$/, '').split('\n')
+      const start = (args['start_line'] as number | undefined) ?? 1
+      const end = Math.min((args['end_line'] as number | undefined) ?? lines.length, lines.length)
+      if (start > Math.max(lines.length, 1)) return failed(`${given} has ${lines.length} line(s); start_line ${start} is past its end`)
+      let content = ''
+      let last = start - 1
+      let truncated = false
+      for (let n = start; n <= end; n++) {
+        const next = `${n}: ${lines[n - 1]!}\n`
+        if (Buffer.byteLength(content) + Buffer.byteLength(next) > MAX_READ_BYTES) {
+          truncated = true
+          break
+        }
+        content += next
+        last = n
+      }
+      return {ok: true, result: {path: verdict.relative, start_line: start, end_line: last, total_lines: lines.length, content: redact(content), truncated}, summary: `read ${verdict.relative} lines ${start}-${last} of ${lines.length}`}
+    } catch (error) {
+      return denied(error) ?? failed((error as Error).message)
+    }
+  },
+}
+
+/** Runs the policy's syntax checker for each changed file that has one; the first failure's output, or null. */
+async function syntaxCheck(files: string[], place: ToolPlace): Promise<{file: string; argv: string[]; output: string} | null> {
+  const checks = place.policy.policy.syntax_checks ?? {}
+  for (const file of files) {
+    const pattern = checks[path.extname(file)]
+    if (!pattern) continue
+    const argv = pattern.map((a) => (a === '{path}' ? file : a))
+    const result = await runCommand(place.policy, place.root, {argv, signal: place.signal, slotsDir: place.slotsDir})
+    if (result.exit_code !== 0) {
+      const output = `${result.stdout.head}${result.stdout.tail}${result.stderr.head}${result.stderr.tail}`.slice(-4000)
+      return {file, argv, output: result.spawn_error ?? (result.timed_out ? 'the checker timed out' : output)}
+    }
+  }
+  return null
+}
+
+const applyEditBlocks: AgentTool = {
+  name: 'apply_edit_blocks',
+  description: [
+    'Edit files of the repository with SEARCH/REPLACE blocks, all or none. Each block is: the file path on its own line, then',
+    '<<<<<<< SEARCH',
+    'the exact lines to find',
+    '=======',
+    'the lines to put instead',
+    '>>>>>>> REPLACE',
+    'An empty SEARCH creates a new file. On a failed match you get the nearest lines the file really has; a configured syntax checker that fails rolls the edit back.',
+  ].join('\n'),
+  parameters: {type: 'object', additionalProperties: false, required: ['blocks'], properties: {blocks: {type: 'string', minLength: 1, description: 'One or more SEARCH/REPLACE blocks'}}},
+  resultSchema: withError({
+    type: 'object',
+    required: ['applied'],
+    properties: {applied: {type: 'boolean'}, files: {type: 'array', items: {type: 'object'}}, changed_lines: {type: 'integer'}, failures: {type: 'array'}, syntax_check: {type: 'object'}, rolled_back: {type: 'boolean'}},
+  }),
+  mutates: true,
+  async run(args, place) {
+    let edit: EditResult
+    try {
+      edit = await applyEditText(place.policy, place.root, args['blocks'] as string)
+    } catch (error) {
+      if (error instanceof EditFailed) {
+        return {ok: false, result: {applied: false, failures: error.failures}, summary: `no block applied: ${error.failures.map((f) => `block ${f.block} (${f.path}): ${f.reason}`).join('; ')}`}
+      }
+      return denied(error) ?? failed((error as Error).message)
+    }
+    const files = edit.files.map((f) => f.path)
+    const bad = await syntaxCheck(files, place)
+    if (bad) {
+      await revertEdit(place.policy, place.root, edit.files)
+      return {
+        ok: false,
+        result: {applied: false, rolled_back: true, syntax_check: {file: bad.file, argv: bad.argv, output: redact(bad.output)}},
+        summary: `the syntax check ${bad.argv.join(' ')} failed on ${bad.file}; the edit was rolled back`,
+      }
+    }
+    return {
+      ok: true,
+      result: {applied: true, changed_lines: edit.changed_lines, files: edit.files.map((f) => ({path: f.path, created: f.created, changed_lines: f.changed_lines}))},
+      summary: `edited ${files.join(', ')} (${edit.changed_lines} line(s))`,
+      files_changed: files,
+      patch: edit.files.map((f) => f.diff).join(''),
+      edit,
+    }
+  },
+}
+
+/** The argv segments of a run_command call, or why it cannot run (nothing runs unless every segment is allowed). */
+export function commandSegments(args: Record<string, unknown>, place: Pick<ToolPlace, 'policy' | 'root'>): {ok: true; segments: Segment[]} | {ok: false; error: string; denied: boolean} {
+  const split = splitCommandLine(args['command'] as string)
+  if (!split.ok) return {ok: false, error: split.error, denied: false}
+  for (const [i, segment] of split.segments.entries()) {
+    if (segment.after === '|') return {ok: false, error: `pipes (|) are not run: run_command runs each command on its own; run ${JSON.stringify(segment.argv)} separately`, denied: false}
+    const verdict = checkCommand(place.policy, segment.argv, {root: place.root})
+    if (!verdict.allowed) return {ok: false, error: `segment ${i + 1} ${JSON.stringify(segment.argv)} is not allowed (${verdict.rule}): ${verdict.reason}; nothing was run`, denied: true}
+  }
+  return {ok: true, segments: split.segments}
+}
+
+function tail(stream: CommandResult['stdout']): string {
+  const text = stream.omitted_bytes > 0 ? `${stream.head}\n[… ${stream.omitted_bytes} bytes omitted …]\n${stream.tail}` : stream.head + stream.tail
+  return text.length > 8000 ? `[…]${text.slice(-8000)}` : text
+}
+
+const runCommandTool: AgentTool = {
+  name: 'run_command',
+  description: 'Run a command in the repository root, without a shell: argv words, quotes honoured, segments joined by && || ; (each must be allowed by the policy); no variables, globs, redirections or pipes. Answers each segment\'s exit code and output.',
+  parameters: {type: 'object', additionalProperties: false, required: ['command'], properties: {command: {type: 'string', minLength: 1, maxLength: 4000}}},
+  resultSchema: withError({
+    type: 'object',
+    required: ['segments'],
+    properties: {segments: {type: 'array', items: {type: 'object', required: ['argv', 'ran'], properties: {argv: {type: 'array'}, ran: {type: 'boolean'}, exit_code: {type: ['integer', 'null']}, stdout: {type: 'string'}, stderr: {type: 'string'}, timed_out: {type: 'boolean'}}}}, exit_code: {type: ['integer', 'null']}},
+  }),
+  mutates: true,
+  async run(args, place) {
+    const planned = commandSegments(args, place)
+    if (!planned.ok) return {ok: false, ...(planned.denied ? {denied: true} : {}), result: {error: planned.error}, summary: planned.error}
+    const out: Array<Record<string, unknown>> = []
+    const commands: CommandResult[] = []
+    let last: number | null = 0
+    for (const segment of planned.segments) {
+      const run = segment.after === undefined || segment.after === ';' || (segment.after === '&&' ? last === 0 : last !== 0)
+      if (!run) {
+        out.push({argv: segment.argv, ran: false})
+        continue
+      }
+      try {
+        const result = await runCommand(place.policy, place.root, {argv: segment.argv, signal: place.signal, slotsDir: place.slotsDir})
+        commands.push(result)
+        last = result.exit_code
+        out.push({argv: segment.argv, ran: true, exit_code: result.exit_code, stdout: tail(result.stdout), stderr: result.spawn_error ?? tail(result.stderr), ...(result.timed_out ? {timed_out: true} : {})})
+      } catch (error) {
+        return denied(error) ?? failed((error as Error).message)
+      }
+    }
+    const ran = out.filter((s) => s.ran === true)
+    return {
+      ok: last === 0,
+      result: {segments: out, exit_code: last},
+      summary: `${ran.map((s) => (s.argv as string[]).join(' ')).join(' ; ')} exited ${last ?? 'by a signal'}`,
+      commands,
+    }
+  },
+}
+
+export const TOOLS: readonly AgentTool[] = [listDirectory, findFiles, searchText, readFileTool, applyEditBlocks, runCommandTool]
+export const TOOL_NAMES: readonly string[] = TOOLS.map((t) => t.name)
+
+export function toolNamed(name: string): AgentTool | undefined {
+  return TOOLS.find((t) => t.name === name)
+}
+
+const argumentCheckers = new Map<string, OutputSchema>()
+
+/**
+ * The problems of a call's arguments in one line, or null when they match the tool's schema.
+ * Each schema is compiled once per process.
+ */
+export function argumentProblems(tool: AgentTool, args: unknown): string | null {
+  let checker = argumentCheckers.get(tool.name)
+  if (!checker) {
+    const compiled = compileOutputSchema(tool.parameters)
+    if (typeof compiled === 'string') throw new PipeError('E_INTERNAL', `the argument schema of ${tool.name} ${compiled}`)
+    checker = compiled
+    argumentCheckers.set(tool.name, checker)
+  }
+  return checker.check(args)
+}
+
+const resultCheckers = new Map<string, OutputSchema>()
+
+/** The problems of a tool's result against its result schema, or null. */
+export function resultProblems(tool: AgentTool, result: unknown): string | null {
+  let checker = resultCheckers.get(tool.name)
+  if (!checker) {
+    const compiled = compileOutputSchema({type: 'object', ...tool.resultSchema})
+    if (typeof compiled === 'string') throw new PipeError('E_INTERNAL', `the result schema of ${tool.name} ${compiled}`)
+    checker = compiled
+    resultCheckers.set(tool.name, checker)
+  }
+  return checker.check(result)
+}

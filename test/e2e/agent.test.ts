@@ -1,0 +1,376 @@
+/**
+ * kind: agent on the built CLI, against a scripted chat-completions server on 127.0.0.1 that plays
+ * tool-call conversations, in a real git repository in a temp dir.
+ */
+import {expect} from 'chai'
+import {spawn, execFileSync} from 'node:child_process'
+import {mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
+import {existsSync} from 'node:fs'
+import path from 'node:path'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+  reason?: string
+  pending?: {kind: string; action?: {tool: string; argv?: string[][]; call_id: string}}
+  error?: {code: string; message: string; hint?: string}
+  next_command?: string
+}
+
+let dir: string
+let repo: string
+let cleanup: () => Promise<void>
+let server: ModelServer
+
+const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
+const TEST = "import {add} from './calc.js'\nif (add(2, 3) !== 5) {\n  console.error('add(2, 3) is', add(2, 3))\n  process.exit(1)\n}\nconsole.log('ok')\n"
+const FIX = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + b\n>>>>>>> REPLACE\n'
+
+function policy(extra = ''): string {
+  return `version: 1
+allowed_commands:
+  - [node, test.js]
+  - [node, mark.js]
+  - [node, --check, "{path}"]
+forbidden_paths: [".git/**", ".env"]
+max_patch_lines: 200
+max_retries_default: 0
+resource_limits: {command_timeout_ms: 60000, step_timeout_ms: 120000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576}
+sandbox: auto
+${extra}`
+}
+
+async function setup(policyExtra = '', step = ''): Promise<string> {
+  ;({dir, cleanup} = await tempDir('pipe-agent-'))
+  repo = path.join(dir, 'repo')
+  await mkdir(repo)
+  await writeFile(path.join(repo, 'package.json'), '{"type": "module"}\n')
+  await writeFile(path.join(repo, 'calc.js'), BUGGY)
+  await writeFile(path.join(repo, 'test.js'), TEST)
+  await writeFile(path.join(repo, 'mark.js'), "import {writeFileSync} from 'node:fs'\nwriteFileSync('marked.txt', 'ran')\n")
+  await writeFile(path.join(repo, '.env'), 'TOKEN=sk-secret\n')
+  execFileSync('git', ['init', '-q'], {cwd: repo})
+  execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', 'add', '-A'], {cwd: repo})
+  execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'start'], {cwd: repo})
+  const p = path.join(dir, 'p')
+  await mkdir(p)
+  await writeFile(path.join(p, 'task.md'), 'Fix the bug: {{task}}\n')
+  await writeFile(path.join(p, 'policy.yaml'), policy(policyExtra))
+  await writeFile(
+    path.join(p, 'agent.yaml'),
+    `version: 1
+name: agent
+steps:
+  - id: fix
+    kind: agent
+    prompt: task.md
+    vars:
+      task: add() subtracts
+    tools: [list_directory, find_files, search_text, read_file, apply_edit_blocks, run_command]
+${step}`,
+  )
+  server = await ModelServer.start()
+  return path.join(p, 'agent.yaml')
+}
+
+afterEach(async () => {
+  await server?.close()
+  await cleanup?.()
+})
+
+const env = (): Record<string, string> => ({OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')})
+
+function run(file: string): Promise<CliResult> {
+  return pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
+}
+
+async function snapshots(runId: string): Promise<Snapshot[]> {
+  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo, env: env()}))
+}
+
+/** The tool-result messages a request carried, by call id. */
+function toolResults(request: ModelRequest): Record<string, string> {
+  return Object.fromEntries(request.body.messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id!, m.content]))
+}
+
+describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real git repository)', function () {
+  this.timeout(180000)
+
+  it('does a task first time: reads a file, applies an edit block, runs a pre-approved test, answers', async () => {
+    const file = await setup('tools_preapproved: [[node, test.js]]\nsyntax_checks: {".js": [node, --check, "{path}"]}\n')
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'c1', name: 'read_file', arguments: {path: 'calc.js'}}]},
+      {tool_calls: [{id: 'c2', name: 'apply_edit_blocks', arguments: {blocks: FIX}}]},
+      {tool_calls: [{id: 'c3', name: 'run_command', arguments: {command: 'node test.js'}}]},
+      {content: 'add() now adds; node test.js prints ok.'},
+    )
+    const result = await run(file)
+    expect(result.code, result.stderr + result.stdout).to.equal(0)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b')
+    // The model was offered the tools as function tools, and saw each result.
+    expect(server.requests[0]!.body.tools!.map((t) => t.function.name)).to.include.members(['read_file', 'apply_edit_blocks', 'run_command', 'give_up'])
+    expect(toolResults(server.requests[1]!)['c1']).to.contain('return a - b')
+    expect(toolResults(server.requests[2]!)['c2']).to.contain('"applied":true')
+    expect(toolResults(server.requests[3]!)['c3']).to.contain('ok').and.contain('"exit_code":0')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.decisions[0]!.decision).to.equal('done')
+    expect(snap!.outputs).to.include({value: 'add() now adds; node test.js prints ok.', turns: 4, tool_calls: 3})
+    expect((snap!.outputs as Record<string, unknown>)['files_changed']).to.deep.equal(['calc.js'])
+    expect(snap!.tool_calls!.map((c) => [c.name, c.level, c.decision, c.ok])).to.deep.equal([
+      ['read_file', 'safe', 'auto', true],
+      ['apply_edit_blocks', 'moderate', 'auto', true],
+      ['run_command', 'dangerous', 'preapproved', true],
+    ])
+    expect(snap!.evidence_links.length).to.be.greaterThan(0)
+    // The conversation state beside the records does not trouble the audit.
+    const audit = await pipe(['audit', 'verify', json<RunJson>(result).run_id], {cwd: repo, env: env()})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
+
+  it('answers invalid arguments with the schema error and denies paths outside the repository, running nothing', async () => {
+    const file = await setup()
+    await mkdir(path.join(dir, 'outside'))
+    await writeFile(path.join(dir, 'outside', 'secret.txt'), 'outside secret\n')
+    await symlink(path.join(dir, 'outside'), path.join(repo, 'link'))
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'bad', name: 'apply_edit_blocks', arguments: {blocks: FIX, extra: 1}}]},
+      {
+        tool_calls: [
+          {id: 'up', name: 'read_file', arguments: {path: '../outside/secret.txt'}},
+          {id: 'abs', name: 'read_file', arguments: {path: path.join(dir, 'outside', 'secret.txt')}},
+          {id: 'sym', name: 'read_file', arguments: {path: 'link/secret.txt'}},
+          {id: 'env', name: 'read_file', arguments: {path: '.env'}},
+          {id: 'wr', name: 'apply_edit_blocks', arguments: {blocks: 'link/secret.txt\n<<<<<<< SEARCH\noutside secret\n=======\nchanged\n>>>>>>> REPLACE\n'}},
+        ],
+      },
+      {content: 'nothing to do'},
+    )
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    const second = toolResults(server.requests[1]!)
+    expect(second['bad']).to.contain('invalid arguments').and.contain('extra').and.contain('nothing was run')
+    const third = toolResults(server.requests[2]!)
+    for (const id of ['up', 'abs', 'sym', 'env', 'wr']) expect(third[id], id).to.contain('denied')
+    expect(await readFile(path.join(dir, 'outside', 'secret.txt'), 'utf8')).to.equal('outside secret\n')
+    expect(JSON.stringify(third)).not.to.contain('outside secret').and.not.to.contain('sk-secret')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.tool_calls!.map((c) => c.decision)).to.deep.equal(['invalid', 'denied', 'denied', 'denied', 'denied', 'denied'])
+  })
+
+  it('rolls an edit back when the configured syntax checker fails, returning its output', async () => {
+    const file = await setup('syntax_checks: {".js": [node, --check, "{path}"]}\n')
+    const broken = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + (b\n>>>>>>> REPLACE\n'
+    server.script('fix', {tool_calls: [{id: 's1', name: 'apply_edit_blocks', arguments: {blocks: broken}}]}, {content: 'gave it a try'})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    const answer = toolResults(server.requests[1]!)['s1']!
+    expect(answer).to.contain('"rolled_back":true').and.contain('SyntaxError')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.tool_calls![0]).to.include({name: 'apply_edit_blocks', ok: false})
+    expect((snap!.outputs as Record<string, unknown>)['files_changed']).to.deep.equal([])
+  })
+
+  it('pauses a dangerous run_command for confirmation; --no reaches the model as a refusal, --yes runs it', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 't1', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {tool_calls: [{id: 't2', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {content: 'marked'},
+    )
+    const paused = await run(file)
+    expect(paused.code, paused.stderr).to.equal(10)
+    const body = json<RunJson>(paused)
+    expect(body.status).to.equal('awaiting_input')
+    expect(body.pending?.kind).to.equal('confirm')
+    expect(body.pending?.action).to.deep.include({tool: 'run_command', call_id: 't1', argv: [['node', 'mark.js']]})
+    expect(body.next_command).to.contain(`pipe confirm ${body.run_id} --yes`)
+    const text = await pipe(['runs', 'show', body.run_id], {cwd: repo, env: env()})
+    expect(text.stdout + text.stderr).to.contain('node mark.js')
+    expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+    expect(server.count()).to.equal(1)
+
+    const refused = await pipe(['confirm', body.run_id, '--no', '--note', 'not on a Friday', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stderr).to.equal(10)
+    expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+    // The model got the refusal, with the note, as the call's result; the first turn was not asked again.
+    expect(server.count()).to.equal(2)
+    expect(toolResults(server.requests[1]!)['t1']).to.contain('refused').and.contain('not on a Friday')
+    expect(json<RunJson>(refused).pending?.action?.call_id).to.equal('t2')
+
+    const confirmed = await pipe(['confirm', body.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(confirmed.code, confirmed.stderr).to.equal(0)
+    expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
+    expect(server.count()).to.equal(3)
+    const [snap] = await snapshots(body.run_id)
+    expect(snap!.tool_calls!.map((c) => [c.call_id, c.decision])).to.deep.equal([['t1', 'refused'], ['t2', 'confirmed']])
+    expect(snap!.tool_calls![0]!.note).to.equal('not on a Friday')
+  })
+
+  it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {
+    const file = await setup()
+    server.script('fix', {tool_calls: [{id: 'd1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {tool_calls: [{id: 'g', name: 'give_up', arguments: {reason: 'I need to run mark.js'}}]})
+    const paused = json<RunJson>(await run(file))
+    const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stderr).to.equal(3)
+    expect(json<RunJson>(refused).error?.code).to.equal('E_POLICY_DENIED')
+    const [snap] = await snapshots(paused.run_id)
+    expect(snap!.decisions[0]!.decision).to.equal('denied')
+    expect(snap!.decisions[0]!.reason).to.contain('I need to run mark.js')
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.equal(null)
+    const again = await pipe(['confirm', paused.run_id, '--yes'], {cwd: repo, env: env()})
+    expect(again.code).to.equal(2)
+    expect(again.stderr).to.contain('not waiting for a confirmation')
+  })
+
+  it('asks at the terminal when it may prompt: the action shown, no with a note reaches the model', async () => {
+    const file = await setup()
+    server.script('fix', {tool_calls: [{id: 'i1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {content: 'left it'})
+    const result = await pipe(['run', file, '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), PIPE_INTERACTIVE: '1'}, input: 'maybe\nno\nnot today\n', timeoutMs: 120000})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stderr).to.contain('argv: ["node","mark.js"]').and.contain('"maybe" is not yes or no')
+    expect(toolResults(server.requests[1]!)['i1']).to.contain('refused').and.contain('not today')
+    expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+  })
+
+  it('checks each segment of a compound command line: a denied one stops it before anything runs', async () => {
+    const file = await setup('confirm: []\n')
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'x1', name: 'run_command', arguments: {command: 'node mark.js && git push'}}]},
+      {tool_calls: [{id: 'x2', name: 'run_command', arguments: {command: 'node mark.js > out.txt'}}]},
+      {tool_calls: [{id: 'x3', name: 'run_command', arguments: {command: 'node test.js || node mark.js'}}]},
+      {content: 'done'},
+    )
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(toolResults(server.requests[1]!)['x1']).to.contain('segment 2').and.contain('git').and.contain('nothing was run')
+    expect(toolResults(server.requests[2]!)['x2']).to.contain('redirections')
+    // node test.js fails (the bug), so || runs node mark.js.
+    expect(toolResults(server.requests[3]!)['x3']).to.contain('"ran":true')
+    expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.tool_calls!.map((c) => c.decision)).to.deep.equal(['denied', 'auto', 'auto'])
+  })
+
+  it('falls back to the JSON reply protocol when the endpoint rejects tools with 400', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {status: 400, body: {error: {message: 'this model does not support tools', type: 'invalid_request_error'}}},
+      {content: JSON.stringify({tool: 'read_file', arguments: {path: 'calc.js'}})},
+      {content: JSON.stringify({final: 'read it'})},
+    )
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(server.requests[0]!.body.tools).to.have.length.greaterThan(0)
+    const retold = server.requests[1]!.body
+    expect(retold.tools).to.equal(undefined)
+    expect(retold.messages[0]!.content).to.contain('{"tool": "<name>", "arguments": {...}}').and.contain('read_file')
+    const results = server.requests[2]!.body.messages.filter((m) => m.role === 'user' && m.content.startsWith('Result of read_file'))
+    expect(results).to.have.length(1)
+    expect(results[0]!.content).to.contain('return a - b')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('read it')
+    expect((snap!.inputs as Record<string, unknown>)['protocol']).to.equal('json')
+  })
+
+  it('checks the final answer against output_schema, sending an invalid one back (bounded repairs)', async () => {
+    const file = await setup('', '    output_schema: answer.schema.json\n')
+    await writeFile(path.join(dir, 'p', 'answer.schema.json'), JSON.stringify({type: 'object', required: ['fixed'], additionalProperties: false, properties: {fixed: {type: 'boolean'}}}))
+    server.script('fix', {content: 'I fixed it'}, {content: '{"fixed": "yes"}'}, {content: '{"fixed": true}'})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    expect(server.requests[1]!.body.messages.at(-1)!.content).to.contain('not JSON')
+    expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/fixed must be boolean')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.deep.equal({fixed: true})
+    const checked = await pipe(['validate', file], {cwd: repo})
+    expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
+    await writeFile(file, `${await readFile(file, 'utf8')}    next: after\n  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`)
+    const typo = await pipe(['validate', file], {cwd: repo})
+    expect(typo.code).to.equal(2)
+    expect(typo.stdout + typo.stderr).to.contain('steps.fix.outputs.value has no field "fixd"').and.not.contain('unreachable')
+  })
+
+  it('keeps secrets out of the transcript: the prompt, tool results and replies are masked in requests and records', async () => {
+    const file = await setup()
+    const token = 'tok-3f9a8b7c6d5e4f3a2b1c'
+    await writeFile(path.join(dir, 'p', 'task.md'), 'Deploy with {{token}}: {{task}}\n')
+    await writeFile(file, (await readFile(file, 'utf8')).replace('name: agent\n', 'name: agent\nsecrets: [API_TOKEN]\n').replace('      task: add() subtracts\n', '      task: add() subtracts\n      token: ${{ secrets.API_TOKEN }}\n'))
+    await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
+    server.script('fix', {tool_calls: [{id: 'r', name: 'read_file', arguments: {path: 'deploy.cfg'}}]}, {content: `the token is ${token}`})
+    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), API_TOKEN: token}, timeoutMs: 120000})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(JSON.stringify(server.requests.map((r) => r.body.messages))).not.to.contain(token)
+    const store = path.join(repo, '.pipe')
+    const files = (await readdir(store, {recursive: true, withFileTypes: true})).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+    expect(files.some((f) => f.includes(`${path.sep}state${path.sep}`)), 'the conversation state is among the records').to.equal(true)
+    const leaking = []
+    for (const f of files) if ((await readFile(f, 'utf8')).includes(token)) leaking.push(f)
+    expect(leaking).to.deep.equal([])
+  })
+
+  it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {
+    const file = await setup('', '    max_turns: 2\n')
+    server.script('fix', {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]}, {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(1)
+    expect(server.count()).to.equal(2)
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.decisions[0]!.decision).to.equal('gave_up')
+    // The same safe call again, with nothing changed in between, is answered from the cache.
+    expect(snap!.tool_calls!.map((c) => c.cache_hit)).to.deep.equal([false, true])
+  })
+
+  it('fails with E_CONFIG and a hint on the offline provider', async () => {
+    const file = await setup()
+    const result = await pipe(['run', file, '--provider', 'offline', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {PIPE_HOME: path.join(dir, 'home')}})
+    expect(result.code).to.equal(1)
+    expect(result.stderr).to.contain('Error [E_CONFIG]').and.contain('offline rules provider').and.contain('OPENAI_BASE_URL')
+    expect(server.count()).to.equal(0)
+  })
+
+  it('validate names unknown tools with did-you-mean and bad fields at file:line:col', async () => {
+    const file = await setup('', '    max_turns: 0\n')
+    await writeFile(file, (await readFile(file, 'utf8')).replace('tools: [list_directory,', 'tools: [read_fil, list_directory,'))
+    const result = await pipe(['validate', file], {cwd: repo})
+    expect(result.code).to.equal(2)
+    const out = result.stdout + result.stderr
+    expect(out).to.match(/agent\.yaml:\d+:\d+.*unknown tool "read_fil".*did you mean "read_file"/i)
+    expect(out).to.match(/agent\.yaml:\d+:\d+.*max_turns/)
+  })
+
+  it('continues after a SIGKILL during a turn without running again a call that changed files', async () => {
+    const file = await setup()
+    const append = 'calc.js\n<<<<<<< SEARCH\nexport function add(a, b) {\n=======\n// checked\nexport function add(a, b) {\n>>>>>>> REPLACE\n'
+    server.script('fix', {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: append}}]}, {hang: true}, {content: 'added the comment'})
+    const childEnv: NodeJS.ProcessEnv = {...process.env, ...env(), NO_COLOR: '1'}
+    delete childEnv.PIPE_STORE
+    delete childEnv.OPENAI_API_KEY
+    const child = spawn(process.execPath, [bin, 'run', file, '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: childEnv, stdio: 'ignore'})
+    const exited = new Promise((resolve) => child.on('exit', resolve))
+    await server.waitForRequests(2)
+    child.kill('SIGKILL')
+    await exited
+    const list = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()}))
+    const runId = list.runs[0]!.run_id
+    const resumed = await pipe(['resume', runId, '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    const text = await readFile(path.join(repo, 'calc.js'), 'utf8')
+    expect(text.match(/\/\/ checked/g)).to.have.length(1)
+    // Turn 1 was not asked again: the resumed request carries the edit's result.
+    expect(server.count()).to.equal(3)
+    expect(toolResults(server.requests[2]!)['e1']).to.contain('"applied":true')
+    const [snap] = await snapshots(runId)
+    expect(snap!.tool_calls!.filter((c) => c.name === 'apply_edit_blocks')).to.have.length(1)
+  })
+})
+

@@ -1,0 +1,135 @@
+/** The agent's command-line splitter and its tools' argument and result schemas. */
+import {expect} from 'chai'
+import {mkdir, mkdtemp, rm, symlink, writeFile} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {defaultPolicy} from '../../src/policy/policy.js'
+import {splitCommandLine} from '../../src/policy/shell-line.js'
+import {needsConfirmation, preapproval, toolLevel} from '../../src/policy/tools.js'
+import {argumentProblems, commandSegments, resultProblems, toolNamed, TOOLS} from '../../src/steps/agent/tools.js'
+
+describe('splitCommandLine', () => {
+  it('splits on && || ; and | with quotes honoured', () => {
+    const result = splitCommandLine(`npm test && node "x y.js" 'a b' || echo it\\'s;git status | wc -l`)
+    expect(result).to.deep.equal({
+      ok: true,
+      segments: [
+        {argv: ['npm', 'test']},
+        {argv: ['node', 'x y.js', 'a b'], after: '&&'},
+        {argv: ['echo', "it's"], after: '||'},
+        {argv: ['git', 'status'], after: ';'},
+        {argv: ['wc', '-l'], after: '|'},
+      ],
+    })
+  })
+
+  it('keeps operators inside quotes as text', () => {
+    expect(splitCommandLine(`node -e "a && b; c | d"`)).to.deep.equal({ok: true, segments: [{argv: ['node', '-e', 'a && b; c | d']}]})
+  })
+
+  for (const [line, why] of [
+    ['echo $HOME', 'variables'],
+    ['echo "$HOME"', 'variables'],
+    ['echo `id`', 'command substitution'],
+    ['node x.js > out.txt', 'redirections'],
+    ['cat < in', 'redirections'],
+    ['(cd a && ls)', 'subshells'],
+    ['sleep 1 &', 'background'],
+    ['ls *.js', 'globs'],
+    ['cat ~/x', '~'],
+    ['npm test &&', 'no command after'],
+    ['&& npm test', 'no command before'],
+    ['echo "open', 'unterminated'],
+    ['', 'empty'],
+  ] as const) {
+    it(`refuses ${JSON.stringify(line)} (${why})`, () => {
+      const result = splitCommandLine(line)
+      expect(result.ok).to.equal(false)
+      if (!result.ok) expect(result.error).to.contain(why)
+    })
+  }
+})
+
+describe('agent tool arguments and results', () => {
+  it('validates each tool\'s arguments against its schema before it runs', () => {
+    const read = toolNamed('read_file')!
+    expect(argumentProblems(read, {path: 'a.js', start_line: 2})).to.equal(null)
+    expect(argumentProblems(read, {})).to.match(/path/)
+    expect(argumentProblems(read, {path: 'a.js', start_line: 0})).to.match(/start_line/)
+    expect(argumentProblems(read, {path: 'a.js', extra: true})).to.match(/extra/)
+    expect(argumentProblems(toolNamed('run_command')!, {command: 42})).to.match(/command/)
+    expect(argumentProblems(toolNamed('apply_edit_blocks')!, {blocks: ''})).to.match(/blocks/)
+  })
+
+  it('every tool has a compilable argument and result schema', () => {
+    for (const tool of TOOLS) {
+      expect(argumentProblems(tool, {}), tool.name).to.satisfy((p: string | null) => p === null || typeof p === 'string')
+      expect(resultProblems(tool, {error: 'x'}), tool.name).to.equal(null)
+    }
+  })
+
+  it('checks every segment of a command line against allowed_commands; one denied segment denies all', () => {
+    const policy = {...defaultPolicy(), policy: {...defaultPolicy().policy, allowed_commands: [['npm', 'test', '...'], ['node', '{path}']] as Array<[string, ...string[]]>}}
+    const root = process.cwd()
+    const ok = commandSegments({command: 'npm test -- --grep x && node a.js'}, {policy, root})
+    expect(ok.ok).to.equal(true)
+    const bad = commandSegments({command: 'npm test && rm -rf /'}, {policy, root})
+    expect(bad).to.include({ok: false, denied: true})
+    if (!bad.ok) expect(bad.error).to.contain('segment 2').and.contain('nothing was run')
+    const piped = commandSegments({command: 'npm test | node a.js'}, {policy, root})
+    expect(piped).to.include({ok: false, denied: false})
+  })
+
+  it('levels, confirmation and pre-approval come from the policy, with seed 003 defaults', () => {
+    const base = defaultPolicy()
+    expect(toolLevel(base, 'read_file')).to.equal('safe')
+    expect(toolLevel(base, 'apply_edit_blocks')).to.equal('moderate')
+    expect(toolLevel(base, 'run_command')).to.equal('dangerous')
+    expect(needsConfirmation(base, 'dangerous')).to.equal(true)
+    expect(needsConfirmation(base, 'moderate')).to.equal(false)
+    const own = {...base, policy: {...base.policy, tools: {run_command: 'moderate' as const}, confirm: ['moderate' as const], tools_preapproved: [['npm', 'test', '...']] as Array<[string, ...string[]]>}}
+    expect(toolLevel(own, 'run_command')).to.equal('moderate')
+    expect(needsConfirmation(own, 'dangerous')).to.equal(false)
+    expect(preapproval(own, ['npm', 'test', '--', 'x'], {root: process.cwd()})).to.match(/^tools_preapproved\[0\]/)
+    expect(preapproval(own, ['npm', 'publish'], {root: process.cwd()})).to.equal(null)
+  })
+})
+
+describe('agent tools on a real directory', () => {
+  let root: string
+  let outside: string
+  beforeEach(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), 'pipe-tools-'))
+    outside = await mkdtemp(path.join(os.tmpdir(), 'pipe-outside-'))
+    await mkdir(path.join(root, 'src'))
+    await writeFile(path.join(root, 'src', 'a.js'), 'const a = 1\nconst b = 2\n')
+    await writeFile(path.join(root, '.env'), 'TOKEN=x\n')
+    await writeFile(path.join(outside, 'secret.txt'), 'secret\n')
+    await symlink(outside, path.join(root, 'link'))
+  })
+  afterEach(async () => {
+    await rm(root, {recursive: true, force: true})
+    await rm(outside, {recursive: true, force: true})
+  })
+  const place = (): Parameters<(typeof TOOLS)[number]['run']>[1] => ({policy: defaultPolicy(), root, signal: new AbortController().signal, slotsDir: path.join(root, '..', 'slots')})
+
+  it('reads, lists, finds and searches inside the root, skipping forbidden paths', async () => {
+    const read = await toolNamed('read_file')!.run({path: 'src/a.js', start_line: 2}, place())
+    expect(read.result).to.include({content: '2: const b = 2\n', total_lines: 2})
+    const list = await toolNamed('list_directory')!.run({}, place())
+    // .env is forbidden and link/ leads outside the root: neither is shown.
+    expect(list.result['entries']).to.deep.equal(['src/'])
+    const found = await toolNamed('find_files')!.run({pattern: '**/*.js'}, place())
+    expect(found.result['files']).to.deep.equal(['src/a.js'])
+    const search = await toolNamed('search_text')!.run({query: 'const b'}, place())
+    expect(search.result['matches']).to.deep.equal(['src/a.js:2:const b = 2'])
+    for (const tool of TOOLS) if (tool.name !== 'run_command' && tool.name !== 'apply_edit_blocks') expect(resultProblems(tool, (await tool.run({path: 'src/a.js', pattern: '*', query: 'a'}, place())).result), tool.name).to.equal(null)
+  })
+
+  for (const given of ['../x.txt', '/etc/passwd', 'link/secret.txt', '.env']) {
+    it(`denies ${given}`, async () => {
+      const out = await toolNamed('read_file')!.run({path: given}, place())
+      expect(out).to.include({ok: false, denied: true})
+    })
+  }
+})
