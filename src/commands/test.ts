@@ -16,13 +16,14 @@ export default class Test extends PipeCommand {
   static override summary = 'Run pipeline tests (*.pipe-test.yaml): each test runs a pipeline offline in a temporary store and checks how it ended.'
   static override description = `A test file names a pipeline and, per test, its input, typed inputs, answers, review decision, policy and cassette of recorded model replies, and what must hold when the run stops: its status, its error code, outcomes of steps, values of outputs, \${{ }} assertions over inputs, steps, spec and run, and a golden file of its normalised snapshots.
 
-Every test file is checked first (YAML, schema, the pipelines and the steps and expressions it names, each error at file:line:col); one bad file and nothing runs (exit code 2). Each test then runs in its own temporary store and workspace, removed afterwards unless --keep; OPENAI_API_KEY and OPENAI_BASE_URL are hidden from the runs, so no test reaches a model over the network.
+Every test file is checked first (YAML, schema, the pipelines and the steps and expressions it names, each error at file:line:col); one bad file and nothing runs (exit code 2). Each test then runs in its own temporary store and workspace, removed afterwards unless --keep; OPENAI_API_KEY and OPENAI_BASE_URL are hidden from the runs, so no test reaches a model over the network (except with --record, which fills cassettes from the endpoint they name).
 
 Exit code 0 when every test passed, 1 when any failed.`
   static override examples = [
     {description: 'Every test file below the working directory', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'One file, only the tests whose name contains "review"', command: '<%= config.bin %> <%= command.id %> pipelines/default.pipe-test.yaml --filter review'},
     {description: 'Write missing golden files and rewrite changed ones', command: '<%= config.bin %> <%= command.id %> --update'},
+    {description: 'Record what the cassettes lack from a local OpenAI-compatible server', command: 'OPENAI_BASE_URL=http://127.0.0.1:8080/v1 <%= config.bin %> <%= command.id %> examples/release-notes --record'},
     {description: 'For CI: JUnit XML, and the stores of the tests kept for inspection', command: '<%= config.bin %> <%= command.id %> --junit reports/pipe.xml --keep'},
   ]
   static override strict = false
@@ -36,6 +37,8 @@ Exit code 0 when every test passed, 1 when any failed.`
     keep: Flags.boolean({description: "Keep each test's temporary store and workspace, and print where they are."}),
     junit: Flags.string({description: 'Also write the results as JUnit XML to FILE.', helpValue: 'FILE'}),
     bail: Flags.boolean({description: 'Start no further test after the first failure.'}),
+    record: Flags.boolean({description: "Fill the tests' cassettes: replay what each has, ask the live endpoint (OPENAI_API_KEY / OPENAI_BASE_URL) for what it lacks and add it; a missing cassette is created. Delete a cassette first to record it anew."}),
+    'record-note': Flags.string({description: "With --record: the note in a new cassette's header, saying what produced the replies (say so when it is a scripted server, not a real model).", helpValue: 'TEXT', dependsOn: ['record']}),
   }
 
   async run(): Promise<TestReport> {
@@ -46,7 +49,7 @@ Exit code 0 when every test passed, 1 when any failed.`
       return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file
     }
     const files = await discoverTestFiles(argv as string[], cwd)
-    const tests = await loadTests(files.map(display), flags.filter)
+    const tests = await loadTests(files.map(display), flags.filter, {recording: flags.record})
     const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))
     const out = (text: string): void => {
       // With --json stdout holds only the document; the lines go to stderr.
@@ -61,7 +64,9 @@ Exit code 0 when every test passed, 1 when any failed.`
       keep: flags.keep,
       catalog: kindCatalog,
       display,
-      env: hermeticEnv(),
+      // Recording is the one mode that may reach a model: the endpoint in the environment answers what cassettes lack.
+      env: flags.record ? process.env : hermeticEnv(),
+      ...(flags.record ? {record: flags['record-note'] !== undefined ? {note: flags['record-note']} : {}} : {}),
       ...(flags.bail ? {shouldStart: () => !failedOnce} : {}),
       onResult: (result) => {
         if (result.status === 'failed') failedOnce = true

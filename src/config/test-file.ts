@@ -33,6 +33,8 @@ export interface TestCase {
   policy?: string
   cassette?: string
   workspace?: string
+  /** Commands run in the workspace before the run (argument vectors, no shell). */
+  setup?: string[][]
   input?: string
   inputFile?: string
   inputs?: Record<string, string | number | boolean>
@@ -70,7 +72,12 @@ function commonDir(paths: readonly string[]): string {
   return root
 }
 
-export async function loadTestFile(file: string, catalog: KindCatalog): Promise<TestFileResult> {
+export interface LoadTestOptions {
+  /** pipe test --record: a test's cassette may not exist yet (the run writes it). */
+  recording?: boolean
+}
+
+export async function loadTestFile(file: string, catalog: KindCatalog, options: LoadTestOptions = {}): Promise<TestFileResult> {
   const read = await validateDocument<PipeTestFile>(file, 'pipe-test', 'test file')
   if (!read.ok) return read
   const {source, data} = read
@@ -114,7 +121,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog): Promise<
     const workspace = setting(data, i, 'workspace')
     const resolved = {
       policy: policy && existing(policy.segments, policy.value, 'policy'),
-      cassette: cassette && existing(cassette.segments, cassette.value, 'cassette'),
+      cassette: cassette && (options.recording ? path.resolve(dir, cassette.value) : existing(cassette.segments, cassette.value, 'cassette')),
       workspace: workspace && existing(workspace.segments, workspace.value, 'workspace', 'dir'),
       inputFile: test.input_file !== undefined ? existing(['tests', i, 'input_file'], test.input_file, 'input file') : undefined,
       answers: typeof test.answers === 'string' ? existing(['tests', i, 'answers'], test.answers, 'answers file') : undefined,
@@ -137,6 +144,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog): Promise<
     }
     const loaded = loadedResult.loaded
     out.push(...(await checkExpect(source, i, test, loaded, catalog)))
+    const setup = test.setup ?? data.setup
     const golden = test.expect.golden !== undefined ? path.resolve(dir, test.expect.golden) : undefined
     const named = [absolute, pipelineFile, ...Object.values(resolved).filter((v): v is string => typeof v === 'string')]
     tests.push({
@@ -147,6 +155,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog): Promise<
       ...(resolved.policy ? {policy: resolved.policy} : {}),
       ...(resolved.cassette ? {cassette: resolved.cassette} : {}),
       ...(resolved.workspace ? {workspace: resolved.workspace} : {}),
+      ...(setup && setup.length > 0 ? {setup} : {}),
       ...(test.input !== undefined ? {input: test.input} : {}),
       ...(resolved.inputFile ? {inputFile: resolved.inputFile} : {}),
       ...(test.inputs ? {inputs: test.inputs as Record<string, string | number | boolean>} : {}),

@@ -29,9 +29,16 @@ export type Cassette = string
  * via the `definition` "workspace".
  */
 export type Workspace = string
+/**
+ * Commands run in the test's workspace, in order, before the run: each an argument vector, run without a shell (no expansion, no redirection), with a fixed git identity and date so the commits they make have the same ids on every machine. A command that fails, or runs over 60 s, fails the test before its run starts. They are the test's own fixture, so the pipeline's policy does not apply to them.
+ *
+ * This interface was referenced by `PipeTestFile`'s JSON-Schema
+ * via the `definition` "setup".
+ */
+export type Setup = [string, ...string[]][]
 
 /**
- * A pipe test file (*.pipe-test.yaml): one or more tests, each running a pipeline in a temporary store and workspace and checking how it ended. Paths are relative to the test file. Keys at the top level (pipeline, policy, cassette, workspace) are defaults every test may override.
+ * A pipe test file (*.pipe-test.yaml): one or more tests, each running a pipeline in a temporary store and workspace and checking how it ended. Paths are relative to the test file. Keys at the top level (pipeline, policy, cassette, workspace, setup) are defaults every test may override.
  */
 export interface PipeTestFile {
   /**
@@ -42,6 +49,7 @@ export interface PipeTestFile {
   policy?: Policy
   cassette?: Cassette
   workspace?: Workspace
+  setup?: Setup
   /**
    * The tests of this file, run in any order and possibly at once; each in its own store and workspace.
    *
@@ -62,6 +70,7 @@ export interface Test {
   policy?: Policy
   cassette?: Cassette
   workspace?: Workspace
+  setup?: Setup
   /**
    * The requirement as text (like pipe run --text).
    */

@@ -1,14 +1,14 @@
 /** Loads every test file before any test runs: one bad file stops pipe test with all the errors of all files, each at file:line:col. */
 import {formatDiagnostic, type Diagnostic} from '../../config/diagnostics.js'
-import {loadTestFile, type TestCase} from '../../config/test-file.js'
+import {loadTestFile, type LoadTestOptions, type TestCase} from '../../config/test-file.js'
 import {PipeError} from '../../errors.js'
 import {kindCatalog} from '../../steps/registry.js'
 
-export async function loadTests(files: readonly string[], filter?: string): Promise<TestCase[]> {
+export async function loadTests(files: readonly string[], filter?: string, options: LoadTestOptions = {}): Promise<TestCase[]> {
   const diagnostics: Diagnostic[] = []
   const tests: TestCase[] = []
   for (const file of files) {
-    const result = await loadTestFile(file, kindCatalog)
+    const result = await loadTestFile(file, kindCatalog, options)
     if (result.ok) tests.push(...result.tests)
     else diagnostics.push(...result.diagnostics)
   }

@@ -5,14 +5,17 @@
  * that one test could change under another: each gets its own store (ids, locks, command slots),
  * workspace (published files, command output), and an explicit environment for provider selection.
  */
+import {execFile} from 'node:child_process'
 import {cp, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {existsSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import {isDeepStrictEqual} from 'node:util'
+import {isDeepStrictEqual, promisify} from 'node:util'
 import type {KindCatalog} from '../../config/pipeline.js'
 import type {TestCase} from '../../config/test-file.js'
 import {isPipeError} from '../../errors.js'
 import type {JsonValue} from '../../expr/index.js'
+import {serialiseCassette, type CassetteOptions} from '../../providers/cassette.js'
 import {Store} from '../../store/store.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
@@ -21,6 +24,8 @@ import type {RunOutcome} from '../engine.js'
 import {contextFor, evaluatorFor} from '../expressions.js'
 import {startSession} from '../sessions/start.js'
 import {goldenDiff, goldenText} from './golden.js'
+
+const execFileAsync = promisify(execFile)
 
 /** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
 export const TEST_USER = 'pipe-test'
@@ -70,6 +75,11 @@ export interface RunTestsOptions {
   signal?: AbortSignal
   /** The environment the runs see for provider selection; without OPENAI_API_KEY and OPENAI_BASE_URL, so no test reaches the network. */
   env: NodeJS.ProcessEnv
+  /**
+   * pipe test --record: each test's cassette is replayed, and what it lacks is asked of the live
+   * endpoint (`env` then names it) and added to the cassette, which is created when missing.
+   */
+  record?: {note?: string}
 }
 
 /** The environment tests run with: the process's, without what would send a model request anywhere. */
@@ -110,6 +120,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
   try {
     if (test.workspace) await cp(test.workspace, workspace, {recursive: true})
     else await mkdir(workspace, {recursive: true})
+    for (const argv of test.setup ?? []) await runSetup(argv, workspace, options.env)
     let answers: string | undefined
     if (typeof test.answers === 'string') answers = test.answers
     else if (test.answers) {
@@ -138,7 +149,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
         ...(test.note !== undefined ? {note: test.note} : {}),
         // Without --policy a run reads policy.yaml in its workspace: a test names its policy or gets the built-in one.
         ...(test.policy ? {policy: test.policy} : {}),
-        ...(test.cassette ? {cassette: {file: test.cassette, mode: 'replay' as const, missing: 'error' as const}} : {}),
+        ...(test.cassette ? {cassette: options.record ? await recordingCassette(test.cassette, options.record.note) : {file: test.cassette, mode: 'replay' as const, missing: 'error' as const}} : {}),
       })
     } catch (error) {
       // Refused before the run started (bad input, a missing secret): only an expected code makes that a pass.
@@ -178,6 +189,42 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
     ...(keep ? {kept: tmp} : {}),
     ...(golden ? {golden} : {}),
   }
+}
+
+/** Fixed so that the commits a setup makes have the same ids on every machine (a cassette's requests may quote them). */
+const SETUP_GIT_ENV = {
+  GIT_AUTHOR_NAME: 'pipe test',
+  GIT_AUTHOR_EMAIL: 'pipe-test@example.invalid',
+  GIT_AUTHOR_DATE: '2026-01-01T00:00:00Z',
+  GIT_COMMITTER_NAME: 'pipe test',
+  GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid',
+  GIT_COMMITTER_DATE: '2026-01-01T00:00:00Z',
+  GIT_CONFIG_GLOBAL: '/dev/null',
+  GIT_CONFIG_NOSYSTEM: '1',
+}
+
+async function runSetup(argv: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const [command, ...args] = argv
+  const shown = argv.map((a) => (/^[\w./=:@+-]+$/.test(a) ? a : JSON.stringify(a))).join(' ')
+  try {
+    await execFileAsync(command!, args, {cwd, env: {...env, ...SETUP_GIT_ENV}, timeout: 60_000, maxBuffer: 1024 * 1024, killSignal: 'SIGKILL'})
+  } catch (error) {
+    const failed = error as NodeJS.ErrnoException & {stderr?: string; killed?: boolean}
+    const why = failed.code === 'ENOENT' ? `${command} is not installed or not on PATH` : failed.killed ? 'it ran over 60 s' : (failed.stderr ?? '').trim().split('\n').slice(-5).join('\n') || failed.message
+    throw new Error(`setup command failed: ${shown}: ${why}`)
+  }
+}
+
+/** Replay what the cassette has, record what it lacks; a missing cassette starts empty (concurrent tests may share one: writes merge under its lock). */
+async function recordingCassette(file: string, note: string | undefined): Promise<CassetteOptions> {
+  if (!existsSync(file)) {
+    await mkdir(path.dirname(file), {recursive: true})
+    // wx: when two tests create it at once, one header wins and both append to it.
+    await writeFile(file, serialiseCassette({interactions: new Map(), ...(note !== undefined ? {note} : {})}), {flag: 'wx'}).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw error
+    })
+  }
+  return {file, mode: 'replay', missing: 'live', append: true, ...(note !== undefined ? {note} : {})}
 }
 
 function show(value: unknown): string {

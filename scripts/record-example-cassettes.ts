@@ -1,0 +1,60 @@
+/**
+ * Records the cassettes the shipped pipeline tests replay. The replies come from a scripted
+ * OpenAI-compatible server on 127.0.0.1 (test/helpers/model-server.ts), not from a real model, and
+ * every cassette's header says so. Run after `npm run build`:
+ *
+ *   npx tsx scripts/record-example-cassettes.ts          # fill what the cassettes lack
+ *   npx tsx scripts/record-example-cassettes.ts --fresh  # delete them first and record them whole
+ *
+ * It runs `pipe test --record` over the shipped test files with OPENAI_BASE_URL pointing at the
+ * server, so a cassette holds exactly the requests its tests make.
+ */
+import {spawn} from 'node:child_process'
+import {rmSync} from 'node:fs'
+import path from 'node:path'
+import {fileURLToPath} from 'node:url'
+import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../test/helpers/model-server.js'
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const NOTE = 'recorded by scripts/record-example-cassettes.ts against a scripted OpenAI-compatible server on 127.0.0.1, not a real model'
+
+const cassettes = ['examples/release-notes/cassettes/release-notes.jsonl', 'examples/triage/cassettes/triage.jsonl', 'pipelines/cassettes/default-openai.jsonl']
+const testFiles = ['examples/release-notes/release-notes.pipe-test.yaml', 'examples/triage/triage.pipe-test.yaml', 'pipelines/default-openai.pipe-test.yaml']
+
+/** Release notes drawn from the commit lines the prompt quotes, as a model might. */
+function draft(prompt: string): unknown {
+  const commits = prompt.split('Commits (newest first):\n')[1]?.trim() ?? ''
+  const lines = commits === '' ? [] : commits.split('\n').map((l) => /^([0-9a-f]{4,40}) (.*)$/.exec(l.trim())).filter((m): m is RegExpExecArray => m !== null)
+  const items = lines
+    .filter((m) => !/^ci:|^chore:/.test(m[2]!))
+    .map((m) => {
+      const subject = m[2]!
+      const kind = /^fix/i.test(subject) ? 'fix' : /^remove/i.test(subject) ? 'removal' : 'feature'
+      const title = kind === 'fix' ? 'Three-way splits now round correctly' : 'Export your expenses as a CSV file'
+      return {title, kind, commits: [m[1]!]}
+    })
+    .reverse()
+  return {summary: items.length === 0 ? 'Nothing to announce.' : `${items.length} change(s).`, items}
+}
+
+function reply(request: ModelRequest): Scripted {
+  const prompt = request.body.messages.find((m) => m.role === 'user')?.content ?? ''
+  if (request.kind === 'draft') return {content: JSON.stringify(draft(prompt)), usage: {prompt_tokens: 310, completion_tokens: 90}}
+  if (request.kind === 'triage') {
+    return {content: JSON.stringify({severity: 'major', area: 'expenses', rationale: 'Shared expenses are the product; without them a group has nothing to settle.'}), usage: {prompt_tokens: 420, completion_tokens: 40}}
+  }
+  return cannedReply(request)
+}
+
+const server = await ModelServer.start(reply)
+try {
+  if (process.argv.includes('--fresh')) for (const file of cassettes) rmSync(path.join(root, file), {force: true})
+  const env = {...process.env, OPENAI_BASE_URL: server.url, OPENAI_API_KEY: 'not-a-real-key'}
+  // Not spawnSync: the server answers from this process's event loop while the tests run.
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'run.js'), 'test', ...testFiles, '--record', '--record-note', NOTE], {cwd: root, env, stdio: 'inherit'})
+  const code = await new Promise<number>((resolve) => child.on('close', (status) => resolve(status ?? 1)))
+  console.error(`${server.count()} request(s) reached the scripted server`)
+  process.exitCode = code
+} finally {
+  await server.close()
+}
