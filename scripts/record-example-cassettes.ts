@@ -23,10 +23,11 @@ const testFiles = ['examples/release-notes/release-notes.pipe-test.yaml', 'examp
 
 /** Release notes drawn from the commit lines the prompt quotes, as a model might. */
 function draft(prompt: string): unknown {
-  const commits = prompt.split('Commits (newest first):\n')[1]?.trim() ?? ''
-  const lines = commits === '' ? [] : commits.split('\n').map((l) => /^([0-9a-f]{4,40}) (.*)$/.exec(l.trim())).filter((m): m is RegExpExecArray => m !== null)
+  // The step's vars put the lines in as a JSON list: ["3f2a9c1 Add CSV export", ...].
+  const commits = prompt.split('Commits (newest first):\n')[1] ?? ''
+  const lines = [...commits.matchAll(/"([0-9a-f]{4,40}) ([^"]*)"/g)]
   const items = lines
-    .filter((m) => !/^ci:|^chore:/.test(m[2]!))
+    .filter((m) => !/^(ci|chore):/.test(m[2]!))
     .map((m) => {
       const subject = m[2]!
       const kind = /^fix/i.test(subject) ? 'fix' : /^remove/i.test(subject) ? 'removal' : 'feature'
