@@ -67,6 +67,11 @@ describe('pipe test (CLI)', function () {
     expect(r.code, r.stdout + r.stderr).to.equal(0)
     expect(r.stdout).to.match(/^✓ pipelines\/default\.pipe-test\.yaml › a full PRD passes its gates, is approved and published \(\d+\.\ds\)$/m)
     expect(r.stdout).to.match(/^✓ pipelines\/default\.pipe-test\.yaml › one sentence without answers stops, waiting for them/m)
+    // The model-driven ones replay their shipped cassettes: no endpoint is set, none is needed.
+    expect(r.stdout).to.match(/^✓ pipelines\/default-openai\.pipe-test\.yaml › a full PRD compiled by the model/m)
+    expect(r.stdout).to.match(/^✓ examples\/release-notes\/release-notes\.pipe-test\.yaml › notes for customers are published into the repository/m)
+    expect(r.stdout).to.match(/^✓ examples\/triage\/triage\.pipe-test\.yaml › the full PRD is triaged before the review/m)
+    expect(r.stdout).to.match(/^✓ examples\/coding\/coding\.pipe-test\.yaml › the fix applies/m)
     expect(r.stdout).to.match(/^Tests: \d+ passed, \d+ total \(\d+\.\ds\)$/m)
     expect(r.stdout).not.to.contain('✗')
     // Nothing of the runs is left in the checkout: each test had its own store and workspace.
@@ -326,6 +331,59 @@ tests:
     const r = await pipe(['test'], {cwd: dir, env: home()})
     expect(r.code, r.stdout + r.stderr).to.equal(0)
     expect((await readdir(fixture)).sort()).to.deep.equal(['data.txt', 'policy.yaml'])
+  })
+
+  it('runs setup commands without a shell and with a fixed git identity and date: the same commit id in every test; a failing one fails its test before the run', async () => {
+    await file('log.yaml', 'version: 1\nname: log\nsteps:\n  - {id: head, kind: command, run: [git, rev-parse, HEAD], parse: text}\n')
+    await file('policy.yaml', `version: 1\nallowed_commands:\n  - [git, rev-parse, HEAD]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
+    const setup = 'setup:\n  - [git, init, -q]\n  - [git, commit, -q, --allow-empty, -m, "first; echo not a shell > owned"]\n'
+    await file('log.pipe-test.yaml', `version: 1\npipeline: log.yaml\npolicy: policy.yaml\n${setup}tests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n  - name: broken setup\n    setup: [[git, no-such-subcommand]]\n    expect: {status: succeeded}\n`)
+    const r = await pipe(['test', 'log.pipe-test.yaml', '--json', '--keep'], {cwd: dir, env: home()})
+    expect(r.code, r.stdout + r.stderr).to.equal(1)
+    const report = json<Report>(r)
+    const byName = new Map(report.tests.map((t) => [t.name, t]))
+    const heads = await Promise.all(['one', 'two'].map(async (name) => {
+      const t = byName.get(name)!
+      expect(t.status, JSON.stringify(t.failures)).to.equal('passed')
+      const shown = await pipe(['snapshot', 'show', t.run!.run_id, '--json', '--store', path.join(t.kept!, 'store')], {cwd: dir, env: home()})
+      expect(existsSync(path.join(t.kept!, 'workspace', 'owned')), 'the message was one argument, not shell').to.equal(false)
+      return (json<Array<{outputs: {text: string}}>>(shown)[0]!.outputs.text).trim()
+    }))
+    expect(heads[0]).to.match(/^[0-9a-f]{40}$/)
+    expect(heads[1]).to.equal(heads[0])
+    const broken = byName.get('broken setup')!
+    expect(broken.status).to.equal('failed')
+    expect(broken.run, 'no run started').to.equal(undefined)
+    expect(broken.failures[0]!.message).to.contain('setup command failed: git no-such-subcommand')
+    for (const t of report.tests) if (t.kept) await rm(t.kept, {recursive: true, force: true})
+  })
+
+  it('--record fills a missing cassette from the endpoint in the environment (with its note, no key in it); the tests then pass from it with the endpoint gone', async () => {
+    const {ModelServer} = await import('../helpers/model-server.js')
+    await import('node:fs/promises').then((fs) => fs.mkdir(path.join(dir, 'schemas')))
+    await file('ask.md', 'Name a colour for {{thing}}.\n')
+    await file('schemas/colour.json', JSON.stringify({type: 'object', required: ['colour'], properties: {colour: {type: 'string'}}, additionalProperties: false}))
+    await file('ask.yaml', 'version: 1\nname: ask\ninputs:\n  thing: {type: string, required: true}\nsteps:\n  - {id: ask, kind: model, prompt: ask.md, vars: {thing: "${{ inputs.thing }}"}, output_schema: schemas/colour.json}\n')
+    await file('ask.pipe-test.yaml', 'version: 1\npipeline: ask.yaml\ncassette: cassettes/ask.jsonl\ntests:\n  - {name: sky, inputs: {thing: sky}, expect: {status: succeeded, outputs: {ask.value.colour: blue}}}\n  - {name: grass, inputs: {thing: grass}, expect: {status: succeeded, outputs: {ask.value.colour: green}}}\n')
+    const offline = await pipe(['test', 'ask.pipe-test.yaml'], {cwd: dir, env: home()})
+    expect(offline.code, 'a missing cassette is a bad test file').to.equal(2)
+    expect(offline.stderr).to.contain('cassette cassettes/ask.jsonl not found')
+    const server = await ModelServer.start((request) => ({content: JSON.stringify({colour: request.body.messages.at(-1)!.content.includes('sky') ? 'blue' : 'green'})}))
+    const key = 'sk-test-secret-key-0123456789abcdef'
+    try {
+      const recorded = await pipe(['test', 'ask.pipe-test.yaml', '--record', '--record-note', 'scripted server in the pipe test suite'], {cwd: dir, env: {...home(), OPENAI_BASE_URL: server.url, OPENAI_API_KEY: key}})
+      expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
+      expect(server.count()).to.equal(2)
+    } finally {
+      await server.close()
+    }
+    const cassette = await readFile(path.join(dir, 'cassettes', 'ask.jsonl'), 'utf8')
+    expect(cassette.split('\n')[0]).to.contain('"note":"scripted server in the pipe test suite"')
+    expect(cassette.trim().split('\n')).to.have.length(3)
+    expect(cassette).to.not.contain(key)
+    const replayed = await pipe(['test', 'ask.pipe-test.yaml'], {cwd: dir, env: home()})
+    expect(replayed.code, replayed.stdout + replayed.stderr).to.equal(0)
+    expect(replayed.stdout).to.contain('Tests: 2 passed, 2 total')
   })
 
   it('is hermetic: with OPENAI_API_KEY and OPENAI_BASE_URL set, the runs still use the offline provider and send nothing', async () => {
