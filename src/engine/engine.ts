@@ -683,6 +683,8 @@ export class Engine {
     const existing = (): Promise<Map<number, RunRecord>> =>
       (found ??= (async () => {
         const out = new Map<number, RunRecord>()
+        // A child a crash left staged after indexing it is this step's child: finish it before looking.
+        await store.finishCreations()
         for (const record of await childrenOf(store, parent.run_id)) {
           const link = record.parent!
           if (link.step !== step.id || !seqs.has(link.seq)) continue

@@ -35,9 +35,9 @@ import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
 import {allocateId, assertId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
-import {acquireLock, lockHolder} from '../util/lock.js'
+import {acquireLock, lockHolder, processAlive} from '../util/lock.js'
 import {faultPoint} from '../util/faults.js'
-import {appendChained, readText} from './trail.js'
+import {appendChained, readChain, readText, stagedRun} from './trail.js'
 
 export type RunDraft = Omit<RunRecord, 'run_id' | 'head' | 'seal'>
 
@@ -146,12 +146,9 @@ export class Store {
    */
   async createRun(draft: RunDraft, now: Date, event: RunEvent): Promise<RunRecord> {
     await mkdir(this.auditDir, {recursive: true})
-    const release = await acquireLock(path.join(this.auditDir, 'runs.lock'), {
-      waitMs: 60000,
-      busy: (holder) => `another pipe process (pid ${holder.pid}) is creating a run and holds the run index`,
-      hint: 'Try again in a moment.',
-    })
+    const release = await this.lockRunIndex()
     try {
+      await this.finishCreations(true)
       let record: RunRecord | undefined
       const featureBytes = await readFile(path.join(this.featuresDir, `${draft.feature_id}.json`)).catch(() => null)
       await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
@@ -180,6 +177,46 @@ export class Store {
     } finally {
       await release()
     }
+  }
+
+  private lockRunIndex(): Promise<() => Promise<void>> {
+    return acquireLock(path.join(this.auditDir, 'runs.lock'), {
+      waitMs: 60000,
+      busy: (holder) => `another pipe process (pid ${holder.pid}) is creating a run and holds the run index`,
+      hint: 'Try again in a moment.',
+    })
+  }
+
+  private creationsFinished: Promise<void> | undefined
+
+  /**
+   * Finishes the run creations a killed process left staged (see createRun), once per Store: one
+   * it indexed is complete and is renamed into place, so a resumed parent finds the child it
+   * created and no later creation takes its id; one it never indexed never became a run and is
+   * removed. `pipe audit verify` does the same and reports it; this makes a resume independent of
+   * whether it ran first. A staging folder whose creator is alive is left alone.
+   */
+  async finishCreations(locked = false): Promise<void> {
+    this.creationsFinished ??= (async () => {
+      const names = await readdir(this.runsDir).catch(() => [] as string[])
+      const dead = names.map((name) => ({name, staged: stagedRun(name)})).filter((n) => n.staged !== null && !processAlive(n.staged.pid))
+      if (dead.length === 0) return
+      const release = locked ? null : await this.lockRunIndex()
+      try {
+        const indexed = new Set(readChain((await readText(this.runIndexFile)) ?? '', undefined).lines.map((l) => l['run_id']))
+        for (const {name, staged} of dead) {
+          const from = path.join(this.runsDir, name)
+          const to = path.join(this.runsDir, staged!.runId)
+          const taken = await stat(to).then(() => true, () => false)
+          // Another process may have finished it first: then there is nothing to do.
+          if (indexed.has(staged!.runId) && !taken) await rename(from, to).catch(() => undefined)
+          else if (!indexed.has(staged!.runId)) await rm(from, {recursive: true, force: true})
+        }
+      } finally {
+        await release?.()
+      }
+    })()
+    return this.creationsFinished
   }
 
   private async runDb(runId: string): Promise<Low<RunRecord>> {

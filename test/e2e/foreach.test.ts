@@ -76,6 +76,36 @@ steps:
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
+  it('a SIGKILL after a child run was indexed but before its folder was renamed into place: resume finishes that child, never a second one for the item', async () => {
+    await writeFile(path.join(dir, 'item.yaml'), ITEM)
+    const main = path.join(dir, 'main.yaml')
+    await writeFile(main, `version: 1
+name: main
+steps:
+  - {id: each, kind: foreach, items: "\${{ ['a', 'b'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}"}, concurrency: 1, next: fin}
+  - {id: fin, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.succeeded }} of \${{ steps.each.outputs.total }}"}
+`)
+    // Creation #1 is the parent, #2 the first child.
+    const killed = await pipe(['run', main, '--text', 'x'], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'run-indexed#2'}})
+    expect(killed.signal).to.equal('SIGKILL')
+    const staged = (await readdir(path.join(dir, '.pipe', 'runs'))).filter((n) => n.startsWith('.new-'))
+    expect(staged, 'the child was left staged').to.have.length(1)
+    const parent = (await runRecords(dir)).find((r) => r.parent === undefined)!
+    const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<{status: string; reason: string}>(resumed)).to.include({status: 'succeeded', reason: '2 of 2'})
+    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    const kids = (await runRecords(dir)).filter((r) => r.parent?.run_id === parent.run_id)
+    expect(kids.map((k) => [k.parent!.index, k.status]).sort(), 'one child per item').to.deep.equal([[0, 'succeeded'], [1, 'succeeded']])
+    expect(staged[0]).to.contain(kids.find((k) => k.parent!.index === 0)!.run_id)
+    // The staged child was finished, not replaced: each run is in the run index once, and audit had nothing to tidy.
+    const indexed = (await readFile(path.join(dir, '.pipe', 'audit', 'runs.jsonl'), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as {run_id: string}).run_id)
+    expect(indexed).to.have.length(3)
+    expect(new Set(indexed).size).to.equal(3)
+    expect(audit.stderr).to.not.contain('cleaned')
+  })
+
   it('a pipeline step passes with: inputs to a child run, and the child status routes the parent', async () => {
     await writeFile(path.join(dir, 'publish.yaml'), `version: 1
 name: publish
