@@ -339,7 +339,7 @@ export interface ReplyTransportOptions {
 
 /**
  * Answers each request from, in order: the cassette (replaying, or a repeat of a request this
- * session recorded), the store's reply cache (with reuse), the live endpoint. Every live reply goes
+ * session recorded), the store's reply cache (with reuse), the live endpoint. Every live or cassette reply goes
  * into the cache; with a recording cassette every reply goes into the cassette. Identical requests
  * asked at the same time share one live call, so a recording run and its replay get the same replies.
  */
@@ -376,7 +376,11 @@ export class ReplyTransport implements ChatTransport {
   private async answer(key: string, request: ChatRequest, call: ChatCall): Promise<{reply: StoredReply; source: ReplySource}> {
     const {cassette, cache, live} = this.options
     const recorded = cassette?.lookup(key)
-    if (recorded) return {reply: recorded.reply, source: 'cassette'}
+    if (recorded) {
+      // The store keeps every reply that answered one of its runs, so pipe replay --check can re-check a replayed run too.
+      if (cache && (await cache.store.read(key)) === null) await cache.store.write(key, normaliseRequest(request), recorded.reply)
+      return {reply: recorded.reply, source: 'cassette'}
+    }
     if (cassette && cassette.options.mode === 'replay' && cassette.options.missing !== 'live') throw await this.missing(cassette, request, call)
     let reply: StoredReply | null = null
     let source: ReplySource = 'live'

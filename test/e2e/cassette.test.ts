@@ -546,6 +546,29 @@ describe('pipe replay --check: model steps from the reply cache', function () {
   })
 })
 
+describe('pipe replay --check: a run answered from a cassette', function () {
+  this.timeout(180000)
+
+  it('keeps the cassette replies that answered a run in the store, so replay --check re-checks its model steps with no cassette and no endpoint', async () => {
+    server = await ModelServer.start()
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    const file = await fixture()
+    const cassette = path.join(dir, 'c.jsonl')
+    const recorded = await runIn(file, ['--record', cassette, '--store', path.join(dir, 'recording')])
+    expect(recorded.code, recorded.stderr).to.equal(0)
+    await server.close()
+    server = undefined
+    const replayed = await runIn(file, ['--replay', cassette])
+    expect(replayed.code, replayed.stderr).to.equal(0)
+    const runId = json<RunJson>(replayed).run_id
+    await rm(cassette)
+    const check = await cli(['replay', runId, '--check', '--json'], dir)
+    expect(check.code, check.stderr).to.equal(0)
+    const body = json<{same: boolean; models: Array<{step: string; checked: boolean; same: boolean}>}>(check)
+    expect(body.models[0]).to.include({step: 'draft', checked: true, same: true})
+  })
+})
+
 describe('cassettes: the default pipeline, paused for review and resumed', function () {
   this.timeout(240000)
 
