@@ -333,6 +333,14 @@ tests:
     expect((await readdir(fixture)).sort()).to.deep.equal(['data.txt', 'policy.yaml'])
   })
 
+  it('the shipped cassettes replay from a checkout at another path: no request quotes where the checkout lives', async () => {
+    const {cp} = await import('node:fs/promises')
+    for (const part of ['examples', 'pipelines']) await cp(path.join(repoRoot, part), path.join(dir, 'elsewhere', part), {recursive: true})
+    const r = await pipe(['test', 'examples/triage', 'examples/release-notes', 'pipelines/default-openai.pipe-test.yaml'], {cwd: path.join(dir, 'elsewhere'), env: home(), timeoutMs: 120000})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(r.stdout).to.match(/^Tests: 7 passed, 7 total/m)
+  })
+
   it('runs setup commands without a shell and with a fixed git identity and date: the same commit id in every test; a failing one fails its test before the run', async () => {
     await file('log.yaml', 'version: 1\nname: log\nsteps:\n  - {id: head, kind: command, run: [git, rev-parse, HEAD], parse: text}\n')
     await file('policy.yaml', `version: 1\nallowed_commands:\n  - [git, rev-parse, HEAD]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)

@@ -36,6 +36,18 @@ const SYSTEM: Record<ModelKind, string> = {
   generate_vv: 'You are the verification step of pipe, a spec pipeline. You write verification and validation items.',
 }
 
+/**
+ * How a prompt names the requirement's source: a file by its name only. The directory says nothing
+ * to the model, would tell the endpoint how the machine is laid out, and would make the same
+ * requirement a different request on every checkout (a cassette recorded in one would not replay
+ * in another).
+ */
+export function sourceName(ref: string): string {
+  if (!ref.startsWith('file://')) return ref
+  const name = ref.slice('file://'.length).split(/[\\/]/).pop()
+  return name ? name : ref
+}
+
 function json(value: unknown): string {
   return JSON.stringify(value, null, 2)
 }
@@ -154,7 +166,7 @@ export class OpenAIProvider implements Provider {
 
   async compile(request: CompileRequest, call: ChatCall): Promise<ModelReply<CompileOutput>> {
     const previous = request.previous ? `The spec so far (keep what it has unless the requirement contradicts it):\n${json(request.previous)}` : ''
-    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: request.sourceRef, previous_spec: previous}), call)
+    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: sourceName(request.sourceRef), previous_spec: previous}), call)
     const body = emptyBody()
     body.goal = value.goal.trim()
     value.features.forEach((f, i) => body.features.push({id: `FR-${pad(i + 1)}`, title: f.title, priority: f.priority, source: 'model', ...(f.description ? {description: f.description} : {})}))
