@@ -1,0 +1,183 @@
+/**
+ * pipelines/coding.yaml on the built CLI, against a scripted chat-completions server on 127.0.0.1
+ * that plays the spec steps, the architect, the task planner, an agent's tool-call conversations
+ * and the summary, in real git repositories in temp dirs.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
+
+const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
+const TEST = "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
+const block = (from: string, to: string): string => `calc.js\n<<<<<<< SEARCH\n  return ${from}\n=======\n  return ${to}\n>>>>>>> REPLACE\n`
+
+const ARCH = {
+  tech_stack: {language: 'JavaScript (Node.js 20, ES modules)', test_framework: 'node:test'},
+  directory_tree: ['calc.js', 'calc.test.js', 'package.json'],
+  api_specs: [{name: 'add', signature: 'add(a: number, b: number): number'}],
+  data_models: [],
+  build_run_commands: {test: [['node', '--test']]},
+}
+const TASKS = {
+  tasks: [
+    {
+      id: 'T1',
+      title: 'add() adds',
+      goal: 'add(a, b) returns the sum of a and b',
+      type: 'modify_file',
+      files_required: ['calc.js', 'calc.test.js'],
+      files_touched: ['calc.js'],
+      acceptance_tests: {static_checks: [['node', '--check', 'calc.js']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: ['add(2, 3) is 5']},
+    },
+  ],
+}
+const SUMMARY = {what_changed: ['calc.js: add() adds'], why: 'add() subtracted', how_verified: ['node --test'], risks: [], rollback: 'git revert the coding_agent commit'}
+
+export function codingReply(request: ModelRequest): Scripted {
+  const usage = {prompt_tokens: 200, completion_tokens: 60}
+  if (request.kind === 'arch') return {content: JSON.stringify(ARCH), usage}
+  if (request.kind === 'tasks') return {content: JSON.stringify(TASKS), usage}
+  if (request.kind === 'summary') return {content: JSON.stringify(SUMMARY), usage}
+  if (request.kind === 'implement') return {status: 500, body: {error: {message: 'no scripted agent turn left'}}}
+  return cannedReply(request)
+}
+
+let dir: string
+let repo: string
+let cleanup: () => Promise<void>
+let server: ModelServer
+
+async function setup(): Promise<void> {
+  ;({dir, cleanup} = await tempDir('pipe-coding-'))
+  repo = path.join(dir, 'repo')
+  await mkdir(repo)
+  await writeFile(path.join(repo, 'package.json'), '{"type": "module"}\n')
+  await writeFile(path.join(repo, 'calc.js'), BUGGY)
+  await writeFile(path.join(repo, 'calc.test.js'), TEST)
+  git('init', '-q')
+  git('add', '-A')
+  git('commit', '-qm', 'start')
+  await writeFile(
+    path.join(dir, 'policy.yaml'),
+    `version: 1
+allowed_commands:
+  - [node, --test]
+  - [node, --check, "{path}"]
+forbidden_paths: [".git/**", ".env"]
+max_patch_lines: 200
+max_retries_default: 0
+resource_limits: {command_timeout_ms: 60000, step_timeout_ms: 120000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576}
+sandbox: auto
+confirm: []
+`,
+  )
+  server = await ModelServer.start(codingReply)
+}
+
+function git(...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', ...args], {cwd: repo, encoding: 'utf8'}).trim()
+}
+
+const env = (): Record<string, string> => ({OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')})
+
+function run(): Promise<CliResult> {
+  return pipe(['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', 'add(a, b) in calc.js must return the sum of a and b; today it subtracts.', '--decision', 'go', '--json', '--policy', path.join(dir, 'policy.yaml')], {
+    cwd: repo,
+    env: env(),
+    timeoutMs: 240000,
+  })
+}
+
+interface RunJson {
+  run_id: string
+  status: string
+  reason?: string
+  error?: {code: string; message: string}
+}
+
+/** The agent requests that start an attempt (a user message only, no tool results yet). */
+function attemptStarts(): ModelRequest[] {
+  return server.requests.filter((r) => r.kind === 'implement' && !r.body.messages.some((m) => m.role === 'tool' || m.role === 'assistant'))
+}
+
+afterEach(async () => {
+  await server?.close()
+  await cleanup?.()
+})
+
+describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0.1, a real git repository)', function () {
+  this.timeout(300000)
+
+  it('does a task first time: the agent edits, QA passes, the change is committed as coding_agent: T1', async () => {
+    await setup()
+    server.script(
+      'implement',
+      {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'calc.js'}}]},
+      {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b')}}]},
+      {content: JSON.stringify({summary: 'add() adds', plan: ['read calc.js', 'fix the operator']})},
+    )
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(0)
+    const body = json<RunJson>(result)
+    expect(body.status).to.equal('succeeded')
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b')
+    expect(git('log', '--format=%s')).to.match(/^coding_agent: T1\npipe: checkpoint before task T1\nstart$/)
+    expect(git('status', '--porcelain')).to.equal('')
+    expect(attemptStarts()).to.have.length(1)
+    expect(server.count('summary')).to.equal(1)
+  })
+
+  it('fixes a task on the second attempt from the QA verdict: failed stage, log lines and files to read reach the agent', async () => {
+    await setup()
+    server.script(
+      'implement',
+      {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b + 1')}}]},
+      {content: JSON.stringify({summary: 'add() adds, I think', plan: ['fix the operator']})},
+      {tool_calls: [{id: 'e2', name: 'apply_edit_blocks', arguments: {blocks: block('a + b + 1', 'a + b')}}]},
+      {content: JSON.stringify({summary: 'add() adds without the stray + 1', plan: ['read the verdict', 'drop the + 1']})},
+    )
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(0)
+    expect(json<RunJson>(result).status).to.equal('succeeded')
+    const starts = attemptStarts()
+    expect(starts).to.have.length(2)
+    const first = starts[0]!.body.messages.find((m) => m.role === 'user')!.content
+    const second = starts[1]!.body.messages.find((m) => m.role === 'user')!.content
+    expect(first).to.contain('"status": "none"')
+    expect(second).to.contain('"failed_stage": "tests"').and.contain('"error_category": "test_fail"')
+    // The log lines of the failing test run: the assertion and its values.
+    expect(second).to.match(/"log_lines": \[/)
+    expect(second).to.contain('6 !== 5')
+    expect(second).to.match(/"files_to_read": \[[^\]]*"calc\.test\.js"/)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b\n')
+    expect(git('log', '--format=%s')).to.match(/^coding_agent: T1\n/)
+  })
+
+  it('blocks a task after 3 attempts: the repository is rolled back to its checkpoint and the run is blocked', async () => {
+    await setup()
+    const before = git('rev-parse', 'HEAD')
+    const wrong = (n: number): Scripted[] => [
+      {tool_calls: [{id: `w${n}`, name: 'apply_edit_blocks', arguments: {blocks: block(n === 1 ? 'a - b' : `a * b + ${n - 1}`, `a * b + ${n}`)}}]},
+      {content: JSON.stringify({summary: `attempt ${n}`, plan: []})},
+    ]
+    server.script('implement', ...wrong(1), ...wrong(2), ...wrong(3))
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(6)
+    const body = json<RunJson>(result)
+    expect(body.status).to.equal('blocked')
+    expect(attemptStarts()).to.have.length(3)
+    // Rolled back: the file is as it was, HEAD is the checkpoint (on top of the start), nothing is committed as done.
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
+    expect(git('rev-parse', 'HEAD~1')).to.equal(before)
+    expect(git('status', '--porcelain')).to.equal('')
+    expect(server.count('summary')).to.equal(0)
+    const shown = await pipe(['runs', 'show', body.run_id, '--json'], {cwd: repo, env: env()})
+    expect(shown.stdout).to.match(/"status": "blocked"/)
+    expect(body.reason).to.contain('task T1 was rolled back to its checkpoint: QA still fails at tests (test_fail)')
+  })
+})
