@@ -60,6 +60,8 @@ export interface EngineDeps {
   user?: string
   /** Test-only: called at named points so fault-injection tests can kill the process there. */
   hook?: (point: string) => Promise<void> | void
+  /** Write seed 004's artifacts for every run this engine drives (set for the children of a run whose pipeline says artifacts: true). */
+  artifacts?: boolean
 }
 
 export interface RunSettings {
@@ -209,6 +211,9 @@ export class Engine {
   private readonly user: string
   private readonly ledger: Ledger
 
+  /** Runs whose artifacts this engine keeps written as they go (see export.ts writeLiveArtifacts). */
+  private readonly liveArtifacts = new Set<string>()
+
   constructor(private readonly deps: EngineDeps) {
     this.ledger = new Ledger(deps.store)
     this.registry = deps.registry ?? defaultRegistry
@@ -354,7 +359,22 @@ export class Engine {
       change?.(r)
     }, line)
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
+    await this.writeArtifacts(runId)
     return record
+  }
+
+  /**
+   * Rewrites the run's artifacts from its records. They are derived files: a failure to write them
+   * never fails the run (the next step, or a resume, writes them again).
+   */
+  private async writeArtifacts(runId: string): Promise<void> {
+    if (!this.liveArtifacts.has(runId)) return
+    try {
+      const {writeLiveArtifacts} = await import('./export.js')
+      await writeLiveArtifacts(this.deps.store, runId)
+    } catch {
+      // The records are the truth and stay intact; pipe export writes the same layout from them on demand.
+    }
   }
 
   private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>): Promise<RunOutcome> {
@@ -414,6 +434,11 @@ export class Engine {
     const history = new History([...base, ...own])
     const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
+    if (pipeline.artifacts === true || this.deps.artifacts === true) {
+      this.liveArtifacts.add(runId)
+      // Whatever a crash left half-written is rebuilt from the records before the walk goes on.
+      await this.writeArtifacts(runId)
+    }
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
     // Secrets are read from the environment on every walk (never stored); the session checked they are set.
@@ -511,6 +536,7 @@ export class Engine {
         reason: decision.reason,
         spec_version_out: snapshot.spec_version_out,
       })
+      await this.writeArtifacts(runId)
       await hook(`after-step:${step.id}`)
       const ending = await this.settle(runId, snapshot, cursor, outcome)
       if (ending) return ending
@@ -717,7 +743,7 @@ export class Engine {
     // A child's progress is reported as the parent's, marked with the step (and item) that runs it.
     const {onProgress, signal: _own, ...shared} = this.deps
     const engineFor = (signal: AbortSignal | undefined, label: string): Engine =>
-      new Engine({...shared, ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
+      new Engine({...shared, ...(settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}), ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
     return {
       run: async (request) => {
         const loaded = await load(request.file)

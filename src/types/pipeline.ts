@@ -477,6 +477,10 @@ export type ForeachStep = StepCommon & {
 export type AgentStep = StepCommon & {
   kind: 'agent'
   /**
+   * The task this agent works on (a task id), for the artifacts layout (task_ID/attempt_NN) and pipe stats.
+   */
+  task?: string
+  /**
    * The task for the agent: a prompt file, relative to the pipeline file, Markdown with {{name}} placeholders, each filled from vars.
    */
   prompt: string

@@ -155,6 +155,38 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(second).to.match(/"files_to_read": \[[^\]]*"calc\.test\.js"/)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b\n')
     expect(git('log', '--format=%s')).to.match(/^coding_agent: T1\n/)
+
+    // Seed 004's artifacts, written as the run went, under the store (git-ignored).
+    const runId = json<RunJson>(result).run_id
+    const root = path.join(repo, '.pipe', 'artifacts')
+    for (const file of ['prd.md', 'arch.json', 'tasks.json', `runs/${runId}/state.json`, `runs/${runId}/timeline.md`]) expect(existsSync(path.join(root, file)), file).to.equal(true)
+    expect(JSON.parse(await readFile(path.join(root, 'arch.json'), 'utf8'))).to.deep.equal(ARCH)
+    expect(JSON.parse(await readFile(path.join(root, 'tasks.json'), 'utf8'))).to.deep.equal(TASKS.tasks)
+    const state = JSON.parse(await readFile(path.join(root, 'runs', runId, 'state.json'), 'utf8')) as {phase: string; child_runs: string[]}
+    expect(state.phase).to.equal('succeeded')
+    expect(state.child_runs).to.have.length(1)
+    const child = state.child_runs[0]!
+    const task = path.join(root, 'runs', child, 'task_T1')
+    expect(await readdir(task)).to.deep.equal(['attempt_01', 'attempt_02'])
+    const childState = JSON.parse(await readFile(path.join(root, 'runs', child, 'state.json'), 'utf8')) as {phase: string; attempts_by_task: Record<string, number>; last_commit_hash: string}
+    expect(childState).to.include({phase: 'succeeded', last_commit_hash: git('rev-parse', 'HEAD')})
+    expect(childState.attempts_by_task).to.deep.equal({T1: 2})
+    for (const [attempt, status] of [['attempt_01', 'fail'], ['attempt_02', 'pass']] as const) {
+      const files = await readdir(path.join(task, attempt))
+      expect(files, attempt).to.include.members(['plan.json', 'patch.diff', 'patch_apply.json', 'verdict.json', 'qa_step_01_static.log', 'qa_step_02_tests.log'])
+      const verdict = JSON.parse(await readFile(path.join(task, attempt, 'verdict.json'), 'utf8')) as {status: string; full_logs: string[]}
+      expect(verdict.status).to.equal(status)
+      expect(verdict.full_logs).to.deep.equal([`runs/${child}/task_T1/${attempt}/qa_step_01_static.log`, `runs/${child}/task_T1/${attempt}/qa_step_02_tests.log`])
+      for (const log of verdict.full_logs) expect(existsSync(path.join(root, log)), log).to.equal(true)
+    }
+    expect(await readFile(path.join(task, 'attempt_01', 'patch.diff'), 'utf8')).to.contain('+  return a + b + 1')
+    expect(await readFile(path.join(task, 'attempt_01', 'qa_step_02_tests.log'), 'utf8')).to.contain('6 !== 5')
+    expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'patch_apply.json'), 'utf8'))).to.include({status: 'applied'})
+    expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'plan.json'), 'utf8')).answer).to.deep.equal({summary: 'add() adds without the stray + 1', plan: ['read the verdict', 'drop the + 1']})
+    const timeline = await readFile(path.join(root, 'runs', child, 'timeline.md'), 'utf8')
+    expect(timeline).to.contain('QA fail at tests').and.contain('QA pass')
+    // The artifacts are the store's, never part of the repository's commits.
+    expect(git('ls-files')).not.to.contain('artifacts')
   })
 
   it('blocks a task after 3 attempts: the repository is rolled back to its checkpoint and the run is blocked', async () => {
