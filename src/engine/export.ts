@@ -20,7 +20,7 @@ import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
 import {writeFileAtomic} from '../util/fs.js'
 
-interface Attempt {
+export interface Attempt {
   task: string
   number: number
   snapshots: Snapshot[]
@@ -33,7 +33,7 @@ function log(result: CommandResult): string {
 }
 
 /** What the snapshot's kind writes; a kind this version of pipe does not know writes nothing. */
-function roleOf(s: Snapshot): ExportRole {
+export function roleOf(s: Snapshot): ExportRole {
   return handlerNamed(s.step.kind)?.exportRole ?? {}
 }
 
@@ -42,7 +42,7 @@ function taskOf(s: Snapshot): string | undefined {
 }
 
 /** Groups the coding steps into tasks and attempts, as each kind's export role says (an edit starts an attempt of its task). */
-function attempts(snapshots: Snapshot[]): Attempt[] {
+export function attempts(snapshots: Snapshot[]): Attempt[] {
   const out: Attempt[] = []
   const current = new Map<string, Attempt>()
   for (const s of snapshots) {

@@ -166,6 +166,11 @@ function argvOf(tool: string, args: Record<string, unknown>, context: StepContex
   return planned.ok ? planned.segments.map((s) => s.argv) : undefined
 }
 
+/** Lines a unified diff removes plus lines it adds (its file headers not counted). */
+export function diffLines(patch: string): number {
+  return patch.split('\n').filter((line) => (line.startsWith('+') && !line.startsWith('+++')) || (line.startsWith('-') && !line.startsWith('---'))).length
+}
+
 /** What an agent step's snapshot records as outputs (its outputsSchema). */
 export type AgentOutputs = {value: unknown; summary: string; files_changed: string[]; turns: number; tool_calls: number; patch: string}
 export const agentOutput = outputsOf<AgentOutputs>()
@@ -213,6 +218,10 @@ export const agent: StepHandler<'agent'> = {
           },
         },
       }
+    },
+    metrics(snapshot) {
+      const patch = agentOutput('patch').of(snapshot)
+      return patch ? {patch_lines: diffLines(patch)} : {}
     },
     timeline(snapshot) {
       const files = agentOutput('files_changed').of(snapshot) ?? []

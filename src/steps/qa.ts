@@ -129,6 +129,10 @@ export const qa: StepHandler<'qa'> = {
       const verdict = qaVerdict.of(snapshot)
       return verdict ? [`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`] : []
     },
+    metrics(snapshot) {
+      const verdict = qaVerdict.of(snapshot)
+      return verdict ? {qa: {status: verdict.status, category: verdict.error_category, duration_ms: snapshot.step.duration_ms ?? 0}} : {}
+    },
   },
   async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []

@@ -187,6 +187,25 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(timeline).to.contain('QA fail at tests').and.contain('QA pass')
     // The artifacts are the store's, never part of the repository's commits.
     expect(git('ls-files')).not.to.contain('artifacts')
+
+    // pipe stats over the same run: one task, passed on its 2nd attempt after one test_fail.
+    const stats = json<{totals: Record<string, unknown>; pipelines: Array<Record<string, unknown>>; runs: Array<Record<string, unknown>>}>(await pipe(['stats', '--json'], {cwd: repo, env: env()}))
+    const tokens = server.requests.reduce((n, r) => n + (r.kind === 'implement' ? 150 : ['arch', 'tasks', 'summary'].includes(r.kind) ? 260 : 200), 0)
+    const expected = {runs: 1, tasks: 1, tasks_passed: 1, task_pass_rate: 1, attempts: 2, mean_attempts: 2, failure_categories: {test_fail: 1}, patches: 2, mean_patch_lines: 2, qa_runs: 2, model_calls: server.count(), total_tokens: tokens, cost: null}
+    expect(stats.totals).to.deep.include(expected)
+    expect(stats.totals['mean_qa_ms']).to.be.a('number').and.be.greaterThan(0)
+    expect(stats.pipelines).to.have.length(1)
+    expect(stats.pipelines[0]).to.deep.include({pipeline: 'coding', ...expected})
+    expect(stats.runs.map((r) => [r['run_id'], r['status']])).to.deep.equal([[runId, 'succeeded']])
+    expect(stats.runs[0]).to.deep.include(expected)
+    const text = await pipe(['stats', '--pipeline', 'coding'], {cwd: repo, env: env()})
+    expect(text.code, text.stderr).to.equal(0)
+    expect(text.stdout).to.contain('tasks: 1, passed 1 (100%), mean attempts 2').and.contain('failure categories: test_fail 1').and.contain(runId)
+    expect((await pipe(['stats', '--pipeline', 'default'], {cwd: repo, env: env()})).stdout).to.contain('No runs (pipeline default)')
+    expect(json<{totals: {runs: number}}>(await pipe(['stats', '--since', '2999-01-01', '--json'], {cwd: repo, env: env()})).totals.runs).to.equal(0)
+    const bad = await pipe(['stats', '--since', 'yesterday'], {cwd: repo, env: env()})
+    expect(bad.code).to.equal(2)
+    expect(bad.stderr).to.contain('E_INVALID_ARGS')
   })
 
   it('blocks a task after 3 attempts: the repository is rolled back to its checkpoint and the run is blocked', async () => {
