@@ -44,6 +44,32 @@ export function topErrors(output: string, max = 10): string[] {
 const FLAGGED = /\b(error|errors|fail|failed|failing|failure|assert\w*|exception|traceback|not ok|expected|actual|cannot|undefined)\b|✗|✖|^\s*at .*:\d+/i
 
 /**
+ * The output as a fixer should read it, the same on every machine: the workspace's path is dropped
+ * (so `file:///tmp/x/a.test.js:3:7` reads `a.test.js:3:7`), timings are masked, and stack frames
+ * inside Node itself are left out. A verdict that does not depend on where or how fast QA ran
+ * keeps a recorded agent conversation replayable, and its lines are the ones about the code.
+ */
+export function stableOutput(output: string, root: string): string {
+  const roots = [root]
+  try {
+    roots.push(realpathSync(root))
+  } catch {
+    // The root is gone: its path as given is all there is to drop.
+  }
+  let text = output
+  for (const r of [...new Set(roots)].sort((a, b) => b.length - a.length)) {
+    const prefix = r.endsWith(path.sep) ? r : r + path.sep
+    text = text.split(`file://${prefix}`).join('').split(prefix).join('')
+  }
+  return text
+    .split('\n')
+    .filter((line) => !/\(node:[\w/]+:\d+:\d+\)\s*$|^\s*(at\s+)?node:[\w/]+:\d+:\d+\s*$|^\s*(at\s+)?(async\s+)?[\w.<>\s]*\(node:[\w/]+:\d+:\d+\)/.test(line))
+    .join('\n')
+    .replace(/\bduration_ms:?\s+[\d.]+/g, (m) => m.replace(/[\d.]+$/, '…'))
+    .replace(/\(\d+(?:\.\d+)?\s?ms\)/g, '(… ms)')
+}
+
+/**
  * The lines most worth reading: each flagged line with two lines before and three after, in
  * order, at most `max`; when that gives fewer than `min`, the last lines fill it up.
  */
@@ -148,12 +174,13 @@ export const qa: StepHandler<'qa'> = {
         const result = await runCommand(policy, cwd, {argv, ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}), signal, slotsDir})
         ran.push(result)
         if (result.exit_code !== 0 || result.timed_out || result.spawn_error) {
+          const output = stableOutput(text(result), cwd)
           verdict = {
             status: 'fail',
             failed_stage: stage,
             error_category: categorize(stage, result),
-            top_errors: result.spawn_error ? [result.spawn_error] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(text(result)),
-            log_lines: relevantLines(text(result)),
+            top_errors: result.spawn_error ? [result.spawn_error] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(output),
+            log_lines: relevantLines(output),
             files_to_read: filesNamed(text(result), cwd),
             command: [...argv],
             full_logs: [`outputs.stages[${stages.length - 1}].commands[${ran.length - 1}]`],
