@@ -5,6 +5,7 @@
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
+import {cp} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -230,5 +231,40 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const shown = await pipe(['runs', 'show', body.run_id, '--json'], {cwd: repo, env: env()})
     expect(shown.stdout).to.match(/"status": "blocked"/)
     expect(body.reason).to.contain('task T1 was rolled back to its checkpoint: QA still fails at tests (test_fail)')
+  })
+
+  it('runs examples/coding-agent offline from its cassette: edits, a failing QA, a fix on the 2nd attempt, a commit; its pipe test passes', async () => {
+    ;({dir, cleanup} = await tempDir('pipe-coding-example-'))
+    server = undefined as unknown as ModelServer
+    repo = path.join(dir, 'median')
+    const example = path.join(repoRoot, 'examples', 'coding-agent')
+    await cp(path.join(example, 'scratch'), repo, {recursive: true})
+    git('init', '-q')
+    const requirement = (await readFile(path.join(example, 'requirement.md'), 'utf8')).trim()
+    const home = {PIPE_HOME: path.join(dir, 'home')}
+    const result = await pipe(
+      ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', requirement, '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json'],
+      {cwd: repo, env: home, timeoutMs: 240000},
+    )
+    expect(result.code, result.stderr + result.stdout).to.equal(0)
+    const runId = json<RunJson>(result).run_id
+    // The repository: the baseline checkpoint (its first commit) and the agent's fix, tested.
+    expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1')
+    expect(git('show', '--stat', '--format=%s', 'HEAD')).to.contain('median.js')
+    expect(await readFile(path.join(repo, 'median.js'), 'utf8')).to.contain('.sort((a, b) => a - b)').and.contain('(sorted[middle - 1] + sorted[middle]) / 2')
+    execFileSync(process.execPath, ['--test'], {cwd: repo, stdio: 'pipe'})
+    // What a person reads: the first attempt's failing QA and the second's pass.
+    const state = JSON.parse(await readFile(path.join(repo, '.pipe', 'artifacts', 'runs', runId, 'state.json'), 'utf8')) as {child_runs: string[]}
+    const task = path.join(repo, '.pipe', 'artifacts', 'runs', state.child_runs[0]!, 'task_T1')
+    const first = JSON.parse(await readFile(path.join(task, 'attempt_01', 'verdict.json'), 'utf8')) as {status: string; failed_stage: string; log_lines: string[]}
+    expect(first).to.include({status: 'fail', failed_stage: 'tests'})
+    expect(first.log_lines.join('\n')).to.contain('2 !== 9')
+    expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'verdict.json'), 'utf8'))).to.include({status: 'pass'})
+    const stats = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--json'], {cwd: repo, env: home}))
+    expect(stats.totals).to.deep.include({tasks: 1, tasks_passed: 1, mean_attempts: 2, failure_categories: {test_fail: 1}, patches: 2})
+
+    const tested = await pipe(['test', 'examples/coding-agent'], {cwd: repoRoot, env: home, timeoutMs: 240000})
+    expect(tested.code, tested.stdout + tested.stderr).to.equal(0)
+    expect(tested.stdout + tested.stderr).to.contain('1 passed')
   })
 })
