@@ -326,6 +326,8 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       usage: s.usage,
     }
   }
+  // The progress line and the snapshot's reason say what the agent changed, not only that it answered.
+  const changed = (): string => (s.files_changed.length > 0 ? `; changed ${s.files_changed.join(', ')}` : '; changed no file')
   const refusedOrDenied = (): boolean => s.calls.some((c) => c.decision === 'refused' || c.decision === 'denied')
   const stop = (why: string): StepResult => {
     const denied = refusedOrDenied()
@@ -383,14 +385,14 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
     if ('unreadable' in reading) problem = reading.unreadable
     else if (!outputSchema) {
       await save()
-      return finish('done', `final answer after ${s.turns} turn(s) and ${s.calls.length} tool call(s)`, reading.text, reading.text)
+      return finish('done', `final answer after ${s.turns} turn(s) and ${s.calls.length} tool call(s)${changed()}`, reading.text, reading.text)
     } else {
       const parsed = typeof reading.final === 'string' ? parseReply(reading.final) : {ok: true as const, value: reading.final}
       if (parsed.ok) {
         const found = outputSchema.check(parsed.value)
         if (found === null) {
           await save()
-          return finish('done', `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)`, parsed.value, reading.text)
+          return finish('done', `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)${changed()}`, parsed.value, reading.text)
         }
         problem = `the final answer does not match the schema: ${found}`
       } else problem = `the final answer is not JSON: ${parsed.error}`
