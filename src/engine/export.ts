@@ -18,6 +18,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import {loadPolicyFile} from '../config/policy.js'
 import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
+import {faultPoint} from '../util/faults.js'
 import {writeFileAtomic} from '../util/fs.js'
 
 export interface Attempt {
@@ -86,6 +87,7 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
   const write = async (file: string, content: string): Promise<void> => {
     await mkdir(path.dirname(file), {recursive: true})
     await writeFileAtomic(file, content, {sync: false})
+    faultPoint('artifact-file')
     files.push(path.relative(root, file))
   }
   const json = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`

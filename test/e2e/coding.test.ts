@@ -267,4 +267,34 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(tested.code, tested.stdout + tested.stderr).to.equal(0)
     expect(tested.stdout + tested.stderr).to.contain('1 passed')
   })
+
+  it('a kill -9 while artifacts are written leaves them rebuilt on resume, equal byte for byte to pipe export of the run', async () => {
+    ;({dir, cleanup} = await tempDir('pipe-coding-crash-'))
+    server = undefined as unknown as ModelServer
+    repo = path.join(dir, 'median')
+    const example = path.join(repoRoot, 'examples', 'coding-agent')
+    await cp(path.join(example, 'scratch'), repo, {recursive: true})
+    git('init', '-q')
+    const requirement = (await readFile(path.join(example, 'requirement.md'), 'utf8')).trim()
+    const home = {PIPE_HOME: path.join(dir, 'home')}
+    const args = ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', requirement, '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl')]
+    // The 100th artifact file of about 140 falls inside the task's child run.
+    const killed = await pipe(args, {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
+    expect(killed.signal, killed.stderr).to.equal('SIGKILL')
+    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: home}))
+    const parent = runs.runs.find((r) => !r.parent)!
+    expect(parent.status).to.equal('interrupted')
+    const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: repo, env: home, timeoutMs: 240000})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1')
+
+    const live = path.join(repo, '.pipe', 'artifacts')
+    const exported = path.join(dir, 'exported')
+    expect((await pipe(['export', parent.run_id, '--dir', exported], {cwd: repo, env: home})).code).to.equal(0)
+    const list = async (root: string): Promise<string[]> => ((await readdir(root, {recursive: true, withFileTypes: true})) as Array<{name: string; parentPath?: string; path?: string; isFile(): boolean}>).filter((e) => e.isFile()).map((e) => path.relative(root, path.join(e.parentPath ?? e.path ?? root, e.name))).sort()
+    const files = await list(live)
+    expect(files).to.deep.equal(await list(exported))
+    expect(files.filter((f) => f.endsWith('verdict.json'))).to.have.length(3)
+    for (const file of files) expect(await readFile(path.join(live, file), 'utf8'), file).to.equal(await readFile(path.join(exported, file), 'utf8'))
+  })
 })
