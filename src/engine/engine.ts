@@ -68,6 +68,8 @@ export interface RunSettings {
   pipeline: LoadedPipeline
   policy: LoadedPolicy
   cwd: string
+  /** A child run's parent's provider.prices, for its own snapshots' cost when its pipeline gives none (the model is the parent's too). */
+  inheritedPrices?: NonNullable<ProviderSettings['prices']>
 }
 
 export interface StartOptions extends RunSettings {
@@ -747,7 +749,8 @@ export class Engine {
     return {
       run: async (request) => {
         const loaded = await load(request.file)
-        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd}
+        const prices = settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices
+        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd, ...(prices ? {inheritedPrices: prices} : {})}
         const index = request.index ?? 0
         const sub = engineFor(request.signal ?? this.deps.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
         const known = (await existing()).get(index)
@@ -917,7 +920,7 @@ export class Engine {
         pipeline_hash: settings.pipeline.hash,
         prev_hash: previous?.meta.record_hash ?? null,
         ...replayStart,
-        ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices)} : {}),
+        ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices)} : {}),
         ...(timing.modelCalls.length > 0 ? {model_calls: timing.modelCalls} : {}),
         extensions: {},
       },

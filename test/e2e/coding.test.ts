@@ -85,8 +85,8 @@ function git(...args: string[]): string {
 
 const env = (): Record<string, string> => ({OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')})
 
-function run(): Promise<CliResult> {
-  return pipe(['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', 'add(a, b) in calc.js must return the sum of a and b; today it subtracts.', '--decision', 'go', '--json', '--policy', path.join(dir, 'policy.yaml')], {
+function run(pipeline = path.join(repoRoot, 'pipelines', 'coding.yaml')): Promise<CliResult> {
+  return pipe(['run', pipeline, '--text', 'add(a, b) in calc.js must return the sum of a and b; today it subtracts.', '--decision', 'go', '--json', '--policy', path.join(dir, 'policy.yaml')], {
     cwd: repo,
     env: env(),
     timeoutMs: 240000,
@@ -121,7 +121,10 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
       {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b')}}]},
       {content: JSON.stringify({summary: 'add() adds', plan: ['read calc.js', 'fix the operator']})},
     )
-    const result = await run()
+    // The same pipeline with prices: the tasks' child runs price their agent's tokens with them too.
+    const priced = path.join(dir, 'priced.yaml')
+    await writeFile(priced, `version: 1\nname: coding-priced\nextends: ${JSON.stringify(path.relative(dir, path.join(repoRoot, 'pipelines', 'coding.yaml')))}\nprovider: {prices: {prompt_per_1k: 0.5, completion_per_1k: 1.5, currency: EUR}}\n`)
+    const result = await run(priced)
     expect(result.code, result.stderr + result.stdout).to.equal(0)
     const body = json<RunJson>(result)
     expect(body.status).to.equal('succeeded')
@@ -130,6 +133,11 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('status', '--porcelain')).to.equal('')
     expect(attemptStarts()).to.have.length(1)
     expect(server.count('summary')).to.equal(1)
+    const usage = (r: ModelRequest): [number, number] => (r.kind === 'implement' ? [100, 50] : ['arch', 'tasks', 'summary'].includes(r.kind) ? [200, 60] : [120, 80])
+    const cost = server.requests.reduce((n, r) => n + (usage(r)[0] * 0.5 + usage(r)[1] * 1.5) / 1000, 0)
+    const stats = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--pipeline', 'coding-priced', '--json'], {cwd: repo, env: env()}))
+    expect(stats.totals).to.deep.include({runs: 1, tasks: 1, tasks_passed: 1, mean_attempts: 1, failure_categories: {}, currency: 'EUR', model_calls: server.count()})
+    expect(stats.totals['cost']).to.be.closeTo(cost, 1e-6)
   })
 
   it('fixes a task on the second attempt from the QA verdict: failed stage, log lines and files to read reach the agent', async () => {
