@@ -14,12 +14,13 @@ import {rmSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../test/helpers/model-server.js'
+import {isMedianRequest, medianReply} from '../test/helpers/coding-agent-server.js'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const NOTE = 'recorded by scripts/record-example-cassettes.ts against a scripted OpenAI-compatible server on 127.0.0.1, not a real model'
 
-const cassettes = ['examples/release-notes/cassettes/release-notes.jsonl', 'examples/triage/cassettes/triage.jsonl', 'pipelines/cassettes/default-openai.jsonl']
-const testFiles = ['examples/release-notes/release-notes.pipe-test.yaml', 'examples/triage/triage.pipe-test.yaml', 'pipelines/default-openai.pipe-test.yaml']
+const cassettes = ['examples/release-notes/cassettes/release-notes.jsonl', 'examples/triage/cassettes/triage.jsonl', 'pipelines/cassettes/default-openai.jsonl', 'examples/coding-agent/cassettes/coding-agent.jsonl']
+const testFiles = ['examples/release-notes/release-notes.pipe-test.yaml', 'examples/triage/triage.pipe-test.yaml', 'pipelines/default-openai.pipe-test.yaml', 'examples/coding-agent/coding-agent.pipe-test.yaml']
 
 /** Release notes drawn from the commit lines the prompt quotes, as a model might. */
 function draft(prompt: string): unknown {
@@ -39,6 +40,8 @@ function draft(prompt: string): unknown {
 }
 
 function reply(request: ModelRequest): Scripted {
+  // The coding-agent example: its spec steps, architect, planner, agent conversation and summary.
+  if (isMedianRequest(request)) return medianReply(request)
   const prompt = request.body.messages.find((m) => m.role === 'user')?.content ?? ''
   if (request.kind === 'draft') return {content: JSON.stringify(draft(prompt)), usage: {prompt_tokens: 310, completion_tokens: 90}}
   if (request.kind === 'triage') {

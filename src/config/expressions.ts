@@ -146,7 +146,7 @@ function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {def
   return {deferred, aliases: {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}}
 }
 
-const ARTICLE: Record<string, string> = {string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean'}
+const ARTICLE: Record<string, string> = {string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean', object: 'a mapping', array: 'a list'}
 
 /** Whether a value of CEL type `type` can be given to an input of `declared` type at run time (see engine childInputs). */
 function fitsInput(type: string, declared: string): boolean {
@@ -161,6 +161,11 @@ function fitsInput(type: string, declared: string): boolean {
       return type === 'int' || type === 'uint' || type === 'double'
     case 'boolean':
       return type === 'bool'
+    case 'object':
+      // An object with a schema has a type of its own (pipe.steps.x.outputs.y, pipe.alias.item).
+      return type.startsWith('map') || type.startsWith('pipe.')
+    case 'array':
+      return type.startsWith('list')
     default:
       return true
   }

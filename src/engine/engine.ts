@@ -60,12 +60,16 @@ export interface EngineDeps {
   user?: string
   /** Test-only: called at named points so fault-injection tests can kill the process there. */
   hook?: (point: string) => Promise<void> | void
+  /** Write seed 004's artifacts for every run this engine drives (set for the children of a run whose pipeline says artifacts: true). */
+  artifacts?: boolean
 }
 
 export interface RunSettings {
   pipeline: LoadedPipeline
   policy: LoadedPolicy
   cwd: string
+  /** A child run's parent's provider.prices, for its own snapshots' cost when its pipeline gives none (the model is the parent's too). */
+  inheritedPrices?: NonNullable<ProviderSettings['prices']>
 }
 
 export interface StartOptions extends RunSettings {
@@ -208,6 +212,9 @@ export class Engine {
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>
   private readonly user: string
   private readonly ledger: Ledger
+
+  /** Runs whose artifacts this engine keeps written as they go (see export.ts writeLiveArtifacts). */
+  private readonly liveArtifacts = new Set<string>()
 
   constructor(private readonly deps: EngineDeps) {
     this.ledger = new Ledger(deps.store)
@@ -354,7 +361,22 @@ export class Engine {
       change?.(r)
     }, line)
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
+    await this.writeArtifacts(runId)
     return record
+  }
+
+  /**
+   * Rewrites the run's artifacts from its records. They are derived files: a failure to write them
+   * never fails the run (the next step, or a resume, writes them again).
+   */
+  private async writeArtifacts(runId: string): Promise<void> {
+    if (!this.liveArtifacts.has(runId)) return
+    try {
+      const {writeLiveArtifacts} = await import('./export.js')
+      await writeLiveArtifacts(this.deps.store, runId)
+    } catch {
+      // The records are the truth and stay intact; pipe export writes the same layout from them on demand.
+    }
   }
 
   private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>): Promise<RunOutcome> {
@@ -414,6 +436,11 @@ export class Engine {
     const history = new History([...base, ...own])
     const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
+    if (pipeline.artifacts === true || this.deps.artifacts === true) {
+      this.liveArtifacts.add(runId)
+      // Whatever a crash left half-written is rebuilt from the records before the walk goes on.
+      await this.writeArtifacts(runId)
+    }
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
     // Secrets are read from the environment on every walk (never stored); the session checked they are set.
@@ -511,6 +538,7 @@ export class Engine {
         reason: decision.reason,
         spec_version_out: snapshot.spec_version_out,
       })
+      await this.writeArtifacts(runId)
       await hook(`after-step:${step.id}`)
       const ending = await this.settle(runId, snapshot, cursor, outcome)
       if (ending) return ending
@@ -719,11 +747,12 @@ export class Engine {
     // A child's progress is reported as the parent's, marked with the step (and item) that runs it.
     const {onProgress, signal: _own, ...shared} = this.deps
     const engineFor = (signal: AbortSignal | undefined, label: string): Engine =>
-      new Engine({...shared, ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
+      new Engine({...shared, ...(settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}), ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
     return {
       run: async (request) => {
         const loaded = await load(request.file)
-        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd}
+        const prices = settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices
+        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd, ...(prices ? {inheritedPrices: prices} : {})}
         const index = request.index ?? 0
         const sub = engineFor(request.signal ?? this.deps.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
         const known = (await existing()).get(index)
@@ -893,7 +922,7 @@ export class Engine {
         pipeline_hash: settings.pipeline.hash,
         prev_hash: previous?.meta.record_hash ?? null,
         ...replayStart,
-        ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices)} : {}),
+        ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices)} : {}),
         ...(timing.modelCalls.length > 0 ? {model_calls: timing.modelCalls} : {}),
         extensions: {},
       },

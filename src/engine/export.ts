@@ -18,9 +18,10 @@ import type {Snapshot} from '../types/snapshot.js'
 import {loadPolicyFile} from '../config/policy.js'
 import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
+import {faultPoint} from '../util/faults.js'
 import {writeFileAtomic} from '../util/fs.js'
 
-interface Attempt {
+export interface Attempt {
   task: string
   number: number
   snapshots: Snapshot[]
@@ -33,7 +34,7 @@ function log(result: CommandResult): string {
 }
 
 /** What the snapshot's kind writes; a kind this version of pipe does not know writes nothing. */
-function roleOf(s: Snapshot): ExportRole {
+export function roleOf(s: Snapshot): ExportRole {
   return handlerNamed(s.step.kind)?.exportRole ?? {}
 }
 
@@ -42,7 +43,7 @@ function taskOf(s: Snapshot): string | undefined {
 }
 
 /** Groups the coding steps into tasks and attempts, as each kind's export role says (an edit starts an attempt of its task). */
-function attempts(snapshots: Snapshot[]): Attempt[] {
+export function attempts(snapshots: Snapshot[]): Attempt[] {
   const out: Attempt[] = []
   const current = new Map<string, Attempt>()
   for (const s of snapshots) {
@@ -60,7 +61,23 @@ function attempts(snapshots: Snapshot[]): Attempt[] {
   return out
 }
 
-export async function exportRun(store: Store, runId: string, dir: string, top = true): Promise<{dir: string; files: string[]}> {
+/**
+ * Seed 004's artifacts written as a run goes: the layout of `exportRun` under STORE/artifacts/ (the
+ * store is git-ignored and outside the sandbox, so neither a checkpoint nor an agent touches them).
+ * Called after each recorded step and status change of a run whose pipeline says `artifacts: true`,
+ * and of its child runs: it rewrites that run's files (each atomically) from the records, so after a
+ * crash the next write, or the resume, makes them consistent again.
+ */
+export async function writeLiveArtifacts(store: Store, runId: string): Promise<void> {
+  const record = await store.readRun(runId)
+  await exportRun(store, runId, liveArtifactsDir(store), record.parent === undefined, false)
+}
+
+export function liveArtifactsDir(store: Store): string {
+  return path.join(store.root, 'artifacts')
+}
+
+export async function exportRun(store: Store, runId: string, dir: string, top = true, recurse = true): Promise<{dir: string; files: string[]}> {
   const record = await store.readRun(runId)
   const snapshots = await store.readSnapshots(runId)
   const events = await store.readEvents(runId)
@@ -70,6 +87,7 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
   const write = async (file: string, content: string): Promise<void> => {
     await mkdir(path.dirname(file), {recursive: true})
     await writeFileAtomic(file, content, {sync: false})
+    faultPoint('artifact-file')
     files.push(path.relative(root, file))
   }
   const json = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`
@@ -79,7 +97,11 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
   if (top && record.spec_version) {
     const spec = await store.readSpec(record.spec_version)
     await write(path.join(root, 'prd.md'), specToMarkdown(spec))
-    await write(path.join(root, 'tasks.json'), json(spec.tasks))
+    // A pipeline that planned its own tasks (a model step with spec_path: tasks) and architecture (spec_path: arch) has them as sections.
+    const sections = (spec as {sections?: Record<string, unknown>}).sections ?? {}
+    const planned = (sections['tasks'] as {tasks?: unknown} | undefined)?.tasks
+    await write(path.join(root, 'tasks.json'), json(Array.isArray(planned) ? planned : spec.tasks))
+    if (sections['arch'] !== undefined) await write(path.join(root, 'arch.json'), json(sections['arch']))
   }
 
   const groups = attempts(snapshots)
@@ -111,13 +133,18 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
     for (const s of attempt.snapshots) {
       const part = roleOf(s).files?.(s, {task: attempt.task}) ?? {}
       for (const [name, content] of Object.entries(part.files ?? {})) await write(path.join(base, name), typeof content === 'string' ? content : json(content))
+      const logs: string[] = []
       for (const {label, result} of part.logs ?? []) {
         qaIndex++
-        await write(path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${label}.log`), log(result))
+        const file = path.join(base, `qa_step_${String(qaIndex).padStart(2, '0')}_${label}.log`)
+        await write(file, log(result))
+        logs.push(path.relative(root, file).split(path.sep).join('/'))
       }
       if (part.verdict) {
-        lastVerdict = part.verdict
-        await write(path.join(base, 'verdict.json'), json(part.verdict))
+        // full_logs names the log files written for this snapshot (relative to the artifacts root), the failing one last.
+        const verdict = typeof part.verdict === 'object' && part.verdict !== null && 'full_logs' in part.verdict ? {...part.verdict, full_logs: logs} : part.verdict
+        lastVerdict = verdict
+        await write(path.join(base, 'verdict.json'), json(verdict))
       }
     }
   }
@@ -133,6 +160,6 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
   }
   entries.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
   await write(path.join(runDir, 'timeline.md'), `# Timeline of ${runId}\n\n${entries.map((e) => `- ${e.at} ${e.text}`).join('\n')}\n`)
-  for (const child of children) files.push(...(await exportRun(store, child.run_id, root, false)).files)
+  if (recurse) for (const child of children) files.push(...(await exportRun(store, child.run_id, root, false)).files)
   return {dir: root, files: files.sort()}
 }

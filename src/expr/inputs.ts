@@ -8,14 +8,16 @@
  * - number: a decimal number ("5", "-0.5", "1e3"); "inf", "NaN", "" are errors.
  * - boolean: exactly "true" or "false" (yes/no/1/0/on/off are errors: YAML 1.1 and shells disagree on them).
  * - string: the text as given; `key=` is the empty string.
+ * - object, array: JSON text of a mapping or a list (`-i task='{"id": "T-1"}'`); these types exist
+ *   so a pipeline or foreach step can hand a child pipeline structured data (a task and its DoD).
  * A values file is YAML, so its values are already typed: a string input given 1.10 there is an
  * error (quote it), an integer input given 5.0 is accepted (YAML and JSON do not tell 5.0 from 5).
  * Precedence: command line over values file over default.
  */
 import {closest} from '../config/suggest.js'
 
-export type InputType = 'string' | 'number' | 'integer' | 'boolean'
-export type InputValue = string | number | boolean
+export type InputType = 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array'
+export type InputValue = string | number | boolean | {[key: string]: unknown} | unknown[]
 
 export interface InputDeclaration {
   readonly type: InputType
@@ -213,6 +215,17 @@ export function coerce(text: string, type: InputType): {value: InputValue; probl
       if (text === 'true') return {value: true}
       if (text === 'false') return {value: false}
       return {problem: 'expected true or false'}
+    case 'object':
+    case 'array': {
+      let value: unknown
+      try {
+        value = JSON.parse(text)
+      } catch {
+        return {problem: `expected ${type === 'object' ? 'a JSON object' : 'a JSON list'}`}
+      }
+      const problem = typeProblem(value, type)
+      return problem === undefined ? {value: value as InputValue} : {problem}
+    }
   }
 }
 
@@ -227,6 +240,10 @@ function typeProblem(value: unknown, type: InputType): string | undefined {
       return typeof value === 'number' && Number.isFinite(value) ? undefined : `is not a number (it is ${kindOf(value)})`
     case 'boolean':
       return typeof value === 'boolean' ? undefined : `is not true or false (it is ${kindOf(value)})`
+    case 'object':
+      return value !== null && typeof value === 'object' && !Array.isArray(value) ? undefined : `is not a mapping (it is ${kindOf(value)})`
+    case 'array':
+      return Array.isArray(value) ? undefined : `is not a list (it is ${kindOf(value)})`
   }
 }
 
@@ -243,7 +260,7 @@ function valueProblems(value: unknown, decl: InputDeclaration): string[] {
   const typed = typeProblem(value, decl.type)
   if (typed !== undefined) return [typed]
   const problems: string[] = []
-  if (decl.enum !== undefined && !decl.enum.includes(value as InputValue)) {
+  if (decl.enum !== undefined && (typeof value !== 'object' || value === null) && !decl.enum.includes(value as InputValue)) {
     const options = decl.enum.map((v) => JSON.stringify(v))
     const match = typeof value === 'string' ? closest(value, decl.enum.filter((v): v is string => typeof v === 'string')) : undefined
     problems.push(`is not one of ${options.join(', ')}${match === undefined ? '' : ` — did you mean "${match}"?`}`)

@@ -33,6 +33,7 @@ import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed
 import {renderVar} from './model.js'
 import {modelCall, promptOf} from './model-support.js'
 import {int, list, str} from './output-schemas.js'
+import {outputsOf} from './outputs.js'
 import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
 
 export const DEFAULT_MAX_TURNS = 20
@@ -165,6 +166,15 @@ function argvOf(tool: string, args: Record<string, unknown>, context: StepContex
   return planned.ok ? planned.segments.map((s) => s.argv) : undefined
 }
 
+/** Lines a unified diff removes plus lines it adds (its file headers not counted). */
+export function diffLines(patch: string): number {
+  return patch.split('\n').filter((line) => (line.startsWith('+') && !line.startsWith('+++')) || (line.startsWith('-') && !line.startsWith('---'))).length
+}
+
+/** What an agent step's snapshot records as outputs (its outputsSchema). */
+export type AgentOutputs = {value: unknown; summary: string; files_changed: string[]; turns: number; tool_calls: number; patch: string}
+export const agentOutput = outputsOf<AgentOutputs>()
+
 export const agent: StepHandler<'agent'> = {
   kind: 'agent',
   summary: 'a model works on a task with tools (read, search, edit, run allowed commands) in a bounded loop, under the policy',
@@ -191,6 +201,33 @@ export const agent: StepHandler<'agent'> = {
     }
   },
   graph: {details: (step) => [`tools: ${step.tools.join(', ')}`]},
+  // Each agent step run is an attempt at its task: what it planned, the patch, how its edits applied.
+  exportRole: {
+    attempt: 'starts',
+    files(snapshot, {task}) {
+      const out = {value: agentOutput('value').of(snapshot), summary: agentOutput('summary').of(snapshot), files_changed: agentOutput('files_changed').of(snapshot), turns: agentOutput('turns').of(snapshot), tool_calls: agentOutput('tool_calls').of(snapshot), patch: agentOutput('patch').of(snapshot)}
+      const edits = (snapshot.tool_calls ?? []).filter((c) => c.name === 'apply_edit_blocks')
+      return {
+        files: {
+          'plan.json': {step: snapshot.step.name, seq: snapshot.step.seq, task, outcome: snapshot.decisions.at(-1)?.decision ?? null, answer: out.value ?? null, summary: out.summary ?? null, turns: out.turns ?? 0, tool_calls: out.tool_calls ?? 0},
+          'patch.diff': out.patch ?? '',
+          'patch_apply.json': {
+            status: edits.some((c) => c.ok) ? 'applied' : edits.length > 0 ? 'failed' : 'none',
+            files_changed: out.files_changed ?? [],
+            edits: edits.map((c) => ({call_id: c.call_id, ok: c.ok, decision: c.decision, summary: c.summary, files_changed: c.files_changed ?? []})),
+          },
+        },
+      }
+    },
+    metrics(snapshot) {
+      const patch = agentOutput('patch').of(snapshot)
+      return patch ? {patch_lines: diffLines(patch)} : {}
+    },
+    timeline(snapshot) {
+      const files = agentOutput('files_changed').of(snapshot) ?? []
+      return [`agent: ${(snapshot.tool_calls ?? []).length} tool call(s)${files.length > 0 ? `, changed ${files.join(', ')}` : ', no file changed'}`]
+    },
+  },
   check(step, loaded) {
     const out: KindFinding[] = []
     step.tools.forEach((name, i) => {
@@ -281,7 +318,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       type: 'done',
       outcome,
       reason,
-      inputs: {prompt: step.prompt, prompt_sha256: sha256(prompt), vars: redactDeep(vars), tools: step.tools, max_turns: maxTurns, protocol: s.protocol, ...(step.output_schema ? {output_schema: step.output_schema} : {})},
+      inputs: {...(step.task !== undefined ? {task: step.task} : {}), prompt: step.prompt, prompt_sha256: sha256(prompt), vars: redactDeep(vars), tools: step.tools, max_turns: maxTurns, protocol: s.protocol, ...(step.output_schema ? {output_schema: step.output_schema} : {})},
       outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join('')},
       toolCalls: s.calls,
       ...(evidence.length > 0 ? {evidence} : {}),
@@ -289,6 +326,8 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       usage: s.usage,
     }
   }
+  // The progress line and the snapshot's reason say what the agent changed, not only that it answered.
+  const changed = (): string => (s.files_changed.length > 0 ? `; changed ${s.files_changed.join(', ')}` : '; changed no file')
   const refusedOrDenied = (): boolean => s.calls.some((c) => c.decision === 'refused' || c.decision === 'denied')
   const stop = (why: string): StepResult => {
     const denied = refusedOrDenied()
@@ -346,14 +385,14 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
     if ('unreadable' in reading) problem = reading.unreadable
     else if (!outputSchema) {
       await save()
-      return finish('done', `final answer after ${s.turns} turn(s) and ${s.calls.length} tool call(s)`, reading.text, reading.text)
+      return finish('done', `final answer after ${s.turns} turn(s) and ${s.calls.length} tool call(s)${changed()}`, reading.text, reading.text)
     } else {
       const parsed = typeof reading.final === 'string' ? parseReply(reading.final) : {ok: true as const, value: reading.final}
       if (parsed.ok) {
         const found = outputSchema.check(parsed.value)
         if (found === null) {
           await save()
-          return finish('done', `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)`, parsed.value, reading.text)
+          return finish('done', `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)${changed()}`, parsed.value, reading.text)
         }
         problem = `the final answer does not match the schema: ${found}`
       } else problem = `the final answer is not JSON: ${parsed.error}`

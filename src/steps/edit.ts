@@ -50,6 +50,10 @@ export const edit: StepHandler<'edit'> = {
         },
       }
     },
+    metrics(snapshot) {
+      const applied = appliedEdit.of(snapshot)
+      return applied ? {patch_lines: applied.changed_lines} : {}
+    },
     timeline(snapshot) {
       const applied = appliedEdit.of(snapshot)
       return applied ? [`patch: ${applied.files.map((f) => `${f.path} (${f.changed_lines} lines)`).join(', ')}`] : []

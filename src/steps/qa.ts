@@ -1,9 +1,14 @@
+import {existsSync, realpathSync, statSync} from 'node:fs'
+import path from 'node:path'
+import {fileURLToPath} from 'node:url'
+import {PipeError} from '../errors.js'
 import {runCommand, type CommandResult} from '../policy/exec.js'
 import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
 import {commandResult, list, nullable, obj, oneOf, str} from './output-schemas.js'
 
 type Stage = 'static' | 'tests' | 'acceptance'
+type Stages = Partial<Record<Stage, string[][]>>
 const ORDER: Stage[] = ['static', 'tests', 'acceptance']
 
 export interface Verdict {
@@ -11,7 +16,16 @@ export interface Verdict {
   failed_stage: Stage | null
   error_category: 'lint_error' | 'import_error' | 'test_fail' | 'behavior_mismatch' | 'env_fail' | null
   top_errors: string[]
-  /** Where the full output is: paths into this snapshot's outputs. */
+  /**
+   * The 20-50 lines of the failed command's output most worth reading (error lines with a little
+   * context, else its last lines): what a fixing agent is shown (seed 004 §7.3).
+   */
+  log_lines: string[]
+  /** Files of the repository the output names (stack frames, file:line), in order of first mention: where to look next. */
+  files_to_read: string[]
+  /** The failed command. */
+  command: string[] | null
+  /** Where the full output is: paths into this snapshot's outputs (written artifacts name their log files instead). */
   full_logs: string[]
 }
 
@@ -25,6 +39,85 @@ export function topErrors(output: string, max = 10): string[] {
   const flagged = lines.filter((l) => /\b(error|errors|fail|failed|failing|failure|assert\w*|exception|traceback|not ok)\b|✗|✖/i.test(l))
   const chosen = flagged.length > 0 ? flagged : lines.slice(-5)
   return [...new Set(chosen)].slice(0, max).map((l) => (l.length > 300 ? `${l.slice(0, 297)}...` : l))
+}
+
+const FLAGGED = /\b(error|errors|fail|failed|failing|failure|assert\w*|exception|traceback|not ok|expected|actual|cannot|undefined)\b|✗|✖|^\s*at .*:\d+/i
+
+/**
+ * The output as a fixer should read it, the same on every machine: the workspace's path is dropped
+ * (so `file:///tmp/x/a.test.js:3:7` reads `a.test.js:3:7`), timings are masked, and stack frames
+ * inside Node itself are left out. A verdict that does not depend on where or how fast QA ran
+ * keeps a recorded agent conversation replayable, and its lines are the ones about the code.
+ */
+export function stableOutput(output: string, root: string): string {
+  const roots = [root]
+  try {
+    roots.push(realpathSync(root))
+  } catch {
+    // The root is gone: its path as given is all there is to drop.
+  }
+  let text = output
+  for (const r of [...new Set(roots)].sort((a, b) => b.length - a.length)) {
+    const prefix = r.endsWith(path.sep) ? r : r + path.sep
+    text = text.split(`file://${prefix}`).join('').split(prefix).join('')
+  }
+  return text
+    .split('\n')
+    .filter((line) => !/\(node:[\w/]+:\d+:\d+\)\s*$|^\s*(at\s+)?node:[\w/]+:\d+:\d+\s*$|^\s*(at\s+)?(async\s+)?[\w.<>\s]*\(node:[\w/]+:\d+:\d+\)/.test(line))
+    .join('\n')
+    .replace(/\bduration_ms:?\s+[\d.]+/g, (m) => m.replace(/[\d.]+$/, '…'))
+    .replace(/\(\d+(?:\.\d+)?\s?ms\)/g, '(… ms)')
+}
+
+/**
+ * The lines most worth reading: each flagged line with two lines before and three after, in
+ * order, at most `max`; when that gives fewer than `min`, the last lines fill it up.
+ */
+export function relevantLines(output: string, min = 20, max = 50): string[] {
+  const lines = output.split('\n').map((l) => l.trimEnd()).filter((l) => l.trim() !== '')
+  const keep = new Set<number>()
+  for (let i = 0; i < lines.length && keep.size < max; i++) {
+    if (!FLAGGED.test(lines[i]!)) continue
+    for (let j = Math.max(0, i - 2); j <= Math.min(lines.length - 1, i + 3) && keep.size < max; j++) keep.add(j)
+  }
+  for (let j = lines.length - 1; j >= 0 && keep.size < Math.min(min, lines.length); j--) keep.add(j)
+  return [...keep].sort((a, b) => a - b).map((i) => lines[i]!).map((l) => (l.length > 300 ? `${l.slice(0, 297)}...` : l))
+}
+
+const PATHISH = /(file:\/\/\/?[^\s:'"()]+|(?:\.{0,2}\/)?[\w@.+-]+(?:\/[\w@.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,5})(?::\d+)?/g
+
+/** Files inside `root` that the output names, by their path relative to it, in order of first mention (at most `max`). */
+export function filesNamed(output: string, root: string, max = 5): string[] {
+  let base: string
+  try {
+    base = realpathSync(root)
+  } catch {
+    return []
+  }
+  const out: string[] = []
+  for (const match of output.matchAll(PATHISH)) {
+    let name = match[1]!
+    if (name.startsWith('file://')) {
+      try {
+        name = fileURLToPath(name)
+      } catch {
+        continue
+      }
+    }
+    const absolute = path.resolve(base, name)
+    const relative = path.relative(base, absolute)
+    if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative) || relative.split(path.sep).some((part) => part === 'node_modules' || part === '.git')) continue
+    const posix = relative.split(path.sep).join('/')
+    if (out.includes(posix)) continue
+    try {
+      if (!existsSync(absolute) || !statSync(absolute).isFile()) continue
+    } catch {
+      continue
+    }
+    out.push(posix)
+    if (out.length >= max) break
+  }
+  return out
 }
 
 export function categorize(stage: Stage, result: CommandResult): NonNullable<Verdict['error_category']> {
@@ -45,9 +138,10 @@ export const qa: StepHandler<'qa'> = {
   outcomes: () => ['pass', 'fail'],
   failures: {fail: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `Read the verdict with pipe snapshot show ${run_id} --step ${step}, fix the code and run again; or route the outcome with on: {fail: STEP} in the pipeline.`}},
   changesSpec: false,
-  commands: (step) => ORDER.flatMap((stage) => (step.stages[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]}))),
+  // Stages an expression gives are known only when the step runs; the policy checks them then.
+  commands: (step) => (typeof step.stages === 'string' ? [] : ORDER.flatMap((stage) => ((step.stages as Stages)[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]})))),
   safeToRetry: false,
-  outputsSchema: () => obj({verdict: obj({status: oneOf(['pass', 'fail']), failed_stage: nullable(oneOf(['static', 'tests', 'acceptance'])), error_category: nullable(str), top_errors: list(str), full_logs: list(str)}), stages: list(obj({stage: str, commands: list(commandResult)}))}),
+  outputsSchema: () => obj({verdict: obj({status: oneOf(['pass', 'fail']), failed_stage: nullable(oneOf(['static', 'tests', 'acceptance'])), error_category: nullable(str), top_errors: list(str), log_lines: list(str), files_to_read: list(str), command: nullable(list(str)), full_logs: list(str)}), stages: list(obj({stage: str, commands: list(commandResult)}))}),
   exportRole: {
     attempt: 'once',
     files(snapshot) {
@@ -61,12 +155,18 @@ export const qa: StepHandler<'qa'> = {
       const verdict = qaVerdict.of(snapshot)
       return verdict ? [`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`] : []
     },
+    metrics(snapshot) {
+      const verdict = qaVerdict.of(snapshot)
+      return verdict ? {qa: {status: verdict.status, category: verdict.error_category, duration_ms: snapshot.step.duration_ms ?? 0}} : {}
+    },
   },
   async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []
-    let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], full_logs: []}
+    let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], log_lines: [], files_to_read: [], command: null, full_logs: []}
+    if (typeof step.stages === 'string') throw new PipeError('E_CONFIG', `step ${step.id}: stages ${step.stages} was not resolved to a mapping of stages`, {hint: 'Give stages as {static: [...], tests: [...], acceptance: [...]}, or one ${{ }} expression that gives such a mapping.'})
+    const given = step.stages
     outer: for (const stage of ORDER) {
-      const commands = step.stages[stage]
+      const commands = given[stage]
       if (!commands || commands.length === 0) continue
       const ran: CommandResult[] = []
       stages.push({stage, commands: ran})
@@ -74,11 +174,15 @@ export const qa: StepHandler<'qa'> = {
         const result = await runCommand(policy, cwd, {argv, ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}), signal, slotsDir})
         ran.push(result)
         if (result.exit_code !== 0 || result.timed_out || result.spawn_error) {
+          const output = stableOutput(text(result), cwd)
           verdict = {
             status: 'fail',
             failed_stage: stage,
             error_category: categorize(stage, result),
-            top_errors: result.spawn_error ? [result.spawn_error] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(text(result)),
+            top_errors: result.spawn_error ? [result.spawn_error] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(output),
+            log_lines: relevantLines(output),
+            files_to_read: filesNamed(text(result), cwd),
+            command: [...argv],
             full_logs: [`outputs.stages[${stages.length - 1}].commands[${ran.length - 1}]`],
           }
           break outer

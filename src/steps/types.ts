@@ -212,6 +212,15 @@ export interface ExportRole {
   commit?(snapshot: Snapshot): string | undefined
   /** Extra parts of the snapshot's timeline entry. */
   timeline?(snapshot: Snapshot): string[]
+  /** What the snapshot adds to `pipe stats`: the size of the patch it made, the QA it ran. */
+  metrics?(snapshot: Snapshot): SnapshotMetrics
+}
+
+export interface SnapshotMetrics {
+  /** Lines the snapshot's patch changed (removed plus added). */
+  patch_lines?: number
+  /** A QA run: its verdict and how long it took. */
+  qa?: {status: 'pass' | 'fail'; category: string | null; duration_ms: number}
 }
 
 export interface ExportFiles {

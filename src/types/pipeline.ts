@@ -263,11 +263,16 @@ export type QaStep = StepCommon & {
    * The task this QA checks, for the export layout.
    */
   task?: string
-  stages: {
-    static?: Argv[]
-    tests?: Argv[]
-    acceptance?: Argv[]
-  }
+  /**
+   * The commands of each stage, as argument vectors; or one ${{ expression }} that gives such a mapping (a task's definition of done), resolved when the step runs and checked against the policy then.
+   */
+  stages:
+    | {
+        static?: Argv[]
+        tests?: Argv[]
+        acceptance?: Argv[]
+      }
+    | string
   command_timeout_ms?: number
 }
 /**
@@ -472,6 +477,10 @@ export type ForeachStep = StepCommon & {
 export type AgentStep = StepCommon & {
   kind: 'agent'
   /**
+   * The task this agent works on (a task id), for the artifacts layout (task_ID/attempt_NN) and pipe stats.
+   */
+  task?: string
+  /**
    * The task for the agent: a prompt file, relative to the pipeline file, Markdown with {{name}} placeholders, each filled from vars.
    */
   prompt: string
@@ -567,6 +576,10 @@ export interface Pipeline {
    * @maxItems 100
    */
   secrets?: string[]
+  /**
+   * Write seed 004's artifacts layout (prd.md, arch.json, tasks.json, runs/RUN/state.json, timeline.md, task_ID/attempt_NN/…) to STORE/artifacts/ as the run goes, for this run and its child runs; pipe export writes the same layout anywhere afterwards.
+   */
+  artifacts?: boolean
 }
 /**
  * One edit of the extended pipeline's steps: exactly one of insert_before, insert_after, replace or remove, naming a step id.
@@ -705,9 +718,9 @@ export interface Inputs {
  */
 export interface InputDeclaration {
   /**
-   * The value type; command-line values are converted to it strictly.
+   * The value type; command-line values are converted to it strictly. object and array take a mapping or a list (from with: of a pipeline or foreach step, a values file, or -i name=JSON) so a child pipeline can receive structured data such as a task.
    */
-  type: 'string' | 'number' | 'integer' | 'boolean'
+  type: 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array'
   description?: string
   /**
    * The run refuses to start without it. A required input has no default.
@@ -716,7 +729,7 @@ export interface InputDeclaration {
   /**
    * Used when neither -i nor the values file gives the input.
    */
-  default?: string | number | boolean
+  default?: string | number | boolean | unknown[] | {}
   /**
    * The only values allowed.
    *

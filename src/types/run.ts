@@ -75,7 +75,7 @@ export interface RunRecord {
    * The values of the pipeline's typed inputs this run uses (given with -i or --inputs, or defaulted); resume and replay use them again.
    */
   inputs?: {
-    [k: string]: (string | number | boolean) | undefined
+    [k: string]: (string | number | boolean | {} | unknown[]) | undefined
   }
   /**
    * Answers given to this run so far, by question id or spec field.
