@@ -248,10 +248,9 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const example = path.join(repoRoot, 'examples', 'coding-agent')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     git('init', '-q')
-    const requirement = (await readFile(path.join(example, 'requirement.md'), 'utf8')).trim()
     const home = {PIPE_HOME: path.join(dir, 'home')}
     const result = await pipe(
-      ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', requirement, '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json'],
+      ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json'],
       {cwd: repo, env: home, timeoutMs: 240000},
     )
     expect(result.code, result.stderr + result.stdout).to.equal(0)
@@ -283,9 +282,8 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const example = path.join(repoRoot, 'examples', 'coding-agent')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     git('init', '-q')
-    const requirement = (await readFile(path.join(example, 'requirement.md'), 'utf8')).trim()
     const home = {PIPE_HOME: path.join(dir, 'home')}
-    const args = ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', requirement, '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl')]
+    const args = ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl')]
     // The 100th artifact file of about 140 falls inside the task's child run.
     const killed = await pipe(args, {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
     expect(killed.signal, killed.stderr).to.equal('SIGKILL')
