@@ -31,7 +31,7 @@ import type {Evidence} from '../types/evidence.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
+import {createFileExclusive, syncHandle, writeFileAtomic} from '../util/fs.js'
 import {allocateId, assertId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
@@ -66,7 +66,7 @@ async function writeSynced(file: string, text: string): Promise<void> {
   const handle = await open(file, 'wx', 0o644)
   try {
     await handle.writeFile(text)
-    await handle.sync()
+    await syncHandle(handle)
   } finally {
     await handle.close()
   }
@@ -236,7 +236,7 @@ export class Store {
       const last = lines.length ? (JSON.parse(lines.at(-1)!) as {hash?: string}) : null
       const sealed = sealLine(event, last?.hash ?? null)
       await handle.write(`${JSON.stringify(sealed)}\n`)
-      await handle.datasync()
+      await syncHandle(handle, true)
       return {count: lines.length + 1, hash: sealed.hash}
     } finally {
       await handle.close()
