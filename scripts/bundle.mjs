@@ -7,7 +7,7 @@
 // modules imported with import() stay separate chunks, loaded when used. Node loads a few large files
 // instead of ~370 small ones, which is most of pipe's start-up. The rest of dist/ (tsc's output) is
 // what the benchmark's populate script and nothing else imports. bin/dev.js runs src/ through tsx.
-import {readdirSync, rmSync} from 'node:fs'
+import {readdirSync, rmSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {build} from 'esbuild'
@@ -51,5 +51,7 @@ for (const input of located) {
     process.exit(1)
   }
 }
+// What each output holds, for finding what a command loads (esbuild's analyzer reads it too).
+writeFileSync(path.join(root, 'dist', 'bundle-meta.json'), JSON.stringify(result.metafile))
 const count = Object.keys(result.metafile.outputs).length
 console.log(`bundled ${entryPoints.length} entry points into ${count} files`)
