@@ -92,3 +92,20 @@ export async function noteIdTaken(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E',
   await mkdir(idsDir, {recursive: true})
   await writeFile(file, String(n)).catch(() => undefined)
 }
+
+/**
+ * Allocation order of ids of one series: a counter past its fourth digit (R-20261121-10000) sorts
+ * after R-20261121-9999, which plain string order gets wrong once a day holds 10,000 runs or versions.
+ */
+export function compareIds(a: string, b: string): number {
+  const as = a.split('-')
+  const bs = b.split('-')
+  for (let i = 0; i < Math.max(as.length, bs.length); i++) {
+    const x = as[i] ?? ''
+    const y = bs[i] ?? ''
+    if (x === y) continue
+    if (x.length !== y.length && /^\d+$/.test(x) && /^\d+$/.test(y)) return x.length - y.length
+    return x < y ? -1 : 1
+  }
+  return 0
+}

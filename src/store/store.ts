@@ -32,7 +32,7 @@ import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive, syncHandle, writeFileAtomic} from '../util/fs.js'
-import {allocateId, assertId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
+import {allocateId, assertId, compareIds, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder} from '../util/lock.js'
@@ -254,7 +254,7 @@ export class Store {
 
   async listRunIds(): Promise<string[]> {
     const names = await readdir(this.runsDir).catch(() => [] as string[])
-    return names.filter((name) => ID_PATTERNS.run.test(name)).sort((a, b) => (a < b ? 1 : a > b ? -1 : 0))
+    return names.filter((name) => ID_PATTERNS.run.test(name)).sort((a, b) => compareIds(b, a))
   }
 
   /** Appends an event that changes nothing else of the run; the record's head moves with it. */
@@ -406,7 +406,7 @@ export class Store {
       .filter((n) => n.endsWith('.json'))
       .map((n) => n.slice(0, -5))
       .filter((n) => ID_PATTERNS.spec.test(n))
-      .sort()
+      .sort(compareIds)
   }
 
   // Evidence
@@ -430,7 +430,7 @@ export class Store {
 
   async listEvidenceIds(): Promise<string[]> {
     const names = await readdir(this.evidenceDir).catch(() => [] as string[])
-    return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort()
+    return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort(compareIds)
   }
 
   /** Likely next ids of a series, for a journal to name before it writes (see engine/commit.ts). */

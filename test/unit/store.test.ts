@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {appendFile, readdir, readFile, writeFile} from 'node:fs/promises'
+import {appendFile, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {Store, type SpecDraft} from '../../src/store/store.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
@@ -143,5 +143,18 @@ describe('store', () => {
     await writeFile(path.join(store.runDir(run.run_id), 'owner.lock'), JSON.stringify({pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname()}))
     const takeover = await store.acquireRun(run.run_id)
     await takeover()
+  })
+})
+
+describe('store listings in allocation order', () => {
+  it('puts a counter past its fourth digit after 9999: runs newest first, spec versions and evidence oldest first', async () => {
+    const root = path.join(dir, 's')
+    const store = await Store.open(root)
+    await writeFile(path.join(root, 'ids', 'S-20261121'), '9998')
+    const versions = [await store.writeSpec(draft('a'), now), await store.writeSpec(draft('b'), now)].map((s) => s.meta.spec_version)
+    expect(versions).to.deep.equal(['S-20261121-9999', 'S-20261121-10000'])
+    expect((await store.listSpecVersions()).slice(-2)).to.deep.equal(versions)
+    for (const id of ['R-20261121-9999', 'R-20261121-10000', 'R-20261120-20000']) await mkdir(path.join(root, 'runs', id), {recursive: true})
+    expect(await store.listRunIds()).to.deep.equal(['R-20261121-10000', 'R-20261121-9999', 'R-20261120-20000'])
   })
 })
