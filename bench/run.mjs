@@ -14,9 +14,9 @@ import {fileURLToPath} from 'node:url'
 import {parseArgs} from 'node:util'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const bin = path.join(root, 'bin', 'run.js')
 const {values: opts} = parseArgs({
   options: {
+    bin: {type: 'string'},
     only: {type: 'string'},
     sizes: {type: 'string', default: '10,1000,10000'},
     pairs: {type: 'string', default: '21'},
@@ -24,13 +24,15 @@ const {values: opts} = parseArgs({
     out: {type: 'string', default: path.join(root, 'bench', 'results')},
   },
 })
+// --bin times another build of pipe (say, a checkout of an older commit) with this harness.
+const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
 const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'fsyncs', 'history']
 const want = (name) => sections.includes(name)
 const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
 delete env.OPENAI_API_KEY
 delete env.OPENAI_BASE_URL
-const results = {machine: {cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadavg_at_start: os.loadavg()}, started_at: new Date().toISOString(), pairs: PAIRS, rows: []}
+const results = {bin, machine: {cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadavg_at_start: os.loadavg()}, started_at: new Date().toISOString(), pairs: PAIRS, rows: []}
 
 function tmp(prefix) {
   return mkdtempSync(path.join(os.tmpdir(), prefix))
@@ -164,7 +166,8 @@ if (want('foreach')) {
   rmSync(cwd, {recursive: true, force: true})
 }
 
-if (want('fsyncs')) {
+if (want('fsyncs') && opts.bin) console.error('fsyncs: counted in this checkout only (not with --bin)')
+if (want('fsyncs') && !opts.bin) {
   // Counted in-process (the store counts its own fsync/fdatasync calls), on real runs with sync on.
   console.error('fsyncs per step')
   const cwd = tmp('pipe-bench-fsync-')
