@@ -17,6 +17,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const {values: opts} = parseArgs({
   options: {
     bin: {type: 'string'},
+    versus: {type: 'string'},
     only: {type: 'string'},
     sizes: {type: 'string', default: '10,1000,10000'},
     pairs: {type: 'string', default: '21'},
@@ -60,20 +61,25 @@ function stats(values) {
  * Paired, interleaved: each pair runs the reference and the subject back to back, alternating which
  * goes first, so both see the same machine load. `prepare` gives each subject run fresh arguments.
  */
-function paired(subject, {pairs = PAIRS, reference = () => NODE_FLOOR, prepare = () => ({})} = {}) {
+function paired(subject, {pairs = PAIRS, reference: referenceArgs = () => NODE_FLOOR, prepare = () => ({})} = {}) {
+  // A reference gives argv, or [argv, options] like a subject.
+  const reference = () => {
+    const r = referenceArgs()
+    return Array.isArray(r[0]) ? r : [r]
+  }
   const ref = []
   const sub = []
   // One unrecorded round warms the file cache.
-  measure(reference())
+  measure(...reference())
   measure(...subject(prepare()))
   for (let i = 0; i < pairs; i++) {
     const args = subject(prepare())
     if (i % 2 === 0) {
-      ref.push(measure(reference()))
+      ref.push(measure(...reference()))
       sub.push(measure(...args))
     } else {
       sub.push(measure(...args))
-      ref.push(measure(reference()))
+      ref.push(measure(...reference()))
     }
   }
   return {ref, sub}
@@ -125,6 +131,24 @@ if (want('run')) {
     mkdirSync(cwd)
     return {cwd}
   }})
+  rmSync(base, {recursive: true, force: true})
+}
+
+if (opts.versus) {
+  // Before/after on a noisy machine: the other build (--versus OLD/bin/run.js) is the reference of each pair.
+  const old = path.resolve(opts.versus)
+  const base = tmp('pipe-bench-ab-')
+  let i = 0
+  const fresh = () => {
+    const cwd = path.join(base, String(i++))
+    mkdirSync(cwd)
+    return cwd
+  }
+  const runArgs = (b) => [b, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go']
+  for (const [name, args, cwd] of [['--version', (b) => [b, '--version'], () => root], ['default run (full PRD, fresh store)', runArgs, fresh]]) {
+    const {ref, sub} = paired(() => [[process.execPath, ...args(bin)], {cwd: cwd()}], {reference: () => [[process.execPath, ...args(old)], {cwd: cwd()}]})
+    record({name: `this build vs ${old}: ${name}`, ...summary(sub), old_cpu_ms: summary(ref).cpu_ms, old_maxrss_mib: summary(ref).maxrss_mib, value: stats(sub.map((x, k) => x.cpu_ms / ref[k].cpu_ms)).median, unit: '× the old build\'s CPU (median of per-pair ratios)', note: `old CPU ${summary(ref).cpu_ms.median.toFixed(1)} ms, old peak RSS ${summary(ref).maxrss_mib.median.toFixed(1)} MiB`})
+  }
   rmSync(base, {recursive: true, force: true})
 }
 
