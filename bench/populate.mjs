@@ -5,6 +5,7 @@
 // snapshots, spec versions, evidence, timeline, ledger entry). Every fourth run takes the clarify
 // loop (a one-sentence requirement with its answers). fsync is off in this process only, to fill
 // 10,000 runs in minutes; the records are the same bytes, and the store passes `pipe audit verify`.
+// PIPE_BENCH_DIST=DIR loads the engine from a copy of dist/, so a long populate survives a rebuild.
 import {mkdirSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
