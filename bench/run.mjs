@@ -1,67 +1,155 @@
 #!/usr/bin/env node
-// pipe's benchmarks. Prints medians (and ratios) as a table; never part of npm test.
-//   npm run bench                 all of them
-//   npm run bench -- startup run  only some (startup, run, steps, writes, show, audit)
-//   BENCH_AUDIT_RUNS=1000 npm run bench -- audit   the audit figure over more real runs (default 200)
+// pipe's benchmark: whole processes, timed as paired, interleaved runs against `node -e 0`.
+//   npm run bench                                    every section, history at 10 / 1,000 / 10,000 runs
+//   npm run bench -- --only startup,run              some sections (startup run steps foreach fsyncs history)
+//   npm run bench -- --sizes 10,1000 --pairs 11      smaller history, fewer pairs
+//   npm run bench -- --stores /tmp/pipe-bench-stores reuse populated stores across invocations
+// CPU is user+sys of the child as the kernel accounts it (bench/rusage.py, wait4); wall time and peak
+// RSS come from the same call. Results: bench/results/latest.json and latest.md. See bench/README.md.
 import {spawnSync} from 'node:child_process'
-import {mkdtempSync, rmSync, writeFileSync, mkdirSync} from 'node:fs'
+import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
+import {parseArgs} from 'node:util'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const bin = path.join(root, 'bin', 'run.js')
-const only = process.argv.slice(2)
-const want = (name) => only.length === 0 || only.includes(name)
-const rows = []
+const {values: opts} = parseArgs({
+  options: {
+    bin: {type: 'string'},
+    versus: {type: 'string'},
+    only: {type: 'string'},
+    sizes: {type: 'string', default: '10,1000,10000'},
+    pairs: {type: 'string', default: '21'},
+    stores: {type: 'string'},
+    out: {type: 'string', default: path.join(root, 'bench', 'results')},
+  },
+})
+// --bin times another build of pipe (say, a checkout of an older commit) with this harness.
+const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
+const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'fsyncs', 'history']
+const want = (name) => sections.includes(name)
+const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
 delete env.OPENAI_API_KEY
 delete env.OPENAI_BASE_URL
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
-}
-
-function timeProcess(args, options = {}) {
-  const started = process.hrtime.bigint()
-  const result = spawnSync(options.node ?? process.execPath, args, {cwd: options.cwd ?? root, env, encoding: 'utf8'})
-  const ms = Number(process.hrtime.bigint() - started) / 1e6
-  if (options.check !== false && result.status !== (options.expect ?? 0)) {
-    throw new Error(`${args.join(' ')} exited ${result.status}:\n${result.stderr}`)
-  }
-  return ms
-}
-
-function sample(n, fn) {
-  fn() // warm the file cache
-  return median(Array.from({length: n}, fn))
-}
-
-function row(name, value, unit, target, note = '') {
-  rows.push({name, value, unit, target, note})
-  console.error(`  ${name}: ${value.toFixed(unit === 'ms' ? 1 : 2)} ${unit}${note ? ` (${note})` : ''}`)
-}
+const results = {bin, machine: {cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadavg_at_start: os.loadavg()}, started_at: new Date().toISOString(), pairs: PAIRS, rows: []}
 
 function tmp(prefix) {
   return mkdtempSync(path.join(os.tmpdir(), prefix))
 }
 
+/** One whole process: its CPU (user+sys), wall time and peak RSS, as wait4 reports them. */
+function measure(argv, {cwd = root, expect = 0} = {}) {
+  const result = spawnSync('python3', [path.join(root, 'bench', 'rusage.py'), cwd, ...argv], {env, encoding: 'utf8', maxBuffer: 1e8})
+  if (result.status !== 0) throw new Error(`rusage.py failed: ${result.stderr}`)
+  const usage = JSON.parse(result.stdout.trim().split('\n').pop())
+  if (expect !== null && usage.status !== expect) throw new Error(`${argv.join(' ')} exited ${usage.status}:\n${result.stderr}`)
+  return usage
+}
+
+const NODE_FLOOR = [process.execPath, '-e', '0']
+
+function stats(values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+  return {median, min: sorted[0], max: sorted.at(-1), n: sorted.length}
+}
+
+/**
+ * Paired, interleaved: each pair runs the reference and the subject back to back, alternating which
+ * goes first, so both see the same machine load. `prepare` gives each subject run fresh arguments.
+ */
+function paired(subject, {pairs = PAIRS, reference: referenceArgs = () => NODE_FLOOR, prepare = () => ({})} = {}) {
+  // A reference gives argv, or [argv, options] like a subject.
+  const reference = () => {
+    const r = referenceArgs()
+    return Array.isArray(r[0]) ? r : [r]
+  }
+  const ref = []
+  const sub = []
+  // One unrecorded round warms the file cache.
+  measure(...reference())
+  measure(...subject(prepare()))
+  for (let i = 0; i < pairs; i++) {
+    const args = subject(prepare())
+    if (i % 2 === 0) {
+      ref.push(measure(...reference()))
+      sub.push(measure(...args))
+    } else {
+      sub.push(measure(...args))
+      ref.push(measure(...reference()))
+    }
+  }
+  return {ref, sub}
+}
+
+function summary(samples) {
+  return {
+    cpu_ms: stats(samples.map((s) => s.cpu_ms)),
+    wall_ms: stats(samples.map((s) => s.wall_ms)),
+    maxrss_mib: stats(samples.map((s) => s.maxrss_mib)),
+  }
+}
+
+function record(row) {
+  results.rows.push(row)
+  const fmt = (s) => `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})`
+  const parts = [`  ${row.name}:`]
+  if (row.cpu_ms) parts.push(`cpu ${fmt(row.cpu_ms)} ms`)
+  if (row.wall_ms) parts.push(`wall ${fmt(row.wall_ms)} ms`)
+  if (row.ratio) parts.push(`${row.ratio.median.toFixed(2)}x node (${row.ratio.min.toFixed(2)}–${row.ratio.max.toFixed(2)})`)
+  if (row.value !== undefined) parts.push(`${typeof row.value === 'number' ? row.value.toFixed(2) : row.value} ${row.unit ?? ''}`)
+  if (row.note) parts.push(`— ${row.note}`)
+  console.error(parts.join(' '))
+}
+
+/** A subject against `node -e 0`: CPU and wall of both, and the per-pair CPU ratio. */
+function versusNode(name, subject, options = {}) {
+  const {ref, sub} = paired(subject, options)
+  const s = summary(sub)
+  const r = summary(ref)
+  const row = {name, ...s, node_cpu_ms: r.cpu_ms, node_wall_ms: r.wall_ms, ratio: stats(sub.map((x, i) => x.cpu_ms / ref[i].cpu_ms)), wall_ratio: stats(sub.map((x, i) => x.wall_ms / ref[i].wall_ms)), ...(options.target ? {target: options.target} : {})}
+  record(row)
+  return row
+}
+
+const defaultRun = (cwd) => [[process.execPath, bin, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go', '--store', path.join(cwd, '.pipe')], {cwd}]
+
 if (want('startup')) {
-  console.error('startup')
-  const node = sample(15, () => timeProcess(['-e', '0']))
-  const version = sample(15, () => timeProcess([bin, '--version']))
-  row('node -e 0', node, 'ms', '(reference)')
-  row('pipe --version', version, 'ms', '< 200 ms', `${(version / node).toFixed(1)}x node -e 0`)
+  console.error('start-up')
+  versusNode('pipe --version', () => [[process.execPath, bin, '--version']], {target: '≤ 1.5× node'})
 }
 
 if (want('run')) {
-  console.error('default pipeline, full PRD, whole process')
-  const cwd = tmp('pipe-bench-run-')
-  const ms = sample(9, () => timeProcess([bin, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go'], {cwd}))
-  row('(a) default pipeline, full PRD', ms, 'ms', '< 450 ms')
-  rmSync(cwd, {recursive: true, force: true})
+  console.error('default pipeline, full PRD, fresh store per run')
+  const base = tmp('pipe-bench-run-')
+  let i = 0
+  versusNode('default run (full PRD, fresh store)', ({cwd}) => defaultRun(cwd), {target: '≤ 2.5× node; peak RSS ≤ 55 MiB', prepare: () => {
+    const cwd = path.join(base, String(i++))
+    mkdirSync(cwd)
+    return {cwd}
+  }})
+  rmSync(base, {recursive: true, force: true})
+}
+
+if (opts.versus) {
+  // Before/after on a noisy machine: the other build (--versus OLD/bin/run.js) is the reference of each pair.
+  const old = path.resolve(opts.versus)
+  const base = tmp('pipe-bench-ab-')
+  let i = 0
+  const fresh = () => {
+    const cwd = path.join(base, String(i++))
+    mkdirSync(cwd)
+    return cwd
+  }
+  const runArgs = (b) => [b, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go']
+  for (const [name, args, cwd] of [['--version', (b) => [b, '--version'], () => root], ['default run (full PRD, fresh store)', runArgs, fresh]]) {
+    const {ref, sub} = paired(() => [[process.execPath, ...args(bin)], {cwd: cwd()}], {reference: () => [[process.execPath, ...args(old)], {cwd: cwd()}]})
+    record({name: `this build vs ${old}: ${name}`, ...summary(sub), old_cpu_ms: summary(ref).cpu_ms, old_maxrss_mib: summary(ref).maxrss_mib, value: stats(sub.map((x, k) => x.cpu_ms / ref[k].cpu_ms)).median, unit: '× the old build\'s CPU (median of per-pair ratios)', note: `old CPU ${summary(ref).cpu_ms.median.toFixed(1)} ms, old peak RSS ${summary(ref).maxrss_mib.median.toFixed(1)} MiB`})
+  }
+  rmSync(base, {recursive: true, force: true})
 }
 
 function chain(n) {
@@ -69,93 +157,153 @@ function chain(n) {
   return `version: 1\nname: chain${n}\nsteps:\n${steps.join('\n')}\n`
 }
 
+/** CPU per step: a long pipeline and a one-step pipeline, paired; (long − short) / extra steps. */
+function perStep(name, longFile, shortFile, extraSteps, target, pairs) {
+  const cwd = path.dirname(longFile)
+  let i = 0
+  const store = () => path.join(cwd, `store-${i++}`)
+  const {ref, sub} = paired(() => [[process.execPath, bin, 'run', longFile, '--text', 'x', '--store', store()], {cwd}], {
+    pairs,
+    reference: () => [process.execPath, bin, 'run', shortFile, '--text', 'x', '--store', store()],
+  })
+  const per = stats(sub.map((x, k) => (x.cpu_ms - ref[k].cpu_ms) / extraSteps))
+  const wall = stats(sub.map((x, k) => (x.wall_ms - ref[k].wall_ms) / extraSteps))
+  record({name, value: per.median, unit: 'ms CPU per step', per_step_cpu_ms: per, per_step_wall_ms: wall, long_cpu_ms: stats(sub.map((x) => x.cpu_ms)), short_cpu_ms: stats(ref.map((x) => x.cpu_ms)), target, note: `spread ${per.min.toFixed(2)}–${per.max.toFixed(2)}; wall ${wall.median.toFixed(2)} ms per step`})
+}
+
 if (want('steps')) {
-  console.error('engine overhead per step (500 no-op steps vs 1, whole process)')
+  console.error('engine cost per step: 500 no-op steps vs 1, paired')
   const cwd = tmp('pipe-bench-steps-')
   writeFileSync(path.join(cwd, 'chain500.yaml'), chain(500))
   writeFileSync(path.join(cwd, 'chain1.yaml'), chain(1))
-  const one = sample(5, () => timeProcess([bin, 'run', 'chain1.yaml'], {cwd}))
-  const many = sample(5, () => timeProcess([bin, 'run', 'chain500.yaml'], {cwd}))
-  row('(b) engine overhead per step', (many - one) / 499, 'ms', '< 2.5 ms', `500 steps ${many.toFixed(0)} ms, 1 step ${one.toFixed(0)} ms`)
+  perStep('engine cost per step (500-step chain of noop)', path.join(cwd, 'chain500.yaml'), path.join(cwd, 'chain1.yaml'), 499, '≤ 0.5 ms', Math.min(PAIRS, 7))
   rmSync(cwd, {recursive: true, force: true})
 }
 
-/** Fills a store with `count` finished runs through the real Store, in one process. */
-function populate(storeDir, count) {
-  const script = `
-    const {Store} = await import(${JSON.stringify(path.join(root, 'dist/store/store.js'))})
-    const {populateRuns} = await import(${JSON.stringify(path.join(root, 'bench/populate.mjs'))})
-    await populateRuns(await Store.open(${JSON.stringify(storeDir)}), ${count})
-  `
-  const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {env, encoding: 'utf8', maxBuffer: 1e8})
-  if (result.status !== 0) throw new Error(result.stderr)
-  return JSON.parse(result.stdout.trim().split('\n').pop())
+if (want('foreach')) {
+  console.error('foreach of 100 items × 3 noop steps, concurrency 4, paired with a one-step run')
+  const cwd = tmp('pipe-bench-foreach-')
+  const items = Array.from({length: 100}, (_, i) => i).join(', ')
+  writeFileSync(path.join(cwd, 'foreach.yaml'), `version: 1\nname: fan\nsteps:\n  - id: each\n    kind: foreach\n    items: "\${{ [${items}] }}"\n    concurrency: 4\n    steps:\n      - {id: a, kind: noop, next: b}\n      - {id: b, kind: noop, next: c}\n      - {id: c, kind: noop}\n`)
+  writeFileSync(path.join(cwd, 'chain1.yaml'), chain(1))
+  perStep('foreach 100 × 3 noop, concurrency 4, per child step', path.join(cwd, 'foreach.yaml'), path.join(cwd, 'chain1.yaml'), 300, '≤ 1 ms', Math.min(PAIRS, 7))
+  rmSync(cwd, {recursive: true, force: true})
 }
 
-if (want('writes') || want('show')) {
-  const sizes = [10, 1000, 10000]
+if (want('fsyncs') && opts.bin) console.error('fsyncs: counted in this checkout only (not with --bin)')
+if (want('fsyncs') && !opts.bin) {
+  // Counted in-process (the store counts its own fsync/fdatasync calls), on real runs with sync on.
+  console.error('fsyncs per step')
+  const cwd = tmp('pipe-bench-fsync-')
+  writeFileSync(path.join(cwd, 'chain50.yaml'), chain(50))
+  const script = `
+    const {durability} = await import(${JSON.stringify(path.join(root, 'dist/util/fs.js'))})
+    const {startSession} = await import(${JSON.stringify(path.join(root, 'dist/engine/sessions/start.js'))})
+    const out = {}
+    for (const [name, extra] of [['default', {pipeline: ${JSON.stringify(path.join(root, 'pipelines/default.yaml'))}, input: ${JSON.stringify(path.join(root, 'examples/full-prd.md'))}, decision: 'go'}], ['chain50', {pipeline: 'chain50.yaml', text: 'x'}]]) {
+      durability.count = 0
+      const o = await startSession({cwd: process.cwd(), store: '.pipe-' + name, provider: 'offline', env: {}, ...extra})
+      const {readdirSync} = await import('node:fs')
+      const snapshots = readdirSync('.pipe-' + name + '/runs/' + o.run_id + '/snapshots').filter((n) => n.endsWith('.json')).length
+      out[name] = {fsyncs: durability.count, steps: snapshots, status: o.status}
+    }
+    console.log(JSON.stringify(out))
+  `
+  const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {cwd, env, encoding: 'utf8'})
+  if (result.status !== 0) throw new Error(result.stderr)
+  const counts = JSON.parse(result.stdout.trim().split('\n').pop())
+  for (const [name, c] of Object.entries(counts)) {
+    record({name: `fsyncs per step, ${name === 'default' ? 'default run (full PRD)' : '50-step noop chain'}`, value: c.fsyncs / c.steps, unit: 'fsyncs per step', fsyncs: c.fsyncs, steps: c.steps, target: '≤ 2', note: `${c.fsyncs} fsyncs over ${c.steps} snapshots (whole run, set-up included)`})
+  }
+  rmSync(cwd, {recursive: true, force: true})
+}
+
+/** A populated store of `size` runs: reused from --stores when a finished one is there. */
+function storeOf(size) {
+  const dir = opts.stores ? path.join(path.resolve(opts.stores), String(size)) : tmp(`pipe-bench-store-${size}-`)
+  const done = path.join(dir, 'populated.json')
+  if (existsSync(done)) return {dir, ...JSON.parse(readFileSync(done, 'utf8')), reused: true}
+  rmSync(dir, {recursive: true, force: true})
+  mkdirSync(dir, {recursive: true})
+  console.error(`  populating ${size} runs through the engine (fsync off while populating)...`)
+  const result = spawnSync(process.execPath, [path.join(root, 'bench/populate.mjs'), '--store', path.join(dir, '.pipe'), '--runs', String(size)], {env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1e8})
+  if (result.status !== 0) throw new Error(`populate ${size} failed`)
+  const info = JSON.parse(result.stdout.trim().split('\n').pop())
+  writeFileSync(done, JSON.stringify(info))
+  return {dir, ...info, reused: false}
+}
+
+if (want('history')) {
+  const sizes = opts.sizes.split(',').map(Number)
   const stores = {}
   for (const size of sizes) {
-    const dir = tmp(`pipe-bench-store-${size}-`)
-    console.error(`populating a store with ${size} runs...`)
-    stores[size] = {dir, ...populate(path.join(dir, '.pipe'), size)}
+    stores[size] = storeOf(size)
+    record({name: `populate ${size} runs`, value: stores[size].seconds, unit: 's', note: stores[size].reused ? 'reused from --stores' : 'fsync off'})
   }
-  if (want('writes')) {
-    console.error("one step's writes (snapshot + spec version + evidence) as history grows")
-    const figures = {}
+  const pairs = Math.min(PAIRS, 11)
+  const commands = {
+    'runs list': () => ['runs', 'list'],
+    'spec list': () => ['spec', 'list'],
+    'ledger list': () => ['ledger', 'list'],
+    'snapshot show RUN': (s) => ['snapshot', 'show', s.sample.run],
+  }
+  const byCommand = {}
+  for (const [label, args] of Object.entries(commands)) {
+    console.error(`${label} as history grows`)
     for (const size of sizes) {
-      figures[size] = stores[size].step_write_median_ms
-      row(`(c) one step's writes, ${size} runs in store`, figures[size], 'ms', size === 10000 ? '<= 2x the 10-run figure' : '', size === 10 ? '' : `${(figures[size] / figures[10]).toFixed(2)}x the 10-run figure`)
+      const s = stores[size]
+      const row = versusNode(`${label}, ${size} runs`, () => [[process.execPath, bin, ...args(s), '--store', path.join(s.dir, '.pipe')], {cwd: s.dir}], {pairs})
+      ;(byCommand[label] ??= {})[size] = row
+    }
+    const small = byCommand[label][Math.min(...sizes)]
+    for (const size of sizes.filter((x) => x !== Math.min(...sizes))) {
+      const row = byCommand[label][size]
+      row.vs_smallest_cpu = row.cpu_ms.median / small.cpu_ms.median
+      row.target = '≤ 1.3× the 10-run figure'
     }
   }
-  if (want('show')) {
-    console.error('pipe snapshot show RUN, whole process, as history grows')
-    const figures = {}
-    for (const size of [10, 10000]) {
-      const {dir, sample_run: run} = stores[size]
-      figures[size] = sample(9, () => timeProcess([bin, 'snapshot', 'show', run, '--store', path.join(dir, '.pipe')], {cwd: dir}))
-      row(`(d) snapshot show, ${size} runs in store`, figures[size], 'ms', size === 10000 ? '<= 2x the 10-run figure' : '', size === 10 ? '' : `${(figures[size] / figures[10]).toFixed(2)}x the 10-run figure`)
-    }
+  console.error('audit verify, whole store, whole process')
+  // CPU per run is the slope between store sizes, (CPU at N − CPU at the smallest) / (N − smallest runs),
+  // so that start-up, paid once per process, is not spread over the runs.
+  const audits = {}
+  for (const size of sizes) {
+    const s = stores[size]
+    const {ref, sub} = paired(() => [[process.execPath, bin, 'audit', 'verify', '--store', path.join(s.dir, '.pipe')], {cwd: s.dir}], {pairs: size >= 10000 ? 3 : size >= 1000 ? 5 : pairs})
+    audits[size] = {runs: s.runs, ...summary(sub), node_cpu_ms: summary(ref).cpu_ms}
   }
-  for (const size of sizes) rmSync(stores[size].dir, {recursive: true, force: true})
-}
-
-if (want('audit')) {
-  // Real runs of the default pipeline (11 snapshots, 5 spec versions, 9 evidence records, a ledger
-  // entry each), then the CPU time of a whole-store audit verify, measured inside the process
-  // (process.cpuUsage around the check, start-up excluded) and divided by the number of runs.
-  const count = Number(process.env.BENCH_AUDIT_RUNS ?? 200)
-  const cwd = tmp('pipe-bench-audit-')
-  console.error(`audit verify: running the default pipeline ${count} times...`)
-  const args = [bin, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/one-sentence.txt'), '--answers', path.join(root, 'examples/one-sentence.answers.yaml'), '--decision', 'go']
-  for (let i = 0; i < count; i++) timeProcess(args, {cwd})
-  const script = `
-    const {Store} = await import(${JSON.stringify(path.join(root, 'dist/store/store.js'))})
-    const {auditStore} = await import(${JSON.stringify(path.join(root, 'dist/store/audit.js'))})
-    const store = await Store.existing(${JSON.stringify(path.join(cwd, '.pipe'))})
-    let report = await auditStore(store)
-    const cpu = []
-    for (let i = 0; i < 5; i++) {
-      const before = process.cpuUsage()
-      report = await auditStore(store)
-      const used = process.cpuUsage(before)
-      cpu.push((used.user + used.system) / 1000)
-    }
-    cpu.sort((a, b) => a - b)
-    console.log(JSON.stringify({ok: report.ok, runs: report.runs, cpu_ms: cpu[2]}))
-  `
-  const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {env, encoding: 'utf8'})
-  if (result.status !== 0) throw new Error(result.stderr)
-  const measured = JSON.parse(result.stdout.trim().split('\n').pop())
-  if (!measured.ok) throw new Error('the benchmark store does not verify')
-  row(`(e) audit verify CPU per run, ${measured.runs} real runs`, measured.cpu_ms / measured.runs, 'ms', '<= 1 ms', `whole store ${measured.cpu_ms.toFixed(0)} ms CPU`)
-  const whole = sample(3, () => timeProcess([bin, 'audit', 'verify'], {cwd}))
-  row(`(e) audit verify, whole process, ${measured.runs} runs`, whole, 'ms', '', 'wall time, start-up included')
-  rmSync(cwd, {recursive: true, force: true})
+  const smallest = Math.min(...sizes)
+  for (const size of sizes) {
+    const a = audits[size]
+    const slope = size === smallest ? undefined : (a.cpu_ms.median - audits[smallest].cpu_ms.median) / (a.runs - audits[smallest].runs)
+    record({name: `audit verify, whole store of ${size} runs`, ...a, ratio: undefined, ...(slope === undefined ? {} : {value: slope, unit: 'ms CPU per run', target: '≤ 1 ms per run', note: `slope from the ${smallest}-run store`})})
+  }
+  if (!opts.stores) for (const size of sizes) rmSync(stores[size].dir, {recursive: true, force: true})
 }
 
 rmSync(env.PIPE_HOME, {recursive: true, force: true})
-const width = Math.max(...rows.map((r) => r.name.length))
-console.log(`\n${'benchmark'.padEnd(width)}  ${'median'.padStart(10)}  target           note`)
-for (const r of rows) console.log(`${r.name.padEnd(width)}  ${`${r.value.toFixed(r.unit === 'ms' ? 1 : 2)} ${r.unit}`.padStart(10)}  ${r.target.padEnd(16)} ${r.note}`)
-console.log(`\nmachine: ${os.cpus().length} cores, node ${process.version}; medians of repeated runs, noisy shared host`)
+results.ended_at = new Date().toISOString()
+results.machine.loadavg_at_end = os.loadavg()
+
+function markdown() {
+  const f = (s) => (s ? `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})` : '')
+  const lines = [
+    `pipe benchmark, ${results.started_at} — ${results.machine.cores} cores (${results.machine.cpu}), node ${results.machine.node}, load ${results.machine.loadavg_at_start.map((x) => x.toFixed(2)).join(' ')}; ${PAIRS} pairs unless noted.`,
+    'Medians with (min–max). CPU = user+sys of the child process (wait4). "× node" = median of per-pair CPU ratios to `node -e 0` run in the same pair.',
+    '',
+    '| figure | CPU ms | wall ms | × node (CPU) | peak RSS MiB | other | target |',
+    '|---|---|---|---|---|---|---|',
+  ]
+  for (const r of results.rows) {
+    const other = r.value !== undefined ? `${typeof r.value === 'number' ? r.value.toFixed(2) : r.value} ${r.unit ?? ''}${r.note ? ` (${r.note})` : ''}` : r.vs_smallest_cpu ? `${r.vs_smallest_cpu.toFixed(2)}× the smallest store` : ''
+    const ratio = r.ratio ? `${r.ratio.median.toFixed(2)} (${r.ratio.min.toFixed(2)}–${r.ratio.max.toFixed(2)})` : ''
+    lines.push(`| ${r.name} | ${f(r.cpu_ms)} | ${f(r.wall_ms)} | ${ratio} | ${r.maxrss_mib ? r.maxrss_mib.median.toFixed(1) : ''} | ${other} | ${r.target ?? ''} |`)
+  }
+  const node = results.rows.find((r) => r.node_cpu_ms)
+  if (node) lines.push('', `\`node -e 0\` in the same pairs (first row): CPU ${f(node.node_cpu_ms)} ms, wall ${f(node.node_wall_ms)} ms.`)
+  return `${lines.join('\n')}\n`
+}
+
+mkdirSync(opts.out, {recursive: true})
+writeFileSync(path.join(opts.out, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`)
+writeFileSync(path.join(opts.out, 'latest.md'), markdown())
+process.stdout.write(markdown())

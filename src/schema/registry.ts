@@ -40,7 +40,8 @@ export function loadSchema(name: SchemaName): Record<string, unknown> {
   return JSON.parse(readFileSync(schemaFile(name), 'utf8')) as Record<string, unknown>
 }
 
-const standaloneDir = fileURLToPath(new URL('./validators/', import.meta.url))
+// '../schema/validators/', not './validators/': the same folder from dist/schema/ and from the bundle's dist/chunks/.
+const standaloneDir = fileURLToPath(new URL('../schema/validators/', import.meta.url))
 
 /** The prebuilt validator of the build, or null when running from source. */
 function standalone(name: SchemaName): ValidateFunction | null {

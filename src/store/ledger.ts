@@ -8,7 +8,7 @@
  * from the one pipe wrote. A crash between the log line and the entry leaves the log one write
  * ahead, which audit verify reports as an interrupted write, not as tampering.
  */
-import {mkdir, readdir} from 'node:fs/promises'
+import {mkdir, readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'
@@ -91,17 +91,39 @@ export class Ledger {
   }
 
   /** Entries for people to read: redacted again, which also covers entries written before a pattern existed. */
-  async list(filter: {feature?: string; run?: string; target?: string} = {}): Promise<LedgerEntry[]> {
-    const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).sort()
+  async list(filter: {feature?: string; run?: string; target?: string} = {}, limit?: number): Promise<LedgerEntry[]> {
+    const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'))
+    const keys = names.map((n) => n.slice(0, -5))
+    // With a limit, the ledger log names the most recently written keys (its last lines), so only
+    // those entries are read. An entry the log does not name (a store older than the log) sends it
+    // back to reading every entry.
+    const recent = limit === undefined ? null : await this.recentKeys()
+    const named = new Set(recent)
+    const ordered = recent && keys.every((k) => named.has(k)) ? recent : keys.sort()
     const out: LedgerEntry[] = []
-    for (const name of names) {
-      const entry = await this.read(name.slice(0, -5)).catch(() => null)
+    for (const key of ordered) {
+      if (recent === ordered && limit !== undefined && out.length >= limit) break
+      const entry = await this.read(key).catch(() => null)
       if (!entry) continue
       if (filter.feature && entry.feature_id !== filter.feature) continue
       if (filter.run && entry.run_id !== filter.run) continue
       if (filter.target && entry.target !== filter.target) continue
       out.push(redactDeep(entry))
     }
-    return out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
+    const sorted = out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
+    return limit === undefined ? sorted : sorted.slice(0, limit)
+  }
+
+  /** Every key the ledger log names, most recently written first; null without a log. */
+  private async recentKeys(): Promise<string[] | null> {
+    const text = await readFile(this.logFile, 'utf8').catch(() => null)
+    if (text === null) return null
+    const seen = new Set<string>()
+    const lines = text.split('\n')
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const key = /^\{"key":"([^"]+)"/.exec(lines[i]!)?.[1]
+      if (key) seen.add(key)
+    }
+    return [...seen]
   }
 }

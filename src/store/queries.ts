@@ -59,13 +59,18 @@ export interface RunFilter {
  */
 export async function listRuns(store: Store, filter: RunFilter): Promise<RunSummary[]> {
   const records: RunRecord[] = []
+  let parents = 0
   for (const id of await store.listRunIds()) {
-    // A flat list stops reading once it has enough; a nested one reads all, as children may belong to any parent shown.
+    // A flat list stops reading once it has enough. A nested one stops once it has `limit` top-level
+    // runs: ids are read newest first and a child run is created after its parent, so every child of
+    // a parent shown was read before it. With a status filter (decided on the nested summary) it reads all.
     if (filter.all && records.length >= filter.limit) break
+    if (!filter.all && !filter.status && parents >= filter.limit) break
     try {
       const record = await store.readRun(id)
       if (filter.feature && record.feature_id !== filter.feature) continue
       if (filter.all && filter.status && (await effectiveStatus(store, record)) !== filter.status) continue
+      if (!record.parent) parents++
       records.push(record)
     } catch {
       continue

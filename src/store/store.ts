@@ -31,8 +31,8 @@ import type {Evidence} from '../types/evidence.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
-import {allocateId, assertId, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
+import {createFileExclusive, syncHandle, writeFileAtomic} from '../util/fs.js'
+import {allocateId, assertId, compareIds, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder, processAlive} from '../util/lock.js'
@@ -66,7 +66,7 @@ async function writeSynced(file: string, text: string): Promise<void> {
   const handle = await open(file, 'wx', 0o644)
   try {
     await handle.writeFile(text)
-    await handle.sync()
+    await syncHandle(handle)
   } finally {
     await handle.close()
   }
@@ -273,7 +273,7 @@ export class Store {
       const last = lines.length ? (JSON.parse(lines.at(-1)!) as {hash?: string}) : null
       const sealed = sealLine(event, last?.hash ?? null)
       await handle.write(`${JSON.stringify(sealed)}\n`)
-      await handle.datasync()
+      await syncHandle(handle, true)
       return {count: lines.length + 1, hash: sealed.hash}
     } finally {
       await handle.close()
@@ -291,7 +291,7 @@ export class Store {
 
   async listRunIds(): Promise<string[]> {
     const names = await readdir(this.runsDir).catch(() => [] as string[])
-    return names.filter((name) => ID_PATTERNS.run.test(name)).sort((a, b) => (a < b ? 1 : a > b ? -1 : 0))
+    return names.filter((name) => ID_PATTERNS.run.test(name)).sort((a, b) => compareIds(b, a))
   }
 
   /** Appends an event that changes nothing else of the run; the record's head moves with it. */
@@ -443,7 +443,7 @@ export class Store {
       .filter((n) => n.endsWith('.json'))
       .map((n) => n.slice(0, -5))
       .filter((n) => ID_PATTERNS.spec.test(n))
-      .sort()
+      .sort(compareIds)
   }
 
   // Evidence
@@ -467,7 +467,7 @@ export class Store {
 
   async listEvidenceIds(): Promise<string[]> {
     const names = await readdir(this.evidenceDir).catch(() => [] as string[])
-    return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort()
+    return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort(compareIds)
   }
 
   /** Likely next ids of a series, for a journal to name before it writes (see engine/commit.ts). */

@@ -4,6 +4,7 @@
  */
 import {open, readFile} from 'node:fs/promises'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
+import {syncHandle} from '../util/fs.js'
 
 export interface ChainedLine {
   prev: string | null
@@ -57,7 +58,7 @@ export async function appendChained<T extends object>(file: string, line: T): Pr
   const handle = await open(file, 'a')
   try {
     await handle.write(`${JSON.stringify(sealed)}\n`)
-    await handle.datasync()
+    await syncHandle(handle, true)
   } finally {
     await handle.close()
   }

@@ -1,8 +1,22 @@
 /** Crash-safe file writes: a unique temporary name, fsync, then rename (or link, to refuse overwriting). */
 import {randomBytes} from 'node:crypto'
-import {link, open, rename, unlink} from 'node:fs/promises'
+import {link, open, rename, unlink, type FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
+
+/**
+ * Whether writes reach the disk before they count. Only the benchmark's populate script turns it off,
+ * in its own process, to fill a large history quickly; timed runs and every CLI process keep it on.
+ * `count` lets the benchmark report how many syncs a run costs.
+ */
+export const durability = {sync: true, count: 0}
+
+/** fsync (or fdatasync) a handle unless the benchmark turned syncing off. */
+export async function syncHandle(handle: FileHandle, dataOnly = false): Promise<void> {
+  if (!durability.sync) return
+  durability.count++
+  await (dataOnly ? handle.datasync() : handle.sync())
+}
 
 function tempName(file: string): string {
   return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`)
@@ -13,7 +27,7 @@ async function writeTemp(file: string, data: string | Uint8Array, sync: boolean)
   const handle = await open(temp, 'wx', 0o644)
   try {
     await handle.writeFile(data)
-    if (sync) await handle.sync()
+    if (sync) await syncHandle(handle)
   } finally {
     await handle.close()
   }

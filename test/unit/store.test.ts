@@ -1,8 +1,10 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {appendFile, readdir, readFile, writeFile} from 'node:fs/promises'
+import {appendFile, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {Store, type SpecDraft} from '../../src/store/store.js'
+import {Ledger, ledgerKey} from '../../src/store/ledger.js'
+import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
 import {expectPipeError} from '../helpers/expect.js'
@@ -143,5 +145,41 @@ describe('store', () => {
     await writeFile(path.join(store.runDir(run.run_id), 'owner.lock'), JSON.stringify({pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname()}))
     const takeover = await store.acquireRun(run.run_id)
     await takeover()
+  })
+})
+
+describe('store listings in allocation order', () => {
+  it('puts a counter past its fourth digit after 9999: runs newest first, spec versions and evidence oldest first', async () => {
+    const root = path.join(dir, 's')
+    const store = await Store.open(root)
+    await writeFile(path.join(root, 'ids', 'S-20261121'), '9998')
+    const versions = [await store.writeSpec(draft('a'), now), await store.writeSpec(draft('b'), now)].map((s) => s.meta.spec_version)
+    expect(versions).to.deep.equal(['S-20261121-9999', 'S-20261121-10000'])
+    expect((await store.listSpecVersions()).slice(-2)).to.deep.equal(versions)
+    for (const id of ['R-20261121-9999', 'R-20261121-10000', 'R-20261120-20000']) await mkdir(path.join(root, 'runs', id), {recursive: true})
+    expect(await store.listRunIds()).to.deep.equal(['R-20261121-10000', 'R-20261121-9999', 'R-20261120-20000'])
+  })
+})
+
+describe('ledger list with a limit', () => {
+  function entry(feature: string, spec: string, updated: string): LedgerEntry {
+    return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
+  }
+
+  it('reads the most recently written entries from the ledger log, and every entry when the log misses one', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const ledger = new Ledger(store)
+    await ledger.write(entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:00:00.000Z'))
+    await ledger.write(entry('F-2026-002', 'S-20261121-0002', '2026-11-21T10:01:00.000Z'))
+    await ledger.write(entry('F-2026-003', 'S-20261121-0003', '2026-11-21T10:02:00.000Z'))
+    // Written again last: the newest update.
+    await ledger.write(entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:03:00.000Z'))
+    expect((await ledger.list({}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-001', 'F-2026-003'])
+    expect((await ledger.list({})).map((e) => e.feature_id)).to.deep.equal(['F-2026-001', 'F-2026-003', 'F-2026-002'])
+    expect((await ledger.list({feature: 'F-2026-002'}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-002'])
+    // An entry the log does not name (a store older than the log) is still listed.
+    const old = entry('F-2026-004', 'S-20261121-0004', '2026-11-21T10:04:00.000Z')
+    await writeFile(path.join(ledger.dir, `${old.key}.json`), JSON.stringify(old))
+    expect((await ledger.list({}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-004', 'F-2026-001'])
   })
 })

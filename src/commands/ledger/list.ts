@@ -16,6 +16,7 @@ export default class LedgerList extends PipeCommand {
     feature: Flags.string({description: 'Only this feature.', helpValue: 'F-YYYY-NNN'}),
     run: Flags.string({description: 'Only publications of this run.', helpValue: 'R-YYYYMMDD-NNNN'}),
     target: Flags.string({description: 'Only this target.', helpValue: 'NAME'}),
+    limit: Flags.integer({char: 'n', description: 'Most entries to show: the most recently written (newest update first).', default: 50, min: 1}),
     store: PipeCommand.storeFlag,
   }
 
@@ -25,7 +26,7 @@ export default class LedgerList extends PipeCommand {
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     if (flags.target !== undefined) assertId('target', flags.target, '--target')
     const store = await Store.existing(this.storeDir(flags.store))
-    const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})})
+    const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})}, flags.limit)
     if (!this.jsonEnabled()) {
       if (entries.length === 0) process.stdout.write('no publications\n')
       else process.stdout.write(table([['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]))

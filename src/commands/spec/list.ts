@@ -14,7 +14,7 @@ export default class SpecList extends PipeCommand {
   static override flags = {
     feature: Flags.string({description: 'Only versions of this feature.', helpValue: 'F-YYYY-NNN'}),
     run: Flags.string({description: 'Only versions written by this run.', helpValue: 'R-YYYYMMDD-NNNN'}),
-    limit: Flags.integer({char: 'n', description: 'Most versions to show.', min: 1}),
+    limit: Flags.integer({char: 'n', description: 'Most versions to show (newest first).', default: 50, min: 1}),
     store: PipeCommand.storeFlag,
   }
 
