@@ -126,6 +126,30 @@ describe('agent tools on a real directory', () => {
     for (const tool of TOOLS) if (tool.name !== 'run_command' && tool.name !== 'apply_edit_blocks') expect(resultProblems(tool, (await tool.run({path: 'src/a.js', pattern: '*', query: 'a'}, place())).result), tool.name).to.equal(null)
   })
 
+  it('ends a search whose regular expression backtracks catastrophically, instead of hanging the run', async function () {
+    this.timeout(120000)
+    await writeFile(path.join(root, 'src', 'b.txt'), `${'a'.repeat(40)}!\n`)
+    const out = await toolNamed('search_text')!.run({query: '(a+)+$', regex: true}, place())
+    expect(out.ok).to.equal(false)
+    expect(out.result['error']).to.match(/ran over \d+ s and was ended/)
+    // The tool still answers afterwards: the worker is gone, not the process.
+    const again = await toolNamed('search_text')!.run({query: 'a{3}!', regex: true}, place())
+    expect(again.result['matches']).to.deep.equal([`src/b.txt:1:${'a'.repeat(40)}!`])
+  })
+
+  it('redacts a secret in a long matching line before cutting the line, so no part of it shows', async () => {
+    process.env['PIPE_TEST_TOOLS_TOKEN'] = 'TOPSECRETVALUE123'
+    try {
+      await writeFile(path.join(root, 'src', 'long.txt'), `${'x'.repeat(295)}TOPSECRETVALUE123 tail\n`)
+      const out = await toolNamed('search_text')!.run({query: 'tail'}, place())
+      const [line] = out.result['matches'] as string[]
+      expect(line).to.match(/^src\/long\.txt:1:x+\[REDA…$/)
+      expect(line).not.to.contain('TOPSE')
+    } finally {
+      delete process.env['PIPE_TEST_TOOLS_TOKEN']
+    }
+  })
+
   for (const given of ['../x.txt', '/etc/passwd', 'link/secret.txt', '.env']) {
     it(`denies ${given}`, async () => {
       const out = await toolNamed('read_file')!.run({path: given}, place())

@@ -149,6 +149,72 @@ const findFiles: AgentTool = {
   },
 }
 
+interface SearchJob {
+  query: string
+  regex: boolean
+  flags: string
+  files: Array<{file: string; full: string}>
+  maxMatches: number
+  maxFileBytes: number
+}
+
+interface SearchFound {
+  matches: Array<{file: string; n: number; line: string}>
+  truncated: boolean
+}
+
+/**
+ * The search, as the source of a worker thread (plain JavaScript, self-contained): the files'
+ * lines tested against a literal or a regular expression, the first maxMatches answered.
+ */
+const SEARCH_WORKER = `
+const {parentPort, workerData: job} = require('node:worker_threads')
+const fs = require('node:fs')
+const re = job.regex ? new RegExp(job.query, job.flags) : null
+const needle = job.flags ? job.query.toLowerCase() : job.query
+const test = (line) => (re ? re.test(line) : (job.flags ? line.toLowerCase() : line).includes(needle))
+const matches = []
+let truncated = false
+search: for (const {file, full} of job.files) {
+  if (fs.statSync(full).size > job.maxFileBytes) continue
+  const bytes = fs.readFileSync(full)
+  if (bytes.includes(0)) continue
+  const lines = bytes.toString('utf8').split('\\n')
+  for (let i = 0; i < lines.length; i++) {
+    if (!test(lines[i])) continue
+    if (matches.length >= job.maxMatches) {
+      truncated = true
+      break search
+    }
+    matches.push({file, n: i + 1, line: lines[i]})
+  }
+}
+parentPort.postMessage({matches, truncated})
+`
+
+/** How long a search may take before it is ended (a regular expression that backtracks catastrophically). */
+export const SEARCH_DEADLINE_MS = 10_000
+
+/** The search in a worker thread, ended at the deadline or on abort: the answer, or why there is none. */
+async function searchInWorker(job: SearchJob, signal: AbortSignal): Promise<SearchFound | string> {
+  if (signal.aborted) return 'the search was stopped'
+  const {Worker} = await import('node:worker_threads')
+  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: job})
+  return new Promise((resolve) => {
+    const finish = (value: SearchFound | string): void => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
+      void worker.terminate()
+      resolve(value)
+    }
+    const timer = setTimeout(() => finish(`the search for ${JSON.stringify(job.query)} ran over ${SEARCH_DEADLINE_MS / 1000} s and was ended${job.regex ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string' : ''}`), SEARCH_DEADLINE_MS)
+    const onAbort = (): void => finish('the search was stopped')
+    signal.addEventListener('abort', onAbort, {once: true})
+    worker.once('message', (found: SearchFound) => finish(found))
+    worker.once('error', (error) => finish(`the search failed: ${error.message}`))
+  })
+}
+
 const searchText: AgentTool = {
   name: 'search_text',
   description: 'Search the text of the repository\'s files for a literal string (or a regular expression with regex: true); answers lines as path:line:text, like ripgrep, at most 100.',
@@ -164,43 +230,30 @@ const searchText: AgentTool = {
     try {
       const dir = directoryOf(place, args['path'] as string | undefined)
       const query = args['query'] as string
+      const regex = args['regex'] === true
       const flags = args['ignore_case'] === true ? 'i' : ''
-      let test: (line: string) => boolean
-      if (args['regex'] === true) {
-        let re: RegExp
+      if (regex) {
         try {
-          re = new RegExp(query, flags)
+          new RegExp(query, flags)
         } catch (error) {
           return failed(`invalid regular expression: ${(error as Error).message}`)
         }
-        test = (line) => re.test(line)
-      } else {
-        const needle = flags ? query.toLowerCase() : query
-        test = (line) => (flags ? line.toLowerCase() : line).includes(needle)
       }
       const only = typeof args['glob'] === 'string' ? picomatch(args['glob'], {dot: true}) : null
       const files: string[] = []
       walk(place, dir, files, 20000)
-      const matches: string[] = []
-      let truncated = false
-      for (const file of files) {
-        if (only && !only(file)) continue
-        const full = path.resolve(place.root, file)
-        if (statSync(full).size > MAX_SEARCH_FILE_BYTES) continue
-        const bytes = readFileSync(full)
-        if (bytes.includes(0)) continue
-        const lines = bytes.toString('utf8').split('\n')
-        for (const [i, line] of lines.entries()) {
-          if (!test(line)) continue
-          if (matches.length >= MAX_MATCHES) {
-            truncated = true
-            break
-          }
-          matches.push(`${file}:${i + 1}:${line.length > MAX_LINE_CHARS ? `${line.slice(0, MAX_LINE_CHARS)}…` : line}`)
-        }
-        if (truncated) break
-      }
-      return {ok: true, result: {matches: matches.map((m) => redact(m)), truncated}, summary: `${matches.length}${truncated ? '+' : ''} match(es) for ${JSON.stringify(query)}`}
+      const chosen = files.filter((file) => !only || only(file)).map((file) => ({file, full: path.resolve(place.root, file)}))
+      const job: SearchJob = {query, regex, flags, files: chosen, maxMatches: MAX_MATCHES, maxFileBytes: MAX_SEARCH_FILE_BYTES}
+      // A regular expression can backtrack for hours on one line: the search runs in a worker that is ended at a deadline.
+      const found = await searchInWorker(job, place.signal)
+      if (typeof found === 'string') return failed(found)
+      const {truncated} = found
+      // Redacted before it is cut, so a secret across the cut is not half shown.
+      const matches = found.matches.map((m) => {
+        const line = redact(m.line)
+        return `${m.file}:${m.n}:${line.length > MAX_LINE_CHARS ? `${line.slice(0, MAX_LINE_CHARS)}…` : line}`
+      })
+      return {ok: true, result: {matches, truncated}, summary: `${matches.length}${truncated ? '+' : ''} match(es) for ${JSON.stringify(query)}`}
     } catch (error) {
       return denied(error) ?? failed((error as Error).message)
     }
