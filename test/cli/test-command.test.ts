@@ -5,13 +5,13 @@
  * (validated against a JUnit XSD with xmllint), and tests running at once in separate stores.
  */
 import {expect} from 'chai'
-import {execFileSync} from 'node:child_process'
+import {execFileSync, spawn} from 'node:child_process'
 import http from 'node:http'
 import type {AddressInfo} from 'node:net'
 import {existsSync} from 'node:fs'
-import {readFile, readdir, rm, writeFile} from 'node:fs/promises'
+import {mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
 interface Report {
   passed: number
@@ -356,6 +356,43 @@ tests:
     expect(broken.run, 'no run started').to.equal(undefined)
     expect(broken.failures[0]!.message).to.contain('setup command failed: git no-such-subcommand')
     for (const t of report.tests) if (t.kept) await rm(t.kept, {recursive: true, force: true})
+  })
+
+  it('Ctrl-C during a setup command that hangs kills its whole process tree: the test fails as interrupted, no temporary directory is left', async () => {
+    const tmp = path.join(dir, 'tmp')
+    await mkdir(tmp)
+    const pidFile = path.join(dir, 'sleeper.pid')
+    await file('flow.yaml', FLOW)
+    // The shell waits on a child of its own, which holds the output pipes: killing the shell alone would leave both.
+    await file('hang.pipe-test.yaml', `version: 1\npipeline: flow.yaml\nsetup:\n  - [sh, -c, "sleep 300 & echo $! > ${pidFile}; wait"]\ntests:\n  - name: hangs in setup\n    inputs: {n: 9}\n    expect: {status: succeeded}\n`)
+    const env: NodeJS.ProcessEnv = {...process.env, ...home(), TMPDIR: tmp, NO_COLOR: '1'}
+    delete env.PIPE_STORE
+    const child = spawn(process.execPath, [bin, 'test', 'hang.pipe-test.yaml'], {cwd: dir, env})
+    let out = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d))
+    const closed = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+    const killer = setTimeout(() => child.kill('SIGKILL'), 120000)
+    // Wait for the setup's grandchild to exist.
+    while (!existsSync(pidFile) || (await readFile(pidFile, 'utf8')).trim() === '') await new Promise((resolve) => setTimeout(resolve, 50))
+    const sleeper = Number((await readFile(pidFile, 'utf8')).trim())
+    child.kill('SIGINT')
+    const code = await closed
+    clearTimeout(killer)
+    const alive = (pid: number): boolean => {
+      try {
+        // A zombie has ended; only its parent (init, here) has yet to reap it.
+        return !/^\d+ \(.*\) Z/.test(execFileSync('cat', [`/proc/${pid}/stat`], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore']}))
+      } catch {
+        return false
+      }
+    }
+    if (alive(sleeper)) process.kill(sleeper, 'SIGKILL')
+    expect(code, out).to.equal(1)
+    expect(out).to.match(/✗ hang\.pipe-test\.yaml › hangs in setup/).and.contain('pipe test was interrupted')
+    expect(out).not.to.contain('quitting now')
+    expect(alive(sleeper), 'the setup command\'s child was killed').to.equal(false)
+    expect(await readdir(tmp)).to.deep.equal([])
   })
 
   it('--record fills a missing cassette from the endpoint in the environment (with its note, no key in it); the tests then pass from it with the endpoint gone', async () => {
