@@ -650,7 +650,7 @@ export class Engine {
           attempt,
           at: this.now().toISOString(),
           ...(error.hint ? {hint: redact(error.hint)} : {}),
-          ...(error.details ? {details: JSON.parse(redact(JSON.stringify(error.details))) as Record<string, unknown>} : {}),
+          ...(error.details ? {details: redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>)} : {}),
         })
         if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
         const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())

@@ -155,7 +155,8 @@ function readReply(reply: ChatReply, protocol: Protocol, turn: number): Reading 
 }
 
 function resultMessage(protocol: Protocol, call: ToolCall, content: Record<string, unknown>): ChatMessage {
-  const text = redact(JSON.stringify(content))
+  // Masked value by value: in the JSON text a secret with a quote or a backslash is escaped, and would not be found.
+  const text = JSON.stringify(redactDeep(content))
   return protocol === 'native' ? {role: 'tool', tool_call_id: call.id, content: text} : {role: 'user', content: `Result of ${call.function.name} (${call.id}):\n${text}`}
 }
 

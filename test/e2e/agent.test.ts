@@ -318,6 +318,26 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(leaking).to.deep.equal([])
   })
 
+  it('masks a secret that has quotes and backslashes in a tool result (the nearest lines of a failed edit block), in requests and records', async () => {
+    const file = await setup()
+    // JSON writes it escaped (\" and \\): masking the JSON text of a result would not find it.
+    const token = 'tok"3f9a\\8b7c6d5e4f3a'
+    await writeFile(file, (await readFile(file, 'utf8')).replace('name: agent\n', 'name: agent\nsecrets: [API_TOKEN]\n'))
+    await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
+    const block = 'deploy.cfg\n<<<<<<< SEARCH\ntoken=wrong\n=======\ntoken=right\n>>>>>>> REPLACE\n'
+    server.script('fix', {tool_calls: [{id: 'e', name: 'apply_edit_blocks', arguments: {blocks: block}}]}, {content: 'done'})
+    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), API_TOKEN: token}, timeoutMs: 120000})
+    expect(result.code, result.stderr).to.equal(0)
+    const sent = toolResults(server.requests[1]!)['e']!
+    expect(sent, 'the failed block came back with the nearest lines').to.contain('nearest').and.contain('[REDACTED]')
+    expect(sent).not.to.contain('3f9a')
+    const store = path.join(repo, '.pipe')
+    const files = (await readdir(store, {recursive: true, withFileTypes: true})).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+    const leaking = []
+    for (const f of files) if ((await readFile(f, 'utf8')).includes('3f9a')) leaking.push(f)
+    expect(leaking).to.deep.equal([])
+  })
+
   it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {
     const file = await setup('', '    max_turns: 2\n')
     server.script('fix', {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]}, {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]})
