@@ -36,6 +36,8 @@ import {int, list, str} from './output-schemas.js'
 import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
 
 export const DEFAULT_MAX_TURNS = 20
+/** Tool calls of one reply that are run; the rest are answered with an error, unrun. */
+export const MAX_CALLS_PER_REPLY = 50
 const GIVE_UP = 'give_up'
 
 type AgentStep = StepOf<'agent'>
@@ -335,7 +337,14 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
     s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && reply.message.tool_calls?.length ? {tool_calls: reply.message.tool_calls} : {})}))
     if ('calls' in reading) {
       // The state is a record too; the model never saw a secret, so masking its arguments changes nothing it asked for.
-      s.pending = redactDeep(reading.calls)
+      const calls = redactDeep(reading.calls)
+      s.pending = calls.slice(0, MAX_CALLS_PER_REPLY)
+      // max_turns bounds the replies; this bounds what one reply can make pipe do (and the transcript it grows).
+      for (const extra of calls.slice(MAX_CALLS_PER_REPLY)) {
+        const why = `not run: one reply may call at most ${MAX_CALLS_PER_REPLY} tools; call it again in a later reply if it is still needed`
+        s.calls.push({call_id: extra.id, turn: s.turns, name: extra.function.name, duration_ms: 0, arguments: safeParse(extra.function.arguments), decision: 'invalid', ok: false, summary: why, cache_hit: false})
+        s.messages.push(resultMessage(s.protocol, extra, {error: why}))
+      }
       await save()
       continue
     }

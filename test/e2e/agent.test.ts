@@ -338,6 +338,23 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(leaking).to.deep.equal([])
   })
 
+  it('runs at most 50 tool calls of one reply; the rest are answered with an error, unrun', async () => {
+    const file = await setup()
+    const calls = Array.from({length: 60}, (_, i) => ({id: `c${i}`, name: 'apply_edit_blocks', arguments: {blocks: `new${i}.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n`}}))
+    server.script('fix', {tool_calls: calls}, {content: 'done'})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    const created = (await readdir(repo)).filter((n) => /^new\d+\.txt$/.test(n))
+    expect(created).to.have.length(50)
+    expect(existsSync(path.join(repo, 'new50.txt'))).to.equal(false)
+    // Every call of the reply got its result (the endpoint requires one per call id).
+    const results = toolResults(server.requests[1]!)
+    expect(Object.keys(results)).to.have.length(60)
+    expect(results['c59']).to.contain('at most 50 tools').and.contain('not run')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.tool_calls!.filter((c) => c.decision === 'invalid').map((c) => c.call_id)).to.deep.equal(calls.slice(50).map((c) => c.id))
+  })
+
   it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {
     const file = await setup('', '    max_turns: 2\n')
     server.script('fix', {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]}, {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}]})
