@@ -230,6 +230,36 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(again.stderr).to.contain('not waiting for a confirmation')
   })
 
+  it('a yes given for one call never decides another: a confirm overtaken by a second one that moved the run on is E_STATE, and nothing runs', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'a1', name: 'run_command', arguments: {command: 'node test.js'}}]},
+      {tool_calls: [{id: 'b2', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {content: 'done'},
+    )
+    const paused = json<RunJson>(await run(file))
+    expect(paused.pending?.action?.call_id).to.equal('a1')
+    // A --yes for a1 stops right after it saw the run waiting for a1 ...
+    const gate = path.join(dir, 'gate')
+    await mkdir(gate)
+    const held = pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: {...env(), PIPE_FAULT_PAUSE_AT: 'confirm-checked', PIPE_FAULT_PAUSE_DIR: gate}, timeoutMs: 120000})
+    let over = false
+    void held.then(() => (over = true))
+    while (!over && !(await readdir(gate)).some((n) => n.startsWith('reached.'))) await new Promise((resolve) => setTimeout(resolve, 50))
+    // ... while a --no for a1 gets there first: the model is told, and asks for b2.
+    const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stderr).to.equal(10)
+    expect(json<RunJson>(refused).pending?.action?.call_id).to.equal('b2')
+    await writeFile(path.join(gate, 'go'), '')
+    const late = await held
+    expect(late.code, late.stdout + late.stderr).to.equal(2)
+    expect(json<RunJson>(late).error?.message).to.contain('another call').and.contain('b2').and.contain('a1')
+    expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+    const shown = json<RunJson>(await pipe(['runs', 'show', paused.run_id, '--json'], {cwd: repo, env: env()}))
+    expect(shown.status).to.equal('awaiting_input')
+  })
+
   it('asks at the terminal when it may prompt: the action shown, no with a note reaches the model', async () => {
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'i1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {content: 'left it'})
