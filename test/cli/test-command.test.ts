@@ -236,6 +236,27 @@ tests:
     expect((await pipe(['test'], {cwd: dir, env: home()})).code).to.equal(0)
   })
 
+  it('refuses a golden (and, with --record, a cassette) outside the test file\'s repository: --update writes nothing there', async () => {
+    await mkdir(path.join(dir, 'sub'))
+    await file('sub/flow.yaml', FLOW)
+    const outside = path.join(dir, 'abs.golden.json')
+    await file(
+      'sub/out.pipe-test.yaml',
+      `version: 1\npipeline: flow.yaml\ntests:\n  - name: up\n    inputs: {n: 7}\n    expect: {status: succeeded, golden: ../up.golden.json}\n  - name: absolute\n    inputs: {n: 7}\n    expect: {status: succeeded, golden: ${outside}}\n  - name: inside\n    inputs: {n: 7}\n    expect: {status: succeeded, golden: goldens/ok.json}\n`,
+    )
+    const r = await pipe(['test', 'sub/out.pipe-test.yaml', '--update'], {cwd: dir, env: home()})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    expect(r.stderr).to.match(/out\.pipe-test\.yaml:6:\d+ .*golden \.\.\/up\.golden\.json is outside/)
+    expect(r.stderr).to.match(/out\.pipe-test\.yaml:9:\d+ .*golden .*abs\.golden\.json is outside/)
+    expect(existsSync(path.join(dir, 'up.golden.json'))).to.equal(false)
+    expect(existsSync(outside)).to.equal(false)
+    await file('sub/cas.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ncassette: ../c.jsonl\ntests:\n  - {name: c, inputs: {n: 7}, expect: {status: succeeded}}\n')
+    const recorded = await pipe(['test', 'sub/cas.pipe-test.yaml', '--record'], {cwd: dir, env: home()})
+    expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(2)
+    expect(recorded.stderr).to.contain('cassette ../c.jsonl is outside')
+    expect(existsSync(path.join(dir, 'c.jsonl'))).to.equal(false)
+  })
+
   it('--json prints one document with each test, its status, duration and failures; --junit writes XML that validates against the JUnit XSD', async () => {
     await file('flow.yaml', FLOW)
     await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - name: passes <&>\n    inputs: {n: 6}\n    expect: {status: succeeded}\n  - name: fails "quoted"\n    expect: {status: succeeded, assert: ["${{ inputs.n < 0 }}"]}\n')
