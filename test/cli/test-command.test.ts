@@ -257,6 +257,22 @@ tests:
     expect(existsSync(path.join(dir, 'c.jsonl'))).to.equal(false)
   })
 
+  it('--junit to a path that cannot be written is a usage error before any test runs', async () => {
+    await file('flow.yaml', FLOW)
+    await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - {name: big, inputs: {n: 7}, expect: {status: succeeded}}\n')
+    await file('plain.txt', 'a file\n')
+    await mkdir(path.join(dir, 'reports'))
+    for (const [target, message] of [
+      ['plain.txt/report.xml', 'cannot create its directory'],
+      ['reports', 'is not a file'],
+    ] as const) {
+      const r = await pipe(['test', 'flow.pipe-test.yaml', '--junit', target], {cwd: dir, env: home()})
+      expect(r.code, r.stdout + r.stderr).to.equal(2)
+      expect(r.stderr).to.contain(message)
+      expect(r.stdout, 'no test ran').not.to.contain('big')
+    }
+  })
+
   it('--json prints one document with each test, its status, duration and failures; --junit writes XML that validates against the JUnit XSD', async () => {
     await file('flow.yaml', FLOW)
     await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - name: passes <&>\n    inputs: {n: 6}\n    expect: {status: succeeded}\n  - name: fails "quoted"\n    expect: {status: succeeded, assert: ["${{ inputs.n < 0 }}"]}\n')
