@@ -150,6 +150,33 @@ describe('agent tools on a real directory', () => {
     }
   })
 
+  it('read_file shows the beginning of a line longer than its 64 KiB budget (a minified bundle), not nothing', async () => {
+    await writeFile(path.join(root, 'src', 'bundle.min.js'), `${'x'.repeat(200_000)}\nsecond\n`)
+    const out = await toolNamed('read_file')!.run({path: 'src/bundle.min.js'}, place())
+    expect(out.result).to.include({start_line: 1, end_line: 1, total_lines: 2, truncated: true})
+    const content = out.result['content'] as string
+    expect(content).to.match(/^1: x{1000}/).and.match(/… \[line cut\]\n$/)
+    expect(Buffer.byteLength(content)).to.be.at.most(64 * 1024)
+    const next = await toolNamed('read_file')!.run({path: 'src/bundle.min.js', start_line: 2}, place())
+    expect(next.result).to.include({content: '2: second\n', end_line: 2, total_lines: 2, truncated: false})
+  })
+
+  it('read_file counts and numbers lines as before across chunk boundaries, for files with and without a last newline, and empty ones', async () => {
+    const lines = Array.from({length: 30000}, (_, i) => `line ${i + 1} ${'é'.repeat(i % 7)}`)
+    await writeFile(path.join(root, 'src', 'many.txt'), `${lines.join('\n')}\n`)
+    const out = await toolNamed('read_file')!.run({path: 'src/many.txt', start_line: 29999}, place())
+    expect(out.result).to.include({content: `29999: ${lines[29998]}\n30000: ${lines[29999]}\n`, total_lines: 30000, end_line: 30000, truncated: false})
+    const first = await toolNamed('read_file')!.run({path: 'src/many.txt'}, place())
+    expect(first.result['truncated']).to.equal(true)
+    expect((first.result['content'] as string).split('\n').slice(0, -1)).to.deep.equal(lines.slice(0, first.result['end_line'] as number).map((l, i) => `${i + 1}: ${l}`))
+    await writeFile(path.join(root, 'src', 'open.txt'), 'a\n\nb')
+    expect((await toolNamed('read_file')!.run({path: 'src/open.txt'}, place())).result).to.include({content: '1: a\n2: \n3: b\n', total_lines: 3})
+    await writeFile(path.join(root, 'src', 'empty.txt'), '')
+    expect((await toolNamed('read_file')!.run({path: 'src/empty.txt'}, place())).result).to.include({content: '1: \n', total_lines: 1})
+    await writeFile(path.join(root, 'src', 'bin.dat'), Buffer.concat([Buffer.alloc(100_000, 0x61), Buffer.from([0])]))
+    expect((await toolNamed('read_file')!.run({path: 'src/bin.dat'}, place())).result['error']).to.contain('binary')
+  })
+
   for (const given of ['../x.txt', '/etc/passwd', 'link/secret.txt', '.env']) {
     it(`denies ${given}`, async () => {
       const out = await toolNamed('read_file')!.run({path: given}, place())

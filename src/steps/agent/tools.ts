@@ -5,7 +5,9 @@
  * every command goes through allowed_commands and the sandbox: the model touches files and
  * processes through these and nothing else.
  */
-import {existsSync, readdirSync, readFileSync, statSync} from 'node:fs'
+import {existsSync, readdirSync, statSync} from 'node:fs'
+import {open} from 'node:fs/promises'
+import {StringDecoder} from 'node:string_decoder'
 import path from 'node:path'
 import picomatch from 'picomatch'
 import {compileOutputSchema, type OutputSchema} from '../../config/output-schema.js'
@@ -260,6 +262,73 @@ const searchText: AgentTool = {
   },
 }
 
+/**
+ * Lines start..end of a file as read_file shows them ("N: text", masked), at most MAX_READ_BYTES,
+ * read in chunks: however big the file, or however long one line (a minified bundle), only what is
+ * shown is held. A line longer than the whole budget is shown cut. 'binary' when it has a NUL byte.
+ */
+async function readLines(file: string, start: number, end: number | undefined): Promise<'binary' | {total: number; content: string; last: number; truncated: boolean}> {
+  const handle = await open(file, 'r')
+  const decoder = new StringDecoder('utf8')
+  const buffer = Buffer.alloc(64 * 1024)
+  // Enough of one line to fill the budget, with room for a secret across its end to be masked whole.
+  const keep = MAX_READ_BYTES + 4096
+  let total = 0
+  let line = ''
+  let lineStarted = false
+  let content = ''
+  let used = 0
+  let last = start - 1
+  let truncated = false
+  const wanted = (n: number): boolean => n >= start && (end === undefined || n <= end)
+  const show = (text: string, n: number): void => {
+    if (truncated) return
+    const next = `${n}: ${redact(text)}\n`
+    const size = Buffer.byteLength(next)
+    if (used + size <= MAX_READ_BYTES) {
+      content += next
+      used += size
+      last = n
+      return
+    }
+    if (used === 0) {
+      // One line over the whole budget: its beginning, rather than nothing at all.
+      content = `${Buffer.from(next).subarray(0, MAX_READ_BYTES - 64).toString('utf8').replace(/\uFFFD$/, '')}… [line cut]\n`
+      last = n
+    }
+    truncated = true
+  }
+  try {
+    for (;;) {
+      const {bytesRead} = await handle.read(buffer, 0, buffer.length, null)
+      if (bytesRead === 0) break
+      const chunk = buffer.subarray(0, bytesRead)
+      if (chunk.includes(0)) return 'binary'
+      const text = decoder.write(chunk)
+      let from = 0
+      for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', from)) {
+        total++
+        if (wanted(total) && !truncated) show(line + text.slice(from, i), total)
+        line = ''
+        lineStarted = false
+        from = i + 1
+      }
+      if (from < text.length) {
+        lineStarted = true
+        if (wanted(total + 1) && !truncated && line.length < keep) line += text.slice(from, from + keep - line.length)
+      }
+    }
+    const rest = decoder.end()
+    if (lineStarted || rest !== '' || total === 0) {
+      total++
+      if (wanted(total) && !truncated) show(line + rest, total)
+    }
+  } finally {
+    await handle.close()
+  }
+  return {total, content, last, truncated}
+}
+
 const readFileTool: AgentTool = {
   name: 'read_file',
   description: 'Read a text file of the repository, optionally lines start_line..end_line (1-based, inclusive); at most 64 KiB per call. Lines come numbered as "N: text".',
@@ -277,25 +346,12 @@ const readFileTool: AgentTool = {
       const info = statSync(verdict.resolved, {throwIfNoEntry: false})
       if (!info) return failed(`${given} does not exist`)
       if (!info.isFile()) return failed(`${given} is not a regular file`)
-      const bytes = readFileSync(verdict.resolved)
-      if (bytes.includes(0)) return failed(`${given} is binary`)
-      const lines = bytes.toString('utf8').replace(/\n$/, '').split('\n')
       const start = (args['start_line'] as number | undefined) ?? 1
-      const end = Math.min((args['end_line'] as number | undefined) ?? lines.length, lines.length)
-      if (start > Math.max(lines.length, 1)) return failed(`${given} has ${lines.length} line(s); start_line ${start} is past its end`)
-      let content = ''
-      let last = start - 1
-      let truncated = false
-      for (let n = start; n <= end; n++) {
-        const next = `${n}: ${lines[n - 1]!}\n`
-        if (Buffer.byteLength(content) + Buffer.byteLength(next) > MAX_READ_BYTES) {
-          truncated = true
-          break
-        }
-        content += next
-        last = n
-      }
-      return {ok: true, result: {path: verdict.relative, start_line: start, end_line: last, total_lines: lines.length, content: redact(content), truncated}, summary: `read ${verdict.relative} lines ${start}-${last} of ${lines.length}`}
+      const read = await readLines(verdict.resolved, start, args['end_line'] as number | undefined)
+      if (read === 'binary') return failed(`${given} is binary`)
+      const {total, content, last, truncated} = read
+      if (start > Math.max(total, 1)) return failed(`${given} has ${total} line(s); start_line ${start} is past its end`)
+      return {ok: true, result: {path: verdict.relative, start_line: start, end_line: last, total_lines: total, content, truncated}, summary: `read ${verdict.relative} lines ${start}-${last} of ${total}`}
     } catch (error) {
       return denied(error) ?? failed((error as Error).message)
     }
