@@ -177,6 +177,15 @@ describe('agent tools on a real directory', () => {
     expect((await toolNamed('read_file')!.run({path: 'src/bin.dat'}, place())).result['error']).to.contain('binary')
   })
 
+  it('find_files and search_text do not follow a directory link, so a link looping back up neither fails nor repeats files', async () => {
+    await symlink('..', path.join(root, 'src', 'up'))
+    await symlink('.', path.join(root, 'self'))
+    const found = await toolNamed('find_files')!.run({pattern: '**/*.js'}, place())
+    expect(found.result).to.deep.equal({files: ['src/a.js'], truncated: false})
+    const search = await toolNamed('search_text')!.run({query: 'const b'}, place())
+    expect(search.result).to.deep.equal({matches: ['src/a.js:2:const b = 2'], truncated: false})
+  })
+
   for (const given of ['../x.txt', '/etc/passwd', 'link/secret.txt', '.env']) {
     it(`denies ${given}`, async () => {
       const out = await toolNamed('read_file')!.run({path: given}, place())

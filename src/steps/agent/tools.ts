@@ -5,7 +5,7 @@
  * every command goes through allowed_commands and the sandbox: the model touches files and
  * processes through these and nothing else.
  */
-import {existsSync, readdirSync, statSync} from 'node:fs'
+import {existsSync, lstatSync, readdirSync, statSync, type Stats} from 'node:fs'
 import {open} from 'node:fs/promises'
 import {StringDecoder} from 'node:string_decoder'
 import path from 'node:path'
@@ -87,8 +87,16 @@ function walk(place: ToolPlace, dir: string, out: string[], limit: number): bool
   for (const name of names) {
     const relative = dir === '.' ? name : `${dir}/${name}`
     if (!checkPath(place.policy, place.root, relative).allowed) continue
-    const info = statSync(path.join(full, name), {throwIfNoEntry: false})
+    // A link is not descended into (as ripgrep does not): a link to a directory above it would loop.
+    const own = lstatSync(path.join(full, name), {throwIfNoEntry: false})
+    let info: Stats | undefined
+    try {
+      info = own?.isSymbolicLink() ? statSync(path.join(full, name), {throwIfNoEntry: false}) : own
+    } catch {
+      info = undefined
+    }
     if (!info) continue
+    if (info.isDirectory() && own?.isSymbolicLink()) continue
     if (info.isDirectory()) {
       if (name === 'node_modules') continue
       if (!walk(place, relative, out, limit)) return false
