@@ -184,7 +184,9 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
       root: commonDir(named),
     })
   }
-  if (out.length > 0) return {ok: false, diagnostics: sortDiagnostics(out)}
+  // A file-level setting that is wrong is wrong once, however many tests use it.
+  const unique = [...new Map(out.map((d) => [JSON.stringify(d), d])).values()]
+  if (unique.length > 0) return {ok: false, diagnostics: sortDiagnostics(unique)}
   return {ok: true, tests}
 }
 

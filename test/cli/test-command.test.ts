@@ -273,6 +273,15 @@ tests:
     }
   })
 
+  it('reports a bad file-level pipeline once, not once per test using it', async () => {
+    await file('broken.yaml', 'version: 1\nname: broken\nsteps:\n  - {id: a, kind: end, status: succeeded}\n  - {id: b, kind: end, status: succeeded}\n')
+    await file('two.pipe-test.yaml', 'version: 1\npipeline: broken.yaml\ntests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n')
+    const r = await pipe(['test', 'two.pipe-test.yaml'], {cwd: dir, env: home()})
+    expect(r.code, r.stderr).to.equal(2)
+    expect(r.stderr.match(/pipeline broken\.yaml is not valid/g)).to.have.length(1)
+    expect(r.stderr).to.contain('unreachable')
+  })
+
   it('--json prints one document with each test, its status, duration and failures; --junit writes XML that validates against the JUnit XSD', async () => {
     await file('flow.yaml', FLOW)
     await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - name: passes <&>\n    inputs: {n: 6}\n    expect: {status: succeeded}\n  - name: fails "quoted"\n    expect: {status: succeeded, assert: ["${{ inputs.n < 0 }}"]}\n')
