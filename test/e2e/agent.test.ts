@@ -260,6 +260,30 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(shown.status).to.equal('awaiting_input')
   })
 
+  it('a model that numbers its calls afresh each reply (the same id again) still gets each call confirmed and run once', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'call_0', name: 'run_command', arguments: {command: 'node test.js'}}]},
+      {tool_calls: [{id: 'call_0', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {content: 'done'},
+    )
+    const paused = json<RunJson>(await run(file))
+    const first = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(first.code, first.stderr).to.equal(10)
+    const second = json<RunJson>(first).pending?.action
+    expect(second?.argv).to.deep.equal([['node', 'mark.js']])
+    expect(second?.call_id).to.not.equal('call_0')
+    const done = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(done.code, done.stdout + done.stderr).to.equal(0)
+    expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
+    // Each result answers its own call in what the model is sent.
+    const last = server.requests[2]!.body.messages
+    const ids = last.flatMap((m) => (m.tool_calls ?? []).map((c) => c.id))
+    expect(new Set(ids).size).to.equal(2)
+    expect(last.filter((m) => m.role === 'tool').map((m) => m.tool_call_id)).to.deep.equal(ids)
+  })
+
   it('asks at the terminal when it may prompt: the action shown, no with a note reaches the model', async () => {
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'i1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {content: 'left it'})
