@@ -137,6 +137,20 @@ describe('agent tools on a real directory', () => {
     expect(again.result['matches']).to.deep.equal([`src/b.txt:1:${'a'.repeat(40)}!`])
   })
 
+  it('ends a find_files whose glob (compiled to a regular expression) backtracks catastrophically, instead of hanging the run', async function () {
+    this.timeout(120000)
+    await writeFile(path.join(root, 'a'.repeat(40)), 'x\n')
+    const out = await toolNamed('find_files')!.run({pattern: '(a+)+!'}, place())
+    expect(out.ok).to.equal(false)
+    expect(out.result['error']).to.match(/matching the glob "\(a\+\)\+!" ran over \d+ s and was ended/)
+    const again = await toolNamed('find_files')!.run({pattern: 'src/*.js'}, place())
+    expect(again.result).to.deep.equal({files: ['src/a.js'], truncated: false})
+    const relative = await toolNamed('find_files')!.run({pattern: '*.js', path: 'src'}, place())
+    expect(relative.result).to.deep.equal({files: ['src/a.js'], truncated: false})
+    const globbed = await toolNamed('search_text')!.run({query: 'const', glob: 'src/**'}, place())
+    expect(globbed.result['matches']).to.have.length(2)
+  })
+
   it('redacts a secret in a long matching line before cutting the line, so no part of it shows', async () => {
     process.env['PIPE_TEST_TOOLS_TOKEN'] = 'TOPSECRETVALUE123'
     try {

@@ -7,9 +7,9 @@
  */
 import {existsSync, lstatSync, readdirSync, statSync, type Stats} from 'node:fs'
 import {open} from 'node:fs/promises'
+import {createRequire} from 'node:module'
 import {StringDecoder} from 'node:string_decoder'
 import path from 'node:path'
-import picomatch from 'picomatch'
 import {compileOutputSchema, type OutputSchema} from '../../config/output-schema.js'
 import {applyEditText, EditFailed, revertEdit, type EditResult} from '../../edit/workspace.js'
 import {PipeError} from '../../errors.js'
@@ -147,10 +147,12 @@ const findFiles: AgentTool = {
   async run(args, place) {
     try {
       const dir = directoryOf(place, args['path'] as string | undefined)
-      const match = picomatch(args['pattern'] as string, {dot: true})
       const all: string[] = []
       const complete = walk(place, dir, all, 20000)
-      const files = all.filter((f) => match(f) || match(dir === '.' ? f : f.slice(dir.length + 1)))
+      // A glob is compiled to a regular expression, and one with groups can backtrack for hours: matched in the worker.
+      const found = await inWorker<{files: string[]}>({...NO_SEARCH, find: true, glob: args['pattern'] as string, dir, files: all.map((file) => ({file, full: ''}))}, place.signal)
+      if (typeof found === 'string') return failed(found)
+      const {files} = found
       const truncated = files.length > MAX_LIST || !complete
       return {ok: true, result: {files: files.slice(0, MAX_LIST), truncated}, summary: `${files.length} file(s) match ${args['pattern'] as string}`}
     } catch (error) {
@@ -160,6 +162,10 @@ const findFiles: AgentTool = {
 }
 
 interface SearchJob {
+  /** find_files: only the files matching glob (also relative to dir) are answered. */
+  find: boolean
+  glob: string | null
+  dir: string
   query: string
   regex: boolean
   flags: string
@@ -180,12 +186,15 @@ interface SearchFound {
 const SEARCH_WORKER = `
 const {parentPort, workerData: job} = require('node:worker_threads')
 const fs = require('node:fs')
+const only = job.glob === null ? null : require(job.picomatch)(job.glob, {dot: true})
+const inDir = (file) => (job.dir === '.' ? file : file.slice(job.dir.length + 1))
+const chosen = job.files.filter(({file}) => !only || only(file) || (job.find && only(inDir(file))))
 const re = job.regex ? new RegExp(job.query, job.flags) : null
 const needle = job.flags ? job.query.toLowerCase() : job.query
 const test = (line) => (re ? re.test(line) : (job.flags ? line.toLowerCase() : line).includes(needle))
 const matches = []
 let truncated = false
-search: for (const {file, full} of job.files) {
+search: for (const {file, full} of job.find ? [] : chosen) {
   if (fs.statSync(full).size > job.maxFileBytes) continue
   const bytes = fs.readFileSync(full)
   if (bytes.includes(0)) continue
@@ -199,28 +208,33 @@ search: for (const {file, full} of job.files) {
     matches.push({file, n: i + 1, line: lines[i]})
   }
 }
-parentPort.postMessage({matches, truncated})
+parentPort.postMessage(job.find ? {files: chosen.map(({file}) => file)} : {matches, truncated})
 `
+
+const PICOMATCH = createRequire(import.meta.url).resolve('picomatch')
+const NO_SEARCH = {query: '', regex: false, flags: '', maxMatches: 0, maxFileBytes: 0}
 
 /** How long a search may take before it is ended (a regular expression that backtracks catastrophically). */
 export const SEARCH_DEADLINE_MS = 10_000
 
-/** The search in a worker thread, ended at the deadline or on abort: the answer, or why there is none. */
-async function searchInWorker(job: SearchJob, signal: AbortSignal): Promise<SearchFound | string> {
+/** The search (or find_files' matching) in a worker thread, ended at the deadline or on abort: the answer, or why there is none. */
+async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | string> {
   if (signal.aborted) return 'the search was stopped'
   const {Worker} = await import('node:worker_threads')
-  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: job})
+  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: {...job, picomatch: PICOMATCH}})
   return new Promise((resolve) => {
-    const finish = (value: SearchFound | string): void => {
+    const finish = (value: T | string): void => {
       clearTimeout(timer)
       signal.removeEventListener('abort', onAbort)
       void worker.terminate()
       resolve(value)
     }
-    const timer = setTimeout(() => finish(`the search for ${JSON.stringify(job.query)} ran over ${SEARCH_DEADLINE_MS / 1000} s and was ended${job.regex ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string' : ''}`), SEARCH_DEADLINE_MS)
+    const what = job.find ? `matching the glob ${JSON.stringify(job.glob)}` : `the search for ${JSON.stringify(job.query)}`
+    const advice = job.find || job.glob !== null ? ' (a glob with groups or a regular expression that backtracks catastrophically?); simplify it' : job.regex ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string' : ''
+    const timer = setTimeout(() => finish(`${what} ran over ${SEARCH_DEADLINE_MS / 1000} s and was ended${advice}`), SEARCH_DEADLINE_MS)
     const onAbort = (): void => finish('the search was stopped')
     signal.addEventListener('abort', onAbort, {once: true})
-    worker.once('message', (found: SearchFound) => finish(found))
+    worker.once('message', (found: T) => finish(found))
     worker.once('error', (error) => finish(`the search failed: ${error.message}`))
   })
 }
@@ -249,13 +263,12 @@ const searchText: AgentTool = {
           return failed(`invalid regular expression: ${(error as Error).message}`)
         }
       }
-      const only = typeof args['glob'] === 'string' ? picomatch(args['glob'], {dot: true}) : null
       const files: string[] = []
       walk(place, dir, files, 20000)
-      const chosen = files.filter((file) => !only || only(file)).map((file) => ({file, full: path.resolve(place.root, file)}))
-      const job: SearchJob = {query, regex, flags, files: chosen, maxMatches: MAX_MATCHES, maxFileBytes: MAX_SEARCH_FILE_BYTES}
-      // A regular expression can backtrack for hours on one line: the search runs in a worker that is ended at a deadline.
-      const found = await searchInWorker(job, place.signal)
+      const chosen = files.map((file) => ({file, full: path.resolve(place.root, file)}))
+      const job: SearchJob = {find: false, glob: typeof args['glob'] === 'string' ? args['glob'] : null, dir, query, regex, flags, files: chosen, maxMatches: MAX_MATCHES, maxFileBytes: MAX_SEARCH_FILE_BYTES}
+      // A regular expression (or a glob, compiled to one) can backtrack for hours on one line: the search runs in a worker ended at a deadline.
+      const found = await inWorker<SearchFound>(job, place.signal)
       if (typeof found === 'string') return failed(found)
       const {truncated} = found
       // Redacted before it is cut, so a secret across the cut is not half shown.
