@@ -9,7 +9,7 @@ import {execFileSync, spawn} from 'node:child_process'
 import http from 'node:http'
 import type {AddressInfo} from 'node:net'
 import {existsSync} from 'node:fs'
-import {mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
@@ -76,6 +76,15 @@ describe('pipe test (CLI)', function () {
     expect(r.stdout).not.to.contain('✗')
     // Nothing of the runs is left in the checkout: each test had its own store and workspace.
     expect(existsSync(path.join(repoRoot, 'published', 'store'))).to.equal(false)
+  })
+
+  it('the shipped model-driven tests pass from a checkout anywhere: no request in a cassette names where the checkout is', async () => {
+    await cp(path.join(repoRoot, 'examples'), path.join(dir, 'examples'), {recursive: true})
+    await cp(path.join(repoRoot, 'pipelines'), path.join(dir, 'pipelines'), {recursive: true})
+    const r = await pipe(['test', 'pipelines/default-openai.pipe-test.yaml', 'examples/triage'], {cwd: dir, env: home(), timeoutMs: 120000})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(r.stdout).to.match(/^Tests: \d+ passed, \d+ total/m)
+    for (const cassette of ['pipelines/cassettes/default-openai.jsonl', 'examples/triage/cassettes/triage.jsonl']) expect(await readFile(path.join(repoRoot, cassette), 'utf8')).not.to.contain(repoRoot)
   })
 
   it('reports each kind of expectation that fails, with expected and actual, and exits 1', async () => {

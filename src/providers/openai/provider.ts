@@ -3,6 +3,7 @@
  * Ollama, vLLM, llama.cpp's server). Each reply is checked against the step's output schema with
  * ajv; an invalid reply is sent back with its errors for a bounded number of repairs.
  */
+import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {check, describeErrors, loadSchema, type ModelSchemaName} from '../../schema/registry.js'
 import type {ApplyAnswersReply} from '../../types/model-apply-answers.js'
@@ -20,6 +21,16 @@ import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from 
 interface CallOverrides {
   model?: string
   temperature?: number
+}
+
+
+/**
+ * How the prompt names the requirement's source: a file by its name only. Its absolute path would
+ * make the request (and so its key in a cassette) differ in every checkout and every temporary
+ * workspace, and tells the model nothing; records keep the full reference.
+ */
+export function promptRef(ref: string): string {
+  return ref.startsWith('file://') ? `file://${path.posix.basename(ref.slice('file://'.length))}` : ref
 }
 
 export interface OpenAIOptions {
@@ -154,7 +165,7 @@ export class OpenAIProvider implements Provider {
 
   async compile(request: CompileRequest, call: ChatCall): Promise<ModelReply<CompileOutput>> {
     const previous = request.previous ? `The spec so far (keep what it has unless the requirement contradicts it):\n${json(request.previous)}` : ''
-    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: request.sourceRef, previous_spec: previous}), call)
+    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: promptRef(request.sourceRef), previous_spec: previous}), call)
     const body = emptyBody()
     body.goal = value.goal.trim()
     value.features.forEach((f, i) => body.features.push({id: `FR-${pad(i + 1)}`, title: f.title, priority: f.priority, source: 'model', ...(f.description ? {description: f.description} : {})}))
