@@ -1,4 +1,5 @@
 import {Args, Flags} from '@oclif/core'
+import {existsSync, statSync} from 'node:fs'
 import {mkdir} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -8,6 +9,7 @@ import {junitXml, renderSummary, renderTestLine, type TestReport} from '../cli/t
 import {discoverTestFiles} from '../engine/testing/discover.js'
 import {loadTests} from '../engine/testing/load.js'
 import {hermeticEnv, runTests} from '../engine/testing/run.js'
+import {PipeError} from '../errors.js'
 import {ExitCode} from '../exit-codes.js'
 import {kindCatalog} from '../steps/registry.js'
 import {writeFileAtomic} from '../util/fs.js'
@@ -50,6 +52,14 @@ Exit code 0 when every test passed, 1 when any failed.`
     }
     const files = await discoverTestFiles(argv as string[], cwd)
     const tests = await loadTests(files.map(display), flags.filter, {recording: flags.record})
+    // A report path that cannot be written is found before the tests run, not after.
+    const junit = flags.junit === undefined ? undefined : path.resolve(cwd, flags.junit)
+    if (junit !== undefined) {
+      await mkdir(path.dirname(junit), {recursive: true}).catch((error: NodeJS.ErrnoException) => {
+        throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit}: cannot create its directory ${path.dirname(junit)} (${error.code ?? error.message})`, {hint: 'Give --junit a file path in a directory that exists or can be created.'})
+      })
+      if (existsSync(junit) && !statSync(junit).isFile()) throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit} is not a file`, {hint: 'Give --junit a file path (it is replaced).'})
+    }
     const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))
     const out = (text: string): void => {
       // With --json stdout holds only the document; the lines go to stderr.
@@ -84,11 +94,7 @@ Exit code 0 when every test passed, 1 when any failed.`
     }
     const notRun = tests.length - ran.length
     out(renderSummary(report).replace(/\n$/, notRun > 0 ? `; ${notRun} not run (--bail)\n` : '\n'))
-    if (flags.junit) {
-      const file = path.resolve(cwd, flags.junit)
-      await mkdir(path.dirname(file), {recursive: true})
-      await writeFileAtomic(file, junitXml(report))
-    }
+    if (junit !== undefined) await writeFileAtomic(junit, junitXml(report))
     if (report.failed > 0) process.exitCode = ExitCode.FAILED
     return report
   }

@@ -72,6 +72,19 @@ function commonDir(paths: readonly string[]): string {
   return root
 }
 
+/** The git work tree holding `dir` (the nearest directory up with a .git), else `dir` itself. */
+function repositoryOf(dir: string): string {
+  for (let d = dir; ; d = path.dirname(d)) {
+    if (existsSync(path.join(d, '.git'))) return d
+    if (d === path.dirname(d)) return dir
+  }
+}
+
+function inside(root: string, file: string): boolean {
+  const relative = path.relative(root, file)
+  return relative !== '' && !relative.startsWith(`..${path.sep}`) && relative !== '..' && !path.isAbsolute(relative)
+}
+
 export interface LoadTestOptions {
   /** pipe test --record: a test's cassette may not exist yet (the run writes it). */
   recording?: boolean
@@ -88,6 +101,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
   const pipelines = new Map<string, Promise<{loaded?: LoadedPipeline; diagnostics: Diagnostic[]}>>()
   const names = new Map<string, number>()
   const tests: TestCase[] = []
+  const boundary = repositoryOf(dir)
 
   const existing = (segments: Segment[], value: string, what: string, kind: 'file' | 'dir' = 'file'): string | undefined => {
     const full = path.resolve(dir, value)
@@ -146,6 +160,9 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
     out.push(...(await checkExpect(source, i, test, loaded, catalog)))
     const setup = test.setup ?? data.setup
     const golden = test.expect.golden !== undefined ? path.resolve(dir, test.expect.golden) : undefined
+    // pipe test writes goldens (--update) and cassettes (--record): never outside the checkout the test file is in.
+    if (golden !== undefined && !inside(boundary, golden)) out.push(at(source, ['tests', i, 'expect', 'golden'], `golden ${test.expect.golden} is outside ${boundary} (${golden}); pipe test --update writes goldens only inside the repository of the test file`, 'file'))
+    if (options.recording && resolved.cassette !== undefined && !inside(boundary, resolved.cassette)) out.push(at(source, cassette!.segments, `cassette ${cassette!.value} is outside ${boundary} (${resolved.cassette}); pipe test --record writes cassettes only inside the repository of the test file`, 'file'))
     const named = [absolute, pipelineFile, ...Object.values(resolved).filter((v): v is string => typeof v === 'string')]
     tests.push({
       file: absolute,
@@ -167,7 +184,9 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
       root: commonDir(named),
     })
   }
-  if (out.length > 0) return {ok: false, diagnostics: sortDiagnostics(out)}
+  // A file-level setting that is wrong is wrong once, however many tests use it.
+  const unique = [...new Map(out.map((d) => [JSON.stringify(d), d])).values()]
+  if (unique.length > 0) return {ok: false, diagnostics: sortDiagnostics(unique)}
   return {ok: true, tests}
 }
 

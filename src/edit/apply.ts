@@ -55,24 +55,44 @@ function find(lines: string[], search: string[], replace: string[], from: number
   return null
 }
 
-function similarity(a: string, b: string): number {
-  const left = new Set(a.split(/\s+/).filter(Boolean))
-  const right = new Set(b.split(/\s+/).filter(Boolean))
-  if (left.size === 0 && right.size === 0) return 1
-  let shared = 0
-  for (const t of left) if (right.has(t)) shared++
-  return shared / Math.max(left.size, right.size)
-}
-
-/** The window of the file most like the SEARCH text, to show the author what is really there. */
+/**
+ * The window of the file most like the SEARCH text, to show the author what is really there. A
+ * window's score is the share of distinct white-space-separated tokens it has in common with the
+ * SEARCH text (of the larger token set); it is kept as the window slides one line at a time, so a
+ * big file and a long SEARCH cost lines + search, not their product.
+ */
 function nearest(lines: string[], search: string[]): BlockFailure['nearest'] {
   if (lines.length === 0) return undefined
   const size = Math.max(1, Math.min(search.length, lines.length))
-  const wanted = search.join('\n')
-  let best = {score: -1, start: 0}
-  for (let start = 0; start + size <= lines.length; start++) {
-    const score = similarity(lines.slice(start, start + size).join('\n'), wanted)
-    if (score > best.score) best = {score, start}
+  const right = new Set(search.join('\n').split(/\s+/).filter(Boolean))
+  const tokens = lines.map((line) => line.split(/\s+/).filter(Boolean))
+  // The window's distinct tokens with their counts, and how many of them the SEARCH text has.
+  const counts = new Map<string, number>()
+  let shared = 0
+  const add = (line: string[]): void => {
+    for (const t of line) {
+      const n = counts.get(t) ?? 0
+      counts.set(t, n + 1)
+      if (n === 0 && right.has(t)) shared++
+    }
+  }
+  const remove = (line: string[]): void => {
+    for (const t of line) {
+      const n = counts.get(t)!
+      if (n === 1) {
+        counts.delete(t)
+        if (right.has(t)) shared--
+      } else counts.set(t, n - 1)
+    }
+  }
+  const score = (): number => (counts.size === 0 && right.size === 0 ? 1 : shared / Math.max(counts.size, right.size))
+  for (let i = 0; i < size; i++) add(tokens[i]!)
+  let best = {score: score(), start: 0}
+  for (let start = 1; start + size <= lines.length; start++) {
+    remove(tokens[start - 1]!)
+    add(tokens[start + size - 1]!)
+    const now = score()
+    if (now > best.score) best = {score: now, start}
   }
   const from = Math.max(0, best.start - 2)
   const to = Math.min(lines.length, best.start + size + 2)

@@ -87,7 +87,7 @@ export interface ResumeOptions extends RunSettings {
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
   /** A person's yes or no to the tool call the run waits at (pipe confirm). */
-  confirm?: {decision: 'yes' | 'no'; note?: string}
+  confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
 }
 
 export interface RunOutcome {
@@ -291,6 +291,9 @@ export class Engine {
     if (options.confirm) {
       const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
       if (!action) throw new PipeError('E_STATE', `run ${runId} is not waiting for a confirmation`, {hint: `pipe runs show ${runId} shows its state.`})
+      if (options.confirm.call_id !== undefined && options.confirm.call_id !== action.call_id) {
+        throw new PipeError('E_STATE', `run ${runId} now waits for a confirmation of another call (${action.tool}, ${action.call_id}), not of ${options.confirm.call_id} this answer was for; nothing was decided`, {hint: `pipe runs show ${runId} shows the call it waits at now; answer it with pipe confirm ${runId} --yes or --no.`})
+      }
       const confirmation = {call_id: action.call_id, decision: options.confirm.decision, by: this.user, at, ...(options.confirm.note ? {note: options.confirm.note} : {})}
       await store.updateRun(runId, (r) => {
         r.confirmation = confirmation
@@ -678,7 +681,7 @@ export class Engine {
           attempt,
           at: this.now().toISOString(),
           ...(error.hint ? {hint: redact(error.hint)} : {}),
-          ...(error.details ? {details: JSON.parse(redact(JSON.stringify(error.details))) as Record<string, unknown>} : {}),
+          ...(error.details ? {details: redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>)} : {}),
         })
         if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
         const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())

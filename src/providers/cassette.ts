@@ -16,7 +16,7 @@
  */
 import {createHash} from 'node:crypto'
 import {existsSync} from 'node:fs'
-import {mkdir, readFile} from 'node:fs/promises'
+import {mkdir, readFile, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
@@ -114,7 +114,8 @@ function configError(file: string, line: number, message: string, hint: string):
 
 /** Reads a cassette's text; anything that is not a cassette of this version is E_CONFIG at its line. */
 export function parseCassette(text: string, file: string): CassetteContents {
-  const lines = text.split('\n')
+  // An editor may have saved it with a byte order mark; it is not part of the first line's JSON.
+  const lines = text.replace(/^\uFEFF/, '').split('\n')
   if (lines.at(-1) === '') lines.pop()
   const rerecord = `Record it again with pipe run ... --record ${file}, or restore it from version control.`
   if (lines.length === 0) throw configError(file, 1, 'the cassette is empty (no header line)', rerecord)
@@ -138,14 +139,27 @@ export function parseCassette(text: string, file: string): CassetteContents {
     } else if (type !== 'interaction') {
       throw configError(file, n, type === 'header' ? 'a second header line' : 'not an interaction line ({"type":"interaction",...})', rerecord)
     }
-    const result = check('cassette', value)
+    let result: ReturnType<typeof check>
+    try {
+      result = check('cassette', value)
+    } catch (error) {
+      // JSON.parse takes any depth, the schema check and the key's hash recurse: a line nested past the stack is refused, not a crash.
+      if (error instanceof RangeError) throw configError(file, n, 'the line is nested too deeply to be a model request and reply', rerecord)
+      throw error
+    }
     if (!result.valid) throw configError(file, n, `does not match the cassette schema (schemas/cassette.schema.json): ${describeErrors(result.errors)}`, rerecord)
     if (i === 0) {
       note = (value as {note?: string}).note
       return
     }
     const entry = value as Interaction
-    const actual = requestKey(entry.request as ChatRequest)
+    let actual: string
+    try {
+      actual = requestKey(entry.request as ChatRequest)
+    } catch (error) {
+      if (error instanceof RangeError) throw configError(file, n, 'the line is nested too deeply to be a model request and reply', rerecord)
+      throw error
+    }
     if (actual !== entry.key) throw configError(file, n, `the key ${entry.key} is not the hash of the line's request (${actual}); the request was edited`, rerecord)
     interactions.set(entry.key, entry)
   })
@@ -175,8 +189,12 @@ export class Cassette {
     const file = path.resolve(options.file)
     let text: string | null = null
     try {
+      // Only a regular file: reading a FIFO (or a device) would wait for a writer forever.
+      const info = await stat(file)
+      if (!info.isFile()) throw new PipeError('E_CONFIG', `the cassette ${file} is not a regular file (it is a ${info.isDirectory() ? 'directory' : 'FIFO, socket or device'})`, {hint: 'Give --record or --replay the path of a cassette file (JSON Lines).'})
       text = await readFile(file, 'utf8')
     } catch (error) {
+      if (error instanceof PipeError) throw error
       const code = (error as NodeJS.ErrnoException).code
       if (code !== 'ENOENT') throw new PipeError('E_CONFIG', `cannot read the cassette ${file} (${code ?? String(error)})`, {hint: 'Check the path and its permissions.'})
       if (options.mode === 'replay') {

@@ -37,6 +37,8 @@ import {outputsOf} from './outputs.js'
 import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
 
 export const DEFAULT_MAX_TURNS = 20
+/** Tool calls of one reply that are run; the rest are answered with an error, unrun. */
+export const MAX_CALLS_PER_REPLY = 50
 const GIVE_UP = 'give_up'
 
 type AgentStep = StepOf<'agent'>
@@ -155,8 +157,26 @@ function readReply(reply: ChatReply, protocol: Protocol, turn: number): Reading 
   return {unreadable: `the reply has none of "tool", "final" or "${GIVE_UP}"`}
 }
 
+/**
+ * The calls with ids no earlier call of the conversation (or of the reply) has: a model that
+ * numbers its calls afresh each reply (call_0 every time) would otherwise have a later call taken
+ * for one already confirmed, run or interrupted. Renamed in the transcript too, so every result
+ * still answers its call.
+ */
+function withUniqueIds(calls: ToolCall[], messages: readonly ChatMessage[], turn: number): ToolCall[] {
+  const used = new Set(messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.id) : [])))
+  return calls.map((call, i) => {
+    let id = call.id || `call_${turn}_${i + 1}`
+    if (used.has(id)) id = `${id}_t${turn}_${i + 1}`
+    while (used.has(id)) id = `${id}_`
+    used.add(id)
+    return id === call.id ? call : {...call, id}
+  })
+}
+
 function resultMessage(protocol: Protocol, call: ToolCall, content: Record<string, unknown>): ChatMessage {
-  const text = redact(JSON.stringify(content))
+  // Masked value by value: in the JSON text a secret with a quote or a backslash is escaped, and would not be found.
+  const text = JSON.stringify(redactDeep(content))
   return protocol === 'native' ? {role: 'tool', tool_call_id: call.id, content: text} : {role: 'user', content: `Result of ${call.function.name} (${call.id}):\n${text}`}
 }
 
@@ -370,10 +390,19 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
     s.usage.prompt_tokens += reply.usage?.prompt_tokens ?? 0
     s.usage.completion_tokens += reply.usage?.completion_tokens ?? 0
     const reading = readReply(reply, s.protocol, s.turns)
-    s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && reply.message.tool_calls?.length ? {tool_calls: reply.message.tool_calls} : {})}))
+    if ('calls' in reading) reading.calls = withUniqueIds(reading.calls, s.messages, s.turns)
+    const toolCalls = 'calls' in reading ? reading.calls : reply.message.tool_calls
+    s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && toolCalls?.length ? {tool_calls: toolCalls} : {})}))
     if ('calls' in reading) {
       // The state is a record too; the model never saw a secret, so masking its arguments changes nothing it asked for.
-      s.pending = redactDeep(reading.calls)
+      const calls = redactDeep(reading.calls)
+      s.pending = calls.slice(0, MAX_CALLS_PER_REPLY)
+      // max_turns bounds the replies; this bounds what one reply can make pipe do (and the transcript it grows).
+      for (const extra of calls.slice(MAX_CALLS_PER_REPLY)) {
+        const why = `not run: one reply may call at most ${MAX_CALLS_PER_REPLY} tools; call it again in a later reply if it is still needed`
+        s.calls.push({call_id: extra.id, turn: s.turns, name: extra.function.name, duration_ms: 0, arguments: safeParse(extra.function.arguments), decision: 'invalid', ok: false, summary: why, cache_hit: false})
+        s.messages.push(resultMessage(s.protocol, extra, {error: why}))
+      }
       await save()
       continue
     }

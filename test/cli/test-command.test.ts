@@ -5,13 +5,13 @@
  * (validated against a JUnit XSD with xmllint), and tests running at once in separate stores.
  */
 import {expect} from 'chai'
-import {execFileSync} from 'node:child_process'
+import {execFileSync, spawn} from 'node:child_process'
 import http from 'node:http'
 import type {AddressInfo} from 'node:net'
 import {existsSync} from 'node:fs'
-import {readFile, readdir, rm, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
 interface Report {
   passed: number
@@ -76,6 +76,15 @@ describe('pipe test (CLI)', function () {
     expect(r.stdout).not.to.contain('✗')
     // Nothing of the runs is left in the checkout: each test had its own store and workspace.
     expect(existsSync(path.join(repoRoot, 'published', 'store'))).to.equal(false)
+  })
+
+  it('the shipped model-driven tests pass from a checkout anywhere: no request in a cassette names where the checkout is', async () => {
+    await cp(path.join(repoRoot, 'examples'), path.join(dir, 'examples'), {recursive: true})
+    await cp(path.join(repoRoot, 'pipelines'), path.join(dir, 'pipelines'), {recursive: true})
+    const r = await pipe(['test', 'pipelines/default-openai.pipe-test.yaml', 'examples/triage', 'examples/release-notes', 'examples/coding-agent'], {cwd: dir, env: home(), timeoutMs: 240000})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(r.stdout).to.match(/^Tests: 8 passed, 8 total/m)
+    for (const cassette of ['pipelines/cassettes/default-openai.jsonl', 'examples/triage/cassettes/triage.jsonl', 'examples/release-notes/cassettes/release-notes.jsonl', 'examples/coding-agent/cassettes/coding-agent.jsonl']) expect(await readFile(path.join(repoRoot, cassette), 'utf8')).not.to.contain(repoRoot)
   })
 
   it('reports each kind of expectation that fails, with expected and actual, and exits 1', async () => {
@@ -236,6 +245,52 @@ tests:
     expect((await pipe(['test'], {cwd: dir, env: home()})).code).to.equal(0)
   })
 
+  it('refuses a golden (and, with --record, a cassette) outside the test file\'s repository: --update writes nothing there', async () => {
+    await mkdir(path.join(dir, 'sub'))
+    await file('sub/flow.yaml', FLOW)
+    const outside = path.join(dir, 'abs.golden.json')
+    await file(
+      'sub/out.pipe-test.yaml',
+      `version: 1\npipeline: flow.yaml\ntests:\n  - name: up\n    inputs: {n: 7}\n    expect: {status: succeeded, golden: ../up.golden.json}\n  - name: absolute\n    inputs: {n: 7}\n    expect: {status: succeeded, golden: ${outside}}\n  - name: inside\n    inputs: {n: 7}\n    expect: {status: succeeded, golden: goldens/ok.json}\n`,
+    )
+    const r = await pipe(['test', 'sub/out.pipe-test.yaml', '--update'], {cwd: dir, env: home()})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    expect(r.stderr).to.match(/out\.pipe-test\.yaml:6:\d+ .*golden \.\.\/up\.golden\.json is outside/)
+    expect(r.stderr).to.match(/out\.pipe-test\.yaml:9:\d+ .*golden .*abs\.golden\.json is outside/)
+    expect(existsSync(path.join(dir, 'up.golden.json'))).to.equal(false)
+    expect(existsSync(outside)).to.equal(false)
+    await file('sub/cas.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ncassette: ../c.jsonl\ntests:\n  - {name: c, inputs: {n: 7}, expect: {status: succeeded}}\n')
+    const recorded = await pipe(['test', 'sub/cas.pipe-test.yaml', '--record'], {cwd: dir, env: home()})
+    expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(2)
+    expect(recorded.stderr).to.contain('cassette ../c.jsonl is outside')
+    expect(existsSync(path.join(dir, 'c.jsonl'))).to.equal(false)
+  })
+
+  it('--junit to a path that cannot be written is a usage error before any test runs', async () => {
+    await file('flow.yaml', FLOW)
+    await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - {name: big, inputs: {n: 7}, expect: {status: succeeded}}\n')
+    await file('plain.txt', 'a file\n')
+    await mkdir(path.join(dir, 'reports'))
+    for (const [target, message] of [
+      ['plain.txt/report.xml', 'cannot create its directory'],
+      ['reports', 'is not a file'],
+    ] as const) {
+      const r = await pipe(['test', 'flow.pipe-test.yaml', '--junit', target], {cwd: dir, env: home()})
+      expect(r.code, r.stdout + r.stderr).to.equal(2)
+      expect(r.stderr).to.contain(message)
+      expect(r.stdout, 'no test ran').not.to.contain('big')
+    }
+  })
+
+  it('reports a bad file-level pipeline once, not once per test using it', async () => {
+    await file('broken.yaml', 'version: 1\nname: broken\nsteps:\n  - {id: a, kind: end, status: succeeded}\n  - {id: b, kind: end, status: succeeded}\n')
+    await file('two.pipe-test.yaml', 'version: 1\npipeline: broken.yaml\ntests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n')
+    const r = await pipe(['test', 'two.pipe-test.yaml'], {cwd: dir, env: home()})
+    expect(r.code, r.stderr).to.equal(2)
+    expect(r.stderr.match(/pipeline broken\.yaml is not valid/g)).to.have.length(1)
+    expect(r.stderr).to.contain('unreachable')
+  })
+
   it('--json prints one document with each test, its status, duration and failures; --junit writes XML that validates against the JUnit XSD', async () => {
     await file('flow.yaml', FLOW)
     await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - name: passes <&>\n    inputs: {n: 6}\n    expect: {status: succeeded}\n  - name: fails "quoted"\n    expect: {status: succeeded, assert: ["${{ inputs.n < 0 }}"]}\n')
@@ -333,14 +388,6 @@ tests:
     expect((await readdir(fixture)).sort()).to.deep.equal(['data.txt', 'policy.yaml'])
   })
 
-  it('the shipped cassettes replay from a checkout at another path: no request quotes where the checkout lives', async () => {
-    const {cp} = await import('node:fs/promises')
-    for (const part of ['examples', 'pipelines']) await cp(path.join(repoRoot, part), path.join(dir, 'elsewhere', part), {recursive: true})
-    const r = await pipe(['test', 'examples/triage', 'examples/release-notes', 'pipelines/default-openai.pipe-test.yaml'], {cwd: path.join(dir, 'elsewhere'), env: home(), timeoutMs: 120000})
-    expect(r.code, r.stdout + r.stderr).to.equal(0)
-    expect(r.stdout).to.match(/^Tests: 7 passed, 7 total/m)
-  })
-
   it('runs setup commands without a shell and with a fixed git identity and date: the same commit id in every test; a failing one fails its test before the run', async () => {
     await file('log.yaml', 'version: 1\nname: log\nsteps:\n  - {id: head, kind: command, run: [git, rev-parse, HEAD], parse: text}\n')
     await file('policy.yaml', `version: 1\nallowed_commands:\n  - [git, rev-parse, HEAD]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
@@ -364,6 +411,43 @@ tests:
     expect(broken.run, 'no run started').to.equal(undefined)
     expect(broken.failures[0]!.message).to.contain('setup command failed: git no-such-subcommand')
     for (const t of report.tests) if (t.kept) await rm(t.kept, {recursive: true, force: true})
+  })
+
+  it('Ctrl-C during a setup command that hangs kills its whole process tree: the test fails as interrupted, no temporary directory is left', async () => {
+    const tmp = path.join(dir, 'tmp')
+    await mkdir(tmp)
+    const pidFile = path.join(dir, 'sleeper.pid')
+    await file('flow.yaml', FLOW)
+    // The shell waits on a child of its own, which holds the output pipes: killing the shell alone would leave both.
+    await file('hang.pipe-test.yaml', `version: 1\npipeline: flow.yaml\nsetup:\n  - [sh, -c, "sleep 300 & echo $! > ${pidFile}; wait"]\ntests:\n  - name: hangs in setup\n    inputs: {n: 9}\n    expect: {status: succeeded}\n`)
+    const env: NodeJS.ProcessEnv = {...process.env, ...home(), TMPDIR: tmp, NO_COLOR: '1'}
+    delete env.PIPE_STORE
+    const child = spawn(process.execPath, [bin, 'test', 'hang.pipe-test.yaml'], {cwd: dir, env})
+    let out = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d))
+    const closed = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+    const killer = setTimeout(() => child.kill('SIGKILL'), 120000)
+    // Wait for the setup's grandchild to exist.
+    while (!existsSync(pidFile) || (await readFile(pidFile, 'utf8')).trim() === '') await new Promise((resolve) => setTimeout(resolve, 50))
+    const sleeper = Number((await readFile(pidFile, 'utf8')).trim())
+    child.kill('SIGINT')
+    const code = await closed
+    clearTimeout(killer)
+    const alive = (pid: number): boolean => {
+      try {
+        // A zombie has ended; only its parent (init, here) has yet to reap it.
+        return !/^\d+ \(.*\) Z/.test(execFileSync('cat', [`/proc/${pid}/stat`], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore']}))
+      } catch {
+        return false
+      }
+    }
+    if (alive(sleeper)) process.kill(sleeper, 'SIGKILL')
+    expect(code, out).to.equal(1)
+    expect(out).to.match(/✗ hang\.pipe-test\.yaml › hangs in setup/).and.contain('pipe test was interrupted')
+    expect(out).not.to.contain('quitting now')
+    expect(alive(sleeper), 'the setup command\'s child was killed').to.equal(false)
+    expect(await readdir(tmp)).to.deep.equal([])
   })
 
   it('--record fills a missing cassette from the endpoint in the environment (with its note, no key in it); the tests then pass from it with the endpoint gone', async () => {

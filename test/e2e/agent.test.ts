@@ -230,6 +230,60 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(again.stderr).to.contain('not waiting for a confirmation')
   })
 
+  it('a yes given for one call never decides another: a confirm overtaken by a second one that moved the run on is E_STATE, and nothing runs', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'a1', name: 'run_command', arguments: {command: 'node test.js'}}]},
+      {tool_calls: [{id: 'b2', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {content: 'done'},
+    )
+    const paused = json<RunJson>(await run(file))
+    expect(paused.pending?.action?.call_id).to.equal('a1')
+    // A --yes for a1 stops right after it saw the run waiting for a1 ...
+    const gate = path.join(dir, 'gate')
+    await mkdir(gate)
+    const held = pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: {...env(), PIPE_FAULT_PAUSE_AT: 'confirm-checked', PIPE_FAULT_PAUSE_DIR: gate}, timeoutMs: 120000})
+    let over = false
+    void held.then(() => (over = true))
+    while (!over && !(await readdir(gate)).some((n) => n.startsWith('reached.'))) await new Promise((resolve) => setTimeout(resolve, 50))
+    // ... while a --no for a1 gets there first: the model is told, and asks for b2.
+    const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stderr).to.equal(10)
+    expect(json<RunJson>(refused).pending?.action?.call_id).to.equal('b2')
+    await writeFile(path.join(gate, 'go'), '')
+    const late = await held
+    expect(late.code, late.stdout + late.stderr).to.equal(2)
+    expect(json<RunJson>(late).error?.message).to.contain('another call').and.contain('b2').and.contain('a1')
+    expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+    const shown = json<RunJson>(await pipe(['runs', 'show', paused.run_id, '--json'], {cwd: repo, env: env()}))
+    expect(shown.status).to.equal('awaiting_input')
+  })
+
+  it('a model that numbers its calls afresh each reply (the same id again) still gets each call confirmed and run once', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'call_0', name: 'run_command', arguments: {command: 'node test.js'}}]},
+      {tool_calls: [{id: 'call_0', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {content: 'done'},
+    )
+    const paused = json<RunJson>(await run(file))
+    const first = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(first.code, first.stderr).to.equal(10)
+    const second = json<RunJson>(first).pending?.action
+    expect(second?.argv).to.deep.equal([['node', 'mark.js']])
+    expect(second?.call_id).to.not.equal('call_0')
+    const done = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(done.code, done.stdout + done.stderr).to.equal(0)
+    expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
+    // Each result answers its own call in what the model is sent.
+    const last = server.requests[2]!.body.messages
+    const ids = last.flatMap((m) => (m.tool_calls ?? []).map((c) => c.id))
+    expect(new Set(ids).size).to.equal(2)
+    expect(last.filter((m) => m.role === 'tool').map((m) => m.tool_call_id)).to.deep.equal(ids)
+  })
+
   it('asks at the terminal when it may prompt: the action shown, no with a note reaches the model', async () => {
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'i1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {content: 'left it'})
@@ -316,6 +370,43 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const leaking = []
     for (const f of files) if ((await readFile(f, 'utf8')).includes(token)) leaking.push(f)
     expect(leaking).to.deep.equal([])
+  })
+
+  it('masks a secret that has quotes and backslashes in a tool result (the nearest lines of a failed edit block), in requests and records', async () => {
+    const file = await setup()
+    // JSON writes it escaped (\" and \\): masking the JSON text of a result would not find it.
+    const token = 'tok"3f9a\\8b7c6d5e4f3a'
+    await writeFile(file, (await readFile(file, 'utf8')).replace('name: agent\n', 'name: agent\nsecrets: [API_TOKEN]\n'))
+    await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
+    const block = 'deploy.cfg\n<<<<<<< SEARCH\ntoken=wrong\n=======\ntoken=right\n>>>>>>> REPLACE\n'
+    server.script('fix', {tool_calls: [{id: 'e', name: 'apply_edit_blocks', arguments: {blocks: block}}]}, {content: 'done'})
+    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), API_TOKEN: token}, timeoutMs: 120000})
+    expect(result.code, result.stderr).to.equal(0)
+    const sent = toolResults(server.requests[1]!)['e']!
+    expect(sent, 'the failed block came back with the nearest lines').to.contain('nearest').and.contain('[REDACTED]')
+    expect(sent).not.to.contain('3f9a')
+    const store = path.join(repo, '.pipe')
+    const files = (await readdir(store, {recursive: true, withFileTypes: true})).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+    const leaking = []
+    for (const f of files) if ((await readFile(f, 'utf8')).includes('3f9a')) leaking.push(f)
+    expect(leaking).to.deep.equal([])
+  })
+
+  it('runs at most 50 tool calls of one reply; the rest are answered with an error, unrun', async () => {
+    const file = await setup()
+    const calls = Array.from({length: 60}, (_, i) => ({id: `c${i}`, name: 'apply_edit_blocks', arguments: {blocks: `new${i}.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n`}}))
+    server.script('fix', {tool_calls: calls}, {content: 'done'})
+    const result = await run(file)
+    expect(result.code, result.stderr).to.equal(0)
+    const created = (await readdir(repo)).filter((n) => /^new\d+\.txt$/.test(n))
+    expect(created).to.have.length(50)
+    expect(existsSync(path.join(repo, 'new50.txt'))).to.equal(false)
+    // Every call of the reply got its result (the endpoint requires one per call id).
+    const results = toolResults(server.requests[1]!)
+    expect(Object.keys(results)).to.have.length(60)
+    expect(results['c59']).to.contain('at most 50 tools').and.contain('not run')
+    const [snap] = await snapshots(json<RunJson>(result).run_id)
+    expect(snap!.tool_calls!.filter((c) => c.decision === 'invalid').map((c) => c.call_id)).to.deep.equal(calls.slice(50).map((c) => c.id))
   })
 
   it('ends gave_up at max_turns; the unrouted failure fails the run', async () => {

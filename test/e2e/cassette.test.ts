@@ -395,6 +395,34 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(await readdir(path.join(dir, '.pipe', 'runs')).catch(() => [])).to.deep.equal([])
   })
 
+  it('refuses a cassette path that is a FIFO or a directory, and a line nested too deeply, without hanging or crashing; reads one saved with a BOM or CRLF', async () => {
+    const file = await fixture()
+    const fifo = path.join(dir, 'fifo.jsonl')
+    execFileSync('mkfifo', [fifo])
+    await mkdir(path.join(dir, 'folder.jsonl'))
+    const deep = path.join(dir, 'deep.jsonl')
+    const nested = `${'['.repeat(100000)}${']'.repeat(100000)}`
+    await writeFile(deep, `{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:${'a'.repeat(64)}","step":"draft","request":{"model":"m","messages":[],"response_format":{"type":"json_object","x":${nested}}},"reply":{"model":"m","finish_reason":"stop","message":{"role":"assistant","content":"{}"}}}\n`)
+    for (const [flag, given, pattern] of [
+      ['--replay', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
+      ['--record', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
+      ['--replay', path.join(dir, 'folder.jsonl'), /folder\.jsonl is not a regular file \(it is a directory\)/],
+      ['--replay', deep, /deep\.jsonl:2: the line is nested too deeply/],
+    ] as const) {
+      const result = await runIn(file, [flag, given])
+      expect(result.code, `${flag} ${given}: ${result.stderr}`).to.equal(2)
+      const error = json<{error: {code: string; message: string}}>(result).error
+      expect(error.code).to.equal('E_CONFIG')
+      expect(error.message).to.match(pattern)
+    }
+    // A cassette an editor saved with a byte order mark and CRLF line ends still reads.
+    const plain = await fixture('  - {id: done, kind: end, status: succeeded}\n')
+    const bom = path.join(dir, 'bom.jsonl')
+    await writeFile(bom, '\uFEFF{"type":"header","format":"pipe-cassette/1"}\r\n')
+    const replayed = await runIn(plain, ['--replay', bom])
+    expect(replayed.code, replayed.stderr).to.equal(0)
+  })
+
   it('--cache reuse answers a request the store answered before: no request reaches the server, the snapshot says cache', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)})

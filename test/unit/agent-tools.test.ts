@@ -126,6 +126,80 @@ describe('agent tools on a real directory', () => {
     for (const tool of TOOLS) if (tool.name !== 'run_command' && tool.name !== 'apply_edit_blocks') expect(resultProblems(tool, (await tool.run({path: 'src/a.js', pattern: '*', query: 'a'}, place())).result), tool.name).to.equal(null)
   })
 
+  it('ends a search whose regular expression backtracks catastrophically, instead of hanging the run', async function () {
+    this.timeout(120000)
+    await writeFile(path.join(root, 'src', 'b.txt'), `${'a'.repeat(40)}!\n`)
+    const out = await toolNamed('search_text')!.run({query: '(a+)+$', regex: true}, place())
+    expect(out.ok).to.equal(false)
+    expect(out.result['error']).to.match(/ran over \d+ s and was ended/)
+    // The tool still answers afterwards: the worker is gone, not the process.
+    const again = await toolNamed('search_text')!.run({query: 'a{3}!', regex: true}, place())
+    expect(again.result['matches']).to.deep.equal([`src/b.txt:1:${'a'.repeat(40)}!`])
+  })
+
+  it('ends a find_files whose glob (compiled to a regular expression) backtracks catastrophically, instead of hanging the run', async function () {
+    this.timeout(120000)
+    await writeFile(path.join(root, 'a'.repeat(40)), 'x\n')
+    const out = await toolNamed('find_files')!.run({pattern: '(a+)+!'}, place())
+    expect(out.ok).to.equal(false)
+    expect(out.result['error']).to.match(/matching the glob "\(a\+\)\+!" ran over \d+ s and was ended/)
+    const again = await toolNamed('find_files')!.run({pattern: 'src/*.js'}, place())
+    expect(again.result).to.deep.equal({files: ['src/a.js'], truncated: false})
+    const relative = await toolNamed('find_files')!.run({pattern: '*.js', path: 'src'}, place())
+    expect(relative.result).to.deep.equal({files: ['src/a.js'], truncated: false})
+    const globbed = await toolNamed('search_text')!.run({query: 'const', glob: 'src/**'}, place())
+    expect(globbed.result['matches']).to.have.length(2)
+  })
+
+  it('redacts a secret in a long matching line before cutting the line, so no part of it shows', async () => {
+    process.env['PIPE_TEST_TOOLS_TOKEN'] = 'TOPSECRETVALUE123'
+    try {
+      await writeFile(path.join(root, 'src', 'long.txt'), `${'x'.repeat(295)}TOPSECRETVALUE123 tail\n`)
+      const out = await toolNamed('search_text')!.run({query: 'tail'}, place())
+      const [line] = out.result['matches'] as string[]
+      expect(line).to.match(/^src\/long\.txt:1:x+\[REDA…$/)
+      expect(line).not.to.contain('TOPSE')
+    } finally {
+      delete process.env['PIPE_TEST_TOOLS_TOKEN']
+    }
+  })
+
+  it('read_file shows the beginning of a line longer than its 64 KiB budget (a minified bundle), not nothing', async () => {
+    await writeFile(path.join(root, 'src', 'bundle.min.js'), `${'x'.repeat(200_000)}\nsecond\n`)
+    const out = await toolNamed('read_file')!.run({path: 'src/bundle.min.js'}, place())
+    expect(out.result).to.include({start_line: 1, end_line: 1, total_lines: 2, truncated: true})
+    const content = out.result['content'] as string
+    expect(content).to.match(/^1: x{1000}/).and.match(/… \[line cut\]\n$/)
+    expect(Buffer.byteLength(content)).to.be.at.most(64 * 1024)
+    const next = await toolNamed('read_file')!.run({path: 'src/bundle.min.js', start_line: 2}, place())
+    expect(next.result).to.include({content: '2: second\n', end_line: 2, total_lines: 2, truncated: false})
+  })
+
+  it('read_file counts and numbers lines as before across chunk boundaries, for files with and without a last newline, and empty ones', async () => {
+    const lines = Array.from({length: 30000}, (_, i) => `line ${i + 1} ${'é'.repeat(i % 7)}`)
+    await writeFile(path.join(root, 'src', 'many.txt'), `${lines.join('\n')}\n`)
+    const out = await toolNamed('read_file')!.run({path: 'src/many.txt', start_line: 29999}, place())
+    expect(out.result).to.include({content: `29999: ${lines[29998]}\n30000: ${lines[29999]}\n`, total_lines: 30000, end_line: 30000, truncated: false})
+    const first = await toolNamed('read_file')!.run({path: 'src/many.txt'}, place())
+    expect(first.result['truncated']).to.equal(true)
+    expect((first.result['content'] as string).split('\n').slice(0, -1)).to.deep.equal(lines.slice(0, first.result['end_line'] as number).map((l, i) => `${i + 1}: ${l}`))
+    await writeFile(path.join(root, 'src', 'open.txt'), 'a\n\nb')
+    expect((await toolNamed('read_file')!.run({path: 'src/open.txt'}, place())).result).to.include({content: '1: a\n2: \n3: b\n', total_lines: 3})
+    await writeFile(path.join(root, 'src', 'empty.txt'), '')
+    expect((await toolNamed('read_file')!.run({path: 'src/empty.txt'}, place())).result).to.include({content: '1: \n', total_lines: 1})
+    await writeFile(path.join(root, 'src', 'bin.dat'), Buffer.concat([Buffer.alloc(100_000, 0x61), Buffer.from([0])]))
+    expect((await toolNamed('read_file')!.run({path: 'src/bin.dat'}, place())).result['error']).to.contain('binary')
+  })
+
+  it('find_files and search_text do not follow a directory link, so a link looping back up neither fails nor repeats files', async () => {
+    await symlink('..', path.join(root, 'src', 'up'))
+    await symlink('.', path.join(root, 'self'))
+    const found = await toolNamed('find_files')!.run({pattern: '**/*.js'}, place())
+    expect(found.result).to.deep.equal({files: ['src/a.js'], truncated: false})
+    const search = await toolNamed('search_text')!.run({query: 'const b'}, place())
+    expect(search.result).to.deep.equal({matches: ['src/a.js:2:const b = 2'], truncated: false})
+  })
+
   for (const given of ['../x.txt', '/etc/passwd', 'link/secret.txt', '.env']) {
     it(`denies ${given}`, async () => {
       const out = await toolNamed('read_file')!.run({path: given}, place())

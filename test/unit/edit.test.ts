@@ -1,6 +1,7 @@
 import {expect} from 'chai'
 import {readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
+import {planEdits} from '../../src/edit/apply.js'
 import {parseBlocks} from '../../src/edit/blocks.js'
 import {applyEditText, EditFailed, revertEdit} from '../../src/edit/workspace.js'
 import {DEFAULT_POLICY, policyFrom} from '../../src/policy/policy.js'
@@ -81,5 +82,47 @@ describe('edit blocks', () => {
     const again = await applyEditText(policy, dir, block('f.txt', 'b', 'B'))
     await writeFile(path.join(dir, 'f.txt'), 'someone else\n')
     await expectPipeError(revertEdit(policy, dir, again.files), 'E_CONFLICT')
+  })
+})
+
+describe('the nearest lines of a failed block', () => {
+  /** The window scoring as the first implementation did: each window's text split into tokens afresh. */
+  function naive(lines: string[], search: string[]): {from: number; to: number; text: string} | undefined {
+    if (lines.length === 0) return undefined
+    const similarity = (a: string, b: string): number => {
+      const left = new Set(a.split(/\s+/).filter(Boolean))
+      const right = new Set(b.split(/\s+/).filter(Boolean))
+      if (left.size === 0 && right.size === 0) return 1
+      let shared = 0
+      for (const t of left) if (right.has(t)) shared++
+      return shared / Math.max(left.size, right.size)
+    }
+    const size = Math.max(1, Math.min(search.length, lines.length))
+    let best = {score: -1, start: 0}
+    for (let start = 0; start + size <= lines.length; start++) {
+      const score = similarity(lines.slice(start, start + size).join('\n'), search.join('\n'))
+      if (score > best.score) best = {score, start}
+    }
+    const from = Math.max(0, best.start - 2)
+    const to = Math.min(lines.length, best.start + size + 2)
+    return {from: from + 1, to, text: lines.slice(from, to).join('\n')}
+  }
+
+  it('slides its window in linear time and picks the very window a full rescoring of each window picks', () => {
+    let seed = 7
+    const random = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % n
+    }
+    const words = ['a', 'b', 'c', 'return', 'x', '', '  ', 'if (y)', 'z\tw']
+    const line = (): string => Array.from({length: random(4)}, () => words[random(words.length)]).join(' ')
+    for (let round = 0; round < 300; round++) {
+      const file = Array.from({length: 1 + random(40)}, line)
+      const search = [...Array.from({length: 1 + random(8)}, line), 'no such line anywhere']
+      const text = `${file.join('\n')}\n`
+      const blocks = parseBlocks(`f.txt\n<<<<<<< SEARCH\n${search.join('\n')}\n=======\nq\n>>>>>>> REPLACE\n`)
+      const {failures} = planEdits(blocks, () => text)
+      expect(failures[0]?.nearest, `round ${round}`).to.deep.equal(naive(file.join('\n') === '' ? [] : file, search))
+    }
   })
 })

@@ -2,6 +2,7 @@
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {Store} from '../../store/store.js'
+import {faultPoint} from '../../util/faults.js'
 import type {RunOutcome} from '../engine.js'
 import type {SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
@@ -19,7 +20,11 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
     const what = record.status === 'awaiting_input' ? `it waits for ${record.pending?.kind ?? 'input'}` : `it is ${record.status}`
     throw new PipeError('E_STATE', `run ${options.runId} is not waiting for a confirmation (${what})`, {hint: `pipe runs show ${options.runId} shows its state.`})
   }
+  // The answer is for the call the person was shown: should the run have moved on to another call
+  // meanwhile (a second pipe confirm got there first), it must not decide that one.
+  const callId = record.pending.action?.call_id
+  faultPoint('confirm-checked')
   const {decision, note, ...rest} = options
-  return resumeSession({...rest, confirm: {decision, ...(note ? {note} : {})}})
+  return resumeSession({...rest, confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})}})
 }
 

@@ -24,7 +24,7 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   decision?: Decision
   note?: string
   /** A yes or no to the tool call the run waits at (pipe confirm). */
-  confirm?: {decision: 'yes' | 'no'; note?: string}
+  confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
 }
 
 export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {

@@ -5,12 +5,12 @@
  * that one test could change under another: each gets its own store (ids, locks, command slots),
  * workspace (published files, command output), and an explicit environment for provider selection.
  */
-import {execFile} from 'node:child_process'
+import {spawn} from 'node:child_process'
 import {cp, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import {isDeepStrictEqual, promisify} from 'node:util'
+import {isDeepStrictEqual} from 'node:util'
 import type {KindCatalog} from '../../config/pipeline.js'
 import type {TestCase} from '../../config/test-file.js'
 import {isPipeError} from '../../errors.js'
@@ -25,7 +25,6 @@ import {contextFor, evaluatorFor} from '../expressions.js'
 import {startSession} from '../sessions/start.js'
 import {goldenDiff, goldenText} from './golden.js'
 
-const execFileAsync = promisify(execFile)
 
 /** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
 export const TEST_USER = 'pipe-test'
@@ -120,7 +119,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
   try {
     if (test.workspace) await cp(test.workspace, workspace, {recursive: true})
     else await mkdir(workspace, {recursive: true})
-    for (const argv of test.setup ?? []) await runSetup(argv, workspace, options.env)
+    for (const argv of test.setup ?? []) await runSetup(argv, workspace, options.env, options.signal)
     let answers: string | undefined
     if (typeof test.answers === 'string') answers = test.answers
     else if (test.answers) {
@@ -203,16 +202,77 @@ const SETUP_GIT_ENV = {
   GIT_CONFIG_NOSYSTEM: '1',
 }
 
-async function runSetup(argv: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<void> {
+/** How long one setup command may run; what it prints is kept only as a tail this long. */
+const SETUP_TIMEOUT_MS = 60_000
+const SETUP_OUTPUT_TAIL = 64 * 1024
+
+/**
+ * Runs one setup command in its own process group: at the timeout or on Ctrl-C the whole group is
+ * killed (a child it started, holding the output pipes, would otherwise keep the test waiting),
+ * and only the tail of its output is kept, whatever it prints.
+ */
+async function runSetup(argv: string[], cwd: string, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<void> {
   const [command, ...args] = argv
   const shown = argv.map((a) => (/^[\w./=:@+-]+$/.test(a) ? a : JSON.stringify(a))).join(' ')
-  try {
-    await execFileAsync(command!, args, {cwd, env: {...env, ...SETUP_GIT_ENV}, timeout: 60_000, maxBuffer: 1024 * 1024, killSignal: 'SIGKILL'})
-  } catch (error) {
-    const failed = error as NodeJS.ErrnoException & {stderr?: string; killed?: boolean}
-    const why = failed.code === 'ENOENT' ? `${command} is not installed or not on PATH` : failed.killed ? 'it ran over 60 s' : (failed.stderr ?? '').trim().split('\n').slice(-5).join('\n') || failed.message
-    throw new Error(`setup command failed: ${shown}: ${why}`)
-  }
+  if (signal?.aborted) throw new Error(`setup command not run: ${shown}: pipe test was interrupted`)
+  const outcome = await new Promise<{code: number | null; error?: NodeJS.ErrnoException; why?: 'timeout' | 'interrupted'; stderr: string}>((resolve) => {
+    let stderr = ''
+    let why: 'timeout' | 'interrupted' | undefined
+    const child = spawn(command!, args, {cwd, env: {...env, ...SETUP_GIT_ENV}, detached: true, stdio: ['ignore', 'pipe', 'pipe']})
+    const killAll = (): void => {
+      if (child.pid === undefined) return
+      try {
+        process.kill(-child.pid, 'SIGKILL')
+      } catch {
+        // The group is gone already.
+      }
+    }
+    child.stdout.resume()
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString('utf8')).slice(-SETUP_OUTPUT_TAIL)
+    })
+    const timer = setTimeout(() => {
+      why = 'timeout'
+      killAll()
+    }, SETUP_TIMEOUT_MS)
+    const onAbort = (): void => {
+      why = 'interrupted'
+      killAll()
+    }
+    signal?.addEventListener('abort', onAbort, {once: true})
+    const done = (code: number | null, error?: NodeJS.ErrnoException): void => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+      resolve({code, stderr, ...(error ? {error} : {}), ...(why ? {why} : {})})
+    }
+    let drain: NodeJS.Timeout | undefined
+    child.once('error', (error) => {
+      clearTimeout(drain)
+      done(null, error)
+    })
+    child.once('exit', () => {
+      // What its group left running goes too; one that left the group may hold the pipes: they are cut.
+      killAll()
+      drain = setTimeout(() => {
+        child.stdout.destroy()
+        child.stderr.destroy()
+      }, 2000)
+    })
+    child.once('close', (code) => {
+      clearTimeout(drain)
+      done(code)
+    })
+  })
+  if (outcome.code === 0 && !outcome.why) return
+  const why =
+    outcome.error?.code === 'ENOENT'
+      ? `${command} is not installed or not on PATH`
+      : outcome.why === 'timeout'
+        ? `it ran over ${SETUP_TIMEOUT_MS / 1000} s`
+        : outcome.why === 'interrupted'
+          ? 'pipe test was interrupted'
+          : outcome.stderr.trim().split('\n').slice(-5).join('\n') || (outcome.error?.message ?? `it exited with ${outcome.code ?? 'a signal'}`)
+  throw new Error(`setup command failed: ${shown}: ${why}`)
 }
 
 /** Replay what the cassette has, record what it lacks; a missing cassette starts empty (concurrent tests may share one: writes merge under its lock). */

@@ -22,6 +22,7 @@ interface CallOverrides {
   temperature?: number
 }
 
+
 export interface OpenAIOptions {
   settings: ProviderSettings
   /** Where requests go: the live endpoint, or a recording or cache around it. */

@@ -5,9 +5,11 @@
  * every command goes through allowed_commands and the sandbox: the model touches files and
  * processes through these and nothing else.
  */
-import {existsSync, readdirSync, readFileSync, statSync} from 'node:fs'
+import {existsSync, lstatSync, readdirSync, statSync, type Stats} from 'node:fs'
+import {open} from 'node:fs/promises'
+import {createRequire} from 'node:module'
+import {StringDecoder} from 'node:string_decoder'
 import path from 'node:path'
-import picomatch from 'picomatch'
 import {compileOutputSchema, type OutputSchema} from '../../config/output-schema.js'
 import {applyEditText, EditFailed, revertEdit, type EditResult} from '../../edit/workspace.js'
 import {PipeError} from '../../errors.js'
@@ -85,8 +87,16 @@ function walk(place: ToolPlace, dir: string, out: string[], limit: number): bool
   for (const name of names) {
     const relative = dir === '.' ? name : `${dir}/${name}`
     if (!checkPath(place.policy, place.root, relative).allowed) continue
-    const info = statSync(path.join(full, name), {throwIfNoEntry: false})
+    // A link is not descended into (as ripgrep does not): a link to a directory above it would loop.
+    const own = lstatSync(path.join(full, name), {throwIfNoEntry: false})
+    let info: Stats | undefined
+    try {
+      info = own?.isSymbolicLink() ? statSync(path.join(full, name), {throwIfNoEntry: false}) : own
+    } catch {
+      info = undefined
+    }
     if (!info) continue
+    if (info.isDirectory() && own?.isSymbolicLink()) continue
     if (info.isDirectory()) {
       if (name === 'node_modules') continue
       if (!walk(place, relative, out, limit)) return false
@@ -137,16 +147,96 @@ const findFiles: AgentTool = {
   async run(args, place) {
     try {
       const dir = directoryOf(place, args['path'] as string | undefined)
-      const match = picomatch(args['pattern'] as string, {dot: true})
       const all: string[] = []
       const complete = walk(place, dir, all, 20000)
-      const files = all.filter((f) => match(f) || match(dir === '.' ? f : f.slice(dir.length + 1)))
+      // A glob is compiled to a regular expression, and one with groups can backtrack for hours: matched in the worker.
+      const found = await inWorker<{files: string[]}>({...NO_SEARCH, find: true, glob: args['pattern'] as string, dir, files: all.map((file) => ({file, full: ''}))}, place.signal)
+      if (typeof found === 'string') return failed(found)
+      const {files} = found
       const truncated = files.length > MAX_LIST || !complete
       return {ok: true, result: {files: files.slice(0, MAX_LIST), truncated}, summary: `${files.length} file(s) match ${args['pattern'] as string}`}
     } catch (error) {
       return denied(error) ?? failed((error as Error).message)
     }
   },
+}
+
+interface SearchJob {
+  /** find_files: only the files matching glob (also relative to dir) are answered. */
+  find: boolean
+  glob: string | null
+  dir: string
+  query: string
+  regex: boolean
+  flags: string
+  files: Array<{file: string; full: string}>
+  maxMatches: number
+  maxFileBytes: number
+}
+
+interface SearchFound {
+  matches: Array<{file: string; n: number; line: string}>
+  truncated: boolean
+}
+
+/**
+ * The search, as the source of a worker thread (plain JavaScript, self-contained): the files'
+ * lines tested against a literal or a regular expression, the first maxMatches answered.
+ */
+const SEARCH_WORKER = `
+const {parentPort, workerData: job} = require('node:worker_threads')
+const fs = require('node:fs')
+const only = job.glob === null ? null : require(job.picomatch)(job.glob, {dot: true})
+const inDir = (file) => (job.dir === '.' ? file : file.slice(job.dir.length + 1))
+const chosen = job.files.filter(({file}) => !only || only(file) || (job.find && only(inDir(file))))
+const re = job.regex ? new RegExp(job.query, job.flags) : null
+const needle = job.flags ? job.query.toLowerCase() : job.query
+const test = (line) => (re ? re.test(line) : (job.flags ? line.toLowerCase() : line).includes(needle))
+const matches = []
+let truncated = false
+search: for (const {file, full} of job.find ? [] : chosen) {
+  if (fs.statSync(full).size > job.maxFileBytes) continue
+  const bytes = fs.readFileSync(full)
+  if (bytes.includes(0)) continue
+  const lines = bytes.toString('utf8').split('\\n')
+  for (let i = 0; i < lines.length; i++) {
+    if (!test(lines[i])) continue
+    if (matches.length >= job.maxMatches) {
+      truncated = true
+      break search
+    }
+    matches.push({file, n: i + 1, line: lines[i]})
+  }
+}
+parentPort.postMessage(job.find ? {files: chosen.map(({file}) => file)} : {matches, truncated})
+`
+
+const PICOMATCH = createRequire(import.meta.url).resolve('picomatch')
+const NO_SEARCH = {query: '', regex: false, flags: '', maxMatches: 0, maxFileBytes: 0}
+
+/** How long a search may take before it is ended (a regular expression that backtracks catastrophically). */
+export const SEARCH_DEADLINE_MS = 10_000
+
+/** The search (or find_files' matching) in a worker thread, ended at the deadline or on abort: the answer, or why there is none. */
+async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | string> {
+  if (signal.aborted) return 'the search was stopped'
+  const {Worker} = await import('node:worker_threads')
+  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: {...job, picomatch: PICOMATCH}})
+  return new Promise((resolve) => {
+    const finish = (value: T | string): void => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
+      void worker.terminate()
+      resolve(value)
+    }
+    const what = job.find ? `matching the glob ${JSON.stringify(job.glob)}` : `the search for ${JSON.stringify(job.query)}`
+    const advice = job.find || job.glob !== null ? ' (a glob with groups or a regular expression that backtracks catastrophically?); simplify it' : job.regex ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string' : ''
+    const timer = setTimeout(() => finish(`${what} ran over ${SEARCH_DEADLINE_MS / 1000} s and was ended${advice}`), SEARCH_DEADLINE_MS)
+    const onAbort = (): void => finish('the search was stopped')
+    signal.addEventListener('abort', onAbort, {once: true})
+    worker.once('message', (found: T) => finish(found))
+    worker.once('error', (error) => finish(`the search failed: ${error.message}`))
+  })
 }
 
 const searchText: AgentTool = {
@@ -164,47 +254,100 @@ const searchText: AgentTool = {
     try {
       const dir = directoryOf(place, args['path'] as string | undefined)
       const query = args['query'] as string
+      const regex = args['regex'] === true
       const flags = args['ignore_case'] === true ? 'i' : ''
-      let test: (line: string) => boolean
-      if (args['regex'] === true) {
-        let re: RegExp
+      if (regex) {
         try {
-          re = new RegExp(query, flags)
+          new RegExp(query, flags)
         } catch (error) {
           return failed(`invalid regular expression: ${(error as Error).message}`)
         }
-        test = (line) => re.test(line)
-      } else {
-        const needle = flags ? query.toLowerCase() : query
-        test = (line) => (flags ? line.toLowerCase() : line).includes(needle)
       }
-      const only = typeof args['glob'] === 'string' ? picomatch(args['glob'], {dot: true}) : null
       const files: string[] = []
       walk(place, dir, files, 20000)
-      const matches: string[] = []
-      let truncated = false
-      for (const file of files) {
-        if (only && !only(file)) continue
-        const full = path.resolve(place.root, file)
-        if (statSync(full).size > MAX_SEARCH_FILE_BYTES) continue
-        const bytes = readFileSync(full)
-        if (bytes.includes(0)) continue
-        const lines = bytes.toString('utf8').split('\n')
-        for (const [i, line] of lines.entries()) {
-          if (!test(line)) continue
-          if (matches.length >= MAX_MATCHES) {
-            truncated = true
-            break
-          }
-          matches.push(`${file}:${i + 1}:${line.length > MAX_LINE_CHARS ? `${line.slice(0, MAX_LINE_CHARS)}…` : line}`)
-        }
-        if (truncated) break
-      }
-      return {ok: true, result: {matches: matches.map((m) => redact(m)), truncated}, summary: `${matches.length}${truncated ? '+' : ''} match(es) for ${JSON.stringify(query)}`}
+      const chosen = files.map((file) => ({file, full: path.resolve(place.root, file)}))
+      const job: SearchJob = {find: false, glob: typeof args['glob'] === 'string' ? args['glob'] : null, dir, query, regex, flags, files: chosen, maxMatches: MAX_MATCHES, maxFileBytes: MAX_SEARCH_FILE_BYTES}
+      // A regular expression (or a glob, compiled to one) can backtrack for hours on one line: the search runs in a worker ended at a deadline.
+      const found = await inWorker<SearchFound>(job, place.signal)
+      if (typeof found === 'string') return failed(found)
+      const {truncated} = found
+      // Redacted before it is cut, so a secret across the cut is not half shown.
+      const matches = found.matches.map((m) => {
+        const line = redact(m.line)
+        return `${m.file}:${m.n}:${line.length > MAX_LINE_CHARS ? `${line.slice(0, MAX_LINE_CHARS)}…` : line}`
+      })
+      return {ok: true, result: {matches, truncated}, summary: `${matches.length}${truncated ? '+' : ''} match(es) for ${JSON.stringify(query)}`}
     } catch (error) {
       return denied(error) ?? failed((error as Error).message)
     }
   },
+}
+
+/**
+ * Lines start..end of a file as read_file shows them ("N: text", masked), at most MAX_READ_BYTES,
+ * read in chunks: however big the file, or however long one line (a minified bundle), only what is
+ * shown is held. A line longer than the whole budget is shown cut. 'binary' when it has a NUL byte.
+ */
+async function readLines(file: string, start: number, end: number | undefined): Promise<'binary' | {total: number; content: string; last: number; truncated: boolean}> {
+  const handle = await open(file, 'r')
+  const decoder = new StringDecoder('utf8')
+  const buffer = Buffer.alloc(64 * 1024)
+  // Enough of one line to fill the budget, with room for a secret across its end to be masked whole.
+  const keep = MAX_READ_BYTES + 4096
+  let total = 0
+  let line = ''
+  let lineStarted = false
+  let content = ''
+  let used = 0
+  let last = start - 1
+  let truncated = false
+  const wanted = (n: number): boolean => n >= start && (end === undefined || n <= end)
+  const show = (text: string, n: number): void => {
+    if (truncated) return
+    const next = `${n}: ${redact(text)}\n`
+    const size = Buffer.byteLength(next)
+    if (used + size <= MAX_READ_BYTES) {
+      content += next
+      used += size
+      last = n
+      return
+    }
+    if (used === 0) {
+      // One line over the whole budget: its beginning, rather than nothing at all.
+      content = `${Buffer.from(next).subarray(0, MAX_READ_BYTES - 64).toString('utf8').replace(/\uFFFD$/, '')}… [line cut]\n`
+      last = n
+    }
+    truncated = true
+  }
+  try {
+    for (;;) {
+      const {bytesRead} = await handle.read(buffer, 0, buffer.length, null)
+      if (bytesRead === 0) break
+      const chunk = buffer.subarray(0, bytesRead)
+      if (chunk.includes(0)) return 'binary'
+      const text = decoder.write(chunk)
+      let from = 0
+      for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', from)) {
+        total++
+        if (wanted(total) && !truncated) show(line + text.slice(from, i), total)
+        line = ''
+        lineStarted = false
+        from = i + 1
+      }
+      if (from < text.length) {
+        lineStarted = true
+        if (wanted(total + 1) && !truncated && line.length < keep) line += text.slice(from, from + keep - line.length)
+      }
+    }
+    const rest = decoder.end()
+    if (lineStarted || rest !== '' || total === 0) {
+      total++
+      if (wanted(total) && !truncated) show(line + rest, total)
+    }
+  } finally {
+    await handle.close()
+  }
+  return {total, content, last, truncated}
 }
 
 const readFileTool: AgentTool = {
@@ -224,25 +367,12 @@ const readFileTool: AgentTool = {
       const info = statSync(verdict.resolved, {throwIfNoEntry: false})
       if (!info) return failed(`${given} does not exist`)
       if (!info.isFile()) return failed(`${given} is not a regular file`)
-      const bytes = readFileSync(verdict.resolved)
-      if (bytes.includes(0)) return failed(`${given} is binary`)
-      const lines = bytes.toString('utf8').replace(/\n$/, '').split('\n')
       const start = (args['start_line'] as number | undefined) ?? 1
-      const end = Math.min((args['end_line'] as number | undefined) ?? lines.length, lines.length)
-      if (start > Math.max(lines.length, 1)) return failed(`${given} has ${lines.length} line(s); start_line ${start} is past its end`)
-      let content = ''
-      let last = start - 1
-      let truncated = false
-      for (let n = start; n <= end; n++) {
-        const next = `${n}: ${lines[n - 1]!}\n`
-        if (Buffer.byteLength(content) + Buffer.byteLength(next) > MAX_READ_BYTES) {
-          truncated = true
-          break
-        }
-        content += next
-        last = n
-      }
-      return {ok: true, result: {path: verdict.relative, start_line: start, end_line: last, total_lines: lines.length, content: redact(content), truncated}, summary: `read ${verdict.relative} lines ${start}-${last} of ${lines.length}`}
+      const read = await readLines(verdict.resolved, start, args['end_line'] as number | undefined)
+      if (read === 'binary') return failed(`${given} is binary`)
+      const {total, content, last, truncated} = read
+      if (start > Math.max(total, 1)) return failed(`${given} has ${total} line(s); start_line ${start} is past its end`)
+      return {ok: true, result: {path: verdict.relative, start_line: start, end_line: last, total_lines: total, content, truncated}, summary: `read ${verdict.relative} lines ${start}-${last} of ${total}`}
     } catch (error) {
       return denied(error) ?? failed((error as Error).message)
     }
