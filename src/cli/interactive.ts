@@ -147,21 +147,25 @@ export function reviewText(spec: CanonicalSpec | null, gate: GateResult | null, 
 }
 
 export async function askDecision(input: LineReader = reader(), signal?: AbortSignal): Promise<{decision: Decision; note?: string} | null> {
+  return askWithNote<Decision>('Decision [go/hold/drop]: ', (answer) => (answer === 'go' || answer === 'hold' || answer === 'drop' ? answer : null), 'go, hold or drop', input, signal)
+}
+
+/**
+ * One choice, asked again until it is one of the answers, then an optional one-line note; null
+ * when input ends or the person interrupts (the run stays paused either way).
+ */
+async function askWithNote<T extends string>(prompt: string, parse: (answer: string) => T | null, expected: string, input: LineReader, signal?: AbortSignal): Promise<{decision: T; note?: string} | null> {
   try {
     for (;;) {
-      say('Decision [go/hold/drop]: ')
+      say(prompt)
       const line = await input.next(signal)
-      if (signal?.aborted) {
-        say('\n(interrupted; the run stays paused)\n')
+      if (signal?.aborted || line === null) {
+        say(`\n(${signal?.aborted ? 'interrupted' : 'input ended'}; the run stays paused)\n`)
         return null
       }
-      if (line === null) {
-        say('\n(input ended; the run stays paused)\n')
-        return null
-      }
-      const decision = line.trim().toLowerCase()
-      if (decision !== 'go' && decision !== 'hold' && decision !== 'drop') {
-        say(`"${line.trim()}" is not go, hold or drop.\n`)
+      const decision = parse(line.trim().toLowerCase())
+      if (!decision) {
+        say(`"${line.trim()}" is not ${expected}.\n`)
         continue
       }
       say('Note (optional, one line): ')
@@ -191,32 +195,7 @@ export function actionText(pending: NonNullable<RunOutcome['pending']>): string 
 
 /** yes or no to a tool call, and an optional note (given to the model with a refusal); null when input ends. */
 export async function askConfirm(input: LineReader = reader(), signal?: AbortSignal): Promise<{decision: 'yes' | 'no'; note?: string} | null> {
-  try {
-    for (;;) {
-      say('Run it? [yes/no]: ')
-      const line = await input.next(signal)
-      if (signal?.aborted || line === null) {
-        say(`\n(${signal?.aborted ? 'interrupted' : 'input ended'}; the run stays paused)\n`)
-        return null
-      }
-      const answer = line.trim().toLowerCase()
-      const decision = answer === 'y' || answer === 'yes' ? 'yes' : answer === 'n' || answer === 'no' ? 'no' : null
-      if (!decision) {
-        say(`"${line.trim()}" is not yes or no.\n`)
-        continue
-      }
-      say('Note (optional, one line): ')
-      const note = (await input.next(signal))?.trim()
-      if (signal?.aborted) {
-        say('\n(interrupted; the run stays paused)\n')
-        return null
-      }
-      return {decision, ...(note ? {note} : {})}
-    }
-  } catch (error) {
-    closeReader()
-    throw error
-  }
+  return askWithNote<'yes' | 'no'>('Run it? [yes/no]: ', (answer) => (answer === 'y' || answer === 'yes' ? 'yes' : answer === 'n' || answer === 'no' ? 'no' : null), 'yes or no', input, signal)
 }
 
 /**
