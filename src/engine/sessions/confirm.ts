@@ -1,10 +1,9 @@
 /** pipe confirm: a person's yes or no to the tool call a run waits at, and the run continued. */
 import path from 'node:path'
-import {PipeError} from '../../errors.js'
 import {Store} from '../../store/store.js'
 import {faultPoint} from '../../util/faults.js'
 import type {RunOutcome} from '../engine.js'
-import type {SessionOptions} from './shared.js'
+import {waitingFor, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
 
 export interface ConfirmSession extends SessionOptions {
@@ -16,13 +15,10 @@ export interface ConfirmSession extends SessionOptions {
 export async function confirmSession(options: ConfirmSession): Promise<RunOutcome> {
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
-  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'confirm') {
-    const what = record.status === 'awaiting_input' ? `it waits for ${record.pending?.kind ?? 'input'}` : `it is ${record.status}`
-    throw new PipeError('E_STATE', `run ${options.runId} is not waiting for a confirmation (${what})`, {hint: `pipe runs show ${options.runId} shows its state.`})
-  }
+  const pending = waitingFor(record, 'confirm')
   // The answer is for the call the person was shown: should the run have moved on to another call
   // meanwhile (a second pipe confirm got there first), it must not decide that one.
-  const callId = record.pending.action?.call_id
+  const callId = pending.action?.call_id
   faultPoint('confirm-checked')
   const {decision, note, ...rest} = options
   return resumeSession({...rest, confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})}})

@@ -145,15 +145,29 @@ export function compact(map: Record<string, string | undefined>): Record<string,
 
 // People in the loop: answers and reviews given to a paused run.
 
+type PendingKind = NonNullable<RunRecord['pending']>['kind']
+
+/** The command that gives a paused run what it waits for. */
+const GIVE: Record<PendingKind, {what: string; how: (runId: string) => string}> = {
+  answers: {what: 'answers', how: (id) => `Answer its questions: pipe answer ${id} --file answers.yaml`},
+  review: {what: 'a review', how: (id) => `Give a decision: pipe review ${id} --decision go|hold|drop`},
+  confirm: {what: 'a confirmation', how: (id) => `Confirm or refuse the tool call: pipe confirm ${id} --yes|--no`},
+}
+
+/** The run's pending input when it waits for `kind`; otherwise E_STATE saying what it waits for, and the command that gives it. */
+export function waitingFor<K extends PendingKind>(record: RunRecord, kind: K): NonNullable<RunRecord['pending']> & {kind: K} {
+  const pending = record.status === 'awaiting_input' ? record.pending : undefined
+  if (pending?.kind === kind) return pending as NonNullable<RunRecord['pending']> & {kind: K}
+  const what = pending ? `it waits for ${GIVE[pending.kind].what}` : `it is ${record.status}`
+  throw new PipeError('E_STATE', `run ${record.run_id} is not waiting for ${GIVE[kind].what} (${what})`, {
+    hint: pending ? GIVE[pending.kind].how(record.run_id) : `pipe runs show ${record.run_id} shows its state.`,
+  })
+}
+
 /** What answers to a run are checked against: the questions it waits for; a run waiting for none takes no answers. */
 export function openQuestions(record: RunRecord): {run_id: string; questions: NonNullable<NonNullable<RunRecord['pending']>['questions']>; given: Record<string, string>} {
-  if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
-    const what = record.status === 'awaiting_input' ? `it waits for a ${record.pending?.kind ?? 'decision'}` : `it is ${record.status}`
-    throw new PipeError('E_STATE', `run ${record.run_id} is not waiting for answers (${what})`, {
-      hint: record.pending?.kind === 'review' ? `Give a decision: pipe review ${record.run_id} --decision go|hold|drop` : record.pending?.kind === 'confirm' ? `Confirm or refuse the tool call: pipe confirm ${record.run_id} --yes|--no` : `pipe runs show ${record.run_id} shows its state.`,
-    })
-  }
-  return {run_id: record.run_id, questions: record.pending.questions ?? [], given: compact(record.answers ?? {})}
+  const pending = waitingFor(record, 'answers')
+  return {run_id: record.run_id, questions: pending.questions ?? [], given: compact(record.answers ?? {})}
 }
 
 /** Answers given before a run has asked anything are checked against what its pipeline can ask about. */
