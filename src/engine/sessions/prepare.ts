@@ -22,7 +22,7 @@ async function readInput(options: StartSession, maxBytes: number): Promise<RunRe
     return {kind: 'text', ref: 'text://argument', text: decodeText(Buffer.from(options.text, 'utf8'), '--text', maxBytes)}
   }
   if (options.input === '-') {
-    if (!options.stdin) throw new PipeError('E_INPUT', 'no standard input to read')
+    if (!options.stdin) throw new PipeError('E_INPUT', 'no standard input to read', {hint: 'Give the requirement as --input FILE or --text "..." instead of --input -.'})
     return {kind: 'stdin', ref: 'stdin://', text: decodeText(await readStream(options.stdin(), 'standard input', maxBytes, options.signal), 'standard input', maxBytes)}
   }
   if (options.input !== undefined) {
