@@ -13,6 +13,7 @@ import {redact} from '../util/redact.js'
 import type {LoadedPolicy} from './policy.js'
 import {assertCommand, assertEnv, assertPath} from './rules.js'
 import {resolveProgram, sandboxed, type SandboxRecord} from './sandbox.js'
+import {killGroup} from '../util/process-group.js'
 
 export interface CapturedStream {
   head: string
@@ -120,15 +121,6 @@ async function slot(limit: number, dir: string | undefined, signal: AbortSignal 
 
 let running = 0
 const waiting: Array<() => void> = []
-
-function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (pid === undefined) return
-  try {
-    process.kill(-pid, signal)
-  } catch {
-    // The group is gone already.
-  }
-}
 
 /** How long output may keep flowing after the command's process group is gone, before it is cut. */
 const DRAIN_MS = 2000

@@ -24,6 +24,7 @@ import type {RunOutcome} from '../engine.js'
 import {contextFor, evaluatorFor} from '../expressions.js'
 import {startSession} from '../sessions/start.js'
 import {goldenDiff, goldenText} from './golden.js'
+import {killGroup} from '../../util/process-group.js'
 
 
 /** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
@@ -219,14 +220,7 @@ async function runSetup(argv: string[], cwd: string, env: NodeJS.ProcessEnv, sig
     let stderr = ''
     let why: 'timeout' | 'interrupted' | undefined
     const child = spawn(command!, args, {cwd, env: {...env, ...SETUP_GIT_ENV}, detached: true, stdio: ['ignore', 'pipe', 'pipe']})
-    const killAll = (): void => {
-      if (child.pid === undefined) return
-      try {
-        process.kill(-child.pid, 'SIGKILL')
-      } catch {
-        // The group is gone already.
-      }
-    }
+    const killAll = (): void => killGroup(child.pid, 'SIGKILL')
     child.stdout.resume()
     child.stderr.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString('utf8')).slice(-SETUP_OUTPUT_TAIL)
