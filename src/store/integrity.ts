@@ -15,7 +15,7 @@ import {createHmac} from 'node:crypto'
 import type {Evidence} from '../types/evidence.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {canonicalJson, hashJson, sha256} from '../util/hash.js'
+import {canonicalJson, canonicalMember, canonicalObject, hashJson, sha256} from '../util/hash.js'
 
 export const AUDIT_KEY_ENV = 'PIPE_AUDIT_KEY'
 
@@ -95,11 +95,26 @@ function withoutKeys(object: Plain, keys: string[]): Plain {
 
 const stripSnapshotMeta = (meta: Plain): Plain => withoutKeys(meta, ['field_hashes', 'record_hash'])
 
+/**
+ * The same seal as fieldHashesOf then sealOf(snapshotBody) would give, with each field put in
+ * canonical form once: its text makes its field hash and is reused in the text of the whole (only
+ * meta, which then holds the field hashes, is put in canonical form again).
+ */
 export function sealSnapshot(snapshot: Snapshot): Snapshot {
   const sealed = structuredClone(snapshot)
-  sealed.meta = stripSnapshotMeta(sealed.meta) as Snapshot['meta']
-  sealed.meta.field_hashes = fieldHashesOf(sealed as unknown as Plain, stripSnapshotMeta, 'meta')
-  sealed.meta.record_hash = sealOf(snapshotBody(sealed))
+  const meta = stripSnapshotMeta(sealed.meta) as Snapshot['meta']
+  sealed.meta = meta
+  const record = sealed as unknown as Plain
+  const texts: Record<string, string | undefined> = {}
+  const fieldHashes: Record<string, string> = {}
+  for (const key of Object.keys(record).sort()) {
+    const text = canonicalMember(record[key])
+    texts[key] = text
+    if (key !== 'field_hashes' && key !== 'record_hash') fieldHashes[key] = sha256(text ?? 'null')
+  }
+  meta.field_hashes = fieldHashes
+  texts['meta'] = canonicalMember(meta)
+  meta.record_hash = sealText(canonicalObject(texts), auditKey())
   return sealed
 }
 

@@ -16,6 +16,37 @@ export function canonicalJson(value: unknown): string {
 /** Object keys quoted once: records repeat the same few hundred keys. */
 const quotedKeys = new Map<string, string>()
 
+/**
+ * canonicalJson of an object whose members are already in canonical form (their canonicalJson, or
+ * undefined for a member canonicalJson leaves out): a record sealed field by field puts each field
+ * in canonical form once, for its field hash and for the whole.
+ */
+export function canonicalObject(members: Readonly<Record<string, string | undefined>>): string {
+  const keys = Object.keys(members)
+  if (keys.length > 1) keys.sort()
+  let out = '{'
+  for (const key of keys) {
+    const text = members[key]
+    if (text === undefined) continue
+    out += out.length === 1 ? quotedKey(key) + text : `,${quotedKey(key)}${text}`
+  }
+  return `${out}}`
+}
+
+/** A value's canonical JSON as a member of an object: undefined where canonicalJson leaves the member out (undefined, functions). */
+export function canonicalMember(value: unknown): string | undefined {
+  return canon(value)
+}
+
+function quotedKey(key: string): string {
+  let quoted = quotedKeys.get(key)
+  if (quoted === undefined) {
+    quoted = `${JSON.stringify(key)}:`
+    if (quotedKeys.size < 10000) quotedKeys.set(key, quoted)
+  }
+  return quoted
+}
+
 function canon(value: unknown): string | undefined {
   switch (typeof value) {
     case 'string':
@@ -42,12 +73,7 @@ function canon(value: unknown): string | undefined {
   for (const key of keys) {
     const text = canon(object[key])
     if (text === undefined) continue
-    let quoted = quotedKeys.get(key)
-    if (quoted === undefined) {
-      quoted = `${JSON.stringify(key)}:`
-      if (quotedKeys.size < 10000) quotedKeys.set(key, quoted)
-    }
-    out += out.length === 1 ? quoted + text : `,${quoted}${text}`
+    out += out.length === 1 ? quotedKey(key) + text : `,${quotedKey(key)}${text}`
   }
   return `${out}}`
 }

@@ -1,0 +1,64 @@
+import {expect} from 'chai'
+import {AUDIT_KEY_ENV, sealOf, sealSnapshot, verifySnapshot} from '../../src/store/integrity.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {canonicalJson, canonicalObject, hashJson} from '../../src/util/hash.js'
+
+/** The seal as it was first written: every field hashed, then the whole record put in canonical form again. */
+function referenceSeal(snapshot: Snapshot): Snapshot {
+  const sealed = structuredClone(snapshot)
+  const {field_hashes: _f, record_hash: _r, ...meta} = sealed.meta
+  sealed.meta = meta as Snapshot['meta']
+  const record = sealed as unknown as Record<string, unknown>
+  const fieldHashes: Record<string, string> = {}
+  for (const key of Object.keys(record).sort()) {
+    if (key === 'field_hashes' || key === 'record_hash') continue
+    fieldHashes[key] = hashJson(record[key])
+  }
+  sealed.meta.field_hashes = fieldHashes
+  sealed.meta.record_hash = sealOf(sealed)
+  return sealed
+}
+
+function sample(extra: Partial<Snapshot> = {}): Snapshot {
+  return {
+    run_id: 'R-20261121-0001',
+    feature_id: 'F-2026-001',
+    spec_version_in: null,
+    spec_version_out: 'S-20261121-0002',
+    step: {name: 'ask', kind: 'noop', seq: 3, iteration: 1, attempts: 2, started_at: '2026-11-21T10:00:00.000Z', ended_at: '2026-11-21T10:00:01.000Z', duration_ms: 1000},
+    inputs: {canonical_spec_ref: null, context_ref: null, user_answer_ref: null, resolved: {"é key": 'ünïcode ✓', 'a"b': [1, 2.5, -0, 1e21, true, null, {z: 1, a: undefined}]}},
+    outputs: {text: 'line\nbreak\u2028', nested: {b: [], a: {}}},
+    decisions: [{decision: 'success', reason: 'ok', next_step: null}],
+    evidence_links: [],
+    errors: [],
+    meta: {engine_version: 'pipe-engine-0.1', llm_model: null, provider: 'offline', endpoint_host: null, policy_version: 'p', pipeline: 'x', pipeline_hash: 'sha256:00', prev_hash: null, extensions: {}, field_hashes: {stale: 'x'}, record_hash: 'stale'},
+    ...extra,
+  } as Snapshot
+}
+
+describe('snapshot seal', () => {
+  afterEach(() => delete process.env[AUDIT_KEY_ENV])
+
+  it('gives exactly the bytes and hashes of the two-pass seal, keyed and unkeyed', () => {
+    for (const key of [undefined, 'k3y']) {
+      if (key) process.env[AUDIT_KEY_ENV] = key
+      for (const snapshot of [sample(), sample({tool_calls: [{tool: 'x', args: {b: 1, a: [null]}}]} as unknown as Partial<Snapshot>)]) {
+        const sealed = sealSnapshot(snapshot)
+        expect(JSON.stringify(sealed, null, 2)).to.equal(JSON.stringify(referenceSeal(snapshot), null, 2))
+        expect(verifySnapshot(sealed)).to.deep.equal([])
+      }
+    }
+  })
+
+  it('still names the field that was changed after sealing', () => {
+    const sealed = sealSnapshot(sample())
+    sealed.outputs = {text: 'edited'}
+    expect(verifySnapshot(sealed).map((p) => p.field)).to.deep.equal(['outputs'])
+  })
+
+  it('puts members already in canonical form together as canonicalJson would', () => {
+    const value = {b: [1, {d: 2, c: 3}], a: 'x', u: undefined, 'é': null}
+    const members = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, v === undefined ? undefined : canonicalJson(v)]))
+    expect(canonicalObject(members)).to.equal(canonicalJson(value))
+  })
+})
