@@ -216,6 +216,16 @@ export class Engine {
   /** Runs whose artifacts this engine keeps written as they go (see export.ts writeLiveArtifacts). */
   private readonly liveArtifacts = new Set<string>()
 
+  /**
+   * The record of each run this engine drives now, as it last wrote it. Only the holder of a run's
+   * lock changes the run, so while drive() holds it this is the record on disk, and the walk need
+   * not read it back after every write and before every step.
+   */
+  private readonly held = new Map<string, RunRecord>()
+
+  /** Where each run this engine drove stood when its drive ended: its record and last snapshot (for a parent's step, see childRuns). */
+  private readonly ended = new Map<string, {record: RunRecord; last: Snapshot | undefined}>()
+
   constructor(private readonly deps: EngineDeps) {
     this.ledger = new Ledger(deps.store)
     this.registry = deps.registry ?? defaultRegistry
@@ -363,6 +373,7 @@ export class Engine {
       }
       change?.(r)
     }, line)
+    if (this.held.has(runId)) this.held.set(runId, record)
     this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
     await this.writeArtifacts(runId)
     return record
@@ -388,6 +399,7 @@ export class Engine {
     try {
       await prepare?.()
       const before = await store.readRun(runId)
+      this.held.set(runId, before)
       if (event === 'resumed' && isRedrivable(before.status)) {
         await this.redrive(runId, before, settings)
         return await this.walk(runId, settings)
@@ -399,8 +411,24 @@ export class Engine {
       await this.setStatus(runId, 'running', event)
       return await this.walk(runId, settings)
     } finally {
+      this.held.delete(runId)
       await release()
     }
+  }
+
+  /** What a parent's step learns of a child run this engine drove (or, when it did not drive it now, of its records). */
+  async childResult(runId: string): Promise<ChildResult> {
+    const seen = this.ended.get(runId)
+    if (seen) return childResultOf(seen.record, seen.last)
+    const {store} = this.deps
+    return childResultOf(await store.readRun(runId), (await store.readSnapshots(runId)).at(-1))
+  }
+
+  /** The run's record as this engine holds it during a drive (see held). */
+  private heldRecord(runId: string): RunRecord {
+    const record = this.held.get(runId)
+    if (!record) throw new PipeError('E_INTERNAL', `run ${runId} is walked without being held`)
+    return record
   }
 
   /**
@@ -432,9 +460,10 @@ export class Engine {
     const {pipeline} = settings.pipeline
     const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
     const hook = async (point: string): Promise<void> => this.deps.hook?.(point)
-    if (await recoverCommit(store, runId, hook)) await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
-    const opening = await store.readRun(runId)
+    if (await recoverCommit(store, runId, hook)) this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'}))
+    const opening = this.heldRecord(runId)
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
+    // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
     const own = await store.readSnapshots(runId)
     const history = new History([...base, ...own])
     const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
@@ -450,8 +479,9 @@ export class Engine {
     const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(this.registry)) : null, secrets: readSecrets(pipeline)}
     let endReason: string | undefined
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
-      const record = await store.readRun(runId)
-      const redrivable = status === 'failed' ? {redrivable: canRedrive(record, await store.readSnapshots(runId))} : {}
+      const record = this.heldRecord(runId)
+      this.ended.set(runId, {record, last: own.at(-1)})
+      const redrivable = status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
       return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...redrivable, ...extra}
     }
 
@@ -473,7 +503,7 @@ export class Engine {
       const done = cursor.iterations.get(step.id) ?? 0
       if (step.max_iterations !== undefined && done >= step.max_iterations) {
         const reason = `step "${step.id}" reached its bound of max_iterations ${step.max_iterations}`
-        await store.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason})
+        this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason}))
         if (step.on_exhausted !== undefined) {
           cursor.next = step.on_exhausted
           continue
@@ -487,7 +517,7 @@ export class Engine {
         return outcome('failed', {reason, error})
       }
 
-      const record = await store.readRun(runId)
+      const record = this.heldRecord(runId)
       const handler = this.registry[step.kind] as StepHandler<StepKind>
       const started = this.now()
       const seq = cursor.seq
@@ -521,6 +551,7 @@ export class Engine {
       const committed = await commitStep(store, journal, hook)
       const snapshot = committed.snapshot
       history.snapshots.push(snapshot)
+      own.push(snapshot)
       stepsRun++
       cursor.iterations.set(step.id, done + 1)
       cursor.seq = seq + 1
@@ -793,7 +824,7 @@ export class Engine {
           // A finished child keeps its result; a failed one is the item's failure, not something to redrive.
           if (!isFinal(known.status)) await sub.resume(runId, childSettings)
         }
-        return childResult(store, runId)
+        return sub.childResult(runId)
       },
       cancel: async (runId, reason) => {
         const record = await store.readRun(runId)
@@ -1030,9 +1061,8 @@ function childInputs(stepId: string, loaded: LoadedPipeline, given: Record<strin
   return resolved.values
 }
 
-async function childResult(store: Store, runId: string): Promise<ChildResult> {
-  const record = await store.readRun(runId)
-  const last = (await store.readSnapshots(runId)).at(-1)
+function childResultOf(record: RunRecord, last: Snapshot | undefined): ChildResult {
+  const runId = record.run_id
   const outcome = last?.decisions.at(-1)?.decision
   return {
     run_id: runId,

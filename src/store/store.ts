@@ -295,8 +295,8 @@ export class Store {
   }
 
   /** Appends an event that changes nothing else of the run; the record's head moves with it. */
-  async appendEvent(runId: string, event: RunEvent): Promise<void> {
-    await this.updateRun(runId, () => undefined, event)
+  async appendEvent(runId: string, event: RunEvent): Promise<RunRecord> {
+    return this.updateRun(runId, () => undefined, event)
   }
 
   async readEvents(runId: string): Promise<RunEvent[]> {
