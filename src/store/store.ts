@@ -87,6 +87,15 @@ async function readJson<T>(file: string, what: string): Promise<T> {
   }
 }
 
+interface OwnedRun {
+  /** The run record as last written (sealed, with its head). */
+  record?: RunRecord
+  /** The timeline's line count and last line's hash. */
+  timeline?: {count: number; hash: string}
+  /** The last snapshot's seq and record hash. */
+  head?: {seq: number; snapshot_hash: string | null}
+}
+
 export class Store {
   readonly runsDir: string
   readonly specsDir: string
@@ -96,6 +105,14 @@ export class Store {
   readonly auditDir: string
   /** sha256 of spec and evidence files this process wrote or read, for the snapshots that bind them. */
   private readonly fileHashes = new Map<string, string>()
+
+  /**
+   * The runs whose lock this store holds (acquireRun), each with what it last wrote of the run's
+   * record, timeline tail and last snapshot. Only the lock holder changes a run, so while the lock
+   * is held these are what is on disk and updateRun need not read them back; each is learnt from
+   * disk on first use after the lock is taken, and forgotten on any failed write and on release.
+   */
+  private readonly owned = new Map<string, OwnedRun>()
 
   constructor(readonly root: string) {
     this.root = path.resolve(root)
@@ -246,22 +263,34 @@ export class Store {
    * ahead of the record, which audit verify accepts as a change in flight.
    */
   async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
+    const owned = this.owned.get(runId)
     const db = await this.runDb(runId)
-    await db.read()
-    if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
-    change(db.data)
-    const {head: _h, seal: _s, ...state} = db.data
-    assertValid('run', state, 'run record')
-    const line = await this.appendLine(runId, {...event, run_state: runStateHash(state)})
-    db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...(await this.snapshotHead(runId))}})
-    await db.write()
-    return db.data
+    try {
+      if (owned?.record) db.data = structuredClone(owned.record)
+      else await db.read()
+      if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
+      change(db.data)
+      const {head: _h, seal: _s, ...state} = db.data
+      assertValid('run', state, 'run record')
+      const line = await this.appendLine(runId, {...event, run_state: runStateHash(state)})
+      const head = owned?.head ?? (await this.snapshotHead(runId))
+      db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...head}})
+      await db.write()
+      if (owned) Object.assign(owned, {record: structuredClone(db.data), timeline: line, head})
+      return db.data
+    } catch (error) {
+      // What failed may have been written in part: learn it all from disk again.
+      if (owned) this.owned.set(runId, {})
+      throw error
+    }
   }
 
   /** Appends a chained line to the run's timeline, cutting off a torn last line first. */
   private async appendLine(runId: string, event: RunEvent): Promise<{count: number; hash: string}> {
     const file = path.join(this.runDir(runId), 'events.jsonl')
-    let text = (await readText(file)) ?? ''
+    // The tail this store appended itself under the run's lock needs no reading (see owned).
+    const known = this.owned.get(runId)?.timeline
+    let text = known ? '' : ((await readText(file)) ?? '')
     const handle = await open(file, 'a+')
     try {
       if (text && !text.endsWith('\n')) {
@@ -269,12 +298,17 @@ export class Store {
         text = text.slice(0, text.lastIndexOf('\n') + 1)
         await handle.truncate(Buffer.byteLength(text))
       }
-      const lines = text.split('\n').filter((l) => l.trim())
-      const last = lines.length ? (JSON.parse(lines.at(-1)!) as {hash?: string}) : null
-      const sealed = sealLine(event, last?.hash ?? null)
+      let count = known?.count ?? 0
+      let prev = known?.hash ?? null
+      if (!known) {
+        const lines = text.split('\n').filter((l) => l.trim())
+        count = lines.length
+        prev = lines.length ? ((JSON.parse(lines.at(-1)!) as {hash?: string}).hash ?? null) : null
+      }
+      const sealed = sealLine(event, prev)
       await handle.write(`${JSON.stringify(sealed)}\n`)
       await syncHandle(handle, true)
-      return {count: lines.length + 1, hash: sealed.hash}
+      return {count: count + 1, hash: sealed.hash}
     } finally {
       await handle.close()
     }
@@ -316,10 +350,16 @@ export class Store {
   // Ownership: one process drives a run at a time.
 
   async acquireRun(runId: string): Promise<() => Promise<void>> {
-    return acquireLock(path.join(this.runDir(runId), 'owner.lock'), {
+    const release = await acquireLock(path.join(this.runDir(runId), 'owner.lock'), {
       busy: (holder) => `run ${runId} is being driven by another pipe process (pid ${holder.pid})`,
       hint: 'Wait for it to finish, or stop it; pipe runs show shows its state.',
     })
+    // Whatever another process did before this lock was taken is learnt from disk.
+    this.owned.set(runId, {})
+    return async () => {
+      this.owned.delete(runId)
+      await release()
+    }
   }
 
   async runOwner(runId: string): Promise<{pid: number; host: string; start_time?: string; alive: boolean} | null> {
@@ -340,9 +380,18 @@ export class Store {
     assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
     const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
     const text = `${JSON.stringify(stored, null, 2)}\n`
-    if (await createFileExclusive(file, text)) return stored
-    if ((await readFile(file, 'utf8').catch(() => null)) === text) return stored
+    if ((await createFileExclusive(file, text)) || (await readFile(file, 'utf8').catch(() => null)) === text) {
+      this.noteSnapshot(stored)
+      return stored
+    }
     throw new PipeError('E_CONFLICT', `snapshot ${snapshot.step.seq} of ${snapshot.run_id} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
+  }
+
+  /** A snapshot written under the run's lock right after the last one known moves the known head (see owned). */
+  private noteSnapshot(stored: Snapshot): void {
+    const owned = this.owned.get(stored.run_id)
+    if (owned?.head && stored.step.seq === owned.head.seq + 1) owned.head = {seq: stored.step.seq, snapshot_hash: stored.meta.record_hash ?? null}
+    else if (owned) delete owned.head
   }
 
   async readSnapshots(runId: string): Promise<Snapshot[]> {
