@@ -43,10 +43,13 @@ export function sameProcessAlive(pid: number, start: string | null | undefined):
   return now === null || now === start
 }
 
+/** This process's start time and host, read once: neither changes while it runs (undefined: not read yet). */
+let self: {host: string; start: string | null} | undefined
+
 /** This process, as a lock or a run records its owner. */
 export function selfIdentity(): {pid: number; host: string; start_time?: string} {
-  const start = processStartTime(process.pid)
-  return {pid: process.pid, host: os.hostname(), ...(start ? {start_time: start} : {})}
+  self ??= {host: os.hostname(), start: processStartTime(process.pid)}
+  return {pid: process.pid, host: self.host, ...(self.start ? {start_time: self.start} : {})}
 }
 
 export interface Holder {

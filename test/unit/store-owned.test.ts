@@ -100,3 +100,24 @@ describe('store: what it wrote of a run while holding its lock', () => {
     }
   })
 })
+
+describe('store: run creations of one process', () => {
+  it('queue for the run index: all get their own id and one linear index chain, and a failed creation does not hold up the next', async () => {
+    const root = path.join(dir, 's')
+    const one = await Store.open(root)
+    const two = await Store.open(root)
+    await one.ensureFeature('F-2026-001', now)
+    const runs = await Promise.all(Array.from({length: 12}, (_, i) => newRun(i % 2 === 0 ? one : two)))
+    expect(new Set(runs.map((r) => r.run_id)).size).to.equal(12)
+    const bad = {...(await onDisk(one, runs[0]!.run_id)).record, status: 'not a status'} as unknown as RunRecord
+    const {run_id: _r, head: _h, seal: _s, ...draft} = bad
+    let failed = false
+    await one.createRun(draft, now, {at, event: 'created'}).catch(() => (failed = true))
+    expect(failed).to.equal(true)
+    const after = await newRun(one)
+    const {readChain} = await import('../../src/store/trail.js')
+    const chain = readChain(await readFile(one.runIndexFile, 'utf8'), undefined)
+    expect(chain.problems).to.deep.equal([])
+    expect(chain.lines.map((l) => l.run_id).sort()).to.deep.equal([...runs.map((r) => r.run_id), after.run_id].sort())
+  })
+})
