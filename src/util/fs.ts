@@ -18,8 +18,12 @@ export async function syncHandle(handle: FileHandle, dataOnly = false): Promise<
   await (dataOnly ? handle.datasync() : handle.sync())
 }
 
+/** Temp names of this process: a random start, then counted (the pid in the name keeps processes apart). */
+let tempCounter: number | undefined
+
 function tempName(file: string): string {
-  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`)
+  tempCounter = ((tempCounter ?? randomBytes(4).readUInt32BE(0)) + 1) >>> 0
+  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`)
 }
 
 async function writeTemp(file: string, data: string | Uint8Array, sync: boolean): Promise<string> {
