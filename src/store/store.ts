@@ -22,7 +22,8 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import {randomBytes} from 'node:crypto'
-import {mkdir, open, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
+import {closeSync, ftruncateSync, openSync, readFileSync, writeFileSync} from 'node:fs'
+import {mkdir, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'
@@ -31,7 +32,7 @@ import type {Evidence} from '../types/evidence.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, syncHandle, writeFileAtomic} from '../util/fs.js'
+import {createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
 import {allocateId, assertId, compareIds, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
@@ -61,21 +62,22 @@ function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', record: u
   if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ${what}: ${describeErrors(result.errors)}`, {hint: 'This is a bug in pipe or in a step kind.'})
 }
 
-/** Writes a new file and syncs it (inside a staging folder, where nobody else looks). */
-async function writeSynced(file: string, text: string): Promise<void> {
-  const handle = await open(file, 'wx', 0o644)
+/** Writes a new file and syncs it (inside a staging folder, where nobody else looks); synchronous calls, see util/fs.ts. */
+function writeSynced(file: string, text: string): void {
+  const fd = openSync(file, 'wx', 0o644)
   try {
-    await handle.writeFile(text)
-    await syncHandle(handle)
+    writeFileSync(fd, text)
+    syncFd(fd)
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
 }
 
 async function readJson<T>(file: string, what: string): Promise<T> {
   let text: string
   try {
-    text = await readFile(file, 'utf8')
+    // Synchronous, as the run record's read (see json-file-adapter.ts).
+    text = readFileSync(file, 'utf8')
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new PipeError('E_NOT_FOUND', `${what} not found (${file})`)
     throw error
@@ -176,9 +178,9 @@ export class Store {
         const fresh = {run_id: id, ...draft} as RunRecord
         assertValid('run', fresh, 'run record')
         const line = sealLine({...event, run_state: runStateHash(fresh as unknown as Record<string, unknown>)}, null)
-        await writeSynced(path.join(staging, 'events.jsonl'), `${JSON.stringify(line)}\n`)
+        writeSynced(path.join(staging, 'events.jsonl'), `${JSON.stringify(line)}\n`)
         record = sealRecord({...fresh, head: {events: 1, event_hash: line.hash, seq: 0, snapshot_hash: null}})
-        await writeSynced(path.join(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
+        writeSynced(path.join(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
         faultPoint('run-staged')
         await appendChained(this.runIndexFile, {
           run_id: id,
@@ -315,12 +317,13 @@ export class Store {
     // The tail this store appended itself under the run's lock needs no reading (see owned).
     const known = this.owned.get(runId)?.timeline
     let text = known ? '' : ((await readText(file)) ?? '')
-    const handle = await open(file, 'a+')
+    // Synchronous calls, as for every record write (see util/fs.ts).
+    const fd = openSync(file, 'a+')
     try {
       if (text && !text.endsWith('\n')) {
         // A crash mid-append tore the last line; everything before it is intact.
         text = text.slice(0, text.lastIndexOf('\n') + 1)
-        await handle.truncate(Buffer.byteLength(text))
+        ftruncateSync(fd, Buffer.byteLength(text))
       }
       let count = known?.count ?? 0
       let prev = known?.hash ?? null
@@ -330,11 +333,11 @@ export class Store {
         prev = lines.length ? ((JSON.parse(lines.at(-1)!) as {hash?: string}).hash ?? null) : null
       }
       const sealed = sealLine(event, prev)
-      await handle.write(`${JSON.stringify(sealed)}\n`)
-      await syncHandle(handle, true)
+      writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
+      syncFd(fd, true)
       return {count: count + 1, hash: sealed.hash}
     } finally {
-      await handle.close()
+      closeSync(fd)
     }
   }
 

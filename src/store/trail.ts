@@ -2,9 +2,9 @@
  * Append-only chained logs of the store (the run index, the ledger log) and the names of the
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
-import {open, readFile} from 'node:fs/promises'
+import {closeSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync} from 'node:fs'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
-import {syncHandle} from '../util/fs.js'
+import {syncFd} from '../util/fs.js'
 
 export interface ChainedLine {
   prev: string | null
@@ -12,21 +12,21 @@ export interface ChainedLine {
   [key: string]: unknown
 }
 
-/** The last complete line of a file, read from its end; a torn last line (a crash mid-append) is cut off. */
-async function lastLine(file: string): Promise<ChainedLine | null> {
-  let handle
+/** The last complete line of a file, read from its end; a torn last line (a crash mid-append) is cut off. Synchronous calls, see util/fs.ts. */
+function lastLine(file: string): ChainedLine | null {
+  let fd: number
   try {
-    handle = await open(file, 'r+')
+    fd = openSync(file, 'r+')
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     throw error
   }
   try {
-    const {size} = await handle.stat()
+    const {size} = fstatSync(fd)
     let take = Math.min(size, 8192)
     for (;;) {
       const buffer = Buffer.alloc(take)
-      await handle.read(buffer, 0, take, size - take)
+      readSync(fd, buffer, 0, take, size - take)
       let end = take
       if (take > 0 && buffer[take - 1] !== 0x0a) {
         const cut = buffer.lastIndexOf(0x0a)
@@ -35,7 +35,7 @@ async function lastLine(file: string): Promise<ChainedLine | null> {
           continue
         }
         // A torn last line: keep everything before it, so the next append starts on a clean line.
-        await handle.truncate(size - take + cut + 1)
+        ftruncateSync(fd, size - take + cut + 1)
         end = cut + 1
       }
       if (end === 0) return null
@@ -47,20 +47,20 @@ async function lastLine(file: string): Promise<ChainedLine | null> {
       return JSON.parse(buffer.subarray(start + 1, end - 1).toString('utf8')) as ChainedLine
     }
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
 }
 
 /** Appends a line chained to the file's last line. The caller holds the log's lock. */
 export async function appendChained<T extends object>(file: string, line: T): Promise<T & ChainedLine> {
-  const last = await lastLine(file)
+  const last = lastLine(file)
   const sealed = sealLine(line, last?.hash ?? null)
-  const handle = await open(file, 'a')
+  const fd = openSync(file, 'a')
   try {
-    await handle.write(`${JSON.stringify(sealed)}\n`)
-    await syncHandle(handle, true)
+    writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
+    syncFd(fd, true)
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
   return sealed
 }
@@ -114,9 +114,12 @@ export function stagedRun(name: string): {runId: string; pid: number} | null {
   return match ? {runId: match[1]!, pid: Number(match[2])} : null
 }
 
+/** A file's text, or null when it does not exist; one synchronous read (see util/fs.ts). */
 export async function readText(file: string): Promise<string | null> {
-  return readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return null
+  try {
+    return readFileSync(file, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     throw error
-  })
+  }
 }

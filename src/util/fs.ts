@@ -1,6 +1,16 @@
-/** Crash-safe file writes: a unique temporary name, fsync, then rename (or link, to refuse overwriting). */
+/**
+ * Crash-safe file writes: a unique temporary name, fsync, then rename (or link, to refuse overwriting).
+ *
+ * The writes themselves are synchronous calls. A record write is a handful of small system calls;
+ * through fs/promises each is a round trip to libuv's thread pool (a FileHandle, a promise, a
+ * thread wake-up and an event-loop wake-up), which cost several times the CPU of the calls
+ * themselves, measured here at ~0.6 ms against ~0.2 ms per synced write. The event loop waits for
+ * the disk during an fsync instead: a few milliseconds at a step's end, where the run waits for it
+ * anyway (its commit waits for it).
+ */
 import {randomBytes} from 'node:crypto'
-import {link, open, rename, unlink, type FileHandle} from 'node:fs/promises'
+import {closeSync, fdatasyncSync, fsyncSync, linkSync, openSync, renameSync, unlinkSync, writeFileSync} from 'node:fs'
+import type {FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
 
@@ -18,6 +28,14 @@ export async function syncHandle(handle: FileHandle, dataOnly = false): Promise<
   await (dataOnly ? handle.datasync() : handle.sync())
 }
 
+/** fsync (or fdatasync) a file descriptor unless the benchmark turned syncing off. */
+export function syncFd(fd: number, dataOnly = false): void {
+  if (!durability.sync) return
+  durability.count++
+  if (dataOnly) fdatasyncSync(fd)
+  else fsyncSync(fd)
+}
+
 /** Temp names of this process: a random start, then counted (the pid in the name keeps processes apart). */
 let tempCounter: number | undefined
 
@@ -26,26 +44,26 @@ function tempName(file: string): string {
   return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`)
 }
 
-async function writeTemp(file: string, data: string | Uint8Array, sync: boolean): Promise<string> {
+function writeTemp(file: string, data: string | Uint8Array, sync: boolean): string {
   const temp = tempName(file)
-  const handle = await open(temp, 'wx', 0o644)
+  const fd = openSync(temp, 'wx', 0o644)
   try {
-    await handle.writeFile(data)
-    if (sync) await syncHandle(handle)
+    writeFileSync(fd, data)
+    if (sync) syncFd(fd)
   } finally {
-    await handle.close()
+    closeSync(fd)
   }
   return temp
 }
 
 /** Replaces `file` atomically: readers see the old content or the new, never a torn write. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<void> {
-  const temp = await writeTemp(file, data, options.sync ?? true)
+  const temp = writeTemp(file, data, options.sync ?? true)
   faultPoint('write')
   try {
-    await rename(temp, file)
+    renameSync(temp, file)
   } catch (error) {
-    await unlink(temp).catch(() => undefined)
+    removeQuietly(temp)
     throw error
   }
 }
@@ -55,15 +73,23 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array, o
  * it does. Two processes racing for one name: exactly one wins.
  */
 export async function createFileExclusive(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<boolean> {
-  const temp = await writeTemp(file, data, options.sync ?? true)
+  const temp = writeTemp(file, data, options.sync ?? true)
   faultPoint('write')
   try {
-    await link(temp, file)
+    linkSync(temp, file)
     return true
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
     throw error
   } finally {
-    await unlink(temp).catch(() => undefined)
+    removeQuietly(temp)
+  }
+}
+
+function removeQuietly(file: string): void {
+  try {
+    unlinkSync(file)
+  } catch {
+    // Already gone, or the folder is: nothing is left to tidy.
   }
 }

@@ -8,7 +8,7 @@
  * another process just took is never deleted.
  */
 import {createHash, randomUUID} from 'node:crypto'
-import {readFileSync} from 'node:fs'
+import {readFileSync, unlinkSync} from 'node:fs'
 import {readFile, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import {PipeError} from '../errors.js'
@@ -72,6 +72,14 @@ function isAlive(holder: Holder): boolean {
   return holder.host === os.hostname() && sameProcessAlive(holder.pid, holder.start_time)
 }
 
+function readQuietly(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch {
+    return null
+  }
+}
+
 export async function lockHolder(file: string): Promise<(Holder & {alive: boolean}) | null> {
   const holder = parseHolder(await readFile(file, 'utf8').catch(() => null))
   if (!holder) return null
@@ -110,11 +118,17 @@ export async function acquireLock(file: string, options: {waitMs?: number; busy:
   for (;;) {
     if (await createFileExclusive(file, text, {sync: false})) {
       return async () => {
-        // Never remove a lock that is no longer ours.
-        if ((await readFile(file, 'utf8').catch(() => null)) === text) await unlink(file).catch(() => undefined)
+        // Never remove a lock that is no longer ours. Synchronous calls, as the lock's creation (see util/fs.ts).
+        if (readQuietly(file) === text) {
+          try {
+            unlinkSync(file)
+          } catch {
+            // Gone already.
+          }
+        }
       }
     }
-    const seen = await readFile(file, 'utf8').catch(() => null)
+    const seen = readQuietly(file)
     const holder = parseHolder(seen)
     if (seen !== null && holder && !isAlive(holder) && holder.host === me.host) {
       faultPoint('lock-stale')

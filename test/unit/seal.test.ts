@@ -7,7 +7,7 @@ import {canonicalJson, canonicalObject, hashJson} from '../../src/util/hash.js'
 function referenceSeal(snapshot: Snapshot): Snapshot {
   const sealed = structuredClone(snapshot)
   const {field_hashes: _f, record_hash: _r, ...meta} = sealed.meta
-  sealed.meta = meta as Snapshot['meta']
+  sealed.meta = meta
   const record = sealed as unknown as Record<string, unknown>
   const fieldHashes: Record<string, string> = {}
   for (const key of Object.keys(record).sort()) {
@@ -33,7 +33,7 @@ function sample(extra: Partial<Snapshot> = {}): Snapshot {
     errors: [],
     meta: {engine_version: 'pipe-engine-0.1', llm_model: null, provider: 'offline', endpoint_host: null, policy_version: 'p', pipeline: 'x', pipeline_hash: 'sha256:00', prev_hash: null, extensions: {}, field_hashes: {stale: 'x'}, record_hash: 'stale'},
     ...extra,
-  } as Snapshot
+  }
 }
 
 describe('snapshot seal', () => {
