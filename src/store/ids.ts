@@ -4,7 +4,7 @@
  * of two processes racing for one number exactly one wins and the other moves on. A small hint
  * file remembers the last number so that allocation does not scan history.
  */
-import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {mkdirSync, readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 
@@ -57,19 +57,40 @@ export function formatId(prefix: 'R' | 'S' | 'F' | 'E', key: string, n: number):
  */
 export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, take: (id: string) => Promise<boolean>): Promise<string> {
   const hintFile = path.join(idsDir, key ? `${prefix}-${key}` : prefix)
-  const hint = Number.parseInt(await readFile(hintFile, 'utf8').catch(() => '0'), 10)
+  const hint = Number.parseInt(readHint(hintFile), 10)
   let n = Number.isFinite(hint) && hint >= 0 ? hint : 0
   for (let tries = 0; tries < 1_000_000; tries++) {
     n++
     const id = formatId(prefix, key, n)
     if (await take(id)) {
       // The hint is only a starting point: a lost or stale hint costs a few retries, never a duplicate.
-      await mkdir(idsDir, {recursive: true})
-      await writeFile(hintFile, String(n)).catch(() => undefined)
+      writeHint(idsDir, hintFile, n)
       return id
     }
   }
   throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
+}
+
+// The hint is a few bytes read and written with one synchronous call each (see util/fs.ts).
+function readHint(file: string): string {
+  try {
+    return readFileSync(file, 'utf8')
+  } catch {
+    return '0'
+  }
+}
+
+function writeHint(idsDir: string, file: string, n: number): void {
+  try {
+    writeFileSync(file, String(n))
+  } catch {
+    try {
+      mkdirSync(idsDir, {recursive: true})
+      writeFileSync(file, String(n))
+    } catch {
+      // A lost hint costs a few retries next time, never a duplicate.
+    }
+  }
 }
 
 function hintFile(idsDir: string, prefix: string, key: string): string {
@@ -78,7 +99,7 @@ function hintFile(idsDir: string, prefix: string, key: string): string {
 
 /** The next `count` ids of a series as the hint sees them: candidates, not reservations. */
 export async function peekIds(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, count: number): Promise<string[]> {
-  const hint = Number.parseInt(await readFile(hintFile(idsDir, prefix, key), 'utf8').catch(() => '0'), 10)
+  const hint = Number.parseInt(readHint(hintFile(idsDir, prefix, key)), 10)
   const n = Number.isFinite(hint) && hint >= 0 ? hint : 0
   return Array.from({length: count}, (_, i) => formatId(prefix, key, n + i + 1))
 }
@@ -87,10 +108,9 @@ export async function peekIds(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key
 export async function noteIdTaken(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, id: string): Promise<void> {
   const n = Number(id.slice(id.lastIndexOf('-') + 1))
   const file = hintFile(idsDir, prefix, key)
-  const hint = Number.parseInt(await readFile(file, 'utf8').catch(() => '0'), 10)
+  const hint = Number.parseInt(readHint(file), 10)
   if (!(n > (Number.isFinite(hint) ? hint : 0))) return
-  await mkdir(idsDir, {recursive: true})
-  await writeFile(file, String(n)).catch(() => undefined)
+  writeHint(idsDir, file, n)
 }
 
 /**

@@ -22,7 +22,7 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, ftruncateSync, openSync, readFileSync, writeFileSync} from 'node:fs'
+import {closeSync, ftruncateSync, openSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
 import {mkdir, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
@@ -71,6 +71,17 @@ function writeSynced(file: string, text: string): void {
   } finally {
     closeSync(fd)
   }
+}
+
+/** The snapshot files of a run's folder in seq order; one synchronous listing (see util/fs.ts). */
+function snapshotNames(dir: string): string[] {
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return []
+  }
+  return names.filter((n) => /^\d{6,}\.json$/.test(n)).sort()
 }
 
 async function readJson<T>(file: string, what: string): Promise<T> {
@@ -343,7 +354,7 @@ export class Store {
 
   /** The run's last snapshot as the run record's head names it. */
   private async snapshotHead(runId: string): Promise<{seq: number; snapshot_hash: string | null}> {
-    const names = (await readdir(path.join(this.runDir(runId), 'snapshots')).catch(() => [] as string[])).filter((n) => /^\d{6,}\.json$/.test(n)).sort()
+    const names = snapshotNames(path.join(this.runDir(runId), 'snapshots'))
     const last = names.at(-1)
     if (!last) return {seq: 0, snapshot_hash: null}
     const snapshot = await readJson<Snapshot>(path.join(this.runDir(runId), 'snapshots', last), `snapshot ${runId}/${last}`)
@@ -423,7 +434,7 @@ export class Store {
 
   async readSnapshots(runId: string): Promise<Snapshot[]> {
     const dir = path.join(this.runDir(runId), 'snapshots')
-    const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => /^\d{6,}\.json$/.test(n)).sort()
+    const names = snapshotNames(dir)
     const out: Snapshot[] = []
     for (const name of names) out.push(await readJson<Snapshot>(path.join(dir, name), `snapshot ${runId}/${name}`))
     return out
