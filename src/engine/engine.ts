@@ -223,7 +223,7 @@ export class Engine {
    */
   private readonly held = new Map<string, RunRecord>()
 
-  /** Where each run this engine drove stood when its drive ended: its record and last snapshot (for a parent's step, see childRuns). */
+  /** Where the run this engine drove last stood when its drive ended: its record and last snapshot (for a parent's step, see childRuns). */
   private readonly ended = new Map<string, {record: RunRecord; last: Snapshot | undefined}>()
 
   constructor(private readonly deps: EngineDeps) {
@@ -480,6 +480,8 @@ export class Engine {
     let endReason: string | undefined
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
       const record = this.heldRecord(runId)
+      // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
+      this.ended.clear()
       this.ended.set(runId, {record, last: own.at(-1)})
       const redrivable = status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
       return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...redrivable, ...extra}
@@ -781,7 +783,7 @@ export class Engine {
     // A child's progress is reported as the parent's, marked with the step (and item) that runs it.
     const {onProgress, signal: _own, ...shared} = this.deps
     const engineFor = (signal: AbortSignal | undefined, label: string): Engine =>
-      new Engine({...shared, ...(settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}), ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
+      new Engine({...shared, user: this.user, ...(settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}), ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
     return {
       run: async (request) => {
         const loaded = await load(request.file)
