@@ -16,16 +16,17 @@ afterEach(async () => cleanup())
 describe('engine: the run record it holds while driving a run', () => {
   it('is the record on disk at every step, and a later drive starts from what another writer changed in between', async () => {
     const seen: Array<{step: string; run: RunRecord; disk: RunRecord}> = []
-    let h: Harness | undefined
+    // The handler reads the store of the harness built with it.
+    const built: {h?: Harness} = {}
     const probe: StepHandler<'noop'> = {
       ...registry.noop,
       async run(context) {
-        seen.push({step: context.step.id, run: structuredClone(context.run), disk: await h!.store.readRun(context.run.run_id)})
+        seen.push({step: context.step.id, run: structuredClone(context.run), disk: await built.h!.store.readRun(context.run.run_id)})
         if (context.step.id === 'b' && !context.run.answers) return {type: 'await', kind: 'answers', reason: 'b needs an answer', questions: [{id: 'q1', question: 'Why?'}]}
         return {type: 'done', outcome: 'success', reason: 'ok', outputs: {}}
       },
     }
-    h = await harness(dir, {noop: probe})
+    const h = (built.h = await harness(dir, {noop: probe}))
     const pipeline = await pipelineFrom(dir, 'held', 'version: 1\nname: held\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n')
     const paused = await h.start(pipeline)
     expect(paused.status).to.equal('awaiting_input')
