@@ -25,6 +25,11 @@ export function ledgerKey(featureId: string, target: string, specVersion: string
   return `${featureId}+${target}+${specVersion}`
 }
 
+async function nextLine(lines: AsyncGenerator<string>): Promise<string | undefined> {
+  const next = await lines.next()
+  return next.done ? undefined : next.value
+}
+
 export class Ledger {
   readonly dir: string
   /** The store the ledger belongs to: publications are named per store. */
@@ -118,7 +123,7 @@ export class Ledger {
       }
       if (tail && first && !first.done && count === names.length) {
         const seen = new Set<string>()
-        for (let line: string | undefined = first.value; line !== undefined && out.length < limit!; line = (await tail.next()).value ?? undefined) {
+        for (let line: string | undefined = first.value; line !== undefined && out.length < limit!; line = await nextLine(tail)) {
           const key = /^\{"key":"([^"]+)"/.exec(line)?.[1]
           if (!key || seen.has(key)) continue
           seen.add(key)
