@@ -301,6 +301,8 @@ if (want('peer')) {
     const peerCheck = spawnSync(peerArgv[0], peerArgv.slice(1), {env, encoding: 'utf8'})
     const peerOut = peerCheck.status === 0 ? JSON.parse(peerCheck.stdout.trim().split('\n').pop()) : undefined
     if (!peerOut || peerOut.status !== 'published') return `the peer did not finish (exit ${peerCheck.status}; remove bench/peer/node_modules to reinstall it): ${peerCheck.stderr.slice(0, 500)}`
+    // The peer is a copy of the default pipeline's shape: both must have taken the one clarify round.
+    if (pipeOut.steps_run !== 11 || peerOut.rounds !== 1) return `the two sides did not take the same path (pipe ran ${pipeOut.steps_run} steps, expected 11; the peer took ${peerOut.rounds} clarify rounds, expected 1): has pipelines/default.yaml changed shape? Update bench/peer/graph.mjs to match`
     results.peer.check = {pipe: pipeOut, peer: peerOut}
     console.error(`  pipe: ${pipeOut.steps_run} steps, ${pipeOut.spec_version}; peer: ${peerOut.checkpoints} checkpoints, ${peerOut.versions} spec versions, ${peerOut.rounds} clarify round, journal_mode ${peerOut.journal_mode}, synchronous ${peerOut.synchronous}`)
     return undefined
