@@ -397,7 +397,7 @@ export class Auditor {
       const last = snapshots.at(-1)?.step?.seq ?? 0
       this.problem({record: `${runId}#${head.seq}`, file: this.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
     }
-    if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore)
+    if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore, new Set(files))
     return snapshots
   }
 
@@ -407,7 +407,7 @@ export class Auditor {
    * (missing, empty or not JSON: what a power failure leaves of an unsynced write) is named, since
    * pipe resume rewrites it. Only the last line is read when the run is intact.
    */
-  private commitLog(runId: string, damaged: boolean): void {
+  private commitLog(runId: string, damaged: boolean, snapshotNames: ReadonlySet<string>): void {
     const file = this.store.commitLogFile(runId)
     const text = damaged ? readBytes(file) : readTail(file)
     if (typeof text === 'string') return
@@ -431,12 +431,12 @@ export class Auditor {
     const last = lines.at(-1)
     for (const line of lines) {
       const snapshotFile = this.store.snapshotFile(runId, line.seq)
-      const snapshot = state(snapshotFile)
-      if (line === last && snapshot === 'missing') {
+      if (line === last && !snapshotNames.has(path.basename(snapshotFile))) {
         this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: 'a step commit was interrupted; pipe resume finishes it'})
         continue
       }
       if (!damaged) continue
+      const snapshot = state(snapshotFile)
       if (snapshot !== 'ok') {
         this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: `the snapshot is ${snapshot}, and the commit log holds it (lost in a power failure?): pipe resume ${runId} rewrites it`})
         continue
