@@ -138,7 +138,7 @@ async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot)
   let repaired = 0
   const items: Array<{id: string | undefined; rebuild: (id: string) => string; file: (id: string) => string}> = [
     ...journal.evidence.map((item) => ({id: item.candidate, rebuild: (id: string) => store.evidenceText(item.draft, at, id), file: (id: string) => store.evidenceFile(id)})),
-    ...(journal.spec ? [{id: journal.spec.candidate, rebuild: (id: string) => store.specText(journal.spec!.draft, at, id), file: (id: string) => store.specFile(id)}] : []),
+    ...(journal.spec ? [{id: journal.spec.candidate, rebuild: (id: string) => store.specText(journal.spec!.draft, id), file: (id: string) => store.specFile(id)}] : []),
   ]
   for (const item of items) {
     if (!item.id || binds[item.id] === undefined) continue

@@ -108,6 +108,18 @@ function buildEvidence(draft: EvidenceDraft, now: Date, id: string): Evidence {
   return record
 }
 
+/** A record and its file content under an id, built once for the id last asked for (sealing hashes the whole record). */
+function builder<T>(build: (id: string) => T): (id: string) => {record: T; text: string} {
+  let last: {id: string; record: T; text: string} | undefined
+  return (id) => {
+    if (last?.id !== id) {
+      const record = build(id)
+      last = {id, record, text: `${JSON.stringify(record, null, 2)}\n`}
+    }
+    return last
+  }
+}
+
 async function readJson<T>(file: string, what: string): Promise<T> {
   let text: string
   try {
@@ -449,13 +461,14 @@ export class Store {
   }
 
   async writeSpec(draft: SpecDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<CanonicalSpec> {
-    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), (v) => this.specText(draft, now, v), intent, options)
-    this.fileHashes.set(id, fileHash(this.specText(draft, now, id)))
-    return buildSpec(draft, id)
+    const built = builder((id) => buildSpec(draft, id))
+    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), (v) => built(v).text, intent, options)
+    this.fileHashes.set(id, fileHash(built(id).text))
+    return built(id).record
   }
 
   /** The file content of a spec version, as writeSpec writes it. */
-  specText(draft: SpecDraft, _now: Date, id: string): string {
+  specText(draft: SpecDraft, id: string): string {
     return `${JSON.stringify(buildSpec(draft, id), null, 2)}\n`
   }
 
@@ -508,9 +521,10 @@ export class Store {
   // Evidence
 
   async writeEvidence(draft: EvidenceDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<Evidence> {
-    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), (v) => this.evidenceText(draft, now, v), intent, options)
-    this.fileHashes.set(id, fileHash(this.evidenceText(draft, now, id)))
-    return buildEvidence(draft, now, id)
+    const built = builder((id) => buildEvidence(draft, now, id))
+    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), (v) => built(v).text, intent, options)
+    this.fileHashes.set(id, fileHash(built(id).text))
+    return built(id).record
   }
 
   /** The file content of an evidence record, as writeEvidence writes it. */
