@@ -85,6 +85,21 @@ describe('the commit log: records written without their own sync, rebuilt after 
     expect(audit.stdout).to.contain(`${evidence}: field changed`)
   })
 
+  it('a commit killed half-way: audit verify notes it as interrupted (not damage), resume finishes it, and the note goes', async () => {
+    const killed = await pipe(fullRun, {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'evidence-written:compile'}})
+    expect(killed.signal === 'SIGKILL' || killed.code === 137, killed.stderr).to.equal(true)
+    const [runId] = (await readdir(path.join(dir, '.pipe', 'runs'))).filter((n) => n.startsWith('R-'))
+    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
+    expect(audit.stderr).to.match(new RegExp(`note: \\S+/runs/${runId}/commits\\.jsonl  ${runId}#2: a step commit was interrupted; pipe resume finishes it`))
+    const resumed = await pipe(['resume', runId!, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect((await snapshots(dir, runId!)).filter((s) => s.step.name === 'compile')).to.have.length(2)
+    const again = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(again.code, `${again.stdout}${again.stderr}`).to.equal(0)
+    expect(again.stderr).to.not.contain('note:')
+  })
+
   it('a killed run whose earlier records a power failure lost: resume rewrites them, finishes the run, and verify passes without notes', async () => {
     const killed = await pipe(fullRun, {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'after-step:plan_tasks'}})
     expect(killed.signal === 'SIGKILL' || killed.code === 137, killed.stderr).to.equal(true)
