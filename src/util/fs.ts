@@ -63,3 +63,38 @@ export async function createFileExclusive(file: string, data: string | Uint8Arra
     await unlink(temp).catch(() => undefined)
   }
 }
+
+/**
+ * Appends `text` (whole lines) to `file` and syncs its data. A torn last line, which only a crash
+ * mid-append leaves, is cut off first, so the new line starts clean.
+ */
+export async function appendSynced(file: string, text: string): Promise<void> {
+  const handle = await open(file, 'a+')
+  try {
+    const {size} = await handle.stat()
+    const keep = await completeLength(handle, size)
+    if (keep < size) await handle.truncate(keep)
+    await handle.write(text)
+    await syncHandle(handle, true)
+  } finally {
+    await handle.close()
+  }
+}
+
+/** The length of the file's complete lines: up to and including its last newline. */
+async function completeLength(handle: FileHandle, size: number): Promise<number> {
+  if (size === 0) return 0
+  const last = Buffer.alloc(1)
+  await handle.read(last, 0, 1, size - 1)
+  if (last[0] === 0x0a) return size
+  const chunk = Buffer.alloc(Math.min(size, 65536))
+  let end = size
+  while (end > 0) {
+    const take = Math.min(chunk.length, end)
+    await handle.read(chunk, 0, take, end - take)
+    const at = chunk.subarray(0, take).lastIndexOf(0x0a)
+    if (at >= 0) return end - take + at + 1
+    end -= take
+  }
+  return 0
+}
