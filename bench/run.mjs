@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // pipe's benchmark: whole processes, timed as paired, interleaved runs against `node -e 0`.
 //   npm run bench                                    every section, history at 10 / 1,000 / 10,000 runs
-//   npm run bench -- --only startup,run              some sections (startup run steps foreach fsyncs history)
+//   npm run bench -- --only startup,run              some sections (startup run steps foreach fsyncs peer history)
+//   npm run bench -- --only peer                     pipe against LangGraph.js (bench/peer/, installed on demand)
 //   npm run bench -- --sizes 10,1000 --pairs 11      smaller history, fewer pairs
 //   npm run bench -- --stores /tmp/pipe-bench-stores reuse populated stores across invocations
 // CPU is user+sys of the child as the kernel accounts it (bench/rusage.py, wait4); wall time and peak
@@ -27,7 +28,7 @@ const {values: opts} = parseArgs({
 })
 // --bin times another build of pipe (say, a checkout of an older commit) with this harness.
 const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
-const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'fsyncs', 'history']
+const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'fsyncs', 'peer', 'history']
 const want = (name) => sections.includes(name)
 const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
@@ -216,6 +217,137 @@ if (want('fsyncs') && !opts.bin) {
     record({name: `fsyncs per step, ${name === 'default' ? 'default run (full PRD)' : '50-step noop chain'}`, value: c.fsyncs / c.steps, unit: 'fsyncs per step', fsyncs: c.fsyncs, steps: c.steps, target: '≤ 2', note: `${c.fsyncs} fsyncs over ${c.steps} snapshots (whole run, set-up included)`})
   }
   rmSync(cwd, {recursive: true, force: true})
+}
+
+/**
+ * Several subjects measured in rounds: each round runs every subject once, back to back, starting at
+ * a different one each round (rotation), so all see the same load. `prepare` gives each round fresh
+ * arguments (a fresh store, a fresh checkpoint file). One unrecorded round first warms the file cache.
+ */
+function rounds(subjects, {pairs = PAIRS, prepare = () => ({})} = {}) {
+  const samples = subjects.map(() => [])
+  const argsOf = (ctx) => subjects.map((subject) => subject(ctx))
+  for (const args of argsOf(prepare())) measure(...args)
+  for (let i = 0; i < pairs; i++) {
+    const args = argsOf(prepare())
+    for (let k = 0; k < subjects.length; k++) {
+      const j = (i + k) % subjects.length
+      samples[j].push(measure(...args[j]))
+    }
+  }
+  return samples
+}
+
+const peerDir = path.join(root, 'bench', 'peer')
+
+/** bench/peer's own dependencies, installed when its node_modules is missing: {ok, ...} or {ok: false, reason}. */
+function installPeer() {
+  const versions = () => {
+    const version = (name) => JSON.parse(readFileSync(path.join(peerDir, 'node_modules', name, 'package.json'), 'utf8')).version
+    try {
+      return {langgraph: version('@langchain/langgraph'), checkpoint_sqlite: version('@langchain/langgraph-checkpoint-sqlite'), better_sqlite3: version('better-sqlite3')}
+    } catch (error) {
+      return {error: `bench/peer/node_modules is incomplete (${error.message}); remove it to reinstall`}
+    }
+  }
+  const installed = (fields) => {
+    const v = versions()
+    return v.error ? {ok: false, reason: v.error} : {ok: true, ...fields, versions: v}
+  }
+  if (existsSync(path.join(peerDir, 'node_modules'))) return installed({installed: 'already'})
+  const args = existsSync(path.join(peerDir, 'package-lock.json')) ? ['ci', '--no-audit', '--no-fund'] : ['install', '--no-audit', '--no-fund']
+  console.error(`  installing the peer's dependencies: (cd bench/peer && npm ${args.join(' ')}) — builds better-sqlite3 when no prebuilt binary can be fetched`)
+  const started = Date.now()
+  // npm's own output goes to stderr: stdout carries the results table.
+  const result = spawnSync('npm', args, {cwd: peerDir, stdio: ['ignore', 2, 2], shell: process.platform === 'win32'})
+  const seconds = (Date.now() - started) / 1000
+  if (result.error || result.status !== 0) {
+    rmSync(path.join(peerDir, 'node_modules'), {recursive: true, force: true})
+    return {ok: false, reason: `npm ${args[0]} in bench/peer ${result.error ? `could not start: ${result.error.message}` : `exited ${result.status}`} after ${seconds.toFixed(0)} s`}
+  }
+  console.error(`  installed in ${seconds.toFixed(0)} s`)
+  return installed({installed: `npm ${args[0]}`, seconds})
+}
+
+if (want('peer')) {
+  console.error('peer: pipe against LangGraph.js with a SQLite checkpointer (durability "sync"), same requirement, interleaved')
+  const install = installPeer()
+  results.peer = install
+  const skip = (problem) => {
+    // One line: the reason ends up in a Markdown table cell.
+    const reason = problem.replace(/\s+/g, ' ')
+    console.error(`  peer skipped: ${reason}`)
+    record({name: 'peer (LangGraph.js)', value: 'skipped', unit: '', note: reason})
+  }
+  const peerScript = path.join(peerDir, 'graph.mjs')
+  const requirement = ['--input', path.join(root, 'examples/one-sentence.txt'), '--answers', path.join(root, 'examples/one-sentence.answers.yaml'), '--decision', 'go']
+  const pipeRun = (cwd) => [[process.execPath, bin, 'run', path.join(root, 'pipelines/default.yaml'), ...requirement, '--store', path.join(cwd, '.pipe')], {cwd}]
+  const peerRun = (dir) => [[process.execPath, peerScript, ...requirement, '--out', dir]]
+  const base = tmp('pipe-bench-peer-')
+  let n = 0
+  const fresh = () => {
+    const dir = path.join(base, String(n++))
+    mkdirSync(dir)
+    return dir
+  }
+  // One checked run of each: both finish, and take the same path (one clarify round).
+  const check = () => {
+    const cwd = fresh()
+    const [pipeArgv] = pipeRun(cwd)
+    const pipeCheck = spawnSync(pipeArgv[0], [...pipeArgv.slice(1), '--json'], {cwd, env, encoding: 'utf8'})
+    const pipeOut = pipeCheck.status === 0 ? JSON.parse(pipeCheck.stdout) : undefined
+    if (!pipeOut || pipeOut.status !== 'succeeded') return `pipe's run did not succeed (exit ${pipeCheck.status}): ${pipeCheck.stderr.slice(0, 500)}`
+    const [peerArgv] = peerRun(fresh())
+    const peerCheck = spawnSync(peerArgv[0], peerArgv.slice(1), {env, encoding: 'utf8'})
+    const peerOut = peerCheck.status === 0 ? JSON.parse(peerCheck.stdout.trim().split('\n').pop()) : undefined
+    if (!peerOut || peerOut.status !== 'published') return `the peer did not finish (exit ${peerCheck.status}; remove bench/peer/node_modules to reinstall it): ${peerCheck.stderr.slice(0, 500)}`
+    // The peer is a copy of the default pipeline's shape: both must have taken the one clarify round.
+    if (pipeOut.steps_run !== 11 || peerOut.rounds !== 1) return `the two sides did not take the same path (pipe ran ${pipeOut.steps_run} steps, expected 11; the peer took ${peerOut.rounds} clarify rounds, expected 1): has pipelines/default.yaml changed shape? Update bench/peer/graph.mjs to match`
+    results.peer.check = {pipe: pipeOut, peer: peerOut}
+    console.error(`  pipe: ${pipeOut.steps_run} steps, ${pipeOut.spec_version}; peer: ${peerOut.checkpoints} checkpoints, ${peerOut.versions} spec versions, ${peerOut.rounds} clarify round, journal_mode ${peerOut.journal_mode}, synchronous ${peerOut.synchronous}`)
+    return undefined
+  }
+  const problem = install.ok ? check() : install.reason
+  if (problem) skip(problem)
+  else {
+    const [node, pipe, peer] = rounds([() => [NODE_FLOOR], ({cwd}) => pipeRun(cwd), ({dir}) => peerRun(dir)], {prepare: () => ({cwd: fresh(), dir: fresh()})})
+    const vsNode = (xs) => stats(xs.map((x, i) => x.cpu_ms / node[i].cpu_ms))
+    const nodeCpu = summary(node).cpu_ms
+    const v = install.versions
+    record({name: 'peer: pipe, default pipeline with one clarify round (fresh store)', ...summary(pipe), ratio: vsNode(pipe), node_cpu_ms: nodeCpu, node_wall_ms: summary(node).wall_ms})
+    record({name: `peer: LangGraph.js ${v.langgraph}, same shape, SqliteSaver ${v.checkpoint_sqlite} durability "sync" (fresh file)`, ...summary(peer), ratio: vsNode(peer), node_cpu_ms: nodeCpu, node_wall_ms: summary(node).wall_ms})
+    const cpuRatio = stats(pipe.map((x, i) => x.cpu_ms / peer[i].cpu_ms))
+    const wallRatio = stats(pipe.map((x, i) => x.wall_ms / peer[i].wall_ms))
+    const rssRatio = stats(pipe.map((x, i) => x.maxrss_mib / peer[i].maxrss_mib))
+    record({name: 'peer: pipe / LangGraph.js, per pair', value: cpuRatio.median, unit: '× the peer\'s CPU (median of per-pair ratios)', cpu_ratio: cpuRatio, wall_ratio: wallRatio, rss_ratio: rssRatio, note: `CPU spread ${cpuRatio.min.toFixed(2)}–${cpuRatio.max.toFixed(2)}; wall ${wallRatio.median.toFixed(2)}×, peak RSS ${rssRatio.median.toFixed(2)}×`})
+
+    // Per step: pipe's chain of noop steps (the `steps` section's chain) against a chain of cheap
+    // LangGraph nodes, each as long − one-step, in the same rounds.
+    console.error('peer per step: 500-step chain against a 1-step chain, both sides, interleaved')
+    const chainDir = fresh()
+    writeFileSync(path.join(chainDir, 'chain500.yaml'), chain(500))
+    writeFileSync(path.join(chainDir, 'chain1.yaml'), chain(1))
+    const pipeChain = (file, cwd) => [[process.execPath, bin, 'run', path.join(chainDir, file), '--text', 'x', '--store', path.join(cwd, '.pipe')], {cwd}]
+    const peerChain = (steps, dir) => [[process.execPath, peerScript, '--chain', String(steps), '--out', dir]]
+    const [p500, p1, l500, l1] = rounds([
+      ({a}) => pipeChain('chain500.yaml', a),
+      ({b}) => pipeChain('chain1.yaml', b),
+      ({c}) => peerChain(500, c),
+      ({d}) => peerChain(1, d),
+    ], {pairs: Math.min(PAIRS, 7), prepare: () => ({a: fresh(), b: fresh(), c: fresh(), d: fresh()})})
+    const perStepOf = (long, short) => long.map((x, i) => (x.cpu_ms - short[i].cpu_ms) / 499)
+    const pipePer = perStepOf(p500, p1)
+    const peerPer = perStepOf(l500, l1)
+    const per = (name, xs, long, short) => {
+      const s = stats(xs)
+      record({name, value: s.median, unit: 'ms CPU per step', per_step_cpu_ms: s, long_cpu_ms: stats(long.map((x) => x.cpu_ms)), short_cpu_ms: stats(short.map((x) => x.cpu_ms)), long_maxrss_mib: stats(long.map((x) => x.maxrss_mib)), note: `spread ${s.min.toFixed(2)}–${s.max.toFixed(2)}; 500 steps ${stats(long.map((x) => x.cpu_ms)).median.toFixed(0)} ms, 1 step ${stats(short.map((x) => x.cpu_ms)).median.toFixed(0)} ms CPU`})
+    }
+    per('peer per step: pipe, 500-step noop chain', pipePer, p500, p1)
+    per('peer per step: LangGraph.js, 500-node chain, durability "sync"', peerPer, l500, l1)
+    const stepRatio = stats(pipePer.map((x, i) => x / peerPer[i]))
+    record({name: 'peer per step: pipe / LangGraph.js, per round', value: stepRatio.median, unit: '× the peer\'s CPU per step', step_ratio: stepRatio, note: `spread ${stepRatio.min.toFixed(2)}–${stepRatio.max.toFixed(2)}`})
+  }
+  rmSync(base, {recursive: true, force: true})
 }
 
 /** A populated store of `size` runs: reused from --stores when a finished one is there. */

@@ -1,13 +1,30 @@
 /**
- * Recording a finished step so that a crash at any moment loses nothing and writes nothing twice.
+ * Recording a finished step so that a crash at any moment loses nothing and writes nothing twice,
+ * with one sync per step.
  *
- * A step that writes more than its snapshot (a spec version, evidence) first writes a journal of
- * everything it is about to record, then each record, noting in the journal each id it tries
- * before trying it, then the snapshot, then drops the journal. The snapshot is the commit point.
- * On resume a journal whose snapshot is missing is finished from where it stopped: an id it tried
- * whose file holds exactly the record is reused, so no version is lost or written twice, and the
- * step itself is not run again.
+ * A step that writes more than its snapshot (a spec version, evidence) first appends a line to the
+ * run's commit log (runs/R/commits.jsonl, one fdatasync): everything it is about to record, the ids
+ * it will take and the time the records are stamped with, so each record can be rebuilt from the
+ * line byte for byte. That sync is the step's only one: the records and then the snapshot are
+ * written atomically (temporary file, then link) but not synced. The snapshot is the commit point.
+ * Should an id be taken by another process meanwhile, the next one is logged (a new line for the
+ * same seq; the last line of a seq wins) before it is tried.
+ *
+ * The log lines are kept, not dropped after the snapshot: until the operating system has written
+ * them back, a record is safe only in its line. On resume, each line of the log is checked:
+ * - its snapshot is missing: the commit was interrupted (a kill) or lost (a power failure), and is
+ *   finished from the line: an id whose file holds exactly the record is reused, so no version is
+ *   lost or written twice, and the step itself is not run again;
+ * - its snapshot is there, but a record it names is missing, empty or not JSON (a power failure
+ *   lost data the line still holds): the record is rebuilt from the line and written again if its
+ *   bytes are the ones the snapshot bound. A record that is valid JSON but different is never
+ *   overwritten: that is tampering, which pipe audit verify reports.
+ * A step without records writes its snapshot synced, and no line.
+ *
+ * Stores written by an older pipe may hold runs/R/journal.json (the journal of an interrupted
+ * commit, before the log existed); it is moved into the log and finished the same way.
  */
+import {readFile} from 'node:fs/promises'
 import type {EvidenceDraft, SpecDraft, Store, WriteIntent} from '../store/store.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -31,35 +48,43 @@ export interface Committed {
   spec: CanonicalSpec | null
 }
 
-export async function commitStep(store: Store, journal: Journal, hook: Hook = () => undefined): Promise<Committed> {
+/**
+ * Records a step. `logged`: the journal is already the last line of its seq in the commit log
+ * (finishing a commit on resume), so it is not appended again.
+ */
+export async function commitStep(store: Store, journal: Journal, hook: Hook = () => undefined, logged = false): Promise<Committed> {
   const {run_id: runId, step} = journal
   const at = new Date(journal.recorded_at)
   const journaled = journal.spec !== null || journal.evidence.length > 0
   const intent = (item: {candidate?: string}): WriteIntent => ({
     ...(item.candidate ? {candidate: item.candidate} : {}),
+    // A record named by a logged line and found empty or torn was lost by a power failure: rewrite it.
+    repair: logged,
     onCandidate: async (id) => {
       item.candidate = id
-      await store.writeJournal(runId, journal)
+      await store.appendCommit(runId, journal)
       await hook(`id-reserved:${step}`)
     },
   })
-  if (journaled) {
-    // Name every id before taking any, so one journal write covers them all in the usual case.
+  if (journaled && !logged) {
+    // Name every id before taking any, so one log line covers them all in the usual case.
     const needEvidence = journal.evidence.filter((item) => !item.candidate)
     if (needEvidence.length > 0) (await store.candidateIds('evidence', at, needEvidence.length)).forEach((id, i) => (needEvidence[i]!.candidate = id))
     if (journal.spec && !journal.spec.candidate) journal.spec.candidate = (await store.candidateIds('spec', at, 1))[0]!
-    await store.writeJournal(runId, journal)
+    await store.appendCommit(runId, journal)
     await hook(`journal-written:${step}`)
   }
+  // With a log line, the records and the snapshot need no sync of their own: the line rebuilds them.
+  const sync = !journaled
   const links: Snapshot['evidence_links'] = []
   for (const item of journal.evidence) {
-    const evidence = await store.writeEvidence(item.draft, at, intent(item))
+    const evidence = await store.writeEvidence(item.draft, at, intent(item), {sync})
     links.push({type: item.link, evidence_id: evidence.evidence_id})
     await hook(`evidence-written:${step}`)
   }
   let spec: CanonicalSpec | null = null
   if (journal.spec) {
-    spec = await store.writeSpec(journal.spec.draft, at, intent(journal.spec))
+    spec = await store.writeSpec(journal.spec.draft, at, intent(journal.spec), {sync})
     await hook(`spec-written:${step}`)
   }
   const version = spec?.meta.spec_version ?? null
@@ -70,20 +95,91 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
     evidence_links: [...journal.snapshot.evidence_links, ...links],
   }
   await hook(`before-snapshot:${step}`)
-  const stored = await store.writeSnapshot(snapshot)
+  const stored = await store.writeSnapshot(snapshot, {sync, repair: logged})
   await hook(`snapshot-written:${step}`)
-  if (journaled) await store.deleteJournal(runId)
   return {snapshot: stored, spec}
 }
 
-/** Finishes the commit a crash interrupted, if any. Returns whether there was one to finish. */
-export async function recoverCommit(store: Store, runId: string, hook?: Hook): Promise<boolean> {
-  const journal = (await store.readJournal(runId)) as Journal | null
-  if (!journal) return false
-  if (journal.version !== 1 || journal.run_id !== runId) {
+function isJournal(value: unknown, runId: string): value is Journal {
+  const j = value as Partial<Journal> | null
+  return typeof j === 'object' && j !== null && j.version === 1 && j.run_id === runId && Number.isInteger(j.seq) && typeof j.recorded_at === 'string' && typeof j.snapshot === 'object' && Array.isArray(j.evidence)
+}
+
+/** The last line of each seq in the run's commit log, in seq order (with an older pipe's journal.json moved in). */
+async function loggedCommits(store: Store, runId: string): Promise<Journal[]> {
+  const legacy = await store.readJournal(runId)
+  if (legacy !== null) {
+    // Into the log first (synced), so that dropping the file loses nothing.
+    if (isJournal(legacy, runId)) await store.appendCommit(runId, legacy)
     await store.deleteJournal(runId)
+  }
+  const bySeq = new Map<number, Journal>()
+  for (const line of await store.readCommitLog(runId)) if (isJournal(line, runId)) bySeq.set(line.seq, line)
+  return [...bySeq.values()].sort((a, b) => a.seq - b.seq)
+}
+
+async function readParsed(file: string): Promise<{state: 'missing' | 'damaged'} | {state: 'ok'; value: unknown}> {
+  const text = await readFile(file, 'utf8').catch(() => null)
+  if (text === null) return {state: 'missing'}
+  try {
+    return {state: 'ok', value: JSON.parse(text) as unknown}
+  } catch {
+    return {state: 'damaged'}
+  }
+}
+
+/**
+ * Rewrites the records of a committed step that a power failure lost (missing, empty or torn),
+ * each only if the rebuilt bytes are the ones its snapshot bound. Returns how many were rewritten.
+ */
+async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot): Promise<number> {
+  const at = new Date(journal.recorded_at)
+  const binds = snapshot.meta?.binds ?? {}
+  let repaired = 0
+  const items: Array<{id: string | undefined; rebuild: (id: string) => string; file: (id: string) => string}> = [
+    ...journal.evidence.map((item) => ({id: item.candidate, rebuild: (id: string) => store.evidenceText(item.draft, at, id), file: (id: string) => store.evidenceFile(id)})),
+    ...(journal.spec ? [{id: journal.spec.candidate, rebuild: (id: string) => store.specText(journal.spec!.draft, id), file: (id: string) => store.specFile(id)}] : []),
+  ]
+  for (const item of items) {
+    if (!item.id || binds[item.id] === undefined) continue
+    if ((await readParsed(item.file(item.id))).state === 'ok') continue
+    if (await store.restoreRecord(item.file(item.id), item.rebuild(item.id), binds[item.id]!)) repaired++
+  }
+  return repaired
+}
+
+/**
+ * Finishes the commit a crash interrupted, if any, and rewrites records a power failure lost (see
+ * above). The caller holds the run. Returns whether anything was finished or rewritten.
+ */
+export async function recoverCommit(store: Store, runId: string, hook?: Hook): Promise<boolean> {
+  let changed = false
+  for (const journal of await loggedCommits(store, runId)) {
+    const found = await readParsed(store.snapshotFile(runId, journal.seq))
+    if (found.state === 'ok') {
+      if ((await repairRecords(store, journal, found.value as Snapshot)) > 0) changed = true
+      continue
+    }
+    await commitStep(store, journal, hook, true)
+    changed = true
+  }
+  return changed
+}
+
+/**
+ * For a run that has ended (and so is never walked again): under the run's lock, the same repair
+ * as a resume's. A run another process holds is left to it.
+ */
+export async function repairEndedRun(store: Store, runId: string): Promise<boolean> {
+  let release: (() => Promise<void>) | undefined
+  try {
+    release = await store.acquireRun(runId)
+  } catch {
     return false
   }
-  await commitStep(store, journal, hook)
-  return true
+  try {
+    return await recoverCommit(store, runId)
+  } finally {
+    await release()
+  }
 }

@@ -17,7 +17,7 @@
  * Reads are synchronous on purpose: a whole-store check reads thousands of small files one after
  * another, and the promise-based reads cost several times the CPU of the reads themselves.
  */
-import {closeSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync} from 'node:fs'
+import {closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync} from 'node:fs'
 import path from 'node:path'
 import {check} from '../schema/registry.js'
 import type {Evidence} from '../types/evidence.js'
@@ -80,6 +80,29 @@ function readBytes(file: string): Buffer | string {
   try {
     const n = readSync(fd, scratch, 0, scratch.length, 0)
     return n < scratch.length ? Buffer.from(scratch.subarray(0, n)) : readFileSync(fd)
+  } catch (error) {
+    return `cannot read (${String(error)})`
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** The end of a file, enough to hold its last line (or all of it, when the line is longer). */
+function readTail(file: string): Buffer | string {
+  let fd: number
+  try {
+    fd = openSync(file, 'r')
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`
+  }
+  try {
+    const {size} = fstatSync(fd)
+    const take = Math.min(size, scratch.length)
+    const n = readSync(fd, scratch, 0, take, size - take)
+    const tail = scratch.subarray(0, n)
+    // A complete last line has a newline before it within the tail (or the tail is the whole file).
+    if (take === size || tail.lastIndexOf(0x0a, n - 2) >= 0) return Buffer.from(tail)
+    return readFileSync(fd)
   } catch (error) {
     return `cannot read (${String(error)})`
   } finally {
@@ -310,6 +333,7 @@ export class Auditor {
     if (names.includes('journal.json')) {
       this.report.notes.push({record: runId, file: this.store.journalFile(runId), field: '(file)', message: 'a step commit was interrupted; pipe resume finishes it'})
     }
+    const problemsBefore = this.report.problems.length
 
     // Snapshots.
     const snapshotDir = path.join(dir, 'snapshots')
@@ -373,7 +397,58 @@ export class Auditor {
       const last = snapshots.at(-1)?.step?.seq ?? 0
       this.problem({record: `${runId}#${head.seq}`, file: this.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
     }
+    if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore, new Set(files))
     return snapshots
+  }
+
+  /**
+   * The run's commit log (see engine/commit.ts): its last line without a snapshot is a commit a crash
+   * interrupted. When the run has damage, each record or snapshot the log can rebuild byte for byte
+   * (missing, empty or not JSON: what a power failure leaves of an unsynced write) is named, since
+   * pipe resume rewrites it. Only the last line is read when the run is intact.
+   */
+  private commitLog(runId: string, damaged: boolean, snapshotNames: ReadonlySet<string>): void {
+    const file = this.store.commitLogFile(runId)
+    const text = damaged ? readBytes(file) : readTail(file)
+    if (typeof text === 'string') return
+    const raw = text.toString('utf8').split('\n')
+    raw.pop()
+    const bySeq = new Map<number, {seq: number; recorded_at?: string; spec?: {candidate?: string} | null; evidence?: Array<{candidate?: string}>}>()
+    for (const [i, line] of raw.entries()) {
+      if (!damaged && i < raw.length - 1) continue
+      try {
+        const entry = JSON.parse(line) as {run_id?: string; seq?: unknown}
+        if (entry.run_id === runId && typeof entry.seq === 'number') bySeq.set(entry.seq, entry as {seq: number})
+      } catch {
+        // The first line of a tail read may be cut; elsewhere, a changed log is not the trail (nothing is bound to it).
+      }
+    }
+    const lines = [...bySeq.values()].sort((a, b) => a.seq - b.seq)
+    const state = (f: string): 'ok' | 'missing' | 'damaged' => {
+      const parsed = parseFile<unknown>(f)
+      return parsed.ok ? 'ok' : parsed.message === 'file is missing' ? 'missing' : 'damaged'
+    }
+    const last = lines.at(-1)
+    for (const line of lines) {
+      const snapshotFile = this.store.snapshotFile(runId, line.seq)
+      if (line === last && !snapshotNames.has(path.basename(snapshotFile))) {
+        this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: 'a step commit was interrupted; pipe resume finishes it'})
+        continue
+      }
+      if (!damaged) continue
+      const snapshot = state(snapshotFile)
+      if (snapshot !== 'ok') {
+        this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: `the snapshot is ${snapshot}, and the commit log holds it (lost in a power failure?): pipe resume ${runId} rewrites it`})
+        continue
+      }
+      const ids = [...(line.evidence ?? []).map((e) => e.candidate), line.spec?.candidate].filter((id): id is string => typeof id === 'string')
+      for (const id of ids) {
+        const recordFile = ID_PATTERNS.spec.test(id) ? this.store.specFile(id) : ID_PATTERNS.evidence.test(id) ? this.store.evidenceFile(id) : null
+        if (!recordFile) continue
+        const found = state(recordFile)
+        if (found !== 'ok') this.report.notes.push({record: id, file: recordFile, field: '(file)', message: `is ${found}, and the commit log of ${runId} holds it (lost in a power failure?): pipe resume ${runId} rewrites it`})
+      }
+    }
   }
 
   /** Records no snapshot refers to: left by a step whose commit was never finished. */

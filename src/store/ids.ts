@@ -62,11 +62,11 @@ export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', 
   for (let tries = 0; tries < 1_000_000; tries++) {
     n++
     const id = formatId(prefix, key, n)
-    if (await take(id)) {
-      // The hint is only a starting point: a lost or stale hint costs a few retries, never a duplicate.
-      writeHint(idsDir, hintFile, n)
-      return id
-    }
+    // The hint is a starting point for allocation (a lost or stale one costs a few retries, never a
+    // duplicate) and the newest-first index of spec versions: written before the take, it never
+    // names less than what exists, even when the process dies right after taking.
+    writeHint(idsDir, hintFile, n)
+    if (await take(id)) return id
   }
   throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
 }

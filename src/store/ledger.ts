@@ -8,7 +8,7 @@
  * from the one pipe wrote. A crash between the log line and the entry leaves the log one write
  * ahead, which audit verify reports as an interrupted write, not as tampering.
  */
-import {mkdir, readdir, readFile} from 'node:fs/promises'
+import {mkdir, readdir, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'
@@ -19,10 +19,15 @@ import {acquireLock} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
 import {sealRecord} from './integrity.js'
 import type {Store} from './store.js'
-import {appendChained} from './trail.js'
+import {appendChained, linesFromEnd} from './trail.js'
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
   return `${featureId}+${target}+${specVersion}`
+}
+
+async function nextLine(lines: AsyncGenerator<string>): Promise<string | undefined> {
+  const next = await lines.next()
+  return next.done ? undefined : next.value
 }
 
 export class Ledger {
@@ -66,7 +71,14 @@ export class Ledger {
       hint: 'Try again in a moment.',
     })
     try {
-      await appendChained(this.logFile, {key: entry.key, entry_seal: sealed.seal})
+      // `entries`: how many entry files there are once this write lands, as pipe counts them. A list
+      // that finds as many files knows the log names them all and reads only the log's tail.
+      const isNew = !(await stat(this.file(entry.key)).then(() => true, () => false))
+      await appendChained(this.logFile, async (last) => ({
+        key: entry.key,
+        entry_seal: sealed.seal,
+        entries: (typeof last?.['entries'] === 'number' ? last['entries'] : last === null ? 0 : await this.countEntries()) + (isNew ? 1 : 0),
+      }))
     } finally {
       await release()
     }
@@ -93,37 +105,46 @@ export class Ledger {
   /** Entries for people to read: redacted again, which also covers entries written before a pattern existed. */
   async list(filter: {feature?: string; run?: string; target?: string} = {}, limit?: number): Promise<LedgerEntry[]> {
     const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'))
-    const keys = names.map((n) => n.slice(0, -5))
-    // With a limit, the ledger log names the most recently written keys (its last lines), so only
-    // those entries are read. An entry the log does not name (a store older than the log) sends it
-    // back to reading every entry.
-    const recent = limit === undefined ? null : await this.recentKeys()
-    const named = new Set(recent)
-    const ordered = recent && keys.every((k) => named.has(k)) ? recent : keys.sort()
+    const keep = (entry: LedgerEntry | null): entry is LedgerEntry =>
+      entry !== null && (!filter.feature || entry.feature_id === filter.feature) && (!filter.run || entry.run_id === filter.run) && (!filter.target || entry.target === filter.target)
     const out: LedgerEntry[] = []
-    for (const key of ordered) {
-      if (recent === ordered && limit !== undefined && out.length >= limit) break
-      const entry = await this.read(key).catch(() => null)
-      if (!entry) continue
-      if (filter.feature && entry.feature_id !== filter.feature) continue
-      if (filter.run && entry.run_id !== filter.run) continue
-      if (filter.target && entry.target !== filter.target) continue
-      out.push(redactDeep(entry))
+    // With a limit, the ledger log names the most recently written keys (its last lines), so only
+    // those lines and entries are read, when the log's count of entry files matches the folder. An
+    // entry the log does not name (a store older than the log, a file put there by hand) makes the
+    // counts differ and sends it back to reading every entry.
+    const tail = limit === undefined ? null : linesFromEnd(this.logFile)
+    try {
+      const first = tail ? await tail.next() : null
+      let count: unknown
+      try {
+        count = first && !first.done ? (JSON.parse(first.value) as {entries?: unknown}).entries : undefined
+      } catch {
+        // A damaged last line: audit verify reports it; this reads every entry.
+      }
+      if (tail && first && !first.done && count === names.length) {
+        const seen = new Set<string>()
+        for (let line: string | undefined = first.value; line !== undefined && out.length < limit!; line = await nextLine(tail)) {
+          const key = /^\{"key":"([^"]+)"/.exec(line)?.[1]
+          if (!key || seen.has(key)) continue
+          seen.add(key)
+          const entry = await this.read(key).catch(() => null)
+          if (keep(entry)) out.push(redactDeep(entry))
+        }
+      } else {
+        for (const name of names.sort()) {
+          const entry = await this.read(name.slice(0, -5)).catch(() => null)
+          if (keep(entry)) out.push(redactDeep(entry))
+        }
+      }
+    } finally {
+      await tail?.return(undefined)
     }
     const sorted = out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
     return limit === undefined ? sorted : sorted.slice(0, limit)
   }
 
-  /** Every key the ledger log names, most recently written first; null without a log. */
-  private async recentKeys(): Promise<string[] | null> {
-    const text = await readFile(this.logFile, 'utf8').catch(() => null)
-    if (text === null) return null
-    const seen = new Set<string>()
-    const lines = text.split('\n')
-    for (let i = lines.length - 1; i >= 0; i--) {
-      const key = /^\{"key":"([^"]+)"/.exec(lines[i]!)?.[1]
-      if (key) seen.add(key)
-    }
-    return [...seen]
+  /** Entry files in the folder: the count a log without counts (an older pipe's) starts from. */
+  private async countEntries(): Promise<number> {
+    return (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).length
   }
 }

@@ -141,8 +141,7 @@ export interface SpecSummary {
 
 export async function listSpecs(store: Store, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
   const out: SpecSummary[] = []
-  const versions = (await store.listSpecVersions()).reverse()
-  for (const version of versions) {
+  for await (const version of store.newestSpecVersions()) {
     if (filter.limit !== undefined && out.length >= filter.limit) break
     let spec: CanonicalSpec
     let problem: string | undefined

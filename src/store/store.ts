@@ -5,6 +5,7 @@
  *   runs/R-.../run.json          the run record (lowdb, atomic writes)
  *   runs/R-.../events.jsonl      the run's timeline, append-only
  *   runs/R-.../snapshots/NNNNNN.json   one write-once file per step
+ *   runs/R-.../commits.jsonl     the commit log: what each step that writes records records (engine/commit.ts)
  *   specs/S-....json             immutable spec versions, content-hashed
  *   evidence/E-....json          evidence records
  *   features/F-....json          feature registrations
@@ -32,8 +33,8 @@ import type {Evidence} from '../types/evidence.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
-import {allocateId, assertId, compareIds, dayKey, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
+import {appendSynced, createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
+import {allocateId, assertId, compareIds, dayKey, formatId, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder, processAlive} from '../util/lock.js'
@@ -51,6 +52,27 @@ export interface WriteIntent {
   candidate?: string
   /** Called with each id before it is tried, to record it in a journal. */
   onCandidate(id: string): Promise<void>
+  /**
+   * Finishing a logged commit: the candidate's file, if empty or not JSON, lost its data to a power
+   * failure after the link (records are written unsynced once the commit log holds them), so it is
+   * rewritten. Records are written atomically, so a crash alone never leaves such a file.
+   */
+  repair?: boolean
+}
+
+/** Whether a write reaches the disk before it returns (see util/fs.ts); false once a commit log line holds the record. */
+export interface WriteOptions {
+  sync?: boolean
+}
+
+/** Whether `text` (a record file's content) is damaged: empty or not JSON. */
+function damaged(text: string): boolean {
+  try {
+    JSON.parse(text)
+    return false
+  } catch {
+    return true
+  }
 }
 
 function seqName(seq: number): string {
@@ -82,6 +104,32 @@ function snapshotNames(dir: string): string[] {
     return []
   }
   return names.filter((n) => /^\d{6,}\.json$/.test(n)).sort()
+}
+
+function buildSpec(draft: SpecDraft, id: string): CanonicalSpec {
+  // Keep meta's keys in a fixed order so the files read well.
+  const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}}
+  const sealed = sealSpec(spec)
+  assertValid('spec', sealed, `spec version ${id}`)
+  return sealed
+}
+
+function buildEvidence(draft: EvidenceDraft, now: Date, id: string): Evidence {
+  const record = sealEvidence({evidence_id: id, ...draft, created_at: now.toISOString()})
+  assertValid('evidence', record, `evidence ${id}`)
+  return record
+}
+
+/** A record and its file content under an id, built once for the id last asked for (sealing hashes the whole record). */
+function builder<T>(build: (id: string) => T): (id: string) => {record: T; text: string} {
+  let last: {id: string; record: T; text: string} | undefined
+  return (id) => {
+    if (last?.id !== id) {
+      const record = build(id)
+      last = {id, record, text: `${JSON.stringify(record, null, 2)}\n`}
+    }
+    return last
+  }
 }
 
 async function readJson<T>(file: string, what: string): Promise<T> {
@@ -410,7 +458,7 @@ export class Store {
    * Writes a snapshot once. Writing the very same snapshot again (finishing a commit after a crash)
    * returns it; a different snapshot under the same seq is E_CONFLICT.
    */
-  async writeSnapshot(snapshot: Snapshot): Promise<Snapshot> {
+  async writeSnapshot(snapshot: Snapshot, options: WriteOptions & {repair?: boolean} = {}): Promise<Snapshot> {
     const binds: Record<string, string> = {}
     for (const version of [snapshot.spec_version_in, snapshot.spec_version_out]) if (version) binds[version] = await this.boundHash(version, this.specFile(version))
     for (const link of snapshot.evidence_links) binds[link.evidence_id] = await this.boundHash(link.evidence_id, this.evidenceFile(link.evidence_id))
@@ -418,7 +466,16 @@ export class Store {
     assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
     const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
     const text = `${JSON.stringify(stored, null, 2)}\n`
-    if ((await createFileExclusive(file, text)) || (await readFile(file, 'utf8').catch(() => null)) === text) {
+    let written = await createFileExclusive(file, text, {sync: options.sync ?? true})
+    if (!written) {
+      const found = await readFile(file, 'utf8').catch(() => null)
+      written = found === text
+      if (!written && options.repair && found !== null && damaged(found)) {
+        await writeFileAtomic(file, text)
+        written = true
+      }
+    }
+    if (written) {
       this.noteSnapshot(stored)
       return stored
     }
@@ -458,33 +515,51 @@ export class Store {
   // Spec versions
 
   /** Creates a write-once record under the next free id of a series, or finishes one a crash interrupted. */
-  private async createSealed(prefix: 'S' | 'E', key: string, file: (id: string) => string, build: (id: string) => string, intent?: WriteIntent): Promise<string> {
+  private async createSealed(prefix: 'S' | 'E', key: string, file: (id: string) => string, build: (id: string) => string, intent: WriteIntent | undefined, options: WriteOptions): Promise<string> {
+    const sync = options.sync ?? true
     if (intent?.candidate) {
       const id = intent.candidate
       const content = build(id)
-      if ((await createFileExclusive(file(id), content)) || (await readFile(file(id), 'utf8').catch(() => null)) === content) {
-        await noteIdTaken(this.idsDir, prefix, key, id)
-        return id
+      // The counter moves first, so that it never names less than what is written (newestSpecVersions).
+      await noteIdTaken(this.idsDir, prefix, key, id)
+      let taken = await createFileExclusive(file(id), content, {sync})
+      if (!taken) {
+        const found = await readFile(file(id), 'utf8').catch(() => null)
+        taken = found === content
+        if (!taken && intent.repair && found !== null && damaged(found)) {
+          await writeFileAtomic(file(id), content)
+          taken = true
+        }
       }
+      if (taken) return id
     }
     return allocateId(this.idsDir, prefix, key, async (id) => {
       await intent?.onCandidate(id)
-      return createFileExclusive(file(id), build(id))
+      return createFileExclusive(file(id), build(id), {sync})
     })
   }
 
-  async writeSpec(draft: SpecDraft, now: Date, intent?: WriteIntent): Promise<CanonicalSpec> {
-    const build = (id: string): CanonicalSpec => {
-      // Keep meta's keys in a fixed order so the files read well.
-      const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}}
-      const sealed = sealSpec(spec)
-      assertValid('spec', sealed, `spec version ${id}`)
-      return sealed
-    }
-    const text = (v: string): string => `${JSON.stringify(build(v), null, 2)}\n`
-    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), text, intent)
-    this.fileHashes.set(id, fileHash(text(id)))
-    return build(id)
+  /**
+   * Rewrites a record a power failure lost, from the commit log line that holds it (see
+   * engine/commit.ts): only when its bytes are the ones the snapshot bound, so what is written is
+   * exactly what was there. Synced: a repair is rare.
+   */
+  async restoreRecord(file: string, text: string, boundHash: string): Promise<boolean> {
+    if (fileHash(text) !== boundHash) return false
+    await writeFileAtomic(file, text)
+    return true
+  }
+
+  async writeSpec(draft: SpecDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<CanonicalSpec> {
+    const built = builder((id) => buildSpec(draft, id))
+    const id = await this.createSealed('S', dayKey(now), (v) => this.specFile(v), (v) => built(v).text, intent, options)
+    this.fileHashes.set(id, fileHash(built(id).text))
+    return built(id).record
+  }
+
+  /** The file content of a spec version, as writeSpec writes it. */
+  specText(draft: SpecDraft, id: string): string {
+    return `${JSON.stringify(buildSpec(draft, id), null, 2)}\n`
   }
 
   specFile(version: string): string {
@@ -524,6 +599,53 @@ export class Store {
     }
   }
 
+  /**
+   * Spec versions newest first, without listing the specs folder (35,000 names at 10,000 runs): the
+   * id counters in ids/ say, per day, the highest number allocated, and every number under it was
+   * allocated or tried. A counter is moved before the id it names is taken (allocateId, createSealed),
+   * so it is never behind a written version; a few numbers past it are still probed, for counters an
+   * older pipe wrote after the fact. Numbers never written (a take lost to a crash) are skipped.
+   * Without readable counters, or with one far past what exists, this falls back to listing the folder.
+   */
+  async *newestSpecVersions(): AsyncGenerator<string> {
+    const names = await readdir(this.idsDir).catch(() => null)
+    const days = (names ?? []).filter((n) => /^S-\d{8}$/.test(n)).sort().reverse()
+    const tops: Array<{day: string; top: number}> = []
+    for (const name of days) {
+      const top = Number.parseInt(await readFile(path.join(this.idsDir, name), 'utf8').catch(() => ''), 10)
+      if (!Number.isSafeInteger(top) || top < 0) {
+        tops.length = 0
+        break
+      }
+      tops.push({day: name.slice(2), top})
+    }
+    if (tops.length === 0) {
+      yield* (await this.listSpecVersions()).reverse()
+      return
+    }
+    const exists = (version: string): Promise<boolean> => stat(this.specFile(version)).then(() => true, () => false)
+    const given = new Set<string>()
+    for (const {day, top} of tops) {
+      let n = top
+      for (let probe = n + 1; probe <= n + 4; probe++) if (await exists(formatId('S', day, probe))) n = probe
+      let misses = 0
+      for (; n >= 1; n--) {
+        const version = formatId('S', day, n)
+        if (!(await exists(version))) {
+          // A counter far past what exists was not written by pipe: trust the folder instead.
+          if (++misses > 1000) {
+            for (const v of (await this.listSpecVersions()).reverse()) if (!given.has(v)) yield v
+            return
+          }
+          continue
+        }
+        misses = 0
+        given.add(version)
+        yield version
+      }
+    }
+  }
+
   async listSpecVersions(): Promise<string[]> {
     const names = await readdir(this.specsDir).catch(() => [] as string[])
     return names
@@ -535,16 +657,16 @@ export class Store {
 
   // Evidence
 
-  async writeEvidence(draft: EvidenceDraft, now: Date, intent?: WriteIntent): Promise<Evidence> {
-    const build = (id: string): Evidence => {
-      const record = sealEvidence({evidence_id: id, ...draft, created_at: now.toISOString()})
-      assertValid('evidence', record, `evidence ${id}`)
-      return record
-    }
-    const text = (v: string): string => `${JSON.stringify(build(v), null, 2)}\n`
-    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), text, intent)
-    this.fileHashes.set(id, fileHash(text(id)))
-    return build(id)
+  async writeEvidence(draft: EvidenceDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<Evidence> {
+    const built = builder((id) => buildEvidence(draft, now, id))
+    const id = await this.createSealed('E', '', (v) => this.evidenceFile(v), (v) => built(v).text, intent, options)
+    this.fileHashes.set(id, fileHash(built(id).text))
+    return built(id).record
+  }
+
+  /** The file content of an evidence record, as writeEvidence writes it. */
+  evidenceText(draft: EvidenceDraft, now: Date, id: string): string {
+    return `${JSON.stringify(buildEvidence(draft, now, id), null, 2)}\n`
   }
 
   evidenceFile(id: string): string {
@@ -562,7 +684,33 @@ export class Store {
     return series === 'spec' ? peekIds(this.idsDir, 'S', dayKey(at), count) : peekIds(this.idsDir, 'E', '', count)
   }
 
-  // The commit journal of the step being recorded (see engine/commit.ts).
+  // The commit log of the run: one line per step that writes records, before it writes them (see engine/commit.ts).
+
+  commitLogFile(runId: string): string {
+    return path.join(this.runDir(runId), 'commits.jsonl')
+  }
+
+  /** Appends a journal to the run's commit log: the step's one sync. A torn last line (a crash mid-append) is cut off first. */
+  async appendCommit(runId: string, journal: unknown): Promise<void> {
+    await appendSynced(this.commitLogFile(runId), `${JSON.stringify(journal)}\n`)
+  }
+
+  /** The commit log's lines; a torn last line is left out. A line that is not JSON elsewhere was changed outside pipe. */
+  async readCommitLog(runId: string): Promise<unknown[]> {
+    const text = (await readText(this.commitLogFile(runId))) ?? ''
+    const raw = text.split('\n')
+    // The last element is '' after a complete last line, or a torn line: either way not a line.
+    raw.pop()
+    return raw.map((line, i) => {
+      try {
+        return JSON.parse(line) as unknown
+      } catch {
+        throw new PipeError('E_INTEGRITY', `line ${i + 1} of the commit log of ${runId} is not valid JSON`, {hint: `It is appended whole, so it was changed outside pipe: ${this.commitLogFile(runId)}`})
+      }
+    })
+  }
+
+  // The journal file of an interrupted commit, as pipe wrote it before the commit log (read once, then moved into the log).
 
   journalFile(runId: string): string {
     return path.join(this.runDir(runId), 'journal.json')
@@ -579,10 +727,6 @@ export class Store {
     } catch {
       throw new PipeError('E_INTEGRITY', `the commit journal of ${runId} is not valid JSON`, {hint: `It was written atomically, so it was changed outside pipe: ${this.journalFile(runId)}`})
     }
-  }
-
-  async writeJournal(runId: string, journal: unknown): Promise<void> {
-    await writeFileAtomic(this.journalFile(runId), `${JSON.stringify(journal)}\n`)
   }
 
   async deleteJournal(runId: string): Promise<void> {

@@ -3,6 +3,7 @@
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
 import {closeSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync} from 'node:fs'
+import {open} from 'node:fs/promises'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncFd} from '../util/fs.js'
 
@@ -13,7 +14,7 @@ export interface ChainedLine {
 }
 
 /** The last complete line of a file, read from its end; a torn last line (a crash mid-append) is cut off. Synchronous calls, see util/fs.ts. */
-function lastLine(file: string): ChainedLine | null {
+export async function lastLine(file: string): Promise<ChainedLine | null> {
   let fd: number
   try {
     fd = openSync(file, 'r+')
@@ -51,10 +52,13 @@ function lastLine(file: string): ChainedLine | null {
   }
 }
 
-/** Appends a line chained to the file's last line. The caller holds the log's lock. */
-export async function appendChained<T extends object>(file: string, line: T): Promise<T & ChainedLine> {
-  const last = lastLine(file)
-  const sealed = sealLine(line, last?.hash ?? null)
+/**
+ * Appends a line chained to the file's last line. The caller holds the log's lock. `line` may be
+ * made from the last line (a running count).
+ */
+export async function appendChained<T extends object>(file: string, line: T | ((last: ChainedLine | null) => T | Promise<T>)): Promise<T & ChainedLine> {
+  const last = await lastLine(file)
+  const sealed = sealLine(typeof line === 'function' ? await line(last) : line, last?.hash ?? null)
   const fd = openSync(file, 'a')
   try {
     writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
@@ -63,6 +67,57 @@ export async function appendChained<T extends object>(file: string, line: T): Pr
     closeSync(fd)
   }
   return sealed
+}
+
+/**
+ * A log's complete lines, last first, read backwards in blocks: the newest lines of a megabyte log
+ * cost what they are, not what the whole log is. A torn last line is skipped.
+ */
+export async function* linesFromEnd(file: string, block = 65536): AsyncGenerator<string> {
+  let handle
+  try {
+    handle = await open(file, 'r')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw error
+  }
+  try {
+    let position = (await handle.stat()).size
+    // Bytes of the line the previous block started in the middle of.
+    let carry = Buffer.alloc(0)
+    let first = true
+    while (position > 0) {
+      const take = Math.min(block, position)
+      position -= take
+      const buffer = Buffer.alloc(take)
+      await handle.read(buffer, 0, take, position)
+      let data = Buffer.concat([buffer, carry])
+      if (first) {
+        const end = data.lastIndexOf(0x0a)
+        // No newline yet at all: the file is one torn line, or a longer last block is needed.
+        if (end < 0) {
+          carry = data
+          continue
+        }
+        first = false
+        data = data.subarray(0, end + 1)
+      }
+      // (A negative offset would make lastIndexOf count from the end.)
+      const newlineBefore = (at: number): number => (at <= 0 ? -1 : data.lastIndexOf(0x0a, at - 1))
+      let end = data.length - 1
+      let start = newlineBefore(end)
+      while (start >= 0) {
+        if (end > start + 1) yield data.toString('utf8', start + 1, end)
+        end = start
+        start = newlineBefore(end)
+      }
+      carry = Buffer.from(data.subarray(0, end + 1))
+    }
+    // The first line of the file (no newline before it).
+    if (!first && carry.length > 1 && carry.at(-1) === 0x0a) yield carry.toString('utf8', 0, carry.length - 1)
+  } finally {
+    await handle.close()
+  }
 }
 
 export interface ChainFinding {

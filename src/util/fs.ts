@@ -9,7 +9,7 @@
  * anyway (its commit waits for it).
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, fdatasyncSync, fsyncSync, linkSync, openSync, renameSync, unlinkSync, writeFileSync} from 'node:fs'
+import {closeSync, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, openSync, readSync, renameSync, unlinkSync, writeFileSync} from 'node:fs'
 import type {FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
@@ -92,4 +92,39 @@ function removeQuietly(file: string): void {
   } catch {
     // Already gone, or the folder is: nothing is left to tidy.
   }
+}
+
+/**
+ * Appends `text` (whole lines) to `file` and syncs its data. A torn last line, which only a crash
+ * mid-append leaves, is cut off first, so the new line starts clean.
+ */
+export async function appendSynced(file: string, text: string): Promise<void> {
+  const fd = openSync(file, 'a+')
+  try {
+    const {size} = fstatSync(fd)
+    const keep = completeLength(fd, size)
+    if (keep < size) ftruncateSync(fd, keep)
+    writeFileSync(fd, text)
+    syncFd(fd, true)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** The length of the file's complete lines: up to and including its last newline. */
+function completeLength(fd: number, size: number): number {
+  if (size === 0) return 0
+  const last = Buffer.alloc(1)
+  readSync(fd, last, 0, 1, size - 1)
+  if (last[0] === 0x0a) return size
+  const chunk = Buffer.alloc(Math.min(size, 65536))
+  let end = size
+  while (end > 0) {
+    const take = Math.min(chunk.length, end)
+    readSync(fd, chunk, 0, take, end - take)
+    const at = chunk.subarray(0, take).lastIndexOf(0x0a)
+    if (at >= 0) return end - take + at + 1
+    end -= take
+  }
+  return 0
 }

@@ -69,15 +69,20 @@ const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signatu
 
 /** `redact` applied to every string inside a JSON-like value (safer than redacting its JSON text). */
 export function redactDeep<T>(value: T): T {
-  if (typeof value === 'string') return redact(value) as T
-  if (Array.isArray(value)) return (value as unknown[]).map((v) => redactDeep(v)) as T
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactDeep(v)])) as T
+  // The secrets are gathered once per call: reading process.env per string cost more than the redacting.
+  return redactWith(value, secretValues())
+}
+
+function redactWith<T>(value: T, secrets: readonly string[]): T {
+  if (typeof value === 'string') return redact(value, secrets) as T
+  if (Array.isArray(value)) return (value as unknown[]).map((v) => redactWith(v, secrets)) as T
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactWith(v, secrets)])) as T
   return value
 }
 
-export function redact(text: string): string {
+export function redact(text: string, secrets: readonly string[] = secretValues()): string {
   let out = text
-  for (const value of secretValues()) out = out.split(value).join('[REDACTED]')
+  for (const value of secrets) if (out.includes(value)) out = out.split(value).join('[REDACTED]')
   return (
     out
       .replace(/(authorization\s*[:=]\s*)(bearer\s+|basic\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')

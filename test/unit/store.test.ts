@@ -183,3 +183,118 @@ describe('ledger list with a limit', () => {
     expect((await ledger.list({}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-004', 'F-2026-001'])
   })
 })
+
+describe('ledger list reads only the log tail when the log counts every entry', () => {
+  function entry(feature: string, spec: string, updated: string): LedgerEntry {
+    return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
+  }
+
+  it('counts entry files in the log, and a log without counts (an older pipe) is counted from the folder', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const ledger = new Ledger(store)
+    // An older pipe's log: lines without counts, for two entries already on disk.
+    for (const [i, e] of [entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:00:00.000Z'), entry('F-2026-002', 'S-20261121-0002', '2026-11-21T10:01:00.000Z')].entries()) {
+      await ledger.write(e)
+      expect(i).to.be.a('number')
+    }
+    const logFile = path.join(store.auditDir, 'ledger.jsonl')
+    const counts = async (): Promise<unknown[]> => (await readFile(logFile, 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as {entries?: unknown}).entries)
+    expect(await counts()).to.deep.equal([1, 2])
+    // Rewritten: no new file, the count stays.
+    await ledger.write(entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:02:00.000Z'))
+    expect((await counts()).at(-1)).to.equal(2)
+    // A line without a count as the last line: the next write counts the folder.
+    await appendFile(logFile, '')
+    const text = (await readFile(logFile, 'utf8')).trim().split('\n')
+    const stripped = text.map((l) => {
+      const {entries: _e, ...rest} = JSON.parse(l) as Record<string, unknown>
+      return JSON.stringify(rest)
+    })
+    await writeFile(logFile, `${stripped.join('\n')}\n`)
+    await ledger.write(entry('F-2026-003', 'S-20261121-0003', '2026-11-21T10:03:00.000Z'))
+    expect((await counts()).at(-1)).to.equal(3)
+  })
+
+  it('lists the newest entries from the tail, and every entry when a file is not counted', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const ledger = new Ledger(store)
+    for (let i = 1; i <= 30; i++) await ledger.write(entry(`F-2026-${String(i).padStart(3, '0')}`, `S-20261121-${String(i).padStart(4, '0')}`, `2026-11-21T10:${String(i).padStart(2, '0')}:00.000Z`))
+    expect((await ledger.list({}, 3)).map((e) => e.feature_id)).to.deep.equal(['F-2026-030', 'F-2026-029', 'F-2026-028'])
+    expect((await ledger.list({feature: 'F-2026-002'}, 3)).map((e) => e.feature_id)).to.deep.equal(['F-2026-002'])
+    // The fast path reads only the tail: an old entry damaged on disk is not read for a short list.
+    await writeFile(path.join(ledger.dir, `${ledgerKey('F-2026-001', 'local', 'S-20261121-0001')}.json`), 'not json')
+    expect((await ledger.list({}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-030', 'F-2026-029'])
+    // A file the log does not count: the counts differ, every entry is read, the newest comes first.
+    const extra = entry('F-2026-099', 'S-20261121-0099', '2026-11-21T11:00:00.000Z')
+    await writeFile(path.join(ledger.dir, `${extra.key}.json`), JSON.stringify(extra))
+    expect((await ledger.list({}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-099', 'F-2026-030'])
+  })
+})
+
+describe('linesFromEnd', () => {
+  it('gives complete lines last first across block boundaries, skipping a torn last line', async () => {
+    const {linesFromEnd} = await import('../../src/store/trail.js')
+    const file = path.join(dir, 'log')
+    const collect = async (block: number): Promise<string[]> => {
+      const out: string[] = []
+      for await (const line of linesFromEnd(file, block)) out.push(line)
+      return out
+    }
+    const lines = Array.from({length: 40}, (_, i) => `{"n":${i},"pad":"${'x'.repeat(i % 7)}"}`)
+    await writeFile(file, `${lines.join('\n')}\n`)
+    for (const block of [1, 2, 3, 7, 16, 64, 65536]) expect(await collect(block), `block ${block}`).to.deep.equal([...lines].reverse())
+    await appendFile(file, '{"torn":')
+    for (const block of [1, 5, 65536]) expect(await collect(block), `torn, block ${block}`).to.deep.equal([...lines].reverse())
+    await writeFile(file, '\n\nonly\n')
+    expect(await collect(2)).to.deep.equal(['only'])
+    await writeFile(file, 'no newline at all')
+    expect(await collect(4)).to.deep.equal([])
+    await writeFile(file, '')
+    expect(await collect(4)).to.deep.equal([])
+    expect(await (async () => {
+      const out: string[] = []
+      for await (const line of linesFromEnd(path.join(dir, 'missing'))) out.push(line)
+      return out
+    })()).to.deep.equal([])
+  })
+})
+
+describe('spec versions newest first from the id counters', () => {
+  async function versions(store: Store): Promise<string[]> {
+    const out: string[] = []
+    for await (const v of store.newestSpecVersions()) out.push(v)
+    return out
+  }
+
+  it('walks the counters per day, probes past a counter that lags, skips numbers never written, and falls back to the folder', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    for (const goal of ['a', 'b', 'c']) await store.writeSpec(draft(goal), now)
+    await store.writeSpec(draft('d'), new Date('2026-11-22T09:00:00Z'))
+    expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0002', 'S-20261121-0001'])
+    // A counter behind what exists (an older pipe moved it after the take): the next numbers are probed.
+    await writeFile(path.join(store.idsDir, 'S-20261121'), '1')
+    expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0002', 'S-20261121-0001'])
+    // A number the counter names but nobody wrote, and a version deleted by hand, are skipped.
+    await writeFile(path.join(store.idsDir, 'S-20261121'), '5')
+    const {rm} = await import('node:fs/promises')
+    await rm(store.specFile('S-20261121-0002'))
+    expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0001'])
+    // An unreadable counter, or one far past what exists: the folder is listed instead.
+    await writeFile(path.join(store.idsDir, 'S-20261121'), 'garbage')
+    expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0001'])
+    await writeFile(path.join(store.idsDir, 'S-20261121'), '5000')
+    expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0001'])
+  })
+
+  it('moves the counter before an id is taken, so a process killed right after the take leaves it listed', async () => {
+    const {allocateId} = await import('../../src/store/ids.js')
+    const idsDir = path.join(dir, 'ids')
+    let seen = ''
+    const id = await allocateId(idsDir, 'S', '20261121', async () => {
+      seen = await readFile(path.join(idsDir, 'S-20261121'), 'utf8')
+      return true
+    })
+    expect(id).to.equal('S-20261121-0001')
+    expect(seen).to.equal('1')
+  })
+})

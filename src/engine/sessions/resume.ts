@@ -7,7 +7,8 @@ import {planProvider} from '../../providers/select.js'
 import {Store} from '../../store/store.js'
 import {readSecrets} from '../expressions.js'
 import type {RunOutcome} from '../engine.js'
-import {isRedrivable} from '../lifecycle.js'
+import {repairEndedRun} from '../commit.js'
+import {isFinal, isRedrivable} from '../lifecycle.js'
 import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, openQuestions, replySources} from './shared.js'
 
 /**
@@ -30,6 +31,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
 export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
+  // A run that has ended is never walked again: records a power failure lost are rewritten here (engine/commit.ts).
+  if (isFinal(record.status) && !isRedrivable(record.status)) await repairEndedRun(store, options.runId)
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
   // The run keeps the policy it runs under (the same file, or the built-in default) unless a
   // redrive names another; the engine allows that only for a failed or blocked run.
