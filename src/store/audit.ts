@@ -70,7 +70,8 @@ type Parsed<T> = {ok: true; value: T; bytes: Buffer} | {ok: false; message: stri
 /** One buffer for every read: records are small, and readFileSync's fstat and allocation per file add up over a store. */
 const scratch = Buffer.allocUnsafe(1 << 16)
 
-function readBytes(file: string): Buffer | string {
+/** Opens `file` and gives `read` its descriptor; a missing or unreadable file is a message, not an exception. */
+function readWith(file: string, read: (fd: number) => Buffer): Buffer | string {
   let fd: number
   try {
     fd = openSync(file, 'r')
@@ -78,8 +79,7 @@ function readBytes(file: string): Buffer | string {
     return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`
   }
   try {
-    const n = readSync(fd, scratch, 0, scratch.length, 0)
-    return n < scratch.length ? Buffer.from(scratch.subarray(0, n)) : readFileSync(fd)
+    return read(fd)
   } catch (error) {
     return `cannot read (${String(error)})`
   } finally {
@@ -87,15 +87,16 @@ function readBytes(file: string): Buffer | string {
   }
 }
 
+function readBytes(file: string): Buffer | string {
+  return readWith(file, (fd) => {
+    const n = readSync(fd, scratch, 0, scratch.length, 0)
+    return n < scratch.length ? Buffer.from(scratch.subarray(0, n)) : readFileSync(fd)
+  })
+}
+
 /** The end of a file, enough to hold its last line (or all of it, when the line is longer). */
 function readTail(file: string): Buffer | string {
-  let fd: number
-  try {
-    fd = openSync(file, 'r')
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`
-  }
-  try {
+  return readWith(file, (fd) => {
     const {size} = fstatSync(fd)
     const take = Math.min(size, scratch.length)
     const n = readSync(fd, scratch, 0, take, size - take)
@@ -103,11 +104,7 @@ function readTail(file: string): Buffer | string {
     // A complete last line has a newline before it within the tail (or the tail is the whole file).
     if (take === size || tail.lastIndexOf(0x0a, n - 2) >= 0) return Buffer.from(tail)
     return readFileSync(fd)
-  } catch (error) {
-    return `cannot read (${String(error)})`
-  } finally {
-    closeSync(fd)
-  }
+  })
 }
 
 function parseBytes<T>(bytes: Buffer | string): Parsed<T> {
