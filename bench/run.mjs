@@ -40,6 +40,13 @@ function tmp(prefix) {
   return mkdtempSync(path.join(os.tmpdir(), prefix))
 }
 
+// Folders of timed runs are removed once, at the very end: ext4 here passes over recently deleted
+// inodes when it allocates new ones, so a deletion just before a timed run inflates its sys time.
+const leftovers = []
+function removeLater(dir) {
+  leftovers.push(dir)
+}
+
 /** One whole process: its CPU (user+sys), wall time and peak RSS, as wait4 reports them. */
 function measure(argv, {cwd = root, expect = 0} = {}) {
   const result = spawnSync('python3', [path.join(root, 'bench', 'rusage.py'), cwd, ...argv], {env, encoding: 'utf8', maxBuffer: 1e8})
@@ -132,7 +139,7 @@ if (want('run')) {
     mkdirSync(cwd)
     return {cwd}
   }})
-  rmSync(base, {recursive: true, force: true})
+  removeLater(base)
 }
 
 if (opts.versus) {
@@ -150,7 +157,7 @@ if (opts.versus) {
     const {ref, sub} = paired(() => [[process.execPath, ...args(bin)], {cwd: cwd()}], {reference: () => [[process.execPath, ...args(old)], {cwd: cwd()}]})
     record({name: `this build vs ${old}: ${name}`, ...summary(sub), old_cpu_ms: summary(ref).cpu_ms, old_maxrss_mib: summary(ref).maxrss_mib, value: stats(sub.map((x, k) => x.cpu_ms / ref[k].cpu_ms)).median, unit: '× the old build\'s CPU (median of per-pair ratios)', note: `old CPU ${summary(ref).cpu_ms.median.toFixed(1)} ms, old peak RSS ${summary(ref).maxrss_mib.median.toFixed(1)} MiB`})
   }
-  rmSync(base, {recursive: true, force: true})
+  removeLater(base)
 }
 
 function chain(n) {
@@ -178,7 +185,7 @@ if (want('steps')) {
   writeFileSync(path.join(cwd, 'chain500.yaml'), chain(500))
   writeFileSync(path.join(cwd, 'chain1.yaml'), chain(1))
   perStep('engine cost per step (500-step chain of noop)', path.join(cwd, 'chain500.yaml'), path.join(cwd, 'chain1.yaml'), 499, '≤ 0.5 ms', Math.min(PAIRS, 7))
-  rmSync(cwd, {recursive: true, force: true})
+  removeLater(cwd)
 }
 
 if (want('foreach')) {
@@ -188,7 +195,7 @@ if (want('foreach')) {
   writeFileSync(path.join(cwd, 'foreach.yaml'), `version: 1\nname: fan\nsteps:\n  - id: each\n    kind: foreach\n    items: "\${{ [${items}] }}"\n    concurrency: 4\n    steps:\n      - {id: a, kind: noop, next: b}\n      - {id: b, kind: noop, next: c}\n      - {id: c, kind: noop}\n`)
   writeFileSync(path.join(cwd, 'chain1.yaml'), chain(1))
   perStep('foreach 100 × 3 noop, concurrency 4, per child step', path.join(cwd, 'foreach.yaml'), path.join(cwd, 'chain1.yaml'), 300, '≤ 1 ms', Math.min(PAIRS, 7))
-  rmSync(cwd, {recursive: true, force: true})
+  removeLater(cwd)
 }
 
 if (want('fsyncs') && opts.bin) console.error('fsyncs: counted in this checkout only (not with --bin)')
@@ -216,7 +223,7 @@ if (want('fsyncs') && !opts.bin) {
   for (const [name, c] of Object.entries(counts)) {
     record({name: `fsyncs per step, ${name === 'default' ? 'default run (full PRD)' : '50-step noop chain'}`, value: c.fsyncs / c.steps, unit: 'fsyncs per step', fsyncs: c.fsyncs, steps: c.steps, target: '≤ 2', note: `${c.fsyncs} fsyncs over ${c.steps} snapshots (whole run, set-up included)`})
   }
-  rmSync(cwd, {recursive: true, force: true})
+  removeLater(cwd)
 }
 
 /**
@@ -347,7 +354,7 @@ if (want('peer')) {
     const stepRatio = stats(pipePer.map((x, i) => x / peerPer[i]))
     record({name: 'peer per step: pipe / LangGraph.js, per round', value: stepRatio.median, unit: '× the peer\'s CPU per step', step_ratio: stepRatio, note: `spread ${stepRatio.min.toFixed(2)}–${stepRatio.max.toFixed(2)}`})
   }
-  rmSync(base, {recursive: true, force: true})
+  removeLater(base)
 }
 
 /** A populated store of `size` runs: reused from --stores when a finished one is there. */
@@ -412,6 +419,7 @@ if (want('history')) {
   if (!opts.stores) for (const size of sizes) rmSync(stores[size].dir, {recursive: true, force: true})
 }
 
+for (const dir of leftovers) rmSync(dir, {recursive: true, force: true})
 rmSync(env.PIPE_HOME, {recursive: true, force: true})
 results.ended_at = new Date().toISOString()
 results.machine.loadavg_at_end = os.loadavg()
