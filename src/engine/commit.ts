@@ -25,6 +25,7 @@
  * commit, before the log existed); it is moved into the log and finished the same way.
  */
 import {readFile} from 'node:fs/promises'
+import {ID_PATTERNS} from '../store/ids.js'
 import type {EvidenceDraft, SpecDraft, Store, WriteIntent} from '../store/store.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -100,9 +101,22 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
   return {snapshot: stored, spec}
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** An id a line names is one of its own series (never a path: `../x` must not reach a file name). */
+const candidateOk = (candidate: unknown, pattern: RegExp): boolean => candidate === undefined || (typeof candidate === 'string' && pattern.test(candidate))
+
+/**
+ * Whether a log line is a journal pipe could have written for this run: the log is not sealed, so a
+ * line changed by hand is left out rather than followed (audit verify still sees it).
+ */
 function isJournal(value: unknown, runId: string): value is Journal {
-  const j = value as Partial<Journal> | null
-  return typeof j === 'object' && j !== null && j.version === 1 && j.run_id === runId && Number.isInteger(j.seq) && typeof j.recorded_at === 'string' && typeof j.snapshot === 'object' && Array.isArray(j.evidence)
+  if (!isObject(value)) return false
+  const j = value as Partial<Journal>
+  if (j.version !== 1 || j.run_id !== runId || !Number.isSafeInteger(j.seq) || j.seq! < 1 || typeof j.recorded_at !== 'string' || Number.isNaN(Date.parse(j.recorded_at))) return false
+  if (!isObject(j.snapshot) || j.snapshot.run_id !== runId || !isObject(j.snapshot.step) || j.snapshot.step.seq !== j.seq) return false
+  if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, ID_PATTERNS.spec))) return false
+  return Array.isArray(j.evidence) && j.evidence.every((item) => isObject(item) && isObject(item.draft) && typeof item.link === 'string' && candidateOk(item.candidate, ID_PATTERNS.evidence))
 }
 
 /** The last line of each seq in the run's commit log, in seq order (with an older pipe's journal.json moved in). */
@@ -152,14 +166,22 @@ async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot)
  * Finishes the commit a crash interrupted, if any, and rewrites records a power failure lost (see
  * above). The caller holds the run. Returns whether anything was finished or rewritten.
  */
-export async function recoverCommit(store: Store, runId: string, hook?: Hook): Promise<boolean> {
+export async function recoverCommit(store: Store, runId: string, hook?: Hook, options: {lastSeq?: number} = {}): Promise<boolean> {
   let changed = false
+  const run = await store.readRun(runId)
+  // A replay's own snapshots start where it branched off.
+  const firstSeq = run.replay_of?.seq ?? 1
   for (const journal of await loggedCommits(store, runId)) {
+    // A run that has ended has no commit past its last snapshot: such a line was not written by its steps.
+    if (options.lastSeq !== undefined && journal.seq > options.lastSeq) continue
     const found = await readParsed(store.snapshotFile(runId, journal.seq))
     if (found.state === 'ok') {
       if ((await repairRecords(store, journal, found.value as Snapshot)) > 0) changed = true
       continue
     }
+    // Steps commit in seq order, so only the step after a snapshot that is there can be unfinished:
+    // a line further on (changed by hand) would leave a gap.
+    if (journal.seq > firstSeq && (await readParsed(store.snapshotFile(runId, journal.seq - 1))).state === 'missing') continue
     await commitStep(store, journal, hook, true)
     changed = true
   }
@@ -178,7 +200,8 @@ export async function repairEndedRun(store: Store, runId: string): Promise<boole
     return false
   }
   try {
-    return await recoverCommit(store, runId)
+    const run = await store.readRun(runId)
+    return await recoverCommit(store, runId, undefined, {lastSeq: run.head?.seq ?? 0})
   } finally {
     await release()
   }

@@ -2,6 +2,7 @@
  * Append-only chained logs of the store (the run index, the ledger log) and the names of the
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
+import {constants} from 'node:fs'
 import {open, readFile} from 'node:fs/promises'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncHandle} from '../util/fs.js'
@@ -75,13 +76,16 @@ export async function appendChained<T extends object>(file: string, line: T | ((
 export async function* linesFromEnd(file: string, block = 65536): AsyncGenerator<string> {
   let handle
   try {
-    handle = await open(file, 'r')
+    // Without blocking: a FIFO put in the log's place must not hang a reader.
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
     throw error
   }
   try {
-    let position = (await handle.stat()).size
+    const stats = await handle.stat()
+    if (!stats.isFile()) throw new Error(`${file} is not a regular file`)
+    let position = stats.size
     // Bytes of the line the previous block started in the middle of.
     let carry = Buffer.alloc(0)
     let first = true

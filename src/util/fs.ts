@@ -1,5 +1,6 @@
 /** Crash-safe file writes: a unique temporary name, fsync, then rename (or link, to refuse overwriting). */
 import {randomBytes} from 'node:crypto'
+import {constants} from 'node:fs'
 import {link, open, rename, unlink, type FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
@@ -16,6 +17,30 @@ export async function syncHandle(handle: FileHandle, dataOnly = false): Promise<
   if (!durability.sync) return
   durability.count++
   await (dataOnly ? handle.datasync() : handle.sync())
+}
+
+/**
+ * The start of a small file (a counter), or null when it is missing or not a regular file. Opened
+ * without blocking and checked before reading, so that a FIFO, a device or a folder put in its place
+ * can neither hang a reader nor make it read without end.
+ */
+export async function readSmallFile(file: string, max = 64): Promise<string | null> {
+  let handle: FileHandle
+  try {
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch {
+    return null
+  }
+  try {
+    if (!(await handle.stat()).isFile()) return null
+    const buffer = Buffer.alloc(max)
+    const {bytesRead} = await handle.read(buffer, 0, max, 0)
+    return buffer.toString('utf8', 0, bytesRead)
+  } catch {
+    return null
+  } finally {
+    await handle.close()
+  }
 }
 
 function tempName(file: string): string {
