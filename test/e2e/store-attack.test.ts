@@ -82,6 +82,19 @@ describe('attacks on the commit log', function () {
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
     expect((await pipe(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
   })
+  it('a torn line followed by good ones in the log of an ended run: resume still says the run has ended, and writes nothing', async () => {
+    const runId = await finishedRun()
+    const log = path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl')
+    const lines = (await readFile(log, 'utf8')).trim().split('\n')
+    await writeFile(log, `${[lines[0], lines[1]!.slice(0, 100), ...lines.slice(1)].join('\n')}\n`)
+    const before = await storeHash(path.join(dir, '.pipe'))
+    const resumed = await pipe(['resume', runId], {cwd: dir})
+    expect(resumed.stderr).to.contain('E_STATE')
+    expect(resumed.code, resumed.stderr).to.equal(2)
+    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(audit.code, audit.stderr).to.equal(0)
+    expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
+  })
 })
 
 describe('attacks on the id counters and the ledger log', function () {
