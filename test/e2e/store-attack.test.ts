@@ -82,6 +82,20 @@ describe('attacks on the commit log', function () {
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
     expect((await pipe(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
   })
+  it('a line for a step far ahead in a paused run: resume walks on from where the run stands and leaves no gap', async () => {
+    const paused = await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir})
+    expect(paused.code, paused.stderr).to.equal(10)
+    const runId = json<{run_id: string}>(paused).run_id
+    const logged = (await logLines(runId)).find((l) => l.spec !== null)!
+    const future = {...logged, seq: 50, snapshot: {...logged.snapshot, step: {...logged.snapshot.step, seq: 50}}}
+    await appendFile(path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl'), `${JSON.stringify(future)}\n`)
+    const resumed = await pipe(['resume', runId, '--answers', answers, '--decision', 'go'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(await readdir(path.join(dir, '.pipe', 'runs', runId, 'snapshots'))).to.not.include('000050.json')
+    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
+  })
+
   it('a torn line followed by good ones in the log of an ended run: resume still says the run has ended, and writes nothing', async () => {
     const runId = await finishedRun()
     const log = path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl')
