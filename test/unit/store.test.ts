@@ -286,6 +286,34 @@ describe('spec versions newest first from the id counters', () => {
     expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0001'])
   })
 
+  it('counters no pipe wrote (days that are no dates, a FIFO, a folder, huge or negative numbers) give the folder, never a hang', async () => {
+    const {execFileSync} = await import('node:child_process')
+    const store = await Store.open(path.join(dir, 's'))
+    for (const goal of ['a', 'b']) await store.writeSpec(draft(goal), now)
+    await store.writeSpec(draft('c'), new Date('2026-11-22T09:00:00Z'))
+    const all = ['S-20261122-0001', 'S-20261121-0002', 'S-20261121-0001']
+    for (const [name, make] of [
+      ['S-99999999', () => writeFile(path.join(store.idsDir, 'S-99999999'), '7')],
+      ['S-00000000', () => writeFile(path.join(store.idsDir, 'S-00000000'), '1')],
+      ['S-20261399', () => writeFile(path.join(store.idsDir, 'S-20261399'), '2')],
+      ['S-20261121', () => writeFile(path.join(store.idsDir, 'S-20261121'), '-5')],
+      ['S-20261121', () => writeFile(path.join(store.idsDir, 'S-20261121'), '99999999999999999999')],
+      ['S-20261121', async () => execFileSync('mkfifo', [path.join(store.idsDir, 'S-20261121')])],
+      ['S-20261121', () => mkdir(path.join(store.idsDir, 'S-20261121'))],
+    ] as const) {
+      const {rm} = await import('node:fs/promises')
+      await rm(path.join(store.idsDir, name), {recursive: true, force: true})
+      await make()
+      expect(await versions(store), name).to.deep.equal(all)
+      await rm(path.join(store.idsDir, name), {recursive: true, force: true})
+      await writeFile(path.join(store.idsDir, 'S-20261121'), '2')
+    }
+    // A day between two counted days whose counter was removed.
+    await writeFile(path.join(store.idsDir, 'S-20261120'), '0')
+    await rm(path.join(store.idsDir, 'S-20261121'))
+    expect(await versions(store)).to.deep.equal(all)
+  })
+
   it('moves the counter before an id is taken, so a process killed right after the take leaves it listed', async () => {
     const {allocateId} = await import('../../src/store/ids.js')
     const idsDir = path.join(dir, 'ids')
