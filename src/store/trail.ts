@@ -3,7 +3,8 @@
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
 import {constants} from 'node:fs'
-import {open, readFile} from 'node:fs/promises'
+import {open} from 'node:fs/promises'
+import {PipeError} from '../errors.js'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncHandle} from '../util/fs.js'
 
@@ -173,8 +174,18 @@ export function stagedRun(name: string): {runId: string; pid: number} | null {
 }
 
 export async function readText(file: string): Promise<string | null> {
-  return readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return null
+  let handle
+  try {
+    // Without blocking: a FIFO or a device put in a log's place must neither hang nor flood a reader.
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     throw error
-  })
+  }
+  try {
+    if (!(await handle.stat()).isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    return await handle.readFile('utf8')
+  } finally {
+    await handle.close()
+  }
 }

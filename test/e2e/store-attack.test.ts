@@ -109,6 +109,18 @@ describe('attacks on the commit log', function () {
     expect(audit.code, audit.stderr).to.equal(0)
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
   })
+
+  it('a FIFO in place of the commit log: resume and audit verify do not hang', async () => {
+    const runId = await finishedRun()
+    const log = path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl')
+    await rm(log)
+    execFileSync('mkfifo', [log])
+    const resumed = await pipe(['resume', runId], {cwd: dir, timeoutMs: 60000})
+    expect(resumed.stderr).to.contain('E_STATE')
+    expect(resumed.code, resumed.stderr).to.equal(2)
+    const audit = await pipe(['audit', 'verify'], {cwd: dir, timeoutMs: 60000})
+    expect(audit.code, audit.stderr).to.be.oneOf([0, 4])
+  })
 })
 
 describe('attacks on the id counters and the ledger log', function () {
