@@ -24,7 +24,10 @@ export async function lastLine(file: string): Promise<ChainedLine | null> {
     throw error
   }
   try {
-    const {size} = await handle.stat()
+    const stats = await handle.stat()
+    // A FIFO in a log's place would block the append that follows for ever.
+    if (!stats.isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    const {size} = stats
     let take = Math.min(size, 8192)
     for (;;) {
       const buffer = Buffer.alloc(take)

@@ -152,6 +152,22 @@ describe('attacks on the id counters and the ledger log', function () {
     }
   })
 
+  it('a FIFO in place of the ledger log or the run index: a run stops with the reason instead of hanging', async () => {
+    await finishedRun()
+    const root = path.join(dir, '.pipe')
+    await rm(path.join(root, 'audit', 'ledger.jsonl'))
+    execFileSync('mkfifo', [path.join(root, 'audit', 'ledger.jsonl')])
+    const published = await pipe(fullRun, {cwd: dir, timeoutMs: 120000})
+    expect(published.code, published.stderr).to.not.equal(null)
+    expect(published.code).to.not.equal(0)
+    expect(`${published.stdout}${published.stderr}`).to.contain('ledger.jsonl is not a regular file')
+    await rm(path.join(root, 'audit', 'runs.jsonl'))
+    execFileSync('mkfifo', [path.join(root, 'audit', 'runs.jsonl')])
+    const created = await pipe(fullRun, {cwd: dir, timeoutMs: 120000})
+    expect(created.code, created.stderr).to.equal(4)
+    expect(created.stderr).to.contain('runs.jsonl is not a regular file')
+  })
+
   it("a day's counter removed: spec list still names that day's versions first", async () => {
     await finishedRun()
     const root = path.join(dir, '.pipe')
