@@ -26,7 +26,7 @@
  */
 import {readFile} from 'node:fs/promises'
 import {PipeError} from '../errors.js'
-import {ID_PATTERNS} from '../store/ids.js'
+import {dayKey, ID_PATTERNS} from '../store/ids.js'
 import type {EvidenceDraft, SpecDraft, Store, WriteIntent} from '../store/store.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -116,7 +116,9 @@ function isJournal(value: unknown, runId: string): value is Journal {
   const j = value as Partial<Journal>
   if (j.version !== 1 || j.run_id !== runId || !Number.isSafeInteger(j.seq) || j.seq! < 1 || typeof j.recorded_at !== 'string' || Number.isNaN(Date.parse(j.recorded_at))) return false
   if (!isObject(j.snapshot) || j.snapshot.run_id !== runId || !isObject(j.snapshot.step) || j.snapshot.step.seq !== j.seq) return false
-  if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, ID_PATTERNS.spec))) return false
+  // A version is numbered in the day its records are stamped with.
+  const day = new RegExp(`^S-${dayKey(new Date(j.recorded_at))}-\\d{4,}$`)
+  if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, day))) return false
   return Array.isArray(j.evidence) && j.evidence.every((item) => isObject(item) && isObject(item.draft) && typeof item.link === 'string' && candidateOk(item.candidate, ID_PATTERNS.evidence))
 }
 
