@@ -171,9 +171,6 @@ async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot)
  */
 export async function recoverCommit(store: Store, runId: string, hook?: Hook, options: {lastSeq?: number} = {}): Promise<boolean> {
   let changed = false
-  const run = await store.readRun(runId)
-  // A replay's own snapshots start where it branched off.
-  const firstSeq = run.replay_of?.seq ?? 1
   for (const journal of await loggedCommits(store, runId)) {
     // A run that has ended has no commit past its last snapshot: such a line was not written by its steps.
     if (options.lastSeq !== undefined && journal.seq > options.lastSeq) continue
@@ -184,7 +181,7 @@ export async function recoverCommit(store: Store, runId: string, hook?: Hook, op
     }
     // Steps commit in seq order, so only the step after a snapshot that is there can be unfinished:
     // a line further on (changed by hand) would leave a gap.
-    if (journal.seq > firstSeq && (await readParsed(store.snapshotFile(runId, journal.seq - 1))).state === 'missing') continue
+    if (journal.seq > 1 && (await readParsed(store.snapshotFile(runId, journal.seq - 1))).state === 'missing') continue
     await commitStep(store, journal, hook, true)
     changed = true
   }
