@@ -123,7 +123,7 @@ function isJournal(value: unknown, runId: string): value is Journal {
 }
 
 /** The last line of each seq in the run's commit log, in seq order (with an older pipe's journal.json moved in). */
-async function loggedCommits(store: Store, runId: string): Promise<Journal[]> {
+async function loggedCommits(store: Store, runId: string, lenient = false): Promise<Journal[]> {
   const legacy = await store.readJournal(runId)
   if (legacy !== null) {
     // Into the log first (synced), so that dropping the file loses nothing.
@@ -131,7 +131,7 @@ async function loggedCommits(store: Store, runId: string): Promise<Journal[]> {
     await store.deleteJournal(runId)
   }
   const bySeq = new Map<number, Journal>()
-  for (const line of await store.readCommitLog(runId)) if (isJournal(line, runId)) bySeq.set(line.seq, line)
+  for (const line of await store.readCommitLog(runId, lenient)) if (isJournal(line, runId)) bySeq.set(line.seq, line)
   return [...bySeq.values()].sort((a, b) => a.seq - b.seq)
 }
 
@@ -169,9 +169,14 @@ async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot)
  * Finishes the commit a crash interrupted, if any, and rewrites records a power failure lost (see
  * above). The caller holds the run. Returns whether anything was finished or rewritten.
  */
+/**
+ * `lastSeq`: the last snapshot of a run that has ended; no commit of it can be past that, and its
+ * log is read leniently (a line that is not JSON is left out, since only what a snapshot binds is
+ * rewritten). A run still walked refuses such a log instead.
+ */
 export async function recoverCommit(store: Store, runId: string, hook?: Hook, options: {lastSeq?: number} = {}): Promise<boolean> {
   let changed = false
-  for (const journal of await loggedCommits(store, runId)) {
+  for (const journal of await loggedCommits(store, runId, options.lastSeq !== undefined)) {
     // A run that has ended has no commit past its last snapshot: such a line was not written by its steps.
     if (options.lastSeq !== undefined && journal.seq > options.lastSeq) continue
     const found = await readParsed(store.snapshotFile(runId, journal.seq))

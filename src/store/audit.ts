@@ -420,7 +420,10 @@ export class Auditor {
   private commitLog(runId: string, damaged: boolean, snapshotNames: ReadonlySet<string>, settled: {seq: number; status: string} | null): void {
     const file = this.store.commitLogFile(runId)
     const text = damaged ? readBytes(file) : readTail(file)
-    if (typeof text === 'string') return
+    if (typeof text === 'string') {
+      if (text !== 'file is missing') this.report.notes.push({record: runId, file, field: '(file)', message: `the commit log ${text.replace(/^cannot read/, 'cannot be read')}: pipe resume cannot finish or repair a commit from it`})
+      return
+    }
     const raw = text.toString('utf8').split('\n')
     raw.pop()
     const bySeq = new Map<number, {seq: number; recorded_at?: string; spec?: {candidate?: string} | null; evidence?: Array<{candidate?: string}>}>()
@@ -430,7 +433,8 @@ export class Auditor {
         const entry = JSON.parse(line) as {run_id?: string; seq?: unknown}
         if (entry.run_id === runId && typeof entry.seq === 'number') bySeq.set(entry.seq, entry as {seq: number})
       } catch {
-        // The first line of a tail read may be cut; elsewhere, a changed log is not the trail (nothing is bound to it).
+        // The first line of a tail read may be cut; read whole, a line that is not JSON was changed (the log is not the trail: nothing is bound to it).
+        if (damaged) this.report.notes.push({record: runId, file, field: `line ${i + 1}`, message: `line ${i + 1} of the commit log is not JSON (changed outside pipe?): it is ignored for a run that has ended, and a run still going is not resumed from this log`})
       }
     }
     const lines = [...bySeq.values()].sort((a, b) => a.seq - b.seq)

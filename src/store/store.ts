@@ -642,8 +642,12 @@ export class Store {
     await appendSynced(this.commitLogFile(runId), `${JSON.stringify(journal)}\n`)
   }
 
-  /** The commit log's lines; a torn last line is left out. A line that is not JSON elsewhere was changed outside pipe. */
-  async readCommitLog(runId: string): Promise<unknown[]> {
+  /**
+   * The commit log's lines; a torn last line is left out. A line that is not JSON elsewhere was
+   * changed outside pipe: E_INTEGRITY, or with `lenient` (repairing a run that has ended, where only
+   * records a snapshot binds are rewritten) left out.
+   */
+  async readCommitLog(runId: string, lenient = false): Promise<unknown[]> {
     const text = (await readText(this.commitLogFile(runId))) ?? ''
     const raw = text.split('\n')
     // The last element is '' after a complete last line, or a torn line: either way not a line.
@@ -652,6 +656,7 @@ export class Store {
       try {
         return JSON.parse(line) as unknown
       } catch {
+        if (lenient) return undefined
         throw new PipeError('E_INTEGRITY', `line ${i + 1} of the commit log of ${runId} is not valid JSON`, {hint: `It is appended whole, so it was changed outside pipe: ${this.commitLogFile(runId)}`})
       }
     })
