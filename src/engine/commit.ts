@@ -25,6 +25,8 @@
  * commit, before the log existed); it is moved into the log and finished the same way.
  */
 import {readFile} from 'node:fs/promises'
+import {PipeError} from '../errors.js'
+import {dayKey, ID_PATTERNS} from '../store/ids.js'
 import type {EvidenceDraft, SpecDraft, Store, WriteIntent} from '../store/store.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -100,13 +102,28 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
   return {snapshot: stored, spec}
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** An id a line names is one of its own series (never a path: `../x` must not reach a file name). */
+const candidateOk = (candidate: unknown, pattern: RegExp): boolean => candidate === undefined || (typeof candidate === 'string' && pattern.test(candidate))
+
+/**
+ * Whether a log line is a journal pipe could have written for this run: the log is not sealed, so a
+ * line changed by hand is left out rather than followed (audit verify still sees it).
+ */
 function isJournal(value: unknown, runId: string): value is Journal {
-  const j = value as Partial<Journal> | null
-  return typeof j === 'object' && j !== null && j.version === 1 && j.run_id === runId && Number.isInteger(j.seq) && typeof j.recorded_at === 'string' && typeof j.snapshot === 'object' && Array.isArray(j.evidence)
+  if (!isObject(value)) return false
+  const j = value as Partial<Journal>
+  if (j.version !== 1 || j.run_id !== runId || !Number.isSafeInteger(j.seq) || j.seq! < 1 || typeof j.recorded_at !== 'string' || Number.isNaN(Date.parse(j.recorded_at))) return false
+  if (!isObject(j.snapshot) || j.snapshot.run_id !== runId || !isObject(j.snapshot.step) || j.snapshot.step.seq !== j.seq) return false
+  // A version is numbered in the day its records are stamped with.
+  const day = new RegExp(`^S-${dayKey(new Date(j.recorded_at))}-\\d{4,}$`)
+  if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, day))) return false
+  return Array.isArray(j.evidence) && j.evidence.every((item) => isObject(item) && isObject(item.draft) && typeof item.link === 'string' && candidateOk(item.candidate, ID_PATTERNS.evidence))
 }
 
 /** The last line of each seq in the run's commit log, in seq order (with an older pipe's journal.json moved in). */
-async function loggedCommits(store: Store, runId: string): Promise<Journal[]> {
+async function loggedCommits(store: Store, runId: string, lenient = false): Promise<Journal[]> {
   const legacy = await store.readJournal(runId)
   if (legacy !== null) {
     // Into the log first (synced), so that dropping the file loses nothing.
@@ -114,7 +131,7 @@ async function loggedCommits(store: Store, runId: string): Promise<Journal[]> {
     await store.deleteJournal(runId)
   }
   const bySeq = new Map<number, Journal>()
-  for (const line of await store.readCommitLog(runId)) if (isJournal(line, runId)) bySeq.set(line.seq, line)
+  for (const line of await store.readCommitLog(runId, lenient)) if (isJournal(line, runId)) bySeq.set(line.seq, line)
   return [...bySeq.values()].sort((a, b) => a.seq - b.seq)
 }
 
@@ -152,14 +169,24 @@ async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot)
  * Finishes the commit a crash interrupted, if any, and rewrites records a power failure lost (see
  * above). The caller holds the run. Returns whether anything was finished or rewritten.
  */
-export async function recoverCommit(store: Store, runId: string, hook?: Hook): Promise<boolean> {
+/**
+ * `lastSeq`: the last snapshot of a run that has ended; no commit of it can be past that, and its
+ * log is read leniently (a line that is not JSON is left out, since only what a snapshot binds is
+ * rewritten). A run still walked refuses such a log instead.
+ */
+export async function recoverCommit(store: Store, runId: string, hook?: Hook, options: {lastSeq?: number} = {}): Promise<boolean> {
   let changed = false
-  for (const journal of await loggedCommits(store, runId)) {
+  for (const journal of await loggedCommits(store, runId, options.lastSeq !== undefined)) {
+    // A run that has ended has no commit past its last snapshot: such a line was not written by its steps.
+    if (options.lastSeq !== undefined && journal.seq > options.lastSeq) continue
     const found = await readParsed(store.snapshotFile(runId, journal.seq))
     if (found.state === 'ok') {
       if ((await repairRecords(store, journal, found.value as Snapshot)) > 0) changed = true
       continue
     }
+    // Steps commit in seq order, so only the step after a snapshot that is there can be unfinished:
+    // a line further on (changed by hand) would leave a gap.
+    if (journal.seq > 1 && (await readParsed(store.snapshotFile(runId, journal.seq - 1))).state === 'missing') continue
     await commitStep(store, journal, hook, true)
     changed = true
   }
@@ -178,7 +205,13 @@ export async function repairEndedRun(store: Store, runId: string): Promise<boole
     return false
   }
   try {
-    return await recoverCommit(store, runId)
+    const run = await store.readRun(runId)
+    return await recoverCommit(store, runId, undefined, {lastSeq: run.head?.seq ?? 0})
+  } catch (error) {
+    // A log changed by hand (a line that is not JSON) leaves nothing to rewrite from: the run has
+    // ended either way, and that is what the caller says; audit verify reports damaged records.
+    if (error instanceof PipeError && error.code === 'E_INTEGRITY') return false
+    throw error
   } finally {
     await release()
   }

@@ -17,7 +17,7 @@
  * Reads are synchronous on purpose: a whole-store check reads thousands of small files one after
  * another, and the promise-based reads cost several times the CPU of the reads themselves.
  */
-import {closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync} from 'node:fs'
+import {closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, unlinkSync} from 'node:fs'
 import path from 'node:path'
 import {check} from '../schema/registry.js'
 import type {Evidence} from '../types/evidence.js'
@@ -70,11 +70,14 @@ type Parsed<T> = {ok: true; value: T; bytes: Buffer} | {ok: false; message: stri
 /** One buffer for every read: records are small, and readFileSync's fstat and allocation per file add up over a store. */
 const scratch = Buffer.allocUnsafe(1 << 16)
 
-/** Opens `file` and gives `read` its descriptor; a missing or unreadable file is a message, not an exception. */
-function readWith(file: string, read: (fd: number) => Buffer): Buffer | string {
+/**
+ * Opens `file` without blocking (a FIFO put in a record's place must not hang the audit) and gives
+ * `read` its descriptor; a missing or unreadable file is a message, not an exception.
+ */
+function readWith(file: string, read: (fd: number) => Buffer | string): Buffer | string {
   let fd: number
   try {
-    fd = openSync(file, 'r')
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`
   }
@@ -90,14 +93,18 @@ function readWith(file: string, read: (fd: number) => Buffer): Buffer | string {
 function readBytes(file: string): Buffer | string {
   return readWith(file, (fd) => {
     const n = readSync(fd, scratch, 0, scratch.length, 0)
-    return n < scratch.length ? Buffer.from(scratch.subarray(0, n)) : readFileSync(fd)
+    if (n < scratch.length) return Buffer.from(scratch.subarray(0, n))
+    // (A device in a record's place would never end.)
+    return fstatSync(fd).isFile() ? readFileSync(fd) : 'cannot read (not a regular file)'
   })
 }
 
 /** The end of a file, enough to hold its last line (or all of it, when the line is longer). */
 function readTail(file: string): Buffer | string {
   return readWith(file, (fd) => {
-    const {size} = fstatSync(fd)
+    const stats = fstatSync(fd)
+    if (!stats.isFile()) return 'cannot read (not a regular file)'
+    const {size} = stats
     const take = Math.min(size, scratch.length)
     const n = readSync(fd, scratch, 0, take, size - take)
     const tail = scratch.subarray(0, n)
@@ -394,7 +401,7 @@ export class Auditor {
       const last = snapshots.at(-1)?.step?.seq ?? 0
       this.problem({record: `${runId}#${head.seq}`, file: this.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
     }
-    if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore, new Set(files))
+    if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore, new Set(files), head && run && SETTLED.has(run.status) ? {seq: head.seq, status: run.status} : null)
     return snapshots
   }
 
@@ -404,10 +411,14 @@ export class Auditor {
    * (missing, empty or not JSON: what a power failure leaves of an unsynced write) is named, since
    * pipe resume rewrites it. Only the last line is read when the run is intact.
    */
-  private commitLog(runId: string, damaged: boolean, snapshotNames: ReadonlySet<string>): void {
+  /** `settled`: the run's status and last snapshot when it is not running, so that no commit can be in flight past it. */
+  private commitLog(runId: string, damaged: boolean, snapshotNames: ReadonlySet<string>, settled: {seq: number; status: string} | null): void {
     const file = this.store.commitLogFile(runId)
     const text = damaged ? readBytes(file) : readTail(file)
-    if (typeof text === 'string') return
+    if (typeof text === 'string') {
+      if (text !== 'file is missing') this.report.notes.push({record: runId, file, field: '(file)', message: `the commit log ${text.replace(/^cannot read/, 'cannot be read')}: pipe resume cannot finish or repair a commit from it`})
+      return
+    }
     const raw = text.toString('utf8').split('\n')
     raw.pop()
     const bySeq = new Map<number, {seq: number; recorded_at?: string; spec?: {candidate?: string} | null; evidence?: Array<{candidate?: string}>}>()
@@ -417,7 +428,8 @@ export class Auditor {
         const entry = JSON.parse(line) as {run_id?: string; seq?: unknown}
         if (entry.run_id === runId && typeof entry.seq === 'number') bySeq.set(entry.seq, entry as {seq: number})
       } catch {
-        // The first line of a tail read may be cut; elsewhere, a changed log is not the trail (nothing is bound to it).
+        // The first line of a tail read may be cut; read whole, a line that is not JSON was changed (the log is not the trail: nothing is bound to it).
+        if (damaged) this.report.notes.push({record: runId, file, field: `line ${i + 1}`, message: `line ${i + 1} of the commit log is not JSON (changed outside pipe?): it is ignored for a run that has ended, and a run still going is not resumed from this log`})
       }
     }
     const lines = [...bySeq.values()].sort((a, b) => a.seq - b.seq)
@@ -428,6 +440,10 @@ export class Auditor {
     const last = lines.at(-1)
     for (const line of lines) {
       const snapshotFile = this.store.snapshotFile(runId, line.seq)
+      if (settled && line.seq > settled.seq && !snapshotNames.has(path.basename(snapshotFile))) {
+        this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: `names a step past the run's last snapshot #${settled.seq}, yet the run is ${settled.status}: no step wrote it (changed by hand?), and pipe resume ignores it`})
+        continue
+      }
       if (line === last && !snapshotNames.has(path.basename(snapshotFile))) {
         this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: 'a step commit was interrupted; pipe resume finishes it'})
         continue
@@ -438,7 +454,9 @@ export class Auditor {
         this.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: `the snapshot is ${snapshot}, and the commit log holds it (lost in a power failure?): pipe resume ${runId} rewrites it`})
         continue
       }
-      const ids = [...(line.evidence ?? []).map((e) => e.candidate), line.spec?.candidate].filter((id): id is string => typeof id === 'string')
+      // The log is not bound to anything: a line changed by hand must not stop the audit.
+      const items: unknown[] = [...(Array.isArray(line.evidence) ? line.evidence : []), line.spec]
+      const ids = items.map((item) => (typeof item === 'object' && item !== null ? (item as {candidate?: unknown}).candidate : undefined)).filter((id): id is string => typeof id === 'string')
       for (const id of ids) {
         const recordFile = ID_PATTERNS.spec.test(id) ? this.store.specFile(id) : ID_PATTERNS.evidence.test(id) ? this.store.evidenceFile(id) : null
         if (!recordFile) continue

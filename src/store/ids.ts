@@ -4,9 +4,10 @@
  * of two processes racing for one number exactly one wins and the other moves on. A small hint
  * file remembers the last number so that allocation does not scan history.
  */
-import {mkdirSync, readFileSync, writeFileSync} from 'node:fs'
+import {mkdir} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
+import {readSmallFile, writeFileAtomic} from '../util/fs.js'
 
 export const ID_PATTERNS = {
   run: /^R-\d{8}-\d{4,}$/,
@@ -41,6 +42,25 @@ export function assertId(kind: keyof typeof ID_FORMATS, value: string, label?: s
   throw new PipeError('E_INVALID_ARGS', `${label ? `${label}: ` : ''}${JSON.stringify(value)} is not ${format.what} (${format.format})`, {hint: format.hint})
 }
 
+/**
+ * The number a counter (hint) file names, or null when it is missing, not a regular file (a FIFO
+ * or a device must not hang or flood a reader) or does not hold a plain non-negative number.
+ */
+export async function readCounter(file: string): Promise<number | null> {
+  const text = (await readSmallFile(file))?.trim()
+  if (text === undefined || !/^\d{1,15}$/.test(text)) return null
+  return Number(text)
+}
+
+/**
+ * Replaces a counter file (never synced: a hint). Renamed into place, so that whatever was put
+ * there instead (a symlink to another file, a FIFO that would block the write) is replaced, not
+ * written through; a folder in its place is left, and the hint with it.
+ */
+async function writeCounter(file: string, n: number): Promise<void> {
+  await writeFileAtomic(file, String(n), {sync: false}).catch(() => undefined)
+}
+
 export function dayKey(date: Date): string {
   return date.toISOString().slice(0, 10).replace(/-/g, '')
 }
@@ -57,40 +77,18 @@ export function formatId(prefix: 'R' | 'S' | 'F' | 'E', key: string, n: number):
  */
 export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, take: (id: string) => Promise<boolean>): Promise<string> {
   const hintFile = path.join(idsDir, key ? `${prefix}-${key}` : prefix)
-  const hint = Number.parseInt(readHint(hintFile), 10)
-  let n = Number.isFinite(hint) && hint >= 0 ? hint : 0
+  let n = (await readCounter(hintFile)) ?? 0
   for (let tries = 0; tries < 1_000_000; tries++) {
     n++
     const id = formatId(prefix, key, n)
     // The hint is a starting point for allocation (a lost or stale one costs a few retries, never a
     // duplicate) and the newest-first index of spec versions: written before the take, it never
     // names less than what exists, even when the process dies right after taking.
-    writeHint(idsDir, hintFile, n)
+    await mkdir(idsDir, {recursive: true})
+    await writeCounter(hintFile, n)
     if (await take(id)) return id
   }
   throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
-}
-
-// The hint is a few bytes read and written with one synchronous call each (see util/fs.ts).
-function readHint(file: string): string {
-  try {
-    return readFileSync(file, 'utf8')
-  } catch {
-    return '0'
-  }
-}
-
-function writeHint(idsDir: string, file: string, n: number): void {
-  try {
-    writeFileSync(file, String(n))
-  } catch {
-    try {
-      mkdirSync(idsDir, {recursive: true})
-      writeFileSync(file, String(n))
-    } catch {
-      // A lost hint costs a few retries next time, never a duplicate.
-    }
-  }
 }
 
 function hintFile(idsDir: string, prefix: string, key: string): string {
@@ -99,8 +97,7 @@ function hintFile(idsDir: string, prefix: string, key: string): string {
 
 /** The next `count` ids of a series as the hint sees them: candidates, not reservations. */
 export async function peekIds(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, count: number): Promise<string[]> {
-  const hint = Number.parseInt(readHint(hintFile(idsDir, prefix, key)), 10)
-  const n = Number.isFinite(hint) && hint >= 0 ? hint : 0
+  const n = (await readCounter(hintFile(idsDir, prefix, key))) ?? 0
   return Array.from({length: count}, (_, i) => formatId(prefix, key, n + i + 1))
 }
 
@@ -108,9 +105,9 @@ export async function peekIds(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key
 export async function noteIdTaken(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, id: string): Promise<void> {
   const n = Number(id.slice(id.lastIndexOf('-') + 1))
   const file = hintFile(idsDir, prefix, key)
-  const hint = Number.parseInt(readHint(file), 10)
-  if (!(n > (Number.isFinite(hint) ? hint : 0))) return
-  writeHint(idsDir, file, n)
+  if (!(n > ((await readCounter(file)) ?? 0))) return
+  await mkdir(idsDir, {recursive: true})
+  await writeCounter(file, n)
 }
 
 /**

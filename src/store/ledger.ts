@@ -21,6 +21,9 @@ import {sealRecord} from './integrity.js'
 import type {Store} from './store.js'
 import {appendChained, linesFromEnd} from './trail.js'
 
+/** Log lines read past a list's limit: entries whose order in the log and in time differ (see listFromTail). */
+const PAST_LIMIT = 32
+
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
   return `${featureId}+${target}+${specVersion}`
 }
@@ -107,40 +110,60 @@ export class Ledger {
     const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'))
     const keep = (entry: LedgerEntry | null): entry is LedgerEntry =>
       entry !== null && (!filter.feature || entry.feature_id === filter.feature) && (!filter.run || entry.run_id === filter.run) && (!filter.target || entry.target === filter.target)
-    const out: LedgerEntry[] = []
     // With a limit, the ledger log names the most recently written keys (its last lines), so only
     // those lines and entries are read, when the log's count of entry files matches the folder. An
     // entry the log does not name (a store older than the log, a file put there by hand) makes the
-    // counts differ and sends it back to reading every entry.
-    const tail = limit === undefined ? null : linesFromEnd(this.logFile)
+    // counts differ and sends it back to reading every entry; so do a key the log names without an
+    // entry, a log that ends before naming every file, and a log that cannot be read.
+    const fromTail = limit === undefined ? null : await this.listFromTail(names.length, keep, limit).catch(() => null)
+    const out: LedgerEntry[] = fromTail ?? []
+    if (fromTail === null) {
+      for (const name of names.sort()) {
+        const entry = await this.read(name.slice(0, -5)).catch(() => null)
+        if (keep(entry)) out.push(redactDeep(entry))
+      }
+    }
+    // Ties by key, so that the tail and the folder give the same order.
+    const sorted = out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+    return limit === undefined ? sorted : sorted.slice(0, limit)
+  }
+
+  /**
+   * The entries `list` keeps, newest written first, from the ledger log's tail; null when the log
+   * cannot answer for every entry file (see list). Lines past the limit are read a little further
+   * (PAST_LIMIT), since two publishes can stamp their times in one order and take the log in the other.
+   */
+  private async listFromTail(files: number, keep: (entry: LedgerEntry | null) => entry is LedgerEntry, limit: number): Promise<LedgerEntry[] | null> {
+    const tail = linesFromEnd(this.logFile)
     try {
-      const first = tail ? await tail.next() : null
+      const first = await tail.next()
+      if (first.done) return null
       let count: unknown
       try {
-        count = first && !first.done ? (JSON.parse(first.value) as {entries?: unknown}).entries : undefined
+        count = (JSON.parse(first.value) as {entries?: unknown}).entries
       } catch {
         // A damaged last line: audit verify reports it; this reads every entry.
       }
-      if (tail && first && !first.done && count === names.length) {
-        const seen = new Set<string>()
-        for (let line: string | undefined = first.value; line !== undefined && out.length < limit!; line = await nextLine(tail)) {
-          const key = /^\{"key":"([^"]+)"/.exec(line)?.[1]
-          if (!key || seen.has(key)) continue
-          seen.add(key)
-          const entry = await this.read(key).catch(() => null)
-          if (keep(entry)) out.push(redactDeep(entry))
-        }
-      } else {
-        for (const name of names.sort()) {
-          const entry = await this.read(name.slice(0, -5)).catch(() => null)
-          if (keep(entry)) out.push(redactDeep(entry))
-        }
+      if (count !== files) return null
+      const out: LedgerEntry[] = []
+      const seen = new Set<string>()
+      let past = 0
+      for (let line: string | undefined = first.value; line !== undefined; line = await nextLine(tail)) {
+        if (out.length >= limit && ++past > PAST_LIMIT) return out
+        const key = /^\{"key":"([^"]+)"/.exec(line)?.[1]
+        if (!key) return null
+        if (seen.has(key)) continue
+        seen.add(key)
+        const entry = await this.read(key).catch(() => null)
+        // A key the log names with no readable entry: the log and the folder disagree.
+        if (entry === null) return null
+        if (keep(entry)) out.push(redactDeep(entry))
       }
+      // The whole log was read: it must have named every file.
+      return seen.size === files ? out : null
     } finally {
-      await tail?.return(undefined)
+      await tail.return(undefined)
     }
-    const sorted = out.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
-    return limit === undefined ? sorted : sorted.slice(0, limit)
   }
 
   /** Entry files in the folder: the count a log without counts (an older pipe's) starts from. */

@@ -34,7 +34,7 @@ import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {appendSynced, createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
-import {allocateId, assertId, compareIds, dayKey, formatId, ID_PATTERNS, noteIdTaken, peekIds} from './ids.js'
+import {allocateId, assertId, compareIds, dayKey, formatId, ID_PATTERNS, noteIdTaken, peekIds, readCounter} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder, processAlive} from '../util/lock.js'
@@ -73,6 +73,23 @@ function damaged(text: string): boolean {
   } catch {
     return true
   }
+}
+
+/**
+ * The calendar days from tomorrow down to the oldest counted day: those a spec list must account
+ * for. Null when a counted day is no calendar day (not pipe's counter) or the span passes 4,000
+ * days: then the list comes from the folder.
+ */
+function probeDays(counted: Iterable<string>, now: Date): string[] | null {
+  const sorted = [...counted].sort()
+  const toDate = (day: string): Date => new Date(Date.UTC(Number(day.slice(0, 4)), Number(day.slice(4, 6)) - 1, Number(day.slice(6, 8))))
+  if (sorted.length === 0 || sorted.some((day) => dayKey(toDate(day)) !== day)) return null
+  const out: string[] = []
+  for (let at = toDate(dayKey(new Date(now.getTime() + 86400000))); dayKey(at) >= sorted[0]!; at = new Date(at.getTime() - 86400000)) {
+    if (out.length >= 4000) return null
+    out.push(dayKey(at))
+  }
+  return out
 }
 
 function seqName(seq: number): string {
@@ -605,27 +622,46 @@ export class Store {
    * allocated or tried. A counter is moved before the id it names is taken (allocateId, createSealed),
    * so it is never behind a written version; a few numbers past it are still probed, for counters an
    * older pipe wrote after the fact. Numbers never written (a take lost to a crash) are skipped.
-   * Without readable counters, or with one far past what exists, this falls back to listing the folder.
+   * Without readable counters, with one far past what exists, or with versions on a day between that
+   * has no counter (removed by hand), this falls back to listing the folder; versions older than the
+   * oldest counter come from the folder once the counted days are listed.
    */
-  async *newestSpecVersions(): AsyncGenerator<string> {
+  async *newestSpecVersions(now: Date = new Date()): AsyncGenerator<string> {
     const names = await readdir(this.idsDir).catch(() => null)
     const days = (names ?? []).filter((n) => /^S-\d{8}$/.test(n)).sort().reverse()
-    const tops: Array<{day: string; top: number}> = []
+    const tops = new Map<string, number>()
     for (const name of days) {
-      const top = Number.parseInt(await readFile(path.join(this.idsDir, name), 'utf8').catch(() => ''), 10)
-      if (!Number.isSafeInteger(top) || top < 0) {
-        tops.length = 0
+      // A counter that is not a plain number in a regular file (a FIFO, a device, a folder) is not pipe's.
+      const top = await readCounter(path.join(this.idsDir, name))
+      if (top === null) {
+        tops.clear()
         break
       }
-      tops.push({day: name.slice(2), top})
-    }
-    if (tops.length === 0) {
-      yield* (await this.listSpecVersions()).reverse()
-      return
+      tops.set(name.slice(2), top)
     }
     const exists = (version: string): Promise<boolean> => stat(this.specFile(version)).then(() => true, () => false)
     const given = new Set<string>()
-    for (const {day, top} of tops) {
+    // The rest of the versions, from the folder: what the counters cannot account for.
+    const rest = async function* (this: Store): AsyncGenerator<string> {
+      for (const v of (await this.listSpecVersions()).reverse()) if (!given.has(v)) yield v
+    }.bind(this)
+    // Day by day, newest first: a counted day's versions from its counter down; a day between
+    // without a counter is probed by its first numbers, and versions there (a counter lost or removed
+    // by hand) mean the counters do not name everything, so the folder lists the rest.
+    const between = probeDays(tops.keys(), now)
+    if (between === null) {
+      yield* rest()
+      return
+    }
+    for (const day of [...new Set([...tops.keys(), ...between])].sort().reverse()) {
+      const top = tops.get(day)
+      if (top === undefined) {
+        if ((await exists(formatId('S', day, 1))) || (await exists(formatId('S', day, 2)))) {
+          yield* rest()
+          return
+        }
+        continue
+      }
       let n = top
       for (let probe = n + 1; probe <= n + 4; probe++) if (await exists(formatId('S', day, probe))) n = probe
       let misses = 0
@@ -634,7 +670,7 @@ export class Store {
         if (!(await exists(version))) {
           // A counter far past what exists was not written by pipe: trust the folder instead.
           if (++misses > 1000) {
-            for (const v of (await this.listSpecVersions()).reverse()) if (!given.has(v)) yield v
+            yield* rest()
             return
           }
           continue
@@ -644,6 +680,8 @@ export class Store {
         yield version
       }
     }
+    // Every counted day is listed: versions of days older than the oldest counter come from the folder.
+    yield* rest()
   }
 
   async listSpecVersions(): Promise<string[]> {
@@ -695,8 +733,12 @@ export class Store {
     await appendSynced(this.commitLogFile(runId), `${JSON.stringify(journal)}\n`)
   }
 
-  /** The commit log's lines; a torn last line is left out. A line that is not JSON elsewhere was changed outside pipe. */
-  async readCommitLog(runId: string): Promise<unknown[]> {
+  /**
+   * The commit log's lines; a torn last line is left out. A line that is not JSON elsewhere was
+   * changed outside pipe: E_INTEGRITY, or with `lenient` (repairing a run that has ended, where only
+   * records a snapshot binds are rewritten) left out.
+   */
+  async readCommitLog(runId: string, lenient = false): Promise<unknown[]> {
     const text = (await readText(this.commitLogFile(runId))) ?? ''
     const raw = text.split('\n')
     // The last element is '' after a complete last line, or a torn line: either way not a line.
@@ -705,6 +747,7 @@ export class Store {
       try {
         return JSON.parse(line) as unknown
       } catch {
+        if (lenient) return undefined
         throw new PipeError('E_INTEGRITY', `line ${i + 1} of the commit log of ${runId} is not valid JSON`, {hint: `It is appended whole, so it was changed outside pipe: ${this.commitLogFile(runId)}`})
       }
     })

@@ -2,8 +2,9 @@
  * Append-only chained logs of the store (the run index, the ledger log) and the names of the
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
-import {closeSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync} from 'node:fs'
+import {closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync} from 'node:fs'
 import {open} from 'node:fs/promises'
+import {PipeError} from '../errors.js'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncFd} from '../util/fs.js'
 
@@ -23,7 +24,10 @@ export async function lastLine(file: string): Promise<ChainedLine | null> {
     throw error
   }
   try {
-    const {size} = fstatSync(fd)
+    const stats = fstatSync(fd)
+    // A FIFO in a log's place would block the append that follows for ever.
+    if (!stats.isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    const {size} = stats
     let take = Math.min(size, 8192)
     for (;;) {
       const buffer = Buffer.alloc(take)
@@ -76,13 +80,16 @@ export async function appendChained<T extends object>(file: string, line: T | ((
 export async function* linesFromEnd(file: string, block = 65536): AsyncGenerator<string> {
   let handle
   try {
-    handle = await open(file, 'r')
+    // Without blocking: a FIFO put in the log's place must not hang a reader.
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
     throw error
   }
   try {
-    let position = (await handle.stat()).size
+    const stats = await handle.stat()
+    if (!stats.isFile()) throw new Error(`${file} is not a regular file`)
+    let position = stats.size
     // Bytes of the line the previous block started in the middle of.
     let carry = Buffer.alloc(0)
     let first = true
@@ -171,10 +178,18 @@ export function stagedRun(name: string): {runId: string; pid: number} | null {
 
 /** A file's text, or null when it does not exist; one synchronous read (see util/fs.ts). */
 export async function readText(file: string): Promise<string | null> {
+  let fd: number
   try {
-    return readFileSync(file, 'utf8')
+    // Without blocking: a FIFO or a device put in a log's place must neither hang nor flood a reader.
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
     throw error
+  }
+  try {
+    if (!fstatSync(fd).isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
   }
 }

@@ -9,7 +9,7 @@
  * anyway (its commit waits for it).
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, openSync, readSync, renameSync, unlinkSync, writeFileSync} from 'node:fs'
+import {closeSync, constants, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, openSync, readSync, renameSync, unlinkSync, writeFileSync} from 'node:fs'
 import type {FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
@@ -34,6 +34,29 @@ export function syncFd(fd: number, dataOnly = false): void {
   durability.count++
   if (dataOnly) fdatasyncSync(fd)
   else fsyncSync(fd)
+}
+
+/**
+ * The start of a small file (a counter), or null when it is missing or not a regular file. Opened
+ * without blocking and checked before reading, so that a FIFO, a device or a folder put in its place
+ * can neither hang a reader nor make it read without end.
+ */
+export async function readSmallFile(file: string, max = 64): Promise<string | null> {
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch {
+    return null
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return null
+    const buffer = Buffer.alloc(max)
+    return buffer.toString('utf8', 0, readSync(fd, buffer, 0, max, 0))
+  } catch {
+    return null
+  } finally {
+    closeSync(fd)
+  }
 }
 
 /** Temp names of this process: a random start, then counted (the pid in the name keeps processes apart). */

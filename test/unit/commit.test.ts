@@ -161,4 +161,32 @@ describe('step commits through the commit log', () => {
     expect(lines.at(-1)).to.equal('')
     expect(lines.slice(0, -1).map((l) => (JSON.parse(l) as Journal).seq)).to.deep.equal([1, 2])
   })
+
+  it('follows no line pipe could not have written: ids of another series or day, paths, a seq its snapshot does not carry', async () => {
+    const {store, runId} = await openRun()
+    const log = store.commitLogFile(runId)
+    const line = (change: (j: Journal) => void): string => {
+      const j = journal(runId, 1, null, {evidence: 1, spec: true})
+      change(j)
+      return `${JSON.stringify(j)}\n`
+    }
+    const hostile = [
+      line((j) => (j.spec!.candidate = 'S-20200101-0001')),
+      line((j) => (j.spec!.candidate = '../../escape')),
+      line((j) => (j.evidence[0]!.candidate = 'S-20261121-0001')),
+      line((j) => (j.evidence[0]!.candidate = 'E-0001/../../x')),
+      line((j) => (j.snapshot.step.seq = 7)),
+      line((j) => ((j as {evidence: unknown}).evidence = [null])),
+      line((j) => ((j as {recorded_at: unknown}).recorded_at = 'yesterday')),
+    ]
+    for (const text of hostile) {
+      await writeFile(log, text)
+      expect(await recoverCommit(store, runId).catch((error: Error) => error.message), text).to.equal(false)
+      expect(await records(store, runId), text).to.deep.equal({})
+    }
+    // The same line as pipe writes it is finished.
+    await writeFile(log, line(() => undefined), {flag: 'a'})
+    expect(await recoverCommit(store, runId)).to.equal(true)
+    expect((await store.readSnapshots(runId)).map((s) => s.spec_version_out)).to.deep.equal(['S-20261121-0001'])
+  })
 })

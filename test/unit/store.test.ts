@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {appendFile, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
+import {appendFile, mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {Store, type SpecDraft} from '../../src/store/store.js'
 import {Ledger, ledgerKey} from '../../src/store/ledger.js'
@@ -286,6 +286,34 @@ describe('spec versions newest first from the id counters', () => {
     expect(await versions(store)).to.deep.equal(['S-20261122-0001', 'S-20261121-0003', 'S-20261121-0001'])
   })
 
+  it('counters no pipe wrote (days that are no dates, a FIFO, a folder, huge or negative numbers) give the folder, never a hang', async () => {
+    const {execFileSync} = await import('node:child_process')
+    const store = await Store.open(path.join(dir, 's'))
+    for (const goal of ['a', 'b']) await store.writeSpec(draft(goal), now)
+    await store.writeSpec(draft('c'), new Date('2026-11-22T09:00:00Z'))
+    const all = ['S-20261122-0001', 'S-20261121-0002', 'S-20261121-0001']
+    for (const [name, make] of [
+      ['S-99999999', () => writeFile(path.join(store.idsDir, 'S-99999999'), '7')],
+      ['S-00000000', () => writeFile(path.join(store.idsDir, 'S-00000000'), '1')],
+      ['S-20261399', () => writeFile(path.join(store.idsDir, 'S-20261399'), '2')],
+      ['S-20261121', () => writeFile(path.join(store.idsDir, 'S-20261121'), '-5')],
+      ['S-20261121', () => writeFile(path.join(store.idsDir, 'S-20261121'), '99999999999999999999')],
+      ['S-20261121', async () => execFileSync('mkfifo', [path.join(store.idsDir, 'S-20261121')])],
+      ['S-20261121', () => mkdir(path.join(store.idsDir, 'S-20261121'))],
+    ] as const) {
+      const {rm} = await import('node:fs/promises')
+      await rm(path.join(store.idsDir, name), {recursive: true, force: true})
+      await make()
+      expect(await versions(store), name).to.deep.equal(all)
+      await rm(path.join(store.idsDir, name), {recursive: true, force: true})
+      await writeFile(path.join(store.idsDir, 'S-20261121'), '2')
+    }
+    // A day between two counted days whose counter was removed.
+    await writeFile(path.join(store.idsDir, 'S-20261120'), '0')
+    await rm(path.join(store.idsDir, 'S-20261121'))
+    expect(await versions(store)).to.deep.equal(all)
+  })
+
   it('moves the counter before an id is taken, so a process killed right after the take leaves it listed', async () => {
     const {allocateId} = await import('../../src/store/ids.js')
     const idsDir = path.join(dir, 'ids')
@@ -296,5 +324,45 @@ describe('spec versions newest first from the id counters', () => {
     })
     expect(id).to.equal('S-20261121-0001')
     expect(seen).to.equal('1')
+  })
+})
+
+describe('ledger list with a limit, against a log changed by hand', () => {
+  function entry(feature: string, spec: string, updated: string): LedgerEntry {
+    return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
+  }
+  const features = (list: LedgerEntry[]): string[] => list.map((e) => e.feature_id)
+
+  it('gives what listing every entry gives: a forged count, an entry removed and one put by hand, writes out of time order', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const ledger = new Ledger(store)
+    const logFile = path.join(store.auditDir, 'ledger.jsonl')
+    for (let i = 1; i <= 3; i++) await ledger.write(entry(`F-2026-00${i}`, `S-20261121-000${i}`, `2026-11-21T10:0${i}:00.000Z`))
+    // A file the log never named, and a last line whose count was raised to match the folder.
+    const hand = entry('F-2026-009', 'S-20261121-0009', '2026-11-21T09:00:00.000Z')
+    await writeFile(path.join(ledger.dir, `${hand.key}.json`), JSON.stringify(hand))
+    const lines = (await readFile(logFile, 'utf8')).trim().split('\n')
+    await writeFile(logFile, `${[...lines.slice(0, -1), lines.at(-1)!.replace('"entries":3', '"entries":4')].join('\n')}\n`)
+    expect(features(await ledger.list({}, 10))).to.deep.equal(features(await ledger.list({})))
+    expect(features(await ledger.list({}, 10))).to.include('F-2026-009')
+    // An entry the log names, removed: the count matches again (3 + the one by hand - 1), but the
+    // log no longer speaks for the folder.
+    await writeFile(logFile, `${lines.join('\n')}\n`)
+    await rm(path.join(ledger.dir, `${ledgerKey('F-2026-003', 'local', 'S-20261121-0003')}.json`))
+    const newer = entry('F-2026-008', 'S-20261121-0008', '2026-11-21T11:00:00.000Z')
+    await writeFile(path.join(ledger.dir, `${newer.key}.json`), JSON.stringify(newer))
+    expect(features(await ledger.list({}, 1))).to.deep.equal(['F-2026-008'])
+  })
+
+  it('two publishes that stamp their times in one order and take the log in the other', async () => {
+    const store = await Store.open(path.join(dir, 's'))
+    const ledger = new Ledger(store)
+    await ledger.write(entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:00:00.002Z'))
+    await ledger.write(entry('F-2026-002', 'S-20261121-0002', '2026-11-21T10:00:00.001Z'))
+    expect(features(await ledger.list({}, 1))).to.deep.equal(features(await ledger.list({})).slice(0, 1))
+    // Equal times: the same order either way.
+    await ledger.write(entry('F-2026-004', 'S-20261121-0004', '2026-11-21T11:00:00.000Z'))
+    await ledger.write(entry('F-2026-003', 'S-20261121-0003', '2026-11-21T11:00:00.000Z'))
+    expect(features(await ledger.list({}, 1))).to.deep.equal(features(await ledger.list({})).slice(0, 1))
   })
 })
