@@ -2,10 +2,11 @@ import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {commitStep, recoverCommit, type Journal} from '../../src/engine/commit.js'
-import {Store, type SpecDraft} from '../../src/store/store.js'
+import {Store} from '../../src/store/store.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {durability} from '../../src/util/fs.js'
 import {tempDir} from '../helpers/cli.js'
+import {specDraft} from '../helpers/records.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -23,20 +24,6 @@ async function openRun(): Promise<{store: Store; runId: string}> {
     {at, event: 'created'},
   )
   return {store, runId: run.run_id}
-}
-
-function specDraft(runId: string, goal: string): SpecDraft {
-  return {
-    meta: {feature_id: 'F-2026-001', status: 'compiled', parent_version: null, run_id: runId, created_by_step: 'compile', created_at: at},
-    goal,
-    features: [],
-    constraints: [],
-    non_functional: [],
-    acceptance_criteria: [],
-    open_questions: [],
-    tasks: [],
-    vv: [],
-  }
 }
 
 function journal(runId: string, seq: number, prev: string | null, records: {evidence: number; spec: boolean}): Journal {
@@ -60,7 +47,7 @@ function journal(runId: string, seq: number, prev: string | null, records: {evid
     step: 'compile',
     recorded_at: at,
     snapshot,
-    spec: records.spec ? {draft: specDraft(runId, `goal ${seq}`)} : null,
+    spec: records.spec ? {draft: specDraft(`goal ${seq}`, {runId, at})} : null,
     evidence: Array.from({length: records.evidence}, (_, i) => ({draft: {type: 'log' as const, source: {ref: `log://${seq}/${i}`}, content: {excerpt: `line ${i} of step ${seq}`}, linked_to: [{step: 'compile'}]}, link: 'log' as const})),
   }
 }

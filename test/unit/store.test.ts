@@ -7,6 +7,7 @@ import {Ledger, ledgerKey} from '../../src/store/ledger.js'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
+import {specDraft} from '../helpers/records.js'
 import {expectPipeError} from '../helpers/expect.js'
 
 let dir: string
@@ -16,19 +17,7 @@ afterEach(async () => cleanup())
 
 const now = new Date('2026-11-21T10:00:00Z')
 
-function draft(goal: string): SpecDraft {
-  return {
-    meta: {feature_id: 'F-2026-001', status: 'compiled', parent_version: null, run_id: 'R-20261121-0001', created_by_step: 'compile', created_at: now.toISOString()},
-    goal,
-    features: [],
-    constraints: [],
-    non_functional: [],
-    acceptance_criteria: [],
-    open_questions: [],
-    tasks: [],
-    vv: [],
-  }
-}
+const draft = (goal: string): SpecDraft => specDraft(goal, {at: now.toISOString()})
 
 
 describe('store', () => {
