@@ -33,7 +33,7 @@ import type {Evidence} from '../types/evidence.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {appendSynced, createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
+import {appendSynced, createFileExclusive, makeDirs, syncFd, writeFileAtomic} from '../util/fs.js'
 import {allocateId, assertId, compareIds, dayKey, formatId, ID_PATTERNS, noteIdTaken, peekIds, readCounter} from './ids.js'
 import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
@@ -208,7 +208,11 @@ export class Store {
 
   static async open(root: string): Promise<Store> {
     const store = new Store(root)
-    for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir, store.auditDir]) await mkdir(dir, {recursive: true})
+    try {
+      for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir, store.auditDir]) makeDirs(dir)
+    } catch (error) {
+      throw new PipeError('E_IO', `cannot create the store at ${store.root}: ${(error as Error).message}`, {hint: 'Point --store (or PIPE_STORE) at a folder you can write to.'})
+    }
     // A store inside a repository must never be committed by a checkpoint or removed by a rollback.
     await createFileExclusive(path.join(store.root, '.gitignore'), '# the pipe store: records, not sources\n*\n', {sync: false})
     return store

@@ -9,7 +9,7 @@
  * anyway (its commit waits for it).
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, constants, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, openSync, readSync, renameSync, unlinkSync, writeFileSync} from 'node:fs'
+import {closeSync, constants, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, renameSync, statSync, unlinkSync, writeFileSync} from 'node:fs'
 import type {FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
@@ -150,4 +150,27 @@ function completeLength(fd: number, size: number): number {
     end -= take
   }
   return 0
+}
+
+/**
+ * `mkdir -p` that gives up: Node's recursive mkdir retries for ever where a parent exists but
+ * refuses new entries with ENOENT (/proc/1, some FUSE mounts). Each level is made once; an error is
+ * the file system's own (EACCES, ENOTDIR, ENOENT under a parent that exists).
+ */
+export function makeDirs(dir: string): void {
+  try {
+    mkdirSync(dir)
+    return
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST' && statSync(dir).isDirectory()) return
+    const parent = path.dirname(dir)
+    if (code !== 'ENOENT' || parent === dir || statSync(parent, {throwIfNoEntry: false}) !== undefined) throw error
+    makeDirs(parent)
+  }
+  try {
+    mkdirSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || !statSync(dir).isDirectory()) throw error
+  }
 }

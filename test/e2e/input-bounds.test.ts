@@ -117,6 +117,14 @@ describe('pipe run: input is bounded whatever it is', function () {
     expect(existsSync(storeDir())).to.equal(false)
   })
 
+  it('gives up on a store where folders cannot be made (/proc/1), instead of trying for ever', async function () {
+    if (!existsSync('/proc/1')) this.skip()
+    const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--store', '/proc/1'], {cwd: dir, timeoutMs: 60000})
+    expect(result.signal).to.equal(null)
+    expect(result.code, result.stderr).to.equal(1)
+    expect(result.stderr).to.contain('cannot create the store at /proc/1').and.contain('E_IO')
+  })
+
   it('stops reading a FIFO whose writer never ends', async () => {
     const fifo = await mkfifo('endless.fifo')
     const {done} = start(['run', defaultPipeline, '--input', fifo])
