@@ -2,9 +2,10 @@
  * The error channel's file half (seed 002): every error is appended to a daily log,
  * $PIPE_HOME/logs/orchestrator-YYYYMMDD.log (PIPE_HOME defaults to ~/.canonical).
  */
-import {appendFileSync, mkdirSync} from 'node:fs'
+import {appendFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import {makeDirs} from './util/fs.js'
 import {redact} from './util/redact.js'
 
 export function pipeHome(): string {
@@ -20,7 +21,7 @@ export function logFilePath(date = new Date()): string {
 export function appendLog(level: 'ERROR' | 'WARN' | 'INFO', message: string, detail?: string): string | null {
   const file = logFilePath()
   try {
-    mkdirSync(path.dirname(file), {recursive: true})
+    makeDirs(path.dirname(file))
     const line = `${new Date().toISOString()} ${level} pid=${process.pid} ${redact(message)}\n${detail ? `${redact(detail).replace(/^/gm, '    ')}\n` : ''}`
     appendFileSync(file, line)
     return file

@@ -125,6 +125,14 @@ describe('pipe run: input is bounded whatever it is', function () {
     expect(result.stderr).to.contain('cannot create the store at /proc/1').and.contain('E_IO')
   })
 
+  it('still ends with its error when the daily log cannot be made (PIPE_HOME=/proc/1)', async function () {
+    if (!existsSync('/proc/1')) this.skip()
+    const result = await pipe(['runs', 'show', 'R-20261122-9999', '--store', storeDir()], {cwd: dir, timeoutMs: 60000, env: {PIPE_HOME: '/proc/1'}})
+    expect(result.signal).to.equal(null)
+    expect(result.code, result.stderr).to.not.equal(0)
+    expect(result.stderr).to.match(/E_NOT_FOUND/)
+  })
+
   it('stops reading a FIFO whose writer never ends', async () => {
     const fifo = await mkfifo('endless.fifo')
     const {done} = start(['run', defaultPipeline, '--input', fifo])
