@@ -1,6 +1,5 @@
 import {Args, Flags} from '@oclif/core'
 import {existsSync, statSync} from 'node:fs'
-import {mkdir} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
@@ -12,7 +11,7 @@ import {hermeticEnv, runTests} from '../engine/testing/run.js'
 import {PipeError} from '../errors.js'
 import {ExitCode} from '../exit-codes.js'
 import {kindCatalog} from '../steps/registry.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {makeDirs, writeFileAtomic} from '../util/fs.js'
 
 export default class Test extends PipeCommand {
   static override summary = 'Run pipeline tests (*.pipe-test.yaml): each test runs a pipeline offline in a temporary store and checks how it ended.'
@@ -55,9 +54,12 @@ Exit code 0 when every test passed, 1 when any failed.`
     // A report path that cannot be written is found before the tests run, not after.
     const junit = flags.junit === undefined ? undefined : path.resolve(cwd, flags.junit)
     if (junit !== undefined) {
-      await mkdir(path.dirname(junit), {recursive: true}).catch((error: NodeJS.ErrnoException) => {
-        throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit}: cannot create its directory ${path.dirname(junit)} (${error.code ?? error.message})`, {hint: 'Give --junit a file path in a directory that exists or can be created.'})
-      })
+      try {
+        makeDirs(path.dirname(junit))
+      } catch (error) {
+        const cause = error as NodeJS.ErrnoException
+        throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit}: cannot create its directory ${path.dirname(junit)} (${cause.code ?? cause.message})`, {hint: 'Give --junit a file path in a directory that exists or can be created.'})
+      }
       if (existsSync(junit) && !statSync(junit).isFile()) throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit} is not a file`, {hint: 'Give --junit a file path (it is replaced).'})
     }
     const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))

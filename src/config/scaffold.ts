@@ -5,10 +5,11 @@
  * offline at once; `-i use_model=true` with a model endpoint makes it do the real work.
  */
 import {existsSync} from 'node:fs'
-import {mkdir, writeFile} from 'node:fs/promises'
+import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {schemasDir} from '../schema/registry.js'
+import {makeDirs} from '../util/fs.js'
 
 export interface ScaffoldOptions {
   dir: string
@@ -190,7 +191,7 @@ export async function scaffoldPipeline(options: ScaffoldOptions): Promise<Scaffo
   }
   for (const [rel, text] of files) {
     const full = path.join(dir, rel)
-    await mkdir(path.dirname(full), {recursive: true})
+    makeDirs(path.dirname(full))
     await writeFile(full, text)
   }
   return {dir, name, files: files.map(([rel]) => rel), overwritten: existing}

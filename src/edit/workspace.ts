@@ -3,13 +3,13 @@
  * first (sandbox, symlinks, forbidden globs), the patch size checked, then all files written, and
  * on any write failure the files already written are put back.
  */
-import {mkdir, readFile, unlink} from 'node:fs/promises'
+import {readFile, unlink} from 'node:fs/promises'
 import {existsSync, readFileSync, statSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {assertPath} from '../policy/rules.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {sha256} from '../util/hash.js'
 import {parseBlocks} from './blocks.js'
 import {lineDiff, planEdits, type BlockFailure, type FileChange, type LineDiff} from './apply.js'
@@ -59,7 +59,7 @@ async function writeAll(policy: LoadedPolicy, root: string, changes: FileChange[
   try {
     for (const change of changes) {
       const target = assertPath(policy, root, change.path).resolved
-      await mkdir(path.dirname(target), {recursive: true})
+      makeDirs(path.dirname(target))
       await writeFileAtomic(target, change.after)
       written.push(change)
     }

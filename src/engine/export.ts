@@ -8,7 +8,7 @@
  *   DIR/runs/RUN/task_ID/attempt_NN/           plan.json, patch.diff, patch_apply.json, qa_step_NN_STAGE.log, verdict.json
  *   DIR/runs/CHILD/…                           each child run (pipeline and foreach steps), the same way
  */
-import {mkdir} from 'node:fs/promises'
+
 import path from 'node:path'
 import type {CommandResult} from '../policy/exec.js'
 import {specToMarkdown} from '../spec/markdown.js'
@@ -19,7 +19,7 @@ import {loadPolicyFile} from '../config/policy.js'
 import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
 import {faultPoint} from '../util/faults.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {makeDirs, writeFileAtomic} from '../util/fs.js'
 
 export interface Attempt {
   task: string
@@ -85,7 +85,7 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
   const runDir = path.join(root, 'runs', runId)
   const files: string[] = []
   const write = async (file: string, content: string): Promise<void> => {
-    await mkdir(path.dirname(file), {recursive: true})
+    makeDirs(path.dirname(file))
     await writeFileAtomic(file, content, {sync: false})
     faultPoint('artifact-file')
     files.push(path.relative(root, file))

@@ -5,7 +5,6 @@
  * command (bwrap, when contained) runs in its own process group and the group is killed; inside
  * bwrap that ends its PID namespace, so even a grandchild that left the group with setsid dies.
  */
-import {mkdir} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {acquireLock} from '../util/lock.js'
@@ -14,6 +13,7 @@ import type {LoadedPolicy} from './policy.js'
 import {assertCommand, assertEnv, assertPath} from './rules.js'
 import {resolveProgram, sandboxed, type SandboxRecord} from './sandbox.js'
 import {killGroup} from '../util/process-group.js'
+import {makeDirs} from '../util/fs.js'
 
 export interface CapturedStream {
   head: string
@@ -105,7 +105,7 @@ async function slot(limit: number, dir: string | undefined, signal: AbortSignal 
       waiting.shift()?.()
     }
   }
-  await mkdir(dir, {recursive: true})
+  makeDirs(dir)
   for (;;) {
     for (let i = 0; i < limit; i++) {
       try {

@@ -16,13 +16,13 @@
  */
 import {createHash} from 'node:crypto'
 import {existsSync} from 'node:fs'
-import {mkdir, readFile, stat} from 'node:fs/promises'
+import {readFile, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
 import type {Interaction} from '../types/cassette.js'
 import {faultPoint} from '../util/faults.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {canonicalJson, hashJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
@@ -250,7 +250,7 @@ export class Cassette {
    */
   private async write(): Promise<void> {
     const file = this.options.file
-    await mkdir(path.dirname(file), {recursive: true})
+    makeDirs(path.dirname(file))
     const release = await acquireLock(`${file}.lock`, {waitMs: 30000, busy: (h) => `the cassette ${file} is being written by process ${h.pid}`, hint: 'Wait for the other run to finish.'})
     try {
       const openedKeys = new Set(this.opened?.interactions.keys() ?? [])

@@ -6,7 +6,7 @@
  * same Idempotency-Key header) or to stop and ask a person. A request that went out and got no
  * answer (a timeout, a broken connection, a stopped step) is the same case, found at once.
  */
-import {mkdir, readFile} from 'node:fs/promises'
+import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {specToMarkdown} from '../spec/markdown.js'
@@ -14,7 +14,7 @@ import {ledgerKey, type Ledger} from '../store/ledger.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import type {PublishTarget} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, writeFileAtomic} from '../util/fs.js'
+import {createFileExclusive, makeDirs, writeFileAtomic} from '../util/fs.js'
 import {addSecretUrl, redact} from '../util/redact.js'
 import {realish, within} from '../util/contain.js'
 import {feishuPayload, jsonPayload, slackPayload, type PublishContext} from './payloads.js'
@@ -88,7 +88,7 @@ async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: Ca
   const dir = path.join(fileTargetRoot(target, cwd, options.ledger.storeRoot), spec.meta.feature_id)
   // Checked before mkdir too: it would create folders at the far end of a planted symlink.
   assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
-  await mkdir(dir, {recursive: true})
+  makeDirs(dir)
   assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
   const json = `${JSON.stringify(spec, null, 2)}\n`
   const jsonFile = path.join(dir, `${spec.meta.spec_version}.json`)

@@ -6,7 +6,7 @@
  * workspace (published files, command output), and an explicit environment for provider selection.
  */
 import {spawn} from 'node:child_process'
-import {cp, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
+import {cp, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -19,13 +19,12 @@ import {serialiseCassette, type CassetteOptions} from '../../providers/cassette.
 import {Store} from '../../store/store.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {writeFileAtomic} from '../../util/fs.js'
+import {makeDirs, writeFileAtomic} from '../../util/fs.js'
 import type {RunOutcome} from '../engine.js'
 import {contextFor, evaluatorFor} from '../expressions.js'
 import {startSession} from '../sessions/start.js'
 import {goldenDiff, goldenText} from './golden.js'
 import {killGroup} from '../../util/process-group.js'
-
 
 /** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
 export const TEST_USER = 'pipe-test'
@@ -119,7 +118,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
   let golden: TestResult['golden']
   try {
     if (test.workspace) await cp(test.workspace, workspace, {recursive: true})
-    else await mkdir(workspace, {recursive: true})
+    else makeDirs(workspace)
     for (const argv of test.setup ?? []) await runSetup(argv, workspace, options.env, options.signal)
     let answers: string | undefined
     if (typeof test.answers === 'string') answers = test.answers
@@ -272,7 +271,7 @@ async function runSetup(argv: string[], cwd: string, env: NodeJS.ProcessEnv, sig
 /** Replay what the cassette has, record what it lacks; a missing cassette starts empty (concurrent tests may share one: writes merge under its lock). */
 async function recordingCassette(file: string, note: string | undefined): Promise<CassetteOptions> {
   if (!existsSync(file)) {
-    await mkdir(path.dirname(file), {recursive: true})
+    makeDirs(path.dirname(file))
     // wx: when two tests create it at once, one header wins and both append to it.
     await writeFile(file, serialiseCassette({interactions: new Map(), ...(note !== undefined ? {note} : {})}), {flag: 'wx'}).catch((error: NodeJS.ErrnoException) => {
       if (error.code !== 'EEXIST') throw error
@@ -356,7 +355,7 @@ async function checkGolden(file: string, text: string, update: boolean, display:
   const shown = display(file)
   if (current === text) return {state: 'matched'}
   if (update) {
-    await mkdir(path.dirname(file), {recursive: true})
+    makeDirs(path.dirname(file))
     await writeFileAtomic(file, text)
     return {state: current === null ? 'written' : 'updated'}
   }
