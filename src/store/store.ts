@@ -764,15 +764,17 @@ export class Store {
   }
 
   async readJournal(runId: string): Promise<unknown> {
-    const text = await readFile(this.journalFile(runId), 'utf8').catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') return null
-      throw error
-    })
-    if (text === null) return null
+    return (await this.readOwnJson(this.journalFile(runId), `the commit journal of ${runId}`)) ?? null
+  }
+
+  /** A JSON file pipe wrote atomically, or undefined when there is none: one that does not parse was changed outside pipe. */
+  private async readOwnJson(file: string, what: string): Promise<unknown> {
+    const text = await readText(file)
+    if (text === null) return undefined
     try {
       return JSON.parse(text) as unknown
     } catch {
-      throw new PipeError('E_INTEGRITY', `the commit journal of ${runId} is not valid JSON`, {hint: `It was written atomically, so it was changed outside pipe: ${this.journalFile(runId)}`})
+      throw new PipeError('E_INTEGRITY', `${what} is not valid JSON`, {hint: `It was written atomically, so it was changed outside pipe: ${file}`})
     }
   }
 
@@ -789,17 +791,7 @@ export class Store {
   }
 
   async readStepState(runId: string, step: string, seq: number): Promise<unknown> {
-    const file = this.stepStateFile(runId, step, seq)
-    const text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') return null
-      throw error
-    })
-    if (text === null) return undefined
-    try {
-      return JSON.parse(text) as unknown
-    } catch {
-      throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} is not valid JSON`, {hint: `It was written atomically, so it was changed outside pipe: ${file}`})
-    }
+    return this.readOwnJson(this.stepStateFile(runId, step, seq), `the state of step ${step} (seq ${seq}) of ${runId}`)
   }
 
   async writeStepState(runId: string, step: string, seq: number, state: unknown): Promise<void> {
