@@ -16,9 +16,8 @@
  * refusal is why it stopped). A thrown error (the endpoint, E_MODEL after max_repairs invalid
  * final answers) is the step's `error`.
  */
-import {stepDir, promptText, type KindFinding} from '../config/pipeline.js'
+import {stepDir, type KindFinding} from '../config/pipeline.js'
 import {loadOutputSchema} from '../config/output-schema.js'
-import {fileEscape} from '../config/pipeline-files.js'
 import {didYouMean} from '../config/suggest.js'
 import {PipeError} from '../errors.js'
 import {needsConfirmation, preapproval, toolLevel, type ToolLevel} from '../policy/tools.js'
@@ -28,10 +27,9 @@ import {renderPrompt} from '../providers/prompt.js'
 import type {Usage} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
 import {redact, redactDeep} from '../util/redact.js'
-import {variablesUsed} from '../util/template.js'
 import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed, type AgentTool, type ToolOutcome} from './agent/tools.js'
 import {renderVar} from './model.js'
-import {modelCall, promptOf} from './model-support.js'
+import {modelCall, promptOf, promptStepFindings} from './model-support.js'
 import {int, list, str} from './output-schemas.js'
 import {outputsOf} from './outputs.js'
 import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
@@ -253,19 +251,7 @@ export const agent: StepHandler<'agent'> = {
     step.tools.forEach((name, i) => {
       if (!TOOL_NAMES.includes(name)) out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, TOOL_NAMES)} (tools: ${TOOL_NAMES.join(', ')})`})
     })
-    const index = loaded.pipeline.steps.indexOf(step)
-    const dir = stepDir(loaded, index)
-    if (typeof step.output_schema === 'string' && !fileEscape(dir, step.output_schema)) {
-      const schema = loadOutputSchema(dir, step.output_schema)
-      if (!schema.ok) out.push({rule: 'agent-step', at: ['output_schema'], message: `output_schema "${step.output_schema}" ${schema.problem}`})
-    }
-    const text = promptText(loaded, step, index)
-    if (text === undefined) return out
-    const names = Object.keys(step.vars ?? {})
-    for (const use of variablesUsed(text)) {
-      if (names.includes(use.name)) continue
-      out.push({rule: 'agent-step', at: ['prompt'], message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`})
-    }
+    out.push(...promptStepFindings('agent-step', step, loaded))
     return out
   },
   async run(context) {

@@ -2,11 +2,15 @@
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
-import {stepDir} from '../config/pipeline.js'
+import {loadOutputSchema} from '../config/output-schema.js'
+import {promptText, stepDir, type KindFinding, type LoadedPipeline} from '../config/pipeline.js'
+import {didYouMean} from '../config/suggest.js'
 import {PipeError} from '../errors.js'
 import type {ChatCall} from '../providers/chat.js'
 import type {Citation, SpecBody} from '../providers/types.js'
+import type {Step} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import {variablesUsed} from '../util/template.js'
 import {ingestResult, type IngestResult} from './ingest.js'
 import type {EvidenceDraft, StepContext, StepDone} from './types.js'
 
@@ -132,4 +136,26 @@ export function withPrompt(prompt: string | undefined): {prompt?: string} {
 /** Who a model request is for: named in recordings and in errors about a request. */
 export function modelCall(context: StepContext): ChatCall {
   return {signal: context.signal, step: context.step.id, run: context.run.run_id}
+}
+
+/**
+ * The checks a step that renders a prompt file shares (model, agent): its output schema compiles,
+ * and every {{name}} of the prompt is a key of vars.
+ */
+export function promptStepFindings(rule: string, step: Extract<Step, {kind: 'model' | 'agent'}>, loaded: LoadedPipeline): KindFinding[] {
+  const out: KindFinding[] = []
+  const index = loaded.pipeline.steps.indexOf(step)
+  const dir = stepDir(loaded, index)
+  if (typeof step.output_schema === 'string' && !fileEscape(dir, step.output_schema)) {
+    const schema = loadOutputSchema(dir, step.output_schema)
+    if (!schema.ok) out.push({rule, at: ['output_schema'], message: `output_schema "${step.output_schema}" ${schema.problem}`})
+  }
+  const text = promptText(loaded, step, index)
+  if (text === undefined) return out
+  const names = Object.keys(step.vars ?? {})
+  for (const use of variablesUsed(text)) {
+    if (names.includes(use.name)) continue
+    out.push({rule, at: ['prompt'], message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`})
+  }
+  return out
 }

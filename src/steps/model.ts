@@ -8,16 +8,13 @@
  * holds plain JSON values.
  */
 import {loadOutputSchema} from '../config/output-schema.js'
-import {fileEscape} from '../config/pipeline-files.js'
-import {promptText, stepDir, type KindFinding} from '../config/pipeline.js'
-import {didYouMean} from '../config/suggest.js'
-import {variablesUsed} from '../util/template.js'
+import {stepDir} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
 import {renderPrompt} from '../providers/prompt.js'
 import {emptyBody, missingKeyFields} from '../providers/spec-build.js'
 import type {SpecBody} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
-import {bodyOf, modelCall, promptOf} from './model-support.js'
+import {bodyOf, modelCall, promptOf, promptStepFindings} from './model-support.js'
 import type {StepHandler} from './types.js'
 
 /**
@@ -74,24 +71,7 @@ export const model: StepHandler<'model'> = {
       ...(root['$defs'] !== undefined ? {$defs: root['$defs']} : {}),
     }
   },
-  check(step, loaded) {
-    // The output schema compiles, and every {{name}} of the prompt is a key of vars.
-    const out: KindFinding[] = []
-    const index = loaded.pipeline.steps.indexOf(step)
-    const dir = stepDir(loaded, index)
-    if (typeof step.output_schema === 'string' && !fileEscape(dir, step.output_schema)) {
-      const schema = loadOutputSchema(dir, step.output_schema)
-      if (!schema.ok) out.push({rule: 'model-step', at: ['output_schema'], message: `output_schema "${step.output_schema}" ${schema.problem}`})
-    }
-    const text = promptText(loaded, step, index)
-    if (text === undefined) return out
-    const names = Object.keys(step.vars ?? {})
-    for (const use of variablesUsed(text)) {
-      if (names.includes(use.name)) continue
-      out.push({rule: 'model-step', at: ['prompt'], message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`})
-    }
-    return out
-  },
+  check: (step, loaded) => promptStepFindings('model-step', step, loaded),
   async run(context) {
     const {step} = context
     const template = (await promptOf(context))!
