@@ -80,7 +80,7 @@ export class Ledger {
       await appendChained(this.logFile, async (last) => ({
         key: entry.key,
         entry_seal: sealed.seal,
-        entries: (typeof last?.['entries'] === 'number' ? last['entries'] : last === null ? 0 : await this.countEntries()) + (isNew ? 1 : 0),
+        entries: (typeof last?.['entries'] === 'number' ? last['entries'] : last === null ? 0 : (await this.entryFiles()).length) + (isNew ? 1 : 0),
       }))
     } finally {
       await release()
@@ -107,7 +107,7 @@ export class Ledger {
 
   /** Entries for people to read: redacted again, which also covers entries written before a pattern existed. */
   async list(filter: {feature?: string; run?: string; target?: string} = {}, limit?: number): Promise<LedgerEntry[]> {
-    const names = (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'))
+    const names = await this.entryFiles()
     const keep = (entry: LedgerEntry | null): entry is LedgerEntry =>
       entry !== null && (!filter.feature || entry.feature_id === filter.feature) && (!filter.run || entry.run_id === filter.run) && (!filter.target || entry.target === filter.target)
     // With a limit, the ledger log names the most recently written keys (its last lines), so only
@@ -166,8 +166,8 @@ export class Ledger {
     }
   }
 
-  /** Entry files in the folder: the count a log without counts (an older pipe's) starts from. */
-  private async countEntries(): Promise<number> {
-    return (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).length
+  /** The entry files in the folder (their count is where a log without counts, an older pipe's, starts from). */
+  private async entryFiles(): Promise<string[]> {
+    return (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'))
   }
 }
