@@ -24,10 +24,10 @@
  * Stores written by an older pipe may hold runs/R/journal.json (the journal of an interrupted
  * commit, before the log existed); it is moved into the log and finished the same way.
  */
-import {readFile} from 'node:fs/promises'
 import {PipeError} from '../errors.js'
 import {dayKey, ID_PATTERNS} from '../store/ids.js'
 import type {EvidenceDraft, SpecDraft, Store, WriteIntent} from '../store/store.js'
+import {readText} from '../store/trail.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 
@@ -135,8 +135,14 @@ async function loggedCommits(store: Store, runId: string, lenient = false): Prom
   return [...bySeq.values()].sort((a, b) => a.seq - b.seq)
 }
 
+/** A record file's state; something that is not a regular file (a FIFO put there) is damaged, and is never waited on. */
 async function readParsed(file: string): Promise<{state: 'missing' | 'damaged'} | {state: 'ok'; value: unknown}> {
-  const text = await readFile(file, 'utf8').catch(() => null)
+  let text: string | null
+  try {
+    text = await readText(file)
+  } catch {
+    return {state: 'damaged'}
+  }
   if (text === null) return {state: 'missing'}
   try {
     return {state: 'ok', value: JSON.parse(text) as unknown}
@@ -168,8 +174,7 @@ async function repairRecords(store: Store, journal: Journal, snapshot: Snapshot)
 /**
  * Finishes the commit a crash interrupted, if any, and rewrites records a power failure lost (see
  * above). The caller holds the run. Returns whether anything was finished or rewritten.
- */
-/**
+ *
  * `lastSeq`: the last snapshot of a run that has ended; no commit of it can be past that, and its
  * log is read leniently (a line that is not JSON is left out, since only what a snapshot binds is
  * rewritten). A run still walked refuses such a log instead.
