@@ -47,6 +47,18 @@ function removeLater(dir) {
   leftovers.push(dir)
 }
 
+/** A maker of fresh, empty folders (one per timed run) under one temporary folder, removed at the end. */
+function freshDirs(prefix) {
+  const base = tmp(prefix)
+  removeLater(base)
+  let i = 0
+  return () => {
+    const dir = path.join(base, String(i++))
+    mkdirSync(dir)
+    return dir
+  }
+}
+
 /** One whole process: its CPU (user+sys), wall time and peak RSS, as wait4 reports them. */
 function measure(argv, {cwd = root, expect = 0} = {}) {
   const result = spawnSync('python3', [path.join(root, 'bench', 'rusage.py'), cwd, ...argv], {env, encoding: 'utf8', maxBuffer: 1e8})
@@ -132,32 +144,19 @@ if (want('startup')) {
 
 if (want('run')) {
   console.error('default pipeline, full PRD, fresh store per run')
-  const base = tmp('pipe-bench-run-')
-  let i = 0
-  versusNode('default run (full PRD, fresh store)', ({cwd}) => defaultRun(cwd), {target: '≤ 2.5× node; peak RSS ≤ 55 MiB', prepare: () => {
-    const cwd = path.join(base, String(i++))
-    mkdirSync(cwd)
-    return {cwd}
-  }})
-  removeLater(base)
+  const fresh = freshDirs('pipe-bench-run-')
+  versusNode('default run (full PRD, fresh store)', ({cwd}) => defaultRun(cwd), {target: '≤ 2.5× node; peak RSS ≤ 55 MiB', prepare: () => ({cwd: fresh()})})
 }
 
 if (opts.versus) {
   // Before/after on a noisy machine: the other build (--versus OLD/bin/run.js) is the reference of each pair.
   const old = path.resolve(opts.versus)
-  const base = tmp('pipe-bench-ab-')
-  let i = 0
-  const fresh = () => {
-    const cwd = path.join(base, String(i++))
-    mkdirSync(cwd)
-    return cwd
-  }
+  const fresh = freshDirs('pipe-bench-ab-')
   const runArgs = (b) => [b, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go']
   for (const [name, args, cwd] of [['--version', (b) => [b, '--version'], () => root], ['default run (full PRD, fresh store)', runArgs, fresh]]) {
     const {ref, sub} = paired(() => [[process.execPath, ...args(bin)], {cwd: cwd()}], {reference: () => [[process.execPath, ...args(old)], {cwd: cwd()}]})
     record({name: `this build vs ${old}: ${name}`, ...summary(sub), old_cpu_ms: summary(ref).cpu_ms, old_maxrss_mib: summary(ref).maxrss_mib, value: stats(sub.map((x, k) => x.cpu_ms / ref[k].cpu_ms)).median, unit: '× the old build\'s CPU (median of per-pair ratios)', note: `old CPU ${summary(ref).cpu_ms.median.toFixed(1)} ms, old peak RSS ${summary(ref).maxrss_mib.median.toFixed(1)} MiB`})
   }
-  removeLater(base)
 }
 
 function chain(n) {
@@ -290,13 +289,7 @@ if (want('peer')) {
   const requirement = ['--input', path.join(root, 'examples/one-sentence.txt'), '--answers', path.join(root, 'examples/one-sentence.answers.yaml'), '--decision', 'go']
   const pipeRun = (cwd) => [[process.execPath, bin, 'run', path.join(root, 'pipelines/default.yaml'), ...requirement, '--store', path.join(cwd, '.pipe')], {cwd}]
   const peerRun = (dir) => [[process.execPath, peerScript, ...requirement, '--out', dir]]
-  const base = tmp('pipe-bench-peer-')
-  let n = 0
-  const fresh = () => {
-    const dir = path.join(base, String(n++))
-    mkdirSync(dir)
-    return dir
-  }
+  const fresh = freshDirs('pipe-bench-peer-')
   // One checked run of each: both finish, and take the same path (one clarify round).
   const check = () => {
     const cwd = fresh()
@@ -354,7 +347,6 @@ if (want('peer')) {
     const stepRatio = stats(pipePer.map((x, i) => x / peerPer[i]))
     record({name: 'peer per step: pipe / LangGraph.js, per round', value: stepRatio.median, unit: '× the peer\'s CPU per step', step_ratio: stepRatio, note: `spread ${stepRatio.min.toFixed(2)}–${stepRatio.max.toFixed(2)}`})
   }
-  removeLater(base)
 }
 
 /** A populated store of `size` runs: reused from --stores when a finished one is there. */
