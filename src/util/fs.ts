@@ -10,7 +10,6 @@
  */
 import {randomBytes} from 'node:crypto'
 import {closeSync, constants, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, renameSync, statSync, unlinkSync, writeFileSync} from 'node:fs'
-import type {FileHandle} from 'node:fs/promises'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
 
@@ -20,13 +19,6 @@ import {faultPoint} from './faults.js'
  * `count` lets the benchmark report how many syncs a run costs.
  */
 export const durability = {sync: true, count: 0}
-
-/** fsync (or fdatasync) a handle unless the benchmark turned syncing off. */
-export async function syncHandle(handle: FileHandle, dataOnly = false): Promise<void> {
-  if (!durability.sync) return
-  durability.count++
-  await (dataOnly ? handle.datasync() : handle.sync())
-}
 
 /** fsync (or fdatasync) a file descriptor unless the benchmark turned syncing off. */
 export function syncFd(fd: number, dataOnly = false): void {
