@@ -2,6 +2,7 @@
 import {Config} from '@oclif/core'
 import {exitCodeTable} from '../exit-codes.js'
 import {environmentHelp} from './help.js'
+import {compareText} from '../util/order.js'
 
 export interface HelpJson {
   name: string
@@ -22,7 +23,7 @@ export async function helpJson(root: string | URL): Promise<HelpJson> {
   const commands = config.commands
     .filter((c) => !c.hidden)
     .map((c) => ({id: c.id.replace(/:/g, ' '), summary: c.summary ?? c.description?.split('\n')[0] ?? ''}))
-    .sort((a, b) => a.id.localeCompare(b.id))
+    .sort((a, b) => compareText(a.id, b.id))
   return {
     name: config.bin,
     version: config.version,

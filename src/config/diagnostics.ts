@@ -1,3 +1,5 @@
+import {compareText} from '../util/order.js'
+
 /** A problem found in a file, located at the node it concerns. */
 export interface Diagnostic {
   file: string
@@ -28,5 +30,5 @@ export function formatPath(segments: ReadonlyArray<string | number>): string {
 }
 
 export function sortDiagnostics(list: Diagnostic[]): Diagnostic[] {
-  return [...list].sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line || a.col - b.col || a.message.localeCompare(b.message))
+  return [...list].sort((a, b) => compareText(a.file, b.file) || a.line - b.line || a.col - b.col || compareText(a.message, b.message))
 }

@@ -185,6 +185,19 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     expect(gatesA).to.deep.equal(gatesB)
   })
 
+  it('gives the same spec content whatever the locale of the process that runs it', async () => {
+    // ICU orders Han by pinyin under zh_CN and by code point under en: keywords tied on count came
+    // out in another order, so a Chinese team's spec differed from their CI's.
+    const under = async (lang: string): Promise<Omit<CanonicalSpec, 'meta'>> => {
+      const result = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'zh-prd.md'), '--decision', 'go', '--json'], {cwd: dir, env: {LANG: lang, LC_ALL: lang}})
+      expect(result.code, result.stderr).to.equal(0)
+      const {spec_version: version} = json<RunJson>(result)
+      const {meta: _m, ...body} = json<CanonicalSpec>(await pipe(['spec', 'show', version!, '--json'], {cwd: dir}))
+      return body
+    }
+    expect(await under('zh_CN.UTF-8')).to.deep.equal(await under('C.UTF-8'))
+  })
+
   it('reads the requirement from stdin and from --text', async () => {
     const fromStdin = await run(['--input', '-', '--decision', 'go', '--json'], (await readFile(path.join(examples, 'full-prd.md'), 'utf8')).replace(/\n/g, '\r\n'))
     expect(fromStdin.code, fromStdin.stderr).to.equal(0)

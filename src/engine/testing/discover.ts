@@ -3,6 +3,7 @@ import {readdir, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {TEST_FILE_SUFFIX} from '../../config/test-file.js'
 import {PipeError} from '../../errors.js'
+import {compareText} from '../../util/order.js'
 
 /** Directories never searched: dependencies and dot-directories (.git, .pipe stores). */
 function skipped(name: string): boolean {
@@ -11,7 +12,7 @@ function skipped(name: string): boolean {
 
 async function walk(dir: string, out: string[]): Promise<void> {
   const entries = await readdir(dir, {withFileTypes: true})
-  for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+  for (const entry of entries.sort((a, b) => compareText(a.name, b.name))) {
     const full = path.join(dir, entry.name)
     if (entry.isDirectory()) {
       if (!skipped(entry.name)) await walk(full, out)

@@ -10,6 +10,7 @@ import {isNegative, isNoneAnswer, isNonAnswer, nfrCategory, parseGwt, priorityOf
 import {mergeWithPrevious, missingKeyFields, nextId, normalizeForCompare, pad} from '../spec-build.js'
 import {extractSpec} from './extract.js'
 import {overlap, sentences, shorten, tokens} from './text.js'
+import {compareText} from '../../util/order.js'
 
 const QUESTION_TEXT: Record<string, {en: string; zh: string}> = {
   goal: {en: 'What is the goal of this work, in one or two sentences: who benefits, and how?', zh: '这项工作的目标是什么？请用一两句话说明谁受益、如何受益。'},
@@ -115,7 +116,7 @@ function keywords(text: string, max: number): string[] {
   const counts = new Map<string, number>()
   for (const t of tokens(text)) counts.set(t, (counts.get(t) ?? 0) + 1)
   return [...counts.entries()]
-    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .sort((a, b) => b[1] - a[1] || compareText(a[0], b[0]))
     .slice(0, max)
     .map(([t]) => t)
 }
@@ -171,7 +172,7 @@ export class OfflineProvider implements Provider {
     const spec = request.spec
     const links = linkCriteria(spec)
     const forbiddenActions = spec.constraints.map((c) => c.text)
-    const features = [...spec.features].sort((a, b) => PRIORITY_ORDER[a.priority] - PRIORITY_ORDER[b.priority] || a.id.localeCompare(b.id))
+    const features = [...spec.features].sort((a, b) => PRIORITY_ORDER[a.priority] - PRIORITY_ORDER[b.priority] || compareText(a.id, b.id))
     const tasks: Task[] = []
     const taskOfFeature = new Map<string, string>()
     for (const feature of features) {
