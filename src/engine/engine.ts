@@ -242,7 +242,7 @@ export class Engine {
     if (featureId) await store.ensureFeature(featureId, now)
     else featureId = await store.createFeature(now, title)
     const at = now.toISOString()
-    const record = await store.createRun(
+    const born = await store.createStartedRun(
       {
         feature_id: featureId,
         status: 'pending',
@@ -263,9 +263,29 @@ export class Engine {
       },
       now,
       {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user},
+      this.startOf(),
     )
-    await this.deps.hook?.('run-created')
-    return this.drive(record.run_id, options, 'started')
+    try {
+      await this.deps.hook?.('run-created')
+    } catch (error) {
+      await born.release()
+      throw error
+    }
+    return this.drive(born.record.run_id, options, 'started', undefined, born)
+  }
+
+  /** The start of a run created started (Store.createStartedRun): what setStatus(running, started) records. */
+  private startOf(): {event: RunEvent; change: (record: RunRecord) => void} {
+    const at = this.now().toISOString()
+    return {
+      event: {at, event: 'started', from: 'pending', to: 'running'},
+      change: (r) => {
+        assertTransition(r.run_id, r.status, 'running', false)
+        r.status = 'running'
+        r.updated_at = at
+        r.owner = {...selfIdentity(), user: this.user}
+      },
+    }
   }
 
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
@@ -393,10 +413,17 @@ export class Engine {
     }
   }
 
-  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>): Promise<RunOutcome> {
+  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>, born?: {record: RunRecord; release: () => Promise<void>}): Promise<RunOutcome> {
     const {store} = this.deps
-    const release = await store.acquireRun(runId)
+    const release = born?.release ?? (await store.acquireRun(runId))
     try {
+      if (born) {
+        // Created started and held (Store.createStartedRun): nothing to read back, recover or record.
+        this.held.set(runId, born.record)
+        this.deps.onProgress?.({type: 'run_status', run_id: runId, status: 'running'})
+        await this.writeArtifacts(runId)
+        return await this.walk(runId, settings, true)
+      }
       await prepare?.()
       const before = await store.readRun(runId)
       this.held.set(runId, before)
@@ -455,16 +482,17 @@ export class Engine {
     })
   }
 
-  private async walk(runId: string, settings: RunSettings): Promise<RunOutcome> {
+  /** Walks the run from where its snapshots leave it; `fresh`: a run just created, which has none and no commit to recover. */
+  private async walk(runId: string, settings: RunSettings, fresh = false): Promise<RunOutcome> {
     const {store} = this.deps
     const {pipeline} = settings.pipeline
     const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
     const hook = async (point: string): Promise<void> => this.deps.hook?.(point)
-    if (await recoverCommit(store, runId, hook)) this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'}))
+    if (!fresh && (await recoverCommit(store, runId, hook))) this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'}))
     const opening = this.heldRecord(runId)
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
     // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
-    const own = await store.readSnapshots(runId)
+    const own = fresh ? [] : await store.readSnapshots(runId)
     const history = new History([...base, ...own])
     const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
@@ -798,7 +826,7 @@ export class Engine {
           const at = now.toISOString()
           const inputs = childInputs(step.id, loaded, request.inputs)
           const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {})}
-          const record = await store.createRun(
+          const born = await store.createStartedRun(
             {
               feature_id: parent.feature_id,
               status: 'pending',
@@ -817,10 +845,16 @@ export class Engine {
             },
             now,
             {at, event: 'created', to: 'pending', reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`, by: this.user},
+            sub.startOf(),
           )
-          runId = record.run_id
-          await this.deps.hook?.(`child-created:${step.id}`)
-          await sub.drive(runId, childSettings, 'started')
+          runId = born.record.run_id
+          try {
+            await this.deps.hook?.(`child-created:${step.id}`)
+          } catch (error) {
+            await born.release()
+            throw error
+          }
+          await sub.drive(runId, childSettings, 'started', undefined, born)
         } else {
           runId = known.run_id
           // A finished child keeps its result; a failed one is the item's failure, not something to redrive.

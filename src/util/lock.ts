@@ -108,26 +108,39 @@ async function takeOver(file: string, seen: string): Promise<void> {
 }
 
 /**
+ * A lock's content for this process, and how to let go of it once it is in place: a lock file
+ * written as part of something built elsewhere and renamed in whole (a run born held, see
+ * Store.createRun) is released as one taken by acquireLock.
+ */
+export function newLock(): {holder: Holder & {at: string; token: string}; text: string; releaserOf: (file: string) => () => Promise<void>} {
+  const holder = {...selfIdentity(), at: new Date().toISOString(), token: randomUUID()}
+  const text = JSON.stringify(holder)
+  return {
+    holder,
+    text,
+    releaserOf: (file) => async () => {
+      // Never remove a lock that is no longer ours. Synchronous calls, as the lock's creation (see util/fs.ts).
+      if (readQuietly(file) === text) {
+        try {
+          unlinkSync(file)
+        } catch {
+          // Gone already.
+        }
+      }
+    },
+  }
+}
+
+/**
  * Takes the lock, waiting up to `waitMs` for a live holder to let go. Throws E_CONFLICT with
  * `busy` as the message when it cannot.
  */
 export async function acquireLock(file: string, options: {waitMs?: number; busy: (holder: Holder) => string; hint: string}): Promise<() => Promise<void>> {
-  const me = {...selfIdentity(), at: new Date().toISOString(), token: randomUUID()}
-  const text = JSON.stringify(me)
+  const lock = newLock()
+  const me = lock.holder
   const deadline = Date.now() + (options.waitMs ?? 0)
   for (;;) {
-    if (await createFileExclusive(file, text, {sync: false})) {
-      return async () => {
-        // Never remove a lock that is no longer ours. Synchronous calls, as the lock's creation (see util/fs.ts).
-        if (readQuietly(file) === text) {
-          try {
-            unlinkSync(file)
-          } catch {
-            // Gone already.
-          }
-        }
-      }
-    }
+    if (await createFileExclusive(file, lock.text, {sync: false})) return lock.releaserOf(file)
     const seen = readQuietly(file)
     const holder = parseHolder(seen)
     if (seen !== null && holder && !isAlive(holder) && holder.host === me.host) {
