@@ -84,11 +84,20 @@ export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', 
     // The hint is a starting point for allocation (a lost or stale one costs a few retries, never a
     // duplicate) and the newest-first index of spec versions: written before the take, it never
     // names less than what exists, even when the process dies right after taking.
-    await mkdir(idsDir, {recursive: true})
+    await madeDir(idsDir)
     await writeCounter(hintFile, n)
     if (await take(id)) return id
   }
   throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
+}
+
+/** Folders this process made or found: an allocation is one mkdir fewer than a step's record. */
+const madeDirs = new Set<string>()
+
+async function madeDir(dir: string): Promise<void> {
+  if (madeDirs.has(dir)) return
+  await mkdir(dir, {recursive: true})
+  madeDirs.add(dir)
 }
 
 function hintFile(idsDir: string, prefix: string, key: string): string {
@@ -106,7 +115,7 @@ export async function noteIdTaken(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E',
   const n = Number(id.slice(id.lastIndexOf('-') + 1))
   const file = hintFile(idsDir, prefix, key)
   if (!(n > ((await readCounter(file)) ?? 0))) return
-  await mkdir(idsDir, {recursive: true})
+  await madeDir(idsDir)
   await writeCounter(file, n)
 }
 

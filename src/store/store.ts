@@ -261,17 +261,21 @@ export class Store {
   }
 
   private async create(draft: RunDraft, now: Date, event: RunEvent, start: {event: RunEvent; change: (record: RunRecord) => void} | undefined): Promise<{record: RunRecord; release?: () => Promise<void>}> {
-    await mkdir(this.auditDir, {recursive: true})
+    if (!this.auditDirMade) {
+      await mkdir(this.auditDir, {recursive: true})
+      this.auditDirMade = true
+    }
     const release = await this.lockRunIndex()
     try {
       await this.finishCreations(true)
       let made: {record: RunRecord; release?: () => Promise<void>} | undefined
-      const featureBytes = await readFile(path.join(this.featuresDir, `${draft.feature_id}.json`)).catch(() => null)
+      const featureHash = await this.featureHash(draft.feature_id)
       await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
         const final = path.join(this.runsDir, id)
         if (await stat(final).then(() => true, () => false)) return false
         const staging = path.join(this.runsDir, `.new-${id}.${process.pid}.${randomBytes(4).toString('hex')}`)
-        await mkdir(path.join(staging, 'snapshots'), {recursive: true})
+        await mkdir(staging, {recursive: true})
+        await mkdir(path.join(staging, 'snapshots'))
         const fresh = {run_id: id, ...draft} as RunRecord
         assertValid('run', fresh, 'run record')
         const lines = [sealLine({...event, run_state: runStateHash(fresh as unknown as Record<string, unknown>)}, null)]
@@ -293,7 +297,7 @@ export class Store {
         await appendChained(this.runIndexFile, {
           run_id: id,
           feature_id: draft.feature_id,
-          feature_hash: featureBytes ? fileHash(featureBytes) : null,
+          feature_hash: featureHash,
           created_hash: runCreationHash(record as unknown as Record<string, unknown>),
         })
         faultPoint('run-indexed')
@@ -313,6 +317,22 @@ export class Store {
     } finally {
       await release()
     }
+  }
+
+  private auditDirMade = false
+
+  /** Feature files are created once and never rewritten: the hash of one that exists is read once per store. */
+  private readonly featureHashes = new Map<string, string>()
+
+  /** The hash of the feature's file as the run index binds it, null when it has none. */
+  private async featureHash(featureId: string): Promise<string | null> {
+    const known = this.featureHashes.get(featureId)
+    if (known) return known
+    const bytes = await readFile(path.join(this.featuresDir, `${featureId}.json`)).catch(() => null)
+    if (!bytes) return null
+    const hash = fileHash(bytes)
+    this.featureHashes.set(featureId, hash)
+    return hash
   }
 
   /** Settles when the last run-index lock this store asked for is released (see lockRunIndex). */

@@ -24,53 +24,60 @@ export async function lastLine(file: string): Promise<ChainedLine | null> {
     throw error
   }
   try {
-    const stats = fstatSync(fd)
-    // A FIFO in a log's place would block the append that follows for ever.
-    if (!stats.isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
-    const {size} = stats
-    let take = Math.min(size, 8192)
-    for (;;) {
-      const buffer = Buffer.alloc(take)
-      readSync(fd, buffer, 0, take, size - take)
-      let end = take
-      if (take > 0 && buffer[take - 1] !== 0x0a) {
-        const cut = buffer.lastIndexOf(0x0a)
-        if (cut < 0 && take < size) {
-          take = Math.min(size, take * 4)
-          continue
-        }
-        // A torn last line: keep everything before it, so the next append starts on a clean line.
-        ftruncateSync(fd, size - take + cut + 1)
-        end = cut + 1
-      }
-      if (end === 0) return null
-      const start = buffer.lastIndexOf(0x0a, end - 2)
-      if (start < 0 && take < size) {
-        take = Math.min(size, take * 4)
-        continue
-      }
-      return JSON.parse(buffer.subarray(start + 1, end - 1).toString('utf8')) as ChainedLine
-    }
+    return lastLineOf(fd, file)
   } finally {
     closeSync(fd)
   }
 }
 
+/** lastLine of a file open for reading and writing. */
+function lastLineOf(fd: number, file: string): ChainedLine | null {
+  const stats = fstatSync(fd)
+  // A FIFO in a log's place would block the append that follows for ever.
+  if (!stats.isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+  const {size} = stats
+  let take = Math.min(size, 8192)
+  for (;;) {
+    const buffer = Buffer.alloc(take)
+    readSync(fd, buffer, 0, take, size - take)
+    let end = take
+    if (take > 0 && buffer[take - 1] !== 0x0a) {
+      const cut = buffer.lastIndexOf(0x0a)
+      if (cut < 0 && take < size) {
+        take = Math.min(size, take * 4)
+        continue
+      }
+      // A torn last line: keep everything before it, so the next append starts on a clean line.
+      ftruncateSync(fd, size - take + cut + 1)
+      end = cut + 1
+    }
+    if (end === 0) return null
+    const start = buffer.lastIndexOf(0x0a, end - 2)
+    if (start < 0 && take < size) {
+      take = Math.min(size, take * 4)
+      continue
+    }
+    return JSON.parse(buffer.subarray(start + 1, end - 1).toString('utf8')) as ChainedLine
+  }
+}
+
 /**
  * Appends a line chained to the file's last line. The caller holds the log's lock. `line` may be
- * made from the last line (a running count).
+ * made from the last line (a running count). One open for the read and the append: a run's
+ * creation appends to the run index.
  */
 export async function appendChained<T extends object>(file: string, line: T | ((last: ChainedLine | null) => T | Promise<T>)): Promise<T & ChainedLine> {
-  const last = await lastLine(file)
-  const sealed = sealLine(typeof line === 'function' ? await line(last) : line, last?.hash ?? null)
-  const fd = openSync(file, 'a')
+  // Read and append, never blocking: a FIFO in the log's place opens at once and is refused by lastLineOf.
+  const fd = openSync(file, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK, 0o666)
   try {
+    const last = lastLineOf(fd, file)
+    const sealed = sealLine(typeof line === 'function' ? await line(last) : line, last?.hash ?? null)
     writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
     syncFd(fd, true)
+    return sealed
   } finally {
     closeSync(fd)
   }
-  return sealed
 }
 
 /**
