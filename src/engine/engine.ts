@@ -28,6 +28,7 @@ import type {ExprEvaluator, JsonValue} from '../expr/index.js'
 import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
+import {deadline} from './deadlines.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 
@@ -203,6 +204,39 @@ function canRedrive(record: RunRecord, own: readonly Snapshot[]): boolean {
     return true
   } catch {
     return false
+  }
+}
+
+/**
+ * How one attempt of a step is stopped: `settled` rejects with the reason, and the step's signal
+ * aborts. The AbortController is made only when the step reads its signal: most cheap kinds never
+ * do, and making one cost a few microseconds per step.
+ */
+class StepAbort {
+  private controller: AbortController | undefined
+  private reason: unknown
+  private fired = false
+  private reject!: (reason: unknown) => void
+  readonly settled = new Promise<never>((_, reject) => (this.reject = reject))
+
+  constructor() {
+    this.settled.catch(() => undefined)
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController()
+      if (this.fired) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+
+  abort(reason: Error): void {
+    if (this.fired) return
+    this.fired = true
+    this.reason = reason
+    this.controller?.abort(reason)
+    this.reject(reason)
   }
 }
 
@@ -667,17 +701,13 @@ export class Engine {
     let blocked = false
     for (let attempt = 1; ; attempt++) {
       this.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
-      const controller = new AbortController()
       const outer = this.deps.signal
-      const onOuter = (): void => controller.abort(new Interrupted('interrupted'))
-      outer?.addEventListener('abort', onOuter, {once: true})
       if (outer?.aborted) throw new Interrupted('interrupted')
-      let timer: NodeJS.Timeout | undefined
-      const aborted = new Promise<never>((_, reject) => {
-        if (timeoutMs !== null) timer = setTimeout(() => controller.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})), timeoutMs)
-        controller.signal.addEventListener('abort', () => reject(controller.signal.reason as Error), {once: true})
-      })
-      aborted.catch(() => undefined)
+      const abort = new StepAbort()
+      const onOuter = (): void => abort.abort(new Interrupted('interrupted'))
+      outer?.addEventListener('abort', onOuter, {once: true})
+      const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
+      const aborted = abort.settled
       const context: StepContext = {
         step,
         pipeline: state.settings.pipeline,
@@ -687,7 +717,9 @@ export class Engine {
         policy,
         provider: this.deps.provider,
         cwd: state.settings.cwd,
-        signal: controller.signal,
+        get signal() {
+          return abort.signal
+        },
         attempt,
         now: this.now,
         user: this.user,
@@ -753,7 +785,7 @@ export class Engine {
           throw new Interrupted('interrupted')
         }
       } finally {
-        clearTimeout(timer)
+        cancelDeadline?.()
         outer?.removeEventListener('abort', onOuter)
       }
     }

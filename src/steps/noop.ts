@@ -9,8 +9,10 @@ export const noop: StepHandler<'noop'> = {
   changesSpec: false,
   safeToRetry: true,
   outputsSchema: () => obj({}),
-  async run({step, signal}) {
-    if (step.sleep_ms) await sleep(step.sleep_ms, undefined, {signal})
+  // The signal is read only when the step waits: reading it makes the step's AbortController.
+  async run(context) {
+    const {step} = context
+    if (step.sleep_ms) await sleep(step.sleep_ms, undefined, {signal: context.signal})
     const outcome = step.outcome ?? 'success'
     return {type: 'done', outcome, reason: `no-op, outcome ${outcome}`, outputs: {}}
   },

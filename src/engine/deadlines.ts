@@ -1,0 +1,48 @@
+/**
+ * Step timeouts on one timer per process. A timer per step (and its clearTimeout) cost more CPU
+ * than a cheap step itself; steps run one after another (or a few side by side in a foreach), and
+ * their deadlines are minutes away, so one timer set for the earliest deadline serves them all.
+ * The timer keeps the process alive only while a deadline is pending, as a step's own timer did:
+ * a step that never settles still ends by its timeout, never by the process quietly exiting.
+ */
+interface Deadline {
+  at: number
+  fire: () => void
+}
+
+const pending = new Set<Deadline>()
+let timer: NodeJS.Timeout | undefined
+let timerAt = Number.POSITIVE_INFINITY
+
+function arm(at: number): void {
+  if (timer) clearTimeout(timer)
+  timerAt = at
+  timer = setTimeout(expire, Math.max(0, at - Date.now()))
+}
+
+function expire(): void {
+  timer = undefined
+  timerAt = Number.POSITIVE_INFINITY
+  const now = Date.now()
+  let next = Number.POSITIVE_INFINITY
+  for (const deadline of [...pending]) {
+    if (deadline.at <= now) {
+      pending.delete(deadline)
+      deadline.fire()
+    } else next = Math.min(next, deadline.at)
+  }
+  if (next !== Number.POSITIVE_INFINITY) arm(next)
+}
+
+/** Calls `fire` after `ms` unless the returned function is called first. */
+export function deadline(ms: number, fire: () => void): () => void {
+  const entry: Deadline = {at: Date.now() + ms, fire}
+  pending.add(entry)
+  if (entry.at < timerAt) arm(entry.at)
+  else timer?.ref()
+  return () => {
+    pending.delete(entry)
+    // Kept armed for the next step's deadline, but no longer holding the process open.
+    if (pending.size === 0) timer?.unref()
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Step deadlines share one timer: each fires on time, in order, whatever order they were set in; a
+ * cancelled one never fires; a pending one holds the process open (a step that never settles still
+ * times out), and none pending lets it exit at once (no 10-minute wait after a run).
+ */
+import {expect} from 'chai'
+import {spawnSync} from 'node:child_process'
+import path from 'node:path'
+import {fileURLToPath} from 'node:url'
+import {deadline} from '../../src/engine/deadlines.js'
+
+const module = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'engine', 'deadlines.ts')
+
+function child(script: string): {status: number | null; stdout: string} {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `import {deadline} from ${JSON.stringify(module)}\n${script}`], {encoding: 'utf8', timeout: 60000})
+  return {status: result.status, stdout: result.stdout + result.stderr}
+}
+
+describe('step deadlines', () => {
+  it('fires each deadline, earliest first, whatever order they were set in', async () => {
+    const fired: string[] = []
+    const done = new Promise<void>((resolve) => {
+      deadline(60, () => {
+        fired.push('late')
+        resolve()
+      })
+      deadline(20, () => fired.push('early'))
+      deadline(40, () => fired.push('middle'))
+    })
+    await done
+    expect(fired).to.deep.equal(['early', 'middle', 'late'])
+  })
+
+  it('never fires a cancelled deadline, and still fires the others', async () => {
+    const fired: string[] = []
+    const cancel = deadline(10, () => fired.push('cancelled'))
+    cancel()
+    await new Promise<void>((resolve) => deadline(30, () => resolve()))
+    expect(fired).to.deep.equal([])
+  })
+
+  it('holds the process open while a deadline is pending, so a step that never settles times out', () => {
+    const result = child(`new Promise(() => {}); deadline(200, () => console.log('fired'))`)
+    expect(result.stdout).to.contain('fired')
+    expect(result.status).to.equal(0)
+  })
+
+  it('lets the process exit once no deadline is pending', () => {
+    // A ten-minute deadline, cancelled: the process ends on its own rather than at the spawn timeout.
+    const result = child(`const cancel = deadline(600000, () => console.log('fired')); setTimeout(() => { cancel(); console.log('cancelled') }, 10)`)
+    expect(result.stdout).to.contain('cancelled').and.not.contain('fired')
+    expect(result.status).to.equal(0)
+  })
+})
