@@ -23,7 +23,7 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, ftruncateSync, openSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
+import {closeSync, ftruncateSync, openSync, readdirSync, readFileSync, statSync, writeFileSync} from 'node:fs'
 import {mkdir, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
@@ -272,7 +272,8 @@ export class Store {
       const featureHash = await this.featureHash(draft.feature_id)
       await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
         const final = path.join(this.runsDir, id)
-        if (await stat(final).then(() => true, () => false)) return false
+        // Without throwing for the usual answer (no such run yet): a thrown ENOENT costs more than the stat.
+        if (statSync(final, {throwIfNoEntry: false}) !== undefined) return false
         const staging = path.join(this.runsDir, `.new-${id}.${process.pid}.${randomBytes(4).toString('hex')}`)
         await mkdir(staging, {recursive: true})
         await mkdir(path.join(staging, 'snapshots'))
