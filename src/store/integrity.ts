@@ -207,6 +207,20 @@ export function checkRecord(record: {seal?: unknown}, key: string | undefined = 
   return checkSeal(seal, body, key)
 }
 
+/**
+ * runStateHash and sealRecord of one run record, each field of its state put in canonical form
+ * once: a change of a run hashes the state for its timeline line, then seals the record with the
+ * head that line gives it.
+ */
+export function runRecordSealer(state: Plain): {stateHash: string; seal: (head: Plain) => string} {
+  const texts: Record<string, string | undefined> = {}
+  for (const key of Object.keys(state)) if (key !== 'head' && key !== 'seal') texts[key] = canonicalMember(state[key])
+  return {
+    stateHash: sha256(canonicalObject(texts)),
+    seal: (head) => sealText(canonicalObject({...texts, head: canonicalMember(head)}), auditKey()),
+  }
+}
+
 /** The hash a snapshot binds a spec version or evidence record by: SHA-256 of the file's bytes. */
 export function fileHash(bytes: string | Uint8Array): string {
   return sha256(bytes)

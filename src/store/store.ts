@@ -35,7 +35,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {appendSynced, createFileExclusive, makeDirs, syncFd, writeFileAtomic} from '../util/fs.js'
 import {allocateId, assertId, compareIds, dayKey, formatId, ID_PATTERNS, noteIdTaken, peekIds, readCounter} from './ids.js'
-import {fileHash, runCreationHash, runStateHash, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
+import {fileHash, runCreationHash, runRecordSealer, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {faultPoint} from '../util/faults.js'
@@ -278,18 +278,21 @@ export class Store {
         await mkdir(staging, {recursive: true})
         await mkdir(path.join(staging, 'snapshots'))
         const fresh = {run_id: id, ...draft} as RunRecord
-        assertValid('run', fresh, 'run record')
-        const lines = [sealLine({...event, run_state: runStateHash(fresh as unknown as Record<string, unknown>)}, null)]
+        let sealer = runRecordSealer(fresh as unknown as Record<string, unknown>)
+        const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
         let state = fresh
         if (start) {
           state = structuredClone(fresh)
           start.change(state)
-          assertValid('run', state, 'run record')
-          lines.push(sealLine({...start.event, run_state: runStateHash(state as unknown as Record<string, unknown>)}, lines[0]!.hash))
+          sealer = runRecordSealer(state as unknown as Record<string, unknown>)
+          lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
         }
+        // The state stored is the one checked; the created state before a start is only hashed.
+        assertValid('run', state, 'run record')
         const last = lines.at(-1)!
         writeSynced(path.join(staging, 'events.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
-        const record = sealRecord({...state, head: {events: lines.length, event_hash: last.hash, seq: 0, snapshot_hash: null}})
+        const head = {events: lines.length, event_hash: last.hash, seq: 0, snapshot_hash: null}
+        const record = {...state, head, seal: sealer.seal(head)} as RunRecord
         writeSynced(path.join(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
         // The lock needs no sync: after a crash, a lock of a dead process is taken over anyway.
         const lock = start ? newLock() : undefined
@@ -436,11 +439,13 @@ export class Store {
       change(db.data)
       const {head: _h, seal: _s, ...state} = db.data
       assertValid('run', state, 'run record')
-      const line = await this.appendLine(runId, {...event, run_state: runStateHash(state)})
-      const head = owned?.head ?? (await this.snapshotHead(runId))
-      db.data = sealRecord({...state, head: {events: line.count, event_hash: line.hash, ...head}})
+      const sealer = runRecordSealer(state)
+      const line = await this.appendLine(runId, {...event, run_state: sealer.stateHash})
+      const tip = owned?.head ?? (await this.snapshotHead(runId))
+      const head = {events: line.count, event_hash: line.hash, ...tip}
+      db.data = {...state, head, seal: sealer.seal(head)} as RunRecord
       await db.write()
-      if (owned) Object.assign(owned, {record: structuredClone(db.data), timeline: line, head})
+      if (owned) Object.assign(owned, {record: structuredClone(db.data), timeline: line, head: tip})
       return db.data
     } catch (error) {
       // What failed may have been written in part: learn it all from disk again.

@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {AUDIT_KEY_ENV, sealOf, sealSnapshot, verifySnapshot} from '../../src/store/integrity.js'
+import {AUDIT_KEY_ENV, checkRecord, runRecordSealer, runStateHash, sealOf, sealRecord, sealSnapshot, verifySnapshot} from '../../src/store/integrity.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {canonicalJson, canonicalObject, hashJson} from '../../src/util/hash.js'
 
@@ -60,5 +60,22 @@ describe('snapshot seal', () => {
     const value = {b: [1, {d: 2, c: 3}], a: 'x', u: undefined, 'é': null}
     const members = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, v === undefined ? undefined : canonicalJson(v)]))
     expect(canonicalObject(members)).to.equal(canonicalJson(value))
+  })
+})
+
+describe('run record seal', () => {
+  afterEach(() => delete process.env[AUDIT_KEY_ENV])
+
+  it('gives the state hash of runStateHash and the seal of sealRecord, keyed and unkeyed', () => {
+    const state = {run_id: 'R-20261121-0001', status: 'running', input: {kind: 'text', text: 'é "quoted"\n', ref: null}, inputs: {b: [1, {d: 2}], a: undefined}, owner: {pid: 1, host: 'h'}, head: {events: 9}, seal: 'old'}
+    for (const key of [undefined, 'k3y']) {
+      if (key) process.env[AUDIT_KEY_ENV] = key
+      const head = {events: 2, event_hash: 'sha256:x', seq: 0, snapshot_hash: null}
+      const sealer = runRecordSealer(state)
+      expect(sealer.stateHash).to.equal(runStateHash(state))
+      const {head: _h, seal: _s, ...body} = state
+      expect(sealer.seal(head)).to.equal(sealRecord({...body, head}).seal)
+      expect(checkRecord({...body, head, seal: sealer.seal(head)})).to.equal('ok')
+    }
   })
 })
