@@ -443,7 +443,7 @@ export class Store {
       const line = await this.appendLine(runId, {...event, run_state: sealer.stateHash})
       const tip = owned?.head ?? (await this.snapshotHead(runId))
       const head = {events: line.count, event_hash: line.hash, ...tip}
-      db.data = {...state, head, seal: sealer.seal(head)} as RunRecord
+      db.data = {...state, head, seal: sealer.seal(head)}
       await db.write()
       if (owned) Object.assign(owned, {record: structuredClone(db.data), timeline: line, head: tip})
       return db.data
