@@ -75,7 +75,7 @@ describe('run record seal', () => {
       expect(sealer.stateHash).to.equal(runStateHash(state))
       const {head: _h, seal: _s, ...body} = state
       expect(sealer.seal(head)).to.equal(sealRecord({...body, head}).seal)
-      const stored: {seal?: unknown} = {...body, head, seal: sealer.seal(head)}
+      const stored = {...body, head, seal: sealer.seal(head)}
       expect(checkRecord(stored)).to.equal('ok')
     }
   })
