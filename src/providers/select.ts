@@ -32,6 +32,20 @@ export interface ReplySources {
  * cassette needs no endpoint: with neither variable set, the cassette alone answers. The key itself
  * is never recorded.
  */
+/**
+ * One provider per plan, however many steps ask for it at once: a foreach's children start side by
+ * side, and two made at once would each have their own transport, so identical requests in flight
+ * would no longer share one live call. A failed creation is tried again by the next caller.
+ */
+function once(make: () => Promise<Provider>): () => Promise<Provider> {
+  let made: Promise<Provider> | undefined
+  return () =>
+    (made ??= make().catch((error: unknown) => {
+      made = undefined
+      throw error
+    }))
+}
+
 export function planProvider(choice: ProviderChoice | undefined, settings: ProviderSettings | undefined, env: NodeJS.ProcessEnv = process.env, sources: ReplySources = {}): ProviderPlan {
   const wanted = choice && choice !== 'auto' ? choice : (settings?.kind ?? 'auto')
   const apiKey = env.OPENAI_API_KEY || undefined
@@ -41,7 +55,6 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   const {cassette} = sources
   const kind = wanted === 'auto' ? (apiKey || baseURL || cassette ? 'openai' : 'offline') : wanted
   const replies = new ReplyLog()
-  let provider: Provider | undefined
   if (kind === 'offline') {
     if (cassette) {
       throw new PipeError('E_INVALID_ARGS', `--${cassette.options.mode} records and replays the replies of the openai provider, but this run uses the offline rules provider, which asks no model`, {
@@ -51,13 +64,10 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
     return {
       record: {kind: 'offline', model: OFFLINE_MODEL, endpoint_host: null},
       replies,
-      create: async () => {
-        if (!provider) {
-          const {OfflineProvider} = await import('./offline/provider.js')
-          provider = new OfflineProvider()
-        }
-        return provider
-      },
+      create: once(async () => {
+        const {OfflineProvider} = await import('./offline/provider.js')
+        return new OfflineProvider()
+      }),
     }
   }
   // Replaying with missing requests an error, no endpoint is asked, so none is needed (nor recorded).
@@ -91,23 +101,20 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   return {
     record: {kind: 'openai', model, endpoint_host: host, ...recordCassette, ...cache},
     replies,
-    create: async () => {
-      if (!provider) {
-        const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
-        let live = null
-        if (needsLive) {
-          const {LiveTransport} = await import('./openai/transport.js')
-          live = new LiveTransport({...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {}), ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {})})
-        }
-        const transport = new ReplyTransport({
-          live,
-          log: replies,
-          ...(cassette ? {cassette} : {}),
-          ...(sources.replyCache ? {cache: {store: sources.replyCache, reuse: sources.cache === 'reuse'}} : {}),
-        })
-        provider = new OpenAIProvider({settings: settings ?? {}, transport})
+    create: once(async () => {
+      const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
+      let live = null
+      if (needsLive) {
+        const {LiveTransport} = await import('./openai/transport.js')
+        live = new LiveTransport({...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {}), ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {})})
       }
-      return provider
-    },
+      const transport = new ReplyTransport({
+        live,
+        log: replies,
+        ...(cassette ? {cassette} : {}),
+        ...(sources.replyCache ? {cache: {store: sources.replyCache, reuse: sources.cache === 'reuse'}} : {}),
+      })
+      return new OpenAIProvider({settings: settings ?? {}, transport})
+    }),
   }
 }
