@@ -67,8 +67,16 @@ function lastLineOf(fd: number, file: string): ChainedLine | null {
  * creation appends to the run index.
  */
 export async function appendChained<T extends object>(file: string, line: T | ((last: ChainedLine | null) => T | Promise<T>)): Promise<T & ChainedLine> {
-  // Read and append, never blocking: a FIFO in the log's place opens at once and is refused by lastLineOf.
-  const fd = openSync(file, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK, 0o666)
+  // Read and append, never blocking: a FIFO in the log's place opens at once and is refused by
+  // lastLineOf. Never through a link in the log's place, which would write (or create) a file
+  // outside the store.
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK | constants.O_NOFOLLOW, 0o666)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new PipeError('E_INTEGRITY', `${file} is a link, not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    throw error
+  }
   try {
     const last = lastLineOf(fd, file)
     const sealed = sealLine(typeof line === 'function' ? await line(last) : line, last?.hash ?? null)

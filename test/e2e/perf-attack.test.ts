@@ -6,7 +6,7 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
+import {copyFile, mkdir, readdir, readFile, rm, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, pipe, tempDir} from '../helpers/cli.js'
 
@@ -69,5 +69,31 @@ describe('speed-ups that must not change a store', function () {
     expect(hint, 'the spec version hint after the ids folder was removed').to.equal(String(Number(newest.slice(newest.lastIndexOf('-') + 1))))
     const audit = await pipe(['audit', 'verify'], {cwd, env: {PIPE_HOME: dir}})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
+  it('never appends to a file outside the store through a link put in place of the run index', async () => {
+    const cwd = path.join(dir, 'work')
+    await mkdir(cwd)
+    const noop = path.join(cwd, 'noop.yaml')
+    await writeFile(noop, 'version: 1\nname: noop\nsteps:\n  - {id: a, kind: noop}\n')
+    const first = await pipe(['run', noop], {cwd, env: {PIPE_HOME: dir}})
+    expect(first.code, first.stderr).to.equal(0)
+    const index = path.join(cwd, '.pipe', 'audit', 'runs.jsonl')
+    const elsewhere = path.join(dir, 'elsewhere.jsonl')
+    await copyFile(index, elsewhere)
+    const before = await readFile(elsewhere, 'utf8')
+    await rm(index)
+    await symlink(elsewhere, index)
+    const linked = await pipe(['run', noop], {cwd, env: {PIPE_HOME: dir}})
+    expect(linked.code, linked.stderr).to.not.equal(0)
+    expect(linked.stderr).to.contain('E_INTEGRITY').and.contain('runs.jsonl')
+    expect(await readFile(elsewhere, 'utf8'), 'the file the link names').to.equal(before)
+    // A link to nothing: no file is made where it points.
+    const nowhere = path.join(dir, 'nowhere.jsonl')
+    await rm(index)
+    await symlink(nowhere, index)
+    const dangling = await pipe(['run', noop], {cwd, env: {PIPE_HOME: dir}})
+    expect(dangling.code, dangling.stderr).to.not.equal(0)
+    expect(dangling.stderr).to.contain('E_INTEGRITY')
+    expect(existsSync(nowhere), 'a file made outside the store').to.equal(false)
   })
 })
