@@ -14,23 +14,7 @@ export interface ChainedLine {
   [key: string]: unknown
 }
 
-/** The last complete line of a file, read from its end; a torn last line (a crash mid-append) is cut off. Synchronous calls, see util/fs.ts. */
-export async function lastLine(file: string): Promise<ChainedLine | null> {
-  let fd: number
-  try {
-    fd = openSync(file, 'r+')
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
-    throw error
-  }
-  try {
-    return lastLineOf(fd, file)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-/** lastLine of a file open for reading and writing. */
+/** The last complete line of a file open for reading and writing, read from its end; a torn last line (a crash mid-append) is cut off. Synchronous calls, see util/fs.ts. */
 function lastLineOf(fd: number, file: string): ChainedLine | null {
   const stats = fstatSync(fd)
   // A FIFO in a log's place would block the append that follows for ever.
