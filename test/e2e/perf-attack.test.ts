@@ -8,7 +8,7 @@ import {spawn} from 'node:child_process'
 import {existsSync} from 'node:fs'
 import {copyFile, mkdir, readdir, readFile, rm, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, defaultPipeline, examples, pipe, tempDir} from '../helpers/cli.js'
+import {bin, defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -95,5 +95,17 @@ describe('speed-ups that must not change a store', function () {
     expect(dangling.code, dangling.stderr).to.not.equal(0)
     expect(dangling.stderr).to.contain('E_INTEGRITY')
     expect(existsSync(nowhere), 'a file made outside the store').to.equal(false)
+  })
+  it('a policy step timeout longer than a timer holds (2^31 ms and more) neither times the step out at once nor floods stderr', async () => {
+    const cwd = path.join(dir, 'work')
+    await mkdir(cwd)
+    const policy = (await readFile(path.join(examples, 'release-notes', 'policy.yaml'), 'utf8')).replace(/step_timeout_ms: \d+/, 'step_timeout_ms: 3000000000')
+    expect(policy).to.contain('step_timeout_ms: 3000000000')
+    await writeFile(path.join(cwd, 'policy.yaml'), policy)
+    await writeFile(path.join(cwd, 'slow.yaml'), 'version: 1\nname: slow\nsteps:\n  - {id: a, kind: noop, sleep_ms: 300, next: b}\n  - {id: b, kind: noop}\n')
+    const result = await pipe(['run', 'slow.yaml', '--json'], {cwd, env: {PIPE_HOME: dir}})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(json<{status: string}>(result).status).to.equal('succeeded')
+    expect(result.stderr).to.not.contain('TimeoutOverflowWarning')
   })
 })
