@@ -41,7 +41,9 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   const {cassette} = sources
   const kind = wanted === 'auto' ? (apiKey || baseURL || cassette ? 'openai' : 'offline') : wanted
   const replies = new ReplyLog()
-  let provider: Provider | undefined
+  // The provider being made: steps that start together (a foreach's children) all wait for the one,
+  // so they share its transport (identical requests in flight are asked once, see ReplyTransport).
+  let provider: Promise<Provider> | undefined
   if (kind === 'offline') {
     if (cassette) {
       throw new PipeError('E_INVALID_ARGS', `--${cassette.options.mode} records and replays the replies of the openai provider, but this run uses the offline rules provider, which asks no model`, {
@@ -51,13 +53,11 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
     return {
       record: {kind: 'offline', model: OFFLINE_MODEL, endpoint_host: null},
       replies,
-      create: async () => {
-        if (!provider) {
+      create: async () =>
+        (provider ??= (async () => {
           const {OfflineProvider} = await import('./offline/provider.js')
-          provider = new OfflineProvider()
-        }
-        return provider
-      },
+          return new OfflineProvider()
+        })()),
     }
   }
   // Replaying with missing requests an error, no endpoint is asked, so none is needed (nor recorded).
@@ -91,8 +91,8 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   return {
     record: {kind: 'openai', model, endpoint_host: host, ...recordCassette, ...cache},
     replies,
-    create: async () => {
-      if (!provider) {
+    create: async () =>
+      (provider ??= (async () => {
         const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
         let live = null
         if (needsLive) {
@@ -105,9 +105,7 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
           ...(cassette ? {cassette} : {}),
           ...(sources.replyCache ? {cache: {store: sources.replyCache, reuse: sources.cache === 'reuse'}} : {}),
         })
-        provider = new OpenAIProvider({settings: settings ?? {}, transport})
-      }
-      return provider
-    },
+        return new OpenAIProvider({settings: settings ?? {}, transport})
+      })()),
   }
 }
