@@ -4,7 +4,11 @@
  * their deadlines are minutes away, so one timer set for the earliest deadline serves them all.
  * The timer keeps the process alive only while a deadline is pending, as a step's own timer did:
  * a step that never settles still ends by its timeout, never by the process quietly exiting.
+ * Deadlines are on the monotonic clock, as a timer is: a wall clock set back (NTP, a resumed VM)
+ * must not push a step's timeout out by as much.
  */
+import {performance} from 'node:perf_hooks'
+
 interface Deadline {
   at: number
   fire: () => void
@@ -14,16 +18,20 @@ const pending = new Set<Deadline>()
 let timer: NodeJS.Timeout | undefined
 let timerAt = Number.POSITIVE_INFINITY
 
+/** The longest wait one Node timer holds: a longer one fires after 1 ms (TimeoutOverflowWarning). */
+const LONGEST_TIMER_MS = 2 ** 31 - 1
+
 function arm(at: number): void {
   if (timer) clearTimeout(timer)
   timerAt = at
-  timer = setTimeout(expire, Math.max(0, at - Date.now()))
+  // A deadline further out than one timer can wait is reached by re-arming at each expiry.
+  timer = setTimeout(expire, Math.min(LONGEST_TIMER_MS, Math.max(0, at - performance.now())))
 }
 
 function expire(): void {
   timer = undefined
   timerAt = Number.POSITIVE_INFINITY
-  const now = Date.now()
+  const now = performance.now()
   let next = Number.POSITIVE_INFINITY
   for (const deadline of [...pending]) {
     if (deadline.at <= now) {
@@ -36,7 +44,7 @@ function expire(): void {
 
 /** Calls `fire` after `ms` unless the returned function is called first. */
 export function deadline(ms: number, fire: () => void): () => void {
-  const entry: Deadline = {at: Date.now() + ms, fire}
+  const entry: Deadline = {at: performance.now() + ms, fire}
   pending.add(entry)
   if (entry.at < timerAt) arm(entry.at)
   else timer?.ref()

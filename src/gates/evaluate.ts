@@ -4,7 +4,7 @@
  */
 import type {Completeness, Gate, GateRule} from '../types/pipeline.js'
 import {isEmptyValue, resolvePath} from './path.js'
-import {compareText} from '../util/order.js'
+import {compareNames} from '../util/order.js'
 
 export interface RuleFailure {
   rule: string
@@ -78,7 +78,7 @@ export function completenessScore(spec: unknown, completeness: Completeness): {s
   let total = 0
   let present = 0
   const missing: string[] = []
-  for (const [path, weight] of Object.entries(completeness.weights).sort(([a], [b]) => compareText(a, b))) {
+  for (const [path, weight] of Object.entries(completeness.weights).sort(([a], [b]) => compareNames(a, b))) {
     if (weight === undefined) continue
     total += weight
     const values = resolvePath(spec, path).map((m) => m.value)

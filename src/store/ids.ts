@@ -58,7 +58,14 @@ export async function readCounter(file: string): Promise<number | null> {
  * written through; a folder in its place is left, and the hint with it.
  */
 async function writeCounter(file: string, n: number): Promise<void> {
-  await writeFileAtomic(file, String(n), {sync: false}).catch(() => undefined)
+  await writeFileAtomic(file, String(n), {sync: false}).catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'ENOENT') return
+    // The folder was removed since this process made it (see madeDir): made again, or every later hint is lost.
+    const dir = path.dirname(file)
+    madeDirs.delete(dir)
+    await madeDir(dir).catch(() => undefined)
+    await writeFileAtomic(file, String(n), {sync: false}).catch(() => undefined)
+  })
 }
 
 export function dayKey(date: Date): string {

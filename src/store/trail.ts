@@ -14,23 +14,7 @@ export interface ChainedLine {
   [key: string]: unknown
 }
 
-/** The last complete line of a file, read from its end; a torn last line (a crash mid-append) is cut off. Synchronous calls, see util/fs.ts. */
-export async function lastLine(file: string): Promise<ChainedLine | null> {
-  let fd: number
-  try {
-    fd = openSync(file, 'r+')
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null
-    throw error
-  }
-  try {
-    return lastLineOf(fd, file)
-  } finally {
-    closeSync(fd)
-  }
-}
-
-/** lastLine of a file open for reading and writing. */
+/** The last complete line of a file open for reading and writing, read from its end; a torn last line (a crash mid-append) is cut off. Synchronous calls, see util/fs.ts. */
 function lastLineOf(fd: number, file: string): ChainedLine | null {
   const stats = fstatSync(fd)
   // A FIFO in a log's place would block the append that follows for ever.
@@ -67,8 +51,16 @@ function lastLineOf(fd: number, file: string): ChainedLine | null {
  * creation appends to the run index.
  */
 export async function appendChained<T extends object>(file: string, line: T | ((last: ChainedLine | null) => T | Promise<T>)): Promise<T & ChainedLine> {
-  // Read and append, never blocking: a FIFO in the log's place opens at once and is refused by lastLineOf.
-  const fd = openSync(file, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK, 0o666)
+  // Read and append, never blocking: a FIFO in the log's place opens at once and is refused by
+  // lastLineOf. Never through a link in the log's place, which would write (or create) a file
+  // outside the store.
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK | constants.O_NOFOLLOW, 0o666)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new PipeError('E_INTEGRITY', `${file} is a link, not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    throw error
+  }
   try {
     const last = lastLineOf(fd, file)
     const sealed = sealLine(typeof line === 'function' ? await line(last) : line, last?.hash ?? null)

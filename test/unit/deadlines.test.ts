@@ -51,4 +51,20 @@ describe('step deadlines', () => {
     expect(result.stdout).to.contain('cancelled').and.not.contain('fired')
     expect(result.status).to.equal(0)
   })
+  it('waits out a deadline beyond what one timer can hold, without spinning or warning (policy step_timeout_ms has no maximum)', () => {
+    // Node caps a timer at 2^31-1 ms and fires a longer one after 1 ms with a TimeoutOverflowWarning;
+    // re-armed from the far deadline each time, the shared timer fired every millisecond.
+    const result = child(`const cancel = deadline(3000000000, () => console.log('fired')); setTimeout(() => { cancel(); console.log('cancelled') }, 300)`)
+    expect(result.stdout).to.contain('cancelled').and.not.contain('fired')
+    expect(result.stdout).to.not.contain('TimeoutOverflowWarning')
+    expect(result.status).to.equal(0)
+  })
+
+  it('fires on time when the wall clock steps back (timers are monotonic, so must deadlines be)', () => {
+    // The wall clock set back an hour (an NTP correction, a resumed VM) right after the step began:
+    // a deadline on Date.now() would then wait an hour longer, holding the process open.
+    const result = child(`const real = Date.now; deadline(100, () => { console.log('fired'); process.exit(0) }); Date.now = () => real() - 3600000`)
+    expect(result.stdout).to.contain('fired')
+    expect(result.status).to.equal(0)
+  })
 })
