@@ -2,7 +2,8 @@
  * What every pipe command shares: --json, and one rendering of errors (stderr: code, message, a
  * hint with the next action, the log path), with the exit code from the one table.
  */
-import {Command, Flags} from '@oclif/core'
+import {Command} from '@oclif/core/command'
+import * as Flags from '@oclif/core/flags'
 import {PipeError, toPipeError} from '../errors.js'
 import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'

@@ -1,5 +1,5 @@
 /** `pipe --json`, `pipe help --json`: the root help as one JSON document (commands, exit codes, environment). */
-import {Config} from '@oclif/core'
+import {Config} from '@oclif/core/config'
 import {exitCodeTable} from '../exit-codes.js'
 import {environmentHelp} from './help.js'
 import {compareText} from '../util/order.js'

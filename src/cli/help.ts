@@ -1,5 +1,5 @@
 /** pipe's help: oclif's, with the exit-code table under the root help. */
-import {Help} from '@oclif/core'
+import {Help} from '@oclif/core/help'
 import {exitCodeHelp} from '../exit-codes.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [

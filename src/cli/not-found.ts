@@ -1,5 +1,5 @@
 /** oclif's command_not_found hook: the error channel's format, with the closest command. */
-import type {Hook} from '@oclif/core'
+import type {Hook} from '@oclif/core/hooks'
 import {didYouMean} from '../config/suggest.js'
 import {ExitCode} from '../exit-codes.js'
 import {appendLog} from '../log.js'

@@ -1,5 +1,5 @@
 /** The flags that say where model replies come from (run, resume, replay), and what they mean for a session. */
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {ReplyOptions} from '../engine/sessions/shared.js'

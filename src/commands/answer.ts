@@ -1,4 +1,5 @@
-import {Args, Flags} from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
 import {askAnswers, canPrompt} from '../cli/interactive.js'

@@ -1,4 +1,5 @@
-import {Args, Flags} from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import {formatDiagnostic} from '../config/diagnostics.js'
 import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop, type PathTaken} from '../config/graph-render.js'
 import {allEdges} from '../config/graph.js'

@@ -1,4 +1,5 @@
-import {Args, Flags} from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {rollbackEditSession, type RollbackResult} from '../engine/sessions/rollback.js'
 import {assertId} from '../store/ids.js'

@@ -1,4 +1,4 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {renderStats} from '../cli/stats-view.js'
 import {collectStats, type StatsReport} from '../engine/stats.js'

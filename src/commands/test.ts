@@ -1,4 +1,5 @@
-import {Args, Flags} from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import {existsSync, statSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'

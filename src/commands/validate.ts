@@ -1,4 +1,5 @@
-import {Args, Flags} from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import {loadPolicyFile} from '../config/policy.js'
 import {detectKind, validateFiles, type PipelineCheck, type ValidateResult} from '../config/validate-files.js'
 import {formatDiagnostic} from '../config/diagnostics.js'

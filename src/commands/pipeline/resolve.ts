@@ -1,4 +1,4 @@
-import {Args} from '@oclif/core'
+import * as Args from '@oclif/core/args'
 import {PipeCommand} from '../../cli/base-command.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'
 import {resolvePipeline, type StepSource} from '../../config/resolve.js'

@@ -1,4 +1,4 @@
-import {Args} from '@oclif/core'
+import * as Args from '@oclif/core/args'
 import path from 'node:path'
 import {PipeCommand} from '../../cli/base-command.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'

@@ -1,4 +1,4 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import path from 'node:path'
 import {PipeCommand} from '../../cli/base-command.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'

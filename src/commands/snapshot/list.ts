@@ -1,4 +1,4 @@
-import {Args} from '@oclif/core'
+import * as Args from '@oclif/core/args'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSnapshotList} from '../../cli/views.js'
 import {Store} from '../../store/store.js'

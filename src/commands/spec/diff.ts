@@ -1,4 +1,5 @@
-import {Args, Flags} from '@oclif/core'
+import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {diffValues, renderChanges, type Change} from '../../spec/diff.js'
 import {Store} from '../../store/store.js'

@@ -1,4 +1,4 @@
-import {Flags} from '@oclif/core'
+import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSpecList} from '../../cli/views.js'
 import {listSpecs, type SpecSummary} from '../../store/queries.js'
