@@ -23,7 +23,7 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, ftruncateSync, openSync, readdirSync, readFileSync, statSync, writeFileSync} from 'node:fs'
+import {closeSync, openSync, readdirSync, readFileSync, statSync, writeFileSync} from 'node:fs'
 import {mkdir, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
@@ -63,6 +63,20 @@ export interface WriteIntent {
 /** Whether a write reaches the disk before it returns (see util/fs.ts); false once a commit log line holds the record. */
 export interface WriteOptions {
   sync?: boolean
+}
+
+/**
+ * Writes a write-once record file: true when it is written now or already holds exactly `text`
+ * (finishing a commit after a crash). With `repair`, a file there that is empty or not JSON (its
+ * data lost to a power failure after the link) is rewritten; any other content is someone else's.
+ */
+async function writeOnce(file: string, text: string, options: {sync: boolean; repair: boolean}): Promise<boolean> {
+  if (await createFileExclusive(file, text, {sync: options.sync})) return true
+  const found = await readFile(file, 'utf8').catch(() => null)
+  if (found === text) return true
+  if (!options.repair || found === null || !damaged(found)) return false
+  await writeFileAtomic(file, text)
+  return true
 }
 
 /** Whether `text` (a record file's content) is damaged: empty or not JSON. */
@@ -458,30 +472,17 @@ export class Store {
   private async appendLine(runId: string, event: RunEvent): Promise<{count: number; hash: string}> {
     const file = path.join(this.runDir(runId), 'events.jsonl')
     // The tail this store appended itself under the run's lock needs no reading (see owned).
-    const known = this.owned.get(runId)?.timeline
-    let text = known ? '' : ((await readText(file)) ?? '')
-    // Synchronous calls, as for every record write (see util/fs.ts).
-    const fd = openSync(file, 'a+')
-    try {
-      if (text && !text.endsWith('\n')) {
-        // A crash mid-append tore the last line; everything before it is intact.
-        text = text.slice(0, text.lastIndexOf('\n') + 1)
-        ftruncateSync(fd, Buffer.byteLength(text))
-      }
-      let count = known?.count ?? 0
-      let prev = known?.hash ?? null
-      if (!known) {
-        const lines = text.split('\n').filter((l) => l.trim())
-        count = lines.length
-        prev = lines.length ? ((JSON.parse(lines.at(-1)!) as {hash?: string}).hash ?? null) : null
-      }
-      const sealed = sealLine(event, prev)
-      writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
-      syncFd(fd, true)
-      return {count: count + 1, hash: sealed.hash}
-    } finally {
-      closeSync(fd)
+    let tail: {count: number; hash: string | null} | undefined = this.owned.get(runId)?.timeline
+    if (!tail) {
+      // Complete lines only: a torn last line (a crash mid-append) is cut off by appendSynced.
+      const text = (await readText(file)) ?? ''
+      const lines = text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter((l) => l.trim())
+      const last = lines.at(-1)
+      tail = {count: lines.length, hash: last ? ((JSON.parse(last) as {hash?: string}).hash ?? null) : null}
     }
+    const sealed = sealLine(event, tail.hash)
+    await appendSynced(file, `${JSON.stringify(sealed)}\n`)
+    return {count: tail.count + 1, hash: sealed.hash}
   }
 
   /** The run's last snapshot as the run record's head names it. */
@@ -550,16 +551,7 @@ export class Store {
     assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
     const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
     const text = `${JSON.stringify(stored, null, 2)}\n`
-    let written = await createFileExclusive(file, text, {sync: options.sync ?? true})
-    if (!written) {
-      const found = await readFile(file, 'utf8').catch(() => null)
-      written = found === text
-      if (!written && options.repair && found !== null && damaged(found)) {
-        await writeFileAtomic(file, text)
-        written = true
-      }
-    }
-    if (written) {
+    if (await writeOnce(file, text, {sync: options.sync ?? true, repair: options.repair === true})) {
       this.noteSnapshot(stored)
       return stored
     }
@@ -606,16 +598,7 @@ export class Store {
       const content = build(id)
       // The counter moves first, so that it never names less than what is written (newestSpecVersions).
       await noteIdTaken(this.idsDir, prefix, key, id)
-      let taken = await createFileExclusive(file(id), content, {sync})
-      if (!taken) {
-        const found = await readFile(file(id), 'utf8').catch(() => null)
-        taken = found === content
-        if (!taken && intent.repair && found !== null && damaged(found)) {
-          await writeFileAtomic(file(id), content)
-          taken = true
-        }
-      }
-      if (taken) return id
+      if (await writeOnce(file(id), content, {sync, repair: intent.repair === true})) return id
     }
     return allocateId(this.idsDir, prefix, key, async (id) => {
       await intent?.onCandidate(id)

@@ -8,6 +8,11 @@ import {PipeError} from '../errors.js'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncFd} from '../util/fs.js'
 
+/** A store file something else was put in the place of (a FIFO, a device, a folder, a link). */
+function replaced(file: string, what: string): PipeError {
+  return new PipeError('E_INTEGRITY', `${file} ${what}`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+}
+
 export interface ChainedLine {
   prev: string | null
   hash: string
@@ -18,7 +23,7 @@ export interface ChainedLine {
 function lastLineOf(fd: number, file: string): ChainedLine | null {
   const stats = fstatSync(fd)
   // A FIFO in a log's place would block the append that follows for ever.
-  if (!stats.isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+  if (!stats.isFile()) throw replaced(file, 'is not a regular file')
   const {size} = stats
   let take = Math.min(size, 8192)
   for (;;) {
@@ -58,7 +63,7 @@ export async function appendChained<T extends object>(file: string, line: T | ((
   try {
     fd = openSync(file, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK | constants.O_NOFOLLOW, 0o666)
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw new PipeError('E_INTEGRITY', `${file} is a link, not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    if ((error as NodeJS.ErrnoException).code === 'ELOOP') throw replaced(file, 'is a link, not a regular file')
     throw error
   }
   try {
@@ -186,7 +191,7 @@ export async function readText(file: string): Promise<string | null> {
     throw error
   }
   try {
-    if (!fstatSync(fd).isFile()) throw new PipeError('E_INTEGRITY', `${file} is not a regular file`, {hint: 'It was replaced outside pipe; restore it from a backup.'})
+    if (!fstatSync(fd).isFile()) throw replaced(file, 'is not a regular file')
     return readFileSync(fd, 'utf8')
   } finally {
     closeSync(fd)
