@@ -60,10 +60,8 @@ export async function readCounter(file: string): Promise<number | null> {
 async function writeCounter(file: string, n: number): Promise<void> {
   await writeFileAtomic(file, String(n), {sync: false}).catch(async (error: NodeJS.ErrnoException) => {
     if (error.code !== 'ENOENT') return
-    // The folder was removed since this process made it (see madeDir): made again, or every later hint is lost.
-    const dir = path.dirname(file)
-    madeDirs.delete(dir)
-    await madeDir(dir).catch(() => undefined)
+    // No ids folder (a new store, or one removed by hand): made the first time a hint is written.
+    await mkdir(path.dirname(file), {recursive: true}).catch(() => undefined)
     await writeFileAtomic(file, String(n), {sync: false}).catch(() => undefined)
   })
 }
@@ -83,28 +81,18 @@ export function formatId(prefix: 'R' | 'S' | 'F' | 'E', key: string, n: number):
  * return false when the ID is already taken.
  */
 export async function allocateId(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E', key: string, take: (id: string) => Promise<boolean>): Promise<string> {
-  const hintFile = path.join(idsDir, key ? `${prefix}-${key}` : prefix)
-  let n = (await readCounter(hintFile)) ?? 0
+  const hint = hintFile(idsDir, prefix, key)
+  let n = (await readCounter(hint)) ?? 0
   for (let tries = 0; tries < 1_000_000; tries++) {
     n++
     const id = formatId(prefix, key, n)
     // The hint is a starting point for allocation (a lost or stale one costs a few retries, never a
     // duplicate) and the newest-first index of spec versions: written before the take, it never
     // names less than what exists, even when the process dies right after taking.
-    await madeDir(idsDir)
-    await writeCounter(hintFile, n)
+    await writeCounter(hint, n)
     if (await take(id)) return id
   }
   throw new Error(`could not allocate an ID in series ${prefix}${key ? `-${key}` : ''}`)
-}
-
-/** Folders this process made or found: an allocation is one mkdir fewer than a step's record. */
-const madeDirs = new Set<string>()
-
-async function madeDir(dir: string): Promise<void> {
-  if (madeDirs.has(dir)) return
-  await mkdir(dir, {recursive: true})
-  madeDirs.add(dir)
 }
 
 function hintFile(idsDir: string, prefix: string, key: string): string {
@@ -122,7 +110,6 @@ export async function noteIdTaken(idsDir: string, prefix: 'R' | 'S' | 'F' | 'E',
   const n = Number(id.slice(id.lastIndexOf('-') + 1))
   const file = hintFile(idsDir, prefix, key)
   if (!(n > ((await readCounter(file)) ?? 0))) return
-  await madeDir(idsDir)
   await writeCounter(file, n)
 }
 
