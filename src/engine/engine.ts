@@ -297,7 +297,7 @@ export class Engine {
       },
       now,
       {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user},
-      this.startOf(),
+      this.statusChange('running', 'started'),
     )
     try {
       await this.deps.hook?.('run-created')
@@ -306,20 +306,6 @@ export class Engine {
       throw error
     }
     return this.drive(born.record.run_id, options, 'started', undefined, born)
-  }
-
-  /** The start of a run created started (Store.createStartedRun): what setStatus(running, started) records. */
-  private startOf(): {event: RunEvent; change: (record: RunRecord) => void} {
-    const at = this.now().toISOString()
-    return {
-      event: {at, event: 'started', from: 'pending', to: 'running'},
-      change: (r) => {
-        assertTransition(r.run_id, r.status, 'running', false)
-        r.status = 'running'
-        r.updated_at = at
-        r.owner = {...selfIdentity(), user: this.user}
-      },
-    }
   }
 
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
@@ -410,27 +396,44 @@ export class Engine {
   }
 
   private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
-    const at = this.now().toISOString()
-    // The line is written after the change below reads the status it moves from.
-    const line: RunEvent = {at, event, from: 'pending', to, ...extra}
-    const record = await this.deps.store.updateRun(runId, (r) => {
-      line.from = r.status
-      if (r.status !== to) assertTransition(runId, r.status, to, event === 'redriven')
-      r.status = to
-      r.updated_at = at
-      if (isFinal(to)) r.ended_at = at
-      else delete r.ended_at
-      if (to === 'running') {
-        r.owner = {...selfIdentity(), user: this.user}
-        delete r.pending
-        delete r.status_reason
-      }
-      change?.(r)
-    }, line)
+    const status = this.statusChange(to, event, extra, change)
+    const record = await this.deps.store.updateRun(runId, status.change, status.event)
     if (this.held.has(runId)) this.held.set(runId, record)
-    this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(extra.reason ? {reason: extra.reason} : {})})
-    await this.writeArtifacts(runId)
+    await this.statusRecorded(runId, to, extra.reason)
     return record
+  }
+
+  /** What follows a recorded status change: the progress line, and the artifacts written again. */
+  private async statusRecorded(runId: string, to: RunStatus, reason: string | undefined): Promise<void> {
+    this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(reason ? {reason} : {})})
+    await this.writeArtifacts(runId)
+  }
+
+  /**
+   * A change of a run's status: its timeline line and the change of the record, for updateRun (or,
+   * for a run born started, Store.createStartedRun). The line's `from` is filled in by the change,
+   * which reads the status it moves from; the line is written after it.
+   */
+  private statusChange(to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): {event: RunEvent; change: (r: RunRecord) => void} {
+    const at = this.now().toISOString()
+    const line: RunEvent = {at, event, from: 'pending', to, ...extra}
+    return {
+      event: line,
+      change: (r) => {
+        line.from = r.status
+        if (r.status !== to) assertTransition(r.run_id, r.status, to, event === 'redriven')
+        r.status = to
+        r.updated_at = at
+        if (isFinal(to)) r.ended_at = at
+        else delete r.ended_at
+        if (to === 'running') {
+          r.owner = {...selfIdentity(), user: this.user}
+          delete r.pending
+          delete r.status_reason
+        }
+        change?.(r)
+      },
+    }
   }
 
   /**
@@ -454,8 +457,7 @@ export class Engine {
       if (born) {
         // Created started and held (Store.createStartedRun): nothing to read back, recover or record.
         this.held.set(runId, born.record)
-        this.deps.onProgress?.({type: 'run_status', run_id: runId, status: 'running'})
-        await this.writeArtifacts(runId)
+        await this.statusRecorded(runId, 'running', undefined)
         return await this.walk(runId, settings, true)
       }
       await prepare?.()
@@ -877,7 +879,7 @@ export class Engine {
             },
             now,
             {at, event: 'created', to: 'pending', reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`, by: this.user},
-            sub.startOf(),
+            sub.statusChange('running', 'started'),
           )
           runId = born.record.run_id
           try {
