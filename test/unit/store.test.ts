@@ -150,11 +150,12 @@ describe('store listings in allocation order', () => {
   })
 })
 
-describe('ledger list with a limit', () => {
-  function entry(feature: string, spec: string, updated: string): LedgerEntry {
-    return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
-  }
+/** A delivered ledger entry of one feature and spec version, last updated at `updated`. */
+function entry(feature: string, spec: string, updated: string): LedgerEntry {
+  return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
+}
 
+describe('ledger list with a limit', () => {
   it('reads the most recently written entries from the ledger log, and every entry when the log misses one', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const ledger = new Ledger(store)
@@ -174,10 +175,6 @@ describe('ledger list with a limit', () => {
 })
 
 describe('ledger list reads only the log tail when the log counts every entry', () => {
-  function entry(feature: string, spec: string, updated: string): LedgerEntry {
-    return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
-  }
-
   it('counts entry files in the log, and a log without counts (an older pipe) is counted from the folder', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const ledger = new Ledger(store)
