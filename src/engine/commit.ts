@@ -54,7 +54,7 @@ export interface Committed {
  * Records a step. `logged`: the journal is already the last line of its seq in the commit log
  * (finishing a commit on resume), so it is not appended again.
  */
-export async function commitStep(store: Store, journal: Journal, hook: Hook = () => undefined, logged = false): Promise<Committed> {
+export async function commitStep(store: Store, journal: Journal, hook?: Hook, logged = false): Promise<Committed> {
   const {run_id: runId, step} = journal
   const at = new Date(journal.recorded_at)
   const journaled = journal.spec !== null || journal.evidence.length > 0
@@ -65,7 +65,7 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
     onCandidate: async (id) => {
       item.candidate = id
       await store.appendCommit(runId, journal)
-      await hook(`id-reserved:${step}`)
+      if (hook) await hook(`id-reserved:${step}`)
     },
   })
   if (journaled && !logged) {
@@ -74,7 +74,7 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
     if (needEvidence.length > 0) (await store.candidateIds('evidence', at, needEvidence.length)).forEach((id, i) => (needEvidence[i]!.candidate = id))
     if (journal.spec && !journal.spec.candidate) journal.spec.candidate = (await store.candidateIds('spec', at, 1))[0]!
     await store.appendCommit(runId, journal)
-    await hook(`journal-written:${step}`)
+    if (hook) await hook(`journal-written:${step}`)
   }
   // With a log line, the records and the snapshot need no sync of their own: the line rebuilds them.
   const sync = !journaled
@@ -82,12 +82,12 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
   for (const item of journal.evidence) {
     const evidence = await store.writeEvidence(item.draft, at, intent(item), {sync})
     links.push({type: item.link, evidence_id: evidence.evidence_id})
-    await hook(`evidence-written:${step}`)
+    if (hook) await hook(`evidence-written:${step}`)
   }
   let spec: CanonicalSpec | null = null
   if (journal.spec) {
     spec = await store.writeSpec(journal.spec.draft, at, intent(journal.spec), {sync})
-    await hook(`spec-written:${step}`)
+    if (hook) await hook(`spec-written:${step}`)
   }
   const version = spec?.meta.spec_version ?? null
   const snapshot: Snapshot = {
@@ -96,9 +96,9 @@ export async function commitStep(store: Store, journal: Journal, hook: Hook = ()
     outputs: version ? {...journal.snapshot.outputs, spec_version_out: version} : journal.snapshot.outputs,
     evidence_links: [...journal.snapshot.evidence_links, ...links],
   }
-  await hook(`before-snapshot:${step}`)
+  if (hook) await hook(`before-snapshot:${step}`)
   const stored = await store.writeSnapshot(snapshot, {sync, repair: logged})
-  await hook(`snapshot-written:${step}`)
+  if (hook) await hook(`snapshot-written:${step}`)
   return {snapshot: stored, spec}
 }
 

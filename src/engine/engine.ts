@@ -523,7 +523,9 @@ export class Engine {
     const {store} = this.deps
     const {pipeline} = settings.pipeline
     const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
-    const hook = async (point: string): Promise<void> => this.deps.hook?.(point)
+    const given = this.deps.hook
+    // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
+    const hook = given ? async (point: string): Promise<void> => given(point) : undefined
     if (!fresh && (await recoverCommit(store, runId, hook))) this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'}))
     const opening = this.heldRecord(runId)
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
@@ -587,7 +589,7 @@ export class Engine {
       const handler = this.registry[step.kind] as StepHandler<StepKind>
       const started = this.now()
       const seq = cursor.seq
-      await hook(`before-step:${step.id}`)
+      if (hook) await hook(`before-step:${step.id}`)
       let executed: Executed
       // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
       this.deps.replies?.take(runId, step.id)
@@ -639,7 +641,7 @@ export class Engine {
         spec_version_out: snapshot.spec_version_out,
       })
       await this.writeArtifacts(runId)
-      await hook(`after-step:${step.id}`)
+      if (hook) await hook(`after-step:${step.id}`)
       const ending = await this.settle(runId, snapshot, cursor, outcome)
       if (ending) return ending
       if (decision.run_status === 'succeeded') endReason = decision.reason
@@ -710,6 +712,9 @@ export class Engine {
       outer?.addEventListener('abort', onOuter, {once: true})
       const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
       const aborted = abort.settled
+      let children: ChildRuns | undefined
+      const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings))
+      const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
       const context: StepContext = {
         step,
         pipeline: state.settings.pipeline,
@@ -726,7 +731,10 @@ export class Engine {
         now: this.now,
         user: this.user,
         ledger: this.ledger,
-        slotsDir: path.join(this.deps.store.root, 'locks'),
+        // Built when a kind asks: most steps read neither, and a noop chain would pay for them per step.
+        get slotsDir() {
+          return slotsDir()
+        },
         hook: (point) => this.deps.hook?.(point),
         render: (text, aliases) => {
           const {evaluator, secrets} = state.exprs
@@ -734,7 +742,9 @@ export class Engine {
           const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
           return explained(values, () => evaluator.bind(values, aliasValues(aliases)).render(text))
         },
-        children: this.childRuns(state.record, step, seq, state.settings),
+        get children() {
+          return childrenOf()
+        },
         state: {
           read: () => this.deps.store.readStepState(state.record.run_id, step.id, seq),
           write: (value) => this.deps.store.writeStepState(state.record.run_id, step.id, seq, value),

@@ -56,7 +56,9 @@ let tempCounter: number | undefined
 
 function tempName(file: string): string {
   tempCounter = ((tempCounter ?? randomBytes(4).readUInt32BE(0)) + 1) >>> 0
-  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`)
+  // path.join(dirname, '.' + basename) by slicing: the file's own spelling is kept, which is all a temp beside it needs.
+  const cut = file.lastIndexOf(path.sep) + 1
+  return `${file.slice(0, cut)}.${file.slice(cut)}.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`
 }
 
 function writeTemp(file: string, data: string | Uint8Array, sync: boolean): string {

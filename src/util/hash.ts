@@ -32,7 +32,8 @@ export function canonicalObject(members: Readonly<Record<string, string | undefi
   const keys = Object.keys(members)
   if (keys.length > 1) keys.sort()
   let out = '{'
-  for (const key of keys) {
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
     const text = members[key]
     if (text === undefined) continue
     out += out.length === 1 ? quotedKey(key) + text : `,${quotedKey(key)}${text}`
@@ -77,7 +78,10 @@ function canon(value: unknown): string | undefined {
   const keys = Object.keys(object)
   if (keys.length > 1) keys.sort()
   let out = '{'
-  for (const key of keys) {
+  // Indexed, not for-of: most of a run's records are canonicalised by code V8 leaves unoptimised,
+  // where each for-of builds an iterator object.
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!
     const text = canon(object[key])
     if (text === undefined) continue
     out += out.length === 1 ? quotedKey(key) + text : `,${quotedKey(key)}${text}`
