@@ -23,7 +23,7 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, openSync, readdirSync, readFileSync, statSync, writeFileSync} from 'node:fs'
+import {closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync} from 'node:fs'
 import {mkdir, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {Low} from 'lowdb'
@@ -104,6 +104,15 @@ function probeDays(counted: Iterable<string>, now: Date): string[] | null {
     out.push(dayKey(at))
   }
   return out
+}
+
+/**
+ * path.join for a folder the store made normal (absolute, from path.resolve) and names that are
+ * single segments it checked (ids, seq names, its own file names): the same path without
+ * path.join's normalising pass, which the per-step and per-run writes paid for many times over.
+ */
+function within(dir: string, ...names: string[]): string {
+  return names.length === 1 ? `${dir}${path.sep}${names[0]}` : [dir, ...names].join(path.sep)
 }
 
 function seqName(seq: number): string {
@@ -245,7 +254,7 @@ export class Store {
 
   runDir(runId: string): string {
     assertId('run', runId)
-    return path.join(this.runsDir, runId)
+    return within(this.runsDir, runId)
   }
 
   // Runs
@@ -285,12 +294,13 @@ export class Store {
       let made: {record: RunRecord; release?: () => Promise<void>} | undefined
       const featureHash = await this.featureHash(draft.feature_id)
       await allocateId(this.idsDir, 'R', dayKey(now), async (id) => {
-        const final = path.join(this.runsDir, id)
+        const final = within(this.runsDir, id)
         // Without throwing for the usual answer (no such run yet): a thrown ENOENT costs more than the stat.
         if (statSync(final, {throwIfNoEntry: false}) !== undefined) return false
-        const staging = path.join(this.runsDir, `.new-${id}.${process.pid}.${randomBytes(4).toString('hex')}`)
-        await mkdir(staging, {recursive: true})
-        await mkdir(path.join(staging, 'snapshots'))
+        const staging = within(this.runsDir, `.new-${id}.${process.pid}.${randomBytes(4).toString('hex')}`)
+        // Synchronous, like the writes below (util/fs.ts says why): a run's creation is a dozen small calls.
+        mkdirSync(staging, {recursive: true})
+        mkdirSync(within(staging, 'snapshots'))
         const fresh = {run_id: id, ...draft} as RunRecord
         let sealer = runRecordSealer(fresh as unknown as Record<string, unknown>)
         const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
@@ -304,13 +314,13 @@ export class Store {
         // The state stored is the one checked; the created state before a start is only hashed.
         assertValid('run', state, 'run record')
         const last = lines.at(-1)!
-        writeSynced(path.join(staging, 'events.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
+        writeSynced(within(staging, 'events.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
         const head = {events: lines.length, event_hash: last.hash, seq: 0, snapshot_hash: null}
         const record = {...state, head, seal: sealer.seal(head)} as RunRecord
-        writeSynced(path.join(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
+        writeSynced(within(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
         // The lock needs no sync: after a crash, a lock of a dead process is taken over anyway.
         const lock = start ? newLock() : undefined
-        if (lock) writeFileSync(path.join(staging, 'owner.lock'), lock.text, {flag: 'wx'})
+        if (lock) writeFileSync(within(staging, 'owner.lock'), lock.text, {flag: 'wx'})
         faultPoint('run-staged')
         await appendChained(this.runIndexFile, {
           run_id: id,
@@ -319,11 +329,11 @@ export class Store {
           created_hash: runCreationHash(record as unknown as Record<string, unknown>),
         })
         faultPoint('run-indexed')
-        await rename(staging, final)
+        renameSync(staging, final)
         if (lock) {
           // Held from birth: what this store wrote is what is on disk (see owned).
           this.owned.set(id, {record: structuredClone(record), timeline: {count: lines.length, hash: last.hash}, head: {seq: 0, snapshot_hash: null}})
-          const releaseLock = lock.releaserOf(path.join(final, 'owner.lock'))
+          const releaseLock = lock.releaserOf(within(final, 'owner.lock'))
           made = {record, release: async () => {
             this.owned.delete(id)
             await releaseLock()
@@ -418,7 +428,7 @@ export class Store {
   }
 
   private async runDb(runId: string): Promise<Low<RunRecord>> {
-    return new Low<RunRecord>(new AtomicJsonFile<RunRecord>(path.join(this.runDir(runId), 'run.json')), null as unknown as RunRecord)
+    return new Low<RunRecord>(new AtomicJsonFile<RunRecord>(within(this.runDir(runId), 'run.json')), null as unknown as RunRecord)
   }
 
   async readRun(runId: string): Promise<RunRecord> {
@@ -470,7 +480,7 @@ export class Store {
 
   /** Appends a chained line to the run's timeline, cutting off a torn last line first. */
   private async appendLine(runId: string, event: RunEvent): Promise<{count: number; hash: string}> {
-    const file = path.join(this.runDir(runId), 'events.jsonl')
+    const file = within(this.runDir(runId), 'events.jsonl')
     // The tail this store appended itself under the run's lock needs no reading (see owned).
     let tail: {count: number; hash: string | null} | undefined = this.owned.get(runId)?.timeline
     if (!tail) {
@@ -487,10 +497,10 @@ export class Store {
 
   /** The run's last snapshot as the run record's head names it. */
   private async snapshotHead(runId: string): Promise<{seq: number; snapshot_hash: string | null}> {
-    const names = snapshotNames(path.join(this.runDir(runId), 'snapshots'))
+    const names = snapshotNames(within(this.runDir(runId), 'snapshots'))
     const last = names.at(-1)
     if (!last) return {seq: 0, snapshot_hash: null}
-    const snapshot = await readJson<Snapshot>(path.join(this.runDir(runId), 'snapshots', last), `snapshot ${runId}/${last}`)
+    const snapshot = await readJson<Snapshot>(within(this.runDir(runId), 'snapshots', last), `snapshot ${runId}/${last}`)
     return {seq: Number(last.slice(0, -5)), snapshot_hash: snapshot.meta.record_hash ?? null}
   }
 
@@ -505,7 +515,7 @@ export class Store {
   }
 
   async readEvents(runId: string): Promise<RunEvent[]> {
-    const text = await readFile(path.join(this.runDir(runId), 'events.jsonl'), 'utf8').catch(() => '')
+    const text = await readFile(within(this.runDir(runId), 'events.jsonl'), 'utf8').catch(() => '')
     const events: RunEvent[] = []
     for (const line of text.split('\n')) {
       if (!line.trim()) continue
@@ -521,7 +531,7 @@ export class Store {
   // Ownership: one process drives a run at a time.
 
   async acquireRun(runId: string): Promise<() => Promise<void>> {
-    const release = await acquireLock(path.join(this.runDir(runId), 'owner.lock'), {
+    const release = await acquireLock(within(this.runDir(runId), 'owner.lock'), {
       busy: (holder) => `run ${runId} is being driven by another pipe process (pid ${holder.pid})`,
       hint: 'Wait for it to finish, or stop it; pipe runs show shows its state.',
     })
@@ -534,7 +544,7 @@ export class Store {
   }
 
   async runOwner(runId: string): Promise<{pid: number; host: string; start_time?: string; alive: boolean} | null> {
-    return lockHolder(path.join(this.runDir(runId), 'owner.lock'))
+    return lockHolder(within(this.runDir(runId), 'owner.lock'))
   }
 
   // Snapshots
@@ -549,7 +559,7 @@ export class Store {
     for (const link of snapshot.evidence_links) binds[link.evidence_id] = await this.boundHash(link.evidence_id, this.evidenceFile(link.evidence_id))
     const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds}})
     assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
-    const file = path.join(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
+    const file = within(this.runDir(snapshot.run_id), 'snapshots', seqName(snapshot.step.seq))
     const text = `${JSON.stringify(stored, null, 2)}\n`
     if (await writeOnce(file, text, {sync: options.sync ?? true, repair: options.repair === true})) {
       this.noteSnapshot(stored)
@@ -566,7 +576,7 @@ export class Store {
   }
 
   async readSnapshots(runId: string): Promise<Snapshot[]> {
-    const dir = path.join(this.runDir(runId), 'snapshots')
+    const dir = within(this.runDir(runId), 'snapshots')
     const names = snapshotNames(dir)
     const out: Snapshot[] = []
     for (const name of names) out.push(await readJson<Snapshot>(path.join(dir, name), `snapshot ${runId}/${name}`))
@@ -585,7 +595,7 @@ export class Store {
   }
 
   snapshotFile(runId: string, seq: number): string {
-    return path.join(this.runDir(runId), 'snapshots', seqName(seq))
+    return within(this.runDir(runId), 'snapshots', seqName(seq))
   }
 
   // Spec versions
@@ -631,7 +641,7 @@ export class Store {
 
   specFile(version: string): string {
     assertId('spec', version)
-    return path.join(this.specsDir, `${version}.json`)
+    return within(this.specsDir, `${version}.json`)
   }
 
   /** Reads a spec version and checks its content hash: a mismatch is an error, never repaired. */
@@ -759,7 +769,7 @@ export class Store {
 
   evidenceFile(id: string): string {
     assertId('evidence', id)
-    return path.join(this.evidenceDir, `${id}.json`)
+    return within(this.evidenceDir, `${id}.json`)
   }
 
   async listEvidenceIds(): Promise<string[]> {
@@ -775,7 +785,7 @@ export class Store {
   // The commit log of the run: one line per step that writes records, before it writes them (see engine/commit.ts).
 
   commitLogFile(runId: string): string {
-    return path.join(this.runDir(runId), 'commits.jsonl')
+    return within(this.runDir(runId), 'commits.jsonl')
   }
 
   /** Appends a journal to the run's commit log: the step's one sync. A torn last line (a crash mid-append) is cut off first. */
@@ -806,7 +816,7 @@ export class Store {
   // The journal file of an interrupted commit, as pipe wrote it before the commit log (read once, then moved into the log).
 
   journalFile(runId: string): string {
-    return path.join(this.runDir(runId), 'journal.json')
+    return within(this.runDir(runId), 'journal.json')
   }
 
   async readJournal(runId: string): Promise<unknown> {
