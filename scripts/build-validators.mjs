@@ -2,7 +2,7 @@
 // Compiles every schema in schemas/ to a standalone validator (dist/schema/validators/NAME.cjs), so
 // that the CLI validates without compiling schemas at start-up. src/schema/registry.ts falls back
 // to compiling at run time when a validator is missing (running from source).
-import {mkdirSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
+import {mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {createRequire} from 'node:module'
@@ -15,6 +15,8 @@ const require = createRequire(import.meta.url)
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const out = path.join(root, 'dist', 'schema', 'validators')
 mkdirSync(out, {recursive: true})
+// Code caches of the validators this replaces are remade after the bundle (scripts/cache-validators.mjs).
+for (const stale of readdirSync(out).filter((f) => f.endsWith('.v8cache'))) rmSync(path.join(out, stale))
 let count = 0
 for (const sub of ['', 'model']) {
   const dir = path.join(root, 'schemas', sub)

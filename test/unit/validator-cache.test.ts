@@ -1,0 +1,78 @@
+import {expect} from 'chai'
+import {spawnSync} from 'node:child_process'
+import {mkdtempSync, readFileSync, writeFileSync} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import {repoRoot} from '../helpers/cli.js'
+
+const registrySource = path.join(repoRoot, 'src', 'schema', 'registry.ts')
+
+/**
+ * Loads a validator in a new process (as each pipe command does): within one process V8 reuses a
+ * script it compiled from the same source and never looks at the cache. Returns whether the cache
+ * was taken and the validator's answers for `values`; `write` then writes its cache.
+ */
+function load(file: string, values: number[], write = false): {cached: boolean; answers: boolean[]} {
+  const script = `const {loadStandalone, writeValidatorCache} = await import(${JSON.stringify(registrySource)})
+const loaded = loadStandalone(${JSON.stringify(file)})
+const answers = ${JSON.stringify(values)}.map((v) => loaded.validate(v))
+if (${write}) writeValidatorCache(${JSON.stringify(file)})
+console.log(JSON.stringify({cached: loaded.cached, answers}))`
+  const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
+  if (child.status !== 0) throw new Error(child.stderr)
+  return JSON.parse(child.stdout) as {cached: boolean; answers: boolean[]}
+}
+
+describe('standalone validators through their V8 code cache', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-vcache-'))
+  const file = path.join(dir, 'v.cjs')
+  const cache = path.join(dir, 'v.v8cache')
+  const accepts = (n: number): string => `"use strict";module.exports = function validate(d) { return d === ${n} && typeof d === "number" }\n`
+
+  it('compiles without a cache, takes one made for its source, and never one made for other source of the same length', () => {
+    writeFileSync(file, accepts(1))
+    expect(load(file, [1, 2], true)).to.deep.equal({cached: false, answers: [true, false]})
+    expect(load(file, [1, 2]), 'the cache made for this source').to.deep.equal({cached: true, answers: [true, false]})
+    // V8 checks only a cached script's length: the source's own hash keeps its bytecode from running for this one.
+    writeFileSync(file, accepts(2))
+    expect(accepts(2).length).to.equal(accepts(1).length)
+    expect(load(file, [1, 2]), 'a cache made for other source').to.deep.equal({cached: false, answers: [false, true]})
+  })
+
+  it('leaves a cache unread when it is damaged, of another V8 or flags, or no cache at all', () => {
+    writeFileSync(file, accepts(3))
+    load(file, [3], true)
+    const good = readFileSync(cache)
+    const end = good.indexOf(0x0a)
+    const [magic, version, , hash] = good.toString('latin1', 0, end).split(' ')
+    const damaged: Array<[string, Buffer]> = [
+      ['data not V8 made', Buffer.concat([good.subarray(0, end + 1), Buffer.alloc(good.length - end - 1, 7)])],
+      ['data cut short', good.subarray(0, end + 20)],
+      ['another V8 or flags', Buffer.concat([Buffer.from(`${magic} ${version} 12345 ${hash}\n`), good.subarray(end + 1)])],
+      ['no header', good.subarray(end + 1)],
+      ['empty', Buffer.alloc(0)],
+    ]
+    for (const [what, bytes] of damaged) {
+      writeFileSync(cache, bytes)
+      expect(load(file, [3, 4]), what).to.deep.equal({cached: false, answers: [true, false]})
+    }
+    writeFileSync(cache, good)
+    expect(load(file, [3, 4]), 'the cache as written').to.deep.equal({cached: true, answers: [true, false]})
+  })
+
+  it('the build caches the validators of a default run, and bin/run.js (its V8 flags) takes them', () => {
+    // The flags bin/run.js sets, read from it, so that this check follows them.
+    const flags = [...readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+    expect(flags, 'bin/run.js sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
+    const registry = path.join(repoRoot, 'dist', 'schema', 'registry.js')
+    const script = `import {setFlagsFromString} from 'node:v8'
+for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
+const {loadStandalone} = await import(${JSON.stringify(registry)})
+const out = {}
+for (const n of ['pipeline', 'run', 'snapshot', 'spec', 'evidence', 'ledger']) out[n] = loadStandalone(${JSON.stringify(path.join(repoRoot, 'dist', 'schema', 'validators'))} + '/' + n + '.cjs').cached
+console.log(JSON.stringify(out))`
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8'})
+    expect(child.status, child.stderr).to.equal(0)
+    expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, run: true, snapshot: true, spec: true, evidence: true, ledger: true})
+  })
+})
