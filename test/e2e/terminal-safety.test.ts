@@ -218,5 +218,14 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(result.code).to.not.equal(0)
     expectSafe(result, 'unknown command')
     expect(result.stderr).to.contain('\\x1b[2Jrn\\u202e')
+    const asJson = await pipe(['\u001B[2Jrn\u202E', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    expectSafe(asJson, 'unknown command --json')
+    expect(json<{error: {message: string}}>(asJson).error.message).to.contain('\u001B[2Jrn\u202E')
+    for (const args of [['help', '\u001B[2Jrn\u202E'], ['help', '\u001B[2Jrn\u202E', '--json']]) {
+      const help = await pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+      expect(help.code).to.not.equal(0)
+      expectSafe(help, args.join(' '))
+      expect(help.stderr).to.contain('\\x1b[2Jrn\\u202e')
+    }
   })
 })
