@@ -25,11 +25,11 @@ if (argv.length === 1 && argv[0] === '--version' && !process.env.WSL_DISTRO_NAME
 // oclif's help takes no --json; pipe's root help does, like every command.
 // Nor do a command's --help, a topic or --version: with --json each is one JSON document too.
 if (argv.includes('--json')) {
-  const {jsonOnlyAnswer} = await import('../dist/cli/help-json.js')
+  const {jsonOnlyAnswer, jsonText} = await import('../dist/cli/help-json.js')
   const answer = await jsonOnlyAnswer(import.meta.url, argv)
   if (answer) {
     if (answer.stderr) process.stderr.write(answer.stderr)
-    process.stdout.write(`${JSON.stringify(answer.doc, null, 2)}\n`)
+    process.stdout.write(`${jsonText(answer.doc)}\n`)
     process.exit(answer.exit)
   }
 }

@@ -7,6 +7,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeError, toPipeError} from '../errors.js'
 import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'
+import {jsonText, visible} from '../util/terminal-text.js'
 
 export interface JsonError {
   error: {code: string; message: string; hint?: string; exit_code: number; log?: string}
@@ -19,7 +20,12 @@ export abstract class PipeCommand extends Command {
 
   /** Progress and prompts: stderr, so that stdout keeps to the result (one JSON document with --json). */
   protected progress(message: string): void {
-    process.stderr.write(`${message}\n`)
+    process.stderr.write(`${visible(message)}\n`)
+  }
+
+  /** The --json result: exact, with the characters a terminal would act on as \u escapes (see terminal-text.ts). */
+  override logJson(json: unknown): void {
+    process.stdout.write(`${jsonText(json)}\n`)
   }
 
   protected storeDir(flag: string | undefined): string {
@@ -35,7 +41,7 @@ export abstract class PipeCommand extends Command {
     const log = speak(error, {level: 'ERROR', entry: `[${error.code}] ${this.id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
     if (this.jsonEnabled() && !this.jsonPrinted) {
       const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {})}}
-      process.stdout.write(`${JSON.stringify(body, null, 2)}\n`)
+      process.stdout.write(`${jsonText(body)}\n`)
     }
     process.exitCode = error.exitCode
     throw Object.assign(new Error(error.message), {skipOclifErrorHandling: true, oclif: {exit: error.exitCode}})

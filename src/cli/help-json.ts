@@ -3,6 +3,10 @@ import {Config} from '@oclif/core/config'
 import {exitCodeTable} from '../exit-codes.js'
 import {environmentHelp} from './help.js'
 import {compareText} from '../util/order.js'
+import {jsonText, visibleLine} from '../util/terminal-text.js'
+
+/** bin/run.js prints the answer's document with it: exact, with no character a terminal would act on. */
+export {jsonText}
 
 export interface HelpJson {
   name: string
@@ -90,6 +94,6 @@ export async function jsonOnlyAnswer(root: string | URL, argv: readonly string[]
   return {
     doc: {error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {})}},
     exit: ExitCode.USAGE,
-    stderr: `Error [E_INVALID_ARGS]: ${message}\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`,
+    stderr: `Error [E_INVALID_ARGS]: unknown command "${visibleLine(words.join(' '))}"\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`,
   }
 }

@@ -1,6 +1,7 @@
 /** pipe's help: oclif's, with the exit-code table under the root help. */
 import {Help} from '@oclif/core/help'
 import {exitCodeHelp} from '../exit-codes.js'
+import {visible} from '../util/terminal-text.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_STORE', 'store directory (default .pipe in the working directory)'],
@@ -10,6 +11,16 @@ export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
 ]
 
 export default class PipeHelp extends Help {
+  /** oclif's "Command X not found." quotes what was typed: shown escaped, like every message of pipe's. */
+  override async showHelp(argv: string[]): Promise<void> {
+    try {
+      await super.showHelp(argv)
+    } catch (error) {
+      if (error instanceof Error) error.message = visible(error.message)
+      throw error
+    }
+  }
+
   override formatRoot(): string {
     return `${super.formatRoot()}\n\n${this.section('EXIT CODES', exitCodeHelp())}\n\n${this.section(
       'ENVIRONMENT',

@@ -12,6 +12,7 @@ import {reviewSession, reviewSummary} from '../engine/sessions/review.js'
 import type {Decision, SessionOptions} from '../engine/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {InputDeclaration} from '../expr/index.js'
+import {line as t, visible} from '../util/terminal-text.js'
 
 export function canPrompt(json: boolean): boolean {
   if (process.env.PIPE_INTERACTIVE === '0') return false
@@ -64,7 +65,8 @@ class LineReader {
   }
 }
 
-const say = (text: string): boolean => process.stderr.write(text)
+// Prompts quote questions, spec fields and tool arguments: each value is escaped where it is put in (t``), and all once more here.
+const say = (text: string): boolean => process.stderr.write(visible(text))
 
 // One reader for the whole process, so lines typed (or piped) ahead are never lost between prompts.
 let shared: LineReader | undefined
@@ -83,7 +85,7 @@ export async function askInputs(missing: Array<{name: string; declaration: Input
   say(`The pipeline needs ${missing.length} input(s) that were not given (next time: -i NAME=VALUE).\n`)
   for (const {name, declaration} of missing) {
     const choices = declaration.enum ? ` one of ${declaration.enum.map((v) => JSON.stringify(v)).join(', ')}` : ''
-    say(`${name} (${declaration.type}${choices}${declaration.description ? `: ${declaration.description}` : ''})> `)
+    say(t`${name} (${declaration.type}${choices}${declaration.description ? `: ${declaration.description}` : ''})> `)
     const line = await input.next(signal)
     if (line === null) {
       say('\n')
@@ -100,7 +102,7 @@ export async function askAnswers(questions: Array<{id: string; field?: string; q
   say(`\n${questions.length} question(s). Answer each in one or more lines and end it with an empty line ("TBD" leaves it open).\n`)
   try {
     for (const [i, q] of questions.entries()) {
-      say(`\n[${i + 1}/${questions.length}] ${q.id}${q.field ? ` (${q.field})` : ''}\n${q.question}\n> `)
+      say(t`\n[${i + 1}/${questions.length}] ${q.id}${q.field ? ` (${q.field})` : ''}\n${q.question}\n> `)
       const lines: string[] = []
       for (;;) {
         const line = await input.next(signal)
@@ -131,17 +133,17 @@ export async function askAnswers(questions: Array<{id: string; field?: string; q
 }
 
 export function reviewText(spec: CanonicalSpec | null, gate: GateResult | null, reason: string): string {
-  const lines = [`\nReview: ${reason}`]
+  const lines = [t`\nReview: ${reason}`]
   if (spec) {
-    lines.push(`  ${spec.meta.spec_version} (${spec.meta.status}) ${spec.meta.title ?? ''}`)
-    lines.push(`  goal: ${spec.goal}`)
+    lines.push(t`  ${spec.meta.spec_version} (${spec.meta.status}) ${spec.meta.title ?? ''}`)
+    lines.push(t`  goal: ${spec.goal}`)
     lines.push(`  ${spec.features.length} feature(s) (${spec.features.filter((f) => f.priority === 'P0').length} P0), ${spec.acceptance_criteria.length} acceptance criteria, ${spec.non_functional.length} non-functional, ${spec.constraints.length} constraint(s), ${spec.tasks.length} task(s), ${spec.vv.length} V&V item(s)`)
   }
   if (gate) {
     const gates = Object.entries(gate)
       .filter(([, v]) => v && typeof v === 'object' && !Array.isArray(v))
       .map(([name, v]) => `${name} ${(v as {pass: boolean}).pass ? 'pass' : 'FAIL'}`)
-    lines.push(`  gates: ${gates.join(', ')}${gate.completeness_score !== undefined ? `, completeness ${gate.completeness_score}` : ''}`)
+    lines.push(t`  gates: ${gates.join(', ')}${gate.completeness_score !== undefined ? `, completeness ${gate.completeness_score}` : ''}`)
   }
   return `${lines.join('\n')}\n`
 }
@@ -165,7 +167,7 @@ async function askWithNote<T extends string>(prompt: string, parse: (answer: str
       }
       const decision = parse(line.trim().toLowerCase())
       if (!decision) {
-        say(`"${line.trim()}" is not ${expected}.\n`)
+        say(t`"${line.trim()}" is not ${expected}.\n`)
         continue
       }
       say('Note (optional, one line): ')
@@ -185,10 +187,10 @@ async function askWithNote<T extends string>(prompt: string, parse: (answer: str
 /** The tool call an agent step waits at, as a person decides on it. */
 export function actionText(pending: NonNullable<RunOutcome['pending']>): string {
   const action = pending.action
-  const lines = ['', pending.reason]
+  const lines = ['', t`${pending.reason}`]
   if (action) {
-    lines.push(`  tool: ${action.tool} (${action.level}, call ${action.call_id})`, `  arguments: ${JSON.stringify(action.arguments)}`)
-    for (const argv of action.argv ?? []) lines.push(`  argv: ${JSON.stringify(argv)}`)
+    lines.push(t`  tool: ${action.tool} (${action.level}, call ${action.call_id})`, t`  arguments: ${JSON.stringify(action.arguments)}`)
+    for (const argv of action.argv ?? []) lines.push(t`  argv: ${JSON.stringify(argv)}`)
   }
   return `${lines.join('\n')}\n`
 }

@@ -3,6 +3,7 @@ import type {Hook} from '@oclif/core/hooks'
 import {didYouMean} from '../config/suggest.js'
 import {ExitCode} from '../exit-codes.js'
 import {appendLog} from '../log.js'
+import {jsonText, visible, visibleLine} from '../util/terminal-text.js'
 
 const hook: Hook<'command_not_found'> = async function (options) {
   const typed = options.id.split(':')
@@ -13,12 +14,14 @@ const hook: Hook<'command_not_found'> = async function (options) {
   const words = topics.includes(first) && typed[1] ? `${first} ${typed[1]}` : first
   const guess = didYouMean(typed.slice(0, 2).join(' '), ids) || didYouMean(words, [...ids, ...topics])
   const message = `unknown command "${words}"${guess}`
+  // What was typed is echoed back: escaped on the terminal, exact in the log and in --json.
+  const shown = `unknown command "${visibleLine(words)}"${visible(guess)}`
   const hint = 'pipe --help lists the commands.'
   const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`)
-  process.stderr.write(`Error [E_INVALID_ARGS]: ${message}\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`)
+  process.stderr.write(`Error [E_INVALID_ARGS]: ${shown}\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`)
   // --json holds here too: stdout gets the error document every command gives.
   if ([...(options.argv ?? []), ...process.argv.slice(2)].includes('--json')) {
-    process.stdout.write(`${JSON.stringify({error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {})}}, null, 2)}\n`)
+    process.stdout.write(`${jsonText({error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {})}})}\n`)
   }
   process.exit(ExitCode.USAGE)
 }

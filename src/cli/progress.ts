@@ -4,33 +4,35 @@
  * them: `    ✓ each[1] #1 work success 3 ms`.
  */
 import type {ProgressEvent} from '../engine/engine.js'
+import {visibleLine as v} from '../util/terminal-text.js'
 
 export function progressPrinter(stream: NodeJS.WriteStream = process.stderr): (event: ProgressEvent) => void {
   const tty = stream.isTTY === true && !process.env.NO_COLOR
   const color = (code: number, text: string): string => (tty ? `\u001B[${code}m${text}\u001B[0m` : text)
   return (event) => {
-    const under = event.under ?? []
+    // Every value (step ids, reasons, errors quoting a reply) is escaped before pipe's own colours go around it.
+    const under = (event.under ?? []).map(v)
     const indent = '  '.repeat(under.length + 1)
     const label = under.length > 0 ? `${color(36, under.join('/'))} ` : ''
     switch (event.type) {
       case 'step_start':
         // Children may run side by side: a transient line per child would overwrite another's.
-        if (tty && under.length === 0) stream.write(color(2, `  … ${event.step} (${event.kind})${event.attempt > 1 ? ` attempt ${event.attempt}` : ''}\r`))
+        if (tty && under.length === 0) stream.write(color(2, `  … ${v(event.step)} (${v(event.kind)})${event.attempt > 1 ? ` attempt ${event.attempt}` : ''}\r`))
         break
       case 'step_retry':
-        stream.write(`${indent}${color(33, '↻')} ${label}${event.step} attempt ${event.attempt} failed (${event.error}); retrying in ${event.delay_ms} ms\n`)
+        stream.write(`${indent}${color(33, '↻')} ${label}${v(event.step)} attempt ${event.attempt} failed (${v(event.error)}); retrying in ${event.delay_ms} ms\n`)
         break
       case 'step_end': {
         const mark = event.ok ? color(32, '✓') : color(31, '✗')
-        const out = event.spec_version_out ? ` -> ${event.spec_version_out}` : ''
+        const out = event.spec_version_out ? ` -> ${v(event.spec_version_out)}` : ''
         const clear = tty ? '\u001B[2K' : ''
-        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${event.step} ${color(1, event.outcome)} ${event.duration_ms} ms${out}  ${color(2, event.reason)}\n`)
+        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(event.reason))}\n`)
         break
       }
       case 'run_status': {
-        const reason = event.reason ? `: ${event.reason}` : ''
-        if (under.length === 0) stream.write(`${color(1, `run ${event.run_id}`)} ${event.status}${reason}\n`)
-        else stream.write(`${indent}${color(1, `run ${event.run_id}`)} (${under.join('/')}) ${event.status}${reason}\n`)
+        const reason = event.reason ? `: ${v(event.reason)}` : ''
+        if (under.length === 0) stream.write(`${color(1, `run ${v(event.run_id)}`)} ${v(event.status)}${reason}\n`)
+        else stream.write(`${indent}${color(1, `run ${v(event.run_id)}`)} (${under.join('/')}) ${v(event.status)}${reason}\n`)
         break
       }
     }

@@ -1,6 +1,7 @@
 /** What run-driving commands (run, resume, answer, review) print and return. */
 import type {RunOutcome} from '../engine/engine.js'
 import {ExitCode} from '../exit-codes.js'
+import {line as t} from '../util/terminal-text.js'
 
 export interface RunResult extends RunOutcome {
   store: string
@@ -40,22 +41,22 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
 }
 
 export function renderRunResult(result: RunResult): string {
-  const lines = [`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`]
-  if (result.reason && result.status !== 'succeeded') lines.push(`reason: ${result.reason}`)
+  const lines = [t`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`]
+  if (result.reason && result.status !== 'succeeded') lines.push(t`reason: ${result.reason}`)
   // The error itself went to stderr (see run-flow.ts); stdout keeps to the result.
   const questions = result.pending?.questions ?? []
   if (questions.length > 0) {
     lines.push('', 'Questions (answer them in a YAML file, keyed by id or by field):')
-    for (const q of questions) lines.push(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`)
+    for (const q of questions) lines.push(t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`)
     lines.push('', 'answers.yaml:', 'answers:')
-    for (const q of questions) lines.push(`  ${q.id}: "..."`)
+    for (const q of questions) lines.push(t`  ${q.id}: "..."`)
   }
   const action = result.pending?.action
   if (action) {
-    lines.push('', `The agent asks to run (${action.level}, call ${action.call_id}):`, `  ${action.tool} ${JSON.stringify(action.arguments)}`)
-    for (const argv of action.argv ?? []) lines.push(`  argv: ${JSON.stringify(argv)}`)
+    lines.push('', t`The agent asks to run (${action.level}, call ${action.call_id}):`, t`  ${action.tool} ${JSON.stringify(action.arguments)}`)
+    for (const argv of action.argv ?? []) lines.push(t`  argv: ${JSON.stringify(argv)}`)
   }
-  if (result.next_command) lines.push('', `${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
-  if (result.status === 'succeeded' || result.status === 'failed') lines.push(`Audit it with:\n  pipe snapshot list ${result.run_id}`)
+  if (result.next_command) lines.push('', t`${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
+  if (result.status === 'succeeded' || result.status === 'failed') lines.push(t`Audit it with:\n  pipe snapshot list ${result.run_id}`)
   return `${lines.join('\n')}\n`
 }

@@ -1,6 +1,7 @@
 /** What pipe test prints: a line per test with its reasons, a summary, and JUnit XML for CI. */
 import path from 'node:path'
 import type {TestResult} from '../engine/testing/run.js'
+import {line as t, visible} from '../util/terminal-text.js'
 
 export interface TestReport {
   passed: number
@@ -25,7 +26,7 @@ function indent(text: string, by: string): string {
 export function renderTestLine(result: TestResult): string {
   const mark = result.status === 'passed' ? '✓' : '✗'
   const golden = result.golden === 'written' ? ' [golden written]' : result.golden === 'updated' ? ' [golden updated]' : ''
-  const lines = [`${mark} ${result.file} › ${result.name} (${seconds(result.duration_ms)})${golden}`]
+  const lines = [t`${mark} ${result.file} › ${result.name} (${seconds(result.duration_ms)})${golden}`]
   if (result.status === 'failed') {
     for (const failure of result.failures) {
       const [first, ...more] = failure.message.split('\n')
@@ -35,11 +36,12 @@ export function renderTestLine(result: TestResult): string {
     const run = result.run
     if (run) {
       const error = run.error ? `; ${run.error.step ? `step ${run.error.step} ` : ''}[${run.error.code}] ${run.error.message}` : ''
-      lines.push(`    run ${run.run_id} ${run.status} after ${run.steps_run} step(s)${error}`)
+      lines.push(t`    run ${run.run_id} ${run.status} after ${run.steps_run} step(s)${error}`)
     }
-    lines.push(result.kept ? `    store: ${path.join(result.kept, 'store')} (workspace: ${path.join(result.kept, 'workspace')})` : '    its store was removed; pipe test --keep keeps it')
+    lines.push(result.kept ? t`    store: ${path.join(result.kept, 'store')} (workspace: ${path.join(result.kept, 'workspace')})` : '    its store was removed; pipe test --keep keeps it')
   }
-  return `${lines.join('\n')}\n`
+  // Failure messages and diffs quote what a run printed and wrote: their line breaks and tabs stay, other controls are escaped.
+  return visible(`${lines.join('\n')}\n`)
 }
 
 export function renderSummary(report: TestReport): string {

@@ -7,9 +7,12 @@ import {gateResult} from '../steps/gate.js'
 import type {RunSummary, SpecSummary} from '../store/queries.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {line as t, visible, visibleLine} from '../util/terminal-text.js'
 
-export function table(rows: string[][]): string {
-  if (rows.length === 0) return ''
+/** Columns of one-line cells; a cell's text is shown escaped (see terminal-text.ts), and measured so. */
+export function table(cells: string[][]): string {
+  if (cells.length === 0) return ''
+  const rows = cells.map((r) => r.map(visibleLine))
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => [...(r[i] ?? '')].length)))
   return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')).join('\n')}\n`
 }
@@ -22,7 +25,8 @@ function clip(value: unknown, max = 300): unknown {
 }
 
 function indentYaml(value: unknown): string {
-  const text = stringify(clip(value), {lineWidth: 110}).trimEnd()
+  // yaml writes C0 controls as escapes itself, but not DEL, C1 or bidi controls.
+  const text = visible(stringify(clip(value), {lineWidth: 110}).trimEnd())
   return text === '{}' || text === '[]' ? '    (none)' : text.replace(/^/gm, '    ')
 }
 
@@ -53,19 +57,19 @@ function renderGate(result: GateResult): string[] {
   for (const [name, value] of Object.entries(result)) {
     if (!value || typeof value !== 'object' || Array.isArray(value)) continue
     const gate = value
-    lines.push(`    ${name.padEnd(10)} ${gate.pass ? 'pass' : 'FAIL'}${gate.missing_fields.length ? `  missing: ${gate.missing_fields.join(', ')}` : ''}`)
-    for (const failure of gate.failed_rules ?? []) lines.push(`      rule ${failure.rule}: ${failure.message}`)
+    lines.push(t`    ${name.padEnd(10)} ${gate.pass ? 'pass' : 'FAIL'}${gate.missing_fields.length ? `  missing: ${gate.missing_fields.join(', ')}` : ''}`)
+    for (const failure of gate.failed_rules ?? []) lines.push(t`      rule ${failure.rule}: ${failure.message}`)
   }
-  if (result.completeness_score !== undefined) lines.push(`    completeness ${result.completeness_score} (threshold ${result.completeness_threshold})`)
+  if (result.completeness_score !== undefined) lines.push(t`    completeness ${result.completeness_score} (threshold ${result.completeness_threshold})`)
   lines.push(`    overall    ${result.pass ? 'pass' : 'FAIL'}`)
   return lines
 }
 
 export function renderSnapshot(s: Snapshot): string {
   const lines: string[] = []
-  lines.push(`#${s.step.seq} ${s.step.name} (${s.step.kind})  iteration ${s.step.iteration ?? 1}, ${s.step.attempts ?? 1} attempt(s)`)
-  lines.push(`  run ${s.run_id}  feature ${s.feature_id}  spec ${s.spec_version_in ?? '-'} -> ${s.spec_version_out ?? '-'}`)
-  lines.push(`  started ${s.step.started_at}  ended ${s.step.ended_at}  (${s.step.duration_ms ?? '?'} ms)`)
+  lines.push(t`#${s.step.seq} ${s.step.name} (${s.step.kind})  iteration ${s.step.iteration ?? 1}, ${s.step.attempts ?? 1} attempt(s)`)
+  lines.push(t`  run ${s.run_id}  feature ${s.feature_id}  spec ${s.spec_version_in ?? '-'} -> ${s.spec_version_out ?? '-'}`)
+  lines.push(t`  started ${s.step.started_at}  ended ${s.step.ended_at}  (${s.step.duration_ms ?? '?'} ms)`)
   lines.push('  inputs:', indentYaml(s.inputs))
   // A gate result has its own view below.
   const gate = gateResult.of(s)
@@ -75,49 +79,50 @@ export function renderSnapshot(s: Snapshot): string {
   lines.push('  decisions:')
   for (const d of s.decisions) {
     const who = d.by ? ` (by ${d.by} at ${d.at}${d.note ? `, note: ${d.note}` : ''})` : ''
-    lines.push(`    ${d.decision} -> ${d.next_step ?? '(end)'}: ${d.reason}${who}`)
+    lines.push(t`    ${d.decision} -> ${d.next_step ?? '(end)'}: ${d.reason}${who}`)
   }
-  lines.push(`  evidence: ${s.evidence_links.length ? s.evidence_links.map((e) => `${e.evidence_id} (${e.type})`).join(', ') : 'none'}`)
+  lines.push(t`  evidence: ${s.evidence_links.length ? s.evidence_links.map((e) => `${e.evidence_id} (${e.type})`).join(', ') : 'none'}`)
   if (s.errors.length === 0) lines.push('  errors: none')
   else {
     lines.push('  errors:')
-    for (const e of s.errors) lines.push(`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: ${e.message}${e.hint ? `\n      hint: ${e.hint}` : ''}`)
+    // A message may span lines (a list of diagnostics): its line breaks stay, every other control is escaped.
+    for (const e of s.errors) lines.push(`${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`, ...(e.hint ? [t`      hint: ${e.hint}`] : []))
   }
   const m = s.meta
-  lines.push(`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
+  lines.push(t`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
   if (m.model_calls && m.model_calls.length > 0) {
     const by = ['live', 'cassette', 'cache'].map((source) => [source, m.model_calls!.filter((c) => c.source === source).length] as const).filter(([, n]) => n > 0)
-    lines.push(`        model calls ${m.model_calls.length}: ${by.map(([source, n]) => `${n} ${source}`).join(', ')}`)
+    lines.push(t`        model calls ${m.model_calls.length}: ${by.map(([source, n]) => `${n} ${source}`).join(', ')}`)
   }
-  lines.push(`        policy ${m.policy_version ?? '-'}`)
-  lines.push(`        hash ${m.record_hash ?? '-'} (previous ${m.prev_hash ?? 'none'})`)
-  return `${lines.join('\n')}\n`
+  lines.push(t`        policy ${m.policy_version ?? '-'}`)
+  lines.push(t`        hash ${m.record_hash ?? '-'} (previous ${m.prev_hash ?? 'none'})`)
+  return visible(`${lines.join('\n')}\n`)
 }
 
 export function renderRunShow(record: RunRecord, status: RunRecord['status'], events: RunEvent[], snapshots: Snapshot[], children: RunSummary[] = []): string {
   const lines: string[] = []
-  lines.push(`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
-  lines.push(`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
-  lines.push(`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`)
-  lines.push(`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
-  if (record.replay_of) lines.push(`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
-  if (record.parent) lines.push(`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
-  if (record.status_reason) lines.push(`  reason: ${record.status_reason}`)
-  if (record.error) lines.push(`  error: [${record.error.code}] ${record.error.message}`)
+  lines.push(t`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
+  lines.push(t`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
+  lines.push(t`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`)
+  lines.push(t`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
+  if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
+  if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
+  if (record.status_reason) lines.push(t`  reason: ${record.status_reason}`)
+  if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}`)
   if (record.pending) {
-    lines.push(`  waiting for ${record.pending.kind} at step ${record.pending.step} since ${record.pending.since}: ${record.pending.reason}`)
-    for (const q of record.pending.questions ?? []) lines.push(`    ${q.id}${q.field ? ` [${q.field}]` : ''} ${q.question}`)
+    lines.push(t`  waiting for ${record.pending.kind} at step ${record.pending.step} since ${record.pending.since}: ${record.pending.reason}`)
+    for (const q of record.pending.questions ?? []) lines.push(t`    ${q.id}${q.field ? ` [${q.field}]` : ''} ${q.question}`)
   }
   lines.push('', 'timeline:')
   const rows: Array<{at: string; text: string}> = []
-  for (const e of events) rows.push({at: e.at, text: `${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`})
+  for (const e of events) rows.push({at: e.at, text: t`${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`})
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
     const who = d?.by ? ` by ${d.by}` : ''
-    rows.push({at: s.step.ended_at, text: `  #${s.step.seq} ${s.step.name} ${d?.decision ?? '?'}${who} in ${s.step.duration_ms ?? '?'} ms, ${s.step.attempts ?? 1} attempt(s)${s.spec_version_out ? ` -> ${s.spec_version_out}` : ''}${s.errors.length ? `, ${s.errors.length} error(s)` : ''}`})
+    rows.push({at: s.step.ended_at, text: t`  #${s.step.seq} ${s.step.name} ${d?.decision ?? '?'}${who} in ${s.step.duration_ms ?? '?'} ms, ${s.step.attempts ?? 1} attempt(s)${s.spec_version_out ? ` -> ${s.spec_version_out}` : ''}${s.errors.length ? `, ${s.errors.length} error(s)` : ''}`})
   }
   rows.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
-  for (const row of rows) lines.push(`  ${row.at}  ${row.text}`)
+  for (const row of rows) lines.push(t`  ${row.at}  ${row.text}`)
   const total = snapshots.reduce((n, s) => n + (s.step.duration_ms ?? 0), 0)
   lines.push('', `${snapshots.length} step(s), ${total} ms in steps`)
   if (children.length > 0) {
@@ -125,13 +130,13 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
     const walk = (list: RunSummary[], depth: number): void => {
       for (const c of list) {
         const where = c.parent ? `${c.parent.step} #${c.parent.seq}${c.parent.index !== undefined ? ` item ${c.parent.index}` : ''}` : ''
-        lines.push(`${'  '.repeat(depth + 1)}${c.run_id}  ${c.status}  ${c.pipeline}  ${where}${c.reason ? `: ${c.reason}` : ''}`)
+        lines.push(t`${'  '.repeat(depth + 1)}${c.run_id}  ${c.status}  ${c.pipeline}  ${where}${c.reason ? `: ${c.reason}` : ''}`)
         walk(c.children ?? [], depth + 1)
       }
     }
     walk(children, 0)
   }
-  return `${lines.join('\n')}\n`
+  return visible(`${lines.join('\n')}\n`)
 }
 
 export function renderSpecList(specs: SpecSummary[]): string {
@@ -151,14 +156,14 @@ function replySources(provider: RunRecord['provider']): string {
 
 export function renderPlan(plan: RunPlan): string {
   const lines = [
-    `plan for pipeline ${plan.pipeline.name} (${plan.pipeline.file})`,
-    `  pipeline hash ${plan.pipeline.hash}`,
-    `  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
-    `  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}${replySources(plan.provider)}`,
-    `  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
-    ...(Object.keys(plan.inputs).length > 0 ? [`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
-    `  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
-    `  store ${plan.store}`,
+    t`plan for pipeline ${plan.pipeline.name} (${plan.pipeline.file})`,
+    t`  pipeline hash ${plan.pipeline.hash}`,
+    t`  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
+    t`  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}${replySources(plan.provider)}`,
+    t`  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
+    ...(Object.keys(plan.inputs).length > 0 ? [t`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
+    t`  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
+    t`  store ${plan.store}`,
     '',
   ]
   const rows = [['STEP', 'KIND', 'THEN', 'BOUND', 'TIMEOUT', 'RETRIES', 'VERSION']]
@@ -179,5 +184,6 @@ export function renderPlan(plan: RunPlan): string {
   const problems = [...plan.denied, ...plan.warnings].map((d) => `${formatDiagnostic(d)}\n`).join('')
   const resolved = plan.steps.flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`)).join('')
   const values = resolved ? `\nexpression values known before the run (the rest resolve as it goes):\n${resolved}` : ''
-  return `${lines.join('\n')}${table(rows)}${values}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
+  // Diagnostics quote the pipeline file, and values come from it.
+  return `${lines.join('\n')}${table(rows)}${visible(values)}${problems ? `\n${visible(problems)}` : ''}nothing was run; drop --dry-run to run it\n`
 }

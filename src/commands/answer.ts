@@ -14,6 +14,7 @@ import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
 import {questionsAsked} from '../steps/clarify-questions.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
+import {line as t, visible} from '../util/terminal-text.js'
 
 export default class Answer extends PipeCommand {
   static override summary = "Answer a paused run's clarifying questions and continue it."
@@ -71,17 +72,19 @@ export default class Answer extends PipeCommand {
     const current = rounds.at(-1) ?? null
     const earlier = current ? rounds.slice(0, -1) : []
     if (!this.jsonEnabled()) {
-      const out = quietTail ? process.stderr : process.stdout
-      if (!current) out.write(`run ${runId} has asked no questions\n`)
+      const stream = quietTail ? process.stderr : process.stdout
+      // Questions and answers are a model's and a person's text: escaped on the terminal (--json has them exact).
+      const out = {write: (text: string): boolean => stream.write(visible(text))}
+      if (!current) out.write(t`run ${runId} has asked no questions\n`)
       else {
         out.write(`Round ${current.round} (${waiting ? 'waiting for answers' : 'answered'}):\n`)
-        for (const q of current.questions) out.write(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}${q.answer && !waiting ? `\n      answer: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`)
+        for (const q of current.questions) out.write(`${t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`}${q.answer && !waiting ? t`\n      answer: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`)
       }
       if (earlier.length > 0 && !history) out.write(`(${earlier.length} earlier round(s) folded; --history shows them)\n`)
       if (history) {
         for (const round of [...earlier].reverse()) {
           out.write(`\nRound ${round.round}:\n`)
-          for (const q of round.questions) out.write(`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}\n      ${q.status}${q.answer ? `: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`)
+          for (const q of round.questions) out.write(`${t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`}\n${t`      ${q.status}${q.answer ? `: ${q.answer.replace(/\n/g, ' / ')}` : ''}`}\n`)
         }
       }
     }

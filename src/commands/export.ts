@@ -4,6 +4,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {exportRun} from '../engine/export.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
+import {line as t} from '../util/terminal-text.js'
 
 export default class Export extends PipeCommand {
   static override summary = "Write a run's records as seed 004's artifact layout (state.json, timeline.md, per-task attempts, verdict.json)."
@@ -19,7 +20,7 @@ export default class Export extends PipeCommand {
     assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
     const result = await exportRun(store, args.run, flags.dir)
-    if (!this.jsonEnabled()) process.stdout.write(`${result.files.map((f) => `${result.dir}/${f}`).join('\n')}\n`)
+    if (!this.jsonEnabled()) process.stdout.write(`${result.files.map((f) => t`${result.dir}/${f}`).join('\n')}\n`)
     return result
   }
 }

@@ -8,6 +8,7 @@ import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
 import {kindCatalog} from '../steps/registry.js'
 import {PipeCommand} from '../cli/base-command.js'
+import {visible} from '../util/terminal-text.js'
 
 export interface GraphResult {
   pipeline: string
@@ -43,7 +44,7 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
     const {args, flags} = await this.parse(Graph)
     const result = await loadPipeline(args.file, kindCatalog)
     if (!result.ok) {
-      for (const d of result.diagnostics) process.stderr.write(`${formatDiagnostic(d)}\n`)
+      for (const d of result.diagnostics) process.stderr.write(`${visible(formatDiagnostic(d))}\n`)
       throw new PipeError('E_CONFIG', `${args.file} is not a valid pipeline (${result.diagnostics.length} error(s))`, {hint: `Run pipe validate ${args.file} and fix the errors first.`})
     }
     const pipeline = result.loaded.pipeline
@@ -55,7 +56,7 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
       taken = await runPath({store: this.storeDir(flags.store), cwd: process.cwd(), runId: flags.run, pipeline: result.loaded})
     }
     const text = renderGraph(pipeline, format, kindCatalog, taken)
-    if (!this.jsonEnabled()) process.stdout.write(text)
+    if (!this.jsonEnabled()) process.stdout.write(visible(text))
     return {
       pipeline: pipeline.name,
       format,

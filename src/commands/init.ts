@@ -2,6 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {scaffoldPipeline, type ScaffoldResult} from '../config/scaffold.js'
+import {line as t} from '../util/terminal-text.js'
 
 export default class Init extends PipeCommand {
   static override summary = 'Scaffold a pipeline: typed inputs, a model step with its prompt and output schema, a choice on its reply, end steps, and a README.'
@@ -25,8 +26,8 @@ Existing files are never overwritten unless --force is given: pipe init lists th
     const {args, flags} = await this.parse(Init)
     const result = await scaffoldPipeline({dir: args.dir, ...(flags.name !== undefined ? {name: flags.name} : {}), ...(flags.force ? {force: true} : {})})
     if (!this.jsonEnabled()) {
-      for (const file of result.files) process.stdout.write(`${result.overwritten.includes(file) ? 'overwrote' : 'wrote'}  ${file}\n`)
-      process.stdout.write(`\nPipeline "${result.name}" in ${result.dir}. Next:\n${args.dir === '.' ? '' : `  cd ${args.dir}\n`}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`)
+      for (const file of result.files) process.stdout.write(t`${result.overwritten.includes(file) ? 'overwrote' : 'wrote'}  ${file}\n`)
+      process.stdout.write(t`\nPipeline "${result.name}" in ${result.dir}. Next:\n${args.dir === '.' ? '' : t`  cd ${args.dir}`}${args.dir === '.' ? '' : '\n'}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`)
     }
     return result
   }

@@ -5,6 +5,7 @@ import {withSignals} from '../cli/signals.js'
 import {publishSession} from '../engine/sessions/publish.js'
 import type {PublishOutcome} from '../publish/deliver.js'
 import {assertId} from '../store/ids.js'
+import {line as t} from '../util/terminal-text.js'
 
 export default class Publish extends PipeCommand {
   static override summary = "Publish a run's reviewed spec version to its pipeline's targets again, by hand."
@@ -40,7 +41,7 @@ A request that went out without an answer (a crash, a timeout) has an unknown ou
       }),
     )
     if (!this.jsonEnabled()) {
-      for (const r of result.results) process.stdout.write(`${r.status === 'published' ? 'published' : 'already delivered'}  ${r.target}  ${r.key}  ${r.external_id}  (${r.attempts} attempt(s) in all)\n`)
+      for (const r of result.results) process.stdout.write(t`${r.status === 'published' ? 'published' : 'already delivered'}  ${r.target}  ${r.key}  ${r.external_id}  (${r.attempts} attempt(s) in all)\n`)
     }
     return result
   }

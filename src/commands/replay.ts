@@ -12,6 +12,7 @@ import {replaySession} from '../engine/sessions/replay.js'
 import {PipeError} from '../errors.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
+import {jsonText, line as t, visible} from '../util/terminal-text.js'
 
 export default class Replay extends PipeCommand {
   static override summary = "Re-run a run from one of its steps, or re-check every gate result it recorded."
@@ -70,18 +71,19 @@ export default class Replay extends PipeCommand {
     const same = gates.every((g) => g.same) && models.every((m) => m.same)
     const result = {run_id: runId, same, gates, models}
     if (!this.jsonEnabled()) {
-      for (const g of gates) process.stdout.write(`#${g.seq} ${g.step} on ${g.spec_version ?? '-'}: ${g.same ? 'same' : `DIFFERENT${g.error ? ` (${g.error})` : ''}`}\n`)
+      for (const g of gates) process.stdout.write(t`#${g.seq} ${g.step} on ${g.spec_version ?? '-'}: ${g.same ? 'same' : `DIFFERENT${g.error ? ` (${g.error})` : ''}`}\n`)
       process.stdout.write(gates.length === 0 ? 'the run has no gate steps\n' : gates.every((g) => g.same) ? `all ${gates.length} gate result(s) reproduced exactly\n` : '')
       for (const m of models) {
-        const what = `#${m.seq} ${m.step} (${m.kind}, ${m.calls} model call(s))`
-        process.stdout.write(`${what}: ${!m.checked ? `not checked: ${m.error}` : m.same ? 'same output from the same requests' : `DIFFERENT${m.error ? `\n${m.error.replace(/^/gm, '    ')}` : ' (the output differs)'}`}\n`)
+        const what = t`#${m.seq} ${m.step} (${m.kind}, ${m.calls} model call(s))`
+        // A difference is several lines of a request or a reply: its line breaks stay, other controls are escaped.
+        process.stdout.write(visible(`${what}: ${!m.checked ? `not checked: ${m.error}` : m.same ? 'same output from the same requests' : `DIFFERENT${m.error ? `\n${m.error.replace(/^/gm, '    ')}` : ' (the output differs)'}`}\n`))
       }
       const checked = models.filter((m) => m.checked)
       if (checked.length > 0 && checked.every((m) => m.same)) process.stdout.write(`all ${checked.length} model step(s) reproduced from the reply cache\n`)
     }
     if (!same) {
       if (this.jsonEnabled()) {
-        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+        process.stdout.write(`${jsonText(result)}\n`)
         this.jsonPrinted = true
       }
       const parts = [...(gates.some((g) => !g.same) ? [`${gates.filter((g) => !g.same).length} gate result(s)`] : []), ...(models.some((m) => !m.same) ? [`${models.filter((m) => !m.same).length} model step(s)`] : [])]

@@ -3,6 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {rollbackEditSession, type RollbackResult} from '../engine/sessions/rollback.js'
 import {assertId} from '../store/ids.js'
+import {line as t} from '../util/terminal-text.js'
 
 export default class Rollback extends PipeCommand {
   static override summary = "Undo the files an edit step of a run changed, using the reverse patch in its snapshot."
@@ -24,8 +25,8 @@ export default class Rollback extends PipeCommand {
     if (flags.step !== undefined) assertId('step', flags.step, '--step')
     const result = await rollbackEditSession({cwd: process.cwd(), store: this.storeDir(flags.store), runId: args.run, ...(flags.step ? {step: flags.step} : {}), ...(flags.seq !== undefined ? {seq: flags.seq} : {})})
     if (!this.jsonEnabled()) {
-      process.stdout.write(`undid the edit of ${result.step} (#${result.seq}) in ${result.run_id}:\n`)
-      for (const f of result.files) process.stdout.write(`  ${f.restored}  ${f.path}\n`)
+      process.stdout.write(t`undid the edit of ${result.step} (#${result.seq}) in ${result.run_id}:\n`)
+      for (const f of result.files) process.stdout.write(t`  ${f.restored}  ${f.path}\n`)
     }
     return result
   }

@@ -13,6 +13,7 @@ import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
 import {askInputs, canPrompt} from '../cli/interactive.js'
 import {replyFlags, replyOptions} from '../cli/reply-flags.js'
+import {jsonText} from '../util/terminal-text.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -81,7 +82,7 @@ A run that needs answers or a review decision that were not given stops in await
       if (!this.jsonEnabled()) process.stdout.write(renderPlan(plan))
       if (plan.denied.length > 0) {
         if (this.jsonEnabled()) {
-          process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`)
+          process.stdout.write(`${jsonText(plan)}\n`)
           this.jsonPrinted = true
         }
         throw new PipeError('E_POLICY_DENIED', `the policy denies ${plan.denied.length} command(s) of the pipeline; the run would fail at them`, {

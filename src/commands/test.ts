@@ -13,6 +13,7 @@ import {PipeError} from '../errors.js'
 import {ExitCode} from '../exit-codes.js'
 import {kindCatalog} from '../steps/registry.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
+import {visible} from '../util/terminal-text.js'
 
 export default class Test extends PipeCommand {
   static override summary = 'Run pipeline tests (*.pipe-test.yaml): each test runs a pipeline offline in a temporary store and checks how it ended.'
@@ -66,8 +67,9 @@ Exit code 0 when every test passed, 1 when any failed.`
     const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))
     const out = (text: string): void => {
       // With --json stdout holds only the document; the lines go to stderr.
-      if (this.jsonEnabled()) process.stderr.write(text)
-      else process.stdout.write(text)
+      // Test names, failure messages and diffs quote files and what runs printed.
+      if (this.jsonEnabled()) process.stderr.write(visible(text))
+      else process.stdout.write(visible(text))
     }
     const started = performance.now()
     let failedOnce = false

@@ -7,6 +7,7 @@ import {PipeError} from '../errors.js'
 import {deniedCommands} from '../steps/policy-check.js'
 import {kindCatalog} from '../steps/registry.js'
 import {PipeCommand} from '../cli/base-command.js'
+import {jsonText, visible} from '../util/terminal-text.js'
 
 export default class Validate extends PipeCommand {
   static override summary = 'Check pipeline, policy and answers files and report every error with its line and column.'
@@ -39,7 +40,7 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
     if (!this.jsonEnabled()) {
       for (const file of result.files) {
         if (file.valid) this.progress(`ok  ${file.file} (${file.kind})`)
-        for (const d of [...file.diagnostics, ...file.warnings]) process.stdout.write(`${formatDiagnostic(d)}\n`)
+        for (const d of [...file.diagnostics, ...file.warnings]) process.stdout.write(`${visible(formatDiagnostic(d))}\n`)
       }
       const bad = result.files.filter((f) => !f.valid)
       if (bad.length > 0) this.progress(`${result.error_count} error(s) in ${bad.length} of ${result.files.length} file(s)`)
@@ -47,7 +48,7 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
     }
     if (!result.valid) {
       if (this.jsonEnabled()) {
-        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`)
+        process.stdout.write(`${jsonText(result)}\n`)
         this.jsonPrinted = true
       }
       throw new PipeError('E_CONFIG', `${result.error_count} error(s) in ${result.files.filter((f) => !f.valid).length} file(s)`, {hint: 'Fix the errors listed above; each names its file, line and column.'})

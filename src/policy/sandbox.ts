@@ -12,6 +12,7 @@ import {mkdir, rmdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from './policy.js'
+import {visible} from '../util/terminal-text.js'
 
 /** What a snapshot records about how a command was contained. */
 export interface SandboxRecord {
@@ -115,7 +116,7 @@ const warned = new Set<string>()
 export function warnOnce(text: string): void {
   if (warned.has(text)) return
   warned.add(text)
-  process.stderr.write(`Warning: ${text}\n`)
+  process.stderr.write(`Warning: ${visible(text)}\n`)
 }
 
 let cgroupCounter = 0

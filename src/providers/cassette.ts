@@ -30,6 +30,15 @@ import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from 
 
 export const CASSETTE_FORMAT = 'pipe-cassette/1'
 
+/** The largest cassette file read (64 MiB, eight replies at their own limit): a bigger one is refused, not read into memory. */
+export const MAX_CASSETTE_BYTES = 64 * 1024 * 1024
+
+function cassetteTooLarge(file: string, size: number): PipeError {
+  return new PipeError('E_CONFIG', `the cassette ${file} is ${size} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold; it was not read`, {
+    hint: 'Check that --record or --replay names a cassette pipe wrote (JSON Lines), or split the recording across pipelines or tests.',
+  })
+}
+
 export type ReplySource = 'live' | 'cassette' | 'cache'
 
 export interface CassetteOptions {
@@ -192,6 +201,7 @@ export class Cassette {
       // Only a regular file: reading a FIFO (or a device) would wait for a writer forever.
       const info = await stat(file)
       if (!info.isFile()) throw new PipeError('E_CONFIG', `the cassette ${file} is not a regular file (it is a ${info.isDirectory() ? 'directory' : 'FIFO, socket or device'})`, {hint: 'Give --record or --replay the path of a cassette file (JSON Lines).'})
+      if (info.size > MAX_CASSETTE_BYTES) throw cassetteTooLarge(file, info.size)
       text = await readFile(file, 'utf8')
     } catch (error) {
       if (error instanceof PipeError) throw error
@@ -254,7 +264,9 @@ export class Cassette {
     const release = await acquireLock(`${file}.lock`, {waitMs: 30000, busy: (h) => `the cassette ${file} is being written by process ${h.pid}`, hint: 'Wait for the other run to finish.'})
     try {
       const openedKeys = new Set(this.opened?.interactions.keys() ?? [])
-      const onDisk = existsSync(file) ? tryParse(await readFile(file, 'utf8'), file) : null
+      const size = existsSync(file) ? (await stat(file)).size : null
+      if (size !== null && size > MAX_CASSETTE_BYTES) throw cassetteTooLarge(file, size)
+      const onDisk = size !== null ? tryParse(await readFile(file, 'utf8'), file) : null
       const merged = new Map<string, Interaction>()
       const keepOpened = this.options.mode === 'replay'
       for (const [key, entry] of onDisk?.interactions ?? []) if (keepOpened || !openedKeys.has(key)) merged.set(key, entry)

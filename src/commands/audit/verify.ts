@@ -5,6 +5,7 @@ import {deliveredKeys} from '../../steps/registry.js'
 import {auditStore, type AuditReport} from '../../store/audit.js'
 import {Store} from '../../store/store.js'
 import {assertId} from '../../store/ids.js'
+import {jsonText, line as t} from '../../util/terminal-text.js'
 
 export default class AuditVerify extends PipeCommand {
   static override summary = 'Recompute every seal and link of the audit trail and name each record changed, removed, reordered or re-sealed after the fact.'
@@ -32,18 +33,18 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
     if (args.run) await store.readRun(args.run)
     const report = await auditStore(store, args.run, {deliveredKeys})
     if (!this.jsonEnabled()) {
-      for (const p of report.problems) process.stdout.write(`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
-      for (const c of report.cleaned) process.stderr.write(`cleaned: ${c.file}: ${c.message}\n`)
-      for (const n of report.notes) process.stderr.write(`note: ${n.file}  ${n.record}: ${n.message}\n`)
+      for (const p of report.problems) process.stdout.write(t`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
+      for (const c of report.cleaned) process.stderr.write(t`cleaned: ${c.file}: ${c.message}\n`)
+      for (const n of report.notes) process.stderr.write(t`note: ${n.file}  ${n.record}: ${n.message}\n`)
       const verdict = !report.ok ? `${report.problems.length} problem(s)` : report.unverifiable > 0 ? `${report.unverifiable} keyed seal(s) NOT checked (PIPE_AUDIT_KEY is not set)` : 'all intact'
       process.stderr.write(
         `checked ${report.runs} run(s), ${report.events} timeline line(s), ${report.snapshots} snapshot(s), ${report.specs} spec version(s), ${report.evidence} evidence record(s), ${report.features} feature(s), ${report.ledger} ledger entr${report.ledger === 1 ? 'y' : 'ies'}${report.keyed ? ' with the audit key' : ''}: ${verdict}\n`,
       )
-      if (report.head) process.stdout.write(`head ${report.head}\n`)
+      if (report.head) process.stdout.write(t`head ${report.head}\n`)
     }
     const fail = (error: PipeError): never => {
       if (this.jsonEnabled()) {
-        process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+        process.stdout.write(`${jsonText(report)}\n`)
         this.jsonPrinted = true
       }
       throw error

@@ -4,6 +4,7 @@ import {formatDiagnostic} from '../../config/diagnostics.js'
 import {resolvePipeline, type StepSource} from '../../config/resolve.js'
 import {kindCatalog} from '../../steps/registry.js'
 import {PipeError} from '../../errors.js'
+import {visible} from '../../util/terminal-text.js'
 
 export interface PipelineResolveResult {
   pipeline: Record<string, unknown>
@@ -24,11 +25,11 @@ export default class PipelineResolve extends PipeCommand {
     const {args} = await this.parse(PipelineResolve)
     const result = await resolvePipeline(args.file, kindCatalog)
     if (!result.ok) {
-      for (const d of result.diagnostics) process.stderr.write(`${formatDiagnostic(d)}\n`)
+      for (const d of result.diagnostics) process.stderr.write(`${visible(formatDiagnostic(d))}\n`)
       throw new PipeError('E_CONFIG', `${args.file} does not compose into a pipeline (${result.diagnostics.length} error(s))`, {hint: `Fix the errors listed above; pipe validate ${args.file} checks the rest.`})
     }
     const {pipeline, sources, files, yaml} = result.resolved
-    if (!this.jsonEnabled()) process.stdout.write(yaml)
+    if (!this.jsonEnabled()) process.stdout.write(visible(yaml))
     return {pipeline, sources, files}
   }
 }

@@ -5,6 +5,7 @@ import {formatDiagnostic} from '../../config/diagnostics.js'
 import {loadPolicyFile} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import type {Policy} from '../../types/policy.js'
+import {line as t, visible} from '../../util/terminal-text.js'
 
 export default class PolicyCheck extends PipeCommand {
   static override summary = 'Validate a policy file and print its policy_version.'
@@ -21,12 +22,12 @@ export default class PolicyCheck extends PipeCommand {
     const result = await loadPolicyFile(file)
     if (!result.ok) {
       // With --json, stdout holds only the error document; the lines go to stderr.
-      for (const d of result.diagnostics) (this.jsonEnabled() ? process.stderr : process.stdout).write(`${formatDiagnostic(d)}\n`)
+      for (const d of result.diagnostics) (this.jsonEnabled() ? process.stderr : process.stdout).write(`${visible(formatDiagnostic(d))}\n`)
       throw new PipeError('E_CONFIG', `${file} is not a valid policy (${result.diagnostics.length} error(s))`, {hint: 'Fix the errors listed above; schemas/policy.schema.json describes every field.'})
     }
     const {policy, version} = result.loaded
     if (!this.jsonEnabled()) {
-      process.stdout.write(`ok  ${file}\npolicy_version ${version}\n`)
+      process.stdout.write(t`ok  ${file}\npolicy_version ${version}\n`)
       process.stdout.write(`${policy.allowed_commands.length} allowed command(s), ${policy.forbidden_paths.length} forbidden path(s), max_patch_lines ${policy.max_patch_lines}, max_retries_default ${policy.max_retries_default}\n`)
       process.stdout.write(`sandbox ${policy.sandbox ?? 'auto'}, network ${policy.network ? 'on' : 'off'}\n`)
     }

@@ -6,6 +6,7 @@ import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import {checkCommand, checkPath, type Verdict} from '../../policy/rules.js'
 import {needsConfirmation, preapproval, toolLevel} from '../../policy/tools.js'
+import {line as t, visible} from '../../util/terminal-text.js'
 
 export default class PolicyExplain extends PipeCommand {
   static override summary = 'Say whether the policy allows a command or a path, and which rule decides.'
@@ -32,7 +33,7 @@ export default class PolicyExplain extends PipeCommand {
     }
     const loaded = await resolvePolicy(flags.policy, process.cwd())
     if (!loaded.ok) {
-      for (const d of loaded.diagnostics) process.stderr.write(`${formatDiagnostic(d)}\n`)
+      for (const d of loaded.diagnostics) process.stderr.write(`${visible(formatDiagnostic(d))}\n`)
       throw new PipeError('E_CONFIG', 'the policy is not valid', {hint: 'pipe policy check shows the errors.'})
     }
     const policy = loaded.loaded
@@ -47,7 +48,7 @@ export default class PolicyExplain extends PipeCommand {
       agent = {tool: 'run_command', level, confirmation: !needsConfirmation(policy, level) ? 'not needed' : approved ? `pre-approved by ${approved}` : 'needed (pipe confirm)'}
     }
     const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version, ...(agent ? {agent} : {})}
-    if (!this.jsonEnabled()) process.stdout.write(`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n${agent ? `  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}\n` : ''}  policy: ${result.policy} (${policy.version})\n`)
+    if (!this.jsonEnabled()) process.stdout.write(t`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n${agent ? `  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}\n` : ''}  policy: ${result.policy} (${policy.version})\n`)
     if (!verdict.allowed) process.exitCode = 3
     return result
   }

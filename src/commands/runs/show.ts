@@ -6,6 +6,7 @@ import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../sto
 import {Store} from '../../store/store.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import {assertId} from '../../store/ids.js'
+import {line as t} from '../../util/terminal-text.js'
 
 export interface RunShowResult {
   run: RunRecord
@@ -37,7 +38,7 @@ export default class RunsShow extends PipeCommand {
     const children = await childTree(store, args.run)
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
-      if (usage.calls > 0) process.stdout.write(`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`)
+      if (usage.calls > 0) process.stdout.write(t`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`)
     }
     return {
       usage,

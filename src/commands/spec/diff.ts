@@ -4,6 +4,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {diffValues, renderChanges, type Change} from '../../spec/diff.js'
 import {Store} from '../../store/store.js'
 import {assertId} from '../../store/ids.js'
+import {line as t, visible} from '../../util/terminal-text.js'
 
 export default class SpecDiff extends PipeCommand {
   static override summary = 'Compare two spec versions field by field.'
@@ -34,7 +35,7 @@ export default class SpecDiff extends PipeCommand {
       delete right.meta
     }
     const changes = diffValues(left, right)
-    if (!this.jsonEnabled()) process.stdout.write(`${args.from} -> ${args.to}\n${renderChanges(changes)}`)
+    if (!this.jsonEnabled()) process.stdout.write(`${t`${args.from} -> ${args.to}`}\n${visible(renderChanges(changes))}`)
     return {from: args.from, to: args.to, changes}
   }
 }

@@ -1,10 +1,12 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
+import {stringify} from 'yaml'
 import {PipeCommand} from '../../cli/base-command.js'
 import {specToMarkdown} from '../../spec/markdown.js'
 import {Store} from '../../store/store.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {assertId} from '../../store/ids.js'
+import {visible} from '../../util/terminal-text.js'
 
 export default class SpecShow extends PipeCommand {
   static override summary = 'Show a spec version (its content hash is checked on read).'
@@ -24,10 +26,9 @@ export default class SpecShow extends PipeCommand {
     const store = await Store.existing(this.storeDir(flags.store))
     const spec = await store.readSpec(args.version)
     if (!this.jsonEnabled()) {
-      if (flags.format === 'yaml') {
-        const {stringify} = await import('yaml')
-        process.stdout.write(stringify(spec, {lineWidth: 110}))
-      } else process.stdout.write(specToMarkdown(spec))
+      // yaml is imported statically: the bundle's import() of it gave a namespace without stringify (E_INTERNAL).
+      if (flags.format === 'yaml') process.stdout.write(visible(stringify(spec, {lineWidth: 110})))
+      else process.stdout.write(visible(specToMarkdown(spec)))
     }
     return spec
   }

@@ -1,5 +1,5 @@
 /** Turns the openai client's errors into pipe errors: what can be retried, what cannot, and what to do. */
-import {PipeError} from '../../errors.js'
+import {isPipeError, PipeError} from '../../errors.js'
 import {redact} from '../../util/redact.js'
 
 interface ApiErrorLike {
@@ -9,11 +9,20 @@ interface ApiErrorLike {
   constructor: {name: string}
 }
 
+/** A PipeError the transport raised (a reply over the size limit), also when the client wrapped it as a cause. */
+function pipeErrorIn(raw: unknown): PipeError | null {
+  for (let error = raw, depth = 0; error && depth < 5; error = (error as {cause?: unknown}).cause, depth++) if (isPipeError(error)) return error
+  return null
+}
+
 export function fromOpenAIError(raw: unknown, endpoint: string, model: string): PipeError {
-  if (raw instanceof PipeError) return raw
+  const own = pipeErrorIn(raw)
+  if (own) return own
   const error = raw as ApiErrorLike
   const kind = error.constructor?.name ?? ''
-  const message = redact(String(error.message ?? raw)).split('\n')[0]!
+  // The first line, and not all of it: an error reply's text is the endpoint's, of any length.
+  const first = redact(String(error.message ?? raw)).split('\n')[0]!
+  const message = first.length > 1000 ? `${first.slice(0, 1000)}… (${first.length} chars)` : first
   if (kind === 'APIConnectionTimeoutError') {
     return new PipeError('E_TOOL_TIMEOUT', `the model endpoint ${endpoint} did not answer in time`, {retryable: true, hint: 'Raise provider.timeout_ms, or check that the endpoint is not overloaded.'})
   }

@@ -4,6 +4,7 @@
  */
 import type OpenAI from 'openai'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../chat.js'
+import {cappedFetch} from './capped-fetch.js'
 import {fromOpenAIError} from './errors.js'
 
 export interface LiveOptions {
@@ -32,6 +33,8 @@ export class LiveTransport implements ChatTransport {
         // pipe retries whole steps itself, recording each attempt in the snapshot.
         maxRetries: 0,
         timeout: this.options.timeoutMs ?? 60000,
+        // Replies are read through a ceiling (capped-fetch.ts): an endless body fails the step instead of filling memory.
+        fetch: cappedFetch(this.endpointHost),
       })
     }
     return this.client

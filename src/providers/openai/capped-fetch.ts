@@ -1,0 +1,84 @@
+/**
+ * The fetch the openai client reads replies through, with a ceiling on how much of a reply body is
+ * read: a broken or hostile endpoint that sends an endless or huge body must not fill memory. The
+ * request is aborted (and its connection closed) as soon as the ceiling is passed.
+ */
+import {PipeError} from '../../errors.js'
+
+/** The most of one model reply read over HTTP (after decompression): 8 MiB. README, "Using a model", says so. */
+export const MAX_REPLY_BYTES = 8 * 1024 * 1024
+
+/** An error reply is only read for its message: the rest of a longer one is dropped. */
+export const MAX_ERROR_BODY_BYTES = 64 * 1024
+
+export function sizeLabel(bytes: number): string {
+  return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`
+}
+
+export function replyTooLarge(endpoint: string, limit: number): PipeError {
+  return new PipeError('E_MODEL', `the model endpoint ${endpoint} sent a reply larger than ${sizeLabel(limit)} (the limit on one model reply); pipe stopped reading it and closed the connection`, {
+    hint: `Check that OPENAI_BASE_URL points at a chat-completions endpoint that answers with one JSON reply; if the model really writes this much, lower provider.max_tokens. The limit is ${sizeLabel(limit)} a reply (README, "Using a model").`,
+    details: {limit_bytes: limit},
+  })
+}
+
+/**
+ * A fetch whose successful replies error with `replyTooLarge` past `limit` bytes (before a byte is
+ * read when Content-Length already says so), and whose error replies are cut at
+ * MAX_ERROR_BODY_BYTES.
+ */
+export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typeof fetch = globalThis.fetch): typeof fetch {
+  return async (input, init) => {
+    const controller = new AbortController()
+    const outer = init?.signal
+    if (outer?.aborted) controller.abort(outer.reason)
+    else outer?.addEventListener('abort', () => controller.abort(outer.reason), {once: true})
+    const response = await base(input, {...init, signal: controller.signal})
+    // A reply with no body (204, 304) cannot be given one.
+    if (!response.body || [101, 204, 205, 304].includes(response.status)) return response
+    const ok = response.ok
+    const cap = ok ? limit : MAX_ERROR_BODY_BYTES
+    const declared = Number(response.headers.get('content-length') ?? NaN)
+    const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity'
+    if (ok && !encoded && declared > cap) {
+      const error = replyTooLarge(endpoint, limit)
+      controller.abort(error)
+      throw error
+    }
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+    let seen = 0
+    const body = new ReadableStream<Uint8Array>({
+      async pull(stream) {
+        const {done, value} = await reader.read()
+        if (done) {
+          stream.close()
+          return
+        }
+        if (seen + value.byteLength <= cap) {
+          seen += value.byteLength
+          stream.enqueue(value)
+          return
+        }
+        // Past the ceiling: stop reading, and close the connection so the endpoint stops sending.
+        const error = replyTooLarge(endpoint, limit)
+        controller.abort(error)
+        reader.cancel(error).catch(() => undefined)
+        if (ok) stream.error(error)
+        else {
+          stream.enqueue(value.subarray(0, cap - seen))
+          seen = cap
+          stream.close()
+        }
+      },
+      cancel(reason) {
+        controller.abort(reason)
+        return reader.cancel(reason)
+      },
+    })
+    // The body is passed on decoded: the headers must no longer say how it was encoded or how long it was.
+    const headers = new Headers(response.headers)
+    headers.delete('content-encoding')
+    headers.delete('content-length')
+    return new Response(body, {status: response.status, statusText: response.statusText, headers})
+  }
+}
