@@ -50,6 +50,15 @@ describe('snapshot seal', () => {
     }
   })
 
+  it('leaves the snapshot it is given as it was (its meta gets no hashes)', () => {
+    const snapshot = sample()
+    const before = JSON.stringify(snapshot)
+    const sealed = sealSnapshot(snapshot)
+    expect(JSON.stringify(snapshot)).to.equal(before)
+    expect(sealed.meta).to.not.equal(snapshot.meta)
+    expect(sealed.meta.record_hash).to.be.a('string')
+  })
+
   it('still names the field that was changed after sealing', () => {
     const sealed = sealSnapshot(sample())
     sealed.outputs = {text: 'edited'}
