@@ -43,6 +43,8 @@ export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typ
     if (outer?.aborted) controller.abort(outer.reason)
     else outer?.addEventListener('abort', () => controller.abort(outer.reason), {once: true})
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => controller.abort(replyTooSlow(endpoint, timeoutMs)), timeoutMs)
+    // Never what keeps the process alive: a body still arriving has its connection for that, and one left unread must not hold the exit.
+    timer?.unref()
     const settled = (): void => clearTimeout(timer)
     let response: Response
     try {
