@@ -7,6 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import {makeDirs} from './util/fs.js'
 import {redact} from './util/redact.js'
+import {visible, visibleLine} from './util/terminal-text.js'
 
 export function pipeHome(): string {
   return process.env.PIPE_HOME || path.join(os.homedir(), '.canonical')
@@ -22,7 +23,9 @@ export function appendLog(level: 'ERROR' | 'WARN' | 'INFO', message: string, det
   const file = logFilePath()
   try {
     makeDirs(path.dirname(file))
-    const line = `${new Date().toISOString()} ${level} pid=${process.pid} ${redact(message)}\n${detail ? `${redact(detail).replace(/^/gm, '    ')}\n` : ''}`
+    // Read with cat or tail -f, like stderr: escaped as stderr is (util/terminal-text.ts), the entry in
+    // one line so that a message cannot forge an entry of its own, the detail (a stack) indented under it.
+    const line = `${new Date().toISOString()} ${level} pid=${process.pid} ${visibleLine(redact(message))}\n${detail ? `${visible(redact(detail)).replace(/^/gm, '    ')}\n` : ''}`
     appendFileSync(file, line)
     return file
   } catch {

@@ -14,7 +14,7 @@ const hook: Hook<'command_not_found'> = async function (options) {
   const words = topics.includes(first) && typed[1] ? `${first} ${typed[1]}` : first
   const guess = didYouMean(typed.slice(0, 2).join(' '), ids) || didYouMean(words, [...ids, ...topics])
   const message = `unknown command "${words}"${guess}`
-  // What was typed is echoed back: escaped on the terminal, exact in the log and in --json.
+  // What was typed is echoed back: escaped on the terminal (and by appendLog in the log), exact in --json.
   const shown = `unknown command "${visibleLine(words)}"${visible(guess)}`
   const hint = 'pipe --help lists the commands.'
   const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`)

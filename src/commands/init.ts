@@ -27,7 +27,9 @@ Existing files are never overwritten unless --force is given: pipe init lists th
     const result = await scaffoldPipeline({dir: args.dir, ...(flags.name !== undefined ? {name: flags.name} : {}), ...(flags.force ? {force: true} : {})})
     if (!this.jsonEnabled()) {
       for (const file of result.files) process.stdout.write(t`${result.overwritten.includes(file) ? 'overwrote' : 'wrote'}  ${file}\n`)
-      process.stdout.write(t`\nPipeline "${result.name}" in ${result.dir}. Next:\n${args.dir === '.' ? '' : t`  cd ${args.dir}`}${args.dir === '.' ? '' : '\n'}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`)
+      // Line breaks are pipe's own, outside t``: a value's line break would be shown escaped.
+      const cd = args.dir === '.' ? '' : `${t`  cd ${args.dir}`}\n`
+      process.stdout.write(`${t`\nPipeline "${result.name}" in ${result.dir}. Next:`}\n${cd}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`)
     }
     return result
   }

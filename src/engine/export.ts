@@ -21,6 +21,16 @@ import type {Store} from '../store/store.js'
 import {faultPoint} from '../util/faults.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
 
+/**
+ * The folder of a task's attempts, task_ID. A task id may be known only at run time (an input, an
+ * item of a model's plan), so it is one folder name whatever it holds: percent-encoded, a
+ * separator included, so that "/../../x" can take the files nowhere outside the run's folder.
+ * An id of letters, digits, "-", "_" and "." is unchanged.
+ */
+function taskFolder(task: string): string {
+  return `task_${encodeURIComponent(task)}`
+}
+
 export interface Attempt {
   task: string
   number: number
@@ -128,7 +138,7 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
 
   let lastVerdict: unknown = null
   for (const attempt of groups) {
-    const base = path.join(runDir, `task_${attempt.task}`, `attempt_${String(attempt.number).padStart(2, '0')}`)
+    const base = path.join(runDir, taskFolder(attempt.task), `attempt_${String(attempt.number).padStart(2, '0')}`)
     let qaIndex = 0
     for (const s of attempt.snapshots) {
       const part = roleOf(s).files?.(s, {task: attempt.task}) ?? {}

@@ -250,7 +250,13 @@ export class Cassette {
     this.recorded.set(entry.key, before ? {...before, step: entry.step} : entry)
     const next = this.writing.then(() => this.write())
     this.writing = next.catch(() => undefined)
-    await next
+    try {
+      await next
+    } catch (error) {
+      // Not on disk: not this session's recording either, so that a later write does not fail on it again.
+      if (!before && this.recorded.get(entry.key) === entry) this.recorded.delete(entry.key)
+      throw error
+    }
   }
 
   /**
@@ -277,8 +283,16 @@ export class Cassette {
         merged.set(key, other && other.step < entry.step ? {...entry, step: other.step} : entry)
       }
       const note = this.options.note ?? (keepOpened ? (onDisk?.note ?? this.opened?.note) : undefined) ?? 'recorded by pipe run --record from the replies of the model endpoint it was given'
+      const text = serialiseCassette({note, interactions: merged})
+      const bytes = Buffer.byteLength(text)
+      // A file past the limit could never be replayed (nor recorded into again): the reply is refused instead.
+      if (bytes > MAX_CASSETTE_BYTES) {
+        throw new PipeError('E_CONFIG', `recording this reply would make the cassette ${file} ${bytes} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold (it could not be replayed); the cassette was left as it was`, {
+          hint: 'Split the recording across pipelines or tests (a cassette each), or lower provider.max_tokens.',
+        })
+      }
       faultPoint('cassette-write')
-      await writeFileAtomic(file, serialiseCassette({note, interactions: merged}))
+      await writeFileAtomic(file, text)
     } finally {
       await release()
     }

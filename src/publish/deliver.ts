@@ -169,7 +169,7 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
     if (code && NOT_SENT.has(code)) return {outcome: 'failed', retryable: true, code: 'E_IO', error: `cannot reach ${parsed.host}: ${reason}`}
     return {outcome: 'unknown', code: 'E_IO', error: `the connection to ${parsed.host} broke before it answered: ${reason}`}
   }
-  const text = redact((await response.text().catch(() => '')).slice(0, 2000))
+  const text = redact((await answerText(response)).slice(0, 2000))
   await options.hook?.(`publish-answered:${target.name}`)
   const status = response.status
   if (status === 408 || status === 429 || status >= 500) return {outcome: 'failed', retryable: true, statusCode: status, code: 'E_IO', error: `${parsed.host} answered ${status}: ${text.slice(0, 300)}`}
@@ -188,6 +188,41 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
   const id = json && (json.id ?? json.message_id ?? (json.data as Record<string, unknown> | undefined)?.message_id)
   const externalId = typeof id === 'string' || typeof id === 'number' ? String(id) : (response.headers.get('location') ?? response.headers.get('x-request-id') ?? context.key)
   return {outcome: 'delivered', externalId: redact(externalId), statusCode: status}
+}
+
+/**
+ * The most of a webhook's answer pipe reads: the status decides the outcome, the body only gives
+ * an id or a refusal's reason (of which 2000 characters are kept). README, "Publishing", says so.
+ */
+export const MAX_WEBHOOK_ANSWER_BYTES = 64 * 1024
+
+/**
+ * The start of an answer's body, at most MAX_WEBHOOK_ANSWER_BYTES: a target that sends without
+ * end (or a huge page) must not fill memory while timeout_ms runs. Past the limit the body is
+ * cancelled, which closes the connection; the answer still counts by its status, since the target
+ * has answered (failing it would send an arrived message again). A body that breaks off gives
+ * what came before.
+ */
+async function answerText(response: Response): Promise<string> {
+  if (!response.body) return ''
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+  const decoder = new TextDecoder()
+  let text = ''
+  let room = MAX_WEBHOOK_ANSWER_BYTES
+  try {
+    for (;;) {
+      const {done, value} = await reader.read()
+      if (done) return text + decoder.decode()
+      if (value.byteLength > room) {
+        reader.cancel().catch(() => undefined)
+        return text + decoder.decode(value.subarray(0, room))
+      }
+      room -= value.byteLength
+      text += decoder.decode(value, {stream: true})
+    }
+  } catch {
+    return text
+  }
 }
 
 export async function publishTo(options: PublishOptions): Promise<PublishOutcome> {

@@ -2,7 +2,7 @@
  * Validators for the formats in schemas/. Each schema is compiled once per process, on first use,
  * because compiling costs milliseconds and validating costs microseconds.
  */
-import {readFileSync, writeFileSync} from 'node:fs'
+import {closeSync, constants, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {cachedDataVersionTag} from 'node:v8'
@@ -72,21 +72,66 @@ export interface LoadedValidator {
 /** Scripts loaded in this process, for the build's cache run (see writeValidatorCaches). */
 const scripts = new Map<string, {script: vm.Script; source: string}>()
 
-/** Set only by scripts/cache-validators.mjs, for its one run. */
+/**
+ * Set only by scripts/cache-validators.mjs, for its one run, to the folder of the validators it
+ * caches: any other value (a `1` left in a user's environment) writes nothing, so an ordinary
+ * command never writes into the installation, nor fails at exit when it cannot.
+ */
 export const CACHE_RUN_ENV = 'PIPE_BUILD_VALIDATOR_CACHE'
-if (process.env[CACHE_RUN_ENV] === '1') process.on('exit', () => void writeValidatorCaches())
+const cacheRun = process.env[CACHE_RUN_ENV]
+if (cacheRun && path.resolve(cacheRun) === path.resolve(standaloneDir)) {
+  process.on('exit', (code) => {
+    // Only a run that succeeded made the functions a default run compiles.
+    if (code !== 0) return
+    try {
+      writeValidatorCaches()
+    } catch (error) {
+      process.stderr.write(`pipe: could not write the validator caches: ${(error as Error).message}\n`)
+      process.exitCode = 1
+    }
+  })
+}
+
+/** A cache's largest size read: the biggest is ~170 KB; a file far past that is not one the build wrote. */
+const MAX_CACHE_BYTES = 16 * 1024 * 1024
+
+/**
+ * A regular file's bytes, or undefined when it is missing, not a regular file or larger than
+ * `max`: opened without blocking and checked before reading, so a FIFO or device in its place
+ * can neither hang every command nor make it read without end.
+ */
+function readRegular(file: string, max: number): Buffer | undefined {
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch {
+    return undefined
+  }
+  try {
+    const info = fstatSync(fd)
+    if (!info.isFile() || info.size > max) return undefined
+    const bytes = Buffer.alloc(info.size)
+    let read = 0
+    while (read < bytes.length) {
+      const n = readSync(fd, bytes, read, bytes.length - read, read)
+      if (n === 0) break
+      read += n
+    }
+    return bytes.subarray(0, read)
+  } catch {
+    return undefined
+  } finally {
+    closeSync(fd)
+  }
+}
 
 function cacheFile(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
 function cacheFor(file: string, source: string): Buffer | undefined {
-  let bytes: Buffer
-  try {
-    bytes = readFileSync(cacheFile(file))
-  } catch {
-    return undefined
-  }
+  const bytes = readRegular(cacheFile(file), MAX_CACHE_BYTES)
+  if (!bytes) return undefined
   const end = bytes.indexOf(0x0a)
   if (end < 0) return undefined
   const header = bytes.toString('latin1', 0, end).split(' ')
@@ -96,12 +141,8 @@ function cacheFor(file: string, source: string): Buffer | undefined {
 
 /** A standalone validator (CommonJS, as ajv writes it), through its code cache when one fits. */
 export function loadStandalone(file: string): LoadedValidator | null {
-  let source: string
-  try {
-    source = readFileSync(file, 'utf8')
-  } catch {
-    return null
-  }
+  const source = readRegular(file, 64 * 1024 * 1024)?.toString('utf8')
+  if (source === undefined) return null
   const cachedData = cacheFor(file, source)
   const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {filename: file, ...(cachedData ? {cachedData} : {})})
   const module = {exports: {} as unknown}
@@ -124,8 +165,18 @@ export function writeValidatorCache(file: string): string {
   const loaded = scripts.get(file)
   if (!loaded) throw new Error(`${file} was not loaded in this process`)
   const header = Buffer.from(`${CACHE_HEADER} ${cachedDataVersionTag()} ${sha256(loaded.source)}\n`, 'latin1')
-  writeFileSync(cacheFile(file), Buffer.concat([header, loaded.script.createCachedData()]))
-  return cacheFile(file)
+  // Written beside it and renamed over it: a process starting meanwhile reads the old cache or the
+  // new one, never half of one, and a symlink in its place is replaced, not written through.
+  const target = cacheFile(file)
+  const temp = `${target}.${process.pid}.tmp`
+  try {
+    writeFileSync(temp, Buffer.concat([header, loaded.script.createCachedData()]), {flag: 'wx'})
+    renameSync(temp, target)
+  } catch (error) {
+    rmSync(temp, {force: true})
+    throw error
+  }
+  return target
 }
 
 function compiled(name: SchemaName): ValidateFunction {

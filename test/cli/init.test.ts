@@ -75,6 +75,13 @@ describe('pipe init (CLI)', function () {
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.include('name: issue-triage')
   })
 
+  it('prints its next steps one per line', async () => {
+    const init = await pipe(['init', 'triage'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    expect(init.code, init.stderr).to.equal(0)
+    expect(init.stdout).to.contain('Next:\n  cd triage\n  pipe validate pipeline.yaml\n  pipe run pipeline.yaml')
+    expect(init.stdout).to.not.contain('\\n')
+  })
+
   it('refuses to overwrite existing files, listing them (E_CONFLICT), and overwrites them with --force', async () => {
     await mkdir(path.join(dir, 'prompts'))
     await writeFile(path.join(dir, 'pipeline.yaml'), 'mine\n')

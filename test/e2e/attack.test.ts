@@ -147,4 +147,28 @@ describe('attacks on the trust promises', function () {
     const snapshots = await readdir(path.join(store, 'runs', body.run_id, 'snapshots'))
     expect(snapshots, 'the handler did not run again').to.have.length(2)
   })
+
+  it("a task id known only at run time (an input, a model's plan) keeps the artifacts and pipe export inside their folders", async () => {
+    const outside = path.join(dir, 'outside')
+    await mkdir(outside)
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    // The task folder is task_ID: an id that starts with a separator would climb out of the run's folder.
+    const climb = `/${'../'.repeat(12)}${outside.slice(1)}/planted`
+    const {pipeline, policy} = await files(`  - {id: check, kind: qa, task: "\${{ inputs.t }}", stages: {tests: [[git, status]]}}\n`)
+    await writeFile(pipeline, (await readFile(pipeline, 'utf8')).replace('steps:\n', 'artifacts: true\ninputs:\n  t: {type: string}\nsteps:\n'))
+    const r = await run(['run', pipeline, '--policy', policy, '-i', `t=${climb}`, '--json'])
+    expect(r.code, r.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(r).run_id
+    const exported = await run(['export', runId, '--dir', path.join(dir, 'out'), '--json'])
+    expect(exported.code, exported.stderr).to.equal(0)
+    expect(await readdir(outside), 'nothing written outside').to.deep.equal([])
+    // The id is kept, with its separators encoded: one folder per task, inside the run's.
+    for (const root of [path.join(store, 'artifacts'), path.join(dir, 'out')]) {
+      const tasks = (await readdir(path.join(root, 'runs', runId))).filter((f) => f.startsWith('task_'))
+      expect(tasks, root).to.deep.equal([`task_${encodeURIComponent(climb)}`])
+      expect(await readdir(path.join(root, 'runs', runId, tasks[0]!)), root).to.deep.equal(['attempt_01'])
+    }
+    const out = path.join(dir, 'out')
+    for (const f of json<{files: string[]}>(exported).files) expect(path.resolve(out, f).startsWith(`${out}${path.sep}`), f).to.equal(true)
+  })
 })

@@ -164,6 +164,22 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     expect(server.deliveries()).to.have.length(0)
   })
 
+  it('reads at most 64 KiB of an answer that never ends: the status decides, the connection is closed', async () => {
+    // 256 MiB, then the body holds unended: a client without a limit would wait for timeout_ms (unknown outcome).
+    server.reply({endless: 256 * 1024 * 1024})
+    const result = await cli(['run', await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 120000}\n'), '--input', prd, '--decision', 'go', '--json'])
+    expect(result.code, result.stderr).to.equal(0)
+    expect(json<RunJson>(result).status).to.equal('succeeded')
+    await server.endlessClosed()
+    // What the server got into the socket before pipe closed it: the 64 KiB read and the kernel's buffers, far from its budget.
+    expect(server.endlessWritten[0]).to.be.below(64 * 1024 * 1024)
+    const [entry] = await ledger()
+    expect(entry!.status).to.equal('delivered')
+    expect(entry!.attempts.map((a) => [a.state, a.status_code])).to.deep.equal([['delivered', 200]])
+    // The answer's id was cut off with the rest: the idempotency key stands in for it, as for any answer without one.
+    expect(entry!.external_id).to.equal(entry!.key)
+  })
+
   it('refuses to publish a version without a go', async () => {
     const paused = json<RunJson>(await cli(['run', await pipeline(allTargets), '--input', prd, '--json']))
     const refused = await cli(['publish', paused.run_id])

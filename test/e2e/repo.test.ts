@@ -274,6 +274,9 @@ describe('command, git and edit steps under the policy', function () {
     const allowed = await pipe(['policy', 'explain', '--policy', policy, '--', 'node', '--test', ';', 'rm', '-rf', '/'], {cwd: repo})
     expect(allowed.code).to.equal(0)
     expect(allowed.stdout).to.contain('allowed').and.contain('allowed_commands[0] ["node","--test","..."]')
+    // One line each: the agent's line ends where the policy's begins (no escaped \n between them).
+    expect(allowed.stdout).to.match(/\n {2}agent run_command: level \w+, confirmation [^\n]+\n {2}policy: /)
+    expect(allowed.stdout).to.not.contain('\\n')
     const denied = await pipe(['policy', 'explain', '--policy', policy, '--json', '--', 'curl', 'http://x'], {cwd: repo})
     expect(denied.code).to.equal(3)
     expect(json<{allowed: boolean; rule: string}>(denied)).to.include({allowed: false, rule: 'allowed_commands'})

@@ -4,7 +4,7 @@
  * while the store keeps the original text and --json gives it back exactly.
  */
 import {expect} from 'chai'
-import {cp, mkdir, readFile, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
@@ -211,6 +211,27 @@ describe('terminal-safe output of text pipe did not write', function () {
     const ran = await pipe(['run', file, '--input', prd], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(ran.code).to.not.equal(0)
     expectSafe(ran, 'pipe run of a bad pipeline')
+  })
+
+  it('the daily log, read with cat or tail -f, gets the same text escaped, one line per entry', async () => {
+    const home = path.join(dir, 'home')
+    // A newline in the text would forge a log entry of its own (no colon: oclif cuts a command's name there).
+    const forged = '\n2026-01-01T00 INFO pid=1 all good'
+    const unknown = await pipe([`\u001B[2Jrn\u202E${forged}`], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(unknown.code).to.not.equal(0)
+    server = await ModelServer.start((request) => (request.kind === 'compile' ? {content: `\u001B]52;c;${HOSTILE}${forged}`} : cannedReply(request)))
+    const failed = await run(['--decision', 'go'])
+    expect(failed.code).to.equal(1)
+    const logs = await readdir(path.join(home, 'logs'))
+    expect(logs).to.have.length(1)
+    const text = await readFile(path.join(home, 'logs', logs[0]!), 'utf8')
+    const at = RAW.exec(text)
+    expect(at, `the log holds a raw control character near ${JSON.stringify(text.slice(Math.max(0, (at?.index ?? 0) - 40), (at?.index ?? 0) + 40))}`).to.equal(null)
+    expect(text).to.contain('\\x1b[2Jrn\\u202e\\n2026-01-01T00 INFO pid=1 all good')
+    expect(text).to.contain('\\x1b]52;c;')
+    // Each entry is a line of its own, and what follows it (a stack) is indented.
+    for (const entry of text.split('\n').filter((l) => l !== '')) expect(entry, entry).to.match(/^(\d{4}-\d\d-\d\dT\S+ (ERROR|WARN|INFO) pid=\d+ | {4})/)
+    expect(text, 'a forged entry').to.not.match(/^2026-01-01T00/m)
   })
 
   it('an unknown command with escape sequences in its name is echoed escaped', async () => {

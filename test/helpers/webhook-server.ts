@@ -1,5 +1,5 @@
 /** A real HTTP server on 127.0.0.1 that receives webhooks, answering from a script, and counts deliveries. */
-import {createServer, type IncomingHttpHeaders, type Server} from 'node:http'
+import {createServer, type IncomingHttpHeaders, type Server, type ServerResponse} from 'node:http'
 import type {AddressInfo} from 'node:net'
 
 export interface Received {
@@ -14,13 +14,22 @@ export interface Reply {
   delayMs?: number
   /** Never answer: the client's timeout decides (the connection is closed with the server). */
   hang?: boolean
+  /**
+   * Answer 200 with a body that never ends: written while the socket takes it, until the client
+   * closes the connection or `endless` bytes are written (then it holds, still unended, so that a
+   * client that reads without a limit waits for its timeout instead of filling the machine's memory).
+   */
+  endless?: number
 }
 
 export class WebhookServer {
   readonly received: Received[] = []
   /** Every request as it arrived, answered or not: what the target may have acted on. */
   readonly arrived: Received[] = []
+  /** Bytes of each endless answer written before its connection closed. */
+  readonly endlessWritten: number[] = []
   private readonly replies: Reply[] = []
+  private readonly endlessDone: Array<() => void> = []
 
   private constructor(
     private readonly server: Server,
@@ -37,6 +46,7 @@ export class WebhookServer {
         const reply = self.replies.shift() ?? {}
         self.arrived.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
         if (reply.hang) return
+        if (reply.endless !== undefined) return self.pump(res, reply.endless)
         const answer = (): void => {
           const status = reply.status ?? 200
           // Only requests answered with success count as delivered.
@@ -52,6 +62,35 @@ export class WebhookServer {
     const {port} = server.address() as AddressInfo
     holder.self = new WebhookServer(server, `http://127.0.0.1:${port}`)
     return holder.self
+  }
+
+  private pump(res: ServerResponse, budget: number): void {
+    const chunk = Buffer.alloc(64 * 1024, 'a')
+    let bytes = 0
+    let open = true
+    res.on('close', () => {
+      open = false
+      this.endlessWritten.push(bytes)
+      for (const resolve of this.endlessDone.splice(0)) resolve()
+    })
+    res.writeHead(200, {'content-type': 'application/json'})
+    res.write('{"id":"')
+    const more = (): void => {
+      while (open && bytes < budget) {
+        bytes += chunk.length
+        if (!res.write(chunk)) {
+          res.once('drain', more)
+          return
+        }
+      }
+    }
+    more()
+  }
+
+  /** Resolves once an endless answer's connection has closed. */
+  endlessClosed(): Promise<void> {
+    if (this.endlessWritten.length > 0) return Promise.resolve()
+    return new Promise((resolve) => this.endlessDone.push(resolve))
   }
 
   reply(...replies: Reply[]): this {

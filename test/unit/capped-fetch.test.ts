@@ -3,6 +3,7 @@ import {createServer, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import {gzipSync} from 'node:zlib'
 import {cappedFetch, MAX_ERROR_BODY_BYTES} from '../../src/providers/openai/capped-fetch.js'
+import {LiveTransport} from '../../src/providers/openai/transport.js'
 
 /** A real server on 127.0.0.1: `status`, then `bytes` bytes of body ('-1': until the client goes). */
 async function serve(status: number, bytes: number, headers: Record<string, string> = {}, body?: Buffer): Promise<{url: string; server: Server; gone: Promise<void>}> {
@@ -66,6 +67,30 @@ describe('cappedFetch (a real HTTP server on 127.0.0.1)', () => {
       (e: unknown) => e,
     )
     expect(error).to.have.property('code', 'E_MODEL')
+  })
+
+  it('bounds the whole reply by timeout_ms, not only its headers: a body that stalls fails with E_TOOL_TIMEOUT and the connection is closed', async function () {
+    // The openai client's timeout ends when the headers arrive; a body that then drips or stalls was bounded only by the step's.
+    this.timeout(60000)
+    let markGone!: () => void
+    const gone = new Promise<void>((resolve) => (markGone = resolve))
+    const server = createServer((req, res) => {
+      req.resume()
+      res.on('close', markGone)
+      res.writeHead(200, {'content-type': 'application/json'})
+      res.write('{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"')
+    })
+    servers.push(server)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const transport = new LiveTransport({baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: 'sk-test', timeoutMs: 500})
+    const error = await transport.complete({model: 'm', messages: [{role: 'user', content: 'hi'}]}, {signal: new AbortController().signal, step: 'draft'}).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    expect(error).to.have.property('code', 'E_TOOL_TIMEOUT')
+    expect(error).to.have.property('retryable', true)
+    expect((error as Error).message).to.match(/the model endpoint 127\.0\.0\.1:\d+ did not finish its reply within 500 ms/)
+    await gone
   })
 
   it('cuts an error reply at 64 KiB instead of failing, so its status and message still arrive', async () => {

@@ -5,7 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../src/errors.js'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../../src/providers/chat.js'
-import {Cassette, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette} from '../../src/providers/cassette.js'
+import {Cassette, MAX_CASSETTE_BYTES, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette} from '../../src/providers/cassette.js'
 import {planProvider} from '../../src/providers/select.js'
 import {ReplyCache} from '../../src/store/replies.js'
 import {addSecret} from '../../src/util/redact.js'
@@ -202,6 +202,29 @@ describe('the reply transport', () => {
       other = e as PipeError
     }
     expect(other?.message).to.contain('no recording for step summary at all').and.contain('steps draft')
+  })
+
+  it('never records a cassette past the 64 MiB it may hold (it could not be replayed): the reply that would pass it fails with E_CONFIG, the file stays as it was', async function () {
+    this.timeout(120000)
+    const file = path.join(dir, 'c.jsonl')
+    // Replies of 7 MiB, as an endpoint may send (the limit on one is 8 MiB): the tenth passes 64 MiB.
+    const big = 'x'.repeat(7 * 1024 * 1024)
+    const live: ChatTransport = {endpointHost: '127.0.0.1:1', complete: async () => ({model: 'big', message: {role: 'assistant', content: big}, finish_reason: 'stop'})}
+    const transport = new ReplyTransport({live, cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
+    const ask = (i: number): Promise<ChatReply> => transport.complete({...base, messages: [{role: 'user', content: `item ${i}`}]}, call())
+    for (let i = 0; i < 9; i++) await ask(i)
+    const before = await readFile(file, 'utf8')
+    expect(Buffer.byteLength(before)).to.be.below(MAX_CASSETTE_BYTES)
+    const error = await ask(9).then(
+      () => null,
+      (e: unknown) => e as PipeError,
+    )
+    expect(error?.code).to.equal('E_CONFIG')
+    expect(error?.message).to.contain('more than the 64 MiB a cassette may hold')
+    expect(await readFile(file, 'utf8'), 'the cassette as it was').to.equal(before)
+    // What was recorded replays.
+    const replay = await Cassette.open({file, mode: 'replay', missing: 'error'})
+    expect(replay.steps()).to.deep.equal(['draft'])
   })
 
   it('the reply cache keeps live replies and answers from them only with reuse; an edited request is an integrity error', async () => {

@@ -1,6 +1,7 @@
 import {expect} from 'chai'
 import {spawnSync} from 'node:child_process'
-import {mkdtempSync, readFileSync, writeFileSync} from 'node:fs'
+import {createHash} from 'node:crypto'
+import {mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {repoRoot} from '../helpers/cli.js'
@@ -18,8 +19,9 @@ const loaded = loadStandalone(${JSON.stringify(file)})
 const answers = ${JSON.stringify(values)}.map((v) => loaded.validate(v))
 if (${write}) writeValidatorCache(${JSON.stringify(file)})
 console.log(JSON.stringify({cached: loaded.cached, answers}))`
-  const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
-  if (child.status !== 0) throw new Error(child.stderr)
+  // The timeout only turns a hang (a cache file that never ends) into a failure; it measures nothing.
+  const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+  if (child.status !== 0) throw new Error(`${child.signal ?? ''} ${child.stderr}`)
   return JSON.parse(child.stdout) as {cached: boolean; answers: boolean[]}
 }
 
@@ -58,6 +60,44 @@ describe('standalone validators through their V8 code cache', () => {
     }
     writeFileSync(cache, good)
     expect(load(file, [3, 4]), 'the cache as written').to.deep.equal({cached: true, answers: [true, false]})
+  })
+
+  it('reads no cache that is a FIFO, a folder or a symlink to a cache of other source, and still validates', () => {
+    writeFileSync(file, accepts(5))
+    rmSync(cache, {recursive: true, force: true})
+    // A FIFO with no writer: reading it would wait forever, in every command.
+    expect(spawnSync('mkfifo', [cache]).status).to.equal(0)
+    expect(load(file, [5, 6]), 'a FIFO').to.deep.equal({cached: false, answers: [true, false]})
+    rmSync(cache)
+    mkdirSync(cache)
+    expect(load(file, [5, 6]), 'a folder').to.deep.equal({cached: false, answers: [true, false]})
+    rmSync(cache, {recursive: true})
+    const other = path.join(dir, 'other.cjs')
+    writeFileSync(other, accepts(6))
+    load(other, [6], true)
+    symlinkSync(path.join(dir, 'other.v8cache'), cache)
+    expect(load(file, [5, 6]), 'a symlink to the cache of other source').to.deep.equal({cached: false, answers: [true, false]})
+    rmSync(cache)
+  })
+
+  it('an ordinary command with PIPE_BUILD_VALIDATOR_CACHE set writes nothing into the installation and exits as it would', () => {
+    const validators = path.join(repoRoot, 'dist', 'schema', 'validators')
+    const state = (): Record<string, string> => Object.fromEntries(readdirSync(validators).sort().map((f) => [f, createHash('sha256').update(readFileSync(path.join(validators, f))).digest('hex')]))
+    const before = state()
+    expect(Object.keys(before).filter((f) => f.endsWith('.v8cache')), 'the build made caches').to.not.have.length(0)
+    const cwd = mkdtempSync(path.join(os.tmpdir(), 'pipe-vcache-env-'))
+    const validate = (extra: Record<string, string>): {status: number | null; stdout: string; stderr: string} =>
+      spawnSync(process.execPath, [path.join(repoRoot, 'bin', 'run.js'), 'validate', path.join(repoRoot, 'pipelines', 'default.yaml')], {
+        encoding: 'utf8',
+        cwd,
+        env: {...process.env, PIPE_HOME: path.join(cwd, 'home'), ...extra},
+      })
+    const plain = validate({})
+    expect(plain.status, plain.stderr).to.equal(0)
+    // As a user would leave it set in a shell, for a command other than the build's default run.
+    const withVariable = validate({PIPE_BUILD_VALIDATOR_CACHE: '1'})
+    expect({status: withVariable.status, stdout: withVariable.stdout, stderr: withVariable.stderr}).to.deep.equal({status: 0, stdout: plain.stdout, stderr: plain.stderr})
+    expect(state(), 'the validators folder after the command').to.deep.equal(before)
   })
 
   it('the build caches the validators of a default run, and bin/run.js (its V8 flags) takes them', () => {

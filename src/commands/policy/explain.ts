@@ -48,7 +48,8 @@ export default class PolicyExplain extends PipeCommand {
       agent = {tool: 'run_command', level, confirmation: !needsConfirmation(policy, level) ? 'not needed' : approved ? `pre-approved by ${approved}` : 'needed (pipe confirm)'}
     }
     const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version, ...(agent ? {agent} : {})}
-    if (!this.jsonEnabled()) process.stdout.write(t`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}\n${agent ? `  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}\n` : ''}  policy: ${result.policy} (${policy.version})\n`)
+    // The agent's line is added outside t``: a line break inside a value would be shown escaped.
+    if (!this.jsonEnabled()) process.stdout.write(`${t`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}`}\n${agent ? `${t`  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}`}\n` : ''}${t`  policy: ${result.policy} (${policy.version})`}\n`)
     if (!verdict.allowed) process.exitCode = 3
     return result
   }

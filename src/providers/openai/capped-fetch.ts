@@ -22,26 +22,49 @@ export function replyTooLarge(endpoint: string, limit: number): PipeError {
   })
 }
 
+export function replyTooSlow(endpoint: string, timeoutMs: number): PipeError {
+  return new PipeError('E_TOOL_TIMEOUT', `the model endpoint ${endpoint} did not finish its reply within ${timeoutMs} ms`, {
+    retryable: true,
+    hint: 'Raise provider.timeout_ms, or check that the endpoint is not overloaded.',
+  })
+}
+
 /**
  * A fetch whose successful replies error with `replyTooLarge` past `limit` bytes (before a byte is
  * read when Content-Length already says so), and whose error replies are cut at
- * MAX_ERROR_BODY_BYTES.
+ * MAX_ERROR_BODY_BYTES. With `timeoutMs`, the whole reply, body included, must arrive within it
+ * (`replyTooSlow`): the openai client's own timeout ends when the headers arrive, so a body that
+ * drips or stalls after them was bounded only by the step's timeout, once per attempt.
  */
-export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typeof fetch = globalThis.fetch): typeof fetch {
+export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typeof fetch = globalThis.fetch, timeoutMs?: number): typeof fetch {
   return async (input, init) => {
     const controller = new AbortController()
     const outer = init?.signal
     if (outer?.aborted) controller.abort(outer.reason)
     else outer?.addEventListener('abort', () => controller.abort(outer.reason), {once: true})
-    const response = await base(input, {...init, signal: controller.signal})
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => controller.abort(replyTooSlow(endpoint, timeoutMs)), timeoutMs)
+    // Never what keeps the process alive: a body still arriving has its connection for that, and one left unread must not hold the exit.
+    timer?.unref()
+    const settled = (): void => clearTimeout(timer)
+    let response: Response
+    try {
+      response = await base(input, {...init, signal: controller.signal})
+    } catch (error) {
+      settled()
+      throw error
+    }
     // A reply with no body (204, 304) cannot be given one.
-    if (!response.body || [101, 204, 205, 304].includes(response.status)) return response
+    if (!response.body || [101, 204, 205, 304].includes(response.status)) {
+      settled()
+      return response
+    }
     const ok = response.ok
     const cap = ok ? limit : MAX_ERROR_BODY_BYTES
     const declared = Number(response.headers.get('content-length') ?? NaN)
     const encoded = (response.headers.get('content-encoding') ?? 'identity') !== 'identity'
     if (ok && !encoded && declared > cap) {
       const error = replyTooLarge(endpoint, limit)
+      settled()
       controller.abort(error)
       throw error
     }
@@ -49,8 +72,16 @@ export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typ
     let seen = 0
     const body = new ReadableStream<Uint8Array>({
       async pull(stream) {
-        const {done, value} = await reader.read()
+        let next: Awaited<ReturnType<typeof reader.read>>
+        try {
+          next = await reader.read()
+        } catch (error) {
+          settled()
+          throw error
+        }
+        const {done, value} = next
         if (done) {
+          settled()
           stream.close()
           return
         }
@@ -60,6 +91,7 @@ export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typ
           return
         }
         // Past the ceiling: stop reading, and close the connection so the endpoint stops sending.
+        settled()
         const error = replyTooLarge(endpoint, limit)
         controller.abort(error)
         reader.cancel(error).catch(() => undefined)
@@ -71,6 +103,7 @@ export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typ
         }
       },
       cancel(reason) {
+        settled()
         controller.abort(reason)
         return reader.cancel(reason)
       },

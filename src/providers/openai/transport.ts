@@ -33,8 +33,9 @@ export class LiveTransport implements ChatTransport {
         // pipe retries whole steps itself, recording each attempt in the snapshot.
         maxRetries: 0,
         timeout: this.options.timeoutMs ?? 60000,
-        // Replies are read through a ceiling (capped-fetch.ts): an endless body fails the step instead of filling memory.
-        fetch: cappedFetch(this.endpointHost),
+        // Replies are read through a ceiling (capped-fetch.ts): an endless body fails the step instead of filling memory,
+        // and one that stalls after its headers fails at the same timeout as a request that gets none.
+        fetch: cappedFetch(this.endpointHost, undefined, undefined, this.options.timeoutMs ?? 60000),
       })
     }
     return this.client
