@@ -2,13 +2,14 @@
  * Validators for the formats in schemas/. Each schema is compiled once per process, on first use,
  * because compiling costs milliseconds and validating costs microseconds.
  */
-import {closeSync, constants, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync} from 'node:fs'
+import {readFileSync, renameSync, rmSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {cachedDataVersionTag} from 'node:v8'
 import vm from 'node:vm'
 import type {ErrorObject, ValidateFunction} from 'ajv'
 import {createRequire} from 'node:module'
+import {readWhole} from '../util/fs.js'
 import {sha256} from '../util/hash.js'
 import {ajvModuleFor, ajvOptions} from './options.js'
 
@@ -95,42 +96,12 @@ if (cacheRun && path.resolve(cacheRun) === path.resolve(standaloneDir)) {
 /** A cache's largest size read: the biggest is ~170 KB; a file far past that is not one the build wrote. */
 const MAX_CACHE_BYTES = 16 * 1024 * 1024
 
-/**
- * A regular file's bytes, or undefined when it is missing, not a regular file or larger than
- * `max`: opened without blocking and checked before reading, so a FIFO or device in its place
- * can neither hang every command nor make it read without end.
- */
-function readRegular(file: string, max: number): Buffer | undefined {
-  let fd: number
-  try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
-  } catch {
-    return undefined
-  }
-  try {
-    const info = fstatSync(fd)
-    if (!info.isFile() || info.size > max) return undefined
-    const bytes = Buffer.alloc(info.size)
-    let read = 0
-    while (read < bytes.length) {
-      const n = readSync(fd, bytes, read, bytes.length - read, read)
-      if (n === 0) break
-      read += n
-    }
-    return bytes.subarray(0, read)
-  } catch {
-    return undefined
-  } finally {
-    closeSync(fd)
-  }
-}
-
 function cacheFile(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
 function cacheFor(file: string, source: string): Buffer | undefined {
-  const bytes = readRegular(cacheFile(file), MAX_CACHE_BYTES)
+  const bytes = readWhole(cacheFile(file), MAX_CACHE_BYTES)
   if (!bytes) return undefined
   const end = bytes.indexOf(0x0a)
   if (end < 0) return undefined
@@ -141,7 +112,7 @@ function cacheFor(file: string, source: string): Buffer | undefined {
 
 /** A standalone validator (CommonJS, as ajv writes it), through its code cache when one fits. */
 export function loadStandalone(file: string): LoadedValidator | null {
-  const source = readRegular(file, 64 * 1024 * 1024)?.toString('utf8')
+  const source = readWhole(file, 64 * 1024 * 1024)?.toString('utf8')
   if (source === undefined) return null
   const cachedData = cacheFor(file, source)
   const script = new vm.Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {filename: file, ...(cachedData ? {cachedData} : {})})

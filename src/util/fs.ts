@@ -29,26 +29,50 @@ export function syncFd(fd: number, dataOnly = false): void {
 }
 
 /**
- * The start of a small file (a counter), or null when it is missing or not a regular file. Opened
- * without blocking and checked before reading, so that a FIFO, a device or a folder put in its place
- * can neither hang a reader nor make it read without end.
+ * `read` applied to a regular file opened without blocking, or undefined when the file is missing,
+ * is not a regular file or cannot be read: a FIFO, a device or a folder put in its place can
+ * neither hang a reader nor make it read without end.
  */
-export async function readSmallFile(file: string, max = 64): Promise<string | null> {
+export function readRegular<T>(file: string, read: (fd: number, size: number) => T | undefined): T | undefined {
   let fd: number
   try {
     fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
   } catch {
-    return null
+    return undefined
   }
   try {
-    if (!fstatSync(fd).isFile()) return null
-    const buffer = Buffer.alloc(max)
-    return buffer.toString('utf8', 0, readSync(fd, buffer, 0, max, 0))
+    const info = fstatSync(fd)
+    return info.isFile() ? read(fd, info.size) : undefined
   } catch {
-    return null
+    return undefined
   } finally {
     closeSync(fd)
   }
+}
+
+/** The start of a small file (a counter), or null when it is missing or not a regular file (see readRegular). */
+export async function readSmallFile(file: string, max = 64): Promise<string | null> {
+  return (
+    readRegular(file, (fd) => {
+      const buffer = Buffer.alloc(max)
+      return buffer.toString('utf8', 0, readSync(fd, buffer, 0, max, 0))
+    }) ?? null
+  )
+}
+
+/** A regular file's bytes, or undefined when it is missing, not a regular file or larger than `max` (see readRegular). */
+export function readWhole(file: string, max: number): Buffer | undefined {
+  return readRegular(file, (fd, size) => {
+    if (size > max) return undefined
+    const bytes = Buffer.alloc(size)
+    let read = 0
+    while (read < bytes.length) {
+      const n = readSync(fd, bytes, read, bytes.length - read, read)
+      if (n === 0) break
+      read += n
+    }
+    return bytes.subarray(0, read)
+  })
 }
 
 /** Temp names of this process: a random start, then counted (the pid in the name keeps processes apart). */

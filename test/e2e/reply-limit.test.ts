@@ -8,6 +8,7 @@ import type {AddressInfo} from 'node:net'
 import {open, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {sendWithoutEnd} from '../helpers/endless.js'
 
 const prd = path.join(examples, 'full-prd.md')
 
@@ -32,27 +33,15 @@ class EndlessServer {
   }
 
   private pump(res: ServerResponse): void {
-    const chunk = Buffer.alloc(64 * 1024, 'a')
-    let count = 0
-    let open = true
-    res.on('close', () => {
-      open = false
-      this.written.push(count)
-      for (const resolve of this.closed.splice(0)) resolve()
+    sendWithoutEnd(res, {
+      status: this.status,
+      headers: this.headers,
+      head: '{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"',
+      closed: (bytes) => {
+        this.written.push(bytes)
+        for (const resolve of this.closed.splice(0)) resolve()
+      },
     })
-    res.writeHead(this.status, {'content-type': 'application/json', ...this.headers})
-    res.write('{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"')
-    // Writes while the socket takes it, waits for drain otherwise; stops once the client has gone.
-    const more = (): void => {
-      while (open) {
-        count += chunk.length
-        if (!res.write(chunk)) {
-          res.once('drain', more)
-          return
-        }
-      }
-    }
-    more()
   }
 
   /** Resolves once a response's connection has closed (or at once if one already has). */

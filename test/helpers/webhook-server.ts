@@ -1,6 +1,7 @@
 /** A real HTTP server on 127.0.0.1 that receives webhooks, answering from a script, and counts deliveries. */
 import {createServer, type IncomingHttpHeaders, type Server, type ServerResponse} from 'node:http'
 import type {AddressInfo} from 'node:net'
+import {sendWithoutEnd} from './endless.js'
 
 export interface Received {
   path: string
@@ -65,26 +66,14 @@ export class WebhookServer {
   }
 
   private pump(res: ServerResponse, budget: number): void {
-    const chunk = Buffer.alloc(64 * 1024, 'a')
-    let bytes = 0
-    let open = true
-    res.on('close', () => {
-      open = false
-      this.endlessWritten.push(bytes)
-      for (const resolve of this.endlessDone.splice(0)) resolve()
+    sendWithoutEnd(res, {
+      head: '{"id":"',
+      budget,
+      closed: (bytes) => {
+        this.endlessWritten.push(bytes)
+        for (const resolve of this.endlessDone.splice(0)) resolve()
+      },
     })
-    res.writeHead(200, {'content-type': 'application/json'})
-    res.write('{"id":"')
-    const more = (): void => {
-      while (open && bytes < budget) {
-        bytes += chunk.length
-        if (!res.write(chunk)) {
-          res.once('drain', more)
-          return
-        }
-      }
-    }
-    more()
   }
 
   /** Resolves once an endless answer's connection has closed. */
