@@ -2,14 +2,14 @@
  * Validators for the formats in schemas/. Each schema is compiled once per process, on first use,
  * because compiling costs milliseconds and validating costs microseconds.
  */
-import {readFileSync, renameSync, rmSync, writeFileSync} from 'node:fs'
+import {readFileSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {cachedDataVersionTag} from 'node:v8'
 import vm from 'node:vm'
 import type {ErrorObject, ValidateFunction} from 'ajv'
 import {createRequire} from 'node:module'
-import {readWhole} from '../util/fs.js'
+import {readWhole, writeFileAtomicSync} from '../util/fs.js'
 import {sha256} from '../util/hash.js'
 import {ajvModuleFor, ajvOptions} from './options.js'
 
@@ -136,17 +136,10 @@ export function writeValidatorCache(file: string): string {
   const loaded = scripts.get(file)
   if (!loaded) throw new Error(`${file} was not loaded in this process`)
   const header = Buffer.from(`${CACHE_HEADER} ${cachedDataVersionTag()} ${sha256(loaded.source)}\n`, 'latin1')
-  // Written beside it and renamed over it: a process starting meanwhile reads the old cache or the
-  // new one, never half of one, and a symlink in its place is replaced, not written through.
+  // Renamed into place: a process starting meanwhile reads the old cache or the new one, never half
+  // of one, and a symlink in its place is replaced, not written through. A build output: not synced.
   const target = cacheFile(file)
-  const temp = `${target}.${process.pid}.tmp`
-  try {
-    writeFileSync(temp, Buffer.concat([header, loaded.script.createCachedData()]), {flag: 'wx'})
-    renameSync(temp, target)
-  } catch (error) {
-    rmSync(temp, {force: true})
-    throw error
-  }
+  writeFileAtomicSync(target, Buffer.concat([header, loaded.script.createCachedData()]), {sync: false})
   return target
 }
 

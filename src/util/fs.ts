@@ -99,6 +99,11 @@ function writeTemp(file: string, data: string | Uint8Array, sync: boolean): stri
 
 /** Replaces `file` atomically: readers see the old content or the new, never a torn write. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): Promise<void> {
+  writeFileAtomicSync(file, data, options)
+}
+
+/** writeFileAtomic for where nothing may be awaited (a process's exit handler). */
+export function writeFileAtomicSync(file: string, data: string | Uint8Array, options: {sync?: boolean} = {}): void {
   const temp = writeTemp(file, data, options.sync ?? true)
   faultPoint('write')
   try {
