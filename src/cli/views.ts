@@ -1,6 +1,6 @@
 /** Human views of stored records. `--json` prints the records themselves; these are for people. */
 import {stringify} from 'yaml'
-import {formatDiagnostic} from '../config/diagnostics.js'
+import {formatDiagnostic, type Diagnostic} from '../config/diagnostics.js'
 import type {GateResult} from '../gates/evaluate.js'
 import type {RunPlan} from '../engine/sessions/plan.js'
 import {gateResult} from '../steps/gate.js'
@@ -10,6 +10,11 @@ import type {Snapshot} from '../types/snapshot.js'
 import {line as t, visible, visibleLine} from '../util/terminal-text.js'
 
 /** Columns of one-line cells; a cell's text is shown escaped (see terminal-text.ts), and measured so. */
+/** Diagnostics, a line each, for the terminal: they quote the files they are about, so shown escaped. */
+export function renderDiagnostics(diagnostics: readonly Diagnostic[]): string {
+  return visible(diagnostics.map((d) => `${formatDiagnostic(d)}\n`).join(''))
+}
+
 export function table(cells: string[][]): string {
   if (cells.length === 0) return ''
   const rows = cells.map((r) => r.map(visibleLine))
@@ -181,9 +186,9 @@ export function renderPlan(plan: RunPlan): string {
     const bound = s.max_iterations !== undefined ? `max ${s.max_iterations}${s.on_exhausted ? ` -> ${s.on_exhausted}` : ''}` : '-'
     rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, s.timeout_ms === null ? '-' : `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
   }
-  const problems = [...plan.denied, ...plan.warnings].map((d) => `${formatDiagnostic(d)}\n`).join('')
+  const problems = renderDiagnostics([...plan.denied, ...plan.warnings])
   const resolved = plan.steps.flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`)).join('')
   const values = resolved ? `\nexpression values known before the run (the rest resolve as it goes):\n${resolved}` : ''
-  // Diagnostics quote the pipeline file, and values come from it.
-  return `${lines.join('\n')}${table(rows)}${visible(values)}${problems ? `\n${visible(problems)}` : ''}nothing was run; drop --dry-run to run it\n`
+  // Values come from the pipeline file.
+  return `${lines.join('\n')}${table(rows)}${visible(values)}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
 }

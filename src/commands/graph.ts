@@ -1,6 +1,6 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
-import {formatDiagnostic} from '../config/diagnostics.js'
+import {renderDiagnostics} from '../cli/views.js'
 import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop, type PathTaken} from '../config/graph-render.js'
 import {allEdges} from '../config/graph.js'
 import {loadPipeline} from '../config/pipeline.js'
@@ -44,7 +44,7 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
     const {args, flags} = await this.parse(Graph)
     const result = await loadPipeline(args.file, kindCatalog)
     if (!result.ok) {
-      for (const d of result.diagnostics) process.stderr.write(`${visible(formatDiagnostic(d))}\n`)
+      process.stderr.write(renderDiagnostics(result.diagnostics))
       throw new PipeError('E_CONFIG', `${args.file} is not a valid pipeline (${result.diagnostics.length} error(s))`, {hint: `Run pipe validate ${args.file} and fix the errors first.`})
     }
     const pipeline = result.loaded.pipeline

@@ -2,12 +2,12 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {loadPolicyFile} from '../config/policy.js'
 import {detectKind, validateFiles, type PipelineCheck, type ValidateResult} from '../config/validate-files.js'
-import {formatDiagnostic} from '../config/diagnostics.js'
+import {renderDiagnostics} from '../cli/views.js'
 import {PipeError} from '../errors.js'
 import {deniedCommands} from '../steps/policy-check.js'
 import {kindCatalog} from '../steps/registry.js'
 import {PipeCommand} from '../cli/base-command.js'
-import {jsonText, visible} from '../util/terminal-text.js'
+import {jsonText} from '../util/terminal-text.js'
 
 export default class Validate extends PipeCommand {
   static override summary = 'Check pipeline, policy and answers files and report every error with its line and column.'
@@ -40,7 +40,7 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
     if (!this.jsonEnabled()) {
       for (const file of result.files) {
         if (file.valid) this.progress(`ok  ${file.file} (${file.kind})`)
-        for (const d of [...file.diagnostics, ...file.warnings]) process.stdout.write(`${visible(formatDiagnostic(d))}\n`)
+        process.stdout.write(renderDiagnostics([...file.diagnostics, ...file.warnings]))
       }
       const bad = result.files.filter((f) => !f.valid)
       if (bad.length > 0) this.progress(`${result.error_count} error(s) in ${bad.length} of ${result.files.length} file(s)`)

@@ -1,6 +1,6 @@
 import * as Args from '@oclif/core/args'
 import {PipeCommand} from '../../cli/base-command.js'
-import {formatDiagnostic} from '../../config/diagnostics.js'
+import {renderDiagnostics} from '../../cli/views.js'
 import {resolvePipeline, type StepSource} from '../../config/resolve.js'
 import {kindCatalog} from '../../steps/registry.js'
 import {PipeError} from '../../errors.js'
@@ -25,7 +25,7 @@ export default class PipelineResolve extends PipeCommand {
     const {args} = await this.parse(PipelineResolve)
     const result = await resolvePipeline(args.file, kindCatalog)
     if (!result.ok) {
-      for (const d of result.diagnostics) process.stderr.write(`${visible(formatDiagnostic(d))}\n`)
+      process.stderr.write(renderDiagnostics(result.diagnostics))
       throw new PipeError('E_CONFIG', `${args.file} does not compose into a pipeline (${result.diagnostics.length} error(s))`, {hint: `Fix the errors listed above; pipe validate ${args.file} checks the rest.`})
     }
     const {pipeline, sources, files, yaml} = result.resolved

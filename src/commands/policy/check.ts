@@ -1,11 +1,11 @@
 import * as Args from '@oclif/core/args'
 import path from 'node:path'
 import {PipeCommand} from '../../cli/base-command.js'
-import {formatDiagnostic} from '../../config/diagnostics.js'
+import {renderDiagnostics} from '../../cli/views.js'
 import {loadPolicyFile} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import type {Policy} from '../../types/policy.js'
-import {line as t, visible} from '../../util/terminal-text.js'
+import {line as t} from '../../util/terminal-text.js'
 
 export default class PolicyCheck extends PipeCommand {
   static override summary = 'Validate a policy file and print its policy_version.'
@@ -22,7 +22,7 @@ export default class PolicyCheck extends PipeCommand {
     const result = await loadPolicyFile(file)
     if (!result.ok) {
       // With --json, stdout holds only the error document; the lines go to stderr.
-      for (const d of result.diagnostics) (this.jsonEnabled() ? process.stderr : process.stdout).write(`${visible(formatDiagnostic(d))}\n`)
+      (this.jsonEnabled() ? process.stderr : process.stdout).write(renderDiagnostics(result.diagnostics))
       throw new PipeError('E_CONFIG', `${file} is not a valid policy (${result.diagnostics.length} error(s))`, {hint: 'Fix the errors listed above; schemas/policy.schema.json describes every field.'})
     }
     const {policy, version} = result.loaded

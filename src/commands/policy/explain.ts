@@ -1,12 +1,12 @@
 import * as Flags from '@oclif/core/flags'
 import path from 'node:path'
 import {PipeCommand} from '../../cli/base-command.js'
-import {formatDiagnostic} from '../../config/diagnostics.js'
+import {renderDiagnostics} from '../../cli/views.js'
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import {checkCommand, checkPath, type Verdict} from '../../policy/rules.js'
 import {needsConfirmation, preapproval, toolLevel} from '../../policy/tools.js'
-import {line as t, visible} from '../../util/terminal-text.js'
+import {line as t} from '../../util/terminal-text.js'
 
 export default class PolicyExplain extends PipeCommand {
   static override summary = 'Say whether the policy allows a command or a path, and which rule decides.'
@@ -33,7 +33,7 @@ export default class PolicyExplain extends PipeCommand {
     }
     const loaded = await resolvePolicy(flags.policy, process.cwd())
     if (!loaded.ok) {
-      for (const d of loaded.diagnostics) process.stderr.write(`${visible(formatDiagnostic(d))}\n`)
+      process.stderr.write(renderDiagnostics(loaded.diagnostics))
       throw new PipeError('E_CONFIG', 'the policy is not valid', {hint: 'pipe policy check shows the errors.'})
     }
     const policy = loaded.loaded
