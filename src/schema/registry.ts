@@ -78,7 +78,7 @@ const scripts = new Map<string, {script: vm.Script; source: string}>()
  * caches: any other value (a `1` left in a user's environment) writes nothing, so an ordinary
  * command never writes into the installation, nor fails at exit when it cannot.
  */
-export const CACHE_RUN_ENV = 'PIPE_BUILD_VALIDATOR_CACHE'
+const CACHE_RUN_ENV = 'PIPE_BUILD_VALIDATOR_CACHE'
 const cacheRun = process.env[CACHE_RUN_ENV]
 if (cacheRun && path.resolve(cacheRun) === path.resolve(standaloneDir)) {
   process.on('exit', (code) => {
@@ -127,8 +127,8 @@ export function loadStandalone(file: string): LoadedValidator | null {
  * Writes the code cache of every standalone validator this process loaded, with the functions it
  * compiled: called at the end of the build's cache run, never by a command.
  */
-export function writeValidatorCaches(): string[] {
-  return [...scripts.keys()].map((file) => writeValidatorCache(file))
+function writeValidatorCaches(): void {
+  for (const file of scripts.keys()) writeValidatorCache(file)
 }
 
 /** Writes the code cache of one standalone validator loaded in this process; returns the cache's file. */

@@ -11,18 +11,18 @@ export const MAX_REPLY_BYTES = 8 * 1024 * 1024
 /** An error reply is only read for its message: the rest of a longer one is dropped. */
 export const MAX_ERROR_BODY_BYTES = 64 * 1024
 
-export function sizeLabel(bytes: number): string {
+function sizeLabel(bytes: number): string {
   return bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`
 }
 
-export function replyTooLarge(endpoint: string, limit: number): PipeError {
+function replyTooLarge(endpoint: string, limit: number): PipeError {
   return new PipeError('E_MODEL', `the model endpoint ${endpoint} sent a reply larger than ${sizeLabel(limit)} (the limit on one model reply); pipe stopped reading it and closed the connection`, {
     hint: `Check that OPENAI_BASE_URL points at a chat-completions endpoint that answers with one JSON reply; if the model really writes this much, lower provider.max_tokens. The limit is ${sizeLabel(limit)} a reply (README, "Using a model").`,
     details: {limit_bytes: limit},
   })
 }
 
-export function replyTooSlow(endpoint: string, timeoutMs: number): PipeError {
+function replyTooSlow(endpoint: string, timeoutMs: number): PipeError {
   return new PipeError('E_TOOL_TIMEOUT', `the model endpoint ${endpoint} did not finish its reply within ${timeoutMs} ms`, {
     retryable: true,
     hint: 'Raise provider.timeout_ms, or check that the endpoint is not overloaded.',
