@@ -5,11 +5,15 @@ import {setFlagsFromString} from 'node:v8'
 //   hot, and optimising it cost more CPU than it saved (0.8 -> 0.55 ms a step on a 500-step chain),
 //   while a truly hot loop (audit verify over a large store) still reaches optimised code at once;
 // - the young generation keeps its first size instead of doubling: 5 to 13 MiB less memory a run,
-//   at no measurable CPU.
+//   at no measurable CPU;
+// - a small function waits for the same ticks as any other: V8 optimises one of at most 81 bytes of
+//   bytecode on its first tick, and Node's own path and URL helpers, made before these flags took
+//   effect, still have V8's default budget for that tick. In a default run they were the only code
+//   optimised (10 functions), and TurboFan's first use costs ~4 MiB of peak memory.
 // A flag the user gives node (`node --interrupt-budget=67584 bin/run.js ...`) wins. (Node refuses
-// these two in NODE_OPTIONS.) V8 takes a flag spelled with _ as with -.
+// these in NODE_OPTIONS.) V8 takes a flag spelled with _ as with -.
 const given = process.execArgv.join(' ').replaceAll('_', '-')
-for (const [flag, value] of [['--interrupt-budget', '2162688'], ['--semi-space-growth-factor', '1']]) {
+for (const [flag, value] of [['--interrupt-budget', '2162688'], ['--semi-space-growth-factor', '1'], ['--max-bytecode-size-for-early-opt', '0']]) {
   if (!given.includes(flag)) setFlagsFromString(`${flag}=${value}`)
 }
 const argv = process.argv.slice(2)

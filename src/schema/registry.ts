@@ -70,7 +70,11 @@ export interface LoadedValidator {
   cached: boolean
 }
 
-/** Scripts loaded in this process, for the build's cache run (see writeValidatorCaches). */
+/**
+ * Scripts loaded in this process to have their cache written (see writeValidatorCaches). Only the
+ * build's cache run keeps them: V8 already holds each validator's source for lazy compilation, and
+ * a second copy of the text was ~0.6 MiB of every run's peak memory.
+ */
 const scripts = new Map<string, {script: vm.Script; source: string}>()
 
 /**
@@ -80,7 +84,8 @@ const scripts = new Map<string, {script: vm.Script; source: string}>()
  */
 const CACHE_RUN_ENV = 'PIPE_BUILD_VALIDATOR_CACHE'
 const cacheRun = process.env[CACHE_RUN_ENV]
-if (cacheRun && path.resolve(cacheRun) === path.resolve(standaloneDir)) {
+const writingCaches = cacheRun !== undefined && cacheRun !== '' && path.resolve(cacheRun) === path.resolve(standaloneDir)
+if (writingCaches) {
   process.on('exit', (code) => {
     // Only a run that succeeded made the functions a default run compiles.
     if (code !== 0) return
@@ -110,8 +115,11 @@ function cacheFor(file: string, source: string): Buffer | undefined {
   return bytes.subarray(end + 1)
 }
 
-/** A standalone validator (CommonJS, as ajv writes it), through its code cache when one fits. */
-export function loadStandalone(file: string): LoadedValidator | null {
+/**
+ * A standalone validator (CommonJS, as ajv writes it), through its code cache when one fits.
+ * `forCache` keeps what writeValidatorCache needs; the build's cache run sets it for every validator.
+ */
+export function loadStandalone(file: string, forCache = writingCaches): LoadedValidator | null {
   const source = readWhole(file, 64 * 1024 * 1024)?.toString('utf8')
   if (source === undefined) return null
   const cachedData = cacheFor(file, source)
@@ -119,7 +127,7 @@ export function loadStandalone(file: string): LoadedValidator | null {
   const module = {exports: {} as unknown}
   ;(script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file))
   const loaded = module.exports as ValidateFunction | {default: ValidateFunction}
-  scripts.set(file, {script, source})
+  if (forCache) scripts.set(file, {script, source})
   return {validate: typeof loaded === 'function' ? loaded : loaded.default, cached: cachedData !== undefined && !script.cachedDataRejected}
 }
 
@@ -134,7 +142,7 @@ function writeValidatorCaches(): void {
 /** Writes the code cache of one standalone validator loaded in this process; returns the cache's file. */
 export function writeValidatorCache(file: string): string {
   const loaded = scripts.get(file)
-  if (!loaded) throw new Error(`${file} was not loaded in this process`)
+  if (!loaded) throw new Error(`${file} was not loaded in this process to have its cache written`)
   const header = Buffer.from(`${CACHE_HEADER} ${cachedDataVersionTag()} ${sha256(loaded.source)}\n`, 'latin1')
   // Renamed into place: a process starting meanwhile reads the old cache or the new one, never half
   // of one, and a symlink in its place is replaced, not written through. A build output: not synced.

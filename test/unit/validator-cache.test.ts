@@ -15,7 +15,7 @@ const registrySource = path.join(repoRoot, 'src', 'schema', 'registry.ts')
  */
 function load(file: string, values: number[], write = false): {cached: boolean; answers: boolean[]} {
   const script = `const {loadStandalone, writeValidatorCache} = await import(${JSON.stringify(registrySource)})
-const loaded = loadStandalone(${JSON.stringify(file)})
+const loaded = loadStandalone(${JSON.stringify(file)}, ${write})
 const answers = ${JSON.stringify(values)}.map((v) => loaded.validate(v))
 if (${write}) writeValidatorCache(${JSON.stringify(file)})
 console.log(JSON.stringify({cached: loaded.cached, answers}))`
@@ -39,6 +39,17 @@ describe('standalone validators through their V8 code cache', () => {
     writeFileSync(file, accepts(2))
     expect(accepts(2).length).to.equal(accepts(1).length)
     expect(load(file, [1, 2]), 'a cache made for other source').to.deep.equal({cached: false, answers: [false, true]})
+  })
+
+  it('keeps a validator\'s source only in a process that writes its cache', () => {
+    writeFileSync(file, accepts(5))
+    rmSync(cache, {force: true})
+    const script = `const {loadStandalone, writeValidatorCache} = await import(${JSON.stringify(registrySource)})
+loadStandalone(${JSON.stringify(file)})
+try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } catch (error) { console.log(error.message) }`
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+    expect(child.stdout.trim()).to.equal(`${file} was not loaded in this process to have its cache written`)
+    expect(readdirSync(dir)).to.not.include('v.v8cache')
   })
 
   it('leaves a cache unread when it is damaged, of another V8 or flags, or no cache at all', () => {
