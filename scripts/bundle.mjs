@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Bundles the built CLI with esbuild, after tsc: every command, the help class, the hooks and the
 // bin's entry become entry points of one build with code splitting, written over tsc's files of the
-// same names (dist/commands/**, dist/cli/{main,help,not-found,help-json}.js). Code they share,
+// same names (dist/commands/**, dist/cli/{main,help,not-found,help-json,fast-run}.js). Code they share,
 // @oclif/core and the other dependencies included, goes to dist/chunks/. oclif still discovers the
 // commands by pattern from dist/commands through oclif.manifest.json, and loads only the one it runs;
 // modules imported with import() stay separate chunks, loaded when used. Node loads a few large files
@@ -53,7 +53,7 @@ const literalPluginMatch = {
 }
 
 rmSync(path.join(root, 'dist', 'chunks'), {recursive: true, force: true})
-const entryPoints = [...files(path.join(src, 'commands')), ...['main', 'help', 'not-found', 'help-json'].map((n) => path.join(src, 'cli', `${n}.ts`))]
+const entryPoints = [...files(path.join(src, 'commands')), ...['main', 'help', 'not-found', 'help-json', 'fast-run'].map((n) => path.join(src, 'cli', `${n}.ts`))]
 const result = await build({
   entryPoints,
   outbase: src,

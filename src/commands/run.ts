@@ -1,19 +1,10 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
-import {progressPrinter} from '../cli/progress.js'
-import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
-import {withSignals} from '../cli/signals.js'
-import {planSession, type RunPlan} from '../engine/sessions/plan.js'
-import {startSession} from '../engine/sessions/start.js'
-import type {Decision, StartSession} from '../engine/sessions/shared.js'
-import {renderPlan} from '../cli/views.js'
-import {PipeError} from '../errors.js'
-import {assertId} from '../store/ids.js'
-import {askInputs, canPrompt} from '../cli/interactive.js'
-import {replyFlags, replyOptions} from '../cli/reply-flags.js'
-import {jsonText} from '../util/terminal-text.js'
+import type {RunPlan} from '../engine/sessions/plan.js'
+import {replyFlags} from '../cli/reply-flags.js'
+import {runCommand} from '../cli/run-command.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -49,54 +40,11 @@ A run that needs answers or a review decision that were not given stops in await
 
   async run(): Promise<RunResult | RunPlan> {
     const {args, flags} = await this.parse(Run)
-    if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
-    const store = this.storeDir(flags.store)
-    for (const pair of flags.set ?? []) {
-      // -i used to name the requirement file; say so rather than report an odd input name.
-      if (!pair.includes('=')) {
-        throw new PipeError('E_INVALID_ARGS', `-i ${pair}: -i sets a pipeline input and takes NAME=VALUE`, {
-          hint: `To run on a requirement file, use --input ${pair}; to set an input, write -i NAME=VALUE.`,
-        })
-      }
+    const output = {json: this.jsonEnabled(), jsonPrinted: false}
+    try {
+      return await runCommand(args, flags, output)
+    } finally {
+      this.jsonPrinted = output.jsonPrinted
     }
-    const options: StartSession = {
-      cwd: process.cwd(),
-      store,
-      pipeline: args.pipeline,
-      stdin: readStdin,
-      ...(flags.input !== undefined ? {input: flags.input} : {}),
-      ...(flags.text !== undefined ? {text: flags.text} : {}),
-      ...(flags.feature ? {feature: flags.feature} : {}),
-      ...(flags.answers ? {answers: flags.answers} : {}),
-      ...(flags.decision ? {decision: flags.decision as Decision} : {}),
-      ...(flags.note ? {note: flags.note} : {}),
-      ...(flags.policy ? {policy: flags.policy} : {}),
-      ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
-      ...(flags.set ? {inputValues: flags.set} : {}),
-      ...(flags.inputs ? {inputsFile: flags.inputs} : {}),
-      ...replyOptions(flags, process.cwd()),
-      ...(canPrompt(this.jsonEnabled()) ? {askInputs: (missing: Parameters<typeof askInputs>[0]) => askInputs(missing)} : {}),
-    }
-    if (flags['dry-run']) {
-      const plan = await planSession(options)
-      if (!this.jsonEnabled()) process.stdout.write(renderPlan(plan))
-      if (plan.denied.length > 0) {
-        if (this.jsonEnabled()) {
-          process.stdout.write(`${jsonText(plan)}\n`)
-          this.jsonPrinted = true
-        }
-        throw new PipeError('E_POLICY_DENIED', `the policy denies ${plan.denied.length} command(s) of the pipeline; the run would fail at them`, {
-          hint: `Add the commands to allowed_commands in ${plan.policy.file ?? 'a policy.yaml (the built-in policy allows few)'}, or change the steps; the plan lists each at its line.`,
-        })
-      }
-      return plan
-    }
-    const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))
-    return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)
   }
-}
-
-function readStdin(): NodeJS.ReadStream {
-  if (process.stdin.isTTY) process.stderr.write('Reading the requirement from standard input; end it with Ctrl-D.\n')
-  return process.stdin
 }

@@ -1,0 +1,53 @@
+/**
+ * What a command's core shares with its oclif class and with bin/run.js's fast path for `pipe run`
+ * (cli/fast-run.ts), which runs the same core without loading oclif: the store folder, and one
+ * rendering of errors (stderr: code, message, a hint with the next action, the log path; the JSON
+ * error with --json) with the exit code from the one table. Nothing here imports oclif.
+ */
+import {PipeError, toPipeError} from '../errors.js'
+import {speak} from './error-channel.js'
+import {redact} from '../util/redact.js'
+import {jsonText} from '../util/terminal-text.js'
+
+export interface JsonError {
+  error: {code: string; message: string; hint?: string; exit_code: number; log?: string}
+}
+
+/** How a command's output goes: with --json, and whether it already printed its JSON result. */
+export interface CommandOutput {
+  json: boolean
+  /** Set when the command already printed its JSON result, so an error must not print a second document. */
+  jsonPrinted: boolean
+}
+
+export function storeDir(flag: string | undefined): string {
+  return flag ?? process.env.PIPE_STORE ?? '.pipe'
+}
+
+/** Says an error on the error channel (and as the JSON document with --json), sets the exit code, and returns it classified. */
+export function reportCommandError(raw: Error & {oclif?: {exit?: number}; code?: string}, id: string | undefined, output: CommandOutput): PipeError {
+  const error = classify(raw, id)
+  const log = speak(error, {level: 'ERROR', entry: `[${error.code}] ${id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
+  if (output.json && !output.jsonPrinted) {
+    const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {})}}
+    process.stdout.write(`${jsonText(body)}\n`)
+  }
+  process.exitCode = error.exitCode
+  return error
+}
+
+function classify(raw: Error & {oclif?: {exit?: number}; code?: string}, id: string | undefined): PipeError {
+  if (raw instanceof PipeError) return raw
+  // oclif's own parse errors: unknown flags, missing arguments, bad options.
+  if (raw.oclif?.exit !== undefined) {
+    // oclif lists missing arguments on the lines after the first: keep them, on one line.
+    const message = raw.message
+      .split('\n')
+      .map((line) => line.replace(/\s+/g, ' ').trim())
+      .filter(Boolean)
+      .join(' ')
+      .replace(/^(Missing \d+ required args?): (\S+) /, '$1: $2 — ')
+    return new PipeError('E_INVALID_ARGS', message, {hint: `Run pipe ${id?.replace(/:/g, ' ') ?? ''} --help for usage.`.replace(/ +/g, ' ')})
+  }
+  return toPipeError(raw)
+}

@@ -1,0 +1,160 @@
+/**
+ * `pipe run` without oclif. Loading oclif (its config, plugin and help modules, ~0.6 MB of the
+ * bundle) was ~30 ms and ~2 MiB of every run, before a step ran. bin/run.js hands `run`'s argv here
+ * first; this reads the flags from oclif's own manifest (made from commands/run.ts at build), parses
+ * only the plain forms, and calls the command's core (run-command.ts) as the oclif command does.
+ * Anything else (help, an unknown or repeated flag, a value oclif would reject or read another way,
+ * `--`, a flag attribute this parser does not know) is declined before any effect, and oclif then
+ * parses and reports it as always. test/unit/fast-run.test.ts holds the two parsers to the same answers.
+ */
+import {readFileSync} from 'node:fs'
+import {reportCommandError, type CommandOutput} from './command-io.js'
+import {runCommand, type RunArgs, type RunFlags} from './run-command.js'
+import {jsonText} from '../util/terminal-text.js'
+
+/** A flag as oclif's manifest describes it. */
+export interface ManifestFlag {
+  name: string
+  type: 'boolean' | 'option'
+  char?: string
+  multiple?: boolean
+  options?: string[]
+  dependsOn?: string[]
+  allowNo?: boolean
+  [other: string]: unknown
+}
+
+export interface ManifestArg {
+  name: string
+  required?: boolean
+  [other: string]: unknown
+}
+
+export interface ManifestCommand {
+  id: string
+  strict?: boolean
+  enableJsonFlag?: boolean
+  flags: Record<string, ManifestFlag>
+  args: Record<string, ManifestArg>
+}
+
+/** Attributes whose meaning this parser follows; a flag or argument with any other is left to oclif. */
+const FLAG_KEYS = new Set(['name', 'type', 'char', 'multiple', 'options', 'dependsOn', 'allowNo', 'description', 'summary', 'helpValue', 'helpGroup', 'hasDynamicHelp', 'hidden'])
+const ARG_KEYS = new Set(['name', 'required', 'description'])
+
+export interface ParsedRun {
+  args: RunArgs
+  flags: RunFlags & {json?: boolean}
+}
+
+/** The arguments and flags oclif would give the command, or undefined where this parser leaves the argv to oclif. */
+export function parseRunArgv(argv: readonly string[], command: ManifestCommand): ParsedRun | undefined {
+  if (command.strict === false) return undefined
+  const flags = Object.values(command.flags)
+  const args = Object.values(command.args)
+  if (!flags.every(understood) || !args.every((a) => Object.keys(a).every((k) => ARG_KEYS.has(k)))) return undefined
+  const byChar = new Map(flags.filter((f) => f.char !== undefined).map((f) => [f.char, f]))
+  const values: Record<string, string | string[] | boolean> = {}
+  const positionals: string[] = []
+  // oclif gives a multiple flag every later word that is not a flag (`-i a=1 file.yaml` takes the
+  // file as a second value), even past a boolean: a word after one is left to oclif.
+  let multipleSeen = false
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!
+    if (token === '' || token === '--') return undefined
+    let flag: ManifestFlag | undefined
+    let inline: string | undefined
+    if (token.startsWith('--')) {
+      const eq = token.indexOf('=')
+      const name = eq < 0 ? token.slice(2) : token.slice(2, eq)
+      flag = Object.hasOwn(command.flags, name) ? command.flags[name] : undefined
+      if (eq >= 0) inline = token.slice(eq + 1)
+    } else if (token.startsWith('-') && token !== '-') {
+      // One character each: grouped (-ta) and attached (-tx, -t=x) forms are oclif's to read.
+      if (token.length !== 2) return undefined
+      flag = byChar.get(token[1])
+    } else {
+      if (multipleSeen) return undefined
+      positionals.push(token)
+      continue
+    }
+    if (!flag) return undefined
+    if (flag.type === 'boolean') {
+      if (inline !== undefined) return undefined
+      values[flag.name] = true
+      continue
+    }
+    const value = inline ?? argv[++i]
+    // A value oclif might take as a flag, or refuse: oclif decides.
+    if (value === undefined || value === '' || (value.startsWith('-') && value !== '-')) return undefined
+    if (flag.options && !flag.options.includes(value)) return undefined
+    if (flag.multiple) {
+      multipleSeen = true
+      const list = values[flag.name]
+      values[flag.name] = Array.isArray(list) ? [...list, value] : [value]
+    } else {
+      if (values[flag.name] !== undefined) return undefined
+      values[flag.name] = value
+    }
+  }
+  for (const flag of flags) {
+    if (values[flag.name] !== undefined && flag.dependsOn?.some((other) => values[other] === undefined)) return undefined
+  }
+  if (positionals.length > args.length) return undefined
+  const parsedArgs: Record<string, string> = {}
+  for (const [index, arg] of args.entries()) {
+    const value = positionals[index]
+    // A missing argument makes oclif read standard input for it or report it: oclif's to do.
+    if (value === undefined) return undefined
+    parsedArgs[arg.name] = value
+  }
+  if (typeof parsedArgs.pipeline !== 'string' || args.length !== 1) return undefined
+  // In the order the command declares them, as oclif gives them.
+  const ordered = Object.fromEntries(flags.filter((f) => values[f.name] !== undefined).map((f) => [f.name, values[f.name]]))
+  return {args: {pipeline: parsedArgs.pipeline}, flags: ordered}
+}
+
+function understood(flag: ManifestFlag): boolean {
+  if (!Object.keys(flag).every((k) => FLAG_KEYS.has(k))) return false
+  if (flag.type === 'boolean') return flag.allowNo !== true && flag.multiple !== true && flag.options === undefined
+  return flag.type === 'option' && (flag.char === undefined || flag.char.length === 1)
+}
+
+/**
+ * Runs `pipe run ARGV` when this parser can read it; returns false, having done nothing, when oclif
+ * must (bin/run.js then hands the argv to oclif). `root` is the installation's folder (with a slash).
+ */
+export async function fastRun(argv: readonly string[], root: URL): Promise<boolean> {
+  // oclif's debug output and its JSON switch by environment are its own to honour.
+  if (process.env.DEBUG || process.env.PIPE_CONTENT_TYPE !== undefined) return false
+  const command = manifestCommand(root, 'run')
+  const parsed = command ? parseRunArgv(argv, command) : undefined
+  if (!parsed) return false
+  // As oclif's command module does: a reader that closed stdout (`pipe run ... | head`) is not an error.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error
+  })
+  delete process.env.PIPE_REDIRECTED
+  const output: CommandOutput = {json: parsed.flags.json === true, jsonPrinted: false}
+  try {
+    const result = await runCommand(parsed.args, parsed.flags, output)
+    if (output.json) process.stdout.write(`${jsonText(result)}\n`)
+  } catch (raw) {
+    const error = reportCommandError(raw instanceof Error ? raw : new Error(String(raw)), 'run', output)
+    // oclif ends a failed command with process.exit, pending work or not; so does this.
+    process.exit(error.exitCode)
+  }
+  return true
+}
+
+function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
+  try {
+    const manifest = JSON.parse(readFileSync(new URL('oclif.manifest.json', root), 'utf8')) as {commands?: Record<string, ManifestCommand>}
+    const command = manifest.commands?.[id]
+    // A command under the same topic (`run x`) would make the argv oclif's to route.
+    if (Object.keys(manifest.commands ?? {}).some((other) => other.startsWith(`${id}:`))) return undefined
+    return command && typeof command.flags === 'object' && typeof command.args === 'object' ? command : undefined
+  } catch {
+    return undefined
+  }
+}
