@@ -49,7 +49,8 @@ export interface ParsedRun {
 
 /** The arguments and flags oclif would give the command, or undefined where this parser leaves the argv to oclif. */
 export function parseRunArgv(argv: readonly string[], command: ManifestCommand): ParsedRun | undefined {
-  if (command.strict === false) return undefined
+  // The manifest is a file of the installation: one damaged, or edited by hand, is declined, not trusted or thrown on.
+  if (!wellFormed(command) || command.strict === false) return undefined
   const flags = Object.values(command.flags)
   const args = Object.values(command.args)
   if (!flags.every(understood) || !args.every((a) => Object.keys(a).every((k) => ARG_KEYS.has(k)))) return undefined
@@ -114,6 +115,27 @@ export function parseRunArgv(argv: readonly string[], command: ManifestCommand):
   return {args: {pipeline: parsedArgs.pipeline}, flags: ordered}
 }
 
+/** Every flag and argument in the shape oclif's manifest gives it (named by its key, each attribute of its type). */
+function wellFormed(command: ManifestCommand): boolean {
+  const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+  const strings = (value: unknown): boolean => value === undefined || (Array.isArray(value) && value.every((v) => typeof v === 'string'))
+  const optionalBoolean = (value: unknown): boolean => value === undefined || typeof value === 'boolean'
+  if (!isObject(command) || !isObject(command.flags) || !isObject(command.args)) return false
+  const flagsOk = Object.entries(command.flags).every(
+    ([key, flag]: [string, unknown]) =>
+      isObject(flag) &&
+      flag.name === key &&
+      (flag.type === 'boolean' || flag.type === 'option') &&
+      (flag.char === undefined || (typeof flag.char === 'string' && flag.char.length === 1)) &&
+      optionalBoolean(flag.multiple) &&
+      optionalBoolean(flag.allowNo) &&
+      strings(flag.options) &&
+      strings(flag.dependsOn) &&
+      ((flag.dependsOn as string[] | undefined) ?? []).every((other) => Object.hasOwn(command.flags, other)),
+  )
+  return flagsOk && Object.entries(command.args).every(([key, arg]: [string, unknown]) => isObject(arg) && arg.name === key && optionalBoolean(arg.required))
+}
+
 function understood(flag: ManifestFlag): boolean {
   if (!Object.keys(flag).every((k) => FLAG_KEYS.has(k))) return false
   if (flag.type === 'boolean') return flag.allowNo !== true && flag.multiple !== true && flag.options === undefined
@@ -125,8 +147,9 @@ function understood(flag: ManifestFlag): boolean {
  * must (bin/run.js then hands the argv to oclif). `root` is the installation's folder (with a slash).
  */
 export async function fastRun(argv: readonly string[], root: URL): Promise<boolean> {
-  // oclif's debug output and its JSON switch by environment are its own to honour.
-  if (process.env.DEBUG || process.env.PIPE_CONTENT_TYPE !== undefined) return false
+  // oclif's debug output (DEBUG; PIPE_DEBUG, which also prints every process warning with its
+  // stack) and its JSON switch by environment are its own to honour.
+  if (process.env.DEBUG || process.env.PIPE_DEBUG || process.env.PIPE_CONTENT_TYPE !== undefined) return false
   const command = manifestCommand(root, 'run')
   const parsed = command ? parseRunArgv(argv, command) : undefined
   if (!parsed) return false
@@ -149,7 +172,10 @@ export async function fastRun(argv: readonly string[], root: URL): Promise<boole
 
 function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
   try {
-    const manifest = JSON.parse(readFileSync(new URL('oclif.manifest.json', root), 'utf8')) as {commands?: Record<string, ManifestCommand>}
+    const manifest = JSON.parse(readFileSync(new URL('oclif.manifest.json', root), 'utf8')) as {version?: unknown; commands?: Record<string, ManifestCommand>}
+    // oclif sets aside (with a warning) a manifest made for another version, and reads the commands themselves.
+    const {version} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {version?: unknown}
+    if (typeof manifest.version !== 'string' || typeof version !== 'string' || manifest.version.split('-')[0] !== version.split('-')[0]) return undefined
     const command = manifest.commands?.[id]
     // A command under the same topic (`run x`) would make the argv oclif's to route.
     if (Object.keys(manifest.commands ?? {}).some((other) => other.startsWith(`${id}:`))) return undefined

@@ -5,16 +5,16 @@
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {readFileSync, writeFileSync} from 'node:fs'
+import {mkdirSync, readFileSync, symlinkSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {bin, defaultPipeline, examples, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 
-/** The argv through oclif, as bin/run.js hands every other command to it. */
-function throughOclif(args: string[], cwd: string, home: string): Promise<CliResult> {
-  const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, 'dist', 'cli', 'main.js')).href)})
-await execute({dir: ${JSON.stringify(pathToFileURL(bin).href)}, args: ${JSON.stringify(args)}})`
-  const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: home}
+/** The argv through oclif, as bin/run.js hands every other command to it (of the installation `root`). */
+function throughOclif(args: string[], cwd: string, home: string, extraEnv: Record<string, string> = {}, root = repoRoot): Promise<CliResult> {
+  const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(root, 'dist', 'cli', 'main.js')).href)})
+await execute({dir: ${JSON.stringify(pathToFileURL(path.join(root, 'bin', 'run.js')).href)}, args: ${JSON.stringify(args)}})`
+  const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: home, ...extraEnv}
   for (const key of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL']) delete env[key]
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], {cwd, env, stdio: ['pipe', 'pipe', 'pipe']})
@@ -97,6 +97,97 @@ describe('pipe run: what the fast path loads', function () {
         const urls = await loaded(declined, dir)
         expect(urls.some((url) => url.endsWith('/dist/cli/main.js')), declined.join(' ')).to.equal(true)
       }
+    } finally {
+      await cleanup()
+    }
+  })
+})
+
+describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', function () {
+  this.timeout(240000)
+
+  /** A copy of the installation (its bin, package.json and manifest; the rest linked) whose manifest `edit` changes. */
+  function installation(dir: string, edit: (manifest: {version: string; commands: Record<string, Record<string, unknown>>}) => void): string {
+    const root = path.join(dir, 'install')
+    mkdirSync(path.join(root, 'bin'), {recursive: true})
+    writeFileSync(path.join(root, 'bin', 'run.js'), readFileSync(bin))
+    writeFileSync(path.join(root, 'package.json'), readFileSync(path.join(repoRoot, 'package.json')))
+    for (const linked of ['dist', 'schemas', 'pipelines', 'node_modules']) symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
+    const manifest = JSON.parse(readFileSync(path.join(repoRoot, 'oclif.manifest.json'), 'utf8')) as {version: string; commands: Record<string, Record<string, unknown>>}
+    edit(manifest)
+    writeFileSync(path.join(root, 'oclif.manifest.json'), JSON.stringify(manifest))
+    return root
+  }
+
+  /** `pipe run ARGS` through the installation's bin/run.js and through its oclif, with `env`: the same stdout, stderr and exit code. */
+  async function bothAgree(root: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+    const fast = await tempDir()
+    const slow = await tempDir()
+    const home = await tempDir()
+    try {
+      const a = await new Promise<CliResult>((resolve, reject) => {
+        const child = spawn(process.execPath, [path.join(root, 'bin', 'run.js'), 'run', ...args], {cwd: fast.dir, env: {...withoutUserSettings(), NO_COLOR: '1', PIPE_HOME: home.dir, ...env}, stdio: ['ignore', 'pipe', 'pipe']})
+        let stdout = ''
+        let stderr = ''
+        child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+        child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+        child.on('error', reject)
+        child.on('close', (code, signal) => resolve({code, stdout, stderr, signal}))
+      })
+      const b = await throughOclif(['run', ...args], slow.dir, home.dir, env, root)
+      const clean = (text: string, dir: string): string => same(text, dir).replace(/\(node:\d+\)/g, '(node:<pid>)')
+      expect(clean(a.stderr, fast.dir)).to.equal(clean(b.stderr, slow.dir))
+      expect(clean(a.stdout, fast.dir)).to.equal(clean(b.stdout, slow.dir))
+      expect(a.code, a.stderr).to.equal(b.code)
+      return a
+    } finally {
+      await Promise.all([fast.cleanup(), slow.cleanup(), home.cleanup()])
+    }
+  }
+
+  function withoutUserSettings(): NodeJS.ProcessEnv {
+    const env = {...process.env}
+    for (const key of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_DEBUG', 'DEBUG']) delete env[key]
+    return env
+  }
+
+  const args = [defaultPipeline, '--input', path.join(examples, 'full-prd.md')]
+
+  it('a manifest with a damaged run command: oclif\'s answer, not a stack trace', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(dir, (m) => {
+        ;(m.commands.run!.flags as Record<string, unknown>).input = null
+      })
+      const result = await bothAgree(root, args)
+      expect(result.stderr).to.not.contain('TypeError')
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('a manifest of another version, which oclif sets aside with a warning', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(dir, (m) => {
+        m.version = '0.0.1'
+      })
+      const result = await bothAgree(root, args)
+      expect(result.stderr).to.contain('Mismatched version')
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('PIPE_DEBUG=1, under which oclif shows every process warning with its stack', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(dir, () => {})
+      const preload = path.join(dir, 'warn.cjs')
+      // A warning while the run works (after oclif has loaded): oclif's debug mode prints its stack too.
+      writeFileSync(preload, "setImmediate(() => setImmediate(() => process.on('beforeExit', function once() { process.off('beforeExit', once); process.emitWarning('late warning') })))\n")
+      const result = await bothAgree(root, args, {PIPE_DEBUG: '1', NODE_OPTIONS: `--require=${preload}`})
+      expect(result.stderr).to.match(/Warning: late warning\n\s+at /)
     } finally {
       await cleanup()
     }

@@ -133,6 +133,34 @@ describe('pipe run: the fast path parses as oclif does', function () {
     expect(parseRunArgv([file], {...command, strict: false})).to.equal(undefined)
     expect(parseRunArgv([file], {...command, args: {...command.args, second: {name: 'second'}}})).to.equal(undefined)
   })
+
+  it('declines, without throwing, a manifest whose run command is damaged (a flag or argument of the wrong shape)', () => {
+    const flag = (name: string, change: Record<string, unknown>): ManifestCommand => ({...command, flags: {...command.flags, [name]: {...command.flags[name]!, ...change}}})
+    const damaged: Array<[string, unknown]> = [
+      ['a flag that is null', {...command, flags: {...command.flags, input: null}}],
+      ['an argument that is null', {...command, args: {pipeline: null}}],
+      ['options that are a string', flag('decision', {options: 'go hold drop maybe'})],
+      ['options that hold a number', flag('decision', {options: ['go', 1]})],
+      ['dependsOn that is a string', flag('note', {dependsOn: 'decision'})],
+      ['dependsOn naming no flag', flag('note', {dependsOn: ['verdict']})],
+      ['a char that is a number', flag('set', {char: 5})],
+      ['a type it does not know', flag('input', {type: 'custom'})],
+      ['a name other than its key', flag('input', {name: 'text'})],
+      ['multiple that is a string', flag('input', {multiple: 'yes'})],
+      ['an argument named other than its key', {...command, args: {pipeline: {name: 'file', required: true}}}],
+      ['flags that are null', {...command, flags: null}],
+    ]
+    const argv = [file, '--input', 'a', '--text', 'x', '--decision', 'maybe', '--note', 'n', '-i', 'a=1']
+    for (const [what, manifest] of damaged) {
+      let answer: unknown
+      try {
+        answer = parseRunArgv(argv, manifest as ManifestCommand)
+      } catch (error) {
+        answer = `threw ${(error as Error).message}`
+      }
+      expect(answer, what).to.equal(undefined)
+    }
+  })
 })
 
 function deepEqual(a: unknown, b: unknown): boolean {
