@@ -26,9 +26,14 @@ if (argv.length === 1 && argv[0] === '--version' && !process.env.WSL_DISTRO_NAME
   process.stdout.write(`${name}/${version} ${process.platform}-${arch} node-${process.version}\n`)
   process.exit(0)
 }
+// `pipe run` in its plain forms runs without loading oclif (~30 ms and ~2 MiB of every run); what
+// that parser declines (help, odd forms, errors in the argv) goes to oclif as every other command.
+// Before the JSON answers below, which load oclif's config: a run with --json is none of them (its
+// parser declines --help, -h and --version, the only words that would make it one).
+const ranFast = argv[0] === 'run' && (await (await import('../dist/cli/fast-run.js')).fastRun(argv.slice(1), new URL('../', import.meta.url)))
 // oclif's help takes no --json; pipe's root help does, like every command.
 // Nor do a command's --help, a topic or --version: with --json each is one JSON document too.
-if (argv.includes('--json')) {
+if (!ranFast && argv.includes('--json')) {
   const {jsonOnlyAnswer, jsonText} = await import('../dist/cli/help-json.js')
   const answer = await jsonOnlyAnswer(import.meta.url, argv)
   if (answer) {
@@ -37,9 +42,6 @@ if (argv.includes('--json')) {
     process.exit(answer.exit)
   }
 }
-// `pipe run` in its plain forms runs without loading oclif (~30 ms and ~2 MiB of every run); what
-// that parser declines (help, odd forms, errors in the argv) goes to oclif as every other command.
-const ranFast = argv[0] === 'run' && (await (await import('../dist/cli/fast-run.js')).fastRun(argv.slice(1), new URL('../', import.meta.url)))
 if (!ranFast) {
   // The bundle's copy of oclif (scripts/bundle.mjs), shared with the commands it loads.
   const {execute} = await import('../dist/cli/main.js')

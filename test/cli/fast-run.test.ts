@@ -93,9 +93,13 @@ describe('pipe run: what the fast path loads', function () {
       const plain = await loaded(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go'], dir)
       expect(plain.some((url) => url.endsWith('/dist/cli/fast-run.js'))).to.equal(true)
       expect(plain.filter((url) => url.endsWith('/dist/cli/main.js') || url.endsWith('/dist/commands/run.js'))).to.deep.equal([])
-      for (const declined of [['run', '--help'], ['run', defaultPipeline, '--decision', 'maybe']]) {
+      // With --json too: bin/run.js's JSON answers for help and --version load oclif's config, and a run is neither.
+      const json = await loaded(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], dir)
+      expect(json.some((url) => url.endsWith('/dist/cli/fast-run.js'))).to.equal(true)
+      expect(json.filter((url) => /\/dist\/cli\/(main|help-json)\.js$|\/dist\/commands\/run\.js$/.test(url))).to.deep.equal([])
+      for (const declined of [['run', '--help'], ['run', defaultPipeline, '--decision', 'maybe'], ['run', '--help', '--json']]) {
         const urls = await loaded(declined, dir)
-        expect(urls.some((url) => url.endsWith('/dist/cli/main.js')), declined.join(' ')).to.equal(true)
+        expect(urls.some((url) => url.endsWith('/dist/cli/main.js') || url.endsWith('/dist/cli/help-json.js')), declined.join(' ')).to.equal(true)
       }
     } finally {
       await cleanup()
