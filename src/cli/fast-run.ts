@@ -36,6 +36,8 @@ export interface ManifestCommand {
   enableJsonFlag?: boolean
   flags: Record<string, ManifestFlag>
   args: Record<string, ManifestArg>
+  aliases?: unknown
+  hiddenAliases?: unknown
 }
 
 /** Attributes whose meaning this parser follows; a flag or argument with any other is left to oclif. */
@@ -177,10 +179,21 @@ function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
     const {version} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {version?: unknown}
     if (typeof manifest.version !== 'string' || typeof version !== 'string' || manifest.version.split('-')[0] !== version.split('-')[0]) return undefined
     const command = manifest.commands?.[id]
-    // A command under the same topic (`run x`) would make the argv oclif's to route.
-    if (Object.keys(manifest.commands ?? {}).some((other) => other.startsWith(`${id}:`))) return undefined
+    // A command under the same topic (`run x`), or an alias there or on `run` itself (any command's),
+    // would make the argv oclif's to route.
+    const routedElsewhere = Object.entries(manifest.commands ?? {}).some(([other, c]) =>
+      [...(other === id ? [] : [other]), ...namesIn(c?.aliases), ...namesIn(c?.hiddenAliases)].some((name) => {
+        const spelled = name.replaceAll(' ', ':')
+        return spelled === id || spelled.startsWith(`${id}:`)
+      }),
+    )
+    if (routedElsewhere) return undefined
     return command && typeof command.flags === 'object' && typeof command.args === 'object' ? command : undefined
   } catch {
     return undefined
   }
+}
+
+function namesIn(list: unknown): string[] {
+  return Array.isArray(list) ? list.filter((name): name is string => typeof name === 'string') : []
 }

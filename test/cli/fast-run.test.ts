@@ -183,6 +183,19 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
     }
   })
 
+  it('a manifest where another command takes a name under run (an alias run:x) that oclif routes to', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(dir, (m) => {
+        m.commands.validate!.aliases = ['run:x']
+      })
+      const result = await bothAgree(root, ['x'])
+      expect(result.stderr).to.contain('pipe validate --help')
+    } finally {
+      await cleanup()
+    }
+  })
+
   it('PIPE_DEBUG=1, under which oclif shows every process warning with its stack', async () => {
     const {dir, cleanup} = await tempDir()
     try {
