@@ -43,6 +43,8 @@ export interface ManifestCommand {
 /** Attributes whose meaning this parser follows; a flag or argument with any other is left to oclif. */
 const FLAG_KEYS = new Set(['name', 'type', 'char', 'multiple', 'options', 'dependsOn', 'allowNo', 'description', 'summary', 'helpValue', 'helpGroup', 'hasDynamicHelp', 'hidden'])
 const ARG_KEYS = new Set(['name', 'required', 'description'])
+/** The hook events oclif fires when it runs a command; pipe's package has none of them (only command_not_found). */
+const COMMAND_HOOKS = new Set(['init', 'preparse', 'prerun', 'postrun', 'finally'])
 
 export interface ParsedRun {
   args: RunArgs
@@ -175,9 +177,13 @@ export async function fastRun(argv: readonly string[], root: URL): Promise<boole
 function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
   try {
     const manifest = JSON.parse(readFileSync(new URL('oclif.manifest.json', root), 'utf8')) as {version?: unknown; commands?: Record<string, ManifestCommand>}
+    const {version, oclif} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {version?: unknown; oclif?: {hooks?: unknown; plugins?: unknown}}
     // oclif sets aside (with a warning) a manifest made for another version, and reads the commands themselves.
-    const {version} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {version?: unknown}
     if (typeof manifest.version !== 'string' || typeof version !== 'string' || manifest.version.split('-')[0] !== version.split('-')[0]) return undefined
+    // A hook oclif runs around every command, or a plugin (which may bring one), is oclif's to run.
+    if (Object.keys(oclif?.hooks ?? {}).some((event) => COMMAND_HOOKS.has(event))) return undefined
+    const plugins = oclif?.plugins ?? []
+    if (!Array.isArray(plugins) || plugins.some((plugin) => plugin !== '@oclif/plugin-help')) return undefined
     const command = manifest.commands?.[id]
     // A command under the same topic (`run x`), or an alias there or on `run` itself (any command's),
     // would make the argv oclif's to route.

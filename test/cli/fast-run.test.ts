@@ -111,11 +111,17 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
   this.timeout(240000)
 
   /** A copy of the installation (its bin, package.json and manifest; the rest linked) whose manifest `edit` changes. */
-  function installation(dir: string, edit: (manifest: {version: string; commands: Record<string, Record<string, unknown>>}) => void): string {
+  function installation(
+    dir: string,
+    edit: (manifest: {version: string; commands: Record<string, Record<string, unknown>>}) => void,
+    editPackage: (pjson: {oclif: Record<string, unknown>}) => void = () => {},
+  ): string {
     const root = path.join(dir, 'install')
     mkdirSync(path.join(root, 'bin'), {recursive: true})
     writeFileSync(path.join(root, 'bin', 'run.js'), readFileSync(bin))
-    writeFileSync(path.join(root, 'package.json'), readFileSync(path.join(repoRoot, 'package.json')))
+    const pjson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {oclif: Record<string, unknown>}
+    editPackage(pjson)
+    writeFileSync(path.join(root, 'package.json'), JSON.stringify(pjson, null, 2))
     for (const linked of ['dist', 'schemas', 'pipelines', 'node_modules']) symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
     const manifest = JSON.parse(readFileSync(path.join(repoRoot, 'oclif.manifest.json'), 'utf8')) as {version: string; commands: Record<string, Record<string, unknown>>}
     edit(manifest)
@@ -191,6 +197,25 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
       })
       const result = await bothAgree(root, ['x'])
       expect(result.stderr).to.contain('pipe validate --help')
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('a package whose oclif config adds a hook that runs with every command (init, prerun, ...)', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(
+        dir,
+        () => {},
+        (pjson) => {
+          pjson.oclif.hooks = {...(pjson.oclif.hooks as object), init: './hooks/init.js'}
+        },
+      )
+      mkdirSync(path.join(root, 'hooks'))
+      writeFileSync(path.join(root, 'hooks', 'init.js'), "export default async function () { process.stderr.write('the init hook ran\\n') }\n")
+      const result = await bothAgree(root, args)
+      expect(result.stderr).to.contain('the init hook ran')
     } finally {
       await cleanup()
     }
