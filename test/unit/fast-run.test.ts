@@ -109,6 +109,21 @@ describe('pipe run: the fast path parses as oclif does', function () {
     expect(read).to.be.greaterThan(60)
   })
 
+  it('no argv it reads is one bin/run.js would answer as JSON help or version (the fast path goes first)', async () => {
+    const {jsonOnlyAnswer} = await import('../../src/cli/help-json.js')
+    const answered: string[] = []
+    let read = 0
+    for (const base of corpus()) {
+      for (const argv of [[...base, '--json'], ['--json', ...base]]) {
+        if (parseRunArgv(argv, command) === undefined) continue
+        read++
+        if ((await jsonOnlyAnswer(repoRoot, ['run', ...argv])) !== null) answered.push(JSON.stringify(argv))
+      }
+    }
+    expect(answered).to.deep.equal([])
+    expect(read).to.be.greaterThan(60)
+  })
+
   it('reads the forms the README shows', () => {
     const readme: string[][] = [
       [file, '--input', 'examples/full-prd.md', '--decision', 'go'],
