@@ -7,7 +7,9 @@
  * `--`, a flag attribute this parser does not know) is declined before any effect, and oclif then
  * parses and reports it as always. test/unit/fast-run.test.ts holds the two parsers to the same answers.
  */
-import {readFileSync} from 'node:fs'
+import {existsSync, readFileSync} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import {reportCommandError, type CommandOutput} from './command-io.js'
 import {runCommand, type RunArgs, type RunFlags} from './run-command.js'
 import {jsonText} from '../util/terminal-text.js'
@@ -177,13 +179,17 @@ export async function fastRun(argv: readonly string[], root: URL): Promise<boole
 function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
   try {
     const manifest = JSON.parse(readFileSync(new URL('oclif.manifest.json', root), 'utf8')) as {version?: unknown; commands?: Record<string, ManifestCommand>}
-    const {version, oclif} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {version?: unknown; oclif?: {hooks?: unknown; plugins?: unknown}}
+    const {name, version, oclif} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {name?: unknown; version?: unknown; oclif?: {hooks?: unknown; plugins?: unknown; dirname?: unknown}}
     // oclif sets aside (with a warning) a manifest made for another version, and reads the commands themselves.
     if (typeof manifest.version !== 'string' || typeof version !== 'string' || manifest.version.split('-')[0] !== version.split('-')[0]) return undefined
     // A hook oclif runs around every command, or a plugin (which may bring one), is oclif's to run.
     if (Object.keys(oclif?.hooks ?? {}).some((event) => COMMAND_HOOKS.has(event))) return undefined
     const plugins = oclif?.plugins ?? []
     if (!Array.isArray(plugins) || plugins.some((plugin) => plugin !== '@oclif/plugin-help')) return undefined
+    // oclif also loads the plugins a user installed or linked, listed in its data folder (and warns
+    // when that list cannot be read): with such a list, the argv is oclif's.
+    const dirname = typeof oclif?.dirname === 'string' ? oclif.dirname : typeof name === 'string' ? name : undefined
+    if (dirname === undefined || existsSync(path.join(oclifDataDir(dirname), 'package.json'))) return undefined
     const command = manifest.commands?.[id]
     // A command under the same topic (`run x`), or an alias there or on `run` itself (any command's),
     // would make the argv oclif's to route.
@@ -202,4 +208,11 @@ function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
 
 function namesIn(list: unknown): string[] {
   return Array.isArray(list) ? list.filter((name): name is string => typeof name === 'string') : []
+}
+
+/** oclif's data folder (Config.dataDir): $PIPE_DATA_DIR, else $XDG_DATA_HOME/DIRNAME, else ~/.local/share/DIRNAME. */
+function oclifDataDir(dirname: string): string {
+  if (process.env.PIPE_DATA_DIR) return process.env.PIPE_DATA_DIR
+  const base = process.env.XDG_DATA_HOME || (process.platform === 'win32' && process.env.LOCALAPPDATA) || path.join(process.env.HOME || os.homedir() || os.tmpdir(), '.local', 'share')
+  return path.join(base, dirname)
 }

@@ -157,7 +157,7 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
 
   function withoutUserSettings(): NodeJS.ProcessEnv {
     const env = {...process.env}
-    for (const key of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_DEBUG', 'DEBUG']) delete env[key]
+    for (const key of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_DEBUG', 'DEBUG', 'PIPE_DATA_DIR', 'XDG_DATA_HOME']) delete env[key]
     return env
   }
 
@@ -216,6 +216,19 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
       writeFileSync(path.join(root, 'hooks', 'init.js'), "export default async function () { process.stderr.write('the init hook ran\\n') }\n")
       const result = await bothAgree(root, args)
       expect(result.stderr).to.contain('the init hook ran')
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it("a user plugins file in oclif's data folder (a damaged one here, which oclif warns about)", async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(dir, () => {})
+      mkdirSync(path.join(dir, 'data', 'pipe'), {recursive: true})
+      writeFileSync(path.join(dir, 'data', 'pipe', 'package.json'), '{broken')
+      const result = await bothAgree(root, args, {XDG_DATA_HOME: path.join(dir, 'data')})
+      expect(result.stderr).to.contain('SyntaxError')
     } finally {
       await cleanup()
     }
