@@ -45,6 +45,12 @@ export interface ManifestCommand {
 /** Attributes whose meaning this parser follows; a flag or argument with any other is left to oclif. */
 const FLAG_KEYS = new Set(['name', 'type', 'char', 'multiple', 'options', 'dependsOn', 'allowNo', 'description', 'summary', 'helpValue', 'helpGroup', 'hasDynamicHelp', 'hidden'])
 const ARG_KEYS = new Set(['name', 'required', 'description'])
+/**
+ * The settings of package.json's oclif config whose effect on `pipe run` this path follows (the
+ * folder, the commands and topics, help's class and options) or checks (hooks, plugins); with any
+ * other, oclif runs the argv. oclif reads an .oclifrc only when package.json has no oclif config.
+ */
+const OCLIF_KEYS = new Set(['bin', 'dirname', 'commands', 'topicSeparator', 'topics', 'plugins', 'helpClass', 'helpOptions', 'hooks', 'description'])
 /** The hook events oclif fires when it runs a command; pipe's package has none of them (only command_not_found). */
 const COMMAND_HOOKS = new Set(['init', 'preparse', 'prerun', 'postrun', 'finally'])
 
@@ -182,13 +188,15 @@ function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
     const {name, version, oclif} = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as {name?: unknown; version?: unknown; oclif?: {hooks?: unknown; plugins?: unknown; dirname?: unknown}}
     // oclif sets aside (with a warning) a manifest made for another version, and reads the commands themselves.
     if (typeof manifest.version !== 'string' || typeof version !== 'string' || manifest.version.split('-')[0] !== version.split('-')[0]) return undefined
+    // A setting of oclif's this path does not follow (more help or version flags, a taxonomy, ...) is oclif's to apply.
+    if (typeof oclif !== 'object' || oclif === null || !Object.keys(oclif).every((key) => OCLIF_KEYS.has(key))) return undefined
     // A hook oclif runs around every command, or a plugin (which may bring one), is oclif's to run.
-    if (Object.keys(oclif?.hooks ?? {}).some((event) => COMMAND_HOOKS.has(event))) return undefined
-    const plugins = oclif?.plugins ?? []
+    if (Object.keys(oclif.hooks ?? {}).some((event) => COMMAND_HOOKS.has(event))) return undefined
+    const plugins = oclif.plugins ?? []
     if (!Array.isArray(plugins) || plugins.some((plugin) => plugin !== '@oclif/plugin-help')) return undefined
     // oclif also loads the plugins a user installed or linked, listed in its data folder (and warns
     // when that list cannot be read): with such a list, the argv is oclif's.
-    const dirname = typeof oclif?.dirname === 'string' ? oclif.dirname : typeof name === 'string' ? name : undefined
+    const dirname = typeof oclif.dirname === 'string' ? oclif.dirname : typeof name === 'string' ? name : undefined
     if (dirname === undefined || existsSync(path.join(oclifDataDir(dirname), 'package.json'))) return undefined
     const command = manifest.commands?.[id]
     // A command under the same topic (`run x`), or an alias there or on `run` itself (any command's),

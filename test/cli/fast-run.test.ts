@@ -221,6 +221,23 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
     }
   })
 
+  it('a package whose oclif config has a setting the fast path does not know (additionalHelpFlags here)', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const root = installation(
+        dir,
+        () => {},
+        (pjson) => {
+          pjson.oclif.additionalHelpFlags = ['-t']
+        },
+      )
+      const result = await bothAgree(root, [defaultPipeline, '-t', 'x'])
+      expect(result.stdout).to.contain('USAGE')
+    } finally {
+      await cleanup()
+    }
+  })
+
   it("a user plugins file in oclif's data folder (a damaged one here, which oclif warns about)", async () => {
     const {dir, cleanup} = await tempDir()
     try {
