@@ -104,7 +104,8 @@ export function parseRunArgv(argv: readonly string[], command: ManifestCommand):
     if (flag.multiple) {
       multipleSeen = true
       const list = values[flag.name]
-      values[flag.name] = Array.isArray(list) ? [...list, value] : [value]
+      if (Array.isArray(list)) list.push(value)
+      else values[flag.name] = [value]
     } else {
       if (values[flag.name] !== undefined) return undefined
       values[flag.name] = value
@@ -148,10 +149,10 @@ function wellFormed(command: ManifestCommand): boolean {
   return flagsOk && Object.entries(command.args).every(([key, arg]: [string, unknown]) => isObject(arg) && arg.name === key && optionalBoolean(arg.required))
 }
 
+/** A flag (already well formed) whose every attribute this parser follows. */
 function understood(flag: ManifestFlag): boolean {
   if (!Object.keys(flag).every((k) => FLAG_KEYS.has(k))) return false
-  if (flag.type === 'boolean') return flag.allowNo !== true && flag.multiple !== true && flag.options === undefined
-  return flag.type === 'option' && (flag.char === undefined || flag.char.length === 1)
+  return flag.type === 'option' || (flag.allowNo !== true && flag.multiple !== true && flag.options === undefined)
 }
 
 /**
@@ -208,7 +209,8 @@ function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
       }),
     )
     if (routedElsewhere) return undefined
-    return command && typeof command.flags === 'object' && typeof command.args === 'object' ? command : undefined
+    // Its shape is parseRunArgv's to check.
+    return command
   } catch {
     return undefined
   }

@@ -4,28 +4,16 @@
  * and the fast path really leaves oclif unloaded, while what it declines still reaches oclif.
  */
 import {expect} from 'chai'
-import {spawn} from 'node:child_process'
 import {mkdirSync, readFileSync, symlinkSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
-import {bin, defaultPipeline, examples, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {bin, defaultPipeline, examples, node, pipe, repoRoot, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 
 /** The argv through oclif, as bin/run.js hands every other command to it (of the installation `root`). */
-function throughOclif(args: string[], cwd: string, home: string, extraEnv: Record<string, string> = {}, root = repoRoot): Promise<CliResult> {
+function throughOclif(args: string[], cwd: string, env: NonNullable<CliOptions['env']>, root = repoRoot): Promise<CliResult> {
   const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(root, 'dist', 'cli', 'main.js')).href)})
 await execute({dir: ${JSON.stringify(pathToFileURL(path.join(root, 'bin', 'run.js')).href)}, args: ${JSON.stringify(args)}})`
-  const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: home, ...extraEnv}
-  for (const key of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL']) delete env[key]
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {cwd, env, stdio: ['pipe', 'pipe', 'pipe']})
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.on('error', reject)
-    child.on('close', (code, signal) => resolve({code, stdout, stderr, signal}))
-    child.stdin.end()
-  })
+  return node(['--input-type=module', '-e', script], {cwd, env})
 }
 
 /** What differs between two runs of the same thing: their folders, times and durations. */
@@ -62,7 +50,7 @@ describe('pipe run: the fast path and oclif give the same answers', function () 
           writeFileSync(path.join(dir, 'policy.yaml'), readFileSync(path.join(repoRoot, 'policy.yaml'), 'utf8'))
         }
         const a = await pipe(['run', ...args], {cwd: fast.dir, env: {PIPE_HOME: home.dir}})
-        const b = await throughOclif(['run', ...args], slow.dir, home.dir)
+        const b = await throughOclif(['run', ...args], slow.dir, {PIPE_HOME: home.dir})
         expect(a.code, a.stderr).to.equal(b.code)
         expect(same(a.stdout, fast.dir)).to.equal(same(b.stdout, slow.dir))
         expect(same(a.stderr, fast.dir)).to.equal(same(b.stderr, slow.dir))
@@ -135,16 +123,10 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
     const slow = await tempDir()
     const home = await tempDir()
     try {
-      const a = await new Promise<CliResult>((resolve, reject) => {
-        const child = spawn(process.execPath, [path.join(root, 'bin', 'run.js'), 'run', ...args], {cwd: fast.dir, env: {...withoutUserSettings(), NO_COLOR: '1', PIPE_HOME: home.dir, ...env}, stdio: ['ignore', 'pipe', 'pipe']})
-        let stdout = ''
-        let stderr = ''
-        child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
-        child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-        child.on('error', reject)
-        child.on('close', (code, signal) => resolve({code, stdout, stderr, signal}))
-      })
-      const b = await throughOclif(['run', ...args], slow.dir, home.dir, env, root)
+      // The user's own oclif settings would make both paths oclif's: the test sets each itself.
+      const settings = {PIPE_HOME: home.dir, PIPE_DEBUG: undefined, DEBUG: undefined, PIPE_DATA_DIR: undefined, XDG_DATA_HOME: undefined, ...env}
+      const a = await node([path.join(root, 'bin', 'run.js'), 'run', ...args], {cwd: fast.dir, env: settings})
+      const b = await throughOclif(['run', ...args], slow.dir, settings, root)
       const clean = (text: string, dir: string): string => same(text, dir).replace(/\(node:\d+\)/g, '(node:<pid>)')
       expect(clean(a.stderr, fast.dir)).to.equal(clean(b.stderr, slow.dir))
       expect(clean(a.stdout, fast.dir)).to.equal(clean(b.stdout, slow.dir))
@@ -155,56 +137,47 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
     }
   }
 
-  function withoutUserSettings(): NodeJS.ProcessEnv {
-    const env = {...process.env}
-    for (const key of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_DEBUG', 'DEBUG', 'PIPE_DATA_DIR', 'XDG_DATA_HOME']) delete env[key]
-    return env
+  /** `test` with a temporary folder, removed after. */
+  async function inTemp(test: (dir: string) => Promise<void>): Promise<void> {
+    const {dir, cleanup} = await tempDir()
+    try {
+      await test(dir)
+    } finally {
+      await cleanup()
+    }
   }
 
   const args = [defaultPipeline, '--input', path.join(examples, 'full-prd.md')]
 
-  it('a manifest with a damaged run command: oclif\'s answer, not a stack trace', async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it('a manifest with a damaged run command: oclif\'s answer, not a stack trace', () =>
+    inTemp(async (dir) => {
       const root = installation(dir, (m) => {
         ;(m.commands.run!.flags as Record<string, unknown>).input = null
       })
       const result = await bothAgree(root, args)
       expect(result.stderr).to.not.contain('TypeError')
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 
-  it('a manifest of another version, which oclif sets aside with a warning', async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it('a manifest of another version, which oclif sets aside with a warning', () =>
+    inTemp(async (dir) => {
       const root = installation(dir, (m) => {
         m.version = '0.0.1'
       })
       const result = await bothAgree(root, args)
       expect(result.stderr).to.contain('Mismatched version')
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 
-  it('a manifest where another command takes a name under run (an alias run:x) that oclif routes to', async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it('a manifest where another command takes a name under run (an alias run:x) that oclif routes to', () =>
+    inTemp(async (dir) => {
       const root = installation(dir, (m) => {
         m.commands.validate!.aliases = ['run:x']
       })
       const result = await bothAgree(root, ['x'])
       expect(result.stderr).to.contain('pipe validate --help')
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 
-  it('a package whose oclif config adds a hook that runs with every command (init, prerun, ...)', async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it('a package whose oclif config adds a hook that runs with every command (init, prerun, ...)', () =>
+    inTemp(async (dir) => {
       const root = installation(
         dir,
         () => {},
@@ -216,14 +189,10 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
       writeFileSync(path.join(root, 'hooks', 'init.js'), "export default async function () { process.stderr.write('the init hook ran\\n') }\n")
       const result = await bothAgree(root, args)
       expect(result.stderr).to.contain('the init hook ran')
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 
-  it('a package whose oclif config has a setting the fast path does not know (additionalHelpFlags here)', async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it('a package whose oclif config has a setting the fast path does not know (additionalHelpFlags here)', () =>
+    inTemp(async (dir) => {
       const root = installation(
         dir,
         () => {},
@@ -233,35 +202,24 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
       )
       const result = await bothAgree(root, [defaultPipeline, '-t', 'x'])
       expect(result.stdout).to.contain('USAGE')
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 
-  it("a user plugins file in oclif's data folder (a damaged one here, which oclif warns about)", async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it("a user plugins file in oclif's data folder (a damaged one here, which oclif warns about)", () =>
+    inTemp(async (dir) => {
       const root = installation(dir, () => {})
       mkdirSync(path.join(dir, 'data', 'pipe'), {recursive: true})
       writeFileSync(path.join(dir, 'data', 'pipe', 'package.json'), '{broken')
       const result = await bothAgree(root, args, {XDG_DATA_HOME: path.join(dir, 'data')})
       expect(result.stderr).to.contain('SyntaxError')
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 
-  it('PIPE_DEBUG=1, under which oclif shows every process warning with its stack', async () => {
-    const {dir, cleanup} = await tempDir()
-    try {
+  it('PIPE_DEBUG=1, under which oclif shows every process warning with its stack', () =>
+    inTemp(async (dir) => {
       const root = installation(dir, () => {})
       const preload = path.join(dir, 'warn.cjs')
       // A warning while the run works (after oclif has loaded): oclif's debug mode prints its stack too.
       writeFileSync(preload, "setImmediate(() => setImmediate(() => process.on('beforeExit', function once() { process.off('beforeExit', once); process.emitWarning('late warning') })))\n")
       const result = await bothAgree(root, args, {PIPE_DEBUG: '1', NODE_OPTIONS: `--require=${preload}`})
       expect(result.stderr).to.match(/Warning: late warning\n\s+at /)
-    } finally {
-      await cleanup()
-    }
-  })
+    }))
 })

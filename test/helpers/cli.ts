@@ -25,6 +25,11 @@ export interface CliOptions {
 }
 
 export function pipe(args: string[], options: CliOptions = {}): Promise<CliResult> {
+  return node([bin, ...args], options)
+}
+
+/** Runs node with `args` as pipe() runs the CLI: the same test environment, output collected. */
+export function node(args: string[], options: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? process.env.PIPE_TEST_HOME ?? path.join(os.tmpdir(), 'pipe-test-home')}
     delete env.PIPE_STORE
@@ -34,7 +39,7 @@ export function pipe(args: string[], options: CliOptions = {}): Promise<CliResul
       if (value === undefined) delete env[key]
       else env[key] = value
     }
-    const child = spawn(process.execPath, [bin, ...args], {cwd: options.cwd ?? repoRoot, env, stdio: ['pipe', 'pipe', 'pipe']})
+    const child = spawn(process.execPath, args, {cwd: options.cwd ?? repoRoot, env, stdio: ['pipe', 'pipe', 'pipe']})
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
