@@ -30,7 +30,20 @@ if (argv.length === 1 && argv[0] === '--version' && !process.env.WSL_DISTRO_NAME
 // that parser declines (help, odd forms, errors in the argv) goes to oclif as every other command.
 // Before the JSON answers below, which load oclif's config: a run with --json is none of them (its
 // parser declines --help, -h and --version, the only words that would make it one).
-const ranFast = argv[0] === 'run' && (await (await import('../dist/cli/fast-run.js')).fastRun(argv.slice(1), new URL('../', import.meta.url)))
+const ranFast = argv[0] === 'run' && (await runFast(argv.slice(1)))
+// The fast path is one file, dist/cli/fast-run.cjs, compiled through the V8 code cache the build made
+// (scripts/bundle.mjs and src/util/code-cache.ts say why and how a cache is checked). A script has no
+// import() of its own: the bundle calls this one for the packages a step loads when it needs them.
+async function runFast(args) {
+  const {buildingCodeCaches, loadScript} = await import('../dist/util/code-cache.js')
+  const {fileURLToPath} = await import('node:url')
+  const dist = new URL('../dist/', import.meta.url)
+  const cli = new URL('cli/', dist)
+  const importer = (specifier) => import(specifier.startsWith('.') ? new URL(specifier, cli).href : specifier)
+  const file = fileURLToPath(new URL('fast-run.cjs', cli))
+  const loaded = loadScript(file, {header: 'pipe-run-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(fileURLToPath(dist)), maxBytes: 64 * 1024 * 1024})
+  return loaded !== null && (await loaded.exports.fastRun(args, new URL('../', import.meta.url)))
+}
 // oclif's help takes no --json; pipe's root help does, like every command.
 // Nor do a command's --help, a topic or --version: with --json each is one JSON document too.
 if (!ranFast && argv.includes('--json')) {

@@ -15,7 +15,7 @@ const require = createRequire(import.meta.url)
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const out = path.join(root, 'dist', 'schema', 'validators')
 mkdirSync(out, {recursive: true})
-// Code caches of the validators this replaces are remade after the bundle (scripts/cache-validators.mjs).
+// Code caches of the validators this replaces are remade after the bundle (scripts/cache-code.mjs).
 for (const stale of readdirSync(out).filter((f) => f.endsWith('.v8cache'))) rmSync(path.join(out, stale))
 let count = 0
 for (const sub of ['', 'model']) {

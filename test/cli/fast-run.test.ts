@@ -79,11 +79,12 @@ describe('pipe run: what the fast path loads', function () {
     const {dir, cleanup} = await tempDir()
     try {
       const plain = await loaded(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go'], dir)
-      expect(plain.some((url) => url.endsWith('/dist/cli/fast-run.js'))).to.equal(true)
+      // The fast path itself is a script (dist/cli/fast-run.cjs), which no module hook sees: its loader is.
+      expect(plain.some((url) => url.endsWith('/dist/util/code-cache.js'))).to.equal(true)
       expect(plain.filter((url) => url.endsWith('/dist/cli/main.js') || url.endsWith('/dist/commands/run.js'))).to.deep.equal([])
       // With --json too: bin/run.js's JSON answers for help and --version load oclif's config, and a run is neither.
       const json = await loaded(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], dir)
-      expect(json.some((url) => url.endsWith('/dist/cli/fast-run.js'))).to.equal(true)
+      expect(json.some((url) => url.endsWith('/dist/util/code-cache.js'))).to.equal(true)
       expect(json.filter((url) => /\/dist\/cli\/(main|help-json)\.js$|\/dist\/commands\/run\.js$/.test(url))).to.deep.equal([])
       for (const declined of [['run', '--help'], ['run', defaultPipeline, '--decision', 'maybe'], ['run', '--help', '--json']]) {
         const urls = await loaded(declined, dir)

@@ -3,7 +3,7 @@
  * commands run from the esbuild bundle (scripts/bundle.mjs), dependencies inside it.
  */
 import {expect} from 'chai'
-import {readFileSync, readdirSync} from 'node:fs'
+import {existsSync, readFileSync, readdirSync} from 'node:fs'
 import {builtinModules} from 'node:module'
 import path from 'node:path'
 import {json, pipe, repoRoot} from '../helpers/cli.js'
@@ -35,10 +35,22 @@ describe('start-up of the built CLI', function () {
   it('the commands, help class and hooks oclif loads are bundled: they import no package from node_modules', () => {
     const dist = path.join(repoRoot, 'dist')
     const commandFiles = (dir: string): string[] => readdirSync(dir, {withFileTypes: true}).flatMap((e) => (e.isDirectory() ? commandFiles(path.join(dir, e.name)) : e.name.endsWith('.js') ? [path.join(dir, e.name)] : []))
-    const loaded = [...commandFiles(path.join(dist, 'commands')), ...['main', 'help', 'not-found', 'help-json', 'fast-run'].map((n) => path.join(dist, 'cli', `${n}.js`))]
+    const loaded = [...commandFiles(path.join(dist, 'commands')), ...['main', 'help', 'not-found', 'help-json'].map((n) => path.join(dist, 'cli', `${n}.js`)), ...readdirSync(path.join(dist, 'vendor')).map((n) => path.join(dist, 'vendor', n))]
     const chunks = readdirSync(path.join(dist, 'chunks')).map((n) => path.join(dist, 'chunks', n))
     const offenders = [...loaded, ...chunks].flatMap((file) => packageImports(file).filter((s) => !optional.has(s)).map((s) => `${path.relative(dist, file)}: ${s}`))
     expect(offenders).to.deep.equal([])
+  })
+
+  it('the run bundle requires only Node\'s modules, and imports only the vendored files, which exist', () => {
+    const dist = path.join(repoRoot, 'dist')
+    const text = readFileSync(path.join(dist, 'cli', 'fast-run.cjs'), 'utf8')
+    const required = [...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1]!)
+    expect(required.filter((s) => !builtinModules.includes(s.replace(/^node:/, '')))).to.deep.equal([])
+    // bin/run.js's importer resolves a relative specifier from dist/cli/, as import() there would.
+    const imported = [...text.matchAll(/\b__pipeImport\("([^"]+)"\)/g)].map((m) => m[1]!)
+    expect(imported.filter((s) => s.startsWith('../vendor/')).map((s) => existsSync(path.join(dist, 'cli', s)))).to.not.include(false)
+    expect(imported.filter((s) => !s.startsWith('../vendor/') && !builtinModules.includes(s.replace(/^node:/, '')))).to.deep.equal([])
+    expect(text, 'an import() left in a script has no loader').to.not.match(/\bimport\(/)
   })
 
   it('a bundled command still finds the schemas, the standalone validators and the shipped prompts', async () => {

@@ -91,7 +91,7 @@ try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } cat
     rmSync(cache)
   })
 
-  it('an ordinary command with PIPE_BUILD_VALIDATOR_CACHE set writes nothing into the installation and exits as it would', () => {
+  it('an ordinary command with PIPE_BUILD_CODE_CACHE set writes nothing into the installation and exits as it would', () => {
     const validators = path.join(repoRoot, 'dist', 'schema', 'validators')
     const state = (): Record<string, string> => Object.fromEntries(readdirSync(validators).sort().map((f) => [f, createHash('sha256').update(readFileSync(path.join(validators, f))).digest('hex')]))
     const before = state()
@@ -106,7 +106,7 @@ try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } cat
     const plain = validate({})
     expect(plain.status, plain.stderr).to.equal(0)
     // As a user would leave it set in a shell, for a command other than the build's default run.
-    const withVariable = validate({PIPE_BUILD_VALIDATOR_CACHE: '1'})
+    const withVariable = validate({PIPE_BUILD_CODE_CACHE: '1'})
     expect({status: withVariable.status, stdout: withVariable.stdout, stderr: withVariable.stderr}).to.deep.equal({status: 0, stdout: plain.stdout, stderr: plain.stderr})
     expect(state(), 'the validators folder after the command').to.deep.equal(before)
   })

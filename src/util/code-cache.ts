@@ -1,0 +1,124 @@
+/**
+ * Scripts loaded through a V8 code cache (FILE's cache is FILE with .cjs replaced by .v8cache): the
+ * bytecode of the script's functions as a default run left them, so a process neither parses the
+ * script nor compiles the functions it calls. Two users: the standalone validators
+ * (src/schema/registry.ts) and the run bundle, dist/cli/fast-run.cjs, that bin/run.js loads for
+ * `pipe run` (scripts/bundle.mjs).
+ *
+ * V8 takes a cache only under the V8 version and flags it was made with, and checks nothing of the
+ * source but its length. The cache's first line records what it caches, cachedDataVersionTag()
+ * (the version and flags) and the sha256 of the source it was made from; a cache whose line does not
+ * match (other source, other flags, damaged, not a regular file) is left unread and the script
+ * compiles as without one. The same run then answers the same; only its start-up costs more.
+ *
+ * The build makes the caches with one default run through bin/run.js (scripts/cache-code.mjs),
+ * with PIPE_BUILD_CODE_CACHE naming the installation's dist/ folder: only that run keeps the scripts
+ * it loads and writes their caches at its exit, and only when it succeeded. Any other value (a `1`
+ * left in a user's shell) writes nothing: an ordinary command never writes into the installation.
+ */
+import {createRequire} from 'node:module'
+import path from 'node:path'
+import {cachedDataVersionTag} from 'node:v8'
+import vm from 'node:vm'
+import {readWhole, writeFileAtomicSync} from './fs.js'
+import {sha256} from './hash.js'
+
+const BUILD_ENV = 'PIPE_BUILD_CODE_CACHE'
+
+/** Whether this process is the build's cache run for the installation whose dist/ folder is `dist`. */
+export function buildingCodeCaches(dist: string): boolean {
+  const value = process.env[BUILD_ENV]
+  return value !== undefined && value !== '' && path.resolve(value) === path.resolve(dist)
+}
+
+export interface LoadOptions {
+  /** What the cache holds, the first words of its header line: 'pipe-validator-cache 1'. */
+  header: string
+  /**
+   * Whether the file is already a function expression, `(function (exports, require, module,
+   * __filename, __dirname, ...extra) {...})`. A script that is not is wrapped as Node wraps CommonJS,
+   * at the cost of a copy of its text; one that is is compiled as read.
+   */
+  wrapped: boolean
+  /** Arguments passed after CommonJS's five (a wrapped file's own parameters). */
+  extra?: readonly unknown[]
+  /** Keep what writeCodeCache needs (the text and the script): only the build's cache run does. */
+  keep: boolean
+  /** The largest script read. */
+  maxBytes: number
+}
+
+export interface LoadedScript {
+  /** What the script left in module.exports. */
+  exports: unknown
+  /** Whether V8 took the code cache. */
+  cached: boolean
+}
+
+/** A cache's largest size read: the run bundle's is ~0.7 MB; a file far past that is not one the build wrote. */
+const MAX_CACHE_BYTES = 64 * 1024 * 1024
+
+/**
+ * Scripts kept for their cache to be written. Only the build's cache run keeps any: V8 already holds
+ * each script's source for lazy compilation, and a second copy of the text costs a run's peak memory.
+ */
+const kept = new Map<string, {script: vm.Script; header: string; hash: string}>()
+
+export function cacheFileOf(file: string): string {
+  return file.replace(/\.cjs$/, '.v8cache')
+}
+
+function headerLine(header: string, hash: string): string {
+  return `${header} ${cachedDataVersionTag()} ${hash}\n`
+}
+
+/** The cache's V8 data when its header line is the one for this source under these flags. */
+function cacheFor(file: string, header: string, hash: string): Buffer | undefined {
+  const bytes = readWhole(cacheFileOf(file), MAX_CACHE_BYTES)
+  if (!bytes) return undefined
+  const expected = headerLine(header, hash)
+  if (bytes.length <= expected.length || bytes.toString('latin1', 0, expected.length) !== expected) return undefined
+  return bytes.subarray(expected.length)
+}
+
+/** A CommonJS script, through its code cache when one fits; null when the file is missing or larger than maxBytes. */
+export function loadScript(file: string, options: LoadOptions): LoadedScript | null {
+  const bytes = readWhole(file, options.maxBytes)
+  if (bytes === undefined) return null
+  const hash = sha256(bytes)
+  const cachedData = cacheFor(file, options.header, hash)
+  const text = bytes.toString('utf8')
+  const source = options.wrapped ? text : `(function (exports, require, module, __filename, __dirname) {${text}\n})`
+  const script = new vm.Script(source, {filename: file, ...(cachedData ? {cachedData} : {})})
+  const module = {exports: {} as unknown}
+  ;(script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
+  if (options.keep) keepForCache(file, {script, header: options.header, hash})
+  return {exports: module.exports, cached: cachedData !== undefined && !script.cachedDataRejected}
+}
+
+function keepForCache(file: string, entry: {script: vm.Script; header: string; hash: string}): void {
+  if (kept.size === 0) {
+    process.on('exit', (code) => {
+      // Only a run that succeeded compiled the functions a default run calls.
+      if (code !== 0) return
+      try {
+        for (const name of kept.keys()) writeCodeCache(name)
+      } catch (error) {
+        process.stderr.write(`pipe: could not write a code cache: ${(error as Error).message}\n`)
+        process.exitCode = 1
+      }
+    })
+  }
+  kept.set(file, entry)
+}
+
+/** Writes the code cache of a script this process loaded and kept, with the functions it compiled; returns the cache's file. */
+export function writeCodeCache(file: string): string {
+  const entry = kept.get(file)
+  if (!entry) throw new Error(`${file} was not loaded in this process to have its cache written`)
+  // Renamed into place: a process starting meanwhile reads the old cache or the new one, never half
+  // of one, and a symlink in its place is replaced, not written through. A build output: not synced.
+  const target = cacheFileOf(file)
+  writeFileAtomicSync(target, Buffer.concat([Buffer.from(headerLine(entry.header, entry.hash), 'latin1'), entry.script.createCachedData()]), {sync: false})
+  return target
+}
