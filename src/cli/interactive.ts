@@ -3,7 +3,8 @@
  * Prompts go to stderr so that stdout keeps to the result. PIPE_INTERACTIVE=1 forces prompting
  * when stdin is not a terminal (for expect-style scripts); PIPE_INTERACTIVE=0 turns it off.
  */
-import {createInterface, type Interface} from 'node:readline'
+import {createRequire} from 'node:module'
+import type {Interface} from 'node:readline'
 import type {GateResult} from '../gates/evaluate.js'
 import type {RunOutcome} from '../engine/engine.js'
 import {answerSession} from '../engine/sessions/answer.js'
@@ -28,6 +29,8 @@ class LineReader {
   private readonly rl: Interface
 
   constructor() {
+    // readline only when a person is asked: a run that asks nobody never loads it.
+    const {createInterface} = createRequire(import.meta.url)('node:readline') as typeof import('node:readline')
     this.rl = createInterface({input: process.stdin, terminal: false})
     this.rl.on('line', (line) => {
       const waiter = this.waiters.shift()

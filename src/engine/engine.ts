@@ -6,7 +6,6 @@
  * was recorded and repeats nothing that was.
  */
 import path from 'node:path'
-import {setTimeout as sleepFor} from 'node:timers/promises'
 import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 import {PipeError, toPipeError} from '../errors.js'
@@ -31,6 +30,7 @@ import {commitStep, recoverCommit, type Journal} from './commit.js'
 import {deadline} from './deadlines.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
+import {sleep} from '../util/sleep.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
 
@@ -264,7 +264,7 @@ export class Engine {
     this.ledger = new Ledger(deps.store)
     this.registry = deps.registry ?? defaultRegistry
     this.now = deps.now ?? (() => new Date())
-    this.sleep = deps.sleep ?? ((ms, signal) => sleepFor(ms, undefined, {signal}))
+    this.sleep = deps.sleep ?? ((ms, signal) => sleep(ms, signal))
     this.user = deps.user ?? currentUser()
   }
 

@@ -6,7 +6,8 @@
  * prlimit sets the policy's resource limits. The kernel never applies RLIMIT_NPROC to uid 0, so
  * when pipe runs as root the process limit is a pids cgroup instead, where one can be created.
  */
-import {spawnSync} from 'node:child_process'
+import type {SpawnSyncReturns} from 'node:child_process'
+import {createRequire} from 'node:module'
 import {accessSync, constants, existsSync, readFileSync, realpathSync} from 'node:fs'
 import {mkdir, rmdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -85,13 +86,22 @@ const NAMESPACES = ['--die-with-parent', '--new-session', '--unshare-user', '--u
 const probes = new Map<string, string | null>()
 
 /**
+ * Runs a probe of bwrap to its end (its text output), ten seconds at most. child_process only then:
+ * it loads a dozen modules (net, dgram, streams) that a run with no command step never uses.
+ */
+function probeBwrap(file: string, args: string[]): SpawnSyncReturns<string> {
+  const {spawnSync} = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process')
+  return spawnSync(file, args, {encoding: 'utf8', timeout: 10000})
+}
+
+/**
  * Why bwrap cannot make its namespaces here (a container that forbids user namespaces), or null
  * when it can; tried once per binary and process.
  */
 function bwrapBroken(bwrap: string): string | null {
   let answer = probes.get(bwrap)
   if (answer === undefined) {
-    const probe = spawnSync(bwrap, [...NAMESPACES, '--unshare-net', '--cap-drop', 'ALL', '--ro-bind', '/', '/', '--', 'true'], {encoding: 'utf8', timeout: 10000})
+    const probe = probeBwrap(bwrap, [...NAMESPACES, '--unshare-net', '--cap-drop', 'ALL', '--ro-bind', '/', '/', '--', 'true'])
     answer = probe.status === 0 ? null : (probe.stderr.trim() || probe.error?.message || `exit ${probe.status ?? probe.signal}`).split('\n')[0]!
     probes.set(bwrap, answer)
   }
@@ -104,7 +114,7 @@ const sizes = new Map<string, boolean>()
 function bwrapSizes(bwrap: string): boolean {
   let answer = sizes.get(bwrap)
   if (answer === undefined) {
-    answer = spawnSync(bwrap, ['--help'], {encoding: 'utf8', timeout: 10000}).stdout?.includes('--size') ?? false
+    answer = probeBwrap(bwrap, ['--help']).stdout?.includes('--size') ?? false
     sizes.set(bwrap, answer)
   }
   return answer

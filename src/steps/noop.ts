@@ -1,4 +1,4 @@
-import {setTimeout as sleep} from 'node:timers/promises'
+import {sleep} from '../util/sleep.js'
 import type {StepHandler} from './types.js'
 import {obj} from './output-schemas.js'
 
@@ -12,7 +12,7 @@ export const noop: StepHandler<'noop'> = {
   // The signal is read only when the step waits: reading it makes the step's AbortController.
   async run(context) {
     const {step} = context
-    if (step.sleep_ms) await sleep(step.sleep_ms, undefined, {signal: context.signal})
+    if (step.sleep_ms) await sleep(step.sleep_ms, context.signal)
     const outcome = step.outcome ?? 'success'
     return {type: 'done', outcome, reason: `no-op, outcome ${outcome}`, outputs: {}}
   },

@@ -1,7 +1,6 @@
 /** Reading, decoding and normalising requirement text, shared by the CLI (before a run exists) and the ingest step. */
 import {constants, open as openFd, close as closeFd, read as readFd, type Stats} from 'node:fs'
 import {stat} from 'node:fs/promises'
-import net from 'node:net'
 import type {Readable} from 'node:stream'
 import {PipeError} from '../errors.js'
 
@@ -46,7 +45,11 @@ export async function readInputFile(file: string, what: string, maxBytes: number
     throw new PipeError('E_INPUT', `cannot read ${what} (${error.code})`, {hint: 'Check the path and its permissions.'})
   })
   // A FIFO is read through the event loop: it waits for a writer and ends when the writer closes.
-  if (info.isFIFO()) return readStream(new net.Socket({fd, readable: true, writable: false}), what, maxBytes, signal)
+  if (info.isFIFO()) {
+    // node:net only here: it loads a dozen modules that reading a file never uses.
+    const {Socket} = await import('node:net')
+    return readStream(new Socket({fd, readable: true, writable: false}), what, maxBytes, signal)
+  }
   return readFdLoop(fd, what, maxBytes, signal)
 }
 

@@ -211,7 +211,8 @@ search: for (const {file, full} of job.find ? [] : chosen) {
 parentPort.postMessage(job.find ? {files: chosen.map(({file}) => file)} : {matches, truncated})
 `
 
-const PICOMATCH = createRequire(import.meta.url).resolve('picomatch')
+/** Where the worker finds picomatch: resolved at the first search, not by every run that loads the step kinds. */
+let picomatchPath: string | undefined
 const NO_SEARCH = {query: '', regex: false, flags: '', maxMatches: 0, maxFileBytes: 0}
 
 /** How long a search may take before it is ended (a regular expression that backtracks catastrophically). */
@@ -221,7 +222,7 @@ export const SEARCH_DEADLINE_MS = 10_000
 async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | string> {
   if (signal.aborted) return 'the search was stopped'
   const {Worker} = await import('node:worker_threads')
-  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: {...job, picomatch: PICOMATCH}})
+  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: {...job, picomatch: (picomatchPath ??= createRequire(import.meta.url).resolve('picomatch'))}})
   return new Promise((resolve) => {
     const finish = (value: T | string): void => {
       clearTimeout(timer)
