@@ -12,7 +12,8 @@
 //   that bin/run.js loads through a V8 code cache (src/util/code-cache.ts): compiling the ~0.8 MB a
 //   run loads was a third of its CPU, and V8 caches a script, not an ES module. The vendored packages
 //   stay outside it: it imports the same dist/vendor/ files as the ESM build, when a step needs them;
-//   - src/util/code-cache.ts, which bin/run.js imports to load that file, becomes one file with no imports but Node's.
+// - src/util/code-cache.ts, which bin/run.js (CommonJS) requires to load that file, becomes one
+//   CommonJS file, dist/util/code-cache.cjs, requiring only Node's modules.
 // The rest of dist/ (tsc's output) is what the benchmark's populate script and nothing else imports.
 // bin/dev.js runs src/ through tsx.
 import {readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
@@ -152,9 +153,9 @@ const run = await build({
 }
 await build({
   entryPoints: [path.join(src, 'util', 'code-cache.ts')],
-  outfile: path.join(dist, 'util', 'code-cache.js'),
+  outfile: path.join(dist, 'util', 'code-cache.cjs'),
   bundle: true,
-  format: 'esm',
+  format: 'cjs',
   platform: 'node',
   target: 'node20',
   logLevel: 'warning',

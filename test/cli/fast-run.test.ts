@@ -12,7 +12,7 @@ import {bin, defaultPipeline, examples, node, pipe, repoRoot, tempDir, type CliO
 /** The argv through oclif, as bin/run.js hands every other command to it (of the installation `root`). */
 function throughOclif(args: string[], cwd: string, env: NonNullable<CliOptions['env']>, root = repoRoot): Promise<CliResult> {
   const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(root, 'dist', 'cli', 'main.js')).href)})
-await execute({dir: ${JSON.stringify(pathToFileURL(path.join(root, 'bin', 'run.js')).href)}, args: ${JSON.stringify(args)}})`
+await execute({dir: ${JSON.stringify(root)}, args: ${JSON.stringify(args)}})`
   return node(['--input-type=module', '-e', script], {cwd, env})
 }
 
@@ -64,12 +64,13 @@ describe('pipe run: the fast path and oclif give the same answers', function () 
 describe('pipe run: what the fast path loads', function () {
   this.timeout(120000)
 
-  /** The modules a `pipe ARGS` process loaded, in order, through a module.register hook. */
+  /** The modules a `pipe ARGS` process loaded: ES modules in order, through a module.register hook, then CommonJS files (require's cache) at its exit. */
   async function loaded(args: string[], cwd: string): Promise<string[]> {
     const log = path.join(cwd, 'modules.log')
     const hook = path.join(cwd, 'hook.mjs')
     const hooks = `import {appendFileSync} from 'node:fs'\nexport async function load(url, context, next) { appendFileSync(${JSON.stringify(log)}, url + '\\n'); return next(url, context) }\n`
-    writeFileSync(hook, `import {register} from 'node:module'\nregister(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)})\n`)
+    const cjs = `process.on('exit', () => { for (const file of Object.keys(createRequire(import.meta.url).cache)) appendFileSync(${JSON.stringify(log)}, pathToFileURL(file).href + '\\n') })\n`
+    writeFileSync(hook, `import {appendFileSync} from 'node:fs'\nimport {createRequire, register} from 'node:module'\nimport {pathToFileURL} from 'node:url'\nregister(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)})\n${cjs}`)
     const result = await pipe(args, {cwd, env: {NODE_OPTIONS: `--import=${pathToFileURL(hook).href}`}})
     expect(result.stderr).to.not.contain('Error [E_INTERNAL]')
     return readFileSync(log, 'utf8').split('\n').filter(Boolean)
@@ -79,12 +80,12 @@ describe('pipe run: what the fast path loads', function () {
     const {dir, cleanup} = await tempDir()
     try {
       const plain = await loaded(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go'], dir)
-      // The fast path itself is a script (dist/cli/fast-run.cjs), which no module hook sees: its loader is.
-      expect(plain.some((url) => url.endsWith('/dist/util/code-cache.js'))).to.equal(true)
+      // The fast path itself is a script (dist/cli/fast-run.cjs) that no loader lists: its loader is.
+      expect(plain.some((url) => url.endsWith('/dist/util/code-cache.cjs'))).to.equal(true)
       expect(plain.filter((url) => url.endsWith('/dist/cli/main.js') || url.endsWith('/dist/commands/run.js'))).to.deep.equal([])
       // With --json too: bin/run.js's JSON answers for help and --version load oclif's config, and a run is neither.
       const json = await loaded(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], dir)
-      expect(json.some((url) => url.endsWith('/dist/util/code-cache.js'))).to.equal(true)
+      expect(json.some((url) => url.endsWith('/dist/util/code-cache.cjs'))).to.equal(true)
       expect(json.filter((url) => /\/dist\/cli\/(main|help-json)\.js$|\/dist\/commands\/run\.js$/.test(url))).to.deep.equal([])
       for (const declined of [['run', '--help'], ['run', defaultPipeline, '--decision', 'maybe'], ['run', '--help', '--json']]) {
         const urls = await loaded(declined, dir)
@@ -108,6 +109,7 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
     const root = path.join(dir, 'install')
     mkdirSync(path.join(root, 'bin'), {recursive: true})
     writeFileSync(path.join(root, 'bin', 'run.js'), readFileSync(bin))
+    writeFileSync(path.join(root, 'bin', 'package.json'), readFileSync(path.join(repoRoot, 'bin', 'package.json')))
     const pjson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {oclif: Record<string, unknown>}
     editPackage(pjson)
     writeFileSync(path.join(root, 'package.json'), JSON.stringify(pjson, null, 2))

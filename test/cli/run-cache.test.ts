@@ -45,7 +45,7 @@ describe('pipe run through the run bundle\'s code cache', function () {
     expect(header, 'bin/run.js names its cache header').to.be.a('string')
     const script = `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
-const {loadScript} = await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.js')).href)})
+const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
 const loaded = loadScript(${JSON.stringify(bundle)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false, maxBytes: 1e9})
 console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.exports.fastRun}))`
     const child = await node(['--input-type=module', '-e', script])
