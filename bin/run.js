@@ -15,9 +15,10 @@ const {setFlagsFromString} = require('node:v8')
 //   optimised (10 functions), and TurboFan's first use costs ~4 MiB of peak memory.
 // A flag the user gives node (`node --interrupt-budget=67584 bin/run.js ...`) wins. (Node refuses
 // these in NODE_OPTIONS.) V8 takes a flag spelled with _ as with -.
-const given = process.execArgv.join(' ').replaceAll('_', '-')
+// Matched by whole name: --interrupt-budget-for-feedback-allocation is another flag.
+const given = new Set(process.execArgv.map((arg) => arg.split('=')[0].replaceAll('_', '-')))
 for (const [flag, value] of [['--interrupt-budget', '2162688'], ['--semi-space-growth-factor', '1'], ['--max-bytecode-size-for-early-opt', '0']]) {
-  if (!given.includes(flag)) setFlagsFromString(`${flag}=${value}`)
+  if (!given.has(flag)) setFlagsFromString(`${flag}=${value}`)
 }
 const path = require('node:path')
 const {pathToFileURL} = require('node:url')
