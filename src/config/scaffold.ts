@@ -5,7 +5,7 @@
  * offline at once; `-i use_model=true` with a model endpoint makes it do the real work.
  */
 import {existsSync} from 'node:fs'
-import {writeFile} from 'node:fs/promises'
+import {writeFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {schemasDir} from '../schema/registry.js'

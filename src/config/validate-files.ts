@@ -1,5 +1,5 @@
 /** Validates files of any pipe format, telling the format from the $schema line or the file name. */
-import {open, stat} from 'node:fs/promises'
+import {open, stat} from '../util/fs-async.js'
 import path from 'node:path'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'

@@ -3,7 +3,7 @@
  * column of the value it is about. Refuses the inputs a YAML parser should never be trusted with:
  * binary files, huge files, alias-expansion bombs.
  */
-import {stat} from 'node:fs/promises'
+import {stat} from '../util/fs-async.js'
 import {Alias, Document, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node} from 'yaml'
 import {PipeError} from '../errors.js'
 import {readInputFile} from '../util/text-input.js'

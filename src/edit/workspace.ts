@@ -3,7 +3,7 @@
  * first (sandbox, symlinks, forbidden globs), the patch size checked, then all files written, and
  * on any write failure the files already written are put back.
  */
-import {readFile, unlink} from 'node:fs/promises'
+import {readFile, unlink} from '../util/fs-async.js'
 import {existsSync, readFileSync, statSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'

@@ -9,7 +9,7 @@
 import type {SpawnSyncReturns} from 'node:child_process'
 import {createRequire} from 'node:module'
 import {accessSync, constants, existsSync, readFileSync, realpathSync} from 'node:fs'
-import {mkdir, rmdir, writeFile} from 'node:fs/promises'
+import {mkdir, rmdir, writeFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from './policy.js'

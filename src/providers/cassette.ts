@@ -16,7 +16,7 @@
  */
 import {createHash} from 'node:crypto'
 import {existsSync} from 'node:fs'
-import {readFile, stat} from 'node:fs/promises'
+import {readFile, stat} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'

@@ -6,7 +6,7 @@
  * same Idempotency-Key header) or to stop and ask a person. A request that went out and got no
  * answer (a timeout, a broken connection, a stopped step) is the same case, found at once.
  */
-import {readFile} from 'node:fs/promises'
+import {readFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {specToMarkdown} from '../spec/markdown.js'

@@ -1,5 +1,5 @@
 import {existsSync, statSync} from 'node:fs'
-import {readFile} from 'node:fs/promises'
+import {readFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
 import {stepDir} from '../config/pipeline.js'

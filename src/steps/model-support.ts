@@ -1,5 +1,5 @@
 /** What the model step kinds share: reading the current spec, the ingested text, and turning citations into evidence. */
-import {readFile} from 'node:fs/promises'
+import {readFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
 import {loadOutputSchema} from '../config/output-schema.js'

@@ -4,7 +4,7 @@
  * of two processes racing for one number exactly one wins and the other moves on. A small hint
  * file remembers the last number so that allocation does not scan history.
  */
-import {mkdir} from 'node:fs/promises'
+import {mkdir} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {readSmallFile, writeFileAtomic} from '../util/fs.js'

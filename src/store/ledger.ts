@@ -8,7 +8,7 @@
  * from the one pipe wrote. A crash between the log line and the entry leaves the log one write
  * ahead, which audit verify reports as an interrupted write, not as tampering.
  */
-import {mkdir, readdir, stat} from 'node:fs/promises'
+import {mkdir, readdir, stat} from '../util/fs-async.js'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'

@@ -1,5 +1,5 @@
 /** Read-side questions about the store, for the list and show commands. */
-import {readFile} from 'node:fs/promises'
+import {readFile} from '../util/fs-async.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'

@@ -5,7 +5,7 @@
  * seal or name does not match is an integrity error on read, never a reply. The store does not know
  * what a request is: the provider layer computes keys and checks that a request hashes to its key.
  */
-import {mkdir, readdir, readFile} from 'node:fs/promises'
+import {mkdir, readdir, readFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {writeFileAtomic} from '../util/fs.js'

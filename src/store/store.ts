@@ -24,7 +24,7 @@
  */
 import {randomBytes} from 'node:crypto'
 import {closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync} from 'node:fs'
-import {mkdir, readdir, readFile, rename, rm, stat} from 'node:fs/promises'
+import {mkdir, readdir, readFile, rename, rm, stat} from '../util/fs-async.js'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../errors.js'

@@ -3,7 +3,7 @@
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
 import {closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync} from 'node:fs'
-import {open} from 'node:fs/promises'
+import {open} from '../util/fs-async.js'
 import {PipeError} from '../errors.js'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncFd} from '../util/fs.js'

@@ -9,7 +9,7 @@
  */
 import {createHash, randomUUID} from 'node:crypto'
 import {readFileSync, unlinkSync} from 'node:fs'
-import {readFile, unlink} from 'node:fs/promises'
+import {readFile, unlink} from './fs-async.js'
 import os from 'node:os'
 import {PipeError} from '../errors.js'
 import {faultPoint} from './faults.js'

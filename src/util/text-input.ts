@@ -1,6 +1,6 @@
 /** Reading, decoding and normalising requirement text, shared by the CLI (before a run exists) and the ingest step. */
 import {constants, open as openFd, close as closeFd, read as readFd, type Stats} from 'node:fs'
-import {stat} from 'node:fs/promises'
+import {stat} from './fs-async.js'
 import type {Readable} from 'node:stream'
 import {PipeError} from '../errors.js'
 

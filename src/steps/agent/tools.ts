@@ -6,7 +6,7 @@
  * processes through these and nothing else.
  */
 import {existsSync, lstatSync, readdirSync, statSync, type Stats} from 'node:fs'
-import {open} from 'node:fs/promises'
+import {open} from '../../util/fs-async.js'
 import {createRequire} from 'node:module'
 import {StringDecoder} from 'node:string_decoder'
 import path from 'node:path'
