@@ -81,12 +81,19 @@ function cacheFor(file: string, header: string, hash: string): Buffer | undefine
   return bytes.subarray(expected.length)
 }
 
-/** A CommonJS script, through its code cache when one fits; null when the file is missing or larger than maxBytes. */
+/**
+ * A CommonJS script, through its code cache when one fits; null when the file is missing, larger
+ * than maxBytes, or not a whole script: cut short or emptied (an install or a build overwriting it
+ * as a process starts) it is as good as missing, and the caller goes the way it goes without it.
+ * What the script throws as it runs is thrown.
+ */
 export function loadScript(file: string, options: LoadOptions): LoadedScript | null {
   const compiled = compile(file, options)
   if (!compiled) return null
+  const wrapper: unknown = compiled.script.runInThisContext()
+  if (typeof wrapper !== 'function') return null
   const module = {exports: {} as unknown}
-  ;(compiled.script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
+  ;(wrapper as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
   if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, hash: compiled.hash})
   return {exports: module.exports, cached: compiled.cached}
 }
@@ -103,7 +110,13 @@ function compile(file: string, options: LoadOptions): {script: vm.Script; cached
   const cachedData = cacheFor(file, options.header, hash)
   const text = bytes.toString('utf8')
   const source = options.wrapped ? text : `(function (exports, require, module, __filename, __dirname) {${text}\n})`
-  const script = new vm.Script(source, {filename: file, ...(cachedData ? {cachedData} : {})})
+  let script: vm.Script
+  try {
+    script = new vm.Script(source, {filename: file, ...(cachedData ? {cachedData} : {})})
+  } catch (error) {
+    if (error instanceof SyntaxError) return null
+    throw error
+  }
   return {script, cached: cachedData !== undefined && !script.cachedDataRejected, hash}
 }
 

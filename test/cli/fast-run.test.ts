@@ -238,7 +238,7 @@ describe('pipe run: an error the fast path does not catch', function () {
     const child = spawn(process.execPath, args, {cwd, env, stdio: ['ignore', fd, 'pipe']})
     closeSync(fd)
     let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
     return new Promise((resolve) => child.on('close', (code) => resolve({code, stderr})))
   }
 

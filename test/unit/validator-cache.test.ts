@@ -73,6 +73,23 @@ try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } cat
     expect(load(file, [3, 4]), 'the cache as written').to.deep.equal({cached: true, answers: [true, false]})
   })
 
+  it('takes a validator file cut short or emptied (an install overwriting it) as missing: null, and the caller compiles the schema', () => {
+    const whole = accepts(4)
+    const script = `const {loadStandalone} = await import(${JSON.stringify(registrySource)})
+const {writeFileSync} = await import('node:fs')
+const answers = []
+for (const text of ${JSON.stringify(['', whole.slice(0, whole.length >> 1), '"use strict";', whole])}) {
+  writeFileSync(${JSON.stringify(file)}, text)
+  const loaded = loadStandalone(${JSON.stringify(file)})
+  answers.push(loaded === null ? null : loaded.validate(4))
+}
+console.log(JSON.stringify(answers))`
+    rmSync(cache, {force: true})
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+    expect(child.status, child.stderr).to.equal(0)
+    expect(JSON.parse(child.stdout)).to.deep.equal([null, null, null, true])
+  })
+
   it('reads no cache that is a FIFO, a folder or a symlink to a cache of other source, and still validates', () => {
     writeFileSync(file, accepts(5))
     rmSync(cache, {recursive: true, force: true})
