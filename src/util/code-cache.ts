@@ -6,10 +6,12 @@
  * `pipe run` (scripts/bundle.mjs).
  *
  * V8 takes a cache only under the V8 version and flags it was made with, and checks nothing of the
- * source but its length. The cache's first line records what it caches, cachedDataVersionTag()
- * (the version and flags) and the sha256 of the source it was made from; a cache whose line does not
- * match (other source, other flags, damaged, not a regular file) is left unread and the script
- * compiles as without one. The same run then answers the same; only its start-up costs more.
+ * source but its length, and little of the data itself: a byte of it changed (a bad disk, a copy
+ * cut and mended) ran as changed bytecode or crashed the process. The cache's first line records
+ * what it caches, cachedDataVersionTag() (the version and flags), the sha256 of the source it was
+ * made from and the sha256 of the V8 data after the line; a cache whose line does not match (other
+ * source, other flags, damaged, not a regular file) is left unread and the script compiles as
+ * without one. The same run then answers the same; only its start-up costs more.
  *
  * The build makes the caches with one default run through bin/run.js (scripts/cache-code.mjs),
  * with PIPE_BUILD_CODE_CACHE naming the installation's dist/ folder: only that run keeps the scripts
@@ -68,17 +70,21 @@ export function cacheFileOf(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
-function headerLine(header: string, hash: string): string {
-  return `${header} ${cachedDataVersionTag()} ${hash}\n`
+/** The header line's start: what the cache holds, V8's version and flags, and the source's hash. */
+function headerStart(header: string, hash: string): string {
+  return `${header} ${cachedDataVersionTag()} ${hash} `
 }
 
-/** The cache's V8 data when its header line is the one for this source under these flags. */
+/** The cache's V8 data when its header line is the one for this source under these flags, and for this data. */
 function cacheFor(file: string, header: string, hash: string): Buffer | undefined {
   const bytes = readWhole(cacheFileOf(file), MAX_CACHE_BYTES)
   if (!bytes) return undefined
-  const expected = headerLine(header, hash)
-  if (bytes.length <= expected.length || bytes.toString('latin1', 0, expected.length) !== expected) return undefined
-  return bytes.subarray(expected.length)
+  const start = headerStart(header, hash)
+  // The data's hash, "sha256:" and 64 hex digits, ends the line.
+  const end = start.length + 71
+  if (bytes.length <= end + 1 || bytes[end] !== 0x0a || bytes.toString('latin1', 0, start.length) !== start) return undefined
+  const data = bytes.subarray(end + 1)
+  return bytes.toString('latin1', start.length, end) === sha256(data) ? data : undefined
 }
 
 /**
@@ -143,6 +149,7 @@ export function writeCodeCache(file: string): string {
   // Renamed into place: a process starting meanwhile reads the old cache or the new one, never half
   // of one, and a symlink in its place is replaced, not written through. A build output: not synced.
   const target = cacheFileOf(file)
-  writeFileAtomicSync(target, Buffer.concat([Buffer.from(headerLine(entry.header, entry.hash), 'latin1'), entry.script.createCachedData()]), {sync: false})
+  const data = entry.script.createCachedData()
+  writeFileAtomicSync(target, Buffer.concat([Buffer.from(`${headerStart(entry.header, entry.hash)}${sha256(data)}\n`, 'latin1'), data]), {sync: false})
   return target
 }

@@ -58,6 +58,37 @@ console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.export
     expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, fastRun: 'function'})
   })
 
+  it('a cache whose V8 data has one byte changed (its header intact) is left unread: V8 checks little of the data, and ran it or crashed', async () => {
+    const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+    const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+    const header = /header: '([^']+)'/.exec(binText)?.[1]
+    const good = readFileSync(cache)
+    const start = good.indexOf(0x0a) + 1
+    const {dir, cleanup} = await tempDir()
+    try {
+      for (const share of [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]) {
+        const at = start + Math.floor((good.length - start) * share)
+        const bytes = Buffer.from(good)
+        bytes[at] = bytes[at]! ^ 0x5a
+        const folder = path.join(dir, String(share))
+        mkdirSync(folder)
+        const copy = path.join(folder, 'fast-run.cjs')
+        writeFileSync(copy, readFileSync(bundle))
+        writeFileSync(path.join(folder, 'fast-run.v8cache'), bytes)
+        const script = `import {setFlagsFromString} from 'node:v8'
+for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
+const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
+const loaded = loadScript(${JSON.stringify(copy)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false, maxBytes: 1e9})
+console.log(JSON.stringify({cached: loaded.cached}))`
+        const child = await node(['--input-type=module', '-e', script])
+        expect({code: child.code, signal: child.signal}, `byte ${at - start} of the data: ${child.stderr.slice(0, 500)}`).to.deep.equal({code: 0, signal: null})
+        expect(JSON.parse(child.stdout), `byte ${at - start} of the data`).to.deep.equal({cached: false})
+      }
+    } finally {
+      await cleanup()
+    }
+  })
+
   it('a cache that is damaged, of other source or flags, or missing: the run answers as with the build\'s', async () => {
     const good = readFileSync(cache)
     const end = good.indexOf(0x0a)

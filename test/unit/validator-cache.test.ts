@@ -64,6 +64,13 @@ try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } cat
       ['another V8 or flags', Buffer.concat([Buffer.from(`${magic} ${version} 12345 ${hash}\n`), good.subarray(end + 1)])],
       ['no header', good.subarray(end + 1)],
       ['empty', Buffer.alloc(0)],
+      // V8 checks little of the data itself: a changed byte of bytecode ran, or crashed the process.
+      ...[0.25, 0.5, 0.75].map((share): [string, Buffer] => {
+        const bytes = Buffer.from(good)
+        const at = end + 1 + Math.floor((good.length - end - 1) * share)
+        bytes[at] = bytes[at]! ^ 0x5a
+        return [`one byte of the data changed (${at})`, bytes]
+      }),
     ]
     for (const [what, bytes] of damaged) {
       writeFileSync(cache, bytes)
