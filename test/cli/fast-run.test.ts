@@ -265,3 +265,55 @@ await execute({dir: ${JSON.stringify(repoRoot)}, args: ${JSON.stringify(args)}})
     }
   })
 })
+
+describe('pipe run: Ctrl-C during a noop\'s sleep_ms (util/sleep.ts)', function () {
+  this.timeout(120000)
+
+  /** `node ARGS` in `cwd`, sent SIGINT once its stderr has shown the run started and the step began its wait. */
+  function interrupted(args: string[], cwd: string, home: string): Promise<CliResult> {
+    const env = {...process.env, PIPE_HOME: home, PIPE_DEBUG: undefined, DEBUG: undefined, NO_COLOR: '1', PIPE_INTERACTIVE: '0'}
+    const child = spawn(process.execPath, args, {cwd, env, stdio: ['ignore', 'pipe', 'pipe']})
+    let stdout = ''
+    let stderr = ''
+    let sent = false
+    // A run that never ends its wait fails the test, not the suite.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 90000)
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk
+      // The first step ends (its line shown) before the second, the sleeping one, starts.
+      if (!sent && stderr.includes('#1 first')) {
+        sent = true
+        child.kill('SIGINT')
+      }
+    })
+    return new Promise((resolve) =>
+      child.on('close', (code, signal) => {
+        clearTimeout(timer)
+        resolve({code, signal, stdout, stderr})
+      }),
+    )
+  }
+
+  it('ends the run interrupted with exit 130, as through oclif', async () => {
+    const fast = await tempDir()
+    const slow = await tempDir()
+    const home = await tempDir()
+    try {
+      const pipeline = 'version: 1\nname: sleepy\nsteps:\n  - {id: first, kind: noop, next: nap}\n  - {id: nap, kind: noop, sleep_ms: 3600000}\n'
+      for (const dir of [fast.dir, slow.dir]) writeFileSync(path.join(dir, 'sleepy.yaml'), pipeline)
+      const args = ['run', 'sleepy.yaml', '--text', 'x']
+      const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, 'dist', 'cli', 'main.js')).href)})
+await execute({dir: ${JSON.stringify(repoRoot)}, args: ${JSON.stringify(args)}})`
+      const a = await interrupted([bin, ...args], fast.dir, home.dir)
+      const b = await interrupted(['--input-type=module', '-e', script], slow.dir, home.dir)
+      expect({code: b.code, signal: b.signal}, b.stderr).to.deep.equal({code: 130, signal: null})
+      expect({code: a.code, signal: a.signal}, a.stderr).to.deep.equal({code: 130, signal: null})
+      expect(a.stderr).to.contain('interrupted by a signal')
+      expect(same(a.stderr, fast.dir)).to.equal(same(b.stderr, slow.dir))
+      expect(same(a.stdout, fast.dir)).to.equal(same(b.stdout, slow.dir))
+    } finally {
+      await Promise.all([fast.cleanup(), slow.cleanup(), home.cleanup()])
+    }
+  })
+})
