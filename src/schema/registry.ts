@@ -73,8 +73,11 @@ const writingCaches = buildingCodeCaches(path.join(standaloneDir, '..', '..'))
 export function loadStandalone(file: string, forCache = writingCaches): LoadedValidator | null {
   const loaded = loadScript(file, {header: CACHE_HEADER, wrapped: false, keep: forCache, maxBytes: 64 * 1024 * 1024})
   if (!loaded) return null
-  const validate = loaded.exports as ValidateFunction | {default: ValidateFunction}
-  return {validate: typeof validate === 'function' ? validate : validate.default, cached: loaded.cached}
+  const exported = loaded.exports as ValidateFunction | {default?: unknown} | null | undefined
+  const validate = typeof exported === 'function' ? exported : exported?.default
+  // A file cut short at a statement's end still runs, exporting nothing: as good as missing.
+  if (typeof validate !== 'function') return null
+  return {validate: validate as ValidateFunction, cached: loaded.cached}
 }
 
 /** Writes the code cache of one standalone validator loaded in this process; returns the cache's file. */

@@ -6,10 +6,12 @@
  * `pipe run` (scripts/bundle.mjs).
  *
  * V8 takes a cache only under the V8 version and flags it was made with, and checks nothing of the
- * source but its length. The cache's first line records what it caches, cachedDataVersionTag()
- * (the version and flags) and the sha256 of the source it was made from; a cache whose line does not
- * match (other source, other flags, damaged, not a regular file) is left unread and the script
- * compiles as without one. The same run then answers the same; only its start-up costs more.
+ * source but its length, and little of the data itself: a byte of it changed (a bad disk, a copy
+ * cut and mended) ran as changed bytecode or crashed the process. The cache's first line records
+ * what it caches, cachedDataVersionTag() (the version and flags), the sha256 of the source it was
+ * made from and the sha256 of the V8 data after the line; a cache whose line does not match (other
+ * source, other flags, damaged, not a regular file) is left unread and the script compiles as
+ * without one. The same run then answers the same; only its start-up costs more.
  *
  * The build makes the caches with one default run through bin/run.js (scripts/cache-code.mjs),
  * with PIPE_BUILD_CODE_CACHE naming the installation's dist/ folder: only that run keeps the scripts
@@ -68,25 +70,36 @@ export function cacheFileOf(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
-function headerLine(header: string, hash: string): string {
-  return `${header} ${cachedDataVersionTag()} ${hash}\n`
+/** The header line's start: what the cache holds, V8's version and flags, and the source's hash. */
+function headerStart(header: string, hash: string): string {
+  return `${header} ${cachedDataVersionTag()} ${hash} `
 }
 
-/** The cache's V8 data when its header line is the one for this source under these flags. */
+/** The cache's V8 data when its header line is the one for this source under these flags, and for this data. */
 function cacheFor(file: string, header: string, hash: string): Buffer | undefined {
   const bytes = readWhole(cacheFileOf(file), MAX_CACHE_BYTES)
   if (!bytes) return undefined
-  const expected = headerLine(header, hash)
-  if (bytes.length <= expected.length || bytes.toString('latin1', 0, expected.length) !== expected) return undefined
-  return bytes.subarray(expected.length)
+  const start = headerStart(header, hash)
+  // The data's hash, "sha256:" and 64 hex digits, ends the line.
+  const end = start.length + 71
+  if (bytes.length <= end + 1 || bytes[end] !== 0x0a || bytes.toString('latin1', 0, start.length) !== start) return undefined
+  const data = bytes.subarray(end + 1)
+  return bytes.toString('latin1', start.length, end) === sha256(data) ? data : undefined
 }
 
-/** A CommonJS script, through its code cache when one fits; null when the file is missing or larger than maxBytes. */
+/**
+ * A CommonJS script, through its code cache when one fits; null when the file is missing, larger
+ * than maxBytes, or not a whole script: cut short or emptied (an install or a build overwriting it
+ * as a process starts) it is as good as missing, and the caller goes the way it goes without it.
+ * What the script throws as it runs is thrown.
+ */
 export function loadScript(file: string, options: LoadOptions): LoadedScript | null {
   const compiled = compile(file, options)
   if (!compiled) return null
+  const wrapper: unknown = compiled.script.runInThisContext()
+  if (typeof wrapper !== 'function') return null
   const module = {exports: {} as unknown}
-  ;(compiled.script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
+  ;(wrapper as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
   if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, hash: compiled.hash})
   return {exports: module.exports, cached: compiled.cached}
 }
@@ -103,7 +116,13 @@ function compile(file: string, options: LoadOptions): {script: vm.Script; cached
   const cachedData = cacheFor(file, options.header, hash)
   const text = bytes.toString('utf8')
   const source = options.wrapped ? text : `(function (exports, require, module, __filename, __dirname) {${text}\n})`
-  const script = new vm.Script(source, {filename: file, ...(cachedData ? {cachedData} : {})})
+  let script: vm.Script
+  try {
+    script = new vm.Script(source, {filename: file, ...(cachedData ? {cachedData} : {})})
+  } catch (error) {
+    if (error instanceof SyntaxError) return null
+    throw error
+  }
   return {script, cached: cachedData !== undefined && !script.cachedDataRejected, hash}
 }
 
@@ -130,6 +149,7 @@ export function writeCodeCache(file: string): string {
   // Renamed into place: a process starting meanwhile reads the old cache or the new one, never half
   // of one, and a symlink in its place is replaced, not written through. A build output: not synced.
   const target = cacheFileOf(file)
-  writeFileAtomicSync(target, Buffer.concat([Buffer.from(headerLine(entry.header, entry.hash), 'latin1'), entry.script.createCachedData()]), {sync: false})
+  const data = entry.script.createCachedData()
+  writeFileAtomicSync(target, Buffer.concat([Buffer.from(`${headerStart(entry.header, entry.hash)}${sha256(data)}\n`, 'latin1'), data]), {sync: false})
   return target
 }

@@ -4,7 +4,8 @@
  * and the fast path really leaves oclif unloaded, while what it declines still reaches oclif.
  */
 import {expect} from 'chai'
-import {mkdirSync, readFileSync, symlinkSync, writeFileSync} from 'node:fs'
+import {spawn} from 'node:child_process'
+import {closeSync, existsSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {bin, defaultPipeline, examples, node, pipe, repoRoot, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
@@ -225,4 +226,94 @@ describe('pipe run: what the fast path leaves to oclif gives oclif\'s answers', 
       const result = await bothAgree(root, args, {PIPE_DEBUG: '1', NODE_OPTIONS: `--require=${preload}`})
       expect(result.stderr).to.match(/Warning: late warning\n\s+at /)
     }))
+})
+
+describe('pipe run: an error the fast path does not catch', function () {
+  this.timeout(120000)
+
+  /** `node ARGS` with stdout on /dev/full (every write fails with ENOSPC), as a user's full disk would. */
+  function toFullDisk(args: string[], cwd: string, home: string): Promise<{code: number | null; stderr: string}> {
+    const fd = openSync('/dev/full', 'w')
+    const env = {...process.env, PIPE_HOME: home, PIPE_DEBUG: undefined, DEBUG: undefined, NO_COLOR: '1'}
+    const child = spawn(process.execPath, args, {cwd, env, stdio: ['ignore', fd, 'pipe']})
+    closeSync(fd)
+    let stderr = ''
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+    return new Promise((resolve) => child.on('close', (code) => resolve({code, stderr})))
+  }
+
+  it('ends as through oclif: exit 1 and the error on stderr, its source line a line, not a screenful of the bundle', async function () {
+    if (!existsSync('/dev/full')) this.skip()
+    const fast = await tempDir()
+    const slow = await tempDir()
+    const home = await tempDir()
+    try {
+      const args = ['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']
+      const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, 'dist', 'cli', 'main.js')).href)})
+await execute({dir: ${JSON.stringify(repoRoot)}, args: ${JSON.stringify(args)}})`
+      const a = await toFullDisk([bin, ...args], fast.dir, home.dir)
+      const b = await toFullDisk(['--input-type=module', '-e', script], slow.dir, home.dir)
+      expect(b.code, b.stderr).to.equal(1)
+      expect(a.code, a.stderr).to.equal(b.code)
+      expect(a.stderr).to.contain('\nError: ENOSPC: no space left on device, write\n')
+      expect(b.stderr).to.contain('\nError: ENOSPC: no space left on device, write\n')
+      // Node prints the line of the frame that threw: the run bundle's lines must stay short for that.
+      const longest = (text: string): number => Math.max(...text.split('\n').map((line) => line.length))
+      expect(longest(a.stderr), a.stderr.slice(0, 2000)).to.be.at.most(Math.max(400, longest(b.stderr)))
+    } finally {
+      await Promise.all([fast.cleanup(), slow.cleanup(), home.cleanup()])
+    }
+  })
+})
+
+describe('pipe run: Ctrl-C during a noop\'s sleep_ms (util/sleep.ts)', function () {
+  this.timeout(120000)
+
+  /** `node ARGS` in `cwd`, sent SIGINT once its stderr has shown the run started and the step began its wait. */
+  function interrupted(args: string[], cwd: string, home: string): Promise<CliResult> {
+    const env = {...process.env, PIPE_HOME: home, PIPE_DEBUG: undefined, DEBUG: undefined, NO_COLOR: '1', PIPE_INTERACTIVE: '0'}
+    const child = spawn(process.execPath, args, {cwd, env, stdio: ['ignore', 'pipe', 'pipe']})
+    let stdout = ''
+    let stderr = ''
+    let sent = false
+    // A run that never ends its wait fails the test, not the suite.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 90000)
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk
+      // The first step ends (its line shown) before the second, the sleeping one, starts.
+      if (!sent && stderr.includes('#1 first')) {
+        sent = true
+        child.kill('SIGINT')
+      }
+    })
+    return new Promise((resolve) =>
+      child.on('close', (code, signal) => {
+        clearTimeout(timer)
+        resolve({code, signal, stdout, stderr})
+      }),
+    )
+  }
+
+  it('ends the run interrupted with exit 130, as through oclif', async () => {
+    const fast = await tempDir()
+    const slow = await tempDir()
+    const home = await tempDir()
+    try {
+      const pipeline = 'version: 1\nname: sleepy\nsteps:\n  - {id: first, kind: noop, next: nap}\n  - {id: nap, kind: noop, sleep_ms: 3600000}\n'
+      for (const dir of [fast.dir, slow.dir]) writeFileSync(path.join(dir, 'sleepy.yaml'), pipeline)
+      const args = ['run', 'sleepy.yaml', '--text', 'x']
+      const script = `const {execute} = await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, 'dist', 'cli', 'main.js')).href)})
+await execute({dir: ${JSON.stringify(repoRoot)}, args: ${JSON.stringify(args)}})`
+      const a = await interrupted([bin, ...args], fast.dir, home.dir)
+      const b = await interrupted(['--input-type=module', '-e', script], slow.dir, home.dir)
+      expect({code: b.code, signal: b.signal}, b.stderr).to.deep.equal({code: 130, signal: null})
+      expect({code: a.code, signal: a.signal}, a.stderr).to.deep.equal({code: 130, signal: null})
+      expect(a.stderr).to.contain('interrupted by a signal')
+      expect(same(a.stderr, fast.dir)).to.equal(same(b.stderr, slow.dir))
+      expect(same(a.stdout, fast.dir)).to.equal(same(b.stdout, slow.dir))
+    } finally {
+      await Promise.all([fast.cleanup(), slow.cleanup(), home.cleanup()])
+    }
+  })
 })

@@ -24,13 +24,18 @@ function same(text: string, dir: string): string {
 }
 
 /** A copy of the installation whose dist/cli/ is a folder of its own (its files linked) with `cacheBytes` as the run bundle's cache, or none. */
-function installation(dir: string, cacheBytes: Buffer | undefined): string {
+function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?: Buffer): string {
   const root = path.join(dir, 'install')
   mkdirSync(path.join(root, 'dist', 'cli'), {recursive: true})
-  for (const linked of ['bin', 'schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml']) symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
+  // bin/ is copied: Node runs a linked main script from its real path, whose folder is this checkout's.
+  mkdirSync(path.join(root, 'bin'))
+  for (const file of readdirSync(path.join(repoRoot, 'bin'))) writeFileSync(path.join(root, 'bin', file), readFileSync(path.join(repoRoot, 'bin', file)))
+  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml']) symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
   for (const entry of readdirSync(dist)) if (entry !== 'cli') symlinkSync(path.join(dist, entry), path.join(root, 'dist', entry))
-  for (const entry of readdirSync(path.join(dist, 'cli'))) if (entry !== 'fast-run.v8cache') symlinkSync(path.join(dist, 'cli', entry), path.join(root, 'dist', 'cli', entry))
+  const own = ['fast-run.v8cache', ...(bundleBytes ? ['fast-run.cjs'] : [])]
+  for (const entry of readdirSync(path.join(dist, 'cli'))) if (!own.includes(entry)) symlinkSync(path.join(dist, 'cli', entry), path.join(root, 'dist', 'cli', entry))
   if (cacheBytes) writeFileSync(path.join(root, 'dist', 'cli', 'fast-run.v8cache'), cacheBytes)
+  if (bundleBytes) writeFileSync(path.join(root, 'dist', 'cli', 'fast-run.cjs'), bundleBytes)
   return root
 }
 
@@ -51,6 +56,37 @@ console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.export
     const child = await node(['--input-type=module', '-e', script])
     expect(child.code, child.stderr).to.equal(0)
     expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, fastRun: 'function'})
+  })
+
+  it('a cache whose V8 data has one byte changed (its header intact) is left unread: V8 checks little of the data, and ran it or crashed', async () => {
+    const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+    const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+    const header = /header: '([^']+)'/.exec(binText)?.[1]
+    const good = readFileSync(cache)
+    const start = good.indexOf(0x0a) + 1
+    const {dir, cleanup} = await tempDir()
+    try {
+      for (const share of [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]) {
+        const at = start + Math.floor((good.length - start) * share)
+        const bytes = Buffer.from(good)
+        bytes[at] = bytes[at]! ^ 0x5a
+        const folder = path.join(dir, String(share))
+        mkdirSync(folder)
+        const copy = path.join(folder, 'fast-run.cjs')
+        writeFileSync(copy, readFileSync(bundle))
+        writeFileSync(path.join(folder, 'fast-run.v8cache'), bytes)
+        const script = `import {setFlagsFromString} from 'node:v8'
+for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
+const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
+const loaded = loadScript(${JSON.stringify(copy)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false, maxBytes: 1e9})
+console.log(JSON.stringify({cached: loaded.cached}))`
+        const child = await node(['--input-type=module', '-e', script])
+        expect({code: child.code, signal: child.signal}, `byte ${at - start} of the data: ${child.stderr.slice(0, 500)}`).to.deep.equal({code: 0, signal: null})
+        expect(JSON.parse(child.stdout), `byte ${at - start} of the data`).to.deep.equal({cached: false})
+      }
+    } finally {
+      await cleanup()
+    }
   })
 
   it('a cache that is damaged, of other source or flags, or missing: the run answers as with the build\'s', async () => {
@@ -75,6 +111,33 @@ console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.export
         const cwd = path.join(dir, String(i), 'work')
         mkdirSync(cwd)
         const result = await node([...nodeFlags, path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
+        const answer = {code: result.code, stdout: same(result.stdout, cwd), stderr: same(result.stderr, cwd)}
+        expect(answer.code, `${what}: ${result.stderr}`).to.equal(0)
+        expected ??= answer
+        expect(answer, what).to.deep.equal(expected)
+      }
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('a run bundle cut short or emptied (an install or build overwriting it as a run starts): the run is oclif\'s, and answers as with the build\'s', async () => {
+    const good = readFileSync(bundle)
+    const cases: Array<[string, Buffer]> = [
+      ['the build\'s bundle', good],
+      ['an empty bundle', Buffer.alloc(0)],
+      ['a bundle cut in half', good.subarray(0, good.length >> 1)],
+      ['a bundle of only its wrapper\'s start', good.subarray(0, good.indexOf(0x7b) + 1)],
+      ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
+    ]
+    const {dir, cleanup} = await tempDir()
+    try {
+      let expected: {code: number | null; stdout: string; stderr: string} | undefined
+      for (const [i, [what, bytes]] of cases.entries()) {
+        const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes)
+        const cwd = path.join(dir, String(i), 'work')
+        mkdirSync(cwd)
+        const result = await node([path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
         const answer = {code: result.code, stdout: same(result.stdout, cwd), stderr: same(result.stderr, cwd)}
         expect(answer.code, `${what}: ${result.stderr}`).to.equal(0)
         expected ??= answer

@@ -64,6 +64,13 @@ try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } cat
       ['another V8 or flags', Buffer.concat([Buffer.from(`${magic} ${version} 12345 ${hash}\n`), good.subarray(end + 1)])],
       ['no header', good.subarray(end + 1)],
       ['empty', Buffer.alloc(0)],
+      // V8 checks little of the data itself: a changed byte of bytecode ran, or crashed the process.
+      ...[0.25, 0.5, 0.75].map((share): [string, Buffer] => {
+        const bytes = Buffer.from(good)
+        const at = end + 1 + Math.floor((good.length - end - 1) * share)
+        bytes[at] = bytes[at]! ^ 0x5a
+        return [`one byte of the data changed (${at})`, bytes]
+      }),
     ]
     for (const [what, bytes] of damaged) {
       writeFileSync(cache, bytes)
@@ -71,6 +78,23 @@ try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } cat
     }
     writeFileSync(cache, good)
     expect(load(file, [3, 4]), 'the cache as written').to.deep.equal({cached: true, answers: [true, false]})
+  })
+
+  it('takes a validator file cut short or emptied (an install overwriting it) as missing: null, and the caller compiles the schema', () => {
+    const whole = accepts(4)
+    const script = `const {loadStandalone} = await import(${JSON.stringify(registrySource)})
+const {writeFileSync} = await import('node:fs')
+const answers = []
+for (const text of ${JSON.stringify(['', whole.slice(0, whole.length >> 1), '"use strict";', whole])}) {
+  writeFileSync(${JSON.stringify(file)}, text)
+  const loaded = loadStandalone(${JSON.stringify(file)})
+  answers.push(loaded === null ? null : loaded.validate(4))
+}
+console.log(JSON.stringify(answers))`
+    rmSync(cache, {force: true})
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+    expect(child.status, child.stderr).to.equal(0)
+    expect(JSON.parse(child.stdout)).to.deep.equal([null, null, null, true])
   })
 
   it('reads no cache that is a FIFO, a folder or a symlink to a cache of other source, and still validates', () => {
