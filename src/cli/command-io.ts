@@ -8,6 +8,7 @@ import {PipeError, toPipeError} from '../errors.js'
 import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'
 import {jsonText} from '../util/terminal-text.js'
+import {writeOut} from './std-streams.js'
 
 export interface JsonError {
   error: {code: string; message: string; hint?: string; exit_code: number; log?: string}
@@ -30,7 +31,7 @@ export function reportCommandError(raw: Error & {oclif?: {exit?: number}; code?:
   const log = speak(error, {level: 'ERROR', entry: `[${error.code}] ${id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
   if (output.json && !output.jsonPrinted) {
     const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {})}}
-    process.stdout.write(`${jsonText(body)}\n`)
+    writeOut(`${jsonText(body)}\n`)
   }
   process.exitCode = error.exitCode
   return error

@@ -5,6 +5,7 @@
 import {appendLog} from '../log.js'
 import {redact} from '../util/redact.js'
 import {visible} from '../util/terminal-text.js'
+import {writeErr} from './std-streams.js'
 
 /** Writes the log entry and the stderr lines; returns the log's path (null when it could not be written). */
 export function speak(error: {code: string; message: string; hint?: string | undefined}, log: {level: 'ERROR' | 'WARN'; entry: string; detail?: string | undefined}): string | null {
@@ -13,6 +14,6 @@ export function speak(error: {code: string; message: string; hint?: string | und
   const lines = [`Error [${visible(error.code)}]: ${visible(redact(error.message))}`]
   if (error.hint) lines.push(`Try this: ${visible(redact(error.hint))}`)
   if (file) lines.push(`Log: ${file}`)
-  process.stderr.write(`${lines.join('\n')}\n`)
+  writeErr(`${lines.join('\n')}\n`)
   return file
 }

@@ -13,6 +13,7 @@ import path from 'node:path'
 import {reportCommandError, type CommandOutput} from './command-io.js'
 import {runCommand, type RunArgs, type RunFlags} from './run-command.js'
 import {jsonText} from '../util/terminal-text.js'
+import {stdoutIsStream, writeOut} from './std-streams.js'
 
 /** A flag as oclif's manifest describes it. */
 export interface ManifestFlag {
@@ -167,14 +168,17 @@ export async function fastRun(argv: readonly string[], root: URL): Promise<boole
   const parsed = command ? parseRunArgv(argv, command) : undefined
   if (!parsed) return false
   // As oclif's command module does: a reader that closed stdout (`pipe run ... | head`) is not an error.
-  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code !== 'EPIPE') throw error
-  })
+  // (A stdout written directly, a pipe or a file, has no stream to emit it: std-streams.ts drops its EPIPE.)
+  if (stdoutIsStream()) {
+    process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error
+    })
+  }
   delete process.env.PIPE_REDIRECTED
   const output: CommandOutput = {json: parsed.flags.json === true, jsonPrinted: false}
   try {
     const result = await runCommand(parsed.args, parsed.flags, output)
-    if (output.json) process.stdout.write(`${jsonText(result)}\n`)
+    if (output.json) writeOut(`${jsonText(result)}\n`)
   } catch (raw) {
     const error = reportCommandError(raw instanceof Error ? raw : new Error(String(raw)), 'run', output)
     // oclif ends a failed command with process.exit, pending work or not; so does this.

@@ -15,6 +15,7 @@ import type {Decision, SessionOptions} from '../engine/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {InputDeclaration} from '../expr/index.js'
 import {line as t, visible} from '../util/terminal-text.js'
+import {stderrIsTerminal} from './std-streams.js'
 
 export function canPrompt(json: boolean): boolean {
   if (process.env.PIPE_INTERACTIVE === '0') return false
@@ -22,7 +23,7 @@ export function canPrompt(json: boolean): boolean {
   // process.stdin is made on first read, as a stream over what fd 0 is: over a file or a pipe that
   // loads dozens of Node's modules (file streams, FileHandle and readline's interface, or sockets).
   // A terminal is a character device: stdin is made only when it may be one and stderr is one.
-  return !json && process.stderr.isTTY === true && stdinMayBeTerminal() && process.stdin.isTTY === true
+  return !json && stderrIsTerminal() && stdinMayBeTerminal() && process.stdin.isTTY === true
 }
 
 function stdinMayBeTerminal(): boolean {

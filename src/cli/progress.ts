@@ -5,8 +5,9 @@
  */
 import type {ProgressEvent} from '../engine/engine.js'
 import {visibleLine as v} from '../util/terminal-text.js'
+import {stderrWriter} from './std-streams.js'
 
-export function progressPrinter(stream: NodeJS.WriteStream = process.stderr): (event: ProgressEvent) => void {
+export function progressPrinter(stream: {write(text: string): unknown; readonly isTTY?: boolean} = stderrWriter): (event: ProgressEvent) => void {
   const tty = stream.isTTY === true && !process.env.NO_COLOR
   const color = (code: number, text: string): string => (tty ? `\u001B[${code}m${text}\u001B[0m` : text)
   return (event) => {

@@ -16,6 +16,7 @@ import {askInputs, canPrompt} from './interactive.js'
 import {replyOptions, type ReplyFlagValues} from './reply-options.js'
 import {jsonText} from '../util/terminal-text.js'
 import {storeDir, type CommandOutput} from './command-io.js'
+import {writeOut} from './std-streams.js'
 
 export interface RunArgs {
   pipeline: string
@@ -68,10 +69,10 @@ export async function runCommand(args: RunArgs, flags: RunFlags, output: Command
   }
   if (flags['dry-run']) {
     const plan = await planSession(options)
-    if (!output.json) process.stdout.write(renderPlan(plan))
+    if (!output.json) writeOut(renderPlan(plan))
     if (plan.denied.length > 0) {
       if (output.json) {
-        process.stdout.write(`${jsonText(plan)}\n`)
+        writeOut(`${jsonText(plan)}\n`)
         output.jsonPrinted = true
       }
       throw new PipeError('E_POLICY_DENIED', `the policy denies ${plan.denied.length} command(s) of the pipeline; the run would fail at them`, {

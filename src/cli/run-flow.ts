@@ -7,6 +7,7 @@ import {redact} from '../util/redact.js'
 import {canPrompt, continueAtTerminal} from './interactive.js'
 import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from './run-result.js'
 import {withSignals} from './signals.js'
+import {writeOut} from './std-streams.js'
 
 export async function finishRun(outcome: RunOutcome, options: SessionOptions, json: boolean, storeFlag: string | undefined, ask = true): Promise<RunResult> {
   // Ctrl-C stays honoured for the whole conversation: at a prompt, and in every session it drives.
@@ -14,7 +15,7 @@ export async function finishRun(outcome: RunOutcome, options: SessionOptions, js
   const result = toRunResult(final, path.resolve(options.cwd, options.store), storeFlag)
   const exitCode = exitCodeForStatus(result.status, result.error?.code)
   if (result.status === 'failed' || result.status === 'blocked') speakError(result, exitCode)
-  if (!json) process.stdout.write(renderRunResult(result))
+  if (!json) writeOut(renderRunResult(result))
   process.exitCode = exitCode
   return result
 }

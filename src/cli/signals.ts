@@ -1,4 +1,5 @@
 /** SIGINT and SIGTERM abort the run in progress, which then records itself as interrupted. */
+import {writeErr} from './std-streams.js'
 
 /** How long the first signal gives the work to wind down before pipe ends itself regardless. */
 const GRACE_MS = Number(process.env.PIPE_SIGNAL_GRACE_MS) > 0 ? Number(process.env.PIPE_SIGNAL_GRACE_MS) : 5000
@@ -9,11 +10,11 @@ export async function withSignals<T>(work: (signal: AbortSignal) => Promise<T>, 
   const onSignal = (name: NodeJS.Signals): void => {
     count++
     if (count > 1) dieBy(name)
-    process.stderr.write(`\n${name}: ${what} (again to quit at once)\n`)
+    writeErr(`\n${name}: ${what} (again to quit at once)\n`)
     controller.abort()
     // Work that does not heed the abort (a stuck read, a hung callback) must not keep pipe alive.
     setTimeout(() => {
-      process.stderr.write(`${name}: still not stopped after ${GRACE_MS} ms; quitting now\n`)
+      writeErr(`${name}: still not stopped after ${GRACE_MS} ms; quitting now\n`)
       dieBy(name)
     }, GRACE_MS).unref()
   }

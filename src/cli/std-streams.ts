@@ -1,0 +1,90 @@
+/**
+ * Writing to stdout and stderr. process.stdout and process.stderr are streams Node makes on first
+ * use; over a pipe (a CI log, `| tee`) it makes a socket, which loads net and its bindings: ~2 ms
+ * and ~1.5 MiB of every `pipe run`, for a few lines. Where a descriptor is a pipe, a socket or a file,
+ * text goes to it directly and synchronously, as Node's stream does for a file and, on Linux, for a
+ * pipe; a terminal or a device (or a closed descriptor) keeps Node's stream, which knows whether it is
+ * a terminal. A write error other than a reader gone is handed to the stream, which reports it as it
+ * always did.
+ */
+import {fstatSync, writeSync} from 'node:fs'
+
+type Mode = 'direct' | 'stream' | 'gone'
+const modes: Array<Mode | undefined> = []
+
+function modeOf(fd: 1 | 2): Mode {
+  let mode = modes[fd]
+  if (mode === undefined) {
+    try {
+      const info = fstatSync(fd)
+      mode = info.isFIFO() || info.isSocket() || info.isFile() ? 'direct' : 'stream'
+    } catch {
+      mode = 'stream'
+    }
+    modes[fd] = mode
+  }
+  return mode
+}
+
+function streamOf(fd: 1 | 2): NodeJS.WriteStream {
+  return fd === 1 ? process.stdout : process.stderr
+}
+
+/** A moment's wait for a reader to drain a full non-blocking pipe. */
+const cell = new Int32Array(new SharedArrayBuffer(4))
+
+function write(fd: 1 | 2, text: string): void {
+  const mode = modeOf(fd)
+  if (mode === 'gone') return
+  if (mode === 'stream') {
+    streamOf(fd).write(text)
+    return
+  }
+  const bytes = Buffer.from(text)
+  let done = 0
+  while (done < bytes.length) {
+    try {
+      done += writeSync(fd, bytes, done)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'EAGAIN') {
+        Atomics.wait(cell, 0, 0, 1)
+        continue
+      }
+      // A reader that closed the pipe (`pipe run ... | head`) is not an error; nothing more is written.
+      if (code === 'EPIPE') {
+        modes[fd] = 'gone'
+        return
+      }
+      modes[fd] = 'stream'
+      streamOf(fd).write(bytes.subarray(done))
+      return
+    }
+  }
+}
+
+export function writeOut(text: string): void {
+  write(1, text)
+}
+
+export function writeErr(text: string): void {
+  write(2, text)
+}
+
+/** Whether stdout is Node's stream (see above): only then can it emit an error event. */
+export function stdoutIsStream(): boolean {
+  return modeOf(1) === 'stream'
+}
+
+/** Whether stderr is a terminal, without making Node's stream where it cannot be one. */
+export function stderrIsTerminal(): boolean {
+  return modeOf(2) === 'stream' && process.stderr.isTTY === true
+}
+
+/** stderr as the progress printer needs it. */
+export const stderrWriter = {
+  write: writeErr,
+  get isTTY(): boolean {
+    return stderrIsTerminal()
+  },
+}
