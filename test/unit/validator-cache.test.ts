@@ -27,6 +27,7 @@ console.log(JSON.stringify({cached: loaded.cached, answers}))`
 
 describe('standalone validators through their V8 code cache', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-vcache-'))
+  after(() => rmSync(dir, {recursive: true, force: true}))
   const file = path.join(dir, 'v.cjs')
   const cache = path.join(dir, 'v.v8cache')
   const accepts = (n: number): string => `"use strict";module.exports = function validate(d) { return d === ${n} && typeof d === "number" }\n`
@@ -121,6 +122,7 @@ console.log(JSON.stringify(answers))`
     const before = state()
     expect(Object.keys(before).filter((f) => f.endsWith('.v8cache')), 'the build made caches').to.not.have.length(0)
     const cwd = mkdtempSync(path.join(os.tmpdir(), 'pipe-vcache-env-'))
+    after(() => rmSync(cwd, {recursive: true, force: true}))
     const validate = (extra: Record<string, string>): {status: number | null; stdout: string; stderr: string} =>
       spawnSync(process.execPath, [path.join(repoRoot, 'bin', 'run.js'), 'validate', path.join(repoRoot, 'pipelines', 'default.yaml')], {
         encoding: 'utf8',
