@@ -39,6 +39,26 @@ function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?:
   return root
 }
 
+/** A default run in a copy of the installation per case: each must succeed, all with the same answer. */
+async function allSucceedAlike(cases: Array<{what: string; cache: Buffer | undefined; bundle?: Buffer; nodeFlags?: string[]}>): Promise<void> {
+  const {dir, cleanup} = await tempDir()
+  try {
+    let expected: {code: number | null; stdout: string; stderr: string} | undefined
+    for (const [i, {what, cache: cacheBytes, bundle: bundleBytes, nodeFlags}] of cases.entries()) {
+      const root = installation(path.join(dir, String(i)), cacheBytes, bundleBytes)
+      const cwd = path.join(dir, String(i), 'work')
+      mkdirSync(cwd)
+      const result = await node([...(nodeFlags ?? []), path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
+      const answer = {code: result.code, stdout: same(result.stdout, cwd), stderr: same(result.stderr, cwd)}
+      expect(answer.code, `${what}: ${result.stderr}`).to.equal(0)
+      expected ??= answer
+      expect(answer, what).to.deep.equal(expected)
+    }
+  } finally {
+    await cleanup()
+  }
+}
+
 describe('pipe run through the run bundle\'s code cache', function () {
   this.timeout(240000)
 
@@ -103,22 +123,7 @@ console.log(JSON.stringify({cached: loaded.cached}))`
       // The header says these flags, but V8 compares its own: a flag the user gives node changes them.
       ['a V8 flag the user gives node', good, ['--stack-size=2000']],
     ]
-    const {dir, cleanup} = await tempDir()
-    try {
-      let expected: {code: number | null; stdout: string; stderr: string} | undefined
-      for (const [i, [what, bytes, nodeFlags]] of cases.entries()) {
-        const root = installation(path.join(dir, String(i)), bytes)
-        const cwd = path.join(dir, String(i), 'work')
-        mkdirSync(cwd)
-        const result = await node([...nodeFlags, path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
-        const answer = {code: result.code, stdout: same(result.stdout, cwd), stderr: same(result.stderr, cwd)}
-        expect(answer.code, `${what}: ${result.stderr}`).to.equal(0)
-        expected ??= answer
-        expect(answer, what).to.deep.equal(expected)
-      }
-    } finally {
-      await cleanup()
-    }
+    await allSucceedAlike(cases.map(([what, bytes, nodeFlags]) => ({what, cache: bytes, nodeFlags})))
   })
 
   it('a run bundle cut short or emptied (an install or build overwriting it as a run starts): the run is oclif\'s, and answers as with the build\'s', async () => {
@@ -130,22 +135,7 @@ console.log(JSON.stringify({cached: loaded.cached}))`
       ['a bundle of only its wrapper\'s start', good.subarray(0, good.indexOf(0x7b) + 1)],
       ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
     ]
-    const {dir, cleanup} = await tempDir()
-    try {
-      let expected: {code: number | null; stdout: string; stderr: string} | undefined
-      for (const [i, [what, bytes]] of cases.entries()) {
-        const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes)
-        const cwd = path.join(dir, String(i), 'work')
-        mkdirSync(cwd)
-        const result = await node([path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
-        const answer = {code: result.code, stdout: same(result.stdout, cwd), stderr: same(result.stderr, cwd)}
-        expect(answer.code, `${what}: ${result.stderr}`).to.equal(0)
-        expected ??= answer
-        expect(answer, what).to.deep.equal(expected)
-      }
-    } finally {
-      await cleanup()
-    }
+    await allSucceedAlike(cases.map(([what, bytes]) => ({what, cache: readFileSync(cache), bundle: bytes})))
   })
 
   it('an ordinary run, with PIPE_BUILD_CODE_CACHE left set or not, writes no cache into the installation', async () => {
