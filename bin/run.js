@@ -35,7 +35,7 @@ async function runFast(args) {
   const {buildingCodeCaches, loadScript} = require('../dist/util/code-cache.cjs')
   const cli = path.join(dist, 'cli')
   const importer = (specifier) => import(specifier.startsWith('.') ? pathToFileURL(path.join(cli, specifier)).href : specifier)
-  const loaded = loadScript(path.join(cli, 'fast-run.cjs'), {header: 'pipe-run-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist), maxBytes: 64 * 1024 * 1024})
+  const loaded = loadScript(path.join(cli, 'fast-run.cjs'), {header: 'pipe-run-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist)})
   return loaded !== null && (await loaded.exports.fastRun(args, pathToFileURL(root + path.sep)))
 }
 

@@ -3,7 +3,6 @@
  * Prompts go to stderr so that stdout keeps to the result. PIPE_INTERACTIVE=1 forces prompting
  * when stdin is not a terminal (for expect-style scripts); PIPE_INTERACTIVE=0 turns it off.
  */
-import {fstatSync} from 'node:fs'
 import {createRequire} from 'node:module'
 import type {Interface} from 'node:readline'
 import type {GateResult} from '../gates/evaluate.js'
@@ -15,23 +14,12 @@ import type {Decision, SessionOptions} from '../engine/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {InputDeclaration} from '../expr/index.js'
 import {line as t, visible} from '../util/terminal-text.js'
-import {stderrIsTerminal} from './std-streams.js'
+import {stderrIsTerminal, stdinIsTerminal} from './std-streams.js'
 
 export function canPrompt(json: boolean): boolean {
   if (process.env.PIPE_INTERACTIVE === '0') return false
   if (process.env.PIPE_INTERACTIVE === '1') return true
-  // process.stdin is made on first read, as a stream over what fd 0 is: over a file or a pipe that
-  // loads dozens of Node's modules (file streams, FileHandle and readline's interface, or sockets).
-  // A terminal is a character device: stdin is made only when it may be one and stderr is one.
-  return !json && stderrIsTerminal() && stdinMayBeTerminal() && process.stdin.isTTY === true
-}
-
-function stdinMayBeTerminal(): boolean {
-  try {
-    return fstatSync(0).isCharacterDevice()
-  } catch {
-    return false
-  }
+  return !json && stderrIsTerminal() && stdinIsTerminal()
 }
 
 /** Reads lines from stdin on demand; null at end of input. */

@@ -1,5 +1,5 @@
 /**
- * Writing to stdout and stderr. process.stdout and process.stderr are streams Node makes on first
+ * Writing to stdout and stderr, and asking whether stdin and stderr are terminals. process.stdout and process.stderr are streams Node makes on first
  * use; over a pipe (a CI log, `| tee`) it makes a socket, which loads net and its bindings: ~2 ms
  * and ~1.5 MiB of every `pipe run`, for a few lines. Where a descriptor is a pipe, a socket or a file,
  * text goes to it directly and synchronously, as Node's stream does for a file and, on Linux, for a
@@ -79,6 +79,20 @@ export function stdoutIsStream(): boolean {
 /** Whether stderr is a terminal, without making Node's stream where it cannot be one. */
 export function stderrIsTerminal(): boolean {
   return modeOf(2) === 'stream' && process.stderr.isTTY === true
+}
+
+/**
+ * Whether stdin is a terminal. process.stdin is made on first read, as a stream over what fd 0 is:
+ * over a file or a pipe that loads dozens of Node's modules (file streams, FileHandle and readline's
+ * interface, or sockets). A terminal is a character device: only then is it made to ask.
+ */
+export function stdinIsTerminal(): boolean {
+  try {
+    if (!fstatSync(0).isCharacterDevice()) return false
+  } catch {
+    return false
+  }
+  return process.stdin.isTTY === true
 }
 
 /** stderr as the progress printer needs it. */

@@ -264,7 +264,7 @@ export class Engine {
     this.ledger = new Ledger(deps.store)
     this.registry = deps.registry ?? defaultRegistry
     this.now = deps.now ?? (() => new Date())
-    this.sleep = deps.sleep ?? ((ms, signal) => sleep(ms, signal))
+    this.sleep = deps.sleep ?? sleep
     this.user = deps.user ?? currentUser()
   }
 

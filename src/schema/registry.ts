@@ -71,7 +71,7 @@ const writingCaches = buildingCodeCaches(path.join(standaloneDir, '..', '..'))
  * `forCache` keeps what writeValidatorCache needs; the build's cache run sets it for every validator.
  */
 export function loadStandalone(file: string, forCache = writingCaches): LoadedValidator | null {
-  const loaded = loadScript(file, {header: CACHE_HEADER, wrapped: false, keep: forCache, maxBytes: 64 * 1024 * 1024})
+  const loaded = loadScript(file, {header: CACHE_HEADER, wrapped: false, keep: forCache})
   if (!loaded) return null
   const exported = loaded.exports as ValidateFunction | {default?: unknown} | null | undefined
   const validate = typeof exported === 'function' ? exported : exported?.default

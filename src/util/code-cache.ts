@@ -44,10 +44,8 @@ export interface LoadOptions {
   wrapped: boolean
   /** Arguments passed after CommonJS's five (a wrapped file's own parameters). */
   extra?: readonly unknown[]
-  /** Keep what writeCodeCache needs (the text and the script): only the build's cache run does. */
+  /** Keep what writeCodeCache needs (the script and its source's hash): only the build's cache run does. */
   keep: boolean
-  /** The largest script read. */
-  maxBytes: number
 }
 
 export interface LoadedScript {
@@ -57,8 +55,11 @@ export interface LoadedScript {
   cached: boolean
 }
 
-/** A cache's largest size read: the run bundle's is ~0.7 MB; a file far past that is not one the build wrote. */
-const MAX_CACHE_BYTES = 64 * 1024 * 1024
+/**
+ * The largest script or cache read: the run bundle is ~0.8 MB and its cache ~0.7 MB; a file far past
+ * that is not one the build wrote.
+ */
+const MAX_BYTES = 64 * 1024 * 1024
 
 /**
  * Scripts kept for their cache to be written. Only the build's cache run keeps any: V8 already holds
@@ -66,7 +67,7 @@ const MAX_CACHE_BYTES = 64 * 1024 * 1024
  */
 const kept = new Map<string, {script: vm.Script; header: string; hash: string}>()
 
-export function cacheFileOf(file: string): string {
+function cacheFileOf(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
@@ -77,7 +78,7 @@ function headerStart(header: string, hash: string): string {
 
 /** The cache's V8 data when its header line is the one for this source under these flags, and for this data. */
 function cacheFor(file: string, header: string, hash: string): Buffer | undefined {
-  const bytes = readWhole(cacheFileOf(file), MAX_CACHE_BYTES)
+  const bytes = readWhole(cacheFileOf(file), MAX_BYTES)
   if (!bytes) return undefined
   const start = headerStart(header, hash)
   // The data's hash, "sha256:" and 64 hex digits, ends the line.
@@ -89,7 +90,7 @@ function cacheFor(file: string, header: string, hash: string): Buffer | undefine
 
 /**
  * A CommonJS script, through its code cache when one fits; null when the file is missing, larger
- * than maxBytes, or not a whole script: cut short or emptied (an install or a build overwriting it
+ * than 64 MiB, or not a whole script: cut short or emptied (an install or a build overwriting it
  * as a process starts) it is as good as missing, and the caller goes the way it goes without it.
  * What the script throws as it runs is thrown.
  */
@@ -110,7 +111,7 @@ export function loadScript(file: string, options: LoadOptions): LoadedScript | n
  * outlived its first collections, moved to the old generation and stayed resident for the whole run.
  */
 function compile(file: string, options: LoadOptions): {script: vm.Script; cached: boolean; hash: string} | null {
-  const bytes = readWhole(file, options.maxBytes)
+  const bytes = readWhole(file, MAX_BYTES)
   if (bytes === undefined) return null
   const hash = sha256(bytes)
   const cachedData = cacheFor(file, options.header, hash)

@@ -71,7 +71,7 @@ describe('pipe run through the run bundle\'s code cache', function () {
     const script = `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
 const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
-const loaded = loadScript(${JSON.stringify(bundle)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false, maxBytes: 1e9})
+const loaded = loadScript(${JSON.stringify(bundle)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false})
 console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.exports.fastRun}))`
     const child = await node(['--input-type=module', '-e', script])
     expect(child.code, child.stderr).to.equal(0)
@@ -98,7 +98,7 @@ console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.export
         const script = `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
 const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
-const loaded = loadScript(${JSON.stringify(copy)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false, maxBytes: 1e9})
+const loaded = loadScript(${JSON.stringify(copy)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false})
 console.log(JSON.stringify({cached: loaded.cached}))`
         const child = await node(['--input-type=module', '-e', script])
         expect({code: child.code, signal: child.signal}, `byte ${at - start} of the data: ${child.stderr.slice(0, 500)}`).to.deep.equal({code: 0, signal: null})
