@@ -17,7 +17,7 @@ import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../tes
 import {isMedianRequest, medianReply} from '../test/helpers/coding-agent-server.js'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const NOTE = 'recorded by scripts/record-example-cassettes.ts against a scripted OpenAI-compatible server on 127.0.0.1, not a real model'
+const NOTE = 'recorded by scripts/record-example-cassettes.ts --fresh (pipe test --record, under pipe test\'s own clock) against a scripted OpenAI-compatible server on 127.0.0.1, not a real model'
 
 const cassettes = ['examples/release-notes/cassettes/release-notes.jsonl', 'examples/triage/cassettes/triage.jsonl', 'pipelines/cassettes/default-openai.jsonl', 'examples/coding-agent/cassettes/coding-agent.jsonl']
 const testFiles = ['examples/release-notes/release-notes.pipe-test.yaml', 'examples/triage/triage.pipe-test.yaml', 'pipelines/default-openai.pipe-test.yaml', 'examples/coding-agent/coding-agent.pipe-test.yaml']

@@ -117,15 +117,15 @@ export function checkPath(policy: LoadedPolicy, root: string, given: string): Pa
   if (given.includes('\0')) return {...base, allowed: false, rule: 'sandbox', reason: 'the path contains a NUL byte'}
   const {escape, realRoot, resolved} = contain(root, given)
   if (escape === 'absolute') return {...base, allowed: false, rule: 'sandbox', reason: 'absolute paths are not allowed; give a path relative to the repository root'}
-  if (escape === 'leaves') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" leaves the repository root (${realRoot})`}
-  if (escape === 'symlink') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to ${resolved}, outside the repository root`}
+  if (escape === 'leaves') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" leaves the repository root`}
+  if (escape === 'symlink') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to a place outside the repository root`}
   const relative = path.relative(realRoot, resolved).split(path.sep).join('/')
   const nocase = ignoresCase(realRoot)
   const fold = (p: string): string => (nocase ? p.toLowerCase() : p)
   for (const dir of policy.protected ?? []) {
     const guarded = realish(dir)
     if (fold(resolved) === fold(guarded) || fold(resolved).startsWith(fold(`${guarded}${path.sep}`))) {
-      return {resolved, relative, allowed: false, rule: 'store', reason: `"${relative}" is inside pipe's store (${guarded}), which steps may not touch`}
+      return {resolved, relative, allowed: false, rule: 'store', reason: `"${relative}" is inside pipe's store, which steps may not touch`}
     }
   }
   const globs = policy.policy.forbidden_paths

@@ -91,7 +91,8 @@ const probes = new Map<string, string | null>()
  */
 function probeBwrap(file: string, args: string[]): SpawnSyncReturns<string> {
   const {spawnSync} = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process')
-  return spawnSync(file, args, {encoding: 'utf8', timeout: 10000})
+  // In the environment commands get (no LD_PRELOAD and the like from ours): the probe asks whether their sandbox can start.
+  return spawnSync(file, args, {encoding: 'utf8', timeout: 10000, env: process.env.PATH === undefined ? {} : {PATH: process.env.PATH}})
 }
 
 /**

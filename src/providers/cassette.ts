@@ -26,9 +26,12 @@ import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {canonicalJson, hashJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
+import {IdAliases, maskTimes} from '../util/stable-text.js'
 import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from './chat.js'
 
-export const CASSETTE_FORMAT = 'pipe-cassette/1'
+export const CASSETTE_FORMAT = 'pipe-cassette/2'
+/** Keyed by the hash of the request as it was (ids and times included); read, and keyed again as /2. */
+const CASSETTE_FORMAT_1 = 'pipe-cassette/1'
 
 /** The largest cassette file read (64 MiB, eight replies at their own limit): a bigger one is refused, not read into memory. */
 export const MAX_CASSETTE_BYTES = 64 * 1024 * 1024
@@ -74,7 +77,30 @@ export function normaliseRequest(request: ChatRequest): ChatRequest {
   return redactDeep(JSON.parse(JSON.stringify(out)) as ChatRequest)
 }
 
+/**
+ * The request with what changes from run to run taken out of its text: pipe's ids (they carry the
+ * date and the store's counter: each distinct one becomes an alias in order of first mention, so
+ * which mentions are the same id still counts) and ISO times. A run recorded today in one store
+ * replays a year later in another, where the same step asks with other ids.
+ */
+export function stableRequest(request: ChatRequest): ChatRequest {
+  const aliases = new IdAliases()
+  const stable = (value: unknown): unknown => {
+    if (typeof value === 'string') return maskTimes(aliases.replace(value))
+    if (Array.isArray(value)) return value.map(stable)
+    if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, stable(v)]))
+    return value
+  }
+  return {...request, messages: stable(request.messages) as ChatMessage[]}
+}
+
+/** A request's key: the hash of its stable, normalised form. */
 export function requestKey(request: ChatRequest): string {
+  return hashJson(stableRequest(normaliseRequest(request)))
+}
+
+/** The key a pipe-cassette/1 file gave a request: the hash of its normalised form, ids and times included. */
+function requestKeyV1(request: ChatRequest): string {
   return hashJson(normaliseRequest(request))
 }
 
@@ -130,6 +156,7 @@ export function parseCassette(text: string, file: string): CassetteContents {
   if (lines.length === 0) throw configError(file, 1, 'the cassette is empty (no header line)', rerecord)
   const interactions = new Map<string, Interaction>()
   let note: string | undefined
+  let format = CASSETTE_FORMAT
   lines.forEach((raw, i) => {
     const n = i + 1
     let value: unknown
@@ -140,11 +167,12 @@ export function parseCassette(text: string, file: string): CassetteContents {
     }
     const type = value !== null && typeof value === 'object' ? (value as {type?: unknown}).type : undefined
     if (i === 0) {
-      const format = (value as {format?: unknown} | null)?.format
-      if (type !== 'header') throw configError(file, n, 'the first line is not a cassette header ({"type":"header","format":"pipe-cassette/1",...}); is this a pipe cassette?', rerecord)
-      if (typeof format === 'string' && format.startsWith('pipe-cassette/') && format !== CASSETTE_FORMAT) {
-        throw configError(file, n, `cassette format ${format} is not one this pipe reads (it reads ${CASSETTE_FORMAT})`, `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`)
+      const given = (value as {format?: unknown} | null)?.format
+      if (type !== 'header') throw configError(file, n, `the first line is not a cassette header ({"type":"header","format":"${CASSETTE_FORMAT}",...}); is this a pipe cassette?`, rerecord)
+      if (typeof given === 'string' && given.startsWith('pipe-cassette/') && given !== CASSETTE_FORMAT && given !== CASSETTE_FORMAT_1) {
+        throw configError(file, n, `cassette format ${given} is not one this pipe reads (it reads ${CASSETTE_FORMAT} and ${CASSETTE_FORMAT_1})`, `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`)
       }
+      if (given === CASSETTE_FORMAT_1) format = CASSETTE_FORMAT_1
     } else if (type !== 'interaction') {
       throw configError(file, n, type === 'header' ? 'a second header line' : 'not an interaction line ({"type":"interaction",...})', rerecord)
     }
@@ -163,14 +191,17 @@ export function parseCassette(text: string, file: string): CassetteContents {
     }
     const entry = value as Interaction
     let actual: string
+    let key: string
     try {
-      actual = requestKey(entry.request as ChatRequest)
+      key = requestKey(entry.request as ChatRequest)
+      actual = format === CASSETTE_FORMAT_1 ? requestKeyV1(entry.request as ChatRequest) : key
     } catch (error) {
       if (error instanceof RangeError) throw configError(file, n, 'the line is nested too deeply to be a model request and reply', rerecord)
       throw error
     }
     if (actual !== entry.key) throw configError(file, n, `the key ${entry.key} is not the hash of the line's request (${actual}); the request was edited`, rerecord)
-    interactions.set(entry.key, entry)
+    // A /1 line is checked under its own key, then known by the key this version asks with (and written so when the file is next written).
+    interactions.set(key, key === entry.key ? entry : {...entry, key})
   })
   return {...(note !== undefined ? {note} : {}), interactions}
 }
@@ -456,7 +487,8 @@ export class ReplyTransport implements ChatTransport {
       const steps = cassette.steps()
       return new PipeError('E_MODEL', `step ${call.step}: ${where} has no recorded reply for this request, and no recording for step ${call.step} at all (it has ${steps.length > 0 ? `steps ${steps.join(', ')}` : 'no recordings'})`, {hint, details: {step: call.step, key: requestKey(request), cassette: cassette.file}})
     }
-    const difference = await describeDifference(close.request as ChatRequest, now)
+    // Compared as keyed: an id or a time that differs is no difference, and is not shown as one.
+    const difference = await describeDifference(stableRequest(close.request as ChatRequest), stableRequest(now))
     return new PipeError('E_MODEL', `step ${call.step}: ${where} has no recorded reply for this request; it differs from the nearest one recorded for step ${call.step} (${close.key}):\n${difference}`, {
       hint,
       details: {step: call.step, key: requestKey(request), nearest: close.key, cassette: cassette.file},

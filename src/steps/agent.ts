@@ -33,6 +33,7 @@ import {modelCall, promptOf, promptStepFindings} from './model-support.js'
 import {int, list, str} from './output-schemas.js'
 import {outputsOf} from './outputs.js'
 import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
+import {relativeToRoot} from '../util/stable-text.js'
 
 export const DEFAULT_MAX_TURNS = 20
 /** Tool calls of one reply that are run; the rest are answered with an error, unrun. */
@@ -432,7 +433,9 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   const started = Date.now()
   const record = (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): void => {
     s.calls.push({call_id: call.id, turn: s.turns, name, duration_ms: Math.max(0, Date.now() - started), ...redactDeep(entry), summary: redact(entry.summary)})
-    s.messages.push(resultMessage(s.protocol, call, content))
+    // An error names the repository's folder (a Node error, a refused path): the model reads it relative, as in any checkout.
+    const said = typeof content['error'] === 'string' ? {...content, error: relativeToRoot(content['error'], context.cwd)} : content
+    s.messages.push(resultMessage(s.protocol, call, said))
   }
   const tool = tools.find((t) => t.name === name)
   const parsedArgs = safeParse(call.function.arguments)

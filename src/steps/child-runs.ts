@@ -23,7 +23,8 @@ export function childStopped(result: {status: string}): boolean {
 /** Why a child ended as it did, in one line. */
 export function childReason(result: ChildResult): string {
   const why = result.error ? `${result.error.code}: ${result.error.message}` : (result.reason ?? result.status)
-  return `child run ${result.run_id} ${result.status}${why === result.status ? '' : `: ${why}`}`
+  // The child's id is in the item's run_id: a reason reaches prompts and goldens, and an id carries the date and the store's counter.
+  return `child run ${result.status}${why === result.status ? '' : `: ${why}`}`
 }
 
 export const childFailure: FailureOutcome = {

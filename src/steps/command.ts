@@ -81,7 +81,8 @@ export const command: StepHandler<'command'> = {
     return {
       type: 'done',
       outcome: ok ? 'success' : 'failure',
-      reason: `${step.run.join(' ')} exited ${result.exit_code ?? `by ${result.signal}`} in ${result.duration_ms} ms`,
+      // No duration in the reason: it is in outputs.duration_ms, and a reason reaches goldens and prompts.
+      reason: `${step.run.join(' ')} exited ${result.exit_code ?? `by ${result.signal}`}`,
       inputs: {argv: step.run, cwd: result.cwd},
       // The flat fields are what expressions read; `command` keeps the full record (head/tail, caps).
       outputs: {

@@ -54,7 +54,7 @@ export const publish: StepHandler<'publish'> = {
     const results: PublishOutcome[] = []
     for (const target of context.step.targets) {
       try {
-        results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point), resendUnknown: context.attempt === 1}))
+        results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point), resendUnknown: context.attempt === 1, now: () => context.now()}))
       } catch (error) {
         throw blocking(error, context.signal, context.run.run_id)
       }

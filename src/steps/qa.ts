@@ -6,6 +6,7 @@ import {runCommand, type CommandResult} from '../policy/exec.js'
 import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
 import {commandResult, list, nullable, obj, oneOf, str} from './output-schemas.js'
+import {maskTimes, maskTimings, relativeToRoot} from '../util/stable-text.js'
 
 type Stage = 'static' | 'tests' | 'acceptance'
 type Stages = Partial<Record<Stage, string[][]>>
@@ -50,23 +51,11 @@ const FLAGGED = /\b(error|errors|fail|failed|failing|failure|assert\w*|exception
  * keeps a recorded agent conversation replayable, and its lines are the ones about the code.
  */
 export function stableOutput(output: string, root: string): string {
-  const roots = [root]
-  try {
-    roots.push(realpathSync(root))
-  } catch {
-    // The root is gone: its path as given is all there is to drop.
-  }
-  let text = output
-  for (const r of [...new Set(roots)].sort((a, b) => b.length - a.length)) {
-    const prefix = r.endsWith(path.sep) ? r : r + path.sep
-    text = text.split(`file://${prefix}`).join('').split(prefix).join('')
-  }
-  return text
+  const text = relativeToRoot(output, root)
     .split('\n')
     .filter((line) => !/\(node:[\w/]+:\d+:\d+\)\s*$|^\s*(at\s+)?node:[\w/]+:\d+:\d+\s*$|^\s*(at\s+)?(async\s+)?[\w.<>\s]*\(node:[\w/]+:\d+:\d+\)/.test(line))
     .join('\n')
-    .replace(/\bduration_ms:?\s+[\d.]+/g, (m) => m.replace(/[\d.]+$/, '…'))
-    .replace(/\(\d+(?:\.\d+)?\s?ms\)/g, '(… ms)')
+  return maskTimes(maskTimings(text))
 }
 
 /**
@@ -179,9 +168,10 @@ export const qa: StepHandler<'qa'> = {
             status: 'fail',
             failed_stage: stage,
             error_category: categorize(stage, result),
-            top_errors: result.spawn_error ? [result.spawn_error] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(output),
+            top_errors: result.spawn_error ? [stableOutput(result.spawn_error, cwd)] : result.timed_out ? [`${argv.join(' ')} timed out`] : topErrors(output),
             log_lines: relevantLines(output),
-            files_to_read: filesNamed(text(result), cwd),
+            // From the output with the root dropped: a path with a space in the checkout's folder is still one path.
+            files_to_read: filesNamed(output, cwd),
             command: [...argv],
             full_logs: [`outputs.stages[${stages.length - 1}].commands[${ran.length - 1}]`],
           }

@@ -5,7 +5,8 @@ import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../src/errors.js'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../../src/providers/chat.js'
-import {Cassette, MAX_CASSETTE_BYTES, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette} from '../../src/providers/cassette.js'
+import {Cassette, MAX_CASSETTE_BYTES, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette, stableRequest} from '../../src/providers/cassette.js'
+import {hashJson} from '../../src/util/hash.js'
 import {planProvider} from '../../src/providers/select.js'
 import {ReplyCache} from '../../src/store/replies.js'
 import {addSecret} from '../../src/util/redact.js'
@@ -95,6 +96,44 @@ describe('request keys', () => {
   })
 })
 
+describe('keys that do not depend on when or where a request was made', () => {
+  const ask = (content: string): ChatRequest => ({model: 'm', messages: [{role: 'system', content: 'step s'}, {role: 'user', content}]})
+
+  it('the same request with other run, spec, feature and evidence ids and other times has the same key', () => {
+    const today = ask('run R-20261124-0002 (child of R-20261124-0001) read S-20261124-0007 of F-2026-003, evidence E-0042, at 2026-11-24T22:08:08.123Z')
+    const later = ask('run R-20310709-0013 (child of R-20310709-0012) read S-20310709-0001 of F-2031-001, evidence E-0007, at 2031-07-09T04:05:06Z')
+    expect(requestKey(later)).to.equal(requestKey(today))
+    expect(stableRequest(today).messages[1]!.content).to.equal('run R-#1 (child of R-#2) read S-#1 of F-#1, evidence E-#1, at <time>')
+  })
+
+  it('which mentions name the same id still counts: one id twice is not two ids', () => {
+    expect(requestKey(ask('R-20261124-0001 then R-20261124-0001'))).to.not.equal(requestKey(ask('R-20261124-0001 then R-20261124-0002')))
+    // Aliases run across the whole conversation, not per message.
+    const two = (a: string, b: string): ChatRequest => ({model: 'm', messages: [{role: 'user', content: a}, {role: 'user', content: b}]})
+    expect(requestKey(two('R-20261124-0001', 'R-20261124-0001'))).to.not.equal(requestKey(two('R-20261124-0001', 'R-20261124-0002')))
+  })
+
+  it('other text still counts, and a key is the hash of the redacted, stable request', () => {
+    expect(requestKey(ask('R-20261124-0001 failed'))).to.not.equal(requestKey(ask('R-20261124-0001 passed')))
+    expect(requestKey(ask('plain'))).to.equal(hashJson(normaliseRequest(ask('plain'))))
+  })
+
+  it('reads a pipe-cassette/1 file by its old keys and writes it back as /2 under the new ones', () => {
+    const request: ChatRequest = {model: 'm', messages: [{role: 'user', content: 'summarise R-20261122-0002'}]}
+    const v1 = [
+      '{"type":"header","format":"pipe-cassette/1"}',
+      JSON.stringify({type: 'interaction', key: hashJson(normaliseRequest(request)), step: 's', request, reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'}}),
+    ].join('\n')
+    const parsed = parseCassette(v1, 'old.jsonl')
+    expect([...parsed.interactions.keys()]).to.deep.equal([requestKey({...request, messages: [{role: 'user', content: 'summarise R-20310101-0009'}]})])
+    const out = serialiseCassette(parsed)
+    expect(out.split('\n')[0]).to.equal('{"format":"pipe-cassette/2","type":"header"}')
+    expect(serialiseCassette(parseCassette(out, 'new.jsonl'))).to.equal(out)
+    // An edited /1 line is still caught by its own key.
+    expect(() => parseCassette(v1.replace('R-20261122-0002', 'R-20261122-0003'), 'old.jsonl')).to.throw(/old\.jsonl:2: the key .* is not the hash/)
+  })
+})
+
 describe('the cassette reader and writer', () => {
   const interaction = (step: string, content: string): string => {
     const request: ChatRequest = {model: 'm', messages: [{role: 'user', content}]}
@@ -102,26 +141,26 @@ describe('the cassette reader and writer', () => {
   }
 
   it('reads a header and interactions, and writes them back canonically: header first, by step and key, keys sorted', () => {
-    const text = ['{"format":"pipe-cassette/1","type":"header","note":"n"}', interaction('b', 'two'), interaction('a', 'one')].join('\n')
+    const text = ['{"format":"pipe-cassette/2","type":"header","note":"n"}', interaction('b', 'two'), interaction('a', 'one')].join('\n')
     const parsed = parseCassette(text, 'c.jsonl')
     expect(parsed.note).to.equal('n')
     expect(parsed.interactions.size).to.equal(2)
     const out = serialiseCassette(parsed)
     const lines = out.trimEnd().split('\n')
-    expect(lines[0]).to.equal('{"format":"pipe-cassette/1","note":"n","type":"header"}')
+    expect(lines[0]).to.equal('{"format":"pipe-cassette/2","note":"n","type":"header"}')
     expect(lines.slice(1).map((l) => (JSON.parse(l) as {step: string}).step)).to.deep.equal(['a', 'b'])
     expect(lines[1]!.startsWith('{"key":"sha256:')).to.equal(true)
     expect(serialiseCassette(parseCassette(out, 'c.jsonl'))).to.equal(out)
   })
 
   it('names the line of each problem', () => {
-    const header = '{"type":"header","format":"pipe-cassette/1"}'
+    const header = '{"type":"header","format":"pipe-cassette/2"}'
     const cases: Array<[string, RegExp]> = [
       ['', /c\.jsonl:1: the cassette is empty/],
       ['not json', /c\.jsonl:1: not a JSON line/],
       ['{"type":"interaction"}', /c\.jsonl:1: the first line is not a cassette header/],
-      ['{"type":"header","format":"pipe-cassette/2"}', /c\.jsonl:1: cassette format pipe-cassette\/2/],
-      ['{"type":"header","format":"pipe-cassette/1","extra":1}', /c\.jsonl:1: does not match the cassette schema/],
+      ['{"type":"header","format":"pipe-cassette/3"}', /c\.jsonl:1: cassette format pipe-cassette\/3/],
+      ['{"type":"header","format":"pipe-cassette/2","extra":1}', /c\.jsonl:1: does not match the cassette schema/],
       [`${header}\n${interaction('a', 'one')}\n${header}`, /c\.jsonl:3: a second header line/],
       [`${header}\n${interaction('a', 'one')}\n{"type":"interaction","key":"x"`, /c\.jsonl:3: not a JSON line/],
       [`${header}\n${interaction('a', 'one').replace('"one"', '"edited"')}`, /c\.jsonl:2: the key .* is not the hash of the line's request/],

@@ -147,7 +147,7 @@ describe('foreach', () => {
     expect(out.status).to.equal('failed')
     const [snap] = await h.store.readSnapshots(out.run_id)
     expect(snap!.decisions[0]!.decision).to.equal('fail')
-    expect(snap!.decisions[0]!.reason).to.match(/^item 1 failed \(child run R-\S+ failed: E_ENDED: item b failed\); fail_fast stopped the rest/)
+    expect(snap!.decisions[0]!.reason).to.match(/^item 1 failed \(child run failed: E_ENDED: item b failed\); fail_fast stopped the rest/)
     const outputs = snap!.outputs as {items: Array<{index: number; run_id: string | null; status: string; reason: string}>; succeeded: number; failed: number; cancelled: number}
     expect(outputs).to.include({succeeded: 0, failed: 1, cancelled: 3})
     expect(outputs.items.map((i) => i.status)).to.deep.equal(['cancelled', 'failed', 'cancelled', 'cancelled'])

@@ -30,6 +30,8 @@ export interface SessionOptions {
   hook?: EngineDeps['hook']
   /** Who records decisions (default: the user running pipe); pipe test fixes it so its records do not depend on who runs them. */
   user?: string
+  /** The clock records and ids are made from (default: the system's); pipe test gives one of its own, so its runs do not depend on the day. */
+  now?: EngineDeps['now']
 }
 
 /** Where model replies come from, for the sessions that run steps (run, resume, replay). */
@@ -130,6 +132,7 @@ export function engineFor(store: Store, options: SessionOptions, createProvider:
     ...(options.signal ? {signal: options.signal} : {}),
     ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),
     ...(options.user !== undefined ? {user: options.user} : {}),
+    ...(options.now ? {now: options.now} : {}),
   })
 }
 

@@ -29,6 +29,15 @@ import {killGroup} from '../../util/process-group.js'
 /** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
 export const TEST_USER = 'pipe-test'
 
+/** When every test run starts: its ids (R-20000101-0001, F-2000-001) and times are the same on any day. */
+export const TEST_EPOCH = Date.UTC(2000, 0, 1)
+
+/** A test run's clock: from TEST_EPOCH, one millisecond further at each reading, so times still order the records. */
+export function testClock(): () => Date {
+  let ticks = 0
+  return () => new Date(TEST_EPOCH + ticks++)
+}
+
 export type FailureKind = 'status' | 'code' | 'outcome' | 'output' | 'assert' | 'golden' | 'error'
 
 export interface TestFailure {
@@ -138,6 +147,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
         store,
         pipeline: test.pipeline.file,
         user: TEST_USER,
+        now: testClock(),
         env: options.env,
         ...(options.signal ? {signal: options.signal} : {}),
         ...(test.input !== undefined ? {text: test.input} : {}),

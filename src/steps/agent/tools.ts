@@ -18,6 +18,7 @@ import type {LoadedPolicy} from '../../policy/policy.js'
 import {assertPath, checkCommand, checkPath} from '../../policy/rules.js'
 import {splitCommandLine, type Segment} from '../../policy/shell-line.js'
 import {redact} from '../../util/redact.js'
+import {stableText} from '../../util/stable-text.js'
 
 export interface ToolPlace {
   policy: LoadedPolicy
@@ -488,7 +489,8 @@ const runCommandTool: AgentTool = {
         const result = await runCommand(place.policy, place.root, {argv: segment.argv, signal: place.signal, slotsDir: place.slotsDir})
         commands.push(result)
         last = result.exit_code
-        out.push({argv: segment.argv, ran: true, exit_code: result.exit_code, stdout: tail(result.stdout), stderr: result.spawn_error ?? tail(result.stderr), ...(result.timed_out ? {timed_out: true} : {})})
+        // What the model reads is stable (no folder, timing or clock: a recorded conversation replays anywhere); `commands` keeps the raw output.
+        out.push({argv: segment.argv, ran: true, exit_code: result.exit_code, stdout: stableText(tail(result.stdout), place.root), stderr: stableText(result.spawn_error ?? tail(result.stderr), place.root), ...(result.timed_out ? {timed_out: true} : {})})
       } catch (error) {
         return denied(error) ?? failed((error as Error).message)
       }
