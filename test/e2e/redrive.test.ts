@@ -203,6 +203,65 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(changed.stderr).to.contain('its policy changes only when a person redrives it')
   })
 
+  it('resumes a run blocked at an end after a routed failure: the failed command runs again, and passing, the run succeeds', async () => {
+    const pipeline = path.join(dir, 'build.yaml')
+    await writeFile(pipeline, 'version: 1\nname: build\nsteps:\n  - {id: build, kind: command, run: [node, check.js], on: {failure: wait}}\n  - {id: wait, kind: end, status: blocked, reason: "the build fails: fix check.js"}\n')
+    await writeFile(path.join(dir, 'check.js'), 'process.exit(1)\n')
+    const open = path.join(dir, 'open.yaml')
+    await writeFile(open, policy('  - [node, check.js]\n'))
+    const blocked = await cli(['run', pipeline, '--policy', open, '--json'])
+    expect(blocked.code, blocked.stderr).to.equal(6)
+    const body = json<RunJson>(blocked)
+    expect(body.status).to.equal('blocked')
+    expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
+    // The hint says what resume does, and names the command once.
+    expect(body.error?.hint).to.equal(`Fix what made step build fail (pipe snapshot show ${body.run_id} --step build shows it); resuming runs build again and goes on from its outcome. Then continue it with: pipe resume ${body.run_id}`)
+    expect(blocked.stderr.split(`pipe resume ${body.run_id}`)).to.have.length(2)
+
+    // Resumed with the cause still there: build fails again and the run is blocked again at wait.
+    const still = await cli(['resume', body.run_id, '--json'])
+    expect(still.code, still.stderr).to.equal(6)
+    expect(json<RunJson>(still).status).to.equal('blocked')
+
+    await writeFile(path.join(dir, 'check.js'), 'process.exit(0)\n')
+    const before = await snapshotFiles(body.run_id)
+    const resumed = await cli(['resume', body.run_id, '--json'])
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    await expectUnchanged(before, body.run_id)
+    const list = await snapshots(body.run_id)
+    expect(list.map((s) => [s.step.seq, s.step.name, s.decisions.at(-1)!.decision, s.decisions.at(-1)!.next_step, s.decisions.at(-1)!.by ?? null])).to.deep.equal([
+      [1, 'build', 'failure', 'wait', null],
+      [2, 'wait', 'blocked', 'wait', null],
+      [3, 'wait', 'resumed', 'build', user],
+      [4, 'build', 'failure', 'wait', null],
+      [5, 'wait', 'blocked', 'wait', null],
+      [6, 'wait', 'resumed', 'build', user],
+      [7, 'build', 'success', null, null],
+    ])
+    const {run} = await runShow(body.run_id)
+    expect(run.status).to.equal('succeeded')
+    expect(run.error).to.equal(undefined)
+    expect((await cli(['audit', 'verify', body.run_id])).code).to.equal(0)
+  })
+
+  it('resumes a run blocked at an end nothing failed before: it ends succeeded, as the hint says', async () => {
+    const pipeline = path.join(dir, 'gate.yaml')
+    await writeFile(pipeline, 'version: 1\nname: gate\nsteps:\n  - {id: prepare, kind: noop, next: wait}\n  - {id: wait, kind: end, status: blocked, reason: "sign the release off"}\n')
+    const blocked = await cli(['run', pipeline, '--json'])
+    expect(blocked.code, blocked.stderr).to.equal(6)
+    const body = json<RunJson>(blocked)
+    expect(body.error?.hint).to.equal(`Deal with it; resuming ends the run succeeded. Then continue it with: pipe resume ${body.run_id}`)
+    const resumed = await cli(['resume', body.run_id, '--json'])
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    expect((await snapshots(body.run_id)).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+      ['prepare', 'success'],
+      ['wait', 'blocked'],
+      ['wait', 'resumed'],
+    ])
+  })
+
   it('leaves a run blocked, not failed, when a webhook refuses after the go, and publishes once on resume (a real HTTP server)', async () => {
     const hook = await WebhookServer.start()
     try {
