@@ -240,6 +240,14 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(shown.stdout).to.match(/"status": "blocked"/)
     expect(body.reason).to.contain('task T1 was rolled back to its checkpoint: QA still fails at tests (test_fail)')
 
+    // A wrong fix: QA runs again and fails, so the task is rolled back (the edit is gone) and blocked again.
+    await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a * b'))
+    const wrongFix = await pipe(['resume', body.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 240000})
+    expect(wrongFix.code, wrongFix.stderr + wrongFix.stdout).to.equal(6)
+    expect(json<RunJson>(wrongFix).reason).to.contain('QA still fails at tests (test_fail)')
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
+
     // Seed 001: BLOCKED -> a person intervenes -> EXECUTING. The fix is made by hand, uncommitted.
     await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a + b'))
     const resumed = await pipe(['resume', body.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 240000})
@@ -254,7 +262,12 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const child = runs.runs.find((r) => r.parent !== undefined)!
     expect(child.status).to.equal('succeeded')
     const steps = json<Array<{step: {name: string}; decisions: Array<{decision: string; by?: string}>}>>(await pipe(['snapshot', 'show', child.run_id, '--json'], {cwd: repo, env: env()}))
-    expect(steps.slice(-5).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+    expect(steps.slice(-10).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+      ['blocked', 'resumed'],
+      ['qa', 'fail'],
+      ['verdict', 'implement'],
+      ['rollback', 'success'],
+      ['blocked', 'blocked'],
       ['blocked', 'resumed'],
       ['qa', 'pass'],
       ['verdict', 'commit'],
