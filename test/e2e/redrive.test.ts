@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type {LedgerEntry} from '../../src/types/ledger.js'
@@ -260,6 +260,41 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       ['wait', 'blocked'],
       ['wait', 'resumed'],
     ])
+  })
+
+  it('redrives a model step whose replies broke its output schema by asking the model again, not the reply cache (a real HTTP server)', async () => {
+    await mkdir(path.join(dir, 'prompts'))
+    await writeFile(path.join(dir, 'prompts', 'title.md'), 'A title for: {{topic}}\n')
+    await writeFile(path.join(dir, 'title.schema.json'), JSON.stringify({type: 'object', additionalProperties: false, required: ['title'], properties: {title: {type: 'string'}}}))
+    const pipeline = path.join(dir, 'title.yaml')
+    await writeFile(pipeline, 'version: 1\nname: title\nsteps:\n  - {id: draft, kind: model, prompt: prompts/title.md, vars: {topic: CSV export}, output_schema: title.schema.json, max_repairs: 1}\n')
+    // The first replies break the schema (a number, then a missing field); later ones are valid.
+    const server = await ModelServer.start(() => ({content: JSON.stringify({title: 'CSV export'})}))
+    server.script('draft', {content: JSON.stringify({title: 7})}, {content: JSON.stringify({name: 'CSV export'})})
+    try {
+      const env = {OPENAI_BASE_URL: server.url}
+      const failed = await cli(['run', pipeline, '--provider', 'openai', '--json'], env)
+      expect(failed.code, failed.stderr).to.equal(1)
+      const body = json<RunJson>(failed)
+      expect(body.error?.code).to.equal('E_MODEL')
+      expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
+      expect(server.count('draft')).to.equal(2)
+
+      const resumed = await cli(['resume', body.run_id, '--json'], env)
+      expect(resumed.code, resumed.stderr).to.equal(0)
+      expect(json<RunJson>(resumed).status).to.equal('succeeded')
+      expect(server.count('draft'), 'the first request is asked again, not answered by its rejected reply').to.equal(3)
+      const list = await snapshots(body.run_id)
+      expect(list.map((s) => [s.step.seq, s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+        [1, 'draft', 'error'],
+        [2, 'draft', 'success'],
+      ])
+      expect(list[1]!.outputs).to.deep.include({value: {title: 'CSV export'}})
+      expect(list[1]!.meta.model_calls?.map((c) => c.source)).to.deep.equal(['live'])
+      expect((await cli(['audit', 'verify', body.run_id])).code).to.equal(0)
+    } finally {
+      await server.close()
+    }
   })
 
   it('leaves a run blocked, not failed, when a webhook refuses after the go, and publishes once on resume (a real HTTP server)', async () => {
