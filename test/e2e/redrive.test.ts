@@ -314,6 +314,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(body.status).to.equal('blocked')
       expect(body.error?.message).to.contain('refused the delivery (400)').and.contain('channel archived')
       expect(body.error?.hint).to.contain(`pipe resume ${body.run_id}`)
+      expect(body.error?.hint, 'the hint names the command once').not.to.contain('Then continue it with')
       expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
       expect(hook.deliveries()).to.have.length(0)
       const before = await snapshotFiles(body.run_id)
