@@ -29,7 +29,9 @@ function speakError(result: RunResult, exitCode: number): void {
   const error = result.error ?? {code: 'E_INTERNAL', message: result.reason ?? `run ${result.run_id} ${result.status}`}
   // The engine judged whether pipe resume can go on (an outage fixed outside the pipeline); only then is it offered.
   const next = result.next_command
-  const hint = [error.hint, next ? `Then continue it with: ${next}` : ''].filter(Boolean).join(' ')
+  // A hint that already says what pipe resume does (a publish's) is not followed by the command again.
+  const named = error.hint?.includes(`pipe resume ${result.run_id}`) === true
+  const hint = [error.hint, next && !named ? `Then continue it with: ${next}` : ''].filter(Boolean).join(' ')
   const where = error.step ? ` at step ${error.step}` : ''
   const log = speak({code: error.code, message: error.message, hint}, {level: result.status === 'failed' ? 'ERROR' : 'WARN', entry: `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`, detail: hint || undefined})
   result.error = {...error, ...(hint ? {hint: redact(hint)} : {}), exit_code: exitCode, ...(log ? {log} : {})}

@@ -114,7 +114,15 @@ interface RunExpressions {
 
 /** A run's history as steps read it (also used by pipe replay --check to run a step again). */
 export class History implements RunHistory {
-  constructor(readonly snapshots: Snapshot[]) {}
+  constructor(
+    readonly snapshots: Snapshot[],
+    private readonly registry: StepRegistry = defaultRegistry,
+  ) {}
+
+  unrecoveredFailure(): {step: string; seq: number; outcome: string} | null {
+    const found = unrecoveredFailure(this.snapshots, this.registry)
+    return found ? {step: found.step, seq: found.seq, outcome: found.outcome} : null
+  }
 
   latestOutput<T = unknown>(key: string): T | undefined {
     for (let i = this.snapshots.length - 1; i >= 0; i--) {
@@ -531,7 +539,7 @@ export class Engine {
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
     // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
     const own = fresh ? [] : await store.readSnapshots(runId)
-    const history = new History([...base, ...own])
+    const history = new History([...base, ...own], this.registry)
     const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
     if (pipeline.artifacts === true || this.deps.artifacts === true) {

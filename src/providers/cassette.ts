@@ -55,7 +55,7 @@ export interface CassetteOptions {
   note?: string
 }
 
-type StoredReply = Omit<ChatReply, 'source'>
+type StoredReply = Omit<ChatReply, 'source' | 'key'>
 
 // Keys
 
@@ -105,7 +105,7 @@ function requestKeyV1(request: ChatRequest): string {
 }
 
 function storedReply(reply: ChatReply): StoredReply {
-  const {source: _source, ...rest} = reply
+  const {source: _source, key: _key, ...rest} = reply
   return redactDeep(JSON.parse(JSON.stringify(rest)) as StoredReply)
 }
 
@@ -392,9 +392,9 @@ async function nearest(candidates: Interaction[], now: ChatRequest): Promise<Int
 // The store's reply cache, as the transport sees it (src/store/replies.ts keeps it).
 
 export interface ReplyStore {
-  /** The cached request and reply under `key` (its file checked), or null. */
-  read(key: string): Promise<{request: unknown; reply: unknown} | null>
-  write(key: string, request: unknown, reply: unknown): Promise<void>
+  /** The cached request and reply under `key` (its file checked), or null; `rejected` when a step found the reply invalid. */
+  read(key: string): Promise<{request: unknown; reply: unknown; rejected?: string} | null>
+  write(key: string, request: unknown, reply: unknown, rejected?: string): Promise<void>
   fileOf(key: string): string
 }
 
@@ -445,7 +445,19 @@ export class ReplyTransport implements ChatTransport {
     // Its step may name the recording (the first step by name does, whichever asked first).
     if (!first && this.options.cassette?.records) await this.options.cassette.record(interaction(key, request, call, reply))
     this.options.log.note(call, {key, source})
-    return {...structuredClone(reply), ...(source === 'live' ? {} : {source})}
+    return {...structuredClone(reply), ...(source === 'live' ? {} : {source}), key}
+  }
+
+  /**
+   * Marks the cached reply under `key` as rejected (kept for pipe replay --check, never reused), so
+   * a redrive of a step whose reply broke its schema asks the model again instead of getting the
+   * same reply. A cassette keeps it: replaying a recording gives what was recorded, repairs included.
+   */
+  async reject(key: string, problem: string): Promise<void> {
+    const cache = this.options.cache
+    if (!cache) return
+    const cached = await cache.store.read(key)
+    if (cached && cached.rejected === undefined) await cache.store.write(key, cached.request, cached.reply, problem)
   }
 
   private async answer(key: string, request: ChatRequest, call: ChatCall): Promise<{reply: StoredReply; source: ReplySource}> {
@@ -461,7 +473,8 @@ export class ReplyTransport implements ChatTransport {
     let source: ReplySource = 'live'
     if (cache?.reuse) {
       const cached = await cache.store.read(key)
-      if (cached) {
+      // A reply its step rejected is asked for again: the same reply would fail the same way.
+      if (cached && cached.rejected === undefined) {
         // The store checked the file's seal; the request must also be the one its name says.
         const actual = requestKey(cached.request as ChatRequest)
         if (actual !== key) throw new PipeError('E_INTEGRITY', `the cached reply ${cache.store.fileOf(key)} holds a request whose hash is ${actual}, not its name ${key} (it was edited)`, {hint: `Delete ${cache.store.fileOf(key)} (the request is then asked again), or run with --cache off.`})

@@ -45,6 +45,8 @@ export interface ChatReply {
   usage?: {prompt_tokens: number; completion_tokens: number}
   /** Where the reply came from when no endpoint was asked: a cassette or the store's reply cache. */
   source?: 'cassette' | 'cache'
+  /** The request's key, when a recording or the reply cache keeps the reply under it (see reject). */
+  key?: string
 }
 
 /** Who asks: named in errors and recordings, never part of what identifies a request. */
@@ -59,4 +61,9 @@ export interface ChatTransport {
   /** Where requests go, for messages (host only, never a key). */
   readonly endpointHost: string | null
   complete(request: ChatRequest, call: ChatCall): Promise<ChatReply>
+  /**
+   * The caller found the reply kept under `key` invalid (it broke the step's output schema): it
+   * must never answer that request again from the reply cache, so a redrive asks the model anew.
+   */
+  reject?(key: string, problem: string): Promise<void>
 }

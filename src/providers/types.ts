@@ -107,4 +107,6 @@ export interface Provider {
   generate(request: GenerateRequest, call: ChatCall): Promise<ModelReply<unknown> & {model: string}>
   /** One raw chat turn (tools included) for steps that hold a conversation; the pipeline's model and settings fill what the request leaves out. */
   chat(request: Omit<ChatRequest, 'model'> & {model?: string}, call: ChatCall): Promise<ChatReply>
+  /** A reply of chat() the step found invalid (it broke the output schema): never reused from the reply cache, so a redrive asks again. */
+  reject?(reply: ChatReply, problem: string): Promise<void>
 }

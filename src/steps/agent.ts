@@ -413,6 +413,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
         problem = `the final answer does not match the schema: ${found}`
       } else problem = `the final answer is not JSON: ${parsed.error}`
     }
+    await provider.reject?.(reply, problem)
     if (s.repairs >= maxRepairs) {
       await save()
       throw new PipeError('E_MODEL', `agent step "${step.id}": ${problem} (after ${s.repairs} repair(s))`, {hint: 'Try a stronger model, a clearer prompt, or a simpler output_schema.'})

@@ -7,7 +7,7 @@ const STATUSES = ['succeeded', 'failed', 'blocked', 'cancelled'] as const
 export const end: StepHandler<'end'> = {
   kind: 'end',
   summary: 'end the run: succeeded, failed, blocked or cancelled, with a reason',
-  // Its outcome is the status it ends with; nothing routes it (a blocked end resumes at next).
+  // Its outcome is the status it ends with; nothing routes it (a blocked end resumes at next, or at the failed step).
   outcomes: (step) => (step.status === 'blocked' ? ['blocked', 'resumed'] : [step.status]),
   changesSpec: false,
   safeToRetry: true,
@@ -34,14 +34,27 @@ export const end: StepHandler<'end'> = {
       case 'failed':
         return {...done, end: {status: 'failed', reason, code: 'E_ENDED', hint: `The pipeline ended the run at step ${step.id}; read why with pipe snapshot show ${run.run_id} --step ${step.id}.`}}
       case 'blocked': {
-        // A person resumed the run after the block: it goes on at next (or ends, having been dealt with).
+        // What resume does after the block (see README "end"): the author's next, else the step whose
+        // failure led here runs again (the run succeeds only once it passes), else the run ends succeeded.
+        const failed = step.next === undefined ? history.unrecoveredFailure() : null
         const resumed = (run.redrives ?? []).at(-1)
         const blockedHere = history.snapshots.findLast((s) => s.step.name === step.id && s.run_id === run.run_id)
         if (resumed !== undefined && blockedHere !== undefined && resumed.seq === blockedHere.step.seq) {
-          const by = {by: resumed.by, at: resumed.at}
-          return {type: 'done', outcome: 'resumed', reason: `${resumed.by} resumed the run after: ${reason}`, outputs: {status: 'blocked', reason}, person: by}
+          const person = {by: resumed.by, at: resumed.at}
+          const after = `${resumed.by} resumed the run after: ${reason}`
+          const outputs = {status: 'blocked', reason}
+          if (step.next !== undefined) return {type: 'done', outcome: 'resumed', reason: after, outputs, person}
+          if (failed) return {type: 'done', outcome: 'resumed', reason: `${after}; step ${failed.step} runs again`, outputs, person, next: failed.step}
+          return {type: 'done', outcome: 'resumed', reason: after, outputs, person, end: {status: 'succeeded', reason: after}}
         }
-        return {...done, end: {status: 'blocked', reason, code: 'E_ENDED', hint: `Deal with it, then pipe resume ${run.run_id} continues at ${step.next ?? 'the end of the pipeline'}.`}}
+        // The hint says what resume will do; the command itself is added where the error is spoken.
+        const hint =
+          step.next !== undefined
+            ? `Deal with it; resuming goes on at step ${step.next}.`
+            : failed
+              ? `Fix what made step ${failed.step} fail (pipe snapshot show ${run.run_id} --step ${failed.step} shows it); resuming runs ${failed.step} again and goes on from its outcome.`
+              : 'Deal with it; resuming ends the run succeeded.'
+        return {...done, end: {status: 'blocked', reason, code: 'E_ENDED', hint}}
       }
     }
   },

@@ -28,6 +28,11 @@ export interface RunHistory {
    * their own: they use the producing kind's typed reader (`gateResult.latest(history)`, see outputs.ts).
    */
   latestOutput<T = unknown>(key: string): T | undefined
+  /**
+   * The latest failure of the run that nothing recovered since (a step that ended with a failure
+   * outcome, or an error its on.error routed), or null; a person's decision after it accepts it.
+   */
+  unrecoveredFailure(): {step: string; seq: number; outcome: string} | null
 }
 
 export interface StepContext<S extends Step = Step> {

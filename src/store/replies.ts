@@ -4,6 +4,9 @@
  * sealed like the store's other records (keyed with PIPE_AUDIT_KEY when it is set). A file whose
  * seal or name does not match is an integrity error on read, never a reply. The store does not know
  * what a request is: the provider layer computes keys and checks that a request hashes to its key.
+ *
+ * A reply its step found invalid (it broke the output schema) is kept, marked `rejected` with the
+ * problem: it still answered a run (pipe replay --check reads it), but reuse never gives it again.
  */
 import {mkdir, readdir, readFile} from '../util/fs-async.js'
 import path from 'node:path'
@@ -16,6 +19,8 @@ export const REPLY_FORMAT = 'pipe-reply/1'
 export interface CachedReply {
   request: unknown
   reply: unknown
+  /** Why the step that got this reply found it invalid; absent for a reply that was not refused. */
+  rejected?: string
 }
 
 interface ReplyFile extends CachedReply {
@@ -56,13 +61,13 @@ export class ReplyCache {
     }
     const problem = replyFileProblem(parsed, key)
     if (problem) throw new PipeError('E_INTEGRITY', `the cached reply ${file} ${problem}`, {hint: `Delete ${file} (the request is then asked again), or run with --cache off; pipe audit verify checks the store.`})
-    return {request: parsed!.request, reply: parsed!.reply}
+    return {request: parsed!.request, reply: parsed!.reply, ...(typeof parsed!.rejected === 'string' ? {rejected: parsed!.rejected} : {})}
   }
 
-  async write(key: string, request: unknown, reply: unknown): Promise<void> {
+  async write(key: string, request: unknown, reply: unknown, rejected?: string): Promise<void> {
     const file = this.fileOf(key)
     await mkdir(this.dir, {recursive: true})
-    await writeFileAtomic(file, `${JSON.stringify(sealRecord({format: REPLY_FORMAT, key, request, reply}), null, 2)}\n`)
+    await writeFileAtomic(file, `${JSON.stringify(sealRecord({format: REPLY_FORMAT, key, request, reply, ...(rejected !== undefined ? {rejected} : {})}), null, 2)}\n`)
   }
 
   /** Every cached key, for audit. */
@@ -74,7 +79,7 @@ export class ReplyCache {
 
 /** What is wrong with a reply file filed under `key`, or null when its format, name and seal hold. */
 export function replyFileProblem(parsed: Partial<ReplyFile> | null, key: string): string | null {
-  if (!parsed || typeof parsed !== 'object' || parsed.format !== REPLY_FORMAT || parsed.request === undefined || parsed.reply === undefined) return 'is not a pipe reply record'
+  if (!parsed || typeof parsed !== 'object' || parsed.format !== REPLY_FORMAT || parsed.request === undefined || parsed.reply === undefined || (parsed.rejected !== undefined && typeof parsed.rejected !== 'string')) return 'is not a pipe reply record'
   if (parsed.key !== key) return `is filed under ${key} but says ${String(parsed.key)}`
   const sealed = checkRecord(parsed)
   return sealed === 'ok' ? null : `fails its seal: ${sealMessage(sealed)}`

@@ -489,23 +489,51 @@ ${draft.replace('id: draft', 'id: short')}`)
 
   it('a redriven run reuses the replies that already succeeded: only the failed request is asked again', async () => {
     server = await ModelServer.start()
-    // The first reply does not match the schema; its repair is refused (400, not retried): the step fails.
-    server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {status: 400, body: {error: {message: 'bad request: too many tokens'}}})
-    const file = await fixture()
+    // An agent's first turn (a tool call) is answered; the next request is refused (400, not retried): the step fails.
+    server.script('draft', {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]}, {status: 400, body: {error: {message: 'bad request: too many tokens'}}})
+    const file = await fixture('  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n')
     const failed = await runIn(file, [])
-    expect(failed.code).to.equal(1)
+    expect(failed.code, failed.stderr).to.equal(1)
     const runId = json<RunJson>(failed).run_id
     expect(server.count()).to.equal(2)
 
-    server.script('draft', {content: JSON.stringify(GOOD)})
+    server.script('draft', {content: 'Notes: CSV export.'})
     const resumed = await cli(['resume', runId, '--json'], dir)
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
-    expect(server.count(), 'the first request came from the cache; only the repair was asked').to.equal(3)
+    expect(server.count(), 'the first request came from the cache; only the refused one was asked').to.equal(3)
     const snaps = await snapshotsOf(dir, runId)
-    const last = snaps.at(-1)!
-    expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['cache', 'live'])
+    expect(snaps.at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['cache', 'live'])
+
+    // A reply its step rejected (it broke the output schema) is not reused: the redrive asks for it again.
+    server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {status: 400, body: {error: {message: 'bad request: too many tokens'}}})
+    const model = await fixture()
+    const broke = json<RunJson>(await runIn(model, []))
+    const asked = server.count()
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    const redriven = await cli(['resume', broke.run_id, '--json'], dir)
+    expect(redriven.code, redriven.stderr).to.equal(0)
+    expect(server.count() - asked).to.equal(1)
+    const last = (await snapshotsOf(dir, broke.run_id)).at(-1)!
+    expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
     expect(last.outputs).to.deep.equal({value: GOOD})
+    const cached = JSON.parse(await readFile(path.join(dir, '.pipe', 'replies', `${last.meta.model_calls![0]!.key.slice('sha256:'.length)}.json`), 'utf8')) as {reply: {message: {content: string}}; rejected?: string}
+    expect(cached.reply.message.content, 'the new reply replaced the rejected one').to.equal(JSON.stringify(GOOD))
+    expect(cached.rejected).to.equal(undefined)
+
+    // So is an agent's final answer that broke its output_schema.
+    server.script('draft', {content: JSON.stringify({items: 'not a list'})})
+    const agent = await fixture('  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n    output_schema: schemas/notes.schema.json\n    max_repairs: 0\n')
+    const invalid = json<RunJson>(await runIn(agent, []))
+    expect(invalid.status).to.equal('failed')
+    expect(invalid.error?.code).to.equal('E_MODEL')
+    const sent = server.count()
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    const fixed = await cli(['resume', invalid.run_id, '--json'], dir)
+    expect(fixed.code, fixed.stderr).to.equal(0)
+    expect(server.count() - sent).to.equal(1)
+    expect((await snapshotsOf(dir, invalid.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
+    await fixture()
 
     // --cache off on a redrive asks everything again.
     server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {status: 400, body: {error: {message: 'refused'}}})

@@ -217,7 +217,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(bad.stderr).to.contain('E_INVALID_ARGS')
   })
 
-  it('blocks a task after 3 attempts: the repository is rolled back to its checkpoint and the run is blocked', async () => {
+  it('blocks a task after 3 attempts (rolled back to its checkpoint); a person fixes the code, and pipe resume of the parent runs QA again, commits and succeeds', async () => {
     await setup()
     const before = git('rev-parse', 'HEAD')
     const wrong = (n: number): Scripted[] => [
@@ -239,6 +239,43 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const shown = await pipe(['runs', 'show', body.run_id, '--json'], {cwd: repo, env: env()})
     expect(shown.stdout).to.match(/"status": "blocked"/)
     expect(body.reason).to.contain('task T1 was rolled back to its checkpoint: QA still fails at tests (test_fail)')
+
+    // A wrong fix: QA runs again and fails, so the task is rolled back (the edit is gone) and blocked again.
+    await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a * b'))
+    const wrongFix = await pipe(['resume', body.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 240000})
+    expect(wrongFix.code, wrongFix.stderr + wrongFix.stdout).to.equal(6)
+    expect(json<RunJson>(wrongFix).reason).to.contain('QA still fails at tests (test_fail)')
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
+
+    // Seed 001: BLOCKED -> a person intervenes -> EXECUTING. The fix is made by hand, uncommitted.
+    await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a + b'))
+    const resumed = await pipe(['resume', body.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 240000})
+    expect(resumed.code, resumed.stderr + resumed.stdout).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    expect(attemptStarts(), 'the agent is not asked again').to.have.length(3)
+    expect(server.count('summary')).to.equal(1)
+    expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1\nstart')
+    expect(git('show', 'HEAD:calc.js')).to.contain('return a + b')
+    expect(git('status', '--porcelain')).to.equal('')
+    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()}))
+    const child = runs.runs.find((r) => r.parent !== undefined)!
+    expect(child.status).to.equal('succeeded')
+    const steps = json<Array<{step: {name: string}; decisions: Array<{decision: string; by?: string}>}>>(await pipe(['snapshot', 'show', child.run_id, '--json'], {cwd: repo, env: env()}))
+    expect(steps.slice(-10).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+      ['blocked', 'resumed'],
+      ['qa', 'fail'],
+      ['verdict', 'implement'],
+      ['rollback', 'success'],
+      ['blocked', 'blocked'],
+      ['blocked', 'resumed'],
+      ['qa', 'pass'],
+      ['verdict', 'commit'],
+      ['commit', 'success'],
+      ['done', 'succeeded'],
+    ])
+    expect(steps.at(-5)!.decisions.at(-1)!.by).to.be.a('string')
+    expect((await pipe(['audit', 'verify', body.run_id], {cwd: repo, env: env()})).code).to.equal(0)
   })
 
   it('runs examples/coding-agent offline from its cassette: edits, a failing QA, a fix on the 2nd attempt, a commit; its pipe test passes', async () => {

@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import type {LedgerEntry} from '../../src/types/ledger.js'
@@ -203,6 +203,100 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(changed.stderr).to.contain('its policy changes only when a person redrives it')
   })
 
+  it('resumes a run blocked at an end after a routed failure: the failed command runs again, and passing, the run succeeds', async () => {
+    const pipeline = path.join(dir, 'build.yaml')
+    await writeFile(pipeline, 'version: 1\nname: build\nsteps:\n  - {id: build, kind: command, run: [node, check.js], on: {failure: wait}}\n  - {id: wait, kind: end, status: blocked, reason: "the build fails: fix check.js"}\n')
+    await writeFile(path.join(dir, 'check.js'), 'process.exit(1)\n')
+    const open = path.join(dir, 'open.yaml')
+    await writeFile(open, policy('  - [node, check.js]\n'))
+    const blocked = await cli(['run', pipeline, '--policy', open, '--json'])
+    expect(blocked.code, blocked.stderr).to.equal(6)
+    const body = json<RunJson>(blocked)
+    expect(body.status).to.equal('blocked')
+    expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
+    // The hint says what resume does, and names the command once.
+    expect(body.error?.hint).to.equal(`Fix what made step build fail (pipe snapshot show ${body.run_id} --step build shows it); resuming runs build again and goes on from its outcome. Then continue it with: pipe resume ${body.run_id}`)
+    expect(blocked.stderr.split(`pipe resume ${body.run_id}`)).to.have.length(2)
+
+    // Resumed with the cause still there: build fails again and the run is blocked again at wait.
+    const still = await cli(['resume', body.run_id, '--json'])
+    expect(still.code, still.stderr).to.equal(6)
+    expect(json<RunJson>(still).status).to.equal('blocked')
+
+    await writeFile(path.join(dir, 'check.js'), 'process.exit(0)\n')
+    const before = await snapshotFiles(body.run_id)
+    const resumed = await cli(['resume', body.run_id, '--json'])
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    await expectUnchanged(before, body.run_id)
+    const list = await snapshots(body.run_id)
+    expect(list.map((s) => [s.step.seq, s.step.name, s.decisions.at(-1)!.decision, s.decisions.at(-1)!.next_step, s.decisions.at(-1)!.by ?? null])).to.deep.equal([
+      [1, 'build', 'failure', 'wait', null],
+      [2, 'wait', 'blocked', 'wait', null],
+      [3, 'wait', 'resumed', 'build', user],
+      [4, 'build', 'failure', 'wait', null],
+      [5, 'wait', 'blocked', 'wait', null],
+      [6, 'wait', 'resumed', 'build', user],
+      [7, 'build', 'success', null, null],
+    ])
+    const {run} = await runShow(body.run_id)
+    expect(run.status).to.equal('succeeded')
+    expect(run.error).to.equal(undefined)
+    expect((await cli(['audit', 'verify', body.run_id])).code).to.equal(0)
+  })
+
+  it('resumes a run blocked at an end nothing failed before: it ends succeeded, as the hint says', async () => {
+    const pipeline = path.join(dir, 'gate.yaml')
+    await writeFile(pipeline, 'version: 1\nname: gate\nsteps:\n  - {id: prepare, kind: noop, next: wait}\n  - {id: wait, kind: end, status: blocked, reason: "sign the release off"}\n')
+    const blocked = await cli(['run', pipeline, '--json'])
+    expect(blocked.code, blocked.stderr).to.equal(6)
+    const body = json<RunJson>(blocked)
+    expect(body.error?.hint).to.equal(`Deal with it; resuming ends the run succeeded. Then continue it with: pipe resume ${body.run_id}`)
+    const resumed = await cli(['resume', body.run_id, '--json'])
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    expect((await snapshots(body.run_id)).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+      ['prepare', 'success'],
+      ['wait', 'blocked'],
+      ['wait', 'resumed'],
+    ])
+  })
+
+  it('redrives a model step whose replies broke its output schema by asking the model again, not the reply cache (a real HTTP server)', async () => {
+    await mkdir(path.join(dir, 'prompts'))
+    await writeFile(path.join(dir, 'prompts', 'title.md'), 'A title for: {{topic}}\n')
+    await writeFile(path.join(dir, 'title.schema.json'), JSON.stringify({type: 'object', additionalProperties: false, required: ['title'], properties: {title: {type: 'string'}}}))
+    const pipeline = path.join(dir, 'title.yaml')
+    await writeFile(pipeline, 'version: 1\nname: title\nsteps:\n  - {id: draft, kind: model, prompt: prompts/title.md, vars: {topic: CSV export}, output_schema: title.schema.json, max_repairs: 1}\n')
+    // The first replies break the schema (a number, then a missing field); later ones are valid.
+    const server = await ModelServer.start(() => ({content: JSON.stringify({title: 'CSV export'})}))
+    server.script('draft', {content: JSON.stringify({title: 7})}, {content: JSON.stringify({name: 'CSV export'})})
+    try {
+      const env = {OPENAI_BASE_URL: server.url}
+      const failed = await cli(['run', pipeline, '--provider', 'openai', '--json'], env)
+      expect(failed.code, failed.stderr).to.equal(1)
+      const body = json<RunJson>(failed)
+      expect(body.error?.code).to.equal('E_MODEL')
+      expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
+      expect(server.count('draft')).to.equal(2)
+
+      const resumed = await cli(['resume', body.run_id, '--json'], env)
+      expect(resumed.code, resumed.stderr).to.equal(0)
+      expect(json<RunJson>(resumed).status).to.equal('succeeded')
+      expect(server.count('draft'), 'the first request is asked again, not answered by its rejected reply').to.equal(3)
+      const list = await snapshots(body.run_id)
+      expect(list.map((s) => [s.step.seq, s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
+        [1, 'draft', 'error'],
+        [2, 'draft', 'success'],
+      ])
+      expect(list[1]!.outputs).to.deep.include({value: {title: 'CSV export'}})
+      expect(list[1]!.meta.model_calls?.map((c) => c.source)).to.deep.equal(['live'])
+      expect((await cli(['audit', 'verify', body.run_id])).code).to.equal(0)
+    } finally {
+      await server.close()
+    }
+  })
+
   it('leaves a run blocked, not failed, when a webhook refuses after the go, and publishes once on resume (a real HTTP server)', async () => {
     const hook = await WebhookServer.start()
     try {
@@ -220,6 +314,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(body.status).to.equal('blocked')
       expect(body.error?.message).to.contain('refused the delivery (400)').and.contain('channel archived')
       expect(body.error?.hint).to.contain(`pipe resume ${body.run_id}`)
+      expect(body.error?.hint, 'the hint names the command once').not.to.contain('Then continue it with')
       expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
       expect(hook.deliveries()).to.have.length(0)
       const before = await snapshotFiles(body.run_id)

@@ -141,6 +141,7 @@ describe('typed output readers', () => {
         asked.push(key)
         return {value: 3} as T
       },
+      unrecoveredFailure: () => null,
     }
     expect(answer.latest(history)).to.deep.equal({value: 3})
     expect(asked).to.deep.equal(['answer'])

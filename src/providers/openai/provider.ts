@@ -96,7 +96,11 @@ export class OpenAIProvider implements Provider {
     return this.transport.complete({...request, model: request.model ?? this.model, ...(temperature !== undefined ? {temperature} : {}), ...(maxTokens !== undefined ? {max_tokens: maxTokens} : {})}, call)
   }
 
-/** Asks for JSON matching the step's schema; repairs invalid replies a bounded number of times. */
+  async reject(reply: ChatReply, problem: string): Promise<void> {
+    if (reply.key !== undefined) await this.transport.reject?.(reply.key, problem)
+  }
+
+  /** Asks for JSON matching the step's schema; repairs invalid replies a bounded number of times. */
   private async structured<T>(kind: ModelKind, prompt: string, call: ChatCall): Promise<{value: T; usage: Usage}> {
     const name: ModelSchemaName = `model/${kind}`
     const {$schema: _s, $id: _i, ...bareSchema} = loadSchema(name)
@@ -133,6 +137,7 @@ export class OpenAIProvider implements Provider {
         if (found === null) return {value: parsed.value as T, usage}
         problem = `the reply does not match the schema: ${found}`
       } else problem = parsed.error
+      await this.reject(reply, problem)
       problems.push(problem)
       messages.push({role: 'assistant', content}, {role: 'user', content: `${problem}\nReply again with only the corrected JSON object.`})
     }
