@@ -41,10 +41,23 @@ function shapeOf(step: Step, catalog: KindCatalog): GraphShape {
   return catalog[step.kind]?.graph?.shape ?? 'box'
 }
 
+// Every label is a quoted string, so that parentheses, pipes, brackets and braces in it are text, not syntax.
 const MERMAID_NODE: Record<GraphShape, (id: string, label: string) => string> = {
   box: (id, label) => `${id}["${label}"]`,
   diamond: (id, label) => `${id}{"${label}"}`,
   parallelogram: (id, label) => `${id}[/"${label}"/]`,
+}
+
+/**
+ * Words Mermaid's flowchart lexer reads as keywords wherever a node id may stand (`end` closes a
+ * subgraph, `class` starts a statement, ...). A step id is lower case, so the same word with a capital
+ * first letter is an id no step can have, and the lexer (case-sensitive) reads it as a plain id.
+ */
+const MERMAID_KEYWORDS = new Set('end graph flowchart subgraph style linkstyle classdef class click call href interpolate default direction v'.split(' '))
+
+/** The node id a step has in the Mermaid text (the label always shows the step id as it is). */
+function mermaidId(id: string): string {
+  return MERMAID_KEYWORDS.has(id) ? id[0]!.toUpperCase() + id.slice(1) : id
 }
 
 function isTerminal(step: Step, catalog: KindCatalog): boolean {
@@ -55,8 +68,30 @@ function edgeLabel(label: string): string | null {
   return label === 'next' ? null : label
 }
 
-function mermaidText(text: string): string {
-  return text.replace(/"/g, '#quot;').replace(/</g, '#lt;').replace(/>/g, '#gt;')
+/**
+ * Text for inside a quoted Mermaid label, shown as written: Mermaid's entity codes (`#quot;`, `#35;`)
+ * for what would end the string (`"`), start an entity (`#`), become HTML (`<`, `>`, `&`), a Markdown
+ * string (a backquote) or a directive (`%`); a line break or other control character becomes its
+ * numeric code, so a label stays on its line. With `colons`, `:` too (see mermaidLine).
+ */
+function mermaidText(text: string, colons = false): string {
+  // eslint-disable-next-line no-control-regex
+  const special = colons ? /[#"<>&`%:\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g : /[#"<>&`%\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g
+  return text.replace(special, (char) => MERMAID_ENTITY[char] ?? `#${char.charCodeAt(0)};`)
+}
+
+const MERMAID_ENTITY: Record<string, string> = {'"': '#quot;', '<': '#lt;', '>': '#gt;', '&': '#amp;'}
+
+/**
+ * Before parsing, Mermaid drops the last `;` of any line that matches this (meant for `style a
+ * fill:#fff;`), which would cut an entity in a label short. Only a `:` can complete the match, so a
+ * line that would match is written again with the colons of its labels as entities.
+ */
+const MERMAID_STYLE_LINE = /(?:style|classDef).*:\S*#.*;/
+
+function mermaidLine(write: (colons: boolean) => string): string {
+  const line = write(false)
+  return MERMAID_STYLE_LINE.test(line) ? write(true) : line
 }
 
 /** A special node of the drawing: where a run starts, ends, fails, is cancelled or is blocked. */
@@ -148,21 +183,22 @@ export function toMermaid(pipeline: Pipeline, catalog: KindCatalog = {}, path?: 
   const line = (e: DrawnEdge): string => {
     const text = takenText(e)
     const arrow = e.style === 'solid' ? '-->' : '-.->'
-    const from = e.from === '__start__' ? SPECIAL.__start__.mermaid : e.from
-    return text ? `  ${from} ${arrow}|${mermaidText(text)}| ${e.to}` : `  ${from} ${arrow} ${e.to}`
+    const from = e.from === '__start__' ? SPECIAL.__start__.mermaid : mermaidId(e.from)
+    const to = mermaidId(e.to)
+    return text ? mermaidLine((colons) => `  ${from} ${arrow}|"${mermaidText(text, colons)}"| ${to}`) : `  ${from} ${arrow} ${to}`
   }
   const [startEdge, ...rest] = edges
   out.push(line(startEdge!))
   for (const step of pipeline.steps) {
-    const label = [step.id, ...details(step, catalog), ...ranLine(step, path)].map(mermaidText).join('<br/>')
-    out.push(`  ${MERMAID_NODE[shapeOf(step, catalog)](step.id, label)}`)
+    const lines = [step.id, ...details(step, catalog), ...ranLine(step, path)]
+    out.push(mermaidLine((colons) => `  ${MERMAID_NODE[shapeOf(step, catalog)](mermaidId(step.id), lines.map((l) => mermaidText(l, colons)).join('<br/>'))}`))
   }
   for (const node of ['__end__', '__failed__', '__cancelled__', '__blocked__'] as const) if (nodes.has(node)) out.push(`  ${SPECIAL[node].mermaid}`)
   for (const edge of rest) out.push(line(edge))
-  for (const step of pipeline.steps.filter((s) => s.max_iterations !== undefined)) out.push(`  class ${step.id} bounded`)
+  for (const step of pipeline.steps.filter((s) => s.max_iterations !== undefined)) out.push(`  class ${mermaidId(step.id)} bounded`)
   if (pipeline.steps.some((s) => s.max_iterations !== undefined)) out.push('  classDef bounded stroke-dasharray: 5 5')
   if (path) {
-    const ran = pipeline.steps.filter((s) => path.steps[s.id] !== undefined).map((s) => s.id)
+    const ran = pipeline.steps.filter((s) => path.steps[s.id] !== undefined).map((s) => mermaidId(s.id))
     if (ran.length > 0) out.push(`  class ${ran.join(',')} taken`, `  classDef taken fill:${TAKEN_FILL},stroke:${TAKEN_COLOUR},stroke-width:2px`)
     const indices = edges.flatMap((e, i) => (e.count !== undefined ? [i] : []))
     if (indices.length > 0) out.push(`  linkStyle ${indices.join(',')} stroke:${TAKEN_COLOUR},stroke-width:3px`)

@@ -50,15 +50,15 @@ describe('pipe graph --run (CLI)', function () {
 
     const mermaid = await graph([defaultPipeline, '--run', runId])
     expect(mermaid.code, mermaid.stderr).to.equal(0)
-    expect(mermaid.stdout).to.contain('  compile -->|2×| validate_gates\n')
+    expect(mermaid.stdout).to.contain('  compile -->|"2×"| validate_gates\n')
     expect(mermaid.stdout).to.contain('compile["compile<br/>ran 2×"]')
     expect(mermaid.stdout).to.match(/^ {2}class [a-z_,]*\bpublish\b[a-z_,]* taken$/m)
     // Every drawn link the run took is styled, the hold and drop it did not take are not.
     const links = mermaid.stdout.split('\n').filter((l) => /-->|-\.->/.test(l))
     const styled = /^ {2}linkStyle ([\d,]+) stroke:/m.exec(mermaid.stdout)![1]!.split(',').map(Number)
-    expect(styled.map((i) => links[i]!.trim())).to.include.members(['compile -->|2×| validate_gates', 'validate_gates -->|fail| clarify_questions', 'publish --> __end__', 'manual_review -->|go| publish'])
+    expect(styled.map((i) => links[i]!.trim())).to.include.members(['compile -->|"2×"| validate_gates', 'validate_gates -->|"fail"| clarify_questions', 'publish --> __end__', 'manual_review -->|"go"| publish'])
     expect(styled).to.have.length(body.taken.length)
-    expect(styled.map((i) => links[i])).to.not.include('  manual_review -.->|hold (waits)| manual_review')
+    expect(styled.map((i) => links[i])).to.not.include('  manual_review -.->|"hold (waits)"| manual_review')
 
     const dot = await graph([defaultPipeline, '--run', runId, '--format', 'dot'])
     expect(dot.stdout).to.contain('"compile" -> "validate_gates" [label="2×", color="#2e7d32", penwidth=3];')
@@ -77,8 +77,8 @@ describe('pipe graph --run (CLI)', function () {
       {from: 'manual_review', to: 'manual_review', label: 'hold', count: 1},
       {from: 'manual_review', to: '__cancelled__', label: 'drop', count: 1},
     ])
-    expect(body.text).to.contain('manual_review -.->|hold (waits)| manual_review')
-    expect(body.text).to.contain('manual_review -.->|drop| __cancelled__')
+    expect(body.text).to.contain('manual_review -.->|"hold (waits)"| manual_review')
+    expect(body.text).to.contain('manual_review -.->|"drop"| __cancelled__')
     expect(body.text).to.not.contain('publish["publish<br/>ran')
   })
 
@@ -99,7 +99,7 @@ describe('pipe graph --run (CLI)', function () {
     // The end step's own failure is no edge of the graph: it is added, dotted, to a failed node.
     const drawn = json<GraphJson>(await graph([tiny, '--run', tinyRun.run_id, '--json']))
     expect(drawn.taken.at(-1)).to.deep.equal({from: 'stop', to: '__failed__', label: 'failed', count: 1})
-    expect(drawn.text).to.contain('  __failed__(((failed)))\n').and.contain('  stop -.->|failed| __failed__\n')
+    expect(drawn.text).to.contain('  __failed__(((failed)))\n').and.contain('  stop -.->|"failed"| __failed__\n')
     await writeFile(tiny, 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: succeeded}\n')
     const changed = await graph([tiny, '--run', tinyRun.run_id])
     expect(changed.code).to.equal(2)

@@ -239,7 +239,7 @@ describe('review outcomes hold and drop (CLI)', function () {
     expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'drop', effect: 'cancelled'})
     expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'hold', effect: 'awaiting_input'})
     const mermaid = await pipe(['graph', 'pipelines/default.yaml'])
-    expect(mermaid.stdout).to.contain('manual_review -.->|drop| __cancelled__')
+    expect(mermaid.stdout).to.contain('manual_review -.->|"drop"| __cancelled__')
 
     const dry = await pipe(['run', 'pipelines/default.yaml', '--input', 'examples/full-prd.md', '--dry-run', '--json'], {cwd: repoRoot})
     const review = json<{steps: Array<{id: string; outcomes: string[]; unrouted: Record<string, string>}>}>(dry).steps.find((s) => s.id === 'manual_review')!

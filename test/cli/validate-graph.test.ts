@@ -81,8 +81,8 @@ describe('pipe graph (CLI)', () => {
     for (const step of ['ingest', 'compile', 'validate_gates', 'clarify_questions', 'apply_answers', 'plan_tasks', 'generate_vv', 'manual_review', 'publish']) {
       expect(result.stdout).to.match(new RegExp(`^  ${step}[[{/]`, 'm'))
     }
-    expect(result.stdout).to.contain('validate_gates -->|fail| clarify_questions')
-    expect(result.stdout).to.contain('validate_gates -->|pass| plan_tasks')
+    expect(result.stdout).to.contain('validate_gates -->|"fail"| clarify_questions')
+    expect(result.stdout).to.contain('validate_gates -->|"pass"| plan_tasks')
     expect(result.stdout).to.contain('apply_answers --> compile')
     expect(result.stdout).to.contain('max 3 iterations')
   })

@@ -34,7 +34,7 @@ describe('the path a run took (pathOf)', () => {
       {from: 'out', to: '__end__', label: 'success', count: 1},
     ])
     const mermaid = renderGraph(pipeline, 'mermaid', {}, taken)
-    expect(mermaid).to.contain('  a -->|3×| b\n').and.contain('  b -.->|exhausted| out\n')
+    expect(mermaid).to.contain('  a -->|"3×"| b\n').and.contain('  b -.->|"exhausted"| out\n')
     expect(mermaid).to.match(/linkStyle 0,1,2,3,4 stroke/)
   })
 
