@@ -8,7 +8,7 @@ import {variablesUsed} from '../util/template.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import {sha256} from '../util/hash.js'
 import {formatPath, sortDiagnostics, type Diagnostic} from './diagnostics.js'
-import {cycles, reachableFrom, specReach, startStepId} from './graph.js'
+import {cycles, edgesOf, reachableFrom, specReach, startStepId} from './graph.js'
 import {linksOf} from './step-links.js'
 import {validateSource} from './document.js'
 import {didYouMean} from './suggest.js'
@@ -269,6 +269,37 @@ export const pipelineAdvice: Rule[] = [
           out.push(diag(loaded, ['steps', i, 'id'], `failure outcome "${outcome}" of step "${step.id}" has no route, so it ends the run failed${step.next !== undefined ? ' (next: is not taken on a failure)' : ''}; add on: {${outcome}: STEP} to handle it`))
         }
       })
+      return out
+    },
+  },
+  {
+    // Between a checkpoint and the rollback to it the working tree may hold changes: an error with no route would end the run with them neither committed nor rolled back.
+    name: 'unrouted-error-before-rollback',
+    check(loaded, catalog) {
+      const {steps} = loaded.pipeline
+      const byId = new Map(steps.map((step) => [step.id, step]))
+      const warned = new Set<string>()
+      const out: Diagnostic[] = []
+      for (const rollback of steps) {
+        if (rollback.kind !== 'git' || rollback.action !== 'rollback' || rollback.to === undefined) continue
+        const checkpoint = byId.get(rollback.to)
+        if (!checkpoint) continue
+        // The checkpoint's own error changed nothing; a git step (the commit, the rollback) settles the change, an end ends the run.
+        const queue = edgesOf(checkpoint, catalog).filter((e) => e.label !== 'error').map((e) => e.to)
+        const seen = new Set<string>()
+        while (queue.length > 0) {
+          const id = queue.shift()!
+          const step = byId.get(id)
+          if (!step || seen.has(id) || id === checkpoint.id || step.kind === 'end') continue
+          seen.add(id)
+          if (step.on?.error === undefined && !warned.has(id)) {
+            warned.add(id)
+            const fix = id === rollback.id ? 'add on: {error: STEP}, STEP an end step that says the rollback failed' : `add on: {error: ${rollback.id}}`
+            out.push(diag(loaded, ['steps', steps.indexOf(step), 'id'], `step "${id}" runs after checkpoint "${checkpoint.id}" with changes its rollback "${rollback.id}" would undo, but its error has no route: the run would end with them neither committed nor rolled back; ${fix}`))
+          }
+          if (step.kind !== 'git') queue.push(...edgesOf(step, catalog).map((e) => e.to))
+        }
+      }
       return out
     },
   },

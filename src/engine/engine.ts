@@ -721,7 +721,7 @@ export class Engine {
       const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
       const aborted = abort.settled
       let children: ChildRuns | undefined
-      const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings))
+      const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings, state.history.snapshots))
       const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
       const context: StepContext = {
         step,
@@ -818,11 +818,23 @@ export class Engine {
    * started and continues it, and never runs a finished one again. Each child is driven by a
    * sub-engine on the same store, under its own run lock.
    */
-  private childRuns(parent: RunRecord, step: Step, seq: number, settings: RunSettings): ChildRuns {
+  private childRuns(parent: RunRecord, step: Step, seq: number, settings: RunSettings, snapshots: readonly Snapshot[]): ChildRuns {
     const {store} = this.deps
     // A redrive runs the step again under the next seq: its children are those of the seqs it retried.
     const seqs = new Set([seq])
-    for (let s = seq - 1; (parent.redrives ?? []).some((r) => r.seq === s && r.step === step.id); s--) seqs.add(s)
+    const retried = (from: number): void => {
+      for (let s = from - 1; (parent.redrives ?? []).some((r) => r.seq === s && r.step === step.id); s--) seqs.add(s)
+    }
+    retried(seq)
+    // A step whose last visit ended blocked, routed on (its children wait for a person), and that the run
+    // comes back to (pipe resume of a blocked end whose next is this step) continues those children too.
+    for (;;) {
+      const first = Math.min(...seqs)
+      const before = snapshots.findLast((s) => s.run_id === parent.run_id && s.step.name === step.id && s.step.seq < first)
+      if (before?.decisions.at(-1)?.decision !== 'blocked' || seqs.has(before.step.seq)) break
+      seqs.add(before.step.seq)
+      retried(before.step.seq)
+    }
     let found: Promise<Map<number, RunRecord>> | undefined
     const existing = (): Promise<Map<number, RunRecord>> =>
       (found ??= (async () => {

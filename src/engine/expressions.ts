@@ -53,10 +53,11 @@ export function readSecrets(pipeline: LoadedPipeline['pipeline'], env: NodeJS.Pr
 
 /** The expression context one step sees. */
 export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], spec: CanonicalSpec | null, secrets: Record<string, string>): ExprContext {
-  const steps: Record<string, {outputs: unknown; outcome: string}> = {}
+  const steps: Record<string, {outputs: unknown; outcome: string; reason: string}> = {}
   for (const s of snapshots) {
     const decision = s.decisions.at(-1)
-    if (decision) steps[s.step.name] = {outputs: s.outputs, outcome: decision.decision}
+    // The reason says why, where outputs cannot: an error's code and message (a step that errs gives no outputs).
+    if (decision) steps[s.step.name] = {outputs: s.outputs, outcome: decision.decision, reason: decision.reason}
   }
   return {
     inputs: record.inputs ?? {},

@@ -15,8 +15,8 @@ import {ConversionError, fromCel, stringify, toCel, type JsonValue} from './valu
 /** The values an expression reads at run time. Absent parts read as "no such key" errors. */
 export interface ExprContext {
   readonly inputs?: Readonly<Record<string, unknown>>
-  /** Per step id, the latest snapshot's outputs and outcome; a step that has not run is absent. */
-  readonly steps?: Readonly<Record<string, {readonly outputs?: unknown; readonly outcome?: string}>>
+  /** Per step id, the latest snapshot's outputs, outcome and reason; a step that has not run is absent. */
+  readonly steps?: Readonly<Record<string, {readonly outputs?: unknown; readonly outcome?: string; readonly reason?: string}>>
   readonly spec?: unknown
   readonly run?: {readonly id: string; readonly feature_id: string; readonly parent: string | null}
   /** Secret values by name: only the names the pipeline lists. */

@@ -62,8 +62,9 @@ export function buildScope(decl: ExprDeclarations): RecordNode {
       fields: new Map<string, ScopeNode>([
         ['outputs', schemaNode(`${path}.outputs`, schemaRef(step.outputs))],
         ['outcome', schemaNode(`${path}.outcome`, schemaRef(step.outcomes === undefined ? STRING : {type: 'string', enum: [...step.outcomes]}))],
+        ['reason', schemaNode(`${path}.reason`, schemaRef(STRING))],
       ]),
-      unknown: (name) => `${path} has no "${name}"; a step has outputs and outcome`,
+      unknown: (name) => `${path} has no "${name}"; a step has outputs, outcome and reason`,
     })
   }
   const secrets = new Map<string, ScopeNode>()

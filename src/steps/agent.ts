@@ -27,7 +27,7 @@ import {renderPrompt} from '../providers/prompt.js'
 import type {Usage} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
 import {redact, redactDeep} from '../util/redact.js'
-import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed, type AgentTool, type ToolOutcome} from './agent/tools.js'
+import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed, type AgentTool, type EditScope, type ToolOutcome} from './agent/tools.js'
 import {renderVar} from './model.js'
 import {modelCall, promptOf, promptStepFindings} from './model-support.js'
 import {int, list, str} from './output-schemas.js'
@@ -191,7 +191,7 @@ export function diffLines(patch: string): number {
 }
 
 /** What an agent step's snapshot records as outputs (its outputsSchema). */
-export type AgentOutputs = {value: unknown; summary: string; files_changed: string[]; turns: number; tool_calls: number; patch: string}
+export type AgentOutputs = {value: unknown; summary: string; files_changed: string[]; turns: number; tool_calls: number; patch: string; attempt: number}
 export const agentOutput = outputsOf<AgentOutputs>()
 
 export const agent: StepHandler<'agent'> = {
@@ -212,7 +212,7 @@ export const agent: StepHandler<'agent'> = {
     const root = loaded?.ok ? loaded.output.schema : {}
     return {
       type: 'object',
-      properties: {value, summary: str, files_changed: list(str), turns: int, tool_calls: int, patch: str},
+      properties: {value, summary: str, files_changed: list(str), turns: int, tool_calls: int, patch: str, attempt: int},
       required: ['value', 'summary', 'files_changed', 'turns', 'tool_calls'],
       additionalProperties: false,
       ...(root['definitions'] !== undefined ? {definitions: root['definitions']} : {}),
@@ -267,6 +267,28 @@ export const agent: StepHandler<'agent'> = {
       throw error
     }
   },
+}
+
+/** The files the step's edits are bounded to (the engine resolved its expressions into lists), or undefined. */
+function editScope(step: AgentStep): EditScope | undefined {
+  const list = (value: string[] | string | undefined): string[] | undefined => {
+    if (value === undefined) return undefined
+    if (!Array.isArray(value)) throw new PipeError('E_CONFIG', `agent step "${step.id}": ${value} was not resolved to a list of paths`, {hint: 'Give files_touched and forbidden_paths as lists, or one ${{ expression }} that gives a list.'})
+    return value
+  }
+  const filesTouched = list(step.files_touched)
+  const forbidden = list(step.forbidden_paths)
+  if (filesTouched === undefined && forbidden === undefined) return undefined
+  return {...(filesTouched !== undefined ? {files_touched: filesTouched} : {}), ...(forbidden !== undefined ? {forbidden_paths: forbidden} : {})}
+}
+
+/**
+ * Which visit of this step in the run this is (1 the first time; a loop back from QA makes 2), as
+ * the engine counts iterations: a snapshot a redrive retried is not an attempt of its own.
+ */
+function attemptOf({step, run, history}: StepContext<AgentStep>): number {
+  const retried = new Set((run.redrives ?? []).filter((r) => r.step === step.id).map((r) => r.seq))
+  return 1 + history.snapshots.filter((s) => s.run_id === run.run_id && s.step.name === step.id && !retried.has(s.step.seq)).length
 }
 
 async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
@@ -326,7 +348,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       outcome,
       reason,
       inputs: {...(step.task !== undefined ? {task: step.task} : {}), prompt: step.prompt, prompt_sha256: sha256(prompt), vars: redactDeep(vars), tools: step.tools, max_turns: maxTurns, protocol: s.protocol, ...(step.output_schema ? {output_schema: step.output_schema} : {})},
-      outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join('')},
+      outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join(''), attempt: attemptOf(context)},
       toolCalls: s.calls,
       ...(evidence.length > 0 ? {evidence} : {}),
       llmModel: s.model,
@@ -505,7 +527,8 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
     s.inflight = call.id
     await save()
   }
-  const outcome: ToolOutcome = await tool.run(args, {policy, root: context.cwd, signal: context.signal, slotsDir: context.slotsDir})
+  const edits = editScope(context.step)
+  const outcome: ToolOutcome = await tool.run(args, {policy, root: context.cwd, signal: context.signal, slotsDir: context.slotsDir, ...(edits ? {edits} : {})})
   const shape = resultProblems(tool, outcome.result)
   if (shape !== null) throw new PipeError('E_INTERNAL', `the result of ${name} does not match its result schema: ${shape}`, {hint: 'This is a bug in pipe.'})
   delete s.inflight

@@ -79,6 +79,8 @@ export const foreach: StepHandler<'foreach'> = {
     const stopped = results.filter(childStopped)
     if (tripped === undefined && stopped.length > 0) {
       const reason = `${stopped.length} child run(s) wait for a person: ${stopped.map((r) => r.reason).join('; ')}`
+      // Routed (on: {blocked: STEP}), the run goes on there (a summary of what is left for a person); a later visit of the step continues the same children.
+      if (step.on?.['blocked'] !== undefined) return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs}
       return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs, end: {status: 'blocked', reason, code: 'E_ENDED', hint: 'Deal with each waiting child run (pipe runs show PARENT lists them); pipe resume of this run then continues them, never re-running a finished one.'}}
     }
     const summary = `${succeeded} of ${items.length} item(s) succeeded, ${failed} failed${cancelled > 0 ? `, ${cancelled} cancelled` : ''}`

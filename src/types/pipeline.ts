@@ -497,6 +497,14 @@ export type AgentStep = StepCommon & {
    */
   tools: [string, ...string[]]
   /**
+   * The only files apply_edit_blocks may change or create: paths or globs relative to the repository root (a glob that matches a directory covers what is under it), as a task's files_touched, or one ${{ expression }} that gives such a list. An edit naming any other file is refused whole, and the model is told why as the call's result. Absent: any file the policy allows. The policy's forbidden_paths apply besides.
+   */
+  files_touched?: string[] | string
+  /**
+   * Paths or globs apply_edit_blocks may never change, even inside files_touched (a task's constraints.forbidden_paths), or one ${{ expression }} that gives such a list. Unlike the policy's forbidden_paths, the agent may still read them.
+   */
+  forbidden_paths?: string[] | string
+  /**
    * How many model replies the loop may take (default 20). Reaching it ends the step gave_up (denied when a call was refused or denied).
    */
   max_turns?: number

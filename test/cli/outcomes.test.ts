@@ -187,6 +187,19 @@ describe('checked before running (CLI)', function () {
     expect(j.files[0]!.warnings[0]).to.include({rule: 'unrouted-failure', severity: 'warning'})
   })
 
+  it('warns about a step between a checkpoint and its rollback whose error has no route (the working tree would keep the changes)', async () => {
+    const p = await file(
+      'rollback.yaml',
+      'version: 1\nname: r\nsteps:\n  - {id: checkpoint, kind: git, action: checkpoint, next: qa}\n  - {id: qa, kind: qa, stages: {tests: [[node, --test]]}, on: {pass: commit, fail: rollback}}\n  - {id: commit, kind: git, action: checkpoint, allow_dirty: true, on: {error: rollback}, next: done}\n  - {id: done, kind: end, status: succeeded}\n  - {id: rollback, kind: git, action: rollback, to: checkpoint, on: {error: stuck}, next: stuck}\n  - {id: stuck, kind: end, status: blocked}\n',
+    )
+    const r = await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}})
+    expect(r.code, r.stdout).to.equal(0)
+    const warnings = json<{files: Array<{warnings: Array<{rule: string; path: string; message: string}>}>}>(r).files[0]!.warnings.filter((w) => w.rule === 'unrouted-error-before-rollback')
+    expect(warnings.map((w) => [w.path, w.message])).to.deep.equal([
+      ['steps[1].id', 'step "qa" runs after checkpoint "checkpoint" with changes its rollback "rollback" would undo, but its error has no route: the run would end with them neither committed nor rolled back; add on: {error: rollback}'],
+    ])
+  })
+
   it('reports a command or QA argv the policy will deny, given --policy or a policy file among the files', async () => {
     const p = await file('denied.yaml', 'version: 1\nname: d\ninputs: {script: {type: string, default: a.js}}\nsteps:\n  - {id: ok, kind: command, run: [node, -e, "process.exit(0)"], on: {success: qa, failure: qa}}\n  - id: qa\n    kind: qa\n    stages:\n      tests: [[rm, -rf, build]]\n    on: {pass: later, fail: later}\n  - {id: later, kind: command, run: [node, "${{ inputs.script }}"], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
     const pol = await policy()

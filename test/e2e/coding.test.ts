@@ -36,13 +36,32 @@ const TASKS = {
     },
   ],
 }
-const SUMMARY = {what_changed: ['calc.js: add() adds'], why: 'add() subtracted', how_verified: ['node --test'], risks: [], rollback: 'git revert the coding_agent commit'}
+const SUMMARY = {what_changed: ['calc.js: add() adds'], why: 'add() subtracted', how_verified: ['node --test'], risks: [], rollback: 'git revert the coding_agent commit', blockers: [], manual_steps: []}
+
+/** The scripted summary of a run whose task blocked (seed 000: the blockers and the manual steps). */
+const BLOCKED_SUMMARY = {
+  what_changed: [],
+  why: 'add() subtracts',
+  how_verified: ['node --test still fails'],
+  risks: ['add() is still wrong'],
+  rollback: 'nothing to roll back: the task was rolled back to its checkpoint',
+  blockers: [{task: 'T1', tried: 'three edits of calc.js', failed: 'node --test: add(2, 3) is not 5'}],
+  manual_steps: ['fix add() in calc.js so that node --test passes, then pipe resume the run'],
+}
+
+/** What the planner answers in the current test (TASKS unless a test gives other tasks). */
+let tasks: unknown = TASKS
+/** TASKS with its one task changed. */
+const taskWith = (change: Record<string, unknown>): unknown => ({tasks: [{...TASKS.tasks[0]!, ...change}]})
 
 export function codingReply(request: ModelRequest): Scripted {
   const usage = {prompt_tokens: 200, completion_tokens: 60}
   if (request.kind === 'arch') return {content: JSON.stringify(ARCH), usage}
-  if (request.kind === 'tasks') return {content: JSON.stringify(TASKS), usage}
-  if (request.kind === 'summary') return {content: JSON.stringify(SUMMARY), usage}
+  if (request.kind === 'tasks') return {content: JSON.stringify(tasks), usage}
+  if (request.kind === 'summary') {
+    const prompt = request.body.messages.find((m) => m.role === 'user')?.content ?? ''
+    return {content: JSON.stringify(prompt.includes('"status": "blocked"') ? BLOCKED_SUMMARY : SUMMARY), usage}
+  }
   if (request.kind === 'implement') return {status: 500, body: {error: {message: 'no scripted agent turn left'}}}
   return cannedReply(request)
 }
@@ -52,13 +71,15 @@ let repo: string
 let cleanup: () => Promise<void>
 let server: ModelServer
 
-async function setup(): Promise<void> {
+async function setup(planned: unknown = TASKS, files: Record<string, string> = {}): Promise<void> {
+  tasks = planned
   ;({dir, cleanup} = await tempDir('pipe-coding-'))
   repo = path.join(dir, 'repo')
   await mkdir(repo)
   await writeFile(path.join(repo, 'package.json'), '{"type": "module"}\n')
   await writeFile(path.join(repo, 'calc.js'), BUGGY)
   await writeFile(path.join(repo, 'calc.test.js'), TEST)
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(repo, name), text)
   git('init', '-q')
   git('add', '-A')
   git('commit', '-qm', 'start')
@@ -235,10 +256,21 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
     expect(git('rev-parse', 'HEAD~1')).to.equal(before)
     expect(git('status', '--porcelain')).to.equal('')
-    expect(server.count('summary')).to.equal(0)
     const shown = await pipe(['runs', 'show', body.run_id, '--json'], {cwd: repo, env: env()})
     expect(shown.stdout).to.match(/"status": "blocked"/)
-    expect(body.reason).to.contain('task T1 was rolled back to its checkpoint: QA still fails at tests (test_fail)')
+    expect(body.reason).to.contain('task T1 was rolled back to its checkpoint after 3 attempt(s): QA still fails at tests (test_fail)')
+    // Seed 000: an unrecoverable task still goes to the summary, which is told what was tried and what failed.
+    expect(server.count('summary')).to.equal(1)
+    const summary = server.requests.find((r) => r.kind === 'summary')!.body.messages.find((m) => m.role === 'user')!.content
+    expect(summary).to.contain('"status": "blocked"').and.contain('QA still fails at tests (test_fail)').and.contain('after 3 attempt(s)').and.contain('the agent last said: attempt 3')
+    expect(body.reason).to.match(/^step blocked needs a person: 1 of 1 task\(s\) not done: T1 \(blocked\): /)
+    expect(body.reason).to.contain(`what was tried, what failed and what a person should do: pipe snapshot show ${body.run_id} --step summary`)
+    const shownSummary = json<Array<{outputs: {value: unknown}}>>(await pipe(['snapshot', 'show', body.run_id, '--step', 'summary', '--json'], {cwd: repo, env: env()}))
+    expect(shownSummary.map((s) => s.outputs.value)).to.deep.equal([BLOCKED_SUMMARY])
+
+    const children = async (): Promise<string[]> => json<{runs: Array<{run_id: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()})).runs.filter((r) => r.parent).map((r) => r.run_id)
+    const childrenBefore = await children()
+    expect(childrenBefore).to.have.length(1)
 
     // A wrong fix: QA runs again and fails, so the task is rolled back (the edit is gone) and blocked again.
     await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a * b'))
@@ -254,7 +286,8 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(resumed.code, resumed.stderr + resumed.stdout).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
     expect(attemptStarts(), 'the agent is not asked again').to.have.length(3)
-    expect(server.count('summary')).to.equal(1)
+    // Summarised at each end; the wrong fix's summary asks what the first did, and the reply cache answers it.
+    expect(server.count('summary')).to.equal(2)
     expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1\nstart')
     expect(git('show', 'HEAD:calc.js')).to.contain('return a + b')
     expect(git('status', '--porcelain')).to.equal('')
@@ -265,7 +298,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(steps.slice(-10).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
       ['blocked', 'resumed'],
       ['qa', 'fail'],
-      ['verdict', 'implement'],
+      ['verdict', 'rollback'],
       ['rollback', 'success'],
       ['blocked', 'blocked'],
       ['blocked', 'resumed'],
@@ -276,6 +309,68 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     ])
     expect(steps.at(-5)!.decisions.at(-1)!.by).to.be.a('string')
     expect((await pipe(['audit', 'verify', body.run_id], {cwd: repo, env: env()})).code).to.equal(0)
+    // pipe resume went on with the same child run each time: no task started again.
+    expect(await children()).to.deep.equal(childrenBefore)
+  })
+
+  it('QA errors when the policy denies a definition-of-done command: the edit is rolled back, the task ends blocked naming the command, and the run ends blocked after a summary', async () => {
+    await setup(taskWith({acceptance_tests: {static_checks: [['eslint', '.']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: []}}))
+    server.script(
+      'implement',
+      {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b')}}]},
+      {content: JSON.stringify({summary: 'add() adds', plan: ['fix the operator']})},
+    )
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(6)
+    const body = json<RunJson>(result)
+    expect(body.status).to.equal('blocked')
+    // The agent's edit is not left in the working tree, nor committed.
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    expect(git('status', '--porcelain')).to.equal('')
+    expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
+    expect(attemptStarts()).to.have.length(1)
+    expect(body.reason).to.contain('T1 (blocked)').and.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA could not run: E_POLICY_DENIED: command ["eslint","."] is not allowed')
+    expect(server.count('summary')).to.equal(1)
+    expect(server.requests.find((r) => r.kind === 'summary')!.body.messages.find((m) => m.role === 'user')!.content).to.contain('command [\\"eslint\\",\\".\\"] is not allowed')
+  })
+
+  it("bounds the agent's edits by the task's files_touched and constraints.forbidden_paths: an edit outside them is refused as a tool result, nothing is committed", async () => {
+    await setup(taskWith({files_touched: ['README.md', 'docs/**'], constraints: {forbidden_paths: ['docs/private/**'], forbidden_actions: []}, rollback_plan: {strategy: 'git_reset'}, max_retries: 3}), {'README.md': '# calc\n'})
+    server.script(
+      'implement',
+      {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b')}}]},
+      {tool_calls: [{id: 'e2', name: 'apply_edit_blocks', arguments: {blocks: 'docs/private/notes.md\n<<<<<<< SEARCH\n=======\nnotes\n>>>>>>> REPLACE\n'}}]},
+      {tool_calls: [{id: 'g1', name: 'give_up', arguments: {reason: 'the task may not change calc.js'}}]},
+    )
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(6)
+    expect(json<RunJson>(result).status).to.equal('blocked')
+    // The model was told why, as the result of its call.
+    const implement = server.requests.filter((r) => r.kind === 'implement')
+    const results = implement.at(-1)!.body.messages.filter((m) => m.role === 'tool').map((m) => m.content)
+    expect(results).to.have.length(2)
+    expect(results[0]).to.contain('calc.js').and.contain('files_touched').and.contain('README.md').and.contain('nothing was applied')
+    expect(results[1]).to.contain('docs/private/notes.md').and.contain('forbidden_paths').and.contain('nothing was applied')
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    expect(existsSync(path.join(repo, 'docs'))).to.equal(false)
+    expect(git('log', '--format=%s')).not.to.contain('coding_agent')
+    expect(git('status', '--porcelain')).to.equal('')
+  })
+
+  it("takes the task's max_retries as its attempts: max_retries 1 blocks after one failing attempt", async () => {
+    await setup(taskWith({constraints: {forbidden_paths: [], forbidden_actions: ['add a dependency']}, rollback_plan: {strategy: 'git_reset'}, max_retries: 1}))
+    server.script(
+      'implement',
+      {tool_calls: [{id: 'w1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a * b')}}]},
+      {content: JSON.stringify({summary: 'attempt 1', plan: []})},
+    )
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(6)
+    expect(attemptStarts()).to.have.length(1)
+    expect(json<RunJson>(result).reason).to.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA still fails at tests (test_fail)')
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+    // The task as planned, constraints and all, reached the agent.
+    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content).to.contain('"max_retries": 1').and.contain('add a dependency')
   })
 
   it('runs examples/coding-agent offline from its cassette: edits, a failing QA, a fix on the 2nd attempt, a commit; its pipe test passes', async () => {

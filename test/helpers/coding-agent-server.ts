@@ -58,7 +58,10 @@ export const MEDIAN_TASKS = {
       type: 'modify_file',
       files_required: ['median.js', 'median.test.js'],
       files_touched: ['median.js'],
+      constraints: {forbidden_paths: ['median.test.js'], forbidden_actions: ['change what median() returns for an odd count', 'add a dependency']},
       acceptance_tests: {static_checks: [['node', '--check', 'median.js']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: ['median([4, 1, 3, 2]) is 2.5', 'median([10, 9, 2]) is 9']},
+      rollback_plan: {strategy: 'git_reset'},
+      max_retries: 3,
     },
   ],
 }
@@ -69,6 +72,8 @@ const SUMMARY = {
   how_verified: ['node --check median.js', 'node --test: all four tests in median.test.js pass'],
   risks: ['Values that are not numbers (NaN, strings) are not checked, as before'],
   rollback: 'git revert the "coding_agent: T1" commit, or git reset --hard to the "pipe: checkpoint before task T1" commit',
+  blockers: [],
+  manual_steps: [],
 }
 
 const EVEN = 'median.js\n<<<<<<< SEARCH\n  return sorted[middle]\n=======\n  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2\n>>>>>>> REPLACE\n'

@@ -5,7 +5,7 @@
  * every command goes through allowed_commands and the sandbox: the model touches files and
  * processes through these and nothing else.
  */
-import {existsSync, lstatSync, readdirSync, statSync, type Stats} from 'node:fs'
+import {existsSync, lstatSync, readdirSync, realpathSync, statSync, type Stats} from 'node:fs'
 import {open} from '../../util/fs-async.js'
 import {createRequire} from 'node:module'
 import {StringDecoder} from 'node:string_decoder'
@@ -15,6 +15,8 @@ import {applyEditText, EditFailed, revertEdit, type EditResult} from '../../edit
 import {PipeError} from '../../errors.js'
 import {runCommand, type CommandResult} from '../../policy/exec.js'
 import type {LoadedPolicy} from '../../policy/policy.js'
+import {parseBlocks} from '../../edit/blocks.js'
+import {globMatches, ignoresCase} from '../../policy/glob.js'
 import {assertPath, checkCommand, checkPath} from '../../policy/rules.js'
 import {splitCommandLine, type Segment} from '../../policy/shell-line.js'
 import {redact} from '../../util/redact.js'
@@ -26,6 +28,16 @@ export interface ToolPlace {
   root: string
   signal: AbortSignal
   slotsDir: string
+  /** The files the step's edits may change (its task's files_touched and forbidden_paths); absent: any the policy allows. */
+  edits?: EditScope
+}
+
+/** Paths or globs relative to the repository root (a glob that matches a directory covers what is under it). */
+export interface EditScope {
+  /** Only these may be changed or created; absent: any. */
+  files_touched?: readonly string[]
+  /** Never these, even inside files_touched. */
+  forbidden_paths?: readonly string[]
 }
 
 export interface ToolOutcome {
@@ -397,6 +409,44 @@ async function syntaxCheck(files: string[], place: ToolPlace): Promise<{file: st
   return null
 }
 
+/**
+ * Why the blocks may not be applied under the step's edit scope (the first file outside it), or
+ * null. Paths are judged as the edit would write them: resolved inside the root, links followed.
+ */
+function outsideScope(blocks: string, place: ToolPlace): string | null {
+  const scope = place.edits
+  if (!scope || (scope.files_touched === undefined && scope.forbidden_paths === undefined)) return null
+  let paths: string[]
+  try {
+    paths = [...new Set(parseBlocks(blocks).map((b) => b.path))]
+  } catch {
+    // Malformed blocks: the edit itself says what is wrong with them.
+    return null
+  }
+  for (const given of paths) {
+    const {relative} = assertPath(place.policy, place.root, given)
+    const shown = relative === given ? given : `${given} (${relative})`
+    // A forbidden path errs towards refusing (case folded where the file system folds it); an allowed one must match as written.
+    const nocase = ignoresCase(realRootOf(place.root))
+    const forbidden = (scope.forbidden_paths ?? []).find((glob) => globMatches(glob, relative, {nocase}))
+    if (forbidden !== undefined) return `this task may not change ${shown}: it matches "${forbidden}" in the task's constraints.forbidden_paths; nothing was applied`
+    const allowed = scope.files_touched
+    if (allowed !== undefined && !allowed.some((glob) => globMatches(glob, relative))) {
+      const list = allowed.length === 0 ? 'no file' : allowed.join(', ')
+      return `this task may change only ${list} (its files_touched), not ${shown}; nothing was applied. Change the files the task allows, or give up and say why the task needs ${relative}`
+    }
+  }
+  return null
+}
+
+function realRootOf(root: string): string {
+  try {
+    return realpathSync(root)
+  } catch {
+    return root
+  }
+}
+
 const applyEditBlocks: AgentTool = {
   name: 'apply_edit_blocks',
   description: [
@@ -418,6 +468,8 @@ const applyEditBlocks: AgentTool = {
   async run(args, place) {
     let edit: EditResult
     try {
+      const outside = outsideScope(args['blocks'] as string, place)
+      if (outside !== null) return {ok: false, denied: true, result: {error: outside}, summary: `refused: ${outside}`}
       edit = await applyEditText(place.policy, place.root, args['blocks'] as string)
     } catch (error) {
       if (error instanceof EditFailed) {
