@@ -64,9 +64,9 @@ const literalPluginMatch = {
 
 /**
  * Packages a run imports with import() only when a step needs them (the model client, the process
- * runner, git, diffs), with the names their importers use. Each becomes dist/vendor/NAME.js.
+ * runner, git, diffs, RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
  */
-const VENDORED = {openai: ['default'], execa: [], 'simple-git': [], diff: []}
+const VENDORED = {openai: ['default'], execa: [], 'simple-git': [], diff: [], re2js: []}
 const vendorEntries = {
   name: 'pipe-vendor-entries',
   setup(b) {

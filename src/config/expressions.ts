@@ -9,6 +9,7 @@ import type {AliasTypes, ExprChecker, ExprDeclarations, InputDeclaration, JsonSc
 import {DYN, elementSchema} from '../expr/schema.js'
 import {parseTemplate} from '../expr/template.js'
 import {checkDeclarations} from '../expr/inputs.js'
+import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
 import {scalarOffsetMapper} from '../expr/source-map.js'
 import {loadSchema} from '../schema/registry.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
@@ -28,10 +29,12 @@ export function hasExpressions(data: unknown): boolean {
 
 /**
  * Loads the expression checker (and cel-js with it), once. Loading a pipeline with expressions
- * awaits it before its rules run; other commands and v1 pipelines never pay for it.
+ * awaits it before its rules run; other commands and v1 pipelines never pay for it. The regular
+ * expression engine comes too when `within` (the data whose expressions will be checked) may call matches().
  */
-export async function loadExpressionChecker(): Promise<void> {
+export async function loadExpressionChecker(within: unknown): Promise<void> {
   checkerClass ??= (await import('../expr/check.js')).ExprChecker
+  if (mayUseRegex(JSON.stringify(within) ?? '')) await loadRegexEngine()
 }
 
 /** The spec's JSON Schema, read once per process: what `${{ spec.… }}` may read. */

@@ -199,7 +199,7 @@ export async function loadInlinePipeline(parent: LoadedPipeline, index: number, 
   }
   const file = `${parent.file}#${step.id}`
   const loaded: LoadedPipeline = {file, dir, pipeline: data, source: where.source, hash: sha256(JSON.stringify(data)), composition}
-  if (hasExpressions(data)) await loadExpressionChecker()
+  if (hasExpressions(data)) await loadExpressionChecker(data)
   const result = checkRules(loaded, catalog)
   const holder = where.source === parent.source ? parent.file : where.source.file
   if (!result.ok) return {ok: false, diagnostics: result.diagnostics.map((d) => (d.file === file ? {...d, file: holder} : d))}
@@ -217,11 +217,11 @@ async function loadOne(file: string, catalog: KindCatalog): Promise<PipelineResu
     // Each file's structure is checked while composing, so the rules see a well-formed pipeline.
     const composed = await composePipeline(source, catalog)
     if (!composed.ok) return composed
-    if (hasExpressions(composed.data)) await loadExpressionChecker()
+    if (hasExpressions(composed.data)) await loadExpressionChecker(composed.data)
     const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: composed.data as unknown as Pipeline, source, hash: composed.hash, composition: composed.composition}
     return checkRules(loaded, catalog)
   }
-  if (hasExpressions(source.data)) await loadExpressionChecker()
+  if (hasExpressions(source.data)) await loadExpressionChecker(source.data)
   const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir: path.dirname(path.resolve(file)), pipeline: data, source, hash: sha256(source.text)}

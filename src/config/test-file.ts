@@ -216,7 +216,7 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
   }
   const asserts = test.expect.assert ?? []
   if (asserts.length === 0) return out
-  await loadExpressionChecker()
+  await loadExpressionChecker(asserts)
   const {ExprChecker} = await import('../expr/check.js')
   const checker = new ExprChecker(exprDeclarations(loaded.pipeline, (index) => stepDir(loaded, index), catalog))
   for (const [j, text] of asserts.entries()) {

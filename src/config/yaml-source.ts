@@ -1,7 +1,10 @@
 /**
  * Reads a YAML file keeping node positions, so that every later check can point at the line and
  * column of the value it is about. Refuses the inputs a YAML parser should never be trusted with:
- * binary files, huge files, alias-expansion bombs.
+ * binary files, huge files, alias-expansion bombs, documents of more nodes than any hand-written
+ * file holds. Parsing stays linear in the file's size: the yaml package's own duplicate-key check
+ * compares each key with every earlier key of its mapping (64k keys took 38 s), so keys are
+ * checked here instead, one Set per mapping.
  */
 import {stat} from '../util/fs-async.js'
 import {Alias, Document, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node} from 'yaml'
@@ -12,6 +15,8 @@ import type {Diagnostic} from './diagnostics.js'
 export const MAX_YAML_BYTES = 5 * 1024 * 1024
 /** Aliases a document may expand; a bomb needs thousands, real pipelines use a handful. */
 export const MAX_ALIAS_COUNT = 200
+/** Nodes (keys, values, list items) a document may hold; a 500-step pipeline holds ~10,000. */
+export const MAX_YAML_NODES = 100_000
 
 export interface YamlSource {
   file: string
@@ -67,8 +72,16 @@ export function parseYamlBytes(file: string, bytes: Uint8Array, expect: 'mapping
 export function parseYamlText(file: string, rawText: string, expect: 'mapping' = 'mapping'): LoadResult {
   const text = rawText.charCodeAt(0) === 0xfeff ? rawText.slice(1) : rawText
   const lineCounter = new LineCounter()
-  const doc = parseDocument(text, {lineCounter, uniqueKeys: true, prettyErrors: false, strict: true, merge: true})
-  const problems = [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED')]
+  const doc = parseDocument(text, {lineCounter, uniqueKeys: false, prettyErrors: false, strict: true, merge: true})
+  const shape = walkNodes(doc.contents)
+  if (shape.tooMany !== undefined) {
+    const pos = lineCounter.linePos(shape.tooMany)
+    return {
+      ok: false,
+      diagnostics: [at(file, `refused: the document holds more than ${MAX_YAML_NODES} YAML nodes (keys, values and list items); no pipeline, policy, answers or inputs file needs that many`, 'yaml-size', pos.line, pos.col)],
+    }
+  }
+  const problems = [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED'), ...shape.duplicates].sort((a, b) => a.pos[0] - b.pos[0])
   if (problems.length > 0) {
     return {
       ok: false,
@@ -99,6 +112,45 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
     return {ok: false, diagnostics: [at(file, message)]}
   }
   return {ok: true, source: {file, text, doc, lineCounter, data}}
+}
+
+interface Problem {
+  readonly code: string
+  readonly message: string
+  readonly pos: readonly [number, number]
+}
+
+/**
+ * One pass over the document in source order: counts its nodes, stopping at the first past
+ * MAX_YAML_NODES (its offset in `tooMany`), and finds keys repeated in a mapping. Keys are equal
+ * as the yaml package's uniqueKeys check has them: scalars of the same value (1 and "1" differ; two
+ * `<<` merge keys do not clash), any other key only with itself.
+ */
+function walkNodes(root: unknown): {duplicates: Problem[]; tooMany?: number} {
+  const duplicates: Problem[] = []
+  const stack: unknown[] = [root]
+  let count = 0
+  while (stack.length > 0) {
+    const node = stack.pop()
+    if (node === null || node === undefined) continue
+    count++
+    if (count > MAX_YAML_NODES) return {duplicates, tooMany: (node as Node).range?.[0] ?? 0}
+    if (isMap(node)) {
+      const seen = new Set<unknown>()
+      for (const pair of node.items) {
+        const key = pair.key
+        if (isScalar(key) && !Number.isNaN(key.value)) {
+          if (seen.has(key.value)) duplicates.push({code: 'DUPLICATE_KEY', message: 'Map keys must be unique', pos: [key.range?.[0] ?? 0, key.range?.[1] ?? 0]})
+          else seen.add(key.value)
+        }
+      }
+      // Reversed, so that popping visits the nodes in the order they are written.
+      for (let i = node.items.length - 1; i >= 0; i--) stack.push(node.items[i]!.value, node.items[i]!.key)
+    } else if (isSeq(node)) {
+      for (let i = node.items.length - 1; i >= 0; i--) stack.push(node.items[i])
+    }
+  }
+  return {duplicates}
 }
 
 function firstLine(message: string): string {

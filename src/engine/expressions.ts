@@ -9,6 +9,7 @@ import {exprDeclarations} from '../config/expressions.js'
 import {stepDir, type KindCatalog, type LoadedPipeline} from '../config/pipeline.js'
 import {PipeError, isPipeError} from '../errors.js'
 import type {AliasValue, BoundExpressions, ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
+import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
 import {check} from '../schema/registry.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
@@ -76,6 +77,7 @@ export async function evaluatorFor(loaded: LoadedPipeline, catalog: KindCatalog)
     const [{ExprEvaluator: evaluator}, {stringify}] = await Promise.all([import('../expr/evaluate.js'), import('../expr/values.js')])
     expr = {ExprEvaluator: evaluator, stringify}
   }
+  if (mayUseRegex(JSON.stringify(loaded.pipeline.steps))) await loadRegexEngine()
   return new expr.ExprEvaluator(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog))
 }
 

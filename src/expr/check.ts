@@ -6,6 +6,7 @@
 import {Environment, ParseError, type ASTNode, type ParseResult} from '@marcbachmann/cel-js'
 import {closest} from '../config/suggest.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
+import {regexProblem} from './regex.js'
 import {DYN, closedFields, elementSchema, lookupField, mapValueSchema, resolve, schemaKind, schemaKinds, type SchemaRef} from './schema.js'
 import {aliasProblem, buildScope, withAliases, type AliasTypes, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
 import {parseTemplate, type Template} from './template.js'
@@ -371,9 +372,17 @@ class Walker {
       for (const body of args.slice(twoVars ? 2 : 1)) this.visit(body, inner)
       return undefined
     }
+    if (name === 'matches' && args.length === 1) this.pattern(args[0]!)
     this.visit(receiver, locals)
     for (const arg of args) this.visit(arg, locals)
     return undefined
+  }
+
+  /** A literal pattern of matches() must be one RE2 takes; another is checked when evaluated. */
+  private pattern(arg: Node): void {
+    if (arg.op !== 'value' || typeof arg.args !== 'string') return
+    const problem = regexProblem(arg.args)
+    if (problem !== undefined) this.diagnostics.push({message: `matches(): ${problem}`, offset: arg.range.start, length: arg.range.end - arg.range.start})
   }
 
   private elementNode(range: ScopeNode | undefined): ScopeNode | undefined {

@@ -7,6 +7,8 @@
 import {Environment, EvaluationError, ParseError, type ParseResult} from '@marcbachmann/cel-js'
 import {PipeError} from '../errors.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
+import {BudgetExceeded, PROBE_SIGNATURE, charge, instrument, metered, probeHandler} from './meter.js'
+import {RegexError, regexMatches} from './regex.js'
 import {DYN, type SchemaRef} from './schema.js'
 import {ROOT_NAMES, aliasProblem, buildScope, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
 import {parseTemplate, type Template} from './template.js'
@@ -56,6 +58,36 @@ function clip(expression: string): string {
 
 const MAX_CACHED = 5000
 
+/**
+ * What `matches` calls are renamed to once parsed (cel-js's own matches, JavaScript's backtracking
+ * RegExp, cannot be replaced): the same signature, evaluated by RE2 (regex.ts). No user writes it:
+ * the checker does not know it, so an expression that names it fails validation.
+ */
+const LINEAR_MATCHES = 'pipeMatchesRe2'
+
+function linearMatches(text: string, pattern: string): boolean {
+  charge(text.length >>> 4)
+  try {
+    return regexMatches(text, pattern)
+  } catch (error) {
+    if (error instanceof RegexError) throw new EvaluationError({code: 'invalid_regular_expression', message: `matches(): ${error.message}`})
+    throw error
+  }
+}
+
+/** Renames every `x.matches(p)` of a parsed expression to LINEAR_MATCHES, before cel-js checks it. */
+function useLinearMatches(node: unknown, depth = 0): void {
+  if (typeof node !== 'object' || node === null || depth > 1000) return
+  if (Array.isArray(node)) {
+    for (const item of node) useLinearMatches(item, depth + 1)
+    return
+  }
+  const {op, args} = node as {op?: unknown; args?: unknown}
+  if (typeof op !== 'string') return
+  if (op === 'rcall' && Array.isArray(args) && args[0] === 'matches') args[0] = LINEAR_MATCHES
+  if (typeof args === 'object') useLinearMatches(args, depth + 1)
+}
+
 interface Slot {
   readonly env: Environment
   readonly parsed: Map<string, ParseResult>
@@ -76,6 +108,9 @@ export class ExprEvaluator {
     // Every root is dyn here: the checker already proved the types, and the values are converted by schema.
     const env = new Environment({homogeneousAggregateLiterals: false, limits: CEL_LIMITS})
     for (const name of ROOT_NAMES) env.registerVariable(name, 'dyn')
+    env.registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches)
+    env.registerFunction(PROBE_SIGNATURE, probeHandler)
+    instrument(env)
     this.base = env
   }
 
@@ -115,11 +150,13 @@ export class ExprEvaluator {
     const compiled = this.compile(expression, aliasNames)
     let raw: unknown
     try {
-      raw = compiled(values)
+      raw = metered<unknown>({maxSteps: this.limits.maxEvaluationSteps, maxMs: this.limits.maxEvaluationMs}, () => compiled(values))
     } catch (error) {
+      if (error instanceof BudgetExceeded) throw new ExpressionError(expression, `${error.message}; it was stopped`, 'limit', undefined, error)
       if (error instanceof EvaluationError) {
         const offset = error.range?.start
-        throw new ExpressionError(expression, offset === undefined ? error.summary : `${error.summary} (at column ${offset + 1} of the expression)`, error.code, offset, error)
+        const summary = error.summary.replaceAll(LINEAR_MATCHES, 'matches')
+        throw new ExpressionError(expression, offset === undefined ? summary : `${summary} (at column ${offset + 1} of the expression)`, error.code, offset, error)
       }
       // A string or list grown past what the engine can hold.
       if (error instanceof RangeError) throw new ExpressionError(expression, `the result grew too large (${error.message})`, 'limit', undefined, error)
@@ -160,6 +197,7 @@ export class ExprEvaluator {
     if (compiled === undefined) {
       try {
         compiled = slot.env.parse(expression)
+        useLinearMatches(compiled.ast)
       } catch (error) {
         if (error instanceof ParseError) throw new ExpressionError(expression, `syntax error: ${error.summary}`, error.code, error.range?.start, error)
         throw error
@@ -180,6 +218,7 @@ export class ExprEvaluator {
       if (aliasNames.length > 0) {
         env = this.base.clone()
         for (const name of aliasNames) env.registerVariable(name, 'dyn')
+        instrument(env)
       }
       slot = {env, parsed: new Map()}
       this.slots.set(key, slot)

@@ -29,8 +29,9 @@
  *   durations and types are errors (convert with string()).
  * - Safety. cel-js interprets a parsed tree: no JavaScript is generated or eval'd, and nothing
  *   goes to a shell. Limits: expression length, cel-js parse limits (AST nodes, depth), result
- *   size (measured while converting, so shared structure cannot explode). Evaluation cost is
- *   not metered: expressions come from the pipeline file, whose author can run commands anyway.
+ *   size (measured while converting, so shared structure cannot explode), and a budget of
+ *   steps and time per evaluation (meter.ts): inputs are not the author's, and a synchronous
+ *   loop lets no signal through. matches() is RE2 (regex.ts), linear in the text.
  * - Caching. Each checker and evaluator parses each distinct expression once (per alias set).
  * - Inputs (inputs.ts). Declarations, `-i key=value` parsing, values file, defaults, strict
  *   coercion; every problem collected.

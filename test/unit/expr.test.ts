@@ -3,6 +3,7 @@ import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {ExprChecker, type ExprDiagnostic} from '../../src/expr/check.js'
 import {ExprEvaluator, ExpressionError, type ExprContext} from '../../src/expr/evaluate.js'
+import {loadRegexEngine} from '../../src/expr/regex.js'
 import {elementSchema, schemaRef} from '../../src/expr/schema.js'
 import type {ExprDeclarations} from '../../src/expr/scope.js'
 import {hasTemplate, parseTemplate, type ExprPart} from '../../src/expr/template.js'
@@ -213,6 +214,41 @@ describe('expr: evaluation', () => {
     const big = new ExprEvaluator(decl, {maxResultBytes: 10_000})
     const doubling = 'cel.bind(a, [1], ' + 'cel.bind(a, [a, a, a, a], '.repeat(15) + 'a' + ')'.repeat(16)
     expect(() => big.evaluate(doubling, context)).to.throw(ExpressionError, /larger than the limit/)
+  })
+
+  it('bounds the steps of one evaluation, even where cel-js would swallow the error', () => {
+    const tight = new ExprEvaluator(decl, {maxEvaluationSteps: 10_000})
+    const l = "inputs.since.split('')"
+    expect(tight.evaluate(`size(${l}.map(a, ${l}))`, context)).to.equal(4)
+    const long = {inputs: {since: 'x'.repeat(200)}}
+    const nested = `size(${l}.map(a, ${l}.map(b, b)))`
+    expect(() => tight.evaluate(nested, long)).to.throw(ExpressionError, /more than 10000 evaluation steps, the limit/)
+    // `error || true` is true in CEL: an evaluation that went over still gives no value.
+    expect(() => tight.evaluate(`${nested} > 0 || true`, long)).to.throw(ExpressionError, /more than 10000 evaluation steps/)
+    expect(() => tight.evaluate(`${l}.exists(a, ${l}.exists(b, b == 'y'))`, long)).to.throw(ExpressionError, /more than 10000 evaluation steps/)
+    // Building large values costs their size: doubling a list runs out of steps long before memory.
+    const doubling = 'cel.bind(a, [1], ' + 'cel.bind(a, a + a, '.repeat(20) + 'size(a)' + ')'.repeat(21)
+    expect(() => tight.evaluate(doubling, context)).to.throw(ExpressionError, /evaluation steps/)
+    const slow = new ExprEvaluator(decl, {maxEvaluationMs: 1, maxEvaluationSteps: Number.MAX_SAFE_INTEGER})
+    expect(() => slow.evaluate(`size(${l}.map(a, ${l}.map(b, ${l}.map(c, c))))`, long)).to.throw(ExpressionError, /ran longer than 1 ms, the limit/)
+  })
+
+  it('matches with RE2: any part of the text, linear time, a pattern RE2 refuses an error', async () => {
+    await loadRegexEngine()
+    const re = new ExprEvaluator(decl)
+    expect(re.evaluate("inputs.since.matches('1\\\\.2')", context)).to.equal(true)
+    expect(re.evaluate("inputs.since.matches('^1')", context)).to.equal(false)
+    expect(re.evaluate("inputs.since.matches('^(a+)+$')", {inputs: {since: `${'a'.repeat(5000)}b`}})).to.equal(false)
+    expect(re.evaluate('inputs.since.matches(inputs.audience)', {inputs: {since: 'v1.2', audience: '\\d'}})).to.equal(true)
+    let error: ExpressionError | undefined
+    try {
+      re.evaluate('inputs.since.matches(inputs.audience)', {inputs: {since: 'aa', audience: '(a)\\1'}})
+    } catch (caught) {
+      error = caught as ExpressionError
+    }
+    expect(error?.reason).to.equal('invalid_regular_expression')
+    expect(error?.message).to.contain('matches(): the pattern "(a)\\\\1" is not an RE2 regular expression (invalid escape sequence: `\\1`)')
+    expect(error?.message).to.contain('(at column 1 of the expression)')
   })
 
   it('parses each distinct expression once', () => {

@@ -52,6 +52,15 @@ describe('pipeline loader: YAML input classes', () => {
     expect(lines(await load('dup.yaml', `${header}steps:\n  - {id: a, kind: noop}\nname: again\n`))).to.deep.equal(['dup.yaml:5:1  (root)  duplicate key "name" (keys of a mapping must be unique)'])
   })
 
+  it('reports duplicate keys in nested and flow mappings, but not keys that differ in type or repeated merge keys', async () => {
+    const found = lines(await load('dups.yaml', `${header}inputs:\n  a: {type: string, type: integer}\n  b: {type: string}\n  b: {type: string}\nsteps:\n  - {id: a, kind: noop}\n`))
+    expect(found).to.deep.equal(['dups.yaml:4:21  (root)  duplicate key "type" (keys of a mapping must be unique)', 'dups.yaml:6:3  (root)  duplicate key "b" (keys of a mapping must be unique)'])
+    const base = '  - &s {id: a, kind: noop}\n'
+    const other = lines(await load('merge.yaml', `${header}x: {1: one, "1": two}\nsteps:\n${base}  - {<<: *s, <<: {kind: noop}, id: b}\n`))
+    expect(other.filter((line) => line.includes('duplicate'))).to.deep.equal([])
+    expect(other).to.have.length.greaterThan(0)
+  })
+
   it('reports a syntax error where it is', async () => {
     const found = lines(await load('syntax.yaml', `${header}steps:\n  - id: a\n    kind: [noop\n`))
     expect(found).to.have.length.greaterThan(0)

@@ -22,6 +22,7 @@ import type {CanonicalSpec} from '../../types/spec.js'
 import {makeDirs, writeFileAtomic} from '../../util/fs.js'
 import type {RunOutcome} from '../engine.js'
 import {contextFor, evaluatorFor} from '../expressions.js'
+import {loadRegexEngine, mayUseRegex} from '../../expr/regex.js'
 import {startSession} from '../sessions/start.js'
 import {goldenDiff, goldenText} from './golden.js'
 import {killGroup} from '../../util/process-group.js'
@@ -342,6 +343,7 @@ async function checkAsserts(test: TestCase, catalog: KindCatalog, record: Parame
   const asserts = test.expect.assert ?? []
   if (asserts.length === 0) return []
   const evaluator = await evaluatorFor(test.pipeline, catalog)
+  if (asserts.some(mayUseRegex)) await loadRegexEngine()
   const bound = evaluator.bind(contextFor(record, snapshots, spec, {}))
   const out: TestFailure[] = []
   for (const text of asserts) {
