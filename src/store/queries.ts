@@ -1,5 +1,6 @@
 /** Read-side questions about the store, for the list and show commands. */
 import {readFile} from '../util/fs-async.js'
+import {isPipeError} from '../errors.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -72,7 +73,9 @@ export async function listRuns(store: Store, filter: RunFilter): Promise<RunSumm
       if (filter.all && filter.status && (await effectiveStatus(store, record)) !== filter.status) continue
       if (!record.parent) parents++
       records.push(record)
-    } catch {
+    } catch (error) {
+      // A run still being created has no record yet; a damaged one is named, never left out unsaid.
+      if (isPipeError(error) && error.code === 'E_INTEGRITY') throw error
       continue
     }
   }
