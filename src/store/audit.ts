@@ -577,10 +577,10 @@ export class Auditor {
     const covered = new Set<string>(named.keys())
     if (runIds) for (const {key, parsed} of entries) if (parsed.ok && isObject(parsed.value) && typeof parsed.value.run_id === 'string' && runIds.has(parsed.value.run_id)) covered.add(key)
     const covers = (key: unknown): boolean => runIds === undefined || (typeof key === 'string' && covered.has(key))
-    // A log line is checked with its key's; a line removed or rewritten before it shows at its link.
+    // A log line is checked with its key's, and so are its neighbours: a line removed or rewritten before it shows at its link, or is where its link goes.
     const lineNumbers = new Set<number>()
     chain.lines.forEach((line, i) => {
-      if (covers(line.key)) lineNumbers.add(chain.at[i]!).add(chain.at[i]! + 1)
+      if (covers(line.key)) for (const n of [-1, 0, 1]) lineNumbers.add(chain.at[i]! + n)
     })
     for (const p of chain.problems) {
       if (runIds !== undefined && !lineNumbers.has(p.line)) continue
@@ -623,15 +623,17 @@ export class Auditor {
       }
     }
     // A publish step's snapshot names each key it delivered: its entry must exist, whatever the log says.
-    for (const [key, where] of named) {
-      if (present.has(key)) continue
-      this.problem({record: key, file: path.join(dir, `${key}.json`), field: '(file)', message: `ledger entry is missing (snapshot ${where} records a delivery under this key)`})
+    const delivery = (key: string): string => `ledger entry is missing (snapshot ${named.get(key)} records a delivery under this key)`
+    for (const key of named.keys()) {
+      if (present.has(key) || logged.has(key)) continue
+      this.problem({record: key, file: path.join(dir, `${key}.json`), field: '(file)', message: delivery(key)})
     }
     for (const [key, history] of logged) {
-      if (present.has(key) || named.has(key)) continue
+      if (present.has(key)) continue
       const file = path.join(dir, `${key}.json`)
-      if (history.length === 1) this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted before the entry was first written'})
-      else this.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
+      if (history.length >= 2) this.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
+      else if (named.has(key)) this.problem({record: key, file, field: '(file)', message: delivery(key)})
+      else this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted before the entry was first written'})
     }
     return {head: chain.lines.at(-1)?.hash ?? null, seals}
   }
@@ -690,8 +692,8 @@ export async function auditStore(store: Store, runId?: string, kinds: AuditKinds
     const runs = [runId, ...childRuns(store, runId)]
     const lineNumbers = new Set<number>()
     index.lines.forEach((line, i) => {
-      // A line removed or rewritten before the run's shows at its link.
-      if (typeof line.run_id === 'string' && runs.includes(line.run_id)) lineNumbers.add(index.at[i]!).add(index.at[i]! + 1)
+      // With its neighbours: a line removed or rewritten before the run's shows at its link, or is where its link goes.
+      if (typeof line.run_id === 'string' && runs.includes(line.run_id)) for (const n of [-1, 0, 1]) lineNumbers.add(index.at[i]! + n)
     })
     reportIndex(lineNumbers)
     const delivered = new Map<string, string>()

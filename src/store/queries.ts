@@ -1,6 +1,7 @@
 /** Read-side questions about the store, for the list and show commands. */
 import {readFile} from '../util/fs-async.js'
 import {isPipeError} from '../errors.js'
+import {isObject} from './shapes.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -158,7 +159,9 @@ export async function listSpecs(store: Store, filter: {feature?: string; run?: s
       } catch {
         spec = {meta: {spec_version: version}} as CanonicalSpec
       }
-      if (!spec.meta) spec = {...spec, meta: {spec_version: version} as CanonicalSpec['meta']}
+      // What a damaged file still says, where it is an object; its problem is shown with it.
+      if (!isObject(spec)) spec = {} as CanonicalSpec
+      if (!isObject(spec.meta)) spec = {...spec, meta: {spec_version: version} as CanonicalSpec['meta']}
     }
     if (filter.feature && spec.meta.feature_id !== filter.feature) continue
     if (filter.run && spec.meta.run_id !== filter.run) continue

@@ -556,7 +556,7 @@ export class Store {
       }
       const problem = isObject(event) ? eventLineProblem(event) : notAnObject(event)
       if (problem) throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is malformed (${file}): ${problem}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
-      events.push(event as unknown as RunEvent)
+      events.push(event as RunEvent)
     }
     return events
   }
@@ -698,10 +698,10 @@ export class Store {
       throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
     }
     if (!isObject(parsed)) wellFormed('spec', parsed, `spec version ${version}`, file)
-    const spec = parsed as unknown as CanonicalSpec
+    const spec = parsed as CanonicalSpec
     const problems = verifySpec(spec)
     if (problems.length > 0) {
-      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
+      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${file}: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
         hint: `The file ${this.specFile(version)} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
       })
     }
