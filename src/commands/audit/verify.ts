@@ -23,7 +23,7 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
     {description: 'One run, as JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --json'},
     {description: 'A keyed store', command: 'PIPE_AUDIT_KEY=... <%= config.bin %> <%= command.id %>'},
   ]
-  static override args = {run: Args.string({description: 'Only this run (and the records it refers to).'})}
+  static override args = {run: Args.string({description: 'Only this run, the runs it started, and the records that name them (index lines, ledger entries).'})}
   static override flags = {store: PipeCommand.storeFlag}
 
   async run(): Promise<AuditReport> {
