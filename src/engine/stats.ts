@@ -4,6 +4,7 @@
  * once; what a snapshot contributes (a patch's size, a QA verdict) is its kind's export role's
  * `metrics`, and tasks and attempts are grouped as `pipe export` groups them.
  */
+import {isPipeError} from '../errors.js'
 import type {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -150,7 +151,9 @@ export async function collectStats(store: Store, filter: {pipeline?: string; sin
   for (const id of await store.listRunIds()) {
     try {
       records.push(await store.readRun(id))
-    } catch {
+    } catch (error) {
+      // A run still being created has no record yet; a damaged one is named, never counted as nothing.
+      if (isPipeError(error) && error.code === 'E_INTEGRITY') throw error
       continue
     }
   }
@@ -173,7 +176,7 @@ export async function collectStats(store: Store, filter: {pipeline?: string; sin
     const queue = [root]
     while (queue.length > 0) {
       const run = queue.shift()!
-      add(t, tallySnapshots(await store.readSnapshots(run.run_id).catch(() => [] as Snapshot[])))
+      add(t, tallySnapshots(await store.readSnapshots(run.run_id)))
       queue.push(...(children.get(run.run_id) ?? []))
     }
     runs.push({run_id: root.run_id, pipeline: root.pipeline.name, status: root.status, created_at: root.created_at, ...metrics(t)})

@@ -25,7 +25,7 @@ import {faultPoint} from '../util/faults.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {canonicalJson, hashJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
-import {redactDeep} from '../util/redact.js'
+import {redact, redactDeep} from '../util/redact.js'
 import {IdAliases, maskTimes} from '../util/stable-text.js'
 import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from './chat.js'
 
@@ -208,7 +208,8 @@ export function parseCassette(text: string, file: string): CassetteContents {
 
 /** The file's bytes: the header, then the interactions by step and key, each line canonical JSON. */
 export function serialiseCassette(contents: CassetteContents): string {
-  const header = {type: 'header', format: CASSETTE_FORMAT, ...(contents.note !== undefined ? {note: contents.note} : {})}
+  // The note is free text a person typed (--record-note): a key or a token= in it is kept out like any other.
+  const header = {type: 'header', format: CASSETTE_FORMAT, ...(contents.note !== undefined ? {note: redact(contents.note)} : {})}
   const entries = [...contents.interactions.values()].sort((a, b) => (a.step === b.step ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : a.step < b.step ? -1 : 1))
   return [header, ...entries].map((line) => `${canonicalJson(line)}\n`).join('')
 }

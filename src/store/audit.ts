@@ -29,7 +29,8 @@ import type {CanonicalSpec} from '../types/spec.js'
 import {hashJson} from '../util/hash.js'
 import {processAlive} from '../util/lock.js'
 import {auditKey, checkRecord, fileHash, runCreationHash, runStateHash, sealMessage, verifyEvidence, verifySnapshot, verifySpec, type IntegrityProblem, type SealCheck} from './integrity.js'
-import {ID_PATTERNS} from './ids.js'
+import {compareIds, ID_PATTERNS} from './ids.js'
+import {eventLineProblem, indexLineProblem, isObject, ledgerLineProblem, notAnObject} from './shapes.js'
 import type {Store} from './store.js'
 import {readChain, stagedRun, tempWriter, type ChainedLine} from './trail.js'
 
@@ -248,10 +249,16 @@ export class Auditor {
       this.problem({record: version, file, field: '(file)', message: `${parsed.message}${referencedBy ? ` (referenced by ${referencedBy})` : ''}`})
       return null
     }
+    if (!isObject(parsed.value)) {
+      this.problem({record: version, file, field: '(record)', message: notAnObject(parsed.value)})
+      return null
+    }
     this.integrity(verifySpec(parsed.value), version, file)
-    for (const f of schemaFindings('spec', parsed.value, version, file)) this.problem(f)
+    const malformed = schemaFindings('spec', parsed.value, version, file)
+    for (const f of malformed) this.problem(f)
     if (parsed.value.meta?.spec_version !== version) this.problem({record: version, file, field: 'meta.spec_version', message: `names ${String(parsed.value.meta?.spec_version)}, not the file's version`})
-    return parsed.value
+    // A malformed version is reported; nothing further is read from it.
+    return malformed.length === 0 ? parsed.value : null
   }
 
   evidence(id: string, referencedBy: string): void {
@@ -263,9 +270,13 @@ export class Auditor {
       this.problem({record: id, file, field: '(file)', message: `${parsed.message}${referencedBy ? ` (referenced by ${referencedBy})` : ''}`})
       return
     }
+    if (!isObject(parsed.value)) {
+      this.problem({record: id, file, field: '(record)', message: notAnObject(parsed.value)})
+      return
+    }
     this.integrity(verifyEvidence(parsed.value), id, file)
     for (const f of schemaFindings('evidence', parsed.value, id, file)) this.problem(f)
-    if (parsed.value.evidence_id !== id) this.problem({record: id, file, field: 'evidence_id', message: `names ${parsed.value.evidence_id}, not the file's id`})
+    if (parsed.value.evidence_id !== id) this.problem({record: id, file, field: 'evidence_id', message: `names ${String(parsed.value.evidence_id)}, not the file's id`})
   }
 
   /**
@@ -295,26 +306,27 @@ export class Auditor {
     const runFile = path.join(dir, 'run.json')
     const parsed = parseFile<RunRecord>(runFile)
     let run: RunRecord | null = null
-    if (!parsed.ok) {
-      this.problem({record: runId, file: runFile, field: '(file)', message: parsed.message})
+    if (!parsed.ok || !isObject(parsed.value)) {
+      this.problem({record: runId, file: runFile, field: parsed.ok ? '(record)' : '(file)', message: parsed.ok ? notAnObject(parsed.value) : parsed.message})
       this.runSeals.set(runId, null)
     } else {
       run = parsed.value
       this.runSeals.set(runId, typeof run.seal === 'string' ? run.seal : null)
       for (const f of schemaFindings('run', run, runId, runFile)) this.problem(f)
-      if (run.run_id !== runId) this.problem({record: runId, file: runFile, field: 'run_id', message: `names ${run.run_id}, not the folder's run`})
+      if (run.run_id !== runId) this.problem({record: runId, file: runFile, field: 'run_id', message: `names ${String(run.run_id)}, not the folder's run`})
       if (run.seal === undefined) this.problem({record: runId, file: runFile, field: 'seal', message: 'the run record is not sealed'})
       else this.seal(checkRecord(run, this.key), runId, runFile, 'seal')
       if (indexLine && indexLine.created_hash !== runCreationHash(run as unknown as Record<string, unknown>)) {
         this.problem({record: runId, file: runFile, field: '(created)', message: 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index'})
       }
     }
-    const head = run?.head
+    // Only a head of the right shape anchors the checks below (a malformed one is reported above).
+    const head = isObject(run?.head) && Number.isInteger(run.head.events) && Number.isInteger(run.head.seq) ? run.head : undefined
 
     // The timeline.
     const eventsFile = path.join(dir, 'events.jsonl')
     const text = readBytes(eventsFile)
-    const chain = readChain(typeof text === 'string' ? '' : text.toString('utf8'), this.key)
+    const chain = readChain(typeof text === 'string' ? '' : text.toString('utf8'), this.key, eventLineProblem)
     this.report.events += chain.lines.length
     for (const p of chain.problems) {
       if (p.check) this.seal(p.check, runId, eventsFile, `line ${p.line}`)
@@ -347,9 +359,12 @@ export class Auditor {
     if (!names.includes('snapshots') && (head?.seq ?? 0) > 0) this.problem({record: runId, file: snapshotDir, field: '(folder)', message: 'the snapshots folder is missing'})
     const snapshots: Snapshot[] = []
     let expectedPrev: string | null | undefined = null
-    if (run?.replay_of) {
-      const origin = run.replay_of.seq > 1 ? parseFile<Snapshot>(this.store.snapshotFile(run.replay_of.run_id, run.replay_of.seq - 1)) : null
-      expectedPrev = origin === null ? null : origin.ok ? origin.value.meta.record_hash : undefined
+    const replayOf: unknown = run?.replay_of
+    if (replayOf !== undefined) {
+      if (isObject(replayOf) && typeof replayOf.run_id === 'string' && ID_PATTERNS.run.test(replayOf.run_id) && Number.isInteger(replayOf.seq)) {
+        const origin = (replayOf.seq as number) > 1 ? parseFile<Snapshot>(this.store.snapshotFile(replayOf.run_id, (replayOf.seq as number) - 1)) : null
+        expectedPrev = origin === null ? null : origin.ok && isObject(origin.value) && isObject(origin.value.meta) ? origin.value.meta.record_hash : undefined
+      } else expectedPrev = undefined
     }
     let expectedSeq = 1
     let headSeen = false
@@ -376,13 +391,20 @@ export class Auditor {
         continue
       }
       const s = parsedSnapshot.value
-      snapshots.push(s)
+      if (!isObject(s)) {
+        this.problem({record, file, field: '(record)', message: notAnObject(s)})
+        expectedPrev = undefined
+        continue
+      }
       const damage = verifySnapshot(s, this.key)
       this.integrity(damage, record, file)
-      // A snapshot whose seal holds is what pipe sealed, and pipe validates every record before sealing it.
-      if (damage.length > 0) for (const f of schemaFindings('snapshot', s, record, file)) this.problem(f)
-      if (s.run_id !== runId) this.problem({record, file, field: 'run_id', message: `names run ${s.run_id}`})
-      if (s.step?.seq !== seq) this.problem({record, file, field: 'step.seq', message: `is ${s.step?.seq}, but the file is seq ${seq}`})
+      // Even a snapshot whose seal holds is checked: without a key, anyone can seal anything.
+      const malformed = schemaFindings('snapshot', s, record, file)
+      for (const f of malformed) this.problem(f)
+      // Only a well-formed snapshot is handed on (to the step kinds, for the keys it delivered).
+      if (malformed.length === 0) snapshots.push(s)
+      if (s.run_id !== runId) this.problem({record, file, field: 'run_id', message: `names run ${String(s.run_id)}`})
+      if (s.step?.seq !== seq) this.problem({record, file, field: 'step.seq', message: `is ${String(s.step?.seq)}, but the file is seq ${seq}`})
       if (expectedPrev !== undefined && s.meta?.prev_hash !== expectedPrev) {
         this.problem({record, file, field: 'meta.prev_hash', message: 'does not match the record hash of the snapshot before it (the chain is broken)'})
       }
@@ -394,11 +416,14 @@ export class Auditor {
       if (head && run && seq > head.seq && SETTLED.has(run.status)) {
         this.problem({record, file, field: '(file)', message: `was written after the run record was sealed, yet the run is ${run.status} (added after the fact)`})
       }
-      for (const version of [s.spec_version_in, s.spec_version_out]) if (version && ID_PATTERNS.spec.test(version)) this.bound(version, 'spec', s, record, file)
-      for (const link of s.evidence_links ?? []) if (ID_PATTERNS.evidence.test(link.evidence_id)) this.bound(link.evidence_id, 'evidence', s, record, file)
+      for (const version of [s.spec_version_in, s.spec_version_out]) if (typeof version === 'string' && ID_PATTERNS.spec.test(version)) this.bound(version, 'spec', s, record, file)
+      const links: unknown = s.evidence_links
+      for (const link of Array.isArray(links) ? links : []) {
+        if (isObject(link) && typeof link.evidence_id === 'string' && ID_PATTERNS.evidence.test(link.evidence_id)) this.bound(link.evidence_id, 'evidence', s, record, file)
+      }
     }
     if (head && head.seq > 0 && !headSeen) {
-      const last = snapshots.at(-1)?.step?.seq ?? 0
+      const last = snapshots.at(-1)?.step.seq ?? 0
       this.problem({record: `${runId}#${head.seq}`, file: this.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
     }
     if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore, new Set(files), head && run && SETTLED.has(run.status) ? {seq: head.seq, status: run.status} : null)
@@ -499,8 +524,8 @@ export class Auditor {
       const file = this.store.featureFile(id)
       const bytes = readBytes(file)
       const parsed = parseBytes<{feature_id?: string; seal?: string}>(bytes)
-      if (!parsed.ok) {
-        this.problem({record: id, file, field: '(file)', message: parsed.message})
+      if (!parsed.ok || !isObject(parsed.value)) {
+        this.problem({record: id, file, field: parsed.ok ? '(record)' : '(file)', message: parsed.ok ? notAnObject(parsed.value) : parsed.message})
         continue
       }
       seals.set(id, parsed.value.seal ?? null)
@@ -532,39 +557,58 @@ export class Auditor {
     }
   }
 
-  /** Ledger entries against the ledger log: each entry's seal is the last one the log recorded for its key. */
-  ledger(named: ReadonlyMap<string, string> = new Map()): {head: string | null; seals: Array<[string, string | null]>} {
+  /**
+   * Ledger entries against the ledger log: each entry's seal is the last one the log recorded for its
+   * key. With `runIds`, only the records that name those runs: the entries of its publications and the
+   * keys its snapshots delivered (`named`), with their log lines.
+   */
+  ledger(named: ReadonlyMap<string, string> = new Map(), runIds?: ReadonlySet<string>): {head: string | null; seals: Array<[string, string | null]>} {
     const dir = path.join(this.store.root, 'ledger')
     const logFile = path.join(this.store.auditDir, 'ledger.jsonl')
     const text = readBytes(logFile)
-    const chain = readChain(typeof text === 'string' ? '' : text.toString('utf8'), this.key)
+    const chain = readChain(typeof text === 'string' ? '' : text.toString('utf8'), this.key, ledgerLineProblem)
+    const entries: Array<{key: string; file: string; parsed: Parsed<unknown>}> = []
+    for (const name of listDir(dir).sort()) {
+      if (this.tidyTemp(dir, name) || !name.endsWith('.json')) continue
+      const file = path.join(dir, name)
+      entries.push({key: name.slice(0, -5), file, parsed: parseFile<unknown>(file)})
+    }
+    // The keys this check covers: every key, or those of the run's publications.
+    const covered = new Set<string>(named.keys())
+    if (runIds) for (const {key, parsed} of entries) if (parsed.ok && isObject(parsed.value) && typeof parsed.value.run_id === 'string' && runIds.has(parsed.value.run_id)) covered.add(key)
+    const covers = (key: unknown): boolean => runIds === undefined || (typeof key === 'string' && covered.has(key))
+    // A log line is checked with its key's, and so are its neighbours: a line removed or rewritten before it shows at its link, or is where its link goes.
+    const lineNumbers = new Set<number>()
+    chain.lines.forEach((line, i) => {
+      if (covers(line.key)) for (const n of [-1, 0, 1]) lineNumbers.add(chain.at[i]! + n)
+    })
     for (const p of chain.problems) {
+      if (runIds !== undefined && !lineNumbers.has(p.line)) continue
       if (p.check) this.seal(p.check, 'ledger log', logFile, `line ${p.line}`)
       else this.problem({record: 'ledger log', file: logFile, field: `line ${p.line}`, message: p.message})
     }
     if (chain.torn) this.report.notes.push({record: 'ledger log', file: logFile, field: `line ${chain.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
     const logged = new Map<string, string[]>()
     for (const line of chain.lines) {
-      const key = String(line.key)
-      logged.set(key, [...(logged.get(key) ?? []), String(line.entry_seal)])
+      // A malformed line is reported above and names no key.
+      if (ledgerLineProblem(line) !== null || !covers(line.key)) continue
+      const key = line.key as string
+      logged.set(key, [...(logged.get(key) ?? []), line.entry_seal as string])
     }
     const seals: Array<[string, string | null]> = []
     const present = new Set<string>()
-    for (const name of listDir(dir).sort()) {
-      if (this.tidyTemp(dir, name) || !name.endsWith('.json')) continue
-      const key = name.slice(0, -5)
+    for (const {key, file, parsed} of entries) {
+      if (!covers(key)) continue
       present.add(key)
       this.report.ledger++
-      const file = path.join(dir, name)
-      const parsed = parseFile<LedgerEntry | null>(file)
-      if (!parsed.ok || parsed.value === null) {
-        this.problem({record: key, file, field: '(file)', message: parsed.ok ? 'empty ledger entry' : parsed.message})
+      if (!parsed.ok || !isObject(parsed.value)) {
+        this.problem({record: key, file, field: parsed.ok ? '(record)' : '(file)', message: !parsed.ok ? parsed.message : parsed.value === null ? 'empty ledger entry' : notAnObject(parsed.value)})
         continue
       }
-      const entry = parsed.value
-      seals.push([key, entry.seal ?? null])
+      const entry = parsed.value as Partial<LedgerEntry>
+      seals.push([key, typeof entry.seal === 'string' ? entry.seal : null])
       for (const f of schemaFindings('ledger', entry, key, file)) this.problem(f)
-      if (entry.key !== key) this.problem({record: key, file, field: 'key', message: `names ${entry.key}, not the file's key`})
+      if (entry.key !== key) this.problem({record: key, file, field: 'key', message: `names ${String(entry.key)}, not the file's key`})
       if (entry.seal === undefined) {
         this.problem({record: key, file, field: 'seal', message: 'the ledger entry is not sealed'})
         continue
@@ -575,19 +619,21 @@ export class Auditor {
       if (history.length >= 2 && history.at(-2) === entry.seal) {
         this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted (the log is one write ahead of the entry); the next publish of this key completes it'})
       } else {
-        this.problem({record: key, file, field: 'seal', message: history.includes(entry.seal) ? 'is an earlier state of the entry than the ledger log records (rolled back)' : 'is not an entry the ledger log recorded (changed, re-sealed or the log was cut short)'})
+        this.problem({record: key, file, field: 'seal', message: typeof entry.seal === 'string' && history.includes(entry.seal) ? 'is an earlier state of the entry than the ledger log records (rolled back)' : 'is not an entry the ledger log recorded (changed, re-sealed or the log was cut short)'})
       }
     }
-    // A publish step's snapshot names each key it delivered: its entry (and log line) must exist.
-    for (const [key, where] of named) {
+    // A publish step's snapshot names each key it delivered: its entry must exist, whatever the log says.
+    const delivery = (key: string): string => `ledger entry is missing (snapshot ${named.get(key)} records a delivery under this key)`
+    for (const key of named.keys()) {
       if (present.has(key) || logged.has(key)) continue
-      this.problem({record: key, file: path.join(dir, `${key}.json`), field: '(file)', message: `ledger entry is missing (snapshot ${where} records a delivery under this key)`})
+      this.problem({record: key, file: path.join(dir, `${key}.json`), field: '(file)', message: delivery(key)})
     }
     for (const [key, history] of logged) {
       if (present.has(key)) continue
       const file = path.join(dir, `${key}.json`)
-      if (history.length === 1) this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted before the entry was first written'})
-      else this.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
+      if (history.length >= 2) this.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
+      else if (named.has(key)) this.problem({record: key, file, field: '(file)', message: delivery(key)})
+      else this.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted before the entry was first written'})
     }
     return {head: chain.lines.at(-1)?.hash ?? null, seals}
   }
@@ -603,28 +649,66 @@ function deliveredKeys(snapshots: readonly Snapshot[], kinds: AuditKinds): Array
   return snapshots.flatMap((s) => kinds.deliveredKeys(s).map((key): [string, string] => [key, `${s.run_id}#${s.step.seq}`]))
 }
 
+/**
+ * The runs started by `runId` (pipeline and foreach steps), theirs in turn: records that name it as
+ * their parent. Children are created after their parent, so only later run ids are read.
+ */
+function childRuns(store: Store, runId: string): string[] {
+  const later = listDir(store.runsDir)
+    .filter((name) => ID_PATTERNS.run.test(name) && compareIds(name, runId) > 0)
+    .sort(compareIds)
+  const parents = new Set([runId])
+  const out: string[] = []
+  for (const id of later) {
+    const parsed = parseFile<unknown>(path.join(store.runsDir, id, 'run.json'))
+    const parent = parsed.ok && isObject(parsed.value) && isObject(parsed.value.parent) ? parsed.value.parent.run_id : undefined
+    if (typeof parent === 'string' && parents.has(parent)) {
+      parents.add(id)
+      out.push(id)
+    }
+  }
+  return out
+}
+
 /** `kinds` tells which snapshots name deliveries (the step kinds know; the store does not). */
 export async function auditStore(store: Store, runId?: string, kinds: AuditKinds = {deliveredKeys: () => []}): Promise<AuditReport> {
   const auditor = new Auditor(store)
   const indexFile = store.runIndexFile
   const indexText = readBytes(indexFile)
-  const index = readChain(typeof indexText === 'string' ? '' : indexText.toString('utf8'), auditor.key)
+  const index = readChain(typeof indexText === 'string' ? '' : indexText.toString('utf8'), auditor.key, indexLineProblem)
+  // A malformed line is reported with the index; one that still names a run is that run's line.
   const indexed = new Map<string, ChainedLine>()
-  for (const line of index.lines) if (typeof line.run_id === 'string') indexed.set(line.run_id, line)
+  for (const line of index.lines) if (typeof line.run_id === 'string' && ID_PATTERNS.run.test(line.run_id)) indexed.set(line.run_id, line)
+  const reportIndex = (lines?: ReadonlySet<number>): void => {
+    for (const p of index.problems) {
+      if (lines && !lines.has(p.line)) continue
+      if (p.check) auditor.seal(p.check, 'run index', indexFile, `line ${p.line}`)
+      else auditor.problem({record: 'run index', file: indexFile, field: `line ${p.line}`, message: p.message})
+    }
+  }
 
   if (runId) {
-    const line = indexed.get(runId)
-    if (!line) auditor.problem({record: runId, file: indexFile, field: '(index)', message: 'the run is not in the run index'})
-    auditor.run(runId, line)
+    // The run, its child runs, and every record that names them: their index lines, their ledger entries.
+    const runs = [runId, ...childRuns(store, runId)]
+    const lineNumbers = new Set<number>()
+    index.lines.forEach((line, i) => {
+      // With its neighbours: a line removed or rewritten before the run's shows at its link, or is where its link goes.
+      if (typeof line.run_id === 'string' && runs.includes(line.run_id)) for (const n of [-1, 0, 1]) lineNumbers.add(index.at[i]! + n)
+    })
+    reportIndex(lineNumbers)
+    const delivered = new Map<string, string>()
+    for (const id of runs) {
+      const line = indexed.get(id)
+      if (!line) auditor.problem({record: id, file: indexFile, field: '(index)', message: 'the run is not in the run index'})
+      for (const [key, where] of deliveredKeys(auditor.run(id, line), kinds)) if (!delivered.has(key)) delivered.set(key, where)
+    }
+    auditor.ledger(delivered, new Set(runs))
     return auditor.report
   }
 
   auditor.tidyStagedRuns(new Set(indexed.keys()))
   for (const dir of [store.root, store.auditDir, store.idsDir]) auditor.tidyDir(dir)
-  for (const p of index.problems) {
-    if (p.check) auditor.seal(p.check, 'run index', indexFile, `line ${p.line}`)
-    else auditor.problem({record: 'run index', file: indexFile, field: `line ${p.line}`, message: p.message})
-  }
+  reportIndex()
   if (index.torn) auditor.report.notes.push({record: 'run index', file: indexFile, field: `line ${index.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
 
   const ids = await store.listRunIds()
@@ -638,9 +722,12 @@ export async function auditStore(store: Store, runId?: string, kinds: AuditKinds
     for (const [key, where] of deliveredKeys(auditor.run(id, line), kinds)) if (!publishedKeys.has(key)) publishedKeys.set(key, where)
   }
   for (const [id, line] of indexed) {
-    const feature = String(line.feature_id)
-    featureRuns.set(feature, [...(featureRuns.get(feature) ?? []), id])
-    if (typeof line.feature_hash === 'string' && !featureBound.has(feature)) featureBound.set(feature, line.feature_hash)
+    // A feature id the index names must be one before it names a file (the line is reported above).
+    if (indexLineProblem(line) === null) {
+      const feature = line.feature_id as string
+      featureRuns.set(feature, [...(featureRuns.get(feature) ?? []), id])
+      if (typeof line.feature_hash === 'string' && !featureBound.has(feature)) featureBound.set(feature, line.feature_hash)
+    }
     if (!present.has(id)) auditor.problem({record: id, file: path.join(store.runsDir, id), field: '(folder)', message: 'the run folder is missing (the run index names it: deleted after the fact)'})
   }
   auditor.unreferenced()

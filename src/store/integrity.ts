@@ -234,7 +234,7 @@ export function runCreationHash(record: Plain): string {
   const fixed: Plain = {}
   for (const key of ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at']) fixed[key] = record[key] ?? null
   // pipe resume --policy moves the run to another policy; what it was created with is kept on the first such redrive.
-  const first = Array.isArray(record.redrives) ? (record.redrives as Plain[]).find((r) => typeof r.previous_policy_version === 'string') : undefined
+  const first = Array.isArray(record.redrives) ? (record.redrives as unknown[]).find((r): r is Plain => typeof (r as Plain | null)?.previous_policy_version === 'string') : undefined
   if (first) {
     fixed.policy_version = first.previous_policy_version
     fixed.policy_path = first.previous_policy_path ?? null

@@ -18,11 +18,18 @@ import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
 import {sealRecord} from './integrity.js'
+import {isObject, notAnObject} from './shapes.js'
 import type {Store} from './store.js'
 import {appendChained, linesFromEnd} from './trail.js'
 
 /** Log lines read past a list's limit: entries whose order in the log and in time differ (see listFromTail). */
 const PAST_LIMIT = 32
+
+const KEY = /^F-\d{4}-\d{3,}\+[a-z][a-z0-9_-]*\+S-\d{8}-\d{4,}$/
+
+function malformed(key: string, file: string, why: string): PipeError {
+  return new PipeError('E_INTEGRITY', `the ledger entry ${key} is malformed (${file}): ${why}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.'})
+}
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
   return `${featureId}+${target}+${specVersion}`
@@ -46,7 +53,7 @@ export class Ledger {
   }
 
   private file(key: string): string {
-    if (!/^F-\d{4}-\d{3,}\+[a-z][a-z0-9_-]*\+S-\d{8}-\d{4,}$/.test(key)) throw new PipeError('E_INVALID_ARGS', `"${key}" is not a ledger key (FEATURE+TARGET+VERSION)`)
+    if (!KEY.test(key)) throw new PipeError('E_INVALID_ARGS', `"${key}" is not a ledger key (FEATURE+TARGET+VERSION)`)
     return path.join(this.dir, `${key}.json`)
   }
 
@@ -54,9 +61,23 @@ export class Ledger {
     return new Low<LedgerEntry | null>(new AtomicJsonFile<LedgerEntry | null>(this.file(key)), null)
   }
 
+  /**
+   * The entry of `key`, or null when it has none. One that is not JSON or not a ledger entry was
+   * changed outside pipe: E_INTEGRITY naming the file, never a publication treated as unsent.
+   */
   async read(key: string): Promise<LedgerEntry | null> {
+    const file = this.file(key)
     const db = this.db(key)
-    await db.read()
+    try {
+      await db.read()
+    } catch (error) {
+      if (error instanceof SyntaxError) throw malformed(key, file, 'is not valid JSON')
+      throw error
+    }
+    if (db.data === null && !(await stat(file).then(() => true, () => false))) return null
+    const result = isObject(db.data) ? check('ledger', db.data) : null
+    if (!result?.valid) throw malformed(key, file, result ? describeErrors(result.errors.slice(0, 3)) : notAnObject(db.data))
+    if (db.data!.key !== key) throw malformed(key, file, `names ${db.data!.key}`)
     return db.data
   }
 
@@ -119,7 +140,10 @@ export class Ledger {
     const out: LedgerEntry[] = fromTail ?? []
     if (fromTail === null) {
       for (const name of names.sort()) {
-        const entry = await this.read(name.slice(0, -5)).catch(() => null)
+        // A file not named by a key is no entry (audit verify reports it).
+        if (!KEY.test(name.slice(0, -5))) continue
+        // A damaged entry is named (E_INTEGRITY), never left out of the list unsaid.
+        const entry = await this.read(name.slice(0, -5))
         if (keep(entry)) out.push(redactDeep(entry))
       }
     }

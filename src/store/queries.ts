@@ -1,5 +1,7 @@
 /** Read-side questions about the store, for the list and show commands. */
 import {readFile} from '../util/fs-async.js'
+import {isPipeError} from '../errors.js'
+import {isObject} from './shapes.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -72,7 +74,9 @@ export async function listRuns(store: Store, filter: RunFilter): Promise<RunSumm
       if (filter.all && filter.status && (await effectiveStatus(store, record)) !== filter.status) continue
       if (!record.parent) parents++
       records.push(record)
-    } catch {
+    } catch (error) {
+      // A run still being created has no record yet; a damaged one is named, never left out unsaid.
+      if (isPipeError(error) && error.code === 'E_INTEGRITY') throw error
       continue
     }
   }
@@ -155,7 +159,9 @@ export async function listSpecs(store: Store, filter: {feature?: string; run?: s
       } catch {
         spec = {meta: {spec_version: version}} as CanonicalSpec
       }
-      if (!spec.meta) spec = {...spec, meta: {spec_version: version} as CanonicalSpec['meta']}
+      // What a damaged file still says, where it is an object; its problem is shown with it.
+      if (!isObject(spec)) spec = {} as CanonicalSpec
+      if (!isObject(spec.meta)) spec = {...spec, meta: {spec_version: version} as CanonicalSpec['meta']}
     }
     if (filter.feature && spec.meta.feature_id !== filter.feature) continue
     if (filter.run && spec.meta.run_id !== filter.run) continue

@@ -40,6 +40,7 @@ import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {faultPoint} from '../util/faults.js'
 import {appendChained, readChain, readText, stagedRun} from './trail.js'
+import {eventLineProblem, isObject, notAnObject} from './shapes.js'
 
 export type RunDraft = Omit<RunRecord, 'run_id' | 'head' | 'seal'>
 
@@ -170,6 +171,18 @@ function builder<T>(build: (id: string) => T): (id: string) => {record: T; text:
     }
     return last
   }
+}
+
+/**
+ * A record read back from the store, checked against its schema before anything reads a field of it:
+ * one of the wrong shape was changed outside pipe (E_INTEGRITY, naming the file), never a crash
+ * further on.
+ */
+function wellFormed<T>(schema: 'snapshot' | 'spec' | 'evidence' | 'run', value: unknown, what: string, file: string): T {
+  const result = isObject(value) ? check(schema, value) : null
+  if (result?.valid) return value as T
+  const why = result ? describeErrors(result.errors.slice(0, 3)) : notAnObject(value)
+  throw new PipeError('E_INTEGRITY', `${what} is malformed (${file}): ${why}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.'})
 }
 
 async function readJson<T>(file: string, what: string): Promise<T> {
@@ -434,17 +447,23 @@ export class Store {
   async readRun(runId: string): Promise<RunRecord> {
     const dir = this.runDir(runId)
     const db = await this.runDb(runId)
+    const file = within(dir, 'run.json')
     try {
       await db.read()
     } catch (error) {
-      if (error instanceof SyntaxError) throw new PipeError('E_INTEGRITY', `run record of ${runId} is not valid JSON`, {hint: 'The file was changed outside pipe.'})
+      if (error instanceof SyntaxError) throw new PipeError('E_INTEGRITY', `run record of ${runId} is not valid JSON (${file})`, {hint: 'The file was changed outside pipe; run pipe audit verify to see all damage.'})
       throw error
     }
-    if (!db.data) {
+    if (db.data === null && !statSync(file, {throwIfNoEntry: false})) {
       const exists = await readdir(dir).then(() => true, () => false)
       throw new PipeError('E_NOT_FOUND', exists ? `run ${runId} was never completely created (no run.json)` : `run ${runId} not found in ${this.root}`, {hint: 'pipe runs list shows the runs of this store.'})
     }
-    return db.data
+    return wellFormed<RunRecord>('run', db.data, `the run record of ${runId}`, file)
+  }
+
+  /** Refuses a run id that names no run folder (E_NOT_FOUND), without reading its records. */
+  async assertRunExists(runId: string): Promise<void> {
+    if (!statSync(this.runDir(runId), {throwIfNoEntry: false})?.isDirectory()) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${this.root}`, {hint: 'pipe runs list shows the runs of this store.'})
   }
 
   /**
@@ -458,7 +477,10 @@ export class Store {
     const db = await this.runDb(runId)
     try {
       if (owned?.record) db.data = structuredClone(owned.record)
-      else await db.read()
+      else {
+        await db.read()
+        if (db.data !== null) db.data = wellFormed<RunRecord>('run', db.data, `the run record of ${runId}`, within(this.runDir(runId), 'run.json'))
+      }
       if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
       change(db.data)
       const {head: _h, seal: _s, ...state} = db.data
@@ -488,7 +510,9 @@ export class Store {
       const text = (await readText(file)) ?? ''
       const lines = text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter((l) => l.trim())
       const last = lines.at(-1)
-      tail = {count: lines.length, hash: last ? ((JSON.parse(last) as {hash?: string}).hash ?? null) : null}
+      const parsed = last ? (JSON.parse(last) as unknown) : null
+      if (last && !(isObject(parsed) && typeof parsed.hash === 'string')) throw new PipeError('E_INTEGRITY', `the last line of ${file} is not a timeline line pipe wrote`, {hint: 'Run pipe audit verify to see the damage.'})
+      tail = {count: lines.length, hash: isObject(parsed) ? (parsed.hash as string) : null}
     }
     const sealed = sealLine(event, tail.hash)
     await appendSynced(file, `${JSON.stringify(sealed)}\n`)
@@ -500,7 +524,8 @@ export class Store {
     const names = snapshotNames(within(this.runDir(runId), 'snapshots'))
     const last = names.at(-1)
     if (!last) return {seq: 0, snapshot_hash: null}
-    const snapshot = await readJson<Snapshot>(within(this.runDir(runId), 'snapshots', last), `snapshot ${runId}/${last}`)
+    const file = within(this.runDir(runId), 'snapshots', last)
+    const snapshot = wellFormed<Snapshot>('snapshot', await readJson<unknown>(file, `snapshot ${runId}/${last}`), `snapshot ${runId}/${last}`, file)
     return {seq: Number(last.slice(0, -5)), snapshot_hash: snapshot.meta.record_hash ?? null}
   }
 
@@ -515,15 +540,23 @@ export class Store {
   }
 
   async readEvents(runId: string): Promise<RunEvent[]> {
-    const text = await readFile(within(this.runDir(runId), 'events.jsonl'), 'utf8').catch(() => '')
+    const file = within(this.runDir(runId), 'events.jsonl')
+    const text = await readFile(file, 'utf8').catch(() => '')
     const events: RunEvent[] = []
-    for (const line of text.split('\n')) {
+    const lines = text.split('\n')
+    for (const [i, line] of lines.entries()) {
       if (!line.trim()) continue
+      let event: unknown
       try {
-        events.push(JSON.parse(line) as RunEvent)
+        event = JSON.parse(line)
       } catch {
         // A crash mid-append can leave a torn last line; everything before it is intact.
+        if (i === lines.length - 1) continue
+        throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is not valid JSON (${file})`, {hint: 'Lines are appended whole, so it was changed outside pipe; run pipe audit verify to see all damage.'})
       }
+      const problem = isObject(event) ? eventLineProblem(event) : notAnObject(event)
+      if (problem) throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is malformed (${file}): ${problem}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+      events.push(event as RunEvent)
     }
     return events
   }
@@ -579,7 +612,14 @@ export class Store {
     const dir = within(this.runDir(runId), 'snapshots')
     const names = snapshotNames(dir)
     const out: Snapshot[] = []
-    for (const name of names) out.push(await readJson<Snapshot>(path.join(dir, name), `snapshot ${runId}/${name}`))
+    for (const name of names) {
+      const file = path.join(dir, name)
+      const snapshot = wellFormed<Snapshot>('snapshot', await readJson<unknown>(file, `snapshot ${runId}/${name}`), `snapshot ${runId}/${name}`, file)
+      if (snapshot.run_id !== runId || `${seqName(snapshot.step.seq)}` !== name) {
+        throw new PipeError('E_INTEGRITY', `snapshot ${runId}/${name} names ${snapshot.run_id}#${snapshot.step.seq} (${file})`, {hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.'})
+      }
+      out.push(snapshot)
+    }
     return out
   }
 
@@ -651,18 +691,22 @@ export class Store {
       if (error.code === 'ENOENT') throw new PipeError('E_NOT_FOUND', `spec version ${version} not found (${file})`)
       throw error
     })
-    let spec: CanonicalSpec
+    let parsed: unknown
     try {
-      spec = JSON.parse(bytes.toString('utf8')) as CanonicalSpec
+      parsed = JSON.parse(bytes.toString('utf8'))
     } catch (error) {
       throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
     }
+    if (!isObject(parsed)) wellFormed('spec', parsed, `spec version ${version}`, file)
+    const spec = parsed as CanonicalSpec
     const problems = verifySpec(spec)
     if (problems.length > 0) {
-      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
+      throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${file}: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
         hint: `The file ${this.specFile(version)} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
       })
     }
+    wellFormed('spec', spec, `spec version ${version}`, file)
+    if (spec.meta.spec_version !== version) throw new PipeError('E_INTEGRITY', `spec version ${version} names ${spec.meta.spec_version} (${file})`, {hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.'})
     this.fileHashes.set(version, fileHash(bytes))
     return spec
   }
@@ -857,7 +901,10 @@ export class Store {
   }
 
   async readEvidence(id: string): Promise<Evidence> {
-    return readJson<Evidence>(this.evidenceFile(id), `evidence ${id}`)
+    const file = this.evidenceFile(id)
+    const evidence = wellFormed<Evidence>('evidence', await readJson<unknown>(file, `evidence ${id}`), `evidence ${id}`, file)
+    if (evidence.evidence_id !== id) throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id} (${file})`, {hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.'})
+    return evidence
   }
 
   // Features

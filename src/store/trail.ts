@@ -7,6 +7,7 @@ import {open} from '../util/fs-async.js'
 import {PipeError} from '../errors.js'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
 import {syncFd} from '../util/fs.js'
+import {isObject, notAnObject, type Plain} from './shapes.js'
 
 /** A store file something else was put in the place of (a FIFO, a device, a folder, a link). */
 function replaced(file: string, what: string): PipeError {
@@ -46,7 +47,15 @@ function lastLineOf(fd: number, file: string): ChainedLine | null {
       take = Math.min(size, take * 4)
       continue
     }
-    return JSON.parse(buffer.subarray(start + 1, end - 1).toString('utf8')) as ChainedLine
+    let line: unknown
+    try {
+      line = JSON.parse(buffer.subarray(start + 1, end - 1).toString('utf8'))
+    } catch {
+      line = undefined
+    }
+    // Appending after it would chain to nothing: the log was changed outside pipe.
+    if (!isObject(line)) throw new PipeError('E_INTEGRITY', `the last line of ${file} is not a record pipe wrote`, {hint: 'Run pipe audit verify to see the damage, and restore the file from a backup.'})
+    return line as ChainedLine
   }
 }
 
@@ -138,13 +147,18 @@ export interface ChainFinding {
 }
 
 /**
- * Parses and checks a chained log's text: each line's seal and its link to the line before. A torn
- * last line is reported separately (a crash while appending), not as damage.
+ * Parses and checks a chained log's text: each line's seal and its link to the line before, and with
+ * `shape`, what the line holds (a line of the wrong shape is reported and kept, so that lines are
+ * still counted and chained; callers leave it unused). A line that is not a JSON object is reported
+ * and left out, as one that is not JSON. A torn last line is reported separately (a crash while
+ * appending), not as damage.
  */
-export function readChain(text: string, key: string | undefined): {lines: ChainedLine[]; problems: ChainFinding[]; torn: boolean} {
+export function readChain(text: string, key: string | undefined, shape?: (line: Plain) => string | null): {lines: ChainedLine[]; at: number[]; problems: ChainFinding[]; torn: boolean} {
   const raw = text.split('\n')
   if (raw.at(-1) === '') raw.pop()
   const lines: ChainedLine[] = []
+  // The line number (from 1) of each of `lines`.
+  const at: number[] = []
   const problems: ChainFinding[] = []
   let torn = false
   // The hash the next line must link to; undefined after an unreadable line (nothing to compare with).
@@ -159,13 +173,21 @@ export function readChain(text: string, key: string | undefined): {lines: Chaine
       prev = undefined
       continue
     }
+    if (!isObject(line)) {
+      problems.push({line: i + 1, message: notAnObject(line)})
+      prev = undefined
+      continue
+    }
+    const malformed = shape?.(line)
+    if (malformed) problems.push({line: i + 1, message: `is malformed: ${malformed}`})
     const check = checkLine(line, key)
     if (check !== 'ok') problems.push({line: i + 1, message: '', check})
     if (prev !== undefined && line.prev !== prev) problems.push({line: i + 1, message: 'does not link to the line before it (a line was removed, reordered or rewritten)'})
     prev = typeof line.hash === 'string' ? line.hash : undefined
     lines.push(line)
+    at.push(i + 1)
   }
-  return {lines, problems, torn}
+  return {lines, at, problems, torn}
 }
 
 /** `.NAME.PID.HEX.tmp`, the temporary file of writeFileAtomic and createFileExclusive: its writer's pid. */

@@ -5,12 +5,37 @@ const SECRET_ENV = /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i
 /** Values this process was told are secret (webhook URLs and their parts), whatever their variable is named. */
 const known = new Set<string>()
 
+/**
+ * The forms a secret takes in what a target or a tool echoes back: as it is, base64 (a Basic
+ * Authorization header, a token in a config dump; with and without padding, and base64url),
+ * URL-encoded (a query value, a redirect) and JSON-escaped (a body that quotes it). Each form is
+ * redacted like the value itself.
+ */
+function encodingsOf(value: string): string[] {
+  let forms = encodings.get(value)
+  if (!forms) {
+    const base64 = Buffer.from(value, 'utf8').toString('base64')
+    const out = new Set([value, base64, base64.replace(/=+$/, ''), Buffer.from(value, 'utf8').toString('base64url'), encodeURIComponent(value), JSON.stringify(value).slice(1, -1)])
+    try {
+      // A value registered in its URL-encoded form (a URL's password) also appears decoded.
+      out.add(decodeURIComponent(value))
+    } catch {
+      // Not an encoded value.
+    }
+    forms = [...out].filter((form) => form.length >= 6)
+    encodings.set(value, forms)
+  }
+  return forms
+}
+
+const encodings = new Map<string, string[]>()
+
 function secretValues(): string[] {
   const fromEnv = Object.entries(process.env)
     .filter(([name, value]) => SECRET_ENV.test(name) && typeof value === 'string' && value.length >= 8)
     .map(([, value]) => value as string)
   // Longest first, so a whole URL is replaced before the token inside it.
-  return [...new Set([...fromEnv, ...known])].sort((a, b) => b.length - a.length)
+  return [...new Set([...fromEnv, ...known].flatMap(encodingsOf))].sort((a, b) => b.length - a.length)
 }
 
 /** Redacts `value` from now on wherever it appears; values shorter than 6 characters would redact ordinary words. */
@@ -33,6 +58,17 @@ export function addSecretUrl(value: string | undefined): void {
     return
   }
   addSecret(url.href)
+  if (url.username || url.password) {
+    // What a client sends for them: Authorization: Basic base64(user:password), whatever their length.
+    const decode = (part: string): string => {
+      try {
+        return decodeURIComponent(part)
+      } catch {
+        return part
+      }
+    }
+    known.add(`${decode(url.username)}:${decode(url.password)}`)
+  }
   for (const part of [url.password, url.username]) {
     addSecret(part)
     try {
@@ -65,6 +101,9 @@ export function addSecretsNamedIn(config: unknown, env: NodeJS.ProcessEnv = proc
   visit(config)
 }
 
+/** `token=...` and the like in free text (a note, a command line), not only in a URL's query. */
+const WORD_SECRET = /((?:^|[\s"'(,;])(?:access_token|token|api_key|apikey|client_secret|secret|password|passwd)=)[^&#\s"'<>]+/gi
+
 const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signature|secret|password|auth)=)[^&#\s"'<>]+/gi
 
 /** `redact` applied to every string inside a JSON-like value (safer than redacting its JSON text). */
@@ -85,7 +124,8 @@ export function redact(text: string, secrets: readonly string[] = secretValues()
   for (const value of secrets) if (out.includes(value)) out = out.split(value).join('[REDACTED]')
   return (
     out
-      .replace(/(authorization\s*[:=]\s*)(bearer\s+|basic\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')
+      // Also as JSON or a quoted header dump: "Authorization": "Basic ...".
+      .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+|basic\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')
       .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, '[REDACTED]')
       // user:password@ in any URL.
       .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[REDACTED]@')
@@ -94,5 +134,6 @@ export function redact(text: string, secrets: readonly string[] = secretValues()
       .replace(/(open\.(?:feishu\.cn|larksuite\.com|larkoffice\.com)\/open-apis\/bot\/v2\/hook\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
       .replace(/(discord(?:app)?\.com\/api\/webhooks\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
       .replace(QUERY_SECRET, '$1[REDACTED]')
+      .replace(WORD_SECRET, '$1[REDACTED]')
   )
 }

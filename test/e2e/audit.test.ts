@@ -61,8 +61,8 @@ interface Store {
   ledgerEntry: string
 }
 
-async function verify(cwd: string, env: Record<string, string | undefined> = {}): Promise<{code: number | null; report: Report; stdout: string; stderr: string}> {
-  const result = await pipe(['audit', 'verify', '--json'], {cwd, env: {PIPE_AUDIT_KEY: undefined, ...env}})
+async function verify(cwd: string, env: Record<string, string | undefined> = {}, run?: string): Promise<{code: number | null; report: Report; stdout: string; stderr: string}> {
+  const result = await pipe(['audit', 'verify', ...(run ? [run] : []), '--json'], {cwd, env: {PIPE_AUDIT_KEY: undefined, ...env}})
   return {code: result.code, report: json<Report>(result), stdout: result.stdout, stderr: result.stderr}
 }
 
@@ -112,7 +112,12 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
 
   /** Verify must fail (exit 4) with a problem whose `file  field  record: message` line matches each pattern. */
   async function caught(...patterns: RegExp[]): Promise<void> {
-    const {code, report, stdout} = await verify(work)
+    await caughtBy(undefined, ...patterns)
+  }
+
+  /** As caught, by `pipe audit verify RUN` (the whole store without RUN). */
+  async function caughtBy(run: string | undefined, ...patterns: RegExp[]): Promise<void> {
+    const {code, report, stdout} = await verify(work, {}, run)
     expect(code, stdout).to.equal(4)
     expect(report.ok).to.equal(false)
     const lines = report.problems.map((p) => `${path.relative(s.root, p.file)}  ${p.field}  ${p.record}: ${p.message}`)
@@ -313,6 +318,22 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
       await rm(ledgerFile())
       await caught(/ledger\/\S+\.json {2}\(file\) {2}F-\S+: ledger entry is missing \(the ledger log recorded \d+ writes of it\)/)
     })
+    it("pipe audit verify RUN: the run's own entry deleted, or re-sealed, fails the run's check (and not another run's)", async () => {
+      const entry = await readJson<LedgerEntry>(ledgerFile())
+      expect(entry.run_id).to.equal(s.run)
+      await writeJson(ledgerFile(), sealRecord({...entry, external_id: 'elsewhere'}))
+      await caughtBy(s.run, /ledger\/\S+\.json {2}seal {2}F-\S+: is not an entry the ledger log recorded/)
+      await rm(ledgerFile())
+      await caughtBy(s.run, /ledger\/\S+\.json {2}\(file\) {2}F-\S+: ledger entry is missing/)
+      const other = await verify(work, {}, s.other)
+      expect(other.code, other.stdout).to.equal(0)
+    })
+    it("pipe audit verify RUN: the ledger log line of the run's entry edited", async () => {
+      const file = path.join(s.root, 'audit', 'ledger.jsonl')
+      const lines = await readLines(file)
+      await writeLines(file, [{...lines[0], entries: 7}, ...lines.slice(1)])
+      await caughtBy(s.run, /audit\/ledger\.jsonl {2}line 1 {2}ledger log: the seal does not match/)
+    })
     it('reordered ledger log lines', async () => {
       const file = path.join(s.root, 'audit', 'ledger.jsonl')
       const lines = await readLines(file)
@@ -333,6 +354,12 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
       const lines = await readLines(file)
       await writeLines(file, rechain(lines.filter((l) => l.run_id !== s.run)))
       await caught(/runs\/R-\S+ {2}\(index\) {2}R-\S+: the run is not in the run index/)
+    })
+    it("pipe audit verify RUN: the run's index line edited", async () => {
+      const file = path.join(s.root, 'audit', 'runs.jsonl')
+      const lines = await readLines(file)
+      await writeLines(file, lines.map((l) => (l.run_id === s.run ? {...l, feature_hash: null} : l)))
+      await caughtBy(s.run, /audit\/runs\.jsonl {2}line \d+ {2}run index: the seal does not match/)
     })
     it('reordered index lines', async () => {
       const file = path.join(s.root, 'audit', 'runs.jsonl')

@@ -366,6 +366,27 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(replayed.code, replayed.stderr).to.equal(0)
   })
 
+  it('--record-note never writes the API key or a token= value into the cassette header', async () => {
+    server = await ModelServer.start()
+    server.script('draft', {content: JSON.stringify({items: [{title: 'Export as CSV'}]})})
+    const file = await fixture(
+      `  - id: draft
+    kind: model
+    prompt: prompts/notes.md
+    vars: {audience: customers, commits: ["3f2a9c1 Add CSV export"]}
+    output_schema: schemas/notes.schema.json
+`,
+    )
+    const cassette = path.join(dir, 'c.jsonl')
+    const apiKey = 'sk-test-0123456789abcdefghijklmnop'
+    const token = 'tk-4f3e2d1c0b9a8877'
+    const result = await runIn(file, ['--record', cassette, '--record-note', `recorded with ${apiKey} against a server, token=${token} for its admin`], {OPENAI_API_KEY: apiKey})
+    expect(result.code, result.stderr).to.equal(0)
+    const header = JSON.parse((await readFile(cassette, 'utf8')).split('\n')[0]!) as {type: string; note: string}
+    expect(header.type).to.equal('header')
+    expect(header.note).to.equal('recorded with [REDACTED] against a server, token=[REDACTED] for its admin')
+  })
+
   it('refuses a corrupt, truncated, foreign, wrong-version or missing cassette with E_CONFIG at its line, before a run exists', async () => {
     const file = await fixture()
     const cases: Array<[string, string, RegExp]> = [

@@ -291,6 +291,39 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
     expect(outputs.join('\n')).to.contain('[REDACTED]')
   })
 
+  it("keeps a webhook's Basic credentials out of every record and output when the target echoes them encoded (headers as JSON, base64, URL-encoded, JSON-escaped)", async () => {
+    const PASSWORD = 'p@ss"w/rd-9x'
+    const basic = Buffer.from(`deploy:${PASSWORD}`).toString('base64')
+    const forms = [basic, basic.replace(/=+$/, ''), Buffer.from(`deploy:${PASSWORD}`).toString('base64url'), PASSWORD, encodeURIComponent(PASSWORD), JSON.stringify(PASSWORD).slice(1, -1)]
+    const url = `${server.url.replace('http://', `http://deploy:${encodeURIComponent(PASSWORD)}@`)}/hook`
+    const file = await pipeline('      - {name: team, type: webhook, format: json, url_env: SPEC_HOOK_URL}\n')
+    const outputs: string[] = []
+    const run = async (args: string[]): Promise<CliResult> => {
+      const result = await cli(args, {SPEC_HOOK_URL: url})
+      outputs.push(result.stdout, result.stderr)
+      return result
+    }
+    // The target answers 400 with the request's headers as JSON, then with the credentials in other encodings.
+    server.reply({status: 400, echoHeaders: true}, {status: 400, body: {seen: {basic, url_encoded: encodeURIComponent(PASSWORD), json: JSON.stringify(PASSWORD), plain: PASSWORD}}})
+    const refused = await run(['run', file, '--input', prd, '--decision', 'go', '--json'])
+    expect(refused.code, refused.stderr).to.not.equal(0)
+    const runId = json<RunJson>(refused).run_id
+    const again = await run(['publish', runId, '--json'])
+    expect(again.code, again.stderr).to.not.equal(0)
+    for (const args of [['ledger', 'list', '--json'], ['ledger', 'list'], ['runs', 'show', runId, '--json'], ['runs', 'show', runId], ['snapshot', 'show', runId, '--step', 'publish', '--json'], ['export', runId]]) await run(args)
+    // The credentials did reach the target, as Basic auth (the test would prove nothing otherwise), and came back.
+    expect(server.requests()).to.have.length(2)
+    expect(server.requests()[0]!.headers.authorization).to.equal(`Basic ${basic}`)
+    const files = (await allFiles(dir)).filter((f) => !f.file.includes(`${path.sep}pipelines${path.sep}`))
+    expect(files.some((f) => f.file.endsWith('.log'))).to.equal(true)
+    expect(files.filter((f) => f.file.includes(`${path.sep}.pipe${path.sep}`)).length).to.be.greaterThan(10)
+    for (const {file: f, text} of files) for (const form of forms) expect(text, `${f} holds ${form}`).to.not.contain(form)
+    outputs.forEach((text, i) => {
+      for (const form of forms) expect(text, `output ${i} holds ${form}`).to.not.contain(form)
+    })
+    expect(outputs.join('\n')).to.contain('[REDACTED]')
+  })
+
   it('a target that answers after its timeout is uncertain: hold blocks after one delivery, resend sends once per redrive', async () => {
     const file = await pipeline('      - {name: careful, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 300, uncertain: hold}\n')
     server.reply({hang: true})

@@ -12,6 +12,8 @@ export interface Received {
 export interface Reply {
   status?: number
   body?: unknown
+  /** Answer with the request's headers as the client sent them (names in their case): `{"headers": {...}}`. */
+  echoHeaders?: boolean
   delayMs?: number
   /** Never answer: the client's timeout decides (the connection is closed with the server). */
   hang?: boolean
@@ -53,7 +55,9 @@ export class WebhookServer {
           // Only requests answered with success count as delivered.
           if (status >= 200 && status < 300) self.received.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
           res.writeHead(status, {'content-type': 'application/json'})
-          res.end(JSON.stringify(reply.body ?? {ok: true}))
+          const headers: Record<string, string> = {}
+          for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers[req.rawHeaders[i]!] = req.rawHeaders[i + 1]!
+          res.end(JSON.stringify(reply.echoHeaders ? {headers} : (reply.body ?? {ok: true})))
         }
         if (reply.delayMs) setTimeout(answer, reply.delayMs)
         else answer()

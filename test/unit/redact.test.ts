@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {addSecretUrl, addSecretsNamedIn, redact} from '../../src/util/redact.js'
+import {addSecret, addSecretUrl, addSecretsNamedIn, redact, redactDeep} from '../../src/util/redact.js'
 
 describe('redact: webhook URLs are credentials', () => {
   it('redacts user:password in any URL, Slack and Feishu hook paths, and token query values', () => {
@@ -24,5 +24,29 @@ describe('redact: webhook URLs are credentials', () => {
     // Ordinary path words stay readable.
     addSecretUrl('https://example.org/webhooks/services/abcdef0123456789')
     expect(redact('see /webhooks/services for help')).to.equal('see /webhooks/services for help')
+  })
+
+  it('redacts every encoding of a known secret: plain, base64 (padded or not, base64url), URL-encoded and JSON-escaped', () => {
+    const secret = 'rel/ease"tok+9?x=1'
+    addSecret(secret)
+    const b64 = Buffer.from(secret).toString('base64')
+    const forms = [secret, b64, b64.replace(/=+$/, ''), Buffer.from(secret).toString('base64url'), encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)]
+    for (const form of forms) expect(redact(`echo ${form} back`), form).to.equal('echo [REDACTED] back')
+    // A JSON text that quotes it, and a record holding it, as a target's answer would.
+    expect(redact(JSON.stringify({seen: secret}))).to.not.contain('tok+9')
+    expect(JSON.stringify(redactDeep({headers: {Authorization: `Basic ${b64}`}}))).to.not.contain(b64.slice(0, 12))
+  })
+
+  it("redacts base64(user:password) of a URL's credentials, however short the password, and an Authorization header quoted as JSON", () => {
+    addSecretUrl('http://deploy:pass@127.0.0.1:9/hook')
+    const basic = Buffer.from('deploy:pass').toString('base64')
+    expect(redact(`{"headers": {"x-echo": "${basic}"}}`)).to.not.contain(basic)
+    expect(redact('{"headers": {"Authorization": "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="}}')).to.equal('{"headers": {"Authorization": "Basic [REDACTED]"}}')
+  })
+
+  it('redacts token= and the like in free text, not only in a URL query', () => {
+    expect(redact('recorded with token=abc123xyz for the admin')).to.equal('recorded with token=[REDACTED] for the admin')
+    expect(redact('password=hunter22 api_key=k-1234567')).to.equal('password=[REDACTED] api_key=[REDACTED]')
+    expect(redact('pipe run -i key=value')).to.equal('pipe run -i key=value')
   })
 })

@@ -207,9 +207,13 @@ describe('ledger list reads only the log tail when the log counts every entry', 
     for (let i = 1; i <= 30; i++) await ledger.write(entry(`F-2026-${String(i).padStart(3, '0')}`, `S-20261121-${String(i).padStart(4, '0')}`, `2026-11-21T10:${String(i).padStart(2, '0')}:00.000Z`))
     expect((await ledger.list({}, 3)).map((e) => e.feature_id)).to.deep.equal(['F-2026-030', 'F-2026-029', 'F-2026-028'])
     expect((await ledger.list({feature: 'F-2026-002'}, 3)).map((e) => e.feature_id)).to.deep.equal(['F-2026-002'])
-    // The fast path reads only the tail: an old entry damaged on disk is not read for a short list.
-    await writeFile(path.join(ledger.dir, `${ledgerKey('F-2026-001', 'local', 'S-20261121-0001')}.json`), 'not json')
-    expect((await ledger.list({}, 2)).map((e) => e.feature_id)).to.deep.equal(['F-2026-030', 'F-2026-029'])
+    // An entry damaged on disk that a list reads is named, never left out unsaid.
+    const damaged = path.join(ledger.dir, `${ledgerKey('F-2026-001', 'local', 'S-20261121-0001')}.json`)
+    await writeFile(damaged, 'not json')
+    const error = await ledger.list({}, 2).then(() => null, (e: unknown) => e as {code: string; message: string})
+    expect(error?.code).to.equal('E_INTEGRITY')
+    expect(error?.message).to.contain(damaged)
+    await rm(damaged)
     // A file the log does not count: the counts differ, every entry is read, the newest comes first.
     const extra = entry('F-2026-099', 'S-20261121-0099', '2026-11-21T11:00:00.000Z')
     await writeFile(path.join(ledger.dir, `${extra.key}.json`), JSON.stringify(extra))

@@ -4,6 +4,7 @@ import {renderSpecList} from '../../cli/views.js'
 import {listSpecs, type SpecSummary} from '../../store/queries.js'
 import {Store} from '../../store/store.js'
 import {assertId} from '../../store/ids.js'
+import {line as t} from '../../util/terminal-text.js'
 
 export default class SpecList extends PipeCommand {
   static override summary = 'List spec versions, newest first.'
@@ -24,7 +25,11 @@ export default class SpecList extends PipeCommand {
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     const store = await Store.existing(this.storeDir(flags.store))
     const specs = await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
-    if (!this.jsonEnabled()) process.stdout.write(renderSpecList(specs))
+    if (!this.jsonEnabled()) {
+      process.stdout.write(renderSpecList(specs))
+      // A damaged version is listed as such; what is wrong with it, and its file, goes to stderr.
+      for (const spec of specs) if (spec.problem) process.stderr.write(t`${spec.spec_version}: ${spec.problem}\n`)
+    }
     return {specs}
   }
 }
