@@ -36,6 +36,52 @@ import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCa
 import {relativeToRoot} from '../util/stable-text.js'
 
 export const DEFAULT_MAX_TURNS = 20
+/** What one request may carry by default, in bytes of message text (about 50k tokens). */
+export const DEFAULT_MAX_CONTEXT_BYTES = 200_000
+
+function isToolResult(m: ChatMessage): boolean {
+  return m.role === 'tool' || (m.role === 'user' && typeof m.content === 'string' && m.content.startsWith('Result of '))
+}
+
+function messageBytes(m: ChatMessage): number {
+  return Buffer.byteLength(typeof m.content === 'string' ? m.content : '') + (m.role === 'assistant' && m.tool_calls ? Buffer.byteLength(JSON.stringify(m.tool_calls)) : 0)
+}
+
+const ELIDED = '{"elided":'
+
+/**
+ * Keeps a conversation within `budget` bytes by replacing the oldest tool results with a note of
+ * what was dropped: the instructions, the task and the latest result stay. Without it every turn
+ * would carry (and the reply cache and the state would store again) everything read so far, so
+ * cost grew with the square of the turns. The same conversation is always cut the same way, so a
+ * recorded run replays.
+ */
+export function fitConversation(messages: ChatMessage[], budget: number): number {
+  let total = 0
+  for (const m of messages) total += messageBytes(m)
+  if (total <= budget) return 0
+  let last = -1
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (isToolResult(messages[i]!)) {
+      last = i
+      break
+    }
+  }
+  let elided = 0
+  for (let i = 2; i < messages.length && total > budget; i++) {
+    const m = messages[i]!
+    if (i === last || !isToolResult(m)) continue
+    const content = typeof m.content === 'string' ? m.content : ''
+    const head = m.role === 'tool' ? '' : `${content.slice(0, content.indexOf('\n') + 1)}`
+    if (content.slice(head.length).startsWith(ELIDED)) continue
+    const note = `${head}${JSON.stringify({elided: `this result (${messageBytes(m)} bytes) was dropped to keep the conversation within ${budget} bytes; call the tool again if you need it`})}`
+    const replaced: ChatMessage = {...m, content: note}
+    total += messageBytes(replaced) - messageBytes(m)
+    messages[i] = replaced
+    elided++
+  }
+  return elided
+}
 /** Tool calls of one reply that are run; the rest are answered with an error, unrun. */
 export const MAX_CALLS_PER_REPLY = 50
 const GIVE_UP = 'give_up'
@@ -373,6 +419,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       await save()
     }
     if (s.turns >= maxTurns) return stop(`no final answer within max_turns ${maxTurns}`)
+    fitConversation(s.messages, step.max_context_bytes ?? DEFAULT_MAX_CONTEXT_BYTES)
     let reply: ChatReply
     try {
       reply = await provider.chat(
@@ -411,6 +458,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
         const why = `not run: one reply may call at most ${MAX_CALLS_PER_REPLY} tools; call it again in a later reply if it is still needed`
         s.calls.push({call_id: extra.id, turn: s.turns, name: extra.function.name, duration_ms: 0, arguments: safeParse(extra.function.arguments), decision: 'invalid', ok: false, summary: why, cache_hit: false})
         s.messages.push(resultMessage(s.protocol, extra, {error: why}))
+        fitConversation(s.messages, step.max_context_bytes ?? DEFAULT_MAX_CONTEXT_BYTES)
       }
       await save()
       continue
@@ -459,6 +507,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
     // An error names the repository's folder (a Node error, a refused path): the model reads it relative, as in any checkout.
     const said = typeof content['error'] === 'string' ? {...content, error: relativeToRoot(content['error'], context.cwd)} : content
     s.messages.push(resultMessage(s.protocol, call, said))
+    fitConversation(s.messages, context.step.max_context_bytes ?? DEFAULT_MAX_CONTEXT_BYTES)
   }
   const tool = tools.find((t) => t.name === name)
   const parsedArgs = safeParse(call.function.arguments)

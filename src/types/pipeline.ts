@@ -509,6 +509,10 @@ export type AgentStep = StepCommon & {
    */
   max_turns?: number
   /**
+   * What one request to the model may carry, in bytes of message text (default 200000, about 50k tokens). Past it, the oldest tool results are replaced by a note saying what was dropped (the task, the instructions and the latest result never are), so a long conversation costs the same per turn and what is stored grows linearly.
+   */
+  max_context_bytes?: number
+  /**
    * A JSON Schema file, relative to the pipeline file, that the agent's final answer must match (as JSON); an invalid answer is sent back with its errors up to max_repairs times, then the step fails with E_MODEL. Without it the final answer is the model's text.
    */
   output_schema?: string
