@@ -1,0 +1,168 @@
+/**
+ * What a sandboxed command leaves in the workspace must not run, or be written through, outside
+ * the sandbox: planted git repositories, hooks and config (pipe's git steps), planted symlinks
+ * (the file publish target), and an edit whose syntax check could not start. The built CLI on
+ * real git repositories in temp dirs, with bubblewrap.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync, lstatSync} from 'node:fs'
+import {chmod, mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {findBwrap} from '../../src/policy/sandbox.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+  error?: {code: string; message: string; hint?: string}
+}
+
+let dir: string
+let cleanup: () => Promise<void>
+
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-contain-'))
+})
+afterEach(async () => cleanup())
+
+const GIT_ENV = {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'}
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, {cwd, encoding: 'utf8', env: GIT_ENV}).trim()
+}
+
+async function policyFile(extra = ''): Promise<string> {
+  const file = path.join(dir, 'policy.yaml')
+  await writeFile(
+    file,
+    `version: 1\nallowed_commands:\n  - [node, --test, "{path}"]\n  - [node, "{path}"]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000, max_concurrent_commands: 1}\nsandbox: required\n${extra}`,
+  )
+  return file
+}
+
+async function run(cwd: string, steps: string, policy?: string, env: Record<string, string> = {}): Promise<{result: RunJson; code: number | null; stderr: string}> {
+  const file = path.join(dir, 'p.yaml')
+  await writeFile(file, `version: 1\nname: contain\nsteps:\n${steps}`)
+  const r = await pipe(['run', file, '--policy', policy ?? (await policyFile()), '--json'], {cwd, env, timeoutMs: 120000})
+  return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
+}
+
+async function snapshots(cwd: string, runId: string): Promise<Snapshot[]> {
+  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd}))
+}
+
+/** A hook body that leaves a file outside the repository, so that a run hook shows. */
+function hook(marker: string): string {
+  return `#!/bin/sh\necho ran > ${JSON.stringify(marker)}\n`
+}
+
+describe('containment: planted git repositories and config', function () {
+  this.timeout(180000)
+
+  before(() => {
+    expect(findBwrap(), 'bubblewrap (bwrap) must be installed for the containment tests').to.be.a('string')
+  })
+
+  it('refuses a .git a sandboxed test planted in a monorepo package, and never runs its post-commit hook', async () => {
+    const mono = path.join(dir, 'mono')
+    const pkg = path.join(mono, 'pkg')
+    await mkdir(pkg, {recursive: true})
+    await writeFile(path.join(pkg, 'index.js'), 'export const one = 1\n')
+    git(mono, 'init', '-q', '-b', 'main')
+    git(mono, 'add', '-A')
+    git(mono, 'commit', '-qm', 'start')
+    const marker = path.join(dir, 'owned')
+    // A test file the agent wrote: under bwrap it may write the package folder, so it makes a repository there.
+    await writeFile(
+      path.join(pkg, 'plant.test.mjs'),
+      `import {test} from 'node:test'
+import {execFileSync} from 'node:child_process'
+import {chmodSync, writeFileSync} from 'node:fs'
+test('plants', () => {
+  execFileSync('git', ['init', '-q'])
+  writeFileSync('.git/hooks/post-commit', ${JSON.stringify(hook(marker))})
+  chmodSync('.git/hooks/post-commit', 0o755)
+})
+`,
+    )
+    const out = await run(pkg, `  - {id: qa, kind: qa, stages: {tests: [[node, --test, plant.test.mjs]]}, on: {pass: save, fail: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`)
+    expect(existsSync(marker), 'the planted post-commit hook ran').to.equal(false)
+    expect(out.code, out.stderr).to.not.equal(0)
+    expect(out.result.status).to.equal('failed')
+    const [qa, save] = await snapshots(pkg, out.result.run_id)
+    expect(qa!.errors[0]).to.include({code: 'E_POLICY_DENIED'})
+    expect(qa!.errors[0]!.message).to.contain(`created ${path.join(pkg, '.git')}`)
+    expect(save!.errors[0]).to.include({code: 'E_POLICY_DENIED'})
+    expect(save!.errors[0]!.message).to.contain(`${path.join(pkg, '.git')} appeared during the run`)
+    // The monorepo got no commit either.
+    expect(git(mono, 'rev-list', '--count', 'HEAD')).to.equal('1')
+  })
+
+  it('refuses a .git planted in a workspace that had no repository at all', async () => {
+    const ws = path.join(dir, 'ws')
+    await mkdir(ws)
+    const marker = path.join(dir, 'owned')
+    await writeFile(
+      path.join(ws, 'plant.mjs'),
+      `import {execFileSync} from 'node:child_process'\nimport {chmodSync, writeFileSync} from 'node:fs'\nexecFileSync('git', ['init', '-q'])\nwriteFileSync('.git/hooks/post-commit', ${JSON.stringify(hook(marker))})\nchmodSync('.git/hooks/post-commit', 0o755)\n`,
+    )
+    const out = await run(ws, `  - {id: plant, kind: command, run: [node, plant.mjs], on: {success: save, failure: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`)
+    expect(existsSync(marker), 'the planted post-commit hook ran').to.equal(false)
+    expect(out.result.status).to.equal('failed')
+    const [plant, save] = await snapshots(ws, out.result.run_id)
+    expect(plant!.errors[0]).to.include({code: 'E_POLICY_DENIED'})
+    expect(save!.errors[0]!.message).to.contain('it had no repository when the run started')
+  })
+
+  it('runs no hook, hooksPath, fsmonitor or pager the repository config names, and still commits', async () => {
+    const repo = path.join(dir, 'repo')
+    await mkdir(path.join(repo, 'myhooks'), {recursive: true})
+    await writeFile(path.join(repo, 'a.txt'), 'a\n')
+    git(repo, 'init', '-q', '-b', 'main')
+    git(repo, 'add', '-A')
+    git(repo, 'commit', '-qm', 'start')
+    // As a command could leave them where the sandbox is off (sandbox: auto without bwrap).
+    const script = async (file: string, marker: string): Promise<void> => {
+      await writeFile(file, hook(marker))
+      await chmod(file, 0o755)
+    }
+    await script(path.join(repo, '.git', 'hooks', 'post-commit'), path.join(dir, 'post-commit'))
+    await script(path.join(repo, '.git', 'hooks', 'pre-commit'), path.join(dir, 'pre-commit'))
+    await script(path.join(repo, 'myhooks', 'post-commit'), path.join(dir, 'hooks-path'))
+    await script(path.join(dir, 'monitor'), path.join(dir, 'fsmonitor'))
+    await script(path.join(dir, 'pager'), path.join(dir, 'pager-ran'))
+    git(repo, 'config', 'core.fsmonitor', path.join(dir, 'monitor'))
+    git(repo, 'config', 'core.pager', path.join(dir, 'pager'))
+    await writeFile(path.join(repo, 'a.txt'), 'b\n')
+    const out = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n', await policyFile(), {})
+    expect(out.code, out.stderr).to.equal(0)
+    expect(git(repo, 'rev-list', '--count', 'HEAD')).to.equal('2')
+    for (const ran of ['post-commit', 'pre-commit', 'fsmonitor', 'pager-ran']) expect(existsSync(path.join(dir, ran)), `${ran} ran`).to.equal(false)
+    git(repo, 'config', 'core.hooksPath', 'myhooks')
+    await writeFile(path.join(repo, 'a.txt'), 'c\n')
+    const again = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n')
+    expect(again.code, again.stderr).to.equal(0)
+    expect(existsSync(path.join(dir, 'hooks-path')), 'core.hooksPath was followed').to.equal(false)
+  })
+
+  it('refuses a repository whose own config names a filter program, and runs none', async () => {
+    const repo = path.join(dir, 'repo')
+    await mkdir(repo)
+    await writeFile(path.join(repo, 'a.txt'), 'a\n')
+    git(repo, 'init', '-q', '-b', 'main')
+    git(repo, 'add', '-A')
+    git(repo, 'commit', '-qm', 'start')
+    await writeFile(path.join(dir, 'clean'), `#!/bin/sh\necho ran > ${JSON.stringify(path.join(dir, 'filtered'))}\ncat\n`)
+    await chmod(path.join(dir, 'clean'), 0o755)
+    git(repo, 'config', 'filter.planted.clean', path.join(dir, 'clean'))
+    await writeFile(path.join(repo, '.gitattributes'), '*.txt filter=planted\n')
+    await writeFile(path.join(repo, 'a.txt'), 'b\n')
+    const out = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n')
+    expect(existsSync(path.join(dir, 'filtered')), 'the filter ran').to.equal(false)
+    expect(out.result.error?.code).to.equal('E_POLICY_DENIED')
+    expect(out.result.error?.message).to.contain('filter.planted.clean')
+    expect(git(repo, 'rev-list', '--count', 'HEAD')).to.equal('1')
+  })
+})
