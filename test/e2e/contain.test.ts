@@ -7,11 +7,11 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync, lstatSync} from 'node:fs'
-import {chmod, mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
+import {chmod, mkdir, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {findBwrap} from '../../src/policy/sandbox.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
-import {json, pipe, tempDir} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 
 interface RunJson {
   run_id: string
@@ -164,5 +164,55 @@ test('plants', () => {
     expect(out.result.error?.code).to.equal('E_POLICY_DENIED')
     expect(out.result.error?.message).to.contain('filter.planted.clean')
     expect(git(repo, 'rev-list', '--count', 'HEAD')).to.equal('1')
+  })
+})
+
+/** Everything below `root`, as relative paths, sorted. */
+async function tree(root: string): Promise<string[]> {
+  if (!existsSync(root)) return []
+  return (await readdir(root, {recursive: true})).map(String).sort()
+}
+
+describe('containment: the file publish target and planted symlinks', function () {
+  this.timeout(180000)
+
+  for (const [label, into] of [
+    ['.git', '.git'],
+    ['the store', '.pipe/ledger'],
+  ] as const) {
+    it(`refuses to publish through published -> ${into} that a command planted, writing nothing in ${label}`, async () => {
+      const repo = path.join(dir, 'repo')
+      await mkdir(repo)
+      git(repo, 'init', '-q', '-b', 'main')
+      await writeFile(path.join(repo, 'plant.mjs'), `import {symlinkSync} from 'node:fs'\nsymlinkSync(${JSON.stringify(into)}, 'published')\n`)
+      const pipeline = path.join(dir, 'planted.yaml')
+      await writeFile(pipeline, `version: 1\nname: planted\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {insert_before: publish, step: {id: plant, kind: command, run: [node, plant.mjs]}}\n`)
+      // The store exists before the command runs, as it does in any run.
+      const before = {git: await tree(path.join(repo, '.git')), store: await tree(path.join(repo, '.pipe', 'ledger'))}
+      const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--policy', await policyFile(), '--json'], {cwd: repo, timeoutMs: 120000})
+      expect(lstatSync(path.join(repo, 'published')).isSymbolicLink(), 'the command planted the link').to.equal(true)
+      expect(r.code, r.stderr).to.not.equal(0)
+      const error = json<RunJson>(r).error!
+      expect(error.code).to.equal('E_POLICY_DENIED')
+      expect(error.message).to.contain(`symlink published -> ${into}`)
+      expect((await tree(path.join(repo, '.git'))).filter((f) => f.includes('F-')), 'nothing published into .git').to.deep.equal([])
+      // The ledger's own records are files F-...+target+S-....json; a published feature would be a folder F-....
+      expect((await tree(path.join(repo, '.pipe', 'ledger'))).filter((f) => /^F-\d{4}-\d+($|\/)/.test(f)), 'nothing published into the store').to.deep.equal([])
+      expect(before.git.filter((f) => f.includes('F-'))).to.deep.equal([])
+    })
+  }
+
+  it('refuses a target dir that is inside .git or the store even without a link', async () => {
+    const repo = path.join(dir, 'repo')
+    await mkdir(repo)
+    git(repo, 'init', '-q', '-b', 'main')
+    for (const target of ['.git/published', '.pipe/published']) {
+      const pipeline = path.join(dir, 'inside.yaml')
+      await writeFile(pipeline, `version: 1\nname: inside\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {replace: publish, step: {id: publish, kind: publish, targets: [{name: local, type: file, dir: ${target}}]}}\n`)
+      const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: repo, timeoutMs: 120000})
+      const error = json<RunJson>(r).error
+      expect(error?.code, r.stderr).to.equal('E_POLICY_DENIED')
+      expect(existsSync(path.join(repo, target)), `${target} was created`).to.equal(false)
+    }
   })
 })
