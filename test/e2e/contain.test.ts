@@ -7,11 +7,15 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync, lstatSync} from 'node:fs'
-import {chmod, mkdir, readdir, writeFile} from 'node:fs/promises'
+import {chmod, mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
+import {PipeError} from '../../src/errors.js'
+import {defaultPolicy} from '../../src/policy/policy.js'
 import {findBwrap} from '../../src/policy/sandbox.js'
+import {toolNamed} from '../../src/steps/agent/tools.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
   run_id: string
@@ -214,5 +218,78 @@ describe('containment: the file publish target and planted symlinks', function (
       expect(error?.code, r.stderr).to.equal('E_POLICY_DENIED')
       expect(existsSync(path.join(repo, target)), `${target} was created`).to.equal(false)
     }
+  })
+})
+
+const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
+const FIX = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + b\n>>>>>>> REPLACE\n'
+const CHECKED = 'version: 1\nallowed_commands:\n  - [node, --check, "{path}"]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nconfirm: []\nresource_limits: {command_timeout_ms: 60000}\n'
+
+describe('containment: edits', function () {
+  this.timeout(180000)
+
+  it('refuses an edit that reaches .git through a symlink, whatever forbidden_paths says', async () => {
+    const repo = path.join(dir, 'repo')
+    await mkdir(repo)
+    git(repo, 'init', '-q', '-b', 'main')
+    await symlink('.git', path.join(repo, 'meta'))
+    const blocks = 'meta/hooks/post-commit\n<<<<<<< SEARCH\n=======\n#!/bin/sh\necho ran\n>>>>>>> REPLACE\n'
+    const out = await run(repo, `  - {id: plant, kind: edit, blocks: ${JSON.stringify(blocks)}}\n`)
+    expect(out.result.error?.code, out.stderr).to.equal('E_POLICY_DENIED')
+    expect(out.result.error?.message).to.contain('(git)')
+    expect(existsSync(path.join(repo, '.git', 'hooks', 'post-commit'))).to.equal(false)
+  })
+
+  it('rolls the edit back and records why when the syntax checker cannot start (sandbox: required, no bwrap)', async () => {
+    const repo = path.join(dir, 'repo')
+    await mkdir(repo)
+    await writeFile(path.join(repo, 'package.json'), '{"type": "module"}\n')
+    await writeFile(path.join(repo, 'calc.js'), BUGGY)
+    await writeFile(path.join(dir, 'task.md'), 'Fix add().\n')
+    const policy = path.join(dir, 'policy.yaml')
+    await writeFile(policy, `${CHECKED}sandbox: required\nsyntax_checks: {".js": [node, --check, "{path}"]}\n`)
+    const server = await ModelServer.start()
+    try {
+      server.script('fix', {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: FIX}}]}, {content: 'fixed'})
+      const file = path.join(dir, 'p.yaml')
+      await writeFile(file, 'version: 1\nname: fix\nsteps:\n  - {id: fix, kind: agent, prompt: task.md, tools: [apply_edit_blocks]}\n')
+      const r = await pipe(['run', file, '--policy', policy, '--json'], {cwd: repo, env: {OPENAI_BASE_URL: server.url, PIPE_BWRAP: ''}, timeoutMs: 120000})
+      const result = json<RunJson>(r)
+      expect(result.error?.code, r.stderr).to.equal('E_POLICY_DENIED')
+      expect(result.error?.message).to.contain('could not start').and.contain('rolled back (calc.js reverted)')
+      expect(await readFile(path.join(repo, 'calc.js'), 'utf8'), 'the unchecked edit stayed on disk').to.equal(BUGGY)
+      const [snap] = await snapshots(repo, result.run_id)
+      const details = snap!.errors[0]!.details as {rolled_back: unknown; syntax_check: {started: boolean; argv: string[]}}
+      expect(details.rolled_back).to.deep.equal([{path: 'calc.js', restored: 'reverted'}])
+      expect(details.syntax_check).to.include({started: false})
+      expect(details.syntax_check.argv).to.deep.equal(['node', '--check', 'calc.js'])
+    } finally {
+      await server.close()
+    }
+  })
+
+  it('rolls the edit back when the allow-list refuses the checker (a policy built in code, past pipe policy check)', async () => {
+    const repo = path.join(dir, 'repo')
+    await mkdir(repo)
+    await writeFile(path.join(repo, 'calc.js'), BUGGY)
+    const base = defaultPolicy()
+    const policy = {...base, policy: {...base.policy, sandbox: 'off' as const, syntax_checks: {'.js': ['node', '--check', '{path}'] as [string, ...string[]]}}}
+    const place = {policy, root: repo, signal: new AbortController().signal, slotsDir: path.join(dir, 'slots')}
+    const error = await toolNamed('apply_edit_blocks')!.run({blocks: FIX}, place).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    expect(error).to.be.instanceOf(PipeError)
+    expect((error as PipeError).code).to.equal('E_POLICY_DENIED')
+    expect((error as PipeError).details).to.deep.include({rolled_back: [{path: 'calc.js', restored: 'reverted'}]})
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+  })
+
+  it('pipe policy check flags a syntax checker the allow-list forbids', async () => {
+    const policy = path.join(dir, 'policy.yaml')
+    await writeFile(policy, `${CHECKED}syntax_checks:\n  ".js": [node, --check, "{path}"]\n  ".py": [python3, -m, py_compile, "{path}"]\n`)
+    const r = await pipe(['policy', 'check', policy], {cwd: dir})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    expect(r.stdout).to.contain('syntax_checks..py').and.contain('not allowed by allowed_commands').and.not.contain('syntax_checks..js')
   })
 })
