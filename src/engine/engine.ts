@@ -31,6 +31,7 @@ import {deadline} from './deadlines.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
+import {dotGitOf} from '../util/git-dir.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
 
@@ -295,6 +296,8 @@ export class Engine {
         input: options.input,
         ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
         workspace: options.cwd,
+        // Which repository git steps may use: one that appears later may hold a command's hooks.
+        workspace_git: dotGitOf(options.cwd),
         ...(options.answers ? {answers: options.answers} : {}),
         ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
         ...(options.replayOf ? {replay_of: options.replayOf} : {}),
@@ -901,6 +904,8 @@ export class Engine {
               input: parent.input,
               ...(Object.keys(inputs).length > 0 ? {inputs} : {}),
               workspace: settings.cwd,
+              // The parent's, not found anew: a command of the parent may have planted a .git by now.
+              ...(parent.workspace_git !== undefined ? {workspace_git: parent.workspace_git} : {}),
               parent: link,
               spec_version: null,
               created_at: at,

@@ -183,6 +183,10 @@ export interface RunRecord {
    */
   workspace?: string
   /**
+   * The .git (folder or gitfile) git found from the workspace when the run was created, or null when there was none; a child run has its parent's. pipe's git steps use exactly this repository and refuse to run when a .git has appeared in the workspace since (a command may have planted hooks in it).
+   */
+  workspace_git?: string | null
+  /**
    * What the trail held when this record was last written: the timeline's length and last line's hash, the last snapshot's seq and record hash. Deleting or rewriting the newest records shows against it.
    */
   head?: {
