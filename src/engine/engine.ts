@@ -90,6 +90,8 @@ export interface ResumeOptions extends RunSettings {
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
   /** A person's yes or no to the tool call the run waits at (pipe confirm). */
   confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
+  /** A person went on with the run's replayed cassette as it is now, although it changed (--accept-cassette). */
+  acceptCassette?: {file: string; previous_sha256: string; sha256: string}
 }
 
 export interface RunOutcome {
@@ -346,6 +348,13 @@ export class Engine {
   private async takeInput(runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
     const {store} = this.deps
     const at = this.now().toISOString()
+    if (options.acceptCassette) {
+      const {file, previous_sha256, sha256} = options.acceptCassette
+      await store.updateRun(runId, (r) => {
+        r.cassette_accepted = {sha256, previous_sha256, by: this.user, at}
+        r.updated_at = at
+      }, {at, event: 'cassette_accepted', reason: `the replayed cassette ${file} changed (${previous_sha256} -> ${sha256}); accepted as it is now`, by: this.user})
+    }
     if (options.confirm) {
       const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
       if (!action) throw new PipeError('E_STATE', `run ${runId} is not waiting for a confirmation`, {hint: `pipe runs show ${runId} shows its state.`})

@@ -4,6 +4,7 @@
  */
 import {expect} from 'chai'
 import {spawn, execFileSync} from 'node:child_process'
+import {createHash} from 'node:crypto'
 import {mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
@@ -312,6 +313,47 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       expect(audit.stdout + audit.stderr).to.contain(path.basename(stateFile)).and.contain('sealed without the audit key')
       await refuses(runId, e(), 'fails its seal')
     })
+  })
+
+  it('a replayed run paused for a confirmation refuses a cassette edited since it started (E_INTEGRITY, both hashes); --accept-cassette goes on with it, recorded', async () => {
+    const file = await setup()
+    server.script('fix', {tool_calls: [{id: 'r1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'the recorded answer'})
+    const policyFile = path.join(dir, 'p', 'policy.yaml')
+    const recording = json<RunJson>(await pipe(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000}))
+    const recorded = await pipe(['confirm', recording.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
+    expect(server.count()).to.equal(2)
+
+    const cassette = path.join(repo, 'fix.cassette.jsonl')
+    const paused = await pipe(['run', file, '--json', '--policy', policyFile, '--replay', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(paused.code, paused.stdout + paused.stderr).to.equal(10)
+    const runId = json<RunJson>(paused).run_id
+    const before = await readFile(cassette, 'utf8')
+    expect(before).to.contain('the recorded answer')
+    await writeFile(cassette, before.replace('the recorded answer', 'a tampered answer'))
+    const sha = (text: string): string => `sha256:${createHash('sha256').update(text).digest('hex')}`
+
+    const refused = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stdout + refused.stderr).to.equal(4)
+    const error = json<RunJson>(refused).error!
+    expect(error.code).to.equal('E_INTEGRITY')
+    expect(error.message).to.contain(cassette).and.contain(sha(before)).and.contain(await readFile(cassette, 'utf8').then(sha))
+    expect(error.hint).to.contain(`pipe confirm ${runId} --yes --accept-cassette`)
+    expect(json<RunJson>(await pipe(['runs', 'show', runId, '--json'], {cwd: repo, env: env()})).status).to.equal('awaiting_input')
+    const snapshotDir = path.join(repo, '.pipe', 'runs', runId, 'snapshots')
+    expect(existsSync(snapshotDir) ? await readdir(snapshotDir) : [], 'no step finished').to.deep.equal([])
+
+    const accepted = await pipe(['confirm', runId, '--yes', '--accept-cassette', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(accepted.code, accepted.stdout + accepted.stderr).to.equal(0)
+    const [snap] = await snapshots(runId)
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('a tampered answer')
+    expect(server.count(), 'the replay asked no endpoint').to.equal(2)
+    const events = (await readFile(path.join(repo, '.pipe', 'runs', runId, 'events.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as {event: string; reason?: string})
+    const acceptance = events.find((e) => e.event === 'cassette_accepted')
+    expect(acceptance?.reason).to.contain(sha(before)).and.contain('fix.cassette.jsonl')
+    expect(events.findIndex((e) => e.event === 'cassette_accepted')).to.be.lessThan(events.findIndex((e) => e.event === 'confirm_given'))
+    const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: env()})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
   it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {
