@@ -31,6 +31,7 @@ export default class Answer extends PipeCommand {
     file: Flags.string({char: 'f', description: 'Answers file (YAML).', helpValue: 'FILE'}),
     questions: Flags.boolean({description: 'Only show the questions; answer nothing.'}),
     history: Flags.boolean({description: 'Also show earlier clarify rounds and their answers.'}),
+    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
     store: PipeCommand.storeFlag,
   }
 
@@ -60,7 +61,7 @@ export default class Answer extends PipeCommand {
     } else {
       throw new PipeError('E_INVALID_ARGS', 'no answers given', {hint: `Give them in a file: pipe answer ${args.run} --file answers.yaml (pipe answer ${args.run} --questions lists the questions).`})
     }
-    const outcome = await withSignals((signal) => answerSession({...session, signal, runId: args.run, answers, ...(fileRunId ? {fileRunId} : {})}))
+    const outcome = await withSignals((signal) => answerSession({...session, signal, runId: args.run, answers, ...(fileRunId ? {fileRunId} : {}), ...(flags['accept-cassette'] ? {acceptCassette: true} : {})}))
     return finishRun(outcome, session, this.jsonEnabled(), flags.store)
   }
 

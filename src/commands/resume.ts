@@ -31,6 +31,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Redrive a failed or blocked run under this policy file instead of the one it ran with.', helpValue: 'FILE'}),
     ...replyFlags,
+    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
     store: PipeCommand.storeFlag,
   }
 
@@ -49,6 +50,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
         ...(flags.policy ? {policy: flags.policy} : {}),
         ...(flags.decision ? {decision: flags.decision as Decision} : {}),
         ...(flags.note ? {note: flags.note} : {}),
+        ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
         ...replyOptions(flags, process.cwd()),
       }),
     )

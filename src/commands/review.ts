@@ -25,6 +25,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
   static override flags = {
     decision: Flags.string({char: 'd', description: 'The decision.', options: ['go', 'hold', 'drop']}),
     note: Flags.string({char: 'n', description: 'Why; recorded with the decision.', helpValue: 'TEXT'}),
+    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
     store: PipeCommand.storeFlag,
   }
 
@@ -44,7 +45,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
       decision = choice.decision
       note = note ?? choice.note
     }
-    const outcome = await withSignals((signal) => reviewSession({...session, signal, runId: args.run, decision: decision, ...(note ? {note} : {})}))
+    const outcome = await withSignals((signal) => reviewSession({...session, signal, runId: args.run, decision: decision, ...(note ? {note} : {}), ...(flags['accept-cassette'] ? {acceptCassette: true} : {})}))
     return finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')
   }
 }

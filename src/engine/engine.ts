@@ -13,6 +13,7 @@ import type {LoadedPolicy} from '../policy/policy.js'
 import type {ModelCall} from '../providers/cassette.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
+import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
 import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
@@ -31,6 +32,7 @@ import {deadline} from './deadlines.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
+import {dotGitOf} from '../util/git-dir.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
 
@@ -89,6 +91,8 @@ export interface ResumeOptions extends RunSettings {
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
   /** A person's yes or no to the tool call the run waits at (pipe confirm). */
   confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
+  /** A person went on with the run's replayed cassette as it is now, although it changed (--accept-cassette). */
+  acceptCassette?: {file: string; previous_sha256: string; sha256: string}
 }
 
 export interface RunOutcome {
@@ -168,6 +172,13 @@ function retriedKey(snapshot: {run_id: string; step: {seq: number}}): string {
 
 function redrivenOf(...records: RunRecord[]): Set<string> {
   return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => retriedKey({run_id: r.run_id, step: {seq: d.seq}}))))
+}
+
+/** The seqs of the earlier attempts of `step` that redrives ran again as `seq` (oldest first). */
+function retriedSeqs(record: RunRecord, step: string, seq: number): number[] {
+  const out: number[] = []
+  for (let s = seq - 1; (record.redrives ?? []).some((r) => r.seq === s && r.step === step); s--) out.unshift(s)
+  return out
 }
 
 /** Part of the message of a failure the pipeline handled (a rollback) and then ended on. */
@@ -295,6 +306,8 @@ export class Engine {
         input: options.input,
         ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
         workspace: options.cwd,
+        // Which repository git steps may use: one that appears later may hold a command's hooks.
+        workspace_git: dotGitOf(options.cwd),
         ...(options.answers ? {answers: options.answers} : {}),
         ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
         ...(options.replayOf ? {replay_of: options.replayOf} : {}),
@@ -346,13 +359,21 @@ export class Engine {
   private async takeInput(runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
     const {store} = this.deps
     const at = this.now().toISOString()
+    if (options.acceptCassette) {
+      const {file, previous_sha256, sha256} = options.acceptCassette
+      await store.updateRun(runId, (r) => {
+        r.cassette_accepted = {sha256, previous_sha256, by: this.user, at}
+        r.updated_at = at
+      }, {at, event: 'cassette_accepted', reason: `the replayed cassette ${file} changed (${previous_sha256} -> ${sha256}); accepted as it is now`, by: this.user})
+    }
     if (options.confirm) {
       const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
       if (!action) throw new PipeError('E_STATE', `run ${runId} is not waiting for a confirmation`, {hint: `pipe runs show ${runId} shows its state.`})
       if (options.confirm.call_id !== undefined && options.confirm.call_id !== action.call_id) {
         throw new PipeError('E_STATE', `run ${runId} now waits for a confirmation of another call (${action.tool}, ${action.call_id}), not of ${options.confirm.call_id} this answer was for; nothing was decided`, {hint: `pipe runs show ${runId} shows the call it waits at now; answer it with pipe confirm ${runId} --yes or --no.`})
       }
-      const confirmation = {call_id: action.call_id, decision: options.confirm.decision, by: this.user, at, ...(options.confirm.note ? {note: options.confirm.note} : {})}
+      await this.assertShownAction(runId, record.pending!.step, action, options)
+      const confirmation = {call_id: action.call_id, decision: options.confirm.decision, by: this.user, at, ...(action.sha256 !== undefined ? {action_sha256: action.sha256} : {}), ...(options.confirm.note ? {note: options.confirm.note} : {})}
       await store.updateRun(runId, (r) => {
         r.confirmation = confirmation
         r.updated_at = at
@@ -376,6 +397,33 @@ export class Engine {
         }, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
       }
     }
+  }
+
+  /**
+   * A confirmation is for the action the person was shown: the run record must still hold it as it
+   * was hashed at the pause, and the step's sealed state must still run exactly it. Otherwise
+   * nothing is decided and nothing runs (E_INTEGRITY); the run stays waiting.
+   */
+  private async assertShownAction(runId: string, stepId: string, action: ConfirmAction, options: ResumeOptions): Promise<void> {
+    // A pause written before actions were hashed is matched by call id, as it was then.
+    if (action.sha256 === undefined) return
+    const hint = `Nothing was decided or run. pipe audit verify ${runId} names what was changed; pipe cancel ${runId} ends the run, and a new run asks again.`
+    const shown = `${action.tool} ${action.argv ? action.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(action.arguments)} (${action.call_id})`
+    if (actionHash(action) !== action.sha256) {
+      throw new PipeError('E_INTEGRITY', `run ${runId} waits at a call that is not the one it paused with: ${shown} does not hash to the ${action.sha256} recorded when it was shown`, {hint})
+    }
+    const step = options.pipeline.pipeline.steps.find((s) => s.id === stepId)
+    const handler = step ? (this.registry[step.kind] as StepHandler<StepKind>) : undefined
+    if (!handler?.pendingAction) return
+    const {store} = this.deps
+    const seq = await store.latestStepStateSeq(runId, stepId)
+    // A state file whose seal does not hold is E_INTEGRITY here, naming it.
+    const state = seq === null ? undefined : await store.readStepState(runId, stepId, seq)
+    const now = state === undefined ? null : handler.pendingAction(state, {policy: options.policy, cwd: options.cwd})
+    if (now && actionHash(now) === action.sha256) return
+    const file = seq === null ? `${store.runDir(runId)}/state` : store.stepStateFile(runId, stepId, seq)
+    const would = now ? `${now.tool} ${now.argv ? now.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(now.arguments)} (${now.call_id})` : 'no call'
+    throw new PipeError('E_INTEGRITY', `step ${stepId} of run ${runId} would run ${would}, not the call the person was shown: ${shown}; its saved state ${file} was changed after the pause`, {hint})
   }
 
   /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */
@@ -756,6 +804,14 @@ export class Engine {
         state: {
           read: () => this.deps.store.readStepState(state.record.run_id, step.id, seq),
           write: (value) => this.deps.store.writeStepState(state.record.run_id, step.id, seq, value),
+          earlier: async () => {
+            const out: Array<{seq: number; state: unknown}> = []
+            for (const s of retriedSeqs(state.record, step.id, seq)) {
+              const value = await this.deps.store.readStepState(state.record.run_id, step.id, s)
+              if (value !== undefined) out.push({seq: s, state: value})
+            }
+            return out
+          },
         },
       }
       try {
@@ -821,11 +877,7 @@ export class Engine {
   private childRuns(parent: RunRecord, step: Step, seq: number, settings: RunSettings, snapshots: readonly Snapshot[]): ChildRuns {
     const {store} = this.deps
     // A redrive runs the step again under the next seq: its children are those of the seqs it retried.
-    const seqs = new Set([seq])
-    const retried = (from: number): void => {
-      for (let s = from - 1; (parent.redrives ?? []).some((r) => r.seq === s && r.step === step.id); s--) seqs.add(s)
-    }
-    retried(seq)
+    const seqs = new Set([seq, ...retriedSeqs(parent, step.id, seq)])
     // A step whose last visit ended blocked, routed on (its children wait for a person), and that the run
     // comes back to (pipe resume of a blocked end whose next is this step) continues those children too.
     for (;;) {
@@ -833,7 +885,7 @@ export class Engine {
       const before = snapshots.findLast((s) => s.run_id === parent.run_id && s.step.name === step.id && s.step.seq < first)
       if (before?.decisions.at(-1)?.decision !== 'blocked' || seqs.has(before.step.seq)) break
       seqs.add(before.step.seq)
-      retried(before.step.seq)
+      for (const s of retriedSeqs(parent, step.id, before.step.seq)) seqs.add(s)
     }
     let found: Promise<Map<number, RunRecord>> | undefined
     const existing = (): Promise<Map<number, RunRecord>> =>
@@ -901,6 +953,8 @@ export class Engine {
               input: parent.input,
               ...(Object.keys(inputs).length > 0 ? {inputs} : {}),
               workspace: settings.cwd,
+              // The parent's, not found anew: a command of the parent may have planted a .git by now.
+              ...(parent.workspace_git !== undefined ? {workspace_git: parent.workspace_git} : {}),
               parent: link,
               spec_version: null,
               created_at: at,

@@ -5,6 +5,7 @@
  * command (bwrap, when contained) runs in its own process group and the group is killed; inside
  * bwrap that ends its PID namespace, so even a grandchild that left the group with setsid dies.
  */
+import {lstatSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {acquireLock} from '../util/lock.js'
@@ -119,6 +120,16 @@ async function slot(limit: number, dir: string | undefined, signal: AbortSignal 
   }
 }
 
+/** Whether anything (a folder, a file, a symlink) is at `file`. */
+function present(file: string): boolean {
+  try {
+    lstatSync(file)
+    return true
+  } catch {
+    return false
+  }
+}
+
 let running = 0
 const waiting: Array<() => void> = []
 
@@ -142,6 +153,10 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
   let timedOut = false
   let cut = false
   let cleanup = async (): Promise<void> => undefined
+  // A .git the command creates where none was is not protected by the sandbox (see sandbox.ts):
+  // it is found when the command ends, and the command is refused.
+  const dotGit = path.join(path.resolve(root), '.git')
+  const hadGit = present(dotGit)
   try {
     // Sandboxing (or refusing to run uncontained) is decided before anything starts.
     const wrapped = await sandboxed(policy, root, cwd, [program ?? options.argv[0]!, ...options.argv.slice(1)], env)
@@ -199,7 +214,7 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     try {
       const result = await child
       const spawnError = result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut && !cut ? (result.cause as Error | undefined)?.message ?? result.shortMessage : undefined
-      return {
+      const done: CommandResult = {
         argv: options.argv,
         cwd,
         exit_code: result.exitCode ?? null,
@@ -212,6 +227,13 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
         sandbox: wrapped.record,
         ...(cut ? {output_cut: true} : {}),
       }
+      if (!hadGit && present(dotGit)) {
+        throw new PipeError('E_POLICY_DENIED', `${JSON.stringify(options.argv)} created ${dotGit}: a repository a command makes in the workspace can hold hooks and config that git would run as you, so the command is refused`, {
+          hint: `Look at ${dotGit} (hooks/, config) before you run any git command in ${root}, and remove it; pipe's git steps refuse it for the rest of the run. Create the repository before pipe run if the workspace should have one.`,
+          details: {rule: 'git', path: dotGit, command: done},
+        })
+      }
+      return done
     } finally {
       clearTimeout(timer)
       clearTimeout(drain)

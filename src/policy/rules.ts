@@ -128,6 +128,10 @@ export function checkPath(policy: LoadedPolicy, root: string, given: string): Pa
       return {resolved, relative, allowed: false, rule: 'store', reason: `"${relative}" is inside pipe's store, which steps may not touch`}
     }
   }
+  // Whatever forbidden_paths says: a hook or config written there runs later as the user (git steps, their next commit).
+  if (relative.split('/').some((part) => part.toLowerCase() === '.git')) {
+    return {resolved, relative, allowed: false, rule: 'git', reason: `"${relative}" is inside a git repository's own folder (.git), which steps may not touch`}
+  }
   const globs = policy.policy.forbidden_paths
   for (const [i, glob] of globs.entries()) {
     if (globMatches(glob, relative, {nocase})) return {resolved, relative, allowed: false, rule: `forbidden_paths[${i}] "${glob}"`, reason: `"${relative}" matches a forbidden path`}
@@ -139,7 +143,7 @@ export function assertPath(policy: LoadedPolicy, root: string, given: string): P
   const verdict = checkPath(policy, root, given)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (${verdict.rule}): ${verdict.reason}`, {
-      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
+      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : verdict.rule === 'git' || verdict.rule === 'store' ? 'No policy allows it: pipe never lets a step write where git or pipe itself would later act on it.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
       details: {rule: verdict.rule, path: given},
     })
   }

@@ -14,6 +14,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from './policy.js'
 import {visible} from '../util/terminal-text.js'
+import {gitDirOf} from '../util/git-dir.js'
 
 /** What a snapshot records about how a command was contained. */
 export interface SandboxRecord {
@@ -175,14 +176,23 @@ async function removeCgroup(dir: string): Promise<void> {
  * `**\/*.pem` cannot be bound ahead of time; the policy's path checks hold it for pipe's own steps.
  */
 export function readOnlyInRepo(realRoot: string, forbidden: readonly string[]): string[] {
-  const out = [path.join(realRoot, '.git')]
+  const dotGit = path.join(realRoot, '.git')
+  // A gitfile (`gitdir: .bare`, a worktree's) only points: the repository it names, when that lies
+  // in the workspace, holds the hooks and config, and its commondir the shared ones.
+  const gitDir = gitDirOf(dotGit)
+  const out = [dotGit, gitDir]
+  try {
+    out.push(path.resolve(gitDir, readFileSync(path.join(gitDir, 'commondir'), 'utf8').trim()))
+  } catch {
+    // Not a linked worktree.
+  }
   for (const glob of forbidden) {
     const literal = glob.replace(/\/\*\*$/, '').replace(/\/+$/, '')
     if (!literal || /[*?[\]{}()!+@\\]/.test(literal) || path.isAbsolute(literal)) continue
     const full = path.resolve(realRoot, literal)
     if (full.startsWith(`${realRoot}${path.sep}`)) out.push(full)
   }
-  return out
+  return [...new Set(out)]
 }
 
 /**
@@ -240,7 +250,11 @@ export async function sandboxed(policy: LoadedPolicy, root: string, cwd: string,
   // pipe's store may live inside the repository: commands may read it, never change it. Nor may
   // they change .git: a hook or a config entry (core.fsmonitor, core.hooksPath) written there runs
   // later outside the sandbox, in pipe's own git steps or the user's next commit. Forbidden paths
-  // that name a file or folder literally are read-only too.
+  // that name a file or folder literally are read-only too. A .git that does not exist yet is not
+  // bound: bwrap would have to create the mount point, leaving an empty .git in the user's
+  // workspace, and a later rmdir would unmount it under a command still running. Instead
+  // runCommand refuses a command that created one, and pipe's git steps use only the repository
+  // recorded when the run started (vcs/git.ts), so a planted one is never run.
   for (const dir of [...(policy.protected ?? []), ...readOnlyInRepo(realRoot, p.forbidden_paths)]) {
     const real = existsSync(dir) ? realpathSync(dir) : null
     if (real && (real === realRoot || real.startsWith(`${realRoot}${path.sep}`))) args.push('--ro-bind', real, real)

@@ -6,7 +6,7 @@
  * same Idempotency-Key header) or to stop and ask a person. A request that went out and got no
  * answer (a timeout, a broken connection, a stopped step) is the same case, found at once.
  */
-import {readFile} from '../util/fs-async.js'
+import {lstatSync, readlinkSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {specToMarkdown} from '../spec/markdown.js'
@@ -14,9 +14,10 @@ import {ledgerKey, type Ledger} from '../store/ledger.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import type {PublishTarget} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, makeDirs, writeFileAtomic} from '../util/fs.js'
+import {createFileExclusive, makeDirs, readWhole, writeFileAtomic} from '../util/fs.js'
 import {addSecretUrl, redact} from '../util/redact.js'
 import {realish, within} from '../util/contain.js'
+import {dotGitOf, gitDirOf} from '../util/git-dir.js'
 import {feishuPayload, jsonPayload, slackPayload, type PublishContext} from './payloads.js'
 
 export interface PublishOptions {
@@ -65,37 +66,60 @@ function fileTargetRoot(target: Extract<PublishTarget, {type: 'file'}>, cwd: str
 }
 
 /**
- * pipe writes the published files itself, outside any sandbox, so a symlink a command planted in
- * the workspace (`published/F-2026-001 -> /etc/...`) must not carry them elsewhere: below the
- * target's dir nothing may be a symlink, and a dir inside the workspace must stay inside it.
+ * pipe writes the published files itself, outside any sandbox, so nothing a command could have
+ * planted may carry them elsewhere: no part of the path below the workspace (or below the
+ * target's dir, when that lies outside it) may be a symlink (`published -> .git`,
+ * `published/F-2026-001 -> /etc`), and the folder may not lie in a repository's .git or in pipe's
+ * store, whatever leads there. Checked before folders are made (mkdir would create them at the
+ * far end of a link) and again after.
  */
-function assertNoSymlinkEscape(cwd: string, base: string, dir: string, name: string): void {
-  // Judged by the parts that exist yet (realish), so the check can run before anything is created.
-  const realDir = realish(dir)
-  const inWorkspace = within(path.resolve(cwd), base)
-  const below = realDir === path.join(realish(base), path.relative(base, dir))
-  const staysIn = !inWorkspace || within(realish(cwd), realDir)
-  if (!below || !staysIn) {
-    throw new PipeError('E_POLICY_DENIED', `the file target "${name}" would write to ${realDir} through a symlink (${path.relative(cwd, dir) || dir} leads outside ${inWorkspace && !staysIn ? 'the workspace' : base})`, {
-      hint: `Remove the symlink under ${path.relative(cwd, base) || base} (a command may have planted it), then pipe publish again.`,
-      details: {rule: 'sandbox', path: dir},
-    })
+function assertSafeDir(cwd: string, base: string, dir: string, name: string, storeRoot: string): void {
+  const workspace = path.resolve(cwd)
+  const anchor = within(workspace, base) ? workspace : base
+  const refuse = (message: string, at: string, hint: string): never => {
+    throw new PipeError('E_POLICY_DENIED', `the file target "${name}" ${message}`, {hint, details: {rule: 'sandbox', path: at}})
   }
+  const shown = (p: string): string => path.relative(workspace, p) || p
+  let part = anchor
+  for (const piece of path.relative(anchor, dir).split(path.sep).filter(Boolean)) {
+    part = path.join(part, piece)
+    let link: string | null = null
+    try {
+      if (!lstatSync(part).isSymbolicLink()) continue
+      link = readlinkSync(part)
+    } catch {
+      break
+    }
+    refuse(`would write through the symlink ${shown(part)} -> ${link}`, part, `Remove the symlink ${shown(part)} (a command may have planted it), then pipe publish again.`)
+  }
+  const real = realish(dir)
+  const dotGit = dotGitOf(workspace)
+  const gitDirs = [path.join(realish(workspace), '.git'), ...(dotGit ? [realish(dotGit), realish(gitDirOf(dotGit))] : [])]
+  const inGit = gitDirs.some((g) => within(g, real)) || path.relative(realish(workspace), real).split(path.sep).some((p) => p.toLowerCase() === '.git')
+  if (inGit) refuse(`would write into a git repository's own folder (${real})`, dir, 'Point the target\'s dir at an ordinary folder; pipe never writes inside .git.')
+  if (within(realish(path.resolve(storeRoot)), real)) refuse(`would write into pipe's store (${real})`, dir, 'Point the target\'s dir outside the store; the store holds only pipe\'s own records.')
 }
 
 async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: CanonicalSpec, options: PublishOptions): Promise<Sent> {
   const {cwd} = options
   const dir = path.join(fileTargetRoot(target, cwd, options.ledger.storeRoot), spec.meta.feature_id)
-  // Checked before mkdir too: it would create folders at the far end of a planted symlink.
-  assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
+  const storeRoot = options.ledger.storeRoot
+  assertSafeDir(cwd, path.resolve(cwd, target.dir), dir, target.name, storeRoot)
   makeDirs(dir)
-  assertNoSymlinkEscape(cwd, path.resolve(cwd, target.dir), dir, target.name)
+  assertSafeDir(cwd, path.resolve(cwd, target.dir), dir, target.name, storeRoot)
   const json = `${JSON.stringify(spec, null, 2)}\n`
   const jsonFile = path.join(dir, `${spec.meta.spec_version}.json`)
   const shown = path.relative(cwd, jsonFile)
   // Exclusive create: of two stores racing for one name exactly one writes, the other compares.
   if (!(await createFileExclusive(jsonFile, json))) {
-    const existing = await readFile(jsonFile, 'utf8')
+    // What holds the name is read only when it is a plain file: a planted symlink is not followed.
+    const existing = readWhole(jsonFile, 64 * 1024 * 1024)?.toString('utf8')
+    if (existing === undefined || lstatSync(jsonFile).isSymbolicLink()) {
+      throw new PipeError('E_POLICY_DENIED', `${shown} exists and is not a plain file (a symlink, a folder or a device): pipe neither writes through it nor reads it`, {
+        hint: `Remove ${shown} (a command may have planted it), then pipe publish ${options.runId} --target ${target.name} again.`,
+        details: {rule: 'sandbox', path: shown},
+      })
+    }
     if (existing !== json) {
       let other = ''
       try {

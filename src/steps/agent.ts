@@ -25,7 +25,9 @@ import type {ChatMessage, ChatReply, ToolCall, ToolSpec} from '../providers/chat
 import {parseReply} from '../providers/openai/provider.js'
 import {renderPrompt} from '../providers/prompt.js'
 import type {Usage} from '../providers/types.js'
+import type {LoadedPolicy} from '../policy/policy.js'
 import {sha256} from '../util/hash.js'
+import {sealedAction, type ConfirmAction} from './confirm-action.js'
 import {redact, redactDeep} from '../util/redact.js'
 import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed, type AgentTool, type EditScope, type ToolOutcome} from './agent/tools.js'
 import {renderVar} from './model.js'
@@ -101,8 +103,14 @@ interface AgentState {
   /** A call that started and did not finish before pipe stopped (a crash). */
   inflight?: string
   calls: ToolCallRecord[]
-  /** Confirmations already used, by call id. */
+  /** Confirmations already used: `CALL_ID AT` (the call and when the person answered; a bare call id in states of older versions). */
   consumed: string[]
+  /**
+   * The calls that ran (their effect happened), by call id, with what the model was given: a redrive
+   * carries them into its new attempt, where a call with the same id and arguments is answered from
+   * here and never runs again. Safe reads are left out: running one again changes nothing.
+   */
+  executed?: Record<string, ExecutedCall>
   /** Results of safe calls since the last call that could change something, by tool and arguments. */
   cache: Record<string, {result: Record<string, unknown>; summary: string; ok: boolean}>
   usage: Usage
@@ -110,6 +118,17 @@ interface AgentState {
   model: string | null
   files_changed: string[]
   patches: Array<{call_id: string; files: string[]; patch: string}>
+}
+
+/** A call that ran, as AgentState.executed keeps it. */
+interface ExecutedCall {
+  /** The tool and its arguments (stableKey): the same id with other arguments is another call. */
+  key: string
+  /** The seq of the attempt it ran in; absent while it is this attempt. */
+  seq?: number
+  content: Record<string, unknown>
+  record: Pick<ToolCallRecord, 'level' | 'decision' | 'ok' | 'summary' | 'files_changed' | 'by' | 'note'>
+  patch?: string
 }
 
 function systemText(step: AgentStep, protocol: Protocol, tools: readonly AgentTool[], outputSchema: Record<string, unknown> | null): string {
@@ -208,11 +227,13 @@ function readReply(reply: ChatReply, protocol: Protocol, turn: number): Reading 
  * for one already confirmed, run or interrupted. Renamed in the transcript too, so every result
  * still answers its call.
  */
-function withUniqueIds(calls: ToolCall[], messages: readonly ChatMessage[], turn: number): ToolCall[] {
+function withUniqueIds(calls: ToolCall[], messages: readonly ChatMessage[], turn: number, executed: Readonly<Record<string, ExecutedCall>> = {}): ToolCall[] {
   const used = new Set(messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.id) : [])))
   return calls.map((call, i) => {
     let id = call.id || `call_${turn}_${i + 1}`
-    if (used.has(id)) id = `${id}_t${turn}_${i + 1}`
+    // A call an earlier attempt ran keeps its id only when it is that call again (then it is answered from the record).
+    const ran = executed[id]
+    if (used.has(id) || (ran && ran.key !== stableKey(call.function.name, safeParse(call.function.arguments)))) id = `${id}_t${turn}_${i + 1}`
     while (used.has(id)) id = `${id}_`
     used.add(id)
     return id === call.id ? call : {...call, id}
@@ -225,10 +246,25 @@ function resultMessage(protocol: Protocol, call: ToolCall, content: Record<strin
   return protocol === 'native' ? {role: 'tool', tool_call_id: call.id, content: text} : {role: 'user', content: `Result of ${call.function.name} (${call.id}):\n${text}`}
 }
 
-function argvOf(tool: string, args: Record<string, unknown>, context: StepContext): string[][] | undefined {
+function argvOf(tool: string, args: Record<string, unknown>, policy: LoadedPolicy, root: string): string[][] | undefined {
   if (tool !== 'run_command') return undefined
-  const planned = commandSegments(args, {policy: context.policy, root: context.cwd})
+  const planned = commandSegments(args, {policy, root})
   return planned.ok ? planned.segments.map((s) => s.argv) : undefined
+}
+
+/** The action a confirm pause shows for a call, with the hash a confirmation binds (see confirm-action.ts). */
+function shownAction(call: ToolCall, args: Record<string, unknown>, level: ToolLevel, argv: string[][] | undefined, cwd: string): ConfirmAction {
+  return sealedAction({call_id: call.id, tool: call.function.name, level, arguments: redactDeep(args), ...(argv ? {argv: redactDeep(argv)} : {}), cwd})
+}
+
+/** The action a resume of this saved state would run first (StepHandler.pendingAction): what pipe confirm compares with the one shown. */
+function pendingActionOf(state: unknown, where: {policy: LoadedPolicy; cwd: string}): ConfirmAction | null {
+  const call = (state as Partial<AgentState> | null)?.pending?.[0]
+  if (!call || typeof call.function?.name !== 'string' || typeof call.function.arguments !== 'string') return null
+  const parsed = call.function.arguments.trim() === '' ? {} : safeParse(call.function.arguments)
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return null
+  const args = parsed as Record<string, unknown>
+  return shownAction(call, args, toolLevel(where.policy, call.function.name), argvOf(call.function.name, args, where.policy, where.cwd), where.cwd)
 }
 
 /** Lines a unified diff removes plus lines it adds (its file headers not counted). */
@@ -301,6 +337,7 @@ export const agent: StepHandler<'agent'> = {
     out.push(...promptStepFindings('agent-step', step, loaded))
     return out
   },
+  pendingAction: pendingActionOf,
   async run(context) {
     try {
       return await runAgent(context)
@@ -375,6 +412,13 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       model: null,
       files_changed: [],
       patches: [],
+      executed: {},
+    }
+    // A redrive: the calls the attempts it retried ran stay done, and their confirmations stay used.
+    for (const {seq, state: before} of await context.state.earlier()) {
+      const earlier = before as Partial<AgentState>
+      for (const [id, ran] of Object.entries(earlier.executed ?? {})) state.executed![id] = {...ran, seq: ran.seq ?? seq}
+      for (const used of earlier.consumed ?? []) if (!state.consumed.includes(used)) state.consumed.push(used)
     }
     await context.state.write(state)
   }
@@ -446,7 +490,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
     s.usage.prompt_tokens += reply.usage?.prompt_tokens ?? 0
     s.usage.completion_tokens += reply.usage?.completion_tokens ?? 0
     const reading = readReply(reply, s.protocol, s.turns)
-    if ('calls' in reading) reading.calls = withUniqueIds(reading.calls, s.messages, s.turns)
+    if ('calls' in reading) reading.calls = withUniqueIds(reading.calls, s.messages, s.turns, s.executed)
     const toolCalls = 'calls' in reading ? reading.calls : reply.message.tool_calls
     s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && toolCalls?.length ? {tool_calls: toolCalls} : {})}))
     if ('calls' in reading) {
@@ -502,12 +546,13 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   const {policy} = context
   const name = call.function.name
   const started = Date.now()
-  const record = (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): void => {
+  const record = (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): Record<string, unknown> => {
     s.calls.push({call_id: call.id, turn: s.turns, name, duration_ms: Math.max(0, Date.now() - started), ...redactDeep(entry), summary: redact(entry.summary)})
     // An error names the repository's folder (a Node error, a refused path): the model reads it relative, as in any checkout.
     const said = typeof content['error'] === 'string' ? {...content, error: relativeToRoot(content['error'], context.cwd)} : content
     s.messages.push(resultMessage(s.protocol, call, said))
     fitConversation(s.messages, context.step.max_context_bytes ?? DEFAULT_MAX_CONTEXT_BYTES)
+    return said
   }
   const tool = tools.find((t) => t.name === name)
   const parsedArgs = safeParse(call.function.arguments)
@@ -533,6 +578,15 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
     return null
   }
   const key = stableKey(name, args)
+  // It ran in an attempt a redrive retried: its effect happened, so the model is given what it was given then, and it never runs again.
+  const ran = s.executed?.[call.id]
+  if (ran && ran.key === key) {
+    const {summary, files_changed: files, ...was} = ran.record
+    record({arguments: args, ...was, summary: `not run again: it ran in attempt #${ran.seq ?? '?'} of this step before a redrive (${summary})`, cache_hit: false, ...(ran.seq !== undefined ? {replayed_from: ran.seq} : {}), ...(files?.length ? {files_changed: files} : {})}, ran.content)
+    for (const f of files ?? []) if (!s.files_changed.includes(f)) s.files_changed.push(f)
+    if (ran.patch && files?.length) s.patches.push({call_id: call.id, files, patch: ran.patch})
+    return null
+  }
   const cacheable = level === 'safe' && !tool.mutates
   const cached = cacheable ? s.cache[key] : undefined
   if (cached) {
@@ -541,7 +595,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   }
   let decision: ToolCallRecord['decision'] = 'auto'
   let person: {by: string; note?: string} | undefined
-  const argv = argvOf(name, args, context)
+  const argv = argvOf(name, args, context.policy, context.cwd)
   if (needsConfirmation(policy, level)) {
     // A command line every segment of which a person approved in advance needs no one now.
     const approved = argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
@@ -549,8 +603,9 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
     if (approved) decision = 'preapproved'
     else if (argv === undefined && name === 'run_command') {
       // A line that cannot run (refused syntax, a denied segment) is answered without asking anyone.
-    } else if (given && given.call_id === call.id && !s.consumed.includes(call.id)) {
-      s.consumed.push(call.id)
+    } else if (given && given.call_id === call.id && !s.consumed.includes(call.id) && !s.consumed.includes(`${given.call_id} ${given.at}`) && (given.action_sha256 === undefined || given.action_sha256 === shownAction(call, args, level, argv, context.cwd).sha256)) {
+      // The answer is for exactly the action the person was shown, once: another call that took its id (or an edited one) is asked about again.
+      s.consumed.push(`${given.call_id} ${given.at}`)
       person = {by: given.by, ...(given.note ? {note: given.note} : {})}
       if (given.decision === 'no') {
         record({arguments: args, level, decision: 'refused', ok: false, summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`, cache_hit: false, ...person}, {
@@ -568,7 +623,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
         type: 'await',
         kind: 'confirm',
         reason: `agent step ${context.step.id} wants to call ${name} (${level}): ${redact(shown)}`,
-        action: {call_id: call.id, tool: name, level, arguments: redactDeep(args), ...(argv ? {argv: redactDeep(argv)} : {})},
+        action: shownAction(call, args, level, argv, context.cwd),
       }
     }
   }
@@ -587,9 +642,12 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
     for (const f of outcome.files_changed) if (!s.files_changed.includes(f)) s.files_changed.push(f)
     if (outcome.patch) s.patches.push({call_id: call.id, files: outcome.files_changed, patch: redact(outcome.patch)})
   }
-  record(
-    {arguments: args, level, decision: outcome.denied ? 'denied' : decision, ok: outcome.ok, summary: outcome.summary, cache_hit: false, ...(outcome.files_changed?.length ? {files_changed: outcome.files_changed} : {}), ...(person ?? {})},
-    outcome.result,
-  )
+  const entry = {level, decision: outcome.denied ? ('denied' as const) : decision, ok: outcome.ok, summary: outcome.summary, ...(outcome.files_changed?.length ? {files_changed: outcome.files_changed} : {}), ...(person ?? {})}
+  const said = record({arguments: args, ...entry, cache_hit: false, ...(outcome.denied ? {} : {executed: true})}, outcome.result)
+  // What ran is kept with what the model was given, in the same save as its result, so no redrive runs it again.
+  if (!outcome.denied && !cacheable) {
+    s.executed ??= {}
+    s.executed[call.id] = {key, content: redactDeep(said), record: redactDeep({...entry, summary: redact(entry.summary)}), ...(outcome.patch && outcome.files_changed?.length ? {patch: redact(outcome.patch)} : {})}
+  }
   return null
 }

@@ -41,6 +41,7 @@ export const git: StepHandler<'git'> = {
         message: step.message ?? `pipe: ${run.run_id} ${step.id}`,
         allowDirty: step.allow_dirty ?? false,
         ...(step.branch ? {branch: `pipe/${run.run_id}`} : {}),
+        repository: run.workspace_git,
       })
       return {
         type: 'done',
@@ -58,7 +59,7 @@ export const git: StepHandler<'git'> = {
         hint: 'Put a git step with action: checkpoint before the rollback.',
       })
     }
-    const result = await rollback(cwd, commit)
+    const result = await rollback(cwd, commit, run.workspace_git)
     return {
       type: 'done',
       outcome: 'success',

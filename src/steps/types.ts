@@ -12,6 +12,7 @@ import type {Evidence} from '../types/evidence.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {Ledger} from '../store/ledger.js'
+import type {ConfirmAction} from './confirm-action.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 
@@ -77,6 +78,11 @@ export interface StepContext<S extends Step = Step> {
 export interface StepState {
   read(): Promise<unknown>
   write(value: unknown): Promise<void>
+  /**
+   * The states of the earlier attempts of this step that a redrive ran again (oldest first): what
+   * they did stays done, so a kind can tell which of its effects already happened.
+   */
+  earlier(): Promise<Array<{seq: number; state: unknown}>>
 }
 
 /** One tool call of an agent step, as its snapshot records it (schemas/snapshot.schema.json tool_calls). */
@@ -323,6 +329,11 @@ export interface StepHandler<K extends StepKind> {
   deliveredKeys?(snapshot: Snapshot): readonly string[]
   /** What `pipe replay --check` recomputes and compares. */
   replay?: ReplayRole<K>
+  /**
+   * For a kind that pauses for a confirmation: the action a resume with its saved state would run
+   * now (null: none), which pipe confirm compares with the one the person was shown.
+   */
+  pendingAction?(state: unknown, where: {policy: LoadedPolicy; cwd: string}): ConfirmAction | null
   run(context: StepContext<StepOf<K>>): Promise<StepResult>
 }
 

@@ -426,8 +426,34 @@ export class Auditor {
       const last = snapshots.at(-1)?.step.seq ?? 0
       this.problem({record: `${runId}#${head.seq}`, file: this.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
     }
+    if (names.includes('state')) this.stepStates(runId, path.join(dir, 'state'))
     if (names.includes('commits.jsonl')) this.commitLog(runId, this.report.problems.length > problemsBefore, new Set(files), head && run && SETTLED.has(run.status) ? {seq: head.seq, status: run.status} : null)
     return snapshots
+  }
+
+  /**
+   * The working state of the run's paused or interrupted steps (an agent's conversation): each file
+   * sealed, since a resumed step acts on it. It is not chained to the trail (it changes as the step
+   * goes), so a file re-sealed with pipe's own functions passes unless keyed mode is on.
+   */
+  private stepStates(runId: string, stateDir: string): void {
+    for (const name of listDir(stateDir)) {
+      if (this.tidyTemp(stateDir, name) || !/^\d{6}-[a-z][a-z0-9_]*\.json$/.test(name)) continue
+      const file = path.join(stateDir, name)
+      const parsed = parseFile<unknown>(file)
+      const record = `${runId} state ${name.slice(0, -5)}`
+      if (!parsed.ok) {
+        this.problem({record, file, field: '(file)', message: parsed.message})
+        continue
+      }
+      const sealed = parsed.value !== null && typeof parsed.value === 'object' && 'seal' in parsed.value ? checkRecord(parsed.value, this.key) : null
+      if (sealed === 'ok') continue
+      if (sealed === 'no-key') {
+        this.report.unverifiable++
+        continue
+      }
+      this.problem({record, file, field: 'seal', message: sealed === null ? 'the step state is not sealed' : sealMessage(sealed)})
+    }
   }
 
   /**

@@ -35,7 +35,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {appendSynced, createFileExclusive, makeDirs, syncFd, writeFileAtomic} from '../util/fs.js'
 import {allocateId, assertId, compareIds, dayKey, formatId, ID_PATTERNS, noteIdTaken, peekIds, readCounter} from './ids.js'
-import {fileHash, runCreationHash, runRecordSealer, sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
+import {checkRecord, fileHash, runCreationHash, runRecordSealer, sealEvidence, sealLine, sealMessage, sealRecord, sealSnapshot, sealSpec, verifySpec} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {faultPoint} from '../util/faults.js'
@@ -883,7 +883,9 @@ export class Store {
   }
 
   // The working state of a step that pauses or may be interrupted mid-way (an agent's conversation),
-  // one file per step run (step id and seq), so that a resume continues where it stood.
+  // one file per step run (step id and seq), so that a resume continues where it stood. It decides
+  // what a resumed step does (which call a confirmation runs), so it is sealed like every record
+  // (keyed with PIPE_AUDIT_KEY), and a file whose seal does not hold is never acted on.
 
   stepStateFile(runId: string, step: string, seq: number): string {
     if (!/^[a-z][a-z0-9_]*$/.test(step)) throw new PipeError('E_INTERNAL', `not a step id: ${JSON.stringify(step)}`)
@@ -891,13 +893,25 @@ export class Store {
   }
 
   async readStepState(runId: string, step: string, seq: number): Promise<unknown> {
-    return this.readOwnJson(this.stepStateFile(runId, step, seq), `the state of step ${step} (seq ${seq}) of ${runId}`)
+    const file = this.stepStateFile(runId, step, seq)
+    const parsed = await this.readOwnJson(file, `the state of step ${step} (seq ${seq}) of ${runId}`)
+    if (parsed === undefined) return undefined
+    const problem = stepStateProblem(parsed)
+    if (problem) throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used: ${file}. pipe audit verify ${runId} names what else changed.`})
+    return (parsed as {state: unknown}).state
   }
 
   async writeStepState(runId: string, step: string, seq: number, state: unknown): Promise<void> {
     const file = this.stepStateFile(runId, step, seq)
     await mkdir(path.dirname(file), {recursive: true})
-    await writeFileAtomic(file, `${JSON.stringify(state)}\n`)
+    await writeFileAtomic(file, `${JSON.stringify(sealRecord({state}))}\n`)
+  }
+
+  /** The seq of the latest state file of `step` (the attempt a pause of that step waits in), or null. */
+  async latestStepStateSeq(runId: string, step: string): Promise<number | null> {
+    const names = await readdir(path.join(this.runDir(runId), 'state')).catch(() => [] as string[])
+    const seqs = names.map((n) => (n.endsWith(`-${step}.json`) ? Number(n.slice(0, 6)) : NaN)).filter((n) => Number.isInteger(n))
+    return seqs.length > 0 ? Math.max(...seqs) : null
   }
 
   async readEvidence(id: string): Promise<Evidence> {
@@ -925,3 +939,11 @@ export class Store {
   }
 }
 
+
+/** What is wrong with a step state file as parsed (`{state, seal}`), or null when its seal holds. */
+function stepStateProblem(parsed: unknown): string | null {
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !('state' in parsed)) return 'is not a pipe step state record'
+  if (!('seal' in parsed)) return 'is not sealed'
+  const sealed = checkRecord(parsed)
+  return sealed === 'ok' ? null : `fails its seal: ${sealMessage(sealed)}`
+}

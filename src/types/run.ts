@@ -63,6 +63,15 @@ export interface RunRecord {
      */
     cache?: 'off' | 'reuse'
   }
+  /**
+   * A person accepted a replayed cassette that changed since the run started (--accept-cassette): later resumes compare the file with this sha256, not provider.cassette.sha256, which stays as the run was created.
+   */
+  cassette_accepted?: {
+    sha256: string
+    previous_sha256: string
+    by: string
+    at: string
+  }
   input: {
     kind: 'file' | 'stdin' | 'text' | 'none'
     ref: string
@@ -98,6 +107,10 @@ export interface RunRecord {
     by: string
     at: string
     note?: string
+    /**
+     * The sha256 of the action the person was shown (pending.action.sha256): the confirmation runs that exact call, once.
+     */
+    action_sha256?: string
   }
   /**
    * What a run in awaiting_input waits for.
@@ -124,6 +137,14 @@ export interface RunRecord {
        * For run_command: the argument vectors it runs, one per segment.
        */
       argv?: string[][]
+      /**
+       * The folder the call acts in (the run's workspace).
+       */
+      cwd?: string
+      /**
+       * The hash of every other field of this action, exactly as shown: a confirmation binds it, and pipe confirm refuses when the call the step would run no longer hashes the same.
+       */
+      sha256?: string
     }
   }
   /**
@@ -182,6 +203,10 @@ export interface RunRecord {
    * The working directory (repository root) the run's steps act in; resume and rollback use it too.
    */
   workspace?: string
+  /**
+   * The .git (folder or gitfile) git found from the workspace when the run was created, or null when there was none; a child run has its parent's. pipe's git steps use exactly this repository and refuse to run when a .git has appeared in the workspace since (a command may have planted hooks in it).
+   */
+  workspace_git?: string | null
   /**
    * What the trail held when this record was last written: the timeline's length and last line's hash, the last snapshot's seq and record hash. Deleting or rewriting the newest records shows against it.
    */

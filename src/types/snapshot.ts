@@ -96,6 +96,14 @@ export interface Snapshot {
     files_changed?: string[]
     by?: string
     note?: string
+    /**
+     * The tool ran in this step run (its effect happened): recorded in the step's sealed state too, so that a redrive never runs the call again.
+     */
+    executed?: boolean
+    /**
+     * Not run again: the call ran in the earlier attempt of this step with this seq (before a redrive), and its recorded result was given to the model again.
+     */
+    replayed_from?: number
   }[]
   meta: {
     engine_version: string

@@ -2,19 +2,115 @@
  * Git checkpoints (seed 001) through simple-git: commit the workspace at a named point, and
  * return to such a point. Works in a repository with no commits yet: the first checkpoint there
  * commits the working tree as the repository's first commit.
+ *
+ * pipe runs git outside the sandbox, as the user who runs pipe, in a workspace that sandboxed
+ * commands write to. So git must run nothing that a command could have put there: no hook, no
+ * program named by repository config, no repository that appeared while the run went on. Every
+ * invocation therefore
+ * - goes to the repository the run found when it started (GIT_DIR and GIT_WORK_TREE pinned to
+ *   it), and is refused when a `.git` has appeared in the workspace since (see `dotGitOf`);
+ * - disables hooks (core.hooksPath=/dev/null: `--no-verify` does not skip post-commit) and sets
+ *   every fixed-name key that can start a program to a value that starts none (`-c` beats every
+ *   config file), with no pager, editor, askpass or terminal prompt;
+ * - is refused when the repository's own config (local or worktree scope, includes followed)
+ *   names a filter driver (filter.*.clean/smudge/process), whose name no `-c` can foresee;
+ * - never enters submodules, whose config lives in folders a command may have written.
+ * The system and global config stay read: they lie outside the workspace, read-only inside the
+ * sandbox, and hold the user's identity and LFS filters; their program keys are overridden too.
  */
+import path from 'node:path'
 import type {SimpleGit} from 'simple-git'
 import {PipeError} from '../errors.js'
+import {dotGitOf} from '../util/git-dir.js'
 
 const AUTHOR = {name: 'pipe', email: 'pipe@localhost'}
 
-async function open(root: string): Promise<SimpleGit> {
+/** Config that would otherwise run a program, each set to a value that runs none. */
+export const SAFE_GIT_CONFIG = [
+  'core.hooksPath=/dev/null',
+  'core.fsmonitor=false',
+  'core.pager=cat',
+  'core.editor=true',
+  'sequence.editor=true',
+  'core.askPass=',
+  'core.sshCommand=false',
+  'credential.helper=',
+  'diff.external=',
+  'commit.gpgSign=false',
+  'tag.gpgSign=false',
+  'submodule.recurse=false',
+  'gc.auto=0',
+  'maintenance.auto=false',
+]
+
+/** Repository config whose name no override can foresee and that runs a program in checkpoint or rollback. */
+const PROGRAM_KEYS = /^filter\..+\.(clean|smudge|process)$/i
+
+/** Our environment minus what would point git elsewhere or start a program (GIT_DIR, GIT_CONFIG_*, GIT_SSH, PAGER...). */
+function gitEnv(pinned: {gitDir: string; workTree: string} | null): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value === undefined || /^(GIT_(?!AUTHOR_|COMMITTER_)\w*|PAGER|EDITOR|VISUAL|SSH_ASKPASS|PREFIX)$/i.test(name)) continue
+    env[name] = value
+  }
+  env.GIT_TERMINAL_PROMPT = '0'
+  if (pinned) {
+    env.GIT_DIR = pinned.gitDir
+    env.GIT_WORK_TREE = pinned.workTree
+  }
+  return env
+}
+
+/**
+ * The repository a run may use: the `.git` it found when it started (`recorded`; undefined for a
+ * run recorded before pipe kept it, which then finds it now). A `.git` that is nearer now was
+ * planted during the run, by a command or by hand; pipe refuses to run git in it.
+ */
+function pinnedRepository(root: string, recorded: string | null | undefined): {gitDir: string; workTree: string} | null {
+  const now = dotGitOf(root)
+  if (recorded === undefined) return null
+  if (now !== null && now !== recorded) {
+    const started = recorded === null ? 'it had no repository when the run started' : `the run started in the repository at ${path.dirname(recorded)}`
+    throw new PipeError('E_POLICY_DENIED', `${now} appeared during the run (${started}): pipe runs no git in a repository that may have been planted with hooks or config`, {
+      hint: `Look at ${now} (its hooks/ and config) before you run any git command there, remove it if you did not make it, and start a new run.`,
+      details: {rule: 'git', path: now, recorded},
+    })
+  }
+  if (recorded === null) {
+    throw new PipeError('E_STATE', `${root} is not inside a git repository`, {hint: `Run git init in ${root} before pipe run, or run pipe from inside the repository.`})
+  }
+  return {gitDir: recorded, workTree: path.dirname(recorded)}
+}
+
+async function open(root: string, recorded: string | null | undefined): Promise<SimpleGit> {
+  const pinned = pinnedRepository(root, recorded)
   const {simpleGit} = await import('simple-git')
-  const git = simpleGit({baseDir: root, binary: 'git', maxConcurrentProcesses: 1, trimmed: true})
+  const git = simpleGit({
+    baseDir: root,
+    binary: 'git',
+    maxConcurrentProcesses: 1,
+    trimmed: true,
+    config: SAFE_GIT_CONFIG,
+    // simple-git refuses these keys outright, since a caller's value could start a program; pipe
+    // sets each only to a value that starts none, which is the point of setting them.
+    unsafe: {allowUnsafeHooksPath: true, allowUnsafeFsMonitor: true, allowUnsafePager: true, allowUnsafeEditor: true, allowUnsafeAskPass: true, allowUnsafeSshCommand: true, allowUnsafeCredentialHelper: true, allowUnsafeDiffExternal: true},
+  }).env(gitEnv(pinned))
   try {
     await git.revparse(['--show-toplevel'])
   } catch {
     throw new PipeError('E_STATE', `${root} is not inside a git repository`, {hint: `Run git init in ${root}, or run pipe from inside the repository.`})
+  }
+  // -z gives scope NUL key LF value NUL for each entry.
+  const fields = (await git.raw(['config', '--list', '--show-scope', '-z'])).split('\0')
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const scope = fields[i]!
+    const key = fields[i + 1]!.split('\n', 1)[0]!
+    if ((scope === 'local' || scope === 'worktree') && PROGRAM_KEYS.test(key)) {
+      throw new PipeError('E_POLICY_DENIED', `the repository's config sets ${key}, a program git would run as you during pipe's checkpoint or rollback; pipe runs no program named by repository config`, {
+        hint: `If you set it yourself, move it to your global config (git config --global ${key} ...), which no command in the sandbox can write; otherwise remove it: git config --${scope} --unset ${key}.`,
+        details: {rule: 'git', key, scope},
+      })
+    }
   }
   return git
 }
@@ -37,9 +133,12 @@ export interface CheckpointResult {
   empty: boolean
 }
 
-export async function checkpoint(root: string, options: {message: string; allowDirty: boolean; branch?: string}): Promise<CheckpointResult> {
-  const git = await open(root)
-  const status = await git.status()
+/** Where the run found its repository when it started (RunRecord.workspace_git); undefined where unknown. */
+export type RecordedRepository = string | null | undefined
+
+export async function checkpoint(root: string, options: {message: string; allowDirty: boolean; branch?: string; repository: RecordedRepository}): Promise<CheckpointResult> {
+  const git = await open(root, options.repository)
+  const status = await git.status(['--ignore-submodules=all'])
   const dirty = status.files.map((f) => f.path)
   const parent = await head(git)
   // A dirty tree is refused because a later rollback would discard what the checkpoint left out.
@@ -66,8 +165,8 @@ export async function checkpoint(root: string, options: {message: string; allowD
   const identity = configured.trim() ? [] : ['-c', `user.name=${AUTHOR.name}`, '-c', `user.email=${AUTHOR.email}`]
   await git.raw([...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', options.message])
   const commit = (await head(git))!
-  const files = parent === null ? (await git.raw(['ls-tree', '-r', '--name-only', commit])).split('\n').filter(Boolean) : (await git.raw(['diff', '--name-only', parent, commit])).split('\n').filter(Boolean)
-  return {commit, parent, branch: (await git.status()).current ?? options.branch ?? '', files, empty: files.length === 0}
+  const files = parent === null ? (await git.raw(['ls-tree', '-r', '--name-only', commit])).split('\n').filter(Boolean) : (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', parent, commit])).split('\n').filter(Boolean)
+  return {commit, parent, branch: (await git.status(['--ignore-submodules=all'])).current ?? options.branch ?? '', files, empty: files.length === 0}
 }
 
 export interface RollbackResult {
@@ -78,15 +177,15 @@ export interface RollbackResult {
 }
 
 /** Puts the working tree and HEAD back to a checkpoint, discarding what came after it. */
-export async function rollback(root: string, commit: string): Promise<RollbackResult> {
-  const git = await open(root)
+export async function rollback(root: string, commit: string, repository: RecordedRepository): Promise<RollbackResult> {
+  const git = await open(root, repository)
   const from = await head(git)
   try {
     await git.raw(['cat-file', '-e', `${commit}^{commit}`])
   } catch {
     throw new PipeError('E_STATE', `checkpoint ${commit} is not a commit of ${root}`, {hint: 'It may have been removed by a rebase or a gc; look for it with git reflog.'})
   }
-  const changed = (await git.raw(['diff', '--name-only', commit])).split('\n').filter(Boolean)
+  const changed = (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', commit])).split('\n').filter(Boolean)
   const untracked = (await git.raw(['ls-files', '--others', '--exclude-standard'])).split('\n').filter(Boolean)
   await git.raw(['reset', '--hard', '-q', commit])
   await git.raw(['clean', '-fdq'])

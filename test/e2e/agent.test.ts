@@ -4,12 +4,14 @@
  */
 import {expect} from 'chai'
 import {spawn, execFileSync} from 'node:child_process'
+import {createHash} from 'node:crypto'
 import {mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
+import {sealRecord} from '../../src/store/integrity.js'
 
 interface RunJson {
   run_id: string
@@ -34,6 +36,7 @@ function policy(extra = ''): string {
 allowed_commands:
   - [node, test.js]
   - [node, mark.js]
+  - [node, count.js]
   - [node, --check, "{path}"]
 forbidden_paths: [".git/**", ".env"]
 max_patch_lines: 200
@@ -51,6 +54,7 @@ async function setup(policyExtra = '', step = ''): Promise<string> {
   await writeFile(path.join(repo, 'calc.js'), BUGGY)
   await writeFile(path.join(repo, 'test.js'), TEST)
   await writeFile(path.join(repo, 'mark.js'), "import {writeFileSync} from 'node:fs'\nwriteFileSync('marked.txt', 'ran')\n")
+  await writeFile(path.join(repo, 'count.js'), "import {appendFileSync} from 'node:fs'\nappendFileSync('count.txt', 'ran\\n')\n")
   await writeFile(path.join(repo, '.env'), 'TOKEN=sk-secret\n')
   execFileSync('git', ['init', '-q'], {cwd: repo})
   execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', 'add', '-A'], {cwd: repo})
@@ -212,6 +216,144 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const [snap] = await snapshots(body.run_id)
     expect(snap!.tool_calls!.map((c) => [c.call_id, c.decision])).to.deep.equal([['t1', 'refused'], ['t2', 'confirmed']])
     expect(snap!.tool_calls![0]!.note).to.equal('not on a Friday')
+  })
+
+  it('a confirmed call that ran never runs again on redrive: the turn after it fails (401), pipe resume answers the cached reply\'s same call id from the record', async () => {
+    const file = await setup()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'k1', name: 'run_command', arguments: {command: 'node count.js'}}]},
+      {status: 401, body: {error: {message: 'Incorrect API key provided', type: 'invalid_request_error'}}},
+      {content: 'counted'},
+    )
+    const paused = json<RunJson>(await run(file))
+    expect(paused.pending?.action?.call_id).to.equal('k1')
+    const failed = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(failed.code, failed.stdout + failed.stderr).to.equal(1)
+    expect(json<RunJson>(failed).status).to.equal('failed')
+    expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
+    expect(server.count()).to.equal(2)
+
+    const redriven = await pipe(['resume', paused.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(redriven.code, redriven.stdout + redriven.stderr).to.equal(0)
+    // It ran once: the first turn came from the reply cache (one request more, the one that failed), with the same call id.
+    expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
+    expect(server.count()).to.equal(3)
+    // The model is given the result it was given when the call ran.
+    expect(toolResults(server.requests[2]!)['k1']).to.equal(toolResults(server.requests[1]!)['k1']).and.contain('"exit_code":0')
+    const [first, second] = await snapshots(paused.run_id)
+    const ranFirst = (first!.errors.at(-1)!.details as {tool_calls: Array<Record<string, unknown>>}).tool_calls
+    expect(ranFirst.map((c) => [c['call_id'], c['decision'], c['executed']])).to.deep.equal([['k1', 'confirmed', true]])
+    expect(second!.tool_calls!.map((c) => [c.call_id, c.decision, c.executed, c.replayed_from])).to.deep.equal([['k1', 'confirmed', undefined, 1]])
+    const audit = await pipe(['audit', 'verify', paused.run_id], {cwd: repo, env: env()})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
+
+  describe('a confirmation runs exactly the action shown: an edited step state is refused (E_INTEGRITY) and reported by audit verify', () => {
+    const shownThenEdited = async (extraEnv: Record<string, string>): Promise<{runId: string; stateFile: string; original: string; edit: (reseal: boolean) => Promise<void>; e: () => Record<string, string>}> => {
+      const file = await setup()
+      server.script('fix', {tool_calls: [{id: 'e1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'tested'})
+      const e = (): Record<string, string> => ({...env(), ...extraEnv})
+      const paused = json<RunJson>(await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: e(), timeoutMs: 120000}))
+      expect(paused.pending?.action?.argv).to.deep.equal([['node', 'test.js']])
+      const stateDir = path.join(repo, '.pipe', 'runs', paused.run_id, 'state')
+      const [name] = await readdir(stateDir)
+      const stateFile = path.join(stateDir, name!)
+      const original = await readFile(stateFile, 'utf8')
+      const before = await pipe(['audit', 'verify', paused.run_id], {cwd: repo, env: e()})
+      expect(before.code, before.stdout + before.stderr).to.equal(0)
+      const edit = async (reseal: boolean): Promise<void> => {
+        type Saved = {pending: Array<{function: {arguments: string}}>}
+        const parsed = JSON.parse(original) as {state?: Saved} & Saved
+        // (An unsealed state, as pipe wrote before it sealed them, is the state itself.)
+        const state = parsed.state ?? parsed
+        state.pending[0]!.function.arguments = JSON.stringify({command: 'node mark.js'})
+        // Re-sealed with pipe's own function, as someone without the audit key can.
+        const saved = reseal ? sealRecord({state}) : parsed
+        await writeFile(stateFile, `${JSON.stringify(saved)}\n`)
+      }
+      return {runId: paused.run_id, stateFile, original, edit, e}
+    }
+
+    const refuses = async (runId: string, e: Record<string, string>, says: string): Promise<void> => {
+      const confirmed = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: e, timeoutMs: 120000})
+      expect(confirmed.code, confirmed.stdout + confirmed.stderr).to.equal(4)
+      const body = json<RunJson>(confirmed)
+      expect(body.error?.code).to.equal('E_INTEGRITY')
+      expect(body.error?.message).to.contain(says)
+      expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+      const shown = json<RunJson>(await pipe(['runs', 'show', runId, '--json'], {cwd: repo, env: e}))
+      expect(shown.status).to.equal('awaiting_input')
+      expect(server.count()).to.equal(1)
+    }
+
+    it('unkeyed: an edit is named by audit verify and refused; re-sealed, audit cannot tell, but the hash of the action shown still refuses it', async () => {
+      const {runId, stateFile, original, edit, e} = await shownThenEdited({})
+      await edit(false)
+      const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
+      expect(audit.code).to.equal(4)
+      expect(audit.stdout + audit.stderr).to.contain(path.basename(stateFile)).and.contain('seal does not match')
+      await refuses(runId, e(), 'fails its seal')
+      await edit(true)
+      const resealed = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
+      expect(resealed.code, 'a re-sealed edit passes an unkeyed audit (README says so)').to.equal(0)
+      await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)')
+      // Put back as it was shown, the confirmation runs it: refusing lost nothing.
+      await writeFile(stateFile, original)
+      const done = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: e(), timeoutMs: 120000})
+      expect(done.code, done.stdout + done.stderr).to.equal(0)
+      expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
+    })
+
+    it('keyed (PIPE_AUDIT_KEY): an edit re-sealed without the key is named by audit verify and refused', async () => {
+      const {runId, stateFile, edit, e} = await shownThenEdited({PIPE_AUDIT_KEY: 'k-secret-audit'})
+      await edit(true)
+      const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
+      expect(audit.code).to.equal(4)
+      expect(audit.stdout + audit.stderr).to.contain(path.basename(stateFile)).and.contain('sealed without the audit key')
+      await refuses(runId, e(), 'fails its seal')
+    })
+  })
+
+  it('a replayed run paused for a confirmation refuses a cassette edited since it started (E_INTEGRITY, both hashes); --accept-cassette goes on with it, recorded', async () => {
+    const file = await setup()
+    server.script('fix', {tool_calls: [{id: 'r1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'the recorded answer'})
+    const policyFile = path.join(dir, 'p', 'policy.yaml')
+    const recording = json<RunJson>(await pipe(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000}))
+    const recorded = await pipe(['confirm', recording.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
+    expect(server.count()).to.equal(2)
+
+    const cassette = path.join(repo, 'fix.cassette.jsonl')
+    const paused = await pipe(['run', file, '--json', '--policy', policyFile, '--replay', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(paused.code, paused.stdout + paused.stderr).to.equal(10)
+    const runId = json<RunJson>(paused).run_id
+    const before = await readFile(cassette, 'utf8')
+    expect(before).to.contain('the recorded answer')
+    await writeFile(cassette, before.replace('the recorded answer', 'a tampered answer'))
+    const sha = (text: string): string => `sha256:${createHash('sha256').update(text).digest('hex')}`
+
+    const refused = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(refused.code, refused.stdout + refused.stderr).to.equal(4)
+    const error = json<RunJson>(refused).error!
+    expect(error.code).to.equal('E_INTEGRITY')
+    expect(error.message).to.contain(cassette).and.contain(sha(before)).and.contain(await readFile(cassette, 'utf8').then(sha))
+    expect(error.hint).to.contain(`pipe confirm ${runId} --yes --accept-cassette`)
+    expect(json<RunJson>(await pipe(['runs', 'show', runId, '--json'], {cwd: repo, env: env()})).status).to.equal('awaiting_input')
+    const snapshotDir = path.join(repo, '.pipe', 'runs', runId, 'snapshots')
+    expect(existsSync(snapshotDir) ? await readdir(snapshotDir) : [], 'no step finished').to.deep.equal([])
+
+    const accepted = await pipe(['confirm', runId, '--yes', '--accept-cassette', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(accepted.code, accepted.stdout + accepted.stderr).to.equal(0)
+    const [snap] = await snapshots(runId)
+    expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('a tampered answer')
+    expect(server.count(), 'the replay asked no endpoint').to.equal(2)
+    const events = (await readFile(path.join(repo, '.pipe', 'runs', runId, 'events.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as {event: string; reason?: string})
+    const acceptance = events.find((e) => e.event === 'cassette_accepted')
+    expect(acceptance?.reason).to.contain(sha(before)).and.contain('fix.cassette.jsonl')
+    expect(events.findIndex((e) => e.event === 'cassette_accepted')).to.be.lessThan(events.findIndex((e) => e.event === 'confirm_given'))
+    const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: env()})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
   it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {

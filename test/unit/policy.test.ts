@@ -109,7 +109,9 @@ describe('policy rules', () => {
     expect(checkPath(policy, root, 'inner/ok.ts')).to.include({allowed: true, relative: 'src/ok.ts'})
     expect(checkPath(policy, root, 'secrets/token.txt')).to.include({allowed: false, rule: 'forbidden_paths[1] "secrets/**"'})
     expect(checkPath(policy, root, 'deploy/server.pem')).to.include({allowed: false, rule: 'forbidden_paths[2] "**/*.pem"'})
-    expect(checkPath(policy, root, '.git/config')).to.include({allowed: false, rule: 'forbidden_paths[0] ".git/**"'})
+    // .git is refused by its own rule, before forbidden_paths: a policy without ".git/**" does not open it.
+    expect(checkPath(policy, root, '.git/config')).to.include({allowed: false, rule: 'git'})
+    expect(checkPath(policy, root, 'vendor/lib/.GIT/hooks/post-commit')).to.include({allowed: false, rule: 'git'})
     expect(checkPath({...policy, protected: [path.join(root, '.pipe')]}, root, '.pipe/runs/x.json')).to.include({allowed: false, rule: 'store'})
   })
 

@@ -10,6 +10,8 @@ export interface AnswerSession extends SessionOptions {
   runId: string
   answers: Record<string, string>
   fileRunId?: string
+  /** Go on with a replayed cassette that changed since the run started (recorded). */
+  acceptCassette?: boolean
 }
 
 /** Checks answers against the questions the run waits for (in resumeSession); the run is left as it was on any error. */
@@ -20,5 +22,5 @@ export async function answerSession(options: AnswerSession): Promise<RunOutcome>
     throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
   }
   const {answers, fileRunId: _fileRunId, ...rest} = options
-  return resumeSession({...rest, answerMap: answers})
+  return resumeSession({...rest, command: `pipe answer ${options.runId} --file FILE`, answerMap: answers})
 }

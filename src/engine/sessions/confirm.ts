@@ -10,6 +10,8 @@ export interface ConfirmSession extends SessionOptions {
   runId: string
   decision: 'yes' | 'no'
   note?: string
+  /** Go on with a replayed cassette that changed since the run started (recorded). */
+  acceptCassette?: boolean
 }
 
 export async function confirmSession(options: ConfirmSession): Promise<RunOutcome> {
@@ -21,6 +23,6 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
   const callId = pending.action?.call_id
   faultPoint('confirm-checked')
   const {decision, note, ...rest} = options
-  return resumeSession({...rest, confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})}})
+  return resumeSession({...rest, command: `pipe confirm ${options.runId} --${decision}`, confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})}})
 }
 

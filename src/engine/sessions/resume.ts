@@ -6,7 +6,8 @@ import {defaultPolicy} from '../../policy/policy.js'
 import {planProvider} from '../../providers/select.js'
 import {Store} from '../../store/store.js'
 import {readSecrets} from '../expressions.js'
-import type {RunOutcome} from '../engine.js'
+import type {ResumeOptions, RunOutcome} from '../engine.js'
+import type {RunRecord} from '../../types/run.js'
 import {repairEndedRun} from '../commit.js'
 import {isFinal, isRedrivable} from '../lifecycle.js'
 import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, openQuestions, replySources} from './shared.js'
@@ -26,6 +27,10 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   note?: string
   /** A yes or no to the tool call the run waits at (pipe confirm). */
   confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
+  /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
+  acceptCassette?: boolean
+  /** The command line that continued the run, for the hint of an error (default: pipe resume RUN). */
+  command?: string
 }
 
 export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {
@@ -53,14 +58,36 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   if (answers) checkAnswers(answers, openQuestions(record))
   readSecrets(pipeline.pipeline)
   const replies = continuedReplies(options, record.provider, {cache: isRedrivable(record.status) ? 'reuse' : 'off', cassette: 'as-recorded'})
-  const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, await replySources({cwd: options.cwd, store: options.store, ...replies}))
+  const sources = await replySources({cwd: options.cwd, store: options.store, ...replies})
+  const acceptCassette = options.cassette ? null : changedCassette(record, sources.cassette?.sha256 ?? null, options)
+  const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, sources)
   return engineFor(store, options, provider.create, provider.replies).resume(options.runId, {
     pipeline,
     policy: guarding(policy, store),
     // Steps act in the workspace the run started in, wherever resume is called from.
     cwd: record.workspace ?? options.cwd,
     ...(answers ? {answers} : {}),
+    ...(acceptCassette ? {acceptCassette} : {}),
     ...(options.confirm ? {confirm: options.confirm} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+  })
+}
+
+/**
+ * A run that replays a cassette goes on with the file it recorded the sha256 of (or the one a person
+ * accepted since): replies edited after it started would otherwise answer the rest of it unnoticed.
+ * A changed file is E_INTEGRITY unless --accept-cassette; then the acceptance is returned, for the
+ * engine to record. A cassette that grows as the run goes (replay-missing live with record) is not
+ * compared: its hash changes by design.
+ */
+function changedCassette(record: RunRecord, actual: string | null, options: ResumeSession): NonNullable<ResumeOptions['acceptCassette']> | null {
+  const recorded = record.provider.cassette
+  if (recorded?.mode !== 'replay' || !recorded.sha256 || recorded.append) return null
+  const expected = record.cassette_accepted?.sha256 ?? recorded.sha256
+  if (actual === expected || actual === null) return null
+  if (options.acceptCassette) return {file: recorded.file, previous_sha256: expected, sha256: actual}
+  const again = options.command ?? `pipe resume ${record.run_id}`
+  throw new PipeError('E_INTEGRITY', `the cassette ${recorded.file} changed since run ${record.run_id} ${record.cassette_accepted ? 'accepted it' : 'started replaying it'}: it was ${expected}, it is ${actual}`, {
+    hint: `Nothing was run. Put the cassette back as it was, or, if the change is deliberate, go on with it as it is now: ${again} --accept-cassette (the acceptance is recorded on the run's timeline).`,
   })
 }

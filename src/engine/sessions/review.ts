@@ -9,13 +9,15 @@ export interface ReviewSession extends SessionOptions {
   runId: string
   decision: Decision
   note?: string
+  /** Go on with a replayed cassette that changed since the run started (recorded). */
+  acceptCassette?: boolean
 }
 
 export async function reviewSession(options: ReviewSession): Promise<RunOutcome> {
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   waitingFor(record, 'review')
-  return resumeSession({...options})
+  return resumeSession({...options, command: `pipe review ${options.runId} --decision ${options.decision}`})
 }
 
 /** What a reviewer sees before deciding: the spec under review and its latest gate result. */

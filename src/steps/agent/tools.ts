@@ -393,14 +393,24 @@ const readFileTool: AgentTool = {
   },
 }
 
-/** Runs the policy's syntax checker for each changed file that has one; the first failure's output, or null. */
-async function syntaxCheck(files: string[], place: ToolPlace): Promise<{file: string; argv: string[]; output: string} | null> {
+/**
+ * Runs the policy's syntax checker for each changed file that has one; the first failure's output,
+ * or null. A checker that cannot start at all (the allow-list refuses it, the policy requires a
+ * sandbox that is missing) gives the error that stopped it.
+ */
+async function syntaxCheck(files: string[], place: ToolPlace): Promise<{file: string; argv: string[]; output: string; unstarted?: PipeError} | null> {
   const checks = place.policy.policy.syntax_checks ?? {}
   for (const file of files) {
     const pattern = checks[path.extname(file)]
     if (!pattern) continue
     const argv = pattern.map((a) => (a === '{path}' ? file : a))
-    const result = await runCommand(place.policy, place.root, {argv, signal: place.signal, slotsDir: place.slotsDir})
+    let result: CommandResult
+    try {
+      result = await runCommand(place.policy, place.root, {argv, signal: place.signal, slotsDir: place.slotsDir})
+    } catch (error) {
+      const unstarted = error instanceof PipeError ? error : new PipeError('E_IO', `could not run ${JSON.stringify(argv)}: ${(error as Error).message}`)
+      return {file, argv, output: unstarted.message, unstarted}
+    }
     if (result.exit_code !== 0) {
       const output = `${result.stdout.head}${result.stdout.tail}${result.stderr.head}${result.stderr.tail}`.slice(-4000)
       return {file, argv, output: result.spawn_error ?? (result.timed_out ? 'the checker timed out' : output)}
@@ -479,6 +489,25 @@ const applyEditBlocks: AgentTool = {
     }
     const files = edit.files.map((f) => f.path)
     const bad = await syntaxCheck(files, place)
+    if (bad?.unstarted) {
+      // Nothing vouched for the edit: it does not stay on disk. A configuration the model cannot
+      // change (the allow-list, the sandbox) fails the step rather than every later edit.
+      const cause = bad.unstarted
+      const check = {file: bad.file, argv: bad.argv, started: false, error: redact(cause.message)}
+      let undone: Awaited<ReturnType<typeof revertEdit>>
+      try {
+        undone = await revertEdit(place.policy, place.root, edit.files)
+      } catch (error) {
+        throw new PipeError('E_CONFLICT', `the syntax check ${JSON.stringify(bad.argv)} of ${bad.file} could not start (${redact(cause.message)}), and the unchecked edit could not be rolled back: ${(error as Error).message}`, {
+          hint: `Restore ${files.join(', ')} by hand or with git; the snapshot's details hold the diff.`,
+          details: {rule: 'syntax_checks', syntax_check: check, left_on_disk: files, patch: edit.files.map((f) => f.diff).join('')},
+        })
+      }
+      throw new PipeError(cause.code, `the syntax check ${JSON.stringify(bad.argv)} of ${bad.file} could not start: ${redact(cause.message)}; the unchecked edit was rolled back (${undone.map((u) => `${u.path} ${u.restored}`).join(', ')})`, {
+        hint: `${cause.hint ? `${cause.hint} ` : ''}Every syntax_checks entry must be a command the policy lets run (pipe policy check says which is not).`,
+        details: {rule: 'syntax_checks', syntax_check: check, rolled_back: undone},
+      })
+    }
     if (bad) {
       await revertEdit(place.policy, place.root, edit.files)
       return {
