@@ -22,7 +22,7 @@ import path from 'node:path'
 import {check} from '../schema/registry.js'
 import type {Evidence} from '../types/evidence.js'
 import type {LedgerEntry} from '../types/ledger.js'
-import {replyFileProblem} from './replies.js'
+import {ReplyCache, replyFileProblem, textRefs} from './replies.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -573,6 +573,7 @@ export class Auditor {
    */
   replies(): void {
     const dir = path.join(this.store.root, 'replies')
+    const cache = new ReplyCache(this.store.root)
     for (const name of listDir(dir)) {
       if (this.tidyTemp(dir, name)) continue
       if (!/^[0-9a-f]{64}\.json$/.test(name)) continue
@@ -580,6 +581,19 @@ export class Auditor {
       const parsed = parseBytes<Record<string, unknown>>(readBytes(file))
       const problem = parsed.ok ? replyFileProblem(parsed.value, `sha256:${name.slice(0, 64)}`) : parsed.message
       if (problem) this.problem({record: `reply ${name.slice(0, 12)}`, file, field: '(file)', message: problem})
+      else if (parsed.ok) {
+        for (const ref of textRefs(parsed.value['request'])) {
+          const text = cache.textProblem(ref)
+          if (text) this.problem({record: `reply ${name.slice(0, 12)}`, file, field: 'request.messages', message: `refers to a message text that ${text}`})
+        }
+      }
+    }
+    // A shared text no reply refers to any more is harmless; one whose bytes changed is damage wherever it is.
+    const texts = path.join(dir, 'texts')
+    for (const name of listDir(texts)) {
+      if (this.tidyTemp(texts, name) || !/^[0-9a-f]{64}\.txt$/.test(name)) continue
+      const text = cache.textProblem(`sha256:${name.slice(0, 64)}`)
+      if (text) this.problem({record: `reply text ${name.slice(0, 12)}`, file: path.join(texts, name), field: '(file)', message: `a message text that ${text}`})
     }
   }
 
