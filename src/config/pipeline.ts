@@ -66,6 +66,8 @@ export interface KindInfo {
   deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias?: string; items?: string}
   /** Pipeline files the step runs as child runs (see StepHandler.childPipelines); no file: its inline steps. */
   childPipelines?(step: Step): Array<{at: Array<string | number>; file?: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
+  /** What a step does to the repository's working tree (see StepHandler.workingTree). */
+  workingTree?(step: Step): {settles?: boolean; rollbackTo?: string; ends?: boolean}
 }
 
 /** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
@@ -280,9 +282,11 @@ export const pipelineAdvice: Rule[] = [
       const byId = new Map(steps.map((step) => [step.id, step]))
       const warned = new Set<string>()
       const out: Diagnostic[] = []
+      const role = (step: Step): {settles?: boolean; rollbackTo?: string; ends?: boolean} => catalog[step.kind]?.workingTree?.(step) ?? {}
       for (const rollback of steps) {
-        if (rollback.kind !== 'git' || rollback.action !== 'rollback' || rollback.to === undefined) continue
-        const checkpoint = byId.get(rollback.to)
+        const to = role(rollback).rollbackTo
+        if (to === undefined) continue
+        const checkpoint = byId.get(to)
         if (!checkpoint) continue
         // The checkpoint's own error changed nothing; a git step (the commit, the rollback) settles the change, an end ends the run.
         const queue = edgesOf(checkpoint, catalog).filter((e) => e.label !== 'error').map((e) => e.to)
@@ -290,14 +294,14 @@ export const pipelineAdvice: Rule[] = [
         while (queue.length > 0) {
           const id = queue.shift()!
           const step = byId.get(id)
-          if (!step || seen.has(id) || id === checkpoint.id || step.kind === 'end') continue
+          if (!step || seen.has(id) || id === checkpoint.id || role(step).ends === true) continue
           seen.add(id)
           if (step.on?.error === undefined && !warned.has(id)) {
             warned.add(id)
             const fix = id === rollback.id ? 'add on: {error: STEP}, STEP an end step that says the rollback failed' : `add on: {error: ${rollback.id}}`
             out.push(diag(loaded, ['steps', steps.indexOf(step), 'id'], `step "${id}" runs after checkpoint "${checkpoint.id}" with changes its rollback "${rollback.id}" would undo, but its error has no route: the run would end with them neither committed nor rolled back; ${fix}`))
           }
-          if (step.kind !== 'git') queue.push(...edgesOf(step, catalog).map((e) => e.to))
+          if (role(step).settles !== true) queue.push(...edgesOf(step, catalog).map((e) => e.to))
         }
       }
       return out

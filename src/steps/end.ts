@@ -12,6 +12,7 @@ export const end: StepHandler<'end'> = {
   changesSpec: false,
   safeToRetry: true,
   outputsSchema: () => obj({status: oneOf(STATUSES), reason: str}),
+  workingTree: () => ({ends: true}),
   check(step) {
     // An end ends the run: routes on it would never be taken (but a blocked end goes on at its next after pipe resume).
     const out: KindFinding[] = []

@@ -20,6 +20,8 @@ export const git: StepHandler<'git'> = {
   safeToRetry: false,
   outputsSchema: () => obj({checkpoint: obj({commit: str, parent: nullable(str), branch: str, files: list(str), empty: bool}), rollback: obj({from: nullable(str), to: str, files: list(str)})}),
   references: (step) => (step.to !== undefined ? [{at: ['to'], target: step.to, what: 'rollback target'}] : []),
+  // Both actions settle the working tree: a checkpoint commits it, a rollback returns it to one.
+  workingTree: (step) => ({settles: true, ...(step.action === 'rollback' && step.to !== undefined ? {rollbackTo: step.to} : {})}),
   check(step, {pipeline}) {
     const out: KindFinding[] = []
     if (step.action === 'rollback' && step.to !== undefined) {

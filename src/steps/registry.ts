@@ -76,6 +76,7 @@ function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
   const graph = handler.graph
   const deferred = handler.deferred?.bind(handler)
   const childPipelines = handler.childPipelines?.bind(handler)
+  const workingTree = handler.workingTree?.bind(handler)
   return {
     outcomes: (step: StepOf<StepKind>) => handler.outcomes(step),
     ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
@@ -89,6 +90,7 @@ function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
     ...(graph ? {graph} : {}),
     ...(deferred ? {deferred} : {}),
     ...(childPipelines ? {childPipelines} : {}),
+    ...(workingTree ? {workingTree} : {}),
   }
 }
 

@@ -22,6 +22,12 @@ export type StepOf<K extends StepKind> = Extract<Step, {kind: K}>
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
 
 /** Read-only view of what the run has done so far. */
+export interface WorkingTreeRole {
+  settles?: boolean
+  rollbackTo?: string
+  ends?: boolean
+}
+
 export interface RunHistory {
   readonly snapshots: readonly Snapshot[]
   /**
@@ -305,6 +311,13 @@ export interface StepHandler<K extends StepKind> {
    * the inputs it gives them (`with:`): validate loads each, recursively, and checks the inputs.
    */
   childPipelines?(step: StepOf<K>): ChildPipelineRef[]
+  /**
+   * What a step does to the repository's working tree, for validate's rule that every error between
+   * a checkpoint and its rollback is routed: `settles` (it commits, checkpoints or rolls back, so
+   * the walk stops there), `rollbackTo` (the checkpoint step a rollback returns to), `ends` (it
+   * ends the run, so nothing is left to route).
+   */
+  workingTree?(step: StepOf<K>): WorkingTreeRole
   /**
    * Whether it waits for child runs (pipeline, foreach): the policy's step_timeout_ms does not
    * bound it (each child step has its own); only the step's own timeout_ms does.
