@@ -7,7 +7,7 @@ import {checkCommand, type CommandPlace} from './rules.js'
 
 export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
 
-export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = DEFAULT_POLICY.tools as Record<string, ToolLevel>
+export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = DEFAULT_POLICY.tools
 
 export const DEFAULT_CONFIRM: readonly ToolLevel[] = DEFAULT_POLICY.confirm
 
