@@ -30,13 +30,14 @@ export interface CommandPlace {
 
 type EntryMatch = {ok: true} | {ok: false; matched: number; why: string}
 
-function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: readonly string[], place: CommandPlace): EntryMatch {
+/** An argv element null is one not known before the run (an expression): it may be any one argument. */
+function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: ReadonlyArray<string | null>, place: CommandPlace): EntryMatch {
   const rest = entry.at(-1) === REST
   const fixed = rest ? entry.slice(0, -1) : entry
   for (const [i, want] of fixed.entries()) {
     const got = argv[i]
     if (got === undefined) return {ok: false, matched: i, why: `it has ${argv.length} argument(s), ${JSON.stringify(entry)} needs ${fixed.length}`}
-    if (want === ARG) continue
+    if (want === ARG || got === null) continue
     if (want === PATH) {
       if (got === '' || got.startsWith('-')) return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)} is not a path (${PATH} never takes an option)`}
       const target = path.resolve(place.root, place.cwd ?? '.', got)
@@ -67,6 +68,21 @@ export function checkCommand(policy: LoadedPolicy, argv: readonly string[], plac
   }
   const near = nearest ? `; nearest allowed_commands[${nearest.index}]: ${nearest.why}` : ''
   return {allowed: false, rule: 'allowed_commands', reason: `${JSON.stringify(argv)} matches none of the ${list.length} allowed command(s)${near}`}
+}
+
+/**
+ * Before a run: whether the policy can allow an argument vector some of whose elements are not known
+ * yet (null: an expression the run resolves). Denied means no value of them makes any entry match;
+ * allowed means some could, and the run judges the resolved argv again.
+ */
+export function checkCommandShape(policy: LoadedPolicy, argv: ReadonlyArray<string | null>, place: CommandPlace = {root: process.cwd()}): Verdict {
+  if (!argv.includes(null)) return checkCommand(policy, argv as readonly string[], place)
+  const shown = JSON.stringify(argv.map((arg) => arg ?? '${{ … }}'))
+  const list = policy.policy.allowed_commands
+  for (const [index, entry] of list.entries()) {
+    if (matchEntry(policy, entry, argv, place).ok) return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`, reason: `${shown} may match the entry, depending on what its expressions give`}
+  }
+  return {allowed: false, rule: 'allowed_commands', reason: `${shown} matches none of the ${list.length} allowed command(s), whatever its expressions give`}
 }
 
 export function assertCommand(policy: LoadedPolicy, argv: readonly string[], place?: CommandPlace): void {

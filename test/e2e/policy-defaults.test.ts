@@ -95,3 +95,107 @@ describe('a policy file states what differs from the built-in policy', function 
     expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
   })
 })
+
+describe('the store and policy.yaml are found from a subfolder, like git finds .git', function () {
+  this.timeout(120000)
+
+  it('pipe runs list and pipe policy explain work from a subfolder of the project', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    const p = await file('status.yaml', STATUS_PIPELINE)
+    const run = await pipe(['run', p, '--json'], {cwd: dir})
+    expect(run.code, run.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(run).run_id
+    const sub = path.join(dir, 'src', 'deep')
+    await mkdir(sub, {recursive: true})
+    const list = await pipe(['runs', 'list', '--json'], {cwd: sub})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(json<{runs: Array<{run_id: string}>}>(list).runs.map((r) => r.run_id)).to.deep.equal([runId])
+    const explain = await pipe(['policy', 'explain', '--json', '--', 'git', 'status', '--porcelain'], {cwd: sub})
+    expect(explain.code, explain.stderr).to.equal(0)
+    expect(json<{allowed: boolean; policy: string}>(explain)).to.include({allowed: true, policy: path.join(await realDir(), 'policy.yaml')})
+  })
+
+  it('a first run in a subfolder of a repository creates the store at the repository root', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[node, -e, "0"]]\n')
+    const p = await file('tools/zero.yaml', 'version: 1\nname: zero\nsteps:\n  - {id: zero, kind: command, run: [node, -e, "0"]}\n')
+    const run = await pipe(['run', p, '--json'], {cwd: path.dirname(p)})
+    expect(run.code, run.stderr).to.equal(0)
+    expect(existsSync(path.join(dir, '.pipe', 'runs')), 'the store at the repository root').to.equal(true)
+    expect(existsSync(path.join(dir, 'tools', '.pipe')), 'no store in the subfolder').to.equal(false)
+  })
+
+  it('stops at the repository root: a store above it is not this project\'s', async () => {
+    const inner = path.join(dir, 'inner')
+    execFileSync('git', ['init', '-q', inner])
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    expect((await pipe(['run', await file('status.yaml', STATUS_PIPELINE), '--json'], {cwd: dir})).code).to.equal(0)
+    const list = await pipe(['runs', 'list', '--json'], {cwd: inner})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(json<{runs: unknown[]}>(list).runs).to.deep.equal([])
+    const check = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: inner}))
+    expect(check.builtin, 'the outer policy.yaml is not the inner repository\'s').to.equal(true)
+  })
+
+  it('pipe runs list (and spec list, ledger list) where there is no store say there is nothing and exit 0', async () => {
+    const list = await pipe(['runs', 'list'], {cwd: dir})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(list.stdout).to.equal('no runs\n')
+    expect((await pipe(['spec', 'list'], {cwd: dir})).code).to.equal(0)
+    expect((await pipe(['ledger', 'list'], {cwd: dir})).code).to.equal(0)
+    expect(existsSync(path.join(dir, '.pipe')), 'listing creates no store').to.equal(false)
+  })
+
+  it('--store and PIPE_STORE still win over the store found upward', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    expect((await pipe(['run', await file('status.yaml', STATUS_PIPELINE), '--json'], {cwd: dir})).code).to.equal(0)
+    const other = path.join(dir, 'other-store')
+    expect(json<{runs: unknown[]}>(await pipe(['runs', 'list', '--json', '--store', other], {cwd: dir})).runs).to.deep.equal([])
+    expect(json<{runs: unknown[]}>(await pipe(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_STORE: other}})).runs).to.deep.equal([])
+  })
+})
+
+describe('commands are judged against the policy before a run, also without --policy', function () {
+  this.timeout(120000)
+
+  it('pipe validate without --policy reports a command the built-in policy denies, at its line, as a warning', async () => {
+    const p = await file('status.yaml', STATUS_PIPELINE)
+    const r = await pipe(['validate', 'status.yaml'], {cwd: dir})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(r.stdout).to.contain('status.yaml:4:38  steps[0].run  warning: the built-in policy denies ["git","status","--porcelain"]')
+    expect(r.stdout).to.contain('(a run from here without --policy uses this policy)')
+    // What it warns about is what a run meets.
+    const run = await pipe(['run', p, '--json'], {cwd: dir})
+    expect(run.code).to.equal(3)
+    expect(run.stdout + run.stderr).to.contain('E_POLICY_DENIED')
+    // Under the policy.yaml a run from here finds, the warning goes.
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    const allowed = await pipe(['validate', 'status.yaml'], {cwd: dir})
+    expect(allowed.stdout).to.not.contain('denies')
+  })
+
+  it('an argv with an expression is denied when no value of it could be allowed', async () => {
+    await file('p.yaml', 'version: 1\nname: p\ninputs:\n  what: {type: string, default: x}\nsteps:\n  - {id: a, kind: command, run: [rm, -rf, "${{ inputs.what }}"]}\n')
+    const r = await pipe(['validate', 'p.yaml', '--policy', await file('policy.yaml', 'version: 1\nallowed_commands: [[git, log, "{arg}"]]\n')], {cwd: dir})
+    expect(r.code).to.not.equal(0)
+    expect(r.stdout).to.contain('p.yaml:6:33  steps[0].run  ')
+    expect(r.stdout).to.contain('whatever its expressions give')
+  })
+
+  it('the dry run judges an argv by the values it resolved from the inputs', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, log, --oneline]]\n')
+    await file('p.yaml', 'version: 1\nname: p\ninputs:\n  flag: {type: string, default: --oneline}\nsteps:\n  - {id: a, kind: command, run: [git, log, "${{ inputs.flag }}"]}\n')
+    const ok = await pipe(['run', 'p.yaml', '--dry-run', '--json'], {cwd: dir})
+    expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
+    expect(json<{denied: unknown[]}>(ok).denied).to.deep.equal([])
+    const denied = await pipe(['run', 'p.yaml', '--dry-run', '-i', 'flag=--output=/tmp/x', '--json'], {cwd: dir})
+    expect(denied.code).to.equal(3)
+    const plan = json<{denied: Array<{message: string; line: number; col: number}>}>(denied)
+    expect(plan.denied.map((d) => [d.line, d.col])).to.deep.equal([[6, 33]])
+    expect(plan.denied[0]!.message).to.contain('denies ["git","log","--output=/tmp/x"]')
+  })
+})
+
+async function realDir(): Promise<string> {
+  const {realpath} = await import('node:fs/promises')
+  return realpath(dir)
+}
