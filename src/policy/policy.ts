@@ -43,7 +43,8 @@ export function effectivePolicy(file: PolicyFile, base: Policy = DEFAULT_POLICY)
   return {
     ...base,
     ...file,
-    forbidden_paths: [...new Set([...base.forbidden_paths, ...(file.forbidden_paths ?? [])])],
+    // The file's globs first, so a rule named forbidden_paths[i] is the file's own entry i.
+    forbidden_paths: [...new Set([...(file.forbidden_paths ?? []), ...base.forbidden_paths])],
     resource_limits: {...base.resource_limits, ...file.resource_limits},
     tool_versions: {...base.tool_versions, ...file.tool_versions},
     tools: {...base.tools, ...file.tools},

@@ -7,7 +7,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {contain, realish} from '../util/contain.js'
 import {globMatches, ignoresCase} from './glob.js'
-import type {LoadedPolicy} from './policy.js'
+import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
 
 export interface Verdict {
   allowed: boolean
@@ -89,7 +89,7 @@ export function assertCommand(policy: LoadedPolicy, argv: readonly string[], pla
   const verdict = checkCommand(policy, argv, place)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `command ${JSON.stringify(argv)} is not allowed (${verdict.rule}): ${verdict.reason}`, {
-      hint: `Add an entry for it to allowed_commands in ${policy.file ?? 'policy.yaml'} ("{arg}" for any one argument, "{path}" for a path in the repository, a last "..." for any further ones), if it should be allowed.`,
+      hint: `Add an entry for it to allowed_commands in ${policy.file ?? 'a policy.yaml (pipe policy init writes a starter)'} ("{arg}" for any one argument, "{path}" for a path in the repository, a last "..." for any further ones), if it should be allowed.`,
       details: {rule: verdict.rule, argv},
     })
   }
@@ -155,9 +155,15 @@ export function assertPath(policy: LoadedPolicy, root: string, given: string): P
   const verdict = checkPath(policy, root, given)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (${verdict.rule}): ${verdict.reason}`, {
-      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
+      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : builtInGlob(verdict.rule) ? 'The pattern is one of the built-in forbidden paths, which every policy keeps; the step may not touch it.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
       details: {rule: verdict.rule, path: given},
     })
   }
   return verdict
+}
+
+/** Whether a verdict's rule (forbidden_paths[i] "GLOB") names a built-in glob, which a policy adds to but cannot lift. */
+function builtInGlob(rule: string): boolean {
+  const glob = /^forbidden_paths\[\d+\] "(.*)"$/.exec(rule)?.[1]
+  return glob !== undefined && DEFAULT_POLICY.forbidden_paths.includes(glob)
 }

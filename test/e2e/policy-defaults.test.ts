@@ -55,7 +55,7 @@ describe('a policy file states what differs from the built-in policy', function 
     expect(r.code, r.stderr).to.equal(0)
     const yaml = r.stdout.split('\n').slice(2).join('\n')
     expect(yaml).to.contain('allowed_commands:\n  - [git, status]\n')
-    expect(yaml).to.contain('forbidden_paths: [.git/**, .env, .env.*, "**/*.{pem,key}", "**/id_rsa*", secrets/**]\n')
+    expect(yaml).to.contain('forbidden_paths: [secrets/**, .git/**, .env, .env.*, "**/*.{pem,key}", "**/id_rsa*"]\n')
     expect(yaml).to.contain('resource_limits:\n  command_timeout_ms: 1000\n  step_timeout_ms: 600000\n')
     expect(yaml).to.contain('max_patch_lines: 500\n')
     expect(yaml).to.contain('confirm: [dangerous]\n')

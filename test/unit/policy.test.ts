@@ -145,7 +145,7 @@ describe('a partial policy over the built-in one', () => {
     if (!result.ok) throw new Error(JSON.stringify(result.diagnostics))
     const p = result.loaded.policy
     expect(p.allowed_commands).to.deep.equal([['git', 'status']])
-    expect(p.forbidden_paths, 'the built-in globs always apply, each once').to.deep.equal([...DEFAULT_POLICY.forbidden_paths, 'secrets/**'])
+    expect(p.forbidden_paths, 'the file\'s globs (their indices as in the file), then the built-in ones, each once').to.deep.equal(['secrets/**', '.env', ...DEFAULT_POLICY.forbidden_paths.filter((g) => g !== '.env')])
     expect(p.max_patch_lines).to.equal(40)
     expect(p.max_retries_default).to.equal(DEFAULT_POLICY.max_retries_default)
     expect(p.resource_limits).to.deep.equal({...DEFAULT_POLICY.resource_limits, command_timeout_ms: 1000})
