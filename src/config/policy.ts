@@ -60,14 +60,14 @@ export function effectiveProblems(effective: unknown): string[] {
 }
 
 /** The policy.yaml a command in cwd uses when none is named: the nearest one upward to the repository root. */
-export function discoverPolicyFile(cwd: string): string | null {
-  return findUpward(cwd, 'policy.yaml', 'file').found
+export function discoverPolicyFile(cwd: string, ceiling?: string): string | null {
+  return findUpward(cwd, 'policy.yaml', 'file', ceiling).found
 }
 
 /** The policy a run uses: --policy FILE, else the nearest policy.yaml (see discoverPolicyFile), else the built-in default. */
-export async function resolvePolicy(explicit: string | undefined, cwd: string): Promise<PolicyResult> {
+export async function resolvePolicy(explicit: string | undefined, cwd: string, ceiling?: string): Promise<PolicyResult> {
   if (explicit !== undefined) return loadPolicyFile(path.resolve(cwd, explicit))
-  const local = discoverPolicyFile(cwd)
+  const local = discoverPolicyFile(cwd, ceiling)
   if (local !== null) return loadPolicyFile(local)
   return {ok: true, loaded: defaultPolicy()}
 }

@@ -23,15 +23,19 @@ function kindOf(file: string): 'dir' | 'file' | null {
   }
 }
 
-/** The nearest `name` of the given kind from `cwd` upward, and the repository root the walk stopped at. */
-export function findUpward(cwd: string, name: string, kind: 'dir' | 'file'): Found {
+/**
+ * The nearest `name` of the given kind from `cwd` upward, and the repository root the walk stopped
+ * at. `ceiling`: the last folder looked in, for a place that must not see what lies above it (the
+ * workspace of a pipe test, which must pass in any folder).
+ */
+export function findUpward(cwd: string, name: string, kind: 'dir' | 'file', ceiling?: string): Found {
   let dir = path.resolve(cwd)
   for (;;) {
     const candidate = path.join(dir, name)
     if (kindOf(candidate) === kind) return {found: candidate, repoRoot: repoRootFrom(dir)}
     if (kindOf(path.join(dir, '.git')) !== null) return {found: null, repoRoot: dir}
     const parent = path.dirname(dir)
-    if (parent === dir) return {found: null, repoRoot: null}
+    if (parent === dir || (ceiling !== undefined && dir === path.resolve(ceiling))) return {found: null, repoRoot: null}
     dir = parent
   }
 }

@@ -199,3 +199,16 @@ async function realDir(): Promise<string> {
   const {realpath} = await import('node:fs/promises')
   return realpath(dir)
 }
+
+describe('pipe test stays hermetic', function () {
+  this.timeout(120000)
+
+  it('a test that names no policy gets the built-in one, never a policy.yaml above its temporary workspace', async () => {
+    const tmp = path.join(dir, 'tmp')
+    await file('tmp/policy.yaml', 'version: 1\nallowed_commands: [[node, -e, "0"]]\n')
+    await file('suite/zero.yaml', 'version: 1\nname: zero\nsteps:\n  - {id: zero, kind: command, run: [node, -e, "0"]}\n')
+    await file('suite/zero.pipe-test.yaml', 'version: 1\npipeline: zero.yaml\ntests:\n  - name: the built-in policy denies node\n    expect: {code: E_POLICY_DENIED}\n')
+    const r = await pipe(['test', 'suite', '--json'], {cwd: dir, env: {TMPDIR: tmp}})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+  })
+})
