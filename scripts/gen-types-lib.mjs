@@ -13,7 +13,8 @@ export async function generateTypes(root) {
     for (const file of (await readdir(dir)).filter((f) => f.endsWith('.schema.json')).sort()) files.push({dir, file, prefix})
   }
   for (const {dir, file, prefix} of files) {
-    const schema = sharedParts(loadedShape(JSON.parse(await readFile(path.join(dir, file), 'utf8'))))
+    const parsed = JSON.parse(await readFile(path.join(dir, file), 'utf8'))
+    const schema = sharedParts(loadedShape(FILLED_ON_LOAD.has(file) ? filledDefaults(parsed) : parsed))
     const text = await compile(schema, schema.title, {
       bannerComment: banner,
       additionalProperties: false,
@@ -40,6 +41,19 @@ function loadedShape(schema) {
   if (!Array.isArray(absent) || !Array.isArray(then) || schema.else !== undefined) return schema
   const {if: _if, then: _then, ...rest} = schema
   return {...rest, required: [...(rest.required ?? []), ...then]}
+}
+
+/**
+ * Formats whose loading fills every top-level key the file leaves out from the schema's default (a
+ * policy file states only what differs from the built-in policy): once loaded the key is always
+ * there, so the types require it. Elsewhere a default is only applied where the value is read.
+ */
+const FILLED_ON_LOAD = new Set(['policy.schema.json'])
+
+function filledDefaults(schema) {
+  const filled = Object.entries(schema.properties ?? {}).filter(([, property]) => property.default !== undefined).map(([key]) => key)
+  if (filled.length === 0) return schema
+  return {...schema, required: [...new Set([...(schema.required ?? []), ...filled])]}
 }
 
 /**

@@ -4,7 +4,9 @@
  * rendering of errors (stderr: code, message, a hint with the next action, the log path; the JSON
  * error with --json) with the exit code from the one table. Nothing here imports oclif.
  */
+import path from 'node:path'
 import {PipeError, toPipeError} from '../errors.js'
+import {findUpward} from '../util/discover.js'
 import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'
 import {jsonText} from '../util/terminal-text.js'
@@ -21,8 +23,18 @@ export interface CommandOutput {
   jsonPrinted: boolean
 }
 
-export function storeDir(flag: string | undefined): string {
-  return flag ?? process.env.PIPE_STORE ?? '.pipe'
+/**
+ * The store a command uses: --store, else $PIPE_STORE, else the nearest .pipe from the working
+ * directory up to the repository root (as git finds .git), else where a first run creates one: the
+ * repository root's .pipe inside a git repository, the working directory's outside one.
+ */
+export function storeDir(flag: string | undefined, cwd = process.cwd()): string {
+  if (flag !== undefined) return flag
+  if (process.env.PIPE_STORE !== undefined) return process.env.PIPE_STORE
+  const {found, repoRoot} = findUpward(cwd, '.pipe', 'dir')
+  const dir = found ?? path.join(repoRoot ?? cwd, '.pipe')
+  // The working directory's own store keeps its short name in what commands print.
+  return path.dirname(dir) === path.resolve(cwd) ? '.pipe' : dir
 }
 
 /** Says an error on the error channel (and as the JSON document with --json), sets the exit code, and returns it classified. */

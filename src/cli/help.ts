@@ -4,7 +4,7 @@ import {exitCodeHelp} from '../exit-codes.js'
 import {visible} from '../util/terminal-text.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
-  ['PIPE_STORE', 'store directory (default .pipe in the working directory)'],
+  ['PIPE_STORE', 'store directory (default: the nearest .pipe up to the repository root)'],
   ['PIPE_HOME', 'home of the daily error log, PIPE_HOME/logs (default ~/.canonical)'],
   ['OPENAI_API_KEY', 'key for an OpenAI-compatible endpoint (model steps)'],
   ['OPENAI_BASE_URL', 'base URL of an OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1'],

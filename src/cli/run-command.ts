@@ -76,7 +76,7 @@ export async function runCommand(args: RunArgs, flags: RunFlags, output: Command
         output.jsonPrinted = true
       }
       throw new PipeError('E_POLICY_DENIED', `the policy denies ${plan.denied.length} command(s) of the pipeline; the run would fail at them`, {
-        hint: `Add the commands to allowed_commands in ${plan.policy.file ?? 'a policy.yaml (the built-in policy allows few)'}, or change the steps; the plan lists each at its line.`,
+        hint: `Add the commands to allowed_commands in ${plan.policy.file ?? 'a policy.yaml (the built-in policy allows no command; pipe policy init writes a starter)'}, or change the steps; the plan lists each at its line.`,
       })
     }
     return plan

@@ -31,7 +31,7 @@ A run that needs answers or a review decision that were not given stops in await
     answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
     decision: Flags.string({description: 'Review decision for the review step.', options: ['go', 'hold', 'drop']}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
-    policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
+    policy: Flags.string({description: 'Policy file (default: the nearest policy.yaml from the working directory up to the repository root, else the built-in policy).', helpValue: 'FILE'}),
     provider: Flags.string({description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.', options: ['auto', 'offline', 'openai']}),
     ...replyFlags,
     store: PipeCommand.storeFlag,

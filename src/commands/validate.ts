@@ -1,6 +1,6 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
-import {loadPolicyFile} from '../config/policy.js'
+import {loadPolicyFile, resolvePolicy} from '../config/policy.js'
 import {detectKind, validateFiles, type PipelineCheck, type ValidateResult} from '../config/validate-files.js'
 import {renderDiagnostics} from '../cli/views.js'
 import {PipeError} from '../errors.js'
@@ -15,7 +15,7 @@ export default class Validate extends PipeCommand {
 
 Warnings do not fail the check: a failure outcome (a command's failure, QA's or a gate's fail) with no on: route, which ends the run failed; a step that needs a spec where some path reaches it without one.
 
-Given a policy (--policy FILE, or one policy file among the files), every command and QA argument vector of the pipelines is checked against it, and one the policy would deny is an error.
+Given a policy (--policy FILE, or one policy file among the files), every command and QA argument vector of the pipelines is checked against it, and one the policy would deny is an error. Without one, they are checked against the policy a run from the working directory would use (the nearest policy.yaml up to the repository root, else the built-in policy, which allows no command), and one it would deny is a warning: a run may still name another policy with --policy. An argument that is an expression may be any one argument here: an argv is denied when no value of it could match an allowed_commands entry.
 
 The kind of each file is read from its yaml-language-server $schema line, else from its name (policy*.yaml, *answers*.yaml), else it is taken as a pipeline.
 
@@ -56,13 +56,22 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
     return result
   }
 
-  /** The policy to check commands against: --policy, else the only policy file given; none when neither. */
+  /**
+   * The policy to check commands against: --policy, else the only policy file given (a denied
+   * command is an error); else the one a run from here would use (a denied command is a warning).
+   */
   private async policyCheck(files: string[], flag: string | undefined): Promise<PipelineCheck | undefined> {
     let file = flag
     if (file === undefined) {
       const policies: string[] = []
       for (const f of files) if ((await detectKind(f)) === 'policy') policies.push(f)
-      if (policies.length !== 1) return undefined
+      if (policies.length > 1) return undefined
+      if (policies.length === 0) {
+        const implicit = await resolvePolicy(undefined, process.cwd())
+        // An invalid policy.yaml here is reported when it is checked itself; the pipelines are not judged against it.
+        if (!implicit.ok) return undefined
+        return (pipeline) => deniedCommands(pipeline, implicit.loaded).map((d) => ({...d, message: `${d.message} (a run from here without --policy uses this policy)`, severity: 'warning' as const}))
+      }
       file = policies[0]
     }
     const loaded = await loadPolicyFile(file!)

@@ -1,9 +1,12 @@
-/** Loads policy.yaml: YAML with positions, the schema, then the rules the schema cannot express. */
-import {existsSync} from 'node:fs'
+/**
+ * Loads policy.yaml: YAML with positions, the schema, then the rules the schema cannot express; then
+ * the effective policy (the built-in one with the file over it), checked whole.
+ */
 import path from 'node:path'
-import {defaultPolicy, policyFrom, type LoadedPolicy} from '../policy/policy.js'
+import {DEFAULT_POLICY, defaultPolicy, effectivePolicy, policyFrom, type LoadedPolicy, type PolicyFile} from '../policy/policy.js'
 import {ARG, PATH, REST, checkCommand} from '../policy/rules.js'
-import type {Policy} from '../types/policy.js'
+import {check} from '../schema/registry.js'
+import {findUpward} from '../util/discover.js'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
 import {locate} from './yaml-source.js'
@@ -13,16 +16,16 @@ const PLACEHOLDERS = new Set([ARG, PATH, REST])
 export type PolicyResult = {ok: true; loaded: LoadedPolicy} | {ok: false; diagnostics: Diagnostic[]}
 
 export async function loadPolicyFile(file: string): Promise<PolicyResult> {
-  const result = await validateDocument<Policy>(file, 'policy', 'policy')
+  const result = await validateDocument<PolicyFile>(file, 'policy', 'policy')
   if (!result.ok) return result
   const diagnostics: Diagnostic[] = []
-  result.data.forbidden_paths.forEach((glob, i) => {
+  ;(result.data.forbidden_paths ?? []).forEach((glob, i) => {
     if (path.isAbsolute(glob) || glob.split('/').includes('..')) {
       const pos = locate(result.source, ['forbidden_paths', i])
       diagnostics.push({file, ...pos, path: `forbidden_paths[${i}]`, message: `"${glob}" must be relative to the repository root, without ..`, rule: 'relative-glob'})
     }
   })
-  result.data.allowed_commands.forEach((entry, i) => {
+  ;(result.data.allowed_commands ?? []).forEach((entry, i) => {
     const problem = PLACEHOLDERS.has(entry[0])
       ? `the program, element 0, must be a literal, not "${entry[0]}"`
       : entry.slice(0, -1).includes(REST)
@@ -37,8 +40,10 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
     const problem = PLACEHOLDERS.has(entry[0]) ? `the program, element 0, must be a literal, not "${entry[0]}"` : entry.slice(0, -1).includes(REST) ? `"${REST}" may only be the last element (it allows any further arguments)` : null
     if (problem) diagnostics.push({file, ...locate(result.source, ['tools_preapproved', i]), path: `tools_preapproved[${i}]`, message: `${JSON.stringify(entry)}: ${problem}`, rule: 'command-pattern'})
   })
-  const loaded = policyFrom(result.data, path.resolve(file))
-  for (const [ext, entry] of Object.entries(result.data.syntax_checks ?? {}) as Array<[string, string[]]>) {
+  // Syntax checkers are judged against the policy that applies: the built-in one with this file over it.
+  const effective = effectivePolicy(result.data)
+  const loaded = policyFrom(effective, path.resolve(file))
+  for (const [ext, entry] of Object.entries(effective.syntax_checks ?? {}) as Array<[string, string[]]>) {
     if (!entry.includes(PATH) || PLACEHOLDERS.has(entry[0]!)) {
       diagnostics.push({file, ...locate(result.source, ['syntax_checks', ext]), path: `syntax_checks.${ext}`, message: `${JSON.stringify(entry)}: a checker is a literal program and must name the file with "${PATH}"`, rule: 'command-pattern'})
       continue
@@ -57,13 +62,27 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
     }
   }
   if (diagnostics.length > 0) return {ok: false, diagnostics}
+  const problems = effectiveProblems(effective)
+  if (problems.length > 0) return {ok: false, diagnostics: problems.map((message) => ({file, line: 1, col: 1, path: '', message: `the effective policy (the built-in one with this file over it) ${message}`, rule: 'effective-policy'}))}
   return {ok: true, loaded}
 }
 
-/** The policy a run uses: --policy FILE, else policy.yaml in the working directory, else the built-in default. */
-export async function resolvePolicy(explicit: string | undefined, cwd: string): Promise<PolicyResult> {
+/** What is wrong with an effective policy as a whole: every key present, every value as the schema says. */
+export function effectiveProblems(effective: unknown): string[] {
+  const missing = Object.keys(DEFAULT_POLICY).filter((key) => (effective as Record<string, unknown>)[key] === undefined)
+  const result = check('policy', effective)
+  return [...missing.map((key) => `has no ${key}`), ...result.errors.map((e) => `${e.instancePath || '/'} ${e.message ?? e.keyword}`)]
+}
+
+/** The policy.yaml a command in cwd uses when none is named: the nearest one upward to the repository root. */
+export function discoverPolicyFile(cwd: string, ceiling?: string): string | null {
+  return findUpward(cwd, 'policy.yaml', 'file', ceiling).found
+}
+
+/** The policy a run uses: --policy FILE, else the nearest policy.yaml (see discoverPolicyFile), else the built-in default. */
+export async function resolvePolicy(explicit: string | undefined, cwd: string, ceiling?: string): Promise<PolicyResult> {
   if (explicit !== undefined) return loadPolicyFile(path.resolve(cwd, explicit))
-  const local = path.join(cwd, 'policy.yaml')
-  if (existsSync(local)) return loadPolicyFile(local)
+  const local = discoverPolicyFile(cwd, ceiling)
+  if (local !== null) return loadPolicyFile(local)
   return {ok: true, loaded: defaultPolicy()}
 }

@@ -34,8 +34,8 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
  * a directory below the filesystem root (a project with pipe in node_modules, or pipe's own
  * checkout), so the line survives moving the project; else the absolute path.
  */
-export function schemaRef(dir: string, schemas = schemasDir): string {
-  const target = path.join(schemas, 'pipeline.schema.json')
+export function schemaRef(dir: string, schemas = schemasDir, file = 'pipeline.schema.json'): string {
+  const target = path.join(schemas, file)
   const from = path.resolve(dir)
   const rel = path.relative(from, target)
   const up = rel.split(path.sep).filter((part) => part === '..').length

@@ -70,8 +70,9 @@ export async function validateFile(file: string, catalog: KindCatalog, check?: P
     const result = await loadPipeline(file, catalog)
     if (!result.ok) diagnostics = result.diagnostics
     else {
-      warnings = result.warnings
-      diagnostics = check?.(result.loaded) ?? []
+      const checked = check?.(result.loaded) ?? []
+      warnings = [...result.warnings, ...checked.filter((d) => d.severity === 'warning')]
+      diagnostics = checked.filter((d) => d.severity !== 'warning')
     }
   }
   return {file, kind, valid: diagnostics.length === 0, diagnostics, warnings}

@@ -7,7 +7,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {contain, realish} from '../util/contain.js'
 import {globMatches, ignoresCase} from './glob.js'
-import type {LoadedPolicy} from './policy.js'
+import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
 
 export interface Verdict {
   allowed: boolean
@@ -30,13 +30,14 @@ export interface CommandPlace {
 
 type EntryMatch = {ok: true} | {ok: false; matched: number; why: string}
 
-function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: readonly string[], place: CommandPlace): EntryMatch {
+/** An argv element null is one not known before the run (an expression): it may be any one argument. */
+function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: ReadonlyArray<string | null>, place: CommandPlace): EntryMatch {
   const rest = entry.at(-1) === REST
   const fixed = rest ? entry.slice(0, -1) : entry
   for (const [i, want] of fixed.entries()) {
     const got = argv[i]
     if (got === undefined) return {ok: false, matched: i, why: `it has ${argv.length} argument(s), ${JSON.stringify(entry)} needs ${fixed.length}`}
-    if (want === ARG) continue
+    if (want === ARG || got === null) continue
     if (want === PATH) {
       if (got === '' || got.startsWith('-')) return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)} is not a path (${PATH} never takes an option)`}
       const target = path.resolve(place.root, place.cwd ?? '.', got)
@@ -69,11 +70,26 @@ export function checkCommand(policy: LoadedPolicy, argv: readonly string[], plac
   return {allowed: false, rule: 'allowed_commands', reason: `${JSON.stringify(argv)} matches none of the ${list.length} allowed command(s)${near}`}
 }
 
+/**
+ * Before a run: whether the policy can allow an argument vector some of whose elements are not known
+ * yet (null: an expression the run resolves). Denied means no value of them makes any entry match;
+ * allowed means some could, and the run judges the resolved argv again.
+ */
+export function checkCommandShape(policy: LoadedPolicy, argv: ReadonlyArray<string | null>, place: CommandPlace = {root: process.cwd()}): Verdict {
+  if (!argv.includes(null)) return checkCommand(policy, argv as readonly string[], place)
+  const shown = JSON.stringify(argv.map((arg) => arg ?? '${{ … }}'))
+  const list = policy.policy.allowed_commands
+  for (const [index, entry] of list.entries()) {
+    if (matchEntry(policy, entry, argv, place).ok) return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`, reason: `${shown} may match the entry, depending on what its expressions give`}
+  }
+  return {allowed: false, rule: 'allowed_commands', reason: `${shown} matches none of the ${list.length} allowed command(s), whatever its expressions give`}
+}
+
 export function assertCommand(policy: LoadedPolicy, argv: readonly string[], place?: CommandPlace): void {
   const verdict = checkCommand(policy, argv, place)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `command ${JSON.stringify(argv)} is not allowed (${verdict.rule}): ${verdict.reason}`, {
-      hint: `Add an entry for it to allowed_commands in ${policy.file ?? 'policy.yaml'} ("{arg}" for any one argument, "{path}" for a path in the repository, a last "..." for any further ones), if it should be allowed.`,
+      hint: `Add an entry for it to allowed_commands in ${policy.file ?? 'a policy.yaml (pipe policy init writes a starter)'} ("{arg}" for any one argument, "{path}" for a path in the repository, a last "..." for any further ones), if it should be allowed.`,
       details: {rule: verdict.rule, argv},
     })
   }
@@ -143,9 +159,15 @@ export function assertPath(policy: LoadedPolicy, root: string, given: string): P
   const verdict = checkPath(policy, root, given)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (${verdict.rule}): ${verdict.reason}`, {
-      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : verdict.rule === 'git' || verdict.rule === 'store' ? 'No policy allows it: pipe never lets a step write where git or pipe itself would later act on it.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
+      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : verdict.rule === 'git' || verdict.rule === 'store' ? 'No policy allows it: pipe never lets a step write where git or pipe itself would later act on it.' : builtInGlob(verdict.rule) ? 'The pattern is one of the built-in forbidden paths, which every policy keeps; the step may not touch it.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
       details: {rule: verdict.rule, path: given},
     })
   }
   return verdict
+}
+
+/** Whether a verdict's rule (forbidden_paths[i] "GLOB") names a built-in glob, which a policy adds to but cannot lift. */
+function builtInGlob(rule: string): boolean {
+  const glob = /^forbidden_paths\[\d+\] "(.*)"$/.exec(rule)?.[1]
+  return glob !== undefined && DEFAULT_POLICY.forbidden_paths.includes(glob)
 }

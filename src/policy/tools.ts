@@ -2,21 +2,14 @@
  * Agent tools under the policy (seed 003): each tool's permission level, which levels pause for a
  * person, and the argument vectors a person has approved in advance.
  */
-import type {LoadedPolicy} from './policy.js'
+import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
 import {checkCommand, type CommandPlace} from './rules.js'
 
 export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
 
-export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = {
-  list_directory: 'safe',
-  find_files: 'safe',
-  search_text: 'safe',
-  read_file: 'safe',
-  apply_edit_blocks: 'moderate',
-  run_command: 'dangerous',
-}
+export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = DEFAULT_POLICY.tools
 
-export const DEFAULT_CONFIRM: readonly ToolLevel[] = ['dangerous']
+export const DEFAULT_CONFIRM: readonly ToolLevel[] = DEFAULT_POLICY.confirm
 
 export function toolLevel(policy: LoadedPolicy, tool: string): ToolLevel {
   const own = (policy.policy.tools as Record<string, ToolLevel | undefined> | undefined)?.[tool]

@@ -2,24 +2,31 @@
 import type {Diagnostic} from '../config/diagnostics.js'
 import {diag, type LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import {checkCommand, checkEnv} from '../policy/rules.js'
+import {checkCommandShape, checkEnv} from '../policy/rules.js'
+import type {JsonValue} from '../expr/index.js'
 import {registry} from './registry.js'
 import type {StepHandler, StepKind} from './types.js'
 
+/** The values of a step's fields that are already known before the run, by field path (run[2], stages.static[0][1]). */
+export type KnownValues = (stepIndex: number) => Record<string, JsonValue> | undefined
+
 /**
- * One error per argument vector the policy denies, at its place in the file. An argv holding an
- * expression (`${{ … }}`) is only known when the run resolves it, so it is not judged here.
+ * One error per argument vector the policy denies, at its place in the file. An element holding an
+ * expression (`${{ … }}`) is judged by its value where `known` has it (the dry run resolved it from
+ * the inputs); otherwise it may be any one argument, and the argv is denied when no value of it
+ * could make an allowed_commands entry match.
  */
-export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy): Diagnostic[] {
+export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy, known?: KnownValues): Diagnostic[] {
   const out: Diagnostic[] = []
   const source = policy.file ?? 'the built-in policy'
   loaded.pipeline.steps.forEach((step, i) => {
     const handler = registry[step.kind] as StepHandler<StepKind> | undefined
-    for (const {argv, at} of handler?.commands?.(step) ?? []) {
-      if (argv.some((arg) => arg.includes('${{'))) continue
-      const verdict = checkCommand(policy, argv)
+    const values = known?.(i)
+    for (const {argv: written, at} of handler?.commands?.(step) ?? []) {
+      const argv = written.map((arg, j) => (arg.includes('${{') ? argumentOf(values?.[fieldPath([...at, j])]) : arg))
+      const verdict = checkCommandShape(policy, argv)
       if (verdict.allowed) continue
-      out.push({...diag(loaded, ['steps', i, ...at], `${source} denies ${JSON.stringify(argv)} (${verdict.rule}): ${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
+      out.push({...diag(loaded, ['steps', i, ...at], `${source} denies ${JSON.stringify(argv.map((arg, j) => arg ?? written[j]))} (${verdict.rule}): ${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
     }
     if (step.kind === 'command' && step.env) {
       const verdict = checkEnv(Object.keys(step.env))
@@ -27,4 +34,14 @@ export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy): Di
     }
   })
   return out
+}
+
+/** A resolved value as the run passes it: a string, or a number or boolean as its text; anything else is not known here. */
+function argumentOf(value: JsonValue | undefined): string | null {
+  return typeof value === 'string' ? value : typeof value === 'number' || typeof value === 'boolean' ? String(value) : null
+}
+
+/** The field path as the dry run's resolved values name it: run[2], stages.static[0][1]. */
+function fieldPath(segments: ReadonlyArray<string | number>): string {
+  return segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
 }

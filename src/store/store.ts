@@ -255,6 +255,12 @@ export class Store {
   }
 
   /** Opens a store that must already exist (read commands never create one). */
+  /** The store at root, or null when there is none: a listing of a place with no store lists nothing. */
+  static async ifExists(root: string): Promise<Store | null> {
+    const store = new Store(root)
+    return (await readdir(store.runsDir).then(() => true, () => false)) ? store : null
+  }
+
   static async existing(root: string): Promise<Store> {
     const store = new Store(root)
     try {

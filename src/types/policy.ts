@@ -2,7 +2,7 @@
 // Generated from schemas/ by `npm run gen:types`. Do not edit by hand.
 
 /**
- * What the steps of a run may do: the commands they may start, the paths they may not touch, and the limits they run under. Its content hash is recorded with every run as policy_version.
+ * What the steps of a run may do: the commands they may start, the paths they may not touch, and the limits they run under. A policy file states only what differs from the built-in policy (each key's default): a key it leaves out keeps the built-in value; a scalar or a list it gives replaces the built-in one, except forbidden_paths, which adds to the built-in globs; resource_limits, tools, tool_versions and syntax_checks merge key by key. The content hash of the effective policy (the built-in one with the file over it) is recorded with every run as policy_version; pipe policy check --effective prints it.
  */
 export interface Policy {
   /**
@@ -10,11 +10,11 @@ export interface Policy {
    */
   version: 1
   /**
-   * Argument vectors a command may run, matched whole: each element is a literal argument, "{arg}" (any one argument), "{path}" (one argument naming a path inside the repository, outside forbidden_paths, never an option), or, as the last element only, "..." (any further arguments). [node, --check, "{path}"] allows node --check src/a.js and nothing else; [npm, test, "..."] allows npm test with any arguments. The first element is the program, a literal. Never shell strings.
+   * Argument vectors a command may run, matched whole: each element is a literal argument, "{arg}" (any one argument), "{path}" (one argument naming a path inside the repository, outside forbidden_paths, never an option), or, as the last element only, "..." (any further arguments). [node, --check, "{path}"] allows node --check src/a.js and nothing else; [npm, test, "..."] allows npm test with any arguments. The first element is the program, a literal. Never shell strings. A policy's list replaces the built-in one, which allows nothing.
    */
   allowed_commands: [string, ...string[]][]
   /**
-   * Globs, relative to the repository root, that no step may read or write (e.g. .git/**, secrets/**).
+   * Globs, relative to the repository root, that no step may read or write (e.g. .git/**, secrets/**). A policy's globs are added to the built-in ones, which always apply.
    */
   forbidden_paths: string[]
   /**
@@ -25,6 +25,9 @@ export interface Policy {
    * Retries for a retry-safe step that does not set its own.
    */
   max_retries_default: number
+  /**
+   * Limits of commands and steps. A policy gives the limits it changes; the others keep their built-in values.
+   */
   resource_limits: {
     /**
      * Wall-clock limit of one command; the whole process tree is killed after it.
@@ -63,21 +66,21 @@ export interface Policy {
   /**
    * How commands are contained. required: only inside bubblewrap (read-only root, only the repository writable, a private /tmp, no network unless `network`, its own PID namespace, resource limits); without bwrap a command is refused. auto (the default): the same when bwrap is there, else the command runs uncontained with a warning on stderr and in its snapshot. off: never contained.
    */
-  sandbox?: 'required' | 'auto' | 'off'
+  sandbox: 'required' | 'auto' | 'off'
   /**
    * Whether sandboxed commands may use the network (default false: their own empty network namespace).
    */
-  network?: boolean
+  network: boolean
   /**
    * Versions of the tools a run depends on, recorded for replay (e.g. node: '20').
    */
-  tool_versions?: {
+  tool_versions: {
     [k: string]: string | undefined
   }
   /**
    * The permission level of each agent tool (seed 003). Defaults: list_directory, find_files, search_text, read_file safe; apply_edit_blocks moderate; run_command dangerous.
    */
-  tools?: {
+  tools: {
     list_directory?: 'safe' | 'moderate' | 'dangerous'
     find_files?: 'safe' | 'moderate' | 'dangerous'
     search_text?: 'safe' | 'moderate' | 'dangerous'
@@ -88,15 +91,15 @@ export interface Policy {
   /**
    * Tool levels whose calls pause the run until a person confirms or refuses the call (pipe confirm RUN --yes|--no). Default [dangerous]; [] confirms nothing.
    */
-  confirm?: ('safe' | 'moderate' | 'dangerous')[]
+  confirm: ('safe' | 'moderate' | 'dangerous')[]
   /**
    * Argument vectors run_command may run without confirmation, matched like allowed_commands ("{arg}", "{path}", a last "..."). Each must still be allowed by allowed_commands.
    */
-  tools_preapproved?: [string, ...string[]][]
+  tools_preapproved: [string, ...string[]][]
   /**
    * A syntax checker per file extension, which apply_edit_blocks runs on each file it changed (through allowed_commands and the sandbox): an argv whose "{path}" element is replaced by the file's path, e.g. ".js": [node, --check, "{path}"]. A failing check rolls the edit back and the model gets the checker's output.
    */
-  syntax_checks?: {
+  syntax_checks: {
     /**
      * @minItems 1
      */

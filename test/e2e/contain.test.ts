@@ -95,7 +95,8 @@ test('plants', () => {
     expect(existsSync(marker), 'the planted post-commit hook ran').to.equal(false)
     expect(out.code, out.stderr).to.not.equal(0)
     expect(out.result.status).to.equal('failed')
-    const [qa, save] = await snapshots(pkg, out.result.run_id)
+    // The store is at the repository root (mono/.pipe), where the run found no store and made one; pkg now holds a .git of its own.
+    const [qa, save] = await snapshots(mono, out.result.run_id)
     expect(qa!.errors[0]).to.include({code: 'E_POLICY_DENIED'})
     expect(qa!.errors[0]!.message).to.contain(`created ${path.join(pkg, '.git')}`)
     expect(save!.errors[0]).to.include({code: 'E_POLICY_DENIED'})

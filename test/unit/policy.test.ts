@@ -131,3 +131,42 @@ describe('policy rules', () => {
     expect(a).to.not.equal(c)
   })
 })
+
+describe('a partial policy over the built-in one', () => {
+  it('the built-in policy is the schema\'s defaults, key for key', async () => {
+    const {loadSchema} = await import('../../src/schema/registry.js')
+    const schema = loadSchema('policy') as {properties: Record<string, {default?: unknown}>}
+    const defaults = Object.fromEntries(Object.entries(schema.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]))
+    expect({version: 1, ...defaults}).to.deep.equal(DEFAULT_POLICY)
+  })
+
+  it('keeps what the file leaves out, replaces scalars and lists, adds forbidden globs, merges maps per key', async () => {
+    const file = path.join(dir, 'policy.yaml')
+    await writeFile(file, 'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**, .env]\nmax_patch_lines: 40\nresource_limits: {command_timeout_ms: 1000}\ntools: {read_file: moderate}\nconfirm: []\n')
+    const result = await loadPolicyFile(file)
+    if (!result.ok) throw new Error(JSON.stringify(result.diagnostics))
+    const p = result.loaded.policy
+    expect(p.allowed_commands).to.deep.equal([['git', 'status']])
+    expect(p.forbidden_paths, 'the file\'s globs (their indices as in the file), then the built-in ones, each once').to.deep.equal(['secrets/**', '.env', ...DEFAULT_POLICY.forbidden_paths.filter((g) => g !== '.env')])
+    expect(p.max_patch_lines).to.equal(40)
+    expect(p.max_retries_default).to.equal(DEFAULT_POLICY.max_retries_default)
+    expect(p.resource_limits).to.deep.equal({...DEFAULT_POLICY.resource_limits, command_timeout_ms: 1000})
+    expect(p.tools).to.deep.equal({...DEFAULT_POLICY.tools, read_file: 'moderate'})
+    expect(p.confirm).to.deep.equal([])
+    expect(p.sandbox).to.equal('auto')
+  })
+
+  it('versions the effective policy: restating a built-in value changes nothing, changing one does', async () => {
+    const version = async (text: string): Promise<string> => {
+      const file = path.join(dir, `p${Math.random().toString(36).slice(2)}.yaml`)
+      await writeFile(file, text)
+      const result = await loadPolicyFile(file)
+      if (!result.ok) throw new Error(JSON.stringify(result.diagnostics))
+      return result.loaded.version
+    }
+    const minimal = await version('version: 1\nallowed_commands: [[git, status]]\n')
+    expect(await version('version: 1\nallowed_commands: [[git, status]]\nmax_patch_lines: 500\nresource_limits: {step_timeout_ms: 600000}\nforbidden_paths: [.git/**]\n')).to.equal(minimal)
+    expect(await version('version: 1\nallowed_commands: [[git, status]]\nmax_patch_lines: 499\n')).to.not.equal(minimal)
+    expect(await version('version: 1\n'), 'a file that states nothing is the built-in policy').to.equal(policyFrom(DEFAULT_POLICY, null).version)
+  })
+})

@@ -25,8 +25,8 @@ export default class LedgerList extends PipeCommand {
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     if (flags.target !== undefined) assertId('target', flags.target, '--target')
-    const store = await Store.existing(this.storeDir(flags.store))
-    const entries = await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})}, flags.limit)
+    const store = await Store.ifExists(this.storeDir(flags.store))
+    const entries = store === null ? [] : await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})}, flags.limit)
     if (!this.jsonEnabled()) {
       if (entries.length === 0) process.stdout.write('no publications\n')
       else process.stdout.write(table([['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]))

@@ -19,7 +19,7 @@ export default class PolicyExplain extends PipeCommand {
   static override strict = false
   static override flags = {
     path: Flags.string({description: 'A path relative to the repository root, instead of a command.', helpValue: 'PATH'}),
-    policy: Flags.string({description: 'Policy file (default: policy.yaml in the working directory, else the built-in policy).', helpValue: 'FILE'}),
+    policy: Flags.string({description: 'Policy file (default: the nearest policy.yaml from the working directory up to the repository root, else the built-in policy).', helpValue: 'FILE'}),
     root: Flags.string({description: 'Repository root for --path and for a command\'s "{path}" arguments (default: the working directory).', helpValue: 'DIR'}),
   }
 

@@ -26,8 +26,8 @@ export default class RunsList extends PipeCommand {
   async run(): Promise<{runs: RunSummary[]}> {
     const {flags} = await this.parse(RunsList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
-    const store = await Store.existing(this.storeDir(flags.store))
-    const runs = await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {}), all: flags.all})
+    const store = await Store.ifExists(this.storeDir(flags.store))
+    const runs = store === null ? [] : await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {}), all: flags.all})
     if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))
     return {runs}
   }

@@ -23,8 +23,8 @@ export default class SpecList extends PipeCommand {
     const {flags} = await this.parse(SpecList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
-    const store = await Store.existing(this.storeDir(flags.store))
-    const specs = await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
+    const store = await Store.ifExists(this.storeDir(flags.store))
+    const specs = store === null ? [] : await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
     if (!this.jsonEnabled()) {
       process.stdout.write(renderSpecList(specs))
       // A damaged version is listed as such; what is wrong with it, and its file, goes to stderr.

@@ -94,7 +94,8 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
         ...staticValues(step, statics),
       }
     }),
-    denied: deniedCommands(pipeline, policy),
+    // Commands are judged with the values the plan resolved: an argv built from inputs is known now.
+    denied: deniedCommands(pipeline, policy, (i) => staticValues(pipeline.pipeline.steps[i]!, statics).resolved),
     warnings: [...pipelineWarnings(pipeline, kindCatalog), ...offlineModelWarnings(pipeline, provider.record, registry, skipped)],
   }
 }

@@ -68,7 +68,7 @@ async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): P
 export async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>; inputs: Record<string, InputValue>}> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
-  const policy = await policyOrThrow(options.policy, options.cwd)
+  const policy = await policyOrThrow(options.policy, options.cwd, options.policyCeiling)
   const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
   if (answers) checkAnswers(answers, upFront(pipeline))
   const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)

@@ -69,6 +69,8 @@ export interface StartSession extends SessionOptions {
   decision?: Decision
   note?: string
   policy?: string
+  /** The last folder searched for a policy.yaml when policy is not given (default: up to the repository root). */
+  policyCeiling?: string
   provider?: ProviderChoice
   /** `-i name=value` pairs for the pipeline's typed inputs, in the order given. */
   inputValues?: string[]
@@ -117,8 +119,8 @@ export async function replySources(options: {cwd: string; store: string; cassett
   return {replyCache, cassette, ...(options.cache ? {cache: options.cache} : {})}
 }
 
-export async function policyOrThrow(explicit: string | undefined, cwd: string): Promise<LoadedPolicy> {
-  const result = await resolvePolicy(explicit, cwd)
+export async function policyOrThrow(explicit: string | undefined, cwd: string, ceiling?: string): Promise<LoadedPolicy> {
+  const result = await resolvePolicy(explicit, cwd, ceiling)
   if (!result.ok) throw new PipeError('E_CONFIG', `invalid policy:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Fix the policy file (pipe validate policy.yaml).'})
   return result.loaded
 }

@@ -157,8 +157,9 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
         ...(inputsFile ? {inputsFile} : {}),
         ...(test.decision ? {decision: test.decision} : {}),
         ...(test.note !== undefined ? {note: test.note} : {}),
-        // Without --policy a run reads policy.yaml in its workspace: a test names its policy or gets the built-in one.
-        ...(test.policy ? {policy: test.policy} : {}),
+        // Without --policy a run reads policy.yaml in its workspace: a test names its policy or gets the
+        // built-in one, never one lying above the temporary folder.
+        ...(test.policy ? {policy: test.policy} : {policyCeiling: workspace}),
         ...(test.cassette ? {cassette: options.record ? await recordingCassette(test.cassette, options.record.note) : {file: test.cassette, mode: 'replay' as const, missing: 'error' as const}} : {}),
       })
     } catch (error) {

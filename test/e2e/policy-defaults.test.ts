@@ -1,0 +1,214 @@
+/**
+ * Authoring conventions (issue 30, items 4-6): a policy file states what differs from the built-in
+ * policy; the store and policy.yaml are found from a subfolder like git finds .git; and commands
+ * are judged against the policy before a run, also without --policy and after --dry-run resolved them.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {existsSync} from 'node:fs'
+import path from 'node:path'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-policydefaults-'))
+  // A repository root: discovery stops here, whatever lies above the temp folder.
+  execFileSync('git', ['init', '-q', dir])
+})
+afterEach(async () => cleanup())
+
+async function file(name: string, text: string): Promise<string> {
+  const full = path.join(dir, name)
+  await mkdir(path.dirname(full), {recursive: true})
+  await writeFile(full, text)
+  return full
+}
+
+const STATUS_PIPELINE = 'version: 1\nname: status\nsteps:\n  - {id: status, kind: command, run: [git, status, --porcelain]}\n'
+
+describe('a policy file states what differs from the built-in policy', function () {
+  this.timeout(120000)
+
+  it('accepts a two-line policy and runs under it, recording the effective policy\'s version', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    const check = await pipe(['policy', 'check', 'policy.yaml', '--json'], {cwd: dir})
+    expect(check.code, check.stdout + check.stderr).to.equal(0)
+    const body = json<{valid: boolean; policy_version: string; policy: {max_patch_lines: number; forbidden_paths: string[]; resource_limits: {command_timeout_ms: number}}}>(check)
+    expect(body.valid).to.equal(true)
+    expect(body.policy.max_patch_lines, 'the built-in value').to.equal(500)
+    expect(body.policy.forbidden_paths).to.include('.git/**')
+    expect(body.policy.resource_limits.command_timeout_ms).to.equal(300000)
+    const p = await file('status.yaml', STATUS_PIPELINE)
+    const run = await pipe(['run', p, '--json'], {cwd: dir})
+    expect(run.code, run.stdout + run.stderr).to.equal(0)
+    const result = json<{status: string; run_id: string}>(run)
+    expect(result.status).to.equal('succeeded')
+    const record = JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', result.run_id, 'run.json'), 'utf8')) as {policy_version: string}
+    expect(record.policy_version).to.equal(body.policy_version)
+  })
+
+  it('prints the effective policy with --effective: the file\'s values over the built-in ones', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**]\nresource_limits: {command_timeout_ms: 1000}\n')
+    const r = await pipe(['policy', 'check', '--effective'], {cwd: dir})
+    expect(r.code, r.stderr).to.equal(0)
+    const yaml = r.stdout.split('\n').slice(2).join('\n')
+    expect(yaml).to.contain('allowed_commands:\n  - [git, status]\n')
+    expect(yaml).to.contain('forbidden_paths: [secrets/**, .git/**, .env, .env.*, "**/*.{pem,key}", "**/id_rsa*"]\n')
+    expect(yaml).to.contain('resource_limits:\n  command_timeout_ms: 1000\n  step_timeout_ms: 600000\n')
+    expect(yaml).to.contain('max_patch_lines: 500\n')
+    expect(yaml).to.contain('confirm: [dangerous]\n')
+  })
+
+  it('pipe policy init writes a commented starter that pipe policy check accepts, and never overwrites it', async () => {
+    const init = await pipe(['policy', 'init'], {cwd: dir})
+    expect(init.code, init.stderr).to.equal(0)
+    const text = await readFile(path.join(dir, 'policy.yaml'), 'utf8')
+    expect(text).to.match(/^# yaml-language-server: \$schema=\S+policy\.schema\.json\n/)
+    expect(text).to.contain('# max_patch_lines: 500')
+    const check = await pipe(['policy', 'check', '--json'], {cwd: dir})
+    expect(check.code, check.stdout + check.stderr).to.equal(0)
+    expect(json<{policy: {allowed_commands: string[][]}}>(check).policy.allowed_commands).to.deep.equal([['git', 'status']])
+    const again = await pipe(['policy', 'init'], {cwd: dir})
+    expect(again.code).to.not.equal(0)
+    expect(again.stderr).to.contain('E_CONFLICT')
+    expect(await readFile(path.join(dir, 'policy.yaml'), 'utf8')).to.equal(text)
+  })
+
+  it('with no policy.yaml, pipe policy check says the built-in policy applies and what it allows', async () => {
+    const r = await pipe(['policy', 'check'], {cwd: dir})
+    expect(r.code, r.stderr).to.equal(0)
+    expect(r.stdout).to.contain('the built-in policy applies')
+    expect(r.stdout).to.contain('no commands allowed (allowed_commands is empty)')
+    expect(r.stdout).to.contain('forbidden path(s): .git/**, .env')
+    expect(r.stderr).to.not.contain('not a valid policy')
+    const body = json<{file: string | null; builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: dir}))
+    expect(body).to.include({file: null, builtin: true})
+  })
+
+  it('still refuses a bad value in a partial policy at its line', async () => {
+    await file('policy.yaml', 'version: 1\nresource_limits: {memory_mb: 2}\n')
+    const r = await pipe(['policy', 'check'], {cwd: dir})
+    expect(r.code).to.not.equal(0)
+    expect(r.stdout).to.match(/policy\.yaml:2:\d+ +resource_limits\.memory_mb/)
+    expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
+  })
+})
+
+describe('the store and policy.yaml are found from a subfolder, like git finds .git', function () {
+  this.timeout(120000)
+
+  it('pipe runs list and pipe policy explain work from a subfolder of the project', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    const p = await file('status.yaml', STATUS_PIPELINE)
+    const run = await pipe(['run', p, '--json'], {cwd: dir})
+    expect(run.code, run.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(run).run_id
+    const sub = path.join(dir, 'src', 'deep')
+    await mkdir(sub, {recursive: true})
+    const list = await pipe(['runs', 'list', '--json'], {cwd: sub})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(json<{runs: Array<{run_id: string}>}>(list).runs.map((r) => r.run_id)).to.deep.equal([runId])
+    const explain = await pipe(['policy', 'explain', '--json', '--', 'git', 'status', '--porcelain'], {cwd: sub})
+    expect(explain.code, explain.stderr).to.equal(0)
+    expect(json<{allowed: boolean; policy: string}>(explain)).to.include({allowed: true, policy: path.join(await realDir(), 'policy.yaml')})
+  })
+
+  it('a first run in a subfolder of a repository creates the store at the repository root', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[node, -e, "0"]]\n')
+    const p = await file('tools/zero.yaml', 'version: 1\nname: zero\nsteps:\n  - {id: zero, kind: command, run: [node, -e, "0"]}\n')
+    const run = await pipe(['run', p, '--json'], {cwd: path.dirname(p)})
+    expect(run.code, run.stderr).to.equal(0)
+    expect(existsSync(path.join(dir, '.pipe', 'runs')), 'the store at the repository root').to.equal(true)
+    expect(existsSync(path.join(dir, 'tools', '.pipe')), 'no store in the subfolder').to.equal(false)
+  })
+
+  it('stops at the repository root: a store above it is not this project\'s', async () => {
+    const inner = path.join(dir, 'inner')
+    execFileSync('git', ['init', '-q', inner])
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    expect((await pipe(['run', await file('status.yaml', STATUS_PIPELINE), '--json'], {cwd: dir})).code).to.equal(0)
+    const list = await pipe(['runs', 'list', '--json'], {cwd: inner})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(json<{runs: unknown[]}>(list).runs).to.deep.equal([])
+    const check = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: inner}))
+    expect(check.builtin, 'the outer policy.yaml is not the inner repository\'s').to.equal(true)
+  })
+
+  it('pipe runs list (and spec list, ledger list) where there is no store say there is nothing and exit 0', async () => {
+    const list = await pipe(['runs', 'list'], {cwd: dir})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(list.stdout).to.equal('no runs\n')
+    expect((await pipe(['spec', 'list'], {cwd: dir})).code).to.equal(0)
+    expect((await pipe(['ledger', 'list'], {cwd: dir})).code).to.equal(0)
+    expect(existsSync(path.join(dir, '.pipe')), 'listing creates no store').to.equal(false)
+  })
+
+  it('--store and PIPE_STORE still win over the store found upward', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    expect((await pipe(['run', await file('status.yaml', STATUS_PIPELINE), '--json'], {cwd: dir})).code).to.equal(0)
+    const other = path.join(dir, 'other-store')
+    expect(json<{runs: unknown[]}>(await pipe(['runs', 'list', '--json', '--store', other], {cwd: dir})).runs).to.deep.equal([])
+    expect(json<{runs: unknown[]}>(await pipe(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_STORE: other}})).runs).to.deep.equal([])
+  })
+})
+
+describe('commands are judged against the policy before a run, also without --policy', function () {
+  this.timeout(120000)
+
+  it('pipe validate without --policy reports a command the built-in policy denies, at its line, as a warning', async () => {
+    const p = await file('status.yaml', STATUS_PIPELINE)
+    const r = await pipe(['validate', 'status.yaml'], {cwd: dir})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(r.stdout).to.contain('status.yaml:4:38  steps[0].run  warning: the built-in policy denies ["git","status","--porcelain"]')
+    expect(r.stdout).to.contain('(a run from here without --policy uses this policy)')
+    // What it warns about is what a run meets.
+    const run = await pipe(['run', p, '--json'], {cwd: dir})
+    expect(run.code).to.equal(3)
+    expect(run.stdout + run.stderr).to.contain('E_POLICY_DENIED')
+    // Under the policy.yaml a run from here finds, the warning goes.
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    const allowed = await pipe(['validate', 'status.yaml'], {cwd: dir})
+    expect(allowed.stdout).to.not.contain('denies')
+  })
+
+  it('an argv with an expression is denied when no value of it could be allowed', async () => {
+    await file('p.yaml', 'version: 1\nname: p\ninputs:\n  what: {type: string, default: x}\nsteps:\n  - {id: a, kind: command, run: [rm, -rf, "${{ inputs.what }}"]}\n')
+    const r = await pipe(['validate', 'p.yaml', '--policy', await file('policy.yaml', 'version: 1\nallowed_commands: [[git, log, "{arg}"]]\n')], {cwd: dir})
+    expect(r.code).to.not.equal(0)
+    expect(r.stdout).to.contain('p.yaml:6:33  steps[0].run  ')
+    expect(r.stdout).to.contain('whatever its expressions give')
+  })
+
+  it('the dry run judges an argv by the values it resolved from the inputs', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, log, --oneline]]\n')
+    await file('p.yaml', 'version: 1\nname: p\ninputs:\n  flag: {type: string, default: --oneline}\nsteps:\n  - {id: a, kind: command, run: [git, log, "${{ inputs.flag }}"]}\n')
+    const ok = await pipe(['run', 'p.yaml', '--dry-run', '--json'], {cwd: dir})
+    expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
+    expect(json<{denied: unknown[]}>(ok).denied).to.deep.equal([])
+    const denied = await pipe(['run', 'p.yaml', '--dry-run', '-i', 'flag=--output=/tmp/x', '--json'], {cwd: dir})
+    expect(denied.code).to.equal(3)
+    const plan = json<{denied: Array<{message: string; line: number; col: number}>}>(denied)
+    expect(plan.denied.map((d) => [d.line, d.col])).to.deep.equal([[6, 33]])
+    expect(plan.denied[0]!.message).to.contain('denies ["git","log","--output=/tmp/x"]')
+  })
+})
+
+async function realDir(): Promise<string> {
+  const {realpath} = await import('node:fs/promises')
+  return realpath(dir)
+}
+
+describe('pipe test stays hermetic', function () {
+  this.timeout(120000)
+
+  it('a test that names no policy gets the built-in one, never a policy.yaml above its temporary workspace', async () => {
+    const tmp = path.join(dir, 'tmp')
+    await file('tmp/policy.yaml', 'version: 1\nallowed_commands: [[node, -e, "0"]]\n')
+    await file('suite/zero.yaml', 'version: 1\nname: zero\nsteps:\n  - {id: zero, kind: command, run: [node, -e, "0"]}\n')
+    await file('suite/zero.pipe-test.yaml', 'version: 1\npipeline: zero.yaml\ntests:\n  - name: the built-in policy denies node\n    expect: {code: E_POLICY_DENIED}\n')
+    const r = await pipe(['test', 'suite', '--json'], {cwd: dir, env: {TMPDIR: tmp}})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+  })
+})
