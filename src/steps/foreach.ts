@@ -120,7 +120,8 @@ export const foreach: StepHandler<'foreach'> = {
           const failed = list.find((dep) => finished.has(dep) && results[dep]!.status !== 'succeeded')
           if (failed === undefined) continue
           const dep = results[failed]!
-          const what = dep.blocked_by !== undefined ? `was blocked (${dep.reason})` : dep.status === 'failed' ? `failed (${dep.reason})` : `did not succeed (${dep.reason})`
+          const verb = dep.status === 'failed' ? 'failed' : dep.status === 'blocked' ? 'was blocked' : dep.status === 'cancelled' ? 'was cancelled' : 'did not succeed'
+          const what = `${verb} (${dep.reason})`
           results[index] = {index, key: keys[index]!, run_id: null, status: 'blocked', reason: `not run: it depends on ${JSON.stringify(keys[failed])}, which ${what}`, blocked_by: keys[failed]!}
           started.add(index)
           finished.add(index)
