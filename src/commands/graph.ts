@@ -13,7 +13,7 @@ import {visible} from '../util/terminal-text.js'
 export interface GraphResult {
   pipeline: string
   format: GraphFormat
-  steps: Array<{id: string; kind: string; outcomes: string[]; failure_outcomes: string[]; max_iterations?: number}>
+  steps: Array<{id: string; kind: string; outcomes: string[]; failure_outcomes: string[]; max_iterations?: number | string}>
   edges: Array<{from: string; to: string; label: string}>
   /** Outcomes no edge takes that end the run (failed, cancelled) or make it wait at the step. */
   stops: OutcomeStop[]

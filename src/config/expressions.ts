@@ -70,10 +70,11 @@ export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: numb
 
 type Segment = string | number
 
-/** Keys whose scalar is a condition: checked to give a boolean. */
-function expectFor(segments: readonly Segment[]): 'bool' | undefined {
+/** Keys whose scalar is a condition (a boolean) or a count (an integer: a step's bound, a foreach's concurrency). */
+function expectFor(segments: readonly Segment[]): 'bool' | 'int' | undefined {
   const last = segments.at(-1)
-  return last === 'when' ? 'bool' : undefined
+  if (last === 'when') return 'bool'
+  return segments.length === 3 && (last === 'max_iterations' || last === 'concurrency') ? 'int' : undefined
 }
 
 /** Every string in a step with `${{`, with its path below the step. */
@@ -108,7 +109,9 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
       if (typeof field === 'string' && deferred?.foreign?.includes(field)) continue
       const isItems = deferred?.items !== undefined && field === deferred.items
       const aliased = deferred !== undefined && typeof field === 'string' && deferred.fields.includes(field) && !isItems
-      const options = {...(isItems ? {expect: 'list' as const} : expectFor(segments) ? {expect: expectFor(segments)!} : {}), ...(aliased && aliases ? {aliases} : {})}
+      const own = typeof field === 'string' && segments.length === 3 ? deferred?.expect?.[field] : undefined
+      const expect = isItems ? ('list' as const) : (own ?? expectFor(segments))
+      const options = {...(expect !== undefined ? {expect} : {}), ...(aliased && aliases ? {aliases} : {})}
       const result = checker.checkTemplate(text, options)
       const mapper = offsetMapper(loaded, segments, text)
       for (const d of result.diagnostics) out.push(diag(loaded, segments, d.message, false, mapper(d.offset)))

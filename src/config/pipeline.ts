@@ -63,7 +63,7 @@ export interface KindInfo {
   /** The JSON Schema of the step's outputs, for checking `${{ steps.<id>.outputs.… }}`. */
   outputsSchema?(step: Step, pipeline: {dir: string}): JsonSchemaLike
   /** Fields the kind evaluates itself per item, with an alias (see StepHandler.deferred). */
-  deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias?: string; items?: string}
+  deferred?(step: Step): {fields: readonly string[]; foreign?: readonly string[]; alias?: string; items?: string; expect?: Readonly<Record<string, 'bool' | 'string' | 'list' | 'map' | 'int'>>}
   /** Pipeline files the step runs as child runs (see StepHandler.childPipelines); no file: its inline steps. */
   childPipelines?(step: Step): Array<{at: Array<string | number>; file?: string; with?: Readonly<Record<string, unknown>>; withAt?: Array<string | number>}>
   /** What a step does to the repository's working tree (see StepHandler.workingTree). */

@@ -24,7 +24,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {selfIdentity} from '../util/lock.js'
 import {addSecretsNamedIn, redact, redactDeep} from '../util/redact.js'
-import type {ExprEvaluator, JsonValue} from '../expr/index.js'
+import type {ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
 import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
 import {commitStep, recoverCommit, type Journal} from './commit.js'
@@ -625,8 +625,21 @@ export class Engine {
         return outcome('failed', {reason, error: {code: 'E_STATE', message: reason}})
       }
       const done = cursor.iterations.get(step.id) ?? 0
-      if (step.max_iterations !== undefined && done >= step.max_iterations) {
-        const reason = `step "${step.id}" reached its bound of max_iterations ${step.max_iterations}`
+      let bound: number | undefined
+      try {
+        bound = step.max_iterations === undefined ? undefined : iterationBound(step, exprs, () => contextFor(this.heldRecord(runId), history.snapshots, current, exprs.secrets))
+      } catch (raw) {
+        const error = toPipeError(raw)
+        const recorded = {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})}
+        await this.setStatus(runId, 'failed', 'failed', {reason: error.message, step: step.id}, (r) => {
+          r.error = recorded
+          r.status_reason = error.message
+          r.spec_version = cursor.specVersion
+        })
+        return outcome('failed', {reason: error.message, error: recorded})
+      }
+      if (bound !== undefined && done >= bound) {
+        const reason = `step "${step.id}" reached its bound of max_iterations ${bound}`
         this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason}))
         if (step.on_exhausted !== undefined) {
           cursor.next = step.on_exhausted
@@ -1233,4 +1246,24 @@ export function deferredFields(handler: StepHandler<StepKind>, step: Step): stri
   const deferred = handler.deferred?.(step)
   const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
   return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]
+}
+
+/**
+ * A step's max_iterations: the number as written, or what its expression gives now (a task's
+ * max_retries), which must be an integer from 1 to 1000 like a literal one; anything else stops the
+ * run with E_CONFIG before the step is entered, never an unbounded loop.
+ */
+function iterationBound(step: Step, exprs: RunExpressions, values: () => ExprContext): number {
+  const written = step.max_iterations!
+  if (typeof written === 'number') return written
+  if (!exprs.evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(written)}, but its pipeline has no expressions`)
+  const context = values()
+  const value = explained(context, () => exprs.evaluator!.bind(context).render(written))
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1000) {
+    throw new PipeError('E_CONFIG', `max_iterations of step "${step.id}" resolved to ${JSON.stringify(value)}, which is not an integer from 1 to 1000`, {
+      hint: 'Change the expression so it gives a whole number of times the run may enter the step (int(x), a default with has()).',
+      details: {field: 'max_iterations', value},
+    })
+  }
+  return value
 }

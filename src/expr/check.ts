@@ -35,7 +35,7 @@ export interface CheckOptions {
   /** Names bound for this expression only, like a foreach's `as:` name. */
   readonly aliases?: AliasTypes
   /** Require the result type (for `when:` conditions: `bool`); `dyn` passes and is checked at run time. */
-  readonly expect?: 'bool' | 'string' | 'list' | 'map'
+  readonly expect?: 'bool' | 'string' | 'list' | 'map' | 'int'
 }
 
 export interface TemplateCheckResult {
@@ -107,7 +107,7 @@ export class ExprChecker {
     const type = typed.type
     const diagnostics: ExprDiagnostic[] = []
     if (options.expect !== undefined && type !== undefined && type !== 'dyn' && !matchesExpected(type, options.expect)) {
-      diagnostics.push({message: `expected a ${options.expect}, but this expression gives ${type}`, offset: 0, length: expression.length})
+      diagnostics.push({message: `expected ${options.expect === 'int' ? 'an' : 'a'} ${options.expect}, but this expression gives ${type}`, offset: 0, length: expression.length})
     }
     return {diagnostics, references, type, schema}
   }
@@ -203,6 +203,8 @@ function sanitize(segment: string): string {
 function matchesExpected(type: string, expected: NonNullable<CheckOptions['expect']>): boolean {
   if (expected === 'list') return type === 'list' || type.startsWith('list<')
   if (expected === 'map') return type === 'map' || type.startsWith('map<') || type.startsWith('pipe.')
+  // A double may still hold a whole number (JSON has one number type): its value is checked when evaluated.
+  if (expected === 'int') return type === 'int' || type === 'uint' || type === 'double'
   return type === expected
 }
 

@@ -40,5 +40,6 @@ export const childSummary: JsonSchema = obj({
   spec_version: nullable(str),
 })
 
-export const foreachItem: JsonSchema = obj({index: int, run_id: nullable(str), status: oneOf([...CHILD_STATUSES, 'not_started']), reason: str})
-export const foreachOutputs: JsonSchema = obj({items: list(foreachItem), succeeded: int, failed: int, cancelled: int, total: int})
+// key and blocked_by: with key:/depends_on: only; blocked_by names the dependency that did not succeed (the item never ran: run_id null).
+export const foreachItem: JsonSchema = obj({index: int, key: str, run_id: nullable(str), status: oneOf([...CHILD_STATUSES, 'not_started']), reason: str, blocked_by: str})
+export const foreachOutputs: JsonSchema = obj({items: list(foreachItem), succeeded: int, failed: int, cancelled: int, blocked: int, total: int})

@@ -6,9 +6,52 @@ import type {ChildResult, StepHandler} from './types.js'
 
 interface ItemResult {
   index: number
+  key?: string
   run_id: string | null
   status: ChildResult['status'] | 'not_started'
   reason: string
+  /** The key of the dependency that did not succeed: the item was not run (no child run exists for it). */
+  blocked_by?: string
+}
+
+/**
+ * The items' keys and what each waits for, checked before any child starts: a duplicate key, a
+ * dependency on a key no item has, and a cycle are errors naming the keys (nothing would ever run
+ * them, or which item is meant is unclear).
+ */
+function dependencyPlan(stepId: string, keys: readonly string[], needs: ReadonlyArray<readonly string[]>): number[][] {
+  const at = new Map<string, number>()
+  const duplicates = new Set<string>()
+  for (const [index, key] of keys.entries()) {
+    if (at.has(key)) duplicates.add(key)
+    else at.set(key, index)
+  }
+  if (duplicates.size > 0) {
+    throw new PipeError('E_CONFIG', `step ${stepId}: key gave the same value to several items: ${[...duplicates].map((k) => JSON.stringify(k)).join(', ')}`, {hint: 'Make key: give each item its own id (a task id), or leave key: out to key items by their index.'})
+  }
+  const unknown = needs.flatMap((list, index) => list.filter((dep) => !at.has(dep)).map((dep) => `${JSON.stringify(keys[index])} depends on ${JSON.stringify(dep)}`))
+  if (unknown.length > 0) {
+    throw new PipeError('E_CONFIG', `step ${stepId}: depends_on names a key no item has: ${unknown.join('; ')} (keys: ${keys.map((k) => JSON.stringify(k)).join(', ')})`, {hint: 'Name in depends_on only keys that key: gives an item of this list.'})
+  }
+  const deps = needs.map((list) => [...new Set(list)].map((dep) => at.get(dep)!))
+  // Depth-first: a node met again while still on the path closes a cycle, reported as the path from it.
+  const state = new Array<0 | 1 | 2>(keys.length).fill(0)
+  const path: number[] = []
+  const visit = (node: number): void => {
+    state[node] = 1
+    path.push(node)
+    for (const dep of deps[node]!) {
+      if (state[dep] === 1) {
+        const cycle = [...path.slice(path.indexOf(dep)), dep].map((i) => JSON.stringify(keys[i]))
+        throw new PipeError('E_CONFIG', `step ${stepId}: depends_on forms a cycle: ${cycle.join(' -> ')}; none of these items could ever start`, {hint: 'Remove one of these dependencies so the items can run in some order.'})
+      }
+      if (state[dep] === 0) visit(dep)
+    }
+    path.pop()
+    state[node] = 2
+  }
+  for (let i = 0; i < keys.length; i++) if (state[i] === 0) visit(i)
+  return deps
 }
 
 export const foreach: StepHandler<'foreach'> = {
@@ -22,7 +65,7 @@ export const foreach: StepHandler<'foreach'> = {
   waitsForChildren: true,
   outputsSchema: () => foreachOutputs,
   // Each item's `with:` is evaluated with the item under its alias, so the engine leaves it to the kind.
-  deferred: (step) => ({fields: ['items', 'with'], foreign: ['steps', 'inputs'], alias: step.as ?? 'item', items: 'items'}),
+  deferred: (step) => ({fields: ['items', 'with', 'key', 'depends_on'], foreign: ['steps', 'inputs'], alias: step.as ?? 'item', items: 'items', expect: {depends_on: 'list'}}),
   childPipelines: (step) => [{...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
   check(step) {
     const out: KindFinding[] = []
@@ -40,31 +83,83 @@ export const foreach: StepHandler<'foreach'> = {
     const alias = step.as ?? 'item'
     // No file: the inline steps are the child pipeline (the engine builds it from the step).
     const file = step.pipeline !== undefined ? childFile(loaded, step.id, step.pipeline) : undefined
-    const limit = Math.max(1, step.concurrency ?? 1)
+    // Resolved by the engine like any field; a number from an expression is checked against the schema's 1..64 there.
+    const limit = step.concurrency ?? 1
+    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) throw new PipeError('E_CONFIG', `step ${step.id}: concurrency resolved to ${JSON.stringify(limit)}, not an integer from 1 to 64`, {hint: 'Make concurrency an integer, or one ${{ expression }} that gives one.'})
+    const ordered = step.key !== undefined || step.depends_on !== undefined
+    const keys = items.map((item, index) => {
+      if (step.key === undefined) return String(index)
+      const key = render(step.key, {[alias]: item})
+      if (typeof key === 'string' && key !== '') return key
+      if (typeof key === 'number' && Number.isInteger(key)) return String(key)
+      throw new PipeError('E_CONFIG', `step ${step.id}: key gave ${JSON.stringify(key)} for item ${index}, not a non-empty string`, {hint: 'Make key one ${{ expression }} over the item that gives its id (a string).'})
+    })
+    const needs = items.map((item, index) => {
+      if (step.depends_on === undefined) return []
+      const list = render(step.depends_on, {[alias]: item})
+      if (list === null) return []
+      if (Array.isArray(list) && list.every((k) => typeof k === 'string' || (typeof k === 'number' && Number.isInteger(k)))) return list.map(String)
+      throw new PipeError('E_CONFIG', `step ${step.id}: depends_on gave ${JSON.stringify(list)} for item ${JSON.stringify(keys[index])}, not a list of keys`, {hint: 'Make depends_on one ${{ expression }} over the item that gives a list of other items\' keys (strings).'})
+    })
+    const deps = dependencyPlan(step.id, keys, needs)
     // Evaluated up front: a with: that fails for one item fails the step before any child starts.
     const inputs = items.map((item) => Object.fromEntries(Object.entries(step.with ?? {}).map(([name, value]) => [name, typeof value === 'string' ? render(value, {[alias]: item}) : (value as JsonValue)])))
-    const results: ItemResult[] = items.map((_, index) => ({index, run_id: null, status: 'not_started', reason: 'not started'}))
+    const results: ItemResult[] = items.map((_, index) => ({index, ...(ordered ? {key: keys[index]!} : {}), run_id: null, status: 'not_started', reason: 'not started'}))
     // fail_fast stops the children still running through their own signal; the step's own signal stops them all.
     const stop = new AbortController()
     const childSignal = AbortSignal.any([signal, stop.signal])
     let tripped: string | undefined
-    let next = 0
-    const worker = async (): Promise<void> => {
-      while (next < items.length && tripped === undefined && !signal.aborted) {
-        const index = next++
-        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, signal: childSignal})
-        results[index] = {index, run_id: child.run_id, status: child.status, reason: childReason(child)}
-        if (child.status !== 'succeeded' && !childStopped(child) && step.fail_fast === true && tripped === undefined) {
-          tripped = `item ${index} failed (${childReason(child)}); fail_fast stopped the rest`
-          stop.abort()
+    const started = new Set<number>()
+    const finished = new Set<number>()
+    // An item whose dependency did not succeed is never run: it is recorded blocked, naming that dependency, and so are its own dependents.
+    const settleBlocked = (): void => {
+      for (let changed = true; changed; ) {
+        changed = false
+        for (const [index, list] of deps.entries()) {
+          if (started.has(index)) continue
+          const failed = list.find((dep) => finished.has(dep) && results[dep]!.status !== 'succeeded')
+          if (failed === undefined) continue
+          const dep = results[failed]!
+          const verb = dep.status === 'failed' ? 'failed' : dep.status === 'blocked' ? 'was blocked' : dep.status === 'cancelled' ? 'was cancelled' : 'did not succeed'
+          const what = `${verb} (${dep.reason})`
+          results[index] = {index, key: keys[index]!, run_id: null, status: 'blocked', reason: `not run: it depends on ${JSON.stringify(keys[failed])}, which ${what}`, blocked_by: keys[failed]!}
+          started.add(index)
+          finished.add(index)
+          changed = true
         }
       }
     }
-    await Promise.all(Array.from({length: Math.min(limit, items.length)}, worker))
+    const ready = (index: number): boolean => !started.has(index) && deps[index]!.every((dep) => finished.has(dep) && results[dep]!.status === 'succeeded')
+    const running = new Map<number, Promise<void>>()
+    const start = (index: number): void => {
+      started.add(index)
+      const job = (async () => {
+        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, signal: childSignal})
+        results[index] = {index, ...(ordered ? {key: keys[index]!} : {}), run_id: child.run_id, status: child.status, reason: childReason(child)}
+        finished.add(index)
+        running.delete(index)
+        if (child.status !== 'succeeded' && !childStopped(child) && step.fail_fast === true && tripped === undefined) {
+          tripped = `item ${ordered ? JSON.stringify(keys[index]) : index} failed (${childReason(child)}); fail_fast stopped the rest`
+          stop.abort()
+        }
+      })()
+      running.set(index, job)
+    }
+    // In list order among the items whose dependencies all succeeded, at most `limit` at once.
+    for (;;) {
+      settleBlocked()
+      while (running.size < limit && tripped === undefined && !signal.aborted) {
+        const index = items.findIndex((_, i) => ready(i))
+        if (index === -1) break
+        start(index)
+      }
+      if (running.size === 0) break
+      await Promise.race(running.values())
+    }
     if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new PipeError('E_INTERNAL', 'interrupted')
     if (tripped !== undefined) {
       for (const r of results) {
-        if (r.status === 'succeeded' || r.status === 'failed' || r.status === 'cancelled') continue
+        if (r.status === 'succeeded' || r.status === 'failed' || r.status === 'cancelled' || r.blocked_by !== undefined) continue
         if (r.run_id !== null) await children.cancel(r.run_id, `cancelled by fail_fast: ${tripped}`)
         r.status = 'cancelled'
         r.reason = r.run_id === null ? `not started: ${tripped}` : `cancelled by fail_fast: ${tripped}`
@@ -74,16 +169,19 @@ export const foreach: StepHandler<'foreach'> = {
     const succeeded = count('succeeded')
     const failed = count('failed')
     const cancelled = count('cancelled')
-    const resolved = {items, with: inputs}
-    const outputs = {items: results, succeeded, failed, cancelled, total: items.length}
-    const stopped = results.filter(childStopped)
+    const blocked = count('blocked')
+    const unrun = results.filter((r) => r.blocked_by !== undefined).length
+    const resolved = {items, with: inputs, ...(step.key !== undefined ? {key: keys} : {}), ...(step.depends_on !== undefined ? {depends_on: needs} : {})}
+    const outputs = {items: results, succeeded, failed, cancelled, blocked, total: items.length}
+    const stopped = results.filter((r) => childStopped(r) && r.blocked_by === undefined)
     if (tripped === undefined && stopped.length > 0) {
       const reason = `${stopped.length} child run(s) wait for a person: ${stopped.map((r) => r.reason).join('; ')}`
       // Routed (on: {blocked: STEP}), the run goes on there (a summary of what is left for a person); a later visit of the step continues the same children.
       if (step.on?.['blocked'] !== undefined) return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs}
       return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs, end: {status: 'blocked', reason, code: 'E_ENDED', hint: 'Deal with each waiting child run (pipe runs show PARENT lists them); pipe resume of this run then continues them, never re-running a finished one.'}}
     }
-    const summary = `${succeeded} of ${items.length} item(s) succeeded, ${failed} failed${cancelled > 0 ? `, ${cancelled} cancelled` : ''}`
+    // An item a dependency blocked counts as not succeeded: partial when others succeeded, fail when none did.
+    const summary = `${succeeded} of ${items.length} item(s) succeeded, ${failed} failed${cancelled > 0 ? `, ${cancelled} cancelled` : ''}${unrun > 0 ? `, ${unrun} blocked by a dependency` : ''}`
     if (tripped !== undefined) return {type: 'done', outcome: 'fail', reason: `${tripped}; ${summary}`, inputs: {resolved}, outputs}
     if (succeeded === items.length) return {type: 'done', outcome: 'success', reason: summary, inputs: {resolved}, outputs}
     if (succeeded > 0) return {type: 'done', outcome: 'partial', reason: summary, inputs: {resolved}, outputs}

@@ -106,6 +106,8 @@ export interface DeferredFields {
   alias?: string
   /** ...and the field holding the list expression. */
   items?: string
+  /** What a field's one whole expression must give, checked at validate where it can be typed (a foreach's depends_on: a list). */
+  expect?: Readonly<Record<string, 'bool' | 'string' | 'list' | 'map' | 'int'>>
 }
 
 export interface ChildPipelineRef {

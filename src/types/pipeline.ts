@@ -88,6 +88,13 @@ export type Condition = string
  */
 export type StepRef = string
 /**
+ * One ${{ expression }} that gives an integer, checked when validate can type it and again when it is evaluated.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "intExpression".
+ */
+export type IntExpression = string
+/**
  * Compiles the ingested input, and the previous spec version when looping, into a new spec version.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
@@ -427,7 +434,7 @@ export type PipelineStep = StepCommon & {
   }
 }
 /**
- * Runs one child run of a pipeline per item of a list, at most `concurrency` at a time. Outcomes: success (every child succeeded), partial (some did), fail (none did, or fail_fast stopped them).
+ * Runs one child run of a pipeline per item of a list, at most `concurrency` at a time. With key: and depends_on:, an item starts only when the items it depends on succeeded; one whose dependency did not is not run and is recorded blocked. Outcomes: success (every child succeeded), partial (some did; an item a dependency blocked counts as not succeeded), fail (none did, or fail_fast stopped them), blocked (a child waits for a person).
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
  * via the `definition` "foreachStep".
@@ -453,9 +460,17 @@ export type ForeachStep = StepCommon & {
     [k: string]: (string | number | boolean | unknown[] | {} | null) | undefined
   }
   /**
-   * How many children run at once (default 1).
+   * How many children run at once (1 to 64, default 1): an integer, or one ${{ expression }} that gives one (e.g. ${{ inputs.parallel }}), resolved when the step runs.
    */
-  concurrency?: number
+  concurrency?: number | IntExpression
+  /**
+   * Each item's id, one ${{ expression }} over the alias that gives a string (e.g. ${{ task.id }}); what depends_on names. Default: the item's index as text.
+   */
+  key?: string
+  /**
+   * The keys of the items this item waits for, one ${{ expression }} over the alias that gives a list of strings (e.g. ${{ task.depends_on }}). An item starts only when every one of them succeeded; if one did not, the item is not run and is recorded blocked. A cycle, an unknown key or a duplicate key is an error before any item runs.
+   */
+  depends_on?: string
   /**
    * When true, the first failed child cancels the children not yet finished, and the outcome is fail.
    */
@@ -642,7 +657,10 @@ export interface StepCommon {
   when?: Condition
   next?: StepRef
   on?: Transitions
-  max_iterations?: number
+  /**
+   * How many times the run may enter this step (1 to 1000): an integer, or one ${{ expression }} that gives one (evaluated each time the run comes to the step, e.g. a task's max_retries).
+   */
+  max_iterations?: number | IntExpression
   on_exhausted?: StepRef
   timeout_ms?: number
   retry?: Retry

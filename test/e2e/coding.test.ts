@@ -373,6 +373,32 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content).to.contain('"max_retries": 1').and.contain('add a dependency')
   })
 
+  it("runs a task after the tasks it depends_on, and never runs one whose dependency was blocked (seed 003)", async () => {
+    // T2 comes first in the list but builds on T1; T1 fails its one attempt and is rolled back.
+    const t1 = {...TASKS.tasks[0]!, max_retries: 1}
+    const t2 = {...TASKS.tasks[0]!, id: 'T2', title: 'use add()', goal: 'a caller of add()', depends_on: ['T1']}
+    await setup({tasks: [t2, t1]})
+    server.script(
+      'implement',
+      {tool_calls: [{id: 'w1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a * b')}}]},
+      {content: JSON.stringify({summary: 'attempt 1', plan: []})},
+    )
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(6)
+    const body = json<RunJson>(result)
+    // One attempt in all, and it was T1's: T2 never reached the agent.
+    expect(attemptStarts()).to.have.length(1)
+    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content).to.contain('"id": "T1"')
+    const [each] = json<Array<{outputs: {items: Array<{key: string; status: string; run_id: string | null; reason: string}>}}>>(await pipe(['snapshot', 'show', body.run_id, '--step', 'each', '--json'], {cwd: repo, env: env()}))
+    const items = each!.outputs.items
+    expect(items.map((i) => [i.key, i.status, i.run_id === null])).to.deep.equal([
+      ['T2', 'blocked', true],
+      ['T1', 'blocked', false],
+    ])
+    expect(items[0]!.reason).to.match(/^not run: it depends on "T1", which was blocked \(child run blocked: /)
+    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+  })
+
   it('runs examples/coding-agent offline from its cassette: edits, a failing QA, a fix on the 2nd attempt, a commit; its pipe test passes', async () => {
     ;({dir, cleanup} = await tempDir('pipe-coding-example-'))
     server = undefined as unknown as ModelServer

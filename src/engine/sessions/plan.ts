@@ -30,7 +30,7 @@ export interface RunPlan {
     outcomes: string[]
     /** What each outcome no route takes does to the run: a failure ends it failed, a stop waits or cancels. */
     unrouted: Record<string, 'ends' | 'failed' | 'awaiting_input' | 'cancelled'>
-    max_iterations?: number
+    max_iterations?: number | string
     on_exhausted?: string
     /** Null for a step that waits for child runs and has no timeout_ms of its own (each child step has its own). */
     timeout_ms: number | null
