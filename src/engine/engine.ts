@@ -14,7 +14,7 @@ import type {ModelCall} from '../providers/cassette.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
-import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
+import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
@@ -41,6 +41,7 @@ export type ProgressEvent = (
   | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
   | {type: 'step_end'; run_id: string; step: string; kind: string; seq: number; outcome: string; ok: boolean; duration_ms: number; reason: string; spec_version_out: string | null}
   | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
+  | {type: 'step_event'; run_id: string; step: string; seq: number; event: StepEvent}
 ) & {
   /** Set for a child run's events: the steps that ran it, outermost first, each as `id` or `id[item index]` (`each[2]`). */
   under?: string[]
@@ -771,6 +772,21 @@ export class Engine {
       let children: ChildRuns | undefined
       const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings, state.history.snapshots))
       const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
+      // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
+      // step still running must not race the engine's own lines on the chain).
+      const timeline = {open: true, tail: Promise.resolve()}
+      const runId = state.record.run_id
+      const appendStepEvent = (line: StepEvent): Promise<void> => {
+        if (!timeline.open) return Promise.resolve()
+        const clean: StepEvent = {...line, ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}), ...(line.reason !== undefined ? {reason: redact(line.reason)} : {})}
+        const appended = timeline.tail.then(async () => {
+          if (!timeline.open) return
+          this.held.set(runId, await this.deps.store.appendEvent(runId, {...clean, step: step.id, seq, attempt}))
+          this.deps.onProgress?.({type: 'step_event', run_id: runId, step: step.id, seq, event: clean})
+        })
+        timeline.tail = appended.catch(() => undefined)
+        return appended
+      }
       const context: StepContext = {
         step,
         pipeline: state.settings.pipeline,
@@ -813,6 +829,7 @@ export class Engine {
             return out
           },
         },
+        event: appendStepEvent,
       }
       try {
         // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
@@ -863,6 +880,8 @@ export class Engine {
       } finally {
         cancelDeadline?.()
         outer?.removeEventListener('abort', onOuter)
+        timeline.open = false
+        await timeline.tail
       }
     }
   }

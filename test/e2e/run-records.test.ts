@@ -1,0 +1,132 @@
+/**
+ * What a run records beyond its snapshots, on the built CLI: an agent's tool calls on the timeline
+ * as they happen, a failing step's error as evidence, and the tool versions measured at the start.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import type {Evidence} from '../../src/types/evidence.js'
+import type {RunEvent, RunRecord} from '../../src/types/run.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
+import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {ModelServer} from '../helpers/model-server.js'
+
+let dir: string
+let repo: string
+let cleanup: (() => Promise<void>) | undefined
+let server: ModelServer | undefined
+
+const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
+const TEST = "import {add} from './calc.js'\nif (add(2, 3) !== 5) {\n  console.error('add(2, 3) is', add(2, 3))\n  process.exit(1)\n}\nconsole.log('ok')\n"
+const FIX = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + b\n>>>>>>> REPLACE\n'
+
+async function setup(policyExtra: string, pipeline: string): Promise<string> {
+  ;({dir, cleanup} = await tempDir('pipe-records-'))
+  repo = path.join(dir, 'repo')
+  await mkdir(repo)
+  await writeFile(path.join(repo, 'package.json'), '{"type": "module"}\n')
+  await writeFile(path.join(repo, 'calc.js'), BUGGY)
+  await writeFile(path.join(repo, 'test.js'), TEST)
+  execFileSync('git', ['init', '-q'], {cwd: repo})
+  execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', 'add', '-A'], {cwd: repo})
+  execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'start'], {cwd: repo})
+  const p = path.join(dir, 'p')
+  await mkdir(p)
+  await writeFile(path.join(p, 'task.md'), 'Fix the bug: add() subtracts\n')
+  await writeFile(
+    path.join(p, 'policy.yaml'),
+    `version: 1
+allowed_commands:
+  - [node, test.js]
+forbidden_paths: [".git/**", ".env"]
+max_patch_lines: 200
+max_retries_default: 0
+resource_limits: {command_timeout_ms: 60000, step_timeout_ms: 120000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576}
+sandbox: auto
+${policyExtra}`,
+  )
+  await writeFile(path.join(p, 'run.yaml'), `version: 1\nname: records\nsteps:\n${pipeline}`)
+  return path.join(p, 'run.yaml')
+}
+
+afterEach(async () => {
+  await server?.close()
+  server = undefined
+  await cleanup?.()
+  cleanup = undefined
+})
+
+const env = (): Record<string, string> => ({...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')})
+const run = (file: string, json = true): Promise<CliResult> => pipe(['run', file, ...(json ? ['--json'] : []), '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
+const runDir = (runId: string): string => path.join(repo, '.pipe', 'runs', runId)
+
+async function timeline(runId: string): Promise<RunEvent[]> {
+  return (await readFile(path.join(runDir(runId), 'events.jsonl'), 'utf8'))
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l) as RunEvent)
+}
+
+async function audit(runId: string): Promise<void> {
+  const verified = await pipe(['audit', 'verify', runId], {cwd: repo, env: env()})
+  expect(verified.code, verified.stdout + verified.stderr).to.equal(0)
+}
+
+const AGENT = `  - id: fix
+    kind: agent
+    prompt: task.md
+    tools: [read_file, apply_edit_blocks, run_command, list_directory]
+`
+
+describe('what a run records (the built CLI, real repositories and processes)', function () {
+  this.timeout(180000)
+
+  it('puts every tool call of an agent step on the timeline as a request and a result, in order, that audit verify accepts and no model request sees', async () => {
+    const file = await setup('tools_preapproved: [[node, test.js]]\n', AGENT)
+    server = await ModelServer.start()
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'c1', name: 'read_file', arguments: {path: 'calc.js'}}]},
+      {tool_calls: [{id: 'c2', name: 'apply_edit_blocks', arguments: {blocks: FIX}}, {id: 'c3', name: 'no_such_tool', arguments: {}}]},
+      {tool_calls: [{id: 'c4', name: 'run_command', arguments: {command: 'node test.js'}}]},
+      {content: 'fixed'},
+    )
+    const result = await run(file)
+    expect(result.code, result.stderr + result.stdout).to.equal(0)
+    const runId = json<{run_id: string}>(result).run_id
+    const calls = (await timeline(runId)).filter((e) => e.event.startsWith('tool_call_'))
+    expect(calls.map((e) => [e.event, e.call_id, e.tool, e.step, e.seq])).to.deep.equal([
+      ['tool_call_request', 'c1', 'read_file', 'fix', 1],
+      ['tool_call_result', 'c1', 'read_file', 'fix', 1],
+      ['tool_call_request', 'c2', 'apply_edit_blocks', 'fix', 1],
+      ['tool_call_result', 'c2', 'apply_edit_blocks', 'fix', 1],
+      ['tool_call_request', 'c3', 'no_such_tool', 'fix', 1],
+      ['tool_call_result', 'c3', 'no_such_tool', 'fix', 1],
+      ['tool_call_request', 'c4', 'run_command', 'fix', 1],
+      ['tool_call_result', 'c4', 'run_command', 'fix', 1],
+    ])
+    const results = calls.filter((e) => e.event === 'tool_call_result')
+    expect(results.map((e) => [e.level ?? null, e.decision, e.ok])).to.deep.equal([
+      ['safe', 'auto', true],
+      ['moderate', 'auto', true],
+      [null, 'invalid', false],
+      ['dangerous', 'preapproved', true],
+    ])
+    for (const r of results) {
+      expect(r.started_at, JSON.stringify(r)).to.be.a('string')
+      expect(r.duration_ms).to.be.a('number')
+      expect(Date.parse(r.at) >= Date.parse(r.started_at!)).to.equal(true)
+      expect(r.summary).to.be.a('string')
+    }
+    // A summary, never the file content the call read.
+    expect(JSON.stringify(calls)).not.to.contain('return a - b')
+    // The timeline is sealed and chained as before, and the model never saw a line of it.
+    await audit(runId)
+    for (const request of server.requests) expect(JSON.stringify(request.body)).not.to.contain('tool_call_request').and.not.to.contain('tool_call_result')
+    // A progress line per call on stderr; stdout stays the one JSON document.
+    expect(result.stderr).to.match(/→ #1 fix read_file \(safe\) c1/)
+    expect(result.stderr).to.match(/← #1 fix run_command \(dangerous\) preapproved \d+ ms {2}node test\.js exited 0/)
+    expect(result.stdout).not.to.contain('read_file')
+  })
+})
