@@ -1097,6 +1097,8 @@ export class Engine {
         decisions = [{decision: 'error', reason, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
       }
     }
+    const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
+    if (failed) evidence.push({draft: failed, link: 'log'})
     const replayStart = record.replay_of && seq === 1 ? {replay_of: {run_id: record.replay_of.run_id, seq: record.replay_of.seq}} : {}
     const snapshot: Snapshot = {
       run_id: runId,
@@ -1136,6 +1138,36 @@ export class Engine {
     }
     return {version: 1, run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
   }
+}
+
+/** Errors that stop a run on something outside it (the policy, the disk, a command), kept as evidence (seed 002). */
+const EVIDENCED_ERRORS = new Set(['E_POLICY_DENIED', 'E_IO', 'E_TOOL_TIMEOUT', 'E_CONFLICT', 'E_BUILD_FAIL'])
+
+/**
+ * The evidence of the error a step stopped its run with: the code and message, and the end of the
+ * log that shows it (a command's stderr, else its stdout), redacted; null for any other ending.
+ */
+function errorEvidence(runId: string, stepId: string, seq: number, decisions: Snapshot['decisions'], errors: Snapshot['errors'], outputs: Record<string, unknown> | undefined): Journal['evidence'][number]['draft'] | null {
+  const status = decisions.at(-1)?.run_status
+  const error = errors.at(-1)
+  if ((status !== 'failed' && status !== 'blocked') || !error || !EVIDENCED_ERRORS.has(error.code)) return null
+  const log = commandLog((error.details as Record<string, unknown> | undefined)?.['command']) ?? commandLog(outputs?.['command']) ?? (typeof outputs?.['stderr'] === 'string' && outputs['stderr'] !== '' ? outputs['stderr'] : null)
+  const excerpt = redact(log ?? error.message).trimEnd().slice(-500)
+  return {
+    type: 'log',
+    source: {ref: `run://${runId}/snapshots/${seq}#errors`},
+    content: {excerpt, note: `${error.code} at step ${stepId}: ${error.message}`.slice(0, 2000)},
+    linked_to: [{run_id: runId, step: stepId}],
+  }
+}
+
+/** The end of what a command printed: stderr when it said anything there, else stdout. */
+function commandLog(value: unknown): string | null {
+  if (value === null || typeof value !== 'object') return null
+  const text = (stream: unknown): string => (stream !== null && typeof stream === 'object' ? `${String((stream as {head?: unknown}).head ?? '')}${String((stream as {tail?: unknown}).tail ?? '')}` : '')
+  const {stderr, stdout} = value as {stderr?: unknown; stdout?: unknown}
+  const out = text(stderr).trim() !== '' ? text(stderr) : text(stdout)
+  return out.trim() === '' ? null : out
 }
 
 interface CarriedFailure {

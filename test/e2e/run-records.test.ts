@@ -129,4 +129,42 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     expect(result.stderr).to.match(/← #1 fix run_command \(dangerous\) preapproved \d+ ms {2}node test\.js exited 0/)
     expect(result.stdout).not.to.contain('read_file')
   })
+
+  it('keeps the error a failing command step stopped the run with as evidence (code, message, stderr excerpt), linked from its snapshot', async () => {
+    const file = await setup('', '  - id: check\n    kind: command\n    run: [node, test.js]\n')
+    const result = await run(file)
+    expect(result.code, result.stderr + result.stdout).not.to.equal(0)
+    const body = json<{run_id: string; status: string; error?: {code: string}}>(result)
+    expect(body.status).to.equal('failed')
+    expect(body.error?.code).to.equal('E_BUILD_FAIL')
+    const [snap] = json<Snapshot[]>(await pipe(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
+    expect(snap!.evidence_links.map((l) => l.type)).to.deep.equal(['log'])
+    const evidence = JSON.parse(await readFile(path.join(repo, '.pipe', 'evidence', `${snap!.evidence_links[0]!.evidence_id}.json`), 'utf8')) as Evidence
+    expect(evidence.type).to.equal('log')
+    expect(evidence.content.excerpt).to.contain('add(2, 3) is -1')
+    expect(evidence.content.note).to.match(/^E_BUILD_FAIL at step check: /)
+    expect(evidence.linked_to).to.deep.equal([{run_id: body.run_id, step: 'check'}])
+    await audit(body.run_id)
+  })
+
+  it('keeps a command killed at its timeout (E_TOOL_TIMEOUT) as evidence with what it printed, and keeps none for a run that succeeded', async () => {
+    const file = await setup('', '  - id: check\n    kind: command\n    run: [node, test.js]\n    command_timeout_ms: 300\n')
+    // It never ends by itself, so only the timeout stops it.
+    await writeFile(path.join(repo, 'test.js'), "process.stderr.write('looping forever\\n')\nfor (;;) {}\n")
+    const result = await run(file)
+    const body = json<{run_id: string; status: string; error?: {code: string}}>(result)
+    expect(body.error?.code, result.stderr).to.equal('E_TOOL_TIMEOUT')
+    const [snap] = json<Snapshot[]>(await pipe(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
+    expect(snap!.evidence_links.map((l) => l.type)).to.deep.equal(['log'])
+    const evidence = JSON.parse(await readFile(path.join(repo, '.pipe', 'evidence', `${snap!.evidence_links[0]!.evidence_id}.json`), 'utf8')) as Evidence
+    expect(evidence.content.excerpt).to.contain('looping forever')
+    expect(evidence.content.note).to.match(/^E_TOOL_TIMEOUT at step check: /)
+    await audit(body.run_id)
+
+    await writeFile(path.join(repo, 'test.js'), "console.log('ok')\n")
+    const ok = await run(file)
+    expect(ok.code, ok.stderr).to.equal(0)
+    const [good] = json<Snapshot[]>(await pipe(['snapshot', 'show', json<{run_id: string}>(ok).run_id, '--json'], {cwd: repo, env: env()}))
+    expect(good!.evidence_links).to.deep.equal([])
+  })
 })
