@@ -85,6 +85,8 @@ export interface StartOptions extends RunSettings {
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
   replayOf?: RunRecord['replay_of']
+  /** The declared tools' versions as measured for this run (policy/tool-versions.ts). */
+  toolVersions?: NonNullable<RunRecord['tool_versions']>
 }
 
 export interface ResumeOptions extends RunSettings {
@@ -303,6 +305,7 @@ export class Engine {
         pipeline: {path: options.pipeline.file, name: options.pipeline.pipeline.name, hash: options.pipeline.hash},
         policy_version: options.policy.version,
         policy_path: options.policy.file,
+        ...(options.toolVersions ? {tool_versions: options.toolVersions} : {}),
         provider: options.provider,
         input: options.input,
         ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
@@ -1164,7 +1167,8 @@ function errorEvidence(runId: string, stepId: string, seq: number, decisions: Sn
 /** The end of what a command printed: stderr when it said anything there, else stdout. */
 function commandLog(value: unknown): string | null {
   if (value === null || typeof value !== 'object') return null
-  const text = (stream: unknown): string => (stream !== null && typeof stream === 'object' ? `${String((stream as {head?: unknown}).head ?? '')}${String((stream as {tail?: unknown}).tail ?? '')}` : '')
+  const part = (value: unknown): string => (typeof value === 'string' ? value : '')
+  const text = (stream: unknown): string => (stream !== null && typeof stream === 'object' ? part((stream as {head?: unknown}).head) + part((stream as {tail?: unknown}).tail) : '')
   const {stderr, stdout} = value as {stderr?: unknown; stdout?: unknown}
   const out = text(stderr).trim() !== '' ? text(stderr) : text(stdout)
   return out.trim() === '' ? null : out

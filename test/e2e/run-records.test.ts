@@ -167,4 +167,41 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     const [good] = json<Snapshot[]>(await pipe(['snapshot', 'show', json<{run_id: string}>(ok).run_id, '--json'], {cwd: repo, env: env()}))
     expect(good!.evidence_links).to.deep.equal([])
   })
+
+  it('measures the declared tool versions once per run: node "18" while node 20 runs warns and records both, refuses with tool_versions_mismatch: refuse', async () => {
+    const running = execFileSync('node', ['--version'], {encoding: 'utf8'}).trim()
+    const major = running.slice(1).split('.')[0]!
+    expect(major, 'this test needs a node other than 18').not.to.equal('18')
+    const step = '  - id: check\n    kind: command\n    run: [node, test.js]\n'
+    const file = await setup(`tool_versions: {node: "18", git: "${execFileSync('git', ['--version'], {encoding: 'utf8'}).match(/\d+/)![0]}", no-such-tool-for-pipe: "1"}\n`, step)
+    await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a + b'))
+    const warned = await run(file)
+    expect(warned.code, warned.stderr).to.equal(0)
+    expect(warned.stderr).to.contain(`node: declared 18, running ${running}`).and.contain('no-such-tool-for-pipe: declared 1, not installed')
+    expect(warned.stderr).not.to.contain('git: declared')
+    // stdout stays the one JSON document.
+    const runId = json<{run_id: string}>(warned).run_id
+    const record = JSON.parse(await readFile(path.join(runDir(runId), 'run.json'), 'utf8')) as RunRecord
+    expect(record.tool_versions?.['node']).to.deep.equal({declared: '18', actual: running, status: 'mismatch'})
+    expect(record.tool_versions?.['git']).to.include({status: 'match'})
+    expect(record.tool_versions?.['no-such-tool-for-pipe']).to.include({declared: '1', actual: null, status: 'missing'})
+    await audit(runId)
+
+    // A declared version that is a prefix of the running one by parts matches: no warning.
+    await writeFile(path.join(dir, 'p', 'policy.yaml'), (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(/tool_versions: .*\n/, `tool_versions: {node: "${major}"}\n`))
+    const quiet = await run(file)
+    expect(quiet.code, quiet.stderr).to.equal(0)
+    expect(quiet.stderr).not.to.contain('tool_versions')
+    const matched = JSON.parse(await readFile(path.join(runDir(json<{run_id: string}>(quiet).run_id), 'run.json'), 'utf8')) as RunRecord
+    expect(matched.tool_versions).to.deep.equal({node: {declared: major, actual: running, status: 'match'}})
+
+    // refuse: E_POLICY_DENIED before any run exists or any step runs.
+    await writeFile(path.join(dir, 'p', 'policy.yaml'), (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(/tool_versions: .*\n/, 'tool_versions: {node: "18"}\ntool_versions_mismatch: refuse\n'))
+    const before = JSON.parse((await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()})).stdout) as unknown[]
+    const refused = await run(file, false)
+    expect(refused.code).not.to.equal(0)
+    expect(refused.stderr).to.contain('E_POLICY_DENIED').and.contain(`node: declared 18, running ${running}`)
+    const after = JSON.parse((await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()})).stdout) as unknown[]
+    expect(after.length).to.equal(before.length)
+  })
 })
