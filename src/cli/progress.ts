@@ -30,6 +30,15 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(event.reason))}\n`)
         break
       }
+      case 'step_event': {
+        // A line per tool call of an agent step, so a long step shows what it is doing.
+        const e = event.event
+        const call = `${label}#${event.seq} ${v(event.step)} ${v(e.tool ?? '?')}${e.level ? ` (${v(e.level)})` : ''}`
+        const clear = tty ? '\u001B[2K' : ''
+        if (e.event === 'tool_call_request') stream.write(`${clear}${indent}  ${color(2, '→')} ${call} ${color(2, v(e.call_id ?? ''))}\n`)
+        else stream.write(`${clear}${indent}  ${e.ok ? color(32, '←') : color(31, '←')} ${call} ${color(1, v(e.decision ?? ''))} ${e.duration_ms ?? 0} ms  ${color(2, v(e.summary ?? ''))}\n`)
+        break
+      }
       case 'run_status': {
         const reason = event.reason ? `: ${v(event.reason)}` : ''
         if (under.length === 0) stream.write(`${color(1, `run ${v(event.run_id)}`)} ${v(event.status)}${reason}\n`)

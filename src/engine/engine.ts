@@ -14,7 +14,7 @@ import type {ModelCall} from '../providers/cassette.js'
 import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
-import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepRegistry, type StepResult} from '../steps/types.js'
+import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
 import type {Store} from '../store/store.js'
@@ -41,6 +41,7 @@ export type ProgressEvent = (
   | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
   | {type: 'step_end'; run_id: string; step: string; kind: string; seq: number; outcome: string; ok: boolean; duration_ms: number; reason: string; spec_version_out: string | null}
   | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
+  | {type: 'step_event'; run_id: string; step: string; seq: number; event: StepEvent}
 ) & {
   /** Set for a child run's events: the steps that ran it, outermost first, each as `id` or `id[item index]` (`each[2]`). */
   under?: string[]
@@ -84,6 +85,8 @@ export interface StartOptions extends RunSettings {
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
   replayOf?: RunRecord['replay_of']
+  /** The declared tools' versions as measured for this run (policy/tool-versions.ts). */
+  toolVersions?: NonNullable<RunRecord['tool_versions']>
 }
 
 export interface ResumeOptions extends RunSettings {
@@ -302,6 +305,7 @@ export class Engine {
         pipeline: {path: options.pipeline.file, name: options.pipeline.pipeline.name, hash: options.pipeline.hash},
         policy_version: options.policy.version,
         policy_path: options.policy.file,
+        ...(options.toolVersions ? {tool_versions: options.toolVersions} : {}),
         provider: options.provider,
         input: options.input,
         ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
@@ -784,6 +788,21 @@ export class Engine {
       let children: ChildRuns | undefined
       const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings, state.history.snapshots))
       const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
+      // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
+      // step still running must not race the engine's own lines on the chain).
+      const timeline = {open: true, tail: Promise.resolve()}
+      const runId = state.record.run_id
+      const appendStepEvent = (line: StepEvent): Promise<void> => {
+        if (!timeline.open) return Promise.resolve()
+        const clean: StepEvent = {...line, ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}), ...(line.reason !== undefined ? {reason: redact(line.reason)} : {})}
+        const appended = timeline.tail.then(async () => {
+          if (!timeline.open) return
+          this.held.set(runId, await this.deps.store.appendEvent(runId, {...clean, step: step.id, seq, attempt}))
+          this.deps.onProgress?.({type: 'step_event', run_id: runId, step: step.id, seq, event: clean})
+        })
+        timeline.tail = appended.catch(() => undefined)
+        return appended
+      }
       const context: StepContext = {
         step,
         pipeline: state.settings.pipeline,
@@ -826,6 +845,7 @@ export class Engine {
             return out
           },
         },
+        event: appendStepEvent,
       }
       try {
         // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
@@ -876,6 +896,8 @@ export class Engine {
       } finally {
         cancelDeadline?.()
         outer?.removeEventListener('abort', onOuter)
+        timeline.open = false
+        await timeline.tail
       }
     }
   }
@@ -1091,6 +1113,8 @@ export class Engine {
         decisions = [{decision: 'error', reason, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
       }
     }
+    const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
+    if (failed) evidence.push({draft: failed, link: 'log'})
     const replayStart = record.replay_of && seq === 1 ? {replay_of: {run_id: record.replay_of.run_id, seq: record.replay_of.seq}} : {}
     const snapshot: Snapshot = {
       run_id: runId,
@@ -1130,6 +1154,37 @@ export class Engine {
     }
     return {version: 1, run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
   }
+}
+
+/** Errors that stop a run on something outside it (the policy, the disk, a command), kept as evidence (seed 002). */
+const EVIDENCED_ERRORS = new Set(['E_POLICY_DENIED', 'E_IO', 'E_TOOL_TIMEOUT', 'E_CONFLICT', 'E_BUILD_FAIL'])
+
+/**
+ * The evidence of the error a step stopped its run with: the code and message, and the end of the
+ * log that shows it (a command's stderr, else its stdout), redacted; null for any other ending.
+ */
+function errorEvidence(runId: string, stepId: string, seq: number, decisions: Snapshot['decisions'], errors: Snapshot['errors'], outputs: Record<string, unknown> | undefined): Journal['evidence'][number]['draft'] | null {
+  const status = decisions.at(-1)?.run_status
+  const error = errors.at(-1)
+  if ((status !== 'failed' && status !== 'blocked') || !error || !EVIDENCED_ERRORS.has(error.code)) return null
+  const log = commandLog((error.details as Record<string, unknown> | undefined)?.['command']) ?? commandLog(outputs?.['command']) ?? (typeof outputs?.['stderr'] === 'string' && outputs['stderr'] !== '' ? outputs['stderr'] : null)
+  const excerpt = redact(log ?? error.message).trimEnd().slice(-500)
+  return {
+    type: 'log',
+    source: {ref: `run://${runId}/snapshots/${seq}#errors`},
+    content: {excerpt, note: `${error.code} at step ${stepId}: ${error.message}`.slice(0, 2000)},
+    linked_to: [{run_id: runId, step: stepId}],
+  }
+}
+
+/** The end of what a command printed: stderr when it said anything there, else stdout. */
+function commandLog(value: unknown): string | null {
+  if (value === null || typeof value !== 'object') return null
+  const part = (value: unknown): string => (typeof value === 'string' ? value : '')
+  const text = (stream: unknown): string => (stream !== null && typeof stream === 'object' ? part((stream as {head?: unknown}).head) + part((stream as {tail?: unknown}).tail) : '')
+  const {stderr, stdout} = value as {stderr?: unknown; stdout?: unknown}
+  const out = text(stderr).trim() !== '' ? text(stderr) : text(stdout)
+  return out.trim() === '' ? null : out
 }
 
 interface CarriedFailure {

@@ -129,7 +129,8 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
       attempts_by_task: attemptsByTask,
       last_commit_hash: commits.at(-1) ?? null,
       policy_version: record.policy_version,
-      tool_versions: policy?.ok ? (policy.loaded.policy.tool_versions ?? {}) : {},
+      // As measured when the run started (declared, actual, status); a run from before that has only what its policy declared.
+      tool_versions: record.tool_versions ?? (policy?.ok ? (policy.loaded.policy.tool_versions ?? {}) : {}),
       spec_version: record.spec_version ?? null,
       ...(record.parent ? {parent: record.parent} : {}),
       ...(children.length > 0 ? {child_runs: children.map((c) => c.run_id)} : {}),

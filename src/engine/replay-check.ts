@@ -150,6 +150,8 @@ export async function checkModels(store: Store, record: RunRecord, pipeline: Loa
         children: undefined as never,
         // Re-checking runs a model step again from its cached replies; it keeps no working state.
         state: {read: () => Promise.resolve(undefined), write: () => Promise.resolve(), earlier: () => Promise.resolve([])},
+        // A re-check writes nothing to the run it checks.
+        event: () => Promise.resolve(),
       })
       if (result.type !== 'done') throw new PipeError('E_CONFLICT', `the step ${result.type === 'await' ? 'waited' : 'did not finish'} where it had finished`)
       const replayed = withoutSpecRef(result.outputs)

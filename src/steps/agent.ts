@@ -102,6 +102,8 @@ interface AgentState {
   pending: ToolCall[]
   /** A call that started and did not finish before pipe stopped (a crash). */
   inflight?: string
+  /** The call whose tool_call_request is on the run's timeline and whose result is not yet (one paused for a confirmation). */
+  requested?: {call_id: string; at: string}
   calls: ToolCallRecord[]
   /** Confirmations already used: `CALL_ID AT` (the call and when the person answered; a bare call id in states of older versions). */
   consumed: string[]
@@ -501,6 +503,9 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       for (const extra of calls.slice(MAX_CALLS_PER_REPLY)) {
         const why = `not run: one reply may call at most ${MAX_CALLS_PER_REPLY} tools; call it again in a later reply if it is still needed`
         s.calls.push({call_id: extra.id, turn: s.turns, name: extra.function.name, duration_ms: 0, arguments: safeParse(extra.function.arguments), decision: 'invalid', ok: false, summary: why, cache_hit: false})
+        const at = context.now().toISOString()
+        await context.event({at, event: 'tool_call_request', call_id: extra.id, tool: extra.function.name})
+        await context.event({at, event: 'tool_call_result', call_id: extra.id, tool: extra.function.name, started_at: at, duration_ms: 0, decision: 'invalid', ok: false, summary: why})
         s.messages.push(resultMessage(s.protocol, extra, {error: why}))
         fitConversation(s.messages, step.max_context_bytes ?? DEFAULT_MAX_CONTEXT_BYTES)
       }
@@ -546,8 +551,20 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   const {policy} = context
   const name = call.function.name
   const started = Date.now()
-  const record = (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): Record<string, unknown> => {
-    s.calls.push({call_id: call.id, turn: s.turns, name, duration_ms: Math.max(0, Date.now() - started), ...redactDeep(entry), summary: redact(entry.summary)})
+  const known = tools.find((t) => t.name === name) ? toolLevel(policy, name) : undefined
+  // The request goes on the timeline as the call starts (once, though a confirmation pauses it), so
+  // a long agent step shows its progress; the result follows when it has one.
+  if (s.requested?.call_id !== call.id) {
+    s.requested = {call_id: call.id, at: context.now().toISOString()}
+    await context.event({at: s.requested.at, event: 'tool_call_request', call_id: call.id, tool: name, ...(known ? {level: known} : {})})
+  }
+  const startedAt = s.requested.at
+  const record = async (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): Promise<Record<string, unknown>> => {
+    const duration = Math.max(0, Date.now() - started)
+    s.calls.push({call_id: call.id, turn: s.turns, name, duration_ms: duration, ...redactDeep(entry), summary: redact(entry.summary)})
+    delete s.requested
+    // The timeline gets the call's verdict, never its content (a file read, a command's output).
+    await context.event({at: context.now().toISOString(), event: 'tool_call_result', call_id: call.id, tool: name, started_at: startedAt, duration_ms: duration, ...(entry.level ? {level: entry.level} : {}), decision: entry.decision, ok: entry.ok === true, summary: redact(entry.summary)})
     // An error names the repository's folder (a Node error, a refused path): the model reads it relative, as in any checkout.
     const said = typeof content['error'] === 'string' ? {...content, error: relativeToRoot(content['error'], context.cwd)} : content
     s.messages.push(resultMessage(s.protocol, call, said))
@@ -557,24 +574,24 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   const tool = tools.find((t) => t.name === name)
   const parsedArgs = safeParse(call.function.arguments)
   if (!tool) {
-    record({arguments: parsedArgs, decision: 'invalid', ok: false, summary: `unknown tool ${name}`, cache_hit: false}, {error: `there is no tool "${name}"${didYouMean(name, tools.map((t) => t.name))}; the tools are: ${tools.map((t) => t.name).join(', ')}`})
+    await record({arguments: parsedArgs, decision: 'invalid', ok: false, summary: `unknown tool ${name}`, cache_hit: false}, {error: `there is no tool "${name}"${didYouMean(name, tools.map((t) => t.name))}; the tools are: ${tools.map((t) => t.name).join(', ')}`})
     return null
   }
   const level: ToolLevel = toolLevel(policy, name)
   if (typeof call.function.arguments !== 'string' || (call.function.arguments.trim() !== '' && parsedArgs === call.function.arguments)) {
-    record({arguments: call.function.arguments, level, decision: 'invalid', ok: false, summary: 'arguments are not JSON', cache_hit: false}, {error: 'the arguments are not valid JSON; nothing was run', schema: tool.parameters})
+    await record({arguments: call.function.arguments, level, decision: 'invalid', ok: false, summary: 'arguments are not JSON', cache_hit: false}, {error: 'the arguments are not valid JSON; nothing was run', schema: tool.parameters})
     return null
   }
   const args = (call.function.arguments.trim() === '' ? {} : parsedArgs) as Record<string, unknown>
   const problems = argumentProblems(tool, args)
   if (problems !== null) {
-    record({arguments: args, level, decision: 'invalid', ok: false, summary: `invalid arguments: ${problems}`, cache_hit: false}, {error: `invalid arguments: ${problems}; nothing was run`, schema: tool.parameters})
+    await record({arguments: args, level, decision: 'invalid', ok: false, summary: `invalid arguments: ${problems}`, cache_hit: false}, {error: `invalid arguments: ${problems}; nothing was run`, schema: tool.parameters})
     return null
   }
   // A call that was running when pipe stopped: its effect is unknown, so it is never run again blindly.
   if (s.inflight === call.id) {
     delete s.inflight
-    record({arguments: args, level, decision: 'auto', ok: false, summary: 'interrupted: pipe stopped while it ran; its effect is unknown', cache_hit: false}, {error: 'pipe was interrupted while this call ran; whether it took effect is unknown. Read the files (or run the check) again before going on.'})
+    await record({arguments: args, level, decision: 'auto', ok: false, summary: 'interrupted: pipe stopped while it ran; its effect is unknown', cache_hit: false}, {error: 'pipe was interrupted while this call ran; whether it took effect is unknown. Read the files (or run the check) again before going on.'})
     return null
   }
   const key = stableKey(name, args)
@@ -582,7 +599,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   const ran = s.executed?.[call.id]
   if (ran && ran.key === key) {
     const {summary, files_changed: files, ...was} = ran.record
-    record({arguments: args, ...was, summary: `not run again: it ran in attempt #${ran.seq ?? '?'} of this step before a redrive (${summary})`, cache_hit: false, ...(ran.seq !== undefined ? {replayed_from: ran.seq} : {}), ...(files?.length ? {files_changed: files} : {})}, ran.content)
+    await record({arguments: args, ...was, summary: `not run again: it ran in attempt #${ran.seq ?? '?'} of this step before a redrive (${summary})`, cache_hit: false, ...(ran.seq !== undefined ? {replayed_from: ran.seq} : {}), ...(files?.length ? {files_changed: files} : {})}, ran.content)
     for (const f of files ?? []) if (!s.files_changed.includes(f)) s.files_changed.push(f)
     if (ran.patch && files?.length) s.patches.push({call_id: call.id, files, patch: ran.patch})
     return null
@@ -590,7 +607,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
   const cacheable = level === 'safe' && !tool.mutates
   const cached = cacheable ? s.cache[key] : undefined
   if (cached) {
-    record({arguments: args, level, decision: 'auto', ok: cached.ok, summary: cached.summary, cache_hit: true}, cached.result)
+    await record({arguments: args, level, decision: 'auto', ok: cached.ok, summary: cached.summary, cache_hit: true}, cached.result)
     return null
   }
   let decision: ToolCallRecord['decision'] = 'auto'
@@ -608,7 +625,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
       s.consumed.push(`${given.call_id} ${given.at}`)
       person = {by: given.by, ...(given.note ? {note: given.note} : {})}
       if (given.decision === 'no') {
-        record({arguments: args, level, decision: 'refused', ok: false, summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`, cache_hit: false, ...person}, {
+        await record({arguments: args, level, decision: 'refused', ok: false, summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`, cache_hit: false, ...person}, {
           error: `a person (${given.by}) refused this call; it did not run`,
           refused: true,
           ...(given.note ? {note: given.note} : {}),
@@ -643,7 +660,7 @@ async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: 
     if (outcome.patch) s.patches.push({call_id: call.id, files: outcome.files_changed, patch: redact(outcome.patch)})
   }
   const entry = {level, decision: outcome.denied ? ('denied' as const) : decision, ok: outcome.ok, summary: outcome.summary, ...(outcome.files_changed?.length ? {files_changed: outcome.files_changed} : {}), ...(person ?? {})}
-  const said = record({arguments: args, ...entry, cache_hit: false, ...(outcome.denied ? {} : {executed: true})}, outcome.result)
+  const said = await record({arguments: args, ...entry, cache_hit: false, ...(outcome.denied ? {} : {executed: true})}, outcome.result)
   // What ran is kept with what the model was given, in the same save as its result, so no redrive runs it again.
   if (!outcome.denied && !cacheable) {
     s.executed ??= {}

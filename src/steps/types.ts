@@ -10,7 +10,7 @@ import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {CommandResult} from '../policy/exec.js'
 import type {Evidence} from '../types/evidence.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
-import type {RunRecord} from '../types/run.js'
+import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Ledger} from '../store/ledger.js'
 import type {ConfirmAction} from './confirm-action.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -79,7 +79,16 @@ export interface StepContext<S extends Step = Step> {
    * step, same seq): an agent's conversation. Written atomically; undefined until first written.
    */
   state: StepState
+  /**
+   * Appends a line to the run's timeline now, while the step runs (an agent's tool calls): chained
+   * and bound to the run record like every line. The timeline is a record for people and audits;
+   * nothing a step appends there reaches a model request.
+   */
+  event(event: StepEvent): Promise<void>
 }
+
+/** A timeline line a step may append: what happened and its details (the engine stamps the step, seq and attempt). */
+export type StepEvent = Omit<RunEvent, 'step' | 'seq' | 'attempt' | 'from' | 'to' | 'run_state' | 'prev' | 'hash' | 'by' | 'policy_version'> & {event: 'tool_call_request' | 'tool_call_result'}
 
 export interface StepState {
   read(): Promise<unknown>

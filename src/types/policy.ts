@@ -72,11 +72,15 @@ export interface Policy {
    */
   network: boolean
   /**
-   * Versions of the tools a run depends on, recorded for replay (e.g. node: '20').
+   * Versions of the tools a run depends on (e.g. node: '20'): each is measured once per run (TOOL --version) and recorded in run.json with the declared one; a mismatch warns, or refuses the run with tool_versions_mismatch: refuse.
    */
   tool_versions: {
     [k: string]: string | undefined
   }
+  /**
+   * What a run does when a tool's measured version does not match tool_versions (or the tool is missing): warn (the default) says so on stderr and records both; refuse ends the start with E_POLICY_DENIED before any step runs.
+   */
+  tool_versions_mismatch?: 'warn' | 'refuse'
   /**
    * The permission level of each agent tool (seed 003). Defaults: list_directory, find_files, search_text, read_file safe; apply_edit_blocks moderate; run_command dangerous.
    */

@@ -32,6 +32,22 @@ export interface RunRecord {
   }
   policy_version: string
   policy_path?: string | null
+  /**
+   * The versions of the tools the policy declares (tool_versions), each measured once when the run started (`TOOL --version`, sandboxed like any command): declared, what ran (null when the tool is not installed or did not answer), and whether they agree (a declared version matches when it is a prefix of the measured one by dot-separated parts: 20 matches v20.20.0).
+   */
+  tool_versions?: {
+    [k: string]:
+      | {
+          declared: string
+          actual: string | null
+          status: 'match' | 'mismatch' | 'missing'
+          /**
+           * What the tool printed for --version (its first line, capped), when the version could not be read from it or it failed.
+           */
+          output?: string
+        }
+      | undefined
+  }
   provider: {
     kind: string
     model: string | null
@@ -253,6 +269,34 @@ export interface RunEvent {
   duration_ms?: number
   reason?: string
   by?: string
+  /**
+   * On tool_call_request / tool_call_result: the agent's tool call the line is about.
+   */
+  call_id?: string
+  /**
+   * On tool_call_request / tool_call_result: the tool called.
+   */
+  tool?: string
+  /**
+   * On tool_call_request / tool_call_result: the tool's permission level in the policy.
+   */
+  level?: 'safe' | 'moderate' | 'dangerous'
+  /**
+   * On tool_call_result: how the call was let through (auto, preapproved, confirmed, refused, denied, invalid).
+   */
+  decision?: string
+  /**
+   * On tool_call_result: whether the call did what was asked.
+   */
+  ok?: boolean
+  /**
+   * On tool_call_result: one redacted line on what the call did (never a file's content).
+   */
+  summary?: string
+  /**
+   * On tool_call_result: when the call started (its request line's at); at is when it ended.
+   */
+  started_at?: string
   /**
    * The policy a run continues under, on a redriven event that changed it.
    */

@@ -8,6 +8,7 @@ import {Store} from '../../store/store.js'
 import {readSecrets} from '../expressions.js'
 import type {RunOutcome} from '../engine.js'
 import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront, replySources} from './shared.js'
+import {measuredTools} from './tool-versions.js'
 
 /** Model replies of a replay: the store's reply cache is reused unless --cache off; a cassette the original replayed is replayed again. */
 export interface ReplaySession extends SessionOptions, ReplyOptions {
@@ -44,10 +45,15 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
   }
   const replies = continuedReplies(options, original.provider, {cache: 'reuse', cassette: 'replayed-only'})
   const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, await replySources({cwd: options.cwd, store: options.store, ...replies}))
+  const guarded = guarding(policy, store)
+  const cwd = original.workspace ?? options.cwd
+  // A replay is a new run on this machine: what runs now is measured, not what ran then.
+  const toolVersions = await measuredTools(guarded, cwd, options.signal)
   return engineFor(store, options, provider.create, provider.replies).start({
     pipeline,
-    policy: guarding(policy, store),
-    cwd: original.workspace ?? options.cwd,
+    policy: guarded,
+    cwd,
+    ...(toolVersions ? {toolVersions} : {}),
     input: original.input,
     ...(original.inputs ? {inputs: original.inputs} : {}),
     provider: provider.record,

@@ -3,15 +3,20 @@ import path from 'node:path'
 import {Store} from '../../store/store.js'
 import type {RunOutcome} from '../engine.js'
 import {type StartSession, engineFor, guarding} from './shared.js'
+import {measuredTools} from './tool-versions.js'
 import {prepareStart} from './prepare.js'
 
 export async function startSession(options: StartSession): Promise<RunOutcome> {
   const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
   const store = await Store.open(path.resolve(options.cwd, options.store))
+  const guarded = guarding(policy, store)
+  // Measured before the run exists, so a refused mismatch leaves nothing behind.
+  const toolVersions = await measuredTools(guarded, options.cwd, options.signal)
   return engineFor(store, options, provider.create, provider.replies).start({
     pipeline,
-    policy: guarding(policy, store),
+    policy: guarded,
     cwd: options.cwd,
+    ...(toolVersions ? {toolVersions} : {}),
     input,
     inputs,
     provider: provider.record,
