@@ -106,10 +106,12 @@ type Written = {outcome: 'written'; relative: string; bytes: Buffer} | {outcome:
 
 /** Writes `text` to `given` under the policy, as `mode` says. */
 export async function writeInside(policy: LoadedPolicy, root: string, given: string, text: string, mode: Mode): Promise<Written> {
-  const {relative} = assertPath(policy, root, given)
+  assertPath(policy, root, given)
+  // The path as written, not as resolved: checkPath resolves the links this step refuses.
   const realRoot = realish(path.resolve(root))
+  const target = path.resolve(realRoot, given)
+  const relative = path.relative(realRoot, target).split(path.sep).join('/')
   refuseLinks(realRoot, relative, given)
-  const target = path.join(realRoot, ...relative.split('/'))
   makeDirs(path.dirname(target))
   // Again after mkdir: a link planted between the check and the mkdir would have been followed by it.
   refuseLinks(realRoot, relative, given)
