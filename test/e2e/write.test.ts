@@ -163,7 +163,7 @@ steps:
     expect(JSON.parse(await readFile(path.join(repo, 'data', 'v.json'), 'utf8'))).to.deep.equal([10])
     const snaps = await snapshots(out.result.run_id)
     const asJson = snaps.find((s) => s.step.name === 'as_json')!
-    expect(asJson.outputs['sha256'], 'the JSON written is the value, pretty-printed').to.equal(hex(`${JSON.stringify(expected, null, 2)}\n`))
+    expect((asJson.outputs as {sha256?: string}).sha256, 'the JSON written is the value, pretty-printed').to.equal(hex(`${JSON.stringify(expected, null, 2)}\n`))
     const again = snaps.find((s) => s.step.name === 'again')!
     expect(again.outputs).to.deep.equal({path: 'log.txt', sha256: hex('one\ntwo 4\n'), bytes: 10, mode: 'append'})
   })
