@@ -53,7 +53,13 @@ const ARG_KEYS = new Set(['name', 'required', 'description'])
  */
 const OCLIF_KEYS = new Set(['bin', 'dirname', 'commands', 'topicSeparator', 'topics', 'plugins', 'helpClass', 'helpOptions', 'hooks', 'description'])
 /** The hook events oclif fires when it runs a command; pipe's package has none of them (only command_not_found). */
-const COMMAND_HOOKS = new Set(['init', 'preparse', 'prerun', 'postrun', 'finally'])
+export const COMMAND_HOOKS = new Set(['init', 'preparse', 'prerun', 'postrun', 'finally'])
+/**
+ * The core plugins this path knows to leave a run alone: help, and autocomplete, whose hooks fire
+ * only when a plugin is installed or removed (plugins:postinstall, plugins:postuninstall) and whose
+ * commands are `autocomplete …`. A test checks the installed autocomplete still has no command hook.
+ */
+export const RUN_NEUTRAL_PLUGINS = new Set(['@oclif/plugin-help', '@oclif/plugin-autocomplete'])
 
 export interface ParsedRun {
   args: RunArgs
@@ -198,7 +204,7 @@ function manifestCommand(root: URL, id: string): ManifestCommand | undefined {
     // A hook oclif runs around every command, or a plugin (which may bring one), is oclif's to run.
     if (Object.keys(oclif.hooks ?? {}).some((event) => COMMAND_HOOKS.has(event))) return undefined
     const plugins = oclif.plugins ?? []
-    if (!Array.isArray(plugins) || plugins.some((plugin) => plugin !== '@oclif/plugin-help')) return undefined
+    if (!Array.isArray(plugins) || plugins.some((plugin) => typeof plugin !== 'string' || !RUN_NEUTRAL_PLUGINS.has(plugin))) return undefined
     // oclif also loads the plugins a user installed or linked, listed in its data folder (and warns
     // when that list cannot be read): with such a list, the argv is oclif's.
     const dirname = typeof oclif.dirname === 'string' ? oclif.dirname : typeof name === 'string' ? name : undefined

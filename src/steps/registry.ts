@@ -21,6 +21,7 @@ import {pipeline} from './pipeline.js'
 import {planTasks} from './plan-tasks.js'
 import {publish} from './publish.js'
 import {review} from './review.js'
+import {write} from './write.js'
 import {changesSpec, type StepHandler, type StepKind, type StepOf, type StepRegistry} from './types.js'
 
 export const registry: StepRegistry = {
@@ -38,6 +39,7 @@ export const registry: StepRegistry = {
   qa,
   git,
   edit,
+  write,
   model,
   choice,
   end,

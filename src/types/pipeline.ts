@@ -20,6 +20,7 @@ export type Step =
   | QaStep
   | GitStep
   | EditStep
+  | WriteStep
   | ModelStep
   | ChoiceStep
   | EndStep
@@ -67,6 +68,7 @@ export type StepKind =
   | 'qa'
   | 'git'
   | 'edit'
+  | 'write'
   | 'model'
   | 'choice'
   | 'end'
@@ -328,6 +330,37 @@ export type EditStep = StepCommon & {
    * A file with the blocks, relative to the pipeline file.
    */
   blocks_file?: string
+}
+/**
+ * Writes one file of the repository from a template (content) or a value (value + format), and records its sha256 as evidence. The path must stay inside the repository root, outside forbidden_paths, .git and pipe's store, and lead through no symlink.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "writeStep".
+ */
+export type WriteStep = StepCommon & {
+  kind: 'write'
+  /**
+   * The file, relative to the repository root (the run's workspace); may hold ${{ }} expressions.
+   */
+  path: string
+  /**
+   * The text to write, as it is; may hold ${{ }} expressions (a value inside a longer text is stringified). Give content or value, not both.
+   */
+  content?: string
+  /**
+   * A value to write in `format` (a whole ${{ }} keeps its type: a list or a map). Give content or value, not both.
+   */
+  value?: {
+    [k: string]: unknown | undefined
+  }
+  /**
+   * How value is written: json (pretty, the default), yaml, or text / markdown (value must be a string, written as it is).
+   */
+  format?: 'json' | 'yaml' | 'text' | 'markdown'
+  /**
+   * create (the default): fail with outcome `exists` (E_CONFLICT) if the file exists; overwrite: replace it atomically; append: add to its end (creating it if missing).
+   */
+  mode?: 'create' | 'overwrite' | 'append'
 }
 /**
  * A model step of your own: fills the prompt file's {{name}} placeholders from vars, asks the model for JSON matching output_schema (bounded repairs, then E_MODEL), and records the valid reply as outputs.value; with spec_path it also writes the reply into the spec as a new version.

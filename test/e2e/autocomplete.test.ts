@@ -1,0 +1,77 @@
+import {expect} from 'chai'
+import {spawn} from 'node:child_process'
+import {readFile} from 'node:fs/promises'
+import path from 'node:path'
+import {COMMAND_HOOKS, RUN_NEUTRAL_PLUGINS} from '../../src/cli/fast-run.js'
+import {bin, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-autocomplete-e2e-')))
+afterEach(async () => cleanup())
+
+/** Runs `script` in a real bash with `pipe` on its PATH as the built CLI. */
+function bash(script: string, env: Record<string, string>): Promise<{code: number | null; stdout: string; stderr: string}> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['--norc', '--noprofile', '-c', `pipe() { ${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} "$@"; }\n${script}`], {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'pipe']})
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({code, stdout, stderr}))
+  })
+}
+
+/** What the completion function offers for the words typed so far (the last one being completed). */
+const complete = (...words: string[]): string => `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; COMP_LINE='${words.join(' ')}'; _pipe_autocomplete; echo "\${COMPREPLY[*]}"`
+
+describe('pipe autocomplete (built CLI, real bash)', function () {
+  this.timeout(120000)
+
+  it('pipe autocomplete bash builds the completion; the script it gives, sourced in bash, completes pipe\'s commands, topics and flags', async () => {
+    const env = {XDG_CACHE_HOME: path.join(dir, 'cache'), PIPE_HOME: path.join(dir, 'home')}
+    const setup = await pipe(['autocomplete', 'bash'], {cwd: dir, env})
+    expect(setup.code, setup.stderr).to.equal(0)
+    expect(setup.stdout).to.contain('pipe autocomplete script bash')
+
+    const script = await pipe(['autocomplete', 'script', 'bash'], {cwd: dir, env})
+    expect(script.code, script.stderr).to.equal(0)
+    expect(script.stdout.trim().replace(env.XDG_CACHE_HOME, 'CACHE')).to.equal(
+      'PIPE_AC_BASH_SETUP_PATH=CACHE/pipe/autocomplete/bash_setup && test -f $PIPE_AC_BASH_SETUP_PATH && source $PIPE_AC_BASH_SETUP_PATH; # pipe autocomplete setup',
+    )
+    // What it sources names every command with its flags.
+    const functions = await readFile(path.join(env.XDG_CACHE_HOME, 'pipe', 'autocomplete', 'functions', 'bash', 'pipe.bash'), 'utf8')
+    for (const line of ['run --json --input', 'resume --json', 'snapshot:show --json', 'validate --json', 'autocomplete ']) expect(functions).to.contain(`\n${line}`)
+
+    const out = await bash([`eval "$(pipe autocomplete script bash)"`, 'complete -p pipe', complete('pipe', 're'), complete('pipe', 'snapshot', 's'), complete('pipe', 'run', '--po'), complete('pipe', 'au')].join('\n'), env)
+    expect(out.code, out.stderr).to.equal(0)
+    expect(out.stdout.split('\n')).to.deep.equal(['complete -F _pipe_autocomplete pipe', 'replay resume review', 'show', '--policy', 'audit autocomplete', ''])
+  })
+
+  it('pipe autocomplete zsh builds a zsh completion function that names the commands and their flags', async () => {
+    const env = {XDG_CACHE_HOME: path.join(dir, 'cache'), PIPE_HOME: path.join(dir, 'home')}
+    const setup = await pipe(['autocomplete', 'zsh'], {cwd: dir, env})
+    expect(setup.code, setup.stderr).to.equal(0)
+    const script = await pipe(['autocomplete', 'script', 'zsh'], {cwd: dir, env})
+    expect(script.stdout.trim().replace(env.XDG_CACHE_HOME, 'CACHE')).to.equal(
+      'PIPE_AC_ZSH_SETUP_PATH=CACHE/pipe/autocomplete/zsh_setup && test -f $PIPE_AC_ZSH_SETUP_PATH && source $PIPE_AC_ZSH_SETUP_PATH; # pipe autocomplete setup',
+    )
+    const zsh = await readFile(path.join(env.XDG_CACHE_HOME, 'pipe', 'autocomplete', 'functions', 'zsh', '_pipe'), 'utf8')
+    expect(zsh).to.contain('#compdef pipe')
+    expect(zsh).to.contain('"run[Run a pipeline')
+    expect(zsh).to.contain('\n--policy"[')
+    // A flag with a fixed set of values completes them.
+    expect(zsh).to.contain(':cache options:(off reuse)"')
+  })
+
+  it('every plugin pipe lists is one the fast path of pipe run may skip: none has a hook that runs with a command', async () => {
+    const pjson = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as {oclif: {plugins: string[]}}
+    expect(pjson.oclif.plugins).to.include('@oclif/plugin-autocomplete')
+    for (const plugin of pjson.oclif.plugins) {
+      expect(RUN_NEUTRAL_PLUGINS.has(plugin), plugin).to.equal(true)
+      const own = JSON.parse(await readFile(path.join(repoRoot, 'node_modules', ...plugin.split('/'), 'package.json'), 'utf8')) as {oclif?: {hooks?: Record<string, unknown>}}
+      expect(Object.keys(own.oclif?.hooks ?? {}).filter((event) => COMMAND_HOOKS.has(event)), plugin).to.deep.equal([])
+    }
+  })
+})
