@@ -1,0 +1,66 @@
+/**
+ * What a user sees is honest and quiet (issue 30 item 8, 9; issue 29 items 3, 7): failures marked
+ * as failures, the daily log in pipe's own folder, help that speaks to users, every error carrying
+ * a trace id that finds it in the log and the run's records, and `yes`/`ok`/`no` as decisions.
+ */
+import {expect} from 'chai'
+import {readFile, readdir, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+
+let dir: string
+let cleanup: () => Promise<void>
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-output-'))
+})
+afterEach(async () => cleanup())
+
+async function file(name: string, text: string): Promise<string> {
+  const full = path.join(dir, name)
+  await writeFile(full, text)
+  return full
+}
+
+async function logsIn(folder: string): Promise<string> {
+  const names = await readdir(folder).catch(() => [] as string[])
+  return (await Promise.all(names.map((n) => readFile(path.join(folder, n), 'utf8')))).join('')
+}
+
+describe('the daily log lives in pipe\'s own folder (CLI)', function () {
+  this.timeout(60000)
+
+  it('writes to ~/.local/state/pipe/logs without PIPE_HOME or XDG_STATE_HOME, and says so', async () => {
+    const r = await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-one')], {env: {PIPE_HOME: undefined, XDG_STATE_HOME: undefined, HOME: dir}})
+    expect(r.code).to.not.equal(0)
+    const logs = path.join(dir, '.local', 'state', 'pipe', 'logs')
+    const names = await readdir(logs)
+    expect(names).to.have.length(1)
+    expect(names[0]).to.match(/^orchestrator-\d{8}\.log$/)
+    expect(r.stderr).to.include(`Log: ${path.join(logs, names[0]!)}`)
+    expect(await logsIn(logs)).to.include('store-one')
+    expect(await readdir(dir)).to.not.include('.canonical')
+  })
+
+  it('writes to $XDG_STATE_HOME/pipe/logs when set, and PIPE_HOME still wins over it', async () => {
+    const state = path.join(dir, 'state')
+    await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-one')], {env: {PIPE_HOME: undefined, XDG_STATE_HOME: state, HOME: dir}})
+    expect(await logsIn(path.join(state, 'pipe', 'logs'))).to.include('store-one')
+    const home = path.join(dir, 'home')
+    await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-two')], {env: {PIPE_HOME: home, XDG_STATE_HOME: state, HOME: dir}})
+    expect(await logsIn(path.join(home, 'logs'))).to.include('store-two')
+    expect(await logsIn(path.join(state, 'pipe', 'logs'))).to.not.include('store-two')
+  })
+
+  it('pipe --help says where the log is and lists every variable pipe reads', async () => {
+    const r = await pipe(['--help'])
+    expect(r.code).to.equal(0)
+    const env = r.stdout.slice(r.stdout.indexOf('ENVIRONMENT'))
+    expect(env).to.include('~/.local/state/pipe/logs')
+    expect(env).to.not.include('.canonical')
+    for (const name of ['PIPE_STORE', 'PIPE_HOME', 'XDG_STATE_HOME', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS', 'PIPE_BWRAP', 'PIPE_DEBUG']) {
+      expect(env, name).to.match(new RegExp(`^ +${name} `, 'm'))
+    }
+    const doc = json<{environment: Array<{name: string}>}>(await pipe(['--json']))
+    expect(doc.environment.map((e) => e.name)).to.include.members(['PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS'])
+  })
+})
