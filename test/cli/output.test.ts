@@ -64,3 +64,37 @@ describe('the daily log lives in pipe\'s own folder (CLI)', function () {
     expect(doc.environment.map((e) => e.name)).to.include.members(['PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS'])
   })
 })
+
+const POLICY = 'version: 1\nallowed_commands:\n  - [node, -e, "process.exit(0)"]\n  - [node, -e, "process.exit(2)"]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n'
+
+describe('stats and export speak of runs and steps unless a run has tasks (CLI)', function () {
+  this.timeout(120000)
+
+  it('a run of commands alone has steps, not a coding task', async () => {
+    const home = path.join(dir, 'home')
+    const policy = await file('policy.yaml', POLICY)
+    const p = await file('review.yaml', 'version: 1\nname: review\nsteps:\n  - {id: diff, kind: command, run: [node, -e, "process.exit(0)"], next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: reviewed}\n')
+    const run = json<{run_id: string; status: string}>(await pipe(['run', p, '--policy', policy, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    expect(run.status).to.equal('succeeded')
+    const stats = await pipe(['stats'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(stats.code).to.equal(0)
+    expect(stats.stdout).to.include('steps: 3, 1 failed')
+    expect(stats.stdout).to.not.match(/task/i)
+    const doc = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    expect(doc.totals).to.deep.include({runs: 1, steps: 3, failed_steps: 1, tasks: 0})
+    const exported = json<{files: string[]}>(await pipe(['export', run.run_id, '--dir', 'art', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const mine = exported.files.map((f) => f.split(path.sep).join('/').replace(run.run_id, 'RUN'))
+    expect(mine).to.have.members(['runs/RUN/state.json', 'runs/RUN/timeline.md', 'runs/RUN/steps/01_diff/qa_step_01_diff.log', 'runs/RUN/steps/02_lint/qa_step_01_lint.log'])
+    const state = JSON.parse(await readFile(path.join(dir, 'art', 'runs', run.run_id, 'state.json'), 'utf8')) as Record<string, unknown>
+    expect(state).to.deep.include({current_task_id: null, attempts_by_task: {}})
+  })
+
+  it('help for stats and export speaks to users, not of seed documents', async () => {
+    for (const command of ['stats', 'export']) {
+      const r = await pipe([command, '--help'])
+      expect(r.stdout, command).to.not.match(/seed/i)
+    }
+    const root = await pipe(['--help'])
+    expect(root.stdout).to.not.match(/seed/i)
+  })
+})
