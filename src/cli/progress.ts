@@ -1,7 +1,8 @@
 /**
  * Live progress on stderr: a line per step with its status and duration. A child run's lines (a
  * pipeline or foreach step's) are indented one level per parent and say which step and item ran
- * them: `    ✓ each[1] #1 work success 3 ms`.
+ * them: `    ✓ each[1] #1 work success 3 ms`. A step whose outcome is a failure (its kind's `fail`,
+ * `failure`, or an error), routed or not, is marked `✗`.
  */
 import type {ProgressEvent} from '../engine/engine.js'
 import {visibleLine as v} from '../util/terminal-text.js'
@@ -24,7 +25,8 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         stream.write(`${indent}${color(33, '↻')} ${label}${v(event.step)} attempt ${event.attempt} failed (${v(event.error)}); retrying in ${event.delay_ms} ms\n`)
         break
       case 'step_end': {
-        const mark = event.ok ? color(32, '✓') : color(31, '✗')
+        // A failure outcome is marked as one even when the pipeline routes it (a QA `fail` sent back to the agent).
+        const mark = event.failure ? color(31, '✗') : color(32, '✓')
         const out = event.spec_version_out ? ` -> ${v(event.spec_version_out)}` : ''
         const clear = tty ? '\u001B[2K' : ''
         stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(event.reason))}\n`)

@@ -37,7 +37,21 @@ export const ENGINE_VERSION = 'pipe-engine-0.1'
 export type ProgressEvent = (
   | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
   | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
-  | {type: 'step_end'; run_id: string; step: string; kind: string; seq: number; outcome: string; ok: boolean; duration_ms: number; reason: string; spec_version_out: string | null}
+  | {
+      type: 'step_end'
+      run_id: string
+      step: string
+      kind: string
+      seq: number
+      outcome: string
+      /** Whether the step returned a result (false: it threw, the outcome is `error`). */
+      ok: boolean
+      /** Whether the outcome is a failure: one the kind declares a failure (routed or not), or an error. */
+      failure: boolean
+      duration_ms: number
+      reason: string
+      spec_version_out: string | null
+    }
   | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
 ) & {
   /** Set for a child run's events: the steps that ran it, outermost first, each as `id` or `id[item index]` (`each[2]`). */
@@ -644,6 +658,7 @@ export class Engine {
         seq,
         outcome: decision.decision,
         ok: result !== undefined,
+        failure: result === undefined || handler.failures?.[decision.decision] !== undefined,
         duration_ms: snapshot.step.duration_ms ?? 0,
         reason: decision.reason,
         spec_version_out: snapshot.spec_version_out,

@@ -98,3 +98,22 @@ describe('stats and export speak of runs and steps unless a run has tasks (CLI)'
     expect(root.stdout).to.not.match(/seed/i)
   })
 })
+
+describe('progress marks failures as failures (CLI)', function () {
+  this.timeout(120000)
+
+  it('marks a failure outcome ✗ whether the pipeline routes it or not, in a child run too', async () => {
+    const home = path.join(dir, 'home')
+    const policy = await file('policy.yaml', POLICY)
+    await file('item.yaml', 'version: 1\nname: item\ninputs:\n  ok: {type: boolean}\nsteps:\n  - {id: pick, kind: choice, choices: [{when: "${{ inputs.ok }}", next: fine}], default: stat}\n  - {id: fine, kind: command, run: [node, -e, "process.exit(0)"]}\n  - {id: stat, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: noted}\n')
+    const p = await file('main.yaml', 'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [true, false] }}", as: ok, pipeline: ./item.yaml, with: {ok: "${{ ok }}"}, concurrency: 1, next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"]}\n')
+    const r = await pipe(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(r.code, r.stderr).to.equal(1)
+    const lines = r.stderr.split('\n')
+    const line = (pattern: RegExp): string => lines.find((l) => pattern.test(l)) ?? `(no line matching ${pattern})`
+    expect(line(/each\[0\] #2 fine success/)).to.match(/^\s+✓ /)
+    expect(line(/each\[1\] #2 stat failure/)).to.match(/^\s+✗ /)
+    expect(line(/each\[1\] #3 done succeeded/)).to.match(/^\s+✓ /)
+    expect(line(/ #2 lint failure/)).to.match(/^  ✗ /)
+  })
+})
