@@ -159,6 +159,18 @@ function replySources(provider: RunRecord['provider']): string {
   return `${cassette}${provider.cache === 'reuse' ? ' (reusing cached replies)' : ''}`
 }
 
+/** What a person gives the run: said only for a pipeline with a step that takes it, or when given to one without. */
+function people(plan: RunPlan): string[] {
+  const at = (what: RunPlan['waits'][number]['for']): string[] => plan.waits.filter((w) => w.for === what).map((w) => w.step)
+  const answers = at('answers')
+  const reviews = at('review')
+  const parts = [
+    answers.length > 0 ? `answers ${plan.answers.length ? plan.answers.join(', ') : `none given (the run will pause at ${answers.join(', ')} if questions remain)`}` : plan.answers.length > 0 ? `answers ${plan.answers.join(', ')} (no step of this pipeline takes answers)` : '',
+    reviews.length > 0 ? `review decision ${plan.decision ?? `none given (the run will pause at ${reviews.join(', ')})`}` : plan.decision ? `review decision ${plan.decision} (no step of this pipeline takes one)` : '',
+  ].filter(Boolean)
+  return parts.length > 0 ? [t`  ${parts.join('; ')}`] : []
+}
+
 export function renderPlan(plan: RunPlan): string {
   const lines = [
     t`plan for pipeline ${plan.pipeline.name} (${plan.pipeline.file})`,
@@ -167,7 +179,7 @@ export function renderPlan(plan: RunPlan): string {
     t`  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}${replySources(plan.provider)}`,
     t`  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
     ...(Object.keys(plan.inputs).length > 0 ? [t`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
-    t`  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
+    ...people(plan),
     t`  store ${plan.store}`,
     '',
   ]

@@ -304,6 +304,8 @@ export interface StepHandler<K extends StepKind> {
    * bound it (each child step has its own); only the step's own timeout_ms does.
    */
   waitsForChildren?: boolean
+  /** What a person gives it that it may pause the run for: answers, a review decision, a confirmation (`pipe run --dry-run` says so). */
+  waitsFor?: 'answers' | 'review' | 'confirm'
   /** Whether it reads the run's requirement (--input/--text); a run of such a pipeline needs one. */
   readsInput?: boolean
   /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */

@@ -6,7 +6,7 @@
 import {expect} from 'chai'
 import {readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, tempDir} from '../helpers/cli.js'
+import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -115,5 +115,22 @@ describe('progress marks failures as failures (CLI)', function () {
     expect(line(/each\[1\] #2 stat failure/)).to.match(/^\s+✗ /)
     expect(line(/each\[1\] #3 done succeeded/)).to.match(/^\s+✓ /)
     expect(line(/ #2 lint failure/)).to.match(/^  ✗ /)
+  })
+})
+
+describe('--dry-run speaks of a review only for a pipeline that has one (CLI)', function () {
+  this.timeout(60000)
+
+  it('says nothing of a review or answers for a pipeline without such steps, and names the step that pauses for the default', async () => {
+    const home = path.join(dir, 'home')
+    const p = await file('tiny.yaml', 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop}\n')
+    const tiny = await pipe(['run', p, '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(tiny.code, tiny.stderr).to.equal(0)
+    expect(tiny.stdout).to.not.match(/review|answers|pause/)
+    const given = await pipe(['run', p, '--text', 'x', '--dry-run', '--decision', 'go'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(given.stdout).to.include('review decision go (no step of this pipeline takes one)')
+    const full = await pipe(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(full.stdout).to.include('review decision none given (the run will pause at manual_review)')
+    expect(json<{waits: unknown}>(await pipe(['run', p, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})).waits).to.deep.equal([])
   })
 })
