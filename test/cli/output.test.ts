@@ -114,7 +114,7 @@ describe('progress marks failures as failures (CLI)', function () {
     expect(line(/each\[0\] #2 fine success/)).to.match(/^\s+✓ /)
     expect(line(/each\[1\] #2 stat failure/)).to.match(/^\s+✗ /)
     expect(line(/each\[1\] #3 done succeeded/)).to.match(/^\s+✓ /)
-    expect(line(/ #2 lint failure/)).to.match(/^  ✗ /)
+    expect(line(/ #2 lint failure/)).to.match(/^ {2}✗ /)
   })
 })
 
