@@ -134,3 +134,42 @@ describe('--dry-run speaks of a review only for a pipeline that has one (CLI)', 
     expect(json<{waits: unknown}>(await pipe(['run', p, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})).waits).to.deep.equal([])
   })
 })
+
+describe('yes, ok and no as review decisions (CLI)', function () {
+  this.timeout(180000)
+  const prd = path.join(repoRoot, 'examples', 'full-prd.md')
+  const defaultPipeline = path.join(repoRoot, 'pipelines', 'default.yaml')
+
+  async function reviewOutcome(runId: string): Promise<{decision: string; review_decision: unknown}> {
+    const snapshots = json<Array<{decisions: Array<{decision: string}>; outputs: {review_decision?: unknown}}>>(await pipe(['snapshot', 'show', runId, '--step', 'manual_review', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}}))
+    const review = snapshots.at(-1)!
+    return {decision: review.decisions.at(-1)!.decision, review_decision: review.outputs.review_decision}
+  }
+
+  it('--decision takes YES, ok and y as go and no as drop, in any case; the record keeps the canonical value', async () => {
+    const env = {PIPE_HOME: path.join(dir, 'home')}
+    for (const [word, status] of [['YES', 'succeeded'], ['Ok', 'succeeded'], ['y', 'succeeded'], ['Go', 'succeeded'], ['No', 'cancelled']] as const) {
+      const r = await pipe(['run', defaultPipeline, '--input', prd, '--decision', word, '--json'], {cwd: dir, env})
+      const body = json<{run_id: string; status: string}>(r)
+      expect(body.status, word).to.equal(status)
+      expect((await reviewOutcome(body.run_id)).decision, word).to.equal(status === 'succeeded' ? 'go' : 'drop')
+    }
+    const bad = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'maybe', '--json'], {cwd: dir, env})
+    expect(bad.code).to.equal(2)
+    expect(json<{error: {code: string; message: string}}>(bad).error).to.deep.include({code: 'E_INVALID_ARGS', message: '--decision "maybe" is not a decision'})
+    const paused = json<{run_id: string; status: string}>(await pipe(['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir, env}))
+    expect(paused.status).to.equal('awaiting_input')
+    const reviewed = json<{status: string}>(await pipe(['review', paused.run_id, '--decision', 'OK', '--json'], {cwd: dir, env}))
+    expect(reviewed.status).to.equal('succeeded')
+    expect(await reviewOutcome(paused.run_id)).to.deep.equal({decision: 'go', review_decision: 'go'})
+  })
+
+  it('the terminal prompt takes Yes as go after refusing a word that is no decision', async () => {
+    const env = {PIPE_HOME: path.join(dir, 'home')}
+    const paused = json<{run_id: string}>(await pipe(['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir, env}))
+    const r = await pipe(['review', paused.run_id], {cwd: dir, env: {...env, PIPE_INTERACTIVE: '1'}, input: 'perhaps\nYes\nlooks right\n'})
+    expect(r.code, r.stderr).to.equal(0)
+    expect(r.stderr).to.include('"perhaps" is not go (yes, ok), hold or drop (no).')
+    expect(await reviewOutcome(paused.run_id)).to.deep.equal({decision: 'go', review_decision: 'go'})
+  })
+})
