@@ -5,7 +5,7 @@
  * `failure`, or an error), routed or not, is marked `✗`.
  */
 import type {ProgressEvent} from '../engine/engine.js'
-import {visibleLine as v} from '../util/terminal-text.js'
+import {firstLine, visibleLine as v} from '../util/terminal-text.js'
 import {stderrWriter} from './std-streams.js'
 
 export function progressPrinter(stream: {write(text: string): unknown; readonly isTTY?: boolean} = stderrWriter): (event: ProgressEvent) => void {
@@ -29,11 +29,14 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         const mark = event.failure ? color(31, '✗') : color(32, '✓')
         const out = event.spec_version_out ? ` -> ${v(event.spec_version_out)}` : ''
         const clear = tty ? '\u001B[2K' : ''
-        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(event.reason))}\n`)
+        // A long error (a cassette miss's diff) is shown once, by the error channel or the snapshot; here its first line.
+        const reason = firstLine(event.reason, `pipe snapshot show ${event.run_id} --step ${event.step}`)
+        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(reason))}\n`)
         break
       }
       case 'run_status': {
-        const reason = event.reason ? `: ${v(event.reason)}` : ''
+        const where = under.length === 0 && (event.status === 'failed' || event.status === 'blocked') ? 'the error below' : `pipe runs show ${event.run_id}`
+        const reason = event.reason ? `: ${v(firstLine(event.reason, where))}` : ''
         if (under.length === 0) stream.write(`${color(1, `run ${v(event.run_id)}`)} ${v(event.status)}${reason}\n`)
         else stream.write(`${indent}${color(1, `run ${v(event.run_id)}`)} (${under.join('/')}) ${v(event.status)}${reason}\n`)
         break

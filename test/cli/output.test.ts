@@ -173,3 +173,25 @@ describe('yes, ok and no as review decisions (CLI)', function () {
     expect(await reviewOutcome(paused.run_id)).to.deep.equal({decision: 'go', review_decision: 'go'})
   })
 })
+
+describe('a long error is printed once (CLI)', function () {
+  this.timeout(120000)
+
+  it("a cassette miss's diff appears once on the terminal; progress and the result refer to it", async () => {
+    const home = path.join(dir, 'home')
+    const r = await pipe(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--provider', 'openai', '--replay', path.join(repoRoot, 'pipelines', 'cassettes', 'default-openai.jsonl'), '--text', 'something else entirely'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(r.code, r.stderr).to.equal(1)
+    const seen = `${r.stdout}\n${r.stderr}`
+    const count = (needle: string): number => seen.split(needle).length - 1
+    expect(count('+something else entirely'), seen).to.equal(1)
+    expect(count('messages differ:')).to.equal(1)
+    expect(r.stderr).to.match(/^Error \[E_MODEL\]: .*\nmessages differ:\n/m)
+    expect(r.stderr).to.match(/✗ #2 compile error .*\[…\d+ more line\(s\): pipe snapshot show R-\d{8}-\d{4} --step compile\]/)
+    expect(r.stderr).to.match(/^run R-\d{8}-\d{4} failed: .*\[…\d+ more line\(s\): the error below\]$/m)
+    expect(r.stdout).to.match(/^reason: .*\[…\d+ more line\(s\): the error on stderr\]$/m)
+    // The records keep it whole.
+    const runId = /run (R-\d{8}-\d{4})/.exec(r.stdout)![1]!
+    const [snapshot] = json<Array<{errors: Array<{message: string}>}>>(await pipe(['snapshot', 'show', runId, '--step', 'compile', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    expect(snapshot!.errors.at(-1)!.message).to.include('+something else entirely')
+  })
+})
