@@ -24,14 +24,14 @@ export function logFilePath(date = new Date()): string {
   return path.join(logDir(), `orchestrator-${day}.log`)
 }
 
-/** Appends one entry; returns the log's path, or null when it cannot be written (never throws). */
-export function appendLog(level: 'ERROR' | 'WARN' | 'INFO', message: string, detail?: string): string | null {
+/** Appends one entry (with the error's trace id, when it has one); returns the log's path, or null when it cannot be written (never throws). */
+export function appendLog(level: 'ERROR' | 'WARN' | 'INFO', message: string, detail?: string, trace?: string): string | null {
   const file = logFilePath()
   try {
     makeDirs(path.dirname(file))
     // Read with cat or tail -f, like stderr: escaped as stderr is (util/terminal-text.ts), the entry in
     // one line so that a message cannot forge an entry of its own, the detail (a stack) indented under it.
-    const line = `${new Date().toISOString()} ${level} pid=${process.pid} ${visibleLine(redact(message))}\n${detail ? `${visible(redact(detail)).replace(/^/gm, '    ')}\n` : ''}`
+    const line = `${new Date().toISOString()} ${level} pid=${process.pid}${trace ? ` trace=${visibleLine(trace)}` : ''} ${visibleLine(redact(message))}\n${detail ? `${visible(redact(detail)).replace(/^/gm, '    ')}\n` : ''}`
     appendFileSync(file, line)
     return file
   } catch {

@@ -91,7 +91,7 @@ export function renderSnapshot(s: Snapshot): string {
   else {
     lines.push('  errors:')
     // A message may span lines (a list of diagnostics): its line breaks stay, every other control is escaped.
-    for (const e of s.errors) lines.push(`${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`, ...(e.hint ? [t`      hint: ${e.hint}`] : []))
+    for (const e of s.errors) lines.push(`${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`, ...(e.hint ? [t`      hint: ${e.hint}`] : []), ...(e.trace_id ? [t`      trace: ${e.trace_id}`] : []))
   }
   const m = s.meta
   lines.push(t`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
@@ -113,7 +113,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
   if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
   if (record.status_reason) lines.push(t`  reason: ${record.status_reason}`)
-  if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}`)
+  if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}${record.error.trace_id ? ` (trace ${record.error.trace_id})` : ''}`)
   if (record.pending) {
     lines.push(t`  waiting for ${record.pending.kind} at step ${record.pending.step} since ${record.pending.since}: ${record.pending.reason}`)
     for (const q of record.pending.questions ?? []) lines.push(t`    ${q.id}${q.field ? ` [${q.field}]` : ''} ${q.question}`)

@@ -31,6 +31,7 @@ import {deadline} from './deadlines.js'
 import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
+import {newTraceId} from '../util/trace.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
 
@@ -587,8 +588,9 @@ export class Engine {
       const step = steps.get(cursor.next)
       if (!step) {
         const reason = `step "${cursor.next}" is not in the pipeline`
-        await this.setStatus(runId, 'failed', 'failed', {reason}, (r) => (r.error = {code: 'E_STATE', message: reason}))
-        return outcome('failed', {reason, error: {code: 'E_STATE', message: reason}})
+        const error = {code: 'E_STATE', message: reason, trace_id: newTraceId()}
+        await this.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
+        return outcome('failed', {reason, error})
       }
       const done = cursor.iterations.get(step.id) ?? 0
       if (step.max_iterations !== undefined && done >= step.max_iterations) {
@@ -598,8 +600,8 @@ export class Engine {
           cursor.next = step.on_exhausted
           continue
         }
-        const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.'}
-        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id}, (r) => {
+        const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.', trace_id: newTraceId()}
+        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
           r.error = error
           r.status_reason = reason
           r.spec_version = cursor.specVersion
@@ -687,9 +689,10 @@ export class Engine {
     if (decision.run_status === 'failed' || decision.run_status === 'blocked') {
       const status = decision.run_status
       const last = snapshot.errors.at(-1)
-      const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {})}
+      // The error keeps the trace id its snapshot recorded: stderr, the log, the record and the event name one occurrence.
+      const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {}), trace_id: last?.trace_id ?? newTraceId()}
       const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
-      await this.setStatus(runId, status, status, {reason, step}, (r) => {
+      await this.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
         r.error = error
         r.status_reason = reason
         r.spec_version = cursor.specVersion
@@ -805,6 +808,7 @@ export class Engine {
         errors.push({
           code: error.code,
           message: redact(error.message),
+          trace_id: newTraceId(),
           retryable: error.retryable,
           attempt,
           at: this.now().toISOString(),
@@ -998,7 +1002,7 @@ export class Engine {
       const routed = result.next ?? step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
       const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
       const fail = (code: string, message: string, hint: string, reason: string, details?: Record<string, unknown>): Snapshot['decisions'] => {
-        errors.push({code, message: redact(message), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
+        errors.push({code, message: redact(message), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
         return [{decision: result.outcome, reason, next_step: null, run_status: 'failed'}]
       }
       const carried = routed === null && !failure && !result.end ? unrecoveredFailure(before, this.registry, step.id) : null
@@ -1006,7 +1010,7 @@ export class Engine {
         // An end step said so: its reason is the run's error, under its own code.
         decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason, {ended_by: step.id})
       } else if (result.end?.status === 'blocked') {
-        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
+        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
         decisions = [{decision: result.outcome, reason: result.end.reason, next_step: step.id, run_status: 'blocked'}]
       } else if (result.end?.status === 'succeeded') {
         // An explicit end: the pipeline's author says the run succeeded here, whatever was routed before.

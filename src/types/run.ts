@@ -21,6 +21,10 @@ export interface RunRecord {
     message: string
     hint?: string
     step?: string
+    /**
+     * Identifies this occurrence of the error: the same id is on stderr, in the --json error, in the daily log entry, in the failing step's snapshot errors[] and in the run's failed/blocked event and record. Random; never part of a model request or a cassette key.
+     */
+    trace_id?: string
   }
   pipeline: {
     /**
@@ -244,4 +248,8 @@ export interface RunEvent {
    * This line's seal: sha256 (or hmac-sha256) of the line without hash.
    */
   hash?: string
+  /**
+   * Identifies this occurrence of the error: the same id is on stderr, in the --json error, in the daily log entry, in the failing step's snapshot errors[] and in the run's failed/blocked event and record. Random; never part of a model request or a cassette key.
+   */
+  trace_id?: string
 }

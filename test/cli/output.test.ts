@@ -195,3 +195,47 @@ describe('a long error is printed once (CLI)', function () {
     expect(snapshot!.errors.at(-1)!.message).to.include('+something else entirely')
   })
 })
+
+describe('every error carries a trace id that finds it in the log and the records (CLI)', function () {
+  this.timeout(120000)
+  const TRACE = /^Trace: (tr-[0-9a-f]{16})$/m
+
+  it("a failed run's trace id is on stderr, in --json, in the log entry, in the failing step's snapshot and in the run's failed event", async () => {
+    const home = path.join(dir, 'home')
+    const policy = await file('policy.yaml', POLICY)
+    const p = await file('fail.yaml', 'version: 1\nname: fail\nsteps:\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"]}\n')
+    const r = await pipe(['run', p, '--policy', policy, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(r.code).to.equal(1)
+    const trace = TRACE.exec(r.stderr)?.[1]
+    expect(trace, r.stderr).to.be.a('string')
+    const body = json<{run_id: string; error: {code: string; trace_id: string}}>(r)
+    expect(body.error).to.deep.include({code: 'E_BUILD_FAIL', trace_id: trace})
+    const log = await logsIn(path.join(home, 'logs'))
+    expect(log.split('\n').filter((l) => l.includes(`trace=${trace!} `))).to.have.length(1)
+    expect(log).to.match(new RegExp(`ERROR pid=\\d+ trace=${trace!} \\[E_BUILD_FAIL\\] run ${body.run_id} failed`))
+    const [snapshot] = json<Array<{errors: Array<{code: string; trace_id?: string}>}>>(await pipe(['snapshot', 'show', body.run_id, '--step', 'lint', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    expect(snapshot!.errors.at(-1)).to.deep.include({code: 'E_BUILD_FAIL', trace_id: trace})
+    const events = (await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; trace_id?: string})
+    expect(events.filter((e) => e.trace_id === trace).map((e) => e.event)).to.deep.equal(['failed'])
+    const record = JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {error: {trace_id?: string}}
+    expect(record.error.trace_id).to.equal(trace)
+    // The text views show it where they show the error.
+    expect((await pipe(['runs', 'show', body.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`(trace ${trace!})`)
+    expect((await pipe(['snapshot', 'show', body.run_id, '--step', 'lint'], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`trace: ${trace!}`)
+    // Another occurrence is another id.
+    const again = await pipe(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(TRACE.exec(again.stderr)?.[1]).to.be.a('string').and.not.equal(trace)
+  })
+
+  it("a command's error, an unknown command and its --json twin each carry one id, in the log too", async () => {
+    const home = path.join(dir, 'home')
+    for (const args of [['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'none')], ['nonsense'], ['nonsense', '--json'], ['help', 'nonsense', '--json'], ['run', path.join(dir, 'missing.yaml'), '--text', 'x', '--json']]) {
+      const r = await pipe(args, {cwd: dir, env: {PIPE_HOME: home}})
+      expect(r.code, args.join(' ')).to.not.equal(0)
+      const trace = TRACE.exec(r.stderr)?.[1]
+      expect(trace, `${args.join(' ')}: ${r.stderr}`).to.be.a('string')
+      if (args.includes('--json')) expect(json<{error: {trace_id: string}}>(r).error.trace_id, args.join(' ')).to.equal(trace)
+      expect(await logsIn(path.join(home, 'logs')), args.join(' ')).to.include(`trace=${trace!} `)
+    }
+  })
+})
