@@ -35,12 +35,18 @@ function indentYaml(value: unknown): string {
   return text === '{}' || text === '[]' ? '    (none)' : text.replace(/^/gm, '    ')
 }
 
+/** A foreach child's item: ` item 2 (fix-login)`, by index and, when the item has one, its key. */
+function itemLabel(parent: NonNullable<RunRecord['parent']>): string {
+  if (parent.index === undefined) return ''
+  return ` item ${parent.index}${parent.key !== undefined ? ` (${parent.key})` : ''}`
+}
+
 export function renderRunList(runs: RunSummary[]): string {
   if (runs.length === 0) return 'no runs\n'
   // Child runs are indented under their parent, labelled with the step (and item) that started them.
   const rows = (list: RunSummary[], depth: number): string[][] =>
     list.flatMap((r) => [
-      [`${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`, r.status, r.feature_id, r.spec_version ?? '-', `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''})` : ''}`, r.updated_at],
+      [`${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`, r.status, r.feature_id, r.spec_version ?? '-', `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''}${r.parent.key !== undefined ? ` ${r.parent.key}` : ''})` : ''}`, r.updated_at],
       ...rows(r.children ?? [], depth + 1),
     ])
   return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'], ...rows(runs, 0)])
@@ -111,7 +117,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   lines.push(t`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`)
   lines.push(t`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
   if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
-  if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
+  if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${itemLabel(record.parent)}`)
   if (record.status_reason) lines.push(t`  reason: ${record.status_reason}`)
   if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}${record.error.trace_id ? ` (trace ${record.error.trace_id})` : ''}`)
   if (record.pending) {
@@ -134,7 +140,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
     lines.push('', 'child runs:')
     const walk = (list: RunSummary[], depth: number): void => {
       for (const c of list) {
-        const where = c.parent ? `${c.parent.step} #${c.parent.seq}${c.parent.index !== undefined ? ` item ${c.parent.index}` : ''}` : ''
+        const where = c.parent ? `${c.parent.step} #${c.parent.seq}${itemLabel(c.parent)}` : ''
         lines.push(t`${'  '.repeat(depth + 1)}${c.run_id}  ${c.status}  ${c.pipeline}  ${where}${c.reason ? `: ${c.reason}` : ''}`)
         walk(c.children ?? [], depth + 1)
       }

@@ -908,7 +908,7 @@ export class Engine {
           const now = this.now()
           const at = now.toISOString()
           const inputs = childInputs(step.id, loaded, request.inputs)
-          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {})}
+          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {}), ...(request.key !== undefined ? {key: request.key} : {})}
           const born = await store.createStartedRun(
             {
               feature_id: parent.feature_id,

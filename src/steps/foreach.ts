@@ -52,7 +52,8 @@ export const foreach: StepHandler<'foreach'> = {
     const worker = async (): Promise<void> => {
       while (next < items.length && tripped === undefined && !signal.aborted) {
         const index = next++
-        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, signal: childSignal})
+        const key = itemKey(items[index])
+        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, ...(key !== undefined ? {key} : {}), signal: childSignal})
         results[index] = {index, run_id: child.run_id, status: child.status, reason: childReason(child)}
         if (child.status !== 'succeeded' && !childStopped(child) && step.fail_fast === true && tripped === undefined) {
           tripped = `item ${index} failed (${childReason(child)}); fail_fast stopped the rest`
@@ -89,4 +90,27 @@ export const foreach: StepHandler<'foreach'> = {
     if (succeeded > 0) return {type: 'done', outcome: 'partial', reason: summary, inputs: {resolved}, outputs}
     return {type: 'done', outcome: 'fail', reason: summary, inputs: {resolved}, outputs}
   },
+}
+
+const KEY_FIELDS = ['id', 'key', 'name', 'task'] as const
+
+/**
+ * What names an item for people: the item itself when it is a string, else the first of its id,
+ * key, name or task fields that is a string or a number; cut to 80 characters.
+ */
+export function itemKey(item: JsonValue | undefined): string | undefined {
+  let key: string | undefined
+  if (typeof item === 'string') key = item
+  else if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
+    for (const field of KEY_FIELDS) {
+      const value = item[field]
+      if (typeof value === 'string' || typeof value === 'number') {
+        key = String(value)
+        break
+      }
+    }
+  }
+  if (key === undefined || key.trim() === '') return undefined
+  const chars = [...key]
+  return chars.length > 80 ? `${chars.slice(0, 79).join('')}…` : key
 }

@@ -113,6 +113,8 @@ export interface ChildRequest {
   /** Values for the child's declared inputs (checked against them; a list or map given to a string input becomes its JSON). */
   inputs: Record<string, JsonValue>
   index?: number
+  /** What names the item for people (`fix-login`), shown beside its index in runs list and runs show. */
+  key?: string
   /** Aborting it interrupts the child where it stands (pipe resume of the parent continues it). */
   signal?: AbortSignal
 }

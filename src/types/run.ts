@@ -210,6 +210,10 @@ export interface RunRecord {
      * The item's index, for a foreach child.
      */
     index?: number
+    /**
+     * What names the item for people, for a foreach child: the item itself when it is a string, else its id, key, name or task field (at most 80 characters).
+     */
+    key?: string
   }
 }
 /**

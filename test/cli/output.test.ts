@@ -239,3 +239,26 @@ describe('every error carries a trace id that finds it in the log and the record
     }
   })
 })
+
+describe('foreach children are named by their item (CLI)', function () {
+  this.timeout(60000)
+
+  it("runs list and runs show name a child by its item's id, key, name or task, or the item when it is a string", async () => {
+    const home = path.join(dir, 'home')
+    await file('item.yaml', 'version: 1\nname: item\nsteps:\n  - {id: a, kind: noop}\n')
+    const p = await file('main.yaml', "version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: \"${{ [{'id': 'fix-login', 'name': 'not this'}, 'plain text', {'n': 3}, {'task': 'T-004'}, {'key': 7}] }}\", as: it, pipeline: ./item.yaml}\n")
+    const run = json<{run_id: string; status: string}>(await pipe(['run', p, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    expect(run.status).to.equal('succeeded')
+    const list = (await pipe(['runs', 'list'], {cwd: dir, env: {PIPE_HOME: home}})).stdout
+    const labels = [...list.matchAll(/item \((each\[\d\][^)]*)\)/g)].map((m) => m[1])
+    expect(labels).to.deep.equal(['each[0] fix-login', 'each[1] plain text', 'each[2]', 'each[3] T-004', 'each[4] 7'])
+    const show = (await pipe(['runs', 'show', run.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout
+    expect(show).to.match(/each #1 item 0 \(fix-login\)\n/)
+    expect(show).to.match(/each #1 item 1 \(plain text\)\n/)
+    expect(show).to.match(/each #1 item 2\n/)
+    const children = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {index: number; key?: string}}>}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const first = children.runs.find((r) => r.run_id === run.run_id)!.children![0]!
+    expect(first.parent).to.deep.include({index: 0, key: 'fix-login'})
+    expect((await pipe(['runs', 'show', first.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`child of ${run.run_id} step each (#1) item 0 (fix-login)`)
+  })
+})
