@@ -13,7 +13,7 @@ import {jsonText} from '../util/terminal-text.js'
 import {writeOut} from './std-streams.js'
 
 export interface JsonError {
-  error: {code: string; message: string; hint?: string; exit_code: number; log?: string}
+  error: {code: string; message: string; hint?: string; exit_code: number; log?: string; trace_id: string}
 }
 
 /** How a command's output goes: with --json, and whether it already printed its JSON result. */
@@ -40,9 +40,9 @@ export function storeDir(flag: string | undefined, cwd = process.cwd()): string 
 /** Says an error on the error channel (and as the JSON document with --json), sets the exit code, and returns it classified. */
 export function reportCommandError(raw: Error & {oclif?: {exit?: number}; code?: string}, id: string | undefined, output: CommandOutput): PipeError {
   const error = classify(raw, id)
-  const log = speak(error, {level: 'ERROR', entry: `[${error.code}] ${id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
+  const {log, trace_id} = speak(error, {level: 'ERROR', entry: `[${error.code}] ${id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
   if (output.json && !output.jsonPrinted) {
-    const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {})}}
+    const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {}), trace_id}}
     writeOut(`${jsonText(body)}\n`)
   }
   process.exitCode = error.exitCode

@@ -90,10 +90,13 @@ export async function jsonOnlyAnswer(root: string | URL, argv: readonly string[]
   const {appendLog} = await import('../log.js')
   const message = `unknown command "${words.join(' ')}"`
   const hint = 'pipe --help lists the commands.'
-  const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`)
+  const {newTraceId} = await import('../util/trace.js')
+  const {errorLines} = await import('./error-channel.js')
+  const trace = newTraceId()
+  const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`, undefined, trace)
   return {
-    doc: {error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {})}},
+    doc: {error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {}), trace_id: trace}},
     exit: ExitCode.USAGE,
-    stderr: `Error [E_INVALID_ARGS]: unknown command "${visibleLine(words.join(' '))}"\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`,
+    stderr: errorLines({code: 'E_INVALID_ARGS', message, hint}, trace, log, visibleLine),
   }
 }

@@ -14,6 +14,7 @@ import type {Decision, SessionOptions} from '../engine/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {InputDeclaration} from '../expr/index.js'
 import {line as t, visible} from '../util/terminal-text.js'
+import {decisionWord} from './decision.js'
 import {stderrIsTerminal, stdinIsTerminal} from './std-streams.js'
 
 export function canPrompt(json: boolean): boolean {
@@ -153,7 +154,7 @@ export function reviewText(spec: CanonicalSpec | null, gate: GateResult | null, 
 }
 
 export async function askDecision(input: LineReader = reader(), signal?: AbortSignal): Promise<{decision: Decision; note?: string} | null> {
-  return askWithNote<Decision>('Decision [go/hold/drop]: ', (answer) => (answer === 'go' || answer === 'hold' || answer === 'drop' ? answer : null), 'go, hold or drop', input, signal)
+  return askWithNote<Decision>('Decision [go/hold/drop]: ', decisionWord, 'go (yes, ok), hold or drop (no)', input, signal)
 }
 
 /**

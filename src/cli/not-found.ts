@@ -3,6 +3,8 @@ import type {Hook} from '@oclif/core/hooks'
 import {didYouMean} from '../config/suggest.js'
 import {ExitCode} from '../exit-codes.js'
 import {appendLog} from '../log.js'
+import {newTraceId} from '../util/trace.js'
+import {errorLines} from './error-channel.js'
 import {jsonText, visible, visibleLine} from '../util/terminal-text.js'
 
 const hook: Hook<'command_not_found'> = async function (options) {
@@ -17,11 +19,12 @@ const hook: Hook<'command_not_found'> = async function (options) {
   // What was typed is echoed back: escaped on the terminal (and by appendLog in the log), exact in --json.
   const shown = `unknown command "${visibleLine(words)}"${visible(guess)}`
   const hint = 'pipe --help lists the commands.'
-  const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`)
-  process.stderr.write(`Error [E_INVALID_ARGS]: ${shown}\nTry this: ${hint}\n${log ? `Log: ${log}\n` : ''}`)
+  const trace = newTraceId()
+  const log = appendLog('ERROR', `[E_INVALID_ARGS] ${message}`, undefined, trace)
+  process.stderr.write(errorLines({code: 'E_INVALID_ARGS', message: shown, hint}, trace, log, (text) => text))
   // --json holds here too: stdout gets the error document every command gives.
   if ([...(options.argv ?? []), ...process.argv.slice(2)].includes('--json')) {
-    process.stdout.write(`${jsonText({error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {})}})}\n`)
+    process.stdout.write(`${jsonText({error: {code: 'E_INVALID_ARGS', message, hint, exit_code: ExitCode.USAGE, ...(log ? {log} : {}), trace_id: trace}})}\n`)
   }
   process.exit(ExitCode.USAGE)
 }

@@ -1,10 +1,11 @@
 /**
  * Live progress on stderr: a line per step with its status and duration. A child run's lines (a
  * pipeline or foreach step's) are indented one level per parent and say which step and item ran
- * them: `    ✓ each[1] #1 work success 3 ms`.
+ * them: `    ✓ each[1] #1 work success 3 ms`. A step whose outcome is a failure (its kind's `fail`,
+ * `failure`, or an error), routed or not, is marked `✗`.
  */
 import type {ProgressEvent} from '../engine/engine.js'
-import {visibleLine as v} from '../util/terminal-text.js'
+import {firstLine, visibleLine as v} from '../util/terminal-text.js'
 import {stderrWriter} from './std-streams.js'
 
 export function progressPrinter(stream: {write(text: string): unknown; readonly isTTY?: boolean} = stderrWriter): (event: ProgressEvent) => void {
@@ -24,10 +25,13 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         stream.write(`${indent}${color(33, '↻')} ${label}${v(event.step)} attempt ${event.attempt} failed (${v(event.error)}); retrying in ${event.delay_ms} ms\n`)
         break
       case 'step_end': {
-        const mark = event.ok ? color(32, '✓') : color(31, '✗')
+        // A failure outcome is marked as one even when the pipeline routes it (a QA `fail` sent back to the agent).
+        const mark = event.failure ? color(31, '✗') : color(32, '✓')
         const out = event.spec_version_out ? ` -> ${v(event.spec_version_out)}` : ''
         const clear = tty ? '\u001B[2K' : ''
-        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(event.reason))}\n`)
+        // A long error (a cassette miss's diff) is shown once, by the error channel or the snapshot; here its first line.
+        const reason = firstLine(event.reason, `pipe snapshot show ${event.run_id} --step ${event.step}`)
+        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(reason))}\n`)
         break
       }
       case 'step_event': {
@@ -40,7 +44,8 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         break
       }
       case 'run_status': {
-        const reason = event.reason ? `: ${v(event.reason)}` : ''
+        const where = under.length === 0 && (event.status === 'failed' || event.status === 'blocked') ? 'the error below' : `pipe runs show ${event.run_id}`
+        const reason = event.reason ? `: ${v(firstLine(event.reason, where))}` : ''
         if (under.length === 0) stream.write(`${color(1, `run ${v(event.run_id)}`)} ${v(event.status)}${reason}\n`)
         else stream.write(`${indent}${color(1, `run ${v(event.run_id)}`)} (${under.join('/')}) ${v(event.status)}${reason}\n`)
         break

@@ -8,7 +8,8 @@ import type {RunResult} from './run-result.js'
 import {withSignals} from './signals.js'
 import {planSession, type RunPlan} from '../engine/sessions/plan.js'
 import {startSession} from '../engine/sessions/start.js'
-import type {Decision, StartSession} from '../engine/sessions/shared.js'
+import type {StartSession} from '../engine/sessions/shared.js'
+import {decisionFlag} from './decision.js'
 import {renderPlan} from './views.js'
 import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
@@ -58,7 +59,7 @@ export async function runCommand(args: RunArgs, flags: RunFlags, output: Command
     ...(flags.text !== undefined ? {text: flags.text} : {}),
     ...(flags.feature ? {feature: flags.feature} : {}),
     ...(flags.answers ? {answers: flags.answers} : {}),
-    ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+    ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
     ...(flags.note ? {note: flags.note} : {}),
     ...(flags.policy ? {policy: flags.policy} : {}),
     ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),

@@ -33,6 +33,6 @@ function speakError(result: RunResult, exitCode: number): void {
   const named = error.hint?.includes(`pipe resume ${result.run_id}`) === true
   const hint = [error.hint, next && !named ? `Then continue it with: ${next}` : ''].filter(Boolean).join(' ')
   const where = error.step ? ` at step ${error.step}` : ''
-  const log = speak({code: error.code, message: error.message, hint}, {level: result.status === 'failed' ? 'ERROR' : 'WARN', entry: `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`, detail: hint || undefined})
-  result.error = {...error, ...(hint ? {hint: redact(hint)} : {}), exit_code: exitCode, ...(log ? {log} : {})}
+  const {log, trace_id} = speak({code: error.code, message: error.message, hint, trace_id: error.trace_id}, {level: result.status === 'failed' ? 'ERROR' : 'WARN', entry: `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`, detail: hint || undefined})
+  result.error = {...error, ...(hint ? {hint: redact(hint)} : {}), exit_code: exitCode, ...(log ? {log} : {}), trace_id}
 }

@@ -1,7 +1,7 @@
 /** What run-driving commands (run, resume, answer, review) print and return. */
 import type {RunOutcome} from '../engine/engine.js'
 import {ExitCode} from '../exit-codes.js'
-import {line as t} from '../util/terminal-text.js'
+import {firstLine, line as t} from '../util/terminal-text.js'
 
 export interface RunResult extends RunOutcome {
   store: string
@@ -42,7 +42,8 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
 
 export function renderRunResult(result: RunResult): string {
   const lines = [t`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`]
-  if (result.reason && result.status !== 'succeeded') lines.push(t`reason: ${result.reason}`)
+  // A failed or blocked run's error went to stderr in full: a long one (a cassette miss's diff) is not said twice.
+  if (result.reason && result.status !== 'succeeded') lines.push(t`reason: ${result.status === 'failed' || result.status === 'blocked' ? firstLine(result.reason, 'the error on stderr') : result.reason}`)
   // The error itself went to stderr (see run-flow.ts); stdout keeps to the result.
   const questions = result.pending?.questions ?? []
   if (questions.length > 0) {

@@ -15,23 +15,34 @@ function table(header: string[], cells: string[][]): string {
   return [line(header), ...rows.map(line)].join('\n')
 }
 
-const COLUMNS = ['tasks', 'passed', 'attempts/task', 'patch lines', 'QA ms', 'tokens', 'cost', 'failures']
-const cells = (m: Metrics): string[] => [String(m.tasks), pct(m.task_pass_rate), num(m.mean_attempts), num(m.mean_patch_lines), num(m.mean_qa_ms), String(m.total_tokens), cost(m), categories(m)]
+const RUN_COLUMNS = ['steps', 'failed steps', 'tokens', 'cost']
+const runCells = (m: Metrics): string[] => [String(m.steps), String(m.failed_steps), String(m.total_tokens), cost(m)]
+const TASK_COLUMNS = ['tasks', 'passed', 'attempts/task', 'patch lines', 'QA ms', 'failures']
+const taskCells = (m: Metrics): string[] => [String(m.tasks), pct(m.task_pass_rate), num(m.mean_attempts), num(m.mean_patch_lines), num(m.mean_qa_ms), categories(m)]
 
 export function renderStats(report: StatsReport): string {
   const t = report.totals
   const scope = [report.filter.pipeline ? `pipeline ${report.filter.pipeline}` : 'all pipelines', report.filter.since ? `since ${report.filter.since}` : ''].filter(Boolean).join(', ')
   if (t.runs === 0) return t_`No runs (${scope}).\n`
+  // Tasks, attempts and QA are coding work's words: a store whose runs did none speaks of runs and steps.
+  const coding = t.tasks > 0 || t.patches > 0 || t.qa_runs > 0
+  const columns = coding ? [...RUN_COLUMNS, ...TASK_COLUMNS] : RUN_COLUMNS
+  const cells = (m: Metrics): string[] => (coding ? [...runCells(m), ...taskCells(m)] : runCells(m))
   const out = [
     t_`${t.runs} run(s), ${scope}`,
-    `tasks: ${t.tasks}, passed ${t.tasks_passed} (${pct(t.task_pass_rate)}), mean attempts ${num(t.mean_attempts)}`,
-    t_`failure categories: ${categories(t)}`,
-    `patches: ${t.patches}, mean ${num(t.mean_patch_lines)} changed line(s); QA runs: ${t.qa_runs}, mean ${num(t.mean_qa_ms, ' ms')}`,
+    `steps: ${t.steps}, ${t.failed_steps} failed`,
+    ...(coding
+      ? [
+          `tasks: ${t.tasks}, passed ${t.tasks_passed} (${pct(t.task_pass_rate)}), mean attempts ${num(t.mean_attempts)}`,
+          t_`failure categories: ${categories(t)}`,
+          `patches: ${t.patches}, mean ${num(t.mean_patch_lines)} changed line(s); QA runs: ${t.qa_runs}, mean ${num(t.mean_qa_ms, ' ms')}`,
+        ]
+      : []),
     `model: ${t.model_calls} call(s), ${t.prompt_tokens} prompt + ${t.completion_tokens} completion = ${t.total_tokens} tokens, cost ${cost(t)}`,
     '',
-    table(['pipeline', 'runs', ...COLUMNS], report.pipelines.map((p) => [p.pipeline, String(p.runs), ...cells(p)])),
+    table(['pipeline', 'runs', ...columns], report.pipelines.map((p) => [p.pipeline, String(p.runs), ...cells(p)])),
     '',
-    table(['run', 'pipeline', 'status', ...COLUMNS], report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r)])),
+    table(['run', 'pipeline', 'status', ...columns], report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r)])),
   ]
   return `${out.join('\n')}\n`
 }

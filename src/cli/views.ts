@@ -35,12 +35,18 @@ function indentYaml(value: unknown): string {
   return text === '{}' || text === '[]' ? '    (none)' : text.replace(/^/gm, '    ')
 }
 
+/** A foreach child's item: ` item 2 (fix-login)`, by index and, when the item has one, its key. */
+function itemLabel(parent: NonNullable<RunRecord['parent']>): string {
+  if (parent.index === undefined) return ''
+  return ` item ${parent.index}${parent.key !== undefined ? ` (${parent.key})` : ''}`
+}
+
 export function renderRunList(runs: RunSummary[]): string {
   if (runs.length === 0) return 'no runs\n'
   // Child runs are indented under their parent, labelled with the step (and item) that started them.
   const rows = (list: RunSummary[], depth: number): string[][] =>
     list.flatMap((r) => [
-      [`${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`, r.status, r.feature_id, r.spec_version ?? '-', `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''})` : ''}`, r.updated_at],
+      [`${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`, r.status, r.feature_id, r.spec_version ?? '-', `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''}${r.parent.key !== undefined ? ` ${r.parent.key}` : ''})` : ''}`, r.updated_at],
       ...rows(r.children ?? [], depth + 1),
     ])
   return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'], ...rows(runs, 0)])
@@ -91,7 +97,7 @@ export function renderSnapshot(s: Snapshot): string {
   else {
     lines.push('  errors:')
     // A message may span lines (a list of diagnostics): its line breaks stay, every other control is escaped.
-    for (const e of s.errors) lines.push(`${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`, ...(e.hint ? [t`      hint: ${e.hint}`] : []))
+    for (const e of s.errors) lines.push(`${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`, ...(e.hint ? [t`      hint: ${e.hint}`] : []), ...(e.trace_id ? [t`      trace: ${e.trace_id}`] : []))
   }
   const m = s.meta
   lines.push(t`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
@@ -111,9 +117,9 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   lines.push(t`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`)
   lines.push(t`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
   if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
-  if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${record.parent.index !== undefined ? ` item ${record.parent.index}` : ''}`)
+  if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${itemLabel(record.parent)}`)
   if (record.status_reason) lines.push(t`  reason: ${record.status_reason}`)
-  if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}`)
+  if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}${record.error.trace_id ? ` (trace ${record.error.trace_id})` : ''}`)
   if (record.pending) {
     lines.push(t`  waiting for ${record.pending.kind} at step ${record.pending.step} since ${record.pending.since}: ${record.pending.reason}`)
     for (const q of record.pending.questions ?? []) lines.push(t`    ${q.id}${q.field ? ` [${q.field}]` : ''} ${q.question}`)
@@ -134,7 +140,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
     lines.push('', 'child runs:')
     const walk = (list: RunSummary[], depth: number): void => {
       for (const c of list) {
-        const where = c.parent ? `${c.parent.step} #${c.parent.seq}${c.parent.index !== undefined ? ` item ${c.parent.index}` : ''}` : ''
+        const where = c.parent ? `${c.parent.step} #${c.parent.seq}${itemLabel(c.parent)}` : ''
         lines.push(t`${'  '.repeat(depth + 1)}${c.run_id}  ${c.status}  ${c.pipeline}  ${where}${c.reason ? `: ${c.reason}` : ''}`)
         walk(c.children ?? [], depth + 1)
       }
@@ -159,6 +165,18 @@ function replySources(provider: RunRecord['provider']): string {
   return `${cassette}${provider.cache === 'reuse' ? ' (reusing cached replies)' : ''}`
 }
 
+/** What a person gives the run: said only for a pipeline with a step that takes it, or when given to one without. */
+function people(plan: RunPlan): string[] {
+  const at = (what: RunPlan['waits'][number]['for']): string[] => plan.waits.filter((w) => w.for === what).map((w) => w.step)
+  const answers = at('answers')
+  const reviews = at('review')
+  const parts = [
+    answers.length > 0 ? `answers ${plan.answers.length ? plan.answers.join(', ') : `none given (the run will pause at ${answers.join(', ')} if questions remain)`}` : plan.answers.length > 0 ? `answers ${plan.answers.join(', ')} (no step of this pipeline takes answers)` : '',
+    reviews.length > 0 ? `review decision ${plan.decision ?? `none given (the run will pause at ${reviews.join(', ')})`}` : plan.decision ? `review decision ${plan.decision} (no step of this pipeline takes one)` : '',
+  ].filter(Boolean)
+  return parts.length > 0 ? [t`  ${parts.join('; ')}`] : []
+}
+
 export function renderPlan(plan: RunPlan): string {
   const lines = [
     t`plan for pipeline ${plan.pipeline.name} (${plan.pipeline.file})`,
@@ -167,7 +185,7 @@ export function renderPlan(plan: RunPlan): string {
     t`  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}${replySources(plan.provider)}`,
     t`  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
     ...(Object.keys(plan.inputs).length > 0 ? [t`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
-    t`  answers ${plan.answers.length ? plan.answers.join(', ') : 'none given'}; review decision ${plan.decision ?? 'none given (the run will pause at review)'}`,
+    ...people(plan),
     t`  store ${plan.store}`,
     '',
   ]

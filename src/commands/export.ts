@@ -7,7 +7,7 @@ import {assertId} from '../store/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
 export default class Export extends PipeCommand {
-  static override summary = "Write a run's records as seed 004's artifact layout (state.json, timeline.md, per-task attempts, verdict.json)."
+  static override summary = "Write a run's records as files: state.json and timeline.md per run, each step's command logs, and for coding work each task's attempts and verdict.json."
   static override examples = [{description: 'Export a coding run', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --dir artifacts'}]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {

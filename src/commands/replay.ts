@@ -1,6 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
+import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
@@ -8,7 +9,7 @@ import {withSignals} from '../cli/signals.js'
 import {replyFlags} from '../cli/reply-flags.js'
 import {replyOptions} from '../cli/reply-options.js'
 import {checkGates, checkModels, type GateCheck, type ModelCheck} from '../engine/replay-check.js'
-import {loadPipelineOrThrow, type Decision} from '../engine/sessions/shared.js'
+import {loadPipelineOrThrow} from '../engine/sessions/shared.js'
 import {replaySession} from '../engine/sessions/replay.js'
 import {PipeError} from '../errors.js'
 import {Store} from '../store/store.js'
@@ -32,7 +33,7 @@ export default class Replay extends PipeCommand {
     seq: Flags.integer({description: 'Replay from the snapshot with this seq.', min: 1, exclusive: ['from', 'check']}),
     check: Flags.boolean({description: 'Re-evaluate every gate and compare with the recorded results; runs nothing.', exclusive: ['from', 'seq']}),
     answers: Flags.string({char: 'a', description: 'Answers to add to the original ones.', helpValue: 'FILE'}),
-    decision: Flags.string({description: 'Review decision for the replayed run.', options: ['go', 'hold', 'drop']}),
+    decision: Flags.string({description: `Review decision for the replayed run: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     ...replyFlags,
     store: PipeCommand.storeFlag,
@@ -54,7 +55,7 @@ export default class Replay extends PipeCommand {
         ...(flags.from !== undefined ? {from: flags.from} : {}),
         ...(flags.seq !== undefined ? {seq: flags.seq} : {}),
         ...(flags.answers ? {answers: flags.answers} : {}),
-        ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+        ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
         ...(flags.note ? {note: flags.note} : {}),
         ...replyOptions(flags, process.cwd()),
       }),

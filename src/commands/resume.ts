@@ -8,7 +8,7 @@ import {withSignals} from '../cli/signals.js'
 import {replyFlags} from '../cli/reply-flags.js'
 import {replyOptions} from '../cli/reply-options.js'
 import {resumeSession} from '../engine/sessions/resume.js'
-import type {Decision} from '../engine/sessions/shared.js'
+import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {assertId} from '../store/ids.js'
 
 export default class Resume extends PipeCommand {
@@ -27,7 +27,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     answers: Flags.string({char: 'a', description: 'Answers to the pending questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
-    decision: Flags.string({description: 'Review decision.', options: ['go', 'hold', 'drop']}),
+    decision: Flags.string({description: `Review decision: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Redrive a failed or blocked run under this policy file instead of the one it ran with.', helpValue: 'FILE'}),
     ...replyFlags,
@@ -48,7 +48,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
         onProgress: progressPrinter(),
         ...(flags.answers ? {answers: flags.answers} : {}),
         ...(flags.policy ? {policy: flags.policy} : {}),
-        ...(flags.decision ? {decision: flags.decision as Decision} : {}),
+        ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
         ...(flags.note ? {note: flags.note} : {}),
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
         ...replyOptions(flags, process.cwd()),

@@ -1,6 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
+import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {askDecision, canPrompt, reviewText} from '../cli/interactive.js'
 import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
@@ -13,7 +14,7 @@ import {assertId} from '../store/ids.js'
 
 export default class Review extends PipeCommand {
   static override summary = 'Decide go, hold or drop for a run waiting for review, and continue it.'
-  static override description = `go continues the run (to publish, in the default pipeline); hold records the decision and keeps the run waiting for a later review; drop ends the run as cancelled with the reason. The decision, the OS user who gave it, the time and the note go into the review step's snapshot.
+  static override description = `go continues the run (to publish, in the default pipeline); hold records the decision and keeps the run waiting for a later review; drop ends the run as cancelled with the reason. yes, y and ok mean go, no and n mean drop, in any case; the record keeps go or drop. The decision, the OS user who gave it, the time and the note go into the review step's snapshot.
 
 On a terminal without --decision, a summary of the spec and its gate results is shown and the decision asked for.`
   static override examples = [
@@ -23,7 +24,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
-    decision: Flags.string({char: 'd', description: 'The decision.', options: ['go', 'hold', 'drop']}),
+    decision: Flags.string({char: 'd', description: `The decision: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({char: 'n', description: 'Why; recorded with the decision.', helpValue: 'TEXT'}),
     'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
     store: PipeCommand.storeFlag,
@@ -34,7 +35,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
     assertId('run', args.run)
     const store = this.storeDir(flags.store)
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
-    let decision = flags.decision as Decision | undefined
+    let decision: Decision | undefined = decisionFlag(flags.decision)
     let note = flags.note
     if (!decision) {
       if (!canPrompt(this.jsonEnabled())) throw new PipeError('E_INVALID_ARGS', 'no decision given', {hint: `pipe review ${args.run} --decision go|hold|drop [--note TEXT]`})

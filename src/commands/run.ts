@@ -4,6 +4,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import type {RunResult} from '../cli/run-result.js'
 import type {RunPlan} from '../engine/sessions/plan.js'
 import {replyFlags} from '../cli/reply-flags.js'
+import {DECISION_HELP} from '../cli/decision.js'
 import {runCommand} from '../cli/run-command.js'
 
 export default class Run extends PipeCommand {
@@ -29,7 +30,7 @@ A run that needs answers or a review decision that were not given stops in await
     text: Flags.string({char: 't', description: 'The requirement as an argument.', helpValue: 'TEXT'}),
     feature: Flags.string({description: 'Feature id to attach the run to (F-YYYY-NNN); a new one is allocated when omitted.', helpValue: 'F-YYYY-NNN'}),
     answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
-    decision: Flags.string({description: 'Review decision for the review step.', options: ['go', 'hold', 'drop']}),
+    decision: Flags.string({description: `Review decision for the review step: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Policy file (default: the nearest policy.yaml from the working directory up to the repository root, else the built-in policy).', helpValue: 'FILE'}),
     provider: Flags.string({description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.', options: ['auto', 'offline', 'openai']}),

@@ -8,8 +8,8 @@ import {Store} from '../store/store.js'
 const DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?$/
 
 export default class Stats extends PipeCommand {
-  static override summary = 'Metrics of coding runs (seed 004 §10.2): task pass rate, mean attempts, failure categories, patch size, QA time, model tokens and cost; per pipeline and per run.'
-  static override description = 'A run\'s child runs (a foreach\'s tasks) count toward the top-level run that started them. A task is an agent or edit step\'s task (its task: field) with its attempts; it passed when its latest QA verdict passed. Cost is summed from the snapshots that recorded one (the pipeline\'s provider.prices).'
+  static override summary = 'Metrics of runs: steps run and failed, model tokens and cost; for coding work also task pass rate, mean attempts, failure categories, patch size and QA time; per pipeline and per run.'
+  static override description = 'A run\'s child runs (a foreach\'s items) count toward the top-level run that started them. A task is an agent or edit step\'s task (its task: field) with its attempts; it passed when its latest QA verdict passed. Runs without tasks, patches or QA are told in runs and steps only. Cost is summed from the snapshots that recorded one (the pipeline\'s provider.prices).'
   static override examples = [
     {description: 'Every run in the store', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'The coding pipeline\'s runs since a date, as JSON', command: '<%= config.bin %> <%= command.id %> --pipeline coding --since 2026-11-01 --json'},

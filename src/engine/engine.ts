@@ -33,13 +33,28 @@ import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
 import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
 import {dotGitOf} from '../util/git-dir.js'
+import {newTraceId} from '../util/trace.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
 
 export type ProgressEvent = (
   | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
   | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
-  | {type: 'step_end'; run_id: string; step: string; kind: string; seq: number; outcome: string; ok: boolean; duration_ms: number; reason: string; spec_version_out: string | null}
+  | {
+      type: 'step_end'
+      run_id: string
+      step: string
+      kind: string
+      seq: number
+      outcome: string
+      /** Whether the step returned a result (false: it threw, the outcome is `error`). */
+      ok: boolean
+      /** Whether the outcome is a failure: one the kind declares a failure (routed or not), or an error. */
+      failure: boolean
+      duration_ms: number
+      reason: string
+      spec_version_out: string | null
+    }
   | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
   | {type: 'step_event'; run_id: string; step: string; seq: number; event: StepEvent}
 ) & {
@@ -625,8 +640,9 @@ export class Engine {
       const step = steps.get(cursor.next)
       if (!step) {
         const reason = `step "${cursor.next}" is not in the pipeline`
-        await this.setStatus(runId, 'failed', 'failed', {reason}, (r) => (r.error = {code: 'E_STATE', message: reason}))
-        return outcome('failed', {reason, error: {code: 'E_STATE', message: reason}})
+        const error = {code: 'E_STATE', message: reason, trace_id: newTraceId()}
+        await this.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
+        return outcome('failed', {reason, error})
       }
       const done = cursor.iterations.get(step.id) ?? 0
       let bound: number | undefined
@@ -649,8 +665,8 @@ export class Engine {
           cursor.next = step.on_exhausted
           continue
         }
-        const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.'}
-        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id}, (r) => {
+        const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.', trace_id: newTraceId()}
+        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
           r.error = error
           r.status_reason = reason
           r.spec_version = cursor.specVersion
@@ -709,6 +725,7 @@ export class Engine {
         seq,
         outcome: decision.decision,
         ok: result !== undefined,
+        failure: result === undefined || handler.failures?.[decision.decision] !== undefined,
         duration_ms: snapshot.step.duration_ms ?? 0,
         reason: decision.reason,
         spec_version_out: snapshot.spec_version_out,
@@ -737,9 +754,10 @@ export class Engine {
     if (decision.run_status === 'failed' || decision.run_status === 'blocked') {
       const status = decision.run_status
       const last = snapshot.errors.at(-1)
-      const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {})}
+      // The error keeps the trace id its snapshot recorded: stderr, the log, the record and the event name one occurrence.
+      const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {}), trace_id: last?.trace_id ?? newTraceId()}
       const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
-      await this.setStatus(runId, status, status, {reason, step}, (r) => {
+      await this.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
         r.error = error
         r.status_reason = reason
         r.spec_version = cursor.specVersion
@@ -879,6 +897,7 @@ export class Engine {
         errors.push({
           code: error.code,
           message: redact(error.message),
+          trace_id: newTraceId(),
           retryable: error.retryable,
           attempt,
           at: this.now().toISOString(),
@@ -976,7 +995,7 @@ export class Engine {
           const now = this.now()
           const at = now.toISOString()
           const inputs = childInputs(step.id, loaded, request.inputs)
-          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {})}
+          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {}), ...(request.key !== undefined ? {key: request.key} : {})}
           const born = await store.createStartedRun(
             {
               feature_id: parent.feature_id,
@@ -1072,7 +1091,7 @@ export class Engine {
       const routed = result.next ?? step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
       const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
       const fail = (code: string, message: string, hint: string, reason: string, details?: Record<string, unknown>): Snapshot['decisions'] => {
-        errors.push({code, message: redact(message), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
+        errors.push({code, message: redact(message), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
         return [{decision: result.outcome, reason, next_step: null, run_status: 'failed'}]
       }
       const carried = routed === null && !failure && !result.end ? unrecoveredFailure(before, this.registry, step.id) : null
@@ -1080,7 +1099,7 @@ export class Engine {
         // An end step said so: its reason is the run's error, under its own code.
         decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason, {ended_by: step.id})
       } else if (result.end?.status === 'blocked') {
-        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
+        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
         decisions = [{decision: result.outcome, reason: result.end.reason, next_step: step.id, run_status: 'blocked'}]
       } else if (result.end?.status === 'succeeded') {
         // An explicit end: the pipeline's author says the run succeeded here, whatever was routed before.

@@ -6,6 +6,7 @@
  *   DIR/runs/RUN/timeline.md                   one entry per step and state change
  *   DIR/runs/RUN/verdict.json                  the last QA verdict
  *   DIR/runs/RUN/task_ID/attempt_NN/           plan.json, patch.diff, patch_apply.json, qa_step_NN_STAGE.log, verdict.json
+ *   DIR/runs/RUN/steps/NN_STEP/                a run without tasks: each step's logs and verdict, by step
  *   DIR/runs/CHILD/…                           each child run (pipeline and foreach steps), the same way
  */
 
@@ -52,9 +53,18 @@ function taskOf(s: Snapshot): string | undefined {
   return (s.inputs as {task?: string}).task
 }
 
-/** Groups the coding steps into tasks and attempts, as each kind's export role says (an edit starts an attempt of its task). */
+/**
+ * Whether a run's steps did coding tasks: a step that starts attempts (an edit, an agent) or names
+ * its task. A run of commands alone (a review that reads a diff) has steps, not tasks.
+ */
+export function hasTasks(snapshots: readonly Snapshot[]): boolean {
+  return snapshots.some((s) => roleOf(s).attempt === 'starts' || taskOf(s) !== undefined)
+}
+
+/** Groups the coding steps into tasks and attempts, as each kind's export role says (an edit starts an attempt of its task); none for a run without tasks. */
 export function attempts(snapshots: Snapshot[]): Attempt[] {
   const out: Attempt[] = []
+  if (!hasTasks(snapshots)) return out
   const current = new Map<string, Attempt>()
   for (const s of snapshots) {
     const role = roleOf(s).attempt
@@ -138,8 +148,13 @@ export async function exportRun(store: Store, runId: string, dir: string, top = 
   )
 
   let lastVerdict: unknown = null
-  for (const attempt of groups) {
-    const base = path.join(runDir, taskFolder(attempt.task), `attempt_${String(attempt.number).padStart(2, '0')}`)
+  // A run without tasks keeps its steps' files by step: steps/NN_STEP/ (a command's log, a QA verdict).
+  const places =
+    groups.length > 0
+      ? groups.map((attempt) => ({task: attempt.task, base: path.join(runDir, taskFolder(attempt.task), `attempt_${String(attempt.number).padStart(2, '0')}`), snapshots: attempt.snapshots}))
+      : snapshots.filter((s) => roleOf(s).files !== undefined).map((s) => ({task: '', base: path.join(runDir, 'steps', `${String(s.step.seq).padStart(2, '0')}_${encodeURIComponent(s.step.name)}`), snapshots: [s]}))
+  for (const attempt of places) {
+    const base = attempt.base
     let qaIndex = 0
     for (const s of attempt.snapshots) {
       const part = roleOf(s).files?.(s, {task: attempt.task}) ?? {}

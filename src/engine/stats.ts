@@ -8,10 +8,15 @@ import {isPipeError} from '../errors.js'
 import type {Store} from '../store/store.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {handlerNamed} from '../steps/registry.js'
 import {attempts, roleOf} from './export.js'
 
 export interface Metrics {
   runs: number
+  /** Steps run (snapshots), the child runs' included. */
+  steps: number
+  /** Steps that ended with an outcome their kind declares a failure, or with an error. */
+  failed_steps: number
   /** Tasks that had at least one attempt (an agent or edit step with its task). */
   tasks: number
   /** Tasks whose last QA verdict passed. */
@@ -51,6 +56,8 @@ export interface StatsReport {
 /** Sums that make the means; kept apart so merging runs and pipelines stays exact. */
 interface Tally {
   runs: number
+  steps: number
+  failed_steps: number
   tasks: number
   tasks_passed: number
   attempts: number
@@ -68,11 +75,11 @@ interface Tally {
 }
 
 function empty(): Tally {
-  return {runs: 0, tasks: 0, tasks_passed: 0, attempts: 0, failure_categories: {}, patches: 0, patch_lines: 0, qa_runs: 0, qa_ms: 0, model_calls: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: null, currency: null}
+  return {runs: 0, steps: 0, failed_steps: 0, tasks: 0, tasks_passed: 0, attempts: 0, failure_categories: {}, patches: 0, patch_lines: 0, qa_runs: 0, qa_ms: 0, model_calls: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: null, currency: null}
 }
 
 function add(into: Tally, from: Tally): void {
-  for (const key of ['runs', 'tasks', 'tasks_passed', 'attempts', 'patches', 'patch_lines', 'qa_runs', 'qa_ms', 'model_calls', 'prompt_tokens', 'completion_tokens', 'total_tokens'] as const) into[key] += from[key]
+  for (const key of ['runs', 'steps', 'failed_steps', 'tasks', 'tasks_passed', 'attempts', 'patches', 'patch_lines', 'qa_runs', 'qa_ms', 'model_calls', 'prompt_tokens', 'completion_tokens', 'total_tokens'] as const) into[key] += from[key]
   for (const [category, n] of Object.entries(from.failure_categories)) into.failure_categories[category] = (into.failure_categories[category] ?? 0) + n
   if (from.cost !== null) into.cost = (into.cost ?? 0) + from.cost
   into.currency ??= from.currency
@@ -83,6 +90,8 @@ const mean = (sum: number, n: number): number | null => (n === 0 ? null : Math.r
 function metrics(t: Tally): Metrics {
   return {
     runs: t.runs,
+    steps: t.steps,
+    failed_steps: t.failed_steps,
     tasks: t.tasks,
     tasks_passed: t.tasks_passed,
     task_pass_rate: t.tasks === 0 ? null : Math.round((t.tasks_passed / t.tasks) * 10000) / 10000,
@@ -102,10 +111,17 @@ function metrics(t: Tally): Metrics {
   }
 }
 
+function isFailure(s: Snapshot): boolean {
+  const outcome = s.decisions.at(-1)?.decision
+  return outcome === 'error' || (outcome !== undefined && handlerNamed(s.step.kind)?.failures?.[outcome] !== undefined)
+}
+
 /** What one run's own snapshots add (its children are tallied on their own). */
 function tallySnapshots(snapshots: Snapshot[]): Tally {
   const t = empty()
   for (const s of snapshots) {
+    t.steps++
+    if (isFailure(s)) t.failed_steps++
     const usage = s.meta.usage
     if (usage) {
       t.model_calls += usage.calls

@@ -280,6 +280,7 @@ export const agentOutput = outputsOf<AgentOutputs>()
 
 export const agent: StepHandler<'agent'> = {
   kind: 'agent',
+  waitsFor: 'confirm',
   summary: 'a model works on a task with tools (read, search, edit, run allowed commands) in a bounded loop, under the policy',
   outcomes: () => ['done', 'gave_up', 'denied'],
   failures: {

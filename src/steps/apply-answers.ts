@@ -36,6 +36,7 @@ export function answerFor(question: Question, answers: Readonly<Record<string, s
 
 export const applyAnswers: StepHandler<'apply_answers'> = {
   kind: 'apply_answers',
+  waitsFor: 'answers',
   summary: 'apply the answers to the open questions, writing a new spec version',
   outcomes: () => ['success'],
   changesSpec: true,

@@ -134,7 +134,9 @@ export const foreach: StepHandler<'foreach'> = {
     const start = (index: number): void => {
       started.add(index)
       const job = (async () => {
-        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, signal: childSignal})
+        // The child is named by its item's key: the step's key: when it has one, else the item's own id, key, name or task.
+        const name = ordered ? keys[index] : itemKey(items[index])
+        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, ...(name !== undefined ? {key: name} : {}), signal: childSignal})
         results[index] = {index, ...(ordered ? {key: keys[index]!} : {}), run_id: child.run_id, status: child.status, reason: childReason(child)}
         finished.add(index)
         running.delete(index)
@@ -187,4 +189,27 @@ export const foreach: StepHandler<'foreach'> = {
     if (succeeded > 0) return {type: 'done', outcome: 'partial', reason: summary, inputs: {resolved}, outputs}
     return {type: 'done', outcome: 'fail', reason: summary, inputs: {resolved}, outputs}
   },
+}
+
+const KEY_FIELDS = ['id', 'key', 'name', 'task'] as const
+
+/**
+ * What names an item for people: the item itself when it is a string, else the first of its id,
+ * key, name or task fields that is a string or a number; cut to 80 characters.
+ */
+export function itemKey(item: JsonValue | undefined): string | undefined {
+  let key: string | undefined
+  if (typeof item === 'string') key = item
+  else if (item !== null && typeof item === 'object' && !Array.isArray(item)) {
+    for (const field of KEY_FIELDS) {
+      const value = item[field]
+      if (typeof value === 'string' || typeof value === 'number') {
+        key = String(value)
+        break
+      }
+    }
+  }
+  if (key === undefined || key.trim() === '') return undefined
+  const chars = [...key]
+  return chars.length > 80 ? `${chars.slice(0, 79).join('')}…` : key
 }

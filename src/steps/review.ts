@@ -28,6 +28,7 @@ export const review: StepHandler<'review'> = {
   outcomes: () => ['go', 'hold', 'drop'],
   // A hold waits for the next decision at the same step and a drop cancels the run: neither can be routed.
   stops: {hold: 'awaiting_input', drop: 'cancelled'},
+  waitsFor: 'review',
   changesSpec: false,
   needsSpec: true,
   safeToRetry: false,

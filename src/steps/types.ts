@@ -136,6 +136,8 @@ export interface ChildRequest {
   /** Values for the child's declared inputs (checked against them; a list or map given to a string input becomes its JSON). */
   inputs: Record<string, JsonValue>
   index?: number
+  /** What names the item for people (`fix-login`), shown beside its index in runs list and runs show. */
+  key?: string
   /** Aborting it interrupts the child where it stands (pipe resume of the parent continues it). */
   signal?: AbortSignal
 }
@@ -334,6 +336,8 @@ export interface StepHandler<K extends StepKind> {
    * bound it (each child step has its own); only the step's own timeout_ms does.
    */
   waitsForChildren?: boolean
+  /** What a person gives it that it may pause the run for: answers, a review decision, a confirmation (`pipe run --dry-run` says so). */
+  waitsFor?: 'answers' | 'review' | 'confirm'
   /** Whether it reads the run's requirement (--input/--text); a run of such a pipeline needs one. */
   readsInput?: boolean
   /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */

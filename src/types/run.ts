@@ -21,6 +21,10 @@ export interface RunRecord {
     message: string
     hint?: string
     step?: string
+    /**
+     * Identifies this occurrence of the error: the same id is on stderr, in the --json error, in the daily log entry, in the failing step's snapshot errors[] and in the run's failed/blocked event and record. Random; never part of a model request or a cassette key.
+     */
+    trace_id?: string
   }
   pipeline: {
     /**
@@ -247,6 +251,10 @@ export interface RunRecord {
      * The item's index, for a foreach child.
      */
     index?: number
+    /**
+     * What names the item for people, for a foreach child: the item itself when it is a string, else its id, key, name or task field (at most 80 characters).
+     */
+    key?: string
   }
 }
 /**
@@ -313,4 +321,8 @@ export interface RunEvent {
    * This line's seal: sha256 (or hmac-sha256) of the line without hash.
    */
   hash?: string
+  /**
+   * Identifies this occurrence of the error: the same id is on stderr, in the --json error, in the daily log entry, in the failing step's snapshot errors[] and in the run's failed/blocked event and record. Random; never part of a model request or a cassette key.
+   */
+  trace_id?: string
 }

@@ -75,6 +75,10 @@ export interface Snapshot {
     attempt?: number
     at?: string
     details?: {}
+    /**
+     * Identifies this occurrence of the error: the same id is on stderr, in the --json error, in the daily log entry, in the failing step's snapshot errors[] and in the run's failed/blocked event and record. Random; never part of a model request or a cassette key.
+     */
+    trace_id?: string
   }[]
   /**
    * An agent step's tool calls, in order: what was asked (arguments redacted), at which level, who decided, what came back.

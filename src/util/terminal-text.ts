@@ -60,3 +60,14 @@ export function line(strings: TemplateStringsArray, ...values: unknown[]): strin
   for (let i = 0; i < values.length; i++) out += visibleLine(values[i]) + (strings[i + 1] ?? '')
   return out
 }
+
+/**
+ * The first line of a message that may run to many (a cassette miss carries a diff), with a note
+ * saying how many lines were left out and where they are (`where`: "below", a command). A message
+ * is shown in full once, by the error channel; the lines that mention it again keep to one line.
+ */
+export function firstLine(text: string, where: string): string {
+  const lines = text.split('\n')
+  if (lines.length <= 1) return text
+  return `${lines[0]} […${lines.length - 1} more line(s): ${where}]`
+}

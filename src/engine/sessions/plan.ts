@@ -21,6 +21,8 @@ export interface RunPlan {
   inputs: Record<string, InputValue>
   answers: string[]
   decision: Decision | null
+  /** The steps that may pause the run for a person, and for what. */
+  waits: Array<{step: string; for: 'answers' | 'review' | 'confirm'}>
   store: string
   steps: Array<{
     id: string
@@ -64,6 +66,10 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     inputs,
     answers: Object.keys(answers ?? {}),
     decision: options.decision ?? null,
+    waits: pipeline.pipeline.steps.flatMap((step) => {
+      const waitsFor = (registry[step.kind] as StepHandler<StepKind>).waitsFor
+      return waitsFor ? [{step: step.id, for: waitsFor}] : []
+    }),
     store: path.resolve(options.cwd, options.store),
     steps: pipeline.pipeline.steps.map((step) => {
       const handler = registry[step.kind] as StepHandler<StepKind>

@@ -2,12 +2,13 @@
  * Golden files: a run's snapshots as text that stays the same from one run of a test to the next.
  * What differs by nature is masked: the date in run, spec and feature ids (the numbers stay: each
  * test has a fresh store, so they are deterministic), times, durations (fields and text a program
- * printed, such as `Ran 5 tests in 0.007s`), hashes, and the absolute
+ * printed, such as `Ran 5 tests in 0.007s`), hashes, error trace ids (random per occurrence), and the absolute
  * paths of the temporary store and workspace and of the checkout.
  */
 import {createTwoFilesPatch} from 'diff'
 import type {Snapshot} from '../../types/snapshot.js'
 import {maskTimings} from '../../util/stable-text.js'
+import {TRACE_ID} from '../../util/trace.js'
 
 export interface MaskPaths {
   /** Replaced by the name in angle brackets, longest first. */
@@ -28,7 +29,7 @@ function maskText(text: string, paths: ReadonlyArray<[string, string]>): string 
   for (const [name, dir] of paths) {
     out = out.replace(new RegExp(escape(dir), 'g'), `<${name}>`)
   }
-  return maskTimings(out).replace(TIME, '<time>').replace(HASH, '<hash>').replace(DATED_ID, '$1-YYYYMMDD-$2').replace(FEATURE_ID, 'F-YYYY-$1')
+  return maskTimings(out).replace(TIME, '<time>').replace(HASH, '<hash>').replace(TRACE_ID, '<trace>').replace(DATED_ID, '$1-YYYYMMDD-$2').replace(FEATURE_ID, 'F-YYYY-$1')
 }
 
 function mask(value: unknown, key: string | undefined, paths: ReadonlyArray<[string, string]>): unknown {
