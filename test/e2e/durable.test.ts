@@ -242,7 +242,7 @@ describe('people in the loop', function () {
       {args: ['answer', paused.run_id], code: 2, message: 'no answers given'},
       {args: ['review', paused.run_id, '--decision', 'go'], code: 2, message: `run ${paused.run_id} is not waiting for a review (it waits for answers)`},
       {args: ['review', 'R-20000101-0001', '--decision', 'go'], code: 2, message: 'run R-20000101-0001 not found'},
-      {args: ['review', paused.run_id, '--decision', 'maybe'], code: 2, message: 'Expected --decision=maybe to be one of: go, hold, drop'},
+      {args: ['review', paused.run_id, '--decision', 'maybe'], code: 2, message: '--decision "maybe" is not a decision'},
       {args: ['review', 'not-a-run', '--decision', 'go'], code: 2, message: '"not-a-run" is not a run id'},
     ]
     for (const c of cases) {
