@@ -39,7 +39,9 @@ export const DEFAULT_POLICY: Policy = {
  * built-in globs (a policy that names secrets/** must not lose .git/**); the maps (resource_limits,
  * tools, tool_versions, syntax_checks) merge key by key.
  */
-export function effectivePolicy(file: PolicyFile, base: Policy = DEFAULT_POLICY): Policy {
+export function effectivePolicy(file: PolicyFile, given: Policy = DEFAULT_POLICY): Policy {
+  // A copy: whoever changes the loaded policy (a test, a step) must not change the built-in one for everyone after.
+  const base = structuredClone(given)
   return {
     ...base,
     ...file,
@@ -57,5 +59,5 @@ export function policyFrom(policy: Policy, file: string | null): LoadedPolicy {
 }
 
 export function defaultPolicy(): LoadedPolicy {
-  return policyFrom(DEFAULT_POLICY, null)
+  return policyFrom(structuredClone(DEFAULT_POLICY), null)
 }
