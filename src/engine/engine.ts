@@ -794,6 +794,7 @@ export class Engine {
     const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))
     const errors: Snapshot['errors'] = []
     let blocked = false
+    let renderContext: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
     for (let attempt = 1; ; attempt++) {
       this.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
       const outer = this.deps.signal
@@ -845,8 +846,13 @@ export class Engine {
         render: (text, aliases) => {
           const {evaluator, secrets} = state.exprs
           if (!evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
-          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-          return explained(values, () => evaluator.bind(values, aliasValues(aliases)).render(text))
+          // The history does not change while the step runs: the context is built and converted once, not per item of a foreach.
+          if (!renderContext) {
+            const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
+            renderContext = {values, bound: evaluator.bind(values)}
+          }
+          const {values, bound} = renderContext
+          return explained(values, () => bound.withAliases(aliasValues(aliases)).render(text))
         },
         get children() {
           return childrenOf()

@@ -126,12 +126,7 @@ export class ExprEvaluator {
       const value = (context as Record<string, unknown>)[name]
       if (value !== undefined) values[name] = convertByScope(value, node)
     }
-    for (const [name, alias] of Object.entries(aliases)) {
-      const problem = aliasProblem(name)
-      if (problem !== undefined) throw new PipeError('E_CONFIG', `alias ${problem}`)
-      values[name] = toCel(alias.value, alias.schema ?? DYN)
-    }
-    return new BoundExpressions(this, values, Object.keys(aliases).sort())
+    return new BoundExpressions(this, values, []).withAliases(aliases)
   }
 
   evaluate(expression: string, context: ExprContext, aliases: Readonly<Record<string, AliasValue>> = {}): JsonValue {
@@ -234,6 +229,22 @@ export class BoundExpressions {
     private readonly values: Record<string, unknown>,
     private readonly aliasNames: readonly string[],
   ) {}
+
+  /**
+   * The same converted context with these aliases bound (a foreach item): only the aliases are
+   * converted, so evaluating per item does not convert the whole context again for each item.
+   */
+  withAliases(aliases: Readonly<Record<string, AliasValue>>): BoundExpressions {
+    const names = Object.keys(aliases)
+    if (names.length === 0) return this
+    const values = {...this.values}
+    for (const [name, alias] of Object.entries(aliases)) {
+      const problem = aliasProblem(name)
+      if (problem !== undefined) throw new PipeError('E_CONFIG', `alias ${problem}`)
+      values[name] = toCel(alias.value, alias.schema ?? DYN)
+    }
+    return new BoundExpressions(this.evaluator, values, [...new Set([...this.aliasNames, ...names])].sort())
+  }
 
   evaluate(expression: string): JsonValue {
     return this.evaluator.run(expression, this.values, this.aliasNames)

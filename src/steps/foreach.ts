@@ -34,23 +34,38 @@ function dependencyPlan(stepId: string, keys: readonly string[], needs: Readonly
     throw new PipeError('E_CONFIG', `step ${stepId}: depends_on names a key no item has: ${unknown.join('; ')} (keys: ${keys.map((k) => JSON.stringify(k)).join(', ')})`, {hint: 'Name in depends_on only keys that key: gives an item of this list.'})
   }
   const deps = needs.map((list) => [...new Set(list)].map((dep) => at.get(dep)!))
-  // Depth-first: a node met again while still on the path closes a cycle, reported as the path from it.
+  // Depth-first, with a stack of its own (a chain of thousands of items must not exhaust the call
+  // stack): a node met again while still on the path closes a cycle, reported as the path from it.
   const state = new Array<0 | 1 | 2>(keys.length).fill(0)
-  const path: number[] = []
-  const visit = (node: number): void => {
-    state[node] = 1
-    path.push(node)
-    for (const dep of deps[node]!) {
-      if (state[dep] === 1) {
-        const cycle = [...path.slice(path.indexOf(dep)), dep].map((i) => JSON.stringify(keys[i]))
-        throw new PipeError('E_CONFIG', `step ${stepId}: depends_on forms a cycle: ${cycle.join(' -> ')}; none of these items could ever start`, {hint: 'Remove one of these dependencies so the items can run in some order.'})
+  for (let root = 0; root < keys.length; root++) {
+    if (state[root] !== 0) continue
+    const path: number[] = [root]
+    const next: number[] = [0]
+    state[root] = 1
+    while (path.length > 0) {
+      const node = path.at(-1)!
+      const i = next.at(-1)!
+      if (i >= deps[node]!.length) {
+        state[node] = 2
+        path.pop()
+        next.pop()
+        continue
       }
-      if (state[dep] === 0) visit(dep)
+      next[next.length - 1] = i + 1
+      const dep = deps[node]![i]!
+      if (state[dep] === 1) {
+        const from = path.indexOf(dep)
+        const cycle = [...path.slice(from), dep].map((n) => JSON.stringify(keys[n]))
+        const shown = cycle.length > 12 ? [...cycle.slice(0, 5), `… ${cycle.length - 10} more …`, ...cycle.slice(-5)] : cycle
+        throw new PipeError('E_CONFIG', `step ${stepId}: depends_on forms a cycle of ${cycle.length - 1} item(s): ${shown.join(' -> ')}; none of these items could ever start`, {hint: 'Remove one of these dependencies so the items can run in some order.'})
+      }
+      if (state[dep] === 0) {
+        state[dep] = 1
+        path.push(dep)
+        next.push(0)
+      }
     }
-    path.pop()
-    state[node] = 2
   }
-  for (let i = 0; i < keys.length; i++) if (state[i] === 0) visit(i)
   return deps
 }
 

@@ -85,7 +85,14 @@ function refuseLinks(realRoot: string, relative: string, given: string): void {
 function appendTo(target: string, text: string, given: string): Buffer {
   const fd = openSync(target, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o666)
   try {
-    if (!fstatSync(fd).isFile()) throw new PipeError('E_INVALID_ARGS', `${given} is not a regular file (a folder, a FIFO or a device): a write step appends only to files`, {hint: 'Point path at a file.'})
+    const opened = fstatSync(fd)
+    if (!opened.isFile()) throw new PipeError('E_INVALID_ARGS', `${given} is not a regular file (a folder, a FIFO or a device): a write step appends only to files`, {hint: 'Point path at a file.'})
+    // A hard link is the same file under another name, perhaps in .git or outside the repository: appending would write there.
+    if (opened.nlink > 1) {
+      throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (sandbox): the file has ${opened.nlink} hard links, and another of its names may lie in .git, the store or outside the repository; a write step never appends through one`, {
+        hint: 'Remove the extra link, or write the file with mode: overwrite (which replaces the name, not the file).',
+      })
+    }
     writeSync(fd, text)
     syncFd(fd, true)
     const {size} = fstatSync(fd)

@@ -157,7 +157,7 @@ describe('foreach key: and depends_on: on the built CLI', function () {
     await writeFile(path.join(dir, 'task.yaml'), TASK)
     const main = path.join(dir, 'main.yaml')
     const cases: Array<[string, string]> = [
-      ["[{'id': 'a', 'fail': false, 'deps': ['c']}, {'id': 'b', 'fail': false, 'deps': []}, {'id': 'c', 'fail': false, 'deps': ['a']}]", 'step each: depends_on forms a cycle: "a" -> "c" -> "a"; none of these items could ever start'],
+      ["[{'id': 'a', 'fail': false, 'deps': ['c']}, {'id': 'b', 'fail': false, 'deps': []}, {'id': 'c', 'fail': false, 'deps': ['a']}]", 'step each: depends_on forms a cycle of 2 item(s): "a" -> "c" -> "a"; none of these items could ever start'],
       ["[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'b', 'fail': false, 'deps': ['nope']}]", 'step each: depends_on names a key no item has: "b" depends on "nope" (keys: "a", "b")'],
       ["[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'a', 'fail': false, 'deps': []}]", 'step each: key gave the same value to several items: "a"'],
     ]
@@ -288,5 +288,19 @@ steps:
     const typed = await pipe(['validate', main], {cwd: dir})
     expect(typed.code).to.equal(2)
     expect(typed.stdout).to.contain('steps[0].max_iterations  expected an int, but this expression gives bool')
+  })
+
+  it('a dependency cycle through 30,000 items read from a file is an E_CONFIG error at once, naming a few of its keys (no hang, no stack overflow)', async () => {
+    const n = 30000
+    await writeFile(path.join(dir, 'big.json'), JSON.stringify(Array.from({length: n}, (_, i) => ({id: `k${i}`, d: [`k${(i + n - 1) % n}`]}))))
+    await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [cat, big.json]\nresource_limits: {max_output_bytes: 2000000}\n')
+    const file = path.join(dir, 'chain.yaml')
+    await writeFile(file, 'version: 1\nname: chain\nsteps:\n  - {id: read, kind: command, run: [cat, big.json], parse: json, next: each}\n  - id: each\n    kind: foreach\n    items: ${{ steps.read.outputs.json }}\n    as: t\n    key: ${{ t.id }}\n    depends_on: ${{ t.d }}\n    steps:\n      - {id: s, kind: noop}\n')
+    const run = await pipe(['run', file, '--text', 'x', '--json', '--policy', path.join(dir, 'policy.yaml')], {cwd: dir, timeoutMs: 120000})
+    expect(run.code, run.stderr).to.equal(1)
+    const out = json<{run_id: string; error: {code: string; message: string}}>(run)
+    expect(out.error.code).to.equal('E_CONFIG')
+    expect(out.error.message).to.contain(`depends_on forms a cycle of ${n} item(s): "k0" -> "k29999" -> "k29998"`).and.contain('… 29991 more …')
+    expect((await runRecords(dir)).filter((r) => r.parent?.run_id === out.run_id), 'no child run was created').to.deep.equal([])
   })
 })

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
-import {mkdir, readFile, symlink, writeFile} from 'node:fs/promises'
+import {link, mkdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
 import {parse as parseYaml} from 'yaml'
@@ -139,6 +139,21 @@ describe('kind: write on the built CLI', function () {
     expect(existsSync(path.join(repo, '.git', 'hooks'))).to.equal(false)
     expect(existsSync(path.join(repo, 'real', 'a.txt'))).to.equal(false)
     expect(await readFile(path.join(repo, 'target.txt'), 'utf8')).to.equal('original\n')
+  })
+
+  it('never appends through a hard link (another name of the file may be in .git or outside the repository)', async () => {
+    await mkdir(path.join(repo, '.git'), {recursive: true})
+    await writeFile(path.join(repo, '.git', 'config'), '[core]\n')
+    await writeFile(path.join(dir, 'outside.txt'), 'outside\n')
+    await link(path.join(repo, '.git', 'config'), path.join(repo, 'gitcfg.txt'))
+    await link(path.join(dir, 'outside.txt'), path.join(repo, 'hl.txt'))
+    for (const given of ['gitcfg.txt', 'hl.txt']) {
+      const out = await run('w-append.yaml', writer('append'), [`p=${given}`])
+      expect(out.result.error?.code, `${given}: ${out.result.error?.message}`).to.equal('E_POLICY_DENIED')
+      expect(out.result.error?.message).to.contain('hard links')
+    }
+    expect(await readFile(path.join(repo, '.git', 'config'), 'utf8')).to.equal('[core]\n')
+    expect(await readFile(path.join(dir, 'outside.txt'), 'utf8')).to.equal('outside\n')
   })
 
   it('writes a value as json and yaml that read back equal, and append adds to the end', async () => {
