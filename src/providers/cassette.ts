@@ -23,11 +23,11 @@ import {check, describeErrors} from '../schema/registry.js'
 import type {Interaction} from '../types/cassette.js'
 import {faultPoint} from '../util/faults.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
-import {canonicalJson, hashJson} from '../util/hash.js'
+import {canonicalJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
 import {redact, redactDeep} from '../util/redact.js'
-import {IdAliases, maskTimes} from '../util/stable-text.js'
-import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from './chat.js'
+import {normaliseRequest, requestKey, requestKeyV1, stableRequest} from './request-key.js'
+import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from './chat.js'
 
 export const CASSETTE_FORMAT = 'pipe-cassette/2'
 /** Keyed by the hash of the request as it was (ids and times included); read, and keyed again as /2. */
@@ -57,52 +57,8 @@ export interface CassetteOptions {
 
 type StoredReply = Omit<ChatReply, 'source' | 'key'>
 
-// Keys
-
-/** The request as it identifies itself: only the fields that decide the reply, redacted, absent ones left out. */
-export function normaliseRequest(request: ChatRequest): ChatRequest {
-  const message = (m: ChatMessage): ChatMessage => {
-    const out: Record<string, unknown> = {role: m.role, content: m.content}
-    if (m.role === 'assistant' && m.tool_calls && m.tool_calls.length > 0) out['tool_calls'] = m.tool_calls.map((c) => ({id: c.id, type: c.type, function: {name: c.function.name, arguments: c.function.arguments}}))
-    if (m.role === 'tool') out['tool_call_id'] = m.tool_call_id
-    return out as unknown as ChatMessage
-  }
-  const out: ChatRequest = {model: request.model, messages: request.messages.map(message)}
-  if (request.temperature !== undefined) out.temperature = request.temperature
-  if (request.max_tokens !== undefined) out.max_tokens = request.max_tokens
-  if (request.response_format !== undefined) out.response_format = request.response_format
-  if (request.tools !== undefined && request.tools.length > 0) out.tools = request.tools
-  if (request.tool_choice !== undefined) out.tool_choice = request.tool_choice
-  // Through JSON: drops undefined deep inside (a tool's description) so equal requests hash equal.
-  return redactDeep(JSON.parse(JSON.stringify(out)) as ChatRequest)
-}
-
-/**
- * The request with what changes from run to run taken out of its text: pipe's ids (they carry the
- * date and the store's counter: each distinct one becomes an alias in order of first mention, so
- * which mentions are the same id still counts) and ISO times. A run recorded today in one store
- * replays a year later in another, where the same step asks with other ids.
- */
-export function stableRequest(request: ChatRequest): ChatRequest {
-  const aliases = new IdAliases()
-  const stable = (value: unknown): unknown => {
-    if (typeof value === 'string') return maskTimes(aliases.replace(value))
-    if (Array.isArray(value)) return value.map(stable)
-    if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, stable(v)]))
-    return value
-  }
-  return {...request, messages: stable(request.messages) as ChatMessage[]}
-}
-
-/** A request's key: the hash of its stable, normalised form. */
-export function requestKey(request: ChatRequest): string {
-  return hashJson(stableRequest(normaliseRequest(request)))
-}
-
-/** The key a pipe-cassette/1 file gave a request: the hash of its normalised form, ids and times included. */
-function requestKeyV1(request: ChatRequest): string {
-  return hashJson(normaliseRequest(request))
-}
+// Keys: src/providers/request-key.ts. Re-exported: callers that record and replay name them here.
+export {normaliseRequest, requestKey, stableRequest} from './request-key.js'
 
 function storedReply(reply: ChatReply): StoredReply {
   const {source: _source, key: _key, ...rest} = reply
