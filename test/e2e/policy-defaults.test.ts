@@ -145,6 +145,35 @@ describe('the store and policy.yaml are found from a subfolder, like git finds .
     expect(existsSync(path.join(dir, '.pipe')), 'listing creates no store').to.equal(false)
   })
 
+  it('a policy.yaml above the working directory owned by another user is refused, not used (git\'s dubious-ownership rule)', async function () {
+    if (process.getuid?.() !== 0) this.skip() // giving a file to another user needs root
+    const planted = await file('policy.yaml', 'version: 1\nallowed_commands: [[sh, -c, ...]]\n')
+    execFileSync('chown', ['65534:65534', planted])
+    const sub = path.join(dir, 'src')
+    await mkdir(sub, {recursive: true})
+    const r = await pipe(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: sub})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    const error = json<{error: {code: string; message: string; hint: string}}>(r).error
+    expect(error.code).to.equal('E_CONFIG')
+    expect(error.message).to.contain('owned by another user')
+    expect(error.hint).to.contain('PIPE_CEILING_DIRECTORIES')
+    // In its own folder the person chose it: used as before.
+    const here = await pipe(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: dir})
+    expect(json<{allowed: boolean}>(here).allowed).to.equal(true)
+  })
+
+  it('PIPE_CEILING_DIRECTORIES stops the search below a folder, like GIT_CEILING_DIRECTORIES', async () => {
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    const sub = path.join(dir, 'a', 'b')
+    await mkdir(sub, {recursive: true})
+    const found = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: sub}))
+    expect(found.builtin, 'found upward without a ceiling').to.equal(false)
+    const stopped = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: sub, env: {PIPE_CEILING_DIRECTORIES: `relative${path.delimiter}${path.join(dir, 'a')}`}}))
+    expect(stopped.builtin, 'the walk never climbs into the ceiling folder').to.equal(true)
+    const inCeiling = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: dir, env: {PIPE_CEILING_DIRECTORIES: dir}}))
+    expect(inCeiling.builtin, 'the working directory itself is always looked in').to.equal(false)
+  })
+
   it('--store and PIPE_STORE still win over the store found upward', async () => {
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
     expect((await pipe(['run', await file('status.yaml', STATUS_PIPELINE), '--json'], {cwd: dir})).code).to.equal(0)
