@@ -30,11 +30,11 @@ export interface Policy {
    */
   resource_limits: {
     /**
-     * Wall-clock limit of one command; the whole process tree is killed after it.
+     * Wall-clock limit of one command; the whole process tree is killed after it. At most 2147483647 (about 24.8 days), the longest timer Node keeps: a longer one would fire at once.
      */
     command_timeout_ms?: number
     /**
-     * Wall-clock limit of one step that sets no timeout_ms of its own.
+     * Wall-clock limit of one step that sets no timeout_ms of its own. At most 2147483647.
      */
     step_timeout_ms?: number
     /**

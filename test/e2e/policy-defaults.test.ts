@@ -49,6 +49,16 @@ describe('a policy file states what differs from the built-in policy', function 
     expect(record.policy_version).to.equal(body.policy_version)
   })
 
+  it('refuses a timeout longer than a timer can hold (2^31-1 ms), which would kill every command at once', async () => {
+    await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 3000000000, step_timeout_ms: 2147483648}\n')
+    const r = await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    expect(r.stdout + r.stderr).to.match(/policy\.yaml:2:39  resource_limits\.command_timeout_ms  must be <= 2147483647, found 3000000000/)
+    expect(r.stdout + r.stderr).to.match(/step_timeout_ms.*2147483647/)
+    await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 2147483647}\n')
+    expect((await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})).code, 'the longest timer is allowed').to.equal(0)
+  })
+
   it('prints the effective policy with --effective: the file\'s values over the built-in ones', async () => {
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**]\nresource_limits: {command_timeout_ms: 1000}\n')
     const r = await pipe(['policy', 'check', '--effective'], {cwd: dir})
