@@ -111,8 +111,19 @@ function appendTo(target: string, text: string, given: string): Buffer {
 
 type Written = {outcome: 'written'; relative: string; bytes: Buffer} | {outcome: 'exists'; relative: string}
 
+/** Why `given` cannot name a file to write, or undefined: it ends in a separator, or it is the repository root itself. */
+function notAFile(given: string): string | undefined {
+  if (given.trim() === '') return 'path is empty; name the file to write'
+  if (/[\\/]$/.test(given)) return `path "${given}" ends in a separator and so names a folder; a write step writes a file`
+  const normal = path.posix.normalize(given.replaceAll('\\', '/'))
+  if (normal === '.' || normal === './') return `path "${given}" is the repository root, not a file; a write step writes a file`
+  return undefined
+}
+
 /** Writes `text` to `given` under the policy, as `mode` says. */
 export async function writeInside(policy: LoadedPolicy, root: string, given: string, text: string, mode: Mode): Promise<Written> {
+  const problem = notAFile(given)
+  if (problem !== undefined) throw new PipeError('E_INVALID_ARGS', problem, {hint: 'Give path as a file relative to the repository root, e.g. path: notes/summary.md.', details: {path: given}})
   assertPath(policy, root, given)
   // The path as written, not as resolved: checkPath resolves the links this step refuses.
   const realRoot = realish(path.resolve(root))
@@ -162,7 +173,9 @@ export const write: StepHandler<'write'> = {
     // A literal path can be judged now; one with expressions is judged when the step runs.
     if (!step.path.includes('${{')) {
       const parts = step.path.split(/[\\/]/)
-      if (path.isAbsolute(step.path)) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is absolute; give a path relative to the repository root`})
+      const problem = notAFile(step.path)
+      if (problem !== undefined) out.push({rule: 'write-path', at: ['path'], message: problem})
+      else if (path.isAbsolute(step.path)) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is absolute; give a path relative to the repository root`})
       else if (path.posix.normalize(step.path.replaceAll('\\', '/')).startsWith('../')) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" leaves the repository root`})
       else if (parts.some((p) => p.toLowerCase() === '.git')) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is inside a .git folder, which steps may not touch`})
     }

@@ -141,6 +141,28 @@ describe('kind: write on the built CLI', function () {
     expect(await readFile(path.join(repo, 'target.txt'), 'utf8')).to.equal('original\n')
   })
 
+  it('refuses (E_INVALID_ARGS) a path that names a folder or the repository root, at run time and at validate, and writes nothing', async () => {
+    const cases: Array<[string, string]> = [
+      ['notes/', 'path "notes/" ends in a separator and so names a folder'],
+      ['.', 'path "." is the repository root, not a file'],
+      ['a/..', 'path "a/.." is the repository root, not a file'],
+    ]
+    for (const mode of ['create', 'overwrite', 'append']) {
+      for (const [given, why] of cases) {
+        const out = await run(`w-${mode}.yaml`, writer(mode), [`p=${given}`])
+        expect(out.result.status, `${mode} ${given}`).to.equal('failed')
+        expect(out.result.error?.code, `${mode} ${given}: ${out.result.error?.message}`).to.equal('E_INVALID_ARGS')
+        expect(out.result.error?.message, given).to.contain(why)
+      }
+    }
+    expect(existsSync(path.join(repo, 'notes')), 'no folder made for a path ending in /').to.equal(false)
+    const file = path.join(dir, 'folder.yaml')
+    await writeFile(file, 'version: 1\nname: folder\nsteps:\n  - {id: w, kind: write, path: notes/, content: x}\n')
+    const r = await pipe(['validate', file], {cwd: repo})
+    expect(r.code).to.equal(2)
+    expect(r.stdout).to.contain('steps[0].path  path "notes/" ends in a separator and so names a folder; a write step writes a file')
+  })
+
   it('never appends through a hard link (another name of the file may be in .git or outside the repository)', async () => {
     await mkdir(path.join(repo, '.git'), {recursive: true})
     await writeFile(path.join(repo, '.git', 'config'), '[core]\n')
