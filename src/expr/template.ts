@@ -8,8 +8,10 @@
  *   any `{ … }` map literal closes it, so `${{ 'a}}b' }}` and `${{ {'k': {'n': 1}} }}` work.
  * - `$${{` is a literal `${{` (the `$` doubles, as in Docker Compose); `$` elsewhere, a lone `{{`
  *   and a stray `}}` are plain text. There is no other escape.
- * - A scalar that is exactly one expression, give or take surrounding whitespace, is "whole":
- *   it evaluates to a typed value (a list stays a list). Anywhere else the value is stringified.
+ * - A scalar that is exactly one expression is "whole": it evaluates to a typed value (a list
+ *   stays a list). Any text around it makes the scalar a string, whitespace too: YAML already trims
+ *   a plain scalar, so whitespace that reaches here was written on purpose (a quoted "${{ n }}\n",
+ *   a block scalar's last newline) and a file's content keeps it.
  */
 
 export interface TextPart {
@@ -97,8 +99,7 @@ export function parseTemplate(text: string): Template {
   }
   flushText()
   const exprs = parts.filter((p): p is ExprPart => p.kind === 'expr')
-  const onlyBlank = parts.every((p) => p.kind === 'expr' || p.text.trim() === '')
-  const whole = exprs.length === 1 && onlyBlank && diagnostics.length === 0 ? exprs[0] : undefined
+  const whole = exprs.length === 1 && parts.length === 1 && diagnostics.length === 0 ? exprs[0] : undefined
   return {parts, whole, diagnostics}
 }
 

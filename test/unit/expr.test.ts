@@ -68,9 +68,11 @@ describe('expr: templates', () => {
     expect(text.slice(part.expressionOffset, part.expressionOffset + part.expression.length)).to.equal('inputs.since')
   })
 
-  it('treats a scalar that is one expression, whitespace around, as whole', () => {
+  it('treats a scalar that is exactly one expression as whole; whitespace around it, written on purpose, makes a string', () => {
     expect(parseTemplate('${{ steps.log.outputs.lines }}').whole?.expression).to.equal('steps.log.outputs.lines')
-    expect(parseTemplate('  ${{x}}\n').whole?.expression).to.equal('x')
+    expect(parseTemplate('${{x}}').whole?.expression).to.equal('x')
+    expect(parseTemplate('  ${{x}}\n').whole).to.equal(undefined)
+    expect(parseTemplate('${{ x }}\n').whole).to.equal(undefined)
     expect(parseTemplate('a ${{ x }}').whole).to.equal(undefined)
     expect(parseTemplate('${{ x }}${{ y }}').whole).to.equal(undefined)
     expect(parseTemplate('plain text').parts).to.deep.equal([{kind: 'text', text: 'plain text', offset: 0}])
@@ -168,7 +170,10 @@ describe('expr: evaluation', () => {
   it('renders a scalar: whole expressions typed, interpolations stringified, escapes undone', () => {
     const bound = evaluator.bind(context)
     expect(bound.render('${{ steps.log.outputs.lines }}')).to.deep.equal(['a1 fix', 'b2 feat'])
-    expect(bound.render(' ${{ inputs.max_items }} ')).to.equal(5)
+    expect(bound.render('${{ inputs.max_items }}')).to.equal(5)
+    // A file's content keeps the newline written after its one expression.
+    expect(bound.render('${{ inputs.max_items }}\n')).to.equal('5\n')
+    expect(bound.render(' ${{ inputs.max_items }} ')).to.equal(' 5 ')
     expect(bound.render('${{ inputs.since }}..HEAD')).to.equal('v1.2..HEAD')
     expect(bound.render('n=${{ inputs.max_items }} r=${{ 0.5 }} d=${{ inputs.dry }} p=[${{ run.parent }}] l=${{ steps.log.outputs.lines }}')).to.equal(
       'n=5 r=0.5 d=false p=[] l=["a1 fix","b2 feat"]',
