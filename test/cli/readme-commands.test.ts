@@ -1,19 +1,43 @@
 /**
- * The command examples of README.md and the examples' READMEs name commands and flags the built CLI
- * has (read from its oclif manifest, which the build writes): a renamed or removed flag makes the
- * documentation fail here rather than a reader's copy-paste. What the commands do is tested where
- * they are; spec-show-run.test.ts runs the one a reader found broken.
+ * The command examples of README.md, the chapters of docs/ and the examples' READMEs name commands
+ * and flags the built CLI has (read from its oclif manifest, which the build writes): a renamed or
+ * removed flag makes the documentation fail here rather than a reader's copy-paste. And every
+ * command and flag a reader can type is shown in at least one example, so none goes undocumented.
+ * What the commands do is tested where they are; spec-show-run.test.ts runs the one a reader found
+ * broken, and readme-tutorial.test.ts runs the README's tutorial and compares what it prints.
  */
 import {expect} from 'chai'
-import {readFile} from 'node:fs/promises'
+import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {repoRoot} from '../helpers/cli.js'
 
 interface Manifest {
-  commands: Record<string, {flags: Record<string, {name: string; char?: string; allowNo?: boolean}>}>
+  commands: Record<string, {hidden?: boolean; flags: Record<string, {name: string; char?: string; allowNo?: boolean; hidden?: boolean}>}>
 }
 
-const DOCS = ['README.md', 'examples/coding/README.md', 'examples/coding-agent/README.md', 'examples/release-notes/README.md', 'examples/triage/README.md']
+const EXAMPLES = ['examples/coding/README.md', 'examples/coding-agent/README.md', 'examples/release-notes/README.md', 'examples/triage/README.md']
+
+/** README.md, every chapter of docs/, and the examples' READMEs. */
+async function docs(): Promise<string[]> {
+  const chapters = (await readdir(path.join(repoRoot, 'docs'))).filter((f) => f.endsWith('.md')).sort()
+  expect(chapters.length, 'docs/ holds the reference chapters').to.be.greaterThan(5)
+  return ['README.md', ...chapters.map((f) => `docs/${f}`), ...EXAMPLES]
+}
+
+/** The built CLI's commands and flags, the core plugins' (pipe autocomplete) included. */
+async function loadManifest(): Promise<Manifest> {
+  const manifest = JSON.parse(await readFile(path.join(repoRoot, 'oclif.manifest.json'), 'utf8')) as Manifest
+  // The core plugins' commands (pipe autocomplete) are in their own manifests.
+  const {oclif} = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as {oclif: {plugins: string[]}}
+  for (const plugin of oclif.plugins) {
+    const own = JSON.parse(await readFile(path.join(repoRoot, 'node_modules', ...plugin.split('/'), 'oclif.manifest.json'), 'utf8')) as Manifest
+    Object.assign(manifest.commands, own.commands)
+  }
+  return manifest
+}
+
+/** Flags the docs state once for every command rather than in each command's examples. */
+const STATED_FOR_ALL = new Set(['json', 'store', 'help'])
 
 /** Each command line of a doc's sh blocks (continuation lines joined), with where it is. */
 async function commandLines(file: string): Promise<Array<{at: string; words: string[]}>> {
@@ -40,16 +64,10 @@ async function commandLines(file: string): Promise<Array<{at: string; words: str
 
 describe('the command examples in the READMEs', () => {
   it('name commands the CLI has, with flags those commands take', async () => {
-    const manifest = JSON.parse(await readFile(path.join(repoRoot, 'oclif.manifest.json'), 'utf8')) as Manifest
-    // The core plugins' commands (pipe autocomplete) are in their own manifests.
-    const {oclif} = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as {oclif: {plugins: string[]}}
-    for (const plugin of oclif.plugins) {
-      const own = JSON.parse(await readFile(path.join(repoRoot, 'node_modules', ...plugin.split('/'), 'oclif.manifest.json'), 'utf8')) as Manifest
-      Object.assign(manifest.commands, own.commands)
-    }
+    const manifest = await loadManifest()
     const problems: string[] = []
     let checked = 0
-    for (const file of DOCS) {
+    for (const file of await docs()) {
       for (const {at, words} of await commandLines(file)) {
         // "pipe run ..." as an elision stands for any run; a word that is no command is prose.
         const id = [`${words[0]}:${words[1]}`, words[0]!].find((c) => manifest.commands[c] !== undefined)
@@ -63,12 +81,47 @@ describe('the command examples in the READMEs', () => {
           if (word === '--') break // the argument vector of policy explain: not pipe's flags
           const flag = /^--([a-z][a-z-]*)(?:=.*)?$/.exec(word)?.[1]
           const short = /^-([a-zA-Z])$/.exec(word)?.[1]
-          if (flag !== undefined && !flags.some((f) => f.name === flag || (f.allowNo === true && `no-${f.name}` === flag))) problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag --${flag}`)
+          // --help: every command takes it (oclif's own flag, in no command's manifest).
+          if (flag !== undefined && flag !== 'help' && !flags.some((f) => f.name === flag || (f.allowNo === true && `no-${f.name}` === flag))) problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag --${flag}`)
           if (short !== undefined && !flags.some((f) => f.char === short)) problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag -${short}`)
         }
       }
     }
     expect(checked).to.be.greaterThan(90)
     expect(problems).to.deep.equal([])
+  })
+
+  it('show every command and every flag a reader can type in at least one example', async () => {
+    const manifest = await loadManifest()
+    const shown = new Map<string, Set<string>>()
+    for (const file of await docs()) {
+      for (const {words} of await commandLines(file)) {
+        const id = [`${words[0]}:${words[1]}`, words[0]!].find((c) => manifest.commands[c] !== undefined)
+        if (id === undefined) continue
+        const flags = shown.get(id) ?? new Set<string>()
+        shown.set(id, flags)
+        for (const word of words) {
+          if (word === '--') break
+          const long = /^--(?:no-)?([a-z][a-z-]*)(?:=.*)?$/.exec(word)?.[1]
+          const short = /^-([a-zA-Z])$/.exec(word)?.[1]
+          const flag = long ?? Object.values(manifest.commands[id]!.flags).find((f) => short !== undefined && f.char === short)?.name
+          if (flag !== undefined) flags.add(flag)
+        }
+      }
+    }
+    const missing: string[] = []
+    for (const [id, command] of Object.entries(manifest.commands)) {
+      const name = `pipe ${id.replaceAll(':', ' ')}`
+      // A hidden command or flag is not offered to readers (pipe --help does not list it).
+      if (command.hidden === true) continue
+      if (!shown.has(id)) {
+        missing.push(`${name}: no example`)
+        continue
+      }
+      for (const flag of Object.values(command.flags)) {
+        if (flag.hidden !== true && !STATED_FOR_ALL.has(flag.name) && !shown.get(id)!.has(flag.name)) missing.push(`${name} --${flag.name}: no example`)
+      }
+    }
+    expect(missing).to.deep.equal([])
   })
 })
