@@ -164,7 +164,7 @@ Next steps (in this directory):
 5. Draw it: \`pipe graph pipeline.yaml\`; after a run, \`pipe graph pipeline.yaml --run RUN\` colours the path it took.
 6. Make it yours: edit the prompt, add fields to the schema (then use them in expressions), add
    steps (\`command\` with \`parse: json\`, \`foreach\`, \`pipeline\`), or start from the default pipeline
-   with \`extends:\` and \`overlay:\`. The README of pipe, "Writing pipelines", has every field.
+   with \`extends:\` and \`overlay:\`. pipe's docs/language.md has every field.
 `
 }
 

@@ -1,6 +1,7 @@
 /**
- * Every relative link of README.md, the chapters of docs/ and bench/README.md leads somewhere: the
- * file exists, and a `#heading` is a heading of that file (as GitHub makes anchors of headings).
+ * Every relative link of README.md, the chapters of docs/, bench/README.md and the examples' READMEs
+ * leads somewhere: the file exists, and a `#heading` is a heading of that file (as GitHub makes
+ * anchors of headings).
  * Moving text between chapters is how a link breaks silently; this makes it break here instead.
  */
 import {expect} from 'chai'
@@ -43,10 +44,11 @@ function anchors(text: string): Set<string> {
   return out
 }
 
-describe('the links between README.md, docs/ and bench/README.md', () => {
+describe('the links between README.md, docs/, bench/README.md and the examples\' READMEs', () => {
   it('each lead to a file that exists and, with a #heading, to a heading it has', async () => {
     const chapters = (await readdir(path.join(repoRoot, 'docs'))).filter((f) => f.endsWith('.md'))
-    const files = ['README.md', 'bench/README.md', ...chapters.map((f) => `docs/${f}`)]
+    const examples = (await readdir(path.join(repoRoot, 'examples'), {withFileTypes: true})).filter((e) => e.isDirectory() && existsSync(path.join(repoRoot, 'examples', e.name, 'README.md')))
+    const files = ['README.md', 'bench/README.md', ...chapters.map((f) => `docs/${f}`), ...examples.map((e) => `examples/${e.name}/README.md`)]
     const problems: string[] = []
     let checked = 0
     for (const file of files) {

@@ -5,7 +5,7 @@
  */
 import {PipeError} from '../../errors.js'
 
-/** The most of one model reply read over HTTP (after decompression): 8 MiB. README, "Using a model", says so. */
+/** The most of one model reply read over HTTP (after decompression): 8 MiB. docs/models-and-tests.md, "Using a model", says so. */
 export const MAX_REPLY_BYTES = 8 * 1024 * 1024
 
 /** An error reply is only read for its message: the rest of a longer one is dropped. */
@@ -17,7 +17,7 @@ function sizeLabel(bytes: number): string {
 
 function replyTooLarge(endpoint: string, limit: number): PipeError {
   return new PipeError('E_MODEL', `the model endpoint ${endpoint} sent a reply larger than ${sizeLabel(limit)} (the limit on one model reply); pipe stopped reading it and closed the connection`, {
-    hint: `Check that OPENAI_BASE_URL points at a chat-completions endpoint that answers with one JSON reply; if the model really writes this much, lower provider.max_tokens. The limit is ${sizeLabel(limit)} a reply (README, "Using a model").`,
+    hint: `Check that OPENAI_BASE_URL points at a chat-completions endpoint that answers with one JSON reply; if the model really writes this much, lower provider.max_tokens. The limit is ${sizeLabel(limit)} a reply (docs/models-and-tests.md, "Using a model").`,
     details: {limit_bytes: limit},
   })
 }
