@@ -53,7 +53,7 @@ describe('a policy file states what differs from the built-in policy', function 
     await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 3000000000, step_timeout_ms: 2147483648}\n')
     const r = await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})
     expect(r.code, r.stdout + r.stderr).to.equal(2)
-    expect(r.stdout + r.stderr).to.match(/policy\.yaml:2:39  resource_limits\.command_timeout_ms  must be <= 2147483647, found 3000000000/)
+    expect(r.stdout + r.stderr).to.match(/policy\.yaml:2:39 {2}resource_limits\.command_timeout_ms {2}must be <= 2147483647, found 3000000000/)
     expect(r.stdout + r.stderr).to.match(/step_timeout_ms.*2147483647/)
     await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 2147483647}\n')
     expect((await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})).code, 'the longest timer is allowed').to.equal(0)
