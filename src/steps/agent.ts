@@ -18,7 +18,7 @@
  */
 import {stepDir, type KindFinding} from '../config/pipeline.js'
 import {loadOutputSchema} from '../config/output-schema.js'
-import {didYouMean} from '../config/suggest.js'
+import {didYouMean} from '../util/suggest.js'
 import {PipeError} from '../errors.js'
 import {needsConfirmation, preapproval, toolLevel, type ToolLevel} from '../policy/tools.js'
 import type {ChatMessage, ChatReply, ToolCall, ToolSpec} from '../providers/chat.js'

@@ -1,4 +1,4 @@
-import {didYouMean} from '../config/suggest.js'
+import {didYouMean} from '../util/suggest.js'
 import type {KindFinding} from '../config/pipeline.js'
 import {evaluateGates, gateSummary, type GateResult} from '../gates/evaluate.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
