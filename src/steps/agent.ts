@@ -16,7 +16,8 @@
  * refusal is why it stopped). A thrown error (the endpoint, E_MODEL after max_repairs invalid
  * final answers) is the step's `error`.
  */
-import {stepDir, type KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
+import {stepDir} from '../config/positions.js'
 import {loadOutputSchema} from '../config/output-schema.js'
 import {didYouMean} from '../util/suggest.js'
 import {PipeError} from '../errors.js'
