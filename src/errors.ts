@@ -2,25 +2,10 @@
  * The one error type of pipe. Every failure a user can meet carries a code, a hint with the next
  * action, and the exit code the CLI ends with; only the top level (the oclif command) exits.
  */
+import type {ErrorCode} from './error-codes.js'
 import {ExitCode, exitCodeFor} from './exit-codes.js'
 
-export type ErrorCode =
-  | 'E_POLICY_DENIED'
-  | 'E_IO'
-  | 'E_TOOL_TIMEOUT'
-  | 'E_INVALID_ARGS'
-  | 'E_CONFLICT'
-  | 'E_BUILD_FAIL'
-  | 'E_GATE_FAIL'
-  | 'E_MODEL'
-  | 'E_CONFIG'
-  | 'E_INPUT'
-  | 'E_NOT_FOUND'
-  | 'E_STATE'
-  | 'E_LOOP_LIMIT'
-  | 'E_ENDED'
-  | 'E_INTEGRITY'
-  | 'E_INTERNAL'
+export type {ErrorCode} from './error-codes.js'
 
 export interface PipeErrorOptions {
   hint?: string

@@ -1,7 +1,7 @@
 /**
  * The exit-code table: the one place that says how pipe ends. `pipe --help` and the README show it.
  */
-import type {ErrorCode} from './errors.js'
+import type {ErrorCode} from './error-codes.js'
 
 export const ExitCode = {
   OK: 0,

@@ -1,6 +1,6 @@
 /** oclif's command_not_found hook: the error channel's format, with the closest command. */
 import type {Hook} from '@oclif/core/hooks'
-import {didYouMean} from '../config/suggest.js'
+import {didYouMean} from '../util/suggest.js'
 import {ExitCode} from '../exit-codes.js'
 import {appendLog} from '../log.js'
 import {newTraceId} from '../util/trace.js'

@@ -2,6 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {renderDiagnostics} from '../cli/views.js'
 import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop, type PathTaken} from '../config/graph-render.js'
+import {failureOutcomes} from '../config/catalog.js'
 import {allEdges} from '../config/graph.js'
 import {loadPipeline} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
@@ -64,7 +65,7 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
         id: s.id,
         kind: s.kind,
         outcomes: [...(kindCatalog[s.kind]?.outcomes(s) ?? []), 'error'],
-        failure_outcomes: [...(kindCatalog[s.kind]?.failures ?? []), 'error'],
+        failure_outcomes: [...failureOutcomes(kindCatalog, s), 'error'],
         ...(s.max_iterations !== undefined ? {max_iterations: s.max_iterations} : {}),
       })),
       edges: allEdges(pipeline, kindCatalog),

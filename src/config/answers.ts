@@ -4,7 +4,7 @@ import type {Answers} from '../types/answers.js'
 import type {Pipeline} from '../types/pipeline.js'
 import {formatDiagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
-import {didYouMean} from './suggest.js'
+import {didYouMean} from '../util/suggest.js'
 
 export async function loadAnswersFile(file: string): Promise<Answers> {
   const result = await validateDocument<Answers>(file, 'answers', 'answers file')

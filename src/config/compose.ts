@@ -16,39 +16,12 @@ import {loadSchema} from '../schema/registry.js'
 import {sha256} from '../util/hash.js'
 import {sortDiagnostics, formatPath, type Diagnostic} from './diagnostics.js'
 import {validateSource} from './document.js'
-import {didYouMean} from './suggest.js'
+import {didYouMean} from '../util/suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
-import type {KindCatalog} from './pipeline.js'
+import type {KindCatalog} from './kind-contract.js'
+import type {Composition, NodeOrigin, Segment, StepOrigin} from './loaded.js'
 import {linksOf, type StepLink} from './step-links.js'
 import type {Step} from '../types/pipeline.js'
-
-export type Segment = string | number
-
-/** A node of one of the composed files. */
-export interface NodeOrigin {
-  source: YamlSource
-  segments: Segment[]
-  /** The node stands for the whole composed value: paths below it are not looked up beneath it. */
-  exact?: boolean
-}
-
-export interface StepOrigin extends NodeOrigin {
-  /** The directory the step's files (prompt, output_schema, blocks_file) are relative to: its file's. */
-  dir: string
-  /** Fields composition wrote or carried over (keyed by dotted path: next, on, on.pass), and the node that caused it. */
-  fields: Record<string, NodeOrigin>
-}
-
-export interface Composition {
-  /** Every file that went into the pipeline: the loaded one first, then its base, that base's base... */
-  files: YamlSource[]
-  /** Parallel to the composed pipeline's steps. */
-  steps: StepOrigin[]
-  /** Top-level keys, and `key.name` for the keys merged by name (gates.gate_s, provider.model). */
-  keys: Record<string, NodeOrigin>
-  /** Step ids an overlay removed with nothing to send their transitions to, and the operation. */
-  removed: Record<string, NodeOrigin>
-}
 
 export type ComposeResult = {ok: true; data: Record<string, unknown>; composition: Composition; hash: string} | {ok: false; diagnostics: Diagnostic[]}
 
@@ -307,25 +280,4 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
   // A reference left behind (a transition with nowhere to go, a rollback target) is reported with this operation.
   state.composition.removed[target] = cause
   return []
-}
-
-/** The node of a composed file a path of the composed pipeline stands for. */
-export function originOf(composition: Composition, fallback: YamlSource, segments: readonly Segment[]): NodeOrigin {
-  const [head, second] = segments
-  if (head === 'steps' && typeof second === 'number' && composition.steps[second]) {
-    const step = composition.steps[second]
-    const rest = segments.slice(2)
-    for (let n = rest.length; n > 0; n--) {
-      const field = step.fields[rest.slice(0, n).join('.')]
-      if (field) return field.exact ? field : {source: field.source, segments: [...field.segments, ...rest.slice(n)]}
-    }
-    return {source: step.source, segments: [...step.segments, ...rest]}
-  }
-  if (typeof head === 'string') {
-    const entry = second !== undefined ? composition.keys[`${head}.${String(second)}`] : undefined
-    if (entry) return {source: entry.source, segments: [...entry.segments, ...segments.slice(2)]}
-    const key = composition.keys[head]
-    if (key) return key.exact ? key : {source: key.source, segments: [...segments]}
-  }
-  return {source: fallback, segments: [...segments]}
 }

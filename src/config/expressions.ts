@@ -1,10 +1,12 @@
 /**
  * The pipeline side of expressions: the declarations one pipeline gives the checker and the
  * evaluator (inputs, each step's outputs schema and outcomes, the spec schema, secrets), and the
- * validate rule that checks every `${{ }}` in its steps at file:line:col.
+ * validate rule that checks every `${{ }}` in its steps at file:line:col. The checker (and cel-js
+ * behind it) is loaded only for pipelines that have expressions: loadExpressionChecker returns it,
+ * and the functions that check take it as a parameter.
  */
 import {isScalar} from 'yaml'
-// Light parts only: cel-js (behind check.ts) is loaded by loadExpressionChecker, for pipelines that have expressions.
+// Light parts only: cel-js (behind check.ts) is imported by loadExpressionChecker alone.
 import type {AliasTypes, ExprChecker, ExprDeclarations, InputDeclaration, JsonSchemaLike} from '../expr/index.js'
 import {DYN, elementSchema} from '../expr/schema.js'
 import {parseTemplate} from '../expr/template.js'
@@ -13,13 +15,18 @@ import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
 import {scalarOffsetMapper} from '../expr/source-map.js'
 import {loadSchema} from '../schema/registry.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
+import {outcomesOf} from './catalog.js'
 import type {Diagnostic} from './diagnostics.js'
 import {ancestorsOf} from './graph.js'
-import {diag, origin, stepDir, type KindCatalog, type LoadedPipeline} from './pipeline.js'
+import type {DeferredFields, KindCatalog} from './kind-contract.js'
+import type {LoadedPipeline, Segment} from './loaded.js'
+import {diag, origin, stepDir} from './positions.js'
 import {findNode} from './yaml-source.js'
 
+/** The expression checker's class, as loadExpressionChecker gives it: what the checking functions are passed. */
+export type ExprCheckerClass = typeof ExprChecker
+
 let specSchema: JsonSchemaLike | undefined
-let checkerClass: typeof ExprChecker | undefined
 
 /** Whether any step of this (possibly malformed) pipeline data holds `${{`. */
 export function hasExpressions(data: unknown): boolean {
@@ -28,26 +35,25 @@ export function hasExpressions(data: unknown): boolean {
 }
 
 /**
- * Loads the expression checker (and cel-js with it), once. Loading a pipeline with expressions
- * awaits it before its rules run; other commands and v1 pipelines never pay for it. The regular
- * expression engine comes too when `within` (the data whose expressions will be checked) may call matches().
+ * The expression checker (and cel-js with it), for data whose expressions will be checked; other
+ * commands and v1 pipelines never pay for it. The regular expression engine comes too when
+ * `within` may call matches(), so a checker this returns can check every expression in `within`.
  */
-export async function loadExpressionChecker(within: unknown): Promise<void> {
-  checkerClass ??= (await import('../expr/check.js')).ExprChecker
+export async function loadExpressionChecker(within: unknown): Promise<ExprCheckerClass> {
+  const {ExprChecker} = await import('../expr/check.js')
   if (mayUseRegex(JSON.stringify(within) ?? '')) await loadRegexEngine()
+  return ExprChecker
+}
+
+/** The checker `data` needs: loaded when any of its steps holds `${{`, else none (there is nothing to check). */
+export async function expressionChecker(data: unknown): Promise<ExprCheckerClass | undefined> {
+  return hasExpressions(data) ? loadExpressionChecker(data) : undefined
 }
 
 /** The spec's JSON Schema, read once per process: what `${{ spec.… }}` may read. */
 export function specJsonSchema(): JsonSchemaLike {
   specSchema ??= loadSchema('spec')
   return specSchema
-}
-
-/** Outcomes `steps.<id>.outcome` can hold: the kind's, error (a routed failure) and skipped (a false when:). */
-export function outcomesOf(step: Step, catalog: KindCatalog): string[] {
-  const info = catalog[step.kind]
-  const own = info ? [...info.outcomes(step)] : []
-  return [...new Set([...own, 'error', ...(step.when !== undefined ? ['skipped'] : [])])]
 }
 
 /** What expressions in this pipeline may read, for one ExprChecker / ExprEvaluator per pipeline. */
@@ -67,8 +73,6 @@ export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: numb
   }
   return {inputs: (pipeline.inputs ?? {}) as Record<string, JsonSchemaLike>, steps, spec: specJsonSchema(), secrets: pipeline.secrets ?? []}
 }
-
-type Segment = string | number
 
 /** Keys whose scalar is a condition (a boolean) or a count (an integer: a step's bound, a foreach's concurrency). */
 function expectFor(segments: readonly Segment[]): 'bool' | 'int' | undefined {
@@ -90,7 +94,7 @@ export function templatedStrings(value: unknown, at: Segment[] = []): Array<{seg
  * declarations; each problem at the line and column inside the scalar where it is. A reference to
  * a step that cannot have run before this one (no path from it leads here) is an error too.
  */
-export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): Diagnostic[] {
+export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, Checker: ExprCheckerClass): Diagnostic[] {
   const {pipeline} = loaded
   const out: Diagnostic[] = []
   for (const problem of checkDeclarations((pipeline.inputs ?? {}) as Record<string, InputDeclaration>)) {
@@ -99,7 +103,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
   }
   const scan = pipeline.steps.map((step, i) => ({step, i, found: templatedStrings(step, ['steps', i])}))
   if (!scan.some((s) => s.found.length > 0)) return out
-  const checker = checkerFor(loaded, catalog)
+  const checker = pipelineChecker(loaded, catalog, Checker)
   for (const {step, found} of scan) {
     let ancestors: Set<string> | undefined
     const {deferred, aliases} = aliasesOf(step, checker, catalog)
@@ -133,18 +137,17 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog): 
 const checkers = new WeakMap<LoadedPipeline, ExprChecker>()
 
 /** One checker per loaded pipeline (building one registers every declaration with cel-js). */
-function checkerFor(loaded: LoadedPipeline, catalog: KindCatalog): ExprChecker {
+function pipelineChecker(loaded: LoadedPipeline, catalog: KindCatalog, Checker: ExprCheckerClass): ExprChecker {
   let checker = checkers.get(loaded)
   if (!checker) {
-    if (!checkerClass) throw new Error('internal: the expression checker was not loaded (loadPipeline awaits loadExpressionChecker)')
-    checker = new checkerClass(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog))
+    checker = new Checker(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog))
     checkers.set(loaded, checker)
   }
   return checker
 }
 
 /** A kind's per-item fields (a foreach's with:) are checked with its alias typed as an element of its items list. */
-function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {deferred: ReturnType<NonNullable<KindCatalog[string]['deferred']>> | undefined; aliases: AliasTypes | undefined} {
+function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {deferred: DeferredFields | undefined; aliases: AliasTypes | undefined} {
   const deferred = catalog[step.kind]?.deferred?.(step)
   if (deferred?.alias === undefined || deferred.items === undefined) return {deferred, aliases: undefined}
   const itemsText = (step as unknown as Record<string, unknown>)[deferred.items]
@@ -185,6 +188,7 @@ function fitsInput(type: string, declared: string): boolean {
 export function withTypeProblems(
   loaded: LoadedPipeline,
   catalog: KindCatalog,
+  Checker: ExprCheckerClass,
   index: number,
   withField: string,
   given: Readonly<Record<string, unknown>>,
@@ -193,7 +197,7 @@ export function withTypeProblems(
   const step = loaded.pipeline.steps[index]!
   const texts = Object.entries(given).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1].includes('${{') && Object.hasOwn(declared, entry[0]))
   if (texts.length === 0) return []
-  const checker = checkerFor(loaded, catalog)
+  const checker = pipelineChecker(loaded, catalog, Checker)
   const {deferred, aliases} = aliasesOf(step, checker, catalog)
   const options = aliases && deferred?.fields.includes(withField) ? {aliases} : {}
   const out: Array<{key: string; message: string}> = []

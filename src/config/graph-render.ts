@@ -1,7 +1,7 @@
 /** Renders a pipeline's graph as Mermaid or Graphviz dot: every step, edges labelled by outcome, loop bounds shown. */
 import type {Pipeline, Step} from '../types/pipeline.js'
 import {allEdges, edgesOf, startStepId} from './graph.js'
-import type {GraphShape, KindCatalog} from './pipeline.js'
+import type {GraphShape, KindCatalog} from './kind-contract.js'
 
 /** Where an outcome that no transition takes leads: the run fails, is cancelled, or waits at the step. */
 export interface OutcomeStop {
@@ -19,7 +19,7 @@ export function outcomeStops(pipeline: Pipeline, catalog: KindCatalog): OutcomeS
     for (const outcome of info.outcomes(step)) {
       const stop = info.stops?.[outcome]
       if (stop === 'cancelled' || stop === 'awaiting_input') out.push({from: step.id, outcome, effect: stop})
-      else if (info.failures?.includes(outcome) && step.on?.[outcome] === undefined) out.push({from: step.id, outcome, effect: 'failed'})
+      else if (Object.hasOwn(info.failures ?? {}, outcome) && step.on?.[outcome] === undefined) out.push({from: step.id, outcome, effect: 'failed'})
     }
   }
   return out

@@ -1,6 +1,6 @@
 /** The step graph of a pipeline: edges from next, on and on_exhausted, and the checks over it. */
 import type {Pipeline, Step} from '../types/pipeline.js'
-import type {KindCatalog} from './pipeline.js'
+import type {KindCatalog} from './kind-contract.js'
 import {linksOf} from './step-links.js'
 
 export interface Edge {

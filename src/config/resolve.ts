@@ -2,7 +2,7 @@
 import {Document, isMap, isSeq} from 'yaml'
 import type {Diagnostic} from './diagnostics.js'
 import {composePipeline} from './compose.js'
-import type {KindCatalog} from './pipeline.js'
+import type {KindCatalog} from './kind-contract.js'
 import {locate, readYamlFile} from './yaml-source.js'
 
 export interface StepSource {

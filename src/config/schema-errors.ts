@@ -4,7 +4,7 @@
  */
 import type {ErrorObject} from 'ajv'
 import {formatPath, type Diagnostic} from './diagnostics.js'
-import {didYouMean} from './suggest.js'
+import {didYouMean} from '../util/suggest.js'
 import {locate, type YamlSource} from './yaml-source.js'
 
 function segmentsOf(instancePath: string): Array<string | number> {

@@ -6,9 +6,8 @@
  * names steps says so once, in its module (StepHandler.references).
  */
 import type {Step} from '../types/pipeline.js'
-import type {KindCatalog} from './pipeline.js'
-
-export type Segment = string | number
+import type {KindCatalog} from './kind-contract.js'
+import type {Segment} from './loaded.js'
 
 export interface StepLink {
   /** Where in the step (relative to it). */

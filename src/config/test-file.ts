@@ -11,9 +11,13 @@ import {isScalar} from 'yaml'
 import type {PipeTestFile, Test} from '../types/pipe-test.js'
 import {formatPath, sortDiagnostics, type Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
-import {exprDeclarations, loadExpressionChecker, outcomesOf} from './expressions.js'
-import {loadPipeline, stepDir, type KindCatalog, type LoadedPipeline} from './pipeline.js'
-import {didYouMean} from './suggest.js'
+import {outcomesOf} from './catalog.js'
+import {exprDeclarations, loadExpressionChecker} from './expressions.js'
+import type {KindCatalog} from './kind-contract.js'
+import type {LoadedPipeline} from './loaded.js'
+import {loadPipeline} from './pipeline.js'
+import {stepDir} from './positions.js'
+import {didYouMean} from '../util/suggest.js'
 import {findNode, locate, type YamlSource} from './yaml-source.js'
 import {scalarOffsetMapper} from '../expr/source-map.js'
 import {parseTemplate} from '../expr/template.js'
@@ -216,8 +220,7 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
   }
   const asserts = test.expect.assert ?? []
   if (asserts.length === 0) return out
-  await loadExpressionChecker(asserts)
-  const {ExprChecker} = await import('../expr/check.js')
+  const ExprChecker = await loadExpressionChecker(asserts)
   const checker = new ExprChecker(exprDeclarations(loaded.pipeline, (index) => stepDir(loaded, index), catalog))
   for (const [j, text] of asserts.entries()) {
     const segments: Segment[] = [...base, 'assert', j]

@@ -6,7 +6,9 @@
  * StepContext.render.
  */
 import {exprDeclarations} from '../config/expressions.js'
-import {stepDir, type KindCatalog, type LoadedPipeline} from '../config/pipeline.js'
+import type {KindCatalog} from '../config/kind-contract.js'
+import type {LoadedPipeline} from '../config/loaded.js'
+import {stepDir} from '../config/positions.js'
 import {PipeError, isPipeError} from '../errors.js'
 import type {AliasValue, BoundExpressions, ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
 import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'

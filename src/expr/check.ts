@@ -4,7 +4,7 @@
  * types, with cel-js's checker over CEL types derived from the same JSON Schemas.
  */
 import {Environment, ParseError, type ASTNode, type ParseResult} from '@marcbachmann/cel-js'
-import {closest} from '../config/suggest.js'
+import {closest} from '../util/suggest.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
 import {regexProblem} from './regex.js'
 import {DYN, closedFields, elementSchema, lookupField, mapValueSchema, resolve, schemaKind, schemaKinds, type SchemaRef} from './schema.js'

@@ -14,7 +14,7 @@
  * error (quote it), an integer input given 5.0 is accepted (YAML and JSON do not tell 5.0 from 5).
  * Precedence: command line over values file over default.
  */
-import {closest} from '../config/suggest.js'
+import {closest} from '../util/suggest.js'
 
 export type InputType = 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array'
 export type InputValue = string | number | boolean | {[key: string]: unknown} | unknown[]

@@ -16,9 +16,10 @@
  * refusal is why it stopped). A thrown error (the endpoint, E_MODEL after max_repairs invalid
  * final answers) is the step's `error`.
  */
-import {stepDir, type KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
+import {stepDir} from '../config/positions.js'
 import {loadOutputSchema} from '../config/output-schema.js'
-import {didYouMean} from '../config/suggest.js'
+import {didYouMean} from '../util/suggest.js'
 import {PipeError} from '../errors.js'
 import {needsConfirmation, preapproval, toolLevel, type ToolLevel} from '../policy/tools.js'
 import type {ChatMessage, ChatReply, ToolCall, ToolSpec} from '../providers/chat.js'

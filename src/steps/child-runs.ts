@@ -3,7 +3,8 @@
  * what a child run's status means for the step that started it.
  */
 import path from 'node:path'
-import {stepDir, type LoadedPipeline} from '../config/pipeline.js'
+import type {LoadedPipeline} from '../config/loaded.js'
+import {stepDir} from '../config/positions.js'
 import type {JsonSchema} from '../expr/index.js'
 import {list, nullable, obj, oneOf, str, int} from './output-schemas.js'
 import type {ChildResult, FailureOutcome} from './types.js'

@@ -1,6 +1,6 @@
 import {PipeError} from '../errors.js'
 import {obj, oneOf, str} from './output-schemas.js'
-import type {KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
 import type {StepHandler, StepOf} from './types.js'
 
 /** The steps a choice can go to, in order, without repeats: its outcomes are their ids. */

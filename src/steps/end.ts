@@ -1,5 +1,5 @@
 import {obj, oneOf, str} from './output-schemas.js'
-import type {KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
 import type {StepHandler} from './types.js'
 
 const STATUSES = ['succeeded', 'failed', 'blocked', 'cancelled'] as const

@@ -1,7 +1,7 @@
 import {PipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
 import {childFailure, childFile, childReason, childStopped, foreachOutputs} from './child-runs.js'
-import type {KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
 import type {ChildResult, StepHandler} from './types.js'
 
 interface ItemResult {

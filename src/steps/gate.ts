@@ -1,5 +1,5 @@
-import {didYouMean} from '../config/suggest.js'
-import type {KindFinding} from '../config/pipeline.js'
+import {didYouMean} from '../util/suggest.js'
+import type {KindFinding} from '../config/kind-contract.js'
 import {evaluateGates, gateSummary, type GateResult} from '../gates/evaluate.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'

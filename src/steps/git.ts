@@ -1,5 +1,5 @@
 import {PipeError} from '../errors.js'
-import type {KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
 import {checkpoint, rollback, type CheckpointResult, type RollbackResult} from '../vcs/git.js'
 import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'

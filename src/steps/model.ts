@@ -8,7 +8,7 @@
  * holds plain JSON values.
  */
 import {loadOutputSchema} from '../config/output-schema.js'
-import {stepDir} from '../config/pipeline.js'
+import {stepDir} from '../config/positions.js'
 import {PipeError} from '../errors.js'
 import {renderPrompt} from '../providers/prompt.js'
 import {emptyBody, missingKeyFields} from '../providers/spec-build.js'

@@ -1,6 +1,7 @@
 /** Before a run: which commands of a pipeline's steps the policy will deny (pipe validate --policy, pipe run --dry-run). */
 import type {Diagnostic} from '../config/diagnostics.js'
-import {diag, type LoadedPipeline} from '../config/pipeline.js'
+import type {LoadedPipeline} from '../config/loaded.js'
+import {diag} from '../config/positions.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {checkCommandShape, checkEnv} from '../policy/rules.js'
 import type {JsonValue} from '../expr/index.js'

@@ -1,5 +1,5 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
-import type {KindCatalog, KindInfo} from '../config/pipeline.js'
+import type {CatalogEntry, KindCatalog} from '../config/kind-contract.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {agent} from './agent.js'
 import {applyAnswers} from './apply-answers.js'
@@ -22,7 +22,7 @@ import {planTasks} from './plan-tasks.js'
 import {publish} from './publish.js'
 import {review} from './review.js'
 import {write} from './write.js'
-import {changesSpec, type StepHandler, type StepKind, type StepOf, type StepRegistry} from './types.js'
+import type {StepHandler, StepKind, StepRegistry} from './types.js'
 
 export const registry: StepRegistry = {
   ingest,
@@ -57,43 +57,18 @@ export function handlerNamed(kind: string): StepHandler<StepKind> | undefined {
   return Object.hasOwn(registry, kind) ? (registry[kind as StepKind] as StepHandler<StepKind>) : undefined
 }
 
-/** The metadata the pipeline loader checks against. */
+/** The kinds as the pipeline loader sees them: the registry's handlers, by kind. */
 export const kindCatalog: KindCatalog = catalogOf(registry)
 
-/** The loader's view of a registry (the engine builds one for an injected registry too). */
+/** The loader's view of a registry (the engine builds one for an injected registry too): each handler as it is, by its kind. */
 export function catalogOf(reg: StepRegistry): KindCatalog {
   return Object.fromEntries(
-    Object.values(reg).map((one) => {
+    Object.values(reg).map((one): [string, CatalogEntry] => {
       // The catalog is keyed by kind, so each handler only ever sees steps of its own kind.
       const handler = one as StepHandler<StepKind>
-      return [handler.kind, catalogEntry(handler)]
+      return [handler.kind, handler]
     }),
   )
-}
-
-function catalogEntry(handler: StepHandler<StepKind>): KindInfo {
-  const check = handler.check?.bind(handler)
-  const references = handler.references?.bind(handler)
-  const outputsSchema = handler.outputsSchema?.bind(handler)
-  const graph = handler.graph
-  const deferred = handler.deferred?.bind(handler)
-  const childPipelines = handler.childPipelines?.bind(handler)
-  const workingTree = handler.workingTree?.bind(handler)
-  return {
-    outcomes: (step: StepOf<StepKind>) => handler.outcomes(step),
-    ...(handler.promptVariables ? {promptVariables: handler.promptVariables} : {}),
-    ...(handler.failures ? {failures: Object.keys(handler.failures)} : {}),
-    ...(handler.stops ? {stops: handler.stops} : {}),
-    ...(outputsSchema ? {outputsSchema} : {}),
-    changesSpec: (step: StepOf<StepKind>) => changesSpec(handler, step),
-    needsSpec: handler.needsSpec === true,
-    ...(check ? {check} : {}),
-    ...(references ? {references} : {}),
-    ...(graph ? {graph} : {}),
-    ...(deferred ? {deferred} : {}),
-    ...(childPipelines ? {childPipelines} : {}),
-    ...(workingTree ? {workingTree} : {}),
-  }
 }
 
 /** The ledger keys any snapshot records as delivered, asked of the kind that wrote it (for audit verify). */

@@ -2,9 +2,10 @@
  * The one small interface every step kind implements. The engine knows no step by name: it calls
  * `run`, then records what the result says (outputs, a new spec version, evidence, a pause).
  */
-import type {GraphShape, KindFinding, LoadedPipeline, StepReference} from '../config/pipeline.js'
+import type {KindContract, StepKind, StepOf} from '../config/kind-contract.js'
+import type {LoadedPipeline} from '../config/loaded.js'
 import type {ErrorCode} from '../errors.js'
-import type {JsonSchemaLike, JsonValue} from '../expr/index.js'
+import type {JsonValue} from '../expr/index.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
 import type {CommandResult} from '../policy/exec.js'
@@ -16,18 +17,12 @@ import type {ConfirmAction} from './confirm-action.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 
-export type StepKind = Step['kind']
-export type StepOf<K extends StepKind> = Extract<Step, {kind: K}>
+// The kind contract's parts, for the kinds' modules (config/kind-contract.ts holds them).
+export type {ChildPipelineRef, DeferredFields, FailureOutcome, KindFinding, StepKind, StepOf, WorkingTreeRole} from '../config/kind-contract.js'
 
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
 
 /** Read-only view of what the run has done so far. */
-export interface WorkingTreeRole {
-  settles?: boolean
-  rollbackTo?: string
-  ends?: boolean
-}
-
 export interface RunHistory {
   readonly snapshots: readonly Snapshot[]
   /**
@@ -102,32 +97,6 @@ export interface StepState {
 
 /** One tool call of an agent step, as its snapshot records it (schemas/snapshot.schema.json tool_calls). */
 export type ToolCallRecord = NonNullable<Snapshot['tool_calls']>[number]
-
-/**
- * Fields the engine leaves as written because the kind evaluates them itself (StepContext.render):
- * lazily (a choice's whens, in order) or once per item of a list (a foreach's with:).
- */
-export interface DeferredFields {
-  fields: readonly string[]
-  /** Fields that belong to an inline child pipeline: never resolved nor checked in this pipeline's scope. */
-  foreign?: readonly string[]
-  /** Per item: the name each item has in `fields`' expressions... */
-  alias?: string
-  /** ...and the field holding the list expression. */
-  items?: string
-  /** What a field's one whole expression must give, checked at validate where it can be typed (a foreach's depends_on: a list). */
-  expect?: Readonly<Record<string, 'bool' | 'string' | 'list' | 'map' | 'int'>>
-}
-
-export interface ChildPipelineRef {
-  /** Where the file (or the inline steps) is named in the step. */
-  at: Array<string | number>
-  /** Absent: the step's own `steps:` (and `inputs:`) are an anonymous child pipeline. */
-  file?: string
-  /** The inputs given (`with:`), and where. */
-  with?: Readonly<Record<string, unknown>>
-  withAt?: Array<string | number>
-}
 
 /** One child run a step asks for; `index` tells a foreach's items apart (absent for a pipeline step). */
 export interface ChildRequest {
@@ -216,14 +185,6 @@ export interface StepAwait {
 
 export type StepResult = StepDone | StepAwait
 
-/** What a failure outcome means for the run when nothing routes it (or nothing later recovers it). */
-export interface FailureOutcome {
-  /** The error the run ends with (run.json `error.code`, the stderr line, the exit code). */
-  code: ErrorCode
-  /** The next action for a person, naming the run and the step. */
-  hint(where: {run_id: string; step: string}): string
-}
-
 /**
  * What `pipe export` writes from a kind's snapshots (seed 004's layout). Coding steps are grouped
  * into tasks and attempts: `attempt` says how a snapshot of the kind joins them.
@@ -270,24 +231,11 @@ export interface ReplayRole<K extends StepKind> {
   recompute(step: StepOf<K>, spec: CanonicalSpec, pipeline: Pipeline): unknown
 }
 
-export interface StepHandler<K extends StepKind> {
-  kind: K
-  /** One line for `pipe graph` and docs. */
-  summary: string
-  outcomes(step: StepOf<K>): readonly string[]
-  /**
-   * The outcomes that mean the step failed. Only an `on:` entry routes one (`next:` does not); an
-   * unrouted failure ends the run failed with this error, and so does a routed one that the run ends
-   * on without a later success of the same step (or a person's decision) recovering it.
-   */
-  failures?: Readonly<Record<string, FailureOutcome>>
-  /**
-   * Outcomes that stop the run by themselves, whatever the routes say: `awaiting_input` waits at the
-   * step again, `cancelled` ends the run (a review's hold and drop).
-   */
-  stops?: Readonly<Record<string, 'awaiting_input' | 'cancelled'>>
-  /** Whether a successful run of a step of this kind writes a new spec version (per step when it depends on the step's config). */
-  changesSpec: boolean | ((step: StepOf<K>) => boolean)
+/**
+ * A kind: its contract (config/kind-contract.ts: outcomes, routes, checks, what validate and the
+ * graph know of it) and what only a run needs. One object per kind, in its module.
+ */
+export interface StepHandler<K extends StepKind> extends KindContract<K> {
   /** Whether only a real model can run it: the offline rules provider fails it with E_CONFIG (a dry run warns). */
   needsModel?: boolean
   /**
@@ -296,41 +244,10 @@ export interface StepHandler<K extends StepKind> {
    * answered only by the store's reply cache and compares the result.
    */
   rerunsFromReplies?: boolean
-  /** Whether it needs a spec version to exist when it runs (validate checks one can). */
-  needsSpec?: boolean
   /** The argument vectors it will run, with their place in the step, for checks against a policy before a run. */
   commands?(step: StepOf<K>): Array<{argv: readonly string[]; at: Array<string | number>}>
   /** Whether running it twice does no harm, so it may be retried after a retryable error. */
   safeToRetry: boolean
-  /** For model steps: the variables its prompt file may use. */
-  promptVariables?: readonly string[]
-  /**
-   * The JSON Schema of what `steps.<id>.outputs` holds (the snapshot's outputs), which the
-   * expression checker resolves `${{ steps.<id>.outputs.… }}` against: an object that lists
-   * `properties` is closed (unknown fields are errors), a missing schema means "anything".
-   * `pipeline.dir` is where a step's own schema files (output_schema) resolve.
-   */
-  outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
-  /**
-   * Fields the engine leaves unresolved because the kind evaluates them itself: lazily (a choice's
-   * whens), or once per item of the list its `items` field gives, with the item bound to `alias` (a
-   * foreach's `with:`; validate checks them with the alias typed as the list's element). The engine
-   * knows no kind's field names: what it does not resolve is the common routing fields, these, and
-   * the fields `references` names.
-   */
-  deferred?(step: StepOf<K>): DeferredFields
-  /**
-   * The pipeline files a step runs as child runs, relative to the file that holds the step, with
-   * the inputs it gives them (`with:`): validate loads each, recursively, and checks the inputs.
-   */
-  childPipelines?(step: StepOf<K>): ChildPipelineRef[]
-  /**
-   * What a step does to the repository's working tree, for validate's rule that every error between
-   * a checkpoint and its rollback is routed: `settles` (it commits, checkpoints or rolls back, so
-   * the walk stops there), `rollbackTo` (the checkpoint step a rollback returns to), `ends` (it
-   * ends the run, so nothing is left to route).
-   */
-  workingTree?(step: StepOf<K>): WorkingTreeRole
   /**
    * Whether it waits for child runs (pipeline, foreach): the policy's step_timeout_ms does not
    * bound it (each child step has its own); only the step's own timeout_ms does.
@@ -340,17 +257,6 @@ export interface StepHandler<K extends StepKind> {
   waitsFor?: 'answers' | 'review' | 'confirm'
   /** Whether it reads the run's requirement (--input/--text); a run of such a pipeline needs one. */
   readsInput?: boolean
-  /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */
-  check?(step: StepOf<K>, pipeline: LoadedPipeline): KindFinding[]
-  /**
-   * Step ids the step names in its own fields, besides next, on and on_exhausted: routes (`route:
-   * true`, a choice's branches: edges of the graph) and plain names (a rollback's checkpoint). The one
-   * source for the graph, overlay re-pointing, validate's unknown-step rule and the fields the engine
-   * never resolves (config/step-links.ts).
-   */
-  references?(step: StepOf<K>): StepReference[]
-  /** How `pipe graph` draws it: a node shape, and lines under its id. */
-  graph?: {shape?: GraphShape; details?(step: StepOf<K>): string[]}
   /** What `pipe export` writes from its snapshots. */
   exportRole?: ExportRole
   /** The publish-ledger keys a snapshot of this kind records as delivered (audit verify checks each has its entry). */

@@ -7,7 +7,7 @@
 import {closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, writeSync} from 'node:fs'
 import path from 'node:path'
 import {stringify as yamlText} from 'yaml'
-import type {KindFinding} from '../config/pipeline.js'
+import type {KindFinding} from '../config/kind-contract.js'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {assertPath} from '../policy/rules.js'

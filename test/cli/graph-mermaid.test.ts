@@ -10,7 +10,7 @@ import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {parse as parseYaml} from 'yaml'
 import {renderGraph, type PathTaken} from '../../src/config/graph-render.js'
-import type {KindCatalog} from '../../src/config/pipeline.js'
+import type {KindCatalog} from '../../src/config/kind-contract.js'
 import type {Pipeline} from '../../src/types/pipeline.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 

@@ -1,7 +1,9 @@
 /** Builds an engine over a real store in a temporary directory, with pipelines from YAML text. */
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {loadPipeline, type KindCatalog, type LoadedPipeline} from '../../src/config/pipeline.js'
+import type {KindCatalog} from '../../src/config/kind-contract.js'
+import type {LoadedPipeline} from '../../src/config/loaded.js'
+import {loadPipeline} from '../../src/config/pipeline.js'
 import {Engine, type EngineDeps, type RunOutcome} from '../../src/engine/engine.js'
 import {defaultPolicy} from '../../src/policy/policy.js'
 import {OfflineProvider} from '../../src/providers/offline/provider.js'

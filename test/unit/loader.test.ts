@@ -205,7 +205,7 @@ describe('pipeline loader: graph rules', () => {
 describe('pipeline loader: spec-before-use', () => {
   it('walks the paths for a spec once per load, for its error and its warning alike', async () => {
     const {specReach} = await import('../../src/config/graph.js')
-    const {writesSpec} = await import('../../src/config/pipeline.js')
+    const {writesSpec} = await import('../../src/config/catalog.js')
     let asked = 0
     const counting: typeof kindCatalog = Object.fromEntries(
       Object.entries(kindCatalog).map(([kind, info]) => [kind, {...info, changesSpec: (step: Step) => (asked++, writesSpec(kindCatalog, step))}]),

@@ -5,7 +5,9 @@
 import {expect} from 'chai'
 import {readdirSync} from 'node:fs'
 import path from 'node:path'
-import {loadPipeline, pipelineWarnings, type LoadedPipeline} from '../../src/config/pipeline.js'
+import type {LoadedPipeline} from '../../src/config/loaded.js'
+import {loadPipeline} from '../../src/config/pipeline.js'
+import {pipelineWarnings} from '../../src/config/rules/index.js'
 import {kindCatalog} from '../../src/steps/registry.js'
 import type {Step} from '../../src/types/pipeline.js'
 import {repoRoot} from '../helpers/cli.js'
@@ -36,7 +38,7 @@ function unrouted(step: Step, withError: boolean): string[] {
   return outcomes.filter((outcome) => {
     if (info.stops?.[outcome] !== undefined) return false
     if (step.on?.[outcome] !== undefined) return false
-    const failure = outcome === 'error' || (info.failures ?? []).includes(outcome)
+    const failure = outcome === 'error' || Object.hasOwn(info.failures ?? {}, outcome)
     return failure || step.next === undefined
   })
 }

@@ -1,7 +1,9 @@
 /** pipe run --dry-run: what a run would use and do, with every input checked; nothing is written. */
 import path from 'node:path'
 import type {Diagnostic} from '../../config/diagnostics.js'
-import {diag, pipelineWarnings, type LoadedPipeline} from '../../config/pipeline.js'
+import type {LoadedPipeline} from '../../config/loaded.js'
+import {diag} from '../../config/positions.js'
+import {pipelineWarnings} from '../../config/rules/index.js'
 import {kindCatalog} from '../../steps/registry.js'
 import {changesSpec, type StepHandler, type StepKind, type StepRegistry} from '../../steps/types.js'
 import type {RunRecord} from '../../types/run.js'

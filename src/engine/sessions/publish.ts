@@ -30,7 +30,7 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
   const targets = publishTargets(pipeline.pipeline.steps)
   const chosen = options.target ? targets.filter((t) => t.name === options.target) : targets
   if (chosen.length === 0) {
-    const {didYouMean} = await import('../../config/suggest.js')
+    const {didYouMean} = await import('../../util/suggest.js')
     throw new PipeError('E_INVALID_ARGS', options.target ? `the pipeline has no publish target "${options.target}"${didYouMean(options.target, targets.map((t) => t.name))}` : 'the pipeline has no publish targets', {
       hint: targets.length ? `Its targets: ${targets.map((t) => t.name).join(', ')}.` : 'Add a publish step with targets to the pipeline.',
     })

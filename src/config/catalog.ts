@@ -1,0 +1,21 @@
+/** What the loader derives from the kind contract for one step (the catalog is keyed by kind). */
+import type {Step} from '../types/pipeline.js'
+import type {KindCatalog} from './kind-contract.js'
+
+/** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
+export function writesSpec(catalog: KindCatalog, step: Step): boolean {
+  const changes = catalog[step.kind]?.changesSpec
+  return typeof changes === 'function' ? changes(step) : changes === true
+}
+
+/** Outcomes `steps.<id>.outcome` can hold: the kind's, error (a routed failure) and skipped (a false when:). */
+export function outcomesOf(step: Step, catalog: KindCatalog): string[] {
+  const info = catalog[step.kind]
+  const own = info ? [...info.outcomes(step)] : []
+  return [...new Set([...own, 'error', ...(step.when !== undefined ? ['skipped'] : [])])]
+}
+
+/** The outcomes of a step's kind that mean it failed (an on: entry routes them, next: does not). */
+export function failureOutcomes(catalog: KindCatalog, step: Step): string[] {
+  return Object.keys(catalog[step.kind]?.failures ?? {})
+}
