@@ -15,9 +15,9 @@ import type {Provider, Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
 import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
-import {Ledger} from '../store/ledger.js'
+import type {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -63,7 +63,7 @@ export type ProgressEvent = (
 }
 
 export interface EngineDeps {
-  store: Store
+  store: RunStore
   /** Creates the model provider on first use, so runs without model steps never load one. */
   provider: () => Promise<Provider>
   /** What answered each model request a step made (live, a cassette, the reply cache), taken into its snapshot. */
@@ -298,7 +298,7 @@ export class Engine {
   private readonly ended = new Map<string, {record: RunRecord; last: Snapshot | undefined}>()
 
   constructor(private readonly deps: EngineDeps) {
-    this.ledger = new Ledger(deps.store)
+    this.ledger = deps.store.ledger()
     this.registry = deps.registry ?? defaultRegistry
     this.now = deps.now ?? (() => new Date())
     this.sleep = deps.sleep ?? sleep
@@ -440,7 +440,7 @@ export class Engine {
     const state = seq === null ? undefined : await store.readStepState(runId, stepId, seq)
     const now = state === undefined ? null : handler.pendingAction(state, {policy: options.policy, cwd: options.cwd})
     if (now && actionHash(now) === action.sha256) return
-    const file = seq === null ? `${store.runDir(runId)}/state` : store.stepStateFile(runId, stepId, seq)
+    const file = store.stepStateLocation(runId, stepId, seq)
     const would = now ? `${now.tool} ${now.argv ? now.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(now.arguments)} (${now.call_id})` : 'no call'
     throw new PipeError('E_INTEGRITY', `step ${stepId} of run ${runId} would run ${would}, not the call the person was shown: ${shown}; its saved state ${file} was changed after the pause`, {hint})
   }
@@ -1177,7 +1177,7 @@ export class Engine {
         extensions: {},
       },
     }
-    return {version: 1, run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
+    return {run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
   }
 }
 

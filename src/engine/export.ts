@@ -18,7 +18,7 @@ import type {ExportRole} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {loadPolicyFile} from '../config/policy.js'
 import {childrenOf} from '../store/queries.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import {faultPoint} from '../util/faults.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
 
@@ -88,16 +88,16 @@ export function attempts(snapshots: Snapshot[]): Attempt[] {
  * and of its child runs: it rewrites that run's files (each atomically) from the records, so after a
  * crash the next write, or the resume, makes them consistent again.
  */
-export async function writeLiveArtifacts(store: Store, runId: string): Promise<void> {
+export async function writeLiveArtifacts(store: RunStore, runId: string): Promise<void> {
   const record = await store.readRun(runId)
   await exportRun(store, runId, liveArtifactsDir(store), record.parent === undefined, false)
 }
 
-export function liveArtifactsDir(store: Store): string {
+export function liveArtifactsDir(store: RunStore): string {
   return path.join(store.root, 'artifacts')
 }
 
-export async function exportRun(store: Store, runId: string, dir: string, top = true, recurse = true): Promise<{dir: string; files: string[]}> {
+export async function exportRun(store: RunStore, runId: string, dir: string, top = true, recurse = true): Promise<{dir: string; files: string[]}> {
   const record = await store.readRun(runId)
   const snapshots = await store.readSnapshots(runId)
   const events = await store.readEvents(runId)

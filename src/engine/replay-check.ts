@@ -10,7 +10,7 @@ import {describeDifference, normaliseRequest, requestKey} from '../providers/cas
 import type {ChatReply, ChatRequest, ChatTransport} from '../providers/chat.js'
 import {handlerNamed, kindCatalog} from '../steps/registry.js'
 import {ReplyCache} from '../store/replies.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {canonicalJson} from '../util/hash.js'
@@ -27,7 +27,7 @@ export interface GateCheck {
   error?: string
 }
 
-export async function checkGates(store: Store, runId: string, pipeline: LoadedPipeline): Promise<GateCheck[]> {
+export async function checkGates(store: RunStore, runId: string, pipeline: LoadedPipeline): Promise<GateCheck[]> {
   const out: GateCheck[] = []
   for (const snapshot of await store.readSnapshots(runId)) {
     const role = handlerNamed(snapshot.step.kind)?.replay
@@ -75,7 +75,7 @@ export interface ModelCheck {
  * a request whose hash is not one the snapshot recorded is a difference (shown as a diff against
  * the nearest recorded one), and so is an output that differs from the recorded output.
  */
-export async function checkModels(store: Store, record: RunRecord, pipeline: LoadedPipeline): Promise<ModelCheck[]> {
+export async function checkModels(store: RunStore, record: RunRecord, pipeline: LoadedPipeline): Promise<ModelCheck[]> {
   const snapshots = await store.readSnapshots(record.run_id)
   const cache = new ReplyCache(store.root)
   const out: ModelCheck[] = []

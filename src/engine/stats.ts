@@ -5,7 +5,7 @@
  * `metrics`, and tasks and attempts are grouped as `pipe export` groups them.
  */
 import {isPipeError} from '../errors.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {handlerNamed} from '../steps/registry.js'
@@ -162,7 +162,7 @@ function tallySnapshots(snapshots: Snapshot[]): Tally {
 }
 
 /** `since` is an ISO date or date-time; runs created before it are left out. */
-export async function collectStats(store: Store, filter: {pipeline?: string; since?: string}): Promise<StatsReport> {
+export async function collectStats(store: RunStore, filter: {pipeline?: string; since?: string}): Promise<StatsReport> {
   const records: RunRecord[] = []
   for (const id of await store.listRunIds()) {
     try {

@@ -19,7 +19,7 @@ import {acquireLock} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
 import {sealRecord} from './integrity.js'
 import {isObject, notAnObject} from './shapes.js'
-import type {Store} from './store.js'
+import type {LedgerRecords} from './types.js'
 import {appendChained, linesFromEnd} from './trail.js'
 
 /** Log lines read past a list's limit: entries whose order in the log and in time differ (see listFromTail). */
@@ -40,13 +40,13 @@ async function nextLine(lines: AsyncGenerator<string>): Promise<string | undefin
   return next.done ? undefined : next.value
 }
 
-export class Ledger {
+export class FileLedger implements LedgerRecords {
   readonly dir: string
   /** The store the ledger belongs to: publications are named per store. */
   readonly storeRoot: string
   readonly logFile: string
 
-  constructor(store: Store) {
+  constructor(store: {root: string; auditDir: string}) {
     this.storeRoot = store.root
     this.dir = path.join(store.root, 'ledger')
     this.logFile = path.join(store.auditDir, 'ledger.jsonl')
@@ -195,3 +195,7 @@ export class Ledger {
     return (await readdir(this.dir).catch(() => [] as string[])).filter((n) => n.endsWith('.json'))
   }
 }
+
+/** The ledger: the file store's (a value, `new Ledger(store)`), and the interface any store's keeps (a type). */
+export const Ledger = FileLedger
+export type Ledger = LedgerRecords

@@ -5,7 +5,7 @@ import {isObject} from './shapes.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import type {Store} from './store.js'
+import type {RunStore} from './types.js'
 
 export interface RunSummary {
   run_id: string
@@ -25,13 +25,13 @@ export interface RunSummary {
 }
 
 /** A run recorded as running whose owning process is gone was interrupted (a crash, a kill -9). */
-export async function effectiveStatus(store: Store, record: RunRecord): Promise<RunStatus> {
+export async function effectiveStatus(store: RunStore, record: RunRecord): Promise<RunStatus> {
   if (record.status !== 'running') return record.status
   const owner = await store.runOwner(record.run_id)
   return owner?.alive ? 'running' : 'interrupted'
 }
 
-export async function summarizeRun(store: Store, record: RunRecord): Promise<RunSummary> {
+export async function summarizeRun(store: RunStore, record: RunRecord): Promise<RunSummary> {
   const status = await effectiveStatus(store, record)
   return {
     run_id: record.run_id,
@@ -59,7 +59,7 @@ export interface RunFilter {
  * Newest first. Without `all`, the filters and the limit apply to top-level runs, each with its
  * child runs (and theirs) nested under `children`; with `all`, every run is a row of its own.
  */
-export async function listRuns(store: Store, filter: RunFilter): Promise<RunSummary[]> {
+export async function listRuns(store: RunStore, filter: RunFilter): Promise<RunSummary[]> {
   const records: RunRecord[] = []
   let parents = 0
   for (const id of await store.listRunIds()) {
@@ -94,7 +94,7 @@ export async function listRuns(store: Store, filter: RunFilter): Promise<RunSumm
 }
 
 /** Summarises a run with its child runs (and theirs) nested under `children`, from records read once. */
-function nester(store: Store, records: readonly RunRecord[]): (record: RunRecord) => Promise<RunSummary> {
+function nester(store: RunStore, records: readonly RunRecord[]): (record: RunRecord) => Promise<RunSummary> {
   const byParent = new Map<string, RunRecord[]>()
   for (const r of records) if (r.parent) byParent.set(r.parent.run_id, [...(byParent.get(r.parent.run_id) ?? []), r])
   const nest = async (record: RunRecord): Promise<RunSummary> => {
@@ -106,7 +106,7 @@ function nester(store: Store, records: readonly RunRecord[]): (record: RunRecord
 }
 
 /** The child runs of a run, each with its own children nested (pipe runs show). */
-export async function childTree(store: Store, runId: string): Promise<RunSummary[]> {
+export async function childTree(store: RunStore, runId: string): Promise<RunSummary[]> {
   const records: RunRecord[] = []
   for (const id of await store.listRunIds()) {
     const record = await store.readRun(id).catch(() => null)
@@ -121,7 +121,7 @@ function childOrder(a: RunRecord, b: RunRecord): number {
 }
 
 /** The child runs a run started (pipeline and foreach steps), in step and item order. */
-export async function childrenOf(store: Store, runId: string): Promise<RunRecord[]> {
+export async function childrenOf(store: RunStore, runId: string): Promise<RunRecord[]> {
   const out: RunRecord[] = []
   for (const id of await store.listRunIds()) {
     const record = await store.readRun(id).catch(() => null)
@@ -143,7 +143,7 @@ export interface SpecSummary {
   problem?: string
 }
 
-export async function listSpecs(store: Store, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
+export async function listSpecs(store: RunStore & {specFile(version: string): string}, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
   const out: SpecSummary[] = []
   for await (const version of store.newestSpecVersions()) {
     if (filter.limit !== undefined && out.length >= filter.limit) break
@@ -191,7 +191,7 @@ export interface ClarifyRound {
  * The clarify rounds of a run, oldest first, each question with its answer as the spec recorded it.
  * `questionsOf` reads the questions a snapshot asked (the asking kind owns that output).
  */
-export async function clarifyRounds(store: Store, runId: string, questionsOf: (snapshot: Snapshot) => ReadonlyArray<{id: string; field?: string; question: string}> | undefined): Promise<ClarifyRound[]> {
+export async function clarifyRounds(store: RunStore, runId: string, questionsOf: (snapshot: Snapshot) => ReadonlyArray<{id: string; field?: string; question: string}> | undefined): Promise<ClarifyRound[]> {
   const record = await store.readRun(runId)
   const snapshots = await store.readSnapshots(runId)
   const spec = record.spec_version ? await store.readSpec(record.spec_version).catch(() => null) : null

@@ -1,0 +1,82 @@
+/**
+ * How pipe audit verify reads the store's files: synchronously, without blocking on a FIFO put in a
+ * record's place, into one buffer (see audit.ts).
+ */
+import {closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync} from 'node:fs'
+import {check} from '../schema/registry.js'
+import type {AuditFinding} from './types.js'
+
+export type Parsed<T> = {ok: true; value: T; bytes: Buffer} | {ok: false; message: string}
+
+/** One buffer for every read: records are small, and readFileSync's fstat and allocation per file add up over a store. */
+const scratch = Buffer.allocUnsafe(1 << 16)
+
+/**
+ * Opens `file` without blocking (a FIFO put in a record's place must not hang the audit) and gives
+ * `read` its descriptor; a missing or unreadable file is a message, not an exception.
+ */
+function readWith(file: string, read: (fd: number) => Buffer | string): Buffer | string {
+  let fd: number
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file is missing' : `cannot read (${String(error)})`
+  }
+  try {
+    return read(fd)
+  } catch (error) {
+    return `cannot read (${String(error)})`
+  } finally {
+    closeSync(fd)
+  }
+}
+
+export function readBytes(file: string): Buffer | string {
+  return readWith(file, (fd) => {
+    const n = readSync(fd, scratch, 0, scratch.length, 0)
+    if (n < scratch.length) return Buffer.from(scratch.subarray(0, n))
+    // (A device in a record's place would never end.)
+    return fstatSync(fd).isFile() ? readFileSync(fd) : 'cannot read (not a regular file)'
+  })
+}
+
+/** The end of a file, enough to hold its last line (or all of it, when the line is longer). */
+export function readTail(file: string): Buffer | string {
+  return readWith(file, (fd) => {
+    const stats = fstatSync(fd)
+    if (!stats.isFile()) return 'cannot read (not a regular file)'
+    const {size} = stats
+    const take = Math.min(size, scratch.length)
+    const n = readSync(fd, scratch, 0, take, size - take)
+    const tail = scratch.subarray(0, n)
+    // A complete last line has a newline before it within the tail (or the tail is the whole file).
+    if (take === size || tail.lastIndexOf(0x0a, n - 2) >= 0) return Buffer.from(tail)
+    return readFileSync(fd)
+  })
+}
+
+export function parseBytes<T>(bytes: Buffer | string): Parsed<T> {
+  if (typeof bytes === 'string') return {ok: false, message: bytes}
+  try {
+    return {ok: true, value: JSON.parse(bytes.toString('utf8')) as T, bytes}
+  } catch (error) {
+    return {ok: false, message: `not valid JSON (${(error as Error).message})`}
+  }
+}
+
+export function parseFile<T>(file: string): Parsed<T> {
+  return parseBytes<T>(readBytes(file))
+}
+
+export function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+  } catch {
+    return []
+  }
+}
+
+export function schemaFindings(schema: 'run' | 'snapshot' | 'spec' | 'evidence' | 'ledger', value: unknown, record: string, file: string): AuditFinding[] {
+  const result = check(schema, value)
+  return result.errors.map((e) => ({record, file, field: e.instancePath.slice(1).replace(/\//g, '.') || '(record)', message: `does not match the ${schema} schema: ${e.message ?? e.keyword}`}))
+}

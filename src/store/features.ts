@@ -1,0 +1,33 @@
+/** Feature registrations (features/F-YYYY-NNN.json): created once, never rewritten; the run index binds each file's hash. */
+import {createFileExclusive} from '../util/fs.js'
+import {readFile} from '../util/fs-async.js'
+import type {FileLayout} from './files.js'
+import {allocateId} from './ids.js'
+import {fileHash, sealRecord} from './integrity.js'
+
+export async function createFeature(layout: FileLayout, now: Date, title: string): Promise<string> {
+  return allocateId(layout.idsDir, 'F', String(now.getUTCFullYear()), (id) =>
+    createFileExclusive(layout.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`),
+  )
+}
+
+export async function ensureFeature(layout: FileLayout, id: string, now: Date): Promise<void> {
+  await createFileExclusive(layout.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`)
+}
+
+/** The hash of a feature's file as the run index binds it, null when it has none; read once per store (files are never rewritten). */
+export class FeatureHashes {
+  private readonly known = new Map<string, string>()
+
+  constructor(private readonly layout: FileLayout) {}
+
+  async of(featureId: string): Promise<string | null> {
+    const known = this.known.get(featureId)
+    if (known) return known
+    const bytes = await readFile(this.layout.featureFile(featureId)).catch(() => null)
+    if (!bytes) return null
+    const hash = fileHash(bytes)
+    this.known.set(featureId, hash)
+    return hash
+  }
+}

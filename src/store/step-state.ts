@@ -1,0 +1,42 @@
+/**
+ * The working state of a step that pauses or may be interrupted mid-way (an agent's conversation),
+ * one file per step run (step id and seq), so that a resume continues where it stood. It decides
+ * what a resumed step does (which call a confirmation runs), so it is sealed like every record
+ * (keyed with PIPE_AUDIT_KEY), and a file whose seal does not hold is never acted on.
+ */
+import path from 'node:path'
+import {PipeError} from '../errors.js'
+import {writeFileAtomic} from '../util/fs.js'
+import {mkdir, readdir} from '../util/fs-async.js'
+import {readOwnJson, type FileLayout} from './files.js'
+import {checkRecord, sealMessage, sealRecord} from './integrity.js'
+
+/** What is wrong with a step state file as parsed (`{state, seal}`), or null when its seal holds. */
+function stepStateProblem(parsed: unknown): string | null {
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !('state' in parsed)) return 'is not a pipe step state record'
+  if (!('seal' in parsed)) return 'is not sealed'
+  const sealed = checkRecord(parsed)
+  return sealed === 'ok' ? null : `fails its seal: ${sealMessage(sealed)}`
+}
+
+export async function readStepState(layout: FileLayout, runId: string, step: string, seq: number): Promise<unknown> {
+  const file = layout.stepStateFile(runId, step, seq)
+  const parsed = await readOwnJson(file, `the state of step ${step} (seq ${seq}) of ${runId}`)
+  if (parsed === undefined) return undefined
+  const problem = stepStateProblem(parsed)
+  if (problem) throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used: ${file}. pipe audit verify ${runId} names what else changed.`})
+  return (parsed as {state: unknown}).state
+}
+
+export async function writeStepState(layout: FileLayout, runId: string, step: string, seq: number, state: unknown): Promise<void> {
+  const file = layout.stepStateFile(runId, step, seq)
+  await mkdir(path.dirname(file), {recursive: true})
+  await writeFileAtomic(file, `${JSON.stringify(sealRecord({state}))}\n`)
+}
+
+/** The seq of the latest state file of `step` (the attempt a pause of that step waits in), or null. */
+export async function latestStepStateSeq(layout: FileLayout, runId: string, step: string): Promise<number | null> {
+  const names = await readdir(path.join(layout.runDir(runId), 'state')).catch(() => [] as string[])
+  const seqs = names.map((n) => (n.endsWith(`-${step}.json`) ? Number(n.slice(0, 6)) : NaN)).filter((n) => Number.isInteger(n))
+  return seqs.length > 0 ? Math.max(...seqs) : null
+}
