@@ -1,22 +1,19 @@
 #!/usr/bin/env node
-// Bundles the built CLI with esbuild, after tsc, in three builds:
-// - every command, the help class, the hooks and the bin's entries become entry points of one ESM
-//   build with code splitting, written over tsc's files of the same names (dist/commands/**,
-//   dist/cli/{main,help,not-found,help-json}.js). Code they share, @oclif/core and the other
-//   dependencies included, goes to dist/chunks/. oclif still discovers the commands by pattern from
-//   dist/commands through oclif.manifest.json, and loads only the one it runs; modules imported with
-//   import() stay separate chunks, loaded when used. Node loads a few large files instead of ~370
-//   small ones, which is most of pipe's start-up. The heavy packages a run imports only when a step
-//   needs them (VENDORED) get entries of their own, dist/vendor/NAME.js;
-// - `pipe run`'s fast path (src/cli/fast-run.ts) becomes one CommonJS-style file, dist/cli/fast-run.cjs,
-//   that bin/run.js loads through a V8 code cache (src/util/code-cache.ts): compiling the ~0.8 MB a
-//   run loads was a third of its CPU, and V8 caches a script, not an ES module. The vendored packages
-//   stay outside it: it imports the same dist/vendor/ files as the ESM build, when a step needs them;
-// - src/util/code-cache.ts, which bin/run.js (CommonJS) requires to load that file, becomes one
-//   CommonJS file, dist/util/code-cache.cjs, requiring only Node's modules.
-// The rest of dist/ (tsc's output) is what the benchmark's populate script and nothing else imports.
+// The build's output, made by esbuild from src/ (tsc only type-checks: npm run typecheck):
+// - the CLI, oclif included, as one script, dist/cli/main.cjs (src/cli/main.ts): every command, the
+//   help class and the hooks, which oclif finds as its exports (package.json, "oclif"). bin/run.js
+//   loads it through src/cli/boot.ts, which compiles it through the V8 code cache the build made
+//   (src/util/code-cache.ts; V8 caches a script, not an ES module). Its wrapper is Node's CommonJS
+//   wrapper with one more parameter, __pipeImport: a script compiled by vm has no import() of its
+//   own without an experimental Node API, so boot.ts passes one that resolves the bundle's
+//   specifiers as an import() in dist/cli/ would. import.meta.url, which the bundled files use to
+//   find their data, is the bundle's own URL;
+// - dist/cli/boot.cjs (src/cli/boot.ts), which bin/run.js requires;
+// - ES modules: the heavy packages a run imports only when a step needs them (VENDORED), as
+//   dist/vendor/NAME.js, and the modules the build's and the benchmark's scripts import
+//   (SCRIPT_ENTRIES), with their shared code in dist/chunks/.
 // bin/dev.js runs src/ through tsx.
-import {readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {existsSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {isBuiltin} from 'node:module'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
@@ -24,49 +21,16 @@ import {build} from 'esbuild'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const src = path.join(root, 'src')
-
-function files(dir) {
-  return readdirSync(dir, {withFileTypes: true}).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []))
-}
-
-// oclif sorts the command list with localeCompare on every start: ICU's collation data then costs
-// each command ~6 ms and ~3 MiB, and the order follows the user's locale. Command ids are ASCII, so
-// code-unit order is the same order on every machine. A changed oclif fails the build here rather
-// than silently keeping the old cost.
-const codeUnitSort = {
-  name: 'oclif-code-unit-sort',
-  setup(b) {
-    b.onLoad({filter: /@oclif[\\/]core[\\/]lib[\\/]config[\\/]plugin\.js$/}, (args) => {
-      const source = readFileSync(args.path, 'utf8')
-      const sort = '.sort((a, b) => a.id.localeCompare(b.id))'
-      if (!source.includes(sort)) throw new Error(`bundle: ${args.path} no longer sorts commands with "${sort}"; update scripts/bundle.mjs`)
-      return {contents: source.replace(sort, '.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))'), loader: 'js'}
-    })
-  },
-}
-
-// oclif finds its core plugins ("plugins" in package.json) by matching every dependency's name
-// against each entry with minimatch, which compiles the entry anew for each name: ~1.5 ms of every
-// command for one plain name. An entry without glob characters (extglobs such as @(a|b) need a
-// parenthesis, negation a !, a comment a #) matches only itself, so it is compared as a string; a
-// pattern still goes to minimatch.
-const literalPluginMatch = {
-  name: 'oclif-literal-plugin-match',
-  setup(b) {
-    b.onLoad({filter: /@oclif[\\/]core[\\/]lib[\\/]config[\\/]plugin-loader\.js$/}, (args) => {
-      const source = readFileSync(args.path, 'utf8')
-      const match = '(0, minimatch_1.minimatch)(p, w)'
-      if (!source.includes(match)) throw new Error(`bundle: ${args.path} no longer matches plugins with "${match}"; update scripts/bundle.mjs`)
-      return {contents: source.replace(match, '(/[*?[\\]{}()!\\\\#]/.test(w) ? (0, minimatch_1.minimatch)(p, w) : p === w)'), loader: 'js'}
-    })
-  },
-}
+const dist = path.join(root, 'dist')
 
 /**
  * Packages a run imports with import() only when a step needs them (the model client, the process
  * runner, git, diffs, RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
  */
 const VENDORED = {openai: ['default'], execa: [], 'simple-git': [], diff: [], re2js: []}
+/** Modules the build (scripts/build-validators.mjs) and the benchmark (bench/) import from dist/. */
+const SCRIPT_ENTRIES = ['schema/options', 'util/fs', 'engine/sessions/start'].filter((name) => existsSync(path.join(src, `${name}.ts`)))
+
 const vendorEntries = {
   name: 'pipe-vendor-entries',
   setup(b) {
@@ -79,16 +43,12 @@ const vendorEntries = {
   },
 }
 
-const dist = path.join(root, 'dist')
-rmSync(path.join(dist, 'chunks'), {recursive: true, force: true})
-rmSync(path.join(dist, 'vendor'), {recursive: true, force: true})
-const sources = [...files(path.join(src, 'commands')), ...['main', 'help', 'not-found', 'help-json'].map((n) => path.join(src, 'cli', `${n}.ts`))]
-const entryPoints = [
-  ...sources.map((file) => ({in: file, out: path.relative(src, file).replace(/\.ts$/, '')})),
-  ...Object.keys(VENDORED).map((name) => ({in: `pipe-vendor:${name}`, out: `vendor/${name}`})),
-]
-const result = await build({
-  entryPoints,
+rmSync(dist, {recursive: true, force: true})
+const esm = await build({
+  entryPoints: [
+    ...SCRIPT_ENTRIES.map((name) => ({in: path.join(src, `${name}.ts`), out: name})),
+    ...Object.keys(VENDORED).map((name) => ({in: `pipe-vendor:${name}`, out: `vendor/${name}`})),
+  ],
   outdir: dist,
   bundle: true,
   splitting: true,
@@ -98,30 +58,46 @@ const result = await build({
   chunkNames: 'chunks/[name]-[hash]',
   // oclif reads typescript only to map a development checkout's paths; never in the built CLI.
   external: ['typescript'],
-  // CommonJS dependencies (oclif, ajv's standalone validators) call require().
+  // CommonJS dependencies (ajv's standalone validators) call require().
   banner: {js: "import {createRequire as __pipeCreateRequire} from 'node:module'; const require = __pipeCreateRequire(import.meta.url);"},
-  plugins: [codeUnitSort, literalPluginMatch, vendorEntries],
+  plugins: [vendorEntries],
   metafile: true,
   logLevel: 'warning',
   legalComments: 'none',
 })
 
-// The fast path's run bundle. Its wrapper is Node's CommonJS wrapper with one more parameter,
-// __pipeImport: a script compiled by vm has no import() of its own without an experimental Node API
-// (it warns on stderr at its first use), so bin/run.js passes one that resolves the bundle's
-// specifiers as an import() in dist/cli/ would. import.meta.url, which the bundled files use to find
-// their data, is the bundle's own URL. The vendored packages are imported from dist/vendor/.
+// The vendored packages stay outside the CLI's script: it imports the dist/vendor/ files when a step needs them.
 const vendorExternal = {
   name: 'pipe-vendor-external',
   setup(b) {
     const names = Object.keys(VENDORED).map((n) => n.replace(/[-/]/g, '\\$&')).join('|')
-    b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => ({path: `../vendor/${args.path}.js`, external: true}))
+    // Only import(): a module that imports one statically (or requires it) has it bundled.
+    b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => (args.kind === 'dynamic-import' ? {path: `../vendor/${args.path}.js`, external: true} : undefined))
   },
 }
-const runBundle = path.join(dist, 'cli', 'fast-run.cjs')
-const run = await build({
-  entryPoints: [path.join(src, 'cli', 'fast-run.ts')],
-  outfile: runBundle,
+// oclif reads a command's class from the COMMANDS map (src/cli/commands.ts) only when it runs that
+// command; its id, flags and help come from the manifest. In the bundle, each entry of the map is a
+// getter that require()s its module: esbuild then initialises a command's modules when the command
+// is first read, not every command's at start-up. The map is read from commands.ts itself, so the
+// two cannot disagree; a line this does not recognise fails the build.
+const lazyCommands = {
+  name: 'pipe-lazy-commands',
+  setup(b) {
+    b.onLoad({filter: /[\\/]src[\\/]cli[\\/]commands\.ts$/}, (args) => {
+      const source = readFileSync(args.path, 'utf8')
+      const imports = new Map([...source.matchAll(/^import (\w+) from '(\.\.\/commands\/[\w/-]+\.js)'$/gm)].map((m) => [m[1], m[2]]))
+      const body = /export const COMMANDS[^{]*\{\n([^}]*)\n\}/.exec(source)?.[1]
+      const entries = (body ?? '').split('\n').map((line) => /^\s+'?([\w:-]+)'?: (\w+),$/.exec(line))
+      if (!body || entries.some((e) => !e || !imports.has(e[2])) || entries.length !== imports.size) throw new Error(`bundle: ${args.path} is not the plain map of imports this build reads; update scripts/bundle.mjs`)
+      const getters = entries.map((e) => `  get ${JSON.stringify(e[1])}() { return require(${JSON.stringify(imports.get(e[2]))}).default },`)
+      return {contents: `export const COMMANDS = {\n${getters.join('\n')}\n}\n`, loader: 'js', resolveDir: path.dirname(args.path)}
+    })
+  },
+}
+const cliBundle = path.join(dist, 'cli', 'main.cjs')
+const cli = await build({
+  entryPoints: [path.join(src, 'cli', 'main.ts')],
+  outfile: cliBundle,
   bundle: true,
   format: 'cjs',
   platform: 'node',
@@ -130,33 +106,33 @@ const run = await build({
   define: {'import.meta.url': '__pipeImportMetaUrl'},
   banner: {js: "(function (exports, require, module, __filename, __dirname, __pipeImport) {const __pipeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;"},
   footer: {js: '\n})'},
-  // Whitespace only: names stay readable in a stack trace, and the file is a sixth smaller to read and hash.
-  // Lines stay short: Node prints the whole source line of the frame that threw an uncaught error,
-  // and a minified line of the bundle runs to ~200 KB.
+  // Whitespace only: names stay readable in a stack trace, and the file is smaller to read. Lines
+  // stay short: Node prints the whole source line of the frame that threw an uncaught error.
   minifyWhitespace: true,
   lineLimit: 160,
-  plugins: [vendorExternal],
+  plugins: [vendorExternal, lazyCommands],
   metafile: true,
   logLevel: 'warning',
   legalComments: 'none',
 })
 {
-  // Every import() left in the bundle becomes a call of __pipeImport. Each must be a vendored file or
-  // a Node module, and a static import of a vendored (ES module) package cannot be a require().
-  const imports = Object.values(run.metafile.outputs)[0].imports.filter((i) => i.external)
-  const wrong = imports.filter((i) => !(isBuiltin(i.path) || Object.keys(VENDORED).some((n) => i.path === `../vendor/${n}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
-  const dynamic = imports.filter((i) => i.kind === 'dynamic-import').length
-  const code = readFileSync(runBundle, 'utf8')
-  const calls = code.split('import("').length - 1
-  if (wrong.length > 0 || calls !== dynamic) {
-    console.error(`bundle: the run bundle's imports are not what bin/run.js can load (${wrong.map((i) => `${i.kind} ${i.path}`).join(', ') || `${calls} import( for ${dynamic} dynamic imports`})`)
+  // Every import() left in the script becomes a call of __pipeImport: oclif's module loader's
+  // (import(url) of an ES module plugin, with a computed argument) and the vendored packages'.
+  // Each literal one must be a vendored file or a Node module, and a static import of a vendored
+  // (ES module) package cannot be a require().
+  const imports = Object.values(cli.metafile.outputs)[0].imports.filter((i) => i.external)
+  // require.resolve() of a package names its file in node_modules, which an installation has.
+  const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || i.path === 'typescript' || Object.keys(VENDORED).some((n) => i.path === `../vendor/${n}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
+  if (wrong.length > 0) {
+    console.error(`bundle: the CLI's imports are not what boot.ts can load (${wrong.map((i) => `${i.kind} ${i.path}`).join(', ')})`)
     process.exit(1)
   }
-  writeFileSync(runBundle, code.replaceAll('import("', '__pipeImport("'))
+  const code = readFileSync(cliBundle, 'utf8')
+  writeFileSync(cliBundle, code.replace(/(?<![\w$.])import\(/g, '__pipeImport('))
 }
 await build({
-  entryPoints: [path.join(src, 'util', 'code-cache.ts')],
-  outfile: path.join(dist, 'util', 'code-cache.cjs'),
+  entryPoints: [path.join(src, 'cli', 'boot.ts')],
+  outfile: path.join(dist, 'cli', 'boot.cjs'),
   bundle: true,
   format: 'cjs',
   platform: 'node',
@@ -167,16 +143,15 @@ await build({
 
 // Files that find data beside themselves through import.meta.url (schemas/, pipelines/prompts/,
 // dist/schema/validators/) assume a file two levels under the project root: dist/<dir>/<file>.js.
-const located = ['src/schema/registry.ts', 'src/providers/prompt.ts', 'src/config/output-schema.ts']
+const located = ['src/schema/registry.ts', 'src/providers/prompt.ts', 'src/config/output-schema.ts'].filter((file) => existsSync(path.join(root, file)))
 for (const input of located) {
-  const outputs = [...Object.entries(result.metafile.outputs), ...Object.entries(run.metafile.outputs)].filter(([, o]) => Object.keys(o.inputs).includes(input)).map(([file]) => file)
+  const outputs = [...Object.entries(esm.metafile.outputs), ...Object.entries(cli.metafile.outputs)].filter(([, o]) => Object.keys(o.inputs).includes(input)).map(([file]) => file)
   const wrong = outputs.filter((file) => path.relative(root, path.resolve(root, file)).split(path.sep).length !== 3)
   if (outputs.length === 0 || wrong.length > 0) {
     console.error(`bundle: ${input} landed in ${outputs.join(', ') || 'no output'}; it must sit at dist/<dir>/<file>.js`)
     process.exit(1)
   }
 }
-// What each output holds, for finding what a command loads (esbuild's analyzer reads it too).
-writeFileSync(path.join(root, 'dist', 'bundle-meta.json'), JSON.stringify(result.metafile))
-const count = Object.keys(result.metafile.outputs).length
-console.log(`bundled ${entryPoints.length} entry points into ${count} files, and the run bundle (${Math.round(statSync(runBundle).size / 1024)} KB)`)
+// What the CLI's script holds, for finding what it loads (esbuild's analyzer reads it too).
+writeFileSync(path.join(dist, 'bundle-meta.json'), JSON.stringify(cli.metafile))
+console.log(`bundled the CLI (${Math.round(statSync(cliBundle).size / 1024)} KB) and ${Object.keys(esm.metafile.outputs).length} ES module files`)

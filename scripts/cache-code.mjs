@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Makes the V8 code caches a default run uses (src/util/code-cache.ts says what they hold and how
-// they are checked): the run bundle's, dist/cli/fast-run.v8cache, and the standalone validators',
+// they are checked): the CLI bundle's, dist/cli/main.v8cache, and the standalone validators',
 // dist/schema/validators/*.v8cache. They come from one run of the default pipeline through
 // bin/run.js, as a user runs it: the same V8 flags (a cache made under other flags is refused), and
 // the functions that run compiles are the ones cached. The run is offline, in a temporary folder,
@@ -14,7 +14,7 @@ import {fileURLToPath} from 'node:url'
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const dist = path.join(root, 'dist')
 const validators = path.join(dist, 'schema', 'validators')
-const runCache = path.join(dist, 'cli', 'fast-run.v8cache')
+const runCache = path.join(dist, 'cli', 'main.v8cache')
 const cachesIn = () => [...readdirSync(validators).filter((f) => f.endsWith('.v8cache')).map((f) => path.join(validators, f)), ...(existsSync(runCache) ? [runCache] : [])]
 // Caches of an earlier build are not this build's: a run that fails must leave none behind.
 for (const stale of cachesIn()) rmSync(stale, {force: true})
@@ -40,4 +40,4 @@ if (!caches.includes(runCache) || caches.length < 2) {
   process.stderr.write(`cache-code: the default run wrote ${caches.length === 0 ? 'no caches' : `only ${caches.map((f) => path.relative(root, f)).join(', ')}`}\n`)
   process.exit(1)
 }
-console.log(`cached the run bundle and ${caches.length - 1} validators (${caches.filter((f) => f !== runCache).map((f) => path.basename(f, '.v8cache')).join(', ')})`)
+console.log(`cached the CLI bundle and ${caches.length - 1} validators (${caches.filter((f) => f !== runCache).map((f) => path.basename(f, '.v8cache')).join(', ')})`)

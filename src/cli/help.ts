@@ -1,7 +1,15 @@
-/** pipe's help: oclif's, with the exit-code table under the root help. */
-import {Help} from '@oclif/core/help'
-import {exitCodeHelp} from '../exit-codes.js'
-import {visible} from '../util/terminal-text.js'
+/**
+ * pipe's help: oclif's, with the exit codes and the environment under the root help; with --json,
+ * one JSON document for the root, a command, a topic or --version; and an unknown subject is the
+ * same error as an unknown command (cli/unknown-command.ts).
+ */
+import type {Command} from '@oclif/core/command'
+import {Help, standardizeIDFromArgv} from '@oclif/core/help'
+import type {Config, Topic} from '@oclif/core/interfaces'
+import {exitCodeHelp, exitCodeTable} from '../exit-codes.js'
+import {compareText} from '../util/order.js'
+import {jsonText} from '../util/terminal-text.js'
+import {exitUnknownCommand} from './unknown-command.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_STORE', 'store directory (default: the nearest .pipe up to the repository root)'],
@@ -21,15 +29,20 @@ export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_BUILD_CODE_CACHE', 'pipe\'s own build (npm run build); never set it'],
 ]
 
+/** The subject of a help argv in oclif's id form (`runs:list`): its first words, after any `help`; none when a flag comes first. */
+function subjectOf(argv: readonly string[], config: Config): string | undefined {
+  const args = argv.filter((a) => a !== '--help' && a !== '--json')
+  while (args[0] === 'help') args.shift()
+  if (args[0] === undefined || args[0].startsWith('-')) return undefined
+  return standardizeIDFromArgv(args, config)[0]
+}
+
 export default class PipeHelp extends Help {
-  /** oclif's "Command X not found." quotes what was typed: shown escaped, like every message of pipe's. */
   override async showHelp(argv: string[]): Promise<void> {
-    try {
-      await super.showHelp(argv)
-    } catch (error) {
-      if (error instanceof Error) error.message = visible(error.message)
-      throw error
-    }
+    if (argv.includes('--json')) return this.showJson(argv)
+    const subject = subjectOf(argv, this.config)
+    if (subject !== undefined && !this.config.findCommand(subject) && !this.config.findTopic(subject)) exitUnknownCommand(this.config, subject, false)
+    await super.showHelp(argv)
   }
 
   override formatRoot(): string {
@@ -38,4 +51,60 @@ export default class PipeHelp extends Help {
       environmentHelp.map(([name, meaning]) => `  ${name.padEnd(22)} ${meaning}`).join('\n'),
     )}`
   }
+
+  /** `pipe --json`, `pipe help runs list --json`, `pipe run --help --json`, `pipe runs --json`: one JSON document. */
+  private showJson(argv: readonly string[]): void {
+    const subject = subjectOf(argv, this.config)
+    if (subject === undefined) return print(rootJson(this.config))
+    const command = this.config.findCommand(subject)
+    if (command) return print(commandJson(command))
+    const topic = this.config.findTopic(subject)
+    if (topic) return print(topicJson(topic, this.config))
+    exitUnknownCommand(this.config, subject, true)
+  }
+}
+
+function print(doc: unknown): void {
+  process.stdout.write(`${jsonText(doc)}\n`)
+}
+
+function summaryOf(command: Command.Loadable): string {
+  return command.summary ?? command.description?.split('\n')[0] ?? ''
+}
+
+export function rootJson(config: Config): unknown {
+  const commands = config.commands
+    .filter((c) => !c.hidden)
+    .map((c) => ({id: c.id.replace(/:/g, ' '), summary: summaryOf(c)}))
+    .sort((a, b) => compareText(a.id, b.id))
+  return {
+    name: config.bin,
+    version: config.version,
+    description: typeof config.pjson.description === 'string' ? config.pjson.description : '',
+    commands,
+    exit_codes: exitCodeTable,
+    environment: environmentHelp.map(([name, meaning]) => ({name, meaning})),
+  }
+}
+
+export function versionJson(config: Config): unknown {
+  return {name: config.bin, version: config.version, node: process.version, platform: `${process.platform}-${process.arch}`}
+}
+
+function commandJson(command: Command.Loadable): unknown {
+  return {
+    id: command.id.replace(/:/g, ' '),
+    summary: command.summary ?? '',
+    description: command.description ?? '',
+    args: Object.values(command.args ?? {}).map((a) => ({name: a.name, description: a.description ?? '', required: Boolean(a.required)})),
+    flags: Object.values(command.flags ?? {})
+      .filter((f) => !f.hidden)
+      .map((f) => ({name: f.name, ...(f.char ? {char: f.char} : {}), description: f.summary ?? f.description ?? '', type: f.type, ...('options' in f && f.options ? {options: f.options} : {})})),
+    examples: (command.examples ?? []).map((e) => (typeof e === 'string' ? e : e.command)),
+  }
+}
+
+function topicJson(topic: Topic, config: Config): unknown {
+  const commands = config.commands.filter((c) => !c.hidden && c.id.startsWith(`${topic.name}:`)).map((c) => ({id: c.id.replace(/:/g, ' '), summary: summaryOf(c)}))
+  return {topic: topic.name.replace(/:/g, ' '), description: topic.description ?? '', commands}
 }

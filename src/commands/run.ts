@@ -1,11 +1,23 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
+import type {Interfaces} from '@oclif/core'
 import {PipeCommand} from '../cli/base-command.js'
 import type {RunResult} from '../cli/run-result.js'
-import type {RunPlan} from '../engine/sessions/plan.js'
-import {replyFlags} from '../cli/reply-flags.js'
-import {DECISION_HELP} from '../cli/decision.js'
-import {runCommand} from '../cli/run-command.js'
+import {planSession, type RunPlan} from '../engine/sessions/plan.js'
+import {startSession} from '../engine/sessions/start.js'
+import type {StartSession} from '../engine/sessions/shared.js'
+import {replyFlags, replyOptions} from '../cli/reply-flags.js'
+import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
+import {progressPrinter} from '../cli/progress.js'
+import {finishRun} from '../cli/run-flow.js'
+import {withSignals} from '../cli/signals.js'
+import {renderPlan} from '../cli/views.js'
+import {PipeError} from '../errors.js'
+import {assertId} from '../store/ids.js'
+import {askInputs, canPrompt} from '../cli/interactive.js'
+import {jsonText} from '../util/terminal-text.js'
+import {storeDir, type CommandOutput} from '../cli/command-io.js'
+import {writeOut} from '../cli/std-streams.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -48,4 +60,59 @@ A run that needs answers or a review decision that were not given stops in await
       this.jsonPrinted = output.jsonPrinted
     }
   }
+}
+
+/** The flags of `pipe run`, as oclif parses them from the declarations above. */
+type RunFlags = Interfaces.InferredFlags<typeof Run.flags>
+
+async function runCommand(args: {pipeline: string}, flags: RunFlags, output: CommandOutput): Promise<RunResult | RunPlan> {
+  if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
+  const store = storeDir(flags.store)
+  for (const pair of flags.set ?? []) {
+    // -i used to name the requirement file; say so rather than report an odd input name.
+    if (!pair.includes('=')) {
+      throw new PipeError('E_INVALID_ARGS', `-i ${pair}: -i sets a pipeline input and takes NAME=VALUE`, {
+        hint: `To run on a requirement file, use --input ${pair}; to set an input, write -i NAME=VALUE.`,
+      })
+    }
+  }
+  const options: StartSession = {
+    cwd: process.cwd(),
+    store,
+    pipeline: args.pipeline,
+    stdin: readStdin,
+    ...(flags.input !== undefined ? {input: flags.input} : {}),
+    ...(flags.text !== undefined ? {text: flags.text} : {}),
+    ...(flags.feature ? {feature: flags.feature} : {}),
+    ...(flags.answers ? {answers: flags.answers} : {}),
+    ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
+    ...(flags.note ? {note: flags.note} : {}),
+    ...(flags.policy ? {policy: flags.policy} : {}),
+    ...(flags.provider ? {provider: flags.provider as 'auto' | 'offline' | 'openai'} : {}),
+    ...(flags.set ? {inputValues: flags.set} : {}),
+    ...(flags.inputs ? {inputsFile: flags.inputs} : {}),
+    ...replyOptions(flags, process.cwd()),
+    ...(canPrompt(output.json) ? {askInputs: (missing: Parameters<typeof askInputs>[0]) => askInputs(missing)} : {}),
+  }
+  if (flags['dry-run']) {
+    const plan = await planSession(options)
+    if (!output.json) writeOut(renderPlan(plan))
+    if (plan.denied.length > 0) {
+      if (output.json) {
+        writeOut(`${jsonText(plan)}\n`)
+        output.jsonPrinted = true
+      }
+      throw new PipeError('E_POLICY_DENIED', `the policy denies ${plan.denied.length} command(s) of the pipeline; the run would fail at them`, {
+        hint: `Add the commands to allowed_commands in ${plan.policy.file ?? 'a policy.yaml (the built-in policy allows no command; pipe policy init writes a starter)'}, or change the steps; the plan lists each at its line.`,
+      })
+    }
+    return plan
+  }
+  const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))
+  return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, output.json, flags.store)
+}
+
+function readStdin(): NodeJS.ReadStream {
+  if (process.stdin.isTTY) process.stderr.write('Reading the requirement from standard input; end it with Ctrl-D.\n')
+  return process.stdin
 }

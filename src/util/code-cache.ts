@@ -2,16 +2,18 @@
  * Scripts loaded through a V8 code cache (FILE's cache is FILE with .cjs replaced by .v8cache): the
  * bytecode of the script's functions as a default run left them, so a process neither parses the
  * script nor compiles the functions it calls. Two users: the standalone validators
- * (src/schema/registry.ts) and the run bundle, dist/cli/fast-run.cjs, that bin/run.js loads for
- * `pipe run` (scripts/bundle.mjs).
+ * (src/schema/registry.ts) and the CLI's bundle, dist/cli/main.cjs, that cli/boot.ts loads.
  *
  * V8 takes a cache only under the V8 version and flags it was made with, and checks nothing of the
- * source but its length, and little of the data itself: a byte of it changed (a bad disk, a copy
- * cut and mended) ran as changed bytecode or crashed the process. The cache's first line records
- * what it caches, cachedDataVersionTag() (the version and flags), the sha256 of the source it was
- * made from and the sha256 of the V8 data after the line; a cache whose line does not match (other
- * source, other flags, damaged, not a regular file) is left unread and the script compiles as
- * without one. The same run then answers the same; only its start-up costs more.
+ * source but its length, and little of the data itself: a cache made from other source of the same
+ * length runs that source's bytecode, and a byte of it changed ran as changed bytecode or crashed
+ * the process. So a cache is bound to the script it was made from by the script itself: when the
+ * build writes a cache it ends the script with a line naming the sha256 of the whole cache file,
+ * `//# pipe-code-cache sha256:HEX`, and that line is not part of the source V8 compiles. A cache is
+ * read only when its bytes are the ones the script names and its first line says what it caches and
+ * cachedDataVersionTag() (the version and flags); any other (made from other source, other flags,
+ * damaged, not a regular file) is left unread and the script compiles as without one. The same run
+ * then answers the same; only its start-up costs more.
  *
  * The build makes the caches with one default run through bin/run.js (scripts/cache-code.mjs),
  * with PIPE_BUILD_CODE_CACHE naming the installation's dist/ folder: only that run keeps the scripts
@@ -55,37 +57,43 @@ export interface LoadedScript {
   cached: boolean
 }
 
-/**
- * The largest script or cache read: the run bundle is ~0.8 MB and its cache ~0.7 MB; a file far past
- * that is not one the build wrote.
- */
+/** The largest script or cache read: a file far past the CLI's bundle and its cache is not one the build wrote. */
 const MAX_BYTES = 64 * 1024 * 1024
 
 /**
  * Scripts kept for their cache to be written. Only the build's cache run keeps any: V8 already holds
  * each script's source for lazy compilation, and a second copy of the text costs a run's peak memory.
  */
-const kept = new Map<string, {script: vm.Script; header: string; hash: string}>()
+const kept = new Map<string, {script: vm.Script; header: string; source: Buffer}>()
 
 function cacheFileOf(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
-/** The header line's start: what the cache holds, V8's version and flags, and the source's hash. */
-function headerStart(header: string, hash: string): string {
-  return `${header} ${cachedDataVersionTag()} ${hash} `
+/** The cache file's first line: what it holds, and V8's version and flags. */
+function headerLine(header: string): string {
+  return `${header} ${cachedDataVersionTag()}\n`
 }
 
-/** The cache's V8 data when its header line is the one for this source under these flags, and for this data. */
-function cacheFor(file: string, header: string, hash: string): Buffer | undefined {
+/** The line that ends a script whose cache the build wrote: the sha256 of the cache file, 64 hex digits. */
+const TRAILER = '//# pipe-code-cache sha256:'
+const TRAILER_BYTES = TRAILER.length + 64 + 1
+
+/** The script's source (without its trailer line) and the cache hash the trailer names, if it has one. */
+function splitTrailer(bytes: Buffer): {source: Buffer; names: string | undefined} {
+  const at = bytes.length - TRAILER_BYTES
+  if (at < 0 || bytes[bytes.length - 1] !== 0x0a || bytes.toString('latin1', at, at + TRAILER.length) !== TRAILER) return {source: bytes, names: undefined}
+  return {source: bytes.subarray(0, at), names: `sha256:${bytes.toString('latin1', at + TRAILER.length, bytes.length - 1)}`}
+}
+
+/** The cache's V8 data when the cache file is the one the script names, for this V8 under these flags. */
+function cacheFor(file: string, header: string, names: string | undefined): Buffer | undefined {
+  if (names === undefined) return undefined
   const bytes = readWhole(cacheFileOf(file), MAX_BYTES)
-  if (!bytes) return undefined
-  const start = headerStart(header, hash)
-  // The data's hash, "sha256:" and 64 hex digits, ends the line.
-  const end = start.length + 71
-  if (bytes.length <= end + 1 || bytes[end] !== 0x0a || bytes.toString('latin1', 0, start.length) !== start) return undefined
-  const data = bytes.subarray(end + 1)
-  return bytes.toString('latin1', start.length, end) === sha256(data) ? data : undefined
+  if (!bytes || sha256(bytes) !== names) return undefined
+  const line = headerLine(header)
+  if (bytes.length <= line.length || bytes.toString('latin1', 0, line.length) !== line) return undefined
+  return bytes.subarray(line.length)
 }
 
 /**
@@ -101,33 +109,32 @@ export function loadScript(file: string, options: LoadOptions): LoadedScript | n
   if (typeof wrapper !== 'function') return null
   const module = {exports: {} as unknown}
   ;(wrapper as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
-  if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, hash: compiled.hash})
+  if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, source: compiled.source})
   return {exports: module.exports, cached: compiled.cached}
 }
 
 /**
- * The script compiled, in a function of its own: the file's bytes and the cache's (~1.5 MB for the
- * run bundle) are garbage once it returns, before the script runs. Still held while it ran, they
+ * The script compiled, in a function of its own: the file's bytes and the cache's are garbage once it returns, before the script runs. Still held while it ran, they
  * outlived its first collections, moved to the old generation and stayed resident for the whole run.
  */
-function compile(file: string, options: LoadOptions): {script: vm.Script; cached: boolean; hash: string} | null {
+function compile(file: string, options: LoadOptions): {script: vm.Script; cached: boolean; source: Buffer} | null {
   const bytes = readWhole(file, MAX_BYTES)
   if (bytes === undefined) return null
-  const hash = sha256(bytes)
-  const cachedData = cacheFor(file, options.header, hash)
-  const text = bytes.toString('utf8')
-  const source = options.wrapped ? text : `(function (exports, require, module, __filename, __dirname) {${text}\n})`
+  const {source, names} = splitTrailer(bytes)
+  const cachedData = cacheFor(file, options.header, names)
+  const text = source.toString('utf8')
+  const wrapped = options.wrapped ? text : `(function (exports, require, module, __filename, __dirname) {${text}\n})`
   let script: vm.Script
   try {
-    script = new vm.Script(source, {filename: file, ...(cachedData ? {cachedData} : {})})
+    script = new vm.Script(wrapped, {filename: file, ...(cachedData ? {cachedData} : {})})
   } catch (error) {
     if (error instanceof SyntaxError) return null
     throw error
   }
-  return {script, cached: cachedData !== undefined && !script.cachedDataRejected, hash}
+  return {script, cached: cachedData !== undefined && !script.cachedDataRejected, source}
 }
 
-function keepForCache(file: string, entry: {script: vm.Script; header: string; hash: string}): void {
+function keepForCache(file: string, entry: {script: vm.Script; header: string; source: Buffer}): void {
   if (kept.size === 0) {
     process.on('exit', (code) => {
       // Only a run that succeeded compiled the functions a default run calls.
@@ -143,14 +150,19 @@ function keepForCache(file: string, entry: {script: vm.Script; header: string; h
   kept.set(file, entry)
 }
 
-/** Writes the code cache of a script this process loaded and kept, with the functions it compiled; returns the cache's file. */
+/**
+ * Writes the code cache of a script this process loaded and kept, with the functions it compiled, and
+ * ends the script with the line that names the cache; returns the cache's file.
+ */
 export function writeCodeCache(file: string): string {
   const entry = kept.get(file)
   if (!entry) throw new Error(`${file} was not loaded in this process to have its cache written`)
   // Renamed into place: a process starting meanwhile reads the old cache or the new one, never half
   // of one, and a symlink in its place is replaced, not written through. A build output: not synced.
   const target = cacheFileOf(file)
-  const data = entry.script.createCachedData()
-  writeFileAtomicSync(target, Buffer.concat([Buffer.from(`${headerStart(entry.header, entry.hash)}${sha256(data)}\n`, 'latin1'), data]), {sync: false})
+  const cache = Buffer.concat([Buffer.from(headerLine(entry.header), 'latin1'), entry.script.createCachedData()])
+  writeFileAtomicSync(target, cache, {sync: false})
+  const hex = sha256(cache).slice('sha256:'.length)
+  writeFileAtomicSync(file, Buffer.concat([entry.source, Buffer.from(`${TRAILER}${hex}\n`, 'latin1')]), {sync: false})
   return target
 }

@@ -1,0 +1,51 @@
+/**
+ * What bin/run.js calls: the CLI's bundle (dist/cli/main.cjs, made by scripts/bundle.mjs from
+ * cli/main.ts) compiled through its V8 code cache (util/code-cache.ts), then main(). A script has no
+ * import() of its own: the bundle calls the one given here for the packages it loads only when a
+ * step needs them (dist/vendor/). oclif loads the commands, the help class and the hooks from the
+ * same file by require(): the module is put in require's cache, so they are this copy, not a second.
+ */
+import {createRequire, Module} from 'node:module'
+import path from 'node:path'
+import {pathToFileURL} from 'node:url'
+import {PipeError} from '../errors.js'
+import {buildingCodeCaches, loadScript} from '../util/code-cache.js'
+import {speak} from './error-channel.js'
+
+export interface Cli {
+  main(argv: string[], root: string): Promise<void>
+}
+
+/** Loads the bundle of the installation in `root` once per process and registers it as the module its path names. */
+export function loadCli(root: string): Cli {
+  const dist = path.join(root, 'dist')
+  const file = path.join(dist, 'cli', 'main.cjs')
+  const require = createRequire(file)
+  const known = require.cache[file]
+  if (known) return known.exports as Cli
+  const folder = path.dirname(file)
+  const importer = (specifier: string): Promise<unknown> => import(specifier.startsWith('.') ? pathToFileURL(path.join(folder, specifier)).href : specifier)
+  const loaded = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist)})
+  const exported = loaded?.exports as Partial<Cli> | undefined
+  if (typeof exported?.main !== 'function') {
+    throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {hint: 'Build pipe again (npm run build) or reinstall it.'})
+  }
+  const module = new Module(file)
+  module.filename = file
+  module.loaded = true
+  module.exports = exported
+  require.cache[file] = module
+  return exported as Cli
+}
+
+export async function boot(root: string, argv: string[]): Promise<void> {
+  let cli: Cli
+  try {
+    cli = loadCli(root)
+  } catch (error) {
+    if (!(error instanceof PipeError)) throw error
+    speak(error, {level: 'ERROR', entry: `[${error.code}] pipe: ${error.message}`})
+    process.exit(error.exitCode)
+  }
+  await cli.main(argv, root)
+}
