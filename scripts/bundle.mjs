@@ -106,10 +106,8 @@ const cli = await build({
   define: {'import.meta.url': '__pipeImportMetaUrl'},
   banner: {js: "(function (exports, require, module, __filename, __dirname, __pipeImport) {const __pipeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;"},
   footer: {js: '\n})'},
-  // Whitespace only: names stay readable in a stack trace, and the file is smaller to read. Lines
-  // stay short: Node prints the whole source line of the frame that threw an uncaught error.
-  minifyWhitespace: true,
-  lineLimit: 160,
+  // Not minified: Node prints the whole source line of the frame that threw an uncaught error, and
+  // minified lines (a class with its static fields is one) run to hundreds of characters.
   plugins: [vendorExternal, lazyCommands],
   metafile: true,
   logLevel: 'warning',

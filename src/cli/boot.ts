@@ -5,6 +5,7 @@
  * step needs them (dist/vendor/). oclif loads the commands, the help class and the hooks from the
  * same file by require(): the module is put in require's cache, so they are this copy, not a second.
  */
+import {realpathSync} from 'node:fs'
 import {createRequire, Module} from 'node:module'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
@@ -21,7 +22,7 @@ export function loadCli(root: string): Cli {
   const dist = path.join(root, 'dist')
   const file = path.join(dist, 'cli', 'main.cjs')
   const require = createRequire(file)
-  const known = require.cache[file]
+  const known = require.cache[realOf(file)]
   if (known) return known.exports as Cli
   const folder = path.dirname(file)
   const importer = (specifier: string): Promise<unknown> => import(specifier.startsWith('.') ? pathToFileURL(path.join(folder, specifier)).href : specifier)
@@ -30,12 +31,23 @@ export function loadCli(root: string): Cli {
   if (typeof exported?.main !== 'function') {
     throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {hint: 'Build pipe again (npm run build) or reinstall it.'})
   }
-  const module = new Module(file)
-  module.filename = file
+  // Under the path require() resolves it to: its real path, should a folder on the way be a link.
+  const real = realOf(file)
+  const module = new Module(real)
+  module.filename = real
   module.loaded = true
   module.exports = exported
-  require.cache[file] = module
+  require.cache[real] = module
   return exported as Cli
+}
+
+/** A file's real path, or the path itself when it cannot be resolved (a missing bundle is reported by loadCli). */
+function realOf(file: string): string {
+  try {
+    return realpathSync(file)
+  } catch {
+    return file
+  }
 }
 
 export async function boot(root: string, argv: string[]): Promise<void> {

@@ -1,18 +1,22 @@
 /**
- * `pipe run`'s bundle (dist/cli/fast-run.cjs) through its V8 code cache (src/util/code-cache.ts):
- * the build makes a cache bin/run.js's V8 takes; a cache that is damaged, of other source or other
- * flags, or missing changes nothing a run answers; and only the build's cache run writes one.
+ * The CLI's bundle (dist/cli/main.cjs) through its V8 code cache (src/util/code-cache.ts): the build
+ * makes a cache bin/run.js's V8 takes; a cache that is damaged, of other source or other flags, or
+ * missing changes nothing a run answers; a cache made from other source never runs; and only the
+ * build's cache run writes one.
  */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
 import {mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
-import {pathToFileURL} from 'node:url'
 import {defaultPipeline, examples, node, repoRoot, tempDir} from '../helpers/cli.js'
 
 const dist = path.join(repoRoot, 'dist')
-const bundle = path.join(dist, 'cli', 'fast-run.cjs')
-const cache = path.join(dist, 'cli', 'fast-run.v8cache')
+const bundle = path.join(dist, 'cli', 'main.cjs')
+const cache = path.join(dist, 'cli', 'main.v8cache')
+/** The header src/cli/boot.ts names its cache with. */
+const HEADER = /header: '([^']+)'/.exec(readFileSync(path.join(repoRoot, 'src', 'cli', 'boot.ts'), 'utf8'))?.[1]
+/** The line the build ends the bundle with: the sha256 of its cache file. */
+const TRAILER = /\/\/# pipe-code-cache sha256:[0-9a-f]{64}\n$/
 const runArgs = ['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', '.pipe']
 
 /** What differs between two runs of the same thing: their folders, times and durations. */
@@ -32,10 +36,10 @@ function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?:
   for (const file of readdirSync(path.join(repoRoot, 'bin'))) writeFileSync(path.join(root, 'bin', file), readFileSync(path.join(repoRoot, 'bin', file)))
   for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml']) symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
   for (const entry of readdirSync(dist)) if (entry !== 'cli') symlinkSync(path.join(dist, entry), path.join(root, 'dist', entry))
-  const own = ['fast-run.v8cache', ...(bundleBytes ? ['fast-run.cjs'] : [])]
+  const own = ['main.v8cache', ...(bundleBytes ? ['main.cjs'] : [])]
   for (const entry of readdirSync(path.join(dist, 'cli'))) if (!own.includes(entry)) symlinkSync(path.join(dist, 'cli', entry), path.join(root, 'dist', 'cli', entry))
-  if (cacheBytes) writeFileSync(path.join(root, 'dist', 'cli', 'fast-run.v8cache'), cacheBytes)
-  if (bundleBytes) writeFileSync(path.join(root, 'dist', 'cli', 'fast-run.cjs'), bundleBytes)
+  if (cacheBytes) writeFileSync(path.join(root, 'dist', 'cli', 'main.v8cache'), cacheBytes)
+  if (bundleBytes) writeFileSync(path.join(root, 'dist', 'cli', 'main.cjs'), bundleBytes)
   return root
 }
 
@@ -59,29 +63,88 @@ async function allSucceedAlike(cases: Array<{what: string; cache: Buffer | undef
   }
 }
 
-describe('pipe run through the run bundle\'s code cache', function () {
+describe('pipe run through the CLI bundle\'s code cache', function () {
   this.timeout(240000)
 
-  it('the build caches the run bundle, and V8 under bin/run.js\'s flags takes it', async () => {
+  /** A node process under bin/run.js's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
+  function loader(file: string, probe: string): string {
     const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
     const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
-    const header = /header: '([^']+)'/.exec(binText)?.[1]
     expect(flags, 'bin/run.js sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
-    expect(header, 'bin/run.js names its cache header').to.be.a('string')
-    const script = `import {setFlagsFromString} from 'node:v8'
+    expect(HEADER, 'boot.ts names its cache header').to.be.a('string')
+    return `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
-const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
-const loaded = loadScript(${JSON.stringify(bundle)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false})
-console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.exports.fastRun}))`
-    const child = await node(['--input-type=module', '-e', script])
+const {loadScript} = await import(${JSON.stringify(path.join(repoRoot, 'src', 'util', 'code-cache.ts'))})
+const loaded = loadScript(${JSON.stringify(file)}, {header: ${JSON.stringify(HEADER)}, wrapped: true, extra: [(s) => import(s)], keep: false})
+console.log(JSON.stringify(${probe}))`
+  }
+
+  it('the build caches the CLI bundle, names the cache in it, and V8 under bin/run.js\'s flags takes it', async () => {
+    expect(readFileSync(bundle, 'latin1')).to.match(TRAILER)
+    const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(bundle, '{cached: loaded.cached, main: typeof loaded.exports.main}')])
     expect(child.code, child.stderr).to.equal(0)
-    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, fastRun: 'function'})
+    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, main: 'function'})
+  })
+
+  it('a cache made from other source of the same length, its header copied from the build\'s, is not used: that source never runs (issue 25, 16)', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      // The bundle's own text with one message changed for another of the same length.
+      const source = readFileSync(bundle, 'utf8').replace(TRAILER, '')
+      // assertId's message (store/ids.ts): '"F-1" is not a feature id (F-YYYY-NNN)'.
+      const marker = '} is not ${format.what} ('
+      expect(source.split(marker), 'the text the forged source changes').to.have.length(2)
+      const forged = source.replace(marker, '} FORGED ${format.what} (')
+      expect(Buffer.byteLength(forged)).to.equal(Buffer.byteLength(source))
+      const good = readFileSync(cache)
+      const header = good.subarray(0, good.indexOf(0x0a) + 1).toString('latin1')
+      const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+      const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+      const forgedFile = path.join(dir, 'forged.cjs')
+      const forgedCacheFile = path.join(dir, 'forged.v8cache')
+      writeFileSync(forgedFile, forged)
+      // Its cache as the build makes one: a run of the forged source under bin/run.js's flags, which
+      // compiles the function holding the message, cached at exit with the build's header line.
+      const make = `import {setFlagsFromString} from 'node:v8'
+import vm from 'node:vm'
+import {createRequire, Module} from 'node:module'
+import {readFileSync, writeFileSync} from 'node:fs'
+import path from 'node:path'
+for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
+const file = ${JSON.stringify(bundle)}
+const script = new vm.Script(readFileSync(${JSON.stringify(forgedFile)}, 'utf8'), {filename: file})
+const module = new Module(file)
+module.filename = file
+module.loaded = true
+script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file), (s) => import(s))
+createRequire(file).cache[file] = module
+process.on('exit', () => writeFileSync(${JSON.stringify(forgedCacheFile)}, Buffer.concat([Buffer.from(${JSON.stringify(header)}, 'latin1'), script.createCachedData()])))
+await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 'x', '--feature', 'F-1'], ${JSON.stringify(repoRoot)})`
+      const made = await node(['--input-type=module', '-e', make], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+      expect(made.stderr, 'the forged source ran where it was made').to.contain('FORGED')
+      const forgedCache = readFileSync(forgedCacheFile)
+      const runWith = async (name: string, bundleBytes?: Buffer): Promise<string> => {
+        const root = installation(path.join(dir, name), forgedCache, bundleBytes)
+        const cwd = path.join(dir, name, 'cwd')
+        mkdirSync(cwd)
+        const result = await node([path.join(root, 'bin', 'run.js'), 'run', defaultPipeline, '--text', 'x', '--feature', 'F-1'], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
+        expect(result.code, result.stderr).to.equal(2)
+        return result.stderr
+      }
+      // The forged cache beside the build's bundle: the bundle names another cache, so V8 never sees it.
+      const refused = await runWith('beside-the-build')
+      expect(refused).to.contain('"F-1" is not a feature id (F-YYYY-NNN)')
+      expect(refused).to.not.contain('FORGED')
+      // The check of the check: a bundle that names the forged cache (its line changed too) runs the
+      // forged bytecode, which no .cjs holds. That is what the line in the bundle stands between.
+      const named = Buffer.from(`${source}//# pipe-code-cache ${createHash('sha256').update(forgedCache).digest('hex').replace(/^/, 'sha256:')}\n`)
+      expect(await runWith('named', named)).to.contain('FORGED')
+    } finally {
+      await cleanup()
+    }
   })
 
   it('a cache whose V8 data has one byte changed (its header intact) is left unread: V8 checks little of the data, and ran it or crashed', async () => {
-    const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
-    const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
-    const header = /header: '([^']+)'/.exec(binText)?.[1]
     const good = readFileSync(cache)
     const start = good.indexOf(0x0a) + 1
     const {dir, cleanup} = await tempDir()
@@ -92,15 +155,10 @@ console.log(JSON.stringify({cached: loaded.cached, fastRun: typeof loaded.export
         bytes[at] = bytes[at]! ^ 0x5a
         const folder = path.join(dir, String(share))
         mkdirSync(folder)
-        const copy = path.join(folder, 'fast-run.cjs')
+        const copy = path.join(folder, 'main.cjs')
         writeFileSync(copy, readFileSync(bundle))
-        writeFileSync(path.join(folder, 'fast-run.v8cache'), bytes)
-        const script = `import {setFlagsFromString} from 'node:v8'
-for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
-const {loadScript} = (await import(${JSON.stringify(pathToFileURL(path.join(dist, 'util', 'code-cache.cjs')).href)})).default
-const loaded = loadScript(${JSON.stringify(copy)}, {header: ${JSON.stringify(header)}, wrapped: true, extra: [(s) => import(s)], keep: false})
-console.log(JSON.stringify({cached: loaded.cached}))`
-        const child = await node(['--input-type=module', '-e', script])
+        writeFileSync(path.join(folder, 'main.v8cache'), bytes)
+        const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(copy, '{cached: loaded.cached}')])
         expect({code: child.code, signal: child.signal}, `byte ${at - start} of the data: ${child.stderr.slice(0, 500)}`).to.deep.equal({code: 0, signal: null})
         expect(JSON.parse(child.stdout), `byte ${at - start} of the data`).to.deep.equal({cached: false})
       }
@@ -112,13 +170,13 @@ console.log(JSON.stringify({cached: loaded.cached}))`
   it('a cache that is damaged, of other source or flags, or missing: the run answers as with the build\'s', async () => {
     const good = readFileSync(cache)
     const end = good.indexOf(0x0a)
-    const [magic, version, tag] = good.toString('latin1', 0, end).split(' ')
+    const [magic, version] = good.toString('latin1', 0, end).split(' ')
     const cases: Array<[string, Buffer | undefined, string[]]> = [
       ['the build\'s cache', good, []],
       ['no cache', undefined, []],
       ['V8 data not V8 made', Buffer.concat([good.subarray(0, end + 1), Buffer.alloc(good.length - end - 1, 7)]), []],
       ['data cut short', good.subarray(0, end + 100), []],
-      ['made for other source', Buffer.concat([Buffer.from(`${magic} ${version} ${tag} sha256:${'0'.repeat(64)}\n`), good.subarray(end + 1)]), []],
+      ['made for another V8 or flags', Buffer.concat([Buffer.from(`${magic} ${version} 12345\n`), good.subarray(end + 1)]), []],
       ['no header', good.subarray(end + 1), []],
       // The header says these flags, but V8 compares its own: a flag the user gives node changes them.
       ['a V8 flag the user gives node', good, ['--stack-size=2000']],
@@ -126,16 +184,26 @@ console.log(JSON.stringify({cached: loaded.cached}))`
     await allSucceedAlike(cases.map(([what, bytes, nodeFlags]) => ({what, cache: bytes, nodeFlags})))
   })
 
-  it('a run bundle cut short or emptied (an install or build overwriting it as a run starts): the run is oclif\'s, and answers as with the build\'s', async () => {
+  it('a bundle cut short, emptied or not the bundle (an install or build overwriting it as a run starts): an error that says so, not a stack trace', async () => {
     const good = readFileSync(bundle)
-    const cases: Array<[string, Buffer]> = [
-      ['the build\'s bundle', good],
-      ['an empty bundle', Buffer.alloc(0)],
-      ['a bundle cut in half', good.subarray(0, good.length >> 1)],
-      ['a bundle of only its wrapper\'s start', good.subarray(0, good.indexOf(0x7b) + 1)],
-      ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
-    ]
-    await allSucceedAlike(cases.map(([what, bytes]) => ({what, cache: readFileSync(cache), bundle: bytes})))
+    const {dir, cleanup} = await tempDir()
+    try {
+      for (const [i, [what, bytes]] of ([
+        ['an empty bundle', Buffer.alloc(0)],
+        ['a bundle cut in half', good.subarray(0, good.length >> 1)],
+        ["a bundle of only its wrapper's start", good.subarray(0, good.indexOf(0x7b) + 1)],
+        ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
+      ] as Array<[string, Buffer]>).entries()) {
+        const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes)
+        const cwd = path.join(dir, String(i), 'work')
+        mkdirSync(cwd)
+        const result = await node([path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
+        expect(result.code, what).to.equal(1)
+        expect(result.stderr, what).to.match(/^Error \[E_INTERNAL\]: the installation's dist\/cli\/main\.cjs is missing or damaged\nTry this: Build pipe again \(npm run build\) or reinstall it\.\nLog: .*\nTrace: tr-[0-9a-f]{16}\n$/)
+      }
+    } finally {
+      await cleanup()
+    }
   })
 
   it('an ordinary run, with PIPE_BUILD_CODE_CACHE left set or not, writes no cache into the installation', async () => {
