@@ -141,14 +141,13 @@ console.log(JSON.stringify(answers))`
     // The flags bin/run.js sets, read from it, so that this check follows them.
     const flags = [...readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
     expect(flags, 'bin/run.js sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
-    const registry = path.join(repoRoot, 'dist', 'schema', 'registry.js')
     const script = `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
-const {loadStandalone} = await import(${JSON.stringify(registry)})
+const {loadStandalone} = await import(${JSON.stringify(registrySource)})
 const out = {}
 for (const n of ['pipeline', 'run', 'snapshot', 'spec', 'evidence', 'ledger']) out[n] = loadStandalone(${JSON.stringify(path.join(repoRoot, 'dist', 'schema', 'validators'))} + '/' + n + '.cjs').cached
 console.log(JSON.stringify(out))`
-    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8'})
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
     expect(child.status, child.stderr).to.equal(0)
     expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, run: true, snapshot: true, spec: true, evidence: true, ledger: true})
   })
