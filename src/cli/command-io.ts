@@ -1,8 +1,8 @@
 /**
- * What a command's core shares with its oclif class and with bin/run.js's fast path for `pipe run`
- * (cli/fast-run.ts), which runs the same core without loading oclif: the store folder, and one
- * rendering of errors (stderr: code, message, a hint with the next action, the log path; the JSON
- * error with --json) with the exit code from the one table. Nothing here imports oclif.
+ * What every command shares: the store folder, and the one rendering of errors (stderr: code,
+ * message, a hint with the next action, the log path and trace id; the JSON error with --json) with
+ * the exit code from the one table. Commands (base-command.ts), an unknown command
+ * (unknown-command.ts) and what no command caught (main.ts) all report through reportCommandError.
  */
 import path from 'node:path'
 import {PipeError, toPipeError} from '../errors.js'

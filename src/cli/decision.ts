@@ -2,7 +2,6 @@
  * The words a person may give for a review decision (seed 001's confirmation takes "Go/Yes/OK"):
  * `--decision` and the terminal prompt take them in any case, and the record keeps the canonical
  * value. `no`/`n` mean drop, which ends the run as cancelled, as a "no" to "go ahead?" does.
- * Apart from the flags so that the fast path of `pipe run` (cli/fast-run.ts) uses it without oclif.
  */
 import type {Decision} from '../engine/sessions/shared.js'
 import {PipeError} from '../errors.js'
