@@ -8,11 +8,13 @@ import tseslint from 'typescript-eslint'
  * not import, by static import, re-export or dynamic import(). A relative path that climbs out of
  * the folder (`../engine/x.js`, `../../engine/x.js`) is how src/ files name another folder.
  */
-const UPPER = ['commands', 'cli']
+const UPPER = ['commands', 'cli', 'view']
 const ENGINE_AND_UP = [...UPPER, 'engine']
 const STEPS_AND_UP = [...ENGINE_AND_UP, 'steps']
 const LOWEST = ['config', 'store', 'providers', 'policy', 'gates', 'publish', 'edit', 'vcs', 'spec', 'expr', 'schema']
 export const LAYERS = {
+  // The web view (pipe view, export --html): beside cli/, under the commands that serve it.
+  view: ['commands', 'cli'],
   engine: UPPER,
   steps: ENGINE_AND_UP,
   // Loading and checking files: kinds reach the loader through the catalog the registry passes in.

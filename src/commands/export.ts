@@ -2,23 +2,33 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {exportRun} from '../engine/export.js'
+import {exportRunHtml} from '../view/export-html.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
 export default class Export extends PipeCommand {
-  static override summary = "Write a run's records as files: state.json and timeline.md per run, each step's command logs, and for coding work each task's attempts and verdict.json."
-  static override examples = [{description: 'Export a coding run', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --dir artifacts'}]
+  static override summary = "Write a run's records as files: state.json and timeline.md per run, each step's command logs, and for coding work each task's attempts and verdict.json; or, with --html, the run's page as one self-contained HTML file."
+  static override examples = [
+    {description: 'Export a coding run', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --dir artifacts'},
+    {description: "The run's page (what pipe view shows) as one HTML file to attach to a ticket", command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --html run.html'},
+  ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     dir: Flags.string({char: 'd', description: 'Directory to write (created if needed).', default: 'artifacts', helpValue: 'DIR'}),
+    html: Flags.string({description: "Write the run's page as one self-contained HTML file (inline style and drawings, no external reference) instead of the files.", helpValue: 'FILE', exclusive: ['dir']}),
     store: PipeCommand.storeFlag,
   }
 
-  async run(): Promise<{dir: string; files: string[]}> {
+  async run(): Promise<{dir: string; files: string[]} | {html: string; bytes: number}> {
     const {args, flags} = await this.parse(Export)
     assertId('run', args.run)
     const store = await Store.existing(this.storeDir(flags.store))
+    if (flags.html !== undefined) {
+      const written = await exportRunHtml(store, args.run, flags.html)
+      if (!this.jsonEnabled()) process.stdout.write(t`${written.html}\n`)
+      return written
+    }
     const result = await exportRun(store, args.run, flags.dir)
     if (!this.jsonEnabled()) process.stdout.write(`${result.files.map((f) => t`${result.dir}/${f}`).join('\n')}\n`)
     return result

@@ -6,6 +6,46 @@ import {PipeError} from '../../errors.js'
 import {Store} from '../../store/store.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertId} from '../../store/ids.js'
+import {ReplyCache} from '../../store/replies.js'
+import {visible} from '../../util/terminal-text.js'
+import {modelCalls, type ModelCallView} from '../../view/run-data.js'
+
+export interface PromptsShown {
+  seq: number
+  step: string
+  kind: string
+  calls: ModelCallView[]
+}
+
+function contentText(content: unknown): string {
+  return typeof content === 'string' ? content : content === null || content === undefined ? '' : JSON.stringify(content, null, 2)
+}
+
+function renderPrompts(shown: PromptsShown[]): string {
+  const out: string[] = []
+  for (const s of shown) {
+    s.calls.forEach((c, i) => {
+      out.push(`#${s.seq} ${s.step} (${s.kind})  request ${i + 1} of ${s.calls.length}  ${c.key}  answered from ${c.source}`)
+      if (c.missing !== undefined) {
+        out.push(`  (the prompt is not shown: ${c.missing})`, '')
+        return
+      }
+      for (const m of c.request?.messages ?? []) {
+        out.push(`--- ${m.role}${typeof m.tool_call_id === 'string' ? ` (result of ${m.tool_call_id})` : ''}`)
+        if (contentText(m.content) !== '') out.push(contentText(m.content))
+        if (m.tool_calls !== undefined) out.push(`tool calls: ${JSON.stringify(m.tool_calls)}`)
+      }
+      const reply = (c.reply as {choices?: Array<{message?: {content?: unknown; tool_calls?: unknown}}>} | null)?.choices?.[0]?.message
+      out.push('--- reply')
+      if (reply) {
+        if (contentText(reply.content) !== '') out.push(contentText(reply.content))
+        if (reply.tool_calls !== undefined) out.push(`tool calls: ${JSON.stringify(reply.tool_calls)}`)
+      } else out.push(JSON.stringify(c.reply, null, 2))
+      out.push('')
+    })
+  }
+  return `${out.join('\n')}\n`
+}
 
 export default class SnapshotShow extends PipeCommand {
   static override summary = 'Show what steps of a run took in, gave out and decided, and why.'
@@ -15,15 +55,17 @@ With --json the records are printed exactly as stored (valid against schemas/sna
   static override examples = [
     {description: 'Why did the gates fail?', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --step validate_gates'},
     {description: 'One snapshot, as stored', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --seq 3 --json'},
+    {description: 'What a model step was asked, exactly as sent, and what it replied', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --step compile --prompt'},
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     step: Flags.string({char: 's', description: 'Only snapshots of this step (every iteration).', exclusive: ['seq'], helpValue: 'NAME'}),
     seq: Flags.integer({description: 'Only the snapshot with this sequence number.', exclusive: ['step'], min: 1}),
+    prompt: Flags.boolean({description: "Instead of the snapshot, the messages each model request of the step sent (from the store's reply cache) and the reply; with --json, [{seq, step, kind, calls: [{key, source, request, reply}]}].", default: false}),
     store: PipeCommand.storeFlag,
   }
 
-  async run(): Promise<Snapshot | Snapshot[]> {
+  async run(): Promise<Snapshot | Snapshot[] | PromptsShown[]> {
     const {args, flags} = await this.parse(SnapshotShow)
     assertId('run', args.run)
     if (flags.step !== undefined) assertId('step', flags.step, '--step')
@@ -39,6 +81,19 @@ With --json the records are printed exactly as stored (valid against schemas/sna
       throw new PipeError('E_NOT_FOUND', `run ${args.run} has no snapshot for ${what}`, {
         hint: all.length ? `It has seq 1-${all.length}; steps: ${steps.join(', ')}.` : 'The run has not finished a step yet (pipe runs show shows its state).',
       })
+    }
+    if (flags.prompt) {
+      const cache = new ReplyCache(store.root)
+      const shown: PromptsShown[] = []
+      for (const s of chosen) if ((s.meta.model_calls ?? []).length > 0) shown.push({seq: s.step.seq, step: s.step.name, kind: s.step.kind, calls: await modelCalls(cache, s)})
+      if (shown.length === 0) {
+        const which = flags.step !== undefined ? `step "${flags.step}"` : flags.seq !== undefined ? `seq ${flags.seq}` : 'any step'
+        throw new PipeError('E_NOT_FOUND', `run ${args.run} has no model request recorded for ${which}`, {
+          hint: 'Only model and agent steps that asked a model endpoint (live, a cassette or the reply cache) record their requests; the offline provider asks none. pipe snapshot show RUN lists what each step did.',
+        })
+      }
+      if (!this.jsonEnabled()) process.stdout.write(visible(renderPrompts(shown)))
+      return shown
     }
     if (!this.jsonEnabled()) process.stdout.write(chosen.map(renderSnapshot).join('\n'))
     return flags.seq !== undefined ? chosen[0]! : chosen

@@ -1,0 +1,167 @@
+/**
+ * pipe view's web server: read-only pages over one store, on loopback. It answers GET and HEAD
+ * only, only to a Host header naming the address it listens on (a page of another site that
+ * resolves its own name to 127.0.0.1 — DNS rebinding — gets nothing), and every page carries a
+ * Content-Security-Policy under which only pipe's own script and style run.
+ */
+import {randomBytes} from 'node:crypto'
+import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http'
+import type {AddressInfo} from 'node:net'
+import {collectStats} from '../engine/stats.js'
+import {PipeError} from '../errors.js'
+import {diffValues} from '../spec/diff.js'
+import {ID_PATTERNS} from '../store/ids.js'
+import {listRuns} from '../store/queries.js'
+import type {Store} from '../store/store.js'
+import {html, jsonBlock, type Html} from './html.js'
+import {contentSecurityPolicy, page} from './layout.js'
+import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
+import {loadRunView} from './run-data.js'
+import {runBody} from './run-page.js'
+
+export interface ViewServerOptions {
+  store: Store
+  host: string
+  port: number
+}
+
+export interface ViewServer {
+  url: string
+  server: Server
+  close(): Promise<void>
+}
+
+const LIST_LIMIT = 500
+
+function nonce(): string {
+  return randomBytes(16).toString('base64')
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
+  const bytes = Buffer.from(body, 'utf8')
+  res.writeHead(status, {
+    'content-type': type,
+    'content-length': String(bytes.length),
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    'x-frame-options': 'DENY',
+    'cross-origin-resource-policy': 'same-origin',
+    ...extra,
+  })
+  res.end(head ? undefined : bytes)
+}
+
+function sendPage(res: ServerResponse, status: number, title: string, body: Html, head: boolean, script?: string): void {
+  const n = nonce()
+  send(res, status, 'text/html; charset=utf-8', page({title, nonce: n, body, ...(script !== undefined ? {script} : {})}), head, {'content-security-policy': contentSecurityPolicy(n, script !== undefined)})
+}
+
+/** The Host values this server answers: the address it listens on, by number or as localhost. */
+function allowedHosts(host: string, port: number): Set<string> {
+  const names = new Set([host.includes(':') ? `[${host}]` : host])
+  if (host === '127.0.0.1' || host === '::1' || host === 'localhost') for (const n of ['127.0.0.1', 'localhost', '[::1]']) names.add(n)
+  return new Set([...names].map((n) => `${n}:${port}`))
+}
+
+function filterFrom(url: URL): ListFilter {
+  const pick = (name: string): string | undefined => {
+    const v = url.searchParams.get(name)
+    return v === null || v === '' ? undefined : v
+  }
+  const out: ListFilter = {}
+  const status = pick('status')
+  const pipeline = pick('pipeline')
+  const feature = pick('feature')
+  const since = pick('since')
+  if (status !== undefined) out.status = status
+  if (pipeline !== undefined) out.pipeline = pipeline
+  if (feature !== undefined) out.feature = feature
+  if (since !== undefined && /^\d{4}-\d{2}-\d{2}$/.test(since)) out.since = since
+  return out
+}
+
+async function route(store: Store, url: URL, res: ServerResponse, head: boolean): Promise<void> {
+  const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p))
+  if (parts.length === 0) {
+    const all = await listRuns(store, {limit: LIST_LIMIT})
+    const filter = filterFrom(url)
+    return sendPage(res, 200, 'pipe: runs', runsBody(filterRuns(all, filter), all, filter), head, LIVE_SCRIPT)
+  }
+  if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 2) {
+    const all = await listRuns(store, {limit: LIST_LIMIT})
+    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({runs: filterRuns(all, filterFrom(url))})}\n`, head)
+  }
+  if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
+    const view = await loadRunView(store, parts[1]!)
+    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head)
+  }
+  if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 3 && ID_PATTERNS.run.test(parts[2]!)) {
+    const view = await loadRunView(store, parts[2]!)
+    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(view)}\n`, head)
+  }
+  if (parts[0] === 'stats' && parts.length === 1) {
+    return sendPage(res, 200, 'pipe: stats', statsBody(await collectStats(store, {})), head)
+  }
+  if (parts[0] === 'specs' && parts[1] === 'diff' && parts.length === 2) {
+    const a = url.searchParams.get('a') ?? ''
+    const b = url.searchParams.get('b') ?? ''
+    if (!ID_PATTERNS.spec.test(a) || !ID_PATTERNS.spec.test(b)) return sendPage(res, 400, 'pipe: bad request', html`<h1>Not two spec versions</h1><p>Give ?a=VERSION&amp;b=VERSION.</p>`, head)
+    const [before, after] = [await store.readSpec(a), await store.readSpec(b)]
+    const {meta: _a, ...x} = before
+    const {meta: _b, ...y} = after
+    const changes = diffValues(x, y)
+    return sendPage(
+      res,
+      200,
+      `pipe: ${a} → ${b}`,
+      html`<h1><code>${a}</code> → <code>${b}</code></h1><p>${changes.length} field change(s).</p><table>${changes.map((c) => html`<tr class="diff-${c.kind}"><td class="mono">${c.path || '(root)'}</td><td>${c.kind}</td><td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td><td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td></tr>`)}</table>`,
+      head,
+    )
+  }
+  return sendPage(res, 404, 'pipe: not found', html`<h1>Not found</h1><p>No page at <code>${url.pathname}</code>. <a href="/">All runs</a>.</p>`, head)
+}
+
+async function handle(options: ViewServerOptions, hosts: Set<string>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'text/plain; charset=utf-8', 'pipe view is read-only: GET and HEAD only\n', false, {allow: 'GET, HEAD'})
+  const head = req.method === 'HEAD'
+  if (!hosts.has(req.headers.host ?? '')) return send(res, 421, 'text/plain; charset=utf-8', 'pipe view answers only to the address it listens on\n', head)
+  let url: URL
+  try {
+    url = new URL(req.url ?? '/', 'http://pipe.invalid')
+  } catch {
+    return send(res, 400, 'text/plain; charset=utf-8', 'bad request\n', head)
+  }
+  try {
+    await route(options.store, url, res, head)
+  } catch (error) {
+    const e = error as PipeError
+    const notFound = e instanceof PipeError && e.code === 'E_NOT_FOUND'
+    sendPage(res, notFound ? 404 : 500, 'pipe: error', html`<h1>${notFound ? 'Not found' : 'Could not read the store'}</h1><div class="panel bad"><strong>${e.code ?? 'E_INTERNAL'}</strong> ${e.message}${e.hint ? html`<br><span class="muted">Try this: ${e.hint}</span>` : ''}</div><p><a href="/">All runs</a></p>`, head)
+  }
+}
+
+/** Starts the server; resolves once it listens, with the URL it answers on. */
+export async function startViewServer(options: ViewServerOptions): Promise<ViewServer> {
+  let hosts = new Set<string>()
+  const server = createServer((req, res) => {
+    handle(options, hosts, req, res).catch(() => {
+      if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false)
+      else res.destroy()
+    })
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(new PipeError(error.code === 'EADDRINUSE' ? 'E_CONFLICT' : 'E_IO', `pipe view cannot listen on ${options.host}:${options.port}: ${error.message}`, {hint: error.code === 'EADDRINUSE' ? 'Another program uses that port: give --port 0 for a free one.' : 'Check --host and --port.'})),
+    )
+    server.listen(options.port, options.host, () => resolve())
+  })
+  const {port} = server.address() as AddressInfo
+  hosts = allowedHosts(options.host, port)
+  const shown = options.host.includes(':') ? `[${options.host}]` : options.host
+  return {
+    url: `http://${shown}:${port}/`,
+    server,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+}
