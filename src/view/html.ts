@@ -41,10 +41,11 @@ export function escapeText(value: string): string {
 type Value = Html | string | number | boolean | null | undefined | readonly Value[]
 
 function piece(value: Value): string {
+  if (typeof value === 'string') return escapeText(value)
+  if (typeof value === 'number' || value === true) return escapeText(String(value))
   if (value === null || value === undefined || value === false) return ''
-  if (Array.isArray(value)) return (value as readonly Value[]).map(piece).join('')
   if (isHtml(value)) return value.text
-  return escapeText(typeof value === 'string' ? value : String(value as number | boolean))
+  return value.map(piece).join('')
 }
 
 /** The template's literal text as markup, every interpolated value escaped (or joined, for lists). */
