@@ -11,11 +11,9 @@ import {loadPipeline} from '../config/pipeline.js'
 import type {PathTaken} from '../config/graph-render.js'
 import {pathOf} from '../engine/run-path.js'
 import {deliveredKeys, kindCatalog} from '../steps/registry.js'
-import {auditStore, type AuditReport} from '../store/audit.js'
-import {Ledger} from '../store/ledger.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../store/queries.js'
 import {ReplyCache} from '../store/replies.js'
-import type {Store} from '../store/store.js'
+import type {AuditReport, RunStore} from '../store/types.js'
 import type {Evidence} from '../types/evidence.js'
 import type {LedgerEntry} from '../types/ledger.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
@@ -97,7 +95,7 @@ export function nextCommand(record: RunRecord, status: RunStatus): {next_command
   return {}
 }
 
-export async function loadRunView(store: Store, runId: string): Promise<RunView> {
+export async function loadRunView(store: RunStore, runId: string): Promise<RunView> {
   const record = await store.readRun(runId)
   const [events, snapshots, status, children] = await Promise.all([store.readEvents(runId), store.readSnapshots(runId), effectiveStatus(store, record), childTree(store, runId)])
   const cache = new ReplyCache(store.root)
@@ -125,7 +123,7 @@ export async function loadRunView(store: Store, runId: string): Promise<RunView>
       evidence.push({evidence_id: id, problem: (error as Error).message})
     }
   }
-  const ledger = await new Ledger(store).list({run: runId}).catch(() => [])
-  const audit = await auditStore(store, runId, {deliveredKeys})
+  const ledger = await store.ledger().list({run: runId})
+  const audit = await store.audit(runId, {deliveredKeys})
   return {record, status, events, steps, children, specs, evidence, ledger, audit, usage: totalUsage(snapshots), graph: await graphOf(record, snapshots, events), ...nextCommand(record, status)}
 }

@@ -12,7 +12,7 @@ import {PipeError} from '../errors.js'
 import {diffValues} from '../spec/diff.js'
 import {ID_PATTERNS} from '../store/ids.js'
 import {listRuns} from '../store/queries.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import {html, jsonBlock, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
@@ -20,7 +20,7 @@ import {loadRunView} from './run-data.js'
 import {runBody} from './run-page.js'
 
 export interface ViewServerOptions {
-  store: Store
+  store: RunStore
   host: string
   port: number
 }
@@ -81,7 +81,7 @@ function filterFrom(url: URL): ListFilter {
   return out
 }
 
-async function route(store: Store, url: URL, res: ServerResponse, head: boolean): Promise<void> {
+async function route(store: RunStore, url: URL, res: ServerResponse, head: boolean): Promise<void> {
   const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p))
   if (parts.length === 0) {
     const all = await listRuns(store, {limit: LIST_LIMIT})
