@@ -34,6 +34,7 @@ import SpecShow from '../commands/spec/show.js'
 import Stats from '../commands/stats.js'
 import Test from '../commands/test.js'
 import Validate from '../commands/validate.js'
+import View from '../commands/view.js'
 
 export const COMMANDS: Record<string, Command.Class> = {
   answer: Answer,
@@ -65,4 +66,5 @@ export const COMMANDS: Record<string, Command.Class> = {
   stats: Stats,
   test: Test,
   validate: Validate,
+  view: View,
 }
