@@ -26,12 +26,14 @@ import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {canonicalJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
 import {redact, redactDeep} from '../util/redact.js'
-import {normaliseRequest, requestKey, requestKeyV1, stableRequest} from './request-key.js'
+import {normaliseRequest, requestKey, requestKeyV1, requestKeyV2, stableRequest} from './request-key.js'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from './chat.js'
 
-export const CASSETTE_FORMAT = 'pipe-cassette/2'
+export const CASSETTE_FORMAT = 'pipe-cassette/3'
 /** Keyed by the hash of the request as it was (ids and times included); read, and keyed again as /2. */
 const CASSETTE_FORMAT_1 = 'pipe-cassette/1'
+/** Keys masked every ISO time, a requirement's dates too; still read. */
+const CASSETTE_FORMAT_2 = 'pipe-cassette/2'
 
 /** The largest cassette file read (64 MiB, eight replies at their own limit): a bigger one is refused, not read into memory. */
 export const MAX_CASSETTE_BYTES = 64 * 1024 * 1024
@@ -125,10 +127,10 @@ export function parseCassette(text: string, file: string): CassetteContents {
     if (i === 0) {
       const given = (value as {format?: unknown} | null)?.format
       if (type !== 'header') throw configError(file, n, `the first line is not a cassette header ({"type":"header","format":"${CASSETTE_FORMAT}",...}); is this a pipe cassette?`, rerecord)
-      if (typeof given === 'string' && given.startsWith('pipe-cassette/') && given !== CASSETTE_FORMAT && given !== CASSETTE_FORMAT_1) {
-        throw configError(file, n, `cassette format ${given} is not one this pipe reads (it reads ${CASSETTE_FORMAT} and ${CASSETTE_FORMAT_1})`, `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`)
+      if (typeof given === 'string' && given.startsWith('pipe-cassette/') && given !== CASSETTE_FORMAT && given !== CASSETTE_FORMAT_2 && given !== CASSETTE_FORMAT_1) {
+        throw configError(file, n, `cassette format ${given} is not one this pipe reads (it reads ${CASSETTE_FORMAT}, ${CASSETTE_FORMAT_2} and ${CASSETTE_FORMAT_1})`, `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`)
       }
-      if (given === CASSETTE_FORMAT_1) format = CASSETTE_FORMAT_1
+      if (given === CASSETTE_FORMAT_1 || given === CASSETTE_FORMAT_2) format = given
     } else if (type !== 'interaction') {
       throw configError(file, n, type === 'header' ? 'a second header line' : 'not an interaction line ({"type":"interaction",...})', rerecord)
     }
@@ -150,13 +152,13 @@ export function parseCassette(text: string, file: string): CassetteContents {
     let key: string
     try {
       key = requestKey(entry.request as ChatRequest)
-      actual = format === CASSETTE_FORMAT_1 ? requestKeyV1(entry.request as ChatRequest) : key
+      actual = format === CASSETTE_FORMAT_1 ? requestKeyV1(entry.request as ChatRequest) : format === CASSETTE_FORMAT_2 ? requestKeyV2(entry.request as ChatRequest) : key
     } catch (error) {
       if (error instanceof RangeError) throw configError(file, n, 'the line is nested too deeply to be a model request and reply', rerecord)
       throw error
     }
     if (actual !== entry.key) throw configError(file, n, `the key ${entry.key} is not the hash of the line's request (${actual}); the request was edited`, rerecord)
-    // A /1 line is checked under its own key, then known by the key this version asks with (and written so when the file is next written).
+    // A /1 or /2 line is checked under its own key, then known by the key this version asks with (and written so when the file is next written).
     interactions.set(key, key === entry.key ? entry : {...entry, key})
   })
   return {...(note !== undefined ? {note} : {}), interactions}

@@ -14,7 +14,7 @@ export interface Header {
   /**
    * The cassette format and version. /2 keys a request by its stable form (pipe's ids as aliases, ISO times masked), so a recording replays in another store, folder or year; /1 (keyed by the request as it was) is still read, and written as /2.
    */
-  format: 'pipe-cassette/2' | 'pipe-cassette/1'
+  format: 'pipe-cassette/3' | 'pipe-cassette/2' | 'pipe-cassette/1'
   /**
    * What produced the recording (pipe run --record-note), e.g. which server answered.
    */
@@ -27,7 +27,7 @@ export interface Header {
 export interface Interaction {
   type: 'interaction'
   /**
-   * sha256 of the canonical JSON of the normalised, redacted request in its stable form (pipe-cassette/2: ids as aliases, ISO times masked).
+   * sha256 of the canonical JSON of the normalised, redacted request in its stable form (pipe-cassette/3: ids as aliases, the times pipe writes — milliseconds and Z — masked; /2 masked every ISO time).
    */
   key: string
   /**

@@ -37,6 +37,16 @@ export function maskTimes(text: string): string {
   return text.replace(ISO_TIME, '<time>')
 }
 
+/**
+ * The times pipe itself writes into its records (JavaScript's Date#toISOString: milliseconds and
+ * Z, always), masked as `<time>`: a spec's `meta.created_at` that a prompt reads through
+ * `${{ spec }}` differs on every run. Any other written time (a deadline in a requirement, a log
+ * line's timestamp a person pasted) is content, and keeps its place in a request's key.
+ */
+export function maskPipeTimes(text: string): string {
+  return text.replace(/\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z\b/g, '<time>')
+}
+
 /** `root` as given and as the file system resolves it, longest first. */
 export function rootForms(root: string): string[] {
   const forms = [path.resolve(root)]

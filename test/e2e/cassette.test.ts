@@ -109,7 +109,7 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     const bytes = await readFile(cassette, 'utf8')
     expect(await readFile(again, 'utf8')).to.equal(bytes)
     const lines = bytes.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
-    expect(lines[0]).to.deep.equal({type: 'header', format: 'pipe-cassette/2', note: 'recorded against the scripted test server (test/helpers/model-server.ts), not a real model'})
+    expect(lines[0]).to.deep.equal({type: 'header', format: 'pipe-cassette/3', note: 'recorded against the scripted test server (test/helpers/model-server.ts), not a real model'})
     expect(lines.slice(1).map((l) => [l['type'], l['step']])).to.deep.equal([['interaction', 'draft']])
     expect(bytes).to.not.match(/R-\d{8}|127\.0\.0\.1|"at":|created_at/)
     // Each line is canonical: keys sorted.

@@ -6,6 +6,7 @@ import path from 'node:path'
 import {PipeError} from '../../src/errors.js'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../../src/providers/chat.js'
 import {Cassette, MAX_CASSETTE_BYTES, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette, stableRequest} from '../../src/providers/cassette.js'
+import {requestKeyV2} from '../../src/providers/request-key.js'
 import {hashJson} from '../../src/util/hash.js'
 import {planProvider} from '../../src/providers/select.js'
 import {ReplyCache} from '../../src/store/replies.js'
@@ -99,11 +100,23 @@ describe('request keys', () => {
 describe('keys that do not depend on when or where a request was made', () => {
   const ask = (content: string): ChatRequest => ({model: 'm', messages: [{role: 'system', content: 'step s'}, {role: 'user', content}]})
 
-  it('the same request with other run, spec, feature and evidence ids and other times has the same key', () => {
+  it('the same request with other run, spec, feature and evidence ids and other times pipe wrote has the same key', () => {
     const today = ask('run R-20261124-0002 (child of R-20261124-0001) read S-20261124-0007 of F-2026-003, evidence E-0042, at 2026-11-24T22:08:08.123Z')
-    const later = ask('run R-20310709-0013 (child of R-20310709-0012) read S-20310709-0001 of F-2031-001, evidence E-0007, at 2031-07-09T04:05:06Z')
+    const later = ask('run R-20310709-0013 (child of R-20310709-0012) read S-20310709-0001 of F-2031-001, evidence E-0007, at 2031-07-09T04:05:06.000Z')
     expect(requestKey(later)).to.equal(requestKey(today))
     expect(stableRequest(today).messages[1]!.content).to.equal('run R-#1 (child of R-#2) read S-#1 of F-#1, evidence E-#1, at <time>')
+  })
+
+  it('a date or time a person wrote is content: two requirements with other deadlines are two requests', () => {
+    for (const [a, b] of [
+      ['ship by 2026-12-01', 'ship by 2027-03-01'],
+      ['the outage began 2026-11-24T22:08:08Z', 'the outage began 2026-11-25T01:00:00Z'],
+      ['meet at 2026-11-24 10:00:00+02:00', 'meet at 2026-11-24 18:30:00+02:00'],
+    ]) {
+      expect(requestKey(ask(a!)), `${a} / ${b}`).to.not.equal(requestKey(ask(b!)))
+    }
+    // Only the form pipe writes (toISOString: milliseconds and Z) is masked.
+    expect(stableRequest(ask('created 2026-11-24T22:08:08.123Z, due 2026-12-01T00:00:00Z')).messages[1]!.content).to.equal('created <time>, due 2026-12-01T00:00:00Z')
   })
 
   it('which mentions name the same id still counts: one id twice is not two ids', () => {
@@ -127,10 +140,27 @@ describe('keys that do not depend on when or where a request was made', () => {
     const parsed = parseCassette(v1, 'old.jsonl')
     expect([...parsed.interactions.keys()]).to.deep.equal([requestKey({...request, messages: [{role: 'user', content: 'summarise R-20310101-0009'}]})])
     const out = serialiseCassette(parsed)
-    expect(out.split('\n')[0]).to.equal('{"format":"pipe-cassette/2","type":"header"}')
+    expect(out.split('\n')[0]).to.equal('{"format":"pipe-cassette/3","type":"header"}')
     expect(serialiseCassette(parseCassette(out, 'new.jsonl'))).to.equal(out)
     // An edited /1 line is still caught by its own key.
     expect(() => parseCassette(v1.replace('R-20261122-0002', 'R-20261122-0003'), 'old.jsonl')).to.throw(/old\.jsonl:2: the key .* is not the hash/)
+  })
+
+  it('reads a pipe-cassette/2 file (every ISO time masked in its keys) and writes it back as /3, where a person\'s dates count', () => {
+    const request: ChatRequest = {model: 'm', messages: [{role: 'user', content: 'ship by 2026-12-01T00:00:00Z'}]}
+    const v2 = [
+      '{"type":"header","format":"pipe-cassette/2"}',
+      JSON.stringify({type: 'interaction', key: requestKeyV2(request), step: 's', request, reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'}}),
+    ].join('\n')
+    expect(requestKeyV2(request), 'the /2 key masked the deadline').to.not.equal(requestKey(request))
+    const parsed = parseCassette(v2, 'v2.jsonl')
+    expect([...parsed.interactions.keys()]).to.deep.equal([requestKey(request)])
+    const out = serialiseCassette(parsed)
+    expect(out.split('\n')[0]).to.equal('{"format":"pipe-cassette/3","type":"header"}')
+    expect(serialiseCassette(parseCassette(out, 'v3.jsonl'))).to.equal(out)
+    // Another deadline is another request under /3: the recording does not answer it.
+    expect(parsed.interactions.has(requestKey({...request, messages: [{role: 'user', content: 'ship by 2027-03-01T00:00:00Z'}]}))).to.equal(false)
+    expect(() => parseCassette(v2.replace('ship by', 'ship on'), 'v2.jsonl')).to.throw(/v2\.jsonl:2: the key .* is not the hash/)
   })
 })
 
@@ -141,26 +171,26 @@ describe('the cassette reader and writer', () => {
   }
 
   it('reads a header and interactions, and writes them back canonically: header first, by step and key, keys sorted', () => {
-    const text = ['{"format":"pipe-cassette/2","type":"header","note":"n"}', interaction('b', 'two'), interaction('a', 'one')].join('\n')
+    const text = ['{"format":"pipe-cassette/3","type":"header","note":"n"}', interaction('b', 'two'), interaction('a', 'one')].join('\n')
     const parsed = parseCassette(text, 'c.jsonl')
     expect(parsed.note).to.equal('n')
     expect(parsed.interactions.size).to.equal(2)
     const out = serialiseCassette(parsed)
     const lines = out.trimEnd().split('\n')
-    expect(lines[0]).to.equal('{"format":"pipe-cassette/2","note":"n","type":"header"}')
+    expect(lines[0]).to.equal('{"format":"pipe-cassette/3","note":"n","type":"header"}')
     expect(lines.slice(1).map((l) => (JSON.parse(l) as {step: string}).step)).to.deep.equal(['a', 'b'])
     expect(lines[1]!.startsWith('{"key":"sha256:')).to.equal(true)
     expect(serialiseCassette(parseCassette(out, 'c.jsonl'))).to.equal(out)
   })
 
   it('names the line of each problem', () => {
-    const header = '{"type":"header","format":"pipe-cassette/2"}'
+    const header = '{"type":"header","format":"pipe-cassette/3"}'
     const cases: Array<[string, RegExp]> = [
       ['', /c\.jsonl:1: the cassette is empty/],
       ['not json', /c\.jsonl:1: not a JSON line/],
       ['{"type":"interaction"}', /c\.jsonl:1: the first line is not a cassette header/],
-      ['{"type":"header","format":"pipe-cassette/3"}', /c\.jsonl:1: cassette format pipe-cassette\/3/],
-      ['{"type":"header","format":"pipe-cassette/2","extra":1}', /c\.jsonl:1: does not match the cassette schema/],
+      ['{"type":"header","format":"pipe-cassette/4"}', /c\.jsonl:1: cassette format pipe-cassette\/4/],
+      ['{"type":"header","format":"pipe-cassette/3","extra":1}', /c\.jsonl:1: does not match the cassette schema/],
       [`${header}\n${interaction('a', 'one')}\n${header}`, /c\.jsonl:3: a second header line/],
       [`${header}\n${interaction('a', 'one')}\n{"type":"interaction","key":"x"`, /c\.jsonl:3: not a JSON line/],
       [`${header}\n${interaction('a', 'one').replace('"one"', '"edited"')}`, /c\.jsonl:2: the key .* is not the hash of the line's request/],
