@@ -13,8 +13,8 @@ import type {ModelCall} from '../providers/cassette.js'
 import type {Usage} from '../providers/types.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
-import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
-import type {Ledger} from '../store/ledger.js'
+import {changesSpec, type ChildResult, type ChildRuns, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
+import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
@@ -32,6 +32,9 @@ import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
 import {dotGitOf} from '../util/git-dir.js'
 import {newTraceId} from '../util/trace.js'
+import {cursorOf, redrivenOf, retriedKey, retriedSeqs, type Cursor} from './cursor.js'
+import {History, unrecoveredFailure} from './history.js'
+import {assertResumable, canRedrive, redrivePoint} from './redrive.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
@@ -46,115 +49,8 @@ interface RunExpressions {
   secrets: Record<string, string>
 }
 
-/** A run's history as steps read it (also used by pipe replay --check to run a step again). */
-export class History implements RunHistory {
-  constructor(
-    readonly snapshots: Snapshot[],
-    private readonly registry: StepRegistry = defaultRegistry,
-  ) {}
-
-  unrecoveredFailure(): {step: string; seq: number; outcome: string} | null {
-    const found = unrecoveredFailure(this.snapshots, this.registry)
-    return found ? {step: found.step, seq: found.seq, outcome: found.outcome} : null
-  }
-
-  latestOutput<T = unknown>(key: string): T | undefined {
-    for (let i = this.snapshots.length - 1; i >= 0; i--) {
-      const outputs = this.snapshots[i]!.outputs as Record<string, unknown>
-      if (Object.hasOwn(outputs, key)) return outputs[key] as T
-    }
-    return undefined
-  }
-}
-
-/** Where a run stands, derived from its snapshots. */
-export interface Cursor {
-  next: string | null
-  seq: number
-  specVersion: string | null
-  iterations: Map<string, number>
-}
-
-/**
- * `base` is the history a replay forks from (the original run's snapshots before the replayed
- * step); `own` the run's own snapshots; `redriven` the snapshots a redrive retried (see
- * `retriedKey`). A redriven snapshot stays in the history but does not use up one of its step's
- * iterations (the retry is the same iteration, a new attempt), and when it is the last one the
- * run goes on at its step.
- */
-export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[], redriven: ReadonlySet<string> = new Set()): Cursor {
-  const iterations = new Map<string, number>()
-  let specVersion: string | null = null
-  for (const s of [...base, ...own]) {
-    if (!redriven.has(retriedKey(s))) iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
-    if (s.spec_version_out) specVersion = s.spec_version_out
-  }
-  const last = own.at(-1)
-  if (!last) return {next: first, seq: 1, specVersion, iterations}
-  if (redriven.has(retriedKey(last))) return {next: last.step.name, seq: last.step.seq + 1, specVersion, iterations}
-  return {next: last.decisions.at(-1)?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
-}
-
-/** Names a snapshot across runs, so a replay also knows which snapshots of its original were retried. */
-function retriedKey(snapshot: {run_id: string; step: {seq: number}}): string {
-  return `${snapshot.run_id}#${snapshot.step.seq}`
-}
-
-function redrivenOf(...records: RunRecord[]): Set<string> {
-  return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => retriedKey({run_id: r.run_id, step: {seq: d.seq}}))))
-}
-
-/** The seqs of the earlier attempts of `step` that redrives ran again as `seq` (oldest first). */
-function retriedSeqs(record: RunRecord, step: string, seq: number): number[] {
-  const out: number[] = []
-  for (let s = seq - 1; (record.redrives ?? []).some((r) => r.seq === s && r.step === step); s--) out.unshift(s)
-  return out
-}
-
 /** Part of the message of a failure the pipeline handled (a rollback) and then ended on. */
 const CARRIED_FAILURE = 'and no later step recovered it'
-
-/**
- * Where a redrive starts: the step of the snapshot that failed or blocked the run. A run that
- * failed with no such snapshot (a loop bound, a step missing from the pipeline), ended failed by an
- * end step, or ended on a failure it handled would fail again the same way, so it is refused.
- */
-function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
-  const last = own.at(-1)
-  const status = last?.decisions.at(-1)?.run_status
-  const carried = (last?.errors.at(-1)?.details as {failed_step?: unknown} | undefined)?.failed_step
-  if (last && status === 'failed' && typeof carried === 'string') {
-    // Running the handling step again (a rollback) cannot undo a failure it only handled.
-    throw new PipeError('E_STATE', `run ${record.run_id} failed at step ${carried}, and the pipeline handled that at step ${last.step.name} and ended; running ${last.step.name} again would change nothing`, {
-      hint: `Fix the cause and start a new run, or fork this one from the failed step: pipe replay ${record.run_id} --from ${carried}.`,
-    })
-  }
-  const ended = (last?.errors.at(-1)?.details as {ended_by?: unknown} | undefined)?.ended_by
-  if (last && status === 'failed' && typeof ended === 'string') {
-    throw new PipeError('E_STATE', `run ${record.run_id} was ended failed by its end step ${ended}; running it again would end it the same way`, {
-      hint: `Fix what the end step's reason names and start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
-    })
-  }
-  const retried = last !== undefined && (record.redrives ?? []).some((r) => r.seq === last.step.seq)
-  if (last && !retried && (status === 'failed' || status === 'blocked')) return {seq: last.step.seq, step: last.step.name}
-  const why = record.error ? ` (${record.error.code}: ${record.error.message})` : ''
-  const loop = record.error?.code === 'E_LOOP_LIMIT'
-  throw new PipeError('E_STATE', `run ${record.run_id} ${record.status} before ${record.error?.step ? `step ${record.error.step}` : 'a step'} ran${why}; there is no failed step to run again`, {
-    hint: loop
-      ? `The bound is part of the pipeline, which a resumed run keeps. Start a new run, or fork this one with more answers: pipe replay ${record.run_id} --from STEP --answers FILE.`
-      : `Start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
-  })
-}
-
-/** Whether pipe resume would redrive the run: the same judgement resume makes, without throwing. */
-function canRedrive(record: RunRecord, own: readonly Snapshot[]): boolean {
-  try {
-    redrivePoint(record, own)
-    return true
-  } catch {
-    return false
-  }
-}
 
 /**
  * How one attempt of a step is stopped: `settled` rejects with the reason, and the step's signal
@@ -1124,45 +1020,6 @@ function commandLog(value: unknown): string | null {
   return out.trim() === '' ? null : out
 }
 
-interface CarriedFailure {
-  step: string
-  seq: number
-  outcome: string
-  reason: string
-  code: string
-  hint: string
-}
-
-/**
- * The latest failure in a run's history that nothing recovered: a step that ended with a failure
- * outcome (or an error routed by on.error) and has not since ended with a non-failure outcome, with
- * no person's decision after it (a review's go accepts what it was shown). `succeeding` names a step
- * that has just ended well, and so recovers its own earlier failures.
- */
-export function unrecoveredFailure(snapshots: readonly Snapshot[], registry: StepRegistry, succeeding?: string): CarriedFailure | null {
-  const recovered = new Set<string>(succeeding === undefined ? [] : [succeeding])
-  for (let i = snapshots.length - 1; i >= 0; i--) {
-    const s = snapshots[i]!
-    const decision = s.decisions.at(-1)
-    if (!decision) continue
-    if (decision.by !== undefined) return null
-    const name = s.step.name
-    const handler = registry[s.step.kind as StepKind] as StepHandler<StepKind> | undefined
-    const declared = handler?.failures?.[decision.decision]
-    const error = decision.decision === 'error' ? s.errors.at(-1) : undefined
-    if (!declared && !error) {
-      recovered.add(name)
-      continue
-    }
-    if (recovered.has(name)) continue
-    const where = {run_id: s.run_id, step: name}
-    const code = declared ? declared.code : error!.code
-    const hint = declared ? declared.hint(where) : (error!.hint ?? `Read the step's errors with pipe snapshot show ${s.run_id} --step ${name}.`)
-    return {step: name, seq: s.step.seq, outcome: decision.decision, reason: decision.reason, code, hint}
-  }
-  return null
-}
-
 interface Executed {
   result?: StepResult
   errors: Snapshot['errors']
@@ -1171,12 +1028,6 @@ interface Executed {
   blocked?: boolean
   /** Its when: was false: it did not run. */
   skipped?: boolean
-}
-
-function assertResumable(record: RunRecord): void {
-  if (isFinal(record.status) && !isRedrivable(record.status)) {
-    throw new PipeError('E_STATE', `run ${record.run_id} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${record.run_id} --from STEP.`})
-  }
 }
 
 function usageWithCost(usage: Usage, prices: ProviderSettings['prices']): NonNullable<Snapshot['meta']['usage']> {
