@@ -33,7 +33,8 @@ import {sleep} from '../util/sleep.js'
 import {dotGitOf} from '../util/git-dir.js'
 import {newTraceId} from '../util/trace.js'
 import {cursorOf, redrivenOf, retriedKey, retriedSeqs, type Cursor} from './cursor.js'
-import {History, unrecoveredFailure} from './history.js'
+import {decide} from './decide.js'
+import {History} from './history.js'
 import {assertResumable, canRedrive, redrivePoint} from './redrive.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 
@@ -48,9 +49,6 @@ interface RunExpressions {
   evaluator: ExprEvaluator | null
   secrets: Record<string, string>
 }
-
-/** Part of the message of a failure the pipeline handled (a rollback) and then ended on. */
-const CARRIED_FAILURE = 'and no later step recovered it'
 
 /**
  * How one attempt of a step is stopped: `settled` rejects with the reason, and the step's signal
@@ -871,7 +869,6 @@ export class Engine {
     const {seq, iteration, started, ended, attempts} = timing
     const previous = before.at(-1) ?? null
     errors = [...errors]
-    let decisions: Snapshot['decisions']
     let spec: Journal['spec'] = null
     const evidence: Journal['evidence'] = []
     if (result) {
@@ -900,51 +897,12 @@ export class Engine {
       } else if (changesSpec(handler, step) && !timing.skipped) {
         throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
       }
-      const failure = handler.failures?.[result.outcome]
-      // A failure is routed only by its own on: entry; next: is the way forward after the step did its job.
-      const routed = result.next ?? step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
-      const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
-      const fail = (code: string, message: string, hint: string, reason: string, details?: Record<string, unknown>): Snapshot['decisions'] => {
-        errors.push({code, message: redact(message), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
-        return [{decision: result.outcome, reason, next_step: null, run_status: 'failed'}]
-      }
-      const carried = routed === null && !failure && !result.end ? unrecoveredFailure(before, this.registry, step.id) : null
-      if (result.end?.status === 'failed') {
-        // An end step said so: its reason is the run's error, under its own code.
-        decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason, {ended_by: step.id})
-      } else if (result.end?.status === 'blocked') {
-        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
-        decisions = [{decision: result.outcome, reason: result.end.reason, next_step: step.id, run_status: 'blocked'}]
-      } else if (result.end?.status === 'succeeded') {
-        // An explicit end: the pipeline's author says the run succeeded here, whatever was routed before.
-        decisions = [{decision: result.outcome, reason: result.end.reason, next_step: null, run_status: 'succeeded'}]
-      } else if (result.hold) {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: step.id, run_status: 'awaiting_input'}]
-      } else if (result.cancel) {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: null, run_status: 'cancelled'}]
-      } else if (failure && routed === null) {
-        // A failure nothing handles ends the run failed, never succeeded.
-        const message = `step ${step.id} ended with the failure outcome "${result.outcome}": ${result.reason}`
-        decisions = fail(failure.code, message, failure.hint({run_id: runId, step: step.id}), `${result.reason}; no route for the failure outcome "${result.outcome}", so the run fails`)
-      } else if (carried) {
-        // The run ends here, but an earlier failure was only handled (a rollback, a notice), never recovered.
-        const message = `step ${carried.step} ended "${carried.outcome}" (seq ${carried.seq}: ${carried.reason}) ${CARRIED_FAILURE}; the run ended at ${step.id}`
-        decisions = fail(carried.code, message, carried.hint, `${result.reason}; the run ends on the unrecovered failure of step ${carried.step} (seq ${carried.seq}), so it fails`, {failed_step: carried.step, failed_seq: carried.seq})
-      } else if (unrouted) {
-        // An outcome with no route ends the run here; say so rather than pretend it was planned.
-        decisions = [{decision: result.outcome, reason: `${result.reason}; no transition for outcome "${result.outcome}", so the run ends`, next_step: null}]
-      } else {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: routed}]
-      }
-      if (result.person) Object.assign(decisions[0]!, result.person)
-    } else {
-      const last = errors.at(-1)!
-      const reason = `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`
-      if (timing.blocked) decisions = [{decision: 'error', reason, next_step: step.id, run_status: 'blocked'}]
-      else {
-        const next = step.on?.error ?? null
-        decisions = [{decision: 'error', reason, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
-      }
+    }
+    const decided = decide({run_id: runId, step, failures: handler.failures, ending: result ? {type: 'done', result} : {type: 'error', error: errors.at(-1)!, attempts, blocked: timing.blocked}, history: before, registry: this.registry})
+    const decisions: Snapshot['decisions'] = [decided.decision]
+    if (decided.error) {
+      const {code, message, hint, details} = decided.error
+      errors.push({code, message: redact(message), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), ...(hint !== undefined ? {hint: redact(hint)} : {}), ...(details ? {details} : {})})
     }
     const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
     if (failed) evidence.push({draft: failed, link: 'log'})
