@@ -6,8 +6,6 @@
  * was recorded and repeats nothing that was.
  */
 import path from 'node:path'
-import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
-import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 import {PipeError, toPipeError} from '../errors.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
@@ -19,7 +17,7 @@ import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {selfIdentity} from '../util/lock.js'
-import {addSecretsNamedIn, redact, redactDeep} from '../util/redact.js'
+import {redact, redactDeep} from '../util/redact.js'
 import type {ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
 import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
@@ -31,7 +29,9 @@ import {sleep} from '../util/sleep.js'
 import {dotGitOf} from '../util/git-dir.js'
 import {newTraceId} from '../util/trace.js'
 import {cursorOf, redrivenOf, retriedKey, retriedSeqs, type Cursor} from './cursor.js'
+import {childResultOf, childRuns, type ParentStep} from './children.js'
 import {journalOf} from './record.js'
+import {newRun, type RunBirth} from './run-record.js'
 import {History} from './history.js'
 import {assertResumable, canRedrive, redrivePoint} from './redrive.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
@@ -114,40 +114,37 @@ export class Engine {
     let featureId = options.featureId
     if (featureId) await store.ensureFeature(featureId, now)
     else featureId = await store.createFeature(now, title)
-    const at = now.toISOString()
-    const born = await store.createStartedRun(
-      {
-        feature_id: featureId,
-        status: 'pending',
-        pipeline: {path: options.pipeline.file, name: options.pipeline.pipeline.name, hash: options.pipeline.hash},
-        policy_version: options.policy.version,
-        policy_path: options.policy.file,
-        ...(options.toolVersions ? {tool_versions: options.toolVersions} : {}),
-        provider: options.provider,
-        input: options.input,
-        ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
-        workspace: options.cwd,
-        // Which repository git steps may use: one that appears later may hold a command's hooks.
-        workspace_git: dotGitOf(options.cwd),
-        ...(options.answers ? {answers: options.answers} : {}),
-        ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
-        ...(options.replayOf ? {replay_of: options.replayOf} : {}),
-        spec_version: null,
-        created_at: at,
-        updated_at: at,
-        owner: {...selfIdentity(), user: this.user},
-      },
+    const birth = newRun({
+      featureId,
+      pipeline: options.pipeline,
+      policy: options.policy,
+      provider: options.provider,
+      input: options.input,
+      ...(options.inputs ? {inputs: options.inputs} : {}),
+      cwd: options.cwd,
+      // Which repository git steps may use: one that appears later may hold a command's hooks.
+      workspaceGit: dotGitOf(options.cwd),
+      ...(options.toolVersions ? {toolVersions: options.toolVersions} : {}),
+      ...(options.answers ? {answers: options.answers} : {}),
+      ...(options.review ? {review: options.review} : {}),
+      ...(options.replayOf ? {replayOf: options.replayOf} : {}),
+      reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`,
       now,
-      {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user},
-      this.statusChange('running', 'started'),
-    )
+      user: this.user,
+    })
+    return this.launch(birth, options, 'run-created')
+  }
+
+  /** Creates a run started and held, and drives it (see Store.createStartedRun); for a child run too (see children.ts). */
+  async launch(birth: RunBirth, settings: RunSettings, hookPoint: string): Promise<RunOutcome> {
+    const born = await this.deps.store.createStartedRun(birth.draft, birth.now, birth.created, this.statusChange('running', 'started'))
     try {
-      await this.deps.hook?.('run-created')
+      await this.deps.hook?.(hookPoint)
     } catch (error) {
       await born.release()
       throw error
     }
-    return this.drive(born.record.run_id, options, 'started', undefined, born)
+    return this.drive(born.record.run_id, settings, 'started', undefined, born)
   }
 
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
@@ -607,7 +604,7 @@ export class Engine {
       const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
       const aborted = abort.settled
       let children: ChildRuns | undefined
-      const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings, state.history.snapshots))
+      const childrenOf = (): ChildRuns => (children ??= this.childRuns({parent: state.record, step, seq, settings: state.settings, snapshots: state.history.snapshots}))
       const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
       // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
       // step still running must not race the engine's own lines on the chain).
@@ -729,126 +726,23 @@ export class Engine {
     }
   }
 
-  /**
-   * The child runs of one step (pipeline, foreach). A child is keyed by (parent run, step, seq,
-   * item index) in its run.json `parent`, written when the run is created, so a re-entry of the step
-   * (a retry, a resume after a crash, a redrive of a blocked step) finds each child it already
-   * started and continues it, and never runs a finished one again. Each child is driven by a
-   * sub-engine on the same store, under its own run lock.
-   */
-  private childRuns(parent: RunRecord, step: Step, seq: number, settings: RunSettings, snapshots: readonly Snapshot[]): ChildRuns {
-    const {store} = this.deps
-    // A redrive runs the step again under the next seq: its children are those of the seqs it retried.
-    const seqs = new Set([seq, ...retriedSeqs(parent, step.id, seq)])
-    // A step whose last visit ended blocked, routed on (its children wait for a person), and that the run
-    // comes back to (pipe resume of a blocked end whose next is this step) continues those children too.
-    for (;;) {
-      const first = Math.min(...seqs)
-      const before = snapshots.findLast((s) => s.run_id === parent.run_id && s.step.name === step.id && s.step.seq < first)
-      if (before?.decisions.at(-1)?.decision !== 'blocked' || seqs.has(before.step.seq)) break
-      seqs.add(before.step.seq)
-      for (const s of retriedSeqs(parent, step.id, before.step.seq)) seqs.add(s)
-    }
-    let found: Promise<Map<number, RunRecord>> | undefined
-    const existing = (): Promise<Map<number, RunRecord>> =>
-      (found ??= (async () => {
-        const out = new Map<number, RunRecord>()
-        // A child a crash left staged after indexing it is this step's child: finish it before looking.
-        await store.finishCreations()
-        for (const record of await childrenOf(store, parent.run_id)) {
-          const link = record.parent!
-          if (link.step !== step.id || !seqs.has(link.seq)) continue
-          const index = link.index ?? 0
-          const before = out.get(index)
-          if (!before || before.created_at <= record.created_at) out.set(index, record)
-        }
-        return out
-      })())
-    const loadedChildren = new Map<string, Promise<LoadedPipeline>>()
-    const load = (file: string | undefined): Promise<LoadedPipeline> => {
-      const key = file ?? ''
-      let loading = loadedChildren.get(key)
-      if (!loading) {
-        // No file: the step's inline steps, taken from the pipeline as loaded (never resolved by this run's expressions).
-        const index = settings.pipeline.pipeline.steps.findIndex((s) => s.id === step.id)
-        const loader = file === undefined ? loadInlinePipeline(settings.pipeline, index, catalogOf(this.registry)) : loadPipeline(file, catalogOf(this.registry))
-        loading = loader.then((result) => {
-          if (result.ok) {
-            // As for a run started by hand: its *_env values are secrets, and its declared secrets must be set before the child exists.
-            addSecretsNamedIn(result.loaded.pipeline)
-            readSecrets(result.loaded.pipeline)
-            return result.loaded
-          }
-          const first = result.diagnostics[0]
-          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file ?? settings.pipeline.file}.`})
-        })
-        loadedChildren.set(key, loading)
-      }
-      return loading
-    }
-    // A child's progress is reported as the parent's, marked with the step (and item) that runs it.
-    const {onProgress, signal: _own, ...shared} = this.deps
-    const engineFor = (signal: AbortSignal | undefined, label: string): Engine =>
-      new Engine({...shared, user: this.user, ...(settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}), ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
-    return {
-      run: async (request) => {
-        const loaded = await load(request.file)
-        const prices = settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices
-        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd, ...(prices ? {inheritedPrices: prices} : {})}
-        const index = request.index ?? 0
-        const sub = engineFor(request.signal ?? this.deps.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
-        const known = (await existing()).get(index)
-        let runId: string
-        if (known === undefined) {
-          const now = this.now()
-          const at = now.toISOString()
-          const inputs = childInputs(step.id, loaded, request.inputs)
-          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {}), ...(request.key !== undefined ? {key: request.key} : {})}
-          const born = await store.createStartedRun(
-            {
-              feature_id: parent.feature_id,
-              status: 'pending',
-              pipeline: {path: loaded.file, name: loaded.pipeline.name, hash: loaded.hash},
-              policy_version: settings.policy.version,
-              policy_path: settings.policy.file,
-              provider: parent.provider,
-              input: parent.input,
-              ...(Object.keys(inputs).length > 0 ? {inputs} : {}),
-              workspace: settings.cwd,
-              // The parent's, not found anew: a command of the parent may have planted a .git by now.
-              ...(parent.workspace_git !== undefined ? {workspace_git: parent.workspace_git} : {}),
-              parent: link,
-              spec_version: null,
-              created_at: at,
-              updated_at: at,
-              owner: {...selfIdentity(), user: this.user},
-            },
-            now,
-            {at, event: 'created', to: 'pending', reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`, by: this.user},
-            sub.statusChange('running', 'started'),
-          )
-          runId = born.record.run_id
-          try {
-            await this.deps.hook?.(`child-created:${step.id}`)
-          } catch (error) {
-            await born.release()
-            throw error
-          }
-          await sub.drive(runId, childSettings, 'started', undefined, born)
-        } else {
-          runId = known.run_id
-          // A finished child keeps its result; a failed one is the item's failure, not something to redrive.
-          if (!isFinal(known.status)) await sub.resume(runId, childSettings)
-        }
-        return sub.childResult(runId)
-      },
-      cancel: async (runId, reason) => {
-        const record = await store.readRun(runId)
-        if (!isFinal(record.status)) await engineFor(undefined, step.id).cancel(runId, reason)
-      },
-    }
-  }
 
+  /** The child runs of a step, each driven by a sub-engine that reports its progress under the step (and item). */
+  private childRuns(of: ParentStep): ChildRuns {
+    const {onProgress, signal: _own, ...shared} = this.deps
+    const artifacts = of.settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}
+    return childRuns(
+      {
+        store: this.deps.store,
+        registry: this.registry,
+        now: this.now,
+        user: this.user,
+        signal: this.deps.signal,
+        engineFor: (signal, label) => new Engine({...shared, user: this.user, ...artifacts, ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})}),
+      },
+      of,
+    )
+  }
 }
 
 interface Executed {
@@ -872,34 +766,6 @@ function answersForPending(answers: Record<string, string>, pending: RunRecord['
   return out
 }
 
-
-/** A child's inputs from its parent step's `with:`, checked against the child's declarations; a list or map given to a string input is passed as its JSON text. */
-function childInputs(stepId: string, loaded: LoadedPipeline, given: Record<string, JsonValue>): NonNullable<RunRecord['inputs']> {
-  const declarations = (loaded.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
-  const data: Record<string, unknown> = {}
-  for (const [name, value] of Object.entries(given)) {
-    // A string input takes any value as its text, as an argument vector element does.
-    data[name] = declarations[name]?.type === 'string' && value !== null && typeof value !== 'string' ? (typeof value === 'object' ? JSON.stringify(value) : String(value)) : value
-  }
-  const resolved = resolveInputs(declarations, {file: {name: `with: of step ${stepId}`, data}})
-  if (resolved.problems.length > 0) {
-    throw new PipeError('E_CONFIG', `step ${stepId}: the inputs for ${loaded.file} do not fit its inputs: ${resolved.problems.map((p) => p.message).join('; ')}`, {hint: `Compare with: in step ${stepId} with the inputs: the child pipeline declares.`})
-  }
-  return resolved.values
-}
-
-function childResultOf(record: RunRecord, last: Snapshot | undefined): ChildResult {
-  const runId = record.run_id
-  const outcome = last?.decisions.at(-1)?.decision
-  return {
-    run_id: runId,
-    status: record.status,
-    ...(record.status_reason ? {reason: record.status_reason} : last?.decisions.at(-1) ? {reason: last.decisions.at(-1)!.reason} : {}),
-    ...(record.error ? {error: {code: record.error.code, message: record.error.message}} : {}),
-    ...(last && outcome !== undefined ? {last_step: {id: last.step.name, outcome}} : {}),
-    spec_version: record.spec_version ?? null,
-  }
-}
 
 /** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
 export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
