@@ -5,79 +5,34 @@
  * loop counts and the current spec version from them, so a crash at any point loses nothing that
  * was recorded and repeats nothing that was.
  */
-import path from 'node:path'
 import {PipeError, toPipeError} from '../errors.js'
 import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
-import {type ChildResult, type ChildRuns, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
+import type {ChildResult, ChildRuns, StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
-import type {Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {selfIdentity} from '../util/lock.js'
-import {redact, redactDeep} from '../util/redact.js'
-import type {ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
-import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
+import {redactDeep} from '../util/redact.js'
 import {currentUser} from '../util/user.js'
-import {commitStep, recoverCommit} from './commit.js'
-import {deadline} from './deadlines.js'
-import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
-import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
 import {dotGitOf} from '../util/git-dir.js'
 import {newTraceId} from '../util/trace.js'
-import {cursorOf, redrivenOf, retriedKey, retriedSeqs, type Cursor} from './cursor.js'
+import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
 import {childResultOf, childRuns, type ParentStep} from './children.js'
-import {journalOf} from './record.js'
-import {newRun, type RunBirth} from './run-record.js'
-import {History} from './history.js'
-import {assertResumable, canRedrive, redrivePoint} from './redrive.js'
+import {commitStep, recoverCommit} from './commit.js'
+import {cursorOf, redrivenOf, retriedKey, type Cursor} from './cursor.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
+import {contextFor, evaluatorFor, iterationBound, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
+import {History} from './history.js'
+import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
+import {journalOf} from './record.js'
+import {assertResumable, canRedrive, redrivePoint} from './redrive.js'
+import {newRun, type RunBirth} from './run-record.js'
 
 export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
-
-class Interrupted extends Error {}
-
-/** The expressions of one run walk: the pipeline's evaluator (null when it has no `${{`) and its secrets. */
-interface RunExpressions {
-  evaluator: ExprEvaluator | null
-  secrets: Record<string, string>
-}
-
-/**
- * How one attempt of a step is stopped: `settled` rejects with the reason, and the step's signal
- * aborts. The AbortController is made only when the step reads its signal: most cheap kinds never
- * do, and making one cost a few microseconds per step.
- */
-class StepAbort {
-  private controller: AbortController | undefined
-  private reason: unknown
-  private fired = false
-  private reject!: (reason: unknown) => void
-  readonly settled = new Promise<never>((_, reject) => (this.reject = reject))
-
-  constructor() {
-    this.settled.catch(() => undefined)
-  }
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController()
-      if (this.fired) this.controller.abort(this.reason)
-    }
-    return this.controller.signal
-  }
-
-  abort(reason: Error): void {
-    if (this.fired) return
-    this.fired = true
-    this.reason = reason
-    this.controller?.abort(reason)
-    this.reject(reason)
-  }
-}
 
 export class Engine {
   private readonly registry: StepRegistry
@@ -85,6 +40,8 @@ export class Engine {
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>
   private readonly user: string
   private readonly ledger: Ledger
+  /** What a step's attempts use of this engine (attempt.ts). */
+  private readonly attempts: AttemptEnvironment
 
   /** Runs whose artifacts this engine keeps written as they go (see export.ts writeLiveArtifacts). */
   private readonly liveArtifacts = new Set<string>()
@@ -105,6 +62,15 @@ export class Engine {
     this.now = deps.now ?? (() => new Date())
     this.sleep = deps.sleep ?? sleep
     this.user = deps.user ?? currentUser()
+    this.attempts = {
+      deps,
+      now: this.now,
+      user: this.user,
+      ledger: this.ledger,
+      sleep: this.sleep,
+      appendEvent: async (runId, event) => void this.held.set(runId, await deps.store.appendEvent(runId, event)),
+      children: (of) => this.childRuns(of),
+    }
   }
 
   async start(options: StartOptions): Promise<RunOutcome> {
@@ -482,7 +448,7 @@ export class Engine {
       // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
       this.deps.replies?.take(runId, step.id)
       try {
-        executed = await this.execute(handler, step, seq, {record, settings, history, spec: current, exprs})
+        executed = await attemptStep(this.attempts, handler, step, seq, {record, settings, history, spec: current, exprs})
       } catch (error) {
         if (error instanceof Interrupted) return this.interrupt(runId, outcome)
         throw error
@@ -585,148 +551,6 @@ export class Engine {
     return outcome('interrupted', {reason})
   }
 
-  private async execute(handler: StepHandler<StepKind>, step: Step, seq: number, state: {record: RunRecord; settings: RunSettings; history: History; spec: CanonicalSpec | null; exprs: RunExpressions}): Promise<Executed> {
-    const {policy} = state.settings
-    const safe = step.retry?.safe ?? handler.safeToRetry
-    const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
-    // A step that waits for child runs is bounded only by its own timeout_ms: each child step has its own.
-    const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))
-    const errors: Snapshot['errors'] = []
-    let blocked = false
-    let renderContext: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
-    for (let attempt = 1; ; attempt++) {
-      this.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
-      const outer = this.deps.signal
-      if (outer?.aborted) throw new Interrupted('interrupted')
-      const abort = new StepAbort()
-      const onOuter = (): void => abort.abort(new Interrupted('interrupted'))
-      outer?.addEventListener('abort', onOuter, {once: true})
-      const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
-      const aborted = abort.settled
-      let children: ChildRuns | undefined
-      const childrenOf = (): ChildRuns => (children ??= this.childRuns({parent: state.record, step, seq, settings: state.settings, snapshots: state.history.snapshots}))
-      const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
-      // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
-      // step still running must not race the engine's own lines on the chain).
-      const timeline = {open: true, tail: Promise.resolve()}
-      const runId = state.record.run_id
-      const appendStepEvent = (line: StepEvent): Promise<void> => {
-        if (!timeline.open) return Promise.resolve()
-        const clean: StepEvent = {...line, ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}), ...(line.reason !== undefined ? {reason: redact(line.reason)} : {})}
-        const appended = timeline.tail.then(async () => {
-          if (!timeline.open) return
-          this.held.set(runId, await this.deps.store.appendEvent(runId, {...clean, step: step.id, seq, attempt}))
-          this.deps.onProgress?.({type: 'step_event', run_id: runId, step: step.id, seq, event: clean})
-        })
-        timeline.tail = appended.catch(() => undefined)
-        return appended
-      }
-      const context: StepContext = {
-        step,
-        pipeline: state.settings.pipeline,
-        run: state.record,
-        spec: state.spec,
-        history: state.history,
-        policy,
-        provider: this.deps.provider,
-        cwd: state.settings.cwd,
-        get signal() {
-          return abort.signal
-        },
-        attempt,
-        now: this.now,
-        user: this.user,
-        ledger: this.ledger,
-        // Built when a kind asks: most steps read neither, and a noop chain would pay for them per step.
-        get slotsDir() {
-          return slotsDir()
-        },
-        hook: (point) => this.deps.hook?.(point),
-        render: (text, aliases) => {
-          const {evaluator, secrets} = state.exprs
-          if (!evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
-          // The history does not change while the step runs: the context is built and converted once, not per item of a foreach.
-          if (!renderContext) {
-            const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-            renderContext = {values, bound: evaluator.bind(values)}
-          }
-          const {values, bound} = renderContext
-          return explained(values, () => bound.withAliases(aliasValues(aliases)).render(text))
-        },
-        get children() {
-          return childrenOf()
-        },
-        state: {
-          read: () => this.deps.store.readStepState(state.record.run_id, step.id, seq),
-          write: (value) => this.deps.store.writeStepState(state.record.run_id, step.id, seq, value),
-          earlier: async () => {
-            const out: Array<{seq: number; state: unknown}> = []
-            for (const s of retriedSeqs(state.record, step.id, seq)) {
-              const value = await this.deps.store.readStepState(state.record.run_id, step.id, s)
-              if (value !== undefined) out.push({seq: s, state: value})
-            }
-            return out
-          },
-        },
-        event: appendStepEvent,
-      }
-      try {
-        // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
-        let resolved: Record<string, JsonValue> = {}
-        const {evaluator, secrets} = state.exprs
-        if (evaluator) {
-          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-          const bound = evaluator.bind(values)
-          if (step.when !== undefined) {
-            if (!explained(values, () => condition(step, bound))) {
-              const skipped: StepDone = {type: 'done', outcome: 'skipped', reason: `when: ${step.when.trim()} is false`, inputs: {resolved: {when: false}}, outputs: {}}
-              return {result: skipped, errors, attempts: attempt, skipped: true}
-            }
-            resolved.when = true
-          }
-          const r = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
-          context.step = r.step
-          resolved = {...resolved, ...r.values}
-        }
-        const result = await Promise.race([handler.run(context as never), aborted])
-        if (result.type === 'done' && Object.keys(resolved).length > 0) {
-          // A kind may record values it evaluated itself (a choice's whens) under the same key.
-          const own = result.inputs?.['resolved']
-          result.inputs = {...(result.inputs ?? {}), resolved: {...resolved, ...(own !== null && typeof own === 'object' ? own : {})}}
-        }
-        return {result, errors, attempts: attempt}
-      } catch (raw) {
-        if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
-        const error = toPipeError(raw)
-        if (error.blocking) blocked = true
-        errors.push({
-          code: error.code,
-          message: redact(error.message),
-          trace_id: newTraceId(),
-          retryable: error.retryable,
-          attempt,
-          at: this.now().toISOString(),
-          ...(error.hint ? {hint: redact(error.hint)} : {}),
-          ...(error.details ? {details: redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>)} : {}),
-        })
-        if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
-        const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())
-        this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: redact(error.message)})
-        try {
-          await this.sleep(delay, outer ?? new AbortController().signal)
-        } catch {
-          throw new Interrupted('interrupted')
-        }
-      } finally {
-        cancelDeadline?.()
-        outer?.removeEventListener('abort', onOuter)
-        timeline.open = false
-        await timeline.tail
-      }
-    }
-  }
-
-
   /** The child runs of a step, each driven by a sub-engine that reports its progress under the step (and item). */
   private childRuns(of: ParentStep): ChildRuns {
     const {onProgress, signal: _own, ...shared} = this.deps
@@ -745,16 +569,6 @@ export class Engine {
   }
 }
 
-interface Executed {
-  result?: StepResult
-  errors: Snapshot['errors']
-  attempts: number
-  /** The failure needs a person: the run stops as blocked at this step and resumes there. */
-  blocked?: boolean
-  /** Its when: was false: it did not run. */
-  skipped?: boolean
-}
-
 function answersForPending(answers: Record<string, string>, pending: RunRecord['pending']): Record<string, string> {
   if (pending?.kind !== 'answers') return answers
   const out: Record<string, string> = {}
@@ -764,32 +578,4 @@ function answersForPending(answers: Record<string, string>, pending: RunRecord['
     for (const q of asked) out[q.id] ??= text
   }
   return out
-}
-
-
-/** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
-export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
-  const deferred = handler.deferred?.(step)
-  const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
-  return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]
-}
-
-/**
- * A step's max_iterations: the number as written, or what its expression gives now (a task's
- * max_retries), which must be an integer from 1 to 1000 like a literal one; anything else stops the
- * run with E_CONFIG before the step is entered, never an unbounded loop.
- */
-function iterationBound(step: Step, exprs: RunExpressions, values: () => ExprContext): number {
-  const written = step.max_iterations!
-  if (typeof written === 'number') return written
-  if (!exprs.evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(written)}, but its pipeline has no expressions`)
-  const context = values()
-  const value = explained(context, () => exprs.evaluator!.bind(context).render(written))
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1000) {
-    throw new PipeError('E_CONFIG', `max_iterations of step "${step.id}" resolved to ${JSON.stringify(value)}, which is not an integer from 1 to 1000`, {
-      hint: 'Change the expression so it gives a whole number of times the run may enter the step (int(x), a default with has()).',
-      details: {field: 'max_iterations', value},
-    })
-  }
-  return value
 }
