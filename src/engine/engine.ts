@@ -10,10 +10,9 @@ import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
 import type {ChildResult, ChildRuns, StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
-import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
+import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import {selfIdentity} from '../util/lock.js'
 import {redactDeep} from '../util/redact.js'
 import {currentUser} from '../util/user.js'
 import {sleep} from '../util/sleep.js'
@@ -26,9 +25,10 @@ import {cursorOf, redrivenOf, retriedKey, type Cursor} from './cursor.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 import {contextFor, evaluatorFor, iterationBound, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
 import {History} from './history.js'
-import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
+import {isFinal, isRedrivable} from './lifecycle.js'
 import {journalOf} from './record.js'
 import {takeInput} from './resume-input.js'
+import {RunKeeper} from './run-keeper.js'
 import {assertResumable, canRedrive, redrivePoint} from './redrive.js'
 import {newRun, type RunBirth} from './run-record.js'
 
@@ -43,15 +43,8 @@ export class Engine {
   /** What a step's attempts use of this engine (attempt.ts). */
   private readonly attempts: AttemptEnvironment
 
-  /** Runs whose artifacts this engine keeps written as they go (see export.ts writeLiveArtifacts). */
-  private readonly liveArtifacts = new Set<string>()
-
-  /**
-   * The record of each run this engine drives now, as it last wrote it. Only the holder of a run's
-   * lock changes the run, so while drive() holds it this is the record on disk, and the walk need
-   * not read it back after every write and before every step.
-   */
-  private readonly held = new Map<string, RunRecord>()
+  /** The records of the runs this engine drives now. */
+  private readonly keeper: RunKeeper
 
   /** Where the run this engine drove last stood when its drive ended: its record and last snapshot (for a parent's step, see childRuns). */
   private readonly ended = new Map<string, {record: RunRecord; last: Snapshot | undefined}>()
@@ -62,13 +55,14 @@ export class Engine {
     this.now = deps.now ?? (() => new Date())
     this.sleep = deps.sleep ?? sleep
     this.user = deps.user ?? currentUser()
+    this.keeper = new RunKeeper(deps.store, this.now, this.user, deps.onProgress)
     this.attempts = {
       deps,
       now: this.now,
       user: this.user,
       ledger: this.ledger,
       sleep: this.sleep,
-      appendEvent: async (runId, event) => void this.held.set(runId, await deps.store.appendEvent(runId, event)),
+      appendEvent: async (runId, event) => void (await this.keeper.appendEvent(runId, event)),
       children: (of) => this.childRuns(of),
     }
   }
@@ -103,7 +97,7 @@ export class Engine {
 
   /** Creates a run started and held, and drives it (see Store.createStartedRun); for a child run too (see children.ts). */
   async launch(birth: RunBirth, settings: RunSettings, hookPoint: string): Promise<RunOutcome> {
-    const born = await this.deps.store.createStartedRun(birth.draft, birth.now, birth.created, this.statusChange('running', 'started'))
+    const born = await this.deps.store.createStartedRun(birth.draft, birth.now, birth.created, this.keeper.statusChange('running', 'started'))
     try {
       await this.deps.hook?.(hookPoint)
     } catch (error) {
@@ -150,8 +144,8 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running') await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
-      await this.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
+      if (record.status === 'running') await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
+      await this.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
         r.status_reason = `${reason} (by ${this.user})`
         delete r.pending
       })
@@ -165,86 +159,31 @@ export class Engine {
     return {run_id: runId, feature_id: before.feature_id, status: 'cancelled', spec_version: (await store.readRun(runId)).spec_version ?? null, steps_run: 0, reason}
   }
 
-  private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
-    const status = this.statusChange(to, event, extra, change)
-    const record = await this.deps.store.updateRun(runId, status.change, status.event)
-    if (this.held.has(runId)) this.held.set(runId, record)
-    await this.statusRecorded(runId, to, extra.reason)
-    return record
-  }
-
-  /** What follows a recorded status change: the progress line, and the artifacts written again. */
-  private async statusRecorded(runId: string, to: RunStatus, reason: string | undefined): Promise<void> {
-    this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(reason ? {reason} : {})})
-    await this.writeArtifacts(runId)
-  }
-
-  /**
-   * A change of a run's status: its timeline line and the change of the record, for updateRun (or,
-   * for a run born started, Store.createStartedRun). The line's `from` is filled in by the change,
-   * which reads the status it moves from; the line is written after it.
-   */
-  private statusChange(to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): {event: RunEvent; change: (r: RunRecord) => void} {
-    const at = this.now().toISOString()
-    const line: RunEvent = {at, event, from: 'pending', to, ...extra}
-    return {
-      event: line,
-      change: (r) => {
-        line.from = r.status
-        if (r.status !== to) assertTransition(r.run_id, r.status, to, event === 'redriven')
-        r.status = to
-        r.updated_at = at
-        if (isFinal(to)) r.ended_at = at
-        else delete r.ended_at
-        if (to === 'running') {
-          r.owner = {...selfIdentity(), user: this.user}
-          delete r.pending
-          delete r.status_reason
-        }
-        change?.(r)
-      },
-    }
-  }
-
-  /**
-   * Rewrites the run's artifacts from its records. They are derived files: a failure to write them
-   * never fails the run (the next step, or a resume, writes them again).
-   */
-  private async writeArtifacts(runId: string): Promise<void> {
-    if (!this.liveArtifacts.has(runId)) return
-    try {
-      const {writeLiveArtifacts} = await import('./export.js')
-      await writeLiveArtifacts(this.deps.store, runId)
-    } catch {
-      // The records are the truth and stay intact; pipe export writes the same layout from them on demand.
-    }
-  }
-
   private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>, born?: {record: RunRecord; release: () => Promise<void>}): Promise<RunOutcome> {
     const {store} = this.deps
     const release = born?.release ?? (await store.acquireRun(runId))
     try {
       if (born) {
         // Created started and held (Store.createStartedRun): nothing to read back, recover or record.
-        this.held.set(runId, born.record)
-        await this.statusRecorded(runId, 'running', undefined)
+        this.keeper.hold(runId, born.record)
+        await this.keeper.statusRecorded(runId, 'running', undefined)
         return await this.walk(runId, settings, true)
       }
       await prepare?.()
       const before = await store.readRun(runId)
-      this.held.set(runId, before)
+      this.keeper.hold(runId, before)
       if (event === 'resumed' && isRedrivable(before.status)) {
         await this.redrive(runId, before, settings)
         return await this.walk(runId, settings)
       }
       if (before.status === 'running' && event === 'resumed') {
         // A run left running by a process that is gone: record that it was interrupted first.
-        await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
+        await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
       }
-      await this.setStatus(runId, 'running', event)
+      await this.keeper.setStatus(runId, 'running', event)
       return await this.walk(runId, settings)
     } finally {
-      this.held.delete(runId)
+      this.keeper.release(runId)
       await release()
     }
   }
@@ -255,13 +194,6 @@ export class Engine {
     if (seen) return childResultOf(seen.record, seen.last)
     const {store} = this.deps
     return childResultOf(await store.readRun(runId), (await store.readSnapshots(runId)).at(-1))
-  }
-
-  /** The run's record as this engine holds it during a drive (see held). */
-  private heldRecord(runId: string): RunRecord {
-    const record = this.held.get(runId)
-    if (!record) throw new PipeError('E_INTERNAL', `run ${runId} is walked without being held`)
-    return record
   }
 
   /**
@@ -278,7 +210,7 @@ export class Engine {
     const changed = policy !== record.policy_version
     const entry: NonNullable<RunRecord['redrives']>[number] = {seq: point.seq, step: point.step, from, by: this.user, at, policy_version: policy, ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {})}
     const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
-    await this.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
+    await this.keeper.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
       r.redrives = [...(r.redrives ?? []), entry]
       if (changed) {
         r.policy_version = policy
@@ -296,8 +228,8 @@ export class Engine {
     const given = this.deps.hook
     // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
     const hook = given ? async (point: string): Promise<void> => given(point) : undefined
-    if (!fresh && (await recoverCommit(store, runId, hook))) this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'}))
-    const opening = this.heldRecord(runId)
+    if (!fresh && (await recoverCommit(store, runId, hook))) await this.keeper.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
+    const opening = this.keeper.record(runId)
     const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
     // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
     const own = fresh ? [] : await store.readSnapshots(runId)
@@ -305,9 +237,9 @@ export class Engine {
     const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
     const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
     if (pipeline.artifacts === true || this.deps.artifacts === true) {
-      this.liveArtifacts.add(runId)
+      this.keeper.keepArtifacts(runId)
       // Whatever a crash left half-written is rebuilt from the records before the walk goes on.
-      await this.writeArtifacts(runId)
+      await this.keeper.writeArtifacts(runId)
     }
     let stepsRun = 0
     let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
@@ -315,7 +247,7 @@ export class Engine {
     const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(this.registry)) : null, secrets: readSecrets(pipeline)}
     let endReason: string | undefined
     const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
-      const record = this.heldRecord(runId)
+      const record = this.keeper.record(runId)
       // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
       this.ended.clear()
       this.ended.set(runId, {record, last: own.at(-1)})
@@ -336,17 +268,17 @@ export class Engine {
       if (!step) {
         const reason = `step "${cursor.next}" is not in the pipeline`
         const error = {code: 'E_STATE', message: reason, trace_id: newTraceId()}
-        await this.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
+        await this.keeper.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
         return outcome('failed', {reason, error})
       }
       const done = cursor.iterations.get(step.id) ?? 0
       let bound: number | undefined
       try {
-        bound = step.max_iterations === undefined ? undefined : iterationBound(step, exprs, () => contextFor(this.heldRecord(runId), history.snapshots, current, exprs.secrets))
+        bound = step.max_iterations === undefined ? undefined : iterationBound(step, exprs, () => contextFor(this.keeper.record(runId), history.snapshots, current, exprs.secrets))
       } catch (raw) {
         const error = toPipeError(raw)
         const recorded = {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})}
-        await this.setStatus(runId, 'failed', 'failed', {reason: error.message, step: step.id}, (r) => {
+        await this.keeper.setStatus(runId, 'failed', 'failed', {reason: error.message, step: step.id}, (r) => {
           r.error = recorded
           r.status_reason = error.message
           r.spec_version = cursor.specVersion
@@ -355,13 +287,13 @@ export class Engine {
       }
       if (bound !== undefined && done >= bound) {
         const reason = `step "${step.id}" reached its bound of max_iterations ${bound}`
-        this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason}))
+        await this.keeper.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason})
         if (step.on_exhausted !== undefined) {
           cursor.next = step.on_exhausted
           continue
         }
         const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.', trace_id: newTraceId()}
-        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
+        await this.keeper.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
           r.error = error
           r.status_reason = reason
           r.spec_version = cursor.specVersion
@@ -369,7 +301,7 @@ export class Engine {
         return outcome('failed', {reason, error})
       }
 
-      const record = this.heldRecord(runId)
+      const record = this.keeper.record(runId)
       const handler = this.registry[step.kind] as StepHandler<StepKind>
       const started = this.now()
       const seq = cursor.seq
@@ -391,7 +323,7 @@ export class Engine {
 
       if (result?.type === 'await') {
         const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {}), ...(result.action ? {action: result.action} : {})}
-        await this.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
+        await this.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
           r.pending = pending
           r.status_reason = result.reason
           r.spec_version = cursor.specVersion
@@ -425,7 +357,7 @@ export class Engine {
         reason: decision.reason,
         spec_version_out: snapshot.spec_version_out,
       })
-      await this.writeArtifacts(runId)
+      await this.keeper.writeArtifacts(runId)
       if (hook) await hook(`after-step:${step.id}`)
       const ending = await this.settle(runId, snapshot, cursor, outcome)
       if (ending) return ending
@@ -434,7 +366,7 @@ export class Engine {
     }
 
     const reason = endReason ?? `the pipeline ended after ${stepsRun} step(s) in this session`
-    await this.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
+    await this.keeper.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
       r.spec_version = cursor.specVersion
       delete r.error
     })
@@ -452,7 +384,7 @@ export class Engine {
       // The error keeps the trace id its snapshot recorded: stderr, the log, the record and the event name one occurrence.
       const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {}), trace_id: last?.trace_id ?? newTraceId()}
       const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
-      await this.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
+      await this.keeper.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
         r.error = error
         r.status_reason = reason
         r.spec_version = cursor.specVersion
@@ -460,14 +392,14 @@ export class Engine {
       return outcome(status, {reason, error})
     }
     if (decision.run_status === 'cancelled') {
-      await this.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
+      await this.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
         r.status_reason = decision.reason
         r.spec_version = cursor.specVersion
       })
       return outcome('cancelled', {reason: decision.reason})
     }
     const pending = {kind: 'review' as const, step, since: snapshot.step.ended_at, reason: decision.reason}
-    await this.setStatus(runId, 'awaiting_input', 'paused', {reason: decision.reason, step}, (r) => {
+    await this.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: decision.reason, step}, (r) => {
       r.pending = pending
       r.status_reason = decision.reason
       r.spec_version = cursor.specVersion
@@ -477,7 +409,7 @@ export class Engine {
 
   private async interrupt(runId: string, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome> {
     const reason = 'interrupted by a signal; pipe resume continues from the last snapshot'
-    await this.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
+    await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
     return outcome('interrupted', {reason})
   }
 
