@@ -13,7 +13,7 @@ import type {JsonValue} from '../expr/index.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
 import type {ChildResult, ChildRuns, StepRegistry} from '../steps/types.js'
 import {childrenOf} from '../store/queries.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -35,7 +35,7 @@ export interface ChildEngine {
 
 /** What the parent's engine lends its step's children. */
 export interface ChildEnvironment {
-  store: Store
+  store: RunStore
   registry: StepRegistry
   now: () => Date
   user: string
@@ -122,7 +122,7 @@ function childSeqs({parent, step, seq, snapshots}: ParentStep): Set<number> {
 }
 
 /** The children the step started already, by item index (the latest when an index has two). */
-async function existingChildren(store: Store, runId: string, stepId: string, seqs: ReadonlySet<number>): Promise<Map<number, RunRecord>> {
+async function existingChildren(store: RunStore, runId: string, stepId: string, seqs: ReadonlySet<number>): Promise<Map<number, RunRecord>> {
   const out = new Map<number, RunRecord>()
   // A child a crash left staged after indexing it is this step's child: finish it before looking.
   await store.finishCreations()

@@ -8,7 +8,7 @@ import type {LoadedPolicy} from '../policy/policy.js'
 import type {ModelCall} from '../providers/cassette.js'
 import type {Provider} from '../providers/types.js'
 import type {StepEvent, StepRegistry} from '../steps/types.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 
@@ -38,7 +38,7 @@ export type ProgressEvent = (
 }
 
 export interface EngineDeps {
-  store: Store
+  store: RunStore
   /** Creates the model provider on first use, so runs without model steps never load one. */
   provider: () => Promise<Provider>
   /** What answered each model request a step made (live, a cassette, the reply cache), taken into its snapshot. */

@@ -8,7 +8,6 @@
 import {PipeError} from '../errors.js'
 import {registry as defaultRegistry} from '../steps/registry.js'
 import type {ChildResult, ChildRuns, StepRegistry} from '../steps/types.js'
-import {Ledger} from '../store/ledger.js'
 import {childrenOf} from '../store/queries.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -52,7 +51,7 @@ export class Engine {
         deps,
         now: this.now,
         user: this.user,
-        ledger: new Ledger(deps.store),
+        ledger: deps.store.ledger(),
         sleep: deps.sleep ?? sleep,
         appendEvent: async (runId, event) => void (await this.keeper.appendEvent(runId, event)),
         children: (of) => this.childRuns(of),

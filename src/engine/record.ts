@@ -137,7 +137,7 @@ export function journalOf(ended: StepEnded): Journal {
       extensions: {},
     },
   }
-  return {version: 1, run_id: runId, seq, step: step.id, recorded_at: endedAt.toISOString(), snapshot, spec, evidence}
+  return {run_id: runId, seq, step: step.id, recorded_at: endedAt.toISOString(), snapshot, spec, evidence}
 }
 
 /** Errors that stop a run on something outside it (the policy, the disk, a command), kept as evidence (seed 002). */

@@ -7,12 +7,12 @@
 import {PipeError} from '../errors.js'
 import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
 import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {ResumeOptions} from './engine-types.js'
 
 export interface InputEnvironment {
-  store: Store
+  store: RunStore
   now: () => Date
   user: string
   registry: StepRegistry
@@ -83,7 +83,7 @@ async function assertShownAction(env: InputEnvironment, runId: string, stepId: s
   const state = seq === null ? undefined : await store.readStepState(runId, stepId, seq)
   const now = state === undefined ? null : handler.pendingAction(state, {policy: options.policy, cwd: options.cwd})
   if (now && actionHash(now) === action.sha256) return
-  const file = seq === null ? `${store.runDir(runId)}/state` : store.stepStateFile(runId, stepId, seq)
+  const file = store.stepStateLocation(runId, stepId, seq)
   const would = now ? `${now.tool} ${now.argv ? now.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(now.arguments)} (${now.call_id})` : 'no call'
   throw new PipeError('E_INTEGRITY', `step ${stepId} of run ${runId} would run ${would}, not the call the person was shown: ${shown}; its saved state ${file} was changed after the pause`, {hint})
 }

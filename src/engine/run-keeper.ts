@@ -5,7 +5,7 @@
  * drive holds it the kept record is the one on disk, and the walk need not read it back after
  * every write and before every step.
  */
-import type {Store} from '../store/store.js'
+import type {RunStore} from '../store/types.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import {PipeError} from '../errors.js'
 import {selfIdentity} from '../util/lock.js'
@@ -18,7 +18,7 @@ export class RunKeeper {
   private readonly held = new Map<string, RunRecord>()
 
   constructor(
-    private readonly store: Store,
+    private readonly store: RunStore,
     private readonly now: () => Date,
     private readonly user: string,
     private readonly onProgress: ((event: ProgressEvent) => void) | undefined,
@@ -69,7 +69,7 @@ export class RunKeeper {
 
   /**
    * A change of a run's status: its timeline line and the change of the record, for updateRun (or,
-   * for a run born started, Store.createStartedRun). The line's `from` is filled in by the change,
+   * for a run born started, RunStore.createStartedRun). The line's `from` is filled in by the change,
    * which reads the status it moves from; the line is written after it.
    */
   statusChange(to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): {event: RunEvent; change: (r: RunRecord) => void} {

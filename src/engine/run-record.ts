@@ -4,7 +4,7 @@
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import type {RunDraft} from '../store/store.js'
+import type {RunDraft} from '../store/types.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import {selfIdentity} from '../util/lock.js'
 
