@@ -5,304 +5,63 @@
  * loop counts and the current spec version from them, so a crash at any point loses nothing that
  * was recorded and repeats nothing that was.
  */
-import path from 'node:path'
-import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/pipeline.js'
-import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
-import {PipeError, toPipeError} from '../errors.js'
-import type {LoadedPolicy} from '../policy/policy.js'
-import type {ModelCall} from '../providers/cassette.js'
-import type {Provider, Usage} from '../providers/types.js'
-import {catalogOf, registry as defaultRegistry} from '../steps/registry.js'
-import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
-import {changesSpec, type ChildResult, type ChildRuns, type RunHistory, type StepContext, type StepDone, type StepHandler, type StepKind, type StepEvent, type StepRegistry, type StepResult} from '../steps/types.js'
-import type {Ledger} from '../store/ledger.js'
+import {PipeError} from '../errors.js'
+import {registry as defaultRegistry} from '../steps/registry.js'
+import type {ChildResult, ChildRuns, StepRegistry} from '../steps/types.js'
 import {childrenOf} from '../store/queries.js'
-import type {RunStore} from '../store/types.js'
-import type {ProviderSettings, Step} from '../types/pipeline.js'
-import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
+import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {selfIdentity} from '../util/lock.js'
-import {addSecretsNamedIn, redact, redactDeep} from '../util/redact.js'
-import type {ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
-import {aliasValues, condition, contextFor, evaluatorFor, explained, readSecrets, resolveStep, usesExpressions} from './expressions.js'
 import {currentUser} from '../util/user.js'
-import {commitStep, recoverCommit, type Journal} from './commit.js'
-import {deadline} from './deadlines.js'
-import {assertTransition, isFinal, isRedrivable} from './lifecycle.js'
-import {backoffFor} from './retry.js'
 import {sleep} from '../util/sleep.js'
 import {dotGitOf} from '../util/git-dir.js'
-import {newTraceId} from '../util/trace.js'
+import {childResultOf, childRuns, type ParentStep} from './children.js'
+import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
+import {isFinal, isRedrivable} from './lifecycle.js'
+import {assertResumable, redrivePoint} from './redrive.js'
+import {takeInput} from './resume-input.js'
+import {RunKeeper} from './run-keeper.js'
+import {newRun, type RunBirth} from './run-record.js'
+import {walk, type WalkEnvironment} from './walk.js'
 
-export const ENGINE_VERSION = 'pipe-engine-0.1'
-
-export type ProgressEvent = (
-  | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
-  | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
-  | {
-      type: 'step_end'
-      run_id: string
-      step: string
-      kind: string
-      seq: number
-      outcome: string
-      /** Whether the step returned a result (false: it threw, the outcome is `error`). */
-      ok: boolean
-      /** Whether the outcome is a failure: one the kind declares a failure (routed or not), or an error. */
-      failure: boolean
-      duration_ms: number
-      reason: string
-      spec_version_out: string | null
-    }
-  | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
-  | {type: 'step_event'; run_id: string; step: string; seq: number; event: StepEvent}
-) & {
-  /** Set for a child run's events: the steps that ran it, outermost first, each as `id` or `id[item index]` (`each[2]`). */
-  under?: string[]
-}
-
-export interface EngineDeps {
-  store: RunStore
-  /** Creates the model provider on first use, so runs without model steps never load one. */
-  provider: () => Promise<Provider>
-  /** What answered each model request a step made (live, a cassette, the reply cache), taken into its snapshot. */
-  replies?: {take(run: string, step: string): ModelCall[]}
-  registry?: StepRegistry
-  now?: () => Date
-  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
-  /** Source of the backoff jitter, a number in [0, 1). */
-  random?: () => number
-  onProgress?: (event: ProgressEvent) => void
-  /** Aborted on SIGINT/SIGTERM: the current step is abandoned and the run marked interrupted. */
-  signal?: AbortSignal
-  user?: string
-  /** Test-only: called at named points so fault-injection tests can kill the process there. */
-  hook?: (point: string) => Promise<void> | void
-  /** Write seed 004's artifacts for every run this engine drives (set for the children of a run whose pipeline says artifacts: true). */
-  artifacts?: boolean
-}
-
-export interface RunSettings {
-  pipeline: LoadedPipeline
-  policy: LoadedPolicy
-  cwd: string
-  /** A child run's parent's provider.prices, for its own snapshots' cost when its pipeline gives none (the model is the parent's too). */
-  inheritedPrices?: NonNullable<ProviderSettings['prices']>
-}
-
-export interface StartOptions extends RunSettings {
-  input: RunRecord['input']
-  /** The pipeline's typed inputs, resolved and checked; recorded in run.json for resume and replay. */
-  inputs?: NonNullable<RunRecord['inputs']>
-  provider: RunRecord['provider']
-  featureId?: string
-  answers?: Record<string, string>
-  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
-  replayOf?: RunRecord['replay_of']
-  /** The declared tools' versions as measured for this run (policy/tool-versions.ts). */
-  toolVersions?: NonNullable<RunRecord['tool_versions']>
-}
-
-export interface ResumeOptions extends RunSettings {
-  answers?: Record<string, string>
-  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
-  /** A person's yes or no to the tool call the run waits at (pipe confirm). */
-  confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
-  /** A person went on with the run's replayed cassette as it is now, although it changed (--accept-cassette). */
-  acceptCassette?: {file: string; previous_sha256: string; sha256: string}
-}
-
-export interface RunOutcome {
-  run_id: string
-  feature_id: string
-  status: RunStatus
-  spec_version: string | null
-  steps_run: number
-  reason?: string
-  pending?: RunRecord['pending']
-  error?: RunRecord['error']
-  /** For a failed run: whether pipe resume can redrive it (a step failed; not a loop bound, an end step or a handled failure). */
-  redrivable?: boolean
-}
-
-class Interrupted extends Error {}
-
-/** The expressions of one run walk: the pipeline's evaluator (null when it has no `${{`) and its secrets. */
-interface RunExpressions {
-  evaluator: ExprEvaluator | null
-  secrets: Record<string, string>
-}
-
-/** A run's history as steps read it (also used by pipe replay --check to run a step again). */
-export class History implements RunHistory {
-  constructor(
-    readonly snapshots: Snapshot[],
-    private readonly registry: StepRegistry = defaultRegistry,
-  ) {}
-
-  unrecoveredFailure(): {step: string; seq: number; outcome: string} | null {
-    const found = unrecoveredFailure(this.snapshots, this.registry)
-    return found ? {step: found.step, seq: found.seq, outcome: found.outcome} : null
-  }
-
-  latestOutput<T = unknown>(key: string): T | undefined {
-    for (let i = this.snapshots.length - 1; i >= 0; i--) {
-      const outputs = this.snapshots[i]!.outputs as Record<string, unknown>
-      if (Object.hasOwn(outputs, key)) return outputs[key] as T
-    }
-    return undefined
-  }
-}
-
-/** Where a run stands, derived from its snapshots. */
-export interface Cursor {
-  next: string | null
-  seq: number
-  specVersion: string | null
-  iterations: Map<string, number>
-}
-
-/**
- * `base` is the history a replay forks from (the original run's snapshots before the replayed
- * step); `own` the run's own snapshots; `redriven` the snapshots a redrive retried (see
- * `retriedKey`). A redriven snapshot stays in the history but does not use up one of its step's
- * iterations (the retry is the same iteration, a new attempt), and when it is the last one the
- * run goes on at its step.
- */
-export function cursorOf(first: string, base: readonly Snapshot[], own: readonly Snapshot[], redriven: ReadonlySet<string> = new Set()): Cursor {
-  const iterations = new Map<string, number>()
-  let specVersion: string | null = null
-  for (const s of [...base, ...own]) {
-    if (!redriven.has(retriedKey(s))) iterations.set(s.step.name, (iterations.get(s.step.name) ?? 0) + 1)
-    if (s.spec_version_out) specVersion = s.spec_version_out
-  }
-  const last = own.at(-1)
-  if (!last) return {next: first, seq: 1, specVersion, iterations}
-  if (redriven.has(retriedKey(last))) return {next: last.step.name, seq: last.step.seq + 1, specVersion, iterations}
-  return {next: last.decisions.at(-1)?.next_step ?? null, seq: last.step.seq + 1, specVersion, iterations}
-}
-
-/** Names a snapshot across runs, so a replay also knows which snapshots of its original were retried. */
-function retriedKey(snapshot: {run_id: string; step: {seq: number}}): string {
-  return `${snapshot.run_id}#${snapshot.step.seq}`
-}
-
-function redrivenOf(...records: RunRecord[]): Set<string> {
-  return new Set(records.flatMap((r) => (r.redrives ?? []).map((d) => retriedKey({run_id: r.run_id, step: {seq: d.seq}}))))
-}
-
-/** The seqs of the earlier attempts of `step` that redrives ran again as `seq` (oldest first). */
-function retriedSeqs(record: RunRecord, step: string, seq: number): number[] {
-  const out: number[] = []
-  for (let s = seq - 1; (record.redrives ?? []).some((r) => r.seq === s && r.step === step); s--) out.unshift(s)
-  return out
-}
-
-/** Part of the message of a failure the pipeline handled (a rollback) and then ended on. */
-const CARRIED_FAILURE = 'and no later step recovered it'
-
-/**
- * Where a redrive starts: the step of the snapshot that failed or blocked the run. A run that
- * failed with no such snapshot (a loop bound, a step missing from the pipeline), ended failed by an
- * end step, or ended on a failure it handled would fail again the same way, so it is refused.
- */
-function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq: number; step: string} {
-  const last = own.at(-1)
-  const status = last?.decisions.at(-1)?.run_status
-  const carried = (last?.errors.at(-1)?.details as {failed_step?: unknown} | undefined)?.failed_step
-  if (last && status === 'failed' && typeof carried === 'string') {
-    // Running the handling step again (a rollback) cannot undo a failure it only handled.
-    throw new PipeError('E_STATE', `run ${record.run_id} failed at step ${carried}, and the pipeline handled that at step ${last.step.name} and ended; running ${last.step.name} again would change nothing`, {
-      hint: `Fix the cause and start a new run, or fork this one from the failed step: pipe replay ${record.run_id} --from ${carried}.`,
-    })
-  }
-  const ended = (last?.errors.at(-1)?.details as {ended_by?: unknown} | undefined)?.ended_by
-  if (last && status === 'failed' && typeof ended === 'string') {
-    throw new PipeError('E_STATE', `run ${record.run_id} was ended failed by its end step ${ended}; running it again would end it the same way`, {
-      hint: `Fix what the end step's reason names and start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
-    })
-  }
-  const retried = last !== undefined && (record.redrives ?? []).some((r) => r.seq === last.step.seq)
-  if (last && !retried && (status === 'failed' || status === 'blocked')) return {seq: last.step.seq, step: last.step.name}
-  const why = record.error ? ` (${record.error.code}: ${record.error.message})` : ''
-  const loop = record.error?.code === 'E_LOOP_LIMIT'
-  throw new PipeError('E_STATE', `run ${record.run_id} ${record.status} before ${record.error?.step ? `step ${record.error.step}` : 'a step'} ran${why}; there is no failed step to run again`, {
-    hint: loop
-      ? `The bound is part of the pipeline, which a resumed run keeps. Start a new run, or fork this one with more answers: pipe replay ${record.run_id} --from STEP --answers FILE.`
-      : `Start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
-  })
-}
-
-/** Whether pipe resume would redrive the run: the same judgement resume makes, without throwing. */
-function canRedrive(record: RunRecord, own: readonly Snapshot[]): boolean {
-  try {
-    redrivePoint(record, own)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/**
- * How one attempt of a step is stopped: `settled` rejects with the reason, and the step's signal
- * aborts. The AbortController is made only when the step reads its signal: most cheap kinds never
- * do, and making one cost a few microseconds per step.
- */
-class StepAbort {
-  private controller: AbortController | undefined
-  private reason: unknown
-  private fired = false
-  private reject!: (reason: unknown) => void
-  readonly settled = new Promise<never>((_, reject) => (this.reject = reject))
-
-  constructor() {
-    this.settled.catch(() => undefined)
-  }
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController()
-      if (this.fired) this.controller.abort(this.reason)
-    }
-    return this.controller.signal
-  }
-
-  abort(reason: Error): void {
-    if (this.fired) return
-    this.fired = true
-    this.reason = reason
-    this.controller?.abort(reason)
-    this.reject(reason)
-  }
-}
+export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 
 export class Engine {
   private readonly registry: StepRegistry
   private readonly now: () => Date
-  private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>
   private readonly user: string
-  private readonly ledger: Ledger
-
-  /** Runs whose artifacts this engine keeps written as they go (see export.ts writeLiveArtifacts). */
-  private readonly liveArtifacts = new Set<string>()
-
-  /**
-   * The record of each run this engine drives now, as it last wrote it. Only the holder of a run's
-   * lock changes the run, so while drive() holds it this is the record on disk, and the walk need
-   * not read it back after every write and before every step.
-   */
-  private readonly held = new Map<string, RunRecord>()
+  /** The records of the runs this engine drives now. */
+  private readonly keeper: RunKeeper
+  /** What a walk uses of this engine (walk.ts), and through it a step's attempts (attempt.ts). */
+  private readonly walker: WalkEnvironment
 
   /** Where the run this engine drove last stood when its drive ended: its record and last snapshot (for a parent's step, see childRuns). */
   private readonly ended = new Map<string, {record: RunRecord; last: Snapshot | undefined}>()
 
   constructor(private readonly deps: EngineDeps) {
-    this.ledger = deps.store.ledger()
     this.registry = deps.registry ?? defaultRegistry
     this.now = deps.now ?? (() => new Date())
-    this.sleep = deps.sleep ?? sleep
     this.user = deps.user ?? currentUser()
+    this.keeper = new RunKeeper(deps.store, this.now, this.user, deps.onProgress)
+    this.walker = {
+      deps,
+      registry: this.registry,
+      now: this.now,
+      keeper: this.keeper,
+      attempts: {
+        deps,
+        now: this.now,
+        user: this.user,
+        ledger: deps.store.ledger(),
+        sleep: deps.sleep ?? sleep,
+        appendEvent: async (runId, event) => void (await this.keeper.appendEvent(runId, event)),
+        children: (of) => this.childRuns(of),
+      },
+      ended: (runId, record, last) => {
+        // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
+        this.ended.clear()
+        this.ended.set(runId, {record, last})
+      },
+    }
   }
 
   async start(options: StartOptions): Promise<RunOutcome> {
@@ -312,40 +71,37 @@ export class Engine {
     let featureId = options.featureId
     if (featureId) await store.ensureFeature(featureId, now)
     else featureId = await store.createFeature(now, title)
-    const at = now.toISOString()
-    const born = await store.createStartedRun(
-      {
-        feature_id: featureId,
-        status: 'pending',
-        pipeline: {path: options.pipeline.file, name: options.pipeline.pipeline.name, hash: options.pipeline.hash},
-        policy_version: options.policy.version,
-        policy_path: options.policy.file,
-        ...(options.toolVersions ? {tool_versions: options.toolVersions} : {}),
-        provider: options.provider,
-        input: options.input,
-        ...(options.inputs && Object.keys(options.inputs).length > 0 ? {inputs: options.inputs} : {}),
-        workspace: options.cwd,
-        // Which repository git steps may use: one that appears later may hold a command's hooks.
-        workspace_git: dotGitOf(options.cwd),
-        ...(options.answers ? {answers: options.answers} : {}),
-        ...(options.review ? {review: {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}} : {}),
-        ...(options.replayOf ? {replay_of: options.replayOf} : {}),
-        spec_version: null,
-        created_at: at,
-        updated_at: at,
-        owner: {...selfIdentity(), user: this.user},
-      },
+    const birth = newRun({
+      featureId,
+      pipeline: options.pipeline,
+      policy: options.policy,
+      provider: options.provider,
+      input: options.input,
+      ...(options.inputs ? {inputs: options.inputs} : {}),
+      cwd: options.cwd,
+      // Which repository git steps may use: one that appears later may hold a command's hooks.
+      workspaceGit: dotGitOf(options.cwd),
+      ...(options.toolVersions ? {toolVersions: options.toolVersions} : {}),
+      ...(options.answers ? {answers: options.answers} : {}),
+      ...(options.review ? {review: options.review} : {}),
+      ...(options.replayOf ? {replayOf: options.replayOf} : {}),
+      reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`,
       now,
-      {at, event: 'created', to: 'pending', reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`, by: this.user},
-      this.statusChange('running', 'started'),
-    )
+      user: this.user,
+    })
+    return this.launch(birth, options, 'run-created')
+  }
+
+  /** Creates a run started and held, and drives it (see Store.createStartedRun); for a child run too (see children.ts). */
+  async launch(birth: RunBirth, settings: RunSettings, hookPoint: string): Promise<RunOutcome> {
+    const born = await this.deps.store.createStartedRun(birth.draft, birth.now, birth.created, this.keeper.statusChange('running', 'started'))
     try {
-      await this.deps.hook?.('run-created')
+      await this.deps.hook?.(hookPoint)
     } catch (error) {
       await born.release()
       throw error
     }
-    return this.drive(born.record.run_id, options, 'started', undefined, born)
+    return this.drive(born.record.run_id, settings, 'started', undefined, born)
   }
 
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
@@ -371,78 +127,8 @@ export class Engine {
     return this.drive(runId, options, 'resumed', async () => {
       const current = await store.readRun(runId)
       assertResumable(current)
-      await this.takeInput(runId, current, options)
+      await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options)
     })
-  }
-
-  private async takeInput(runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
-    const {store} = this.deps
-    const at = this.now().toISOString()
-    if (options.acceptCassette) {
-      const {file, previous_sha256, sha256} = options.acceptCassette
-      await store.updateRun(runId, (r) => {
-        r.cassette_accepted = {sha256, previous_sha256, by: this.user, at}
-        r.updated_at = at
-      }, {at, event: 'cassette_accepted', reason: `the replayed cassette ${file} changed (${previous_sha256} -> ${sha256}); accepted as it is now`, by: this.user})
-    }
-    if (options.confirm) {
-      const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
-      if (!action) throw new PipeError('E_STATE', `run ${runId} is not waiting for a confirmation`, {hint: `pipe runs show ${runId} shows its state.`})
-      if (options.confirm.call_id !== undefined && options.confirm.call_id !== action.call_id) {
-        throw new PipeError('E_STATE', `run ${runId} now waits for a confirmation of another call (${action.tool}, ${action.call_id}), not of ${options.confirm.call_id} this answer was for; nothing was decided`, {hint: `pipe runs show ${runId} shows the call it waits at now; answer it with pipe confirm ${runId} --yes or --no.`})
-      }
-      await this.assertShownAction(runId, record.pending!.step, action, options)
-      const confirmation = {call_id: action.call_id, decision: options.confirm.decision, by: this.user, at, ...(action.sha256 !== undefined ? {action_sha256: action.sha256} : {}), ...(options.confirm.note ? {note: options.confirm.note} : {})}
-      await store.updateRun(runId, (r) => {
-        r.confirmation = confirmation
-        r.updated_at = at
-      }, {at, event: 'confirm_given', reason: `${options.confirm.decision} to ${action.tool} (${action.call_id})${options.confirm.note ? `: ${options.confirm.note}` : ''}`, by: this.user})
-    }
-    if (options.answers || options.review) {
-      // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
-      const answers = options.answers ? answersForPending(options.answers, record.pending) : undefined
-      // One record change per timeline line, so each line binds the state it left.
-      if (options.answers && answers) {
-        await store.updateRun(runId, (r) => {
-          r.answers = {...(r.answers ?? {}), ...answers}
-          r.updated_at = at
-        }, {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: this.user})
-      }
-      if (options.review) {
-        const review = {decision: options.review.decision, by: this.user, at, ...(options.review.note ? {note: options.review.note} : {})}
-        await store.updateRun(runId, (r) => {
-          r.review = review
-          r.updated_at = at
-        }, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: this.user})
-      }
-    }
-  }
-
-  /**
-   * A confirmation is for the action the person was shown: the run record must still hold it as it
-   * was hashed at the pause, and the step's sealed state must still run exactly it. Otherwise
-   * nothing is decided and nothing runs (E_INTEGRITY); the run stays waiting.
-   */
-  private async assertShownAction(runId: string, stepId: string, action: ConfirmAction, options: ResumeOptions): Promise<void> {
-    // A pause written before actions were hashed is matched by call id, as it was then.
-    if (action.sha256 === undefined) return
-    const hint = `Nothing was decided or run. pipe audit verify ${runId} names what was changed; pipe cancel ${runId} ends the run, and a new run asks again.`
-    const shown = `${action.tool} ${action.argv ? action.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(action.arguments)} (${action.call_id})`
-    if (actionHash(action) !== action.sha256) {
-      throw new PipeError('E_INTEGRITY', `run ${runId} waits at a call that is not the one it paused with: ${shown} does not hash to the ${action.sha256} recorded when it was shown`, {hint})
-    }
-    const step = options.pipeline.pipeline.steps.find((s) => s.id === stepId)
-    const handler = step ? (this.registry[step.kind] as StepHandler<StepKind>) : undefined
-    if (!handler?.pendingAction) return
-    const {store} = this.deps
-    const seq = await store.latestStepStateSeq(runId, stepId)
-    // A state file whose seal does not hold is E_INTEGRITY here, naming it.
-    const state = seq === null ? undefined : await store.readStepState(runId, stepId, seq)
-    const now = state === undefined ? null : handler.pendingAction(state, {policy: options.policy, cwd: options.cwd})
-    if (now && actionHash(now) === action.sha256) return
-    const file = store.stepStateLocation(runId, stepId, seq)
-    const would = now ? `${now.tool} ${now.argv ? now.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(now.arguments)} (${now.call_id})` : 'no call'
-    throw new PipeError('E_INTEGRITY', `step ${stepId} of run ${runId} would run ${would}, not the call the person was shown: ${shown}; its saved state ${file} was changed after the pause`, {hint})
   }
 
   /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */
@@ -455,8 +141,8 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running') await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
-      await this.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
+      if (record.status === 'running') await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
+      await this.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
         r.status_reason = `${reason} (by ${this.user})`
         delete r.pending
       })
@@ -470,86 +156,31 @@ export class Engine {
     return {run_id: runId, feature_id: before.feature_id, status: 'cancelled', spec_version: (await store.readRun(runId)).spec_version ?? null, steps_run: 0, reason}
   }
 
-  private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
-    const status = this.statusChange(to, event, extra, change)
-    const record = await this.deps.store.updateRun(runId, status.change, status.event)
-    if (this.held.has(runId)) this.held.set(runId, record)
-    await this.statusRecorded(runId, to, extra.reason)
-    return record
-  }
-
-  /** What follows a recorded status change: the progress line, and the artifacts written again. */
-  private async statusRecorded(runId: string, to: RunStatus, reason: string | undefined): Promise<void> {
-    this.deps.onProgress?.({type: 'run_status', run_id: runId, status: to, ...(reason ? {reason} : {})})
-    await this.writeArtifacts(runId)
-  }
-
-  /**
-   * A change of a run's status: its timeline line and the change of the record, for updateRun (or,
-   * for a run born started, Store.createStartedRun). The line's `from` is filled in by the change,
-   * which reads the status it moves from; the line is written after it.
-   */
-  private statusChange(to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): {event: RunEvent; change: (r: RunRecord) => void} {
-    const at = this.now().toISOString()
-    const line: RunEvent = {at, event, from: 'pending', to, ...extra}
-    return {
-      event: line,
-      change: (r) => {
-        line.from = r.status
-        if (r.status !== to) assertTransition(r.run_id, r.status, to, event === 'redriven')
-        r.status = to
-        r.updated_at = at
-        if (isFinal(to)) r.ended_at = at
-        else delete r.ended_at
-        if (to === 'running') {
-          r.owner = {...selfIdentity(), user: this.user}
-          delete r.pending
-          delete r.status_reason
-        }
-        change?.(r)
-      },
-    }
-  }
-
-  /**
-   * Rewrites the run's artifacts from its records. They are derived files: a failure to write them
-   * never fails the run (the next step, or a resume, writes them again).
-   */
-  private async writeArtifacts(runId: string): Promise<void> {
-    if (!this.liveArtifacts.has(runId)) return
-    try {
-      const {writeLiveArtifacts} = await import('./export.js')
-      await writeLiveArtifacts(this.deps.store, runId)
-    } catch {
-      // The records are the truth and stay intact; pipe export writes the same layout from them on demand.
-    }
-  }
-
   private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>, born?: {record: RunRecord; release: () => Promise<void>}): Promise<RunOutcome> {
     const {store} = this.deps
     const release = born?.release ?? (await store.acquireRun(runId))
     try {
       if (born) {
         // Created started and held (Store.createStartedRun): nothing to read back, recover or record.
-        this.held.set(runId, born.record)
-        await this.statusRecorded(runId, 'running', undefined)
-        return await this.walk(runId, settings, true)
+        this.keeper.hold(runId, born.record)
+        await this.keeper.statusRecorded(runId, 'running', undefined)
+        return await walk(this.walker, runId, settings, true)
       }
       await prepare?.()
       const before = await store.readRun(runId)
-      this.held.set(runId, before)
+      this.keeper.hold(runId, before)
       if (event === 'resumed' && isRedrivable(before.status)) {
         await this.redrive(runId, before, settings)
-        return await this.walk(runId, settings)
+        return await walk(this.walker, runId, settings)
       }
       if (before.status === 'running' && event === 'resumed') {
         // A run left running by a process that is gone: record that it was interrupted first.
-        await this.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
+        await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
       }
-      await this.setStatus(runId, 'running', event)
-      return await this.walk(runId, settings)
+      await this.keeper.setStatus(runId, 'running', event)
+      return await walk(this.walker, runId, settings)
     } finally {
-      this.held.delete(runId)
+      this.keeper.release(runId)
       await release()
     }
   }
@@ -560,13 +191,6 @@ export class Engine {
     if (seen) return childResultOf(seen.record, seen.last)
     const {store} = this.deps
     return childResultOf(await store.readRun(runId), (await store.readSnapshots(runId)).at(-1))
-  }
-
-  /** The run's record as this engine holds it during a drive (see held). */
-  private heldRecord(runId: string): RunRecord {
-    const record = this.held.get(runId)
-    if (!record) throw new PipeError('E_INTERNAL', `run ${runId} is walked without being held`)
-    return record
   }
 
   /**
@@ -583,7 +207,7 @@ export class Engine {
     const changed = policy !== record.policy_version
     const entry: NonNullable<RunRecord['redrives']>[number] = {seq: point.seq, step: point.step, from, by: this.user, at, policy_version: policy, ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {})}
     const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
-    await this.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
+    await this.keeper.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
       r.redrives = [...(r.redrives ?? []), entry]
       if (changed) {
         r.policy_version = policy
@@ -593,757 +217,20 @@ export class Engine {
     })
   }
 
-  /** Walks the run from where its snapshots leave it; `fresh`: a run just created, which has none and no commit to recover. */
-  private async walk(runId: string, settings: RunSettings, fresh = false): Promise<RunOutcome> {
-    const {store} = this.deps
-    const {pipeline} = settings.pipeline
-    const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
-    const given = this.deps.hook
-    // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
-    const hook = given ? async (point: string): Promise<void> => given(point) : undefined
-    if (!fresh && (await recoverCommit(store, runId, hook))) this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'}))
-    const opening = this.heldRecord(runId)
-    const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
-    // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
-    const own = fresh ? [] : await store.readSnapshots(runId)
-    const history = new History([...base, ...own], this.registry)
-    const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
-    const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
-    if (pipeline.artifacts === true || this.deps.artifacts === true) {
-      this.liveArtifacts.add(runId)
-      // Whatever a crash left half-written is rebuilt from the records before the walk goes on.
-      await this.writeArtifacts(runId)
-    }
-    let stepsRun = 0
-    let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
-    // Secrets are read from the environment on every walk (never stored); the session checked they are set.
-    const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(this.registry)) : null, secrets: readSecrets(pipeline)}
-    let endReason: string | undefined
-    const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
-      const record = this.heldRecord(runId)
-      // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
-      this.ended.clear()
-      this.ended.set(runId, {record, last: own.at(-1)})
-      const redrivable = status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
-      return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...redrivable, ...extra}
-    }
-
-    // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
-    const lastDecision = own.at(-1)?.decisions.at(-1)
-    if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(retriedKey(own.at(-1)!))) {
-      const settled = await this.settle(runId, own.at(-1)!, cursor, outcome)
-      if (settled) return settled
-    }
-
-    while (cursor.next !== null) {
-      if (this.deps.signal?.aborted) return this.interrupt(runId, outcome)
-      const step = steps.get(cursor.next)
-      if (!step) {
-        const reason = `step "${cursor.next}" is not in the pipeline`
-        const error = {code: 'E_STATE', message: reason, trace_id: newTraceId()}
-        await this.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
-        return outcome('failed', {reason, error})
-      }
-      const done = cursor.iterations.get(step.id) ?? 0
-      let bound: number | undefined
-      try {
-        bound = step.max_iterations === undefined ? undefined : iterationBound(step, exprs, () => contextFor(this.heldRecord(runId), history.snapshots, current, exprs.secrets))
-      } catch (raw) {
-        const error = toPipeError(raw)
-        const recorded = {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})}
-        await this.setStatus(runId, 'failed', 'failed', {reason: error.message, step: step.id}, (r) => {
-          r.error = recorded
-          r.status_reason = error.message
-          r.spec_version = cursor.specVersion
-        })
-        return outcome('failed', {reason: error.message, error: recorded})
-      }
-      if (bound !== undefined && done >= bound) {
-        const reason = `step "${step.id}" reached its bound of max_iterations ${bound}`
-        this.held.set(runId, await store.appendEvent(runId, {at: this.now().toISOString(), event: 'loop_exhausted', step: step.id, reason}))
-        if (step.on_exhausted !== undefined) {
-          cursor.next = step.on_exhausted
-          continue
-        }
-        const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.', trace_id: newTraceId()}
-        await this.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
-          r.error = error
-          r.status_reason = reason
-          r.spec_version = cursor.specVersion
-        })
-        return outcome('failed', {reason, error})
-      }
-
-      const record = this.heldRecord(runId)
-      const handler = this.registry[step.kind] as StepHandler<StepKind>
-      const started = this.now()
-      const seq = cursor.seq
-      if (hook) await hook(`before-step:${step.id}`)
-      let executed: Executed
-      // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
-      this.deps.replies?.take(runId, step.id)
-      try {
-        executed = await this.execute(handler, step, seq, {record, settings, history, spec: current, exprs})
-      } catch (error) {
-        if (error instanceof Interrupted) return this.interrupt(runId, outcome)
-        throw error
-      }
-      const {errors, attempts, blocked, skipped} = executed
-      const modelCalls = this.deps.replies?.take(runId, step.id) ?? []
-      // A reason may quote a resolved secret (an end's reason, a command line): never record or print it.
-      const result = Object.keys(exprs.secrets).length > 0 && executed.result?.type === 'done' ? redactDeep(executed.result) : executed.result
-      const ended = this.now()
-
-      if (result?.type === 'await') {
-        const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {}), ...(result.action ? {action: result.action} : {})}
-        await this.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
-          r.pending = pending
-          r.status_reason = result.reason
-          r.spec_version = cursor.specVersion
-        })
-        return outcome('awaiting_input', {reason: result.reason, pending})
-      }
-
-      const journal = this.journalFor(runId, record, step, handler, {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0, modelCalls}, errors, result, current, settings, history.snapshots)
-      const committed = await commitStep(store, journal, hook)
-      const snapshot = committed.snapshot
-      history.snapshots.push(snapshot)
-      own.push(snapshot)
-      stepsRun++
-      cursor.iterations.set(step.id, done + 1)
-      cursor.seq = seq + 1
-      if (committed.spec) {
-        cursor.specVersion = committed.spec.meta.spec_version
-        current = committed.spec
-      }
-      const decision = snapshot.decisions.at(-1)!
-      this.deps.onProgress?.({
-        type: 'step_end',
-        run_id: runId,
-        step: step.id,
-        kind: step.kind,
-        seq,
-        outcome: decision.decision,
-        ok: result !== undefined,
-        failure: result === undefined || handler.failures?.[decision.decision] !== undefined,
-        duration_ms: snapshot.step.duration_ms ?? 0,
-        reason: decision.reason,
-        spec_version_out: snapshot.spec_version_out,
-      })
-      await this.writeArtifacts(runId)
-      if (hook) await hook(`after-step:${step.id}`)
-      const ending = await this.settle(runId, snapshot, cursor, outcome)
-      if (ending) return ending
-      if (decision.run_status === 'succeeded') endReason = decision.reason
-      cursor.next = decision.next_step
-    }
-
-    const reason = endReason ?? `the pipeline ended after ${stepsRun} step(s) in this session`
-    await this.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
-      r.spec_version = cursor.specVersion
-      delete r.error
-    })
-    return outcome('succeeded', {reason})
-  }
-
-  /** Applies what the last snapshot's decision says about the run: it failed, was cancelled, or waits for a review. */
-  private async settle(runId: string, snapshot: Snapshot | null, cursor: Cursor, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome | null> {
-    const decision = snapshot?.decisions.at(-1)
-    if (!snapshot || !decision?.run_status || decision.run_status === 'succeeded') return null
-    const step = snapshot.step.name
-    if (decision.run_status === 'failed' || decision.run_status === 'blocked') {
-      const status = decision.run_status
-      const last = snapshot.errors.at(-1)
-      // The error keeps the trace id its snapshot recorded: stderr, the log, the record and the event name one occurrence.
-      const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {}), trace_id: last?.trace_id ?? newTraceId()}
-      const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
-      await this.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
-        r.error = error
-        r.status_reason = reason
-        r.spec_version = cursor.specVersion
-      })
-      return outcome(status, {reason, error})
-    }
-    if (decision.run_status === 'cancelled') {
-      await this.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
-        r.status_reason = decision.reason
-        r.spec_version = cursor.specVersion
-      })
-      return outcome('cancelled', {reason: decision.reason})
-    }
-    const pending = {kind: 'review' as const, step, since: snapshot.step.ended_at, reason: decision.reason}
-    await this.setStatus(runId, 'awaiting_input', 'paused', {reason: decision.reason, step}, (r) => {
-      r.pending = pending
-      r.status_reason = decision.reason
-      r.spec_version = cursor.specVersion
-    })
-    return outcome('awaiting_input', {reason: decision.reason, pending})
-  }
-
-  private async interrupt(runId: string, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome> {
-    const reason = 'interrupted by a signal; pipe resume continues from the last snapshot'
-    await this.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
-    return outcome('interrupted', {reason})
-  }
-
-  private async execute(handler: StepHandler<StepKind>, step: Step, seq: number, state: {record: RunRecord; settings: RunSettings; history: History; spec: CanonicalSpec | null; exprs: RunExpressions}): Promise<Executed> {
-    const {policy} = state.settings
-    const safe = step.retry?.safe ?? handler.safeToRetry
-    const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
-    // A step that waits for child runs is bounded only by its own timeout_ms: each child step has its own.
-    const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))
-    const errors: Snapshot['errors'] = []
-    let blocked = false
-    let renderContext: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
-    for (let attempt = 1; ; attempt++) {
-      this.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
-      const outer = this.deps.signal
-      if (outer?.aborted) throw new Interrupted('interrupted')
-      const abort = new StepAbort()
-      const onOuter = (): void => abort.abort(new Interrupted('interrupted'))
-      outer?.addEventListener('abort', onOuter, {once: true})
-      const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
-      const aborted = abort.settled
-      let children: ChildRuns | undefined
-      const childrenOf = (): ChildRuns => (children ??= this.childRuns(state.record, step, seq, state.settings, state.history.snapshots))
-      const slotsDir = (): string => path.join(this.deps.store.root, 'locks')
-      // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
-      // step still running must not race the engine's own lines on the chain).
-      const timeline = {open: true, tail: Promise.resolve()}
-      const runId = state.record.run_id
-      const appendStepEvent = (line: StepEvent): Promise<void> => {
-        if (!timeline.open) return Promise.resolve()
-        const clean: StepEvent = {...line, ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}), ...(line.reason !== undefined ? {reason: redact(line.reason)} : {})}
-        const appended = timeline.tail.then(async () => {
-          if (!timeline.open) return
-          this.held.set(runId, await this.deps.store.appendEvent(runId, {...clean, step: step.id, seq, attempt}))
-          this.deps.onProgress?.({type: 'step_event', run_id: runId, step: step.id, seq, event: clean})
-        })
-        timeline.tail = appended.catch(() => undefined)
-        return appended
-      }
-      const context: StepContext = {
-        step,
-        pipeline: state.settings.pipeline,
-        run: state.record,
-        spec: state.spec,
-        history: state.history,
-        policy,
-        provider: this.deps.provider,
-        cwd: state.settings.cwd,
-        get signal() {
-          return abort.signal
-        },
-        attempt,
+  /** The child runs of a step, each driven by a sub-engine that reports its progress under the step (and item). */
+  private childRuns(of: ParentStep): ChildRuns {
+    const {onProgress, signal: _own, ...shared} = this.deps
+    const artifacts = of.settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}
+    return childRuns(
+      {
+        store: this.deps.store,
+        registry: this.registry,
         now: this.now,
         user: this.user,
-        ledger: this.ledger,
-        // Built when a kind asks: most steps read neither, and a noop chain would pay for them per step.
-        get slotsDir() {
-          return slotsDir()
-        },
-        hook: (point) => this.deps.hook?.(point),
-        render: (text, aliases) => {
-          const {evaluator, secrets} = state.exprs
-          if (!evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
-          // The history does not change while the step runs: the context is built and converted once, not per item of a foreach.
-          if (!renderContext) {
-            const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-            renderContext = {values, bound: evaluator.bind(values)}
-          }
-          const {values, bound} = renderContext
-          return explained(values, () => bound.withAliases(aliasValues(aliases)).render(text))
-        },
-        get children() {
-          return childrenOf()
-        },
-        state: {
-          read: () => this.deps.store.readStepState(state.record.run_id, step.id, seq),
-          write: (value) => this.deps.store.writeStepState(state.record.run_id, step.id, seq, value),
-          earlier: async () => {
-            const out: Array<{seq: number; state: unknown}> = []
-            for (const s of retriedSeqs(state.record, step.id, seq)) {
-              const value = await this.deps.store.readStepState(state.record.run_id, step.id, s)
-              if (value !== undefined) out.push({seq: s, state: value})
-            }
-            return out
-          },
-        },
-        event: appendStepEvent,
-      }
-      try {
-        // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
-        let resolved: Record<string, JsonValue> = {}
-        const {evaluator, secrets} = state.exprs
-        if (evaluator) {
-          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-          const bound = evaluator.bind(values)
-          if (step.when !== undefined) {
-            if (!explained(values, () => condition(step, bound))) {
-              const skipped: StepDone = {type: 'done', outcome: 'skipped', reason: `when: ${step.when.trim()} is false`, inputs: {resolved: {when: false}}, outputs: {}}
-              return {result: skipped, errors, attempts: attempt, skipped: true}
-            }
-            resolved.when = true
-          }
-          const r = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
-          context.step = r.step
-          resolved = {...resolved, ...r.values}
-        }
-        const result = await Promise.race([handler.run(context as never), aborted])
-        if (result.type === 'done' && Object.keys(resolved).length > 0) {
-          // A kind may record values it evaluated itself (a choice's whens) under the same key.
-          const own = result.inputs?.['resolved']
-          result.inputs = {...(result.inputs ?? {}), resolved: {...resolved, ...(own !== null && typeof own === 'object' ? own : {})}}
-        }
-        return {result, errors, attempts: attempt}
-      } catch (raw) {
-        if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
-        const error = toPipeError(raw)
-        if (error.blocking) blocked = true
-        errors.push({
-          code: error.code,
-          message: redact(error.message),
-          trace_id: newTraceId(),
-          retryable: error.retryable,
-          attempt,
-          at: this.now().toISOString(),
-          ...(error.hint ? {hint: redact(error.hint)} : {}),
-          ...(error.details ? {details: redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>)} : {}),
-        })
-        if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
-        const delay = backoffFor(attempt - 1, (this.deps.random ?? Math.random)())
-        this.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: redact(error.message)})
-        try {
-          await this.sleep(delay, outer ?? new AbortController().signal)
-        } catch {
-          throw new Interrupted('interrupted')
-        }
-      } finally {
-        cancelDeadline?.()
-        outer?.removeEventListener('abort', onOuter)
-        timeline.open = false
-        await timeline.tail
-      }
-    }
-  }
-
-  /**
-   * The child runs of one step (pipeline, foreach). A child is keyed by (parent run, step, seq,
-   * item index) in its run.json `parent`, written when the run is created, so a re-entry of the step
-   * (a retry, a resume after a crash, a redrive of a blocked step) finds each child it already
-   * started and continues it, and never runs a finished one again. Each child is driven by a
-   * sub-engine on the same store, under its own run lock.
-   */
-  private childRuns(parent: RunRecord, step: Step, seq: number, settings: RunSettings, snapshots: readonly Snapshot[]): ChildRuns {
-    const {store} = this.deps
-    // A redrive runs the step again under the next seq: its children are those of the seqs it retried.
-    const seqs = new Set([seq, ...retriedSeqs(parent, step.id, seq)])
-    // A step whose last visit ended blocked, routed on (its children wait for a person), and that the run
-    // comes back to (pipe resume of a blocked end whose next is this step) continues those children too.
-    for (;;) {
-      const first = Math.min(...seqs)
-      const before = snapshots.findLast((s) => s.run_id === parent.run_id && s.step.name === step.id && s.step.seq < first)
-      if (before?.decisions.at(-1)?.decision !== 'blocked' || seqs.has(before.step.seq)) break
-      seqs.add(before.step.seq)
-      for (const s of retriedSeqs(parent, step.id, before.step.seq)) seqs.add(s)
-    }
-    let found: Promise<Map<number, RunRecord>> | undefined
-    const existing = (): Promise<Map<number, RunRecord>> =>
-      (found ??= (async () => {
-        const out = new Map<number, RunRecord>()
-        // A child a crash left staged after indexing it is this step's child: finish it before looking.
-        await store.finishCreations()
-        for (const record of await childrenOf(store, parent.run_id)) {
-          const link = record.parent!
-          if (link.step !== step.id || !seqs.has(link.seq)) continue
-          const index = link.index ?? 0
-          const before = out.get(index)
-          if (!before || before.created_at <= record.created_at) out.set(index, record)
-        }
-        return out
-      })())
-    const loadedChildren = new Map<string, Promise<LoadedPipeline>>()
-    const load = (file: string | undefined): Promise<LoadedPipeline> => {
-      const key = file ?? ''
-      let loading = loadedChildren.get(key)
-      if (!loading) {
-        // No file: the step's inline steps, taken from the pipeline as loaded (never resolved by this run's expressions).
-        const index = settings.pipeline.pipeline.steps.findIndex((s) => s.id === step.id)
-        const loader = file === undefined ? loadInlinePipeline(settings.pipeline, index, catalogOf(this.registry)) : loadPipeline(file, catalogOf(this.registry))
-        loading = loader.then((result) => {
-          if (result.ok) {
-            // As for a run started by hand: its *_env values are secrets, and its declared secrets must be set before the child exists.
-            addSecretsNamedIn(result.loaded.pipeline)
-            readSecrets(result.loaded.pipeline)
-            return result.loaded
-          }
-          const first = result.diagnostics[0]
-          throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file ?? settings.pipeline.file}.`})
-        })
-        loadedChildren.set(key, loading)
-      }
-      return loading
-    }
-    // A child's progress is reported as the parent's, marked with the step (and item) that runs it.
-    const {onProgress, signal: _own, ...shared} = this.deps
-    const engineFor = (signal: AbortSignal | undefined, label: string): Engine =>
-      new Engine({...shared, user: this.user, ...(settings.pipeline.pipeline.artifacts === true ? {artifacts: true} : {}), ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})})
-    return {
-      run: async (request) => {
-        const loaded = await load(request.file)
-        const prices = settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices
-        const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd, ...(prices ? {inheritedPrices: prices} : {})}
-        const index = request.index ?? 0
-        const sub = engineFor(request.signal ?? this.deps.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
-        const known = (await existing()).get(index)
-        let runId: string
-        if (known === undefined) {
-          const now = this.now()
-          const at = now.toISOString()
-          const inputs = childInputs(step.id, loaded, request.inputs)
-          const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {}), ...(request.key !== undefined ? {key: request.key} : {})}
-          const born = await store.createStartedRun(
-            {
-              feature_id: parent.feature_id,
-              status: 'pending',
-              pipeline: {path: loaded.file, name: loaded.pipeline.name, hash: loaded.hash},
-              policy_version: settings.policy.version,
-              policy_path: settings.policy.file,
-              provider: parent.provider,
-              input: parent.input,
-              ...(Object.keys(inputs).length > 0 ? {inputs} : {}),
-              workspace: settings.cwd,
-              // The parent's, not found anew: a command of the parent may have planted a .git by now.
-              ...(parent.workspace_git !== undefined ? {workspace_git: parent.workspace_git} : {}),
-              parent: link,
-              spec_version: null,
-              created_at: at,
-              updated_at: at,
-              owner: {...selfIdentity(), user: this.user},
-            },
-            now,
-            {at, event: 'created', to: 'pending', reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`, by: this.user},
-            sub.statusChange('running', 'started'),
-          )
-          runId = born.record.run_id
-          try {
-            await this.deps.hook?.(`child-created:${step.id}`)
-          } catch (error) {
-            await born.release()
-            throw error
-          }
-          await sub.drive(runId, childSettings, 'started', undefined, born)
-        } else {
-          runId = known.run_id
-          // A finished child keeps its result; a failed one is the item's failure, not something to redrive.
-          if (!isFinal(known.status)) await sub.resume(runId, childSettings)
-        }
-        return sub.childResult(runId)
+        signal: this.deps.signal,
+        engineFor: (signal, label) => new Engine({...shared, user: this.user, ...artifacts, ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})}),
       },
-      cancel: async (runId, reason) => {
-        const record = await store.readRun(runId)
-        if (!isFinal(record.status)) await engineFor(undefined, step.id).cancel(runId, reason)
-      },
-    }
+      of,
+    )
   }
-
-  /** Everything a finished step will record, before any of it is written (see commit.ts). */
-  private journalFor(
-    runId: string,
-    record: RunRecord,
-    step: Step,
-    handler: StepHandler<StepKind>,
-    timing: {seq: number; iteration: number; started: Date; ended: Date; attempts: number; blocked: boolean; skipped: boolean; secrets: boolean; modelCalls: ModelCall[]},
-    errors: Snapshot['errors'],
-    result: StepDone | undefined,
-    current: CanonicalSpec | null,
-    settings: RunSettings,
-    before: readonly Snapshot[],
-  ): Journal {
-    const {seq, iteration, started, ended, attempts} = timing
-    const previous = before.at(-1) ?? null
-    errors = [...errors]
-    let decisions: Snapshot['decisions']
-    let spec: Journal['spec'] = null
-    const evidence: Journal['evidence'] = []
-    if (result) {
-      for (const draft of result.evidence ?? []) {
-        const {link, ...rest} = draft
-        evidence.push({draft: rest, link: link ?? rest.type})
-      }
-      if (result.spec) {
-        if (!changesSpec(handler, step)) throw new PipeError('E_INTERNAL', `step kind ${step.kind} returned a spec but does not change specs`)
-        const title = result.spec.title ?? current?.meta.title
-        spec = {
-          draft: {
-            ...result.spec.body,
-            meta: {
-              feature_id: record.feature_id,
-              status: result.spec.status,
-              parent_version: current?.meta.spec_version ?? null,
-              run_id: runId,
-              created_by_step: step.id,
-              created_at: ended.toISOString(),
-              ...(title ? {title} : {}),
-              ...(result.spec.missing_fields && result.spec.missing_fields.length > 0 ? {missing_fields: result.spec.missing_fields} : {}),
-            },
-          },
-        }
-      } else if (changesSpec(handler, step) && !timing.skipped) {
-        throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
-      }
-      const failure = handler.failures?.[result.outcome]
-      // A failure is routed only by its own on: entry; next: is the way forward after the step did its job.
-      const routed = result.next ?? step.on?.[result.outcome] ?? (failure ? null : step.next) ?? null
-      const unrouted = routed === null && step.on !== undefined && Object.keys(step.on).length > 0 && step.next === undefined && !(result.outcome in step.on)
-      const fail = (code: string, message: string, hint: string, reason: string, details?: Record<string, unknown>): Snapshot['decisions'] => {
-        errors.push({code, message: redact(message), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), hint: redact(hint), ...(details ? {details} : {})})
-        return [{decision: result.outcome, reason, next_step: null, run_status: 'failed'}]
-      }
-      const carried = routed === null && !failure && !result.end ? unrecoveredFailure(before, this.registry, step.id) : null
-      if (result.end?.status === 'failed') {
-        // An end step said so: its reason is the run's error, under its own code.
-        decisions = fail(result.end.code ?? 'E_ENDED', result.end.reason, result.end.hint ?? `The pipeline ended the run at step ${step.id}.`, result.end.reason, {ended_by: step.id})
-      } else if (result.end?.status === 'blocked') {
-        errors.push({code: result.end.code ?? 'E_ENDED', message: redact(result.end.reason), trace_id: newTraceId(), retryable: false, attempt: attempts, at: ended.toISOString(), ...(result.end.hint ? {hint: redact(result.end.hint)} : {})})
-        decisions = [{decision: result.outcome, reason: result.end.reason, next_step: step.id, run_status: 'blocked'}]
-      } else if (result.end?.status === 'succeeded') {
-        // An explicit end: the pipeline's author says the run succeeded here, whatever was routed before.
-        decisions = [{decision: result.outcome, reason: result.end.reason, next_step: null, run_status: 'succeeded'}]
-      } else if (result.hold) {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: step.id, run_status: 'awaiting_input'}]
-      } else if (result.cancel) {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: null, run_status: 'cancelled'}]
-      } else if (failure && routed === null) {
-        // A failure nothing handles ends the run failed, never succeeded.
-        const message = `step ${step.id} ended with the failure outcome "${result.outcome}": ${result.reason}`
-        decisions = fail(failure.code, message, failure.hint({run_id: runId, step: step.id}), `${result.reason}; no route for the failure outcome "${result.outcome}", so the run fails`)
-      } else if (carried) {
-        // The run ends here, but an earlier failure was only handled (a rollback, a notice), never recovered.
-        const message = `step ${carried.step} ended "${carried.outcome}" (seq ${carried.seq}: ${carried.reason}) ${CARRIED_FAILURE}; the run ended at ${step.id}`
-        decisions = fail(carried.code, message, carried.hint, `${result.reason}; the run ends on the unrecovered failure of step ${carried.step} (seq ${carried.seq}), so it fails`, {failed_step: carried.step, failed_seq: carried.seq})
-      } else if (unrouted) {
-        // An outcome with no route ends the run here; say so rather than pretend it was planned.
-        decisions = [{decision: result.outcome, reason: `${result.reason}; no transition for outcome "${result.outcome}", so the run ends`, next_step: null}]
-      } else {
-        decisions = [{decision: result.outcome, reason: result.reason, next_step: routed}]
-      }
-      if (result.person) Object.assign(decisions[0]!, result.person)
-    } else {
-      const last = errors.at(-1)!
-      const reason = `${last.code}: ${last.message}${attempts > 1 ? ` (after ${attempts} attempts)` : ''}`
-      if (timing.blocked) decisions = [{decision: 'error', reason, next_step: step.id, run_status: 'blocked'}]
-      else {
-        const next = step.on?.error ?? null
-        decisions = [{decision: 'error', reason, next_step: next, ...(next === null ? {run_status: 'failed' as const} : {})}]
-      }
-    }
-    const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
-    if (failed) evidence.push({draft: failed, link: 'log'})
-    const replayStart = record.replay_of && seq === 1 ? {replay_of: {run_id: record.replay_of.run_id, seq: record.replay_of.seq}} : {}
-    const snapshot: Snapshot = {
-      run_id: runId,
-      feature_id: record.feature_id,
-      spec_version_in: current?.meta.spec_version ?? null,
-      spec_version_out: null,
-      step: {
-        name: step.id,
-        kind: step.kind,
-        seq,
-        iteration,
-        attempts,
-        started_at: started.toISOString(),
-        ended_at: ended.toISOString(),
-        duration_ms: Math.max(0, ended.getTime() - started.getTime()),
-      },
-      inputs: {canonical_spec_ref: current?.meta.spec_version ?? null, context_ref: null, user_answer_ref: null, ...(result?.inputs ? (timing.secrets ? redactDeep(result.inputs) : result.inputs) : {})},
-      outputs: result ? (timing.secrets ? redactDeep({...result.outputs}) : {...result.outputs}) : {},
-      decisions,
-      evidence_links: [],
-      errors,
-      ...(result?.toolCalls ? {tool_calls: timing.secrets ? redactDeep(result.toolCalls) : result.toolCalls} : {}),
-      meta: {
-        engine_version: ENGINE_VERSION,
-        llm_model: result?.llmModel ?? null,
-        provider: record.provider.kind,
-        endpoint_host: record.provider.endpoint_host ?? null,
-        policy_version: settings.policy.version,
-        pipeline: settings.pipeline.pipeline.name,
-        pipeline_hash: settings.pipeline.hash,
-        prev_hash: previous?.meta.record_hash ?? null,
-        ...replayStart,
-        ...(result?.usage ? {usage: usageWithCost(result.usage, settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices)} : {}),
-        ...(timing.modelCalls.length > 0 ? {model_calls: timing.modelCalls} : {}),
-        extensions: {},
-      },
-    }
-    return {run_id: runId, seq, step: step.id, recorded_at: ended.toISOString(), snapshot, spec, evidence}
-  }
-}
-
-/** Errors that stop a run on something outside it (the policy, the disk, a command), kept as evidence (seed 002). */
-const EVIDENCED_ERRORS = new Set(['E_POLICY_DENIED', 'E_IO', 'E_TOOL_TIMEOUT', 'E_CONFLICT', 'E_BUILD_FAIL'])
-
-/**
- * The evidence of the error a step stopped its run with: the code and message, and the end of the
- * log that shows it (a command's stderr, else its stdout), redacted; null for any other ending.
- */
-function errorEvidence(runId: string, stepId: string, seq: number, decisions: Snapshot['decisions'], errors: Snapshot['errors'], outputs: Record<string, unknown> | undefined): Journal['evidence'][number]['draft'] | null {
-  const status = decisions.at(-1)?.run_status
-  const error = errors.at(-1)
-  if ((status !== 'failed' && status !== 'blocked') || !error || !EVIDENCED_ERRORS.has(error.code)) return null
-  const log = commandLog((error.details as Record<string, unknown> | undefined)?.['command']) ?? commandLog(outputs?.['command']) ?? (typeof outputs?.['stderr'] === 'string' && outputs['stderr'] !== '' ? outputs['stderr'] : null)
-  const excerpt = redact(log ?? error.message).trimEnd().slice(-500)
-  return {
-    type: 'log',
-    source: {ref: `run://${runId}/snapshots/${seq}#errors`},
-    content: {excerpt, note: `${error.code} at step ${stepId}: ${error.message}`.slice(0, 2000)},
-    linked_to: [{run_id: runId, step: stepId}],
-  }
-}
-
-/** The end of what a command printed: stderr when it said anything there, else stdout. */
-function commandLog(value: unknown): string | null {
-  if (value === null || typeof value !== 'object') return null
-  const part = (value: unknown): string => (typeof value === 'string' ? value : '')
-  const text = (stream: unknown): string => (stream !== null && typeof stream === 'object' ? part((stream as {head?: unknown}).head) + part((stream as {tail?: unknown}).tail) : '')
-  const {stderr, stdout} = value as {stderr?: unknown; stdout?: unknown}
-  const out = text(stderr).trim() !== '' ? text(stderr) : text(stdout)
-  return out.trim() === '' ? null : out
-}
-
-interface CarriedFailure {
-  step: string
-  seq: number
-  outcome: string
-  reason: string
-  code: string
-  hint: string
-}
-
-/**
- * The latest failure in a run's history that nothing recovered: a step that ended with a failure
- * outcome (or an error routed by on.error) and has not since ended with a non-failure outcome, with
- * no person's decision after it (a review's go accepts what it was shown). `succeeding` names a step
- * that has just ended well, and so recovers its own earlier failures.
- */
-export function unrecoveredFailure(snapshots: readonly Snapshot[], registry: StepRegistry, succeeding?: string): CarriedFailure | null {
-  const recovered = new Set<string>(succeeding === undefined ? [] : [succeeding])
-  for (let i = snapshots.length - 1; i >= 0; i--) {
-    const s = snapshots[i]!
-    const decision = s.decisions.at(-1)
-    if (!decision) continue
-    if (decision.by !== undefined) return null
-    const name = s.step.name
-    const handler = registry[s.step.kind as StepKind] as StepHandler<StepKind> | undefined
-    const declared = handler?.failures?.[decision.decision]
-    const error = decision.decision === 'error' ? s.errors.at(-1) : undefined
-    if (!declared && !error) {
-      recovered.add(name)
-      continue
-    }
-    if (recovered.has(name)) continue
-    const where = {run_id: s.run_id, step: name}
-    const code = declared ? declared.code : error!.code
-    const hint = declared ? declared.hint(where) : (error!.hint ?? `Read the step's errors with pipe snapshot show ${s.run_id} --step ${name}.`)
-    return {step: name, seq: s.step.seq, outcome: decision.decision, reason: decision.reason, code, hint}
-  }
-  return null
-}
-
-interface Executed {
-  result?: StepResult
-  errors: Snapshot['errors']
-  attempts: number
-  /** The failure needs a person: the run stops as blocked at this step and resumes there. */
-  blocked?: boolean
-  /** Its when: was false: it did not run. */
-  skipped?: boolean
-}
-
-function assertResumable(record: RunRecord): void {
-  if (isFinal(record.status) && !isRedrivable(record.status)) {
-    throw new PipeError('E_STATE', `run ${record.run_id} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${record.run_id} --from STEP.`})
-  }
-}
-
-function usageWithCost(usage: Usage, prices: ProviderSettings['prices']): NonNullable<Snapshot['meta']['usage']> {
-  const out: NonNullable<Snapshot['meta']['usage']> = {
-    prompt_tokens: usage.prompt_tokens,
-    completion_tokens: usage.completion_tokens,
-    total_tokens: usage.prompt_tokens + usage.completion_tokens,
-    calls: usage.calls,
-  }
-  if (prices) {
-    out.cost = Math.round(((usage.prompt_tokens / 1000) * prices.prompt_per_1k + (usage.completion_tokens / 1000) * prices.completion_per_1k) * 1e6) / 1e6
-    out.currency = prices.currency ?? 'USD'
-  }
-  return out
-}
-
-function answersForPending(answers: Record<string, string>, pending: RunRecord['pending']): Record<string, string> {
-  if (pending?.kind !== 'answers') return answers
-  const out: Record<string, string> = {}
-  for (const [key, text] of Object.entries(answers)) {
-    const asked = (pending.questions ?? []).filter((q) => q.field === key)
-    if (asked.length === 0) out[key] = text
-    for (const q of asked) out[q.id] ??= text
-  }
-  return out
-}
-
-
-/** A child's inputs from its parent step's `with:`, checked against the child's declarations; a list or map given to a string input is passed as its JSON text. */
-function childInputs(stepId: string, loaded: LoadedPipeline, given: Record<string, JsonValue>): NonNullable<RunRecord['inputs']> {
-  const declarations = (loaded.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
-  const data: Record<string, unknown> = {}
-  for (const [name, value] of Object.entries(given)) {
-    // A string input takes any value as its text, as an argument vector element does.
-    data[name] = declarations[name]?.type === 'string' && value !== null && typeof value !== 'string' ? (typeof value === 'object' ? JSON.stringify(value) : String(value)) : value
-  }
-  const resolved = resolveInputs(declarations, {file: {name: `with: of step ${stepId}`, data}})
-  if (resolved.problems.length > 0) {
-    throw new PipeError('E_CONFIG', `step ${stepId}: the inputs for ${loaded.file} do not fit its inputs: ${resolved.problems.map((p) => p.message).join('; ')}`, {hint: `Compare with: in step ${stepId} with the inputs: the child pipeline declares.`})
-  }
-  return resolved.values
-}
-
-function childResultOf(record: RunRecord, last: Snapshot | undefined): ChildResult {
-  const runId = record.run_id
-  const outcome = last?.decisions.at(-1)?.decision
-  return {
-    run_id: runId,
-    status: record.status,
-    ...(record.status_reason ? {reason: record.status_reason} : last?.decisions.at(-1) ? {reason: last.decisions.at(-1)!.reason} : {}),
-    ...(record.error ? {error: {code: record.error.code, message: record.error.message}} : {}),
-    ...(last && outcome !== undefined ? {last_step: {id: last.step.name, outcome}} : {}),
-    spec_version: record.spec_version ?? null,
-  }
-}
-
-/** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
-export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
-  const deferred = handler.deferred?.(step)
-  const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
-  return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]
-}
-
-/**
- * A step's max_iterations: the number as written, or what its expression gives now (a task's
- * max_retries), which must be an integer from 1 to 1000 like a literal one; anything else stops the
- * run with E_CONFIG before the step is entered, never an unbounded loop.
- */
-function iterationBound(step: Step, exprs: RunExpressions, values: () => ExprContext): number {
-  const written = step.max_iterations!
-  if (typeof written === 'number') return written
-  if (!exprs.evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(written)}, but its pipeline has no expressions`)
-  const context = values()
-  const value = explained(context, () => exprs.evaluator!.bind(context).render(written))
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1000) {
-    throw new PipeError('E_CONFIG', `max_iterations of step "${step.id}" resolved to ${JSON.stringify(value)}, which is not an integer from 1 to 1000`, {
-      hint: 'Change the expression so it gives a whole number of times the run may enter the step (int(x), a default with has()).',
-      details: {field: 'max_iterations', value},
-    })
-  }
-  return value
 }

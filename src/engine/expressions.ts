@@ -13,6 +13,7 @@ import {PipeError, isPipeError} from '../errors.js'
 import type {AliasValue, BoundExpressions, ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
 import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
 import {check} from '../schema/registry.js'
+import type {StepHandler, StepKind} from '../steps/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -206,4 +207,37 @@ export function explained<T>(context: ExprContext, fn: () => T): T {
       cause: error,
     })
   }
+}
+
+/** The expressions of one run walk: the pipeline's evaluator (null when it has no `${{`) and its secrets. */
+export interface RunExpressions {
+  evaluator: ExprEvaluator | null
+  secrets: Record<string, string>
+}
+
+/** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
+export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
+  const deferred = handler.deferred?.(step)
+  const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
+  return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]
+}
+
+/**
+ * A step's max_iterations: the number as written, or what its expression gives now (a task's
+ * max_retries), which must be an integer from 1 to 1000 like a literal one; anything else stops the
+ * run with E_CONFIG before the step is entered, never an unbounded loop.
+ */
+export function iterationBound(step: Step, exprs: RunExpressions, values: () => ExprContext): number {
+  const written = step.max_iterations!
+  if (typeof written === 'number') return written
+  if (!exprs.evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(written)}, but its pipeline has no expressions`)
+  const context = values()
+  const value = explained(context, () => exprs.evaluator!.bind(context).render(written))
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1000) {
+    throw new PipeError('E_CONFIG', `max_iterations of step "${step.id}" resolved to ${JSON.stringify(value)}, which is not an integer from 1 to 1000`, {
+      hint: 'Change the expression so it gives a whole number of times the run may enter the step (int(x), a default with has()).',
+      details: {field: 'max_iterations', value},
+    })
+  }
+  return value
 }

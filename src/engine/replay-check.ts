@@ -14,8 +14,8 @@ import type {RunStore} from '../store/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {canonicalJson} from '../util/hash.js'
-import {deferredFields, History} from './engine.js'
-import {contextFor, evaluatorFor, resolveStep, usesExpressions} from './expressions.js'
+import {History} from './history.js'
+import {contextFor, deferredFields, evaluatorFor, resolveStep, usesExpressions} from './expressions.js'
 
 export interface GateCheck {
   seq: number

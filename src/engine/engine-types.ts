@@ -1,0 +1,103 @@
+/**
+ * What callers of the engine see: the dependencies it is built with, the settings of a run it
+ * starts or resumes, the outcome it returns and the progress it reports. Kept apart from the
+ * engine's code so the commands and use cases that only read these import no machinery.
+ */
+import type {LoadedPipeline} from '../config/pipeline.js'
+import type {LoadedPolicy} from '../policy/policy.js'
+import type {ModelCall} from '../providers/cassette.js'
+import type {Provider} from '../providers/types.js'
+import type {StepEvent, StepRegistry} from '../steps/types.js'
+import type {RunStore} from '../store/types.js'
+import type {ProviderSettings} from '../types/pipeline.js'
+import type {RunRecord, RunStatus} from '../types/run.js'
+
+export type ProgressEvent = (
+  | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
+  | {type: 'step_retry'; run_id: string; step: string; seq: number; attempt: number; delay_ms: number; error: string}
+  | {
+      type: 'step_end'
+      run_id: string
+      step: string
+      kind: string
+      seq: number
+      outcome: string
+      /** Whether the step returned a result (false: it threw, the outcome is `error`). */
+      ok: boolean
+      /** Whether the outcome is a failure: one the kind declares a failure (routed or not), or an error. */
+      failure: boolean
+      duration_ms: number
+      reason: string
+      spec_version_out: string | null
+    }
+  | {type: 'run_status'; run_id: string; status: RunStatus; reason?: string}
+  | {type: 'step_event'; run_id: string; step: string; seq: number; event: StepEvent}
+) & {
+  /** Set for a child run's events: the steps that ran it, outermost first, each as `id` or `id[item index]` (`each[2]`). */
+  under?: string[]
+}
+
+export interface EngineDeps {
+  store: RunStore
+  /** Creates the model provider on first use, so runs without model steps never load one. */
+  provider: () => Promise<Provider>
+  /** What answered each model request a step made (live, a cassette, the reply cache), taken into its snapshot. */
+  replies?: {take(run: string, step: string): ModelCall[]}
+  registry?: StepRegistry
+  now?: () => Date
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>
+  /** Source of the backoff jitter, a number in [0, 1). */
+  random?: () => number
+  onProgress?: (event: ProgressEvent) => void
+  /** Aborted on SIGINT/SIGTERM: the current step is abandoned and the run marked interrupted. */
+  signal?: AbortSignal
+  user?: string
+  /** Test-only: called at named points so fault-injection tests can kill the process there. */
+  hook?: (point: string) => Promise<void> | void
+  /** Write seed 004's artifacts for every run this engine drives (set for the children of a run whose pipeline says artifacts: true). */
+  artifacts?: boolean
+}
+
+export interface RunSettings {
+  pipeline: LoadedPipeline
+  policy: LoadedPolicy
+  cwd: string
+  /** A child run's parent's provider.prices, for its own snapshots' cost when its pipeline gives none (the model is the parent's too). */
+  inheritedPrices?: NonNullable<ProviderSettings['prices']>
+}
+
+export interface StartOptions extends RunSettings {
+  input: RunRecord['input']
+  /** The pipeline's typed inputs, resolved and checked; recorded in run.json for resume and replay. */
+  inputs?: NonNullable<RunRecord['inputs']>
+  provider: RunRecord['provider']
+  featureId?: string
+  answers?: Record<string, string>
+  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
+  replayOf?: RunRecord['replay_of']
+  /** The declared tools' versions as measured for this run (policy/tool-versions.ts). */
+  toolVersions?: NonNullable<RunRecord['tool_versions']>
+}
+
+export interface ResumeOptions extends RunSettings {
+  answers?: Record<string, string>
+  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
+  /** A person's yes or no to the tool call the run waits at (pipe confirm). */
+  confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
+  /** A person went on with the run's replayed cassette as it is now, although it changed (--accept-cassette). */
+  acceptCassette?: {file: string; previous_sha256: string; sha256: string}
+}
+
+export interface RunOutcome {
+  run_id: string
+  feature_id: string
+  status: RunStatus
+  spec_version: string | null
+  steps_run: number
+  reason?: string
+  pending?: RunRecord['pending']
+  error?: RunRecord['error']
+  /** For a failed run: whether pipe resume can redrive it (a step failed; not a loop bound, an end step or a handled failure). */
+  redrivable?: boolean
+}
+

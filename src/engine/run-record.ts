@@ -1,0 +1,64 @@
+/**
+ * The one place a run record is made, for a run a person starts and for a child run a step
+ * starts, so both carry the same fields in the same order and a field added to runs reaches both.
+ */
+import type {LoadedPipeline} from '../config/pipeline.js'
+import type {LoadedPolicy} from '../policy/policy.js'
+import type {RunDraft} from '../store/types.js'
+import type {RunEvent, RunRecord} from '../types/run.js'
+import {selfIdentity} from '../util/lock.js'
+
+export interface NewRun {
+  featureId: string
+  pipeline: LoadedPipeline
+  policy: LoadedPolicy
+  provider: RunRecord['provider']
+  input: RunRecord['input']
+  inputs?: RunRecord['inputs']
+  cwd: string
+  /** Which repository git steps may use (see RunRecord.workspace_git); left out when unknown. */
+  workspaceGit?: RunRecord['workspace_git']
+  toolVersions?: RunRecord['tool_versions']
+  answers?: Record<string, string>
+  review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
+  replayOf?: RunRecord['replay_of']
+  /** For a child run: the step of the parent run that started it. */
+  parent?: RunRecord['parent']
+  /** Why the run exists, for the timeline's first line. */
+  reason: string
+  now: Date
+  user: string
+}
+
+/** A run about to be created: its record, the time its ids are taken at, and its first timeline line. */
+export interface RunBirth {
+  draft: RunDraft
+  now: Date
+  created: RunEvent
+}
+
+export function newRun(run: NewRun): RunBirth {
+  const at = run.now.toISOString()
+  const draft: RunDraft = {
+    feature_id: run.featureId,
+    status: 'pending',
+    pipeline: {path: run.pipeline.file, name: run.pipeline.pipeline.name, hash: run.pipeline.hash},
+    policy_version: run.policy.version,
+    policy_path: run.policy.file,
+    ...(run.toolVersions ? {tool_versions: run.toolVersions} : {}),
+    provider: run.provider,
+    input: run.input,
+    ...(run.inputs && Object.keys(run.inputs).length > 0 ? {inputs: run.inputs} : {}),
+    workspace: run.cwd,
+    ...(run.workspaceGit !== undefined ? {workspace_git: run.workspaceGit} : {}),
+    ...(run.parent ? {parent: run.parent} : {}),
+    ...(run.answers ? {answers: run.answers} : {}),
+    ...(run.review ? {review: {decision: run.review.decision, by: run.user, at, ...(run.review.note ? {note: run.review.note} : {})}} : {}),
+    ...(run.replayOf ? {replay_of: run.replayOf} : {}),
+    spec_version: null,
+    created_at: at,
+    updated_at: at,
+    owner: {...selfIdentity(), user: run.user},
+  }
+  return {draft, now: run.now, created: {at, event: 'created', to: 'pending', reason: run.reason, by: run.user}}
+}

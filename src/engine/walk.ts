@@ -1,0 +1,226 @@
+/**
+ * The walk of one run: from where its snapshots leave it, step after step, until the run ends,
+ * pauses or is stopped. Each step's attempts (attempt.ts) give a result, the record (record.ts)
+ * with its decision (decide.ts) is committed (commit.ts) before the run moves on, and the cursor
+ * (cursor.ts) moves with it; a decision that ends or pauses the run is settled on its record.
+ */
+import {toPipeError} from '../errors.js'
+import {catalogOf} from '../steps/registry.js'
+import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
+import type {RunRecord, RunStatus} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
+import type {CanonicalSpec} from '../types/spec.js'
+import {redactDeep} from '../util/redact.js'
+import {newTraceId} from '../util/trace.js'
+import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
+import {commitStep, recoverCommit} from './commit.js'
+import {cursorOf, redrivenOf, retriedKey, type Cursor} from './cursor.js'
+import type {EngineDeps, RunOutcome, RunSettings} from './engine-types.js'
+import {contextFor, evaluatorFor, iterationBound, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
+import {History} from './history.js'
+import {journalOf} from './record.js'
+import {canRedrive} from './redrive.js'
+import type {RunKeeper} from './run-keeper.js'
+
+/** What a walk uses of the engine that drives the run. */
+export interface WalkEnvironment {
+  deps: EngineDeps
+  registry: StepRegistry
+  now: () => Date
+  keeper: RunKeeper
+  attempts: AttemptEnvironment
+  /** Where the walk left the run (its record and last snapshot), for a parent's step to read. */
+  ended(runId: string, record: RunRecord, last: Snapshot | undefined): void
+}
+
+/** Walks the run from where its snapshots leave it; `fresh`: a run just created, which has none and no commit to recover. */
+export async function walk(env: WalkEnvironment, runId: string, settings: RunSettings, fresh = false): Promise<RunOutcome> {
+  const {store} = env.deps
+  const {pipeline} = settings.pipeline
+  const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
+  const given = env.deps.hook
+  // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
+  const hook = given ? async (point: string): Promise<void> => given(point) : undefined
+  if (!fresh && (await recoverCommit(store, runId, hook))) await env.keeper.appendEvent(runId, {at: env.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
+  const opening = env.keeper.record(runId)
+  const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
+  // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
+  const own = fresh ? [] : await store.readSnapshots(runId)
+  const history = new History([...base, ...own], env.registry)
+  const redriven = redrivenOf(opening, ...(opening.replay_of ? [await store.readRun(opening.replay_of.run_id)] : []))
+  const cursor = cursorOf(opening.replay_of?.step ?? pipeline.start ?? pipeline.steps[0].id, base, own, redriven)
+  if (pipeline.artifacts === true || env.deps.artifacts === true) {
+    env.keeper.keepArtifacts(runId)
+    // Whatever a crash left half-written is rebuilt from the records before the walk goes on.
+    await env.keeper.writeArtifacts(runId)
+  }
+  let stepsRun = 0
+  let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
+  // Secrets are read from the environment on every walk (never stored); the session checked they are set.
+  const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(env.registry)) : null, secrets: readSecrets(pipeline)}
+  let endReason: string | undefined
+  const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
+    const record = env.keeper.record(runId)
+    // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
+    env.ended(runId, record, own.at(-1))
+    const redrivable = status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
+    return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...redrivable, ...extra}
+  }
+
+  // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
+  const lastDecision = own.at(-1)?.decisions.at(-1)
+  if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(retriedKey(own.at(-1)!))) {
+    const settled = await settle(env, runId, own.at(-1)!, cursor, outcome)
+    if (settled) return settled
+  }
+
+  while (cursor.next !== null) {
+    if (env.deps.signal?.aborted) return interrupt(env, runId, outcome)
+    const step = steps.get(cursor.next)
+    if (!step) {
+      const reason = `step "${cursor.next}" is not in the pipeline`
+      const error = {code: 'E_STATE', message: reason, trace_id: newTraceId()}
+      await env.keeper.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
+      return outcome('failed', {reason, error})
+    }
+    const done = cursor.iterations.get(step.id) ?? 0
+    let bound: number | undefined
+    try {
+      bound = step.max_iterations === undefined ? undefined : iterationBound(step, exprs, () => contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
+    } catch (raw) {
+      const error = toPipeError(raw)
+      const recorded = {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})}
+      await env.keeper.setStatus(runId, 'failed', 'failed', {reason: error.message, step: step.id}, (r) => {
+        r.error = recorded
+        r.status_reason = error.message
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('failed', {reason: error.message, error: recorded})
+    }
+    if (bound !== undefined && done >= bound) {
+      const reason = `step "${step.id}" reached its bound of max_iterations ${bound}`
+      await env.keeper.appendEvent(runId, {at: env.now().toISOString(), event: 'loop_exhausted', step: step.id, reason})
+      if (step.on_exhausted !== undefined) {
+        cursor.next = step.on_exhausted
+        continue
+      }
+      const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.', trace_id: newTraceId()}
+      await env.keeper.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
+        r.error = error
+        r.status_reason = reason
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('failed', {reason, error})
+    }
+
+    const record = env.keeper.record(runId)
+    const handler = env.registry[step.kind] as StepHandler<StepKind>
+    const started = env.now()
+    const seq = cursor.seq
+    if (hook) await hook(`before-step:${step.id}`)
+    let executed: Executed
+    // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
+    env.deps.replies?.take(runId, step.id)
+    try {
+      executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs})
+    } catch (error) {
+      if (error instanceof Interrupted) return interrupt(env, runId, outcome)
+      throw error
+    }
+    const {errors, attempts, blocked, skipped} = executed
+    const modelCalls = env.deps.replies?.take(runId, step.id) ?? []
+    // A reason may quote a resolved secret (an end's reason, a command line): never record or print it.
+    const result = Object.keys(exprs.secrets).length > 0 && executed.result?.type === 'done' ? redactDeep(executed.result) : executed.result
+    const ended = env.now()
+
+    if (result?.type === 'await') {
+      const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {}), ...(result.action ? {action: result.action} : {})}
+      await env.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
+        r.pending = pending
+        r.status_reason = result.reason
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('awaiting_input', {reason: result.reason, pending})
+    }
+
+    const journal = journalOf({record, step, handler, registry: env.registry, timing: {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0, modelCalls}, errors, result, current, settings, before: history.snapshots})
+    const committed = await commitStep(store, journal, hook)
+    const snapshot = committed.snapshot
+    history.snapshots.push(snapshot)
+    own.push(snapshot)
+    stepsRun++
+    cursor.iterations.set(step.id, done + 1)
+    cursor.seq = seq + 1
+    if (committed.spec) {
+      cursor.specVersion = committed.spec.meta.spec_version
+      current = committed.spec
+    }
+    const decision = snapshot.decisions.at(-1)!
+    env.deps.onProgress?.({
+      type: 'step_end',
+      run_id: runId,
+      step: step.id,
+      kind: step.kind,
+      seq,
+      outcome: decision.decision,
+      ok: result !== undefined,
+      failure: result === undefined || handler.failures?.[decision.decision] !== undefined,
+      duration_ms: snapshot.step.duration_ms ?? 0,
+      reason: decision.reason,
+      spec_version_out: snapshot.spec_version_out,
+    })
+    await env.keeper.writeArtifacts(runId)
+    if (hook) await hook(`after-step:${step.id}`)
+    const ending = await settle(env, runId, snapshot, cursor, outcome)
+    if (ending) return ending
+    if (decision.run_status === 'succeeded') endReason = decision.reason
+    cursor.next = decision.next_step
+  }
+
+  const reason = endReason ?? `the pipeline ended after ${stepsRun} step(s) in this session`
+  await env.keeper.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
+    r.spec_version = cursor.specVersion
+    delete r.error
+  })
+  return outcome('succeeded', {reason})
+}
+
+/** Applies what the last snapshot's decision says about the run: it failed, was cancelled, or waits for a review. */
+async function settle(env: WalkEnvironment, runId: string, snapshot: Snapshot | null, cursor: Cursor, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome | null> {
+  const decision = snapshot?.decisions.at(-1)
+  if (!snapshot || !decision?.run_status || decision.run_status === 'succeeded') return null
+  const step = snapshot.step.name
+  if (decision.run_status === 'failed' || decision.run_status === 'blocked') {
+    const status = decision.run_status
+    const last = snapshot.errors.at(-1)
+    // The error keeps the trace id its snapshot recorded: stderr, the log, the record and the event name one occurrence.
+    const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {}), trace_id: last?.trace_id ?? newTraceId()}
+    const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
+    await env.keeper.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
+      r.error = error
+      r.status_reason = reason
+      r.spec_version = cursor.specVersion
+    })
+    return outcome(status, {reason, error})
+  }
+  if (decision.run_status === 'cancelled') {
+    await env.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
+      r.status_reason = decision.reason
+      r.spec_version = cursor.specVersion
+    })
+    return outcome('cancelled', {reason: decision.reason})
+  }
+  const pending = {kind: 'review' as const, step, since: snapshot.step.ended_at, reason: decision.reason}
+  await env.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: decision.reason, step}, (r) => {
+    r.pending = pending
+    r.status_reason = decision.reason
+    r.spec_version = cursor.specVersion
+  })
+  return outcome('awaiting_input', {reason: decision.reason, pending})
+}
+
+async function interrupt(env: WalkEnvironment, runId: string, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome> {
+  const reason = 'interrupted by a signal; pipe resume continues from the last snapshot'
+  await env.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
+  return outcome('interrupted', {reason})
+}
