@@ -79,12 +79,26 @@ function replyOf(reply: unknown): Html {
   return jsonBlock(reply)
 }
 
-function modelCalls(calls: ModelCallView[], kind: string): Html {
+/**
+ * Whether each request repeats the one before and adds to it (an agent's turns): then the last
+ * holds the whole conversation, turn by turn, and the others need not be shown again.
+ */
+function isConversation(calls: ModelCallView[]): boolean {
+  if (calls.length < 2) return false
+  return calls.every((c, i) => {
+    if (i === 0) return true
+    const before = calls[i - 1]!.request?.messages
+    const now = c.request?.messages
+    return before !== undefined && now !== undefined && now.length > before.length && before.every((m, j) => JSON.stringify(m) === JSON.stringify(now[j]))
+  })
+}
+
+function modelCalls(calls: ModelCallView[]): Html {
   if (calls.length === 0) return html``
-  // An agent's every request repeats the conversation so far: the last one holds it whole, turn by turn.
-  const shown = kind === 'agent' ? calls.slice(-1) : calls
+  const conversation = isConversation(calls)
+  const shown = conversation ? calls.slice(-1) : calls
   return html`<h3>Model calls (${calls.length})</h3>
-${kind === 'agent' && calls.length > 1 ? html`<p class="muted small">The conversation as the last of ${calls.length} requests sent it; earlier requests are its beginnings: ${calls.slice(0, -1).map((c) => html`<code>${c.key.slice(0, 19)}…</code> `)}</p>` : ''}
+${conversation ? html`<p class="muted small">The conversation as the last of ${calls.length} requests sent it; earlier requests are its beginnings: ${calls.slice(0, -1).map((c) => html`<code>${c.key.slice(0, 19)}…</code> `)}</p>` : ''}
 ${shown.map(
   (c, i) => html`<div class="panel call"><div class="small muted">request <code>${c.key}</code> — answered from ${c.source}</div>
 ${c.missing ? html`<p class="muted">The prompt is not shown: ${c.missing}.</p>` : html`<h3>Prompt as sent${shown.length > 1 ? ` (${i + 1})` : ''}${c.request?.model ? html` <span class="muted small">to <code>${c.request.model}</code></span>` : ''}</h3>${(c.request?.messages ?? []).map(message)}<h3>Reply</h3>${replyOf(c.reply)}`}</div>`,
@@ -115,7 +129,7 @@ ${s.errors.length > 0 ? html`<h3>Errors</h3>${s.errors.map((e) => html`<div clas
 <h3>Inputs (resolved)</h3>${jsonBlock(s.inputs)}
 <h3>Outputs</h3>${jsonBlock(s.outputs)}
 ${s.evidence_links.length > 0 ? html`<h3>Evidence</h3><ul>${s.evidence_links.map((l) => html`<li>${l.type}: <a href="#evidence-${l.evidence_id}"><code>${l.evidence_id}</code></a></li>`)}</ul>` : ''}
-${modelCalls(step.calls, s.step.kind)}
+${modelCalls(step.calls)}
 ${toolCalls(s)}
 ${mine.length > 0 ? html`<h3>Child runs</h3>${childTable(mine, options)}` : ''}
 </div></details>`
