@@ -15,7 +15,13 @@ export function outcomesOf(step: Step, catalog: KindCatalog): string[] {
   return [...new Set([...own, 'error', ...(step.when !== undefined ? ['skipped'] : [])])]
 }
 
-/** The outcomes of a step's kind that mean it failed (an on: entry routes them, next: does not). */
+/**
+ * The outcomes of a step's kind that mean it failed (an on: entry routes them, next: does not),
+ * as far as this step can give them: a write with mode overwrite never finds the file "exists".
+ */
 export function failureOutcomes(catalog: KindCatalog, step: Step): string[] {
-  return Object.keys(catalog[step.kind]?.failures ?? {})
+  const info = catalog[step.kind]
+  if (!info) return []
+  const possible = new Set(info.outcomes(step))
+  return Object.keys(info.failures ?? {}).filter((outcome) => possible.has(outcome))
 }

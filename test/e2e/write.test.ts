@@ -205,6 +205,16 @@ steps:
     expect(again.outputs).to.deep.equal({path: 'log.txt', sha256: hex('one\ntwo 4\n'), bytes: 10, mode: 'append'})
   })
 
+  it('pipe validate warns of an unrouted "exists" only where the mode can give it (create), not for overwrite or append', async () => {
+    for (const [mode, warned] of [['create', true], ['overwrite', false], ['append', false]] as const) {
+      const file = path.join(dir, `${mode}.yaml`)
+      await writeFile(file, `version: 1\nname: w\nsteps:\n  - {id: w, kind: write, path: a.txt, content: x, mode: ${mode}}\n`)
+      const r = await pipe(['validate', file], {cwd: repo})
+      expect(r.code, r.stdout + r.stderr).to.equal(0)
+      expect(r.stdout.includes('failure outcome "exists" of step "w" has no route'), mode).to.equal(warned)
+    }
+  })
+
   it('pipe validate checks the expressions in path and content, and the literal path', async () => {
     const file = path.join(dir, 'bad.yaml')
     await writeFile(
