@@ -57,7 +57,7 @@ describe('the daily log lives in pipe\'s own folder (CLI)', function () {
     const env = r.stdout.slice(r.stdout.indexOf('ENVIRONMENT'))
     expect(env).to.include('~/.local/state/pipe/logs')
     expect(env).to.not.include('.canonical')
-    for (const name of ['PIPE_STORE', 'PIPE_HOME', 'XDG_STATE_HOME', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS', 'PIPE_BWRAP', 'PIPE_DEBUG']) {
+    for (const name of ['PIPE_STORE', 'PIPE_CEILING_DIRECTORIES', 'PIPE_HOME', 'XDG_STATE_HOME', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS', 'PIPE_BWRAP', 'PIPE_DEBUG']) {
       expect(env, name).to.match(new RegExp(`^ +${name} `, 'm'))
     }
     const doc = json<{environment: Array<{name: string}>}>(await pipe(['--json']))
