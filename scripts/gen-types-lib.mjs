@@ -14,7 +14,8 @@ export async function generateTypes(root) {
   }
   for (const {dir, file, prefix} of files) {
     const parsed = JSON.parse(await readFile(path.join(dir, file), 'utf8'))
-    const schema = sharedParts(loadedShape(FILLED_ON_LOAD.has(file) ? filledDefaults(parsed) : parsed))
+    const filled = FILLED_ON_LOAD.has(file) ? filledDefaults(parsed) : parsed
+    const schema = sharedParts(loadedShape(TYPED_AS_PRODUCED.has(file) ? producedShape(filled) : filled))
     const text = await compile(schema, schema.title, {
       bannerComment: banner,
       additionalProperties: false,
@@ -76,4 +77,25 @@ function sharedParts(schema) {
     out[name] = {...meta, allOf: [...allOf, {type, properties, ...(own.length ? {required: own} : {}), additionalProperties: false}]}
   }
   return {...schema, definitions: out}
+}
+
+/**
+ * Step outputs (schemas/step-outputs.schema.json) type what a handler returns, and handlers return
+ * values of types declared elsewhere (a provider's Citation, a gate's GateResult), which TypeScript
+ * will not assign to an index signature they lack. So for the types: an open object (extra fields
+ * allowed, unchecked) is typed by its declared fields only, and an object whose declared fields sit
+ * beside a schema for any other key (a gate result: its totals, then one entry per gate) gets an
+ * index signature that admits both. The validator checks the schema as written.
+ */
+const TYPED_AS_PRODUCED = new Set(['step-outputs.schema.json'])
+
+function producedShape(node) {
+  if (Array.isArray(node)) return node.map(producedShape)
+  if (node === null || typeof node !== 'object') return node
+  const out = Object.fromEntries(Object.entries(node).map(([key, value]) => [key, key === 'properties' || key === 'definitions' ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, producedShape(v)])) : producedShape(value)]))
+  if (out.additionalProperties === true) delete out.additionalProperties
+  else if (typeof out.additionalProperties === 'object' && out.properties !== undefined) {
+    out.additionalProperties = {anyOf: [out.additionalProperties, ...Object.values(out.properties)]}
+  }
+  return out
 }
