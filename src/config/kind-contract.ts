@@ -103,7 +103,10 @@ export interface KindContract<K extends StepKind> {
    * The JSON Schema of what `steps.<id>.outputs` holds (the snapshot's outputs), which the
    * expression checker resolves `${{ steps.<id>.outputs.… }}` against: an object that lists
    * `properties` is closed (unknown fields are errors), a missing schema means "anything".
-   * `pipeline.dir` is where a step's own schema files (output_schema) resolve.
+   * `pipeline.dir` is where a step's own schema files (output_schema) resolve. A shipped kind's
+   * handler gives only its narrowing of schemas/kinds/KIND.outputs.json for one step (a command's
+   * parse, a model's output_schema), or nothing; the catalog's entry is the whole declaration, with
+   * what the engine adds (steps/output-schemas.ts declaredOutputs).
    */
   outputsSchema?(step: StepOf<K>, pipeline: {dir: string}): JsonSchemaLike
   /**

@@ -21,6 +21,7 @@ import {deadline} from './deadlines.js'
 import type {EngineDeps, RunSettings} from './engine-types.js'
 import {aliasValues, condition, contextFor, deferredFields, explained, resolveStep, type RunExpressions} from './expressions.js'
 import type {History} from './history.js'
+import {checkedOutputs} from './outputs-check.js'
 import {backoffFor} from './retry.js'
 
 /** The run was stopped by a signal while a step ran: the walk records it interrupted. */
@@ -193,7 +194,7 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
         context.step = r.step
         resolved = {...resolved, ...r.values}
       }
-      const result = await Promise.race([handler.run(context as never), aborted])
+      const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([handler.run(context as never), aborted]))
       if (result.type === 'done' && Object.keys(resolved).length > 0) {
         // A kind may record values it evaluated itself (a choice's whens) under the same key.
         const own = result.inputs?.['resolved']

@@ -10,7 +10,7 @@ import {createRequire} from 'node:module'
 import {buildingCodeCaches, loadScript, writeCodeCache} from '../util/code-cache.js'
 import {ajvModuleFor, ajvOptions} from './options.js'
 
-export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | 'cassette' | ModelSchemaName
+export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | 'cassette' | 'step-outputs' | ModelSchemaName
 export type ModelSchemaName = 'model/compile' | 'model/clarify_questions' | 'model/apply_answers' | 'model/plan_tasks' | 'model/generate_vv'
 
 export const schemasDir = fileURLToPath(new URL('../../schemas/', import.meta.url))
@@ -83,6 +83,19 @@ export function loadStandalone(file: string, forCache = writingCaches): LoadedVa
 /** Writes the code cache of one standalone validator loaded in this process; returns the cache's file. */
 export function writeValidatorCache(file: string): string {
   return writeCodeCache(file)
+}
+
+/**
+ * A validator the build compiled under a name of its own rather than from a file of schemas/ (a
+ * kind's outputs: outputs-KIND, see scripts/build-validators.mjs), or null when running from source.
+ */
+export function builtValidator(name: string): ValidateFunction | null {
+  return loadStandalone(`${standaloneDir}${name}.cjs`)?.validate ?? null
+}
+
+/** A schema compiled at run time, with the options the build's validators have (running from source). */
+export function compileSchema(schema: Record<string, unknown>): ValidateFunction {
+  return instance(schema).compile(schema)
 }
 
 function compiled(name: SchemaName): ValidateFunction {

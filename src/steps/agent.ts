@@ -33,9 +33,9 @@ import {redact, redactDeep} from '../util/redact.js'
 import {argumentProblems, commandSegments, resultProblems, TOOL_NAMES, toolNamed, type AgentTool, type EditScope, type ToolOutcome} from './agent/tools.js'
 import {renderVar} from './model.js'
 import {modelCall, promptOf, promptStepFindings} from './model-support.js'
-import {int, list, str} from './output-schemas.js'
+import {narrowed} from './output-schemas.js'
 import {outputsOf} from './outputs.js'
-import type {EvidenceDraft, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
+import type {EvidenceDraft, KindOutputs, StepContext, StepHandler, StepOf, StepResult, ToolCallRecord} from './types.js'
 import {relativeToRoot} from '../util/stable-text.js'
 
 export const DEFAULT_MAX_TURNS = 20
@@ -275,8 +275,9 @@ export function diffLines(patch: string): number {
   return patch.split('\n').filter((line) => (line.startsWith('+') && !line.startsWith('+++')) || (line.startsWith('-') && !line.startsWith('---'))).length
 }
 
-/** What an agent step's snapshot records as outputs (its outputsSchema). */
-export type AgentOutputs = {value: unknown; summary: string; files_changed: string[]; turns: number; tool_calls: number; patch: string; attempt: number}
+/** What an agent step's snapshot records as outputs (schemas/kinds/agent.outputs.json). */
+export type AgentOutputs = KindOutputs<'agent'>
+type AgentResult = StepResult<AgentOutputs>
 export const agentOutput = outputsOf<AgentOutputs>()
 
 export const agent: StepHandler<'agent'> = {
@@ -294,13 +295,10 @@ export const agent: StepHandler<'agent'> = {
   safeToRetry: false,
   outputsSchema(step, pipeline) {
     const loaded = step.output_schema !== undefined ? loadOutputSchema(pipeline.dir, step.output_schema) : null
-    const value = loaded === null ? str : loaded.ok ? loaded.output.schema : true
+    const value = loaded === null ? {type: 'string'} : loaded.ok ? loaded.output.schema : true
     const root = loaded?.ok ? loaded.output.schema : {}
     return {
-      type: 'object',
-      properties: {value, summary: str, files_changed: list(str), turns: int, tool_calls: int, patch: str, attempt: int},
-      required: ['value', 'summary', 'files_changed', 'turns', 'tool_calls'],
-      additionalProperties: false,
+      ...narrowed('agent', {value}),
       ...(root['definitions'] !== undefined ? {definitions: root['definitions']} : {}),
       ...(root['$defs'] !== undefined ? {$defs: root['$defs']} : {}),
     }
@@ -378,7 +376,7 @@ function attemptOf({step, run, history}: StepContext<AgentStep>): number {
   return 1 + history.snapshots.filter((s) => s.run_id === run.run_id && s.step.name === step.id && !retried.has(s.step.seq)).length
 }
 
-async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
+async function runAgent(context: StepContext<AgentStep>): Promise<AgentResult> {
   const {step} = context
   const tools = step.tools.map((name) => {
     const tool = toolNamed(name)
@@ -429,7 +427,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
   const s = state
   const save = (): Promise<void> => context.state.write(s)
 
-  const finish = (outcome: 'done' | 'gave_up' | 'denied', reason: string, value: unknown, summary: string): StepResult => {
+  const finish = (outcome: 'done' | 'gave_up' | 'denied', reason: string, value: unknown, summary: string): AgentResult => {
     const evidence: Array<EvidenceDraft & {link: 'repo'}> = s.patches.map((p) => ({
       type: 'repo',
       link: 'repo',
@@ -442,7 +440,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
       outcome,
       reason,
       inputs: {...(step.task !== undefined ? {task: step.task} : {}), prompt: step.prompt, prompt_sha256: sha256(prompt), vars: redactDeep(vars), tools: step.tools, max_turns: maxTurns, protocol: s.protocol, ...(step.output_schema ? {output_schema: step.output_schema} : {})},
-      outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join(''), attempt: attemptOf(context)},
+      outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join(''), attempt: attemptOf(context)} satisfies AgentOutputs,
       toolCalls: s.calls,
       ...(evidence.length > 0 ? {evidence} : {}),
       llmModel: s.model,
@@ -452,7 +450,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
   // The progress line and the snapshot's reason say what the agent changed, not only that it answered.
   const changed = (): string => (s.files_changed.length > 0 ? `; changed ${s.files_changed.join(', ')}` : '; changed no file')
   const refusedOrDenied = (): boolean => s.calls.some((c) => c.decision === 'refused' || c.decision === 'denied')
-  const stop = (why: string): StepResult => {
+  const stop = (why: string): AgentResult => {
     const denied = refusedOrDenied()
     return finish(denied ? 'denied' : 'gave_up', denied ? `${why}, after a call was refused or denied` : why, null, why)
   }
@@ -549,7 +547,7 @@ async function runAgent(context: StepContext<AgentStep>): Promise<StepResult> {
  * Runs (or refuses, or pauses at) one tool call and appends its result to the conversation.
  * Returns a pause when a person must decide first; null once the call has its result.
  */
-async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: ToolCall, tools: readonly AgentTool[], save: () => Promise<void>): Promise<StepResult | null> {
+async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: ToolCall, tools: readonly AgentTool[], save: () => Promise<void>): Promise<AgentResult | null> {
   const {policy} = context
   const name = call.function.name
   const started = Date.now()

@@ -4,8 +4,7 @@ import {sha256} from '../util/hash.js'
 import {answerCitationsToEvidence, bodyOf, promptOf, requireSpec, modelCall, withPrompt} from './model-support.js'
 import {questionsAsked} from './clarify-questions.js'
 import {outputsOf} from './outputs.js'
-import type {StepDone, StepHandler} from './types.js'
-import {citations, list, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepDone, StepHandler} from './types.js'
 
 type EvidenceItem = NonNullable<StepDone['evidence']>[number]
 
@@ -42,7 +41,6 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
   changesSpec: true,
   needsSpec: true,
   safeToRetry: true,
-  outputsSchema: () => obj({applied: list(obj({question_id: str, field: str, key: str})), citations_dropped: citations}),
   promptVariables: PROMPT_VARIABLES.apply_answers,
   async run(context) {
     const spec = requireSpec(context, 'apply answers to')
@@ -76,7 +74,7 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
       outputs: {
         applied: questions.map((q): Applied => ({question_id: q.id, field: q.field, key: found.get(q.id)!.key})),
         citations_dropped: cited.dropped,
-      } satisfies ApplyAnswersOutputs,
+      } satisfies ApplyAnswersOutputs & KindOutputs<'apply_answers'>,
       spec: {body: reply.value.body, status: 'clarified'},
       evidence: [...answerEvidence, ...cited.evidence],
       llmModel: provider.model,

@@ -5,16 +5,12 @@
 import path from 'node:path'
 import type {LoadedPipeline} from '../config/loaded.js'
 import {stepDir} from '../config/positions.js'
-import type {JsonSchema} from '../expr/index.js'
-import {list, nullable, obj, oneOf, str, int} from './output-schemas.js'
 import type {ChildResult, FailureOutcome} from './types.js'
 
 /** The child pipeline's file: relative to the file that holds the step (like prompt and output_schema). */
 export function childFile(loaded: LoadedPipeline, stepId: string, file: string): string {
   return path.resolve(stepDir(loaded, stepId), file)
 }
-
-export const CHILD_STATUSES = ['succeeded', 'failed', 'cancelled', 'blocked', 'awaiting_input', 'interrupted'] as const
 
 /** Whether a child stopped for a person (or a signal) rather than finished: the parent stops at the step too. */
 export function childStopped(result: {status: string}): boolean {
@@ -32,15 +28,3 @@ export const childFailure: FailureOutcome = {
   code: 'E_ENDED',
   hint: ({run_id, step}) => `Read the child runs with pipe runs show ${run_id} (and pipe snapshot show ${run_id} --step ${step}); route the outcome with on: {fail: STEP} in the pipeline.`,
 }
-
-export const childSummary: JsonSchema = obj({
-  run_id: str,
-  status: oneOf(CHILD_STATUSES),
-  reason: str,
-  last_step: nullable(obj({id: str, outcome: str})),
-  spec_version: nullable(str),
-})
-
-// key and blocked_by: with key:/depends_on: only; blocked_by names the dependency that did not succeed (the item never ran: run_id null).
-export const foreachItem: JsonSchema = obj({index: int, key: str, run_id: nullable(str), status: oneOf([...CHILD_STATUSES, 'not_started']), reason: str, blocked_by: str})
-export const foreachOutputs: JsonSchema = obj({items: list(foreachItem), succeeded: int, failed: int, cancelled: int, blocked: int, total: int})

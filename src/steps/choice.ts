@@ -1,7 +1,7 @@
 import {PipeError} from '../errors.js'
-import {obj, oneOf, str} from './output-schemas.js'
+import {narrowed} from './output-schemas.js'
 import type {KindFinding} from '../config/kind-contract.js'
-import type {StepHandler, StepOf} from './types.js'
+import type {KindOutputs, StepHandler, StepOf} from './types.js'
 
 /** The steps a choice can go to, in order, without repeats: its outcomes are their ids. */
 function targets(step: StepOf<'choice'>): string[] {
@@ -15,7 +15,8 @@ export const choice: StepHandler<'choice'> = {
   changesSpec: false,
   // It only reads values; evaluating again gives the same answer.
   safeToRetry: true,
-  outputsSchema: (step) => obj({chosen: oneOf(targets(step)), matched: {type: ['integer', 'null']}, condition: str}),
+  // Its outcome is the step it went to: one of its targets.
+  outputsSchema: (step) => narrowed('choice', {chosen: {type: 'string', enum: targets(step)}}),
   references: (step) => [...step.choices.map((c, j) => ({at: ['choices', j, 'next'], target: c.next, what: `choice ${j + 1}`, route: true})), {at: ['default'], target: step.default, what: 'default', route: true}],
   // The whens are evaluated by run, in order (a later one never once an earlier one holds).
   deferred: () => ({fields: ['choices']}),
@@ -41,9 +42,9 @@ export const choice: StepHandler<'choice'> = {
       }
       resolved[`choices[${i}].when`] = value
       if (value) {
-        return {type: 'done', outcome: option.next, next: option.next, reason: `choice ${i + 1} holds: ${option.when.trim()}`, inputs: {resolved}, outputs: {chosen: option.next, matched: i + 1, condition: option.when}}
+        return {type: 'done', outcome: option.next, next: option.next, reason: `choice ${i + 1} holds: ${option.when.trim()}`, inputs: {resolved}, outputs: {chosen: option.next, matched: i + 1, condition: option.when} satisfies KindOutputs<'choice'>}
       }
     }
-    return {type: 'done', outcome: step.default, next: step.default, reason: `no choice holds; default ${step.default}`, inputs: {resolved}, outputs: {chosen: step.default, matched: null, condition: ''}}
+    return {type: 'done', outcome: step.default, next: step.default, reason: `no choice holds; default ${step.default}`, inputs: {resolved}, outputs: {chosen: step.default, matched: null, condition: ''} satisfies KindOutputs<'choice'>}
   },
 }

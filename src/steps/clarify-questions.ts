@@ -4,8 +4,7 @@ import type {Question} from '../providers/types.js'
 import {gateResult} from './gate.js'
 import {bodyOf, requireSpec, promptOf, modelCall, withPrompt} from './model-support.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {int, list, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export type ClarifyOutputs = {questions: Question[]; round: number}
 
@@ -29,7 +28,6 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
   changesSpec: false,
   needsSpec: true,
   safeToRetry: true,
-  outputsSchema: () => obj({questions: list(obj({id: str, field: str, question: str})), round: int}),
   promptVariables: PROMPT_VARIABLES.clarify_questions,
   async run(context) {
     const spec = requireSpec(context, 'ask about')
@@ -47,7 +45,7 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
       outcome: 'success',
       reason: questions.length > 0 ? `round ${round}: ${questions.length} question(s) about ${questions.map((q) => q.field).join(', ')}` : 'nothing is missing; no questions',
       inputs: {gate_result_ref: gate ? 'latest gate_result' : null, missing_fields: missingPaths},
-      outputs: {questions, round} satisfies ClarifyOutputs,
+      outputs: {questions, round} satisfies ClarifyOutputs & KindOutputs<'clarify_questions'>,
       llmModel: provider.model,
       ...(reply.usage ? {usage: reply.usage} : {}),
     }

@@ -1,11 +1,11 @@
 import {PipeError} from '../errors.js'
 import {runCommand, type CommandResult} from '../policy/exec.js'
-import type {JsonSchema} from '../expr/index.js'
-import {any, commandResult as commandResultSchema, int, list, nullable, obj, str} from './output-schemas.js'
+import {narrowed} from './output-schemas.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler, StepOf} from './types.js'
+import type {KindOutputs, StepHandler, StepOf} from './types.js'
 
 type Parse = NonNullable<StepOf<'command'>['parse']>
+const PARSED: readonly Parse[] = ['lines', 'json', 'text']
 
 /** The whole captured stream, or null when the capture cap dropped part of it. */
 function whole(stream: CommandResult['stdout']): string | null {
@@ -13,11 +13,11 @@ function whole(stream: CommandResult['stdout']): string | null {
 }
 
 /** outputs.lines / .json / .text from stdout, as `parse:` asks. Invalid JSON fails a step that exited 0. */
-function parsed(parse: Parse | undefined, result: CommandResult, ok: boolean): Record<string, unknown> {
+function parsed(parse: Parse | undefined, result: CommandResult, ok: boolean): Pick<KindOutputs<'command'>, Parse> {
   if (parse === undefined) return {}
   const text = whole(result.stdout)
   if (text === null) {
-    if (!ok) return {[parse]: null}
+    if (!ok) return parse === 'json' ? {json: null} : parse === 'lines' ? {lines: null} : {text: null}
     throw new PipeError('E_IO', `stdout was ${result.stdout.total_bytes} bytes, more than the policy's max_output_bytes keeps, so parse: ${parse} cannot read it whole`, {
       hint: 'Raise resource_limits.max_output_bytes in the policy, or make the command print less.',
       details: {command: result},
@@ -48,10 +48,8 @@ export const command: StepHandler<'command'> = {
   commands: (step) => [{argv: step.run, at: ['run']}],
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
-  outputsSchema: (step) => {
-    const parse: Record<string, JsonSchema> = step.parse === 'lines' ? {lines: list(str)} : step.parse === 'json' ? {json: any} : step.parse === 'text' ? {text: str} : {}
-    return obj({exit_code: nullable(int), stdout: str, stderr: str, duration_ms: int, command: commandResultSchema, ...parse})
-  },
+  // Of lines, json and text, only the field its parse: names is there.
+  outputsSchema: (step) => narrowed('command', {}, PARSED.filter((field) => field !== step.parse)),
   exportRole: {
     attempt: 'joins',
     files(snapshot) {
@@ -92,7 +90,7 @@ export const command: StepHandler<'command'> = {
         duration_ms: result.duration_ms,
         command: result,
         ...parsed(step.parse, result, ok),
-      },
+      } satisfies KindOutputs<'command'>,
     }
   },
 }

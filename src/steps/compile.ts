@@ -1,7 +1,6 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {bodyOf, citationsToEvidence, requireIngest, promptOf, modelCall, withPrompt} from './model-support.js'
-import type {StepHandler} from './types.js'
-import {citations, int, list, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export const compile: StepHandler<'compile'> = {
   kind: 'compile',
@@ -9,7 +8,6 @@ export const compile: StepHandler<'compile'> = {
   outcomes: () => ['success'],
   changesSpec: true,
   safeToRetry: true,
-  outputsSchema: () => obj({missing_fields: list(str), counts: obj({features: int, acceptance_criteria: int, non_functional: int, constraints: int}), citations_dropped: citations}),
   promptVariables: PROMPT_VARIABLES.compile,
   async run(context) {
     const source = requireIngest(context)
@@ -33,7 +31,7 @@ export const compile: StepHandler<'compile'> = {
       outcome: 'success',
       reason: missing.length > 0 ? `draft spec (missing ${missing.join(', ')}): ${counts}` : `compiled spec: ${counts}`,
       inputs: {ingest_ref: source.source_ref, ingest_sha256: source.sha256},
-      outputs: {missing_fields: missing, counts: {features: body.features.length, acceptance_criteria: body.acceptance_criteria.length, non_functional: body.non_functional.length, constraints: body.constraints.length}, citations_dropped: dropped},
+      outputs: {missing_fields: missing, counts: {features: body.features.length, acceptance_criteria: body.acceptance_criteria.length, non_functional: body.non_functional.length, constraints: body.constraints.length}, citations_dropped: dropped} satisfies KindOutputs<'compile'>,
       spec: {body, status: missing.length > 0 ? 'draft' : 'compiled', title, missing_fields: missing},
       evidence,
       llmModel: provider.model,

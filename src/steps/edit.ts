@@ -7,8 +7,7 @@ import type {KindFinding} from '../config/kind-contract.js'
 import {applyEditText, type EditResult} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {int, obj, open} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export type EditOutputs = {edit: EditResult}
 
@@ -21,7 +20,6 @@ export const edit: StepHandler<'edit'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: false,
-  outputsSchema: () => obj({edit: open({changed_lines: int})}),
   check(step, loaded) {
     // A composed step's blocks file lies beside the file that holds the step.
     const dir = stepDir(loaded, step.id)
@@ -77,7 +75,7 @@ export const edit: StepHandler<'edit'> = {
       outcome: 'success',
       reason: `edited ${result.files.length} file(s), ${result.changed_lines} line(s): ${result.files.map((f) => f.path).join(', ')}`,
       inputs: {...(step.blocks_file ? {blocks_file: step.blocks_file} : {blocks: text}), ...(step.task ? {task: step.task} : {})},
-      outputs: {edit: result} satisfies EditOutputs,
+      outputs: {edit: result} satisfies EditOutputs & KindOutputs<'edit'>,
     }
   },
 }

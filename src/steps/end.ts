@@ -1,8 +1,5 @@
-import {obj, oneOf, str} from './output-schemas.js'
 import type {KindFinding} from '../config/kind-contract.js'
-import type {StepHandler} from './types.js'
-
-const STATUSES = ['succeeded', 'failed', 'blocked', 'cancelled'] as const
+import type {KindOutputs, StepHandler} from './types.js'
 
 export const end: StepHandler<'end'> = {
   kind: 'end',
@@ -11,7 +8,6 @@ export const end: StepHandler<'end'> = {
   outcomes: (step) => (step.status === 'blocked' ? ['blocked', 'resumed'] : [step.status]),
   changesSpec: false,
   safeToRetry: true,
-  outputsSchema: () => obj({status: oneOf(STATUSES), reason: str}),
   workingTree: () => ({ends: true}),
   check(step) {
     // An end ends the run: routes on it would never be taken (but a blocked end goes on at its next after pipe resume).
@@ -26,7 +22,7 @@ export const end: StepHandler<'end'> = {
     // `reason` was resolved by the engine: expressions inside it are values now.
     // A reason that resolved to nothing still says something: records need one.
     const reason = step.reason !== undefined && step.reason.trim() !== '' ? step.reason : `the pipeline ends at step ${step.id} (${step.status})`
-    const done = {type: 'done' as const, outcome: step.status, reason, outputs: {status: step.status, reason}}
+    const done = {type: 'done' as const, outcome: step.status, reason, outputs: {status: step.status, reason} satisfies KindOutputs<'end'>}
     switch (step.status) {
       case 'succeeded':
         return {...done, end: {status: 'succeeded', reason}}
@@ -43,7 +39,7 @@ export const end: StepHandler<'end'> = {
         if (resumed !== undefined && blockedHere !== undefined && resumed.seq === blockedHere.step.seq) {
           const person = {by: resumed.by, at: resumed.at}
           const after = `${resumed.by} resumed the run after: ${reason}`
-          const outputs = {status: 'blocked', reason}
+          const outputs = {status: 'blocked', reason} satisfies KindOutputs<'end'>
           if (step.next !== undefined) return {type: 'done', outcome: 'resumed', reason: after, outputs, person}
           if (failed) return {type: 'done', outcome: 'resumed', reason: `${after}; step ${failed.step} runs again`, outputs, person, next: failed.step}
           return {type: 'done', outcome: 'resumed', reason: after, outputs, person, end: {status: 'succeeded', reason: after}}

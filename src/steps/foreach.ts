@@ -1,8 +1,8 @@
 import {PipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
-import {childFailure, childFile, childReason, childStopped, foreachOutputs} from './child-runs.js'
+import {childFailure, childFile, childReason, childStopped} from './child-runs.js'
 import type {KindFinding} from '../config/kind-contract.js'
-import type {ChildResult, StepHandler} from './types.js'
+import type {ChildResult, KindOutputs, StepHandler} from './types.js'
 
 interface ItemResult {
   index: number
@@ -78,7 +78,6 @@ export const foreach: StepHandler<'foreach'> = {
   // Running it again finds the children it started and continues the unfinished ones only.
   safeToRetry: true,
   waitsForChildren: true,
-  outputsSchema: () => foreachOutputs,
   // Each item's `with:` is evaluated with the item under its alias, so the engine leaves it to the kind.
   deferred: (step) => ({fields: ['items', 'with', 'key', 'depends_on'], foreign: ['steps', 'inputs'], alias: step.as ?? 'item', items: 'items', expect: {depends_on: 'list'}}),
   childPipelines: (step) => [{...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
@@ -189,7 +188,7 @@ export const foreach: StepHandler<'foreach'> = {
     const blocked = count('blocked')
     const unrun = results.filter((r) => r.blocked_by !== undefined).length
     const resolved = {items, with: inputs, ...(step.key !== undefined ? {key: keys} : {}), ...(step.depends_on !== undefined ? {depends_on: needs} : {})}
-    const outputs = {items: results, succeeded, failed, cancelled, blocked, total: items.length}
+    const outputs = {items: results, succeeded, failed, cancelled, blocked, total: items.length} satisfies KindOutputs<'foreach'>
     const stopped = results.filter((r) => childStopped(r) && r.blocked_by === undefined)
     if (tripped === undefined && stopped.length > 0) {
       const reason = `${stopped.length} child run(s) wait for a person: ${stopped.map((r) => r.reason).join('; ')}`

@@ -5,8 +5,7 @@ import type {Pipeline, Step} from '../types/pipeline.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {requireSpec} from './model-support.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {any, bool, list, num, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 type GateStep = Extract<Step, {kind: 'gate'}>
 
@@ -31,7 +30,6 @@ export const gate: StepHandler<'gate'> = {
   changesSpec: false,
   needsSpec: true,
   safeToRetry: true,
-  outputsSchema: () => obj({gate_result: {type: 'object', properties: {pass: bool, missing_fields: list(str), completeness_score: num, completeness_threshold: num}, additionalProperties: obj({pass: bool, missing_fields: list(str), failed_rules: list(any)})}}),
   check(step, {pipeline}) {
     const defined = Object.keys(pipeline.gates ?? {})
     const out: KindFinding[] = []
@@ -54,7 +52,7 @@ export const gate: StepHandler<'gate'> = {
   async run({step, spec: current, pipeline, ...rest}) {
     const spec = requireSpec({step, spec: current, pipeline, ...rest}, 'evaluate gates on')
     const result = evaluate(step, spec, pipeline.pipeline)
-    const outputs: GateOutputs = {gate_result: result}
+    const outputs = {gate_result: result} satisfies GateOutputs & KindOutputs<'gate'>
     return {
       type: 'done',
       outcome: result.pass ? 'pass' : 'fail',

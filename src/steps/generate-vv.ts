@@ -1,7 +1,6 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {bodyOf, requireSpec, promptOf, modelCall, withPrompt} from './model-support.js'
-import type {StepHandler} from './types.js'
-import {list, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export const generateVv: StepHandler<'generate_vv'> = {
   kind: 'generate_vv',
@@ -10,7 +9,6 @@ export const generateVv: StepHandler<'generate_vv'> = {
   changesSpec: true,
   needsSpec: true,
   safeToRetry: true,
-  outputsSchema: () => obj({vv: list(obj({id: str, kind: str, method: str, acceptance_criteria: list(str)})), uncovered_acceptance_criteria: list(str)}),
   promptVariables: PROMPT_VARIABLES.generate_vv,
   async run(context) {
     const spec = requireSpec(context, 'verify')
@@ -23,7 +21,7 @@ export const generateVv: StepHandler<'generate_vv'> = {
       type: 'done',
       outcome: 'success',
       reason: `${vv.filter((v) => v.kind === 'verification').length} verification and ${vv.filter((v) => v.kind === 'validation').length} validation item(s)${uncovered.length ? `; acceptance criteria without one: ${uncovered.join(', ')}` : ''}`,
-      outputs: {vv: vv.map((v) => ({id: v.id, kind: v.kind, method: v.method, acceptance_criteria: v.acceptance_criteria})), uncovered_acceptance_criteria: uncovered},
+      outputs: {vv: vv.map((v) => ({id: v.id, kind: v.kind, method: v.method, acceptance_criteria: v.acceptance_criteria})), uncovered_acceptance_criteria: uncovered} satisfies KindOutputs<'generate_vv'>,
       spec: {body: {...bodyOf(spec), vv}, status: 'verified'},
       llmModel: provider.model,
       ...(reply.usage ? {usage: reply.usage} : {}),

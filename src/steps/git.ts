@@ -2,8 +2,7 @@ import {PipeError} from '../errors.js'
 import type {KindFinding} from '../config/kind-contract.js'
 import {checkpoint, rollback, type CheckpointResult, type RollbackResult} from '../vcs/git.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {bool, list, nullable, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 /** A checkpoint records `checkpoint`, a rollback `rollback`. */
 export type GitOutputs = {checkpoint: CheckpointResult; rollback: RollbackResult}
@@ -18,7 +17,6 @@ export const git: StepHandler<'git'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: false,
-  outputsSchema: () => obj({checkpoint: obj({commit: str, parent: nullable(str), branch: str, files: list(str), empty: bool}), rollback: obj({from: nullable(str), to: str, files: list(str)})}),
   references: (step) => (step.to !== undefined ? [{at: ['to'], target: step.to, what: 'rollback target'}] : []),
   // Both actions settle the working tree: a checkpoint commits it, a rollback returns it to one.
   workingTree: (step) => ({settles: true, ...(step.action === 'rollback' && step.to !== undefined ? {rollbackTo: step.to} : {})}),
@@ -49,7 +47,7 @@ export const git: StepHandler<'git'> = {
         type: 'done',
         outcome: 'success',
         reason: `checkpoint ${result.commit.slice(0, 12)} on ${result.branch || 'HEAD'} (${result.files.length} file(s) changed)`,
-        outputs: {checkpoint: result} satisfies Partial<GitOutputs>,
+        outputs: {checkpoint: result} satisfies Partial<GitOutputs> & KindOutputs<'git'>,
       }
     }
     const target = step.to
@@ -67,7 +65,7 @@ export const git: StepHandler<'git'> = {
       outcome: 'success',
       reason: `rolled back to ${commit.slice(0, 12)} (${result.files.length} file(s) restored)`,
       inputs: {checkpoint_step: target!.step.name, checkpoint_seq: target!.step.seq},
-      outputs: {rollback: result} satisfies Partial<GitOutputs>,
+      outputs: {rollback: result} satisfies Partial<GitOutputs> & KindOutputs<'git'>,
     }
   },
 }

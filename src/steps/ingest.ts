@@ -3,8 +3,7 @@ import {sha256} from '../util/hash.js'
 import {decodeText} from '../util/text-input.js'
 import {language} from '../providers/offline/text.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {int, obj, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export interface IngestResult {
   source_ref: string
@@ -29,7 +28,6 @@ export const ingest: StepHandler<'ingest'> = {
   outcomes: () => ['success'],
   changesSpec: false,
   safeToRetry: true,
-  outputsSchema: () => obj({ingest_result: obj({source_ref: str, source_kind: str, sha256: str, bytes: int, chars: int, lines: int, language: str, text: str})}),
   readsInput: true,
   async run({step, run, policy}) {
     if (run.input.kind === 'none' || run.input.text === undefined) {
@@ -45,7 +43,7 @@ export const ingest: StepHandler<'ingest'> = {
       outcome: 'success',
       reason: `ingested ${result.bytes} bytes (${lines} lines, ${result.language}) from ${run.input.ref}`,
       inputs: {source_ref: run.input.ref},
-      outputs: {ingest_result: result} satisfies IngestOutputs,
+      outputs: {ingest_result: result} satisfies IngestOutputs & KindOutputs<'ingest'>,
       evidence: [
         {
           type: run.input.kind === 'file' ? 'file' : 'doc',

@@ -15,7 +15,8 @@ import {emptyBody, missingKeyFields} from '../providers/spec-build.js'
 import type {SpecBody} from '../providers/types.js'
 import {sha256} from '../util/hash.js'
 import {bodyOf, modelCall, promptOf, promptStepFindings} from './model-support.js'
-import type {StepHandler} from './types.js'
+import {narrowed} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 /**
  * How a var goes into the prompt: strings as they are, numbers and booleans as written, null as
@@ -62,10 +63,7 @@ export const model: StepHandler<'model'> = {
     const value = loaded.ok ? loaded.output.schema : true
     const root = loaded.ok ? loaded.output.schema : {}
     return {
-      type: 'object',
-      properties: {value, ...(step.spec_path !== undefined ? {spec_version_out: {type: 'string'}} : {})},
-      required: ['value'],
-      additionalProperties: false,
+      ...narrowed('model', {value}),
       // Local $refs of the file ("#/definitions/item") resolve against this wrapper.
       ...(root['definitions'] !== undefined ? {definitions: root['definitions']} : {}),
       ...(root['$defs'] !== undefined ? {$defs: root['$defs']} : {}),
@@ -100,7 +98,7 @@ export const model: StepHandler<'model'> = {
       type: 'done' as const,
       outcome: 'success',
       inputs,
-      outputs: {value: reply.value},
+      outputs: {value: reply.value} satisfies KindOutputs<'model'>,
       llmModel: reply.model,
       ...(reply.usage ? {usage: reply.usage} : {}),
     }

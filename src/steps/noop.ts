@@ -1,6 +1,5 @@
 import {sleep} from '../util/sleep.js'
 import type {StepHandler} from './types.js'
-import {obj} from './output-schemas.js'
 
 export const noop: StepHandler<'noop'> = {
   kind: 'noop',
@@ -8,7 +7,6 @@ export const noop: StepHandler<'noop'> = {
   outcomes: (step) => [step.outcome ?? 'success'],
   changesSpec: false,
   safeToRetry: true,
-  outputsSchema: () => obj({}),
   // The signal is read only when the step waits: reading it makes the step's AbortController.
   async run(context) {
     const {step} = context

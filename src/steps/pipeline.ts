@@ -1,5 +1,5 @@
-import {childFailure, childFile, childReason, childStopped, childSummary} from './child-runs.js'
-import type {StepHandler} from './types.js'
+import {childFailure, childFile, childReason, childStopped} from './child-runs.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export const pipeline: StepHandler<'pipeline'> = {
   kind: 'pipeline',
@@ -10,7 +10,6 @@ export const pipeline: StepHandler<'pipeline'> = {
   // Running it again finds the child it started and continues it; a finished child is never run twice.
   safeToRetry: true,
   waitsForChildren: true,
-  outputsSchema: () => childSummary,
   childPipelines: (step) => [{at: ['file'], file: step.file, ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
   graph: {details: (step) => [`pipeline ${step.file}`]},
   async run({step, pipeline: loaded, children, signal}) {
@@ -23,7 +22,7 @@ export const pipeline: StepHandler<'pipeline'> = {
       reason: child.reason ?? child.error?.message ?? child.status,
       last_step: child.last_step ?? null,
       spec_version: child.spec_version ?? null,
-    }
+    } satisfies KindOutputs<'pipeline'>
     if (child.status === 'succeeded') return {type: 'done', outcome: 'success', reason, outputs}
     if (childStopped(child)) {
       return {type: 'done', outcome: 'blocked', reason, outputs, end: {status: 'blocked', reason, code: 'E_ENDED', hint: `Deal with the child run (pipe runs show ${child.run_id}); pipe resume of this run then continues it.`}}

@@ -1,8 +1,7 @@
 import {PROMPT_VARIABLES} from '../providers/prompt.js'
 import {PipeError} from '../errors.js'
 import {bodyOf, requireSpec, promptOf, modelCall, withPrompt} from './model-support.js'
-import type {StepHandler} from './types.js'
-import {list, obj, open, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export const planTasks: StepHandler<'plan_tasks'> = {
   kind: 'plan_tasks',
@@ -11,7 +10,6 @@ export const planTasks: StepHandler<'plan_tasks'> = {
   changesSpec: true,
   needsSpec: true,
   safeToRetry: true,
-  outputsSchema: () => obj({tasks: list(open({id: str, title: str, type: str, depends_on: list(str)})), uncovered_acceptance_criteria: list(str)}),
   promptVariables: PROMPT_VARIABLES.plan_tasks,
   async run(context) {
     const spec = requireSpec(context, 'plan')
@@ -27,7 +25,7 @@ export const planTasks: StepHandler<'plan_tasks'> = {
       type: 'done',
       outcome: 'success',
       reason: `planned ${tasks.length} task(s) for ${spec.features.length} feature(s)${uncovered.length ? `; not covered by a task: ${uncovered.join(', ')}` : ''}`,
-      outputs: {tasks: tasks.map((t) => ({id: t.id, title: t.title, type: t.type, depends_on: t.depends_on ?? []})), uncovered_acceptance_criteria: uncovered},
+      outputs: {tasks: tasks.map((t) => ({id: t.id, title: t.title, type: t.type, depends_on: t.depends_on ?? []})), uncovered_acceptance_criteria: uncovered} satisfies KindOutputs<'plan_tasks'>,
       spec: {body, status: 'planned'},
       llmModel: provider.model,
       ...(reply.usage ? {usage: reply.usage} : {}),

@@ -4,8 +4,7 @@ import type {Step} from '../types/pipeline.js'
 import {requireSpec} from './model-support.js'
 import {outputsOf} from './outputs.js'
 import {reviewDecision, reviewedVersion} from './review.js'
-import type {StepHandler} from './types.js'
-import {int, list, obj, oneOf, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 /**
  * A delivery that fails after the version was approved is not a reason to lose the run: it stops
@@ -41,7 +40,6 @@ export const publish: StepHandler<'publish'> = {
   // arrive; an unknown outcome (a timeout) is not retryable and is sent again only on a redrive.
   safeToRetry: true,
   deliveredKeys: (snapshot) => (publishResult.of(snapshot) ?? []).filter((r) => r.status === 'published' || r.status === 'already_published').map((r) => r.key),
-  outputsSchema: () => obj({publish_result: list(obj({target: str, type: str, key: str, status: oneOf(['published', 'already_published']), external_id: str, attempts: int}))}),
   async run(context) {
     const spec = requireSpec(context, 'publish')
     const decision = reviewDecision.latest(context.history)
@@ -64,7 +62,7 @@ export const publish: StepHandler<'publish'> = {
       outcome: 'success',
       reason: `published ${spec.meta.spec_version} to ${results.map((r) => `${r.target} (${r.status === 'already_published' ? 'already delivered: ' : ''}${r.external_id})`).join(', ')}`,
       inputs: {canonical_spec_ref: spec.meta.spec_version, review_decision: decision ?? null, idempotency_keys: results.map((r) => r.key)},
-      outputs: {publish_result: results} satisfies PublishOutputs,
+      outputs: {publish_result: results} satisfies PublishOutputs & KindOutputs<'publish'>,
     }
   },
 }

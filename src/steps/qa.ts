@@ -4,8 +4,7 @@ import {fileURLToPath} from 'node:url'
 import {PipeError} from '../errors.js'
 import {runCommand, type CommandResult} from '../policy/exec.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {commandResult, list, nullable, obj, oneOf, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 import {maskTimes, maskTimings, relativeToRoot} from '../util/stable-text.js'
 
 type Stage = 'static' | 'tests' | 'acceptance'
@@ -130,7 +129,6 @@ export const qa: StepHandler<'qa'> = {
   // Stages an expression gives are known only when the step runs; the policy checks them then.
   commands: (step) => (typeof step.stages === 'string' ? [] : ORDER.flatMap((stage) => ((step.stages as Stages)[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]})))),
   safeToRetry: false,
-  outputsSchema: () => obj({verdict: obj({status: oneOf(['pass', 'fail']), failed_stage: nullable(oneOf(['static', 'tests', 'acceptance'])), error_category: nullable(str), top_errors: list(str), log_lines: list(str), files_to_read: list(str), command: nullable(list(str)), full_logs: list(str)}), stages: list(obj({stage: str, commands: list(commandResult)}))}),
   exportRole: {
     attempt: 'once',
     files(snapshot) {
@@ -185,7 +183,7 @@ export const qa: StepHandler<'qa'> = {
       outcome: verdict.status,
       reason: verdict.status === 'pass' ? `all ${count} QA command(s) passed` : `${verdict.failed_stage} failed (${verdict.error_category}): ${verdict.top_errors[0] ?? 'see the output'}`,
       inputs: {stages: step.stages, ...(step.task ? {task: step.task} : {})},
-      outputs: {verdict, stages} satisfies QaOutputs,
+      outputs: {verdict, stages} satisfies QaOutputs & KindOutputs<'qa'>,
     }
   },
 }

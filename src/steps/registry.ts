@@ -22,6 +22,7 @@ import {planTasks} from './plan-tasks.js'
 import {publish} from './publish.js'
 import {review} from './review.js'
 import {write} from './write.js'
+import {declaredOutputs} from './output-schemas.js'
 import type {StepHandler, StepKind, StepRegistry} from './types.js'
 
 export const registry: StepRegistry = {
@@ -60,13 +61,14 @@ export function handlerNamed(kind: string): StepHandler<StepKind> | undefined {
 /** The kinds as the pipeline loader sees them: the registry's handlers, by kind. */
 export const kindCatalog: KindCatalog = catalogOf(registry)
 
-/** The loader's view of a registry (the engine builds one for an injected registry too): each handler as it is, by its kind. */
+/** The loader's view of a registry (the engine builds one for an injected registry too): each handler as it is, by its kind, its outputs as steps/output-schemas.ts assembles them. */
 export function catalogOf(reg: StepRegistry): KindCatalog {
   return Object.fromEntries(
     Object.values(reg).map((one): [string, CatalogEntry] => {
       // The catalog is keyed by kind, so each handler only ever sees steps of its own kind.
       const handler = one as StepHandler<StepKind>
-      return [handler.kind, handler]
+      // Its outputs as declared (schemas/kinds/KIND.outputs.json, narrowed for the step), with what the engine adds.
+      return [handler.kind, {...handler, outputsSchema: (step, pipeline) => declaredOutputs(handler, step as never, pipeline)}]
     }),
   )
 }

@@ -2,8 +2,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import {gateResult} from './gate.js'
 import {requireSpec} from './model-support.js'
 import {outputsOf} from './outputs.js'
-import type {StepHandler} from './types.js'
-import {bool, int, nullable, obj, oneOf, str} from './output-schemas.js'
+import type {KindOutputs, StepHandler} from './types.js'
 
 export type ReviewOutputs = {
   review_decision: 'go' | 'hold' | 'drop'
@@ -32,7 +31,6 @@ export const review: StepHandler<'review'> = {
   changesSpec: false,
   needsSpec: true,
   safeToRetry: false,
-  outputsSchema: () => obj({review_decision: oneOf(['go', 'hold', 'drop']), reviewed_version: str, gate_pass: nullable(bool), summary: obj({features: int, acceptance_criteria: int, tasks: int, vv: int})}),
   graph: {shape: 'parallelogram'},
   async run(context) {
     const spec = requireSpec(context, 'review')
@@ -43,12 +41,12 @@ export const review: StepHandler<'review'> = {
       return {type: 'await', kind: 'review', reason: `spec ${spec.meta.spec_version} needs a review decision (go, hold or drop)`}
     }
     const gate = gateResult.latest(context.history)
-    const outputs: ReviewOutputs = {
+    const outputs = {
       review_decision: decision.decision,
       reviewed_version: spec.meta.spec_version,
       gate_pass: gate?.pass ?? null,
       summary: {features: spec.features.length, acceptance_criteria: spec.acceptance_criteria.length, tasks: spec.tasks.length, vv: spec.vv.length},
-    }
+    } satisfies ReviewOutputs & KindOutputs<'review'>
     const note = decision.note ? `: ${decision.note}` : ''
     const person = {by: decision.by, at: decision.at, ...(decision.note ? {note: decision.note} : {})}
     const base = {type: 'done' as const, inputs: {canonical_spec_ref: spec.meta.spec_version}, outputs, person}

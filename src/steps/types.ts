@@ -16,9 +16,19 @@ import type {Ledger} from '../store/ledger.js'
 import type {ConfirmAction} from './confirm-action.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import type {StepOutputsRecord} from '../types/step-outputs.js'
 
 // The kind contract's parts, for the kinds' modules (config/kind-contract.ts holds them).
 export type {ChildPipelineRef, DeferredFields, FailureOutcome, KindFinding, StepKind, StepOf, WorkingTreeRole} from '../config/kind-contract.js'
+/**
+ * What a step of kind K returns as its outputs: the type generated from its declaration,
+ * schemas/kinds/K.outputs.json. A handler returning a field its kind does not declare fails to
+ * compile (and, built some other way, fails its step at run time: engine/outputs-check.ts).
+ */
+export type KindOutputs<K extends StepKind> = Extract<StepOutputsRecord, {kind: K}>['outputs']
+// Every kind has its outputs declared: a kind without a schemas/kinds/KIND.outputs.json is a compile error here.
+const everyKindDeclaresOutputs: [Exclude<StepKind, StepOutputsRecord['kind']>] extends [never] ? true : never = true
+void everyKindDeclaresOutputs
 
 export type EvidenceDraft = Omit<Evidence, 'evidence_id' | 'created_at' | 'record_hash'>
 
@@ -142,14 +152,17 @@ export interface PersonDecision {
   note?: string
 }
 
-/** The step ran to an outcome; the engine writes its snapshot (and spec version, and evidence). */
-export interface StepDone {
+/**
+ * The step ran to an outcome; the engine writes its snapshot (and spec version, and evidence).
+ * `O` is the kind's declared outputs (KindOutputs); the engine reads them as a plain record.
+ */
+export interface StepDone<O extends object = Record<string, unknown>> {
   type: 'done'
   outcome: string
   /** Why the step ended with this outcome; becomes the reason of the snapshot's decision. */
   reason: string
   inputs?: Record<string, unknown>
-  outputs: Record<string, unknown>
+  outputs: O
   /** A new spec version to write (only for kinds that change the spec). */
   spec?: {body: SpecBody; status: CanonicalSpec['meta']['status']; title?: string; missing_fields?: string[]}
   evidence?: Array<EvidenceDraft & {link?: 'quote' | 'partial_success' | 'file' | 'doc' | 'log' | 'api_result' | 'repo'}>
@@ -183,7 +196,7 @@ export interface StepAwait {
   action?: NonNullable<RunRecord['pending']>['action']
 }
 
-export type StepResult = StepDone | StepAwait
+export type StepResult<O extends object = Record<string, unknown>> = StepDone<O> | StepAwait
 
 /**
  * What `pipe export` writes from a kind's snapshots (seed 004's layout). Coding steps are grouped
@@ -268,7 +281,7 @@ export interface StepHandler<K extends StepKind> extends KindContract<K> {
    * now (null: none), which pipe confirm compares with the one the person was shown.
    */
   pendingAction?(state: unknown, where: {policy: LoadedPolicy; cwd: string}): ConfirmAction | null
-  run(context: StepContext<StepOf<K>>): Promise<StepResult>
+  run(context: StepContext<StepOf<K>>): Promise<StepResult<KindOutputs<K>>>
 }
 
 /** One handler per kind; a kind in the schema without a handler here fails to compile. */

@@ -15,12 +15,10 @@ import {realish} from '../util/contain.js'
 import {createFileExclusive, makeDirs, syncFd, writeFileAtomic} from '../util/fs.js'
 import {sha256} from '../util/hash.js'
 import {redact} from '../util/redact.js'
-import {int, obj, oneOf, str} from './output-schemas.js'
-import type {StepHandler, StepOf} from './types.js'
+import type {KindOutputs, StepHandler, StepOf} from './types.js'
 
 type Mode = NonNullable<StepOf<'write'>['mode']>
 type Format = NonNullable<StepOf<'write'>['format']>
-const MODES: readonly Mode[] = ['create', 'overwrite', 'append']
 
 export type WriteOutputs = {
   /** The file, relative to the repository root, with forward slashes. */
@@ -164,7 +162,6 @@ export const write: StepHandler<'write'> = {
   changesSpec: false,
   // A second create finds the file the first made; an append appends twice.
   safeToRetry: false,
-  outputsSchema: () => obj({path: str, sha256: str, bytes: int, mode: oneOf(MODES)}),
   check(step) {
     const out: KindFinding[] = []
     const hasValue = Object.hasOwn(step, 'value')
@@ -191,7 +188,7 @@ export const write: StepHandler<'write'> = {
       return {type: 'done', outcome: 'exists', reason: `${written.relative} already exists; mode create writes only a new file, so nothing was written`, inputs, outputs: {}}
     }
     const hash = sha256(written.bytes)
-    const outputs: WriteOutputs = {path: written.relative, sha256: hash, bytes: written.bytes.length, mode}
+    const outputs = {path: written.relative, sha256: hash, bytes: written.bytes.length, mode} satisfies WriteOutputs & KindOutputs<'write'>
     const verb = mode === 'append' ? `appended ${Buffer.byteLength(text)} bytes to` : mode === 'overwrite' ? 'wrote' : 'created'
     return {
       type: 'done',

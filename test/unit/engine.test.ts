@@ -20,7 +20,7 @@ function scripted(script: Array<PipeError | string>, safe = true): {handler: Ste
     async run() {
       const next = script[Math.min(calls++, script.length - 1)]!
       if (next instanceof PipeError) throw next
-      return {type: 'done', outcome: next, reason: `scripted ${next}`, outputs: {call: calls}}
+      return {type: 'done', outcome: next, reason: `scripted ${next}`, outputs: {}}
     },
   }
   return {handler, calls: () => calls}

@@ -18,7 +18,7 @@ afterEach(async () => cleanup())
 /** A noop that reports the (resolved) step it was given, so tests see what resolution made of it. */
 const echo: StepHandler<'noop'> = {
   ...registry.noop,
-  outputsSchema: () => ({type: 'object', properties: {description: {type: 'string'}, items: {type: 'array', items: {type: 'string'}}}, additionalProperties: false}),
+  outputsSchema: () => ({type: 'object', properties: {description: {type: ['string', 'null']}, items: {type: 'array', items: {type: 'string'}}}, additionalProperties: false}),
   async run({step}) {
     return {type: 'done', outcome: step.outcome ?? 'success', reason: `echo ${step.description ?? ''}`, outputs: {description: step.description ?? null, items: ['a', 'b', 'c']}}
   },

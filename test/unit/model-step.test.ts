@@ -57,7 +57,7 @@ describe('kind: model', () => {
   it('declares its outputs as {value: the output schema}, so expressions can read and are checked against it', async () => {
     await writeFile(path.join(dir, 's.json'), JSON.stringify({type: 'object', required: ['items'], properties: {items: {type: 'array', items: {$ref: '#/definitions/item'}}}, definitions: {item: {type: 'object', properties: {title: {type: 'string'}}}}}))
     const step = {id: 'draft', kind: 'model' as const, prompt: 'prompts/p.md', output_schema: 's.json', spec_path: 'notes'}
-    const schema = model.outputsSchema!(step, {dir}) as Record<string, unknown>
+    const schema = kindCatalog['model']!.outputsSchema!(step, {dir}) as Record<string, unknown>
     expect(schema['required']).to.deep.equal(['value'])
     expect(Object.keys(schema['properties'] as object)).to.deep.equal(['value', 'spec_version_out'])
     const checker = new ExprChecker({steps: {draft: {outputs: schema, outcomes: ['success']}}})

@@ -1,9 +1,12 @@
 import {expect} from 'chai'
 import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
+// @ts-expect-error the composer is a plain .mjs script shared with the build
+import {composeSchemas} from '../../scripts/compose-schemas-lib.mjs'
 // @ts-expect-error the generator is a plain .mjs script shared with npm run gen:types
 import {generateTypes} from '../../scripts/gen-types-lib.mjs'
 import {loadSchema} from '../../src/schema/registry.js'
+import {kindOutputsSchema} from '../../src/steps/output-schemas.js'
 import {registry} from '../../src/steps/registry.js'
 import {repoRoot} from '../helpers/cli.js'
 
@@ -14,6 +17,29 @@ describe('schemas are the source of truth', () => {
     expect(onDisk).to.deep.equal([...generated.keys()].sort())
     for (const [file, text] of generated) {
       expect(await readFile(path.join(repoRoot, 'src', 'types', file), 'utf8'), `src/types/${file}`).to.equal(text)
+    }
+  })
+
+  it('schemas/pipeline.schema.json and schemas/step-outputs.schema.json are exactly what schemas/parts and schemas/kinds compose (run npm run compose:schemas after changing a kind)', async () => {
+    const composed = (await composeSchemas(repoRoot)) as Map<string, string>
+    expect([...composed.keys()].sort()).to.deep.equal(['schemas/pipeline.schema.json', 'schemas/step-outputs.schema.json'])
+    for (const [file, text] of composed) expect(await readFile(path.join(repoRoot, file), 'utf8'), file).to.equal(text)
+  })
+
+  it('each kind has its config and its outputs in schemas/kinds, and a step narrows its kind\'s outputs, never adds to them', async () => {
+    const files = (await readdir(path.join(repoRoot, 'schemas', 'kinds'))).sort()
+    expect(files).to.deep.equal(Object.keys(registry).flatMap((kind) => [`${kind}.config.json`, `${kind}.outputs.json`]).sort())
+    const fieldsOf = (schema: unknown): string[] => Object.keys((schema as {properties?: object}).properties ?? {})
+    const steps = [
+      ...(['lines', 'json', 'text', undefined] as const).map((parse) => ({id: 'c', kind: 'command', run: ['true'], ...(parse ? {parse} : {})})),
+      {id: 'h', kind: 'choice', choices: [{when: 'true', next: 'a'}], default: 'b'},
+      {id: 'm', kind: 'model', prompt: 'p.md', output_schema: 'missing.json'},
+      {id: 'g', kind: 'agent', prompt: 'p.md', tools: ['read_file']},
+    ]
+    for (const step of steps) {
+      const handler = registry[step.kind as keyof typeof registry] as {outputsSchema?: (s: unknown, p: {dir: string}) => unknown}
+      const narrowed = fieldsOf(handler.outputsSchema!(step, {dir: repoRoot}))
+      expect(fieldsOf(kindOutputsSchema(step.kind as 'command')), `${step.kind} ${JSON.stringify(step)}`).to.include.members(narrowed)
     }
   })
 
