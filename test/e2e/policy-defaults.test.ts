@@ -59,6 +59,13 @@ describe('a policy file states what differs from the built-in policy', function 
     expect((await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})).code, 'the longest timer is allowed').to.equal(0)
   })
 
+  it('refuses a command step\'s command_timeout_ms longer than a timer can hold, at validate', async () => {
+    const p = await file('t.yaml', 'version: 1\nname: t\nsteps:\n  - {id: c, kind: command, run: [node, -e, "0"], command_timeout_ms: 3000000000}\n')
+    const r = await pipe(['validate', p], {cwd: dir})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    expect(r.stdout).to.match(/t\.yaml:4:.*command_timeout_ms.*must be <= 2147483647/)
+  })
+
   it('prints the effective policy with --effective: the file\'s values over the built-in ones', async () => {
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**]\nresource_limits: {command_timeout_ms: 1000}\n')
     const r = await pipe(['policy', 'check', '--effective'], {cwd: dir})
