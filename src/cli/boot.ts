@@ -26,7 +26,7 @@ export function loadCli(root: string): Cli {
   if (known) return known.exports as Cli
   const folder = path.dirname(file)
   const importer = (specifier: string): Promise<unknown> => import(specifier.startsWith('.') ? pathToFileURL(path.join(folder, specifier)).href : specifier)
-  const loaded = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist)})
+  const loaded = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist), require: onFirstUse})
   const exported = loaded?.exports as Partial<Cli> | undefined
   if (typeof exported?.main !== 'function') {
     throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {hint: 'Build pipe again (npm run build) or reinstall it.'})
@@ -39,6 +39,52 @@ export function loadCli(root: string): Cli {
   module.exports = exported
   require.cache[real] = module
   return exported as Cli
+}
+
+/**
+ * Node modules that oclif's modules require as the bundle loads but call only in cases few commands
+ * meet: its timing of itself (perf_hooks, with OCLIF_PERFORMANCE) and reading a flag's value from
+ * stdin (readline, with readline/promises). This Node compiles each of its own modules from source
+ * when first loaded (~3 ms for these), so the bundle is given, for these, an object that loads the
+ * module at its first use. (child_process is not one: wsl-utils, which oclif asks for the platform
+ * at every start, reads it as it loads.)
+ */
+const ON_FIRST_USE = new Set(['perf_hooks', 'readline'])
+
+function onFirstUse(base: NodeJS.Require): NodeJS.Require {
+  const made = new Map<string, object>()
+  const wrapped = ((specifier: string): unknown => {
+    const name = specifier.startsWith('node:') ? specifier.slice(5) : specifier
+    if (!ON_FIRST_USE.has(name)) return base(specifier)
+    let lazy = made.get(name)
+    if (lazy === undefined) {
+      lazy = loadedAtFirstUse(() => base(`node:${name}`) as object)
+      made.set(name, lazy)
+    }
+    return lazy
+  }) as NodeJS.Require
+  return Object.assign(wrapped, {resolve: base.resolve, cache: base.cache, main: base.main, extensions: base.extensions})
+}
+
+/** An object that is the module `load` returns, loading it when a property is first read, listed or asked for. */
+function loadedAtFirstUse(load: () => object): object {
+  let module: object | undefined
+  const real = (): object => (module ??= load())
+  return new Proxy(
+    {},
+    {
+      // Node's modules are not transpiled ES modules: asking (interop helpers do) loads nothing.
+      get: (_, key): unknown => (key === '__esModule' ? undefined : (Reflect.get(real(), key) as unknown)),
+      has: (_, key) => key !== '__esModule' && Reflect.has(real(), key),
+      ownKeys: () => Reflect.ownKeys(real()),
+      getOwnPropertyDescriptor: (_, key) => {
+        const descriptor = Reflect.getOwnPropertyDescriptor(real(), key)
+        // A proxy may report a property its (empty) target lacks only as configurable.
+        return descriptor && {...descriptor, configurable: true}
+      },
+      set: (_, key, value) => Reflect.set(real(), key, value),
+    },
+  )
 }
 
 /** A file's real path, or the path itself when it cannot be resolved (a missing bundle is reported by loadCli). */

@@ -6,6 +6,7 @@
  */
 import {run} from '@oclif/core/run'
 import {reportCommandError} from './command-io.js'
+import {builtPlugins} from './plugins.js'
 
 export {COMMANDS} from './commands.js'
 export {default as PipeHelp} from './help.js'
@@ -15,7 +16,8 @@ export {jsonAnswers} from './json-answers.js'
 /** Runs `pipe ARGV` for the installation in `root`; a failure is said by the one error renderer (command-io.ts) and ends the process with its exit code. */
 export async function main(argv: string[], root: string): Promise<void> {
   try {
-    await run(argv, root)
+    // oclif's Config with the plugins the build found (cli/plugins.ts): the same Config, without discovering them again.
+    await run(argv, {root, plugins: builtPlugins(root)})
   } catch (raw) {
     const error = raw as Error & {oclif?: {exit?: number}; code?: string; skipOclifErrorHandling?: boolean}
     // A command's error is said already (cli/base-command.ts); this.exit() carries only its code.

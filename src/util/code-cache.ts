@@ -48,6 +48,8 @@ export interface LoadOptions {
   extra?: readonly unknown[]
   /** Keep what writeCodeCache needs (the script and its source's hash): only the build's cache run does. */
   keep: boolean
+  /** The require() the script is given, made from require() for its file (default: that one itself). */
+  require?: (base: NodeJS.Require) => NodeJS.Require
 }
 
 export interface LoadedScript {
@@ -108,7 +110,8 @@ export function loadScript(file: string, options: LoadOptions): LoadedScript | n
   const wrapper: unknown = compiled.script.runInThisContext()
   if (typeof wrapper !== 'function') return null
   const module = {exports: {} as unknown}
-  ;(wrapper as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, path.dirname(file), ...(options.extra ?? []))
+  const base = createRequire(file)
+  ;(wrapper as (...args: unknown[]) => void)(module.exports, options.require ? options.require(base) : base, module, file, path.dirname(file), ...(options.extra ?? []))
   if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, source: compiled.source})
   return {exports: module.exports, cached: compiled.cached}
 }
