@@ -97,6 +97,25 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect((await record(runId)).trace).to.deep.equal({trace_id: run.traceId, span_id: run.spanId})
   })
 
+  it('a foreach\'s child runs are sessions under the foreach step, in the parent\'s trace', async () => {
+    receiver = await OtlpReceiver.start()
+    await writeFile(path.join(dir, 'fan.yaml'), `version: 1\nname: fan\nsteps:\n  - id: each\n    kind: foreach\n    items: '\${{ ["x", "y"] }}'\n    inputs: {name: {type: string, required: true}}\n    steps:\n      - {id: greet, kind: noop}\n    with: {name: "\${{ item }}"}\n    concurrency: 2\n`)
+    const result = await cli(['run', 'fan.yaml', '--json'], {OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url})
+    expect(result.code, result.stderr).to.equal(0)
+    const {spans} = receiver
+    expect(new Set(spans.map((s) => s.traceId)).size, 'one trace').to.equal(1)
+    const each = one(spans, 'step each')
+    const children = spans.filter((s) => s.name === 'invoke_workflow fan.each')
+    expect(children.length).to.equal(2)
+    for (const child of children) {
+      expect(child.parentSpanId).to.equal(each.spanId)
+      expect(child.attributes).to.include({'pipe.parent_run_id': json<RunJson>(result).run_id, 'pipe.parent_step': 'each', 'pipe.outcome': 'succeeded'})
+      const greet = spans.filter((s) => s.name === 'step greet' && s.parentSpanId === child.spanId)
+      expect(greet.map((s) => s.attributes['pipe.run_id'])).to.deep.equal([child.attributes['pipe.run_id']])
+      expect((await record(String(child.attributes['pipe.run_id']))).trace).to.deep.equal({trace_id: each.traceId, span_id: child.spanId})
+    }
+  })
+
   it('a failing step\'s span carries its error code; the run span ends in error', async () => {
     receiver = await OtlpReceiver.start()
     // A command no policy allows: the step fails with E_POLICY_DENIED.
