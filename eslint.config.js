@@ -32,6 +32,8 @@ export const LAYERS = {
   schema: [...STEPS_AND_UP, ...LOWEST.filter((f) => f !== 'schema')],
   types: [...STEPS_AND_UP, ...LOWEST],
   util: [...STEPS_AND_UP, ...LOWEST],
+  // Traces (OpenTelemetry): engine and providers report to it; it reads only records' types.
+  telemetry: [...STEPS_AND_UP, ...LOWEST],
   // src/errors.ts, src/error-codes.ts, src/exit-codes.ts, src/log.ts: used by every layer.
   '.': [...STEPS_AND_UP, ...LOWEST],
 }

@@ -27,7 +27,21 @@ const dist = path.join(root, 'dist')
  * Packages a run imports with import() only when a step needs them (the model client, the process
  * runner, git, diffs, RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
  */
-const VENDORED = {openai: ['default'], execa: [], 'simple-git': [], diff: [], re2js: []}
+const VENDORED = {
+  openai: ['default'],
+  execa: [],
+  'simple-git': [],
+  diff: [],
+  re2js: [],
+  // OpenTelemetry's light path, only when a collector is configured (src/telemetry/otlp.ts). Their
+  // CommonJS builds have no static export list for an ES module to re-export: the names are given.
+  '@opentelemetry/api': ['ROOT_CONTEXT', 'SpanKind', 'SpanStatusCode', 'TraceFlags', 'trace'],
+  '@opentelemetry/sdk-trace-base': ['BasicTracerProvider', 'BatchSpanProcessor'],
+  '@opentelemetry/exporter-trace-otlp-http': ['OTLPTraceExporter'],
+  '@opentelemetry/resources': ['defaultResource', 'resourceFromAttributes'],
+}
+/** The vendored file of a package: dist/vendor/NAME.js, a scope's `@` and `/` left out of NAME (@a/b: a-b.js). */
+const vendorFile = (name) => name.replace(/^@/, '').replace(/\//g, '-')
 /** Modules the build (scripts/build-validators.mjs) and the benchmark (bench/) import from dist/. */
 const SCRIPT_ENTRIES = ['schema/options', 'util/fs', 'engine/sessions/start'].filter((name) => existsSync(path.join(src, `${name}.ts`)))
 
@@ -47,7 +61,7 @@ rmSync(dist, {recursive: true, force: true})
 const esm = await build({
   entryPoints: [
     ...SCRIPT_ENTRIES.map((name) => ({in: path.join(src, `${name}.ts`), out: name})),
-    ...Object.keys(VENDORED).map((name) => ({in: `pipe-vendor:${name}`, out: `vendor/${name}`})),
+    ...Object.keys(VENDORED).map((name) => ({in: `pipe-vendor:${name}`, out: `vendor/${vendorFile(name)}`})),
   ],
   outdir: dist,
   bundle: true,
@@ -72,7 +86,7 @@ const vendorExternal = {
   setup(b) {
     const names = Object.keys(VENDORED).map((n) => n.replace(/[-/]/g, '\\$&')).join('|')
     // Only import(): a module that imports one statically (or requires it) has it bundled.
-    b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => (args.kind === 'dynamic-import' ? {path: `../vendor/${args.path}.js`, external: true} : undefined))
+    b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => (args.kind === 'dynamic-import' ? {path: `../vendor/${vendorFile(args.path)}.js`, external: true} : undefined))
   },
 }
 // oclif reads a command's class from the COMMANDS map (src/cli/commands.ts) only when it runs that
@@ -120,7 +134,7 @@ const cli = await build({
   // (ES module) package cannot be a require().
   const imports = Object.values(cli.metafile.outputs)[0].imports.filter((i) => i.external)
   // require.resolve() of a package names its file in node_modules, which an installation has.
-  const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || i.path === 'typescript' || Object.keys(VENDORED).some((n) => i.path === `../vendor/${n}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
+  const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || i.path === 'typescript' || Object.keys(VENDORED).some((n) => i.path === `../vendor/${vendorFile(n)}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
   if (wrong.length > 0) {
     console.error(`bundle: the CLI's imports are not what boot.ts can load (${wrong.map((i) => `${i.kind} ${i.path}`).join(', ')})`)
     process.exit(1)

@@ -25,6 +25,7 @@ export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_DEBUG', 'print debug output and warnings with their stacks (also DEBUG=*)'],
   ['PIPE_DATA_DIR', 'folder of plugins installed for pipe (default $XDG_DATA_HOME/pipe)'],
   ['PIPE_CONTENT_TYPE', 'json: every command answers as with --json'],
+  ['OTEL_EXPORTER_OTLP_ENDPOINT', 'an OpenTelemetry collector (OTLP/HTTP, e.g. http://127.0.0.1:4318) for spans of runs, steps, model and tool calls'],
   ['NO_COLOR', 'no colours in progress and errors'],
   ['PIPE_FAULT_*', 'pipe\'s own crash tests (PIPE_FAULT_KILL_AT, _TRACE, _PAUSE_AT, _PAUSE_DIR); never set them'],
   ['PIPE_BUILD_CODE_CACHE', 'pipe\'s own build (npm run build); never set it'],

@@ -12,6 +12,7 @@ import type {Ledger} from '../store/ledger.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {tracing} from '../telemetry/tracing.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {redact, redactDeep} from '../util/redact.js'
 import {newTraceId} from '../util/trace.js'
@@ -102,6 +103,7 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
   let renderContext: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
   for (let attempt = 1; ; attempt++) {
     env.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
+    tracing().attemptStarted(state.record.run_id, step, seq, attempt)
     const outer = env.deps.signal
     if (outer?.aborted) throw new Interrupted('interrupted')
     const abort = new StepAbort()
@@ -123,6 +125,7 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
         if (!timeline.open) return
         await env.appendEvent(runId, {...clean, step: step.id, seq, attempt})
         env.deps.onProgress?.({type: 'step_event', run_id: runId, step: step.id, seq, event: clean})
+        if (clean.event === 'tool_call_result') tracing().toolCall(runId, step.id, clean)
       })
       timeline.tail = appended.catch(() => undefined)
       return appended
@@ -216,6 +219,7 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
         ...(error.details ? {details: redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>)} : {}),
       })
       if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
+      tracing().attemptFailed(runId, step.id, error)
       const delay = backoffFor(attempt - 1, (env.deps.random ?? Math.random)())
       env.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: redact(error.message)})
       try {

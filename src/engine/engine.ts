@@ -6,8 +6,10 @@
  * was recorded and repeats nothing that was.
  */
 import {PipeError} from '../errors.js'
+import {openTracing, type RunSession} from '../telemetry/tracing.js'
 import {registry as defaultRegistry} from '../steps/registry.js'
 import type {ChildResult, ChildRuns, StepRegistry} from '../steps/types.js'
+import type {RunStore} from '../store/types.js'
 import {childrenOf} from '../store/queries.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -94,14 +96,26 @@ export class Engine {
 
   /** Creates a run started and held, and drives it (see Store.createStartedRun); for a child run too (see children.ts). */
   async launch(birth: RunBirth, settings: RunSettings, hookPoint: string): Promise<RunOutcome> {
-    const born = await this.deps.store.createStartedRun(birth.draft, birth.now, birth.created, this.keeper.statusChange('running', 'started'))
+    const {parent} = birth.draft
+    const session = (await openTracing()).session({pipeline: birth.draft.pipeline.name, event: 'started', ...(parent ? {parent} : {})})
+    // The run keeps its trace from birth, so each later session of it (a resume, a worker elsewhere) joins it.
+    if (session.context) birth.draft.trace = session.context
+    let born: Awaited<ReturnType<RunStore['createStartedRun']>>
+    try {
+      born = await this.deps.store.createStartedRun(birth.draft, birth.now, birth.created, this.keeper.statusChange('running', 'started'))
+      session.identify(born.record.run_id)
+    } catch (error) {
+      await session.close({thrown: error})
+      throw error
+    }
     try {
       await this.deps.hook?.(hookPoint)
     } catch (error) {
       await born.release()
+      await session.close({thrown: error})
       throw error
     }
-    return this.drive(born.record.run_id, settings, 'started', undefined, born)
+    return this.drive(born.record.run_id, settings, 'started', undefined, {...born, session})
   }
 
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
@@ -156,32 +170,49 @@ export class Engine {
     return {run_id: runId, feature_id: before.feature_id, status: 'cancelled', spec_version: (await store.readRun(runId)).spec_version ?? null, steps_run: 0, reason}
   }
 
-  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>, born?: {record: RunRecord; release: () => Promise<void>}): Promise<RunOutcome> {
+  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>, born?: {record: RunRecord; release: () => Promise<void>; session: RunSession}): Promise<RunOutcome> {
     const {store} = this.deps
     const release = born?.release ?? (await store.acquireRun(runId))
+    let session = born?.session
+    let outcome: RunOutcome | undefined
+    let thrown: {thrown: unknown} | undefined
     try {
       if (born) {
         // Created started and held (Store.createStartedRun): nothing to read back, recover or record.
         this.keeper.hold(runId, born.record)
         await this.keeper.statusRecorded(runId, 'running', undefined)
-        return await walk(this.walker, runId, settings, true)
+        outcome = await walk(this.walker, runId, settings, true)
+      } else {
+        await prepare?.()
+        const before = await store.readRun(runId)
+        this.keeper.hold(runId, before)
+        const redriven = event === 'resumed' && isRedrivable(before.status)
+        const opened = (await openTracing()).session({run_id: runId, pipeline: before.pipeline.name, event: redriven ? 'redriven' : event, ...(before.trace ? {continues: before.trace} : {}), ...(before.parent ? {parent: before.parent} : {})})
+        session = opened
+        // A run first driven without a collector keeps the trace this session starts.
+        const keepTrace = (r: RunRecord): void => {
+          if (opened.context && !r.trace) r.trace = opened.context
+        }
+        if (redriven) {
+          await this.redrive(runId, before, settings, keepTrace)
+        } else {
+          if (before.status === 'running' && event === 'resumed') {
+            // A run left running by a process that is gone: record that it was interrupted first.
+            await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
+          }
+          await this.keeper.setStatus(runId, 'running', event, {}, keepTrace)
+        }
+        outcome = await walk(this.walker, runId, settings)
       }
-      await prepare?.()
-      const before = await store.readRun(runId)
-      this.keeper.hold(runId, before)
-      if (event === 'resumed' && isRedrivable(before.status)) {
-        await this.redrive(runId, before, settings)
-        return await walk(this.walker, runId, settings)
-      }
-      if (before.status === 'running' && event === 'resumed') {
-        // A run left running by a process that is gone: record that it was interrupted first.
-        await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
-      }
-      await this.keeper.setStatus(runId, 'running', event)
-      return await walk(this.walker, runId, settings)
+      return outcome
+    } catch (error) {
+      thrown = {thrown: error}
+      throw error
     } finally {
       this.keeper.release(runId)
       await release()
+      // After the lock is let go: a slow collector never holds the run.
+      await session?.close(outcome ?? thrown!)
     }
   }
 
@@ -199,7 +230,7 @@ export class Engine {
    * on. The redrive, who did it and the policy it continues under are kept on the run and in its
    * timeline.
    */
-  private async redrive(runId: string, record: RunRecord, settings: RunSettings): Promise<void> {
+  private async redrive(runId: string, record: RunRecord, settings: RunSettings, keepTrace: (r: RunRecord) => void): Promise<void> {
     const point = redrivePoint(record, await this.deps.store.readSnapshots(runId))
     const from = record.status as 'failed' | 'blocked'
     const at = this.now().toISOString()
@@ -214,6 +245,7 @@ export class Engine {
         r.policy_path = settings.policy.file
       }
       delete r.error
+      keepTrace(r)
     })
   }
 

@@ -10,6 +10,7 @@ import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import {tracing} from '../telemetry/tracing.js'
 import {redactDeep} from '../util/redact.js'
 import {newTraceId} from '../util/trace.js'
 import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
@@ -140,12 +141,14 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
         r.status_reason = result.reason
         r.spec_version = cursor.specVersion
       })
+      tracing().stepEnded(runId, step.id, {awaiting: result.kind})
       return outcome('awaiting_input', {reason: result.reason, pending})
     }
 
     const journal = journalOf({record, step, handler, registry: env.registry, timing: {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0, modelCalls}, errors, result, current, settings, before: history.snapshots})
     const committed = await commitStep(store, journal, hook)
     const snapshot = committed.snapshot
+    tracing().stepEnded(runId, step.id, {snapshot})
     history.snapshots.push(snapshot)
     own.push(snapshot)
     stepsRun++

@@ -21,6 +21,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
 import type {Interaction} from '../types/cassette.js'
+import {tracing} from '../telemetry/tracing.js'
 import {faultPoint} from '../util/faults.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {canonicalJson} from '../util/hash.js'
@@ -386,6 +387,18 @@ export class ReplyTransport implements ChatTransport {
   }
 
   async complete(request: ChatRequest, call: ChatCall): Promise<ChatReply> {
+    const span = tracing().modelCall(call, request, this.endpointHost)
+    try {
+      const reply = await this.reply(request, call)
+      span.end(reply)
+      return reply
+    } catch (error) {
+      span.fail(error)
+      throw error
+    }
+  }
+
+  private async reply(request: ChatRequest, call: ChatCall): Promise<ChatReply> {
     const key = requestKey(request)
     let answer = this.pending.get(key)
     let first = false

@@ -256,6 +256,19 @@ export interface RunRecord {
      */
     key?: string
   }
+  /**
+   * The run's OpenTelemetry trace context (W3C ids), kept when the run was first driven with OTEL_EXPORTER_OTLP_ENDPOINT set: each later session of the run (a resume, a redrive, a worker on another machine) sends its spans into this trace, under this span. Absent when no collector was configured.
+   */
+  trace?: {
+    /**
+     * The trace id: 32 lowercase hex digits.
+     */
+    trace_id: string
+    /**
+     * The id of the span of the run's first session: 16 lowercase hex digits.
+     */
+    span_id: string
+  }
 }
 /**
  * One line of a run's timeline (events.jsonl).
