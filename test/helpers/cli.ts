@@ -35,6 +35,10 @@ export function node(args: string[], options: CliOptions = {}): Promise<CliResul
     delete env.PIPE_STORE
     delete env.OPENAI_API_KEY
     delete env.OPENAI_BASE_URL
+    delete env.PIPE_AUDIT_KEY
+    delete env.PIPE_CEILING_DIRECTORIES
+    // A developer's collector must not receive every test's spans (the telemetry tests set their own).
+    for (const key of Object.keys(env)) if (key.startsWith('OTEL_')) delete env[key]
     for (const [key, value] of Object.entries(options.env ?? {})) {
       if (value === undefined) delete env[key]
       else env[key] = value
