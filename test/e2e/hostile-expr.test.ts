@@ -6,9 +6,8 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {writeFile} from 'node:fs/promises'
-import os from 'node:os'
 import path from 'node:path'
-import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {bin, json, pipe, tempDir, testHome, type CliResult} from '../helpers/cli.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -60,7 +59,7 @@ describe('hostile expressions', function () {
 
   it('ends a run at SIGTERM once it has started (exit 130), and resumes it to the end', async () => {
     const file = await pipeline('term.yaml', regexPipeline('^(a+)+$', '  - {id: wait, kind: noop, sleep_ms: 5000, next: no}\n'))
-    const home = path.join(os.tmpdir(), 'pipe-test-home')
+    const home = testHome
     const child = spawn(process.execPath, [bin, 'run', file, '-i', `s=${evil}`], {cwd: dir, env: {...process.env, NO_COLOR: '1', PIPE_HOME: home}, stdio: ['ignore', 'pipe', 'pipe']})
     let stderr = ''
     // Only a safety net: a run that ignores SIGTERM fails the test instead of hanging the suite.

@@ -7,9 +7,8 @@ import {spawn, type ChildProcess} from 'node:child_process'
 import {constants, existsSync, open as openFd} from 'node:fs'
 import {readdir} from 'node:fs/promises'
 import net from 'node:net'
-import os from 'node:os'
 import path from 'node:path'
-import {bin, defaultPipeline, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {bin, defaultPipeline, pipe, tempDir, testHome, type CliResult} from '../helpers/cli.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -22,7 +21,7 @@ const storeDir = (): string => path.join(dir, '.pipe')
 function start(args: string[]): {child: ChildProcess; done: Promise<CliResult>} {
   const child = spawn(process.execPath, [bin, ...args], {
     cwd: dir,
-    env: {...process.env, NO_COLOR: '1', PIPE_HOME: path.join(os.tmpdir(), 'pipe-test-home'), PIPE_STORE: undefined, OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined},
+    env: {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_STORE: undefined, OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined},
     stdio: ['pipe', 'pipe', 'pipe'],
   })
   let stdout = ''

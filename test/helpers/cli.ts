@@ -1,5 +1,6 @@
 /** Runs the built CLI (bin/run.js) as a separate process, as a user would. */
 import {spawn} from 'node:child_process'
+import {mkdtempSync, rmSync} from 'node:fs'
 import {mkdtemp, rm} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -9,6 +10,14 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 export const bin = path.join(repoRoot, 'bin', 'run.js')
 export const defaultPipeline = path.join(repoRoot, 'pipelines', 'default.yaml')
 export const examples = path.join(repoRoot, 'examples')
+
+/**
+ * PIPE_HOME (the daily error log's folder) for the CLI runs of this test process, unless a test
+ * sets its own: one per process, so that test files running in parallel workers share no folder.
+ * PIPE_TEST_HOME overrides it.
+ */
+export const testHome = process.env.PIPE_TEST_HOME ?? mkdtempSync(path.join(os.tmpdir(), 'pipe-test-home-'))
+if (!process.env.PIPE_TEST_HOME) process.on('exit', () => rmSync(testHome, {recursive: true, force: true}))
 
 export interface CliResult {
   code: number | null
@@ -31,7 +40,7 @@ export function pipe(args: string[], options: CliOptions = {}): Promise<CliResul
 /** Runs node with `args` as pipe() runs the CLI: the same test environment, output collected. */
 export function node(args: string[], options: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? process.env.PIPE_TEST_HOME ?? path.join(os.tmpdir(), 'pipe-test-home')}
+    const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? testHome}
     delete env.PIPE_STORE
     delete env.OPENAI_API_KEY
     delete env.OPENAI_BASE_URL

@@ -1,17 +1,39 @@
-// Mocha's spec reporter, plus the counts written as JSON to $PIPE_TEST_STATS when it is set,
-// so that CI can print its own summary line from mocha's results.
+// Mocha's spec reporter, plus:
+// - the counts written as JSON to $PIPE_TEST_STATS when it is set, so that CI can print its own
+//   summary line from mocha's results (in parallel mode too: the workers' events reach this
+//   reporter in the main process);
+// - the slowest test files (time spent in their tests and hooks), to see where the suite's time goes.
 'use strict'
 const fs = require('node:fs')
+const path = require('node:path')
 const Mocha = require('mocha')
+
+const {EVENT_TEST_PASS, EVENT_TEST_FAIL, EVENT_HOOK_END, EVENT_RUN_END} = Mocha.Runner.constants
+const SHOWN = 15
 
 class StatsReporter extends Mocha.reporters.Spec {
   constructor(runner, options) {
     super(runner, options)
-    runner.once(Mocha.Runner.constants.EVENT_RUN_END, () => {
+    /** Milliseconds per test file: its tests' and hooks' durations, as mocha measured them. */
+    const perFile = new Map()
+    const add = (runnable) => {
+      if (!runnable.file || typeof runnable.duration !== 'number') return
+      perFile.set(runnable.file, (perFile.get(runnable.file) ?? 0) + runnable.duration)
+    }
+    runner.on(EVENT_TEST_PASS, add)
+    runner.on(EVENT_TEST_FAIL, (test) => test.type === 'test' && add(test))
+    runner.on(EVENT_HOOK_END, add)
+    runner.once(EVENT_RUN_END, () => {
+      const files = [...perFile.entries()].sort((a, b) => b[1] - a[1]).map(([file, ms]) => ({file: path.relative(process.cwd(), file), ms}))
+      if (files.length > 1) {
+        Mocha.reporters.Base.consoleLog(`  slowest test files (time in their tests and hooks):`)
+        for (const {file, ms} of files.slice(0, SHOWN)) Mocha.reporters.Base.consoleLog(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}`)
+        Mocha.reporters.Base.consoleLog()
+      }
       const file = process.env.PIPE_TEST_STATS
       if (!file) return
       const {passes, failures, pending, tests} = this.stats
-      fs.writeFileSync(file, JSON.stringify({passes, failures, pending, tests}) + '\n')
+      fs.writeFileSync(file, JSON.stringify({passes, failures, pending, tests, files}) + '\n')
     })
   }
 }
