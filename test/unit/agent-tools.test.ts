@@ -6,7 +6,7 @@ import path from 'node:path'
 import {defaultPolicy} from '../../src/policy/policy.js'
 import {splitCommandLine} from '../../src/policy/shell-line.js'
 import {needsConfirmation, preapproval, toolLevel} from '../../src/policy/tools.js'
-import {argumentProblems, commandSegments, resultProblems, toolNamed, TOOLS} from '../../src/steps/agent/tools.js'
+import {argumentProblems, commandSegments, resultProblems, searchDeadline, toolNamed, TOOLS} from '../../src/steps/agent/tools.js'
 
 describe('splitCommandLine', () => {
   it('splits on && || ; and | with quotes honoured', () => {
@@ -110,8 +110,20 @@ describe('agent tools on a real directory', () => {
   afterEach(async () => {
     await rm(root, {recursive: true, force: true})
     await rm(outside, {recursive: true, force: true})
+    await rm(`${root}-slots`, {recursive: true, force: true})
   })
-  const place = (): Parameters<(typeof TOOLS)[number]['run']>[1] => ({policy: defaultPolicy(), root, signal: new AbortController().signal, slotsDir: path.join(root, '..', 'slots')})
+  // The command slots of this test alone: a folder shared by all of /tmp would couple test files running in parallel.
+  const place = (): Parameters<(typeof TOOLS)[number]['run']>[1] => ({policy: defaultPolicy(), root, signal: new AbortController().signal, slotsDir: `${root}-slots`})
+  /** Runs `body` with the search deadline at 1 s: the runaway searches below end the same way as at 10 s, 9 s sooner. */
+  const withShortDeadline = async (body: () => Promise<void>): Promise<void> => {
+    const saved = searchDeadline.ms
+    searchDeadline.ms = 1000
+    try {
+      await body()
+    } finally {
+      searchDeadline.ms = saved
+    }
+  }
 
   it('reads, lists, finds and searches inside the root, skipping forbidden paths', async () => {
     const read = await toolNamed('read_file')!.run({path: 'src/a.js', start_line: 2}, place())
@@ -129,20 +141,24 @@ describe('agent tools on a real directory', () => {
   it('ends a search whose regular expression backtracks catastrophically, instead of hanging the run', async function () {
     this.timeout(120000)
     await writeFile(path.join(root, 'src', 'b.txt'), `${'a'.repeat(40)}!\n`)
-    const out = await toolNamed('search_text')!.run({query: '(a+)+$', regex: true}, place())
-    expect(out.ok).to.equal(false)
-    expect(out.result['error']).to.match(/ran over \d+ s and was ended/)
-    // The tool still answers afterwards: the worker is gone, not the process.
-    const again = await toolNamed('search_text')!.run({query: 'a{3}!', regex: true}, place())
-    expect(again.result['matches']).to.deep.equal([`src/b.txt:1:${'a'.repeat(40)}!`])
+    await withShortDeadline(async () => {
+      const out = await toolNamed('search_text')!.run({query: '(a+)+$', regex: true}, place())
+      expect(out.ok).to.equal(false)
+      expect(out.result['error']).to.match(/ran over \d+ s and was ended/)
+      // The tool still answers afterwards: the worker is gone, not the process.
+      const again = await toolNamed('search_text')!.run({query: 'a{3}!', regex: true}, place())
+      expect(again.result['matches']).to.deep.equal([`src/b.txt:1:${'a'.repeat(40)}!`])
+    })
   })
 
   it('ends a find_files whose glob (compiled to a regular expression) backtracks catastrophically, instead of hanging the run', async function () {
     this.timeout(120000)
     await writeFile(path.join(root, 'a'.repeat(40)), 'x\n')
-    const out = await toolNamed('find_files')!.run({pattern: '(a+)+!'}, place())
-    expect(out.ok).to.equal(false)
-    expect(out.result['error']).to.match(/matching the glob "\(a\+\)\+!" ran over \d+ s and was ended/)
+    await withShortDeadline(async () => {
+      const out = await toolNamed('find_files')!.run({pattern: '(a+)+!'}, place())
+      expect(out.ok).to.equal(false)
+      expect(out.result['error']).to.match(/matching the glob "\(a\+\)\+!" ran over \d+ s and was ended/)
+    })
     const again = await toolNamed('find_files')!.run({pattern: 'src/*.js'}, place())
     expect(again.result).to.deep.equal({files: ['src/a.js'], truncated: false})
     const relative = await toolNamed('find_files')!.run({pattern: '*.js', path: 'src'}, place())

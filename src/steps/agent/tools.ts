@@ -228,8 +228,8 @@ parentPort.postMessage(job.find ? {files: chosen.map(({file}) => file)} : {match
 let picomatchPath: string | undefined
 const NO_SEARCH = {query: '', regex: false, flags: '', maxMatches: 0, maxFileBytes: 0}
 
-/** How long a search may take before it is ended (a regular expression that backtracks catastrophically). */
-export const SEARCH_DEADLINE_MS = 10_000
+/** How long a search may take before it is ended (a regular expression that backtracks catastrophically); the tests shorten it. */
+export const searchDeadline = {ms: 10_000}
 
 /** The search (or find_files' matching) in a worker thread, ended at the deadline or on abort: the answer, or why there is none. */
 async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | string> {
@@ -245,7 +245,7 @@ async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | str
     }
     const what = job.find ? `matching the glob ${JSON.stringify(job.glob)}` : `the search for ${JSON.stringify(job.query)}`
     const advice = job.find || job.glob !== null ? ' (a glob with groups or a regular expression that backtracks catastrophically?); simplify it' : job.regex ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string' : ''
-    const timer = setTimeout(() => finish(`${what} ran over ${SEARCH_DEADLINE_MS / 1000} s and was ended${advice}`), SEARCH_DEADLINE_MS)
+    const timer = setTimeout(() => finish(`${what} ran over ${searchDeadline.ms / 1000} s and was ended${advice}`), searchDeadline.ms)
     const onAbort = (): void => finish('the search was stopped')
     signal.addEventListener('abort', onAbort, {once: true})
     worker.once('message', (found: T) => finish(found))
