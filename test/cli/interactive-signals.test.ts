@@ -5,6 +5,7 @@ import {existsSync} from 'node:fs'
 import {readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, repoRoot, tempDir} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -83,11 +84,8 @@ describe('Ctrl-C in the interactive flow (CLI)', function () {
     const run = live(['run', pipeline, '--text', 'Users must be able to export the monthly report as a PDF file.'])
     await run.waitFor('Decision [go/hold/drop]: ')
     run.child.stdin.write('go\n\n')
-    // Wait for the command to be running: it leaves the marker file first thing.
-    await new Promise<void>((resolve) => {
-      const poll = (): void => void (existsSync(marker) || run.child.exitCode !== null ? resolve() : setTimeout(poll, 25))
-      poll()
-    })
+    // Wait for the command to be running: it leaves the marker file first thing (watched, not polled).
+    await changeIn(dir, () => existsSync(marker), 'the command starting', run.done).catch(() => undefined)
     expect(existsSync(marker), run.stderr()).to.equal(true)
     run.child.kill('SIGINT')
     const end = await run.done

@@ -12,6 +12,7 @@ import {existsSync} from 'node:fs'
 import {cp, mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 
 interface Report {
   passed: number
@@ -430,8 +431,10 @@ tests:
     child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d))
     const closed = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
     const killer = setTimeout(() => child.kill('SIGKILL'), 120000)
-    // Wait for the setup's grandchild to exist.
-    while (!existsSync(pidFile) || (await readFile(pidFile, 'utf8')).trim() === '') await new Promise((resolve) => setTimeout(resolve, 50))
+    // Wait for the setup's grandchild to exist (its pid written: watched, not polled).
+    await changeIn(dir, async () => existsSync(pidFile) && (await readFile(pidFile, 'utf8')).trim() !== '', 'the setup writing its pid', closed).catch((error: Error) => {
+      throw new Error(`${error.message}:\n${out}`)
+    })
     const sleeper = Number((await readFile(pidFile, 'utf8')).trim())
     child.kill('SIGINT')
     const code = await closed

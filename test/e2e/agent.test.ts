@@ -10,6 +10,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/integrity.js'
 
@@ -386,9 +387,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const gate = path.join(dir, 'gate')
     await mkdir(gate)
     const held = pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: {...env(), PIPE_FAULT_PAUSE_AT: 'confirm-checked', PIPE_FAULT_PAUSE_DIR: gate}, timeoutMs: 120000})
-    let over = false
-    void held.then(() => (over = true))
-    while (!over && !(await readdir(gate)).some((n) => n.startsWith('reached.'))) await new Promise((resolve) => setTimeout(resolve, 50))
+    // Watched, not polled; if it ended without getting there, the checks below say how it ended.
+    await changeIn(gate, async () => (await readdir(gate)).some((n) => n.startsWith('reached.')), 'the --yes reaching confirm-checked', held).catch(() => undefined)
     // ... while a --no for a1 gets there first: the model is told, and asks for b2.
     const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(refused.code, refused.stderr).to.equal(10)

@@ -4,7 +4,7 @@
  */
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
-import {constants, existsSync, open as openFd} from 'node:fs'
+import {closeSync, constants, existsSync, open as openFd} from 'node:fs'
 import {readdir} from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
@@ -62,17 +62,26 @@ async function flood(stream: NodeJS.WritableStream, until: Promise<unknown>): Pr
   return written
 }
 
-/** Opens the FIFO's write end once the reader has opened it (a non-blocking open fails with ENXIO until then). */
+/**
+ * Opens the FIFO's write end once the reader has opened it: a blocking open (in libuv's thread pool,
+ * not this thread) returns at that very moment, so nothing is polled. If `until` settles first (pipe
+ * ended without opening it), a reader of the test's own releases the open and there is no writer.
+ */
 async function openWriter(fifo: string, until: Promise<unknown>): Promise<net.Socket | undefined> {
-  let finished = false
-  void until.then(() => (finished = true))
-  while (!finished) {
-    const fd = await new Promise<number | undefined>((resolve, reject) =>
-      openFd(fifo, constants.O_WRONLY | constants.O_NONBLOCK, (error, opened) => (error ? (error.code === 'ENXIO' ? resolve(undefined) : reject(error)) : resolve(opened))),
-    )
-    if (fd !== undefined) return new net.Socket({fd, readable: false, writable: true})
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  let opened = false
+  let gaveUp = false
+  let released: Promise<number | undefined> = Promise.resolve(undefined)
+  void until.then(() => {
+    if (opened) return
+    gaveUp = true
+    released = new Promise((resolve) => openFd(fifo, constants.O_RDONLY | constants.O_NONBLOCK, (error, fd) => resolve(error ? undefined : fd)))
+  })
+  const fd = await new Promise<number>((resolve, reject) => openFd(fifo, constants.O_WRONLY, (error, writer) => (error ? reject(error) : resolve(writer))))
+  opened = true
+  if (!gaveUp) return new net.Socket({fd, readable: false, writable: true})
+  closeSync(fd)
+  const reader = await released
+  if (reader !== undefined) closeSync(reader)
   return undefined
 }
 

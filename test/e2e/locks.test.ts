@@ -7,6 +7,7 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {lockHolder, processStartTime} from '../../src/util/lock.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -47,13 +48,11 @@ async function deadPid(): Promise<number> {
   return child.pid!
 }
 
-async function until(check: () => boolean, what: string, given: Promise<string>): Promise<void> {
-  let early: string | null = null
-  void given.then((text) => (early = text))
-  while (!check()) {
-    if (early !== null) throw new Error(`${what} never happened; the contender said: ${String(early)}`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
+/** Waits for `file` to appear in `dir` (watched, not polled); fails with what the contender said if it speaks first. */
+async function until(dir: string, file: string, what: string, given: Promise<string>): Promise<void> {
+  await changeIn(dir, () => existsSync(path.join(dir, file)), what, given).catch(async () => {
+    throw new Error(`${what} never happened; the contender said: ${await given}`)
+  })
 }
 
 describe('lock files', function () {
@@ -66,7 +65,7 @@ describe('lock files', function () {
     await writeFile(lock, JSON.stringify({pid: await deadPid(), host: os.hostname(), at: new Date().toISOString()}))
     // A sees the dead holder and is held right there, before it acts on what it saw.
     const a = await contender(lock, {PIPE_FAULT_PAUSE_AT: 'lock-stale', PIPE_FAULT_PAUSE_DIR: pauseDir})
-    await until(() => existsSync(path.join(pauseDir, `reached.${a.child.pid}`)), 'A reaching the takeover', a.said)
+    await until(pauseDir, `reached.${a.child.pid}`, 'A reaching the takeover', a.said)
     // B takes the dead holder's lock over meanwhile and holds a fresh lock.
     const b = await contender(lock)
     expect(await b.said).to.equal('acquired')
@@ -85,7 +84,7 @@ describe('lock files', function () {
     await mkdir(pauseDir)
     await writeFile(lock, JSON.stringify({pid: await deadPid(), host: os.hostname(), at: new Date().toISOString()}))
     const racers = await Promise.all([0, 1, 2, 3].map(() => contender(lock, {PIPE_FAULT_PAUSE_AT: 'lock-stale', PIPE_FAULT_PAUSE_DIR: pauseDir})))
-    for (const r of racers) await until(() => existsSync(path.join(pauseDir, `reached.${r.child.pid}`)), 'a racer reaching the takeover', r.said)
+    for (const r of racers) await until(pauseDir, `reached.${r.child.pid}`, 'a racer reaching the takeover', r.said)
     await writeFile(path.join(pauseDir, 'go'), '')
     const said = await Promise.all(racers.map((r) => r.said))
     expect(said.filter((s) => s === 'acquired'), said.join(', ')).to.have.length(1)

@@ -151,7 +151,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
 
   it('ends a reply slower than the step timeout in E_TOOL_TIMEOUT', async () => {
     server = await ModelServer.start(cannedReply)
-    server.script('compile', {content: compileOk(), delayMs: 5000})
+    server.script('compile', {hang: true})
     const result = await run(await pipeline('', '    timeout_ms: 500\n    retry: {max_retries: 0}\n'))
     expect(result.code).to.equal(1)
     const body = json<RunJson>(result)

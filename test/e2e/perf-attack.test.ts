@@ -9,6 +9,7 @@ import {existsSync} from 'node:fs'
 import {copyFile, mkdir, readdir, readFile, rm, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -33,18 +34,11 @@ async function heldAt(args: string[], at: string, cwd: string): Promise<{go: () 
   let stderr = ''
   child.stdout.resume()
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-  let ended = false
-  const done = new Promise<{code: number | null; stderr: string}>((resolve) =>
-    child.on('close', (code) => {
-      ended = true
-      resolve({code, stderr})
-    }),
-  )
+  const done = new Promise<{code: number | null; stderr: string}>((resolve) => child.on('close', (code) => resolve({code, stderr})))
   // Waits for the process to report that it reached the point (an event, not a duration).
-  while (!existsSync(path.join(gate, `reached.${child.pid}`))) {
-    if (ended) throw new Error(`pipe ended before reaching ${at}: ${stderr}`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
+  await changeIn(gate, () => existsSync(path.join(gate, `reached.${child.pid}`)), `reaching ${at}`, done).catch(() => {
+    throw new Error(`pipe ended before reaching ${at}: ${stderr}`)
+  })
   return {go: () => writeFile(path.join(gate, 'go'), ''), done}
 }
 

@@ -126,8 +126,10 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     const paused = json<RunJson>(await cli(['run', await pipeline(allTargets), '--input', prd, '--json']))
     expect(paused.status).to.equal('awaiting_input')
     server.reply({delayMs: 300}, {delayMs: 300}, {delayMs: 300})
+    const arrivedBefore = server.arrived.length
     const review = cli(['review', paused.run_id, '--decision', 'go'])
-    await new Promise((r) => setTimeout(r, 150))
+    // The second process starts while the review is delivering (its first request has arrived and waits for its answer).
+    await Promise.race([server.arrival(arrivedBefore + 1), review])
     const [reviewed, manual] = await Promise.all([review, cli(['publish', paused.run_id, '--target', 'generic'])])
     expect(reviewed.code, reviewed.stderr).to.equal(0)
     expect([0, 2]).to.include(manual.code)

@@ -33,6 +33,7 @@ export class WebhookServer {
   readonly endlessWritten: number[] = []
   private readonly replies: Reply[] = []
   private readonly endlessDone: Array<() => void> = []
+  private readonly arrivals: Array<{count: number; resolve: () => void}> = []
 
   private constructor(
     private readonly server: Server,
@@ -48,6 +49,10 @@ export class WebhookServer {
         const self = holder.self!
         const reply = self.replies.shift() ?? {}
         self.arrived.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
+        for (const waiter of self.arrivals.filter((w) => self.arrived.length >= w.count)) {
+          self.arrivals.splice(self.arrivals.indexOf(waiter), 1)
+          waiter.resolve()
+        }
         if (reply.hang) return
         if (reply.endless !== undefined) return self.pump(res, reply.endless)
         const answer = (): void => {
@@ -84,6 +89,12 @@ export class WebhookServer {
   endlessClosed(): Promise<void> {
     if (this.endlessWritten.length > 0) return Promise.resolve()
     return new Promise((resolve) => this.endlessDone.push(resolve))
+  }
+
+  /** Resolves once `count` requests have arrived, answered or not. */
+  arrival(count: number): Promise<void> {
+    if (this.arrived.length >= count) return Promise.resolve()
+    return new Promise((resolve) => this.arrivals.push({count, resolve}))
   }
 
   reply(...replies: Reply[]): this {
