@@ -1,13 +1,14 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {readdir, readFile, writeFile} from 'node:fs/promises'
+import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {hashJson} from '../../src/util/hash.js'
 import {bin, defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 
 interface RunJson {
   run_id: string
@@ -122,31 +123,28 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
   it('records SIGTERM as interrupted (exit 130), shows a killed run as interrupted, and resumes both', async () => {
     const slow = path.join(dir, 'slow.yaml')
     await writeFile(slow, 'version: 1\nname: slow\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, sleep_ms: 3000, next: c}\n  - {id: c, kind: noop}\n')
-    const start = (): {child: ReturnType<typeof spawn>; done: Promise<{code: number | null; signal: string | null}>} => {
-      const child = spawn(process.execPath, [bin, 'run', slow], {cwd: dir, env: {...process.env, PIPE_HOME: dir}})
+    const start = (trace: string): {child: ReturnType<typeof spawn>; done: Promise<{code: number | null; signal: string | null}>} => {
+      const child = spawn(process.execPath, [bin, 'run', slow], {cwd: dir, env: {...process.env, PIPE_HOME: dir, PIPE_FAULT_TRACE: trace}})
       child.stderr.resume()
       child.stdout.resume()
       return {child, done: new Promise((resolve) => child.on('close', (code, signal) => resolve({code, signal})))}
     }
-    /** Waits for a run not in `known` to record its first step, and returns its id. */
-    const waitForStep = async (known: string[]): Promise<string> => {
-      for (let i = 0; i < 200; i++) {
-        const fresh = (await runIds(dir)).filter((id) => !known.includes(id))
-        const id = fresh.find((r) => existsSync(path.join(dir, '.pipe', 'runs', r, 'snapshots', '000001.json')))
-        if (id) return id
-        await new Promise((r) => setTimeout(r, 50))
-      }
-      throw new Error('the run never started')
+    /** Waits until the run has recorded step a and is in step b's sleep (its trace says so), and returns the run's id. */
+    const inStepB = async (run: ReturnType<typeof start>, trace: string, known: string[]): Promise<string> => {
+      await changeIn(dir, async () => existsSync(trace) && (await readFile(trace, 'utf8')).includes('\nbefore-step:b#1\n'), 'step b starting', run.done)
+      const fresh = (await runIds(dir)).filter((id) => !known.includes(id))
+      expect(fresh).to.have.length(1)
+      expect(existsSync(path.join(dir, '.pipe', 'runs', fresh[0]!, 'snapshots', '000001.json')), 'step a recorded').to.equal(true)
+      return fresh[0]!
     }
-    const first = start()
-    const termed = await waitForStep([])
+    const first = start(path.join(dir, 'trace-1.txt'))
+    const termed = await inStepB(first, path.join(dir, 'trace-1.txt'), [])
     first.child.kill('SIGTERM')
     expect((await first.done).code).to.equal(130)
     expect(json<{status: string}>(await pipe(['runs', 'show', termed, '--json'], {cwd: dir})).status).to.equal('interrupted')
 
-    const second = start()
-    const killed = await waitForStep([termed])
-    await new Promise((r) => setTimeout(r, 300))
+    const second = start(path.join(dir, 'trace-2.txt'))
+    const killed = await inStepB(second, path.join(dir, 'trace-2.txt'), [termed])
     second.child.kill('SIGKILL')
     await second.done
     const shown = json<{status: string; run: {status: string}}>(await pipe(['runs', 'show', killed, '--json'], {cwd: dir}))
@@ -155,11 +153,14 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
     const listed = json<{runs: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
     expect(listed.runs.find((r) => r.run_id === killed)?.status).to.equal('interrupted')
 
-    for (const id of [termed, killed]) {
-      const resumed = await pipe(['resume', id, '--json'], {cwd: dir})
-      expect(resumed.code, resumed.stderr).to.equal(0)
-      expect((await snapshotsOf(dir, id)).map((s) => s.step.name)).to.deep.equal(['a', 'b', 'c'])
-    }
+    // Both resumed at once (each sleeps through step b again), on the one store.
+    await Promise.all(
+      [termed, killed].map(async (id) => {
+        const resumed = await pipe(['resume', id, '--json'], {cwd: dir})
+        expect(resumed.code, resumed.stderr).to.equal(0)
+        expect((await snapshotsOf(dir, id)).map((s) => s.step.name)).to.deep.equal(['a', 'b', 'c'])
+      }),
+    )
   })
 })
 
@@ -445,7 +446,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
 
   interface Scenario {
     name: string
-    /** Prepares a fresh directory; returns the command to kill and the run it concerns (if known before). */
+    /** Prepares a directory, once: each kill starts from a copy of it. Returns the command to kill and the run it concerns (if known before). */
     setup(cwd: string): Promise<{args: string[]; runId?: string}>
     final: string
     /** The exit code of the command when it is not killed. */
@@ -532,15 +533,21 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
 
   for (const scenario of scenarios) {
     it(`is killed at points spread across ${scenario.name}; the store verifies at once, and again when the run has ended`, async () => {
-      const baseDir = await fresh(`${scenario.final}-baseline-${scenarios.indexOf(scenario)}`)
-      const {args} = await scenario.setup(baseDir)
-      const {points, result} = await tracePoints(baseDir, args)
+      // The set-up (a paused run, a ledger entry) is made once; the baseline and every kill start from a copy of it.
+      const template = await fresh(`${scenario.final}-template-${scenarios.indexOf(scenario)}`)
+      const setup = await scenario.setup(template)
+      const copyOfSetup = async (name: string): Promise<string> => {
+        const cwd = await fresh(name)
+        await cp(template, cwd, {recursive: true})
+        return cwd
+      }
+      const baseDir = await copyOfSetup(`${scenario.final}-baseline-${scenarios.indexOf(scenario)}`)
+      const {points, result} = await tracePoints(baseDir, setup.args)
       expect(result.code, result.stderr).to.equal(scenario.code)
       const from = points.indexOf('run-created#1')
       const chosen = spread(points.slice(Math.max(from, 0)), 12)
       for (const [i, point] of chosen.entries()) {
-        const cwd = await fresh(`${scenario.final}-${scenarios.indexOf(scenario)}-${i}`)
-        const setup = await scenario.setup(cwd)
+        const cwd = await copyOfSetup(`${scenario.final}-${scenarios.indexOf(scenario)}-${i}`)
         const killed = await pipe(setup.args, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
         expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
         await verifiesAfterKill(cwd, point)
