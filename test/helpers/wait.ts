@@ -1,6 +1,5 @@
-/** Waiting for an event instead of a guessed duration: a file appearing, a line on a stream. */
+/** Waiting for an event instead of a guessed duration: a file appearing or changing. */
 import {watch} from 'node:fs'
-import type {Readable} from 'node:stream'
 
 /**
  * Resolves once `check` holds: checked at once, then again at each change the kernel reports in
@@ -51,20 +50,5 @@ export function changeIn(dir: string, check: () => boolean | Promise<boolean>, w
       }
       finish(new Error(`${what} never happened: the process ended first`))
     })
-  })
-}
-
-/** Resolves with the text read so far once it matches `pattern`; rejects, with that text, when the stream ends first. */
-export function lineOn(stream: Readable, pattern: RegExp, what = String(pattern)): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    let text = ''
-    const onData = (chunk: Buffer | string): void => {
-      text += chunk.toString()
-      if (!pattern.test(text)) return
-      stream.off('data', onData).off('end', onEnd)
-      resolve(text)
-    }
-    const onEnd = (): void => reject(new Error(`${what} never came; the stream ended after:\n${text}`))
-    stream.on('data', onData).on('end', onEnd)
   })
 }
