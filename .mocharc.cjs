@@ -20,12 +20,15 @@ const jobs = Number(process.env.PIPE_TEST_JOBS) || Math.max(2, cores)
 const longestFirst = [
   'test/e2e/durable.test.ts',
   'test/e2e/malformed-records.test.ts',
-  'test/unit/agent-tools.test.ts',
-  'test/e2e/coding.test.ts',
   'test/e2e/cassette.test.ts',
-  'test/e2e/publish.test.ts',
   'test/e2e/agent.test.ts',
-  'test/unit/cassette.test.ts',
+  'test/e2e/coding.test.ts',
+  'test/e2e/publish.test.ts',
+  'test/e2e/audit.test.ts',
+  'test/e2e/run.test.ts',
+  'test/e2e/view.test.ts',
+  'test/cli/test-command.test.ts',
+  'test/cli/output.test.ts',
 ]
 
 function testFiles(dir) {
