@@ -34,7 +34,7 @@ export interface Policy {
      */
     command_timeout_ms?: number
     /**
-     * Wall-clock limit of one step that sets no timeout_ms of its own. At most 2147483647.
+     * Wall-clock limit of one step that sets no timeout_ms of its own.
      */
     step_timeout_ms?: number
     /**

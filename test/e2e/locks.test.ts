@@ -24,11 +24,12 @@ async function contender(lock: string, env: Record<string, string> = {}): Promis
   if (!existsSync(script)) {
     await writeFile(
       script,
-      `import {acquireLock} from ${JSON.stringify(pathToFileURL(path.join(repoRoot, 'dist', 'util', 'lock.js')).href)}\n` +
+      // The source module through tsx: the build makes one bundle, not a module per source file.
+      `import {acquireLock} from ${JSON.stringify(pathToFileURL(path.join(repoRoot, 'src', 'util', 'lock.ts')).href)}\n` +
         `try {\n  await acquireLock(process.argv[2], {busy: () => 'busy', hint: ''})\n  console.log('acquired')\n  process.stdin.resume()\n  process.stdin.on('end', () => process.exit(0))\n} catch (error) {\n  console.log('busy ' + error.code)\n}\n`,
     )
   }
-  const child = spawn(process.execPath, [script, lock], {env: {...process.env, ...env}, stdio: ['pipe', 'pipe', 'pipe']})
+  const child = spawn(process.execPath, ['--import', 'tsx', script, lock], {cwd: repoRoot, env: {...process.env, ...env}, stdio: ['pipe', 'pipe', 'pipe']})
   children.push(child)
   let out = ''
   const said = new Promise<string>((resolve) => {

@@ -49,12 +49,13 @@ describe('a policy file states what differs from the built-in policy', function 
     expect(record.policy_version).to.equal(body.policy_version)
   })
 
-  it('refuses a timeout longer than a timer can hold (2^31-1 ms), which would kill every command at once', async () => {
-    await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 3000000000, step_timeout_ms: 2147483648}\n')
+  it('refuses a command timeout longer than a timer can hold (2^31-1 ms), which would kill every command at once', async () => {
+    // A step's deadline re-arms its timer (test/e2e/perf-attack.test.ts); a command's is one timer.
+    await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 3000000000, step_timeout_ms: 3000000000}\n')
     const r = await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})
     expect(r.code, r.stdout + r.stderr).to.equal(2)
     expect(r.stdout + r.stderr).to.match(/policy\.yaml:2:39 {2}resource_limits\.command_timeout_ms {2}must be <= 2147483647, found 3000000000/)
-    expect(r.stdout + r.stderr).to.match(/step_timeout_ms.*2147483647/)
+    expect(r.stdout + r.stderr).to.not.contain('step_timeout_ms')
     await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 2147483647}\n')
     expect((await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})).code, 'the longest timer is allowed').to.equal(0)
   })
