@@ -4,18 +4,24 @@ import tseslint from 'typescript-eslint'
 
 /**
  * The direction of dependency between the folders of src/ (DESIGN.md, "Layers"): commands (and
- * their cli/ helpers) -> engine -> steps -> the rest. Each entry lists the folders a folder must
- * not import, by static import, re-export or dynamic import(). A relative path that climbs out of
- * the folder (`../engine/x.js`, `../../engine/x.js`) is how src/ files name another folder.
+ * their cli/ helpers) -> app (the use cases) -> engine -> steps -> the rest. Each entry lists the
+ * folders a folder must not import, by static import, re-export or dynamic import(). A relative
+ * path that climbs out of the folder (`../engine/x.js`, `../../engine/x.js`) is how src/ files name
+ * another folder.
  */
 const UPPER = ['commands', 'cli', 'view']
-const ENGINE_AND_UP = [...UPPER, 'engine']
+const APP_AND_UP = [...UPPER, 'app']
+const ENGINE_AND_UP = [...APP_AND_UP, 'engine']
 const STEPS_AND_UP = [...ENGINE_AND_UP, 'steps']
 const LOWEST = ['config', 'store', 'providers', 'policy', 'gates', 'publish', 'edit', 'vcs', 'spec', 'expr', 'schema']
 export const LAYERS = {
+  // commands and their cli/ helpers are the top (cli/ also holds the map of every command oclif loads).
+  cli: [],
+  commands: [],
   // The web view (pipe view, export --html): beside cli/, under the commands that serve it.
   view: ['commands', 'cli'],
-  engine: UPPER,
+  app: UPPER,
+  engine: APP_AND_UP,
   steps: ENGINE_AND_UP,
   // Loading and checking files: kinds reach the loader through the catalog the registry passes in.
   config: [...STEPS_AND_UP, 'store', 'providers', 'publish', 'edit', 'vcs', 'gates'],
@@ -38,21 +44,46 @@ export const LAYERS = {
   '.': [...STEPS_AND_UP, ...LOWEST],
 }
 
+/**
+ * The folders above steps reach a kind only through src/steps/registry.ts (its handlers and `views`)
+ * and src/steps/types.ts, never a kind's own module: what a kind records stays its own.
+ */
+export const ABOVE_KINDS = ['app', 'engine', 'commands', 'cli', 'view']
+const KIND_MODULE = '^(\\.\\./)+steps/(?!(registry|types)\\.js$)'
+
+/** commands, cli and view call use cases (src/app/); they name the engine only by its types. */
+export const ENGINE_TYPES_ONLY = ['commands', 'cli', 'view']
+
 /** An import of one of `folders`: from src/*.ts (`root`) by `./`, from deeper by climbing out with `../`. */
 const reaches = (folders, root) => `^${root ? '\\./' : '(\\.\\./)+'}(${folders.join('|')})(/|$)`
 
 function layerRules(folder, forbidden) {
   const root = folder === '.'
   const name = root ? 'src/*.ts' : `src/${folder}/`
-  const message = `${name} must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see DESIGN.md, Layers).`
-  const regex = reaches(forbidden, root)
-  return {
-    files: [root ? 'src/*.ts' : `src/${folder}/**/*.ts`],
-    rules: {
-      'no-restricted-imports': ['error', {patterns: [{regex, message}]}],
-      'no-restricted-syntax': ['error', {selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message}],
-    },
+  const patterns = []
+  if (forbidden.length > 0) {
+    patterns.push({
+      regex: reaches(forbidden, root),
+      message: `${name} must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see DESIGN.md, Layers).`,
+    })
   }
+  if (ABOVE_KINDS.includes(folder)) {
+    patterns.push({regex: KIND_MODULE, message: `${name} must not import a step kind's module: read what a kind records through src/steps/registry.ts (views, handlers) and src/steps/types.ts.`})
+  }
+  const rules = {
+    'no-restricted-imports': ['error', {patterns}],
+    'no-restricted-syntax': [
+      'error',
+      ...patterns.map(({regex, message}) => ({selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message})),
+    ],
+  }
+  if (ENGINE_TYPES_ONLY.includes(folder)) {
+    const message = `${name} must call the engine through a use case in src/app/; it may import the engine's types only (see DESIGN.md, Layers).`
+    const regex = reaches(['engine'], root)
+    rules['@typescript-eslint/no-restricted-imports'] = ['error', {patterns: [{regex, message, allowTypeImports: true}]}]
+    rules['no-restricted-syntax'].push({selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message})
+  }
+  return {files: [root ? 'src/*.ts' : `src/${folder}/**/*.ts`], rules}
 }
 
 export default tseslint.config(

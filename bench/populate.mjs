@@ -21,7 +21,7 @@ mkdirSync(cwd, {recursive: true})
 
 const dist = process.env.PIPE_BENCH_DIST ?? path.join(root, 'dist')
 const {durability} = await import(path.join(dist, 'util/fs.js'))
-const {startSession} = await import(path.join(dist, 'engine/sessions/start.js'))
+const {startSession} = await import(path.join(dist, 'app/sessions/start.js'))
 durability.sync = values.sync
 delete process.env.OPENAI_API_KEY
 delete process.env.OPENAI_BASE_URL

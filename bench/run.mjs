@@ -205,7 +205,7 @@ if (want('fsyncs') && !opts.bin) {
   writeFileSync(path.join(cwd, 'chain50.yaml'), chain(50))
   const script = `
     const {durability} = await import(${JSON.stringify(path.join(root, 'dist/util/fs.js'))})
-    const {startSession} = await import(${JSON.stringify(path.join(root, 'dist/engine/sessions/start.js'))})
+    const {startSession} = await import(${JSON.stringify(path.join(root, 'dist/app/sessions/start.js'))})
     const out = {}
     for (const [name, extra] of [['default', {pipeline: ${JSON.stringify(path.join(root, 'pipelines/default.yaml'))}, input: ${JSON.stringify(path.join(root, 'examples/full-prd.md'))}, decision: 'go'}], ['chain50', {pipeline: 'chain50.yaml', text: 'x'}]]) {
       durability.count = 0

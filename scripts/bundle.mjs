@@ -43,7 +43,7 @@ const VENDORED = {
 /** The vendored file of a package: dist/vendor/NAME.js, a scope's `@` and `/` left out of NAME (@a/b: a-b.js). */
 const vendorFile = (name) => name.replace(/^@/, '').replace(/\//g, '-')
 /** Modules the build (scripts/build-validators.mjs) and the benchmark (bench/) import from dist/. */
-const SCRIPT_ENTRIES = ['schema/options', 'util/fs', 'engine/sessions/start'].filter((name) => existsSync(path.join(src, `${name}.ts`)))
+const SCRIPT_ENTRIES = ['schema/options', 'util/fs', 'app/sessions/start'].filter((name) => existsSync(path.join(src, `${name}.ts`)))
 
 const vendorEntries = {
   name: 'pipe-vendor-entries',

@@ -3,7 +3,7 @@
  * `--decision` and the terminal prompt take them in any case, and the record keeps the canonical
  * value. `no`/`n` mean drop, which ends the run as cancelled, as a "no" to "go ahead?" does.
  */
-import type {Decision} from '../engine/sessions/shared.js'
+import type {Decision} from '../app/sessions/shared.js'
 import {PipeError} from '../errors.js'
 
 const WORDS: Readonly<Record<string, Decision>> = {go: 'go', yes: 'go', y: 'go', ok: 'go', hold: 'hold', drop: 'drop', no: 'drop', n: 'drop'}

@@ -3,7 +3,7 @@ import path from 'node:path'
 import type {Interfaces} from '@oclif/core'
 import * as Flags from '@oclif/core/flags'
 import {PipeError} from '../errors.js'
-import type {ReplyOptions} from '../engine/sessions/shared.js'
+import type {ReplyOptions} from '../app/sessions/shared.js'
 
 export const replyFlags = {
   record: Flags.string({description: 'Record every model request and its reply to this cassette (JSON Lines; secrets are never written). Needs a model endpoint.', helpValue: 'FILE'}),

@@ -1,7 +1,7 @@
 /** The shared end of every command that drives a run: ask at the terminal if it can, print, set the exit code. */
 import path from 'node:path'
 import type {RunOutcome} from '../engine/engine.js'
-import type {SessionOptions} from '../engine/sessions/shared.js'
+import type {SessionOptions} from '../app/sessions/shared.js'
 import {speak} from './error-channel.js'
 import {redact} from '../util/redact.js'
 import {canPrompt, continueAtTerminal} from './interactive.js'

@@ -1,5 +1,5 @@
 /** The text form of pipe stats: totals, one line per pipeline, one line per run. */
-import type {Metrics, StatsReport} from '../engine/stats.js'
+import type {Metrics, StatsReport} from '../app/stats.js'
 import {line as t_, visibleLine} from '../util/terminal-text.js'
 
 const pct = (rate: number | null): string => (rate === null ? '-' : `${Math.round(rate * 1000) / 10}%`)

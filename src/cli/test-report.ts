@@ -1,6 +1,6 @@
 /** What pipe test prints: a line per test with its reasons, a summary, and JUnit XML for CI. */
 import path from 'node:path'
-import type {TestResult} from '../engine/testing/run.js'
+import type {TestResult} from '../app/testing/run.js'
 import {line as t, visible} from '../util/terminal-text.js'
 
 export interface TestReport {

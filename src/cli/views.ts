@@ -2,8 +2,8 @@
 import {stringify} from 'yaml'
 import {formatDiagnostic, type Diagnostic} from '../config/diagnostics.js'
 import type {GateResult} from '../gates/evaluate.js'
-import type {RunPlan} from '../engine/sessions/plan.js'
-import {gateResult} from '../steps/gate.js'
+import type {RunPlan} from '../app/sessions/plan.js'
+import {views} from '../steps/registry.js'
 import type {RunSummary, SpecSummary} from '../store/queries.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -83,6 +83,7 @@ export function renderSnapshot(s: Snapshot): string {
   lines.push(t`  started ${s.step.started_at}  ended ${s.step.ended_at}  (${s.step.duration_ms ?? '?'} ms)`)
   lines.push('  inputs:', indentYaml(s.inputs))
   // A gate result has its own view below.
+  const gateResult = views.gate.result
   const gate = gateResult.of(s)
   const outputs = Object.fromEntries(Object.entries(s.outputs as Record<string, unknown>).filter(([key]) => key !== gateResult.key))
   lines.push('  outputs:', indentYaml(outputs))

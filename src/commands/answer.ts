@@ -8,10 +8,10 @@ import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {answersOf, loadAnswersFile} from '../config/answers.js'
-import {answerSession} from '../engine/sessions/answer.js'
+import {answerSession} from '../app/sessions/answer.js'
 import {PipeError} from '../errors.js'
 import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
-import {questionsAsked} from '../steps/clarify-questions.js'
+import {views} from '../steps/registry.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
 import {line as t, visible} from '../util/terminal-text.js'
@@ -68,7 +68,7 @@ export default class Answer extends PipeCommand {
   private async showQuestions(runId: string, storeDir: string, history: boolean, quietTail = false): Promise<{run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
     const store = await Store.existing(storeDir)
     const record = await store.readRun(runId)
-    const rounds = await clarifyRounds(store, runId, (s) => questionsAsked.of(s))
+    const rounds = await clarifyRounds(store, runId, (s) => views.clarify_questions.questions.of(s))
     const waiting = record.status === 'awaiting_input' && record.pending?.kind === 'answers'
     const current = rounds.at(-1) ?? null
     const earlier = current ? rounds.slice(0, -1) : []

@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
-import {cancelSession} from '../engine/sessions/cancel.js'
+import {cancelSession} from '../app/sessions/cancel.js'
 import {assertId} from '../store/ids.js'
 
 export default class Cancel extends PipeCommand {

@@ -5,7 +5,7 @@ import {progressPrinter} from '../cli/progress.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
-import {confirmSession} from '../engine/sessions/confirm.js'
+import {confirmSession} from '../app/sessions/confirm.js'
 import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
 

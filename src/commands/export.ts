@@ -1,7 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
-import {exportRun} from '../engine/export.js'
+import {exportSession} from '../app/export.js'
 import {exportRunHtml} from '../view/export-html.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
@@ -23,13 +23,13 @@ export default class Export extends PipeCommand {
   async run(): Promise<{dir: string; files: string[]} | {html: string; bytes: number}> {
     const {args, flags} = await this.parse(Export)
     assertId('run', args.run)
-    const store = await Store.existing(this.storeDir(flags.store))
     if (flags.html !== undefined) {
+      const store = await Store.existing(this.storeDir(flags.store))
       const written = await exportRunHtml(store, args.run, flags.html)
       if (!this.jsonEnabled()) process.stdout.write(t`${written.html}\n`)
       return written
     }
-    const result = await exportRun(store, args.run, flags.dir)
+    const result = await exportSession({cwd: process.cwd(), store: this.storeDir(flags.store), runId: args.run, dir: flags.dir})
     if (!this.jsonEnabled()) process.stdout.write(`${result.files.map((f) => t`${result.dir}/${f}`).join('\n')}\n`)
     return result
   }

@@ -53,7 +53,7 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
     let taken: PathTaken | undefined
     if (flags.run !== undefined) {
       assertId('run', flags.run, '--run')
-      const {runPath} = await import('../engine/run-path.js')
+      const {runPath} = await import('../app/run-path.js')
       taken = await runPath({store: this.storeDir(flags.store), cwd: process.cwd(), runId: flags.run, pipeline: result.loaded})
     }
     const text = renderGraph(pipeline, format, kindCatalog, taken)

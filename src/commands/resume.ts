@@ -6,7 +6,7 @@ import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {replyFlags, replyOptions} from '../cli/reply-flags.js'
-import {resumeSession} from '../engine/sessions/resume.js'
+import {resumeSession} from '../app/sessions/resume.js'
 import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {assertId} from '../store/ids.js'
 

@@ -1,7 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
-import {rollbackEditSession, type RollbackResult} from '../engine/sessions/rollback.js'
+import {rollbackEditSession, type RollbackResult} from '../app/sessions/rollback.js'
 import {assertId} from '../store/ids.js'
 import {line as t} from '../util/terminal-text.js'
 

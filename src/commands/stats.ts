@@ -1,7 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {renderStats} from '../cli/stats-view.js'
-import {collectStats, type StatsReport} from '../engine/stats.js'
+import {collectStats, type StatsReport} from '../app/stats.js'
 import {PipeError} from '../errors.js'
 import {Store} from '../store/store.js'
 

@@ -5,7 +5,7 @@
  * was shown is still exactly the call that would run.
  */
 import {PipeError} from '../errors.js'
-import {actionHash, type ConfirmAction} from '../steps/confirm-action.js'
+import {actionHash, type ConfirmAction} from '../steps/registry.js'
 import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'

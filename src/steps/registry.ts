@@ -7,20 +7,20 @@ import {choice} from './choice.js'
 import {command} from './command.js'
 import {end} from './end.js'
 import {foreach} from './foreach.js'
-import {edit} from './edit.js'
+import {appliedEdit, edit} from './edit.js'
 import {git} from './git.js'
 import {qa} from './qa.js'
-import {clarifyQuestions} from './clarify-questions.js'
+import {clarifyQuestions, questionsAsked} from './clarify-questions.js'
 import {compile} from './compile.js'
-import {gate} from './gate.js'
+import {gate, gateResult} from './gate.js'
 import {generateVv} from './generate-vv.js'
 import {ingest} from './ingest.js'
 import {model} from './model.js'
 import {noop} from './noop.js'
 import {pipeline} from './pipeline.js'
 import {planTasks} from './plan-tasks.js'
-import {publish} from './publish.js'
-import {review} from './review.js'
+import {publish, publishTargets} from './publish.js'
+import {approves, review} from './review.js'
 import {write} from './write.js'
 import {declaredOutputs} from './output-schemas.js'
 import type {StepHandler, StepKind, StepRegistry} from './types.js'
@@ -48,6 +48,27 @@ export const registry: StepRegistry = {
   foreach,
   agent,
 }
+
+/**
+ * What the layers above steps (app, engine, commands) read from a kind's snapshots and steps, asked
+ * of the kind here: no file above steps imports a kind's module (eslint.config.js enforces it), so
+ * what a kind records stays its own and a renamed field fails to compile where it is read.
+ */
+export const views = {
+  /** The gate's verdict on the spec (a review shows the latest; runs show hides it from the outputs). */
+  gate: {result: gateResult},
+  /** Whether a snapshot is a "go" for that spec version (only approved versions are published by hand). */
+  review: {approves},
+  /** The targets the pipeline's publish steps declare. */
+  publish: {targets: publishTargets},
+  /** The files an edit step applied (what pipe rollback restores). */
+  edit: {applied: appliedEdit},
+  /** The questions a clarify step asked (what pipe answer answers). */
+  clarify_questions: {questions: questionsAsked},
+} as const satisfies Partial<Record<StepKind, object>>
+
+/** The hash that binds a person's confirmation to the action a kind paused with (the engine checks it on resume). */
+export {actionHash, type ConfirmAction} from './confirm-action.js'
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
   return registry[kind]

@@ -199,3 +199,24 @@ export class FileLedger implements LedgerRecords {
 /** The ledger: the file store's (a value, `new Ledger(store)`), and the interface any store's keeps (a type). */
 export const Ledger = FileLedger
 export type Ledger = LedgerRecords
+
+/**
+ * A person's word on a publication pipe holds (uncertain, or sent with an unknown outcome and
+ * waiting for its resend): send it again (`pending`), or take it as delivered after they checked
+ * the channel. Any other entry, or none, is left as it is. (pipe publish --resend / --mark-delivered)
+ */
+export async function releaseHeld(ledger: Ledger, key: string, how: {delivered: boolean; by: string}): Promise<void> {
+  await ledger.withKey(key, async () => {
+    const entry = await ledger.read(key)
+    if (!entry || (entry.status !== 'uncertain' && !(entry.status !== 'delivered' && entry.attempts.at(-1)?.state === 'unknown'))) return
+    const at = new Date().toISOString()
+    if (how.delivered) {
+      entry.status = 'delivered'
+      entry.external_id ??= key
+      entry.delivered_at = at
+      entry.attempts.push({n: entry.attempts.length + 1, started_at: at, finished_at: at, state: 'delivered', by: how.by, error: 'marked delivered by hand after checking the channel'})
+    } else entry.status = 'pending'
+    entry.updated_at = at
+    await ledger.write(entry)
+  })
+}

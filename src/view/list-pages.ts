@@ -1,5 +1,5 @@
 /** The runs list (filters, children nested, live status) and the stats page (charts drawn here as SVG). */
-import type {StatsReport} from '../engine/stats.js'
+import type {StatsReport} from '../app/stats.js'
 import type {RunSummary} from '../store/queries.js'
 import {escapeText, html, trusted, type Html} from './html.js'
 import {childTable, statusBadge} from './run-page.js'

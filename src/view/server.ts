@@ -7,7 +7,7 @@
 import {randomBytes} from 'node:crypto'
 import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http'
 import type {AddressInfo} from 'node:net'
-import {collectStats} from '../engine/stats.js'
+import {collectStats} from '../app/stats.js'
 import {PipeError} from '../errors.js'
 import {diffValues} from '../spec/diff.js'
 import {ID_PATTERNS} from '../store/ids.js'

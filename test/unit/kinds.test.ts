@@ -228,7 +228,7 @@ describe('layer direction (eslint no-restricted-imports)', function () {
 
   async function problems(file: string, code: string): Promise<string[]> {
     const [result] = await eslint.lintText(code, {filePath: path.join(root, file)})
-    return result!.messages.filter((m) => m.ruleId === 'no-restricted-imports' || m.ruleId === 'no-restricted-syntax').map((m) => m.message)
+    return result!.messages.filter((m) => m.ruleId === 'no-restricted-imports' || m.ruleId === '@typescript-eslint/no-restricted-imports' || m.ruleId === 'no-restricted-syntax').map((m) => m.message)
   }
 
   it('rejects an import against the direction, static, re-exported, type-only or dynamic, from any depth', async () => {
@@ -239,11 +239,30 @@ describe('layer direction (eslint no-restricted-imports)', function () {
     expect(await problems('src/engine/probe.ts', "import {x} from '../commands/run.js'\nexport const y = x\n")).to.have.length(1)
     expect(await problems('src/probe.ts', "import {Store} from './store/store.js'\nexport const s = Store\n")).to.have.length(1)
     expect((await problems('src/config/probe.ts', "import {Store} from '../store/store.js'\nexport const s = Store\n"))[0]).to.match(/src\/config\/ must not import from .*src\/store\//)
+    expect(await problems('src/engine/probe.ts', "import {startSession} from '../app/sessions/start.js'\nexport const s = startSession\n")).to.have.length(1)
+    expect(await problems('src/steps/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../app/sessions/start.js')\n}\n")).to.have.length(1)
+    expect(await problems('src/app/sessions/probe.ts', "import {x} from '../../cli/views.js'\nexport const y = x\n")).to.have.length(1)
+  })
+
+  it('rejects a value import of the engine from commands and cli: they call a use case in src/app/', async () => {
+    expect((await problems('src/commands/probe.ts', "import {Engine} from '../engine/engine.js'\nexport const e = Engine\n"))[0]).to.match(/src\/commands\/ must call the engine through a use case in src\/app\//)
+    expect(await problems('src/cli/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../engine/run-path.js')\n}\n")).to.have.length(1)
+  })
+
+  it('rejects an import of a step kind\'s module from above steps, at any depth, static or dynamic', async () => {
+    expect((await problems('src/app/sessions/probe.ts', "import {approves} from '../../steps/review.js'\nexport const a = approves\n"))[0]).to.match(/must not import a step kind's module/)
+    expect(await problems('src/app/sessions/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../../steps/gate.js')\n}\n")).to.have.length(1)
+    expect(await problems('src/engine/probe.ts', "import {actionHash} from '../steps/confirm-action.js'\nexport const h = actionHash\n")).to.have.length(1)
+    expect(await problems('src/commands/probe.ts', "import {questionsAsked} from '../steps/clarify-questions.js'\nexport const q = questionsAsked\n")).to.have.length(1)
+    expect(await problems('src/cli/probe.ts', "export {gateResult} from '../steps/gate.js'\n")).to.have.length(1)
+    // Inside steps, kinds and their helpers import each other.
+    expect(await problems('src/steps/probe.ts', "import {gateResult} from './gate.js'\nexport const g = gateResult\n")).to.deep.equal([])
   })
 
   it('allows imports along the direction', async () => {
     expect(await problems('src/engine/probe.ts', "import {registry} from '../steps/registry.js'\nexport const r = registry\n")).to.deep.equal([])
     expect(await problems('src/steps/probe.ts', "import {Store} from '../store/store.js'\nimport type {Pipeline} from '../types/pipeline.js'\nexport const s: [unknown, Pipeline?] = [Store]\n")).to.deep.equal([])
-    expect(await problems('src/commands/probe.ts', "import {Engine} from '../engine/engine.js'\nexport const e = Engine\n")).to.deep.equal([])
+    expect(await problems('src/commands/probe.ts', "import type {RunOutcome} from '../engine/engine.js'\nimport {startSession} from '../app/sessions/start.js'\nexport const e: [unknown, RunOutcome?] = [startSession]\n")).to.deep.equal([])
+    expect(await problems('src/app/sessions/probe.ts', "import {Engine} from '../../engine/engine.js'\nimport {views, registry} from '../../steps/registry.js'\nimport type {StepKind} from '../../steps/types.js'\nexport const e: [unknown, unknown, unknown, StepKind?] = [Engine, views, registry]\n")).to.deep.equal([])
   })
 })

@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {renderGraph} from '../../src/config/graph-render.js'
-import {pathOf} from '../../src/engine/run-path.js'
+import {pathOf} from '../../src/app/run-path.js'
 import type {Pipeline} from '../../src/types/pipeline.js'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'

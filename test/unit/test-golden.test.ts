@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {goldenDiff, goldenText} from '../../src/engine/testing/golden.js'
+import {goldenDiff, goldenText} from '../../src/app/testing/golden.js'
 import {junitXml} from '../../src/cli/test-report.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 

@@ -3,7 +3,7 @@ import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {Store} from '../../store/store.js'
 import {sameProcessAlive} from '../../util/lock.js'
-import type {RunOutcome} from '../engine.js'
+import type {RunOutcome} from '../../engine/engine.js'
 import {type SessionOptions, engineFor} from './shared.js'
 
 export async function cancelSession(options: SessionOptions & {runId: string; reason?: string; waitMs?: number}): Promise<RunOutcome> {
@@ -20,5 +20,3 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
   return engine.cancel(options.runId, options.reason ?? 'cancelled by hand')
 }
-
-// Replay.

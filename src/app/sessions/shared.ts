@@ -18,7 +18,7 @@ import type {RunRecord} from '../../types/run.js'
 import {faultPoint, faultsEnabled} from '../../util/faults.js'
 import {addSecretsNamedIn} from '../../util/redact.js'
 import type {InputDeclaration} from '../../expr/inputs.js'
-import {Engine, type EngineDeps} from '../engine.js'
+import {Engine, type EngineDeps} from '../../engine/engine.js'
 
 export type Decision = 'go' | 'hold' | 'drop'
 

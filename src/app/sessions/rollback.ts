@@ -2,6 +2,7 @@
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
+import {views} from '../../steps/registry.js'
 import {Store} from '../../store/store.js'
 import {currentUser} from '../../util/user.js'
 import {type SessionOptions, policyOrThrow, guarding} from './shared.js'
@@ -17,7 +18,7 @@ export async function rollbackEditSession(options: SessionOptions & {runId: stri
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
-  const {appliedEdit} = await import('../../steps/edit.js')
+  const appliedEdit = views.edit.applied
   const edits = snapshots.filter((s) => appliedEdit.of(s) !== undefined)
   const target = [...edits].reverse().find((s) => (options.seq !== undefined ? s.step.seq === options.seq : options.step === undefined || s.step.name === options.step))
   if (!target) {
@@ -39,5 +40,3 @@ export async function rollbackEditSession(options: SessionOptions & {runId: stri
     await release()
   }
 }
-
-// Publishing again by hand.

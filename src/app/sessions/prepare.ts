@@ -12,7 +12,7 @@ import type {RunRecord} from '../../types/run.js'
 import {decodeText, readInputFile, readStream} from '../../util/text-input.js'
 import {readYamlFile} from '../../config/yaml-source.js'
 import {resolveInputs, type InputDeclaration, type InputValue} from '../../expr/inputs.js'
-import {readSecrets} from '../expressions.js'
+import {readSecrets} from '../../engine/expressions.js'
 import {type StartSession, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
 
 async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {

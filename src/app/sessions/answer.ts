@@ -2,7 +2,7 @@
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {Store} from '../../store/store.js'
-import type {RunOutcome} from '../engine.js'
+import type {RunOutcome} from '../../engine/engine.js'
 import {type SessionOptions, openQuestions} from './shared.js'
 import {resumeSession} from './resume.js'
 

@@ -9,7 +9,7 @@ import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {handlerNamed} from '../steps/registry.js'
-import {attempts, roleOf} from './export.js'
+import {attempts, roleOf} from '../engine/export.js'
 
 export interface Metrics {
   runs: number

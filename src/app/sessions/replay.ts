@@ -5,8 +5,8 @@ import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
 import {planProvider} from '../../providers/select.js'
 import {Store} from '../../store/store.js'
-import {readSecrets} from '../expressions.js'
-import type {RunOutcome} from '../engine.js'
+import {readSecrets} from '../../engine/expressions.js'
+import type {RunOutcome} from '../../engine/engine.js'
 import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront, replySources} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 
@@ -63,5 +63,3 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   })
 }
-
-// Undoing an edit step by hand.

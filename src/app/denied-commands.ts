@@ -5,8 +5,8 @@ import {diag} from '../config/positions.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {checkCommandShape, checkEnv} from '../policy/rules.js'
 import type {JsonValue} from '../expr/index.js'
-import {registry} from './registry.js'
-import type {StepHandler, StepKind} from './types.js'
+import {registry} from '../steps/registry.js'
+import type {StepHandler, StepKind} from '../steps/types.js'
 
 /** The values of a step's fields that are already known before the run, by field path (run[2], stages.static[0][1]). */
 export type KnownValues = (stepIndex: number) => Record<string, JsonValue> | undefined

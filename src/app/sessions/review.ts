@@ -1,7 +1,8 @@
 /** pipe review: a decision given to a run that waits at a review, and what the reviewer sees first. */
 import path from 'node:path'
+import {views} from '../../steps/registry.js'
 import {Store} from '../../store/store.js'
-import type {RunOutcome} from '../engine.js'
+import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type Decision, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
 
@@ -25,10 +26,7 @@ export async function reviewSummary(options: SessionOptions & {runId: string}): 
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
-  const {gateResult} = await import('../../steps/gate.js')
-  const gate = gateResult.latest(snapshots) ?? null
+  const gate = views.gate.result.latest(snapshots) ?? null
   const spec = record.spec_version ? await store.readSpec(record.spec_version) : null
   return {spec, gate, reason: record.pending?.reason ?? ''}
 }
-
-// Ending a run by hand.

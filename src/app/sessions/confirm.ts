@@ -2,7 +2,7 @@
 import path from 'node:path'
 import {Store} from '../../store/store.js'
 import {faultPoint} from '../../util/faults.js'
-import type {RunOutcome} from '../engine.js'
+import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
 

@@ -14,8 +14,8 @@ import type {RunStore} from '../store/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {canonicalJson} from '../util/hash.js'
-import {History} from './history.js'
-import {contextFor, deferredFields, evaluatorFor, resolveStep, usesExpressions} from './expressions.js'
+import {History} from '../engine/history.js'
+import {contextFor, deferredFields, evaluatorFor, resolveStep, usesExpressions} from '../engine/expressions.js'
 
 export interface GateCheck {
   seq: number

@@ -8,7 +8,7 @@ import {kindCatalog} from '../../steps/registry.js'
 import {changesSpec, type StepHandler, type StepKind, type StepRegistry} from '../../steps/types.js'
 import type {RunRecord} from '../../types/run.js'
 import type {InputValue} from '../../expr/inputs.js'
-import {evaluatorFor, usesExpressions} from '../expressions.js'
+import {evaluatorFor, usesExpressions} from '../../engine/expressions.js'
 import {templatedStrings} from '../../config/expressions.js'
 import type {BoundExpressions, JsonValue} from '../../expr/index.js'
 import type {Decision, StartSession} from './shared.js'
@@ -55,7 +55,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
   const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
   const {registry} = await import('../../steps/registry.js')
   const {edgesOf, startStepId} = await import('../../config/graph.js')
-  const {deniedCommands} = await import('../../steps/policy-check.js')
+  const {deniedCommands} = await import('../denied-commands.js')
   const limits = policy.policy.resource_limits
   const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
   // A step whose when: is already false with these inputs is skipped: it needs no model.

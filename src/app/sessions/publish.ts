@@ -1,7 +1,12 @@
 /** pipe publish: publishing an approved spec version again by hand. */
 import path from 'node:path'
+import {didYouMean} from '../../util/suggest.js'
+import {backoffFor} from '../../engine/retry.js'
 import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
+import {publishTo, type PublishOutcome} from '../../publish/deliver.js'
+import {views} from '../../steps/registry.js'
+import {Ledger, ledgerKey, releaseHeld} from '../../store/ledger.js'
 import {Store} from '../../store/store.js'
 import {currentUser} from '../../util/user.js'
 import {type SessionOptions, loadPipelineOrThrow, policyOrThrow} from './shared.js'
@@ -14,31 +19,25 @@ export interface PublishSession extends SessionOptions {
   env?: NodeJS.ProcessEnv
 }
 
-export async function publishSession(options: PublishSession): Promise<{run_id: string; spec_version: string; results: import('../../publish/deliver.js').PublishOutcome[]}> {
+export async function publishSession(options: PublishSession): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
   const store = await Store.existing(path.resolve(options.cwd, options.store))
   const record = await store.readRun(options.runId)
   if (!record.spec_version) throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})
   const snapshots = await store.readSnapshots(options.runId)
-  const {approves} = await import('../../steps/review.js')
-  const approved = snapshots.some((s) => approves(s, record.spec_version))
+  const approved = snapshots.some((s) => views.review.approves(s, record.spec_version))
   if (!approved) {
     throw new PipeError('E_STATE', `spec ${record.spec_version} of run ${options.runId} has no review decision "go"; only approved versions are published`, {hint: `Review it first: pipe review ${options.runId} --decision go`})
   }
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
   if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${options.runId}`, {hint: 'Its targets may have changed too; restore the file to publish this run again.'})
-  const {publishTargets} = await import('../../steps/publish.js')
-  const targets = publishTargets(pipeline.pipeline.steps)
+  const targets = views.publish.targets(pipeline.pipeline.steps)
   const chosen = options.target ? targets.filter((t) => t.name === options.target) : targets
   if (chosen.length === 0) {
-    const {didYouMean} = await import('../../util/suggest.js')
     throw new PipeError('E_INVALID_ARGS', options.target ? `the pipeline has no publish target "${options.target}"${didYouMean(options.target, targets.map((t) => t.name))}` : 'the pipeline has no publish targets', {
       hint: targets.length ? `Its targets: ${targets.map((t) => t.name).join(', ')}.` : 'Add a publish step with targets to the pipeline.',
     })
   }
   const spec = await store.readSpec(record.spec_version)
-  const {Ledger, ledgerKey} = await import('../../store/ledger.js')
-  const {publishTo} = await import('../../publish/deliver.js')
-  const {backoffFor} = await import('../retry.js')
   const user = currentUser()
   const ledger = new Ledger(store)
   const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
@@ -46,22 +45,7 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
   const results = []
   for (const target of chosen) {
     const key = ledgerKey(spec.meta.feature_id, target.name, spec.meta.spec_version)
-    if (options.resend || options.markDelivered) {
-      await ledger.withKey(key, async () => {
-        const entry = await ledger.read(key)
-        // Held as uncertain, or sent with an unknown outcome and waiting for its resend.
-        if (!entry || (entry.status !== 'uncertain' && !(entry.status !== 'delivered' && entry.attempts.at(-1)?.state === 'unknown'))) return
-        const at = new Date().toISOString()
-        if (options.markDelivered) {
-          entry.status = 'delivered'
-          entry.external_id ??= key
-          entry.delivered_at = at
-          entry.attempts.push({n: entry.attempts.length + 1, started_at: at, finished_at: at, state: 'delivered', by: user, error: 'marked delivered by hand after checking the channel'})
-        } else entry.status = 'pending'
-        entry.updated_at = at
-        await ledger.write(entry)
-      })
-    }
+    if (options.resend || options.markDelivered) await releaseHeld(ledger, key, {delivered: options.markDelivered === true, by: user})
     for (let attempt = 1; ; attempt++) {
       try {
         results.push(await publishTo({ledger, target, spec, runId: options.runId, cwd: record.workspace ?? options.cwd, user, resendUnknown: attempt === 1, ...(options.signal ? {signal: options.signal} : {}), ...(options.env ? {env: options.env} : {})}))

@@ -1,7 +1,7 @@
 /** pipe run: a new run, started once everything it needs is checked. */
 import path from 'node:path'
 import {Store} from '../../store/store.js'
-import type {RunOutcome} from '../engine.js'
+import type {RunOutcome} from '../../engine/engine.js'
 import {type StartSession, engineFor, guarding} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 import {prepareStart} from './prepare.js'
