@@ -1,5 +1,8 @@
 /** Every step kind, one handler each. A kind added to schemas/pipeline.schema.json fails to compile until it is here. */
+import type {Diagnostic} from '../config/diagnostics.js'
 import type {CatalogEntry, KindCatalog} from '../config/kind-contract.js'
+import type {LoadedPipeline} from '../config/loaded.js'
+import type {LoadedPolicy} from '../policy/policy.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {agent} from './agent.js'
 import {applyAnswers} from './apply-answers.js'
@@ -17,6 +20,7 @@ import {generateVv} from './generate-vv.js'
 import {ingest} from './ingest.js'
 import {model} from './model.js'
 import {noop} from './noop.js'
+import {deniedCommandsOf, type KnownValues} from './policy-check.js'
 import {pipeline} from './pipeline.js'
 import {planTasks} from './plan-tasks.js'
 import {publish, publishTargets} from './publish.js'
@@ -66,6 +70,11 @@ export const views = {
   /** The questions a clarify step asked (what pipe answer answers). */
   clarify_questions: {questions: questionsAsked},
 } as const satisfies Partial<Record<StepKind, object>>
+
+/** Before a run: the commands of a pipeline's steps the policy will deny (pipe validate --policy, pipe run --dry-run). */
+export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy, known?: KnownValues): Diagnostic[] {
+  return deniedCommandsOf(registry, loaded, policy, known)
+}
 
 /** The hash that binds a person's confirmation to the action a kind paused with (the engine checks it on resume). */
 export {actionHash, type ConfirmAction} from './confirm-action.js'

@@ -53,9 +53,8 @@ export interface RunPlan {
 /** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
 export async function planSession(options: StartSession): Promise<RunPlan> {
   const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
-  const {registry} = await import('../../steps/registry.js')
+  const {registry, deniedCommands} = await import('../../steps/registry.js')
   const {edgesOf, startStepId} = await import('../../config/graph.js')
-  const {deniedCommands} = await import('../denied-commands.js')
   const limits = policy.policy.resource_limits
   const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
   // A step whose when: is already false with these inputs is skipped: it needs no model.

@@ -5,8 +5,7 @@ import {diag} from '../config/positions.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {checkCommandShape, checkEnv} from '../policy/rules.js'
 import type {JsonValue} from '../expr/index.js'
-import {registry} from '../steps/registry.js'
-import type {StepHandler, StepKind} from '../steps/types.js'
+import type {StepHandler, StepKind, StepRegistry} from './types.js'
 
 /** The values of a step's fields that are already known before the run, by field path (run[2], stages.static[0][1]). */
 export type KnownValues = (stepIndex: number) => Record<string, JsonValue> | undefined
@@ -15,9 +14,10 @@ export type KnownValues = (stepIndex: number) => Record<string, JsonValue> | und
  * One error per argument vector the policy denies, at its place in the file. An element holding an
  * expression (`${{ … }}`) is judged by its value where `known` has it (the dry run resolved it from
  * the inputs); otherwise it may be any one argument, and the argv is denied when no value of it
- * could make an allowed_commands entry match.
+ * could make an allowed_commands entry match. Reached through registry.ts (deniedCommands), which
+ * passes itself in, so that layers above steps ask the registry and no import runs in a circle.
  */
-export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy, known?: KnownValues): Diagnostic[] {
+export function deniedCommandsOf(registry: StepRegistry, loaded: LoadedPipeline, policy: LoadedPolicy, known?: KnownValues): Diagnostic[] {
   const out: Diagnostic[] = []
   const source = policy.file ?? 'the built-in policy'
   loaded.pipeline.steps.forEach((step, i) => {
