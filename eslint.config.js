@@ -1,6 +1,7 @@
 // @ts-check
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
+import {readFileSync} from 'node:fs'
 
 /**
  * The direction of dependency between the folders of src/ (DESIGN.md, "Layers"): commands (and
@@ -45,11 +46,23 @@ export const LAYERS = {
 }
 
 /**
- * The folders above steps reach a kind only through src/steps/registry.ts (its handlers and `views`)
- * and src/steps/types.ts, never a kind's own module: what a kind records stays its own.
+ * The folders above steps reach a kind only through src/steps/registry.ts (its handlers and `views`),
+ * never a kind's own module (nor the folder of the same name beside it, src/steps/agent/): what a
+ * kind records stays its own. The kinds are read from the registry itself, the one list of them.
  */
 export const ABOVE_KINDS = ['app', 'engine', 'commands', 'cli', 'view']
-const KIND_MODULE = '^(\\.\\./)+steps/(?!(registry|types)\\.js$)'
+export const KIND_MODULES = kindModules(readFileSync(new URL('./src/steps/registry.ts', import.meta.url), 'utf8'))
+const KIND_MODULE = `^(\\.\\./)+steps/(${KIND_MODULES.join('|')})(\\.js$|/)`
+
+/** The modules whose handlers the registry's map holds (`ingest,` or `clarify_questions: clarifyQuestions,`). */
+function kindModules(source) {
+  const map = /export const registry\b[^=]*=\s*\{([^}]*)\}/.exec(source)?.[1] ?? ''
+  const handlers = [...map.matchAll(/(?:^|,)\s*(?:\w+\s*:\s*)?(\w+)\s*(?=,|$)/g)].map((m) => m[1])
+  const from = new Map([...source.matchAll(/^import \{([^}]*)\} from '\.\/([\w-]+)\.js'/gm)].flatMap((m) => m[1].split(',').map((n) => [n.trim(), m[2]])))
+  const modules = [...new Set(handlers.map((h) => from.get(h)))]
+  if (modules.length < 10 || modules.includes(undefined)) throw new Error(`eslint.config.js: could not read the step kinds from src/steps/registry.ts (found ${modules.join(', ')})`)
+  return modules
+}
 
 /** commands, cli and view call use cases (src/app/); they name the engine only by its types. */
 export const ENGINE_TYPES_ONLY = ['commands', 'cli', 'view']

@@ -252,9 +252,11 @@ describe('layer direction (eslint no-restricted-imports)', function () {
   it('rejects an import of a step kind\'s module from above steps, at any depth, static or dynamic', async () => {
     expect((await problems('src/app/sessions/probe.ts', "import {approves} from '../../steps/review.js'\nexport const a = approves\n"))[0]).to.match(/must not import a step kind's module/)
     expect(await problems('src/app/sessions/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../../steps/gate.js')\n}\n")).to.have.length(1)
-    expect(await problems('src/engine/probe.ts', "import {actionHash} from '../steps/confirm-action.js'\nexport const h = actionHash\n")).to.have.length(1)
+    expect(await problems('src/engine/probe.ts', "import {toolNamed} from '../steps/agent/tools.js'\nexport const t = toolNamed\n")).to.have.length(1)
     expect(await problems('src/commands/probe.ts', "import {questionsAsked} from '../steps/clarify-questions.js'\nexport const q = questionsAsked\n")).to.have.length(1)
     expect(await problems('src/cli/probe.ts', "export {gateResult} from '../steps/gate.js'\n")).to.have.length(1)
+    // The steps layer's shared modules are no kind's: the engine checks outputs with them.
+    expect(await problems('src/engine/probe.ts', "import {kindOutputsSchema} from '../steps/output-schemas.js'\nexport const k = kindOutputsSchema\n")).to.deep.equal([])
     // Inside steps, kinds and their helpers import each other.
     expect(await problems('src/steps/probe.ts', "import {gateResult} from './gate.js'\nexport const g = gateResult\n")).to.deep.equal([])
   })
