@@ -15,8 +15,8 @@ import type {Attributes, Context, Span, SpanStatusCode as StatusCodes, Tracer} f
 import type {BasicTracerProvider, ReadableSpan, SpanExporter} from '@opentelemetry/sdk-trace-base'
 import {isPipeError} from '../errors.js'
 import type {Snapshot} from '../types/snapshot.js'
-import type {ExportSettings, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './tracing.js'
-import {warnTracing} from './tracing.js'
+import type {ExportSettings, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
+import {warnTracing} from './contract.js'
 
 type Api = typeof import('@opentelemetry/api')
 
