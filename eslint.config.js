@@ -10,17 +10,19 @@ import {readFileSync} from 'node:fs'
  * path that climbs out of the folder (`../engine/x.js`, `../../engine/x.js`) is how src/ files name
  * another folder.
  */
-const UPPER = ['commands', 'cli', 'view']
+const UPPER = ['entry', 'commands', 'cli', 'view']
 const APP_AND_UP = [...UPPER, 'app']
 const ENGINE_AND_UP = [...APP_AND_UP, 'engine']
 const STEPS_AND_UP = [...ENGINE_AND_UP, 'steps']
 const LOWEST = ['config', 'store', 'providers', 'policy', 'gates', 'publish', 'edit', 'vcs', 'spec', 'expr', 'schema']
 export const LAYERS = {
-  // commands and their cli/ helpers are the top (cli/ also holds the map of every command oclif loads).
-  cli: [],
-  commands: [],
+  // The one entry: the bundle's main and the map of every command oclif loads. Nothing imports it.
+  entry: [],
+  // The commands, over their cli/ helpers.
+  commands: ['entry'],
+  cli: ['entry', 'commands'],
   // The web view (pipe view, export --html): beside cli/, under the commands that serve it.
-  view: ['commands', 'cli'],
+  view: ['entry', 'commands', 'cli'],
   app: UPPER,
   engine: APP_AND_UP,
   steps: ENGINE_AND_UP,

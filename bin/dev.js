@@ -9,7 +9,7 @@ const {pathToFileURL} = require('node:url')
 
 const root = path.join(__dirname, '..')
 const bundle = path.join(root, 'dist', 'cli', 'main.cjs')
-import(pathToFileURL(path.join(root, 'src', 'cli', 'main.ts')).href)
+import(pathToFileURL(path.join(root, 'src', 'entry', 'main.ts')).href)
   .then((cli) => {
     const module = new Module(bundle)
     module.filename = bundle

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The build's output, made by esbuild from src/ (tsc only type-checks: npm run typecheck):
-// - the CLI, oclif included, as one script, dist/cli/main.cjs (src/cli/main.ts): every command, the
+// - the CLI, oclif included, as one script, dist/cli/main.cjs (src/entry/main.ts): every command, the
 //   help class and the hooks, which oclif finds as its exports (package.json, "oclif"). bin/run.js
 //   loads it through src/cli/boot.ts, which compiles it through the V8 code cache the build made
 //   (src/util/code-cache.ts; V8 caches a script, not an ES module). Its wrapper is Node's CommonJS
@@ -89,7 +89,7 @@ const vendorExternal = {
     b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => (args.kind === 'dynamic-import' ? {path: `../vendor/${vendorFile(args.path)}.js`, external: true} : undefined))
   },
 }
-// oclif reads a command's class from the COMMANDS map (src/cli/commands.ts) only when it runs that
+// oclif reads a command's class from the COMMANDS map (src/entry/commands.ts) only when it runs that
 // command; its id, flags and help come from the manifest. In the bundle, each entry of the map is a
 // getter that require()s its module: esbuild then initialises a command's modules when the command
 // is first read, not every command's at start-up. The map is read from commands.ts itself, so the
@@ -97,7 +97,7 @@ const vendorExternal = {
 const lazyCommands = {
   name: 'pipe-lazy-commands',
   setup(b) {
-    b.onLoad({filter: /[\\/]src[\\/]cli[\\/]commands\.ts$/}, (args) => {
+    b.onLoad({filter: /[\\/]src[\\/]entry[\\/]commands\.ts$/}, (args) => {
       const source = readFileSync(args.path, 'utf8')
       const imports = new Map([...source.matchAll(/^import (\w+) from '(\.\.\/commands\/[\w/-]+\.js)'$/gm)].map((m) => [m[1], m[2]]))
       const body = /export const COMMANDS[^{]*\{\n([^}]*)\n\}/.exec(source)?.[1]
@@ -110,7 +110,7 @@ const lazyCommands = {
 }
 const cliBundle = path.join(dist, 'cli', 'main.cjs')
 const cli = await build({
-  entryPoints: [path.join(src, 'cli', 'main.ts')],
+  entryPoints: [path.join(src, 'entry', 'main.ts')],
   outfile: cliBundle,
   bundle: true,
   format: 'cjs',

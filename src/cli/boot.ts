@@ -1,6 +1,6 @@
 /**
  * What bin/run.js calls: the CLI's bundle (dist/cli/main.cjs, made by scripts/bundle.mjs from
- * cli/main.ts) compiled through its V8 code cache (util/code-cache.ts), then main(). A script has no
+ * entry/main.ts) compiled through its V8 code cache (util/code-cache.ts), then main(). A script has no
  * import() of its own: the bundle calls the one given here for the packages it loads only when a
  * step needs them (dist/vendor/). oclif loads the commands, the help class and the hooks from the
  * same file by require(): the module is put in require's cache, so they are this copy, not a second.

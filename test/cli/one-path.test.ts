@@ -1,5 +1,5 @@
 /**
- * One path from argv to a command: oclif parses every command, `pipe run` included (src/cli/main.ts),
+ * One path from argv to a command: oclif parses every command, `pipe run` included (src/entry/main.ts),
  * and every failure is said by one renderer: code, message, hint, log and trace, on stderr and with
  * --json as one JSON document. The argv forms the removed fast path of `pipe run` read are run here
  * through bin/run.js, with the answers they gave.

@@ -47,7 +47,7 @@ describe('start-up of the built CLI', function () {
     for (const file of readdirSync(path.join(dist, 'vendor'))) expect(packageImports(path.join(dist, 'vendor', file)).filter((s) => !optional.has(s)), file).to.deep.equal([])
   })
 
-  it('every command in src/commands/ is in the map oclif reads (src/cli/commands.ts), under its id', () => {
+  it('every command in src/commands/ is in the map oclif reads (src/entry/commands.ts), under its id', () => {
     const files = (dir: string): string[] => readdirSync(dir, {withFileTypes: true}).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []))
     const commandsDir = path.join(repoRoot, 'src', 'commands')
     const ids = files(commandsDir).map((f) => path.relative(commandsDir, f).replace(/\.ts$/, '').split(path.sep).join(':')).sort()

@@ -5,13 +5,13 @@
  * they share its one copy of @oclif/core.
  */
 import {run} from '@oclif/core/run'
-import {reportCommandError} from './command-io.js'
-import {builtPlugins} from './plugins.js'
+import {reportCommandError} from '../cli/command-io.js'
+import {builtPlugins} from '../cli/plugins.js'
 
 export {COMMANDS} from './commands.js'
-export {default as PipeHelp} from './help.js'
-export {commandNotFound} from './not-found.js'
-export {jsonAnswers} from './json-answers.js'
+export {default as PipeHelp} from '../cli/help.js'
+export {commandNotFound} from '../cli/not-found.js'
+export {jsonAnswers} from '../cli/json-answers.js'
 
 /** Runs `pipe ARGV` for the installation in `root`; a failure is said by the one error renderer (command-io.ts) and ends the process with its exit code. */
 export async function main(argv: string[], root: string): Promise<void> {
