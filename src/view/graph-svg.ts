@@ -64,8 +64,11 @@ function nodeLabel(node: Node): string {
   return ENDS[node.id] ?? node.id
 }
 
-/** The graph of `pipeline` (or, without one, of the steps the run took) with the run's path over it. */
-export function graphSvg(pipeline: Pipeline | null, taken: PathTaken): Html {
+/**
+ * The graph of `pipeline` (or, without one, of the steps the run took) with the run's path over it.
+ * `anchors` maps a step id to the id of its section on the page: a node that ran links there.
+ */
+export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: ReadonlyMap<string, string> = new Map()): Html {
   const ids = pipeline ? pipeline.steps.map((s) => s.id) : [...new Set(taken.taken.flatMap((t) => [t.from, t.to]).filter((id) => !(id in ENDS)))]
   const start = pipeline ? startStepId(pipeline) : (taken.taken.find((t) => t.from === '__start__')?.to ?? ids[0] ?? '__start__')
   const merged: Line[] = [{from: '__start__', to: start, label: 'start', count: 0, declared: true}]
@@ -94,7 +97,18 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken): Html {
   const parts: string[] = []
   parts.push(`<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" aria-label="${escapeText(`step graph${pipeline ? ` of ${pipeline.name}` : ''}`)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">`)
   parts.push('<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>')
+  // Routes between the same two steps (success and partial both to publish) are one drawn edge
+  // with their labels joined: drawn apart, their labels sat on one spot, unreadable.
+  const drawn: Line[] = []
   for (const l of merged) {
+    const same = drawn.find((d) => d.from === l.from && d.to === l.to && d.declared === l.declared)
+    if (!same) drawn.push({...l})
+    else {
+      same.label = same.label === 'next' || same.label === 'start' ? l.label : l.label === 'next' || l.label === 'start' ? same.label : `${same.label}, ${l.label}`
+      same.count += l.count
+    }
+  }
+  for (const l of drawn) {
     const a = nodes.get(l.from)
     const b = nodes.get(l.to)
     if (!a || !b) continue
@@ -120,7 +134,9 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken): Html {
     const body = end
       ? `<rect class="${cls}" x="${n.x + NODE_W / 4}" y="${n.y + 4}" width="${NODE_W / 2}" height="${NODE_H - 8}" rx="16"/><text class="node-text" x="${n.x + NODE_W / 2}" y="${n.y + NODE_H / 2 + 4}" text-anchor="middle">${escapeText(label)}</text>`
       : `<rect class="${cls}" x="${n.x}" y="${n.y}" width="${NODE_W}" height="${NODE_H}" rx="6"/><text class="node-text" x="${n.x + NODE_W / 2}" y="${n.y + 17}" text-anchor="middle">${escapeText(label.length > 22 ? `${label.slice(0, 21)}…` : label)}</text><text class="node-kind" x="${n.x + NODE_W / 2}" y="${n.y + 32}" text-anchor="middle">${escapeText(`${n.kind ?? ''}${n.ran > 0 ? `  ran ${n.ran}×` : ''}`)}</text>`
-    parts.push(end ? `<g>${body}</g>` : `<a href="#step-${encodeURIComponent(n.id)}"><g><title>${escapeText(`${n.id}${n.kind ? ` (${n.kind})` : ''}${n.ran > 0 ? `: ran ${n.ran}×` : ': not run'}`)}</title>${body}</g></a>`)
+    const title = `<title>${escapeText(`${n.id}${n.kind ? ` (${n.kind})` : ''}${n.ran > 0 ? `: ran ${n.ran}×` : ': not run'}`)}</title>`
+    const anchor = anchors.get(n.id)
+    parts.push(end ? `<g>${body}</g>` : anchor !== undefined ? `<a href="#${escapeText(encodeURIComponent(anchor))}"><g>${title}${body}</g></a>` : `<g>${title}${body}</g>`)
   }
   parts.push('</svg>')
   return trusted(parts.join(''))

@@ -67,8 +67,10 @@ export interface PageOptions {
   title: string
   nonce: string
   body: Html
-  /** A script of pipe's own, run under the nonce (the live list's polling). */
+  /** A script of pipe's own, run under the nonce (the live list's polling, the run page's links). */
   script?: string
+  /** The script asks the server for data (connect-src 'self'); otherwise the page connects nowhere. */
+  live?: boolean
   /** The exported file: no links back to a server. */
   standalone?: boolean
 }
@@ -77,7 +79,7 @@ export function page(options: PageOptions): string {
   const nav = options.standalone
     ? html`<header class="top"><span class="brand">pipe</span><span class="muted small">exported run page: a snapshot of the store when it was written</span></header>`
     : html`<header class="top"><a class="brand" href="/">pipe</a><a href="/">runs</a><a href="/stats">stats</a></header>`
-  const csp = contentSecurityPolicy(options.nonce, !options.standalone && options.script !== undefined, true)
+  const csp = contentSecurityPolicy(options.nonce, !options.standalone && options.live === true, true)
   return `<!doctype html>\n${
     html`<html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="${csp}"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="referrer" content="no-referrer"><title>${options.title}</title><style nonce="${options.nonce}">${trusted(STYLE)}</style></head><body>${nav}<main>${options.body}</main>${
       options.script !== undefined ? html`<script nonce="${options.nonce}">${trusted(options.script)}</script>` : ''

@@ -120,7 +120,7 @@ function stepSection(step: StepView, children: RunSummary[], options: RunPageOpt
   const outcome = last?.decision ?? ''
   const failed = s.errors.length > 0 || /fail|error|denied|blocked/.test(outcome)
   const mine = children.filter((c) => c.parent?.step === s.step.name && c.parent?.seq === s.step.seq)
-  return html`<details class="step" id="step-${encodeURIComponent(s.step.name)}-${s.step.seq}" data-step="${s.step.name}">
+  return html`<details class="step" id="${stepAnchor(s)}" data-step="${s.step.name}">
 <summary><strong>#${s.step.seq} ${s.step.name}</strong> <span class="muted">${s.step.kind}</span> <span class="${failed ? 'o-fail' : 'o-ok'}">${outcome}</span> <span class="muted small">${duration(s.step.duration_ms)}${(s.step.attempts ?? 1) > 1 ? ` — ${s.step.attempts} attempts` : ''}${s.errors.length > 0 ? ` — ${s.errors.length} error(s)` : ''}</span> <span class="small">${last?.reason ?? ''}</span></summary>
 <div class="body">
 <dl class="facts"><dt>started</dt><dd>${s.step.started_at}</dd><dt>ended</dt><dd>${s.step.ended_at}</dd><dt>spec in → out</dt><dd><code>${s.spec_version_in ?? '-'}</code> → <code>${s.spec_version_out ?? '-'}</code></dd><dt>seal</dt><dd class="mono small">${s.meta.record_hash ?? ''}</dd></dl>
@@ -174,11 +174,41 @@ function ledger(view: RunView): Html {
   return html`<table><tr><th>target</th><th>spec</th><th>status</th><th>attempts</th><th>external id</th></tr>${view.ledger.map((l) => html`<tr><td>${l.target_type} <code>${l.target}</code></td><td><code>${l.spec_version}</code></td><td>${l.status}</td><td>${l.attempts.length}</td><td>${l.external_id ?? ''}</td></tr>`)}</table>`
 }
 
+function stepAnchor(snapshot: Snapshot): string {
+  return `step-${snapshot.step.name}-${snapshot.step.seq}`
+}
+
+/** Each step that ran, to its first section on the page (where a click on its node in the graph goes). */
+function stepAnchors(view: RunView): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const {snapshot} of view.steps) if (!out.has(snapshot.step.name)) out.set(snapshot.step.name, stepAnchor(snapshot))
+  return out
+}
+
+/**
+ * The run page's own script: a link to a step or an evidence record (a node of the graph, an
+ * evidence id) opens its collapsed section, which a browser would scroll to but leave shut.
+ */
+export const RUN_SCRIPT = `
+(() => {
+  function reveal() {
+    let id = location.hash.slice(1);
+    try { id = decodeURIComponent(id); } catch (e) { return; }
+    const target = id && document.getElementById(id);
+    if (!target) return;
+    for (let at = target; at; at = at.parentElement) if (at.tagName === 'DETAILS') at.open = true;
+    target.scrollIntoView();
+  }
+  addEventListener('hashchange', reveal);
+  reveal();
+})();
+`
+
 export function runBody(view: RunView, options: RunPageOptions = {}): Html {
   return html`${header(view, options)}
 ${auditPanel(view)}
 ${waitsPanel(view)}
-<h2>Graph</h2>${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}<div class="graph-wrap">${graphSvg(view.graph.pipeline, view.graph.taken)}</div>
+<h2>Graph</h2>${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}<div class="graph-wrap">${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view))}</div>
 <h2>Steps (${view.steps.length})</h2>${view.steps.map((s) => stepSection(s, view.children, options))}
 ${view.children.length > 0 ? html`<h2>Child runs (${view.children.length})</h2>${childTable(view.children, options)}` : ''}
 <h2>Timeline (${view.events.length})</h2>${timeline(view)}

@@ -17,7 +17,7 @@ import {html, jsonBlock, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
 import {loadRunView} from './run-data.js'
-import {runBody} from './run-page.js'
+import {RUN_SCRIPT, runBody} from './run-page.js'
 
 export interface ViewServerOptions {
   store: RunStore
@@ -52,9 +52,10 @@ function send(res: ServerResponse, status: number, type: string, body: string, h
   res.end(head ? undefined : bytes)
 }
 
-function sendPage(res: ServerResponse, status: number, title: string, body: Html, head: boolean, script?: string): void {
+function sendPage(res: ServerResponse, status: number, title: string, body: Html, head: boolean, script?: {text: string; live: boolean}): void {
   const n = nonce()
-  send(res, status, 'text/html; charset=utf-8', page({title, nonce: n, body, ...(script !== undefined ? {script} : {})}), head, {'content-security-policy': contentSecurityPolicy(n, script !== undefined)})
+  const live = script?.live === true
+  send(res, status, 'text/html; charset=utf-8', page({title, nonce: n, body, live, ...(script !== undefined ? {script: script.text} : {})}), head, {'content-security-policy': contentSecurityPolicy(n, live)})
 }
 
 /** The Host values this server answers: the address it listens on, by number or as localhost. */
@@ -86,7 +87,7 @@ async function route(store: RunStore, url: URL, res: ServerResponse, head: boole
   if (parts.length === 0) {
     const all = await listRuns(store, {limit: LIST_LIMIT})
     const filter = filterFrom(url)
-    return sendPage(res, 200, 'pipe: runs', runsBody(filterRuns(all, filter), all, filter), head, LIVE_SCRIPT)
+    return sendPage(res, 200, 'pipe: runs', runsBody(filterRuns(all, filter), all, filter), head, {text: LIVE_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 2) {
     const all = await listRuns(store, {limit: LIST_LIMIT})
@@ -94,7 +95,7 @@ async function route(store: RunStore, url: URL, res: ServerResponse, head: boole
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!)
-    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head)
+    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head, {text: RUN_SCRIPT, live: false})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 3 && ID_PATTERNS.run.test(parts[2]!)) {
     const view = await loadRunView(store, parts[2]!)

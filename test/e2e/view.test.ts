@@ -5,17 +5,14 @@
  * what a read-only loopback server should.
  */
 import {expect} from 'chai'
-import {spawn, type ChildProcess} from 'node:child_process'
-import {existsSync} from 'node:fs'
+import type {ChildProcess} from 'node:child_process'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
-import {request} from 'node:http'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
-import {bin, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
-
-const CHROMIUM = ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].find((p) => existsSync(p))
+import {CHROMIUM, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, waitFor, type Started} from '../helpers/view.js'
 
 /** What a requirement, a model or a command may write to make a page run its code or lie. */
 const HOSTILE = [
@@ -49,69 +46,10 @@ afterEach(async () => {
   await cleanup()
 })
 
-/** Starts `pipe view` and resolves with what it prints first: its URL (a line), or with --json its JSON document. */
-async function startView(args: string[] = []): Promise<{url: string; child: ChildProcess; stderr: () => string}> {
-  const child = spawn(process.execPath, [bin, 'view', '--port', '0', '--store', path.join(dir, '.pipe'), ...args], {cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: {...process.env, NO_COLOR: '1'}})
-  servers.push(child)
-  let err = ''
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()))
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString()
-      if (!args.includes('--json') && out.includes('\n')) resolve(out.split('\n')[0]!)
-      if (args.includes('--json') && out.endsWith('}\n')) resolve(out)
-    })
-    child.on('exit', (code) => reject(new Error(`pipe view exited ${code}: ${err}`)))
-  })
-  return {url, child, stderr: () => err}
-}
-
-/** A page in the browser with every console error and page error collected. */
-async function open(url: string): Promise<{page: Page; problems: string[]}> {
-  const page = await browser!.newPage()
-  const problems: string[] = []
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warn') problems.push(`${m.type()}: ${m.text()}`)
-  })
-  page.on('pageerror', (e) => problems.push(`pageerror: ${(e as Error).message}`))
-  await page.setViewport({width: 1280, height: 900})
-  const response = await page.goto(url, {waitUntil: 'load'})
-  expect(response?.status(), url).to.equal(200)
-  return {page, problems}
-}
-
-async function notBlank(page: Page, name: string): Promise<void> {
-  const file = path.join(dir, `${name}.png`)
-  await page.screenshot({path: file, fullPage: true})
-  const shot = await readFile(file)
-  const blank = await browser!.newPage()
-  await blank.setViewport({width: 1280, height: 900})
-  await blank.goto('about:blank')
-  const empty = await blank.screenshot({type: 'png'})
-  await blank.close()
-  expect(shot.length, `${name}.png holds a drawn page, not an empty one`).to.be.greaterThan(empty.length * 5)
-}
-
-/** A plain HTTP request with full control of method and Host. */
-function raw(url: string, options: {method?: string; host?: string} = {}): Promise<{status: number; body: string; headers: Record<string, unknown>}> {
-  const u = new URL(url)
-  return new Promise((resolve, reject) => {
-    const req = request({hostname: u.hostname, port: u.port, path: u.pathname + u.search, method: options.method ?? 'GET', headers: {host: options.host ?? u.host}}, (res) => {
-      let body = ''
-      res.on('data', (d: Buffer) => (body += d.toString()))
-      res.on('end', () => resolve({status: res.statusCode ?? 0, body, headers: res.headers}))
-    })
-    req.on('error', reject)
-    req.end()
-  })
-}
-
-async function run(args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> {
-  const r = await pipe(['run', ...args, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir, env})
-  expect([0, 10], r.stderr).to.include(r.code)
-  return json<{run_id: string; status: string}>(r)
-}
+const startView = (args: string[] = []): Promise<Started> => startViewIn(dir, servers, args)
+const open = (url: string): Promise<{page: Page; problems: string[]}> => openIn(browser!, url)
+const notBlank = (page: Page, name: string): Promise<void> => notBlankIn(browser!, dir, page, name)
+const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runIn(dir, args, env)
 
 /** A run of the default pipeline answered by the shipped cassette: model steps with prompts. */
 async function modelRun(): Promise<string> {
@@ -275,10 +213,7 @@ describe('pipe view: a read-only server on loopback', function () {
     expect((JSON.parse(url) as {url: string}).url).to.match(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/runs/${paused.run_id}$`))
     const wide = await startView(['--host', '0.0.0.0'])
     expect(wide.url).to.match(/^http:\/\/0\.0\.0\.0:\d+\/$/)
-    await new Promise<void>((resolve) => {
-      const check = (): void => (wide.stderr().includes('not loopback') ? resolve() : void setImmediate(check))
-      check()
-    })
+    await waitFor(wide.stderr, 'not loopback')
     const missing = await pipe(['view', 'R-20000101-0001', '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})
     expect(missing.code).to.equal(2)
     expect(json<{error: {code: string}}>(missing).error.code).to.equal('E_NOT_FOUND')

@@ -1,0 +1,81 @@
+/**
+ * pipe view as an attacker and as a new user meet it: odd URLs and Host headers, a damaged store,
+ * slow clients and signals, a server that stops under an open page, the links and commands a page
+ * offers (does clicking, copying and running them work?), in Debian's chromium-headless-shell.
+ */
+import {expect} from 'chai'
+import {spawn, type ChildProcess} from 'node:child_process'
+import {chmod, mkdir, readFile, writeFile} from 'node:fs/promises'
+import {connect} from 'node:net'
+import path from 'node:path'
+import {pathToFileURL} from 'node:url'
+import puppeteer, {type Browser, type Page} from 'puppeteer-core'
+import {pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, waitFor, type Started} from '../helpers/view.js'
+
+/** Two routes of one step to one step, and an end step that fails the run with its own reason. */
+const TWO_ROUTES = `version: 1
+name: two-routes
+steps:
+  - {id: check, kind: noop, outcome: partial, on: {partial: publish, error: publish}}
+  - {id: publish, kind: noop, next: done}
+  - {id: done, kind: end, status: failed, reason: "nothing to publish"}
+`
+
+describe('pipe view under attack and in a new user’s hands', function () {
+  this.timeout(120000)
+  let dir: string
+  let cleanup: () => Promise<void>
+  let browser: Browser | undefined
+  const servers: ChildProcess[] = []
+
+  before(async () => {
+    if (CHROMIUM) browser = await puppeteer.launch({executablePath: CHROMIUM, headless: 'shell', args: ['--no-sandbox', '--disable-gpu', '--no-first-run']})
+  })
+  after(async () => {
+    await browser?.close()
+  })
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-view-attack-'))
+  })
+  afterEach(async () => {
+    for (const s of servers.splice(0)) if (s.exitCode === null && s.signalCode === null) s.kill('SIGKILL')
+    await cleanup()
+  })
+
+  const store = (): string => path.join(dir, '.pipe')
+  const startView = (args: string[] = [], env: Record<string, string> = {}): Promise<Started> => startViewIn(dir, servers, args, env)
+  const open = (url: string, options: {status?: number} = {}): Promise<{page: Page; problems: string[]}> => openIn(browser!, url, options)
+  const run = (args: string[], codes?: number[]): Promise<{run_id: string; status: string}> => runIn(dir, args, {}, codes)
+  const browserOnly = function (this: Mocha.Context): void {
+    if (!CHROMIUM) this.skip() // .ci/run installs chromium-headless-shell
+  }
+
+  async function twoRoutes(): Promise<string> {
+    await writeFile(path.join(dir, 'two.yaml'), TWO_ROUTES)
+    const r = await run([path.join(dir, 'two.yaml')], [1])
+    expect(r.status).to.equal('failed')
+    return r.run_id
+  }
+
+  it('a node of the graph opens its step: the click lands on the step’s section, opened; two routes to one step are one readable label', async function () {
+    browserOnly.call(this)
+    const runId = await twoRoutes()
+    const {url} = await startView()
+    const {page, problems} = await open(`${url}runs/${runId}`)
+    expect(await page.$eval('details[data-step="publish"]', (d) => (d as HTMLDetailsElement).open)).to.equal(false)
+    await page.click('svg.graph a[href="#step-publish-2"]')
+    await page.waitForFunction(() => (document.querySelector('details[data-step="publish"]') as HTMLDetailsElement | null)?.open === true)
+    expect(await page.evaluate(() => location.hash)).to.equal('#step-publish-2')
+    const labels = await page.$$eval('svg.graph text.edge-label', (ts) => ts.map((t) => t.textContent))
+    expect(labels.filter((l) => l?.includes('partial')), 'one label names both routes').to.deep.equal(['partial, error'])
+    expect(problems).to.deep.equal([])
+    // The exported file links the same way, with no server.
+    const file = path.join(dir, 'run.html')
+    expect((await pipe(['export', runId, '--html', file, '--store', store()], {cwd: dir})).code).to.equal(0)
+    const exported = await open(pathToFileURL(file).href)
+    await exported.page.click('svg.graph a[href="#step-check-1"]')
+    await exported.page.waitForFunction(() => (document.querySelector('details[data-step="check"]') as HTMLDetailsElement | null)?.open === true)
+    expect(exported.problems).to.deep.equal([])
+  })
+})

@@ -1,0 +1,99 @@
+/**
+ * What the pipe view tests share: Debian's chromium-headless-shell driven by puppeteer-core, the
+ * built `pipe view` as a process, and plain HTTP requests with full control of method and Host.
+ */
+import {expect} from 'chai'
+import {spawn, type ChildProcess} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {readFile} from 'node:fs/promises'
+import {request} from 'node:http'
+import path from 'node:path'
+import type {Browser, Page} from 'puppeteer-core'
+import {bin, json, pipe} from './cli.js'
+
+export const CHROMIUM = ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].find((p) => existsSync(p))
+
+export interface Started {
+  url: string
+  child: ChildProcess
+  stderr: () => string
+}
+
+/**
+ * Starts `pipe view` on the store `dir/.pipe` and resolves with what it prints first: its URL (a
+ * line), or with --json its JSON document. `servers` collects the process for the test to stop.
+ */
+export async function startView(dir: string, servers: ChildProcess[], args: string[] = [], env: Record<string, string> = {}): Promise<Started> {
+  const child = spawn(process.execPath, [bin, 'view', '--port', '0', '--store', path.join(dir, '.pipe'), ...args], {cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: {...process.env, NO_COLOR: '1', ...env}})
+  servers.push(child)
+  let err = ''
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString()
+      if (!args.includes('--json') && out.includes('\n')) resolve(out.split('\n')[0]!)
+      if (args.includes('--json') && out.endsWith('}\n')) resolve(out)
+    })
+    child.on('exit', (code) => reject(new Error(`pipe view exited ${code}: ${err}`)))
+  })
+  return {url, child, stderr: () => err}
+}
+
+/** Resolves once `text()` holds `needle` (a process's output), checking on each turn of the event loop. */
+export function waitFor(text: () => string, needle: string): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const check = (): void => (text().includes(needle) ? resolve() : void setImmediate(check))
+    check()
+  })
+}
+
+/** A page in the browser with every console error, page error and request collected. */
+export async function open(browser: Browser, url: string, options: {status?: number; dark?: boolean} = {}): Promise<{page: Page; problems: string[]}> {
+  const page = await browser.newPage()
+  const problems: string[] = []
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warn') problems.push(`${m.type()}: ${m.text()}`)
+  })
+  page.on('pageerror', (e) => problems.push(`pageerror: ${(e as Error).message}`))
+  if (options.dark) await page.emulateMediaFeatures([{name: 'prefers-color-scheme', value: 'dark'}])
+  await page.setViewport({width: 1280, height: 900})
+  const response = await page.goto(url, {waitUntil: 'load'})
+  expect(response?.status(), url).to.equal(options.status ?? 200)
+  return {page, problems}
+}
+
+/** Saves a full-page screenshot as `dir/name.png` and checks it holds a drawn page, not an empty one. */
+export async function notBlank(browser: Browser, dir: string, page: Page, name: string): Promise<void> {
+  const file = path.join(dir, `${name}.png`)
+  await page.screenshot({path: file, fullPage: true})
+  const shot = await readFile(file)
+  const blank = await browser.newPage()
+  await blank.setViewport({width: 1280, height: 900})
+  await blank.goto('about:blank')
+  const empty = await blank.screenshot({type: 'png'})
+  await blank.close()
+  expect(shot.length, `${name}.png holds a drawn page, not an empty one`).to.be.greaterThan(empty.length * 5)
+}
+
+/** A plain HTTP request with full control of method, path and Host (null: no Host header at all). */
+export function raw(url: string, options: {method?: string; host?: string | null; path?: string} = {}): Promise<{status: number; body: string; headers: Record<string, unknown>}> {
+  const u = new URL(url)
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = options.host === null ? {} : {host: options.host ?? u.host}
+    const req = request({hostname: u.hostname, port: u.port, path: options.path ?? u.pathname + u.search, method: options.method ?? 'GET', headers, setHost: options.host !== null}, (res) => {
+      let body = ''
+      res.on('data', (d: Buffer) => (body += d.toString()))
+      res.on('end', () => resolve({status: res.statusCode ?? 0, body, headers: res.headers}))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+/** `pipe run ARGS` on the store `dir/.pipe`: its JSON result (by default a run that succeeded or paused). */
+export async function runIn(dir: string, args: string[], env: Record<string, string> = {}, codes = [0, 10]): Promise<{run_id: string; status: string}> {
+  const r = await pipe(['run', ...args, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir, env})
+  expect(codes, r.stderr).to.include(r.code)
+  return json<{run_id: string; status: string}>(r)
+}
