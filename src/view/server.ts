@@ -18,6 +18,7 @@ import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
 import {loadRunView} from './run-data.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
+import {setAsideDamaged, type DamagedRun} from './tolerant-store.js'
 
 export interface ViewServerOptions {
   store: RunStore
@@ -82,16 +83,24 @@ function filterFrom(url: URL): ListFilter {
   return out
 }
 
+/** The runs a page leaves out because their records fail their checks, named with what is wrong. */
+function damagedPanel(damaged: DamagedRun[]): Html {
+  if (damaged.length === 0) return html``
+  return html`<div class="panel bad" id="damaged"><strong>${damaged.length} run record(s) fail their checks and are left out below.</strong> <span class="muted">pipe audit verify lists all damage.</span><ul>${damaged.map((d) => html`<li><code>${d.run_id}</code> <strong>${d.code}</strong> ${d.message}</li>`)}</ul></div>`
+}
+
 async function route(store: RunStore, url: URL, res: ServerResponse, head: boolean): Promise<void> {
   const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p))
   if (parts.length === 0) {
-    const all = await listRuns(store, {limit: LIST_LIMIT})
+    const damaged: DamagedRun[] = []
+    const all = await listRuns(setAsideDamaged(store, damaged), {limit: LIST_LIMIT})
     const filter = filterFrom(url)
-    return sendPage(res, 200, 'pipe: runs', runsBody(filterRuns(all, filter), all, filter), head, {text: LIVE_SCRIPT, live: true})
+    return sendPage(res, 200, 'pipe: runs', html`${damagedPanel(damaged)}${runsBody(filterRuns(all, filter), all, filter)}`, head, {text: LIVE_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 2) {
-    const all = await listRuns(store, {limit: LIST_LIMIT})
-    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({runs: filterRuns(all, filterFrom(url))})}\n`, head)
+    const damaged: DamagedRun[] = []
+    const all = await listRuns(setAsideDamaged(store, damaged), {limit: LIST_LIMIT})
+    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({runs: filterRuns(all, filterFrom(url)), damaged})}\n`, head)
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!)
@@ -102,7 +111,9 @@ async function route(store: RunStore, url: URL, res: ServerResponse, head: boole
     return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(view)}\n`, head)
   }
   if (parts[0] === 'stats' && parts.length === 1) {
-    return sendPage(res, 200, 'pipe: stats', statsBody(await collectStats(store, {})), head)
+    const damaged: DamagedRun[] = []
+    const stats = await collectStats(setAsideDamaged(store, damaged), {})
+    return sendPage(res, 200, 'pipe: stats', html`${damagedPanel(damaged)}${statsBody(stats)}`, head)
   }
   if (parts[0] === 'specs' && parts[1] === 'diff' && parts.length === 2) {
     const a = url.searchParams.get('a') ?? ''

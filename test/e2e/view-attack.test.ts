@@ -63,9 +63,9 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const runId = await twoRoutes()
     const {url} = await startView()
     const {page, problems} = await open(`${url}runs/${runId}`)
-    expect(await page.$eval('details[data-step="publish"]', (d) => (d as HTMLDetailsElement).open)).to.equal(false)
+    expect(await page.$eval('details[data-step="publish"]', (d) => d.open)).to.equal(false)
     await page.click('svg.graph a[href="#step-publish-2"]')
-    await page.waitForFunction(() => (document.querySelector('details[data-step="publish"]') as HTMLDetailsElement | null)?.open === true)
+    await page.waitForFunction(() => document.querySelector<HTMLDetailsElement>('details[data-step="publish"]')?.open === true)
     expect(await page.evaluate(() => location.hash)).to.equal('#step-publish-2')
     const labels = await page.$$eval('svg.graph text.edge-label', (ts) => ts.map((t) => t.textContent))
     expect(labels.filter((l) => l?.includes('partial')), 'one label names both routes').to.deep.equal(['partial, error'])
@@ -75,7 +75,59 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect((await pipe(['export', runId, '--html', file, '--store', store()], {cwd: dir})).code).to.equal(0)
     const exported = await open(pathToFileURL(file).href)
     await exported.page.click('svg.graph a[href="#step-check-1"]')
-    await exported.page.waitForFunction(() => (document.querySelector('details[data-step="check"]') as HTMLDetailsElement | null)?.open === true)
+    await exported.page.waitForFunction(() => document.querySelector<HTMLDetailsElement>('details[data-step="check"]')?.open === true)
     expect(exported.problems).to.deep.equal([])
+  })
+
+  it('a damaged run record is named on the runs list, the stats page and the API, which still show every other run', async () => {
+    const good = await twoRoutes()
+    const damaged = await twoRoutes()
+    await writeFile(path.join(store(), 'runs', damaged, 'run.json'), `{"run_id": "${damaged}", "status": `)
+    const {url} = await startView()
+    const list = await raw(url)
+    expect(list.status, list.body.slice(-800)).to.equal(200)
+    expect(list.body).to.contain(`data-run="${good}"`)
+    expect(list.body).to.match(new RegExp(`id="damaged"[^]*${damaged}[^]*E_INTEGRITY`))
+    const stats = await raw(`${url}stats`)
+    expect(stats.status, stats.body.slice(-800)).to.equal(200)
+    expect(stats.body).to.contain(damaged)
+    const api = await raw(`${url}api/runs`)
+    expect(api.status, api.body.slice(-800)).to.equal(200)
+    const body = JSON.parse(api.body) as {runs: Array<{run_id: string}>; damaged: Array<{run_id: string; code: string}>}
+    expect(body.runs.map((r) => r.run_id)).to.deep.equal([good])
+    expect(body.damaged.map((d) => [d.run_id, d.code])).to.deep.equal([[damaged, 'E_INTEGRITY']])
+    // The damaged run's own page says what is wrong rather than pretending it is not there.
+    const page = await raw(`${url}runs/${damaged}`)
+    expect(page.status).to.equal(500)
+    expect(page.body).to.contain('E_INTEGRITY')
+  })
+
+  it('odd URLs and Host headers get a plain answer: a malformed escape is a 400, never a 500; a Host differs only in letter case is the same host', async () => {
+    const runId = await twoRoutes()
+    const {url} = await startView()
+    const port = new URL(url).port
+    const answers: Array<[string, number]> = [
+      ['/runs/%E0%A4%A', 400],
+      ['/%ff', 400],
+      ['//runs', 404],
+      [`//runs/${runId}`, 404],
+      [`/runs/${runId}%00`, 404],
+      [`/runs/${runId}/..`, 404],
+      ['/runs/..%2f..%2fetc%2fpasswd', 404],
+      [`/runs/${runId}?${'x=1&'.repeat(2000)}`, 200],
+      [`/?status=%3Cscript%3E&pipeline=${'%22'.repeat(100)}&since=9999-99-99`, 200],
+      ['/stats?x=%E0', 200],
+    ]
+    for (const [at, status] of answers) {
+      const r = await raw(url, {path: at})
+      expect(r.status, at).to.equal(status)
+      expect(r.body, at).to.not.contain('<script>')
+    }
+    expect((await raw(url, {host: `LOCALHOST:${port}`})).status, 'host names are case-insensitive').to.equal(200)
+    expect((await raw(url, {host: `127.0.0.1.:${port}`})).status, 'a trailing dot is another name').to.equal(421)
+    expect((await raw(url, {host: `127.0.0.1:${port}@evil.example`})).status).to.equal(421)
+    expect((await raw(url, {host: null})).status, 'no Host at all').to.be.oneOf([400, 421])
+    for (const method of ['OPTIONS', 'TRACE', 'CONNECT'])
+      expect((await raw(url, {method, path: method === 'CONNECT' ? `127.0.0.1:${port}` : '/'})).status, method).to.be.oneOf([400, 405])
   })
 })
