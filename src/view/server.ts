@@ -90,7 +90,9 @@ function damagedPanel(damaged: DamagedRun[]): Html {
 }
 
 async function route(store: RunStore, url: URL, res: ServerResponse, head: boolean): Promise<void> {
-  const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p))
+  // Every segment as written: `//runs/R-…` or `/runs//R-…` is no page of this server (an empty
+  // segment is not skipped), and a trailing slash is allowed.
+  const parts = url.pathname === '/' ? [] : url.pathname.slice(1).replace(/\/$/, '').split('/').map((p) => decodeURIComponent(p))
   if (parts.length === 0) {
     const damaged: DamagedRun[] = []
     const all = await listRuns(setAsideDamaged(store, damaged), {limit: LIST_LIMIT})
@@ -137,12 +139,15 @@ async function route(store: RunStore, url: URL, res: ServerResponse, head: boole
 async function handle(options: ViewServerOptions, hosts: Set<string>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'text/plain; charset=utf-8', 'pipe view is read-only: GET and HEAD only\n', false, {allow: 'GET, HEAD'})
   const head = req.method === 'HEAD'
-  if (!hosts.has(req.headers.host ?? '')) return send(res, 421, 'text/plain; charset=utf-8', 'pipe view answers only to the address it listens on\n', head)
+  // Host names are case-insensitive (RFC 3986); nothing else about the name is loosened.
+  if (!hosts.has((req.headers.host ?? '').toLowerCase())) return send(res, 421, 'text/plain; charset=utf-8', 'pipe view answers only to the address it listens on\n', head)
   let url: URL
   try {
-    url = new URL(req.url ?? '/', 'http://pipe.invalid')
+    // The request target as a path on this server: `//runs` is a path, not a host named runs.
+    url = new URL(`http://pipe.invalid${req.url?.startsWith('/') ? req.url : '/'}`)
+    url.pathname.split('/').forEach((p) => decodeURIComponent(p))
   } catch {
-    return send(res, 400, 'text/plain; charset=utf-8', 'bad request\n', head)
+    return send(res, 400, 'text/plain; charset=utf-8', 'bad request: the path is not a valid URL path (a % escape that is no UTF-8?)\n', head)
   }
   try {
     await route(options.store, url, res, head)

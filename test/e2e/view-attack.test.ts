@@ -102,7 +102,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(page.body).to.contain('E_INTEGRITY')
   })
 
-  it('odd URLs and Host headers get a plain answer: a malformed escape is a 400, never a 500; a Host differs only in letter case is the same host', async () => {
+  it('odd URLs and Host headers get a plain answer: a malformed escape is a 400, never a 500; a Host that differs only in letter case is the same host', async () => {
     const runId = await twoRoutes()
     const {url} = await startView()
     const port = new URL(url).port
@@ -127,7 +127,9 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect((await raw(url, {host: `127.0.0.1.:${port}`})).status, 'a trailing dot is another name').to.equal(421)
     expect((await raw(url, {host: `127.0.0.1:${port}@evil.example`})).status).to.equal(421)
     expect((await raw(url, {host: null})).status, 'no Host at all').to.be.oneOf([400, 421])
-    for (const method of ['OPTIONS', 'TRACE', 'CONNECT'])
-      expect((await raw(url, {method, path: method === 'CONNECT' ? `127.0.0.1:${port}` : '/'})).status, method).to.be.oneOf([400, 405])
+    for (const method of ['OPTIONS', 'TRACE']) expect((await raw(url, {method})).status, method).to.equal(405)
+    // A tunnel is refused: Node closes a CONNECT that no one listens for.
+    const tunnel = await raw(url, {method: 'CONNECT', path: `127.0.0.1:${port}`}).then((r) => r.status, () => 'closed')
+    expect(tunnel).to.be.oneOf([400, 405, 'closed'])
   })
 })
