@@ -32,7 +32,8 @@ export default class View extends PipeCommand {
     const store = await Store.existing(this.storeDir(flags.store))
     if (args.run !== undefined) await store.assertRunExists(args.run)
     if (!LOOPBACK.has(flags.host)) this.progress(`warning: pipe view listens on ${flags.host}, not loopback: anyone who can reach it can read this store's runs, prompts and outputs`)
-    const server = await startViewServer({store, host: flags.host, port: flags.port})
+    // The commands a page shows name this store by its full path: they are copied into a shell anywhere.
+    const server = await startViewServer({store, storeArg: store.root, host: flags.host, port: flags.port})
     const url = args.run !== undefined ? `${server.url}runs/${args.run}` : server.url
     if (this.jsonEnabled()) {
       process.stdout.write(`${jsonText({url})}\n`)

@@ -9,7 +9,9 @@ import path from 'node:path'
 import {existsSync} from 'node:fs'
 import {loadPipeline} from '../config/pipeline.js'
 import type {PathTaken} from '../config/graph-render.js'
+import {redrivePoint} from '../engine/redrive.js'
 import {pathOf} from '../app/run-path.js'
+import type {PipeError} from '../errors.js'
 import {deliveredKeys, kindCatalog} from '../steps/registry.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../store/queries.js'
 import {ReplyCache} from '../store/replies.js'
@@ -57,7 +59,11 @@ export interface RunView {
   graph: RunGraph
   /** The command that continues the run, when it waits for a person or can be resumed. */
   next_command?: string
+  /** The other commands a person may give instead (hold, drop, --no). */
+  alternatives?: string[]
   waits_for?: string
+  /** A failed run pipe resume would refuse: why, and what to do instead. */
+  cannot_continue?: {message: string; hint?: string}
 }
 
 export async function modelCalls(cache: ReplyCache, snapshot: Snapshot): Promise<ModelCallView[]> {
@@ -84,18 +90,38 @@ async function graphOf(record: RunRecord, snapshots: Snapshot[], events: RunEven
   return {pipeline: loaded.loaded.pipeline, taken: pathOf(loaded.loaded.pipeline, record, snapshots, events)}
 }
 
-export function nextCommand(record: RunRecord, status: RunStatus): {next_command?: string; waits_for?: string} {
+/** A word for a POSIX shell: as it is when it needs no quoting, else in single quotes. */
+export function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`
+}
+
+/**
+ * What continues the run: one command that runs as it is shown (copied whole, it works), the
+ * other choices beside it, or — when pipe resume would refuse (a failed run that would only fail
+ * again the same way) — why, and what to do instead. `store` is the --store the commands need.
+ */
+export function nextCommand(record: RunRecord, status: RunStatus, snapshots: readonly Snapshot[], store?: string): Pick<RunView, 'next_command' | 'alternatives' | 'waits_for' | 'cannot_continue'> {
   const pending = record.pending
-  if (status === 'awaiting_input' && pending?.kind === 'answers') return {waits_for: 'answers to the questions below', next_command: `pipe answer ${record.run_id} --file answers.yaml`}
-  if (status === 'awaiting_input' && pending?.kind === 'confirm') return {waits_for: 'a person to confirm the action below', next_command: `pipe confirm ${record.run_id} --yes   (or --no --note TEXT)`}
-  if (status === 'awaiting_input') return {waits_for: 'a review decision', next_command: `pipe review ${record.run_id} --decision go   (or hold, drop)`}
-  if (status === 'interrupted' || status === 'blocked') return {waits_for: status === 'blocked' ? 'a person to fix the cause, then resume' : 'a resume (its process is gone)', next_command: `pipe resume ${record.run_id}`}
-  // Whether the failed step can be redriven is pipe resume's judgement; it says so when it cannot.
-  if (status === 'failed') return {waits_for: 'nothing: it failed. Once the cause is fixed, a redrive from the failed step', next_command: `pipe resume ${record.run_id}`}
+  const at = store !== undefined ? ` --store ${shellWord(store)}` : ''
+  const id = record.run_id
+  if (status === 'awaiting_input' && pending?.kind === 'answers') return {waits_for: 'answers to the questions below', next_command: `pipe answer ${id} --file answers.yaml${at}`}
+  if (status === 'awaiting_input' && pending?.kind === 'confirm') return {waits_for: 'a person to confirm the action below', next_command: `pipe confirm ${id} --yes${at}`, alternatives: [`pipe confirm ${id} --no --note 'why not'${at}`]}
+  if (status === 'awaiting_input') return {waits_for: 'a review decision', next_command: `pipe review ${id} --decision go${at}`, alternatives: [`pipe review ${id} --decision hold --note 'why'${at}`, `pipe review ${id} --decision drop --note 'why'${at}`]}
+  if (status === 'interrupted' || status === 'blocked') return {waits_for: status === 'blocked' ? 'a person to fix the cause, then resume' : 'a resume (its process is gone)', next_command: `pipe resume ${id}${at}`}
+  if (status === 'failed') {
+    // The judgement pipe resume makes: a failed run it would refuse gets the reason, not a command that fails.
+    try {
+      redrivePoint(record, snapshots)
+      return {waits_for: 'nothing: it failed. Once the cause is fixed, a redrive from the failed step', next_command: `pipe resume ${id}${at}`}
+    } catch (error) {
+      return {cannot_continue: {message: (error as PipeError).message, ...((error as PipeError).hint ? {hint: (error as PipeError).hint!} : {})}}
+    }
+  }
   return {}
 }
 
-export async function loadRunView(store: RunStore, runId: string): Promise<RunView> {
+/** `store`: the --store the commands on the page carry (none in an exported file, read elsewhere). */
+export async function loadRunView(store: RunStore, runId: string, options: {store?: string} = {}): Promise<RunView> {
   const record = await store.readRun(runId)
   const [events, snapshots, status, children] = await Promise.all([store.readEvents(runId), store.readSnapshots(runId), effectiveStatus(store, record), childTree(store, runId)])
   const cache = new ReplyCache(store.root)
@@ -125,5 +151,5 @@ export async function loadRunView(store: RunStore, runId: string): Promise<RunVi
   }
   const ledger = await store.ledger().list({run: runId})
   const audit = await store.audit(runId, {deliveredKeys})
-  return {record, status, events, steps, children, specs, evidence, ledger, audit, usage: totalUsage(snapshots), graph: await graphOf(record, snapshots, events), ...nextCommand(record, status)}
+  return {record, status, events, steps, children, specs, evidence, ledger, audit, usage: totalUsage(snapshots), graph: await graphOf(record, snapshots, events), ...nextCommand(record, status, snapshots, options.store)}
 }

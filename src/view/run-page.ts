@@ -59,13 +59,18 @@ ${a.problems.length > 0 ? html`<table><tr><th>record</th><th>file</th><th>field<
 }
 
 function waitsPanel(view: RunView): Html {
+  if (view.cannot_continue) {
+    const c = view.cannot_continue
+    return html`<div class="panel bad" id="waits"><strong>It cannot be resumed:</strong> ${c.message}.${c.hint ? html`<p>${c.hint}</p>` : ''}</div>`
+  }
   if (!view.next_command) return html``
   const pending = view.record.pending
   const questions = pending?.questions ?? []
+  const answers = questions.length > 0 ? `answers:\n${questions.map((q) => `  ${q.id}: "..."   # ${q.field ?? q.question.slice(0, 60)}`).join('\n')}\n` : ''
   return html`<div class="panel wait" id="waits"><strong>Waits for:</strong> ${view.waits_for ?? ''}${pending ? html` <span class="muted">(step <code>${pending.step}</code>, since ${pending.since}: ${pending.reason})</span>` : ''}
-${questions.length > 0 ? html`<ul>${questions.map((q) => html`<li><code>${q.id}</code>${q.field ? html` <span class="muted">[${q.field}]</span>` : ''} ${q.question}</li>`)}</ul>` : ''}
+${questions.length > 0 ? html`<ul>${questions.map((q) => html`<li><code>${q.id}</code>${q.field ? html` <span class="muted">[${q.field}]</span>` : ''} ${q.question}</li>`)}</ul><p>Write the answers in a file, <code>answers.yaml</code>, keyed by question id (or by field):</p><pre class="answers">${answers}</pre>` : ''}
 ${pending?.action ? html`<p>The agent asks to run (${pending.action.level}, call <code>${pending.action.call_id}</code>): <code>${pending.action.tool}</code></p>${jsonBlock(pending.action.arguments)}` : ''}
-<p>Continue with:</p><pre class="command">${view.next_command}</pre></div>`
+<p>Continue with:</p><pre class="command">${view.next_command}</pre>${(view.alternatives ?? []).length > 0 ? html`<p class="muted small">or instead:</p>${(view.alternatives ?? []).map((a) => html`<pre class="command alt">${a}</pre>`)}` : ''}</div>`
 }
 
 function message(m: {role: string; content: unknown; tool_calls?: unknown; tool_call_id?: unknown}): Html {

@@ -22,6 +22,8 @@ import {setAsideDamaged, type DamagedRun} from './tolerant-store.js'
 
 export interface ViewServerOptions {
   store: RunStore
+  /** The --store the commands a page shows carry (a person copies them into a shell anywhere). */
+  storeArg?: string
   host: string
   port: number
 }
@@ -89,7 +91,9 @@ function damagedPanel(damaged: DamagedRun[]): Html {
   return html`<div class="panel bad" id="damaged"><strong>${damaged.length} run record(s) fail their checks and are left out below.</strong> <span class="muted">pipe audit verify lists all damage.</span><ul>${damaged.map((d) => html`<li><code>${d.run_id}</code> <strong>${d.code}</strong> ${d.message}</li>`)}</ul></div>`
 }
 
-async function route(store: RunStore, url: URL, res: ServerResponse, head: boolean): Promise<void> {
+async function route(options: ViewServerOptions, url: URL, res: ServerResponse, head: boolean): Promise<void> {
+  const store = options.store
+  const commands = options.storeArg !== undefined ? {store: options.storeArg} : {}
   // Every segment as written: `//runs/R-…` or `/runs//R-…` is no page of this server (an empty
   // segment is not skipped), and a trailing slash is allowed.
   const parts = url.pathname === '/' ? [] : url.pathname.slice(1).replace(/\/$/, '').split('/').map((p) => decodeURIComponent(p))
@@ -105,11 +109,11 @@ async function route(store: RunStore, url: URL, res: ServerResponse, head: boole
     return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({runs: filterRuns(all, filterFrom(url)), damaged})}\n`, head)
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
-    const view = await loadRunView(store, parts[1]!)
+    const view = await loadRunView(store, parts[1]!, commands)
     return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head, {text: RUN_SCRIPT, live: false})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 3 && ID_PATTERNS.run.test(parts[2]!)) {
-    const view = await loadRunView(store, parts[2]!)
+    const view = await loadRunView(store, parts[2]!, commands)
     return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(view)}\n`, head)
   }
   if (parts[0] === 'stats' && parts.length === 1) {
@@ -150,7 +154,7 @@ async function handle(options: ViewServerOptions, hosts: Set<string>, req: Incom
     return send(res, 400, 'text/plain; charset=utf-8', 'bad request: the path is not a valid URL path (a % escape that is no UTF-8?)\n', head)
   }
   try {
-    await route(options.store, url, res, head)
+    await route(options, url, res, head)
   } catch (error) {
     const e = error as PipeError
     const notFound = e instanceof PipeError && e.code === 'E_NOT_FOUND'

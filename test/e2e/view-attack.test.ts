@@ -132,4 +132,41 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const tunnel = await raw(url, {method: 'CONNECT', path: `127.0.0.1:${port}`}).then((r) => r.status, () => 'closed')
     expect(tunnel).to.be.oneOf([400, 405, 'closed'])
   })
+
+  it('the command a page offers runs as it is copied, from any folder; a failed run pipe resume would refuse says why instead of offering it', async function () {
+    browserOnly.call(this)
+    const failed = await twoRoutes()
+    const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--input', path.join(repoRoot, 'examples', 'one-sentence.txt')])
+    expect(paused.status).to.equal('awaiting_input')
+    const {url} = await startView()
+    const elsewhere = path.join(dir, 'elsewhere')
+    await mkdir(elsewhere)
+    /** Runs the text of a page's command as a shell would split it (no quoting in these commands), in `elsewhere`. */
+    const runShown = async (command: string): Promise<{code: number; stderr: string}> => {
+      expect(command.startsWith('pipe '), command).to.equal(true)
+      return pipe(command.slice('pipe '.length).split(/\s+/).filter(Boolean), {cwd: elsewhere})
+    }
+
+    const failedPage = await open(`${url}runs/${failed}`)
+    expect(await failedPage.page.$('#waits pre.command'), 'no command that would fail').to.equal(null)
+    expect(await failedPage.page.$eval('#waits', (e) => e.textContent)).to.contain('was ended failed by its end step done')
+    expect((await pipe(['resume', failed, '--store', store()], {cwd: elsewhere})).code, 'pipe resume does refuse it').to.equal(2)
+
+    const answerPage = await open(`${url}runs/${paused.run_id}`)
+    const answer = await answerPage.page.$eval('#waits pre.command', (e) => e.textContent ?? '')
+    const template = await answerPage.page.$eval('#waits pre.answers', (e) => e.textContent ?? '')
+    expect(template).to.match(/^answers:\n {2}Q-001: "\.\.\."/)
+    await writeFile(path.join(elsewhere, 'answers.yaml'), await readFile(path.join(repoRoot, 'examples', 'one-sentence.answers.yaml')))
+    const answered = await runShown(answer)
+    expect(answered.code, answered.stderr).to.equal(10)
+
+    const reviewPage = await open(`${url}runs/${paused.run_id}`)
+    const review = await reviewPage.page.$eval('#waits pre.command', (e) => e.textContent ?? '')
+    expect(review).to.contain('--decision go')
+    const alternatives = await reviewPage.page.$$eval('#waits pre.command.alt', (es) => es.map((e) => e.textContent ?? ''))
+    expect(alternatives.map((a) => /--decision (\w+)/.exec(a)?.[1])).to.deep.equal(['hold', 'drop'])
+    const reviewed = await runShown(review)
+    expect(reviewed.code, reviewed.stderr).to.equal(0)
+    for (const p of [failedPage, answerPage, reviewPage]) expect(p.problems).to.deep.equal([])
+  })
 })

@@ -126,7 +126,7 @@ describe('pipe view and pipe export --html in a real browser', function () {
     expect(paused.status).to.equal('awaiting_input')
     const {url} = await startView()
     const runPage = await open(`${url}runs/${paused.run_id}`)
-    expect(await runPage.page.$eval('#waits pre.command', (e) => e.textContent)).to.equal(`pipe answer ${paused.run_id} --file answers.yaml`)
+    expect(await runPage.page.$eval('#waits pre.command', (e) => e.textContent)).to.equal(`pipe answer ${paused.run_id} --file answers.yaml --store ${path.join(dir, '.pipe')}`)
     const list = await open(`${url}?status=awaiting_input`)
     expect(await list.page.$eval(`tr[data-run="${paused.run_id}"] .badge`, (b) => b.getAttribute('data-status'))).to.equal('awaiting_input')
     await writeFile(path.join(dir, 'answers.yaml'), 'answers:\n  Q-001: "Given an invoice, when exported, then a CSV downloads"\n  Q-002: "p95 under 2 s"\n  Q-003: "none"\n')
