@@ -165,7 +165,14 @@ async function handle(options: ViewServerOptions, hosts: Set<string>, req: Incom
 /** Starts the server; resolves once it listens, with the URL it answers on. */
 export async function startViewServer(options: ViewServerOptions): Promise<ViewServer> {
   let hosts = new Set<string>()
+  let answering = 0
+  let closing = false
   const server = createServer((req, res) => {
+    answering++
+    res.on('close', () => {
+      answering--
+      if (closing && answering === 0) server.closeAllConnections()
+    })
     handle(options, hosts, req, res).catch(() => {
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false)
       else res.destroy()
@@ -183,6 +190,14 @@ export async function startViewServer(options: ViewServerOptions): Promise<ViewS
   return {
     url: `http://${shown}:${port}/`,
     server,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    // Requests being answered get their answer; then every connection goes, idle or not: one still
+    // sending its request (a stalled or slowloris client) would otherwise hold the process open.
+    close: () =>
+      new Promise<void>((resolve) => {
+        closing = true
+        server.close(() => resolve())
+        server.closeIdleConnections()
+        if (answering === 0) server.closeAllConnections()
+      }),
   }
 }

@@ -169,4 +169,27 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(reviewed.code, reviewed.stderr).to.equal(0)
     for (const p of [failedPage, answerPage, reviewPage]) expect(p.problems).to.deep.equal([])
   })
+
+  it('SIGTERM stops the server with exit 0 while slow clients hold connections half-sent; while they do, it still answers', async () => {
+    await twoRoutes()
+    const {url, child} = await startView()
+    const port = Number(new URL(url).port)
+    const slow = await Promise.all(
+      Array.from({length: 50}, () =>
+        new Promise<ReturnType<typeof connect>>((resolve, reject) => {
+          const socket = connect(port, '127.0.0.1', () => {
+            socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Slow: `)
+            resolve(socket)
+          })
+          socket.on('error', reject)
+        }),
+      ),
+    )
+    for (const s of slow) s.on('error', () => undefined)
+    expect((await raw(url)).status, 'answers while 50 requests are half-sent').to.equal(200)
+    const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+    child.kill('SIGTERM')
+    expect(await exited).to.deep.equal([0, null])
+    for (const s of slow) s.destroy()
+  })
 })
