@@ -7,6 +7,7 @@
 import {randomBytes} from 'node:crypto'
 import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http'
 import type {AddressInfo} from 'node:net'
+import {hostname, networkInterfaces} from 'node:os'
 import {collectStats} from '../app/stats.js'
 import {PipeError} from '../errors.js'
 import {diffValues} from '../spec/diff.js'
@@ -61,11 +62,22 @@ function sendPage(res: ServerResponse, status: number, title: string, body: Html
   send(res, status, 'text/html; charset=utf-8', page({title, nonce: n, body, live, ...(script !== undefined ? {script: script.text} : {})}), head, {'content-security-policy': contentSecurityPolicy(n, live)})
 }
 
-/** The Host values this server answers: the address it listens on, by number or as localhost. */
+const LOOPBACK_NAMES = ['127.0.0.1', 'localhost', '[::1]']
+
+/**
+ * The Host values this server answers: the address it listens on, by number or as localhost. On a
+ * wildcard address (0.0.0.0, ::) that is every address of this machine and its name — what a
+ * browser that reached it sends — while a name of someone else's (DNS rebinding) still gets nothing.
+ */
 function allowedHosts(host: string, port: number): Set<string> {
   const names = new Set([host.includes(':') ? `[${host}]` : host])
-  if (host === '127.0.0.1' || host === '::1' || host === 'localhost') for (const n of ['127.0.0.1', 'localhost', '[::1]']) names.add(n)
-  return new Set([...names].map((n) => `${n}:${port}`))
+  if (host === '127.0.0.1' || host === '::1' || host === 'localhost') for (const n of LOOPBACK_NAMES) names.add(n)
+  if (host === '0.0.0.0' || host === '::' || host === '[::]') {
+    for (const n of LOOPBACK_NAMES) names.add(n)
+    for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) names.add(a.family === 'IPv6' ? `[${a.address.replace(/%.*$/, '')}]` : a.address)
+    names.add(hostname())
+  }
+  return new Set([...names].map((n) => `${n.toLowerCase()}:${port}`))
 }
 
 function filterFrom(url: URL): ListFilter {

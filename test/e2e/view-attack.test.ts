@@ -7,6 +7,7 @@ import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
 import {chmod, mkdir, readFile, writeFile} from 'node:fs/promises'
 import {connect} from 'node:net'
+import {networkInterfaces} from 'node:os'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
@@ -191,5 +192,19 @@ describe('pipe view under attack and in a new user’s hands', function () {
     child.kill('SIGTERM')
     expect(await exited).to.deep.equal([0, null])
     for (const s of slow) s.destroy()
+  })
+
+  it('--host 0.0.0.0 answers the addresses a browser reaches it by (loopback, this machine’s own), and still no other name', async () => {
+    await twoRoutes()
+    const wide = await startView(['--host', '0.0.0.0'])
+    await waitFor(wide.stderr, 'not loopback')
+    const port = new URL(wide.url).port
+    expect((await raw(`http://127.0.0.1:${port}/`)).status, 'by loopback').to.equal(200)
+    expect((await raw(`http://127.0.0.1:${port}/`, {host: `localhost:${port}`})).status, 'as localhost').to.equal(200)
+    const lan = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a?.family === 'IPv4' && !a.internal)
+    if (lan) expect((await raw(`http://${lan.address}:${port}/`)).status, `by ${lan.address}`).to.equal(200)
+    expect((await raw(`http://127.0.0.1:${port}/`, {host: `evil.example:${port}`})).status, 'DNS rebinding').to.equal(421)
   })
 })
