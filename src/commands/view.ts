@@ -56,5 +56,9 @@ function openInBrowser(url: string, warn: (message: string) => void): void {
   const [command, ...args] = process.platform === 'darwin' ? ['open', url] : process.platform === 'win32' ? ['cmd', '/c', 'start', '', url] : ['xdg-open', url]
   const child = spawn(command, args, {stdio: 'ignore', detached: true})
   child.on('error', () => warn(`could not open a browser (${command} is not available): open ${url} yourself`))
+  // xdg-open with no browser to hand it to (a server, a container) exits 3 and says so where no one sees.
+  child.on('exit', (code) => {
+    if (code !== 0 && code !== null) warn(`could not open a browser (${command} exited ${code}): open ${url} yourself`)
+  })
   child.unref()
 }

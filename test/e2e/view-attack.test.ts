@@ -4,15 +4,15 @@
  * offers (does clicking, copying and running them work?), in Debian's chromium-headless-shell.
  */
 import {expect} from 'chai'
-import {spawn, type ChildProcess} from 'node:child_process'
+import type {ChildProcess} from 'node:child_process'
 import {chmod, mkdir, readFile, writeFile} from 'node:fs/promises'
 import {connect} from 'node:net'
 import {networkInterfaces} from 'node:os'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
-import {pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, waitFor, type Started} from '../helpers/view.js'
+import {pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
 const TWO_ROUTES = `version: 1
@@ -143,7 +143,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const elsewhere = path.join(dir, 'elsewhere')
     await mkdir(elsewhere)
     /** Runs the text of a page's command as a shell would split it (no quoting in these commands), in `elsewhere`. */
-    const runShown = async (command: string): Promise<{code: number; stderr: string}> => {
+    const runShown = async (command: string): Promise<CliResult> => {
       expect(command.startsWith('pipe '), command).to.equal(true)
       return pipe(command.slice('pipe '.length).split(/\s+/).filter(Boolean), {cwd: elsewhere})
     }
@@ -197,7 +197,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
   it('--host 0.0.0.0 answers the addresses a browser reaches it by (loopback, this machine’s own), and still no other name', async () => {
     await twoRoutes()
     const wide = await startView(['--host', '0.0.0.0'])
-    await waitFor(wide.stderr, 'not loopback')
+    await wide.stderrHas('not loopback')
     const port = new URL(wide.url).port
     expect((await raw(`http://127.0.0.1:${port}/`)).status, 'by loopback').to.equal(200)
     expect((await raw(`http://127.0.0.1:${port}/`, {host: `localhost:${port}`})).status, 'as localhost').to.equal(200)
@@ -206,5 +206,19 @@ describe('pipe view under attack and in a new user’s hands', function () {
       .find((a) => a?.family === 'IPv4' && !a.internal)
     if (lan) expect((await raw(`http://${lan.address}:${port}/`)).status, `by ${lan.address}`).to.equal(200)
     expect((await raw(`http://127.0.0.1:${port}/`, {host: `evil.example:${port}`})).status, 'DNS rebinding').to.equal(421)
+  })
+
+  it('--open with no browser to open says so and keeps serving', async function () {
+    if (process.platform !== 'linux') this.skip() // elsewhere --open asks open or start, not xdg-open
+    await twoRoutes()
+    const fakeBin = path.join(dir, 'bin')
+    await mkdir(fakeBin)
+    // What xdg-open does on a machine with no browser: a message no one sees, exit 3.
+    await writeFile(path.join(fakeBin, 'xdg-open'), '#!/bin/sh\necho "xdg-open: no method available for opening \'$1\'" >&2\nexit 3\n')
+    await chmod(path.join(fakeBin, 'xdg-open'), 0o755)
+    const {url, stderr, stderrHas} = await startView(['--open'], {PATH: `${fakeBin}${path.delimiter}${process.env.PATH ?? ''}`})
+    await stderrHas('could not open a browser')
+    expect(stderr()).to.contain(`(xdg-open exited 3): open ${url} yourself`)
+    expect((await raw(url)).status).to.equal(200)
   })
 })

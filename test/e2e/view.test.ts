@@ -12,7 +12,7 @@ import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
-import {CHROMIUM, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, waitFor, type Started} from '../helpers/view.js'
+import {CHROMIUM, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** What a requirement, a model or a command may write to make a page run its code or lie. */
 const HOSTILE = [
@@ -213,7 +213,7 @@ describe('pipe view: a read-only server on loopback', function () {
     expect((JSON.parse(url) as {url: string}).url).to.match(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/runs/${paused.run_id}$`))
     const wide = await startView(['--host', '0.0.0.0'])
     expect(wide.url).to.match(/^http:\/\/0\.0\.0\.0:\d+\/$/)
-    await waitFor(wide.stderr, 'not loopback')
+    await wide.stderrHas('not loopback')
     const missing = await pipe(['view', 'R-20000101-0001', '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})
     expect(missing.code).to.equal(2)
     expect(json<{error: {code: string}}>(missing).error.code).to.equal('E_NOT_FOUND')

@@ -17,6 +17,8 @@ export interface Started {
   url: string
   child: ChildProcess
   stderr: () => string
+  /** Resolves once the server's stderr holds `needle`; rejects if the server exits without it. */
+  stderrHas: (needle: string) => Promise<void>
 }
 
 /**
@@ -28,6 +30,17 @@ export async function startView(dir: string, servers: ChildProcess[], args: stri
   servers.push(child)
   let err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+  const stderrHas = (needle: string): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const check = (): void => {
+        if (!err.includes(needle)) return
+        child.stderr.off('data', check)
+        resolve()
+      }
+      child.stderr.on('data', check)
+      child.on('exit', () => (err.includes(needle) ? resolve() : reject(new Error(`pipe view exited, its stderr without "${needle}": ${err}`))))
+      check()
+    })
   const url = await new Promise<string>((resolve, reject) => {
     let out = ''
     child.stdout.on('data', (d: Buffer) => {
@@ -37,15 +50,7 @@ export async function startView(dir: string, servers: ChildProcess[], args: stri
     })
     child.on('exit', (code) => reject(new Error(`pipe view exited ${code}: ${err}`)))
   })
-  return {url, child, stderr: () => err}
-}
-
-/** Resolves once `text()` holds `needle` (a process's output), checking on each turn of the event loop. */
-export function waitFor(text: () => string, needle: string): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const check = (): void => (text().includes(needle) ? resolve() : void setImmediate(check))
-    check()
-  })
+  return {url, child, stderr: () => err, stderrHas}
 }
 
 /** A page in the browser with every console error, page error and request collected. */
