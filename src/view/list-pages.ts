@@ -45,10 +45,21 @@ ${runs.length === 0 ? html`<p>No runs${filter.status || filter.pipeline || filte
 export const LIVE_SCRIPT = `
 (() => {
   const shown = () => [...document.querySelectorAll('tr[data-run]')].map((r) => r.getAttribute('data-run'));
+  const live = document.getElementById('live');
+  const said = live ? live.textContent : '';
+  // A page whose server stopped says so: its statuses are as of the last answer, not live.
+  let last = new Date();
+  const stopped = () => {
+    if (!live) return;
+    live.textContent = 'pipe view stopped answering: the statuses below are as of ' + last.toLocaleTimeString() + '. Start pipe view again and reload.';
+    live.className = 'stopped';
+  };
   async function poll() {
     try {
       const response = await fetch('/api/runs' + location.search, {headers: {accept: 'application/json'}});
-      if (!response.ok) return;
+      if (!response.ok) { stopped(); return; }
+      last = new Date();
+      if (live && live.className === 'stopped') { live.textContent = said; live.className = 'muted small'; }
       const body = await response.json();
       const flat = [];
       const walk = (list) => { for (const r of list) { flat.push(r); walk(r.children || []); } };
@@ -64,7 +75,7 @@ export const LIVE_SCRIPT = `
           }
         }
       }
-    } catch (e) { /* the server stopped: keep the page as it is */ }
+    } catch (e) { stopped(); }
   }
   setInterval(poll, 2000);
 })();

@@ -221,4 +221,16 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(stderr()).to.contain(`(xdg-open exited 3): open ${url} yourself`)
     expect((await raw(url)).status).to.equal(200)
   })
+
+  it('an open runs list says so when its server stops, instead of showing stale statuses as live', async function () {
+    browserOnly.call(this)
+    const runId = await twoRoutes()
+    const {url, child} = await startView()
+    const {page} = await open(url)
+    expect(await page.$eval(`tr[data-run="${runId}"] .badge`, (b) => b.getAttribute('data-status'))).to.equal('failed')
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+    child.kill('SIGTERM')
+    expect(await exited).to.equal(0)
+    await page.waitForFunction(() => document.getElementById('live')?.textContent?.startsWith('pipe view stopped answering') === true, {timeout: 30000})
+  })
 })
