@@ -30,7 +30,7 @@ header.top a { color:var(--fg); text-decoration:none; font-weight:600; }
 header.top .brand { font-family:var(--mono); font-size:1.1rem; }
 main { padding:1rem 1.5rem 3rem; max-width:1400px; }
 h1 { font-size:1.35rem; margin:.2rem 0 .8rem; } h2 { font-size:1.1rem; margin:1.6rem 0 .6rem; border-bottom:1px solid var(--line); padding-bottom:.2rem; }
-h3 { font-size:1rem; margin:.4rem 0; }
+h3 { font-size:1rem; margin:.4rem 0; } .stats h3 { margin-top:1.4rem; }
 a { color:var(--accent); }
 table { border-collapse:collapse; width:100%; } th, td { text-align:left; padding:.3rem .5rem; border-bottom:1px solid var(--line); vertical-align:top; }
 th { color:var(--muted); font-weight:600; font-size:.85rem; }
@@ -60,7 +60,7 @@ svg.graph .node-text { fill:var(--fg); font:600 12px system-ui, sans-serif; } sv
 svg.graph .edge { fill:none; stroke:var(--muted); stroke-width:1.2; opacity:.7; } svg.graph .edge.taken { stroke:var(--accent); stroke-width:3; opacity:1; } svg.graph .edge.undeclared { stroke-dasharray:4 3; }
 svg.graph .edge-label { fill:var(--muted); font:11px system-ui, sans-serif; } svg.graph .edge-label.taken { fill:var(--accent); font-weight:700; }
 svg.graph .arrowhead { fill:var(--muted); }
-svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
+svg.chart .track { fill:var(--panel); stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
 .diff-added { color:var(--ok); } .diff-removed { color:var(--fail); } .diff-changed { color:var(--wait); }
 `
 

@@ -81,9 +81,14 @@ export const LIVE_SCRIPT = `
 })();
 `
 
-function bars(title: string, data: Array<{label: string; value: number; bad?: boolean; text?: string}>): Html {
+/**
+ * A bar per label. `outOf` is the value of a full bar, drawn as a track behind each: a rate (out of
+ * 100 %) is drawn against 100, so 1 failed step of 4 is a quarter bar, not the longest bar there is.
+ * Without it, bars are relative to the largest value.
+ */
+function bars(title: string, data: Array<{label: string; value: number; bad?: boolean; text?: string}>, outOf?: number): Html {
   if (data.length === 0) return html`<h3>${title}</h3><p class="muted">No data.</p>`
-  const max = Math.max(...data.map((d) => d.value), 1)
+  const max = outOf ?? Math.max(...data.map((d) => d.value), 1)
   const rowH = 22
   const labelW = 220
   const barW = 420
@@ -91,7 +96,8 @@ function bars(title: string, data: Array<{label: string; value: number; bad?: bo
   const parts = data.map((d, i) => {
     const w = Math.max(1, Math.round((d.value / max) * barW))
     const y = i * rowH + 4
-    return `<text x="${labelW - 6}" y="${y + 14}" text-anchor="end">${escapeText(d.label.length > 34 ? `${d.label.slice(0, 33)}…` : d.label)}</text><rect class="bar${d.bad ? ' bad' : ''}" x="${labelW}" y="${y}" width="${w}" height="${rowH - 6}"><title>${escapeText(`${d.label}: ${d.text ?? d.value}`)}</title></rect><text x="${labelW + w + 6}" y="${y + 14}">${escapeText(d.text ?? String(d.value))}</text>`
+    const track = outOf !== undefined ? `<rect class="track" x="${labelW}" y="${y}" width="${barW}" height="${rowH - 6}"/>` : ''
+    return `${track}<text x="${labelW - 6}" y="${y + 14}" text-anchor="end">${escapeText(d.label.length > 34 ? `${d.label.slice(0, 33)}…` : d.label)}</text><rect class="bar${d.bad ? ' bad' : ''}" x="${labelW}" y="${y}" width="${w}" height="${rowH - 6}"><title>${escapeText(`${d.label}: ${d.text ?? d.value}`)}</title></rect><text x="${labelW + w + 6}" y="${y + 14}">${escapeText(d.text ?? String(d.value))}</text>`
   })
   return html`<h3>${title}</h3><svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="${title}" viewBox="0 0 ${labelW + barW + 120} ${height}" width="${labelW + barW + 120}" height="${height}">${trusted(parts.join(''))}</svg>`
 }
@@ -111,13 +117,13 @@ function line(title: string, points: Array<{label: string; value: number}>): Htm
 export function statsBody(report: StatsReport): Html {
   const t = report.totals
   const pct = (v: number | null): string => (v === null ? '-' : `${Math.round(v * 100)}%`)
-  return html`<h1>Stats</h1>
+  return html`<div class="stats"><h1>Stats</h1>
 <dl class="facts"><dt>runs</dt><dd>${t.runs}</dd><dt>steps</dt><dd>${t.steps} (${t.failed_steps} failed)</dd><dt>tasks</dt><dd>${t.tasks}, passed ${t.tasks_passed} (${pct(t.task_pass_rate)})</dd><dt>attempts</dt><dd>${t.attempts}${t.mean_attempts !== null ? ` (mean ${t.mean_attempts.toFixed(2)} per task)` : ''}</dd><dt>model calls</dt><dd>${t.model_calls}, ${t.total_tokens} tokens${t.cost !== null ? `, cost ${t.cost} ${t.currency ?? ''}` : ''}</dd></dl>
-${bars('Task pass rate by pipeline', report.pipelines.filter((p) => p.task_pass_rate !== null).map((p) => ({label: p.pipeline, value: Math.round((p.task_pass_rate ?? 0) * 100), text: `${pct(p.task_pass_rate)} of ${p.tasks}`})))}
-${bars('Step failure rate by pipeline', report.pipelines.map((p) => ({label: p.pipeline, value: p.steps === 0 ? 0 : Math.round((p.failed_steps / p.steps) * 100), bad: true, text: `${p.failed_steps} of ${p.steps} steps`})))}
+${bars('Task pass rate by pipeline', report.pipelines.filter((p) => p.task_pass_rate !== null).map((p) => ({label: p.pipeline, value: (p.task_pass_rate ?? 0) * 100, text: `${pct(p.task_pass_rate)} of ${p.tasks}`})), 100)}
+${bars('Step failure rate by pipeline', report.pipelines.map((p) => ({label: p.pipeline, value: p.steps === 0 ? 0 : (p.failed_steps / p.steps) * 100, bad: true, text: `${p.failed_steps} of ${p.steps} steps (${p.steps === 0 ? 0 : Math.round((p.failed_steps / p.steps) * 100)}%)`})), 100)}
 ${bars('Mean attempts per task by pipeline', report.pipelines.filter((p) => p.mean_attempts !== null).map((p) => ({label: p.pipeline, value: p.mean_attempts ?? 0, text: (p.mean_attempts ?? 0).toFixed(2)})))}
 ${bars('QA failures by category', Object.entries(t.failure_categories).sort((a, b) => b[1] - a[1]).map(([label, value]) => ({label, value, bad: true})))}
 ${bars('Mean QA duration by pipeline (ms)', report.pipelines.filter((p) => p.mean_qa_ms !== null).map((p) => ({label: p.pipeline, value: Math.round(p.mean_qa_ms ?? 0)})))}
 ${line('Tokens per run, oldest to newest', report.runs.map((r) => ({label: `${r.run_id} (${r.pipeline})`, value: r.total_tokens})))}
-${line('Steps per run, oldest to newest', report.runs.map((r) => ({label: `${r.run_id} (${r.pipeline})`, value: r.steps})))}`
+${line('Steps per run, oldest to newest', report.runs.map((r) => ({label: `${r.run_id} (${r.pipeline})`, value: r.steps})))}</div>`
 }

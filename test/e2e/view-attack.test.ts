@@ -233,4 +233,16 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(await exited).to.equal(0)
     await page.waitForFunction(() => document.getElementById('live')?.textContent?.startsWith('pipe view stopped answering') === true, {timeout: 30000})
   })
+
+  it('the stats page draws a rate against 100 %: 1 failed step of 4 is a quarter bar, not the longest bar there is', async () => {
+    // The default pipeline offline: the gate fails (1 step of 4), the run asks its questions.
+    const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.'])
+    expect(paused.status).to.equal('awaiting_input')
+    const {url} = await startView()
+    const stats = await raw(`${url}stats`)
+    const chart = /<h3>Step failure rate by pipeline<\/h3>(<svg[^]*?<\/svg>)/.exec(stats.body)?.[1] ?? ''
+    expect(chart).to.contain('1 of 4 steps (25%)')
+    const width = (cls: string): number => Number(new RegExp(`<rect class="${cls}"[^>]* width="(\\d+(?:\\.\\d+)?)"`).exec(chart)?.[1])
+    expect(width('bar bad') / width('track')).to.be.closeTo(0.25, 0.01)
+  })
 })
