@@ -12,7 +12,7 @@ import {collectStats} from '../app/stats.js'
 import {PipeError} from '../errors.js'
 import {diffValues} from '../spec/diff.js'
 import {ID_PATTERNS} from '../store/ids.js'
-import {listRuns} from '../store/queries.js'
+import {effectiveStatus, listRuns} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
 import {html, jsonBlock, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
@@ -122,7 +122,12 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!, commands)
-    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head, {text: RUN_SCRIPT, live: false})
+    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head, {text: RUN_SCRIPT, live: true})
+  }
+  if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && parts[3] === 'head' && ID_PATTERNS.run.test(parts[2]!)) {
+    // What a run page polls: the least that changes when the run moves on.
+    const record = await store.readRun(parts[2]!)
+    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({run_id: record.run_id, status: await effectiveStatus(store, record), updated_at: record.updated_at})}\n`, head)
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 3 && ID_PATTERNS.run.test(parts[2]!)) {
     const view = await loadRunView(store, parts[2]!, commands)

@@ -245,4 +245,18 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const width = (cls: string): number => Number(new RegExp(`<rect class="${cls}"[^>]* width="(\\d+(?:\\.\\d+)?)"`).exec(chart)?.[1])
     expect(width('bar bad') / width('track')).to.be.closeTo(0.25, 0.01)
   })
+
+  it('an open run page says when the run moves on (answered, resumed, ended), without reloading itself', async function () {
+    browserOnly.call(this)
+    const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--input', path.join(repoRoot, 'examples', 'one-sentence.txt')])
+    const {url} = await startView()
+    const {page, problems} = await open(`${url}runs/${paused.run_id}`)
+    expect(await page.$eval('div#moved', (e) => e.hidden)).to.equal(true)
+    const answered = await pipe(['answer', paused.run_id, '--file', path.join(repoRoot, 'examples', 'one-sentence.answers.yaml'), '--store', store()], {cwd: dir})
+    expect(answered.code, answered.stderr).to.equal(10)
+    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false, {timeout: 30000})
+    expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^awaiting input \(updated /)
+    expect(await page.$eval('#waits pre.command', (e) => e.textContent), 'the page itself is as it was read').to.contain('pipe answer')
+    expect(problems).to.deep.equal([])
+  })
 })
