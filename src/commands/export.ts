@@ -2,6 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {exportSession} from '../app/export.js'
+import {PipeError} from '../errors.js'
 import {exportRunHtml} from '../view/export-html.js'
 import {Store} from '../store/store.js'
 import {assertId} from '../store/ids.js'
@@ -16,7 +17,7 @@ export default class Export extends PipeCommand {
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     dir: Flags.string({char: 'd', description: 'Directory to write (created if needed).', default: 'artifacts', helpValue: 'DIR'}),
-    html: Flags.string({description: "Write the run's page as one self-contained HTML file (inline style and drawings, no external reference) instead of the files.", helpValue: 'FILE', exclusive: ['dir']}),
+    html: Flags.string({description: "Write the run's page as one self-contained HTML file (inline style and drawings, no external reference) instead of the files; its folder is made if needed; - writes it on standard output.", helpValue: 'FILE|-', exclusive: ['dir']}),
     store: PipeCommand.storeFlag,
   }
 
@@ -24,9 +25,10 @@ export default class Export extends PipeCommand {
     const {args, flags} = await this.parse(Export)
     assertId('run', args.run)
     if (flags.html !== undefined) {
+      if (flags.html === '-' && this.jsonEnabled()) throw new PipeError('E_INVALID_ARGS', '--html - writes the page on standard output, where --json would write its result too', {hint: 'Give --html FILE with --json, or leave out --json.'})
       const store = await Store.existing(this.storeDir(flags.store))
       const written = await exportRunHtml(store, args.run, flags.html)
-      if (!this.jsonEnabled()) process.stdout.write(t`${written.html}\n`)
+      if (!this.jsonEnabled() && written.html !== '-') process.stdout.write(t`${written.html}\n`)
       return written
     }
     const result = await exportSession({cwd: process.cwd(), store: this.storeDir(flags.store), runId: args.run, dir: flags.dir})

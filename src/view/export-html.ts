@@ -1,5 +1,8 @@
 /** pipe export RUN --html: the run page as one file, everything inline, for a ticket or a release. */
 import {randomBytes} from 'node:crypto'
+import {mkdir, stat} from 'node:fs/promises'
+import path from 'node:path'
+import {PipeError} from '../errors.js'
 import type {RunStore} from '../store/types.js'
 import {writeFileAtomic} from '../util/fs.js'
 import {page} from './layout.js'
@@ -10,8 +13,21 @@ export function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): stri
   return page({title: `pipe: ${view.record.run_id}`, nonce: randomBytes(16).toString('base64'), body: runBody(view, {standalone: true}), script: RUN_SCRIPT, standalone: true})
 }
 
+/**
+ * Writes the page to `file` (its folder made if needed, as --dir does), or to standard output for
+ * `-`. A folder given as the file is refused before anything is read.
+ */
 export async function exportRunHtml(store: RunStore, runId: string, file: string): Promise<{html: string; bytes: number}> {
+  const toStdout = file === '-'
+  if (!toStdout && (await stat(file).catch(() => null))?.isDirectory()) {
+    throw new PipeError('E_INVALID_ARGS', `--html ${file} is a folder, not a file`, {hint: `Name the file to write, e.g. --html ${path.join(file, `${runId}.html`)}.`})
+  }
   const text = runPageHtml(await loadRunView(store, runId))
+  if (toStdout) {
+    process.stdout.write(text)
+    return {html: '-', bytes: Buffer.byteLength(text)}
+  }
+  await mkdir(path.dirname(path.resolve(file)), {recursive: true})
   await writeFileAtomic(file, text)
   return {html: file, bytes: Buffer.byteLength(text)}
 }

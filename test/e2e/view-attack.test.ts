@@ -5,13 +5,13 @@
  */
 import {expect} from 'chai'
 import type {ChildProcess} from 'node:child_process'
-import {chmod, mkdir, readFile, writeFile} from 'node:fs/promises'
+import {chmod, mkdir, readFile, stat, writeFile} from 'node:fs/promises'
 import {connect} from 'node:net'
 import {networkInterfaces} from 'node:os'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
-import {pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
@@ -258,5 +258,26 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^awaiting input \(updated /)
     expect(await page.$eval('#waits pre.command', (e) => e.textContent), 'the page itself is as it was read').to.contain('pipe answer')
     expect(problems).to.deep.equal([])
+  })
+
+  it('export --html: - is standard output, a new folder is made, a folder given as the file is a clear error', async () => {
+    const runId = await twoRoutes()
+    const toStdout = await pipe(['export', runId, '--html', '-', '--store', store()], {cwd: dir})
+    expect(toStdout.code, toStdout.stderr).to.equal(0)
+    expect(toStdout.stdout).to.match(/^<!doctype html>\n[^]*<\/html>\n$/)
+    expect(toStdout.stdout).to.contain(runId)
+    expect(await stat(path.join(dir, '-')).then(() => 'written', () => 'none'), 'no file named -').to.equal('none')
+    const nested = path.join(dir, 'out', 'tickets', 'run.html')
+    const made = await pipe(['export', runId, '--html', nested, '--store', store()], {cwd: dir})
+    expect(made.code, made.stderr).to.equal(0)
+    expect(made.stdout).to.equal(`${nested}\n`)
+    const sameNonce = (page: string): string => page.replace(/nonce-[A-Za-z0-9+/=]+/g, 'nonce-N').replace(/nonce="[^"]+"/g, 'nonce="N"')
+    expect(sameNonce(await readFile(nested, 'utf8')), 'the file is the page - printed').to.equal(sameNonce(toStdout.stdout))
+    const folder = await pipe(['export', runId, '--html', dir, '--store', store(), '--json'], {cwd: dir})
+    expect(folder.code).to.equal(2)
+    expect(json<{error: {code: string; message: string}}>(folder).error).to.deep.include({code: 'E_INVALID_ARGS', message: `--html ${dir} is a folder, not a file`})
+    const both = await pipe(['export', runId, '--html', '-', '--store', store(), '--json'], {cwd: dir})
+    expect(both.code).to.equal(2)
+    expect(json<{error: {code: string}}>(both).error.code).to.equal('E_INVALID_ARGS')
   })
 })
