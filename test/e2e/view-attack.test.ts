@@ -4,8 +4,8 @@
  * offers (does clicking, copying and running them work?), in Debian's chromium-headless-shell.
  */
 import {expect} from 'chai'
-import type {ChildProcess} from 'node:child_process'
-import {chmod, mkdir, readFile, stat, writeFile} from 'node:fs/promises'
+import {execFileSync, type ChildProcess} from 'node:child_process'
+import {chmod, cp, mkdir, readFile, stat, writeFile} from 'node:fs/promises'
 import {connect} from 'node:net'
 import {networkInterfaces} from 'node:os'
 import path from 'node:path'
@@ -279,5 +279,29 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const both = await pipe(['export', runId, '--html', '-', '--store', store(), '--json'], {cwd: dir})
     expect(both.code).to.equal(2)
     expect(json<{error: {code: string}}>(both).error.code).to.equal('E_INVALID_ARGS')
+  })
+
+  it('an agent’s tool calls read as written: an edit block keeps its line breaks (not one line of \\n), the JSON as sent a click away', async function () {
+    browserOnly.call(this)
+    const example = path.join(repoRoot, 'examples', 'coding-agent')
+    const repo = path.join(dir, 'median')
+    await cp(path.join(example, 'scratch'), repo, {recursive: true})
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    const env = {GIT_AUTHOR_NAME: 'pipe test', GIT_AUTHOR_EMAIL: 'pipe-test@example.invalid', GIT_COMMITTER_NAME: 'pipe test', GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid'}
+    const done = await pipe(['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json', '--store', store()], {cwd: repo, env})
+    expect(done.code, done.stderr).to.equal(0)
+    const {url} = await startView()
+    const listed = JSON.parse((await raw(`${url}api/runs`)).body) as {runs: Array<{children?: Array<{run_id: string}>}>}
+    const task = listed.runs[0]!.children![0]!.run_id
+    const {page, problems} = await open(`${url}runs/${task}`)
+    const edit = await page.$$eval('details[data-step="implement"] .tool-call', (calls) => calls.filter((c) => c.querySelector('code')?.textContent === 'apply_edit_blocks').map((c) => ({readable: c.querySelector('pre.readable')?.textContent ?? '', raw: c.querySelector('details.raw pre')?.textContent ?? ''})))
+    expect(edit.length, 'the edit call, in each implement attempt').to.be.greaterThan(0)
+    const lines = edit[0]!.readable.split('\n').map((l) => l.trim())
+    expect(lines).to.include('<<<<<<< SEARCH')
+    expect(lines).to.include('>>>>>>> REPLACE')
+    expect(JSON.parse(edit[0]!.raw), 'as sent: the arguments JSON itself').to.have.property('blocks').that.contains('<<<<<<< SEARCH\n')
+    const table = await page.$$eval('details[data-step="implement"] table tr', (rows) => rows.filter((r) => r.textContent?.includes('apply_edit_blocks')).map((r) => r.querySelector('pre')?.textContent ?? ''))
+    expect(table[0]!.split('\n').map((l) => l.trim())).to.include('<<<<<<< SEARCH')
+    expect(problems).to.deep.equal([])
   })
 })
