@@ -21,11 +21,11 @@ export function isHtml(value: unknown): value is Html {
 }
 
 /**
- * Characters that reorder or hide text (bidi embeddings, overrides and isolates, zero-width
- * marks): shown as their code point, so a reviewer sees `⟨U+202E⟩` where a hostile string would
+ * Characters that reorder or hide text (bidi embeddings, overrides, isolates and marks, the
+ * Arabic letter mark included; zero-width and other invisible characters): shown as their code point, so a reviewer sees `⟨U+202E⟩` where a hostile string would
  * have made `exe.txt` read as `txt.exe`.
  */
-const INVISIBLE = /[\u200B-\u200F\u202A-\u202E\u2066-\u2069\uFEFF]/g
+const INVISIBLE = /[\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF\uFFF9-\uFFFB]/g
 
 /** Text as it is safe inside an element or a quoted attribute. */
 export function escapeText(value: string): string {

@@ -304,4 +304,29 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(table[0]!.split('\n').map((l) => l.trim())).to.include('<<<<<<< SEARCH')
     expect(problems).to.deep.equal([])
   })
+
+  it('hostile text in a run’s inputs and reasons stays text on the page, in the graph and in the exported file; every bidi control shows as its code point', async function () {
+    browserOnly.call(this)
+    const hostile = `</style></script>]]><script>window.__pwned=1</script><svg onload="window.__pwned=2"><a href="javascript:window.__pwned=3">x</a> <style>*{display:none}</style> a\u061Cb c\u2067d\u2069`
+    await writeFile(path.join(dir, 'say.yaml'), 'version: 1\nname: say\ninputs:\n  title: {type: string}\nsteps:\n  - {id: check, kind: noop, next: done}\n  - {id: done, kind: end, status: failed, reason: "${{ inputs.title }}"}\n')
+    const r = await run([path.join(dir, 'say.yaml'), '-i', `title=${hostile}`], [1])
+    const {url} = await startView()
+    const file = path.join(dir, 'say.html')
+    expect((await pipe(['export', r.run_id, '--html', file, '--store', store()], {cwd: dir})).code).to.equal(0)
+    for (const at of [`${url}runs/${r.run_id}`, url, pathToFileURL(file).href]) {
+      const {page, problems} = await open(at)
+      const state = await page.evaluate(() => ({
+        pwned: (window as unknown as {__pwned?: unknown}).__pwned ?? null,
+        injected: document.querySelectorAll('main script, main style, main svg:not(.graph):not(.chart), main a[href^="javascript"]').length,
+        hidden: getComputedStyle(document.querySelector('main')!).display,
+        text: document.body.textContent ?? '',
+      }))
+      expect(state.pwned, at).to.equal(null)
+      expect(state.injected, at).to.equal(0)
+      expect(state.hidden, at).to.equal('block')
+      expect(state.text, at).to.contain('</style></script>]]><script>window.__pwned=1</script>')
+      expect(state.text, at).to.contain('a⟨U+061C⟩b c⟨U+2067⟩d⟨U+2069⟩')
+      expect(problems, at).to.deep.equal([])
+    }
+  })
 })
