@@ -68,7 +68,7 @@ function nodeLabel(node: Node): string {
  * The graph of `pipeline` (or, without one, of the steps the run took) with the run's path over it.
  * `anchors` maps a step id to the id of its section on the page: a node that ran links there.
  */
-export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: ReadonlyMap<string, string> = new Map()): Html {
+export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: ReadonlyMap<string, string> = new Map(), waitsAt?: string): Html {
   const ids = pipeline ? pipeline.steps.map((s) => s.id) : [...new Set(taken.taken.flatMap((t) => [t.from, t.to]).filter((id) => !(id in ENDS)))]
   const start = pipeline ? startStepId(pipeline) : (taken.taken.find((t) => t.from === '__start__')?.to ?? ids[0] ?? '__start__')
   const merged: Line[] = [{from: '__start__', to: start, label: 'start', count: 0, declared: true}]
@@ -96,7 +96,11 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
   }
   const parts: string[] = []
   parts.push(`<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" aria-label="${escapeText(`step graph${pipeline ? ` of ${pipeline.name}` : ''}`)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">`)
-  parts.push('<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>')
+  // Arrowheads in the drawing's units: sized by the line's width (the default) a taken edge's head was
+  // three times as large as its neighbours', covering the node it points to.
+  parts.push(
+    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker><marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="11" markerHeight="11" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead taken"/></marker></defs>',
+  )
   // Routes between the same two steps (success and partial both to publish) are one drawn edge
   // with their labels joined: drawn apart, their labels sat on one spot, unreadable.
   const drawn: Line[] = []
@@ -121,20 +125,24 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
       ? `M${a.x + NODE_W},${a.y + NODE_H / 2} C${a.x + NODE_W + 60},${a.y + NODE_H / 2} ${b.x + NODE_W + 60},${b.y + NODE_H / 2} ${b.x + NODE_W},${b.y + NODE_H / 2}`
       : `M${x1},${y1} C${x1},${y1 + 30} ${x2},${y2 - 30} ${x2},${y2}`
     const cls = ['edge', l.count > 0 ? 'taken' : '', l.declared ? '' : 'undeclared'].filter(Boolean).join(' ')
-    parts.push(`<path class="${cls}" d="${d}" marker-end="url(#arrow)"><title>${escapeText(`${ENDS[l.from] ?? l.from} → ${ENDS[l.to] ?? l.to}: ${l.label}${l.count > 0 ? `, taken ${l.count}×` : ''}`)}</title></path>`)
-    const lx = back ? Math.max(a.x, b.x) + NODE_W + 48 : (x1 + x2) / 2
-    const ly = back ? (a.y + b.y + NODE_H) / 2 : (y1 + y2) / 2
-    if (l.label !== 'start' && l.label !== 'next') parts.push(`<text class="edge-label${l.count > 0 ? ' taken' : ''}" x="${lx}" y="${ly}" text-anchor="middle">${escapeText(l.label)}${l.count > 1 ? ` ×${l.count}` : ''}</text>`)
-    else if (l.count > 1) parts.push(`<text class="edge-label taken" x="${lx}" y="${ly}" text-anchor="middle">×${l.count}</text>`)
+    parts.push(`<path class="${cls}" d="${d}" marker-end="url(#${l.count > 0 ? 'arrow-taken' : 'arrow'})"><title>${escapeText(`${ENDS[l.from] ?? l.from} → ${ENDS[l.to] ?? l.to}: ${l.label}${l.count > 0 ? `, taken ${l.count}×` : ''}`)}</title></path>`)
+    // A straight-down edge gets its label beside it, not across it.
+    const straight = !back && Math.abs(x1 - x2) < 4
+    const lx = back ? Math.max(a.x, b.x) + NODE_W + 48 : straight ? x1 + 8 : (x1 + x2) / 2
+    const ly = back ? (a.y + b.y + NODE_H) / 2 : (y1 + y2) / 2 + 4
+    const anchor = straight ? 'start' : 'middle'
+    if (l.label !== 'start' && l.label !== 'next') parts.push(`<text class="edge-label${l.count > 0 ? ' taken' : ''}" x="${lx}" y="${ly}" text-anchor="${anchor}">${escapeText(l.label)}${l.count > 1 ? ` ×${l.count}` : ''}</text>`)
+    else if (l.count > 1) parts.push(`<text class="edge-label taken" x="${lx}" y="${ly}" text-anchor="${anchor}">×${l.count}</text>`)
   }
   for (const n of nodes.values()) {
     const end = n.id in ENDS
-    const cls = ['node', end ? `end end-${ENDS[n.id]}` : '', n.ran > 0 ? 'ran' : ''].filter(Boolean).join(' ')
+    const waits = n.id === waitsAt
+    const cls = ['node', end ? `end end-${ENDS[n.id]}` : '', n.ran > 0 ? 'ran' : '', waits ? 'waiting' : ''].filter(Boolean).join(' ')
     const label = nodeLabel(n)
     const body = end
       ? `<rect class="${cls}" x="${n.x + NODE_W / 4}" y="${n.y + 4}" width="${NODE_W / 2}" height="${NODE_H - 8}" rx="16"/><text class="node-text" x="${n.x + NODE_W / 2}" y="${n.y + NODE_H / 2 + 4}" text-anchor="middle">${escapeText(label)}</text>`
-      : `<rect class="${cls}" x="${n.x}" y="${n.y}" width="${NODE_W}" height="${NODE_H}" rx="6"/><text class="node-text" x="${n.x + NODE_W / 2}" y="${n.y + 17}" text-anchor="middle">${escapeText(label.length > 22 ? `${label.slice(0, 21)}…` : label)}</text><text class="node-kind" x="${n.x + NODE_W / 2}" y="${n.y + 32}" text-anchor="middle">${escapeText(`${n.kind ?? ''}${n.ran > 0 ? `  ran ${n.ran}×` : ''}`)}</text>`
-    const title = `<title>${escapeText(`${n.id}${n.kind ? ` (${n.kind})` : ''}${n.ran > 0 ? `: ran ${n.ran}×` : ': not run'}`)}</title>`
+      : `<rect class="${cls}" x="${n.x}" y="${n.y}" width="${NODE_W}" height="${NODE_H}" rx="6"/><text class="node-text" x="${n.x + NODE_W / 2}" y="${n.y + 17}" text-anchor="middle">${escapeText(label.length > 22 ? `${label.slice(0, 21)}…` : label)}</text><text class="node-kind" x="${n.x + NODE_W / 2}" y="${n.y + 32}" text-anchor="middle">${escapeText(waits ? 'the run waits here' : `${n.kind ?? ''}${n.ran > 0 ? `  ran ${n.ran}×` : ''}`)}</text>`
+    const title = `<title>${escapeText(`${n.id}${n.kind ? ` (${n.kind})` : ''}${n.ran > 0 ? `: ran ${n.ran}×` : ': not run'}${waits ? '; the run waits here' : ''}`)}</title>`
     const anchor = anchors.get(n.id)
     parts.push(end ? `<g>${body}</g>` : anchor !== undefined ? `<a href="#${escapeText(encodeURIComponent(anchor))}"><g>${title}${body}</g></a>` : `<g>${title}${body}</g>`)
   }

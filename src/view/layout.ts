@@ -55,12 +55,13 @@ details.step .body { padding:.6rem .9rem; }
 form.filters { display:flex; gap:.6rem; flex-wrap:wrap; align-items:end; margin:.4rem 0 1rem; } form.filters label { display:flex; flex-direction:column; font-size:.8rem; color:var(--muted); }
 form.filters input, form.filters select { font:inherit; padding:.2rem .4rem; }
 .graph-wrap { overflow:auto; border:1px solid var(--line); border-radius:8px; background:var(--panel); }
-svg.graph .node { fill:var(--bg); stroke:var(--line); stroke-width:1.5; } svg.graph .node.ran { stroke:var(--accent); stroke-width:2.5; }
+svg.graph .node { fill:var(--bg); stroke:var(--line); stroke-width:1.5; } svg.graph .node.ran { stroke:var(--accent); stroke-width:2.5; } svg.graph .node.waiting { stroke:var(--wait); stroke-width:3; stroke-dasharray:6 3; }
 svg.graph .end { fill:var(--panel); } svg.graph .end-failed { stroke:var(--fail); } svg.graph .end-end { stroke:var(--ok); } svg.graph .end-blocked { stroke:var(--wait); }
 svg.graph .node-text { fill:var(--fg); font:600 12px system-ui, sans-serif; } svg.graph .node-kind { fill:var(--muted); font:11px system-ui, sans-serif; }
 svg.graph .edge { fill:none; stroke:var(--muted); stroke-width:1.2; opacity:.7; } svg.graph .edge.taken { stroke:var(--accent); stroke-width:3; opacity:1; } svg.graph .edge.undeclared { stroke-dasharray:4 3; }
 svg.graph .edge-label { fill:var(--muted); font:11px system-ui, sans-serif; } svg.graph .edge-label.taken { fill:var(--accent); font-weight:700; }
-svg.graph .arrowhead { fill:var(--muted); }
+svg.graph .arrowhead { fill:var(--muted); } svg.graph .arrowhead.taken { fill:var(--accent); }
+svg.graph .edge-label { paint-order:stroke; stroke:var(--panel); stroke-width:4px; stroke-linejoin:round; }
 svg.chart .track { fill:var(--panel); stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
 .diff-added { color:var(--ok); } .diff-removed { color:var(--fail); } .diff-changed { color:var(--wait); }
 `

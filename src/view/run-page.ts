@@ -273,7 +273,7 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
   return html`${live}${header(view, options)}
 ${auditPanel(view)}
 ${waitsPanel(view)}
-<h2>Graph</h2>${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}<div class="graph-wrap">${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view))}</div>
+<h2>Graph</h2>${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}<div class="graph-wrap">${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined)}</div>
 <h2>Steps (${view.steps.length})</h2>${view.steps.map((s) => stepSection(s, view.children, options))}
 ${view.children.length > 0 ? html`<h2>Child runs (${view.children.length})</h2>${childTable(view.children, options)}` : ''}
 <h2>Timeline (${view.events.length})</h2>${timeline(view)}

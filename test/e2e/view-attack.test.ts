@@ -70,6 +70,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(await page.evaluate(() => location.hash)).to.equal('#step-publish-2')
     const labels = await page.$$eval('svg.graph text.edge-label', (ts) => ts.map((t) => t.textContent))
     expect(labels.filter((l) => l?.includes('partial')), 'one label names both routes').to.deep.equal(['partial, error'])
+    expect(await page.$$eval('svg.graph path.edge.taken', (es) => [...new Set(es.map((e) => e.getAttribute('marker-end')))]), 'a taken edge has its own head, not one scaled by its width').to.deep.equal(['url(#arrow-taken)'])
     expect(problems).to.deep.equal([])
     // The exported file links the same way, with no server.
     const file = path.join(dir, 'run.html')
@@ -154,6 +155,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect((await pipe(['resume', failed, '--store', store()], {cwd: elsewhere})).code, 'pipe resume does refuse it').to.equal(2)
 
     const answerPage = await open(`${url}runs/${paused.run_id}`)
+    expect(await answerPage.page.$$eval('svg.graph rect.waiting', (r) => r.map((e) => e.parentElement?.querySelector('title')?.textContent)), 'the graph marks where it waits').to.deep.equal(['apply_answers (apply_answers): not run; the run waits here'])
     const answer = await answerPage.page.$eval('#waits pre.command', (e) => e.textContent ?? '')
     const template = await answerPage.page.$eval('#waits pre.answers', (e) => e.textContent ?? '')
     expect(template).to.match(/^answers:\n {2}Q-001: "\.\.\."/)
