@@ -1,7 +1,7 @@
 /** The runs list (filters, children nested, live status) and the stats page (charts drawn here as SVG). */
 import type {StatsReport} from '../app/stats.js'
 import type {RunSummary} from '../store/queries.js'
-import {escapeText, html, trusted, type Html} from './html.js'
+import {escapeText, html, safeHref, trusted, type Html} from './html.js'
 import {childTable, statusBadge} from './run-page.js'
 
 export const RUN_STATUSES = ['running', 'awaiting_input', 'blocked', 'interrupted', 'succeeded', 'failed', 'cancelled'] as const
@@ -19,7 +19,9 @@ export function filterRuns(runs: RunSummary[], filter: ListFilter): RunSummary[]
   return runs.filter((r) => (!filter.status || r.status === filter.status) && (!filter.pipeline || r.pipeline === filter.pipeline) && (!filter.feature || r.feature_id === filter.feature) && (!filter.since || r.created_at.slice(0, 10) >= filter.since))
 }
 
-export function runsBody(runs: RunSummary[], all: RunSummary[], filter: ListFilter): Html {
+export function runsBody(runs: RunSummary[], all: RunSummary[], filter: ListFilter, page: {more: boolean; limit: number; search: URLSearchParams} = {more: false, limit: runs.length, search: new URLSearchParams()}): Html {
+  const more = new URLSearchParams(page.search)
+  more.set('limit', String(page.limit * 2))
   const pipelines = [...new Set(all.map((r) => r.pipeline))].sort()
   const features = [...new Set(all.map((r) => r.feature_id))].sort()
   const option = (value: string, current: string | undefined): Html => html`<option value="${value}"${value === current ? ' selected' : ''}>${value === '' ? 'any' : value}</option>`
@@ -35,6 +37,7 @@ ${(r.children ?? []).length > 0 ? html`<tr class="children"><td colspan="7">${ch
 <label>since<input type="date" name="since" value="${filter.since ?? ''}"></label>
 <button>filter</button></form>
 <p class="muted small" id="live">${runs.length} run(s), newest first; statuses update while runs go.</p>
+${page.more ? html`<p class="panel wait" id="more">The newest ${page.limit} run(s) that match are shown; there are more. <a href="${safeHref(`/?${more.toString()}`)}">Show up to ${page.limit * 2}</a>, or narrow the filter.</p>` : ''}
 ${runs.length === 0 ? html`<p>No runs${filter.status || filter.pipeline || filter.feature || filter.since ? ' match the filter' : ' in this store yet'}.</p>` : html`<table class="runs"><tr><th>run</th><th>status</th><th>pipeline</th><th>feature</th><th>spec</th><th>created</th><th>reason</th></tr>${rows}</table>`}`
 }
 

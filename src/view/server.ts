@@ -12,7 +12,7 @@ import {collectStats} from '../app/stats.js'
 import {PipeError} from '../errors.js'
 import {diffValues} from '../spec/diff.js'
 import {ID_PATTERNS} from '../store/ids.js'
-import {effectiveStatus, listRuns} from '../store/queries.js'
+import {effectiveStatus, listRuns, type RunSummary} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
 import {html, jsonBlock, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
@@ -35,7 +35,34 @@ export interface ViewServer {
   close(): Promise<void>
 }
 
+/** How many top-level runs the list shows unless ?limit= asks for another number (up to LIST_MAX). */
 const LIST_LIMIT = 500
+const LIST_MAX = 100000
+
+interface Listed {
+  runs: RunSummary[]
+  /** Every run read, for the filter's choices. */
+  all: RunSummary[]
+  /** More runs match than the list shows. */
+  more: boolean
+  limit: number
+  damaged: DamagedRun[]
+}
+
+/**
+ * The runs the list shows: the filter chooses among every run of the store, then the newest
+ * `limit` of those are shown (a filter applied to the newest 500 only found nothing older).
+ */
+async function listed(store: RunStore, url: URL): Promise<Listed> {
+  const filter = filterFrom(url)
+  const asked = Number(url.searchParams.get('limit'))
+  const limit = Number.isInteger(asked) && asked >= 1 ? Math.min(asked, LIST_MAX) : LIST_LIMIT
+  const damaged: DamagedRun[] = []
+  const filtered = Object.keys(filter).length > 0
+  const all = await listRuns(setAsideDamaged(store, damaged), {limit: filtered ? LIST_MAX : limit + 1})
+  const matching = filterRuns(all, filter)
+  return {runs: matching.slice(0, limit), all, more: matching.length > limit, limit, damaged}
+}
 
 function nonce(): string {
   return randomBytes(16).toString('base64')
@@ -110,15 +137,12 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   // segment is not skipped), and a trailing slash is allowed.
   const parts = url.pathname === '/' ? [] : url.pathname.slice(1).replace(/\/$/, '').split('/').map((p) => decodeURIComponent(p))
   if (parts.length === 0) {
-    const damaged: DamagedRun[] = []
-    const all = await listRuns(setAsideDamaged(store, damaged), {limit: LIST_LIMIT})
-    const filter = filterFrom(url)
-    return sendPage(res, 200, 'pipe: runs', html`${damagedPanel(damaged)}${runsBody(filterRuns(all, filter), all, filter)}`, head, {text: LIVE_SCRIPT, live: true})
+    const list = await listed(store, url)
+    return sendPage(res, 200, 'pipe: runs', html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams})}`, head, {text: LIVE_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 2) {
-    const damaged: DamagedRun[] = []
-    const all = await listRuns(setAsideDamaged(store, damaged), {limit: LIST_LIMIT})
-    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({runs: filterRuns(all, filterFrom(url)), damaged})}\n`, head)
+    const list = await listed(store, url)
+    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({runs: list.runs, more: list.more, damaged: list.damaged})}\n`, head)
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!, commands)

@@ -331,4 +331,23 @@ describe('pipe view under attack and in a new user’s hands', function () {
       expect(problems, at).to.deep.equal([])
     }
   })
+
+  it('the runs list says when it shows only the newest runs, links to more, and filters among every run, not only those shown', async () => {
+    const older = await twoRoutes()
+    await writeFile(path.join(dir, 'other.yaml'), 'version: 1\nname: other\nsteps:\n  - {id: only, kind: noop}\n')
+    const newer = (await run([path.join(dir, 'other.yaml')])).run_id
+    const {url} = await startView()
+    const rows = (body: string): string[] => [...body.matchAll(/<tr data-run="(R-[^"]+)"/g)].map((m) => m[1]!)
+    const first = await raw(`${url}?limit=1`)
+    expect(rows(first.body)).to.deep.equal([newer])
+    expect(first.body).to.match(/id="more"[^]*href="\/\?limit=2"/)
+    const filtered = await raw(`${url}?limit=1&pipeline=two-routes`)
+    expect(rows(filtered.body), 'an older run the filter names').to.deep.equal([older])
+    expect(filtered.body).to.not.contain('id="more"')
+    const whole = await raw(url)
+    expect(rows(whole.body)).to.deep.equal([newer, older])
+    expect(whole.body).to.not.contain('id="more"')
+    const api = JSON.parse((await raw(`${url}api/runs?limit=1`)).body) as {runs: Array<{run_id: string}>; more: boolean}
+    expect([api.runs.map((r) => r.run_id), api.more]).to.deep.equal([[newer], true])
+  })
 })
