@@ -59,6 +59,17 @@ describe('pipe view under attack and in a new user’s hands', function () {
     return r.run_id
   }
 
+  /** examples/coding-agent from its cassette: a coding run whose task child run has an agent step. */
+  async function codingAgentRun(): Promise<void> {
+    const example = path.join(repoRoot, 'examples', 'coding-agent')
+    const repo = path.join(dir, 'median')
+    await cp(path.join(example, 'scratch'), repo, {recursive: true})
+    execFileSync('git', ['init', '-q'], {cwd: repo})
+    const env = {GIT_AUTHOR_NAME: 'pipe test', GIT_AUTHOR_EMAIL: 'pipe-test@example.invalid', GIT_COMMITTER_NAME: 'pipe test', GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid'}
+    const done = await pipe(['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json', '--store', store()], {cwd: repo, env})
+    expect(done.code, done.stderr).to.equal(0)
+  }
+
   it('a node of the graph opens its step: the click lands on the step’s section, opened; two routes to one step are one readable label', async function () {
     browserOnly.call(this)
     const runId = await twoRoutes()
@@ -285,13 +296,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
 
   it('an agent’s tool calls read as written: an edit block keeps its line breaks (not one line of \\n), the JSON as sent a click away', async function () {
     browserOnly.call(this)
-    const example = path.join(repoRoot, 'examples', 'coding-agent')
-    const repo = path.join(dir, 'median')
-    await cp(path.join(example, 'scratch'), repo, {recursive: true})
-    execFileSync('git', ['init', '-q'], {cwd: repo})
-    const env = {GIT_AUTHOR_NAME: 'pipe test', GIT_AUTHOR_EMAIL: 'pipe-test@example.invalid', GIT_COMMITTER_NAME: 'pipe test', GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid'}
-    const done = await pipe(['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json', '--store', store()], {cwd: repo, env})
-    expect(done.code, done.stderr).to.equal(0)
+    await codingAgentRun()
     const {url} = await startView()
     const listed = JSON.parse((await raw(`${url}api/runs`)).body) as {runs: Array<{children?: Array<{run_id: string}>}>}
     const task = listed.runs[0]!.children![0]!.run_id
@@ -349,5 +354,19 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(whole.body).to.not.contain('id="more"')
     const api = JSON.parse((await raw(`${url}api/runs?limit=1`)).body) as {runs: Array<{run_id: string}>; more: boolean}
     expect([api.runs.map((r) => r.run_id), api.more]).to.deep.equal([[newer], true])
+  })
+
+  it('snapshot show --prompt prints an agent’s conversation once (the last request holds it), not once per turn; a reply as its message', async () => {
+    await codingAgentRun()
+    const task = json<{runs: Array<{run_id: string; parent?: {run_id: string}}>}>(await pipe(['runs', 'list', '--all', '--json', '--store', store()], {cwd: dir})).runs.find((r) => r.parent)!.run_id
+    const r = await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--store', store()], {cwd: dir})
+    expect(r.code, r.stderr).to.equal(0)
+    const implementRuns = (r.stdout.match(/^#\d+ implement \(agent\) {2}request 1 of/gm) ?? []).length
+    expect(implementRuns, 'two attempts of the task').to.equal(2)
+    expect((r.stdout.match(/^--- system$/gm) ?? []).length, 'the system prompt once per attempt').to.equal(implementRuns)
+    expect(r.stdout).to.match(/request 1 of 3 {2}sha256:[0-9a-f]{64} {2}answered from cassette\n {2}\(its 2 message\(s\) are the first 2 of request 3, below; its reply is the message after them\)\n/)
+    expect(r.stdout, 'the reply is what the model said, not the stored envelope').to.not.contain('"finish_reason"')
+    const asJson = json<Array<{calls: Array<{request: {messages: unknown[]}}>}>>(await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--json', '--store', store()], {cwd: dir}))
+    expect(asJson[0]!.calls.map((c) => c.request.messages.length), '--json keeps every request whole').to.deep.equal([2, 4, 6])
   })
 })

@@ -21,13 +21,28 @@ function contentText(content: unknown): string {
   return typeof content === 'string' ? content : content === null || content === undefined ? '' : JSON.stringify(content, null, 2)
 }
 
+/** Whether every message of `earlier` opens `later` (an agent's requests, each the conversation so far). */
+function opens(earlier: ModelCallView, later: ModelCallView): boolean {
+  const a = earlier.request?.messages ?? []
+  const b = later.request?.messages ?? []
+  return earlier.missing === undefined && later.missing === undefined && a.length < b.length && a.every((m, i) => JSON.stringify(m) === JSON.stringify(b[i]))
+}
+
 function renderPrompts(shown: PromptsShown[]): string {
   const out: string[] = []
   for (const s of shown) {
+    const last = s.calls.at(-1)!
     s.calls.forEach((c, i) => {
       out.push(`#${s.seq} ${s.step} (${s.kind})  request ${i + 1} of ${s.calls.length}  ${c.key}  answered from ${c.source}`)
       if (c.missing !== undefined) {
         out.push(`  (the prompt is not shown: ${c.missing})`, '')
+        return
+      }
+      // An agent's every request repeats the conversation so far: printed whole each time, twenty
+      // turns were twenty copies. The last request holds it all, each earlier reply in its place.
+      if (c !== last && opens(c, last)) {
+        const n = c.request?.messages.length ?? 0
+        out.push(`  (its ${n} message(s) are the first ${n} of request ${s.calls.length}, below; its reply is the message after them)`, '')
         return
       }
       for (const m of c.request?.messages ?? []) {
@@ -35,7 +50,9 @@ function renderPrompts(shown: PromptsShown[]): string {
         if (contentText(m.content) !== '') out.push(contentText(m.content))
         if (m.tool_calls !== undefined) out.push(`tool calls: ${JSON.stringify(m.tool_calls)}`)
       }
-      const reply = (c.reply as {choices?: Array<{message?: {content?: unknown; tool_calls?: unknown}}>} | null)?.choices?.[0]?.message
+      type Said = {content?: unknown; tool_calls?: unknown}
+      const stored = c.reply as {choices?: Array<{message?: Said}>; message?: Said} | null
+      const reply = stored?.choices?.[0]?.message ?? stored?.message
       out.push('--- reply')
       if (reply) {
         if (contentText(reply.content) !== '') out.push(contentText(reply.content))
