@@ -79,7 +79,9 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
     const between = merged.filter((m) => m.from === t.from && m.to === t.to)
     const route = between.find((m) => m.label === t.label) ?? between.find((m) => m.label === 'next') ?? between.find((m) => m.label === 'start')
     if (route) route.count += t.count
-    else merged.push({from: t.from, to: t.to, label: t.label, count: t.count, declared: false})
+    // Without the pipeline (its file changed or is gone) no route is known: a move is only a move,
+    // not one no route declares (dotted, every edge read as an unrouted failure).
+    else merged.push({from: t.from, to: t.to, label: t.label, count: t.count, declared: pipeline === null})
   }
   const kinds = new Map((pipeline?.steps ?? []).map((s) => [s.id, s.kind as string]))
   const places = layout(['__start__', ...ids], '__start__', merged)

@@ -369,4 +369,16 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const asJson = json<Array<{calls: Array<{request: {messages: unknown[]}}>}>>(await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--json', '--store', store()], {cwd: dir}))
     expect(asJson[0]!.calls.map((c) => c.request.messages.length), '--json keeps every request whole').to.deep.equal([2, 4, 6])
   })
+
+  it('a run whose pipeline file changed since draws the path it took as moves, not as moves no route declares', async function () {
+    browserOnly.call(this)
+    const runId = await twoRoutes()
+    await writeFile(path.join(dir, 'two.yaml'), `${TWO_ROUTES}# changed after the run\n`)
+    const {url} = await startView()
+    const {page, problems} = await open(`${url}runs/${runId}`)
+    expect(await page.$eval('h2 + p.muted', (p) => p.textContent)).to.equal('the pipeline file two.yaml has changed since this run: the path taken is drawn alone.')
+    expect(await page.$$eval('svg.graph path.edge.taken', (es) => es.length)).to.equal(4)
+    expect(await page.$$eval('svg.graph path.edge.undeclared', (es) => es.length), 'no edge drawn as undeclared').to.equal(0)
+    expect(problems).to.deep.equal([])
+  })
 })
