@@ -19,7 +19,7 @@ export function filterRuns(runs: RunSummary[], filter: ListFilter): RunSummary[]
   return runs.filter((r) => (!filter.status || r.status === filter.status) && (!filter.pipeline || r.pipeline === filter.pipeline) && (!filter.feature || r.feature_id === filter.feature) && (!filter.since || r.created_at.slice(0, 10) >= filter.since))
 }
 
-export function runsBody(runs: RunSummary[], all: RunSummary[], filter: ListFilter, page: {more: boolean; limit: number; search: URLSearchParams} = {more: false, limit: runs.length, search: new URLSearchParams()}): Html {
+export function runsBody(runs: RunSummary[], all: RunSummary[], filter: ListFilter, page: {more: boolean; limit: number; search: URLSearchParams; store?: string} = {more: false, limit: runs.length, search: new URLSearchParams()}): Html {
   const more = new URLSearchParams(page.search)
   more.set('limit', String(page.limit * 2))
   const pipelines = [...new Set(all.map((r) => r.pipeline))].sort()
@@ -29,7 +29,8 @@ export function runsBody(runs: RunSummary[], all: RunSummary[], filter: ListFilt
     (r) => html`<tr data-run="${r.run_id}"><td><a href="/runs/${encodeURIComponent(r.run_id)}"><code>${r.run_id}</code></a></td><td class="status">${statusBadge(r.status)}</td><td><code>${r.pipeline}</code></td><td><code>${r.feature_id}</code></td><td><code>${r.spec_version ?? '-'}</code></td><td class="mono small">${r.created_at}</td><td>${r.reason ?? ''}</td></tr>
 ${(r.children ?? []).length > 0 ? html`<tr class="children"><td colspan="7">${childTable(r.children ?? [], {}, 1)}</td></tr>` : ''}`,
   )
-  return html`<h1>Runs</h1>
+  // Which store: pipe view finds the nearest .pipe from where it starts, which may not be the one meant.
+  return html`<h1>Runs</h1>${page.store !== undefined ? html`<p class="muted small" id="store">store <code>${page.store}</code></p>` : ''}
 <form class="filters" method="get" action="/">
 <label>status<select name="status">${['', ...RUN_STATUSES].map((s) => option(s, filter.status))}</select></label>
 <label>pipeline<select name="pipeline">${['', ...pipelines].map((p) => option(p, filter.pipeline))}</select></label>
@@ -38,7 +39,7 @@ ${(r.children ?? []).length > 0 ? html`<tr class="children"><td colspan="7">${ch
 <button>filter</button></form>
 <p class="muted small" id="live">${runs.length} run(s), newest first; statuses update while runs go.</p>
 ${page.more ? html`<p class="panel wait" id="more">The newest ${page.limit} run(s) that match are shown; there are more. <a href="${safeHref(`/?${more.toString()}`)}">Show up to ${page.limit * 2}</a>, or narrow the filter.</p>` : ''}
-${runs.length === 0 ? html`<p>No runs${filter.status || filter.pipeline || filter.feature || filter.since ? ' match the filter' : ' in this store yet'}.</p>` : html`<table class="runs"><tr><th>run</th><th>status</th><th>pipeline</th><th>feature</th><th>spec</th><th>created</th><th>reason</th></tr>${rows}</table>`}`
+${runs.length === 0 ? (filter.status || filter.pipeline || filter.feature || filter.since ? html`<p>No runs match the filter. <a href="/">All runs</a>.</p>` : html`<p>No runs in this store yet. Start one, e.g. <code>pipe run pipelines/default.yaml --text "Users can export invoices as CSV."</code>, and it appears here.</p>`) : html`<table class="runs"><tr><th>run</th><th>status</th><th>pipeline</th><th>feature</th><th>spec</th><th>created</th><th>reason</th></tr>${rows}</table>`}`
 }
 
 /**

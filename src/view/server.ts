@@ -138,7 +138,7 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   const parts = url.pathname === '/' ? [] : url.pathname.slice(1).replace(/\/$/, '').split('/').map((p) => decodeURIComponent(p))
   if (parts.length === 0) {
     const list = await listed(store, url)
-    return sendPage(res, 200, 'pipe: runs', html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams})}`, head, {text: LIVE_SCRIPT, live: true})
+    return sendPage(res, 200, 'pipe: runs', html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams, store: options.store.root})}`, head, {text: LIVE_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 2) {
     const list = await listed(store, url)

@@ -351,6 +351,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(filtered.body).to.not.contain('id="more"')
     const whole = await raw(url)
     expect(rows(whole.body)).to.deep.equal([newer, older])
+    expect(whole.body, 'which store the list is of').to.contain(`<p class="muted small" id="store">store <code>${store()}</code></p>`)
     expect(whole.body).to.not.contain('id="more"')
     const api = JSON.parse((await raw(`${url}api/runs?limit=1`)).body) as {runs: Array<{run_id: string}>; more: boolean}
     expect([api.runs.map((r) => r.run_id), api.more]).to.deep.equal([[newer], true])
