@@ -160,11 +160,24 @@ ${calls.map(
 )}</table>`
 }
 
+function stepFailed(s: Snapshot): boolean {
+  return s.errors.length > 0 || /fail|error|denied|blocked/.test(s.decisions.at(-1)?.decision ?? '')
+}
+
+/** Where a long run's reader starts: its first failed step and its last step, a click away. */
+function stepJumps(view: RunView): Html {
+  if (view.steps.length < 2) return html``
+  const first = view.steps.find((s) => stepFailed(s.snapshot))?.snapshot
+  const last = view.steps.at(-1)!.snapshot
+  const to = (label: string, s: Snapshot): Html => html`<a class="jump" href="#${stepAnchor(s)}">${label}: #${s.step.seq} ${s.step.name}</a>`
+  return html`<p class="small" id="jumps">Go to ${first ? html`${to('the first failed step', first)} · ` : ''}${to('the last step', last)}</p>`
+}
+
 function stepSection(step: StepView, children: RunSummary[], options: RunPageOptions): Html {
   const s = step.snapshot
   const last = s.decisions.at(-1)
   const outcome = last?.decision ?? ''
-  const failed = s.errors.length > 0 || /fail|error|denied|blocked/.test(outcome)
+  const failed = stepFailed(s)
   const mine = children.filter((c) => c.parent?.step === s.step.name && c.parent?.seq === s.step.seq)
   return html`<details class="step" id="${stepAnchor(s)}" data-step="${s.step.name}">
 <summary><strong>#${s.step.seq} ${s.step.name}</strong> <span class="muted">${s.step.kind}</span> <span class="${failed ? 'o-fail' : 'o-ok'}">${outcome}</span> <span class="muted small">${duration(s.step.duration_ms)}${(s.step.attempts ?? 1) > 1 ? ` — ${s.step.attempts} attempts` : ''}${s.errors.length > 0 ? ` — ${s.errors.length} error(s)` : ''}</span> <span class="small">${last?.reason ?? ''}</span></summary>
@@ -274,7 +287,7 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
 ${auditPanel(view)}
 ${waitsPanel(view)}
 <h2>Graph</h2>${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}<div class="graph-wrap">${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined)}</div>
-<h2>Steps (${view.steps.length})</h2>${view.steps.map((s) => stepSection(s, view.children, options))}
+<h2>Steps (${view.steps.length})</h2>${stepJumps(view)}${view.steps.map((s) => stepSection(s, view.children, options))}
 ${view.children.length > 0 ? html`<h2>Child runs (${view.children.length})</h2>${childTable(view.children, options)}` : ''}
 <h2>Timeline (${view.events.length})</h2>${timeline(view)}
 <h2>Spec versions (${view.specs.length})</h2>${specs(view, options)}

@@ -166,6 +166,9 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect((await pipe(['resume', failed, '--store', store()], {cwd: elsewhere})).code, 'pipe resume does refuse it').to.equal(2)
 
     const answerPage = await open(`${url}runs/${paused.run_id}`)
+    await answerPage.page.click('#jumps a.jump')
+    await answerPage.page.waitForFunction(() => document.querySelector<HTMLDetailsElement>('details[data-step="validate_gates"]')?.open === true)
+    expect(await answerPage.page.$$eval('#jumps a.jump', (as) => as.map((a) => a.textContent)), 'a long run starts at its failure').to.deep.equal(['the first failed step: #3 validate_gates', 'the last step: #4 clarify_questions'])
     expect(await answerPage.page.$$eval('svg.graph rect.waiting', (r) => r.map((e) => e.parentElement?.querySelector('title')?.textContent)), 'the graph marks where it waits').to.deep.equal(['apply_answers (apply_answers): not run; the run waits here'])
     const answer = await answerPage.page.$eval('#waits pre.command', (e) => e.textContent ?? '')
     const template = await answerPage.page.$eval('#waits pre.answers', (e) => e.textContent ?? '')
