@@ -9,9 +9,8 @@ import path from 'node:path'
 import {existsSync} from 'node:fs'
 import {loadPipeline} from '../config/pipeline.js'
 import type {PathTaken} from '../config/graph-render.js'
-import {redrivePoint} from '../engine/redrive.js'
+import {redriveRefusal} from '../app/redrive-check.js'
 import {pathOf} from '../app/run-path.js'
-import type {PipeError} from '../errors.js'
 import {deliveredKeys, kindCatalog} from '../steps/registry.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../store/queries.js'
 import {ReplyCache} from '../store/replies.js'
@@ -110,12 +109,9 @@ export function nextCommand(record: RunRecord, status: RunStatus, snapshots: rea
   if (status === 'interrupted' || status === 'blocked') return {waits_for: status === 'blocked' ? 'a person to fix the cause, then resume' : 'a resume (its process is gone)', next_command: `pipe resume ${id}${at}`}
   if (status === 'failed') {
     // The judgement pipe resume makes: a failed run it would refuse gets the reason, not a command that fails.
-    try {
-      redrivePoint(record, snapshots)
-      return {waits_for: 'nothing: it failed. Once the cause is fixed, a redrive from the failed step', next_command: `pipe resume ${id}${at}`}
-    } catch (error) {
-      return {cannot_continue: {message: (error as PipeError).message, ...((error as PipeError).hint ? {hint: (error as PipeError).hint!} : {})}}
-    }
+    const refused = redriveRefusal(record, snapshots)
+    if (refused) return {cannot_continue: refused}
+    return {waits_for: 'nothing: it failed. Once the cause is fixed, a redrive from the failed step', next_command: `pipe resume ${id}${at}`}
   }
   return {}
 }
