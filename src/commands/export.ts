@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {exportSession} from '../app/export.js'
 import {exportRunHtml} from '../view/export-html.js'
-import {Store} from '../store/store.js'
+import {openStore} from '../store/open.js'
 import {assertId} from '../store/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
@@ -24,7 +24,7 @@ export default class Export extends PipeCommand {
     const {args, flags} = await this.parse(Export)
     assertId('run', args.run)
     if (flags.html !== undefined) {
-      const store = await Store.existing(this.storeDir(flags.store))
+      const store = await openStore(this.storeDir(flags.store), 'existing')
       const written = await exportRunHtml(store, args.run, flags.html)
       if (!this.jsonEnabled()) process.stdout.write(t`${written.html}\n`)
       return written

@@ -87,7 +87,8 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
     const hash = body === undefined ? null : fileHash(body)
     known.set(id, hash)
     if (body === undefined) return null
-    spec ? counts.specs++ : counts.evidence++
+    if (spec) counts.specs++
+    else counts.evidence++
     const value = parse(body)
     const where = `${table}(${id})`
     if (!value) out.problem(id, where, 'body', 'is not valid JSON')

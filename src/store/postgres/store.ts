@@ -17,9 +17,8 @@
  *
  * PIPE_AUDIT_KEY seals in this process and never leaves it: only seals reach the database.
  */
-import {createHash, randomBytes} from 'node:crypto'
+import {randomBytes} from 'node:crypto'
 import os from 'node:os'
-import path from 'node:path'
 import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
 import type {Evidence} from '../../types/evidence.js'
@@ -31,6 +30,7 @@ import {evidenceText} from '../evidence.js'
 import {assertValid, wellFormed} from '../files.js'
 import {compareIds, dayKey, formatId} from '../ids.js'
 import {checkRecord, fileHash, runCreationHash, runRecordSealer, sealLine, sealMessage, sealRecord, sealSnapshot, verifySpec} from '../integrity.js'
+import {localRoot, safeUrl} from '../open.js'
 import {specText} from '../specs.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
 import {auditPostgres} from './audit.js'
@@ -46,15 +46,7 @@ function leaseMs(): number {
   return Number.isSafeInteger(set) && set >= 200 ? set : 30000
 }
 
-/** Whether a --store value names a PostgreSQL database rather than a folder. */
-export function isPostgresUrl(value: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(value)
-}
-
-/** The URL with its password masked, for messages. */
-export function safeUrl(url: string): string {
-  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/i, '$1:***@')
-}
+export {safeUrl}
 
 /** A database error as pipe says it: one whose connection failed is E_IO (retry), the rest say what the database said. */
 export function databaseError(error: unknown, what: string): Error {
@@ -80,8 +72,7 @@ export class PostgresStore implements RunStore {
     readonly pool: Pool,
   ) {
     // What a run keeps beside its records (artifacts, slots, the reply cache) stays on this machine.
-    const base = process.env.PIPE_HOME ?? path.join(process.env.XDG_STATE_HOME ?? path.join(os.homedir(), '.local', 'state'), 'pipe')
-    this.root = path.join(base, 'stores', createHash('sha256').update(safeUrl(url)).digest('hex').slice(0, 16))
+    this.root = localRoot(process.cwd(), url)
   }
 
   /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
@@ -259,7 +250,7 @@ export class PostgresStore implements RunStore {
       change(changed)
       const {head: _h, seal: _s2, ...clean} = changed
       assertValid('run', clean, 'run record')
-      const sealer = runRecordSealer(clean as Plain)
+      const sealer = runRecordSealer(clean)
       const line = sealLine({...event, run_state: sealer.stateHash}, head?.event_hash ?? null)
       const n = (head?.events ?? 0) + 1
       await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [runId, n, JSON.stringify(line)])
@@ -364,7 +355,7 @@ export class PostgresStore implements RunStore {
       if ((record.head?.seq ?? 0) < seq) {
         const {head, seal: _s, ...state} = record
         const next = {events: head?.events ?? 0, event_hash: head?.event_hash ?? null, seq, snapshot_hash: stored.meta.record_hash ?? null}
-        const sealed = {...state, head: next, seal: runRecordSealer(state as Plain).seal(next)}
+        const sealed = {...state, head: next, seal: runRecordSealer(state).seal(next)}
         await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(sealed, null, 2)}\n`])
       }
       if (hook) await hook(`before-commit:${step}`)
@@ -464,7 +455,7 @@ export class PostgresStore implements RunStore {
     } catch {
       parsed = null
     }
-    const problem = parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed) ? 'is not a sealed pipe step state record' : checkRecord(parsed as {seal?: unknown}) === 'ok' ? null : `fails its seal: ${sealMessage(checkRecord(parsed as {seal?: unknown}) as 'mismatch')}`
+    const problem = parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed) ? 'is not a sealed pipe step state record' : checkRecord(parsed) === 'ok' ? null : `fails its seal: ${sealMessage(checkRecord(parsed) as 'mismatch')}`
     if (problem) throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used. pipe audit verify ${runId} names what else changed.`})
     return (parsed as {state: unknown}).state
   }
