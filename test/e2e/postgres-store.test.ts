@@ -134,8 +134,8 @@ describe('the PostgreSQL store through the CLI', function () {
 
     it('names a row re-sealed without the key', async () => {
       const [row] = await cluster.sql<{body: string}>(db, `SELECT body FROM pipe_runs WHERE run_id = '${runId}'`)
-      const record = JSON.parse(row!.body) as Record<string, unknown>
-      const {seal: _s, ...body} = {...record, status: 'failed'}
+      const {seal: _s, ...record} = JSON.parse(row!.body) as Record<string, unknown>
+      const body = {...record, status: 'failed'}
       // Sealed as pipe would without the key: a plain SHA-256 where the team's seals are keyed.
       const resealed = {...body, seal: sealOf(body, undefined)}
       await cluster.sql(db, `UPDATE pipe_runs SET body = $1 WHERE run_id = $2`, [JSON.stringify(resealed, null, 2), runId])
