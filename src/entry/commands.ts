@@ -32,6 +32,7 @@ import SpecDiff from '../commands/spec/diff.js'
 import SpecList from '../commands/spec/list.js'
 import SpecShow from '../commands/spec/show.js'
 import Stats from '../commands/stats.js'
+import StoreCopy from '../commands/store/copy.js'
 import Test from '../commands/test.js'
 import Validate from '../commands/validate.js'
 import View from '../commands/view.js'
@@ -64,6 +65,7 @@ export const COMMANDS: Record<string, Command.Class> = {
   'spec:list': SpecList,
   'spec:show': SpecShow,
   stats: Stats,
+  'store:copy': StoreCopy,
   test: Test,
   validate: Validate,
   view: View,

@@ -30,7 +30,10 @@ class Findings {
   /** A seal's check: a keyed seal without the key is counted as unverifiable, never as a pass. */
   seal(check: SealCheck, record: string, file: string, field: string): void {
     if (check === 'ok') return
-    if (check === 'no-key') this.unverifiable++
+    if (check === 'no-key') {
+      this.unverifiable++
+      return
+    }
     this.problem(record, file, field, sealMessage(check))
   }
 }
@@ -137,7 +140,7 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
       }
       for (const p of verifySnapshot(snapshot)) {
         if (p.check === 'no-key') out.unverifiable++
-        out.problem(label, at, p.field, p.message)
+        else out.problem(label, at, p.field, p.message)
       }
       if ((snapshot.meta?.prev_hash ?? null) !== prev) out.problem(label, at, 'meta.prev_hash', 'does not link to the snapshot before it')
       prev = snapshot.meta?.record_hash ?? null
