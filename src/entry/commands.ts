@@ -36,6 +36,7 @@ import StoreCopy from '../commands/store/copy.js'
 import Test from '../commands/test.js'
 import Validate from '../commands/validate.js'
 import View from '../commands/view.js'
+import Worker from '../commands/worker.js'
 
 export const COMMANDS: Record<string, Command.Class> = {
   answer: Answer,
@@ -69,4 +70,5 @@ export const COMMANDS: Record<string, Command.Class> = {
   test: Test,
   validate: Validate,
   view: View,
+  worker: Worker,
 }

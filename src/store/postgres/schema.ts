@@ -64,6 +64,17 @@ const MIGRATIONS: string[] = [
   REVOKE DELETE, TRUNCATE ON pipe_runs FROM PUBLIC;
   REVOKE DELETE, TRUNCATE ON pipe_runs FROM CURRENT_USER;
   `,
+  // 2: the queue of runs for workers (pipe run --detach, pipe worker). A row stays until its run has
+  // stopped (ended or waiting for a person), so a run whose worker died is claimed again once its
+  // lease on pipe_runs runs out: the lease and epoch there, not this row, say who drives a run.
+  `
+  CREATE TABLE pipe_queue (
+    run_id text PRIMARY KEY,
+    queue text NOT NULL,
+    enqueued_at timestamptz NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE INDEX pipe_queue_order ON pipe_queue (queue, enqueued_at);
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

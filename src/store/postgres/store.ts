@@ -477,6 +477,36 @@ export class PostgresStore implements RunStore {
     return seq === null ? `pipe_step_state(${runId}) in ${safeUrl(this.url)}` : `pipe_step_state(${runId}, ${step}, ${seq}) in ${safeUrl(this.url)}`
   }
 
+  // The queue of runs for workers (pipe run --detach, pipe worker)
+
+  /** Puts a run on a queue (again: a second enqueue keeps its place). */
+  async enqueue(runId: string, queue: string): Promise<void> {
+    await this.query(`cannot queue run ${runId}`, 'INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, queue])
+  }
+
+  /** Runs of a queue that nobody drives now (no holder, or a lease that ran out), oldest first. */
+  async claimable(queue: string, limit: number): Promise<string[]> {
+    const rows = await this.query<{run_id: string}>(
+      'cannot read the queue',
+      `SELECT q.run_id FROM pipe_queue q JOIN pipe_runs r USING (run_id)
+       WHERE q.queue = $1 AND (r.holder IS NULL OR r.lease_until IS NULL OR r.lease_until < now())
+       ORDER BY q.enqueued_at, q.run_id LIMIT $2`,
+      [queue, limit],
+    )
+    return rows.map((r) => r.run_id)
+  }
+
+  /** Takes a run off the queue once it has stopped (ended, or waiting for a person). */
+  async dequeue(runId: string): Promise<void> {
+    await this.query(`cannot take run ${runId} off the queue`, 'DELETE FROM pipe_queue WHERE run_id = $1', [runId])
+  }
+
+  /** The queue a run waits in, or null. */
+  async queued(runId: string): Promise<string | null> {
+    const rows = await this.query<{queue: string}>(`cannot read the queue`, 'SELECT queue FROM pipe_queue WHERE run_id = $1', [runId])
+    return rows[0]?.queue ?? null
+  }
+
   // The ledger and the audit
 
   ledger(): LedgerRecords {
