@@ -7,9 +7,8 @@
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
 import {readdir} from 'node:fs/promises'
-import os from 'node:os'
 import path from 'node:path'
-import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {bin, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
@@ -46,7 +45,7 @@ describe('pipe worker on a PostgreSQL store', function () {
   })
 
   const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
-    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: path.join(os.tmpdir(), 'pipe-test-home'), PIPE_WORKER_POLL_MS: '50', ...extra}
+    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
     delete out.PIPE_STORE
     return out
   }
