@@ -25,7 +25,7 @@ const dist = path.join(root, 'dist')
 
 /**
  * Packages a run imports with import() only when a step needs them (the model client, the process
- * runner, git, diffs, RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
+ * runner, git, diffs, RE2 for matches(), pg for a postgres:// store), with the names their importers use. Each becomes dist/vendor/NAME.js.
  */
 const VENDORED = {
   openai: ['default'],
@@ -33,6 +33,8 @@ const VENDORED = {
   'simple-git': [],
   diff: [],
   re2js: [],
+  // The PostgreSQL store's client, only for a postgres:// store (src/store/postgres/).
+  pg: ['default'],
   // OpenTelemetry's light path, only when a collector is configured (src/telemetry/otlp.ts). Their
   // CommonJS builds have no static export list for an ES module to re-export: the names are given.
   '@opentelemetry/api': ['ROOT_CONTEXT', 'SpanKind', 'SpanStatusCode', 'TraceFlags', 'trace'],
@@ -71,7 +73,8 @@ const esm = await build({
   target: 'node20',
   chunkNames: 'chunks/[name]-[hash]',
   // oclif reads typescript only to map a development checkout's paths; never in the built CLI.
-  external: ['typescript'],
+  // pg's native binding is optional and never installed: pg requires it only when asked to.
+  external: ['typescript', 'pg-native'],
   // CommonJS dependencies (ajv's standalone validators) call require().
   banner: {js: "import {createRequire as __pipeCreateRequire} from 'node:module'; const require = __pipeCreateRequire(import.meta.url);"},
   plugins: [vendorEntries],

@@ -4,11 +4,10 @@
  * more (a loop bound sends the run to on_exhausted, or fails it, with no snapshot of its own).
  * `pipe graph FILE --run RUN` hands the result to the renderer, which reads no records itself.
  */
-import path from 'node:path'
 import type {PathTaken, TakenEdge} from '../config/graph-render.js'
 import type {LoadedPipeline} from '../config/pipeline.js'
 import {PipeError} from '../errors.js'
-import {Store} from '../store/store.js'
+import {openStore, storeLocation} from '../store/open.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 
@@ -48,7 +47,7 @@ export function pathOf(pipeline: LoadedPipeline['pipeline'], record: RunRecord, 
 
 /** Reads a run of `pipeline` from the store; a run of another pipeline (by name or content hash) is refused. */
 export async function runPath(options: {store: string; cwd: string; runId: string; pipeline: LoadedPipeline}): Promise<PathTaken> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const {pipeline, hash, file} = options.pipeline
   if (record.pipeline.name !== pipeline.name || record.pipeline.hash !== hash) {

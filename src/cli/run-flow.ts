@@ -1,5 +1,5 @@
 /** The shared end of every command that drives a run: ask at the terminal if it can, print, set the exit code. */
-import path from 'node:path'
+import {storeLabel} from '../store/open.js'
 import type {RunOutcome} from '../engine/engine.js'
 import type {SessionOptions} from '../app/sessions/shared.js'
 import {speak} from './error-channel.js'
@@ -12,7 +12,7 @@ import {writeOut} from './std-streams.js'
 export async function finishRun(outcome: RunOutcome, options: SessionOptions, json: boolean, storeFlag: string | undefined, ask = true): Promise<RunResult> {
   // Ctrl-C stays honoured for the whole conversation: at a prompt, and in every session it drives.
   const final = ask && canPrompt(json) ? await withSignals((signal) => continueAtTerminal(outcome, {...options, signal}), 'stopping (at a prompt the run stays paused; a running step is recorded as interrupted)') : outcome
-  const result = toRunResult(final, path.resolve(options.cwd, options.store), storeFlag)
+  const result = toRunResult(final, storeLabel(options.cwd, options.store), storeFlag)
   const exitCode = exitCodeForStatus(result.status, result.error?.code)
   if (result.status === 'failed' || result.status === 'blocked') speakError(result, exitCode)
   if (!json) writeOut(renderRunResult(result))

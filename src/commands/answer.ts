@@ -12,7 +12,7 @@ import {answerSession} from '../app/sessions/answer.js'
 import {PipeError} from '../errors.js'
 import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
 import {views} from '../steps/registry.js'
-import {Store} from '../store/store.js'
+import {openStore} from '../store/open.js'
 import {assertId} from '../store/ids.js'
 import {line as t, visible} from '../util/terminal-text.js'
 
@@ -48,7 +48,7 @@ export default class Answer extends PipeCommand {
       answers = answersOf(file)
       fileRunId = file.run_id
     } else if (canPrompt(this.jsonEnabled())) {
-      const record = await (await Store.existing(store)).readRun(args.run)
+      const record = await (await openStore(store, 'existing')).readRun(args.run)
       if (record.status !== 'awaiting_input' || record.pending?.kind !== 'answers') {
         // Let the session explain why this run takes no answers.
         answers = {}
@@ -66,7 +66,7 @@ export default class Answer extends PipeCommand {
   }
 
   private async showQuestions(runId: string, storeDir: string, history: boolean, quietTail = false): Promise<{run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
-    const store = await Store.existing(storeDir)
+    const store = await openStore(storeDir, 'existing')
     const record = await store.readRun(runId)
     const rounds = await clarifyRounds(store, runId, (s) => views.clarify_questions.questions.of(s))
     const waiting = record.status === 'awaiting_input' && record.pending?.kind === 'answers'

@@ -4,7 +4,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {exportSession} from '../app/export.js'
 import {PipeError} from '../errors.js'
 import {exportRunHtml} from '../view/export-html.js'
-import {Store} from '../store/store.js'
+import {openStore} from '../store/open.js'
 import {assertId} from '../store/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
@@ -26,7 +26,7 @@ export default class Export extends PipeCommand {
     assertId('run', args.run)
     if (flags.html !== undefined) {
       if (flags.html === '-' && this.jsonEnabled()) throw new PipeError('E_INVALID_ARGS', '--html - writes the page on standard output, where --json would write its result too', {hint: 'Give --html FILE with --json, or leave out --json.'})
-      const store = await Store.existing(this.storeDir(flags.store))
+      const store = await openStore(this.storeDir(flags.store), 'existing')
       const written = await exportRunHtml(store, args.run, flags.html)
       if (!this.jsonEnabled() && written.html !== '-') process.stdout.write(t`${written.html}\n`)
       return written

@@ -11,7 +11,7 @@ import {checkGates, checkModels, type GateCheck, type ModelCheck} from '../app/r
 import {loadPipelineOrThrow} from '../app/sessions/shared.js'
 import {replaySession} from '../app/sessions/replay.js'
 import {PipeError} from '../errors.js'
-import {Store} from '../store/store.js'
+import {openStore} from '../store/open.js'
 import {assertId} from '../store/ids.js'
 import {jsonText, line as t, visible} from '../util/terminal-text.js'
 
@@ -63,7 +63,7 @@ export default class Replay extends PipeCommand {
   }
 
   private async check(runId: string, storeDir: string): Promise<CheckResult> {
-    const store = await Store.existing(storeDir)
+    const store = await openStore(storeDir, 'existing')
     const record = await store.readRun(runId)
     const pipeline = await loadPipelineOrThrow(record.pipeline.path)
     if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId}`, {hint: 'The check needs the gate configuration as it was; restore the pipeline file.'})

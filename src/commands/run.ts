@@ -17,6 +17,7 @@ import {assertId} from '../store/ids.js'
 import {askInputs, canPrompt} from '../cli/interactive.js'
 import {jsonText} from '../util/terminal-text.js'
 import {storeDir, type CommandOutput} from '../cli/command-io.js'
+import type {Detached} from '../app/sessions/detach.js'
 import {writeOut} from '../cli/std-streams.js'
 
 export default class Run extends PipeCommand {
@@ -49,9 +50,11 @@ A run that needs answers or a review decision that were not given stops in await
     ...replyFlags,
     store: PipeCommand.storeFlag,
     'dry-run': Flags.boolean({description: 'Check the pipeline, policy, input and answers and print the plan; run nothing, write nothing.'}),
+    detach: Flags.boolean({description: 'Check everything, create the run and put it on a queue of the PostgreSQL store for pipe worker; print its id and exit 0.'}),
+    queue: Flags.string({description: 'The queue --detach puts the run on (default: default).', helpValue: 'NAME', dependsOn: ['detach']}),
   }
 
-  async run(): Promise<RunResult | RunPlan> {
+  async run(): Promise<RunResult | RunPlan | Detached> {
     const {args, flags} = await this.parse(Run)
     const output = {json: this.jsonEnabled(), jsonPrinted: false}
     try {
@@ -65,7 +68,7 @@ A run that needs answers or a review decision that were not given stops in await
 /** The flags of `pipe run`, as oclif parses them from the declarations above. */
 type RunFlags = Interfaces.InferredFlags<typeof Run.flags>
 
-async function runCommand(args: {pipeline: string}, flags: RunFlags, output: CommandOutput): Promise<RunResult | RunPlan> {
+async function runCommand(args: {pipeline: string}, flags: RunFlags, output: CommandOutput): Promise<RunResult | RunPlan | Detached> {
   if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
   const store = storeDir(flags.store)
   for (const pair of flags.set ?? []) {
@@ -107,6 +110,12 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
       })
     }
     return plan
+  }
+  if (flags.detach) {
+    const {detachSession} = await import('../app/sessions/detach.js')
+    const detached = await detachSession({...options, queue: flags.queue ?? 'default'})
+    if (!output.json) writeOut(`${detached.run_id} queued on ${detached.queue}: pipe worker --store … drives it; pipe runs show ${detached.run_id} follows it\n`)
+    return detached
   }
   const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))
   return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, output.json, flags.store)

@@ -3,7 +3,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {renderStats} from '../cli/stats-view.js'
 import {collectStats, type StatsReport} from '../app/stats.js'
 import {PipeError} from '../errors.js'
-import {Store} from '../store/store.js'
+import {openStore} from '../store/open.js'
 
 const DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?$/
 
@@ -25,7 +25,7 @@ export default class Stats extends PipeCommand {
     if (flags.since !== undefined && (!DATE.test(flags.since) || Number.isNaN(Date.parse(flags.since)))) {
       throw new PipeError('E_INVALID_ARGS', `--since ${flags.since} is not a date`, {hint: 'Give --since 2026-11-01 or --since 2026-11-01T08:00:00Z.'})
     }
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     const report = await collectStats(store, {...(flags.pipeline !== undefined ? {pipeline: flags.pipeline} : {}), ...(flags.since !== undefined ? {since: flags.since} : {})})
     if (!this.jsonEnabled()) process.stdout.write(renderStats(report))
     return report

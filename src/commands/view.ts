@@ -4,7 +4,7 @@ import {spawn} from 'node:child_process'
 import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'
 import {assertId} from '../store/ids.js'
-import {Store} from '../store/store.js'
+import {openStore} from '../store/open.js'
 import {startViewServer} from '../view/server.js'
 import {jsonText, line as t} from '../util/terminal-text.js'
 
@@ -29,7 +29,7 @@ export default class View extends PipeCommand {
   async run(): Promise<{url: string}> {
     const {args, flags} = await this.parse(View)
     if (args.run !== undefined) assertId('run', args.run)
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     if (args.run !== undefined) await store.assertRunExists(args.run)
     if (!LOOPBACK.has(flags.host)) this.progress(`warning: pipe view listens on ${flags.host}, not loopback: anyone who can reach it can read this store's runs, prompts and outputs`)
     // The commands a page shows name this store by its full path: they are copied into a shell anywhere.

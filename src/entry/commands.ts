@@ -32,9 +32,11 @@ import SpecDiff from '../commands/spec/diff.js'
 import SpecList from '../commands/spec/list.js'
 import SpecShow from '../commands/spec/show.js'
 import Stats from '../commands/stats.js'
+import StoreCopy from '../commands/store/copy.js'
 import Test from '../commands/test.js'
 import Validate from '../commands/validate.js'
 import View from '../commands/view.js'
+import Worker from '../commands/worker.js'
 
 export const COMMANDS: Record<string, Command.Class> = {
   answer: Answer,
@@ -64,7 +66,9 @@ export const COMMANDS: Record<string, Command.Class> = {
   'spec:list': SpecList,
   'spec:show': SpecShow,
   stats: Stats,
+  'store:copy': StoreCopy,
   test: Test,
   validate: Validate,
   view: View,
+  worker: Worker,
 }

@@ -143,7 +143,7 @@ export interface SpecSummary {
   problem?: string
 }
 
-export async function listSpecs(store: RunStore & {specFile(version: string): string}, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
+export async function listSpecs(store: RunStore & {specFile?(version: string): string}, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
   const out: SpecSummary[] = []
   for await (const version of store.newestSpecVersions()) {
     if (filter.limit !== undefined && out.length >= filter.limit) break
@@ -153,7 +153,7 @@ export async function listSpecs(store: RunStore & {specFile(version: string): st
       spec = await store.readSpec(version)
     } catch (error) {
       problem = (error as Error).message
-      const raw = await readFile(store.specFile(version), 'utf8').catch(() => '{}')
+      const raw = store.specFile ? await readFile(store.specFile(version), 'utf8').catch(() => '{}') : '{}'
       try {
         spec = JSON.parse(raw) as CanonicalSpec
       } catch {

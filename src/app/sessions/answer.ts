@@ -1,7 +1,6 @@
 /** pipe answer: answers given to a run that waits for them. */
-import path from 'node:path'
 import {PipeError} from '../../errors.js'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {type SessionOptions, openQuestions} from './shared.js'
 import {resumeSession} from './resume.js'
@@ -17,7 +16,7 @@ export interface AnswerSession extends SessionOptions {
 /** Checks answers against the questions the run waits for (in resumeSession); the run is left as it was on any error. */
 export async function answerSession(options: AnswerSession): Promise<RunOutcome> {
   if (options.fileRunId && options.fileRunId !== options.runId) {
-    const store = await Store.existing(path.resolve(options.cwd, options.store))
+    const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
     openQuestions(await store.readRun(options.runId))
     throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
   }

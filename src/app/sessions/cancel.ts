@@ -1,13 +1,12 @@
 /** pipe cancel: ending a run by hand. */
-import path from 'node:path'
 import {PipeError} from '../../errors.js'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import {sameProcessAlive} from '../../util/lock.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {type SessionOptions, engineFor} from './shared.js'
 
 export async function cancelSession(options: SessionOptions & {runId: string; reason?: string; waitMs?: number}): Promise<RunOutcome> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const owner = await store.runOwner(options.runId)
   // Alive means that very process: the pid with the start time it recorded, never a later process that got the pid.

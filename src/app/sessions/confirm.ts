@@ -1,6 +1,5 @@
 /** pipe confirm: a person's yes or no to the tool call a run waits at, and the run continued. */
-import path from 'node:path'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import {faultPoint} from '../../util/faults.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type SessionOptions} from './shared.js'
@@ -15,7 +14,7 @@ export interface ConfirmSession extends SessionOptions {
 }
 
 export async function confirmSession(options: ConfirmSession): Promise<RunOutcome> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const pending = waitingFor(record, 'confirm')
   // The answer is for the call the person was shown: should the run have moved on to another call

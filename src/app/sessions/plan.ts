@@ -1,5 +1,5 @@
 /** pipe run --dry-run: what a run would use and do, with every input checked; nothing is written. */
-import path from 'node:path'
+import {storeLabel} from '../../store/open.js'
 import type {Diagnostic} from '../../config/diagnostics.js'
 import type {LoadedPipeline} from '../../config/loaded.js'
 import {diag} from '../../config/positions.js'
@@ -71,7 +71,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
       const waitsFor = (registry[step.kind] as StepHandler<StepKind>).waitsFor
       return waitsFor ? [{step: step.id, for: waitsFor}] : []
     }),
-    store: path.resolve(options.cwd, options.store),
+    store: storeLabel(options.cwd, options.store),
     steps: pipeline.pipeline.steps.map((step) => {
       const handler = registry[step.kind] as StepHandler<StepKind>
       const safe = step.retry?.safe ?? handler.safeToRetry

@@ -1,13 +1,12 @@
 /** pipe publish: publishing an approved spec version again by hand. */
-import path from 'node:path'
 import {didYouMean} from '../../util/suggest.js'
 import {backoffFor} from '../../engine/retry.js'
 import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
 import {publishTo, type PublishOutcome} from '../../publish/deliver.js'
 import {views} from '../../steps/registry.js'
-import {Ledger, ledgerKey, releaseHeld} from '../../store/ledger.js'
-import {Store} from '../../store/store.js'
+import {ledgerKey, releaseHeld} from '../../store/ledger.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import {currentUser} from '../../util/user.js'
 import {type SessionOptions, loadPipelineOrThrow, policyOrThrow} from './shared.js'
 
@@ -20,7 +19,7 @@ export interface PublishSession extends SessionOptions {
 }
 
 export async function publishSession(options: PublishSession): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   if (!record.spec_version) throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})
   const snapshots = await store.readSnapshots(options.runId)
@@ -39,7 +38,7 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
   }
   const spec = await store.readSpec(record.spec_version)
   const user = currentUser()
-  const ledger = new Ledger(store)
+  const ledger = store.ledger()
   const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
   const attempts = 1 + policy.policy.max_retries_default
   const results = []

@@ -4,7 +4,7 @@ import {answersOf, checkAnswers, loadAnswersFile} from '../../config/answers.js'
 import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
 import {planProvider} from '../../providers/select.js'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import {readSecrets} from '../../engine/expressions.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront, replySources} from './shared.js'
@@ -21,7 +21,7 @@ export interface ReplaySession extends SessionOptions, ReplyOptions {
 }
 
 export async function replaySession(options: ReplaySession): Promise<RunOutcome> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const original = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
   const fork = options.seq !== undefined ? snapshots.find((s) => s.step.seq === options.seq) : snapshots.find((s) => s.step.name === options.from)

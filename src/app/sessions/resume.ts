@@ -4,7 +4,7 @@ import {answersOf, checkAnswers, loadAnswersFile} from '../../config/answers.js'
 import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
 import {planProvider} from '../../providers/select.js'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import {readSecrets} from '../../engine/expressions.js'
 import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
@@ -34,7 +34,7 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
 }
 
 export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   // A run that has ended is never walked again: records a power failure lost are rewritten here (engine/commit.ts).
   if (isFinal(record.status) && !isRedrivable(record.status)) await repairEndedRun(store, options.runId)

@@ -1,7 +1,6 @@
 /** pipe review: a decision given to a run that waits at a review, and what the reviewer sees first. */
-import path from 'node:path'
 import {views} from '../../steps/registry.js'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type Decision, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
@@ -15,7 +14,7 @@ export interface ReviewSession extends SessionOptions {
 }
 
 export async function reviewSession(options: ReviewSession): Promise<RunOutcome> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   waitingFor(record, 'review')
   return resumeSession({...options, command: `pipe review ${options.runId} --decision ${options.decision}`})
@@ -23,7 +22,7 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
 
 /** What a reviewer sees before deciding: the spec under review and its latest gate result. */
 export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../../types/spec.js').CanonicalSpec | null; gate: import('../../gates/evaluate.js').GateResult | null; reason: string}> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
   const gate = views.gate.result.latest(snapshots) ?? null

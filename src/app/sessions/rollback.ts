@@ -1,9 +1,8 @@
 /** pipe rollback: undoing an applied edit step by hand. */
-import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {defaultPolicy} from '../../policy/policy.js'
 import {views} from '../../steps/registry.js'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import {currentUser} from '../../util/user.js'
 import {type SessionOptions, policyOrThrow, guarding} from './shared.js'
 
@@ -15,7 +14,7 @@ export interface RollbackResult {
 }
 
 export async function rollbackEditSession(options: SessionOptions & {runId: string; step?: string; seq?: number}): Promise<RollbackResult> {
-  const store = await Store.existing(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)
   const appliedEdit = views.edit.applied

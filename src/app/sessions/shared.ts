@@ -12,8 +12,9 @@ import type {CassetteOptions} from '../../providers/cassette.js'
 import type {ProviderChoice, ReplySources} from '../../providers/select.js'
 import {KEY_FIELDS} from '../../providers/spec-build.js'
 import {kindCatalog} from '../../steps/registry.js'
+import {localRoot} from '../../store/open.js'
 import {ReplyCache} from '../../store/replies.js'
-import {Store} from '../../store/store.js'
+import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
 import {faultPoint, faultsEnabled} from '../../util/faults.js'
 import {addSecretsNamedIn} from '../../util/redact.js'
@@ -112,7 +113,7 @@ export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline>
  * the working directory.
  */
 export async function replySources(options: {cwd: string; store: string; cassette?: CassetteOptions; cache?: 'off' | 'reuse'}): Promise<ReplySources> {
-  const replyCache = new ReplyCache(path.resolve(options.cwd, options.store))
+  const replyCache = new ReplyCache(localRoot(options.cwd, options.store))
   if (!options.cassette) return {replyCache, ...(options.cache ? {cache: options.cache} : {})}
   const {Cassette} = await import('../../providers/cassette.js')
   const cassette = await Cassette.open({...options.cassette, file: path.resolve(options.cwd, options.cassette.file)})
@@ -125,7 +126,7 @@ export async function policyOrThrow(explicit: string | undefined, cwd: string, c
   return result.loaded
 }
 
-export function engineFor(store: Store, options: SessionOptions, createProvider: EngineDeps['provider'], replies?: EngineDeps['replies']): Engine {
+export function engineFor(store: RunStore, options: SessionOptions, createProvider: EngineDeps['provider'], replies?: EngineDeps['replies']): Engine {
   return new Engine({
     store,
     provider: createProvider,
@@ -139,7 +140,7 @@ export function engineFor(store: Store, options: SessionOptions, createProvider:
 }
 
 /** The policy as steps see it: the store is off limits however the policy file reads. */
-export function guarding(policy: LoadedPolicy, store: Store): LoadedPolicy {
+export function guarding(policy: LoadedPolicy, store: RunStore): LoadedPolicy {
   return {...policy, protected: [...(policy.protected ?? []), store.root]}
 }
 

@@ -1,6 +1,5 @@
 /** pipe run: a new run, started once everything it needs is checked. */
-import path from 'node:path'
-import {Store} from '../../store/store.js'
+import {openStore, storeLocation} from '../../store/open.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {type StartSession, engineFor, guarding} from './shared.js'
 import {measuredTools} from './tool-versions.js'
@@ -8,7 +7,7 @@ import {prepareStart} from './prepare.js'
 
 export async function startSession(options: StartSession): Promise<RunOutcome> {
   const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
-  const store = await Store.open(path.resolve(options.cwd, options.store))
+  const store = await openStore(storeLocation(options.cwd, options.store), 'create')
   const guarded = guarding(policy, store)
   // Measured before the run exists, so a refused mismatch leaves nothing behind.
   const toolVersions = await measuredTools(guarded, options.cwd, options.signal)

@@ -16,7 +16,7 @@ import type {TestCase} from '../../config/test-file.js'
 import {isPipeError} from '../../errors.js'
 import type {JsonValue} from '../../expr/index.js'
 import {serialiseCassette, type CassetteOptions} from '../../providers/cassette.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {makeDirs, writeFileAtomic} from '../../util/fs.js'
@@ -172,7 +172,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
     }
     if (outcome) {
       run = {run_id: outcome.run_id, status: outcome.status, steps_run: outcome.steps_run, ...(outcome.error ? {error: {code: outcome.error.code, message: outcome.error.message, ...(outcome.error.step ? {step: outcome.error.step} : {})}} : {})}
-      const records = await Store.existing(store)
+      const records = await openStore(store, 'existing')
       const record = await records.readRun(outcome.run_id)
       const snapshots = await records.readSnapshots(outcome.run_id)
       const spec = record.spec_version ? await records.readSpec(record.spec_version) : null

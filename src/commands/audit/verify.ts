@@ -2,8 +2,8 @@ import * as Args from '@oclif/core/args'
 import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {deliveredKeys} from '../../steps/registry.js'
-import {auditStore, type AuditReport} from '../../store/audit.js'
-import {Store} from '../../store/store.js'
+import type {AuditReport} from '../../store/audit.js'
+import {openStore} from '../../store/open.js'
 import {assertId} from '../../store/ids.js'
 import {jsonText, line as t} from '../../util/terminal-text.js'
 
@@ -29,10 +29,10 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
   async run(): Promise<AuditReport> {
     const {args, flags} = await this.parse(AuditVerify)
     if (args.run !== undefined) assertId('run', args.run)
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     // Only that it exists: a damaged run record is for the audit to report, not to stop it.
     if (args.run) await store.assertRunExists(args.run)
-    const report = await auditStore(store, args.run, {deliveredKeys})
+    const report = await store.audit(args.run, {deliveredKeys})
     if (!this.jsonEnabled()) {
       for (const p of report.problems) process.stdout.write(t`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
       for (const c of report.cleaned) process.stderr.write(t`cleaned: ${c.file}: ${c.message}\n`)

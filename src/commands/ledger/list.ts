@@ -1,8 +1,7 @@
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {table} from '../../cli/views.js'
-import {Ledger} from '../../store/ledger.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {LedgerEntry} from '../../types/ledger.js'
 import {assertId} from '../../store/ids.js'
 
@@ -25,8 +24,8 @@ export default class LedgerList extends PipeCommand {
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     if (flags.target !== undefined) assertId('target', flags.target, '--target')
-    const store = await Store.ifExists(this.storeDir(flags.store))
-    const entries = store === null ? [] : await new Ledger(store).list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})}, flags.limit)
+    const store = await openStore(this.storeDir(flags.store), 'if-exists')
+    const entries = store === null ? [] : await store.ledger().list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})}, flags.limit)
     if (!this.jsonEnabled()) {
       if (entries.length === 0) process.stdout.write('no publications\n')
       else process.stdout.write(table([['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]))

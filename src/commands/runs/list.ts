@@ -2,7 +2,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunList} from '../../cli/views.js'
 import {listRuns, type RunSummary} from '../../store/queries.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {RunStatus} from '../../types/run.js'
 import {assertId} from '../../store/ids.js'
 
@@ -26,7 +26,7 @@ export default class RunsList extends PipeCommand {
   async run(): Promise<{runs: RunSummary[]}> {
     const {flags} = await this.parse(RunsList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
-    const store = await Store.ifExists(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'if-exists')
     const runs = store === null ? [] : await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {}), all: flags.all})
     if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))
     return {runs}

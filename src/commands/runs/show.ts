@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunShow} from '../../cli/views.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../store/queries.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import {assertId} from '../../store/ids.js'
 import {line as t} from '../../util/terminal-text.js'
@@ -31,7 +31,7 @@ export default class RunsShow extends PipeCommand {
   async run(): Promise<RunShowResult> {
     const {args, flags} = await this.parse(RunsShow)
     assertId('run', args.run)
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     const record = await store.readRun(args.run)
     const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])
     const usage = totalUsage(snapshots)

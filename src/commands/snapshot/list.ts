@@ -1,7 +1,7 @@
 import * as Args from '@oclif/core/args'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSnapshotList} from '../../cli/views.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertId} from '../../store/ids.js'
 
@@ -14,7 +14,7 @@ export default class SnapshotList extends PipeCommand {
   async run(): Promise<{run_id: string; snapshots: Array<Pick<Snapshot, 'step' | 'spec_version_in' | 'spec_version_out' | 'decisions'> & {errors: number}>}> {
     const {args, flags} = await this.parse(SnapshotList)
     assertId('run', args.run)
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     await store.readRun(args.run)
     const snapshots = await store.readSnapshots(args.run)
     if (!this.jsonEnabled()) process.stdout.write(renderSnapshotList(snapshots))

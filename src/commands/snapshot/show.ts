@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSnapshot} from '../../cli/views.js'
 import {PipeError} from '../../errors.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertId} from '../../store/ids.js'
 import {ReplyCache} from '../../store/replies.js'
@@ -86,7 +86,7 @@ With --json the records are printed exactly as stored (valid against schemas/sna
     const {args, flags} = await this.parse(SnapshotShow)
     assertId('run', args.run)
     if (flags.step !== undefined) assertId('step', flags.step, '--step')
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     await store.readRun(args.run)
     const all = await store.readSnapshots(args.run)
     let chosen = all

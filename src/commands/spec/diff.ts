@@ -2,7 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {diffValues, renderChanges, type Change} from '../../spec/diff.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import {assertId} from '../../store/ids.js'
 import {line as t, visible} from '../../util/terminal-text.js'
 
@@ -26,7 +26,7 @@ export default class SpecDiff extends PipeCommand {
     const {args, flags} = await this.parse(SpecDiff)
     assertId('spec', args.from)
     assertId('spec', args.to)
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     const [a, b] = await Promise.all([store.readSpec(args.from), store.readSpec(args.to)])
     const left: Record<string, unknown> = {...a}
     const right: Record<string, unknown> = {...b}

@@ -2,7 +2,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSpecList} from '../../cli/views.js'
 import {listSpecs, type SpecSummary} from '../../store/queries.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import {assertId} from '../../store/ids.js'
 import {line as t} from '../../util/terminal-text.js'
 
@@ -23,7 +23,7 @@ export default class SpecList extends PipeCommand {
     const {flags} = await this.parse(SpecList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
-    const store = await Store.ifExists(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'if-exists')
     const specs = store === null ? [] : await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
     if (!this.jsonEnabled()) {
       process.stdout.write(renderSpecList(specs))

@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {stringify} from 'yaml'
 import {PipeCommand} from '../../cli/base-command.js'
 import {specToMarkdown} from '../../spec/markdown.js'
-import {Store} from '../../store/store.js'
+import {openStore} from '../../store/open.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {PipeError} from '../../errors.js'
 import {assertId} from '../../store/ids.js'
@@ -27,7 +27,7 @@ export default class SpecShow extends PipeCommand {
     // A run id is what pipe run prints last, so it is what a reader has at hand: its latest version is shown.
     const isRun = args.version.startsWith('R-')
     assertId(isRun ? 'run' : 'spec', args.version)
-    const store = await Store.existing(this.storeDir(flags.store))
+    const store = await openStore(this.storeDir(flags.store), 'existing')
     let version = args.version
     if (isRun) {
       const record = await store.readRun(args.version)

@@ -1,0 +1,60 @@
+/**
+ * pipe run --detach: everything pipe run checks, then the run is created (pending, not started) and
+ * put on a queue of the PostgreSQL store for a `pipe worker` to drive. Only a database has a queue
+ * that workers on other machines see; a folder store is refused before anything is written.
+ */
+import {PipeError} from '../../errors.js'
+import {isStoreUrl, openStore, storeLocation} from '../../store/open.js'
+import type {PostgresStore} from '../../store/postgres/store.js'
+import {currentUser} from '../../util/user.js'
+import {dotGitOf} from '../../util/git-dir.js'
+import {newRun} from '../../engine/run-record.js'
+import {prepareStart} from './prepare.js'
+import {type StartSession, guarding} from './shared.js'
+import {measuredTools} from './tool-versions.js'
+
+export interface Detached {
+  run_id: string
+  status: 'queued'
+  queue: string
+}
+
+export async function detachSession(options: StartSession & {queue: string}): Promise<Detached> {
+  if (!isStoreUrl(options.store)) {
+    throw new PipeError('E_INVALID_ARGS', `--detach needs a PostgreSQL store: ${options.store} is a folder, and only a database has a queue that workers see`, {
+      hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
+    })
+  }
+  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
+  const store = (await openStore(storeLocation(options.cwd, options.store), 'create')) as PostgresStore
+  try {
+    const guarded = guarding(policy, store)
+    const toolVersions = await measuredTools(guarded, options.cwd, options.signal)
+    const now = options.now?.() ?? new Date()
+    const user = options.user ?? currentUser()
+    let featureId = options.feature
+    if (featureId) await store.ensureFeature(featureId, now)
+    else featureId = await store.createFeature(now, pipeline.pipeline.name)
+    const birth = newRun({
+      featureId,
+      pipeline,
+      policy: guarded,
+      provider: provider.record,
+      input,
+      ...(inputs ? {inputs} : {}),
+      cwd: options.cwd,
+      workspaceGit: dotGitOf(options.cwd),
+      ...(toolVersions ? {toolVersions} : {}),
+      ...(answers ? {answers} : {}),
+      ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+      reason: `pipeline ${pipeline.pipeline.name}, input ${input.ref}; queued on ${options.queue}`,
+      now,
+      user,
+    })
+    const record = await store.createRun(birth.draft, birth.now, birth.created)
+    await store.enqueue(record.run_id, options.queue)
+    return {run_id: record.run_id, status: 'queued', queue: options.queue}
+  } finally {
+    await store.close()
+  }
+}

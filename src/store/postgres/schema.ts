@@ -1,0 +1,101 @@
+/**
+ * The tables of the PostgreSQL store and their migrations. Every process that opens the store
+ * brings the schema up to date first, under a transaction-scoped advisory lock, so that many
+ * processes starting at once migrate once and none reads a half-made schema.
+ *
+ * The trail's tables are append-only twice over: a trigger refuses UPDATE, DELETE and TRUNCATE
+ * whoever asks (an owner, a superuser), and the privileges to do so are revoked from PUBLIC and from
+ * the role that made them. A superuser can still disable a trigger: then `pipe audit verify` names
+ * what was changed, since every row is sealed and chained as a file of the file store is.
+ */
+import type {PoolClient} from 'pg'
+
+/** The trail's tables: rows are inserted once and never changed. */
+export const APPEND_ONLY = ['pipe_run_index', 'pipe_events', 'pipe_snapshots', 'pipe_specs', 'pipe_evidence', 'pipe_features', 'pipe_ledger_log'] as const
+
+/** One number taken by every process that migrates, so that one migrates at a time. */
+const MIGRATION_LOCK = 7_202_611_270
+
+const MIGRATIONS: string[] = [
+  // 1: the records, as the file store keeps them (each body is the text of the file it would be, so
+  // a copy between stores keeps every byte a seal or a bind covers).
+  `
+  CREATE TABLE pipe_counters (series text PRIMARY KEY, n bigint NOT NULL CHECK (n >= 0));
+  CREATE TABLE pipe_runs (
+    run_id text PRIMARY KEY,
+    body text NOT NULL,
+    parent_run text,
+    holder text,
+    lease_until timestamptz,
+    epoch bigint NOT NULL DEFAULT 0
+  );
+  CREATE INDEX pipe_runs_parent ON pipe_runs (parent_run) WHERE parent_run IS NOT NULL;
+  CREATE TABLE pipe_run_index (pos bigint PRIMARY KEY CHECK (pos >= 1), run_id text NOT NULL UNIQUE, line text NOT NULL);
+  CREATE TABLE pipe_events (run_id text NOT NULL, n integer NOT NULL CHECK (n >= 1), line text NOT NULL, PRIMARY KEY (run_id, n));
+  CREATE TABLE pipe_snapshots (run_id text NOT NULL, seq integer NOT NULL CHECK (seq >= 1), step text NOT NULL, commit_hash text NOT NULL, body text NOT NULL, PRIMARY KEY (run_id, seq));
+  CREATE TABLE pipe_specs (version text PRIMARY KEY, body text NOT NULL);
+  CREATE TABLE pipe_evidence (id text PRIMARY KEY, body text NOT NULL);
+  CREATE TABLE pipe_features (id text PRIMARY KEY, body text NOT NULL);
+  CREATE TABLE pipe_step_state (run_id text NOT NULL, step text NOT NULL, seq integer NOT NULL, body text NOT NULL, PRIMARY KEY (run_id, step, seq));
+  CREATE TABLE pipe_ledger (key text PRIMARY KEY, body text NOT NULL);
+  CREATE TABLE pipe_ledger_log (pos bigint PRIMARY KEY CHECK (pos >= 1), key text NOT NULL, line text NOT NULL);
+
+  CREATE FUNCTION pipe_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    RAISE EXCEPTION 'pipe: % is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'insufficient_privilege';
+  END $$;
+  CREATE FUNCTION pipe_counter_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP = 'DELETE' OR NEW.n < OLD.n OR NEW.series <> OLD.series THEN
+      RAISE EXCEPTION 'pipe: an id counter only moves forward' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+  END $$;
+  CREATE TRIGGER pipe_counters_forward BEFORE UPDATE OR DELETE ON pipe_counters FOR EACH ROW EXECUTE FUNCTION pipe_counter_forward();
+  CREATE TRIGGER pipe_runs_kept BEFORE DELETE ON pipe_runs FOR EACH ROW EXECUTE FUNCTION pipe_refuse_change();
+  CREATE TRIGGER pipe_runs_kept_all BEFORE TRUNCATE ON pipe_runs FOR EACH STATEMENT EXECUTE FUNCTION pipe_refuse_change();
+  ${APPEND_ONLY.map(
+    (table) => `
+  CREATE TRIGGER ${table}_append_only BEFORE UPDATE OR DELETE ON ${table} FOR EACH ROW EXECUTE FUNCTION pipe_refuse_change();
+  CREATE TRIGGER ${table}_append_only_all BEFORE TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION pipe_refuse_change();
+  REVOKE UPDATE, DELETE, TRUNCATE ON ${table} FROM PUBLIC;
+  REVOKE UPDATE, DELETE, TRUNCATE ON ${table} FROM CURRENT_USER;`,
+  ).join('')}
+  REVOKE DELETE, TRUNCATE ON pipe_runs FROM PUBLIC;
+  REVOKE DELETE, TRUNCATE ON pipe_runs FROM CURRENT_USER;
+  `,
+  // 2: the queue of runs for workers (pipe run --detach, pipe worker). A row stays until its run has
+  // stopped (ended or waiting for a person), so a run whose worker died is claimed again once its
+  // lease on pipe_runs runs out: the lease and epoch there, not this row, say who drives a run.
+  `
+  CREATE TABLE pipe_queue (
+    run_id text PRIMARY KEY,
+    queue text NOT NULL,
+    enqueued_at timestamptz NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE INDEX pipe_queue_order ON pipe_queue (queue, enqueued_at);
+  `,
+]
+
+/** The schema version this pipe writes and reads. */
+export const SCHEMA_VERSION = MIGRATIONS.length
+
+/** Brings the schema up to date (see the top of this file); refuses a database a newer pipe migrated. */
+export async function migrate(client: PoolClient): Promise<void> {
+  await client.query('BEGIN')
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+    await client.query('CREATE TABLE IF NOT EXISTS pipe_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())')
+    const {rows} = await client.query<{version: number | null}>('SELECT max(version) AS version FROM pipe_schema')
+    const current = rows[0]?.version ?? 0
+    if (current > SCHEMA_VERSION) throw Object.assign(new Error(`the database holds pipe schema version ${current}, newer than this pipe's ${SCHEMA_VERSION}`), {newer: true})
+    for (let version = current + 1; version <= SCHEMA_VERSION; version++) {
+      await client.query(MIGRATIONS[version - 1]!)
+      await client.query('INSERT INTO pipe_schema (version) VALUES ($1)', [version])
+    }
+    await client.query('COMMIT')
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw error
+  }
+}

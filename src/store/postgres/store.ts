@@ -1,0 +1,548 @@
+/**
+ * The PostgreSQL store: the RunStore (../types.ts) over one database, for a team that shares one
+ * audit trail. It keeps the file store's records byte for byte (each body column holds the text the
+ * file store writes to a file), sealed and chained the same way, so `pipe store copy` moves a store
+ * either way with every seal and bind intact and one audit reads both.
+ *
+ * What a database gives that a folder cannot:
+ * - A step commits in one transaction: its evidence, its spec version, its snapshot and its run's
+ *   sealed head, all or nothing. There is no commit log to finish after a crash: recover() finds
+ *   nothing to do.
+ * - Ids come from counter rows updated inside the transaction that uses them: a rolled back commit
+ *   gives its numbers back, so ids stay gapless with any number of writers, and a row lock orders
+ *   them so none is handed out twice. The run index is chained under the lock of its own counter row,
+ *   which keeps that chain linear.
+ * - A run is held under a lease with an epoch on its row: a holder that dies loses it when the lease
+ *   runs out, and one frozen past it finds the epoch moved on and cannot commit (E_CONFLICT).
+ *
+ * PIPE_AUDIT_KEY seals in this process and never leaves it: only seals reach the database.
+ */
+import {randomBytes} from 'node:crypto'
+import os from 'node:os'
+import type {Pool, PoolClient} from 'pg'
+import {PipeError} from '../../errors.js'
+import type {Evidence} from '../../types/evidence.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {canonicalJson, sha256} from '../../util/hash.js'
+import {evidenceText} from '../evidence.js'
+import {assertValid, wellFormed} from '../files.js'
+import {compareIds, dayKey, formatId} from '../ids.js'
+import {checkRecord, fileHash, runCreationHash, runRecordSealer, sealLine, sealMessage, sealRecord, sealSnapshot, verifySpec} from '../integrity.js'
+import {localRoot, safeUrl} from '../open.js'
+import {specText} from '../specs.js'
+import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
+import {auditPostgres} from './audit.js'
+import {PostgresLedger} from './ledger.js'
+import {migrate} from './schema.js'
+
+type Start = {event: RunEvent; change: (record: RunRecord) => void}
+type Plain = Record<string, unknown>
+
+/** How long a holder keeps a run without renewing its lease (PIPE_LEASE_MS). */
+function leaseMs(): number {
+  const set = Number(process.env.PIPE_LEASE_MS)
+  return Number.isSafeInteger(set) && set >= 200 ? set : 30000
+}
+
+export {safeUrl}
+
+/** A database error as pipe says it: one whose connection failed is E_IO (retry), the rest say what the database said. */
+export function databaseError(error: unknown, what: string): Error {
+  if (error instanceof PipeError) return error
+  const e = error as {code?: string; message?: string; severity?: string}
+  const connection = e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'ECONNRESET' || e.code === '57P01' || e.code === '57P03' || e.code === '08006' || e.code === '08003' || /Connection terminated|connect ECONN/i.test(e.message ?? '')
+  // Anything else (a hook's, a step's) is not the database's to explain.
+  if (!connection && e.severity === undefined) return error as Error
+  return new PipeError(connection ? 'E_IO' : 'E_INTEGRITY', `${what}: ${e.message ?? String(error)}`, {
+    hint: connection ? 'The database could not be reached or the connection was lost; nothing partial was recorded. Check the URL and the server, then run the command again (pipe resume RUN goes on from the last step).' : 'The database refused the change; pipe audit verify names damaged records.',
+  })
+}
+
+const holderOf = (): {pid: number; host: string; token: string} => ({pid: process.pid, host: os.hostname(), token: randomBytes(8).toString('hex')})
+
+export class PostgresStore implements RunStore {
+  readonly root: string
+  /** Runs this process holds: the epoch its lease took, and the timer that renews it. */
+  private readonly held = new Map<string, {epoch: number; token: string; timer: NodeJS.Timeout}>()
+
+  private constructor(
+    readonly url: string,
+    readonly pool: Pool,
+  ) {
+    // What a run keeps beside its records (artifacts, slots, the reply cache) stays on this machine.
+    this.root = localRoot(process.cwd(), url)
+  }
+
+  /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
+  static async connect(url: string): Promise<PostgresStore> {
+    const pg = (await import('pg')).default
+    const pool = new pg.Pool({connectionString: url, max: Number(process.env.PIPE_PG_POOL) || 8, allowExitOnIdle: true})
+    // An idle connection the server dropped must not crash the process: the next query reconnects.
+    pool.on('error', () => undefined)
+    const store = new PostgresStore(url, pool)
+    let client: PoolClient | undefined
+    try {
+      client = await pool.connect()
+      await migrate(client)
+    } catch (error) {
+      client?.release()
+      client = undefined
+      await pool.end().catch(() => undefined)
+      if ((error as {newer?: boolean}).newer) throw new PipeError('E_CONFLICT', `${(error as Error).message} (${safeUrl(url)})`, {hint: 'Upgrade pipe on this machine to the version the rest of the team uses.'})
+      throw databaseError(error, `cannot open the store at ${safeUrl(url)}`)
+    } finally {
+      client?.release()
+    }
+    return store
+  }
+
+  /** Ends the connections (and the leases' renewal); a process exits without it too. */
+  async close(): Promise<void> {
+    for (const {timer} of this.held.values()) clearInterval(timer)
+    this.held.clear()
+    await this.pool.end()
+  }
+
+  /** Runs `work` in one transaction, retried on a serialisation failure or a deadlock. */
+  async tx<T>(what: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: PoolClient
+      try {
+        client = await this.pool.connect()
+      } catch (error) {
+        throw databaseError(error, what)
+      }
+      let broken = false
+      try {
+        await client.query('BEGIN')
+        const out = await work(client)
+        await client.query('COMMIT')
+        return out
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => (broken = true))
+        const code = (error as {code?: string}).code
+        if ((code === '40001' || code === '40P01') && attempt < 5) continue
+        throw databaseError(error, what)
+      } finally {
+        client.release(broken)
+      }
+    }
+  }
+
+  async query<R extends Plain>(what: string, text: string, values: unknown[] = []): Promise<R[]> {
+    try {
+      return (await this.pool.query<R>(text, values)).rows
+    } catch (error) {
+      throw databaseError(error, what)
+    }
+  }
+
+  /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
+  static async nextNumber(client: PoolClient, series: string): Promise<number> {
+    const {rows} = await client.query<{n: string}>('INSERT INTO pipe_counters (series, n) VALUES ($1, 1) ON CONFLICT (series) DO UPDATE SET n = pipe_counters.n + 1 RETURNING n', [series])
+    return Number(rows[0]!.n)
+  }
+
+  // Runs and their timelines
+
+  createRun(draft: RunDraft, now: Date, event: RunEvent): Promise<RunRecord> {
+    return this.create(draft, now, event, undefined).then((made) => made.record)
+  }
+
+  async createStartedRun(draft: RunDraft, now: Date, created: RunEvent, start: Start): Promise<StartedRun> {
+    const made = await this.create(draft, now, created, start)
+    return {record: made.record, release: made.release!}
+  }
+
+  private async create(draft: RunDraft, now: Date, event: RunEvent, start: Start | undefined): Promise<{record: RunRecord; release?: Release}> {
+    const holder = start ? holderOf() : null
+    const record = await this.tx('cannot create a run', async (client) => {
+      const day = dayKey(now)
+      const id = formatId('R', day, await PostgresStore.nextNumber(client, `R-${day}`))
+      // The run index's own counter row orders creations, so its chain stays linear.
+      const pos = await PostgresStore.nextNumber(client, 'run-index')
+      const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_run_index WHERE pos = $1', [pos - 1])).rows[0] : undefined
+      if (pos > 1 && !prev) throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
+      const feature = (await client.query<{body: string}>('SELECT body FROM pipe_features WHERE id = $1', [draft.feature_id])).rows[0]
+      const fresh = {run_id: id, ...draft} as RunRecord
+      let sealer = runRecordSealer(fresh as unknown as Plain)
+      const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
+      let state = fresh
+      if (start) {
+        state = structuredClone(fresh)
+        start.change(state)
+        sealer = runRecordSealer(state as unknown as Plain)
+        lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
+      }
+      assertValid('run', state, 'run record')
+      const head = {events: lines.length, event_hash: lines.at(-1)!.hash, seq: 0, snapshot_hash: null}
+      const record = {...state, head, seal: sealer.seal(head)} as RunRecord
+      const indexLine = sealLine(
+        {run_id: id, feature_id: draft.feature_id, feature_hash: feature ? fileHash(feature.body) : null, created_hash: runCreationHash(record as unknown as Plain)},
+        prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
+      )
+      await client.query(
+        `INSERT INTO pipe_runs (run_id, body, parent_run, holder, lease_until, epoch) VALUES ($1, $2, $3, $4, CASE WHEN $4::text IS NULL THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END, $6)`,
+        [id, `${JSON.stringify(record, null, 2)}\n`, record.parent?.run_id ?? null, holder ? JSON.stringify(holder) : null, leaseMs(), holder ? 1 : 0],
+      )
+      for (const [i, line] of lines.entries()) await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
+      await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, JSON.stringify(indexLine)])
+      return record
+    })
+    if (!holder) return {record}
+    return {record, release: this.hold(record.run_id, 1, holder.token)}
+  }
+
+  /** Keeps a held run's lease alive until released. */
+  private hold(runId: string, epoch: number, token: string): Release {
+    const timer = setInterval(() => {
+      this.pool.query('UPDATE pipe_runs SET lease_until = now() + make_interval(secs => $3::double precision / 1000) WHERE run_id = $1 AND epoch = $2', [runId, epoch, leaseMs()]).catch(() => undefined)
+    }, Math.max(100, Math.floor(leaseMs() / 3)))
+    timer.unref()
+    this.held.set(runId, {epoch, token, timer})
+    return async () => {
+      const mine = this.held.get(runId)
+      if (mine?.epoch !== epoch) return
+      clearInterval(mine.timer)
+      this.held.delete(runId)
+      await this.query('cannot release a run', 'UPDATE pipe_runs SET holder = NULL, lease_until = NULL WHERE run_id = $1 AND epoch = $2', [runId, epoch])
+    }
+  }
+
+  async finishCreations(): Promise<void> {
+    // A run is created in one transaction: a crash leaves nothing to finish.
+  }
+
+  async readRun(runId: string): Promise<RunRecord> {
+    const rows = await this.query<{body: string}>(`cannot read run ${runId}`, 'SELECT body FROM pipe_runs WHERE run_id = $1', [runId])
+    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+    return parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
+  }
+
+  async assertRunExists(runId: string): Promise<void> {
+    const rows = await this.query(`cannot read run ${runId}`, 'SELECT 1 FROM pipe_runs WHERE run_id = $1', [runId])
+    if (rows.length === 0) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+  }
+
+  async listRunIds(): Promise<string[]> {
+    const rows = await this.query<{run_id: string}>('cannot list runs', 'SELECT run_id FROM pipe_runs')
+    return rows.map((r) => r.run_id).sort((a, b) => compareIds(b, a))
+  }
+
+  /** The run's row, locked for this transaction; E_CONFLICT when this process held it and another holder has taken it since. */
+  private async lockRun(client: PoolClient, runId: string): Promise<RunRecord> {
+    const {rows} = await client.query<{body: string; epoch: string}>('SELECT body, epoch FROM pipe_runs WHERE run_id = $1 FOR UPDATE', [runId])
+    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+    const mine = this.held.get(runId)
+    if (mine && Number(rows[0].epoch) !== mine.epoch) {
+      throw new PipeError('E_CONFLICT', `run ${runId} was taken over by another holder (its lease ran out): this process no longer drives it`, {hint: 'Nothing was recorded by this process; pipe runs show RUN says who holds the run now.'})
+    }
+    return parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
+  }
+
+  async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
+    return this.tx(`cannot update run ${runId}`, async (client) => {
+      const current = await this.lockRun(client, runId)
+      const {head, seal: _s, ...state} = structuredClone(current)
+      const changed = {...state} as RunRecord
+      change(changed)
+      const {head: _h, seal: _s2, ...clean} = changed
+      assertValid('run', clean, 'run record')
+      const sealer = runRecordSealer(clean)
+      const line = sealLine({...event, run_state: sealer.stateHash}, head?.event_hash ?? null)
+      const n = (head?.events ?? 0) + 1
+      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [runId, n, JSON.stringify(line)])
+      const next = {events: n, event_hash: line.hash, seq: head?.seq ?? 0, snapshot_hash: head?.snapshot_hash ?? null}
+      const record = {...clean, head: next, seal: sealer.seal(next)} as RunRecord
+      await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(record, null, 2)}\n`])
+      return record
+    })
+  }
+
+  appendEvent(runId: string, event: RunEvent): Promise<RunRecord> {
+    return this.updateRun(runId, () => undefined, event)
+  }
+
+  async readEvents(runId: string): Promise<RunEvent[]> {
+    const rows = await this.query<{line: string; n: number}>(`cannot read the timeline of ${runId}`, 'SELECT n, line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
+    return rows.map((r) => {
+      try {
+        return JSON.parse(r.line) as RunEvent
+      } catch {
+        throw new PipeError('E_INTEGRITY', `line ${r.n} of the timeline of ${runId} is not valid JSON (pipe_events)`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+      }
+    })
+  }
+
+  async acquireRun(runId: string): Promise<Release> {
+    const holder = holderOf()
+    const rows = await this.query<{epoch: string}>(
+      `cannot take run ${runId}`,
+      `UPDATE pipe_runs SET holder = $2, epoch = epoch + 1, lease_until = now() + make_interval(secs => $3::double precision / 1000)
+       WHERE run_id = $1 AND (holder IS NULL OR lease_until IS NULL OR lease_until < now()) RETURNING epoch`,
+      [runId, JSON.stringify(holder), leaseMs()],
+    )
+    if (!rows[0]) {
+      await this.assertRunExists(runId)
+      const owner = await this.runOwner(runId)
+      throw new PipeError('E_CONFLICT', `run ${runId} is being driven by another pipe process (pid ${owner?.pid ?? '?'} on ${owner?.host ?? '?'})`, {hint: 'Wait for it to finish, or stop it; its lease frees the run when it stops renewing it. pipe runs show shows its state.'})
+    }
+    return this.hold(runId, Number(rows[0].epoch), holder.token)
+  }
+
+  async runOwner(runId: string): Promise<RunHolder | null> {
+    const rows = await this.query<{holder: string | null; alive: boolean}>(`cannot read run ${runId}`, 'SELECT holder, (lease_until IS NOT NULL AND lease_until > now()) AS alive FROM pipe_runs WHERE run_id = $1', [runId])
+    const row = rows[0]
+    if (!row?.holder) return null
+    const holder = JSON.parse(row.holder) as {pid: number; host: string}
+    return {pid: holder.pid, host: holder.host, alive: row.alive}
+  }
+
+  // The step commit
+
+  async commitStep(commit: StepCommit, hook?: CommitHook): Promise<Committed> {
+    const {run_id: runId, seq, step} = commit
+    const at = new Date(commit.recorded_at)
+    const hash = commitHash(commit)
+    const result = await this.tx(`cannot record step ${step} of ${runId}`, async (client) => {
+      const record = await this.lockRun(client, runId)
+      const found = (await client.query<{body: string; commit_hash: string}>('SELECT body, commit_hash FROM pipe_snapshots WHERE run_id = $1 AND seq = $2', [runId, seq])).rows[0]
+      if (found) {
+        // The same commit made again (a redrive that never learnt it had committed): what it recorded.
+        if (found.commit_hash !== hash) throw new PipeError('E_CONFLICT', `snapshot ${seq} of ${runId} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
+        const snapshot = parseRow<Snapshot>('snapshot', found.body, `snapshot ${runId}#${seq}`, `pipe_snapshots(${runId}, ${seq})`)
+        return {snapshot, spec: snapshot.spec_version_out && commit.spec ? await this.specIn(client, snapshot.spec_version_out) : null}
+      }
+      const binds: Record<string, string> = {}
+      const links: Snapshot['evidence_links'] = []
+      for (const item of commit.evidence) {
+        const id = formatId('E', '', await PostgresStore.nextNumber(client, 'E'))
+        const text = evidenceText(item.draft, at, id)
+        await client.query('INSERT INTO pipe_evidence (id, body) VALUES ($1, $2)', [id, text])
+        binds[id] = fileHash(text)
+        links.push({type: item.link, evidence_id: id})
+        if (hook) await hook(`evidence-written:${step}`)
+      }
+      let spec: CanonicalSpec | null = null
+      if (commit.spec) {
+        const day = dayKey(at)
+        const id = formatId('S', day, await PostgresStore.nextNumber(client, `S-${day}`))
+        const text = specText(commit.spec.draft, id)
+        await client.query('INSERT INTO pipe_specs (version, body) VALUES ($1, $2)', [id, text])
+        binds[id] = fileHash(text)
+        spec = JSON.parse(text) as CanonicalSpec
+        if (hook) await hook(`spec-written:${step}`)
+      }
+      const version = spec?.meta.spec_version ?? null
+      const snapshot: Snapshot = {
+        ...commit.snapshot,
+        spec_version_out: version,
+        outputs: version ? {...commit.snapshot.outputs, spec_version_out: version} : commit.snapshot.outputs,
+        evidence_links: [...commit.snapshot.evidence_links, ...links],
+      }
+      // Records named that this commit did not write are bound as they are stored.
+      const named = [snapshot.spec_version_in, ...commit.snapshot.evidence_links.map((l) => l.evidence_id)].filter((id): id is string => typeof id === 'string' && binds[id] === undefined)
+      for (const id of named) binds[id] = fileHash(await this.bodyOf(client, id))
+      const ordered: Record<string, string> = {}
+      for (const id of [snapshot.spec_version_in, snapshot.spec_version_out, ...snapshot.evidence_links.map((l) => l.evidence_id)]) if (id && binds[id]) ordered[id] = binds[id]
+      const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds: ordered}})
+      assertValid('snapshot', stored, `snapshot ${runId}#${seq}`)
+      if (hook) await hook(`before-snapshot:${step}`)
+      await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [runId, seq, step, hash, `${JSON.stringify(stored, null, 2)}\n`])
+      // The run's head moves with its snapshot, sealed in the same transaction.
+      if ((record.head?.seq ?? 0) < seq) {
+        const {head, seal: _s, ...state} = record
+        const next = {events: head?.events ?? 0, event_hash: head?.event_hash ?? null, seq, snapshot_hash: stored.meta.record_hash ?? null}
+        const sealed = {...state, head: next, seal: runRecordSealer(state).seal(next)}
+        await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(sealed, null, 2)}\n`])
+      }
+      if (hook) await hook(`before-commit:${step}`)
+      return {snapshot: stored, spec}
+    })
+    if (hook) await hook(`committed:${step}`)
+    return result
+  }
+
+  private async bodyOf(client: PoolClient, id: string): Promise<string> {
+    const table = id.startsWith('S-') ? 'SELECT body FROM pipe_specs WHERE version = $1' : 'SELECT body FROM pipe_evidence WHERE id = $1'
+    const row = (await client.query<{body: string}>(table, [id])).rows[0]
+    if (!row) throw new PipeError('E_NOT_FOUND', `${id} is named by a snapshot but is not in the store`, {hint: 'Run pipe audit verify to see all damage.'})
+    return row.body
+  }
+
+  private async specIn(client: PoolClient, version: string): Promise<CanonicalSpec> {
+    return checkedSpec(version, await this.bodyOf(client, version))
+  }
+
+  async recover(): Promise<boolean> {
+    // Every commit is one transaction: there is never a half-made one to finish.
+    return false
+  }
+
+  async repairEndedRun(): Promise<boolean> {
+    return false
+  }
+
+  async readSnapshots(runId: string): Promise<Snapshot[]> {
+    const rows = await this.query<{body: string; seq: number}>(`cannot read the snapshots of ${runId}`, 'SELECT seq, body FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [runId])
+    return rows.map((r) => {
+      const snapshot = parseRow<Snapshot>('snapshot', r.body, `snapshot ${runId}#${r.seq}`, `pipe_snapshots(${runId}, ${r.seq})`)
+      if (snapshot.run_id !== runId || snapshot.step.seq !== r.seq) throw new PipeError('E_INTEGRITY', `snapshot ${runId}#${r.seq} names ${snapshot.run_id}#${snapshot.step.seq}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+      return snapshot
+    })
+  }
+
+  // Spec versions, evidence, features
+
+  async readSpec(version: string): Promise<CanonicalSpec> {
+    const rows = await this.query<{body: string}>(`cannot read spec version ${version}`, 'SELECT body FROM pipe_specs WHERE version = $1', [version])
+    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `spec version ${version} not found (${safeUrl(this.url)})`)
+    return checkedSpec(version, rows[0].body)
+  }
+
+  async putSpec(spec: CanonicalSpec): Promise<void> {
+    if (verifySpec(spec).length > 0) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
+    assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
+    const rows = await this.query('cannot store a spec version', 'INSERT INTO pipe_specs (version, body) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING version', [spec.meta.spec_version, `${JSON.stringify(spec, null, 2)}\n`])
+    if (rows.length === 0) throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {hint: 'A change to the spec is a new version; run a step that writes one.'})
+  }
+
+  async listSpecVersions(): Promise<string[]> {
+    const rows = await this.query<{version: string}>('cannot list spec versions', 'SELECT version FROM pipe_specs')
+    return rows.map((r) => r.version).sort(compareIds)
+  }
+
+  async *newestSpecVersions(): AsyncGenerator<string> {
+    yield* (await this.listSpecVersions()).reverse()
+  }
+
+  async readEvidence(id: string): Promise<Evidence> {
+    const rows = await this.query<{body: string}>(`cannot read evidence ${id}`, 'SELECT body FROM pipe_evidence WHERE id = $1', [id])
+    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `evidence ${id} not found (${safeUrl(this.url)})`)
+    const evidence = parseRow<Evidence>('evidence', rows[0].body, `evidence ${id}`, `pipe_evidence(${id})`)
+    if (evidence.evidence_id !== id) throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+    return evidence
+  }
+
+  async listEvidenceIds(): Promise<string[]> {
+    const rows = await this.query<{id: string}>('cannot list evidence', 'SELECT id FROM pipe_evidence')
+    return rows.map((r) => r.id).sort(compareIds)
+  }
+
+  async createFeature(now: Date, title: string): Promise<string> {
+    return this.tx('cannot register a feature', async (client) => {
+      const year = String(now.getUTCFullYear())
+      const id = formatId('F', year, await PostgresStore.nextNumber(client, `F-${year}`))
+      await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [id, `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`])
+      return id
+    })
+  }
+
+  async ensureFeature(id: string, now: Date): Promise<void> {
+    await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`])
+  }
+
+  // Step state
+
+  async readStepState(runId: string, step: string, seq: number): Promise<unknown> {
+    const rows = await this.query<{body: string}>(`cannot read the state of step ${step}`, 'SELECT body FROM pipe_step_state WHERE run_id = $1 AND step = $2 AND seq = $3', [runId, step, seq])
+    if (!rows[0]) return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(rows[0].body)
+    } catch {
+      parsed = null
+    }
+    const problem = parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed) ? 'is not a sealed pipe step state record' : checkRecord(parsed) === 'ok' ? null : `fails its seal: ${sealMessage(checkRecord(parsed) as 'mismatch')}`
+    if (problem) throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used. pipe audit verify ${runId} names what else changed.`})
+    return (parsed as {state: unknown}).state
+  }
+
+  async writeStepState(runId: string, step: string, seq: number, state: unknown): Promise<void> {
+    await this.query(
+      `cannot write the state of step ${step}`,
+      'INSERT INTO pipe_step_state (run_id, step, seq, body) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step, seq) DO UPDATE SET body = EXCLUDED.body',
+      [runId, step, seq, `${JSON.stringify(sealRecord({state}))}\n`],
+    )
+  }
+
+  async latestStepStateSeq(runId: string, step: string): Promise<number | null> {
+    const rows = await this.query<{seq: number | null}>(`cannot read the state of step ${step}`, 'SELECT max(seq) AS seq FROM pipe_step_state WHERE run_id = $1 AND step = $2', [runId, step])
+    return rows[0]?.seq ?? null
+  }
+
+  stepStateLocation(runId: string, step: string, seq: number | null): string {
+    return seq === null ? `pipe_step_state(${runId}) in ${safeUrl(this.url)}` : `pipe_step_state(${runId}, ${step}, ${seq}) in ${safeUrl(this.url)}`
+  }
+
+  // The queue of runs for workers (pipe run --detach, pipe worker)
+
+  /** Puts a run on a queue (again: a second enqueue keeps its place). */
+  async enqueue(runId: string, queue: string): Promise<void> {
+    await this.query(`cannot queue run ${runId}`, 'INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, queue])
+  }
+
+  /** Runs of a queue that nobody drives now (no holder, or a lease that ran out), oldest first. */
+  async claimable(queue: string, limit: number): Promise<string[]> {
+    const rows = await this.query<{run_id: string}>(
+      'cannot read the queue',
+      `SELECT q.run_id FROM pipe_queue q JOIN pipe_runs r USING (run_id)
+       WHERE q.queue = $1 AND (r.holder IS NULL OR r.lease_until IS NULL OR r.lease_until < now())
+       ORDER BY q.enqueued_at, q.run_id LIMIT $2`,
+      [queue, limit],
+    )
+    return rows.map((r) => r.run_id)
+  }
+
+  /** Takes a run off the queue once it has stopped (ended, or waiting for a person). */
+  async dequeue(runId: string): Promise<void> {
+    await this.query(`cannot take run ${runId} off the queue`, 'DELETE FROM pipe_queue WHERE run_id = $1', [runId])
+  }
+
+  /** The queue a run waits in, or null. */
+  async queued(runId: string): Promise<string | null> {
+    const rows = await this.query<{queue: string}>(`cannot read the queue`, 'SELECT queue FROM pipe_queue WHERE run_id = $1', [runId])
+    return rows[0]?.queue ?? null
+  }
+
+  // The ledger and the audit
+
+  ledger(): LedgerRecords {
+    return new PostgresLedger(this)
+  }
+
+  audit(runId?: string, kinds?: AuditKinds): Promise<AuditReport> {
+    return auditPostgres(this, runId, kinds)
+  }
+}
+
+/** What a commit records, without ids: two commits of one step compare equal by it. */
+function commitHash(commit: StepCommit): string {
+  return sha256(canonicalJson({...commit, spec: commit.spec ? {draft: commit.spec.draft} : null, evidence: commit.evidence.map((item) => ({draft: item.draft, link: item.link}))}))
+}
+
+/** A record read from a row, parsed and checked against its schema (a row changed outside pipe: E_INTEGRITY naming it). */
+export function parseRow<T>(schema: 'snapshot' | 'spec' | 'evidence' | 'run', body: string, what: string, where: string): T {
+  let value: unknown
+  try {
+    value = JSON.parse(body)
+  } catch {
+    throw new PipeError('E_INTEGRITY', `${what} is not valid JSON (${where})`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+  }
+  return wellFormed<T>(schema, value, what, where)
+}
+
+function checkedSpec(version: string, body: string): CanonicalSpec {
+  let spec: CanonicalSpec
+  try {
+    spec = JSON.parse(body) as CanonicalSpec
+  } catch {
+    throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (pipe_specs)`, {hint: 'It was changed outside pipe; run pipe audit verify.'})
+  }
+  const problems = verifySpec(spec)
+  if (problems.length > 0) throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (pipe_specs(${version}): ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {hint: 'The row was changed after it was written; run pipe audit verify to see all damage.'})
+  wellFormed('spec', spec, `spec version ${version}`, `pipe_specs(${version})`)
+  return spec
+}

@@ -1,0 +1,158 @@
+/**
+ * The PostgreSQL store through the built CLI: --store postgres://… and PIPE_STORE=postgres://… on
+ * the commands, a URL never taken as a folder, pg loaded only for a database, the append-only
+ * tables, and pipe audit verify naming tampering with rows. A real cluster (test/helpers/postgres.ts).
+ */
+import {expect} from 'chai'
+import {existsSync} from 'node:fs'
+import {readdir, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {sealOf} from '../../src/store/integrity.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+}
+
+const prd = path.join(examples, 'full-prd.md')
+const KEY = 'the-team-audit-key-3f9c'
+
+describe('the PostgreSQL store through the CLI', function () {
+  this.timeout(120000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  let db: string
+  let url: string
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-pg-cli-'))
+    db = await cluster.createDatabase()
+    url = cluster.url(db)
+  })
+  afterEach(async () => cleanup())
+
+  it('takes --store postgres://… as a database, never as a folder: the run is in the database and no folder postgres: is made', async () => {
+    const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+    expect(run.code, run.stderr).to.equal(0)
+    const done = json<RunJson>(run)
+    expect(done.status).to.equal('succeeded')
+    // Only what the pipeline publishes to a folder of its own: no store folder, .pipe or postgres:.
+    expect(await readdir(dir), 'no store is made in the working directory').to.deep.equal(['published'])
+    expect(existsSync(path.join(dir, 'postgres:'))).to.equal(false)
+    const rows = await cluster.sql<{run_id: string}>(db, 'SELECT run_id FROM pipe_runs')
+    expect(rows.map((r) => r.run_id)).to.deep.equal([done.run_id])
+    // The same store through PIPE_STORE, for the commands that read it.
+    const env = {PIPE_STORE: url}
+    const list = json<{runs: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir, env}))
+    expect(list.runs.map((r) => [r.run_id, r.status])).to.deep.equal([[done.run_id, 'succeeded']])
+    const snapshots = await pipe(['snapshot', 'list', done.run_id, '--json'], {cwd: dir, env})
+    expect(snapshots.code, snapshots.stderr).to.equal(0)
+    expect(json<{snapshots: unknown[]}>(snapshots).snapshots.length).to.be.greaterThan(3)
+    const audit = await pipe(['audit', 'verify', '--json'], {cwd: dir, env})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    expect(json<{ok: boolean; runs: number}>(audit)).to.include({ok: true, runs: 1})
+    const spec = await pipe(['spec', 'list', '--json', '--store', url], {cwd: dir})
+    expect(spec.code, spec.stderr).to.equal(0)
+    expect(await readdir(dir)).to.deep.equal(['published'])
+  })
+
+  it('names an unreachable database as an error, and still makes no folder', async () => {
+    const result = await pipe(['runs', 'list', '--store', `postgres://postgres@127.0.0.1:${cluster.port}/no_such_db`], {cwd: dir})
+    expect(result.code).to.not.equal(0)
+    expect(result.stderr).to.match(/no_such_db/)
+    expect(result.stdout).to.equal('')
+    expect(await readdir(dir)).to.deep.equal([])
+  })
+
+  it('loads pg only for a postgres:// store: a file-store run never does', async () => {
+    // A module hook that writes down every module loaded through import(): pg is one (dist/vendor/pg.js).
+    const trace = path.join(dir, 'trace.txt')
+    await writeFile(path.join(dir, 'hooks.mjs'), `import {appendFileSync} from 'node:fs'\nexport async function resolve(s, c, next) { const r = await next(s, c); appendFileSync(${JSON.stringify(trace)}, r.url + '\\n'); return r }\n`)
+    await writeFile(path.join(dir, 'register.mjs'), `import {register} from 'node:module'\nregister(${JSON.stringify(`file://${path.join(dir, 'hooks.mjs')}`)})\n`)
+    const env = {NODE_OPTIONS: `--import ${path.join(dir, 'register.mjs')}`}
+    const loaded = async (): Promise<string[]> => (existsSync(trace) ? (await import('node:fs/promises')).readFile(trace, 'utf8').then((t) => t.split('\n').filter(Boolean)) : [])
+    const fileRun = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', path.join(dir, 'files'), '--json'], {cwd: dir, env})
+    expect(fileRun.code, fileRun.stderr).to.equal(0)
+    const list = await pipe(['runs', 'list', '--store', path.join(dir, 'files')], {cwd: dir, env})
+    expect(list.code, list.stderr).to.equal(0)
+    const afterFiles = await loaded()
+    expect(afterFiles.length, 'the hook saw the modules a run loads').to.be.greaterThan(0)
+    expect(afterFiles.filter((u) => /[/\\]pg(\.js)?$|[/\\]pg[/\\]|vendor[/\\]pg\.js/.test(u))).to.deep.equal([])
+    const dbList = await pipe(['runs', 'list', '--store', url], {cwd: dir, env})
+    expect(dbList.code, dbList.stderr).to.equal(0)
+    expect((await loaded()).filter((u) => /vendor[/\\]pg\.js|node_modules[/\\]pg[/\\]/.test(u)).length, 'a postgres:// store loads pg').to.be.greaterThan(0)
+  })
+
+  describe('tampering with rows', () => {
+    let runId: string
+    const env = (): Record<string, string> => ({PIPE_STORE: url, PIPE_AUDIT_KEY: KEY})
+    const audit = async (): Promise<{ok: boolean; problems: Array<{record: string; file: string; field: string; message: string}>}> => {
+      const result = await pipe(['audit', 'verify', '--json'], {cwd: dir, env: env()})
+      return json(result)
+    }
+    beforeEach(async () => {
+      const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()})
+      expect(run.code, run.stderr).to.equal(0)
+      runId = json<RunJson>(run).run_id
+      expect((await audit()).ok).to.equal(true)
+    })
+
+    it('refuses UPDATE and DELETE of the trail, even from the owner, by privilege and by trigger', async () => {
+      for (const statement of ['UPDATE pipe_snapshots SET body = body', 'DELETE FROM pipe_events', 'DELETE FROM pipe_run_index', 'TRUNCATE pipe_specs', 'DELETE FROM pipe_runs', 'UPDATE pipe_counters SET n = 0']) {
+        let refused: string | null = null
+        await cluster.sql(db, statement).catch((error: Error) => (refused = error.message))
+        expect(refused, statement).to.match(/append-only|only moves forward/)
+      }
+      const privileges = await cluster.sql<{privilege_type: string}>(db, "SELECT privilege_type FROM information_schema.role_table_grants WHERE table_name = 'pipe_snapshots' AND privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE')")
+      expect(privileges).to.deep.equal([])
+      expect((await audit()).ok).to.equal(true)
+    })
+
+    it('names an UPDATE of a snapshot row (the trigger disabled by a superuser)', async () => {
+      await cluster.sql(db, `SET session_replication_role = replica; UPDATE pipe_snapshots SET body = replace(body, '"decision": "success"', '"decision": "failure"') WHERE run_id = '${runId}' AND seq = 2`)
+      const report = await audit()
+      expect(report.ok).to.equal(false)
+      expect(report.problems.map((p) => [p.record, p.file])).to.deep.include([`${runId}#2`, `pipe_snapshots(${runId}, 2)`])
+      expect(report.problems.find((p) => p.file === `pipe_snapshots(${runId}, 2)`)!.field).to.equal('decisions')
+    })
+
+    it('names a deleted line of a chain (a timeline line, a run index line)', async () => {
+      await cluster.sql(db, `SET session_replication_role = replica; DELETE FROM pipe_events WHERE run_id = '${runId}' AND n = 2`)
+      const report = await audit()
+      expect(report.problems.some((p) => p.file === 'pipe_events(3)' && p.field === 'pos' && /line 2 .*missing/.test(p.message)), JSON.stringify(report.problems)).to.equal(true)
+      expect(report.problems.some((p) => p.file === 'pipe_events(3)' && p.field === 'prev')).to.equal(true)
+      const second = json<RunJson>(await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()}))
+      await cluster.sql(db, `SET session_replication_role = replica; DELETE FROM pipe_run_index WHERE run_id = '${runId}'`)
+      const again = await audit()
+      expect(again.problems.some((p) => p.record === runId && /not in the run index/.test(p.message))).to.equal(true)
+      expect(again.problems.some((p) => p.record === second.run_id && p.file === 'pipe_run_index(2)' && /missing/.test(p.message))).to.equal(true)
+    })
+
+    it('names a row re-sealed without the key', async () => {
+      const [row] = await cluster.sql<{body: string}>(db, `SELECT body FROM pipe_runs WHERE run_id = '${runId}'`)
+      const {seal: _s, ...record} = JSON.parse(row!.body) as Record<string, unknown>
+      const body = {...record, status: 'failed'}
+      // Sealed as pipe would without the key: a plain SHA-256 where the team's seals are keyed.
+      const resealed = {...body, seal: sealOf(body, undefined)}
+      await cluster.sql(db, `UPDATE pipe_runs SET body = $1 WHERE run_id = $2`, [JSON.stringify(resealed, null, 2), runId])
+      const report = await audit()
+      const found = report.problems.find((p) => p.file === `pipe_runs(${runId})` && p.field === 'seal')
+      expect(found?.message).to.match(/sealed without the audit key/)
+    })
+
+    it('never puts PIPE_AUDIT_KEY in the database', async () => {
+      const tables = await cluster.sql<{table_name: string}>(db, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+      expect(tables.length).to.be.greaterThan(8)
+      for (const {table_name: table} of tables) {
+        const rows = await cluster.sql<{text: string}>(db, `SELECT t::text AS text FROM ${table} t`)
+        for (const row of rows) expect(row.text, table).to.not.include(KEY)
+      }
+      const seals = await cluster.sql<{body: string}>(db, 'SELECT body FROM pipe_snapshots')
+      expect(seals[0]!.body).to.include('hmac-sha256:')
+    })
+  })
+})

@@ -1,0 +1,151 @@
+/**
+ * pipe run --detach and pipe worker on a real PostgreSQL store: runs spread over several worker
+ * processes, each run driven to its end once; a worker killed (SIGKILL) loses its run to another
+ * once its lease runs out; a worker frozen past its lease (SIGSTOP) cannot commit when it wakes;
+ * SIGTERM drains a worker, which exits 0. Every wait is for an event (a row, a line), never a sleep.
+ */
+import {expect} from 'chai'
+import {spawn, type ChildProcess} from 'node:child_process'
+import {readdir} from 'node:fs/promises'
+import path from 'node:path'
+import {bin, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+
+const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
+const policy = path.join(fixtures, 'policy.yaml')
+
+interface Worker {
+  child: ChildProcess
+  stderr: () => string
+  exited: Promise<number | null>
+}
+
+describe('pipe worker on a PostgreSQL store', function () {
+  this.timeout(180000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  let db: string
+  let url: string
+  const workers: Worker[] = []
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-pg-worker-'))
+    db = await cluster.createDatabase()
+    url = cluster.url(db)
+  })
+  afterEach(async () => {
+    for (const w of workers.splice(0)) {
+      w.child.kill('SIGCONT')
+      w.child.kill('SIGKILL')
+      await w.exited
+    }
+    await cleanup()
+  })
+
+  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
+    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
+    delete out.PIPE_STORE
+    return out
+  }
+
+  function startWorker(args: string[], extra: Record<string, string> = {}): Worker {
+    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {cwd: dir, env: env(extra), stdio: ['ignore', 'pipe', 'pipe']})
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.stdout.resume()
+    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
+    workers.push(worker)
+    return worker
+  }
+
+  /** Waits for a condition on the database (each check is a query; no fixed sleep decides anything). */
+  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60000): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+
+  const detach = async (pipeline: string): Promise<string> => {
+    const result = await pipe(['run', path.join(fixtures, pipeline), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
+    expect(result.code, result.stderr).to.equal(0)
+    const out = json<{run_id: string; status: string}>(result)
+    expect(out.status).to.equal('queued')
+    return out.run_id
+  }
+
+  const queueEmpty = async (): Promise<boolean> => (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue'))[0]!.n === 0
+  const statusOf = async (runId: string): Promise<string> => json<{status: string}>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir})).status
+
+  /** Each run has snapshots 1..N exactly once, and the whole store passes its audit. */
+  async function expectWhole(runIds: string[], steps: number): Promise<void> {
+    for (const runId of runIds) {
+      const rows = await cluster.sql<{seq: number}>(db, 'SELECT seq FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [runId])
+      expect(rows.map((r) => r.seq), runId).to.deep.equal(Array.from({length: steps}, (_, i) => i + 1))
+    }
+    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
+    expect(json<{ok: boolean; problems: unknown[]}>(audit).problems).to.deep.equal([])
+    expect(audit.code).to.equal(0)
+  }
+
+  it('refuses --detach on a folder store before writing anything', async () => {
+    const result = await pipe(['run', path.join(fixtures, 'fast.yaml'), '--policy', policy, '--detach', '--store', path.join(dir, 'files')], {cwd: dir})
+    expect(result.code).to.equal(2)
+    expect(result.stderr).to.match(/--detach needs a PostgreSQL store/)
+    expect(await readdir(dir)).to.deep.equal([])
+  })
+
+  it('spreads queued runs over 3 workers × concurrency 2: each run ends once, one snapshot per seq, and SIGTERM drains each worker to exit 0', async () => {
+    const runIds: string[] = []
+    for (let i = 0; i < 12; i++) runIds.push(await detach('fast.yaml'))
+    const team = [startWorker(['--concurrency', '2']), startWorker(['--concurrency', '2']), startWorker(['--concurrency', '2'])]
+    await until('every queued run has stopped', queueEmpty)
+    for (const w of team) w.child.kill('SIGTERM')
+    expect(await Promise.all(team.map((w) => w.exited))).to.deep.equal([0, 0, 0])
+    const ended = team.flatMap((w) => [...w.stderr().matchAll(/pipe worker: (R-\d{8}-\d{4}) succeeded/g)].map((m) => m[1]!))
+    expect([...ended].sort(), 'each run ended once, by one worker').to.deep.equal([...runIds].sort())
+    for (const runId of runIds) expect(await statusOf(runId)).to.equal('succeeded')
+    await expectWhole(runIds, 3)
+  })
+
+  it('hands a run whose worker was killed (SIGKILL) to another worker once the lease runs out', async () => {
+    const lease = {PIPE_LEASE_MS: '1500'}
+    const runId = await detach('slow.yaml')
+    const first = startWorker([], lease)
+    await until('the first worker holds the run', async () => (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(`"pid":${first.child.pid}`) === true)
+    first.child.kill('SIGKILL')
+    await first.exited
+    const second = startWorker([], lease)
+    await until('the run has stopped', queueEmpty)
+    expect(second.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    second.child.kill('SIGTERM')
+    expect(await second.exited).to.equal(0)
+    // The second worker found the run left running by a process that is gone, and said so.
+    const events = await cluster.sql<{line: string}>(db, 'SELECT line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
+    expect(events.map((e) => (JSON.parse(e.line) as {event: string}).event)).to.include('interrupted')
+    await expectWhole([runId], 3)
+  })
+
+  it('refuses the commit of a worker frozen past its lease (SIGSTOP): the run is finished by another, once', async () => {
+    const lease = {PIPE_LEASE_MS: '1500'}
+    const runId = await detach('slow.yaml')
+    const frozen = startWorker([], lease)
+    await until('the first worker holds the run', async () => (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(`"pid":${frozen.child.pid}`) === true)
+    frozen.child.kill('SIGSTOP')
+    const other = startWorker([], lease)
+    await until('the run has stopped', queueEmpty)
+    expect(other.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    frozen.child.kill('SIGCONT')
+    await until('the woken worker was refused', async () => /was taken over by another holder/.test(frozen.stderr()), 30000).catch((error: Error) => {
+      throw new Error(`${error.message}; its stderr: ${frozen.stderr()}`)
+    })
+    expect(frozen.stderr()).to.not.include(`${runId} succeeded`)
+    for (const w of [frozen, other]) w.child.kill('SIGTERM')
+    expect(await Promise.all([frozen.exited, other.exited])).to.deep.equal([0, 0])
+    expect(await statusOf(runId)).to.equal('succeeded')
+    await expectWhole([runId], 3)
+  })
+})

@@ -1,0 +1,96 @@
+/**
+ * pipe store copy SRC DST between the file store and the PostgreSQL store, either way: chains and
+ * seals intact (pipe audit verify passes on each copy, keyed), the records byte for byte the same
+ * after a round trip, and a destination holding records refused.
+ */
+import {expect} from 'chai'
+import {readdir, readFile} from 'node:fs/promises'
+import path from 'node:path'
+import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+
+const KEY = 'a-key-only-this-test-knows'
+
+/** Every record file of a file store (the leftovers that are no record, locks and hints, aside). */
+async function records(root: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {}
+  const walk = async (at: string): Promise<void> => {
+    for (const entry of await readdir(at, {withFileTypes: true})) {
+      const full = path.join(at, entry.name)
+      const rel = path.relative(root, full)
+      if (entry.isDirectory()) await walk(full)
+      else if (!/^ids\/|\.lock$|^\.gitignore$|commits\.jsonl$/.test(rel)) out[rel] = await readFile(full, 'utf8')
+    }
+  }
+  await walk(root)
+  return out
+}
+
+describe('pipe store copy', function () {
+  this.timeout(180000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-store-copy-')))
+  afterEach(async () => cleanup())
+
+  it('copies a keyed file store into PostgreSQL and back: audit verify passes on each, and the records come back byte for byte', async () => {
+    const env = {PIPE_AUDIT_KEY: KEY}
+    const files = path.join(dir, 'files')
+    const done = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files, '--json'], {cwd: dir, env})
+    expect(done.code, done.stderr).to.equal(0)
+    const paused = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--store', files, '--json'], {cwd: dir, env})
+    expect(paused.code, paused.stderr).to.equal(10)
+    const url = cluster.url(await cluster.createDatabase())
+    const copied = await pipe(['store', 'copy', files, url, '--json'], {cwd: dir})
+    expect(copied.code, copied.stderr).to.equal(0)
+    expect(json<{runs: number; ledger: number}>(copied)).to.include({runs: 2, ledger: 1})
+    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env})
+    expect(audit.code, audit.stdout).to.equal(0)
+    expect(json<{ok: boolean; runs: number; unverifiable: number}>(audit)).to.include({ok: true, runs: 2, unverifiable: 0})
+    // Without the key, the keyed seals of the copy cannot be checked: not a pass.
+    expect((await pipe(['audit', 'verify', '--store', url], {cwd: dir})).code).to.equal(2)
+    // The paused run goes on in the database: its review is given there.
+    const runId = json<{run_id: string}>(paused).run_id
+    const reviewed = await pipe(['review', runId, '--decision', 'go', '--store', url, '--json'], {cwd: dir, env})
+    expect(reviewed.code, reviewed.stderr).to.equal(0)
+    expect(json<{status: string}>(reviewed).status).to.equal('succeeded')
+    // And back into a folder, with the run finished in the database.
+    const back = path.join(dir, 'back')
+    const returned = await pipe(['store', 'copy', url, back], {cwd: dir})
+    expect(returned.code, returned.stderr).to.equal(0)
+    expect(returned.stdout).to.match(/^copied 2 run\(s\)/)
+    const again = await pipe(['audit', 'verify', '--json', '--store', back], {cwd: dir, env})
+    expect(again.code, again.stdout).to.equal(0)
+    const original = await records(files)
+    const roundTrip = await records(back)
+    // Every record of the original is in the copy unchanged; the copy has the review's records too.
+    // The review changed its run's record and, publishing, its ledger entry; the logs it appended to
+    // (its timeline, the ledger log) begin with the original's lines.
+    const changed = new RegExp(`^(runs/${runId}/run\\.json|ledger/F-[0-9-]+\\+local\\+S-[0-9-]+\\.json)$`)
+    const appended = new RegExp(`^(runs/${runId}/events\\.jsonl|audit/ledger\\.jsonl)$`)
+    for (const [file, body] of Object.entries(original)) {
+      if (appended.test(file)) expect(roundTrip[file]!.startsWith(body), file).to.equal(true)
+      else if (!changed.test(file) || !roundTrip[file]) expect(roundTrip[file], file).to.equal(body)
+    }
+    expect(Object.keys(roundTrip).length).to.be.greaterThan(Object.keys(original).length)
+  })
+
+  it('refuses a destination that holds records, and leaves it as it was', async () => {
+    const files = path.join(dir, 'files')
+    expect((await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files], {cwd: dir})).code).to.equal(0)
+    const db = await cluster.createDatabase()
+    const url = cluster.url(db)
+    expect((await pipe(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)
+    const before = await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_snapshots')
+    const twice = await pipe(['store', 'copy', files, url], {cwd: dir})
+    expect(twice.code).to.not.equal(0)
+    expect(twice.stderr).to.match(/already holds records/)
+    expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_snapshots')).to.deep.equal(before)
+    const intoFolder = await pipe(['store', 'copy', url, files], {cwd: dir})
+    expect(intoFolder.code).to.not.equal(0)
+    expect(intoFolder.stderr).to.match(/already holds records/)
+  })
+})
