@@ -12,7 +12,7 @@ import {jsonText} from '../util/terminal-text.js'
 import {exitUnknownCommand} from './unknown-command.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
-  ['PIPE_STORE', 'store directory (default: the nearest .pipe up to the repository root)'],
+  ['PIPE_STORE', 'the store: a folder, or postgres://user@host:5432/db (default: the nearest .pipe up to the repository root)'],
   ['PIPE_CEILING_DIRECTORIES', 'absolute folders (separated as in PATH) the upward search for .pipe and policy.yaml never climbs into, like GIT_CEILING_DIRECTORIES'],
   ['PIPE_HOME', 'folder of the daily error log, PIPE_HOME/logs/orchestrator-YYYYMMDD.log (default: $XDG_STATE_HOME/pipe/logs, else ~/.local/state/pipe/logs)'],
   ['XDG_STATE_HOME', 'base of the daily error log when PIPE_HOME is not set (default ~/.local/state)'],
