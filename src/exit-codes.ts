@@ -18,7 +18,11 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode]
 
 export const exitCodeTable: ReadonlyArray<{code: ExitCode; name: string; meaning: string}> = [
   {code: ExitCode.OK, name: 'OK', meaning: 'success; a run succeeded; every file validated'},
-  {code: ExitCode.FAILED, name: 'FAILED', meaning: 'a run failed (a step failed, a failure outcome went unrouted or unrecovered, a loop hit its bound, an end step said failed) or an internal error'},
+  {
+    code: ExitCode.FAILED,
+    name: 'FAILED',
+    meaning: 'a run failed (a step failed, a failure outcome went unrouted or unrecovered, a loop hit its bound, an end step said failed) or an internal error',
+  },
   {code: ExitCode.USAGE, name: 'USAGE', meaning: 'bad flags, arguments, input, or an invalid pipeline/policy/answers file'},
   {code: ExitCode.POLICY_DENIED, name: 'POLICY_DENIED', meaning: 'the policy denied a command or a path'},
   {code: ExitCode.CONFLICT, name: 'CONFLICT', meaning: 'a write conflicted with a stored record, or a record failed its hash check'},

@@ -15,7 +15,8 @@ import {visible, visibleLine} from './util/terminal-text.js'
 export function logDir(): string {
   if (process.env.PIPE_HOME) return path.join(process.env.PIPE_HOME, 'logs')
   // XDG says a relative XDG_STATE_HOME is invalid and to be ignored.
-  const state = process.env.XDG_STATE_HOME && path.isAbsolute(process.env.XDG_STATE_HOME) ? process.env.XDG_STATE_HOME : path.join(os.homedir(), '.local', 'state')
+  const state =
+    process.env.XDG_STATE_HOME && path.isAbsolute(process.env.XDG_STATE_HOME) ? process.env.XDG_STATE_HOME : path.join(os.homedir(), '.local', 'state')
   return path.join(state, 'pipe', 'logs')
 }
 

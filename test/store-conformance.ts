@@ -53,7 +53,10 @@ function stepCommit(runId: string, seq: number, prev: string | null, records: {e
     recorded_at: at,
     snapshot,
     spec: records.spec ? {draft: specDraft(`goal ${runId} ${seq}`, {runId, at})} : null,
-    evidence: Array.from({length: records.evidence}, (_, i) => ({draft: {type: 'log' as const, source: {ref: `log://${runId}/${seq}/${i}`}, content: {excerpt: `line ${i} of step ${seq}`}, linked_to: [{step}]}, link: 'log' as const})),
+    evidence: Array.from({length: records.evidence}, (_, i) => ({
+      draft: {type: 'log' as const, source: {ref: `log://${runId}/${seq}/${i}`}, content: {excerpt: `line ${i} of step ${seq}`}, linked_to: [{step}]},
+      link: 'log' as const,
+    })),
   }
 }
 
@@ -100,7 +103,8 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
     it('keeps order: snapshots by seq, the timeline as written, runs newest first, spec versions oldest first', async () => {
       const runId = await startRun()
       let prev: string | null = null
-      for (let seq = 1; seq <= 5; seq++) prev = (await store.commitStep(stepCommit(runId, seq, prev, {evidence: seq % 2, spec: seq % 2 === 1}))).snapshot.meta.record_hash!
+      for (let seq = 1; seq <= 5; seq++)
+        prev = (await store.commitStep(stepCommit(runId, seq, prev, {evidence: seq % 2, spec: seq % 2 === 1}))).snapshot.meta.record_hash!
       const snapshots = await store.readSnapshots(runId)
       expect(snapshots.map((s) => s.step.seq)).to.deep.equal([1, 2, 3, 4, 5])
       expect(snapshots.map((s) => s.meta.prev_hash)).to.deep.equal([null, ...snapshots.slice(0, -1).map((s) => s.meta.record_hash)])
@@ -163,7 +167,10 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
 
     it('lets one of two commits of one step at once through and refuses the other', async () => {
       const runId = await startRun()
-      const results = await Promise.allSettled([store.commitStep(stepCommit(runId, 1, null, {evidence: 1, spec: true}, 'left')), store.commitStep(stepCommit(runId, 1, null, {evidence: 1, spec: true}, 'right'))])
+      const results = await Promise.allSettled([
+        store.commitStep(stepCommit(runId, 1, null, {evidence: 1, spec: true}, 'left')),
+        store.commitStep(stepCommit(runId, 1, null, {evidence: 1, spec: true}, 'right')),
+      ])
       const won = results.filter((r) => r.status === 'fulfilled')
       const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
       expect(won, 'exactly one commit of seq 1').to.have.length(1)
@@ -226,7 +233,8 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
     it('passes its own audit over what was committed, and names a run that is not there', async () => {
       const runId = await startRun()
       let prev: string | null = null
-      for (let seq = 1; seq <= 3; seq++) prev = (await store.commitStep(stepCommit(runId, seq, prev, {evidence: 1, spec: seq !== 2}))).snapshot.meta.record_hash!
+      for (let seq = 1; seq <= 3; seq++)
+        prev = (await store.commitStep(stepCommit(runId, seq, prev, {evidence: 1, spec: seq !== 2}))).snapshot.meta.record_hash!
       await store.updateRun(runId, (r) => (r.status = 'succeeded'), {at, event: 'succeeded'})
       const one = await store.audit(runId)
       expect(one.problems).to.deep.equal([])

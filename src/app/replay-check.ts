@@ -101,7 +101,12 @@ export async function checkModels(store: RunStore, record: RunRecord, pipeline: 
       continue
     }
     if (calls.some((c) => !cached.has(c.key))) {
-      out.push({...base, checked: false, same: true, error: `${calls.filter((c) => !cached.has(c.key)).length} of ${calls.length} replies are not in the reply cache`})
+      out.push({
+        ...base,
+        checked: false,
+        same: true,
+        error: `${calls.filter((c) => !cached.has(c.key)).length} of ${calls.length} replies are not in the reply cache`,
+      })
       continue
     }
     const recorded = withoutSpecRef(snapshot.outputs)
@@ -123,7 +128,10 @@ export async function checkModels(store: RunStore, record: RunRecord, pipeline: 
           const hit = cached.get(key)
           if (hit) return hit.reply
           const nearest = [...cached.values()][Math.min(asked.length - 1, cached.size - 1)]!
-          throw new PipeError('E_CONFLICT', `request ${asked.length} is not one the step made (${key}):\n${await describeDifference(normaliseRequest(nearest.request), normaliseRequest(request))}`)
+          throw new PipeError(
+            'E_CONFLICT',
+            `request ${asked.length} is not one the step made (${key}):\n${await describeDifference(normaliseRequest(nearest.request), normaliseRequest(request))}`,
+          )
         },
       }
       const {OpenAIProvider} = await import('../providers/openai/provider.js')
@@ -157,7 +165,14 @@ export async function checkModels(store: RunStore, record: RunRecord, pipeline: 
       const replayed = withoutSpecRef(result.outputs)
       const sameRequests = canonicalJson(asked) === canonicalJson(calls.map((c) => c.key))
       const same = sameRequests && canonicalJson(replayed) === canonicalJson(recorded) && result.outcome === snapshot.decisions.at(-1)?.decision
-      out.push({...base, checked: true, same, recorded, replayed, ...(sameRequests ? {} : {error: `it asked ${asked.length} request(s) where the snapshot recorded ${calls.length}`})})
+      out.push({
+        ...base,
+        checked: true,
+        same,
+        recorded,
+        replayed,
+        ...(sameRequests ? {} : {error: `it asked ${asked.length} request(s) where the snapshot recorded ${calls.length}`}),
+      })
     } catch (error) {
       out.push({...base, checked: true, same: false, recorded, error: (error as Error).message})
     }

@@ -51,7 +51,10 @@ export async function runPath(options: {store: string; cwd: string; runId: strin
   const record = await store.readRun(options.runId)
   const {pipeline, hash, file} = options.pipeline
   if (record.pipeline.name !== pipeline.name || record.pipeline.hash !== hash) {
-    const what = record.pipeline.name !== pipeline.name ? `a run of pipeline "${record.pipeline.name}", not "${pipeline.name}"` : `a run of ${record.pipeline.path} as it was then (${record.pipeline.hash.slice(0, 19)}…), and ${file} has changed since (${hash.slice(0, 19)}…)`
+    const what =
+      record.pipeline.name !== pipeline.name
+        ? `a run of pipeline "${record.pipeline.name}", not "${pipeline.name}"`
+        : `a run of ${record.pipeline.path} as it was then (${record.pipeline.hash.slice(0, 19)}…), and ${file} has changed since (${hash.slice(0, 19)}…)`
     throw new PipeError('E_INVALID_ARGS', `${options.runId} is ${what}`, {
       hint: `Draw it over the file it ran: pipe graph ${record.pipeline.path} --run ${options.runId} (pipe runs list shows each run's pipeline).`,
     })

@@ -75,11 +75,45 @@ interface Tally {
 }
 
 function empty(): Tally {
-  return {runs: 0, steps: 0, failed_steps: 0, tasks: 0, tasks_passed: 0, attempts: 0, failure_categories: {}, patches: 0, patch_lines: 0, qa_runs: 0, qa_ms: 0, model_calls: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: null, currency: null}
+  return {
+    runs: 0,
+    steps: 0,
+    failed_steps: 0,
+    tasks: 0,
+    tasks_passed: 0,
+    attempts: 0,
+    failure_categories: {},
+    patches: 0,
+    patch_lines: 0,
+    qa_runs: 0,
+    qa_ms: 0,
+    model_calls: 0,
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    total_tokens: 0,
+    cost: null,
+    currency: null,
+  }
 }
 
 function add(into: Tally, from: Tally): void {
-  for (const key of ['runs', 'steps', 'failed_steps', 'tasks', 'tasks_passed', 'attempts', 'patches', 'patch_lines', 'qa_runs', 'qa_ms', 'model_calls', 'prompt_tokens', 'completion_tokens', 'total_tokens'] as const) into[key] += from[key]
+  for (const key of [
+    'runs',
+    'steps',
+    'failed_steps',
+    'tasks',
+    'tasks_passed',
+    'attempts',
+    'patches',
+    'patch_lines',
+    'qa_runs',
+    'qa_ms',
+    'model_calls',
+    'prompt_tokens',
+    'completion_tokens',
+    'total_tokens',
+  ] as const)
+    into[key] += from[key]
   for (const [category, n] of Object.entries(from.failure_categories)) into.failure_categories[category] = (into.failure_categories[category] ?? 0) + n
   if (from.cost !== null) into.cost = (into.cost ?? 0) + from.cost
   into.currency ??= from.currency

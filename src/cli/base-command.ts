@@ -10,7 +10,11 @@ import {jsonText, visible} from '../util/terminal-text.js'
 export abstract class PipeCommand extends Command {
   static override enableJsonFlag = true
 
-  static storeFlag = Flags.string({description: 'Store: a directory, or a PostgreSQL URL postgres://user@host:5432/db (default: $PIPE_STORE, else the nearest .pipe from the working directory up to the repository root).', helpValue: 'DIR|URL'})
+  static storeFlag = Flags.string({
+    description:
+      'Store: a directory, or a PostgreSQL URL postgres://user@host:5432/db (default: $PIPE_STORE, else the nearest .pipe from the working directory up to the repository root).',
+    helpValue: 'DIR|URL',
+  })
 
   /** Progress and prompts: stderr, so that stdout keeps to the result (one JSON document with --json). */
   protected progress(message: string): void {

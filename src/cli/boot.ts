@@ -29,7 +29,9 @@ export function loadCli(root: string): Cli {
   const loaded = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist), require: onFirstUse})
   const exported = loaded?.exports as Partial<Cli> | undefined
   if (typeof exported?.main !== 'function') {
-    throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {hint: 'Build pipe again (npm run build) or reinstall it.'})
+    throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {
+      hint: 'Build pipe again (npm run build) or reinstall it.',
+    })
   }
   // Under the path require() resolves it to: its real path, should a folder on the way be a link.
   const real = realOf(file)

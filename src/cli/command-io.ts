@@ -42,7 +42,16 @@ export function reportCommandError(raw: Error & {oclif?: {exit?: number}; code?:
   const error = classify(raw, id)
   const {log, trace_id} = speak(error, {level: 'ERROR', entry: `[${error.code}] ${id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
   if (output.json && !output.jsonPrinted) {
-    const body: JsonError = {error: {code: error.code, message: redact(error.message), exit_code: error.exitCode, ...(error.hint ? {hint: redact(error.hint)} : {}), ...(log ? {log} : {}), trace_id}}
+    const body: JsonError = {
+      error: {
+        code: error.code,
+        message: redact(error.message),
+        exit_code: error.exitCode,
+        ...(error.hint ? {hint: redact(error.hint)} : {}),
+        ...(log ? {log} : {}),
+        trace_id,
+      },
+    }
     writeOut(`${jsonText(body)}\n`)
   }
   process.exitCode = error.exitCode

@@ -17,7 +17,10 @@ export interface Spoken {
 }
 
 /** Writes the log entry and the stderr lines. An error recorded already (a run's) brings its trace id; any other gets one here. */
-export function speak(error: {code: string; message: string; hint?: string | undefined; trace_id?: string | undefined}, log: {level: 'ERROR' | 'WARN'; entry: string; detail?: string | undefined}): Spoken {
+export function speak(
+  error: {code: string; message: string; hint?: string | undefined; trace_id?: string | undefined},
+  log: {level: 'ERROR' | 'WARN'; entry: string; detail?: string | undefined},
+): Spoken {
   const trace = error.trace_id ?? newTraceId()
   const file = appendLog(log.level, log.entry, log.detail, trace)
   writeErr(errorLines(error, trace, file))
@@ -25,7 +28,12 @@ export function speak(error: {code: string; message: string; hint?: string | und
 }
 
 /** The stderr lines of an error. Messages quote model replies, file content and names: shown escaped (the log escapes its entry itself). */
-export function errorLines(error: {code: string; message: string; hint?: string | undefined}, trace: string, file: string | null, escape: (text: string) => string = (text) => visible(redact(text))): string {
+export function errorLines(
+  error: {code: string; message: string; hint?: string | undefined},
+  trace: string,
+  file: string | null,
+  escape: (text: string) => string = (text) => visible(redact(text)),
+): string {
   const lines = [`Error [${visibleLine(error.code)}]: ${escape(error.message)}`]
   if (error.hint) lines.push(`Try this: ${escape(error.hint)}`)
   if (file) lines.push(`Log: ${file}`)

@@ -13,13 +13,16 @@ import {exitUnknownCommand} from './unknown-command.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_STORE', 'the store: a folder, or postgres://user@host:5432/db (default: the nearest .pipe up to the repository root)'],
-  ['PIPE_CEILING_DIRECTORIES', 'absolute folders (separated as in PATH) the upward search for .pipe and policy.yaml never climbs into, like GIT_CEILING_DIRECTORIES'],
+  [
+    'PIPE_CEILING_DIRECTORIES',
+    'absolute folders (separated as in PATH) the upward search for .pipe and policy.yaml never climbs into, like GIT_CEILING_DIRECTORIES',
+  ],
   ['PIPE_HOME', 'folder of the daily error log, PIPE_HOME/logs/orchestrator-YYYYMMDD.log (default: $XDG_STATE_HOME/pipe/logs, else ~/.local/state/pipe/logs)'],
   ['XDG_STATE_HOME', 'base of the daily error log when PIPE_HOME is not set (default ~/.local/state)'],
   ['OPENAI_API_KEY', 'key for an OpenAI-compatible endpoint (model steps)'],
   ['OPENAI_BASE_URL', 'base URL of an OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1'],
   ['PIPE_INTERACTIVE', '1: prompt for answers and decisions even when stdin is not a terminal; 0: never prompt'],
-  ['PIPE_AUDIT_KEY', 'key that seals the store\'s records (HMAC); pipe audit verify needs the same key'],
+  ['PIPE_AUDIT_KEY', "key that seals the store's records (HMAC); pipe audit verify needs the same key"],
   ['PIPE_SIGNAL_GRACE_MS', 'how long a run may take to record its state after Ctrl-C or SIGTERM before it is ended (default 5000)'],
   ['PIPE_BWRAP', 'the bubblewrap binary that sandboxes commands (a path; empty: none; default: bwrap on PATH)'],
   ['PIPE_DEBUG', 'print debug output and warnings with their stacks (also DEBUG=*)'],
@@ -27,8 +30,8 @@ export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_CONTENT_TYPE', 'json: every command answers as with --json'],
   ['OTEL_EXPORTER_OTLP_ENDPOINT', 'an OpenTelemetry collector (OTLP/HTTP, e.g. http://127.0.0.1:4318) for spans of runs, steps, model and tool calls'],
   ['NO_COLOR', 'no colours in progress and errors'],
-  ['PIPE_FAULT_*', 'pipe\'s own crash tests (PIPE_FAULT_KILL_AT, _TRACE, _PAUSE_AT, _PAUSE_DIR); never set them'],
-  ['PIPE_BUILD_CODE_CACHE', 'pipe\'s own build (npm run build); never set it'],
+  ['PIPE_FAULT_*', "pipe's own crash tests (PIPE_FAULT_KILL_AT, _TRACE, _PAUSE_AT, _PAUSE_DIR); never set them"],
+  ['PIPE_BUILD_CODE_CACHE', "pipe's own build (npm run build); never set it"],
 ]
 
 /** The subject of a help argv in oclif's id form (`runs:list`): its first words, after any `help`; none when a flag comes first. */
@@ -101,12 +104,20 @@ function commandJson(command: Command.Loadable): unknown {
     args: Object.values(command.args ?? {}).map((a) => ({name: a.name, description: a.description ?? '', required: Boolean(a.required)})),
     flags: Object.values(command.flags ?? {})
       .filter((f) => !f.hidden)
-      .map((f) => ({name: f.name, ...(f.char ? {char: f.char} : {}), description: f.summary ?? f.description ?? '', type: f.type, ...('options' in f && f.options ? {options: f.options} : {})})),
+      .map((f) => ({
+        name: f.name,
+        ...(f.char ? {char: f.char} : {}),
+        description: f.summary ?? f.description ?? '',
+        type: f.type,
+        ...('options' in f && f.options ? {options: f.options} : {}),
+      })),
     examples: (command.examples ?? []).map((e) => (typeof e === 'string' ? e : e.command)),
   }
 }
 
 function topicJson(topic: Topic, config: Config): unknown {
-  const commands = config.commands.filter((c) => !c.hidden && c.id.startsWith(`${topic.name}:`)).map((c) => ({id: c.id.replace(/:/g, ' '), summary: summaryOf(c)}))
+  const commands = config.commands
+    .filter((c) => !c.hidden && c.id.startsWith(`${topic.name}:`))
+    .map((c) => ({id: c.id.replace(/:/g, ' '), summary: summaryOf(c)}))
   return {topic: topic.name.replace(/:/g, ' '), description: topic.description ?? '', commands}
 }

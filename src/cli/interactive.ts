@@ -85,7 +85,11 @@ function closeReader(): void {
 }
 
 /** Required pipeline inputs nobody gave, one prompt each; null when input ends first. */
-export async function askInputs(missing: Array<{name: string; declaration: InputDeclaration}>, input: LineReader = reader(), signal?: AbortSignal): Promise<Record<string, string> | null> {
+export async function askInputs(
+  missing: Array<{name: string; declaration: InputDeclaration}>,
+  input: LineReader = reader(),
+  signal?: AbortSignal,
+): Promise<Record<string, string> | null> {
   const out: Record<string, string> = {}
   say(`The pipeline needs ${missing.length} input(s) that were not given (next time: -i NAME=VALUE).\n`)
   for (const {name, declaration} of missing) {
@@ -102,7 +106,11 @@ export async function askInputs(missing: Array<{name: string; declaration: Input
 }
 
 /** One question at a time; an answer may span lines and ends with an empty line. Null when input ends first. */
-export async function askAnswers(questions: Array<{id: string; field?: string; question: string}>, input: LineReader = reader(), signal?: AbortSignal): Promise<Record<string, string> | null> {
+export async function askAnswers(
+  questions: Array<{id: string; field?: string; question: string}>,
+  input: LineReader = reader(),
+  signal?: AbortSignal,
+): Promise<Record<string, string> | null> {
   const answers: Record<string, string> = {}
   say(`\n${questions.length} question(s). Answer each in one or more lines and end it with an empty line ("TBD" leaves it open).\n`)
   try {
@@ -142,7 +150,9 @@ export function reviewText(spec: CanonicalSpec | null, gate: GateResult | null, 
   if (spec) {
     lines.push(t`  ${spec.meta.spec_version} (${spec.meta.status}) ${spec.meta.title ?? ''}`)
     lines.push(t`  goal: ${spec.goal}`)
-    lines.push(`  ${spec.features.length} feature(s) (${spec.features.filter((f) => f.priority === 'P0').length} P0), ${spec.acceptance_criteria.length} acceptance criteria, ${spec.non_functional.length} non-functional, ${spec.constraints.length} constraint(s), ${spec.tasks.length} task(s), ${spec.vv.length} V&V item(s)`)
+    lines.push(
+      `  ${spec.features.length} feature(s) (${spec.features.filter((f) => f.priority === 'P0').length} P0), ${spec.acceptance_criteria.length} acceptance criteria, ${spec.non_functional.length} non-functional, ${spec.constraints.length} constraint(s), ${spec.tasks.length} task(s), ${spec.vv.length} V&V item(s)`,
+    )
   }
   if (gate) {
     const gates = Object.entries(gate)
@@ -161,7 +171,13 @@ export async function askDecision(input: LineReader = reader(), signal?: AbortSi
  * One choice, asked again until it is one of the answers, then an optional one-line note; null
  * when input ends or the person interrupts (the run stays paused either way).
  */
-async function askWithNote<T extends string>(prompt: string, parse: (answer: string) => T | null, expected: string, input: LineReader, signal?: AbortSignal): Promise<{decision: T; note?: string} | null> {
+async function askWithNote<T extends string>(
+  prompt: string,
+  parse: (answer: string) => T | null,
+  expected: string,
+  input: LineReader,
+  signal?: AbortSignal,
+): Promise<{decision: T; note?: string} | null> {
   try {
     for (;;) {
       say(prompt)
@@ -202,7 +218,13 @@ export function actionText(pending: NonNullable<RunOutcome['pending']>): string 
 
 /** yes or no to a tool call, and an optional note (given to the model with a refusal); null when input ends. */
 export async function askConfirm(input: LineReader = reader(), signal?: AbortSignal): Promise<{decision: 'yes' | 'no'; note?: string} | null> {
-  return askWithNote<'yes' | 'no'>('Run it? [yes/no]: ', (answer) => (answer === 'y' || answer === 'yes' ? 'yes' : answer === 'n' || answer === 'no' ? 'no' : null), 'yes or no', input, signal)
+  return askWithNote<'yes' | 'no'>(
+    'Run it? [yes/no]: ',
+    (answer) => (answer === 'y' || answer === 'yes' ? 'yes' : answer === 'n' || answer === 'no' ? 'no' : null),
+    'yes or no',
+    input,
+    signal,
+  )
 }
 
 /**

@@ -66,7 +66,12 @@ function pluginOf(entry: BuiltPlugin, root: string): Plugin {
   // As Plugin.load() makes them, in the order it sorted them in.
   plugin.commands = entry.order.map((id) => {
     const cached = fields.manifest.commands[id]!
-    return {...cached, load: async () => plugin.findCommand(id, {must: true}), pluginAlias: plugin.alias, pluginType: cached.pluginType === 'jit' ? 'jit' : plugin.type}
+    return {
+      ...cached,
+      load: async () => plugin.findCommand(id, {must: true}),
+      pluginAlias: plugin.alias,
+      pluginType: cached.pluginType === 'jit' ? 'jit' : plugin.type,
+    }
   })
   return plugin
 }
@@ -81,7 +86,8 @@ function lazyRoot(plugin: Plugin, root: string): void {
       if (resolved !== undefined) return resolved
       const lookup = createRequire(path.join(root, 'package.json')).resolve.paths(plugin.name) ?? []
       const found = lookup.map((dir) => path.join(dir, plugin.name)).find((dir) => existsSync(path.join(dir, 'package.json')))
-      if (found === undefined) throw new PipeError('E_INTERNAL', `the plugin ${plugin.name} is not installed beside pipe`, {hint: 'Reinstall pipe (npm install).'})
+      if (found === undefined)
+        throw new PipeError('E_INTERNAL', `the plugin ${plugin.name} is not installed beside pipe`, {hint: 'Reinstall pipe (npm install).'})
       resolved = found
       return resolved
     },
@@ -97,7 +103,10 @@ function lazyRoot(plugin: Plugin, root: string): void {
  */
 function userPluginsIn(oclif: {bin?: string; dirname?: string}): boolean {
   const bin = oclif.bin ?? 'pipe'
-  const base = process.env.XDG_DATA_HOME || (process.platform === 'win32' && process.env.LOCALAPPDATA) || path.join(process.env.HOME || os.homedir() || os.tmpdir(), '.local', 'share')
+  const base =
+    process.env.XDG_DATA_HOME ||
+    (process.platform === 'win32' && process.env.LOCALAPPDATA) ||
+    path.join(process.env.HOME || os.homedir() || os.tmpdir(), '.local', 'share')
   const data = process.env[`${bin.replaceAll('@', '').replaceAll(/[-/]/g, '_')}_DATA_DIR`.toUpperCase()] || path.join(base, oclif.dirname ?? bin)
   return existsSync(path.join(data, 'package.json'))
 }

@@ -19,10 +19,13 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
     switch (event.type) {
       case 'step_start':
         // Children may run side by side: a transient line per child would overwrite another's.
-        if (tty && under.length === 0) stream.write(color(2, `  … ${v(event.step)} (${v(event.kind)})${event.attempt > 1 ? ` attempt ${event.attempt}` : ''}\r`))
+        if (tty && under.length === 0)
+          stream.write(color(2, `  … ${v(event.step)} (${v(event.kind)})${event.attempt > 1 ? ` attempt ${event.attempt}` : ''}\r`))
         break
       case 'step_retry':
-        stream.write(`${indent}${color(33, '↻')} ${label}${v(event.step)} attempt ${event.attempt} failed (${v(event.error)}); retrying in ${event.delay_ms} ms\n`)
+        stream.write(
+          `${indent}${color(33, '↻')} ${label}${v(event.step)} attempt ${event.attempt} failed (${v(event.error)}); retrying in ${event.delay_ms} ms\n`,
+        )
         break
       case 'step_end': {
         // A failure outcome is marked as one even when the pipeline routes it (a QA `fail` sent back to the agent).
@@ -31,7 +34,9 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         const clear = tty ? '\u001B[2K' : ''
         // A long error (a cassette miss's diff) is shown once, by the error channel or the snapshot; here its first line.
         const reason = firstLine(event.reason, `pipe snapshot show ${event.run_id} --step ${event.step}`)
-        stream.write(`${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(reason))}\n`)
+        stream.write(
+          `${clear}${indent}${mark} ${label}#${event.seq} ${v(event.step)} ${color(1, v(event.outcome))} ${event.duration_ms} ms${out}  ${color(2, v(reason))}\n`,
+        )
         break
       }
       case 'step_event': {
@@ -40,7 +45,10 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         const call = `${label}#${event.seq} ${v(event.step)} ${v(e.tool ?? '?')}${e.level ? ` (${v(e.level)})` : ''}`
         const clear = tty ? '\u001B[2K' : ''
         if (e.event === 'tool_call_request') stream.write(`${clear}${indent}  ${color(2, '→')} ${call} ${color(2, v(e.call_id ?? ''))}\n`)
-        else stream.write(`${clear}${indent}  ${e.ok ? color(32, '←') : color(31, '←')} ${call} ${color(1, v(e.decision ?? ''))} ${e.duration_ms ?? 0} ms  ${color(2, v(e.summary ?? ''))}\n`)
+        else
+          stream.write(
+            `${clear}${indent}  ${e.ok ? color(32, '←') : color(31, '←')} ${call} ${color(1, v(e.decision ?? ''))} ${e.duration_ms ?? 0} ms  ${color(2, v(e.summary ?? ''))}\n`,
+          )
         break
       }
       case 'run_status': {

@@ -11,7 +11,13 @@ import {writeOut} from './std-streams.js'
 
 export async function finishRun(outcome: RunOutcome, options: SessionOptions, json: boolean, storeFlag: string | undefined, ask = true): Promise<RunResult> {
   // Ctrl-C stays honoured for the whole conversation: at a prompt, and in every session it drives.
-  const final = ask && canPrompt(json) ? await withSignals((signal) => continueAtTerminal(outcome, {...options, signal}), 'stopping (at a prompt the run stays paused; a running step is recorded as interrupted)') : outcome
+  const final =
+    ask && canPrompt(json)
+      ? await withSignals(
+          (signal) => continueAtTerminal(outcome, {...options, signal}),
+          'stopping (at a prompt the run stays paused; a running step is recorded as interrupted)',
+        )
+      : outcome
   const result = toRunResult(final, storeLabel(options.cwd, options.store), storeFlag)
   const exitCode = exitCodeForStatus(result.status, result.error?.code)
   if (result.status === 'failed' || result.status === 'blocked') speakError(result, exitCode)
@@ -33,6 +39,13 @@ function speakError(result: RunResult, exitCode: number): void {
   const named = error.hint?.includes(`pipe resume ${result.run_id}`) === true
   const hint = [error.hint, next && !named ? `Then continue it with: ${next}` : ''].filter(Boolean).join(' ')
   const where = error.step ? ` at step ${error.step}` : ''
-  const {log, trace_id} = speak({code: error.code, message: error.message, hint, trace_id: error.trace_id}, {level: result.status === 'failed' ? 'ERROR' : 'WARN', entry: `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`, detail: hint || undefined})
+  const {log, trace_id} = speak(
+    {code: error.code, message: error.message, hint, trace_id: error.trace_id},
+    {
+      level: result.status === 'failed' ? 'ERROR' : 'WARN',
+      entry: `[${error.code}] run ${result.run_id} ${result.status}${where}: ${error.message}`,
+      detail: hint || undefined,
+    },
+  )
   result.error = {...error, ...(hint ? {hint: redact(hint)} : {}), exit_code: exitCode, ...(log ? {log} : {}), trace_id}
 }

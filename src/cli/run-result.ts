@@ -32,7 +32,8 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   const storeArg = storeFlag ? ` --store ${storeFlag}` : ''
   let next: string | undefined
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
-  else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm') next = `pipe confirm ${outcome.run_id} --yes${storeArg}   (or --no --note TEXT)`
+  else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm')
+    next = `pipe confirm ${outcome.run_id} --yes${storeArg}   (or --no --note TEXT)`
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
   // The engine judges, as pipe resume would, whether a failed run can be redriven from its failed step.
@@ -41,9 +42,12 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
 }
 
 export function renderRunResult(result: RunResult): string {
-  const lines = [t`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`]
+  const lines = [
+    t`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`,
+  ]
   // A failed or blocked run's error went to stderr in full: a long one (a cassette miss's diff) is not said twice.
-  if (result.reason && result.status !== 'succeeded') lines.push(t`reason: ${result.status === 'failed' || result.status === 'blocked' ? firstLine(result.reason, 'the error on stderr') : result.reason}`)
+  if (result.reason && result.status !== 'succeeded')
+    lines.push(t`reason: ${result.status === 'failed' || result.status === 'blocked' ? firstLine(result.reason, 'the error on stderr') : result.reason}`)
   // The error itself went to stderr (see run-flow.ts); stdout keeps to the result.
   const questions = result.pending?.questions ?? []
   if (questions.length > 0) {
@@ -57,7 +61,8 @@ export function renderRunResult(result: RunResult): string {
     lines.push('', t`The agent asks to run (${action.level}, call ${action.call_id}):`, t`  ${action.tool} ${JSON.stringify(action.arguments)}`)
     for (const argv of action.argv ?? []) lines.push(t`  argv: ${JSON.stringify(argv)}`)
   }
-  if (result.next_command) lines.push('', t`${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
+  if (result.next_command)
+    lines.push('', t`${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
   if (result.status === 'succeeded' || result.status === 'failed') lines.push(t`Audit it with:\n  pipe snapshot list ${result.run_id}`)
   return `${lines.join('\n')}\n`
 }

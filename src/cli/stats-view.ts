@@ -5,24 +5,40 @@ import {line as t_, visibleLine} from '../util/terminal-text.js'
 const pct = (rate: number | null): string => (rate === null ? '-' : `${Math.round(rate * 1000) / 10}%`)
 const num = (n: number | null, unit = ''): string => (n === null ? '-' : `${n}${unit}`)
 const cost = (m: Metrics): string => (m.cost === null ? '-' : `${m.cost}${m.currency ? ` ${m.currency}` : ''}`)
-const categories = (m: Metrics): string => Object.entries(m.failure_categories).map(([c, n]) => `${c} ${n}`).join(', ') || '-'
+const categories = (m: Metrics): string =>
+  Object.entries(m.failure_categories)
+    .map(([c, n]) => `${c} ${n}`)
+    .join(', ') || '-'
 
 function table(header: string[], cells: string[][]): string {
   // Pipeline names, run ids and failure categories come from records: shown escaped, and measured so.
   const rows = cells.map((r) => r.map(visibleLine))
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-  const line = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd()
   return [line(header), ...rows.map(line)].join('\n')
 }
 
 const RUN_COLUMNS = ['steps', 'failed steps', 'tokens', 'cost']
 const runCells = (m: Metrics): string[] => [String(m.steps), String(m.failed_steps), String(m.total_tokens), cost(m)]
 const TASK_COLUMNS = ['tasks', 'passed', 'attempts/task', 'patch lines', 'QA ms', 'failures']
-const taskCells = (m: Metrics): string[] => [String(m.tasks), pct(m.task_pass_rate), num(m.mean_attempts), num(m.mean_patch_lines), num(m.mean_qa_ms), categories(m)]
+const taskCells = (m: Metrics): string[] => [
+  String(m.tasks),
+  pct(m.task_pass_rate),
+  num(m.mean_attempts),
+  num(m.mean_patch_lines),
+  num(m.mean_qa_ms),
+  categories(m),
+]
 
 export function renderStats(report: StatsReport): string {
   const t = report.totals
-  const scope = [report.filter.pipeline ? `pipeline ${report.filter.pipeline}` : 'all pipelines', report.filter.since ? `since ${report.filter.since}` : ''].filter(Boolean).join(', ')
+  const scope = [report.filter.pipeline ? `pipeline ${report.filter.pipeline}` : 'all pipelines', report.filter.since ? `since ${report.filter.since}` : '']
+    .filter(Boolean)
+    .join(', ')
   if (t.runs === 0) return t_`No runs (${scope}).\n`
   // Tasks, attempts and QA are coding work's words: a store whose runs did none speaks of runs and steps.
   const coding = t.tasks > 0 || t.patches > 0 || t.qa_runs > 0
@@ -40,9 +56,15 @@ export function renderStats(report: StatsReport): string {
       : []),
     `model: ${t.model_calls} call(s), ${t.prompt_tokens} prompt + ${t.completion_tokens} completion = ${t.total_tokens} tokens, cost ${cost(t)}`,
     '',
-    table(['pipeline', 'runs', ...columns], report.pipelines.map((p) => [p.pipeline, String(p.runs), ...cells(p)])),
+    table(
+      ['pipeline', 'runs', ...columns],
+      report.pipelines.map((p) => [p.pipeline, String(p.runs), ...cells(p)]),
+    ),
     '',
-    table(['run', 'pipeline', 'status', ...columns], report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r)])),
+    table(
+      ['run', 'pipeline', 'status', ...columns],
+      report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r)]),
+    ),
   ]
   return `${out.join('\n')}\n`
 }

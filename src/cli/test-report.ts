@@ -38,7 +38,11 @@ export function renderTestLine(result: TestResult): string {
       const error = run.error ? `; ${run.error.step ? `step ${run.error.step} ` : ''}[${run.error.code}] ${run.error.message}` : ''
       lines.push(t`    run ${run.run_id} ${run.status} after ${run.steps_run} step(s)${error}`)
     }
-    lines.push(result.kept ? t`    store: ${path.join(result.kept, 'store')} (workspace: ${path.join(result.kept, 'workspace')})` : '    its store was removed; pipe test --keep keeps it')
+    lines.push(
+      result.kept
+        ? t`    store: ${path.join(result.kept, 'store')} (workspace: ${path.join(result.kept, 'workspace')})`
+        : '    its store was removed; pipe test --keep keeps it',
+    )
   }
   // Failure messages and diffs quote what a run printed and wrote: their line breaks and tabs stay, other controls are escaped.
   return visible(`${lines.join('\n')}\n`)
@@ -49,17 +53,22 @@ export function renderSummary(report: TestReport): string {
   return `\nTests: ${parts.join(', ')}, ${report.total} total (${seconds(report.duration_ms)})\n`
 }
 
+// XML 1.0 has no way to write most control characters, even escaped: they are dropped.
+// eslint-disable-next-line no-control-regex
+const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g
+
 function xml(text: string): string {
-  // XML 1.0 has no way to write most control characters, even escaped: they are dropped.
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g, '').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;')
+  return text.replace(NOT_XML, '').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;')
 }
 
 /** JUnit XML as Jenkins, GitLab and GitHub reporters read it: a testsuite per test file, a testcase per test. */
 export function junitXml(report: TestReport, now: Date = new Date()): string {
   const files = new Map<string, TestResult[]>()
   for (const t of report.tests) files.set(t.file, [...(files.get(t.file) ?? []), t])
-  const lines = ['<?xml version="1.0" encoding="UTF-8"?>', `<testsuites name="pipe test" tests="${report.total}" failures="${report.failed}" errors="0" time="${(report.duration_ms / 1000).toFixed(3)}">`]
+  const lines = [
+    '<?xml version="1.0" encoding="UTF-8"?>',
+    `<testsuites name="pipe test" tests="${report.total}" failures="${report.failed}" errors="0" time="${(report.duration_ms / 1000).toFixed(3)}">`,
+  ]
   let id = 0
   for (const [file, tests] of files) {
     const failed = tests.filter((t) => t.status === 'failed').length
@@ -77,7 +86,11 @@ export function junitXml(report: TestReport, now: Date = new Date()): string {
       const text = t.failures.map((f) => (f.diff ? `${f.message}\n${f.diff}` : f.message)).join('\n')
       const run = t.run ? `\nrun ${t.run.run_id} ${t.run.status}${t.run.error ? ` [${t.run.error.code}] ${t.run.error.message}` : ''}` : ''
       const kinds = [...new Set(t.failures.map((f) => f.kind))].join(',')
-      lines.push(`${open}>`, `      <failure message="${xml(t.failures[0]?.message.split('\n')[0] ?? 'failed')}" type="${xml(kinds)}">${xml(text + run)}</failure>`, '    </testcase>')
+      lines.push(
+        `${open}>`,
+        `      <failure message="${xml(t.failures[0]?.message.split('\n')[0] ?? 'failed')}" type="${xml(kinds)}">${xml(text + run)}</failure>`,
+        '    </testcase>',
+      )
     }
     lines.push('    <system-out/>', '    <system-err/>', '  </testsuite>')
   }

@@ -46,7 +46,14 @@ export function renderRunList(runs: RunSummary[]): string {
   // Child runs are indented under their parent, labelled with the step (and item) that started them.
   const rows = (list: RunSummary[], depth: number): string[][] =>
     list.flatMap((r) => [
-      [`${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`, r.status, r.feature_id, r.spec_version ?? '-', `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''}${r.parent.key !== undefined ? ` ${r.parent.key}` : ''})` : ''}`, r.updated_at],
+      [
+        `${'  '.repeat(depth)}${depth > 0 ? '└ ' : ''}${r.run_id}`,
+        r.status,
+        r.feature_id,
+        r.spec_version ?? '-',
+        `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''}${r.parent.key !== undefined ? ` ${r.parent.key}` : ''})` : ''}`,
+        r.updated_at,
+      ],
       ...rows(r.children ?? [], depth + 1),
     ])
   return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'], ...rows(runs, 0)])
@@ -58,7 +65,17 @@ export function renderSnapshotList(snapshots: Snapshot[]): string {
     ['SEQ', 'STEP', 'KIND', 'OUTCOME', 'NEXT', 'SPEC IN', 'SPEC OUT', 'MS', 'ERRORS'],
     ...snapshots.map((s) => {
       const d = s.decisions.at(-1)
-      return [String(s.step.seq), s.step.name, s.step.kind, d?.decision ?? '-', d?.next_step ?? '(end)', s.spec_version_in ?? '-', s.spec_version_out ?? '-', String(s.step.duration_ms ?? ''), String(s.errors.length)]
+      return [
+        String(s.step.seq),
+        s.step.name,
+        s.step.kind,
+        d?.decision ?? '-',
+        d?.next_step ?? '(end)',
+        s.spec_version_in ?? '-',
+        s.spec_version_out ?? '-',
+        String(s.step.duration_ms ?? ''),
+        String(s.errors.length),
+      ]
     }),
   ])
 }
@@ -98,12 +115,19 @@ export function renderSnapshot(s: Snapshot): string {
   else {
     lines.push('  errors:')
     // A message may span lines (a list of diagnostics): its line breaks stay, every other control is escaped.
-    for (const e of s.errors) lines.push(`${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`, ...(e.hint ? [t`      hint: ${e.hint}`] : []), ...(e.trace_id ? [t`      trace: ${e.trace_id}`] : []))
+    for (const e of s.errors)
+      lines.push(
+        `${t`    [${e.code}] attempt ${e.attempt ?? 1}${e.retryable ? ' (retryable)' : ''}: `}${visible(e.message)}`,
+        ...(e.hint ? [t`      hint: ${e.hint}`] : []),
+        ...(e.trace_id ? [t`      trace: ${e.trace_id}`] : []),
+      )
   }
   const m = s.meta
   lines.push(t`  meta: ${m.engine_version}, provider ${m.provider ?? '-'}, model ${m.llm_model ?? '-'}, pipeline ${m.pipeline ?? '-'}`)
   if (m.model_calls && m.model_calls.length > 0) {
-    const by = ['live', 'cassette', 'cache'].map((source) => [source, m.model_calls!.filter((c) => c.source === source).length] as const).filter(([, n]) => n > 0)
+    const by = ['live', 'cassette', 'cache']
+      .map((source) => [source, m.model_calls!.filter((c) => c.source === source).length] as const)
+      .filter(([, n]) => n > 0)
     lines.push(t`        model calls ${m.model_calls.length}: ${by.map(([source, n]) => `${n} ${source}`).join(', ')}`)
   }
   lines.push(t`        policy ${m.policy_version ?? '-'}`)
@@ -115,7 +139,9 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   const lines: string[] = []
   lines.push(t`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
   lines.push(t`  feature ${record.feature_id}  pipeline ${record.pipeline.name} (${record.pipeline.path})`)
-  lines.push(t`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`)
+  lines.push(
+    t`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`,
+  )
   lines.push(t`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
   if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
   if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${itemLabel(record.parent)}`)
@@ -127,11 +153,18 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   }
   lines.push('', 'timeline:')
   const rows: Array<{at: string; text: string}> = []
-  for (const e of events) rows.push({at: e.at, text: t`${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`})
+  for (const e of events)
+    rows.push({
+      at: e.at,
+      text: t`${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`,
+    })
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
     const who = d?.by ? ` by ${d.by}` : ''
-    rows.push({at: s.step.ended_at, text: t`  #${s.step.seq} ${s.step.name} ${d?.decision ?? '?'}${who} in ${s.step.duration_ms ?? '?'} ms, ${s.step.attempts ?? 1} attempt(s)${s.spec_version_out ? ` -> ${s.spec_version_out}` : ''}${s.errors.length ? `, ${s.errors.length} error(s)` : ''}`})
+    rows.push({
+      at: s.step.ended_at,
+      text: t`  #${s.step.seq} ${s.step.name} ${d?.decision ?? '?'}${who} in ${s.step.duration_ms ?? '?'} ms, ${s.step.attempts ?? 1} attempt(s)${s.spec_version_out ? ` -> ${s.spec_version_out}` : ''}${s.errors.length ? `, ${s.errors.length} error(s)` : ''}`,
+    })
   }
   rows.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
   for (const row of rows) lines.push(t`  ${row.at}  ${row.text}`)
@@ -155,14 +188,26 @@ export function renderSpecList(specs: SpecSummary[]): string {
   if (specs.length === 0) return 'no spec versions\n'
   return table([
     ['VERSION', 'FEATURE', 'STATUS', 'PARENT', 'RUN', 'STEP', 'CREATED'],
-    ...specs.map((s) => [s.spec_version, s.feature_id ?? '?', s.problem ? 'DAMAGED' : s.status, s.parent_version ?? '-', s.run_id ?? '?', s.created_by_step ?? '?', s.created_at ?? '?']),
+    ...specs.map((s) => [
+      s.spec_version,
+      s.feature_id ?? '?',
+      s.problem ? 'DAMAGED' : s.status,
+      s.parent_version ?? '-',
+      s.run_id ?? '?',
+      s.created_by_step ?? '?',
+      s.created_at ?? '?',
+    ]),
   ])
 }
 
 /** Where a run's model replies come from besides the endpoint: its cassette and the reply cache. */
 function replySources(provider: RunRecord['provider']): string {
   const c = provider.cassette
-  const cassette = c ? (c.mode === 'record' ? ` (recording to ${c.file})` : ` (replaying ${c.file}${c.missing === 'live' ? `, missing replies asked live${c.append ? ' and recorded' : ''}` : ''})`) : ''
+  const cassette = c
+    ? c.mode === 'record'
+      ? ` (recording to ${c.file})`
+      : ` (replaying ${c.file}${c.missing === 'live' ? `, missing replies asked live${c.append ? ' and recorded' : ''}` : ''})`
+    : ''
   return `${cassette}${provider.cache === 'reuse' ? ' (reusing cached replies)' : ''}`
 }
 
@@ -172,8 +217,16 @@ function people(plan: RunPlan): string[] {
   const answers = at('answers')
   const reviews = at('review')
   const parts = [
-    answers.length > 0 ? `answers ${plan.answers.length ? plan.answers.join(', ') : `none given (the run will pause at ${answers.join(', ')} if questions remain)`}` : plan.answers.length > 0 ? `answers ${plan.answers.join(', ')} (no step of this pipeline takes answers)` : '',
-    reviews.length > 0 ? `review decision ${plan.decision ?? `none given (the run will pause at ${reviews.join(', ')})`}` : plan.decision ? `review decision ${plan.decision} (no step of this pipeline takes one)` : '',
+    answers.length > 0
+      ? `answers ${plan.answers.length ? plan.answers.join(', ') : `none given (the run will pause at ${answers.join(', ')} if questions remain)`}`
+      : plan.answers.length > 0
+        ? `answers ${plan.answers.join(', ')} (no step of this pipeline takes answers)`
+        : '',
+    reviews.length > 0
+      ? `review decision ${plan.decision ?? `none given (the run will pause at ${reviews.join(', ')})`}`
+      : plan.decision
+        ? `review decision ${plan.decision} (no step of this pipeline takes one)`
+        : '',
   ].filter(Boolean)
   return parts.length > 0 ? [t`  ${parts.join('; ')}`] : []
 }
@@ -185,7 +238,13 @@ export function renderPlan(plan: RunPlan): string {
     t`  policy ${plan.policy.file ?? '(built-in default)'} ${plan.policy.version}`,
     t`  provider ${plan.provider.kind}${plan.provider.model ? ` / ${plan.provider.model}` : ''}${plan.provider.endpoint_host ? ` at ${plan.provider.endpoint_host}` : ''}${replySources(plan.provider)}`,
     t`  input ${plan.input.ref} (${plan.input.kind}, ${plan.input.bytes} bytes)`,
-    ...(Object.keys(plan.inputs).length > 0 ? [t`  inputs ${Object.entries(plan.inputs).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
+    ...(Object.keys(plan.inputs).length > 0
+      ? [
+          t`  inputs ${Object.entries(plan.inputs)
+            .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+            .join(' ')}`,
+        ]
+      : []),
     ...people(plan),
     t`  store ${plan.store}`,
     '',
@@ -203,10 +262,20 @@ export function renderPlan(plan: RunPlan): string {
         ...(ends.length > 0 && Object.keys(s.transitions).length > 0 ? [`${ends.join('/')}: (end)`] : []),
       ].join(', ') || '(end)'
     const bound = s.max_iterations !== undefined ? `max ${s.max_iterations}${s.on_exhausted ? ` -> ${s.on_exhausted}` : ''}` : '-'
-    rows.push([`${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`, s.kind, then, bound, s.timeout_ms === null ? '-' : `${s.timeout_ms} ms`, String(s.retries), s.changes_spec ? 'writes' : '-'])
+    rows.push([
+      `${s.id === plan.pipeline.start ? '> ' : '  '}${s.id}`,
+      s.kind,
+      then,
+      bound,
+      s.timeout_ms === null ? '-' : `${s.timeout_ms} ms`,
+      String(s.retries),
+      s.changes_spec ? 'writes' : '-',
+    ])
   }
   const problems = renderDiagnostics([...plan.denied, ...plan.warnings])
-  const resolved = plan.steps.flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`)).join('')
+  const resolved = plan.steps
+    .flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`))
+    .join('')
   const values = resolved ? `\nexpression values known before the run (the rest resolve as it goes):\n${resolved}` : ''
   // Values come from the pipeline file.
   return `${lines.join('\n')}${table(rows)}${visible(values)}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`

@@ -31,7 +31,9 @@ export default class Answer extends PipeCommand {
     file: Flags.string({char: 'f', description: 'Answers file (YAML).', helpValue: 'FILE'}),
     questions: Flags.boolean({description: 'Only show the questions; answer nothing.'}),
     history: Flags.boolean({description: 'Also show earlier clarify rounds and their answers.'}),
-    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
+    'accept-cassette': Flags.boolean({
+      description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
+    }),
     store: PipeCommand.storeFlag,
   }
 
@@ -55,17 +57,36 @@ export default class Answer extends PipeCommand {
       } else {
         await this.showQuestions(args.run, store, flags.history, true)
         const given = await askAnswers(record.pending.questions ?? [])
-        if (!given) throw new PipeError('E_INPUT', 'input ended before every question was answered; the run is unchanged', {hint: `Answer later with pipe answer ${args.run}.`})
+        if (!given)
+          throw new PipeError('E_INPUT', 'input ended before every question was answered; the run is unchanged', {
+            hint: `Answer later with pipe answer ${args.run}.`,
+          })
         answers = given
       }
     } else {
-      throw new PipeError('E_INVALID_ARGS', 'no answers given', {hint: `Give them in a file: pipe answer ${args.run} --file answers.yaml (pipe answer ${args.run} --questions lists the questions).`})
+      throw new PipeError('E_INVALID_ARGS', 'no answers given', {
+        hint: `Give them in a file: pipe answer ${args.run} --file answers.yaml (pipe answer ${args.run} --questions lists the questions).`,
+      })
     }
-    const outcome = await withSignals((signal) => answerSession({...session, signal, runId: args.run, answers, ...(fileRunId ? {fileRunId} : {}), ...(flags['accept-cassette'] ? {acceptCassette: true} : {})}))
+    const outcome = await withSignals((signal) =>
+      answerSession({
+        ...session,
+        signal,
+        runId: args.run,
+        answers,
+        ...(fileRunId ? {fileRunId} : {}),
+        ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+      }),
+    )
     return finishRun(outcome, session, this.jsonEnabled(), flags.store)
   }
 
-  private async showQuestions(runId: string, storeDir: string, history: boolean, quietTail = false): Promise<{run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
+  private async showQuestions(
+    runId: string,
+    storeDir: string,
+    history: boolean,
+    quietTail = false,
+  ): Promise<{run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
     const store = await openStore(storeDir, 'existing')
     const record = await store.readRun(runId)
     const rounds = await clarifyRounds(store, runId, (s) => views.clarify_questions.questions.of(s))
@@ -79,13 +100,19 @@ export default class Answer extends PipeCommand {
       if (!current) out.write(t`run ${runId} has asked no questions\n`)
       else {
         out.write(`Round ${current.round} (${waiting ? 'waiting for answers' : 'answered'}):\n`)
-        for (const q of current.questions) out.write(`${t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`}${q.answer && !waiting ? t`\n      answer: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`)
+        for (const q of current.questions)
+          out.write(
+            `${t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`}${q.answer && !waiting ? t`\n      answer: ${q.answer.replace(/\n/g, ' / ')}` : ''}\n`,
+          )
       }
       if (earlier.length > 0 && !history) out.write(`(${earlier.length} earlier round(s) folded; --history shows them)\n`)
       if (history) {
         for (const round of [...earlier].reverse()) {
           out.write(`\nRound ${round.round}:\n`)
-          for (const q of round.questions) out.write(`${t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`}\n${t`      ${q.status}${q.answer ? `: ${q.answer.replace(/\n/g, ' / ')}` : ''}`}\n`)
+          for (const q of round.questions)
+            out.write(
+              `${t`  ${q.id}${q.field ? ` [${q.field}]` : ''}  ${q.question}`}\n${t`      ${q.status}${q.answer ? `: ${q.answer.replace(/\n/g, ' / ')}` : ''}`}\n`,
+            )
         }
       }
     }

@@ -8,8 +8,11 @@ import {assertId} from '../store/ids.js'
 
 export default class Cancel extends PipeCommand {
   static override summary = 'End a run as cancelled.'
-  static override description = 'A paused, interrupted or blocked run is cancelled at once. A run being driven by a live pipe process is first asked to stop (SIGTERM), then cancelled; a process that merely reuses the recorded pid is never signalled. The reason and the OS user are recorded in its timeline. Exits 5 (CANCELLED) when the run was cancelled, 2 when it had already ended.'
-  static override examples = [{description: 'Cancel a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --reason "superseded by R-20261121-0007"'}]
+  static override description =
+    'A paused, interrupted or blocked run is cancelled at once. A run being driven by a live pipe process is first asked to stop (SIGTERM), then cancelled; a process that merely reuses the recorded pid is never signalled. The reason and the OS user are recorded in its timeline. Exits 5 (CANCELLED) when the run was cancelled, 2 when it had already ended.'
+  static override examples = [
+    {description: 'Cancel a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --reason "superseded by R-20261121-0007"'},
+  ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     reason: Flags.string({char: 'r', description: 'Why; recorded in the timeline.', helpValue: 'TEXT'}),

@@ -14,15 +14,23 @@ export default class Confirm extends PipeCommand {
   static override description = `An agent step pauses the run (status awaiting_input, exit code 10) before a tool call whose level the policy's confirm: names (run_command is dangerous by default); the run's output shows the exact call and the argument vectors it would run. --yes runs it; --no does not, and the model is told that a person refused it (with the note), so it can try another way or give up. The answer, the OS user who gave it, the time and the note go into the run's timeline and the step's tool_calls.`
   static override examples = [
     {description: 'Let it run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes'},
-    {description: 'The replayed cassette was changed on purpose since the run paused: go on with it (recorded)', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes --accept-cassette'},
-    {description: 'Refuse, with the reason the model will read', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --no --note "do not touch the database"'},
+    {
+      description: 'The replayed cassette was changed on purpose since the run paused: go on with it (recorded)',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes --accept-cassette',
+    },
+    {
+      description: 'Refuse, with the reason the model will read',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --no --note "do not touch the database"',
+    },
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     yes: Flags.boolean({description: 'Run the call.', exclusive: ['no']}),
     no: Flags.boolean({description: 'Refuse the call; the model is told.', exclusive: ['yes']}),
     note: Flags.string({char: 'n', description: 'Why; recorded, and given to the model with a refusal.', helpValue: 'TEXT'}),
-    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
+    'accept-cassette': Flags.boolean({
+      description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
+    }),
     store: PipeCommand.storeFlag,
   }
 
@@ -32,7 +40,16 @@ export default class Confirm extends PipeCommand {
     if (!flags.yes && !flags.no) throw new PipeError('E_INVALID_ARGS', 'say --yes or --no', {hint: `pipe confirm ${args.run} --yes   (or --no --note TEXT)`})
     const store = this.storeDir(flags.store)
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
-    const outcome = await withSignals((signal) => confirmSession({...session, signal, runId: args.run, decision: flags.yes ? 'yes' : 'no', ...(flags.note ? {note: flags.note} : {}), ...(flags['accept-cassette'] ? {acceptCassette: true} : {})}))
+    const outcome = await withSignals((signal) =>
+      confirmSession({
+        ...session,
+        signal,
+        runId: args.run,
+        decision: flags.yes ? 'yes' : 'no',
+        ...(flags.note ? {note: flags.note} : {}),
+        ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+      }),
+    )
     return finishRun(outcome, session, this.jsonEnabled(), flags.store)
   }
 }

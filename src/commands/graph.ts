@@ -32,12 +32,18 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
   static override examples = [
     {description: 'Mermaid, for a Markdown file or a GitHub comment', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --format mermaid'},
     {description: 'Graphviz, rendered to SVG', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --format dot | dot -Tsvg > pipeline.svg'},
-    {description: 'The path a run took, coloured, with loop counts', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --run R-20261121-0001'},
+    {
+      description: 'The path a run took, coloured, with loop counts',
+      command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --run R-20261121-0001',
+    },
   ]
   static override args = {file: Args.string({description: 'Pipeline file.', required: true})}
   static override flags = {
     format: Flags.string({char: 'f', description: 'Output format.', options: ['mermaid', 'dot'], default: 'mermaid'}),
-    run: Flags.string({description: 'Colour the path this run of the pipeline took: the steps it ran (with how often) and the edges it took (with counts).', helpValue: 'RUN'}),
+    run: Flags.string({
+      description: 'Colour the path this run of the pipeline took: the steps it ran (with how often) and the edges it took (with counts).',
+      helpValue: 'RUN',
+    }),
     store: PipeCommand.storeFlag,
   }
 
@@ -46,7 +52,9 @@ With --run RUN (a run of this very pipeline file: same name and content), the st
     const result = await loadPipeline(args.file, kindCatalog)
     if (!result.ok) {
       process.stderr.write(renderDiagnostics(result.diagnostics))
-      throw new PipeError('E_CONFIG', `${args.file} is not a valid pipeline (${result.diagnostics.length} error(s))`, {hint: `Run pipe validate ${args.file} and fix the errors first.`})
+      throw new PipeError('E_CONFIG', `${args.file} is not a valid pipeline (${result.diagnostics.length} error(s))`, {
+        hint: `Run pipe validate ${args.file} and fix the errors first.`,
+      })
     }
     const pipeline = result.loaded.pipeline
     const format = flags.format as GraphFormat

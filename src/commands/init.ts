@@ -13,7 +13,10 @@ The model step runs only with -i use_model=true, which needs a model endpoint (O
 Existing files are never overwritten unless --force is given: pipe init lists them and exits with E_CONFLICT.`
   static override examples = [
     {description: 'A new pipeline in ./triage', command: '<%= config.bin %> <%= command.id %> triage'},
-    {description: 'Then check it and run it offline', command: 'cd triage && <%= config.bin %> validate pipeline.yaml && <%= config.bin %> run pipeline.yaml -i title="Login fails"'},
+    {
+      description: 'Then check it and run it offline',
+      command: 'cd triage && <%= config.bin %> validate pipeline.yaml && <%= config.bin %> run pipeline.yaml -i title="Login fails"',
+    },
     {description: 'Named, in the working directory, the files written as JSON', command: '<%= config.bin %> <%= command.id %> --name issue-triage --json'},
   ]
   static override args = {dir: Args.string({description: 'Directory to scaffold into (created if missing).', default: '.'})}
@@ -29,7 +32,9 @@ Existing files are never overwritten unless --force is given: pipe init lists th
       for (const file of result.files) process.stdout.write(t`${result.overwritten.includes(file) ? 'overwrote' : 'wrote'}  ${file}\n`)
       // Line breaks are pipe's own, outside t``: a value's line break would be shown escaped.
       const cd = args.dir === '.' ? '' : `${t`  cd ${args.dir}`}\n`
-      process.stdout.write(`${t`\nPipeline "${result.name}" in ${result.dir}. Next:`}\n${cd}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`)
+      process.stdout.write(
+        `${t`\nPipeline "${result.name}" in ${result.dir}. Next:`}\n${cd}  pipe validate pipeline.yaml\n  pipe run pipeline.yaml -i title="Login fails with a 500"\nREADME.md there has the rest.\n`,
+      )
     }
     return result
   }

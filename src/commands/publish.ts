@@ -15,7 +15,10 @@ A request that went out without an answer (a crash, a timeout) has an unknown ou
   static override examples = [
     {description: 'Publish to every target again (delivered ones are skipped)', command: '<%= config.bin %> <%= command.id %> R-20261122-0001'},
     {description: 'One target', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --target team-chat'},
-    {description: 'After checking the channel, settle an uncertain delivery', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --target team-chat --mark-delivered'},
+    {
+      description: 'After checking the channel, settle an uncertain delivery',
+      command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --target team-chat --mark-delivered',
+    },
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
@@ -41,7 +44,10 @@ A request that went out without an answer (a crash, a timeout) has an unknown ou
       }),
     )
     if (!this.jsonEnabled()) {
-      for (const r of result.results) process.stdout.write(t`${r.status === 'published' ? 'published' : 'already delivered'}  ${r.target}  ${r.key}  ${r.external_id}  (${r.attempts} attempt(s) in all)\n`)
+      for (const r of result.results)
+        process.stdout.write(
+          t`${r.status === 'published' ? 'published' : 'already delivered'}  ${r.target}  ${r.key}  ${r.external_id}  (${r.attempts} attempt(s) in all)\n`,
+        )
     }
     return result
   }

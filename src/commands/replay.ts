@@ -16,7 +16,7 @@ import {assertId} from '../store/ids.js'
 import {jsonText, line as t, visible} from '../util/terminal-text.js'
 
 export default class Replay extends PipeCommand {
-  static override summary = "Re-run a run from one of its steps, or re-check every gate result it recorded."
+  static override summary = 'Re-run a run from one of its steps, or re-check every gate result it recorded.'
   static override description = `--from STEP starts a new run, linked to the original (replay_of), that forks from the original's history just before STEP's first snapshot (or the snapshot --seq names): the same input, the same spec version in, the same answers. Its snapshots chain on from the original's. A review decision is not carried over: give --decision or review it when it pauses.
 
 --check re-evaluates every gate step of the run from the spec version it read and compares the result with the recorded one, byte for byte (gate results are pure functions of the spec and the gate configuration). It also runs every model step (kind: model) whose replies are in the store's reply cache again, answered only from the cache: each request must hash as the recorded one did (a changed prompt shows as a diff) and the output must be the recorded one. Exit code 4 on any difference.
@@ -44,7 +44,10 @@ export default class Replay extends PipeCommand {
     if (flags.from !== undefined) assertId('step', flags.from, '--from')
     const store = this.storeDir(flags.store)
     if (flags.check) return this.check(args.run, store)
-    if (flags.from === undefined && flags.seq === undefined) throw new PipeError('E_INVALID_ARGS', 'say where to replay from, or ask for a check', {hint: `pipe replay ${args.run} --from STEP, or --seq N, or --check`})
+    if (flags.from === undefined && flags.seq === undefined)
+      throw new PipeError('E_INVALID_ARGS', 'say where to replay from, or ask for a check', {
+        hint: `pipe replay ${args.run} --from STEP, or --seq N, or --check`,
+      })
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
     const outcome = await withSignals((signal) =>
       replaySession({
@@ -66,18 +69,28 @@ export default class Replay extends PipeCommand {
     const store = await openStore(storeDir, 'existing')
     const record = await store.readRun(runId)
     const pipeline = await loadPipelineOrThrow(record.pipeline.path)
-    if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId}`, {hint: 'The check needs the gate configuration as it was; restore the pipeline file.'})
+    if (pipeline.hash !== record.pipeline.hash)
+      throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${runId}`, {
+        hint: 'The check needs the gate configuration as it was; restore the pipeline file.',
+      })
     const gates = await checkGates(store, runId, pipeline)
     const models = await checkModels(store, record, pipeline)
     const same = gates.every((g) => g.same) && models.every((m) => m.same)
     const result = {run_id: runId, same, gates, models}
     if (!this.jsonEnabled()) {
-      for (const g of gates) process.stdout.write(t`#${g.seq} ${g.step} on ${g.spec_version ?? '-'}: ${g.same ? 'same' : `DIFFERENT${g.error ? ` (${g.error})` : ''}`}\n`)
-      process.stdout.write(gates.length === 0 ? 'the run has no gate steps\n' : gates.every((g) => g.same) ? `all ${gates.length} gate result(s) reproduced exactly\n` : '')
+      for (const g of gates)
+        process.stdout.write(t`#${g.seq} ${g.step} on ${g.spec_version ?? '-'}: ${g.same ? 'same' : `DIFFERENT${g.error ? ` (${g.error})` : ''}`}\n`)
+      process.stdout.write(
+        gates.length === 0 ? 'the run has no gate steps\n' : gates.every((g) => g.same) ? `all ${gates.length} gate result(s) reproduced exactly\n` : '',
+      )
       for (const m of models) {
         const what = t`#${m.seq} ${m.step} (${m.kind}, ${m.calls} model call(s))`
         // A difference is several lines of a request or a reply: its line breaks stay, other controls are escaped.
-        process.stdout.write(visible(`${what}: ${!m.checked ? `not checked: ${m.error}` : m.same ? 'same output from the same requests' : `DIFFERENT${m.error ? `\n${m.error.replace(/^/gm, '    ')}` : ' (the output differs)'}`}\n`))
+        process.stdout.write(
+          visible(
+            `${what}: ${!m.checked ? `not checked: ${m.error}` : m.same ? 'same output from the same requests' : `DIFFERENT${m.error ? `\n${m.error.replace(/^/gm, '    ')}` : ' (the output differs)'}`}\n`,
+          ),
+        )
       }
       const checked = models.filter((m) => m.checked)
       if (checked.length > 0 && checked.every((m) => m.same)) process.stdout.write(`all ${checked.length} model step(s) reproduced from the reply cache\n`)
@@ -87,8 +100,13 @@ export default class Replay extends PipeCommand {
         process.stdout.write(`${jsonText(result)}\n`)
         this.jsonPrinted = true
       }
-      const parts = [...(gates.some((g) => !g.same) ? [`${gates.filter((g) => !g.same).length} gate result(s)`] : []), ...(models.some((m) => !m.same) ? [`${models.filter((m) => !m.same).length} model step(s)`] : [])]
-      throw new PipeError('E_CONFLICT', `${parts.join(' and ')} of ${runId} differ from a fresh evaluation`, {hint: 'The spec version, the gate configuration, a prompt file or an output schema changed; pipe audit verify checks the records.'})
+      const parts = [
+        ...(gates.some((g) => !g.same) ? [`${gates.filter((g) => !g.same).length} gate result(s)`] : []),
+        ...(models.some((m) => !m.same) ? [`${models.filter((m) => !m.same).length} model step(s)`] : []),
+      ]
+      throw new PipeError('E_CONFLICT', `${parts.join(' and ')} of ${runId} differ from a fresh evaluation`, {
+        hint: 'The spec version, the gate configuration, a prompt file or an output schema changed; pipe audit verify checks the records.',
+      })
     }
     return result
   }

@@ -21,7 +21,10 @@ The run uses the pipeline and policy it started with; if either file changed sin
     {description: 'Answer the clarifying questions of a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --answers answers.yaml'},
     {description: 'Approve the review', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --decision go --note "ready"'},
     {description: 'Continue after Ctrl-C or a crash', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'},
-    {description: 'Redrive a run that failed on a command the policy denied, under the corrected policy', command: '<%= config.bin %> <%= command.id %> R-20261121-0004 --policy policy.yaml'},
+    {
+      description: 'Redrive a run that failed on a command the policy denied, under the corrected policy',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0004 --policy policy.yaml',
+    },
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
@@ -30,7 +33,9 @@ The run uses the pipeline and policy it started with; if either file changed sin
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
     policy: Flags.string({description: 'Redrive a failed or blocked run under this policy file instead of the one it ran with.', helpValue: 'FILE'}),
     ...replyFlags,
-    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
+    'accept-cassette': Flags.boolean({
+      description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
+    }),
     store: PipeCommand.storeFlag,
   }
 

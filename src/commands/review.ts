@@ -26,7 +26,9 @@ On a terminal without --decision, a summary of the spec and its gate results is 
   static override flags = {
     decision: Flags.string({char: 'd', description: `The decision: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({char: 'n', description: 'Why; recorded with the decision.', helpValue: 'TEXT'}),
-    'accept-cassette': Flags.boolean({description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).'}),
+    'accept-cassette': Flags.boolean({
+      description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
+    }),
     store: PipeCommand.storeFlag,
   }
 
@@ -38,15 +40,26 @@ On a terminal without --decision, a summary of the spec and its gate results is 
     let decision: Decision | undefined = decisionFlag(flags.decision)
     let note = flags.note
     if (!decision) {
-      if (!canPrompt(this.jsonEnabled())) throw new PipeError('E_INVALID_ARGS', 'no decision given', {hint: `pipe review ${args.run} --decision go|hold|drop [--note TEXT]`})
+      if (!canPrompt(this.jsonEnabled()))
+        throw new PipeError('E_INVALID_ARGS', 'no decision given', {hint: `pipe review ${args.run} --decision go|hold|drop [--note TEXT]`})
       const summary = await reviewSummary({...session, runId: args.run})
       process.stderr.write(reviewText(summary.spec, summary.gate, summary.reason))
       const choice = await askDecision()
-      if (!choice) throw new PipeError('E_INPUT', 'input ended before a decision was given; the run is unchanged', {hint: `Decide later with pipe review ${args.run}.`})
+      if (!choice)
+        throw new PipeError('E_INPUT', 'input ended before a decision was given; the run is unchanged', {hint: `Decide later with pipe review ${args.run}.`})
       decision = choice.decision
       note = note ?? choice.note
     }
-    const outcome = await withSignals((signal) => reviewSession({...session, signal, runId: args.run, decision: decision, ...(note ? {note} : {}), ...(flags['accept-cassette'] ? {acceptCassette: true} : {})}))
+    const outcome = await withSignals((signal) =>
+      reviewSession({
+        ...session,
+        signal,
+        runId: args.run,
+        decision: decision,
+        ...(note ? {note} : {}),
+        ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+      }),
+    )
     return finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')
   }
 }

@@ -26,31 +26,66 @@ export default class Run extends PipeCommand {
 
 A run that needs answers or a review decision that were not given stops in awaiting_input, exits with code 10, and prints the command that continues it. Ctrl-C marks the run interrupted; pipe resume continues it from its last snapshot.`
   static override examples = [
-    {description: 'The default pipeline on a document, approving the review up front', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --decision go'},
-    {description: 'A one-sentence requirement with its clarifying answers', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/one-sentence.txt --answers examples/one-sentence.answers.yaml --decision go'},
-    {description: 'From stdin, result as JSON', command: 'echo "Users must be able to reset their password" | <%= config.bin %> <%= command.id %> pipelines/default.yaml --input - --json'},
-    {description: 'Inline text, own store', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --text "Build a CSV export" --store /tmp/pipe-store'},
+    {
+      description: 'The default pipeline on a document, approving the review up front',
+      command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --decision go',
+    },
+    {
+      description: 'A one-sentence requirement with its clarifying answers',
+      command:
+        '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/one-sentence.txt --answers examples/one-sentence.answers.yaml --decision go',
+    },
+    {
+      description: 'From stdin, result as JSON',
+      command: 'echo "Users must be able to reset their password" | <%= config.bin %> <%= command.id %> pipelines/default.yaml --input - --json',
+    },
+    {
+      description: 'Inline text, own store',
+      command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --text "Build a CSV export" --store /tmp/pipe-store',
+    },
     {description: 'A pipeline with typed inputs', command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 -i max_items=5'},
-    {description: 'Check everything and show the plan without running', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --dry-run'},
-    {description: 'Record the model replies of a run against an endpoint', command: 'OPENAI_BASE_URL=http://127.0.0.1:11434/v1 <%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 --record notes.cassette.jsonl'},
-    {description: 'Run it again offline, answered by the recording (no key, no network)', command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 --replay notes.cassette.jsonl'},
+    {
+      description: 'Check everything and show the plan without running',
+      command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --dry-run',
+    },
+    {
+      description: 'Record the model replies of a run against an endpoint',
+      command: 'OPENAI_BASE_URL=http://127.0.0.1:11434/v1 <%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 --record notes.cassette.jsonl',
+    },
+    {
+      description: 'Run it again offline, answered by the recording (no key, no network)',
+      command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 --replay notes.cassette.jsonl',
+    },
   ]
   static override args = {pipeline: Args.string({description: 'Pipeline file.', required: true})}
   static override flags = {
     input: Flags.string({description: 'Requirement file, or - to read standard input.', helpValue: 'FILE|-'}),
-    set: Flags.string({char: 'i', description: "A value for one of the pipeline's typed inputs (repeatable): -i since=v1.2 -i max_items=5.", helpValue: 'NAME=VALUE', multiple: true}),
+    set: Flags.string({
+      char: 'i',
+      description: "A value for one of the pipeline's typed inputs (repeatable): -i since=v1.2 -i max_items=5.",
+      helpValue: 'NAME=VALUE',
+      multiple: true,
+    }),
     inputs: Flags.string({description: "A YAML file of values for the pipeline's typed inputs; -i wins over it.", helpValue: 'FILE'}),
     text: Flags.string({char: 't', description: 'The requirement as an argument.', helpValue: 'TEXT'}),
     feature: Flags.string({description: 'Feature id to attach the run to (F-YYYY-NNN); a new one is allocated when omitted.', helpValue: 'F-YYYY-NNN'}),
     answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
     decision: Flags.string({description: `Review decision for the review step: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
-    policy: Flags.string({description: 'Policy file (default: the nearest policy.yaml from the working directory up to the repository root, else the built-in policy).', helpValue: 'FILE'}),
-    provider: Flags.string({description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.', options: ['auto', 'offline', 'openai']}),
+    policy: Flags.string({
+      description: 'Policy file (default: the nearest policy.yaml from the working directory up to the repository root, else the built-in policy).',
+      helpValue: 'FILE',
+    }),
+    provider: Flags.string({
+      description: 'Model provider for model steps: auto picks openai when OPENAI_API_KEY or OPENAI_BASE_URL is set, else offline.',
+      options: ['auto', 'offline', 'openai'],
+    }),
     ...replyFlags,
     store: PipeCommand.storeFlag,
     'dry-run': Flags.boolean({description: 'Check the pipeline, policy, input and answers and print the plan; run nothing, write nothing.'}),
-    detach: Flags.boolean({description: 'Check everything, create the run and put it on a queue of the PostgreSQL store for pipe worker; print its id and exit 0.'}),
+    detach: Flags.boolean({
+      description: 'Check everything, create the run and put it on a queue of the PostgreSQL store for pipe worker; print its id and exit 0.',
+    }),
     queue: Flags.string({description: 'The queue --detach puts the run on (default: default).', helpValue: 'NAME', dependsOn: ['detach']}),
   }
 
@@ -114,7 +149,8 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
   if (flags.detach) {
     const {detachSession} = await import('../app/sessions/detach.js')
     const detached = await detachSession({...options, queue: flags.queue ?? 'default'})
-    if (!output.json) writeOut(`${detached.run_id} queued on ${detached.queue}: pipe worker --store … drives it; pipe runs show ${detached.run_id} follows it\n`)
+    if (!output.json)
+      writeOut(`${detached.run_id} queued on ${detached.queue}: pipe worker --store … drives it; pipe runs show ${detached.run_id} follows it\n`)
     return detached
   }
   const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))

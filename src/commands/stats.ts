@@ -8,11 +8,16 @@ import {openStore} from '../store/open.js'
 const DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?$/
 
 export default class Stats extends PipeCommand {
-  static override summary = 'Metrics of runs: steps run and failed, model tokens and cost; for coding work also task pass rate, mean attempts, failure categories, patch size and QA time; per pipeline and per run.'
-  static override description = 'A run\'s child runs (a foreach\'s items) count toward the top-level run that started them. A task is an agent or edit step\'s task (its task: field) with its attempts; it passed when its latest QA verdict passed. Runs without tasks, patches or QA are told in runs and steps only. Cost is summed from the snapshots that recorded one (the pipeline\'s provider.prices).'
+  static override summary =
+    'Metrics of runs: steps run and failed, model tokens and cost; for coding work also task pass rate, mean attempts, failure categories, patch size and QA time; per pipeline and per run.'
+  static override description =
+    "A run's child runs (a foreach's items) count toward the top-level run that started them. A task is an agent or edit step's task (its task: field) with its attempts; it passed when its latest QA verdict passed. Runs without tasks, patches or QA are told in runs and steps only. Cost is summed from the snapshots that recorded one (the pipeline's provider.prices)."
   static override examples = [
     {description: 'Every run in the store', command: '<%= config.bin %> <%= command.id %>'},
-    {description: 'The coding pipeline\'s runs since a date, as JSON', command: '<%= config.bin %> <%= command.id %> --pipeline coding --since 2026-11-01 --json'},
+    {
+      description: "The coding pipeline's runs since a date, as JSON",
+      command: '<%= config.bin %> <%= command.id %> --pipeline coding --since 2026-11-01 --json',
+    },
   ]
   static override flags = {
     pipeline: Flags.string({char: 'p', description: 'Only runs of the pipeline with this name.', helpValue: 'NAME'}),
@@ -26,7 +31,10 @@ export default class Stats extends PipeCommand {
       throw new PipeError('E_INVALID_ARGS', `--since ${flags.since} is not a date`, {hint: 'Give --since 2026-11-01 or --since 2026-11-01T08:00:00Z.'})
     }
     const store = await openStore(this.storeDir(flags.store), 'existing')
-    const report = await collectStats(store, {...(flags.pipeline !== undefined ? {pipeline: flags.pipeline} : {}), ...(flags.since !== undefined ? {since: flags.since} : {})})
+    const report = await collectStats(store, {
+      ...(flags.pipeline !== undefined ? {pipeline: flags.pipeline} : {}),
+      ...(flags.since !== undefined ? {since: flags.since} : {}),
+    })
     if (!this.jsonEnabled()) process.stdout.write(renderStats(report))
     return report
   }

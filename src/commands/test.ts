@@ -24,10 +24,19 @@ Every test file is checked first (YAML, schema, the pipelines and the steps and 
 Exit code 0 when every test passed, 1 when any failed.`
   static override examples = [
     {description: 'Every test file below the working directory', command: '<%= config.bin %> <%= command.id %>'},
-    {description: 'One file, only the tests whose name contains "review"', command: '<%= config.bin %> <%= command.id %> pipelines/default.pipe-test.yaml --filter review'},
+    {
+      description: 'One file, only the tests whose name contains "review"',
+      command: '<%= config.bin %> <%= command.id %> pipelines/default.pipe-test.yaml --filter review',
+    },
     {description: 'Write missing golden files and rewrite changed ones', command: '<%= config.bin %> <%= command.id %> --update'},
-    {description: 'Record what the cassettes lack from a local OpenAI-compatible server', command: 'OPENAI_BASE_URL=http://127.0.0.1:8080/v1 <%= config.bin %> <%= command.id %> examples/release-notes --record'},
-    {description: 'For CI: JUnit XML, and the stores of the tests kept for inspection', command: '<%= config.bin %> <%= command.id %> --junit reports/pipe.xml --keep'},
+    {
+      description: 'Record what the cassettes lack from a local OpenAI-compatible server',
+      command: 'OPENAI_BASE_URL=http://127.0.0.1:8080/v1 <%= config.bin %> <%= command.id %> examples/release-notes --record',
+    },
+    {
+      description: 'For CI: JUnit XML, and the stores of the tests kept for inspection',
+      command: '<%= config.bin %> <%= command.id %> --junit reports/pipe.xml --keep',
+    },
   ]
   static override strict = false
   static override args = {
@@ -40,8 +49,16 @@ Exit code 0 when every test passed, 1 when any failed.`
     keep: Flags.boolean({description: "Keep each test's temporary store and workspace, and print where they are."}),
     junit: Flags.string({description: 'Also write the results as JUnit XML to FILE.', helpValue: 'FILE'}),
     bail: Flags.boolean({description: 'Start no further test after the first failure.'}),
-    record: Flags.boolean({description: "Fill the tests' cassettes: replay what each has, ask the live endpoint (OPENAI_API_KEY / OPENAI_BASE_URL) for what it lacks and add it; a missing cassette is created. Delete a cassette first to record it anew."}),
-    'record-note': Flags.string({description: "With --record: the note in a new cassette's header, saying what produced the replies (say so when it is a scripted server, not a real model).", helpValue: 'TEXT', dependsOn: ['record']}),
+    record: Flags.boolean({
+      description:
+        "Fill the tests' cassettes: replay what each has, ask the live endpoint (OPENAI_API_KEY / OPENAI_BASE_URL) for what it lacks and add it; a missing cassette is created. Delete a cassette first to record it anew.",
+    }),
+    'record-note': Flags.string({
+      description:
+        "With --record: the note in a new cassette's header, saying what produced the replies (say so when it is a scripted server, not a real model).",
+      helpValue: 'TEXT',
+      dependsOn: ['record'],
+    }),
   }
 
   async run(): Promise<TestReport> {
@@ -60,9 +77,12 @@ Exit code 0 when every test passed, 1 when any failed.`
         makeDirs(path.dirname(junit))
       } catch (error) {
         const cause = error as NodeJS.ErrnoException
-        throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit}: cannot create its directory ${path.dirname(junit)} (${cause.code ?? cause.message})`, {hint: 'Give --junit a file path in a directory that exists or can be created.'})
+        throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit}: cannot create its directory ${path.dirname(junit)} (${cause.code ?? cause.message})`, {
+          hint: 'Give --junit a file path in a directory that exists or can be created.',
+        })
       }
-      if (existsSync(junit) && !statSync(junit).isFile()) throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit} is not a file`, {hint: 'Give --junit a file path (it is replaced).'})
+      if (existsSync(junit) && !statSync(junit).isFile())
+        throw new PipeError('E_INVALID_ARGS', `--junit ${flags.junit} is not a file`, {hint: 'Give --junit a file path (it is replaced).'})
     }
     const jobs = flags.jobs ?? Math.max(1, Math.min(4, os.availableParallelism()))
     const out = (text: string): void => {
@@ -73,22 +93,26 @@ Exit code 0 when every test passed, 1 when any failed.`
     }
     const started = performance.now()
     let failedOnce = false
-    const results = await withSignals((signal) => runTests(tests, {
-      jobs,
-      update: flags.update,
-      keep: flags.keep,
-      catalog: kindCatalog,
-      display,
-      // Recording is the one mode that may reach a model: the endpoint in the environment answers what cassettes lack.
-      env: flags.record ? process.env : hermeticEnv(),
-      ...(flags.record ? {record: flags['record-note'] !== undefined ? {note: flags['record-note']} : {}} : {}),
-      ...(flags.bail ? {shouldStart: () => !failedOnce} : {}),
-      onResult: (result) => {
-        if (result.status === 'failed') failedOnce = true
-        out(renderTestLine(result))
-      },
-      signal,
-    }), 'stopping: running tests end as interrupted, no further test starts')
+    const results = await withSignals(
+      (signal) =>
+        runTests(tests, {
+          jobs,
+          update: flags.update,
+          keep: flags.keep,
+          catalog: kindCatalog,
+          display,
+          // Recording is the one mode that may reach a model: the endpoint in the environment answers what cassettes lack.
+          env: flags.record ? process.env : hermeticEnv(),
+          ...(flags.record ? {record: flags['record-note'] !== undefined ? {note: flags['record-note']} : {}} : {}),
+          ...(flags.bail ? {shouldStart: () => !failedOnce} : {}),
+          onResult: (result) => {
+            if (result.status === 'failed') failedOnce = true
+            out(renderTestLine(result))
+          },
+          signal,
+        }),
+      'stopping: running tests end as interrupted, no further test starts',
+    )
     const ran = results
     const report: TestReport = {
       passed: ran.filter((r) => r.status === 'passed').length,

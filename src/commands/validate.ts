@@ -22,10 +22,16 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
   static override examples = [
     {description: 'Check the shipped pipeline', command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml'},
     {description: 'Check several files; the errors as JSON', command: '<%= config.bin %> <%= command.id %> pipelines/*.yaml policy.yaml --json'},
-    {description: "Check a pipeline's commands against the policy it will run under", command: '<%= config.bin %> <%= command.id %> examples/coding/pipeline.yaml --policy examples/coding/policy.yaml'},
+    {
+      description: "Check a pipeline's commands against the policy it will run under",
+      command: '<%= config.bin %> <%= command.id %> examples/coding/pipeline.yaml --policy examples/coding/policy.yaml',
+    },
   ]
   static override flags = {
-    policy: Flags.string({description: "Check the pipelines' commands against this policy (default: the one policy file among the files, if any).", helpValue: 'FILE'}),
+    policy: Flags.string({
+      description: "Check the pipelines' commands against this policy (default: the one policy file among the files, if any).",
+      helpValue: 'FILE',
+    }),
   }
   static override strict = false
   static override args = {
@@ -50,7 +56,9 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
         process.stdout.write(`${jsonText(result)}\n`)
         this.jsonPrinted = true
       }
-      throw new PipeError('E_CONFIG', `${result.error_count} error(s) in ${result.files.filter((f) => !f.valid).length} file(s)`, {hint: 'Fix the errors listed above; each names its file, line and column.'})
+      throw new PipeError('E_CONFIG', `${result.error_count} error(s) in ${result.files.filter((f) => !f.valid).length} file(s)`, {
+        hint: 'Fix the errors listed above; each names its file, line and column.',
+      })
     }
     return result
   }
@@ -69,7 +77,12 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
         const implicit = await resolvePolicy(undefined, process.cwd())
         // An invalid policy.yaml here is reported when it is checked itself; the pipelines are not judged against it.
         if (!implicit.ok) return undefined
-        return (pipeline) => deniedCommands(pipeline, implicit.loaded).map((d) => ({...d, message: `${d.message} (a run from here without --policy uses this policy)`, severity: 'warning' as const}))
+        return (pipeline) =>
+          deniedCommands(pipeline, implicit.loaded).map((d) => ({
+            ...d,
+            message: `${d.message} (a run from here without --policy uses this policy)`,
+            severity: 'warning' as const,
+          }))
       }
       file = policies[0]
     }

@@ -11,7 +11,8 @@ import {jsonText, line as t} from '../util/terminal-text.js'
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
 
 export default class View extends PipeCommand {
-  static override summary = 'Serve a read-only web view of the store on 127.0.0.1: runs, a run page (graph, steps, prompts as sent, tool calls, timeline, spec diffs, audit verdict) and stats.'
+  static override summary =
+    'Serve a read-only web view of the store on 127.0.0.1: runs, a run page (graph, steps, prompts as sent, tool calls, timeline, spec diffs, audit verdict) and stats.'
   static override description = `The server reads the store and changes nothing. It answers GET and HEAD only, only to a Host header naming the address it listens on, and serves pages under a Content-Security-Policy that runs no script but pipe's own. It listens on loopback unless --host names another address (then it warns: anyone who can reach that address can read the store). Ctrl-C stops it.`
   static override examples = [
     {description: 'Browse the runs of the store found from here', command: '<%= config.bin %> <%= command.id %>'},
@@ -21,7 +22,11 @@ export default class View extends PipeCommand {
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN): the URL printed is its page.'})}
   static override flags = {
     port: Flags.integer({char: 'p', description: 'Port to listen on; 0 takes a free one.', default: 0, min: 0, max: 65535, helpValue: 'N'}),
-    host: Flags.string({description: 'Address to listen on. Anything but loopback exposes the store to whoever can reach it.', default: '127.0.0.1', helpValue: 'ADDRESS'}),
+    host: Flags.string({
+      description: 'Address to listen on. Anything but loopback exposes the store to whoever can reach it.',
+      default: '127.0.0.1',
+      helpValue: 'ADDRESS',
+    }),
     open: Flags.boolean({description: 'Open the URL in the browser (xdg-open, open or start).', default: false}),
     store: PipeCommand.storeFlag,
   }
@@ -31,7 +36,8 @@ export default class View extends PipeCommand {
     if (args.run !== undefined) assertId('run', args.run)
     const store = await openStore(this.storeDir(flags.store), 'existing')
     if (args.run !== undefined) await store.assertRunExists(args.run)
-    if (!LOOPBACK.has(flags.host)) this.progress(`warning: pipe view listens on ${flags.host}, not loopback: anyone who can reach it can read this store's runs, prompts and outputs`)
+    if (!LOOPBACK.has(flags.host))
+      this.progress(`warning: pipe view listens on ${flags.host}, not loopback: anyone who can reach it can read this store's runs, prompts and outputs`)
     // The commands a page shows name this store by its full path: they are copied into a shell anywhere.
     const server = await startViewServer({store, storeArg: store.root, host: flags.host, port: flags.port})
     const url = args.run !== undefined ? `${server.url}runs/${args.run}` : server.url

@@ -25,7 +25,10 @@ A run stays queued until it stops: it ends, or waits for a person (answers, a re
 
 Steps run in the workspace the run was created in (its folder on this machine): start workers where that folder is.`
   static override examples = [
-    {description: 'Four runs at a time from the team database', command: '<%= config.bin %> <%= command.id %> --concurrency 4 --store postgres://pipe@db.example:5432/pipe'},
+    {
+      description: 'Four runs at a time from the team database',
+      command: '<%= config.bin %> <%= command.id %> --concurrency 4 --store postgres://pipe@db.example:5432/pipe',
+    },
     {description: 'A queue of its own', command: 'PIPE_STORE=postgres://pipe@db.example:5432/pipe <%= config.bin %> <%= command.id %> --queue nightly'},
   ]
   static override flags = {
@@ -38,7 +41,9 @@ Steps run in the workspace the run was created in (its folder on this machine): 
     const {flags} = await this.parse(Worker)
     const location = this.storeDir(flags.store)
     if (!isStoreUrl(location)) {
-      throw new PipeError('E_INVALID_ARGS', `pipe worker needs a PostgreSQL store: ${location} is a folder`, {hint: 'Give --store postgres://user@host:5432/db (or PIPE_STORE), the store pipe run --detach queued the runs in.'})
+      throw new PipeError('E_INVALID_ARGS', `pipe worker needs a PostgreSQL store: ${location} is a folder`, {
+        hint: 'Give --store postgres://user@host:5432/db (or PIPE_STORE), the store pipe run --detach queued the runs in.',
+      })
     }
     const store = (await openStore(location, 'existing')) as PostgresStore
     const driven: WorkerSummary['driven'] = []

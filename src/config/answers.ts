@@ -34,7 +34,8 @@ export interface OpenQuestion {
  *   key must be shaped like a question id (Q-001) or name a field a question of the pipeline can be
  *   about (see `answerableFields`).
  */
-export type AnswerScope = {run_id: string; questions: readonly OpenQuestion[]; given?: Readonly<Record<string, string>>} | {pipeline: string; fields: readonly string[]}
+export type AnswerScope =
+  {run_id: string; questions: readonly OpenQuestion[]; given?: Readonly<Record<string, string>>} | {pipeline: string; fields: readonly string[]}
 
 const QUESTION_ID = /^Q-[0-9]{3,}$/
 
@@ -64,9 +65,13 @@ export function checkAnswers(answers: Readonly<Record<string, string>>, scope: A
   }
   for (const key of Object.keys(answers)) {
     if (QUESTION_ID.test(key) || scope.fields.includes(key)) continue
-    throw new PipeError('E_INPUT', `"${key}" is neither a question id (Q-001) nor a field a question of pipeline ${scope.pipeline} can be about${didYouMean(key, scope.fields)}`, {
-      hint: `Before a run has asked anything, key answers by question id (Q-001, Q-002, ... in the order questions are asked) or by field: ${scope.fields.join(', ')}.`,
-    })
+    throw new PipeError(
+      'E_INPUT',
+      `"${key}" is neither a question id (Q-001) nor a field a question of pipeline ${scope.pipeline} can be about${didYouMean(key, scope.fields)}`,
+      {
+        hint: `Before a run has asked anything, key answers by question id (Q-001, Q-002, ... in the order questions are asked) or by field: ${scope.fields.join(', ')}.`,
+      },
+    )
   }
 }
 

@@ -68,16 +68,31 @@ async function compose(source: YamlSource, chain: string[], catalog: KindCatalog
   const baseFile = path.isAbsolute(data.extends) ? data.extends : path.join(path.dirname(source.file), data.extends)
   const absolute = path.resolve(baseFile)
   if (chain.some((f) => path.resolve(f) === absolute)) {
-    return {ok: false, diagnostics: [diagAt(extendsAt, `extends cycle: ${[...chain, baseFile].join(' -> ')}; a pipeline cannot extend itself, directly or through others`, 'extends-cycle')]}
+    return {
+      ok: false,
+      diagnostics: [
+        diagAt(extendsAt, `extends cycle: ${[...chain, baseFile].join(' -> ')}; a pipeline cannot extend itself, directly or through others`, 'extends-cycle'),
+      ],
+    }
   }
   if (chain.length >= MAX_EXTENDS_DEPTH) {
-    return {ok: false, diagnostics: [diagAt(extendsAt, `extends chain is deeper than ${MAX_EXTENDS_DEPTH} files: ${[...chain, baseFile].join(' -> ')}`, 'extends-depth')]}
+    return {
+      ok: false,
+      diagnostics: [diagAt(extendsAt, `extends chain is deeper than ${MAX_EXTENDS_DEPTH} files: ${[...chain, baseFile].join(' -> ')}`, 'extends-depth')],
+    }
   }
   const read = await readYamlFile(baseFile)
   if (!read.ok) {
     const fileProblem = read.diagnostics.find((d) => d.rule === 'file')
-    if (fileProblem) return {ok: false, diagnostics: [diagAt(extendsAt, `cannot extend "${data.extends}": ${fileProblem.message} (looked for ${absolute})`, 'extends')]}
-    return {ok: false, diagnostics: sortDiagnostics([diagAt(extendsAt, `the base pipeline "${data.extends}" is not valid YAML (errors reported in ${baseFile})`, 'extends'), ...read.diagnostics])}
+    if (fileProblem)
+      return {ok: false, diagnostics: [diagAt(extendsAt, `cannot extend "${data.extends}": ${fileProblem.message} (looked for ${absolute})`, 'extends')]}
+    return {
+      ok: false,
+      diagnostics: sortDiagnostics([
+        diagAt(extendsAt, `the base pipeline "${data.extends}" is not valid YAML (errors reported in ${baseFile})`, 'extends'),
+        ...read.diagnostics,
+      ]),
+    }
   }
   const base = await compose(read.source, [...chain, baseFile], catalog)
   if (!base.ok) {
@@ -85,11 +100,22 @@ async function compose(source: YamlSource, chain: string[], catalog: KindCatalog
     // An error of this file found through a cycle is reported once, by this file's own check.
     const foreign = base.diagnostics.filter((d) => d.file !== source.file)
     if (foreign.length === 0) return {ok: false, diagnostics: own}
-    return {ok: false, diagnostics: sortDiagnostics([diagAt(extendsAt, `the base pipeline "${data.extends}" has errors (reported in ${baseFile} and the files it extends)`, 'extends'), ...base.diagnostics])}
+    return {
+      ok: false,
+      diagnostics: sortDiagnostics([
+        diagAt(extendsAt, `the base pipeline "${data.extends}" has errors (reported in ${baseFile} and the files it extends)`, 'extends'),
+        ...base.diagnostics,
+      ]),
+    }
   }
 
   const result: Json = {...base.data}
-  const composition: Composition = {files: [source, ...base.composition.files], steps: [], keys: {...base.composition.keys}, removed: {...base.composition.removed}}
+  const composition: Composition = {
+    files: [source, ...base.composition.files],
+    steps: [],
+    keys: {...base.composition.keys},
+    removed: {...base.composition.removed},
+  }
   for (const [key, value] of Object.entries(data)) {
     if ((OWN as readonly string[]).includes(key)) continue
     if ((MERGED_BY_NAME as readonly string[]).includes(key) && isObject(value) && isObject(result[key])) {
@@ -100,13 +126,15 @@ async function compose(source: YamlSource, chain: string[], catalog: KindCatalog
     } else {
       result[key] = value
       for (const k of Object.keys(composition.keys)) if (k.startsWith(`${key}.`)) delete composition.keys[k]
-      if ((MERGED_BY_NAME as readonly string[]).includes(key) && isObject(value)) for (const name of Object.keys(value)) composition.keys[`${key}.${name}`] = here([key, name])
+      if ((MERGED_BY_NAME as readonly string[]).includes(key) && isObject(value))
+        for (const name of Object.keys(value)) composition.keys[`${key}.${name}`] = here([key, name])
     }
     composition.keys[key] = here([key])
   }
 
   const entries: Entry[] = (base.data.steps as Json[]).map((step, i) => ({step: structuredClone(step), origin: base.composition.steps[i]!}))
-  if (Array.isArray(data.steps)) (data.steps as Json[]).forEach((step, i) => entries.push({step: structuredClone(step), origin: {source, segments: ['steps', i], dir, fields: {}}}))
+  if (Array.isArray(data.steps))
+    (data.steps as Json[]).forEach((step, i) => entries.push({step: structuredClone(step), origin: {source, segments: ['steps', i], dir, fields: {}}}))
   const state: OverlayState = {entries, data: result, composition, source, dir, catalog}
   const diagnostics: Diagnostic[] = []
   if (Array.isArray(data.overlay)) (data.overlay as Json[]).forEach((op, k) => diagnostics.push(...applyOperation(state, op, k)))
@@ -121,7 +149,8 @@ function own(source: YamlSource, data: Json, dir: string): {data: Json; composit
   const keys: Record<string, NodeOrigin> = {}
   for (const [key, value] of Object.entries(data)) {
     keys[key] = {source, segments: [key]}
-    if ((MERGED_BY_NAME as readonly string[]).includes(key) && isObject(value)) for (const name of Object.keys(value)) keys[`${key}.${name}`] = {source, segments: [key, name]}
+    if ((MERGED_BY_NAME as readonly string[]).includes(key) && isObject(value))
+      for (const name of Object.keys(value)) keys[`${key}.${name}`] = {source, segments: [key, name]}
   }
   const steps = (data.steps as Json[]).map((_, i): StepOrigin => ({source, segments: ['steps', i], dir, fields: {}}))
   return {data: {...data}, composition: {files: [source], steps, keys, removed: {}}}
@@ -197,22 +226,30 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
   const at = (...segments: Segment[]): NodeOrigin => ({source: state.source, segments: ['overlay', k, ...segments]})
   const named = OPS.filter((name) => op[name] !== undefined)
   if (named.length !== 1) {
-    return [diagAt(at(), `an overlay operation names exactly one of ${OPS.join(', ')}${named.length ? ` (this one names ${named.join(' and ')})` : ''}`, 'overlay')]
+    return [
+      diagAt(at(), `an overlay operation names exactly one of ${OPS.join(', ')}${named.length ? ` (this one names ${named.join(' and ')})` : ''}`, 'overlay'),
+    ]
   }
   const name = named[0]!
   const target = op[name] as string
   const problems: Diagnostic[] = []
   const inserts = name === 'insert_before' || name === 'insert_after'
-  if (inserts && (op.step === undefined) === (op.steps === undefined)) problems.push(diagAt(at(name), `${name} needs exactly one of step or steps (the step${'s'} to insert)`, 'overlay', true))
+  if (inserts && (op.step === undefined) === (op.steps === undefined))
+    problems.push(diagAt(at(name), `${name} needs exactly one of step or steps (the step${'s'} to insert)`, 'overlay', true))
   if (name === 'replace' && op.step === undefined) problems.push(diagAt(at(name), 'replace needs step: the step to put in its place', 'overlay', true))
   if (name === 'replace' && op.steps !== undefined) problems.push(diagAt(at('steps'), 'replace takes one step (step:), not steps:', 'overlay', true))
-  if (name === 'remove') for (const key of ['step', 'steps']) if (op[key] !== undefined) problems.push(diagAt(at(key), `remove takes no ${key}; use replace to put a step in its place`, 'overlay', true))
-  if (name !== 'remove' && op.next !== undefined) problems.push(diagAt(at('next'), `next applies to remove; give the ${name === 'replace' ? 'new step' : 'inserted step'} its own next`, 'overlay', true))
+  if (name === 'remove')
+    for (const key of ['step', 'steps'])
+      if (op[key] !== undefined) problems.push(diagAt(at(key), `remove takes no ${key}; use replace to put a step in its place`, 'overlay', true))
+  if (name !== 'remove' && op.next !== undefined)
+    problems.push(diagAt(at('next'), `next applies to remove; give the ${name === 'replace' ? 'new step' : 'inserted step'} its own next`, 'overlay', true))
   const ids = state.entries.map((e) => String(e.step.id))
   const index = ids.indexOf(target)
   if (index === -1) {
     const removed = state.composition.removed[target]
-    const gone = removed ? ` (an earlier overlay operation removes it, at ${removed.source.file}:${locate(removed.source, removed.segments).line})` : didYouMean(target, ids)
+    const gone = removed
+      ? ` (an earlier overlay operation removes it, at ${removed.source.file}:${locate(removed.source, removed.segments).line})`
+      : didYouMean(target, ids)
     problems.push(diagAt(at(name), `unknown step "${target}" in overlay ${name}${gone}`, 'overlay'))
   }
   if (problems.length > 0) return problems
@@ -220,7 +257,9 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
   const cause = at(name)
 
   if (inserts) {
-    const fresh: Entry[] = (op.step !== undefined ? [{step: op.step as Json, segments: ['step']}] : (op.steps as Json[]).map((step, j) => ({step, segments: ['steps', j]}))).map((s) => ({
+    const fresh: Entry[] = (
+      op.step !== undefined ? [{step: op.step as Json, segments: ['step']}] : (op.steps as Json[]).map((step, j) => ({step, segments: ['steps', j]}))
+    ).map((s) => ({
       step: structuredClone(s.step),
       origin: {source: state.source, segments: ['overlay', k, ...s.segments], dir: state.dir, fields: {}},
     }))
@@ -230,7 +269,13 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
     if (name === 'insert_after') {
       const routes = linksIn(entry.step, state.catalog).filter((t) => t.route !== undefined && t.at[0] !== 'next')
       if (entry.step.next === undefined && routes.length > 0) {
-        return [diagAt(cause, `step "${target}" routes by ${routes[0]!.at[0]}: and has no next, so "after ${target}" is ambiguous; insert before the step a route leads to, or replace "${target}"`, 'overlay')]
+        return [
+          diagAt(
+            cause,
+            `step "${target}" routes by ${routes[0]!.at[0]}: and has no next, so "after ${target}" is ambiguous; insert before the step a route leads to, or replace "${target}"`,
+            'overlay',
+          ),
+        ]
       }
       const old = entry.step.next as string | undefined
       entry.step.next = first
@@ -246,7 +291,10 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
   }
 
   if (name === 'replace') {
-    const replacement: Entry = {step: structuredClone(op.step as Json), origin: {source: state.source, segments: ['overlay', k, 'step'], dir: state.dir, fields: {}}}
+    const replacement: Entry = {
+      step: structuredClone(op.step as Json),
+      origin: {source: state.source, segments: ['overlay', k, 'step'], dir: state.dir, fields: {}},
+    }
     if (replacement.step.next === undefined && replacement.step.on === undefined) {
       // Carried over from the replaced step, and located where that step says it.
       for (const key of ['next', 'on'] as const) {

@@ -126,8 +126,17 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, C
         const target = match[1]!
         ancestors ??= ancestorsOf(pipeline, catalog, step.id)
         if (ancestors.has(target)) continue
-        const why = target === step.id ? 'a step reads its own outputs only when a loop brings the run back to it' : `no path from "${target}" leads to "${step.id}"`
-        out.push(diag(loaded, segments, `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`, false, mapper(0)))
+        const why =
+          target === step.id ? 'a step reads its own outputs only when a loop brings the run back to it' : `no path from "${target}" leads to "${step.id}"`
+        out.push(
+          diag(
+            loaded,
+            segments,
+            `${ref} reads step "${target}", which cannot have run before "${step.id}" (${why}); the expression would fail at run time`,
+            false,
+            mapper(0),
+          ),
+        )
       }
     }
   }
@@ -155,7 +164,14 @@ function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {def
   return {deferred, aliases: {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}}
 }
 
-const ARTICLE: Record<string, string> = {string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean', object: 'a mapping', array: 'a list'}
+const ARTICLE: Record<string, string> = {
+  string: 'a string',
+  integer: 'an integer',
+  number: 'a number',
+  boolean: 'a boolean',
+  object: 'a mapping',
+  array: 'a list',
+}
 
 /** Whether a value of CEL type `type` can be given to an input of `declared` type at run time (see engine childInputs). */
 function fitsInput(type: string, declared: string): boolean {
@@ -195,7 +211,9 @@ export function withTypeProblems(
   declared: Readonly<Record<string, {type?: string}>>,
 ): Array<{key: string; message: string}> {
   const step = loaded.pipeline.steps[index]!
-  const texts = Object.entries(given).filter((entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1].includes('${{') && Object.hasOwn(declared, entry[0]))
+  const texts = Object.entries(given).filter(
+    (entry): entry is [string, string] => typeof entry[1] === 'string' && entry[1].includes('${{') && Object.hasOwn(declared, entry[0]),
+  )
   if (texts.length === 0) return []
   const checker = pipelineChecker(loaded, catalog, Checker)
   const {deferred, aliases} = aliasesOf(step, checker, catalog)
@@ -211,7 +229,8 @@ export function withTypeProblems(
     }
     const result = checker.check(template.whole.expression, options)
     if (result.diagnostics.length > 0 || result.type === undefined) continue
-    if (!fitsInput(result.type, type)) out.push({key, message: `is ${ARTICLE[type] ?? type}, but \${{ ${template.whole.expression.trim()} }} gives ${result.type}`})
+    if (!fitsInput(result.type, type))
+      out.push({key, message: `is ${ARTICLE[type] ?? type}, but \${{ ${template.whole.expression.trim()} }} gives ${result.type}`})
   }
   return out
 }

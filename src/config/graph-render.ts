@@ -68,6 +68,12 @@ function edgeLabel(label: string): string | null {
   return label === 'next' ? null : label
 }
 
+// Characters Mermaid reads as syntax, and control or bidi characters that would hide or reorder text.
+// eslint-disable-next-line no-control-regex
+const MERMAID_SPECIAL = /[#"<>&`%\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g
+// eslint-disable-next-line no-control-regex
+const MERMAID_SPECIAL_WITH_COLONS = /[#"<>&`%:\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g
+
 /**
  * Text for inside a quoted Mermaid label, shown as written: Mermaid's entity codes (`#quot;`, `#35;`)
  * for what would end the string (`"`), start an entity (`#`), become HTML (`<`, `>`, `&`), a Markdown
@@ -75,8 +81,7 @@ function edgeLabel(label: string): string | null {
  * numeric code, so a label stays on its line. With `colons`, `:` too (see mermaidLine).
  */
 function mermaidText(text: string, colons = false): string {
-  // eslint-disable-next-line no-control-regex
-  const special = colons ? /[#"<>&`%:\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g : /[#"<>&`%\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]/g
+  const special = colons ? MERMAID_SPECIAL_WITH_COLONS : MERMAID_SPECIAL
   return text.replace(special, (char) => MERMAID_ENTITY[char] ?? `#${char.charCodeAt(0)};`)
 }
 
@@ -219,11 +224,17 @@ export function toDot(pipeline: Pipeline, catalog: KindCatalog = {}, path?: Path
     const styles = [...(step.max_iterations !== undefined ? ['dashed'] : []), ...(path?.steps[step.id] !== undefined ? ['filled'] : [])]
     const style = styles.length === 0 ? '' : styles.length === 1 ? `, style=${styles[0]}` : `, style="${styles.join(',')}"`
     const fill = path?.steps[step.id] !== undefined ? `, fillcolor="${TAKEN_FILL}", color="${TAKEN_COLOUR}"` : ''
-    out.push(`  ${dotString(step.id)} [shape=${shape}${style}${fill}, label=${dotString([step.id, ...details(step, catalog), ...ranLine(step, path)].join('\n'))}];`)
+    out.push(
+      `  ${dotString(step.id)} [shape=${shape}${style}${fill}, label=${dotString([step.id, ...details(step, catalog), ...ranLine(step, path)].join('\n'))}];`,
+    )
   }
   const line = (e: DrawnEdge): string => {
     const text = takenText(e)
-    const attrs = [text ? `label=${dotString(text)}` : '', e.style === 'solid' ? '' : `style=${e.style}`, e.count !== undefined ? `color="${TAKEN_COLOUR}", penwidth=3` : ''].filter(Boolean)
+    const attrs = [
+      text ? `label=${dotString(text)}` : '',
+      e.style === 'solid' ? '' : `style=${e.style}`,
+      e.count !== undefined ? `color="${TAKEN_COLOUR}", penwidth=3` : '',
+    ].filter(Boolean)
     return `  ${dotString(e.from)} -> ${dotString(e.to)}${attrs.length ? ` [${attrs.join(', ')}]` : ''};`
   }
   const [startEdge, ...rest] = edges

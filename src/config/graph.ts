@@ -86,7 +86,13 @@ export function cycles(pipeline: Pipeline, catalog: KindCatalog): string[][] {
   const ids = pipeline.steps.map((s) => s.id)
   const order = new Map(ids.map((id, i) => [id, i]))
   const succ = new Map<string, string[]>()
-  for (const step of pipeline.steps) succ.set(step.id, edgesOf(step, catalog).map((e) => e.to).filter((to) => order.has(to)))
+  for (const step of pipeline.steps)
+    succ.set(
+      step.id,
+      edgesOf(step, catalog)
+        .map((e) => e.to)
+        .filter((to) => order.has(to)),
+    )
   const index = new Map<string, number>()
   const low = new Map<string, number>()
   const onStack = new Set<string>()

@@ -58,7 +58,12 @@ export function describeReplyErrors(errors: readonly ErrorObject[]): string {
   return errors
     .slice(0, 20)
     .map((e) => {
-      const extra = e.keyword === 'additionalProperties' ? ` (${String((e.params as {additionalProperty?: unknown}).additionalProperty)})` : e.keyword === 'enum' ? ` (${JSON.stringify((e.params as {allowedValues?: unknown}).allowedValues)})` : ''
+      const extra =
+        e.keyword === 'additionalProperties'
+          ? ` (${String((e.params as {additionalProperty?: unknown}).additionalProperty)})`
+          : e.keyword === 'enum'
+            ? ` (${JSON.stringify((e.params as {allowedValues?: unknown}).allowedValues)})`
+            : ''
       return `${e.instancePath || '/'} ${e.message ?? e.keyword}${extra}`
     })
     .join('; ')
@@ -88,7 +93,8 @@ export function compileOutputSchema(schema: unknown): OutputSchema | string {
 function compileUncached(root: Record<string, unknown>): OutputSchema | string {
   const draft = draftOf(root)
   if (draft === null) return `names $schema ${JSON.stringify(root['$schema'])}; use draft-07 (the default), 2019-09 or 2020-12`
-  if (root['type'] !== 'object') return `must describe a JSON object: put "type": "object" at its root (found ${root['type'] === undefined ? 'no type' : `type ${JSON.stringify(root['type'])}`}); a model replies with one JSON object`
+  if (root['type'] !== 'object')
+    return `must describe a JSON object: put "type": "object" at its root (found ${root['type'] === undefined ? 'no type' : `type ${JSON.stringify(root['type'])}`}); a model replies with one JSON object`
   // The root $id only names the document; dropping it lets two files share one (and one file be compiled again after an edit).
   const {$id: _id, ...bare} = root
   let validate: ValidateFunction

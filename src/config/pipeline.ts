@@ -43,11 +43,19 @@ export async function loadInlinePipeline(parent: LoadedPipeline, index: number, 
   const step = parent.pipeline.steps[index] as unknown as {id: string; steps?: Pipeline['steps']; inputs?: Pipeline['inputs']}
   const where = origin(parent, ['steps', index])
   const dir = stepDir(parent, index)
-  const data = {version: 1 as const, name: `${parent.pipeline.name}.${step.id}`, ...(step.inputs ? {inputs: step.inputs} : {}), steps: step.steps ?? ([] as unknown as Pipeline['steps'])}
+  const data = {
+    version: 1 as const,
+    name: `${parent.pipeline.name}.${step.id}`,
+    ...(step.inputs ? {inputs: step.inputs} : {}),
+    steps: step.steps ?? ([] as unknown as Pipeline['steps']),
+  }
   const composition: Composition = {
     files: [where.source],
     steps: data.steps.map((_, j) => ({source: where.source, segments: [...where.segments, 'steps', j], dir, fields: {}})),
-    keys: {inputs: {source: where.source, segments: [...where.segments, 'inputs'], exact: true}, steps: {source: where.source, segments: [...where.segments, 'steps'], exact: true}},
+    keys: {
+      inputs: {source: where.source, segments: [...where.segments, 'inputs'], exact: true},
+      steps: {source: where.source, segments: [...where.segments, 'steps'], exact: true},
+    },
     removed: {},
   }
   const file = `${parent.file}#${step.id}`
@@ -80,7 +88,8 @@ async function loadOne(file: string, catalog: KindCatalog): Promise<{result: Pip
   const loaded: LoadedPipeline = {file, dir, pipeline: data, source, hash: sha256(source.text)}
   if (structure.ok) return {result: checkRules(loaded, context), context}
   // The structure is wrong, but the rules may still find more to report in one pass, when the steps are at least steps.
-  const stepsShaped = Array.isArray(data.steps) && data.steps.every((s) => s !== null && typeof s === 'object' && typeof s.id === 'string' && typeof s.kind === 'string')
+  const stepsShaped =
+    Array.isArray(data.steps) && data.steps.every((s) => s !== null && typeof s === 'object' && typeof s.id === 'string' && typeof s.kind === 'string')
   const diagnostics = stepsShaped ? tolerantFindings(loaded, context, structure.diagnostics) : sortDiagnostics(structure.diagnostics)
   return {result: {ok: false, diagnostics}, context}
 }
@@ -94,7 +103,11 @@ async function withChildren(result: Extract<PipelineResult, {ok: true}>, context
   return result
 }
 
-async function checkChildPipelines(loaded: LoadedPipeline, context: RuleContext, chain: readonly string[]): Promise<{diagnostics: Diagnostic[]; hashes: string[]}> {
+async function checkChildPipelines(
+  loaded: LoadedPipeline,
+  context: RuleContext,
+  chain: readonly string[],
+): Promise<{diagnostics: Diagnostic[]; hashes: string[]}> {
   const {catalog} = context
   const diagnostics: Diagnostic[] = []
   const hashes: string[] = []
@@ -126,7 +139,10 @@ async function checkChildPipelines(loaded: LoadedPipeline, context: RuleContext,
         }
         child = await loadPipeline(file, catalog, chain)
         if (!child.ok) {
-          const shown = child.diagnostics.slice(0, 3).map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`).join('; ')
+          const shown = child.diagnostics
+            .slice(0, 3)
+            .map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`)
+            .join('; ')
           const more = child.diagnostics.length > 3 ? ` (and ${child.diagnostics.length - 3} more)` : ''
           diagnostics.push(rule(diag(loaded, at, `the pipeline ${ref.file} is not valid: ${shown}${more}`)))
           continue

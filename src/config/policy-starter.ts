@@ -11,8 +11,12 @@ const flow = (value: unknown): string => JSON.stringify(value)
 /** The starter's text. Each built-in value is shown commented out, from DEFAULT_POLICY, so the comments cannot go stale. */
 export function policyStarter(schema: string): string {
   const d = DEFAULT_POLICY
-  const limits = Object.entries(d.resource_limits).map(([key, value]) => `#   ${key}: ${value}`).join('\n')
-  const tools = Object.entries(d.tools).map(([key, value]) => `#   ${key}: ${value}`).join('\n')
+  const limits = Object.entries(d.resource_limits)
+    .map(([key, value]) => `#   ${key}: ${value}`)
+    .join('\n')
+  const tools = Object.entries(d.tools)
+    .map(([key, value]) => `#   ${key}: ${value}`)
+    .join('\n')
   return `# yaml-language-server: $schema=${schema}
 #
 # What a run's steps may do. This file states only what differs from the built-in policy: a key
@@ -59,7 +63,9 @@ export async function writePolicyStarter(file: string, force: boolean): Promise<
   const target = path.resolve(file)
   const existed = existsSync(target)
   if (existed && !force) {
-    throw new PipeError('E_CONFLICT', `${target} already exists`, {hint: 'Edit it (pipe policy check --effective shows what applies), write elsewhere (pipe policy init FILE), or pass --force to overwrite it.'})
+    throw new PipeError('E_CONFLICT', `${target} already exists`, {
+      hint: 'Edit it (pipe policy check --effective shows what applies), write elsewhere (pipe policy init FILE), or pass --force to overwrite it.',
+    })
   }
   await writeFile(target, policyStarter(schemaRef(path.dirname(target), undefined, 'policy.schema.json')))
   return {file: target, overwritten: existed}

@@ -22,7 +22,13 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
   ;(result.data.forbidden_paths ?? []).forEach((glob, i) => {
     if (path.isAbsolute(glob) || glob.split('/').includes('..')) {
       const pos = locate(result.source, ['forbidden_paths', i])
-      diagnostics.push({file, ...pos, path: `forbidden_paths[${i}]`, message: `"${glob}" must be relative to the repository root, without ..`, rule: 'relative-glob'})
+      diagnostics.push({
+        file,
+        ...pos,
+        path: `forbidden_paths[${i}]`,
+        message: `"${glob}" must be relative to the repository root, without ..`,
+        rule: 'relative-glob',
+      })
     }
   })
   ;(result.data.allowed_commands ?? []).forEach((entry, i) => {
@@ -37,15 +43,32 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
     }
   })
   ;(result.data.tools_preapproved ?? []).forEach((entry, i) => {
-    const problem = PLACEHOLDERS.has(entry[0]) ? `the program, element 0, must be a literal, not "${entry[0]}"` : entry.slice(0, -1).includes(REST) ? `"${REST}" may only be the last element (it allows any further arguments)` : null
-    if (problem) diagnostics.push({file, ...locate(result.source, ['tools_preapproved', i]), path: `tools_preapproved[${i}]`, message: `${JSON.stringify(entry)}: ${problem}`, rule: 'command-pattern'})
+    const problem = PLACEHOLDERS.has(entry[0])
+      ? `the program, element 0, must be a literal, not "${entry[0]}"`
+      : entry.slice(0, -1).includes(REST)
+        ? `"${REST}" may only be the last element (it allows any further arguments)`
+        : null
+    if (problem)
+      diagnostics.push({
+        file,
+        ...locate(result.source, ['tools_preapproved', i]),
+        path: `tools_preapproved[${i}]`,
+        message: `${JSON.stringify(entry)}: ${problem}`,
+        rule: 'command-pattern',
+      })
   })
   // Syntax checkers are judged against the policy that applies: the built-in one with this file over it.
   const effective = effectivePolicy(result.data)
   const loaded = policyFrom(effective, path.resolve(file))
   for (const [ext, entry] of Object.entries(effective.syntax_checks ?? {}) as Array<[string, string[]]>) {
     if (!entry.includes(PATH) || PLACEHOLDERS.has(entry[0]!)) {
-      diagnostics.push({file, ...locate(result.source, ['syntax_checks', ext]), path: `syntax_checks.${ext}`, message: `${JSON.stringify(entry)}: a checker is a literal program and must name the file with "${PATH}"`, rule: 'command-pattern'})
+      diagnostics.push({
+        file,
+        ...locate(result.source, ['syntax_checks', ext]),
+        path: `syntax_checks.${ext}`,
+        message: `${JSON.stringify(entry)}: a checker is a literal program and must name the file with "${PATH}"`,
+        rule: 'command-pattern',
+      })
       continue
     }
     // A checker the allow-list refuses cannot start, so no edit of such a file could stay: say so now, not at the first edit.
@@ -63,7 +86,18 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
   }
   if (diagnostics.length > 0) return {ok: false, diagnostics}
   const problems = effectiveProblems(effective)
-  if (problems.length > 0) return {ok: false, diagnostics: problems.map((message) => ({file, line: 1, col: 1, path: '', message: `the effective policy (the built-in one with this file over it) ${message}`, rule: 'effective-policy'}))}
+  if (problems.length > 0)
+    return {
+      ok: false,
+      diagnostics: problems.map((message) => ({
+        file,
+        line: 1,
+        col: 1,
+        path: '',
+        message: `the effective policy (the built-in one with this file over it) ${message}`,
+        rule: 'effective-policy',
+      })),
+    }
   return {ok: true, loaded}
 }
 

@@ -25,7 +25,8 @@ export function linksOf(step: Step, catalog: KindCatalog): StepLink[] {
   for (const [outcome, target] of Object.entries(step.on ?? {})) out.push({at: ['on', outcome], target, what: `transition on ${outcome}`, route: outcome})
   if (step.next !== undefined) out.push({at: ['next'], target: step.next, what: 'transition', route: 'next'})
   if (step.on_exhausted !== undefined) out.push({at: ['on_exhausted'], target: step.on_exhausted, what: 'on_exhausted', route: 'exhausted'})
-  for (const ref of catalog[step.kind]?.references?.(step) ?? []) out.push({at: [...ref.at], target: ref.target, what: ref.what, ...(ref.route ? {route: ref.target} : {})})
+  for (const ref of catalog[step.kind]?.references?.(step) ?? [])
+    out.push({at: [...ref.at], target: ref.target, what: ref.what, ...(ref.route ? {route: ref.target} : {})})
   return out
 }
 

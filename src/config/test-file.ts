@@ -116,7 +116,9 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
       ok = false
     }
     if (!ok) {
-      out.push(at(source, segments, `${what} ${value} ${existsSync(full) ? `is not a ${kind === 'dir' ? 'directory' : 'file'}` : 'not found'} (${full})`, 'file'))
+      out.push(
+        at(source, segments, `${what} ${value} ${existsSync(full) ? `is not a ${kind === 'dir' ? 'directory' : 'file'}` : 'not found'} (${full})`, 'file'),
+      )
       return undefined
     }
     return full
@@ -124,9 +126,11 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
 
   for (const [i, test] of data.tests.entries()) {
     const seen = names.get(test.name)
-    if (seen !== undefined) out.push(at(source, ['tests', i, 'name'], `test name "${test.name}" is used by tests[${seen}] too; names must be unique in a file`, 'unique-name'))
+    if (seen !== undefined)
+      out.push(at(source, ['tests', i, 'name'], `test name "${test.name}" is used by tests[${seen}] too; names must be unique in a file`, 'unique-name'))
     else names.set(test.name, i)
-    if (test.input !== undefined && test.input_file !== undefined) out.push(at(source, ['tests', i, 'input_file'], '"input" and "input_file" cannot both be given; give the requirement one way', 'one-input', true))
+    if (test.input !== undefined && test.input_file !== undefined)
+      out.push(at(source, ['tests', i, 'input_file'], '"input" and "input_file" cannot both be given; give the requirement one way', 'one-input', true))
 
     const pipelineSetting = setting(data, i, 'pipeline')
     if (!pipelineSetting) {
@@ -165,8 +169,24 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
     const setup = test.setup ?? data.setup
     const golden = test.expect.golden !== undefined ? path.resolve(dir, test.expect.golden) : undefined
     // pipe test writes goldens (--update) and cassettes (--record): never outside the checkout the test file is in.
-    if (golden !== undefined && !inside(boundary, golden)) out.push(at(source, ['tests', i, 'expect', 'golden'], `golden ${test.expect.golden} is outside ${boundary} (${golden}); pipe test --update writes goldens only inside the repository of the test file`, 'file'))
-    if (options.recording && resolved.cassette !== undefined && !inside(boundary, resolved.cassette)) out.push(at(source, cassette!.segments, `cassette ${cassette!.value} is outside ${boundary} (${resolved.cassette}); pipe test --record writes cassettes only inside the repository of the test file`, 'file'))
+    if (golden !== undefined && !inside(boundary, golden))
+      out.push(
+        at(
+          source,
+          ['tests', i, 'expect', 'golden'],
+          `golden ${test.expect.golden} is outside ${boundary} (${golden}); pipe test --update writes goldens only inside the repository of the test file`,
+          'file',
+        ),
+      )
+    if (options.recording && resolved.cassette !== undefined && !inside(boundary, resolved.cassette))
+      out.push(
+        at(
+          source,
+          cassette!.segments,
+          `cassette ${cassette!.value} is outside ${boundary} (${resolved.cassette}); pipe test --record writes cassettes only inside the repository of the test file`,
+          'file',
+        ),
+      )
     const named = [absolute, pipelineFile, ...Object.values(resolved).filter((v): v is string => typeof v === 'string')]
     tests.push({
       file: absolute,
@@ -211,7 +231,14 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
     if (outcome === null || outcome === undefined) continue
     const possible = outcomesOf(step, catalog)
     if (!possible.includes(outcome)) {
-      out.push(at(source, [...base, 'outcomes', id], `step "${id}" (${step.kind}) never has the outcome "${outcome}"${didYouMean(outcome, possible)}; its outcomes: ${possible.join(', ')}`, 'outcome'))
+      out.push(
+        at(
+          source,
+          [...base, 'outcomes', id],
+          `step "${id}" (${step.kind}) never has the outcome "${outcome}"${didYouMean(outcome, possible)}; its outcomes: ${possible.join(', ')}`,
+          'outcome',
+        ),
+      )
     }
   }
   for (const key of Object.keys(test.expect.outputs ?? {})) {
@@ -225,7 +252,14 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
   for (const [j, text] of asserts.entries()) {
     const segments: Segment[] = [...base, 'assert', j]
     if (parseTemplate(text).whole === undefined) {
-      out.push(at(source, segments, `an assertion is one \${{ … }} expression that must be true, found ${JSON.stringify(text.length > 60 ? `${text.slice(0, 57)}...` : text)}`, 'assert'))
+      out.push(
+        at(
+          source,
+          segments,
+          `an assertion is one \${{ … }} expression that must be true, found ${JSON.stringify(text.length > 60 ? `${text.slice(0, 57)}...` : text)}`,
+          'assert',
+        ),
+      )
       continue
     }
     const result = checker.checkTemplate(text, {expect: 'bool'})

@@ -42,7 +42,10 @@ async function readHead(file: string, bytes: number): Promise<string> {
 
 export async function detectKind(file: string): Promise<FileKind> {
   // Only a regular file is peeked at: a FIFO would lose what is read, a device would never end.
-  const regular = await stat(file).then((info) => info.isFile(), () => false)
+  const regular = await stat(file).then(
+    (info) => info.isFile(),
+    () => false,
+  )
   const head = regular ? await readHead(file, 2000).catch(() => '') : ''
   const schemaLine = /#\s*yaml-language-server:\s*\$schema=(\S+)/.exec(head)?.[1] ?? ''
   if (schemaLine.includes('pipe-test.schema.json')) return 'test'

@@ -51,7 +51,12 @@ export async function readYamlFile(file: string, expect: 'mapping' = 'mapping'):
     // Bounded while reading: a FIFO or a device (/dev/urandom) has no size to check up front.
     bytes = await readInputFile(file, 'file', MAX_YAML_BYTES)
   } catch (error) {
-    return {ok: false, diagnostics: [at(file, error instanceof PipeError ? error.message : `cannot read file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, 'file')]}
+    return {
+      ok: false,
+      diagnostics: [
+        at(file, error instanceof PipeError ? error.message : `cannot read file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, 'file'),
+      ],
+    }
   }
   return parseYamlBytes(file, bytes, expect)
 }
@@ -78,7 +83,15 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
     const pos = lineCounter.linePos(shape.tooMany)
     return {
       ok: false,
-      diagnostics: [at(file, `refused: the document holds more than ${MAX_YAML_NODES} YAML nodes (keys, values and list items); no pipeline, policy, answers or inputs file needs that many`, 'yaml-size', pos.line, pos.col)],
+      diagnostics: [
+        at(
+          file,
+          `refused: the document holds more than ${MAX_YAML_NODES} YAML nodes (keys, values and list items); no pipeline, policy, answers or inputs file needs that many`,
+          'yaml-size',
+          pos.line,
+          pos.col,
+        ),
+      ],
     }
   }
   const problems = [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED'), ...shape.duplicates].sort((a, b) => a.pos[0] - b.pos[0])
@@ -87,7 +100,11 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
       ok: false,
       diagnostics: problems.map((problem) => {
         const pos = lineCounter.linePos(problem.pos[0])
-        const key = text.slice(problem.pos[0]).split(/[:\n]/)[0]!.trim().replace(/^["']|["']$/g, '')
+        const key = text
+          .slice(problem.pos[0])
+          .split(/[:\n]/)[0]!
+          .trim()
+          .replace(/^["']|["']$/g, '')
         const message = problem.code === 'DUPLICATE_KEY' ? `duplicate key "${key}" (keys of a mapping must be unique)` : firstLine(problem.message)
         return at(file, message, 'yaml', pos.line, pos.col)
       }),
@@ -99,7 +116,10 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
   if (!isMap(doc.contents)) {
     const found = isSeq(doc.contents) ? 'a list' : isScalar(doc.contents) ? `a single value (${JSON.stringify(doc.contents.value)})` : 'something else'
     const pos = positionOf({doc, lineCounter}, doc.contents)
-    return {ok: false, diagnostics: [at(file, `the top level must be a mapping (key: value lines), but the file holds ${found}`, 'not-a-mapping', pos.line, pos.col)]}
+    return {
+      ok: false,
+      diagnostics: [at(file, `the top level must be a mapping (key: value lines), but the file holds ${found}`, 'not-a-mapping', pos.line, pos.col)],
+    }
   }
   let data: unknown
   try {
@@ -196,7 +216,10 @@ function resolveAlias(doc: Document.Parsed, node: unknown): unknown {
   return current
 }
 
-export function positionOf(source: Pick<YamlSource, 'lineCounter'> & Partial<Pick<YamlSource, 'doc'>>, node: Node | null | undefined): {line: number; col: number} {
+export function positionOf(
+  source: Pick<YamlSource, 'lineCounter'> & Partial<Pick<YamlSource, 'doc'>>,
+  node: Node | null | undefined,
+): {line: number; col: number} {
   const offset = node?.range?.[0]
   if (offset === undefined) return {line: 1, col: 1}
   return source.lineCounter.linePos(offset)

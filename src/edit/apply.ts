@@ -133,7 +133,13 @@ export function planEdits(blocks: EditBlock[], read: (path: string) => string | 
     const match = find(file.lines, search, replace, 0)
     if (!match) {
       const near = nearest(file.lines, search)
-      failures.push({block: index + 1, path: block.path, line: block.line, reason: 'the SEARCH text does not occur in the file', ...(near ? {nearest: near} : {})})
+      failures.push({
+        block: index + 1,
+        path: block.path,
+        line: block.line,
+        reason: 'the SEARCH text does not occur in the file',
+        ...(near ? {nearest: near} : {}),
+      })
       return
     }
     const old = file.lines.slice(match.start, match.end)
@@ -166,7 +172,10 @@ export interface LineDiff {
 export async function lineDiff(change: FileChange, limit = Number.MAX_SAFE_INTEGER): Promise<LineDiff | undefined> {
   const {structuredPatch, formatPatch, FILE_HEADERS_ONLY} = await import('diff')
   const created = change.before === null
-  const patch = structuredPatch(created ? '/dev/null' : `a/${change.path}`, `b/${change.path}`, change.before ?? '', change.after, undefined, undefined, {context: 3, maxEditLength: limit})
+  const patch = structuredPatch(created ? '/dev/null' : `a/${change.path}`, `b/${change.path}`, change.before ?? '', change.after, undefined, undefined, {
+    context: 3,
+    maxEditLength: limit,
+  })
   if (!patch) return undefined
   let changed = 0
   for (const hunk of patch.hunks) for (const line of hunk.lines) if (line.startsWith('+') || line.startsWith('-')) changed++

@@ -40,19 +40,31 @@ export function parseBlocks(text: string): EditBlock[] {
       break
     }
     path ??= lastPath
-    if (!path) throw new PipeError('E_INVALID_ARGS', `edit block at line ${i + 1} names no file (put the path on the line above "<<<<<<< SEARCH")`, {hint: 'Each block is: the file path on its own line, <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.'})
+    if (!path)
+      throw new PipeError('E_INVALID_ARGS', `edit block at line ${i + 1} names no file (put the path on the line above "<<<<<<< SEARCH")`, {
+        hint: 'Each block is: the file path on its own line, <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.',
+      })
     const search: string[] = []
     let j = i + 1
     for (; j < lines.length && !DIVIDER.test(lines[j]!); j++) search.push(lines[j]!)
-    if (j >= lines.length) throw new PipeError('E_INVALID_ARGS', `edit block at line ${i + 1} has no "=======" divider`, {hint: 'Each block is: the file path on its own line, <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.'})
+    if (j >= lines.length)
+      throw new PipeError('E_INVALID_ARGS', `edit block at line ${i + 1} has no "=======" divider`, {
+        hint: 'Each block is: the file path on its own line, <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.',
+      })
     const replace: string[] = []
     let k = j + 1
     for (; k < lines.length && !REPLACE.test(lines[k]!); k++) replace.push(lines[k]!)
-    if (k >= lines.length) throw new PipeError('E_INVALID_ARGS', `edit block at line ${i + 1} has no ">>>>>>> REPLACE" end`, {hint: 'Each block is: the file path on its own line, <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.'})
+    if (k >= lines.length)
+      throw new PipeError('E_INVALID_ARGS', `edit block at line ${i + 1} has no ">>>>>>> REPLACE" end`, {
+        hint: 'Each block is: the file path on its own line, <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.',
+      })
     blocks.push({path, search: search.join('\n'), replace: replace.join('\n'), line: i + 1})
     lastPath = path
     i = k
   }
-  if (blocks.length === 0) throw new PipeError('E_INVALID_ARGS', 'no SEARCH/REPLACE blocks found', {hint: 'Each block is: the file path, then <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.'})
+  if (blocks.length === 0)
+    throw new PipeError('E_INVALID_ARGS', 'no SEARCH/REPLACE blocks found', {
+      hint: 'Each block is: the file path, then <<<<<<< SEARCH, the old lines, =======, the new lines, >>>>>>> REPLACE.',
+    })
   return blocks
 }

@@ -38,8 +38,14 @@ function readInside(policy: LoadedPolicy, root: string, file: string): string | 
   const target = assertPath(policy, root, file).resolved
   if (!existsSync(target)) return null
   const info = statSync(target)
-  if (!info.isFile()) throw new PipeError('E_INVALID_ARGS', `edit target ${file} is not a regular file`, {hint: 'Edit blocks change text files; point the block at a file, not a directory or device.'})
-  if (info.size > MAX_EDIT_FILE_BYTES) throw new PipeError('E_INVALID_ARGS', `edit target ${file} is ${info.size} bytes; the limit is ${MAX_EDIT_FILE_BYTES}`, {hint: 'Large files are out of reach of edit blocks; change them with a command step.'})
+  if (!info.isFile())
+    throw new PipeError('E_INVALID_ARGS', `edit target ${file} is not a regular file`, {
+      hint: 'Edit blocks change text files; point the block at a file, not a directory or device.',
+    })
+  if (info.size > MAX_EDIT_FILE_BYTES)
+    throw new PipeError('E_INVALID_ARGS', `edit target ${file} is ${info.size} bytes; the limit is ${MAX_EDIT_FILE_BYTES}`, {
+      hint: 'Large files are out of reach of edit blocks; change them with a command step.',
+    })
   const bytes = readFileSync(target)
   if (bytes.includes(0)) throw new PipeError('E_INVALID_ARGS', `edit target ${file} is binary`, {hint: 'Edit blocks change text files only.'})
   return bytes.toString('utf8')
@@ -47,10 +53,14 @@ function readInside(policy: LoadedPolicy, root: string, file: string): string | 
 
 export class EditFailed extends PipeError {
   constructor(readonly failures: BlockFailure[]) {
-    super('E_CONFLICT', `${failures.length} edit block(s) did not apply; no file was changed: ${failures.map((f) => `block ${f.block} (${f.path}): ${f.reason}`).join('; ')}`, {
-      hint: 'The snapshot shows, for each failed block, the nearest lines the file really has; fix the SEARCH text to match them.',
-      details: {failures},
-    })
+    super(
+      'E_CONFLICT',
+      `${failures.length} edit block(s) did not apply; no file was changed: ${failures.map((f) => `block ${f.block} (${f.path}): ${f.reason}`).join('; ')}`,
+      {
+        hint: 'The snapshot shows, for each failed block, the nearest lines the file really has; fix the SEARCH text to match them.',
+        details: {failures},
+      },
+    )
   }
 }
 
@@ -117,7 +127,9 @@ export async function revertEdit(policy: LoadedPolicy, root: string, files: Appl
     const target = assertPath(policy, root, file.path).resolved
     const current = await readFile(target, 'utf8').catch(() => null)
     if (current === null || sha256(current) !== file.after_sha256) {
-      throw new PipeError('E_CONFLICT', `${file.path} changed since the edit was applied; it cannot be undone safely`, {hint: 'Restore it by hand, or with git (a git checkpoint step records commits to return to).'})
+      throw new PipeError('E_CONFLICT', `${file.path} changed since the edit was applied; it cannot be undone safely`, {
+        hint: 'Restore it by hand, or with git (a git checkpoint step records commits to return to).',
+      })
     }
     if (file.created) {
       plans.push({file, target, content: null})
@@ -126,11 +138,17 @@ export async function revertEdit(policy: LoadedPolicy, root: string, files: Appl
     let text = current.replace(/\n$/, '')
     for (const block of file.reverse) {
       const index = text.indexOf(block.search)
-      if (index === -1) throw new PipeError('E_CONFLICT', `the reverse patch of ${file.path} does not apply`, {hint: 'Restore it by hand, or with git (a git checkpoint step records commits to return to).'})
+      if (index === -1)
+        throw new PipeError('E_CONFLICT', `the reverse patch of ${file.path} does not apply`, {
+          hint: 'Restore it by hand, or with git (a git checkpoint step records commits to return to).',
+        })
       text = `${text.slice(0, index)}${block.replace}${text.slice(index + block.search.length)}`
     }
     const restored = current.endsWith('\n') && text !== '' ? `${text}\n` : text
-    if (sha256(restored) !== file.before_sha256) throw new PipeError('E_CONFLICT', `undoing the edit of ${file.path} does not give back the original content`, {hint: 'Nothing was changed; restore it by hand, or with git.'})
+    if (sha256(restored) !== file.before_sha256)
+      throw new PipeError('E_CONFLICT', `undoing the edit of ${file.path} does not give back the original content`, {
+        hint: 'Nothing was changed; restore it by hand, or with git.',
+      })
     plans.push({file, target, content: restored})
   }
   const done: Array<{path: string; restored: 'deleted' | 'reverted'}> = []

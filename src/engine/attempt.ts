@@ -109,10 +109,21 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
     const abort = new StepAbort()
     const onOuter = (): void => abort.abort(new Interrupted('interrupted'))
     outer?.addEventListener('abort', onOuter, {once: true})
-    const cancelDeadline = timeoutMs === null ? undefined : deadline(timeoutMs, () => abort.abort(new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {retryable: true, hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.'})))
+    const cancelDeadline =
+      timeoutMs === null
+        ? undefined
+        : deadline(timeoutMs, () =>
+            abort.abort(
+              new PipeError('E_TOOL_TIMEOUT', `step "${step.id}" took longer than its timeout of ${timeoutMs} ms`, {
+                retryable: true,
+                hint: 'Raise timeout_ms on the step, or resource_limits.step_timeout_ms in the policy.',
+              }),
+            ),
+          )
     const aborted = abort.settled
     let children: ChildRuns | undefined
-    const childrenOf = (): ChildRuns => (children ??= env.children({parent: state.record, step, seq, settings: state.settings, snapshots: state.history.snapshots}))
+    const childrenOf = (): ChildRuns =>
+      (children ??= env.children({parent: state.record, step, seq, settings: state.settings, snapshots: state.history.snapshots}))
     const slotsDir = (): string => path.join(env.deps.store.root, 'locks')
     // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
     // step still running must not race the engine's own lines on the chain).
@@ -120,7 +131,11 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
     const runId = state.record.run_id
     const appendStepEvent = (line: StepEvent): Promise<void> => {
       if (!timeline.open) return Promise.resolve()
-      const clean: StepEvent = {...line, ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}), ...(line.reason !== undefined ? {reason: redact(line.reason)} : {})}
+      const clean: StepEvent = {
+        ...line,
+        ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}),
+        ...(line.reason !== undefined ? {reason: redact(line.reason)} : {}),
+      }
       const appended = timeline.tail.then(async () => {
         if (!timeline.open) return
         await env.appendEvent(runId, {...clean, step: step.id, seq, attempt})
@@ -188,7 +203,13 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
         const bound = evaluator.bind(values)
         if (step.when !== undefined) {
           if (!explained(values, () => condition(step, bound))) {
-            const skipped: StepDone = {type: 'done', outcome: 'skipped', reason: `when: ${step.when.trim()} is false`, inputs: {resolved: {when: false}}, outputs: {}}
+            const skipped: StepDone = {
+              type: 'done',
+              outcome: 'skipped',
+              reason: `when: ${step.when.trim()} is false`,
+              inputs: {resolved: {when: false}},
+              outputs: {},
+            }
             return {result: skipped, errors, attempts: attempt, skipped: true}
           }
           resolved.when = true

@@ -72,7 +72,13 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
       if (known === undefined) {
         const now = env.now()
         const inputs = childInputs(step.id, loaded, request.inputs)
-        const link = {run_id: parent.run_id, step: step.id, seq, ...(request.index !== undefined ? {index: request.index} : {}), ...(request.key !== undefined ? {key: request.key} : {})}
+        const link = {
+          run_id: parent.run_id,
+          step: step.id,
+          seq,
+          ...(request.index !== undefined ? {index: request.index} : {}),
+          ...(request.key !== undefined ? {key: request.key} : {}),
+        }
         const birth = newRun({
           featureId: parent.feature_id,
           pipeline: loaded,
@@ -154,7 +160,11 @@ function childLoader(registry: StepRegistry, {step, settings}: ParentStep): (fil
           return result.loaded
         }
         const first = result.diagnostics[0]
-        throw new PipeError('E_CONFIG', `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`, {hint: `Check it with pipe validate ${file ?? settings.pipeline.file}.`})
+        throw new PipeError(
+          'E_CONFIG',
+          `step ${step.id}: the child pipeline ${file ?? '(inline steps)'} is not valid${first ? ` (${first.file}:${first.line}:${first.col} ${first.message})` : ''}`,
+          {hint: `Check it with pipe validate ${file ?? settings.pipeline.file}.`},
+        )
       })
       loaded.set(key, loading)
     }
@@ -174,11 +184,20 @@ function childInputs(stepId: string, loaded: LoadedPipeline, given: Record<strin
   const data: Record<string, unknown> = {}
   for (const [name, value] of Object.entries(given)) {
     // A string input takes any value as its text, as an argument vector element does.
-    data[name] = declarations[name]?.type === 'string' && value !== null && typeof value !== 'string' ? (typeof value === 'object' ? JSON.stringify(value) : String(value)) : value
+    data[name] =
+      declarations[name]?.type === 'string' && value !== null && typeof value !== 'string'
+        ? typeof value === 'object'
+          ? JSON.stringify(value)
+          : String(value)
+        : value
   }
   const resolved = resolveInputs(declarations, {file: {name: `with: of step ${stepId}`, data}})
   if (resolved.problems.length > 0) {
-    throw new PipeError('E_CONFIG', `step ${stepId}: the inputs for ${loaded.file} do not fit its inputs: ${resolved.problems.map((p) => p.message).join('; ')}`, {hint: `Compare with: in step ${stepId} with the inputs: the child pipeline declares.`})
+    throw new PipeError(
+      'E_CONFIG',
+      `step ${stepId}: the inputs for ${loaded.file} do not fit its inputs: ${resolved.problems.map((p) => p.message).join('; ')}`,
+      {hint: `Compare with: in step ${stepId} with the inputs: the child pipeline declares.`},
+    )
   }
   return resolved.values
 }

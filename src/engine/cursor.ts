@@ -49,4 +49,3 @@ export function retriedSeqs(record: RunRecord, step: string, seq: number): numbe
   for (let s = seq - 1; (record.redrives ?? []).some((r) => r.seq === s && r.step === step); s--) out.unshift(s)
   return out
 }
-

@@ -23,9 +23,7 @@ import {unrecoveredFailure, type CarriedFailure} from './history.js'
 export const CARRIED_FAILURE = 'and no later step recovered it'
 
 /** How a step's attempts ended: with a result, or with the error of the last attempt. */
-export type Ending =
-  | {type: 'done'; result: StepDone}
-  | {type: 'error'; error: {code: string; message: string}; attempts: number; blocked: boolean}
+export type Ending = {type: 'done'; result: StepDone} | {type: 'error'; error: {code: string; message: string}; attempts: number; blocked: boolean}
 
 export interface DecideInput {
   run_id: string
@@ -108,7 +106,12 @@ const DECISIONS: {[K in Route['type']]: (route: Extract<Route, {type: K}>, where
   // An end step said so: its reason is the run's error, under its own code.
   ended_failed: ({outcome, end}, where) => ({
     decision: {decision: outcome, reason: end.reason, next_step: null, run_status: 'failed'},
-    error: {code: end.code ?? 'E_ENDED', message: end.reason, hint: end.hint ?? `The pipeline ended the run at step ${where.step}.`, details: {ended_by: where.step}},
+    error: {
+      code: end.code ?? 'E_ENDED',
+      message: end.reason,
+      hint: end.hint ?? `The pipeline ended the run at step ${where.step}.`,
+      details: {ended_by: where.step},
+    },
   }),
   ended_blocked: ({outcome, end}, where) => ({
     decision: {decision: outcome, reason: end.reason, next_step: where.step, run_status: 'blocked'},
@@ -125,7 +128,12 @@ const DECISIONS: {[K in Route['type']]: (route: Extract<Route, {type: K}>, where
   }),
   // The run ends here, but an earlier failure was only handled (a rollback, a notice), never recovered.
   carried_failure: ({outcome, reason, carried}, where) => ({
-    decision: {decision: outcome, reason: `${reason}; the run ends on the unrecovered failure of step ${carried.step} (seq ${carried.seq}), so it fails`, next_step: null, run_status: 'failed'},
+    decision: {
+      decision: outcome,
+      reason: `${reason}; the run ends on the unrecovered failure of step ${carried.step} (seq ${carried.seq}), so it fails`,
+      next_step: null,
+      run_status: 'failed',
+    },
     error: {
       code: carried.code,
       message: `step ${carried.step} ended "${carried.outcome}" (seq ${carried.seq}: ${carried.reason}) ${CARRIED_FAILURE}; the run ended at ${where.step}`,
@@ -134,7 +142,9 @@ const DECISIONS: {[K in Route['type']]: (route: Extract<Route, {type: K}>, where
     },
   }),
   // An outcome with no route ends the run here; say so rather than pretend it was planned.
-  unrouted: ({outcome, reason}) => ({decision: {decision: outcome, reason: `${reason}; no transition for outcome "${outcome}", so the run ends`, next_step: null}}),
+  unrouted: ({outcome, reason}) => ({
+    decision: {decision: outcome, reason: `${reason}; no transition for outcome "${outcome}", so the run ends`, next_step: null},
+  }),
   routed: ({outcome, reason, next}) => ({decision: {decision: outcome, reason, next_step: next}}),
   // A failure that needs a person: the run stops at the step, and a resume runs it again.
   error_blocked: ({reason}, where) => ({decision: {decision: 'error', reason, next_step: where.step, run_status: 'blocked'}}),

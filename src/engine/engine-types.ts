@@ -100,4 +100,3 @@ export interface RunOutcome {
   /** For a failed run: whether pipe resume can redrive it (a step failed; not a loop bound, an end step or a handled failure). */
   redrivable?: boolean
 }
-

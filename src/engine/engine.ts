@@ -130,7 +130,10 @@ export class Engine {
     if (isRedrivable(record.status)) {
       // Refuse a redrive that cannot start before anything is written.
       redrivePoint(record, await store.readSnapshots(runId))
-      if (options.review) throw new PipeError('E_STATE', `run ${runId} is ${record.status}, not waiting for a review`, {hint: `Redrive it without a decision: pipe resume ${runId}`})
+      if (options.review)
+        throw new PipeError('E_STATE', `run ${runId} is ${record.status}, not waiting for a review`, {
+          hint: `Redrive it without a decision: pipe resume ${runId}`,
+        })
     }
     if (options.policy.version !== record.policy_version && !isRedrivable(record.status)) {
       throw new PipeError('E_STATE', `run ${runId} is ${record.status}; its policy changes only when a person redrives it after it failed or was blocked`, {
@@ -155,7 +158,8 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running') await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
+      if (record.status === 'running')
+        await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
       await this.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
         r.status_reason = `${reason} (by ${this.user})`
         delete r.pending
@@ -167,10 +171,23 @@ export class Engine {
     for (const child of await childrenOf(store, runId)) {
       if (!isFinal(child.status)) await this.cancel(child.run_id, `parent run ${runId} was cancelled: ${reason}`)
     }
-    return {run_id: runId, feature_id: before.feature_id, status: 'cancelled', spec_version: (await store.readRun(runId)).spec_version ?? null, steps_run: 0, reason}
+    return {
+      run_id: runId,
+      feature_id: before.feature_id,
+      status: 'cancelled',
+      spec_version: (await store.readRun(runId)).spec_version ?? null,
+      steps_run: 0,
+      reason,
+    }
   }
 
-  private async drive(runId: string, settings: RunSettings, event: 'started' | 'resumed', prepare?: () => Promise<void>, born?: {record: RunRecord; release: () => Promise<void>; session: RunSession}): Promise<RunOutcome> {
+  private async drive(
+    runId: string,
+    settings: RunSettings,
+    event: 'started' | 'resumed',
+    prepare?: () => Promise<void>,
+    born?: {record: RunRecord; release: () => Promise<void>; session: RunSession},
+  ): Promise<RunOutcome> {
     const {store} = this.deps
     const release = born?.release ?? (await store.acquireRun(runId))
     let session = born?.session
@@ -187,7 +204,13 @@ export class Engine {
         const before = await store.readRun(runId)
         this.keeper.hold(runId, before)
         const redriven = event === 'resumed' && isRedrivable(before.status)
-        const opened = (await openTracing()).session({run_id: runId, pipeline: before.pipeline.name, event: redriven ? 'redriven' : event, ...(before.trace ? {continues: before.trace} : {}), ...(before.parent ? {parent: before.parent} : {})})
+        const opened = (await openTracing()).session({
+          run_id: runId,
+          pipeline: before.pipeline.name,
+          event: redriven ? 'redriven' : event,
+          ...(before.trace ? {continues: before.trace} : {}),
+          ...(before.parent ? {parent: before.parent} : {}),
+        })
         session = opened
         // A run first driven without a collector keeps the trace this session starts.
         const keepTrace = (r: RunRecord): void => {
@@ -236,17 +259,31 @@ export class Engine {
     const at = this.now().toISOString()
     const policy = settings.policy.version
     const changed = policy !== record.policy_version
-    const entry: NonNullable<RunRecord['redrives']>[number] = {seq: point.seq, step: point.step, from, by: this.user, at, policy_version: policy, ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {})}
+    const entry: NonNullable<RunRecord['redrives']>[number] = {
+      seq: point.seq,
+      step: point.step,
+      from,
+      by: this.user,
+      at,
+      policy_version: policy,
+      ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {}),
+    }
     const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
-    await this.keeper.setStatus(runId, 'running', 'redriven', {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})}, (r) => {
-      r.redrives = [...(r.redrives ?? []), entry]
-      if (changed) {
-        r.policy_version = policy
-        r.policy_path = settings.policy.file
-      }
-      delete r.error
-      keepTrace(r)
-    })
+    await this.keeper.setStatus(
+      runId,
+      'running',
+      'redriven',
+      {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})},
+      (r) => {
+        r.redrives = [...(r.redrives ?? []), entry]
+        if (changed) {
+          r.policy_version = policy
+          r.policy_path = settings.policy.file
+        }
+        delete r.error
+        keepTrace(r)
+      },
+    )
   }
 
   /** The child runs of a step, each driven by a sub-engine that reports its progress under the step (and item). */
@@ -260,7 +297,14 @@ export class Engine {
         now: this.now,
         user: this.user,
         signal: this.deps.signal,
-        engineFor: (signal, label) => new Engine({...shared, user: this.user, ...artifacts, ...(signal ? {signal} : {}), ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {})}),
+        engineFor: (signal, label) =>
+          new Engine({
+            ...shared,
+            user: this.user,
+            ...artifacts,
+            ...(signal ? {signal} : {}),
+            ...(onProgress ? {onProgress: (event: ProgressEvent) => onProgress({...event, under: [label, ...(event.under ?? [])]})} : {}),
+          }),
       },
       of,
     )

@@ -151,8 +151,18 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
   // A run without tasks keeps its steps' files by step: steps/NN_STEP/ (a command's log, a QA verdict).
   const places =
     groups.length > 0
-      ? groups.map((attempt) => ({task: attempt.task, base: path.join(runDir, taskFolder(attempt.task), `attempt_${String(attempt.number).padStart(2, '0')}`), snapshots: attempt.snapshots}))
-      : snapshots.filter((s) => roleOf(s).files !== undefined).map((s) => ({task: '', base: path.join(runDir, 'steps', `${String(s.step.seq).padStart(2, '0')}_${encodeURIComponent(s.step.name)}`), snapshots: [s]}))
+      ? groups.map((attempt) => ({
+          task: attempt.task,
+          base: path.join(runDir, taskFolder(attempt.task), `attempt_${String(attempt.number).padStart(2, '0')}`),
+          snapshots: attempt.snapshots,
+        }))
+      : snapshots
+          .filter((s) => roleOf(s).files !== undefined)
+          .map((s) => ({
+            task: '',
+            base: path.join(runDir, 'steps', `${String(s.step.seq).padStart(2, '0')}_${encodeURIComponent(s.step.name)}`),
+            snapshots: [s],
+          }))
   for (const attempt of places) {
     const base = attempt.base
     let qaIndex = 0
@@ -168,7 +178,8 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
       }
       if (part.verdict) {
         // full_logs names the log files written for this snapshot (relative to the artifacts root), the failing one last.
-        const verdict = typeof part.verdict === 'object' && part.verdict !== null && 'full_logs' in part.verdict ? {...part.verdict, full_logs: logs} : part.verdict
+        const verdict =
+          typeof part.verdict === 'object' && part.verdict !== null && 'full_logs' in part.verdict ? {...part.verdict, full_logs: logs} : part.verdict
         lastVerdict = verdict
         await write(path.join(base, 'verdict.json'), json(verdict))
       }
@@ -176,7 +187,10 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
   }
   if (lastVerdict) await write(path.join(runDir, 'verdict.json'), json(lastVerdict))
 
-  const entries: Array<{at: string; text: string}> = events.map((e) => ({at: e.at, text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by ? ` (by ${e.by})` : ''}`}))
+  const entries: Array<{at: string; text: string}> = events.map((e) => ({
+    at: e.at,
+    text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by ? ` (by ${e.by})` : ''}`,
+  }))
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
     const bits = [`#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${taskOf(s) ? ` task ${taskOf(s)}` : ''}: ${d?.decision ?? '?'}`]

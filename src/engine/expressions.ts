@@ -43,9 +43,13 @@ export function readSecrets(pipeline: LoadedPipeline['pipeline'], env: NodeJS.Pr
   const names = pipeline.secrets ?? []
   const missing = names.filter((name) => env[name] === undefined || env[name] === '')
   if (missing.length > 0) {
-    throw new PipeError('E_CONFIG', `the pipeline ${pipeline.name} reads secret${missing.length > 1 ? 's' : ''} ${missing.join(', ')}, but ${missing.length > 1 ? 'they are' : 'it is'} not set in the environment`, {
-      hint: `Export ${missing.map((m) => `${m}=…`).join(' ')} before pipe run (or pipe resume); pipe never reads secrets from a file it records.`,
-    })
+    throw new PipeError(
+      'E_CONFIG',
+      `the pipeline ${pipeline.name} reads secret${missing.length > 1 ? 's' : ''} ${missing.join(', ')}, but ${missing.length > 1 ? 'they are' : 'it is'} not set in the environment`,
+      {
+        hint: `Export ${missing.map((m) => `${m}=…`).join(' ')} before pipe run (or pipe resume); pipe never reads secrets from a file it records.`,
+      },
+    )
   }
   const out: Record<string, string> = {}
   for (const name of names) {
@@ -119,7 +123,9 @@ export function resolveStep(step: Step, bound: BoundExpressions, deferred: reado
     }
     if (Array.isArray(value)) return value.map((item, i) => walk(item, [...at, i]))
     if (value !== null && typeof value === 'object') {
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, at.length === 0 && (STRUCTURAL_KEYS.has(k) || deferred.includes(k)) ? v : walk(v, [...at, k])]))
+      return Object.fromEntries(
+        Object.entries(value).map(([k, v]) => [k, at.length === 0 && (STRUCTURAL_KEYS.has(k) || deferred.includes(k)) ? v : walk(v, [...at, k])]),
+      )
     }
     return value
   }
@@ -135,7 +141,10 @@ function conform(step: Step, id: string, values: Record<string, JsonValue>): Ste
     if (result.valid) return step
     let changed = false
     for (const error of result.errors) {
-      const segments = error.instancePath.split('/').slice(3).map((s) => (/^\d+$/.test(s) ? Number(s) : s.replace(/~1/g, '/').replace(/~0/g, '~')))
+      const segments = error.instancePath
+        .split('/')
+        .slice(3)
+        .map((s) => (/^\d+$/.test(s) ? Number(s) : s.replace(/~1/g, '/').replace(/~0/g, '~')))
       const key = printable(segments)
       if (!(key in values)) continue
       const wantsString = error.keyword === 'type' && String(error.params['type']).split(',').includes('string')
@@ -155,7 +164,11 @@ function conform(step: Step, id: string, values: Record<string, JsonValue>): Ste
     }
     if (!changed) {
       const first = result.errors[0]
-      throw new PipeError('E_CONFIG', `step "${id}" is not valid once its expressions are resolved: ${first?.instancePath ?? ''} ${first?.message ?? ''}`.trim(), {hint: 'Check the values the expressions give; the step did not run.'})
+      throw new PipeError(
+        'E_CONFIG',
+        `step "${id}" is not valid once its expressions are resolved: ${first?.instancePath ?? ''} ${first?.message ?? ''}`.trim(),
+        {hint: 'Check the values the expressions give; the step did not run.'},
+      )
     }
   }
   return step
@@ -176,7 +189,9 @@ function set(root: unknown, segments: readonly Segment[], value: unknown): void 
 export function condition(step: Step, bound: BoundExpressions): boolean {
   const value = bound.render(step.when!)
   if (typeof value !== 'boolean') {
-    throw new PipeError('E_CONFIG', `when: of step "${step.id}" gave ${JSON.stringify(value)}, not true or false`, {hint: 'Write a condition, such as ${{ inputs.audience == \'customers\' }}.'})
+    throw new PipeError('E_CONFIG', `when: of step "${step.id}" gave ${JSON.stringify(value)}, not true or false`, {
+      hint: "Write a condition, such as ${{ inputs.audience == 'customers' }}.",
+    })
   }
   return value
 }
@@ -196,7 +211,8 @@ export function explained<T>(context: ExprContext, fn: () => T): T {
     return fn()
   } catch (error) {
     // An ExpressionError (expr/evaluate.ts), told by its fields so this module need not load cel-js.
-    if (!isPipeError(error) || (error as {reason?: unknown}).reason !== 'no_such_key' || typeof (error as {expression?: unknown}).expression !== 'string') throw error
+    if (!isPipeError(error) || (error as {reason?: unknown}).reason !== 'no_such_key' || typeof (error as {expression?: unknown}).expression !== 'string')
+      throw error
     const expression = (error as PipeError & {expression: string}).expression
     const ran = new Set(Object.keys(context.steps ?? {}))
     const missing = [...expression.matchAll(/\bsteps\.([a-z][a-z0-9_]*)/g)].map((m) => m[1]!).find((id) => !ran.has(id))

@@ -65,4 +65,3 @@ export function unrecoveredFailure(snapshots: readonly Snapshot[], registry: Ste
   }
   return null
 }
-

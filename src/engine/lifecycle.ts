@@ -42,7 +42,12 @@ export function canTransition(from: RunStatus, to: RunStatus, redrive = false): 
 export function assertTransition(runId: string, from: RunStatus, to: RunStatus, redrive = false): void {
   if (!canTransition(from, to, redrive)) {
     throw new PipeError('E_STATE', `run ${runId} cannot go from ${from} to ${to}`, {
-      hint: from === 'failed' ? `Redrive it from the failed step with pipe resume ${runId}, start a new one with pipe run, or pipe replay it.` : isFinal(from) ? `The run has ended (${from}); start a new one with pipe run, or pipe replay it.` : 'pipe runs show RUN shows what the run is waiting for.',
+      hint:
+        from === 'failed'
+          ? `Redrive it from the failed step with pipe resume ${runId}, start a new one with pipe run, or pipe replay it.`
+          : isFinal(from)
+            ? `The run has ended (${from}); start a new one with pipe run, or pipe replay it.`
+            : 'pipe runs show RUN shows what the run is waiting for.',
     })
   }
 }

@@ -30,7 +30,13 @@ export function checkedOutputs<K extends StepKind>(handler: StepHandler<K>, step
     if (problems !== null) throw outputsError(handler.kind, step.id, [problems], 'its outputsSchema')
   } else {
     const validate = kindValidator(handler.kind)
-    if (!validate(result.outputs)) throw outputsError(handler.kind, step.id, [...new Set((validate.errors ?? []).map((e) => problem(handler.kind, e)))], `schemas/kinds/${handler.kind}.outputs.json`)
+    if (!validate(result.outputs))
+      throw outputsError(
+        handler.kind,
+        step.id,
+        [...new Set((validate.errors ?? []).map((e) => problem(handler.kind, e)))],
+        `schemas/kinds/${handler.kind}.outputs.json`,
+      )
   }
   return result as StepResult
 }

@@ -92,11 +92,27 @@ export function journalOf(ended: StepEnded): Journal {
       throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
     }
   }
-  const decided = decide({run_id: runId, step, failures: handler.failures, ending: result ? {type: 'done', result} : {type: 'error', error: errors.at(-1)!, attempts, blocked: timing.blocked}, history: before, registry: ended.registry})
+  const decided = decide({
+    run_id: runId,
+    step,
+    failures: handler.failures,
+    ending: result ? {type: 'done', result} : {type: 'error', error: errors.at(-1)!, attempts, blocked: timing.blocked},
+    history: before,
+    registry: ended.registry,
+  })
   const decisions: Snapshot['decisions'] = [decided.decision]
   if (decided.error) {
     const {code, message, hint, details} = decided.error
-    errors.push({code, message: redact(message), trace_id: newTraceId(), retryable: false, attempt: attempts, at: endedAt.toISOString(), ...(hint !== undefined ? {hint: redact(hint)} : {}), ...(details ? {details} : {})})
+    errors.push({
+      code,
+      message: redact(message),
+      trace_id: newTraceId(),
+      retryable: false,
+      attempt: attempts,
+      at: endedAt.toISOString(),
+      ...(hint !== undefined ? {hint: redact(hint)} : {}),
+      ...(details ? {details} : {}),
+    })
   }
   const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
   if (failed) evidence.push({draft: failed, link: 'log'})
@@ -116,7 +132,12 @@ export function journalOf(ended: StepEnded): Journal {
       ended_at: endedAt.toISOString(),
       duration_ms: Math.max(0, endedAt.getTime() - started.getTime()),
     },
-    inputs: {canonical_spec_ref: current?.meta.spec_version ?? null, context_ref: null, user_answer_ref: null, ...(result?.inputs ? (timing.secrets ? redactDeep(result.inputs) : result.inputs) : {})},
+    inputs: {
+      canonical_spec_ref: current?.meta.spec_version ?? null,
+      context_ref: null,
+      user_answer_ref: null,
+      ...(result?.inputs ? (timing.secrets ? redactDeep(result.inputs) : result.inputs) : {}),
+    },
     outputs: result ? (timing.secrets ? redactDeep({...result.outputs}) : {...result.outputs}) : {},
     decisions,
     evidence_links: [],
@@ -147,12 +168,24 @@ const EVIDENCED_ERRORS = new Set(['E_POLICY_DENIED', 'E_IO', 'E_TOOL_TIMEOUT', '
  * The evidence of the error a step stopped its run with: the code and message, and the end of the
  * log that shows it (a command's stderr, else its stdout), redacted; null for any other ending.
  */
-function errorEvidence(runId: string, stepId: string, seq: number, decisions: Snapshot['decisions'], errors: Snapshot['errors'], outputs: Record<string, unknown> | undefined): Journal['evidence'][number]['draft'] | null {
+function errorEvidence(
+  runId: string,
+  stepId: string,
+  seq: number,
+  decisions: Snapshot['decisions'],
+  errors: Snapshot['errors'],
+  outputs: Record<string, unknown> | undefined,
+): Journal['evidence'][number]['draft'] | null {
   const status = decisions.at(-1)?.run_status
   const error = errors.at(-1)
   if ((status !== 'failed' && status !== 'blocked') || !error || !EVIDENCED_ERRORS.has(error.code)) return null
-  const log = commandLog((error.details as Record<string, unknown> | undefined)?.['command']) ?? commandLog(outputs?.['command']) ?? (typeof outputs?.['stderr'] === 'string' && outputs['stderr'] !== '' ? outputs['stderr'] : null)
-  const excerpt = redact(log ?? error.message).trimEnd().slice(-500)
+  const log =
+    commandLog((error.details as Record<string, unknown> | undefined)?.['command']) ??
+    commandLog(outputs?.['command']) ??
+    (typeof outputs?.['stderr'] === 'string' && outputs['stderr'] !== '' ? outputs['stderr'] : null)
+  const excerpt = redact(log ?? error.message)
+    .trimEnd()
+    .slice(-500)
   return {
     type: 'log',
     source: {ref: `run://${runId}/snapshots/${seq}#errors`},
@@ -165,7 +198,8 @@ function errorEvidence(runId: string, stepId: string, seq: number, decisions: Sn
 function commandLog(value: unknown): string | null {
   if (value === null || typeof value !== 'object') return null
   const part = (value: unknown): string => (typeof value === 'string' ? value : '')
-  const text = (stream: unknown): string => (stream !== null && typeof stream === 'object' ? part((stream as {head?: unknown}).head) + part((stream as {tail?: unknown}).tail) : '')
+  const text = (stream: unknown): string =>
+    stream !== null && typeof stream === 'object' ? part((stream as {head?: unknown}).head) + part((stream as {tail?: unknown}).tail) : ''
   const {stderr, stdout} = value as {stderr?: unknown; stdout?: unknown}
   const out = text(stderr).trim() !== '' ? text(stderr) : text(stdout)
   return out.trim() === '' ? null : out

@@ -10,7 +10,9 @@ import {isFinal, isRedrivable} from './lifecycle.js'
 
 export function assertResumable(record: RunRecord): void {
   if (isFinal(record.status) && !isRedrivable(record.status)) {
-    throw new PipeError('E_STATE', `run ${record.run_id} has ended (${record.status}) and cannot be resumed`, {hint: `Start a new run, or pipe replay ${record.run_id} --from STEP.`})
+    throw new PipeError('E_STATE', `run ${record.run_id} has ended (${record.status}) and cannot be resumed`, {
+      hint: `Start a new run, or pipe replay ${record.run_id} --from STEP.`,
+    })
   }
 }
 
@@ -25,9 +27,13 @@ export function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq:
   const carried = (last?.errors.at(-1)?.details as {failed_step?: unknown} | undefined)?.failed_step
   if (last && status === 'failed' && typeof carried === 'string') {
     // Running the handling step again (a rollback) cannot undo a failure it only handled.
-    throw new PipeError('E_STATE', `run ${record.run_id} failed at step ${carried}, and the pipeline handled that at step ${last.step.name} and ended; running ${last.step.name} again would change nothing`, {
-      hint: `Fix the cause and start a new run, or fork this one from the failed step: pipe replay ${record.run_id} --from ${carried}.`,
-    })
+    throw new PipeError(
+      'E_STATE',
+      `run ${record.run_id} failed at step ${carried}, and the pipeline handled that at step ${last.step.name} and ended; running ${last.step.name} again would change nothing`,
+      {
+        hint: `Fix the cause and start a new run, or fork this one from the failed step: pipe replay ${record.run_id} --from ${carried}.`,
+      },
+    )
   }
   const ended = (last?.errors.at(-1)?.details as {ended_by?: unknown} | undefined)?.ended_by
   if (last && status === 'failed' && typeof ended === 'string') {
@@ -39,11 +45,15 @@ export function redrivePoint(record: RunRecord, own: readonly Snapshot[]): {seq:
   if (last && !retried && (status === 'failed' || status === 'blocked')) return {seq: last.step.seq, step: last.step.name}
   const why = record.error ? ` (${record.error.code}: ${record.error.message})` : ''
   const loop = record.error?.code === 'E_LOOP_LIMIT'
-  throw new PipeError('E_STATE', `run ${record.run_id} ${record.status} before ${record.error?.step ? `step ${record.error.step}` : 'a step'} ran${why}; there is no failed step to run again`, {
-    hint: loop
-      ? `The bound is part of the pipeline, which a resumed run keeps. Start a new run, or fork this one with more answers: pipe replay ${record.run_id} --from STEP --answers FILE.`
-      : `Start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
-  })
+  throw new PipeError(
+    'E_STATE',
+    `run ${record.run_id} ${record.status} before ${record.error?.step ? `step ${record.error.step}` : 'a step'} ran${why}; there is no failed step to run again`,
+    {
+      hint: loop
+        ? `The bound is part of the pipeline, which a resumed run keeps. Start a new run, or fork this one with more answers: pipe replay ${record.run_id} --from STEP --answers FILE.`
+        : `Start a new run, or fork this one: pipe replay ${record.run_id} --from STEP.`,
+    },
+  )
 }
 
 /** Whether pipe resume would redrive the run: the same judgement resume makes, without throwing. */
@@ -55,4 +65,3 @@ export function canRedrive(record: RunRecord, own: readonly Snapshot[]): boolean
     return false
   }
 }
-

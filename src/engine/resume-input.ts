@@ -23,40 +23,72 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
   const at = env.now().toISOString()
   if (options.acceptCassette) {
     const {file, previous_sha256, sha256} = options.acceptCassette
-    await store.updateRun(runId, (r) => {
-      r.cassette_accepted = {sha256, previous_sha256, by: env.user, at}
-      r.updated_at = at
-    }, {at, event: 'cassette_accepted', reason: `the replayed cassette ${file} changed (${previous_sha256} -> ${sha256}); accepted as it is now`, by: env.user})
+    await store.updateRun(
+      runId,
+      (r) => {
+        r.cassette_accepted = {sha256, previous_sha256, by: env.user, at}
+        r.updated_at = at
+      },
+      {at, event: 'cassette_accepted', reason: `the replayed cassette ${file} changed (${previous_sha256} -> ${sha256}); accepted as it is now`, by: env.user},
+    )
   }
   if (options.confirm) {
     const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
     if (!action) throw new PipeError('E_STATE', `run ${runId} is not waiting for a confirmation`, {hint: `pipe runs show ${runId} shows its state.`})
     if (options.confirm.call_id !== undefined && options.confirm.call_id !== action.call_id) {
-      throw new PipeError('E_STATE', `run ${runId} now waits for a confirmation of another call (${action.tool}, ${action.call_id}), not of ${options.confirm.call_id} this answer was for; nothing was decided`, {hint: `pipe runs show ${runId} shows the call it waits at now; answer it with pipe confirm ${runId} --yes or --no.`})
+      throw new PipeError(
+        'E_STATE',
+        `run ${runId} now waits for a confirmation of another call (${action.tool}, ${action.call_id}), not of ${options.confirm.call_id} this answer was for; nothing was decided`,
+        {hint: `pipe runs show ${runId} shows the call it waits at now; answer it with pipe confirm ${runId} --yes or --no.`},
+      )
     }
     await assertShownAction(env, runId, record.pending!.step, action, options)
-    const confirmation = {call_id: action.call_id, decision: options.confirm.decision, by: env.user, at, ...(action.sha256 !== undefined ? {action_sha256: action.sha256} : {}), ...(options.confirm.note ? {note: options.confirm.note} : {})}
-    await store.updateRun(runId, (r) => {
-      r.confirmation = confirmation
-      r.updated_at = at
-    }, {at, event: 'confirm_given', reason: `${options.confirm.decision} to ${action.tool} (${action.call_id})${options.confirm.note ? `: ${options.confirm.note}` : ''}`, by: env.user})
+    const confirmation = {
+      call_id: action.call_id,
+      decision: options.confirm.decision,
+      by: env.user,
+      at,
+      ...(action.sha256 !== undefined ? {action_sha256: action.sha256} : {}),
+      ...(options.confirm.note ? {note: options.confirm.note} : {}),
+    }
+    await store.updateRun(
+      runId,
+      (r) => {
+        r.confirmation = confirmation
+        r.updated_at = at
+      },
+      {
+        at,
+        event: 'confirm_given',
+        reason: `${options.confirm.decision} to ${action.tool} (${action.call_id})${options.confirm.note ? `: ${options.confirm.note}` : ''}`,
+        by: env.user,
+      },
+    )
   }
   if (options.answers || options.review) {
     // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
     const answers = options.answers ? answersForPending(options.answers, record.pending) : undefined
     // One record change per timeline line, so each line binds the state it left.
     if (options.answers && answers) {
-      await store.updateRun(runId, (r) => {
-        r.answers = {...(r.answers ?? {}), ...answers}
-        r.updated_at = at
-      }, {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: env.user})
+      await store.updateRun(
+        runId,
+        (r) => {
+          r.answers = {...(r.answers ?? {}), ...answers}
+          r.updated_at = at
+        },
+        {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: env.user},
+      )
     }
     if (options.review) {
       const review = {decision: options.review.decision, by: env.user, at, ...(options.review.note ? {note: options.review.note} : {})}
-      await store.updateRun(runId, (r) => {
-        r.review = review
-        r.updated_at = at
-      }, {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: env.user})
+      await store.updateRun(
+        runId,
+        (r) => {
+          r.review = review
+          r.updated_at = at
+        },
+        {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: env.user},
+      )
     }
   }
 }
@@ -72,7 +104,11 @@ async function assertShownAction(env: InputEnvironment, runId: string, stepId: s
   const hint = `Nothing was decided or run. pipe audit verify ${runId} names what was changed; pipe cancel ${runId} ends the run, and a new run asks again.`
   const shown = `${action.tool} ${action.argv ? action.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(action.arguments)} (${action.call_id})`
   if (actionHash(action) !== action.sha256) {
-    throw new PipeError('E_INTEGRITY', `run ${runId} waits at a call that is not the one it paused with: ${shown} does not hash to the ${action.sha256} recorded when it was shown`, {hint})
+    throw new PipeError(
+      'E_INTEGRITY',
+      `run ${runId} waits at a call that is not the one it paused with: ${shown} does not hash to the ${action.sha256} recorded when it was shown`,
+      {hint},
+    )
   }
   const step = options.pipeline.pipeline.steps.find((s) => s.id === stepId)
   const handler = step ? (env.registry[step.kind] as StepHandler<StepKind>) : undefined
@@ -85,7 +121,11 @@ async function assertShownAction(env: InputEnvironment, runId: string, stepId: s
   if (now && actionHash(now) === action.sha256) return
   const file = store.stepStateLocation(runId, stepId, seq)
   const would = now ? `${now.tool} ${now.argv ? now.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(now.arguments)} (${now.call_id})` : 'no call'
-  throw new PipeError('E_INTEGRITY', `step ${stepId} of run ${runId} would run ${would}, not the call the person was shown: ${shown}; its saved state ${file} was changed after the pause`, {hint})
+  throw new PipeError(
+    'E_INTEGRITY',
+    `step ${stepId} of run ${runId} would run ${would}, not the call the person was shown: ${shown}; its saved state ${file} was changed after the pause`,
+    {hint},
+  )
 }
 
 function answersForPending(answers: Record<string, string>, pending: RunRecord['pending']): Record<string, string> {

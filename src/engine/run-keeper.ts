@@ -72,7 +72,12 @@ export class RunKeeper {
    * for a run born started, RunStore.createStartedRun). The line's `from` is filled in by the change,
    * which reads the status it moves from; the line is written after it.
    */
-  statusChange(to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): {event: RunEvent; change: (r: RunRecord) => void} {
+  statusChange(
+    to: RunStatus,
+    event: string,
+    extra: Partial<RunEvent> = {},
+    change?: (r: RunRecord) => void,
+  ): {event: RunEvent; change: (r: RunRecord) => void} {
     const at = this.now().toISOString()
     const line: RunEvent = {at, event, from: 'pending', to, ...extra}
     return {

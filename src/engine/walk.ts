@@ -42,7 +42,8 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   const given = env.deps.hook
   // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
   const hook = given ? async (point: string): Promise<void> => given(point) : undefined
-  if (!fresh && (await recoverCommit(store, runId, hook))) await env.keeper.appendEvent(runId, {at: env.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
+  if (!fresh && (await recoverCommit(store, runId, hook)))
+    await env.keeper.appendEvent(runId, {at: env.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
   const opening = env.keeper.record(runId)
   const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
   // The run's own snapshots: read once, then each one this walk commits is added (only the lock holder writes them).
@@ -58,7 +59,10 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   let stepsRun = 0
   let current: CanonicalSpec | null = cursor.specVersion ? await store.readSpec(cursor.specVersion) : null
   // Secrets are read from the environment on every walk (never stored); the session checked they are set.
-  const exprs: RunExpressions = {evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(env.registry)) : null, secrets: readSecrets(pipeline)}
+  const exprs: RunExpressions = {
+    evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(env.registry)) : null,
+    secrets: readSecrets(pipeline),
+  }
   let endReason: string | undefined
   const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
     const record = env.keeper.record(runId)
@@ -87,7 +91,10 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     const done = cursor.iterations.get(step.id) ?? 0
     let bound: number | undefined
     try {
-      bound = step.max_iterations === undefined ? undefined : iterationBound(step, exprs, () => contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
+      bound =
+        step.max_iterations === undefined
+          ? undefined
+          : iterationBound(step, exprs, () => contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
     } catch (raw) {
       const error = toPipeError(raw)
       const recorded = {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})}
@@ -105,7 +112,13 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
         cursor.next = step.on_exhausted
         continue
       }
-      const error = {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.', trace_id: newTraceId()}
+      const error = {
+        code: 'E_LOOP_LIMIT',
+        message: reason,
+        step: step.id,
+        hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.',
+        trace_id: newTraceId(),
+      }
       await env.keeper.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
         r.error = error
         r.status_reason = reason
@@ -135,7 +148,14 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     const ended = env.now()
 
     if (result?.type === 'await') {
-      const pending = {kind: result.kind, step: step.id, since: ended.toISOString(), reason: result.reason, ...(result.questions ? {questions: result.questions} : {}), ...(result.action ? {action: result.action} : {})}
+      const pending = {
+        kind: result.kind,
+        step: step.id,
+        since: ended.toISOString(),
+        reason: result.reason,
+        ...(result.questions ? {questions: result.questions} : {}),
+        ...(result.action ? {action: result.action} : {}),
+      }
       await env.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
         r.pending = pending
         r.status_reason = result.reason
@@ -145,7 +165,28 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
       return outcome('awaiting_input', {reason: result.reason, pending})
     }
 
-    const journal = journalOf({record, step, handler, registry: env.registry, timing: {seq, iteration: done + 1, started, ended, attempts, blocked: blocked === true, skipped: skipped === true, secrets: Object.keys(exprs.secrets).length > 0, modelCalls}, errors, result, current, settings, before: history.snapshots})
+    const journal = journalOf({
+      record,
+      step,
+      handler,
+      registry: env.registry,
+      timing: {
+        seq,
+        iteration: done + 1,
+        started,
+        ended,
+        attempts,
+        blocked: blocked === true,
+        skipped: skipped === true,
+        secrets: Object.keys(exprs.secrets).length > 0,
+        modelCalls,
+      },
+      errors,
+      result,
+      current,
+      settings,
+      before: history.snapshots,
+    })
     const committed = await commitStep(store, journal, hook)
     const snapshot = committed.snapshot
     tracing().stepEnded(runId, step.id, {snapshot})
@@ -189,7 +230,13 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
 }
 
 /** Applies what the last snapshot's decision says about the run: it failed, was cancelled, or waits for a review. */
-async function settle(env: WalkEnvironment, runId: string, snapshot: Snapshot | null, cursor: Cursor, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome | null> {
+async function settle(
+  env: WalkEnvironment,
+  runId: string,
+  snapshot: Snapshot | null,
+  cursor: Cursor,
+  outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>,
+): Promise<RunOutcome | null> {
   const decision = snapshot?.decisions.at(-1)
   if (!snapshot || !decision?.run_status || decision.run_status === 'succeeded') return null
   const step = snapshot.step.name
@@ -197,7 +244,13 @@ async function settle(env: WalkEnvironment, runId: string, snapshot: Snapshot | 
     const status = decision.run_status
     const last = snapshot.errors.at(-1)
     // The error keeps the trace id its snapshot recorded: stderr, the log, the record and the event name one occurrence.
-    const error = {code: last?.code ?? 'E_INTERNAL', message: last?.message ?? decision.reason, step, ...(last?.hint ? {hint: last.hint} : {}), trace_id: last?.trace_id ?? newTraceId()}
+    const error = {
+      code: last?.code ?? 'E_INTERNAL',
+      message: last?.message ?? decision.reason,
+      step,
+      ...(last?.hint ? {hint: last.hint} : {}),
+      trace_id: last?.trace_id ?? newTraceId(),
+    }
     const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
     await env.keeper.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
       r.error = error
@@ -222,7 +275,11 @@ async function settle(env: WalkEnvironment, runId: string, snapshot: Snapshot | 
   return outcome('awaiting_input', {reason: decision.reason, pending})
 }
 
-async function interrupt(env: WalkEnvironment, runId: string, outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>): Promise<RunOutcome> {
+async function interrupt(
+  env: WalkEnvironment,
+  runId: string,
+  outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>,
+): Promise<RunOutcome> {
   const reason = 'interrupted by a signal; pipe resume continues from the last snapshot'
   await env.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
   return outcome('interrupted', {reason})

@@ -23,7 +23,10 @@ export async function main(argv: string[], root: string): Promise<void> {
     // A command's error is said already (cli/base-command.ts); this.exit() carries only its code.
     if (error instanceof Error && (error.code === 'EEXIT' || error.skipOclifErrorHandling)) process.exit(error.oclif?.exit ?? 1)
     // What no command caught: oclif's own (a damaged manifest, an unloadable command) or pipe's.
-    const reported = reportCommandError(error instanceof Error ? error : new Error(String(error)), undefined, {json: argv.includes('--json'), jsonPrinted: false})
+    const reported = reportCommandError(error instanceof Error ? error : new Error(String(error)), undefined, {
+      json: argv.includes('--json'),
+      jsonPrinted: false,
+    })
     process.exit(reported.exitCode)
   }
 }

@@ -80,7 +80,9 @@ export class ExprChecker {
       if (problem !== undefined) return failed([{message: `alias ${problem}`, offset: 0, length: expression.length}])
     }
     if (expression.length > this.limits.maxExpressionLength) {
-      return failed([{message: `expression is ${expression.length} characters long; the limit is ${this.limits.maxExpressionLength}`, offset: 0, length: expression.length}])
+      return failed([
+        {message: `expression is ${expression.length} characters long; the limit is ${this.limits.maxExpressionLength}`, offset: 0, length: expression.length},
+      ])
     }
     const slot = this.envFor(aliases)
     let parsed = slot.parsed.get(expression)
@@ -107,7 +109,11 @@ export class ExprChecker {
     const type = typed.type
     const diagnostics: ExprDiagnostic[] = []
     if (options.expect !== undefined && type !== undefined && type !== 'dyn' && !matchesExpected(type, options.expect)) {
-      diagnostics.push({message: `expected ${options.expect === 'int' ? 'an' : 'a'} ${options.expect}, but this expression gives ${type}`, offset: 0, length: expression.length})
+      diagnostics.push({
+        message: `expected ${options.expect === 'int' ? 'an' : 'a'} ${options.expect}, but this expression gives ${type}`,
+        offset: 0,
+        length: expression.length,
+      })
     }
     return {diagnostics, references, type, schema}
   }
@@ -124,7 +130,11 @@ export class ExprChecker {
       for (const r of result.references) references.add(r)
     }
     if (options.expect !== undefined && options.expect !== 'string' && template.whole === undefined && template.diagnostics.length === 0) {
-      diagnostics.push({message: `expected a ${options.expect}: write the value as one \${{ … }} and nothing else (text around it makes a string)`, offset: 0, length: text.length})
+      diagnostics.push({
+        message: `expected a ${options.expect}: write the value as one \${{ … }} and nothing else (text around it makes a string)`,
+        offset: 0,
+        length: text.length,
+      })
     }
     return {template, diagnostics, references: [...references]}
   }
@@ -174,9 +184,11 @@ export class ExprChecker {
         return `list<${this.celType(env, {kind: 'schema', path: node.path, ref: elementSchema(ref)}, `${name}.item`, depth + 1)}>`
       case 'object': {
         const fields = closedFields(ref)
-        if (fields === undefined) return `map<string, ${this.celType(env, {kind: 'schema', path: node.path, ref: mapValueSchema(ref)}, `${name}.value`, depth + 1)}>`
+        if (fields === undefined)
+          return `map<string, ${this.celType(env, {kind: 'schema', path: node.path, ref: mapValueSchema(ref)}, `${name}.value`, depth + 1)}>`
         const types: Record<string, string> = {}
-        for (const [field, child] of Object.entries(fields)) types[field] = this.celType(env, {kind: 'schema', path: node.path, ref: child}, `${name}.${sanitize(field)}`, depth + 1)
+        for (const [field, child] of Object.entries(fields))
+          types[field] = this.celType(env, {kind: 'schema', path: node.path, ref: child}, `${name}.${sanitize(field)}`, depth + 1)
         return this.registerMessage(env, name, types)
       }
       default:
@@ -216,7 +228,8 @@ function fromCelError(kind: string, error: Error & {summary?: string; range?: {s
 }
 
 function mixHint(summary: string): string {
-  if (/\bint\b.*\bdouble\b|\bdouble\b.*\bint\b/.test(summary)) return ' (CEL does not mix int and double: write 2.0 for a double, or convert with int(…) or double(…))'
+  if (/\bint\b.*\bdouble\b|\bdouble\b.*\bint\b/.test(summary))
+    return ' (CEL does not mix int and double: write 2.0 for a double, or convert with int(…) or double(…))'
   return ''
 }
 
@@ -347,7 +360,13 @@ class Walker {
     const allowed = enumOf(subject.ref)
     if (allowed === undefined || allowed.includes(literal.args)) return
     const value = literal.args
-    this.report(`${subject.path} is never "${value}"; it is one of ${allowed.map((a) => `"${a}"`).join(', ')}`, literal.range.start, literal.range.end - literal.range.start, value, allowed)
+    this.report(
+      `${subject.path} is never "${value}"; it is one of ${allowed.map((a) => `"${a}"`).join(', ')}`,
+      literal.range.start,
+      literal.range.end - literal.range.start,
+      value,
+      allowed,
+    )
   }
 
   /** Comprehensions and cel.bind bind names for their bodies; other method calls are plain calls. */
@@ -403,7 +422,10 @@ class Walker {
   }
 
   private report(message: string, offset: number, length: number, name: string, candidates: Iterable<string>): void {
-    const suggestion = closest(name, [...candidates].filter((c) => c !== name))
+    const suggestion = closest(
+      name,
+      [...candidates].filter((c) => c !== name),
+    )
     this.diagnostics.push({
       message: suggestion === undefined ? message : `${message} — did you mean "${suggestion}"?`,
       offset,
@@ -424,4 +446,3 @@ function enumOf(ref: SchemaRef): string[] | undefined {
 function isNode(value: unknown): value is Node {
   return typeof value === 'object' && value !== null && typeof (value as {op?: unknown}).op === 'string' && 'range' in value
 }
-

@@ -151,7 +151,13 @@ export class ExprEvaluator {
       if (error instanceof EvaluationError) {
         const offset = error.range?.start
         const summary = error.summary.replaceAll(LINEAR_MATCHES, 'matches')
-        throw new ExpressionError(expression, offset === undefined ? summary : `${summary} (at column ${offset + 1} of the expression)`, error.code, offset, error)
+        throw new ExpressionError(
+          expression,
+          offset === undefined ? summary : `${summary} (at column ${offset + 1} of the expression)`,
+          error.code,
+          offset,
+          error,
+        )
       }
       // A string or list grown past what the engine can hold.
       if (error instanceof RangeError) throw new ExpressionError(expression, `the result grew too large (${error.message})`, 'limit', undefined, error)
@@ -266,7 +272,11 @@ export class BoundExpressions {
       out += piece
       bytes += Buffer.byteLength(piece)
       if (bytes > this.evaluator.maxResultBytes) {
-        throw new ExpressionError(part.kind === 'expr' ? part.expression : text, `the rendered string is larger than the limit of ${this.evaluator.maxResultBytes} bytes`, 'limit')
+        throw new ExpressionError(
+          part.kind === 'expr' ? part.expression : text,
+          `the rendered string is larger than the limit of ${this.evaluator.maxResultBytes} bytes`,
+          'limit',
+        )
       }
     }
     return out

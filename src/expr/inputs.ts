@@ -68,8 +68,10 @@ export function checkDeclarations(declarations: Readonly<Record<string, InputDec
         if (problem !== undefined) add(`enum value ${JSON.stringify(value)} ${problem}`)
       }
     }
-    if (decl.minimum !== undefined && decl.maximum !== undefined && decl.minimum > decl.maximum) add(`minimum ${decl.minimum} is greater than maximum ${decl.maximum}`)
-    if ((decl.minimum !== undefined || decl.maximum !== undefined) && decl.type !== 'integer' && decl.type !== 'number') add(`minimum and maximum apply to numbers, not to a ${decl.type}`)
+    if (decl.minimum !== undefined && decl.maximum !== undefined && decl.minimum > decl.maximum)
+      add(`minimum ${decl.minimum} is greater than maximum ${decl.maximum}`)
+    if ((decl.minimum !== undefined || decl.maximum !== undefined) && decl.type !== 'integer' && decl.type !== 'number')
+      add(`minimum and maximum apply to numbers, not to a ${decl.type}`)
     if (decl.default !== undefined) {
       if (decl.required === true) add('a required input cannot have a default (drop one of them)')
       for (const problem of valueProblems(decl.default, decl)) add(`default ${JSON.stringify(decl.default)} ${problem}`)
@@ -82,7 +84,10 @@ export function checkDeclarations(declarations: Readonly<Record<string, InputDec
  * Parses `-i key=value` pairs: the key is up to the first `=`, the value is the rest (so
  * `-i q=a=b` gives "a=b"). A pair without `=`, an undeclared key or a repeated key is a problem.
  */
-export function parseInputPairs(pairs: readonly string[], declarations: Readonly<Record<string, InputDeclaration>>): {values: Record<string, string>; problems: InputProblem[]} {
+export function parseInputPairs(
+  pairs: readonly string[],
+  declarations: Readonly<Record<string, InputDeclaration>>,
+): {values: Record<string, string>; problems: InputProblem[]} {
   const values: Record<string, string> = {}
   const problems: InputProblem[] = []
   const seen = new Set<string>()
@@ -133,7 +138,11 @@ export function resolveInputs(declarations: Readonly<Record<string, InputDeclara
       const raw = fileValues[name]
       const problem = typeProblem(raw, decl.type)
       if (problem !== undefined) {
-        problems.push({input: name, source: 'file', message: `${sources.file!.name}: ${name}: ${JSON.stringify(raw) ?? String(raw)} ${problem}${decl.type === 'string' && raw !== null ? ' (quote it in the file)' : ''}`})
+        problems.push({
+          input: name,
+          source: 'file',
+          message: `${sources.file!.name}: ${name}: ${JSON.stringify(raw) ?? String(raw)} ${problem}${decl.type === 'string' && raw !== null ? ' (quote it in the file)' : ''}`,
+        })
         continue
       }
       value = raw as InputValue
@@ -157,7 +166,10 @@ export function resolveInputs(declarations: Readonly<Record<string, InputDeclara
   }
   if (missing.length > 0) {
     const list = missing.map((name) => describe(name, declarations[name]!)).join('; ')
-    problems.push({source: 'cli', message: `missing required input${missing.length > 1 ? 's' : ''}: ${list}. Give ${missing.map((m) => `-i ${m}=…`).join(' ')}`})
+    problems.push({
+      source: 'cli',
+      message: `missing required input${missing.length > 1 ? 's' : ''}: ${list}. Give ${missing.map((m) => `-i ${m}=…`).join(' ')}`,
+    })
   }
   return {values, sources: from, problems}
 }
@@ -171,7 +183,11 @@ function describe(name: string, decl: InputDeclaration): string {
   return `${name} (${decl.type}${decl.description ? `, ${decl.description}` : ''})`
 }
 
-function readValuesFile(file: InputSources['file'], declarations: Readonly<Record<string, InputDeclaration>>, problems: InputProblem[]): Record<string, unknown> | undefined {
+function readValuesFile(
+  file: InputSources['file'],
+  declarations: Readonly<Record<string, InputDeclaration>>,
+  problems: InputProblem[],
+): Record<string, unknown> | undefined {
   if (file === undefined) return undefined
   const data = file.data
   if (data === null || data === undefined) return {}
@@ -262,7 +278,13 @@ function valueProblems(value: unknown, decl: InputDeclaration): string[] {
   const problems: string[] = []
   if (decl.enum !== undefined && (typeof value !== 'object' || value === null) && !decl.enum.includes(value as InputValue)) {
     const options = decl.enum.map((v) => JSON.stringify(v))
-    const match = typeof value === 'string' ? closest(value, decl.enum.filter((v): v is string => typeof v === 'string')) : undefined
+    const match =
+      typeof value === 'string'
+        ? closest(
+            value,
+            decl.enum.filter((v): v is string => typeof v === 'string'),
+          )
+        : undefined
     problems.push(`is not one of ${options.join(', ')}${match === undefined ? '' : ` — did you mean "${match}"?`}`)
   }
   if (typeof value === 'number') {

@@ -56,7 +56,8 @@ export function instrument(env: Environment): void {
   probed.evaluator = undefined
   env.evaluate(`${PROBE}()`)
   const evaluator = probed.evaluator as CelEvaluator | undefined
-  if (evaluator === undefined || typeof evaluator.run !== 'function') throw new Error('internal: cel-js no longer calls functions with its evaluator as this; update src/expr/meter.ts')
+  if (evaluator === undefined || typeof evaluator.run !== 'function')
+    throw new Error('internal: cel-js no longer calls functions with its evaluator as this; update src/expr/meter.ts')
   const run: Run = evaluator.run
   evaluator.run = function metered(this: CelEvaluator, ast, ctx) {
     const meter = current
@@ -77,7 +78,9 @@ function step(meter: Meter, units: number): void {
   const before = meter.used
   meter.used += units
   if (meter.used > meter.budget.maxSteps) {
-    meter.exceeded ??= new BudgetExceeded(`it took more than ${meter.budget.maxSteps} evaluation steps, the limit (a step is one operation, or one element an operation builds; nested map(), filter() or exists() over long lists multiply them)`)
+    meter.exceeded ??= new BudgetExceeded(
+      `it took more than ${meter.budget.maxSteps} evaluation steps, the limit (a step is one operation, or one element an operation builds; nested map(), filter() or exists() over long lists multiply them)`,
+    )
     throw meter.exceeded
   }
   if (before >>> 8 !== meter.used >>> 8 && performance.now() > meter.deadline) {

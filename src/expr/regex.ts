@@ -36,7 +36,9 @@ function compile(pattern: string): RE2JS {
     re = engine.compile(pattern)
   } catch (error) {
     const detail = error instanceof Error ? error.message.replace(/^error parsing regexp: /, '') : String(error)
-    throw new RegexError(`the pattern ${JSON.stringify(pattern.length > 100 ? `${pattern.slice(0, 100)}…` : pattern)} is not an RE2 regular expression (${detail}); RE2 has no backreferences (\\1) and no lookaround ((?=…), (?<=…))`)
+    throw new RegexError(
+      `the pattern ${JSON.stringify(pattern.length > 100 ? `${pattern.slice(0, 100)}…` : pattern)} is not an RE2 regular expression (${detail}); RE2 has no backreferences (\\1) and no lookaround ((?=…), (?<=…))`,
+    )
   }
   if (compiled.size >= MAX_CACHED) compiled.clear()
   compiled.set(pattern, re)

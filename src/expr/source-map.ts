@@ -122,8 +122,24 @@ function escapedBackslash(source: string, from: number, at: number): boolean {
 }
 
 const SIMPLE_ESCAPES: Record<string, string> = {
-  '0': '\0', a: '\x07', b: '\b', t: '\t', '\t': '\t', n: '\n', v: '\v', f: '\f', r: '\r', e: '\x1b', ' ': ' ', '"': '"', '/': '/', '\\': '\\',
-  N: '\x85', _: '\xa0', L: '\u2028', P: '\u2029',
+  '0': '\0',
+  a: '\x07',
+  b: '\b',
+  t: '\t',
+  '\t': '\t',
+  n: '\n',
+  v: '\v',
+  f: '\f',
+  r: '\r',
+  e: '\x1b',
+  ' ': ' ',
+  '"': '"',
+  '/': '/',
+  '\\': '\\',
+  N: '\x85',
+  _: '\xa0',
+  L: '\u2028',
+  P: '\u2029',
 }
 
 function decodeRun(source: string, start: number, end: number, style: 'plain' | 'single' | 'double', out: Builder): boolean {
@@ -161,7 +177,10 @@ function decodeRun(source: string, start: number, end: number, style: 'plain' | 
 function block(source: string, folded: boolean): ScalarMap | undefined {
   const headerEnd = source.indexOf('\n')
   if (headerEnd === -1) return {value: '', offsets: [source.length]}
-  const header = source.slice(0, headerEnd).replace(/\s+#.*$/, '').trim()
+  const header = source
+    .slice(0, headerEnd)
+    .replace(/\s+#.*$/, '')
+    .trim()
   const match = /^[|>]([+-]?)$/.exec(header)
   if (match === null) return undefined // an explicit indentation indicator: not followed here
   const chomp = match[1] ?? ''

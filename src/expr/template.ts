@@ -113,7 +113,11 @@ function findClose(text: string, from: number): Close {
     const c = text[i]!
     if (c === "'" || c === '"') {
       const after = skipString(text, i)
-      if (after === undefined) return {end: undefined, problem: `unterminated string literal in \${{ … }} (opened at ${i - from + 1} in the expression); close the quote, then the expression with }}`}
+      if (after === undefined)
+        return {
+          end: undefined,
+          problem: `unterminated string literal in \${{ … }} (opened at ${i - from + 1} in the expression); close the quote, then the expression with }}`,
+        }
       i = after
       continue
     }

@@ -57,7 +57,9 @@ function convert(value: unknown, budget: {left: number}, where: string): JsonVal
       return value
     case 'bigint': {
       if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
-        throw new ConversionError(`integer ${value} is outside the safe range of JSON numbers (±${Number.MAX_SAFE_INTEGER})${at(where)}; use string(…) to keep it exact`)
+        throw new ConversionError(
+          `integer ${value} is outside the safe range of JSON numbers (±${Number.MAX_SAFE_INTEGER})${at(where)}; use string(…) to keep it exact`,
+        )
       }
       spend(budget, String(value).length, where)
       return Number(value)

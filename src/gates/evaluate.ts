@@ -90,7 +90,12 @@ export function completenessScore(spec: unknown, completeness: Completeness): {s
 }
 
 /** Evaluates the named gates, in the order given, and the completeness score when given. */
-export function evaluateGates(spec: unknown, gates: Readonly<Record<string, Gate | undefined>>, names: readonly string[], completeness?: Completeness): GateResult {
+export function evaluateGates(
+  spec: unknown,
+  gates: Readonly<Record<string, Gate | undefined>>,
+  names: readonly string[],
+  completeness?: Completeness,
+): GateResult {
   const result: GateResult = {pass: true, missing_fields: []}
   const missing: string[] = []
   for (const name of names) {

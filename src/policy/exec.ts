@@ -115,7 +115,10 @@ async function slot(limit: number, dir: string | undefined, signal: AbortSignal 
         if (!(error instanceof PipeError) || error.code !== 'E_CONFLICT') throw error
       }
     }
-    if (signal?.aborted) throw new PipeError('E_TOOL_TIMEOUT', 'stopped while waiting for a free command slot', {hint: 'Raise resource_limits.max_concurrent_commands, or run fewer pipelines at once.'})
+    if (signal?.aborted)
+      throw new PipeError('E_TOOL_TIMEOUT', 'stopped while waiting for a free command slot', {
+        hint: 'Raise resource_limits.max_concurrent_commands, or run fewer pipelines at once.',
+      })
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
@@ -213,7 +216,10 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     })
     try {
       const result = await child
-      const spawnError = result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut && !cut ? (result.cause as Error | undefined)?.message ?? result.shortMessage : undefined
+      const spawnError =
+        result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut && !cut
+          ? ((result.cause as Error | undefined)?.message ?? result.shortMessage)
+          : undefined
       const done: CommandResult = {
         argv: options.argv,
         cwd,
@@ -228,10 +234,14 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
         ...(cut ? {output_cut: true} : {}),
       }
       if (!hadGit && present(dotGit)) {
-        throw new PipeError('E_POLICY_DENIED', `${JSON.stringify(options.argv)} created ${dotGit}: a repository a command makes in the workspace can hold hooks and config that git would run as you, so the command is refused`, {
-          hint: `Look at ${dotGit} (hooks/, config) before you run any git command in ${root}, and remove it; pipe's git steps refuse it for the rest of the run. Create the repository before pipe run if the workspace should have one.`,
-          details: {rule: 'git', path: dotGit, command: done},
-        })
+        throw new PipeError(
+          'E_POLICY_DENIED',
+          `${JSON.stringify(options.argv)} created ${dotGit}: a repository a command makes in the workspace can hold hooks and config that git would run as you, so the command is refused`,
+          {
+            hint: `Look at ${dotGit} (hooks/, config) before you run any git command in ${root}, and remove it; pipe's git steps refuse it for the rest of the run. Create the repository before pipe run if the workspace should have one.`,
+            details: {rule: 'git', path: dotGit, command: done},
+          },
+        )
       }
       return done
     } finally {
@@ -241,7 +251,9 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     }
   } catch (error) {
     if (error instanceof PipeError) throw error
-    throw new PipeError('E_IO', `could not run ${JSON.stringify(options.argv)}: ${(error as Error).message}`, {hint: 'Check that the program is installed and on PATH.'})
+    throw new PipeError('E_IO', `could not run ${JSON.stringify(options.argv)}: ${(error as Error).message}`, {
+      hint: 'Check that the program is installed and on PATH.',
+    })
   } finally {
     await cleanup()
     await release()

@@ -39,7 +39,8 @@ function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: Readon
     if (got === undefined) return {ok: false, matched: i, why: `it has ${argv.length} argument(s), ${JSON.stringify(entry)} needs ${fixed.length}`}
     if (want === ARG || got === null) continue
     if (want === PATH) {
-      if (got === '' || got.startsWith('-')) return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)} is not a path (${PATH} never takes an option)`}
+      if (got === '' || got.startsWith('-'))
+        return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)} is not a path (${PATH} never takes an option)`}
       const target = path.resolve(place.root, place.cwd ?? '.', got)
       const verdict = checkPath(policy, place.root, path.relative(path.resolve(place.root), target) || '.')
       if (!verdict.allowed) return {ok: false, matched: i, why: `argument ${i} ${JSON.stringify(got)}: ${verdict.reason} (${verdict.rule})`}
@@ -48,7 +49,11 @@ function matchEntry(policy: LoadedPolicy, entry: readonly string[], argv: Readon
     if (got !== want) return {ok: false, matched: i, why: `argument ${i} is ${JSON.stringify(got)}, ${JSON.stringify(entry)} wants ${JSON.stringify(want)}`}
   }
   if (!rest && argv.length > fixed.length) {
-    return {ok: false, matched: fixed.length, why: `${argv.length - fixed.length} argument(s) more than ${JSON.stringify(entry)} allows (a last "${REST}" would allow more)`}
+    return {
+      ok: false,
+      matched: fixed.length,
+      why: `${argv.length - fixed.length} argument(s) more than ${JSON.stringify(entry)} allows (a last "${REST}" would allow more)`,
+    }
   }
   return {ok: true}
 }
@@ -63,7 +68,8 @@ export function checkCommand(policy: LoadedPolicy, argv: readonly string[], plac
   let nearest: {index: number; matched: number; why: string} | null = null
   for (const [index, entry] of list.entries()) {
     const match = matchEntry(policy, entry, argv, place)
-    if (match.ok) return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`, reason: `${JSON.stringify(argv)} matches the entry as a whole`}
+    if (match.ok)
+      return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`, reason: `${JSON.stringify(argv)} matches the entry as a whole`}
     if (match.matched > 0 && (!nearest || match.matched > nearest.matched)) nearest = {index, ...match}
   }
   const near = nearest ? `; nearest allowed_commands[${nearest.index}]: ${nearest.why}` : ''
@@ -80,7 +86,12 @@ export function checkCommandShape(policy: LoadedPolicy, argv: ReadonlyArray<stri
   const shown = JSON.stringify(argv.map((arg) => arg ?? '${{ … }}'))
   const list = policy.policy.allowed_commands
   for (const [index, entry] of list.entries()) {
-    if (matchEntry(policy, entry, argv, place).ok) return {allowed: true, rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`, reason: `${shown} may match the entry, depending on what its expressions give`}
+    if (matchEntry(policy, entry, argv, place).ok)
+      return {
+        allowed: true,
+        rule: `allowed_commands[${index}] ${JSON.stringify(entry)}`,
+        reason: `${shown} may match the entry, depending on what its expressions give`,
+      }
   }
   return {allowed: false, rule: 'allowed_commands', reason: `${shown} matches none of the ${list.length} allowed command(s), whatever its expressions give`}
 }
@@ -101,25 +112,29 @@ export function assertCommand(policy: LoadedPolicy, argv: readonly string[], pla
  * LD_PRELOAD, GIT_CONFIG_* setting core.fsmonitor, BASH_ENV...): the allow-list judges the argv,
  * so these would be a door around it.
  */
-const CODE_ENV = /^(PATH|LD_\w*|DYLD_\w*|NODE_OPTIONS|NODE_PATH|NODE_REPL_EXTERNAL_MODULE|BASH_ENV|ENV|BASH_FUNC_\S*|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|IFS|GIT_\w*|GCONV_PATH|PYTHON(PATH|STARTUP|HOME|USERBASE|EXECUTABLE|BREAKPOINT|SAFEPATH)|PERL5OPT|PERL5LIB|PERLLIB|PERL5DB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|NPM_CONFIG_\w*(SHELL|NODE_OPTIONS|ONLOAD_SCRIPT|PREFIX|USERCONFIG|GLOBALCONFIG)|RUSTC\w*|CARGO_BUILD_RUSTC\w*|CARGO_TARGET_\w+_(RUNNER|LINKER)|GOFLAGS|CC|CXX|MAKEFLAGS|EDITOR|VISUAL|PAGER)$/i
+const CODE_ENV =
+  /^(PATH|LD_\w*|DYLD_\w*|NODE_OPTIONS|NODE_PATH|NODE_REPL_EXTERNAL_MODULE|BASH_ENV|ENV|BASH_FUNC_\S*|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|IFS|GIT_\w*|GCONV_PATH|PYTHON(PATH|STARTUP|HOME|USERBASE|EXECUTABLE|BREAKPOINT|SAFEPATH)|PERL5OPT|PERL5LIB|PERLLIB|PERL5DB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|NPM_CONFIG_\w*(SHELL|NODE_OPTIONS|ONLOAD_SCRIPT|PREFIX|USERCONFIG|GLOBALCONFIG)|RUSTC\w*|CARGO_BUILD_RUSTC\w*|CARGO_TARGET_\w+_(RUNNER|LINKER)|GOFLAGS|CC|CXX|MAKEFLAGS|EDITOR|VISUAL|PAGER)$/i
 
 /** Whether a command step may set these environment variables. */
 export function checkEnv(names: readonly string[]): Verdict {
   const bad = names.filter((name) => CODE_ENV.test(name))
   if (bad.length === 0) return {allowed: true, rule: 'env', reason: 'no variable changes which code a program runs'}
-  return {allowed: false, rule: 'env', reason: `a step may not set ${bad.join(', ')}: ${bad.length === 1 ? 'it changes' : 'they change'} which program or code runs, around allowed_commands`}
+  return {
+    allowed: false,
+    rule: 'env',
+    reason: `a step may not set ${bad.join(', ')}: ${bad.length === 1 ? 'it changes' : 'they change'} which program or code runs, around allowed_commands`,
+  }
 }
 
 export function assertEnv(names: readonly string[], argv: readonly string[]): void {
   const verdict = checkEnv(names)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `command ${JSON.stringify(argv)} is not started (${verdict.rule}): ${verdict.reason}`, {
-      hint: 'Remove the variable from the step\'s env; to run another program or with other options, allow that argv in allowed_commands.',
+      hint: "Remove the variable from the step's env; to run another program or with other options, allow that argv in allowed_commands.",
       details: {rule: verdict.rule, argv},
     })
   }
 }
-
 
 export interface PathVerdict extends Verdict {
   /** The absolute, symlink-resolved path. */
@@ -132,9 +147,11 @@ export function checkPath(policy: LoadedPolicy, root: string, given: string): Pa
   const base = {resolved: '', relative: given}
   if (given.includes('\0')) return {...base, allowed: false, rule: 'sandbox', reason: 'the path contains a NUL byte'}
   const {escape, realRoot, resolved} = contain(root, given)
-  if (escape === 'absolute') return {...base, allowed: false, rule: 'sandbox', reason: 'absolute paths are not allowed; give a path relative to the repository root'}
+  if (escape === 'absolute')
+    return {...base, allowed: false, rule: 'sandbox', reason: 'absolute paths are not allowed; give a path relative to the repository root'}
   if (escape === 'leaves') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" leaves the repository root`}
-  if (escape === 'symlink') return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to a place outside the repository root`}
+  if (escape === 'symlink')
+    return {...base, resolved, allowed: false, rule: 'sandbox', reason: `"${given}" resolves through a symlink to a place outside the repository root`}
   const relative = path.relative(realRoot, resolved).split(path.sep).join('/')
   const nocase = ignoresCase(realRoot)
   const fold = (p: string): string => (nocase ? p.toLowerCase() : p)
@@ -150,7 +167,8 @@ export function checkPath(policy: LoadedPolicy, root: string, given: string): Pa
   }
   const globs = policy.policy.forbidden_paths
   for (const [i, glob] of globs.entries()) {
-    if (globMatches(glob, relative, {nocase})) return {resolved, relative, allowed: false, rule: `forbidden_paths[${i}] "${glob}"`, reason: `"${relative}" matches a forbidden path`}
+    if (globMatches(glob, relative, {nocase}))
+      return {resolved, relative, allowed: false, rule: `forbidden_paths[${i}] "${glob}"`, reason: `"${relative}" matches a forbidden path`}
   }
   return {resolved, relative, allowed: true, rule: 'sandbox', reason: `"${relative}" is inside the repository root and matches no forbidden path`}
 }
@@ -159,7 +177,14 @@ export function assertPath(policy: LoadedPolicy, root: string, given: string): P
   const verdict = checkPath(policy, root, given)
   if (!verdict.allowed) {
     throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (${verdict.rule}): ${verdict.reason}`, {
-      hint: verdict.rule === 'sandbox' ? 'Steps may only touch files inside the repository root.' : verdict.rule === 'git' || verdict.rule === 'store' ? 'No policy allows it: pipe never lets a step write where git or pipe itself would later act on it.' : builtInGlob(verdict.rule) ? 'The pattern is one of the built-in forbidden paths, which every policy keeps; the step may not touch it.' : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
+      hint:
+        verdict.rule === 'sandbox'
+          ? 'Steps may only touch files inside the repository root.'
+          : verdict.rule === 'git' || verdict.rule === 'store'
+            ? 'No policy allows it: pipe never lets a step write where git or pipe itself would later act on it.'
+            : builtInGlob(verdict.rule)
+              ? 'The pattern is one of the built-in forbidden paths, which every policy keeps; the step may not touch it.'
+              : `Remove the pattern from forbidden_paths in ${policy.file ?? 'policy.yaml'} if the step should touch it.`,
       details: {rule: verdict.rule, path: given},
     })
   }

@@ -222,7 +222,11 @@ export async function sandboxed(policy: LoadedPolicy, root: string, cwd: string,
   const prlimit = bwrap ? onPath('prlimit', process.env) : null
   const broken = bwrap && prlimit ? bwrapBroken(bwrap) : null
   if (!bwrap || !prlimit || broken) {
-    const why = !bwrap ? 'bubblewrap (bwrap) is not installed' : !prlimit ? 'prlimit (util-linux) is not installed' : `bubblewrap cannot create its namespaces here (${broken})`
+    const why = !bwrap
+      ? 'bubblewrap (bwrap) is not installed'
+      : !prlimit
+        ? 'prlimit (util-linux) is not installed'
+        : `bubblewrap cannot create its namespaces here (${broken})`
     if (mode === 'required') {
       throw new PipeError('E_POLICY_DENIED', `the policy requires a sandbox, and ${why}: ${JSON.stringify(argv)} was not started`, {
         hint: broken

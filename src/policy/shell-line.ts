@@ -101,7 +101,8 @@ export function splitCommandLine(line: string): SplitResult {
     word = (word ?? '') + c
   }
   endWord()
-  if (argv.length === 0) return segments.length === 0 ? {ok: false, error: 'the command line is empty'} : fail(`"${after}" has no command after it`, line.length - 1)
+  if (argv.length === 0)
+    return segments.length === 0 ? {ok: false, error: 'the command line is empty'} : fail(`"${after}" has no command after it`, line.length - 1)
   segments.push({argv, ...(after ? {after} : {})})
   return {ok: true, segments}
 }

@@ -38,7 +38,10 @@ export async function measureToolVersions(policy: LoadedPolicy, cwd: string, sig
   for (const [tool, version] of declared) {
     const argv: [string, ...string[]] = [tool, '--version']
     // Asking for a version is pipe's own act, not the pipeline's: only that argv is allowed, under the run's sandbox and limits.
-    const asking: LoadedPolicy = {...policyFrom({...policy.policy, allowed_commands: [argv]}, policy.file), ...(policy.protected ? {protected: policy.protected} : {})}
+    const asking: LoadedPolicy = {
+      ...policyFrom({...policy.policy, allowed_commands: [argv]}, policy.file),
+      ...(policy.protected ? {protected: policy.protected} : {}),
+    }
     let text = ''
     let ok = false
     try {
@@ -65,7 +68,13 @@ export async function measureToolVersions(policy: LoadedPolicy, cwd: string, sig
 export function judgeToolVersions(policy: LoadedPolicy, measured: ToolVersions): void {
   const off = Object.entries(measured).filter((e): e is [string, Measured] => e[1] !== undefined && e[1].status !== 'match')
   if (off.length === 0) return
-  const said = off.map(([tool, m]) => (m.status === 'missing' ? `${tool}: declared ${m.declared}, not installed${m.output ? ` (${m.output})` : ''}` : `${tool}: declared ${m.declared}, running ${m.actual}`)).join('; ')
+  const said = off
+    .map(([tool, m]) =>
+      m.status === 'missing'
+        ? `${tool}: declared ${m.declared}, not installed${m.output ? ` (${m.output})` : ''}`
+        : `${tool}: declared ${m.declared}, running ${m.actual}`,
+    )
+    .join('; ')
   const where = policy.file ?? 'the built-in policy'
   if (policy.policy.tool_versions_mismatch === 'refuse') {
     throw new PipeError('E_POLICY_DENIED', `the tools do not match tool_versions in ${where}: ${said}; no run was started`, {

@@ -40,9 +40,13 @@ const CASSETTE_FORMAT_2 = 'pipe-cassette/2'
 export const MAX_CASSETTE_BYTES = 64 * 1024 * 1024
 
 function cassetteTooLarge(file: string, size: number): PipeError {
-  return new PipeError('E_CONFIG', `the cassette ${file} is ${size} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold; it was not read`, {
-    hint: 'Check that --record or --replay names a cassette pipe wrote (JSON Lines), or split the recording across pipelines or tests.',
-  })
+  return new PipeError(
+    'E_CONFIG',
+    `the cassette ${file} is ${size} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold; it was not read`,
+    {
+      hint: 'Check that --record or --replay names a cassette pipe wrote (JSON Lines), or split the recording across pipelines or tests.',
+    },
+  )
 }
 
 export type ReplySource = 'live' | 'cassette' | 'cache'
@@ -127,9 +131,26 @@ export function parseCassette(text: string, file: string): CassetteContents {
     const type = value !== null && typeof value === 'object' ? (value as {type?: unknown}).type : undefined
     if (i === 0) {
       const given = (value as {format?: unknown} | null)?.format
-      if (type !== 'header') throw configError(file, n, `the first line is not a cassette header ({"type":"header","format":"${CASSETTE_FORMAT}",...}); is this a pipe cassette?`, rerecord)
-      if (typeof given === 'string' && given.startsWith('pipe-cassette/') && given !== CASSETTE_FORMAT && given !== CASSETTE_FORMAT_2 && given !== CASSETTE_FORMAT_1) {
-        throw configError(file, n, `cassette format ${given} is not one this pipe reads (it reads ${CASSETTE_FORMAT}, ${CASSETTE_FORMAT_2} and ${CASSETTE_FORMAT_1})`, `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`)
+      if (type !== 'header')
+        throw configError(
+          file,
+          n,
+          `the first line is not a cassette header ({"type":"header","format":"${CASSETTE_FORMAT}",...}); is this a pipe cassette?`,
+          rerecord,
+        )
+      if (
+        typeof given === 'string' &&
+        given.startsWith('pipe-cassette/') &&
+        given !== CASSETTE_FORMAT &&
+        given !== CASSETTE_FORMAT_2 &&
+        given !== CASSETTE_FORMAT_1
+      ) {
+        throw configError(
+          file,
+          n,
+          `cassette format ${given} is not one this pipe reads (it reads ${CASSETTE_FORMAT}, ${CASSETTE_FORMAT_2} and ${CASSETTE_FORMAT_1})`,
+          `Use the pipe version that recorded it, or record it again with this one (pipe run ... --record ${file}).`,
+        )
       }
       if (given === CASSETTE_FORMAT_1 || given === CASSETTE_FORMAT_2) format = given
     } else if (type !== 'interaction') {
@@ -143,7 +164,8 @@ export function parseCassette(text: string, file: string): CassetteContents {
       if (error instanceof RangeError) throw configError(file, n, 'the line is nested too deeply to be a model request and reply', rerecord)
       throw error
     }
-    if (!result.valid) throw configError(file, n, `does not match the cassette schema (schemas/cassette.schema.json): ${describeErrors(result.errors)}`, rerecord)
+    if (!result.valid)
+      throw configError(file, n, `does not match the cassette schema (schemas/cassette.schema.json): ${describeErrors(result.errors)}`, rerecord)
     if (i === 0) {
       note = (value as {note?: string}).note
       return
@@ -153,12 +175,18 @@ export function parseCassette(text: string, file: string): CassetteContents {
     let key: string
     try {
       key = requestKey(entry.request as ChatRequest)
-      actual = format === CASSETTE_FORMAT_1 ? requestKeyV1(entry.request as ChatRequest) : format === CASSETTE_FORMAT_2 ? requestKeyV2(entry.request as ChatRequest) : key
+      actual =
+        format === CASSETTE_FORMAT_1
+          ? requestKeyV1(entry.request as ChatRequest)
+          : format === CASSETTE_FORMAT_2
+            ? requestKeyV2(entry.request as ChatRequest)
+            : key
     } catch (error) {
       if (error instanceof RangeError) throw configError(file, n, 'the line is nested too deeply to be a model request and reply', rerecord)
       throw error
     }
-    if (actual !== entry.key) throw configError(file, n, `the key ${entry.key} is not the hash of the line's request (${actual}); the request was edited`, rerecord)
+    if (actual !== entry.key)
+      throw configError(file, n, `the key ${entry.key} is not the hash of the line's request (${actual}); the request was edited`, rerecord)
     // A /1 or /2 line is checked under its own key, then known by the key this version asks with (and written so when the file is next written).
     interactions.set(key, key === entry.key ? entry : {...entry, key})
   })
@@ -169,7 +197,9 @@ export function parseCassette(text: string, file: string): CassetteContents {
 export function serialiseCassette(contents: CassetteContents): string {
   // The note is free text a person typed (--record-note): a key or a token= in it is kept out like any other.
   const header = {type: 'header', format: CASSETTE_FORMAT, ...(contents.note !== undefined ? {note: redact(contents.note)} : {})}
-  const entries = [...contents.interactions.values()].sort((a, b) => (a.step === b.step ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : a.step < b.step ? -1 : 1))
+  const entries = [...contents.interactions.values()].sort((a, b) =>
+    a.step === b.step ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : a.step < b.step ? -1 : 1,
+  )
   return [header, ...entries].map((line) => `${canonicalJson(line)}\n`).join('')
 }
 
@@ -191,13 +221,17 @@ export class Cassette {
     try {
       // Only a regular file: reading a FIFO (or a device) would wait for a writer forever.
       const info = await stat(file)
-      if (!info.isFile()) throw new PipeError('E_CONFIG', `the cassette ${file} is not a regular file (it is a ${info.isDirectory() ? 'directory' : 'FIFO, socket or device'})`, {hint: 'Give --record or --replay the path of a cassette file (JSON Lines).'})
+      if (!info.isFile())
+        throw new PipeError('E_CONFIG', `the cassette ${file} is not a regular file (it is a ${info.isDirectory() ? 'directory' : 'FIFO, socket or device'})`, {
+          hint: 'Give --record or --replay the path of a cassette file (JSON Lines).',
+        })
       if (info.size > MAX_CASSETTE_BYTES) throw cassetteTooLarge(file, info.size)
       text = await readFile(file, 'utf8')
     } catch (error) {
       if (error instanceof PipeError) throw error
       const code = (error as NodeJS.ErrnoException).code
-      if (code !== 'ENOENT') throw new PipeError('E_CONFIG', `cannot read the cassette ${file} (${code ?? String(error)})`, {hint: 'Check the path and its permissions.'})
+      if (code !== 'ENOENT')
+        throw new PipeError('E_CONFIG', `cannot read the cassette ${file} (${code ?? String(error)})`, {hint: 'Check the path and its permissions.'})
       if (options.mode === 'replay') {
         throw new PipeError('E_CONFIG', `the cassette ${file} does not exist`, {
           hint: `Record one first: pipe run ... --record ${options.file} (with a model endpoint), or check the path given to --replay.`,
@@ -258,7 +292,11 @@ export class Cassette {
   private async write(): Promise<void> {
     const file = this.options.file
     makeDirs(path.dirname(file))
-    const release = await acquireLock(`${file}.lock`, {waitMs: 30000, busy: (h) => `the cassette ${file} is being written by process ${h.pid}`, hint: 'Wait for the other run to finish.'})
+    const release = await acquireLock(`${file}.lock`, {
+      waitMs: 30000,
+      busy: (h) => `the cassette ${file} is being written by process ${h.pid}`,
+      hint: 'Wait for the other run to finish.',
+    })
     try {
       const openedKeys = new Set(this.opened?.interactions.keys() ?? [])
       const size = existsSync(file) ? (await stat(file)).size : null
@@ -273,14 +311,21 @@ export class Cassette {
         const other = merged.get(key)
         merged.set(key, other && other.step < entry.step ? {...entry, step: other.step} : entry)
       }
-      const note = this.options.note ?? (keepOpened ? (onDisk?.note ?? this.opened?.note) : undefined) ?? 'recorded by pipe run --record from the replies of the model endpoint it was given'
+      const note =
+        this.options.note ??
+        (keepOpened ? (onDisk?.note ?? this.opened?.note) : undefined) ??
+        'recorded by pipe run --record from the replies of the model endpoint it was given'
       const text = serialiseCassette({note, interactions: merged})
       const bytes = Buffer.byteLength(text)
       // A file past the limit could never be replayed (nor recorded into again): the reply is refused instead.
       if (bytes > MAX_CASSETTE_BYTES) {
-        throw new PipeError('E_CONFIG', `recording this reply would make the cassette ${file} ${bytes} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold (it could not be replayed); the cassette was left as it was`, {
-          hint: 'Split the recording across pipelines or tests (a cassette each), or lower provider.max_tokens.',
-        })
+        throw new PipeError(
+          'E_CONFIG',
+          `recording this reply would make the cassette ${file} ${bytes} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold (it could not be replayed); the cassette was left as it was`,
+          {
+            hint: 'Split the recording across pipelines or tests (a cassette each), or lower provider.max_tokens.',
+          },
+        )
       }
       faultPoint('cassette-write')
       await writeFileAtomic(file, text)
@@ -449,13 +494,21 @@ export class ReplyTransport implements ChatTransport {
       if (cached && cached.rejected === undefined) {
         // The store checked the file's seal; the request must also be the one its name says.
         const actual = requestKey(cached.request as ChatRequest)
-        if (actual !== key) throw new PipeError('E_INTEGRITY', `the cached reply ${cache.store.fileOf(key)} holds a request whose hash is ${actual}, not its name ${key} (it was edited)`, {hint: `Delete ${cache.store.fileOf(key)} (the request is then asked again), or run with --cache off.`})
+        if (actual !== key)
+          throw new PipeError(
+            'E_INTEGRITY',
+            `the cached reply ${cache.store.fileOf(key)} holds a request whose hash is ${actual}, not its name ${key} (it was edited)`,
+            {hint: `Delete ${cache.store.fileOf(key)} (the request is then asked again), or run with --cache off.`},
+          )
         reply = cached.reply as StoredReply
         source = 'cache'
       }
     }
     if (!reply) {
-      if (!live) throw new PipeError('E_CONFIG', `step ${call.step}: no model endpoint to ask (OPENAI_API_KEY or OPENAI_BASE_URL is needed)`, {hint: 'Set OPENAI_BASE_URL (and OPENAI_API_KEY), or replay a cassette that has the reply.'})
+      if (!live)
+        throw new PipeError('E_CONFIG', `step ${call.step}: no model endpoint to ask (OPENAI_API_KEY or OPENAI_BASE_URL is needed)`, {
+          hint: 'Set OPENAI_BASE_URL (and OPENAI_API_KEY), or replay a cassette that has the reply.',
+        })
       reply = storedReply(await live.complete(request, call))
       if (cache) await cache.store.write(key, normaliseRequest(request), reply)
     }
@@ -470,13 +523,21 @@ export class ReplyTransport implements ChatTransport {
     const hint = `If the change is intended, record again: pipe run ... --record ${cassette.file}; or fill the gap from the live endpoint with --replay-missing live (add --record ${cassette.file} to keep it).`
     if (!close) {
       const steps = cassette.steps()
-      return new PipeError('E_MODEL', `step ${call.step}: ${where} has no recorded reply for this request, and no recording for step ${call.step} at all (it has ${steps.length > 0 ? `steps ${steps.join(', ')}` : 'no recordings'})`, {hint, details: {step: call.step, key: requestKey(request), cassette: cassette.file}})
+      return new PipeError(
+        'E_MODEL',
+        `step ${call.step}: ${where} has no recorded reply for this request, and no recording for step ${call.step} at all (it has ${steps.length > 0 ? `steps ${steps.join(', ')}` : 'no recordings'})`,
+        {hint, details: {step: call.step, key: requestKey(request), cassette: cassette.file}},
+      )
     }
     // Compared as keyed: an id or a time that differs is no difference, and is not shown as one.
     const difference = await describeDifference(stableRequest(close.request as ChatRequest), stableRequest(now))
-    return new PipeError('E_MODEL', `step ${call.step}: ${where} has no recorded reply for this request; it differs from the nearest one recorded for step ${call.step} (${close.key}):\n${difference}`, {
-      hint,
-      details: {step: call.step, key: requestKey(request), nearest: close.key, cassette: cassette.file},
-    })
+    return new PipeError(
+      'E_MODEL',
+      `step ${call.step}: ${where} has no recorded reply for this request; it differs from the nearest one recorded for step ${call.step} (${close.key}):\n${difference}`,
+      {
+        hint,
+        details: {step: call.step, key: requestKey(request), nearest: close.key, cassette: cassette.file},
+      },
+    )
   }
 }

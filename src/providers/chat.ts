@@ -23,9 +23,7 @@ export interface ToolSpec {
   function: {name: string; description?: string; parameters: Record<string, unknown>}
 }
 
-export type ResponseFormat =
-  | {type: 'json_schema'; json_schema: {name: string; schema: Record<string, unknown>; strict: boolean}}
-  | {type: 'json_object'}
+export type ResponseFormat = {type: 'json_schema'; json_schema: {name: string; schema: Record<string, unknown>; strict: boolean}} | {type: 'json_object'}
 
 export interface ChatRequest {
   model: string

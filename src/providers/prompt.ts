@@ -21,7 +21,10 @@ export const PROMPT_VARIABLES: Readonly<Record<ModelKind, readonly string[]>> = 
 export function renderPrompt(template: string, values: Readonly<Record<string, string>>): string {
   return template.replace(PLACEHOLDER, (_all, name: string) => {
     const value = values[name]
-    if (value === undefined) throw new PipeError('E_CONFIG', `the prompt uses {{${name}}}, which this step does not fill`, {hint: 'pipe validate lists the variables each step fills.'})
+    if (value === undefined)
+      throw new PipeError('E_CONFIG', `the prompt uses {{${name}}}, which this step does not fill`, {
+        hint: 'pipe validate lists the variables each step fills.',
+      })
     return value
   })
 }

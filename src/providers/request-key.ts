@@ -12,7 +12,8 @@ import type {ChatMessage, ChatRequest} from './chat.js'
 export function normaliseRequest(request: ChatRequest): ChatRequest {
   const message = (m: ChatMessage): ChatMessage => {
     const out: Record<string, unknown> = {role: m.role, content: m.content}
-    if (m.role === 'assistant' && m.tool_calls && m.tool_calls.length > 0) out['tool_calls'] = m.tool_calls.map((c) => ({id: c.id, type: c.type, function: {name: c.function.name, arguments: c.function.arguments}}))
+    if (m.role === 'assistant' && m.tool_calls && m.tool_calls.length > 0)
+      out['tool_calls'] = m.tool_calls.map((c) => ({id: c.id, type: c.type, function: {name: c.function.name, arguments: c.function.arguments}}))
     if (m.role === 'tool') out['tool_call_id'] = m.tool_call_id
     return out as unknown as ChatMessage
   }

@@ -46,7 +46,12 @@ function once(make: () => Promise<Provider>): () => Promise<Provider> {
     }))
 }
 
-export function planProvider(choice: ProviderChoice | undefined, settings: ProviderSettings | undefined, env: NodeJS.ProcessEnv = process.env, sources: ReplySources = {}): ProviderPlan {
+export function planProvider(
+  choice: ProviderChoice | undefined,
+  settings: ProviderSettings | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  sources: ReplySources = {},
+): ProviderPlan {
   const wanted = choice && choice !== 'auto' ? choice : (settings?.kind ?? 'auto')
   const apiKey = env.OPENAI_API_KEY || undefined
   const baseURL = env.OPENAI_BASE_URL || undefined
@@ -57,9 +62,13 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   const replies = new ReplyLog()
   if (kind === 'offline') {
     if (cassette) {
-      throw new PipeError('E_INVALID_ARGS', `--${cassette.options.mode} records and replays the replies of the openai provider, but this run uses the offline rules provider, which asks no model`, {
-        hint: 'Leave out --provider offline (or the pipeline\'s provider.kind: offline), or leave out the cassette.',
-      })
+      throw new PipeError(
+        'E_INVALID_ARGS',
+        `--${cassette.options.mode} records and replays the replies of the openai provider, but this run uses the offline rules provider, which asks no model`,
+        {
+          hint: "Leave out --provider offline (or the pipeline's provider.kind: offline), or leave out the cassette.",
+        },
+      )
     }
     return {
       record: {kind: 'offline', model: OFFLINE_MODEL, endpoint_host: null},
@@ -73,9 +82,15 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
   // Replaying with missing requests an error, no endpoint is asked, so none is needed (nor recorded).
   const needsLive = !cassette || cassette.options.mode === 'record' || cassette.options.missing === 'live'
   if (needsLive && !apiKey && !baseURL) {
-    throw new PipeError('E_CONFIG', `the openai provider needs an endpoint${cassette ? ` to ${cassette.options.mode === 'record' ? 'record from' : 'fill what the cassette is missing'}` : ''}, but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set`, {
-      hint: cassette ? 'Set OPENAI_BASE_URL (and OPENAI_API_KEY) for the server to record from, or replay without --replay-missing live.' : 'Set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server), or use --provider offline.',
-    })
+    throw new PipeError(
+      'E_CONFIG',
+      `the openai provider needs an endpoint${cassette ? ` to ${cassette.options.mode === 'record' ? 'record from' : 'fill what the cassette is missing'}` : ''}, but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set`,
+      {
+        hint: cassette
+          ? 'Set OPENAI_BASE_URL (and OPENAI_API_KEY) for the server to record from, or replay without --replay-missing live.'
+          : 'Set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server), or use --provider offline.',
+      },
+    )
   }
   let host: string | null = null
   if (needsLive) {
@@ -106,7 +121,11 @@ export function planProvider(choice: ProviderChoice | undefined, settings: Provi
       let live = null
       if (needsLive) {
         const {LiveTransport} = await import('./openai/transport.js')
-        live = new LiveTransport({...(apiKey ? {apiKey} : {}), ...(baseURL ? {baseURL} : {}), ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {})})
+        live = new LiveTransport({
+          ...(apiKey ? {apiKey} : {}),
+          ...(baseURL ? {baseURL} : {}),
+          ...(settings?.timeout_ms !== undefined ? {timeoutMs: settings.timeout_ms} : {}),
+        })
       }
       const transport = new ReplyTransport({
         live,

@@ -35,7 +35,13 @@ export function mergeWithPrevious(fresh: SpecBody, previous: SpecBody): SpecBody
   const mergeList = <T extends {id: string}>(target: T[], incoming: T[], text: (x: T) => string, prefix: string): void => {
     for (const item of incoming) {
       if (target.some((x) => normalizeForCompare(text(x)) === normalizeForCompare(text(item)))) continue
-      target.push({...item, id: nextId(prefix, target.map((x) => x.id))})
+      target.push({
+        ...item,
+        id: nextId(
+          prefix,
+          target.map((x) => x.id),
+        ),
+      })
     }
   }
   mergeList(merged.features, fresh.features, (x) => x.title, 'FR')

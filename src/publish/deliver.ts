@@ -90,14 +90,25 @@ function assertSafeDir(cwd: string, base: string, dir: string, name: string, sto
     } catch {
       break
     }
-    refuse(`would write through the symlink ${shown(part)} -> ${link}`, part, `Remove the symlink ${shown(part)} (a command may have planted it), then pipe publish again.`)
+    refuse(
+      `would write through the symlink ${shown(part)} -> ${link}`,
+      part,
+      `Remove the symlink ${shown(part)} (a command may have planted it), then pipe publish again.`,
+    )
   }
   const real = realish(dir)
   const dotGit = dotGitOf(workspace)
   const gitDirs = [path.join(realish(workspace), '.git'), ...(dotGit ? [realish(dotGit), realish(gitDirOf(dotGit))] : [])]
-  const inGit = gitDirs.some((g) => within(g, real)) || path.relative(realish(workspace), real).split(path.sep).some((p) => p.toLowerCase() === '.git')
-  if (inGit) refuse(`would write into a git repository's own folder (${real})`, dir, 'Point the target\'s dir at an ordinary folder; pipe never writes inside .git.')
-  if (within(realish(path.resolve(storeRoot)), real)) refuse(`would write into pipe's store (${real})`, dir, 'Point the target\'s dir outside the store; the store holds only pipe\'s own records.')
+  const inGit =
+    gitDirs.some((g) => within(g, real)) ||
+    path
+      .relative(realish(workspace), real)
+      .split(path.sep)
+      .some((p) => p.toLowerCase() === '.git')
+  if (inGit)
+    refuse(`would write into a git repository's own folder (${real})`, dir, "Point the target's dir at an ordinary folder; pipe never writes inside .git.")
+  if (within(realish(path.resolve(storeRoot)), real))
+    refuse(`would write into pipe's store (${real})`, dir, "Point the target's dir outside the store; the store holds only pipe's own records.")
 }
 
 async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: CanonicalSpec, options: PublishOptions): Promise<Sent> {
@@ -115,10 +126,14 @@ async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: Ca
     // What holds the name is read only when it is a plain file: a planted symlink is not followed.
     const existing = readWhole(jsonFile, 64 * 1024 * 1024)?.toString('utf8')
     if (existing === undefined || lstatSync(jsonFile).isSymbolicLink()) {
-      throw new PipeError('E_POLICY_DENIED', `${shown} exists and is not a plain file (a symlink, a folder or a device): pipe neither writes through it nor reads it`, {
-        hint: `Remove ${shown} (a command may have planted it), then pipe publish ${options.runId} --target ${target.name} again.`,
-        details: {rule: 'sandbox', path: shown},
-      })
+      throw new PipeError(
+        'E_POLICY_DENIED',
+        `${shown} exists and is not a plain file (a symlink, a folder or a device): pipe neither writes through it nor reads it`,
+        {
+          hint: `Remove ${shown} (a command may have planted it), then pipe publish ${options.runId} --target ${target.name} again.`,
+          details: {rule: 'sandbox', path: shown},
+        },
+      )
     }
     if (existing !== json) {
       let other = ''
@@ -144,21 +159,42 @@ async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: Ca
 
 function envValue(env: NodeJS.ProcessEnv, name: string, what: string): string {
   const value = env[name]
-  if (!value) throw new PipeError('E_CONFIG', `the ${what} is read from $${name}, which is not set`, {hint: `export ${name}=... before publishing (pipe never reads webhook URLs or secrets from the pipeline file).`})
+  if (!value)
+    throw new PipeError('E_CONFIG', `the ${what} is read from $${name}, which is not set`, {
+      hint: `export ${name}=... before publishing (pipe never reads webhook URLs or secrets from the pipeline file).`,
+    })
   // Whatever the variable is called, its value is a credential from here on.
   addSecretUrl(value)
   return value
 }
 
 /** Errors that come before a request is written: the target cannot have it, so sending again is safe. */
-const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'ERR_TLS_CERT_ALTNAME_INVALID'])
+const NOT_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'CERT_HAS_EXPIRED',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+])
 
 function errorCode(error: unknown): string | undefined {
   const cause = (error as {cause?: {code?: unknown}}).cause
   return typeof cause?.code === 'string' ? cause.code : undefined
 }
 
-async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, spec: CanonicalSpec, context: PublishContext, options: PublishOptions): Promise<Sent> {
+async function sendWebhook(
+  target: Extract<PublishTarget, {type: 'webhook'}>,
+  spec: CanonicalSpec,
+  context: PublishContext,
+  options: PublishOptions,
+): Promise<Sent> {
   const env = options.env ?? process.env
   const url = envValue(env, target.url_env, 'webhook URL')
   let parsed: URL
@@ -176,7 +212,8 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
     parsed.password = ''
   }
   const secret = target.secret_env ? envValue(env, target.secret_env, 'signing secret') : undefined
-  const body = target.format === 'feishu' ? feishuPayload(spec, context, secret) : target.format === 'slack' ? slackPayload(spec, context) : jsonPayload(spec, context)
+  const body =
+    target.format === 'feishu' ? feishuPayload(spec, context, secret) : target.format === 'slack' ? slackPayload(spec, context) : jsonPayload(spec, context)
   const timeoutMs = target.timeout_ms ?? 10000
   const timeout = AbortSignal.timeout(timeoutMs)
   const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout
@@ -186,7 +223,13 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
     response = await fetch(parsed, {method: 'POST', headers, body: JSON.stringify(body), signal})
   } catch (error) {
     // The request may have reached the target: these outcomes are unknown, never retried blindly.
-    if (options.signal?.aborted) return {outcome: 'unknown', code: 'E_TOOL_TIMEOUT', error: `the request to ${parsed.host} was abandoned before it answered (the step was stopped)`, rethrow: options.signal.reason as Error}
+    if (options.signal?.aborted)
+      return {
+        outcome: 'unknown',
+        code: 'E_TOOL_TIMEOUT',
+        error: `the request to ${parsed.host} was abandoned before it answered (the step was stopped)`,
+        rethrow: options.signal.reason as Error,
+      }
     if (timeout.aborted) return {outcome: 'unknown', code: 'E_TOOL_TIMEOUT', error: `${parsed.host} did not answer within ${timeoutMs} ms`}
     const code = errorCode(error)
     const reason = redact(`${(error as Error).message}${code ? ` (${code})` : ''}`)
@@ -196,8 +239,16 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
   const text = redact((await answerText(response)).slice(0, 2000))
   await options.hook?.(`publish-answered:${target.name}`)
   const status = response.status
-  if (status === 408 || status === 429 || status >= 500) return {outcome: 'failed', retryable: true, statusCode: status, code: 'E_IO', error: `${parsed.host} answered ${status}: ${text.slice(0, 300)}`}
-  if (status < 200 || status >= 300) return {outcome: 'failed', retryable: false, statusCode: status, code: 'E_IO', error: `${parsed.host} refused the delivery (${status}): ${text.slice(0, 300)}`}
+  if (status === 408 || status === 429 || status >= 500)
+    return {outcome: 'failed', retryable: true, statusCode: status, code: 'E_IO', error: `${parsed.host} answered ${status}: ${text.slice(0, 300)}`}
+  if (status < 200 || status >= 300)
+    return {
+      outcome: 'failed',
+      retryable: false,
+      statusCode: status,
+      code: 'E_IO',
+      error: `${parsed.host} refused the delivery (${status}): ${text.slice(0, 300)}`,
+    }
   let json: Record<string, unknown> | null = null
   try {
     json = JSON.parse(text) as Record<string, unknown>
@@ -207,10 +258,17 @@ async function sendWebhook(target: Extract<PublishTarget, {type: 'webhook'}>, sp
   if (target.format === 'feishu' && json && typeof json.code === 'number' && json.code !== 0) {
     // Feishu reports errors in a 200 body; 9499 and 11232 mean slow down.
     const rate = json.code === 9499 || json.code === 11232
-    return {outcome: 'failed', retryable: rate, statusCode: status, code: 'E_IO', error: `Feishu refused the message (code ${json.code}): ${typeof json.msg === 'string' ? json.msg : JSON.stringify(json.msg ?? '')}`}
+    return {
+      outcome: 'failed',
+      retryable: rate,
+      statusCode: status,
+      code: 'E_IO',
+      error: `Feishu refused the message (code ${json.code}): ${typeof json.msg === 'string' ? json.msg : JSON.stringify(json.msg ?? '')}`,
+    }
   }
   const id = json && (json.id ?? json.message_id ?? (json.data as Record<string, unknown> | undefined)?.message_id)
-  const externalId = typeof id === 'string' || typeof id === 'number' ? String(id) : (response.headers.get('location') ?? response.headers.get('x-request-id') ?? context.key)
+  const externalId =
+    typeof id === 'string' || typeof id === 'number' ? String(id) : (response.headers.get('location') ?? response.headers.get('x-request-id') ?? context.key)
   return {outcome: 'delivered', externalId: redact(externalId), statusCode: status}
 }
 
@@ -282,11 +340,17 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
         entry.status = 'uncertain'
         entry.updated_at = now().toISOString()
         await ledger.write(entry)
-        throw new PipeError('E_CONFLICT', `it is unknown whether ${key} reached ${target.name}: a crash came between sending and recording`, {blocking: true, hint: settleHint})
+        throw new PipeError('E_CONFLICT', `it is unknown whether ${key} reached ${target.name}: a crash came between sending and recording`, {
+          blocking: true,
+          hint: settleHint,
+        })
       }
     }
     if (entry.status === 'uncertain') {
-      throw new PipeError('E_CONFLICT', `${key} is held as uncertain: it is unknown whether an earlier attempt reached ${target.name}`, {blocking: true, hint: settleHint})
+      throw new PipeError('E_CONFLICT', `${key} is held as uncertain: it is unknown whether an earlier attempt reached ${target.name}`, {
+        blocking: true,
+        hint: settleHint,
+      })
     }
     if (entry.attempts.at(-1)?.state === 'unknown' && options.resendUnknown === false) {
       // Only a redrive (pipe resume, pipe publish) sends an unknown delivery again: once per redrive.
@@ -348,7 +412,9 @@ export async function publishTo(options: PublishOptions): Promise<PublishOutcome
     await ledger.write(entry)
     throw new PipeError(sent.code, `publishing to ${target.name} failed: ${sent.error}`, {
       retryable: sent.retryable,
-      hint: sent.retryable ? 'pipe retried with backoff; publish again later with pipe publish RUN.' : 'The target refused the payload; its answer is in the ledger (pipe ledger list).',
+      hint: sent.retryable
+        ? 'pipe retried with backoff; publish again later with pipe publish RUN.'
+        : 'The target refused the payload; its answer is in the ledger (pipe ledger list).',
       details: {key, attempt: attempt.n, ...(sent.statusCode !== undefined ? {status_code: sent.statusCode} : {})},
     })
   })

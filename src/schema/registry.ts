@@ -10,7 +10,8 @@ import {createRequire} from 'node:module'
 import {buildingCodeCaches, loadScript, writeCodeCache} from '../util/code-cache.js'
 import {ajvModuleFor, ajvOptions} from './options.js'
 
-export type SchemaName = 'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | 'cassette' | 'step-outputs' | ModelSchemaName
+export type SchemaName =
+  'pipeline' | 'policy' | 'spec' | 'snapshot' | 'evidence' | 'answers' | 'run' | 'ledger' | 'pipe-test' | 'cassette' | 'step-outputs' | ModelSchemaName
 export type ModelSchemaName = 'model/compile' | 'model/clarify_questions' | 'model/apply_answers' | 'model/plan_tasks' | 'model/generate_vv'
 
 export const schemasDir = fileURLToPath(new URL('../../schemas/', import.meta.url))

@@ -43,8 +43,16 @@ export const agent: StepHandler<'agent'> = {
   summary: 'a model works on a task with tools (read, search, edit, run allowed commands) in a bounded loop, under the policy',
   outcomes: () => ['done', 'gave_up', 'denied'],
   failures: {
-    gave_up: {code: 'E_MODEL', hint: ({run_id, step}) => `The agent gave up; pipe snapshot show ${run_id} --step ${step} shows its tool calls and reason. Route the outcome with on: {gave_up: STEP}, give it more max_turns or a clearer prompt.`},
-    denied: {code: 'E_POLICY_DENIED', hint: ({run_id, step}) => `The agent stopped after a call was refused or denied; pipe snapshot show ${run_id} --step ${step} shows which. Allow it in the policy, or route the outcome with on: {denied: STEP}.`},
+    gave_up: {
+      code: 'E_MODEL',
+      hint: ({run_id, step}) =>
+        `The agent gave up; pipe snapshot show ${run_id} --step ${step} shows its tool calls and reason. Route the outcome with on: {gave_up: STEP}, give it more max_turns or a clearer prompt.`,
+    },
+    denied: {
+      code: 'E_POLICY_DENIED',
+      hint: ({run_id, step}) =>
+        `The agent stopped after a call was refused or denied; pipe snapshot show ${run_id} --step ${step} shows which. Allow it in the policy, or route the outcome with on: {denied: STEP}.`,
+    },
   },
   changesSpec: false,
   needsModel: true,
@@ -65,11 +73,27 @@ export const agent: StepHandler<'agent'> = {
   exportRole: {
     attempt: 'starts',
     files(snapshot, {task}) {
-      const out = {value: agentOutput('value').of(snapshot), summary: agentOutput('summary').of(snapshot), files_changed: agentOutput('files_changed').of(snapshot), turns: agentOutput('turns').of(snapshot), tool_calls: agentOutput('tool_calls').of(snapshot), patch: agentOutput('patch').of(snapshot)}
+      const out = {
+        value: agentOutput('value').of(snapshot),
+        summary: agentOutput('summary').of(snapshot),
+        files_changed: agentOutput('files_changed').of(snapshot),
+        turns: agentOutput('turns').of(snapshot),
+        tool_calls: agentOutput('tool_calls').of(snapshot),
+        patch: agentOutput('patch').of(snapshot),
+      }
       const edits = (snapshot.tool_calls ?? []).filter((c) => c.name === 'apply_edit_blocks')
       return {
         files: {
-          'plan.json': {step: snapshot.step.name, seq: snapshot.step.seq, task, outcome: snapshot.decisions.at(-1)?.decision ?? null, answer: out.value ?? null, summary: out.summary ?? null, turns: out.turns ?? 0, tool_calls: out.tool_calls ?? 0},
+          'plan.json': {
+            step: snapshot.step.name,
+            seq: snapshot.step.seq,
+            task,
+            outcome: snapshot.decisions.at(-1)?.decision ?? null,
+            answer: out.value ?? null,
+            summary: out.summary ?? null,
+            turns: out.turns ?? 0,
+            tool_calls: out.tool_calls ?? 0,
+          },
           'patch.diff': out.patch ?? '',
           'patch_apply.json': {
             status: edits.some((c) => c.ok) ? 'applied' : edits.length > 0 ? 'failed' : 'none',
@@ -91,7 +115,8 @@ export const agent: StepHandler<'agent'> = {
   check(step, loaded) {
     const out: KindFinding[] = []
     step.tools.forEach((name, i) => {
-      if (!TOOL_NAMES.includes(name)) out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, TOOL_NAMES)} (tools: ${TOOL_NAMES.join(', ')})`})
+      if (!TOOL_NAMES.includes(name))
+        out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, TOOL_NAMES)} (tools: ${TOOL_NAMES.join(', ')})`})
     })
     out.push(...promptStepFindings('agent-step', step, loaded))
     return out
@@ -104,7 +129,12 @@ export const agent: StepHandler<'agent'> = {
       // A step that fails still says which calls it made (and what they changed): the snapshot keeps the error's details.
       const state = (await context.state.read().catch(() => undefined)) as AgentState | undefined
       if (error instanceof PipeError && state && state.calls.length > 0) {
-        throw new PipeError(error.code, error.message, {...(error.hint ? {hint: error.hint} : {}), retryable: error.retryable, blocking: error.blocking, details: {...(error.details ?? {}), tool_calls: state.calls, files_changed: state.files_changed}})
+        throw new PipeError(error.code, error.message, {
+          ...(error.hint ? {hint: error.hint} : {}),
+          retryable: error.retryable,
+          blocking: error.blocking,
+          details: {...(error.details ?? {}), tool_calls: state.calls, files_changed: state.files_changed},
+        })
       }
       throw error
     }

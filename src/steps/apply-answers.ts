@@ -25,7 +25,11 @@ const appliedAnswers = outputsOf<ApplyAnswersOutputs>()('applied')
  * An answer given by field (up front, before any question existed) answers the first question about
  * that field only; a later round's question needs an answer of its own.
  */
-export function answerFor(question: Question, answers: Readonly<Record<string, string | undefined>>, usedKeys: ReadonlySet<string>): {text: string; key: string} | undefined {
+export function answerFor(
+  question: Question,
+  answers: Readonly<Record<string, string | undefined>>,
+  usedKeys: ReadonlySet<string>,
+): {text: string; key: string} | undefined {
   const byId = answers[question.id]
   if (byId !== undefined) return {text: byId, key: question.id}
   const byField = answers[question.field]
@@ -49,7 +53,12 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
     const usedKeys = new Set(context.history.snapshots.flatMap((s) => (appliedAnswers.of(s) ?? []).map((a) => a.key)))
     const unanswered = questions.filter((q) => answerFor(q, given, usedKeys) === undefined)
     if (unanswered.length > 0) {
-      return {type: 'await', kind: 'answers', reason: `${unanswered.length} question(s) need an answer`, questions: unanswered.map((q) => ({id: q.id, field: q.field, question: q.question}))}
+      return {
+        type: 'await',
+        kind: 'answers',
+        reason: `${unanswered.length} question(s) need an answer`,
+        questions: unanswered.map((q) => ({id: q.id, field: q.field, question: q.question})),
+      }
     }
     const found = new Map(questions.map((q) => [q.id, answerFor(q, given, usedKeys)!]))
     const answers = Object.fromEntries([...found].map(([id, a]) => [id, a.text]))
@@ -57,19 +66,20 @@ export const applyAnswers: StepHandler<'apply_answers'> = {
     const reply = await provider.applyAnswers({spec: bodyOf(spec), questions, answers, ...withPrompt(await promptOf(context))}, modelCall(context))
     const cited = answerCitationsToEvidence(reply.citations, answers, context.step.id, context.run.run_id)
     // Each answer is evidence in its own right, whatever the model cited from it.
-    const answerEvidence = questions.map(
-      (q): EvidenceItem => ({
-        type: 'doc',
-        link: 'doc',
-        source: {ref: `run://${context.run.run_id}/answers/${q.id}`, hash: sha256(answers[q.id]!)},
-        content: {excerpt: [...answers[q.id]!].slice(0, 500).join(''), note: `answer to ${q.id}: ${q.question}`},
-        linked_to: [{spec_path: `spec.${q.field}`}, {step: context.step.id}, {run_id: context.run.run_id}],
-      }),
-    )
+    const answerEvidence = questions.map((q): EvidenceItem => ({
+      type: 'doc',
+      link: 'doc',
+      source: {ref: `run://${context.run.run_id}/answers/${q.id}`, hash: sha256(answers[q.id]!)},
+      content: {excerpt: [...answers[q.id]!].slice(0, 500).join(''), note: `answer to ${q.id}: ${q.question}`},
+      linked_to: [{spec_path: `spec.${q.field}`}, {step: context.step.id}, {run_id: context.run.run_id}],
+    }))
     return {
       type: 'done',
       outcome: 'success',
-      reason: questions.length > 0 ? `applied ${questions.length} answer(s) to ${[...new Set(questions.map((q) => q.field))].join(', ')}` : 'no questions were asked; spec carried over',
+      reason:
+        questions.length > 0
+          ? `applied ${questions.length} answer(s) to ${[...new Set(questions.map((q) => q.field))].join(', ')}`
+          : 'no questions were asked; spec carried over',
       inputs: {user_answer_ref: questions.map((q) => `run://${context.run.run_id}/answers/${q.id}`)},
       outputs: {
         applied: questions.map((q): Applied => ({question_id: q.id, field: q.field, key: found.get(q.id)!.key})),

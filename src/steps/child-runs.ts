@@ -14,7 +14,13 @@ export function childFile(loaded: LoadedPipeline, stepId: string, file: string):
 
 /** Whether a child stopped for a person (or a signal) rather than finished: the parent stops at the step too. */
 export function childStopped(result: {status: string}): boolean {
-  return result.status === 'blocked' || result.status === 'awaiting_input' || result.status === 'interrupted' || result.status === 'running' || result.status === 'pending'
+  return (
+    result.status === 'blocked' ||
+    result.status === 'awaiting_input' ||
+    result.status === 'interrupted' ||
+    result.status === 'running' ||
+    result.status === 'pending'
+  )
 }
 
 /** Why a child ended as it did, in one line. */
@@ -26,5 +32,6 @@ export function childReason(result: ChildResult): string {
 
 export const childFailure: FailureOutcome = {
   code: 'E_ENDED',
-  hint: ({run_id, step}) => `Read the child runs with pipe runs show ${run_id} (and pipe snapshot show ${run_id} --step ${step}); route the outcome with on: {fail: STEP} in the pipeline.`,
+  hint: ({run_id, step}) =>
+    `Read the child runs with pipe runs show ${run_id} (and pipe snapshot show ${run_id} --step ${step}); route the outcome with on: {fail: STEP} in the pipeline.`,
 }

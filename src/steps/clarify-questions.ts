@@ -38,12 +38,18 @@ export const clarifyQuestions: StepHandler<'clarify_questions'> = {
     const asked = context.history.snapshots.reduce((n, s) => n + (questionsAsked.of(s) ?? []).length, 0)
     const round = context.history.snapshots.filter((s) => Array.isArray(questionsAsked.of(s))).length + 1
     const provider = await context.provider()
-    const reply = await provider.clarify({spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1, ...withPrompt(await promptOf(context))}, modelCall(context))
+    const reply = await provider.clarify(
+      {spec: bodyOf(spec), missing, maxQuestions: context.step.max_questions ?? 10, firstNumber: asked + 1, ...withPrompt(await promptOf(context))},
+      modelCall(context),
+    )
     const questions = reply.value.questions
     return {
       type: 'done',
       outcome: 'success',
-      reason: questions.length > 0 ? `round ${round}: ${questions.length} question(s) about ${questions.map((q) => q.field).join(', ')}` : 'nothing is missing; no questions',
+      reason:
+        questions.length > 0
+          ? `round ${round}: ${questions.length} question(s) about ${questions.map((q) => q.field).join(', ')}`
+          : 'nothing is missing; no questions',
       inputs: {gate_result_ref: gate ? 'latest gate_result' : null, missing_fields: missingPaths},
       outputs: {questions, round} satisfies ClarifyOutputs & KindOutputs<'clarify_questions'>,
       llmModel: provider.model,

@@ -18,10 +18,14 @@ function parsed(parse: Parse | undefined, result: CommandResult, ok: boolean): P
   const text = whole(result.stdout)
   if (text === null) {
     if (!ok) return parse === 'json' ? {json: null} : parse === 'lines' ? {lines: null} : {text: null}
-    throw new PipeError('E_IO', `stdout was ${result.stdout.total_bytes} bytes, more than the policy's max_output_bytes keeps, so parse: ${parse} cannot read it whole`, {
-      hint: 'Raise resource_limits.max_output_bytes in the policy, or make the command print less.',
-      details: {command: result},
-    })
+    throw new PipeError(
+      'E_IO',
+      `stdout was ${result.stdout.total_bytes} bytes, more than the policy's max_output_bytes keeps, so parse: ${parse} cannot read it whole`,
+      {
+        hint: 'Raise resource_limits.max_output_bytes in the policy, or make the command print less.',
+        details: {command: result},
+      },
+    )
   }
   if (parse === 'text') return {text}
   if (parse === 'lines') return {lines: text.split(/\r?\n/).filter((line) => line.trim() !== '')}
@@ -43,13 +47,24 @@ export const command: StepHandler<'command'> = {
   kind: 'command',
   summary: 'run one allowed command in the repository root; outcome success on exit 0, else failure',
   outcomes: () => ['success', 'failure'],
-  failures: {failure: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `Read the command's output with pipe snapshot show ${run_id} --step ${step}, fix the cause and run again; or route the outcome with on: {failure: STEP} in the pipeline.`}},
+  failures: {
+    failure: {
+      code: 'E_BUILD_FAIL',
+      hint: ({run_id, step}) =>
+        `Read the command's output with pipe snapshot show ${run_id} --step ${step}, fix the cause and run again; or route the outcome with on: {failure: STEP} in the pipeline.`,
+    },
+  },
   changesSpec: false,
   commands: (step) => [{argv: step.run, at: ['run']}],
   // A command may change the world; the engine never repeats one on its own.
   safeToRetry: false,
   // Of lines, json and text, only the field its parse: names is there.
-  outputsSchema: (step) => narrowed('command', {}, PARSED.filter((field) => field !== step.parse)),
+  outputsSchema: (step) =>
+    narrowed(
+      'command',
+      {},
+      PARSED.filter((field) => field !== step.parse),
+    ),
   exportRole: {
     attempt: 'joins',
     files(snapshot) {
@@ -67,13 +82,20 @@ export const command: StepHandler<'command'> = {
       slotsDir,
     })
     if (result.spawn_error) {
-      throw new PipeError('E_IO', `could not start ${step.run[0]}: ${result.spawn_error}`, {hint: 'Check that the program is installed and on PATH.', details: {command: result}})
-    }
-    if (result.timed_out) {
-      throw new PipeError('E_TOOL_TIMEOUT', `${JSON.stringify(step.run)} ran longer than ${step.command_timeout_ms ?? policy.policy.resource_limits.command_timeout_ms} ms; its process tree was killed`, {
-        hint: 'Raise command_timeout_ms on the step or resource_limits.command_timeout_ms in the policy.',
+      throw new PipeError('E_IO', `could not start ${step.run[0]}: ${result.spawn_error}`, {
+        hint: 'Check that the program is installed and on PATH.',
         details: {command: result},
       })
+    }
+    if (result.timed_out) {
+      throw new PipeError(
+        'E_TOOL_TIMEOUT',
+        `${JSON.stringify(step.run)} ran longer than ${step.command_timeout_ms ?? policy.policy.resource_limits.command_timeout_ms} ms; its process tree was killed`,
+        {
+          hint: 'Raise command_timeout_ms on the step or resource_limits.command_timeout_ms in the policy.',
+          details: {command: result},
+        },
+      )
     }
     const ok = result.exit_code === 0
     return {

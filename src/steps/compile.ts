@@ -13,7 +13,10 @@ export const compile: StepHandler<'compile'> = {
     const source = requireIngest(context)
     const provider = await context.provider()
     const previous = context.spec ? bodyOf(context.spec) : null
-    const reply = await provider.compile({text: source.text, sourceRef: source.source_ref, previous, ...withPrompt(await promptOf(context))}, modelCall(context))
+    const reply = await provider.compile(
+      {text: source.text, sourceRef: source.source_ref, previous, ...withPrompt(await promptOf(context))},
+      modelCall(context),
+    )
     const {body, title, missing_fields: missing} = reply.value
     const {evidence, dropped} = citationsToEvidence(reply.citations, source, context.step.id, context.run.run_id)
     if (missing.length > 0) {
@@ -21,7 +24,10 @@ export const compile: StepHandler<'compile'> = {
         type: 'log',
         link: 'partial_success',
         source: {ref: `run://${context.run.run_id}/${context.step.id}`},
-        content: {excerpt: `partial success: missing ${missing.join(', ')}`, note: 'the spec was written as a draft; the gates and the clarify loop ask for what is missing'},
+        content: {
+          excerpt: `partial success: missing ${missing.join(', ')}`,
+          note: 'the spec was written as a draft; the gates and the clarify loop ask for what is missing',
+        },
         linked_to: [{step: context.step.id}, ...missing.map((field) => ({spec_path: `spec.${field}`}))],
       })
     }
@@ -31,7 +37,16 @@ export const compile: StepHandler<'compile'> = {
       outcome: 'success',
       reason: missing.length > 0 ? `draft spec (missing ${missing.join(', ')}): ${counts}` : `compiled spec: ${counts}`,
       inputs: {ingest_ref: source.source_ref, ingest_sha256: source.sha256},
-      outputs: {missing_fields: missing, counts: {features: body.features.length, acceptance_criteria: body.acceptance_criteria.length, non_functional: body.non_functional.length, constraints: body.constraints.length}, citations_dropped: dropped} satisfies KindOutputs<'compile'>,
+      outputs: {
+        missing_fields: missing,
+        counts: {
+          features: body.features.length,
+          acceptance_criteria: body.acceptance_criteria.length,
+          non_functional: body.non_functional.length,
+          constraints: body.constraints.length,
+        },
+        citations_dropped: dropped,
+      } satisfies KindOutputs<'compile'>,
       spec: {body, status: missing.length > 0 ? 'draft' : 'compiled', title, missing_fields: missing},
       evidence,
       llmModel: provider.model,

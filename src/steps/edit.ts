@@ -29,7 +29,8 @@ export const edit: StepHandler<'edit'> = {
     }
     if (step.blocks_file !== undefined && !fileEscape(dir, step.blocks_file)) {
       const full = path.resolve(dir, step.blocks_file)
-      if (!existsSync(full) || !statSync(full).isFile()) out.push({rule: 'edit-input', at: ['blocks_file'], message: `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`})
+      if (!existsSync(full) || !statSync(full).isFile())
+        out.push({rule: 'edit-input', at: ['blocks_file'], message: `blocks_file "${step.blocks_file}" does not exist (looked for ${full})`})
     }
     return out
   },
@@ -62,7 +63,10 @@ export const edit: StepHandler<'edit'> = {
     if (text === undefined && step.blocks_file !== undefined) {
       const dir = stepDir(pipeline, step.id)
       const escape = fileEscape(dir, step.blocks_file)
-      if (escape) throw new PipeError('E_CONFIG', `blocks_file "${step.blocks_file}" ${escape}`, {hint: 'Keep edit blocks inside the pipeline\'s directory; pipe validate reports this.'})
+      if (escape)
+        throw new PipeError('E_CONFIG', `blocks_file "${step.blocks_file}" ${escape}`, {
+          hint: "Keep edit blocks inside the pipeline's directory; pipe validate reports this.",
+        })
       const file = path.resolve(dir, step.blocks_file)
       text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
         throw new PipeError('E_CONFIG', `cannot read the edit blocks ${file} (${error.code})`, {hint: 'pipe validate checks that blocks_file exists.'})

@@ -12,9 +12,16 @@ export const end: StepHandler<'end'> = {
   check(step) {
     // An end ends the run: routes on it would never be taken (but a blocked end goes on at its next after pipe resume).
     const out: KindFinding[] = []
-    if (step.next !== undefined && step.status !== 'blocked') out.push({rule: 'own-routes', at: ['next'], message: `an end step with status ${step.status} ends the run; next: applies only to status blocked (where pipe resume goes on)`, key: true})
+    if (step.next !== undefined && step.status !== 'blocked')
+      out.push({
+        rule: 'own-routes',
+        at: ['next'],
+        message: `an end step with status ${step.status} ends the run; next: applies only to status blocked (where pipe resume goes on)`,
+        key: true,
+      })
     for (const outcome of Object.keys(step.on ?? {})) {
-      if (outcome !== 'error' && outcome !== 'skipped') out.push({rule: 'own-routes', at: ['on', outcome], message: 'an end step ends the run; only on.error and on.skipped apply to it', key: true})
+      if (outcome !== 'error' && outcome !== 'skipped')
+        out.push({rule: 'own-routes', at: ['on', outcome], message: 'an end step ends the run; only on.error and on.skipped apply to it', key: true})
     }
     return out
   },
@@ -29,7 +36,15 @@ export const end: StepHandler<'end'> = {
       case 'cancelled':
         return {...done, cancel: {reason}}
       case 'failed':
-        return {...done, end: {status: 'failed', reason, code: 'E_ENDED', hint: `The pipeline ended the run at step ${step.id}; read why with pipe snapshot show ${run.run_id} --step ${step.id}.`}}
+        return {
+          ...done,
+          end: {
+            status: 'failed',
+            reason,
+            code: 'E_ENDED',
+            hint: `The pipeline ended the run at step ${step.id}; read why with pipe snapshot show ${run.run_id} --step ${step.id}.`,
+          },
+        }
       case 'blocked': {
         // What resume does after the block (see README "end"): the author's next, else the step whose
         // failure led here runs again (the run succeeds only once it passes), else the run ends succeeded.

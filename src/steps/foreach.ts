@@ -27,11 +27,19 @@ function dependencyPlan(stepId: string, keys: readonly string[], needs: Readonly
     else at.set(key, index)
   }
   if (duplicates.size > 0) {
-    throw new PipeError('E_CONFIG', `step ${stepId}: key gave the same value to several items: ${[...duplicates].map((k) => JSON.stringify(k)).join(', ')}`, {hint: 'Make key: give each item its own id (a task id), or leave key: out to key items by their index.'})
+    throw new PipeError('E_CONFIG', `step ${stepId}: key gave the same value to several items: ${[...duplicates].map((k) => JSON.stringify(k)).join(', ')}`, {
+      hint: 'Make key: give each item its own id (a task id), or leave key: out to key items by their index.',
+    })
   }
-  const unknown = needs.flatMap((list, index) => list.filter((dep) => !at.has(dep)).map((dep) => `${JSON.stringify(keys[index])} depends on ${JSON.stringify(dep)}`))
+  const unknown = needs.flatMap((list, index) =>
+    list.filter((dep) => !at.has(dep)).map((dep) => `${JSON.stringify(keys[index])} depends on ${JSON.stringify(dep)}`),
+  )
   if (unknown.length > 0) {
-    throw new PipeError('E_CONFIG', `step ${stepId}: depends_on names a key no item has: ${unknown.join('; ')} (keys: ${keys.map((k) => JSON.stringify(k)).join(', ')})`, {hint: 'Name in depends_on only keys that key: gives an item of this list.'})
+    throw new PipeError(
+      'E_CONFIG',
+      `step ${stepId}: depends_on names a key no item has: ${unknown.join('; ')} (keys: ${keys.map((k) => JSON.stringify(k)).join(', ')})`,
+      {hint: 'Name in depends_on only keys that key: gives an item of this list.'},
+    )
   }
   const deps = needs.map((list) => [...new Set(list)].map((dep) => at.get(dep)!))
   // Depth-first, with a stack of its own (a chain of thousands of items must not exhaust the call
@@ -57,7 +65,11 @@ function dependencyPlan(stepId: string, keys: readonly string[], needs: Readonly
         const from = path.indexOf(dep)
         const cycle = [...path.slice(from), dep].map((n) => JSON.stringify(keys[n]))
         const shown = cycle.length > 12 ? [...cycle.slice(0, 5), `… ${cycle.length - 10} more …`, ...cycle.slice(-5)] : cycle
-        throw new PipeError('E_CONFIG', `step ${stepId}: depends_on forms a cycle of ${cycle.length - 1} item(s): ${shown.join(' -> ')}; none of these items could ever start`, {hint: 'Remove one of these dependencies so the items can run in some order.'})
+        throw new PipeError(
+          'E_CONFIG',
+          `step ${stepId}: depends_on forms a cycle of ${cycle.length - 1} item(s): ${shown.join(' -> ')}; none of these items could ever start`,
+          {hint: 'Remove one of these dependencies so the items can run in some order.'},
+        )
       }
       if (state[dep] === 0) {
         state[dep] = 1
@@ -79,46 +91,85 @@ export const foreach: StepHandler<'foreach'> = {
   safeToRetry: true,
   waitsForChildren: true,
   // Each item's `with:` is evaluated with the item under its alias, so the engine leaves it to the kind.
-  deferred: (step) => ({fields: ['items', 'with', 'key', 'depends_on'], foreign: ['steps', 'inputs'], alias: step.as ?? 'item', items: 'items', expect: {depends_on: 'list'}}),
-  childPipelines: (step) => [{...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
+  deferred: (step) => ({
+    fields: ['items', 'with', 'key', 'depends_on'],
+    foreign: ['steps', 'inputs'],
+    alias: step.as ?? 'item',
+    items: 'items',
+    expect: {depends_on: 'list'},
+  }),
+  childPipelines: (step) => [
+    {...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})},
+  ],
   check(step) {
     const out: KindFinding[] = []
     if ((step.pipeline === undefined) === (step.steps === undefined)) {
-      out.push({rule: 'foreach-child', at: step.pipeline === undefined ? [] : ['steps'], message: 'a foreach runs either pipeline: FILE or inline steps:, exactly one of them', key: true})
+      out.push({
+        rule: 'foreach-child',
+        at: step.pipeline === undefined ? [] : ['steps'],
+        message: 'a foreach runs either pipeline: FILE or inline steps:, exactly one of them',
+        key: true,
+      })
     }
-    if (step.inputs !== undefined && step.steps === undefined) out.push({rule: 'foreach-child', at: ['inputs'], message: 'inputs: declares what inline steps: read; a pipeline: file declares its own', key: true})
+    if (step.inputs !== undefined && step.steps === undefined)
+      out.push({rule: 'foreach-child', at: ['inputs'], message: 'inputs: declares what inline steps: read; a pipeline: file declares its own', key: true})
     return out
   },
-  graph: {details: (step) => [`foreach ${step.as ?? 'item'} -> ${step.pipeline ?? `${step.steps?.length ?? 0} inline step(s)`}`, `concurrency ${step.concurrency ?? 1}${step.fail_fast ? ', fail_fast' : ''}`]},
+  graph: {
+    details: (step) => [
+      `foreach ${step.as ?? 'item'} -> ${step.pipeline ?? `${step.steps?.length ?? 0} inline step(s)`}`,
+      `concurrency ${step.concurrency ?? 1}${step.fail_fast ? ', fail_fast' : ''}`,
+    ],
+  },
   async run({step, pipeline: loaded, children, signal, render}) {
     // items and with: are left to the kind (see deferred): the list first, then each item's inputs with the item bound.
     const items = render(step.items)
-    if (!Array.isArray(items)) throw new PipeError('E_CONFIG', `step ${step.id}: items gave ${items === null ? 'null' : typeof items}, not a list`, {hint: 'Make items one ${{ expression }} that gives a list.'})
+    if (!Array.isArray(items))
+      throw new PipeError('E_CONFIG', `step ${step.id}: items gave ${items === null ? 'null' : typeof items}, not a list`, {
+        hint: 'Make items one ${{ expression }} that gives a list.',
+      })
     const alias = step.as ?? 'item'
     // No file: the inline steps are the child pipeline (the engine builds it from the step).
     const file = step.pipeline !== undefined ? childFile(loaded, step.id, step.pipeline) : undefined
     // Resolved by the engine like any field; a number from an expression is checked against the schema's 1..64 there.
     const limit = step.concurrency ?? 1
-    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) throw new PipeError('E_CONFIG', `step ${step.id}: concurrency resolved to ${JSON.stringify(limit)}, not an integer from 1 to 64`, {hint: 'Make concurrency an integer, or one ${{ expression }} that gives one.'})
+    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)
+      throw new PipeError('E_CONFIG', `step ${step.id}: concurrency resolved to ${JSON.stringify(limit)}, not an integer from 1 to 64`, {
+        hint: 'Make concurrency an integer, or one ${{ expression }} that gives one.',
+      })
     const ordered = step.key !== undefined || step.depends_on !== undefined
     const keys = items.map((item, index) => {
       if (step.key === undefined) return String(index)
       const key = render(step.key, {[alias]: item})
       if (typeof key === 'string' && key !== '') return key
       if (typeof key === 'number' && Number.isInteger(key)) return String(key)
-      throw new PipeError('E_CONFIG', `step ${step.id}: key gave ${JSON.stringify(key)} for item ${index}, not a non-empty string`, {hint: 'Make key one ${{ expression }} over the item that gives its id (a string).'})
+      throw new PipeError('E_CONFIG', `step ${step.id}: key gave ${JSON.stringify(key)} for item ${index}, not a non-empty string`, {
+        hint: 'Make key one ${{ expression }} over the item that gives its id (a string).',
+      })
     })
     const needs = items.map((item, index) => {
       if (step.depends_on === undefined) return []
       const list = render(step.depends_on, {[alias]: item})
       if (list === null) return []
       if (Array.isArray(list) && list.every((k) => typeof k === 'string' || (typeof k === 'number' && Number.isInteger(k)))) return list.map(String)
-      throw new PipeError('E_CONFIG', `step ${step.id}: depends_on gave ${JSON.stringify(list)} for item ${JSON.stringify(keys[index])}, not a list of keys`, {hint: 'Make depends_on one ${{ expression }} over the item that gives a list of other items\' keys (strings).'})
+      throw new PipeError('E_CONFIG', `step ${step.id}: depends_on gave ${JSON.stringify(list)} for item ${JSON.stringify(keys[index])}, not a list of keys`, {
+        hint: "Make depends_on one ${{ expression }} over the item that gives a list of other items' keys (strings).",
+      })
     })
     const deps = dependencyPlan(step.id, keys, needs)
     // Evaluated up front: a with: that fails for one item fails the step before any child starts.
-    const inputs = items.map((item) => Object.fromEntries(Object.entries(step.with ?? {}).map(([name, value]) => [name, typeof value === 'string' ? render(value, {[alias]: item}) : (value as JsonValue)])))
-    const results: ItemResult[] = items.map((_, index) => ({index, ...(ordered ? {key: keys[index]!} : {}), run_id: null, status: 'not_started', reason: 'not started'}))
+    const inputs = items.map((item) =>
+      Object.fromEntries(
+        Object.entries(step.with ?? {}).map(([name, value]) => [name, typeof value === 'string' ? render(value, {[alias]: item}) : (value as JsonValue)]),
+      ),
+    )
+    const results: ItemResult[] = items.map((_, index) => ({
+      index,
+      ...(ordered ? {key: keys[index]!} : {}),
+      run_id: null,
+      status: 'not_started',
+      reason: 'not started',
+    }))
     // fail_fast stops the children still running through their own signal; the step's own signal stops them all.
     const stop = new AbortController()
     const childSignal = AbortSignal.any([signal, stop.signal])
@@ -127,16 +178,24 @@ export const foreach: StepHandler<'foreach'> = {
     const finished = new Set<number>()
     // An item whose dependency did not succeed is never run: it is recorded blocked, naming that dependency, and so are its own dependents.
     const settleBlocked = (): void => {
-      for (let changed = true; changed; ) {
+      for (let changed = true; changed;) {
         changed = false
         for (const [index, list] of deps.entries()) {
           if (started.has(index)) continue
           const failed = list.find((dep) => finished.has(dep) && results[dep]!.status !== 'succeeded')
           if (failed === undefined) continue
           const dep = results[failed]!
-          const verb = dep.status === 'failed' ? 'failed' : dep.status === 'blocked' ? 'was blocked' : dep.status === 'cancelled' ? 'was cancelled' : 'did not succeed'
+          const verb =
+            dep.status === 'failed' ? 'failed' : dep.status === 'blocked' ? 'was blocked' : dep.status === 'cancelled' ? 'was cancelled' : 'did not succeed'
           const what = `${verb} (${dep.reason})`
-          results[index] = {index, key: keys[index]!, run_id: null, status: 'blocked', reason: `not run: it depends on ${JSON.stringify(keys[failed])}, which ${what}`, blocked_by: keys[failed]!}
+          results[index] = {
+            index,
+            key: keys[index]!,
+            run_id: null,
+            status: 'blocked',
+            reason: `not run: it depends on ${JSON.stringify(keys[failed])}, which ${what}`,
+            blocked_by: keys[failed]!,
+          }
           started.add(index)
           finished.add(index)
           changed = true
@@ -150,7 +209,13 @@ export const foreach: StepHandler<'foreach'> = {
       const job = (async () => {
         // The child is named by its item's key: the step's key: when it has one, else the item's own id, key, name or task.
         const name = ordered ? keys[index] : itemKey(items[index])
-        const child = await children.run({...(file !== undefined ? {file} : {}), inputs: inputs[index]!, index, ...(name !== undefined ? {key: name} : {}), signal: childSignal})
+        const child = await children.run({
+          ...(file !== undefined ? {file} : {}),
+          inputs: inputs[index]!,
+          index,
+          ...(name !== undefined ? {key: name} : {}),
+          signal: childSignal,
+        })
         results[index] = {index, ...(ordered ? {key: keys[index]!} : {}), run_id: child.run_id, status: child.status, reason: childReason(child)}
         finished.add(index)
         running.delete(index)
@@ -194,7 +259,19 @@ export const foreach: StepHandler<'foreach'> = {
       const reason = `${stopped.length} child run(s) wait for a person: ${stopped.map((r) => r.reason).join('; ')}`
       // Routed (on: {blocked: STEP}), the run goes on there (a summary of what is left for a person); a later visit of the step continues the same children.
       if (step.on?.['blocked'] !== undefined) return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs}
-      return {type: 'done', outcome: 'blocked', reason, inputs: {resolved}, outputs, end: {status: 'blocked', reason, code: 'E_ENDED', hint: 'Deal with each waiting child run (pipe runs show PARENT lists them); pipe resume of this run then continues them, never re-running a finished one.'}}
+      return {
+        type: 'done',
+        outcome: 'blocked',
+        reason,
+        inputs: {resolved},
+        outputs,
+        end: {
+          status: 'blocked',
+          reason,
+          code: 'E_ENDED',
+          hint: 'Deal with each waiting child run (pipe runs show PARENT lists them); pipe resume of this run then continues them, never re-running a finished one.',
+        },
+      }
     }
     // An item a dependency blocked counts as not succeeded: partial when others succeeded, fail when none did.
     const summary = `${succeeded} of ${items.length} item(s) succeeded, ${failed} failed${cancelled > 0 ? `, ${cancelled} cancelled` : ''}${unrun > 0 ? `, ${unrun} blocked by a dependency` : ''}`

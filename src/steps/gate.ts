@@ -26,7 +26,13 @@ export const gate: StepHandler<'gate'> = {
   kind: 'gate',
   summary: 'evaluate gates and the completeness score; outcome pass or fail',
   outcomes: () => ['pass', 'fail'],
-  failures: {fail: {code: 'E_GATE_FAIL', hint: ({run_id, step}) => `Read the failed rules with pipe snapshot show ${run_id} --step ${step}, improve the requirement and run again; or route the outcome with on: {fail: STEP} (e.g. to clarify_questions).`}},
+  failures: {
+    fail: {
+      code: 'E_GATE_FAIL',
+      hint: ({run_id, step}) =>
+        `Read the failed rules with pipe snapshot show ${run_id} --step ${step}, improve the requirement and run again; or route the outcome with on: {fail: STEP} (e.g. to clarify_questions).`,
+    },
+  },
   changesSpec: false,
   needsSpec: true,
   safeToRetry: true,
@@ -35,7 +41,9 @@ export const gate: StepHandler<'gate'> = {
     const out: KindFinding[] = []
     step.gates.forEach((name, j) => {
       if (!defined.includes(name)) {
-        const where = defined.length ? `${didYouMean(name, defined)} (defined: ${defined.join(', ')})` : ' (the pipeline defines no gates: add a gates: section)'
+        const where = defined.length
+          ? `${didYouMean(name, defined)} (defined: ${defined.join(', ')})`
+          : ' (the pipeline defines no gates: add a gates: section)'
         out.push({rule: 'unknown-gate', at: ['gates', j], message: `gate "${name}" is used but not defined${where}`})
       }
     })

@@ -21,7 +21,10 @@ export const generateVv: StepHandler<'generate_vv'> = {
       type: 'done',
       outcome: 'success',
       reason: `${vv.filter((v) => v.kind === 'verification').length} verification and ${vv.filter((v) => v.kind === 'validation').length} validation item(s)${uncovered.length ? `; acceptance criteria without one: ${uncovered.join(', ')}` : ''}`,
-      outputs: {vv: vv.map((v) => ({id: v.id, kind: v.kind, method: v.method, acceptance_criteria: v.acceptance_criteria})), uncovered_acceptance_criteria: uncovered} satisfies KindOutputs<'generate_vv'>,
+      outputs: {
+        vv: vv.map((v) => ({id: v.id, kind: v.kind, method: v.method, acceptance_criteria: v.acceptance_criteria})),
+        uncovered_acceptance_criteria: uncovered,
+      } satisfies KindOutputs<'generate_vv'>,
       spec: {body: {...bodyOf(spec), vv}, status: 'verified'},
       llmModel: provider.model,
       ...(reply.usage ? {usage: reply.usage} : {}),

@@ -24,12 +24,15 @@ export const git: StepHandler<'git'> = {
     const out: KindFinding[] = []
     if (step.action === 'rollback' && step.to !== undefined) {
       const target = pipeline.steps.find((s) => s.id === step.to)
-      if (target && !(target.kind === 'git' && target.action === 'checkpoint')) out.push({rule: 'rollback-target', at: ['to'], message: `rollback target "${step.to}" is not a git checkpoint step`})
+      if (target && !(target.kind === 'git' && target.action === 'checkpoint'))
+        out.push({rule: 'rollback-target', at: ['to'], message: `rollback target "${step.to}" is not a git checkpoint step`})
     }
     for (const key of ['message', 'allow_dirty', 'branch'] as const) {
-      if (step.action === 'rollback' && step[key] !== undefined) out.push({rule: 'rollback-target', at: [key], message: `${key} applies to checkpoint, not rollback`, key: true})
+      if (step.action === 'rollback' && step[key] !== undefined)
+        out.push({rule: 'rollback-target', at: [key], message: `${key} applies to checkpoint, not rollback`, key: true})
     }
-    if (step.action === 'checkpoint' && step.to !== undefined) out.push({rule: 'rollback-target', at: ['to'], message: 'to applies to rollback, not checkpoint', key: true})
+    if (step.action === 'checkpoint' && step.to !== undefined)
+      out.push({rule: 'rollback-target', at: ['to'], message: 'to applies to rollback, not checkpoint', key: true})
     return out
   },
   exportRole: {

@@ -37,7 +37,16 @@ export const ingest: StepHandler<'ingest'> = {
     const text = decodeText(Buffer.from(run.input.text, 'utf8'), `input ${run.input.ref}`, limit)
     const hash = sha256(text)
     const lines = text.split('\n').length - 1
-    const result: IngestResult = {source_ref: run.input.ref, source_kind: run.input.kind, sha256: hash, bytes: Buffer.byteLength(text), chars: [...text].length, lines, language: language(text), text}
+    const result: IngestResult = {
+      source_ref: run.input.ref,
+      source_kind: run.input.kind,
+      sha256: hash,
+      bytes: Buffer.byteLength(text),
+      chars: [...text].length,
+      lines,
+      language: language(text),
+      text,
+    }
     return {
       type: 'done',
       outcome: 'success',

@@ -33,7 +33,9 @@ export function requireSpec(context: StepContext, why: string): CanonicalSpec {
 export function requireIngest(context: StepContext): IngestResult {
   const result = ingestResult.latest(context.history)
   if (!result) {
-    throw new PipeError('E_STATE', `step "${context.step.id}" needs ingested input, but no ingest step has run`, {hint: 'Put an ingest step before it in the pipeline.'})
+    throw new PipeError('E_STATE', `step "${context.step.id}" needs ingested input, but no ingest step has run`, {
+      hint: 'Put an ingest step before it in the pipeline.',
+    })
   }
   return result
 }
@@ -96,12 +98,15 @@ export async function promptOf(context: StepContext): Promise<string | undefined
   if (file === undefined) return undefined
   const dir = stepDir(context.pipeline, context.step.id)
   const escape = fileEscape(dir, file)
-  if (escape) throw new PipeError('E_CONFIG', `prompt file "${file}" ${escape}`, {hint: 'Keep prompt files inside the pipeline\'s directory; pipe validate reports this.'})
+  if (escape)
+    throw new PipeError('E_CONFIG', `prompt file "${file}" ${escape}`, {hint: "Keep prompt files inside the pipeline's directory; pipe validate reports this."})
   const full = path.resolve(dir, file)
   try {
     return await readFile(full, 'utf8')
   } catch (error) {
-    throw new PipeError('E_CONFIG', `cannot read the prompt file ${full} (${(error as NodeJS.ErrnoException).code ?? String(error)})`, {hint: 'pipe validate checks that prompt files exist.'})
+    throw new PipeError('E_CONFIG', `cannot read the prompt file ${full} (${(error as NodeJS.ErrnoException).code ?? String(error)})`, {
+      hint: 'pipe validate checks that prompt files exist.',
+    })
   }
 }
 
@@ -157,7 +162,11 @@ export function promptStepFindings(rule: string, step: Extract<Step, {kind: 'mod
   const names = Object.keys(step.vars ?? {})
   for (const use of variablesUsed(text)) {
     if (names.includes(use.name)) continue
-    out.push({rule, at: ['prompt'], message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`})
+    out.push({
+      rule,
+      at: ['prompt'],
+      message: `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which is not a key of the step's vars${didYouMean(use.name, names)} (vars: ${names.join(', ') || 'none'})`,
+    })
   }
   return out
 }

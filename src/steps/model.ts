@@ -38,9 +38,13 @@ export function writeSection(body: SpecBody, specPath: string, value: unknown): 
     const child = node[name]
     if (child === undefined) node[name] = {}
     else if (child === null || typeof child !== 'object' || Array.isArray(child)) {
-      throw new PipeError('E_STATE', `spec_path "${specPath}" goes through sections.${names.slice(0, i + 1).join('.')}, which holds ${Array.isArray(child) ? 'a list' : JSON.stringify(child)}, not a map`, {
-        hint: 'Choose a spec_path that does not run through a value another step wrote.',
-      })
+      throw new PipeError(
+        'E_STATE',
+        `spec_path "${specPath}" goes through sections.${names.slice(0, i + 1).join('.')}, which holds ${Array.isArray(child) ? 'a list' : JSON.stringify(child)}, not a map`,
+        {
+          hint: 'Choose a spec_path that does not run through a value another step wrote.',
+        },
+      )
     }
     node = node[name] as Record<string, unknown>
   })
@@ -74,12 +78,10 @@ export const model: StepHandler<'model'> = {
     const {step} = context
     const template = (await promptOf(context))!
     const loaded = loadOutputSchema(stepDir(context.pipeline, step.id), step.output_schema)
-    if (!loaded.ok) throw new PipeError('E_CONFIG', `output_schema "${step.output_schema}" ${loaded.problem}`, {hint: 'pipe validate checks output schemas before a run.'})
+    if (!loaded.ok)
+      throw new PipeError('E_CONFIG', `output_schema "${step.output_schema}" ${loaded.problem}`, {hint: 'pipe validate checks output schemas before a run.'})
     const vars = step.vars ?? {}
-    const prompt = renderPrompt(
-      template,
-      Object.fromEntries(Object.entries(vars).map(([name, value]) => [name, renderVar(value)])),
-    )
+    const prompt = renderPrompt(template, Object.fromEntries(Object.entries(vars).map(([name, value]) => [name, renderVar(value)])))
     const provider = await context.provider()
     const reply = await provider.generate(
       {

@@ -25,7 +25,18 @@ export const pipeline: StepHandler<'pipeline'> = {
     } satisfies KindOutputs<'pipeline'>
     if (child.status === 'succeeded') return {type: 'done', outcome: 'success', reason, outputs}
     if (childStopped(child)) {
-      return {type: 'done', outcome: 'blocked', reason, outputs, end: {status: 'blocked', reason, code: 'E_ENDED', hint: `Deal with the child run (pipe runs show ${child.run_id}); pipe resume of this run then continues it.`}}
+      return {
+        type: 'done',
+        outcome: 'blocked',
+        reason,
+        outputs,
+        end: {
+          status: 'blocked',
+          reason,
+          code: 'E_ENDED',
+          hint: `Deal with the child run (pipe runs show ${child.run_id}); pipe resume of this run then continues it.`,
+        },
+      }
     }
     return {type: 'done', outcome: 'fail', reason, outputs}
   },

@@ -14,7 +14,9 @@ export const planTasks: StepHandler<'plan_tasks'> = {
   async run(context) {
     const spec = requireSpec(context, 'plan')
     if (spec.features.length === 0 && spec.acceptance_criteria.length === 0) {
-      throw new PipeError('E_STATE', 'nothing to plan: the spec has no features and no acceptance criteria', {hint: 'Route the pipeline through a gate that requires features before plan_tasks.'})
+      throw new PipeError('E_STATE', 'nothing to plan: the spec has no features and no acceptance criteria', {
+        hint: 'Route the pipeline through a gate that requires features before plan_tasks.',
+      })
     }
     const provider = await context.provider()
     const reply = await provider.planTasks({spec: bodyOf(spec), ...withPrompt(await promptOf(context))}, modelCall(context))
@@ -25,7 +27,10 @@ export const planTasks: StepHandler<'plan_tasks'> = {
       type: 'done',
       outcome: 'success',
       reason: `planned ${tasks.length} task(s) for ${spec.features.length} feature(s)${uncovered.length ? `; not covered by a task: ${uncovered.join(', ')}` : ''}`,
-      outputs: {tasks: tasks.map((t) => ({id: t.id, title: t.title, type: t.type, depends_on: t.depends_on ?? []})), uncovered_acceptance_criteria: uncovered} satisfies KindOutputs<'plan_tasks'>,
+      outputs: {
+        tasks: tasks.map((t) => ({id: t.id, title: t.title, type: t.type, depends_on: t.depends_on ?? []})),
+        uncovered_acceptance_criteria: uncovered,
+      } satisfies KindOutputs<'plan_tasks'>,
       spec: {body, status: 'planned'},
       llmModel: provider.model,
       ...(reply.usage ? {usage: reply.usage} : {}),

@@ -27,11 +27,19 @@ export function deniedCommandsOf(registry: StepRegistry, loaded: LoadedPipeline,
       const argv = written.map((arg, j) => (arg.includes('${{') ? argumentOf(values?.[fieldPath([...at, j])]) : arg))
       const verdict = checkCommandShape(policy, argv)
       if (verdict.allowed) continue
-      out.push({...diag(loaded, ['steps', i, ...at], `${source} denies ${JSON.stringify(argv.map((arg, j) => arg ?? written[j]))} (${verdict.rule}): ${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
+      out.push({
+        ...diag(
+          loaded,
+          ['steps', i, ...at],
+          `${source} denies ${JSON.stringify(argv.map((arg, j) => arg ?? written[j]))} (${verdict.rule}): ${verdict.reason}; the step would fail with E_POLICY_DENIED`,
+        ),
+        rule: 'policy-denied',
+      })
     }
     if (step.kind === 'command' && step.env) {
       const verdict = checkEnv(Object.keys(step.env))
-      if (!verdict.allowed) out.push({...diag(loaded, ['steps', i, 'env'], `${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
+      if (!verdict.allowed)
+        out.push({...diag(loaded, ['steps', i, 'env'], `${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
     }
   })
   return out

@@ -45,14 +45,31 @@ export const publish: StepHandler<'publish'> = {
     const decision = reviewDecision.latest(context.history)
     const reviewed = reviewedVersion.latest(context.history)
     if ((context.step.require_review ?? true) && (decision !== 'go' || reviewed !== spec.meta.spec_version)) {
-      throw new PipeError('E_STATE', `spec ${spec.meta.spec_version} has no review decision "go" (latest: ${decision ?? 'none'}${reviewed && reviewed !== spec.meta.spec_version ? ` for ${reviewed}` : ''})`, {
-        hint: 'Put a review step before publish and approve the version with pipe review RUN --decision go.',
-      })
+      throw new PipeError(
+        'E_STATE',
+        `spec ${spec.meta.spec_version} has no review decision "go" (latest: ${decision ?? 'none'}${reviewed && reviewed !== spec.meta.spec_version ? ` for ${reviewed}` : ''})`,
+        {
+          hint: 'Put a review step before publish and approve the version with pipe review RUN --decision go.',
+        },
+      )
     }
     const results: PublishOutcome[] = []
     for (const target of context.step.targets) {
       try {
-        results.push(await publishTo({ledger: context.ledger, target, spec, runId: context.run.run_id, cwd: context.cwd, user: context.user, signal: context.signal, hook: (point) => context.hook(point), resendUnknown: context.attempt === 1, now: () => context.now()}))
+        results.push(
+          await publishTo({
+            ledger: context.ledger,
+            target,
+            spec,
+            runId: context.run.run_id,
+            cwd: context.cwd,
+            user: context.user,
+            signal: context.signal,
+            hook: (point) => context.hook(point),
+            resendUnknown: context.attempt === 1,
+            now: () => context.now(),
+          }),
+        )
       } catch (error) {
         throw blocking(error, context.signal, context.run.run_id)
       }

@@ -35,7 +35,10 @@ function text(result: CommandResult): string {
 
 /** The lines a person should read first: error and failure lines, else the last lines. */
 export function topErrors(output: string, max = 10): string[] {
-  const lines = output.split('\n').map((l) => l.trim()).filter(Boolean)
+  const lines = output
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)
   const flagged = lines.filter((l) => /\b(error|errors|fail|failed|failing|failure|assert\w*|exception|traceback|not ok)\b|✗|✖/i.test(l))
   const chosen = flagged.length > 0 ? flagged : lines.slice(-5)
   return [...new Set(chosen)].slice(0, max).map((l) => (l.length > 300 ? `${l.slice(0, 297)}...` : l))
@@ -62,14 +65,20 @@ export function stableOutput(output: string, root: string): string {
  * order, at most `max`; when that gives fewer than `min`, the last lines fill it up.
  */
 export function relevantLines(output: string, min = 20, max = 50): string[] {
-  const lines = output.split('\n').map((l) => l.trimEnd()).filter((l) => l.trim() !== '')
+  const lines = output
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .filter((l) => l.trim() !== '')
   const keep = new Set<number>()
   for (let i = 0; i < lines.length && keep.size < max; i++) {
     if (!FLAGGED.test(lines[i]!)) continue
     for (let j = Math.max(0, i - 2); j <= Math.min(lines.length - 1, i + 3) && keep.size < max; j++) keep.add(j)
   }
   for (let j = lines.length - 1; j >= 0 && keep.size < Math.min(min, lines.length); j--) keep.add(j)
-  return [...keep].sort((a, b) => a - b).map((i) => lines[i]!).map((l) => (l.length > 300 ? `${l.slice(0, 297)}...` : l))
+  return [...keep]
+    .sort((a, b) => a - b)
+    .map((i) => lines[i]!)
+    .map((l) => (l.length > 300 ? `${l.slice(0, 297)}...` : l))
 }
 
 const PATHISH = /(file:\/\/\/?[^\s:'"()]+|(?:\.{0,2}\/)?[\w@.+-]+(?:\/[\w@.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,5})(?::\d+)?/g
@@ -94,7 +103,13 @@ export function filesNamed(output: string, root: string, max = 5): string[] {
     }
     const absolute = path.resolve(base, name)
     const relative = path.relative(base, absolute)
-    if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative) || relative.split(path.sep).some((part) => part === 'node_modules' || part === '.git')) continue
+    if (
+      relative === '' ||
+      relative.startsWith('..') ||
+      path.isAbsolute(relative) ||
+      relative.split(path.sep).some((part) => part === 'node_modules' || part === '.git')
+    )
+      continue
     const posix = relative.split(path.sep).join('/')
     if (out.includes(posix)) continue
     try {
@@ -124,10 +139,19 @@ export const qa: StepHandler<'qa'> = {
   kind: 'qa',
   summary: 'static checks, tests, acceptance commands in order; a verdict; outcome pass or fail',
   outcomes: () => ['pass', 'fail'],
-  failures: {fail: {code: 'E_BUILD_FAIL', hint: ({run_id, step}) => `Read the verdict with pipe snapshot show ${run_id} --step ${step}, fix the code and run again; or route the outcome with on: {fail: STEP} in the pipeline.`}},
+  failures: {
+    fail: {
+      code: 'E_BUILD_FAIL',
+      hint: ({run_id, step}) =>
+        `Read the verdict with pipe snapshot show ${run_id} --step ${step}, fix the code and run again; or route the outcome with on: {fail: STEP} in the pipeline.`,
+    },
+  },
   changesSpec: false,
   // Stages an expression gives are known only when the step runs; the policy checks them then.
-  commands: (step) => (typeof step.stages === 'string' ? [] : ORDER.flatMap((stage) => ((step.stages as Stages)[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]})))),
+  commands: (step) =>
+    typeof step.stages === 'string'
+      ? []
+      : ORDER.flatMap((stage) => ((step.stages as Stages)[stage] ?? []).map((argv, i) => ({argv, at: ['stages', stage, i]}))),
   safeToRetry: false,
   exportRole: {
     attempt: 'once',
@@ -149,8 +173,20 @@ export const qa: StepHandler<'qa'> = {
   },
   async run({step, policy, cwd, signal, slotsDir}) {
     const stages: Array<{stage: Stage; commands: CommandResult[]}> = []
-    let verdict: Verdict = {status: 'pass', failed_stage: null, error_category: null, top_errors: [], log_lines: [], files_to_read: [], command: null, full_logs: []}
-    if (typeof step.stages === 'string') throw new PipeError('E_CONFIG', `step ${step.id}: stages ${step.stages} was not resolved to a mapping of stages`, {hint: 'Give stages as {static: [...], tests: [...], acceptance: [...]}, or one ${{ }} expression that gives such a mapping.'})
+    let verdict: Verdict = {
+      status: 'pass',
+      failed_stage: null,
+      error_category: null,
+      top_errors: [],
+      log_lines: [],
+      files_to_read: [],
+      command: null,
+      full_logs: [],
+    }
+    if (typeof step.stages === 'string')
+      throw new PipeError('E_CONFIG', `step ${step.id}: stages ${step.stages} was not resolved to a mapping of stages`, {
+        hint: 'Give stages as {static: [...], tests: [...], acceptance: [...]}, or one ${{ }} expression that gives such a mapping.',
+      })
     const given = step.stages
     outer: for (const stage of ORDER) {
       const commands = given[stage]
@@ -181,7 +217,10 @@ export const qa: StepHandler<'qa'> = {
     return {
       type: 'done',
       outcome: verdict.status,
-      reason: verdict.status === 'pass' ? `all ${count} QA command(s) passed` : `${verdict.failed_stage} failed (${verdict.error_category}): ${verdict.top_errors[0] ?? 'see the output'}`,
+      reason:
+        verdict.status === 'pass'
+          ? `all ${count} QA command(s) passed`
+          : `${verdict.failed_stage} failed (${verdict.error_category}): ${verdict.top_errors[0] ?? 'see the output'}`,
       inputs: {stages: step.stages, ...(step.task ? {task: step.task} : {})},
       outputs: {verdict, stages} satisfies QaOutputs & KindOutputs<'qa'>,
     }

@@ -54,9 +54,19 @@ export const review: StepHandler<'review'> = {
       case 'go':
         return {...base, outcome: 'go', reason: `${decision.by} approved ${spec.meta.spec_version}${note}`}
       case 'hold':
-        return {...base, outcome: 'hold', reason: `${decision.by} put ${spec.meta.spec_version} on hold${note}`, hold: {reason: `on hold by ${decision.by}${note}`}}
+        return {
+          ...base,
+          outcome: 'hold',
+          reason: `${decision.by} put ${spec.meta.spec_version} on hold${note}`,
+          hold: {reason: `on hold by ${decision.by}${note}`},
+        }
       case 'drop':
-        return {...base, outcome: 'drop', reason: `${decision.by} dropped ${spec.meta.spec_version}${note}`, cancel: {reason: `dropped in review by ${decision.by}${note}`}}
+        return {
+          ...base,
+          outcome: 'drop',
+          reason: `${decision.by} dropped ${spec.meta.spec_version}${note}`,
+          cancel: {reason: `dropped in review by ${decision.by}${note}`},
+        }
     }
   },
 }

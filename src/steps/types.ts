@@ -93,7 +93,9 @@ export interface StepContext<S extends Step = Step> {
 }
 
 /** A timeline line a step may append: what happened and its details (the engine stamps the step, seq and attempt). */
-export type StepEvent = Omit<RunEvent, 'step' | 'seq' | 'attempt' | 'from' | 'to' | 'run_state' | 'prev' | 'hash' | 'by' | 'policy_version'> & {event: 'tool_call_request' | 'tool_call_result'}
+export type StepEvent = Omit<RunEvent, 'step' | 'seq' | 'attempt' | 'from' | 'to' | 'run_state' | 'prev' | 'hash' | 'by' | 'policy_version'> & {
+  event: 'tool_call_request' | 'tool_call_result'
+}
 
 export interface StepState {
   read(): Promise<unknown>

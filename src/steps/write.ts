@@ -48,9 +48,13 @@ function textOf(step: StepOf<'write'>): string {
     case 'text':
     case 'markdown':
       if (typeof value !== 'string') {
-        throw new PipeError('E_CONFIG', `value of write step "${step.id}" is ${value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value}, but format ${format} writes a string as it is`, {
-          hint: 'Give a string value (string(x), a join), or write it as format: json or yaml.',
-        })
+        throw new PipeError(
+          'E_CONFIG',
+          `value of write step "${step.id}" is ${value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value}, but format ${format} writes a string as it is`,
+          {
+            hint: 'Give a string value (string(x), a join), or write it as format: json or yaml.',
+          },
+        )
       }
       return value
   }
@@ -72,10 +76,14 @@ function refuseLinks(realRoot: string, relative: string, given: string): void {
       return
     }
     const shown = path.relative(realRoot, part).split(path.sep).join('/')
-    throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (sandbox): it leads through the symlink ${shown} -> ${link}, which a write step never follows`, {
-      hint: `Write to the file the link points at by its own path, or remove the symlink ${shown} (a command may have planted it).`,
-      details: {rule: 'sandbox', path: given},
-    })
+    throw new PipeError(
+      'E_POLICY_DENIED',
+      `path "${given}" is denied (sandbox): it leads through the symlink ${shown} -> ${link}, which a write step never follows`,
+      {
+        hint: `Write to the file the link points at by its own path, or remove the symlink ${shown} (a command may have planted it).`,
+        details: {rule: 'sandbox', path: given},
+      },
+    )
   }
 }
 
@@ -84,12 +92,19 @@ function appendTo(target: string, text: string, given: string): Buffer {
   const fd = openSync(target, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o666)
   try {
     const opened = fstatSync(fd)
-    if (!opened.isFile()) throw new PipeError('E_INVALID_ARGS', `${given} is not a regular file (a folder, a FIFO or a device): a write step appends only to files`, {hint: 'Point path at a file.'})
+    if (!opened.isFile())
+      throw new PipeError('E_INVALID_ARGS', `${given} is not a regular file (a folder, a FIFO or a device): a write step appends only to files`, {
+        hint: 'Point path at a file.',
+      })
     // A hard link is the same file under another name, perhaps in .git or outside the repository: appending would write there.
     if (opened.nlink > 1) {
-      throw new PipeError('E_POLICY_DENIED', `path "${given}" is denied (sandbox): the file has ${opened.nlink} hard links, and another of its names may lie in .git, the store or outside the repository; a write step never appends through one`, {
-        hint: 'Remove the extra link, or write the file with mode: overwrite (which replaces the name, not the file).',
-      })
+      throw new PipeError(
+        'E_POLICY_DENIED',
+        `path "${given}" is denied (sandbox): the file has ${opened.nlink} hard links, and another of its names may lie in .git, the store or outside the repository; a write step never appends through one`,
+        {
+          hint: 'Remove the extra link, or write the file with mode: overwrite (which replaces the name, not the file).',
+        },
+      )
     }
     writeSync(fd, text)
     syncFd(fd, true)
@@ -121,7 +136,11 @@ function notAFile(given: string): string | undefined {
 /** Writes `text` to `given` under the policy, as `mode` says. */
 export async function writeInside(policy: LoadedPolicy, root: string, given: string, text: string, mode: Mode): Promise<Written> {
   const problem = notAFile(given)
-  if (problem !== undefined) throw new PipeError('E_INVALID_ARGS', problem, {hint: 'Give path as a file relative to the repository root, e.g. path: notes/summary.md.', details: {path: given}})
+  if (problem !== undefined)
+    throw new PipeError('E_INVALID_ARGS', problem, {
+      hint: 'Give path as a file relative to the repository root, e.g. path: notes/summary.md.',
+      details: {path: given},
+    })
   assertPath(policy, root, given)
   // The path as written, not as resolved: checkPath resolves the links this step refuses.
   const realRoot = realish(path.resolve(root))
@@ -133,7 +152,9 @@ export async function writeInside(policy: LoadedPolicy, root: string, given: str
   refuseLinks(realRoot, relative, given)
   const existing = lstatSync(target, {throwIfNoEntry: false})
   if (existing !== undefined && mode !== 'create' && !existing.isFile()) {
-    throw new PipeError('E_INVALID_ARGS', `${relative} exists and is not a regular file: a write step writes only files`, {hint: 'Point path at a file, or remove what is there.'})
+    throw new PipeError('E_INVALID_ARGS', `${relative} exists and is not a regular file: a write step writes only files`, {
+      hint: 'Point path at a file, or remove what is there.',
+    })
   }
   const data = Buffer.from(text, 'utf8')
   switch (mode) {
@@ -156,7 +177,8 @@ export const write: StepHandler<'write'> = {
   failures: {
     exists: {
       code: 'E_CONFLICT',
-      hint: ({run_id, step}) => `Step ${step} writes with mode: create and the file already exists; nothing was written. Move the file away and pipe resume ${run_id}, or give the step mode: overwrite or append, or route on: {exists: STEP}.`,
+      hint: ({run_id, step}) =>
+        `Step ${step} writes with mode: create and the file already exists; nothing was written. Move the file away and pipe resume ${run_id}, or give the step mode: overwrite or append, or route on: {exists: STEP}.`,
     },
   },
   changesSpec: false,
@@ -165,16 +187,21 @@ export const write: StepHandler<'write'> = {
   check(step) {
     const out: KindFinding[] = []
     const hasValue = Object.hasOwn(step, 'value')
-    if ((step.content === undefined) === !hasValue) out.push({rule: 'write-input', at: ['id'], message: `write step "${step.id}" needs exactly one of content or value`})
-    if (step.content !== undefined && step.format !== undefined) out.push({rule: 'write-input', at: ['format'], message: 'format applies to value; content is written as it is', key: true})
+    if ((step.content === undefined) === !hasValue)
+      out.push({rule: 'write-input', at: ['id'], message: `write step "${step.id}" needs exactly one of content or value`})
+    if (step.content !== undefined && step.format !== undefined)
+      out.push({rule: 'write-input', at: ['format'], message: 'format applies to value; content is written as it is', key: true})
     // A literal path can be judged now; one with expressions is judged when the step runs.
     if (!step.path.includes('${{')) {
       const parts = step.path.split(/[\\/]/)
       const problem = notAFile(step.path)
       if (problem !== undefined) out.push({rule: 'write-path', at: ['path'], message: problem})
-      else if (path.isAbsolute(step.path)) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is absolute; give a path relative to the repository root`})
-      else if (path.posix.normalize(step.path.replaceAll('\\', '/')).startsWith('../')) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" leaves the repository root`})
-      else if (parts.some((p) => p.toLowerCase() === '.git')) out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is inside a .git folder, which steps may not touch`})
+      else if (path.isAbsolute(step.path))
+        out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is absolute; give a path relative to the repository root`})
+      else if (path.posix.normalize(step.path.replaceAll('\\', '/')).startsWith('../'))
+        out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" leaves the repository root`})
+      else if (parts.some((p) => p.toLowerCase() === '.git'))
+        out.push({rule: 'write-path', at: ['path'], message: `path "${step.path}" is inside a .git folder, which steps may not touch`})
     }
     return out
   },
@@ -185,7 +212,13 @@ export const write: StepHandler<'write'> = {
     const inputs = {path: step.path, mode, ...(step.content === undefined ? {format: step.format ?? 'json'} : {})}
     const written = await writeInside(policy, cwd, step.path, text, mode)
     if (written.outcome === 'exists') {
-      return {type: 'done', outcome: 'exists', reason: `${written.relative} already exists; mode create writes only a new file, so nothing was written`, inputs, outputs: {}}
+      return {
+        type: 'done',
+        outcome: 'exists',
+        reason: `${written.relative} already exists; mode create writes only a new file, so nothing was written`,
+        inputs,
+        outputs: {},
+      }
     }
     const hash = sha256(written.bytes)
     const outputs = {path: written.relative, sha256: hash, bytes: written.bytes.length, mode} satisfies WriteOutputs & KindOutputs<'write'>
@@ -201,7 +234,10 @@ export const write: StepHandler<'write'> = {
           type: 'file',
           link: 'file',
           source: {ref: `file://${written.relative}`, hash},
-          content: {excerpt: [...redact(text)].slice(0, 500).join(''), note: `write step ${step.id} (${mode}): ${written.relative} holds ${written.bytes.length} bytes`},
+          content: {
+            excerpt: [...redact(text)].slice(0, 500).join(''),
+            note: `write step ${step.id} (${mode}): ${written.relative} holds ${written.bytes.length} bytes`,
+          },
           linked_to: [{step: step.id}, {run_id: run.run_id}],
         },
       ],

@@ -78,5 +78,10 @@ export function listDir(dir: string): string[] {
 
 export function schemaFindings(schema: 'run' | 'snapshot' | 'spec' | 'evidence' | 'ledger', value: unknown, record: string, file: string): AuditFinding[] {
   const result = check(schema, value)
-  return result.errors.map((e) => ({record, file, field: e.instancePath.slice(1).replace(/\//g, '.') || '(record)', message: `does not match the ${schema} schema: ${e.message ?? e.keyword}`}))
+  return result.errors.map((e) => ({
+    record,
+    file,
+    field: e.instancePath.slice(1).replace(/\//g, '.') || '(record)',
+    message: `does not match the ${schema} schema: ${e.message ?? e.keyword}`,
+  }))
 }

@@ -35,7 +35,12 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
     if (run.seal === undefined) a.problem({record: runId, file: runFile, field: 'seal', message: 'the run record is not sealed'})
     else a.seal(checkRecord(run, a.key), runId, runFile, 'seal')
     if (indexLine && indexLine.created_hash !== runCreationHash(run as unknown as Record<string, unknown>)) {
-      a.problem({record: runId, file: runFile, field: '(created)', message: 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index'})
+      a.problem({
+        record: runId,
+        file: runFile,
+        field: '(created)',
+        message: 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index',
+      })
     }
   }
   // Only a head of the right shape anchors the checks below (a malformed one is reported above).
@@ -50,18 +55,44 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
     if (p.check) a.seal(p.check, runId, eventsFile, `line ${p.line}`)
     else a.problem({record: runId, file: eventsFile, field: `line ${p.line}`, message: p.message})
   }
-  if (chain.torn) a.report.notes.push({record: runId, file: eventsFile, field: `line ${chain.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
+  if (chain.torn)
+    a.report.notes.push({
+      record: runId,
+      file: eventsFile,
+      field: `line ${chain.lines.length + 1}`,
+      message: 'torn last line (a crash while appending); earlier lines are intact',
+    })
   if (head && run) {
     const anchored = chain.lines[head.events - 1]
     if (chain.lines.length < head.events) {
-      a.problem({record: runId, file: eventsFile, field: `line ${chain.lines.length + 1}`, message: `the timeline has ${chain.lines.length} line(s), the run record's head names ${head.events} (lines were removed)`})
+      a.problem({
+        record: runId,
+        file: eventsFile,
+        field: `line ${chain.lines.length + 1}`,
+        message: `the timeline has ${chain.lines.length} line(s), the run record's head names ${head.events} (lines were removed)`,
+      })
     } else if (head.events > 0 && anchored?.hash !== head.event_hash) {
-      a.problem({record: runId, file: eventsFile, field: `line ${head.events}`, message: "is not the line the run record's head names (rewritten or re-sealed)"})
+      a.problem({
+        record: runId,
+        file: eventsFile,
+        field: `line ${head.events}`,
+        message: "is not the line the run record's head names (rewritten or re-sealed)",
+      })
     } else if (anchored && anchored.run_state !== runStateHash(run as unknown as Record<string, unknown>)) {
-      a.problem({record: runId, file: runFile, field: '(state)', message: `the run record is not the state its timeline line ${head.events} recorded (status, owner, answers or decisions changed)`})
+      a.problem({
+        record: runId,
+        file: runFile,
+        field: '(state)',
+        message: `the run record is not the state its timeline line ${head.events} recorded (status, owner, answers or decisions changed)`,
+      })
     }
     if (chain.lines.length > head.events) {
-      a.report.notes.push({record: runId, file: eventsFile, field: `line ${head.events + 1}`, message: 'a change to the run record was interrupted (the timeline is ahead of the record); the next change completes it'})
+      a.report.notes.push({
+        record: runId,
+        file: eventsFile,
+        field: `line ${head.events + 1}`,
+        message: 'a change to the run record was interrupted (the timeline is ahead of the record); the next change completes it',
+      })
     }
   }
   if (names.includes('journal.json')) {
@@ -74,7 +105,8 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
   const files = listDir(snapshotDir)
     .filter((n) => !a.tidyTemp(snapshotDir, n))
     .sort()
-  if (!names.includes('snapshots') && (head?.seq ?? 0) > 0) a.problem({record: runId, file: snapshotDir, field: '(folder)', message: 'the snapshots folder is missing'})
+  if (!names.includes('snapshots') && (head?.seq ?? 0) > 0)
+    a.problem({record: runId, file: snapshotDir, field: '(folder)', message: 'the snapshots folder is missing'})
   const snapshots: Snapshot[] = []
   let expectedPrev: string | null | undefined = null
   const replayOf: unknown = run?.replay_of
@@ -96,7 +128,12 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
     const seq = Number(seqText)
     const record = `${runId}#${seq}`
     while (expectedSeq < seq) {
-      a.problem({record: `${runId}#${expectedSeq}`, file: a.store.snapshotFile(runId, expectedSeq), field: '(file)', message: 'snapshot is missing (a gap in seq)'})
+      a.problem({
+        record: `${runId}#${expectedSeq}`,
+        file: a.store.snapshotFile(runId, expectedSeq),
+        field: '(file)',
+        message: 'snapshot is missing (a gap in seq)',
+      })
       expectedSeq++
       expectedPrev = undefined
     }
@@ -129,23 +166,38 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
     expectedPrev = s.meta?.record_hash
     if (head && seq === head.seq) {
       headSeen = true
-      if (s.meta?.record_hash !== head.snapshot_hash) a.problem({record, file, field: 'meta.record_hash', message: "is not the snapshot the run record's head names (rewritten or re-sealed)"})
+      if (s.meta?.record_hash !== head.snapshot_hash)
+        a.problem({record, file, field: 'meta.record_hash', message: "is not the snapshot the run record's head names (rewritten or re-sealed)"})
     }
     if (head && run && seq > head.seq && SETTLED.has(run.status)) {
       a.problem({record, file, field: '(file)', message: `was written after the run record was sealed, yet the run is ${run.status} (added after the fact)`})
     }
-    for (const version of [s.spec_version_in, s.spec_version_out]) if (typeof version === 'string' && ID_PATTERNS.spec.test(version)) a.bound(version, 'spec', s, record, file)
+    for (const version of [s.spec_version_in, s.spec_version_out])
+      if (typeof version === 'string' && ID_PATTERNS.spec.test(version)) a.bound(version, 'spec', s, record, file)
     const links: unknown = s.evidence_links
     for (const link of Array.isArray(links) ? links : []) {
-      if (isObject(link) && typeof link.evidence_id === 'string' && ID_PATTERNS.evidence.test(link.evidence_id)) a.bound(link.evidence_id, 'evidence', s, record, file)
+      if (isObject(link) && typeof link.evidence_id === 'string' && ID_PATTERNS.evidence.test(link.evidence_id))
+        a.bound(link.evidence_id, 'evidence', s, record, file)
     }
   }
   if (head && head.seq > 0 && !headSeen) {
     const last = snapshots.at(-1)?.step.seq ?? 0
-    a.problem({record: `${runId}#${head.seq}`, file: a.store.snapshotFile(runId, head.seq), field: '(file)', message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`})
+    a.problem({
+      record: `${runId}#${head.seq}`,
+      file: a.store.snapshotFile(runId, head.seq),
+      field: '(file)',
+      message: `the run record's head names snapshot #${head.seq}, but ${last ? `the last is #${last}` : 'there are none'} (snapshots were removed)`,
+    })
   }
   if (names.includes('state')) stepStates(a, runId, path.join(dir, 'state'))
-  if (names.includes('commits.jsonl')) commitLog(a, runId, a.report.problems.length > problemsBefore, new Set(files), head && run && SETTLED.has(run.status) ? {seq: head.seq, status: run.status} : null)
+  if (names.includes('commits.jsonl'))
+    commitLog(
+      a,
+      runId,
+      a.report.problems.length > problemsBefore,
+      new Set(files),
+      head && run && SETTLED.has(run.status) ? {seq: head.seq, status: run.status} : null,
+    )
   return snapshots
 }
 
@@ -185,7 +237,13 @@ function commitLog(a: Auditor, runId: string, damaged: boolean, snapshotNames: R
   const file = a.store.commitLogFile(runId)
   const text = damaged ? readBytes(file) : readTail(file)
   if (typeof text === 'string') {
-    if (text !== 'file is missing') a.report.notes.push({record: runId, file, field: '(file)', message: `the commit log ${text.replace(/^cannot read/, 'cannot be read')}: pipe resume cannot finish or repair a commit from it`})
+    if (text !== 'file is missing')
+      a.report.notes.push({
+        record: runId,
+        file,
+        field: '(file)',
+        message: `the commit log ${text.replace(/^cannot read/, 'cannot be read')}: pipe resume cannot finish or repair a commit from it`,
+      })
     return
   }
   const raw = text.toString('utf8').split('\n')
@@ -198,7 +256,13 @@ function commitLog(a: Auditor, runId: string, damaged: boolean, snapshotNames: R
       if (entry.run_id === runId && typeof entry.seq === 'number') bySeq.set(entry.seq, entry as {seq: number})
     } catch {
       // The first line of a tail read may be cut; read whole, a line that is not JSON was changed (the log is not the trail: nothing is bound to it).
-      if (damaged) a.report.notes.push({record: runId, file, field: `line ${i + 1}`, message: `line ${i + 1} of the commit log is not JSON (changed outside pipe?): it is ignored for a run that has ended, and a run still going is not resumed from this log`})
+      if (damaged)
+        a.report.notes.push({
+          record: runId,
+          file,
+          field: `line ${i + 1}`,
+          message: `line ${i + 1} of the commit log is not JSON (changed outside pipe?): it is ignored for a run that has ended, and a run still going is not resumed from this log`,
+        })
     }
   }
   const lines = [...bySeq.values()].sort((a, b) => a.seq - b.seq)
@@ -210,7 +274,12 @@ function commitLog(a: Auditor, runId: string, damaged: boolean, snapshotNames: R
   for (const line of lines) {
     const snapshotFile = a.store.snapshotFile(runId, line.seq)
     if (settled && line.seq > settled.seq && !snapshotNames.has(path.basename(snapshotFile))) {
-      a.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: `names a step past the run's last snapshot #${settled.seq}, yet the run is ${settled.status}: no step wrote it (changed by hand?), and pipe resume ignores it`})
+      a.report.notes.push({
+        record: `${runId}#${line.seq}`,
+        file,
+        field: `seq ${line.seq}`,
+        message: `names a step past the run's last snapshot #${settled.seq}, yet the run is ${settled.status}: no step wrote it (changed by hand?), and pipe resume ignores it`,
+      })
       continue
     }
     if (line === last && !snapshotNames.has(path.basename(snapshotFile))) {
@@ -220,17 +289,30 @@ function commitLog(a: Auditor, runId: string, damaged: boolean, snapshotNames: R
     if (!damaged) continue
     const snapshot = state(snapshotFile)
     if (snapshot !== 'ok') {
-      a.report.notes.push({record: `${runId}#${line.seq}`, file, field: `seq ${line.seq}`, message: `the snapshot is ${snapshot}, and the commit log holds it (lost in a power failure?): pipe resume ${runId} rewrites it`})
+      a.report.notes.push({
+        record: `${runId}#${line.seq}`,
+        file,
+        field: `seq ${line.seq}`,
+        message: `the snapshot is ${snapshot}, and the commit log holds it (lost in a power failure?): pipe resume ${runId} rewrites it`,
+      })
       continue
     }
     // The log is not bound to anything: a line changed by hand must not stop the audit.
     const items: unknown[] = [...(Array.isArray(line.evidence) ? line.evidence : []), line.spec]
-    const ids = items.map((item) => (typeof item === 'object' && item !== null ? (item as {candidate?: unknown}).candidate : undefined)).filter((id): id is string => typeof id === 'string')
+    const ids = items
+      .map((item) => (typeof item === 'object' && item !== null ? (item as {candidate?: unknown}).candidate : undefined))
+      .filter((id): id is string => typeof id === 'string')
     for (const id of ids) {
       const recordFile = ID_PATTERNS.spec.test(id) ? a.store.specFile(id) : ID_PATTERNS.evidence.test(id) ? a.store.evidenceFile(id) : null
       if (!recordFile) continue
       const found = state(recordFile)
-      if (found !== 'ok') a.report.notes.push({record: id, file: recordFile, field: '(file)', message: `is ${found}, and the commit log of ${runId} holds it (lost in a power failure?): pipe resume ${runId} rewrites it`})
+      if (found !== 'ok')
+        a.report.notes.push({
+          record: id,
+          file: recordFile,
+          field: '(file)',
+          message: `is ${found}, and the commit log of ${runId} holds it (lost in a power failure?): pipe resume ${runId} rewrites it`,
+        })
     }
   }
 }

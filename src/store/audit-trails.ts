@@ -43,7 +43,11 @@ export function auditReplies(a: Auditor): void {
  * key. With `runIds`, only the records that name those runs: the entries of its publications and the
  * keys its snapshots delivered (`named`), with their log lines.
  */
-export function auditLedger(a: Auditor, named: ReadonlyMap<string, string> = new Map(), runIds?: ReadonlySet<string>): {head: string | null; seals: Array<[string, string | null]>} {
+export function auditLedger(
+  a: Auditor,
+  named: ReadonlyMap<string, string> = new Map(),
+  runIds?: ReadonlySet<string>,
+): {head: string | null; seals: Array<[string, string | null]>} {
   const dir = path.join(a.store.root, 'ledger')
   const logFile = path.join(a.store.auditDir, 'ledger.jsonl')
   const text = readBytes(logFile)
@@ -56,7 +60,9 @@ export function auditLedger(a: Auditor, named: ReadonlyMap<string, string> = new
   }
   // The keys this check covers: every key, or those of the run's publications.
   const covered = new Set<string>(named.keys())
-  if (runIds) for (const {key, parsed} of entries) if (parsed.ok && isObject(parsed.value) && typeof parsed.value.run_id === 'string' && runIds.has(parsed.value.run_id)) covered.add(key)
+  if (runIds)
+    for (const {key, parsed} of entries)
+      if (parsed.ok && isObject(parsed.value) && typeof parsed.value.run_id === 'string' && runIds.has(parsed.value.run_id)) covered.add(key)
   const covers = (key: unknown): boolean => runIds === undefined || (typeof key === 'string' && covered.has(key))
   // A log line is checked with its key's, and so are its neighbours: a line removed or rewritten before it shows at its link, or is where its link goes.
   const lineNumbers = new Set<number>()
@@ -68,7 +74,13 @@ export function auditLedger(a: Auditor, named: ReadonlyMap<string, string> = new
     if (p.check) a.seal(p.check, 'ledger log', logFile, `line ${p.line}`)
     else a.problem({record: 'ledger log', file: logFile, field: `line ${p.line}`, message: p.message})
   }
-  if (chain.torn) a.report.notes.push({record: 'ledger log', file: logFile, field: `line ${chain.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
+  if (chain.torn)
+    a.report.notes.push({
+      record: 'ledger log',
+      file: logFile,
+      field: `line ${chain.lines.length + 1}`,
+      message: 'torn last line (a crash while appending); earlier lines are intact',
+    })
   const logged = new Map<string, string[]>()
   for (const line of chain.lines) {
     // A malformed line is reported above and names no key.
@@ -83,7 +95,12 @@ export function auditLedger(a: Auditor, named: ReadonlyMap<string, string> = new
     present.add(key)
     a.report.ledger++
     if (!parsed.ok || !isObject(parsed.value)) {
-      a.problem({record: key, file, field: parsed.ok ? '(record)' : '(file)', message: !parsed.ok ? parsed.message : parsed.value === null ? 'empty ledger entry' : notAnObject(parsed.value)})
+      a.problem({
+        record: key,
+        file,
+        field: parsed.ok ? '(record)' : '(file)',
+        message: !parsed.ok ? parsed.message : parsed.value === null ? 'empty ledger entry' : notAnObject(parsed.value),
+      })
       continue
     }
     const entry = parsed.value as Partial<LedgerEntry>
@@ -98,9 +115,22 @@ export function auditLedger(a: Auditor, named: ReadonlyMap<string, string> = new
     const history = logged.get(key) ?? []
     if (history.at(-1) === entry.seal) continue
     if (history.length >= 2 && history.at(-2) === entry.seal) {
-      a.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted (the log is one write ahead of the entry); the next publish of this key completes it'})
+      a.report.notes.push({
+        record: key,
+        file,
+        field: '(file)',
+        message: 'a ledger write was interrupted (the log is one write ahead of the entry); the next publish of this key completes it',
+      })
     } else {
-      a.problem({record: key, file, field: 'seal', message: typeof entry.seal === 'string' && history.includes(entry.seal) ? 'is an earlier state of the entry than the ledger log records (rolled back)' : 'is not an entry the ledger log recorded (changed, re-sealed or the log was cut short)'})
+      a.problem({
+        record: key,
+        file,
+        field: 'seal',
+        message:
+          typeof entry.seal === 'string' && history.includes(entry.seal)
+            ? 'is an earlier state of the entry than the ledger log records (rolled back)'
+            : 'is not an entry the ledger log recorded (changed, re-sealed or the log was cut short)',
+      })
     }
   }
   // A publish step's snapshot names each key it delivered: its entry must exist, whatever the log says.
@@ -112,7 +142,8 @@ export function auditLedger(a: Auditor, named: ReadonlyMap<string, string> = new
   for (const [key, history] of logged) {
     if (present.has(key)) continue
     const file = path.join(dir, `${key}.json`)
-    if (history.length >= 2) a.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
+    if (history.length >= 2)
+      a.problem({record: key, file, field: '(file)', message: `ledger entry is missing (the ledger log recorded ${history.length} writes of it)`})
     else if (named.has(key)) a.problem({record: key, file, field: '(file)', message: delivery(key)})
     else a.report.notes.push({record: key, file, field: '(file)', message: 'a ledger write was interrupted before the entry was first written'})
   }

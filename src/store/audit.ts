@@ -32,8 +32,6 @@ import type {AuditKinds, AuditReport} from './types.js'
 export type {AuditFinding, AuditKinds, AuditReport} from './types.js'
 export {Auditor} from './auditor.js'
 
-
-
 /** The ledger keys snapshots recorded as delivered, with the snapshot that says so. */
 function deliveredKeys(snapshots: readonly Snapshot[], kinds: AuditKinds): Array<[string, string]> {
   return snapshots.flatMap((s) => kinds.deliveredKeys(s).map((key): [string, string] => [key, `${s.run_id}#${s.step.seq}`]))
@@ -99,7 +97,13 @@ export async function auditStore(store: AuditedStore, runId?: string, kinds: Aud
   auditor.tidyStagedRuns(new Set(indexed.keys()))
   for (const dir of [store.root, store.auditDir, store.idsDir]) auditor.tidyDir(dir)
   reportIndex()
-  if (index.torn) auditor.report.notes.push({record: 'run index', file: indexFile, field: `line ${index.lines.length + 1}`, message: 'torn last line (a crash while appending); earlier lines are intact'})
+  if (index.torn)
+    auditor.report.notes.push({
+      record: 'run index',
+      file: indexFile,
+      field: `line ${index.lines.length + 1}`,
+      message: 'torn last line (a crash while appending); earlier lines are intact',
+    })
 
   const ids = await store.listRunIds()
   const present = new Set(ids)
@@ -108,7 +112,13 @@ export async function auditStore(store: AuditedStore, runId?: string, kinds: Aud
   const publishedKeys = new Map<string, string>()
   for (const id of [...ids].sort()) {
     const line = indexed.get(id)
-    if (!line) auditor.problem({record: id, file: store.runDir(id), field: '(index)', message: 'the run is not in the run index (added after the fact, or the index was cut short)'})
+    if (!line)
+      auditor.problem({
+        record: id,
+        file: store.runDir(id),
+        field: '(index)',
+        message: 'the run is not in the run index (added after the fact, or the index was cut short)',
+      })
     for (const [key, where] of deliveredKeys(auditRun(auditor, id, line), kinds)) if (!publishedKeys.has(key)) publishedKeys.set(key, where)
   }
   for (const [id, line] of indexed) {
@@ -118,7 +128,13 @@ export async function auditStore(store: AuditedStore, runId?: string, kinds: Aud
       featureRuns.set(feature, [...(featureRuns.get(feature) ?? []), id])
       if (typeof line.feature_hash === 'string' && !featureBound.has(feature)) featureBound.set(feature, line.feature_hash)
     }
-    if (!present.has(id)) auditor.problem({record: id, file: path.join(store.runsDir, id), field: '(folder)', message: 'the run folder is missing (the run index names it: deleted after the fact)'})
+    if (!present.has(id))
+      auditor.problem({
+        record: id,
+        file: path.join(store.runsDir, id),
+        field: '(folder)',
+        message: 'the run folder is missing (the run index names it: deleted after the fact)',
+      })
   }
   auditor.unreferenced()
   const features = auditor.features(featureRuns, featureBound)

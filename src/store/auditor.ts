@@ -26,7 +26,22 @@ export class Auditor {
   private readonly fullyChecked = new Set<string>()
   /** '' when no key is set, so that the seal functions do not look the environment up again per record. */
   readonly key = auditKey() ?? ''
-  readonly report: AuditReport = {ok: true, keyed: false, runs: 0, snapshots: 0, specs: 0, evidence: 0, events: 0, features: 0, ledger: 0, unverifiable: 0, problems: [], notes: [], cleaned: [], head: null}
+  readonly report: AuditReport = {
+    ok: true,
+    keyed: false,
+    runs: 0,
+    snapshots: 0,
+    specs: 0,
+    evidence: 0,
+    events: 0,
+    features: 0,
+    ledger: 0,
+    unverifiable: 0,
+    problems: [],
+    notes: [],
+    cleaned: [],
+    head: null,
+  }
   /** run id -> the run's seal, for the head digest. */
   readonly runSeals = new Map<string, string | null>()
 
@@ -98,10 +113,20 @@ export class Auditor {
       try {
         if (indexed.has(staged.runId) && !exists) {
           renameSync(from, to)
-          this.report.cleaned.push({record: staged.runId, file: to, field: '(file)', message: `finished creating the run (process ${staged.pid} was killed after indexing it)`})
+          this.report.cleaned.push({
+            record: staged.runId,
+            file: to,
+            field: '(file)',
+            message: `finished creating the run (process ${staged.pid} was killed after indexing it)`,
+          })
         } else {
           rmSync(from, {recursive: true})
-          this.report.cleaned.push({record: staged.runId, file: from, field: '(file)', message: `removed a run creation that process ${staged.pid} abandoned (it never became a run)`})
+          this.report.cleaned.push({
+            record: staged.runId,
+            file: from,
+            field: '(file)',
+            message: `removed a run creation that process ${staged.pid} abandoned (it never became a run)`,
+          })
         }
       } catch {
         // Another audit verify tidied it first.
@@ -135,7 +160,8 @@ export class Auditor {
     this.integrity(verifySpec(parsed.value), version, file)
     const malformed = schemaFindings('spec', parsed.value, version, file)
     for (const f of malformed) this.problem(f)
-    if (parsed.value.meta?.spec_version !== version) this.problem({record: version, file, field: 'meta.spec_version', message: `names ${String(parsed.value.meta?.spec_version)}, not the file's version`})
+    if (parsed.value.meta?.spec_version !== version)
+      this.problem({record: version, file, field: 'meta.spec_version', message: `names ${String(parsed.value.meta?.spec_version)}, not the file's version`})
     // A malformed version is reported; nothing further is read from it.
     return malformed.length === 0 ? parsed.value : null
   }
@@ -155,7 +181,8 @@ export class Auditor {
     }
     this.integrity(verifyEvidence(parsed.value), id, file)
     for (const f of schemaFindings('evidence', parsed.value, id, file)) this.problem(f)
-    if (parsed.value.evidence_id !== id) this.problem({record: id, file, field: 'evidence_id', message: `names ${String(parsed.value.evidence_id)}, not the file's id`})
+    if (parsed.value.evidence_id !== id)
+      this.problem({record: id, file, field: 'evidence_id', message: `names ${String(parsed.value.evidence_id)}, not the file's id`})
   }
 
   /**
@@ -174,7 +201,8 @@ export class Auditor {
     if (kind === 'spec') this.spec(id, record)
     else this.evidence(id, record)
     if (expected === undefined) this.problem({record, file: snapshotFile, field: 'meta.binds', message: `does not bind ${id}, which the snapshot names`})
-    else if (actual !== null) this.problem({record: id, file, field: '(file)', message: `is not the file snapshot ${record} bound (changed or re-sealed after the fact)`})
+    else if (actual !== null)
+      this.problem({record: id, file, field: '(file)', message: `is not the file snapshot ${record} bound (changed or re-sealed after the fact)`})
   }
 
   /** Records no snapshot refers to: left by a step whose commit was never finished. */
@@ -185,7 +213,13 @@ export class Auditor {
       if (!ID_PATTERNS.spec.test(version) || this.files.has(version)) continue
       this.report.specs++
       const spec = this.spec(version, '')
-      if (spec) this.report.notes.push({record: version, file: this.store.specFile(version), field: '(file)', message: `no snapshot refers to it (written by ${spec.meta.run_id} step ${spec.meta.created_by_step}, whose commit did not finish)`})
+      if (spec)
+        this.report.notes.push({
+          record: version,
+          file: this.store.specFile(version),
+          field: '(file)',
+          message: `no snapshot refers to it (written by ${spec.meta.run_id} step ${spec.meta.created_by_step}, whose commit did not finish)`,
+        })
     }
     for (const name of listDir(this.store.evidenceDir)) {
       if (this.tidyTemp(this.store.evidenceDir, name)) continue
@@ -217,12 +251,15 @@ export class Auditor {
       seals.set(id, parsed.value.seal ?? null)
       if (parsed.value.seal === undefined) this.problem({record: id, file, field: 'seal', message: 'the feature record is not sealed'})
       else this.seal(checkRecord(parsed.value, this.key), id, file, 'seal')
-      if (parsed.value.feature_id !== id) this.problem({record: id, file, field: 'feature_id', message: `names ${String(parsed.value.feature_id)}, not the file's feature`})
+      if (parsed.value.feature_id !== id)
+        this.problem({record: id, file, field: 'feature_id', message: `names ${String(parsed.value.feature_id)}, not the file's feature`})
       const expected = bound.get(id)
-      if (expected && expected !== fileHash(parsed.bytes)) this.problem({record: id, file, field: '(file)', message: 'is not the feature record the run index bound (changed or re-sealed after the fact)'})
+      if (expected && expected !== fileHash(parsed.bytes))
+        this.problem({record: id, file, field: '(file)', message: 'is not the feature record the run index bound (changed or re-sealed after the fact)'})
     }
     for (const [id, runs] of referenced) {
-      if (!present.has(id)) this.problem({record: id, file: this.store.featureFile(id), field: '(file)', message: `feature record is missing (named by ${runs.join(', ')})`})
+      if (!present.has(id))
+        this.problem({record: id, file: this.store.featureFile(id), field: '(file)', message: `feature record is missing (named by ${runs.join(', ')})`})
     }
     return seals
   }

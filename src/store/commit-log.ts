@@ -29,7 +29,9 @@ export async function readCommitLog(layout: FileLayout, runId: string, lenient =
       return JSON.parse(line) as unknown
     } catch {
       if (lenient) return undefined
-      throw new PipeError('E_INTEGRITY', `line ${i + 1} of the commit log of ${runId} is not valid JSON`, {hint: `It is appended whole, so it was changed outside pipe: ${layout.commitLogFile(runId)}`})
+      throw new PipeError('E_INTEGRITY', `line ${i + 1} of the commit log of ${runId} is not valid JSON`, {
+        hint: `It is appended whole, so it was changed outside pipe: ${layout.commitLogFile(runId)}`,
+      })
     }
   })
 }

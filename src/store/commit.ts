@@ -142,12 +142,23 @@ const candidateOk = (candidate: unknown, pattern: RegExp): boolean => candidate 
 function isJournal(value: unknown, runId: string): value is Journal {
   if (!isObject(value)) return false
   const j = value as Partial<Journal>
-  if (j.version !== 1 || j.run_id !== runId || !Number.isSafeInteger(j.seq) || j.seq! < 1 || typeof j.recorded_at !== 'string' || Number.isNaN(Date.parse(j.recorded_at))) return false
+  if (
+    j.version !== 1 ||
+    j.run_id !== runId ||
+    !Number.isSafeInteger(j.seq) ||
+    j.seq! < 1 ||
+    typeof j.recorded_at !== 'string' ||
+    Number.isNaN(Date.parse(j.recorded_at))
+  )
+    return false
   if (!isObject(j.snapshot) || j.snapshot.run_id !== runId || !isObject(j.snapshot.step) || j.snapshot.step.seq !== j.seq) return false
   // A version is numbered in the day its records are stamped with.
   const day = new RegExp(`^S-${dayKey(new Date(j.recorded_at))}-\\d{4,}$`)
   if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, day))) return false
-  return Array.isArray(j.evidence) && j.evidence.every((item) => isObject(item) && isObject(item.draft) && typeof item.link === 'string' && candidateOk(item.candidate, ID_PATTERNS.evidence))
+  return (
+    Array.isArray(j.evidence) &&
+    j.evidence.every((item) => isObject(item) && isObject(item.draft) && typeof item.link === 'string' && candidateOk(item.candidate, ID_PATTERNS.evidence))
+  )
 }
 
 /** The last line of each seq in the run's commit log, in seq order (with an older pipe's journal.json moved in). */
@@ -189,8 +200,14 @@ async function repairRecords(layout: FileLayout, journal: Journal, snapshot: Sna
   const binds = snapshot.meta?.binds ?? {}
   let repaired = 0
   const items: Array<{id: string | undefined; rebuild: (id: string) => string; file: (id: string) => string}> = [
-    ...journal.evidence.map((item) => ({id: item.candidate, rebuild: (id: string) => evidenceText(item.draft, at, id), file: (id: string) => layout.evidenceFile(id)})),
-    ...(journal.spec ? [{id: journal.spec.candidate, rebuild: (id: string) => specText(journal.spec!.draft, id), file: (id: string) => layout.specFile(id)}] : []),
+    ...journal.evidence.map((item) => ({
+      id: item.candidate,
+      rebuild: (id: string) => evidenceText(item.draft, at, id),
+      file: (id: string) => layout.evidenceFile(id),
+    })),
+    ...(journal.spec
+      ? [{id: journal.spec.candidate, rebuild: (id: string) => specText(journal.spec!.draft, id), file: (id: string) => layout.specFile(id)}]
+      : []),
   ]
   for (const item of items) {
     if (!item.id || binds[item.id] === undefined) continue

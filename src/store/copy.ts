@@ -21,7 +21,13 @@ export interface StoreDump {
   evidence: Array<{id: string; body: string}>
   /** The run index's lines, in order. */
   runIndex: string[]
-  runs: Array<{run_id: string; body: string; events: string[]; snapshots: Array<{seq: number; body: string}>; states: Array<{step: string; seq: number; body: string}>}>
+  runs: Array<{
+    run_id: string
+    body: string
+    events: string[]
+    snapshots: Array<{seq: number; body: string}>
+    states: Array<{step: string; seq: number; body: string}>
+  }>
   ledger: Array<{key: string; body: string}>
   ledgerLog: string[]
 }
@@ -48,7 +54,11 @@ const list = (dir: string): string[] => {
 }
 const text = (file: string): string | null => (existsSync(file) ? readFileSync(file, 'utf8') : null)
 /** Complete lines of a log (a torn last line, a crash mid-append, is no line). */
-const lines = (body: string | null): string[] => (body ?? '').slice(0, (body ?? '').lastIndexOf('\n') + 1).split('\n').filter((l) => l.trim() !== '')
+const lines = (body: string | null): string[] =>
+  (body ?? '')
+    .slice(0, (body ?? '').lastIndexOf('\n') + 1)
+    .split('\n')
+    .filter((l) => l.trim() !== '')
 
 function readRecords(dir: string, pattern: RegExp): Array<{id: string; body: string}> {
   return list(dir)
@@ -139,7 +149,9 @@ export async function readPostgresDump(store: PostgresStore): Promise<StoreDump>
   const byId = <T extends {id: string}>(rows: T[]): T[] => rows.sort((a, b) => compareIds(a.id, b.id))
   const events = await q<{run_id: string; line: string}>('SELECT run_id, line FROM pipe_events ORDER BY run_id, n')
   const snapshots = await q<{run_id: string; seq: number; body: string}>('SELECT run_id, seq, body FROM pipe_snapshots ORDER BY run_id, seq')
-  const states = await q<{run_id: string; step: string; seq: number; body: string}>('SELECT run_id, step, seq, body FROM pipe_step_state ORDER BY run_id, seq, step')
+  const states = await q<{run_id: string; step: string; seq: number; body: string}>(
+    'SELECT run_id, step, seq, body FROM pipe_step_state ORDER BY run_id, seq, step',
+  )
   const group = <T extends {run_id: string}>(rows: T[]): Map<string, T[]> => {
     const map = new Map<string, T[]>()
     for (const row of rows) map.set(row.run_id, [...(map.get(row.run_id) ?? []), row])
@@ -168,8 +180,13 @@ export async function readPostgresDump(store: PostgresStore): Promise<StoreDump>
 
 export async function writePostgresDump(store: PostgresStore, dump: StoreDump): Promise<void> {
   await store.tx(`cannot copy into ${safeUrl(store.url)}`, async (client) => {
-    const {rows} = await client.query<{n: string}>('SELECT (SELECT count(*) FROM pipe_runs) + (SELECT count(*) FROM pipe_specs) + (SELECT count(*) FROM pipe_evidence) + (SELECT count(*) FROM pipe_ledger) AS n')
-    if (Number(rows[0]!.n) > 0) throw new PipeError('E_CONFLICT', `the destination ${safeUrl(store.url)} already holds records`, {hint: 'Copy into an empty database (or an empty folder): a copy never merges two trails.'})
+    const {rows} = await client.query<{n: string}>(
+      'SELECT (SELECT count(*) FROM pipe_runs) + (SELECT count(*) FROM pipe_specs) + (SELECT count(*) FROM pipe_evidence) + (SELECT count(*) FROM pipe_ledger) AS n',
+    )
+    if (Number(rows[0]!.n) > 0)
+      throw new PipeError('E_CONFLICT', `the destination ${safeUrl(store.url)} already holds records`, {
+        hint: 'Copy into an empty database (or an empty folder): a copy never merges two trails.',
+      })
     for (const f of dump.features) await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [f.id, f.body])
     for (const s of dump.specs) await client.query('INSERT INTO pipe_specs (version, body) VALUES ($1, $2)', [s.id, s.body])
     for (const e of dump.evidence) await client.query('INSERT INTO pipe_evidence (id, body) VALUES ($1, $2)', [e.id, e.body])
@@ -181,7 +198,8 @@ export async function writePostgresDump(store: PostgresStore, dump: StoreDump): 
         // A damaged record is copied as it is: audit verify names it on both sides.
       }
       await client.query('INSERT INTO pipe_runs (run_id, body, parent_run) VALUES ($1, $2, $3)', [run.run_id, run.body, parent])
-      for (const [i, line] of run.events.entries()) await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [run.run_id, i + 1, line])
+      for (const [i, line] of run.events.entries())
+        await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [run.run_id, i + 1, line])
       for (const s of run.snapshots) {
         let step = ''
         try {
@@ -190,9 +208,16 @@ export async function writePostgresDump(store: PostgresStore, dump: StoreDump): 
           // As above.
         }
         // A copied step has no commit to compare a redrive with: a second commit of it is refused.
-        await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [run.run_id, s.seq, step, 'copied', s.body])
+        await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [
+          run.run_id,
+          s.seq,
+          step,
+          'copied',
+          s.body,
+        ])
       }
-      for (const s of run.states) await client.query('INSERT INTO pipe_step_state (run_id, step, seq, body) VALUES ($1, $2, $3, $4)', [run.run_id, s.step, s.seq, s.body])
+      for (const s of run.states)
+        await client.query('INSERT INTO pipe_step_state (run_id, step, seq, body) VALUES ($1, $2, $3, $4)', [run.run_id, s.step, s.seq, s.body])
     }
     for (const [i, line] of dump.runIndex.entries()) {
       let runId = `line-${i + 1}`
@@ -216,7 +241,11 @@ export async function writePostgresDump(store: PostgresStore, dump: StoreDump): 
       await client.query('INSERT INTO pipe_ledger_log (pos, key, line) VALUES ($1, $2, $3)', [i + 1, key, line])
     }
     const series = [...counters(dump), ['run-index', dump.runIndex.length] as const, ['ledger-log', dump.ledgerLog.length] as const]
-    for (const [name, n] of series) await client.query('INSERT INTO pipe_counters (series, n) VALUES ($1, $2) ON CONFLICT (series) DO UPDATE SET n = GREATEST(pipe_counters.n, EXCLUDED.n)', [name, n])
+    for (const [name, n] of series)
+      await client.query('INSERT INTO pipe_counters (series, n) VALUES ($1, $2) ON CONFLICT (series) DO UPDATE SET n = GREATEST(pipe_counters.n, EXCLUDED.n)', [
+        name,
+        n,
+      ])
   })
 }
 
@@ -237,7 +266,9 @@ export async function copyStore(from: string, to: string): Promise<CopyReport> {
     else {
       const layout = new FileLayout(to)
       if (list(layout.runsDir).length > 0 || list(layout.specsDir).length > 0 || list(layout.evidenceDir).length > 0) {
-        throw new PipeError('E_CONFLICT', `the destination ${layout.root} already holds records`, {hint: 'Copy into an empty folder (or an empty database): a copy never merges two trails.'})
+        throw new PipeError('E_CONFLICT', `the destination ${layout.root} already holds records`, {
+          hint: 'Copy into an empty folder (or an empty database): a copy never merges two trails.',
+        })
       }
       writeFileDump(await Store.open(to), dump)
     }

@@ -15,7 +15,15 @@ function buildEvidence(draft: EvidenceDraft, now: Date, id: string): Evidence {
 
 export async function writeEvidence(layout: FileLayout, draft: EvidenceDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<Evidence> {
   const built = builder((id) => buildEvidence(draft, now, id))
-  const id = await createSealed(layout.idsDir, 'E', '', (v) => layout.evidenceFile(v), (v) => built(v).text, intent, options)
+  const id = await createSealed(
+    layout.idsDir,
+    'E',
+    '',
+    (v) => layout.evidenceFile(v),
+    (v) => built(v).text,
+    intent,
+    options,
+  )
   layout.fileHashes.set(id, fileHash(built(id).text))
   return built(id).record
 }
@@ -28,11 +36,18 @@ export function evidenceText(draft: EvidenceDraft, now: Date, id: string): strin
 export async function readEvidence(layout: FileLayout, id: string): Promise<Evidence> {
   const file = layout.evidenceFile(id)
   const evidence = wellFormed<Evidence>('evidence', await readJson<unknown>(file, `evidence ${id}`), `evidence ${id}`, file)
-  if (evidence.evidence_id !== id) throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id} (${file})`, {hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.'})
+  if (evidence.evidence_id !== id)
+    throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id} (${file})`, {
+      hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.',
+    })
   return evidence
 }
 
 export async function listEvidenceIds(layout: FileLayout): Promise<string[]> {
   const names = await readdir(layout.evidenceDir).catch(() => [] as string[])
-  return names.filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5)).filter((n) => ID_PATTERNS.evidence.test(n)).sort(compareIds)
+  return names
+    .filter((n) => n.endsWith('.json'))
+    .map((n) => n.slice(0, -5))
+    .filter((n) => ID_PATTERNS.evidence.test(n))
+    .sort(compareIds)
 }

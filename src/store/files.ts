@@ -168,7 +168,15 @@ function damaged(text: string): boolean {
 }
 
 /** Creates a write-once record under the next free id of a series, or finishes one a crash interrupted. */
-export async function createSealed(idsDir: string, prefix: 'S' | 'E', key: string, file: (id: string) => string, build: (id: string) => string, intent: WriteIntent | undefined, options: WriteOptions): Promise<string> {
+export async function createSealed(
+  idsDir: string,
+  prefix: 'S' | 'E',
+  key: string,
+  file: (id: string) => string,
+  build: (id: string) => string,
+  intent: WriteIntent | undefined,
+  options: WriteOptions,
+): Promise<string> {
   const sync = options.sync ?? true
   if (intent?.candidate) {
     const id = intent.candidate
@@ -185,7 +193,10 @@ export async function createSealed(idsDir: string, prefix: 'S' | 'E', key: strin
 
 export function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', record: unknown, what: string): void {
   const result = check(schema, record)
-  if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ${what}: ${describeErrors(result.errors)}`, {hint: 'This is a bug in pipe or in a step kind.'})
+  if (!result.valid)
+    throw new PipeError('E_INTERNAL', `refusing to store an invalid ${what}: ${describeErrors(result.errors)}`, {
+      hint: 'This is a bug in pipe or in a step kind.',
+    })
 }
 
 /** Writes a new file and syncs it (inside a staging folder, where nobody else looks); synchronous calls, see util/fs.ts. */
@@ -231,7 +242,9 @@ export function wellFormed<T>(schema: 'snapshot' | 'spec' | 'evidence' | 'run', 
   const result = isObject(value) ? check(schema, value) : null
   if (result?.valid) return value as T
   const why = result ? describeErrors(result.errors.slice(0, 3)) : notAnObject(value)
-  throw new PipeError('E_INTEGRITY', `${what} is malformed (${file}): ${why}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.'})
+  throw new PipeError('E_INTEGRITY', `${what} is malformed (${file}): ${why}`, {
+    hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.',
+  })
 }
 
 export async function readJson<T>(file: string, what: string): Promise<T> {
@@ -246,7 +259,9 @@ export async function readJson<T>(file: string, what: string): Promise<T> {
   try {
     return JSON.parse(text) as T
   } catch (error) {
-    throw new PipeError('E_INTEGRITY', `${what} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
+    throw new PipeError('E_INTEGRITY', `${what} is not valid JSON (${file}): ${(error as Error).message}`, {
+      hint: 'The file was changed or damaged outside pipe; restore it from a backup.',
+    })
   }
 }
 

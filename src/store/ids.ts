@@ -25,7 +25,11 @@ export const NAME_PATTERNS = {
 const ID_FORMATS: Record<keyof typeof ID_PATTERNS | keyof typeof NAME_PATTERNS, {what: string; format: string; hint: string}> = {
   run: {what: 'a run id', format: 'R-YYYYMMDD-NNNN', hint: 'pipe runs list shows the run ids.'},
   spec: {what: 'a spec version', format: 'S-YYYYMMDD-NNNN', hint: 'pipe spec list shows the versions.'},
-  feature: {what: 'a feature id', format: 'F-YYYY-NNN', hint: 'pipe runs list shows the feature of each run; omit --feature on pipe run to allocate a new one.'},
+  feature: {
+    what: 'a feature id',
+    format: 'F-YYYY-NNN',
+    hint: 'pipe runs list shows the feature of each run; omit --feature on pipe run to allocate a new one.',
+  },
   evidence: {what: 'an evidence id', format: 'E-NNNN', hint: 'pipe snapshot show RUN lists the evidence of each step.'},
   step: {what: 'a step id', format: 'lower case letters, digits and _', hint: 'pipe runs show RUN lists the steps of a run.'},
   target: {what: 'a publish target name', format: 'lower case letters, digits, _ and -', hint: "The pipeline's publish step names its targets."},

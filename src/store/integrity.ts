@@ -80,7 +80,10 @@ function compareFields(stored: Record<string, string | undefined>, actual: Recor
   const problems: IntegrityProblem[] = []
   for (const key of new Set([...Object.keys(stored), ...Object.keys(actual)])) {
     if (stored[key] === actual[key]) continue
-    problems.push({field: key, message: stored[key] === undefined ? 'field was added' : actual[key] === undefined ? 'field was removed' : 'field changed (hash mismatch)'})
+    problems.push({
+      field: key,
+      message: stored[key] === undefined ? 'field was added' : actual[key] === undefined ? 'field was removed' : 'field changed (hash mismatch)',
+    })
   }
   return problems
 }
@@ -180,7 +183,8 @@ export function sealEvidence(evidence: Evidence): Evidence {
 
 export function verifyEvidence(evidence: Evidence): IntegrityProblem[] {
   const problems = compareFields(evidence.field_hashes ?? {}, fieldHashesOf(evidence as unknown as Plain, identity, null))
-  if (evidence.record_hash !== evidenceHash(evidence) && problems.length === 0) problems.push({field: 'field_hashes', message: 'the record hash does not match (field hashes were edited)'})
+  if (evidence.record_hash !== evidenceHash(evidence) && problems.length === 0)
+    problems.push({field: 'field_hashes', message: 'the record hash does not match (field hashes were edited)'})
   return problems
 }
 
@@ -232,9 +236,12 @@ export function fileHash(bytes: string | Uint8Array): string {
 /** The facts of a run fixed at its creation, as the store's run index binds them. */
 export function runCreationHash(record: Plain): string {
   const fixed: Plain = {}
-  for (const key of ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at']) fixed[key] = record[key] ?? null
+  for (const key of ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at'])
+    fixed[key] = record[key] ?? null
   // pipe resume --policy moves the run to another policy; what it was created with is kept on the first such redrive.
-  const first = Array.isArray(record.redrives) ? (record.redrives as unknown[]).find((r): r is Plain => typeof (r as Plain | null)?.previous_policy_version === 'string') : undefined
+  const first = Array.isArray(record.redrives)
+    ? (record.redrives as unknown[]).find((r): r is Plain => typeof (r as Plain | null)?.previous_policy_version === 'string')
+    : undefined
   if (first) {
     fixed.policy_version = first.previous_policy_version
     fixed.policy_path = first.previous_policy_path ?? null

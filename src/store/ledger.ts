@@ -28,7 +28,9 @@ const PAST_LIMIT = 32
 const KEY = /^F-\d{4}-\d{3,}\+[a-z][a-z0-9_-]*\+S-\d{8}-\d{4,}$/
 
 function malformed(key: string, file: string, why: string): PipeError {
-  return new PipeError('E_INTEGRITY', `the ledger entry ${key} is malformed (${file}): ${why}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.'})
+  return new PipeError('E_INTEGRITY', `the ledger entry ${key} is malformed (${file}): ${why}`, {
+    hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.',
+  })
 }
 
 export function ledgerKey(featureId: string, target: string, specVersion: string): string {
@@ -74,7 +76,14 @@ export class FileLedger implements LedgerRecords {
       if (error instanceof SyntaxError) throw malformed(key, file, 'is not valid JSON')
       throw error
     }
-    if (db.data === null && !(await stat(file).then(() => true, () => false))) return null
+    if (
+      db.data === null &&
+      !(await stat(file).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return null
     const result = isObject(db.data) ? check('ledger', db.data) : null
     if (!result?.valid) throw malformed(key, file, result ? describeErrors(result.errors.slice(0, 3)) : notAnObject(db.data))
     if (db.data!.key !== key) throw malformed(key, file, `names ${db.data!.key}`)
@@ -97,7 +106,10 @@ export class FileLedger implements LedgerRecords {
     try {
       // `entries`: how many entry files there are once this write lands, as pipe counts them. A list
       // that finds as many files knows the log names them all and reads only the log's tail.
-      const isNew = !(await stat(this.file(entry.key)).then(() => true, () => false))
+      const isNew = !(await stat(this.file(entry.key)).then(
+        () => true,
+        () => false,
+      ))
       await appendChained(this.logFile, async (last) => ({
         key: entry.key,
         entry_seal: sealed.seal,
@@ -130,7 +142,10 @@ export class FileLedger implements LedgerRecords {
   async list(filter: {feature?: string; run?: string; target?: string} = {}, limit?: number): Promise<LedgerEntry[]> {
     const names = await this.entryFiles()
     const keep = (entry: LedgerEntry | null): entry is LedgerEntry =>
-      entry !== null && (!filter.feature || entry.feature_id === filter.feature) && (!filter.run || entry.run_id === filter.run) && (!filter.target || entry.target === filter.target)
+      entry !== null &&
+      (!filter.feature || entry.feature_id === filter.feature) &&
+      (!filter.run || entry.run_id === filter.run) &&
+      (!filter.target || entry.target === filter.target)
     // With a limit, the ledger log names the most recently written keys (its last lines), so only
     // those lines and entries are read, when the log's count of entry files matches the folder. An
     // entry the log does not name (a store older than the log, a file put there by hand) makes the
@@ -214,7 +229,14 @@ export async function releaseHeld(ledger: Ledger, key: string, how: {delivered: 
       entry.status = 'delivered'
       entry.external_id ??= key
       entry.delivered_at = at
-      entry.attempts.push({n: entry.attempts.length + 1, started_at: at, finished_at: at, state: 'delivered', by: how.by, error: 'marked delivered by hand after checking the channel'})
+      entry.attempts.push({
+        n: entry.attempts.length + 1,
+        started_at: at,
+        finished_at: at,
+        state: 'delivered',
+        by: how.by,
+        error: 'marked delivered by hand after checking the channel',
+      })
     } else entry.status = 'pending'
     entry.updated_at = at
     await ledger.write(entry)

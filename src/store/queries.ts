@@ -113,7 +113,12 @@ export async function childTree(store: RunStore, runId: string): Promise<RunSumm
     if (record) records.push(record)
   }
   const nest = nester(store, records)
-  return Promise.all(records.filter((r) => r.parent?.run_id === runId).sort(childOrder).map(nest))
+  return Promise.all(
+    records
+      .filter((r) => r.parent?.run_id === runId)
+      .sort(childOrder)
+      .map(nest),
+  )
 }
 
 function childOrder(a: RunRecord, b: RunRecord): number {
@@ -143,7 +148,10 @@ export interface SpecSummary {
   problem?: string
 }
 
-export async function listSpecs(store: RunStore & {specFile?(version: string): string}, filter: {feature?: string; run?: string; limit?: number}): Promise<SpecSummary[]> {
+export async function listSpecs(
+  store: RunStore & {specFile?(version: string): string},
+  filter: {feature?: string; run?: string; limit?: number},
+): Promise<SpecSummary[]> {
   const out: SpecSummary[] = []
   for await (const version of store.newestSpecVersions()) {
     if (filter.limit !== undefined && out.length >= filter.limit) break
@@ -191,7 +199,11 @@ export interface ClarifyRound {
  * The clarify rounds of a run, oldest first, each question with its answer as the spec recorded it.
  * `questionsOf` reads the questions a snapshot asked (the asking kind owns that output).
  */
-export async function clarifyRounds(store: RunStore, runId: string, questionsOf: (snapshot: Snapshot) => ReadonlyArray<{id: string; field?: string; question: string}> | undefined): Promise<ClarifyRound[]> {
+export async function clarifyRounds(
+  store: RunStore,
+  runId: string,
+  questionsOf: (snapshot: Snapshot) => ReadonlyArray<{id: string; field?: string; question: string}> | undefined,
+): Promise<ClarifyRound[]> {
   const record = await store.readRun(runId)
   const snapshots = await store.readSnapshots(runId)
   const spec = record.spec_version ? await store.readSpec(record.spec_version).catch(() => null) : null
@@ -213,8 +225,20 @@ export async function clarifyRounds(store: RunStore, runId: string, questionsOf:
   return rounds
 }
 
-export function totalUsage(snapshots: Snapshot[]): {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string} {
-  const total: {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string} = {prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, calls: 0}
+export function totalUsage(snapshots: Snapshot[]): {
+  prompt_tokens: number
+  completion_tokens: number
+  total_tokens: number
+  calls: number
+  cost?: number
+  currency?: string
+} {
+  const total: {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string} = {
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    total_tokens: 0,
+    calls: 0,
+  }
   for (const s of snapshots) {
     const u = s.meta.usage
     if (!u) continue

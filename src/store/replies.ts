@@ -154,19 +154,33 @@ export class ReplyCache {
     const file = this.fileOf(key)
     await mkdir(this.dir, {recursive: true})
     const stored = await this.sharingTexts(request)
-    await writeFileAtomic(file, `${JSON.stringify(sealRecord({format: REPLY_FORMAT, key, request: stored, reply, ...(rejected !== undefined ? {rejected} : {})}), null, 2)}\n`)
+    await writeFileAtomic(
+      file,
+      `${JSON.stringify(sealRecord({format: REPLY_FORMAT, key, request: stored, reply, ...(rejected !== undefined ? {rejected} : {})}), null, 2)}\n`,
+    )
   }
 
   /** Every cached key, for audit. */
   async keys(): Promise<string[]> {
     const names = await readdir(this.dir).catch(() => [] as string[])
-    return names.filter((n) => /^[0-9a-f]{64}\.json$/.test(n)).map((n) => `sha256:${n.slice(0, 64)}`).sort()
+    return names
+      .filter((n) => /^[0-9a-f]{64}\.json$/.test(n))
+      .map((n) => `sha256:${n.slice(0, 64)}`)
+      .sort()
   }
 }
 
 /** What is wrong with a reply file filed under `key`, or null when its format, name and seal hold. */
 export function replyFileProblem(parsed: Partial<ReplyFile> | null, key: string): string | null {
-  if (!parsed || typeof parsed !== 'object' || (parsed.format !== REPLY_FORMAT && parsed.format !== REPLY_FORMAT_1) || parsed.request === undefined || parsed.reply === undefined || (parsed.rejected !== undefined && typeof parsed.rejected !== 'string')) return 'is not a pipe reply record'
+  if (
+    !parsed ||
+    typeof parsed !== 'object' ||
+    (parsed.format !== REPLY_FORMAT && parsed.format !== REPLY_FORMAT_1) ||
+    parsed.request === undefined ||
+    parsed.reply === undefined ||
+    (parsed.rejected !== undefined && typeof parsed.rejected !== 'string')
+  )
+    return 'is not a pipe reply record'
   if (parsed.key !== key) return `is filed under ${key} but says ${String(parsed.key)}`
   const sealed = checkRecord(parsed)
   return sealed === 'ok' ? null : `fails its seal: ${sealMessage(sealed)}`

@@ -161,7 +161,10 @@ export class Runs {
         for (const {name, staged} of dead) {
           const from = path.join(layout.runsDir, name)
           const to = path.join(layout.runsDir, staged!.runId)
-          const taken = await stat(to).then(() => true, () => false)
+          const taken = await stat(to).then(
+            () => true,
+            () => false,
+          )
           // Another process may have finished it first: then there is nothing to do.
           if (indexed.has(staged!.runId) && !taken) await rename(from, to).catch(() => undefined)
           else if (!indexed.has(staged!.runId)) await rm(from, {recursive: true, force: true})
@@ -184,19 +187,28 @@ export class Runs {
     try {
       await db.read()
     } catch (error) {
-      if (error instanceof SyntaxError) throw new PipeError('E_INTEGRITY', `run record of ${runId} is not valid JSON (${file})`, {hint: 'The file was changed outside pipe; run pipe audit verify to see all damage.'})
+      if (error instanceof SyntaxError)
+        throw new PipeError('E_INTEGRITY', `run record of ${runId} is not valid JSON (${file})`, {
+          hint: 'The file was changed outside pipe; run pipe audit verify to see all damage.',
+        })
       throw error
     }
     if (db.data === null && !statSync(file, {throwIfNoEntry: false})) {
-      const exists = await readdir(dir).then(() => true, () => false)
-      throw new PipeError('E_NOT_FOUND', exists ? `run ${runId} was never completely created (no run.json)` : `run ${runId} not found in ${this.layout.root}`, {hint: 'pipe runs list shows the runs of this store.'})
+      const exists = await readdir(dir).then(
+        () => true,
+        () => false,
+      )
+      throw new PipeError('E_NOT_FOUND', exists ? `run ${runId} was never completely created (no run.json)` : `run ${runId} not found in ${this.layout.root}`, {
+        hint: 'pipe runs list shows the runs of this store.',
+      })
     }
     return wellFormed<RunRecord>('run', db.data, `the run record of ${runId}`, file)
   }
 
   /** Refuses a run id that names no run folder (E_NOT_FOUND), without reading its records. */
   async assertExists(runId: string): Promise<void> {
-    if (!statSync(this.layout.runDir(runId), {throwIfNoEntry: false})?.isDirectory()) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${this.layout.root}`, {hint: 'pipe runs list shows the runs of this store.'})
+    if (!statSync(this.layout.runDir(runId), {throwIfNoEntry: false})?.isDirectory())
+      throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${this.layout.root}`, {hint: 'pipe runs list shows the runs of this store.'})
   }
 
   /**

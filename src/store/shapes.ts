@@ -39,7 +39,9 @@ export function indexLineProblem(line: Plain): string | null {
     idProblem(line, 'run_id', ID_PATTERNS.run, 'a run id') ??
     idProblem(line, 'feature_id', ID_PATTERNS.feature, 'a feature id') ??
     (typeof line.created_hash === 'string' && SEAL.test(line.created_hash) ? null : 'created_hash is not a hash') ??
-    (line.feature_hash === undefined || line.feature_hash === null || (typeof line.feature_hash === 'string' && SEAL.test(line.feature_hash)) ? null : 'feature_hash is not a hash')
+    (line.feature_hash === undefined || line.feature_hash === null || (typeof line.feature_hash === 'string' && SEAL.test(line.feature_hash))
+      ? null
+      : 'feature_hash is not a hash')
   )
 }
 

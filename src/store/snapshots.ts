@@ -15,7 +15,8 @@ import {fileHash, sealSnapshot} from './integrity.js'
  */
 export async function writeSnapshot(layout: FileLayout, snapshot: Snapshot, options: WriteOptions & {repair?: boolean} = {}): Promise<Snapshot> {
   const binds: Record<string, string> = {}
-  for (const version of [snapshot.spec_version_in, snapshot.spec_version_out]) if (version) binds[version] = await boundHash(layout, version, layout.specFile(version))
+  for (const version of [snapshot.spec_version_in, snapshot.spec_version_out])
+    if (version) binds[version] = await boundHash(layout, version, layout.specFile(version))
   for (const link of snapshot.evidence_links) binds[link.evidence_id] = await boundHash(layout, link.evidence_id, layout.evidenceFile(link.evidence_id))
   const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds}})
   assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
@@ -25,7 +26,9 @@ export async function writeSnapshot(layout: FileLayout, snapshot: Snapshot, opti
     noteSnapshot(layout, stored)
     return stored
   }
-  throw new PipeError('E_CONFLICT', `snapshot ${snapshot.step.seq} of ${snapshot.run_id} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
+  throw new PipeError('E_CONFLICT', `snapshot ${snapshot.step.seq} of ${snapshot.run_id} already exists`, {
+    hint: 'Snapshots are written once; another process may be driving this run.',
+  })
 }
 
 /** A snapshot written under the run's lock right after the last one known moves the known head (see FileLayout.owned). */
@@ -43,7 +46,9 @@ export async function readSnapshots(layout: FileLayout, runId: string): Promise<
     const file = path.join(dir, name)
     const snapshot = wellFormed<Snapshot>('snapshot', await readJson<unknown>(file, `snapshot ${runId}/${name}`), `snapshot ${runId}/${name}`, file)
     if (snapshot.run_id !== runId || `${seqName(snapshot.step.seq)}` !== name) {
-      throw new PipeError('E_INTEGRITY', `snapshot ${runId}/${name} names ${snapshot.run_id}#${snapshot.step.seq} (${file})`, {hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.'})
+      throw new PipeError('E_INTEGRITY', `snapshot ${runId}/${name} names ${snapshot.run_id}#${snapshot.step.seq} (${file})`, {
+        hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.',
+      })
     }
     out.push(snapshot)
   }
@@ -64,7 +69,8 @@ async function boundHash(layout: FileLayout, id: string, file: string): Promise<
   let hash = layout.fileHashes.get(id)
   if (!hash) {
     const bytes = await readFile(file).catch(() => null)
-    if (!bytes) throw new PipeError('E_NOT_FOUND', `${id} is named by a snapshot but its file is missing (${file})`, {hint: 'Run pipe audit verify to see all damage.'})
+    if (!bytes)
+      throw new PipeError('E_NOT_FOUND', `${id} is named by a snapshot but its file is missing (${file})`, {hint: 'Run pipe audit verify to see all damage.'})
     hash = fileHash(bytes)
     layout.fileHashes.set(id, hash)
   }

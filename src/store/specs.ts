@@ -23,7 +23,15 @@ function buildSpec(draft: SpecDraft, id: string): CanonicalSpec {
 
 export async function writeSpec(layout: FileLayout, draft: SpecDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<CanonicalSpec> {
   const built = builder((id) => buildSpec(draft, id))
-  const id = await createSealed(layout.idsDir, 'S', dayKey(now), (v) => layout.specFile(v), (v) => built(v).text, intent, options)
+  const id = await createSealed(
+    layout.idsDir,
+    'S',
+    dayKey(now),
+    (v) => layout.specFile(v),
+    (v) => built(v).text,
+    intent,
+    options,
+  )
   layout.fileHashes.set(id, fileHash(built(id).text))
   return built(id).record
 }
@@ -44,18 +52,27 @@ export async function readSpec(layout: FileLayout, version: string): Promise<Can
   try {
     parsed = JSON.parse(bytes.toString('utf8'))
   } catch (error) {
-    throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (${file}): ${(error as Error).message}`, {hint: 'The file was changed or damaged outside pipe; restore it from a backup.'})
+    throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (${file}): ${(error as Error).message}`, {
+      hint: 'The file was changed or damaged outside pipe; restore it from a backup.',
+    })
   }
   if (!isObject(parsed)) wellFormed('spec', parsed, `spec version ${version}`, file)
   const spec = parsed as CanonicalSpec
   const problems = verifySpec(spec)
   if (problems.length > 0) {
-    throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (${file}: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {
-      hint: `The file ${file} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
-    })
+    throw new PipeError(
+      'E_INTEGRITY',
+      `spec version ${version} does not match its content hash (${file}: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`,
+      {
+        hint: `The file ${file} was changed after it was written; restore it, or run pipe audit verify to see all damage.`,
+      },
+    )
   }
   wellFormed('spec', spec, `spec version ${version}`, file)
-  if (spec.meta.spec_version !== version) throw new PipeError('E_INTEGRITY', `spec version ${version} names ${spec.meta.spec_version} (${file})`, {hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.'})
+  if (spec.meta.spec_version !== version)
+    throw new PipeError('E_INTEGRITY', `spec version ${version} names ${spec.meta.spec_version} (${file})`, {
+      hint: 'It was moved or changed outside pipe; run pipe audit verify to see all damage.',
+    })
   layout.fileHashes.set(version, fileHash(bytes))
   return spec
 }
@@ -65,7 +82,9 @@ export async function putSpec(layout: FileLayout, spec: CanonicalSpec): Promise<
   if (verifySpec(spec).length > 0) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
   assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
   if (!(await createFileExclusive(layout.specFile(spec.meta.spec_version), `${JSON.stringify(spec, null, 2)}\n`))) {
-    throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {hint: 'A change to the spec is a new version; run a step that writes one.'})
+    throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {
+      hint: 'A change to the spec is a new version; run a step that writes one.',
+    })
   }
 }
 
@@ -107,7 +126,10 @@ function probeDays(counted: Iterable<string>, now: Date): string[] | null {
  */
 export async function* newestSpecVersions(layout: FileLayout, now: Date = new Date()): AsyncGenerator<string> {
   const names = await readdir(layout.idsDir).catch(() => null)
-  const days = (names ?? []).filter((n) => /^S-\d{8}$/.test(n)).sort().reverse()
+  const days = (names ?? [])
+    .filter((n) => /^S-\d{8}$/.test(n))
+    .sort()
+    .reverse()
   const tops = new Map<string, number>()
   for (const name of days) {
     // A counter that is not a plain number in a regular file (a FIFO, a device, a folder) is not pipe's.
@@ -118,7 +140,11 @@ export async function* newestSpecVersions(layout: FileLayout, now: Date = new Da
     }
     tops.set(name.slice(2), top)
   }
-  const exists = (version: string): Promise<boolean> => stat(layout.specFile(version)).then(() => true, () => false)
+  const exists = (version: string): Promise<boolean> =>
+    stat(layout.specFile(version)).then(
+      () => true,
+      () => false,
+    )
   const given = new Set<string>()
   // The rest of the versions, from the folder: what the counters cannot account for.
   const rest = async function* (): AsyncGenerator<string> {

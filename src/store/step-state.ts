@@ -24,7 +24,10 @@ export async function readStepState(layout: FileLayout, runId: string, step: str
   const parsed = await readOwnJson(file, `the state of step ${step} (seq ${seq}) of ${runId}`)
   if (parsed === undefined) return undefined
   const problem = stepStateProblem(parsed)
-  if (problem) throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used: ${file}. pipe audit verify ${runId} names what else changed.`})
+  if (problem)
+    throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {
+      hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used: ${file}. pipe audit verify ${runId} names what else changed.`,
+    })
   return (parsed as {state: unknown}).state
 }
 

@@ -33,7 +33,21 @@ import * as snapshots from './snapshots.js'
 import * as specs from './specs.js'
 import * as stepState from './step-state.js'
 import * as timeline from './timeline.js'
-import type {AuditKinds, AuditReport, CommitHook, Committed, EvidenceDraft, LedgerRecords, Release, RunDraft, RunHolder, RunStore, SpecDraft, StartedRun, StepCommit} from './types.js'
+import type {
+  AuditKinds,
+  AuditReport,
+  CommitHook,
+  Committed,
+  EvidenceDraft,
+  LedgerRecords,
+  Release,
+  RunDraft,
+  RunHolder,
+  RunStore,
+  SpecDraft,
+  StartedRun,
+  StepCommit,
+} from './types.js'
 
 export type {EvidenceDraft, RunDraft, SpecDraft} from './types.js'
 export type {WriteIntent, WriteOptions} from './files.js'
@@ -46,7 +60,9 @@ export class Store extends FileLayout implements RunStore {
     try {
       for (const dir of [store.runsDir, store.specsDir, store.evidenceDir, store.featuresDir, store.idsDir, store.auditDir]) makeDirs(dir)
     } catch (error) {
-      throw new PipeError('E_IO', `cannot create the store at ${store.root}: ${(error as Error).message}`, {hint: 'Point --store (or PIPE_STORE) at a folder you can write to.'})
+      throw new PipeError('E_IO', `cannot create the store at ${store.root}: ${(error as Error).message}`, {
+        hint: 'Point --store (or PIPE_STORE) at a folder you can write to.',
+      })
     }
     // A store inside a repository must never be committed by a checkpoint or removed by a rollback.
     await createFileExclusive(path.join(store.root, '.gitignore'), '# the pipe store: records, not sources\n*\n', {sync: false})
@@ -56,7 +72,12 @@ export class Store extends FileLayout implements RunStore {
   /** The store at root, or null when there is none: a listing of a place with no store lists nothing. */
   static async ifExists(root: string): Promise<Store | null> {
     const store = new Store(root)
-    return (await readdir(store.runsDir).then(() => true, () => false)) ? store : null
+    return (await readdir(store.runsDir).then(
+      () => true,
+      () => false,
+    ))
+      ? store
+      : null
   }
 
   /** Opens a store that must already exist (read commands never create one). */
@@ -65,7 +86,9 @@ export class Store extends FileLayout implements RunStore {
     try {
       await readdir(store.runsDir)
     } catch {
-      throw new PipeError('E_NOT_FOUND', `no pipe store at ${store.root}`, {hint: 'Run a pipeline first (pipe run ...), or point at the store with --store DIR or PIPE_STORE.'})
+      throw new PipeError('E_NOT_FOUND', `no pipe store at ${store.root}`, {
+        hint: 'Run a pipeline first (pipe run ...), or point at the store with --store DIR or PIPE_STORE.',
+      })
     }
     return store
   }

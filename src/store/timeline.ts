@@ -23,10 +23,14 @@ export async function appendLine(layout: FileLayout, runId: string, event: RunEv
   if (!tail) {
     // Complete lines only: a torn last line (a crash mid-append) is cut off by appendSynced.
     const text = (await readText(file)) ?? ''
-    const lines = text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter((l) => l.trim())
+    const lines = text
+      .slice(0, text.lastIndexOf('\n') + 1)
+      .split('\n')
+      .filter((l) => l.trim())
     const last = lines.at(-1)
     const parsed = last ? (JSON.parse(last) as unknown) : null
-    if (last && !(isObject(parsed) && typeof parsed.hash === 'string')) throw new PipeError('E_INTEGRITY', `the last line of ${file} is not a timeline line pipe wrote`, {hint: 'Run pipe audit verify to see the damage.'})
+    if (last && !(isObject(parsed) && typeof parsed.hash === 'string'))
+      throw new PipeError('E_INTEGRITY', `the last line of ${file} is not a timeline line pipe wrote`, {hint: 'Run pipe audit verify to see the damage.'})
     tail = {count: lines.length, hash: isObject(parsed) ? (parsed.hash as string) : null}
   }
   const sealed = sealLine(event, tail.hash)
@@ -47,10 +51,15 @@ export async function readEvents(layout: FileLayout, runId: string): Promise<Run
     } catch {
       // A crash mid-append can leave a torn last line; everything before it is intact.
       if (i === lines.length - 1) continue
-      throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is not valid JSON (${file})`, {hint: 'Lines are appended whole, so it was changed outside pipe; run pipe audit verify to see all damage.'})
+      throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is not valid JSON (${file})`, {
+        hint: 'Lines are appended whole, so it was changed outside pipe; run pipe audit verify to see all damage.',
+      })
     }
     const problem = isObject(event) ? eventLineProblem(event) : notAnObject(event)
-    if (problem) throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is malformed (${file}): ${problem}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+    if (problem)
+      throw new PipeError('E_INTEGRITY', `line ${i + 1} of the timeline of ${runId} is malformed (${file}): ${problem}`, {
+        hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
+      })
     events.push(event as RunEvent)
   }
   return events

@@ -54,7 +54,10 @@ function lastLineOf(fd: number, file: string): ChainedLine | null {
       line = undefined
     }
     // Appending after it would chain to nothing: the log was changed outside pipe.
-    if (!isObject(line)) throw new PipeError('E_INTEGRITY', `the last line of ${file} is not a record pipe wrote`, {hint: 'Run pipe audit verify to see the damage, and restore the file from a backup.'})
+    if (!isObject(line))
+      throw new PipeError('E_INTEGRITY', `the last line of ${file} is not a record pipe wrote`, {
+        hint: 'Run pipe audit verify to see the damage, and restore the file from a backup.',
+      })
     return line as ChainedLine
   }
 }
@@ -153,7 +156,11 @@ export interface ChainFinding {
  * and left out, as one that is not JSON. A torn last line is reported separately (a crash while
  * appending), not as damage.
  */
-export function readChain(text: string, key: string | undefined, shape?: (line: Plain) => string | null): {lines: ChainedLine[]; at: number[]; problems: ChainFinding[]; torn: boolean} {
+export function readChain(
+  text: string,
+  key: string | undefined,
+  shape?: (line: Plain) => string | null,
+): {lines: ChainedLine[]; at: number[]; problems: ChainFinding[]; torn: boolean} {
   const raw = text.split('\n')
   if (raw.at(-1) === '') raw.pop()
   const lines: ChainedLine[] = []
@@ -182,7 +189,8 @@ export function readChain(text: string, key: string | undefined, shape?: (line: 
     if (malformed) problems.push({line: i + 1, message: `is malformed: ${malformed}`})
     const check = checkLine(line, key)
     if (check !== 'ok') problems.push({line: i + 1, message: '', check})
-    if (prev !== undefined && line.prev !== prev) problems.push({line: i + 1, message: 'does not link to the line before it (a line was removed, reordered or rewritten)'})
+    if (prev !== undefined && line.prev !== prev)
+      problems.push({line: i + 1, message: 'does not link to the line before it (a line was removed, reordered or rewritten)'})
     prev = typeof line.hash === 'string' ? line.hash : undefined
     lines.push(line)
     at.push(i + 1)

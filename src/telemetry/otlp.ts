@@ -72,7 +72,12 @@ export class OtlpTracing implements Tracing {
   ) {}
 
   static async create(settings: ExportSettings): Promise<OtlpTracing> {
-    const [api, sdk, otlp, resources] = await Promise.all([import('@opentelemetry/api'), import('@opentelemetry/sdk-trace-base'), import('@opentelemetry/exporter-trace-otlp-http'), import('@opentelemetry/resources')])
+    const [api, sdk, otlp, resources] = await Promise.all([
+      import('@opentelemetry/api'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+    ])
     const exporter = new WatchedExporter(new otlp.OTLPTraceExporter({url: settings.url, timeoutMillis: settings.timeoutMs}))
     const provider = new sdk.BasicTracerProvider({
       resource: resources.defaultResource().merge(resources.resourceFromAttributes({...settings.resource, 'service.name': settings.serviceName})),
@@ -87,7 +92,13 @@ export class OtlpTracing implements Tracing {
     const under = run.parent ? this.steps.get(key(run.parent.run_id, run.parent.step)) : undefined
     let parent: Context = api.ROOT_CONTEXT
     if (under) parent = api.trace.setSpan(parent, under)
-    else if (run.continues) parent = api.trace.setSpanContext(parent, {traceId: run.continues.trace_id, spanId: run.continues.span_id, traceFlags: api.TraceFlags.SAMPLED, isRemote: true})
+    else if (run.continues)
+      parent = api.trace.setSpanContext(parent, {
+        traceId: run.continues.trace_id,
+        spanId: run.continues.span_id,
+        traceFlags: api.TraceFlags.SAMPLED,
+        isRemote: true,
+      })
     const attributes: Attributes = {
       'gen_ai.operation.name': 'invoke_workflow',
       'gen_ai.workflow.name': run.pipeline,
@@ -119,11 +130,20 @@ export class OtlpTracing implements Tracing {
           this.runs.delete(runId)
         }
         if ('thrown' in end) {
-          span.setAttributes({'pipe.outcome': 'error', 'error.type': errorType(end.thrown), ...(isPipeError(end.thrown) ? {'pipe.error_code': end.thrown.code} : {})})
+          span.setAttributes({
+            'pipe.outcome': 'error',
+            'error.type': errorType(end.thrown),
+            ...(isPipeError(end.thrown) ? {'pipe.error_code': end.thrown.code} : {}),
+          })
           span.setStatus({code: this.code('ERROR'), message: end.thrown instanceof Error ? end.thrown.message : String(end.thrown)})
         } else {
-          span.setAttributes({'pipe.outcome': end.status, 'pipe.status': end.status, ...(end.error ? {'error.type': end.error.code, 'pipe.error_code': end.error.code} : {})})
-          if (end.status === 'failed' || end.status === 'blocked') span.setStatus({code: this.code('ERROR'), message: end.error?.message ?? end.reason ?? end.status})
+          span.setAttributes({
+            'pipe.outcome': end.status,
+            'pipe.status': end.status,
+            ...(end.error ? {'error.type': end.error.code, 'pipe.error_code': end.error.code} : {}),
+          })
+          if (end.status === 'failed' || end.status === 'blocked')
+            span.setStatus({code: this.code('ERROR'), message: end.error?.message ?? end.reason ?? end.status})
         }
         span.end()
         // A child's spans go with its parent's; a top-level run's are sent before its command ends.
@@ -179,10 +199,16 @@ export class OtlpTracing implements Tracing {
       ...(decision?.next_step ? {'pipe.next_step': decision.next_step} : {}),
       ...(decision?.run_status ? {'pipe.run_status': decision.run_status} : {}),
       ...(snapshot.spec_version_out ? {'pipe.spec_version_out': snapshot.spec_version_out} : {}),
-      ...(snapshot.meta.llm_model ? {'gen_ai.request.model': snapshot.meta.llm_model, 'gen_ai.provider.name': snapshot.meta.provider === 'offline' ? 'pipe.offline' : 'openai'} : {}),
-      ...(usage ? {'gen_ai.usage.input_tokens': usage.prompt_tokens, 'gen_ai.usage.output_tokens': usage.completion_tokens, 'pipe.model_calls': usage.calls} : {}),
+      ...(snapshot.meta.llm_model
+        ? {'gen_ai.request.model': snapshot.meta.llm_model, 'gen_ai.provider.name': snapshot.meta.provider === 'offline' ? 'pipe.offline' : 'openai'}
+        : {}),
+      ...(usage
+        ? {'gen_ai.usage.input_tokens': usage.prompt_tokens, 'gen_ai.usage.output_tokens': usage.completion_tokens, 'pipe.model_calls': usage.calls}
+        : {}),
       ...(usage?.cost !== undefined ? {'pipe.cost': usage.cost, 'pipe.cost_currency': usage.currency ?? 'USD'} : {}),
-      ...(calls.length > 0 ? {'pipe.reply_sources': [...new Set(calls.map((c) => c.source))].sort(), 'pipe.cache_hit': calls.every((c) => c.source !== 'live')} : {}),
+      ...(calls.length > 0
+        ? {'pipe.reply_sources': [...new Set(calls.map((c) => c.source))].sort(), 'pipe.cache_hit': calls.every((c) => c.source !== 'live')}
+        : {}),
       ...(snapshot.tool_calls ? {'pipe.tool_calls': snapshot.tool_calls.length} : {}),
     }
     const failedRun = decision?.run_status === 'failed' || decision?.run_status === 'blocked'
@@ -228,7 +254,8 @@ export class OtlpTracing implements Tracing {
       parent,
     )
     if (call.ok === false) {
-      const type = call.decision && call.decision !== 'auto' && call.decision !== 'preapproved' && call.decision !== 'confirmed' ? `tool_${call.decision}` : 'tool_error'
+      const type =
+        call.decision && call.decision !== 'auto' && call.decision !== 'preapproved' && call.decision !== 'confirmed' ? `tool_${call.decision}` : 'tool_error'
       span.setAttribute('error.type', type)
       span.setStatus({code: this.code('ERROR')})
     }
@@ -286,7 +313,13 @@ export class OtlpTracing implements Tracing {
       timer = setTimeout(resolve, this.settings.timeoutMs)
       timer.unref()
     })
-    const flushed = await Promise.race([this.provider.forceFlush().then(() => true, () => true), bound.then(() => false)])
+    const flushed = await Promise.race([
+      this.provider.forceFlush().then(
+        () => true,
+        () => true,
+      ),
+      bound.then(() => false),
+    ])
     clearTimeout(timer)
     const failure = this.exporter.failure ?? (flushed ? undefined : `no answer within ${this.settings.timeoutMs} ms`)
     if (failure !== undefined && !this.exporter.reported) {

@@ -54,7 +54,10 @@ export function exportSettings(env: NodeJS.ProcessEnv): ExportSettings | {proble
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return {problem: `${name} must be an http or https URL (OTLP/HTTP), not ${parsed.protocol}`}
   const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? '').trim()
-  if (protocol !== '' && protocol !== 'http/json') return {problem: `pipe sends traces as OTLP/HTTP JSON (http/json), not ${protocol}; unset OTEL_EXPORTER_OTLP_PROTOCOL or set it to http/json (an OpenTelemetry Collector's OTLP/HTTP receiver takes both)`}
+  if (protocol !== '' && protocol !== 'http/json')
+    return {
+      problem: `pipe sends traces as OTLP/HTTP JSON (http/json), not ${protocol}; unset OTEL_EXPORTER_OTLP_PROTOCOL or set it to http/json (an OpenTelemetry Collector's OTLP/HTTP receiver takes both)`,
+    }
   const resource: Record<string, string> = {}
   for (const pair of (env.OTEL_RESOURCE_ATTRIBUTES ?? '').split(',')) {
     const at = pair.indexOf('=')
@@ -66,7 +69,12 @@ export function exportSettings(env: NodeJS.ProcessEnv): ExportSettings | {proble
     }
   }
   const serviceName = env.OTEL_SERVICE_NAME?.trim() || resource['service.name'] || 'pipe'
-  return {url, timeoutMs: positive(env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT) ?? positive(env.OTEL_EXPORTER_OTLP_TIMEOUT) ?? DEFAULT_FLUSH_TIMEOUT_MS, serviceName, resource}
+  return {
+    url,
+    timeoutMs: positive(env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT) ?? positive(env.OTEL_EXPORTER_OTLP_TIMEOUT) ?? DEFAULT_FLUSH_TIMEOUT_MS,
+    serviceName,
+    resource,
+  }
 }
 
 let current: Tracing = NO_TRACING

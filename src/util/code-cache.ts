@@ -111,7 +111,14 @@ export function loadScript(file: string, options: LoadOptions): LoadedScript | n
   if (typeof wrapper !== 'function') return null
   const module = {exports: {} as unknown}
   const base = createRequire(file)
-  ;(wrapper as (...args: unknown[]) => void)(module.exports, options.require ? options.require(base) : base, module, file, path.dirname(file), ...(options.extra ?? []))
+  ;(wrapper as (...args: unknown[]) => void)(
+    module.exports,
+    options.require ? options.require(base) : base,
+    module,
+    file,
+    path.dirname(file),
+    ...(options.extra ?? []),
+  )
   if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, source: compiled.source})
   return {exports: module.exports, cached: compiled.cached}
 }

@@ -36,7 +36,12 @@ function kindOf(file: string): 'dir' | 'file' | null {
 function ceilingsFromEnv(): Set<string> {
   const raw = process.env['PIPE_CEILING_DIRECTORIES']
   if (raw === undefined || raw === '') return new Set()
-  return new Set(raw.split(path.delimiter).filter((d) => path.isAbsolute(d)).map((d) => path.resolve(d)))
+  return new Set(
+    raw
+      .split(path.delimiter)
+      .filter((d) => path.isAbsolute(d))
+      .map((d) => path.resolve(d)),
+  )
 }
 
 /**
@@ -47,10 +52,14 @@ function ceilingsFromEnv(): Set<string> {
 function refuseForeign(candidate: string, info: Stats, start: string): void {
   const uid = process.getuid?.()
   if (uid === undefined || info.uid === uid) return
-  throw new PipeError('E_CONFIG', `${candidate} is above the working directory and owned by another user (uid ${info.uid}, you are ${uid}); pipe does not use a ${path.basename(candidate)} it found there`, {
-    hint: `Run pipe from ${path.dirname(candidate)} if you trust it, name the file explicitly, or stop the search above ${start} with PIPE_CEILING_DIRECTORIES=${path.dirname(start)}.`,
-    details: {file: candidate, owner_uid: info.uid, uid},
-  })
+  throw new PipeError(
+    'E_CONFIG',
+    `${candidate} is above the working directory and owned by another user (uid ${info.uid}, you are ${uid}); pipe does not use a ${path.basename(candidate)} it found there`,
+    {
+      hint: `Run pipe from ${path.dirname(candidate)} if you trust it, name the file explicitly, or stop the search above ${start} with PIPE_CEILING_DIRECTORIES=${path.dirname(start)}.`,
+      details: {file: candidate, owner_uid: info.uid, uid},
+    },
+  )
 }
 
 /**

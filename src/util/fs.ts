@@ -9,7 +9,22 @@
  * anyway (its commit waits for it).
  */
 import {randomBytes} from 'node:crypto'
-import {closeSync, constants, fdatasyncSync, fstatSync, fsyncSync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, renameSync, statSync, unlinkSync, writeFileSync} from 'node:fs'
+import {
+  closeSync,
+  constants,
+  fdatasyncSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import path from 'node:path'
 import {faultPoint} from './faults.js'
 

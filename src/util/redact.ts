@@ -15,7 +15,14 @@ function encodingsOf(value: string): string[] {
   let forms = encodings.get(value)
   if (!forms) {
     const base64 = Buffer.from(value, 'utf8').toString('base64')
-    const out = new Set([value, base64, base64.replace(/=+$/, ''), Buffer.from(value, 'utf8').toString('base64url'), encodeURIComponent(value), JSON.stringify(value).slice(1, -1)])
+    const out = new Set([
+      value,
+      base64,
+      base64.replace(/=+$/, ''),
+      Buffer.from(value, 'utf8').toString('base64url'),
+      encodeURIComponent(value),
+      JSON.stringify(value).slice(1, -1),
+    ])
     try {
       // A value registered in its URL-encoded form (a URL's password) also appears decoded.
       out.add(decodeURIComponent(value))

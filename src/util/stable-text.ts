@@ -20,7 +20,10 @@ const AMOUNT = String.raw`\d+(?:[.,]\d+)?\s?${UNIT}`
  */
 const TIMINGS: ReadonlyArray<[RegExp, (match: string, ...groups: string[]) => string]> = [
   [new RegExp(String.raw`\((${AMOUNT}(?:\s+${AMOUNT})*)\)`, 'g'), () => '(… ms)'],
-  [new RegExp(String.raw`\b(in|took|after|elapsed|Time:|time:|Duration:|duration:|Elapsed:|elapsed:)(\s+)${AMOUNT}(?:\s+${AMOUNT})*`, 'g'), (_m, word, space) => `${word}${space}…`],
+  [
+    new RegExp(String.raw`\b(in|took|after|elapsed|Time:|time:|Duration:|duration:|Elapsed:|elapsed:)(\s+)${AMOUNT}(?:\s+${AMOUNT})*`, 'g'),
+    (_m, word, space) => `${word}${space}…`,
+  ],
   [/\b(duration_ms|elapsed_ms|time_ms)(:?\s+)[\d.]+/g, (_m, word, between) => `${word}${between}…`],
   [/(\s)\d+\.\d+s\b/g, (_m, space) => `${space}…s`],
 ]

@@ -32,11 +32,15 @@ export async function readInputFile(file: string, what: string, maxBytes: number
     info = await stat(file)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    throw new PipeError('E_INPUT', code === 'ENOENT' ? `${what} not found` : `cannot read ${what} (${code})`, {hint: 'Check the path, or pass the requirement with --text "..." or on stdin with --input -'})
+    throw new PipeError('E_INPUT', code === 'ENOENT' ? `${what} not found` : `cannot read ${what} (${code})`, {
+      hint: 'Check the path, or pass the requirement with --text "..." or on stdin with --input -',
+    })
   }
   if (info.isDirectory()) throw new PipeError('E_INPUT', `${what} is a directory`, {hint: 'Name a text file, or pass the requirement with --text "..."'})
   if (info.isFile() && info.size > maxBytes) {
-    throw new PipeError('E_INPUT', `${what} is ${info.size} bytes; the limit is ${maxBytes} bytes`, {hint: 'Trim the input, or raise resource_limits.max_input_bytes in policy.yaml.'})
+    throw new PipeError('E_INPUT', `${what} is ${info.size} bytes; the limit is ${maxBytes} bytes`, {
+      hint: 'Trim the input, or raise resource_limits.max_input_bytes in policy.yaml.',
+    })
   }
   if (signal?.aborted) throw interrupted(what)
   const fd = await new Promise<number>((resolve, reject) => {
@@ -104,7 +108,8 @@ export async function readStream(stream: Readable, what: string, maxBytes: numbe
       if (total > maxBytes) finish(tooLarge(what, maxBytes))
     }
     const onEnd = (): void => finish(undefined)
-    const onError = (error: NodeJS.ErrnoException): void => finish(new PipeError('E_INPUT', `cannot read ${what} (${error.code ?? error.message})`, {hint: 'Check the path and its permissions.'}))
+    const onError = (error: NodeJS.ErrnoException): void =>
+      finish(new PipeError('E_INPUT', `cannot read ${what} (${error.code ?? error.message})`, {hint: 'Check the path and its permissions.'}))
     const onAbort = (): void => finish(interrupted(what))
     if (signal?.aborted) return onAbort()
     signal?.addEventListener('abort', onAbort, {once: true})
@@ -114,10 +119,14 @@ export async function readStream(stream: Readable, what: string, maxBytes: numbe
 
 export function decodeText(bytes: Uint8Array, what: string, maxBytes = DEFAULT_MAX_INPUT_BYTES): string {
   if (bytes.length > maxBytes) {
-    throw new PipeError('E_INPUT', `${what} is ${bytes.length} bytes; the limit is ${maxBytes} bytes`, {hint: 'Trim the input, or raise resource_limits.max_input_bytes in policy.yaml.'})
+    throw new PipeError('E_INPUT', `${what} is ${bytes.length} bytes; the limit is ${maxBytes} bytes`, {
+      hint: 'Trim the input, or raise resource_limits.max_input_bytes in policy.yaml.',
+    })
   }
   if (bytes.indexOf(0) !== -1) {
-    throw new PipeError('E_INPUT', `${what} is binary (it contains NUL bytes), not text`, {hint: 'Give a text file: Markdown, plain text or a chat log saved as UTF-8.'})
+    throw new PipeError('E_INPUT', `${what} is binary (it contains NUL bytes), not text`, {
+      hint: 'Give a text file: Markdown, plain text or a chat log saved as UTF-8.',
+    })
   }
   let text: string
   try {

@@ -71,13 +71,19 @@ function pinnedRepository(root: string, recorded: string | null | undefined): {g
   if (recorded === undefined) return null
   if (now !== null && now !== recorded) {
     const started = recorded === null ? 'it had no repository when the run started' : `the run started in the repository at ${path.dirname(recorded)}`
-    throw new PipeError('E_POLICY_DENIED', `${now} appeared during the run (${started}): pipe runs no git in a repository that may have been planted with hooks or config`, {
-      hint: `Look at ${now} (its hooks/ and config) before you run any git command there, remove it if you did not make it, and start a new run.`,
-      details: {rule: 'git', path: now, recorded},
-    })
+    throw new PipeError(
+      'E_POLICY_DENIED',
+      `${now} appeared during the run (${started}): pipe runs no git in a repository that may have been planted with hooks or config`,
+      {
+        hint: `Look at ${now} (its hooks/ and config) before you run any git command there, remove it if you did not make it, and start a new run.`,
+        details: {rule: 'git', path: now, recorded},
+      },
+    )
   }
   if (recorded === null) {
-    throw new PipeError('E_STATE', `${root} is not inside a git repository`, {hint: `Run git init in ${root} before pipe run, or run pipe from inside the repository.`})
+    throw new PipeError('E_STATE', `${root} is not inside a git repository`, {
+      hint: `Run git init in ${root} before pipe run, or run pipe from inside the repository.`,
+    })
   }
   return {gitDir: recorded, workTree: path.dirname(recorded)}
 }
@@ -93,7 +99,16 @@ async function open(root: string, recorded: string | null | undefined): Promise<
     config: SAFE_GIT_CONFIG,
     // simple-git refuses these keys outright, since a caller's value could start a program; pipe
     // sets each only to a value that starts none, which is the point of setting them.
-    unsafe: {allowUnsafeHooksPath: true, allowUnsafeFsMonitor: true, allowUnsafePager: true, allowUnsafeEditor: true, allowUnsafeAskPass: true, allowUnsafeSshCommand: true, allowUnsafeCredentialHelper: true, allowUnsafeDiffExternal: true},
+    unsafe: {
+      allowUnsafeHooksPath: true,
+      allowUnsafeFsMonitor: true,
+      allowUnsafePager: true,
+      allowUnsafeEditor: true,
+      allowUnsafeAskPass: true,
+      allowUnsafeSshCommand: true,
+      allowUnsafeCredentialHelper: true,
+      allowUnsafeDiffExternal: true,
+    },
   }).env(gitEnv(pinned))
   try {
     await git.revparse(['--show-toplevel'])
@@ -106,10 +121,14 @@ async function open(root: string, recorded: string | null | undefined): Promise<
     const scope = fields[i]!
     const key = fields[i + 1]!.split('\n', 1)[0]!
     if ((scope === 'local' || scope === 'worktree') && PROGRAM_KEYS.test(key)) {
-      throw new PipeError('E_POLICY_DENIED', `the repository's config sets ${key}, a program git would run as you during pipe's checkpoint or rollback; pipe runs no program named by repository config`, {
-        hint: `If you set it yourself, move it to your global config (git config --global ${key} ...), which no command in the sandbox can write; otherwise remove it: git config --${scope} --unset ${key}.`,
-        details: {rule: 'git', key, scope},
-      })
+      throw new PipeError(
+        'E_POLICY_DENIED',
+        `the repository's config sets ${key}, a program git would run as you during pipe's checkpoint or rollback; pipe runs no program named by repository config`,
+        {
+          hint: `If you set it yourself, move it to your global config (git config --global ${key} ...), which no command in the sandbox can write; otherwise remove it: git config --${scope} --unset ${key}.`,
+          details: {rule: 'git', key, scope},
+        },
+      )
     }
   }
   return git
@@ -136,7 +155,10 @@ export interface CheckpointResult {
 /** Where the run found its repository when it started (RunRecord.workspace_git); undefined where unknown. */
 export type RecordedRepository = string | null | undefined
 
-export async function checkpoint(root: string, options: {message: string; allowDirty: boolean; branch?: string; repository: RecordedRepository}): Promise<CheckpointResult> {
+export async function checkpoint(
+  root: string,
+  options: {message: string; allowDirty: boolean; branch?: string; repository: RecordedRepository},
+): Promise<CheckpointResult> {
   const git = await open(root, options.repository)
   const status = await git.status(['--ignore-submodules=all'])
   const dirty = status.files.map((f) => f.path)
@@ -145,10 +167,14 @@ export async function checkpoint(root: string, options: {message: string; allowD
   // Before the first commit there is nothing else to return to: the working tree is the baseline,
   // and leaving it out would let a rollback's clean delete it, so it becomes the first commit.
   if (!options.allowDirty && dirty.length > 0 && parent !== null) {
-    throw new PipeError('E_CONFLICT', `the working tree has ${dirty.length} uncommitted change(s): ${dirty.slice(0, 5).join(', ')}${dirty.length > 5 ? ', ...' : ''}`, {
-      hint: 'Commit or stash them first, or set allow_dirty: true on the step to include them in the checkpoint.',
-      details: {files: dirty},
-    })
+    throw new PipeError(
+      'E_CONFLICT',
+      `the working tree has ${dirty.length} uncommitted change(s): ${dirty.slice(0, 5).join(', ')}${dirty.length > 5 ? ', ...' : ''}`,
+      {
+        hint: 'Commit or stash them first, or set allow_dirty: true on the step to include them in the checkpoint.',
+        details: {files: dirty},
+      },
+    )
   }
   if (options.branch) {
     const current = status.current
@@ -165,7 +191,10 @@ export async function checkpoint(root: string, options: {message: string; allowD
   const identity = configured.trim() ? [] : ['-c', `user.name=${AUTHOR.name}`, '-c', `user.email=${AUTHOR.email}`]
   await git.raw([...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', options.message])
   const commit = (await head(git))!
-  const files = parent === null ? (await git.raw(['ls-tree', '-r', '--name-only', commit])).split('\n').filter(Boolean) : (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', parent, commit])).split('\n').filter(Boolean)
+  const files =
+    parent === null
+      ? (await git.raw(['ls-tree', '-r', '--name-only', commit])).split('\n').filter(Boolean)
+      : (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', parent, commit])).split('\n').filter(Boolean)
   return {commit, parent, branch: (await git.status(['--ignore-submodules=all'])).current ?? options.branch ?? '', files, empty: files.length === 0}
 }
 
@@ -183,7 +212,9 @@ export async function rollback(root: string, commit: string, repository: Recorde
   try {
     await git.raw(['cat-file', '-e', `${commit}^{commit}`])
   } catch {
-    throw new PipeError('E_STATE', `checkpoint ${commit} is not a commit of ${root}`, {hint: 'It may have been removed by a rebase or a gc; look for it with git reflog.'})
+    throw new PipeError('E_STATE', `checkpoint ${commit} is not a commit of ${root}`, {
+      hint: 'It may have been removed by a rebase or a gc; look for it with git reflog.',
+    })
   }
   const changed = (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', commit])).split('\n').filter(Boolean)
   const untracked = (await git.raw(['ls-files', '--others', '--exclude-standard'])).split('\n').filter(Boolean)

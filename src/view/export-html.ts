@@ -10,7 +10,13 @@ import {loadRunView} from './run-data.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
 
 export function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): string {
-  return page({title: `pipe: ${view.record.run_id}`, nonce: randomBytes(16).toString('base64'), body: runBody(view, {standalone: true}), script: RUN_SCRIPT, standalone: true})
+  return page({
+    title: `pipe: ${view.record.run_id}`,
+    nonce: randomBytes(16).toString('base64'),
+    body: runBody(view, {standalone: true}),
+    script: RUN_SCRIPT,
+    standalone: true,
+  })
 }
 
 /**
@@ -20,7 +26,9 @@ export function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): stri
 export async function exportRunHtml(store: RunStore, runId: string, file: string): Promise<{html: string; bytes: number}> {
   const toStdout = file === '-'
   if (!toStdout && (await stat(file).catch(() => null))?.isDirectory()) {
-    throw new PipeError('E_INVALID_ARGS', `--html ${file} is a folder, not a file`, {hint: `Name the file to write, e.g. --html ${path.join(file, `${runId}.html`)}.`})
+    throw new PipeError('E_INVALID_ARGS', `--html ${file} is a folder, not a file`, {
+      hint: `Name the file to write, e.g. --html ${path.join(file, `${runId}.html`)}.`,
+    })
   }
   const text = runPageHtml(await loadRunView(store, runId))
   if (toStdout) {

@@ -97,7 +97,9 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
     nodes.set(id, {id, kind: kinds.get(id) ?? null, row: p.row, col: p.col, x, y: MARGIN + p.row * ROW_H, ran: taken.steps[id] ?? 0})
   }
   const parts: string[] = []
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" aria-label="${escapeText(`step graph${pipeline ? ` of ${pipeline.name}` : ''}`)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">`)
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" aria-label="${escapeText(`step graph${pipeline ? ` of ${pipeline.name}` : ''}`)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">`,
+  )
   // Arrowheads in the drawing's units: sized by the line's width (the default) a taken edge's head was
   // three times as large as its neighbours', covering the node it points to.
   parts.push(
@@ -110,7 +112,8 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
     const same = drawn.find((d) => d.from === l.from && d.to === l.to && d.declared === l.declared)
     if (!same) drawn.push({...l})
     else {
-      same.label = same.label === 'next' || same.label === 'start' ? l.label : l.label === 'next' || l.label === 'start' ? same.label : `${same.label}, ${l.label}`
+      same.label =
+        same.label === 'next' || same.label === 'start' ? l.label : l.label === 'next' || l.label === 'start' ? same.label : `${same.label}, ${l.label}`
       same.count += l.count
     }
   }
@@ -127,13 +130,18 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
       ? `M${a.x + NODE_W},${a.y + NODE_H / 2} C${a.x + NODE_W + 60},${a.y + NODE_H / 2} ${b.x + NODE_W + 60},${b.y + NODE_H / 2} ${b.x + NODE_W},${b.y + NODE_H / 2}`
       : `M${x1},${y1} C${x1},${y1 + 30} ${x2},${y2 - 30} ${x2},${y2}`
     const cls = ['edge', l.count > 0 ? 'taken' : '', l.declared ? '' : 'undeclared'].filter(Boolean).join(' ')
-    parts.push(`<path class="${cls}" d="${d}" marker-end="url(#${l.count > 0 ? 'arrow-taken' : 'arrow'})"><title>${escapeText(`${ENDS[l.from] ?? l.from} → ${ENDS[l.to] ?? l.to}: ${l.label}${l.count > 0 ? `, taken ${l.count}×` : ''}`)}</title></path>`)
+    parts.push(
+      `<path class="${cls}" d="${d}" marker-end="url(#${l.count > 0 ? 'arrow-taken' : 'arrow'})"><title>${escapeText(`${ENDS[l.from] ?? l.from} → ${ENDS[l.to] ?? l.to}: ${l.label}${l.count > 0 ? `, taken ${l.count}×` : ''}`)}</title></path>`,
+    )
     // A straight-down edge gets its label beside it, not across it.
     const straight = !back && Math.abs(x1 - x2) < 4
     const lx = back ? Math.max(a.x, b.x) + NODE_W + 48 : straight ? x1 + 8 : (x1 + x2) / 2
     const ly = back ? (a.y + b.y + NODE_H) / 2 : (y1 + y2) / 2 + 4
     const anchor = straight ? 'start' : 'middle'
-    if (l.label !== 'start' && l.label !== 'next') parts.push(`<text class="edge-label${l.count > 0 ? ' taken' : ''}" x="${lx}" y="${ly}" text-anchor="${anchor}">${escapeText(l.label)}${l.count > 1 ? ` ×${l.count}` : ''}</text>`)
+    if (l.label !== 'start' && l.label !== 'next')
+      parts.push(
+        `<text class="edge-label${l.count > 0 ? ' taken' : ''}" x="${lx}" y="${ly}" text-anchor="${anchor}">${escapeText(l.label)}${l.count > 1 ? ` ×${l.count}` : ''}</text>`,
+      )
     else if (l.count > 1) parts.push(`<text class="edge-label taken" x="${lx}" y="${ly}" text-anchor="${anchor}">×${l.count}</text>`)
   }
   for (const n of nodes.values()) {
@@ -146,7 +154,13 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
       : `<rect class="${cls}" x="${n.x}" y="${n.y}" width="${NODE_W}" height="${NODE_H}" rx="6"/><text class="node-text" x="${n.x + NODE_W / 2}" y="${n.y + 17}" text-anchor="middle">${escapeText(label.length > 22 ? `${label.slice(0, 21)}…` : label)}</text><text class="node-kind" x="${n.x + NODE_W / 2}" y="${n.y + 32}" text-anchor="middle">${escapeText(waits ? 'the run waits here' : `${n.kind ?? ''}${n.ran > 0 ? `  ran ${n.ran}×` : ''}`)}</text>`
     const title = `<title>${escapeText(`${n.id}${n.kind ? ` (${n.kind})` : ''}${n.ran > 0 ? `: ran ${n.ran}×` : ': not run'}${waits ? '; the run waits here' : ''}`)}</title>`
     const anchor = anchors.get(n.id)
-    parts.push(end ? `<g>${body}</g>` : anchor !== undefined ? `<a href="#${escapeText(encodeURIComponent(anchor))}"><g>${title}${body}</g></a>` : `<g>${title}${body}</g>`)
+    parts.push(
+      end
+        ? `<g>${body}</g>`
+        : anchor !== undefined
+          ? `<a href="#${escapeText(encodeURIComponent(anchor))}"><g>${title}${body}</g></a>`
+          : `<g>${title}${body}</g>`,
+    )
   }
   parts.push('</svg>')
   return trusted(parts.join(''))

@@ -80,12 +80,34 @@ export interface PageOptions {
 
 export function page(options: PageOptions): string {
   const nav = options.standalone
-    ? html`<header class="top"><span class="brand">pipe</span><span class="muted small">exported run page: a snapshot of the store when it was written</span></header>`
+    ? html`<header class="top">
+        <span class="brand">pipe</span><span class="muted small">exported run page: a snapshot of the store when it was written</span>
+      </header>`
     : html`<header class="top"><a class="brand" href="/">pipe</a><a href="/">runs</a><a href="/stats">stats</a></header>`
   const csp = contentSecurityPolicy(options.nonce, !options.standalone && options.live === true, true)
   return `<!doctype html>\n${
-    html`<html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="${csp}"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="referrer" content="no-referrer"><title>${options.title}</title><style nonce="${options.nonce}">${trusted(STYLE)}</style></head><body>${nav}<main>${options.body}</main>${
-      options.script !== undefined ? html`<script nonce="${options.nonce}">${trusted(options.script)}</script>` : ''
-    }</body></html>`.text
+    html`<html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta http-equiv="Content-Security-Policy" content="${csp}" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="no-referrer" />
+        <title>${options.title}</title>
+        <style nonce="${options.nonce}">
+          ${trusted(STYLE)}
+        </style>
+      </head>
+      <body>
+        ${nav}
+        <main>${options.body}</main>
+        ${
+          options.script !== undefined
+            ? html`<script nonce="${options.nonce}">
+                ${trusted(options.script)}
+              </script>`
+            : ''
+        }
+      </body>
+    </html>`.text
   }\n`
 }

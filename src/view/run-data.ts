@@ -70,7 +70,14 @@ export async function modelCalls(cache: ReplyCache, snapshot: Snapshot): Promise
   for (const call of snapshot.meta.model_calls ?? []) {
     try {
       const cached = await cache.read(call.key)
-      if (cached === null) out.push({key: call.key, source: call.source, request: null, reply: null, missing: 'not in the store\'s reply cache (the store was copied without replies/, or the reply was deleted)'})
+      if (cached === null)
+        out.push({
+          key: call.key,
+          source: call.source,
+          request: null,
+          reply: null,
+          missing: "not in the store's reply cache (the store was copied without replies/, or the reply was deleted)",
+        })
       else out.push({key: call.key, source: call.source, request: cached.request as ModelCallView['request'], reply: cached.reply})
     } catch (error) {
       out.push({key: call.key, source: call.source, request: null, reply: null, missing: (error as Error).message})
@@ -81,11 +88,17 @@ export async function modelCalls(cache: ReplyCache, snapshot: Snapshot): Promise
 
 async function graphOf(record: RunRecord, snapshots: Snapshot[], events: RunEvent[]): Promise<RunGraph> {
   const file = record.pipeline.path
-  const bare = (problem: string): RunGraph => ({pipeline: null, problem, taken: pathOf({name: record.pipeline.name, steps: []} as unknown as Pipeline, record, snapshots, events)})
-  if (!file || !existsSync(file)) return bare(`the pipeline file ${file ? path.basename(file) : ''} is no longer where the run read it: the path taken is drawn alone`)
+  const bare = (problem: string): RunGraph => ({
+    pipeline: null,
+    problem,
+    taken: pathOf({name: record.pipeline.name, steps: []} as unknown as Pipeline, record, snapshots, events),
+  })
+  if (!file || !existsSync(file))
+    return bare(`the pipeline file ${file ? path.basename(file) : ''} is no longer where the run read it: the path taken is drawn alone`)
   const loaded = await loadPipeline(file, kindCatalog).catch((error: Error) => ({ok: false as const, error}))
   if (!loaded.ok) return bare(`the pipeline file ${path.basename(file)} no longer loads: the path taken is drawn alone`)
-  if (loaded.loaded.hash !== record.pipeline.hash) return bare(`the pipeline file ${path.basename(file)} has changed since this run: the path taken is drawn alone`)
+  if (loaded.loaded.hash !== record.pipeline.hash)
+    return bare(`the pipeline file ${path.basename(file)} has changed since this run: the path taken is drawn alone`)
   return {pipeline: loaded.loaded.pipeline, taken: pathOf(loaded.loaded.pipeline, record, snapshots, events)}
 }
 
@@ -99,14 +112,34 @@ export function shellWord(word: string): string {
  * other choices beside it, or — when pipe resume would refuse (a failed run that would only fail
  * again the same way) — why, and what to do instead. `store` is the --store the commands need.
  */
-export function nextCommand(record: RunRecord, status: RunStatus, snapshots: readonly Snapshot[], store?: string): Pick<RunView, 'next_command' | 'alternatives' | 'waits_for' | 'cannot_continue'> {
+export function nextCommand(
+  record: RunRecord,
+  status: RunStatus,
+  snapshots: readonly Snapshot[],
+  store?: string,
+): Pick<RunView, 'next_command' | 'alternatives' | 'waits_for' | 'cannot_continue'> {
   const pending = record.pending
   const at = store !== undefined ? ` --store ${shellWord(store)}` : ''
   const id = record.run_id
-  if (status === 'awaiting_input' && pending?.kind === 'answers') return {waits_for: 'answers to the questions below', next_command: `pipe answer ${id} --file answers.yaml${at}`}
-  if (status === 'awaiting_input' && pending?.kind === 'confirm') return {waits_for: 'a person to confirm the action below', next_command: `pipe confirm ${id} --yes${at}`, alternatives: [`pipe confirm ${id} --no --note 'why not'${at}`]}
-  if (status === 'awaiting_input') return {waits_for: 'a review decision', next_command: `pipe review ${id} --decision go${at}`, alternatives: [`pipe review ${id} --decision hold --note 'why'${at}`, `pipe review ${id} --decision drop --note 'why'${at}`]}
-  if (status === 'interrupted' || status === 'blocked') return {waits_for: status === 'blocked' ? 'a person to fix the cause, then resume' : 'a resume (its process is gone)', next_command: `pipe resume ${id}${at}`}
+  if (status === 'awaiting_input' && pending?.kind === 'answers')
+    return {waits_for: 'answers to the questions below', next_command: `pipe answer ${id} --file answers.yaml${at}`}
+  if (status === 'awaiting_input' && pending?.kind === 'confirm')
+    return {
+      waits_for: 'a person to confirm the action below',
+      next_command: `pipe confirm ${id} --yes${at}`,
+      alternatives: [`pipe confirm ${id} --no --note 'why not'${at}`],
+    }
+  if (status === 'awaiting_input')
+    return {
+      waits_for: 'a review decision',
+      next_command: `pipe review ${id} --decision go${at}`,
+      alternatives: [`pipe review ${id} --decision hold --note 'why'${at}`, `pipe review ${id} --decision drop --note 'why'${at}`],
+    }
+  if (status === 'interrupted' || status === 'blocked')
+    return {
+      waits_for: status === 'blocked' ? 'a person to fix the cause, then resume' : 'a resume (its process is gone)',
+      next_command: `pipe resume ${id}${at}`,
+    }
   if (status === 'failed') {
     // The judgement pipe resume makes: a failed run it would refuse gets the reason, not a command that fails.
     const refused = redriveRefusal(record, snapshots)
@@ -119,7 +152,12 @@ export function nextCommand(record: RunRecord, status: RunStatus, snapshots: rea
 /** `store`: the --store the commands on the page carry (none in an exported file, read elsewhere). */
 export async function loadRunView(store: RunStore, runId: string, options: {store?: string} = {}): Promise<RunView> {
   const record = await store.readRun(runId)
-  const [events, snapshots, status, children] = await Promise.all([store.readEvents(runId), store.readSnapshots(runId), effectiveStatus(store, record), childTree(store, runId)])
+  const [events, snapshots, status, children] = await Promise.all([
+    store.readEvents(runId),
+    store.readSnapshots(runId),
+    effectiveStatus(store, record),
+    childTree(store, runId),
+  ])
   const cache = new ReplyCache(store.root)
   const steps: StepView[] = []
   for (const snapshot of snapshots) steps.push({snapshot, calls: await modelCalls(cache, snapshot)})
@@ -147,5 +185,18 @@ export async function loadRunView(store: RunStore, runId: string, options: {stor
   }
   const ledger = await store.ledger().list({run: runId})
   const audit = await store.audit(runId, {deliveredKeys})
-  return {record, status, events, steps, children, specs, evidence, ledger, audit, usage: totalUsage(snapshots), graph: await graphOf(record, snapshots, events), ...nextCommand(record, status, snapshots, options.store)}
+  return {
+    record,
+    status,
+    events,
+    steps,
+    children,
+    specs,
+    evidence,
+    ledger,
+    audit,
+    usage: totalUsage(snapshots),
+    graph: await graphOf(record, snapshots, events),
+    ...nextCommand(record, status, snapshots, options.store),
+  }
 }

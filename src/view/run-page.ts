@@ -34,29 +34,83 @@ function header(view: RunView, options: RunPageOptions): Html {
   const r = view.record
   const inputs = r.inputs && Object.keys(r.inputs).length > 0 ? jsonBlock(r.inputs) : html`<span class="muted">none</span>`
   return html`<h1>Run <code>${r.run_id}</code> ${statusBadge(view.status)}</h1>
-<dl class="facts">
-<dt>pipeline</dt><dd><code>${r.pipeline.name}</code> <span class="muted small">${r.pipeline.hash}</span></dd>
-<dt>feature</dt><dd><code>${r.feature_id}</code></dd>
-<dt>spec</dt><dd><code>${r.spec_version ?? '-'}</code></dd>
-<dt>run by</dt><dd>${r.owner.user} <span class="muted small">on ${r.owner.host}</span>${r.parent ? html` — child of ${runLink(r.parent.run_id, options)} step <code>${r.parent.step}</code>${r.parent.index !== undefined ? ` item ${r.parent.index}${r.parent.key ? ` (${r.parent.key})` : ''}` : ''}` : ''}</dd>
-<dt>created</dt><dd>${r.created_at}</dd>
-<dt>updated</dt><dd>${r.updated_at}${r.ended_at ? ` — ended ${r.ended_at}` : ''}</dd>
-<dt>policy</dt><dd><code>${r.policy_version}</code>${r.policy_path ? html` <span class="muted small">${r.policy_path}</span>` : html` <span class="muted small">(built-in)</span>`}</dd>
-<dt>provider</dt><dd>${r.provider.kind}${r.provider.model ? html` <code>${r.provider.model}</code>` : ''}${r.provider.cassette ? html` <span class="muted small">(${r.provider.cassette.mode} a cassette)</span>` : ''}</dd>
-<dt>model usage</dt><dd>${view.usage.calls > 0 ? `${view.usage.prompt_tokens} prompt + ${view.usage.completion_tokens} completion = ${view.usage.total_tokens} tokens in ${view.usage.calls} call(s)${view.usage.cost !== undefined ? `, cost ${view.usage.cost} ${view.usage.currency ?? ''}` : ''}` : 'none'}</dd>
-${r.status_reason ? html`<dt>reason</dt><dd>${r.status_reason}</dd>` : ''}
-<dt>inputs</dt><dd>${inputs}</dd>
-</dl>`
+    <dl class="facts">
+      <dt>pipeline</dt>
+      <dd><code>${r.pipeline.name}</code> <span class="muted small">${r.pipeline.hash}</span></dd>
+      <dt>feature</dt>
+      <dd><code>${r.feature_id}</code></dd>
+      <dt>spec</dt>
+      <dd><code>${r.spec_version ?? '-'}</code></dd>
+      <dt>run by</dt>
+      <dd>
+        ${r.owner.user}
+        <span class="muted small">on ${r.owner.host}</span
+        >${r.parent ? html` — child of ${runLink(r.parent.run_id, options)} step <code>${r.parent.step}</code>${r.parent.index !== undefined ? ` item ${r.parent.index}${r.parent.key ? ` (${r.parent.key})` : ''}` : ''}` : ''}
+      </dd>
+      <dt>created</dt>
+      <dd>${r.created_at}</dd>
+      <dt>updated</dt>
+      <dd>${r.updated_at}${r.ended_at ? ` — ended ${r.ended_at}` : ''}</dd>
+      <dt>policy</dt>
+      <dd>
+        <code>${r.policy_version}</code
+        >${r.policy_path ? html` <span class="muted small">${r.policy_path}</span>` : html` <span class="muted small">(built-in)</span>`}
+      </dd>
+      <dt>provider</dt>
+      <dd>
+        ${r.provider.kind}${r.provider.model ? html` <code>${r.provider.model}</code>` : ''}${r.provider.cassette ? html` <span class="muted small">(${r.provider.cassette.mode} a cassette)</span>` : ''}
+      </dd>
+      <dt>model usage</dt>
+      <dd>
+        ${view.usage.calls > 0 ? `${view.usage.prompt_tokens} prompt + ${view.usage.completion_tokens} completion = ${view.usage.total_tokens} tokens in ${view.usage.calls} call(s)${view.usage.cost !== undefined ? `, cost ${view.usage.cost} ${view.usage.currency ?? ''}` : ''}` : 'none'}
+      </dd>
+      ${
+        r.status_reason
+          ? html`<dt>reason</dt>
+              <dd>${r.status_reason}</dd>`
+          : ''
+      }
+      <dt>inputs</dt>
+      <dd>${inputs}</dd>
+    </dl>`
 }
 
 function auditPanel(view: RunView): Html {
   const a = view.audit
-  const verdict = !a.ok ? `${a.problems.length} problem(s)` : a.unverifiable > 0 ? `${a.unverifiable} keyed seal(s) not checked (PIPE_AUDIT_KEY is not set)` : 'all intact'
+  const verdict = !a.ok
+    ? `${a.problems.length} problem(s)`
+    : a.unverifiable > 0
+      ? `${a.unverifiable} keyed seal(s) not checked (PIPE_AUDIT_KEY is not set)`
+      : 'all intact'
   const cls = !a.ok ? 'bad' : a.unverifiable > 0 ? 'wait' : 'good'
-  return html`<div class="panel ${cls}" id="audit"><strong>pipe audit verify ${view.record.run_id}:</strong> <span data-audit="${a.ok ? 'ok' : 'problems'}">${verdict}</span>
-<span class="muted small">— checked ${a.runs} run(s), ${a.events} timeline line(s), ${a.snapshots} snapshot(s), ${a.specs} spec version(s), ${a.evidence} evidence record(s), ${a.ledger} ledger entr${a.ledger === 1 ? 'y' : 'ies'}${a.keyed ? ' with the audit key' : ''}</span>
-${a.problems.length > 0 ? html`<table><tr><th>record</th><th>file</th><th>field</th><th>problem</th></tr>${a.problems.map((p) => html`<tr><td>${p.record}</td><td class="mono small">${p.file}</td><td>${p.field}</td><td>${p.message}</td></tr>`)}</table>` : ''}
-</div>`
+  return html`<div class="panel ${cls}" id="audit">
+    <strong>pipe audit verify ${view.record.run_id}:</strong> <span data-audit="${a.ok ? 'ok' : 'problems'}">${verdict}</span>
+    <span class="muted small"
+      >— checked ${a.runs} run(s), ${a.events} timeline line(s), ${a.snapshots} snapshot(s), ${a.specs} spec version(s), ${a.evidence} evidence record(s),
+      ${a.ledger} ledger entr${a.ledger === 1 ? 'y' : 'ies'}${a.keyed ? ' with the audit key' : ''}</span
+    >
+    ${
+      a.problems.length > 0
+        ? html`<table>
+            <tr>
+              <th>record</th>
+              <th>file</th>
+              <th>field</th>
+              <th>problem</th>
+            </tr>
+            ${a.problems.map(
+              (p) =>
+                html`<tr>
+                  <td>${p.record}</td>
+                  <td class="mono small">${p.file}</td>
+                  <td>${p.field}</td>
+                  <td>${p.message}</td>
+                </tr>`,
+            )}
+          </table>`
+        : ''
+    }
+  </div>`
 }
 
 function waitsPanel(view: RunView): Html {
@@ -68,10 +122,33 @@ function waitsPanel(view: RunView): Html {
   const pending = view.record.pending
   const questions = pending?.questions ?? []
   const answers = questions.length > 0 ? `answers:\n${questions.map((q) => `  ${q.id}: "..."   # ${q.field ?? q.question.slice(0, 60)}`).join('\n')}\n` : ''
-  return html`<div class="panel wait" id="waits"><strong>Waits for:</strong> ${view.waits_for ?? ''}${pending ? html` <span class="muted">(step <code>${pending.step}</code>, since ${pending.since}: ${pending.reason})</span>` : ''}
-${questions.length > 0 ? html`<ul>${questions.map((q) => html`<li><code>${q.id}</code>${q.field ? html` <span class="muted">[${q.field}]</span>` : ''} ${q.question}</li>`)}</ul><p>Write the answers in a file, <code>answers.yaml</code>, keyed by question id (or by field):</p><pre class="answers">${answers}</pre>` : ''}
-${pending?.action ? html`<p>The agent asks to run (${pending.action.level}, call <code>${pending.action.call_id}</code>): <code>${pending.action.tool}</code></p>${jsonBlock(pending.action.arguments)}` : ''}
-<p>Continue with:</p><pre class="command">${view.next_command}</pre>${(view.alternatives ?? []).length > 0 ? html`<p class="muted small">or instead:</p>${(view.alternatives ?? []).map((a) => html`<pre class="command alt">${a}</pre>`)}` : ''}</div>`
+  return html`<div class="panel wait" id="waits">
+    <strong>Waits for:</strong>
+    ${view.waits_for ?? ''}${pending ? html` <span class="muted">(step <code>${pending.step}</code>, since ${pending.since}: ${pending.reason})</span>` : ''}
+    ${
+      questions.length > 0
+        ? html`<ul>
+              ${questions.map((q) => html`<li><code>${q.id}</code>${q.field ? html` <span class="muted">[${q.field}]</span>` : ''} ${q.question}</li>`)}
+            </ul>
+            <p>Write the answers in a file, <code>answers.yaml</code>, keyed by question id (or by field):</p>
+            <pre class="answers">${answers}</pre>`
+        : ''
+    }
+    ${
+      pending?.action
+        ? html`<p>The agent asks to run (${pending.action.level}, call <code>${pending.action.call_id}</code>): <code>${pending.action.tool}</code></p>
+            ${jsonBlock(pending.action.arguments)}`
+        : ''
+    }
+    <p>Continue with:</p>
+    <pre class="command">${view.next_command}</pre>
+    ${
+      (view.alternatives ?? []).length > 0
+        ? html`<p class="muted small">or instead:</p>
+            ${(view.alternatives ?? []).map((a) => html`<pre class="command alt">${a}</pre>`)}`
+        : ''
+    }
+  </div>`
 }
 
 /** JSON text parsed, when it is an object or a list (a tool's arguments, a result, a final answer). */
@@ -97,7 +174,11 @@ function readable(value: unknown): string {
 function textBlock(text: string): Html {
   const parsed = jsonIn(text)
   if (parsed === undefined) return html`<pre>${text}</pre>`
-  return html`<pre class="readable">${readable(parsed)}</pre><details class="raw"><summary class="muted small">exactly as sent (JSON)</summary><pre>${text}</pre></details>`
+  return html`<pre class="readable">${readable(parsed)}</pre>
+    <details class="raw">
+      <summary class="muted small">exactly as sent (JSON)</summary>
+      <pre>${text}</pre>
+    </details>`
 }
 
 function toolCallsBlock(calls: unknown): Html {
@@ -105,13 +186,20 @@ function toolCallsBlock(calls: unknown): Html {
   return html`${calls.map((c: {id?: unknown; function?: {name?: unknown; arguments?: unknown}}) => {
     const name = typeof c.function?.name === 'string' ? c.function.name : '?'
     const args = c.function?.arguments
-    return html`<div class="tool-call">calls <code>${name}</code>${typeof c.id === 'string' ? html` <span class="muted small">(${c.id})</span>` : ''}${typeof args === 'string' ? textBlock(args) : jsonBlock(args)}</div>`
+    return html`<div class="tool-call">
+      calls
+      <code>${name}</code
+      >${typeof c.id === 'string' ? html` <span class="muted small">(${c.id})</span>` : ''}${typeof args === 'string' ? textBlock(args) : jsonBlock(args)}
+    </div>`
   })}`
 }
 
 function message(m: {role: string; content: unknown; tool_calls?: unknown; tool_call_id?: unknown}): Html {
   const text = typeof m.content === 'string' ? m.content : m.content === null || m.content === undefined ? '' : JSON.stringify(m.content, null, 2)
-  return html`<div class="msg ${m.role}"><div class="role">${m.role}${typeof m.tool_call_id === 'string' ? ` → ${m.tool_call_id}` : ''}</div>${text !== '' ? textBlock(text) : ''}${m.tool_calls !== undefined ? toolCallsBlock(m.tool_calls) : ''}</div>`
+  return html`<div class="msg ${m.role}">
+    <div class="role">${m.role}${typeof m.tool_call_id === 'string' ? ` → ${m.tool_call_id}` : ''}</div>
+    ${text !== '' ? textBlock(text) : ''}${m.tool_calls !== undefined ? toolCallsBlock(m.tool_calls) : ''}
+  </div>`
 }
 
 type ReplyMessage = {role?: string; content?: unknown; tool_calls?: unknown}
@@ -144,20 +232,57 @@ function modelCalls(calls: ModelCallView[]): Html {
   const conversation = isConversation(calls)
   const shown = conversation ? calls.slice(-1) : calls
   return html`<h3>Model calls (${calls.length})</h3>
-${conversation ? html`<p class="muted small">The conversation as the last of ${calls.length} requests sent it; earlier requests are its beginnings: ${calls.slice(0, -1).map((c) => html`<code>${c.key.slice(0, 19)}…</code> `)}</p>` : ''}
-${shown.map(
-  (c, i) => html`<div class="panel call"><div class="small muted">request <code>${c.key}</code> — answered from ${c.source}</div>
-${c.missing ? html`<p class="muted">The prompt is not shown: ${c.missing}.</p>` : html`<h3>Prompt as sent${shown.length > 1 ? ` (${i + 1})` : ''}${c.request?.model ? html` <span class="muted small">to <code>${c.request.model}</code></span>` : ''}</h3>${(c.request?.messages ?? []).map(message)}<h3>Reply</h3>${replyOf(c.reply)}`}</div>`,
-)}`
+    ${conversation ? html`<p class="muted small">The conversation as the last of ${calls.length} requests sent it; earlier requests are its beginnings: ${calls.slice(0, -1).map((c) => html`<code>${c.key.slice(0, 19)}…</code> `)}</p>` : ''}
+    ${shown.map(
+      (c, i) =>
+        html`<div class="panel call">
+          <div class="small muted">request <code>${c.key}</code> — answered from ${c.source}</div>
+          ${
+            c.missing
+              ? html`<p class="muted">The prompt is not shown: ${c.missing}.</p>`
+              : html`<h3>
+                    Prompt as
+                    sent${shown.length > 1 ? ` (${i + 1})` : ''}${c.request?.model ? html` <span class="muted small">to <code>${c.request.model}</code></span>` : ''}
+                  </h3>
+                  ${(c.request?.messages ?? []).map(message)}
+                  <h3>Reply</h3>
+                  ${replyOf(c.reply)}`
+          }
+        </div>`,
+    )}`
 }
 
 function toolCalls(snapshot: Snapshot): Html {
   const calls = snapshot.tool_calls ?? []
   if (calls.length === 0) return html``
-  return html`<h3>Tool calls (${calls.length})</h3><table><tr><th>turn</th><th>tool</th><th>arguments</th><th>level</th><th>decision</th><th>by</th><th>result</th><th>duration</th></tr>
-${calls.map(
-  (c) => html`<tr><td>${c.turn}</td><td><code>${c.name}</code></td><td><pre>${readable(c.arguments)}</pre></td><td>${c.level ?? ''}</td><td>${c.decision}${c.replayed_from !== undefined ? html` <span class="muted small">(recorded at #${c.replayed_from})</span>` : ''}</td><td>${c.by ?? ''}${c.note ? html` <span class="muted small">${c.note}</span>` : ''}</td><td class="${c.ok === false ? 'o-fail' : c.ok ? 'o-ok' : ''}">${c.summary}${c.files_changed && c.files_changed.length > 0 ? html`<br><span class="small muted">changed: ${c.files_changed.join(', ')}</span>` : ''}</td><td>${duration(c.duration_ms)}</td></tr>`,
-)}</table>`
+  return html`<h3>Tool calls (${calls.length})</h3>
+    <table>
+      <tr>
+        <th>turn</th>
+        <th>tool</th>
+        <th>arguments</th>
+        <th>level</th>
+        <th>decision</th>
+        <th>by</th>
+        <th>result</th>
+        <th>duration</th>
+      </tr>
+      ${calls.map(
+        (c) =>
+          html`<tr>
+            <td>${c.turn}</td>
+            <td><code>${c.name}</code></td>
+            <td><pre>${readable(c.arguments)}</pre></td>
+            <td>${c.level ?? ''}</td>
+            <td>${c.decision}${c.replayed_from !== undefined ? html` <span class="muted small">(recorded at #${c.replayed_from})</span>` : ''}</td>
+            <td>${c.by ?? ''}${c.note ? html` <span class="muted small">${c.note}</span>` : ''}</td>
+            <td class="${c.ok === false ? 'o-fail' : c.ok ? 'o-ok' : ''}">
+              ${c.summary}${c.files_changed && c.files_changed.length > 0 ? html`<br /><span class="small muted">changed: ${c.files_changed.join(', ')}</span>` : ''}
+            </td>
+            <td>${duration(c.duration_ms)}</td>
+          </tr>`,
+      )}
+    </table>`
 }
 
 function stepFailed(s: Snapshot): boolean {
@@ -180,31 +305,124 @@ function stepSection(step: StepView, children: RunSummary[], options: RunPageOpt
   const failed = stepFailed(s)
   const mine = children.filter((c) => c.parent?.step === s.step.name && c.parent?.seq === s.step.seq)
   return html`<details class="step" id="${stepAnchor(s)}" data-step="${s.step.name}">
-<summary><strong>#${s.step.seq} ${s.step.name}</strong> <span class="muted">${s.step.kind}</span> <span class="${failed ? 'o-fail' : 'o-ok'}">${outcome}</span> <span class="muted small">${duration(s.step.duration_ms)}${(s.step.attempts ?? 1) > 1 ? ` — ${s.step.attempts} attempts` : ''}${s.errors.length > 0 ? ` — ${s.errors.length} error(s)` : ''}</span> <span class="small">${last?.reason ?? ''}</span></summary>
-<div class="body">
-<dl class="facts"><dt>started</dt><dd>${s.step.started_at}</dd><dt>ended</dt><dd>${s.step.ended_at}</dd><dt>spec in → out</dt><dd><code>${s.spec_version_in ?? '-'}</code> → <code>${s.spec_version_out ?? '-'}</code></dd><dt>seal</dt><dd class="mono small">${s.meta.record_hash ?? ''}</dd></dl>
-<h3>Decisions</h3><table><tr><th>decision</th><th>next</th><th>by</th><th>reason</th></tr>${s.decisions.map((d) => html`<tr><td>${d.decision}</td><td><code>${d.next_step ?? d.run_status ?? '-'}</code></td><td>${d.by ?? ''}${d.at ? html` <span class="muted small">${d.at}</span>` : ''}</td><td>${d.reason}${d.note ? html`<br><span class="muted">${d.note}</span>` : ''}</td></tr>`)}</table>
-${s.errors.length > 0 ? html`<h3>Errors</h3>${s.errors.map((e) => html`<div class="panel bad"><strong>${e.code}</strong> ${e.message}${e.hint ? html`<br><span class="muted">Try this: ${e.hint}</span>` : ''}${e.trace_id ? html`<br><span class="small muted">trace ${e.trace_id}</span>` : ''}</div>`)}` : ''}
-<h3>Inputs (resolved)</h3>${jsonBlock(s.inputs)}
-<h3>Outputs</h3>${jsonBlock(s.outputs)}
-${s.evidence_links.length > 0 ? html`<h3>Evidence</h3><ul>${s.evidence_links.map((l) => html`<li>${l.type}: <a href="#evidence-${l.evidence_id}"><code>${l.evidence_id}</code></a></li>`)}</ul>` : ''}
-${modelCalls(step.calls)}
-${toolCalls(s)}
-${mine.length > 0 ? html`<h3>Child runs</h3>${childTable(mine, options)}` : ''}
-</div></details>`
+    <summary>
+      <strong>#${s.step.seq} ${s.step.name}</strong> <span class="muted">${s.step.kind}</span> <span class="${failed ? 'o-fail' : 'o-ok'}">${outcome}</span>
+      <span class="muted small"
+        >${duration(s.step.duration_ms)}${(s.step.attempts ?? 1) > 1 ? ` — ${s.step.attempts} attempts` : ''}${s.errors.length > 0 ? ` — ${s.errors.length} error(s)` : ''}</span
+      >
+      <span class="small">${last?.reason ?? ''}</span>
+    </summary>
+    <div class="body">
+      <dl class="facts">
+        <dt>started</dt>
+        <dd>${s.step.started_at}</dd>
+        <dt>ended</dt>
+        <dd>${s.step.ended_at}</dd>
+        <dt>spec in → out</dt>
+        <dd><code>${s.spec_version_in ?? '-'}</code> → <code>${s.spec_version_out ?? '-'}</code></dd>
+        <dt>seal</dt>
+        <dd class="mono small">${s.meta.record_hash ?? ''}</dd>
+      </dl>
+      <h3>Decisions</h3>
+      <table>
+        <tr>
+          <th>decision</th>
+          <th>next</th>
+          <th>by</th>
+          <th>reason</th>
+        </tr>
+        ${s.decisions.map(
+          (d) =>
+            html`<tr>
+              <td>${d.decision}</td>
+              <td><code>${d.next_step ?? d.run_status ?? '-'}</code></td>
+              <td>${d.by ?? ''}${d.at ? html` <span class="muted small">${d.at}</span>` : ''}</td>
+              <td>${d.reason}${d.note ? html`<br /><span class="muted">${d.note}</span>` : ''}</td>
+            </tr>`,
+        )}
+      </table>
+      ${
+        s.errors.length > 0
+          ? html`<h3>Errors</h3>
+              ${s.errors.map((e) => html`<div class="panel bad"><strong>${e.code}</strong> ${e.message}${e.hint ? html`<br /><span class="muted">Try this: ${e.hint}</span>` : ''}${e.trace_id ? html`<br /><span class="small muted">trace ${e.trace_id}</span>` : ''}</div>`)}`
+          : ''
+      }
+      <h3>Inputs (resolved)</h3>
+      ${jsonBlock(s.inputs)}
+      <h3>Outputs</h3>
+      ${jsonBlock(s.outputs)}
+      ${
+        s.evidence_links.length > 0
+          ? html`<h3>Evidence</h3>
+              <ul>
+                ${s.evidence_links.map(
+                  (l) =>
+                    html`<li>
+                      ${l.type}: <a href="#evidence-${l.evidence_id}"><code>${l.evidence_id}</code></a>
+                    </li>`,
+                )}
+              </ul>`
+          : ''
+      }
+      ${modelCalls(step.calls)} ${toolCalls(s)}
+      ${
+        mine.length > 0
+          ? html`<h3>Child runs</h3>
+              ${childTable(mine, options)}`
+          : ''
+      }
+    </div>
+  </details>`
 }
 
 export function childTable(children: RunSummary[], options: RunPageOptions, depth = 0): Html {
   const rows = (list: RunSummary[], d: number): Html[] =>
-    list.flatMap((c) => [html`<tr class="${d === 1 ? 'child' : d > 1 ? 'grandchild' : ''}" data-run="${c.run_id}"><td>${runLink(c.run_id, options)}</td><td>${statusBadge(c.status)}</td><td><code>${c.pipeline}</code></td><td>${c.parent ? `${c.parent.step}${c.parent.index !== undefined ? ` #${c.parent.index}${c.parent.key ? ` ${c.parent.key}` : ''}` : ''}` : ''}</td><td>${c.reason ?? ''}</td></tr>`, ...rows(c.children ?? [], d + 1)])
-  return html`<table><tr><th>run</th><th>status</th><th>pipeline</th><th>step / item</th><th>reason</th></tr>${rows(children, depth)}</table>`
+    list.flatMap((c) => [
+      html`<tr class="${d === 1 ? 'child' : d > 1 ? 'grandchild' : ''}" data-run="${c.run_id}">
+        <td>${runLink(c.run_id, options)}</td>
+        <td>${statusBadge(c.status)}</td>
+        <td><code>${c.pipeline}</code></td>
+        <td>${c.parent ? `${c.parent.step}${c.parent.index !== undefined ? ` #${c.parent.index}${c.parent.key ? ` ${c.parent.key}` : ''}` : ''}` : ''}</td>
+        <td>${c.reason ?? ''}</td>
+      </tr>`,
+      ...rows(c.children ?? [], d + 1),
+    ])
+  return html`<table>
+    <tr>
+      <th>run</th>
+      <th>status</th>
+      <th>pipeline</th>
+      <th>step / item</th>
+      <th>reason</th>
+    </tr>
+    ${rows(children, depth)}
+  </table>`
 }
 
 function timeline(view: RunView): Html {
-  return html`<table class="timeline"><tr><th>at</th><th>event</th><th>state</th><th>step</th><th>by</th><th>what</th></tr>
-${view.events.map(
-  (e) => html`<tr><td class="mono small">${e.at}</td><td>${e.event}</td><td>${e.from ?? ''}${e.to ? ` → ${e.to}` : ''}</td><td>${e.step ?? ''}${e.seq !== undefined ? ` #${e.seq}` : ''}</td><td>${e.by ?? ''}</td><td>${e.tool ? html`<code>${e.tool}</code> ${e.decision ?? ''} ` : ''}${e.reason ?? e.summary ?? ''}${e.trace_id ? html` <span class="muted small">${e.trace_id}</span>` : ''}</td></tr>`,
-)}</table>`
+  return html`<table class="timeline">
+    <tr>
+      <th>at</th>
+      <th>event</th>
+      <th>state</th>
+      <th>step</th>
+      <th>by</th>
+      <th>what</th>
+    </tr>
+    ${view.events.map(
+      (e) =>
+        html`<tr>
+          <td class="mono small">${e.at}</td>
+          <td>${e.event}</td>
+          <td>${e.from ?? ''}${e.to ? ` → ${e.to}` : ''}</td>
+          <td>${e.step ?? ''}${e.seq !== undefined ? ` #${e.seq}` : ''}</td>
+          <td>${e.by ?? ''}</td>
+          <td>
+            ${e.tool ? html`<code>${e.tool}</code> ${e.decision ?? ''} ` : ''}${e.reason ?? e.summary ?? ''}${e.trace_id ? html` <span class="muted small">${e.trace_id}</span>` : ''}
+          </td>
+        </tr>`,
+    )}
+  </table>`
 }
 
 function specs(view: RunView, options: RunPageOptions): Html {
@@ -214,23 +432,79 @@ function specs(view: RunView, options: RunPageOptions): Html {
     const {meta: _a, ...a} = before
     const {meta: _b, ...b} = spec
     const changes = diffValues(a, b)
-    return html`<div class="panel"><strong><code>${before.meta.spec_version}</code> → <code>${spec.meta.spec_version}</code></strong> (${changes.length} field change(s))
-<table>${changes.map((c) => html`<tr class="diff-${c.kind}"><td class="mono">${c.path || '(root)'}</td><td>${c.kind}</td><td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td><td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td></tr>`)}</table></div>`
+    return html`<div class="panel">
+      <strong><code>${before.meta.spec_version}</code> → <code>${spec.meta.spec_version}</code></strong> (${changes.length} field change(s))
+      <table>
+        ${changes.map(
+          (c) =>
+            html`<tr class="diff-${c.kind}">
+              <td class="mono">${c.path || '(root)'}</td>
+              <td>${c.kind}</td>
+              <td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td>
+              <td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td>
+            </tr>`,
+        )}
+      </table>
+    </div>`
   })
   const picker = options.standalone
     ? html``
-    : html`<form class="filters" method="get" action="/specs/diff"><label>from<select name="a">${view.specs.map((s) => html`<option>${s.meta.spec_version}</option>`)}</select></label><label>to<select name="b">${view.specs.map((s, i) => html`<option${i === view.specs.length - 1 ? ' selected' : ''}>${s.meta.spec_version}</option>`)}</select></label><button>compare</button></form>`
-  return html`${picker}${diffs}${view.specs.map((s) => html`<details class="step"><summary><code>${s.meta.spec_version}</code> <span class="muted">${s.meta.status}, by step ${s.meta.created_by_step} at ${s.meta.created_at}</span></summary><div class="body">${jsonBlock(s)}</div></details>`)}`
+    : html`<form class="filters" method="get" action="/specs/diff">
+        <label
+          >from<select name="a">
+            ${view.specs.map((s) => html`<option>${s.meta.spec_version}</option>`)}
+          </select></label
+        ><label
+          >to<select name="b">
+            ${view.specs.map((s, i) => html`<option${i === view.specs.length - 1 ? ' selected' : ''}>${s.meta.spec_version}</option>`)}
+          </select></label
+        ><button>compare</button>
+      </form>`
+  return html`${picker}${diffs}${view.specs.map(
+    (s) =>
+      html`<details class="step">
+        <summary>
+          <code>${s.meta.spec_version}</code> <span class="muted">${s.meta.status}, by step ${s.meta.created_by_step} at ${s.meta.created_at}</span>
+        </summary>
+        <div class="body">${jsonBlock(s)}</div>
+      </details>`,
+  )}`
 }
 
 function evidence(view: RunView): Html {
   if (view.evidence.length === 0) return html`<p class="muted">No evidence records.</p>`
-  return html`${view.evidence.map((e) => html`<details class="step" id="evidence-${e.evidence_id}"><summary><code>${e.evidence_id}</code> ${'problem' in e ? html`<span class="o-fail">${e.problem}</span>` : html`<span class="muted">${e.type}</span>`}</summary><div class="body">${jsonBlock(e)}</div></details>`)}`
+  return html`${view.evidence.map(
+    (e) =>
+      html`<details class="step" id="evidence-${e.evidence_id}">
+        <summary>
+          <code>${e.evidence_id}</code> ${'problem' in e ? html`<span class="o-fail">${e.problem}</span>` : html`<span class="muted">${e.type}</span>`}
+        </summary>
+        <div class="body">${jsonBlock(e)}</div>
+      </details>`,
+  )}`
 }
 
 function ledger(view: RunView): Html {
   if (view.ledger.length === 0) return html`<p class="muted">No deliveries.</p>`
-  return html`<table><tr><th>target</th><th>spec</th><th>status</th><th>attempts</th><th>external id</th></tr>${view.ledger.map((l) => html`<tr><td>${l.target_type} <code>${l.target}</code></td><td><code>${l.spec_version}</code></td><td>${l.status}</td><td>${l.attempts.length}</td><td>${l.external_id ?? ''}</td></tr>`)}</table>`
+  return html`<table>
+    <tr>
+      <th>target</th>
+      <th>spec</th>
+      <th>status</th>
+      <th>attempts</th>
+      <th>external id</th>
+    </tr>
+    ${view.ledger.map(
+      (l) =>
+        html`<tr>
+          <td>${l.target_type} <code>${l.target}</code></td>
+          <td><code>${l.spec_version}</code></td>
+          <td>${l.status}</td>
+          <td>${l.attempts.length}</td>
+          <td>${l.external_id ?? ''}</td>
+        </tr>`,
+    )}
+  </table>`
 }
 
 function stepAnchor(snapshot: Snapshot): string {
@@ -282,15 +556,30 @@ export const RUN_SCRIPT = `
 export function runBody(view: RunView, options: RunPageOptions = {}): Html {
   const live = options.standalone
     ? html``
-    : html`<div id="run-live" hidden data-run="${view.record.run_id}" data-status="${view.status}" data-updated="${view.record.updated_at}"></div><div class="panel wait" id="moved" hidden><strong>This run has moved on since the page was read:</strong> now <span class="now"></span>. <a href="">Reload</a> to see it.</div>`
-  return html`${live}${header(view, options)}
-${auditPanel(view)}
-${waitsPanel(view)}
-<h2>Graph</h2>${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}<div class="graph-wrap">${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined)}</div>
-<h2>Steps (${view.steps.length})</h2>${stepJumps(view)}${view.steps.map((s) => stepSection(s, view.children, options))}
-${view.children.length > 0 ? html`<h2>Child runs (${view.children.length})</h2>${childTable(view.children, options)}` : ''}
-<h2>Timeline (${view.events.length})</h2>${timeline(view)}
-<h2>Spec versions (${view.specs.length})</h2>${specs(view, options)}
-<h2>Evidence (${view.evidence.length})</h2>${evidence(view)}
-<h2>Deliveries (${view.ledger.length})</h2>${ledger(view)}`
+    : html`<div id="run-live" hidden data-run="${view.record.run_id}" data-status="${view.status}" data-updated="${view.record.updated_at}"></div>
+        <div class="panel wait" id="moved" hidden>
+          <strong>This run has moved on since the page was read:</strong> now <span class="now"></span>. <a href="">Reload</a> to see it.
+        </div>`
+  return html`${live}${header(view, options)} ${auditPanel(view)} ${waitsPanel(view)}
+    <h2>Graph</h2>
+    ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}
+    <div class="graph-wrap">
+      ${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined)}
+    </div>
+    <h2>Steps (${view.steps.length})</h2>
+    ${stepJumps(view)}${view.steps.map((s) => stepSection(s, view.children, options))}
+    ${
+      view.children.length > 0
+        ? html`<h2>Child runs (${view.children.length})</h2>
+            ${childTable(view.children, options)}`
+        : ''
+    }
+    <h2>Timeline (${view.events.length})</h2>
+    ${timeline(view)}
+    <h2>Spec versions (${view.specs.length})</h2>
+    ${specs(view, options)}
+    <h2>Evidence (${view.evidence.length})</h2>
+    ${evidence(view)}
+    <h2>Deliveries (${view.ledger.length})</h2>
+    ${ledger(view)}`
 }

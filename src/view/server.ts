@@ -86,7 +86,9 @@ function send(res: ServerResponse, status: number, type: string, body: string, h
 function sendPage(res: ServerResponse, status: number, title: string, body: Html, head: boolean, script?: {text: string; live: boolean}): void {
   const n = nonce()
   const live = script?.live === true
-  send(res, status, 'text/html; charset=utf-8', page({title, nonce: n, body, live, ...(script !== undefined ? {script: script.text} : {})}), head, {'content-security-policy': contentSecurityPolicy(n, live)})
+  send(res, status, 'text/html; charset=utf-8', page({title, nonce: n, body, live, ...(script !== undefined ? {script: script.text} : {})}), head, {
+    'content-security-policy': contentSecurityPolicy(n, live),
+  })
 }
 
 const LOOPBACK_NAMES = ['127.0.0.1', 'localhost', '[::1]']
@@ -101,7 +103,8 @@ function allowedHosts(host: string, port: number): Set<string> {
   if (host === '127.0.0.1' || host === '::1' || host === 'localhost') for (const n of LOOPBACK_NAMES) names.add(n)
   if (host === '0.0.0.0' || host === '::' || host === '[::]') {
     for (const n of LOOPBACK_NAMES) names.add(n)
-    for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) names.add(a.family === 'IPv6' ? `[${a.address.replace(/%.*$/, '')}]` : a.address)
+    for (const list of Object.values(networkInterfaces()))
+      for (const a of list ?? []) names.add(a.family === 'IPv6' ? `[${a.address.replace(/%.*$/, '')}]` : a.address)
     names.add(hostname())
   }
   return new Set([...names].map((n) => `${n.toLowerCase()}:${port}`))
@@ -127,7 +130,12 @@ function filterFrom(url: URL): ListFilter {
 /** The runs a page leaves out because their records fail their checks, named with what is wrong. */
 function damagedPanel(damaged: DamagedRun[]): Html {
   if (damaged.length === 0) return html``
-  return html`<div class="panel bad" id="damaged"><strong>${damaged.length} run record(s) fail their checks and are left out below.</strong> <span class="muted">pipe audit verify lists all damage.</span><ul>${damaged.map((d) => html`<li><code>${d.run_id}</code> <strong>${d.code}</strong> ${d.message}</li>`)}</ul></div>`
+  return html`<div class="panel bad" id="damaged">
+    <strong>${damaged.length} run record(s) fail their checks and are left out below.</strong> <span class="muted">pipe audit verify lists all damage.</span>
+    <ul>
+      ${damaged.map((d) => html`<li><code>${d.run_id}</code> <strong>${d.code}</strong> ${d.message}</li>`)}
+    </ul>
+  </div>`
 }
 
 async function route(options: ViewServerOptions, url: URL, res: ServerResponse, head: boolean): Promise<void> {
@@ -135,10 +143,24 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   const commands = options.storeArg !== undefined ? {store: options.storeArg} : {}
   // Every segment as written: `//runs/R-…` or `/runs//R-…` is no page of this server (an empty
   // segment is not skipped), and a trailing slash is allowed.
-  const parts = url.pathname === '/' ? [] : url.pathname.slice(1).replace(/\/$/, '').split('/').map((p) => decodeURIComponent(p))
+  const parts =
+    url.pathname === '/'
+      ? []
+      : url.pathname
+          .slice(1)
+          .replace(/\/$/, '')
+          .split('/')
+          .map((p) => decodeURIComponent(p))
   if (parts.length === 0) {
     const list = await listed(store, url)
-    return sendPage(res, 200, 'pipe: runs', html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams, store: options.store.root})}`, head, {text: LIVE_SCRIPT, live: true})
+    return sendPage(
+      res,
+      200,
+      'pipe: runs',
+      html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams, store: options.store.root})}`,
+      head,
+      {text: LIVE_SCRIPT, live: true},
+    )
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 2) {
     const list = await listed(store, url)
@@ -151,7 +173,13 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && parts[3] === 'head' && ID_PATTERNS.run.test(parts[2]!)) {
     // What a run page polls: the least that changes when the run moves on.
     const record = await store.readRun(parts[2]!)
-    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify({run_id: record.run_id, status: await effectiveStatus(store, record), updated_at: record.updated_at})}\n`, head)
+    return send(
+      res,
+      200,
+      'application/json; charset=utf-8',
+      `${JSON.stringify({run_id: record.run_id, status: await effectiveStatus(store, record), updated_at: record.updated_at})}\n`,
+      head,
+    )
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 3 && ID_PATTERNS.run.test(parts[2]!)) {
     const view = await loadRunView(store, parts[2]!, commands)
@@ -165,7 +193,15 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   if (parts[0] === 'specs' && parts[1] === 'diff' && parts.length === 2) {
     const a = url.searchParams.get('a') ?? ''
     const b = url.searchParams.get('b') ?? ''
-    if (!ID_PATTERNS.spec.test(a) || !ID_PATTERNS.spec.test(b)) return sendPage(res, 400, 'pipe: bad request', html`<h1>Not two spec versions</h1><p>Give ?a=VERSION&amp;b=VERSION.</p>`, head)
+    if (!ID_PATTERNS.spec.test(a) || !ID_PATTERNS.spec.test(b))
+      return sendPage(
+        res,
+        400,
+        'pipe: bad request',
+        html`<h1>Not two spec versions</h1>
+          <p>Give ?a=VERSION&amp;b=VERSION.</p>`,
+        head,
+      )
     const [before, after] = [await store.readSpec(a), await store.readSpec(b)]
     const {meta: _a, ...x} = before
     const {meta: _b, ...y} = after
@@ -174,18 +210,39 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
       res,
       200,
       `pipe: ${a} → ${b}`,
-      html`<h1><code>${a}</code> → <code>${b}</code></h1><p>${changes.length} field change(s).</p><table>${changes.map((c) => html`<tr class="diff-${c.kind}"><td class="mono">${c.path || '(root)'}</td><td>${c.kind}</td><td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td><td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td></tr>`)}</table>`,
+      html`<h1><code>${a}</code> → <code>${b}</code></h1>
+        <p>${changes.length} field change(s).</p>
+        <table>
+          ${changes.map(
+            (c) =>
+              html`<tr class="diff-${c.kind}">
+                <td class="mono">${c.path || '(root)'}</td>
+                <td>${c.kind}</td>
+                <td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td>
+                <td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td>
+              </tr>`,
+          )}
+        </table>`,
       head,
     )
   }
-  return sendPage(res, 404, 'pipe: not found', html`<h1>Not found</h1><p>No page at <code>${url.pathname}</code>. <a href="/">All runs</a>.</p>`, head)
+  return sendPage(
+    res,
+    404,
+    'pipe: not found',
+    html`<h1>Not found</h1>
+      <p>No page at <code>${url.pathname}</code>. <a href="/">All runs</a>.</p>`,
+    head,
+  )
 }
 
 async function handle(options: ViewServerOptions, hosts: Set<string>, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'text/plain; charset=utf-8', 'pipe view is read-only: GET and HEAD only\n', false, {allow: 'GET, HEAD'})
+  if (req.method !== 'GET' && req.method !== 'HEAD')
+    return send(res, 405, 'text/plain; charset=utf-8', 'pipe view is read-only: GET and HEAD only\n', false, {allow: 'GET, HEAD'})
   const head = req.method === 'HEAD'
   // Host names are case-insensitive (RFC 3986); nothing else about the name is loosened.
-  if (!hosts.has((req.headers.host ?? '').toLowerCase())) return send(res, 421, 'text/plain; charset=utf-8', 'pipe view answers only to the address it listens on\n', head)
+  if (!hosts.has((req.headers.host ?? '').toLowerCase()))
+    return send(res, 421, 'text/plain; charset=utf-8', 'pipe view answers only to the address it listens on\n', head)
   let url: URL
   try {
     // The request target as a path on this server: `//runs` is a path, not a host named runs.
@@ -199,7 +256,17 @@ async function handle(options: ViewServerOptions, hosts: Set<string>, req: Incom
   } catch (error) {
     const e = error as PipeError
     const notFound = e instanceof PipeError && e.code === 'E_NOT_FOUND'
-    sendPage(res, notFound ? 404 : 500, 'pipe: error', html`<h1>${notFound ? 'Not found' : 'Could not read the store'}</h1><div class="panel bad"><strong>${e.code ?? 'E_INTERNAL'}</strong> ${e.message}${e.hint ? html`<br><span class="muted">Try this: ${e.hint}</span>` : ''}</div><p><a href="/">All runs</a></p>`, head)
+    sendPage(
+      res,
+      notFound ? 404 : 500,
+      'pipe: error',
+      html`<h1>${notFound ? 'Not found' : 'Could not read the store'}</h1>
+        <div class="panel bad">
+          <strong>${e.code ?? 'E_INTERNAL'}</strong> ${e.message}${e.hint ? html`<br /><span class="muted">Try this: ${e.hint}</span>` : ''}
+        </div>
+        <p><a href="/">All runs</a></p>`,
+      head,
+    )
   }
 }
 
@@ -221,7 +288,11 @@ export async function startViewServer(options: ViewServerOptions): Promise<ViewS
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
-      reject(new PipeError(error.code === 'EADDRINUSE' ? 'E_CONFLICT' : 'E_IO', `pipe view cannot listen on ${options.host}:${options.port}: ${error.message}`, {hint: error.code === 'EADDRINUSE' ? 'Another program uses that port: give --port 0 for a free one.' : 'Check --host and --port.'})),
+      reject(
+        new PipeError(error.code === 'EADDRINUSE' ? 'E_CONFLICT' : 'E_IO', `pipe view cannot listen on ${options.host}:${options.port}: ${error.message}`, {
+          hint: error.code === 'EADDRINUSE' ? 'Another program uses that port: give --port 0 for a free one.' : 'Check --host and --port.',
+        }),
+      ),
     )
     server.listen(options.port, options.host, () => resolve())
   })

@@ -26,7 +26,8 @@ export function setAsideDamaged(store: RunStore, damaged: DamagedRun[]): RunStor
             return await target.readRun(runId)
           } catch (error) {
             if (!isPipeError(error) || error.code !== 'E_INTEGRITY') throw error
-            if (!damaged.some((d) => d.run_id === runId)) damaged.push({run_id: runId, code: error.code, message: error.message, ...(error.hint ? {hint: error.hint} : {})})
+            if (!damaged.some((d) => d.run_id === runId))
+              damaged.push({run_id: runId, code: error.code, message: error.message, ...(error.hint ? {hint: error.hint} : {})})
             throw new PipeError('E_NOT_FOUND', `run ${runId} is set aside: ${error.message}`)
           }
         }

@@ -16,7 +16,7 @@ interface ResolveJson {
 }
 
 describe('pipe pipeline resolve (CLI)', () => {
-  it('prints the composed triage example with each step\'s file:line', async () => {
+  it("prints the composed triage example with each step's file:line", async () => {
     const result = await pipe(['pipeline', 'resolve', 'examples/triage/pipeline.yaml'])
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stdout).to.contain('# composed from examples/triage/pipeline.yaml <- pipelines/default.yaml')
@@ -32,7 +32,18 @@ describe('pipe pipeline resolve (CLI)', () => {
     expect(result.code, result.stderr).to.equal(0)
     const body = json<ResolveJson>(result)
     expect(body.pipeline.name).to.equal('triage')
-    expect(body.pipeline.steps.map((s) => s.id)).to.deep.equal(['ingest', 'compile', 'validate_gates', 'clarify_questions', 'apply_answers', 'plan_tasks', 'check_plan', 'triage', 'manual_review', 'publish'])
+    expect(body.pipeline.steps.map((s) => s.id)).to.deep.equal([
+      'ingest',
+      'compile',
+      'validate_gates',
+      'clarify_questions',
+      'apply_answers',
+      'plan_tasks',
+      'check_plan',
+      'triage',
+      'manual_review',
+      'publish',
+    ])
     expect(body.sources.ingest).to.deep.equal({file: 'pipelines/default.yaml', line: 40})
     expect(body.sources.check_plan?.file).to.equal('examples/triage/pipeline.yaml')
     expect(body.sources.publish?.file).to.equal('examples/triage/pipeline.yaml')
@@ -58,8 +69,14 @@ describe('pipe validate on a pipeline that extends another (CLI)', () => {
   })
 
   it('reports an error of the base in the base file and one of the overlay in the child', async () => {
-    await writeFile(path.join(dir, 'base.yaml'), 'version: 1\nname: base\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: cc}\n  - {id: c, kind: noop}\n')
-    await writeFile(path.join(dir, 'child.yaml'), 'version: 1\nname: child\nextends: base.yaml\noverlay:\n  - {insert_after: a, step: {id: n, kind: noop, next: bb}}\n')
+    await writeFile(
+      path.join(dir, 'base.yaml'),
+      'version: 1\nname: base\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: cc}\n  - {id: c, kind: noop}\n',
+    )
+    await writeFile(
+      path.join(dir, 'child.yaml'),
+      'version: 1\nname: child\nextends: base.yaml\noverlay:\n  - {insert_after: a, step: {id: n, kind: noop, next: bb}}\n',
+    )
     const result = await pipe(['validate', 'child.yaml'], {cwd: dir})
     expect(result.code).to.equal(2)
     expect(result.stdout).to.contain('base.yaml:5:31  steps[1].next  unknown step "cc" in transition — did you mean "c"?')
@@ -76,7 +93,7 @@ describe('pipe run on a pipeline that extends the default pipeline (offline, bui
     return file
   }
 
-  it('runs the composed steps, the base\'s prompts read from the base\'s directory', async () => {
+  it("runs the composed steps, the base's prompts read from the base's directory", async () => {
     const file = await child(defaultPipeline)
     const result = await pipe(['run', file, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: dir})
     expect(result.code, result.stderr).to.equal(0)
@@ -84,7 +101,15 @@ describe('pipe run on a pipeline that extends the default pipeline (offline, bui
     expect(body.status).to.equal('succeeded')
     const shown = await pipe(['snapshot', 'show', body.run_id, '--json'], {cwd: dir})
     expect(shown.code, shown.stderr).to.equal(0)
-    expect(json<Snapshot[]>(shown).map((s) => s.step.name)).to.deep.equal(['ingest', 'compile', 'validate_gates', 'plan_tasks', 'note', 'manual_review', 'publish'])
+    expect(json<Snapshot[]>(shown).map((s) => s.step.name)).to.deep.equal([
+      'ingest',
+      'compile',
+      'validate_gates',
+      'plan_tasks',
+      'note',
+      'manual_review',
+      'publish',
+    ])
   })
 
   it('refuses to resume a run after its base pipeline changed', async () => {

@@ -44,10 +44,12 @@ function anchors(text: string): Set<string> {
   return out
 }
 
-describe('the links between README.md, docs/, bench/README.md and the examples\' READMEs', () => {
+describe("the links between README.md, docs/, bench/README.md and the examples' READMEs", () => {
   it('each lead to a file that exists and, with a #heading, to a heading it has', async () => {
     const chapters = (await readdir(path.join(repoRoot, 'docs'))).filter((f) => f.endsWith('.md'))
-    const examples = (await readdir(path.join(repoRoot, 'examples'), {withFileTypes: true})).filter((e) => e.isDirectory() && existsSync(path.join(repoRoot, 'examples', e.name, 'README.md')))
+    const examples = (await readdir(path.join(repoRoot, 'examples'), {withFileTypes: true})).filter(
+      (e) => e.isDirectory() && existsSync(path.join(repoRoot, 'examples', e.name, 'README.md')),
+    )
     const files = ['README.md', 'bench/README.md', ...chapters.map((f) => `docs/${f}`), ...examples.map((e) => `examples/${e.name}/README.md`)]
     const problems: string[] = []
     let checked = 0
@@ -77,6 +79,8 @@ describe('the links between README.md, docs/, bench/README.md and the examples\'
     expect(slug('`pipe spec show|list|diff`')).to.equal('pipe-spec-showlistdiff')
     expect(slug('Writing pipelines (v2)')).to.equal('writing-pipelines-v2')
     expect(slug('policy.yaml')).to.equal('policyyaml')
-    expect(slug('`pipe policy check [FILE]`, `pipe policy init` and `pipe policy explain`')).to.equal('pipe-policy-check-file-pipe-policy-init-and-pipe-policy-explain')
+    expect(slug('`pipe policy check [FILE]`, `pipe policy init` and `pipe policy explain`')).to.equal(
+      'pipe-policy-check-file-pipe-policy-init-and-pipe-policy-explain',
+    )
   })
 })

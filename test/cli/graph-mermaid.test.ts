@@ -41,7 +41,9 @@ let savedWindow: unknown
 // is that placeholder read back as the character the browser shows.
 const NAMED: Record<string, string> = {quot: '"', lt: '<', gt: '>', amp: '&'}
 function shown(text: string): string {
-  return text.replace(/ﬂ°°(\d+)¶ß/g, (_, code: string) => String.fromCharCode(Number(code))).replace(/ﬂ°(\w+)¶ß/g, (whole, name: string) => NAMED[name] ?? whole)
+  return text
+    .replace(/ﬂ°°(\d+)¶ß/g, (_, code: string) => String.fromCharCode(Number(code)))
+    .replace(/ﬂ°(\w+)¶ß/g, (whole, name: string) => NAMED[name] ?? whole)
 }
 
 /** Parses with mermaid.parse (which throws on any syntax error), then reads the labels back. */
@@ -108,7 +110,12 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
 
   it('parses the drawing of every shipped pipeline, every step labelled with its id', async () => {
     const files = await shippedPipelines()
-    expect(files).to.include.members(['pipelines/default.yaml', 'pipelines/coding.yaml', 'examples/triage/pipeline.yaml', 'examples/release-notes/pipeline.yaml'])
+    expect(files).to.include.members([
+      'pipelines/default.yaml',
+      'pipelines/coding.yaml',
+      'examples/triage/pipeline.yaml',
+      'examples/release-notes/pipeline.yaml',
+    ])
     for (const file of files) {
       const result = await pipe(['graph', file])
       expect(result.code, `${file}: ${result.stderr}`).to.equal(0)
@@ -118,22 +125,42 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
       const body = json<GraphJson>(await pipe(['graph', file, '--json']))
       expect(body.text, file).to.equal(result.stdout)
       const labels = [...parsed.nodes.values()]
-      for (const step of body.steps) expect(labels.some((l) => l === step.id || l.startsWith(`${step.id}${BR}`)), `${file}: step ${step.id}`).to.equal(true)
+      for (const step of body.steps)
+        expect(
+          labels.some((l) => l === step.id || l.startsWith(`${step.id}${BR}`)),
+          `${file}: step ${step.id}`,
+        ).to.equal(true)
       // Every transition is drawn, with its outcome as written (next: has none).
-      for (const edge of body.edges.filter((e) => e.label !== 'next')) expect(parsed.edges.map((e) => e.text), `${file}: ${edge.from} ${edge.label}`).to.include(edge.label)
+      for (const edge of body.edges.filter((e) => e.label !== 'next'))
+        expect(
+          parsed.edges.map((e) => e.text),
+          `${file}: ${edge.from} ${edge.label}`,
+        ).to.include(edge.label)
     }
   })
 
   it("parses the drawing of real runs' paths: a clarify loop, a review's hold then drop, a failed end", async () => {
-    const run = async (file: string, args: string[]): Promise<string> => json<{run_id: string}>(await pipe(['run', file, ...args, '--store', 'store', '--json'], {cwd: dir, env: env()})).run_id
-    const loop = await run(defaultPipeline, ['--input', path.join(examples, 'one-sentence.txt'), '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--decision', 'go'])
+    const run = async (file: string, args: string[]): Promise<string> =>
+      json<{run_id: string}>(await pipe(['run', file, ...args, '--store', 'store', '--json'], {cwd: dir, env: env()})).run_id
+    const loop = await run(defaultPipeline, [
+      '--input',
+      path.join(examples, 'one-sentence.txt'),
+      '--answers',
+      path.join(examples, 'one-sentence.answers.yaml'),
+      '--decision',
+      'go',
+    ])
     const held = await run(defaultPipeline, ['--input', path.join(examples, 'full-prd.md'), '--decision', 'hold'])
     const dropped = await pipe(['review', held, '--decision', 'drop', '--store', 'store', '--json'], {cwd: dir, env: env()})
     expect(dropped.code, dropped.stderr).to.equal(5)
     const tiny = path.join(dir, 'tiny.yaml')
     await writeFile(tiny, 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: failed, reason: no}\n')
     const failed = await run(tiny, [])
-    for (const [file, runId] of [[defaultPipeline, loop], [defaultPipeline, held], [tiny, failed]] as const) {
+    for (const [file, runId] of [
+      [defaultPipeline, loop],
+      [defaultPipeline, held],
+      [tiny, failed],
+    ] as const) {
       const result = await pipe(['graph', file, '--run', runId, '--store', 'store'], {cwd: dir, env: env()})
       expect(result.code, result.stderr).to.equal(0)
       const parsed = await parseMermaid(result.stdout).catch((error: unknown) => {
@@ -151,7 +178,25 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
   // What a user can put into a label through a pipeline file: a child pipeline's path (any
   // character a file name may have), and step ids that are words of Mermaid's own language.
   const hostileFile = 'sub (v2) "q" | #1; #quot; <b>x<i> & 50%%{init} `tick` 日本 é style:#fff; a\\b.yaml'
-  const keywordIds = ['end', 'class', 'style', 'graph', 'subgraph', 'flowchart', 'click', 'call', 'href', 'interpolate', 'default', 'direction', 'linkstyle', 'classdef', 'v', 'o', 'x']
+  const keywordIds = [
+    'end',
+    'class',
+    'style',
+    'graph',
+    'subgraph',
+    'flowchart',
+    'click',
+    'call',
+    'href',
+    'interpolate',
+    'default',
+    'direction',
+    'linkstyle',
+    'classdef',
+    'v',
+    'o',
+    'x',
+  ]
 
   it('draws a run of a pipeline whose step ids are Mermaid keywords and whose labels hold its syntax, labels as written', async () => {
     await mkdir(path.join(dir, 'hostile'), {recursive: true})
@@ -193,7 +238,7 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
     const hostile = [
       'hold (waits)',
       'a|b',
-      'quote " and \'single\'',
+      "quote \" and 'single'",
       '#quot; #35; #lt;',
       '<b>bold</b> <br/> & &amp;',
       '[x] {y} (z) ((w)) >v /s/ \\b\\',

@@ -29,7 +29,14 @@ describe('pipe graph --run (CLI)', function () {
   this.timeout(120000)
 
   it('colours the path of a run through the clarify loop, with counts, in mermaid, dot and --json', async () => {
-    const runId = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--decision', 'go'])
+    const runId = await run([
+      '--input',
+      path.join(examples, 'one-sentence.txt'),
+      '--answers',
+      path.join(examples, 'one-sentence.answers.yaml'),
+      '--decision',
+      'go',
+    ])
     const body = json<GraphJson>(await graph([defaultPipeline, '--run', runId, '--json']))
     expect(body.run).to.deep.include({id: runId, status: 'succeeded'})
     expect(body.run.steps).to.deep.include({compile: 2, validate_gates: 2, clarify_questions: 1, publish: 1})
@@ -56,7 +63,12 @@ describe('pipe graph --run (CLI)', function () {
     // Every drawn link the run took is styled, the hold and drop it did not take are not.
     const links = mermaid.stdout.split('\n').filter((l) => /-->|-\.->/.test(l))
     const styled = /^ {2}linkStyle ([\d,]+) stroke:/m.exec(mermaid.stdout)![1]!.split(',').map(Number)
-    expect(styled.map((i) => links[i]!.trim())).to.include.members(['compile -->|"2×"| validate_gates', 'validate_gates -->|"fail"| clarify_questions', 'publish --> __end__', 'manual_review -->|"go"| publish'])
+    expect(styled.map((i) => links[i]!.trim())).to.include.members([
+      'compile -->|"2×"| validate_gates',
+      'validate_gates -->|"fail"| clarify_questions',
+      'publish --> __end__',
+      'manual_review -->|"go"| publish',
+    ])
     expect(styled).to.have.length(body.taken.length)
     expect(styled.map((i) => links[i])).to.not.include('  manual_review -.->|"hold (waits)"| manual_review')
 
@@ -89,7 +101,9 @@ describe('pipe graph --run (CLI)', function () {
     const refused = await graph([other, '--run', runId])
     expect(refused.code).to.equal(2)
     expect(refused.stdout).to.equal('')
-    expect(refused.stderr).to.contain(`Error [E_INVALID_ARGS]: ${runId} is a run of pipeline "default", not "other"`).and.contain(`pipe graph ${defaultPipeline} --run ${runId}`)
+    expect(refused.stderr)
+      .to.contain(`Error [E_INVALID_ARGS]: ${runId} is a run of pipeline "default", not "other"`)
+      .and.contain(`pipe graph ${defaultPipeline} --run ${runId}`)
 
     const tiny = path.join(dir, 'tiny.yaml')
     await writeFile(tiny, 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: failed, reason: no}\n')

@@ -57,8 +57,14 @@ describe('pipe init (CLI)', function () {
     expect(run.code, run.stderr).to.equal(0)
     const result = json<{status: string; run_id: string}>(run)
     expect(result.status).to.equal('succeeded')
-    const snaps = json<Array<{step: {name: string}; decisions: Array<{decision: string}>}>>(await pipe(['snapshot', 'show', result.run_id, '--store', '.pipe', '--json'], {cwd: project, env}))
-    expect(snaps.map((s) => [s.step.name, s.decisions[0]?.decision])).to.deep.equal([['classify', 'skipped'], ['route', 'offline'], ['offline', 'succeeded']])
+    const snaps = json<Array<{step: {name: string}; decisions: Array<{decision: string}>}>>(
+      await pipe(['snapshot', 'show', result.run_id, '--store', '.pipe', '--json'], {cwd: project, env}),
+    )
+    expect(snaps.map((s) => [s.step.name, s.decisions[0]?.decision])).to.deep.equal([
+      ['classify', 'skipped'],
+      ['route', 'offline'],
+      ['offline', 'succeeded'],
+    ])
   })
 
   it('runs the model step against an OpenAI-compatible server and routes on its reply', async () => {
@@ -66,7 +72,10 @@ describe('pipe init (CLI)', function () {
     server.script('classify', {content: JSON.stringify({label: 'bug', summary: 'Login returns 500 for SSO users.', confidence: 0.9})})
     const env = {PIPE_HOME: path.join(dir, 'home'), OPENAI_BASE_URL: server.url}
     expect((await pipe(['init', '--name', 'issue-triage'], {cwd: dir, env})).code).to.equal(0)
-    const run = await pipe(['run', 'pipeline.yaml', '-i', 'title=Login fails', '-i', 'severity=high', '-i', 'use_model=true', '--store', '.pipe', '--json'], {cwd: dir, env})
+    const run = await pipe(['run', 'pipeline.yaml', '-i', 'title=Login fails', '-i', 'severity=high', '-i', 'use_model=true', '--store', '.pipe', '--json'], {
+      cwd: dir,
+      env,
+    })
     const result = json<{status: string; pipeline: unknown; error?: {message: string}}>(run)
     expect(result.status, run.stderr).to.equal('blocked')
     expect(result.error?.message).to.equal('urgent bug: Login returns 500 for SSO users.')

@@ -78,9 +78,15 @@ describe('Ctrl-C in the interactive flow (CLI)', function () {
   it('in a session the flow drives after a decision: the step stops and the run is recorded interrupted (exit 130)', async () => {
     const marker = path.join(dir, 'started')
     const script = `require('fs').writeFileSync(${JSON.stringify(marker)}, ''); setTimeout(() => {}, 60000)`
-    await writeFile(path.join(dir, 'policy.yaml'), `version: 1\nallowed_commands:\n  - [node, -e, ${JSON.stringify(script)}]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 90000}\n`)
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      `version: 1\nallowed_commands:\n  - [node, -e, ${JSON.stringify(script)}]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 90000}\n`,
+    )
     const pipeline = path.join(dir, 'slow.yaml')
-    await writeFile(pipeline, `version: 1\nname: slow\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: work}}\n  - {id: work, kind: command, run: [node, -e, ${JSON.stringify(script)}], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n`)
+    await writeFile(
+      pipeline,
+      `version: 1\nname: slow\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: work}}\n  - {id: work, kind: command, run: [node, -e, ${JSON.stringify(script)}], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n`,
+    )
     const run = live(['run', pipeline, '--text', 'Users must be able to export the monthly report as a PDF file.'])
     await run.waitFor('Decision [go/hold/drop]: ')
     run.child.stdin.write('go\n\n')

@@ -20,7 +20,10 @@ async function file(name: string, text: string): Promise<string> {
 }
 
 const policy = (): Promise<string> =>
-  file('policy.yaml', 'version: 1\nallowed_commands:\n  - [node, -e, "{arg}", "..."]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n')
+  file(
+    'policy.yaml',
+    'version: 1\nallowed_commands:\n  - [node, -e, "{arg}", "..."]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n',
+  )
 
 // Prints one line per argument after the script: what the step's argv really was.
 const PIPELINE = `# yaml-language-server: $schema=../schemas/pipeline.schema.json
@@ -65,7 +68,10 @@ describe('pipeline language v2 (CLI)', function () {
     expect(out.error.message).to.equal('3 lines since v1.2 (token [REDACTED])')
     expect(failed.stderr).to.include('Error [E_ENDED]: 3 lines since v1.2 (token [REDACTED])')
     const runDir = path.join(dir, '.pipe', 'runs', out.run_id)
-    const log = JSON.parse(await readFile(path.join(runDir, 'snapshots', '000001.json'), 'utf8')) as {outputs: {lines: string[]}; inputs: {resolved: Record<string, unknown>}}
+    const log = JSON.parse(await readFile(path.join(runDir, 'snapshots', '000001.json'), 'utf8')) as {
+      outputs: {lines: string[]}
+      inputs: {resolved: Record<string, unknown>}
+    }
     expect(log.outputs.lines).to.deep.equal(['v1.2..HEAD', 'a b; rm -rf /', 'x'])
     expect(log.inputs.resolved).to.deep.equal({'run[3]': 'v1.2..HEAD'})
     const record = JSON.parse(await readFile(path.join(runDir, 'run.json'), 'utf8')) as {inputs: unknown}
@@ -174,7 +180,9 @@ steps:
     const text = result.stdout + result.stderr
     expect(text).to.include(`${p}:11:90  steps[0].run[3]  unknown input "snice" (declared: since, max_items) — did you mean "since"?`)
     expect(text).to.include(`${p}:13:16  steps[0].when  expected a bool, but this expression gives int`)
-    expect(text).to.match(new RegExp(`${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:18:\\d+  steps\\[1\\]\\.choices\\[0\\]\\.when  unknown step "lgo" — did you mean "log"\\?`))
+    expect(text).to.match(
+      new RegExp(`${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:18:\\d+  steps\\[1\\]\\.choices\\[0\\]\\.when  unknown step "lgo" — did you mean "log"\\?`),
+    )
     expect(text).to.match(/steps\[3\]\.reason {2}steps.log.outputs has no field "line" .* did you mean "lines"\?/)
   })
 })

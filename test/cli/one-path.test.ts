@@ -26,18 +26,68 @@ describe('pipe run through oclif: the argv forms and their answers', function ()
   this.timeout(240000)
 
   const cases: Array<{what: string; args: string[]; code: number; stdout?: RegExp; stderr?: RegExp; status?: string; error?: string}> = [
-    {what: 'a run that succeeds', args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', '.pipe'], code: 0, stdout: /^run R-\d{8}-\d{4} {2}succeeded /},
-    {what: 'a run that succeeds, --json', args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], code: 0, status: 'succeeded'},
-    {what: 'a run that stops for a review decision', args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md')], code: 10, stdout: /awaiting_input[\s\S]*needs a review decision/},
-    {what: 'a pipeline that does not exist', args: [path.join(repoRoot, 'pipelines', 'missing.yaml'), '--text', 'x'], code: 2, stderr: /^Error \[E_CONFIG\]: .*missing\.yaml is not a valid pipeline/m},
-    {what: 'a pipeline that does not exist, --json', args: [path.join(repoRoot, 'pipelines', 'missing.yaml'), '--text', 'x', '--json'], code: 2, error: 'E_CONFIG'},
-    {what: 'a bad feature id', args: [defaultPipeline, '--text', 'x', '--feature', 'F-1'], code: 2, stderr: /^Error \[E_INVALID_ARGS\]: --feature: "F-1" is not a feature id/m},
-    {what: '-i without NAME=VALUE', args: [defaultPipeline, '-i', 'examples/full-prd.md'], code: 2, stderr: /^Error \[E_INVALID_ARGS\]: -i examples\/full-prd\.md: -i sets a pipeline input and takes NAME=VALUE/m},
-    {what: 'a dry run, --json', args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--dry-run', '--json'], code: 0, stdout: /"denied": \[\]/},
+    {
+      what: 'a run that succeeds',
+      args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', '.pipe'],
+      code: 0,
+      stdout: /^run R-\d{8}-\d{4} {2}succeeded /,
+    },
+    {
+      what: 'a run that succeeds, --json',
+      args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'],
+      code: 0,
+      status: 'succeeded',
+    },
+    {
+      what: 'a run that stops for a review decision',
+      args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md')],
+      code: 10,
+      stdout: /awaiting_input[\s\S]*needs a review decision/,
+    },
+    {
+      what: 'a pipeline that does not exist',
+      args: [path.join(repoRoot, 'pipelines', 'missing.yaml'), '--text', 'x'],
+      code: 2,
+      stderr: /^Error \[E_CONFIG\]: .*missing\.yaml is not a valid pipeline/m,
+    },
+    {
+      what: 'a pipeline that does not exist, --json',
+      args: [path.join(repoRoot, 'pipelines', 'missing.yaml'), '--text', 'x', '--json'],
+      code: 2,
+      error: 'E_CONFIG',
+    },
+    {
+      what: 'a bad feature id',
+      args: [defaultPipeline, '--text', 'x', '--feature', 'F-1'],
+      code: 2,
+      stderr: /^Error \[E_INVALID_ARGS\]: --feature: "F-1" is not a feature id/m,
+    },
+    {
+      what: '-i without NAME=VALUE',
+      args: [defaultPipeline, '-i', 'examples/full-prd.md'],
+      code: 2,
+      stderr: /^Error \[E_INVALID_ARGS\]: -i examples\/full-prd\.md: -i sets a pipeline input and takes NAME=VALUE/m,
+    },
+    {
+      what: 'a dry run, --json',
+      args: [defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--dry-run', '--json'],
+      code: 0,
+      stdout: /"denied": \[\]/,
+    },
     {what: 'a run whose step fails', args: ['failing.yaml', '--text', 'x'], code: 1, stderr: /^Error \[E_BUILD_FAIL\]: step boom ended/m, stdout: /failed/},
-    {what: 'an unknown flag', args: [defaultPipeline, '--bogus'], code: 2, stderr: /^Error \[E_INVALID_ARGS\]: Nonexistent flag: --bogus.*\nTry this: Run pipe run --help for usage\.\nLog: .*\nTrace: /m},
+    {
+      what: 'an unknown flag',
+      args: [defaultPipeline, '--bogus'],
+      code: 2,
+      stderr: /^Error \[E_INVALID_ARGS\]: Nonexistent flag: --bogus.*\nTry this: Run pipe run --help for usage\.\nLog: .*\nTrace: /m,
+    },
     {what: 'an unknown flag, --json', args: [defaultPipeline, '--bogus', '--json'], code: 2, error: 'E_INVALID_ARGS'},
-    {what: 'a value not among a flag\'s options', args: [defaultPipeline, '--text', 'x', '--provider', 'maybe'], code: 2, stderr: /^Error \[E_INVALID_ARGS\]: Expected --provider=maybe to be one of: auto, offline, openai/m},
+    {
+      what: "a value not among a flag's options",
+      args: [defaultPipeline, '--text', 'x', '--provider', 'maybe'],
+      code: 2,
+      stderr: /^Error \[E_INVALID_ARGS\]: Expected --provider=maybe to be one of: auto, offline, openai/m,
+    },
     {what: '--note without --decision', args: [defaultPipeline, '--text', 'x', '--note', 'n'], code: 2, stderr: /^Error \[E_INVALID_ARGS\]: .*--decision/m},
     {what: 'no pipeline', args: ['--text', 'x'], code: 2, stderr: /^Error \[E_INVALID_ARGS\]: Missing 1 required arg: pipeline/m},
   ]
@@ -97,7 +147,11 @@ describe('an unknown command, wherever oclif meets it, is one error', function (
 
   it('pipe help valdate --json says what pipe valdate --json says, the did-you-mean included', async () => {
     const direct = await unknown(['valdate', '--json'])
-    expect(direct.json).to.deep.equal({code: 'E_INVALID_ARGS', message: 'unknown command "valdate" — did you mean "validate"?', hint: 'pipe --help lists the commands.'})
+    expect(direct.json).to.deep.equal({
+      code: 'E_INVALID_ARGS',
+      message: 'unknown command "valdate" — did you mean "validate"?',
+      hint: 'pipe --help lists the commands.',
+    })
     expect(await unknown(['help', 'valdate', '--json'])).to.deep.equal(direct)
   })
 
@@ -139,7 +193,7 @@ describe('pipe run: an error no command catches', function () {
   })
 })
 
-describe('pipe run: Ctrl-C during a noop\'s sleep_ms (util/sleep.ts)', function () {
+describe("pipe run: Ctrl-C during a noop's sleep_ms (util/sleep.ts)", function () {
   this.timeout(120000)
 
   /** `node ARGS` in `cwd`, sent SIGINT once its stderr has shown the run started and the step began its wait. */
@@ -171,7 +225,10 @@ describe('pipe run: Ctrl-C during a noop\'s sleep_ms (util/sleep.ts)', function 
   it('ends the run interrupted with exit 130', async () => {
     const {dir, cleanup} = await tempDir()
     try {
-      writeFileSync(path.join(dir, 'sleepy.yaml'), 'version: 1\nname: sleepy\nsteps:\n  - {id: first, kind: noop, next: nap}\n  - {id: nap, kind: noop, sleep_ms: 3600000}\n')
+      writeFileSync(
+        path.join(dir, 'sleepy.yaml'),
+        'version: 1\nname: sleepy\nsteps:\n  - {id: first, kind: noop, next: nap}\n  - {id: nap, kind: noop, sleep_ms: 3600000}\n',
+      )
       const a = await interrupted([bin, 'run', 'sleepy.yaml', '--text', 'x'], dir, path.join(dir, 'home'))
       expect({code: a.code, signal: a.signal}, a.stderr).to.deep.equal({code: 130, signal: null})
       expect(a.stderr).to.contain('interrupted by a signal')

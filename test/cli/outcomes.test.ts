@@ -31,7 +31,10 @@ async function file(name: string, text: string): Promise<string> {
 }
 
 const policy = (): Promise<string> =>
-  file('policy.yaml', 'version: 1\nallowed_commands:\n  - [node, -e, "process.exit(2)"]\n  - [node, -e, "process.exit(0)"]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n')
+  file(
+    'policy.yaml',
+    'version: 1\nallowed_commands:\n  - [node, -e, "process.exit(2)"]\n  - [node, -e, "process.exit(0)"]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n',
+  )
 
 async function logText(): Promise<string> {
   const logs = path.join(home, 'logs')
@@ -48,7 +51,10 @@ describe('failure outcomes end the run failed (CLI)', function () {
   this.timeout(120000)
 
   it('ends a run failed with E_BUILD_FAIL when a command exits 2 and nothing routes failure, on stderr, in the log and in --json', async () => {
-    const p = await file('cmd.yaml', 'version: 1\nname: cmd\nsteps:\n  - {id: build, kind: command, run: [node, -e, "process.exit(2)"], next: after}\n  - {id: after, kind: noop}\n')
+    const p = await file(
+      'cmd.yaml',
+      'version: 1\nname: cmd\nsteps:\n  - {id: build, kind: command, run: [node, -e, "process.exit(2)"], next: after}\n  - {id: after, kind: noop}\n',
+    )
     const r = await pipe(['run', p, '--policy', await policy(), '--text', 'build it', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(r.code, r.stderr).to.equal(1)
     const body = json<RunJson>(r)
@@ -81,8 +87,14 @@ describe('failure outcomes end the run failed (CLI)', function () {
   })
 
   it('ends a run failed when a gate fails with no route (E_GATE_FAIL)', async () => {
-    const p = await file('gate.yaml', 'version: 1\nname: g\ngates:\n  g: {rules: [{path: goal, min_length: 100000}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: done}}\n  - {id: done, kind: noop}\n')
-    const r = await pipe(['run', p, '--text', 'Users must be able to export their monthly report as a PDF file.', '--provider', 'offline', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+    const p = await file(
+      'gate.yaml',
+      'version: 1\nname: g\ngates:\n  g: {rules: [{path: goal, min_length: 100000}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: done}}\n  - {id: done, kind: noop}\n',
+    )
+    const r = await pipe(['run', p, '--text', 'Users must be able to export their monthly report as a PDF file.', '--provider', 'offline', '--json'], {
+      cwd: dir,
+      env: {PIPE_HOME: home},
+    })
     expect(r.code, r.stderr).to.equal(1)
     const body = json<RunJson>(r)
     expect(body.error).to.include({code: 'E_GATE_FAIL', step: 'check'})
@@ -94,7 +106,11 @@ describe('failure outcomes end the run failed (CLI)', function () {
     const repo = path.join(dir, 'scratch')
     await cp(path.join(coding, 'scratch'), repo, {recursive: true})
     const git = (...args: string[]): string =>
-      execFileSync('git', args, {cwd: repo, encoding: 'utf8', env: {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'}}).trim()
+      execFileSync('git', args, {
+        cwd: repo,
+        encoding: 'utf8',
+        env: {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'},
+      }).trim()
     git('init', '-q', '-b', 'main')
     git('add', '-A')
     git('commit', '-qm', 'init')
@@ -177,11 +193,16 @@ describe('checked before running (CLI)', function () {
   this.timeout(60000)
 
   it('warns about failure outcomes with no route, and still exits 0', async () => {
-    const p = await file('warn.yaml', 'version: 1\nname: w\nsteps:\n  - {id: build, kind: command, run: [node, -e, "process.exit(2)"], next: after}\n  - {id: after, kind: noop}\n')
+    const p = await file(
+      'warn.yaml',
+      'version: 1\nname: w\nsteps:\n  - {id: build, kind: command, run: [node, -e, "process.exit(2)"], next: after}\n  - {id: after, kind: noop}\n',
+    )
     const r = await pipe(['validate', p], {env: {PIPE_HOME: home}})
     expect(r.code, r.stdout).to.equal(0)
     expect(r.stdout).to.contain(`${p}:4:10  steps[0].id  warning: failure outcome "failure" of step "build" has no route`)
-    const j = json<{valid: boolean; warning_count: number; files: Array<{warnings: Array<{rule: string; severity: string}>}>}>(await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}}))
+    const j = json<{valid: boolean; warning_count: number; files: Array<{warnings: Array<{rule: string; severity: string}>}>}>(
+      await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}}),
+    )
     expect(j.valid).to.equal(true)
     // (A policy-denied warning may join it: the policy a run from here would use is judged too.)
     const unrouted = j.files[0]!.warnings.filter((w) => w.rule === 'unrouted-failure')
@@ -196,29 +217,47 @@ describe('checked before running (CLI)', function () {
     )
     const r = await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}})
     expect(r.code, r.stdout).to.equal(0)
-    const warnings = json<{files: Array<{warnings: Array<{rule: string; path: string; message: string}>}>}>(r).files[0]!.warnings.filter((w) => w.rule === 'unrouted-error-before-rollback')
+    const warnings = json<{files: Array<{warnings: Array<{rule: string; path: string; message: string}>}>}>(r).files[0]!.warnings.filter(
+      (w) => w.rule === 'unrouted-error-before-rollback',
+    )
     expect(warnings.map((w) => [w.path, w.message])).to.deep.equal([
-      ['steps[1].id', 'step "qa" runs after checkpoint "checkpoint" with changes its rollback "rollback" would undo, but its error has no route: the run would end with them neither committed nor rolled back; add on: {error: rollback}'],
+      [
+        'steps[1].id',
+        'step "qa" runs after checkpoint "checkpoint" with changes its rollback "rollback" would undo, but its error has no route: the run would end with them neither committed nor rolled back; add on: {error: rollback}',
+      ],
     ])
   })
 
   it('reports a command or QA argv the policy will deny, given --policy or a policy file among the files', async () => {
-    const p = await file('denied.yaml', 'version: 1\nname: d\ninputs: {script: {type: string, default: a.js}}\nsteps:\n  - {id: ok, kind: command, run: [node, -e, "process.exit(0)"], on: {success: qa, failure: qa}}\n  - id: qa\n    kind: qa\n    stages:\n      tests: [[rm, -rf, build]]\n    on: {pass: later, fail: later}\n  - {id: later, kind: command, run: [node, "${{ inputs.script }}"], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
+    const p = await file(
+      'denied.yaml',
+      'version: 1\nname: d\ninputs: {script: {type: string, default: a.js}}\nsteps:\n  - {id: ok, kind: command, run: [node, -e, "process.exit(0)"], on: {success: qa, failure: qa}}\n  - id: qa\n    kind: qa\n    stages:\n      tests: [[rm, -rf, build]]\n    on: {pass: later, fail: later}\n  - {id: later, kind: command, run: [node, "${{ inputs.script }}"], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n',
+    )
     const pol = await policy()
     const r = await pipe(['validate', p, '--policy', pol], {env: {PIPE_HOME: home}})
     expect(r.code).to.equal(2)
-    expect(r.stdout).to.match(new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:9:15  steps\\[1\\]\\.stages\\.tests\\[0\\]  .*denies \\["rm","-rf","build"\\]`, 'm'))
+    expect(r.stdout).to.match(
+      new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:9:15  steps\\[1\\]\\.stages\\.tests\\[0\\]  .*denies \\["rm","-rf","build"\\]`, 'm'),
+    )
     expect(r.stdout).not.to.contain('process.exit(0)')
     // An expression may be any one argument: [node, X] matches no entry of the policy, whatever X is.
     expect(r.stdout).to.match(/:11:37 {2}steps\[2\]\.run {2}.*denies \["node","\$\{\{ inputs\.script \}\}"\].*whatever its expressions give/)
     const together = await pipe(['validate', p, pol, '--json'], {env: {PIPE_HOME: home}})
     expect(together.code).to.equal(2)
-    expect(json<{files: Array<{diagnostics: Array<{rule: string; path: string}>}>}>(together).files[0]!.diagnostics.map((d) => [d.rule, d.path])).to.deep.equal([['policy-denied', 'steps[1].stages.tests[0]'], ['policy-denied', 'steps[2].run']])
+    expect(json<{files: Array<{diagnostics: Array<{rule: string; path: string}>}>}>(together).files[0]!.diagnostics.map((d) => [d.rule, d.path])).to.deep.equal(
+      [
+        ['policy-denied', 'steps[1].stages.tests[0]'],
+        ['policy-denied', 'steps[2].run'],
+      ],
+    )
     expect((await pipe(['validate', p], {env: {PIPE_HOME: home}})).code).to.equal(0)
   })
 
   it('refuses a dry run whose commands the policy denies (exit 3), listing them in the plan', async () => {
-    const p = await file('denied.yaml', 'version: 1\nname: d\nsteps:\n  - {id: wipe, kind: command, run: [rm, -rf, build], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n')
+    const p = await file(
+      'denied.yaml',
+      'version: 1\nname: d\nsteps:\n  - {id: wipe, kind: command, run: [rm, -rf, build], on: {success: end, failure: end}}\n  - {id: end, kind: noop}\n',
+    )
     const r = await pipe(['run', p, '--policy', await policy(), '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(r.code, r.stderr).to.equal(3)
     const plan = json<{denied: Array<{path: string; rule: string}>}>(r)
@@ -231,11 +270,17 @@ describe('checked before running (CLI)', function () {
   })
 
   it('reports a gate or review placed where no spec can exist yet: an error on every path, a warning on some', async () => {
-    const early = await file('early.yaml', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: ok, fail: ok}}\n  - {id: ok, kind: review}\n')
+    const early = await file(
+      'early.yaml',
+      'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: ok, fail: ok}}\n  - {id: ok, kind: review}\n',
+    )
     const r = await pipe(['validate', early], {env: {PIPE_HOME: home}})
     expect(r.code).to.equal(2)
     expect(r.stdout).to.contain(`${early}:7:10  steps[1].id  a gate step needs a spec, but no step before "check" writes one on any path`)
-    const some = await file('some.yaml', 'version: 1\nname: s\nsteps:\n  - {id: in, kind: ingest, on: {success: c, error: r}}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review}\n')
+    const some = await file(
+      'some.yaml',
+      'version: 1\nname: s\nsteps:\n  - {id: in, kind: ingest, on: {success: c, error: r}}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review}\n',
+    )
     const w = await pipe(['validate', some], {env: {PIPE_HOME: home}})
     expect(w.code, w.stdout).to.equal(0)
     expect(w.stdout).to.contain('steps[2].id  warning: a review step needs a spec, but on some path from the start no step before "r" writes one')
@@ -249,7 +294,9 @@ describe('review outcomes hold and drop (CLI)', function () {
   this.timeout(60000)
 
   it('are declared: graph, dry-run and validate show them', async () => {
-    const graph = json<{steps: Array<{id: string; outcomes: string[]}>; stops: Array<{from: string; outcome: string; effect: string}>}>(await pipe(['graph', 'pipelines/default.yaml', '--json']))
+    const graph = json<{steps: Array<{id: string; outcomes: string[]}>; stops: Array<{from: string; outcome: string; effect: string}>}>(
+      await pipe(['graph', 'pipelines/default.yaml', '--json']),
+    )
     expect(graph.steps.find((s) => s.id === 'manual_review')!.outcomes).to.deep.equal(['go', 'hold', 'drop', 'error'])
     expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'drop', effect: 'cancelled'})
     expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'hold', effect: 'awaiting_input'})
@@ -261,7 +308,10 @@ describe('review outcomes hold and drop (CLI)', function () {
     expect(review.outcomes).to.deep.equal(['go', 'hold', 'drop', 'error'])
     expect(review.unrouted).to.include({hold: 'awaiting_input', drop: 'cancelled'})
 
-    const routed = await file('routed.yaml', 'version: 1\nname: r\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: done, drop: done}}\n  - {id: done, kind: noop}\n')
+    const routed = await file(
+      'routed.yaml',
+      'version: 1\nname: r\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: done, drop: done}}\n  - {id: done, kind: noop}\n',
+    )
     const v = await pipe(['validate', routed], {env: {PIPE_HOME: home}})
     expect(v.code).to.equal(2)
     expect(v.stdout).to.contain('outcome "drop" of a review step cancels the run; it takes no route')

@@ -26,11 +26,13 @@ async function logsIn(folder: string): Promise<string> {
   return (await Promise.all(names.map((n) => readFile(path.join(folder, n), 'utf8')))).join('')
 }
 
-describe('the daily log lives in pipe\'s own folder (CLI)', function () {
+describe("the daily log lives in pipe's own folder (CLI)", function () {
   this.timeout(60000)
 
   it('writes to ~/.local/state/pipe/logs without PIPE_HOME or XDG_STATE_HOME, and says so', async () => {
-    const r = await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-one')], {env: {PIPE_HOME: undefined, XDG_STATE_HOME: undefined, HOME: dir}})
+    const r = await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-one')], {
+      env: {PIPE_HOME: undefined, XDG_STATE_HOME: undefined, HOME: dir},
+    })
     expect(r.code).to.not.equal(0)
     const logs = path.join(dir, '.local', 'state', 'pipe', 'logs')
     const names = await readdir(logs)
@@ -57,7 +59,19 @@ describe('the daily log lives in pipe\'s own folder (CLI)', function () {
     const env = r.stdout.slice(r.stdout.indexOf('ENVIRONMENT'))
     expect(env).to.include('~/.local/state/pipe/logs')
     expect(env).to.not.include('.canonical')
-    for (const name of ['PIPE_STORE', 'PIPE_CEILING_DIRECTORIES', 'PIPE_HOME', 'XDG_STATE_HOME', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS', 'PIPE_BWRAP', 'PIPE_DEBUG']) {
+    for (const name of [
+      'PIPE_STORE',
+      'PIPE_CEILING_DIRECTORIES',
+      'PIPE_HOME',
+      'XDG_STATE_HOME',
+      'OPENAI_API_KEY',
+      'OPENAI_BASE_URL',
+      'PIPE_INTERACTIVE',
+      'PIPE_AUDIT_KEY',
+      'PIPE_SIGNAL_GRACE_MS',
+      'PIPE_BWRAP',
+      'PIPE_DEBUG',
+    ]) {
       expect(env, name).to.match(new RegExp(`^ +${name} `, 'm'))
     }
     const doc = json<{environment: Array<{name: string}>}>(await pipe(['--json']))
@@ -65,7 +79,8 @@ describe('the daily log lives in pipe\'s own folder (CLI)', function () {
   })
 })
 
-const POLICY = 'version: 1\nallowed_commands:\n  - [node, -e, "process.exit(0)"]\n  - [node, -e, "process.exit(2)"]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n'
+const POLICY =
+  'version: 1\nallowed_commands:\n  - [node, -e, "process.exit(0)"]\n  - [node, -e, "process.exit(2)"]\nforbidden_paths: [".git/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 30000}\n'
 
 describe('stats and export speak of runs and steps unless a run has tasks (CLI)', function () {
   this.timeout(120000)
@@ -73,7 +88,10 @@ describe('stats and export speak of runs and steps unless a run has tasks (CLI)'
   it('a run of commands alone has steps, not a coding task', async () => {
     const home = path.join(dir, 'home')
     const policy = await file('policy.yaml', POLICY)
-    const p = await file('review.yaml', 'version: 1\nname: review\nsteps:\n  - {id: diff, kind: command, run: [node, -e, "process.exit(0)"], next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: reviewed}\n')
+    const p = await file(
+      'review.yaml',
+      'version: 1\nname: review\nsteps:\n  - {id: diff, kind: command, run: [node, -e, "process.exit(0)"], next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: reviewed}\n',
+    )
     const run = json<{run_id: string; status: string}>(await pipe(['run', p, '--policy', policy, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
     expect(run.status).to.equal('succeeded')
     const stats = await pipe(['stats'], {cwd: dir, env: {PIPE_HOME: home}})
@@ -84,7 +102,12 @@ describe('stats and export speak of runs and steps unless a run has tasks (CLI)'
     expect(doc.totals).to.deep.include({runs: 1, steps: 3, failed_steps: 1, tasks: 0})
     const exported = json<{files: string[]}>(await pipe(['export', run.run_id, '--dir', 'art', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
     const mine = exported.files.map((f) => f.split(path.sep).join('/').replace(run.run_id, 'RUN'))
-    expect(mine).to.have.members(['runs/RUN/state.json', 'runs/RUN/timeline.md', 'runs/RUN/steps/01_diff/qa_step_01_diff.log', 'runs/RUN/steps/02_lint/qa_step_01_lint.log'])
+    expect(mine).to.have.members([
+      'runs/RUN/state.json',
+      'runs/RUN/timeline.md',
+      'runs/RUN/steps/01_diff/qa_step_01_diff.log',
+      'runs/RUN/steps/02_lint/qa_step_01_lint.log',
+    ])
     const state = JSON.parse(await readFile(path.join(dir, 'art', 'runs', run.run_id, 'state.json'), 'utf8')) as Record<string, unknown>
     expect(state).to.deep.include({current_task_id: null, attempts_by_task: {}})
   })
@@ -105,8 +128,14 @@ describe('progress marks failures as failures (CLI)', function () {
   it('marks a failure outcome ✗ whether the pipeline routes it or not, in a child run too', async () => {
     const home = path.join(dir, 'home')
     const policy = await file('policy.yaml', POLICY)
-    await file('item.yaml', 'version: 1\nname: item\ninputs:\n  ok: {type: boolean}\nsteps:\n  - {id: pick, kind: choice, choices: [{when: "${{ inputs.ok }}", next: fine}], default: stat}\n  - {id: fine, kind: command, run: [node, -e, "process.exit(0)"]}\n  - {id: stat, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: noted}\n')
-    const p = await file('main.yaml', 'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [true, false] }}", as: ok, pipeline: ./item.yaml, with: {ok: "${{ ok }}"}, concurrency: 1, next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"]}\n')
+    await file(
+      'item.yaml',
+      'version: 1\nname: item\ninputs:\n  ok: {type: boolean}\nsteps:\n  - {id: pick, kind: choice, choices: [{when: "${{ inputs.ok }}", next: fine}], default: stat}\n  - {id: fine, kind: command, run: [node, -e, "process.exit(0)"]}\n  - {id: stat, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: noted}\n',
+    )
+    const p = await file(
+      'main.yaml',
+      'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [true, false] }}", as: ok, pipeline: ./item.yaml, with: {ok: "${{ ok }}"}, concurrency: 1, next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"]}\n',
+    )
     const r = await pipe(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(r.code, r.stderr).to.equal(1)
     const lines = r.stderr.split('\n')
@@ -141,14 +170,22 @@ describe('yes, ok and no as review decisions (CLI)', function () {
   const defaultPipeline = path.join(repoRoot, 'pipelines', 'default.yaml')
 
   async function reviewOutcome(runId: string): Promise<{decision: string; review_decision: unknown}> {
-    const snapshots = json<Array<{decisions: Array<{decision: string}>; outputs: {review_decision?: unknown}}>>(await pipe(['snapshot', 'show', runId, '--step', 'manual_review', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}}))
+    const snapshots = json<Array<{decisions: Array<{decision: string}>; outputs: {review_decision?: unknown}}>>(
+      await pipe(['snapshot', 'show', runId, '--step', 'manual_review', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}}),
+    )
     const review = snapshots.at(-1)!
     return {decision: review.decisions.at(-1)!.decision, review_decision: review.outputs.review_decision}
   }
 
   it('--decision takes YES, ok and y as go and no as drop, in any case; the record keeps the canonical value', async () => {
     const env = {PIPE_HOME: path.join(dir, 'home')}
-    for (const [word, status] of [['YES', 'succeeded'], ['Ok', 'succeeded'], ['y', 'succeeded'], ['Go', 'succeeded'], ['No', 'cancelled']] as const) {
+    for (const [word, status] of [
+      ['YES', 'succeeded'],
+      ['Ok', 'succeeded'],
+      ['y', 'succeeded'],
+      ['Go', 'succeeded'],
+      ['No', 'cancelled'],
+    ] as const) {
       const r = await pipe(['run', defaultPipeline, '--input', prd, '--decision', word, '--json'], {cwd: dir, env})
       const body = json<{run_id: string; status: string}>(r)
       expect(body.status, word).to.equal(status)
@@ -179,7 +216,19 @@ describe('a long error is printed once (CLI)', function () {
 
   it("a cassette miss's diff appears once on the terminal; progress and the result refer to it", async () => {
     const home = path.join(dir, 'home')
-    const r = await pipe(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--provider', 'openai', '--replay', path.join(repoRoot, 'pipelines', 'cassettes', 'default-openai.jsonl'), '--text', 'something else entirely'], {cwd: dir, env: {PIPE_HOME: home}})
+    const r = await pipe(
+      [
+        'run',
+        path.join(repoRoot, 'pipelines', 'default.yaml'),
+        '--provider',
+        'openai',
+        '--replay',
+        path.join(repoRoot, 'pipelines', 'cassettes', 'default-openai.jsonl'),
+        '--text',
+        'something else entirely',
+      ],
+      {cwd: dir, env: {PIPE_HOME: home}},
+    )
     expect(r.code, r.stderr).to.equal(1)
     const seen = `${r.stdout}\n${r.stderr}`
     const count = (needle: string): number => seen.split(needle).length - 1
@@ -191,7 +240,9 @@ describe('a long error is printed once (CLI)', function () {
     expect(r.stdout).to.match(/^reason: .*\[…\d+ more line\(s\): the error on stderr\]$/m)
     // The records keep it whole.
     const runId = /run (R-\d{8}-\d{4})/.exec(r.stdout)![1]!
-    const [snapshot] = json<Array<{errors: Array<{message: string}>}>>(await pipe(['snapshot', 'show', runId, '--step', 'compile', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const [snapshot] = json<Array<{errors: Array<{message: string}>}>>(
+      await pipe(['snapshot', 'show', runId, '--step', 'compile', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
+    )
     expect(snapshot!.errors.at(-1)!.message).to.include('+something else entirely')
   })
 })
@@ -213,9 +264,14 @@ describe('every error carries a trace id that finds it in the log and the record
     const log = await logsIn(path.join(home, 'logs'))
     expect(log.split('\n').filter((l) => l.includes(`trace=${trace!} `))).to.have.length(1)
     expect(log).to.match(new RegExp(`ERROR pid=\\d+ trace=${trace!} \\[E_BUILD_FAIL\\] run ${body.run_id} failed`))
-    const [snapshot] = json<Array<{errors: Array<{code: string; trace_id?: string}>}>>(await pipe(['snapshot', 'show', body.run_id, '--step', 'lint', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const [snapshot] = json<Array<{errors: Array<{code: string; trace_id?: string}>}>>(
+      await pipe(['snapshot', 'show', body.run_id, '--step', 'lint', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
+    )
     expect(snapshot!.errors.at(-1)).to.deep.include({code: 'E_BUILD_FAIL', trace_id: trace})
-    const events = (await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; trace_id?: string})
+    const events = (await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'events.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as {event: string; trace_id?: string})
     expect(events.filter((e) => e.trace_id === trace).map((e) => e.event)).to.deep.equal(['failed'])
     const record = JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {error: {trace_id?: string}}
     expect(record.error.trace_id).to.equal(trace)
@@ -229,7 +285,13 @@ describe('every error carries a trace id that finds it in the log and the record
 
   it("a command's error, an unknown command and its --json twin each carry one id, in the log too", async () => {
     const home = path.join(dir, 'home')
-    for (const args of [['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'none')], ['nonsense'], ['nonsense', '--json'], ['help', 'nonsense', '--json'], ['run', path.join(dir, 'missing.yaml'), '--text', 'x', '--json']]) {
+    for (const args of [
+      ['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'none')],
+      ['nonsense'],
+      ['nonsense', '--json'],
+      ['help', 'nonsense', '--json'],
+      ['run', path.join(dir, 'missing.yaml'), '--text', 'x', '--json'],
+    ]) {
       const r = await pipe(args, {cwd: dir, env: {PIPE_HOME: home}})
       expect(r.code, args.join(' ')).to.not.equal(0)
       const trace = TRACE.exec(r.stderr)?.[1]
@@ -246,7 +308,10 @@ describe('foreach children are named by their item (CLI)', function () {
   it("runs list and runs show name a child by its item's id, key, name or task, or the item when it is a string", async () => {
     const home = path.join(dir, 'home')
     await file('item.yaml', 'version: 1\nname: item\nsteps:\n  - {id: a, kind: noop}\n')
-    const p = await file('main.yaml', "version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: \"${{ [{'id': 'fix-login', 'name': 'not this'}, 'plain text', {'n': 3}, {'task': 'T-004'}, {'key': 7}] }}\", as: it, pipeline: ./item.yaml}\n")
+    const p = await file(
+      'main.yaml',
+      "version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: \"${{ [{'id': 'fix-login', 'name': 'not this'}, 'plain text', {'n': 3}, {'task': 'T-004'}, {'key': 7}] }}\", as: it, pipeline: ./item.yaml}\n",
+    )
     const run = json<{run_id: string; status: string}>(await pipe(['run', p, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
     expect(run.status).to.equal('succeeded')
     const list = (await pipe(['runs', 'list'], {cwd: dir, env: {PIPE_HOME: home}})).stdout
@@ -256,9 +321,13 @@ describe('foreach children are named by their item (CLI)', function () {
     expect(show).to.match(/each #1 item 0 \(fix-login\)\n/)
     expect(show).to.match(/each #1 item 1 \(plain text\)\n/)
     expect(show).to.match(/each #1 item 2\n/)
-    const children = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {index: number; key?: string}}>}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const children = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {index: number; key?: string}}>}>}>(
+      await pipe(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
+    )
     const first = children.runs.find((r) => r.run_id === run.run_id)!.children![0]!
     expect(first.parent).to.deep.include({index: 0, key: 'fix-login'})
-    expect((await pipe(['runs', 'show', first.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`child of ${run.run_id} step each (#1) item 0 (fix-login)`)
+    expect((await pipe(['runs', 'show', first.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(
+      `child of ${run.run_id} step each (#1) item 0 (fix-login)`,
+    )
   })
 })

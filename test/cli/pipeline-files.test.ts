@@ -82,7 +82,7 @@ describe('pipe validate: files a pipeline names stay inside its directory', func
     const file = await pipelineNaming('../../secret.md')
     const result = await pipe(['run', file, '--text', 'Users must be able to export invoices.', '--store', path.join(dir, 'store')], {cwd: dir})
     expect(result.code).to.equal(2)
-    expect(result.stderr).to.contain('E_CONFIG').and.contain('leaves the pipeline\'s directory')
+    expect(result.stderr).to.contain('E_CONFIG').and.contain("leaves the pipeline's directory")
   })
 })
 
@@ -94,11 +94,19 @@ describe('steps refuse files outside the pipeline too (a symlink made after vali
     if (!loaded.ok) return
     await symlink(path.join(dir, 'secret.md'), path.join(tree, 'prompts', 'late.md'))
     const context = {step: {id: 'compile', kind: 'compile', prompt: 'prompts/late.md'}, pipeline: loaded.loaded} as unknown as StepContext
-    const error = await promptOf(context).then(() => undefined, (e: unknown) => e)
+    const error = await promptOf(context).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(error).to.be.instanceOf(PipeError)
     expect((error as PipeError).message).to.contain('resolves through a symlink')
-    const editContext = {step: {id: 'e', kind: 'edit', blocks_file: '../../secret.blocks'}, pipeline: loaded.loaded, cwd: dir} as unknown as Parameters<typeof edit.run>[0]
-    const editError = await edit.run(editContext).then(() => undefined, (e: unknown) => e)
+    const editContext = {step: {id: 'e', kind: 'edit', blocks_file: '../../secret.blocks'}, pipeline: loaded.loaded, cwd: dir} as unknown as Parameters<
+      typeof edit.run
+    >[0]
+    const editError = await edit.run(editContext).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(editError).to.be.instanceOf(PipeError)
     expect((editError as PipeError).message).to.contain("leaves the pipeline's directory")
   })

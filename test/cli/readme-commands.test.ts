@@ -82,7 +82,8 @@ describe('the command examples in the READMEs', () => {
           const flag = /^--([a-z][a-z-]*)(?:=.*)?$/.exec(word)?.[1]
           const short = /^-([a-zA-Z])$/.exec(word)?.[1]
           // --help: every command takes it (oclif's own flag, in no command's manifest).
-          if (flag !== undefined && flag !== 'help' && !flags.some((f) => f.name === flag || (f.allowNo === true && `no-${f.name}` === flag))) problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag --${flag}`)
+          if (flag !== undefined && flag !== 'help' && !flags.some((f) => f.name === flag || (f.allowNo === true && `no-${f.name}` === flag)))
+            problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag --${flag}`)
           if (short !== undefined && !flags.some((f) => f.char === short)) problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag -${short}`)
         }
       }

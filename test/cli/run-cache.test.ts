@@ -34,10 +34,12 @@ function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?:
   // bin/ is copied: Node runs a linked main script from its real path, whose folder is this checkout's.
   mkdirSync(path.join(root, 'bin'))
   for (const file of readdirSync(path.join(repoRoot, 'bin'))) writeFileSync(path.join(root, 'bin', file), readFileSync(path.join(repoRoot, 'bin', file)))
-  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml']) symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
+  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml'])
+    symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
   for (const entry of readdirSync(dist)) if (entry !== 'cli') symlinkSync(path.join(dist, entry), path.join(root, 'dist', entry))
   const own = ['main.v8cache', ...(bundleBytes ? ['main.cjs'] : [])]
-  for (const entry of readdirSync(path.join(dist, 'cli'))) if (!own.includes(entry)) symlinkSync(path.join(dist, 'cli', entry), path.join(root, 'dist', 'cli', entry))
+  for (const entry of readdirSync(path.join(dist, 'cli')))
+    if (!own.includes(entry)) symlinkSync(path.join(dist, 'cli', entry), path.join(root, 'dist', 'cli', entry))
   if (cacheBytes) writeFileSync(path.join(root, 'dist', 'cli', 'main.v8cache'), cacheBytes)
   if (bundleBytes) writeFileSync(path.join(root, 'dist', 'cli', 'main.cjs'), bundleBytes)
   return root
@@ -63,7 +65,7 @@ async function allSucceedAlike(cases: Array<{what: string; cache: Buffer | undef
   }
 }
 
-describe('pipe run through the CLI bundle\'s code cache', function () {
+describe("pipe run through the CLI bundle's code cache", function () {
   this.timeout(240000)
 
   /** A node process under bin/run.js's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
@@ -79,14 +81,14 @@ const loaded = loadScript(${JSON.stringify(file)}, {header: ${JSON.stringify(HEA
 console.log(JSON.stringify(${probe}))`
   }
 
-  it('the build caches the CLI bundle, names the cache in it, and V8 under bin/run.js\'s flags takes it', async () => {
+  it("the build caches the CLI bundle, names the cache in it, and V8 under bin/run.js's flags takes it", async () => {
     expect(readFileSync(bundle, 'latin1')).to.match(TRAILER)
     const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(bundle, '{cached: loaded.cached, main: typeof loaded.exports.main}')])
     expect(child.code, child.stderr).to.equal(0)
     expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, main: 'function'})
   })
 
-  it('a cache made from other source of the same length, its header copied from the build\'s, is not used: that source never runs (issue 25, 16)', async () => {
+  it("a cache made from other source of the same length, its header copied from the build's, is not used: that source never runs (issue 25, 16)", async () => {
     const {dir, cleanup} = await tempDir()
     try {
       // The bundle's own text with one message changed for another of the same length.
@@ -127,7 +129,10 @@ await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 
         const root = installation(path.join(dir, name), forgedCache, bundleBytes)
         const cwd = path.join(dir, name, 'cwd')
         mkdirSync(cwd)
-        const result = await node([path.join(root, 'bin', 'run.js'), 'run', defaultPipeline, '--text', 'x', '--feature', 'F-1'], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
+        const result = await node([path.join(root, 'bin', 'run.js'), 'run', defaultPipeline, '--text', 'x', '--feature', 'F-1'], {
+          cwd,
+          env: {PIPE_HOME: path.join(cwd, 'home')},
+        })
         expect(result.code, result.stderr).to.equal(2)
         return result.stderr
       }
@@ -167,12 +172,12 @@ await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 
     }
   })
 
-  it('a cache that is damaged, of other source or flags, or missing: the run answers as with the build\'s', async () => {
+  it("a cache that is damaged, of other source or flags, or missing: the run answers as with the build's", async () => {
     const good = readFileSync(cache)
     const end = good.indexOf(0x0a)
     const [magic, version] = good.toString('latin1', 0, end).split(' ')
     const cases: Array<[string, Buffer | undefined, string[]]> = [
-      ['the build\'s cache', good, []],
+      ["the build's cache", good, []],
       ['no cache', undefined, []],
       ['V8 data not V8 made', Buffer.concat([good.subarray(0, end + 1), Buffer.alloc(good.length - end - 1, 7)]), []],
       ['data cut short', good.subarray(0, end + 100), []],
@@ -188,18 +193,22 @@ await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 
     const good = readFileSync(bundle)
     const {dir, cleanup} = await tempDir()
     try {
-      for (const [i, [what, bytes]] of ([
-        ['an empty bundle', Buffer.alloc(0)],
-        ['a bundle cut in half', good.subarray(0, good.length >> 1)],
-        ["a bundle of only its wrapper's start", good.subarray(0, good.indexOf(0x7b) + 1)],
-        ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
-      ] as Array<[string, Buffer]>).entries()) {
+      for (const [i, [what, bytes]] of (
+        [
+          ['an empty bundle', Buffer.alloc(0)],
+          ['a bundle cut in half', good.subarray(0, good.length >> 1)],
+          ["a bundle of only its wrapper's start", good.subarray(0, good.indexOf(0x7b) + 1)],
+          ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
+        ] as Array<[string, Buffer]>
+      ).entries()) {
         const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes)
         const cwd = path.join(dir, String(i), 'work')
         mkdirSync(cwd)
         const result = await node([path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
         expect(result.code, what).to.equal(1)
-        expect(result.stderr, what).to.match(/^Error \[E_INTERNAL\]: the installation's dist\/cli\/main\.cjs is missing or damaged\nTry this: Build pipe again \(npm run build\) or reinstall it\.\nLog: .*\nTrace: tr-[0-9a-f]{16}\n$/)
+        expect(result.stderr, what).to.match(
+          /^Error \[E_INTERNAL\]: the installation's dist\/cli\/main\.cjs is missing or damaged\nTry this: Build pipe again \(npm run build\) or reinstall it\.\nLog: .*\nTrace: tr-[0-9a-f]{16}\n$/,
+        )
       }
     } finally {
       await cleanup()
@@ -208,7 +217,16 @@ await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 
 
   it('an ordinary run, with PIPE_BUILD_CODE_CACHE left set or not, writes no cache into the installation', async () => {
     const state = (folder: string): Record<string, string> =>
-      Object.fromEntries(readdirSync(folder).sort().map((f) => [f, createHash('sha256').update(readFileSync(path.join(folder, f))).digest('hex')]))
+      Object.fromEntries(
+        readdirSync(folder)
+          .sort()
+          .map((f) => [
+            f,
+            createHash('sha256')
+              .update(readFileSync(path.join(folder, f)))
+              .digest('hex'),
+          ]),
+      )
     const folders = [path.join(dist, 'cli'), path.join(dist, 'schema', 'validators')]
     const before = folders.map(state)
     const {dir, cleanup} = await tempDir()
@@ -216,7 +234,10 @@ await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 
       for (const value of [undefined, '1', dist + '/..']) {
         const cwd = path.join(dir, String(value ?? 'unset').replace(/\W/g, '_'))
         mkdirSync(cwd)
-        const result = await node([path.join(repoRoot, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home'), PIPE_BUILD_CODE_CACHE: value}})
+        const result = await node([path.join(repoRoot, 'bin', 'run.js'), ...runArgs], {
+          cwd,
+          env: {PIPE_HOME: path.join(cwd, 'home'), PIPE_BUILD_CODE_CACHE: value},
+        })
         expect(result.code, result.stderr).to.equal(0)
       }
       expect(folders.map(state)).to.deep.equal(before)

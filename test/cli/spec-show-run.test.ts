@@ -19,7 +19,9 @@ describe('pipe spec show RUN (CLI)', function () {
   this.timeout(120000)
 
   it("shows the run's latest spec version, in every format, as spec show VERSION does", async () => {
-    const ran = json<{run_id: string; spec_version: string}>(await cli(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']))
+    const ran = json<{run_id: string; spec_version: string}>(
+      await cli(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']),
+    )
     expect(ran.spec_version).to.match(/^S-\d{8}-\d{4}$/)
     for (const format of [['--json'], [], ['--format', 'yaml']]) {
       const byRun = await cli(['spec', 'show', ran.run_id, ...format])

@@ -12,7 +12,9 @@ import {bin, defaultPipeline, examples, json, node, pipe, repoRoot, tempDir} fro
 /** Bare import specifiers (packages) of an ES module's static and literal dynamic imports. */
 function packageImports(file: string): string[] {
   const text = readFileSync(file, 'utf8')
-  const specifiers = [...text.matchAll(/^(?:import|export)\s*(?:[^'"();]*?\sfrom\s*)?["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)/gm)].map((m) => m[1] ?? m[2]!)
+  const specifiers = [...text.matchAll(/^(?:import|export)\s*(?:[^'"();]*?\sfrom\s*)?["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']\s*\)/gm)].map(
+    (m) => m[1] ?? m[2]!,
+  )
   return specifiers.filter((s) => !s.startsWith('.') && !s.startsWith('node:') && !builtinModules.includes(s))
 }
 
@@ -33,7 +35,7 @@ describe('start-up of the built CLI', function () {
     expect(version.stdout).to.contain(`/${doc.version} `)
   })
 
-  it('the CLI is one script that requires only Node\'s modules and imports only the vendored files, which exist', () => {
+  it("the CLI is one script that requires only Node's modules and imports only the vendored files, which exist", () => {
     const dist = path.join(repoRoot, 'dist')
     const text = readFileSync(path.join(dist, 'cli', 'main.cjs'), 'utf8')
     // oclif's module loader resolves and requires by computed paths (a plugin's files); every literal require is a Node module.
@@ -44,13 +46,22 @@ describe('start-up of the built CLI', function () {
     expect(imported.filter((s) => s.startsWith('../vendor/')).map((s) => existsSync(path.join(dist, 'cli', s)))).to.not.include(false)
     expect(imported.filter((s) => !s.startsWith('../vendor/') && !builtinModules.includes(s.replace(/^node:/, '')))).to.deep.equal([])
     expect(text, 'an import() left in a script has no loader').to.not.match(/(?<![\w$.])import\(/)
-    for (const file of readdirSync(path.join(dist, 'vendor'))) expect(packageImports(path.join(dist, 'vendor', file)).filter((s) => !optional.has(s)), file).to.deep.equal([])
+    for (const file of readdirSync(path.join(dist, 'vendor')))
+      expect(
+        packageImports(path.join(dist, 'vendor', file)).filter((s) => !optional.has(s)),
+        file,
+      ).to.deep.equal([])
   })
 
   it('every command in src/commands/ is in the map oclif reads (src/entry/commands.ts), under its id', () => {
-    const files = (dir: string): string[] => readdirSync(dir, {withFileTypes: true}).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []))
+    const files = (dir: string): string[] =>
+      readdirSync(dir, {withFileTypes: true}).flatMap((e) =>
+        e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [],
+      )
     const commandsDir = path.join(repoRoot, 'src', 'commands')
-    const ids = files(commandsDir).map((f) => path.relative(commandsDir, f).replace(/\.ts$/, '').split(path.sep).join(':')).sort()
+    const ids = files(commandsDir)
+      .map((f) => path.relative(commandsDir, f).replace(/\.ts$/, '').split(path.sep).join(':'))
+      .sort()
     const manifest = JSON.parse(readFileSync(path.join(repoRoot, 'oclif.manifest.json'), 'utf8')) as {commands: Record<string, unknown>}
     expect(Object.keys(manifest.commands).sort()).to.deep.equal(ids)
   })
@@ -86,35 +97,63 @@ describe('what the built CLI does as it starts', function () {
   const runArgs = ['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go']
 
   it('oclif is given the plugins the build loaded (dist/cli/plugins.json): no package.json and no manifest is read again', async () => {
-    for (const [name, args] of [['version', ['--version']], ['run', runArgs]] as const) {
+    for (const [name, args] of [
+      ['version', ['--version']],
+      ['run', runArgs],
+    ] as const) {
       const {read} = await recorded(`plugins-${name}`, [...args])
-      expect(read.filter((file) => /(^|[\\/])(package\.json|oclif\.manifest\.json)$/.test(file)), name).to.deep.equal([])
-      expect(read.map((file) => path.relative(repoRoot, file)), name).to.include(path.join('dist', 'cli', 'plugins.json'))
+      expect(
+        read.filter((file) => /(^|[\\/])(package\.json|oclif\.manifest\.json)$/.test(file)),
+        name,
+      ).to.deep.equal([])
+      expect(
+        read.map((file) => path.relative(repoRoot, file)),
+        name,
+      ).to.include(path.join('dist', 'cli', 'plugins.json'))
     }
   })
 
   it('perf_hooks and readline, which oclif requires as it loads but a run never calls, are not loaded', async () => {
-    for (const [name, args] of [['version', ['--version']], ['run', runArgs]] as const) {
+    for (const [name, args] of [
+      ['version', ['--version']],
+      ['run', runArgs],
+    ] as const) {
       const {modules} = await recorded(`modules-${name}`, [...args])
       expect(modules, name).to.include('crypto')
-      expect(modules.filter((m) => /^(perf_hooks|readline)(\/|$)/.test(m)), name).to.deep.equal([])
+      expect(
+        modules.filter((m) => /^(perf_hooks|readline)(\/|$)/.test(m)),
+        name,
+      ).to.deep.equal([])
     }
   })
 
-  it('a plugin a user installed for pipe (package.json in PIPE_DATA_DIR) is found as oclif finds it, and pipe\'s commands with it', async () => {
+  it("a plugin a user installed for pipe (package.json in PIPE_DATA_DIR) is found as oclif finds it, and pipe's commands with it", async () => {
     const data = path.join(dir, 'data')
     const plugin = path.join(data, 'node_modules', 'pipe-plugin-hello')
     await mkdir(plugin, {recursive: true})
-    await writeFile(path.join(data, 'package.json'), JSON.stringify({private: true, oclif: {schema: 1, plugins: [{type: 'user', name: 'pipe-plugin-hello'}]}, dependencies: {'pipe-plugin-hello': '1.0.0'}}))
+    await writeFile(
+      path.join(data, 'package.json'),
+      JSON.stringify({private: true, oclif: {schema: 1, plugins: [{type: 'user', name: 'pipe-plugin-hello'}]}, dependencies: {'pipe-plugin-hello': '1.0.0'}}),
+    )
     await writeFile(
       path.join(plugin, 'package.json'),
-      JSON.stringify({name: 'pipe-plugin-hello', version: '1.0.0', main: 'index.js', oclif: {commands: {strategy: 'explicit', target: './index.js', identifier: 'COMMANDS'}}}),
+      JSON.stringify({
+        name: 'pipe-plugin-hello',
+        version: '1.0.0',
+        main: 'index.js',
+        oclif: {commands: {strategy: 'explicit', target: './index.js', identifier: 'COMMANDS'}},
+      }),
     )
-    await writeFile(path.join(plugin, 'index.js'), "exports.COMMANDS = {hello: class Hello { static summary = 'Say hello.'; static run() { process.stdout.write('hello from a plugin\\n') } }}\n")
+    await writeFile(
+      path.join(plugin, 'index.js'),
+      "exports.COMMANDS = {hello: class Hello { static summary = 'Say hello.'; static run() { process.stdout.write('hello from a plugin\\n') } }}\n",
+    )
     const hello = await pipe(['hello'], {cwd: dir, env: {PIPE_DATA_DIR: data}})
     expect(hello.code, hello.stderr).to.equal(0)
     expect(hello.stdout).to.equal('hello from a plugin\n')
     const help = await pipe(['--help'], {cwd: dir, env: {PIPE_DATA_DIR: data}})
-    expect(help.stdout).to.match(/\n {2}hello +Say hello\./).and.to.match(/\n {2}validate /)
+    expect(help.stdout)
+      .to.match(/\n {2}hello +Say hello\./)
+      .and.to.match(/\n {2}validate /)
   })
 })

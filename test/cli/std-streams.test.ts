@@ -14,7 +14,11 @@ const runArgs = ['run', defaultPipeline, '--input', path.join(examples, 'full-pr
 function run(args: string[], cwd: string, stdout: 'closed-pipe' | number): Promise<{code: number | null; stderr: string}> {
   const argv = [bin, ...args]
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, argv, {cwd, env: {...process.env, NO_COLOR: '1', PIPE_HOME: path.join(cwd, 'home')}, stdio: ['ignore', stdout === 'closed-pipe' ? 'pipe' : stdout, 'pipe']})
+    const child = spawn(process.execPath, argv, {
+      cwd,
+      env: {...process.env, NO_COLOR: '1', PIPE_HOME: path.join(cwd, 'home')},
+      stdio: ['ignore', stdout === 'closed-pipe' ? 'pipe' : stdout, 'pipe'],
+    })
     // The reader goes away before the run can have written its result: its first write meets EPIPE.
     if (stdout === 'closed-pipe') child.stdout!.destroy()
     let stderr = ''
@@ -27,7 +31,7 @@ function run(args: string[], cwd: string, stdout: 'closed-pipe' | number): Promi
 describe('pipe run: stdout and stderr written directly', function () {
   this.timeout(240000)
 
-  it('a reader that closed stdout ends the run with the run\'s own exit code, no EPIPE error', async () => {
+  it("a reader that closed stdout ends the run with the run's own exit code, no EPIPE error", async () => {
     const {dir, cleanup} = await tempDir()
     try {
       const fast = await run([...runArgs, '--store', path.join(dir, 'a')], dir, 'closed-pipe')

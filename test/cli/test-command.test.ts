@@ -82,10 +82,20 @@ describe('pipe test (CLI)', function () {
   it('the shipped model-driven tests pass from a checkout anywhere: no request in a cassette names where the checkout is', async () => {
     await cp(path.join(repoRoot, 'examples'), path.join(dir, 'examples'), {recursive: true})
     await cp(path.join(repoRoot, 'pipelines'), path.join(dir, 'pipelines'), {recursive: true})
-    const r = await pipe(['test', 'pipelines/default-openai.pipe-test.yaml', 'examples/triage', 'examples/release-notes', 'examples/coding-agent'], {cwd: dir, env: home(), timeoutMs: 240000})
+    const r = await pipe(['test', 'pipelines/default-openai.pipe-test.yaml', 'examples/triage', 'examples/release-notes', 'examples/coding-agent'], {
+      cwd: dir,
+      env: home(),
+      timeoutMs: 240000,
+    })
     expect(r.code, r.stdout + r.stderr).to.equal(0)
     expect(r.stdout).to.match(/^Tests: 8 passed, 8 total/m)
-    for (const cassette of ['pipelines/cassettes/default-openai.jsonl', 'examples/triage/cassettes/triage.jsonl', 'examples/release-notes/cassettes/release-notes.jsonl', 'examples/coding-agent/cassettes/coding-agent.jsonl']) expect(await readFile(path.join(repoRoot, cassette), 'utf8')).not.to.contain(repoRoot)
+    for (const cassette of [
+      'pipelines/cassettes/default-openai.jsonl',
+      'examples/triage/cassettes/triage.jsonl',
+      'examples/release-notes/cassettes/release-notes.jsonl',
+      'examples/coding-agent/cassettes/coding-agent.jsonl',
+    ])
+      expect(await readFile(path.join(repoRoot, cassette), 'utf8')).not.to.contain(repoRoot)
   })
 
   it('reports each kind of expectation that fails, with expected and actual, and exits 1', async () => {
@@ -137,14 +147,22 @@ tests:
     expect(r.stdout).to.match(/run R-\d{8}-0001 failed after 2 step\(s\); step small \[E_ENDED\] small 1/)
     expect(r.stdout).to.contain('its store was removed; pipe test --keep keeps it')
     expect(r.stdout).to.match(/^✓ flow\.pipe-test\.yaml › refused, as expected/m)
-    expect(r.stdout).to.match(/^✗ flow\.pipe-test\.yaml › refused, unexpectedly[^\n]*\n {4}- the run did not start: \[E_INPUT\] the inputs of pipeline flow have 1 problem/m)
+    expect(r.stdout).to.match(
+      /^✗ flow\.pipe-test\.yaml › refused, unexpectedly[^\n]*\n {4}- the run did not start: \[E_INPUT\] the inputs of pipeline flow have 1 problem/m,
+    )
     expect(r.stdout).to.match(/^Tests: 2 passed, 6 failed, 8 total/m)
   })
 
   it('refuses bad test files at file:line:col and runs nothing: schema, unknown key, expression, missing pipeline, unknown step', async () => {
     const marker = path.join(dir, 'ran')
-    await file('touch.yaml', `version: 1\nname: touch\nsteps:\n  - {id: touch, kind: command, run: [node, -e, "require('fs').writeFileSync('${marker}', '')"]}\n`)
-    await file('policy.yaml', `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
+    await file(
+      'touch.yaml',
+      `version: 1\nname: touch\nsteps:\n  - {id: touch, kind: command, run: [node, -e, "require('fs').writeFileSync('${marker}', '')"]}\n`,
+    )
+    await file(
+      'policy.yaml',
+      `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`,
+    )
     await file('flow.yaml', FLOW)
     // A valid file beside the bad ones: it must not run either.
     await file('good.pipe-test.yaml', 'version: 1\npipeline: touch.yaml\npolicy: policy.yaml\ntests:\n  - name: touches\n    expect: {status: succeeded}\n')
@@ -188,8 +206,12 @@ tests:
     // Column of `m` inside the expression: the scalar starts at col 16, "${{ " is 4 more, inputs. 7 more.
     expect(r.stderr).to.match(/^worse\.pipe-test\.yaml:6:28 {2}tests\[0\]\.expect\.assert\[0\] {2}unknown input "m" \(declared: n\) — did you mean "n"\?$/m)
     expect(r.stderr).to.match(/^worse\.pipe-test\.yaml:8:15 {2}tests\[1\]\.pipeline {2}pipeline nowhere\.yaml not found/m)
-    expect(r.stderr).to.match(/^worse\.pipe-test\.yaml:12:25 {2}tests\[2\]\.expect\.outcomes\.rout {2}pipeline flow has no step "rout" — did you mean "route"\?$/m)
-    expect(r.stderr).to.match(/^worse\.pipe-test\.yaml:12:41 {2}tests\[2\]\.expect\.outcomes\.big {2}step "big" \(end\) never has the outcome "nope"; its outcomes: succeeded/m)
+    expect(r.stderr).to.match(
+      /^worse\.pipe-test\.yaml:12:25 {2}tests\[2\]\.expect\.outcomes\.rout {2}pipeline flow has no step "rout" — did you mean "route"\?$/m,
+    )
+    expect(r.stderr).to.match(
+      /^worse\.pipe-test\.yaml:12:41 {2}tests\[2\]\.expect\.outcomes\.big {2}step "big" \(end\) never has the outcome "nope"; its outcomes: succeeded/m,
+    )
     expect(r.stdout).not.to.match(/[✓✗]/)
     expect(existsSync(marker), 'a test ran').to.equal(false)
 
@@ -208,7 +230,10 @@ tests:
 
   it('writes a missing golden with --update, shows a unified diff when the run changes, and --update rewrites it', async () => {
     const pipeline = await file('flow.yaml', FLOW)
-    await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - name: golden\n    inputs: {n: 7}\n    expect:\n      status: succeeded\n      golden: goldens/flow.json\n')
+    await file(
+      'flow.pipe-test.yaml',
+      'version: 1\npipeline: flow.yaml\ntests:\n  - name: golden\n    inputs: {n: 7}\n    expect:\n      status: succeeded\n      golden: goldens/flow.json\n',
+    )
     const golden = path.join(dir, 'goldens', 'flow.json')
 
     const missing = await pipe(['test'], {cwd: dir, env: home()})
@@ -246,7 +271,7 @@ tests:
     expect((await pipe(['test'], {cwd: dir, env: home()})).code).to.equal(0)
   })
 
-  it('refuses a golden (and, with --record, a cassette) outside the test file\'s repository: --update writes nothing there', async () => {
+  it("refuses a golden (and, with --record, a cassette) outside the test file's repository: --update writes nothing there", async () => {
     await mkdir(path.join(dir, 'sub'))
     await file('sub/flow.yaml', FLOW)
     const outside = path.join(dir, 'abs.golden.json')
@@ -260,7 +285,10 @@ tests:
     expect(r.stderr).to.match(/out\.pipe-test\.yaml:9:\d+ .*golden .*abs\.golden\.json is outside/)
     expect(existsSync(path.join(dir, 'up.golden.json'))).to.equal(false)
     expect(existsSync(outside)).to.equal(false)
-    await file('sub/cas.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ncassette: ../c.jsonl\ntests:\n  - {name: c, inputs: {n: 7}, expect: {status: succeeded}}\n')
+    await file(
+      'sub/cas.pipe-test.yaml',
+      'version: 1\npipeline: flow.yaml\ncassette: ../c.jsonl\ntests:\n  - {name: c, inputs: {n: 7}, expect: {status: succeeded}}\n',
+    )
     const recorded = await pipe(['test', 'sub/cas.pipe-test.yaml', '--record'], {cwd: dir, env: home()})
     expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(2)
     expect(recorded.stderr).to.contain('cassette ../c.jsonl is outside')
@@ -287,7 +315,10 @@ tests:
 
   it('reports a bad file-level pipeline once, not once per test using it', async () => {
     await file('broken.yaml', 'version: 1\nname: broken\nsteps:\n  - {id: a, kind: end, status: succeeded}\n  - {id: b, kind: end, status: succeeded}\n')
-    await file('two.pipe-test.yaml', 'version: 1\npipeline: broken.yaml\ntests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n')
+    await file(
+      'two.pipe-test.yaml',
+      'version: 1\npipeline: broken.yaml\ntests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n',
+    )
     const r = await pipe(['test', 'two.pipe-test.yaml'], {cwd: dir, env: home()})
     expect(r.code, r.stderr).to.equal(2)
     expect(r.stderr.match(/pipeline broken\.yaml is not valid/g)).to.have.length(1)
@@ -296,7 +327,10 @@ tests:
 
   it('--json prints one document with each test, its status, duration and failures; --junit writes XML that validates against the JUnit XSD', async () => {
     await file('flow.yaml', FLOW)
-    await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - name: passes <&>\n    inputs: {n: 6}\n    expect: {status: succeeded}\n  - name: fails "quoted"\n    expect: {status: succeeded, assert: ["${{ inputs.n < 0 }}"]}\n')
+    await file(
+      'flow.pipe-test.yaml',
+      'version: 1\npipeline: flow.yaml\ntests:\n  - name: passes <&>\n    inputs: {n: 6}\n    expect: {status: succeeded}\n  - name: fails "quoted"\n    expect: {status: succeeded, assert: ["${{ inputs.n < 0 }}"]}\n',
+    )
     const junit = path.join(dir, 'reports', 'junit.xml')
     const r = await pipe(['test', '--json', '--junit', 'reports/junit.xml', '--keep'], {cwd: dir, env: home()})
     expect(r.code, r.stderr).to.equal(1)
@@ -320,7 +354,10 @@ tests:
     expect(r.stderr).to.match(/^✗ flow\.pipe-test\.yaml › fails "quoted"/m)
 
     const xml = await readFile(junit, 'utf8')
-    const lint = execFileSync('xmllint', ['--noout', '--schema', path.join(repoRoot, 'test', 'fixtures', 'junit.xsd'), junit], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']})
+    const lint = execFileSync('xmllint', ['--noout', '--schema', path.join(repoRoot, 'test', 'fixtures', 'junit.xsd'), junit], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     expect(lint).to.equal('')
     expect(xml).to.contain('<testsuites name="pipe test" tests="2" failures="1" errors="0"')
     expect(xml).to.contain('<testsuite name="flow.pipe-test.yaml" tests="2" failures="1"')
@@ -339,7 +376,7 @@ tests:
     const meet = await file(
       'meet.cjs',
       [
-        "// Announces ARG2 in DIR, then waits (watching DIR, no polling) until ARG3 is announced there.",
+        '// Announces ARG2 in DIR, then waits (watching DIR, no polling) until ARG3 is announced there.',
         "const fs = require('fs'), path = require('path')",
         'const [dir, me, other] = process.argv.slice(2)',
         "fs.writeFileSync(path.join(dir, me), '')",
@@ -351,7 +388,10 @@ tests:
     )
     const meeting = path.join(dir, 'meeting')
     await import('node:fs/promises').then((fs) => fs.mkdir(meeting))
-    await file('policy.yaml', `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
+    await file(
+      'policy.yaml',
+      `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`,
+    )
     await file(
       'meet.yaml',
       `version: 1\nname: meet\ninputs:\n  me: {type: string, required: true}\n  other: {type: string, required: true}\nsteps:\n  - id: meet\n    kind: command\n    timeout_ms: 60000\n    run: [node, "${meet}", "${meeting}", "\${{ inputs.me }}", "\${{ inputs.other }}"]\n`,
@@ -368,7 +408,10 @@ tests:
     const [a, b] = body.tests
     expect(a!.kept).to.be.a('string').and.not.equal(b!.kept)
     // Each store holds its own run only, and each workspace what its own command wrote.
-    for (const [t, other] of [[a!, 'b'], [b!, 'a']] as const) {
+    for (const [t, other] of [
+      [a!, 'b'],
+      [b!, 'a'],
+    ] as const) {
       expect(await readdir(path.join(t.kept!, 'store', 'runs'))).to.deep.equal([t.run!.run_id])
       expect(await readdir(path.join(t.kept!, 'workspace'))).to.deep.equal([`saw-${other}`])
     }
@@ -380,12 +423,18 @@ tests:
     await import('node:fs/promises').then((fs) => fs.mkdir(fixture))
     await file('fixture/data.txt', 'hello')
     // The policy comes with the workspace: a run reads policy.yaml in its working directory.
-    await file('fixture/policy.yaml', `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
+    await file(
+      'fixture/policy.yaml',
+      `version: 1\nallowed_commands:\n  - [node, "..."]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`,
+    )
     await file(
       'copy.yaml',
       `version: 1\nname: copy\nsteps:\n  - {id: copy, kind: command, run: [node, -e, "const fs = require('fs'); fs.writeFileSync('out.txt', fs.readFileSync('data.txt', 'utf8') + '!'); process.stdout.write(fs.readFileSync('out.txt', 'utf8'))"], parse: text}\n`,
     )
-    await file('copy.pipe-test.yaml', 'version: 1\npipeline: copy.yaml\nworkspace: fixture\ntests:\n  - name: copies\n    expect: {status: succeeded, outputs: {copy.text: "hello!"}}\n')
+    await file(
+      'copy.pipe-test.yaml',
+      'version: 1\npipeline: copy.yaml\nworkspace: fixture\ntests:\n  - name: copies\n    expect: {status: succeeded, outputs: {copy.text: "hello!"}}\n',
+    )
     const r = await pipe(['test'], {cwd: dir, env: home()})
     expect(r.code, r.stdout + r.stderr).to.equal(0)
     expect((await readdir(fixture)).sort()).to.deep.equal(['data.txt', 'policy.yaml'])
@@ -393,20 +442,28 @@ tests:
 
   it('runs setup commands without a shell and with a fixed git identity and date: the same commit id in every test; a failing one fails its test before the run', async () => {
     await file('log.yaml', 'version: 1\nname: log\nsteps:\n  - {id: head, kind: command, run: [git, rev-parse, HEAD], parse: text}\n')
-    await file('policy.yaml', `version: 1\nallowed_commands:\n  - [git, rev-parse, HEAD]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`)
+    await file(
+      'policy.yaml',
+      `version: 1\nallowed_commands:\n  - [git, rev-parse, HEAD]\nsandbox: off\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n`,
+    )
     const setup = 'setup:\n  - [git, init, -q]\n  - [git, commit, -q, --allow-empty, -m, "first; echo not a shell > owned"]\n'
-    await file('log.pipe-test.yaml', `version: 1\npipeline: log.yaml\npolicy: policy.yaml\n${setup}tests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n  - name: broken setup\n    setup: [[git, no-such-subcommand]]\n    expect: {status: succeeded}\n`)
+    await file(
+      'log.pipe-test.yaml',
+      `version: 1\npipeline: log.yaml\npolicy: policy.yaml\n${setup}tests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n  - name: broken setup\n    setup: [[git, no-such-subcommand]]\n    expect: {status: succeeded}\n`,
+    )
     const r = await pipe(['test', 'log.pipe-test.yaml', '--json', '--keep'], {cwd: dir, env: home()})
     expect(r.code, r.stdout + r.stderr).to.equal(1)
     const report = json<Report>(r)
     const byName = new Map(report.tests.map((t) => [t.name, t]))
-    const heads = await Promise.all(['one', 'two'].map(async (name) => {
-      const t = byName.get(name)!
-      expect(t.status, JSON.stringify(t.failures)).to.equal('passed')
-      const shown = await pipe(['snapshot', 'show', t.run!.run_id, '--json', '--store', path.join(t.kept!, 'store')], {cwd: dir, env: home()})
-      expect(existsSync(path.join(t.kept!, 'workspace', 'owned')), 'the message was one argument, not shell').to.equal(false)
-      return (json<Array<{outputs: {text: string}}>>(shown)[0]!.outputs.text).trim()
-    }))
+    const heads = await Promise.all(
+      ['one', 'two'].map(async (name) => {
+        const t = byName.get(name)!
+        expect(t.status, JSON.stringify(t.failures)).to.equal('passed')
+        const shown = await pipe(['snapshot', 'show', t.run!.run_id, '--json', '--store', path.join(t.kept!, 'store')], {cwd: dir, env: home()})
+        expect(existsSync(path.join(t.kept!, 'workspace', 'owned')), 'the message was one argument, not shell').to.equal(false)
+        return json<Array<{outputs: {text: string}}>>(shown)[0]!.outputs.text.trim()
+      }),
+    )
     expect(heads[0]).to.match(/^[0-9a-f]{40}$/)
     expect(heads[1]).to.equal(heads[0])
     const broken = byName.get('broken setup')!
@@ -422,7 +479,10 @@ tests:
     const pidFile = path.join(dir, 'sleeper.pid')
     await file('flow.yaml', FLOW)
     // The shell waits on a child of its own, which holds the output pipes: killing the shell alone would leave both.
-    await file('hang.pipe-test.yaml', `version: 1\npipeline: flow.yaml\nsetup:\n  - [sh, -c, "sleep 300 & echo $! > ${pidFile}; wait"]\ntests:\n  - name: hangs in setup\n    inputs: {n: 9}\n    expect: {status: succeeded}\n`)
+    await file(
+      'hang.pipe-test.yaml',
+      `version: 1\npipeline: flow.yaml\nsetup:\n  - [sh, -c, "sleep 300 & echo $! > ${pidFile}; wait"]\ntests:\n  - name: hangs in setup\n    inputs: {n: 9}\n    expect: {status: succeeded}\n`,
+    )
     const env: NodeJS.ProcessEnv = {...process.env, ...home(), TMPDIR: tmp, NO_COLOR: '1'}
     delete env.PIPE_STORE
     const child = spawn(process.execPath, [bin, 'test', 'hang.pipe-test.yaml'], {cwd: dir, env})
@@ -432,9 +492,11 @@ tests:
     const closed = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
     const killer = setTimeout(() => child.kill('SIGKILL'), 120000)
     // Wait for the setup's grandchild to exist (its pid written: watched, not polled).
-    await changeIn(dir, async () => existsSync(pidFile) && (await readFile(pidFile, 'utf8')).trim() !== '', 'the setup writing its pid', closed).catch((error: Error) => {
-      throw new Error(`${error.message}:\n${out}`)
-    })
+    await changeIn(dir, async () => existsSync(pidFile) && (await readFile(pidFile, 'utf8')).trim() !== '', 'the setup writing its pid', closed).catch(
+      (error: Error) => {
+        throw new Error(`${error.message}:\n${out}`)
+      },
+    )
     const sleeper = Number((await readFile(pidFile, 'utf8')).trim())
     child.kill('SIGINT')
     const code = await closed
@@ -449,9 +511,11 @@ tests:
     }
     if (alive(sleeper)) process.kill(sleeper, 'SIGKILL')
     expect(code, out).to.equal(1)
-    expect(out).to.match(/✗ hang\.pipe-test\.yaml › hangs in setup/).and.contain('pipe test was interrupted')
+    expect(out)
+      .to.match(/✗ hang\.pipe-test\.yaml › hangs in setup/)
+      .and.contain('pipe test was interrupted')
     expect(out).not.to.contain('quitting now')
-    expect(alive(sleeper), 'the setup command\'s child was killed').to.equal(false)
+    expect(alive(sleeper), "the setup command's child was killed").to.equal(false)
     expect(await readdir(tmp)).to.deep.equal([])
   })
 
@@ -459,16 +523,30 @@ tests:
     const {ModelServer} = await import('../helpers/model-server.js')
     await import('node:fs/promises').then((fs) => fs.mkdir(path.join(dir, 'schemas')))
     await file('ask.md', 'Name a colour for {{thing}}.\n')
-    await file('schemas/colour.json', JSON.stringify({type: 'object', required: ['colour'], properties: {colour: {type: 'string'}}, additionalProperties: false}))
-    await file('ask.yaml', 'version: 1\nname: ask\ninputs:\n  thing: {type: string, required: true}\nsteps:\n  - {id: ask, kind: model, prompt: ask.md, vars: {thing: "${{ inputs.thing }}"}, output_schema: schemas/colour.json}\n')
-    await file('ask.pipe-test.yaml', 'version: 1\npipeline: ask.yaml\ncassette: cassettes/ask.jsonl\ntests:\n  - {name: sky, inputs: {thing: sky}, expect: {status: succeeded, outputs: {ask.value.colour: blue}}}\n  - {name: grass, inputs: {thing: grass}, expect: {status: succeeded, outputs: {ask.value.colour: green}}}\n')
+    await file(
+      'schemas/colour.json',
+      JSON.stringify({type: 'object', required: ['colour'], properties: {colour: {type: 'string'}}, additionalProperties: false}),
+    )
+    await file(
+      'ask.yaml',
+      'version: 1\nname: ask\ninputs:\n  thing: {type: string, required: true}\nsteps:\n  - {id: ask, kind: model, prompt: ask.md, vars: {thing: "${{ inputs.thing }}"}, output_schema: schemas/colour.json}\n',
+    )
+    await file(
+      'ask.pipe-test.yaml',
+      'version: 1\npipeline: ask.yaml\ncassette: cassettes/ask.jsonl\ntests:\n  - {name: sky, inputs: {thing: sky}, expect: {status: succeeded, outputs: {ask.value.colour: blue}}}\n  - {name: grass, inputs: {thing: grass}, expect: {status: succeeded, outputs: {ask.value.colour: green}}}\n',
+    )
     const offline = await pipe(['test', 'ask.pipe-test.yaml'], {cwd: dir, env: home()})
     expect(offline.code, 'a missing cassette is a bad test file').to.equal(2)
     expect(offline.stderr).to.contain('cassette cassettes/ask.jsonl not found')
-    const server = await ModelServer.start((request) => ({content: JSON.stringify({colour: request.body.messages.at(-1)!.content.includes('sky') ? 'blue' : 'green'})}))
+    const server = await ModelServer.start((request) => ({
+      content: JSON.stringify({colour: request.body.messages.at(-1)!.content.includes('sky') ? 'blue' : 'green'}),
+    }))
     const key = 'sk-test-secret-key-0123456789abcdef'
     try {
-      const recorded = await pipe(['test', 'ask.pipe-test.yaml', '--record', '--record-note', 'scripted server in the pipe test suite'], {cwd: dir, env: {...home(), OPENAI_BASE_URL: server.url, OPENAI_API_KEY: key}})
+      const recorded = await pipe(['test', 'ask.pipe-test.yaml', '--record', '--record-note', 'scripted server in the pipe test suite'], {
+        cwd: dir,
+        env: {...home(), OPENAI_BASE_URL: server.url, OPENAI_API_KEY: key},
+      })
       expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
       expect(server.count()).to.equal(2)
     } finally {
@@ -508,7 +586,10 @@ tests:
   it('--filter runs only the tests whose name matches; a directory argument is searched; no test files is a usage error', async () => {
     await file('flow.yaml', FLOW)
     await import('node:fs/promises').then((fs) => fs.mkdir(path.join(dir, 'sub')))
-    await file('sub/flow.pipe-test.yaml', 'version: 1\npipeline: ../flow.yaml\ntests:\n  - name: small one\n    expect: {status: succeeded}\n  - name: Big one\n    inputs: {n: 7}\n    expect: {status: succeeded}\n')
+    await file(
+      'sub/flow.pipe-test.yaml',
+      'version: 1\npipeline: ../flow.yaml\ntests:\n  - name: small one\n    expect: {status: succeeded}\n  - name: Big one\n    inputs: {n: 7}\n    expect: {status: succeeded}\n',
+    )
     const filtered = await pipe(['test', 'sub', '-g', 'big'], {cwd: dir, env: home()})
     expect(filtered.code, filtered.stdout + filtered.stderr).to.equal(0)
     expect(filtered.stdout).to.contain('✓ sub/flow.pipe-test.yaml › Big one')

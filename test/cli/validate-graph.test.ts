@@ -17,10 +17,32 @@ describe('pipe validate (CLI)', () => {
   })
 
   it('accepts every YAML file the project ships', async () => {
-    const files = ['pipelines/default.yaml', 'policy.yaml', 'examples/one-sentence.answers.yaml', 'examples/coding/pipeline.yaml', 'examples/coding/policy.yaml', 'examples/triage/pipeline.yaml', 'examples/release-notes/pipeline.yaml', 'examples/release-notes/item.yaml', 'examples/release-notes/publish.yaml', 'examples/release-notes/policy.yaml']
+    const files = [
+      'pipelines/default.yaml',
+      'policy.yaml',
+      'examples/one-sentence.answers.yaml',
+      'examples/coding/pipeline.yaml',
+      'examples/coding/policy.yaml',
+      'examples/triage/pipeline.yaml',
+      'examples/release-notes/pipeline.yaml',
+      'examples/release-notes/item.yaml',
+      'examples/release-notes/publish.yaml',
+      'examples/release-notes/policy.yaml',
+    ]
     const result = await pipe(['validate', ...files, '--json'])
     expect(result.code, result.stdout).to.equal(0)
-    expect(json<{files: Array<{kind: string}>}>(result).files.map((f) => f.kind)).to.deep.equal(['pipeline', 'policy', 'answers', 'pipeline', 'policy', 'pipeline', 'pipeline', 'pipeline', 'pipeline', 'policy'])
+    expect(json<{files: Array<{kind: string}>}>(result).files.map((f) => f.kind)).to.deep.equal([
+      'pipeline',
+      'policy',
+      'answers',
+      'pipeline',
+      'policy',
+      'pipeline',
+      'pipeline',
+      'pipeline',
+      'pipeline',
+      'policy',
+    ])
   })
 
   it('reports a misspelt transition target at its line with a suggestion, and exits 2', async () => {
@@ -39,11 +61,17 @@ describe('pipe validate (CLI)', () => {
     await writeFile(bad, 'version: 1\nname: x\nsteps:\n  - id: a\n    kind: noop\n    colour: red\n')
     const result = await pipe(['validate', defaultPipeline, bad, '--json'])
     expect(result.code).to.equal(2)
-    const body = json<{valid: boolean; error_count: number; files: Array<{file: string; valid: boolean; diagnostics: Array<{line: number; col: number; path: string; message: string}>}>}>(result)
+    const body = json<{
+      valid: boolean
+      error_count: number
+      files: Array<{file: string; valid: boolean; diagnostics: Array<{line: number; col: number; path: string; message: string}>}>
+    }>(result)
     expect(body.valid).to.equal(false)
     expect(body.error_count).to.equal(1)
     expect(body.files[0]!.valid).to.equal(true)
-    expect(body.files[1]!.diagnostics).to.deep.equal([{file: bad, line: 6, col: 5, path: 'steps[0].colour', message: 'unknown key "colour" in steps[0]', rule: 'schema'}])
+    expect(body.files[1]!.diagnostics).to.deep.equal([
+      {file: bad, line: 6, col: 5, path: 'steps[0].colour', message: 'unknown key "colour" in steps[0]', rule: 'schema'},
+    ])
   })
 
   it('exits 0 with --json on valid files and prints the report', async () => {
@@ -60,10 +88,15 @@ describe('pipe validate (CLI)', () => {
 
   it('checks a policy file against the policy schema', async () => {
     const file = path.join(dir, 'policy.yaml')
-    await writeFile(file, 'version: 1\nallowed_commands: [[npm, test]]\nforbidden_paths: [../outside]\nmax_patch_lines: 10\nmax_retries_default: 3\nresource_limits: {command_timout_ms: 5}\n')
+    await writeFile(
+      file,
+      'version: 1\nallowed_commands: [[npm, test]]\nforbidden_paths: [../outside]\nmax_patch_lines: 10\nmax_retries_default: 3\nresource_limits: {command_timout_ms: 5}\n',
+    )
     const result = await pipe(['validate', file])
     expect(result.code).to.equal(2)
-    expect(result.stdout).to.contain(`${file}:6:19  resource_limits.command_timout_ms  unknown key "command_timout_ms" in resource_limits — did you mean "command_timeout_ms"?`)
+    expect(result.stdout).to.contain(
+      `${file}:6:19  resource_limits.command_timout_ms  unknown key "command_timout_ms" in resource_limits — did you mean "command_timeout_ms"?`,
+    )
   })
 
   it('rejects an unknown flag with a usage error', async () => {

@@ -37,12 +37,22 @@ describe('an agent whose conversation grows: bounded requests, linear storage', 
     const repo = path.join(dir, 'repo')
     await mkdir(repo)
     const line = (i: number): string => `line ${String(i).padStart(5, '0')}: ${'the quick brown fox jumps over the lazy dog '.repeat(2)}\n`
-    await writeFile(path.join(repo, 'big.txt'), Array.from({length: 650}, (_, i) => line(i)).join('').slice(0, 60 * 1024))
+    await writeFile(
+      path.join(repo, 'big.txt'),
+      Array.from({length: 650}, (_, i) => line(i))
+        .join('')
+        .slice(0, 60 * 1024),
+    )
     execFileSync('git', ['init', '-q'], {cwd: repo})
     await writeFile(path.join(repo, 'task.md'), 'Read big.txt until you are sure.\n')
-    await writeFile(path.join(repo, 'agent.yaml'), 'version: 1\nname: reader\nsteps:\n  - id: read\n    kind: agent\n    prompt: task.md\n    tools: [read_file]\n    max_context_bytes: 150000\n')
+    await writeFile(
+      path.join(repo, 'agent.yaml'),
+      'version: 1\nname: reader\nsteps:\n  - id: read\n    kind: agent\n    prompt: task.md\n    tools: [read_file]\n    max_context_bytes: 150000\n',
+    )
     server = await ModelServer.start()
-    const turns = Array.from({length: 8}, (_, t) => ({tool_calls: Array.from({length: 50}, (_, c) => ({id: `t${t}c${c}`, name: 'read_file', arguments: {path: 'big.txt'}}))}))
+    const turns = Array.from({length: 8}, (_, t) => ({
+      tool_calls: Array.from({length: 50}, (_, c) => ({id: `t${t}c${c}`, name: 'read_file', arguments: {path: 'big.txt'}})),
+    }))
     server.script('read', ...turns, {content: 'I have read it.'})
     const env = {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')}
     const result = await pipe(['run', 'agent.yaml', '--json'], {cwd: repo, env, timeoutMs: 200000})

@@ -215,11 +215,14 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
     expect(server.count()).to.equal(3)
     const [snap] = await snapshots(body.run_id)
-    expect(snap!.tool_calls!.map((c) => [c.call_id, c.decision])).to.deep.equal([['t1', 'refused'], ['t2', 'confirmed']])
+    expect(snap!.tool_calls!.map((c) => [c.call_id, c.decision])).to.deep.equal([
+      ['t1', 'refused'],
+      ['t2', 'confirmed'],
+    ])
     expect(snap!.tool_calls![0]!.note).to.equal('not on a Friday')
   })
 
-  it('a confirmed call that ran never runs again on redrive: the turn after it fails (401), pipe resume answers the cached reply\'s same call id from the record', async () => {
+  it("a confirmed call that ran never runs again on redrive: the turn after it fails (401), pipe resume answers the cached reply's same call id from the record", async () => {
     const file = await setup()
     server.script(
       'fix',
@@ -251,11 +254,15 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
   })
 
   describe('a confirmation runs exactly the action shown: an edited step state is refused (E_INTEGRITY) and reported by audit verify', () => {
-    const shownThenEdited = async (extraEnv: Record<string, string>): Promise<{runId: string; stateFile: string; original: string; edit: (reseal: boolean) => Promise<void>; e: () => Record<string, string>}> => {
+    const shownThenEdited = async (
+      extraEnv: Record<string, string>,
+    ): Promise<{runId: string; stateFile: string; original: string; edit: (reseal: boolean) => Promise<void>; e: () => Record<string, string>}> => {
       const file = await setup()
       server.script('fix', {tool_calls: [{id: 'e1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'tested'})
       const e = (): Record<string, string> => ({...env(), ...extraEnv})
-      const paused = json<RunJson>(await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: e(), timeoutMs: 120000}))
+      const paused = json<RunJson>(
+        await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: e(), timeoutMs: 120000}),
+      )
       expect(paused.pending?.action?.argv).to.deep.equal([['node', 'test.js']])
       const stateDir = path.join(repo, '.pipe', 'runs', paused.run_id, 'state')
       const [name] = await readdir(stateDir)
@@ -293,7 +300,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       await edit(false)
       const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
       expect(audit.code).to.equal(4)
-      expect(audit.stdout + audit.stderr).to.contain(path.basename(stateFile)).and.contain('seal does not match')
+      expect(audit.stdout + audit.stderr)
+        .to.contain(path.basename(stateFile))
+        .and.contain('seal does not match')
       await refuses(runId, e(), 'fails its seal')
       await edit(true)
       const resealed = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
@@ -311,7 +320,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       await edit(true)
       const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
       expect(audit.code).to.equal(4)
-      expect(audit.stdout + audit.stderr).to.contain(path.basename(stateFile)).and.contain('sealed without the audit key')
+      expect(audit.stdout + audit.stderr)
+        .to.contain(path.basename(stateFile))
+        .and.contain('sealed without the audit key')
       await refuses(runId, e(), 'fails its seal')
     })
   })
@@ -320,7 +331,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'r1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'the recorded answer'})
     const policyFile = path.join(dir, 'p', 'policy.yaml')
-    const recording = json<RunJson>(await pipe(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000}))
+    const recording = json<RunJson>(
+      await pipe(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000}),
+    )
     const recorded = await pipe(['confirm', recording.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
     expect(server.count()).to.equal(2)
@@ -338,7 +351,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(refused.code, refused.stdout + refused.stderr).to.equal(4)
     const error = json<RunJson>(refused).error!
     expect(error.code).to.equal('E_INTEGRITY')
-    expect(error.message).to.contain(cassette).and.contain(sha(before)).and.contain(await readFile(cassette, 'utf8').then(sha))
+    expect(error.message)
+      .to.contain(cassette)
+      .and.contain(sha(before))
+      .and.contain(await readFile(cassette, 'utf8').then(sha))
     expect(error.hint).to.contain(`pipe confirm ${runId} --yes --accept-cassette`)
     expect(json<RunJson>(await pipe(['runs', 'show', runId, '--json'], {cwd: repo, env: env()})).status).to.equal('awaiting_input')
     const snapshotDir = path.join(repo, '.pipe', 'runs', runId, 'snapshots')
@@ -349,7 +365,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const [snap] = await snapshots(runId)
     expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('a tampered answer')
     expect(server.count(), 'the replay asked no endpoint').to.equal(2)
-    const events = (await readFile(path.join(repo, '.pipe', 'runs', runId, 'events.jsonl'), 'utf8')).trimEnd().split('\n').map((l) => JSON.parse(l) as {event: string; reason?: string})
+    const events = (await readFile(path.join(repo, '.pipe', 'runs', runId, 'events.jsonl'), 'utf8'))
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as {event: string; reason?: string})
     const acceptance = events.find((e) => e.event === 'cassette_accepted')
     expect(acceptance?.reason).to.contain(sha(before)).and.contain('fix.cassette.jsonl')
     expect(events.findIndex((e) => e.event === 'cassette_accepted')).to.be.lessThan(events.findIndex((e) => e.event === 'confirm_given'))
@@ -359,7 +378,11 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
 
   it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {
     const file = await setup()
-    server.script('fix', {tool_calls: [{id: 'd1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {tool_calls: [{id: 'g', name: 'give_up', arguments: {reason: 'I need to run mark.js'}}]})
+    server.script(
+      'fix',
+      {tool_calls: [{id: 'd1', name: 'run_command', arguments: {command: 'node mark.js'}}]},
+      {tool_calls: [{id: 'g', name: 'give_up', arguments: {reason: 'I need to run mark.js'}}]},
+    )
     const paused = json<RunJson>(await run(file))
     const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(refused.code, refused.stderr).to.equal(3)
@@ -386,9 +409,15 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     // A --yes for a1 stops right after it saw the run waiting for a1 ...
     const gate = path.join(dir, 'gate')
     await mkdir(gate)
-    const held = pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: {...env(), PIPE_FAULT_PAUSE_AT: 'confirm-checked', PIPE_FAULT_PAUSE_DIR: gate}, timeoutMs: 120000})
+    const held = pipe(['confirm', paused.run_id, '--yes', '--json'], {
+      cwd: repo,
+      env: {...env(), PIPE_FAULT_PAUSE_AT: 'confirm-checked', PIPE_FAULT_PAUSE_DIR: gate},
+      timeoutMs: 120000,
+    })
     // Watched, not polled; if it ended without getting there, the checks below say how it ended.
-    await changeIn(gate, async () => (await readdir(gate)).some((n) => n.startsWith('reached.')), 'the --yes reaching confirm-checked', held).catch(() => undefined)
+    await changeIn(gate, async () => (await readdir(gate)).some((n) => n.startsWith('reached.')), 'the --yes reaching confirm-checked', held).catch(
+      () => undefined,
+    )
     // ... while a --no for a1 gets there first: the model is told, and asks for b2.
     const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(refused.code, refused.stderr).to.equal(10)
@@ -429,7 +458,12 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
   it('asks at the terminal when it may prompt: the action shown, no with a note reaches the model', async () => {
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'i1', name: 'run_command', arguments: {command: 'node mark.js'}}]}, {content: 'left it'})
-    const result = await pipe(['run', file, '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), PIPE_INTERACTIVE: '1'}, input: 'maybe\nno\nnot today\n', timeoutMs: 120000})
+    const result = await pipe(['run', file, '--policy', path.join(dir, 'p', 'policy.yaml')], {
+      cwd: repo,
+      env: {...env(), PIPE_INTERACTIVE: '1'},
+      input: 'maybe\nno\nnot today\n',
+      timeoutMs: 120000,
+    })
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stderr).to.contain('argv: ["node","mark.js"]').and.contain('"maybe" is not yes or no')
     expect(toolResults(server.requests[1]!)['i1']).to.contain('refused').and.contain('not today')
@@ -480,7 +514,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
 
   it('checks the final answer against output_schema, sending an invalid one back (bounded repairs)', async () => {
     const file = await setup('', '    output_schema: answer.schema.json\n')
-    await writeFile(path.join(dir, 'p', 'answer.schema.json'), JSON.stringify({type: 'object', required: ['fixed'], additionalProperties: false, properties: {fixed: {type: 'boolean'}}}))
+    await writeFile(
+      path.join(dir, 'p', 'answer.schema.json'),
+      JSON.stringify({type: 'object', required: ['fixed'], additionalProperties: false, properties: {fixed: {type: 'boolean'}}}),
+    )
     server.script('fix', {content: 'I fixed it'}, {content: '{"fixed": "yes"}'}, {content: '{"fixed": true}'})
     const result = await run(file)
     expect(result.code, result.stderr).to.equal(0)
@@ -490,25 +527,42 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect((snap!.outputs as Record<string, unknown>)['value']).to.deep.equal({fixed: true})
     const checked = await pipe(['validate', file], {cwd: repo})
     expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
-    await writeFile(file, `${await readFile(file, 'utf8')}    next: after\n  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`)
+    await writeFile(
+      file,
+      `${await readFile(file, 'utf8')}    next: after\n  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`,
+    )
     const typo = await pipe(['validate', file], {cwd: repo})
     expect(typo.code).to.equal(2)
-    expect(typo.stdout + typo.stderr).to.contain('steps.fix.outputs.value has no field "fixd"').and.not.contain('unreachable')
+    expect(typo.stdout + typo.stderr)
+      .to.contain('steps.fix.outputs.value has no field "fixd"')
+      .and.not.contain('unreachable')
   })
 
   it('keeps secrets out of the transcript: the prompt, tool results and replies are masked in requests and records', async () => {
     const file = await setup()
     const token = 'tok-3f9a8b7c6d5e4f3a2b1c'
     await writeFile(path.join(dir, 'p', 'task.md'), 'Deploy with {{token}}: {{task}}\n')
-    await writeFile(file, (await readFile(file, 'utf8')).replace('name: agent\n', 'name: agent\nsecrets: [API_TOKEN]\n').replace('      task: add() subtracts\n', '      task: add() subtracts\n      token: ${{ secrets.API_TOKEN }}\n'))
+    await writeFile(
+      file,
+      (await readFile(file, 'utf8'))
+        .replace('name: agent\n', 'name: agent\nsecrets: [API_TOKEN]\n')
+        .replace('      task: add() subtracts\n', '      task: add() subtracts\n      token: ${{ secrets.API_TOKEN }}\n'),
+    )
     await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
     server.script('fix', {tool_calls: [{id: 'r', name: 'read_file', arguments: {path: 'deploy.cfg'}}]}, {content: `the token is ${token}`})
-    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), API_TOKEN: token}, timeoutMs: 120000})
+    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {
+      cwd: repo,
+      env: {...env(), API_TOKEN: token},
+      timeoutMs: 120000,
+    })
     expect(result.code, result.stderr).to.equal(0)
     expect(JSON.stringify(server.requests.map((r) => r.body.messages))).not.to.contain(token)
     const store = path.join(repo, '.pipe')
     const files = (await readdir(store, {recursive: true, withFileTypes: true})).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
-    expect(files.some((f) => f.includes(`${path.sep}state${path.sep}`)), 'the conversation state is among the records').to.equal(true)
+    expect(
+      files.some((f) => f.includes(`${path.sep}state${path.sep}`)),
+      'the conversation state is among the records',
+    ).to.equal(true)
     const leaking = []
     for (const f of files) if ((await readFile(f, 'utf8')).includes(token)) leaking.push(f)
     expect(leaking).to.deep.equal([])
@@ -522,7 +576,11 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
     const block = 'deploy.cfg\n<<<<<<< SEARCH\ntoken=wrong\n=======\ntoken=right\n>>>>>>> REPLACE\n'
     server.script('fix', {tool_calls: [{id: 'e', name: 'apply_edit_blocks', arguments: {blocks: block}}]}, {content: 'done'})
-    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), API_TOKEN: token}, timeoutMs: 120000})
+    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {
+      cwd: repo,
+      env: {...env(), API_TOKEN: token},
+      timeoutMs: 120000,
+    })
     expect(result.code, result.stderr).to.equal(0)
     const sent = toolResults(server.requests[1]!)['e']!
     expect(sent, 'the failed block came back with the nearest lines').to.contain('nearest').and.contain('[REDACTED]')
@@ -536,7 +594,11 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
 
   it('runs at most 50 tool calls of one reply; the rest are answered with an error, unrun', async () => {
     const file = await setup()
-    const calls = Array.from({length: 60}, (_, i) => ({id: `c${i}`, name: 'apply_edit_blocks', arguments: {blocks: `new${i}.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n`}}))
+    const calls = Array.from({length: 60}, (_, i) => ({
+      id: `c${i}`,
+      name: 'apply_edit_blocks',
+      arguments: {blocks: `new${i}.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n`},
+    }))
     server.script('fix', {tool_calls: calls}, {content: 'done'})
     const result = await run(file)
     expect(result.code, result.stderr).to.equal(0)
@@ -565,7 +627,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
 
   it('fails with E_CONFIG and a hint on the offline provider', async () => {
     const file = await setup()
-    const result = await pipe(['run', file, '--provider', 'offline', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const result = await pipe(['run', file, '--provider', 'offline', '--policy', path.join(dir, 'p', 'policy.yaml')], {
+      cwd: repo,
+      env: {PIPE_HOME: path.join(dir, 'home')},
+    })
     expect(result.code).to.equal(1)
     expect(result.stderr).to.contain('Error [E_CONFIG]').and.contain('offline rules provider').and.contain('OPENAI_BASE_URL')
     expect(server.count()).to.equal(0)
@@ -606,4 +671,3 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(snap!.tool_calls!.filter((c) => c.name === 'apply_edit_blocks')).to.have.length(1)
   })
 })
-

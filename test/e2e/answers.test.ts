@@ -84,7 +84,11 @@ describe('answers are checked the same by pipe answer, pipe resume --answers and
 
   it('refuses a key given up front that no question of the pipeline can be about, before anything is written', async () => {
     const cases = [
-      {body: '  acceptance_critera: x\n', message: '"acceptance_critera" is neither a question id (Q-001) nor a field a question of pipeline default can be about — did you mean "acceptance_criteria"?'},
+      {
+        body: '  acceptance_critera: x\n',
+        message:
+          '"acceptance_critera" is neither a question id (Q-001) nor a field a question of pipeline default can be about — did you mean "acceptance_criteria"?',
+      },
       {body: '  budget: 10k\n', message: '"budget" is neither a question id'},
     ]
     for (const c of cases) {
@@ -100,7 +104,9 @@ describe('answers are checked the same by pipe answer, pipe resume --answers and
   })
 
   it('takes question ids and every field a gate of the pipeline checks, given up front', async () => {
-    const file = await answersFile('  Q-001: Given a month with sales data, when I export it, then a PDF is written.\n  non_functional: Exports take under 10 seconds.\n  constraints: Must run on Node.js 20.\n')
+    const file = await answersFile(
+      '  Q-001: Given a month with sales data, when I export it, then a PDF is written.\n  non_functional: Exports take under 10 seconds.\n  constraints: Must run on Node.js 20.\n',
+    )
     const result = await pipe(['run', defaultPipeline, '--input', sentence, '--answers', file, '--decision', 'go', '--json'], {cwd: dir})
     expect(result.code, result.stderr).to.equal(0)
     expect(json<RunJson>(result).status).to.equal('succeeded')

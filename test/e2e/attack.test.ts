@@ -81,7 +81,10 @@ describe('attacks on the trust promises', function () {
     await writeFile(path.join(repo, 'step.js'), 'process.exit(0)\n')
     const again = await run(['resume', runId, '--json'])
     expect(again.code, again.stderr).to.equal(0)
-    const events = (await readFile(path.join(store, 'runs', runId, 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; from?: string; to?: string})
+    const events = (await readFile(path.join(store, 'runs', runId, 'events.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as {event: string; from?: string; to?: string})
     const moves = events.filter((e) => e.to && e.event !== 'created').map((e) => `${e.event}: ${e.from} -> ${e.to}`)
     expect(moves).to.deep.equal(['started: pending -> running', 'failed: running -> failed', 'redriven: failed -> running', 'succeeded: running -> succeeded'])
     const verified = await run(['audit', 'verify', '--json'])
@@ -105,7 +108,9 @@ describe('attacks on the trust promises', function () {
     await rm(path.join(store, 'audit', 'ledger.jsonl'))
     const verified = await run(['audit', 'verify'])
     expect(verified.code, verified.stdout + verified.stderr).to.equal(4)
-    expect(verified.stdout).to.contain(entries[0]!.replace(/\.json$/, '')).and.contain('ledger entry is missing')
+    expect(verified.stdout)
+      .to.contain(entries[0]!.replace(/\.json$/, ''))
+      .and.contain('ledger entry is missing')
   })
 
   it('the file publish target never writes through a symlink a command planted in the workspace', async () => {

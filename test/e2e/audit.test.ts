@@ -61,7 +61,11 @@ interface Store {
   ledgerEntry: string
 }
 
-async function verify(cwd: string, env: Record<string, string | undefined> = {}, run?: string): Promise<{code: number | null; report: Report; stdout: string; stderr: string}> {
+async function verify(
+  cwd: string,
+  env: Record<string, string | undefined> = {},
+  run?: string,
+): Promise<{code: number | null; report: Report; stdout: string; stderr: string}> {
   const result = await pipe(['audit', 'verify', ...(run ? [run] : []), '--json'], {cwd, env: {PIPE_AUDIT_KEY: undefined, ...env}})
   return {code: result.code, report: json<Report>(result), stdout: result.stdout, stderr: result.stderr}
 }
@@ -84,7 +88,14 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     const firstSnapshot = await readJson<Snapshot>(path.join(snapshots, '000001.json'))
     const ledger = (await readdir(path.join(base, '.pipe', 'ledger'))).filter((n) => n.endsWith('.json'))
     expect(ledger).to.have.length(1)
-    names = {run: run.run_id, other: json<{run_id: string}>(second).run_id, spec: run.spec_version, evidence: firstSnapshot.evidence_links[0]!.evidence_id, feature: run.feature_id, ledgerEntry: ledger[0]!}
+    names = {
+      run: run.run_id,
+      other: json<{run_id: string}>(second).run_id,
+      spec: run.spec_version,
+      evidence: firstSnapshot.evidence_links[0]!.evidence_id,
+      feature: run.feature_id,
+      ledgerEntry: ledger[0]!,
+    }
     const clean = await verify(base)
     expect(clean.code, clean.stdout).to.equal(0)
     expect(clean.report.head).to.match(/^sha256:[0-9a-f]{64}$/)
@@ -121,7 +132,11 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     expect(code, stdout).to.equal(4)
     expect(report.ok).to.equal(false)
     const lines = report.problems.map((p) => `${path.relative(s.root, p.file)}  ${p.field}  ${p.record}: ${p.message}`)
-    for (const pattern of patterns) expect(lines.some((l) => pattern.test(l)), `${pattern} in:\n${lines.join('\n')}`).to.equal(true)
+    for (const pattern of patterns)
+      expect(
+        lines.some((l) => pattern.test(l)),
+        `${pattern} in:\n${lines.join('\n')}`,
+      ).to.equal(true)
   }
 
   async function editRun(change: (r: RunRecord) => void, reseal: boolean): Promise<void> {
@@ -358,7 +373,10 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     it("pipe audit verify RUN: the run's index line edited", async () => {
       const file = path.join(s.root, 'audit', 'runs.jsonl')
       const lines = await readLines(file)
-      await writeLines(file, lines.map((l) => (l.run_id === s.run ? {...l, feature_hash: null} : l)))
+      await writeLines(
+        file,
+        lines.map((l) => (l.run_id === s.run ? {...l, feature_hash: null} : l)),
+      )
       await caughtBy(s.run, /audit\/runs\.jsonl {2}line \d+ {2}run index: the seal does not match/)
     })
     it('reordered index lines', async () => {

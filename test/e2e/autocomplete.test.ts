@@ -12,7 +12,10 @@ afterEach(async () => cleanup())
 /** Runs `script` in a real bash with `pipe` on its PATH as the built CLI. */
 function bash(script: string, env: Record<string, string>): Promise<{code: number | null; stdout: string; stderr: string}> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['--norc', '--noprofile', '-c', `pipe() { ${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} "$@"; }\n${script}`], {env: {...process.env, ...env}, stdio: ['ignore', 'pipe', 'pipe']})
+    const child = spawn('bash', ['--norc', '--noprofile', '-c', `pipe() { ${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} "$@"; }\n${script}`], {
+      env: {...process.env, ...env},
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stdout = ''
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
@@ -23,12 +26,13 @@ function bash(script: string, env: Record<string, string>): Promise<{code: numbe
 }
 
 /** What the completion function offers for the words typed so far (the last one being completed). */
-const complete = (...words: string[]): string => `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; COMP_LINE='${words.join(' ')}'; _pipe_autocomplete; echo "\${COMPREPLY[*]}"`
+const complete = (...words: string[]): string =>
+  `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; COMP_LINE='${words.join(' ')}'; _pipe_autocomplete; echo "\${COMPREPLY[*]}"`
 
 describe('pipe autocomplete (built CLI, real bash)', function () {
   this.timeout(120000)
 
-  it('pipe autocomplete bash builds the completion; the script it gives, sourced in bash, completes pipe\'s commands, topics and flags', async () => {
+  it("pipe autocomplete bash builds the completion; the script it gives, sourced in bash, completes pipe's commands, topics and flags", async () => {
     const env = {XDG_CACHE_HOME: path.join(dir, 'cache'), PIPE_HOME: path.join(dir, 'home')}
     const setup = await pipe(['autocomplete', 'bash'], {cwd: dir, env})
     expect(setup.code, setup.stderr).to.equal(0)
@@ -41,9 +45,20 @@ describe('pipe autocomplete (built CLI, real bash)', function () {
     )
     // What it sources names every command with its flags.
     const functions = await readFile(path.join(env.XDG_CACHE_HOME, 'pipe', 'autocomplete', 'functions', 'bash', 'pipe.bash'), 'utf8')
-    for (const line of ['run --json --input', 'resume --json', 'snapshot:show --json', 'validate --json', 'autocomplete ']) expect(functions).to.contain(`\n${line}`)
+    for (const line of ['run --json --input', 'resume --json', 'snapshot:show --json', 'validate --json', 'autocomplete '])
+      expect(functions).to.contain(`\n${line}`)
 
-    const out = await bash([`eval "$(pipe autocomplete script bash)"`, 'complete -p pipe', complete('pipe', 're'), complete('pipe', 'snapshot', 's'), complete('pipe', 'run', '--po'), complete('pipe', 'au')].join('\n'), env)
+    const out = await bash(
+      [
+        `eval "$(pipe autocomplete script bash)"`,
+        'complete -p pipe',
+        complete('pipe', 're'),
+        complete('pipe', 'snapshot', 's'),
+        complete('pipe', 'run', '--po'),
+        complete('pipe', 'au'),
+      ].join('\n'),
+      env,
+    )
     expect(out.code, out.stderr).to.equal(0)
     expect(out.stdout.split('\n')).to.deep.equal(['complete -F _pipe_autocomplete pipe', 'replay resume review', 'show', '--policy', 'audit autocomplete', ''])
   })
@@ -63,5 +78,4 @@ describe('pipe autocomplete (built CLI, real bash)', function () {
     // A flag with a fixed set of values completes them.
     expect(zsh).to.contain(':cache options:(off reuse)"')
   })
-
 })

@@ -79,7 +79,8 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
   }
   let repo: string
   const git = (...args: string[]): string => execFileSync('git', args, {cwd: repo, encoding: 'utf8', env: {...process.env, GIT_CONFIG_NOSYSTEM: '1'}})
-  const run = (...extra: string[]): Promise<CliResult> => cli(['run', file, '--policy', policy, '-i', 'since=v1', '-i', 'audience=customers', '--json', ...extra], repo)
+  const run = (...extra: string[]): Promise<CliResult> =>
+    cli(['run', file, '--policy', policy, '-i', 'since=v1', '-i', 'audience=customers', '--json', ...extra], repo)
 
   beforeEach(async () => {
     repo = path.join(dir, 'repo')
@@ -89,14 +90,24 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     git('config', 'user.name', 'Dev')
     git('commit', '-q', '--allow-empty', '-m', 'Initial commit')
     git('tag', 'v1')
-    for (const message of ['Add CSV export of expenses', 'Fix rounding when an expense is split three ways']) git('commit', '-q', '--allow-empty', '-m', message)
+    for (const message of ['Add CSV export of expenses', 'Fix rounding when an expense is split three ways'])
+      git('commit', '-q', '--allow-empty', '-m', message)
   })
 
   it('records a run, then replays it with the server stopped and no endpoint: same status, same snapshots (masked), a cassette recorded twice is byte-identical', async () => {
     server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify(notes), usage: {prompt_tokens: 321, completion_tokens: 54}}, {content: JSON.stringify(notes), usage: {prompt_tokens: 321, completion_tokens: 54}})
+    server.script(
+      'draft',
+      {content: JSON.stringify(notes), usage: {prompt_tokens: 321, completion_tokens: 54}},
+      {content: JSON.stringify(notes), usage: {prompt_tokens: 321, completion_tokens: 54}},
+    )
     const cassette = path.join(dir, 'notes.cassette.jsonl')
-    const recorded = await run('--record', cassette, '--record-note', 'recorded against the scripted test server (test/helpers/model-server.ts), not a real model')
+    const recorded = await run(
+      '--record',
+      cassette,
+      '--record-note',
+      'recorded against the scripted test server (test/helpers/model-server.ts), not a real model',
+    )
     expect(recorded.code, recorded.stderr).to.equal(0)
     const first = json<RunJson>(recorded)
     expect(first.status).to.equal('succeeded')
@@ -108,8 +119,15 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     expect(second.code, second.stderr).to.equal(0)
     const bytes = await readFile(cassette, 'utf8')
     expect(await readFile(again, 'utf8')).to.equal(bytes)
-    const lines = bytes.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
-    expect(lines[0]).to.deep.equal({type: 'header', format: 'pipe-cassette/3', note: 'recorded against the scripted test server (test/helpers/model-server.ts), not a real model'})
+    const lines = bytes
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(lines[0]).to.deep.equal({
+      type: 'header',
+      format: 'pipe-cassette/3',
+      note: 'recorded against the scripted test server (test/helpers/model-server.ts), not a real model',
+    })
     expect(lines.slice(1).map((l) => [l['type'], l['step']])).to.deep.equal([['interaction', 'draft']])
     expect(bytes).to.not.match(/R-\d{8}|127\.0\.0\.1|"at":|created_at/)
     // Each line is canonical: keys sorted.
@@ -138,7 +156,14 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     expect(draft.meta.usage).to.include({prompt_tokens: 321, completion_tokens: 54, calls: 1})
     // The child runs too: the foreach's items and the publish sub-pipeline.
     const children = (id: string): Promise<string[][]> =>
-      runRecords(repo).then((all) => Promise.all(all.filter((r) => r.parent?.run_id === id).sort((a, b) => (a.parent!.step + String(a.parent!.index ?? 0)).localeCompare(b.parent!.step + String(b.parent!.index ?? 0))).map(async (r) => (await snapshotsOf(repo, r.run_id)).map(masked))))
+      runRecords(repo).then((all) =>
+        Promise.all(
+          all
+            .filter((r) => r.parent?.run_id === id)
+            .sort((a, b) => (a.parent!.step + String(a.parent!.index ?? 0)).localeCompare(b.parent!.step + String(b.parent!.index ?? 0)))
+            .map(async (r) => (await snapshotsOf(repo, r.run_id)).map(masked)),
+        ),
+      )
     expect(await children(third.run_id)).to.deep.equal(await children(first.run_id))
     expect(JSON.parse(await readFile(path.join(repo, 'release-notes', `${third.run_id}.json`), 'utf8'))).to.deep.equal(notes)
 
@@ -150,7 +175,11 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
 
 // A model step fixture: one prompt file, one output schema.
 
-const SCHEMA = {type: 'object', required: ['items'], properties: {items: {type: 'array', items: {type: 'object', required: ['title'], properties: {title: {type: 'string'}}}}}}
+const SCHEMA = {
+  type: 'object',
+  required: ['items'],
+  properties: {items: {type: 'array', items: {type: 'object', required: ['title'], properties: {title: {type: 'string'}}}}},
+}
 const GOOD = {items: [{title: 'CSV export'}]}
 
 async function fixture(steps?: string, extra = ''): Promise<string> {
@@ -182,7 +211,11 @@ function runIn(file: string, extra: string[], env: Record<string, string | undef
 }
 
 async function interactions(cassette: string): Promise<Array<{key: string; step: string; request: {messages: Array<{content: string}>}}>> {
-  return (await readFile(cassette, 'utf8')).trimEnd().split('\n').slice(1).map((l) => JSON.parse(l) as {key: string; step: string; request: {messages: Array<{content: string}>}})
+  return (await readFile(cassette, 'utf8'))
+    .trimEnd()
+    .split('\n')
+    .slice(1)
+    .map((l) => JSON.parse(l) as {key: string; step: string; request: {messages: Array<{content: string}>}})
 }
 
 describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1)', function () {
@@ -216,7 +249,10 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     const filled = await runIn(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
     expect(filled.code, filled.stderr).to.equal(0)
     expect(server.count()).to.equal(1)
-    expect((await interactions(cassette)).map((i) => i.request.messages[1]!.content.split('\n')[0])).to.have.members(['Notes for customers from:', 'Release notes for customers from:'])
+    expect((await interactions(cassette)).map((i) => i.request.messages[1]!.content.split('\n')[0])).to.have.members([
+      'Notes for customers from:',
+      'Release notes for customers from:',
+    ])
     await server.close()
     server = undefined
     const replayed = await runIn(file, ['--replay', cassette])
@@ -257,7 +293,9 @@ ${draft.replace('id: draft', 'id: short')}`)
   })
 
   it('foreach children share the cassette: equal items are asked once, every child request is recorded, and the replay gives each child its reply', async () => {
-    server = await ModelServer.start((request) => ({content: JSON.stringify({items: [{title: `for ${/Notes for (\w+)/.exec(request.body.messages[1]!.content)![1]}`}]})}))
+    server = await ModelServer.start((request) => ({
+      content: JSON.stringify({items: [{title: `for ${/Notes for (\w+)/.exec(request.body.messages[1]!.content)![1]}`}]}),
+    }))
     const file = await fixture(`  - id: each
     kind: foreach
     items: "${'${{'} ['a', 'b', 'a', 'c', 'd'] }}"
@@ -282,10 +320,18 @@ ${draft.replace('id: draft', 'id: short')}`)
 
     const replayed = await runIn(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(0)
-    const children = (await runRecords(dir)).filter((r) => r.parent?.run_id === json<RunJson>(replayed).run_id).sort((x, y) => x.parent!.index! - y.parent!.index!)
+    const children = (await runRecords(dir))
+      .filter((r) => r.parent?.run_id === json<RunJson>(replayed).run_id)
+      .sort((x, y) => x.parent!.index! - y.parent!.index!)
     expect(children).to.have.length(5)
     const outputs = await Promise.all(children.map(async (c) => (await snapshotsOf(dir, c.run_id))[0]!))
-    expect(outputs.map((o) => (o.outputs as {value: {items: Array<{title: string}>}}).value.items[0]!.title)).to.deep.equal(['for a', 'for b', 'for a', 'for c', 'for d'])
+    expect(outputs.map((o) => (o.outputs as {value: {items: Array<{title: string}>}}).value.items[0]!.title)).to.deep.equal([
+      'for a',
+      'for b',
+      'for a',
+      'for c',
+      'for d',
+    ])
     expect(outputs.map((o) => o.meta.model_calls![0]!.source)).to.deep.equal(['cassette', 'cassette', 'cassette', 'cassette', 'cassette'])
   })
 
@@ -299,7 +345,9 @@ ${draft.replace('id: draft', 'id: short')}`)
     vars: {audience: ${audience}, commits: ["3f2a9c1 Add CSV export"]}
     output_schema: schemas/notes.schema.json
 `
-    const file = await fixture(`${model('draft', 'customers')}    spec_path: notes\n    next: check\n  - id: check\n    kind: review\n    on: {go: short}\n${model('short', 'engineers')}`)
+    const file = await fixture(
+      `${model('draft', 'customers')}    spec_path: notes\n    next: check\n  - id: check\n    kind: review\n    on: {go: short}\n${model('short', 'engineers')}`,
+    )
     const cassette = path.join(dir, 'c.jsonl')
     const paused = await runIn(file, ['--record', cassette])
     expect(paused.code, paused.stderr).to.equal(10)
@@ -356,7 +404,10 @@ ${draft.replace('id: draft', 'id: short')}`)
     for (const name of await readdir(replies)) written.push(await readFile(path.join(replies, name), 'utf8'))
     expect(written).to.have.length(2)
     for (const text of written) {
-      expect(text).to.not.contain('tok-9f8e7d6c5b4a3210').and.not.contain(apiKey).and.not.match(/authorization|bearer/i)
+      expect(text)
+        .to.not.contain('tok-9f8e7d6c5b4a3210')
+        .and.not.contain(apiKey)
+        .and.not.match(/authorization|bearer/i)
       expect(text).to.contain('[REDACTED]')
     }
     // Replayed with another value of the secret: the key does not depend on it.
@@ -380,7 +431,9 @@ ${draft.replace('id: draft', 'id: short')}`)
     const cassette = path.join(dir, 'c.jsonl')
     const apiKey = 'sk-test-0123456789abcdefghijklmnop'
     const token = 'tk-4f3e2d1c0b9a8877'
-    const result = await runIn(file, ['--record', cassette, '--record-note', `recorded with ${apiKey} against a server, token=${token} for its admin`], {OPENAI_API_KEY: apiKey})
+    const result = await runIn(file, ['--record', cassette, '--record-note', `recorded with ${apiKey} against a server, token=${token} for its admin`], {
+      OPENAI_API_KEY: apiKey,
+    })
     expect(result.code, result.stderr).to.equal(0)
     const header = JSON.parse((await readFile(cassette, 'utf8')).split('\n')[0]!) as {type: string; note: string}
     expect(header.type).to.equal('header')
@@ -393,7 +446,13 @@ ${draft.replace('id: draft', 'id: short')}`)
       ['foreign.jsonl', '{"name":"something else"}\n', /foreign\.jsonl:1: the first line is not a cassette header/],
       ['version.jsonl', '{"type":"header","format":"pipe-cassette/9"}\n', /version\.jsonl:1: cassette format pipe-cassette\/9 is not one this pipe reads/],
       ['truncated.jsonl', '{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:ab\n', /truncated\.jsonl:2: not a JSON line/],
-      ['schema.jsonl', '{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:' + 'a'.repeat(64) + '","step":"draft","request":{"model":"m","messages":[]}}\n', /schema\.jsonl:2: does not match the cassette schema.*reply/],
+      [
+        'schema.jsonl',
+        '{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:' +
+          'a'.repeat(64) +
+          '","step":"draft","request":{"model":"m","messages":[]}}\n',
+        /schema\.jsonl:2: does not match the cassette schema.*reply/,
+      ],
       ['empty.jsonl', '', /empty\.jsonl:1: the cassette is empty/],
       ['yaml.jsonl', 'type: header\n', /yaml\.jsonl:1: not a JSON line/],
     ]
@@ -423,7 +482,10 @@ ${draft.replace('id: draft', 'id: short')}`)
     await mkdir(path.join(dir, 'folder.jsonl'))
     const deep = path.join(dir, 'deep.jsonl')
     const nested = `${'['.repeat(100000)}${']'.repeat(100000)}`
-    await writeFile(deep, `{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:${'a'.repeat(64)}","step":"draft","request":{"model":"m","messages":[],"response_format":{"type":"json_object","x":${nested}}},"reply":{"model":"m","finish_reason":"stop","message":{"role":"assistant","content":"{}"}}}\n`)
+    await writeFile(
+      deep,
+      `{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:${'a'.repeat(64)}","step":"draft","request":{"model":"m","messages":[],"response_format":{"type":"json_object","x":${nested}}},"reply":{"model":"m","finish_reason":"stop","message":{"role":"assistant","content":"{}"}}}\n`,
+    )
     for (const [flag, given, pattern] of [
       ['--replay', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
       ['--record', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
@@ -505,14 +567,22 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(server.count(), 'the tampered reply was not silently asked again either').to.equal(1)
     const audit = await cli(['audit', 'verify'], dir)
     expect(audit.code).to.not.equal(0)
-    expect(audit.stdout + audit.stderr).to.contain(name!).and.contain('seal')
+    expect(audit.stdout + audit.stderr)
+      .to.contain(name!)
+      .and.contain('seal')
   })
 
   it('a redriven run reuses the replies that already succeeded: only the failed request is asked again', async () => {
     server = await ModelServer.start()
     // An agent's first turn (a tool call) is answered; the next request is refused (400, not retried): the step fails.
-    server.script('draft', {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]}, {status: 400, body: {error: {message: 'bad request: too many tokens'}}})
-    const file = await fixture('  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n')
+    server.script(
+      'draft',
+      {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]},
+      {status: 400, body: {error: {message: 'bad request: too many tokens'}}},
+    )
+    const file = await fixture(
+      '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n',
+    )
     const failed = await runIn(file, [])
     expect(failed.code, failed.stderr).to.equal(1)
     const runId = json<RunJson>(failed).run_id
@@ -538,13 +608,18 @@ ${draft.replace('id: draft', 'id: short')}`)
     const last = (await snapshotsOf(dir, broke.run_id)).at(-1)!
     expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
     expect(last.outputs).to.deep.equal({value: GOOD})
-    const cached = JSON.parse(await readFile(path.join(dir, '.pipe', 'replies', `${last.meta.model_calls![0]!.key.slice('sha256:'.length)}.json`), 'utf8')) as {reply: {message: {content: string}}; rejected?: string}
+    const cached = JSON.parse(await readFile(path.join(dir, '.pipe', 'replies', `${last.meta.model_calls![0]!.key.slice('sha256:'.length)}.json`), 'utf8')) as {
+      reply: {message: {content: string}}
+      rejected?: string
+    }
     expect(cached.reply.message.content, 'the new reply replaced the rejected one').to.equal(JSON.stringify(GOOD))
     expect(cached.rejected).to.equal(undefined)
 
     // So is an agent's final answer that broke its output_schema.
     server.script('draft', {content: JSON.stringify({items: 'not a list'})})
-    const agent = await fixture('  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n    output_schema: schemas/notes.schema.json\n    max_repairs: 0\n')
+    const agent = await fixture(
+      '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n    output_schema: schemas/notes.schema.json\n    max_repairs: 0\n',
+    )
     const invalid = json<RunJson>(await runIn(agent, []))
     expect(invalid.status).to.equal('failed')
     expect(invalid.error?.code).to.equal('E_MODEL')
@@ -619,7 +694,10 @@ describe('pipe replay --check: model steps from the reply cache', function () {
     await rm(replies, {recursive: true})
     const none = await cli(['replay', runId, '--check', '--json'], dir)
     expect(none.code, none.stderr).to.equal(0)
-    expect(json<{models: Array<{checked: boolean; error?: string}>}>(none).models[0]).to.include({checked: false, error: '2 of 2 replies are not in the reply cache'})
+    expect(json<{models: Array<{checked: boolean; error?: string}>}>(none).models[0]).to.include({
+      checked: false,
+      error: '2 of 2 replies are not in the reply cache',
+    })
   })
 })
 

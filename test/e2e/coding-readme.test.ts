@@ -35,7 +35,10 @@ describe('examples/coding/README.md, followed literally', function () {
           line
             .replaceAll('/path/to/pipe', repoRoot)
             .replaceAll('/tmp/scratch', scratch)
-            .replace(/R-\.\.\./, '"$(pipe runs list --json | node -e \'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8")).runs[0].run_id)\')"'),
+            .replace(
+              /R-\.\.\./,
+              '"$(pipe runs list --json | node -e \'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8")).runs[0].run_id)\')"',
+            ),
         )
         .join('\n')
       // A machine with no git identity, as on a fresh CI box; pipe as an installed command.

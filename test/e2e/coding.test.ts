@@ -13,7 +13,8 @@ import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
-const TEST = "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
+const TEST =
+  "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
 const block = (from: string, to: string): string => `calc.js\n<<<<<<< SEARCH\n  return ${from}\n=======\n  return ${to}\n>>>>>>> REPLACE\n`
 
 const ARCH = {
@@ -32,11 +33,24 @@ const TASKS = {
       type: 'modify_file',
       files_required: ['calc.js', 'calc.test.js'],
       files_touched: ['calc.js'],
-      acceptance_tests: {static_checks: [['node', '--check', 'calc.js']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: ['add(2, 3) is 5']},
+      acceptance_tests: {
+        static_checks: [['node', '--check', 'calc.js']],
+        unit_tests: [['node', '--test']],
+        smoke_tests: [],
+        expected_signals: ['add(2, 3) is 5'],
+      },
     },
   ],
 }
-const SUMMARY = {what_changed: ['calc.js: add() adds'], why: 'add() subtracted', how_verified: ['node --test'], risks: [], rollback: 'git revert the coding_agent commit', blockers: [], manual_steps: []}
+const SUMMARY = {
+  what_changed: ['calc.js: add() adds'],
+  why: 'add() subtracted',
+  how_verified: ['node --test'],
+  risks: [],
+  rollback: 'git revert the coding_agent commit',
+  blockers: [],
+  manual_steps: [],
+}
 
 /** The scripted summary of a run whose task blocked (seed 000: the blockers and the manual steps). */
 const BLOCKED_SUMMARY = {
@@ -107,11 +121,24 @@ function git(...args: string[]): string {
 const env = (): Record<string, string> => ({OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')})
 
 function run(pipeline = path.join(repoRoot, 'pipelines', 'coding.yaml')): Promise<CliResult> {
-  return pipe(['run', pipeline, '--text', 'add(a, b) in calc.js must return the sum of a and b; today it subtracts.', '--decision', 'go', '--json', '--policy', path.join(dir, 'policy.yaml')], {
-    cwd: repo,
-    env: env(),
-    timeoutMs: 240000,
-  })
+  return pipe(
+    [
+      'run',
+      pipeline,
+      '--text',
+      'add(a, b) in calc.js must return the sum of a and b; today it subtracts.',
+      '--decision',
+      'go',
+      '--json',
+      '--policy',
+      path.join(dir, 'policy.yaml'),
+    ],
+    {
+      cwd: repo,
+      env: env(),
+      timeoutMs: 240000,
+    },
+  )
 }
 
 interface RunJson {
@@ -144,7 +171,10 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     )
     // The same pipeline with prices: the tasks' child runs price their agent's tokens with them too.
     const priced = path.join(dir, 'priced.yaml')
-    await writeFile(priced, `version: 1\nname: coding-priced\nextends: ${JSON.stringify(path.relative(dir, path.join(repoRoot, 'pipelines', 'coding.yaml')))}\nprovider: {prices: {prompt_per_1k: 0.5, completion_per_1k: 1.5, currency: EUR}}\n`)
+    await writeFile(
+      priced,
+      `version: 1\nname: coding-priced\nextends: ${JSON.stringify(path.relative(dir, path.join(repoRoot, 'pipelines', 'coding.yaml')))}\nprovider: {prices: {prompt_per_1k: 0.5, completion_per_1k: 1.5, currency: EUR}}\n`,
+    )
     const result = await run(priced)
     expect(result.code, result.stderr + result.stdout).to.equal(0)
     const body = json<RunJson>(result)
@@ -154,10 +184,19 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('status', '--porcelain')).to.equal('')
     expect(attemptStarts()).to.have.length(1)
     expect(server.count('summary')).to.equal(1)
-    const usage = (r: ModelRequest): [number, number] => (r.kind === 'implement' ? [100, 50] : ['arch', 'tasks', 'summary'].includes(r.kind) ? [200, 60] : [120, 80])
+    const usage = (r: ModelRequest): [number, number] =>
+      r.kind === 'implement' ? [100, 50] : ['arch', 'tasks', 'summary'].includes(r.kind) ? [200, 60] : [120, 80]
     const cost = server.requests.reduce((n, r) => n + (usage(r)[0] * 0.5 + usage(r)[1] * 1.5) / 1000, 0)
     const stats = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--pipeline', 'coding-priced', '--json'], {cwd: repo, env: env()}))
-    expect(stats.totals).to.deep.include({runs: 1, tasks: 1, tasks_passed: 1, mean_attempts: 1, failure_categories: {}, currency: 'EUR', model_calls: server.count()})
+    expect(stats.totals).to.deep.include({
+      runs: 1,
+      tasks: 1,
+      tasks_passed: 1,
+      mean_attempts: 1,
+      failure_categories: {},
+      currency: 'EUR',
+      model_calls: server.count(),
+    })
     expect(stats.totals['cost']).to.be.closeTo(cost, 1e-6)
   })
 
@@ -189,7 +228,8 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     // Seed 004's artifacts, written as the run went, under the store (git-ignored).
     const runId = json<RunJson>(result).run_id
     const root = path.join(repo, '.pipe', 'artifacts')
-    for (const file of ['prd.md', 'arch.json', 'tasks.json', `runs/${runId}/state.json`, `runs/${runId}/timeline.md`]) expect(existsSync(path.join(root, file)), file).to.equal(true)
+    for (const file of ['prd.md', 'arch.json', 'tasks.json', `runs/${runId}/state.json`, `runs/${runId}/timeline.md`])
+      expect(existsSync(path.join(root, file)), file).to.equal(true)
     expect(JSON.parse(await readFile(path.join(root, 'arch.json'), 'utf8'))).to.deep.equal(ARCH)
     expect(JSON.parse(await readFile(path.join(root, 'tasks.json'), 'utf8'))).to.deep.equal(TASKS.tasks)
     const state = JSON.parse(await readFile(path.join(root, 'runs', runId, 'state.json'), 'utf8')) as {phase: string; child_runs: string[]}
@@ -198,30 +238,66 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const child = state.child_runs[0]!
     const task = path.join(root, 'runs', child, 'task_T1')
     expect(await readdir(task)).to.deep.equal(['attempt_01', 'attempt_02'])
-    const childState = JSON.parse(await readFile(path.join(root, 'runs', child, 'state.json'), 'utf8')) as {phase: string; attempts_by_task: Record<string, number>; last_commit_hash: string}
+    const childState = JSON.parse(await readFile(path.join(root, 'runs', child, 'state.json'), 'utf8')) as {
+      phase: string
+      attempts_by_task: Record<string, number>
+      last_commit_hash: string
+    }
     expect(childState).to.include({phase: 'succeeded', last_commit_hash: git('rev-parse', 'HEAD')})
     expect(childState.attempts_by_task).to.deep.equal({T1: 2})
-    for (const [attempt, status] of [['attempt_01', 'fail'], ['attempt_02', 'pass']] as const) {
+    for (const [attempt, status] of [
+      ['attempt_01', 'fail'],
+      ['attempt_02', 'pass'],
+    ] as const) {
       const files = await readdir(path.join(task, attempt))
-      expect(files, attempt).to.include.members(['plan.json', 'patch.diff', 'patch_apply.json', 'verdict.json', 'qa_step_01_static.log', 'qa_step_02_tests.log'])
+      expect(files, attempt).to.include.members([
+        'plan.json',
+        'patch.diff',
+        'patch_apply.json',
+        'verdict.json',
+        'qa_step_01_static.log',
+        'qa_step_02_tests.log',
+      ])
       const verdict = JSON.parse(await readFile(path.join(task, attempt, 'verdict.json'), 'utf8')) as {status: string; full_logs: string[]}
       expect(verdict.status).to.equal(status)
-      expect(verdict.full_logs).to.deep.equal([`runs/${child}/task_T1/${attempt}/qa_step_01_static.log`, `runs/${child}/task_T1/${attempt}/qa_step_02_tests.log`])
+      expect(verdict.full_logs).to.deep.equal([
+        `runs/${child}/task_T1/${attempt}/qa_step_01_static.log`,
+        `runs/${child}/task_T1/${attempt}/qa_step_02_tests.log`,
+      ])
       for (const log of verdict.full_logs) expect(existsSync(path.join(root, log)), log).to.equal(true)
     }
     expect(await readFile(path.join(task, 'attempt_01', 'patch.diff'), 'utf8')).to.contain('+  return a + b + 1')
     expect(await readFile(path.join(task, 'attempt_01', 'qa_step_02_tests.log'), 'utf8')).to.contain('6 !== 5')
     expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'patch_apply.json'), 'utf8'))).to.include({status: 'applied'})
-    expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'plan.json'), 'utf8')).answer).to.deep.equal({summary: 'add() adds without the stray + 1', plan: ['read the verdict', 'drop the + 1']})
+    expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'plan.json'), 'utf8')).answer).to.deep.equal({
+      summary: 'add() adds without the stray + 1',
+      plan: ['read the verdict', 'drop the + 1'],
+    })
     const timeline = await readFile(path.join(root, 'runs', child, 'timeline.md'), 'utf8')
     expect(timeline).to.contain('QA fail at tests').and.contain('QA pass')
     // The artifacts are the store's, never part of the repository's commits.
     expect(git('ls-files')).not.to.contain('artifacts')
 
     // pipe stats over the same run: one task, passed on its 2nd attempt after one test_fail.
-    const stats = json<{totals: Record<string, unknown>; pipelines: Array<Record<string, unknown>>; runs: Array<Record<string, unknown>>}>(await pipe(['stats', '--json'], {cwd: repo, env: env()}))
+    const stats = json<{totals: Record<string, unknown>; pipelines: Array<Record<string, unknown>>; runs: Array<Record<string, unknown>>}>(
+      await pipe(['stats', '--json'], {cwd: repo, env: env()}),
+    )
     const tokens = server.requests.reduce((n, r) => n + (r.kind === 'implement' ? 150 : ['arch', 'tasks', 'summary'].includes(r.kind) ? 260 : 200), 0)
-    const expected = {runs: 1, tasks: 1, tasks_passed: 1, task_pass_rate: 1, attempts: 2, mean_attempts: 2, failure_categories: {test_fail: 1}, patches: 2, mean_patch_lines: 2, qa_runs: 2, model_calls: server.count(), total_tokens: tokens, cost: null}
+    const expected = {
+      runs: 1,
+      tasks: 1,
+      tasks_passed: 1,
+      task_pass_rate: 1,
+      attempts: 2,
+      mean_attempts: 2,
+      failure_categories: {test_fail: 1},
+      patches: 2,
+      mean_patch_lines: 2,
+      qa_runs: 2,
+      model_calls: server.count(),
+      total_tokens: tokens,
+      cost: null,
+    }
     expect(stats.totals).to.deep.include(expected)
     expect(stats.totals['mean_qa_ms']).to.be.a('number').and.be.greaterThan(0)
     expect(stats.pipelines).to.have.length(1)
@@ -262,13 +338,22 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     // Seed 000: an unrecoverable task still goes to the summary, which is told what was tried and what failed.
     expect(server.count('summary')).to.equal(1)
     const summary = server.requests.find((r) => r.kind === 'summary')!.body.messages.find((m) => m.role === 'user')!.content
-    expect(summary).to.contain('"status": "blocked"').and.contain('QA still fails at tests (test_fail)').and.contain('after 3 attempt(s)').and.contain('the agent last said: attempt 3')
+    expect(summary)
+      .to.contain('"status": "blocked"')
+      .and.contain('QA still fails at tests (test_fail)')
+      .and.contain('after 3 attempt(s)')
+      .and.contain('the agent last said: attempt 3')
     expect(body.reason).to.match(/^step blocked needs a person: 1 of 1 task\(s\) not done: T1 \(blocked\): /)
     expect(body.reason).to.contain(`what was tried, what failed and what a person should do: pipe snapshot show ${body.run_id} --step summary`)
-    const shownSummary = json<Array<{outputs: {value: unknown}}>>(await pipe(['snapshot', 'show', body.run_id, '--step', 'summary', '--json'], {cwd: repo, env: env()}))
+    const shownSummary = json<Array<{outputs: {value: unknown}}>>(
+      await pipe(['snapshot', 'show', body.run_id, '--step', 'summary', '--json'], {cwd: repo, env: env()}),
+    )
     expect(shownSummary.map((s) => s.outputs.value)).to.deep.equal([BLOCKED_SUMMARY])
 
-    const children = async (): Promise<string[]> => json<{runs: Array<{run_id: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()})).runs.filter((r) => r.parent).map((r) => r.run_id)
+    const children = async (): Promise<string[]> =>
+      json<{runs: Array<{run_id: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()}))
+        .runs.filter((r) => r.parent)
+        .map((r) => r.run_id)
     const childrenBefore = await children()
     expect(childrenBefore).to.have.length(1)
 
@@ -291,10 +376,14 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1\nstart')
     expect(git('show', 'HEAD:calc.js')).to.contain('return a + b')
     expect(git('status', '--porcelain')).to.equal('')
-    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()}))
+    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(
+      await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()}),
+    )
     const child = runs.runs.find((r) => r.parent !== undefined)!
     expect(child.status).to.equal('succeeded')
-    const steps = json<Array<{step: {name: string}; decisions: Array<{decision: string; by?: string}>}>>(await pipe(['snapshot', 'show', child.run_id, '--json'], {cwd: repo, env: env()}))
+    const steps = json<Array<{step: {name: string}; decisions: Array<{decision: string; by?: string}>}>>(
+      await pipe(['snapshot', 'show', child.run_id, '--json'], {cwd: repo, env: env()}),
+    )
     expect(steps.slice(-10).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
       ['blocked', 'resumed'],
       ['qa', 'fail'],
@@ -329,13 +418,25 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('status', '--porcelain')).to.equal('')
     expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
     expect(attemptStarts()).to.have.length(1)
-    expect(body.reason).to.contain('T1 (blocked)').and.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA could not run: E_POLICY_DENIED: command ["eslint","."] is not allowed')
+    expect(body.reason)
+      .to.contain('T1 (blocked)')
+      .and.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA could not run: E_POLICY_DENIED: command ["eslint","."] is not allowed')
     expect(server.count('summary')).to.equal(1)
-    expect(server.requests.find((r) => r.kind === 'summary')!.body.messages.find((m) => m.role === 'user')!.content).to.contain('command [\\"eslint\\",\\".\\"] is not allowed')
+    expect(server.requests.find((r) => r.kind === 'summary')!.body.messages.find((m) => m.role === 'user')!.content).to.contain(
+      'command [\\"eslint\\",\\".\\"] is not allowed',
+    )
   })
 
   it("bounds the agent's edits by the task's files_touched and constraints.forbidden_paths: an edit outside them is refused as a tool result, nothing is committed", async () => {
-    await setup(taskWith({files_touched: ['README.md', 'docs/**'], constraints: {forbidden_paths: ['docs/private/**'], forbidden_actions: []}, rollback_plan: {strategy: 'git_reset'}, max_retries: 3}), {'README.md': '# calc\n'})
+    await setup(
+      taskWith({
+        files_touched: ['README.md', 'docs/**'],
+        constraints: {forbidden_paths: ['docs/private/**'], forbidden_actions: []},
+        rollback_plan: {strategy: 'git_reset'},
+        max_retries: 3,
+      }),
+      {'README.md': '# calc\n'},
+    )
     server.script(
       'implement',
       {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b')}}]},
@@ -347,7 +448,10 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(json<RunJson>(result).status).to.equal('blocked')
     // The model was told why, as the result of its call.
     const implement = server.requests.filter((r) => r.kind === 'implement')
-    const results = implement.at(-1)!.body.messages.filter((m) => m.role === 'tool').map((m) => m.content)
+    const results = implement
+      .at(-1)!
+      .body.messages.filter((m) => m.role === 'tool')
+      .map((m) => m.content)
     expect(results).to.have.length(2)
     expect(results[0]).to.contain('calc.js').and.contain('files_touched').and.contain('README.md').and.contain('nothing was applied')
     expect(results[1]).to.contain('docs/private/notes.md').and.contain('forbidden_paths').and.contain('nothing was applied')
@@ -370,10 +474,12 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(json<RunJson>(result).reason).to.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA still fails at tests (test_fail)')
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
     // The task as planned, constraints and all, reached the agent.
-    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content).to.contain('"max_retries": 1').and.contain('add a dependency')
+    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content)
+      .to.contain('"max_retries": 1')
+      .and.contain('add a dependency')
   })
 
-  it("runs a task after the tasks it depends_on, and never runs one whose dependency was blocked (seed 003)", async () => {
+  it('runs a task after the tasks it depends_on, and never runs one whose dependency was blocked (seed 003)', async () => {
     // T2 comes first in the list but builds on T1; T1 fails its one attempt and is rolled back.
     const t1 = {...TASKS.tasks[0]!, max_retries: 1}
     const t2 = {...TASKS.tasks[0]!, id: 'T2', title: 'use add()', goal: 'a caller of add()', depends_on: ['T1']}
@@ -389,7 +495,9 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     // One attempt in all, and it was T1's: T2 never reached the agent.
     expect(attemptStarts()).to.have.length(1)
     expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content).to.contain('"id": "T1"')
-    const [each] = json<Array<{outputs: {items: Array<{key: string; status: string; run_id: string | null; reason: string}>}}>>(await pipe(['snapshot', 'show', body.run_id, '--step', 'each', '--json'], {cwd: repo, env: env()}))
+    const [each] = json<Array<{outputs: {items: Array<{key: string; status: string; run_id: string | null; reason: string}>}}>>(
+      await pipe(['snapshot', 'show', body.run_id, '--step', 'each', '--json'], {cwd: repo, env: env()}),
+    )
     const items = each!.outputs.items
     expect(items.map((i) => [i.key, i.status, i.run_id === null])).to.deep.equal([
       ['T2', 'blocked', true],
@@ -408,7 +516,19 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     git('init', '-q')
     const home = {PIPE_HOME: path.join(dir, 'home')}
     const result = await pipe(
-      ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json'],
+      [
+        'run',
+        path.join(repoRoot, 'pipelines', 'coding.yaml'),
+        '--input',
+        path.join(example, 'requirement.md'),
+        '--decision',
+        'go',
+        '--policy',
+        path.join(example, 'policy.yaml'),
+        '--replay',
+        path.join(example, 'cassettes', 'coding-agent.jsonl'),
+        '--json',
+      ],
       {cwd: repo, env: home, timeoutMs: 240000},
     )
     expect(result.code, result.stderr + result.stdout).to.equal(0)
@@ -416,12 +536,18 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     // The repository: the baseline checkpoint (its first commit) and the agent's fix, tested.
     expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1')
     expect(git('show', '--stat', '--format=%s', 'HEAD')).to.contain('median.js')
-    expect(await readFile(path.join(repo, 'median.js'), 'utf8')).to.contain('.sort((a, b) => a - b)').and.contain('(sorted[middle - 1] + sorted[middle]) / 2')
+    expect(await readFile(path.join(repo, 'median.js'), 'utf8'))
+      .to.contain('.sort((a, b) => a - b)')
+      .and.contain('(sorted[middle - 1] + sorted[middle]) / 2')
     execFileSync(process.execPath, ['--test'], {cwd: repo, stdio: 'pipe'})
     // What a person reads: the first attempt's failing QA and the second's pass.
     const state = JSON.parse(await readFile(path.join(repo, '.pipe', 'artifacts', 'runs', runId, 'state.json'), 'utf8')) as {child_runs: string[]}
     const task = path.join(repo, '.pipe', 'artifacts', 'runs', state.child_runs[0]!, 'task_T1')
-    const first = JSON.parse(await readFile(path.join(task, 'attempt_01', 'verdict.json'), 'utf8')) as {status: string; failed_stage: string; log_lines: string[]}
+    const first = JSON.parse(await readFile(path.join(task, 'attempt_01', 'verdict.json'), 'utf8')) as {
+      status: string
+      failed_stage: string
+      log_lines: string[]
+    }
     expect(first).to.include({status: 'fail', failed_stage: 'tests'})
     expect(first.log_lines.join('\n')).to.contain('2 !== 9')
     expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'verdict.json'), 'utf8'))).to.include({status: 'pass'})
@@ -441,11 +567,24 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     git('init', '-q')
     const home = {PIPE_HOME: path.join(dir, 'home')}
-    const args = ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl')]
+    const args = [
+      'run',
+      path.join(repoRoot, 'pipelines', 'coding.yaml'),
+      '--input',
+      path.join(example, 'requirement.md'),
+      '--decision',
+      'go',
+      '--policy',
+      path.join(example, 'policy.yaml'),
+      '--replay',
+      path.join(example, 'cassettes', 'coding-agent.jsonl'),
+    ]
     // The 100th artifact file of about 140 falls inside the task's child run.
     const killed = await pipe(args, {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
     expect(killed.signal, killed.stderr).to.equal('SIGKILL')
-    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: home}))
+    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(
+      await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: home}),
+    )
     const parent = runs.runs.find((r) => !r.parent)!
     expect(parent.status).to.equal('interrupted')
     const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: repo, env: home, timeoutMs: 240000})
@@ -455,7 +594,11 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const live = path.join(repo, '.pipe', 'artifacts')
     const exported = path.join(dir, 'exported')
     expect((await pipe(['export', parent.run_id, '--dir', exported], {cwd: repo, env: home})).code).to.equal(0)
-    const list = async (root: string): Promise<string[]> => ((await readdir(root, {recursive: true, withFileTypes: true})) as Array<{name: string; parentPath?: string; path?: string; isFile(): boolean}>).filter((e) => e.isFile()).map((e) => path.relative(root, path.join(e.parentPath ?? e.path ?? root, e.name))).sort()
+    const list = async (root: string): Promise<string[]> =>
+      ((await readdir(root, {recursive: true, withFileTypes: true})) as Array<{name: string; parentPath?: string; path?: string; isFile(): boolean}>)
+        .filter((e) => e.isFile())
+        .map((e) => path.relative(root, path.join(e.parentPath ?? e.path ?? root, e.name)))
+        .sort()
     const files = await list(live)
     expect(files).to.deep.equal(await list(exported))
     expect(files.filter((f) => f.endsWith('verdict.json'))).to.have.length(3)

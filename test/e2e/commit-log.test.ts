@@ -19,7 +19,9 @@ async function recordFiles(cwd: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {}
   const runs = (await readdir(path.join(root, 'runs'))).filter((n) => n.startsWith('R-'))
   const folders = ['specs', 'evidence', ...runs.map((r) => path.join('runs', r, 'snapshots'))]
-  for (const folder of folders) for (const name of await readdir(path.join(root, folder))) if (name.endsWith('.json')) out[path.join(folder, name)] = await readFile(path.join(root, folder, name), 'utf8')
+  for (const folder of folders)
+    for (const name of await readdir(path.join(root, folder)))
+      if (name.endsWith('.json')) out[path.join(folder, name)] = await readFile(path.join(root, folder, name), 'utf8')
   return out
 }
 
@@ -58,7 +60,9 @@ describe('the commit log: records written without their own sync, rebuilt after 
     expect(damaged.code, damaged.stdout).to.equal(4)
     expect(damaged.stdout).to.contain(`${compile.spec_version_out}: file is missing`)
     for (const id of [compile.evidence_links[0]!.evidence_id, compile.evidence_links.at(-1)!.evidence_id, compile.spec_version_out!]) {
-      expect(damaged.stderr).to.match(new RegExp(`note: \\S+  ${id}: is (missing|damaged), and the commit log of ${runId} holds it .*pipe resume ${runId} rewrites it`))
+      expect(damaged.stderr).to.match(
+        new RegExp(`note: \\S+  ${id}: is (missing|damaged), and the commit log of ${runId} holds it .*pipe resume ${runId} rewrites it`),
+      )
     }
     expect(damaged.stderr).to.contain(`${runId}#${planned.step.seq}: the snapshot is damaged, and the commit log holds it`)
 
@@ -120,9 +124,17 @@ describe('the commit log: records written without their own sync, rebuilt after 
     for (const [file, text] of Object.entries(intact)) expect(after[file], file).to.equal(text)
     const list = await snapshots(dir, runId!)
     expect(list.map((s) => s.step.seq)).to.deep.equal(list.map((_, i) => i + 1))
-    expect(list.filter((s) => s.step.name === 'plan_tasks'), 'the step is not run again').to.have.length(1)
+    expect(
+      list.filter((s) => s.step.name === 'plan_tasks'),
+      'the step is not run again',
+    ).to.have.length(1)
     const specs = (await readdir(path.join(dir, '.pipe', 'specs'))).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5))
-    expect(specs.sort(), 'every version written is used, once').to.deep.equal(list.map((s) => s.spec_version_out).filter((v): v is string => v !== null).sort())
+    expect(specs.sort(), 'every version written is used, once').to.deep.equal(
+      list
+        .map((s) => s.spec_version_out)
+        .filter((v): v is string => v !== null)
+        .sort(),
+    )
     const audit = await pipe(['audit', 'verify'], {cwd: dir})
     expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
     expect(audit.stderr).to.not.contain('note:')

@@ -46,7 +46,12 @@ async function policyFile(extra = ''): Promise<string> {
   return file
 }
 
-async function run(cwd: string, steps: string, policy?: string, env: Record<string, string> = {}): Promise<{result: RunJson; code: number | null; stderr: string}> {
+async function run(
+  cwd: string,
+  steps: string,
+  policy?: string,
+  env: Record<string, string> = {},
+): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const file = path.join(dir, 'p.yaml')
   await writeFile(file, `version: 1\nname: contain\nsteps:\n${steps}`)
   const r = await pipe(['run', file, '--policy', policy ?? (await policyFile()), '--json'], {cwd, env, timeoutMs: 120000})
@@ -91,7 +96,10 @@ test('plants', () => {
 })
 `,
     )
-    const out = await run(pkg, `  - {id: qa, kind: qa, stages: {tests: [[node, --test, plant.test.mjs]]}, on: {pass: save, fail: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`)
+    const out = await run(
+      pkg,
+      `  - {id: qa, kind: qa, stages: {tests: [[node, --test, plant.test.mjs]]}, on: {pass: save, fail: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`,
+    )
     expect(existsSync(marker), 'the planted post-commit hook ran').to.equal(false)
     expect(out.code, out.stderr).to.not.equal(0)
     expect(out.result.status).to.equal('failed')
@@ -113,7 +121,10 @@ test('plants', () => {
       path.join(ws, 'plant.mjs'),
       `import {execFileSync} from 'node:child_process'\nimport {chmodSync, writeFileSync} from 'node:fs'\nexecFileSync('git', ['init', '-q'])\nwriteFileSync('.git/hooks/post-commit', ${JSON.stringify(hook(marker))})\nchmodSync('.git/hooks/post-commit', 0o755)\n`,
     )
-    const out = await run(ws, `  - {id: plant, kind: command, run: [node, plant.mjs], on: {success: save, failure: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`)
+    const out = await run(
+      ws,
+      `  - {id: plant, kind: command, run: [node, plant.mjs], on: {success: save, failure: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`,
+    )
     expect(existsSync(marker), 'the planted post-commit hook ran').to.equal(false)
     expect(out.result.status).to.equal('failed')
     const [plant, save] = await snapshots(ws, out.result.run_id)
@@ -191,18 +202,30 @@ describe('containment: the file publish target and planted symlinks', function (
       git(repo, 'init', '-q', '-b', 'main')
       await writeFile(path.join(repo, 'plant.mjs'), `import {symlinkSync} from 'node:fs'\nsymlinkSync(${JSON.stringify(into)}, 'published')\n`)
       const pipeline = path.join(dir, 'planted.yaml')
-      await writeFile(pipeline, `version: 1\nname: planted\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {insert_before: publish, step: {id: plant, kind: command, run: [node, plant.mjs]}}\n`)
+      await writeFile(
+        pipeline,
+        `version: 1\nname: planted\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {insert_before: publish, step: {id: plant, kind: command, run: [node, plant.mjs]}}\n`,
+      )
       // The store exists before the command runs, as it does in any run.
       const before = {git: await tree(path.join(repo, '.git')), store: await tree(path.join(repo, '.pipe', 'ledger'))}
-      const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--policy', await policyFile(), '--json'], {cwd: repo, timeoutMs: 120000})
+      const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--policy', await policyFile(), '--json'], {
+        cwd: repo,
+        timeoutMs: 120000,
+      })
       expect(lstatSync(path.join(repo, 'published')).isSymbolicLink(), 'the command planted the link').to.equal(true)
       expect(r.code, r.stderr).to.not.equal(0)
       const error = json<RunJson>(r).error!
       expect(error.code).to.equal('E_POLICY_DENIED')
       expect(error.message).to.contain(`symlink published -> ${into}`)
-      expect((await tree(path.join(repo, '.git'))).filter((f) => f.includes('F-')), 'nothing published into .git').to.deep.equal([])
+      expect(
+        (await tree(path.join(repo, '.git'))).filter((f) => f.includes('F-')),
+        'nothing published into .git',
+      ).to.deep.equal([])
       // The ledger's own records are files F-...+target+S-....json; a published feature would be a folder F-....
-      expect((await tree(path.join(repo, '.pipe', 'ledger'))).filter((f) => /^F-\d{4}-\d+($|\/)/.test(f)), 'nothing published into the store').to.deep.equal([])
+      expect(
+        (await tree(path.join(repo, '.pipe', 'ledger'))).filter((f) => /^F-\d{4}-\d+($|\/)/.test(f)),
+        'nothing published into the store',
+      ).to.deep.equal([])
       expect(before.git.filter((f) => f.includes('F-'))).to.deep.equal([])
     })
   }
@@ -213,7 +236,10 @@ describe('containment: the file publish target and planted symlinks', function (
     git(repo, 'init', '-q', '-b', 'main')
     for (const target of ['.git/published', '.pipe/published']) {
       const pipeline = path.join(dir, 'inside.yaml')
-      await writeFile(pipeline, `version: 1\nname: inside\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {replace: publish, step: {id: publish, kind: publish, targets: [{name: local, type: file, dir: ${target}}]}}\n`)
+      await writeFile(
+        pipeline,
+        `version: 1\nname: inside\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {replace: publish, step: {id: publish, kind: publish, targets: [{name: local, type: file, dir: ${target}}]}}\n`,
+      )
       const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: repo, timeoutMs: 120000})
       const error = json<RunJson>(r).error
       expect(error?.code, r.stderr).to.equal('E_POLICY_DENIED')
@@ -224,7 +250,8 @@ describe('containment: the file publish target and planted symlinks', function (
 
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
 const FIX = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + b\n>>>>>>> REPLACE\n'
-const CHECKED = 'version: 1\nallowed_commands:\n  - [node, --check, "{path}"]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nconfirm: []\nresource_limits: {command_timeout_ms: 60000}\n'
+const CHECKED =
+  'version: 1\nallowed_commands:\n  - [node, --check, "{path}"]\nforbidden_paths: []\nmax_patch_lines: 50\nmax_retries_default: 0\nconfirm: []\nresource_limits: {command_timeout_ms: 60000}\n'
 
 describe('containment: edits', function () {
   this.timeout(180000)
@@ -276,10 +303,12 @@ describe('containment: edits', function () {
     const base = defaultPolicy()
     const policy = {...base, policy: {...base.policy, sandbox: 'off' as const, syntax_checks: {'.js': ['node', '--check', '{path}'] as [string, ...string[]]}}}
     const place = {policy, root: repo, signal: new AbortController().signal, slotsDir: path.join(dir, 'slots')}
-    const error = await toolNamed('apply_edit_blocks')!.run({blocks: FIX}, place).then(
-      () => null,
-      (e: unknown) => e,
-    )
+    const error = await toolNamed('apply_edit_blocks')!
+      .run({blocks: FIX}, place)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      )
     expect(error).to.be.instanceOf(PipeError)
     expect((error as PipeError).code).to.equal('E_POLICY_DENIED')
     expect((error as PipeError).details).to.deep.include({rolled_back: [{path: 'calc.js', restored: 'reverted'}]})

@@ -56,7 +56,10 @@ async function storeState(cwd: string): Promise<Record<string, string>> {
 /** The invariants a run must keep however it was interrupted. */
 async function checkRun(cwd: string, runId: string, expectedSteps: string[], expectedBody: unknown): Promise<void> {
   const list = await snapshotsOf(cwd, runId)
-  expect(list.map((s) => s.step.name), 'the same steps, none twice, none missing').to.deep.equal(expectedSteps)
+  expect(
+    list.map((s) => s.step.name),
+    'the same steps, none twice, none missing',
+  ).to.deep.equal(expectedSteps)
   expect(list.map((s) => s.step.seq)).to.deep.equal(expectedSteps.map((_, i) => i + 1))
   const written = list.map((s) => s.spec_version_out).filter((v): v is string => v !== null)
   expect(new Set(written).size).to.equal(written.length)
@@ -122,7 +125,10 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
 
   it('records SIGTERM as interrupted (exit 130), shows a killed run as interrupted, and resumes both', async () => {
     const slow = path.join(dir, 'slow.yaml')
-    await writeFile(slow, 'version: 1\nname: slow\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, sleep_ms: 3000, next: c}\n  - {id: c, kind: noop}\n')
+    await writeFile(
+      slow,
+      'version: 1\nname: slow\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, sleep_ms: 3000, next: c}\n  - {id: c, kind: noop}\n',
+    )
     const start = (trace: string): {child: ReturnType<typeof spawn>; done: Promise<{code: number | null; signal: string | null}>} => {
       const child = spawn(process.execPath, [bin, 'run', slow], {cwd: dir, env: {...process.env, PIPE_HOME: dir, PIPE_FAULT_TRACE: trace}})
       child.stderr.resume()
@@ -236,10 +242,28 @@ describe('people in the loop', function () {
     const before = await storeState(dir)
     const cases: Array<{args: string[]; file?: string; content?: string; code: number; message: string}> = [
       {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'answers: [1, 2]\n', code: 2, message: 'answers  must be object'},
-      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'answers:\n  Q-042: yes\n  Q-001: x\n  Q-002: y\n  Q-003: z\n', code: 2, message: '"Q-042" is not a question of run'},
-      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'answers:\n  Q-001: only one\n', code: 2, message: 'no answer to Q-002 [non_functional], Q-003 [constraints]'},
+      {
+        args: ['answer', paused.run_id, '--file', 'a.yaml'],
+        file: 'a.yaml',
+        content: 'answers:\n  Q-042: yes\n  Q-001: x\n  Q-002: y\n  Q-003: z\n',
+        code: 2,
+        message: '"Q-042" is not a question of run',
+      },
+      {
+        args: ['answer', paused.run_id, '--file', 'a.yaml'],
+        file: 'a.yaml',
+        content: 'answers:\n  Q-001: only one\n',
+        code: 2,
+        message: 'no answer to Q-002 [non_functional], Q-003 [constraints]',
+      },
       {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: '', code: 2, message: 'file is empty'},
-      {args: ['answer', paused.run_id, '--file', 'a.yaml'], file: 'a.yaml', content: 'run_id: R-20000101-0001\nanswers:\n  Q-001: a\n  Q-002: b\n  Q-003: c\n', code: 2, message: 'the answers are for run R-20000101-0001'},
+      {
+        args: ['answer', paused.run_id, '--file', 'a.yaml'],
+        file: 'a.yaml',
+        content: 'run_id: R-20000101-0001\nanswers:\n  Q-001: a\n  Q-002: b\n  Q-003: c\n',
+        code: 2,
+        message: 'the answers are for run R-20000101-0001',
+      },
       {args: ['answer', paused.run_id], code: 2, message: 'no answers given'},
       {args: ['review', paused.run_id, '--decision', 'go'], code: 2, message: `run ${paused.run_id} is not waiting for a review (it waits for answers)`},
       {args: ['review', 'R-20000101-0001', '--decision', 'go'], code: 2, message: 'run R-20000101-0001 not found'},
@@ -270,7 +294,11 @@ describe('people in the loop', function () {
     ].join('\n')
     const result = await pipe(['run', defaultPipeline, '--input', sentence], {cwd: dir, input, env: {PIPE_INTERACTIVE: '1'}})
     expect(result.code, result.stderr).to.equal(0)
-    expect(result.stderr).to.contain('[1/3] Q-001 (acceptance_criteria)').and.contain('[3/3] Q-003 (constraints)').and.contain('Decision [go/hold/drop]:').and.contain('gates: gate_s pass, gate_t pass')
+    expect(result.stderr)
+      .to.contain('[1/3] Q-001 (acceptance_criteria)')
+      .and.contain('[3/3] Q-003 (constraints)')
+      .and.contain('Decision [go/hold/drop]:')
+      .and.contain('gates: gate_s pass, gate_t pass')
     const [runId] = await runIds(dir)
     const list = await snapshotsOf(dir, runId!)
     const applied = list.find((s) => s.step.name === 'apply_answers')!
@@ -278,12 +306,18 @@ describe('people in the loop', function () {
     const review = list.find((s) => s.step.name === 'manual_review')!.decisions[0]!
     expect(review).to.include({decision: 'go', note: 'looks right'})
     const spec = json<CanonicalSpec>(await pipe(['spec', 'show', list.at(-1)!.spec_version_in!, '--json'], {cwd: dir}))
-    expect(spec.acceptance_criteria.map((a) => a.text)).to.deep.equal(['Given a month with sales, when I export it, then a PDF is written.', 'Given no sales, when I export, then no file is written.'])
+    expect(spec.acceptance_criteria.map((a) => a.text)).to.deep.equal([
+      'Given a month with sales, when I export it, then a PDF is written.',
+      'Given no sales, when I export, then no file is written.',
+    ])
   })
 
   it('takes one sentence through two clarify rounds, a hold and a go, across processes', async () => {
     const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
-    await writeFile(path.join(dir, 'round1.yaml'), 'answers:\n  acceptance_criteria: TBD\n  non_functional: Exports finish within 10 seconds.\n  constraints: none\n')
+    await writeFile(
+      path.join(dir, 'round1.yaml'),
+      'answers:\n  acceptance_criteria: TBD\n  non_functional: Exports finish within 10 seconds.\n  constraints: none\n',
+    )
     const round2 = json<RunJson>(await pipe(['answer', paused.run_id, '--file', 'round1.yaml', '--json'], {cwd: dir}))
     expect(round2.pending?.questions?.map((q) => `${q.id} ${q.field}`)).to.deep.equal(['Q-004 acceptance_criteria'])
     const folded = await pipe(['answer', paused.run_id, '--questions'], {cwd: dir})
@@ -335,12 +369,17 @@ describe('replay', function () {
     expect(copy.feature_id).to.equal(original.feature_id)
     const before = await snapshotsOf(dir, original.run_id)
     const after = await snapshotsOf(dir, copy.run_id)
-    const gates = (list: Snapshot[]): string[] => list.filter((s) => s.step.kind === 'gate').map((s) => JSON.stringify((s.outputs as {gate_result?: unknown}).gate_result))
+    const gates = (list: Snapshot[]): string[] =>
+      list.filter((s) => s.step.kind === 'gate').map((s) => JSON.stringify((s.outputs as {gate_result?: unknown}).gate_result))
     expect(gates(after)).to.deep.equal(gates(before))
     expect(after[0]!.meta.replay_of).to.deep.equal({run_id: original.run_id, seq: 3})
     expect(after[0]!.meta.prev_hash).to.equal(before[1]!.meta.record_hash)
     expect(after[0]!.spec_version_in).to.equal(before[2]!.spec_version_in)
-    expect(json<{run: RunRecord}>(await pipe(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({run_id: original.run_id, seq: 3, step: 'validate_gates'})
+    expect(json<{run: RunRecord}>(await pipe(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({
+      run_id: original.run_id,
+      seq: 3,
+      step: 'validate_gates',
+    })
     expect((await pipe(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
   })
 
@@ -367,7 +406,8 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     expect(audit.code, `audit verify after a kill at ${point}:\n${audit.stdout}${audit.stderr}`).to.equal(0)
     const listed = await pipe(['runs', 'list', '--json'], {cwd})
     expect(listed.code, `runs list after a kill at ${point}: ${listed.stderr}`).to.equal(0)
-    for (const run of json<{runs: Array<{status: string}>}>(listed).runs) expect(['pending', 'interrupted', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled']).to.include(run.status)
+    for (const run of json<{runs: Array<{status: string}>}>(listed).runs)
+      expect(['pending', 'interrupted', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled']).to.include(run.status)
     const leftovers = Object.keys(await storeState(cwd)).filter((f) => /(^|\/)\.new-|\.tmp$/.test(f))
     expect(leftovers, `left after a kill at ${point} and audit verify`).to.deep.equal([])
     return audit
@@ -442,7 +482,8 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     }
   })
 
-  const failing = 'version: 1\nname: failing\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: command, run: [rm, -rf, /nonexistent]}\n'
+  const failing =
+    'version: 1\nname: failing\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: command, run: [rm, -rf, /nonexistent]}\n'
 
   interface Scenario {
     name: string

@@ -45,7 +45,8 @@ async function gitRepo(): Promise<void> {
   git('config', 'user.name', 'Dev')
   git('commit', '-q', '--allow-empty', '-m', 'Initial commit')
   git('tag', 'v1')
-  for (const message of ['Add CSV export of expenses', 'Fix rounding when an expense is split three ways', 'ci: cache node_modules']) git('commit', '-q', '--allow-empty', '-m', message)
+  for (const message of ['Add CSV export of expenses', 'Fix rounding when an expense is split three ways', 'ci: cache node_modules'])
+    git('commit', '-q', '--allow-empty', '-m', message)
 }
 
 function cli(args: string[]): Promise<CliResult> {
@@ -111,7 +112,12 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
     ])
     const log = parent[0]!
     expect((log.outputs as {lines: string[]}).lines).to.have.length(3)
-    const each = parent[3]!.outputs as {succeeded: number; failed: number; total: number; items: Array<{index: number; run_id: string; status: string; reason: string}>}
+    const each = parent[3]!.outputs as {
+      succeeded: number
+      failed: number
+      total: number
+      items: Array<{index: number; run_id: string; status: string; reason: string}>
+    }
     expect(each).to.include({succeeded: 2, failed: 0, total: 2})
 
     const children = (await runRecords()).filter((r) => r.parent?.run_id === body.run_id)
@@ -138,7 +144,14 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
   it('checks every item even when one fails (fail_fast: false): partial, then publish; internal notes are not published', async () => {
     server = await ModelServer.start()
     const long = 'Expenses can now be exported as CSV, filtered by member, date range, currency and category'
-    server.script('draft', {content: JSON.stringify({items: [{title: long, kind: 'feature'}, {title: 'Three-way splits round correctly', kind: 'fix'}]})})
+    server.script('draft', {
+      content: JSON.stringify({
+        items: [
+          {title: long, kind: 'feature'},
+          {title: 'Three-way splits round correctly', kind: 'fix'},
+        ],
+      }),
+    })
     const result = await run('-i', 'audience=internal')
     expect(result.code, result.stderr).to.equal(0)
     const body = json<RunJson>(result)
@@ -175,7 +188,10 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
       ['route', 'nothing'],
       ['nothing', 'succeeded'],
     ])
-    expect((await runRecords()).filter((r) => r.parent), 'no child runs').to.deep.equal([])
+    expect(
+      (await runRecords()).filter((r) => r.parent),
+      'no child runs',
+    ).to.deep.equal([])
     expect(existsSync(path.join(repo, 'release-notes')), 'nothing published').to.equal(false)
     const audit = await cli(['audit', 'verify', body.run_id])
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
@@ -204,7 +220,9 @@ describe('examples/triage (built CLI, model server on 127.0.0.1)', function () {
     const dry = await cli(['run', file, '--input', prd, '-i', 'product=Team Expenses', '--dry-run'])
     expect(dry.code, dry.stdout + dry.stderr).to.equal(0)
     expect(dry.stdout).to.contain('inputs product="Team Expenses" areas="frontend, backend, data, infrastructure"')
-    expect(dry.stdout).to.match(/check_plan +gate +pass: triage, fail: clarify_questions/).and.match(/triage +model +manual_review/)
+    expect(dry.stdout)
+      .to.match(/check_plan +gate +pass: triage, fail: clarify_questions/)
+      .and.match(/triage +model +manual_review/)
   })
 
   it('classifies the compiled requirement into sections.triage before the review, and publishes it under triage/', async () => {
@@ -222,7 +240,16 @@ describe('examples/triage (built CLI, model server on 127.0.0.1)', function () {
     expect(prompt).to.contain('Give small teams a shared place to record expenses').and.contain('"Export expenses as CSV"')
 
     const list = await snapshots(body.run_id)
-    expect(list.map((s) => s.step.name)).to.deep.equal(['ingest', 'compile', 'validate_gates', 'plan_tasks', 'check_plan', 'triage', 'manual_review', 'publish'])
+    expect(list.map((s) => s.step.name)).to.deep.equal([
+      'ingest',
+      'compile',
+      'validate_gates',
+      'plan_tasks',
+      'check_plan',
+      'triage',
+      'manual_review',
+      'publish',
+    ])
     const step = list.find((s) => s.step.name === 'triage')!
     expect(step.outputs).to.deep.include({value: triage})
     const spec = json<CanonicalSpec>(await cli(['spec', 'show', body.spec_version!, '--json']))

@@ -126,7 +126,12 @@ describe('foreach key: and depends_on: on the built CLI', function () {
     await writeFile(path.join(dir, 'task.yaml'), TASK)
     const main = path.join(dir, 'main.yaml')
     // x needs y (later in the list), y needs z (last); w needs nothing.
-    await writeFile(main, parent("[{'id': 'x', 'fail': false, 'deps': ['y']}, {'id': 'w', 'fail': false, 'deps': []}, {'id': 'y', 'fail': false, 'deps': ['z']}, {'id': 'z', 'fail': false, 'deps': []}]"))
+    await writeFile(
+      main,
+      parent(
+        "[{'id': 'x', 'fail': false, 'deps': ['y']}, {'id': 'w', 'fail': false, 'deps': []}, {'id': 'y', 'fail': false, 'deps': ['z']}, {'id': 'z', 'fail': false, 'deps': []}]",
+      ),
+    )
     const run = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
     expect(run.code, run.stderr).to.equal(0)
     const out = json<{run_id: string; reason: string}>(run)
@@ -137,7 +142,12 @@ describe('foreach key: and depends_on: on the built CLI', function () {
     expect(order).to.deep.equal(['w', 'z', 'y', 'x'])
 
     // The same chain with z failing: y and x are blocked, naming the dependency that did not succeed.
-    await writeFile(main, parent("[{'id': 'x', 'fail': false, 'deps': ['y']}, {'id': 'w', 'fail': false, 'deps': []}, {'id': 'y', 'fail': false, 'deps': ['z']}, {'id': 'z', 'fail': true, 'deps': []}]"))
+    await writeFile(
+      main,
+      parent(
+        "[{'id': 'x', 'fail': false, 'deps': ['y']}, {'id': 'w', 'fail': false, 'deps': []}, {'id': 'y', 'fail': false, 'deps': ['z']}, {'id': 'z', 'fail': true, 'deps': []}]",
+      ),
+    )
     const failed = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
     expect(failed.code, failed.stderr).to.equal(0)
     const second = json<{run_id: string; reason: string}>(failed)
@@ -150,15 +160,26 @@ describe('foreach key: and depends_on: on the built CLI', function () {
       ['z', 'failed', null],
     ])
     expect(items[0]!.reason).to.match(/^not run: it depends on "y", which was blocked \(not run: it depends on "z", which failed/)
-    expect((await runRecords(dir)).filter((r) => r.parent?.run_id === second.run_id).map((k) => k.inputs?.['name']).sort()).to.deep.equal(['w', 'z'])
+    expect(
+      (await runRecords(dir))
+        .filter((r) => r.parent?.run_id === second.run_id)
+        .map((k) => k.inputs?.['name'])
+        .sort(),
+    ).to.deep.equal(['w', 'z'])
   })
 
   it('a cycle, an unknown key and a duplicate key are E_CONFIG errors naming the keys, before any item runs', async () => {
     await writeFile(path.join(dir, 'task.yaml'), TASK)
     const main = path.join(dir, 'main.yaml')
     const cases: Array<[string, string]> = [
-      ["[{'id': 'a', 'fail': false, 'deps': ['c']}, {'id': 'b', 'fail': false, 'deps': []}, {'id': 'c', 'fail': false, 'deps': ['a']}]", 'step each: depends_on forms a cycle of 2 item(s): "a" -> "c" -> "a"; none of these items could ever start'],
-      ["[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'b', 'fail': false, 'deps': ['nope']}]", 'step each: depends_on names a key no item has: "b" depends on "nope" (keys: "a", "b")'],
+      [
+        "[{'id': 'a', 'fail': false, 'deps': ['c']}, {'id': 'b', 'fail': false, 'deps': []}, {'id': 'c', 'fail': false, 'deps': ['a']}]",
+        'step each: depends_on forms a cycle of 2 item(s): "a" -> "c" -> "a"; none of these items could ever start',
+      ],
+      [
+        "[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'b', 'fail': false, 'deps': ['nope']}]",
+        'step each: depends_on names a key no item has: "b" depends on "nope" (keys: "a", "b")',
+      ],
       ["[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'a', 'fail': false, 'deps': []}]", 'step each: key gave the same value to several items: "a"'],
     ]
     for (const [items, message] of cases) {
@@ -170,7 +191,10 @@ describe('foreach key: and depends_on: on the built CLI', function () {
       expect(out.error.message).to.contain(message)
       const [each] = await snapshotsOf(dir, out.run_id)
       expect(each!.errors?.at(-1)).to.include({code: 'E_CONFIG'})
-      expect((await runRecords(dir)).filter((r) => r.parent?.run_id === out.run_id), 'no child run was created').to.deep.equal([])
+      expect(
+        (await runRecords(dir)).filter((r) => r.parent?.run_id === out.run_id),
+        'no child run was created',
+      ).to.deep.equal([])
     }
   })
 
@@ -193,7 +217,12 @@ describe('foreach key: and depends_on: on the built CLI', function () {
     const before = await runRecords(dir)
     const top = before.find((r) => r.parent === undefined)!
     expect(top.status).to.equal('running')
-    expect(before.filter((r) => r.parent).map((r) => [r.parent!.index, r.status]).sort()).to.deep.equal([
+    expect(
+      before
+        .filter((r) => r.parent)
+        .map((r) => [r.parent!.index, r.status])
+        .sort(),
+    ).to.deep.equal([
       [0, 'failed'],
       [2, 'running'],
     ])
@@ -250,7 +279,9 @@ describe('concurrency and max_iterations as expressions on the built CLI', funct
     await writeFile(main, parent(ITEMS, '"${{ inputs.parallel }}"').replace('parallel: {type: integer, default: 1}', 'parallel: {type: number, default: 1}'))
     const half = await pipe(['run', main, '--text', 'x', '-i', 'parallel=1.5', '--json'], {cwd: dir})
     expect(half.code).to.equal(1)
-    expect(json<{error: {message: string}}>(half).error.message).to.contain('concurrency of step "each" resolved to 1.5, which does not fit: it must be integer')
+    expect(json<{error: {message: string}}>(half).error.message).to.contain(
+      'concurrency of step "each" resolved to 1.5, which does not fit: it must be integer',
+    )
 
     await writeFile(main, parent(ITEMS, '"${{ \'three\' }}"'))
     const typed = await pipe(['validate', main], {cwd: dir})
@@ -260,14 +291,17 @@ describe('concurrency and max_iterations as expressions on the built CLI', funct
 
   it('max_iterations: "${{ inputs.tries }}" bounds a loop by an input; 0 stops the run with E_CONFIG before the step', async () => {
     const main = path.join(dir, 'loop.yaml')
-    await writeFile(main, `version: 1
+    await writeFile(
+      main,
+      `version: 1
 name: loop
 inputs:
   tries: {type: integer, default: 2}
 steps:
   - {id: again, kind: noop, max_iterations: "\${{ inputs.tries }}", on_exhausted: out, next: again}
   - {id: out, kind: end, status: succeeded, reason: bounded}
-`)
+`,
+    )
     const validated = await pipe(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
     for (const tries of [2, 4]) {
@@ -295,12 +329,18 @@ steps:
     await writeFile(path.join(dir, 'big.json'), JSON.stringify(Array.from({length: n}, (_, i) => ({id: `k${i}`, d: [`k${(i + n - 1) % n}`]}))))
     await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [cat, big.json]\nresource_limits: {max_output_bytes: 2000000}\n')
     const file = path.join(dir, 'chain.yaml')
-    await writeFile(file, 'version: 1\nname: chain\nsteps:\n  - {id: read, kind: command, run: [cat, big.json], parse: json, next: each}\n  - id: each\n    kind: foreach\n    items: ${{ steps.read.outputs.json }}\n    as: t\n    key: ${{ t.id }}\n    depends_on: ${{ t.d }}\n    steps:\n      - {id: s, kind: noop}\n')
+    await writeFile(
+      file,
+      'version: 1\nname: chain\nsteps:\n  - {id: read, kind: command, run: [cat, big.json], parse: json, next: each}\n  - id: each\n    kind: foreach\n    items: ${{ steps.read.outputs.json }}\n    as: t\n    key: ${{ t.id }}\n    depends_on: ${{ t.d }}\n    steps:\n      - {id: s, kind: noop}\n',
+    )
     const run = await pipe(['run', file, '--text', 'x', '--json', '--policy', path.join(dir, 'policy.yaml')], {cwd: dir, timeoutMs: 120000})
     expect(run.code, run.stderr).to.equal(1)
     const out = json<{run_id: string; error: {code: string; message: string}}>(run)
     expect(out.error.code).to.equal('E_CONFIG')
     expect(out.error.message).to.contain(`depends_on forms a cycle of ${n} item(s): "k0" -> "k29999" -> "k29998"`).and.contain('… 29991 more …')
-    expect((await runRecords(dir)).filter((r) => r.parent?.run_id === out.run_id), 'no child run was created').to.deep.equal([])
+    expect(
+      (await runRecords(dir)).filter((r) => r.parent?.run_id === out.run_id),
+      'no child run was created',
+    ).to.deep.equal([])
   })
 })

@@ -36,7 +36,9 @@ describe('foreach and pipeline steps on the built CLI', function () {
   it('a SIGKILL in the middle of a foreach with concurrency 2, then pipe resume, finishes every child exactly once', async () => {
     await writeFile(path.join(dir, 'item.yaml'), ITEM)
     const main = path.join(dir, 'main.yaml')
-    await writeFile(main, `version: 1
+    await writeFile(
+      main,
+      `version: 1
 name: main
 steps:
   - id: each
@@ -47,7 +49,8 @@ steps:
     concurrency: 2
     next: fin
   - {id: fin, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.succeeded }} of \${{ steps.each.outputs.total }}"}
-`)
+`,
+    )
     // Killed when the third child's work step has been recorded: some children finished, some did not, some never started.
     const killed = await pipe(['run', main, '--text', 'x'], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'after-step:work#3'}})
     expect(killed.signal).to.equal('SIGKILL')
@@ -56,17 +59,26 @@ steps:
     expect(parent.status).to.equal('running')
     const finishedBefore = new Map(before.filter((r) => r.parent && r.status === 'succeeded').map((r) => [r.run_id, r.head]))
     expect(before.filter((r) => r.parent).length).to.be.within(3, 4)
-    expect(before.some((r) => r.parent && r.status !== 'succeeded'), 'a child was cut off').to.equal(true)
+    expect(
+      before.some((r) => r.parent && r.status !== 'succeeded'),
+      'a child was cut off',
+    ).to.equal(true)
 
     const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<{status: string; reason: string}>(resumed)).to.include({status: 'succeeded', reason: '5 of 5'})
     const after = await runRecords(dir)
     const kids = after.filter((r) => r.parent?.run_id === parent.run_id).sort((a, b) => a.parent!.index! - b.parent!.index!)
-    expect(kids.map((k) => [k.parent!.index, k.status, k.inputs?.['name']]), 'one child per item, no more').to.deep.equal(['a', 'b', 'c', 'd', 'e'].map((n, i) => [i, 'succeeded', n]))
+    expect(
+      kids.map((k) => [k.parent!.index, k.status, k.inputs?.['name']]),
+      'one child per item, no more',
+    ).to.deep.equal(['a', 'b', 'c', 'd', 'e'].map((n, i) => [i, 'succeeded', n]))
     for (const kid of kids) {
       const snaps = await snapshotsOf(dir, kid.run_id)
-      expect(snaps.map((s) => s.step.name), `${kid.run_id} ran each step once`).to.deep.equal(['work', 'done'])
+      expect(
+        snaps.map((s) => s.step.name),
+        `${kid.run_id} ran each step once`,
+      ).to.deep.equal(['work', 'done'])
       // A child that had finished before the crash was not touched again.
       if (finishedBefore.has(kid.run_id)) expect(kid.head).to.deep.equal(finishedBefore.get(kid.run_id))
     }
@@ -79,12 +91,15 @@ steps:
   it('a SIGKILL after a child run was indexed but before its folder was renamed into place: resume finishes that child, never a second one for the item', async () => {
     await writeFile(path.join(dir, 'item.yaml'), ITEM)
     const main = path.join(dir, 'main.yaml')
-    await writeFile(main, `version: 1
+    await writeFile(
+      main,
+      `version: 1
 name: main
 steps:
   - {id: each, kind: foreach, items: "\${{ ['a', 'b'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}"}, concurrency: 1, next: fin}
   - {id: fin, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.succeeded }} of \${{ steps.each.outputs.total }}"}
-`)
+`,
+    )
     // Creation #1 is the parent, #2 the first child.
     const killed = await pipe(['run', main, '--text', 'x'], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'run-indexed#2'}})
     expect(killed.signal).to.equal('SIGKILL')
@@ -97,17 +112,25 @@ steps:
     const audit = await pipe(['audit', 'verify'], {cwd: dir})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
     const kids = (await runRecords(dir)).filter((r) => r.parent?.run_id === parent.run_id)
-    expect(kids.map((k) => [k.parent!.index, k.status]).sort(), 'one child per item').to.deep.equal([[0, 'succeeded'], [1, 'succeeded']])
+    expect(kids.map((k) => [k.parent!.index, k.status]).sort(), 'one child per item').to.deep.equal([
+      [0, 'succeeded'],
+      [1, 'succeeded'],
+    ])
     expect(staged[0]).to.contain(kids.find((k) => k.parent!.index === 0)!.run_id)
     // The staged child was finished, not replaced: each run is in the run index once, and audit had nothing to tidy.
-    const indexed = (await readFile(path.join(dir, '.pipe', 'audit', 'runs.jsonl'), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as {run_id: string}).run_id)
+    const indexed = (await readFile(path.join(dir, '.pipe', 'audit', 'runs.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as {run_id: string}).run_id)
     expect(indexed).to.have.length(3)
     expect(new Set(indexed).size).to.equal(3)
     expect(audit.stderr).to.not.contain('cleaned')
   })
 
   it('a pipeline step passes with: inputs to a child run, and the child status routes the parent', async () => {
-    await writeFile(path.join(dir, 'publish.yaml'), `version: 1
+    await writeFile(
+      path.join(dir, 'publish.yaml'),
+      `version: 1
 name: publish
 inputs:
   target: {type: string, required: true}
@@ -120,9 +143,12 @@ steps:
     default: refused
   - {id: shipped, kind: end, status: succeeded, reason: "shipped to \${{ inputs.target }} for \${{ run.parent }}"}
   - {id: refused, kind: end, status: failed, reason: "\${{ inputs.target }} refused"}
-`)
+`,
+    )
     const main = path.join(dir, 'main.yaml')
-    await writeFile(main, `version: 1
+    await writeFile(
+      main,
+      `version: 1
 name: main
 inputs:
   ok: {type: boolean, default: true}
@@ -134,7 +160,8 @@ steps:
     on: {success: good, fail: bad}
   - {id: good, kind: end, status: succeeded, reason: "child \${{ steps.pub.outputs.run_id }}: \${{ steps.pub.outputs.reason }}"}
   - {id: bad, kind: end, status: failed, reason: "publish failed: \${{ steps.pub.outputs.reason }}"}
-`)
+`,
+    )
     const validated = await pipe(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
 
@@ -148,7 +175,11 @@ steps:
     // pipe export writes the child run beside its parent, and the parent's state names it.
     const exported = await pipe(['export', good.run_id, '--dir', path.join(dir, 'out'), '--json'], {cwd: dir})
     expect(exported.code, exported.stderr).to.equal(0)
-    expect(json<{files: string[]}>(exported).files).to.include.members([`runs/${good.run_id}/state.json`, `runs/${child.run_id}/state.json`, `runs/${child.run_id}/timeline.md`])
+    expect(json<{files: string[]}>(exported).files).to.include.members([
+      `runs/${good.run_id}/state.json`,
+      `runs/${child.run_id}/state.json`,
+      `runs/${child.run_id}/timeline.md`,
+    ])
     const state = JSON.parse(await readFile(path.join(dir, 'out', 'runs', good.run_id, 'state.json'), 'utf8')) as {child_runs: string[]}
     expect(state.child_runs).to.deep.equal([child.run_id])
 
@@ -192,7 +223,9 @@ steps:
 
   it('lists children under their parent (--all: every run), nests them in runs show, and resume of the parent continues the blocked child', async () => {
     const {parent, child} = await blockedParent()
-    const listed = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {step: string}}>}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
+    const listed = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {step: string}}>}>}>(
+      await pipe(['runs', 'list', '--json'], {cwd: dir}),
+    )
     expect(listed.runs.map((r) => r.run_id)).to.deep.equal([parent])
     expect(listed.runs[0]!.children!.map((c) => [c.run_id, c.parent.step])).to.deep.equal([[child, 'sub']])
     const text = await pipe(['runs', 'list'], {cwd: dir})
@@ -208,8 +241,15 @@ steps:
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<{status: string; reason: string}>(resumed)).to.include({status: 'succeeded', reason: 'child succeeded'})
     const runs = await runRecords(dir)
-    expect(runs.filter((r) => r.parent).map((r) => [r.run_id, r.status]), 'the same child, continued').to.deep.equal([[child, 'succeeded']])
-    expect((await snapshotsOf(dir, child)).map((s) => `${s.step.name}:${s.decisions[0]!.decision}`)).to.deep.equal(['wait:blocked', 'wait:resumed', 'fin:succeeded'])
+    expect(
+      runs.filter((r) => r.parent).map((r) => [r.run_id, r.status]),
+      'the same child, continued',
+    ).to.deep.equal([[child, 'succeeded']])
+    expect((await snapshotsOf(dir, child)).map((s) => `${s.step.name}:${s.decisions[0]!.decision}`)).to.deep.equal([
+      'wait:blocked',
+      'wait:resumed',
+      'fin:succeeded',
+    ])
   })
 
   it('cancel of a parent cancels its unfinished children', async () => {
@@ -217,7 +257,12 @@ steps:
     const cancelled = await pipe(['cancel', parent, '--reason', 'not needed'], {cwd: dir})
     expect(cancelled.code, cancelled.stderr).to.equal(5)
     const runs = await runRecords(dir)
-    expect(runs.map((r) => [r.run_id, r.status]).sort()).to.deep.equal([[parent, 'cancelled'], [child, 'cancelled']].sort())
+    expect(runs.map((r) => [r.run_id, r.status]).sort()).to.deep.equal(
+      [
+        [parent, 'cancelled'],
+        [child, 'cancelled'],
+      ].sort(),
+    )
     expect(runs.find((r) => r.run_id === child)!.status_reason).to.contain(`parent run ${parent} was cancelled: not needed`)
   })
 })

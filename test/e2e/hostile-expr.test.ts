@@ -41,12 +41,17 @@ describe('hostile expressions', function () {
     const file = await pipeline('lookahead.yaml', regexPipeline('^(?=a)a+$'))
     const result = await pipe(['validate', file], {cwd: dir})
     expect(result.code, result.stderr).to.equal(2)
-    expect(result.stdout).to.contain('lookahead.yaml:9:38  steps[0].choices[0].when  matches(): the pattern "^(?=a)a+$" is not an RE2 regular expression (invalid or unsupported Perl syntax: `(?=`)')
+    expect(result.stdout).to.contain(
+      'lookahead.yaml:9:38  steps[0].choices[0].when  matches(): the pattern "^(?=a)a+$" is not an RE2 regular expression (invalid or unsupported Perl syntax: `(?=`)',
+    )
   })
 
   it('fails a step whose expression goes over its evaluation budget, naming the expression, instead of running for a minute', async () => {
     const l = "inputs.l.split(',')"
-    const file = await pipeline('map3.yaml', `inputs:\n  l: {type: string, required: true}\nsteps:\n  - id: check\n    kind: choice\n    choices:\n      - {when: "\${{ size(${l}.map(a, ${l}.map(b, ${l}.map(c, c)))) > 0 }}", next: yes}\n    default: yes\n  - {id: yes, kind: end, status: succeeded, reason: done}\n`)
+    const file = await pipeline(
+      'map3.yaml',
+      `inputs:\n  l: {type: string, required: true}\nsteps:\n  - id: check\n    kind: choice\n    choices:\n      - {when: "\${{ size(${l}.map(a, ${l}.map(b, ${l}.map(c, c)))) > 0 }}", next: yes}\n    default: yes\n  - {id: yes, kind: end, status: succeeded, reason: done}\n`,
+    )
     const items = Array.from({length: 650}, (_, i) => String(i)).join(',')
     const result = await pipe(['run', file, '-i', `l=${items}`, '--json'], {cwd: dir, timeoutMs: 50000})
     expect(result.signal, result.stderr).to.equal(null)
@@ -60,7 +65,11 @@ describe('hostile expressions', function () {
   it('ends a run at SIGTERM once it has started (exit 130), and resumes it to the end', async () => {
     const file = await pipeline('term.yaml', regexPipeline('^(a+)+$', '  - {id: wait, kind: noop, sleep_ms: 5000, next: no}\n'))
     const home = testHome
-    const child = spawn(process.execPath, [bin, 'run', file, '-i', `s=${evil}`], {cwd: dir, env: {...process.env, NO_COLOR: '1', PIPE_HOME: home}, stdio: ['ignore', 'pipe', 'pipe']})
+    const child = spawn(process.execPath, [bin, 'run', file, '-i', `s=${evil}`], {
+      cwd: dir,
+      env: {...process.env, NO_COLOR: '1', PIPE_HOME: home},
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stderr = ''
     // Only a safety net: a run that ignores SIGTERM fails the test instead of hanging the suite.
     const net = setTimeout(() => child.kill('SIGKILL'), 30000)

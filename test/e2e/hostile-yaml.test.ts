@@ -39,7 +39,9 @@ describe('YAML with very many keys', function () {
   this.timeout(60000)
 
   it('refuses an answers file of 200,000 keys with a clear error and leaves the paused run as it was', async () => {
-    const paused = json<{run_id: string; status: string}>(await pipe(['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--json'], {cwd: dir}))
+    const paused = json<{run_id: string; status: string}>(
+      await pipe(['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--json'], {cwd: dir}),
+    )
     expect(paused.status).to.equal('awaiting_input')
     const before = await storeState()
     const file = path.join(dir, 'answers.yaml')
@@ -54,7 +56,10 @@ describe('YAML with very many keys', function () {
 
   it('refuses a pipeline of 64,000 input keys at the node past the bound', async () => {
     const file = path.join(dir, 'big.yaml')
-    await writeFile(file, `version: 1\nname: big\ninputs:\n${many(64_000, (i) => `  i${i}: {type: string}\n`)}steps:\n  - {id: e, kind: end, status: succeeded, reason: ok}\n`)
+    await writeFile(
+      file,
+      `version: 1\nname: big\ninputs:\n${many(64_000, (i) => `  i${i}: {type: string}\n`)}steps:\n  - {id: e, kind: end, status: succeeded, reason: ok}\n`,
+    )
 
     const result = await pipe(['validate', file, '--json'], {cwd: dir, timeoutMs: 50000})
     expect(result.signal, result.stderr).to.equal(null)

@@ -49,15 +49,16 @@ async function flood(stream: NodeJS.WritableStream, until: Promise<unknown>): Pr
   stream.on('error', () => (stopped = true))
   while (!stopped) {
     written += chunk.length
-    if (!stream.write(chunk)) await new Promise<void>((resolve) => {
-      const go = (): void => {
-        stream.off('drain', go)
-        stream.off('error', go)
-        resolve()
-      }
-      stream.on('drain', go).on('error', go)
-      void until.then(go)
-    })
+    if (!stream.write(chunk))
+      await new Promise<void>((resolve) => {
+        const go = (): void => {
+          stream.off('drain', go)
+          stream.off('error', go)
+          resolve()
+        }
+        stream.on('drain', go).on('error', go)
+        void until.then(go)
+      })
   }
   return written
 }
@@ -117,7 +118,10 @@ describe('pipe run: input is bounded whatever it is', function () {
     expect(validate.code).to.equal(2)
     expect(validate.stdout).to.contain('/dev/urandom:1:1').and.contain('file is larger than the limit of 5242880 bytes; pipe stopped reading it there')
     for (const flag of ['--answers', '--policy']) {
-      const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', flag, '/dev/urandom'], {cwd: dir, timeoutMs: 60000})
+      const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', flag, '/dev/urandom'], {
+        cwd: dir,
+        timeoutMs: 60000,
+      })
       expect(result.signal, flag).to.equal(null)
       expect(result.code, `${flag}: ${result.stderr}`).to.equal(2)
       expect(result.stderr, flag).to.contain('pipe stopped reading it there')
@@ -127,7 +131,10 @@ describe('pipe run: input is bounded whatever it is', function () {
 
   it('gives up on a store where folders cannot be made (/proc/1), instead of trying for ever', async function () {
     if (!existsSync('/proc/1')) this.skip()
-    const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--store', '/proc/1'], {cwd: dir, timeoutMs: 60000})
+    const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--store', '/proc/1'], {
+      cwd: dir,
+      timeoutMs: 60000,
+    })
     expect(result.signal).to.equal(null)
     expect(result.code, result.stderr).to.equal(1)
     expect(result.stderr).to.contain('cannot create the store at /proc/1').and.contain('E_IO')

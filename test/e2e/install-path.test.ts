@@ -49,10 +49,24 @@ describe('pipe installed under a path with a space, %, # and non-ASCII character
     server = await ModelServer.start(cannedReply)
     const cwd = path.join(dir, 'openai')
     await mkdir(cwd)
-    const result = await pipeThere(['run', path.join(root, 'pipelines', 'default.yaml'), '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--provider', 'openai', '--json'], cwd, {
-      OPENAI_BASE_URL: server.url,
-      OPENAI_API_KEY: 'sk-test-0000',
-    })
+    const result = await pipeThere(
+      [
+        'run',
+        path.join(root, 'pipelines', 'default.yaml'),
+        '--input',
+        path.join(examples, 'full-prd.md'),
+        '--decision',
+        'go',
+        '--provider',
+        'openai',
+        '--json',
+      ],
+      cwd,
+      {
+        OPENAI_BASE_URL: server.url,
+        OPENAI_API_KEY: 'sk-test-0000',
+      },
+    )
     expect(result.code, result.stderr).to.equal(0)
     expect(json<{status: string}>(result).status).to.equal('succeeded')
     expect(server.requests.length).to.equal(3)
@@ -65,7 +79,19 @@ describe('pipe installed under a path with a space, %, # and non-ASCII character
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     execFileSync('git', ['init', '-q'], {cwd: repo})
     const result = await pipeThere(
-      ['run', path.join(root, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json'],
+      [
+        'run',
+        path.join(root, 'pipelines', 'coding.yaml'),
+        '--input',
+        path.join(example, 'requirement.md'),
+        '--decision',
+        'go',
+        '--policy',
+        path.join(example, 'policy.yaml'),
+        '--replay',
+        path.join(example, 'cassettes', 'coding-agent.jsonl'),
+        '--json',
+      ],
       repo,
     )
     expect(result.code, result.stderr + result.stdout).to.equal(0)

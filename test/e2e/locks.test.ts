@@ -88,7 +88,10 @@ describe('lock files', function () {
     for (const r of racers) await until(pauseDir, `reached.${r.child.pid}`, 'a racer reaching the takeover', r.said)
     await writeFile(path.join(pauseDir, 'go'), '')
     const said = await Promise.all(racers.map((r) => r.said))
-    expect(said.filter((s) => s === 'acquired'), said.join(', ')).to.have.length(1)
+    expect(
+      said.filter((s) => s === 'acquired'),
+      said.join(', '),
+    ).to.have.length(1)
     expect(said.filter((s) => s === 'busy E_CONFLICT')).to.have.length(3)
     const winner = racers[said.indexOf('acquired')]!
     expect(JSON.parse(await readFile(lock, 'utf8'))).to.include({pid: winner.child.pid})

@@ -40,11 +40,13 @@ interface Kind {
   commands: (n: Names) => string[][]
 }
 
-const edit = (change: (record: Json) => void) => (original: string): string => {
-  const record = JSON.parse(original) as Json
-  change(record)
-  return JSON.stringify(record)
-}
+const edit =
+  (change: (record: Json) => void) =>
+  (original: string): string => {
+    const record = JSON.parse(original) as Json
+    change(record)
+    return JSON.stringify(record)
+  }
 
 const notRecords: Array<[string, (original: string) => string]> = [
   ['{}', () => '{}'],
@@ -53,7 +55,10 @@ const notRecords: Array<[string, (original: string) => string]> = [
   ['a number', () => '5'],
 ]
 
-const audit = (n: Names): string[][] => [['audit', 'verify'], ['audit', 'verify', n.run]]
+const audit = (n: Names): string[][] => [
+  ['audit', 'verify'],
+  ['audit', 'verify', n.run],
+]
 
 const kinds: Kind[] = [
   {
@@ -66,7 +71,15 @@ const kinds: Kind[] = [
       ['a run id that is not one', edit((r) => (r.run_id = '../../x'))],
       ['evidence links with bad ids', edit((r) => (r.evidence_links = [{evidence_id: '../../../x'}, null]))],
     ],
-    commands: (n) => [...audit(n), ['runs', 'show', n.run], ['snapshot', 'list', n.run], ['snapshot', 'show', n.run, '--seq', '2'], ['stats'], ['export', n.run], ['replay', n.run, '--check']],
+    commands: (n) => [
+      ...audit(n),
+      ['runs', 'show', n.run],
+      ['snapshot', 'list', n.run],
+      ['snapshot', 'show', n.run, '--seq', '2'],
+      ['stats'],
+      ['export', n.run],
+      ['replay', n.run, '--check'],
+    ],
   },
   {
     name: 'run record',
@@ -79,7 +92,15 @@ const kinds: Kind[] = [
       ['replay_of with a bad run id', edit((r) => (r.replay_of = {run_id: '../../x', seq: 2}))],
       ['redrives holding null', edit((r) => (r.redrives = [null]))],
     ],
-    commands: (n) => [...audit(n), ['runs', 'show', n.run], ['runs', 'list'], ['snapshot', 'list', n.run], ['stats'], ['export', n.run], ['replay', n.run, '--check']],
+    commands: (n) => [
+      ...audit(n),
+      ['runs', 'show', n.run],
+      ['runs', 'list'],
+      ['snapshot', 'list', n.run],
+      ['stats'],
+      ['export', n.run],
+      ['replay', n.run, '--check'],
+    ],
   },
   {
     name: 'timeline line',
@@ -91,7 +112,11 @@ const kinds: Kind[] = [
   {
     name: 'evidence',
     file: (n) => `evidence/${n.evidence}.json`,
-    variants: [...notRecords, ['an evidence id that is not one', edit((r) => (r.evidence_id = '../x'))], ['field hashes of the wrong type', edit((r) => (r.field_hashes = 5))]],
+    variants: [
+      ...notRecords,
+      ['an evidence id that is not one', edit((r) => (r.evidence_id = '../x'))],
+      ['field hashes of the wrong type', edit((r) => (r.field_hashes = 5))],
+    ],
     commands: audit,
   },
   {
@@ -167,17 +192,36 @@ describe('malformed records: reported as tampering naming the file, never E_INTE
     expect(run.code, run.stderr).to.equal(0)
     const {run_id: runId, spec_version: spec, feature_id: feature} = json<{run_id: string; spec_version: string; feature_id: string}>(run)
     const root = path.join(base, '.pipe')
-    const snapshot = JSON.parse(await readFile(path.join(root, 'runs', runId, 'snapshots', '000002.json'), 'utf8')) as {evidence_links: Array<{evidence_id: string}>}
-    const gate = JSON.parse(await readFile(path.join(root, 'runs', runId, 'snapshots', '000003.json'), 'utf8')) as {step: {kind: string}; spec_version_in: string}
+    const snapshot = JSON.parse(await readFile(path.join(root, 'runs', runId, 'snapshots', '000002.json'), 'utf8')) as {
+      evidence_links: Array<{evidence_id: string}>
+    }
+    const gate = JSON.parse(await readFile(path.join(root, 'runs', runId, 'snapshots', '000003.json'), 'utf8')) as {
+      step: {kind: string}
+      spec_version_in: string
+    }
     expect(gate.step.kind).to.equal('gate')
-    const specs = (await readdir(path.join(root, 'specs'))).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)).sort()
+    const specs = (await readdir(path.join(root, 'specs')))
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => f.slice(0, -5))
+      .sort()
     const ledger = (await readdir(path.join(root, 'ledger'))).filter((f) => f.endsWith('.json'))
     expect(ledger).to.have.length(1)
-    names = {run: runId, spec, previousSpec: specs[specs.indexOf(spec) - 1]!, evidence: snapshot.evidence_links[0]!.evidence_id, feature, ledgerKey: ledger[0]!.slice(0, -5), gateSpec: gate.spec_version_in}
+    names = {
+      run: runId,
+      spec,
+      previousSpec: specs[specs.indexOf(spec) - 1]!,
+      evidence: snapshot.evidence_links[0]!.evidence_id,
+      feature,
+      ledgerKey: ledger[0]!.slice(0, -5),
+      gateSpec: gate.spec_version_in,
+    }
     // A reply as the cache holds one (the offline pipeline asks no model).
     const key = `sha256:${REPLY}`
     await mkdir(path.join(root, 'replies'))
-    await writeFile(path.join(root, 'replies', `${REPLY}.json`), `${JSON.stringify(sealRecord({format: 'pipe-reply/1', key, request: {model: 'm'}, reply: {content: 'x'}}), null, 2)}\n`)
+    await writeFile(
+      path.join(root, 'replies', `${REPLY}.json`),
+      `${JSON.stringify(sealRecord({format: 'pipe-reply/1', key, request: {model: 'm'}, reply: {content: 'x'}}), null, 2)}\n`,
+    )
     const clean = await pipe(['audit', 'verify'], {cwd: base})
     expect(clean.code, clean.stdout + clean.stderr).to.equal(0)
   })
@@ -195,7 +239,10 @@ describe('malformed records: reported as tampering naming the file, never E_INTE
             const original = await readFile(file, 'utf8')
             if (kind.line) {
               const lines = original.trimEnd().split('\n')
-              const at = kind.line(names, lines.map((l) => JSON.parse(l) as Json))
+              const at = kind.line(
+                names,
+                lines.map((l) => JSON.parse(l) as Json),
+              )
               expect(at, 'the line to replace').to.be.at.least(0)
               lines[at] = make(lines[at]!)
               await writeFile(file, `${lines.join('\n')}\n`)
@@ -211,10 +258,14 @@ describe('malformed records: reported as tampering naming the file, never E_INTE
               if (args.join(' ') === 'spec list') expect(result.code, what).to.equal(0)
               else expect(result.code, what).to.equal(4)
               // (replay --check reports a gate whose input it cannot read as differing, with the reason.)
-              if (args[0] !== 'audit' && args.join(' ') !== 'spec list') expect(result.stderr, what).to.match(args[0] === 'replay' ? /E_INTEGRITY|E_CONFLICT/ : /E_INTEGRITY/)
+              if (args[0] !== 'audit' && args.join(' ') !== 'spec list')
+                expect(result.stderr, what).to.match(args[0] === 'replay' ? /E_INTEGRITY|E_CONFLICT/ : /E_INTEGRITY/)
             }
             if (kind.name === 'reply cache file') {
-              const error = await new ReplyCache(path.join(dir, '.pipe')).read(`sha256:${REPLY}`).then(() => null, (e: unknown) => e as {code?: string; message: string})
+              const error = await new ReplyCache(path.join(dir, '.pipe')).read(`sha256:${REPLY}`).then(
+                () => null,
+                (e: unknown) => e as {code?: string; message: string},
+              )
               expect(error?.code).to.equal('E_INTEGRITY')
               expect(error?.message).to.contain(relative)
             }

@@ -16,7 +16,12 @@ interface RunJson {
 
 interface Diagnostics {
   valid: boolean
-  files: Array<{file: string; valid: boolean; diagnostics: Array<{line: number; col: number; message: string; rule: string; severity?: string}>; warnings?: Array<{line: number; col: number; message: string; rule: string}>}>
+  files: Array<{
+    file: string
+    valid: boolean
+    diagnostics: Array<{line: number; col: number; message: string; rule: string; severity?: string}>
+    warnings?: Array<{line: number; col: number; message: string; rule: string}>
+  }>
 }
 
 const SCHEMA = {
@@ -87,7 +92,10 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(snapshot!.step.kind).to.equal('model')
     expect(snapshot!.outputs).to.deep.equal({value: GOOD})
     expect(snapshot!.inputs).to.include({prompt: 'prompts/notes.md', output_schema: 'schemas/notes.schema.json'})
-    expect((snapshot!.inputs as Record<string, unknown>)['vars']).to.deep.equal({audience: 'customers', commits: ['3f2a9c1 Add CSV export', '9b7e4d2 Fix rounding']})
+    expect((snapshot!.inputs as Record<string, unknown>)['vars']).to.deep.equal({
+      audience: 'customers',
+      commits: ['3f2a9c1 Add CSV export', '9b7e4d2 Fix rounding'],
+    })
     expect(snapshot!.meta).to.include({provider: 'openai', llm_model: 'gpt-4o-mini'})
     expect(snapshot!.meta.usage).to.include({prompt_tokens: 40, completion_tokens: 10, calls: 1})
     expect(snapshot!.spec_version_out).to.equal(null)
@@ -169,9 +177,15 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
 
   it('falls back to JSON mode when the endpoint refuses JSON-schema output, still checking the reply', async () => {
     server = await ModelServer.start((request) =>
-      request.body.response_format?.type === 'json_schema' ? {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}} : {content: JSON.stringify(GOOD)},
+      request.body.response_format?.type === 'json_schema'
+        ? {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}}
+        : {content: JSON.stringify(GOOD)},
     )
-    server.script('draft', {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}}, {content: '{"items": 3}'})
+    server.script(
+      'draft',
+      {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}},
+      {content: '{"items": 3}'},
+    )
     const result = await run(await pipeline(DRAFT))
     expect(result.code, result.stderr).to.equal(0)
     expect(server.requests.map((r) => r.body.response_format?.type)).to.deep.equal(['json_schema', 'json_object', 'json_object'])
@@ -228,7 +242,11 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
       ['not JSON', '{"type": "object",\n  "properties": {},,}', /is not valid JSON at line 2 column 20/],
       ['not a valid JSON Schema', JSON.stringify({type: 'object', properties: {a: {type: 'strin'}}}), /is not a valid JSON Schema: .*type/],
       ['a schema with a misspelt keyword', JSON.stringify({type: 'object', requird: ['a']}), /unknown keyword: "requird"/],
-      ['a schema whose root is not an object', JSON.stringify({type: 'array', items: {type: 'string'}}), /must describe a JSON object: put "type": "object" at its root/],
+      [
+        'a schema whose root is not an object',
+        JSON.stringify({type: 'array', items: {type: 'string'}}),
+        /must describe a JSON object: put "type": "object" at its root/,
+      ],
     ]
     for (const [what, text, message] of badSchemas) {
       it(`reports an output_schema that is ${what} at file:line:col`, async () => {
@@ -250,10 +268,13 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
       const found = outside.files[0]!.diagnostics.map((d) => [d.line, d.col, d.rule])
       expect(found).to.deep.include([6, 13, 'file-outside-pipeline'])
       expect(found).to.deep.include([10, 20, 'file-outside-pipeline'])
-      expect(outside.files[0]!.diagnostics.every((d) => !d.message.includes('{{x}}')), 'a file outside is never read').to.equal(true)
+      expect(
+        outside.files[0]!.diagnostics.every((d) => !d.message.includes('{{x}}')),
+        'a file outside is never read',
+      ).to.equal(true)
     })
 
-    it('refuses a malformed spec_path; meta and core field names are names under sections, never the spec\'s own fields', async () => {
+    it("refuses a malformed spec_path; meta and core field names are names under sections, never the spec's own fields", async () => {
       const result = await validate(await pipeline(`${DRAFT}    spec_path: Goal..x\n`))
       expect(result.valid).to.equal(false)
       expect(result.files[0]!.diagnostics.map((d) => [d.line, d.col, d.rule])).to.deep.equal([[11, 16, 'schema']])

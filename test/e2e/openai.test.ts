@@ -92,9 +92,17 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     expect(dropped.map((d) => d.excerpt)).to.deep.equal(['This sentence is not in the input at all.'])
     const quotes = []
     for (const link of compile.evidence_links.filter((l) => l.type === 'quote')) {
-      quotes.push(JSON.parse(await readFile(path.join(dir, '.pipe', 'evidence', `${link.evidence_id}.json`), 'utf8')) as {content: {excerpt: string}; source: {ref: string}})
+      quotes.push(
+        JSON.parse(await readFile(path.join(dir, '.pipe', 'evidence', `${link.evidence_id}.json`), 'utf8')) as {
+          content: {excerpt: string}
+          source: {ref: string}
+        },
+      )
     }
-    expect(quotes.map((q) => q.content.excerpt)).to.deep.equal(['Users can create a group and invite members by email.', 'Must use the existing PostgreSQL 15 database.'])
+    expect(quotes.map((q) => q.content.excerpt)).to.deep.equal([
+      'Users can create a group and invite members by email.',
+      'Must use the existing PostgreSQL 15 database.',
+    ])
     expect(quotes[0]!.source.ref).to.match(/full-prd\.md#L7$/)
   })
 
@@ -194,14 +202,21 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
 
   it('refuses --provider openai with no endpoint configured, before touching the store', async () => {
     server = await ModelServer.start()
-    const result = await pipe(['run', await pipeline(), '--input', prd, '--provider', 'openai'], {cwd: dir, env: {OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined}})
+    const result = await pipe(['run', await pipeline(), '--input', prd, '--provider', 'openai'], {
+      cwd: dir,
+      env: {OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined},
+    })
     expect(result.code).to.equal(2)
     expect(result.stderr).to.contain('Error [E_CONFIG]: the openai provider needs an endpoint')
     expect(await readdir(dir)).to.not.include('.pipe')
   })
 
   it('falls back to JSON mode when the endpoint rejects JSON-schema output', async () => {
-    server = await ModelServer.start((request) => (request.body.response_format?.type === 'json_schema' ? {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}} : cannedReply(request)))
+    server = await ModelServer.start((request) =>
+      request.body.response_format?.type === 'json_schema'
+        ? {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}}
+        : cannedReply(request),
+    )
     const body = json<RunJson>(await run(await pipeline()))
     expect(body.status).to.equal('succeeded')
     expect(server.requests.filter((r) => r.body.response_format?.type === 'json_object').length).to.be.greaterThan(0)

@@ -23,12 +23,22 @@ describe('step outputs as a contract (built CLI)', function () {
   it('validate lets an expression read steps.compile.outputs.spec_version_out, and the run gives it the version compile wrote', async () => {
     const file = path.join(dir, 'versions.yaml')
     const steps = (reason: string): string =>
-      ['version: 1', 'name: versions', 'steps:', '  - {id: ingest, kind: ingest, next: compile}', '  - {id: compile, kind: compile, next: done}', `  - {id: done, kind: end, status: succeeded, reason: "${reason}"}`, ''].join('\n')
+      [
+        'version: 1',
+        'name: versions',
+        'steps:',
+        '  - {id: ingest, kind: ingest, next: compile}',
+        '  - {id: compile, kind: compile, next: done}',
+        `  - {id: done, kind: end, status: succeeded, reason: "${reason}"}`,
+        '',
+      ].join('\n')
     await writeFile(file, steps('compiled ${{ steps.compile.outputs.spec_version_out }}'))
     const checked = await pipe(['validate', file], {cwd: dir})
     expect(checked.stderr).to.match(/^ok {2}\S*versions\.yaml \(pipeline\)\n$/)
     expect(checked.code).to.equal(0)
-    const run = json<{status: string; reason: string; spec_version: string}>(await pipe(['run', file, '--input', path.join(examples, 'full-prd.md'), '--json'], {cwd: dir}))
+    const run = json<{status: string; reason: string; spec_version: string}>(
+      await pipe(['run', file, '--input', path.join(examples, 'full-prd.md'), '--json'], {cwd: dir}),
+    )
     expect(run.status).to.equal('succeeded')
     expect(run.reason).to.equal(`compiled ${run.spec_version}`)
     // Declared for the kinds that write a spec version only: ingest writes none, so reading it there stays an error.
@@ -78,7 +88,10 @@ describe('step outputs as a contract (built CLI)', function () {
             if (!validate(snapshot.outputs)) broken.push(`${snapshot.step.kind} ${snapshot.step.name}: ${JSON.stringify(validate.errors)}`)
             // spec_version_out in outputs is the version the snapshot says the step wrote, and only that.
             const own = (snapshot.outputs as Record<string, unknown>)['spec_version_out']
-            if ((own ?? null) !== snapshot.spec_version_out) broken.push(`${snapshot.step.kind} ${snapshot.step.name}: outputs.spec_version_out ${String(own)} but spec_version_out ${String(snapshot.spec_version_out)}`)
+            if ((own ?? null) !== snapshot.spec_version_out)
+              broken.push(
+                `${snapshot.step.kind} ${snapshot.step.name}: outputs.spec_version_out ${String(own)} but spec_version_out ${String(snapshot.spec_version_out)}`,
+              )
             kinds.add(snapshot.step.kind)
             checked++
           }

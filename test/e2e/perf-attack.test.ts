@@ -30,7 +30,10 @@ afterEach(async () => {
 async function heldAt(args: string[], at: string, cwd: string): Promise<{go: () => Promise<void>; done: Promise<{code: number | null; stderr: string}>}> {
   const gate = path.join(cwd, '.gate')
   await mkdir(gate)
-  const child = spawn(process.execPath, [bin, ...args], {cwd, env: {...process.env, NO_COLOR: '1', PIPE_HOME: dir, PIPE_FAULT_PAUSE_AT: at, PIPE_FAULT_PAUSE_DIR: gate}})
+  const child = spawn(process.execPath, [bin, ...args], {
+    cwd,
+    env: {...process.env, NO_COLOR: '1', PIPE_HOME: dir, PIPE_FAULT_PAUSE_AT: at, PIPE_FAULT_PAUSE_DIR: gate},
+  })
   let stderr = ''
   child.stdout.resume()
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
@@ -56,7 +59,10 @@ describe('speed-ups that must not change a store', function () {
     await held.go()
     const {code, stderr} = await held.done
     expect(code, stderr).to.equal(0)
-    const versions = (await readdir(path.join(cwd, '.pipe', 'specs'))).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)).sort()
+    const versions = (await readdir(path.join(cwd, '.pipe', 'specs')))
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => f.slice(0, -5))
+      .sort()
     const newest = versions.at(-1)!
     const day = newest.slice(0, newest.lastIndexOf('-'))
     const hint = await readFile(path.join(cwd, '.pipe', 'ids', day), 'utf8').catch(() => null)

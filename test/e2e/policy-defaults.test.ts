@@ -31,11 +31,15 @@ const STATUS_PIPELINE = 'version: 1\nname: status\nsteps:\n  - {id: status, kind
 describe('a policy file states what differs from the built-in policy', function () {
   this.timeout(120000)
 
-  it('accepts a two-line policy and runs under it, recording the effective policy\'s version', async () => {
+  it("accepts a two-line policy and runs under it, recording the effective policy's version", async () => {
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
     const check = await pipe(['policy', 'check', 'policy.yaml', '--json'], {cwd: dir})
     expect(check.code, check.stdout + check.stderr).to.equal(0)
-    const body = json<{valid: boolean; policy_version: string; policy: {max_patch_lines: number; forbidden_paths: string[]; resource_limits: {command_timeout_ms: number}}}>(check)
+    const body = json<{
+      valid: boolean
+      policy_version: string
+      policy: {max_patch_lines: number; forbidden_paths: string[]; resource_limits: {command_timeout_ms: number}}
+    }>(check)
     expect(body.valid).to.equal(true)
     expect(body.policy.max_patch_lines, 'the built-in value').to.equal(500)
     expect(body.policy.forbidden_paths).to.include('.git/**')
@@ -60,14 +64,14 @@ describe('a policy file states what differs from the built-in policy', function 
     expect((await pipe(['policy', 'check', 'policy.yaml'], {cwd: dir})).code, 'the longest timer is allowed').to.equal(0)
   })
 
-  it('refuses a command step\'s command_timeout_ms longer than a timer can hold, at validate', async () => {
+  it("refuses a command step's command_timeout_ms longer than a timer can hold, at validate", async () => {
     const p = await file('t.yaml', 'version: 1\nname: t\nsteps:\n  - {id: c, kind: command, run: [node, -e, "0"], command_timeout_ms: 3000000000}\n')
     const r = await pipe(['validate', p], {cwd: dir})
     expect(r.code, r.stdout + r.stderr).to.equal(2)
     expect(r.stdout).to.match(/t\.yaml:4:.*command_timeout_ms.*must be <= 2147483647/)
   })
 
-  it('prints the effective policy with --effective: the file\'s values over the built-in ones', async () => {
+  it("prints the effective policy with --effective: the file's values over the built-in ones", async () => {
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**]\nresource_limits: {command_timeout_ms: 1000}\n')
     const r = await pipe(['policy', 'check', '--effective'], {cwd: dir})
     expect(r.code, r.stderr).to.equal(0)
@@ -142,7 +146,7 @@ describe('the store and policy.yaml are found from a subfolder, like git finds .
     expect(existsSync(path.join(dir, 'tools', '.pipe')), 'no store in the subfolder').to.equal(false)
   })
 
-  it('stops at the repository root: a store above it is not this project\'s', async () => {
+  it("stops at the repository root: a store above it is not this project's", async () => {
     const inner = path.join(dir, 'inner')
     execFileSync('git', ['init', '-q', inner])
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
@@ -151,7 +155,7 @@ describe('the store and policy.yaml are found from a subfolder, like git finds .
     expect(list.code, list.stderr).to.equal(0)
     expect(json<{runs: unknown[]}>(list).runs).to.deep.equal([])
     const check = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: inner}))
-    expect(check.builtin, 'the outer policy.yaml is not the inner repository\'s').to.equal(true)
+    expect(check.builtin, "the outer policy.yaml is not the inner repository's").to.equal(true)
   })
 
   it('pipe runs list (and spec list, ledger list) where there is no store say there is nothing and exit 0', async () => {
@@ -163,7 +167,7 @@ describe('the store and policy.yaml are found from a subfolder, like git finds .
     expect(existsSync(path.join(dir, '.pipe')), 'listing creates no store').to.equal(false)
   })
 
-  it('a policy.yaml above the working directory owned by another user is refused, not used (git\'s dubious-ownership rule)', async function () {
+  it("a policy.yaml above the working directory owned by another user is refused, not used (git's dubious-ownership rule)", async function () {
     if (process.getuid?.() !== 0) this.skip() // giving a file to another user needs root
     const planted = await file('policy.yaml', 'version: 1\nallowed_commands: [[sh, -c, ...]]\n')
     execFileSync('chown', ['65534:65534', planted])
@@ -186,7 +190,9 @@ describe('the store and policy.yaml are found from a subfolder, like git finds .
     await mkdir(sub, {recursive: true})
     const found = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: sub}))
     expect(found.builtin, 'found upward without a ceiling').to.equal(false)
-    const stopped = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: sub, env: {PIPE_CEILING_DIRECTORIES: `relative${path.delimiter}${path.join(dir, 'a')}`}}))
+    const stopped = json<{builtin: boolean}>(
+      await pipe(['policy', 'check', '--json'], {cwd: sub, env: {PIPE_CEILING_DIRECTORIES: `relative${path.delimiter}${path.join(dir, 'a')}`}}),
+    )
     expect(stopped.builtin, 'the walk never climbs into the ceiling folder').to.equal(true)
     const inCeiling = json<{builtin: boolean}>(await pipe(['policy', 'check', '--json'], {cwd: dir, env: {PIPE_CEILING_DIRECTORIES: dir}}))
     expect(inCeiling.builtin, 'the working directory itself is always looked in').to.equal(false)
@@ -221,7 +227,10 @@ describe('commands are judged against the policy before a run, also without --po
   })
 
   it('an argv with an expression is denied when no value of it could be allowed', async () => {
-    await file('p.yaml', 'version: 1\nname: p\ninputs:\n  what: {type: string, default: x}\nsteps:\n  - {id: a, kind: command, run: [rm, -rf, "${{ inputs.what }}"]}\n')
+    await file(
+      'p.yaml',
+      'version: 1\nname: p\ninputs:\n  what: {type: string, default: x}\nsteps:\n  - {id: a, kind: command, run: [rm, -rf, "${{ inputs.what }}"]}\n',
+    )
     const r = await pipe(['validate', 'p.yaml', '--policy', await file('policy.yaml', 'version: 1\nallowed_commands: [[git, log, "{arg}"]]\n')], {cwd: dir})
     expect(r.code).to.not.equal(0)
     expect(r.stdout).to.contain('p.yaml:6:33  steps[0].run  ')
@@ -230,7 +239,10 @@ describe('commands are judged against the policy before a run, also without --po
 
   it('the dry run judges an argv by the values it resolved from the inputs', async () => {
     await file('policy.yaml', 'version: 1\nallowed_commands: [[git, log, --oneline]]\n')
-    await file('p.yaml', 'version: 1\nname: p\ninputs:\n  flag: {type: string, default: --oneline}\nsteps:\n  - {id: a, kind: command, run: [git, log, "${{ inputs.flag }}"]}\n')
+    await file(
+      'p.yaml',
+      'version: 1\nname: p\ninputs:\n  flag: {type: string, default: --oneline}\nsteps:\n  - {id: a, kind: command, run: [git, log, "${{ inputs.flag }}"]}\n',
+    )
     const ok = await pipe(['run', 'p.yaml', '--dry-run', '--json'], {cwd: dir})
     expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
     expect(json<{denied: unknown[]}>(ok).denied).to.deep.equal([])
@@ -254,7 +266,10 @@ describe('pipe test stays hermetic', function () {
     const tmp = path.join(dir, 'tmp')
     await file('tmp/policy.yaml', 'version: 1\nallowed_commands: [[node, -e, "0"]]\n')
     await file('suite/zero.yaml', 'version: 1\nname: zero\nsteps:\n  - {id: zero, kind: command, run: [node, -e, "0"]}\n')
-    await file('suite/zero.pipe-test.yaml', 'version: 1\npipeline: zero.yaml\ntests:\n  - name: the built-in policy denies node\n    expect: {code: E_POLICY_DENIED}\n')
+    await file(
+      'suite/zero.pipe-test.yaml',
+      'version: 1\npipeline: zero.yaml\ntests:\n  - name: the built-in policy denies node\n    expect: {code: E_POLICY_DENIED}\n',
+    )
     const r = await pipe(['test', 'suite', '--json'], {cwd: dir, env: {TMPDIR: tmp}})
     expect(r.code, r.stdout + r.stderr).to.equal(0)
   })

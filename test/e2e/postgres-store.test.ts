@@ -71,10 +71,17 @@ describe('the PostgreSQL store through the CLI', function () {
   it('loads pg only for a postgres:// store: a file-store run never does', async () => {
     // A module hook that writes down every module loaded through import(): pg is one (dist/vendor/pg.js).
     const trace = path.join(dir, 'trace.txt')
-    await writeFile(path.join(dir, 'hooks.mjs'), `import {appendFileSync} from 'node:fs'\nexport async function resolve(s, c, next) { const r = await next(s, c); appendFileSync(${JSON.stringify(trace)}, r.url + '\\n'); return r }\n`)
-    await writeFile(path.join(dir, 'register.mjs'), `import {register} from 'node:module'\nregister(${JSON.stringify(`file://${path.join(dir, 'hooks.mjs')}`)})\n`)
+    await writeFile(
+      path.join(dir, 'hooks.mjs'),
+      `import {appendFileSync} from 'node:fs'\nexport async function resolve(s, c, next) { const r = await next(s, c); appendFileSync(${JSON.stringify(trace)}, r.url + '\\n'); return r }\n`,
+    )
+    await writeFile(
+      path.join(dir, 'register.mjs'),
+      `import {register} from 'node:module'\nregister(${JSON.stringify(`file://${path.join(dir, 'hooks.mjs')}`)})\n`,
+    )
     const env = {NODE_OPTIONS: `--import ${path.join(dir, 'register.mjs')}`}
-    const loaded = async (): Promise<string[]> => (existsSync(trace) ? (await import('node:fs/promises')).readFile(trace, 'utf8').then((t) => t.split('\n').filter(Boolean)) : [])
+    const loaded = async (): Promise<string[]> =>
+      existsSync(trace) ? (await import('node:fs/promises')).readFile(trace, 'utf8').then((t) => t.split('\n').filter(Boolean)) : []
     const fileRun = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', path.join(dir, 'files'), '--json'], {cwd: dir, env})
     expect(fileRun.code, fileRun.stderr).to.equal(0)
     const list = await pipe(['runs', 'list', '--store', path.join(dir, 'files')], {cwd: dir, env})
@@ -102,18 +109,31 @@ describe('the PostgreSQL store through the CLI', function () {
     })
 
     it('refuses UPDATE and DELETE of the trail, even from the owner, by privilege and by trigger', async () => {
-      for (const statement of ['UPDATE pipe_snapshots SET body = body', 'DELETE FROM pipe_events', 'DELETE FROM pipe_run_index', 'TRUNCATE pipe_specs', 'DELETE FROM pipe_runs', 'UPDATE pipe_counters SET n = 0']) {
+      for (const statement of [
+        'UPDATE pipe_snapshots SET body = body',
+        'DELETE FROM pipe_events',
+        'DELETE FROM pipe_run_index',
+        'TRUNCATE pipe_specs',
+        'DELETE FROM pipe_runs',
+        'UPDATE pipe_counters SET n = 0',
+      ]) {
         let refused: string | null = null
         await cluster.sql(db, statement).catch((error: Error) => (refused = error.message))
         expect(refused, statement).to.match(/append-only|only moves forward/)
       }
-      const privileges = await cluster.sql<{privilege_type: string}>(db, "SELECT privilege_type FROM information_schema.role_table_grants WHERE table_name = 'pipe_snapshots' AND privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE')")
+      const privileges = await cluster.sql<{privilege_type: string}>(
+        db,
+        "SELECT privilege_type FROM information_schema.role_table_grants WHERE table_name = 'pipe_snapshots' AND privilege_type IN ('UPDATE', 'DELETE', 'TRUNCATE')",
+      )
       expect(privileges).to.deep.equal([])
       expect((await audit()).ok).to.equal(true)
     })
 
     it('names an UPDATE of a snapshot row (the trigger disabled by a superuser)', async () => {
-      await cluster.sql(db, `SET session_replication_role = replica; UPDATE pipe_snapshots SET body = replace(body, '"decision": "success"', '"decision": "failure"') WHERE run_id = '${runId}' AND seq = 2`)
+      await cluster.sql(
+        db,
+        `SET session_replication_role = replica; UPDATE pipe_snapshots SET body = replace(body, '"decision": "success"', '"decision": "failure"') WHERE run_id = '${runId}' AND seq = 2`,
+      )
       const report = await audit()
       expect(report.ok).to.equal(false)
       expect(report.problems.map((p) => [p.record, p.file])).to.deep.include([`${runId}#2`, `pipe_snapshots(${runId}, 2)`])
@@ -123,7 +143,10 @@ describe('the PostgreSQL store through the CLI', function () {
     it('names a deleted line of a chain (a timeline line, a run index line)', async () => {
       await cluster.sql(db, `SET session_replication_role = replica; DELETE FROM pipe_events WHERE run_id = '${runId}' AND n = 2`)
       const report = await audit()
-      expect(report.problems.some((p) => p.file === 'pipe_events(3)' && p.field === 'pos' && /line 2 .*missing/.test(p.message)), JSON.stringify(report.problems)).to.equal(true)
+      expect(
+        report.problems.some((p) => p.file === 'pipe_events(3)' && p.field === 'pos' && /line 2 .*missing/.test(p.message)),
+        JSON.stringify(report.problems),
+      ).to.equal(true)
       expect(report.problems.some((p) => p.file === 'pipe_events(3)' && p.field === 'prev')).to.equal(true)
       const second = json<RunJson>(await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()}))
       await cluster.sql(db, `SET session_replication_role = replica; DELETE FROM pipe_run_index WHERE run_id = '${runId}'`)

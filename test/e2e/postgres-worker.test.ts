@@ -78,13 +78,17 @@ describe('pipe worker on a PostgreSQL store', function () {
   }
 
   const queueEmpty = async (): Promise<boolean> => (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue'))[0]!.n === 0
-  const statusOf = async (runId: string): Promise<string> => json<{status: string}>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir})).status
+  const statusOf = async (runId: string): Promise<string> =>
+    json<{status: string}>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir})).status
 
   /** Each run has snapshots 1..N exactly once, and the whole store passes its audit. */
   async function expectWhole(runIds: string[], steps: number): Promise<void> {
     for (const runId of runIds) {
       const rows = await cluster.sql<{seq: number}>(db, 'SELECT seq FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [runId])
-      expect(rows.map((r) => r.seq), runId).to.deep.equal(Array.from({length: steps}, (_, i) => i + 1))
+      expect(
+        rows.map((r) => r.seq),
+        runId,
+      ).to.deep.equal(Array.from({length: steps}, (_, i) => i + 1))
     }
     const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
     expect(json<{ok: boolean; problems: unknown[]}>(audit).problems).to.deep.equal([])
@@ -115,7 +119,13 @@ describe('pipe worker on a PostgreSQL store', function () {
     const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
     const first = startWorker([], lease)
-    await until('the first worker holds the run', async () => (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(`"pid":${first.child.pid}`) === true)
+    await until(
+      'the first worker holds the run',
+      async () =>
+        (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(
+          `"pid":${first.child.pid}`,
+        ) === true,
+    )
     first.child.kill('SIGKILL')
     await first.exited
     const second = startWorker([], lease)
@@ -133,7 +143,13 @@ describe('pipe worker on a PostgreSQL store', function () {
     const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
     const frozen = startWorker([], lease)
-    await until('the first worker holds the run', async () => (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(`"pid":${frozen.child.pid}`) === true)
+    await until(
+      'the first worker holds the run',
+      async () =>
+        (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(
+          `"pid":${frozen.child.pid}`,
+        ) === true,
+    )
     frozen.child.kill('SIGSTOP')
     const other = startWorker([], lease)
     await until('the run has stopped', queueEmpty)

@@ -40,10 +40,17 @@ async function pipeline(targets: string): Promise<string> {
   return file
 }
 
-const allTargets = '      - {name: local, type: file, dir: published}\n      - {name: feishu, type: webhook, format: feishu, url_env: FEISHU_HOOK, secret_env: FEISHU_SECRET}\n      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 2000}\n'
+const allTargets =
+  '      - {name: local, type: file, dir: published}\n      - {name: feishu, type: webhook, format: feishu, url_env: FEISHU_HOOK, secret_env: FEISHU_SECRET}\n      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 2000}\n'
 
 function env(): Record<string, string> {
-  return {FEISHU_HOOK: `${server.url}/feishu`, FEISHU_SECRET: SECRET, SLACK_HOOK: `${server.url}/slack`, JSON_HOOK: `${server.url}/json`, PIPE_HOME: path.join(dir, 'home')}
+  return {
+    FEISHU_HOOK: `${server.url}/feishu`,
+    FEISHU_SECRET: SECRET,
+    SLACK_HOOK: `${server.url}/slack`,
+    JSON_HOOK: `${server.url}/json`,
+    PIPE_HOME: path.join(dir, 'home'),
+  }
 }
 
 function cli(args: string[], extra: Record<string, string | undefined> = {}): Promise<CliResult> {
@@ -66,7 +73,12 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     const [feishu] = server.deliveries('/feishu')
     expect(feishu!.headers['idempotency-key']).to.equal(key('feishu'))
     expect(feishu!.headers['content-type']).to.contain('application/json')
-    const fb = feishu!.body as {timestamp: string; sign: string; msg_type: string; content: {post: {zh_cn: {title: string; content: Array<Array<{tag: string; text: string}>>}}}}
+    const fb = feishu!.body as {
+      timestamp: string
+      sign: string
+      msg_type: string
+      content: {post: {zh_cn: {title: string; content: Array<Array<{tag: string; text: string}>>}}}
+    }
     expect(fb.msg_type).to.equal('post')
     expect(fb.content.post.zh_cn.title).to.equal('Spec published: Team Expense Tracker')
     expect(fb.content.post.zh_cn.content[0]![0]).to.deep.equal({tag: 'text', text: `${run.feature_id} ${run.spec_version} (verified)`})
@@ -83,8 +95,24 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     expect(slack!.headers['idempotency-key']).to.equal(key('slack'))
 
     const [generic] = server.deliveries('/json')
-    const gb = generic!.body as {event: string; idempotency_key: string; feature_id: string; spec_version: string; run_id: string; target: string; content_hash: string; spec: {meta: {spec_version: string}}}
-    expect(gb).to.include({event: 'spec.published', idempotency_key: key('generic'), feature_id: run.feature_id, spec_version: run.spec_version, run_id: run.run_id, target: 'generic'})
+    const gb = generic!.body as {
+      event: string
+      idempotency_key: string
+      feature_id: string
+      spec_version: string
+      run_id: string
+      target: string
+      content_hash: string
+      spec: {meta: {spec_version: string}}
+    }
+    expect(gb).to.include({
+      event: 'spec.published',
+      idempotency_key: key('generic'),
+      feature_id: run.feature_id,
+      spec_version: run.spec_version,
+      run_id: run.run_id,
+      target: 'generic',
+    })
     expect(gb.spec.meta.spec_version).to.equal(run.spec_version)
     expect(gb.content_hash).to.match(/^sha256:/)
 
@@ -113,9 +141,14 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   })
 
   it('sends exactly once when two processes publish a new key at the same moment', async () => {
-    const run = json<RunJson>(await cli(['run', await pipeline('      - {name: local, type: file, dir: published}\n'), '--input', prd, '--decision', 'go', '--json']))
+    const run = json<RunJson>(
+      await cli(['run', await pipeline('      - {name: local, type: file, dir: published}\n'), '--input', prd, '--decision', 'go', '--json']),
+    )
     // The same run, now with a webhook target the pipeline did not have when it ran: a new key.
-    const text = (await readFile(path.join(dir, 'pipelines', 'hooks.yaml'), 'utf8')).replace('      - {name: local, type: file, dir: published}\n', '      - {name: local, type: file, dir: published}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n')
+    const text = (await readFile(path.join(dir, 'pipelines', 'hooks.yaml'), 'utf8')).replace(
+      '      - {name: local, type: file, dir: published}\n',
+      '      - {name: local, type: file, dir: published}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n',
+    )
     const original = await readFile(path.join(dir, 'pipelines', 'hooks.yaml'), 'utf8')
     await writeFile(path.join(dir, 'pipelines', 'hooks.yaml'), text)
     const refused = await cli(['publish', run.run_id])
@@ -139,7 +172,17 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
 
   it('retries a 500 and succeeds, with both attempts in the ledger and the snapshot', async () => {
     server.reply({status: 500, body: {error: 'boom'}})
-    const run = json<RunJson>(await cli(['run', await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'), '--input', prd, '--decision', 'go', '--json']))
+    const run = json<RunJson>(
+      await cli([
+        'run',
+        await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'),
+        '--input',
+        prd,
+        '--decision',
+        'go',
+        '--json',
+      ]),
+    )
     expect(run.status).to.equal('succeeded')
     expect(server.deliveries('/json')).to.have.length(1)
     const [entry] = await ledger()
@@ -155,7 +198,15 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
 
   it('stops at once on a 400, blocked (the approved run is not lost), with the reason from the response', async () => {
     server.reply({status: 400, body: {error: 'invalid_payload: text too long'}})
-    const result = await cli(['run', await pipeline('      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n'), '--input', prd, '--decision', 'go', '--json'])
+    const result = await cli([
+      'run',
+      await pipeline('      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n'),
+      '--input',
+      prd,
+      '--decision',
+      'go',
+      '--json',
+    ])
     expect(result.code).to.equal(6)
     const run = json<RunJson>(result)
     expect(run.status).to.equal('blocked')
@@ -169,7 +220,15 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   it('reads at most 64 KiB of an answer that never ends: the status decides, the connection is closed', async () => {
     // 256 MiB, then the body holds unended: a client without a limit would wait for timeout_ms (unknown outcome).
     server.reply({endless: 256 * 1024 * 1024})
-    const result = await cli(['run', await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 120000}\n'), '--input', prd, '--decision', 'go', '--json'])
+    const result = await cli([
+      'run',
+      await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 120000}\n'),
+      '--input',
+      prd,
+      '--decision',
+      'go',
+      '--json',
+    ])
     expect(result.code, result.stderr).to.equal(0)
     expect(json<RunJson>(result).status).to.equal('succeeded')
     await server.endlessClosed()
@@ -195,7 +254,9 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   })
 
   it('keeps the documented guarantee after a SIGKILL between sending and recording', async () => {
-    const file = await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n      - {name: careful, type: webhook, format: slack, url_env: SLACK_HOOK, uncertain: hold}\n')
+    const file = await pipeline(
+      '      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n      - {name: careful, type: webhook, format: slack, url_env: SLACK_HOOK, uncertain: hold}\n',
+    )
     const killed = await cli(['run', file, '--input', prd, '--decision', 'go'], {PIPE_FAULT_KILL_AT: 'publish-sent:generic'})
     expect(killed.signal).to.equal('SIGKILL')
     expect(server.deliveries('/json')).to.have.length(1)
@@ -233,7 +294,15 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   })
 
   it('never reads the URL from the pipeline: a missing variable is a clear error', async () => {
-    const result = await cli(['run', await pipeline('      - {name: generic, type: webhook, format: json, url_env: NOT_SET_HOOK}\n'), '--input', prd, '--decision', 'go', '--json'])
+    const result = await cli([
+      'run',
+      await pipeline('      - {name: generic, type: webhook, format: json, url_env: NOT_SET_HOOK}\n'),
+      '--input',
+      prd,
+      '--decision',
+      'go',
+      '--json',
+    ])
     expect(result.code).to.equal(6)
     expect(json<RunJson>(result).error?.message).to.contain('$NOT_SET_HOOK, which is not set')
   })
@@ -277,7 +346,15 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
     const accepted = await run(['run', file, '--input', prd, '--decision', 'go', '--json'])
     expect(accepted.code, accepted.stderr).to.equal(0)
     const acceptedId = json<RunJson>(accepted).run_id
-    for (const args of [['ledger', 'list', '--json'], ['ledger', 'list'], ['runs', 'show', refusedId, '--json'], ['runs', 'show', acceptedId], ['snapshot', 'show', acceptedId, '--step', 'publish', '--json'], ['snapshot', 'show', refusedId, '--step', 'publish']]) await run(args)
+    for (const args of [
+      ['ledger', 'list', '--json'],
+      ['ledger', 'list'],
+      ['runs', 'show', refusedId, '--json'],
+      ['runs', 'show', acceptedId],
+      ['snapshot', 'show', acceptedId, '--step', 'publish', '--json'],
+      ['snapshot', 'show', refusedId, '--step', 'publish'],
+    ])
+      await run(args)
     // The requests reached the server with the path token, and the credentials as Basic auth.
     const got = server.requests()
     expect(got.length).to.be.greaterThanOrEqual(3)
@@ -296,7 +373,14 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
   it("keeps a webhook's Basic credentials out of every record and output when the target echoes them encoded (headers as JSON, base64, URL-encoded, JSON-escaped)", async () => {
     const PASSWORD = 'p@ss"w/rd-9x'
     const basic = Buffer.from(`deploy:${PASSWORD}`).toString('base64')
-    const forms = [basic, basic.replace(/=+$/, ''), Buffer.from(`deploy:${PASSWORD}`).toString('base64url'), PASSWORD, encodeURIComponent(PASSWORD), JSON.stringify(PASSWORD).slice(1, -1)]
+    const forms = [
+      basic,
+      basic.replace(/=+$/, ''),
+      Buffer.from(`deploy:${PASSWORD}`).toString('base64url'),
+      PASSWORD,
+      encodeURIComponent(PASSWORD),
+      JSON.stringify(PASSWORD).slice(1, -1),
+    ]
     const url = `${server.url.replace('http://', `http://deploy:${encodeURIComponent(PASSWORD)}@`)}/hook`
     const file = await pipeline('      - {name: team, type: webhook, format: json, url_env: SPEC_HOOK_URL}\n')
     const outputs: string[] = []
@@ -306,13 +390,24 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
       return result
     }
     // The target answers 400 with the request's headers as JSON, then with the credentials in other encodings.
-    server.reply({status: 400, echoHeaders: true}, {status: 400, body: {seen: {basic, url_encoded: encodeURIComponent(PASSWORD), json: JSON.stringify(PASSWORD), plain: PASSWORD}}})
+    server.reply(
+      {status: 400, echoHeaders: true},
+      {status: 400, body: {seen: {basic, url_encoded: encodeURIComponent(PASSWORD), json: JSON.stringify(PASSWORD), plain: PASSWORD}}},
+    )
     const refused = await run(['run', file, '--input', prd, '--decision', 'go', '--json'])
     expect(refused.code, refused.stderr).to.not.equal(0)
     const runId = json<RunJson>(refused).run_id
     const again = await run(['publish', runId, '--json'])
     expect(again.code, again.stderr).to.not.equal(0)
-    for (const args of [['ledger', 'list', '--json'], ['ledger', 'list'], ['runs', 'show', runId, '--json'], ['runs', 'show', runId], ['snapshot', 'show', runId, '--step', 'publish', '--json'], ['export', runId]]) await run(args)
+    for (const args of [
+      ['ledger', 'list', '--json'],
+      ['ledger', 'list'],
+      ['runs', 'show', runId, '--json'],
+      ['runs', 'show', runId],
+      ['snapshot', 'show', runId, '--step', 'publish', '--json'],
+      ['export', runId],
+    ])
+      await run(args)
     // The credentials did reach the target, as Basic auth (the test would prove nothing otherwise), and came back.
     expect(server.requests()).to.have.length(2)
     expect(server.requests()[0]!.headers.authorization).to.equal(`Basic ${basic}`)
@@ -370,7 +465,10 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
   })
 
   it("the engine's retries never resend a request that its step timeout cut off", async () => {
-    const text = (await readFile(await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'), 'utf8')).replace('    kind: publish\n', '    kind: publish\n    timeout_ms: 400\n    retry: {max_retries: 3}\n')
+    const text = (await readFile(await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'), 'utf8')).replace(
+      '    kind: publish\n',
+      '    kind: publish\n    timeout_ms: 400\n    retry: {max_retries: 3}\n',
+    )
     const file = path.join(dir, 'pipelines', 'stepped.yaml')
     await writeFile(file, text)
     server.reply({hang: true})
@@ -389,7 +487,9 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
       const result = await cli(['run', file, '--input', prd, '--decision', 'go', '--store', store, '--json'])
       expect(result.code, result.stderr).to.equal(0)
       const run = json<RunJson>(result)
-      const published = JSON.parse(await readFile(path.join(dir, 'published', store, run.feature_id, `${run.spec_version}.json`), 'utf8')) as {meta: {run_id: string}}
+      const published = JSON.parse(await readFile(path.join(dir, 'published', store, run.feature_id, `${run.spec_version}.json`), 'utf8')) as {
+        meta: {run_id: string}
+      }
       expect(published.meta.run_id).to.equal(run.run_id)
     }
     // A store of the same name elsewhere numbers its features from 001 too: same file name, another spec.
@@ -406,15 +506,25 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
   })
 
   it('escapes &, < and > in every Slack text field and neutralises Feishu mention tags', async () => {
-    const text = (await readFile(prd, 'utf8')).replace('# Team Expense Tracker', '# Expenses <!here>').replace('- [P2] Receipts could be attached as photos.', '- [P0] Notify <!channel> & <@U024BE7LH> when an expense is > 100 EUR.\n- [P2] Receipts could be attached as photos <at user_id="all">all</at>.')
+    const text = (await readFile(prd, 'utf8'))
+      .replace('# Team Expense Tracker', '# Expenses <!here>')
+      .replace(
+        '- [P2] Receipts could be attached as photos.',
+        '- [P0] Notify <!channel> & <@U024BE7LH> when an expense is > 100 EUR.\n- [P2] Receipts could be attached as photos <at user_id="all">all</at>.',
+      )
     const input = path.join(dir, 'mentions.md')
     await writeFile(input, text)
     const result = await cli(['run', await pipeline(allTargets), '--input', input, '--decision', 'go', '--json'])
     expect(result.code, result.stderr).to.equal(0)
     const [slack] = server.deliveries('/slack')
     const body = slack!.body as {text: string; blocks: Array<{type: string; text?: {type: string; text: string}; elements?: Array<{text: string}>}>}
-    const texts = [body.text, ...body.blocks.flatMap((b) => [b.text?.text, ...(b.elements ?? []).map((e) => e.text)])].filter((t): t is string => typeof t === 'string')
-    for (const t of texts) expect(t).to.not.match(/[<>]/).and.not.match(/&(?!amp;|lt;|gt;)/)
+    const texts = [body.text, ...body.blocks.flatMap((b) => [b.text?.text, ...(b.elements ?? []).map((e) => e.text)])].filter(
+      (t): t is string => typeof t === 'string',
+    )
+    for (const t of texts)
+      expect(t)
+        .to.not.match(/[<>]/)
+        .and.not.match(/&(?!amp;|lt;|gt;)/)
     expect(body.blocks[1]!.text!.text).to.contain('Notify &lt;!channel&gt; &amp; &lt;@U024BE7LH&gt; when an expense is &gt; 100 EUR.')
     expect(body.text).to.contain('Expenses &lt;!here&gt;')
     const [feishu] = server.deliveries('/feishu')

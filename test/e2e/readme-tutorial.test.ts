@@ -16,7 +16,11 @@ describe('README.md, "Your first pipeline in ten minutes", followed literally', 
 
   it('saves its files, runs its commands in order, and each prints what the README shows', async () => {
     const items = tutorialItems(await readFile(path.join(repoRoot, 'README.md'), 'utf8'))
-    expect(items.filter((i) => i.kind === 'file').map((i) => (i as {name: string}).name)).to.deep.equal(['pipeline.yaml', 'policy.yaml', 'notes.pipe-test.yaml'])
+    expect(items.filter((i) => i.kind === 'file').map((i) => (i as {name: string}).name)).to.deep.equal([
+      'pipeline.yaml',
+      'policy.yaml',
+      'notes.pipe-test.yaml',
+    ])
     expect(items.filter((i) => i.kind === 'command').length).to.be.greaterThan(10)
     const {dir, cleanup} = await tempDir('pipe-tutorial-')
     try {

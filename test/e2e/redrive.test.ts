@@ -117,7 +117,10 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
 
   it('redrives a command the policy denied under a corrected policy, and again without one', async () => {
     const pipeline = path.join(dir, 'cmd.yaml')
-    await writeFile(pipeline, 'version: 1\nname: cmd\nsteps:\n  - {id: prepare, kind: noop, next: say}\n  - {id: say, kind: command, run: [echo, hello], max_iterations: 1, next: done}\n  - {id: done, kind: noop}\n')
+    await writeFile(
+      pipeline,
+      'version: 1\nname: cmd\nsteps:\n  - {id: prepare, kind: noop, next: say}\n  - {id: say, kind: command, run: [echo, hello], max_iterations: 1, next: done}\n  - {id: done, kind: noop}\n',
+    )
     const strict = path.join(dir, 'strict.yaml')
     const open = path.join(dir, 'open.yaml')
     await writeFile(strict, policy('  - [node, --check]\n'))
@@ -205,7 +208,10 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
 
   it('resumes a run blocked at an end after a routed failure: the failed command runs again, and passing, the run succeeds', async () => {
     const pipeline = path.join(dir, 'build.yaml')
-    await writeFile(pipeline, 'version: 1\nname: build\nsteps:\n  - {id: build, kind: command, run: [node, check.js], on: {failure: wait}}\n  - {id: wait, kind: end, status: blocked, reason: "the build fails: fix check.js"}\n')
+    await writeFile(
+      pipeline,
+      'version: 1\nname: build\nsteps:\n  - {id: build, kind: command, run: [node, check.js], on: {failure: wait}}\n  - {id: wait, kind: end, status: blocked, reason: "the build fails: fix check.js"}\n',
+    )
     await writeFile(path.join(dir, 'check.js'), 'process.exit(1)\n')
     const open = path.join(dir, 'open.yaml')
     await writeFile(open, policy('  - [node, check.js]\n'))
@@ -215,7 +221,9 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(body.status).to.equal('blocked')
     expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
     // The hint says what resume does, and names the command once.
-    expect(body.error?.hint).to.equal(`Fix what made step build fail (pipe snapshot show ${body.run_id} --step build shows it); resuming runs build again and goes on from its outcome. Then continue it with: pipe resume ${body.run_id}`)
+    expect(body.error?.hint).to.equal(
+      `Fix what made step build fail (pipe snapshot show ${body.run_id} --step build shows it); resuming runs build again and goes on from its outcome. Then continue it with: pipe resume ${body.run_id}`,
+    )
     expect(blocked.stderr.split(`pipe resume ${body.run_id}`)).to.have.length(2)
 
     // Resumed with the cause still there: build fails again and the run is blocked again at wait.
@@ -230,7 +238,9 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
     await expectUnchanged(before, body.run_id)
     const list = await snapshots(body.run_id)
-    expect(list.map((s) => [s.step.seq, s.step.name, s.decisions.at(-1)!.decision, s.decisions.at(-1)!.next_step, s.decisions.at(-1)!.by ?? null])).to.deep.equal([
+    expect(
+      list.map((s) => [s.step.seq, s.step.name, s.decisions.at(-1)!.decision, s.decisions.at(-1)!.next_step, s.decisions.at(-1)!.by ?? null]),
+    ).to.deep.equal([
       [1, 'build', 'failure', 'wait', null],
       [2, 'wait', 'blocked', 'wait', null],
       [3, 'wait', 'resumed', 'build', user],
@@ -247,7 +257,10 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
 
   it('resumes a run blocked at an end nothing failed before: it ends succeeded, as the hint says', async () => {
     const pipeline = path.join(dir, 'gate.yaml')
-    await writeFile(pipeline, 'version: 1\nname: gate\nsteps:\n  - {id: prepare, kind: noop, next: wait}\n  - {id: wait, kind: end, status: blocked, reason: "sign the release off"}\n')
+    await writeFile(
+      pipeline,
+      'version: 1\nname: gate\nsteps:\n  - {id: prepare, kind: noop, next: wait}\n  - {id: wait, kind: end, status: blocked, reason: "sign the release off"}\n',
+    )
     const blocked = await cli(['run', pipeline, '--json'])
     expect(blocked.code, blocked.stderr).to.equal(6)
     const body = json<RunJson>(blocked)
@@ -265,9 +278,15 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
   it('redrives a model step whose replies broke its output schema by asking the model again, not the reply cache (a real HTTP server)', async () => {
     await mkdir(path.join(dir, 'prompts'))
     await writeFile(path.join(dir, 'prompts', 'title.md'), 'A title for: {{topic}}\n')
-    await writeFile(path.join(dir, 'title.schema.json'), JSON.stringify({type: 'object', additionalProperties: false, required: ['title'], properties: {title: {type: 'string'}}}))
+    await writeFile(
+      path.join(dir, 'title.schema.json'),
+      JSON.stringify({type: 'object', additionalProperties: false, required: ['title'], properties: {title: {type: 'string'}}}),
+    )
     const pipeline = path.join(dir, 'title.yaml')
-    await writeFile(pipeline, 'version: 1\nname: title\nsteps:\n  - {id: draft, kind: model, prompt: prompts/title.md, vars: {topic: CSV export}, output_schema: title.schema.json, max_repairs: 1}\n')
+    await writeFile(
+      pipeline,
+      'version: 1\nname: title\nsteps:\n  - {id: draft, kind: model, prompt: prompts/title.md, vars: {topic: CSV export}, output_schema: title.schema.json, max_repairs: 1}\n',
+    )
     // The first replies break the schema (a number, then a missing field); later ones are valid.
     const server = await ModelServer.start(() => ({content: JSON.stringify({title: 'CSV export'})}))
     server.script('draft', {content: JSON.stringify({title: 7})}, {content: JSON.stringify({name: 'CSV export'})})

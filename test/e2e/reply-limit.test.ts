@@ -20,7 +20,10 @@ class EndlessServer {
   private server!: Server
   url = ''
 
-  constructor(private readonly headers: Record<string, string>, private readonly status = 200) {}
+  constructor(
+    private readonly headers: Record<string, string>,
+    private readonly status = 200,
+  ) {}
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => {
@@ -94,7 +97,9 @@ describe('the size limit on a model reply (a real HTTP server on 127.0.0.1 that 
 
       // The failure is recorded as the step's error, with the limit, and is not retried (the same endpoint would send the same).
       const runId = /run (R-\S+)/.exec(result.stdout)![1]!
-      const snapshots = json<Array<{step: {name: string; attempts?: number}; errors: Array<{code: string; message: string; details?: {limit_bytes?: number}}>}>>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir}))
+      const snapshots = json<
+        Array<{step: {name: string; attempts?: number}; errors: Array<{code: string; message: string; details?: {limit_bytes?: number}}>}>
+      >(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir}))
       const compile = snapshots.find((s) => s.step.name === 'compile')!
       expect(compile.errors[0]).to.include({code: 'E_MODEL'})
       expect(compile.errors[0]!.details?.limit_bytes).to.equal(8 * 1024 * 1024)
@@ -109,7 +114,10 @@ describe('the size limit on a model reply (a real HTTP server on 127.0.0.1 that 
     const handle = await open(cassette, 'r+')
     await handle.truncate(64 * 1024 * 1024 + 1)
     await handle.close()
-    const result = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--replay', cassette], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const result = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--replay', cassette], {
+      cwd: dir,
+      env: {PIPE_HOME: path.join(dir, 'home')},
+    })
     expect(result.code, result.stderr).to.not.equal(0)
     expect(result.stderr).to.contain('Error [E_CONFIG]: the cassette')
     expect(result.stderr).to.contain('more than the 64 MiB a cassette may hold')

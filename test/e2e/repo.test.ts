@@ -18,7 +18,11 @@ let repo: string
 let cleanup: () => Promise<void>
 
 function git(...args: string[]): string {
-  return execFileSync('git', args, {cwd: repo, encoding: 'utf8', env: {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'}}).trim()
+  return execFileSync('git', args, {
+    cwd: repo,
+    encoding: 'utf8',
+    env: {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'},
+  }).trim()
 }
 
 beforeEach(async () => {
@@ -37,7 +41,10 @@ async function pipelineFile(name: string, yaml: string): Promise<string> {
 
 async function policyFile(extra = ''): Promise<string> {
   const file = path.join(dir, 'policy.yaml')
-  await writeFile(file, `version: 1\nallowed_commands:\n  - [node, --test, "..."]\n  - [node, --check, "{path}"]\n  - [bash, -c, "{arg}"]\n  - [echo, "..."]\n  - [printf, "..."]\n  - [git, status]\nforbidden_paths: [".git/**", "secrets/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {max_output_bytes: 1024, command_timeout_ms: 30000}\n${extra}`)
+  await writeFile(
+    file,
+    `version: 1\nallowed_commands:\n  - [node, --test, "..."]\n  - [node, --check, "{path}"]\n  - [bash, -c, "{arg}"]\n  - [echo, "..."]\n  - [printf, "..."]\n  - [git, status]\nforbidden_paths: [".git/**", "secrets/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {max_output_bytes: 1024, command_timeout_ms: 30000}\n${extra}`,
+  )
   return file
 }
 
@@ -59,7 +66,12 @@ describe('the coding example on a real git repository', function () {
     const r = await pipe(['run', path.join(coding, 'pipeline.yaml'), '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo})
     expect(r.code, r.stderr).to.equal(0)
     const body = json<RunJson>(r)
-    expect((await snapshots(body.run_id)).map((s) => `${s.step.name}:${s.decisions[0]!.decision}`)).to.deep.equal(['baseline:success', 'fix:success', 'qa:pass', 'commit:success'])
+    expect((await snapshots(body.run_id)).map((s) => `${s.step.name}:${s.decisions[0]!.decision}`)).to.deep.equal([
+      'baseline:success',
+      'fix:success',
+      'qa:pass',
+      'commit:success',
+    ])
     expect(git('log', '--format=%s')).to.equal('T-001: add() adds\npipe: baseline before the edit\ninit')
     expect(git('status', '--porcelain')).to.equal('')
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b')
@@ -126,7 +138,10 @@ describe('command, git and edit steps under the policy', function () {
     expect(out.result.error?.message).to.contain('is not allowed (allowed_commands)')
     expect(existsSync(marker)).to.equal(false)
 
-    const literal = await pipelineFile('literal.yaml', "steps:\n  - {id: say, kind: command, run: [echo, 'a; touch x', '$(touch y)', '`touch z`', '| cat', '&& rm -rf .']}\n")
+    const literal = await pipelineFile(
+      'literal.yaml',
+      "steps:\n  - {id: say, kind: command, run: [echo, 'a; touch x', '$(touch y)', '`touch z`', '| cat', '&& rm -rf .']}\n",
+    )
     const said = await run(literal)
     expect(said.code, said.stderr).to.equal(0)
     const snap = (await snapshots(said.result.run_id))[0]!
@@ -138,14 +153,20 @@ describe('command, git and edit steps under the policy', function () {
   it('kills the whole process tree on timeout, leaving no process behind', async () => {
     // Both processes carry a tag of this test's own, so processes of other test runs on the machine never count.
     const tag = `pipe-timeout-${process.pid}-${Date.now()}`
-    const p = await pipelineFile('slow.yaml', `steps:\n  - {id: slow, kind: command, run: [bash, -c, '(exec -a ${tag}-bg sleep 300) & echo started; exec -a ${tag} sleep 301'], command_timeout_ms: 1000}\n`)
+    const p = await pipelineFile(
+      'slow.yaml',
+      `steps:\n  - {id: slow, kind: command, run: [bash, -c, '(exec -a ${tag}-bg sleep 300) & echo started; exec -a ${tag} sleep 301'], command_timeout_ms: 1000}\n`,
+    )
     const out = await run(p)
     expect(out.code).to.equal(1)
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
     const snap = (await snapshots(out.result.run_id))[0]!
     expect((snap.errors[0]!.details as {command: {stdout: {head: string}; timed_out: boolean}}).command).to.deep.include({timed_out: true})
     // A killed process is reaped asynchronously: wait (bounded) for the tagged ones to be gone.
-    const tagged = (): string[] => execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'}).split('\n').filter((l) => l.includes(tag))
+    const tagged = (): string[] =>
+      execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'})
+        .split('\n')
+        .filter((l) => l.includes(tag))
     for (let i = 0; i < 100 && tagged().length > 0; i++) await new Promise((r) => setTimeout(r, 100))
     expect(tagged()).to.deep.equal([])
   })
@@ -153,7 +174,9 @@ describe('command, git and edit steps under the policy', function () {
   it('keeps the head and the tail of a long output, within max_output_bytes', async () => {
     const p = await pipelineFile('long.yaml', "steps:\n  - {id: long, kind: command, run: [bash, -c, 'for i in $(seq 1 5000); do echo line $i; done']}\n")
     const out = await run(p)
-    const command = ((await snapshots(out.result.run_id))[0]!.outputs as {command: {stdout: {head: string; tail: string; omitted_bytes: number; total_bytes: number}}}).command
+    const command = (
+      (await snapshots(out.result.run_id))[0]!.outputs as {command: {stdout: {head: string; tail: string; omitted_bytes: number; total_bytes: number}}}
+    ).command
     expect(command.stdout.head.startsWith('line 1\nline 2\n')).to.equal(true)
     expect(command.stdout.tail.endsWith('line 5000\n')).to.equal(true)
     expect(command.stdout.head.length + command.stdout.tail.length).to.be.at.most(1024)
@@ -166,16 +189,25 @@ describe('command, git and edit steps under the policy', function () {
     const log = path.join(repo, 'intervals.log')
     const policy = await policyFile()
     await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_output_bytes: 1024', 'max_output_bytes: 1024, max_concurrent_commands: 1'))
-    const p = await pipelineFile('slot.yaml', `steps:\n  - {id: busy, kind: command, run: [bash, -c, 'echo "start $(date +%s%N)" >> ${log}; sleep 0.4; echo "end $(date +%s%N)" >> ${log}']}\n`)
+    const p = await pipelineFile(
+      'slot.yaml',
+      `steps:\n  - {id: busy, kind: command, run: [bash, -c, 'echo "start $(date +%s%N)" >> ${log}; sleep 0.4; echo "end $(date +%s%N)" >> ${log}']}\n`,
+    )
     const runs = await Promise.all([0, 1, 2].map(() => pipe(['run', p, '--policy', policy, '--json'], {cwd: repo})))
     for (const r of runs) expect(r.code, r.stderr).to.equal(0)
-    const events = (await readFile(log, 'utf8')).trim().split('\n').map((l) => l.split(' ')[0])
+    const events = (await readFile(log, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' ')[0])
     // One command at a time: every start is followed by its end before the next start.
     expect(events).to.deep.equal(['start', 'end', 'start', 'end', 'start', 'end'])
   })
 
   it('routes by exit code: success and failure', async () => {
-    const p = await pipelineFile('exit.yaml', "steps:\n  - {id: check, kind: command, run: [bash, -c, 'exit 3'], on: {success: good, failure: bad}}\n  - {id: good, kind: noop}\n  - {id: bad, kind: noop}\n")
+    const p = await pipelineFile(
+      'exit.yaml',
+      "steps:\n  - {id: check, kind: command, run: [bash, -c, 'exit 3'], on: {success: good, failure: bad}}\n  - {id: good, kind: noop}\n  - {id: bad, kind: noop}\n",
+    )
     const out = await run(p)
     const list = await snapshots(out.result.run_id)
     expect(list.map((s) => s.step.name)).to.deep.equal(['check', 'bad'])
@@ -193,7 +225,10 @@ describe('command, git and edit steps under the policy', function () {
       ['secrets/key.txt', 'forbidden_paths[1] "secrets/**"'],
     ]
     for (const [target, rule] of cases) {
-      const p = await pipelineFile('deny.yaml', `steps:\n  - id: e\n    kind: edit\n    blocks: |\n      ${target}\n      <<<<<<< SEARCH\n      =======\n      pwned\n      >>>>>>> REPLACE\n`)
+      const p = await pipelineFile(
+        'deny.yaml',
+        `steps:\n  - id: e\n    kind: edit\n    blocks: |\n      ${target}\n      <<<<<<< SEARCH\n      =======\n      pwned\n      >>>>>>> REPLACE\n`,
+      )
       const out = await run(p)
       expect(out.code, target).to.equal(3)
       expect(out.result.error?.code).to.equal('E_POLICY_DENIED')
@@ -222,7 +257,7 @@ describe('command, git and edit steps under the policy', function () {
   it('checkpoints a repository with no commits, refuses a dirty tree unless allowed, and rolls back files and git state', async () => {
     const p = await pipelineFile(
       'git.yaml',
-      "steps:\n  - {id: first, kind: git, action: checkpoint, allow_dirty: true, message: first, next: change}\n  - id: change\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return 42\n      >>>>>>> REPLACE\n      notes.txt\n      <<<<<<< SEARCH\n      =======\n      new file\n      >>>>>>> REPLACE\n    next: second\n  - {id: second, kind: git, action: checkpoint, allow_dirty: true, message: second, next: back}\n  - {id: back, kind: git, action: rollback, to: first}\n",
+      'steps:\n  - {id: first, kind: git, action: checkpoint, allow_dirty: true, message: first, next: change}\n  - id: change\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return 42\n      >>>>>>> REPLACE\n      notes.txt\n      <<<<<<< SEARCH\n      =======\n      new file\n      >>>>>>> REPLACE\n    next: second\n  - {id: second, kind: git, action: checkpoint, allow_dirty: true, message: second, next: back}\n  - {id: back, kind: git, action: rollback, to: first}\n',
     )
     const out = await run(p)
     expect(out.code, out.stderr).to.equal(0)
@@ -246,7 +281,10 @@ describe('command, git and edit steps under the policy', function () {
   })
 
   it('undoes an edit step by hand with pipe rollback', async () => {
-    const p = await pipelineFile('undo.yaml', 'steps:\n  - id: fix\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return a + b\n      >>>>>>> REPLACE\n')
+    const p = await pipelineFile(
+      'undo.yaml',
+      'steps:\n  - id: fix\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return a + b\n      >>>>>>> REPLACE\n',
+    )
     const out = await run(p)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('a + b')
     const undo = await pipe(['rollback', out.result.run_id, '--step', 'fix', '--json'], {cwd: repo})

@@ -106,7 +106,11 @@ describe('reproducible anywhere: another folder, another store, another year', f
     )
     const cassette = path.join(dir, 'repro.jsonl')
     const home = path.join(dir, 'home')
-    const recorded = await pipe(['run', 'repro.yaml', '--policy', 'policy.yaml', '--record', cassette, '--json'], {cwd: first, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: home}, timeoutMs: 120000})
+    const recorded = await pipe(['run', 'repro.yaml', '--policy', 'policy.yaml', '--record', cassette, '--json'], {
+      cwd: first,
+      env: {OPENAI_BASE_URL: server.url, PIPE_HOME: home},
+      timeoutMs: 120000,
+    })
     // QA's failure is routed to the agent; how the run ends is not the point here, only that the replay ends alike.
     const before = json<{run_id: string; status: string; error?: {code: string}}>(recorded)
     expect(before.error?.code, recorded.stderr).to.not.equal('E_MODEL')
@@ -123,9 +127,16 @@ describe('reproducible anywhere: another folder, another store, another year', f
     // Another folder (a space in its name), a store whose counter is elsewhere, another year; no endpoint.
     const second = path.join(dir, 'second place', 'repo')
     await makeRepo(second)
-    const other = await pipeIn2031(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'A tool that counts words.', '--json'], {cwd: second, env: {PIPE_HOME: home}})
+    const other = await pipeIn2031(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'A tool that counts words.', '--json'], {
+      cwd: second,
+      env: {PIPE_HOME: home},
+    })
     expect(other.code, other.stderr).to.equal(10)
-    const replayed = await pipeIn2031(['run', 'repro.yaml', '--policy', 'policy.yaml', '--replay', cassette, '--json'], {cwd: second, env: {PIPE_HOME: home}, timeoutMs: 120000})
+    const replayed = await pipeIn2031(['run', 'repro.yaml', '--policy', 'policy.yaml', '--replay', cassette, '--json'], {
+      cwd: second,
+      env: {PIPE_HOME: home},
+      timeoutMs: 120000,
+    })
     const after = json<{run_id: string; status: string; error?: {code: string}}>(replayed)
     expect(after.error?.code, replayed.stderr).to.not.equal('E_MODEL')
     expect([replayed.code, after.status, after.error?.code]).to.deep.equal([recorded.code, before.status, before.error?.code])
@@ -137,9 +148,15 @@ describe('reproducible anywhere: another folder, another store, another year', f
     await makeRepo(repo)
     server = await ModelServer.start()
     server.script('fix', {content: 'nothing to do'})
-    const result = await pipe(['run', 'repro.yaml', '--policy', 'policy.yaml', '--json'], {cwd: repo, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')}, timeoutMs: 120000})
+    const result = await pipe(['run', 'repro.yaml', '--policy', 'policy.yaml', '--json'], {
+      cwd: repo,
+      env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')},
+      timeoutMs: 120000,
+    })
     expect(json<{error?: {code: string}}>(result).error?.code, result.stderr).to.not.equal('E_MODEL')
-    const snapshots = json<Array<{step: {name: string}; outputs: {verdict?: {log_lines: string[]}; stages?: Array<{commands: Array<{stderr: {head: string}}>}>}}>>(await pipe(['snapshot', 'show', json<{run_id: string}>(result).run_id, '--json'], {cwd: repo, env: {PIPE_HOME: path.join(dir, 'home')}}))
+    const snapshots = json<
+      Array<{step: {name: string}; outputs: {verdict?: {log_lines: string[]}; stages?: Array<{commands: Array<{stderr: {head: string}}>}>}}>
+    >(await pipe(['snapshot', 'show', json<{run_id: string}>(result).run_id, '--json'], {cwd: repo, env: {PIPE_HOME: path.join(dir, 'home')}}))
     const qa = snapshots.find((s) => s.step.name === 'qa')!
     // The verdict a model reads is stable; the command's own output, kept with the step, is as the program wrote it.
     expect(qa.outputs.verdict!.log_lines.join('\n')).to.match(/Ran 1 test in …$/m)
@@ -151,11 +168,17 @@ describe('reproducible anywhere: another folder, another store, another year', f
     const suite = path.join(dir, 'suite')
     await mkdir(path.join(suite, 'ws'), {recursive: true})
     // Busy for as many milliseconds as delay.txt says: the two runs below take different times.
-    await writeFile(path.join(suite, 'ws', 'wait.js'), "const until = Date.now() + Number(require('fs').readFileSync('delay.txt', 'utf8'))\nwhile (Date.now() < until);\nconsole.log('done')\n")
+    await writeFile(
+      path.join(suite, 'ws', 'wait.js'),
+      "const until = Date.now() + Number(require('fs').readFileSync('delay.txt', 'utf8'))\nwhile (Date.now() < until);\nconsole.log('done')\n",
+    )
     await writeFile(path.join(suite, 'ws', 'delay.txt'), '0')
     await writeFile(path.join(suite, 'policy.yaml'), POLICY.replace('[python3, -m, unittest]', '[node, wait.js]'))
     await writeFile(path.join(suite, 'wait.yaml'), 'version: 1\nname: wait\nsteps:\n  - {id: wait, kind: command, run: [node, wait.js]}\n')
-    await writeFile(path.join(suite, 'wait.pipe-test.yaml'), 'version: 1\npipeline: wait.yaml\npolicy: policy.yaml\nworkspace: ws\ntests:\n  - name: waits\n    expect: {status: succeeded, golden: wait.golden.json}\n')
+    await writeFile(
+      path.join(suite, 'wait.pipe-test.yaml'),
+      'version: 1\npipeline: wait.yaml\npolicy: policy.yaml\nworkspace: ws\ntests:\n  - name: waits\n    expect: {status: succeeded, golden: wait.golden.json}\n',
+    )
     const env = {PIPE_HOME: path.join(dir, 'home')}
     const write = await pipe(['test', 'wait.pipe-test.yaml', '--update'], {cwd: suite, env})
     expect(write.code, write.stdout + write.stderr).to.equal(0)
@@ -168,7 +191,9 @@ describe('reproducible anywhere: another folder, another store, another year', f
 
   it('the shipped pipe test suite passes from a copy of the checkout in another folder, in 2031', async () => {
     const copy = path.join(dir, 'a copy of pipe')
-    const files = execFileSync('git', ['ls-files', '-z'], {cwd: repoRoot, encoding: 'utf8'}).split('\0').filter((f) => f !== '' && existsSync(path.join(repoRoot, f)))
+    const files = execFileSync('git', ['ls-files', '-z'], {cwd: repoRoot, encoding: 'utf8'})
+      .split('\0')
+      .filter((f) => f !== '' && existsSync(path.join(repoRoot, f)))
     for (const file of files) {
       await mkdir(path.dirname(path.join(copy, file)), {recursive: true})
       await cp(path.join(repoRoot, file), path.join(copy, file))

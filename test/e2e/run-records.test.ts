@@ -58,7 +58,8 @@ afterEach(async () => {
 })
 
 const env = (): Record<string, string> => ({...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')})
-const run = (file: string, json = true): Promise<CliResult> => pipe(['run', file, ...(json ? ['--json'] : []), '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
+const run = (file: string, json = true): Promise<CliResult> =>
+  pipe(['run', file, ...(json ? ['--json'] : []), '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
 const runDir = (runId: string): string => path.join(repo, '.pipe', 'runs', runId)
 
 async function timeline(runId: string): Promise<RunEvent[]> {
@@ -88,7 +89,12 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     server.script(
       'fix',
       {tool_calls: [{id: 'c1', name: 'read_file', arguments: {path: 'calc.js'}}]},
-      {tool_calls: [{id: 'c2', name: 'apply_edit_blocks', arguments: {blocks: FIX}}, {id: 'c3', name: 'no_such_tool', arguments: {}}]},
+      {
+        tool_calls: [
+          {id: 'c2', name: 'apply_edit_blocks', arguments: {blocks: FIX}},
+          {id: 'c3', name: 'no_such_tool', arguments: {}},
+        ],
+      },
       {tool_calls: [{id: 'c4', name: 'run_command', arguments: {command: 'node test.js'}}]},
       {content: 'fixed'},
     )
@@ -173,7 +179,10 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     const major = running.slice(1).split('.')[0]!
     expect(major, 'this test needs a node other than 18').not.to.equal('18')
     const step = '  - id: check\n    kind: command\n    run: [node, test.js]\n'
-    const file = await setup(`tool_versions: {node: "18", git: "${execFileSync('git', ['--version'], {encoding: 'utf8'}).match(/\d+/)![0]}", no-such-tool-for-pipe: "1"}\n`, step)
+    const file = await setup(
+      `tool_versions: {node: "18", git: "${execFileSync('git', ['--version'], {encoding: 'utf8'}).match(/\d+/)![0]}", no-such-tool-for-pipe: "1"}\n`,
+      step,
+    )
     await writeFile(path.join(repo, 'calc.js'), BUGGY.replace('a - b', 'a + b'))
     const warned = await run(file)
     expect(warned.code, warned.stderr).to.equal(0)
@@ -188,7 +197,10 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     await audit(runId)
 
     // A declared version that is a prefix of the running one by parts matches: no warning.
-    await writeFile(path.join(dir, 'p', 'policy.yaml'), (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(/tool_versions: .*\n/, `tool_versions: {node: "${major}"}\n`))
+    await writeFile(
+      path.join(dir, 'p', 'policy.yaml'),
+      (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(/tool_versions: .*\n/, `tool_versions: {node: "${major}"}\n`),
+    )
     const quiet = await run(file)
     expect(quiet.code, quiet.stderr).to.equal(0)
     expect(quiet.stderr).not.to.contain('tool_versions')
@@ -196,7 +208,13 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     expect(matched.tool_versions).to.deep.equal({node: {declared: major, actual: running, status: 'match'}})
 
     // refuse: E_POLICY_DENIED before any run exists or any step runs.
-    await writeFile(path.join(dir, 'p', 'policy.yaml'), (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(/tool_versions: .*\n/, 'tool_versions: {node: "18"}\ntool_versions_mismatch: refuse\n'))
+    await writeFile(
+      path.join(dir, 'p', 'policy.yaml'),
+      (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(
+        /tool_versions: .*\n/,
+        'tool_versions: {node: "18"}\ntool_versions_mismatch: refuse\n',
+      ),
+    )
     const before = JSON.parse((await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()})).stdout) as unknown[]
     const refused = await run(file, false)
     expect(refused.code).not.to.equal(0)

@@ -143,10 +143,30 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
   })
 
   it('passes the clarify loop with answers and a decision given up front', async () => {
-    const result = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--decision', 'go', '--json'])
+    const result = await run([
+      '--input',
+      path.join(examples, 'one-sentence.txt'),
+      '--answers',
+      path.join(examples, 'one-sentence.answers.yaml'),
+      '--decision',
+      'go',
+      '--json',
+    ])
     expect(result.code, result.stderr).to.equal(0)
     const list = await snapshots(json<RunJson>(result).run_id)
-    expect(list.map((s) => s.step.name)).to.deep.equal(['ingest', 'compile', 'validate_gates', 'clarify_questions', 'apply_answers', 'compile', 'validate_gates', 'plan_tasks', 'generate_vv', 'manual_review', 'publish'])
+    expect(list.map((s) => s.step.name)).to.deep.equal([
+      'ingest',
+      'compile',
+      'validate_gates',
+      'clarify_questions',
+      'apply_answers',
+      'compile',
+      'validate_gates',
+      'plan_tasks',
+      'generate_vv',
+      'manual_review',
+      'publish',
+    ])
   })
 
   it('asks again when an answer defers, and ends a loop that never converges at its bound', async () => {
@@ -189,7 +209,10 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     // ICU orders Han by pinyin under zh_CN and by code point under en: keywords tied on count came
     // out in another order, so a Chinese team's spec differed from their CI's.
     const under = async (lang: string): Promise<Omit<CanonicalSpec, 'meta'>> => {
-      const result = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'zh-prd.md'), '--decision', 'go', '--json'], {cwd: dir, env: {LANG: lang, LC_ALL: lang}})
+      const result = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'zh-prd.md'), '--decision', 'go', '--json'], {
+        cwd: dir,
+        env: {LANG: lang, LC_ALL: lang},
+      })
       expect(result.code, result.stderr).to.equal(0)
       const {spec_version: version} = json<RunJson>(result)
       const {meta: _m, ...body} = json<CanonicalSpec>(await pipe(['spec', 'show', version!, '--json'], {cwd: dir}))
@@ -199,7 +222,10 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
   })
 
   it('reads the requirement from stdin and from --text', async () => {
-    const fromStdin = await run(['--input', '-', '--decision', 'go', '--json'], (await readFile(path.join(examples, 'full-prd.md'), 'utf8')).replace(/\n/g, '\r\n'))
+    const fromStdin = await run(
+      ['--input', '-', '--decision', 'go', '--json'],
+      (await readFile(path.join(examples, 'full-prd.md'), 'utf8')).replace(/\n/g, '\r\n'),
+    )
     expect(fromStdin.code, fromStdin.stderr).to.equal(0)
     const list = await snapshots(json<RunJson>(fromStdin).run_id)
     const ingest = list[0]!.outputs as {ingest_result: {source_kind: string; text: string}}
@@ -229,9 +255,21 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
 
 describe('pipe run --dry-run', () => {
   it('checks everything, prints the plan and writes nothing', async () => {
-    const result = await run(['--input', path.join(examples, 'full-prd.md'), '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--dry-run', '--json'])
+    const result = await run([
+      '--input',
+      path.join(examples, 'full-prd.md'),
+      '--answers',
+      path.join(examples, 'one-sentence.answers.yaml'),
+      '--dry-run',
+      '--json',
+    ])
     expect(result.code, result.stderr).to.equal(0)
-    const plan = json<{pipeline: {start: string}; provider: {kind: string}; answers: string[]; steps: Array<{id: string; transitions: Record<string, string>; max_iterations?: number; changes_spec: boolean; retries: number}>}>(result)
+    const plan = json<{
+      pipeline: {start: string}
+      provider: {kind: string}
+      answers: string[]
+      steps: Array<{id: string; transitions: Record<string, string>; max_iterations?: number; changes_spec: boolean; retries: number}>
+    }>(result)
     expect(plan.pipeline.start).to.equal('ingest')
     expect(plan.provider.kind).to.equal('offline')
     expect(plan.answers).to.deep.equal(['acceptance_criteria', 'non_functional', 'constraints'])
@@ -325,11 +363,23 @@ describe('spec versions are immutable and checked', () => {
   })
 
   it('diffs two versions field by field', async () => {
-    const result = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--decision', 'go', '--json'])
+    const result = await run([
+      '--input',
+      path.join(examples, 'one-sentence.txt'),
+      '--answers',
+      path.join(examples, 'one-sentence.answers.yaml'),
+      '--decision',
+      'go',
+      '--json',
+    ])
     const list = await snapshots(json<RunJson>(result).run_id)
     const compiled = list.find((s) => s.step.name === 'compile')!.spec_version_out!
     const answered = list.find((s) => s.step.name === 'apply_answers')!.spec_version_out!
     const diff = json<{changes: Array<{path: string; kind: string}>}>(await pipe(['spec', 'diff', compiled, answered, '--no-meta', '--json'], {cwd: dir}))
-    expect(diff.changes.map((c) => `${c.kind} ${c.path}`)).to.include.members(['added acceptance_criteria[AC-001]', 'added non_functional[NFR-001]', 'added constraints[C-001]'])
+    expect(diff.changes.map((c) => `${c.kind} ${c.path}`)).to.include.members([
+      'added acceptance_criteria[AC-001]',
+      'added non_functional[NFR-001]',
+      'added constraints[C-001]',
+    ])
   })
 })

@@ -49,7 +49,11 @@ async function pipelineFile(yaml: string): Promise<string> {
   return file
 }
 
-async function run(steps: string, policy?: string, env: Record<string, string | undefined> = {}): Promise<{result: RunJson; code: number | null; stderr: string}> {
+async function run(
+  steps: string,
+  policy?: string,
+  env: Record<string, string | undefined> = {},
+): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const r = await pipe(['run', await pipelineFile(steps), '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env, timeoutMs: 120000})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
@@ -61,7 +65,9 @@ async function command(runId: string): Promise<CommandOut> {
 }
 
 function processesTagged(tag: string): string[] {
-  return execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'}).split('\n').filter((l) => l.includes(tag))
+  return execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'})
+    .split('\n')
+    .filter((l) => l.includes(tag))
 }
 
 describe('commands in the bubblewrap sandbox', function () {
@@ -166,7 +172,10 @@ describe('commands in the bubblewrap sandbox', function () {
     const server = createNetServer((c) => c.end('host-answered\n'))
     await new Promise<void>((resolve) => server.listen(socket, resolve))
     try {
-      await writeFile(path.join(repo, 'connect.cjs'), `require('node:net').connect(${JSON.stringify(socket)}).on('data', (d) => process.stdout.write(String(d))).on('error', (e) => console.log('refused ' + e.code))\n`)
+      await writeFile(
+        path.join(repo, 'connect.cjs'),
+        `require('node:net').connect(${JSON.stringify(socket)}).on('data', (d) => process.stdout.write(String(d))).on('error', (e) => console.log('refused ' + e.code))\n`,
+      )
       const out = await run('  - {id: connect, kind: command, run: [node, connect.cjs]}\n')
       expect(out.code, out.stderr).to.equal(0)
       const stdout = (await command(out.result.run_id)).stdout.head
@@ -190,7 +199,9 @@ describe('commands in the bubblewrap sandbox', function () {
     const out = await run(`  - {id: fill, kind: command, run: [bash, -c, '${script}']}\n`, await policyFile('', ', memory_mb: 64, max_file_bytes: 16000000'))
     expect(out.code, out.stderr).to.equal(0)
     const stdout = (await command(out.result.run_id)).stdout.head
-    expect(stdout).to.match(/stopped at [1-7]\b/).and.not.contain('filled')
+    expect(stdout)
+      .to.match(/stopped at [1-7]\b/)
+      .and.not.contain('filled')
   })
 
   it('bounds a fork loop with max_processes', async () => {
@@ -208,7 +219,10 @@ describe('commands in the bubblewrap sandbox', function () {
   })
 
   it('limits the size of a file a command writes', async () => {
-    const out = await run("  - {id: big, kind: command, run: [bash, -c, 'head -c 3000000 /dev/zero > big.bin; echo status $?']}\n", await policyFile('', ', max_file_bytes: 1000000'))
+    const out = await run(
+      "  - {id: big, kind: command, run: [bash, -c, 'head -c 3000000 /dev/zero > big.bin; echo status $?']}\n",
+      await policyFile('', ', max_file_bytes: 1000000'),
+    )
     expect(out.code, out.stderr).to.equal(0)
     expect((await command(out.result.run_id)).stdout.head).to.match(/status [1-9]/)
     expect((await readFile(path.join(repo, 'big.bin'))).length).to.equal(1000000)
@@ -249,10 +263,13 @@ describe('commands in the bubblewrap sandbox', function () {
     const outside = `/var/tmp/pipe-import-escape-${process.pid}`
     await writeFile(path.join(repo, 'a.js'), 'export {}\n')
     const code = `import {writeFileSync} from 'node:fs'; try { writeFileSync('${outside}', 'x'); console.log('wrote') } catch (e) { console.log(e.code) }`
-    const out = await run(`  - {id: imp, kind: command, run: [node, --import, ${JSON.stringify(`data:text/javascript,${encodeURIComponent(code)}`)}, a.js]}\n`, await policyFile('', '').then(async (f) => {
-      await writeFile(f, (await readFile(f, 'utf8')).replace('  - [node, "{path}"]\n', '  - [node, "..."]\n'))
-      return f
-    }))
+    const out = await run(
+      `  - {id: imp, kind: command, run: [node, --import, ${JSON.stringify(`data:text/javascript,${encodeURIComponent(code)}`)}, a.js]}\n`,
+      await policyFile('', '').then(async (f) => {
+        await writeFile(f, (await readFile(f, 'utf8')).replace('  - [node, "{path}"]\n', '  - [node, "..."]\n'))
+        return f
+      }),
+    )
     expect(out.code, out.stderr).to.equal(0)
     expect((await command(out.result.run_id)).stdout.head).to.equal('EROFS\n')
     expect(existsSync(outside)).to.equal(false)
@@ -261,7 +278,10 @@ describe('commands in the bubblewrap sandbox', function () {
   it('denies node --check --import under the coding policy, allows node --check FILE, and keeps an inner --', async () => {
     const coding = path.join(repoRoot, 'examples', 'coding')
     const policy = path.join(coding, 'policy.yaml')
-    const escape = await pipe(['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', '--import', 'data:text/javascript,0', 'calc.js'], {cwd: repo})
+    const escape = await pipe(
+      ['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', '--import', 'data:text/javascript,0', 'calc.js'],
+      {cwd: repo},
+    )
     expect(escape.code).to.equal(3)
     const plain = await pipe(['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', 'calc.js'], {cwd: repo})
     expect(plain.code, plain.stdout).to.equal(0)

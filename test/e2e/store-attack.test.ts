@@ -36,11 +36,19 @@ async function finishedRun(): Promise<string> {
   return json<{run_id: string}>(done).run_id
 }
 
-type LogLine = Record<string, unknown> & {seq: number; spec: unknown; evidence: Array<Record<string, unknown>>; snapshot: Record<string, unknown> & {step: Record<string, unknown>}}
+type LogLine = Record<string, unknown> & {
+  seq: number
+  spec: unknown
+  evidence: Array<Record<string, unknown>>
+  snapshot: Record<string, unknown> & {step: Record<string, unknown>}
+}
 
 async function logLines(runId: string): Promise<LogLine[]> {
   const text = await readFile(path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl'), 'utf8')
-  return text.trim().split('\n').map((l) => JSON.parse(l) as LogLine)
+  return text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as LogLine)
 }
 
 describe('attacks on the commit log', function () {
@@ -143,7 +151,9 @@ describe('attacks on the id counters and the ledger log', function () {
     await finishedRun()
     const root = path.join(dir, '.pipe')
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('S-'))!
-    const full = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map((s) => s.spec_version)
+    const full = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map(
+      (s) => s.spec_version,
+    )
     const ledgerFull = json<{entries: Array<{key: string}>}>(await pipe(['ledger', 'list', '--json'], {cwd: dir})).entries.map((e) => e.key)
     for (const [what, make] of [
       ['a FIFO', async (file: string) => execFileSync('mkfifo', [file])],
@@ -156,10 +166,16 @@ describe('attacks on the id counters and the ledger log', function () {
       await make(path.join(root, 'audit', 'ledger.jsonl'))
       const specs = await pipe(['spec', 'list', '--limit', '2', '--json'], {cwd: dir, timeoutMs: 60000})
       expect(specs.code, `${what}: ${specs.stderr}`).to.equal(0)
-      expect(json<{specs: Array<{spec_version: string}>}>(specs).specs.map((s) => s.spec_version), what).to.deep.equal(full.slice(0, 2))
+      expect(
+        json<{specs: Array<{spec_version: string}>}>(specs).specs.map((s) => s.spec_version),
+        what,
+      ).to.deep.equal(full.slice(0, 2))
       const entries = await pipe(['ledger', 'list', '--limit', '1', '--json'], {cwd: dir, timeoutMs: 60000})
       expect(entries.code, `${what}: ${entries.stderr}`).to.equal(0)
-      expect(json<{entries: Array<{key: string}>}>(entries).entries.map((e) => e.key), what).to.deep.equal(ledgerFull.slice(0, 1))
+      expect(
+        json<{entries: Array<{key: string}>}>(entries).entries.map((e) => e.key),
+        what,
+      ).to.deep.equal(ledgerFull.slice(0, 1))
       const audit = await pipe(['audit', 'verify'], {cwd: dir, timeoutMs: 60000})
       expect(audit.code, `${what}: ${audit.stderr}`).to.be.oneOf([0, 4])
     }
@@ -184,7 +200,9 @@ describe('attacks on the id counters and the ledger log', function () {
   it("a day's counter removed: spec list still names that day's versions first", async () => {
     await finishedRun()
     const root = path.join(dir, '.pipe')
-    const full = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map((s) => s.spec_version)
+    const full = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map(
+      (s) => s.spec_version,
+    )
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('S-'))!
     await rm(path.join(root, 'ids', day))
     // An older day that still has its counter.

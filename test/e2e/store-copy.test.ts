@@ -39,7 +39,10 @@ describe('pipe store copy', function () {
   it('copies a keyed file store into PostgreSQL and back: audit verify passes on each, and the records come back byte for byte', async () => {
     const env = {PIPE_AUDIT_KEY: KEY}
     const files = path.join(dir, 'files')
-    const done = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files, '--json'], {cwd: dir, env})
+    const done = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files, '--json'], {
+      cwd: dir,
+      env,
+    })
     expect(done.code, done.stderr).to.equal(0)
     const paused = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--store', files, '--json'], {cwd: dir, env})
     expect(paused.code, paused.stderr).to.equal(10)
@@ -80,7 +83,9 @@ describe('pipe store copy', function () {
 
   it('refuses a destination that holds records, and leaves it as it was', async () => {
     const files = path.join(dir, 'files')
-    expect((await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files], {cwd: dir})).code).to.equal(0)
+    expect(
+      (await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files], {cwd: dir})).code,
+    ).to.equal(0)
     const db = await cluster.createDatabase()
     const url = cluster.url(db)
     expect((await pipe(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)

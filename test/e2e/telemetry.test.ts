@@ -21,7 +21,16 @@ interface RunJson {
 }
 
 /** Every variable that could point the CLI at a collector, unset: each test says which it sets. */
-const NO_OTEL = {OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_PROTOCOL: undefined, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: undefined, OTEL_SDK_DISABLED: undefined, OTEL_TRACES_EXPORTER: undefined, OTEL_EXPORTER_OTLP_TIMEOUT: undefined, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: undefined}
+const NO_OTEL = {
+  OTEL_EXPORTER_OTLP_ENDPOINT: undefined,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: undefined,
+  OTEL_EXPORTER_OTLP_PROTOCOL: undefined,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: undefined,
+  OTEL_SDK_DISABLED: undefined,
+  OTEL_TRACES_EXPORTER: undefined,
+  OTEL_EXPORTER_OTLP_TIMEOUT: undefined,
+  OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: undefined,
+}
 
 const TWO_STEPS = 'version: 1\nname: two\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop}\n'
 const SCHEMA = {type: 'object', additionalProperties: false, required: ['items'], properties: {items: {type: 'array', items: {type: 'string'}}}}
@@ -60,7 +69,11 @@ afterEach(async () => {
 })
 
 function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
-  return pipe(args, {cwd: dir, env: {...NO_OTEL, PIPE_HOME: path.join(dir, 'home'), ...(server ? {OPENAI_BASE_URL: server.url} : {}), ...env}, timeoutMs: 60000})
+  return pipe(args, {
+    cwd: dir,
+    env: {...NO_OTEL, PIPE_HOME: path.join(dir, 'home'), ...(server ? {OPENAI_BASE_URL: server.url} : {}), ...env},
+    timeoutMs: 60000,
+  })
 }
 
 async function record(runId: string): Promise<RunRecord> {
@@ -69,7 +82,10 @@ async function record(runId: string): Promise<RunRecord> {
 
 function one(spans: ReceivedSpan[], name: string): ReceivedSpan {
   const found = spans.filter((s) => s.name === name)
-  expect(found.map((s) => s.name), `one span named ${name} among ${spans.map((s) => s.name).join(', ')}`).to.deep.equal([name])
+  expect(
+    found.map((s) => s.name),
+    `one span named ${name} among ${spans.map((s) => s.name).join(', ')}`,
+  ).to.deep.equal([name])
   return found[0]!
 }
 
@@ -86,20 +102,37 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect(new Set(spans.map((s) => s.traceId)).size, 'one trace').to.equal(1)
     const run = one(spans, 'invoke_workflow two')
     expect(run.parentSpanId).to.equal(undefined)
-    expect(run.attributes).to.include({'pipe.run_id': runId, 'pipe.pipeline': 'two', 'pipe.outcome': 'succeeded', 'pipe.session': 'started', 'gen_ai.operation.name': 'invoke_workflow'})
+    expect(run.attributes).to.include({
+      'pipe.run_id': runId,
+      'pipe.pipeline': 'two',
+      'pipe.outcome': 'succeeded',
+      'pipe.session': 'started',
+      'gen_ai.operation.name': 'invoke_workflow',
+    })
     expect(run.resource['service.name']).to.equal('pipe')
     const a = one(spans, 'step a')
     const b = one(spans, 'step b')
     for (const step of [a, b]) expect(step.parentSpanId, step.name).to.equal(run.spanId)
-    expect(a.attributes).to.include({'pipe.run_id': runId, 'pipe.pipeline': 'two', 'pipe.step': 'a', 'pipe.kind': 'noop', 'pipe.outcome': 'success', 'pipe.seq': 1, 'pipe.attempt': 1})
+    expect(a.attributes).to.include({
+      'pipe.run_id': runId,
+      'pipe.pipeline': 'two',
+      'pipe.step': 'a',
+      'pipe.kind': 'noop',
+      'pipe.outcome': 'success',
+      'pipe.seq': 1,
+      'pipe.attempt': 1,
+    })
     expect(b.attributes).to.include({'pipe.step': 'b', 'pipe.kind': 'noop', 'pipe.seq': 2})
     // The record keeps the trace, so a later session of the run can join it.
     expect((await record(runId)).trace).to.deep.equal({trace_id: run.traceId, span_id: run.spanId})
   })
 
-  it('a foreach\'s child runs are sessions under the foreach step, in the parent\'s trace', async () => {
+  it("a foreach's child runs are sessions under the foreach step, in the parent's trace", async () => {
     receiver = await OtlpReceiver.start()
-    await writeFile(path.join(dir, 'fan.yaml'), `version: 1\nname: fan\nsteps:\n  - id: each\n    kind: foreach\n    items: '\${{ ["x", "y"] }}'\n    inputs: {name: {type: string, required: true}}\n    steps:\n      - {id: greet, kind: noop}\n    with: {name: "\${{ item }}"}\n    concurrency: 2\n`)
+    await writeFile(
+      path.join(dir, 'fan.yaml'),
+      `version: 1\nname: fan\nsteps:\n  - id: each\n    kind: foreach\n    items: '\${{ ["x", "y"] }}'\n    inputs: {name: {type: string, required: true}}\n    steps:\n      - {id: greet, kind: noop}\n    with: {name: "\${{ item }}"}\n    concurrency: 2\n`,
+    )
     const result = await cli(['run', 'fan.yaml', '--json'], {OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url})
     expect(result.code, result.stderr).to.equal(0)
     const {spans} = receiver
@@ -116,7 +149,7 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     }
   })
 
-  it('a failing step\'s span carries its error code; the run span ends in error', async () => {
+  it("a failing step's span carries its error code; the run span ends in error", async () => {
     receiver = await OtlpReceiver.start()
     // A command no policy allows: the step fails with E_POLICY_DENIED.
     await writeFile(path.join(dir, 'fail.yaml'), 'version: 1\nname: fail\nsteps:\n  - {id: boom, kind: command, run: [node, -e, "process.exit(3)"]}\n')
@@ -132,7 +165,7 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect(run.status.code).to.equal(2)
   })
 
-  it('a model step\'s span and its chat span carry the GenAI attributes; a paused run resumed by another process continues the same trace', async () => {
+  it("a model step's span and its chat span carry the GenAI attributes; a paused run resumed by another process continues the same trace", async () => {
     receiver = await OtlpReceiver.start()
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify({items: ['CSV export']}), usage: {prompt_tokens: 400, completion_tokens: 100}})
@@ -142,11 +175,27 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     const {run_id: runId} = json<RunJson>(paused)
     const first = [...receiver.spans]
     const draft = one(first, 'step draft')
-    expect(draft.attributes).to.include({'pipe.kind': 'model', 'gen_ai.request.model': 'gpt-4o-mini', 'gen_ai.usage.input_tokens': 400, 'gen_ai.usage.output_tokens': 100, 'pipe.cost': 0.35, 'pipe.cost_currency': 'EUR', 'pipe.cache_hit': false})
+    expect(draft.attributes).to.include({
+      'pipe.kind': 'model',
+      'gen_ai.request.model': 'gpt-4o-mini',
+      'gen_ai.usage.input_tokens': 400,
+      'gen_ai.usage.output_tokens': 100,
+      'pipe.cost': 0.35,
+      'pipe.cost_currency': 'EUR',
+      'pipe.cache_hit': false,
+    })
     const chat = one(first, 'chat gpt-4o-mini')
     expect(chat.parentSpanId, 'the model call is under its step').to.equal(draft.spanId)
     expect(chat.kind, 'CLIENT').to.equal(3)
-    expect(chat.attributes).to.include({'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4o-mini', 'gen_ai.usage.input_tokens': 400, 'gen_ai.usage.output_tokens': 100, 'pipe.reply_source': 'live', 'server.address': '127.0.0.1'})
+    expect(chat.attributes).to.include({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': 'gpt-4o-mini',
+      'gen_ai.usage.input_tokens': 400,
+      'gen_ai.usage.output_tokens': 100,
+      'pipe.reply_source': 'live',
+      'server.address': '127.0.0.1',
+    })
     expect(chat.attributes['gen_ai.response.finish_reasons']).to.deep.equal(['stop'])
     const check = one(first, 'step check')
     expect(check.attributes['pipe.outcome']).to.equal('awaiting_input')
@@ -159,28 +208,42 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect(later.length, 'the resumed session sent spans').to.be.greaterThan(0)
     expect(new Set(receiver.spans.map((s) => s.traceId)), 'both sessions in one trace').to.deep.equal(new Set([started.traceId]))
     const session = one(later, 'invoke_workflow notes')
-    expect(session.parentSpanId, 'under the run\'s first span').to.equal(started.spanId)
+    expect(session.parentSpanId, "under the run's first span").to.equal(started.spanId)
     expect(session.attributes).to.include({'pipe.run_id': runId, 'pipe.session': 'resumed', 'pipe.outcome': 'succeeded'})
     expect(one(later, 'step done').parentSpanId).to.equal(session.spanId)
     expect((await record(runId)).trace).to.deep.equal({trace_id: started.traceId, span_id: started.spanId})
   })
 
-  it('an agent step\'s tool calls are execute_tool spans under its invoke_agent span', async () => {
+  it("an agent step's tool calls are execute_tool spans under its invoke_agent span", async () => {
     receiver = await OtlpReceiver.start()
     server = await ModelServer.start()
     const repo = path.join(dir, 'repo')
     await mkdir(repo)
     await writeFile(path.join(repo, 'calc.js'), 'export const one = 1\n')
     execFileSync('git', ['init', '-q'], {cwd: repo})
-    await writeFile(path.join(dir, 'agent.yaml'), 'version: 1\nname: helper\nsteps:\n  - id: look\n    kind: agent\n    prompt: notes.md\n    tools: [read_file]\n')
+    await writeFile(
+      path.join(dir, 'agent.yaml'),
+      'version: 1\nname: helper\nsteps:\n  - id: look\n    kind: agent\n    prompt: notes.md\n    tools: [read_file]\n',
+    )
     server.script('look', {tool_calls: [{id: 'c1', name: 'read_file', arguments: {path: 'calc.js'}}]}, {content: 'It exports one.'})
-    const result = await pipe(['run', path.join(dir, 'agent.yaml'), '--json'], {cwd: repo, env: {...NO_OTEL, PIPE_HOME: path.join(dir, 'home'), OPENAI_BASE_URL: server.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url}, timeoutMs: 60000})
+    const result = await pipe(['run', path.join(dir, 'agent.yaml'), '--json'], {
+      cwd: repo,
+      env: {...NO_OTEL, PIPE_HOME: path.join(dir, 'home'), OPENAI_BASE_URL: server.url, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url},
+      timeoutMs: 60000,
+    })
     expect(result.code, result.stderr).to.equal(0)
     const agent = one(receiver.spans, 'invoke_agent look')
     expect(agent.attributes).to.include({'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'look', 'pipe.tool_calls': 1})
     const tool = one(receiver.spans, 'execute_tool read_file')
     expect(tool.parentSpanId).to.equal(agent.spanId)
-    expect(tool.attributes).to.include({'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'read_file', 'gen_ai.tool.call.id': 'c1', 'pipe.tool.level': 'safe', 'pipe.tool.decision': 'auto', 'pipe.tool.ok': true})
+    expect(tool.attributes).to.include({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'read_file',
+      'gen_ai.tool.call.id': 'c1',
+      'pipe.tool.level': 'safe',
+      'pipe.tool.decision': 'auto',
+      'pipe.tool.ok': true,
+    })
     const chats = receiver.spans.filter((s) => s.name.startsWith('chat '))
     expect(chats.length, 'two turns').to.equal(2)
     for (const chat of chats) expect(chat.parentSpanId).to.equal(agent.spanId)
@@ -207,9 +270,19 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
   it('a run with no collector configured loads no OpenTelemetry module (and one with a collector does)', async () => {
     const log = path.join(dir, 'loaded.txt')
     // A module resolution hook (node --import) that writes down every module the process loads.
-    await writeFile(path.join(dir, 'hooks.mjs'), `import {appendFileSync} from 'node:fs'\nexport async function resolve(specifier, context, next) {\n  const resolved = await next(specifier, context)\n  appendFileSync(${JSON.stringify(log)}, resolved.url + '\\n')\n  return resolved\n}\n`)
-    await writeFile(path.join(dir, 'register.mjs'), `import {register} from 'node:module'\nregister(${JSON.stringify(pathToFileURL(path.join(dir, 'hooks.mjs')).href)})\n`)
-    const traced = (env: Record<string, string | undefined>): Promise<CliResult> => node(['--import', pathToFileURL(path.join(dir, 'register.mjs')).href, bin, 'run', 'two.yaml', '--json'], {cwd: dir, env: {...NO_OTEL, PIPE_HOME: path.join(dir, 'home'), ...env}})
+    await writeFile(
+      path.join(dir, 'hooks.mjs'),
+      `import {appendFileSync} from 'node:fs'\nexport async function resolve(specifier, context, next) {\n  const resolved = await next(specifier, context)\n  appendFileSync(${JSON.stringify(log)}, resolved.url + '\\n')\n  return resolved\n}\n`,
+    )
+    await writeFile(
+      path.join(dir, 'register.mjs'),
+      `import {register} from 'node:module'\nregister(${JSON.stringify(pathToFileURL(path.join(dir, 'hooks.mjs')).href)})\n`,
+    )
+    const traced = (env: Record<string, string | undefined>): Promise<CliResult> =>
+      node(['--import', pathToFileURL(path.join(dir, 'register.mjs')).href, bin, 'run', 'two.yaml', '--json'], {
+        cwd: dir,
+        env: {...NO_OTEL, PIPE_HOME: path.join(dir, 'home'), ...env},
+      })
 
     const plain = await traced({})
     expect(plain.code, plain.stderr).to.equal(0)
@@ -221,7 +294,10 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     await writeFile(log, '')
     const withCollector = await traced({OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url})
     expect(withCollector.code, withCollector.stderr).to.equal(0)
-    expect((await readFile(log, 'utf8')).split('\n').filter((url) => /opentelemetry/i.test(url)).length, 'the same hook sees the exporter load').to.be.greaterThan(0)
+    expect(
+      (await readFile(log, 'utf8')).split('\n').filter((url) => /opentelemetry/i.test(url)).length,
+      'the same hook sees the exporter load',
+    ).to.be.greaterThan(0)
     expect(receiver.spans.length).to.be.greaterThan(0)
   })
 })

@@ -15,7 +15,8 @@ const prd = path.join(examples, 'full-prd.md')
 
 // Clipboard write (OSC 52), a hidden link (OSC 8), clear screen, a carriage return with a forged
 // success line, a C1 CSI, and a right-to-left override.
-const HOSTILE = 'Tracker\u001B]52;c;SGFja2Vk\u0007\u001B]8;;http://evil.example/\u0007docs\u001B]8;;\u0007\u001B[2J\r  ✓ #9 publish success\u009B31m\u202Egnp.exe'
+const HOSTILE =
+  'Tracker\u001B]52;c;SGFja2Vk\u0007\u001B]8;;http://evil.example/\u0007docs\u001B]8;;\u0007\u001B[2J\r  ✓ #9 publish success\u009B31m\u202Egnp.exe'
 const ESCAPED = 'Tracker\\x1b]52;c;SGFja2Vk\\x07\\x1b]8;;http://evil.example/\\x07docs\\x1b]8;;\\x07\\x1b[2J\\r  ✓ #9 publish success\\u009b31m\\u202egnp.exe'
 
 /** Any character that a terminal would act on rather than show. */
@@ -23,9 +24,15 @@ const ESCAPED = 'Tracker\\x1b]52;c;SGFja2Vk\\x07\\x1b]8;;http://evil.example/\\x
 const RAW = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069]/
 
 function expectSafe(result: CliResult, what: string): void {
-  for (const [name, text] of [['stdout', result.stdout], ['stderr', result.stderr]] as const) {
+  for (const [name, text] of [
+    ['stdout', result.stdout],
+    ['stderr', result.stderr],
+  ] as const) {
     const at = RAW.exec(text)
-    expect(at, `${what}: ${name} holds a raw control character ${JSON.stringify(at?.[0])} near ${JSON.stringify(text.slice(Math.max(0, (at?.index ?? 0) - 40), (at?.index ?? 0) + 40))}`).to.equal(null)
+    expect(
+      at,
+      `${what}: ${name} holds a raw control character ${JSON.stringify(at?.[0])} near ${JSON.stringify(text.slice(Math.max(0, (at?.index ?? 0) - 40), (at?.index ?? 0) + 40))}`,
+    ).to.equal(null)
   }
 }
 
@@ -48,7 +55,11 @@ function env(): Record<string, string> {
 }
 
 function run(extra: string[], input?: string, more: Record<string, string> = {}): Promise<CliResult> {
-  return pipe(['run', path.join(dir, 'pipelines', 'default.yaml'), '--input', prd, '--provider', 'openai', ...extra], {cwd: dir, env: {...env(), ...more}, ...(input !== undefined ? {input} : {})})
+  return pipe(['run', path.join(dir, 'pipelines', 'default.yaml'), '--input', prd, '--provider', 'openai', ...extra], {
+    cwd: dir,
+    env: {...env(), ...more},
+    ...(input !== undefined ? {input} : {}),
+  })
 }
 
 /** The canned replies, with hostile text in the compile reply's title, goal, a feature and a constraint. */
@@ -113,13 +124,20 @@ describe('terminal-safe output of text pipe did not write', function () {
     expectSafe(await pipe(['snapshot', 'list', runId], {cwd: dir}), 'snapshot list')
   })
 
-  it('a model step\'s hostile reply is escaped in snapshot show and, through an end step\'s reason, in the run\'s result and progress', async () => {
+  it("a model step's hostile reply is escaped in snapshot show and, through an end step's reason, in the run's result and progress", async () => {
     // A line break in a one-line field would forge a progress line of its own.
     const title = `${HOSTILE}\n  ✓ #3 forged success`
     server = await ModelServer.start(() => ({content: JSON.stringify({items: [{title}]})}))
     await mkdir(path.join(dir, 'p', 'prompts'), {recursive: true})
     await writeFile(path.join(dir, 'p', 'prompts', 'notes.md'), 'Notes\n')
-    await writeFile(path.join(dir, 'p', 'notes.schema.json'), JSON.stringify({type: 'object', required: ['items'], properties: {items: {type: 'array', items: {type: 'object', required: ['title'], properties: {title: {type: 'string'}}}}}}))
+    await writeFile(
+      path.join(dir, 'p', 'notes.schema.json'),
+      JSON.stringify({
+        type: 'object',
+        required: ['items'],
+        properties: {items: {type: 'array', items: {type: 'object', required: ['title'], properties: {title: {type: 'string'}}}}},
+      }),
+    )
     const file = path.join(dir, 'p', 'p.yaml')
     await writeFile(
       file,
@@ -139,7 +157,9 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(snapshots.code, snapshots.stderr).to.equal(0)
     expectSafe(snapshots, 'snapshot show (model step outputs)')
     // Outputs are shown as YAML, which writes ESC as \e itself; C1 controls and bidi overrides are escaped by pipe.
-    expect(snapshots.stdout).to.match(/\\(e|x1b)\]52;c;/).and.to.contain('\\u009b31m\\u202egnp.exe')
+    expect(snapshots.stdout)
+      .to.match(/\\(e|x1b)\]52;c;/)
+      .and.to.contain('\\u009b31m\\u202egnp.exe')
     const draft = json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir})).find((s) => s.step.name === 'draft')!
     expect(draft.outputs).to.deep.equal({value: {items: [{title}]}})
     const show = await pipe(['runs', 'show', runId], {cwd: dir})
@@ -208,7 +228,9 @@ describe('terminal-safe output of text pipe did not write', function () {
     const validated = await pipe(['validate', file], {cwd: dir})
     expect(validated.code).to.not.equal(0)
     expectSafe(validated, 'pipe validate')
-    expect(validated.stdout + validated.stderr).to.contain('owned').and.to.contain('\\u202e')
+    expect(validated.stdout + validated.stderr)
+      .to.contain('owned')
+      .and.to.contain('\\u202e')
     const ran = await pipe(['run', file, '--input', prd], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(ran.code).to.not.equal(0)
     expectSafe(ran, 'pipe run of a bad pipeline')
@@ -227,7 +249,9 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(logs).to.have.length(1)
     const text = await readFile(path.join(home, 'logs', logs[0]!), 'utf8')
     const at = RAW.exec(text)
-    expect(at, `the log holds a raw control character near ${JSON.stringify(text.slice(Math.max(0, (at?.index ?? 0) - 40), (at?.index ?? 0) + 40))}`).to.equal(null)
+    expect(at, `the log holds a raw control character near ${JSON.stringify(text.slice(Math.max(0, (at?.index ?? 0) - 40), (at?.index ?? 0) + 40))}`).to.equal(
+      null,
+    )
     expect(text).to.contain('\\x1b[2Jrn\\u202e\\n2026-01-01T00 INFO pid=1 all good')
     expect(text).to.contain('\\x1b]52;c;')
     // Each entry is a line of its own, and what follows it (a stack) is indented.
@@ -243,7 +267,10 @@ describe('terminal-safe output of text pipe did not write', function () {
     const asJson = await pipe(['\u001B[2Jrn\u202E', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expectSafe(asJson, 'unknown command --json')
     expect(json<{error: {message: string}}>(asJson).error.message).to.contain('\u001B[2Jrn\u202E')
-    for (const args of [['help', '\u001B[2Jrn\u202E'], ['help', '\u001B[2Jrn\u202E', '--json']]) {
+    for (const args of [
+      ['help', '\u001B[2Jrn\u202E'],
+      ['help', '\u001B[2Jrn\u202E', '--json'],
+    ]) {
       const help = await pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
       expect(help.code).to.not.equal(0)
       expectSafe(help, args.join(' '))

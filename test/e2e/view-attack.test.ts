@@ -65,8 +65,30 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const repo = path.join(dir, 'median')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     execFileSync('git', ['init', '-q'], {cwd: repo})
-    const env = {GIT_AUTHOR_NAME: 'pipe test', GIT_AUTHOR_EMAIL: 'pipe-test@example.invalid', GIT_COMMITTER_NAME: 'pipe test', GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid'}
-    const done = await pipe(['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--input', path.join(example, 'requirement.md'), '--decision', 'go', '--policy', path.join(example, 'policy.yaml'), '--replay', path.join(example, 'cassettes', 'coding-agent.jsonl'), '--json', '--store', store()], {cwd: repo, env})
+    const env = {
+      GIT_AUTHOR_NAME: 'pipe test',
+      GIT_AUTHOR_EMAIL: 'pipe-test@example.invalid',
+      GIT_COMMITTER_NAME: 'pipe test',
+      GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid',
+    }
+    const done = await pipe(
+      [
+        'run',
+        path.join(repoRoot, 'pipelines', 'coding.yaml'),
+        '--input',
+        path.join(example, 'requirement.md'),
+        '--decision',
+        'go',
+        '--policy',
+        path.join(example, 'policy.yaml'),
+        '--replay',
+        path.join(example, 'cassettes', 'coding-agent.jsonl'),
+        '--json',
+        '--store',
+        store(),
+      ],
+      {cwd: repo, env},
+    )
     expect(done.code, done.stderr).to.equal(0)
   }
 
@@ -80,8 +102,14 @@ describe('pipe view under attack and in a new user’s hands', function () {
     await page.waitForFunction(() => document.querySelector<HTMLDetailsElement>('details[data-step="publish"]')?.open === true)
     expect(await page.evaluate(() => location.hash)).to.equal('#step-publish-2')
     const labels = await page.$$eval('svg.graph text.edge-label', (ts) => ts.map((t) => t.textContent))
-    expect(labels.filter((l) => l?.includes('partial')), 'one label names both routes').to.deep.equal(['partial, error'])
-    expect(await page.$$eval('svg.graph path.edge.taken', (es) => [...new Set(es.map((e) => e.getAttribute('marker-end')))]), 'a taken edge has its own head, not one scaled by its width').to.deep.equal(['url(#arrow-taken)'])
+    expect(
+      labels.filter((l) => l?.includes('partial')),
+      'one label names both routes',
+    ).to.deep.equal(['partial, error'])
+    expect(
+      await page.$$eval('svg.graph path.edge.taken', (es) => [...new Set(es.map((e) => e.getAttribute('marker-end')))]),
+      'a taken edge has its own head, not one scaled by its width',
+    ).to.deep.equal(['url(#arrow-taken)'])
     expect(problems).to.deep.equal([])
     // The exported file links the same way, with no server.
     const file = path.join(dir, 'run.html')
@@ -142,7 +170,10 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect((await raw(url, {host: null})).status, 'no Host at all').to.be.oneOf([400, 421])
     for (const method of ['OPTIONS', 'TRACE']) expect((await raw(url, {method})).status, method).to.equal(405)
     // A tunnel is refused: Node closes a CONNECT that no one listens for.
-    const tunnel = await raw(url, {method: 'CONNECT', path: `127.0.0.1:${port}`}).then((r) => r.status, () => 'closed')
+    const tunnel = await raw(url, {method: 'CONNECT', path: `127.0.0.1:${port}`}).then(
+      (r) => r.status,
+      () => 'closed',
+    )
     expect(tunnel).to.be.oneOf([400, 405, 'closed'])
   })
 
@@ -168,8 +199,14 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const answerPage = await open(`${url}runs/${paused.run_id}`)
     await answerPage.page.click('#jumps a.jump')
     await answerPage.page.waitForFunction(() => document.querySelector<HTMLDetailsElement>('details[data-step="validate_gates"]')?.open === true)
-    expect(await answerPage.page.$$eval('#jumps a.jump', (as) => as.map((a) => a.textContent)), 'a long run starts at its failure').to.deep.equal(['the first failed step: #3 validate_gates', 'the last step: #4 clarify_questions'])
-    expect(await answerPage.page.$$eval('svg.graph rect.waiting', (r) => r.map((e) => e.parentElement?.querySelector('title')?.textContent)), 'the graph marks where it waits').to.deep.equal(['apply_answers (apply_answers): not run; the run waits here'])
+    expect(await answerPage.page.$$eval('#jumps a.jump', (as) => as.map((a) => a.textContent)), 'a long run starts at its failure').to.deep.equal([
+      'the first failed step: #3 validate_gates',
+      'the last step: #4 clarify_questions',
+    ])
+    expect(
+      await answerPage.page.$$eval('svg.graph rect.waiting', (r) => r.map((e) => e.parentElement?.querySelector('title')?.textContent)),
+      'the graph marks where it waits',
+    ).to.deep.equal(['apply_answers (apply_answers): not run; the run waits here'])
     const answer = await answerPage.page.$eval('#waits pre.command', (e) => e.textContent ?? '')
     const template = await answerPage.page.$eval('#waits pre.answers', (e) => e.textContent ?? '')
     expect(template).to.match(/^answers:\n {2}Q-001: "\.\.\."/)
@@ -192,14 +229,16 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const {url, child} = await startView()
     const port = Number(new URL(url).port)
     const slow = await Promise.all(
-      Array.from({length: 50}, () =>
-        new Promise<ReturnType<typeof connect>>((resolve, reject) => {
-          const socket = connect(port, '127.0.0.1', () => {
-            socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Slow: `)
-            resolve(socket)
-          })
-          socket.on('error', reject)
-        }),
+      Array.from(
+        {length: 50},
+        () =>
+          new Promise<ReturnType<typeof connect>>((resolve, reject) => {
+            const socket = connect(port, '127.0.0.1', () => {
+              socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Slow: `)
+              resolve(socket)
+            })
+            socket.on('error', reject)
+          }),
       ),
     )
     for (const s of slow) s.on('error', () => undefined)
@@ -268,7 +307,9 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const {url} = await startView()
     const {page, problems} = await open(`${url}runs/${paused.run_id}`)
     expect(await page.$eval('div#moved', (e) => e.hidden)).to.equal(true)
-    const answered = await pipe(['answer', paused.run_id, '--file', path.join(repoRoot, 'examples', 'one-sentence.answers.yaml'), '--store', store()], {cwd: dir})
+    const answered = await pipe(['answer', paused.run_id, '--file', path.join(repoRoot, 'examples', 'one-sentence.answers.yaml'), '--store', store()], {
+      cwd: dir,
+    })
     expect(answered.code, answered.stderr).to.equal(10)
     await page.waitForFunction(() => document.getElementById('moved')?.hidden === false, {timeout: 30000})
     expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^awaiting input \(updated /)
@@ -282,7 +323,13 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(toStdout.code, toStdout.stderr).to.equal(0)
     expect(toStdout.stdout).to.match(/^<!doctype html>\n[^]*<\/html>\n$/)
     expect(toStdout.stdout).to.contain(runId)
-    expect(await stat(path.join(dir, '-')).then(() => 'written', () => 'none'), 'no file named -').to.equal('none')
+    expect(
+      await stat(path.join(dir, '-')).then(
+        () => 'written',
+        () => 'none',
+      ),
+      'no file named -',
+    ).to.equal('none')
     const nested = path.join(dir, 'out', 'tickets', 'run.html')
     const made = await pipe(['export', runId, '--html', nested, '--store', store()], {cwd: dir})
     expect(made.code, made.stderr).to.equal(0)
@@ -291,7 +338,10 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(sameNonce(await readFile(nested, 'utf8')), 'the file is the page - printed').to.equal(sameNonce(toStdout.stdout))
     const folder = await pipe(['export', runId, '--html', dir, '--store', store(), '--json'], {cwd: dir})
     expect(folder.code).to.equal(2)
-    expect(json<{error: {code: string; message: string}}>(folder).error).to.deep.include({code: 'E_INVALID_ARGS', message: `--html ${dir} is a folder, not a file`})
+    expect(json<{error: {code: string; message: string}}>(folder).error).to.deep.include({
+      code: 'E_INVALID_ARGS',
+      message: `--html ${dir} is a folder, not a file`,
+    })
     const both = await pipe(['export', runId, '--html', '-', '--store', store(), '--json'], {cwd: dir})
     expect(both.code).to.equal(2)
     expect(json<{error: {code: string}}>(both).error.code).to.equal('E_INVALID_ARGS')
@@ -304,13 +354,19 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const listed = JSON.parse((await raw(`${url}api/runs`)).body) as {runs: Array<{children?: Array<{run_id: string}>}>}
     const task = listed.runs[0]!.children![0]!.run_id
     const {page, problems} = await open(`${url}runs/${task}`)
-    const edit = await page.$$eval('details[data-step="implement"] .tool-call', (calls) => calls.filter((c) => c.querySelector('code')?.textContent === 'apply_edit_blocks').map((c) => ({readable: c.querySelector('pre.readable')?.textContent ?? '', raw: c.querySelector('details.raw pre')?.textContent ?? ''})))
+    const edit = await page.$$eval('details[data-step="implement"] .tool-call', (calls) =>
+      calls
+        .filter((c) => c.querySelector('code')?.textContent === 'apply_edit_blocks')
+        .map((c) => ({readable: c.querySelector('pre.readable')?.textContent ?? '', raw: c.querySelector('details.raw pre')?.textContent ?? ''})),
+    )
     expect(edit.length, 'the edit call, in each implement attempt').to.be.greaterThan(0)
     const lines = edit[0]!.readable.split('\n').map((l) => l.trim())
     expect(lines).to.include('<<<<<<< SEARCH')
     expect(lines).to.include('>>>>>>> REPLACE')
     expect(JSON.parse(edit[0]!.raw), 'as sent: the arguments JSON itself').to.have.property('blocks').that.contains('<<<<<<< SEARCH\n')
-    const table = await page.$$eval('details[data-step="implement"] table tr', (rows) => rows.filter((r) => r.textContent?.includes('apply_edit_blocks')).map((r) => r.querySelector('pre')?.textContent ?? ''))
+    const table = await page.$$eval('details[data-step="implement"] table tr', (rows) =>
+      rows.filter((r) => r.textContent?.includes('apply_edit_blocks')).map((r) => r.querySelector('pre')?.textContent ?? ''),
+    )
     expect(table[0]!.split('\n').map((l) => l.trim())).to.include('<<<<<<< SEARCH')
     expect(problems).to.deep.equal([])
   })
@@ -318,7 +374,10 @@ describe('pipe view under attack and in a new user’s hands', function () {
   it('hostile text in a run’s inputs and reasons stays text on the page, in the graph and in the exported file; every bidi control shows as its code point', async function () {
     browserOnly.call(this)
     const hostile = `</style></script>]]><script>window.__pwned=1</script><svg onload="window.__pwned=2"><a href="javascript:window.__pwned=3">x</a> <style>*{display:none}</style> a\u061Cb c\u2067d\u2069`
-    await writeFile(path.join(dir, 'say.yaml'), 'version: 1\nname: say\ninputs:\n  title: {type: string}\nsteps:\n  - {id: check, kind: noop, next: done}\n  - {id: done, kind: end, status: failed, reason: "${{ inputs.title }}"}\n')
+    await writeFile(
+      path.join(dir, 'say.yaml'),
+      'version: 1\nname: say\ninputs:\n  title: {type: string}\nsteps:\n  - {id: check, kind: noop, next: done}\n  - {id: done, kind: end, status: failed, reason: "${{ inputs.title }}"}\n',
+    )
     const r = await run([path.join(dir, 'say.yaml'), '-i', `title=${hostile}`], [1])
     const {url} = await startView()
     const file = path.join(dir, 'say.html')
@@ -362,16 +421,25 @@ describe('pipe view under attack and in a new user’s hands', function () {
 
   it('snapshot show --prompt prints an agent’s conversation once (the last request holds it), not once per turn; a reply as its message', async () => {
     await codingAgentRun()
-    const task = json<{runs: Array<{run_id: string; parent?: {run_id: string}}>}>(await pipe(['runs', 'list', '--all', '--json', '--store', store()], {cwd: dir})).runs.find((r) => r.parent)!.run_id
+    const task = json<{runs: Array<{run_id: string; parent?: {run_id: string}}>}>(
+      await pipe(['runs', 'list', '--all', '--json', '--store', store()], {cwd: dir}),
+    ).runs.find((r) => r.parent)!.run_id
     const r = await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--store', store()], {cwd: dir})
     expect(r.code, r.stderr).to.equal(0)
     const implementRuns = (r.stdout.match(/^#\d+ implement \(agent\) {2}request 1 of/gm) ?? []).length
     expect(implementRuns, 'two attempts of the task').to.equal(2)
     expect((r.stdout.match(/^--- system$/gm) ?? []).length, 'the system prompt once per attempt').to.equal(implementRuns)
-    expect(r.stdout).to.match(/request 1 of 3 {2}sha256:[0-9a-f]{64} {2}answered from cassette\n {2}\(its 2 message\(s\) are the first 2 of request 3, below; its reply is the message after them\)\n/)
+    expect(r.stdout).to.match(
+      /request 1 of 3 {2}sha256:[0-9a-f]{64} {2}answered from cassette\n {2}\(its 2 message\(s\) are the first 2 of request 3, below; its reply is the message after them\)\n/,
+    )
     expect(r.stdout, 'the reply is what the model said, not the stored envelope').to.not.contain('"finish_reason"')
-    const asJson = json<Array<{calls: Array<{request: {messages: unknown[]}}>}>>(await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--json', '--store', store()], {cwd: dir}))
-    expect(asJson[0]!.calls.map((c) => c.request.messages.length), '--json keeps every request whole').to.deep.equal([2, 4, 6])
+    const asJson = json<Array<{calls: Array<{request: {messages: unknown[]}}>}>>(
+      await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--json', '--store', store()], {cwd: dir}),
+    )
+    expect(
+      asJson[0]!.calls.map((c) => c.request.messages.length),
+      '--json keeps every request whole',
+    ).to.deep.equal([2, 4, 6])
   })
 
   it('a run whose pipeline file changed since draws the path it took as moves, not as moves no route declares', async function () {
@@ -380,7 +448,9 @@ describe('pipe view under attack and in a new user’s hands', function () {
     await writeFile(path.join(dir, 'two.yaml'), `${TWO_ROUTES}# changed after the run\n`)
     const {url} = await startView()
     const {page, problems} = await open(`${url}runs/${runId}`)
-    expect(await page.$eval('h2 + p.muted', (p) => p.textContent)).to.equal('the pipeline file two.yaml has changed since this run: the path taken is drawn alone.')
+    expect(await page.$eval('h2 + p.muted', (p) => p.textContent)).to.equal(
+      'the pipeline file two.yaml has changed since this run: the path taken is drawn alone.',
+    )
     expect(await page.$$eval('svg.graph path.edge.taken', (es) => es.length)).to.equal(4)
     expect(await page.$$eval('svg.graph path.edge.undeclared', (es) => es.length), 'no edge drawn as undeclared').to.equal(0)
     expect(problems).to.deep.equal([])

@@ -68,9 +68,15 @@ async function hostileModelRun(): Promise<string> {
   model.script('draft', {content: JSON.stringify({items: [{title: HOSTILE}]}), usage: {prompt_tokens: 10, completion_tokens: 5}})
   await mkdir(path.join(dir, 'p'), {recursive: true})
   await writeFile(path.join(dir, 'p', 'notes.md'), `Summarise for {{audience}}: ${HOSTILE}\n`)
-  await writeFile(path.join(dir, 'p', 'notes.schema.json'), JSON.stringify({type: 'object', required: ['items'], properties: {items: {type: 'array', items: {type: 'object', properties: {title: {type: 'string'}}}}}}))
+  await writeFile(
+    path.join(dir, 'p', 'notes.schema.json'),
+    JSON.stringify({type: 'object', required: ['items'], properties: {items: {type: 'array', items: {type: 'object', properties: {title: {type: 'string'}}}}}}),
+  )
   const file = path.join(dir, 'p', 'notes.yaml')
-  await writeFile(file, 'version: 1\nname: notes\nsteps:\n  - id: draft\n    kind: model\n    prompt: notes.md\n    vars: {audience: "<b>customers</b>"}\n    output_schema: notes.schema.json\n')
+  await writeFile(
+    file,
+    'version: 1\nname: notes\nsteps:\n  - id: draft\n    kind: model\n    prompt: notes.md\n    vars: {audience: "<b>customers</b>"}\n    output_schema: notes.schema.json\n',
+  )
   const r = await run([file], {OPENAI_BASE_URL: model.url, PIPE_HOME: path.join(dir, 'home')})
   expect(r.status).to.equal('succeeded')
   return r.run_id
@@ -126,15 +132,25 @@ describe('pipe view and pipe export --html in a real browser', function () {
     expect(paused.status).to.equal('awaiting_input')
     const {url} = await startView()
     const runPage = await open(`${url}runs/${paused.run_id}`)
-    expect(await runPage.page.$eval('#waits pre.command', (e) => e.textContent)).to.equal(`pipe answer ${paused.run_id} --file answers.yaml --store ${path.join(dir, '.pipe')}`)
+    expect(await runPage.page.$eval('#waits pre.command', (e) => e.textContent)).to.equal(
+      `pipe answer ${paused.run_id} --file answers.yaml --store ${path.join(dir, '.pipe')}`,
+    )
     const list = await open(`${url}?status=awaiting_input`)
     expect(await list.page.$eval(`tr[data-run="${paused.run_id}"] .badge`, (b) => b.getAttribute('data-status'))).to.equal('awaiting_input')
-    await writeFile(path.join(dir, 'answers.yaml'), 'answers:\n  Q-001: "Given an invoice, when exported, then a CSV downloads"\n  Q-002: "p95 under 2 s"\n  Q-003: "none"\n')
+    await writeFile(
+      path.join(dir, 'answers.yaml'),
+      'answers:\n  Q-001: "Given an invoice, when exported, then a CSV downloads"\n  Q-002: "p95 under 2 s"\n  Q-003: "none"\n',
+    )
     const answered = await pipe(['answer', paused.run_id, '--file', path.join(dir, 'answers.yaml'), '--json', '--store', path.join(dir, '.pipe')], {cwd: dir})
     expect([0, 10]).to.include(answered.code)
     const now = json<{status: string}>(answered).status
     // The page follows the store: the badge changes without a reload (waits on the DOM, no sleep).
-    await list.page.waitForFunction((id: string, status: string) => document.querySelector(`tr[data-run="${id}"] .badge`)?.getAttribute('data-status') === status, {timeout: 30000}, paused.run_id, now)
+    await list.page.waitForFunction(
+      (id: string, status: string) => document.querySelector(`tr[data-run="${id}"] .badge`)?.getAttribute('data-status') === status,
+      {timeout: 30000},
+      paused.run_id,
+      now,
+    )
     expect(list.problems).to.deep.equal([])
   })
 
@@ -206,7 +222,7 @@ describe('pipe view: a read-only server on loopback', function () {
     expect(await exited).to.equal(0)
   })
 
-  it('--json prints {url}; RUN makes it the run\'s page; --host beyond loopback warns; a missing run or store is an error', async () => {
+  it("--json prints {url}; RUN makes it the run's page; --host beyond loopback warns; a missing run or store is an error", async () => {
     const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.'])
     const {url} = await startView(['--json', paused.run_id])
     expect(JSON.parse(url)).to.deep.equal({url: JSON.parse(url).url})
@@ -226,7 +242,9 @@ describe('pipe view: a read-only server on loopback', function () {
     expect(r.stdout).to.match(/^#2 compile \(compile\) {2}request 1 of 1 {2}sha256:[0-9a-f]{64} {2}answered from cassette\n--- system\n/)
     expect(r.stdout).to.contain('--- user\nYou turn a rough software requirement into a canonical spec.')
     expect(r.stdout).to.contain('--- reply\n{')
-    const asJson = json<Array<{step: string; calls: Array<{request: {messages: Array<{role: string}>}}>}>>(await pipe(['snapshot', 'show', runId, '--step', 'compile', '--prompt', '--json', '--store', path.join(dir, '.pipe')], {cwd: dir}))
+    const asJson = json<Array<{step: string; calls: Array<{request: {messages: Array<{role: string}>}}>}>>(
+      await pipe(['snapshot', 'show', runId, '--step', 'compile', '--prompt', '--json', '--store', path.join(dir, '.pipe')], {cwd: dir}),
+    )
     expect(asJson[0]!.step).to.equal('compile')
     expect(asJson[0]!.calls[0]!.request.messages.map((m) => m.role)).to.deep.equal(['system', 'user'])
     const none = await pipe(['snapshot', 'show', runId, '--step', 'ingest', '--prompt', '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})

@@ -23,7 +23,10 @@ beforeEach(async () => {
   repo = path.join(dir, 'repo')
   await mkdir(repo)
   await mkdir(path.join(repo, '.git'))
-  await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\nallowed_commands: []\nforbidden_paths: ["secrets/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n')
+  await writeFile(
+    path.join(dir, 'policy.yaml'),
+    'version: 1\nallowed_commands: []\nforbidden_paths: ["secrets/**"]\nmax_patch_lines: 50\nmax_retries_default: 0\nresource_limits: {command_timeout_ms: 60000}\n',
+  )
 })
 afterEach(async () => cleanup())
 
@@ -32,7 +35,10 @@ const hex = (text: string | Buffer): string => `sha256:${createHash('sha256').up
 async function run(name: string, text: string, inputs: string[] = []): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const file = path.join(dir, name)
   await writeFile(file, text)
-  const r = await pipe(['run', file, '--policy', path.join(dir, 'policy.yaml'), '--text', 'x', '--json', ...inputs.flatMap((i) => ['-i', i])], {cwd: repo, timeoutMs: 120000})
+  const r = await pipe(['run', file, '--policy', path.join(dir, 'policy.yaml'), '--text', 'x', '--json', ...inputs.flatMap((i) => ['-i', i])], {
+    cwd: repo,
+    timeoutMs: 120000,
+  })
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -200,13 +206,19 @@ steps:
     expect(JSON.parse(await readFile(path.join(repo, 'data', 'v.json'), 'utf8'))).to.deep.equal([10])
     const snaps = await snapshots(out.result.run_id)
     const asJson = snaps.find((s) => s.step.name === 'as_json')!
-    expect((asJson.outputs as {sha256?: string}).sha256, 'the JSON written is the value, pretty-printed').to.equal(hex(`${JSON.stringify(expected, null, 2)}\n`))
+    expect((asJson.outputs as {sha256?: string}).sha256, 'the JSON written is the value, pretty-printed').to.equal(
+      hex(`${JSON.stringify(expected, null, 2)}\n`),
+    )
     const again = snaps.find((s) => s.step.name === 'again')!
     expect(again.outputs).to.deep.equal({path: 'log.txt', sha256: hex('one\ntwo 4\n'), bytes: 10, mode: 'append'})
   })
 
   it('pipe validate warns of an unrouted "exists" only where the mode can give it (create), not for overwrite or append', async () => {
-    for (const [mode, warned] of [['create', true], ['overwrite', false], ['append', false]] as const) {
+    for (const [mode, warned] of [
+      ['create', true],
+      ['overwrite', false],
+      ['append', false],
+    ] as const) {
       const file = path.join(dir, `${mode}.yaml`)
       await writeFile(file, `version: 1\nname: w\nsteps:\n  - {id: w, kind: write, path: a.txt, content: x, mode: ${mode}}\n`)
       const r = await pipe(['validate', file], {cwd: repo})

@@ -23,7 +23,12 @@ const SPEC = {
   constraints: ['An empty list stays an error.'],
   non_functional: [{category: 'maintainability', text: 'The tests in median.test.js must pass.'}],
   acceptance_criteria: [
-    {text: 'Given [4, 1, 3, 2], when median() is called, then it returns 2.5.', given: 'the values [4, 1, 3, 2]', when: 'median() is called', then: 'it returns 2.5'},
+    {
+      text: 'Given [4, 1, 3, 2], when median() is called, then it returns 2.5.',
+      given: 'the values [4, 1, 3, 2]',
+      when: 'median() is called',
+      then: 'it returns 2.5',
+    },
     {text: 'Given [10, 9, 2], when median() is called, then it returns 9.', given: 'the values [10, 9, 2]', when: 'median() is called', then: 'it returns 9'},
   ],
   open_questions: [],
@@ -35,16 +40,46 @@ const SPEC = {
 
 const PLAN = {
   tasks: [
-    {title: 'Fix median()', goal: 'median() passes median.test.js', type: 'modify_file', priority: 'P0', feature_ids: ['FR-001', 'FR-002'], acceptance_criteria: ['AC-001', 'AC-002'], depends_on: [], files_touched: ['median.js'], static_checks: ['node --check median.js'], unit_tests: ['node --test'], smoke_tests: [], expected_signals: ['median([4, 1, 3, 2]) is 2.5']},
+    {
+      title: 'Fix median()',
+      goal: 'median() passes median.test.js',
+      type: 'modify_file',
+      priority: 'P0',
+      feature_ids: ['FR-001', 'FR-002'],
+      acceptance_criteria: ['AC-001', 'AC-002'],
+      depends_on: [],
+      files_touched: ['median.js'],
+      static_checks: ['node --check median.js'],
+      unit_tests: ['node --test'],
+      smoke_tests: [],
+      expected_signals: ['median([4, 1, 3, 2]) is 2.5'],
+    },
   ],
 }
 
-const VV = {vv: [{kind: 'verification', method: 'test', description: 'node --test runs median.test.js', acceptance_criteria: ['AC-001', 'AC-002'], tasks: ['T-001'], requirements: ['FR-001', 'FR-002']}]}
+const VV = {
+  vv: [
+    {
+      kind: 'verification',
+      method: 'test',
+      description: 'node --test runs median.test.js',
+      acceptance_criteria: ['AC-001', 'AC-002'],
+      tasks: ['T-001'],
+      requirements: ['FR-001', 'FR-002'],
+    },
+  ],
+}
 
 export const MEDIAN_ARCH = {
   tech_stack: {language: 'JavaScript (Node.js 20, ES modules)', toolchain: ['node'], test_framework: 'node:test'},
   directory_tree: ['package.json', 'median.js', 'median.test.js'],
-  api_specs: [{name: 'median', signature: 'median(values: number[]): number', description: 'the middle value; the mean of the two middle values for an even count; RangeError for an empty list'}],
+  api_specs: [
+    {
+      name: 'median',
+      signature: 'median(values: number[]): number',
+      description: 'the middle value; the mean of the two middle values for an even count; RangeError for an empty list',
+    },
+  ],
   data_models: [],
   build_run_commands: {test: [['node', '--test']]},
 }
@@ -59,7 +94,12 @@ export const MEDIAN_TASKS = {
       files_required: ['median.js', 'median.test.js'],
       files_touched: ['median.js'],
       constraints: {forbidden_paths: ['median.test.js'], forbidden_actions: ['change what median() returns for an odd count', 'add a dependency']},
-      acceptance_tests: {static_checks: [['node', '--check', 'median.js']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: ['median([4, 1, 3, 2]) is 2.5', 'median([10, 9, 2]) is 9']},
+      acceptance_tests: {
+        static_checks: [['node', '--check', 'median.js']],
+        unit_tests: [['node', '--test']],
+        smoke_tests: [],
+        expected_signals: ['median([4, 1, 3, 2]) is 2.5', 'median([10, 9, 2]) is 9'],
+      },
       rollback_plan: {strategy: 'git_reset'},
       max_retries: 3,
     },
@@ -76,7 +116,8 @@ const SUMMARY = {
   manual_steps: [],
 }
 
-const EVEN = 'median.js\n<<<<<<< SEARCH\n  return sorted[middle]\n=======\n  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2\n>>>>>>> REPLACE\n'
+const EVEN =
+  'median.js\n<<<<<<< SEARCH\n  return sorted[middle]\n=======\n  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2\n>>>>>>> REPLACE\n'
 const NUMERIC = 'median.js\n<<<<<<< SEARCH\n  const sorted = [...values].sort()\n=======\n  const sorted = [...values].sort((a, b) => a - b)\n>>>>>>> REPLACE\n'
 
 /** The agent: attempt 1 reads and fixes the even count only; attempt 2 reads the verdict's file and fixes the sort. */
@@ -88,12 +129,24 @@ function implement(request: ModelRequest): Scripted {
     ? [
         {tool_calls: [{id: 'call_read_median', name: 'read_file', arguments: {path: 'median.js'}}], usage},
         {tool_calls: [{id: 'call_edit_even', name: 'apply_edit_blocks', arguments: {blocks: EVEN}}], usage},
-        {content: JSON.stringify({summary: 'median() takes the mean of the two middle values for an even count', plan: ['read median.js', 'return the mean of the two middle values for an even count']}), usage},
+        {
+          content: JSON.stringify({
+            summary: 'median() takes the mean of the two middle values for an even count',
+            plan: ['read median.js', 'return the mean of the two middle values for an even count'],
+          }),
+          usage,
+        },
       ]
     : [
         {tool_calls: [{id: 'call_read_test', name: 'read_file', arguments: {path: 'median.test.js'}}], usage},
         {tool_calls: [{id: 'call_edit_sort', name: 'apply_edit_blocks', arguments: {blocks: NUMERIC}}], usage},
-        {content: JSON.stringify({summary: 'median() sorts numbers numerically (QA showed median([10, 9, 2]) gave 2: the default sort compares text)', plan: ['read the failing test the verdict names', 'sort with a numeric comparator']}), usage},
+        {
+          content: JSON.stringify({
+            summary: 'median() sorts numbers numerically (QA showed median([10, 9, 2]) gave 2: the default sort compares text)',
+            plan: ['read the failing test the verdict names', 'sort with a numeric comparator'],
+          }),
+          usage,
+        },
       ]
   return steps[Math.min(turn, steps.length - 1)]!
 }

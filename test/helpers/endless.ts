@@ -6,7 +6,10 @@ import type {ServerResponse} from 'node:http'
  * a client that never stops reading cannot eat the machine's memory). `closed` gets the bytes sent
  * once the connection has closed.
  */
-export function sendWithoutEnd(res: ServerResponse, options: {status?: number; headers?: Record<string, string>; head: string; budget?: number; closed: (bytes: number) => void}): void {
+export function sendWithoutEnd(
+  res: ServerResponse,
+  options: {status?: number; headers?: Record<string, string>; head: string; budget?: number; closed: (bytes: number) => void},
+): void {
   const chunk = Buffer.alloc(64 * 1024, 'a')
   const budget = options.budget ?? Number.POSITIVE_INFINITY
   let bytes = 0

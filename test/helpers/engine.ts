@@ -43,6 +43,12 @@ export async function harness(dir: string, overrides: Partial<StepRegistry> = {}
     engine,
     sleeps,
     start: (pipeline, text = 'The tool must export reports as PDF.') =>
-      engine.start({pipeline, policy: defaultPolicy(), cwd: dir, input: {kind: 'text', ref: 'text://test', text}, provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null}}),
+      engine.start({
+        pipeline,
+        policy: defaultPolicy(),
+        cwd: dir,
+        input: {kind: 'text', ref: 'text://test', text},
+        provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null},
+      }),
   }
 }

@@ -32,7 +32,11 @@ export interface Scripted {
 
 /** A completion whose message calls tools. */
 export function toolCompletion(calls: NonNullable<Scripted['tool_calls']>, usage = {prompt_tokens: 100, completion_tokens: 50}): unknown {
-  const toolCalls = calls.map((c, i) => ({id: c.id ?? `call_${i + 1}`, type: 'function', function: {name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments)}}))
+  const toolCalls = calls.map((c, i) => ({
+    id: c.id ?? `call_${i + 1}`,
+    type: 'function',
+    function: {name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments)},
+  }))
   return {
     id: 'chatcmpl-test',
     object: 'chat.completion',
@@ -61,7 +65,15 @@ function kindOf(body: ModelRequest['body']): string {
   const system = body.messages[0]?.content ?? ''
   const own = /(?:model|agent) step "([a-z][a-z0-9_]*)"/.exec(system)
   if (own) return own[1]!
-  return /compile step/.test(system) ? 'compile' : /clarify step/.test(system) ? 'clarify_questions' : /apply-answers/.test(system) ? 'apply_answers' : /planning step/.test(system) ? 'plan_tasks' : 'generate_vv'
+  return /compile step/.test(system)
+    ? 'compile'
+    : /clarify step/.test(system)
+      ? 'clarify_questions'
+      : /apply-answers/.test(system)
+        ? 'apply_answers'
+        : /planning step/.test(system)
+          ? 'plan_tasks'
+          : 'generate_vv'
 }
 
 export class ModelServer {
@@ -82,7 +94,10 @@ export class ModelServer {
   }
 
   /** `port` 0 picks a free one; a port a closed server had brings an endpoint that was down back up. */
-  static async start(fallback: (request: ModelRequest) => Scripted = () => ({status: 500, body: {error: {message: 'no script'}}}), port = 0): Promise<ModelServer> {
+  static async start(
+    fallback: (request: ModelRequest) => Scripted = () => ({status: 500, body: {error: {message: 'no script'}}}),
+    port = 0,
+  ): Promise<ModelServer> {
     const holder: {self?: ModelServer} = {}
     const server = createServer((req, res) => void holder.self!.handle(req, res))
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
@@ -117,13 +132,17 @@ export class ModelServer {
       this.waiters.splice(this.waiters.indexOf(waiter), 1)
       waiter.resolve()
     }
-    const queue = this.scripts.get(request.kind)?.length ? this.scripts.get(request.kind)! : this.scripts.get('*') ?? []
+    const queue = this.scripts.get(request.kind)?.length ? this.scripts.get(request.kind)! : (this.scripts.get('*') ?? [])
     const reply = queue.shift() ?? this.fallback(request)
     if (reply.hang) return
     if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs))
     if (res.destroyed) return
     const status = reply.status ?? 200
-    const payload = reply.tool_calls ? toolCompletion(reply.tool_calls, reply.usage) : reply.content !== undefined ? completion(reply.content, reply.usage) : (reply.body ?? {})
+    const payload = reply.tool_calls
+      ? toolCompletion(reply.tool_calls, reply.usage)
+      : reply.content !== undefined
+        ? completion(reply.content, reply.usage)
+        : (reply.body ?? {})
     res.writeHead(status, {'content-type': 'application/json'})
     res.end(JSON.stringify(payload))
   }
@@ -147,7 +166,14 @@ export function cannedReply(request: ModelRequest): Scripted {
       ],
       constraints: ['Must use the existing PostgreSQL 15 database.'],
       non_functional: [{category: 'performance', text: 'Balance pages load in under 300 ms at the 95th percentile.'}],
-      acceptance_criteria: [{text: 'Given a group with three members, when one adds a 30 EUR expense shared by all, then each other member owes 10 EUR.', given: 'a group with three members', when: 'one adds a 30 EUR expense shared by all', then: 'each other member owes 10 EUR'}],
+      acceptance_criteria: [
+        {
+          text: 'Given a group with three members, when one adds a 30 EUR expense shared by all, then each other member owes 10 EUR.',
+          given: 'a group with three members',
+          when: 'one adds a 30 EUR expense shared by all',
+          then: 'each other member owes 10 EUR',
+        },
+      ],
       open_questions: [],
       citations: [
         {spec_path: 'features[0]', excerpt: 'Users can create a group and invite members by email.'},
@@ -159,11 +185,48 @@ export function cannedReply(request: ModelRequest): Scripted {
     apply_answers: {goal: '', features: [], constraints: [], non_functional: [], acceptance_criteria: [{text: 'A PDF is written'}], citations: []},
     plan_tasks: {
       tasks: [
-        {title: 'Groups and invitations', goal: 'Create groups and invite by email', type: 'create_file', priority: 'P0', feature_ids: ['FR-001'], acceptance_criteria: [], depends_on: [], files_touched: ['src/groups.ts'], static_checks: ['npm run lint'], unit_tests: ['npm test'], smoke_tests: [], expected_signals: ['an invitation email is sent']},
-        {title: 'Shared expenses', goal: 'Record shared expenses', type: 'create_file', priority: 'P0', feature_ids: ['FR-002'], acceptance_criteria: ['AC-001', 'AC-999'], depends_on: ['Groups and invitations'], files_touched: ['src/expenses.ts'], static_checks: [], unit_tests: ['npm test'], smoke_tests: [], expected_signals: ['balances update']},
+        {
+          title: 'Groups and invitations',
+          goal: 'Create groups and invite by email',
+          type: 'create_file',
+          priority: 'P0',
+          feature_ids: ['FR-001'],
+          acceptance_criteria: [],
+          depends_on: [],
+          files_touched: ['src/groups.ts'],
+          static_checks: ['npm run lint'],
+          unit_tests: ['npm test'],
+          smoke_tests: [],
+          expected_signals: ['an invitation email is sent'],
+        },
+        {
+          title: 'Shared expenses',
+          goal: 'Record shared expenses',
+          type: 'create_file',
+          priority: 'P0',
+          feature_ids: ['FR-002'],
+          acceptance_criteria: ['AC-001', 'AC-999'],
+          depends_on: ['Groups and invitations'],
+          files_touched: ['src/expenses.ts'],
+          static_checks: [],
+          unit_tests: ['npm test'],
+          smoke_tests: [],
+          expected_signals: ['balances update'],
+        },
       ],
     },
-    generate_vv: {vv: [{kind: 'verification', method: 'test', description: 'Test the split of a shared expense', acceptance_criteria: ['AC-001'], tasks: ['T-002'], requirements: ['FR-002']}]},
+    generate_vv: {
+      vv: [
+        {
+          kind: 'verification',
+          method: 'test',
+          description: 'Test the split of a shared expense',
+          acceptance_criteria: ['AC-001'],
+          tasks: ['T-002'],
+          requirements: ['FR-002'],
+        },
+      ],
+    },
   }
   return {content: JSON.stringify(replies[request.kind]), usage: {prompt_tokens: 120, completion_tokens: 80}}
 }

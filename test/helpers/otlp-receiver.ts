@@ -60,12 +60,36 @@ export class OtlpReceiver {
         if (options.answer === false) return
         const self = holder.self!
         self.paths.push(req.url ?? '')
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {resourceSpans?: Array<{resource?: {attributes?: KeyValue[]}; scopeSpans?: Array<{spans?: Array<{traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; status?: {code?: number; message?: string}; attributes?: KeyValue[]}>}>}>}
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+          resourceSpans?: Array<{
+            resource?: {attributes?: KeyValue[]}
+            scopeSpans?: Array<{
+              spans?: Array<{
+                traceId: string
+                spanId: string
+                parentSpanId?: string
+                name: string
+                kind: number
+                status?: {code?: number; message?: string}
+                attributes?: KeyValue[]
+              }>
+            }>
+          }>
+        }
         for (const rs of body.resourceSpans ?? []) {
           const resource = attributesOf(rs.resource?.attributes)
           for (const ss of rs.scopeSpans ?? []) {
             for (const s of ss.spans ?? []) {
-              self.spans.push({traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, kind: s.kind, status: s.status ?? {}, attributes: attributesOf(s.attributes), resource})
+              self.spans.push({
+                traceId: s.traceId,
+                spanId: s.spanId,
+                parentSpanId: s.parentSpanId || undefined,
+                name: s.name,
+                kind: s.kind,
+                status: s.status ?? {},
+                attributes: attributesOf(s.attributes),
+                resource,
+              })
             }
           }
         }

@@ -15,7 +15,11 @@ import {PostgresStore} from '../../src/store/postgres/store.js'
 /** The bin folder of the newest installed PostgreSQL (Debian puts initdb and pg_ctl there, not on PATH). */
 export function postgresBin(): string {
   const base = '/usr/lib/postgresql'
-  const versions = existsSync(base) ? readdirSync(base).filter((v) => existsSync(path.join(base, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a)) : []
+  const versions = existsSync(base)
+    ? readdirSync(base)
+        .filter((v) => existsSync(path.join(base, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : []
   if (versions.length === 0) throw new Error('PostgreSQL is not installed (Debian: apt-get install postgresql); the PostgreSQL store tests need a real server')
   return path.join(base, versions[0]!, 'bin')
 }
@@ -45,7 +49,8 @@ export interface Cluster {
   stop(): Promise<void>
 }
 
-const asPostgres = (command: string, args: string[]): string[] => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', command, ...args] : [command, ...args])
+const asPostgres = (command: string, args: string[]): string[] =>
+  process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', command, ...args] : [command, ...args]
 
 function run(command: string, args: string[]): void {
   const [file, ...rest] = asPostgres(command, args)

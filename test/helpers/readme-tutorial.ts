@@ -44,18 +44,20 @@ export function tutorialItems(readme: string): Item[] {
 
 /** What varies between readers and days, masked the same way in what the README shows and what ran. */
 export function mask(text: string, home: string): string {
-  return text
-    .replaceAll(home, HOME_SHOWN)
-    .replace(/\b([RS])-\d{8}-(\d{4})\b/g, '$1-<date>-$2')
-    .replace(/\bF-\d{4}-(\d{3})\b/g, 'F-<year>-$1')
-    .replace(/orchestrator-\d{8}\.log/g, 'orchestrator-<date>.log')
-    .replace(/\btr-[0-9a-f]+\b/g, 'tr-<trace>')
-    .replace(/\b\d+ ms\b/g, '<n> ms')
-    .replace(/\(\d+(?:\.\d+)?s\)/g, '(<s>)')
-    // A table's columns widen with their widest value: compare cells, not padding; a table's MS column is a duration too.
-    .replace(/^(\d+ +\S+ +\S+ +\S+ +\S+ +\S+ +\S+ +)\d+( +\d+)$/gm, '$1<n>$2')
-    .replace(/ {2,}/g, '  ')
-    .replace(/[ \t]+$/gm, '')
+  return (
+    text
+      .replaceAll(home, HOME_SHOWN)
+      .replace(/\b([RS])-\d{8}-(\d{4})\b/g, '$1-<date>-$2')
+      .replace(/\bF-\d{4}-(\d{3})\b/g, 'F-<year>-$1')
+      .replace(/orchestrator-\d{8}\.log/g, 'orchestrator-<date>.log')
+      .replace(/\btr-[0-9a-f]+\b/g, 'tr-<trace>')
+      .replace(/\b\d+ ms\b/g, '<n> ms')
+      .replace(/\(\d+(?:\.\d+)?s\)/g, '(<s>)')
+      // A table's columns widen with their widest value: compare cells, not padding; a table's MS column is a duration too.
+      .replace(/^(\d+ +\S+ +\S+ +\S+ +\S+ +\S+ +\S+ +)\d+( +\d+)$/gm, '$1<n>$2')
+      .replace(/ {2,}/g, '  ')
+      .replace(/[ \t]+$/gm, '')
+  )
 }
 
 function bash(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{code: number; output: string}> {

@@ -26,7 +26,11 @@ export interface Started {
  * line), or with --json its JSON document. `servers` collects the process for the test to stop.
  */
 export async function startView(dir: string, servers: ChildProcess[], args: string[] = [], env: Record<string, string> = {}): Promise<Started> {
-  const child = spawn(process.execPath, [bin, 'view', '--port', '0', '--store', path.join(dir, '.pipe'), ...args], {cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: {...process.env, NO_COLOR: '1', ...env}})
+  const child = spawn(process.execPath, [bin, 'view', '--port', '0', '--store', path.join(dir, '.pipe'), ...args], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {...process.env, NO_COLOR: '1', ...env},
+  })
   servers.push(child)
   let err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
@@ -82,15 +86,28 @@ export async function notBlank(browser: Browser, dir: string, page: Page, name: 
 }
 
 /** A plain HTTP request with full control of method, path and Host (null: no Host header at all). */
-export function raw(url: string, options: {method?: string; host?: string | null; path?: string} = {}): Promise<{status: number; body: string; headers: Record<string, unknown>}> {
+export function raw(
+  url: string,
+  options: {method?: string; host?: string | null; path?: string} = {},
+): Promise<{status: number; body: string; headers: Record<string, unknown>}> {
   const u = new URL(url)
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = options.host === null ? {} : {host: options.host ?? u.host}
-    const req = request({hostname: u.hostname, port: u.port, path: options.path ?? u.pathname + u.search, method: options.method ?? 'GET', headers, setHost: options.host !== null}, (res) => {
-      let body = ''
-      res.on('data', (d: Buffer) => (body += d.toString()))
-      res.on('end', () => resolve({status: res.statusCode ?? 0, body, headers: res.headers}))
-    })
+    const req = request(
+      {
+        hostname: u.hostname,
+        port: u.port,
+        path: options.path ?? u.pathname + u.search,
+        method: options.method ?? 'GET',
+        headers,
+        setHost: options.host !== null,
+      },
+      (res) => {
+        let body = ''
+        res.on('data', (d: Buffer) => (body += d.toString()))
+        res.on('end', () => resolve({status: res.statusCode ?? 0, body, headers: res.headers}))
+      },
+    )
     req.on('error', reject)
     req.end()
   })

@@ -58,7 +58,8 @@ export class WebhookServer {
         const answer = (): void => {
           const status = reply.status ?? 200
           // Only requests answered with success count as delivered.
-          if (status >= 200 && status < 300) self.received.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
+          if (status >= 200 && status < 300)
+            self.received.push({path: req.url ?? '', headers: req.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>})
           res.writeHead(status, {'content-type': 'application/json'})
           const headers: Record<string, string> = {}
           for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers[req.rawHeaders[i]!] = req.rawHeaders[i + 1]!

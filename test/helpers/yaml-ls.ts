@@ -63,7 +63,11 @@ export class YamlLs {
   }
 
   async start(): Promise<void> {
-    await this.request('initialize', {processId: process.pid, rootUri: null, capabilities: {textDocument: {completion: {completionItem: {snippetSupport: true}}}}})
+    await this.request('initialize', {
+      processId: process.pid,
+      rootUri: null,
+      capabilities: {textDocument: {completion: {completionItem: {snippetSupport: true}}}},
+    })
     this.send({method: 'initialized', params: {}})
     this.send({method: 'workspace/didChangeConfiguration', params: {settings: {yaml: {completion: true, validate: true, schemas: {}}}}})
   }

@@ -51,7 +51,7 @@ describe('splitCommandLine', () => {
 })
 
 describe('agent tool arguments and results', () => {
-  it('validates each tool\'s arguments against its schema before it runs', () => {
+  it("validates each tool's arguments against its schema before it runs", () => {
     const read = toolNamed('read_file')!
     expect(argumentProblems(read, {path: 'a.js', start_line: 2})).to.equal(null)
     expect(argumentProblems(read, {})).to.match(/path/)
@@ -69,7 +69,16 @@ describe('agent tool arguments and results', () => {
   })
 
   it('checks every segment of a command line against allowed_commands; one denied segment denies all', () => {
-    const policy = {...defaultPolicy(), policy: {...defaultPolicy().policy, allowed_commands: [['npm', 'test', '...'], ['node', '{path}']] as Array<[string, ...string[]]>}}
+    const policy = {
+      ...defaultPolicy(),
+      policy: {
+        ...defaultPolicy().policy,
+        allowed_commands: [
+          ['npm', 'test', '...'],
+          ['node', '{path}'],
+        ] as Array<[string, ...string[]]>,
+      },
+    }
     const root = process.cwd()
     const ok = commandSegments({command: 'npm test -- --grep x && node a.js'}, {policy, root})
     expect(ok.ok).to.equal(true)
@@ -87,7 +96,15 @@ describe('agent tool arguments and results', () => {
     expect(toolLevel(base, 'run_command')).to.equal('dangerous')
     expect(needsConfirmation(base, 'dangerous')).to.equal(true)
     expect(needsConfirmation(base, 'moderate')).to.equal(false)
-    const own = {...base, policy: {...base.policy, tools: {run_command: 'moderate' as const}, confirm: ['moderate' as const], tools_preapproved: [['npm', 'test', '...']] as Array<[string, ...string[]]>}}
+    const own = {
+      ...base,
+      policy: {
+        ...base.policy,
+        tools: {run_command: 'moderate' as const},
+        confirm: ['moderate' as const],
+        tools_preapproved: [['npm', 'test', '...']] as Array<[string, ...string[]]>,
+      },
+    }
     expect(toolLevel(own, 'run_command')).to.equal('moderate')
     expect(needsConfirmation(own, 'dangerous')).to.equal(false)
     expect(preapproval(own, ['npm', 'test', '--', 'x'], {root: process.cwd()})).to.match(/^tools_preapproved\[0\]/)
@@ -113,7 +130,12 @@ describe('agent tools on a real directory', () => {
     await rm(`${root}-slots`, {recursive: true, force: true})
   })
   // The command slots of this test alone: a folder shared by all of /tmp would couple test files running in parallel.
-  const place = (): Parameters<(typeof TOOLS)[number]['run']>[1] => ({policy: defaultPolicy(), root, signal: new AbortController().signal, slotsDir: `${root}-slots`})
+  const place = (): Parameters<(typeof TOOLS)[number]['run']>[1] => ({
+    policy: defaultPolicy(),
+    root,
+    signal: new AbortController().signal,
+    slotsDir: `${root}-slots`,
+  })
   /** Runs `body` with the search deadline at 1 s: the runaway searches below end the same way as at 10 s, 9 s sooner. */
   const withShortDeadline = async (body: () => Promise<void>): Promise<void> => {
     const saved = searchDeadline.ms
@@ -135,7 +157,9 @@ describe('agent tools on a real directory', () => {
     expect(found.result['files']).to.deep.equal(['src/a.js'])
     const search = await toolNamed('search_text')!.run({query: 'const b'}, place())
     expect(search.result['matches']).to.deep.equal(['src/a.js:2:const b = 2'])
-    for (const tool of TOOLS) if (tool.name !== 'run_command' && tool.name !== 'apply_edit_blocks') expect(resultProblems(tool, (await tool.run({path: 'src/a.js', pattern: '*', query: 'a'}, place())).result), tool.name).to.equal(null)
+    for (const tool of TOOLS)
+      if (tool.name !== 'run_command' && tool.name !== 'apply_edit_blocks')
+        expect(resultProblems(tool, (await tool.run({path: 'src/a.js', pattern: '*', query: 'a'}, place())).result), tool.name).to.equal(null)
   })
 
   it('ends a search whose regular expression backtracks catastrophically, instead of hanging the run', async function () {
@@ -185,7 +209,9 @@ describe('agent tools on a real directory', () => {
     const out = await toolNamed('read_file')!.run({path: 'src/bundle.min.js'}, place())
     expect(out.result).to.include({start_line: 1, end_line: 1, total_lines: 2, truncated: true})
     const content = out.result['content'] as string
-    expect(content).to.match(/^1: x{1000}/).and.match(/… \[line cut\]\n$/)
+    expect(content)
+      .to.match(/^1: x{1000}/)
+      .and.match(/… \[line cut\]\n$/)
     expect(Buffer.byteLength(content)).to.be.at.most(64 * 1024)
     const next = await toolNamed('read_file')!.run({path: 'src/bundle.min.js', start_line: 2}, place())
     expect(next.result).to.include({content: '2: second\n', end_line: 2, total_lines: 2, truncated: false})
@@ -198,7 +224,9 @@ describe('agent tools on a real directory', () => {
     expect(out.result).to.include({content: `29999: ${lines[29998]}\n30000: ${lines[29999]}\n`, total_lines: 30000, end_line: 30000, truncated: false})
     const first = await toolNamed('read_file')!.run({path: 'src/many.txt'}, place())
     expect(first.result['truncated']).to.equal(true)
-    expect((first.result['content'] as string).split('\n').slice(0, -1)).to.deep.equal(lines.slice(0, first.result['end_line'] as number).map((l, i) => `${i + 1}: ${l}`))
+    expect((first.result['content'] as string).split('\n').slice(0, -1)).to.deep.equal(
+      lines.slice(0, first.result['end_line'] as number).map((l, i) => `${i + 1}: ${l}`),
+    )
     await writeFile(path.join(root, 'src', 'open.txt'), 'a\n\nb')
     expect((await toolNamed('read_file')!.run({path: 'src/open.txt'}, place())).result).to.include({content: '1: a\n2: \n3: b\n', total_lines: 3})
     await writeFile(path.join(root, 'src', 'empty.txt'), '')

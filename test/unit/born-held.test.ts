@@ -23,18 +23,29 @@ describe('a run born started and held', () => {
   for (const point of ['run-created', 'child-created:each']) {
     it(`lets go of its lock when the ${point} hook throws, and resumes to the end`, async () => {
       await pipelineFrom(dir, 'item', 'version: 1\nname: item\nsteps:\n  - {id: w, kind: noop}\n')
-      const pipeline = await pipelineFrom(dir, 'main', `version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "\${{ ['a'] }}", pipeline: ./item.yaml, concurrency: 1}\n`)
+      const pipeline = await pipelineFrom(
+        dir,
+        'main',
+        `version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "\${{ ['a'] }}", pipeline: ./item.yaml, concurrency: 1}\n`,
+      )
       let thrown = false
-      const h = await harness(dir, {}, {
-        hook: (p) => {
-          if (p === point && !thrown) {
-            thrown = true
-            throw new Error(`hook ${p}`)
-          }
+      const h = await harness(
+        dir,
+        {},
+        {
+          hook: (p) => {
+            if (p === point && !thrown) {
+              thrown = true
+              throw new Error(`hook ${p}`)
+            }
+          },
         },
-      })
+      )
       // Thrown out of the run (a top-level run), or the foreach step's failure (a child).
-      const outcome = await h.start(pipeline).then((o) => JSON.stringify(o), (error: unknown) => String(error))
+      const outcome = await h.start(pipeline).then(
+        (o) => JSON.stringify(o),
+        (error: unknown) => String(error),
+      )
       expect(outcome).to.contain(`hook ${point}`)
       for (const id of await runIds()) expect(existsSync(path.join(dir, '.pipe', 'runs', id, 'owner.lock')), `${id} still locked`).to.equal(false)
       const [parent] = await runIds()

@@ -6,7 +6,12 @@ import {cappedFetch, MAX_ERROR_BODY_BYTES} from '../../src/providers/openai/capp
 import {LiveTransport} from '../../src/providers/openai/transport.js'
 
 /** A real server on 127.0.0.1: `status`, then `bytes` bytes of body ('-1': until the client goes). */
-async function serve(status: number, bytes: number, headers: Record<string, string> = {}, body?: Buffer): Promise<{url: string; server: Server; gone: Promise<void>}> {
+async function serve(
+  status: number,
+  bytes: number,
+  headers: Record<string, string> = {},
+  body?: Buffer,
+): Promise<{url: string; server: Server; gone: Promise<void>}> {
   let markGone!: () => void
   const gone = new Promise<void>((resolve) => (markGone = resolve))
   const server = createServer((req, res) => {

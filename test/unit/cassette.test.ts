@@ -5,7 +5,17 @@ import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../src/errors.js'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../../src/providers/chat.js'
-import {Cassette, MAX_CASSETTE_BYTES, normaliseRequest, parseCassette, ReplyLog, ReplyTransport, requestKey, serialiseCassette, stableRequest} from '../../src/providers/cassette.js'
+import {
+  Cassette,
+  MAX_CASSETTE_BYTES,
+  normaliseRequest,
+  parseCassette,
+  ReplyLog,
+  ReplyTransport,
+  requestKey,
+  serialiseCassette,
+  stableRequest,
+} from '../../src/providers/cassette.js'
 import {requestKeyV2} from '../../src/providers/request-key.js'
 import {hashJson} from '../../src/util/hash.js'
 import {planProvider} from '../../src/providers/select.js'
@@ -19,7 +29,10 @@ const base: ChatRequest = {
     {role: 'user', content: 'Hello'},
   ],
   temperature: 0,
-  response_format: {type: 'json_schema', json_schema: {name: 'draft', schema: {type: 'object', properties: {a: {type: 'string'}, b: {type: 'number'}}}, strict: false}},
+  response_format: {
+    type: 'json_schema',
+    json_schema: {name: 'draft', schema: {type: 'object', properties: {a: {type: 'string'}, b: {type: 'number'}}}, strict: false},
+  },
 }
 
 function call(step = 'draft', run = 'R-20260101-0001'): ChatCall {
@@ -34,7 +47,12 @@ class Echo implements ChatTransport {
   async complete(request: ChatRequest): Promise<ChatReply> {
     this.count++
     await this.gate
-    return {model: 'echo', message: {role: 'assistant', content: `${this.count}:${request.messages.at(-1)!.content}`}, finish_reason: 'stop', usage: {prompt_tokens: 1, completion_tokens: 1}}
+    return {
+      model: 'echo',
+      message: {role: 'assistant', content: `${this.count}:${request.messages.at(-1)!.content}`},
+      finish_reason: 'stop',
+      usage: {prompt_tokens: 1, completion_tokens: 1},
+    }
   }
 }
 
@@ -48,7 +66,17 @@ afterEach(async () => {
 
 describe('request keys', () => {
   it('do not depend on key order, absent fields or extra fields pipe does not send', () => {
-    const reordered = JSON.parse(JSON.stringify({response_format: {json_schema: {strict: false, schema: {properties: {b: {type: 'number'}, a: {type: 'string'}}, type: 'object'}, name: 'draft'}, type: 'json_schema'}, temperature: 0, messages: base.messages, model: 'm'})) as ChatRequest
+    const reordered = JSON.parse(
+      JSON.stringify({
+        response_format: {
+          json_schema: {strict: false, schema: {properties: {b: {type: 'number'}, a: {type: 'string'}}, type: 'object'}, name: 'draft'},
+          type: 'json_schema',
+        },
+        temperature: 0,
+        messages: base.messages,
+        model: 'm',
+      }),
+    ) as ChatRequest
     expect(requestKey(reordered)).to.equal(requestKey(base))
     expect(requestKey({...base, tools: [], max_tokens: undefined} as unknown as ChatRequest)).to.equal(requestKey(base))
     expect(requestKey({...base, stream: false} as unknown as ChatRequest)).to.equal(requestKey(base))
@@ -59,7 +87,13 @@ describe('request keys', () => {
     const variants: ChatRequest[] = [
       {...base, model: 'n'},
       {...base, messages: [base.messages[0]!, {role: 'user', content: 'Hello!'}]},
-      {...base, messages: [{role: 'system', content: 'You answer.'}, {role: 'assistant', content: 'Hello'}]},
+      {
+        ...base,
+        messages: [
+          {role: 'system', content: 'You answer.'},
+          {role: 'assistant', content: 'Hello'},
+        ],
+      },
       {...base, temperature: 0.2},
       (({temperature: _t, ...rest}) => rest)(base),
       {...base, max_tokens: 100},
@@ -98,7 +132,13 @@ describe('request keys', () => {
 })
 
 describe('keys that do not depend on when or where a request was made', () => {
-  const ask = (content: string): ChatRequest => ({model: 'm', messages: [{role: 'system', content: 'step s'}, {role: 'user', content}]})
+  const ask = (content: string): ChatRequest => ({
+    model: 'm',
+    messages: [
+      {role: 'system', content: 'step s'},
+      {role: 'user', content},
+    ],
+  })
 
   it('the same request with other run, spec, feature and evidence ids and other times pipe wrote has the same key', () => {
     const today = ask('run R-20261124-0002 (child of R-20261124-0001) read S-20261124-0007 of F-2026-003, evidence E-0042, at 2026-11-24T22:08:08.123Z')
@@ -116,13 +156,21 @@ describe('keys that do not depend on when or where a request was made', () => {
       expect(requestKey(ask(a!)), `${a} / ${b}`).to.not.equal(requestKey(ask(b!)))
     }
     // Only the form pipe writes (toISOString: milliseconds and Z) is masked.
-    expect(stableRequest(ask('created 2026-11-24T22:08:08.123Z, due 2026-12-01T00:00:00Z')).messages[1]!.content).to.equal('created <time>, due 2026-12-01T00:00:00Z')
+    expect(stableRequest(ask('created 2026-11-24T22:08:08.123Z, due 2026-12-01T00:00:00Z')).messages[1]!.content).to.equal(
+      'created <time>, due 2026-12-01T00:00:00Z',
+    )
   })
 
   it('which mentions name the same id still counts: one id twice is not two ids', () => {
     expect(requestKey(ask('R-20261124-0001 then R-20261124-0001'))).to.not.equal(requestKey(ask('R-20261124-0001 then R-20261124-0002')))
     // Aliases run across the whole conversation, not per message.
-    const two = (a: string, b: string): ChatRequest => ({model: 'm', messages: [{role: 'user', content: a}, {role: 'user', content: b}]})
+    const two = (a: string, b: string): ChatRequest => ({
+      model: 'm',
+      messages: [
+        {role: 'user', content: a},
+        {role: 'user', content: b},
+      ],
+    })
     expect(requestKey(two('R-20261124-0001', 'R-20261124-0001'))).to.not.equal(requestKey(two('R-20261124-0001', 'R-20261124-0002')))
   })
 
@@ -135,7 +183,13 @@ describe('keys that do not depend on when or where a request was made', () => {
     const request: ChatRequest = {model: 'm', messages: [{role: 'user', content: 'summarise R-20261122-0002'}]}
     const v1 = [
       '{"type":"header","format":"pipe-cassette/1"}',
-      JSON.stringify({type: 'interaction', key: hashJson(normaliseRequest(request)), step: 's', request, reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'}}),
+      JSON.stringify({
+        type: 'interaction',
+        key: hashJson(normaliseRequest(request)),
+        step: 's',
+        request,
+        reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'},
+      }),
     ].join('\n')
     const parsed = parseCassette(v1, 'old.jsonl')
     expect([...parsed.interactions.keys()]).to.deep.equal([requestKey({...request, messages: [{role: 'user', content: 'summarise R-20310101-0009'}]})])
@@ -146,11 +200,17 @@ describe('keys that do not depend on when or where a request was made', () => {
     expect(() => parseCassette(v1.replace('R-20261122-0002', 'R-20261122-0003'), 'old.jsonl')).to.throw(/old\.jsonl:2: the key .* is not the hash/)
   })
 
-  it('reads a pipe-cassette/2 file (every ISO time masked in its keys) and writes it back as /3, where a person\'s dates count', () => {
+  it("reads a pipe-cassette/2 file (every ISO time masked in its keys) and writes it back as /3, where a person's dates count", () => {
     const request: ChatRequest = {model: 'm', messages: [{role: 'user', content: 'ship by 2026-12-01T00:00:00Z'}]}
     const v2 = [
       '{"type":"header","format":"pipe-cassette/2"}',
-      JSON.stringify({type: 'interaction', key: requestKeyV2(request), step: 's', request, reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'}}),
+      JSON.stringify({
+        type: 'interaction',
+        key: requestKeyV2(request),
+        step: 's',
+        request,
+        reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'},
+      }),
     ].join('\n')
     expect(requestKeyV2(request), 'the /2 key masked the deadline').to.not.equal(requestKey(request))
     const parsed = parseCassette(v2, 'v2.jsonl')
@@ -167,7 +227,13 @@ describe('keys that do not depend on when or where a request was made', () => {
 describe('the cassette reader and writer', () => {
   const interaction = (step: string, content: string): string => {
     const request: ChatRequest = {model: 'm', messages: [{role: 'user', content}]}
-    return JSON.stringify({type: 'interaction', key: requestKey(request), step, request, reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'}})
+    return JSON.stringify({
+      type: 'interaction',
+      key: requestKey(request),
+      step,
+      request,
+      reply: {model: 'm', message: {role: 'assistant', content: 'ok'}, finish_reason: 'stop'},
+    })
   }
 
   it('reads a header and interactions, and writes them back canonically: header first, by step and key, keys sorted', () => {
@@ -216,9 +282,14 @@ describe('the reply transport', () => {
     const log = new ReplyLog()
     const cassette = await Cassette.open({file, mode: 'record'})
     const transport = new ReplyTransport({live, cassette, log})
-    const ask = (content: string, step: string, run: string): Promise<ChatReply> => transport.complete({...base, messages: [{role: 'user', content}]}, call(step, run))
+    const ask = (content: string, step: string, run: string): Promise<ChatReply> =>
+      transport.complete({...base, messages: [{role: 'user', content}]}, call(step, run))
     // 20 different requests from concurrent child runs, and the same request from two steps at once.
-    const replies = await Promise.all([...Array.from({length: 20}, (_, i) => ask(`item ${i}`, 'check', `R-20260101-${String(i + 10).padStart(4, '0')}`)), ask('same', 'zeta', 'R-20260101-0001'), ask('same', 'alpha', 'R-20260101-0002')])
+    const replies = await Promise.all([
+      ...Array.from({length: 20}, (_, i) => ask(`item ${i}`, 'check', `R-20260101-${String(i + 10).padStart(4, '0')}`)),
+      ask('same', 'zeta', 'R-20260101-0001'),
+      ask('same', 'alpha', 'R-20260101-0002'),
+    ])
     expect(live.count, 'identical requests in flight share one live call').to.equal(21)
     expect(replies[20]!.message.content).to.equal(replies[21]!.message.content)
     const parsed = parseCassette(await readFile(file, 'utf8'), file)
@@ -241,7 +312,10 @@ describe('the reply transport', () => {
     await new ReplyTransport({live: new Echo(), cassette: old, log: new ReplyLog()}).complete(request('stale'), call())
     const a = new ReplyTransport({live: new Echo(), cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
     const b = new ReplyTransport({live: new Echo(), cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
-    await Promise.all([...['a1', 'a2', 'a3'].map((c) => a.complete(request(c), call('a'))), ...['b1', 'b2', 'b3'].map((c) => b.complete(request(c), call('b')))])
+    await Promise.all([
+      ...['a1', 'a2', 'a3'].map((c) => a.complete(request(c), call('a'))),
+      ...['b1', 'b2', 'b3'].map((c) => b.complete(request(c), call('b'))),
+    ])
     const contents = [...parseCassette(await readFile(file, 'utf8'), file).interactions.values()].map((i) => i.request.messages[0]!.content).sort()
     expect(contents).to.deep.equal(['a1', 'a2', 'a3', 'b1', 'b2', 'b3'])
   })
@@ -249,7 +323,13 @@ describe('the reply transport', () => {
   it('replaying: answers from the file with no endpoint; a missing request names the step and shows the changed line', async () => {
     const file = path.join(dir, 'c.jsonl')
     const recorder = new ReplyTransport({live: new Echo(), cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
-    const prompt = (word: string): ChatRequest => ({...base, messages: [{role: 'system', content: 'You answer.'}, {role: 'user', content: `line one\n${word}\nline three`}]})
+    const prompt = (word: string): ChatRequest => ({
+      ...base,
+      messages: [
+        {role: 'system', content: 'You answer.'},
+        {role: 'user', content: `line one\n${word}\nline three`},
+      ],
+    })
     const recorded = await recorder.complete(prompt('alpha'), call())
     const replay = new ReplyTransport({live: null, cassette: await Cassette.open({file, mode: 'replay', missing: 'error'}), log: new ReplyLog()})
     const replayed = await replay.complete(prompt('alpha'), call())
@@ -278,7 +358,10 @@ describe('the reply transport', () => {
     const file = path.join(dir, 'c.jsonl')
     // Replies of 7 MiB, as an endpoint may send (the limit on one is 8 MiB): the tenth passes 64 MiB.
     const big = 'x'.repeat(7 * 1024 * 1024)
-    const live: ChatTransport = {endpointHost: '127.0.0.1:1', complete: async () => ({model: 'big', message: {role: 'assistant', content: big}, finish_reason: 'stop'})}
+    const live: ChatTransport = {
+      endpointHost: '127.0.0.1:1',
+      complete: async () => ({model: 'big', message: {role: 'assistant', content: big}, finish_reason: 'stop'}),
+    }
     const transport = new ReplyTransport({live, cassette: await Cassette.open({file, mode: 'record'}), log: new ReplyLog()})
     const ask = (i: number): Promise<ChatReply> => transport.complete({...base, messages: [{role: 'user', content: `item ${i}`}]}, call())
     for (let i = 0; i < 9; i++) await ask(i)

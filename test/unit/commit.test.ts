@@ -20,7 +20,17 @@ const at = now.toISOString()
 async function openRun(): Promise<{store: Store; runId: string}> {
   const store = await Store.open(path.join(dir, '.pipe'))
   const run = await store.createRun(
-    {feature_id: 'F-2026-001', status: 'running', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}},
+    {
+      feature_id: 'F-2026-001',
+      status: 'running',
+      pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
+      policy_version: `sha256:${'b'.repeat(64)}`,
+      provider: {kind: 'offline', model: null},
+      input: {kind: 'none', ref: 'none://'},
+      created_at: at,
+      updated_at: at,
+      owner: {pid: process.pid, host: 'h', user: 'u'},
+    },
     now,
     {at, event: 'created'},
   )
@@ -49,7 +59,10 @@ function journal(runId: string, seq: number, prev: string | null, records: {evid
     recorded_at: at,
     snapshot,
     spec: records.spec ? {draft: specDraft(`goal ${seq}`, {runId, at})} : null,
-    evidence: Array.from({length: records.evidence}, (_, i) => ({draft: {type: 'log' as const, source: {ref: `log://${seq}/${i}`}, content: {excerpt: `line ${i} of step ${seq}`}, linked_to: [{step: 'compile'}]}, link: 'log' as const})),
+    evidence: Array.from({length: records.evidence}, (_, i) => ({
+      draft: {type: 'log' as const, source: {ref: `log://${seq}/${i}`}, content: {excerpt: `line ${i} of step ${seq}`}, linked_to: [{step: 'compile'}]},
+      link: 'log' as const,
+    })),
   }
 }
 
@@ -115,8 +128,14 @@ describe('step commits through the commit log', () => {
     const committed = await commitStep(store, j)
     const id = committed.snapshot.evidence_links[0]!.evidence_id
     expect(id).to.equal('E-0002')
-    const lines = (await readFile(store.commitLogFile(runId), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Journal)
-    expect(lines.map((l) => l.evidence[0]!.candidate), 'a line per id tried').to.deep.equal(['E-0001', 'E-0002'])
+    const lines = (await readFile(store.commitLogFile(runId), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Journal)
+    expect(
+      lines.map((l) => l.evidence[0]!.candidate),
+      'a line per id tried',
+    ).to.deep.equal(['E-0001', 'E-0002'])
     const intact = await records(store, runId)
     await rm(store.evidenceFile(id))
     expect(await recoverCommit(store, runId)).to.equal(true)
@@ -173,7 +192,11 @@ describe('step commits through the commit log', () => {
       expect(await records(store, runId), text).to.deep.equal({})
     }
     // The same line as pipe writes it is finished.
-    await writeFile(log, line(() => undefined), {flag: 'a'})
+    await writeFile(
+      log,
+      line(() => undefined),
+      {flag: 'a'},
+    )
     expect(await recoverCommit(store, runId)).to.equal(true)
     expect((await store.readSnapshots(runId)).map((s) => s.spec_version_out)).to.deep.equal(['S-20261121-0001'])
   })

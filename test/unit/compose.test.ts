@@ -78,14 +78,19 @@ describe('composition: extends + overlay', () => {
     expect(graph(loaded)).to.deep.equal(['a>b', 'b>n', 'n>c', 'c>'])
   })
 
-  it('insert_after with steps: chains them in order, the last to X\'s old next', async () => {
+  it("insert_after with steps: chains them in order, the last to X's old next", async () => {
     const loaded = await load(child('  - insert_after: a\n    steps:\n      - {id: n1, kind: noop}\n      - {id: n2, kind: noop}\n'))
     expect(graph(loaded)).to.deep.equal(['a>n1', 'n1>n2', 'n2>b', 'b>c', 'c>'])
   })
 
   it('insert_after the last step appends; a new step keeps a next of its own', async () => {
     expect(graph(await load(child('  - {insert_after: c, step: {id: n, kind: noop}}\n')))).to.deep.equal(['a>b', 'b>c', 'c>n', 'n>'])
-    expect(graph(await load(child('  - {insert_after: c, step: {id: n, kind: noop, next: a, max_iterations: 2}}\n')))).to.deep.equal(['a>b', 'b>c', 'c>n', 'n>a'])
+    expect(graph(await load(child('  - {insert_after: c, step: {id: n, kind: noop, next: a, max_iterations: 2}}\n')))).to.deep.equal([
+      'a>b',
+      'b>c',
+      'c>n',
+      'n>a',
+    ])
   })
 
   it('insert_after a step that routes only by on: is ambiguous, reported at the operation', async () => {
@@ -108,7 +113,7 @@ describe('composition: extends + overlay', () => {
     expect(loaded.pipeline.start).to.equal(undefined)
   })
 
-  it('replace X: the new step takes X\'s place and its routes when it sets none; transitions follow a new id', async () => {
+  it("replace X: the new step takes X's place and its routes when it sets none; transitions follow a new id", async () => {
     expect(graph(await load(child('  - {replace: b, step: {id: x, kind: noop}}\n')))).to.deep.equal(['a>x', 'x>c', 'c>'])
     // A replacement that routes by itself keeps its own routes only.
     expect(graph(await load(child('  - {replace: b, step: {id: b, kind: noop, on: {success: c}}}\n')))).to.deep.equal(['a>b', 'b>{"success":"c"}', 'c>'])
@@ -143,7 +148,7 @@ steps:
     ])
   })
 
-  it('remove X: transitions into X go to X\'s next, or to the next the operation gives', async () => {
+  it("remove X: transitions into X go to X's next, or to the next the operation gives", async () => {
     expect(graph(await load(child('  - {remove: b}\n')))).to.deep.equal(['a>c', 'c>'])
     const four = `${BASE}    next: d\n  - id: d\n    kind: noop\n`
     expect(graph(await load(child('  - {remove: b, next: d}\n  - {remove: c}\n'), four))).to.deep.equal(['a>d', 'd>'])
@@ -182,12 +187,16 @@ steps:
     ])
   })
 
-  it('checks each operation\'s shape: one operation, a step to insert, no next outside remove', async () => {
+  it("checks each operation's shape: one operation, a step to insert, no next outside remove", async () => {
     expect(await errors(child('  - {insert_after: a, remove: b}\n'))).to.deep.equal([
       'child.yaml:5:5  overlay[0]  an overlay operation names exactly one of insert_before, insert_after, replace, remove (this one names insert_after and remove)',
     ])
-    expect(await errors(child('  - {insert_before: a}\n'))).to.deep.equal(['child.yaml:5:6  overlay[0].insert_before  insert_before needs exactly one of step or steps (the steps to insert)'])
-    expect(await errors(child('  - {replace: a, step: {id: a, kind: noop}, next: b}\n'))).to.deep.equal(['child.yaml:5:45  overlay[0].next  next applies to remove; give the new step its own next'])
+    expect(await errors(child('  - {insert_before: a}\n'))).to.deep.equal([
+      'child.yaml:5:6  overlay[0].insert_before  insert_before needs exactly one of step or steps (the steps to insert)',
+    ])
+    expect(await errors(child('  - {replace: a, step: {id: a, kind: noop}, next: b}\n'))).to.deep.equal([
+      'child.yaml:5:45  overlay[0].next  next applies to remove; give the new step its own next',
+    ])
     // The schema checks an inserted step where it is written.
     expect(await errors(child('  - {insert_after: a, step: {id: n, kind: noop, colour: red}}\n'))).to.deep.equal([
       'child.yaml:5:49  overlay[0].step.colour  unknown key "colour" in overlay[0].step',
@@ -202,7 +211,9 @@ steps:
     const lines = result.ok ? [] : result.diagnostics.map((d) => formatDiagnostic(d).replaceAll(`${dir}/`, ''))
     expect(lines).to.include('y.yaml:3:10  extends  extends cycle: x.yaml -> y.yaml -> x.yaml; a pipeline cannot extend itself, directly or through others')
     const self = await loadPipeline(await write('self.yaml', 'version: 1\nname: s\nextends: self.yaml\n'), kindCatalog)
-    expect(self.ok ? [] : self.diagnostics.map((d) => d.message)).to.deep.equal(['extends cycle: ' + path.join(dir, 'self.yaml') + ' -> ' + path.join(dir, 'self.yaml') + '; a pipeline cannot extend itself, directly or through others'])
+    expect(self.ok ? [] : self.diagnostics.map((d) => d.message)).to.deep.equal([
+      'extends cycle: ' + path.join(dir, 'self.yaml') + ' -> ' + path.join(dir, 'self.yaml') + '; a pipeline cannot extend itself, directly or through others',
+    ])
     const missing = await loadPipeline(await write('orphan.yaml', 'version: 1\nname: o\nextends: ../nowhere.yaml\n'), kindCatalog)
     expect(missing.ok ? [] : missing.diagnostics.map((d) => formatDiagnostic(d).replaceAll(`${dir}/`, ''))).to.deep.equal([
       `orphan.yaml:3:10  extends  cannot extend "../nowhere.yaml": file not found (looked for ${path.join(path.dirname(dir), 'nowhere.yaml')})`,
@@ -212,7 +223,10 @@ steps:
   it('a chain of three: each level overlays the one below; the hash covers every file', async () => {
     await write('base.yaml', BASE)
     await write('mid.yaml', 'version: 1\nname: mid\nextends: base.yaml\noverlay:\n  - {insert_after: a, step: {id: m, kind: noop}}\n')
-    const top = await write('top.yaml', 'version: 1\nname: top\nextends: mid.yaml\noverlay:\n  - {remove: b}\n  - {insert_before: m, step: {id: t, kind: noop}}\n')
+    const top = await write(
+      'top.yaml',
+      'version: 1\nname: top\nextends: mid.yaml\noverlay:\n  - {remove: b}\n  - {insert_before: m, step: {id: t, kind: noop}}\n',
+    )
     const first = await loadPipeline(top, kindCatalog)
     if (!first.ok) throw new Error(first.diagnostics.map(formatDiagnostic).join('\n'))
     expect(graph(first.loaded)).to.deep.equal(['a>t', 't>m', 'm>c', 'c>'])
@@ -220,7 +234,9 @@ steps:
     expect(first.loaded.pipeline.name).to.equal('top')
     await write('base.yaml', BASE.replace('name: base', 'name: base2'))
     const second = await loadPipeline(top, kindCatalog)
-    expect(second.ok && second.loaded.hash).to.be.a('string').and.not.equal(first.loaded.hash)
+    expect(second.ok && second.loaded.hash)
+      .to.be.a('string')
+      .and.not.equal(first.loaded.hash)
   })
 
   it('locates an error of a base step in the base, and one of an inserted step in the child', async () => {
@@ -249,7 +265,7 @@ steps:
     ])
   })
 
-  it('merges top-level keys: gates and provider by name, others replaced, the child\'s steps appended', async () => {
+  it("merges top-level keys: gates and provider by name, others replaced, the child's steps appended", async () => {
     const loaded = await load(
       'version: 1\nname: child\nextends: base.yaml\ndescription: mine\nprovider: {model: m2}\ngates:\n  g2: {rules: [{path: features, min_items: 1}]}\nsteps:\n  - {id: d, kind: noop}\noverlay:\n  - {replace: c, step: {id: c, kind: noop, next: d}}\n',
       BASE.replace('gates:', 'provider: {kind: offline, model: m1}\ngates:'),
@@ -267,17 +283,29 @@ steps:
     ])
   })
 
-  it('reads a base step\'s files relative to the base, an inserted step\'s relative to the child', async () => {
+  it("reads a base step's files relative to the base, an inserted step's relative to the child", async () => {
     await write('lib/prompts/compile.md', 'Compile {{input}}\n')
-    await write('lib/base.yaml', 'version: 1\nname: base\nsteps:\n  - {id: ingest, kind: ingest, next: compile}\n  - {id: compile, kind: compile, prompt: prompts/compile.md}\n')
+    await write(
+      'lib/base.yaml',
+      'version: 1\nname: base\nsteps:\n  - {id: ingest, kind: ingest, next: compile}\n  - {id: compile, kind: compile, prompt: prompts/compile.md}\n',
+    )
     await write('app/prompts/plan.md', 'Plan {{spec}}\n')
-    const file = await write('app/child.yaml', 'version: 1\nname: app\nextends: ../lib/base.yaml\noverlay:\n  - {insert_after: compile, step: {id: plan, kind: plan_tasks, prompt: prompts/plan.md}}\n')
+    const file = await write(
+      'app/child.yaml',
+      'version: 1\nname: app\nextends: ../lib/base.yaml\noverlay:\n  - {insert_after: compile, step: {id: plan, kind: plan_tasks, prompt: prompts/plan.md}}\n',
+    )
     const result = await loadPipeline(file, kindCatalog)
     if (!result.ok) throw new Error(result.diagnostics.map(formatDiagnostic).join('\n'))
     expect(stepDir(result.loaded, 'compile')).to.equal(path.join(dir, 'lib'))
     expect(stepDir(result.loaded, 'plan')).to.equal(path.join(dir, 'app'))
     // The same prompt name is looked for in the child's directory for the inserted step.
-    const bad = await loadPipeline(await write('app/bad.yaml', 'version: 1\nname: app\nextends: ../lib/base.yaml\noverlay:\n  - {insert_after: compile, step: {id: plan, kind: plan_tasks, prompt: prompts/compile.md}}\n'), kindCatalog)
+    const bad = await loadPipeline(
+      await write(
+        'app/bad.yaml',
+        'version: 1\nname: app\nextends: ../lib/base.yaml\noverlay:\n  - {insert_after: compile, step: {id: plan, kind: plan_tasks, prompt: prompts/compile.md}}\n',
+      ),
+      kindCatalog,
+    )
     expect(bad.ok ? [] : bad.diagnostics.map((d) => `${path.relative(dir, d.file)}:${d.line} ${d.message}`)).to.deep.equal([
       `app/bad.yaml:5 prompt file "prompts/compile.md" does not exist (looked for ${path.join(dir, 'app', 'prompts', 'compile.md')})`,
     ])
@@ -293,13 +321,20 @@ steps:
 
   it('refuses an overlay without extends, at the overlay key', async () => {
     const result = await loadPipeline(await write('lone.yaml', `${BASE}overlay:\n  - {remove: b}\n`), kindCatalog)
-    expect(result.ok ? [] : result.diagnostics.map((d) => formatDiagnostic(d).replaceAll(`${dir}/`, ''))).to.deep.equal(['lone.yaml:14:1  overlay  "overlay" needs "extends" beside it'])
+    expect(result.ok ? [] : result.diagnostics.map((d) => formatDiagnostic(d).replaceAll(`${dir}/`, ''))).to.deep.equal([
+      'lone.yaml:14:1  overlay  "overlay" needs "extends" beside it',
+    ])
   })
 
   it('reports a start that names a removed step with nothing to go to', async () => {
-    const base = BASE.replace('name: base\n', 'name: base\nstart: b\n').replace('  - id: b\n    kind: noop\n    next: c\n', '  - id: b\n    kind: noop\n    on: {success: c}\n')
+    const base = BASE.replace('name: base\n', 'name: base\nstart: b\n').replace(
+      '  - id: b\n    kind: noop\n    next: c\n',
+      '  - id: b\n    kind: noop\n    on: {success: c}\n',
+    )
     const lines = await errors(child('  - {remove: b}\n'), base)
-    expect(lines).to.include('base.yaml:3:8  start  start names step "b", which the overlay removes (child.yaml:5); re-point it: give the remove a next ({remove: b, next: STEP}), or replace this step')
+    expect(lines).to.include(
+      'base.yaml:3:8  start  start names step "b", which the overlay removes (child.yaml:5); re-point it: give the remove a next ({remove: b, next: STEP}), or replace this step',
+    )
   })
 
   it('keeps a pipeline without extends exactly as before (no composition, hash of its text)', async () => {

@@ -72,6 +72,8 @@ describe('config: the expression checker is passed in', () => {
     const typed = path.join(dir, 'typed.yaml')
     await writeFile(typed, MAIN.replace('inputs.whom', 'inputs.who'))
     const viaLoader = await loadPipeline(typed, kindCatalog)
-    expect(viaLoader.ok ? [] : viaLoader.diagnostics.map((d) => [d.rule, d.line, d.message])).to.deep.equal([['child-pipeline', 8, `input "flag" of the pipeline ./child.yaml ${direct.withTypes[0]!.message}`]])
+    expect(viaLoader.ok ? [] : viaLoader.diagnostics.map((d) => [d.rule, d.line, d.message])).to.deep.equal([
+      ['child-pipeline', 8, `input "flag" of the pipeline ./child.yaml ${direct.withTypes[0]!.message}`],
+    ])
   })
 })

@@ -12,7 +12,10 @@ import {deadline} from '../../src/engine/deadlines.js'
 const module = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'engine', 'deadlines.ts')
 
 function child(script: string): {status: number | null; stdout: string} {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `import {deadline} from ${JSON.stringify(module)}\n${script}`], {encoding: 'utf8', timeout: 60000})
+  const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `import {deadline} from ${JSON.stringify(module)}\n${script}`], {
+    encoding: 'utf8',
+    timeout: 60000,
+  })
   return {status: result.status, stdout: result.stdout + result.stderr}
 }
 

@@ -73,7 +73,12 @@ describe('decide: where a run goes after a step', () => {
     const at = input({id: 'build', next: 'deploy'}, {type: 'done', result: done('failure')})
     expect(routeOf(at).type).to.equal('unrouted_failure')
     const decided = decide(at)
-    expect(decided.decision).to.deep.equal({decision: 'failure', reason: 'it ended failure; no route for the failure outcome "failure", so the run fails', next_step: null, run_status: 'failed'})
+    expect(decided.decision).to.deep.equal({
+      decision: 'failure',
+      reason: 'it ended failure; no route for the failure outcome "failure", so the run fails',
+      next_step: null,
+      run_status: 'failed',
+    })
     expect(decided.error).to.deep.include({code: 'E_BUILD_FAIL', message: 'step build ended with the failure outcome "failure": it ended failure'})
     expect(decided.error!.hint).to.contain('pipe snapshot show R-1 --step build')
   })
@@ -89,8 +94,17 @@ describe('decide: where a run goes after a step', () => {
     const at = input({id: 'notify'}, {type: 'done', result: done('success')}, {history: [failedBuild, rollback]})
     expect(routeOf(at).type).to.equal('carried_failure')
     const decided = decide(at)
-    expect(decided.decision).to.deep.equal({decision: 'success', reason: 'it ended success; the run ends on the unrecovered failure of step build (seq 1), so it fails', next_step: null, run_status: 'failed'})
-    expect(decided.error).to.deep.include({code: 'E_BUILD_FAIL', message: 'step build ended "failure" (seq 1: exit 2) and no later step recovered it; the run ended at notify', details: {failed_step: 'build', failed_seq: 1}})
+    expect(decided.decision).to.deep.equal({
+      decision: 'success',
+      reason: 'it ended success; the run ends on the unrecovered failure of step build (seq 1), so it fails',
+      next_step: null,
+      run_status: 'failed',
+    })
+    expect(decided.error).to.deep.include({
+      code: 'E_BUILD_FAIL',
+      message: 'step build ended "failure" (seq 1: exit 2) and no later step recovered it; the run ended at notify',
+      details: {failed_step: 'build', failed_seq: 1},
+    })
   })
 
   it("an earlier failure that a person's decision came after is not carried", () => {
@@ -103,7 +117,9 @@ describe('decide: where a run goes after a step', () => {
   it('an outcome no on: entry names, with no next:, ends the run and says so', () => {
     const at = input({id: 'check', on: {yes: 'a'}}, {type: 'done', result: done('maybe')})
     expect(routeOf(at).type).to.equal('unrouted')
-    expect(decide(at)).to.deep.equal({decision: {decision: 'maybe', reason: 'it ended maybe; no transition for outcome "maybe", so the run ends', next_step: null}})
+    expect(decide(at)).to.deep.equal({
+      decision: {decision: 'maybe', reason: 'it ended maybe; no transition for outcome "maybe", so the run ends', next_step: null},
+    })
   })
 
   it("the step's own choice wins over on: and next:", () => {
@@ -112,13 +128,28 @@ describe('decide: where a run goes after a step', () => {
   })
 
   it('a non-failure outcome goes to next:, or ends the run when there is none', () => {
-    expect(decide(input({id: 'a', next: 'b'}, {type: 'done', result: done('success')})).decision).to.deep.equal({decision: 'success', reason: 'it ended success', next_step: 'b'})
-    expect(decide(input({id: 'a'}, {type: 'done', result: done('success')})).decision).to.deep.equal({decision: 'success', reason: 'it ended success', next_step: null})
+    expect(decide(input({id: 'a', next: 'b'}, {type: 'done', result: done('success')})).decision).to.deep.equal({
+      decision: 'success',
+      reason: 'it ended success',
+      next_step: 'b',
+    })
+    expect(decide(input({id: 'a'}, {type: 'done', result: done('success')})).decision).to.deep.equal({
+      decision: 'success',
+      reason: 'it ended success',
+      next_step: null,
+    })
   })
 
   it("a person's decision in the step is recorded with the route", () => {
     const at = input({id: 'review', next: 'publish'}, {type: 'done', result: done('go', {person: {by: 'ann', at: '2024-01-01T00:00:00.000Z', note: 'fine'}})})
-    expect(decide(at).decision).to.deep.equal({decision: 'go', reason: 'it ended go', next_step: 'publish', by: 'ann', at: '2024-01-01T00:00:00.000Z', note: 'fine'})
+    expect(decide(at).decision).to.deep.equal({
+      decision: 'go',
+      reason: 'it ended go',
+      next_step: 'publish',
+      by: 'ann',
+      at: '2024-01-01T00:00:00.000Z',
+      note: 'fine',
+    })
   })
 
   it('a step that threw an error needing a person blocks the run at itself', () => {

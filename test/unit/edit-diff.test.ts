@@ -18,7 +18,11 @@ beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-diff-')))
 afterEach(async () => cleanup())
 
 function git(...args: string[]): string {
-  return execFileSync('git', args, {cwd: dir, encoding: 'utf8', env: {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'}})
+  return execFileSync('git', args, {
+    cwd: dir,
+    encoding: 'utf8',
+    env: {...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t'},
+  })
 }
 
 describe('edit: changed lines come from a real line diff', () => {
@@ -40,7 +44,17 @@ describe('edit: changed lines come from a real line diff', () => {
     // Over several files the sum counts: 2 x 22 lines is 44, over 40, though each file is under it.
     await writeFile(path.join(dir, 'one.txt'), `${lines(11, (i) => `one ${i}`)}\n`)
     await writeFile(path.join(dir, 'two.txt'), `${lines(11, (i) => `two ${i}`)}\n`)
-    const both = block('one.txt', lines(11, (i) => `one ${i}`), lines(11, (i) => `ONE ${i}`)) + block('two.txt', lines(11, (i) => `two ${i}`), lines(11, (i) => `TWO ${i}`))
+    const both =
+      block(
+        'one.txt',
+        lines(11, (i) => `one ${i}`),
+        lines(11, (i) => `ONE ${i}`),
+      ) +
+      block(
+        'two.txt',
+        lines(11, (i) => `two ${i}`),
+        lines(11, (i) => `TWO ${i}`),
+      )
     const sum = await expectPipeError(applyEditText(policy, dir, both), 'E_POLICY_DENIED')
     expect(sum.message).to.contain('the edit changes 44 lines; the policy allows 40')
     expect(await readFile(path.join(dir, 'one.txt'), 'utf8')).to.contain('one 0')
@@ -62,7 +76,9 @@ describe('edit: changed lines come from a real line diff', () => {
       block('src/created.js', '', 'export const x = 1')
     const result = await applyEditText(policy, dir, edits)
     expect(result.changed_lines).to.equal(2 + 1 + 2 + 1)
-    const edited: Record<string, string> = Object.fromEntries(await Promise.all(['long.txt', 'tail.txt', 'src/created.js'].map(async (f): Promise<[string, string]> => [f, await readFile(path.join(dir, f), 'utf8')])))
+    const edited: Record<string, string> = Object.fromEntries(
+      await Promise.all(['long.txt', 'tail.txt', 'src/created.js'].map(async (f): Promise<[string, string]> => [f, await readFile(path.join(dir, f), 'utf8')])),
+    )
     const patch = path.join(dir, '..', `${path.basename(dir)}.diff`)
     await writeFile(patch, result.files.map((f) => f.diff).join(''))
     // Back to the commit, then the recorded diff must apply and give the edited files again.
@@ -72,7 +88,9 @@ describe('edit: changed lines come from a real line diff', () => {
     git('apply', '--check', patch)
     git('apply', patch)
     for (const [file, text] of Object.entries(edited)) expect(await readFile(path.join(dir, file), 'utf8'), file).to.equal(text)
-    expect(result.files.find((f) => f.path === 'src/created.js')!.diff).to.match(/^diff --git a\/src\/created\.js b\/src\/created\.js\nnew file mode 100644\n--- \/dev\/null\n\+\+\+ b\/src\/created\.js\n@@ -0,0 \+1,1 @@\n/)
+    expect(result.files.find((f) => f.path === 'src/created.js')!.diff).to.match(
+      /^diff --git a\/src\/created\.js b\/src\/created\.js\nnew file mode 100644\n--- \/dev\/null\n\+\+\+ b\/src\/created\.js\n@@ -0,0 \+1,1 @@\n/,
+    )
     expect(result.files.find((f) => f.path === 'long.txt')!.diff).to.contain('@@ -9,7 +9,7 @@\n row 8\n row 9\n row 10\n-row 11\n+row eleven\n')
   })
 })

@@ -16,7 +16,6 @@ let cleanup: () => Promise<void>
 beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-edit-')))
 afterEach(async () => cleanup())
 
-
 describe('edit blocks', () => {
   it('parses paths, several blocks, and fences around them', () => {
     const text = `Some prose.\n\`\`\`js\nsrc/a.js\n<<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE\n\`\`\`\n\nsrc/b.js\n<<<<<<< SEARCH\n=======\ncreated\n>>>>>>> REPLACE\n`

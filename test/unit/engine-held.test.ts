@@ -22,18 +22,28 @@ describe('engine: the run record it holds while driving a run', () => {
       ...registry.noop,
       async run(context) {
         seen.push({step: context.step.id, run: structuredClone(context.run), disk: await built.h!.store.readRun(context.run.run_id)})
-        if (context.step.id === 'b' && !context.run.answers) return {type: 'await', kind: 'answers', reason: 'b needs an answer', questions: [{id: 'q1', question: 'Why?'}]}
+        if (context.step.id === 'b' && !context.run.answers)
+          return {type: 'await', kind: 'answers', reason: 'b needs an answer', questions: [{id: 'q1', question: 'Why?'}]}
         return {type: 'done', outcome: 'success', reason: 'ok', outputs: {}}
       },
     }
     const h = (built.h = await harness(dir, {noop: probe}))
-    const pipeline = await pipelineFrom(dir, 'held', 'version: 1\nname: held\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n')
+    const pipeline = await pipelineFrom(
+      dir,
+      'held',
+      'version: 1\nname: held\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n',
+    )
     const paused = await h.start(pipeline)
     expect(paused.status).to.equal('awaiting_input')
 
     // Another process (here another Store on the same folder) changes the record between the two drives.
     const other = await Store.open(path.join(dir, '.pipe'))
-    await other.updateRun(paused.run_id, (r) => (r.answers = {q1: 'given elsewhere'}), {at: new Date().toISOString(), event: 'answers_given', reason: 'answers to q1', by: 'someone'})
+    await other.updateRun(paused.run_id, (r) => (r.answers = {q1: 'given elsewhere'}), {
+      at: new Date().toISOString(),
+      event: 'answers_given',
+      reason: 'answers to q1',
+      by: 'someone',
+    })
 
     const ended = await h.engine.resume(paused.run_id, {pipeline, policy: defaultPolicy(), cwd: dir})
     expect(ended.status).to.equal('succeeded')

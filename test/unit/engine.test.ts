@@ -32,7 +32,11 @@ const fatal = (): PipeError => new PipeError('E_INVALID_ARGS', 'bad request', {r
 describe('engine', () => {
   it('walks a chain and writes one snapshot per step with seq from 1', async () => {
     const h = await harness(dir)
-    const p = await pipelineFrom(dir, 'chain', 'version: 1\nname: chain\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n')
+    const p = await pipelineFrom(
+      dir,
+      'chain',
+      'version: 1\nname: chain\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n',
+    )
     const out = await h.start(p)
     expect(out.status).to.equal('succeeded')
     const snaps = await h.store.readSnapshots(out.run_id)
@@ -144,14 +148,19 @@ describe('engine', () => {
     expect(carried.error?.message).to.contain('step a ended "bad"')
     expect((await h.start(await pipelineFrom(dir, 'fine', handled.replace(/bad/g, 'ok')))).status).to.equal('succeeded')
     // Going round a loop and leaving it by on_exhausted recovers nothing.
-    const retried = 'version: 1\nname: r\nsteps:\n  - {id: a, kind: noop, outcome: bad, on: {bad: b}, max_iterations: 2, on_exhausted: c}\n  - {id: b, kind: noop, next: a}\n  - {id: c, kind: noop}\n'
+    const retried =
+      'version: 1\nname: r\nsteps:\n  - {id: a, kind: noop, outcome: bad, on: {bad: b}, max_iterations: 2, on_exhausted: c}\n  - {id: b, kind: noop, next: a}\n  - {id: c, kind: noop}\n'
     expect((await h.start(await pipelineFrom(dir, 'retried', retried))).status).to.equal('failed')
   })
 
   it('routes a failure along on.error and goes on', async () => {
     const {handler} = scripted([fatal()])
     const h = await harness(dir, {gate: {...registry.gate, run: async () => Promise.reject(new PipeError('E_STATE', 'no spec'))}, noop: handler})
-    const p = await pipelineFrom(dir, 'err', 'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {error: recover, pass: done, fail: done}}\n  - {id: recover, kind: review}\n  - {id: done, kind: review}\n')
+    const p = await pipelineFrom(
+      dir,
+      'err',
+      'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {error: recover, pass: done, fail: done}}\n  - {id: recover, kind: review}\n  - {id: done, kind: review}\n',
+    )
     const out = await h.start(p)
     const snaps = await h.store.readSnapshots(out.run_id)
     expect(snaps[2]!.decisions[0]).to.include({decision: 'error', next_step: 'recover'})
@@ -176,14 +185,28 @@ describe('engine', () => {
 
   it('pauses for a review and continues after a decision, recording who decided', async () => {
     const h = await harness(dir)
-    const p = await pipelineFrom(dir, 'review', 'version: 1\nname: rv\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: done}}\n  - {id: done, kind: noop}\n')
+    const p = await pipelineFrom(
+      dir,
+      'review',
+      'version: 1\nname: rv\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: done}}\n  - {id: done, kind: noop}\n',
+    )
     const paused = await h.start(p)
     expect(paused.status).to.equal('awaiting_input')
     expect(paused.pending).to.include({kind: 'review', step: 'r'})
     expect(await h.store.readSnapshots(paused.run_id)).to.have.length(2)
-    const held = await h.engine.resume(paused.run_id, {pipeline: p, policy: (await import('../../src/policy/policy.js')).defaultPolicy(), cwd: dir, review: {decision: 'hold', note: 'later'}})
+    const held = await h.engine.resume(paused.run_id, {
+      pipeline: p,
+      policy: (await import('../../src/policy/policy.js')).defaultPolicy(),
+      cwd: dir,
+      review: {decision: 'hold', note: 'later'},
+    })
     expect(held.status).to.equal('awaiting_input')
-    const done = await h.engine.resume(paused.run_id, {pipeline: p, policy: (await import('../../src/policy/policy.js')).defaultPolicy(), cwd: dir, review: {decision: 'go'}})
+    const done = await h.engine.resume(paused.run_id, {
+      pipeline: p,
+      policy: (await import('../../src/policy/policy.js')).defaultPolicy(),
+      cwd: dir,
+      review: {decision: 'go'},
+    })
     expect(done.status).to.equal('succeeded')
     const snaps = await h.store.readSnapshots(paused.run_id)
     expect(snaps.map((s) => [s.step.name, s.decisions[0]!.decision, s.decisions[0]!.next_step])).to.deep.equal([
@@ -199,7 +222,11 @@ describe('engine', () => {
   it('marks a run interrupted when its signal aborts, and resumes without repeating a step', async () => {
     const controller = new AbortController()
     const h = await harness(dir, {}, {signal: controller.signal, hook: (point) => void (point === 'after-step:b' && controller.abort())})
-    const p = await pipelineFrom(dir, 'int', 'version: 1\nname: i\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n')
+    const p = await pipelineFrom(
+      dir,
+      'int',
+      'version: 1\nname: i\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n',
+    )
     const out = await h.start(p)
     expect(out.status).to.equal('interrupted')
     const again = await harness(dir)
@@ -210,7 +237,8 @@ describe('engine', () => {
 
   it('refuses to resume when the pipeline changed', async () => {
     const h = await harness(dir)
-    const text = 'version: 1\nname: c\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: d}}\n  - {id: d, kind: noop}\n'
+    const text =
+      'version: 1\nname: c\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: d}}\n  - {id: d, kind: noop}\n'
     const waiting = await h.start(await pipelineFrom(dir, 'chg', text))
     expect(waiting.status).to.equal('awaiting_input')
     const changed = await pipelineFrom(dir, 'chg', text.replace('{id: d, kind: noop}', '{id: d, kind: noop, sleep_ms: 1}'))

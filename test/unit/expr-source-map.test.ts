@@ -38,8 +38,8 @@ const yamlText = [
   'keep: |+',
   '  kept ${{ inputs.k }}',
   '',
-  'single_folded: \'a',
-  '  b ${{ inputs.l }}\'',
+  "single_folded: 'a",
+  "  b ${{ inputs.l }}'",
   'empty: ""',
   '',
 ].join('\n')

@@ -34,10 +34,22 @@ const decl: ExprDeclarations = {
     },
     draft: {outputs: draftOutputs},
     anything: {},
-    meta: {outputs: {type: 'object', properties: {labels: {type: 'object', additionalProperties: {type: 'integer'}}, extra: {type: 'object', properties: {a: {type: 'string'}}, additionalProperties: true}, free: {type: 'object'}}}},
+    meta: {
+      outputs: {
+        type: 'object',
+        properties: {
+          labels: {type: 'object', additionalProperties: {type: 'integer'}},
+          extra: {type: 'object', properties: {a: {type: 'string'}}, additionalProperties: true},
+          free: {type: 'object'},
+        },
+      },
+    },
     closed: {outputs: {type: 'object', properties: {}, additionalProperties: false}},
   },
-  spec: {type: 'object', properties: {goal: {type: 'string'}, features: {type: 'array', items: {type: 'object', properties: {id: {type: 'string'}, priority: {type: 'string'}}}}}},
+  spec: {
+    type: 'object',
+    properties: {goal: {type: 'string'}, features: {type: 'array', items: {type: 'object', properties: {id: {type: 'string'}, priority: {type: 'string'}}}}},
+  },
   secrets: ['RELEASE_TOKEN'],
 }
 
@@ -45,7 +57,18 @@ const context: ExprContext = {
   inputs: {since: 'v1.2', audience: 'customers', max_items: 5, ratio: 2, dry: false},
   steps: {
     log: {outputs: {lines: ['a1 fix', 'b2 feat'], exit_code: 0, stdout: 'a1 fix\nb2 feat\n'}, outcome: 'ok'},
-    draft: {outputs: {value: {items: [{title: 'Fix', weight: 2, tags: ['x']}, {title: 'Feat', weight: 3, tags: []}], total: 5}}, outcome: 'ok'},
+    draft: {
+      outputs: {
+        value: {
+          items: [
+            {title: 'Fix', weight: 2, tags: ['x']},
+            {title: 'Feat', weight: 3, tags: []},
+          ],
+          total: 5,
+        },
+      },
+      outcome: 'ok',
+    },
     meta: {outputs: {labels: {a: 1}, extra: {a: 'x', b: 2}, free: {deep: {n: 1}}}, outcome: 'ok'},
   },
   spec: {goal: 'Track expenses', features: [{id: 'FR-001', priority: 'P0'}]},
@@ -118,7 +141,15 @@ describe('expr: values at the boundary', () => {
   it('turns BigInt into numbers inside the safe range and refuses the rest', () => {
     expect(fromCel(42n, 100)).to.equal(42)
     expect(fromCel([1n, {a: -3n}], 100)).to.deep.equal([1, {a: -3}])
-    expect(fromCel(new Map<unknown, unknown>([['k', 1n], [2n, true]]), 100)).to.deep.equal({k: 1, '2': true})
+    expect(
+      fromCel(
+        new Map<unknown, unknown>([
+          ['k', 1n],
+          [2n, true],
+        ]),
+        100,
+      ),
+    ).to.deep.equal({k: 1, '2': true})
     expect(fromCel(BigInt(Number.MAX_SAFE_INTEGER), 100)).to.equal(Number.MAX_SAFE_INTEGER)
     expect(() => fromCel(BigInt(Number.MAX_SAFE_INTEGER) + 1n, 100)).to.throw(/outside the safe range/)
     expect(() => fromCel([1n, 2n ** 60n], 100)).to.throw(/at result\[1\]/)
@@ -180,7 +211,10 @@ describe('expr: evaluation', () => {
     )
     expect(bound.render('cost $${{ not evaluated }}')).to.equal('cost ${{ not evaluated }}')
     expect(bound.render('no expressions')).to.equal('no expressions')
-    expect(() => bound.render('x ${{ inputs.since')).to.throw(ExpressionError, 'text "x ${{ inputs.since" is not a valid template: unterminated ${{: no closing }}')
+    expect(() => bound.render('x ${{ inputs.since')).to.throw(
+      ExpressionError,
+      'text "x ${{ inputs.since" is not a valid template: unterminated ${{: no closing }}',
+    )
   })
 
   it('turns evaluation failures into ExpressionError with the expression, reason and offset', () => {
@@ -324,7 +358,11 @@ describe('expr: static checks', () => {
   })
 
   it('reports unknown names, inputs, steps, step parts, secrets and run fields with did-you-mean', () => {
-    expect(one('foo + 1')).to.deep.equal({message: 'unknown name "foo"; an expression reads inputs, steps, spec, run, secrets or a foreach alias', offset: 0, length: 3})
+    expect(one('foo + 1')).to.deep.equal({
+      message: 'unknown name "foo"; an expression reads inputs, steps, spec, run, secrets or a foreach alias',
+      offset: 0,
+      length: 3,
+    })
     expect(one('input.since')).to.include({offset: 0, length: 5, suggestion: 'inputs'})
     expect(one('inputs.sinse')).to.deep.equal({
       message: 'unknown input "sinse" (declared: since, audience, max_items, ratio, dry) — did you mean "since"?',
@@ -332,9 +370,16 @@ describe('expr: static checks', () => {
       length: 5,
       suggestion: 'since',
     })
-    expect(one('size(steps.lgo.outputs.lines) > 0')).to.deep.equal({message: 'unknown step "lgo" — did you mean "log"?', offset: 11, length: 3, suggestion: 'log'})
+    expect(one('size(steps.lgo.outputs.lines) > 0')).to.deep.equal({
+      message: 'unknown step "lgo" — did you mean "log"?',
+      offset: 11,
+      length: 3,
+      suggestion: 'log',
+    })
     expect(one('steps.log.output.lines')).to.include({offset: 10, length: 6, suggestion: 'outputs'})
-    expect(one('secrets.RELEASE_TOKN').message).to.equal('secret "RELEASE_TOKN" is not listed under secrets: (declared: RELEASE_TOKEN) — did you mean "RELEASE_TOKEN"?')
+    expect(one('secrets.RELEASE_TOKN').message).to.equal(
+      'secret "RELEASE_TOKN" is not listed under secrets: (declared: RELEASE_TOKEN) — did you mean "RELEASE_TOKEN"?',
+    )
     expect(one('run.feature').suggestion).to.equal('feature_id')
     expect(one("steps['lgo']")).to.include({offset: 6, length: 5, suggestion: 'log'})
   })

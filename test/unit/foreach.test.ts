@@ -102,7 +102,8 @@ describe('foreach', () => {
   it('runs one child run per item, at most concurrency at a time (measured by overlapping child steps)', async () => {
     await writeFile(path.join(dir, 'item.yaml'), ITEM)
     const h = await harness(dir, {noop: pairs()}, {now: ticking()})
-    const items = "[{'name': 'a', 'fail': false}, {'name': 'b', 'fail': false}, {'name': 'c', 'fail': false}, {'name': 'd', 'fail': false}, {'name': 'e', 'fail': false}, {'name': 'f', 'fail': false}]"
+    const items =
+      "[{'name': 'a', 'fail': false}, {'name': 'b', 'fail': false}, {'name': 'c', 'fail': false}, {'name': 'd', 'fail': false}, {'name': 'e', 'fail': false}, {'name': 'f', 'fail': false}]"
     const p = await pipelineFrom(dir, 'parent', parent(items, '    concurrency: 2'))
     const out = await h.start(p)
     expect(out.status, out.reason).to.equal('succeeded')
@@ -124,7 +125,14 @@ describe('foreach', () => {
   it('runs the children one at a time by default', async () => {
     await writeFile(path.join(dir, 'item.yaml'), ITEM)
     const h = await harness(dir, {}, {now: ticking()})
-    const p = await pipelineFrom(dir, 'parent', parent("[{'name': 'a', 'fail': false}, {'name': 'b', 'fail': true}, {'name': 'c', 'fail': false}]", '    on: {partial: done}\n  - {id: done, kind: end, status: succeeded, reason: "${{ steps.each.outputs.failed }} failed"}'))
+    const p = await pipelineFrom(
+      dir,
+      'parent',
+      parent(
+        "[{'name': 'a', 'fail': false}, {'name': 'b', 'fail': true}, {'name': 'c', 'fail': false}]",
+        '    on: {partial: done}\n  - {id: done, kind: end, status: succeeded, reason: "${{ steps.each.outputs.failed }} failed"}',
+      ),
+    )
     const out = await h.start(p)
     expect(out.status, out.reason).to.equal('succeeded')
     expect(out.reason).to.equal('1 failed')
@@ -148,13 +156,21 @@ describe('foreach', () => {
     const [snap] = await h.store.readSnapshots(out.run_id)
     expect(snap!.decisions[0]!.decision).to.equal('fail')
     expect(snap!.decisions[0]!.reason).to.match(/^item 1 failed \(child run failed: E_ENDED: item b failed\); fail_fast stopped the rest/)
-    const outputs = snap!.outputs as {items: Array<{index: number; run_id: string | null; status: string; reason: string}>; succeeded: number; failed: number; cancelled: number}
+    const outputs = snap!.outputs as {
+      items: Array<{index: number; run_id: string | null; status: string; reason: string}>
+      succeeded: number
+      failed: number
+      cancelled: number
+    }
     expect(outputs).to.include({succeeded: 0, failed: 1, cancelled: 3})
     expect(outputs.items.map((i) => i.status)).to.deep.equal(['cancelled', 'failed', 'cancelled', 'cancelled'])
     expect(outputs.items[2]!.run_id).to.equal(null)
     expect(outputs.items[2]!.reason).to.match(/^not started: item 1 failed/)
     const kids = await children(h.store, out.run_id)
-    expect(kids.map((k) => [k.parent!.index, k.status])).to.deep.equal([[0, 'cancelled'], [1, 'failed']])
+    expect(kids.map((k) => [k.parent!.index, k.status])).to.deep.equal([
+      [0, 'cancelled'],
+      [1, 'failed'],
+    ])
     expect(kids[0]!.status_reason).to.match(/cancelled by fail_fast: item 1 failed/)
     const run = await h.store.readRun(out.run_id)
     expect(run.error?.message).to.match(/failure outcome "fail"/)
@@ -167,7 +183,13 @@ describe('foreach', () => {
     // Far shorter than creating and driving a child run takes; each child step itself finishes at once.
     policy.policy.resource_limits.step_timeout_ms = 1
     const p = await pipelineFrom(dir, 'parent', parent("[{'name': 'a', 'fail': false}, {'name': 'b', 'fail': false}]", ''))
-    const out = await h.engine.start({pipeline: p, policy, cwd: dir, input: {kind: 'text', ref: 'text://test', text: 'x'}, provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null}})
+    const out = await h.engine.start({
+      pipeline: p,
+      policy,
+      cwd: dir,
+      input: {kind: 'text', ref: 'text://test', text: 'x'},
+      provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null},
+    })
     expect(out.status, out.reason).to.equal('succeeded')
     expect((await children(h.store, out.run_id)).map((k) => k.status)).to.deep.equal(['succeeded', 'succeeded'])
   })
@@ -193,14 +215,19 @@ steps:
     const out = await h.start(p)
     expect(out.status, out.reason).to.equal('succeeded')
     const kids = await children(h.store, out.run_id)
-    expect(kids.map((k) => [k.status, k.pipeline.name, k.pipeline.path, k.inputs])).to.deep.equal(['a', 'b'].map((n) => ['succeeded', 'inline.each', `${path.join(dir, 'inline.yaml')}#each`, {name: n}]))
+    expect(kids.map((k) => [k.status, k.pipeline.name, k.pipeline.path, k.inputs])).to.deep.equal(
+      ['a', 'b'].map((n) => ['succeeded', 'inline.each', `${path.join(dir, 'inline.yaml')}#each`, {name: n}]),
+    )
     expect((await h.store.readSnapshots(kids[1]!.run_id)).at(-1)!.decisions[0]!.reason).to.equal('did b')
     // The inline steps read the child's inputs, not the parent's: a typo is found at its place in the parent's file.
     const file = path.join(dir, 'bad.yaml')
     await writeFile(file, inline('did ${{ inputs.nmae }}'))
     const bad = await loadPipeline(file, kindCatalog)
     expect(bad.ok).to.equal(false)
-    if (!bad.ok) expect(bad.diagnostics.map((d) => `${path.basename(d.file)}:${d.line}:${d.col} ${d.message}`)).to.deep.equal(['bad.yaml:11:74 unknown input "nmae" (declared: name) — did you mean "name"?'])
+    if (!bad.ok)
+      expect(bad.diagnostics.map((d) => `${path.basename(d.file)}:${d.line}:${d.col} ${d.message}`)).to.deep.equal([
+        'bad.yaml:11:74 unknown input "nmae" (declared: name) — did you mean "name"?',
+      ])
   })
 
   it('validate checks items, the alias, the child file, its inputs and cycles', async () => {
@@ -216,11 +243,18 @@ steps:
     const found = await bad('typed', typed)
     expect(found.join('\n')).to.match(/expected a list/)
     expect(found.join('\n')).to.match(/unknown name "itme".*did you mean "item"/)
-    expect(await bad('keys', `version: 1\nname: k\nsteps:\n  - {id: each, kind: foreach, items: "\${{ ['a'] }}", pipeline: ./item.yaml, with: {nam: "\${{ item }}"}}\n`)).to.deep.equal([
+    expect(
+      await bad(
+        'keys',
+        `version: 1\nname: k\nsteps:\n  - {id: each, kind: foreach, items: "\${{ ['a'] }}", pipeline: ./item.yaml, with: {nam: "\${{ item }}"}}\n`,
+      ),
+    ).to.deep.equal([
       '4:77 the pipeline ./item.yaml requires input "name": give it under with:',
       '4:84 the pipeline ./item.yaml has no input "nam" — did you mean "name"?; its inputs: name, fail',
     ])
-    expect(await bad('missing', 'version: 1\nname: m\nsteps:\n  - {id: sub, kind: pipeline, file: ./nowhere.yaml}\n')).to.deep.equal([`4:37 pipeline file ./nowhere.yaml does not exist (looked for ${path.join(dir, 'nowhere.yaml')})`])
+    expect(await bad('missing', 'version: 1\nname: m\nsteps:\n  - {id: sub, kind: pipeline, file: ./nowhere.yaml}\n')).to.deep.equal([
+      `4:37 pipeline file ./nowhere.yaml does not exist (looked for ${path.join(dir, 'nowhere.yaml')})`,
+    ])
     await writeFile(path.join(dir, 'b.yaml'), 'version: 1\nname: b\nsteps:\n  - {id: back, kind: pipeline, file: ./a.yaml}\n')
     const cycle = await bad('a', 'version: 1\nname: a\nsteps:\n  - {id: sub, kind: pipeline, file: ./b.yaml}\n')
     expect(cycle.join('\n')).to.match(/sub-pipelines form a cycle: .*a\.yaml -> .*b\.yaml -> .*a\.yaml/)
@@ -228,17 +262,28 @@ steps:
     const literal = await bad('literal', `version: 1\nname: l\nsteps:\n  - {id: sub, kind: pipeline, file: ./item.yaml, with: {name: x, fail: maybe}}\n`)
     expect(literal).to.have.length(1)
     expect(literal[0]).to.match(/^4:72 input "fail" of the pipeline \.\/item\.yaml: fail: "maybe" is not true or false/)
-    await writeFile(path.join(dir, 'modes.yaml'), 'version: 1\nname: modes\ninputs:\n  mode: {type: string, enum: [fast, slow]}\n  label: {type: string, default: x}\nsteps:\n  - {id: s, kind: noop}\n')
-    expect(await bad('enum', `version: 1\nname: e\nsteps:\n  - {id: sub, kind: pipeline, file: ./modes.yaml, with: {mode: medium, label: 7}}\n`)).to.deep.equal(['4:64 input "mode" of the pipeline ./modes.yaml: mode: "medium" is not one of "fast", "slow"'])
+    await writeFile(
+      path.join(dir, 'modes.yaml'),
+      'version: 1\nname: modes\ninputs:\n  mode: {type: string, enum: [fast, slow]}\n  label: {type: string, default: x}\nsteps:\n  - {id: s, kind: noop}\n',
+    )
+    expect(await bad('enum', `version: 1\nname: e\nsteps:\n  - {id: sub, kind: pipeline, file: ./modes.yaml, with: {mode: medium, label: 7}}\n`)).to.deep.equal(
+      ['4:64 input "mode" of the pipeline ./modes.yaml: mode: "medium" is not one of "fast", "slow"'],
+    )
     // An expression in with: is typed too: one that can never give the input's type is an error before the run, at the value.
-    const exprs = await bad('exprtypes', `version: 1\nname: x\ninputs:\n  n: {type: integer, default: 1}\nsteps:\n  - {id: sub, kind: pipeline, file: ./item.yaml, with: {name: "\${{ inputs.n }}", fail: "\${{ inputs.n + 1 }}"}, next: each}\n  - {id: each, kind: foreach, items: "\${{ ['a', 'b'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}", fail: "\${{ size(item) }}"}, next: txt}\n  - {id: txt, kind: pipeline, file: ./item.yaml, with: {name: x, fail: "is \${{ inputs.n > 0 }}"}}\n`)
+    const exprs = await bad(
+      'exprtypes',
+      `version: 1\nname: x\ninputs:\n  n: {type: integer, default: 1}\nsteps:\n  - {id: sub, kind: pipeline, file: ./item.yaml, with: {name: "\${{ inputs.n }}", fail: "\${{ inputs.n + 1 }}"}, next: each}\n  - {id: each, kind: foreach, items: "\${{ ['a', 'b'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}", fail: "\${{ size(item) }}"}, next: txt}\n  - {id: txt, kind: pipeline, file: ./item.yaml, with: {name: x, fail: "is \${{ inputs.n > 0 }}"}}\n`,
+    )
     expect(exprs).to.deep.equal([
       '6:88 input "fail" of the pipeline ./item.yaml is a boolean, but ${{ inputs.n + 1 }} gives int',
       '7:116 input "fail" of the pipeline ./item.yaml is a boolean, but ${{ size(item) }} gives int',
       '8:72 input "fail" of the pipeline ./item.yaml is a boolean, but text around ${{ }} makes a string',
     ])
     // The alias is typed by the items' element: a field the element lacks is an error.
-    const elem = await bad('elem', `version: 1\nname: e\nsteps:\n  - {id: a, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, with: {name: x}, next: b}\n  - {id: b, kind: foreach, items: "\${{ steps.a.outputs.items }}", as: r, pipeline: ./item.yaml, with: {name: "\${{ r.run_idd }}"}}\n`)
+    const elem = await bad(
+      'elem',
+      `version: 1\nname: e\nsteps:\n  - {id: a, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, with: {name: x}, next: b}\n  - {id: b, kind: foreach, items: "\${{ steps.a.outputs.items }}", as: r, pipeline: ./item.yaml, with: {name: "\${{ r.run_idd }}"}}\n`,
+    )
     expect(elem.join('\n')).to.match(/has no field "run_idd".*did you mean "run_id"/)
   })
 })

@@ -44,18 +44,27 @@ const KIND_SWITCHES = [
 
 /** Names that are kind names too but mean something else there; each with the reason. */
 const ALLOWED: Array<{file: RegExp; line: RegExp; why: string}> = [
-  {file: /^src\/(engine|commands|cli)\//, line: /pending\??\.kind\s*[!=]==?\s*'review'/, why: "the kind of a pause (answers or review), not of a step"},
+  {file: /^src\/(engine|commands|cli)\//, line: /pending\??\.kind\s*[!=]==?\s*'review'/, why: 'the kind of a pause (answers or review), not of a step'},
 ]
 
 function kindSwitches(file: string, text: string): string[] {
-  return text.split('\n').flatMap((line, i) =>
-    KIND_SWITCHES.some((p) => p.test(line)) && !ALLOWED.some((a) => a.file.test(file) && a.line.test(line)) ? [`${file}:${i + 1}: ${line.trim()}`] : [],
-  )
+  return text
+    .split('\n')
+    .flatMap((line, i) =>
+      KIND_SWITCHES.some((p) => p.test(line)) && !ALLOWED.some((a) => a.file.test(file) && a.line.test(line)) ? [`${file}:${i + 1}: ${line.trim()}`] : [],
+    )
 }
 
 describe("each kind's knowledge lives in its module", () => {
   it('finds a switch on a kind name in every shape it takes (the scan can fail)', () => {
-    for (const line of ["if (step.kind === 'gate') x()", "s.step.kind !== 'edit'", "'review' === step.kind", "    case 'git':", "['edit', 'qa', 'command'].includes(s.kind)", "new Set(['ingest', 'compile'])"]) {
+    for (const line of [
+      "if (step.kind === 'gate') x()",
+      "s.step.kind !== 'edit'",
+      "'review' === step.kind",
+      "    case 'git':",
+      "['edit', 'qa', 'command'].includes(s.kind)",
+      "new Set(['ingest', 'compile'])",
+    ]) {
       expect(kindSwitches('src/engine/x.ts', line), line).to.have.length(1)
     }
     for (const line of ["record.pending?.kind === 'review'", "input.kind === 'none'", "const kind = 'gate_result'", "case 'questions':"]) {
@@ -70,7 +79,7 @@ describe("each kind's knowledge lives in its module", () => {
       if (file.startsWith('src/steps/') || file.startsWith('src/types/')) continue
       found.push(...kindSwitches(file, await readFile(full, 'utf8')))
     }
-    expect(found, 'move this knowledge into the kind\'s module, behind a StepHandler member (src/steps/types.ts)').to.deep.equal([])
+    expect(found, "move this knowledge into the kind's module, behind a StepHandler member (src/steps/types.ts)").to.deep.equal([])
   })
 
   it("the engine and the graph code name no kind's own fields: which fields route, name steps or stay unresolved, the kind says", async () => {
@@ -80,7 +89,8 @@ describe("each kind's knowledge lives in its module", () => {
     const fields = new Set<string>()
     for (const def of Object.values(schema.definitions)) {
       if (def.allOf === undefined) continue
-      for (const [key, sub] of Object.entries(def.properties ?? {})) if (!common.has(key) && /definitions\/(stepRef|condition)"/.test(JSON.stringify(sub))) fields.add(key)
+      for (const [key, sub] of Object.entries(def.properties ?? {}))
+        if (!common.has(key) && /definitions\/(stepRef|condition)"/.test(JSON.stringify(sub))) fields.add(key)
     }
     for (const handler of Object.values(registry) as Array<StepHandler<StepKind>>) {
       const deferred = handler.deferred?.({id: 'x', kind: handler.kind} as Step)
@@ -91,7 +101,10 @@ describe("each kind's knowledge lives in its module", () => {
     const F = [...fields].join('|')
     const patterns = [new RegExp(`['"\`](${F})['"\`]`), new RegExp(`\\bstep\\??\\.(${F})\\b`)]
     const found: string[] = []
-    const files = [...(await tsFiles(path.join(src, 'engine'))), ...['graph.ts', 'compose.ts', 'graph-render.ts', 'step-links.ts', 'expressions.ts'].map((f) => path.join(src, 'config', f))]
+    const files = [
+      ...(await tsFiles(path.join(src, 'engine'))),
+      ...['graph.ts', 'compose.ts', 'graph-render.ts', 'step-links.ts', 'expressions.ts'].map((f) => path.join(src, 'config', f)),
+    ]
     for (const full of files) {
       const file = path.relative(root, full).split(path.sep).join('/')
       ;(await readFile(full, 'utf8')).split('\n').forEach((line, i) => {
@@ -101,7 +114,7 @@ describe("each kind's knowledge lives in its module", () => {
     expect(found, "declare it in the kind's module (StepHandler.references, .deferred)").to.deep.equal([])
   })
 
-  it('no step or command reads another step\'s output by a string key: they import the producer\'s typed reader', async () => {
+  it("no step or command reads another step's output by a string key: they import the producer's typed reader", async () => {
     const found: string[] = []
     // The reader helper, the interface it calls and the engine's implementation of it.
     const home = new Set(['src/steps/outputs.ts', 'src/steps/types.ts', 'src/engine/history.ts'])
@@ -161,7 +174,12 @@ describe('kind hooks reach the loader and the graph through the catalog', () => 
       outcomes: () => ['success'],
       check(step) {
         if (checkThrows) throw new TypeError('tripped over a malformed value')
-        return step.id === 'bad' ? [{rule: 'probe-rule', at: ['next'], message: 'the probe kind refuses this next'}, {rule: 'probe-key', at: ['next'], message: 'pointing at the key', key: true}] : []
+        return step.id === 'bad'
+          ? [
+              {rule: 'probe-rule', at: ['next'], message: 'the probe kind refuses this next'},
+              {rule: 'probe-key', at: ['next'], message: 'pointing at the key', key: true},
+            ]
+          : []
       },
       references: (step) => (step.id === 'a' ? [{at: ['id'], target: 'nowhere', what: 'probe target'}] : []),
       graph: {shape: 'diamond', details: (step) => [`probe of ${step.id}`]},
@@ -175,7 +193,10 @@ describe('kind hooks reach the loader and the graph through the catalog', () => 
   }
 
   it("reports a kind's findings at positions relative to the step, under the kind's rule names", async () => {
-    const file = await write('check.yaml', 'version: 1\nname: t\nsteps:\n  - id: a\n    kind: noop\n    next: bad\n  - id: bad\n    kind: noop\n    next: c\n  - id: c\n    kind: noop\n')
+    const file = await write(
+      'check.yaml',
+      'version: 1\nname: t\nsteps:\n  - id: a\n    kind: noop\n    next: bad\n  - id: bad\n    kind: noop\n    next: c\n  - id: c\n    kind: noop\n',
+    )
     const result = await loadPipeline(file, probe())
     expect(result.ok).to.equal(false)
     const diagnostics = result.ok ? [] : result.diagnostics
@@ -228,43 +249,76 @@ describe('layer direction (eslint no-restricted-imports)', function () {
 
   async function problems(file: string, code: string): Promise<string[]> {
     const [result] = await eslint.lintText(code, {filePath: path.join(root, file)})
-    return result!.messages.filter((m) => m.ruleId === 'no-restricted-imports' || m.ruleId === '@typescript-eslint/no-restricted-imports' || m.ruleId === 'no-restricted-syntax').map((m) => m.message)
+    return result!.messages
+      .filter((m) => m.ruleId === 'no-restricted-imports' || m.ruleId === '@typescript-eslint/no-restricted-imports' || m.ruleId === 'no-restricted-syntax')
+      .map((m) => m.message)
   }
 
   it('rejects an import against the direction, static, re-exported, type-only or dynamic, from any depth', async () => {
     expect(await problems('src/steps/probe.ts', "import {Engine} from '../engine/engine.js'\nexport const e = Engine\n")).to.have.length(1)
     expect(await problems('src/store/probe.ts', "export {registry} from '../steps/registry.js'\n")).to.have.length(1)
     expect(await problems('src/providers/offline/probe.ts', "import type {Step} from '../../steps/types.js'\nexport type S = Step\n")).to.have.length(1)
-    expect(await problems('src/config/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../steps/registry.js')\n}\n")).to.have.length(1)
+    expect(await problems('src/config/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../steps/registry.js')\n}\n")).to.have.length(
+      1,
+    )
     expect(await problems('src/engine/probe.ts', "import {x} from '../commands/run.js'\nexport const y = x\n")).to.have.length(1)
     expect(await problems('src/probe.ts', "import {Store} from './store/store.js'\nexport const s = Store\n")).to.have.length(1)
-    expect((await problems('src/config/probe.ts', "import {Store} from '../store/store.js'\nexport const s = Store\n"))[0]).to.match(/src\/config\/ must not import from .*src\/store\//)
+    expect((await problems('src/config/probe.ts', "import {Store} from '../store/store.js'\nexport const s = Store\n"))[0]).to.match(
+      /src\/config\/ must not import from .*src\/store\//,
+    )
     expect(await problems('src/engine/probe.ts', "import {startSession} from '../app/sessions/start.js'\nexport const s = startSession\n")).to.have.length(1)
-    expect(await problems('src/steps/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../app/sessions/start.js')\n}\n")).to.have.length(1)
+    expect(
+      await problems('src/steps/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../app/sessions/start.js')\n}\n"),
+    ).to.have.length(1)
     expect(await problems('src/app/sessions/probe.ts', "import {x} from '../../cli/views.js'\nexport const y = x\n")).to.have.length(1)
   })
 
   it('rejects a value import of the engine from commands and cli: they call a use case in src/app/', async () => {
-    expect((await problems('src/commands/probe.ts', "import {Engine} from '../engine/engine.js'\nexport const e = Engine\n"))[0]).to.match(/src\/commands\/ must call the engine through a use case in src\/app\//)
+    expect((await problems('src/commands/probe.ts', "import {Engine} from '../engine/engine.js'\nexport const e = Engine\n"))[0]).to.match(
+      /src\/commands\/ must call the engine through a use case in src\/app\//,
+    )
     expect(await problems('src/cli/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../engine/run-path.js')\n}\n")).to.have.length(1)
   })
 
-  it('rejects an import of a step kind\'s module from above steps, at any depth, static or dynamic', async () => {
-    expect((await problems('src/app/sessions/probe.ts', "import {approves} from '../../steps/review.js'\nexport const a = approves\n"))[0]).to.match(/must not import a step kind's module/)
-    expect(await problems('src/app/sessions/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../../steps/gate.js')\n}\n")).to.have.length(1)
+  it("rejects an import of a step kind's module from above steps, at any depth, static or dynamic", async () => {
+    expect((await problems('src/app/sessions/probe.ts', "import {approves} from '../../steps/review.js'\nexport const a = approves\n"))[0]).to.match(
+      /must not import a step kind's module/,
+    )
+    expect(
+      await problems('src/app/sessions/probe.ts', "export async function f(): Promise<unknown> {\n  return import('../../steps/gate.js')\n}\n"),
+    ).to.have.length(1)
     expect(await problems('src/engine/probe.ts', "import {toolNamed} from '../steps/agent/tools.js'\nexport const t = toolNamed\n")).to.have.length(1)
-    expect(await problems('src/commands/probe.ts', "import {questionsAsked} from '../steps/clarify-questions.js'\nexport const q = questionsAsked\n")).to.have.length(1)
+    expect(
+      await problems('src/commands/probe.ts', "import {questionsAsked} from '../steps/clarify-questions.js'\nexport const q = questionsAsked\n"),
+    ).to.have.length(1)
     expect(await problems('src/cli/probe.ts', "export {gateResult} from '../steps/gate.js'\n")).to.have.length(1)
     // The steps layer's shared modules are no kind's: the engine checks outputs with them.
-    expect(await problems('src/engine/probe.ts', "import {kindOutputsSchema} from '../steps/output-schemas.js'\nexport const k = kindOutputsSchema\n")).to.deep.equal([])
+    expect(
+      await problems('src/engine/probe.ts', "import {kindOutputsSchema} from '../steps/output-schemas.js'\nexport const k = kindOutputsSchema\n"),
+    ).to.deep.equal([])
     // Inside steps, kinds and their helpers import each other.
     expect(await problems('src/steps/probe.ts', "import {gateResult} from './gate.js'\nexport const g = gateResult\n")).to.deep.equal([])
   })
 
   it('allows imports along the direction', async () => {
     expect(await problems('src/engine/probe.ts', "import {registry} from '../steps/registry.js'\nexport const r = registry\n")).to.deep.equal([])
-    expect(await problems('src/steps/probe.ts', "import {Store} from '../store/store.js'\nimport type {Pipeline} from '../types/pipeline.js'\nexport const s: [unknown, Pipeline?] = [Store]\n")).to.deep.equal([])
-    expect(await problems('src/commands/probe.ts', "import type {RunOutcome} from '../engine/engine.js'\nimport {startSession} from '../app/sessions/start.js'\nexport const e: [unknown, RunOutcome?] = [startSession]\n")).to.deep.equal([])
-    expect(await problems('src/app/sessions/probe.ts', "import {Engine} from '../../engine/engine.js'\nimport {views, registry} from '../../steps/registry.js'\nimport type {StepKind} from '../../steps/types.js'\nexport const e: [unknown, unknown, unknown, StepKind?] = [Engine, views, registry]\n")).to.deep.equal([])
+    expect(
+      await problems(
+        'src/steps/probe.ts',
+        "import {Store} from '../store/store.js'\nimport type {Pipeline} from '../types/pipeline.js'\nexport const s: [unknown, Pipeline?] = [Store]\n",
+      ),
+    ).to.deep.equal([])
+    expect(
+      await problems(
+        'src/commands/probe.ts',
+        "import type {RunOutcome} from '../engine/engine.js'\nimport {startSession} from '../app/sessions/start.js'\nexport const e: [unknown, RunOutcome?] = [startSession]\n",
+      ),
+    ).to.deep.equal([])
+    expect(
+      await problems(
+        'src/app/sessions/probe.ts',
+        "import {Engine} from '../../engine/engine.js'\nimport {views, registry} from '../../steps/registry.js'\nimport type {StepKind} from '../../steps/types.js'\nexport const e: [unknown, unknown, unknown, StepKind?] = [Engine, views, registry]\n",
+      ),
+    ).to.deep.equal([])
   })
 })

@@ -18,24 +18,46 @@ afterEach(async () => cleanup())
 /** A noop that reports the (resolved) step it was given, so tests see what resolution made of it. */
 const echo: StepHandler<'noop'> = {
   ...registry.noop,
-  outputsSchema: () => ({type: 'object', properties: {description: {type: ['string', 'null']}, items: {type: 'array', items: {type: 'string'}}}, additionalProperties: false}),
+  outputsSchema: () => ({
+    type: 'object',
+    properties: {description: {type: ['string', 'null']}, items: {type: 'array', items: {type: 'string'}}},
+    additionalProperties: false,
+  }),
   async run({step}) {
-    return {type: 'done', outcome: step.outcome ?? 'success', reason: `echo ${step.description ?? ''}`, outputs: {description: step.description ?? null, items: ['a', 'b', 'c']}}
+    return {
+      type: 'done',
+      outcome: step.outcome ?? 'success',
+      reason: `echo ${step.description ?? ''}`,
+      outputs: {description: step.description ?? null, items: ['a', 'b', 'c']},
+    }
   },
 }
 
 const echoCatalog = catalogOf({...registry, noop: echo})
 
 function start(h: Harness, p: LoadedPipeline, inputs: Record<string, string | number | boolean> = {}) {
-  return h.engine.start({pipeline: p, policy: defaultPolicy(), cwd: dir, input: {kind: 'none', ref: 'none://'}, inputs, provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null}})
+  return h.engine.start({
+    pipeline: p,
+    policy: defaultPolicy(),
+    cwd: dir,
+    input: {kind: 'none', ref: 'none://'},
+    inputs,
+    provider: {kind: 'offline', model: 'offline-rules-1', endpoint_host: null},
+  })
 }
 
-const head = 'version: 1\nname: lang\ninputs:\n  who: {type: string, default: world}\n  n: {type: integer, default: 2}\n  loud: {type: boolean, default: false}\n'
+const head =
+  'version: 1\nname: lang\ninputs:\n  who: {type: string, default: world}\n  n: {type: integer, default: 2}\n  loud: {type: boolean, default: false}\n'
 
 describe('pipeline language v2 in the engine', () => {
   it('resolves expressions in a step before its kind runs and records the values in the snapshot', async () => {
     const h = await harness(dir, {noop: echo})
-    const p = await pipelineFrom(dir, 'res', `${head}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, description: "hello \${{ inputs.who }} x\${{ inputs.n }} \${{ steps.a.outputs.items }} $\${{ literal }}"}\n`, echoCatalog)
+    const p = await pipelineFrom(
+      dir,
+      'res',
+      `${head}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, description: "hello \${{ inputs.who }} x\${{ inputs.n }} \${{ steps.a.outputs.items }} $\${{ literal }}"}\n`,
+      echoCatalog,
+    )
     const out = await start(h, p, {who: 'ada', n: 3, loud: false})
     expect(out.status).to.equal('succeeded')
     const snaps = await h.store.readSnapshots(out.run_id)
@@ -46,7 +68,11 @@ describe('pipeline language v2 in the engine', () => {
 
   it('a false when: records the step skipped and follows next; a true one runs it', async () => {
     const h = await harness(dir, {noop: echo})
-    const p = await pipelineFrom(dir, 'when', `${head}steps:\n  - {id: a, kind: noop, when: "\${{ inputs.loud }}", next: b}\n  - {id: b, kind: noop, when: "\${{ steps.a.outcome == 'skipped' }}"}\n`)
+    const p = await pipelineFrom(
+      dir,
+      'when',
+      `${head}steps:\n  - {id: a, kind: noop, when: "\${{ inputs.loud }}", next: b}\n  - {id: b, kind: noop, when: "\${{ steps.a.outcome == 'skipped' }}"}\n`,
+    )
     const out = await start(h, p, {loud: false})
     expect(out.status).to.equal('succeeded')
     const snaps = await h.store.readSnapshots(out.run_id)
@@ -75,7 +101,7 @@ describe('pipeline language v2 in the engine', () => {
     // The second when divides by zero: evaluated only when the first does not hold, it fails the step with E_CONFIG.
     const failed = await start(h, await pipelineFrom(dir, 'choice2', yaml(5)), {n: 2})
     expect(failed.status).to.equal('failed')
-    expect(failed.error?.code, failed.error?.message).to.equal("E_CONFIG")
+    expect(failed.error?.code, failed.error?.message).to.equal('E_CONFIG')
     const snap = (await h.store.readSnapshots(failed.run_id))[0]!
     expect(snap.errors).to.have.length(1)
     expect(snap.errors[0]!.message).to.match(/1 \/ \(inputs.n - inputs.n\) == 1/)
@@ -101,7 +127,11 @@ describe('pipeline language v2 in the engine', () => {
 
   it('end blocked stops the run blocked; pipe resume goes on at its next', async () => {
     const h = await harness(dir)
-    const p = await pipelineFrom(dir, 'b', `${head}steps:\n  - {id: stop, kind: end, status: blocked, reason: "needs a person", next: after}\n  - {id: after, kind: noop}\n`)
+    const p = await pipelineFrom(
+      dir,
+      'b',
+      `${head}steps:\n  - {id: stop, kind: end, status: blocked, reason: "needs a person", next: after}\n  - {id: after, kind: noop}\n`,
+    )
     const blocked = await start(h, p)
     expect(blocked.status).to.equal('blocked')
     expect(blocked.error).to.include({code: 'E_ENDED', message: 'needs a person'})
@@ -119,7 +149,12 @@ describe('pipeline language v2 in the engine', () => {
   it('a resolved value that does not fit the field is E_CONFIG before the kind runs (a list is never spread)', async () => {
     let ran = 0
     const h = await harness(dir, {noop: {...echo, run: async (c) => (ran++, echo.run(c))}})
-    const p = await pipelineFrom(dir, 'fit', `${head}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, description: "\${{ steps.a.outputs.items }}"}\n`, echoCatalog)
+    const p = await pipelineFrom(
+      dir,
+      'fit',
+      `${head}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, description: "\${{ steps.a.outputs.items }}"}\n`,
+      echoCatalog,
+    )
     const out = await start(h, p)
     expect(out.status).to.equal('failed')
     expect(out.error?.code).to.equal('E_CONFIG')
@@ -152,7 +187,11 @@ describe('pipeline language v2 in the engine', () => {
     process.env.PIPE_LANG_TEST_S = 'hunter2-very-secret'
     try {
       const h = await harness(dir, {noop: echo})
-      const p = await pipelineFrom(dir, 'sec', `${head}secrets: [PIPE_LANG_TEST_S]\nsteps:\n  - {id: a, kind: noop, description: "token=\${{ secrets.PIPE_LANG_TEST_S }}"}\n`)
+      const p = await pipelineFrom(
+        dir,
+        'sec',
+        `${head}secrets: [PIPE_LANG_TEST_S]\nsteps:\n  - {id: a, kind: noop, description: "token=\${{ secrets.PIPE_LANG_TEST_S }}"}\n`,
+      )
       const out = await start(h, p)
       expect(out.status).to.equal('succeeded')
       const text = JSON.stringify(await h.store.readSnapshots(out.run_id))
@@ -271,7 +310,15 @@ describe('pipeline language v2 in the loader', () => {
 
   it('checks input declarations and outcome names against their enum', async () => {
     const found = await diagnostics(
-      ['version: 1', 'name: x', 'inputs:', '  n: {type: integer, default: "x"}', 'steps:', '  - {id: a, kind: noop, when: "${{ steps.a.outcome == \'sucess\' }}"}', ''].join('\n'),
+      [
+        'version: 1',
+        'name: x',
+        'inputs:',
+        '  n: {type: integer, default: "x"}',
+        'steps:',
+        '  - {id: a, kind: noop, when: "${{ steps.a.outcome == \'sucess\' }}"}',
+        '',
+      ].join('\n'),
     )
     expect(found.some((d) => d.startsWith('4:') && /default/.test(d))).to.equal(true)
     expect(found.some((d) => /"sucess"|sucess/.test(d))).to.equal(true)

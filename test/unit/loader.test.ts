@@ -32,29 +32,49 @@ describe('pipeline loader: YAML input classes', () => {
   })
 
   it('refuses a file of only comments', async () => {
-    expect(lines(await load('comments.yaml', '# nothing\n\n# here\n'))).to.deep.equal(['comments.yaml:1:1  (root)  file has no content (only comments or blank lines); expected a YAML mapping'])
+    expect(lines(await load('comments.yaml', '# nothing\n\n# here\n'))).to.deep.equal([
+      'comments.yaml:1:1  (root)  file has no content (only comments or blank lines); expected a YAML mapping',
+    ])
   })
 
   it('refuses a binary file', async () => {
-    expect(lines(await load('bin.yaml', Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x01])))).to.deep.equal(['bin.yaml:1:1  (root)  file is binary (NUL byte at offset 4), not YAML text'])
+    expect(lines(await load('bin.yaml', Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x00, 0x01])))).to.deep.equal([
+      'bin.yaml:1:1  (root)  file is binary (NUL byte at offset 4), not YAML text',
+    ])
   })
 
   it('refuses text that is not UTF-8', async () => {
-    expect(lines(await load('latin1.yaml', Buffer.from([0x6e, 0x61, 0x6d, 0x65, 0x3a, 0x20, 0xe9, 0x0a])))).to.deep.equal(['latin1.yaml:1:1  (root)  file is not valid UTF-8 text; save it as UTF-8'])
+    expect(lines(await load('latin1.yaml', Buffer.from([0x6e, 0x61, 0x6d, 0x65, 0x3a, 0x20, 0xe9, 0x0a])))).to.deep.equal([
+      'latin1.yaml:1:1  (root)  file is not valid UTF-8 text; save it as UTF-8',
+    ])
   })
 
   it('refuses a top level that is a list, or a scalar', async () => {
-    expect(lines(await load('list.yaml', '- a\n- b\n'))).to.deep.equal(['list.yaml:1:1  (root)  the top level must be a mapping (key: value lines), but the file holds a list'])
-    expect(lines(await load('scalar.yaml', 'just words\n'))).to.deep.equal(['scalar.yaml:1:1  (root)  the top level must be a mapping (key: value lines), but the file holds a single value ("just words")'])
+    expect(lines(await load('list.yaml', '- a\n- b\n'))).to.deep.equal([
+      'list.yaml:1:1  (root)  the top level must be a mapping (key: value lines), but the file holds a list',
+    ])
+    expect(lines(await load('scalar.yaml', 'just words\n'))).to.deep.equal([
+      'scalar.yaml:1:1  (root)  the top level must be a mapping (key: value lines), but the file holds a single value ("just words")',
+    ])
   })
 
   it('reports a duplicate key at the second occurrence', async () => {
-    expect(lines(await load('dup.yaml', `${header}steps:\n  - {id: a, kind: noop}\nname: again\n`))).to.deep.equal(['dup.yaml:5:1  (root)  duplicate key "name" (keys of a mapping must be unique)'])
+    expect(lines(await load('dup.yaml', `${header}steps:\n  - {id: a, kind: noop}\nname: again\n`))).to.deep.equal([
+      'dup.yaml:5:1  (root)  duplicate key "name" (keys of a mapping must be unique)',
+    ])
   })
 
   it('reports duplicate keys in nested and flow mappings, but not keys that differ in type or repeated merge keys', async () => {
-    const found = lines(await load('dups.yaml', `${header}inputs:\n  a: {type: string, type: integer}\n  b: {type: string}\n  b: {type: string}\nsteps:\n  - {id: a, kind: noop}\n`))
-    expect(found).to.deep.equal(['dups.yaml:4:21  (root)  duplicate key "type" (keys of a mapping must be unique)', 'dups.yaml:6:3  (root)  duplicate key "b" (keys of a mapping must be unique)'])
+    const found = lines(
+      await load(
+        'dups.yaml',
+        `${header}inputs:\n  a: {type: string, type: integer}\n  b: {type: string}\n  b: {type: string}\nsteps:\n  - {id: a, kind: noop}\n`,
+      ),
+    )
+    expect(found).to.deep.equal([
+      'dups.yaml:4:21  (root)  duplicate key "type" (keys of a mapping must be unique)',
+      'dups.yaml:6:3  (root)  duplicate key "b" (keys of a mapping must be unique)',
+    ])
     const base = '  - &s {id: a, kind: noop}\n'
     const other = lines(await load('merge.yaml', `${header}x: {1: one, "1": two}\nsteps:\n${base}  - {<<: *s, <<: {kind: noop}, id: b}\n`))
     expect(other.filter((line) => line.includes('duplicate'))).to.deep.equal([])
@@ -69,7 +89,10 @@ describe('pipeline loader: YAML input classes', () => {
 
   it('refuses an alias-expansion bomb quickly', async () => {
     let bomb = `${header}a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n`
-    for (let i = 1; i < 20; i++) bomb += `a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]\n`
+    for (let i = 1; i < 20; i++)
+      bomb += `a${i}: &a${i} [${Array(10)
+        .fill(`*a${i - 1}`)
+        .join(', ')}]\n`
     const found = lines(await load('bomb.yaml', bomb))
     expect(found).to.deep.equal(['bomb.yaml:1:1  (root)  refused: aliases would expand past 200 nodes (an alias-expansion bomb?)'])
   })
@@ -83,7 +106,9 @@ describe('pipeline loader: YAML input classes', () => {
 describe('pipeline loader: schema errors point at the node', () => {
   it('points an unknown key at the key, with a suggestion', async () => {
     const text = `${header}steps:\n  - id: a\n    kind: noop\n    nxt: a\n`
-    expect(lines(await load('unknown-key.yaml', text))).to.deep.equal(['unknown-key.yaml:6:5  steps[0].nxt  unknown key "nxt" in steps[0] — did you mean "next"?'])
+    expect(lines(await load('unknown-key.yaml', text))).to.deep.equal([
+      'unknown-key.yaml:6:5  steps[0].nxt  unknown key "nxt" in steps[0] — did you mean "next"?',
+    ])
   })
 
   it("suggests from the common step fields and the kind's own alike, one error per unknown key", async () => {
@@ -137,28 +162,38 @@ describe('pipeline loader: graph rules', () => {
 
   it('reports an unreachable step', async () => {
     const text = `${header}steps:\n  - {id: a, kind: noop}\n  - {id: lonely, kind: noop}\n`
-    expect(lines(await load('unreachable.yaml', text))).to.deep.equal(['unreachable.yaml:5:10  steps[1].id  step "lonely" is unreachable from the start step "a"'])
+    expect(lines(await load('unreachable.yaml', text))).to.deep.equal([
+      'unreachable.yaml:5:10  steps[1].id  step "lonely" is unreachable from the start step "a"',
+    ])
   })
 
   it('reports a cycle without max_iterations, and accepts it once bounded', async () => {
     const loop = `${header}steps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, outcome: again, on: {again: a}}\n`
-    expect(lines(await load('loop.yaml', loop))).to.deep.equal(['loop.yaml:4:10  steps[0].id  steps a -> b form a cycle with no bound; set max_iterations on one of them'])
+    expect(lines(await load('loop.yaml', loop))).to.deep.equal([
+      'loop.yaml:4:10  steps[0].id  steps a -> b form a cycle with no bound; set max_iterations on one of them',
+    ])
     expect(await load('bounded.yaml', loop.replace('kind: noop, next: b', 'kind: noop, next: b, max_iterations: 3'))).to.deep.equal([])
   })
 
   it('reports a self-loop without a bound', async () => {
     const text = `${header}steps:\n  - {id: a, kind: noop, next: a}\n`
-    expect(lines(await load('self.yaml', text))).to.deep.equal(['self.yaml:4:10  steps[0].id  steps a form a cycle with no bound; set max_iterations on one of them'])
+    expect(lines(await load('self.yaml', text))).to.deep.equal([
+      'self.yaml:4:10  steps[0].id  steps a form a cycle with no bound; set max_iterations on one of them',
+    ])
   })
 
   it('reports a gate used but not defined', async () => {
     const text = `${header}gates:\n  gate_s: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: g, kind: gate, gates: [gate_x]}\n`
-    expect(lines(await load('gate.yaml', text))).to.deep.equal(['gate.yaml:6:33  steps[0].gates[0]  gate "gate_x" is used but not defined — did you mean "gate_s"? (defined: gate_s)'])
+    expect(lines(await load('gate.yaml', text))).to.deep.equal([
+      'gate.yaml:6:33  steps[0].gates[0]  gate "gate_x" is used but not defined — did you mean "gate_s"? (defined: gate_s)',
+    ])
   })
 
   it('reports an outcome the kind never produces', async () => {
     const text = `${header}gates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - id: g\n    kind: gate\n    gates: [g]\n    on:\n      pas: done\n      fail: done\n  - {id: done, kind: noop}\n`
-    expect(lines(await load('outcome.yaml', text))).to.deep.equal(['outcome.yaml:10:7  steps[0].on.pas  a gate step has no outcome "pas" — did you mean "pass"? (outcomes: pass, fail, error)'])
+    expect(lines(await load('outcome.yaml', text))).to.deep.equal([
+      'outcome.yaml:10:7  steps[0].on.pas  a gate step has no outcome "pas" — did you mean "pass"? (outcomes: pass, fail, error)',
+    ])
   })
 
   it('reports a step kind with no registered handler', async () => {
@@ -166,7 +201,9 @@ describe('pipeline loader: graph rules', () => {
     expect(result.ok).to.equal(false)
     await writeFile(path.join(dir, 'registered.yaml'), `${header}steps:\n  - {id: a, kind: compile}\n`)
     const unregistered = await loadPipeline(path.join(dir, 'registered.yaml'), {noop: {outcomes: () => ['success']}})
-    expect(unregistered.ok ? [] : lines(unregistered.diagnostics)).to.deep.equal(['registered.yaml:4:19  steps[0].kind  step kind "compile" has no handler registered'])
+    expect(unregistered.ok ? [] : lines(unregistered.diagnostics)).to.deep.equal([
+      'registered.yaml:4:19  steps[0].kind  step kind "compile" has no handler registered',
+    ])
   })
 
   it('reports a prompt file that does not exist', async () => {

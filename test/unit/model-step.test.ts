@@ -55,7 +55,15 @@ describe('kind: model', () => {
   })
 
   it('declares its outputs as {value: the output schema}, so expressions can read and are checked against it', async () => {
-    await writeFile(path.join(dir, 's.json'), JSON.stringify({type: 'object', required: ['items'], properties: {items: {type: 'array', items: {$ref: '#/definitions/item'}}}, definitions: {item: {type: 'object', properties: {title: {type: 'string'}}}}}))
+    await writeFile(
+      path.join(dir, 's.json'),
+      JSON.stringify({
+        type: 'object',
+        required: ['items'],
+        properties: {items: {type: 'array', items: {$ref: '#/definitions/item'}}},
+        definitions: {item: {type: 'object', properties: {title: {type: 'string'}}}},
+      }),
+    )
     const step = {id: 'draft', kind: 'model' as const, prompt: 'prompts/p.md', output_schema: 's.json', spec_path: 'notes'}
     const schema = kindCatalog['model']!.outputsSchema!(step, {dir}) as Record<string, unknown>
     expect(schema['required']).to.deep.equal(['value'])
@@ -70,7 +78,11 @@ describe('kind: model', () => {
   })
 
   it('judges output schemas: draft-07 by default, 2020-12 by $schema, an object root, strict keywords', () => {
-    const draft2020 = compileOutputSchema({$schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: {a: {type: 'array', prefixItems: [{type: 'string'}]}}})
+    const draft2020 = compileOutputSchema({
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      properties: {a: {type: 'array', prefixItems: [{type: 'string'}]}},
+    })
     expect(draft2020).to.not.be.a('string')
     if (typeof draft2020 === 'string') return
     expect(draft2020.check({a: ['x']})).to.equal(null)
@@ -78,8 +90,7 @@ describe('kind: model', () => {
     expect(compileOutputSchema({$schema: 'http://example.com/mine', type: 'object'})).to.match(/use draft-07/)
     expect(compileOutputSchema([1])).to.match(/root must be a JSON object/)
     expect(compileOutputSchema({type: ['object', 'null']})).to.match(/must describe a JSON object/)
-    expect(compileOutputSchema({type: 'object', additionalProperties: false, properties: {a: {type: 'string'}}}))
-      .to.have.property('check')
+    expect(compileOutputSchema({type: 'object', additionalProperties: false, properties: {a: {type: 'string'}}})).to.have.property('check')
     const closed = compileOutputSchema({type: 'object', additionalProperties: false, properties: {a: {type: 'string'}}})
     if (typeof closed !== 'string') expect(closed.check({b: 1})).to.equal('/ must NOT have additional properties (b)')
     // Two files may share an $id, and an edited file compiles again.
@@ -106,7 +117,8 @@ describe('kind: model', () => {
 
   it('counts a model step with spec_path as writing a spec for the steps after it (spec-before-use)', async () => {
     await writeFile(path.join(dir, 's.json'), JSON.stringify({type: 'object'}))
-    const steps = (extra: string): string => `version: 1\nname: t\nsteps:\n  - id: draft\n    kind: model\n    prompt: prompts/p.md\n    vars: {x: 1}\n    output_schema: s.json\n${extra}    next: review\n  - id: review\n    kind: review\n`
+    const steps = (extra: string): string =>
+      `version: 1\nname: t\nsteps:\n  - id: draft\n    kind: model\n    prompt: prompts/p.md\n    vars: {x: 1}\n    output_schema: s.json\n${extra}    next: review\n  - id: review\n    kind: review\n`
     await writeFile(path.join(dir, 'with.yaml'), steps('    spec_path: notes\n'))
     await writeFile(path.join(dir, 'without.yaml'), steps(''))
     expect((await loadPipeline(path.join(dir, 'with.yaml'), kindCatalog)).ok).to.equal(true)

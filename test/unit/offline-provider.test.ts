@@ -26,12 +26,17 @@ describe('offline rules provider', () => {
     expect(body.constraints.map((c) => c.text)).to.include('Out of scope: Currency conversion at live exchange rates.')
     expect(body.non_functional.map((n) => n.category)).to.deep.equal(['performance', 'security', 'reliability', 'usability'])
     expect(body.acceptance_criteria).to.have.length(4)
-    expect(body.acceptance_criteria[2]).to.include({given: 'a group with 500 expenses', when: 'the owner exports them', then: 'the CSV has 500 rows and a header'})
+    expect(body.acceptance_criteria[2]).to.include({
+      given: 'a group with 500 expenses',
+      when: 'the owner exports them',
+      then: 'the CSV has 500 rows and a header',
+    })
     expect(body.open_questions[0]!.question).to.equal('Should members be able to leave a group with an unsettled balance?')
   })
 
   it('classifies loose sentences by their wording', () => {
-    const text = 'The system must send a receipt by email. Users should be able to undo a payment. It could show charts later. The app must not store card numbers. Pages must load within 200 ms.\n\nGiven a paid invoice, when the user opens it, then the status shows Paid.'
+    const text =
+      'The system must send a receipt by email. Users should be able to undo a payment. It could show charts later. The app must not store card numbers. Pages must load within 200 ms.\n\nGiven a paid invoice, when the user opens it, then the status shows Paid.'
     const {body} = extractSpec(text)
     expect(body.features.map((f) => [f.title, f.priority])).to.deep.equal([
       ['The system must send a receipt by email.', 'P0'],
@@ -55,7 +60,7 @@ describe('offline rules provider', () => {
   })
 
   it('turns a single sentence into a goal and one P0 feature, and reports what is missing', async () => {
-    const reply = await new OfflineProvider().compile({text: read('one-sentence.txt'), sourceRef: 'file://x', previous: null}, {signal, step: "test"})
+    const reply = await new OfflineProvider().compile({text: read('one-sentence.txt'), sourceRef: 'file://x', previous: null}, {signal, step: 'test'})
     expect(reply.value.body.features).to.have.length(1)
     expect(reply.value.body.features[0]!.priority).to.equal('P0')
     expect(reply.value.missing_fields).to.deep.equal(['acceptance_criteria'])
@@ -65,7 +70,10 @@ describe('offline rules provider', () => {
   it('asks one question per missing field, numbered after earlier rounds, in the spec language', async () => {
     const provider = new OfflineProvider()
     const {body} = extractSpec(read('zh-prd.md'))
-    const reply = await provider.clarify({spec: body, missing: [{path: 'acceptance_criteria'}, {path: 'constraints'}, {path: 'constraints'}], maxQuestions: 10, firstNumber: 4}, {signal, step: "test"})
+    const reply = await provider.clarify(
+      {spec: body, missing: [{path: 'acceptance_criteria'}, {path: 'constraints'}, {path: 'constraints'}], maxQuestions: 10, firstNumber: 4},
+      {signal, step: 'test'},
+    )
     expect(reply.value.questions.map((q) => [q.id, q.field])).to.deep.equal([
       ['Q-004', 'acceptance_criteria'],
       ['Q-005', 'constraints'],
@@ -81,7 +89,10 @@ describe('offline rules provider', () => {
       {id: 'Q-002', field: 'constraints', question: 'Limits?'},
       {id: 'Q-003', field: 'non_functional', question: 'Qualities?'},
     ]
-    const reply = await provider.applyAnswers({spec: body, questions, answers: {'Q-001': '- Given a month, when exported, then a PDF exists\n- The PDF lists totals', 'Q-002': 'none', 'Q-003': 'TBD'}}, {signal, step: "test"})
+    const reply = await provider.applyAnswers(
+      {spec: body, questions, answers: {'Q-001': '- Given a month, when exported, then a PDF exists\n- The PDF lists totals', 'Q-002': 'none', 'Q-003': 'TBD'}},
+      {signal, step: 'test'},
+    )
     const out = reply.value.body
     expect(out.acceptance_criteria.map((a) => a.text)).to.deep.equal(['Given a month, when exported, then a PDF exists', 'The PDF lists totals'])
     expect(out.acceptance_criteria[0]!.source).to.equal('answer:Q-001')
@@ -97,7 +108,7 @@ describe('offline rules provider', () => {
   it('plans tasks in the seed task schema, linked to features and acceptance criteria', async () => {
     const provider = new OfflineProvider()
     const {body} = extractSpec(read('full-prd.md'))
-    const {tasks} = (await provider.planTasks({spec: body}, {signal, step: "test"})).value
+    const {tasks} = (await provider.planTasks({spec: body}, {signal, step: 'test'})).value
     expect(tasks.map((t) => t.id)).to.deep.equal(['T-001', 'T-002', 'T-003', 'T-004', 'T-005', 'T-006', 'T-007'])
     expect(tasks.slice(0, 6).map((t) => t.priority)).to.deep.equal(['P0', 'P0', 'P0', 'P1', 'P1', 'P2'])
     const addExpense = tasks.find((t) => t.feature_ids?.includes('FR-002'))!
@@ -112,8 +123,8 @@ describe('offline rules provider', () => {
   it('derives verification items per criterion and NFR, and validation per P0 feature', async () => {
     const provider = new OfflineProvider()
     const {body} = extractSpec(read('full-prd.md'))
-    body.tasks = (await provider.planTasks({spec: body}, {signal, step: "test"})).value.tasks
-    const {vv} = (await provider.generateVv({spec: body}, {signal, step: "test"})).value
+    body.tasks = (await provider.planTasks({spec: body}, {signal, step: 'test'})).value.tasks
+    const {vv} = (await provider.generateVv({spec: body}, {signal, step: 'test'})).value
     expect(vv.filter((v) => v.kind === 'verification' && v.acceptance_criteria.length === 1)).to.have.length(4)
     expect(vv.filter((v) => v.requirements?.[0]?.startsWith('NFR-'))).to.have.length(4)
     expect(vv.filter((v) => v.kind === 'validation')).to.have.length(3)
@@ -122,17 +133,17 @@ describe('offline rules provider', () => {
 
   it('is deterministic', async () => {
     const text = read('full-prd.md')
-    const a = await new OfflineProvider().compile({text, sourceRef: 'a', previous: null}, {signal, step: "test"})
-    const b = await new OfflineProvider().compile({text, sourceRef: 'a', previous: null}, {signal, step: "test"})
+    const a = await new OfflineProvider().compile({text, sourceRef: 'a', previous: null}, {signal, step: 'test'})
+    const b = await new OfflineProvider().compile({text, sourceRef: 'a', previous: null}, {signal, step: 'test'})
     expect(JSON.stringify(a)).to.equal(JSON.stringify(b))
   })
 
   it('keeps answered items when compiling again (the clarify loop)', async () => {
     const provider = new OfflineProvider()
     const text = read('one-sentence.txt')
-    const first = (await provider.compile({text, sourceRef: 'a', previous: null}, {signal, step: "test"})).value.body
+    const first = (await provider.compile({text, sourceRef: 'a', previous: null}, {signal, step: 'test'})).value.body
     first.acceptance_criteria.push({id: 'AC-001', text: 'A PDF is written', source: 'answer:Q-001'})
-    const again = await provider.compile({text, sourceRef: 'a', previous: first}, {signal, step: "test"})
+    const again = await provider.compile({text, sourceRef: 'a', previous: first}, {signal, step: 'test'})
     expect(again.value.body.acceptance_criteria.map((a) => a.text)).to.deep.equal(['A PDF is written'])
     expect(again.value.body.features).to.have.length(1)
     expect(again.value.missing_fields).to.deep.equal([])

@@ -18,12 +18,17 @@ const loose = (outputs: Record<string, unknown>): never => outputs as never
 describe('the engine checks produced outputs against the kind declaration', () => {
   it('an output field the kind does not declare fails the step with E_INTERNAL naming the kind and the field; the run goes no further', async () => {
     let ran = 0
-    const noop: StepHandler<'noop'> = {...registry.noop, run: async () => (ran++, {type: 'done', outcome: 'success', reason: 'said hello', outputs: loose({msg: 'hello'})})}
+    const noop: StepHandler<'noop'> = {
+      ...registry.noop,
+      run: async () => (ran++, {type: 'done', outcome: 'success', reason: 'said hello', outputs: loose({msg: 'hello'})}),
+    }
     const h = await harness(dir, {noop})
     const out = await h.start(await pipelineFrom(dir, 'undeclared', chain))
     expect(out.status).to.equal('failed')
     expect(out.error?.code).to.equal('E_INTERNAL')
-    expect(out.error?.message).to.equal('step a: the noop kind produced outputs its declaration does not allow: outputs.msg is not declared (it declares no fields)')
+    expect(out.error?.message).to.equal(
+      'step a: the noop kind produced outputs its declaration does not allow: outputs.msg is not declared (it declares no fields)',
+    )
     expect(ran, 'b never ran').to.equal(1)
     const [snap, ...rest] = await h.store.readSnapshots(out.run_id)
     expect(rest).to.deep.equal([])
@@ -33,7 +38,16 @@ describe('the engine checks produced outputs against the kind declaration', () =
   })
 
   it('a declared field of the wrong type fails the step naming the field and the type it must have', async () => {
-    const end: StepHandler<'end'> = {...registry.end, run: async () => ({type: 'done', outcome: 'succeeded', reason: 'done', outputs: loose({status: 'succeeded', reason: 42}), end: {status: 'succeeded', reason: 'done'}})}
+    const end: StepHandler<'end'> = {
+      ...registry.end,
+      run: async () => ({
+        type: 'done',
+        outcome: 'succeeded',
+        reason: 'done',
+        outputs: loose({status: 'succeeded', reason: 42}),
+        end: {status: 'succeeded', reason: 'done'},
+      }),
+    }
     const h = await harness(dir, {end})
     const out = await h.start(await pipelineFrom(dir, 'typed', 'version: 1\nname: typed\nsteps:\n  - {id: stop, kind: end, status: succeeded}\n'))
     expect(out.status).to.equal('failed')
@@ -55,9 +69,20 @@ describe('the engine checks produced outputs against the kind declaration', () =
   })
 
   it('outputs within the declaration pass: the run goes on', async () => {
-    const end: StepHandler<'end'> = {...registry.end, run: async () => ({type: 'done', outcome: 'succeeded', reason: 'done', outputs: {status: 'succeeded', reason: 'done'}, end: {status: 'succeeded', reason: 'done'}})}
+    const end: StepHandler<'end'> = {
+      ...registry.end,
+      run: async () => ({
+        type: 'done',
+        outcome: 'succeeded',
+        reason: 'done',
+        outputs: {status: 'succeeded', reason: 'done'},
+        end: {status: 'succeeded', reason: 'done'},
+      }),
+    }
     const h = await harness(dir, {end})
-    const out = await h.start(await pipelineFrom(dir, 'fine', 'version: 1\nname: fine\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: succeeded}\n'))
+    const out = await h.start(
+      await pipelineFrom(dir, 'fine', 'version: 1\nname: fine\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: succeeded}\n'),
+    )
     expect(out.status).to.equal('succeeded')
   })
 })

@@ -8,7 +8,17 @@ import {DEFAULT_POLICY, policyFrom} from '../../src/policy/policy.js'
 import {checkCommand, checkPath} from '../../src/policy/rules.js'
 import {tempDir} from '../helpers/cli.js'
 
-const policy = policyFrom({...DEFAULT_POLICY, allowed_commands: [['npm', 'test', '...'], ['node', '--test']], forbidden_paths: ['.git/**', 'secrets/**', '**/*.pem', '.env']}, null)
+const policy = policyFrom(
+  {
+    ...DEFAULT_POLICY,
+    allowed_commands: [
+      ['npm', 'test', '...'],
+      ['node', '--test'],
+    ],
+    forbidden_paths: ['.git/**', 'secrets/**', '**/*.pem', '.env'],
+  },
+  null,
+)
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -39,7 +49,7 @@ describe('policy rules', () => {
     expect(globMatches('**/*.{pem,key}', 'Deploy/SERVER.KEY', {nocase: true})).to.equal(true)
   })
 
-  it('knows whether the repository\'s file system ignores case', async () => {
+  it("knows whether the repository's file system ignores case", async () => {
     await mkdir(path.join(dir, 'Repo'))
     // The answer comes from the file system itself: the temporary directory here is case-sensitive.
     if (process.platform === 'linux') expect(ignoresCase(realpathSync(path.join(dir, 'Repo')))).to.equal(false)
@@ -54,16 +64,30 @@ describe('policy rules', () => {
     await mkdir(path.join(root, 'src'), {recursive: true})
     await mkdir(path.join(dir, 'outside'))
     await symlink(path.join(dir, 'outside'), path.join(root, 'out'))
-    const p = policyFrom({...DEFAULT_POLICY, allowed_commands: [['node', '--check', '{path}'], ['git', 'log', '{arg}'], ['npm', 'test', '...']], forbidden_paths: ['secrets/**']}, null)
+    const p = policyFrom(
+      {
+        ...DEFAULT_POLICY,
+        allowed_commands: [
+          ['node', '--check', '{path}'],
+          ['git', 'log', '{arg}'],
+          ['npm', 'test', '...'],
+        ],
+        forbidden_paths: ['secrets/**'],
+      },
+      null,
+    )
     const at = {root}
     expect(checkCommand(p, ['node', '--check', 'src/a.js'], at)).to.include({allowed: true, rule: 'allowed_commands[0] ["node","--check","{path}"]'})
     const imported = checkCommand(p, ['node', '--check', '--import', 'data:text/javascript,require("fs").writeFileSync("/tmp/x","")', 'src/a.js'], at)
     expect(imported.allowed, 'an allowed prefix is no door to further flags').to.equal(false)
-    expect(checkCommand(p, ['node', '--check', '--eval=1'], at)).to.include({allowed: false}).and.have.property('reason').that.contains('never takes an option')
+    expect(checkCommand(p, ['node', '--check', '--eval=1'], at))
+      .to.include({allowed: false})
+      .and.have.property('reason')
+      .that.contains('never takes an option')
     expect(checkCommand(p, ['node', '--check', '../x.js'], at).reason).to.contain('leaves the repository root')
     expect(checkCommand(p, ['node', '--check', 'out/x.js'], at).reason).to.contain('through a symlink')
     expect(checkCommand(p, ['node', '--check', 'secrets/a.js'], at).reason).to.contain('forbidden_paths[0]')
-    expect(checkCommand(p, ['node', '--check', 'a.js'], {root, cwd: 'src'}), '{path} is resolved from the command\'s directory').to.include({allowed: true})
+    expect(checkCommand(p, ['node', '--check', 'a.js'], {root, cwd: 'src'}), "{path} is resolved from the command's directory").to.include({allowed: true})
     expect(checkCommand(p, ['node', '--check', '../../x.js'], {root, cwd: 'src'}).allowed).to.equal(false)
     expect(checkCommand(p, ['node', '--check'], at).allowed).to.equal(false)
     expect(checkCommand(p, ['git', 'log', '--oneline'], at).allowed, '{arg} is any one argument').to.equal(true)
@@ -76,7 +100,10 @@ describe('policy rules', () => {
 
   it('refuses a policy whose "..." is not last or whose program is a placeholder', async () => {
     const file = path.join(dir, 'p.yaml')
-    await writeFile(file, 'version: 1\nallowed_commands:\n  - [npm, "...", test]\n  - ["{arg}", x]\n  - [npm, test, "..."]\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 2\nresource_limits: {}\n')
+    await writeFile(
+      file,
+      'version: 1\nallowed_commands:\n  - [npm, "...", test]\n  - ["{arg}", x]\n  - [npm, test, "..."]\nforbidden_paths: []\nmax_patch_lines: 10\nmax_retries_default: 2\nresource_limits: {}\n',
+    )
     const result = await loadPolicyFile(file)
     expect(result.ok).to.equal(false)
     if (result.ok) return
@@ -133,21 +160,32 @@ describe('policy rules', () => {
 })
 
 describe('a partial policy over the built-in one', () => {
-  it('the built-in policy is the schema\'s defaults, key for key', async () => {
+  it("the built-in policy is the schema's defaults, key for key", async () => {
     const {loadSchema} = await import('../../src/schema/registry.js')
     const schema = loadSchema('policy') as {properties: Record<string, {default?: unknown}>}
-    const defaults = Object.fromEntries(Object.entries(schema.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]))
+    const defaults = Object.fromEntries(
+      Object.entries(schema.properties)
+        .filter(([, p]) => p.default !== undefined)
+        .map(([k, p]) => [k, p.default]),
+    )
     expect({version: 1, ...defaults}).to.deep.equal(DEFAULT_POLICY)
   })
 
   it('keeps what the file leaves out, replaces scalars and lists, adds forbidden globs, merges maps per key', async () => {
     const file = path.join(dir, 'policy.yaml')
-    await writeFile(file, 'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**, .env]\nmax_patch_lines: 40\nresource_limits: {command_timeout_ms: 1000}\ntools: {read_file: moderate}\nconfirm: []\n')
+    await writeFile(
+      file,
+      'version: 1\nallowed_commands: [[git, status]]\nforbidden_paths: [secrets/**, .env]\nmax_patch_lines: 40\nresource_limits: {command_timeout_ms: 1000}\ntools: {read_file: moderate}\nconfirm: []\n',
+    )
     const result = await loadPolicyFile(file)
     if (!result.ok) throw new Error(JSON.stringify(result.diagnostics))
     const p = result.loaded.policy
     expect(p.allowed_commands).to.deep.equal([['git', 'status']])
-    expect(p.forbidden_paths, 'the file\'s globs (their indices as in the file), then the built-in ones, each once').to.deep.equal(['secrets/**', '.env', ...DEFAULT_POLICY.forbidden_paths.filter((g) => g !== '.env')])
+    expect(p.forbidden_paths, "the file's globs (their indices as in the file), then the built-in ones, each once").to.deep.equal([
+      'secrets/**',
+      '.env',
+      ...DEFAULT_POLICY.forbidden_paths.filter((g) => g !== '.env'),
+    ])
     expect(p.max_patch_lines).to.equal(40)
     expect(p.max_retries_default).to.equal(DEFAULT_POLICY.max_retries_default)
     expect(p.resource_limits).to.deep.equal({...DEFAULT_POLICY.resource_limits, command_timeout_ms: 1000})
@@ -165,7 +203,11 @@ describe('a partial policy over the built-in one', () => {
       return result.loaded.version
     }
     const minimal = await version('version: 1\nallowed_commands: [[git, status]]\n')
-    expect(await version('version: 1\nallowed_commands: [[git, status]]\nmax_patch_lines: 500\nresource_limits: {step_timeout_ms: 600000}\nforbidden_paths: [.git/**]\n')).to.equal(minimal)
+    expect(
+      await version(
+        'version: 1\nallowed_commands: [[git, status]]\nmax_patch_lines: 500\nresource_limits: {step_timeout_ms: 600000}\nforbidden_paths: [.git/**]\n',
+      ),
+    ).to.equal(minimal)
     expect(await version('version: 1\nallowed_commands: [[git, status]]\nmax_patch_lines: 499\n')).to.not.equal(minimal)
     expect(await version('version: 1\n'), 'a file that states nothing is the built-in policy').to.equal(policyFrom(DEFAULT_POLICY, null).version)
   })

@@ -69,7 +69,10 @@ describe('inputs of type object and array (a child pipeline receives a task)', (
     expect(coerce('[["node", "--test"]]', 'array')).to.deep.equal({value: [['node', '--test']]})
     expect(coerce('[1]', 'object').problem).to.equal('is not a mapping (it is a list)')
     expect(coerce('{', 'array').problem).to.equal('expected a JSON list')
-    const resolved = resolveInputs({task: {type: 'object', required: true}, cmds: {type: 'array', default: []}}, {file: {name: 'with:', data: {task: {id: 'T1', acceptance_tests: {}}}}})
+    const resolved = resolveInputs(
+      {task: {type: 'object', required: true}, cmds: {type: 'array', default: []}},
+      {file: {name: 'with:', data: {task: {id: 'T1', acceptance_tests: {}}}}},
+    )
     expect(resolved.problems).to.deep.equal([])
     expect(resolved.values).to.deep.equal({task: {id: 'T1', acceptance_tests: {}}, cmds: []})
     const wrong = resolveInputs({task: {type: 'object', required: true}}, {file: {name: 'with:', data: {task: 'T1'}}})

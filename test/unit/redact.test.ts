@@ -11,7 +11,8 @@ describe('redact: webhook URLs are credentials', () => {
       'Authorization: Basic Ym90Omh1bnRlcjI=',
     ].join('\n')
     const out = redact(text)
-    for (const secret of ['hunter2secret', 'T0000/B0000', 'XXXXXXXXXXXXXXXXXXXXXXXX', '0f1e2d3c-aaaa', 'abc123def', 'k-998877', 'Ym90Omh1bnRlcjI=']) expect(out).to.not.contain(secret)
+    for (const secret of ['hunter2secret', 'T0000/B0000', 'XXXXXXXXXXXXXXXXXXXXXXXX', '0f1e2d3c-aaaa', 'abc123def', 'k-998877', 'Ym90Omh1bnRlcjI='])
+      expect(out).to.not.contain(secret)
     expect(out).to.contain('https://[REDACTED]@example.com/hook').and.contain('hooks.slack.com/services/[REDACTED]').and.contain('channel=ops')
   })
 
@@ -30,7 +31,14 @@ describe('redact: webhook URLs are credentials', () => {
     const secret = 'rel/ease"tok+9?x=1'
     addSecret(secret)
     const b64 = Buffer.from(secret).toString('base64')
-    const forms = [secret, b64, b64.replace(/=+$/, ''), Buffer.from(secret).toString('base64url'), encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)]
+    const forms = [
+      secret,
+      b64,
+      b64.replace(/=+$/, ''),
+      Buffer.from(secret).toString('base64url'),
+      encodeURIComponent(secret),
+      JSON.stringify(secret).slice(1, -1),
+    ]
     for (const form of forms) expect(redact(`echo ${form} back`), form).to.equal('echo [REDACTED] back')
     // A JSON text that quotes it, and a record holding it, as a target's answer would.
     expect(redact(JSON.stringify({seen: secret}))).to.not.contain('tok+9')

@@ -43,7 +43,11 @@ describe('redrive', () => {
   it('restarts at the failed step with the next seq; the retried snapshot does not use up max_iterations', async () => {
     const kind = flakyKind()
     const h = await harness(dir, {noop: kind.handler})
-    const p = await pipelineFrom(dir, 'r', 'version: 1\nname: r\nsteps:\n  - {id: a, kind: noop, next: flaky}\n  - {id: flaky, kind: noop, max_iterations: 1, next: z}\n  - {id: z, kind: noop}\n')
+    const p = await pipelineFrom(
+      dir,
+      'r',
+      'version: 1\nname: r\nsteps:\n  - {id: a, kind: noop, next: flaky}\n  - {id: flaky, kind: noop, max_iterations: 1, next: z}\n  - {id: z, kind: noop}\n',
+    )
     const failed = await h.start(p)
     expect(failed.status).to.equal('failed')
     const settings = {pipeline: p, policy: defaultPolicy(), cwd: dir}
@@ -74,11 +78,15 @@ describe('redrive', () => {
   it('goes on at the redriven step after a crash right after the redrive was recorded', async () => {
     const kind = flakyKind()
     let crash = false
-    const h = await harness(dir, {noop: kind.handler}, {
-      hook: (point) => {
-        if (crash && point === 'before-step:flaky') throw new Error('simulated crash')
+    const h = await harness(
+      dir,
+      {noop: kind.handler},
+      {
+        hook: (point) => {
+          if (crash && point === 'before-step:flaky') throw new Error('simulated crash')
+        },
       },
-    })
+    )
     const p = await pipelineFrom(dir, 'r', 'version: 1\nname: r\nsteps:\n  - {id: flaky, kind: noop, next: z}\n  - {id: z, kind: noop}\n')
     const failed = await h.start(p)
     expect(failed.status).to.equal('failed')

@@ -26,9 +26,13 @@ describe('schemas are the source of truth', () => {
     for (const [file, text] of composed) expect(await readFile(path.join(repoRoot, file), 'utf8'), file).to.equal(text)
   })
 
-  it('each kind has its config and its outputs in schemas/kinds, and a step narrows its kind\'s outputs, never adds to them', async () => {
+  it("each kind has its config and its outputs in schemas/kinds, and a step narrows its kind's outputs, never adds to them", async () => {
     const files = (await readdir(path.join(repoRoot, 'schemas', 'kinds'))).sort()
-    expect(files).to.deep.equal(Object.keys(registry).flatMap((kind) => [`${kind}.config.json`, `${kind}.outputs.json`]).sort())
+    expect(files).to.deep.equal(
+      Object.keys(registry)
+        .flatMap((kind) => [`${kind}.config.json`, `${kind}.outputs.json`])
+        .sort(),
+    )
     const fieldsOf = (schema: unknown): string[] => Object.keys((schema as {properties?: object}).properties ?? {})
     const steps = [
       ...(['lines', 'json', 'text', undefined] as const).map((parse) => ({id: 'c', kind: 'command', run: ['true'], ...(parse ? {parse} : {})})),
@@ -54,7 +58,13 @@ describe('schemas are the source of truth', () => {
   })
 
   it('the pipeline schema lists each kind once per place: a branch in step.oneOf, its kind in stepKind (editors complete kind: from it), the common fields in stepCommon only', () => {
-    type Def = {allOf?: Array<{$ref?: string}>; properties?: Record<string, {const?: string}>; unevaluatedProperties?: boolean; enum?: string[]; oneOf?: Array<{$ref: string}>}
+    type Def = {
+      allOf?: Array<{$ref?: string}>
+      properties?: Record<string, {const?: string}>
+      unevaluatedProperties?: boolean
+      enum?: string[]
+      oneOf?: Array<{$ref: string}>
+    }
     const defs = (loadSchema('pipeline') as {definitions: Record<string, Def>}).definitions
     const branches = defs.step!.oneOf!.map((ref) => defs[ref.$ref.split('/').pop()!]!)
     const kinds = branches.map((b) => b.properties?.kind?.const)
@@ -63,7 +73,10 @@ describe('schemas are the source of truth', () => {
     for (const branch of branches) {
       expect(branch.allOf, `${branch.properties?.kind?.const}: allOf [{$ref: #/definitions/stepCommon}]`).to.deep.equal([{$ref: '#/definitions/stepCommon'}])
       expect(branch.unevaluatedProperties, `${branch.properties?.kind?.const}: unevaluatedProperties: false`).to.equal(false)
-      expect(Object.keys(branch.properties ?? {}).filter((k) => k !== 'kind' && common.includes(k)), `${branch.properties?.kind?.const} repeats common fields`).to.deep.equal([])
+      expect(
+        Object.keys(branch.properties ?? {}).filter((k) => k !== 'kind' && common.includes(k)),
+        `${branch.properties?.kind?.const} repeats common fields`,
+      ).to.deep.equal([])
     }
   })
 

@@ -25,13 +25,39 @@ function sample(extra: Partial<Snapshot> = {}): Snapshot {
     feature_id: 'F-2026-001',
     spec_version_in: null,
     spec_version_out: 'S-20261121-0002',
-    step: {name: 'ask', kind: 'noop', seq: 3, iteration: 1, attempts: 2, started_at: '2026-11-21T10:00:00.000Z', ended_at: '2026-11-21T10:00:01.000Z', duration_ms: 1000},
-    inputs: {canonical_spec_ref: null, context_ref: null, user_answer_ref: null, resolved: {"é key": 'ünïcode ✓', 'a"b': [1, 2.5, -0, 1e21, true, null, {z: 1, a: undefined}]}},
+    step: {
+      name: 'ask',
+      kind: 'noop',
+      seq: 3,
+      iteration: 1,
+      attempts: 2,
+      started_at: '2026-11-21T10:00:00.000Z',
+      ended_at: '2026-11-21T10:00:01.000Z',
+      duration_ms: 1000,
+    },
+    inputs: {
+      canonical_spec_ref: null,
+      context_ref: null,
+      user_answer_ref: null,
+      resolved: {'é key': 'ünïcode ✓', 'a"b': [1, 2.5, -0, 1e21, true, null, {z: 1, a: undefined}]},
+    },
     outputs: {text: 'line\nbreak\u2028', nested: {b: [], a: {}}},
     decisions: [{decision: 'success', reason: 'ok', next_step: null}],
     evidence_links: [],
     errors: [],
-    meta: {engine_version: 'pipe-engine-0.1', llm_model: null, provider: 'offline', endpoint_host: null, policy_version: 'p', pipeline: 'x', pipeline_hash: 'sha256:00', prev_hash: null, extensions: {}, field_hashes: {stale: 'x'}, record_hash: 'stale'},
+    meta: {
+      engine_version: 'pipe-engine-0.1',
+      llm_model: null,
+      provider: 'offline',
+      endpoint_host: null,
+      policy_version: 'p',
+      pipeline: 'x',
+      pipeline_hash: 'sha256:00',
+      prev_hash: null,
+      extensions: {},
+      field_hashes: {stale: 'x'},
+      record_hash: 'stale',
+    },
     ...extra,
   }
 }
@@ -66,7 +92,7 @@ describe('snapshot seal', () => {
   })
 
   it('puts members already in canonical form together as canonicalJson would', () => {
-    const value = {b: [1, {d: 2, c: 3}], a: 'x', u: undefined, 'é': null}
+    const value = {b: [1, {d: 2, c: 3}], a: 'x', u: undefined, é: null}
     const members = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, v === undefined ? undefined : canonicalJson(v)]))
     expect(canonicalObject(members)).to.equal(canonicalJson(value))
   })
@@ -76,7 +102,15 @@ describe('run record seal', () => {
   afterEach(() => delete process.env[AUDIT_KEY_ENV])
 
   it('gives the state hash of runStateHash and the seal of sealRecord, keyed and unkeyed', () => {
-    const state = {run_id: 'R-20261121-0001', status: 'running', input: {kind: 'text', text: 'é "quoted"\n', ref: null}, inputs: {b: [1, {d: 2}], a: undefined}, owner: {pid: 1, host: 'h'}, head: {events: 9}, seal: 'old'}
+    const state = {
+      run_id: 'R-20261121-0001',
+      status: 'running',
+      input: {kind: 'text', text: 'é "quoted"\n', ref: null},
+      inputs: {b: [1, {d: 2}], a: undefined},
+      owner: {pid: 1, host: 'h'},
+      head: {events: 9},
+      seal: 'old',
+    }
     for (const key of [undefined, 'k3y']) {
       if (key) process.env[AUDIT_KEY_ENV] = key
       const head = {events: 2, event_hash: 'sha256:x', seq: 0, snapshot_hash: null}

@@ -15,7 +15,9 @@ beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-signals-')))
 afterEach(async () => cleanup())
 
 /** A process inside withSignals whose work never ends and whose pool thread is blocked on a FIFO nobody writes. */
-async function stuck(graceMs: number): Promise<{child: ReturnType<typeof spawn>; ready: Promise<void>; exit: Promise<{code: number | null; signal: NodeJS.Signals | null; stderr: string}>}> {
+async function stuck(
+  graceMs: number,
+): Promise<{child: ReturnType<typeof spawn>; ready: Promise<void>; exit: Promise<{code: number | null; signal: NodeJS.Signals | null; stderr: string}>}> {
   const fifo = path.join(dir, 'never.fifo')
   await new Promise((resolve) => spawn('mkfifo', [fifo]).on('close', resolve))
   const script = path.join(dir, 'stuck.mts')
@@ -30,7 +32,11 @@ await withSignals(() => {
 })
 `,
   )
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {cwd: repoRoot, env: {...process.env, PIPE_SIGNAL_GRACE_MS: String(graceMs)}, stdio: ['ignore', 'ignore', 'pipe']})
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: repoRoot,
+    env: {...process.env, PIPE_SIGNAL_GRACE_MS: String(graceMs)},
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   let stderr = ''
   let onReady: () => void = () => undefined
   const ready = new Promise<void>((resolve) => (onReady = resolve))

@@ -17,17 +17,49 @@ const at = now.toISOString()
 
 async function newRun(store: Store): Promise<RunRecord> {
   await store.ensureFeature('F-2026-001', now)
-  return store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
+  return store.createRun(
+    {
+      feature_id: 'F-2026-001',
+      status: 'pending',
+      pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
+      policy_version: `sha256:${'b'.repeat(64)}`,
+      provider: {kind: 'offline', model: null},
+      input: {kind: 'none', ref: 'none://'},
+      created_at: at,
+      updated_at: at,
+      owner: {pid: process.pid, host: 'h', user: 'u'},
+    },
+    now,
+    {at, event: 'created'},
+  )
 }
 
 function snapshot(run: RunRecord, seq: number, prev: string | null): Snapshot {
-  return {run_id: run.run_id, feature_id: run.feature_id, spec_version_in: null, spec_version_out: null, step: {name: 'a', kind: 'noop', seq, started_at: at, ended_at: at}, inputs: {}, outputs: {seq}, decisions: [], evidence_links: [], errors: [], meta: {engine_version: 't', llm_model: null, prev_hash: prev, extensions: {}}}
+  return {
+    run_id: run.run_id,
+    feature_id: run.feature_id,
+    spec_version_in: null,
+    spec_version_out: null,
+    step: {name: 'a', kind: 'noop', seq, started_at: at, ended_at: at},
+    inputs: {},
+    outputs: {seq},
+    decisions: [],
+    evidence_links: [],
+    errors: [],
+    meta: {engine_version: 't', llm_model: null, prev_hash: prev, extensions: {}},
+  }
 }
 
 async function onDisk(store: Store, runId: string): Promise<{record: RunRecord; events: Array<{prev: string | null; hash: string; event: string}>}> {
   const record = JSON.parse(await readFile(path.join(store.runDir(runId), 'run.json'), 'utf8')) as RunRecord
   const text = await readFile(path.join(store.runDir(runId), 'events.jsonl'), 'utf8')
-  return {record, events: text.trim().split('\n').map((l) => JSON.parse(l) as {prev: string | null; hash: string; event: string})}
+  return {
+    record,
+    events: text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as {prev: string | null; hash: string; event: string}),
+  }
 }
 
 describe('store: what it wrote of a run while holding its lock', () => {
@@ -43,14 +75,23 @@ describe('store: what it wrote of a run while holding its lock', () => {
     const second = await mine.writeSnapshot(snapshot(run, 2, first.meta.record_hash ?? null))
     const paused = await mine.updateRun(run.run_id, (r) => (r.status = 'awaiting_input'), {at, event: 'paused', from: 'running', to: 'awaiting_input'})
     await release()
-    expect(paused.head).to.deep.equal({events: 3, event_hash: (await onDisk(mine, run.run_id)).events.at(-1)!.hash, seq: 2, snapshot_hash: second.meta.record_hash})
+    expect(paused.head).to.deep.equal({
+      events: 3,
+      event_hash: (await onDisk(mine, run.run_id)).events.at(-1)!.hash,
+      seq: 2,
+      snapshot_hash: second.meta.record_hash,
+    })
 
     // Another process (here another Store) drives the run in between: a snapshot, a record change, two timeline lines.
     const theirs = await other.acquireRun(run.run_id)
-    await other.updateRun(run.run_id, (r) => {
-      r.status = 'running'
-      r.answers = {q1: 'from the other writer'}
-    }, {at, event: 'resumed', from: 'awaiting_input', to: 'running'})
+    await other.updateRun(
+      run.run_id,
+      (r) => {
+        r.status = 'running'
+        r.answers = {q1: 'from the other writer'}
+      },
+      {at, event: 'resumed', from: 'awaiting_input', to: 'running'},
+    )
     const third = await other.writeSnapshot(snapshot(run, 3, second.meta.record_hash ?? null))
     await other.appendEvent(run.run_id, {at, event: 'note', reason: 'x'})
     await theirs()
@@ -89,9 +130,15 @@ describe('store: what it wrote of a run while holding its lock', () => {
       await writeFile(file, JSON.stringify({...record, status_reason: 'on disk'}))
       expect((await store.appendEvent(run.run_id, {at, event: 'note', reason: 'two'})).status_reason).to.equal(undefined)
       let failed = false
-      await store.updateRun(run.run_id, () => {
-        throw new Error('refused')
-      }, {at, event: 'note'}).catch(() => (failed = true))
+      await store
+        .updateRun(
+          run.run_id,
+          () => {
+            throw new Error('refused')
+          },
+          {at, event: 'note'},
+        )
+        .catch(() => (failed = true))
       expect(failed).to.equal(true)
       await writeFile(file, JSON.stringify({...(JSON.parse(await readFile(file, 'utf8')) as RunRecord), status_reason: 'on disk again'}))
       expect((await store.appendEvent(run.run_id, {at, event: 'note', reason: 'three'})).status_reason).to.equal('on disk again')

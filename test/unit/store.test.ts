@@ -19,7 +19,6 @@ const now = new Date('2026-11-21T10:00:00Z')
 
 const draft = (goal: string): SpecDraft => specDraft(goal, {at: now.toISOString()})
 
-
 describe('store', () => {
   it('allocates ids in the seed formats, counted per day, per year and overall', async () => {
     const store = await Store.open(path.join(dir, 's'))
@@ -27,7 +26,9 @@ describe('store', () => {
     expect((await store.writeSpec(draft('b'), now)).meta.spec_version).to.equal('S-20261121-0002')
     expect((await store.writeSpec(draft('c'), new Date('2026-11-22T00:00:01Z'))).meta.spec_version).to.equal('S-20261122-0001')
     expect(await store.createFeature(now, 'x')).to.equal('F-2026-001')
-    expect((await store.writeEvidence({type: 'log', source: {ref: 'x'}, content: {excerpt: 'y'}, linked_to: [{step: 's'}]}, now)).evidence_id).to.equal('E-0001')
+    expect((await store.writeEvidence({type: 'log', source: {ref: 'x'}, content: {excerpt: 'y'}, linked_to: [{step: 's'}]}, now)).evidence_id).to.equal(
+      'E-0001',
+    )
   })
 
   it('never hands out one id twice, within a process or across processes, even with a lost hint', async () => {
@@ -42,15 +43,17 @@ describe('store', () => {
       for (let i = 0; i < 15; i++) ids.push((await store.writeSpec({meta: {feature_id: 'F-2026-001', status: 'compiled', parent_version: null, run_id: 'R-20261121-0001', created_by_step: 'x', created_at: '2026-11-21T10:00:00.000Z'}, goal: 'p' + process.pid + i, features: [], constraints: [], non_functional: [], acceptance_criteria: [], open_questions: [], tasks: [], vv: []}, new Date('2026-11-21T10:00:00Z'))).meta.spec_version);
       console.log(JSON.stringify(ids))`
     const outputs = await Promise.all(
-      Array.from({length: 4}, () =>
-        new Promise<string[]>((resolve, reject) => {
-          const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: repoRoot})
-          let out = ''
-          let err = ''
-          child.stdout.on('data', (d: Buffer) => (out += d.toString()))
-          child.stderr.on('data', (d: Buffer) => (err += d.toString()))
-          child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as string[]) : reject(new Error(err))))
-        }),
+      Array.from(
+        {length: 4},
+        () =>
+          new Promise<string[]>((resolve, reject) => {
+            const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: repoRoot})
+            let out = ''
+            let err = ''
+            child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+            child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+            child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out) as string[]) : reject(new Error(err))))
+          }),
       ),
     )
     const all = [...inProcess.map((s) => s.meta.spec_version), ...outputs.flat()]
@@ -74,8 +77,34 @@ describe('store', () => {
   it('writes a snapshot once per seq, idempotently, and refuses an invalid one', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun({feature_id: 'F-2026-001', status: 'running', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
-    const snapshot: Snapshot = {run_id: run.run_id, feature_id: 'F-2026-001', spec_version_in: null, spec_version_out: null, step: {name: 'a', kind: 'noop', seq: 1, started_at: at, ended_at: at}, inputs: {}, outputs: {}, decisions: [], evidence_links: [], errors: [], meta: {engine_version: 't', llm_model: null, extensions: {}}}
+    const run = await store.createRun(
+      {
+        feature_id: 'F-2026-001',
+        status: 'running',
+        pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
+        policy_version: `sha256:${'b'.repeat(64)}`,
+        provider: {kind: 'offline', model: null},
+        input: {kind: 'none', ref: 'none://'},
+        created_at: at,
+        updated_at: at,
+        owner: {pid: process.pid, host: 'h', user: 'u'},
+      },
+      now,
+      {at, event: 'created'},
+    )
+    const snapshot: Snapshot = {
+      run_id: run.run_id,
+      feature_id: 'F-2026-001',
+      spec_version_in: null,
+      spec_version_out: null,
+      step: {name: 'a', kind: 'noop', seq: 1, started_at: at, ended_at: at},
+      inputs: {},
+      outputs: {},
+      decisions: [],
+      evidence_links: [],
+      errors: [],
+      meta: {engine_version: 't', llm_model: null, extensions: {}},
+    }
     const stored = await store.writeSnapshot(snapshot)
     expect(stored.meta.record_hash).to.match(/^sha256:/)
     // The same snapshot again (finishing a commit after a crash) is accepted; a different one is not.
@@ -88,12 +117,29 @@ describe('store', () => {
   it('reads a timeline whose last line was torn by a crash', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
+    const run = await store.createRun(
+      {
+        feature_id: 'F-2026-001',
+        status: 'pending',
+        pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
+        policy_version: `sha256:${'b'.repeat(64)}`,
+        provider: {kind: 'offline', model: null},
+        input: {kind: 'none', ref: 'none://'},
+        created_at: at,
+        updated_at: at,
+        owner: {pid: process.pid, host: 'h', user: 'u'},
+      },
+      now,
+      {at, event: 'created'},
+    )
     await appendFile(path.join(store.runDir(run.run_id), 'events.jsonl'), '{"at": "2026-11-21T10:00:01Z", "ev')
     expect((await store.readEvents(run.run_id)).map((e) => e.event)).to.deep.equal(['created'])
     // The next append cuts the torn line off first, so the chain goes on from the last intact line.
     await store.appendEvent(run.run_id, {at, event: 'noted'})
-    const lines = (await readFile(path.join(store.runDir(run.run_id), 'events.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as {event: string; prev: string | null; hash: string})
+    const lines = (await readFile(path.join(store.runDir(run.run_id), 'events.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as {event: string; prev: string | null; hash: string})
     expect(lines.map((l) => l.event)).to.deep.equal(['created', 'noted'])
     expect(lines[1]!.prev).to.equal(lines[0]!.hash)
   })
@@ -101,7 +147,17 @@ describe('store', () => {
   it('chains every run created in the run index, going on past a line torn by a crash', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const draft = {feature_id: 'F-2026-001', status: 'pending' as const, pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none' as const, ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}
+    const draft = {
+      feature_id: 'F-2026-001',
+      status: 'pending' as const,
+      pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
+      policy_version: `sha256:${'b'.repeat(64)}`,
+      provider: {kind: 'offline', model: null},
+      input: {kind: 'none' as const, ref: 'none://'},
+      created_at: at,
+      updated_at: at,
+      owner: {pid: process.pid, host: 'h', user: 'u'},
+    }
     const first = await store.createRun(draft, now, {at, event: 'created'})
     await appendFile(store.runIndexFile, '{"run_id": "R-2026')
     const second = await store.createRun(draft, now, {at, event: 'created'})
@@ -124,7 +180,21 @@ describe('store', () => {
   it('gives one process at a time ownership of a run', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun({feature_id: 'F-2026-001', status: 'pending', pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`}, policy_version: `sha256:${'b'.repeat(64)}`, provider: {kind: 'offline', model: null}, input: {kind: 'none', ref: 'none://'}, created_at: at, updated_at: at, owner: {pid: process.pid, host: 'h', user: 'u'}}, now, {at, event: 'created'})
+    const run = await store.createRun(
+      {
+        feature_id: 'F-2026-001',
+        status: 'pending',
+        pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
+        policy_version: `sha256:${'b'.repeat(64)}`,
+        provider: {kind: 'offline', model: null},
+        input: {kind: 'none', ref: 'none://'},
+        created_at: at,
+        updated_at: at,
+        owner: {pid: process.pid, host: 'h', user: 'u'},
+      },
+      now,
+      {at, event: 'created'},
+    )
     const release = await store.acquireRun(run.run_id)
     await expectPipeError(store.acquireRun(run.run_id), 'E_CONFLICT')
     await release()
@@ -152,7 +222,18 @@ describe('store listings in allocation order', () => {
 
 /** A delivered ledger entry of one feature and spec version, last updated at `updated`. */
 function entry(feature: string, spec: string, updated: string): LedgerEntry {
-  return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
+  return {
+    key: ledgerKey(feature, 'local', spec),
+    feature_id: feature,
+    target: 'local',
+    target_type: 'file',
+    spec_version: spec,
+    run_id: 'R-20261121-0001',
+    status: 'delivered',
+    attempts: [],
+    created_at: updated,
+    updated_at: updated,
+  }
 }
 
 describe('ledger list with a limit', () => {
@@ -179,12 +260,19 @@ describe('ledger list reads only the log tail when the log counts every entry', 
     const store = await Store.open(path.join(dir, 's'))
     const ledger = new Ledger(store)
     // An older pipe's log: lines without counts, for two entries already on disk.
-    for (const [i, e] of [entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:00:00.000Z'), entry('F-2026-002', 'S-20261121-0002', '2026-11-21T10:01:00.000Z')].entries()) {
+    for (const [i, e] of [
+      entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:00:00.000Z'),
+      entry('F-2026-002', 'S-20261121-0002', '2026-11-21T10:01:00.000Z'),
+    ].entries()) {
       await ledger.write(e)
       expect(i).to.be.a('number')
     }
     const logFile = path.join(store.auditDir, 'ledger.jsonl')
-    const counts = async (): Promise<unknown[]> => (await readFile(logFile, 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as {entries?: unknown}).entries)
+    const counts = async (): Promise<unknown[]> =>
+      (await readFile(logFile, 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as {entries?: unknown}).entries)
     expect(await counts()).to.deep.equal([1, 2])
     // Rewritten: no new file, the count stays.
     await ledger.write(entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:02:00.000Z'))
@@ -204,13 +292,19 @@ describe('ledger list reads only the log tail when the log counts every entry', 
   it('lists the newest entries from the tail, and every entry when a file is not counted', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const ledger = new Ledger(store)
-    for (let i = 1; i <= 30; i++) await ledger.write(entry(`F-2026-${String(i).padStart(3, '0')}`, `S-20261121-${String(i).padStart(4, '0')}`, `2026-11-21T10:${String(i).padStart(2, '0')}:00.000Z`))
+    for (let i = 1; i <= 30; i++)
+      await ledger.write(
+        entry(`F-2026-${String(i).padStart(3, '0')}`, `S-20261121-${String(i).padStart(4, '0')}`, `2026-11-21T10:${String(i).padStart(2, '0')}:00.000Z`),
+      )
     expect((await ledger.list({}, 3)).map((e) => e.feature_id)).to.deep.equal(['F-2026-030', 'F-2026-029', 'F-2026-028'])
     expect((await ledger.list({feature: 'F-2026-002'}, 3)).map((e) => e.feature_id)).to.deep.equal(['F-2026-002'])
     // An entry damaged on disk that a list reads is named, never left out unsaid.
     const damaged = path.join(ledger.dir, `${ledgerKey('F-2026-001', 'local', 'S-20261121-0001')}.json`)
     await writeFile(damaged, 'not json')
-    const error = await ledger.list({}, 2).then(() => null, (e: unknown) => e as {code: string; message: string})
+    const error = await ledger.list({}, 2).then(
+      () => null,
+      (e: unknown) => e as {code: string; message: string},
+    )
     expect(error?.code).to.equal('E_INTEGRITY')
     expect(error?.message).to.contain(damaged)
     await rm(damaged)
@@ -241,11 +335,13 @@ describe('linesFromEnd', () => {
     expect(await collect(4)).to.deep.equal([])
     await writeFile(file, '')
     expect(await collect(4)).to.deep.equal([])
-    expect(await (async () => {
-      const out: string[] = []
-      for await (const line of linesFromEnd(path.join(dir, 'missing'))) out.push(line)
-      return out
-    })()).to.deep.equal([])
+    expect(
+      await (async () => {
+        const out: string[] = []
+        for await (const line of linesFromEnd(path.join(dir, 'missing'))) out.push(line)
+        return out
+      })(),
+    ).to.deep.equal([])
   })
 })
 
@@ -319,7 +415,18 @@ describe('spec versions newest first from the id counters', () => {
 
 describe('ledger list with a limit, against a log changed by hand', () => {
   function entry(feature: string, spec: string, updated: string): LedgerEntry {
-    return {key: ledgerKey(feature, 'local', spec), feature_id: feature, target: 'local', target_type: 'file', spec_version: spec, run_id: 'R-20261121-0001', status: 'delivered', attempts: [], created_at: updated, updated_at: updated}
+    return {
+      key: ledgerKey(feature, 'local', spec),
+      feature_id: feature,
+      target: 'local',
+      target_type: 'file',
+      spec_version: spec,
+      run_id: 'R-20261121-0001',
+      status: 'delivered',
+      attempts: [],
+      created_at: updated,
+      updated_at: updated,
+    }
   }
   const features = (list: LedgerEntry[]): string[] => list.map((e) => e.feature_id)
 

@@ -11,21 +11,41 @@ describe('telemetry: the OTEL_* variables', () => {
   })
 
   it('the general endpoint gets /v1/traces; the traces endpoint is the whole URL and wins', () => {
-    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318'})).to.include({url: 'http://c:4318/v1/traces', timeoutMs: DEFAULT_FLUSH_TIMEOUT_MS, serviceName: 'pipe'})
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318'})).to.include({
+      url: 'http://c:4318/v1/traces',
+      timeoutMs: DEFAULT_FLUSH_TIMEOUT_MS,
+      serviceName: 'pipe',
+    })
     expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/base/'})).to.include({url: 'http://c:4318/base/v1/traces'})
-    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://t/custom'})).to.include({url: 'https://t/custom'})
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://t/custom'})).to.include({
+      url: 'https://t/custom',
+    })
   })
 
   it('reads the timeout, the service name and the resource attributes as the SDKs do', () => {
-    const settings = exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TIMEOUT: '800', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '250', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=ci,team=a%20b,broken', OTEL_SERVICE_NAME: 'pipe-ci'})
+    const settings = exportSettings({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+      OTEL_EXPORTER_OTLP_TIMEOUT: '800',
+      OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '250',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=ci,team=a%20b,broken',
+      OTEL_SERVICE_NAME: 'pipe-ci',
+    })
     expect(settings).to.deep.include({timeoutMs: 250, serviceName: 'pipe-ci', resource: {'deployment.environment': 'ci', team: 'a b'}})
     expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TIMEOUT: 'soon'})).to.include({timeoutMs: DEFAULT_FLUSH_TIMEOUT_MS})
   })
 
   it('names the problem with an endpoint that is not an http URL or a protocol pipe does not send', () => {
-    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318'})).to.have.property('problem').that.contains('http or https')
-    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'not a url'})).to.have.property('problem').that.contains('is not a URL')
-    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc'})).to.have.property('problem').that.contains('http/json')
-    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json'})).to.include({url: 'http://c:4318/v1/traces'})
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318'}))
+      .to.have.property('problem')
+      .that.contains('http or https')
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'not a url'}))
+      .to.have.property('problem')
+      .that.contains('is not a URL')
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc'}))
+      .to.have.property('problem')
+      .that.contains('http/json')
+    expect(
+      exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json'}),
+    ).to.include({url: 'http://c:4318/v1/traces'})
   })
 })

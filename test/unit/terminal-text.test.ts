@@ -41,7 +41,19 @@ describe('terminal-safe text', () => {
     const saved = process.env.NO_COLOR
     delete process.env.NO_COLOR
     try {
-      progressPrinter(stream)({type: 'step_end', run_id: 'R-1', step: 'compile', kind: 'compile', seq: 2, outcome: 'success', ok: true, failure: false, duration_ms: 5, reason: 'x\u001B[2J\r  ✓ forged\u202E', spec_version_out: null})
+      progressPrinter(stream)({
+        type: 'step_end',
+        run_id: 'R-1',
+        step: 'compile',
+        kind: 'compile',
+        seq: 2,
+        outcome: 'success',
+        ok: true,
+        failure: false,
+        duration_ms: 5,
+        reason: 'x\u001B[2J\r  ✓ forged\u202E',
+        spec_version_out: null,
+      })
     } finally {
       if (saved !== undefined) process.env.NO_COLOR = saved
     }

@@ -21,7 +21,10 @@ describe('pipe test goldens and reports', () => {
 
   it('masks what differs from run to run and nothing else, so two runs on different days and checkouts give the same text', () => {
     const one = goldenText([snapshot('R-20310101-0001', '2031-01-01T10:00:00.123Z', '/home/a/repo')], {tmp: '/tmp/pipe-test-AbC123', root: '/home/a/repo'})
-    const two = goldenText([snapshot('R-20310202-0001', '2031-02-02T23:59:59.000Z', '/srv/ci/checkout')], {tmp: '/tmp/pipe-test-AbC123', root: '/srv/ci/checkout'})
+    const two = goldenText([snapshot('R-20310202-0001', '2031-02-02T23:59:59.000Z', '/srv/ci/checkout')], {
+      tmp: '/tmp/pipe-test-AbC123',
+      root: '/srv/ci/checkout',
+    })
     expect(one).to.equal(two)
     expect(one).to.contain('"run_id": "R-YYYYMMDD-0001"')
     expect(one).to.contain('"feature_id": "F-YYYY-004"')
@@ -47,7 +50,15 @@ describe('pipe test goldens and reports', () => {
       failed: 1,
       total: 1,
       duration_ms: 1500,
-      tests: [{file: 'a&b.pipe-test.yaml', name: '<x> "y"', status: 'failed', duration_ms: 1500, failures: [{kind: 'assert', message: "assert ${{ a < b && c > 'd' }}: gave false\u0007"}]}],
+      tests: [
+        {
+          file: 'a&b.pipe-test.yaml',
+          name: '<x> "y"',
+          status: 'failed',
+          duration_ms: 1500,
+          failures: [{kind: 'assert', message: "assert ${{ a < b && c > 'd' }}: gave false\u0007"}],
+        },
+      ],
     })
     expect(xml).to.contain('<testsuite name="a&amp;b.pipe-test.yaml" tests="1" failures="1"')
     expect(xml).to.contain('<testcase name="&lt;x&gt; &quot;y&quot;" classname="a&amp;b.pipe-test.yaml" time="1.500">')

@@ -42,7 +42,7 @@ describe('standalone validators through their V8 code cache', () => {
     expect(load(file, [1, 2]), 'a cache made for other source').to.deep.equal({cached: false, answers: [false, true]})
   })
 
-  it('keeps a validator\'s source only in a process that writes its cache', () => {
+  it("keeps a validator's source only in a process that writes its cache", () => {
     writeFileSync(file, accepts(5))
     rmSync(cache, {force: true})
     const script = `const {loadStandalone, writeValidatorCache} = await import(${JSON.stringify(registrySource)})
@@ -118,9 +118,22 @@ console.log(JSON.stringify(answers))`
 
   it('an ordinary command with PIPE_BUILD_CODE_CACHE set writes nothing into the installation and exits as it would', () => {
     const validators = path.join(repoRoot, 'dist', 'schema', 'validators')
-    const state = (): Record<string, string> => Object.fromEntries(readdirSync(validators).sort().map((f) => [f, createHash('sha256').update(readFileSync(path.join(validators, f))).digest('hex')]))
+    const state = (): Record<string, string> =>
+      Object.fromEntries(
+        readdirSync(validators)
+          .sort()
+          .map((f) => [
+            f,
+            createHash('sha256')
+              .update(readFileSync(path.join(validators, f)))
+              .digest('hex'),
+          ]),
+      )
     const before = state()
-    expect(Object.keys(before).filter((f) => f.endsWith('.v8cache')), 'the build made caches').to.not.have.length(0)
+    expect(
+      Object.keys(before).filter((f) => f.endsWith('.v8cache')),
+      'the build made caches',
+    ).to.not.have.length(0)
     const cwd = mkdtempSync(path.join(os.tmpdir(), 'pipe-vcache-env-'))
     after(() => rmSync(cwd, {recursive: true, force: true}))
     const validate = (extra: Record<string, string>): {status: number | null; stdout: string; stderr: string} =>
@@ -133,7 +146,11 @@ console.log(JSON.stringify(answers))`
     expect(plain.status, plain.stderr).to.equal(0)
     // As a user would leave it set in a shell, for a command other than the build's default run.
     const withVariable = validate({PIPE_BUILD_CODE_CACHE: '1'})
-    expect({status: withVariable.status, stdout: withVariable.stdout, stderr: withVariable.stderr}).to.deep.equal({status: 0, stdout: plain.stdout, stderr: plain.stderr})
+    expect({status: withVariable.status, stdout: withVariable.stdout, stderr: withVariable.stderr}).to.deep.equal({
+      status: 0,
+      stdout: plain.stdout,
+      stderr: plain.stderr,
+    })
     expect(state(), 'the validators folder after the command').to.deep.equal(before)
   })
 

@@ -18,7 +18,9 @@ export async function answerSession(options: AnswerSession): Promise<RunOutcome>
   if (options.fileRunId && options.fileRunId !== options.runId) {
     const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
     openQuestions(await store.readRun(options.runId))
-    throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
+    throw new PipeError('E_INVALID_ARGS', `the answers are for run ${options.fileRunId}, not ${options.runId}`, {
+      hint: 'Use the answers file written for this run.',
+    })
   }
   const {answers, fileRunId: _fileRunId, ...rest} = options
   return resumeSession({...rest, command: `pipe answer ${options.runId} --file FILE`, answerMap: answers})

@@ -22,6 +22,9 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
   const callId = pending.action?.call_id
   faultPoint('confirm-checked')
   const {decision, note, ...rest} = options
-  return resumeSession({...rest, command: `pipe confirm ${options.runId} --${decision}`, confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})}})
+  return resumeSession({
+    ...rest,
+    command: `pipe confirm ${options.runId} --${decision}`,
+    confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})},
+  })
 }
-

@@ -56,7 +56,9 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
   const {registry, deniedCommands} = await import('../../steps/registry.js')
   const {edgesOf, startStepId} = await import('../../config/graph.js')
   const limits = policy.policy.resource_limits
-  const statics = usesExpressions(pipeline.pipeline) ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}}) : null
+  const statics = usesExpressions(pipeline.pipeline)
+    ? (await evaluatorFor(pipeline, kindCatalog)).bind({inputs, run: {id: '(new run)', feature_id: options.feature ?? '(new feature)', parent: null}})
+    : null
   // A step whose when: is already false with these inputs is skipped: it needs no model.
   const skipped = new Set(pipeline.pipeline.steps.filter((step) => staticValues(step, statics).resolved?.when === false).map((step) => step.id))
   return {
@@ -112,7 +114,17 @@ function offlineModelWarnings(pipeline: LoadedPipeline, provider: RunRecord['pro
   if (provider.kind !== 'offline') return []
   return pipeline.pipeline.steps.flatMap((step, i) =>
     (registry[step.kind] as StepHandler<StepKind>).needsModel && !skipped.has(step.id)
-      ? [{...diag(pipeline, ['steps', i, 'kind'], `step "${step.id}" needs a model, but the run would use the offline rules provider, so it would fail with E_CONFIG; set OPENAI_API_KEY (and OPENAI_BASE_URL) or pass --provider openai`), rule: 'needs-model', severity: 'warning' as const}]
+      ? [
+          {
+            ...diag(
+              pipeline,
+              ['steps', i, 'kind'],
+              `step "${step.id}" needs a model, but the run would use the offline rules provider, so it would fail with E_CONFIG; set OPENAI_API_KEY (and OPENAI_BASE_URL) or pass --provider openai`,
+            ),
+            rule: 'needs-model',
+            severity: 'warning' as const,
+          },
+        ]
       : [],
   )
 }

@@ -17,13 +17,19 @@ import {type StartSession, loadPipelineOrThrow, policyOrThrow, replySources, upF
 
 async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {
   const given = [options.input !== undefined, options.text !== undefined].filter(Boolean).length
-  if (given > 1) throw new PipeError('E_INVALID_ARGS', '--input and --text cannot be used together', {hint: 'Give the requirement one way: a file, - for stdin, or --text.'})
+  if (given > 1)
+    throw new PipeError('E_INVALID_ARGS', '--input and --text cannot be used together', {hint: 'Give the requirement one way: a file, - for stdin, or --text.'})
   if (options.text !== undefined) {
     return {kind: 'text', ref: 'text://argument', text: decodeText(Buffer.from(options.text, 'utf8'), '--text', maxBytes)}
   }
   if (options.input === '-') {
-    if (!options.stdin) throw new PipeError('E_INPUT', 'no standard input to read', {hint: 'Give the requirement as --input FILE or --text "..." instead of --input -.'})
-    return {kind: 'stdin', ref: 'stdin://', text: decodeText(await readStream(options.stdin(), 'standard input', maxBytes, options.signal), 'standard input', maxBytes)}
+    if (!options.stdin)
+      throw new PipeError('E_INPUT', 'no standard input to read', {hint: 'Give the requirement as --input FILE or --text "..." instead of --input -.'})
+    return {
+      kind: 'stdin',
+      ref: 'stdin://',
+      text: decodeText(await readStream(options.stdin(), 'standard input', maxBytes, options.signal), 'standard input', maxBytes),
+    }
   }
   if (options.input !== undefined) {
     const file = path.resolve(options.cwd, options.input)
@@ -42,7 +48,10 @@ async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): P
   let file: {name: string; data: unknown} | undefined
   if (options.inputsFile !== undefined) {
     const read = await readYamlFile(path.resolve(options.cwd, options.inputsFile))
-    if (!read.ok) throw new PipeError('E_INPUT', `cannot read the inputs file:\n${read.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Give --inputs a YAML mapping of input names to values.'})
+    if (!read.ok)
+      throw new PipeError('E_INPUT', `cannot read the inputs file:\n${read.diagnostics.map(formatDiagnostic).join('\n')}`, {
+        hint: 'Give --inputs a YAML mapping of input names to values.',
+      })
     file = {name: options.inputsFile, data: read.source.data}
   }
   let cli = options.inputValues ?? []
@@ -58,14 +67,28 @@ async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): P
   }
   if (resolved.problems.length > 0) {
     const names = Object.keys(declarations)
-    throw new PipeError('E_INPUT', `the inputs of pipeline ${pipeline.pipeline.name} have ${resolved.problems.length} problem(s):\n${resolved.problems.map((p) => `  ${p.message}`).join('\n')}`, {
-      hint: names.length > 0 ? `Give each as -i name=value or in --inputs FILE.yaml (inputs: ${names.join(', ')}); pipe validate ${pipeline.file} shows their declarations.` : 'This pipeline declares no inputs; leave out -i and --inputs.',
-    })
+    throw new PipeError(
+      'E_INPUT',
+      `the inputs of pipeline ${pipeline.pipeline.name} have ${resolved.problems.length} problem(s):\n${resolved.problems.map((p) => `  ${p.message}`).join('\n')}`,
+      {
+        hint:
+          names.length > 0
+            ? `Give each as -i name=value or in --inputs FILE.yaml (inputs: ${names.join(', ')}); pipe validate ${pipeline.file} shows their declarations.`
+            : 'This pipeline declares no inputs; leave out -i and --inputs.',
+      },
+    )
   }
   return resolved.values
 }
 
-export async function prepareStart(options: StartSession): Promise<{pipeline: LoadedPipeline; policy: LoadedPolicy; answers: Record<string, string> | undefined; input: RunRecord['input']; provider: ReturnType<typeof planProvider>; inputs: Record<string, InputValue>}> {
+export async function prepareStart(options: StartSession): Promise<{
+  pipeline: LoadedPipeline
+  policy: LoadedPolicy
+  answers: Record<string, string> | undefined
+  input: RunRecord['input']
+  provider: ReturnType<typeof planProvider>
+  inputs: Record<string, InputValue>
+}> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd, options.policyCeiling)
@@ -73,7 +96,9 @@ export async function prepareStart(options: StartSession): Promise<{pipeline: Lo
   if (answers) checkAnswers(answers, upFront(pipeline))
   const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)
   if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => handlerFor(s.kind).readsInput === true)) {
-    throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {hint: 'Add --input FILE, --input - (stdin) or --text "..."'})
+    throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {
+      hint: 'Add --input FILE, --input - (stdin) or --text "..."',
+    })
   }
   const inputs = await prepareInputs(pipeline, options)
   // An unset secret stops the run here, before anything is written.

@@ -21,20 +21,35 @@ export interface PublishSession extends SessionOptions {
 export async function publishSession(options: PublishSession): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
-  if (!record.spec_version) throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})
+  if (!record.spec_version)
+    throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})
   const snapshots = await store.readSnapshots(options.runId)
   const approved = snapshots.some((s) => views.review.approves(s, record.spec_version))
   if (!approved) {
-    throw new PipeError('E_STATE', `spec ${record.spec_version} of run ${options.runId} has no review decision "go"; only approved versions are published`, {hint: `Review it first: pipe review ${options.runId} --decision go`})
+    throw new PipeError('E_STATE', `spec ${record.spec_version} of run ${options.runId} has no review decision "go"; only approved versions are published`, {
+      hint: `Review it first: pipe review ${options.runId} --decision go`,
+    })
   }
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
-  if (pipeline.hash !== record.pipeline.hash) throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${options.runId}`, {hint: 'Its targets may have changed too; restore the file to publish this run again.'})
+  if (pipeline.hash !== record.pipeline.hash)
+    throw new PipeError('E_CONFLICT', `the pipeline ${record.pipeline.path} changed since run ${options.runId}`, {
+      hint: 'Its targets may have changed too; restore the file to publish this run again.',
+    })
   const targets = views.publish.targets(pipeline.pipeline.steps)
   const chosen = options.target ? targets.filter((t) => t.name === options.target) : targets
   if (chosen.length === 0) {
-    throw new PipeError('E_INVALID_ARGS', options.target ? `the pipeline has no publish target "${options.target}"${didYouMean(options.target, targets.map((t) => t.name))}` : 'the pipeline has no publish targets', {
-      hint: targets.length ? `Its targets: ${targets.map((t) => t.name).join(', ')}.` : 'Add a publish step with targets to the pipeline.',
-    })
+    throw new PipeError(
+      'E_INVALID_ARGS',
+      options.target
+        ? `the pipeline has no publish target "${options.target}"${didYouMean(
+            options.target,
+            targets.map((t) => t.name),
+          )}`
+        : 'the pipeline has no publish targets',
+      {
+        hint: targets.length ? `Its targets: ${targets.map((t) => t.name).join(', ')}.` : 'Add a publish step with targets to the pipeline.',
+      },
+    )
   }
   const spec = await store.readSpec(record.spec_version)
   const user = currentUser()
@@ -47,7 +62,19 @@ export async function publishSession(options: PublishSession): Promise<{run_id: 
     if (options.resend || options.markDelivered) await releaseHeld(ledger, key, {delivered: options.markDelivered === true, by: user})
     for (let attempt = 1; ; attempt++) {
       try {
-        results.push(await publishTo({ledger, target, spec, runId: options.runId, cwd: record.workspace ?? options.cwd, user, resendUnknown: attempt === 1, ...(options.signal ? {signal: options.signal} : {}), ...(options.env ? {env: options.env} : {})}))
+        results.push(
+          await publishTo({
+            ledger,
+            target,
+            spec,
+            runId: options.runId,
+            cwd: record.workspace ?? options.cwd,
+            user,
+            resendUnknown: attempt === 1,
+            ...(options.signal ? {signal: options.signal} : {}),
+            ...(options.env ? {env: options.env} : {}),
+          }),
+        )
         break
       } catch (error) {
         if (!(error instanceof PipeError) || !error.retryable || attempt >= attempts) throw error

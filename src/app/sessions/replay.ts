@@ -7,7 +7,19 @@ import {planProvider} from '../../providers/select.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {readSecrets} from '../../engine/expressions.js'
 import type {RunOutcome} from '../../engine/engine.js'
-import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, compact, upFront, replySources} from './shared.js'
+import {
+  type Decision,
+  type ReplyOptions,
+  type SessionOptions,
+  continuedReplies,
+  loadPipelineOrThrow,
+  policyOrThrow,
+  engineFor,
+  guarding,
+  compact,
+  upFront,
+  replySources,
+} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 
 /** Model replies of a replay: the store's reply cache is reused unless --cache off; a cassette the original replayed is replayed again. */
@@ -27,13 +39,19 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
   const fork = options.seq !== undefined ? snapshots.find((s) => s.step.seq === options.seq) : snapshots.find((s) => s.step.name === options.from)
   if (!fork) {
     const steps = [...new Set(snapshots.map((s) => s.step.name))]
-    throw new PipeError('E_INVALID_ARGS', `run ${options.runId} has no snapshot ${options.seq !== undefined ? `with seq ${options.seq}` : `of step "${options.from}"`}`, {
-      hint: steps.length ? `Replay from one of its steps: ${steps.join(', ')}.` : 'The run has not recorded a step yet.',
-    })
+    throw new PipeError(
+      'E_INVALID_ARGS',
+      `run ${options.runId} has no snapshot ${options.seq !== undefined ? `with seq ${options.seq}` : `of step "${options.from}"`}`,
+      {
+        hint: steps.length ? `Replay from one of its steps: ${steps.join(', ')}.` : 'The run has not recorded a step yet.',
+      },
+    )
   }
   const pipeline = await loadPipelineOrThrow(original.pipeline.path)
   if (pipeline.hash !== original.pipeline.hash) {
-    throw new PipeError('E_CONFLICT', `the pipeline ${original.pipeline.path} changed since run ${options.runId}`, {hint: 'Replay needs the pipeline as it was; restore it first.'})
+    throw new PipeError('E_CONFLICT', `the pipeline ${original.pipeline.path} changed since run ${options.runId}`, {
+      hint: 'Replay needs the pipeline as it was; restore it first.',
+    })
   }
   const policy = original.policy_path ? await policyOrThrow(original.policy_path, options.cwd) : defaultPolicy()
   readSecrets(pipeline.pipeline)
@@ -44,7 +62,12 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     answers = {...answers, ...given}
   }
   const replies = continuedReplies(options, original.provider, {cache: 'reuse', cassette: 'replayed-only'})
-  const provider = planProvider(original.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, await replySources({cwd: options.cwd, store: options.store, ...replies}))
+  const provider = planProvider(
+    original.provider.kind === 'openai' ? 'openai' : 'offline',
+    pipeline.pipeline.provider,
+    options.env ?? process.env,
+    await replySources({cwd: options.cwd, store: options.store, ...replies}),
+  )
   const guarded = guarding(policy, store)
   const cwd = original.workspace ?? options.cwd
   // A replay is a new run on this machine: what runs now is measured, not what ran then.

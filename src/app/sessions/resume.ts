@@ -10,7 +10,18 @@ import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
 import {repairEndedRun} from '../../engine/commit.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
-import {type Decision, type ReplyOptions, type SessionOptions, continuedReplies, loadPipelineOrThrow, policyOrThrow, engineFor, guarding, openQuestions, replySources} from './shared.js'
+import {
+  type Decision,
+  type ReplyOptions,
+  type SessionOptions,
+  continuedReplies,
+  loadPipelineOrThrow,
+  policyOrThrow,
+  engineFor,
+  guarding,
+  openQuestions,
+  replySources,
+} from './shared.js'
 
 /**
  * Model replies of a resumed run: its cassette unless another is given; a redriven (failed or
@@ -41,7 +52,11 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const pipeline = await loadPipelineOrThrow(record.pipeline.path)
   // The run keeps the policy it runs under (the same file, or the built-in default) unless a
   // redrive names another; the engine allows that only for a failed or blocked run.
-  const policy = options.policy ? await policyOrThrow(options.policy, options.cwd) : record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  const policy = options.policy
+    ? await policyOrThrow(options.policy, options.cwd)
+    : record.policy_path
+      ? await policyOrThrow(record.policy_path, options.cwd)
+      : defaultPolicy()
   if (!options.policy && policy.version !== record.policy_version) {
     throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {
       hint: isRedrivable(record.status)
@@ -52,7 +67,10 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   let answers = options.answerMap
   if (options.answers) {
     const file = await loadAnswersFile(path.resolve(options.cwd, options.answers))
-    if (file.run_id && file.run_id !== options.runId) throw new PipeError('E_INVALID_ARGS', `the answers file is for run ${file.run_id}, not ${options.runId}`, {hint: 'Use the answers file written for this run.'})
+    if (file.run_id && file.run_id !== options.runId)
+      throw new PipeError('E_INVALID_ARGS', `the answers file is for run ${file.run_id}, not ${options.runId}`, {
+        hint: 'Use the answers file written for this run.',
+      })
     answers = {...(answers ?? {}), ...answersOf(file)}
   }
   if (answers) checkAnswers(answers, openQuestions(record))
@@ -87,7 +105,11 @@ function changedCassette(record: RunRecord, actual: string | null, options: Resu
   if (actual === expected || actual === null) return null
   if (options.acceptCassette) return {file: recorded.file, previous_sha256: expected, sha256: actual}
   const again = options.command ?? `pipe resume ${record.run_id}`
-  throw new PipeError('E_INTEGRITY', `the cassette ${recorded.file} changed since run ${record.run_id} ${record.cassette_accepted ? 'accepted it' : 'started replaying it'}: it was ${expected}, it is ${actual}`, {
-    hint: `Nothing was run. Put the cassette back as it was, or, if the change is deliberate, go on with it as it is now: ${again} --accept-cassette (the acceptance is recorded on the run's timeline).`,
-  })
+  throw new PipeError(
+    'E_INTEGRITY',
+    `the cassette ${recorded.file} changed since run ${record.run_id} ${record.cassette_accepted ? 'accepted it' : 'started replaying it'}: it was ${expected}, it is ${actual}`,
+    {
+      hint: `Nothing was run. Put the cassette back as it was, or, if the change is deliberate, go on with it as it is now: ${again} --accept-cassette (the acceptance is recorded on the run's timeline).`,
+    },
+  )
 }

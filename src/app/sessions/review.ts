@@ -21,7 +21,9 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
 }
 
 /** What a reviewer sees before deciding: the spec under review and its latest gate result. */
-export async function reviewSummary(options: SessionOptions & {runId: string}): Promise<{spec: import('../../types/spec.js').CanonicalSpec | null; gate: import('../../gates/evaluate.js').GateResult | null; reason: string}> {
+export async function reviewSummary(
+  options: SessionOptions & {runId: string},
+): Promise<{spec: import('../../types/spec.js').CanonicalSpec | null; gate: import('../../gates/evaluate.js').GateResult | null; reason: string}> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const snapshots = await store.readSnapshots(options.runId)

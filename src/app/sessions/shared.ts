@@ -50,10 +50,15 @@ export interface ReplyOptions {
  * that was recording goes on recording into the same file without dropping what it recorded
  * before (it replays that and records the rest live), so its cassette ends up whole.
  */
-export function continuedReplies(options: ReplyOptions, provider: RunRecord['provider'], defaults: {cache: 'off' | 'reuse'; cassette: 'as-recorded' | 'replayed-only'}): Pick<ReplyOptions, 'cassette' | 'cache'> {
+export function continuedReplies(
+  options: ReplyOptions,
+  provider: RunRecord['provider'],
+  defaults: {cache: 'off' | 'reuse'; cassette: 'as-recorded' | 'replayed-only'},
+): Pick<ReplyOptions, 'cassette' | 'cache'> {
   const recorded = provider.cassette
   let inherited: CassetteOptions | undefined
-  if (recorded?.mode === 'replay') inherited = {file: recorded.file, mode: 'replay', ...(recorded.missing ? {missing: recorded.missing} : {}), ...(recorded.append ? {append: true} : {})}
+  if (recorded?.mode === 'replay')
+    inherited = {file: recorded.file, mode: 'replay', ...(recorded.missing ? {missing: recorded.missing} : {}), ...(recorded.append ? {append: true} : {})}
   else if (recorded?.mode === 'record' && defaults.cassette === 'as-recorded') inherited = {file: recorded.file, mode: 'replay', missing: 'live', append: true}
   const cassette = options.cassette ?? inherited
   return {...(cassette ? {cassette} : {}), cache: options.cache ?? (provider.cache === 'reuse' ? 'reuse' : defaults.cache)}
@@ -93,14 +98,22 @@ export async function loadPipelineOrThrow(file: string): Promise<LoadedPipeline>
   if (inline && !existsSync(file) && existsSync(inline[1]!)) {
     const parent = await loadPipelineOrThrow(inline[1]!)
     const index = parent.pipeline.steps.findIndex((s) => s.id === inline[2])
-    if (index < 0) throw new PipeError('E_CONFIG', `${inline[1]} has no step ${inline[2]} whose inline steps ${file} names`, {hint: 'Restore the pipeline as the run started with it.'})
+    if (index < 0)
+      throw new PipeError('E_CONFIG', `${inline[1]} has no step ${inline[2]} whose inline steps ${file} names`, {
+        hint: 'Restore the pipeline as the run started with it.',
+      })
     const result = await loadInlinePipeline(parent, index, kindCatalog)
-    if (!result.ok) throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: `Fix the errors above (pipe validate ${inline[1]} lists them).`})
+    if (!result.ok)
+      throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {
+        hint: `Fix the errors above (pipe validate ${inline[1]} lists them).`,
+      })
     return result.loaded
   }
   const result = await loadPipeline(file, kindCatalog)
   if (!result.ok) {
-    throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: `Fix the errors above (pipe validate ${file} lists them).`})
+    throw new PipeError('E_CONFIG', `${file} is not a valid pipeline:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {
+      hint: `Fix the errors above (pipe validate ${file} lists them).`,
+    })
   }
   // The values of the variables it names (webhook URLs, signing secrets) never reach a record.
   addSecretsNamedIn(result.loaded.pipeline)
@@ -122,7 +135,10 @@ export async function replySources(options: {cwd: string; store: string; cassett
 
 export async function policyOrThrow(explicit: string | undefined, cwd: string, ceiling?: string): Promise<LoadedPolicy> {
   const result = await resolvePolicy(explicit, cwd, ceiling)
-  if (!result.ok) throw new PipeError('E_CONFIG', `invalid policy:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {hint: 'Fix the policy file (pipe validate policy.yaml).'})
+  if (!result.ok)
+    throw new PipeError('E_CONFIG', `invalid policy:\n${result.diagnostics.map(formatDiagnostic).join('\n')}`, {
+      hint: 'Fix the policy file (pipe validate policy.yaml).',
+    })
   return result.loaded
 }
 
@@ -148,7 +164,6 @@ export function compact(map: Record<string, string | undefined>): Record<string,
   return Object.fromEntries(Object.entries(map).filter((entry): entry is [string, string] => entry[1] !== undefined))
 }
 
-
 // People in the loop: answers and reviews given to a paused run.
 
 type PendingKind = NonNullable<RunRecord['pending']>['kind']
@@ -171,7 +186,11 @@ export function waitingFor<K extends PendingKind>(record: RunRecord, kind: K): N
 }
 
 /** What answers to a run are checked against: the questions it waits for; a run waiting for none takes no answers. */
-export function openQuestions(record: RunRecord): {run_id: string; questions: NonNullable<NonNullable<RunRecord['pending']>['questions']>; given: Record<string, string>} {
+export function openQuestions(record: RunRecord): {
+  run_id: string
+  questions: NonNullable<NonNullable<RunRecord['pending']>['questions']>
+  given: Record<string, string>
+} {
   const pending = waitingFor(record, 'answers')
   return {run_id: record.run_id, questions: pending.questions ?? [], given: compact(record.answers ?? {})}
 }

@@ -26,7 +26,8 @@ export async function discoverTestFiles(args: readonly string[], cwd: string): P
   for (const arg of args.length > 0 ? args : ['.']) {
     const full = path.resolve(cwd, arg)
     const info = await stat(full).catch(() => null)
-    if (!info) throw new PipeError('E_NOT_FOUND', `${arg}: no such file or directory`, {hint: `Give test files (*${TEST_FILE_SUFFIX}) or directories holding them.`})
+    if (!info)
+      throw new PipeError('E_NOT_FOUND', `${arg}: no such file or directory`, {hint: `Give test files (*${TEST_FILE_SUFFIX}) or directories holding them.`})
     if (info.isDirectory()) {
       const found: string[] = []
       await walk(full, found)

@@ -29,7 +29,12 @@ function maskText(text: string, paths: ReadonlyArray<[string, string]>): string 
   for (const [name, dir] of paths) {
     out = out.replace(new RegExp(escape(dir), 'g'), `<${name}>`)
   }
-  return maskTimings(out).replace(TIME, '<time>').replace(HASH, '<hash>').replace(TRACE_ID, '<trace>').replace(DATED_ID, '$1-YYYYMMDD-$2').replace(FEATURE_ID, 'F-YYYY-$1')
+  return maskTimings(out)
+    .replace(TIME, '<time>')
+    .replace(HASH, '<hash>')
+    .replace(TRACE_ID, '<trace>')
+    .replace(DATED_ID, '$1-YYYYMMDD-$2')
+    .replace(FEATURE_ID, 'F-YYYY-$1')
 }
 
 function mask(value: unknown, key: string | undefined, paths: ReadonlyArray<[string, string]>): unknown {

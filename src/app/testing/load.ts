@@ -22,7 +22,12 @@ export async function loadTests(files: readonly string[], filter?: string, optio
   const needle = filter.toLowerCase()
   const chosen = tests.filter((t) => t.name.toLowerCase().includes(needle))
   if (chosen.length === 0) {
-    throw new PipeError('E_NOT_FOUND', `no test name contains "${filter}" (of ${tests.length} test(s))`, {hint: `The tests: ${tests.map((t) => t.name).slice(0, 10).join('; ')}${tests.length > 10 ? '; …' : ''}`})
+    throw new PipeError('E_NOT_FOUND', `no test name contains "${filter}" (of ${tests.length} test(s))`, {
+      hint: `The tests: ${tests
+        .map((t) => t.name)
+        .slice(0, 10)
+        .join('; ')}${tests.length > 10 ? '; …' : ''}`,
+    })
   }
   return chosen
 }

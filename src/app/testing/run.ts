@@ -160,18 +160,36 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
         // Without --policy a run reads policy.yaml in its workspace: a test names its policy or gets the
         // built-in one, never one lying above the temporary folder.
         ...(test.policy ? {policy: test.policy} : {policyCeiling: workspace}),
-        ...(test.cassette ? {cassette: options.record ? await recordingCassette(test.cassette, options.record.note) : {file: test.cassette, mode: 'replay' as const, missing: 'error' as const}} : {}),
+        ...(test.cassette
+          ? {
+              cassette: options.record
+                ? await recordingCassette(test.cassette, options.record.note)
+                : {file: test.cassette, mode: 'replay' as const, missing: 'error' as const},
+            }
+          : {}),
       })
     } catch (error) {
       // Refused before the run started (bad input, a missing secret): only an expected code makes that a pass.
       if (!isPipeError(error)) throw error
       const expectedStatus = test.expect.status
       if (test.expect.code !== error.code || expectedStatus !== undefined) {
-        failures.push({kind: 'error', message: `the run did not start: [${error.code}] ${error.message}`, ...(test.expect.code !== undefined ? {expected: test.expect.code} : {}), actual: error.code})
+        failures.push({
+          kind: 'error',
+          message: `the run did not start: [${error.code}] ${error.message}`,
+          ...(test.expect.code !== undefined ? {expected: test.expect.code} : {}),
+          actual: error.code,
+        })
       }
     }
     if (outcome) {
-      run = {run_id: outcome.run_id, status: outcome.status, steps_run: outcome.steps_run, ...(outcome.error ? {error: {code: outcome.error.code, message: outcome.error.message, ...(outcome.error.step ? {step: outcome.error.step} : {})}} : {})}
+      run = {
+        run_id: outcome.run_id,
+        status: outcome.status,
+        steps_run: outcome.steps_run,
+        ...(outcome.error
+          ? {error: {code: outcome.error.code, message: outcome.error.message, ...(outcome.error.step ? {step: outcome.error.step} : {})}}
+          : {}),
+      }
       const records = await openStore(store, 'existing')
       const record = await records.readRun(outcome.run_id)
       const snapshots = await records.readSnapshots(outcome.run_id)
@@ -285,9 +303,11 @@ async function recordingCassette(file: string, note: string | undefined): Promis
   if (!existsSync(file)) {
     makeDirs(path.dirname(file))
     // wx: when two tests create it at once, one header wins and both append to it.
-    await writeFile(file, serialiseCassette({interactions: new Map(), ...(note !== undefined ? {note} : {})}), {flag: 'wx'}).catch((error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EEXIST') throw error
-    })
+    await writeFile(file, serialiseCassette({interactions: new Map(), ...(note !== undefined ? {note} : {})}), {flag: 'wx'}).catch(
+      (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EEXIST') throw error
+      },
+    )
   }
   return {file, mode: 'replay', missing: 'live', append: true, ...(note !== undefined ? {note} : {})}
 }
@@ -300,12 +320,21 @@ function show(value: unknown): string {
 function checkRun(test: TestCase, outcome: RunOutcome, snapshots: readonly Snapshot[]): TestFailure[] {
   const out: TestFailure[] = []
   const {expect} = test
-  const where = outcome.error ? ` (${outcome.error.step ? `step ${outcome.error.step}: ` : ''}[${outcome.error.code}] ${outcome.error.message})` : outcome.reason && outcome.status !== 'succeeded' ? ` (${outcome.reason})` : ''
+  const where = outcome.error
+    ? ` (${outcome.error.step ? `step ${outcome.error.step}: ` : ''}[${outcome.error.code}] ${outcome.error.message})`
+    : outcome.reason && outcome.status !== 'succeeded'
+      ? ` (${outcome.reason})`
+      : ''
   if (expect.status !== undefined && expect.status !== outcome.status) {
     out.push({kind: 'status', message: `status: expected ${expect.status}, got ${outcome.status}${where}`, expected: expect.status, actual: outcome.status})
   }
   if (expect.code !== undefined && expect.code !== outcome.error?.code) {
-    out.push({kind: 'code', message: `code: expected ${expect.code}, got ${outcome.error?.code ?? 'no error'}${where}`, expected: expect.code, actual: outcome.error?.code ?? null})
+    out.push({
+      kind: 'code',
+      message: `code: expected ${expect.code}, got ${outcome.error?.code ?? 'no error'}${where}`,
+      expected: expect.code,
+      actual: outcome.error?.code ?? null,
+    })
   }
   const latest = new Map<string, Snapshot>()
   for (const s of snapshots) latest.set(s.step.name, s)
@@ -324,7 +353,8 @@ function checkRun(test: TestCase, outcome: RunOutcome, snapshots: readonly Snaps
       continue
     }
     const got = pathValue(snapshot.outputs, key.slice(id.length))
-    if (!isDeepStrictEqual(got, want)) out.push({kind: 'output', message: `outputs ${key}: expected ${show(want)}, got ${show(got)}`, expected: want, actual: got ?? null})
+    if (!isDeepStrictEqual(got, want))
+      out.push({kind: 'output', message: `outputs ${key}: expected ${show(want)}, got ${show(got)}`, expected: want, actual: got ?? null})
   }
   return out
 }
@@ -340,7 +370,13 @@ function pathValue(root: unknown, rest: string): unknown {
   return node
 }
 
-async function checkAsserts(test: TestCase, catalog: KindCatalog, record: Parameters<typeof contextFor>[0], snapshots: Snapshot[], spec: CanonicalSpec | null): Promise<TestFailure[]> {
+async function checkAsserts(
+  test: TestCase,
+  catalog: KindCatalog,
+  record: Parameters<typeof contextFor>[0],
+  snapshots: Snapshot[],
+  spec: CanonicalSpec | null,
+): Promise<TestFailure[]> {
   const asserts = test.expect.assert ?? []
   if (asserts.length === 0) return []
   const evaluator = await evaluatorFor(test.pipeline, catalog)
@@ -360,7 +396,12 @@ async function checkAsserts(test: TestCase, catalog: KindCatalog, record: Parame
   return out
 }
 
-async function checkGolden(file: string, text: string, update: boolean, display: (file: string) => string): Promise<{state: NonNullable<TestResult['golden']>; failure?: TestFailure}> {
+async function checkGolden(
+  file: string,
+  text: string,
+  update: boolean,
+  display: (file: string) => string,
+): Promise<{state: NonNullable<TestResult['golden']>; failure?: TestFailure}> {
   const current = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return null
     throw error
@@ -373,5 +414,12 @@ async function checkGolden(file: string, text: string, update: boolean, display:
     return {state: current === null ? 'written' : 'updated'}
   }
   if (current === null) return {state: 'missing', failure: {kind: 'golden', message: `golden ${shown} does not exist; pipe test --update writes it`}}
-  return {state: 'mismatch', failure: {kind: 'golden', message: `golden ${shown} differs from this run's snapshots (pipe test --update rewrites it)`, diff: goldenDiff(shown, current, text)}}
+  return {
+    state: 'mismatch',
+    failure: {
+      kind: 'golden',
+      message: `golden ${shown} differs from this run's snapshots (pipe test --update rewrites it)`,
+      diff: goldenDiff(shown, current, text),
+    },
+  }
 }

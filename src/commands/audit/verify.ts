@@ -37,7 +37,11 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       for (const p of report.problems) process.stdout.write(t`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
       for (const c of report.cleaned) process.stderr.write(t`cleaned: ${c.file}: ${c.message}\n`)
       for (const n of report.notes) process.stderr.write(t`note: ${n.file}  ${n.record}: ${n.message}\n`)
-      const verdict = !report.ok ? `${report.problems.length} problem(s)` : report.unverifiable > 0 ? `${report.unverifiable} keyed seal(s) NOT checked (PIPE_AUDIT_KEY is not set)` : 'all intact'
+      const verdict = !report.ok
+        ? `${report.problems.length} problem(s)`
+        : report.unverifiable > 0
+          ? `${report.unverifiable} keyed seal(s) NOT checked (PIPE_AUDIT_KEY is not set)`
+          : 'all intact'
       process.stderr.write(
         `checked ${report.runs} run(s), ${report.events} timeline line(s), ${report.snapshots} snapshot(s), ${report.specs} spec version(s), ${report.evidence} evidence record(s), ${report.features} feature(s), ${report.ledger} ledger entr${report.ledger === 1 ? 'y' : 'ies'}${report.keyed ? ' with the audit key' : ''}: ${verdict}\n`,
       )

@@ -25,10 +25,24 @@ export default class LedgerList extends PipeCommand {
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     if (flags.target !== undefined) assertId('target', flags.target, '--target')
     const store = await openStore(this.storeDir(flags.store), 'if-exists')
-    const entries = store === null ? [] : await store.ledger().list({...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})}, flags.limit)
+    const entries =
+      store === null
+        ? []
+        : await store
+            .ledger()
+            .list(
+              {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.target ? {target: flags.target} : {})},
+              flags.limit,
+            )
     if (!this.jsonEnabled()) {
       if (entries.length === 0) process.stdout.write('no publications\n')
-      else process.stdout.write(table([['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'], ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at])]))
+      else
+        process.stdout.write(
+          table([
+            ['KEY', 'STATUS', 'ATTEMPTS', 'EXTERNAL ID', 'UPDATED'],
+            ...entries.map((e) => [e.key, e.status, String(e.attempts.length), e.external_id ?? '-', e.updated_at]),
+          ]),
+        )
     }
     return {entries}
   }

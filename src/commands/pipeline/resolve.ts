@@ -17,7 +17,10 @@ export default class PipelineResolve extends PipeCommand {
   static override description = `The output is the pipeline pipe validates and runs: the base's steps and settings, this file's overrides and steps, the overlay applied. A comment above each step names the file and line that wrote it (an overlay entry's line for inserted and replacing steps). The composition is checked (each file's schema, the overlay's step ids, extends cycles), not the graph: pipe validate FILE checks that too.`
   static override examples = [
     {description: 'The composed pipeline as YAML', command: '<%= config.bin %> <%= command.id %> examples/triage/pipeline.yaml'},
-    {description: 'As JSON: {pipeline, sources: {stepId: {file, line}}, files}', command: '<%= config.bin %> <%= command.id %> examples/triage/pipeline.yaml --json'},
+    {
+      description: 'As JSON: {pipeline, sources: {stepId: {file, line}}, files}',
+      command: '<%= config.bin %> <%= command.id %> examples/triage/pipeline.yaml --json',
+    },
   ]
   static override args = {file: Args.string({description: 'Pipeline file.', required: true})}
 
@@ -26,7 +29,9 @@ export default class PipelineResolve extends PipeCommand {
     const result = await resolvePipeline(args.file, kindCatalog)
     if (!result.ok) {
       process.stderr.write(renderDiagnostics(result.diagnostics))
-      throw new PipeError('E_CONFIG', `${args.file} does not compose into a pipeline (${result.diagnostics.length} error(s))`, {hint: `Fix the errors listed above; pipe validate ${args.file} checks the rest.`})
+      throw new PipeError('E_CONFIG', `${args.file} does not compose into a pipeline (${result.diagnostics.length} error(s))`, {
+        hint: `Fix the errors listed above; pipe validate ${args.file} checks the rest.`,
+      })
     }
     const {pipeline, sources, files, yaml} = result.resolved
     if (!this.jsonEnabled()) process.stdout.write(visible(yaml))

@@ -20,7 +20,9 @@ Without FILE, the policy a run would use: the nearest policy.yaml from the worki
     {description: 'Every value that applies, the built-in ones included, as YAML', command: '<%= config.bin %> <%= command.id %> --effective'},
     {description: 'Another policy', command: '<%= config.bin %> <%= command.id %> examples/coding/policy.yaml --json'},
   ]
-  static override args = {file: Args.string({description: 'Policy file (default: the nearest policy.yaml up to the repository root, else the built-in policy).'})}
+  static override args = {
+    file: Args.string({description: 'Policy file (default: the nearest policy.yaml up to the repository root, else the built-in policy).'}),
+  }
   static override flags = {
     effective: Flags.boolean({description: 'Print the effective policy (the built-in one with the file over it) as YAML.', default: false}),
   }
@@ -35,8 +37,10 @@ Without FILE, the policy a run would use: the nearest policy.yaml from the worki
       const result = await loadPolicyFile(file)
       if (!result.ok) {
         // With --json, stdout holds only the error document; the lines go to stderr.
-        (this.jsonEnabled() ? process.stderr : process.stdout).write(renderDiagnostics(result.diagnostics))
-        throw new PipeError('E_CONFIG', `${file} is not a valid policy (${result.diagnostics.length} error(s))`, {hint: 'Fix the errors listed above; schemas/policy.schema.json describes every field.'})
+        ;(this.jsonEnabled() ? process.stderr : process.stdout).write(renderDiagnostics(result.diagnostics))
+        throw new PipeError('E_CONFIG', `${file} is not a valid policy (${result.diagnostics.length} error(s))`, {
+          hint: 'Fix the errors listed above; schemas/policy.schema.json describes every field.',
+        })
       }
       loaded = result.loaded
     }
@@ -55,14 +59,19 @@ Without FILE, the policy a run would use: the nearest policy.yaml from the worki
 /** The policy as YAML, each list of plain values (an argv, confirm) on one line as policy files write them. */
 function policyYaml(policy: Policy): string {
   const doc = new Document(policy)
-  visit(doc, {Seq(_key, node) {
-    if (node.items.every((item) => isScalar(item))) node.flow = true
-  }})
+  visit(doc, {
+    Seq(_key, node) {
+      if (node.items.every((item) => isScalar(item))) node.flow = true
+    },
+  })
   return doc.toString({flowCollectionPadding: false})
 }
 
 function summary(policy: Policy): string {
-  const commands = policy.allowed_commands.length === 0 ? 'no commands allowed (allowed_commands is empty)' : `${policy.allowed_commands.length} allowed command(s): ${policy.allowed_commands.map((c) => JSON.stringify(c)).join(', ')}`
+  const commands =
+    policy.allowed_commands.length === 0
+      ? 'no commands allowed (allowed_commands is empty)'
+      : `${policy.allowed_commands.length} allowed command(s): ${policy.allowed_commands.map((c) => JSON.stringify(c)).join(', ')}`
   return `${visible(commands)}
 ${policy.forbidden_paths.length} forbidden path(s): ${visible(policy.forbidden_paths.join(', '))}
 max_patch_lines ${policy.max_patch_lines}, max_retries_default ${policy.max_retries_default}

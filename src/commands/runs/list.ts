@@ -8,7 +8,8 @@ import {assertId} from '../../store/ids.js'
 
 export default class RunsList extends PipeCommand {
   static override summary = 'List runs, newest first.'
-  static override description = 'A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it. Child runs (of pipeline and foreach steps) are listed under their parent; --all lists every run on its own row.'
+  static override description =
+    'A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it. Child runs (of pipeline and foreach steps) are listed under their parent; --all lists every run on its own row.'
   static override examples = [
     {description: 'The last 20 runs', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'Runs waiting for a person', command: '<%= config.bin %> <%= command.id %> --status awaiting_input'},
@@ -17,7 +18,10 @@ export default class RunsList extends PipeCommand {
   ]
   static override flags = {
     limit: Flags.integer({char: 'n', description: 'Most runs to show.', default: 20, min: 1}),
-    status: Flags.string({description: 'Only runs in this status.', options: ['pending', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled', 'interrupted']}),
+    status: Flags.string({
+      description: 'Only runs in this status.',
+      options: ['pending', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled', 'interrupted'],
+    }),
     feature: Flags.string({description: 'Only runs of this feature.', helpValue: 'F-YYYY-NNN'}),
     all: Flags.boolean({description: 'List every run, child runs too, each on its own row (filters and --limit then apply to each).', default: false}),
     store: PipeCommand.storeFlag,
@@ -27,7 +31,15 @@ export default class RunsList extends PipeCommand {
     const {flags} = await this.parse(RunsList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = await openStore(this.storeDir(flags.store), 'if-exists')
-    const runs = store === null ? [] : await listRuns(store, {limit: flags.limit, ...(flags.status ? {status: flags.status as RunStatus} : {}), ...(flags.feature ? {feature: flags.feature} : {}), all: flags.all})
+    const runs =
+      store === null
+        ? []
+        : await listRuns(store, {
+            limit: flags.limit,
+            ...(flags.status ? {status: flags.status as RunStatus} : {}),
+            ...(flags.feature ? {feature: flags.feature} : {}),
+            all: flags.all,
+          })
     if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))
     return {runs}
   }

@@ -12,7 +12,18 @@ export interface RunShowResult {
   run: RunRecord
   status: RunRecord['status']
   events: RunEvent[]
-  steps: Array<{seq: number; step: string; kind: string; outcome: string; next_step: string | null; attempts: number; duration_ms: number; spec_version_out: string | null; errors: number; by?: string}>
+  steps: Array<{
+    seq: number
+    step: string
+    kind: string
+    outcome: string
+    next_step: string | null
+    attempts: number
+    duration_ms: number
+    spec_version_out: string | null
+    errors: number
+    by?: string
+  }>
   /** The runs this run started (pipeline and foreach steps), each with its own children. */
   children: RunSummary[]
   /** Model usage over all steps. */
@@ -20,7 +31,7 @@ export interface RunShowResult {
 }
 
 export default class RunsShow extends PipeCommand {
-  static override summary = "Show a run: its state, what it waits for, and its timeline of states, steps, attempts and decisions."
+  static override summary = 'Show a run: its state, what it waits for, and its timeline of states, steps, attempts and decisions.'
   static override examples = [
     {description: 'The timeline of a run', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'},
     {description: 'As JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --json'},
@@ -38,7 +49,10 @@ export default class RunsShow extends PipeCommand {
     const children = await childTree(store, args.run)
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
-      if (usage.calls > 0) process.stdout.write(t`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`)
+      if (usage.calls > 0)
+        process.stdout.write(
+          t`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`,
+        )
     }
     return {
       usage,

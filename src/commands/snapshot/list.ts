@@ -20,7 +20,13 @@ export default class SnapshotList extends PipeCommand {
     if (!this.jsonEnabled()) process.stdout.write(renderSnapshotList(snapshots))
     return {
       run_id: args.run,
-      snapshots: snapshots.map((s) => ({step: s.step, spec_version_in: s.spec_version_in, spec_version_out: s.spec_version_out, decisions: s.decisions, errors: s.errors.length})),
+      snapshots: snapshots.map((s) => ({
+        step: s.step,
+        spec_version_in: s.spec_version_in,
+        spec_version_out: s.spec_version_out,
+        decisions: s.decisions,
+        errors: s.errors.length,
+      })),
     }
   }
 }

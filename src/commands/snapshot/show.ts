@@ -72,13 +72,20 @@ With --json the records are printed exactly as stored (valid against schemas/sna
   static override examples = [
     {description: 'Why did the gates fail?', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --step validate_gates'},
     {description: 'One snapshot, as stored', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --seq 3 --json'},
-    {description: 'What a model step was asked, exactly as sent, and what it replied', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --step compile --prompt'},
+    {
+      description: 'What a model step was asked, exactly as sent, and what it replied',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --step compile --prompt',
+    },
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     step: Flags.string({char: 's', description: 'Only snapshots of this step (every iteration).', exclusive: ['seq'], helpValue: 'NAME'}),
     seq: Flags.integer({description: 'Only the snapshot with this sequence number.', exclusive: ['step'], min: 1}),
-    prompt: Flags.boolean({description: "Instead of the snapshot, the messages each model request of the step sent (from the store's reply cache) and the reply; with --json, [{seq, step, kind, calls: [{key, source, request, reply}]}].", default: false}),
+    prompt: Flags.boolean({
+      description:
+        "Instead of the snapshot, the messages each model request of the step sent (from the store's reply cache) and the reply; with --json, [{seq, step, kind, calls: [{key, source, request, reply}]}].",
+      default: false,
+    }),
     store: PipeCommand.storeFlag,
   }
 
@@ -102,7 +109,8 @@ With --json the records are printed exactly as stored (valid against schemas/sna
     if (flags.prompt) {
       const cache = new ReplyCache(store.root)
       const shown: PromptsShown[] = []
-      for (const s of chosen) if ((s.meta.model_calls ?? []).length > 0) shown.push({seq: s.step.seq, step: s.step.name, kind: s.step.kind, calls: await modelCalls(cache, s)})
+      for (const s of chosen)
+        if ((s.meta.model_calls ?? []).length > 0) shown.push({seq: s.step.seq, step: s.step.name, kind: s.step.kind, calls: await modelCalls(cache, s)})
       if (shown.length === 0) {
         const which = flags.step !== undefined ? `step "${flags.step}"` : flags.seq !== undefined ? `seq ${flags.seq}` : 'any step'
         throw new PipeError('E_NOT_FOUND', `run ${args.run} has no model request recorded for ${which}`, {

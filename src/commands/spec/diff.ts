@@ -8,7 +8,8 @@ import {line as t, visible} from '../../util/terminal-text.js'
 
 export default class SpecDiff extends PipeCommand {
   static override summary = 'Compare two spec versions field by field.'
-  static override description = 'List items (features, acceptance criteria, tasks, ...) are matched by their id, so a changed item shows as a change of its fields rather than a removal and an addition. Lines start with + (added), - (removed) or ~ (changed).'
+  static override description =
+    'List items (features, acceptance criteria, tasks, ...) are matched by their id, so a changed item shows as a change of its fields rather than a removal and an addition. Lines start with + (added), - (removed) or ~ (changed).'
   static override examples = [
     {description: 'What apply_answers changed', command: '<%= config.bin %> <%= command.id %> S-20261121-0004 S-20261121-0005'},
     {description: 'Ignore meta (ids, hashes, times)', command: '<%= config.bin %> <%= command.id %> S-20261121-0004 S-20261121-0008 --no-meta'},

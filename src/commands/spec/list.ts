@@ -24,7 +24,14 @@ export default class SpecList extends PipeCommand {
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     if (flags.run !== undefined) assertId('run', flags.run, '--run')
     const store = await openStore(this.storeDir(flags.store), 'if-exists')
-    const specs = store === null ? [] : await listSpecs(store, {...(flags.feature ? {feature: flags.feature} : {}), ...(flags.run ? {run: flags.run} : {}), ...(flags.limit ? {limit: flags.limit} : {})})
+    const specs =
+      store === null
+        ? []
+        : await listSpecs(store, {
+            ...(flags.feature ? {feature: flags.feature} : {}),
+            ...(flags.run ? {run: flags.run} : {}),
+            ...(flags.limit ? {limit: flags.limit} : {}),
+          })
     if (!this.jsonEnabled()) {
       process.stdout.write(renderSpecList(specs))
       // A damaged version is listed as such; what is wrong with it, and its file, goes to stderr.

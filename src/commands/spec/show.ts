@@ -16,7 +16,9 @@ export default class SpecShow extends PipeCommand {
     {description: 'The latest version a run has', command: '<%= config.bin %> <%= command.id %> R-20261121-0001'},
     {description: 'The stored record', command: '<%= config.bin %> <%= command.id %> S-20261121-0003 --json'},
   ]
-  static override args = {version: Args.string({description: "Spec version (S-YYYYMMDD-NNNN), or a run (R-YYYYMMDD-NNNN): the run's latest version.", required: true})}
+  static override args = {
+    version: Args.string({description: "Spec version (S-YYYYMMDD-NNNN), or a run (R-YYYYMMDD-NNNN): the run's latest version.", required: true}),
+  }
   static override flags = {
     format: Flags.string({description: 'Human output format.', options: ['markdown', 'yaml'], default: 'markdown'}),
     store: PipeCommand.storeFlag,
@@ -31,7 +33,8 @@ export default class SpecShow extends PipeCommand {
     let version = args.version
     if (isRun) {
       const record = await store.readRun(args.version)
-      if (!record.spec_version) throw new PipeError('E_NOT_FOUND', `run ${args.version} has no spec version yet`, {hint: `pipe runs show ${args.version} shows how far it got.`})
+      if (!record.spec_version)
+        throw new PipeError('E_NOT_FOUND', `run ${args.version} has no spec version yet`, {hint: `pipe runs show ${args.version} shows how far it got.`})
       version = record.spec_version
     }
     const spec = await store.readSpec(version)

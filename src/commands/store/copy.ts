@@ -10,7 +10,10 @@ export default class StoreCopy extends PipeCommand {
 SRC and DST are each a folder (a .pipe store) or a URL postgres://user@host:5432/db.`
   static override examples = [
     {description: 'Move a folder store to the team database', command: '<%= config.bin %> <%= command.id %> .pipe postgres://pipe@db.example:5432/pipe'},
-    {description: 'A database into a folder (a backup that audit verify can check offline)', command: '<%= config.bin %> <%= command.id %> postgres://pipe@db.example:5432/pipe ./backup/.pipe'},
+    {
+      description: 'A database into a folder (a backup that audit verify can check offline)',
+      command: '<%= config.bin %> <%= command.id %> postgres://pipe@db.example:5432/pipe ./backup/.pipe',
+    },
   ]
   static override args = {
     src: Args.string({description: 'The store to copy: a folder or a postgres:// URL.', required: true}),
@@ -20,7 +23,10 @@ SRC and DST are each a folder (a .pipe store) or a URL postgres://user@host:5432
   async run(): Promise<CopyReport> {
     const {args} = await this.parse(StoreCopy)
     const report = await copyStore(args.src, args.dst)
-    if (!this.jsonEnabled()) process.stdout.write(t`copied ${String(report.runs)} run(s), ${String(report.snapshots)} snapshot(s), ${String(report.specs)} spec version(s), ${String(report.evidence)} evidence record(s), ${String(report.features)} feature(s) and ${String(report.ledger)} ledger entr(ies) from ${report.from} to ${report.to}\n`)
+    if (!this.jsonEnabled())
+      process.stdout.write(
+        t`copied ${String(report.runs)} run(s), ${String(report.snapshots)} snapshot(s), ${String(report.specs)} spec version(s), ${String(report.evidence)} evidence record(s), ${String(report.features)} feature(s) and ${String(report.ledger)} ledger entr(ies) from ${report.from} to ${report.to}\n`,
+      )
     return report
   }
 }

@@ -30,14 +30,27 @@ export function childInputProblems(
   for (const key of Object.keys(given)) {
     if (!Object.hasOwn(declared, key)) {
       const names = Object.keys(declared)
-      diagnostics.push(rule(diag(loaded, [...withAt, key], `${name} ${inline ? 'declare' : 'has'} no input "${key}"${names.length > 0 ? `${didYouMean(key, names)}; ${inline ? 'they declare' : 'its inputs'}: ${names.join(', ')}` : `; ${inline ? 'declare it under inputs: of the step' : 'it declares no inputs'}`}`, true)))
+      diagnostics.push(
+        rule(
+          diag(
+            loaded,
+            [...withAt, key],
+            `${name} ${inline ? 'declare' : 'has'} no input "${key}"${names.length > 0 ? `${didYouMean(key, names)}; ${inline ? 'they declare' : 'its inputs'}: ${names.join(', ')}` : `; ${inline ? 'declare it under inputs: of the step' : 'it declares no inputs'}`}`,
+            true,
+          ),
+        ),
+      )
     }
   }
   // Literal values are checked against their input's type now; expressions when they resolve.
   // As at run time, a string input takes a number, boolean, list or map as its text.
   const asGiven = (key: string, value: unknown): unknown =>
     (declared[key] as {type?: string}).type === 'string' && value !== null && typeof value !== 'string' ? JSON.stringify(value) : value
-  const literals = Object.fromEntries(Object.entries(given).filter(([key, value]) => Object.hasOwn(declared, key) && !(typeof value === 'string' && value.includes('${{'))).map(([key, value]) => [key, asGiven(key, value)]))
+  const literals = Object.fromEntries(
+    Object.entries(given)
+      .filter(([key, value]) => Object.hasOwn(declared, key) && !(typeof value === 'string' && value.includes('${{')))
+      .map(([key, value]) => [key, asGiven(key, value)]),
+  )
   const typed = resolveInputs(declared as Record<string, InputDeclaration>, {file: {name: 'with:', data: literals}})
   for (const problem of typed.problems) {
     if (problem.input === undefined || problem.source !== 'file' || !Object.hasOwn(literals, problem.input)) continue
@@ -45,7 +58,15 @@ export function childInputProblems(
   }
   // An expression given under with: is in a step, so the loader loaded a checker for this pipeline.
   if (checker) {
-    for (const problem of withTypeProblems(loaded, catalog, checker, index, String((ref.withAt ?? ['with'])[0]), given, declared as Record<string, {type?: string}>)) {
+    for (const problem of withTypeProblems(
+      loaded,
+      catalog,
+      checker,
+      index,
+      String((ref.withAt ?? ['with'])[0]),
+      given,
+      declared as Record<string, {type?: string}>,
+    )) {
       diagnostics.push(rule(diag(loaded, [...withAt, problem.key], `input "${problem.key}" of ${name} ${problem.message}`)))
     }
   }

@@ -20,7 +20,10 @@ export const fileOutsidePipeline: Rule = {
         const name = (step as unknown as Record<string, unknown>)[field]
         if (typeof name !== 'string') continue
         const problem = fileEscape(stepDir(loaded, i), name)
-        if (problem) out.push(diag(loaded, ['steps', i, field], `${field} "${name}" ${problem}; files a pipeline names must lie inside its directory (${stepDir(loaded, i)})`))
+        if (problem)
+          out.push(
+            diag(loaded, ['steps', i, field], `${field} "${name}" ${problem}; files a pipeline names must lie inside its directory (${stepDir(loaded, i)})`),
+          )
       }
     })
     return out
@@ -56,7 +59,13 @@ export const promptVariable: Rule = {
       if (text === undefined) return
       for (const use of variablesUsed(text)) {
         if (allowed.includes(use.name)) continue
-        out.push(diag(loaded, ['steps', i, 'prompt'], `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which a ${step.kind} step does not fill${didYouMean(use.name, allowed)} (variables: ${allowed.join(', ') || 'none'})`))
+        out.push(
+          diag(
+            loaded,
+            ['steps', i, 'prompt'],
+            `prompt file "${step.prompt}" line ${use.line} column ${use.col} uses {{${use.name}}}, which a ${step.kind} step does not fill${didYouMean(use.name, allowed)} (variables: ${allowed.join(', ') || 'none'})`,
+          ),
+        )
       }
     })
     return out
@@ -74,7 +83,15 @@ export const modelUnusedVar: Rule = {
       if (text === undefined) return
       const used = new Set(variablesUsed(text).map((use) => use.name))
       for (const name of Object.keys(step.vars ?? {})) {
-        if (!used.has(name)) out.push(diag(loaded, ['steps', i, 'vars', name], `var "${name}" of step "${step.id}" is not used by its prompt file "${step.prompt}" (no {{${name}}} in it)`, true))
+        if (!used.has(name))
+          out.push(
+            diag(
+              loaded,
+              ['steps', i, 'vars', name],
+              `var "${name}" of step "${step.id}" is not used by its prompt file "${step.prompt}" (no {{${name}}} in it)`,
+              true,
+            ),
+          )
       }
     })
     return out

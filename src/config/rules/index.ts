@@ -7,7 +7,16 @@ import {sortDiagnostics, type Diagnostic} from '../diagnostics.js'
 import type {KindCatalog} from '../kind-contract.js'
 import type {LoadedPipeline, PipelineResult} from '../loaded.js'
 import {fileOutsidePipeline, missingFile, modelUnusedVar, promptVariable} from './files.js'
-import {exhaustedWithoutBound, routeOnStop, specBeforeUseError, specBeforeUseWarning, unboundedCycle, unreachableStep, unroutedErrorBeforeRollback, unroutedFailure} from './routes.js'
+import {
+  exhaustedWithoutBound,
+  routeOnStop,
+  specBeforeUseError,
+  specBeforeUseWarning,
+  unboundedCycle,
+  unreachableStep,
+  unroutedErrorBeforeRollback,
+  unroutedFailure,
+} from './routes.js'
 import type {Rule, RuleContext} from './rule.js'
 import {duplicateStepId, expression, expressionPlace, gateRule, kindCheck, unknownOutcome, unknownStep, unregisteredKind} from './steps.js'
 

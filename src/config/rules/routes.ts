@@ -21,7 +21,15 @@ export const routeOnStop: Rule = {
       const stops = catalog[step.kind]?.stops ?? {}
       for (const outcome of Object.keys(step.on ?? {})) {
         const effect = stops[outcome]
-        if (effect) out.push(diag(loaded, ['steps', i, 'on', outcome], `outcome "${outcome}" of a ${step.kind} step ${effect === 'cancelled' ? 'cancels the run' : 'waits at the step again'}; it takes no route`, true))
+        if (effect)
+          out.push(
+            diag(
+              loaded,
+              ['steps', i, 'on', outcome],
+              `outcome "${outcome}" of a ${step.kind} step ${effect === 'cancelled' ? 'cancels the run' : 'waits at the step again'}; it takes no route`,
+              true,
+            ),
+          )
       }
     })
     return out
@@ -78,8 +86,22 @@ function specBeforeUse(loaded: LoadedPipeline, catalog: KindCatalog): {none: Dia
   found = {none: [], some: []}
   for (const [i, step] of loaded.pipeline.steps.entries()) {
     if (!catalog[step.kind]?.needsSpec || !reach.without.has(step.id)) continue
-    if (reach.with.has(step.id)) found.some.push(diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`))
-    else found.none.push(diag(loaded, ['steps', i, 'id'], `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`))
+    if (reach.with.has(step.id))
+      found.some.push(
+        diag(
+          loaded,
+          ['steps', i, 'id'],
+          `a ${step.kind} step needs a spec, but on some path from the start no step before "${step.id}" writes one; that path fails with E_STATE`,
+        ),
+      )
+    else
+      found.none.push(
+        diag(
+          loaded,
+          ['steps', i, 'id'],
+          `a ${step.kind} step needs a spec, but no step before "${step.id}" writes one on any path from the start (put a step that writes a spec, such as compile, before it)`,
+        ),
+      )
   }
   specUse.set(loaded, found)
   return found
@@ -104,7 +126,13 @@ export const unroutedFailure: Rule = {
     loaded.pipeline.steps.forEach((step, i) => {
       for (const outcome of failureOutcomes(catalog, step)) {
         if (step.on?.[outcome] !== undefined) continue
-        out.push(diag(loaded, ['steps', i, 'id'], `failure outcome "${outcome}" of step "${step.id}" has no route, so it ends the run failed${step.next !== undefined ? ' (next: is not taken on a failure)' : ''}; add on: {${outcome}: STEP} to handle it`))
+        out.push(
+          diag(
+            loaded,
+            ['steps', i, 'id'],
+            `failure outcome "${outcome}" of step "${step.id}" has no route, so it ends the run failed${step.next !== undefined ? ' (next: is not taken on a failure)' : ''}; add on: {${outcome}: STEP} to handle it`,
+          ),
+        )
       }
     })
     return out
@@ -126,7 +154,9 @@ export const unroutedErrorBeforeRollback: Rule = {
       const checkpoint = byId.get(to)
       if (!checkpoint) continue
       // The checkpoint's own error changed nothing; a git step (the commit, the rollback) settles the change, an end ends the run.
-      const queue = edgesOf(checkpoint, catalog).filter((e) => e.label !== 'error').map((e) => e.to)
+      const queue = edgesOf(checkpoint, catalog)
+        .filter((e) => e.label !== 'error')
+        .map((e) => e.to)
       const seen = new Set<string>()
       while (queue.length > 0) {
         const id = queue.shift()!
@@ -136,7 +166,13 @@ export const unroutedErrorBeforeRollback: Rule = {
         if (step.on?.error === undefined && !warned.has(id)) {
           warned.add(id)
           const fix = id === rollback.id ? 'add on: {error: STEP}, STEP an end step that says the rollback failed' : `add on: {error: ${rollback.id}}`
-          out.push(diag(loaded, ['steps', steps.indexOf(step), 'id'], `step "${id}" runs after checkpoint "${checkpoint.id}" with changes its rollback "${rollback.id}" would undo, but its error has no route: the run would end with them neither committed nor rolled back; ${fix}`))
+          out.push(
+            diag(
+              loaded,
+              ['steps', steps.indexOf(step), 'id'],
+              `step "${id}" runs after checkpoint "${checkpoint.id}" with changes its rollback "${rollback.id}" would undo, but its error has no route: the run would end with them neither committed nor rolled back; ${fix}`,
+            ),
+          )
         }
         if (role(step).settles !== true) queue.push(...edgesOf(step, catalog).map((e) => e.to))
       }

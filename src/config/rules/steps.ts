@@ -44,7 +44,13 @@ export const duplicateStepId: Rule = {
         const first = origin(loaded, ['steps', seen, 'id'])
         const here = origin(loaded, ['steps', i, 'id'])
         const where = `line ${locate(first.source, first.segments).line}${first.source === here.source ? '' : ` of ${first.source.file}`}`
-        out.push(diag(loaded, ['steps', i, 'id'], `duplicate step id "${step.id}" (first defined on ${where})${loaded.composition ? '; to put a step in the place of one of the base, use an overlay replace' : ''}`))
+        out.push(
+          diag(
+            loaded,
+            ['steps', i, 'id'],
+            `duplicate step id "${step.id}" (first defined on ${where})${loaded.composition ? '; to put a step in the place of one of the base, use an overlay replace' : ''}`,
+          ),
+        )
       }
     })
     return out
@@ -64,10 +70,18 @@ export const unknownStep: Rule = {
         const by = `${removed.source.file}:${locate(removed.source, removed.segments).line}`
         if (!ref.route) {
           // A remove's next re-points routes only: a step that names the removed one for what it is (a checkpoint) needs another.
-          return diag(loaded, ref.segments, `${ref.what} is step "${ref.target}", which the overlay removes (${by}); re-point it: name another step, or replace "${ref.target}" instead of removing it`)
+          return diag(
+            loaded,
+            ref.segments,
+            `${ref.what} is step "${ref.target}", which the overlay removes (${by}); re-point it: name another step, or replace "${ref.target}" instead of removing it`,
+          )
         }
         const what = ref.what === 'start' ? 'start names step' : `${ref.what} into step`
-        return diag(loaded, ref.segments, `${what} "${ref.target}", which the overlay removes (${by}); re-point it: give the remove a next ({remove: ${ref.target}, next: STEP}), or replace this step`)
+        return diag(
+          loaded,
+          ref.segments,
+          `${what} "${ref.target}", which the overlay removes (${by}); re-point it: give the remove a next ({remove: ${ref.target}, next: STEP}), or replace this step`,
+        )
       })
   },
 }
@@ -77,7 +91,8 @@ function references(pipeline: Pipeline, catalog: KindCatalog): Array<{segments: 
   const refs: Array<{segments: Segment[]; target: string; what: string; route: boolean}> = []
   if (pipeline.start !== undefined) refs.push({segments: ['start'], target: pipeline.start, what: 'start', route: true})
   pipeline.steps.forEach((step, i) => {
-    for (const link of linksOf(step, catalog)) refs.push({segments: ['steps', i, ...link.at], target: link.target, what: link.what, route: link.route !== undefined})
+    for (const link of linksOf(step, catalog))
+      refs.push({segments: ['steps', i, ...link.at], target: link.target, what: link.what, route: link.route !== undefined})
   })
   return refs
 }
@@ -102,7 +117,14 @@ export const unknownOutcome: Rule = {
       const outcomes = outcomesOf(step, catalog)
       for (const outcome of Object.keys(step.on ?? {})) {
         if (!outcomes.includes(outcome)) {
-          out.push(diag(loaded, ['steps', i, 'on', outcome], `a ${step.kind} step has no outcome "${outcome}"${didYouMean(outcome, outcomes)} (outcomes: ${outcomes.join(', ')})`, true))
+          out.push(
+            diag(
+              loaded,
+              ['steps', i, 'on', outcome],
+              `a ${step.kind} step has no outcome "${outcome}"${didYouMean(outcome, outcomes)} (outcomes: ${outcomes.join(', ')})`,
+              true,
+            ),
+          )
         }
       }
     })

@@ -26,7 +26,8 @@ const MUST = /\b(must|shall|required|requires|need to|needs to|has to|have to|ma
 const SHOULD = /\b(should|ought to|expected to|important)\b|应该|应当|需要|最好能|建议/i
 const MAY = /\b(may|might|could|optional|nice[- ]to[- ]have|would be nice|if time permits|later|future)\b|可以|可选|锦上添花|后续|将来|有空/i
 const WANT = /\b(want|wants|would like|will|can|support|supports|allow|allows|provide|provides|enable|enables)\b|支持|提供|允许|能够|可以让|希望|想要/i
-const NEGATIVE = /\b(must not|mustn'?t|shall not|should not|shouldn'?t|cannot|can'?t|may not|never|do not|don'?t|no more than|not allowed|prohibited|forbidden|without)\b|不得|禁止|不能|不允许|不可|严禁|不要|不应|不超过|不依赖/i
+const NEGATIVE =
+  /\b(must not|mustn'?t|shall not|should not|shouldn'?t|cannot|can'?t|may not|never|do not|don'?t|no more than|not allowed|prohibited|forbidden|without)\b|不得|禁止|不能|不允许|不可|严禁|不要|不应|不超过|不依赖/i
 
 export function explicitPriority(text: string): Priority | undefined {
   const match = EXPLICIT_PRIORITY.exec(text)
@@ -65,12 +66,27 @@ export function isNegative(text: string): boolean {
 }
 
 const NFR_PATTERNS: Array<[NfrCategory, RegExp]> = [
-  ['performance', /\b(latency|throughput|fast|faster|slow|response time|performance|p9[59]|percentile|\d+\s*(ms|milliseconds?|seconds?|s)\b|per second|rps|qps|load time)|性能|延迟|响应时间|吞吐|毫秒|秒内|速度/i],
-  ['security', /\b(secure|security|e-?mail address\w*|personal data|encrypt\w*|auth\w*|permission|access control|secret|password|token|tls|https|injection|xss|csrf|pii|privacy)|安全|加密|权限|认证|鉴权|隐私|密码|令牌/i],
-  ['reliability', /\b(availability|uptime|reliab\w*|fault[- ]tolerant|recover\w*|backup|retry|retries|durab\w*|99\.\d+%|sla|failover|crash)|可用性|可靠|容错|恢复|备份|重试|持久|宕机/i],
+  [
+    'performance',
+    /\b(latency|throughput|fast|faster|slow|response time|performance|p9[59]|percentile|\d+\s*(ms|milliseconds?|seconds?|s)\b|per second|rps|qps|load time)|性能|延迟|响应时间|吞吐|毫秒|秒内|速度/i,
+  ],
+  [
+    'security',
+    /\b(secure|security|e-?mail address\w*|personal data|encrypt\w*|auth\w*|permission|access control|secret|password|token|tls|https|injection|xss|csrf|pii|privacy)|安全|加密|权限|认证|鉴权|隐私|密码|令牌/i,
+  ],
+  [
+    'reliability',
+    /\b(availability|uptime|reliab\w*|fault[- ]tolerant|recover\w*|backup|retry|retries|durab\w*|99\.\d+%|sla|failover|crash)|可用性|可靠|容错|恢复|备份|重试|持久|宕机/i,
+  ],
   ['scalability', /\b(scal\w*|concurrent|concurrency|\d[\d,]*\s*(users|requests|records|rows))|扩展|并发|横向|伸缩/i],
-  ['usability', /\b(usab\w*|accessib\w*|a11y|wcag|intuitive|user[- ]friendly|ux|keyboard|screen reader|locali[sz]\w*|i18n)|易用|可访问|无障碍|用户体验|国际化|本地化/i],
-  ['maintainability', /\b(maintainab\w*|test coverage|coverage|lint\w*|documented|documentation|modular|readab\w*|logging|observab\w*|monitor\w*)|可维护|测试覆盖|文档|模块化|日志|监控|可观测/i],
+  [
+    'usability',
+    /\b(usab\w*|accessib\w*|a11y|wcag|intuitive|user[- ]friendly|ux|keyboard|screen reader|locali[sz]\w*|i18n)|易用|可访问|无障碍|用户体验|国际化|本地化/i,
+  ],
+  [
+    'maintainability',
+    /\b(maintainab\w*|test coverage|coverage|lint\w*|documented|documentation|modular|readab\w*|logging|observab\w*|monitor\w*)|可维护|测试覆盖|文档|模块化|日志|监控|可观测/i,
+  ],
   ['compatibility', /\b(compatib\w*|browser|chrome|firefox|safari|windows|macos|linux|ios|android|node(\.js)? \d+|python \d|backward)|兼容|浏览器|平台|版本/i],
   ['compliance', /\b(gdpr|hipaa|sox|pci|compliance|regulat\w*|audit\w*|legal|licen[cs]e)|合规|审计|法规|监管|许可/i],
 ]

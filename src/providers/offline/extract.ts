@@ -5,17 +5,7 @@
  */
 import {emptyBody, pad} from '../spec-build.js'
 import type {Citation, SpecBody} from '../types.js'
-import {
-  classifySection,
-  isNegative,
-  isRequirementSentence,
-  nfrCategory,
-  parseGwt,
-  parseStory,
-  priorityOf,
-  stripPriority,
-  type SectionKind,
-} from './classify.js'
+import {classifySection, isNegative, isRequirementSentence, nfrCategory, parseGwt, parseStory, priorityOf, stripPriority, type SectionKind} from './classify.js'
 import {normalizeForCompare} from '../spec-build.js'
 import {analyseLines, sentences, shorten, stripMarkdown} from './text.js'
 
@@ -32,7 +22,6 @@ interface Entry {
   item: boolean
   line: number
 }
-
 
 /** Collects list items (with their continuation lines) and prose sentences, each tagged with its section. */
 function entries(text: string): {entries: Entry[]; title: string; goalParagraphs: string[]} {

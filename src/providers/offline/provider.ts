@@ -5,7 +5,19 @@
 import type {Task} from '../../types/spec.js'
 import {PipeError} from '../../errors.js'
 import type {ChatCall, ChatReply} from '../chat.js'
-import {OFFLINE_MODEL, type ApplyAnswersRequest, type GenerateRequest, type ClarifyRequest, type CompileOutput, type CompileRequest, type ModelReply, type Provider, type Question, type SpecBody, type VvItem} from '../types.js'
+import {
+  OFFLINE_MODEL,
+  type ApplyAnswersRequest,
+  type GenerateRequest,
+  type ClarifyRequest,
+  type CompileOutput,
+  type CompileRequest,
+  type ModelReply,
+  type Provider,
+  type Question,
+  type SpecBody,
+  type VvItem,
+} from '../types.js'
 import {isNegative, isNoneAnswer, isNonAnswer, nfrCategory, parseGwt, priorityOf, stripPriority, taskType} from './classify.js'
 import {mergeWithPrevious, missingKeyFields, nextId, normalizeForCompare, pad} from '../spec-build.js'
 import {extractSpec} from './extract.js'
@@ -14,7 +26,10 @@ import {compareText} from '../../util/order.js'
 
 const QUESTION_TEXT: Record<string, {en: string; zh: string}> = {
   goal: {en: 'What is the goal of this work, in one or two sentences: who benefits, and how?', zh: '这项工作的目标是什么？请用一两句话说明谁受益、如何受益。'},
-  features: {en: 'Which features are needed? List them one per line, marking each P0 (must), P1 (should) or P2 (could).', zh: '需要哪些功能？请每行列出一个，并标注优先级 P0（必须）、P1（应该）或 P2（可以）。'},
+  features: {
+    en: 'Which features are needed? List them one per line, marking each P0 (must), P1 (should) or P2 (could).',
+    zh: '需要哪些功能？请每行列出一个，并标注优先级 P0（必须）、P1（应该）或 P2（可以）。',
+  },
   acceptance_criteria: {
     en: 'How will we know it works? List acceptance criteria one per line, ideally as "Given ..., when ..., then ...".',
     zh: '如何判断已经完成？请每行列出一条验收标准，最好写成“假如……，当……，那么……”。',
@@ -23,7 +38,10 @@ const QUESTION_TEXT: Record<string, {en: string; zh: string}> = {
     en: 'What non-functional requirements apply (performance, security, reliability, usability)? One per line, with numbers where possible.',
     zh: '有哪些非功能需求（性能、安全、可靠性、易用性）？请每行列出一条，尽量给出具体数字。',
   },
-  constraints: {en: 'What constraints apply (technology, budget, deadlines, things that must not change)? One per line, or "none".', zh: '有哪些约束（技术、预算、期限、不能改动的部分）？请每行列出一条，没有请回答“无”。'},
+  constraints: {
+    en: 'What constraints apply (technology, budget, deadlines, things that must not change)? One per line, or "none".',
+    zh: '有哪些约束（技术、预算、期限、不能改动的部分）？请每行列出一条，没有请回答“无”。',
+  },
 }
 
 function questionFor(path: string, message: string | undefined, zh: boolean): string {
@@ -48,7 +66,10 @@ function answerItems(answer: string): string[] {
   if (lines.length > 1) return lines
   const single = lines[0] ?? ''
   if (parseGwt(single)) return [single]
-  const parts = single.split(/[;；]\s*/).map((s) => s.trim()).filter(Boolean)
+  const parts = single
+    .split(/[;；]\s*/)
+    .map((s) => s.trim())
+    .filter(Boolean)
   return parts.length > 1 ? parts : sentences(single)
 }
 
@@ -63,24 +84,56 @@ function addItems(body: SpecBody, field: string, answer: string, source: string)
     switch (field) {
       case 'features':
         if (has(body.features, text)) break
-        body.features.push({id: nextId('FR', body.features.map((f) => f.id)), title: shorten(text, 120), priority: priorityOf(raw, 'P1'), source, ...(text.length > 120 ? {description: text} : {})})
+        body.features.push({
+          id: nextId(
+            'FR',
+            body.features.map((f) => f.id),
+          ),
+          title: shorten(text, 120),
+          priority: priorityOf(raw, 'P1'),
+          source,
+          ...(text.length > 120 ? {description: text} : {}),
+        })
         added++
         break
       case 'acceptance_criteria': {
         if (has(body.acceptance_criteria, text)) break
         const gwt = parseGwt(text)
-        body.acceptance_criteria.push({id: nextId('AC', body.acceptance_criteria.map((a) => a.id)), text, source, ...(gwt ?? {})})
+        body.acceptance_criteria.push({
+          id: nextId(
+            'AC',
+            body.acceptance_criteria.map((a) => a.id),
+          ),
+          text,
+          source,
+          ...(gwt ?? {}),
+        })
         added++
         break
       }
       case 'non_functional':
         if (has(body.non_functional, text)) break
-        body.non_functional.push({id: nextId('NFR', body.non_functional.map((n) => n.id)), category: nfrCategory(text) ?? 'other', text, source})
+        body.non_functional.push({
+          id: nextId(
+            'NFR',
+            body.non_functional.map((n) => n.id),
+          ),
+          category: nfrCategory(text) ?? 'other',
+          text,
+          source,
+        })
         added++
         break
       case 'constraints':
         if (has(body.constraints, text)) break
-        body.constraints.push({id: nextId('C', body.constraints.map((c) => c.id)), text, source})
+        body.constraints.push({
+          id: nextId(
+            'C',
+            body.constraints.map((c) => c.id),
+          ),
+          text,
+          source,
+        })
         added++
         break
       default:
@@ -155,7 +208,14 @@ export class OfflineProvider implements Provider {
       if (!deferred) {
         if (question.field === 'goal') body.goal = answer.trim()
         else if (isNoneAnswer(answer) && (question.field === 'constraints' || question.field === 'non_functional')) {
-          addItems(body, question.field, question.field === 'constraints' ? `No constraints beyond the defaults (answer to ${question.id})` : `No specific ${question.field.replace('_', '-')} requirements (answer to ${question.id})`, `answer:${question.id}`)
+          addItems(
+            body,
+            question.field,
+            question.field === 'constraints'
+              ? `No constraints beyond the defaults (answer to ${question.id})`
+              : `No specific ${question.field.replace('_', '-')} requirements (answer to ${question.id})`,
+            `answer:${question.id}`,
+          )
         } else if (question.field === 'features' && isNegative(answer) && answerItems(answer).every(isNegative)) {
           addItems(body, 'constraints', answer, `answer:${question.id}`)
         } else addItems(body, question.field, answer, `answer:${question.id}`)
@@ -183,7 +243,7 @@ export class OfflineProvider implements Provider {
       tasks.push({
         id,
         title: feature.title,
-        goal: feature.story ? `As ${feature.story.role}, ${feature.story.want}` : feature.description ?? feature.title,
+        goal: feature.story ? `As ${feature.story.role}, ${feature.story.want}` : (feature.description ?? feature.title),
         type: taskType(text),
         priority: feature.priority,
         feature_ids: [feature.id],
@@ -192,7 +252,12 @@ export class OfflineProvider implements Provider {
         inputs: {files_required: [], context_queries: keywords(text, 5)},
         expected_changes: {files_touched: [], interfaces_affected: []},
         constraints: {forbidden_paths: [], forbidden_actions: forbiddenActions},
-        acceptance_tests: {static_checks: [], unit_tests: [], smoke_tests: [], expected_signals: criteria.length > 0 ? criteria.map((c) => c.text) : [`${feature.title} works as described`]},
+        acceptance_tests: {
+          static_checks: [],
+          unit_tests: [],
+          smoke_tests: [],
+          expected_signals: criteria.length > 0 ? criteria.map((c) => c.text) : [`${feature.title} works as described`],
+        },
         rollback_plan: {strategy: 'git_reset'},
         max_retries: 3,
       })
@@ -230,14 +295,29 @@ export class OfflineProvider implements Provider {
       vv.push({id: id(), kind: 'verification', method: 'test', description, acceptance_criteria: [ac.id], tasks, requirements: links.get(ac.id) ?? []})
     }
     for (const nfr of spec.non_functional) {
-      const method = nfr.category === 'performance' || nfr.category === 'reliability' || nfr.category === 'scalability' ? 'test' : nfr.category === 'other' ? 'inspection' : nfr.category === 'maintainability' || nfr.category === 'compliance' ? 'inspection' : 'analysis'
+      const method =
+        nfr.category === 'performance' || nfr.category === 'reliability' || nfr.category === 'scalability'
+          ? 'test'
+          : nfr.category === 'other'
+            ? 'inspection'
+            : nfr.category === 'maintainability' || nfr.category === 'compliance'
+              ? 'inspection'
+              : 'analysis'
       const verb = method === 'test' ? 'Measure that' : method === 'inspection' ? 'Inspect that' : 'Check that'
       vv.push({id: id(), kind: 'verification', method, description: `${verb} ${nfr.text}`, acceptance_criteria: [], tasks: [], requirements: [nfr.id]})
     }
     for (const feature of spec.features.filter((f) => f.priority === 'P0')) {
       const tasks = spec.tasks.filter((t) => t.feature_ids?.includes(feature.id)).map((t) => t.id)
       const criteria = spec.acceptance_criteria.filter((ac) => links.get(ac.id)?.includes(feature.id)).map((ac) => ac.id)
-      vv.push({id: id(), kind: 'validation', method: 'demonstration', description: `Demonstrate "${feature.title}" to the requester and confirm it meets the goal`, acceptance_criteria: criteria, tasks, requirements: [feature.id]})
+      vv.push({
+        id: id(),
+        kind: 'validation',
+        method: 'demonstration',
+        description: `Demonstrate "${feature.title}" to the requester and confirm it meets the goal`,
+        acceptance_criteria: criteria,
+        tasks,
+        requirements: [feature.id],
+      })
     }
     return {value: {vv}, citations: []}
   }
@@ -247,9 +327,13 @@ export class OfflineProvider implements Provider {
    * retryable: asking again cannot help.
    */
   async generate(request: GenerateRequest, _call?: ChatCall): Promise<ModelReply<unknown> & {model: string}> {
-    throw new PipeError('E_CONFIG', `model step "${request.name}" needs a model, but the run uses the offline rules provider, which answers only the built-in kinds (compile, clarify_questions, apply_answers, plan_tasks, generate_vv)`, {
-      hint: 'Point pipe at an OpenAI-compatible endpoint: set OPENAI_API_KEY, and OPENAI_BASE_URL for a server other than OpenAI (e.g. http://127.0.0.1:11434/v1 for Ollama); the default --provider auto then uses it (or say --provider openai, or provider.kind: openai in the pipeline). A recorded reply (--replay, in a later version) will also answer it.',
-    })
+    throw new PipeError(
+      'E_CONFIG',
+      `model step "${request.name}" needs a model, but the run uses the offline rules provider, which answers only the built-in kinds (compile, clarify_questions, apply_answers, plan_tasks, generate_vv)`,
+      {
+        hint: 'Point pipe at an OpenAI-compatible endpoint: set OPENAI_API_KEY, and OPENAI_BASE_URL for a server other than OpenAI (e.g. http://127.0.0.1:11434/v1 for Ollama); the default --provider auto then uses it (or say --provider openai, or provider.kind: openai in the pipeline). A recorded reply (--replay, in a later version) will also answer it.',
+      },
+    )
   }
 
   async chat(_request: unknown, call: ChatCall): Promise<ChatReply> {

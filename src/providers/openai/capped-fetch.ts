@@ -16,10 +16,14 @@ function sizeLabel(bytes: number): string {
 }
 
 function replyTooLarge(endpoint: string, limit: number): PipeError {
-  return new PipeError('E_MODEL', `the model endpoint ${endpoint} sent a reply larger than ${sizeLabel(limit)} (the limit on one model reply); pipe stopped reading it and closed the connection`, {
-    hint: `Check that OPENAI_BASE_URL points at a chat-completions endpoint that answers with one JSON reply; if the model really writes this much, lower provider.max_tokens. The limit is ${sizeLabel(limit)} a reply (docs/models-and-tests.md, "Using a model").`,
-    details: {limit_bytes: limit},
-  })
+  return new PipeError(
+    'E_MODEL',
+    `the model endpoint ${endpoint} sent a reply larger than ${sizeLabel(limit)} (the limit on one model reply); pipe stopped reading it and closed the connection`,
+    {
+      hint: `Check that OPENAI_BASE_URL points at a chat-completions endpoint that answers with one JSON reply; if the model really writes this much, lower provider.max_tokens. The limit is ${sizeLabel(limit)} a reply (docs/models-and-tests.md, "Using a model").`,
+      details: {limit_bytes: limit},
+    },
+  )
 }
 
 function replyTooSlow(endpoint: string, timeoutMs: number): PipeError {

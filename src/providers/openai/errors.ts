@@ -24,10 +24,16 @@ export function fromOpenAIError(raw: unknown, endpoint: string, model: string): 
   const first = redact(String(error.message ?? raw)).split('\n')[0]!
   const message = first.length > 1000 ? `${first.slice(0, 1000)}… (${first.length} chars)` : first
   if (kind === 'APIConnectionTimeoutError') {
-    return new PipeError('E_TOOL_TIMEOUT', `the model endpoint ${endpoint} did not answer in time`, {retryable: true, hint: 'Raise provider.timeout_ms, or check that the endpoint is not overloaded.'})
+    return new PipeError('E_TOOL_TIMEOUT', `the model endpoint ${endpoint} did not answer in time`, {
+      retryable: true,
+      hint: 'Raise provider.timeout_ms, or check that the endpoint is not overloaded.',
+    })
   }
   if (kind === 'APIConnectionError') {
-    return new PipeError('E_MODEL', `cannot reach the model endpoint ${endpoint}: ${message}`, {retryable: true, hint: 'Check OPENAI_BASE_URL and that the server is running.'})
+    return new PipeError('E_MODEL', `cannot reach the model endpoint ${endpoint}: ${message}`, {
+      retryable: true,
+      hint: 'Check OPENAI_BASE_URL and that the server is running.',
+    })
   }
   const status = error.status
   if (status === 401 || status === 403) {
@@ -45,12 +51,18 @@ export function fromOpenAIError(raw: unknown, endpoint: string, model: string): 
   if (status === 408 || status === 409 || status === 429 || (status !== undefined && status >= 500)) {
     return new PipeError('E_MODEL', `the model endpoint ${endpoint} answered ${status}: ${message}`, {
       retryable: true,
-      hint: status === 429 ? 'The endpoint is rate limiting; pipe retried with backoff. Try again later or lower the load.' : 'The endpoint failed; pipe retried with backoff.',
+      hint:
+        status === 429
+          ? 'The endpoint is rate limiting; pipe retried with backoff. Try again later or lower the load.'
+          : 'The endpoint failed; pipe retried with backoff.',
       details: {status},
     })
   }
   if (status !== undefined) {
-    return new PipeError('E_MODEL', `the model endpoint ${endpoint} rejected the request (${status}): ${message}`, {hint: 'The request was refused as it was; see the message. Check provider settings in the pipeline.', details: {status}})
+    return new PipeError('E_MODEL', `the model endpoint ${endpoint} rejected the request (${status}): ${message}`, {
+      hint: 'The request was refused as it was; see the message. Check provider settings in the pipeline.',
+      details: {status},
+    })
   }
   return new PipeError('E_MODEL', `model call failed: ${message}`, {hint: 'See the log for details.'})
 }

@@ -14,14 +14,26 @@ import type {ProviderSettings} from '../../types/pipeline.js'
 import type {Task} from '../../types/spec.js'
 import {defaultPrompt, renderPrompt, type ModelKind} from '../prompt.js'
 import {emptyBody, mergeWithPrevious, missingKeyFields, nextId, pad} from '../spec-build.js'
-import type {ApplyAnswersRequest, ClarifyRequest, CompileOutput, CompileRequest, GenerateRequest, ModelReply, PromptedRequest, Provider, Question, SpecBody, Usage, VvItem} from '../types.js'
+import type {
+  ApplyAnswersRequest,
+  ClarifyRequest,
+  CompileOutput,
+  CompileRequest,
+  GenerateRequest,
+  ModelReply,
+  PromptedRequest,
+  Provider,
+  Question,
+  SpecBody,
+  Usage,
+  VvItem,
+} from '../types.js'
 import type {ChatCall, ChatMessage, ChatReply, ChatRequest, ChatTransport} from '../chat.js'
 
 interface CallOverrides {
   model?: string
   temperature?: number
 }
-
 
 export interface OpenAIOptions {
   settings: ProviderSettings
@@ -86,14 +98,26 @@ export class OpenAIProvider implements Provider {
       messages,
       ...(temperature !== undefined ? {temperature} : {}),
       ...(settings.max_tokens !== undefined ? {max_tokens: settings.max_tokens} : {}),
-      ...(format === 'json_schema' ? {response_format: {type: 'json_schema' as const, json_schema: {name, schema, strict: false}}} : format === 'json_object' ? {response_format: {type: 'json_object' as const}} : {}),
+      ...(format === 'json_schema'
+        ? {response_format: {type: 'json_schema' as const, json_schema: {name, schema, strict: false}}}
+        : format === 'json_object'
+          ? {response_format: {type: 'json_object' as const}}
+          : {}),
     }
   }
 
   async chat(request: Omit<ChatRequest, 'model'> & {model?: string}, call: ChatCall): Promise<ChatReply> {
     const temperature = request.temperature ?? this.options.settings.temperature
     const maxTokens = request.max_tokens ?? this.options.settings.max_tokens
-    return this.transport.complete({...request, model: request.model ?? this.model, ...(temperature !== undefined ? {temperature} : {}), ...(maxTokens !== undefined ? {max_tokens: maxTokens} : {})}, call)
+    return this.transport.complete(
+      {
+        ...request,
+        model: request.model ?? this.model,
+        ...(temperature !== undefined ? {temperature} : {}),
+        ...(maxTokens !== undefined ? {max_tokens: maxTokens} : {}),
+      },
+      call,
+    )
   }
 
   async reject(reply: ChatReply, problem: string): Promise<void> {
@@ -113,12 +137,23 @@ export class OpenAIProvider implements Provider {
 
   /** The request/validate/repair loop every model step shares. */
   private async ask<T>(
-    request: {name: string; what: string; system: string; prompt: string; schema: Record<string, unknown>; check: (value: unknown) => string | null; maxRepairs?: number},
+    request: {
+      name: string
+      what: string
+      system: string
+      prompt: string
+      schema: Record<string, unknown>
+      check: (value: unknown) => string | null
+      maxRepairs?: number
+    },
     call: ChatCall,
     overrides: CallOverrides = {},
   ): Promise<{value: T; usage: Usage}> {
     const messages: ChatMessage[] = [
-      {role: 'system', content: `${request.system}\nReply with one JSON object that matches this JSON Schema, and nothing else:\n${JSON.stringify(request.schema)}`},
+      {
+        role: 'system',
+        content: `${request.system}\nReply with one JSON object that matches this JSON Schema, and nothing else:\n${JSON.stringify(request.schema)}`,
+      },
       {role: 'user', content: request.prompt},
     ]
     const usage: Usage = {prompt_tokens: 0, completion_tokens: 0, calls: 0}
@@ -149,7 +184,10 @@ export class OpenAIProvider implements Provider {
 
   async generate(request: GenerateRequest, call: ChatCall): Promise<ModelReply<unknown> & {model: string}> {
     const {$schema: _s, $id: _i, ...bareSchema} = request.schema
-    const overrides: CallOverrides = {...(request.model !== undefined ? {model: request.model} : {}), ...(request.temperature !== undefined ? {temperature: request.temperature} : {})}
+    const overrides: CallOverrides = {
+      ...(request.model !== undefined ? {model: request.model} : {}),
+      ...(request.temperature !== undefined ? {temperature: request.temperature} : {}),
+    }
     const {value, usage} = await this.ask<unknown>(
       {
         name: request.name,
@@ -172,10 +210,22 @@ export class OpenAIProvider implements Provider {
 
   async compile(request: CompileRequest, call: ChatCall): Promise<ModelReply<CompileOutput>> {
     const previous = request.previous ? `The spec so far (keep what it has unless the requirement contradicts it):\n${json(request.previous)}` : ''
-    const {value, usage} = await this.structured<CompileReply>('compile', this.prompt('compile', request, {input: request.text, source_ref: sourceName(request.sourceRef), previous_spec: previous}), call)
+    const {value, usage} = await this.structured<CompileReply>(
+      'compile',
+      this.prompt('compile', request, {input: request.text, source_ref: sourceName(request.sourceRef), previous_spec: previous}),
+      call,
+    )
     const body = emptyBody()
     body.goal = value.goal.trim()
-    value.features.forEach((f, i) => body.features.push({id: `FR-${pad(i + 1)}`, title: f.title, priority: f.priority, source: 'model', ...(f.description ? {description: f.description} : {})}))
+    value.features.forEach((f, i) =>
+      body.features.push({
+        id: `FR-${pad(i + 1)}`,
+        title: f.title,
+        priority: f.priority,
+        source: 'model',
+        ...(f.description ? {description: f.description} : {}),
+      }),
+    )
     value.constraints.forEach((text, i) => body.constraints.push({id: `C-${pad(i + 1)}`, text, source: 'model'}))
     value.non_functional.forEach((n, i) => body.non_functional.push({id: `NFR-${pad(i + 1)}`, category: n.category, text: n.text, source: 'model'}))
     value.acceptance_criteria.forEach((a, i) => body.acceptance_criteria.push({id: `AC-${pad(i + 1)}`, ...a, source: 'model'}))
@@ -186,7 +236,11 @@ export class OpenAIProvider implements Provider {
 
   async clarify(request: ClarifyRequest, call: ChatCall): Promise<ModelReply<{questions: Question[]}>> {
     const missing = request.missing.map((m) => `- ${m.path}${m.message ? `: ${m.message}` : ''}`).join('\n')
-    const {value, usage} = await this.structured<ClarifyReply>('clarify_questions', this.prompt('clarify_questions', request, {spec: json(request.spec), missing_fields: missing, max_questions: String(request.maxQuestions)}), call)
+    const {value, usage} = await this.structured<ClarifyReply>(
+      'clarify_questions',
+      this.prompt('clarify_questions', request, {spec: json(request.spec), missing_fields: missing, max_questions: String(request.maxQuestions)}),
+      call,
+    )
     const wanted = [...new Set(request.missing.map((m) => m.path))].slice(0, request.maxQuestions)
     // One question per missing field, in the order the gates listed them; a field the model skipped gets a plain one.
     const questions = wanted.map((field, i) => ({
@@ -199,13 +253,52 @@ export class OpenAIProvider implements Provider {
 
   async applyAnswers(request: ApplyAnswersRequest, call: ChatCall): Promise<ModelReply<{body: SpecBody}>> {
     const answers = request.questions.map((q) => `${q.id} [${q.field}] ${q.question}\nAnswer: ${request.answers[q.id] ?? '(none)'}`).join('\n\n')
-    const {value, usage} = await this.structured<ApplyAnswersReply>('apply_answers', this.prompt('apply_answers', request, {spec: json(request.spec), answers}), call)
+    const {value, usage} = await this.structured<ApplyAnswersReply>(
+      'apply_answers',
+      this.prompt('apply_answers', request, {spec: json(request.spec), answers}),
+      call,
+    )
     const body = structuredClone(request.spec)
     if (value.goal.trim()) body.goal = value.goal.trim()
-    for (const f of value.features) body.features.push({id: nextId('FR', body.features.map((x) => x.id)), title: f.title, priority: f.priority, source: 'answer', ...(f.description ? {description: f.description} : {})})
-    for (const text of value.constraints) body.constraints.push({id: nextId('C', body.constraints.map((x) => x.id)), text, source: 'answer'})
-    for (const n of value.non_functional) body.non_functional.push({id: nextId('NFR', body.non_functional.map((x) => x.id)), category: n.category, text: n.text, source: 'answer'})
-    for (const a of value.acceptance_criteria) body.acceptance_criteria.push({id: nextId('AC', body.acceptance_criteria.map((x) => x.id)), ...a, source: 'answer'})
+    for (const f of value.features)
+      body.features.push({
+        id: nextId(
+          'FR',
+          body.features.map((x) => x.id),
+        ),
+        title: f.title,
+        priority: f.priority,
+        source: 'answer',
+        ...(f.description ? {description: f.description} : {}),
+      })
+    for (const text of value.constraints)
+      body.constraints.push({
+        id: nextId(
+          'C',
+          body.constraints.map((x) => x.id),
+        ),
+        text,
+        source: 'answer',
+      })
+    for (const n of value.non_functional)
+      body.non_functional.push({
+        id: nextId(
+          'NFR',
+          body.non_functional.map((x) => x.id),
+        ),
+        category: n.category,
+        text: n.text,
+        source: 'answer',
+      })
+    for (const a of value.acceptance_criteria)
+      body.acceptance_criteria.push({
+        id: nextId(
+          'AC',
+          body.acceptance_criteria.map((x) => x.id),
+        ),
+        ...a,
+        source: 'answer',
+      })
     for (const q of request.questions) {
       const answer = request.answers[q.id]
       if (answer === undefined) continue

@@ -48,7 +48,9 @@ export class LiveTransport implements ChatTransport {
       const completion = await client.chat.completions.create(sent as OpenAI.ChatCompletionCreateParamsNonStreaming, {signal: call.signal})
       const choice = completion.choices[0]
       const message = choice?.message
-      const toolCalls = (message?.tool_calls ?? []).flatMap((c) => (c.type === 'function' ? [{id: c.id, type: 'function' as const, function: {name: c.function.name, arguments: c.function.arguments}}] : []))
+      const toolCalls = (message?.tool_calls ?? []).flatMap((c) =>
+        c.type === 'function' ? [{id: c.id, type: 'function' as const, function: {name: c.function.name, arguments: c.function.arguments}}] : [],
+      )
       return {
         model: completion.model ?? request.model,
         message: {role: 'assistant', content: message?.content ?? null, ...(toolCalls.length > 0 ? {tool_calls: toolCalls} : {})},
@@ -58,7 +60,12 @@ export class LiveTransport implements ChatTransport {
     } catch (error) {
       const status = (error as {status?: number}).status
       // Endpoints without JSON-schema output answer 400 about response_format: fall back to JSON mode for the rest of the run.
-      if (status === 400 && !this.jsonModeOnly && sent.response_format?.type === 'json_schema' && /response_format|json_schema/i.test(String((error as Error).message))) {
+      if (
+        status === 400 &&
+        !this.jsonModeOnly &&
+        sent.response_format?.type === 'json_schema' &&
+        /response_format|json_schema/i.test(String((error as Error).message))
+      ) {
         this.jsonModeOnly = true
         return this.complete(request, call)
       }

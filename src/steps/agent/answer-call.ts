@@ -16,7 +16,10 @@ import {argumentProblems, resultProblems, type AgentTool, type EditScope, type T
 function editScope(step: AgentStep): EditScope | undefined {
   const list = (value: string[] | string | undefined): string[] | undefined => {
     if (value === undefined) return undefined
-    if (!Array.isArray(value)) throw new PipeError('E_CONFIG', `agent step "${step.id}": ${value} was not resolved to a list of paths`, {hint: 'Give files_touched and forbidden_paths as lists, or one ${{ expression }} that gives a list.'})
+    if (!Array.isArray(value))
+      throw new PipeError('E_CONFIG', `agent step "${step.id}": ${value} was not resolved to a list of paths`, {
+        hint: 'Give files_touched and forbidden_paths as lists, or one ${{ expression }} that gives a list.',
+      })
     return value
   }
   const filesTouched = list(step.files_touched)
@@ -29,7 +32,13 @@ function editScope(step: AgentStep): EditScope | undefined {
  * Runs (or refuses, or pauses at) one tool call and appends its result to the conversation.
  * Returns a pause when a person must decide first; null once the call has its result.
  */
-export async function answerCall(context: StepContext<AgentStep>, s: AgentState, call: ToolCall, tools: readonly AgentTool[], save: () => Promise<void>): Promise<AgentResult | null> {
+export async function answerCall(
+  context: StepContext<AgentStep>,
+  s: AgentState,
+  call: ToolCall,
+  tools: readonly AgentTool[],
+  save: () => Promise<void>,
+): Promise<AgentResult | null> {
   const {policy} = context
   const name = call.function.name
   const started = Date.now()
@@ -41,12 +50,26 @@ export async function answerCall(context: StepContext<AgentStep>, s: AgentState,
     await context.event({at: s.requested.at, event: 'tool_call_request', call_id: call.id, tool: name, ...(known ? {level: known} : {})})
   }
   const startedAt = s.requested.at
-  const record = async (entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>, content: Record<string, unknown>): Promise<Record<string, unknown>> => {
+  const record = async (
+    entry: Omit<ToolCallRecord, 'call_id' | 'turn' | 'name' | 'duration_ms'>,
+    content: Record<string, unknown>,
+  ): Promise<Record<string, unknown>> => {
     const duration = Math.max(0, Date.now() - started)
     s.calls.push({call_id: call.id, turn: s.turns, name, duration_ms: duration, ...redactDeep(entry), summary: redact(entry.summary)})
     delete s.requested
     // The timeline gets the call's verdict, never its content (a file read, a command's output).
-    await context.event({at: context.now().toISOString(), event: 'tool_call_result', call_id: call.id, tool: name, started_at: startedAt, duration_ms: duration, ...(entry.level ? {level: entry.level} : {}), decision: entry.decision, ok: entry.ok === true, summary: redact(entry.summary)})
+    await context.event({
+      at: context.now().toISOString(),
+      event: 'tool_call_result',
+      call_id: call.id,
+      tool: name,
+      started_at: startedAt,
+      duration_ms: duration,
+      ...(entry.level ? {level: entry.level} : {}),
+      decision: entry.decision,
+      ok: entry.ok === true,
+      summary: redact(entry.summary),
+    })
     // An error names the repository's folder (a Node error, a refused path): the model reads it relative, as in any checkout.
     const said = typeof content['error'] === 'string' ? {...content, error: relativeToRoot(content['error'], context.cwd)} : content
     s.messages.push(resultMessage(s.protocol, call, said))
@@ -56,24 +79,41 @@ export async function answerCall(context: StepContext<AgentStep>, s: AgentState,
   const tool = tools.find((t) => t.name === name)
   const parsedArgs = safeParse(call.function.arguments)
   if (!tool) {
-    await record({arguments: parsedArgs, decision: 'invalid', ok: false, summary: `unknown tool ${name}`, cache_hit: false}, {error: `there is no tool "${name}"${didYouMean(name, tools.map((t) => t.name))}; the tools are: ${tools.map((t) => t.name).join(', ')}`})
+    await record(
+      {arguments: parsedArgs, decision: 'invalid', ok: false, summary: `unknown tool ${name}`, cache_hit: false},
+      {
+        error: `there is no tool "${name}"${didYouMean(
+          name,
+          tools.map((t) => t.name),
+        )}; the tools are: ${tools.map((t) => t.name).join(', ')}`,
+      },
+    )
     return null
   }
   const level: ToolLevel = toolLevel(policy, name)
   if (typeof call.function.arguments !== 'string' || (call.function.arguments.trim() !== '' && parsedArgs === call.function.arguments)) {
-    await record({arguments: call.function.arguments, level, decision: 'invalid', ok: false, summary: 'arguments are not JSON', cache_hit: false}, {error: 'the arguments are not valid JSON; nothing was run', schema: tool.parameters})
+    await record(
+      {arguments: call.function.arguments, level, decision: 'invalid', ok: false, summary: 'arguments are not JSON', cache_hit: false},
+      {error: 'the arguments are not valid JSON; nothing was run', schema: tool.parameters},
+    )
     return null
   }
   const args = (call.function.arguments.trim() === '' ? {} : parsedArgs) as Record<string, unknown>
   const problems = argumentProblems(tool, args)
   if (problems !== null) {
-    await record({arguments: args, level, decision: 'invalid', ok: false, summary: `invalid arguments: ${problems}`, cache_hit: false}, {error: `invalid arguments: ${problems}; nothing was run`, schema: tool.parameters})
+    await record(
+      {arguments: args, level, decision: 'invalid', ok: false, summary: `invalid arguments: ${problems}`, cache_hit: false},
+      {error: `invalid arguments: ${problems}; nothing was run`, schema: tool.parameters},
+    )
     return null
   }
   // A call that was running when pipe stopped: its effect is unknown, so it is never run again blindly.
   if (s.inflight === call.id) {
     delete s.inflight
-    await record({arguments: args, level, decision: 'auto', ok: false, summary: 'interrupted: pipe stopped while it ran; its effect is unknown', cache_hit: false}, {error: 'pipe was interrupted while this call ran; whether it took effect is unknown. Read the files (or run the check) again before going on.'})
+    await record(
+      {arguments: args, level, decision: 'auto', ok: false, summary: 'interrupted: pipe stopped while it ran; its effect is unknown', cache_hit: false},
+      {error: 'pipe was interrupted while this call ran; whether it took effect is unknown. Read the files (or run the check) again before going on.'},
+    )
     return null
   }
   const key = stableKey(name, args)
@@ -81,7 +121,17 @@ export async function answerCall(context: StepContext<AgentStep>, s: AgentState,
   const ran = s.executed?.[call.id]
   if (ran && ran.key === key) {
     const {summary, files_changed: files, ...was} = ran.record
-    await record({arguments: args, ...was, summary: `not run again: it ran in attempt #${ran.seq ?? '?'} of this step before a redrive (${summary})`, cache_hit: false, ...(ran.seq !== undefined ? {replayed_from: ran.seq} : {}), ...(files?.length ? {files_changed: files} : {})}, ran.content)
+    await record(
+      {
+        arguments: args,
+        ...was,
+        summary: `not run again: it ran in attempt #${ran.seq ?? '?'} of this step before a redrive (${summary})`,
+        cache_hit: false,
+        ...(ran.seq !== undefined ? {replayed_from: ran.seq} : {}),
+        ...(files?.length ? {files_changed: files} : {}),
+      },
+      ran.content,
+    )
     for (const f of files ?? []) if (!s.files_changed.includes(f)) s.files_changed.push(f)
     if (ran.patch && files?.length) s.patches.push({call_id: call.id, files, patch: ran.patch})
     return null
@@ -102,16 +152,33 @@ export async function answerCall(context: StepContext<AgentStep>, s: AgentState,
     if (approved) decision = 'preapproved'
     else if (argv === undefined && name === 'run_command') {
       // A line that cannot run (refused syntax, a denied segment) is answered without asking anyone.
-    } else if (given && given.call_id === call.id && !s.consumed.includes(call.id) && !s.consumed.includes(`${given.call_id} ${given.at}`) && (given.action_sha256 === undefined || given.action_sha256 === shownAction(call, args, level, argv, context.cwd).sha256)) {
+    } else if (
+      given &&
+      given.call_id === call.id &&
+      !s.consumed.includes(call.id) &&
+      !s.consumed.includes(`${given.call_id} ${given.at}`) &&
+      (given.action_sha256 === undefined || given.action_sha256 === shownAction(call, args, level, argv, context.cwd).sha256)
+    ) {
       // The answer is for exactly the action the person was shown, once: another call that took its id (or an edited one) is asked about again.
       s.consumed.push(`${given.call_id} ${given.at}`)
       person = {by: given.by, ...(given.note ? {note: given.note} : {})}
       if (given.decision === 'no') {
-        await record({arguments: args, level, decision: 'refused', ok: false, summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`, cache_hit: false, ...person}, {
-          error: `a person (${given.by}) refused this call; it did not run`,
-          refused: true,
-          ...(given.note ? {note: given.note} : {}),
-        })
+        await record(
+          {
+            arguments: args,
+            level,
+            decision: 'refused',
+            ok: false,
+            summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`,
+            cache_hit: false,
+            ...person,
+          },
+          {
+            error: `a person (${given.by}) refused this call; it did not run`,
+            refused: true,
+            ...(given.note ? {note: given.note} : {}),
+          },
+        )
         return null
       }
       decision = 'confirmed'
@@ -141,12 +208,24 @@ export async function answerCall(context: StepContext<AgentStep>, s: AgentState,
     for (const f of outcome.files_changed) if (!s.files_changed.includes(f)) s.files_changed.push(f)
     if (outcome.patch) s.patches.push({call_id: call.id, files: outcome.files_changed, patch: redact(outcome.patch)})
   }
-  const entry = {level, decision: outcome.denied ? ('denied' as const) : decision, ok: outcome.ok, summary: outcome.summary, ...(outcome.files_changed?.length ? {files_changed: outcome.files_changed} : {}), ...(person ?? {})}
+  const entry = {
+    level,
+    decision: outcome.denied ? ('denied' as const) : decision,
+    ok: outcome.ok,
+    summary: outcome.summary,
+    ...(outcome.files_changed?.length ? {files_changed: outcome.files_changed} : {}),
+    ...(person ?? {}),
+  }
   const said = await record({arguments: args, ...entry, cache_hit: false, ...(outcome.denied ? {} : {executed: true})}, outcome.result)
   // What ran is kept with what the model was given, in the same save as its result, so no redrive runs it again.
   if (!outcome.denied && !cacheable) {
     s.executed ??= {}
-    s.executed[call.id] = {key, content: redactDeep(said), record: redactDeep({...entry, summary: redact(entry.summary)}), ...(outcome.patch && outcome.files_changed?.length ? {patch: redact(outcome.patch)} : {})}
+    s.executed[call.id] = {
+      key,
+      content: redactDeep(said),
+      record: redactDeep({...entry, summary: redact(entry.summary)}),
+      ...(outcome.patch && outcome.files_changed?.length ? {patch: redact(outcome.patch)} : {}),
+    }
   }
   return null
 }

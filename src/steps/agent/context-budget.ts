@@ -12,7 +12,10 @@ function isToolResult(m: ChatMessage): boolean {
 }
 
 function messageBytes(m: ChatMessage): number {
-  return Buffer.byteLength(typeof m.content === 'string' ? m.content : '') + (m.role === 'assistant' && m.tool_calls ? Buffer.byteLength(JSON.stringify(m.tool_calls)) : 0)
+  return (
+    Buffer.byteLength(typeof m.content === 'string' ? m.content : '') +
+    (m.role === 'assistant' && m.tool_calls ? Buffer.byteLength(JSON.stringify(m.tool_calls)) : 0)
+  )
 }
 
 const ELIDED = '{"elided":'

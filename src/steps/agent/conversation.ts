@@ -36,13 +36,17 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
   const {step} = context
   const tools = step.tools.map((name) => {
     const tool = toolNamed(name)
-    if (!tool) throw new PipeError('E_CONFIG', `agent step "${step.id}" names an unknown tool "${name}"`, {hint: 'pipe validate lists the tools an agent step may name.'})
+    if (!tool)
+      throw new PipeError('E_CONFIG', `agent step "${step.id}" names an unknown tool "${name}"`, {
+        hint: 'pipe validate lists the tools an agent step may name.',
+      })
     return tool
   })
   let outputSchema: {schema: Record<string, unknown>; check: (v: unknown) => string | null} | null = null
   if (step.output_schema !== undefined) {
     const loaded = loadOutputSchema(stepDir(context.pipeline, step.id), step.output_schema)
-    if (!loaded.ok) throw new PipeError('E_CONFIG', `output_schema "${step.output_schema}" ${loaded.problem}`, {hint: 'pipe validate checks output schemas before a run.'})
+    if (!loaded.ok)
+      throw new PipeError('E_CONFIG', `output_schema "${step.output_schema}" ${loaded.problem}`, {hint: 'pipe validate checks output schemas before a run.'})
     outputSchema = loaded.output
   }
   const maxTurns = step.max_turns ?? DEFAULT_MAX_TURNS
@@ -59,7 +63,10 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
       version: 1,
       protocol: startProtocol,
       // The transcript is a record: whatever secret reached the prompt is masked in it.
-      messages: [{role: 'system', content: systemText(step, startProtocol, tools, outputSchema?.schema ?? null)}, {role: 'user', content: redact(prompt)}],
+      messages: [
+        {role: 'system', content: systemText(step, startProtocol, tools, outputSchema?.schema ?? null)},
+        {role: 'user', content: redact(prompt)},
+      ],
       turns: 0,
       pending: [],
       calls: [],
@@ -88,15 +95,35 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
       type: 'repo',
       link: 'repo',
       source: {ref: `repo://${p.files.join(',')}`},
-      content: {excerpt: [...p.patch].slice(0, 500).join(''), note: `agent step ${step.id}, tool call ${p.call_id}: apply_edit_blocks changed ${p.files.join(', ')}`},
+      content: {
+        excerpt: [...p.patch].slice(0, 500).join(''),
+        note: `agent step ${step.id}, tool call ${p.call_id}: apply_edit_blocks changed ${p.files.join(', ')}`,
+      },
       linked_to: [{step: step.id}, {run_id: context.run.run_id}],
     }))
     return {
       type: 'done',
       outcome,
       reason,
-      inputs: {...(step.task !== undefined ? {task: step.task} : {}), prompt: step.prompt, prompt_sha256: sha256(prompt), vars: redactDeep(vars), tools: step.tools, max_turns: maxTurns, protocol: s.protocol, ...(step.output_schema ? {output_schema: step.output_schema} : {})},
-      outputs: {value, summary: redact(summary), files_changed: s.files_changed, turns: s.turns, tool_calls: s.calls.length, patch: s.patches.map((p) => p.patch).join(''), attempt: attemptOf(context)} satisfies AgentOutputs,
+      inputs: {
+        ...(step.task !== undefined ? {task: step.task} : {}),
+        prompt: step.prompt,
+        prompt_sha256: sha256(prompt),
+        vars: redactDeep(vars),
+        tools: step.tools,
+        max_turns: maxTurns,
+        protocol: s.protocol,
+        ...(step.output_schema ? {output_schema: step.output_schema} : {}),
+      },
+      outputs: {
+        value,
+        summary: redact(summary),
+        files_changed: s.files_changed,
+        turns: s.turns,
+        tool_calls: s.calls.length,
+        patch: s.patches.map((p) => p.patch).join(''),
+        attempt: attemptOf(context),
+      } satisfies AgentOutputs,
       toolCalls: s.calls,
       ...(evidence.length > 0 ? {evidence} : {}),
       llmModel: s.model,
@@ -150,7 +177,9 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
     const reading = readReply(reply, s.protocol, s.turns)
     if ('calls' in reading) reading.calls = withUniqueIds(reading.calls, s.messages, s.turns, s.executed)
     const toolCalls = 'calls' in reading ? reading.calls : reply.message.tool_calls
-    s.messages.push(redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && toolCalls?.length ? {tool_calls: toolCalls} : {})}))
+    s.messages.push(
+      redactDeep({role: 'assistant', content: reply.message.content, ...(s.protocol === 'native' && toolCalls?.length ? {tool_calls: toolCalls} : {})}),
+    )
     if ('calls' in reading) {
       // The state is a record too; the model never saw a secret, so masking its arguments changes nothing it asked for.
       const calls = redactDeep(reading.calls)
@@ -158,10 +187,30 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
       // max_turns bounds the replies; this bounds what one reply can make pipe do (and the transcript it grows).
       for (const extra of calls.slice(MAX_CALLS_PER_REPLY)) {
         const why = `not run: one reply may call at most ${MAX_CALLS_PER_REPLY} tools; call it again in a later reply if it is still needed`
-        s.calls.push({call_id: extra.id, turn: s.turns, name: extra.function.name, duration_ms: 0, arguments: safeParse(extra.function.arguments), decision: 'invalid', ok: false, summary: why, cache_hit: false})
+        s.calls.push({
+          call_id: extra.id,
+          turn: s.turns,
+          name: extra.function.name,
+          duration_ms: 0,
+          arguments: safeParse(extra.function.arguments),
+          decision: 'invalid',
+          ok: false,
+          summary: why,
+          cache_hit: false,
+        })
         const at = context.now().toISOString()
         await context.event({at, event: 'tool_call_request', call_id: extra.id, tool: extra.function.name})
-        await context.event({at, event: 'tool_call_result', call_id: extra.id, tool: extra.function.name, started_at: at, duration_ms: 0, decision: 'invalid', ok: false, summary: why})
+        await context.event({
+          at,
+          event: 'tool_call_result',
+          call_id: extra.id,
+          tool: extra.function.name,
+          started_at: at,
+          duration_ms: 0,
+          decision: 'invalid',
+          ok: false,
+          summary: why,
+        })
         s.messages.push(resultMessage(s.protocol, extra, {error: why}))
         fitConversation(s.messages, step.max_context_bytes ?? DEFAULT_MAX_CONTEXT_BYTES)
       }
@@ -183,7 +232,12 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
         const found = outputSchema.check(parsed.value)
         if (found === null) {
           await save()
-          return finish('done', `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)${changed()}`, parsed.value, reading.text)
+          return finish(
+            'done',
+            `final answer matches ${step.output_schema} after ${s.turns} turn(s) and ${s.calls.length} tool call(s)${changed()}`,
+            parsed.value,
+            reading.text,
+          )
         }
         problem = `the final answer does not match the schema: ${found}`
       } else problem = `the final answer is not JSON: ${parsed.error}`
@@ -191,7 +245,9 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
     await provider.reject?.(reply, problem)
     if (s.repairs >= maxRepairs) {
       await save()
-      throw new PipeError('E_MODEL', `agent step "${step.id}": ${problem} (after ${s.repairs} repair(s))`, {hint: 'Try a stronger model, a clearer prompt, or a simpler output_schema.'})
+      throw new PipeError('E_MODEL', `agent step "${step.id}": ${problem} (after ${s.repairs} repair(s))`, {
+        hint: 'Try a stronger model, a clearer prompt, or a simpler output_schema.',
+      })
     }
     s.repairs++
     s.messages.push({role: 'user', content: `${problem}\nReply again${s.protocol === 'json' ? ' with one JSON object' : ''}.`})

@@ -37,13 +37,28 @@ export function systemText(step: AgentStep, protocol: Protocol, tools: readonly 
 export function toolSpecs(tools: readonly AgentTool[]): ToolSpec[] {
   return [
     ...tools.map((t) => ({type: 'function' as const, function: {name: t.name, description: t.description, parameters: t.parameters}})),
-    {type: 'function' as const, function: {name: GIVE_UP, description: 'Stop: you cannot do the task. Say why.', parameters: {type: 'object', additionalProperties: false, required: ['reason'], properties: {reason: {type: 'string'}}}}},
+    {
+      type: 'function' as const,
+      function: {
+        name: GIVE_UP,
+        description: 'Stop: you cannot do the task. Say why.',
+        parameters: {type: 'object', additionalProperties: false, required: ['reason'], properties: {reason: {type: 'string'}}},
+      },
+    },
   ]
 }
 
 export function stableKey(name: string, args: unknown): string {
   const sort = (v: unknown): unknown =>
-    v === null || typeof v !== 'object' ? v : Array.isArray(v) ? v.map(sort) : Object.fromEntries(Object.keys(v).sort().map((k) => [k, sort((v as Record<string, unknown>)[k])]))
+    v === null || typeof v !== 'object'
+      ? v
+      : Array.isArray(v)
+        ? v.map(sort)
+        : Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, sort((v as Record<string, unknown>)[k])]),
+          )
   return `${name}:${JSON.stringify(sort(args))}`
 }
 
@@ -109,7 +124,12 @@ export function readReply(reply: ChatReply, protocol: Protocol, turn: number): R
  * for one already confirmed, run or interrupted. Renamed in the transcript too, so every result
  * still answers its call.
  */
-export function withUniqueIds(calls: ToolCall[], messages: readonly ChatMessage[], turn: number, executed: Readonly<Record<string, ExecutedCall>> = {}): ToolCall[] {
+export function withUniqueIds(
+  calls: ToolCall[],
+  messages: readonly ChatMessage[],
+  turn: number,
+  executed: Readonly<Record<string, ExecutedCall>> = {},
+): ToolCall[] {
   const used = new Set(messages.flatMap((m) => (m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => c.id) : [])))
   return calls.map((call, i) => {
     let id = call.id || `call_${turn}_${i + 1}`
@@ -125,5 +145,7 @@ export function withUniqueIds(calls: ToolCall[], messages: readonly ChatMessage[
 export function resultMessage(protocol: Protocol, call: ToolCall, content: Record<string, unknown>): ChatMessage {
   // Masked value by value: in the JSON text a secret with a quote or a backslash is escaped, and would not be found.
   const text = JSON.stringify(redactDeep(content))
-  return protocol === 'native' ? {role: 'tool', tool_call_id: call.id, content: text} : {role: 'user', content: `Result of ${call.function.name} (${call.id}):\n${text}`}
+  return protocol === 'native'
+    ? {role: 'tool', tool_call_id: call.id, content: text}
+    : {role: 'user', content: `Result of ${call.function.name} (${call.id}):\n${text}`}
 }

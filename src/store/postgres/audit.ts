@@ -12,7 +12,20 @@ import type {RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {compareIds} from '../ids.js'
-import {auditKey, checkLine, checkRecord, fileHash, runCreationHash, runStateHash, sealMessage, sealOf, verifyEvidence, verifySnapshot, verifySpec, type SealCheck} from '../integrity.js'
+import {
+  auditKey,
+  checkLine,
+  checkRecord,
+  fileHash,
+  runCreationHash,
+  runStateHash,
+  sealMessage,
+  sealOf,
+  verifyEvidence,
+  verifySnapshot,
+  verifySpec,
+  type SealCheck,
+} from '../integrity.js'
 import type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
 import type {PostgresStore} from './store.js'
 
@@ -55,7 +68,13 @@ function checkChain(lines: Array<{pos: number; line: string}>, name: string, rec
   for (const {pos, line} of lines) {
     const where = `${name}(${pos})`
     const value = parse(line)
-    if (pos !== expected) out.problem(record(pos, value), where, 'pos', `line${pos - expected > 1 ? `s ${expected}-${pos - 1}` : ` ${expected}`} of the chain ${pos - expected > 1 ? 'are' : 'is'} missing (deleted from ${name})`)
+    if (pos !== expected)
+      out.problem(
+        record(pos, value),
+        where,
+        'pos',
+        `line${pos - expected > 1 ? `s ${expected}-${pos - 1}` : ` ${expected}`} of the chain ${pos - expected > 1 ? 'are' : 'is'} missing (deleted from ${name})`,
+      )
     expected = pos + 1
     if (!value) {
       out.problem(record(pos, null), where, 'line', 'is not a line pipe wrote (not JSON)')
@@ -63,7 +82,8 @@ function checkChain(lines: Array<{pos: number; line: string}>, name: string, rec
       continue
     }
     out.seal(checkLine(value), record(pos, value), where, 'hash')
-    if ((value.prev ?? null) !== prev) out.problem(record(pos, value), where, 'prev', 'does not link to the line before it (a line was removed, reordered or replaced)')
+    if ((value.prev ?? null) !== prev)
+      out.problem(record(pos, value), where, 'prev', 'does not link to the line before it (a line was removed, reordered or replaced)')
     prev = typeof value.hash === 'string' ? value.hash : null
     parsed.push(value)
   }
@@ -95,7 +115,9 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
     const value = parse(body)
     const where = `${table}(${id})`
     if (!value) out.problem(id, where, 'body', 'is not valid JSON')
-    else for (const p of spec ? verifySpec(value as unknown as CanonicalSpec) : verifyEvidence(value as unknown as Evidence)) out.problem(id, where, p.field, p.message)
+    else
+      for (const p of spec ? verifySpec(value as unknown as CanonicalSpec) : verifyEvidence(value as unknown as Evidence))
+        out.problem(id, where, p.field, p.message)
     return hash
   }
 
@@ -114,15 +136,28 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
     }
     out.seal(checkRecord(run), id, where, 'seal')
     if (typeof run.seal === 'string') seals.push(run.seal)
-    if (indexed && indexed.created_hash !== runCreationHash(run)) out.problem(id, where, 'created', 'the facts fixed at its creation differ from what the run index bound')
+    if (indexed && indexed.created_hash !== runCreationHash(run))
+      out.problem(id, where, 'created', 'the facts fixed at its creation differ from what the run index bound')
     // The timeline.
     const events = await q<{n: number; line: string}>('SELECT n, line FROM pipe_events WHERE run_id = $1 ORDER BY n', [id])
     counts.events += events.length
-    const lines = checkChain(events.map((e) => ({pos: e.n, line: e.line})), 'pipe_events', (n) => `${id} timeline line ${n}`, out)
+    const lines = checkChain(
+      events.map((e) => ({pos: e.n, line: e.line})),
+      'pipe_events',
+      (n) => `${id} timeline line ${n}`,
+      out,
+    )
     const last = lines.at(-1)
     const head = run.head
-    if (!head || head.events !== (events.at(-1)?.n ?? 0) || head.event_hash !== (last?.hash ?? null)) out.problem(id, where, 'head.events', `the run's sealed head names ${head?.events ?? 0} timeline lines ending ${String(head?.event_hash ?? null)}, the timeline holds ${events.at(-1)?.n ?? 0} (a line was deleted or added)`)
-    if (last && last.run_state !== runStateHash(run)) out.problem(id, where, 'body', "the run record is not the state its last timeline line bound (the row was changed)")
+    if (!head || head.events !== (events.at(-1)?.n ?? 0) || head.event_hash !== (last?.hash ?? null))
+      out.problem(
+        id,
+        where,
+        'head.events',
+        `the run's sealed head names ${head?.events ?? 0} timeline lines ending ${String(head?.event_hash ?? null)}, the timeline holds ${events.at(-1)?.n ?? 0} (a line was deleted or added)`,
+      )
+    if (last && last.run_state !== runStateHash(run))
+      out.problem(id, where, 'body', 'the run record is not the state its last timeline line bound (the row was changed)')
     // The snapshots.
     const snaps = await q<{seq: number; body: string}>('SELECT seq, body FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [id])
     counts.snapshots += snaps.length
@@ -153,7 +188,13 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
     }
     const tip = snaps.at(-1)
     const tipHash = tip ? ((parse(tip.body)?.meta as Plain | undefined)?.record_hash ?? null) : null
-    if (head && (head.seq > (tip?.seq ?? 0) || (head.seq === (tip?.seq ?? 0) && head.seq > 0 && head.snapshot_hash !== tipHash))) out.problem(id, where, 'head.seq', `the run's sealed head names snapshot ${head.seq}, the store's last is ${tip?.seq ?? 0} (a snapshot was deleted or replaced)`)
+    if (head && (head.seq > (tip?.seq ?? 0) || (head.seq === (tip?.seq ?? 0) && head.seq > 0 && head.snapshot_hash !== tipHash)))
+      out.problem(
+        id,
+        where,
+        'head.seq',
+        `the run's sealed head names snapshot ${head.seq}, the store's last is ${tip?.seq ?? 0} (a snapshot was deleted or replaced)`,
+      )
   }
 
   const index = await q<{pos: string; run_id: string; line: string}>('SELECT pos, run_id, line FROM pipe_run_index ORDER BY pos')
@@ -163,10 +204,16 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
   if (runId) {
     const ids = [runId]
     // Its children (pipeline and foreach steps) and theirs.
-    for (let i = 0; i < ids.length; i++) for (const child of await q<{run_id: string}>('SELECT run_id FROM pipe_runs WHERE parent_run = $1', [ids[i]])) ids.push(child.run_id)
+    for (let i = 0; i < ids.length; i++)
+      for (const child of await q<{run_id: string}>('SELECT run_id FROM pipe_runs WHERE parent_run = $1', [ids[i]])) ids.push(child.run_id)
     for (const id of ids) await auditRun(id, indexed.get(id))
   } else {
-    const lines = checkChain(index.map((r) => ({pos: Number(r.pos), line: r.line})), 'pipe_run_index', (pos, line) => (typeof line?.run_id === 'string' ? line.run_id : `run index line ${pos}`), out)
+    const lines = checkChain(
+      index.map((r) => ({pos: Number(r.pos), line: r.line})),
+      'pipe_run_index',
+      (pos, line) => (typeof line?.run_id === 'string' ? line.run_id : `run index line ${pos}`),
+      out,
+    )
     indexHead = (lines.at(-1)?.hash as string | undefined) ?? null
     const features = await q<{id: string; body: string}>('SELECT id, body FROM pipe_features ORDER BY id')
     const featureHash = new Map<string, string>()
@@ -179,11 +226,13 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
     }
     for (const line of lines) {
       const fid = line.feature_id as string
-      if (line.feature_hash !== null && line.feature_hash !== undefined && featureHash.get(fid) !== line.feature_hash) out.problem(fid, `pipe_features(${fid})`, 'body', `the feature is not the one the run index bound for ${String(line.run_id)} (changed or deleted)`)
+      if (line.feature_hash !== null && line.feature_hash !== undefined && featureHash.get(fid) !== line.feature_hash)
+        out.problem(fid, `pipe_features(${fid})`, 'body', `the feature is not the one the run index bound for ${String(line.run_id)} (changed or deleted)`)
     }
     const runs = (await q<{run_id: string}>('SELECT run_id FROM pipe_runs')).map((r) => r.run_id).sort(compareIds)
     for (const id of runs) {
-      if (!indexed.has(id)) out.problem(id, `pipe_runs(${id})`, 'row', 'the run is not in the run index (a line was deleted, or the row was added outside pipe)')
+      if (!indexed.has(id))
+        out.problem(id, `pipe_runs(${id})`, 'row', 'the run is not in the run index (a line was deleted, or the row was added outside pipe)')
       await auditRun(id, indexed.get(id))
     }
     for (const id of indexed.keys()) if (!runs.includes(id)) out.problem(id, `pipe_runs(${id})`, 'row', 'the run index names this run but its row is missing')
@@ -192,7 +241,14 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
   }
   // The ledger: its log chain, and each entry as the log's last line for its key sealed it.
   const log = await q<{pos: string; key: string; line: string}>('SELECT pos, key, line FROM pipe_ledger_log ORDER BY pos')
-  const logLines = runId ? log.map((l) => parse(l.line)).filter((l): l is Plain => l !== null) : checkChain(log.map((l) => ({pos: Number(l.pos), line: l.line})), 'pipe_ledger_log', (pos, line) => (typeof line?.key === 'string' ? line.key : `ledger log line ${pos}`), out)
+  const logLines = runId
+    ? log.map((l) => parse(l.line)).filter((l): l is Plain => l !== null)
+    : checkChain(
+        log.map((l) => ({pos: Number(l.pos), line: l.line})),
+        'pipe_ledger_log',
+        (pos, line) => (typeof line?.key === 'string' ? line.key : `ledger log line ${pos}`),
+        out,
+      )
   ledgerHead = (logLines.at(-1)?.hash as string | undefined) ?? null
   const lastSeal = new Map(logLines.map((l) => [l.key as string, l.entry_seal]))
   const entries = await q<{key: string; body: string}>('SELECT key, body FROM pipe_ledger ORDER BY key')
@@ -207,9 +263,12 @@ export async function auditPostgres(store: PostgresStore, runId?: string, kinds:
       continue
     }
     out.seal(checkRecord(value), e.key, at, 'seal')
-    if (lastSeal.get(e.key) !== value.seal) out.problem(e.key, at, 'seal', 'is not the entry the ledger log last recorded for this key (rolled back or replaced)')
+    if (lastSeal.get(e.key) !== value.seal)
+      out.problem(e.key, at, 'seal', 'is not the entry the ledger log last recorded for this key (rolled back or replaced)')
   }
-  for (const [key, where] of delivered) if (!published.has(key)) out.problem(where, `pipe_ledger(${key})`, 'row', `the snapshot records ${key} as delivered, but the ledger has no entry for it (deleted)`)
+  for (const [key, where] of delivered)
+    if (!published.has(key))
+      out.problem(where, `pipe_ledger(${key})`, 'row', `the snapshot records ${key} as delivered, but the ledger has no entry for it (deleted)`)
   const head = runId ? null : sealOf({runs: seals, run_index: indexHead, ledger: ledgerHead})
   return {
     ok: out.problems.length === 0,

@@ -27,7 +27,11 @@ function parseEntry(key: string, body: string): LedgerEntry {
   }
   const result = typeof value === 'object' && value !== null ? check('ledger', value) : null
   if (!result?.valid || (value as LedgerEntry).key !== key) {
-    throw new PipeError('E_INTEGRITY', `the ledger entry ${key} is malformed (pipe_ledger(${key})): ${result && !result.valid ? describeErrors(result.errors.slice(0, 3)) : 'not a ledger entry'}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+    throw new PipeError(
+      'E_INTEGRITY',
+      `the ledger entry ${key} is malformed (pipe_ledger(${key})): ${result && !result.valid ? describeErrors(result.errors.slice(0, 3)) : 'not a ledger entry'}`,
+      {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'},
+    )
   }
   return value as LedgerEntry
 }
@@ -57,7 +61,10 @@ export class PostgresLedger implements LedgerRecords {
       const entries = Number((await client.query<{n: string}>('SELECT count(*) AS n FROM pipe_ledger WHERE key <> $1', [entry.key])).rows[0]!.n) + 1
       const line = sealLine({key: entry.key, entry_seal: sealed.seal, entries}, prev ? (JSON.parse(prev.line) as {hash: string}).hash : null)
       await client.query('INSERT INTO pipe_ledger_log (pos, key, line) VALUES ($1, $2, $3)', [pos, entry.key, JSON.stringify(line)])
-      await client.query('INSERT INTO pipe_ledger (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body', [entry.key, `${JSON.stringify(sealed, null, 2)}\n`])
+      await client.query('INSERT INTO pipe_ledger (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body', [
+        entry.key,
+        `${JSON.stringify(sealed, null, 2)}\n`,
+      ])
     })
   }
 
@@ -72,7 +79,10 @@ export class PostgresLedger implements LedgerRecords {
         await client.query(`SET lock_timeout = ${Math.max(1, Math.floor(waitMs))}`)
         await client.query("SELECT pg_advisory_lock(hashtextextended('pipe-ledger:' || $1, 0))", [key])
       } catch (error) {
-        if ((error as {code?: string}).code === '55P03') throw new PipeError('E_CONFLICT', `publication ${key} is being sent by another pipe process`, {hint: 'Try again when it has finished; pipe ledger list shows the outcome.'})
+        if ((error as {code?: string}).code === '55P03')
+          throw new PipeError('E_CONFLICT', `publication ${key} is being sent by another pipe process`, {
+            hint: 'Try again when it has finished; pipe ledger list shows the outcome.',
+          })
         throw databaseError(error, `cannot hold the ledger key ${key}`)
       }
       try {
@@ -90,7 +100,10 @@ export class PostgresLedger implements LedgerRecords {
     const rows = await this.store.query<{key: string; body: string}>('cannot list the ledger', 'SELECT key, body FROM pipe_ledger')
     const out = rows
       .map((r) => parseEntry(r.key, r.body))
-      .filter((e) => (!filter.feature || e.feature_id === filter.feature) && (!filter.run || e.run_id === filter.run) && (!filter.target || e.target === filter.target))
+      .filter(
+        (e) =>
+          (!filter.feature || e.feature_id === filter.feature) && (!filter.run || e.run_id === filter.run) && (!filter.target || e.target === filter.target),
+      )
       .map((e) => redactDeep(e))
       .sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
     return limit === undefined ? out : out.slice(0, limit)

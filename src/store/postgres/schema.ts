@@ -88,7 +88,8 @@ export async function migrate(client: PoolClient): Promise<void> {
     await client.query('CREATE TABLE IF NOT EXISTS pipe_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())')
     const {rows} = await client.query<{version: number | null}>('SELECT max(version) AS version FROM pipe_schema')
     const current = rows[0]?.version ?? 0
-    if (current > SCHEMA_VERSION) throw Object.assign(new Error(`the database holds pipe schema version ${current}, newer than this pipe's ${SCHEMA_VERSION}`), {newer: true})
+    if (current > SCHEMA_VERSION)
+      throw Object.assign(new Error(`the database holds pipe schema version ${current}, newer than this pipe's ${SCHEMA_VERSION}`), {newer: true})
     for (let version = current + 1; version <= SCHEMA_VERSION; version++) {
       await client.query(MIGRATIONS[version - 1]!)
       await client.query('INSERT INTO pipe_schema (version) VALUES ($1)', [version])

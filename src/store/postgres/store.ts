@@ -52,11 +52,21 @@ export {safeUrl}
 export function databaseError(error: unknown, what: string): Error {
   if (error instanceof PipeError) return error
   const e = error as {code?: string; message?: string; severity?: string}
-  const connection = e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'ECONNRESET' || e.code === '57P01' || e.code === '57P03' || e.code === '08006' || e.code === '08003' || /Connection terminated|connect ECONN/i.test(e.message ?? '')
+  const connection =
+    e.code === 'ECONNREFUSED' ||
+    e.code === 'ENOTFOUND' ||
+    e.code === 'ECONNRESET' ||
+    e.code === '57P01' ||
+    e.code === '57P03' ||
+    e.code === '08006' ||
+    e.code === '08003' ||
+    /Connection terminated|connect ECONN/i.test(e.message ?? '')
   // Anything else (a hook's, a step's) is not the database's to explain.
   if (!connection && e.severity === undefined) return error as Error
   return new PipeError(connection ? 'E_IO' : 'E_INTEGRITY', `${what}: ${e.message ?? String(error)}`, {
-    hint: connection ? 'The database could not be reached or the connection was lost; nothing partial was recorded. Check the URL and the server, then run the command again (pipe resume RUN goes on from the last step).' : 'The database refused the change; pipe audit verify names damaged records.',
+    hint: connection
+      ? 'The database could not be reached or the connection was lost; nothing partial was recorded. Check the URL and the server, then run the command again (pipe resume RUN goes on from the last step).'
+      : 'The database refused the change; pipe audit verify names damaged records.',
   })
 }
 
@@ -90,7 +100,10 @@ export class PostgresStore implements RunStore {
       client?.release()
       client = undefined
       await pool.end().catch(() => undefined)
-      if ((error as {newer?: boolean}).newer) throw new PipeError('E_CONFLICT', `${(error as Error).message} (${safeUrl(url)})`, {hint: 'Upgrade pipe on this machine to the version the rest of the team uses.'})
+      if ((error as {newer?: boolean}).newer)
+        throw new PipeError('E_CONFLICT', `${(error as Error).message} (${safeUrl(url)})`, {
+          hint: 'Upgrade pipe on this machine to the version the rest of the team uses.',
+        })
       throw databaseError(error, `cannot open the store at ${safeUrl(url)}`)
     } finally {
       client?.release()
@@ -141,7 +154,10 @@ export class PostgresStore implements RunStore {
 
   /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
   static async nextNumber(client: PoolClient, series: string): Promise<number> {
-    const {rows} = await client.query<{n: string}>('INSERT INTO pipe_counters (series, n) VALUES ($1, 1) ON CONFLICT (series) DO UPDATE SET n = pipe_counters.n + 1 RETURNING n', [series])
+    const {rows} = await client.query<{n: string}>(
+      'INSERT INTO pipe_counters (series, n) VALUES ($1, 1) ON CONFLICT (series) DO UPDATE SET n = pipe_counters.n + 1 RETURNING n',
+      [series],
+    )
     return Number(rows[0]!.n)
   }
 
@@ -164,7 +180,8 @@ export class PostgresStore implements RunStore {
       // The run index's own counter row orders creations, so its chain stays linear.
       const pos = await PostgresStore.nextNumber(client, 'run-index')
       const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_run_index WHERE pos = $1', [pos - 1])).rows[0] : undefined
-      if (pos > 1 && !prev) throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
+      if (pos > 1 && !prev)
+        throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
       const feature = (await client.query<{body: string}>('SELECT body FROM pipe_features WHERE id = $1', [draft.feature_id])).rows[0]
       const fresh = {run_id: id, ...draft} as RunRecord
       let sealer = runRecordSealer(fresh as unknown as Plain)
@@ -180,14 +197,20 @@ export class PostgresStore implements RunStore {
       const head = {events: lines.length, event_hash: lines.at(-1)!.hash, seq: 0, snapshot_hash: null}
       const record = {...state, head, seal: sealer.seal(head)} as RunRecord
       const indexLine = sealLine(
-        {run_id: id, feature_id: draft.feature_id, feature_hash: feature ? fileHash(feature.body) : null, created_hash: runCreationHash(record as unknown as Plain)},
+        {
+          run_id: id,
+          feature_id: draft.feature_id,
+          feature_hash: feature ? fileHash(feature.body) : null,
+          created_hash: runCreationHash(record as unknown as Plain),
+        },
         prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
       )
       await client.query(
         `INSERT INTO pipe_runs (run_id, body, parent_run, holder, lease_until, epoch) VALUES ($1, $2, $3, $4, CASE WHEN $4::text IS NULL THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END, $6)`,
         [id, `${JSON.stringify(record, null, 2)}\n`, record.parent?.run_id ?? null, holder ? JSON.stringify(holder) : null, leaseMs(), holder ? 1 : 0],
       )
-      for (const [i, line] of lines.entries()) await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
+      for (const [i, line] of lines.entries())
+        await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
       await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, JSON.stringify(indexLine)])
       return record
     })
@@ -197,9 +220,18 @@ export class PostgresStore implements RunStore {
 
   /** Keeps a held run's lease alive until released. */
   private hold(runId: string, epoch: number, token: string): Release {
-    const timer = setInterval(() => {
-      this.pool.query('UPDATE pipe_runs SET lease_until = now() + make_interval(secs => $3::double precision / 1000) WHERE run_id = $1 AND epoch = $2', [runId, epoch, leaseMs()]).catch(() => undefined)
-    }, Math.max(100, Math.floor(leaseMs() / 3)))
+    const timer = setInterval(
+      () => {
+        this.pool
+          .query('UPDATE pipe_runs SET lease_until = now() + make_interval(secs => $3::double precision / 1000) WHERE run_id = $1 AND epoch = $2', [
+            runId,
+            epoch,
+            leaseMs(),
+          ])
+          .catch(() => undefined)
+      },
+      Math.max(100, Math.floor(leaseMs() / 3)),
+    )
     timer.unref()
     this.held.set(runId, {epoch, token, timer})
     return async () => {
@@ -223,7 +255,8 @@ export class PostgresStore implements RunStore {
 
   async assertRunExists(runId: string): Promise<void> {
     const rows = await this.query(`cannot read run ${runId}`, 'SELECT 1 FROM pipe_runs WHERE run_id = $1', [runId])
-    if (rows.length === 0) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+    if (rows.length === 0)
+      throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
   }
 
   async listRunIds(): Promise<string[]> {
@@ -237,7 +270,9 @@ export class PostgresStore implements RunStore {
     if (!rows[0]) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
     const mine = this.held.get(runId)
     if (mine && Number(rows[0].epoch) !== mine.epoch) {
-      throw new PipeError('E_CONFLICT', `run ${runId} was taken over by another holder (its lease ran out): this process no longer drives it`, {hint: 'Nothing was recorded by this process; pipe runs show RUN says who holds the run now.'})
+      throw new PipeError('E_CONFLICT', `run ${runId} was taken over by another holder (its lease ran out): this process no longer drives it`, {
+        hint: 'Nothing was recorded by this process; pipe runs show RUN says who holds the run now.',
+      })
     }
     return parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
   }
@@ -266,12 +301,18 @@ export class PostgresStore implements RunStore {
   }
 
   async readEvents(runId: string): Promise<RunEvent[]> {
-    const rows = await this.query<{line: string; n: number}>(`cannot read the timeline of ${runId}`, 'SELECT n, line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
+    const rows = await this.query<{line: string; n: number}>(
+      `cannot read the timeline of ${runId}`,
+      'SELECT n, line FROM pipe_events WHERE run_id = $1 ORDER BY n',
+      [runId],
+    )
     return rows.map((r) => {
       try {
         return JSON.parse(r.line) as RunEvent
       } catch {
-        throw new PipeError('E_INTEGRITY', `line ${r.n} of the timeline of ${runId} is not valid JSON (pipe_events)`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+        throw new PipeError('E_INTEGRITY', `line ${r.n} of the timeline of ${runId} is not valid JSON (pipe_events)`, {
+          hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
+        })
       }
     })
   }
@@ -287,13 +328,19 @@ export class PostgresStore implements RunStore {
     if (!rows[0]) {
       await this.assertRunExists(runId)
       const owner = await this.runOwner(runId)
-      throw new PipeError('E_CONFLICT', `run ${runId} is being driven by another pipe process (pid ${owner?.pid ?? '?'} on ${owner?.host ?? '?'})`, {hint: 'Wait for it to finish, or stop it; its lease frees the run when it stops renewing it. pipe runs show shows its state.'})
+      throw new PipeError('E_CONFLICT', `run ${runId} is being driven by another pipe process (pid ${owner?.pid ?? '?'} on ${owner?.host ?? '?'})`, {
+        hint: 'Wait for it to finish, or stop it; its lease frees the run when it stops renewing it. pipe runs show shows its state.',
+      })
     }
     return this.hold(runId, Number(rows[0].epoch), holder.token)
   }
 
   async runOwner(runId: string): Promise<RunHolder | null> {
-    const rows = await this.query<{holder: string | null; alive: boolean}>(`cannot read run ${runId}`, 'SELECT holder, (lease_until IS NOT NULL AND lease_until > now()) AS alive FROM pipe_runs WHERE run_id = $1', [runId])
+    const rows = await this.query<{holder: string | null; alive: boolean}>(
+      `cannot read run ${runId}`,
+      'SELECT holder, (lease_until IS NOT NULL AND lease_until > now()) AS alive FROM pipe_runs WHERE run_id = $1',
+      [runId],
+    )
     const row = rows[0]
     if (!row?.holder) return null
     const holder = JSON.parse(row.holder) as {pid: number; host: string}
@@ -308,10 +355,15 @@ export class PostgresStore implements RunStore {
     const hash = commitHash(commit)
     const result = await this.tx(`cannot record step ${step} of ${runId}`, async (client) => {
       const record = await this.lockRun(client, runId)
-      const found = (await client.query<{body: string; commit_hash: string}>('SELECT body, commit_hash FROM pipe_snapshots WHERE run_id = $1 AND seq = $2', [runId, seq])).rows[0]
+      const found = (
+        await client.query<{body: string; commit_hash: string}>('SELECT body, commit_hash FROM pipe_snapshots WHERE run_id = $1 AND seq = $2', [runId, seq])
+      ).rows[0]
       if (found) {
         // The same commit made again (a redrive that never learnt it had committed): what it recorded.
-        if (found.commit_hash !== hash) throw new PipeError('E_CONFLICT', `snapshot ${seq} of ${runId} already exists`, {hint: 'Snapshots are written once; another process may be driving this run.'})
+        if (found.commit_hash !== hash)
+          throw new PipeError('E_CONFLICT', `snapshot ${seq} of ${runId} already exists`, {
+            hint: 'Snapshots are written once; another process may be driving this run.',
+          })
         const snapshot = parseRow<Snapshot>('snapshot', found.body, `snapshot ${runId}#${seq}`, `pipe_snapshots(${runId}, ${seq})`)
         return {snapshot, spec: snapshot.spec_version_out && commit.spec ? await this.specIn(client, snapshot.spec_version_out) : null}
       }
@@ -343,14 +395,23 @@ export class PostgresStore implements RunStore {
         evidence_links: [...commit.snapshot.evidence_links, ...links],
       }
       // Records named that this commit did not write are bound as they are stored.
-      const named = [snapshot.spec_version_in, ...commit.snapshot.evidence_links.map((l) => l.evidence_id)].filter((id): id is string => typeof id === 'string' && binds[id] === undefined)
+      const named = [snapshot.spec_version_in, ...commit.snapshot.evidence_links.map((l) => l.evidence_id)].filter(
+        (id): id is string => typeof id === 'string' && binds[id] === undefined,
+      )
       for (const id of named) binds[id] = fileHash(await this.bodyOf(client, id))
       const ordered: Record<string, string> = {}
-      for (const id of [snapshot.spec_version_in, snapshot.spec_version_out, ...snapshot.evidence_links.map((l) => l.evidence_id)]) if (id && binds[id]) ordered[id] = binds[id]
+      for (const id of [snapshot.spec_version_in, snapshot.spec_version_out, ...snapshot.evidence_links.map((l) => l.evidence_id)])
+        if (id && binds[id]) ordered[id] = binds[id]
       const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds: ordered}})
       assertValid('snapshot', stored, `snapshot ${runId}#${seq}`)
       if (hook) await hook(`before-snapshot:${step}`)
-      await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [runId, seq, step, hash, `${JSON.stringify(stored, null, 2)}\n`])
+      await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [
+        runId,
+        seq,
+        step,
+        hash,
+        `${JSON.stringify(stored, null, 2)}\n`,
+      ])
       // The run's head moves with its snapshot, sealed in the same transaction.
       if ((record.head?.seq ?? 0) < seq) {
         const {head, seal: _s, ...state} = record
@@ -386,10 +447,17 @@ export class PostgresStore implements RunStore {
   }
 
   async readSnapshots(runId: string): Promise<Snapshot[]> {
-    const rows = await this.query<{body: string; seq: number}>(`cannot read the snapshots of ${runId}`, 'SELECT seq, body FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [runId])
+    const rows = await this.query<{body: string; seq: number}>(
+      `cannot read the snapshots of ${runId}`,
+      'SELECT seq, body FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq',
+      [runId],
+    )
     return rows.map((r) => {
       const snapshot = parseRow<Snapshot>('snapshot', r.body, `snapshot ${runId}#${r.seq}`, `pipe_snapshots(${runId}, ${r.seq})`)
-      if (snapshot.run_id !== runId || snapshot.step.seq !== r.seq) throw new PipeError('E_INTEGRITY', `snapshot ${runId}#${r.seq} names ${snapshot.run_id}#${snapshot.step.seq}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+      if (snapshot.run_id !== runId || snapshot.step.seq !== r.seq)
+        throw new PipeError('E_INTEGRITY', `snapshot ${runId}#${r.seq} names ${snapshot.run_id}#${snapshot.step.seq}`, {
+          hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
+        })
       return snapshot
     })
   }
@@ -405,8 +473,15 @@ export class PostgresStore implements RunStore {
   async putSpec(spec: CanonicalSpec): Promise<void> {
     if (verifySpec(spec).length > 0) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
     assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
-    const rows = await this.query('cannot store a spec version', 'INSERT INTO pipe_specs (version, body) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING version', [spec.meta.spec_version, `${JSON.stringify(spec, null, 2)}\n`])
-    if (rows.length === 0) throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {hint: 'A change to the spec is a new version; run a step that writes one.'})
+    const rows = await this.query(
+      'cannot store a spec version',
+      'INSERT INTO pipe_specs (version, body) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING version',
+      [spec.meta.spec_version, `${JSON.stringify(spec, null, 2)}\n`],
+    )
+    if (rows.length === 0)
+      throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {
+        hint: 'A change to the spec is a new version; run a step that writes one.',
+      })
   }
 
   async listSpecVersions(): Promise<string[]> {
@@ -422,7 +497,10 @@ export class PostgresStore implements RunStore {
     const rows = await this.query<{body: string}>(`cannot read evidence ${id}`, 'SELECT body FROM pipe_evidence WHERE id = $1', [id])
     if (!rows[0]) throw new PipeError('E_NOT_FOUND', `evidence ${id} not found (${safeUrl(this.url)})`)
     const evidence = parseRow<Evidence>('evidence', rows[0].body, `evidence ${id}`, `pipe_evidence(${id})`)
-    if (evidence.evidence_id !== id) throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id}`, {hint: 'It was changed outside pipe; run pipe audit verify to see all damage.'})
+    if (evidence.evidence_id !== id)
+      throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id}`, {
+        hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
+      })
     return evidence
   }
 
@@ -435,19 +513,29 @@ export class PostgresStore implements RunStore {
     return this.tx('cannot register a feature', async (client) => {
       const year = String(now.getUTCFullYear())
       const id = formatId('F', year, await PostgresStore.nextNumber(client, `F-${year}`))
-      await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [id, `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`])
+      await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [
+        id,
+        `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`,
+      ])
       return id
     })
   }
 
   async ensureFeature(id: string, now: Date): Promise<void> {
-    await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`])
+    await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+      id,
+      `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`,
+    ])
   }
 
   // Step state
 
   async readStepState(runId: string, step: string, seq: number): Promise<unknown> {
-    const rows = await this.query<{body: string}>(`cannot read the state of step ${step}`, 'SELECT body FROM pipe_step_state WHERE run_id = $1 AND step = $2 AND seq = $3', [runId, step, seq])
+    const rows = await this.query<{body: string}>(
+      `cannot read the state of step ${step}`,
+      'SELECT body FROM pipe_step_state WHERE run_id = $1 AND step = $2 AND seq = $3',
+      [runId, step, seq],
+    )
     if (!rows[0]) return undefined
     let parsed: unknown
     try {
@@ -455,8 +543,16 @@ export class PostgresStore implements RunStore {
     } catch {
       parsed = null
     }
-    const problem = parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed) ? 'is not a sealed pipe step state record' : checkRecord(parsed) === 'ok' ? null : `fails its seal: ${sealMessage(checkRecord(parsed) as 'mismatch')}`
-    if (problem) throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used. pipe audit verify ${runId} names what else changed.`})
+    const problem =
+      parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed)
+        ? 'is not a sealed pipe step state record'
+        : checkRecord(parsed) === 'ok'
+          ? null
+          : `fails its seal: ${sealMessage(checkRecord(parsed) as 'mismatch')}`
+    if (problem)
+      throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {
+        hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used. pipe audit verify ${runId} names what else changed.`,
+      })
     return (parsed as {state: unknown}).state
   }
 
@@ -469,7 +565,11 @@ export class PostgresStore implements RunStore {
   }
 
   async latestStepStateSeq(runId: string, step: string): Promise<number | null> {
-    const rows = await this.query<{seq: number | null}>(`cannot read the state of step ${step}`, 'SELECT max(seq) AS seq FROM pipe_step_state WHERE run_id = $1 AND step = $2', [runId, step])
+    const rows = await this.query<{seq: number | null}>(
+      `cannot read the state of step ${step}`,
+      'SELECT max(seq) AS seq FROM pipe_step_state WHERE run_id = $1 AND step = $2',
+      [runId, step],
+    )
     return rows[0]?.seq ?? null
   }
 
@@ -520,7 +620,13 @@ export class PostgresStore implements RunStore {
 
 /** What a commit records, without ids: two commits of one step compare equal by it. */
 function commitHash(commit: StepCommit): string {
-  return sha256(canonicalJson({...commit, spec: commit.spec ? {draft: commit.spec.draft} : null, evidence: commit.evidence.map((item) => ({draft: item.draft, link: item.link}))}))
+  return sha256(
+    canonicalJson({
+      ...commit,
+      spec: commit.spec ? {draft: commit.spec.draft} : null,
+      evidence: commit.evidence.map((item) => ({draft: item.draft, link: item.link})),
+    }),
+  )
 }
 
 /** A record read from a row, parsed and checked against its schema (a row changed outside pipe: E_INTEGRITY naming it). */
@@ -542,7 +648,12 @@ function checkedSpec(version: string, body: string): CanonicalSpec {
     throw new PipeError('E_INTEGRITY', `spec version ${version} is not valid JSON (pipe_specs)`, {hint: 'It was changed outside pipe; run pipe audit verify.'})
   }
   const problems = verifySpec(spec)
-  if (problems.length > 0) throw new PipeError('E_INTEGRITY', `spec version ${version} does not match its content hash (pipe_specs(${version}): ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`, {hint: 'The row was changed after it was written; run pipe audit verify to see all damage.'})
+  if (problems.length > 0)
+    throw new PipeError(
+      'E_INTEGRITY',
+      `spec version ${version} does not match its content hash (pipe_specs(${version}): ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')})`,
+      {hint: 'The row was changed after it was written; run pipe audit verify to see all damage.'},
+    )
   wellFormed('spec', spec, `spec version ${version}`, `pipe_specs(${version})`)
   return spec
 }

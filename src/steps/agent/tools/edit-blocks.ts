@@ -59,7 +59,8 @@ function outsideScope(blocks: string, place: ToolPlace): string | null {
     // A forbidden path errs towards refusing (case folded where the file system folds it); an allowed one must match as written.
     const nocase = ignoresCase(realRootOf(place.root))
     const forbidden = (scope.forbidden_paths ?? []).find((glob) => globMatches(glob, relative, {nocase}))
-    if (forbidden !== undefined) return `this task may not change ${shown}: it matches "${forbidden}" in the task's constraints.forbidden_paths; nothing was applied`
+    if (forbidden !== undefined)
+      return `this task may not change ${shown}: it matches "${forbidden}" in the task's constraints.forbidden_paths; nothing was applied`
     const allowed = scope.files_touched
     if (allowed !== undefined && !allowed.some((glob) => globMatches(glob, relative))) {
       const list = allowed.length === 0 ? 'no file' : allowed.join(', ')
@@ -88,11 +89,23 @@ export const applyEditBlocks: AgentTool = {
     '>>>>>>> REPLACE',
     'An empty SEARCH creates a new file. On a failed match you get the nearest lines the file really has; a configured syntax checker that fails rolls the edit back.',
   ].join('\n'),
-  parameters: {type: 'object', additionalProperties: false, required: ['blocks'], properties: {blocks: {type: 'string', minLength: 1, description: 'One or more SEARCH/REPLACE blocks'}}},
+  parameters: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['blocks'],
+    properties: {blocks: {type: 'string', minLength: 1, description: 'One or more SEARCH/REPLACE blocks'}},
+  },
   resultSchema: withError({
     type: 'object',
     required: ['applied'],
-    properties: {applied: {type: 'boolean'}, files: {type: 'array', items: {type: 'object'}}, changed_lines: {type: 'integer'}, failures: {type: 'array'}, syntax_check: {type: 'object'}, rolled_back: {type: 'boolean'}},
+    properties: {
+      applied: {type: 'boolean'},
+      files: {type: 'array', items: {type: 'object'}},
+      changed_lines: {type: 'integer'},
+      failures: {type: 'array'},
+      syntax_check: {type: 'object'},
+      rolled_back: {type: 'boolean'},
+    },
   }),
   mutates: true,
   async run(args, place) {
@@ -103,7 +116,11 @@ export const applyEditBlocks: AgentTool = {
       edit = await applyEditText(place.policy, place.root, args['blocks'] as string)
     } catch (error) {
       if (error instanceof EditFailed) {
-        return {ok: false, result: {applied: false, failures: error.failures}, summary: `no block applied: ${error.failures.map((f) => `block ${f.block} (${f.path}): ${f.reason}`).join('; ')}`}
+        return {
+          ok: false,
+          result: {applied: false, failures: error.failures},
+          summary: `no block applied: ${error.failures.map((f) => `block ${f.block} (${f.path}): ${f.reason}`).join('; ')}`,
+        }
       }
       return denied(error) ?? failed((error as Error).message)
     }
@@ -118,15 +135,23 @@ export const applyEditBlocks: AgentTool = {
       try {
         undone = await revertEdit(place.policy, place.root, edit.files)
       } catch (error) {
-        throw new PipeError('E_CONFLICT', `the syntax check ${JSON.stringify(bad.argv)} of ${bad.file} could not start (${redact(cause.message)}), and the unchecked edit could not be rolled back: ${(error as Error).message}`, {
-          hint: `Restore ${files.join(', ')} by hand or with git; the snapshot's details hold the diff.`,
-          details: {rule: 'syntax_checks', syntax_check: check, left_on_disk: files, patch: edit.files.map((f) => f.diff).join('')},
-        })
+        throw new PipeError(
+          'E_CONFLICT',
+          `the syntax check ${JSON.stringify(bad.argv)} of ${bad.file} could not start (${redact(cause.message)}), and the unchecked edit could not be rolled back: ${(error as Error).message}`,
+          {
+            hint: `Restore ${files.join(', ')} by hand or with git; the snapshot's details hold the diff.`,
+            details: {rule: 'syntax_checks', syntax_check: check, left_on_disk: files, patch: edit.files.map((f) => f.diff).join('')},
+          },
+        )
       }
-      throw new PipeError(cause.code, `the syntax check ${JSON.stringify(bad.argv)} of ${bad.file} could not start: ${redact(cause.message)}; the unchecked edit was rolled back (${undone.map((u) => `${u.path} ${u.restored}`).join(', ')})`, {
-        hint: `${cause.hint ? `${cause.hint} ` : ''}Every syntax_checks entry must be a command the policy lets run (pipe policy check says which is not).`,
-        details: {rule: 'syntax_checks', syntax_check: check, rolled_back: undone},
-      })
+      throw new PipeError(
+        cause.code,
+        `the syntax check ${JSON.stringify(bad.argv)} of ${bad.file} could not start: ${redact(cause.message)}; the unchecked edit was rolled back (${undone.map((u) => `${u.path} ${u.restored}`).join(', ')})`,
+        {
+          hint: `${cause.hint ? `${cause.hint} ` : ''}Every syntax_checks entry must be a command the policy lets run (pipe policy check says which is not).`,
+          details: {rule: 'syntax_checks', syntax_check: check, rolled_back: undone},
+        },
+      )
     }
     if (bad) {
       await revertEdit(place.policy, place.root, edit.files)
@@ -138,7 +163,11 @@ export const applyEditBlocks: AgentTool = {
     }
     return {
       ok: true,
-      result: {applied: true, changed_lines: edit.changed_lines, files: edit.files.map((f) => ({path: f.path, created: f.created, changed_lines: f.changed_lines}))},
+      result: {
+        applied: true,
+        changed_lines: edit.changed_lines,
+        files: edit.files.map((f) => ({path: f.path, created: f.created, changed_lines: f.changed_lines})),
+      },
       summary: `edited ${files.join(', ')} (${edit.changed_lines} line(s))`,
       files_changed: files,
       patch: edit.files.map((f) => f.diff).join(''),

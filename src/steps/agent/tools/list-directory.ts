@@ -7,8 +7,16 @@ import {denied, directoryOf, failed, MAX_LIST, withError, type AgentTool} from '
 export const listDirectory: AgentTool = {
   name: 'list_directory',
   description: 'List the entries of a directory of the repository (names; directories end in /).',
-  parameters: {type: 'object', additionalProperties: false, properties: {path: {type: 'string', description: 'Directory relative to the repository root; default "."'}}},
-  resultSchema: withError({type: 'object', required: ['path', 'entries', 'truncated'], properties: {path: {type: 'string'}, entries: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}}}),
+  parameters: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {path: {type: 'string', description: 'Directory relative to the repository root; default "."'}},
+  },
+  resultSchema: withError({
+    type: 'object',
+    required: ['path', 'entries', 'truncated'],
+    properties: {path: {type: 'string'}, entries: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}},
+  }),
   mutates: false,
   async run(args, place) {
     try {

@@ -13,7 +13,11 @@ const MAX_READ_BYTES = 64 * 1024
  * read in chunks: however big the file, or however long one line (a minified bundle), only what is
  * shown is held. A line longer than the whole budget is shown cut. 'binary' when it has a NUL byte.
  */
-async function readLines(file: string, start: number, end: number | undefined): Promise<'binary' | {total: number; content: string; last: number; truncated: boolean}> {
+async function readLines(
+  file: string,
+  start: number,
+  end: number | undefined,
+): Promise<'binary' | {total: number; content: string; last: number; truncated: boolean}> {
   const handle = await open(file, 'r')
   const decoder = new StringDecoder('utf8')
   const buffer = Buffer.alloc(64 * 1024)
@@ -39,7 +43,10 @@ async function readLines(file: string, start: number, end: number | undefined): 
     }
     if (used === 0) {
       // One line over the whole budget: its beginning, rather than nothing at all.
-      content = `${Buffer.from(next).subarray(0, MAX_READ_BYTES - 64).toString('utf8').replace(/\uFFFD$/, '')}… [line cut]\n`
+      content = `${Buffer.from(next)
+        .subarray(0, MAX_READ_BYTES - 64)
+        .toString('utf8')
+        .replace(/\uFFFD$/, '')}… [line cut]\n`
       last = n
     }
     truncated = true
@@ -77,12 +84,25 @@ async function readLines(file: string, start: number, end: number | undefined): 
 
 export const readFileTool: AgentTool = {
   name: 'read_file',
-  description: 'Read a text file of the repository, optionally lines start_line..end_line (1-based, inclusive); at most 64 KiB per call. Lines come numbered as "N: text".',
-  parameters: {type: 'object', additionalProperties: false, required: ['path'], properties: {path: {type: 'string', minLength: 1}, start_line: {type: 'integer', minimum: 1}, end_line: {type: 'integer', minimum: 1}}},
+  description:
+    'Read a text file of the repository, optionally lines start_line..end_line (1-based, inclusive); at most 64 KiB per call. Lines come numbered as "N: text".',
+  parameters: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['path'],
+    properties: {path: {type: 'string', minLength: 1}, start_line: {type: 'integer', minimum: 1}, end_line: {type: 'integer', minimum: 1}},
+  },
   resultSchema: withError({
     type: 'object',
     required: ['path', 'start_line', 'end_line', 'total_lines', 'content', 'truncated'],
-    properties: {path: {type: 'string'}, start_line: {type: 'integer'}, end_line: {type: 'integer'}, total_lines: {type: 'integer'}, content: {type: 'string'}, truncated: {type: 'boolean'}},
+    properties: {
+      path: {type: 'string'},
+      start_line: {type: 'integer'},
+      end_line: {type: 'integer'},
+      total_lines: {type: 'integer'},
+      content: {type: 'string'},
+      truncated: {type: 'boolean'},
+    },
   }),
   mutates: false,
   async run(args, place) {
@@ -97,7 +117,11 @@ export const readFileTool: AgentTool = {
       if (read === 'binary') return failed(`${given} is binary`)
       const {total, content, last, truncated} = read
       if (start > Math.max(total, 1)) return failed(`${given} has ${total} line(s); start_line ${start} is past its end`)
-      return {ok: true, result: {path: verdict.relative, start_line: start, end_line: last, total_lines: total, content, truncated}, summary: `read ${verdict.relative} lines ${start}-${last} of ${total}`}
+      return {
+        ok: true,
+        result: {path: verdict.relative, start_line: start, end_line: last, total_lines: total, content, truncated},
+        summary: `read ${verdict.relative} lines ${start}-${last} of ${total}`,
+      }
     } catch (error) {
       return denied(error) ?? failed((error as Error).message)
     }

@@ -9,13 +9,26 @@ import {stableText} from '../../../util/stable-text.js'
 import {denied, failed, withError, type AgentTool, type ToolPlace} from './tool.js'
 
 /** The argv segments of a run_command call, or why it cannot run (nothing runs unless every segment is allowed). */
-export function commandSegments(args: Record<string, unknown>, place: Pick<ToolPlace, 'policy' | 'root'>): {ok: true; segments: Segment[]} | {ok: false; error: string; denied: boolean} {
+export function commandSegments(
+  args: Record<string, unknown>,
+  place: Pick<ToolPlace, 'policy' | 'root'>,
+): {ok: true; segments: Segment[]} | {ok: false; error: string; denied: boolean} {
   const split = splitCommandLine(args['command'] as string)
   if (!split.ok) return {ok: false, error: split.error, denied: false}
   for (const [i, segment] of split.segments.entries()) {
-    if (segment.after === '|') return {ok: false, error: `pipes (|) are not run: run_command runs each command on its own; run ${JSON.stringify(segment.argv)} separately`, denied: false}
+    if (segment.after === '|')
+      return {
+        ok: false,
+        error: `pipes (|) are not run: run_command runs each command on its own; run ${JSON.stringify(segment.argv)} separately`,
+        denied: false,
+      }
     const verdict = checkCommand(place.policy, segment.argv, {root: place.root})
-    if (!verdict.allowed) return {ok: false, error: `segment ${i + 1} ${JSON.stringify(segment.argv)} is not allowed (${verdict.rule}): ${verdict.reason}; nothing was run`, denied: true}
+    if (!verdict.allowed)
+      return {
+        ok: false,
+        error: `segment ${i + 1} ${JSON.stringify(segment.argv)} is not allowed (${verdict.rule}): ${verdict.reason}; nothing was run`,
+        denied: true,
+      }
   }
   return {ok: true, segments: split.segments}
 }
@@ -27,12 +40,30 @@ function tail(stream: CommandResult['stdout']): string {
 
 export const runCommandTool: AgentTool = {
   name: 'run_command',
-  description: 'Run a command in the repository root, without a shell: argv words, quotes honoured, segments joined by && || ; (each must be allowed by the policy); no variables, globs, redirections or pipes. Answers each segment\'s exit code and output.',
+  description:
+    "Run a command in the repository root, without a shell: argv words, quotes honoured, segments joined by && || ; (each must be allowed by the policy); no variables, globs, redirections or pipes. Answers each segment's exit code and output.",
   parameters: {type: 'object', additionalProperties: false, required: ['command'], properties: {command: {type: 'string', minLength: 1, maxLength: 4000}}},
   resultSchema: withError({
     type: 'object',
     required: ['segments'],
-    properties: {segments: {type: 'array', items: {type: 'object', required: ['argv', 'ran'], properties: {argv: {type: 'array'}, ran: {type: 'boolean'}, exit_code: {type: ['integer', 'null']}, stdout: {type: 'string'}, stderr: {type: 'string'}, timed_out: {type: 'boolean'}}}}, exit_code: {type: ['integer', 'null']}},
+    properties: {
+      segments: {
+        type: 'array',
+        items: {
+          type: 'object',
+          required: ['argv', 'ran'],
+          properties: {
+            argv: {type: 'array'},
+            ran: {type: 'boolean'},
+            exit_code: {type: ['integer', 'null']},
+            stdout: {type: 'string'},
+            stderr: {type: 'string'},
+            timed_out: {type: 'boolean'},
+          },
+        },
+      },
+      exit_code: {type: ['integer', 'null']},
+    },
   }),
   mutates: true,
   async run(args, place) {
@@ -52,7 +83,14 @@ export const runCommandTool: AgentTool = {
         commands.push(result)
         last = result.exit_code
         // What the model reads is stable (no folder, timing or clock: a recorded conversation replays anywhere); `commands` keeps the raw output.
-        out.push({argv: segment.argv, ran: true, exit_code: result.exit_code, stdout: stableText(tail(result.stdout), place.root), stderr: stableText(result.spawn_error ?? tail(result.stderr), place.root), ...(result.timed_out ? {timed_out: true} : {})})
+        out.push({
+          argv: segment.argv,
+          ran: true,
+          exit_code: result.exit_code,
+          stdout: stableText(tail(result.stdout), place.root),
+          stderr: stableText(result.spawn_error ?? tail(result.stderr), place.root),
+          ...(result.timed_out ? {timed_out: true} : {}),
+        })
       } catch (error) {
         return denied(error) ?? failed((error as Error).message)
       }

@@ -73,7 +73,10 @@ export const searchDeadline = {ms: 10_000}
 async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | string> {
   if (signal.aborted) return 'the search was stopped'
   const {Worker} = await import('node:worker_threads')
-  const worker = new Worker(SEARCH_WORKER, {eval: true, workerData: {...job, picomatch: (picomatchPath ??= createRequire(import.meta.url).resolve('picomatch'))}})
+  const worker = new Worker(SEARCH_WORKER, {
+    eval: true,
+    workerData: {...job, picomatch: (picomatchPath ??= createRequire(import.meta.url).resolve('picomatch'))},
+  })
   return new Promise((resolve) => {
     const finish = (value: T | string): void => {
       clearTimeout(timer)
@@ -82,7 +85,12 @@ async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | str
       resolve(value)
     }
     const what = job.find ? `matching the glob ${JSON.stringify(job.glob)}` : `the search for ${JSON.stringify(job.query)}`
-    const advice = job.find || job.glob !== null ? ' (a glob with groups or a regular expression that backtracks catastrophically?); simplify it' : job.regex ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string' : ''
+    const advice =
+      job.find || job.glob !== null
+        ? ' (a glob with groups or a regular expression that backtracks catastrophically?); simplify it'
+        : job.regex
+          ? ' (the regular expression backtracks catastrophically?); simplify it, or search for a literal string'
+          : ''
     const timer = setTimeout(() => finish(`${what} ran over ${searchDeadline.ms / 1000} s and was ended${advice}`), searchDeadline.ms)
     const onAbort = (): void => finish('the search was stopped')
     signal.addEventListener('abort', onAbort, {once: true})
@@ -93,14 +101,25 @@ async function inWorker<T>(job: SearchJob, signal: AbortSignal): Promise<T | str
 
 export const searchText: AgentTool = {
   name: 'search_text',
-  description: 'Search the text of the repository\'s files for a literal string (or a regular expression with regex: true); answers lines as path:line:text, like ripgrep, at most 100.',
+  description:
+    "Search the text of the repository's files for a literal string (or a regular expression with regex: true); answers lines as path:line:text, like ripgrep, at most 100.",
   parameters: {
     type: 'object',
     additionalProperties: false,
     required: ['query'],
-    properties: {query: {type: 'string', minLength: 1}, regex: {type: 'boolean'}, path: {type: 'string'}, glob: {type: 'string', description: 'Only files whose path matches this glob'}, ignore_case: {type: 'boolean'}},
+    properties: {
+      query: {type: 'string', minLength: 1},
+      regex: {type: 'boolean'},
+      path: {type: 'string'},
+      glob: {type: 'string', description: 'Only files whose path matches this glob'},
+      ignore_case: {type: 'boolean'},
+    },
   },
-  resultSchema: withError({type: 'object', required: ['matches', 'truncated'], properties: {matches: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}}}),
+  resultSchema: withError({
+    type: 'object',
+    required: ['matches', 'truncated'],
+    properties: {matches: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}},
+  }),
   mutates: false,
   async run(args, place) {
     try {
@@ -118,7 +137,17 @@ export const searchText: AgentTool = {
       const files: string[] = []
       walk(place, dir, files, 20000)
       const chosen = files.map((file) => ({file, full: path.resolve(place.root, file)}))
-      const job: SearchJob = {find: false, glob: typeof args['glob'] === 'string' ? args['glob'] : null, dir, query, regex, flags, files: chosen, maxMatches: MAX_MATCHES, maxFileBytes: MAX_SEARCH_FILE_BYTES}
+      const job: SearchJob = {
+        find: false,
+        glob: typeof args['glob'] === 'string' ? args['glob'] : null,
+        dir,
+        query,
+        regex,
+        flags,
+        files: chosen,
+        maxMatches: MAX_MATCHES,
+        maxFileBytes: MAX_SEARCH_FILE_BYTES,
+      }
       // A regular expression (or a glob, compiled to one) can backtrack for hours on one line: the search runs in a worker ended at a deadline.
       const found = await inWorker<SearchFound>(job, place.signal)
       if (typeof found === 'string') return failed(found)
@@ -135,12 +164,20 @@ export const searchText: AgentTool = {
   },
 }
 
-
 export const findFiles: AgentTool = {
   name: 'find_files',
   description: 'Find files of the repository whose path matches a glob (e.g. "src/**/*.ts"); node_modules and forbidden paths are skipped.',
-  parameters: {type: 'object', additionalProperties: false, required: ['pattern'], properties: {pattern: {type: 'string', minLength: 1}, path: {type: 'string', description: 'Directory to search under; default "."'}}},
-  resultSchema: withError({type: 'object', required: ['files', 'truncated'], properties: {files: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}}}),
+  parameters: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['pattern'],
+    properties: {pattern: {type: 'string', minLength: 1}, path: {type: 'string', description: 'Directory to search under; default "."'}},
+  },
+  resultSchema: withError({
+    type: 'object',
+    required: ['files', 'truncated'],
+    properties: {files: {type: 'array', items: {type: 'string'}}, truncated: {type: 'boolean'}},
+  }),
   mutates: false,
   async run(args, place) {
     try {
@@ -148,7 +185,10 @@ export const findFiles: AgentTool = {
       const all: string[] = []
       const complete = walk(place, dir, all, 20000)
       // A glob is compiled to a regular expression, and one with groups can backtrack for hours: matched in the worker.
-      const found = await inWorker<{files: string[]}>({...NO_SEARCH, find: true, glob: args['pattern'] as string, dir, files: all.map((file) => ({file, full: ''}))}, place.signal)
+      const found = await inWorker<{files: string[]}>(
+        {...NO_SEARCH, find: true, glob: args['pattern'] as string, dir, files: all.map((file) => ({file, full: ''}))},
+        place.signal,
+      )
       if (typeof found === 'string') return failed(found)
       const {files} = found
       const truncated = files.length > MAX_LIST || !complete

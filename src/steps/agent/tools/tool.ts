@@ -67,7 +67,8 @@ export function withError(schema: Record<string, unknown>): Record<string, unkno
 }
 
 export function denied(error: unknown): ToolOutcome | null {
-  if (error instanceof PipeError && error.code === 'E_POLICY_DENIED') return {ok: false, denied: true, result: {error: redact(error.message)}, summary: `denied: ${redact(error.message)}`}
+  if (error instanceof PipeError && error.code === 'E_POLICY_DENIED')
+    return {ok: false, denied: true, result: {error: redact(error.message)}, summary: `denied: ${redact(error.message)}`}
   return null
 }
 
@@ -113,4 +114,3 @@ export function directoryOf(place: ToolPlace, given: string | undefined): string
   if (!existsSync(verdict.resolved) || !statSync(verdict.resolved).isDirectory()) throw new PipeError('E_INVALID_ARGS', `"${given ?? '.'}" is not a directory`)
   return verdict.relative === '' ? '.' : verdict.relative
 }
-
