@@ -5,7 +5,7 @@
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import type {ModelCall} from '../providers/cassette.js'
+import type {ModelCall} from '../providers/reply-transport.js'
 import type {Provider} from '../providers/types.js'
 import type {StepEvent, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'

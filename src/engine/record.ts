@@ -5,7 +5,7 @@
  * error with a trace id and the time, and redacts what a resolved secret could have reached.
  */
 import {PipeError} from '../errors.js'
-import type {ModelCall} from '../providers/cassette.js'
+import type {ModelCall} from '../providers/reply-transport.js'
 import type {Usage} from '../providers/types.js'
 import {changesSpec, type StepDone, type StepHandler, type StepKind, type StepRegistry} from '../steps/types.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'

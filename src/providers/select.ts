@@ -3,8 +3,9 @@ import {PipeError} from '../errors.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {addSecret} from '../util/redact.js'
-import type {Cassette, ReplyStore} from './cassette.js'
-import {ReplyLog} from './cassette.js'
+import type {Cassette} from './cassette.js'
+import type {ReplyStore} from './reply-transport.js'
+import {ReplyLog} from './reply-transport.js'
 import {OFFLINE_MODEL, type Provider} from './types.js'
 
 export type ProviderChoice = 'auto' | 'offline' | 'openai'
@@ -117,7 +118,7 @@ export function planProvider(
     record: {kind: 'openai', model, endpoint_host: host, ...recordCassette, ...cache},
     replies,
     create: once(async () => {
-      const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./cassette.js')])
+      const [{OpenAIProvider}, {ReplyTransport}] = await Promise.all([import('./openai/provider.js'), import('./reply-transport.js')])
       let live = null
       if (needsLive) {
         const {LiveTransport} = await import('./openai/transport.js')

@@ -11,7 +11,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {FileLayout, within} from './files.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
-import {isStoreUrl, safeUrl} from './open.js'
+import {isStoreUrl, safeUrl} from './location.js'
 import type {PostgresStore} from './postgres/store.js'
 import {Store} from './store.js'
 

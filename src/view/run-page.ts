@@ -4,32 +4,16 @@
  * errors and evidence, the prompts as sent and the replies, an agent's tool calls, the timeline,
  * the spec versions with their differences, deliveries, and what it waits for.
  */
-import YAML from 'yaml'
-import {diffValues} from '../spec/diff.js'
 import type {RunSummary} from '../store/queries.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {modelCalls, toolCalls} from './conversation.js'
 import {graphSvg} from './graph-svg.js'
-import {html, jsonBlock, safeHref, type Html} from './html.js'
-import type {ModelCallView, RunView, StepView} from './run-data.js'
+import {html, jsonBlock, type Html} from './html.js'
+import {duration, runLink, statusBadge, type RunPageOptions} from './parts.js'
+import type {RunView, StepView} from './run-data.js'
+import {evidence, ledger, specs, timeline} from './run-records.js'
 
-export interface RunPageOptions {
-  /** The exported file: no links to other pages of a server. */
-  standalone?: boolean
-}
-
-export function statusBadge(status: string): Html {
-  return html`<span class="badge s-${status}" data-status="${status}">${status.replace('_', ' ')}</span>`
-}
-
-function runLink(id: string, options: RunPageOptions): Html {
-  return options.standalone ? html`<code>${id}</code>` : html`<a href="${safeHref(`/runs/${encodeURIComponent(id)}`)}"><code>${id}</code></a>`
-}
-
-function duration(ms: number | undefined): string {
-  if (ms === undefined) return ''
-  return ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`
-}
-
+export {statusBadge, type RunPageOptions} from './parts.js'
 function header(view: RunView, options: RunPageOptions): Html {
   const r = view.record
   const inputs = r.inputs && Object.keys(r.inputs).length > 0 ? jsonBlock(r.inputs) : html`<span class="muted">none</span>`
@@ -151,140 +135,6 @@ function waitsPanel(view: RunView): Html {
   </div>`
 }
 
-/** JSON text parsed, when it is an object or a list (a tool's arguments, a result, a final answer). */
-function jsonIn(text: string): object | undefined {
-  if (!/^\s*[[{]/.test(text)) return undefined
-  try {
-    const parsed: unknown = JSON.parse(text)
-    return typeof parsed === 'object' && parsed !== null ? parsed : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/**
- * A value as a person reads it: YAML, where a string of many lines (an edit block, a file, a test
- * log) keeps its line breaks instead of becoming one line of `\n`.
- */
-function readable(value: unknown): string {
-  return YAML.stringify(value, {lineWidth: 0, blockQuote: 'literal'})
-}
-
-/** JSON text shown readable, with the text exactly as it was sent a click away. */
-function textBlock(text: string): Html {
-  const parsed = jsonIn(text)
-  if (parsed === undefined) return html`<pre>${text}</pre>`
-  return html`<pre class="readable">${readable(parsed)}</pre>
-    <details class="raw">
-      <summary class="muted small">exactly as sent (JSON)</summary>
-      <pre>${text}</pre>
-    </details>`
-}
-
-function toolCallsBlock(calls: unknown): Html {
-  if (!Array.isArray(calls)) return jsonBlock(calls)
-  return html`${calls.map((c: {id?: unknown; function?: {name?: unknown; arguments?: unknown}}) => {
-    const name = typeof c.function?.name === 'string' ? c.function.name : '?'
-    const args = c.function?.arguments
-    return html`<div class="tool-call">
-      calls
-      <code>${name}</code
-      >${typeof c.id === 'string' ? html` <span class="muted small">(${c.id})</span>` : ''}${typeof args === 'string' ? textBlock(args) : jsonBlock(args)}
-    </div>`
-  })}`
-}
-
-function message(m: {role: string; content: unknown; tool_calls?: unknown; tool_call_id?: unknown}): Html {
-  const text = typeof m.content === 'string' ? m.content : m.content === null || m.content === undefined ? '' : JSON.stringify(m.content, null, 2)
-  return html`<div class="msg ${m.role}">
-    <div class="role">${m.role}${typeof m.tool_call_id === 'string' ? ` → ${m.tool_call_id}` : ''}</div>
-    ${text !== '' ? textBlock(text) : ''}${m.tool_calls !== undefined ? toolCallsBlock(m.tool_calls) : ''}
-  </div>`
-}
-
-type ReplyMessage = {role?: string; content?: unknown; tool_calls?: unknown}
-
-/** The reply: its message (chat-completions' choices[0].message, or the stored reply's message), then the rest. */
-function replyOf(reply: unknown): Html {
-  const r = reply as {choices?: Array<{message?: ReplyMessage}>; message?: ReplyMessage; finish_reason?: unknown; usage?: unknown; model?: unknown} | null
-  const said = r?.choices?.[0]?.message ?? r?.message
-  if (!said) return jsonBlock(reply)
-  const {choices: _c, message: _m, ...rest} = r!
-  return html`${message({role: said.role ?? 'assistant', content: said.content, ...(said.tool_calls !== undefined ? {tool_calls: said.tool_calls} : {})})}${Object.keys(rest).length > 0 ? html`<pre class="small">${readable(rest)}</pre>` : ''}`
-}
-
-/**
- * Whether each request repeats the one before and adds to it (an agent's turns): then the last
- * holds the whole conversation, turn by turn, and the others need not be shown again.
- */
-function isConversation(calls: ModelCallView[]): boolean {
-  if (calls.length < 2) return false
-  return calls.every((c, i) => {
-    if (i === 0) return true
-    const before = calls[i - 1]!.request?.messages
-    const now = c.request?.messages
-    return before !== undefined && now !== undefined && now.length > before.length && before.every((m, j) => JSON.stringify(m) === JSON.stringify(now[j]))
-  })
-}
-
-function modelCalls(calls: ModelCallView[]): Html {
-  if (calls.length === 0) return html``
-  const conversation = isConversation(calls)
-  const shown = conversation ? calls.slice(-1) : calls
-  return html`<h3>Model calls (${calls.length})</h3>
-    ${conversation ? html`<p class="muted small">The conversation as the last of ${calls.length} requests sent it; earlier requests are its beginnings: ${calls.slice(0, -1).map((c) => html`<code>${c.key.slice(0, 19)}…</code> `)}</p>` : ''}
-    ${shown.map(
-      (c, i) =>
-        html`<div class="panel call">
-          <div class="small muted">request <code>${c.key}</code> — answered from ${c.source}</div>
-          ${
-            c.missing
-              ? html`<p class="muted">The prompt is not shown: ${c.missing}.</p>`
-              : html`<h3>
-                    Prompt as
-                    sent${shown.length > 1 ? ` (${i + 1})` : ''}${c.request?.model ? html` <span class="muted small">to <code>${c.request.model}</code></span>` : ''}
-                  </h3>
-                  ${(c.request?.messages ?? []).map(message)}
-                  <h3>Reply</h3>
-                  ${replyOf(c.reply)}`
-          }
-        </div>`,
-    )}`
-}
-
-function toolCalls(snapshot: Snapshot): Html {
-  const calls = snapshot.tool_calls ?? []
-  if (calls.length === 0) return html``
-  return html`<h3>Tool calls (${calls.length})</h3>
-    <table>
-      <tr>
-        <th>turn</th>
-        <th>tool</th>
-        <th>arguments</th>
-        <th>level</th>
-        <th>decision</th>
-        <th>by</th>
-        <th>result</th>
-        <th>duration</th>
-      </tr>
-      ${calls.map(
-        (c) =>
-          html`<tr>
-            <td>${c.turn}</td>
-            <td><code>${c.name}</code></td>
-            <td><pre>${readable(c.arguments)}</pre></td>
-            <td>${c.level ?? ''}</td>
-            <td>${c.decision}${c.replayed_from !== undefined ? html` <span class="muted small">(recorded at #${c.replayed_from})</span>` : ''}</td>
-            <td>${c.by ?? ''}${c.note ? html` <span class="muted small">${c.note}</span>` : ''}</td>
-            <td class="${c.ok === false ? 'o-fail' : c.ok ? 'o-ok' : ''}">
-              ${c.summary}${c.files_changed && c.files_changed.length > 0 ? html`<br /><span class="small muted">changed: ${c.files_changed.join(', ')}</span>` : ''}
-            </td>
-            <td>${duration(c.duration_ms)}</td>
-          </tr>`,
-      )}
-    </table>`
-}
-
 function stepFailed(s: Snapshot): boolean {
   return s.errors.length > 0 || /fail|error|denied|blocked/.test(s.decisions.at(-1)?.decision ?? '')
 }
@@ -396,114 +246,6 @@ export function childTable(children: RunSummary[], options: RunPageOptions, dept
       <th>reason</th>
     </tr>
     ${rows(children, depth)}
-  </table>`
-}
-
-function timeline(view: RunView): Html {
-  return html`<table class="timeline">
-    <tr>
-      <th>at</th>
-      <th>event</th>
-      <th>state</th>
-      <th>step</th>
-      <th>by</th>
-      <th>what</th>
-    </tr>
-    ${view.events.map(
-      (e) =>
-        html`<tr>
-          <td class="mono small">${e.at}</td>
-          <td>${e.event}</td>
-          <td>${e.from ?? ''}${e.to ? ` → ${e.to}` : ''}</td>
-          <td>${e.step ?? ''}${e.seq !== undefined ? ` #${e.seq}` : ''}</td>
-          <td>${e.by ?? ''}</td>
-          <td>
-            ${e.tool ? html`<code>${e.tool}</code> ${e.decision ?? ''} ` : ''}${e.reason ?? e.summary ?? ''}${e.trace_id ? html` <span class="muted small">${e.trace_id}</span>` : ''}
-          </td>
-        </tr>`,
-    )}
-  </table>`
-}
-
-function specs(view: RunView, options: RunPageOptions): Html {
-  if (view.specs.length === 0) return html`<p class="muted">This run wrote and read no spec version.</p>`
-  const diffs = view.specs.slice(1).map((spec, i) => {
-    const before = view.specs[i]!
-    const {meta: _a, ...a} = before
-    const {meta: _b, ...b} = spec
-    const changes = diffValues(a, b)
-    return html`<div class="panel">
-      <strong><code>${before.meta.spec_version}</code> → <code>${spec.meta.spec_version}</code></strong> (${changes.length} field change(s))
-      <table>
-        ${changes.map(
-          (c) =>
-            html`<tr class="diff-${c.kind}">
-              <td class="mono">${c.path || '(root)'}</td>
-              <td>${c.kind}</td>
-              <td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td>
-              <td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td>
-            </tr>`,
-        )}
-      </table>
-    </div>`
-  })
-  const picker = options.standalone
-    ? html``
-    : html`<form class="filters" method="get" action="/specs/diff">
-        <label
-          >from<select name="a">
-            ${view.specs.map((s) => html`<option>${s.meta.spec_version}</option>`)}
-          </select></label
-        ><label
-          >to<select name="b">
-            ${view.specs.map((s, i) => html`<option${i === view.specs.length - 1 ? ' selected' : ''}>${s.meta.spec_version}</option>`)}
-          </select></label
-        ><button>compare</button>
-      </form>`
-  return html`${picker}${diffs}${view.specs.map(
-    (s) =>
-      html`<details class="step">
-        <summary>
-          <code>${s.meta.spec_version}</code> <span class="muted">${s.meta.status}, by step ${s.meta.created_by_step} at ${s.meta.created_at}</span>
-        </summary>
-        <div class="body">${jsonBlock(s)}</div>
-      </details>`,
-  )}`
-}
-
-function evidence(view: RunView): Html {
-  if (view.evidence.length === 0) return html`<p class="muted">No evidence records.</p>`
-  return html`${view.evidence.map(
-    (e) =>
-      html`<details class="step" id="evidence-${e.evidence_id}">
-        <summary>
-          <code>${e.evidence_id}</code> ${'problem' in e ? html`<span class="o-fail">${e.problem}</span>` : html`<span class="muted">${e.type}</span>`}
-        </summary>
-        <div class="body">${jsonBlock(e)}</div>
-      </details>`,
-  )}`
-}
-
-function ledger(view: RunView): Html {
-  if (view.ledger.length === 0) return html`<p class="muted">No deliveries.</p>`
-  return html`<table>
-    <tr>
-      <th>target</th>
-      <th>spec</th>
-      <th>status</th>
-      <th>attempts</th>
-      <th>external id</th>
-    </tr>
-    ${view.ledger.map(
-      (l) =>
-        html`<tr>
-          <td>${l.target_type} <code>${l.target}</code></td>
-          <td><code>${l.spec_version}</code></td>
-          <td>${l.status}</td>
-          <td>${l.attempts.length}</td>
-          <td>${l.external_id ?? ''}</td>
-        </tr>`,
-    )}
   </table>`
 }
 

@@ -295,7 +295,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     expect(paused.status).to.equal('awaiting_input')
     const {url} = await startView()
     const stats = await raw(`${url}stats`)
-    const chart = /<h3>Step failure rate by pipeline<\/h3>(<svg[^]*?<\/svg>)/.exec(stats.body)?.[1] ?? ''
+    const chart = /<h3>Step failure rate by pipeline<\/h3>\s*(<svg[^]*?<\/svg>)/.exec(stats.body)?.[1] ?? ''
     expect(chart).to.contain('1 of 4 steps (25%)')
     const width = (cls: string): number => Number(new RegExp(`<rect class="${cls}"[^>]* width="(\\d+(?:\\.\\d+)?)"`).exec(chart)?.[1])
     expect(width('bar bad') / width('track')).to.be.closeTo(0.25, 0.01)

@@ -5,17 +5,8 @@ import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../src/errors.js'
 import type {ChatCall, ChatReply, ChatRequest, ChatTransport} from '../../src/providers/chat.js'
-import {
-  Cassette,
-  MAX_CASSETTE_BYTES,
-  normaliseRequest,
-  parseCassette,
-  ReplyLog,
-  ReplyTransport,
-  requestKey,
-  serialiseCassette,
-  stableRequest,
-} from '../../src/providers/cassette.js'
+import {Cassette, MAX_CASSETTE_BYTES, normaliseRequest, parseCassette, requestKey, serialiseCassette, stableRequest} from '../../src/providers/cassette.js'
+import {ReplyLog, ReplyTransport} from '../../src/providers/reply-transport.js'
 import {requestKeyV2} from '../../src/providers/request-key.js'
 import {hashJson} from '../../src/util/hash.js'
 import {planProvider} from '../../src/providers/select.js'

@@ -27,7 +27,7 @@ import {
   type SealCheck,
 } from '../integrity.js'
 import type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
-import type {PostgresStore} from './store.js'
+import type {PostgresRecords} from './records.js'
 
 type Plain = Record<string, unknown>
 
@@ -90,7 +90,7 @@ function checkChain(lines: Array<{pos: number; line: string}>, name: string, rec
   return parsed
 }
 
-export async function auditPostgres(store: PostgresStore, runId?: string, kinds: AuditKinds = {deliveredKeys: () => []}): Promise<AuditReport> {
+export async function auditPostgres(store: PostgresRecords, runId?: string, kinds: AuditKinds = {deliveredKeys: () => []}): Promise<AuditReport> {
   const out = new Findings()
   const q = <R extends Plain>(text: string, values: unknown[] = []): Promise<R[]> => store.query<R>('cannot audit the store', text, values)
   const counts = {runs: 0, snapshots: 0, specs: 0, evidence: 0, events: 0, features: 0, ledger: 0}

@@ -10,7 +10,8 @@ import type {LedgerEntry} from '../../types/ledger.js'
 import {redactDeep} from '../../util/redact.js'
 import {sealLine, sealRecord} from '../integrity.js'
 import type {LedgerRecords} from '../types.js'
-import {databaseError, PostgresStore, safeUrl} from './store.js'
+import {safeUrl} from '../location.js'
+import {databaseError, PostgresRecords} from './records.js'
 
 const KEY = /^F-\d{4}-\d{3,}\+[a-z][a-z0-9_-]*\+S-\d{8}-\d{4,}$/
 
@@ -39,7 +40,7 @@ function parseEntry(key: string, body: string): LedgerEntry {
 export class PostgresLedger implements LedgerRecords {
   readonly storeRoot: string
 
-  constructor(private readonly store: PostgresStore) {
+  constructor(private readonly store: PostgresRecords & {readonly root: string}) {
     this.storeRoot = store.root
   }
 
@@ -56,7 +57,7 @@ export class PostgresLedger implements LedgerRecords {
     assertKey(entry.key)
     const sealed = sealRecord(entry)
     await this.store.tx(`cannot write the ledger entry ${entry.key}`, async (client) => {
-      const pos = await PostgresStore.nextNumber(client, 'ledger-log')
+      const pos = await PostgresRecords.nextNumber(client, 'ledger-log')
       const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_ledger_log WHERE pos = $1', [pos - 1])).rows[0] : undefined
       const entries = Number((await client.query<{n: string}>('SELECT count(*) AS n FROM pipe_ledger WHERE key <> $1', [entry.key])).rows[0]!.n) + 1
       const line = sealLine({key: entry.key, entry_seal: sealed.seal, entries}, prev ? (JSON.parse(prev.line) as {hash: string}).hash : null)

@@ -1,0 +1,233 @@
+/**
+ * The PostgreSQL store's connection and its records by kind — spec versions, evidence, features,
+ * a step's working state, the queue of detached runs — each a row holding the text the file store
+ * writes to a file. PostgresStore (store.ts) adds the runs, their leases and the step commit.
+ */
+import type {Pool, PoolClient} from 'pg'
+import {PipeError} from '../../errors.js'
+import type {Evidence} from '../../types/evidence.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {assertValid} from '../files.js'
+import {compareIds, formatId} from '../ids.js'
+import {checkRecord, sealMessage, sealRecord, verifySpec} from '../integrity.js'
+import {safeUrl} from '../location.js'
+import {checkedSpec, parseRow} from './rows.js'
+
+type Plain = Record<string, unknown>
+
+/** A database error as pipe says it: one whose connection failed is E_IO (retry), the rest say what the database said. */
+export function databaseError(error: unknown, what: string): Error {
+  if (error instanceof PipeError) return error
+  const e = error as {code?: string; message?: string; severity?: string}
+  const connection =
+    e.code === 'ECONNREFUSED' ||
+    e.code === 'ENOTFOUND' ||
+    e.code === 'ECONNRESET' ||
+    e.code === '57P01' ||
+    e.code === '57P03' ||
+    e.code === '08006' ||
+    e.code === '08003' ||
+    /Connection terminated|connect ECONN/i.test(e.message ?? '')
+  // Anything else (a hook's, a step's) is not the database's to explain.
+  if (!connection && e.severity === undefined) return error as Error
+  return new PipeError(connection ? 'E_IO' : 'E_INTEGRITY', `${what}: ${e.message ?? String(error)}`, {
+    hint: connection
+      ? 'The database could not be reached or the connection was lost; nothing partial was recorded. Check the URL and the server, then run the command again (pipe resume RUN goes on from the last step).'
+      : 'The database refused the change; pipe audit verify names damaged records.',
+  })
+}
+
+export class PostgresRecords {
+  constructor(
+    readonly url: string,
+    readonly pool: Pool,
+  ) {}
+
+  /** Runs `work` in one transaction, retried on a serialisation failure or a deadlock. */
+  async tx<T>(what: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: PoolClient
+      try {
+        client = await this.pool.connect()
+      } catch (error) {
+        throw databaseError(error, what)
+      }
+      let broken = false
+      try {
+        await client.query('BEGIN')
+        const out = await work(client)
+        await client.query('COMMIT')
+        return out
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => (broken = true))
+        const code = (error as {code?: string}).code
+        if ((code === '40001' || code === '40P01') && attempt < 5) continue
+        throw databaseError(error, what)
+      } finally {
+        client.release(broken)
+      }
+    }
+  }
+
+  async query<R extends Plain>(what: string, text: string, values: unknown[] = []): Promise<R[]> {
+    try {
+      return (await this.pool.query<R>(text, values)).rows
+    } catch (error) {
+      throw databaseError(error, what)
+    }
+  }
+
+  /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
+  static async nextNumber(client: PoolClient, series: string): Promise<number> {
+    const {rows} = await client.query<{n: string}>(
+      'INSERT INTO pipe_counters (series, n) VALUES ($1, 1) ON CONFLICT (series) DO UPDATE SET n = pipe_counters.n + 1 RETURNING n',
+      [series],
+    )
+    return Number(rows[0]!.n)
+  }
+
+  async readSpec(version: string): Promise<CanonicalSpec> {
+    const rows = await this.query<{body: string}>(`cannot read spec version ${version}`, 'SELECT body FROM pipe_specs WHERE version = $1', [version])
+    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `spec version ${version} not found (${safeUrl(this.url)})`)
+    return checkedSpec(version, rows[0].body)
+  }
+
+  async putSpec(spec: CanonicalSpec): Promise<void> {
+    if (verifySpec(spec).length > 0) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
+    assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
+    const rows = await this.query(
+      'cannot store a spec version',
+      'INSERT INTO pipe_specs (version, body) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING version',
+      [spec.meta.spec_version, `${JSON.stringify(spec, null, 2)}\n`],
+    )
+    if (rows.length === 0)
+      throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {
+        hint: 'A change to the spec is a new version; run a step that writes one.',
+      })
+  }
+
+  async listSpecVersions(): Promise<string[]> {
+    const rows = await this.query<{version: string}>('cannot list spec versions', 'SELECT version FROM pipe_specs')
+    return rows.map((r) => r.version).sort(compareIds)
+  }
+
+  async *newestSpecVersions(): AsyncGenerator<string> {
+    yield* (await this.listSpecVersions()).reverse()
+  }
+
+  async readEvidence(id: string): Promise<Evidence> {
+    const rows = await this.query<{body: string}>(`cannot read evidence ${id}`, 'SELECT body FROM pipe_evidence WHERE id = $1', [id])
+    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `evidence ${id} not found (${safeUrl(this.url)})`)
+    const evidence = parseRow<Evidence>('evidence', rows[0].body, `evidence ${id}`, `pipe_evidence(${id})`)
+    if (evidence.evidence_id !== id)
+      throw new PipeError('E_INTEGRITY', `evidence ${id} names ${evidence.evidence_id}`, {
+        hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
+      })
+    return evidence
+  }
+
+  async listEvidenceIds(): Promise<string[]> {
+    const rows = await this.query<{id: string}>('cannot list evidence', 'SELECT id FROM pipe_evidence')
+    return rows.map((r) => r.id).sort(compareIds)
+  }
+
+  async createFeature(now: Date, title: string): Promise<string> {
+    return this.tx('cannot register a feature', async (client) => {
+      const year = String(now.getUTCFullYear())
+      const id = formatId('F', year, await PostgresRecords.nextNumber(client, `F-${year}`))
+      await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [
+        id,
+        `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`,
+      ])
+      return id
+    })
+  }
+
+  async ensureFeature(id: string, now: Date): Promise<void> {
+    await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+      id,
+      `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`,
+    ])
+  }
+
+  // Step state
+
+  async readStepState(runId: string, step: string, seq: number): Promise<unknown> {
+    const rows = await this.query<{body: string}>(
+      `cannot read the state of step ${step}`,
+      'SELECT body FROM pipe_step_state WHERE run_id = $1 AND step = $2 AND seq = $3',
+      [runId, step, seq],
+    )
+    if (!rows[0]) return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(rows[0].body)
+    } catch {
+      parsed = null
+    }
+    const problem =
+      parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed)
+        ? 'is not a sealed pipe step state record'
+        : checkRecord(parsed) === 'ok'
+          ? null
+          : `fails its seal: ${sealMessage(checkRecord(parsed) as 'mismatch')}`
+    if (problem)
+      throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {
+        hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used. pipe audit verify ${runId} names what else changed.`,
+      })
+    return (parsed as {state: unknown}).state
+  }
+
+  async writeStepState(runId: string, step: string, seq: number, state: unknown): Promise<void> {
+    await this.query(
+      `cannot write the state of step ${step}`,
+      'INSERT INTO pipe_step_state (run_id, step, seq, body) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step, seq) DO UPDATE SET body = EXCLUDED.body',
+      [runId, step, seq, `${JSON.stringify(sealRecord({state}))}\n`],
+    )
+  }
+
+  async latestStepStateSeq(runId: string, step: string): Promise<number | null> {
+    const rows = await this.query<{seq: number | null}>(
+      `cannot read the state of step ${step}`,
+      'SELECT max(seq) AS seq FROM pipe_step_state WHERE run_id = $1 AND step = $2',
+      [runId, step],
+    )
+    return rows[0]?.seq ?? null
+  }
+
+  stepStateLocation(runId: string, step: string, seq: number | null): string {
+    return seq === null ? `pipe_step_state(${runId}) in ${safeUrl(this.url)}` : `pipe_step_state(${runId}, ${step}, ${seq}) in ${safeUrl(this.url)}`
+  }
+
+  // The queue of runs for workers (pipe run --detach, pipe worker)
+
+  /** Puts a run on a queue (again: a second enqueue keeps its place). */
+  async enqueue(runId: string, queue: string): Promise<void> {
+    await this.query(`cannot queue run ${runId}`, 'INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, queue])
+  }
+
+  /** Runs of a queue that nobody drives now (no holder, or a lease that ran out), oldest first. */
+  async claimable(queue: string, limit: number): Promise<string[]> {
+    const rows = await this.query<{run_id: string}>(
+      'cannot read the queue',
+      `SELECT q.run_id FROM pipe_queue q JOIN pipe_runs r USING (run_id)
+       WHERE q.queue = $1 AND (r.holder IS NULL OR r.lease_until IS NULL OR r.lease_until < now())
+       ORDER BY q.enqueued_at, q.run_id LIMIT $2`,
+      [queue, limit],
+    )
+    return rows.map((r) => r.run_id)
+  }
+
+  /** Takes a run off the queue once it has stopped (ended, or waiting for a person). */
+  async dequeue(runId: string): Promise<void> {
+    await this.query(`cannot take run ${runId} off the queue`, 'DELETE FROM pipe_queue WHERE run_id = $1', [runId])
+  }
+
+  /** The queue a run waits in, or null. */
+  async queued(runId: string): Promise<string | null> {
+    const rows = await this.query<{queue: string}>(`cannot read the queue`, 'SELECT queue FROM pipe_queue WHERE run_id = $1', [runId])
+    return rows[0]?.queue ?? null
+  }
+
+  // The ledger and the audit
+}

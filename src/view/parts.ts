@@ -1,0 +1,20 @@
+/** Small pieces every page of a run shares: a status badge, a link to a run, a duration. */
+import {html, safeHref, type Html} from './html.js'
+
+export interface RunPageOptions {
+  /** The exported file: no links to other pages of a server. */
+  standalone?: boolean
+}
+
+export function statusBadge(status: string): Html {
+  return html`<span class="badge s-${status}" data-status="${status}">${status.replace('_', ' ')}</span>`
+}
+
+export function runLink(id: string, options: RunPageOptions): Html {
+  return options.standalone ? html`<code>${id}</code>` : html`<a href="${safeHref(`/runs/${encodeURIComponent(id)}`)}"><code>${id}</code></a>`
+}
+
+export function duration(ms: number | undefined): string {
+  if (ms === undefined) return ''
+  return ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`
+}
