@@ -54,7 +54,7 @@ function standalone(name: SchemaName): ValidateFunction | null {
 /**
  * Where the build has it, a validator's V8 code cache (NAME.v8cache beside NAME.cjs; see
  * util/code-cache.ts): a process neither parses the generated code nor compiles the functions a
- * default run calls (~12 ms of a default run).
+ * default run calls (bench/README.md, "Costs measured for choices in the code").
  */
 const CACHE_HEADER = 'pipe-validator-cache 1'
 

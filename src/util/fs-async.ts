@@ -1,8 +1,8 @@
 /**
  * The promise API of the file system, made from node:fs's callback functions. node:fs/promises
- * loads ~25 of Node's own modules (streams, readline's interface, watchers) that this Node compiles
- * from source in every process: ~1.5 ms and ~0.7 MiB of each run, which calls a dozen of its
- * functions. Same calls, same results and errors; `open` (a FileHandle) still comes from
+ * loads some 25 of Node's own modules (streams, readline's interface, watchers) that this Node
+ * compiles from source in every process (bench/README.md, "Costs measured for choices in the code"), for a run that calls a
+ * dozen of its functions. Same calls, same results and errors; `open` (a FileHandle) still comes from
  * node:fs/promises, loaded on its first use.
  */
 import * as fs from 'node:fs'

@@ -4,7 +4,7 @@
  * The writes themselves are synchronous calls. A record write is a handful of small system calls;
  * through fs/promises each is a round trip to libuv's thread pool (a FileHandle, a promise, a
  * thread wake-up and an event-loop wake-up), which cost several times the CPU of the calls
- * themselves, measured here at ~0.6 ms against ~0.2 ms per synced write. The event loop waits for
+ * themselves (bench/README.md, "Costs measured for choices in the code"). The event loop waits for
  * the disk during an fsync instead: a few milliseconds at a step's end, where the run waits for it
  * anyway (its commit waits for it).
  */
