@@ -1,8 +1,31 @@
 /** The run's records around its steps: the timeline, spec versions and their differences, evidence, deliveries. */
-import {diffValues} from '../spec/diff.js'
+import {diffValues, type Change} from '../spec/diff.js'
+import type {CanonicalSpec} from '../types/spec.js'
 import {html, jsonBlock, type Html} from './html.js'
 import type {RunPageOptions} from './parts.js'
 import type {RunView} from './run-data.js'
+
+/** What changed between two spec versions, field by field (their meta, which always differs, left out). */
+export function specDiff(before: CanonicalSpec, after: CanonicalSpec): Change[] {
+  const {meta: _a, ...a} = before
+  const {meta: _b, ...b} = after
+  return diffValues(a, b)
+}
+
+/** The changes as a table: the field's path, how it changed, the value before and after. */
+export function specChanges(changes: Change[]): Html {
+  return html`<table>
+    ${changes.map(
+      (c) =>
+        html`<tr class="diff-${c.kind}">
+          <td class="mono">${c.path || '(root)'}</td>
+          <td>${c.kind}</td>
+          <td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td>
+          <td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td>
+        </tr>`,
+    )}
+  </table>`
+}
 
 export function timeline(view: RunView): Html {
   return html`<table class="timeline">
@@ -34,22 +57,10 @@ export function specs(view: RunView, options: RunPageOptions): Html {
   if (view.specs.length === 0) return html`<p class="muted">This run wrote and read no spec version.</p>`
   const diffs = view.specs.slice(1).map((spec, i) => {
     const before = view.specs[i]!
-    const {meta: _a, ...a} = before
-    const {meta: _b, ...b} = spec
-    const changes = diffValues(a, b)
+    const changes = specDiff(before, spec)
     return html`<div class="panel">
       <strong><code>${before.meta.spec_version}</code> → <code>${spec.meta.spec_version}</code></strong> (${changes.length} field change(s))
-      <table>
-        ${changes.map(
-          (c) =>
-            html`<tr class="diff-${c.kind}">
-              <td class="mono">${c.path || '(root)'}</td>
-              <td>${c.kind}</td>
-              <td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td>
-              <td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td>
-            </tr>`,
-        )}
-      </table>
+      ${specChanges(changes)}
     </div>`
   })
   const picker = options.standalone

@@ -10,15 +10,15 @@ import type {AddressInfo} from 'node:net'
 import {hostname, networkInterfaces} from 'node:os'
 import {collectStats} from '../app/stats.js'
 import {PipeError} from '../errors.js'
-import {diffValues} from '../spec/diff.js'
 import {ID_PATTERNS} from '../store/ids.js'
 import {effectiveStatus, listRuns, type RunSummary} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
-import {html, jsonBlock, type Html} from './html.js'
+import {html, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
 import {loadRunView} from './run-data.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
+import {specChanges, specDiff} from './run-records.js'
 import {setAsideDamaged, type DamagedRun} from './tolerant-store.js'
 
 export interface ViewServerOptions {
@@ -203,26 +203,14 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
         head,
       )
     const [before, after] = [await store.readSpec(a), await store.readSpec(b)]
-    const {meta: _a, ...x} = before
-    const {meta: _b, ...y} = after
-    const changes = diffValues(x, y)
+    const changes = specDiff(before, after)
     return sendPage(
       res,
       200,
       `pipe: ${a} → ${b}`,
       html`<h1><code>${a}</code> → <code>${b}</code></h1>
         <p>${changes.length} field change(s).</p>
-        <table>
-          ${changes.map(
-            (c) =>
-              html`<tr class="diff-${c.kind}">
-                <td class="mono">${c.path || '(root)'}</td>
-                <td>${c.kind}</td>
-                <td>${c.before !== undefined ? jsonBlock(c.before) : ''}</td>
-                <td>${c.after !== undefined ? jsonBlock(c.after) : ''}</td>
-              </tr>`,
-          )}
-        </table>`,
+        ${specChanges(changes)}`,
       head,
     )
   }
