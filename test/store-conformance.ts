@@ -9,7 +9,7 @@ import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.j
 import type {RunRecord} from '../src/types/run.js'
 import type {Snapshot} from '../src/types/snapshot.js'
 import {expectPipeError} from './helpers/expect.js'
-import {specDraft} from './helpers/records.js'
+import {runDraft, specDraft} from './helpers/records.js'
 
 /** A store to test, fresh and empty, and how to dispose of it. */
 export type MakeStore = () => Promise<{store: RunStore; cleanup: () => Promise<void>}>
@@ -17,17 +17,7 @@ export type MakeStore = () => Promise<{store: RunStore; cleanup: () => Promise<v
 const now = new Date('2026-11-21T10:00:00Z')
 const at = now.toISOString()
 
-const runDraft = (feature = 'F-2026-001'): RunDraft => ({
-  feature_id: feature,
-  status: 'pending',
-  pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
-  policy_version: `sha256:${'b'.repeat(64)}`,
-  provider: {kind: 'offline', model: null},
-  input: {kind: 'none', ref: 'none://'},
-  created_at: at,
-  updated_at: at,
-  owner: {pid: process.pid, host: 'h', user: 'u'},
-})
+const draftOf = (feature = 'F-2026-001'): RunDraft => runDraft(at, {feature})
 
 const started = {event: {at, event: 'started'}, change: (r: RunRecord) => void (r.status = 'running')}
 
@@ -76,7 +66,7 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
 
     async function startRun(): Promise<string> {
       await store.ensureFeature('F-2026-001', now)
-      const born = await store.createStartedRun(runDraft(), now, {at, event: 'created'}, started)
+      const born = await store.createStartedRun(draftOf(), now, {at, event: 'created'}, started)
       held.push(born.release)
       return born.record.run_id
     }
@@ -126,9 +116,9 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
     it('hands out ids in the seed formats, gapless, per day, per year and overall', async () => {
       expect(await store.createFeature(now, 'first')).to.equal('F-2026-001')
       expect(await store.createFeature(now, 'second')).to.equal('F-2026-002')
-      const first = await store.createRun(runDraft(), now, {at, event: 'created'})
-      const second = await store.createRun(runDraft(), now, {at, event: 'created'})
-      const nextDay = await store.createRun(runDraft(), new Date('2026-11-22T00:00:01Z'), {at, event: 'created'})
+      const first = await store.createRun(draftOf(), now, {at, event: 'created'})
+      const second = await store.createRun(draftOf(), now, {at, event: 'created'})
+      const nextDay = await store.createRun(draftOf(), new Date('2026-11-22T00:00:01Z'), {at, event: 'created'})
       expect([first.run_id, second.run_id, nextDay.run_id]).to.deep.equal(['R-20261121-0001', 'R-20261121-0002', 'R-20261122-0001'])
       const runId = await startRun()
       expect(runId).to.equal('R-20261121-0003')

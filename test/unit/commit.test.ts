@@ -7,7 +7,7 @@ import {Store} from '../../src/store/store.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {durability} from '../../src/util/fs.js'
 import {tempDir} from '../helpers/cli.js'
-import {specDraft} from '../helpers/records.js'
+import {specDraft, runDraft} from '../helpers/records.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -19,21 +19,7 @@ const at = now.toISOString()
 
 async function openRun(): Promise<{store: Store; runId: string}> {
   const store = await Store.open(path.join(dir, '.pipe'))
-  const run = await store.createRun(
-    {
-      feature_id: 'F-2026-001',
-      status: 'running',
-      pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
-      policy_version: `sha256:${'b'.repeat(64)}`,
-      provider: {kind: 'offline', model: null},
-      input: {kind: 'none', ref: 'none://'},
-      created_at: at,
-      updated_at: at,
-      owner: {pid: process.pid, host: 'h', user: 'u'},
-    },
-    now,
-    {at, event: 'created'},
-  )
+  const run = await store.createRun(runDraft(at, {status: 'running'}), now, {at, event: 'created'})
   return {store, runId: run.run_id}
 }
 

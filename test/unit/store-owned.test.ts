@@ -6,6 +6,7 @@ import {Store} from '../../src/store/store.js'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {tempDir} from '../helpers/cli.js'
+import {runDraft} from '../helpers/records.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -17,21 +18,7 @@ const at = now.toISOString()
 
 async function newRun(store: Store): Promise<RunRecord> {
   await store.ensureFeature('F-2026-001', now)
-  return store.createRun(
-    {
-      feature_id: 'F-2026-001',
-      status: 'pending',
-      pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
-      policy_version: `sha256:${'b'.repeat(64)}`,
-      provider: {kind: 'offline', model: null},
-      input: {kind: 'none', ref: 'none://'},
-      created_at: at,
-      updated_at: at,
-      owner: {pid: process.pid, host: 'h', user: 'u'},
-    },
-    now,
-    {at, event: 'created'},
-  )
+  return store.createRun(runDraft(at), now, {at, event: 'created'})
 }
 
 function snapshot(run: RunRecord, seq: number, prev: string | null): Snapshot {

@@ -7,7 +7,7 @@ import {Ledger, ledgerKey} from '../../src/store/ledger.js'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
-import {specDraft} from '../helpers/records.js'
+import {specDraft, runDraft} from '../helpers/records.js'
 import {expectPipeError} from '../helpers/expect.js'
 
 let dir: string
@@ -77,21 +77,7 @@ describe('store', () => {
   it('writes a snapshot once per seq, idempotently, and refuses an invalid one', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun(
-      {
-        feature_id: 'F-2026-001',
-        status: 'running',
-        pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
-        policy_version: `sha256:${'b'.repeat(64)}`,
-        provider: {kind: 'offline', model: null},
-        input: {kind: 'none', ref: 'none://'},
-        created_at: at,
-        updated_at: at,
-        owner: {pid: process.pid, host: 'h', user: 'u'},
-      },
-      now,
-      {at, event: 'created'},
-    )
+    const run = await store.createRun(runDraft(at, {status: 'running'}), now, {at, event: 'created'})
     const snapshot: Snapshot = {
       run_id: run.run_id,
       feature_id: 'F-2026-001',
@@ -117,21 +103,7 @@ describe('store', () => {
   it('reads a timeline whose last line was torn by a crash', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun(
-      {
-        feature_id: 'F-2026-001',
-        status: 'pending',
-        pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
-        policy_version: `sha256:${'b'.repeat(64)}`,
-        provider: {kind: 'offline', model: null},
-        input: {kind: 'none', ref: 'none://'},
-        created_at: at,
-        updated_at: at,
-        owner: {pid: process.pid, host: 'h', user: 'u'},
-      },
-      now,
-      {at, event: 'created'},
-    )
+    const run = await store.createRun(runDraft(at), now, {at, event: 'created'})
     await appendFile(path.join(store.runDir(run.run_id), 'events.jsonl'), '{"at": "2026-11-21T10:00:01Z", "ev')
     expect((await store.readEvents(run.run_id)).map((e) => e.event)).to.deep.equal(['created'])
     // The next append cuts the torn line off first, so the chain goes on from the last intact line.
@@ -180,21 +152,7 @@ describe('store', () => {
   it('gives one process at a time ownership of a run', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const at = now.toISOString()
-    const run = await store.createRun(
-      {
-        feature_id: 'F-2026-001',
-        status: 'pending',
-        pipeline: {path: '/p.yaml', name: 'p', hash: `sha256:${'a'.repeat(64)}`},
-        policy_version: `sha256:${'b'.repeat(64)}`,
-        provider: {kind: 'offline', model: null},
-        input: {kind: 'none', ref: 'none://'},
-        created_at: at,
-        updated_at: at,
-        owner: {pid: process.pid, host: 'h', user: 'u'},
-      },
-      now,
-      {at, event: 'created'},
-    )
+    const run = await store.createRun(runDraft(at), now, {at, event: 'created'})
     const release = await store.acquireRun(run.run_id)
     await expectPipeError(store.acquireRun(run.run_id), 'E_CONFLICT')
     await release()
