@@ -286,7 +286,9 @@ export async function startViewServer(options: ViewServerOptions): Promise<ViewS
   })
   const {port} = server.address() as AddressInfo
   hosts = allowedHosts(options.host, port)
-  const shown = options.host.includes(':') ? `[${options.host}]` : options.host
+  // A wildcard address is no place a browser can go: the machine's name is what others reach it by.
+  const wildcard = options.host === '0.0.0.0' || options.host === '::' || options.host === '[::]'
+  const shown = wildcard ? hostname().toLowerCase() : options.host.includes(':') ? `[${options.host}]` : options.host
   return {
     url: `http://${shown}:${port}/`,
     server,
