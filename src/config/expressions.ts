@@ -9,6 +9,7 @@ import {isScalar} from 'yaml'
 // Light parts only: cel-js (behind check.ts) is imported by loadExpressionChecker alone.
 import type {AliasTypes, ExprChecker, ExprDeclarations, InputDeclaration, JsonSchemaLike} from '../expr/index.js'
 import {DYN, elementSchema} from '../expr/schema.js'
+import {aliasProblem} from '../expr/scope.js'
 import {parseTemplate} from '../expr/template.js'
 import {checkDeclarations} from '../expr/inputs.js'
 import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
@@ -30,8 +31,8 @@ let specSchema: JsonSchemaLike | undefined
 
 /** Whether any step of this (possibly malformed) pipeline data holds `${{`. */
 export function hasExpressions(data: unknown): boolean {
-  const steps = (data as {steps?: unknown} | null)?.steps
-  return Array.isArray(steps) && JSON.stringify(steps).includes('${{')
+  const {steps, outputs} = (data ?? {}) as {steps?: unknown; outputs?: unknown}
+  return (Array.isArray(steps) && JSON.stringify(steps).includes('${{')) || (outputs !== undefined && JSON.stringify(outputs).includes('${{'))
 }
 
 /**
@@ -57,7 +58,7 @@ export function specJsonSchema(): JsonSchemaLike {
 }
 
 /** What expressions in this pipeline may read, for one ExprChecker / ExprEvaluator per pipeline. */
-export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: number) => string), catalog: KindCatalog): ExprDeclarations {
+export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: number) => string), catalog: KindCatalog, aliases?: AliasTypes): ExprDeclarations {
   const steps: Record<string, {outputs?: JsonSchemaLike | undefined; outcomes?: readonly string[]}> = {}
   for (const [index, step] of pipeline.steps.entries()) {
     const info = catalog[step.kind]
@@ -71,7 +72,13 @@ export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: numb
     }
     steps[step.id] = {outputs, outcomes: outcomesOf(step, catalog)}
   }
-  return {inputs: (pipeline.inputs ?? {}) as Record<string, JsonSchemaLike>, steps, spec: specJsonSchema(), secrets: pipeline.secrets ?? []}
+  return {
+    inputs: (pipeline.inputs ?? {}) as Record<string, JsonSchemaLike>,
+    steps,
+    spec: specJsonSchema(),
+    secrets: pipeline.secrets ?? [],
+    ...(aliases ? {aliases} : {}),
+  }
 }
 
 /** Keys whose scalar is a condition (a boolean) or a count (an integer: a step's bound, a foreach's concurrency). */
@@ -101,6 +108,7 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, C
     const segments: Segment[] = problem.input !== undefined ? ['inputs', problem.input] : ['inputs']
     out.push(diag(loaded, segments, problem.message))
   }
+  if (pipeline.outputs !== undefined) out.push(...checkOutputs(loaded, pipelineChecker(loaded, catalog, Checker)))
   const scan = pipeline.steps.map((step, i) => ({step, i, found: templatedStrings(step, ['steps', i])}))
   if (!scan.some((s) => s.found.length > 0)) return out
   const checker = pipelineChecker(loaded, catalog, Checker)
@@ -143,13 +151,80 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, C
   return out
 }
 
+/**
+ * The pipeline's outputs: each value checked like any expression (in the pipeline's own scope) and
+ * its type against the declared one where the checker knows it; an output never reads a secret
+ * (outputs are recorded as they are and handed to the parent run).
+ */
+function checkOutputs(loaded: LoadedPipeline, checker: ExprChecker): Diagnostic[] {
+  const out: Diagnostic[] = []
+  for (const [name, decl] of Object.entries(loaded.pipeline.outputs ?? {})) {
+    if (decl === undefined || typeof decl.value !== 'string') continue
+    const segments: Segment[] = ['outputs', name, 'value']
+    const mapper = offsetMapper(loaded, segments, decl.value)
+    const result = checker.checkTemplate(decl.value)
+    for (const d of result.diagnostics) out.push(diag(loaded, segments, `output "${name}": ${d.message}`, false, mapper(d.offset)))
+    if (result.diagnostics.length > 0) continue
+    if (result.references.some((r) => r === 'secrets' || r.startsWith('secrets.'))) {
+      out.push(
+        diag(
+          loaded,
+          segments,
+          `output "${name}" reads a secret; outputs are recorded as they are and given to the parent run, so they may not`,
+          false,
+          mapper(0),
+        ),
+      )
+      continue
+    }
+    const whole = result.template.whole
+    if (whole === undefined) {
+      if (decl.type !== 'string')
+        out.push(diag(loaded, segments, `output "${name}" is ${ARTICLE[decl.type] ?? decl.type}, but text around \${{ }} makes a string`, false, mapper(0)))
+      continue
+    }
+    const type = checker.check(whole.expression).type
+    if (type !== undefined && !fitsOutput(type, decl.type))
+      out.push(
+        diag(
+          loaded,
+          segments,
+          `output "${name}" is ${ARTICLE[decl.type] ?? decl.type}, but \${{ ${whole.expression.trim()} }} gives ${type}`,
+          false,
+          mapper(0),
+        ),
+      )
+  }
+  return out
+}
+
+/** Whether a value of CEL type `type` can be an output declared `declared` (strictly: no text for a number; a double may hold a whole number). */
+function fitsOutput(type: string, declared: string): boolean {
+  if (type === 'dyn' || type.startsWith('dyn')) return true
+  if (declared === 'string') return type === 'string'
+  return fitsInput(type, declared)
+}
+
+/**
+ * The aliases a foreach's inline steps read in every expression: the item under the step's `as:`,
+ * typed as an element of its `items:` list, and the aliases of the pipeline holding the step (an
+ * inline foreach inside inline steps). An alias that would hide a root name is left out: the
+ * foreach's own check reports it.
+ */
+export function inlineAliases(parent: LoadedPipeline, index: number, catalog: KindCatalog, Checker: ExprCheckerClass): AliasTypes {
+  const step = parent.pipeline.steps[index]!
+  const {aliases} = aliasesOf(step, pipelineChecker(parent, catalog, Checker), catalog)
+  const own = Object.fromEntries(Object.entries(aliases ?? {}).filter(([name]) => aliasProblem(name) === undefined))
+  return {...parent.aliases, ...own}
+}
+
 const checkers = new WeakMap<LoadedPipeline, ExprChecker>()
 
 /** One checker per loaded pipeline (building one registers every declaration with cel-js). */
 function pipelineChecker(loaded: LoadedPipeline, catalog: KindCatalog, Checker: ExprCheckerClass): ExprChecker {
   let checker = checkers.get(loaded)
   if (!checker) {
-    checker = new Checker(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog))
+    checker = new Checker(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog, loaded.aliases))
     checkers.set(loaded, checker)
   }
   return checker

@@ -2,6 +2,7 @@
  * The shapes the loader produces and its rules read: a loaded pipeline, the result of loading one,
  * and where each node of a composed pipeline came from. Types only.
  */
+import type {AliasTypes} from '../expr/scope.js'
 import type {Pipeline} from '../types/pipeline.js'
 import type {Diagnostic} from './diagnostics.js'
 import type {YamlSource} from './yaml-source.js'
@@ -18,6 +19,8 @@ export interface LoadedPipeline {
   hash: string
   /** Present when the pipeline extends another: where each composed node came from (see compose.ts). */
   composition?: Composition
+  /** A foreach's inline steps: the aliases every expression of theirs reads (the item, typed as an element of the foreach's list). */
+  aliases?: AliasTypes
 }
 
 /** `warnings` are problems that do not stop a run: pipe validate and --dry-run show them. */

@@ -11,7 +11,7 @@ import {sha256} from '../util/hash.js'
 import {composePipeline, extendsAnother} from './compose.js'
 import {sortDiagnostics, type Diagnostic} from './diagnostics.js'
 import {validateSource} from './document.js'
-import {expressionChecker} from './expressions.js'
+import {expressionChecker, inlineAliases, loadExpressionChecker} from './expressions.js'
 import type {KindCatalog} from './kind-contract.js'
 import type {Composition, LoadedPipeline, PipelineResult, Segment} from './loaded.js'
 import {diag, origin, stepDir} from './positions.js'
@@ -40,13 +40,14 @@ export async function loadPipeline(file: string, catalog: KindCatalog, chain: re
  * `#STEP` (a child run of it is resumed through its parent).
  */
 export async function loadInlinePipeline(parent: LoadedPipeline, index: number, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
-  const step = parent.pipeline.steps[index] as unknown as {id: string; steps?: Pipeline['steps']; inputs?: Pipeline['inputs']}
+  const step = parent.pipeline.steps[index] as unknown as {id: string; steps?: Pipeline['steps']; inputs?: Pipeline['inputs']; outputs?: Pipeline['outputs']}
   const where = origin(parent, ['steps', index])
   const dir = stepDir(parent, index)
   const data = {
     version: 1 as const,
     name: `${parent.pipeline.name}.${step.id}`,
     ...(step.inputs ? {inputs: step.inputs} : {}),
+    ...(step.outputs ? {outputs: step.outputs} : {}),
     steps: step.steps ?? ([] as unknown as Pipeline['steps']),
   }
   const composition: Composition = {
@@ -55,11 +56,17 @@ export async function loadInlinePipeline(parent: LoadedPipeline, index: number, 
     keys: {
       inputs: {source: where.source, segments: [...where.segments, 'inputs'], exact: true},
       steps: {source: where.source, segments: [...where.segments, 'steps'], exact: true},
+      outputs: {source: where.source, segments: [...where.segments, 'outputs'], exact: true},
+      ...Object.fromEntries(
+        Object.keys(step.outputs ?? {}).map((name) => [`outputs.${name}`, {source: where.source, segments: [...where.segments, 'outputs', name]}]),
+      ),
     },
     removed: {},
   }
   const file = `${parent.file}#${step.id}`
-  const loaded: LoadedPipeline = {file, dir, pipeline: data, source: where.source, hash: sha256(JSON.stringify(data)), composition}
+  // The steps read the item under the foreach's alias, typed from its items: (the parent's expressions have a checker: items: is one).
+  const aliases = inlineAliases(parent, index, catalog, await loadExpressionChecker(parent.pipeline))
+  const loaded: LoadedPipeline = {file, dir, pipeline: data, source: where.source, hash: sha256(JSON.stringify(data)), composition, aliases}
   const context: RuleContext = {catalog, checker: await expressionChecker(data)}
   const result = checkRules(loaded, context)
   const holder = where.source === parent.source ? parent.file : where.source.file

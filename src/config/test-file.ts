@@ -248,7 +248,7 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
   const asserts = test.expect.assert ?? []
   if (asserts.length === 0) return out
   const ExprChecker = await loadExpressionChecker(asserts)
-  const checker = new ExprChecker(exprDeclarations(loaded.pipeline, (index) => stepDir(loaded, index), catalog))
+  const checker = new ExprChecker(exprDeclarations(loaded.pipeline, (index) => stepDir(loaded, index), catalog, loaded.aliases))
   for (const [j, text] of asserts.entries()) {
     const segments: Segment[] = [...base, 'assert', j]
     if (parseTemplate(text).whole === undefined) {

@@ -86,6 +86,8 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
           provider: parent.provider,
           input: parent.input,
           inputs,
+          // Inline steps are the parent's own text: they read its aliases too, and this item under its own.
+          ...(request.aliases !== undefined ? {aliases: {...(parent.aliases as Record<string, JsonValue> | undefined), ...request.aliases}} : {}),
           cwd: settings.cwd,
           // The parent's, not found anew: a command of the parent may have planted a .git by now.
           workspaceGit: parent.workspace_git,
@@ -213,5 +215,6 @@ export function childResultOf(record: RunRecord, last: Snapshot | undefined): Ch
     ...(record.error ? {error: {code: record.error.code, message: record.error.message}} : {}),
     ...(last && outcome !== undefined ? {last_step: {id: last.step.name, outcome}} : {}),
     spec_version: record.spec_version ?? null,
+    ...(record.status === 'succeeded' && record.outputs ? {outputs: record.outputs as Record<string, JsonValue>} : {}),
   }
 }

@@ -32,7 +32,7 @@ export const STRUCTURAL_KEYS: ReadonlySet<string> = new Set(['id', 'kind', 'next
 
 /** Whether a pipeline holds any `${{` in its steps: a pipeline without one runs exactly as v1 did. */
 export function usesExpressions(pipeline: LoadedPipeline['pipeline']): boolean {
-  return pipeline.steps.some((step) => JSON.stringify(step).includes('${{'))
+  return pipeline.steps.some((step) => JSON.stringify(step).includes('${{')) || pipeline.outputs !== undefined
 }
 
 /**
@@ -73,6 +73,7 @@ export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], sp
     ...(spec ? {spec} : {}),
     run: {id: record.run_id, feature_id: record.feature_id, parent: record.parent?.run_id ?? null},
     secrets,
+    ...(record.aliases ? {aliases: record.aliases} : {}),
   }
 }
 
@@ -85,7 +86,7 @@ export async function evaluatorFor(loaded: LoadedPipeline, catalog: KindCatalog)
     expr = {ExprEvaluator: evaluator, stringify}
   }
   if (mayUseRegex(JSON.stringify(loaded.pipeline.steps))) await loadRegexEngine()
-  return new expr.ExprEvaluator(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog))
+  return new expr.ExprEvaluator(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog, loaded.aliases))
 }
 
 export interface Resolved {

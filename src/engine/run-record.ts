@@ -15,6 +15,8 @@ export interface NewRun {
   provider: RunRecord['provider']
   input: RunRecord['input']
   inputs?: RunRecord['inputs']
+  /** For a child run of inline steps: the aliases its expressions read (the foreach item). */
+  aliases?: RunRecord['aliases']
   cwd: string
   /** Which repository git steps may use (see RunRecord.workspace_git); left out when unknown. */
   workspaceGit?: RunRecord['workspace_git']
@@ -49,6 +51,7 @@ export function newRun(run: NewRun): RunBirth {
     provider: run.provider,
     input: run.input,
     ...(run.inputs && Object.keys(run.inputs).length > 0 ? {inputs: run.inputs} : {}),
+    ...(run.aliases ? {aliases: run.aliases} : {}),
     workspace: run.cwd,
     ...(run.workspaceGit !== undefined ? {workspace_git: run.workspaceGit} : {}),
     ...(run.parent ? {parent: run.parent} : {}),

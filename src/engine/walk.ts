@@ -12,6 +12,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {tracing} from '../telemetry/tracing.js'
 import {redactDeep} from '../util/redact.js'
+import {evaluateOutputs} from './run-outputs.js'
 import {newTraceId} from '../util/trace.js'
 import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
 import {commitStep, recoverCommit} from './commit.js'
@@ -222,9 +223,27 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   }
 
   const reason = endReason ?? `the pipeline ended after ${stepsRun} step(s) in this session`
+  let outputs: RunRecord['outputs']
+  if (pipeline.outputs !== undefined && exprs.evaluator) {
+    try {
+      outputs = evaluateOutputs(pipeline, exprs.evaluator, contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
+    } catch (thrown) {
+      // Its steps succeeded, but what it was declared to give back is wrong: the run fails, naming the output.
+      const failure = toPipeError(thrown)
+      const error = {code: failure.code, message: failure.message, ...(failure.hint ? {hint: failure.hint} : {}), trace_id: newTraceId()}
+      const why = `the outputs failed: ${failure.message}`
+      await env.keeper.setStatus(runId, 'failed', 'failed', {reason: why, trace_id: error.trace_id}, (r) => {
+        r.error = error
+        r.status_reason = why
+        r.spec_version = cursor.specVersion
+      })
+      return outcome('failed', {reason: why, error})
+    }
+  }
   await env.keeper.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
     r.spec_version = cursor.specVersion
     delete r.error
+    if (outputs !== undefined) r.outputs = outputs
   })
   return outcome('succeeded', {reason})
 }

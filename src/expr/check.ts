@@ -5,6 +5,7 @@
  */
 import {Environment, ParseError, type ASTNode, type ParseResult} from '@marcbachmann/cel-js'
 import {closest} from '../util/suggest.js'
+import {registerPipeFunctions} from './functions.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
 import {regexProblem} from './regex.js'
 import {DYN, closedFields, elementSchema, lookupField, mapValueSchema, resolve, schemaKind, schemaKinds, type SchemaRef} from './schema.js'
@@ -63,6 +64,7 @@ export class ExprChecker {
     this.scope = buildScope(declarations)
     this.limits = {...DEFAULT_LIMITS, ...limits}
     const env = new Environment({homogeneousAggregateLiterals: false, limits: CEL_LIMITS})
+    registerPipeFunctions(env)
     for (const [name, node] of this.scope.fields) env.registerVariable(name, this.celType(env, node, `pipe.${name}`, 0))
     this.base = env
   }
@@ -147,6 +149,8 @@ export class ExprChecker {
       if (Object.keys(aliases).length > 0) {
         env = this.base.clone()
         for (const [name, ref] of Object.entries(aliases)) {
+          // Already bound for the whole pipeline (an inline step's foreach reusing its parent's alias): the walker types the inner one.
+          if (this.scope.fields.has(name)) continue
           env.registerVariable(name, this.celType(env, {kind: 'schema', path: name, ref: ref ?? DYN}, `pipe.alias.${name}`, 0))
         }
       }
@@ -391,7 +395,8 @@ class Walker {
         inner.set(args[0]!.args, isList ? element : undefined)
       }
       for (const body of args.slice(twoVars ? 2 : 1)) this.visit(body, inner)
-      return undefined
+      // A filtered list holds the same elements: `xs.filter(…).map(x, x.field)` is checked like `xs.map(…)`.
+      return name === 'filter' && isList ? range : undefined
     }
     if (name === 'matches' && args.length === 1) this.pattern(args[0]!)
     this.visit(receiver, locals)

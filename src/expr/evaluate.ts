@@ -6,6 +6,7 @@
  */
 import {Environment, EvaluationError, ParseError, type ParseResult} from '@marcbachmann/cel-js'
 import {PipeError} from '../errors.js'
+import {registerPipeFunctions} from './functions.js'
 import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
 import {BudgetExceeded, PROBE_SIGNATURE, charge, instrument, metered, probeHandler} from './meter.js'
 import {RegexError, regexMatches} from './regex.js'
@@ -23,6 +24,8 @@ export interface ExprContext {
   readonly run?: {readonly id: string; readonly feature_id: string; readonly parent: string | null}
   /** Secret values by name: only the names the pipeline lists. */
   readonly secrets?: Readonly<Record<string, string>>
+  /** The values of the names the pipeline declares besides the roots (ExprDeclarations.aliases: an inline step's foreach item). */
+  readonly aliases?: Readonly<Record<string, unknown>>
 }
 
 /** A value bound for one expression only (a foreach item), with its schema when known. */
@@ -107,9 +110,10 @@ export class ExprEvaluator {
     this.limits = {...DEFAULT_LIMITS, ...limits}
     // Every root is dyn here: the checker already proved the types, and the values are converted by schema.
     const env = new Environment({homogeneousAggregateLiterals: false, limits: CEL_LIMITS})
-    for (const name of ROOT_NAMES) env.registerVariable(name, 'dyn')
+    for (const name of this.scope.fields.keys()) env.registerVariable(name, 'dyn')
     env.registerFunction(`string.${LINEAR_MATCHES}(string): bool`, linearMatches)
     env.registerFunction(PROBE_SIGNATURE, probeHandler)
+    registerPipeFunctions(env)
     instrument(env)
     this.base = env
   }
@@ -123,7 +127,7 @@ export class ExprEvaluator {
   bind(context: ExprContext, aliases: Readonly<Record<string, AliasValue>> = {}): BoundExpressions {
     const values: Record<string, unknown> = {}
     for (const [name, node] of this.scope.fields) {
-      const value = (context as Record<string, unknown>)[name]
+      const value = (ROOT_NAMES as readonly string[]).includes(name) ? (context as Record<string, unknown>)[name] : context.aliases?.[name]
       if (value !== undefined) values[name] = convertByScope(value, node)
     }
     return new BoundExpressions(this, values, []).withAliases(aliases)
@@ -218,7 +222,8 @@ export class ExprEvaluator {
       let env = this.base
       if (aliasNames.length > 0) {
         env = this.base.clone()
-        for (const name of aliasNames) env.registerVariable(name, 'dyn')
+        // A name the pipeline already binds (an inline step's own foreach reusing its parent's alias) is registered once.
+        for (const name of aliasNames) if (!this.scope.fields.has(name)) env.registerVariable(name, 'dyn')
         instrument(env)
       }
       slot = {env, parsed: new Map()}

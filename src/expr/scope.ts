@@ -19,6 +19,8 @@ export interface ExprDeclarations {
   readonly spec?: JsonSchemaLike | undefined
   /** The names listed under `secrets:`. */
   readonly secrets?: readonly string[]
+  /** Names every expression of the pipeline reads besides the roots: a foreach's alias in its inline steps. */
+  readonly aliases?: AliasTypes
 }
 
 /** Names bound for one expression only, such as a foreach's `as:` name, with the schema of their value (undefined: anything). */
@@ -75,7 +77,7 @@ export function buildScope(decl: ExprDeclarations): RecordNode {
     // The parent run's id, null for a top-level run.
     ['parent', schemaNode('run.parent', schemaRef({type: ['string', 'null']}))],
   ])
-  return {
+  const root: RecordNode = {
     kind: 'record',
     path: '',
     fields: new Map<string, ScopeNode>([
@@ -90,6 +92,7 @@ export function buildScope(decl: ExprDeclarations): RecordNode {
     ]),
     unknown: (name) => `unknown name "${name}"; an expression reads inputs, steps, spec, run, secrets or a foreach alias`,
   }
+  return decl.aliases ? withAliases(root, decl.aliases) : root
 }
 
 function declared(what: string, fields: ReadonlyMap<string, unknown>): string {

@@ -1,7 +1,11 @@
+import path from 'node:path'
+import {declaredOutputsOfFile, outputsObjectSchema} from '../config/declared-outputs.js'
 import {PipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
+import {aliasProblem} from '../expr/scope.js'
 import {childFailure, childFile, childReason, childStopped} from './child-runs.js'
 import type {KindFinding} from '../config/kind-contract.js'
+import {kindOutputsSchema, narrowed} from './output-schemas.js'
 import type {ChildResult, KindOutputs, StepHandler} from './types.js'
 
 interface ItemResult {
@@ -12,6 +16,8 @@ interface ItemResult {
   reason: string
   /** The key of the dependency that did not succeed: the item was not run (no child run exists for it). */
   blocked_by?: string
+  /** The child's declared outputs when it succeeded, else null. */
+  outputs: Record<string, JsonValue> | null
 }
 
 /**
@@ -93,11 +99,21 @@ export const foreach: StepHandler<'foreach'> = {
   // Each item's `with:` is evaluated with the item under its alias, so the engine leaves it to the kind.
   deferred: (step) => ({
     fields: ['items', 'with', 'key', 'depends_on'],
-    foreign: ['steps', 'inputs'],
+    foreign: ['steps', 'inputs', 'outputs'],
     alias: step.as ?? 'item',
     items: 'items',
     expect: {depends_on: 'list'},
   }),
+  // Each item's outputs are typed from what the child declares: inline steps' outputs: on this step, a file's own outputs:.
+  outputsSchema(step, pipeline) {
+    const declared = step.pipeline !== undefined ? declaredOutputsOfFile(path.resolve(pipeline.dir, step.pipeline)) : (step.outputs ?? {})
+    if (declared === undefined) return kindOutputsSchema('foreach')
+    const items = kindOutputsSchema('foreach')['properties'] as {items: {items: {properties: Record<string, unknown>}}}
+    const item = items.items.items
+    return narrowed('foreach', {
+      items: {...items.items, items: {...item, properties: {...item.properties, outputs: outputsObjectSchema(declared, true)}}},
+    })
+  },
   childPipelines: (step) => [
     {...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})},
   ],
@@ -113,6 +129,16 @@ export const foreach: StepHandler<'foreach'> = {
     }
     if (step.inputs !== undefined && step.steps === undefined)
       out.push({rule: 'foreach-child', at: ['inputs'], message: 'inputs: declares what inline steps: read; a pipeline: file declares its own', key: true})
+    if (step.outputs !== undefined && step.steps === undefined)
+      out.push({
+        rule: 'foreach-child',
+        at: ['outputs'],
+        message: 'outputs: declares what inline steps: give back; a pipeline: file declares its own',
+        key: true,
+      })
+    // The alias is a name every expression of the item reads (inline steps' too): it may not hide one of the names they all read.
+    const problem = step.as !== undefined ? aliasProblem(step.as) : undefined
+    if (problem !== undefined) out.push({rule: 'foreach-alias', at: ['as'], message: `as: ${problem}`})
     return out
   },
   graph: {
@@ -169,6 +195,7 @@ export const foreach: StepHandler<'foreach'> = {
       run_id: null,
       status: 'not_started',
       reason: 'not started',
+      outputs: null,
     }))
     // fail_fast stops the children still running through their own signal; the step's own signal stops them all.
     const stop = new AbortController()
@@ -195,6 +222,7 @@ export const foreach: StepHandler<'foreach'> = {
             status: 'blocked',
             reason: `not run: it depends on ${JSON.stringify(keys[failed])}, which ${what}`,
             blocked_by: keys[failed]!,
+            outputs: null,
           }
           started.add(index)
           finished.add(index)
@@ -214,9 +242,18 @@ export const foreach: StepHandler<'foreach'> = {
           inputs: inputs[index]!,
           index,
           ...(name !== undefined ? {key: name} : {}),
+          // Inline steps read the item under the alias itself; a file pipeline gets it through with: only.
+          ...(file === undefined ? {aliases: {[alias]: items[index]!}} : {}),
           signal: childSignal,
         })
-        results[index] = {index, ...(ordered ? {key: keys[index]!} : {}), run_id: child.run_id, status: child.status, reason: childReason(child)}
+        results[index] = {
+          index,
+          ...(ordered ? {key: keys[index]!} : {}),
+          run_id: child.run_id,
+          status: child.status,
+          reason: childReason(child),
+          outputs: child.status === 'succeeded' ? (child.outputs ?? null) : null,
+        }
         finished.add(index)
         running.delete(index)
         if (child.status !== 'succeeded' && !childStopped(child) && step.fail_fast === true && tripped === undefined) {

@@ -1,4 +1,7 @@
+import path from 'node:path'
+import {declaredOutputsOfFile, outputsObjectSchema} from '../config/declared-outputs.js'
 import {childFailure, childFile, childReason, childStopped} from './child-runs.js'
+import {kindOutputsSchema, narrowed} from './output-schemas.js'
 import type {KindOutputs, StepHandler} from './types.js'
 
 export const pipeline: StepHandler<'pipeline'> = {
@@ -10,6 +13,11 @@ export const pipeline: StepHandler<'pipeline'> = {
   // Running it again finds the child it started and continues it; a finished child is never run twice.
   safeToRetry: true,
   waitsForChildren: true,
+  // outputs.outputs is typed from the child's own outputs: declaration (null unless the child succeeded).
+  outputsSchema(step, pipeline) {
+    const declared = declaredOutputsOfFile(path.resolve(pipeline.dir, step.file))
+    return declared === undefined ? kindOutputsSchema('pipeline') : narrowed('pipeline', {outputs: outputsObjectSchema(declared, true)})
+  },
   childPipelines: (step) => [{at: ['file'], file: step.file, ...(step.with ? {with: step.with, withAt: ['with']} : {})}],
   graph: {details: (step) => [`pipeline ${step.file}`]},
   async run({step, pipeline: loaded, children, signal}) {
@@ -22,6 +30,7 @@ export const pipeline: StepHandler<'pipeline'> = {
       reason: child.reason ?? child.error?.message ?? child.status,
       last_step: child.last_step ?? null,
       spec_version: child.spec_version ?? null,
+      outputs: child.status === 'succeeded' ? (child.outputs ?? null) : null,
     } satisfies KindOutputs<'pipeline'>
     if (child.status === 'succeeded') return {type: 'done', outcome: 'success', reason, outputs}
     if (childStopped(child)) {

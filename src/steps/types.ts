@@ -119,6 +119,8 @@ export interface ChildRequest {
   index?: number
   /** What names the item for people (`fix-login`), shown beside its index in runs list and runs show. */
   key?: string
+  /** Inline steps only: names their expressions read besides inputs, steps… (the foreach's alias bound to the item); recorded in the child's run. */
+  aliases?: Record<string, JsonValue>
   /** Aborting it interrupts the child where it stands (pipe resume of the parent continues it). */
   signal?: AbortSignal
 }
@@ -135,6 +137,8 @@ export interface ChildResult {
   last_step?: {id: string; outcome: string}
   /** The child's latest spec version, if it wrote one. */
   spec_version?: string | null
+  /** The child pipeline's declared outputs, evaluated when it succeeded. */
+  outputs?: Record<string, JsonValue>
 }
 
 export interface ChildRuns {

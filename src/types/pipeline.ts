@@ -479,7 +479,7 @@ export type ForeachStep = StepCommon & {
    */
   items: string
   /**
-   * The name each item has in the with: expressions (default item).
+   * The name each item has in the with:, key: and depends_on: expressions, and in the expressions of inline steps: (default item).
    */
   as?: string
   /**
@@ -509,12 +509,13 @@ export type ForeachStep = StepCommon & {
    */
   fail_fast?: boolean
   /**
-   * The steps of an anonymous child pipeline each item runs (instead of pipeline:); they read what with: gives as inputs.NAME, declared under inputs:.
+   * The steps of an anonymous child pipeline each item runs (instead of pipeline:); they read the item under its alias (${{ item }}, or the name as: gives) and what with: gives as inputs.NAME, declared under inputs:.
    *
    * @minItems 1
    */
   steps?: [Step, ...Step[]]
   inputs?: Inputs
+  outputs?: Outputs
 }
 /**
  * A bounded think/act/observe loop: the model works on the task in the prompt with the named tools (reading, searching, editing files by SEARCH/REPLACE blocks, running allowed commands), each call validated against its argument schema and the policy, until it gives a final answer (done), gives up or runs out of turns (gave_up), or gives up after a refusal (denied).
@@ -630,6 +631,7 @@ export interface Pipeline {
    */
   steps: [Step, ...Step[]]
   inputs?: Inputs1
+  outputs?: Outputs1
   /**
    * Environment variables steps may read as ${{ secrets.NAME }}. Each must be set when a run starts; their values are redacted from every record, log and output.
    *
@@ -803,6 +805,27 @@ export interface InputDeclaration {
   maximum?: number
 }
 /**
+ * With steps: inline, the anonymous child pipeline's outputs (what each item carries as items[].outputs).
+ */
+export interface Outputs {
+  [k: string]: OutputDeclaration | undefined
+}
+/**
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "outputDeclaration".
+ */
+export interface OutputDeclaration {
+  /**
+   * The value type; a value of another type fails the run, naming the output.
+   */
+  type: 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array'
+  /**
+   * One ${{ expression }} over the pipeline's inputs and steps (not secrets), or a template whose text makes a string.
+   */
+  value: string
+  description?: string
+}
+/**
  * Model settings for the model steps. The API key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL, never from this file.
  *
  * This interface was referenced by `Pipeline`'s JSON-Schema
@@ -905,4 +928,13 @@ export interface Completeness {
  */
 export interface Inputs1 {
   [k: string]: InputDeclaration | undefined
+}
+/**
+ * What a run of this pipeline gives back when it succeeds, by name: each a typed ${{ expression }} over its own inputs and steps, evaluated when the run succeeds and recorded in its run record. A foreach item (items[].outputs) and a pipeline step (outputs.outputs) of a parent run read them, typed from this declaration.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "outputs".
+ */
+export interface Outputs1 {
+  [k: string]: OutputDeclaration | undefined
 }

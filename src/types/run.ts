@@ -107,6 +107,18 @@ export interface RunRecord {
     [k: string]: (string | number | boolean | {} | unknown[]) | undefined
   }
   /**
+   * For a child run of a foreach's inline steps: its item under the foreach's alias (as:), and the aliases of the runs above it, by name; its expressions read them, and resume and replay bind them again.
+   */
+  aliases?: {
+    [k: string]: unknown | undefined
+  }
+  /**
+   * The pipeline's declared outputs (outputs:), evaluated when the run succeeded.
+   */
+  outputs?: {
+    [k: string]: unknown | undefined
+  }
+  /**
    * Answers given to this run so far, by question id or spec field.
    */
   answers?: {

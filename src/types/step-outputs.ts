@@ -313,7 +313,7 @@ export interface EndOutputs {
   reason?: string
 }
 /**
- * A pipeline step's child run: its id, status (a run's status), reason, last step and spec version.
+ * A pipeline step's child run: its id, status (a run's status), reason, last step, spec version and declared outputs.
  */
 export interface PipelineOutputs {
   run_id?: string
@@ -324,9 +324,13 @@ export interface PipelineOutputs {
     outcome?: string
   } | null
   spec_version?: string | null
+  /**
+   * The child run's declared outputs (its pipeline's outputs:) when it succeeded; null when it did not.
+   */
+  outputs?: {} | null
 }
 /**
- * A foreach step's items, one per element of its list: each child run's id, status and reason (not_started: never run), and the counts.
+ * A foreach step's items, one per element of its list: each child run's id, status, reason (not_started: never run) and declared outputs (null unless it succeeded), and the counts.
  */
 export interface ForeachOutputs {
   items?: {
@@ -345,6 +349,10 @@ export interface ForeachOutputs {
       | 'not_started'
     reason?: string
     blocked_by?: string
+    /**
+     * The child run's declared outputs (its pipeline's outputs:) when it succeeded; null when it did not, or was not run.
+     */
+    outputs?: {} | null
   }[]
   succeeded?: number
   failed?: number

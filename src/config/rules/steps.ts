@@ -17,14 +17,24 @@ import {locate} from '../yaml-source.js'
 import type {Rule} from './rule.js'
 
 // Only steps' fields are resolved at run time (engine/expressions.ts); elsewhere a ${{ }} would
-// be used as written: a model name, a default, a gate pattern.
+// be used as written: a model name, a default, a gate pattern. Outputs' values are the exception.
 export const expressionPlace: Rule = {
   name: 'expression-place',
   check(loaded) {
-    return Object.entries(loaded.pipeline)
-      .filter(([key]) => key !== 'steps' && key !== 'overlay')
-      .flatMap(([key, value]) => templatedStrings(value, [key]))
-      .map(({segments}) => diag(loaded, segments, `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps`))
+    return (
+      Object.entries(loaded.pipeline)
+        .filter(([key]) => key !== 'steps' && key !== 'overlay')
+        .flatMap(([key, value]) => templatedStrings(value, [key]))
+        // An output's value is evaluated when the run ends (engine/run-outputs.ts).
+        .filter(({segments}) => !(segments[0] === 'outputs' && segments.length === 3 && segments[2] === 'value'))
+        .map(({segments}) =>
+          diag(
+            loaded,
+            segments,
+            `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps and in outputs.NAME.value`,
+          ),
+        )
+    )
   },
 }
 
