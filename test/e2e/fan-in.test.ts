@@ -5,7 +5,7 @@
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
-import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
+import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
