@@ -28,10 +28,12 @@ export type ExprCheckerClass = typeof ExprChecker
 
 let specSchema: JsonSchemaLike | undefined
 
-/** Whether any step of this (possibly malformed) pipeline data holds `${{`. */
+/** Whether any step (or tool the pipeline declares) of this (possibly malformed) pipeline data holds `${{`. */
 export function hasExpressions(data: unknown): boolean {
-  const steps = (data as {steps?: unknown} | null)?.steps
-  return Array.isArray(steps) && JSON.stringify(steps).includes('${{')
+  const {steps, tools} = (data ?? {}) as {steps?: unknown; tools?: unknown}
+  return (
+    (Array.isArray(steps) && JSON.stringify(steps).includes('${{')) || (tools !== null && typeof tools === 'object' && JSON.stringify(tools).includes('${{'))
+  )
 }
 
 /**
@@ -236,7 +238,7 @@ export function withTypeProblems(
 }
 
 /** Maps an offset in a scalar's value to an offset in the file (the scalar's start when it cannot). */
-function offsetMapper(loaded: LoadedPipeline, segments: readonly Segment[], value: string): (offset: number) => number | undefined {
+export function offsetMapper(loaded: LoadedPipeline, segments: readonly Segment[], value: string): (offset: number) => number | undefined {
   // A composed pipeline's node lives in the file (base or child) that holds it.
   const where = origin(loaded, segments)
   const found = findNode(where.source, where.segments)
