@@ -21,12 +21,14 @@ import type {Rule} from './rule.js'
 export const expressionPlace: Rule = {
   name: 'expression-place',
   check(loaded) {
-    return Object.entries(loaded.pipeline)
-      .filter(([key]) => key !== 'steps' && key !== 'overlay')
-      .flatMap(([key, value]) => templatedStrings(value, [key]))
-      // A declared tool's argv is a template over its call's arguments (rules/tools.ts checks it).
-      .filter(({segments}) => !(segments[0] === 'tools' && segments[2] === 'argv'))
-      .map(({segments}) => diag(loaded, segments, `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps`))
+    return (
+      Object.entries(loaded.pipeline)
+        .filter(([key]) => key !== 'steps' && key !== 'overlay')
+        .flatMap(([key, value]) => templatedStrings(value, [key]))
+        // A declared tool's argv is a template over its call's arguments (rules/tools.ts checks it).
+        .filter(({segments}) => !(segments[0] === 'tools' && segments[2] === 'argv'))
+        .map(({segments}) => diag(loaded, segments, `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps`))
+    )
   },
 }
 
