@@ -9,7 +9,7 @@ import {existsSync} from 'node:fs'
 import {cp, mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
-import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {examples, json, pipe, tempDir} from '../helpers/cli.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -72,6 +72,64 @@ async function snapshots(repo: string, runId: string): Promise<Snapshot[]> {
   return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo, env: env()}))
 }
 
+/** A repository with args.js (prints its arguments as JSON, leaves a mark per run) and a pipeline of three tools over it. */
+async function probe(policyExtra = ''): Promise<{repo: string; p: string}> {
+  ;({dir, cleanup} = await tempDir('pipe-tools-'))
+  const repo = await repoWith('repo', {
+    'package.json': '{"type": "module"}\n',
+    // Prints the arguments it was given as JSON, and leaves a mark for each call that ran.
+    'args.js': "import {appendFileSync} from 'node:fs'\nappendFileSync('ran.txt', 'x')\nconsole.log(JSON.stringify(process.argv.slice(2)))\n",
+    'notes.txt': 'notes\n',
+  })
+  await mkdir(path.join(dir, 'outside'))
+  await writeFile(path.join(dir, 'outside', 'secret.txt'), 'outside secret\n')
+  const p = path.join(dir, 'p')
+  await mkdir(p)
+  await writeFile(path.join(p, 'task.md'), 'Probe the tools.\n')
+  await writeFile(
+    path.join(p, 'policy.yaml'),
+    `version: 1
+allowed_commands:
+  - [node, args.js, "{arg}"]
+  - [node, args.js, --, "{path}"]
+  - [node, args.js, done]
+sandbox: auto
+${policyExtra}`,
+  )
+  await writeFile(
+    path.join(p, 'probe.yaml'),
+    `version: 1
+name: probe
+tools:
+  echo_text:
+    description: echoes one text
+    parameters: {type: object, additionalProperties: false, required: [text], properties: {text: {type: string, maxLength: 200000}}}
+    argv: [node, args.js, "\${{ args.text }}"]
+    level: moderate
+  show_file:
+    description: names a file of the repository
+    parameters: {type: object, additionalProperties: false, required: [path], properties: {path: {type: string, pattern: "^[^-]"}}}
+    argv: [node, args.js, --, "\${{ args.path }}"]
+    level: moderate
+  finish:
+    description: a dangerous step a person confirms
+    parameters: {type: object, additionalProperties: false, properties: {}}
+    argv: [node, args.js, done]
+    level: dangerous
+steps:
+  - id: probe
+    kind: agent
+    prompt: task.md
+    tools: [echo_text, show_file, finish]
+    on: {denied: stop, gave_up: stop}
+  - id: stop
+    kind: end
+    status: succeeded
+`,
+  )
+  return {repo, p}
+}
+
 describe('agent tools a pipeline declares (tools:)', function () {
   this.timeout(180000)
 
@@ -130,7 +188,7 @@ steps:
       '4:3 tools.read_file tool "read_file" has the name of a built-in tool',
       '10:17 tools.lookup.parameters the parameters of tool "lookup" is not a valid JSON Schema',
       '15:41 tools.typo.argv[4] args has no field "symbl" (it has symbol) — did you mean "symbol"?',
-      "15:53 tools.typo.argv[5] run.id",
+      '15:53 tools.typo.argv[5] run.id',
       '21:27 steps[0].tools[2] unknown tool "lokup" — did you mean "lookup"? (tools',
     ])
     const bad = body.files.find((f) => f.file === 'bad.yaml')!.diagnostics
@@ -166,7 +224,12 @@ steps:
       required: ['symbol'],
       properties: {
         symbol: {type: 'string', pattern: '^[A-Za-z_$][A-Za-z0-9_$]*$', maxLength: 200, description: 'the identifier'},
-        path: {type: 'string', pattern: '^[A-Za-z0-9_.][A-Za-z0-9_./-]*$', maxLength: 500, description: 'a folder or file to search in (default: the whole repository)'},
+        path: {
+          type: 'string',
+          pattern: '^[A-Za-z0-9_.][A-Za-z0-9_./-]*$',
+          maxLength: 500,
+          description: 'a folder or file to search in (default: the whole repository)',
+        },
       },
     }
     expect(offered?.function.parameters).to.deep.equal(declared)
@@ -214,62 +277,9 @@ steps:
   })
 
   it('hostile arguments stay one argv element each; schema failures, leading dashes, huge strings and denied paths run nothing; a dangerous tool waits for a person', async () => {
-    ;({dir, cleanup} = await tempDir('pipe-tools-'))
-    const repo = await repoWith('repo', {
-      'package.json': '{"type": "module"}\n',
-      // Prints the arguments it was given as JSON, and leaves a mark for each call that ran.
-      'args.js':
-        "import {appendFileSync} from 'node:fs'\nappendFileSync('ran.txt', 'x')\nconsole.log(JSON.stringify(process.argv.slice(2)))\n",
-      'notes.txt': 'notes\n',
-    })
-    await mkdir(path.join(dir, 'outside'))
-    await writeFile(path.join(dir, 'outside', 'secret.txt'), 'outside secret\n')
-    const p = path.join(dir, 'p')
-    await mkdir(p)
-    await writeFile(path.join(p, 'task.md'), 'Probe the tools.\n')
-    await writeFile(
-      path.join(p, 'policy.yaml'),
-      `version: 1
-allowed_commands:
-  - [node, args.js, "{arg}"]
-  - [node, args.js, --, "{path}"]
-  - [node, args.js, done]
-sandbox: auto
-`,
-    )
-    await writeFile(
-      path.join(p, 'probe.yaml'),
-      `version: 1
-name: probe
-tools:
-  echo_text:
-    description: echoes one text
-    parameters: {type: object, additionalProperties: false, required: [text], properties: {text: {type: string, maxLength: 200000}}}
-    argv: [node, args.js, "\${{ args.text }}"]
-    level: moderate
-  show_file:
-    description: names a file of the repository
-    parameters: {type: object, additionalProperties: false, required: [path], properties: {path: {type: string, pattern: "^[^-]"}}}
-    argv: [node, args.js, --, "\${{ args.path }}"]
-    level: moderate
-  finish:
-    description: a dangerous step a person confirms
-    parameters: {type: object, additionalProperties: false, properties: {}}
-    argv: [node, args.js, done]
-    level: dangerous
-steps:
-  - id: probe
-    kind: agent
-    prompt: task.md
-    tools: [echo_text, show_file, finish]
-    on: {denied: stop, gave_up: stop}
-  - id: stop
-    kind: end
-    status: succeeded
-`,
-    )
+    const {repo, p} = await probe()
     server = await ModelServer.start()
-    const hostile = ['; rm -rf / #', '$(touch pwned) `id` && echo x > y', 'a b\tc\nd', "'\"\\"]
+    const hostile = ['; rm -rf / #', '$(touch pwned) `id` && echo x > y', 'a b\tc\nd', '\'"\\']
     server.script(
       'probe',
       {
@@ -337,5 +347,24 @@ steps:
       in: ['auto', true],
       fin: ['refused', false],
     })
+  })
+  it("a policy makes a pipeline's tool stricter: a moderate tool the policy calls dangerous waits for pipe confirm, which runs the argv it showed", async () => {
+    const {repo, p} = await probe('tools: {echo_text: dangerous}\n')
+    server = await ModelServer.start()
+    server.script('probe', {tool_calls: [{id: 'e1', name: 'echo_text', arguments: {text: 'hi there'}}]}, {content: 'echoed'})
+    const paused = await pipe(['run', path.join(p, 'probe.yaml'), '--policy', path.join(p, 'policy.yaml'), '--json'], {
+      cwd: repo,
+      env: env(),
+      timeoutMs: 120000,
+    })
+    expect(paused.code, paused.stderr + paused.stdout).to.equal(10)
+    const body = json<RunJson>(paused)
+    expect(body.pending?.action).to.deep.include({tool: 'echo_text', call_id: 'e1', level: 'dangerous', argv: [['node', 'args.js', 'hi there']]})
+    expect(existsSync(path.join(repo, 'ran.txt'))).to.equal(false)
+    const confirmed = await pipe(['confirm', body.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(confirmed.code, confirmed.stderr + confirmed.stdout).to.equal(0)
+    expect(JSON.parse((JSON.parse(toolResults(server.requests[1]!)['e1']!) as {stdout: string}).stdout)).to.deep.equal(['hi there'])
+    const [snap] = await snapshots(repo, body.run_id)
+    expect(snap!.tool_calls!.map((c) => [c.name, c.level, c.decision, c.ok])).to.deep.equal([['echo_text', 'dangerous', 'confirmed', true]])
   })
 })
