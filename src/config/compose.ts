@@ -5,7 +5,7 @@
  * pipeline report each problem in the file that holds it (the base, the child, an overlay entry).
  *
  * Merge semantics (README "Extending a pipeline"):
- * - `gates`, `inputs`, `outputs` and `provider` merge by name: a child entry replaces the base's entry of that name
+ * - `gates`, `inputs`, `outputs`, `provider` and `tools` merge by name: a child entry replaces the base's entry of that name
  *   whole (a provider setting replaces that setting); `secrets` is the union of both lists;
  * - every other top-level key the child sets (name, description, start, completeness, ...) replaces
  *   the base's; `version` and `name` are required in every file;
@@ -26,7 +26,7 @@ import type {Step} from '../types/pipeline.js'
 export type ComposeResult = {ok: true; data: Record<string, unknown>; composition: Composition; hash: string} | {ok: false; diagnostics: Diagnostic[]}
 
 /** Top-level keys merged entry by entry instead of replaced whole. */
-const MERGED_BY_NAME = ['gates', 'inputs', 'outputs', 'provider'] as const
+const MERGED_BY_NAME = ['gates', 'inputs', 'outputs', 'provider', 'tools'] as const
 const UNION = ['secrets'] as const
 const OWN = ['extends', 'overlay', 'steps'] as const
 const OPS = ['insert_before', 'insert_after', 'replace', 'remove'] as const

@@ -29,10 +29,11 @@ export type ExprCheckerClass = typeof ExprChecker
 
 let specSchema: JsonSchemaLike | undefined
 
-/** Whether any step of this (possibly malformed) pipeline data holds `${{`. */
+/** Whether any step (or tool the pipeline declares) of this (possibly malformed) pipeline data holds `${{`. */
 export function hasExpressions(data: unknown): boolean {
-  const {steps, outputs} = (data ?? {}) as {steps?: unknown; outputs?: unknown}
-  return (Array.isArray(steps) && JSON.stringify(steps).includes('${{')) || (outputs !== undefined && JSON.stringify(outputs).includes('${{'))
+  const {steps, outputs, tools} = (data ?? {}) as {steps?: unknown; outputs?: unknown; tools?: unknown}
+  const holds = (value: unknown): boolean => value !== null && typeof value === 'object' && JSON.stringify(value).includes('${{')
+  return (Array.isArray(steps) && holds(steps)) || holds(outputs) || holds(tools)
 }
 
 /**
@@ -311,7 +312,7 @@ export function withTypeProblems(
 }
 
 /** Maps an offset in a scalar's value to an offset in the file (the scalar's start when it cannot). */
-function offsetMapper(loaded: LoadedPipeline, segments: readonly Segment[], value: string): (offset: number) => number | undefined {
+export function offsetMapper(loaded: LoadedPipeline, segments: readonly Segment[], value: string): (offset: number) => number | undefined {
   // A composed pipeline's node lives in the file (base or child) that holds it.
   const where = origin(loaded, segments)
   const found = findNode(where.source, where.segments)

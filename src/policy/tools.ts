@@ -7,12 +7,19 @@ import {checkCommand, type CommandPlace} from './rules.js'
 
 export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
 
-export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = DEFAULT_POLICY.tools
+export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel | undefined>> = DEFAULT_POLICY.tools
 
 export const DEFAULT_CONFIRM: readonly ToolLevel[] = DEFAULT_POLICY.confirm
 
-export function toolLevel(policy: LoadedPolicy, tool: string): ToolLevel {
+const RANK: Readonly<Record<ToolLevel, number>> = {safe: 0, moderate: 1, dangerous: 2}
+
+/**
+ * A tool's level. `declared` is the level a pipeline gives a tool it declares: the policy, which
+ * bounds every pipeline run under it, may only make it stricter, never looser.
+ */
+export function toolLevel(policy: LoadedPolicy, tool: string, declared?: ToolLevel): ToolLevel {
   const own = (policy.policy.tools as Record<string, ToolLevel | undefined> | undefined)?.[tool]
+  if (declared !== undefined) return own !== undefined && RANK[own] > RANK[declared] ? own : declared
   // A tool the policy does not know is treated as the most dangerous.
   return own ?? DEFAULT_TOOL_LEVELS[tool] ?? 'dangerous'
 }

@@ -114,9 +114,11 @@ export const agent: StepHandler<'agent'> = {
   },
   check(step, loaded) {
     const out: KindFinding[] = []
+    // The built-in tools and the ones the pipeline declares (its top-level tools:).
+    const known = [...new Set([...TOOL_NAMES, ...Object.keys(loaded.pipeline.tools ?? {})])]
     step.tools.forEach((name, i) => {
-      if (!TOOL_NAMES.includes(name))
-        out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, TOOL_NAMES)} (tools: ${TOOL_NAMES.join(', ')})`})
+      if (!known.includes(name))
+        out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, known)} (tools: ${known.join(', ')})`})
     })
     out.push(...promptStepFindings('agent-step', step, loaded))
     return out

@@ -42,6 +42,21 @@ export function deniedCommandsOf(registry: StepRegistry, loaded: LoadedPipeline,
         out.push({...diag(loaded, ['steps', i, 'env'], `${verdict.reason}; the step would fail with E_POLICY_DENIED`), rule: 'policy-denied'})
     }
   })
+  // A tool the pipeline declares runs its argv whenever the model calls it: judged like a command step's, its expressions any one argument.
+  for (const [name, tool] of Object.entries(loaded.pipeline.tools ?? {})) {
+    if (!tool) continue
+    const argv = tool.argv.map((arg) => (arg.includes('${{') ? null : arg))
+    const verdict = checkCommandShape(policy, argv)
+    if (verdict.allowed) continue
+    out.push({
+      ...diag(
+        loaded,
+        ['tools', name, 'argv'],
+        `${source} denies ${JSON.stringify(argv.map((arg, j) => arg ?? tool.argv[j]))} (${verdict.rule}): ${verdict.reason}; every call of tool "${name}" would be denied`,
+      ),
+      rule: 'policy-denied',
+    })
+  }
   return out
 }
 

@@ -540,7 +540,7 @@ export type AgentStep = StepCommon & {
     [k: string]: unknown | undefined
   }
   /**
-   * The tools the model may call, by name: list_directory, find_files, search_text, read_file, apply_edit_blocks, run_command. Each runs under the policy (paths inside the repository root, forbidden_paths, allowed_commands, the sandbox) at the level policy.yaml's tools: gives it; levels named in confirm: pause the run for a person (pipe confirm).
+   * The tools the model may call, by name: list_directory, find_files, search_text, read_file, apply_edit_blocks, run_command, and any tool the pipeline declares under its top-level tools:. Each runs under the policy (paths inside the repository root, forbidden_paths, allowed_commands, the sandbox) at the level policy.yaml's tools: gives it; levels named in confirm: pause the run for a person (pipe confirm).
    *
    * @minItems 1
    */
@@ -638,6 +638,12 @@ export interface Pipeline {
    * @maxItems 100
    */
   secrets?: string[]
+  /**
+   * Agent tools this pipeline declares, by name: each runs one argument vector built from the model's arguments, under the policy and the sandbox like run_command. An agent step offers one when its tools: list names it.
+   */
+  tools?: {
+    [k: string]: CustomTool | undefined
+  }
   /**
    * Write seed 004's artifacts layout (prd.md, arch.json, tasks.json, runs/RUN/state.json, timeline.md, task_ID/attempt_NN/…) to STORE/artifacts/ as the run goes, for this run and its child runs; pipe export writes the same layout anywhere afterwards.
    */
@@ -937,4 +943,43 @@ export interface Inputs1 {
  */
 export interface Outputs1 {
   [k: string]: OutputDeclaration | undefined
+}
+/**
+ * One agent tool declared by the pipeline: the model calls it with arguments matching parameters; pipe builds argv from them (each element one argument, never a shell) and runs it under the policy and the sandbox.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "customTool".
+ */
+export interface CustomTool {
+  /**
+   * What the tool does, as the model reads it.
+   */
+  description: string
+  /**
+   * A JSON Schema (type: object) for the tool's arguments: offered to the model, checked as a schema by pipe validate and against every call's arguments before anything runs. Constrain each string (pattern, maxLength): a pattern such as ^[A-Za-z_][A-Za-z0-9_]*$ keeps an argument from starting with -.
+   */
+  parameters: {}
+  /**
+   * The argument vector to run: literals and ${{ args.NAME }} expressions over the call's arguments (the only name they read), each element exactly one argument whatever its text holds (an expression must give a string, number or boolean). The first element is a literal program name; pipe validate judges the vector against the policy's allowed_commands, and every call is checked against it again before it runs.
+   *
+   * @minItems 1
+   * @maxItems 100
+   */
+  argv: [string, ...string[]]
+  /**
+   * The permission level (default dangerous): safe results are cached within the step, levels named in the policy's confirm: pause the run for a person. The policy's tools: entry for this name, when stricter, wins.
+   */
+  level?: 'safe' | 'moderate' | 'dangerous'
+  /**
+   * Let an argument built from an expression start with - (default false: such a call is refused with an error to the model and nothing runs, so a model cannot turn a value into an option such as --output=FILE). Set it only when every such argument follows -- or an option that takes it (git grep -e PATTERN).
+   */
+  allow_leading_dash?: boolean
+  /**
+   * Kill the command's process tree after this long (default: the policy's command_timeout_ms, never more).
+   */
+  timeout_ms?: number
+  /**
+   * The most of stdout and of stderr the model is given (head and tail kept; default 8000, never more than the policy's max_output_bytes).
+   */
+  max_output_bytes?: number
 }

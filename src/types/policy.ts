@@ -82,7 +82,7 @@ export interface Policy {
    */
   tool_versions_mismatch?: 'warn' | 'refuse'
   /**
-   * The permission level of each agent tool (seed 003). Defaults: list_directory, find_files, search_text, read_file safe; apply_edit_blocks moderate; run_command dangerous.
+   * The permission level of each agent tool (seed 003). Defaults: list_directory, find_files, search_text, read_file safe; apply_edit_blocks moderate; run_command dangerous. A tool a pipeline declares (its tools: map) may be named too: its level is the stricter of this one and the pipeline's.
    */
   tools: {
     list_directory?: 'safe' | 'moderate' | 'dangerous'
@@ -91,6 +91,7 @@ export interface Policy {
     read_file?: 'safe' | 'moderate' | 'dangerous'
     apply_edit_blocks?: 'safe' | 'moderate' | 'dangerous'
     run_command?: 'safe' | 'moderate' | 'dangerous'
+    [k: string]: ('safe' | 'moderate' | 'dangerous') | undefined
   }
   /**
    * Tool levels whose calls pause the run until a person confirms or refuses the call (pipe confirm RUN --yes|--no). Default [dangerous]; [] confirms nothing.

@@ -229,8 +229,8 @@ describe('pipeline language v2 in the loader', () => {
       ].join('\n'),
     )
     expect(found).to.deep.equal([
-      '4:30 inputs.m.default ${{ }} is not evaluated in inputs.m.default: expressions are allowed only in the fields of steps and in outputs.NAME.value',
-      '6:10 provider.model ${{ }} is not evaluated in provider.model: expressions are allowed only in the fields of steps and in outputs.NAME.value',
+      '4:30 inputs.m.default ${{ }} is not evaluated in inputs.m.default: expressions are allowed only in the fields of steps, in outputs.NAME.value and in tools.NAME.argv',
+      '6:10 provider.model ${{ }} is not evaluated in provider.model: expressions are allowed only in the fields of steps, in outputs.NAME.value and in tools.NAME.argv',
     ])
   })
 

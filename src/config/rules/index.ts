@@ -18,6 +18,7 @@ import {
   unroutedFailure,
 } from './routes.js'
 import type {Rule, RuleContext} from './rule.js'
+import {customTool} from './tools.js'
 import {duplicateStepId, expression, expressionPlace, gateRule, kindCheck, unknownOutcome, unknownStep, unregisteredKind} from './steps.js'
 
 export type {Rule, RuleContext} from './rule.js'
@@ -29,6 +30,7 @@ export const pipelineRules: readonly Rule[] = [
   unregisteredKind,
   unknownOutcome,
   expression,
+  customTool,
   kindCheck,
   gateRule,
   routeOnStop,

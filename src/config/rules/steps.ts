@@ -25,13 +25,15 @@ export const expressionPlace: Rule = {
       Object.entries(loaded.pipeline)
         .filter(([key]) => key !== 'steps' && key !== 'overlay')
         .flatMap(([key, value]) => templatedStrings(value, [key]))
-        // An output's value is evaluated when the run ends (engine/run-outputs.ts).
+        // An output's value is evaluated when the run ends (engine/run-outputs.ts); a declared tool's
+        // argv is a template over its call's arguments (rules/tools.ts checks it).
         .filter(({segments}) => !(segments[0] === 'outputs' && segments.length === 3 && segments[2] === 'value'))
+        .filter(({segments}) => !(segments[0] === 'tools' && segments[2] === 'argv'))
         .map(({segments}) =>
           diag(
             loaded,
             segments,
-            `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps and in outputs.NAME.value`,
+            `\${{ }} is not evaluated in ${formatPath(segments)}: expressions are allowed only in the fields of steps, in outputs.NAME.value and in tools.NAME.argv`,
           ),
         )
     )

@@ -42,7 +42,8 @@ export async function answerCall(
   const {policy} = context
   const name = call.function.name
   const started = Date.now()
-  const known = tools.find((t) => t.name === name) ? toolLevel(policy, name) : undefined
+  const offered = tools.find((t) => t.name === name)
+  const known = offered ? toolLevel(policy, name, offered.level) : undefined
   // The request goes on the timeline as the call starts (once, though a confirmation pauses it), so
   // a long agent step shows its progress; the result follows when it has one.
   if (s.requested?.call_id !== call.id) {
@@ -90,7 +91,7 @@ export async function answerCall(
     )
     return null
   }
-  const level: ToolLevel = toolLevel(policy, name)
+  const level: ToolLevel = toolLevel(policy, name, tool.level)
   if (typeof call.function.arguments !== 'string' || (call.function.arguments.trim() !== '' && parsedArgs === call.function.arguments)) {
     await record(
       {arguments: call.function.arguments, level, decision: 'invalid', ok: false, summary: 'arguments are not JSON', cache_hit: false},
@@ -144,13 +145,15 @@ export async function answerCall(
   }
   let decision: ToolCallRecord['decision'] = 'auto'
   let person: {by: string; note?: string} | undefined
-  const argv = argvOf(name, args, context.policy, context.cwd)
+  // A pipeline's own tool runs one vector built from the arguments: that is what a person is shown and what preapprovals match.
+  const planned = tool.plan?.(args)
+  const argv = planned ? (planned.ok ? [planned.argv] : undefined) : argvOf(name, args, context.policy, context.cwd)
   if (needsConfirmation(policy, level)) {
     // A command line every segment of which a person approved in advance needs no one now.
     const approved = argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
     const given = context.run.confirmation
     if (approved) decision = 'preapproved'
-    else if (argv === undefined && name === 'run_command') {
+    else if (argv === undefined && (name === 'run_command' || planned !== undefined)) {
       // A line that cannot run (refused syntax, a denied segment) is answered without asking anyone.
     } else if (
       given &&
@@ -183,6 +186,7 @@ export async function answerCall(
       }
       decision = 'confirmed'
     } else {
+      if (planned?.ok) s.planned = {call_id: call.id, argv: [planned.argv]}
       await save()
       const shown = argv ? argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(args)
       return {

@@ -30,5 +30,9 @@ export function pendingActionOf(state: unknown, where: {policy: LoadedPolicy; cw
   const parsed = call.function.arguments.trim() === '' ? {} : safeParse(call.function.arguments)
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return null
   const args = parsed as Record<string, unknown>
-  return shownAction(call, args, toolLevel(where.policy, call.function.name), argvOf(call.function.name, args, where.policy, where.cwd), where.cwd)
+  const saved = state as Partial<AgentState>
+  const name = call.function.name
+  // A pipeline's own tool: its declared level, and the argv it paused with (built from these arguments).
+  const argv = saved.planned?.call_id === call.id ? saved.planned.argv : argvOf(name, args, where.policy, where.cwd)
+  return shownAction(call, args, toolLevel(where.policy, name, saved.declared_levels?.[name]), argv, where.cwd)
 }

@@ -18,7 +18,7 @@ import {answerCall} from './answer-call.js'
 import {DEFAULT_MAX_CONTEXT_BYTES, fitConversation} from './context-budget.js'
 import {DEFAULT_MAX_TURNS, readReply, rejectsTools, resultMessage, safeParse, systemText, toJsonProtocol, toolSpecs, withUniqueIds} from './protocol.js'
 import type {AgentOutputs, AgentResult, AgentState, AgentStep, Protocol} from './state.js'
-import {toolNamed} from './tools.js'
+import {customTools, toolNamed} from './tools.js'
 
 /** Tool calls of one reply that are run; the rest are answered with an error, unrun. */
 export const MAX_CALLS_PER_REPLY = 50
@@ -34,8 +34,10 @@ function attemptOf({step, run, history}: StepContext<AgentStep>): number {
 
 export async function runAgent(context: StepContext<AgentStep>): Promise<AgentResult> {
   const {step} = context
+  const declared = context.pipeline.pipeline.tools ?? {}
+  const own = await customTools(declared, step.tools)
   const tools = step.tools.map((name) => {
-    const tool = toolNamed(name)
+    const tool = toolNamed(name) ?? own.get(name)
     if (!tool)
       throw new PipeError('E_CONFIG', `agent step "${step.id}" names an unknown tool "${name}"`, {
         hint: 'pipe validate lists the tools an agent step may name.',
@@ -78,6 +80,7 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
       files_changed: [],
       patches: [],
       executed: {},
+      ...(own.size > 0 ? {declared_levels: Object.fromEntries([...own.values()].map((t) => [t.name, t.level ?? 'dangerous']))} : {}),
     }
     // A redrive: the calls the attempts it retried ran stay done, and their confirmations stay used.
     for (const {seq, state: before} of await context.state.earlier()) {
@@ -111,6 +114,14 @@ export async function runAgent(context: StepContext<AgentStep>): Promise<AgentRe
         prompt_sha256: sha256(prompt),
         vars: redactDeep(vars),
         tools: step.tools,
+        // What the pipeline's own tools ran: the template, as written, and the level it declared.
+        ...(own.size > 0
+          ? {
+              declared_tools: Object.fromEntries(
+                [...own.keys()].map((name) => [name, {argv: declared[name]!.argv, level: declared[name]!.level ?? 'dangerous'}]),
+              ),
+            }
+          : {}),
         max_turns: maxTurns,
         protocol: s.protocol,
         ...(step.output_schema ? {output_schema: step.output_schema} : {}),

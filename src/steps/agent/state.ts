@@ -1,4 +1,5 @@
 /** What an agent step keeps between turns, pauses and crashes (StepContext.state): its durable conversation. */
+import type {ToolLevel} from '../../policy/tools.js'
 import type {ChatMessage, ToolCall} from '../../providers/chat.js'
 import type {Usage} from '../../providers/types.js'
 import type {KindOutputs, StepOf, StepResult, ToolCallRecord} from '../types.js'
@@ -32,6 +33,10 @@ export interface AgentState {
    * here and never runs again. Safe reads are left out: running one again changes nothing.
    */
   executed?: Record<string, ExecutedCall>
+  /** The levels the pipeline declared for the tools of its own that the step offers (the policy may make them stricter). */
+  declared_levels?: Record<string, ToolLevel>
+  /** The argv a call to a pipeline's tool paused with, as the person was shown it (what pendingActionOf shows again). */
+  planned?: {call_id: string; argv: string[][]}
   /** Results of safe calls since the last call that could change something, by tool and arguments. */
   cache: Record<string, {result: Record<string, unknown>; summary: string; ok: boolean}>
   usage: Usage

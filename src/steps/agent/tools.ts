@@ -5,6 +5,7 @@
  * every command goes through allowed_commands and the sandbox: the model touches files and
  * processes through these and nothing else.
  */
+import {BUILT_IN_AGENT_TOOLS} from '../../config/agent-tools.js'
 import {compileOutputSchema, type OutputSchema} from '../../config/output-schema.js'
 import {PipeError} from '../../errors.js'
 import {applyEditBlocks} from './tools/edit-blocks.js'
@@ -15,11 +16,14 @@ import {findFiles, searchText} from './tools/search.js'
 import type {AgentTool} from './tools/tool.js'
 
 export type {AgentTool, EditScope, ToolOutcome, ToolPlace} from './tools/tool.js'
+export {customTools} from './tools/custom.js'
 export {commandSegments} from './tools/run-command.js'
 export {searchDeadline} from './tools/search.js'
 
 export const TOOLS: readonly AgentTool[] = [listDirectory, findFiles, searchText, readFileTool, applyEditBlocks, runCommandTool]
 export const TOOL_NAMES: readonly string[] = TOOLS.map((t) => t.name)
+if (TOOL_NAMES.join() !== BUILT_IN_AGENT_TOOLS.join())
+  throw new PipeError('E_INTERNAL', `the built-in agent tools ${TOOL_NAMES.join(', ')} differ from the names validate knows (config/agent-tools.ts)`)
 
 export function toolNamed(name: string): AgentTool | undefined {
   return TOOLS.find((t) => t.name === name)
@@ -32,7 +36,13 @@ const argumentCheckers = new Map<string, OutputSchema>()
  * Each schema is compiled once per process.
  */
 export function argumentProblems(tool: AgentTool, args: unknown): string | null {
-  let checker = argumentCheckers.get(tool.name)
+  // A pipeline's own tool is not keyed by its name: two pipelines in one process (a worker) may declare the same name differently.
+  let checker = tool.plan ? undefined : argumentCheckers.get(tool.name)
+  if (tool.plan) {
+    const compiled = compileOutputSchema(tool.parameters)
+    if (typeof compiled === 'string') throw new PipeError('E_CONFIG', `the parameters of tool ${tool.name} ${compiled}`, {hint: 'pipe validate checks them.'})
+    checker = compiled
+  }
   if (!checker) {
     const compiled = compileOutputSchema(tool.parameters)
     if (typeof compiled === 'string') throw new PipeError('E_INTERNAL', `the argument schema of ${tool.name} ${compiled}`)

@@ -9,6 +9,7 @@ import type {EditResult} from '../../../edit/workspace.js'
 import {PipeError} from '../../../errors.js'
 import type {CommandResult} from '../../../policy/exec.js'
 import type {LoadedPolicy} from '../../../policy/policy.js'
+import type {ToolLevel} from '../../../policy/tools.js'
 import {assertPath, checkPath} from '../../../policy/rules.js'
 import {redact} from '../../../util/redact.js'
 
@@ -55,6 +56,10 @@ export interface AgentTool {
   resultSchema: Record<string, unknown>
   /** Whether it changes the repository or the world (then the run's cache of safe results is dropped). */
   mutates: boolean
+  /** The level a pipeline declared for a tool of its own (the policy may make it stricter); absent: the policy's level. */
+  level?: ToolLevel
+  /** For a tool that runs one argument vector: the vector a call would run (what a person confirms), or why it cannot run. */
+  plan?(args: Record<string, unknown>): {ok: true; argv: string[]} | {ok: false; error: string}
   run(args: Record<string, unknown>, place: ToolPlace): Promise<ToolOutcome>
 }
 
