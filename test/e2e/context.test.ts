@@ -91,7 +91,13 @@ function looker(request: ModelRequest): Scripted {
 
 interface Snap {
   inputs: {context_ref: null | {evidence_id?: string; hash?: string; step?: string; seq?: number; project?: {project_id: string; context_version: string}}}
-  outputs: {text?: string; hash?: string; bytes?: number; files?: Array<{path: string; sha256: string; bytes: number; shown_bytes: number; cut: string}>; cut?: string[]}
+  outputs: {
+    text?: string
+    hash?: string
+    bytes?: number
+    files?: Array<{path: string; sha256: string; bytes: number; shown_bytes: number; cut: string}>
+    cut?: string[]
+  }
   evidence_links: Array<{evidence_id: string; type: string}>
   meta: {model_calls?: Array<{key: string}>}
 }
@@ -157,6 +163,14 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     const shown = (await pipe(['snapshot', 'show', run.run_id, '--step', 'look'], {cwd: repo})).stdout
     expect(shown).to.contain(`context: repository context ${ref.evidence_id} ${gathered.outputs.hash}`)
 
+    // The run page shows it too.
+    const page = path.join(root, 'run.html')
+    const exported = await pipe(['export', run.run_id, '--html', page], {cwd: repo})
+    expect(exported.code, exported.stderr).to.equal(0)
+    expect(await readFile(page, 'utf8')).to.match(
+      new RegExp(`repository context\\s+<a href="#evidence-${ref.evidence_id}"><code>${ref.evidence_id}</code></a> <code>${gathered.outputs.hash}</code>`),
+    )
+
     // Audit verify covers it: intact now, and an edited evidence record is caught.
     const intact = await pipe(['audit', 'verify'], {cwd: repo})
     expect(intact.code, intact.stdout + intact.stderr).to.equal(0)
@@ -185,7 +199,12 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     const cutSection = text.slice(text.indexOf('## Cut to fit the budget'))
     expect(cutSection).to.contain(`- src/a_big.js: the first ${files['src/a_big.js']!.shown_bytes} of ${Buffer.byteLength(big)} bytes shown (max_file_bytes)`)
     expect(cutSection).to.match(/- src\/c_big\.js: not shown \(\d+ bytes; over the budget of 6000 bytes\)/)
-    expect(first.outputs.cut).to.deep.equal(cutSection.split('\n').slice(1, -1).map((l) => l.slice(2)))
+    expect(first.outputs.cut).to.deep.equal(
+      cutSection
+        .split('\n')
+        .slice(1, -1)
+        .map((l) => l.slice(2)),
+    )
     // A file cut to fit is shown from its start, up to a line end.
     expect(text).to.contain(big.slice(0, files['src/a_big.js']!.shown_bytes))
   })
@@ -230,9 +249,15 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
 
   it("pipelines/coding.yaml shows the architect the repository's files, which the requirement never names", async () => {
     const {root, repo} = await makeRepo('coding')
-    const arch = {tech_stack: {language: 'JavaScript', test_framework: 'node:test'}, api_specs: [], data_models: [], build_run_commands: {test: [['node', '--test']]}}
+    const arch = {
+      tech_stack: {language: 'JavaScript', test_framework: 'node:test'},
+      api_specs: [],
+      data_models: [],
+      build_run_commands: {test: [['node', '--test']]},
+    }
     server = await ModelServer.start((request): Scripted => {
-      if (request.kind === 'arch') return {content: JSON.stringify({...arch, directory_tree: filesShown(request) ?? []}), usage: {prompt_tokens: 1, completion_tokens: 1}}
+      if (request.kind === 'arch')
+        return {content: JSON.stringify({...arch, directory_tree: filesShown(request) ?? []}), usage: {prompt_tokens: 1, completion_tokens: 1}}
       if (request.kind === 'tasks') return {status: 500, body: {error: {message: 'the planner is not part of this test'}}}
       return cannedReply(request)
     })
