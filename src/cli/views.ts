@@ -93,6 +93,19 @@ function renderGate(result: GateResult): string[] {
   return lines
 }
 
+/** What a snapshot's context_ref names, on one line: the repository context it read (or gathered) and the run's project context ref. */
+function contextLine(ref: NonNullable<Snapshot['inputs']['context_ref']>): string {
+  const parts: string[] = []
+  if (ref.hash) {
+    const where = `step ${ref.step ?? '?'}${ref.seq !== undefined ? ` #${ref.seq}` : ''}`
+    parts.push(
+      `repository context ${ref.evidence_id ? `${ref.evidence_id} ` : ''}${ref.hash} (${ref.bytes ?? '?'} bytes, ${where})${ref.also?.length ? ` and ${ref.also.length} more` : ''}`,
+    )
+  }
+  if (ref.project) parts.push(`project ${ref.project.project_id}@${ref.project.context_version}`)
+  return parts.join('; ')
+}
+
 export function renderSnapshot(s: Snapshot): string {
   const lines: string[] = []
   lines.push(t`#${s.step.seq} ${s.step.name} (${s.step.kind})  iteration ${s.step.iteration ?? 1}, ${s.step.attempts ?? 1} attempt(s)`)
@@ -110,6 +123,8 @@ export function renderSnapshot(s: Snapshot): string {
     const who = d.by ? ` (by ${d.by} at ${d.at}${d.note ? `, note: ${d.note}` : ''})` : ''
     lines.push(t`    ${d.decision} -> ${d.next_step ?? '(end)'}: ${d.reason}${who}`)
   }
+  const context = s.inputs.context_ref
+  if (context) lines.push(t`  context: ${contextLine(context)}`)
   lines.push(t`  evidence: ${s.evidence_links.length ? s.evidence_links.map((e) => `${e.evidence_id} (${e.type})`).join(', ') : 'none'}`)
   if (s.errors.length === 0) lines.push('  errors: none')
   else {
@@ -143,6 +158,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
     t`  input ${record.input.ref}  provider ${record.provider.kind}${record.provider.model ? `/${record.provider.model}` : ''}${replySources(record.provider)}  policy ${record.policy_version.slice(0, 19)}…`,
   )
   lines.push(t`  spec ${record.spec_version ?? '-'}  created ${record.created_at}${record.ended_at ? `  ended ${record.ended_at}` : ''}`)
+  if (record.context_ref) lines.push(t`  context ref ${record.context_ref.project_id}@${record.context_ref.context_version}`)
   if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
   if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${itemLabel(record.parent)}`)
   if (record.status_reason) lines.push(t`  reason: ${record.status_reason}`)

@@ -69,6 +69,11 @@ A run that needs answers or a review decision that were not given stops in await
     inputs: Flags.string({description: "A YAML file of values for the pipeline's typed inputs; -i wins over it.", helpValue: 'FILE'}),
     text: Flags.string({char: 't', description: 'The requirement as an argument.', helpValue: 'TEXT'}),
     feature: Flags.string({description: 'Feature id to attach the run to (F-YYYY-NNN); a new one is allocated when omitted.', helpValue: 'F-YYYY-NNN'}),
+    'context-ref': Flags.string({
+      description:
+        "Seed 002's Project Context Ref: the project and the version of its context this run works from; recorded in the run and in every snapshot's inputs.context_ref.project.",
+      helpValue: 'PROJECT@VERSION',
+    }),
     answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
     decision: Flags.string({description: `Review decision for the review step: ${DECISION_HELP}.`, helpValue: 'go|hold|drop'}),
     note: Flags.string({description: 'Note recorded with --decision.', helpValue: 'TEXT', dependsOn: ['decision']}),
@@ -122,6 +127,7 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
     ...(flags.input !== undefined ? {input: flags.input} : {}),
     ...(flags.text !== undefined ? {text: flags.text} : {}),
     ...(flags.feature ? {feature: flags.feature} : {}),
+    ...(flags['context-ref'] !== undefined ? {contextRef: flags['context-ref']} : {}),
     ...(flags.answers ? {answers: flags.answers} : {}),
     ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
     ...(flags.note ? {note: flags.note} : {}),

@@ -91,6 +91,7 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
           cwd: settings.cwd,
           // The parent's, not found anew: a command of the parent may have planted a .git by now.
           workspaceGit: parent.workspace_git,
+          ...(parent.context_ref ? {contextRef: parent.context_ref} : {}),
           parent: link,
           reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`,
           now,

@@ -77,6 +77,8 @@ export interface StartOptions extends RunSettings {
   replayOf?: RunRecord['replay_of']
   /** The declared tools' versions as measured for this run (policy/tool-versions.ts). */
   toolVersions?: NonNullable<RunRecord['tool_versions']>
+  /** Seed 002's Project Context Ref (pipe run --context-ref). */
+  contextRef?: NonNullable<RunRecord['context_ref']>
 }
 
 export interface ResumeOptions extends RunSettings {

@@ -83,6 +83,7 @@ export class Engine {
       cwd: options.cwd,
       // Which repository git steps may use: one that appears later may hold a command's hooks.
       workspaceGit: dotGitOf(options.cwd),
+      ...(options.contextRef ? {contextRef: options.contextRef} : {}),
       ...(options.toolVersions ? {toolVersions: options.toolVersions} : {}),
       ...(options.answers ? {answers: options.answers} : {}),
       ...(options.review ? {review: options.review} : {}),

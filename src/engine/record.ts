@@ -116,6 +116,9 @@ export function journalOf(ended: StepEnded): Journal {
   }
   const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
   if (failed) evidence.push({draft: failed, link: 'log'})
+  const context = contextRefOf(record, step, seq, result, before)
+  // What the step says it read; its context_ref is the one worked out above.
+  const {context_ref: _own, ...stepInputs} = result?.inputs ?? {}
   const replayStart = record.replay_of && seq === 1 ? {replay_of: {run_id: record.replay_of.run_id, seq: record.replay_of.seq}} : {}
   const snapshot: Snapshot = {
     run_id: runId,
@@ -134,13 +137,13 @@ export function journalOf(ended: StepEnded): Journal {
     },
     inputs: {
       canonical_spec_ref: current?.meta.spec_version ?? null,
-      context_ref: null,
+      context_ref: context.ref,
       user_answer_ref: null,
-      ...(result?.inputs ? (timing.secrets ? redactDeep(result.inputs) : result.inputs) : {}),
+      ...(result?.inputs ? (timing.secrets ? redactDeep(stepInputs) : stepInputs) : {}),
     },
     outputs: result ? (timing.secrets ? redactDeep({...result.outputs}) : {...result.outputs}) : {},
     decisions,
-    evidence_links: [],
+    evidence_links: context.links,
     errors,
     ...(result?.toolCalls ? {tool_calls: timing.secrets ? redactDeep(result.toolCalls) : result.toolCalls} : {}),
     meta: {
@@ -159,6 +162,48 @@ export function journalOf(ended: StepEnded): Journal {
     },
   }
   return {run_id: runId, seq, step: step.id, recorded_at: endedAt.toISOString(), snapshot, spec, evidence}
+}
+
+type ContextRef = NonNullable<Snapshot['inputs']['context_ref']>
+
+/**
+ * What the step's snapshot names in inputs.context_ref (seed 002): the run's project context ref,
+ * and the repository context bundles it read. A step reads a bundle when one of its fields reads
+ * the outputs of a step that gathered one (whose own snapshot's context_ref names its hash and its
+ * repo evidence): that evidence is linked from this snapshot too, so its seal binds the record and
+ * audit verify checks it. A step that gathered a bundle names its own, without an evidence id (the
+ * store gives the id when it writes the record; its evidence_links has it).
+ */
+function contextRefOf(
+  record: RunRecord,
+  step: Step,
+  seq: number,
+  result: StepDone | undefined,
+  before: readonly Snapshot[],
+): {ref: ContextRef | null; links: Snapshot['evidence_links']} {
+  const project = record.context_ref ? {project: {...record.context_ref}} : {}
+  const own = bundleOf(result?.inputs?.['context_ref'])
+  if (own && own.step === step.id) return {ref: {...project, step: own.step, seq, hash: own.hash, bytes: own.bytes}, links: []}
+  const read = new Set([...JSON.stringify(step).matchAll(/\bsteps\.([a-z][a-z0-9_]*)\b/g)].map((m) => m[1]!))
+  const bundles: ContextRef[] = []
+  const links: Snapshot['evidence_links'] = []
+  for (const id of [...read].sort()) {
+    const source = [...before].reverse().find((s) => s.step.name === id)
+    const bundle = bundleOf(source?.inputs.context_ref)
+    const link = source?.evidence_links.find((l) => l.type === 'repo')
+    if (!source || !bundle || bundle.step !== id || !link) continue
+    bundles.push({step: id, seq: source.step.seq, evidence_id: link.evidence_id, hash: bundle.hash, bytes: bundle.bytes})
+    links.push({type: 'repo', evidence_id: link.evidence_id})
+  }
+  if (bundles.length === 0) return {ref: record.context_ref ? project : null, links}
+  const [first, ...rest] = bundles
+  return {ref: {...project, ...first, ...(rest.length > 0 ? {also: rest} : {})}, links}
+}
+
+function bundleOf(value: unknown): {step: string; hash: string; bytes: number} | null {
+  if (value === null || typeof value !== 'object') return null
+  const {step, hash, bytes} = value as Record<string, unknown>
+  return typeof step === 'string' && typeof hash === 'string' && typeof bytes === 'number' ? {step, hash, bytes} : null
 }
 
 /** Errors that stop a run on something outside it (the policy, the disk, a command), kept as evidence (seed 002). */

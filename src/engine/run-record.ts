@@ -20,6 +20,8 @@ export interface NewRun {
   cwd: string
   /** Which repository git steps may use (see RunRecord.workspace_git); left out when unknown. */
   workspaceGit?: RunRecord['workspace_git']
+  /** Seed 002's Project Context Ref (pipe run --context-ref PROJECT@VERSION); a child run has its parent's. */
+  contextRef?: RunRecord['context_ref']
   toolVersions?: RunRecord['tool_versions']
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
@@ -54,6 +56,7 @@ export function newRun(run: NewRun): RunBirth {
     ...(run.aliases ? {aliases: run.aliases} : {}),
     workspace: run.cwd,
     ...(run.workspaceGit !== undefined ? {workspace_git: run.workspaceGit} : {}),
+    ...(run.contextRef ? {context_ref: run.contextRef} : {}),
     ...(run.parent ? {parent: run.parent} : {}),
     ...(run.answers ? {answers: run.answers} : {}),
     ...(run.review ? {review: {decision: run.review.decision, by: run.user, at, ...(run.review.note ? {note: run.review.note} : {})}} : {}),

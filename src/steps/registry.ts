@@ -8,6 +8,7 @@ import {agent} from './agent.js'
 import {applyAnswers} from './apply-answers.js'
 import {choice} from './choice.js'
 import {command} from './command.js'
+import {context} from './context.js'
 import {end} from './end.js'
 import {foreach} from './foreach.js'
 import {appliedEdit, edit} from './edit.js'
@@ -51,6 +52,7 @@ export const registry: StepRegistry = {
   pipeline,
   foreach,
   agent,
+  context,
 }
 
 /**

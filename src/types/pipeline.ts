@@ -27,6 +27,7 @@ export type Step =
   | PipelineStep
   | ForeachStep
   | AgentStep
+  | ContextStep
 /**
  * Reads the run's input (--input FILE, --input - for stdin, or --text), normalises it and records it as evidence.
  *
@@ -75,6 +76,7 @@ export type StepKind =
   | 'pipeline'
   | 'foreach'
   | 'agent'
+  | 'context'
 /**
  * A condition: one ${{ expression }} that gives a boolean. When it is false the step does not run; its snapshot records the outcome skipped and the run follows on.skipped, else next.
  *
@@ -581,6 +583,187 @@ export type AgentStep = StepCommon & {
    * How tools are offered: native (the endpoint's function tools), json (tools described in the prompt; the model replies {"tool": NAME, "arguments": {...}} or {"final": ...}), or auto (native, switching to json for the rest of the step when the endpoint rejects tools with 400). Default auto.
    */
   tool_protocol?: 'auto' | 'native' | 'json'
+}
+/**
+ * Gathers repository context for later model and agent steps (seed 000 CONTEXT_BUILDING, seed 004 READ_CONTEXT): the file tree, files chosen by glob or by a search, recent history, within forbidden_paths and a byte budget, cut the same way every time. outputs.text goes into a prompt through vars (${{ steps.ID.outputs.text }}); it is recorded as repo evidence with each file's sha256, and the snapshot of every step that reads it names it in inputs.context_ref.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "contextStep".
+ */
+export type ContextStep = StepCommon & {
+  kind: 'context'
+  /**
+   * List the repository's files (git ls-files, tracked and untracked but not ignored, minus forbidden_paths), sorted (default true).
+   */
+  tree?: boolean
+  /**
+   * Most paths the tree lists (default 500); the rest are counted as cut.
+   */
+  max_tree_files?: number
+  /**
+   * Globs of files whose content is shown (package.json, src/** /*.ts), matched against the tree's paths, in path order.
+   *
+   * @maxItems 100
+   */
+  files?: string[]
+  /**
+   * Literal strings: the files that contain one (git grep -F) are shown too, after the files the globs chose.
+   *
+   * @maxItems 20
+   */
+  search?:
+    | []
+    | [string]
+    | [string, string]
+    | [string, string, string]
+    | [string, string, string, string]
+    | [string, string, string, string, string]
+    | [string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string, string, string]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+  /**
+   * Most files whose content is shown (default 50).
+   */
+  max_files?: number
+  /**
+   * Most bytes of one file shown (default 8000); a longer file is cut at a line end and says so.
+   */
+  max_file_bytes?: number
+  /**
+   * How many recent commits to show, each with its files (git log --numstat; default 10, 0 for none).
+   */
+  history?: number
+  /**
+   * The budget of the whole text in bytes (default 32000). What does not fit is cut, the same way every time, and the text says what was cut.
+   */
+  max_bytes?: number
+  /**
+   * The budget in tokens, estimated as pipe does everywhere: 4 bytes a token. The smaller of max_bytes and 4 × max_tokens applies.
+   */
+  max_tokens?: number
 }
 /**
  * A gate name. The names pass, missing_fields, completeness_score and completeness_threshold are reserved for the gate result.

@@ -240,6 +240,13 @@ export interface RunRecord {
    */
   workspace_git?: string | null
   /**
+   * Seed 002's Project Context Ref, given as pipe run --context-ref PROJECT@VERSION: the project and the version of its context this run works from. Every snapshot of the run names it in inputs.context_ref.project; a child run has its parent's.
+   */
+  context_ref?: {
+    project_id: string
+    context_version: string
+  }
+  /**
    * What the trail held when this record was last written: the timeline's length and last line's hash, the last snapshot's seq and record hash. Deleting or rewriting the newest records shows against it.
    */
   head?: {

@@ -40,7 +40,27 @@ export interface Snapshot {
   /**
    * References to what the step read (canonical_spec_ref, context_ref, user_answer_ref, ...).
    */
-  inputs: {}
+  inputs: {
+    /**
+     * The context the step read: the run's project context ref (pipe run --context-ref), and the repository context a context step gathered that this step's fields read (its step, seq, evidence id and sha256), or that this context step gathered; null when neither.
+     */
+    context_ref?: {
+      project?: {
+        project_id: string
+        context_version: string
+      }
+      step?: string
+      seq?: number
+      evidence_id?: string
+      hash?: string
+      bytes?: number
+      /**
+       * Further context bundles the step read, when it read more than one.
+       */
+      also?: {}[]
+    } | null
+    [k: string]: unknown | undefined
+  }
   /**
    * What the step produced; its shape depends on the step kind.
    */

@@ -89,6 +89,10 @@ export type StepOutputsRecord =
       kind: 'agent'
       outputs: AgentOutputs
     }
+  | {
+      kind: 'context'
+      outputs: ContextOutputs
+    }
 /**
  * Citations a model gave that pipe could not find in the source, dropped.
  */
@@ -371,4 +375,44 @@ export interface AgentOutputs {
   tool_calls: number
   patch?: string
   attempt?: number
+}
+export interface ContextOutputs {
+  /**
+   * The context as a model is shown it: the tree, the files, the history, and what was cut.
+   */
+  text?: string
+  /**
+   * sha256 of text (the evidence's source.hash).
+   */
+  hash?: string
+  bytes?: number
+  /**
+   * Estimated tokens of text (4 bytes a token).
+   */
+  tokens?: number
+  budget_bytes?: number
+  tree?: {
+    total?: number
+    listed?: number
+  }
+  /**
+   * Every file chosen for its content: its path, size and sha256 as found, and how much of it is shown.
+   */
+  files?: {
+    path?: string
+    bytes?: number
+    sha256?: string
+    shown_bytes?: number
+    cut?: 'none' | 'truncated' | 'omitted'
+    why?: string
+    redacted?: boolean
+  }[]
+  history?: {
+    commits?: number
+    shown?: number
+  }
+  /**
+   * What was left out to fit the budget, one line each (also at the end of text).
+   */
+  cut?: string[]
 }

@@ -47,7 +47,7 @@ export const SAFE_GIT_CONFIG = [
 const PROGRAM_KEYS = /^filter\..+\.(clean|smudge|process)$/i
 
 /** Our environment minus what would point git elsewhere or start a program (GIT_DIR, GIT_CONFIG_*, GIT_SSH, PAGER...). */
-function gitEnv(pinned: {gitDir: string; workTree: string} | null): Record<string, string> {
+export function gitEnv(pinned: {gitDir: string; workTree: string} | null): Record<string, string> {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(process.env)) {
     if (value === undefined || /^(GIT_(?!AUTHOR_|COMMITTER_)\w*|PAGER|EDITOR|VISUAL|SSH_ASKPASS|PREFIX)$/i.test(name)) continue

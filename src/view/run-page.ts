@@ -197,6 +197,7 @@ function stepSection(step: StepView, children: RunSummary[], options: RunPageOpt
               ${s.errors.map((e) => html`<div class="panel bad"><strong>${e.code}</strong> ${e.message}${e.hint ? html`<br /><span class="muted">Try this: ${e.hint}</span>` : ''}${e.trace_id ? html`<br /><span class="small muted">trace ${e.trace_id}</span>` : ''}</div>`)}`
           : ''
       }
+      ${contextShown(s.inputs.context_ref)}
       <h3>Inputs (resolved)</h3>
       ${jsonBlock(s.inputs)}
       <h3>Outputs</h3>
@@ -324,4 +325,17 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
     ${evidence(view)}
     <h2>Deliveries (${view.ledger.length})</h2>
     ${ledger(view)}`
+}
+
+/** What the model was shown of the repository (a context step's evidence, by id and sha256), and the run's project context ref. */
+function contextShown(ref: Snapshot['inputs']['context_ref']): Html | '' {
+  if (!ref) return ''
+  const bundle = ref.hash
+    ? html`repository context
+        ${ref.evidence_id ? html`<a href="#evidence-${ref.evidence_id}"><code>${ref.evidence_id}</code></a>` : ''} <code>${ref.hash}</code>
+        (${String(ref.bytes ?? '?')} bytes, step ${ref.step ?? '?'}${ref.seq !== undefined ? ` #${ref.seq}` : ''})`
+    : ''
+  const project = ref.project ? html`project <code>${ref.project.project_id}@${ref.project.context_version}</code>` : ''
+  return html`<h3>Context</h3>
+    <p>${bundle}${bundle && project ? '; ' : ''}${project}</p>`
 }

@@ -151,8 +151,20 @@ function implement(request: ModelRequest): Scripted {
   return steps[Math.min(turn, steps.length - 1)]!
 }
 
+/**
+ * The files the repository context in a request lists (its "## Files" section), as an architect
+ * names them; null when the request shows no repository.
+ */
+export function filesShown(request: ModelRequest): string[] | null {
+  const prompt = request.body.messages.find((m) => m.role === 'user')?.content ?? ''
+  const section = /^## Files \(\d+ in the repository[^)]*\)\n((?:[^\n]+\n)*)/m.exec(typeof prompt === 'string' ? prompt : '')
+  return section ? section[1]!.split('\n').filter(Boolean) : null
+}
+
 export function medianReply(request: ModelRequest): Scripted {
-  const replies: Record<string, unknown> = {compile: SPEC, plan_tasks: PLAN, generate_vv: VV, arch: MEDIAN_ARCH, tasks: MEDIAN_TASKS, summary: SUMMARY}
+  // The architect names the files the repository context showed it, like a model that read it.
+  const arch = {...MEDIAN_ARCH, directory_tree: filesShown(request) ?? MEDIAN_ARCH.directory_tree}
+  const replies: Record<string, unknown> = {compile: SPEC, plan_tasks: PLAN, generate_vv: VV, arch, tasks: MEDIAN_TASKS, summary: SUMMARY}
   if (request.kind === 'implement') return implement(request)
   const value = replies[request.kind]
   return value === undefined ? {status: 500, body: {error: {message: `no scripted reply for ${request.kind}`}}} : {content: JSON.stringify(value), usage}

@@ -25,7 +25,7 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
       hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
     })
   }
-  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
+  const {pipeline, policy, answers, input, provider, inputs, contextRef} = await prepareStart(options)
   const store = (await openStore(storeLocation(options.cwd, options.store), 'create')) as PostgresStore
   try {
     const guarded = guarding(policy, store)
@@ -44,6 +44,7 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
       ...(inputs ? {inputs} : {}),
       cwd: options.cwd,
       workspaceGit: dotGitOf(options.cwd),
+      ...(contextRef ? {contextRef} : {}),
       ...(toolVersions ? {toolVersions} : {}),
       ...(answers ? {answers} : {}),
       ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),

@@ -88,8 +88,10 @@ export async function prepareStart(options: StartSession): Promise<{
   input: RunRecord['input']
   provider: ReturnType<typeof planProvider>
   inputs: Record<string, InputValue>
+  contextRef: RunRecord['context_ref']
 }> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
+  const contextRef = options.contextRef !== undefined ? parseContextRef(options.contextRef) : undefined
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
   const policy = await policyOrThrow(options.policy, options.cwd, options.policyCeiling)
   const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
@@ -104,5 +106,21 @@ export async function prepareStart(options: StartSession): Promise<{
   // An unset secret stops the run here, before anything is written.
   readSecrets(pipeline.pipeline)
   const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env ?? process.env, await replySources(options))
-  return {pipeline, policy, answers, input, provider, inputs}
+  return {pipeline, policy, answers, input, provider, inputs, contextRef}
+}
+
+const PROJECT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
+const CONTEXT_VERSION = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$/
+
+/** Seed 002's Project Context Ref, `PROJECT@VERSION` (`acme-web@2026.03`), checked before anything is written. */
+export function parseContextRef(given: string): NonNullable<RunRecord['context_ref']> {
+  const at = given.lastIndexOf('@')
+  const projectId = at < 0 ? given : given.slice(0, at)
+  const version = at < 0 ? '' : given.slice(at + 1)
+  if (at < 0 || !PROJECT_ID.test(projectId) || !CONTEXT_VERSION.test(version)) {
+    throw new PipeError('E_INVALID_ARGS', `--context-ref ${JSON.stringify(given)} is not PROJECT@VERSION`, {
+      hint: 'Give the project id and the version of its context, each letters, digits, ".", "_" or "-" (the version also "+"), up to 100 characters: --context-ref acme-web@2026.03',
+    })
+  }
+  return {project_id: projectId, context_version: version}
 }

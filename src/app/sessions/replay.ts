@@ -79,6 +79,7 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     ...(toolVersions ? {toolVersions} : {}),
     input: original.input,
     ...(original.inputs ? {inputs: original.inputs} : {}),
+    ...(original.context_ref ? {contextRef: original.context_ref} : {}),
     provider: provider.record,
     featureId: original.feature_id,
     answers,

@@ -71,6 +71,8 @@ export interface StartSession extends SessionOptions {
   /** Standard input, asked for only when the input is `-`. */
   stdin?: () => Readable
   feature?: string
+  /** Seed 002's Project Context Ref as given: PROJECT@VERSION (`--context-ref`). */
+  contextRef?: string
   answers?: string
   decision?: Decision
   note?: string

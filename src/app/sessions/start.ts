@@ -6,7 +6,7 @@ import {measuredTools} from './tool-versions.js'
 import {prepareStart} from './prepare.js'
 
 export async function startSession(options: StartSession): Promise<RunOutcome> {
-  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
+  const {pipeline, policy, answers, input, provider, inputs, contextRef} = await prepareStart(options)
   const store = await openStore(storeLocation(options.cwd, options.store), 'create')
   const guarded = guarding(policy, store)
   // Measured before the run exists, so a refused mismatch leaves nothing behind.
@@ -20,6 +20,7 @@ export async function startSession(options: StartSession): Promise<RunOutcome> {
     inputs,
     provider: provider.record,
     ...(options.feature ? {featureId: options.feature} : {}),
+    ...(contextRef ? {contextRef} : {}),
     ...(answers ? {answers} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   })
