@@ -2,14 +2,13 @@
  * Agent tools under the policy (seed 003): each tool's permission level, which levels pause for a
  * person, and the argument vectors a person has approved in advance.
  */
+import {confirmPolicy} from './confirm.js'
 import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
 import {checkCommand, type CommandPlace} from './rules.js'
 
 export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
 
 export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel>> = DEFAULT_POLICY.tools
-
-export const DEFAULT_CONFIRM: readonly ToolLevel[] = DEFAULT_POLICY.confirm
 
 export function toolLevel(policy: LoadedPolicy, tool: string): ToolLevel {
   const own = (policy.policy.tools as Record<string, ToolLevel | undefined> | undefined)?.[tool]
@@ -18,7 +17,7 @@ export function toolLevel(policy: LoadedPolicy, tool: string): ToolLevel {
 }
 
 export function needsConfirmation(policy: LoadedPolicy, level: ToolLevel): boolean {
-  return (policy.policy.confirm ?? DEFAULT_CONFIRM).includes(level)
+  return confirmPolicy(policy).levels.includes(level)
 }
 
 /** The tools_preapproved entry that matches the argv whole (as allowed_commands matches), or null. */
