@@ -8,7 +8,7 @@ import {isPipeError} from '../errors.js'
 import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
-import {handlerNamed} from '../steps/registry.js'
+import {failureOf, handlerNamed} from '../steps/registry.js'
 import {attempts, roleOf} from '../engine/export.js'
 
 export interface Metrics {
@@ -147,7 +147,7 @@ function metrics(t: Tally): Metrics {
 
 function isFailure(s: Snapshot): boolean {
   const outcome = s.decisions.at(-1)?.decision
-  return outcome === 'error' || (outcome !== undefined && handlerNamed(s.step.kind)?.failures?.[outcome] !== undefined)
+  return outcome === 'error' || (outcome !== undefined && failureOf(handlerNamed(s.step.kind), outcome) !== undefined)
 }
 
 /** What one run's own snapshots add (its children are tallied on their own). */

@@ -9,6 +9,7 @@ import type {GateResult} from '../gates/evaluate.js'
 import type {RunOutcome} from '../engine/engine.js'
 import {answerSession} from '../app/sessions/answer.js'
 import {confirmSession} from '../app/sessions/confirm.js'
+import {confirmDeadlinePassed} from '../app/sessions/confirm-deadline.js'
 import {reviewSession, reviewSummary} from '../app/sessions/review.js'
 import type {Decision, SessionOptions} from '../app/sessions/shared.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -183,7 +184,7 @@ async function askWithNote<T extends string>(
       say(prompt)
       const line = await input.next(signal)
       if (signal?.aborted || line === null) {
-        say(`\n(${signal?.aborted ? 'interrupted' : 'input ended'}; the run stays paused)\n`)
+        say(`\n(${signal?.reason instanceof DeadlinePassed ? signal.reason.message : signal?.aborted ? 'interrupted' : 'input ended'}; the run stays paused)\n`)
         return null
       }
       const decision = parse(line.trim().toLowerCase())
@@ -205,15 +206,29 @@ async function askWithNote<T extends string>(
   }
 }
 
-/** The tool call an agent step waits at, as a person decides on it. */
+/** The tool call (or the step) a run waits at, as a person decides on it. */
 export function actionText(pending: NonNullable<RunOutcome['pending']>): string {
   const action = pending.action
   const lines = ['', t`${pending.reason}`]
   if (action) {
-    lines.push(t`  tool: ${action.tool} (${action.level}, call ${action.call_id})`, t`  arguments: ${JSON.stringify(action.arguments)}`)
+    if (action.rule !== undefined)
+      lines.push(t`  step: ${pending.step} (${action.tool}, run ${action.call_id})`, t`  config: ${JSON.stringify(action.arguments)}`)
+    else lines.push(t`  tool: ${action.tool} (${action.level}, call ${action.call_id})`, t`  arguments: ${JSON.stringify(action.arguments)}`)
     for (const argv of action.argv ?? []) lines.push(t`  argv: ${JSON.stringify(argv)}`)
   }
+  if (pending.deadline) lines.push(t`  answer by ${pending.deadline}`)
   return `${lines.join('\n')}\n`
+}
+
+/** Why a prompt stopped asking: the confirmation's deadline passed (the run stays paused). */
+class DeadlinePassed extends Error {}
+
+/** A signal that aborts at `deadline` (an ISO time), and how to let it go. */
+function deadlineSignal(deadline: string): {signal: AbortSignal; clear: () => void} {
+  const controller = new AbortController()
+  const ms = Math.max(0, Date.parse(deadline) - Date.now())
+  const timer = setTimeout(() => controller.abort(new DeadlinePassed(`confirmation deadline passed at ${deadline}`)), ms)
+  return {signal: controller.signal, clear: () => clearTimeout(timer)}
 }
 
 /** yes or no to a tool call, and an optional note (given to the model with a refusal); null when input ends. */
@@ -245,8 +260,11 @@ async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise
   while (current.status === 'awaiting_input' && current.pending && !signal?.aborted) {
     if (current.pending.kind === 'confirm') {
       say(actionText(current.pending))
-      const choice = await askConfirm(reader(), signal)
-      if (!choice) return current
+      // The person has until the policy's deadline; then the prompt stops, and the run stays paused and says so.
+      const deadline = current.pending.deadline ? deadlineSignal(current.pending.deadline) : undefined
+      const asking = deadline ? (signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal) : signal
+      const choice = await askConfirm(reader(), asking).finally(() => deadline?.clear())
+      if (!choice) return deadline?.signal.aborted && !signal?.aborted ? confirmDeadlinePassed({...options, runId: current.run_id}) : current
       current = await confirmSession({...options, runId: current.run_id, decision: choice.decision, ...(choice.note ? {note: choice.note} : {})})
       continue
     }

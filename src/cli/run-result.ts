@@ -58,9 +58,13 @@ export function renderRunResult(result: RunResult): string {
   }
   const action = result.pending?.action
   if (action) {
-    lines.push('', t`The agent asks to run (${action.level}, call ${action.call_id}):`, t`  ${action.tool} ${JSON.stringify(action.arguments)}`)
+    // A step's own confirmation names what asked for it; an agent's names the tool call.
+    if (action.rule !== undefined)
+      lines.push('', t`The step asks to run (${action.rule}):`, t`  ${action.tool} step ${result.pending!.step} ${JSON.stringify(action.arguments)}`)
+    else lines.push('', t`The agent asks to run (${action.level}, call ${action.call_id}):`, t`  ${action.tool} ${JSON.stringify(action.arguments)}`)
     for (const argv of action.argv ?? []) lines.push(t`  argv: ${JSON.stringify(argv)}`)
   }
+  if (result.pending?.deadline) lines.push(t`Confirm by ${result.pending.deadline}; after that the run stays paused (it never goes on by itself).`)
   if (result.next_command)
     lines.push('', t`${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
   if (result.status === 'succeeded' || result.status === 'failed') lines.push(t`Audit it with:\n  pipe snapshot list ${result.run_id}`)

@@ -165,6 +165,13 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}${record.error.trace_id ? ` (trace ${record.error.trace_id})` : ''}`)
   if (record.pending) {
     lines.push(t`  waiting for ${record.pending.kind} at step ${record.pending.step} since ${record.pending.since}: ${record.pending.reason}`)
+    const deadline = record.pending.deadline
+    if (deadline !== undefined && status === 'awaiting_input')
+      lines.push(
+        deadline < new Date().toISOString()
+          ? t`  confirmation deadline passed at ${deadline}; the run stays paused: pipe confirm ${record.run_id} --yes|--no`
+          : t`  confirm by ${deadline}`,
+      )
     for (const q of record.pending.questions ?? []) lines.push(t`    ${q.id}${q.field ? ` [${q.field}]` : ''} ${q.question}`)
   }
   lines.push('', 'timeline:')

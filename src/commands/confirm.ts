@@ -10,8 +10,8 @@ import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
 
 export default class Confirm extends PipeCommand {
-  static override summary = 'Confirm or refuse the tool call an agent step waits at, and continue the run.'
-  static override description = `An agent step pauses the run (status awaiting_input, exit code 10) before a tool call whose level the policy's confirm: names (run_command is dangerous by default); the run's output shows the exact call and the argument vectors it would run. --yes runs it; --no does not, and the model is told that a person refused it (with the note), so it can try another way or give up. The answer, the OS user who gave it, the time and the note go into the run's timeline and the step's tool_calls.`
+  static override summary = 'Confirm or refuse the tool call or the step a run waits at, and continue the run.'
+  static override description = `A run pauses (status awaiting_input, exit code 10) before an agent's tool call whose level the policy's confirm: names (run_command is dangerous by default), and before any step that says confirm: true or that the policy's confirm.kinds or confirm.commands select; the run's output shows the exact call or step and the argument vectors it would run. --yes runs it. --no does not: the model is told that a person refused its call (with the note), and a step ends with the outcome denied (on: {denied: STEP} routes it; unrouted, the run fails). --for says what the answer covers: call (this call or this run of the step, the default), step (every later confirmation of the same step in this run: retries, loops) or run (every later confirmation in this run); a resume honours it. The answer, its scope, the OS user who gave it, the time and the note go into the run's timeline and the step's snapshot. A policy's confirm.timeout_s bounds how long a person has: after it the run stays paused and says so, and pipe confirm still answers it.`
   static override examples = [
     {description: 'Let it run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes'},
     {
@@ -22,12 +22,26 @@ export default class Confirm extends PipeCommand {
       description: 'Refuse, with the reason the model will read',
       command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --no --note "do not touch the database"',
     },
+    {
+      description: 'Let this step run, and every later confirmation of it in this run (its retries, its next loops)',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes --for step',
+    },
+    {
+      description: 'Confirm everything else this run asks for',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --yes --for run --note "release day"',
+    },
   ]
   static override args = {run: Args.string({description: 'Run id (R-YYYYMMDD-NNNN).', required: true})}
   static override flags = {
     yes: Flags.boolean({description: 'Run the call.', exclusive: ['no']}),
     no: Flags.boolean({description: 'Refuse the call; the model is told.', exclusive: ['yes']}),
     note: Flags.string({char: 'n', description: 'Why; recorded, and given to the model with a refusal.', helpValue: 'TEXT'}),
+    for: Flags.string({
+      description:
+        'What the answer covers: call (this call or this run of the step), step (every confirmation of this step in this run) or run (every confirmation in this run).',
+      options: ['call', 'step', 'run'],
+      default: 'call',
+    }),
     'accept-cassette': Flags.boolean({
       description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
     }),
@@ -47,6 +61,7 @@ export default class Confirm extends PipeCommand {
         runId: args.run,
         decision: flags.yes ? 'yes' : 'no',
         ...(flags.note ? {note: flags.note} : {}),
+        ...(flags.for !== 'call' ? {scope: flags.for as 'step' | 'run'} : {}),
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
       }),
     )

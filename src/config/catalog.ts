@@ -8,11 +8,15 @@ export function writesSpec(catalog: KindCatalog, step: Step): boolean {
   return typeof changes === 'function' ? changes(step) : changes === true
 }
 
-/** Outcomes `steps.<id>.outcome` can hold: the kind's, error (a routed failure) and skipped (a false when:). */
+/**
+ * Outcomes `steps.<id>.outcome` can hold: the kind's, error (a routed failure), denied (a person
+ * refused it at a confirmation, which step's confirm: or the policy's confirm rules ask for) and
+ * skipped (a false when:).
+ */
 export function outcomesOf(step: Step, catalog: KindCatalog): string[] {
   const info = catalog[step.kind]
   const own = info ? [...info.outcomes(step)] : []
-  return [...new Set([...own, 'error', ...(step.when !== undefined ? ['skipped'] : [])])]
+  return [...new Set([...own, 'error', 'denied', ...(step.when !== undefined ? ['skipped'] : [])])]
 }
 
 /**

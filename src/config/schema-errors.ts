@@ -59,7 +59,12 @@ function discriminatorValues(parentSchema: unknown, root: Record<string, unknown
 export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], rootSchema: Record<string, unknown>, what: string): Diagnostic[] {
   const out: Diagnostic[] = []
   const seen = new Set<string>()
+  // A value that takes one branch of an anyOf (a map where a list or a map may stand) and fails inside
+  // it: the other branch's "must be array" says nothing the errors within it do not.
+  const branching = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath))
+  const deeper = (at: string): boolean => errors.some((e) => e.instancePath.startsWith(`${at}/`))
   for (const error of errors) {
+    if (error.keyword === 'type' && branching.has(error.instancePath) && deeper(error.instancePath)) continue
     const segments = segmentsOf(error.instancePath)
     let target = segments
     let preferKey = false

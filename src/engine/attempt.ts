@@ -24,6 +24,7 @@ import {aliasValues, condition, contextFor, deferredFields, explained, resolveSt
 import type {History} from './history.js'
 import {checkedOutputs} from './outputs-check.js'
 import {backoffFor} from './retry.js'
+import {stepGate, type ConfirmationUsed} from './step-confirm.js'
 
 /** The run was stopped by a signal while a step ran: the walk records it interrupted. */
 export class Interrupted extends Error {}
@@ -101,6 +102,8 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
   const errors: Snapshot['errors'] = []
   let blocked = false
   let renderContext: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
+  // A person's yes covers every attempt of this run of the step: a retry is not asked about again.
+  let confirmed: ConfirmationUsed | undefined
   for (let attempt = 1; ; attempt++) {
     env.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
     tracing().attemptStarted(state.record.run_id, step, seq, attempt)
@@ -218,12 +221,33 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
         context.step = r.step
         resolved = {...resolved, ...r.values}
       }
+      // Before it acts, with its values resolved (the commands a person is shown are the ones it would run).
+      if (!confirmed) {
+        const gate = stepGate(context.step, handler, seq, {run: state.record, policy, cwd: state.settings.cwd})
+        if (gate.type === 'ask') return {result: gate.result, errors, attempts: attempt}
+        // An answer given earlier for the whole step or run decides here: the timeline says which one.
+        if ((gate.type === 'go' || gate.type === 'denied') && gate.standing)
+          await env.appendEvent(runId, {
+            at: env.now().toISOString(),
+            event: 'confirm_used',
+            step: step.id,
+            seq,
+            reason: `${gate.used.decision} by ${gate.used.by} for the whole ${gate.used.scope}, given at ${gate.used.at}`,
+            by: gate.used.by,
+          })
+        if (gate.type === 'denied') {
+          if (Object.keys(resolved).length > 0) gate.result.inputs = {...gate.result.inputs, resolved}
+          return {result: gate.result, errors, attempts: attempt}
+        }
+        if (gate.type === 'go') confirmed = gate.used
+      }
       const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([handler.run(context as never), aborted]))
       if (result.type === 'done' && Object.keys(resolved).length > 0) {
         // A kind may record values it evaluated itself (a choice's whens) under the same key.
         const own = result.inputs?.['resolved']
         result.inputs = {...(result.inputs ?? {}), resolved: {...resolved, ...(own !== null && typeof own === 'object' ? own : {})}}
       }
+      if (result.type === 'done' && confirmed) result.inputs = {...(result.inputs ?? {}), confirmation: confirmed}
       return {result, errors, attempts: attempt}
     } catch (raw) {
       if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')

@@ -85,7 +85,14 @@ export interface ResumeOptions extends RunSettings {
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
   /** A person's yes or no to the tool call the run waits at (pipe confirm). */
-  confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
+  confirm?: {
+    decision: 'yes' | 'no'
+    note?: string
+    /** The call the answer is for; another pending call is E_STATE. */
+    call_id?: string
+    /** What the answer covers: this call (default), every confirmation of the step, or of the run (pipe confirm --for). */
+    scope?: 'call' | 'step' | 'run'
+  }
   /** A person went on with the run's replayed cassette as it is now, although it changed (--accept-cassette). */
   acceptCassette?: {file: string; previous_sha256: string; sha256: string}
 }

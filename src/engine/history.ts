@@ -2,7 +2,7 @@
  * A run's history as its steps and its routing read it: the snapshots so far, the latest value of
  * an output, and the failure nothing has recovered yet (which a run must not end on as a success).
  */
-import {registry as defaultRegistry} from '../steps/registry.js'
+import {failureOf, registry as defaultRegistry} from '../steps/registry.js'
 import type {RunHistory, StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 
@@ -51,7 +51,7 @@ export function unrecoveredFailure(snapshots: readonly Snapshot[], registry: Ste
     if (decision.by !== undefined) return null
     const name = s.step.name
     const handler = registry[s.step.kind as StepKind] as StepHandler<StepKind> | undefined
-    const declared = handler?.failures?.[decision.decision]
+    const declared = failureOf(handler, decision.decision)
     const error = decision.decision === 'error' ? s.errors.at(-1) : undefined
     if (!declared && !error) {
       recovered.add(name)

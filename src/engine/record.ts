@@ -7,6 +7,7 @@
 import {PipeError} from '../errors.js'
 import type {ModelCall} from '../providers/reply-transport.js'
 import type {Usage} from '../providers/types.js'
+import {failuresOf} from '../steps/registry.js'
 import {changesSpec, type StepDone, type StepHandler, type StepKind, type StepRegistry} from '../steps/types.js'
 import type {ProviderSettings, Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
@@ -95,7 +96,7 @@ export function journalOf(ended: StepEnded): Journal {
   const decided = decide({
     run_id: runId,
     step,
-    failures: handler.failures,
+    failures: failuresOf(handler),
     ending: result ? {type: 'done', result} : {type: 'error', error: errors.at(-1)!, attempts, blocked: timing.blocked},
     history: before,
     registry: ended.registry,

@@ -42,25 +42,46 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
         {hint: `pipe runs show ${runId} shows the call it waits at now; answer it with pipe confirm ${runId} --yes or --no.`},
       )
     }
-    await assertShownAction(env, runId, record.pending!.step, action, options)
+    const stepId = record.pending!.step
+    await assertShownAction(env, runId, stepId, action, options)
+    const {decision, note} = options.confirm
+    const scope = options.confirm.scope ?? 'call'
     const confirmation = {
       call_id: action.call_id,
-      decision: options.confirm.decision,
+      decision,
       by: env.user,
       at,
       ...(action.sha256 !== undefined ? {action_sha256: action.sha256} : {}),
-      ...(options.confirm.note ? {note: options.confirm.note} : {}),
+      ...(note ? {note} : {}),
+      ...(scope !== 'call' ? {scope} : {}),
+      step: stepId,
     }
+    // Given after the policy's deadline: still taken (the run only waited), and the timeline says it came late.
+    const deadline = record.pending?.deadline
+    const late = deadline !== undefined && deadline < at ? ` (after its deadline ${deadline})` : ''
+    const covers =
+      scope === 'call'
+        ? ''
+        : scope === 'step'
+          ? `, and to every later confirmation of step ${stepId} in this run`
+          : ', and to every later confirmation in this run'
     await store.updateRun(
       runId,
       (r) => {
         r.confirmation = confirmation
+        // An answer for the step or the run stands for what comes later, across a pause, a crash and a resume.
+        if (scope !== 'call')
+          r.standing_confirmations = [
+            ...(r.standing_confirmations ?? []),
+            {scope, ...(scope === 'step' ? {step: stepId} : {}), decision, by: env.user, at, ...(note ? {note} : {})},
+          ]
         r.updated_at = at
       },
       {
         at,
         event: 'confirm_given',
-        reason: `${options.confirm.decision} to ${action.tool} (${action.call_id})${options.confirm.note ? `: ${options.confirm.note}` : ''}`,
+        step: stepId,
+        reason: `${decision} to ${action.tool} (${action.call_id})${covers}${late}${note ? `: ${note}` : ''}`,
         by: env.user,
       },
     )
@@ -112,7 +133,8 @@ async function assertShownAction(env: InputEnvironment, runId: string, stepId: s
   }
   const step = options.pipeline.pipeline.steps.find((s) => s.id === stepId)
   const handler = step ? (env.registry[step.kind] as StepHandler<StepKind>) : undefined
-  if (!handler?.pendingAction) return
+  // A step's own confirmation (action.rule) is checked by the step as it runs again: the action it would run must hash the same, or it asks again.
+  if (!handler?.pendingAction || action.rule !== undefined) return
   const {store} = env
   const seq = await store.latestStepStateSeq(runId, stepId)
   // A state file whose seal does not hold is E_INTEGRITY here, naming it.

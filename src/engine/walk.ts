@@ -5,7 +5,8 @@
  * (cursor.ts) moves with it; a decision that ends or pauses the run is settled on its record.
  */
 import {toPipeError} from '../errors.js'
-import {catalogOf} from '../steps/registry.js'
+import {confirmDeadline} from '../policy/confirm.js'
+import {catalogOf, failureOf} from '../steps/registry.js'
 import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -149,11 +150,14 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     const ended = env.now()
 
     if (result?.type === 'await') {
+      // A person's time to confirm may be bounded (policy confirm.timeout_s); the run never goes on by itself when it runs out.
+      const deadline = result.kind === 'confirm' ? confirmDeadline(settings.policy, ended) : undefined
       const pending = {
         kind: result.kind,
         step: step.id,
         since: ended.toISOString(),
         reason: result.reason,
+        ...(deadline ? {deadline} : {}),
         ...(result.questions ? {questions: result.questions} : {}),
         ...(result.action ? {action: result.action} : {}),
       }
@@ -209,7 +213,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
       seq,
       outcome: decision.decision,
       ok: result !== undefined,
-      failure: result === undefined || handler.failures?.[decision.decision] !== undefined,
+      failure: result === undefined || failureOf(handler, decision.decision) !== undefined,
       duration_ms: snapshot.step.duration_ms ?? 0,
       reason: decision.reason,
       spec_version_out: snapshot.spec_version_out,

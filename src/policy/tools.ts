@@ -2,14 +2,13 @@
  * Agent tools under the policy (seed 003): each tool's permission level, which levels pause for a
  * person, and the argument vectors a person has approved in advance.
  */
+import {confirmPolicy} from './confirm.js'
 import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
 import {checkCommand, type CommandPlace} from './rules.js'
 
 export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
 
 export const DEFAULT_TOOL_LEVELS: Readonly<Record<string, ToolLevel | undefined>> = DEFAULT_POLICY.tools
-
-export const DEFAULT_CONFIRM: readonly ToolLevel[] = DEFAULT_POLICY.confirm
 
 const RANK: Readonly<Record<ToolLevel, number>> = {safe: 0, moderate: 1, dangerous: 2}
 
@@ -25,7 +24,7 @@ export function toolLevel(policy: LoadedPolicy, tool: string, declared?: ToolLev
 }
 
 export function needsConfirmation(policy: LoadedPolicy, level: ToolLevel): boolean {
-  return (policy.policy.confirm ?? DEFAULT_CONFIRM).includes(level)
+  return confirmPolicy(policy).levels.includes(level)
 }
 
 /** The tools_preapproved entry that matches the argv whole (as allowed_commands matches), or null. */

@@ -18,3 +18,13 @@ export function actionHash(action: ConfirmAction): string {
 export function sealedAction(action: Omit<ConfirmAction, 'sha256'>): ConfirmAction {
   return {...action, sha256: actionHash(action)}
 }
+
+/** A standing answer (pipe confirm --for step|run) that covers a confirmation at `step`, the latest given first; null when none does. */
+export function standingAnswer(run: Pick<RunRecord, 'standing_confirmations'>, step: string): NonNullable<RunRecord['standing_confirmations']>[number] | null {
+  const given = run.standing_confirmations ?? []
+  for (let i = given.length - 1; i >= 0; i--) {
+    const s = given[i]!
+    if (s.scope === 'run' || s.step === step) return s
+  }
+  return null
+}

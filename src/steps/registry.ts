@@ -79,7 +79,9 @@ export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy, kno
 }
 
 /** The hash that binds a person's confirmation to the action a kind paused with (the engine checks it on resume). */
-export {actionHash, type ConfirmAction} from './confirm-action.js'
+export {actionHash, sealedAction, standingAnswer, type ConfirmAction} from './confirm-action.js'
+/** Which outcomes mean a step failed: its kind's, and `denied` (a person refused it) for every kind. */
+export {DENIED_OUTCOME, failureOf, failuresOf} from './denied.js'
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
   return registry[kind]

@@ -888,6 +888,10 @@ export interface StepCommon {
   on_exhausted?: StepRef
   timeout_ms?: number
   retry?: Retry
+  /**
+   * Pause the run before the step acts until a person confirms it (pipe confirm RUN --yes|--no); --no gives the step the outcome denied, a failure an on: entry routes. The policy's confirm.kinds and confirm.commands select steps too.
+   */
+  confirm?: boolean
 }
 /**
  * The next step for each outcome of this step. The outcome error routes a failed step; without it a failure ends the run.

@@ -1,6 +1,8 @@
 /* eslint-disable */
 // Generated from schemas/ by `npm run gen:types`. Do not edit by hand.
 
+export type ConfirmLevels = ('safe' | 'moderate' | 'dangerous')[]
+
 /**
  * What the steps of a run may do: the commands they may start, the paths they may not touch, and the limits they run under. A policy file states only what differs from the built-in policy (each key's default): a key it leaves out keeps the built-in value; a scalar or a list it gives replaces the built-in one, except forbidden_paths, which adds to the built-in globs; resource_limits, tools, tool_versions and syntax_checks merge key by key. The content hash of the effective policy (the built-in one with the file over it) is recorded with every run as policy_version; pipe policy check --effective prints it.
  */
@@ -94,9 +96,9 @@ export interface Policy {
     [k: string]: ('safe' | 'moderate' | 'dangerous') | undefined
   }
   /**
-   * Tool levels whose calls pause the run until a person confirms or refuses the call (pipe confirm RUN --yes|--no). Default [dangerous]; [] confirms nothing.
+   * What pauses the run until a person confirms or refuses it (pipe confirm RUN --yes|--no). A list names the agent tool levels whose calls pause (default [dangerous]; [] confirms nothing). A map says that and more: levels (the same list), kinds (step kinds whose every step pauses before it acts), commands (patterns over the command line a step would run, e.g. "git push *") and timeout_s (a deadline for the person: when it passes the run stays paused and says so).
    */
-  confirm: ('safe' | 'moderate' | 'dangerous')[]
+  confirm: ConfirmLevels | ConfirmRules
   /**
    * Argument vectors run_command may run without confirmation, matched like allowed_commands ("{arg}", "{path}", a last "..."). Each must still be allowed by allowed_commands.
    */
@@ -110,4 +112,22 @@ export interface Policy {
      */
     [k: string]: [string, ...string[]] | undefined
   }
+}
+export interface ConfirmRules {
+  /**
+   * Agent tool levels whose calls pause (default [dangerous]).
+   */
+  levels?: ('safe' | 'moderate' | 'dangerous')[]
+  /**
+   * Step kinds whose every step pauses before it acts, e.g. [publish].
+   */
+  kinds?: string[]
+  /**
+   * Patterns over the command line a step would run (its argument vector joined by single spaces; * matches any text, ? one character), e.g. "git push *", "rm -rf *". A step whose command matches pauses before it acts.
+   */
+  commands?: string[]
+  /**
+   * Seconds a person has to answer a pending confirmation. When they pass, the run stays paused and says so; pipe confirm still answers it. It never proceeds on its own.
+   */
+  timeout_s?: number
 }

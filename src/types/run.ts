@@ -143,7 +143,29 @@ export interface RunRecord {
      * The sha256 of the action the person was shown (pending.action.sha256): the confirmation runs that exact call, once.
      */
     action_sha256?: string
+    /**
+     * What the answer covers (pipe confirm --for): call (this call or this one run of a step), step (every confirmation of the same step in this run), run (every confirmation in this run). Absent: call.
+     */
+    scope?: 'call' | 'step' | 'run'
+    /**
+     * The step the answer was given at.
+     */
+    step?: string
   }
+  /**
+   * Answers given with pipe confirm --for step or --for run: they answer every later confirmation of that step (or of the whole run) without asking, and a resume honours them.
+   */
+  standing_confirmations?: {
+    scope: 'step' | 'run'
+    /**
+     * For scope step: the step it answers for.
+     */
+    step?: string
+    decision: 'yes' | 'no'
+    by: string
+    at: string
+    note?: string
+  }[]
   /**
    * What a run in awaiting_input waits for.
    */
@@ -152,13 +174,17 @@ export interface RunRecord {
     step: string
     since: string
     reason: string
+    /**
+     * For a confirm under the policy's confirm.timeout_s: when the person's time runs out. After it the run stays paused and says so; pipe confirm still answers it.
+     */
+    deadline?: string
     questions?: {
       id: string
       field?: string
       question: string
     }[]
     /**
-     * For a confirm: the exact tool call waiting for a person.
+     * For a confirm: the exact tool call (or step) waiting for a person.
      */
     action?: {
       call_id: string
@@ -173,6 +199,10 @@ export interface RunRecord {
        * The folder the call acts in (the run's workspace).
        */
       cwd?: string
+      /**
+       * For a step's confirmation (not an agent's tool call): what asked for it: the step's confirm: true, or the policy's confirm.kinds or confirm.commands entry.
+       */
+      rule?: string
       /**
        * The hash of every other field of this action, exactly as shown: a confirmation binds it, and pipe confirm refuses when the call the step would run no longer hashes the same.
        */

@@ -245,14 +245,14 @@ steps:
     expect(lines).to.deep.equal([
       'base.yaml:11:11  steps[1].next  unknown step "cc" in transition — did you mean "c"?',
       'base.yaml:12:9  steps[2].id  step "c" is unreachable from the start step "a"',
-      'child.yaml:5:54  overlay[0].step.on.nope  a noop step has no outcome "nope" (outcomes: success, error)',
+      'child.yaml:5:54  overlay[0].step.on.nope  a noop step has no outcome "nope" (outcomes: success, error, denied)',
     ])
   })
 
   it('locates the routes a replacement takes over where the replaced step wrote them', async () => {
     const base = BASE.replace('  - id: b\n    kind: noop\n    next: c\n', '  - id: b\n    kind: noop\n    outcome: done\n    on: {done: c}\n')
     expect(await errors(child('  - {replace: b, step: {id: b, kind: noop}}\n'), base)).to.deep.equal([
-      'base.yaml:12:10  steps[1].on.done  a noop step has no outcome "done" (outcomes: success, error)',
+      'base.yaml:12:10  steps[1].on.done  a noop step has no outcome "done" (outcomes: success, error, denied)',
     ])
   })
 

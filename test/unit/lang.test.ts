@@ -304,7 +304,7 @@ describe('pipeline language v2 in the loader', () => {
       '4:9 steps[0].id steps route -> done form a cycle with no bound; set max_iterations on one of them',
       '8:5 steps[0].next a choice step goes where its choices say; next: is never taken (use default: for the fallback)',
       '9:43 steps[1].next an end step with status failed ends the run; next: applies only to status blocked (where pipe resume goes on)',
-      '9:61 steps[1].on.skipped a end step has no outcome "skipped" (outcomes: failed, error)',
+      '9:61 steps[1].on.skipped a end step has no outcome "skipped" (outcomes: failed, error, denied)',
     ])
   })
 

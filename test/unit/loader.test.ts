@@ -192,7 +192,7 @@ describe('pipeline loader: graph rules', () => {
   it('reports an outcome the kind never produces', async () => {
     const text = `${header}gates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - id: g\n    kind: gate\n    gates: [g]\n    on:\n      pas: done\n      fail: done\n  - {id: done, kind: noop}\n`
     expect(lines(await load('outcome.yaml', text))).to.deep.equal([
-      'outcome.yaml:10:7  steps[0].on.pas  a gate step has no outcome "pas" — did you mean "pass"? (outcomes: pass, fail, error)',
+      'outcome.yaml:10:7  steps[0].on.pas  a gate step has no outcome "pas" — did you mean "pass"? (outcomes: pass, fail, error, denied)',
     ])
   })
 

@@ -1,4 +1,4 @@
-/** pipe confirm: a person's yes or no to the tool call a run waits at, and the run continued. */
+/** pipe confirm: a person's yes or no to the tool call (or the step) a run waits at, and the run continued. */
 import {openStore, storeLocation} from '../../store/open.js'
 import {faultPoint} from '../../util/faults.js'
 import type {RunOutcome} from '../../engine/engine.js'
@@ -9,6 +9,8 @@ export interface ConfirmSession extends SessionOptions {
   runId: string
   decision: 'yes' | 'no'
   note?: string
+  /** What the answer covers: this call or run of a step (default), every confirmation of the step in this run, or every one in this run. */
+  scope?: 'call' | 'step' | 'run'
   /** Go on with a replayed cassette that changed since the run started (recorded). */
   acceptCassette?: boolean
 }
@@ -21,10 +23,10 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
   // meanwhile (a second pipe confirm got there first), it must not decide that one.
   const callId = pending.action?.call_id
   faultPoint('confirm-checked')
-  const {decision, note, ...rest} = options
+  const {decision, note, scope, ...rest} = options
   return resumeSession({
     ...rest,
     command: `pipe confirm ${options.runId} --${decision}`,
-    confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {})},
+    confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {}), ...(scope ? {scope} : {})},
   })
 }

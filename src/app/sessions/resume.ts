@@ -37,7 +37,7 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   decision?: Decision
   note?: string
   /** A yes or no to the tool call the run waits at (pipe confirm). */
-  confirm?: {decision: 'yes' | 'no'; note?: string; /** The call the answer is for; another pending call is E_STATE. */ call_id?: string}
+  confirm?: NonNullable<ResumeOptions['confirm']>
   /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
   acceptCassette?: boolean
   /** The command line that continued the run, for the hint of an error (default: pipe resume RUN). */

@@ -6,6 +6,7 @@ import type {ToolCall} from '../../providers/chat.js'
 import {redact, redactDeep} from '../../util/redact.js'
 import {relativeToRoot} from '../../util/stable-text.js'
 import type {StepContext, ToolCallRecord} from '../types.js'
+import {standingAnswer} from '../confirm-action.js'
 import {argvOf, shownAction} from './confirmation.js'
 import {DEFAULT_MAX_CONTEXT_BYTES, fitConversation} from './context-budget.js'
 import {resultMessage, safeParse, stableKey} from './protocol.js'
@@ -152,34 +153,37 @@ export async function answerCall(
     // A command line every segment of which a person approved in advance needs no one now.
     const approved = argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
     const given = context.run.confirmation
-    if (approved) decision = 'preapproved'
-    else if (argv === undefined && (name === 'run_command' || planned !== undefined)) {
-      // A line that cannot run (refused syntax, a denied segment) is answered without asking anyone.
-    } else if (
+    const matches =
       given &&
       given.call_id === call.id &&
       !s.consumed.includes(call.id) &&
       !s.consumed.includes(`${given.call_id} ${given.at}`) &&
       (given.action_sha256 === undefined || given.action_sha256 === shownAction(call, args, level, argv, context.cwd).sha256)
-    ) {
+    // pipe confirm --for step|run: an answer that stands for every later call of this step (or of the run).
+    const standing = matches ? null : standingAnswer(context.run, context.step.id)
+    if (approved) decision = 'preapproved'
+    else if (argv === undefined && (name === 'run_command' || planned !== undefined)) {
+      // A line that cannot run (refused syntax, a denied segment) is answered without asking anyone.
+    } else if ((matches && given) || standing) {
       // The answer is for exactly the action the person was shown, once: another call that took its id (or an edited one) is asked about again.
-      s.consumed.push(`${given.call_id} ${given.at}`)
-      person = {by: given.by, ...(given.note ? {note: given.note} : {})}
-      if (given.decision === 'no') {
+      const answer = matches && given ? given : standing!
+      if (matches && given) s.consumed.push(`${given.call_id} ${given.at}`)
+      person = {by: answer.by, ...(answer.note ? {note: answer.note} : {})}
+      if (answer.decision === 'no') {
         await record(
           {
             arguments: args,
             level,
             decision: 'refused',
             ok: false,
-            summary: `refused by ${given.by}${given.note ? `: ${given.note}` : ''}`,
+            summary: `refused by ${answer.by}${answer.note ? `: ${answer.note}` : ''}`,
             cache_hit: false,
             ...person,
           },
           {
-            error: `a person (${given.by}) refused this call; it did not run`,
+            error: `a person (${answer.by}) refused this call; it did not run`,
             refused: true,
-            ...(given.note ? {note: given.note} : {}),
+            ...(answer.note ? {note: answer.note} : {}),
           },
         )
         return null

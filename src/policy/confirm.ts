@@ -1,0 +1,70 @@
+/**
+ * What pauses a run for a person (seed 000 AWAITING_CONFIRMATION, seed 003 MODERATE/DANGEROUS):
+ * the policy's `confirm:` in either form, as one shape. The list form names agent tool levels; the
+ * map form adds step kinds, command-line patterns and a deadline for the person.
+ */
+import type {ConfirmRules} from '../types/policy.js'
+import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
+
+type Level = 'safe' | 'moderate' | 'dangerous'
+
+export interface ConfirmPolicy {
+  levels: readonly Level[]
+  kinds: readonly string[]
+  commands: readonly string[]
+  /** Seconds a person has to answer; absent: no deadline. */
+  timeout_s?: number
+}
+
+const BUILT_IN_LEVELS = DEFAULT_POLICY.confirm as readonly Level[]
+
+export function confirmPolicy(policy: LoadedPolicy): ConfirmPolicy {
+  const given = policy.policy.confirm as Policyish
+  if (given === undefined || isLevels(given)) return {levels: given ?? BUILT_IN_LEVELS, kinds: [], commands: []}
+  return {
+    levels: given.levels ?? BUILT_IN_LEVELS,
+    kinds: given.kinds ?? [],
+    commands: given.commands ?? [],
+    ...(given.timeout_s !== undefined ? {timeout_s: given.timeout_s} : {}),
+  }
+}
+type Policyish = readonly Level[] | ConfirmRules | undefined
+const isLevels = (given: readonly Level[] | ConfirmRules): given is readonly Level[] => Array.isArray(given)
+
+/**
+ * A command-line pattern as a test over an argument vector joined by single spaces: `*` any text,
+ * `?` one character, the rest literal. A pattern ending in " *" also matches the command with no
+ * further arguments ("git push *" covers a bare `git push`).
+ */
+export function commandPatternMatches(pattern: string, argv: readonly string[]): boolean {
+  const line = argv.join(' ')
+  const body = (p: string): string =>
+    p
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '[\\s\\S]*')
+      .replace(/\?/g, '[\\s\\S]')
+  if (new RegExp(`^${body(pattern)}$`).test(line)) return true
+  return pattern.endsWith(' *') && new RegExp(`^${body(pattern.slice(0, -2))}$`).test(line)
+}
+
+/**
+ * Why a step must be confirmed before it acts, or null: its own `confirm: true`, the policy's
+ * confirm.kinds naming its kind, or a confirm.commands pattern matching a command it would run.
+ */
+export function stepConfirmRule(policy: LoadedPolicy, step: {kind: string; confirm?: boolean}, commands: ReadonlyArray<readonly string[]>): string | null {
+  if (step.confirm === true) return 'the step says confirm: true'
+  const rules = confirmPolicy(policy)
+  const kind = rules.kinds.indexOf(step.kind)
+  if (kind >= 0) return `the policy's confirm.kinds[${kind}] names the kind ${step.kind}`
+  for (const [i, pattern] of rules.commands.entries()) {
+    const argv = commands.find((a) => commandPatternMatches(pattern, a))
+    if (argv) return `the policy's confirm.commands[${i}] ${JSON.stringify(pattern)} matches ${JSON.stringify(argv.join(' '))}`
+  }
+  return null
+}
+
+/** When a confirmation asked for at `since` runs out under the policy, or undefined (no timeout_s). */
+export function confirmDeadline(policy: LoadedPolicy, since: Date): string | undefined {
+  const seconds = confirmPolicy(policy).timeout_s
+  return seconds === undefined ? undefined : new Date(since.getTime() + Math.round(seconds * 1000)).toISOString()
+}
