@@ -71,7 +71,7 @@ A run that needs answers or a review decision that were not given stops in await
     feature: Flags.string({description: 'Feature id to attach the run to (F-YYYY-NNN); a new one is allocated when omitted.', helpValue: 'F-YYYY-NNN'}),
     'context-ref': Flags.string({
       description:
-        "Seed 002's Project Context Ref: the project and the version of its context this run works from; recorded in the run and in every snapshot's inputs.context_ref.project.",
+        "The project context reference: the project and the version of its context this run works from; recorded in the run and in every snapshot's inputs.context_ref.project.",
       helpValue: 'PROJECT@VERSION',
     }),
     answers: Flags.string({char: 'a', description: 'Answers to clarifying questions (YAML, keyed by question id or spec field).', helpValue: 'FILE'}),
