@@ -251,7 +251,11 @@ function people(plan: RunPlan): string[] {
         ? `review decision ${plan.decision} (no step of this pipeline takes one)`
         : '',
   ].filter(Boolean)
-  return parts.length > 0 ? [t`  ${parts.join('; ')}`] : []
+  const confirms = plan.waits.filter((w) => w.for === 'confirm' && w.because !== undefined)
+  return [
+    ...(parts.length > 0 ? [t`  ${parts.join('; ')}`] : []),
+    ...confirms.map((w) => t`  the run will pause before ${w.step} for pipe confirm (${w.because ?? ''})`),
+  ]
 }
 
 export function renderPlan(plan: RunPlan): string {

@@ -253,6 +253,32 @@ steps:
     expect((await snapshots(runId))[0]!.inputs.confirmation).to.include({decision: 'yes', note: 'fine by me'})
   })
 
+  it('--dry-run names the steps that will pause for pipe confirm, and why, judging an argv it resolved from inputs', async () => {
+    await files(
+      `version: 1
+name: dry
+inputs: {remote: {type: string, default: origin}}
+steps:
+  - {id: status, kind: command, run: [git, status], next: push}
+  - {id: push, kind: command, run: [git, push, "\${{ inputs.remote }}"], next: wipe}
+  - {id: wipe, kind: command, run: ${JSON.stringify(makes('wiped.txt'))}, confirm: true}
+`,
+      `${POLICY}confirm: {commands: ["git push *"]}\n`,
+    )
+    const text = await run(['run', 'p.yaml', '--dry-run'])
+    expect(text.code, text.stderr).to.equal(0)
+    expect(text.stdout).to.include('the run will pause before push for pipe confirm (the policy\'s confirm.commands[0] "git push *" matches "git push origin")')
+    expect(text.stdout).to.include('the run will pause before wipe for pipe confirm (the step says confirm: true)')
+    expect(text.stdout).not.to.match(/pause before status/)
+    const plan = json<{waits: Array<{step: string; for: string; because?: string}>}>(await run(['run', 'p.yaml', '--dry-run', '--json']))
+    expect(plan.waits.map((w) => [w.step, w.for])).to.deep.equal([
+      ['push', 'confirm'],
+      ['wipe', 'confirm'],
+    ])
+    expect(existsSync(path.join(dir, 'wiped.txt'))).to.equal(false)
+    expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
+  })
+
   it('pipe validate checks confirm: on a step and in the policy, at file:line:col', async () => {
     await files(ONE_STEP.replace('confirm: true', 'confirm: "yes"'), `version: 1\nconfirm:\n  kinds: publish\n`)
     const step = await run(['validate', 'p.yaml'])

@@ -13,6 +13,7 @@ import {templatedStrings} from '../../config/expressions.js'
 import type {BoundExpressions, JsonValue} from '../../expr/index.js'
 import type {Decision, StartSession} from './shared.js'
 import {prepareStart} from './prepare.js'
+import {stepConfirmRule} from '../../policy/confirm.js'
 
 export interface RunPlan {
   pipeline: {name: string; file: string; hash: string; start: string}
@@ -24,7 +25,7 @@ export interface RunPlan {
   answers: string[]
   decision: Decision | null
   /** The steps that may pause the run for a person, and for what. */
-  waits: Array<{step: string; for: 'answers' | 'review' | 'confirm'}>
+  waits: Array<{step: string; for: 'answers' | 'review' | 'confirm'; because?: string}>
   store: string
   steps: Array<{
     id: string
@@ -69,9 +70,15 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     inputs,
     answers: Object.keys(answers ?? {}),
     decision: options.decision ?? null,
-    waits: pipeline.pipeline.steps.flatMap((step) => {
-      const waitsFor = (registry[step.kind] as StepHandler<StepKind>).waitsFor
-      return waitsFor ? [{step: step.id, for: waitsFor}] : []
+    waits: pipeline.pipeline.steps.flatMap((step, i) => {
+      const handler = registry[step.kind] as StepHandler<StepKind>
+      if (handler.waitsFor) return [{step: step.id, for: handler.waitsFor}]
+      // What the policy or the step says must be confirmed, judged on the argv the plan resolved (an
+      // argv known only while running is judged then: the run may still pause there).
+      const resolved = staticValues(pipeline.pipeline.steps[i]!, statics).resolved ?? {}
+      const argv = (handler.commands?.(withResolved(step, resolved) as never) ?? []).map((c) => [...c.argv])
+      const because = stepConfirmRule(policy, step, argv)
+      return because ? [{step: step.id, for: 'confirm' as const, because}] : []
     }),
     store: storeLabel(options.cwd, options.store),
     steps: pipeline.pipeline.steps.map((step) => {
@@ -147,4 +154,20 @@ function staticValues(step: LoadedPipeline['pipeline']['steps'][number], bound: 
     }
   }
   return Object.keys(out).length > 0 ? {resolved: out} : {}
+}
+
+/** The step with the values the plan resolved put in place of their expressions (`run[1]` → step.run[1]). */
+function withResolved(step: LoadedPipeline['pipeline']['steps'][number], resolved: Record<string, JsonValue>): unknown {
+  const copy = structuredClone(step) as unknown as Record<string, unknown>
+  for (const [where, value] of Object.entries(resolved)) {
+    const path = where.split(/\.|\[(\d+)\]/).filter((part) => part !== undefined && part !== '')
+    let at: Record<string, unknown> | unknown[] = copy
+    for (const [n, part] of path.entries()) {
+      const key = /^\d+$/.test(part) ? Number(part) : part
+      if (n === path.length - 1) (at as Record<string | number, unknown>)[key] = value
+      else at = (at as Record<string | number, unknown>)[key] as Record<string, unknown>
+      if (at === undefined || at === null) break
+    }
+  }
+  return copy
 }
