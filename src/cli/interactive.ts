@@ -242,7 +242,7 @@ export async function continueAtTerminal(outcome: RunOutcome, options: SessionOp
 async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
   let current = outcome
   const {signal} = options
-  while (current.status === 'awaiting_input' && current.pending && !signal?.aborted) {
+  while (current.status === 'awaiting_input' && current.pending && !current.queued && !signal?.aborted) {
     if (current.pending.kind === 'confirm') {
       say(actionText(current.pending))
       const choice = await askConfirm(reader(), signal)

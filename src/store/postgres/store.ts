@@ -50,7 +50,18 @@ function leaseMs(): number {
 export {safeUrl}
 export {databaseError} from './records.js'
 
-const holderOf = (): {pid: number; host: string; token: string} => ({pid: process.pid, host: os.hostname(), token: randomBytes(8).toString('hex')})
+/** The name this process gives itself as a holder (pipe worker --name), shown by pipe runs show. */
+let holderName: string | undefined
+export function nameHolder(name: string | undefined): void {
+  holderName = name
+}
+
+const holderOf = (): {pid: number; host: string; token: string; name?: string} => ({
+  pid: process.pid,
+  host: os.hostname(),
+  token: randomBytes(8).toString('hex'),
+  ...(holderName ? {name: holderName} : {}),
+})
 
 export class PostgresStore extends PostgresRecords implements RunStore {
   readonly root: string
