@@ -49,7 +49,9 @@ Steps run in the workspace the run was created in (its folder on this machine): 
     const store = (await openStore(location, 'existing')) as PostgresStore
     ;(await import('../store/postgres/store.js')).nameHolder(flags.name)
     const driven: WorkerSummary['driven'] = []
-    writeErr(`pipe worker${flags.name ? ` ${flags.name}` : ''}: queue ${flags.queue} of ${safeUrl(location)}, ${flags.concurrency} at a time (pid ${process.pid})\n`)
+    writeErr(
+      `pipe worker${flags.name ? ` ${flags.name}` : ''}: queue ${flags.queue} of ${safeUrl(location)}, ${flags.concurrency} at a time (pid ${process.pid})\n`,
+    )
     try {
       await withSignals(async (signal) => {
         const active = new Map<string, Promise<void>>()

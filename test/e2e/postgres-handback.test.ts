@@ -101,12 +101,11 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     await until('the run has ended', async () => (await show<{status: string}>(runId)).status === 'succeeded' && !(await queued(runId)))
 
     // The worker, not the commands, drove every step after each pause: its session lines name them.
-    const lines = worker.stderr().split('\n').filter((l) => l.includes(runId))
-    expect(lines).to.deep.equal([
-      `pipe worker: ${runId} awaiting_input`,
-      `pipe worker: ${runId} awaiting_input`,
-      `pipe worker: ${runId} succeeded`,
-    ])
+    const lines = worker
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes(runId))
+    expect(lines).to.deep.equal([`pipe worker: ${runId} awaiting_input`, `pipe worker: ${runId} awaiting_input`, `pipe worker: ${runId} succeeded`])
     const events = await cluster.sql<{line: string}>(db, 'SELECT line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
     const names = events.map((e) => (JSON.parse(e.line) as {event: string}).event)
     expect(names.filter((n) => n === 'answers_given' || n === 'review_given')).to.deep.equal(['answers_given', 'review_given'])

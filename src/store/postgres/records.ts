@@ -54,6 +54,13 @@ export class PostgresRecords {
         throw databaseError(error, what)
       }
       let broken = false
+      // A connection lost while this transaction has it (the server restarted, the backend was
+      // terminated) is an 'error' event on the client that would end the process unheard: the
+      // failing query says it instead, and the connection is thrown away.
+      const lost = (): void => {
+        broken = true
+      }
+      client.on('error', lost)
       try {
         await client.query('BEGIN')
         const out = await work(client)
@@ -65,6 +72,7 @@ export class PostgresRecords {
         if ((code === '40001' || code === '40P01') && attempt < 5) continue
         throw databaseError(error, what)
       } finally {
+        client.off('error', lost)
         client.release(broken)
       }
     }
@@ -248,13 +256,22 @@ export class PostgresRecords {
 
   /** The queue a run was put on by pipe run --detach (the workers drive it), or null (driven by whoever runs pipe). */
   async detachedQueue(runId: string): Promise<string | null> {
-    const rows = await this.query<{queue: string | null}>(`cannot read run ${runId}`, 'SELECT detached_queue AS queue FROM pipe_runs WHERE run_id = $1', [runId])
+    const rows = await this.query<{queue: string | null}>(`cannot read run ${runId}`, 'SELECT detached_queue AS queue FROM pipe_runs WHERE run_id = $1', [
+      runId,
+    ])
     return rows[0]?.queue ?? null
   }
 
   /** Who holds a run now and under which lease, and where it stands in the queue (pipe runs show). */
   async holding(runId: string): Promise<Holding | null> {
-    const rows = await this.query<{holder: string | null; lease_until: Date | null; alive: boolean; epoch: string; queue: string | null; detached: string | null}>(
+    const rows = await this.query<{
+      holder: string | null
+      lease_until: Date | null
+      alive: boolean
+      epoch: string
+      queue: string | null
+      detached: string | null
+    }>(
       `cannot read run ${runId}`,
       `SELECT r.holder, r.lease_until, (r.lease_until IS NOT NULL AND r.lease_until > now()) AS alive, r.epoch, q.queue, r.detached_queue AS detached
        FROM pipe_runs r LEFT JOIN pipe_queue q USING (run_id) WHERE r.run_id = $1`,
