@@ -6,6 +6,7 @@
  */
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
+import {writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
@@ -122,6 +123,22 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json(resumed)).to.deep.include({run_id: runId, status: 'queued', queue: 'default'})
     await until('a worker took it on to the review', waitsFor(runId, 'review'))
+  })
+
+  it('pipe resume of a detached run that failed queues it again, and a worker redrives it', async () => {
+    const failing = path.join(dir, 'failing.yaml')
+    await writeFile(failing, 'version: 1\nname: failing\nsteps:\n  - {id: broken, kind: command, run: [sleep, "not-a-number"]}\n')
+    const detached = await pipe(['run', failing, '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'], {cwd: dir})
+    expect(detached.code, detached.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(detached).run_id
+    const worker = startWorker()
+    await until('the run has failed', async () => (await show<{status: string}>(runId)).status === 'failed' && !(await queued(runId)))
+    const resumed = await pipe(['resume', runId, '--store', url, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json(resumed)).to.deep.include({run_id: runId, status: 'queued', queue: 'default', run_status: 'failed'})
+    await until('the worker redrove it', async () => worker.stderr().split(`pipe worker: ${runId} failed`).length === 3)
+    const events = await cluster.sql<{line: string}>(db, 'SELECT line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
+    expect(events.map((e) => (JSON.parse(e.line) as {event: string}).event).filter((n) => n === 'failed')).to.have.length(2)
   })
 
   it('pipe runs show names the worker holding a run (host, pid, --name), its lease and epoch, or that no worker holds it', async () => {
