@@ -6,7 +6,7 @@
  */
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
-import {writeFile} from 'node:fs/promises'
+import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
@@ -51,14 +51,14 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     await cleanup()
   })
 
-  const env = (): NodeJS.ProcessEnv => {
-    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', PIPE_INTERACTIVE: '0'}
+  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
+    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', PIPE_INTERACTIVE: '0', ...extra}
     delete out.PIPE_STORE
     return out
   }
 
-  function startWorker(args: string[] = []): Worker {
-    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {cwd: dir, env: env(), stdio: ['ignore', 'pipe', 'pipe']})
+  function startWorker(args: string[] = [], extra: Record<string, string> = {}): Worker {
+    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {cwd: dir, env: env(extra), stdio: ['ignore', 'pipe', 'pipe']})
     let stderr = ''
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
     child.stdout.resume()
@@ -143,7 +143,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
 
   it('pipe runs show names the worker holding a run (host, pid, --name), its lease and epoch, or that no worker holds it', async () => {
     const detached = await pipe(
-      ['run', path.join(fixtures, 'slow.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'],
+      ['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'],
       {cwd: dir},
     )
     const runId = json<{run_id: string}>(detached).run_id
@@ -152,7 +152,11 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     const text = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
     expect(text.stdout).to.include('worker: none, queued on default, no worker yet (epoch 0)\n')
 
-    const worker = startWorker(['--name', 'builder-1'])
+    // The worker is held inside its first step's commit (a fault point) while the run is looked at, so it is surely running.
+    const pauseDir = path.join(dir, 'pause')
+    await mkdir(pauseDir)
+    const worker = startWorker(['--name', 'builder-1'], {PIPE_FAULT_PAUSE_AT: 'before-commit:first', PIPE_FAULT_PAUSE_DIR: pauseDir})
+    await until('the worker is inside the commit of step first', async () => (await readdir(pauseDir)).some((f) => f.startsWith('reached.')))
     await until('the worker holds the run', async () => (await show<{holding: Holding}>(runId)).holding.worker !== null)
     const held = (await show<{holding: Holding}>(runId)).holding
     expect(held.worker).to.deep.equal({host: os.hostname(), pid: worker.child.pid, name: 'builder-1'})
@@ -164,6 +168,14 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
       `worker: builder-1 (host ${os.hostname()}, pid ${worker.child.pid}), lease until T, epoch 1\n`,
     )
 
+    // pipe runs list names the worker of a running run, in --json and in a WORKER column.
+    const listed = json<{runs: Array<{run_id: string; status: string; worker?: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir}))
+    expect(listed.runs.map((r) => [r.run_id, r.status, r.worker])).to.deep.equal([[runId, 'running', 'builder-1']])
+    const table = (await pipe(['runs', 'list', '--store', url], {cwd: dir})).stdout.split('\n')
+    expect(table[0]).to.match(/^RUN .* UPDATED +WORKER$/)
+    expect(table[1]).to.match(new RegExp(`^${runId} +running .* builder-1$`))
+
+    await writeFile(path.join(pauseDir, 'go'), '')
     await until('the run has ended', async () => !(await queued(runId)))
     const done = (await show<{holding: Holding}>(runId)).holding
     expect(done).to.deep.equal({worker: null, lease_until: null, epoch: 1, queue: null, detached_queue: 'default'})
@@ -176,5 +188,6 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     const runId = json<{run_id: string}>(run).run_id
     const shown = json<Record<string, unknown>>(await pipe(['runs', 'show', runId, '--json'], {cwd: dir}))
     expect(shown).to.not.have.property('holding')
+    expect((await pipe(['runs', 'list'], {cwd: dir})).stdout.split('\n')[0]).to.match(/^RUN .* UPDATED$/)
   })
 })
