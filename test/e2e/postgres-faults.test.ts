@@ -13,6 +13,7 @@ import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
 import {postgresBin, startCluster, type Cluster} from '../helpers/postgres.js'
+import {ModelServer} from '../helpers/model-server.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
@@ -236,5 +237,43 @@ describe('faults of the database under a pipe worker', function () {
     // The append-only triggers came back with the rows.
     const refused = await cluster.sql(`${db}_restored`, 'DELETE FROM pipe_snapshots').catch((error: Error) => error.message)
     expect(refused).to.match(/append-only/)
+  })
+
+  it("a worker frozen past its lease (SIGSTOP) cannot write an agent's conversation state when it wakes", async () => {
+    let release: () => void = () => undefined
+    const released = new Promise<void>((resolve) => (release = resolve))
+    // The frozen worker's model call is answered only once it is frozen; the next worker's, at once.
+    const server = await ModelServer.start(() => ({content: 'from the worker that took over'}))
+    try {
+      server.script('talk', {content: 'from the frozen worker', until: released})
+      execFileSync('git', ['init', '-q'], {cwd: dir})
+      await writeFile(path.join(dir, 'talk.md'), 'Say something.\n')
+      await writeFile(path.join(dir, 'agent.yaml'), 'version: 1\nname: agent\nsteps:\n  - {id: talk, kind: agent, prompt: talk.md, tools: [read_file]}\n')
+      const model = {OPENAI_BASE_URL: server.url}
+      const detached = await pipe(['run', path.join(dir, 'agent.yaml'), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir, env: model})
+      expect(detached.code, detached.stderr).to.equal(0)
+      const runId = json<{run_id: string}>(detached).run_id
+      const frozen = startWorker({...model, PIPE_LEASE_MS: '1500'})
+      await server.waitForRequests(1)
+      frozen.child.kill('SIGSTOP')
+      release()
+      const other = startWorker({...model, PIPE_LEASE_MS: '1500'})
+      await until('the run has succeeded', async () => (await recorded(runId)).events.includes('succeeded')).catch(async (error: Error) => {
+        throw new Error(`${error.message}; the timeline: ${(await recorded(runId)).events.join(' ')}; the worker said: ${other.stderr()}`)
+      })
+      const state = async (): Promise<string[]> =>
+        (await cluster.sql<{body: string}>(db, 'SELECT body FROM pipe_step_state WHERE run_id = $1 ORDER BY seq', [runId])).map((r) => r.body)
+      const kept = await state()
+      expect(kept.join('')).to.include('from the worker that took over')
+      frozen.child.kill('SIGCONT')
+      await until('the woken worker was refused', async () => frozen.stderr().includes(`pipe worker: ${runId}: [E_CONFLICT]`), 30000).catch((error: Error) => {
+        throw new Error(`${error.message}; its stderr: ${frozen.stderr()}`)
+      })
+      expect(frozen.stderr()).to.include('was taken over by another holder')
+      expect(await state(), 'the conversation state the run finished with').to.deep.equal(kept)
+      expect(kept.join('')).to.not.include('from the frozen worker')
+    } finally {
+      await server.close()
+    }
   })
 })
