@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // pipe's benchmark: whole processes, timed as paired, interleaved runs against `node -e 0`.
 //   npm run bench                                    every section, history at 10 / 1,000 / 10,000 runs
-//   npm run bench -- --only startup,run              some sections (startup run steps foreach fsyncs peer history)
+//   npm run bench -- --only startup,run              some sections (startup run steps foreach team fsyncs peer history)
+//   npm run bench -- --only team                     the PostgreSQL team store: workers' steps/s, dispatch, failover (bench/postgres.mjs)
 //   npm run bench -- --only peer                     pipe against LangGraph.js (bench/peer/, installed on demand)
 //   npm run bench -- --sizes 10,1000 --pairs 11      smaller history, fewer pairs
 //   npm run bench -- --stores /tmp/pipe-bench-stores reuse populated stores across invocations
@@ -28,7 +29,7 @@ const {values: opts} = parseArgs({
 })
 // --bin times another build of pipe (say, a checkout of an older commit) with this harness.
 const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
-const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'fsyncs', 'peer', 'history']
+const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'team', 'fsyncs', 'peer', 'history']
 const want = (name) => sections.includes(name)
 const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
@@ -195,6 +196,11 @@ if (want('foreach')) {
   writeFileSync(path.join(cwd, 'chain1.yaml'), chain(1))
   perStep('foreach 100 × 3 noop, concurrency 4, per child step', path.join(cwd, 'foreach.yaml'), path.join(cwd, 'chain1.yaml'), 300, '≤ 1 ms', Math.min(PAIRS, 7))
   removeLater(cwd)
+}
+
+if (want('team')) {
+  console.error('team store on PostgreSQL: steps/s with 1 and 3 workers, dispatch latency, failover after SIGKILL')
+  await (await import('./postgres.mjs')).teamBench({bin, env, record, root})
 }
 
 if (want('fsyncs') && opts.bin) console.error('fsyncs: counted in this checkout only (not with --bin)')

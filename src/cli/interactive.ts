@@ -257,7 +257,7 @@ export async function continueAtTerminal(outcome: RunOutcome, options: SessionOp
 async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
   let current = outcome
   const {signal} = options
-  while (current.status === 'awaiting_input' && current.pending && !signal?.aborted) {
+  while (current.status === 'awaiting_input' && current.pending && !current.queued && !signal?.aborted) {
     if (current.pending.kind === 'confirm') {
       say(actionText(current.pending))
       // The person has until the policy's deadline; then the prompt stops, and the run stays paused and says so.

@@ -9,6 +9,24 @@ import {exitCodeForStatus, renderRunResult, toRunResult, type RunResult} from '.
 import {withSignals} from './signals.js'
 import {writeOut} from './std-streams.js'
 
+/** What a command prints for a run it handed back to the workers (a detached run): `{"run_id", "status": "queued", "queue", "run_status"}`. */
+export interface QueuedResult {
+  run_id: string
+  status: 'queued'
+  queue: string
+  /** The run's own status now (it stays awaiting_input, with the input recorded, until a worker takes it). */
+  run_status: RunOutcome['status']
+  store: string
+}
+
+/** The result of a run handed back to the workers, printed, or null when the run was driven here. */
+export function finishQueued(outcome: RunOutcome, options: SessionOptions, json: boolean): QueuedResult | null {
+  if (!outcome.queued) return null
+  if (!json) writeOut(`${outcome.run_id} queued on ${outcome.queued}: a pipe worker continues it; pipe runs show ${outcome.run_id} follows it\n`)
+  process.exitCode = 0
+  return {run_id: outcome.run_id, status: 'queued', queue: outcome.queued, run_status: outcome.status, store: storeLabel(options.cwd, options.store)}
+}
+
 export async function finishRun(outcome: RunOutcome, options: SessionOptions, json: boolean, storeFlag: string | undefined, ask = true): Promise<RunResult> {
   // Ctrl-C stays honoured for the whole conversation: at a prompt, and in every session it drives.
   const final =

@@ -53,10 +53,14 @@ export function renderRunList(runs: RunSummary[]): string {
         r.spec_version ?? '-',
         `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''}${r.parent.key !== undefined ? ` ${r.parent.key}` : ''})` : ''}`,
         r.updated_at,
+        ...(held ? [r.worker ?? ''] : []),
       ],
       ...rows(r.children ?? [], depth + 1),
     ])
-  return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED'], ...rows(runs, 0)])
+  // The WORKER column is there only when a worker holds some run (a shared store), so a folder store's list is unchanged.
+  const anyHeld = (list: RunSummary[]): boolean => list.some((r) => r.worker !== undefined || anyHeld(r.children ?? []))
+  const held = anyHeld(runs)
+  return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED', ...(held ? ['WORKER'] : [])], ...rows(runs, 0)])
 }
 
 export function renderSnapshotList(snapshots: Snapshot[]): string {

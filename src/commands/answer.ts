@@ -4,7 +4,7 @@ import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
 import {askAnswers, canPrompt} from '../cli/interactive.js'
 import {progressPrinter} from '../cli/progress.js'
-import {finishRun} from '../cli/run-flow.js'
+import {finishQueued, finishRun, type QueuedResult} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {answersOf, loadAnswersFile} from '../config/answers.js'
@@ -37,7 +37,7 @@ export default class Answer extends PipeCommand {
     store: PipeCommand.storeFlag,
   }
 
-  async run(): Promise<RunResult | {run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
+  async run(): Promise<RunResult | QueuedResult | {run_id: string; current: ClarifyRound | null; earlier: ClarifyRound[]}> {
     const {args, flags} = await this.parse(Answer)
     assertId('run', args.run)
     const store = this.storeDir(flags.store)
@@ -78,7 +78,7 @@ export default class Answer extends PipeCommand {
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
       }),
     )
-    return finishRun(outcome, session, this.jsonEnabled(), flags.store)
+    return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store)
   }
 
   private async showQuestions(

@@ -2,7 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {progressPrinter} from '../cli/progress.js'
-import {finishRun} from '../cli/run-flow.js'
+import {finishQueued, finishRun, type QueuedResult} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {confirmSession} from '../app/sessions/confirm.js'
@@ -48,7 +48,7 @@ export default class Confirm extends PipeCommand {
     store: PipeCommand.storeFlag,
   }
 
-  async run(): Promise<RunResult> {
+  async run(): Promise<RunResult | QueuedResult> {
     const {args, flags} = await this.parse(Confirm)
     assertId('run', args.run)
     if (!flags.yes && !flags.no) throw new PipeError('E_INVALID_ARGS', 'say --yes or --no', {hint: `pipe confirm ${args.run} --yes   (or --no --note TEXT)`})
@@ -65,6 +65,6 @@ export default class Confirm extends PipeCommand {
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
       }),
     )
-    return finishRun(outcome, session, this.jsonEnabled(), flags.store)
+    return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store)
   }
 }

@@ -2,7 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {progressPrinter} from '../cli/progress.js'
-import {finishRun} from '../cli/run-flow.js'
+import {finishQueued, finishRun, type QueuedResult} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {replyFlags, replyOptions} from '../cli/reply-flags.js'
@@ -39,7 +39,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
     store: PipeCommand.storeFlag,
   }
 
-  async run(): Promise<RunResult> {
+  async run(): Promise<RunResult | QueuedResult> {
     const {args, flags} = await this.parse(Resume)
     assertId('run', args.run)
     const store = this.storeDir(flags.store)
@@ -58,6 +58,7 @@ The run uses the pipeline and policy it started with; if either file changed sin
         ...replyOptions(flags, process.cwd()),
       }),
     )
-    return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, this.jsonEnabled(), flags.store)
+    const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
+    return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store)
   }
 }

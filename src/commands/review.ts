@@ -4,7 +4,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {askDecision, canPrompt, reviewText} from '../cli/interactive.js'
 import {progressPrinter} from '../cli/progress.js'
-import {finishRun} from '../cli/run-flow.js'
+import {finishQueued, finishRun, type QueuedResult} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {reviewSession, reviewSummary} from '../app/sessions/review.js'
@@ -32,7 +32,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
     store: PipeCommand.storeFlag,
   }
 
-  async run(): Promise<RunResult> {
+  async run(): Promise<RunResult | QueuedResult> {
     const {args, flags} = await this.parse(Review)
     assertId('run', args.run)
     const store = this.storeDir(flags.store)
@@ -60,6 +60,6 @@ On a terminal without --decision, a summary of the spec and its gate results is 
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
       }),
     )
-    return finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')
+    return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')
   }
 }

@@ -34,6 +34,7 @@ Steps run in the workspace the run was created in (its folder on this machine): 
   static override flags = {
     concurrency: Flags.integer({description: 'How many runs this worker drives at once.', default: 1, min: 1, max: 256}),
     queue: Flags.string({description: 'The queue to take runs from (pipe run --detach --queue NAME).', default: 'default', helpValue: 'NAME'}),
+    name: Flags.string({description: 'A name for this worker, shown with its host and pid by pipe runs show as the holder of a run.', helpValue: 'NAME'}),
     store: PipeCommand.storeFlag,
   }
 
@@ -46,8 +47,11 @@ Steps run in the workspace the run was created in (its folder on this machine): 
       })
     }
     const store = (await openStore(location, 'existing')) as PostgresStore
+    ;(await import('../store/postgres/store.js')).nameHolder(flags.name)
     const driven: WorkerSummary['driven'] = []
-    writeErr(`pipe worker: queue ${flags.queue} of ${safeUrl(location)}, ${flags.concurrency} at a time (pid ${process.pid})\n`)
+    writeErr(
+      `pipe worker${flags.name ? ` ${flags.name}` : ''}: queue ${flags.queue} of ${safeUrl(location)}, ${flags.concurrency} at a time (pid ${process.pid})\n`,
+    )
     try {
       await withSignals(async (signal) => {
         const active = new Map<string, Promise<void>>()

@@ -108,4 +108,6 @@ export interface RunOutcome {
   error?: RunRecord['error']
   /** For a failed run: whether pipe resume can redrive it (a step failed; not a loop bound, an end step or a handled failure). */
   redrivable?: boolean
+  /** The run was handed to the workers of a shared store on this queue, not driven in this process (a detached run). */
+  queued?: string
 }

@@ -121,6 +121,35 @@ export class Engine {
 
   async resume(runId: string, options: ResumeOptions): Promise<RunOutcome> {
     const {store} = this.deps
+    await this.checkResume(runId, options)
+    // Taking in answers or a decision happens under the run's lock, so a run being driven elsewhere is never changed.
+    return this.drive(runId, options, 'resumed', async () => {
+      const current = await store.readRun(runId)
+      assertResumable(current)
+      await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options)
+    })
+  }
+
+  /**
+   * Records what a person gives a run (answers, a decision, a confirmation) as resume would, under
+   * the run's lock, without driving it: a worker goes on with it (a detached run on a shared store).
+   */
+  async takeIn(runId: string, options: ResumeOptions): Promise<void> {
+    const {store} = this.deps
+    await this.checkResume(runId, options)
+    const release = await store.acquireRun(runId)
+    try {
+      const current = await store.readRun(runId)
+      assertResumable(current)
+      await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options)
+    } finally {
+      await release()
+    }
+  }
+
+  /** What resume refuses before anything is written. */
+  private async checkResume(runId: string, options: ResumeOptions): Promise<void> {
+    const {store} = this.deps
     const record = await store.readRun(runId)
     assertResumable(record)
     if (record.pipeline.hash !== options.pipeline.hash) {
@@ -141,12 +170,6 @@ export class Engine {
         hint: 'Resume it under the policy it runs with (leave out --policy), or cancel it and start a new run under the new policy.',
       })
     }
-    // Taking in answers or a decision happens under the run's lock, so a run being driven elsewhere is never changed.
-    return this.drive(runId, options, 'resumed', async () => {
-      const current = await store.readRun(runId)
-      assertResumable(current)
-      await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options)
-    })
   }
 
   /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */

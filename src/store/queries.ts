@@ -22,6 +22,8 @@ export interface RunSummary {
   parent?: NonNullable<RunRecord['parent']>
   /** Child runs of this run (pipeline and foreach steps), oldest first; listed under it unless --all. */
   children?: RunSummary[]
+  /** On a shared store, for a running run: the worker holding it (its --name, else host:pid). */
+  worker?: string
 }
 
 /** A run recorded as running whose owning process is gone was interrupted (a crash, a kill -9). */

@@ -68,6 +68,19 @@ export interface StartedRun {
 }
 
 /** Who holds a run. */
+/** Who drives a run of a shared store now (pipe runs show): a worker under a live lease, or none; and its place in the queue. */
+export interface Holding {
+  /** The holder whose lease has not run out, or null. */
+  worker: {host: string; pid: number; name?: string} | null
+  lease_until: string | null
+  /** How many times the run has been taken; a holder whose epoch moved on cannot commit. */
+  epoch: number
+  /** The queue the run waits in now, or null (not queued). */
+  queue: string | null
+  /** The queue pipe run --detach put it on: answers, reviews and pipe resume hand it back there. */
+  detached_queue: string | null
+}
+
 export interface RunHolder {
   pid: number
   host: string
@@ -149,6 +162,8 @@ export interface RunStore {
   /** Holds the run (E_CONFLICT while another holder lives); whatever another holder did is learnt afresh. */
   acquireRun(runId: string): Promise<Release>
   runOwner(runId: string): Promise<RunHolder | null>
+  /** A shared store's lease and queue of a run (the file store has neither). */
+  holding?(runId: string): Promise<Holding | null>
 
   // The step commit
 

@@ -28,6 +28,8 @@ export interface Scripted {
   tool_calls?: Array<{id?: string; name: string; arguments: unknown}>
   /** Never answered: the request hangs until the client goes (a process killed mid-request). */
   hang?: boolean
+  /** Answered once this settles (a test lets the reply go when it has frozen the client). */
+  until?: Promise<unknown>
 }
 
 /** A completion whose message calls tools. */
@@ -135,6 +137,7 @@ export class ModelServer {
     const queue = this.scripts.get(request.kind)?.length ? this.scripts.get(request.kind)! : (this.scripts.get('*') ?? [])
     const reply = queue.shift() ?? this.fallback(request)
     if (reply.hang) return
+    if (reply.until) await reply.until
     if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs))
     if (res.destroyed) return
     const status = reply.status ?? 200

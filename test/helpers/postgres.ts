@@ -59,7 +59,11 @@ function run(command: string, args: string[]): void {
 
 let counter = 0
 
-export async function startCluster(): Promise<Cluster> {
+/**
+ * `durable`: commits are on disk when they return (synchronous_commit on), for a test that crashes
+ * the server (pg_ctl restart -m immediate) and counts on what was committed before.
+ */
+export async function startCluster(options: {durable?: boolean} = {}): Promise<Cluster> {
   const bin = postgresBin()
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-pg-'))
   if (process.getuid?.() === 0) {
@@ -72,7 +76,11 @@ export async function startCluster(): Promise<Cluster> {
   run(path.join(bin, 'initdb'), ['-D', data, '--no-sync', '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C'])
   const ctl = (...args: string[]): void => run(path.join(bin, 'pg_ctl'), ['-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '60', ...args])
   // Durability costs nothing to test for: fsync off keeps a throwaway cluster fast.
-  ctl('-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`, 'start')
+  ctl(
+    '-o',
+    `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c synchronous_commit=${options.durable ? 'on' : 'off'} -c full_page_writes=off -c max_connections=200`,
+    'start',
+  )
   const url = (database: string): string => `postgres://postgres@127.0.0.1:${port}/${database}`
   const sql = async <R extends Record<string, unknown>>(database: string, text: string, values: unknown[] = []): Promise<R[]> => {
     const client = new pg.Client({connectionString: url(database)})

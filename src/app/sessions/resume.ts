@@ -8,6 +8,8 @@ import {openStore, storeLocation} from '../../store/open.js'
 import {readSecrets} from '../../engine/expressions.js'
 import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
+import type {PostgresStore} from '../../store/postgres/store.js'
+import type {RunStore} from '../../store/types.js'
 import {repairEndedRun} from '../../engine/commit.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
 import {
@@ -79,7 +81,8 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const sources = await replySources({cwd: options.cwd, store: options.store, ...replies})
   const acceptCassette = options.cassette ? null : changedCassette(record, sources.cassette?.sha256 ?? null, options)
   const provider = planProvider(record.provider.kind === 'openai' ? 'openai' : 'offline', pipeline.pipeline.provider, options.env ?? process.env, sources)
-  return engineFor(store, options, provider.create, provider.replies).resume(options.runId, {
+  const engine = engineFor(store, options, provider.create, provider.replies)
+  const resume = {
     pipeline,
     policy: guarding(policy, store),
     // Steps act in the workspace the run started in, wherever resume is called from.
@@ -88,7 +91,36 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     ...(acceptCassette ? {acceptCassette} : {}),
     ...(options.confirm ? {confirm: options.confirm} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
-  })
+  }
+  const queue = await handBackTo(store, record, options, Boolean(answers || options.confirm || options.decision || acceptCassette))
+  if (queue === null) return engine.resume(options.runId, resume)
+  await engine.takeIn(options.runId, resume)
+  await (store as PostgresStore).enqueue(options.runId, queue)
+  const after = await store.readRun(options.runId)
+  return {
+    run_id: options.runId,
+    feature_id: after.feature_id,
+    status: after.status,
+    spec_version: after.spec_version ?? null,
+    steps_run: 0,
+    reason: `queued on ${queue}: a pipe worker continues it`,
+    queued: queue,
+  }
+}
+
+/**
+ * The queue a detached run goes back to instead of being driven here (null: drive it here). A run
+ * pipe run --detach put on a shared store's queue is the workers' for its whole life: what a person
+ * gives it is recorded under its lock, and a worker goes on with it. A run still queued with nothing
+ * given is left to its worker; a redrive that names a policy or a reply source is driven here, since
+ * a worker would not know them.
+ */
+async function handBackTo(store: RunStore, record: RunRecord, options: ResumeSession, given: boolean): Promise<string | null> {
+  if (!store.holding || options.policy || options.cassette || options.cache) return null
+  const holding = await store.holding(record.run_id)
+  if (!holding?.detached_queue) return null
+  if (!given && (holding.queue !== null || record.status === 'awaiting_input')) return null
+  return holding.detached_queue
 }
 
 /**

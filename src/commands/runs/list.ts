@@ -40,6 +40,14 @@ export default class RunsList extends PipeCommand {
             ...(flags.feature ? {feature: flags.feature} : {}),
             all: flags.all,
           })
+    // A shared store names the worker of each running run (a folder store has none: its list is as it was).
+    if (store?.holding) {
+      const running = (list: RunSummary[]): RunSummary[] => list.flatMap((r) => [...(r.status === 'running' ? [r] : []), ...running(r.children ?? [])])
+      for (const run of running(runs)) {
+        const worker = (await store.holding(run.run_id))?.worker
+        if (worker) run.worker = worker.name ?? `${worker.host}:${worker.pid}`
+      }
+    }
     if (!this.jsonEnabled()) process.stdout.write(renderRunList(runs))
     return {runs}
   }

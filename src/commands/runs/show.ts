@@ -5,6 +5,7 @@ import {renderRunShow} from '../../cli/views.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../store/queries.js'
 import {openStore} from '../../store/open.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
+import type {Holding} from '../../store/types.js'
 import {assertId} from '../../store/ids.js'
 import {line as t} from '../../util/terminal-text.js'
 
@@ -26,6 +27,8 @@ export interface RunShowResult {
   }>
   /** The runs this run started (pipeline and foreach steps), each with its own children. */
   children: RunSummary[]
+  /** On a shared (PostgreSQL) store: the worker holding the run under a live lease, its lease and epoch, and the queue. */
+  holding?: Holding
   /** Model usage over all steps. */
   usage: {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string}
 }
@@ -47,14 +50,17 @@ export default class RunsShow extends PipeCommand {
     const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])
     const usage = totalUsage(snapshots)
     const children = await childTree(store, args.run)
+    const holding = (await store.holding?.(args.run)) ?? undefined
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
+      if (holding) process.stdout.write(holdingText(holding))
       if (usage.calls > 0)
         process.stdout.write(
           t`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`,
         )
     }
     return {
+      ...(holding ? {holding} : {}),
       usage,
       children,
       run: record,
@@ -77,4 +83,12 @@ export default class RunsShow extends PipeCommand {
       }),
     }
   }
+}
+
+/** Who drives the run on a shared store: a worker under its lease, or where it waits. */
+function holdingText(h: Holding): string {
+  if (h.worker)
+    return t`worker: ${h.worker.name ? `${h.worker.name} ` : ''}(host ${h.worker.host}, pid ${h.worker.pid}), lease until ${h.lease_until ?? '-'}, epoch ${h.epoch}\n`
+  if (h.queue) return t`worker: none, queued on ${h.queue}, no worker yet (epoch ${h.epoch})\n`
+  return t`worker: none, not queued${h.detached_queue ? ` (a detached run: answers, reviews and pipe resume put it back on ${h.detached_queue})` : ''} (epoch ${h.epoch})\n`
 }

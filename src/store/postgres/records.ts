@@ -12,6 +12,7 @@ import {compareIds, formatId} from '../ids.js'
 import {checkRecord, sealMessage, sealRecord, verifySpec} from '../integrity.js'
 import {safeUrl} from '../location.js'
 import {checkedSpec, parseRow} from './rows.js'
+import type {Holding} from '../types.js'
 
 type Plain = Record<string, unknown>
 
@@ -53,6 +54,13 @@ export class PostgresRecords {
         throw databaseError(error, what)
       }
       let broken = false
+      // A connection lost while this transaction has it (the server restarted, the backend was
+      // terminated) is an 'error' event on the client that would end the process unheard: the
+      // failing query says it instead, and the connection is thrown away.
+      const lost = (): void => {
+        broken = true
+      }
+      client.on('error', lost)
       try {
         await client.query('BEGIN')
         const out = await work(client)
@@ -64,6 +72,7 @@ export class PostgresRecords {
         if ((code === '40001' || code === '40P01') && attempt < 5) continue
         throw databaseError(error, what)
       } finally {
+        client.off('error', lost)
         client.release(broken)
       }
     }
@@ -201,9 +210,16 @@ export class PostgresRecords {
 
   // The queue of runs for workers (pipe run --detach, pipe worker)
 
-  /** Puts a run on a queue (again: a second enqueue keeps its place). */
+  /**
+   * Puts a run on a queue, and marks it as a run the workers drive (its detached queue, kept for its
+   * life). A run already queued keeps its place; the row is marked `again` so that a worker that is
+   * taking it off (the run had just stopped) leaves it for the next claim.
+   */
   async enqueue(runId: string, queue: string): Promise<void> {
-    await this.query(`cannot queue run ${runId}`, 'INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, queue])
+    await this.tx(`cannot queue run ${runId}`, async (client) => {
+      await client.query('INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2) ON CONFLICT (run_id) DO UPDATE SET again = true', [runId, queue])
+      await client.query('UPDATE pipe_runs SET detached_queue = $2 WHERE run_id = $1 AND detached_queue IS DISTINCT FROM $2', [runId, queue])
+    })
   }
 
   /** Runs of a queue that nobody drives now (no holder, or a lease that ran out), oldest first. */
@@ -218,15 +234,59 @@ export class PostgresRecords {
     return rows.map((r) => r.run_id)
   }
 
-  /** Takes a run off the queue once it has stopped (ended, or waiting for a person). */
+  /**
+   * Takes a run off the queue once it has stopped (ended, or waiting for a person) — unless it was
+   * queued again meanwhile (a person answered between its stop and this call): then the row stays,
+   * once, for the next claim.
+   */
   async dequeue(runId: string): Promise<void> {
-    await this.query(`cannot take run ${runId} off the queue`, 'DELETE FROM pipe_queue WHERE run_id = $1', [runId])
+    await this.query(
+      `cannot take run ${runId} off the queue`,
+      `WITH kept AS (UPDATE pipe_queue SET again = false WHERE run_id = $1 AND again RETURNING run_id)
+       DELETE FROM pipe_queue WHERE run_id = $1 AND NOT again`,
+      [runId],
+    )
   }
 
   /** The queue a run waits in, or null. */
   async queued(runId: string): Promise<string | null> {
     const rows = await this.query<{queue: string}>(`cannot read the queue`, 'SELECT queue FROM pipe_queue WHERE run_id = $1', [runId])
     return rows[0]?.queue ?? null
+  }
+
+  /** The queue a run was put on by pipe run --detach (the workers drive it), or null (driven by whoever runs pipe). */
+  async detachedQueue(runId: string): Promise<string | null> {
+    const rows = await this.query<{queue: string | null}>(`cannot read run ${runId}`, 'SELECT detached_queue AS queue FROM pipe_runs WHERE run_id = $1', [
+      runId,
+    ])
+    return rows[0]?.queue ?? null
+  }
+
+  /** Who holds a run now and under which lease, and where it stands in the queue (pipe runs show). */
+  async holding(runId: string): Promise<Holding | null> {
+    const rows = await this.query<{
+      holder: string | null
+      lease_until: Date | null
+      alive: boolean
+      epoch: string
+      queue: string | null
+      detached: string | null
+    }>(
+      `cannot read run ${runId}`,
+      `SELECT r.holder, r.lease_until, (r.lease_until IS NOT NULL AND r.lease_until > now()) AS alive, r.epoch, q.queue, r.detached_queue AS detached
+       FROM pipe_runs r LEFT JOIN pipe_queue q USING (run_id) WHERE r.run_id = $1`,
+      [runId],
+    )
+    const row = rows[0]
+    if (!row) return null
+    const holder = row.holder ? (JSON.parse(row.holder) as {pid: number; host: string; name?: string}) : null
+    return {
+      worker: holder && row.alive ? {host: holder.host, pid: holder.pid, ...(holder.name ? {name: holder.name} : {})} : null,
+      lease_until: holder && row.alive && row.lease_until ? row.lease_until.toISOString() : null,
+      epoch: Number(row.epoch),
+      queue: row.queue,
+      detached_queue: row.detached,
+    }
   }
 
   // The ledger and the audit

@@ -75,6 +75,13 @@ const MIGRATIONS: string[] = [
   );
   CREATE INDEX pipe_queue_order ON pipe_queue (queue, enqueued_at);
   `,
+  // 3: the queue a detached run belongs to, kept for its whole life (a pipe_queue row goes when the run
+  // stops), so that answers, a review, a confirmation or pipe resume hand it back to the workers; and
+  // a re-enqueue that lands while a worker is taking the row away (again), so the run is not dropped.
+  `
+  ALTER TABLE pipe_runs ADD COLUMN detached_queue text;
+  ALTER TABLE pipe_queue ADD COLUMN again boolean NOT NULL DEFAULT false;
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

@@ -28,7 +28,7 @@ import {canonicalJson, sha256} from '../../util/hash.js'
 import {evidenceText} from '../evidence.js'
 import {assertValid} from '../files.js'
 import {compareIds, dayKey, formatId} from '../ids.js'
-import {fileHash, runCreationHash, runRecordSealer, sealLine, sealSnapshot} from '../integrity.js'
+import {fileHash, runCreationHash, runRecordSealer, sealLine, sealRecord, sealSnapshot} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
 import {specText} from '../specs.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
@@ -50,7 +50,18 @@ function leaseMs(): number {
 export {safeUrl}
 export {databaseError} from './records.js'
 
-const holderOf = (): {pid: number; host: string; token: string} => ({pid: process.pid, host: os.hostname(), token: randomBytes(8).toString('hex')})
+/** The name this process gives itself as a holder (pipe worker --name), shown by pipe runs show. */
+let holderName: string | undefined
+export function nameHolder(name: string | undefined): void {
+  holderName = name
+}
+
+const holderOf = (): {pid: number; host: string; token: string; name?: string} => ({
+  pid: process.pid,
+  host: os.hostname(),
+  token: randomBytes(8).toString('hex'),
+  ...(holderName ? {name: holderName} : {}),
+})
 
 export class PostgresStore extends PostgresRecords implements RunStore {
   readonly root: string
@@ -280,6 +291,29 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     if (!row?.holder) return null
     const holder = JSON.parse(row.holder) as {pid: number; host: string}
     return {pid: holder.pid, host: holder.host, alive: row.alive}
+  }
+
+  /**
+   * A step's working state (an agent's conversation) is written between commits: a holder whose
+   * lease was taken over (it was frozen past it) must not overwrite what the new holder goes on
+   * with, so the write lands only while this process's epoch is the run's (the row locked against
+   * a takeover in between), and is E_CONFLICT otherwise, as its commit would be.
+   */
+  override async writeStepState(runId: string, step: string, seq: number, state: unknown): Promise<void> {
+    const mine = this.held.get(runId)
+    if (!mine) return super.writeStepState(runId, step, seq, state)
+    const rows = await this.query(
+      `cannot write the state of step ${step}`,
+      `INSERT INTO pipe_step_state (run_id, step, seq, body)
+       SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM pipe_runs WHERE run_id = $1 AND epoch = $5 FOR SHARE)
+       ON CONFLICT (run_id, step, seq) DO UPDATE SET body = EXCLUDED.body RETURNING 1`,
+      [runId, step, seq, `${JSON.stringify(sealRecord({state}))}\n`, mine.epoch],
+    )
+    if (rows.length === 0) {
+      throw new PipeError('E_CONFLICT', `run ${runId} was taken over by another holder (its lease ran out): this process no longer drives it`, {
+        hint: 'Nothing was recorded by this process; pipe runs show RUN says who holds the run now.',
+      })
+    }
   }
 
   // The step commit

@@ -1,0 +1,193 @@
+/**
+ * A detached run on a PostgreSQL store is the workers' for its whole life: answers and a review
+ * given to it by `pipe answer` / `pipe review` are recorded and the run goes back on its queue
+ * (the command prints "queued" and exits 0), and a worker drives it on; `pipe runs show` names the
+ * worker holding a run, its lease and epoch, or that none holds it. Every wait is for a row.
+ */
+import {expect} from 'chai'
+import {spawn, type ChildProcess} from 'node:child_process'
+import {mkdir, readdir, writeFile} from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+
+const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
+
+interface Worker {
+  child: ChildProcess
+  stderr: () => string
+  exited: Promise<number | null>
+}
+
+interface Holding {
+  worker: {host: string; pid: number; name?: string} | null
+  lease_until: string | null
+  epoch: number
+  queue: string | null
+  detached_queue: string | null
+}
+
+describe('a detached run handed back to the workers of a PostgreSQL store', function () {
+  this.timeout(180000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  let db: string
+  let url: string
+  const workers: Worker[] = []
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-pg-handback-'))
+    db = await cluster.createDatabase()
+    url = cluster.url(db)
+  })
+  afterEach(async () => {
+    for (const w of workers.splice(0)) {
+      w.child.kill('SIGKILL')
+      await w.exited
+    }
+    await cleanup()
+  })
+
+  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
+    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', PIPE_INTERACTIVE: '0', ...extra}
+    delete out.PIPE_STORE
+    return out
+  }
+
+  function startWorker(args: string[] = [], extra: Record<string, string> = {}): Worker {
+    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {cwd: dir, env: env(extra), stdio: ['ignore', 'pipe', 'pipe']})
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.stdout.resume()
+    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
+    workers.push(worker)
+    return worker
+  }
+
+  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 90000): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+
+  const show = async <T>(runId: string): Promise<T> => json<T>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
+  const queued = async (runId: string): Promise<boolean> =>
+    (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue WHERE run_id = $1', [runId]))[0]!.n === 1
+  /** The run waits for a person (of this kind) and no worker has it queued any more. */
+  const waitsFor = (runId: string, kind: string) => async (): Promise<boolean> => {
+    const run = await show<{status: string; run: {pending?: {kind: string}}}>(runId)
+    return run.status === 'awaiting_input' && run.run.pending?.kind === kind && !(await queued(runId))
+  }
+
+  it('pipe answer and pipe review put the run back on its queue (printing "queued") and a worker finishes it', async () => {
+    const detached = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--detach', '--store', url, '--json'], {cwd: dir})
+    expect(detached.code, detached.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(detached).run_id
+    const worker = startWorker(['--name', 'alpha'])
+    await until('the run waits for answers', waitsFor(runId, 'answers'))
+
+    const answered = await pipe(['answer', runId, '--file', path.join(examples, 'one-sentence.answers.yaml'), '--store', url, '--json'], {cwd: dir})
+    expect(answered.code, answered.stderr).to.equal(0)
+    expect(json(answered)).to.deep.include({run_id: runId, status: 'queued', queue: 'default', run_status: 'awaiting_input'})
+    await until('the worker took the answers and the run waits for a review', waitsFor(runId, 'review'))
+
+    const text = await pipe(['review', runId, '--decision', 'go', '--store', url], {cwd: dir})
+    expect(text.code, text.stderr).to.equal(0)
+    expect(text.stdout).to.equal(`${runId} queued on default: a pipe worker continues it; pipe runs show ${runId} follows it\n`)
+    await until('the run has ended', async () => (await show<{status: string}>(runId)).status === 'succeeded' && !(await queued(runId)))
+
+    // The worker, not the commands, drove every step after each pause: its session lines name them.
+    const lines = worker
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes(runId))
+    expect(lines).to.deep.equal([`pipe worker: ${runId} awaiting_input`, `pipe worker: ${runId} awaiting_input`, `pipe worker: ${runId} succeeded`])
+    const events = await cluster.sql<{line: string}>(db, 'SELECT line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
+    const names = events.map((e) => (JSON.parse(e.line) as {event: string}).event)
+    expect(names.filter((n) => n === 'answers_given' || n === 'review_given')).to.deep.equal(['answers_given', 'review_given'])
+    const audit = await pipe(['audit', 'verify', runId, '--json', '--store', url], {cwd: dir})
+    expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
+  })
+
+  it('pipe resume of a detached run that stopped puts it back on its queue instead of driving it here', async () => {
+    const detached = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--detach', '--store', url, '--json'], {cwd: dir})
+    const runId = json<{run_id: string}>(detached).run_id
+    startWorker()
+    await until('the run waits for answers', waitsFor(runId, 'answers'))
+    const resumed = await pipe(['resume', runId, '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--store', url, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json(resumed)).to.deep.include({run_id: runId, status: 'queued', queue: 'default'})
+    await until('a worker took it on to the review', waitsFor(runId, 'review'))
+  })
+
+  it('pipe resume of a detached run that failed queues it again, and a worker redrives it', async () => {
+    const failing = path.join(dir, 'failing.yaml')
+    await writeFile(failing, 'version: 1\nname: failing\nsteps:\n  - {id: broken, kind: command, run: [sleep, "not-a-number"]}\n')
+    const detached = await pipe(['run', failing, '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'], {cwd: dir})
+    expect(detached.code, detached.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(detached).run_id
+    const worker = startWorker()
+    await until('the run has failed', async () => (await show<{status: string}>(runId)).status === 'failed' && !(await queued(runId)))
+    const resumed = await pipe(['resume', runId, '--store', url, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json(resumed)).to.deep.include({run_id: runId, status: 'queued', queue: 'default', run_status: 'failed'})
+    await until('the worker redrove it', async () => worker.stderr().split(`pipe worker: ${runId} failed`).length === 3)
+    const events = await cluster.sql<{line: string}>(db, 'SELECT line FROM pipe_events WHERE run_id = $1 ORDER BY n', [runId])
+    expect(events.map((e) => (JSON.parse(e.line) as {event: string}).event).filter((n) => n === 'failed')).to.have.length(2)
+  })
+
+  it('pipe runs show names the worker holding a run (host, pid, --name), its lease and epoch, or that no worker holds it', async () => {
+    const detached = await pipe(
+      ['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'],
+      {cwd: dir},
+    )
+    const runId = json<{run_id: string}>(detached).run_id
+    const waiting = await show<{holding: Holding}>(runId)
+    expect(waiting.holding).to.deep.equal({worker: null, lease_until: null, epoch: 0, queue: 'default', detached_queue: 'default'})
+    const text = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
+    expect(text.stdout).to.include('worker: none, queued on default, no worker yet (epoch 0)\n')
+
+    // The worker is held inside its first step's commit (a fault point) while the run is looked at, so it is surely running.
+    const pauseDir = path.join(dir, 'pause')
+    await mkdir(pauseDir)
+    const worker = startWorker(['--name', 'builder-1'], {PIPE_FAULT_PAUSE_AT: 'before-commit:first', PIPE_FAULT_PAUSE_DIR: pauseDir})
+    await until('the worker is inside the commit of step first', async () => (await readdir(pauseDir)).some((f) => f.startsWith('reached.')))
+    await until('the worker holds the run', async () => (await show<{holding: Holding}>(runId)).holding.worker !== null)
+    const held = (await show<{holding: Holding}>(runId)).holding
+    expect(held.worker).to.deep.equal({host: os.hostname(), pid: worker.child.pid, name: 'builder-1'})
+    expect(held.epoch).to.equal(1)
+    expect(Number.isNaN(Date.parse(held.lease_until ?? ''))).to.equal(false)
+    const heldText = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
+    // The lease is renewed as the worker goes: its time is whatever it is now, the rest is exact.
+    expect(heldText.stdout.replace(/lease until \S+,/, 'lease until T,')).to.include(
+      `worker: builder-1 (host ${os.hostname()}, pid ${worker.child.pid}), lease until T, epoch 1\n`,
+    )
+
+    // pipe runs list names the worker of a running run, in --json and in a WORKER column.
+    const listed = json<{runs: Array<{run_id: string; status: string; worker?: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir}))
+    expect(listed.runs.map((r) => [r.run_id, r.status, r.worker])).to.deep.equal([[runId, 'running', 'builder-1']])
+    const table = (await pipe(['runs', 'list', '--store', url], {cwd: dir})).stdout.split('\n')
+    expect(table[0]).to.match(/^RUN .* UPDATED +WORKER$/)
+    expect(table[1]).to.match(new RegExp(`^${runId} +running .* builder-1$`))
+
+    await writeFile(path.join(pauseDir, 'go'), '')
+    await until('the run has ended', async () => !(await queued(runId)))
+    const done = (await show<{holding: Holding}>(runId)).holding
+    expect(done).to.deep.equal({worker: null, lease_until: null, epoch: 1, queue: null, detached_queue: 'default'})
+    const doneText = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
+    expect(doneText.stdout).to.include('worker: none, not queued (a detached run: answers, reviews and pipe resume put it back on default) (epoch 1)\n')
+  })
+
+  it('a file store shows no holding', async () => {
+    const run = await pipe(['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--json'], {cwd: dir})
+    const runId = json<{run_id: string}>(run).run_id
+    const shown = json<Record<string, unknown>>(await pipe(['runs', 'show', runId, '--json'], {cwd: dir}))
+    expect(shown).to.not.have.property('holding')
+    expect((await pipe(['runs', 'list'], {cwd: dir})).stdout.split('\n')[0]).to.match(/^RUN .* UPDATED$/)
+  })
+})
