@@ -9,10 +9,51 @@ import {expect} from 'chai'
 import {execFileSync, spawn, type ChildProcess} from 'node:child_process'
 import {mkdir, readdir, readFile, realpath, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
+import {bin, json, pipe, tempDir, testHome} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
-const slot = path.join(repoRoot, 'test', 'fixtures', 'postgres', 'slot.mjs')
+/** A foreach child's work (written as slot.mjs into each test's folder): it counts the children running at once itself. */
+const SLOT = `// A foreach child's work, for the worker tests: it counts the children running at once itself.
+//   node slot.mjs DIR ITEM hold      enters (a marker in DIR/running), waits until it has seen the
+//                                    count settle, records the most it saw in DIR/seen/ITEM, leaves
+//   node slot.mjs DIR ITEM fail-N    waits until N other children are running, then fails (exit 1)
+//   node slot.mjs DIR ITEM block     enters and waits until killed (a child fail_fast must cancel)
+//   node slot.mjs DIR NAME touch     writes NAME in the current folder (which checkout ran it)
+//   node slot.mjs DIR ITEM:MODE item one of the above, named by the item itself
+import {mkdirSync, readdirSync, rmSync, writeFileSync} from 'node:fs'
+import path from 'node:path'
+
+const [dir, given, named] = process.argv.slice(2)
+const [item, mode] = named === 'item' ? given.split(':') : [given, named]
+if (mode === 'touch') {
+  writeFileSync(path.join(process.cwd(), item), \`\${process.cwd()}\\n\`)
+  process.exit(0)
+}
+const running = path.join(dir, 'running')
+mkdirSync(running, {recursive: true})
+mkdirSync(path.join(dir, 'seen'), {recursive: true})
+const marker = path.join(running, \`\${item}.\${process.pid}\`)
+writeFileSync(marker, '')
+const count = () => readdirSync(running).length
+const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+if (mode?.startsWith('fail-')) {
+  const others = Number(mode.slice(5))
+  while (count() - 1 < others) await wait(20)
+  rmSync(marker)
+  process.exit(1)
+}
+if (mode === 'block') {
+  for (;;) await wait(1000)
+}
+// hold: look at the others a few times while holding the slot, keeping the most seen.
+let most = 0
+for (let i = 0; i < 10; i++) {
+  most = Math.max(most, count())
+  await wait(20)
+}
+writeFileSync(path.join(dir, 'seen', item), String(most))
+rmSync(marker)
+`
 
 interface Worker {
   child: ChildProcess
@@ -45,7 +86,7 @@ steps:
 `
 }
 
-function itemPipeline(slots: string, mode: string): string {
+function itemPipeline(slot: string, slots: string, mode: string): string {
   return `version: 1
 name: item
 inputs:
@@ -70,6 +111,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
   let db: string
   let url: string
   let slots: string
+  let slot: string
   const workers: Worker[] = []
   before(async () => (cluster = await startCluster()))
   after(async () => cluster?.stop())
@@ -77,6 +119,8 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     ;({dir, cleanup} = await tempDir('pipe-pg-fan-'))
     dir = await realpath(dir)
     slots = path.join(dir, 'slots')
+    slot = path.join(dir, 'slot.mjs')
+    await writeFile(slot, SLOT)
     db = await cluster.createDatabase()
     url = cluster.url(db)
   })
@@ -118,7 +162,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
 
   async function workspace(mode: string, items: number, concurrency: number, extra = ''): Promise<void> {
     await writeFile(path.join(dir, 'policy.yaml'), POLICY)
-    await writeFile(path.join(dir, 'item.yaml'), itemPipeline(slots, mode))
+    await writeFile(path.join(dir, 'item.yaml'), itemPipeline(slot, slots, mode))
     await writeFile(path.join(dir, 'fan.yaml'), fanPipeline(items, concurrency, extra))
   }
 
@@ -224,7 +268,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     // Item 0 fails once the 3 others run; they would block for ever.
     await writeFile(path.join(dir, 'policy.yaml'), POLICY)
     await writeFile(path.join(dir, 'fan.yaml'), fanPipeline(['0:fail-3', '1:block', '2:block', '3:block', '4:block', '5:block'], 4, '\n    fail_fast: true'))
-    await writeFile(path.join(dir, 'item.yaml'), itemPipeline(slots, 'item'))
+    await writeFile(path.join(dir, 'item.yaml'), itemPipeline(slot, slots, 'item'))
     const lease = {PIPE_LEASE_MS: '1500'}
     const parent = await detach()
     const home = startWorker(['--concurrency', '1'], {env: lease})
