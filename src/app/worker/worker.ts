@@ -73,7 +73,12 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     const engine = engineFor(store, {cwd: options.cwd, store: location}, async () =>
       Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')),
     )
-    await engine.cancel(runId, reason)
+    try {
+      await engine.cancel(runId, reason)
+    } catch (error) {
+      // The parent that asked cancelled it itself in the moment this worker let go of it: as asked.
+      if ((error as {code?: string}).code !== 'E_STATE' || (await store.readRun(runId)).status !== 'cancelled') throw error
+    }
   }
   await work.register(id, queue, os.hostname(), process.pid, labels)
   const alive = setInterval(() => void work.register(id, queue, os.hostname(), process.pid, labels).catch(() => undefined), aliveEvery())
