@@ -277,6 +277,38 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
   })
 
+  it('the worker driving the parent killed (SIGKILL) mid-foreach: another takes the parent over and finds its children, one per item', async () => {
+    await workspace('hold', 12, 2)
+    const lease = {PIPE_LEASE_MS: '1500'}
+    const parent = await detach()
+    const doomed = startWorker(['--concurrency', '1'], {env: lease})
+    await until('the parent has children that ended and children to come', async () => {
+      const made = await children(parent)
+      return made.filter((c) => c.status === 'succeeded').length >= 3 && made.length < 12
+    })
+    doomed.child.kill('SIGKILL')
+    await doomed.exited
+    const heir = startWorker(['--concurrency', '4'], {env: lease})
+    await until('the run and its children have stopped', queueEmpty)
+    heir.child.kill('SIGTERM')
+    expect(await heir.exited).to.equal(0)
+    expect(endedBy(heir, 'succeeded')).to.include(parent)
+    const made = await children(parent)
+    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: 12}, (_, i) => i))
+    expect(made.every((c) => c.status === 'succeeded')).to.equal(true)
+    // The heir drove children that were left, each a job of its own; none ended twice.
+    const byHeir = endedBy(heir, 'succeeded').filter((id) => id !== parent)
+    expect(byHeir.length, 'children the heir ended').to.be.at.least(1)
+    expect(made.map((c) => c.run_id)).to.include.members(byHeir)
+    expect(endedBy(doomed, 'succeeded').filter((id) => byHeir.includes(id))).to.deep.equal([])
+    for (const c of made) {
+      const events = await cluster.sql<{line: string}>(db, 'SELECT line FROM pipe_events WHERE run_id = $1 ORDER BY n', [c.run_id])
+      expect(events.filter((e) => (JSON.parse(e.line) as {event: string}).event === 'succeeded').length, c.run_id).to.equal(1)
+    }
+    const outputs = (await itemsOf(parent, url)) as {succeeded: number; total: number}
+    expect([outputs.succeeded, outputs.total]).to.deep.equal([12, 12])
+  })
+
   it('fail_fast cancels the children other workers hold: they stop at their next heartbeat and end cancelled', async () => {
     // Item 0 fails once the 3 others run; they would block for ever.
     await writeFile(path.join(dir, 'policy.yaml'), POLICY)
