@@ -252,7 +252,17 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       if (mine?.epoch !== epoch) return
       clearInterval(mine.timer)
       this.held.delete(runId)
-      await this.query('cannot release a run', 'UPDATE pipe_runs SET holder = NULL, lease_until = NULL WHERE run_id = $1 AND epoch = $2', [runId, epoch])
+      const release = (): Promise<unknown> =>
+        this.query('cannot release a run', 'UPDATE pipe_runs SET holder = NULL, lease_until = NULL WHERE run_id = $1 AND epoch = $2', [runId, epoch])
+      // A pool shared by many runs (pipe worker) may hand out an idle connection the server dropped
+      // (a restart): the release is idempotent, so once more on a fresh one rather than let that
+      // error hide why the run stopped.
+      try {
+        await release()
+      } catch (error) {
+        if ((error as {code?: string}).code !== 'E_IO') throw error
+        await release()
+      }
     }
   }
 

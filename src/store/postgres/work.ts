@@ -54,6 +54,8 @@ export class PostgresWork {
     return this.store.tx('cannot queue a run', async (client) => {
       const record = await this.store.insertRun(client, {draft, now, event, workspace})
       await client.query('INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2)', [record.run_id, queue])
+      // The workers' for its whole life: what a person gives it later puts it back on this queue (records.ts enqueue).
+      await client.query('UPDATE pipe_runs SET detached_queue = $2 WHERE run_id = $1', [record.run_id, queue])
       return record
     })
   }
@@ -196,6 +198,7 @@ export class PostgresWork {
         if (options.createOnly) return runId
       }
       await client.query('INSERT INTO pipe_queue (run_id, queue, parent_step) VALUES ($1, $2, $3) ON CONFLICT (run_id) DO NOTHING', [runId, queue, step])
+      await client.query('UPDATE pipe_runs SET detached_queue = $2 WHERE run_id = $1 AND detached_queue IS DISTINCT FROM $2', [runId, queue])
       return runId
     })
   }
@@ -223,9 +226,15 @@ export class PostgresWork {
     return new Set(rows.map((r) => r.run_id))
   }
 
-  /** Takes a run off the queue once it has stopped, and wakes its parent when it is a child. */
+  /**
+   * Takes a run off the queue once it has stopped, unless it was queued again meanwhile (a person
+   * answered between its stop and this call: the row stays, once, for the next claim; see
+   * records.ts dequeue), and wakes its parent when it is a child.
+   */
   async stopped(runId: string): Promise<void> {
     await this.store.tx(`cannot take run ${runId} off the queue`, async (client) => {
+      const kept = await client.query('UPDATE pipe_queue SET again = false WHERE run_id = $1 AND again RETURNING run_id', [runId])
+      if (kept.rows.length > 0) return
       const {rows} = await client.query<{parent_run: string | null}>(
         'DELETE FROM pipe_queue q USING pipe_runs r WHERE q.run_id = $1 AND r.run_id = q.run_id RETURNING r.parent_run',
         [runId],
