@@ -156,7 +156,9 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
     const {detachSession} = await import('../app/sessions/detach.js')
     const detached = await detachSession({...options, queue: flags.queue ?? 'default'})
     if (!output.json)
-      writeOut(`${detached.run_id} queued on ${detached.queue}: pipe worker --store … drives it; pipe runs show ${detached.run_id} follows it\n`)
+      writeOut(
+        `${detached.run_id} queued on ${detached.queue} for workspace ${detached.workspace}: a pipe worker --store … serving that workspace drives it; pipe runs show ${detached.run_id} follows it\n`,
+      )
     return detached
   }
   const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))

@@ -19,7 +19,7 @@ import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {addSecretsNamedIn} from '../util/redact.js'
 import {retriedSeqs} from './cursor.js'
-import type {ResumeOptions, RunOutcome, RunSettings} from './engine-types.js'
+import type {ChildDispatch, ResumeOptions, RunOutcome, RunSettings} from './engine-types.js'
 import {readSecrets} from './expressions.js'
 import {isFinal} from './lifecycle.js'
 import {newRun, type RunBirth} from './run-record.js'
@@ -43,6 +43,8 @@ export interface ChildEnvironment {
   signal: AbortSignal | undefined
   /** A sub-engine on the same store, stopped by `signal`, whose progress is reported under `label`. */
   engineFor(signal: AbortSignal | undefined, label: string): ChildEngine
+  /** Set when children are jobs of a queue (pipe worker): they are driven there, not by a sub-engine here. */
+  dispatch?: ChildDispatch
 }
 
 /** The step whose children these are, in its run. */
@@ -97,7 +99,12 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
           now,
           user: env.user,
         })
-        runId = (await sub.launch(birth, childSettings, `child-created:${step.id}`)).run_id
+        runId = env.dispatch
+          ? await env.dispatch.drive({birth}, request.concurrency ?? 1, request.signal ?? env.signal)
+          : (await sub.launch(birth, childSettings, `child-created:${step.id}`)).run_id
+      } else if (env.dispatch) {
+        runId = known.run_id
+        if (!isFinal(known.status)) await env.dispatch.drive({runId}, request.concurrency ?? 1, request.signal ?? env.signal)
       } else {
         runId = known.run_id
         // A finished child keeps its result; a failed one is the item's failure, not something to redrive.
@@ -107,7 +114,9 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
     },
     cancel: async (runId, reason) => {
       const record = await store.readRun(runId)
-      if (!isFinal(record.status)) await env.engineFor(undefined, step.id).cancel(runId, reason)
+      if (isFinal(record.status)) return
+      const here = async (): Promise<void> => void (await env.engineFor(undefined, step.id).cancel(runId, reason))
+      await (env.dispatch ? env.dispatch.cancel(runId, reason, here) : here())
     },
   }
 }

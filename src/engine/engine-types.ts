@@ -11,6 +11,7 @@ import type {StepEvent, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
+import type {RunBirth} from './run-record.js'
 
 export type ProgressEvent = (
   | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
@@ -56,6 +57,25 @@ export interface EngineDeps {
   hook?: (point: string) => Promise<void> | void
   /** Write seed 004's artifacts for every run this engine drives (set for the children of a run whose pipeline says artifacts: true). */
   artifacts?: boolean
+  /** Who drives a step's child runs when not this engine: set by pipe worker on a PostgreSQL store, where each child is a job of the queue. */
+  children?: ChildDispatch
+}
+
+/**
+ * Child runs driven elsewhere (pipe worker): each child is queued as a job of its own, and the
+ * parent's step waits for it. The engine decides what a child is (its key, its birth record, which
+ * one a re-entered step continues); this decides only who drives it.
+ */
+export interface ChildDispatch {
+  /**
+   * Queues the child, created from `birth` unless it exists, once its step has fewer than `limit`
+   * children queued (over every worker); resolves with its id when it has stopped (ended or waits
+   * for a person), or when `signal` aborts (then where it stands, or, when it was not queued yet,
+   * created without being queued).
+   */
+  drive(child: {birth: RunBirth} | {runId: string}, limit: number, signal: AbortSignal | undefined): Promise<string>
+  /** Ends a child as cancelled: its holder stops it at its next heartbeat or commit, or `here` cancels it when nobody holds it; resolves once it has ended. */
+  cancel(runId: string, reason: string, here: () => Promise<void>): Promise<void>
 }
 
 export interface RunSettings {

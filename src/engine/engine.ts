@@ -321,6 +321,7 @@ export class Engine {
         now: this.now,
         user: this.user,
         signal: this.deps.signal,
+        ...(this.deps.children ? {dispatch: this.deps.children} : {}),
         engineFor: (signal, label) =>
           new Engine({
             ...shared,

@@ -245,6 +245,7 @@ export const foreach: StepHandler<'foreach'> = {
           // Inline steps read the item under the alias itself; a file pipeline gets it through with: only.
           ...(file === undefined ? {aliases: {[alias]: items[index]!}} : {}),
           signal: childSignal,
+          concurrency: limit,
         })
         results[index] = {
           index,

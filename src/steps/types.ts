@@ -123,6 +123,8 @@ export interface ChildRequest {
   aliases?: Record<string, JsonValue>
   /** Aborting it interrupts the child where it stands (pipe resume of the parent continues it). */
   signal?: AbortSignal
+  /** How many children of the step may run at once (foreach's concurrency): held over every worker when children are queued (pipe worker). */
+  concurrency?: number
 }
 
 /** Where a child run stands after the engine drove it as far as it goes. */

@@ -12,11 +12,14 @@ import {newRun} from '../../engine/run-record.js'
 import {prepareStart} from './prepare.js'
 import {type StartSession, guarding} from './shared.js'
 import {measuredTools} from './tool-versions.js'
+import {workspaceOf} from '../worker/workspace.js'
 
 export interface Detached {
   run_id: string
   status: 'queued'
   queue: string
+  /** The workspace a worker must serve to take the run (see ../worker/workspace.ts). */
+  workspace: string
 }
 
 export async function detachSession(options: StartSession & {queue: string}): Promise<Detached> {
@@ -52,9 +55,11 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
       now,
       user,
     })
-    const record = await store.createRun(birth.draft, birth.now, birth.created)
-    await store.enqueue(record.run_id, options.queue)
-    return {run_id: record.run_id, status: 'queued', queue: options.queue}
+    // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
+    const {id, root, sub} = await workspaceOf(options.cwd)
+    const {PostgresWork} = await import('../../store/postgres/work.js')
+    const record = await new PostgresWork(store).createQueued(birth.draft, birth.now, birth.created, options.queue, {id, root, sub})
+    return {run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id}
   } finally {
     await store.close()
   }

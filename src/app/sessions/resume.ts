@@ -44,20 +44,25 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   acceptCassette?: boolean
   /** The command line that continued the run, for the hint of an error (default: pipe resume RUN). */
   command?: string
+  /** A store the caller opened already (pipe worker drives many runs on one connection pool). */
+  opened?: RunStore
+  /** Where a file the run recorded (its pipeline, policy, workspace) is on this machine (pipe worker: another checkout of the same repository). */
+  relocate?: (file: string) => string
 }
 
 export async function resumeSession(options: ResumeSession): Promise<RunOutcome> {
-  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
   const record = await store.readRun(options.runId)
+  const here = options.relocate ?? ((file: string) => file)
   // A run that has ended is never walked again: records a power failure lost are rewritten here (engine/commit.ts).
   if (isFinal(record.status) && !isRedrivable(record.status)) await repairEndedRun(store, options.runId)
-  const pipeline = await loadPipelineOrThrow(record.pipeline.path)
+  const pipeline = await loadPipelineOrThrow(here(record.pipeline.path))
   // The run keeps the policy it runs under (the same file, or the built-in default) unless a
   // redrive names another; the engine allows that only for a failed or blocked run.
   const policy = options.policy
     ? await policyOrThrow(options.policy, options.cwd)
     : record.policy_path
-      ? await policyOrThrow(record.policy_path, options.cwd)
+      ? await policyOrThrow(here(record.policy_path), options.cwd)
       : defaultPolicy()
   if (!options.policy && policy.version !== record.policy_version) {
     throw new PipeError('E_CONFLICT', `the policy changed since run ${options.runId} started (${record.policy_version} -> ${policy.version})`, {
@@ -86,7 +91,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     pipeline,
     policy: guarding(policy, store),
     // Steps act in the workspace the run started in, wherever resume is called from.
-    cwd: record.workspace ?? options.cwd,
+    cwd: record.workspace ? here(record.workspace) : options.cwd,
     ...(answers ? {answers} : {}),
     ...(acceptCassette ? {acceptCassette} : {}),
     ...(options.confirm ? {confirm: options.confirm} : {}),

@@ -33,6 +33,8 @@ export interface SessionOptions {
   user?: string
   /** The clock records and ids are made from (default: the system's); pipe test gives one of its own, so its runs do not depend on the day. */
   now?: EngineDeps['now']
+  /** Who drives child runs when not this process (pipe worker: each child a job of the queue). */
+  children?: EngineDeps['children']
 }
 
 /** Where model replies come from, for the sessions that run steps (run, resume, replay). */
@@ -154,6 +156,7 @@ export function engineFor(store: RunStore, options: SessionOptions, createProvid
     ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),
     ...(options.user !== undefined ? {user: options.user} : {}),
     ...(options.now ? {now: options.now} : {}),
+    ...(options.children ? {children: options.children} : {}),
   })
 }
 

@@ -8,6 +8,7 @@ import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Holding} from '../../store/types.js'
 import {assertId} from '../../store/ids.js'
 import {line as t} from '../../util/terminal-text.js'
+import {queueWait, type QueueWait} from '../../app/worker/entry.js'
 
 export interface RunShowResult {
   run: RunRecord
@@ -29,6 +30,8 @@ export interface RunShowResult {
   children: RunSummary[]
   /** On a shared (PostgreSQL) store: the worker holding the run under a live lease, its lease and epoch, and the queue. */
   holding?: Holding
+  /** On a PostgreSQL store, the worker queue the run is on and what it waits for there (pipe run --detach, pipe worker). */
+  queue?: QueueWait
   /** Model usage over all steps. */
   usage: {prompt_tokens: number; completion_tokens: number; total_tokens: number; calls: number; cost?: number; currency?: string}
 }
@@ -51,9 +54,11 @@ export default class RunsShow extends PipeCommand {
     const usage = totalUsage(snapshots)
     const children = await childTree(store, args.run)
     const holding = (await store.holding?.(args.run)) ?? undefined
+    const queue = await queueWait(this.storeDir(flags.store), store, args.run)
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
       if (holding) process.stdout.write(holdingText(holding))
+      if (queue) process.stdout.write(t`queue: ${queue.queue}, waits for ${queue.waits_for}\n`)
       if (usage.calls > 0)
         process.stdout.write(
           t`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`,
@@ -61,6 +66,7 @@ export default class RunsShow extends PipeCommand {
     }
     return {
       ...(holding ? {holding} : {}),
+      ...(queue ? {queue} : {}),
       usage,
       children,
       run: record,

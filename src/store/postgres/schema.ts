@@ -82,6 +82,29 @@ const MIGRATIONS: string[] = [
   ALTER TABLE pipe_runs ADD COLUMN detached_queue text;
   ALTER TABLE pipe_queue ADD COLUMN again boolean NOT NULL DEFAULT false;
   `,
+  // 4: foreach children as jobs of their own, and workspaces. A child is keyed once in the database
+  // (parent run, step, seq, item), whatever crashes; a queued child names its parent's step, so the
+  // step's concurrency is counted over every worker; a cancel request reaches the process that holds
+  // a run at its next heartbeat or commit. A run names the workspace it needs (see
+  // src/app/worker/workspace.ts), and workers say which workspaces they serve while they live.
+  `
+  ALTER TABLE pipe_runs ADD COLUMN child_key text UNIQUE;
+  ALTER TABLE pipe_runs ADD COLUMN cancel_request text;
+  ALTER TABLE pipe_runs ADD COLUMN workspace_id text;
+  ALTER TABLE pipe_runs ADD COLUMN workspace_root text;
+  ALTER TABLE pipe_runs ADD COLUMN workspace_sub text;
+  ALTER TABLE pipe_queue ADD COLUMN parent_step text;
+  ALTER TABLE pipe_queue ADD COLUMN note text;
+  CREATE INDEX pipe_queue_parent_step ON pipe_queue (parent_step) WHERE parent_step IS NOT NULL;
+  CREATE TABLE pipe_workers (
+    id text PRIMARY KEY,
+    queue text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    workspaces jsonb NOT NULL,
+    alive_until timestamptz NOT NULL
+  );
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

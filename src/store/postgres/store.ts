@@ -63,6 +63,16 @@ const holderOf = (): {pid: number; host: string; token: string; name?: string} =
   ...(holderName ? {name: holderName} : {}),
 })
 
+/** A child run's key in the database: one child per parent run, step, seq and item. */
+export const childKey = (link: NonNullable<RunRecord['parent']>): string => `${link.run_id}/${link.step}/${link.seq}/${link.index ?? 0}`
+
+/** The workspace a queued run needs (src/app/worker/workspace.ts): its stable id, the repository's root where it was made, and the folder under it. */
+export interface RunWorkspace {
+  id: string
+  root: string
+  sub: string
+}
+
 export class PostgresStore extends PostgresRecords implements RunStore {
   readonly root: string
   /** Runs this process holds: the epoch its lease took, and the timer that renews it. */
@@ -100,6 +110,33 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return store
   }
 
+  /** Who wants to know that a run this process holds was asked to stop (see watchCancel). */
+  private readonly cancelWatch = new Map<string, (reason: string) => void>()
+
+  /**
+   * Calls `stop` once when a cancel request (requestCancel) for the run is seen: at the lease's next
+   * renewal or the run's next commit, whichever comes first. Returns the unwatch.
+   */
+  watchCancel(runId: string, stop: (reason: string) => void): () => void {
+    this.cancelWatch.set(runId, stop)
+    return () => {
+      if (this.cancelWatch.get(runId) === stop) this.cancelWatch.delete(runId)
+    }
+  }
+
+  private cancelSeen(runId: string, reason: string | null): void {
+    if (reason === null) return
+    const stop = this.cancelWatch.get(runId)
+    if (!stop) return
+    this.cancelWatch.delete(runId)
+    stop(reason)
+  }
+
+  /** The epoch under which this process holds a run, or null. */
+  heldEpoch(runId: string): number | null {
+    return this.held.get(runId)?.epoch ?? null
+  }
+
   /** Ends the connections (and the leases' renewal); a process exits without it too. */
   async close(): Promise<void> {
     for (const {timer} of this.held.values()) clearInterval(timer)
@@ -120,48 +157,78 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   private async create(draft: RunDraft, now: Date, event: RunEvent, start: Start | undefined): Promise<{record: RunRecord; release?: Release}> {
     const holder = start ? holderOf() : null
-    const record = await this.tx('cannot create a run', async (client) => {
-      const day = dayKey(now)
-      const id = formatId('R', day, await PostgresStore.nextNumber(client, `R-${day}`))
-      // The run index's own counter row orders creations, so its chain stays linear.
-      const pos = await PostgresStore.nextNumber(client, 'run-index')
-      const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_run_index WHERE pos = $1', [pos - 1])).rows[0] : undefined
-      if (pos > 1 && !prev)
-        throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
-      const feature = (await client.query<{body: string}>('SELECT body FROM pipe_features WHERE id = $1', [draft.feature_id])).rows[0]
-      const fresh = {run_id: id, ...draft} as RunRecord
-      let sealer = runRecordSealer(fresh as unknown as Plain)
-      const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
-      let state = fresh
-      if (start) {
-        state = structuredClone(fresh)
-        start.change(state)
-        sealer = runRecordSealer(state as unknown as Plain)
-        lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
-      }
-      assertValid('run', state, 'run record')
-      const head = {events: lines.length, event_hash: lines.at(-1)!.hash, seq: 0, snapshot_hash: null}
-      const record = {...state, head, seal: sealer.seal(head)} as RunRecord
-      const indexLine = sealLine(
-        {
-          run_id: id,
-          feature_id: draft.feature_id,
-          feature_hash: feature ? fileHash(feature.body) : null,
-          created_hash: runCreationHash(record as unknown as Plain),
-        },
-        prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
-      )
-      await client.query(
-        `INSERT INTO pipe_runs (run_id, body, parent_run, holder, lease_until, epoch) VALUES ($1, $2, $3, $4, CASE WHEN $4::text IS NULL THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END, $6)`,
-        [id, `${JSON.stringify(record, null, 2)}\n`, record.parent?.run_id ?? null, holder ? JSON.stringify(holder) : null, leaseMs(), holder ? 1 : 0],
-      )
-      for (const [i, line] of lines.entries())
-        await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
-      await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, JSON.stringify(indexLine)])
-      return record
-    })
+    const record = await this.tx('cannot create a run', (client) => this.insertRun(client, {draft, now, event, start, holder}))
     if (!holder) return {record}
     return {record, release: this.hold(record.run_id, 1, holder.token)}
+  }
+
+  /**
+   * Creates a run inside the caller's transaction. A child run takes its key (parent run, step, seq,
+   * item) into a unique column: a second creation of the same child fails (23505) and its
+   * transaction gives every number back, so a step that re-enters after any crash finds one child.
+   */
+  async insertRun(
+    client: PoolClient,
+    {
+      draft,
+      now,
+      event,
+      start,
+      holder,
+      workspace,
+    }: {draft: RunDraft; now: Date; event: RunEvent; start?: Start | undefined; holder?: ReturnType<typeof holderOf> | null; workspace?: RunWorkspace},
+  ): Promise<RunRecord> {
+    const day = dayKey(now)
+    const id = formatId('R', day, await PostgresStore.nextNumber(client, `R-${day}`))
+    // The run index's own counter row orders creations, so its chain stays linear.
+    const pos = await PostgresStore.nextNumber(client, 'run-index')
+    const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_run_index WHERE pos = $1', [pos - 1])).rows[0] : undefined
+    if (pos > 1 && !prev)
+      throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
+    const feature = (await client.query<{body: string}>('SELECT body FROM pipe_features WHERE id = $1', [draft.feature_id])).rows[0]
+    const fresh = {run_id: id, ...draft} as RunRecord
+    let sealer = runRecordSealer(fresh as unknown as Plain)
+    const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
+    let state = fresh
+    if (start) {
+      state = structuredClone(fresh)
+      start.change(state)
+      sealer = runRecordSealer(state as unknown as Plain)
+      lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
+    }
+    assertValid('run', state, 'run record')
+    const head = {events: lines.length, event_hash: lines.at(-1)!.hash, seq: 0, snapshot_hash: null}
+    const record = {...state, head, seal: sealer.seal(head)} as RunRecord
+    const indexLine = sealLine(
+      {
+        run_id: id,
+        feature_id: draft.feature_id,
+        feature_hash: feature ? fileHash(feature.body) : null,
+        created_hash: runCreationHash(record as unknown as Plain),
+      },
+      prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
+    )
+    const link = record.parent
+    await client.query(
+      `INSERT INTO pipe_runs (run_id, body, parent_run, holder, lease_until, epoch, child_key, workspace_id, workspace_root, workspace_sub)
+       VALUES ($1, $2, $3, $4, CASE WHEN $4::text IS NULL THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END, $6, $7, $8, $9, $10)`,
+      [
+        id,
+        `${JSON.stringify(record, null, 2)}\n`,
+        link?.run_id ?? null,
+        holder ? JSON.stringify(holder) : null,
+        leaseMs(),
+        holder ? 1 : 0,
+        link ? childKey(link) : null,
+        workspace?.id ?? null,
+        workspace?.root ?? null,
+        workspace?.sub ?? null,
+      ],
+    )
+    for (const [i, line] of lines.entries())
+      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
+    await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, JSON.stringify(indexLine)])
+    return record
   }
 
   /** Keeps a held run's lease alive until released. */
@@ -169,11 +236,11 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     const timer = setInterval(
       () => {
         this.pool
-          .query('UPDATE pipe_runs SET lease_until = now() + make_interval(secs => $3::double precision / 1000) WHERE run_id = $1 AND epoch = $2', [
-            runId,
-            epoch,
-            leaseMs(),
-          ])
+          .query<{cancel_request: string | null}>(
+            'UPDATE pipe_runs SET lease_until = now() + make_interval(secs => $3::double precision / 1000) WHERE run_id = $1 AND epoch = $2 RETURNING cancel_request',
+            [runId, epoch, leaseMs()],
+          )
+          .then(({rows}) => this.cancelSeen(runId, rows[0]?.cancel_request ?? null))
           .catch(() => undefined)
       },
       Math.max(100, Math.floor(leaseMs() / 3)),
@@ -185,7 +252,17 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       if (mine?.epoch !== epoch) return
       clearInterval(mine.timer)
       this.held.delete(runId)
-      await this.query('cannot release a run', 'UPDATE pipe_runs SET holder = NULL, lease_until = NULL WHERE run_id = $1 AND epoch = $2', [runId, epoch])
+      const release = (): Promise<unknown> =>
+        this.query('cannot release a run', 'UPDATE pipe_runs SET holder = NULL, lease_until = NULL WHERE run_id = $1 AND epoch = $2', [runId, epoch])
+      // A pool shared by many runs (pipe worker) may hand out an idle connection the server dropped
+      // (a restart): the release is idempotent, so once more on a fresh one rather than let that
+      // error hide why the run stopped.
+      try {
+        await release()
+      } catch (error) {
+        if ((error as {code?: string}).code !== 'E_IO') throw error
+        await release()
+      }
     }
   }
 
@@ -212,7 +289,11 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   /** The run's row, locked for this transaction; E_CONFLICT when this process held it and another holder has taken it since. */
   private async lockRun(client: PoolClient, runId: string): Promise<RunRecord> {
-    const {rows} = await client.query<{body: string; epoch: string}>('SELECT body, epoch FROM pipe_runs WHERE run_id = $1 FOR UPDATE', [runId])
+    const {rows} = await client.query<{body: string; epoch: string; cancel_request: string | null}>(
+      'SELECT body, epoch, cancel_request FROM pipe_runs WHERE run_id = $1 FOR UPDATE',
+      [runId],
+    )
+    this.cancelSeen(runId, rows[0]?.cancel_request ?? null)
     if (!rows[0]) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
     const mine = this.held.get(runId)
     if (mine && Number(rows[0].epoch) !== mine.epoch) {

@@ -1,0 +1,201 @@
+/**
+ * pipe worker: claims queued runs (and foreach children, each a run of its own) from a queue of
+ * the PostgreSQL store and drives each with the same engine as pipe run, up to `concurrency` at a
+ * time, until its signal aborts; then it drains (hands back what it holds) and returns.
+ *
+ * A worker serves the workspaces it was started for (./workspace.ts): it claims only runs whose
+ * recorded workspace is one of them, says which it serves while it lives (pipe_workers), and notes
+ * on a queued run that no live worker of its queue serves why that run waits.
+ */
+import os from 'node:os'
+import {randomBytes} from 'node:crypto'
+import {PipeError} from '../../errors.js'
+import {isFinal} from '../../engine/lifecycle.js'
+import {isStoreUrl, openStore, safeUrl} from '../../store/open.js'
+import type {PostgresStore} from '../../store/postgres/store.js'
+import {resumeSession} from '../sessions/resume.js'
+import {engineFor} from '../sessions/shared.js'
+import {QueuedChildren} from './children.js'
+import {relocator, workspaceOf, type LocalWorkspace} from './workspace.js'
+
+/** How often an idle worker looks at the queue (PIPE_WORKER_POLL_MS). */
+const pollMs = (): number => (Number(process.env.PIPE_WORKER_POLL_MS) >= 10 ? Number(process.env.PIPE_WORKER_POLL_MS) : 500)
+
+/** How often a worker says it is alive: a third of PIPE_LEASE_MS, as a run's lease. */
+const aliveEvery = (): number => {
+  const set = Number(process.env.PIPE_LEASE_MS)
+  return Math.max(100, Math.floor((Number.isSafeInteger(set) && set >= 200 ? set : 30000) / 3))
+}
+
+export interface WorkerOptions {
+  /** The store's URL (a folder store is refused: only a database has a queue workers share). */
+  store: string
+  queue: string
+  concurrency: number
+  /** A name for this worker, recorded with its host and pid as the holder of the runs it drives (pipe runs show). */
+  name?: string
+  /** The folders whose workspaces this worker serves; none: the workspace of `cwd`. */
+  workspaces: readonly string[]
+  cwd: string
+  signal: AbortSignal
+  /** One line for people (stderr). */
+  log: (line: string) => void
+}
+
+export interface WorkerSummary {
+  queue: string
+  store: string
+  /** The workspaces served: their ids and their folders on this machine. */
+  workspaces: Array<{id: string; dir: string}>
+  /** The runs this worker drove, with the status each stopped in. */
+  driven: Array<{run_id: string; status: string}>
+}
+
+export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> {
+  const {store: location, queue, concurrency, signal, log} = options
+  if (!isStoreUrl(location)) {
+    throw new PipeError('E_INVALID_ARGS', `pipe worker needs a PostgreSQL store: ${location} is a folder`, {
+      hint: 'Give --store postgres://user@host:5432/db (or PIPE_STORE), the store pipe run --detach queued the runs in.',
+    })
+  }
+  const served = await servedWorkspaces(options.workspaces.length > 0 ? options.workspaces : [options.cwd])
+  const rootById = new Map(served.map((w) => [w.id, w.root]))
+  const store = (await openStore(location, 'existing')) as PostgresStore
+  ;(await import('../../store/postgres/store.js')).nameHolder(options.name)
+  const {PostgresWork} = await import('../../store/postgres/work.js')
+  const work = new PostgresWork(store)
+  const id = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+  const driven: WorkerSummary['driven'] = []
+  const labels = served.map((w) => ({id: w.id, label: w.dir}))
+  let wake: () => void = () => undefined
+  const children = new QueuedChildren(store, work, queue, (workspaceId) => rootById.get(workspaceId), pollMs())
+  const cancelHere = async (runId: string, reason: string): Promise<void> => {
+    const engine = engineFor(store, {cwd: options.cwd, store: location}, async () =>
+      Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')),
+    )
+    try {
+      await engine.cancel(runId, reason)
+    } catch (error) {
+      // The parent that asked cancelled it itself in the moment this worker let go of it: as asked.
+      if ((error as {code?: string}).code !== 'E_STATE' || (await store.readRun(runId)).status !== 'cancelled') throw error
+    }
+  }
+  await work.register(id, queue, os.hostname(), process.pid, labels)
+  const alive = setInterval(() => void work.register(id, queue, os.hostname(), process.pid, labels).catch(() => undefined), aliveEvery())
+  alive.unref()
+  const stopListening = await work
+    .listen(() => {
+      children.wake()
+      wake()
+    })
+    .catch(() => async () => undefined)
+  log(
+    `pipe worker${options.name ? ` ${options.name}` : ''}: queue ${queue} of ${safeUrl(location)}, ${concurrency} at a time, workspace ${served.map((w) => `${w.dir} (${w.id})`).join(', ')} (pid ${process.pid})`,
+  )
+  try {
+    const active = new Map<string, Promise<void>>()
+    const drive = async (runId: string): Promise<void> => {
+      // A cancel request (a parent's fail_fast) stops the run where it stands, seen at its next heartbeat or commit.
+      const cancelled = new AbortController()
+      const unwatch = store.watchCancel(runId, (reason) => cancelled.abort(new PipeError('E_STATE', `cancel requested: ${reason}`)))
+      try {
+        const record = await store.readRun(runId)
+        let status: string
+        const asked = await work.cancelRequest(runId)
+        if (asked !== null && !isFinal(record.status)) {
+          await cancelHere(runId, asked)
+          status = 'cancelled'
+        } else {
+          const workspace = await work.workspaceOf(runId)
+          const relocate = relocator(workspace, workspace ? rootById.get(workspace.id) : undefined)
+          const outcome = await resumeSession({
+            cwd: record.workspace ? relocate(record.workspace) : options.cwd,
+            store: location,
+            runId,
+            signal: AbortSignal.any([signal, cancelled.signal]),
+            opened: store,
+            relocate,
+            children,
+          })
+          status = outcome.status
+          const reason = status === 'interrupted' && !signal.aborted ? await work.cancelRequest(runId) : null
+          if (reason !== null) {
+            await cancelHere(runId, reason)
+            status = 'cancelled'
+          }
+        }
+        // Handed back (drained) or still driven elsewhere: it stays queued for the next worker.
+        if (status !== 'interrupted' && status !== 'running') await work.stopped(runId)
+        driven.push({run_id: runId, status})
+        log(`pipe worker: ${runId} ${status}`)
+      } catch (error) {
+        const code = (error as {code?: string}).code
+        // Another worker took it first, or took it over from this one (its lease ran out while it
+        // was frozen): the run is the other's, and nothing of this worker's was recorded.
+        if (code === 'E_CONFLICT') {
+          log(`pipe worker: ${runId}: [E_CONFLICT] ${(error as Error).message}`)
+          return
+        }
+        // Ended already (cancelled by hand): nothing left to drive.
+        if (code === 'E_STATE') await work.stopped(runId).catch(() => undefined)
+        log(`pipe worker: ${runId}: [${code ?? 'E_INTERNAL'}] ${(error as Error).message}`)
+        driven.push({run_id: runId, status: 'error'})
+      } finally {
+        unwatch()
+        active.delete(runId)
+        wake()
+      }
+    }
+    let noted = 0
+    while (!signal.aborted) {
+      // A parent that only waits for its children holds no slot (see ./children.ts).
+      const busy = [...active.keys()].filter((runId) => !children.parked.has(runId)).length
+      if (busy < concurrency) {
+        const candidates = await work.claimable(queue, concurrency - busy + active.size, [...rootById.keys()]).catch((error: unknown) => {
+          // The database went away for a moment: the loop tries again.
+          log(`pipe worker: ${(error as Error).message}`)
+          return [] as string[]
+        })
+        let free = concurrency - busy
+        for (const runId of candidates) {
+          if (free <= 0 || signal.aborted) break
+          if (active.has(runId)) continue
+          active.set(runId, drive(runId))
+          free--
+        }
+      }
+      if (Date.now() - noted >= 1000) {
+        noted = Date.now()
+        const refused = await work.noteUnservable(queue).catch(() => [])
+        for (const r of refused) log(`pipe worker: ${r.run_id} waits: ${r.note}`)
+      }
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer)
+          signal.removeEventListener('abort', done)
+          resolve()
+        }
+        const timer = setTimeout(done, pollMs())
+        wake = done
+        signal.addEventListener('abort', done, {once: true})
+      })
+    }
+    await Promise.all(active.values())
+  } finally {
+    clearInterval(alive)
+    await stopListening().catch(() => undefined)
+    await work.unregister(id).catch(() => undefined)
+    await store.close()
+  }
+  return {queue, store: safeUrl(location), workspaces: served.map((w) => ({id: w.id, dir: w.dir})), driven}
+}
+
+/** The workspaces of the folders given, each once (two folders of one repository: the first). */
+async function servedWorkspaces(dirs: readonly string[]): Promise<LocalWorkspace[]> {
+  const out = new Map<string, LocalWorkspace>()
+  for (const dir of dirs) {
+    const found = await workspaceOf(dir)
+    if (!out.has(found.id)) out.set(found.id, found)
+  }
+  return [...out.values()]
+}
