@@ -15,10 +15,10 @@ import {renderPlan} from '../cli/views.js'
 import {PipeError} from '../errors.js'
 import {assertId} from '../store/ids.js'
 import {askInputs, canPrompt} from '../cli/interactive.js'
-import {jsonText} from '../util/terminal-text.js'
+import {jsonText, visible} from '../util/terminal-text.js'
 import {storeDir, type CommandOutput} from '../cli/command-io.js'
 import type {Detached} from '../app/sessions/detach.js'
-import {writeOut} from '../cli/std-streams.js'
+import {writeErr, writeOut} from '../cli/std-streams.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -155,6 +155,7 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
   if (flags.detach) {
     const {detachSession} = await import('../app/sessions/detach.js')
     const detached = await detachSession({...options, queue: flags.queue ?? 'default'})
+    if (detached.warning) writeErr(`warning: ${visible(detached.warning)}\n`)
     if (!output.json)
       writeOut(
         `${detached.run_id} queued on ${detached.queue} for workspace ${detached.workspace}: a pipe worker --store … serving that workspace drives it; pipe runs show ${detached.run_id} follows it\n`,

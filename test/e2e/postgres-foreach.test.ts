@@ -368,6 +368,41 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect(endedBy(stranger, 'succeeded')).to.deep.equal([])
   })
 
+  it('pipe run --detach warns when no live worker of its queue serves its workspace (none at all, or only others); the run still waits queued', async () => {
+    await workspace('hold', 1, 1)
+    const detachWarning = async (): Promise<{warning?: string; stderr: string}> => {
+      const result = await pipe(
+        ['run', path.join(dir, 'fan.yaml'), '--policy', path.join(dir, 'policy.yaml'), '--text', 'x', '--detach', '--store', url, '--json'],
+        {
+          cwd: dir,
+        },
+      )
+      expect(result.code, result.stderr).to.equal(0)
+      return {...json<{warning?: string}>(result), stderr: result.stderr}
+    }
+    const registered = async (n: number): Promise<boolean> =>
+      (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_workers WHERE alive_until > now()'))[0]!.n >= n
+    const none = await detachWarning()
+    expect(none.warning).to.equal(
+      'no live worker takes runs from queue default now: the run waits until one does; start one where this repository is checked out: pipe worker --queue default (in the checkout, or with --workspace DIR)',
+    )
+    expect(none.stderr).to.include(`warning: ${none.warning}`)
+    const elsewhere = path.join(dir, 'elsewhere')
+    await mkdir(elsewhere)
+    startWorker([], {cwd: elsewhere})
+    await until('the stranger is registered', () => registered(1))
+    const others = await detachWarning()
+    expect(others.warning?.startsWith(`no live worker of queue default serves workspace path:${dir} (they serve ${elsewhere} (path:`), others.warning).to.equal(
+      true,
+    )
+    startWorker(['--workspace', dir], {cwd: elsewhere})
+    await until('the right worker is registered', () => registered(2))
+    const served = await detachWarning()
+    expect(served.warning).to.equal(undefined)
+    expect(served.stderr).not.to.include('warning:')
+    await until('every run has stopped', queueEmpty)
+  })
+
   it('a worker with --workspace serves only that repository, in its own checkout of it, wherever that is', async () => {
     // Two repositories, and a second checkout (a clone) of the first elsewhere.
     const repoA = path.join(dir, 'a')

@@ -13,6 +13,7 @@ import {prepareStart} from './prepare.js'
 import {type StartSession, guarding} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 import {workspaceOf} from '../worker/workspace.js'
+import type {LiveWorker} from '../../store/postgres/work.js'
 
 export interface Detached {
   run_id: string
@@ -20,6 +21,8 @@ export interface Detached {
   queue: string
   /** The workspace a worker must serve to take the run (see ../worker/workspace.ts). */
   workspace: string
+  /** Set when no live worker of the queue serves that workspace now: the run waits until one does. */
+  warning?: string
 }
 
 export async function detachSession(options: StartSession & {queue: string}): Promise<Detached> {
@@ -58,9 +61,20 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
     const {PostgresWork} = await import('../../store/postgres/work.js')
-    const record = await new PostgresWork(store).createQueued(birth.draft, birth.now, birth.created, options.queue, {id, root, sub})
-    return {run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id}
+    const work = new PostgresWork(store)
+    const record = await work.createQueued(birth.draft, birth.now, birth.created, options.queue, {id, root, sub})
+    const warning = unserved(await work.liveWorkers(options.queue), id, options.queue)
+    return {run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}
   } finally {
     await store.close()
   }
+}
+
+/** Why no live worker would take a run of `workspace` on `queue` now, or undefined when one would. */
+function unserved(live: readonly LiveWorker[], workspace: string, queue: string): string | undefined {
+  if (live.some((w) => w.workspaces.some((s) => s.id === workspace))) return undefined
+  const start = `start one where this repository is checked out: pipe worker --queue ${queue} (in the checkout, or with --workspace DIR)`
+  if (live.length === 0) return `no live worker takes runs from queue ${queue} now: the run waits until one does; ${start}`
+  const serve = [...new Set(live.flatMap((w) => w.workspaces.map((s) => `${s.label} (${s.id}) on ${w.host}`)))].join(', ')
+  return `no live worker of queue ${queue} serves workspace ${workspace} (they serve ${serve || 'nothing'}): the run waits until one does; ${start}`
 }
