@@ -102,6 +102,18 @@ describe('pipe worker on a PostgreSQL store', function () {
     expect(await readdir(dir)).to.deep.equal([])
   })
 
+  it('an idle worker takes a run the moment it is queued (a notice from the database), not at its next poll', async () => {
+    // An hour between polls: only the notice can bring the run to this worker within the test.
+    const idle = startWorker([], {PIPE_WORKER_POLL_MS: '3600000'})
+    await until('the worker listens', async () => idle.stderr().includes('pipe worker: queue default'))
+    const first = await detach('fast.yaml')
+    await until('the first run has stopped', queueEmpty)
+    const second = await detach('fast.yaml')
+    await until('the second run has stopped', queueEmpty)
+    expect(await statusOf(first)).to.equal('succeeded')
+    expect(await statusOf(second)).to.equal('succeeded')
+  })
+
   it('spreads queued runs over 3 workers × concurrency 2: each run ends once, one snapshot per seq, and SIGTERM drains each worker to exit 0', async () => {
     const runIds: string[] = []
     for (let i = 0; i < 12; i++) runIds.push(await detach('fast.yaml'))

@@ -67,7 +67,14 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   const id = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
   const driven: WorkerSummary['driven'] = []
   const labels = served.map((w) => ({id: w.id, label: w.dir}))
-  let wake: () => void = () => undefined
+  // A wake that comes while the loop is busy (a run put on the queue as it reads the queue) is kept
+  // for its next wait, which then does not wait: no notice is lost between a read and a wait.
+  let woken = false
+  let settle: (() => void) | undefined
+  const wake = (): void => {
+    woken = true
+    settle?.()
+  }
   const children = new QueuedChildren(store, work, queue, (workspaceId) => rootById.get(workspaceId), pollMs())
   const cancelHere = async (runId: string, reason: string): Promise<void> => {
     const engine = engineFor(store, {cwd: options.cwd, store: location}, async () =>
@@ -84,10 +91,13 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   const alive = setInterval(() => void work.register(id, queue, os.hostname(), process.pid, labels).catch(() => undefined), aliveEvery())
   alive.unref()
   const stopListening = await work
-    .listen(() => {
-      children.wake()
-      wake()
-    })
+    .listen(
+      () => {
+        children.wake()
+        wake()
+      },
+      {name: queue, queued: () => wake()},
+    )
     .catch(() => async () => undefined)
   log(
     `pipe worker${options.name ? ` ${options.name}` : ''}: queue ${queue} of ${safeUrl(location)}, ${concurrency} at a time, workspace ${served.map((w) => `${w.dir} (${w.id})`).join(', ')} (pid ${process.pid})`,
@@ -169,16 +179,19 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         const refused = await work.noteUnservable(queue).catch(() => [])
         for (const r of refused) log(`pipe worker: ${r.run_id} waits: ${r.note}`)
       }
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          clearTimeout(timer)
-          signal.removeEventListener('abort', done)
-          resolve()
-        }
-        const timer = setTimeout(done, pollMs())
-        wake = done
-        signal.addEventListener('abort', done, {once: true})
-      })
+      if (!woken)
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            clearTimeout(timer)
+            signal.removeEventListener('abort', done)
+            settle = undefined
+            resolve()
+          }
+          const timer = setTimeout(done, pollMs())
+          settle = done
+          signal.addEventListener('abort', done, {once: true})
+        })
+      woken = false
     }
     await Promise.all(active.values())
   } finally {

@@ -105,6 +105,16 @@ const MIGRATIONS: string[] = [
     alive_until timestamptz NOT NULL
   );
   `,
+  // 5: a run put on a queue (new, handed back, or queued again) wakes the idle workers of that queue
+  // at once, instead of at their next poll; the poll stays behind it for a notice that was missed.
+  `
+  CREATE FUNCTION pipe_queue_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    PERFORM pg_notify('pipe_queue', NEW.queue);
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER pipe_queue_wakes AFTER INSERT OR UPDATE OF again ON pipe_queue FOR EACH ROW EXECUTE FUNCTION pipe_queue_notify();
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

@@ -18,6 +18,8 @@ import {childKey, type PostgresStore, type RunWorkspace} from './store.js'
 
 /** The channel a child's end is announced on, with its parent's run id as the payload. */
 export const CHILDREN_CHANNEL = 'pipe_children'
+/** Where a queued run is announced (schema migration 5), with its queue's name. */
+export const QUEUE_CHANNEL = 'pipe_queue'
 
 /** A workspace a worker serves: its stable id and, for people, where it is on that worker's machine. */
 export interface ServedWorkspace {
@@ -259,19 +261,24 @@ export class PostgresWork {
     return rows[0]?.cancel_request ?? null
   }
 
-  /** Calls `wake` with a parent's run id each time one of its children stops; returns the stop. One connection of the pool stays taken while it listens. */
-  async listen(wake: (parentRunId: string) => void): Promise<() => Promise<void>> {
+  /**
+   * Calls `wake` with a parent's run id each time one of its children stops, and `queued` each time
+   * a run is put on `queue`; returns the stop. One connection of the pool stays taken while it listens.
+   */
+  async listen(wake: (parentRunId: string) => void, queue?: {name: string; queued: () => void}): Promise<() => Promise<void>> {
     const client = await this.store.pool.connect()
     const onNotice = (message: {channel: string; payload?: string | undefined}): void => {
       if (message.channel === CHILDREN_CHANNEL && message.payload) wake(message.payload)
+      else if (message.channel === QUEUE_CHANNEL && queue && message.payload === queue.name) queue.queued()
     }
     client.on('notification', onNotice)
     // A connection the server dropped: the poll behind the wake goes on without it.
     client.on('error', () => undefined)
     await client.query(`LISTEN ${CHILDREN_CHANNEL}`)
+    if (queue) await client.query(`LISTEN ${QUEUE_CHANNEL}`)
     return async () => {
       client.off('notification', onNotice)
-      await client.query(`UNLISTEN ${CHILDREN_CHANNEL}`).catch(() => undefined)
+      await client.query('UNLISTEN *').catch(() => undefined)
       client.release(true)
     }
   }
