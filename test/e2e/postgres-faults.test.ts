@@ -221,6 +221,68 @@ describe('faults of the database under a pipe worker', function () {
     }
   })
 
+  it('a worker killed (SIGKILL) at points spread across a run of the default pipeline leaves a whole trail; another worker ends the run as one that was never killed', async () => {
+    /** The default pipeline, detached in a folder of its own (its publication goes there), in a database of its own. */
+    const queued = async (name: string): Promise<{cwd: string; store: string; runId: string}> => {
+      const cwd = path.join(dir, name)
+      await mkdir(cwd)
+      const store = cluster.url(await cluster.createDatabase())
+      const result = await pipe(
+        ['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--detach', '--store', store, '--json'],
+        {
+          cwd,
+        },
+      )
+      expect(result.code, result.stderr).to.equal(0)
+      return {cwd, store, runId: json<{run_id: string}>(result).run_id}
+    }
+    const worker = (at: {cwd: string; store: string}, extra: Record<string, string>): Worker => {
+      const child = spawn(process.execPath, [bin, 'worker', '--store', at.store], {cwd: at.cwd, env: env({PIPE_LEASE_MS: '1500', ...extra}), stdio: 'pipe'})
+      let stderr = ''
+      child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+      child.stdout!.resume()
+      const w = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
+      workers.push(w)
+      return w
+    }
+    const ended = async (at: {cwd: string; store: string; runId: string}): Promise<{status: string; steps: string[]}> => {
+      const shown = json<{status: string}>(await pipe(['runs', 'show', at.runId, '--json', '--store', at.store], {cwd: at.cwd}))
+      const steps = json<{snapshots: Array<{step: {name: string}}>}>(
+        await pipe(['snapshot', 'list', at.runId, '--json', '--store', at.store], {cwd: at.cwd}),
+      ).snapshots.map((s) => s.step.name)
+      return {status: shown.status, steps}
+    }
+    // The baseline: every fault point one worker passes on its way through the run.
+    const base = await queued('baseline')
+    const trace = path.join(dir, 'trace.txt')
+    const tracer = worker(base, {PIPE_FAULT_TRACE: trace})
+    await until('the baseline run has ended', async () => tracer.stderr().includes(`${base.runId} succeeded`))
+    const baseline = await ended(base)
+    expect(baseline.status).to.equal('succeeded')
+    const points = (await readFile(trace, 'utf8'))
+      .split('\n')
+      .filter((p) => /^(evidence-written|spec-written|before-snapshot|before-commit|committed):/.test(p))
+    expect(points.length).to.be.greaterThan(10)
+    const chosen = Array.from({length: 6}, (_, i) => points[Math.floor((i * (points.length - 1)) / 5)]!)
+    for (const [i, point] of chosen.entries()) {
+      const at = await queued(`killed-${i}`)
+      const killed = worker(at, {PIPE_FAULT_KILL_AT: point})
+      expect(await killed.exited, `the worker was killed at ${point}: ${killed.stderr()}`).to.equal(null)
+      const audit = await pipe(['audit', 'verify', '--json', '--store', at.store], {cwd: at.cwd})
+      expect(json<{problems: unknown[]}>(audit).problems, `right after the kill at ${point}`).to.deep.equal([])
+      const next = worker(at, {})
+      await until(`the run killed at ${point} has ended`, async () => next.stderr().includes(`${at.runId} succeeded`))
+      expect(await ended(at), `killed at ${point}`).to.deep.equal(baseline)
+      const after = await pipe(['audit', 'verify', '--json', '--store', at.store], {cwd: at.cwd})
+      expect(json<{problems: unknown[]}>(after).problems, `after the run killed at ${point} ended`).to.deep.equal([])
+      const ledger = json<{entries: Array<{status: string}>}>(await pipe(['ledger', 'list', '--json', '--store', at.store], {cwd: at.cwd}))
+      expect(
+        ledger.entries.map((e) => e.status),
+        `killed at ${point}`,
+      ).to.deep.equal(['delivered'])
+    }
+  })
+
   it('a pg_dump of the store restored into an empty database passes pipe audit verify and lists the same runs', async () => {
     const result = await pipe(['run', path.join(fixtures, 'fast.yaml'), '--policy', policy, '--store', url, '--json'], {cwd: dir})
     expect(result.code, result.stderr).to.equal(0)
