@@ -8,22 +8,17 @@
  * anything. Also: two workers publishing one ledger key deliver it once.
  */
 import {expect} from 'chai'
-import {execFileSync, spawn, type ChildProcess} from 'node:child_process'
+import {execFileSync} from 'node:child_process'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {Workers, until, type Worker} from '../helpers/workers.js'
 import {postgresBin, startCluster, type Cluster} from '../helpers/postgres.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
 const policy = path.join(fixtures, 'policy.yaml')
-
-interface Worker {
-  child: ChildProcess
-  stderr: () => string
-  exited: Promise<number | null>
-}
 
 describe('faults of the database under a pipe worker', function () {
   this.timeout(180000)
@@ -32,7 +27,7 @@ describe('faults of the database under a pipe worker', function () {
   let cleanup: () => Promise<void>
   let db: string
   let url: string
-  const workers: Worker[] = []
+  const team = new Workers()
   before(async () => (cluster = await startCluster({durable: true})))
   after(async () => cluster?.stop())
   beforeEach(async () => {
@@ -41,35 +36,12 @@ describe('faults of the database under a pipe worker', function () {
     url = cluster.url(db)
   })
   afterEach(async () => {
-    for (const w of workers.splice(0)) {
-      w.child.kill('SIGKILL')
-      await w.exited
-    }
+    await team.stopAll()
     await cleanup()
   })
 
-  const env = (extra: Record<string, string>): NodeJS.ProcessEnv => {
-    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
-    delete out.PIPE_STORE
-    return out
-  }
-
   function startWorker(extra: Record<string, string> = {}): Worker {
-    const child = spawn(process.execPath, [bin, 'worker', '--store', url], {cwd: dir, env: env(extra), stdio: ['ignore', 'pipe', 'pipe']})
-    let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.stdout.resume()
-    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
-    workers.push(worker)
-    return worker
-  }
-
-  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 90000): Promise<void> {
-    const deadline = Date.now() + timeoutMs
-    while (!(await check().catch(() => false))) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
+    return team.start(url, [], {cwd: dir, env: extra})
   }
 
   const detach = async (pipeline: string): Promise<string> => {
@@ -236,15 +208,8 @@ describe('faults of the database under a pipe worker', function () {
       expect(result.code, result.stderr).to.equal(0)
       return {cwd, store, runId: json<{run_id: string}>(result).run_id}
     }
-    const worker = (at: {cwd: string; store: string}, extra: Record<string, string>): Worker => {
-      const child = spawn(process.execPath, [bin, 'worker', '--store', at.store], {cwd: at.cwd, env: env({PIPE_LEASE_MS: '1500', ...extra}), stdio: 'pipe'})
-      let stderr = ''
-      child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-      child.stdout!.resume()
-      const w = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
-      workers.push(w)
-      return w
-    }
+    const worker = (at: {cwd: string; store: string}, extra: Record<string, string>): Worker =>
+      team.start(at.store, [], {cwd: at.cwd, env: {PIPE_LEASE_MS: '1500', ...extra}})
     const ended = async (at: {cwd: string; store: string; runId: string}): Promise<{status: string; steps: string[]}> => {
       const shown = json<{status: string}>(await pipe(['runs', 'show', at.runId, '--json', '--store', at.store], {cwd: at.cwd}))
       const steps = json<{snapshots: Array<{step: {name: string}}>}>(

@@ -6,10 +6,11 @@
  * wait is for an event (a row, a line, a file), never a sleep.
  */
 import {expect} from 'chai'
-import {execFileSync, spawn, type ChildProcess} from 'node:child_process'
+import {execFileSync} from 'node:child_process'
 import {mkdir, readdir, readFile, realpath, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, json, pipe, tempDir, testHome} from '../helpers/cli.js'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+import {Workers, until, type Worker} from '../helpers/workers.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 /** A foreach child's work (written as slot.mjs into each test's folder): it counts the children running at once itself. */
@@ -54,12 +55,6 @@ for (let i = 0; i < 10; i++) {
 writeFileSync(path.join(dir, 'seen', item), String(most))
 rmSync(marker)
 `
-
-interface Worker {
-  child: ChildProcess
-  stderr: () => string
-  exited: Promise<number | null>
-}
 
 const POLICY = `version: 1
 allowed_commands:
@@ -112,7 +107,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
   let url: string
   let slots: string
   let slot: string
-  const workers: Worker[] = []
+  const team = new Workers()
   before(async () => (cluster = await startCluster()))
   after(async () => cluster?.stop())
   beforeEach(async () => {
@@ -125,39 +120,14 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     url = cluster.url(db)
   })
   afterEach(async () => {
-    for (const w of workers.splice(0)) {
-      w.child.kill('SIGKILL')
-      await w.exited
-    }
+    await team.stopAll()
     await cleanup()
   })
 
-  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
-    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
-    delete out.PIPE_STORE
-    return out
-  }
+  const untilFor = (what: string, check: () => Promise<boolean>, timeoutMs = 120000): Promise<void> => until(what, check, timeoutMs)
 
   function startWorker(args: string[], options: {cwd?: string; env?: Record<string, string>} = {}): Worker {
-    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {
-      cwd: options.cwd ?? dir,
-      env: env(options.env),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.stdout.resume()
-    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
-    workers.push(worker)
-    return worker
-  }
-
-  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 120000): Promise<void> {
-    const deadline = Date.now() + timeoutMs
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
+    return team.start(url, args, {cwd: options.cwd ?? dir, ...(options.env ? {env: options.env} : {})})
   }
 
   async function workspace(mode: string, items: number, concurrency: number, extra = ''): Promise<void> {
@@ -197,7 +167,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     await workspace('hold', 100, 4)
     const parent = await detach()
     const team = [startWorker(['--concurrency', '4']), startWorker(['--concurrency', '4']), startWorker(['--concurrency', '4'])]
-    await until('the run and its children have stopped', queueEmpty)
+    await untilFor('the run and its children have stopped', queueEmpty)
     for (const w of team) w.child.kill('SIGTERM')
     expect(await Promise.all(team.map((w) => w.exited))).to.deep.equal([0, 0, 0])
     expect((await show(parent)).status).to.equal('succeeded')
@@ -231,7 +201,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const lease = {PIPE_LEASE_MS: '1500'}
     const parent = await detach()
     const first = startWorker(['--concurrency', '2'], {env: lease})
-    await until(
+    await untilFor(
       'the first worker holds the parent',
       async () =>
         (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [parent]))[0]!.holder?.includes(
@@ -239,10 +209,12 @@ describe('foreach children and workspaces across pipe worker processes on a Post
         ) === true,
     )
     const doomed = startWorker(['--concurrency', '4'], {env: lease})
-    await until('the second worker holds a child', async () => (await children(parent)).some((c) => c.holder?.includes(`"pid":${doomed.child.pid}`) === true))
+    await untilFor('the second worker holds a child', async () =>
+      (await children(parent)).some((c) => c.holder?.includes(`"pid":${doomed.child.pid}`) === true),
+    )
     doomed.child.kill('SIGKILL')
     await doomed.exited
-    await until('the run and its children have stopped', queueEmpty)
+    await untilFor('the run and its children have stopped', queueEmpty)
     first.child.kill('SIGTERM')
     expect(await first.exited).to.equal(0)
     expect((await show(parent)).status).to.equal('succeeded')
@@ -282,14 +254,14 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const lease = {PIPE_LEASE_MS: '1500'}
     const parent = await detach()
     const doomed = startWorker(['--concurrency', '1'], {env: lease})
-    await until('the parent has children that ended and children to come', async () => {
+    await untilFor('the parent has children that ended and children to come', async () => {
       const made = await children(parent)
       return made.filter((c) => c.status === 'succeeded').length >= 3 && made.length < 12
     })
     doomed.child.kill('SIGKILL')
     await doomed.exited
     const heir = startWorker(['--concurrency', '4'], {env: lease})
-    await until('the run and its children have stopped', queueEmpty)
+    await untilFor('the run and its children have stopped', queueEmpty)
     heir.child.kill('SIGTERM')
     expect(await heir.exited).to.equal(0)
     expect(endedBy(heir, 'succeeded')).to.include(parent)
@@ -317,7 +289,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const lease = {PIPE_LEASE_MS: '1500'}
     const parent = await detach()
     const home = startWorker(['--concurrency', '1'], {env: lease})
-    await until(
+    await untilFor(
       'a worker holds the parent',
       async () =>
         (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [parent]))[0]!.holder?.includes(
@@ -325,7 +297,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
         ) === true,
     )
     const others = [startWorker(['--concurrency', '4'], {env: lease}), startWorker(['--concurrency', '4'], {env: lease})]
-    await until('the run and its children have stopped', queueEmpty)
+    await untilFor('the run and its children have stopped', queueEmpty)
     expect(endedBy(home, 'succeeded')).to.include(parent)
     const made = await children(parent)
     const byIndex = new Map(made.map((c) => [c.index, c]))
@@ -352,7 +324,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const elsewhere = path.join(dir, 'elsewhere')
     await mkdir(elsewhere)
     const stranger = startWorker([], {cwd: elsewhere})
-    await until('the worker noted the run it cannot serve', async () => stranger.stderr().includes(`${parent} waits:`))
+    await untilFor('the worker noted the run it cannot serve', async () => stranger.stderr().includes(`${parent} waits:`))
     const shown = await show(parent)
     expect(shown.status).to.equal('pending')
     expect(shown.queue?.queue).to.equal('default')
@@ -363,7 +335,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect(text.stdout).to.include(`queue: default, waits for no live worker on queue default serves workspace ${dir}`)
     // A worker started for it serves it.
     const right = startWorker(['--workspace', dir], {cwd: elsewhere})
-    await until('the run has stopped', queueEmpty)
+    await untilFor('the run has stopped', queueEmpty)
     expect(endedBy(right, 'succeeded')).to.include(parent)
     expect(endedBy(stranger, 'succeeded')).to.deep.equal([])
   })
@@ -390,17 +362,17 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const elsewhere = path.join(dir, 'elsewhere')
     await mkdir(elsewhere)
     startWorker([], {cwd: elsewhere})
-    await until('the stranger is registered', () => registered(1))
+    await untilFor('the stranger is registered', () => registered(1))
     const others = await detachWarning()
     expect(others.warning?.startsWith(`no live worker of queue default serves workspace path:${dir} (they serve ${elsewhere} (path:`), others.warning).to.equal(
       true,
     )
     startWorker(['--workspace', dir], {cwd: elsewhere})
-    await until('the right worker is registered', () => registered(2))
+    await untilFor('the right worker is registered', () => registered(2))
     const served = await detachWarning()
     expect(served.warning).to.equal(undefined)
     expect(served.stderr).not.to.include('warning:')
-    await until('every run has stopped', queueEmpty)
+    await untilFor('every run has stopped', queueEmpty)
   })
 
   it('a worker with --workspace serves only that repository, in its own checkout of it, wherever that is', async () => {
@@ -427,8 +399,8 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const runA = await detach(repoA, path.join(repoA, 'touch.yaml'))
     const runB = await detach(repoB, path.join(repoB, 'touch.yaml'))
     const worker = startWorker(['--workspace', cloneA], {cwd: dir})
-    await until('run A has stopped', async () => (await show(runA)).status === 'succeeded')
-    await until('run B is noted as waiting', async () => worker.stderr().includes(`${runB} waits:`))
+    await untilFor('run A has stopped', async () => (await show(runA)).status === 'succeeded')
+    await untilFor('run B is noted as waiting', async () => worker.stderr().includes(`${runB} waits:`))
     // A ran in the worker's checkout, not in the folder it was queued from; B was left alone.
     expect(await readFile(path.join(cloneA, 'made-a'), 'utf8')).to.equal(`${cloneA}\n`)
     expect(await readdir(repoA)).to.not.include('made-a')

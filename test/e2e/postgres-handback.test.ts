@@ -5,20 +5,14 @@
  * worker holding a run, its lease and epoch, or that none holds it. Every wait is for a row.
  */
 import {expect} from 'chai'
-import {spawn, type ChildProcess} from 'node:child_process'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {Workers, until, type Worker} from '../helpers/workers.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
-
-interface Worker {
-  child: ChildProcess
-  stderr: () => string
-  exited: Promise<number | null>
-}
 
 interface Holding {
   worker: {host: string; pid: number; name?: string} | null
@@ -35,7 +29,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
   let cleanup: () => Promise<void>
   let db: string
   let url: string
-  const workers: Worker[] = []
+  const team = new Workers()
   before(async () => (cluster = await startCluster()))
   after(async () => cluster?.stop())
   beforeEach(async () => {
@@ -44,35 +38,12 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     url = cluster.url(db)
   })
   afterEach(async () => {
-    for (const w of workers.splice(0)) {
-      w.child.kill('SIGKILL')
-      await w.exited
-    }
+    await team.stopAll()
     await cleanup()
   })
 
-  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
-    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', PIPE_INTERACTIVE: '0', ...extra}
-    delete out.PIPE_STORE
-    return out
-  }
-
   function startWorker(args: string[] = [], extra: Record<string, string> = {}): Worker {
-    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {cwd: dir, env: env(extra), stdio: ['ignore', 'pipe', 'pipe']})
-    let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.stdout.resume()
-    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
-    workers.push(worker)
-    return worker
-  }
-
-  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 90000): Promise<void> {
-    const deadline = Date.now() + timeoutMs
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
+    return team.start(url, args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...extra}})
   }
 
   const show = async <T>(runId: string): Promise<T> => json<T>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))

@@ -5,20 +5,14 @@
  * SIGTERM drains a worker, which exits 0. Every wait is for an event (a row, a line), never a sleep.
  */
 import {expect} from 'chai'
-import {spawn, type ChildProcess} from 'node:child_process'
 import {readdir} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
+import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {Workers, until, type Worker} from '../helpers/workers.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
 const policy = path.join(fixtures, 'policy.yaml')
-
-interface Worker {
-  child: ChildProcess
-  stderr: () => string
-  exited: Promise<number | null>
-}
 
 describe('pipe worker on a PostgreSQL store', function () {
   this.timeout(180000)
@@ -27,7 +21,7 @@ describe('pipe worker on a PostgreSQL store', function () {
   let cleanup: () => Promise<void>
   let db: string
   let url: string
-  const workers: Worker[] = []
+  const team = new Workers()
   before(async () => (cluster = await startCluster()))
   after(async () => cluster?.stop())
   beforeEach(async () => {
@@ -36,38 +30,17 @@ describe('pipe worker on a PostgreSQL store', function () {
     url = cluster.url(db)
   })
   afterEach(async () => {
-    for (const w of workers.splice(0)) {
-      w.child.kill('SIGCONT')
-      w.child.kill('SIGKILL')
-      await w.exited
-    }
+    await team.stopAll()
     await cleanup()
   })
 
-  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
-    const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
-    delete out.PIPE_STORE
-    return out
-  }
+  const untilFor = (what: string, check: () => Promise<boolean>, timeoutMs = 60000): Promise<void> => until(what, check, timeoutMs)
 
   function startWorker(args: string[], extra: Record<string, string> = {}): Worker {
-    const child = spawn(process.execPath, [bin, 'worker', '--store', url, ...args], {cwd: dir, env: env(extra), stdio: ['ignore', 'pipe', 'pipe']})
-    let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    child.stdout.resume()
-    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
-    workers.push(worker)
-    return worker
+    return team.start(url, args, {cwd: dir, env: extra})
   }
 
   /** Waits for a condition on the database (each check is a query; no fixed sleep decides anything). */
-  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60000): Promise<void> {
-    const deadline = Date.now() + timeoutMs
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
-      await new Promise((r) => setTimeout(r, 50))
-    }
-  }
 
   const detach = async (pipeline: string): Promise<string> => {
     const result = await pipe(['run', path.join(fixtures, pipeline), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
@@ -105,11 +78,11 @@ describe('pipe worker on a PostgreSQL store', function () {
   it('an idle worker takes a run the moment it is queued (a notice from the database), not at its next poll', async () => {
     // An hour between polls: only the notice can bring the run to this worker within the test.
     const idle = startWorker([], {PIPE_WORKER_POLL_MS: '3600000'})
-    await until('the worker listens', async () => idle.stderr().includes('pipe worker: queue default'))
+    await untilFor('the worker listens', async () => idle.stderr().includes('pipe worker: queue default'))
     const first = await detach('fast.yaml')
-    await until('the first run has stopped', queueEmpty)
+    await untilFor('the first run has stopped', queueEmpty)
     const second = await detach('fast.yaml')
-    await until('the second run has stopped', queueEmpty)
+    await untilFor('the second run has stopped', queueEmpty)
     expect(await statusOf(first)).to.equal('succeeded')
     expect(await statusOf(second)).to.equal('succeeded')
   })
@@ -118,7 +91,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     const runIds: string[] = []
     for (let i = 0; i < 12; i++) runIds.push(await detach('fast.yaml'))
     const team = [startWorker(['--concurrency', '2']), startWorker(['--concurrency', '2']), startWorker(['--concurrency', '2'])]
-    await until('every queued run has stopped', queueEmpty)
+    await untilFor('every queued run has stopped', queueEmpty)
     for (const w of team) w.child.kill('SIGTERM')
     expect(await Promise.all(team.map((w) => w.exited))).to.deep.equal([0, 0, 0])
     const ended = team.flatMap((w) => [...w.stderr().matchAll(/pipe worker: (R-\d{8}-\d{4}) succeeded/g)].map((m) => m[1]!))
@@ -131,7 +104,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
     const first = startWorker([], lease)
-    await until(
+    await untilFor(
       'the first worker holds the run',
       async () =>
         (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(
@@ -141,7 +114,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     first.child.kill('SIGKILL')
     await first.exited
     const second = startWorker([], lease)
-    await until('the run has stopped', queueEmpty)
+    await untilFor('the run has stopped', queueEmpty)
     expect(second.stderr()).to.include(`pipe worker: ${runId} succeeded`)
     second.child.kill('SIGTERM')
     expect(await second.exited).to.equal(0)
@@ -155,7 +128,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
     const frozen = startWorker([], lease)
-    await until(
+    await untilFor(
       'the first worker holds the run',
       async () =>
         (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(
@@ -164,10 +137,10 @@ describe('pipe worker on a PostgreSQL store', function () {
     )
     frozen.child.kill('SIGSTOP')
     const other = startWorker([], lease)
-    await until('the run has stopped', queueEmpty)
+    await untilFor('the run has stopped', queueEmpty)
     expect(other.stderr()).to.include(`pipe worker: ${runId} succeeded`)
     frozen.child.kill('SIGCONT')
-    await until('the woken worker was refused', async () => /was taken over by another holder/.test(frozen.stderr()), 30000).catch((error: Error) => {
+    await untilFor('the woken worker was refused', async () => /was taken over by another holder/.test(frozen.stderr()), 30000).catch((error: Error) => {
       throw new Error(`${error.message}; its stderr: ${frozen.stderr()}`)
     })
     expect(frozen.stderr()).to.not.include(`${runId} succeeded`)

@@ -1,0 +1,62 @@
+/**
+ * `pipe worker` processes for the PostgreSQL tests: started from the built CLI on a store, their
+ * stderr kept for the test to read, killed whole after each test. Waits are for a condition (each
+ * check a query or a read), never a fixed sleep.
+ */
+import {spawn, type ChildProcess} from 'node:child_process'
+import {bin, testHome} from './cli.js'
+
+export interface Worker {
+  child: ChildProcess
+  stderr: () => string
+  exited: Promise<number | null>
+}
+
+/** The environment of a worker or a command in these tests: a fast poll, no PIPE_STORE of the caller's. */
+export function workerEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
+  delete out.PIPE_STORE
+  return out
+}
+
+/** The workers of one test: `start` adds one, `stopAll` kills them (a frozen one woken first) and waits for their exits. */
+export class Workers {
+  private readonly started: Worker[] = []
+
+  start(store: string, args: readonly string[], options: {cwd: string; env?: Record<string, string>}): Worker {
+    const child = spawn(process.execPath, [bin, 'worker', '--store', store, ...args], {
+      cwd: options.cwd,
+      env: workerEnv(options.env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.stdout.resume()
+    const worker = {child, stderr: () => stderr, exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))}
+    this.started.push(worker)
+    return worker
+  }
+
+  async stopAll(): Promise<void> {
+    for (const w of this.started.splice(0)) {
+      w.child.kill('SIGCONT')
+      w.child.kill('SIGKILL')
+      await w.exited
+    }
+  }
+}
+
+/** Waits until `check` holds; a check that throws (the database restarting) counts as not yet. */
+export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 90000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last: unknown
+  for (;;) {
+    try {
+      if (await check()) return
+    } catch (error) {
+      last = error
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}${last ? ` (last check failed: ${(last as Error).message})` : ''}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
