@@ -1,0 +1,123 @@
+/**
+ * Today's confirmation, agent tools, context and fan-in, attacked as a new user and as an attacker
+ * would: on the built CLI, in real git repositories in temp dirs, against a scripted model server
+ * on 127.0.0.1. Each case here failed before its fix.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+import {ModelServer} from '../helpers/model-server.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+  reason?: string
+  pending?: {kind: string; reason?: string; action?: {tool: string; argv?: string[][]; call_id: string; level: string}}
+}
+
+let dir: string
+let cleanup: (() => Promise<void>) | undefined
+let server: ModelServer | undefined
+
+afterEach(async () => {
+  await server?.close()
+  server = undefined
+  await cleanup?.()
+  cleanup = undefined
+})
+
+const git = (cwd: string, ...args: string[]): string => execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', ...args], {cwd, encoding: 'utf8'})
+
+async function repoWith(files: Record<string, string>): Promise<string> {
+  ;({dir, cleanup} = await tempDir('pipe-attack2-'))
+  const repo = path.join(dir, 'repo')
+  for (const [file, text] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(repo, file)), {recursive: true})
+    await writeFile(path.join(repo, file), text)
+  }
+  git(repo, 'init', '-q', '-b', 'main')
+  git(repo, 'add', '-A')
+  git(repo, 'commit', '-qm', 'start')
+  return repo
+}
+
+const env = (): Record<string, string> => ({PIPE_INTERACTIVE: '0', ...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')})
+
+/** The tool-result messages a request carried, by call id. */
+function toolResults(request: ModelServer['requests'][number]): Record<string, string> {
+  return Object.fromEntries(request.body.messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id!, m.content]))
+}
+
+const MARKER = "import {appendFileSync} from 'node:fs'\nappendFileSync('ran.txt', 'x')\nconsole.log(JSON.stringify(process.argv.slice(2)))\n"
+
+describe('attacks on confirmation, agent tools, context and fan-in (CLI)', function () {
+  this.timeout(180000)
+
+  it("the policy's confirm.commands pauses an agent's call whose argv matches, whatever the tool's level, and tools_preapproved does not lift it", async () => {
+    const repo = await repoWith({'package.json': '{"type": "module"}\n', 'args.js': MARKER, 'task.md': 'Probe.\n'})
+    await writeFile(
+      path.join(repo, 'policy.yaml'),
+      `version: 1
+allowed_commands:
+  - [node, args.js, "{arg}"]
+tools_preapproved:
+  - [node, args.js, "{arg}"]
+confirm:
+  levels: [dangerous]
+  commands: ["node args.js deploy*"]
+`,
+    )
+    await writeFile(
+      path.join(repo, 'p.yaml'),
+      `version: 1
+name: probe
+tools:
+  say:
+    description: runs args.js with one word
+    parameters: {type: object, additionalProperties: false, required: [word], properties: {word: {type: string}}}
+    argv: [node, args.js, "\${{ args.word }}"]
+    level: moderate
+steps:
+  - id: probe
+    kind: agent
+    prompt: task.md
+    tools: [say, run_command]
+    on: {denied: stop, gave_up: stop}
+  - {id: stop, kind: end, status: succeeded}
+`,
+    )
+    server = await ModelServer.start()
+    server.script(
+      'probe',
+      {tool_calls: [{id: 'hello', name: 'say', arguments: {word: 'hello'}}]},
+      {tool_calls: [{id: 'ship', name: 'say', arguments: {word: 'deploy-prod'}}]},
+      {tool_calls: [{id: 'again', name: 'run_command', arguments: {command: 'node args.js deploy-now'}}]},
+      {content: 'done'},
+    )
+    const first = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'], {cwd: repo, env: env()})
+    expect(first.code, first.stderr + first.stdout).to.equal(10)
+    const body = json<RunJson>(first)
+    // hello matched no pattern and ran; deploy-prod waits, naming the pattern that asked.
+    expect(await readFile(path.join(repo, 'ran.txt'), 'utf8')).to.equal('x')
+    expect(body.pending?.action).to.deep.include({tool: 'say', call_id: 'ship', argv: [['node', 'args.js', 'deploy-prod']]})
+    expect(body.pending?.reason).to.contain(`the policy's confirm.commands[0] "node args.js deploy*" matches "node args.js deploy-prod"`)
+    const second = await pipe(['confirm', body.run_id, '--yes', '--json'], {cwd: repo, env: env()})
+    expect(second.code, second.stderr + second.stdout).to.equal(10)
+    expect(await readFile(path.join(repo, 'ran.txt'), 'utf8')).to.equal('xx')
+    // run_command's line is pre-approved, but the pattern still asks.
+    const again = json<RunJson>(second)
+    expect(again.pending?.action).to.deep.include({tool: 'run_command', call_id: 'again'})
+    const third = await pipe(['confirm', body.run_id, '--no', '--note', 'not now', '--json'], {cwd: repo, env: env()})
+    expect(third.code, third.stderr + third.stdout).to.equal(0)
+    expect(await readFile(path.join(repo, 'ran.txt'), 'utf8')).to.equal('xx')
+    expect(toolResults(server.requests.at(-1)!)['again']).to.contain('refused').and.contain('not now')
+    const audit = await pipe(['audit', 'verify', body.run_id], {cwd: repo, env: env()})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    // pipe policy explain says the same of the line.
+    const explained = await pipe(['policy', 'explain', '--policy', 'policy.yaml', '--', 'node', 'args.js', 'deploy-x'], {cwd: repo, env: env()})
+    expect(explained.stdout).to.contain(`confirmation needed (pipe confirm): the policy's confirm.commands[0]`)
+  })
+})
