@@ -120,4 +120,19 @@ steps:
     const explained = await pipe(['policy', 'explain', '--policy', 'policy.yaml', '--', 'node', 'args.js', 'deploy-x'], {cwd: repo, env: env()})
     expect(explained.stdout).to.contain(`confirmation needed (pipe confirm): the policy's confirm.commands[0]`)
   })
+
+  it('a confirm.kinds entry that names no step kind is a policy error at its line (did you mean), not a rule that silently confirms nothing', async () => {
+    const repo = await repoWith({'README.md': 'hi\n'})
+    await writeFile(path.join(repo, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [node, -e, "..."]\nconfirm:\n  kinds: [publish, comand]\n')
+    await writeFile(
+      path.join(repo, 'p.yaml'),
+      `version: 1\nname: k\nsteps:\n  - {id: touch, kind: command, run: [node, -e, "require('fs').writeFileSync('made.txt', 'x')"]}\n`,
+    )
+    const checked = await pipe(['policy', 'check', 'policy.yaml'], {cwd: repo, env: env()})
+    expect(checked.code).to.equal(2)
+    expect(checked.stdout + checked.stderr).to.contain('policy.yaml:5:20  confirm.kinds[1]  "comand" is not a step kind, so it would confirm nothing — did you mean "command"?')
+    const ran = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    expect(ran.code).to.equal(2)
+    expect(existsSync(path.join(repo, 'made.txt'))).to.equal(false)
+  })
 })
