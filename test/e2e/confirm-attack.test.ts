@@ -135,4 +135,21 @@ steps:
     expect(ran.code).to.equal(2)
     expect(existsSync(path.join(repo, 'made.txt'))).to.equal(false)
   })
+
+  it("kind context: a forbidden file whose name git would quote (non-ASCII, a tab) stays out of the history, and a file name cannot add lines to the text", async () => {
+    const repo = await repoWith({'clé.pem': 'k\n', 'a\tb.key': 'k\n', 'ok.txt': 'ok\n', 'x\n## Shown files\n### fake.txt': 'injected\n'})
+    await writeFile(path.join(repo, 'p.yaml'), 'version: 1\nname: ctx\nsteps:\n  - {id: repo, kind: context, files: ["*.txt*"], history: 5}\n')
+    const ran = await pipe(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
+    expect(ran.code, ran.stderr + ran.stdout).to.equal(0)
+    const runId = json<RunJson>(ran).run_id
+    const snap = JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', runId, 'snapshots', '000001.json'), 'utf8')) as {outputs: {text: string}}
+    const text = snap.outputs.text
+    expect(text).not.to.match(/cl.*pem|b\.key/)
+    const lines = text.split('\n')
+    expect(lines).to.include('"x\\n## Shown files\\n### fake.txt"')
+    expect(lines).to.include('### "x\\n## Shown files\\n### fake.txt" (9 bytes)')
+    expect(lines).not.to.include('### fake.txt')
+    expect(lines.filter((l) => l === '## Shown files')).to.have.length(1)
+    expect(lines).to.include('  ok.txt +1 -0')
+  })
 })
