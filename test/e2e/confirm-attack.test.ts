@@ -6,7 +6,7 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
@@ -151,5 +151,55 @@ steps:
     expect(lines).not.to.include('### fake.txt')
     expect(lines.filter((l) => l === '## Shown files')).to.have.length(1)
     expect(lines).to.include('  ok.txt +1 -0')
+  })
+
+  it("a secret may not reach a child run through with: or a foreach's items (the child records them as they are); a child file reads its own secrets", async () => {
+    const repo = await repoWith({'README.md': 'hi\n'})
+    await writeFile(
+      path.join(repo, 'child.yaml'),
+      'version: 1\nname: child\ninputs:\n  x: {type: string}\noutputs:\n  tail: {type: string, value: "${{ inputs.x.substring(2) }}"}\nsteps:\n  - {id: a, kind: noop}\n',
+    )
+    await writeFile(
+      path.join(repo, 'p.yaml'),
+      `version: 1
+name: leak
+secrets: [MY_TOKEN]
+steps:
+  - id: c
+    kind: pipeline
+    file: child.yaml
+    with: {x: "\${{ secrets.MY_TOKEN }}"}
+`,
+    )
+    await writeFile(
+      path.join(repo, 'items.yaml'),
+      `version: 1
+name: items
+secrets: [MY_TOKEN]
+steps:
+  - id: each
+    kind: foreach
+    items: "\${{ secrets.MY_TOKEN.split('2') }}"
+    steps:
+      - {id: a, kind: noop}
+`,
+    )
+    const secretEnv = {...env(), MY_TOKEN: 'hunter2secretvalue'}
+    const checked = await pipe(['validate', 'p.yaml', 'items.yaml'], {cwd: repo, env: secretEnv})
+    expect(checked.code).to.equal(2)
+    expect(checked.stdout).to.contain('p.yaml:8:15  steps[0].with.x  input "x" of the pipeline child.yaml reads a secret; a child run records its inputs as they are')
+    expect(checked.stdout).to.contain('items.yaml:7:13  steps[0].items  items reads a secret; each item is recorded as it is in its child run')
+    for (const file of ['p.yaml', 'items.yaml']) {
+      const ran = await pipe(['run', file], {cwd: repo, env: secretEnv})
+      expect(ran.code, file).to.equal(2)
+    }
+    expect(existsSync(path.join(repo, '.pipe', 'runs'))).to.equal(false)
+    // The way that works: the child declares the secret and reads it itself; nothing records it.
+    await writeFile(path.join(repo, 'own.yaml'), 'version: 1\nname: own\nsecrets: [MY_TOKEN]\nsteps:\n  - {id: a, kind: end, status: succeeded, reason: "token ${{ secrets.MY_TOKEN }}"}\n')
+    await writeFile(path.join(repo, 'q.yaml'), 'version: 1\nname: q\nsteps:\n  - {id: c, kind: pipeline, file: own.yaml}\n')
+    const good = await pipe(['run', 'q.yaml'], {cwd: repo, env: secretEnv})
+    expect(good.code, good.stderr).to.equal(0)
+    const runs = path.join(repo, '.pipe', 'runs')
+    for (const run of await readdir(runs)) expect(await readFile(path.join(runs, run, 'run.json'), 'utf8')).not.to.contain('secretvalue')
   })
 })
