@@ -202,4 +202,41 @@ steps:
     const runs = path.join(repo, '.pipe', 'runs')
     for (const run of await readdir(runs)) expect(await readFile(path.join(runs, run, 'run.json'), 'utf8')).not.to.contain('secretvalue')
   })
+
+  it('sum() refuses what is not a number (a string, a boolean, a null from parsed JSON) and an int past 64 bits, instead of adding Number(x)', async () => {
+    const repo = await repoWith({'README.md': 'hi\n'})
+    await writeFile(path.join(repo, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [node, -e, "..."]\n')
+    const pipeline = (value: string, type = 'number'): string => `version: 1
+name: s
+outputs:
+  total: {type: ${type}, value: "${value}"}
+steps:
+  - id: j
+    kind: command
+    run: [node, -e, "console.log(JSON.stringify({m: [1, true, null, '3'], d: [1.5, 2], s: ['1']}))"]
+    parse: json
+`
+    const outcome = async (value: string, type?: string): Promise<{code: number; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
+      await writeFile(path.join(repo, 'p.yaml'), pipeline(value, type))
+      const ran = await pipe(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
+      const body = json<RunJson & {error?: {code: string}}>(ran)
+      if (body.run_id === undefined) throw new Error(ran.stdout + ran.stderr)
+      const record = JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {outputs?: unknown}
+      return {code: ran.code, body, outputs: record.outputs}
+    }
+    const mixed = await outcome('${{ sum(steps.j.outputs.json.m) }}')
+    expect(mixed.code).to.equal(1)
+    expect(mixed.body.status).to.equal('failed')
+    expect(mixed.body.error?.code).to.equal('E_CONFIG')
+    expect(mixed.body.reason).to.contain('sum() adds numbers, but element 1 is a boolean')
+    expect(mixed.outputs).to.equal(undefined)
+    const text = await outcome('${{ sum(steps.j.outputs.json.s) }}')
+    expect(text.body.status).to.equal('failed')
+    const big = await outcome('${{ string(sum([9223372036854775807, 1])) }}', 'string')
+    expect(big.body.status).to.equal('failed')
+    expect(big.body.reason).to.contain('sum() overflows a 64-bit int')
+    const fine = await outcome('${{ sum(steps.j.outputs.json.d) }}')
+    expect(fine.code).to.equal(0)
+    expect(fine.outputs).to.deep.equal({total: 3.5})
+  })
 })
