@@ -239,4 +239,35 @@ steps:
     expect(fine.code).to.equal(0)
     expect(fine.outputs).to.deep.equal({total: 3.5})
   })
+
+  it("a nested inline foreach whose as: (or default item) is the enclosing foreach's is a validate error at as:, not a silent shadow", async () => {
+    const repo = await repoWith({'README.md': 'hi\n'})
+    await writeFile(path.join(repo, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [echo, "..."]\n')
+    const nested = (outer: string, inner: string): string => `version: 1
+name: n
+steps:
+  - id: outer
+    kind: foreach
+    items: "\${{ ['a', 'b'] }}"
+${outer}    steps:
+      - id: inner
+        kind: foreach
+        items: "\${{ [1, 2] }}"
+${inner}        steps:
+          - {id: say, kind: command, run: [echo, "\${{ x }}"]}
+`
+    await writeFile(path.join(repo, 'same.yaml'), nested('    as: x\n', '        as: x\n'))
+    await writeFile(path.join(repo, 'default.yaml'), nested('', '').replace('${{ x }}', '${{ item }}'))
+    await writeFile(path.join(repo, 'fine.yaml'), nested('    as: x\n', '        as: n\n'))
+    const checked = await pipe(['validate', 'same.yaml', 'default.yaml', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    expect(checked.code).to.equal(2)
+    expect(checked.stdout).to.contain('same.yaml:12:13  steps[0].steps[0].as  as: "x" is already the item of an enclosing foreach, which it would hide here; choose another name')
+    expect(checked.stdout).to.contain('default.yaml:8:9  steps[0].steps[0]  as: "item" is already the item of an enclosing foreach')
+    expect(checked.stdout + checked.stderr).to.contain('ok  fine.yaml')
+    const ran = await pipe(['run', 'same.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    expect(ran.code).to.equal(2)
+    const fine = await pipe(['run', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    expect(fine.code, fine.stderr).to.equal(0)
+    expect(fine.stderr).to.contain('echo a exited 0').and.contain('echo b exited 0')
+  })
 })
