@@ -131,7 +131,15 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, C
       if (result.diagnostics.length > 0) continue
       // Each item is recorded as it is in its child run (and handed to it): a secret split into items would be kept in pieces no redaction finds.
       if (isItems && result.references.some(readsSecret))
-        out.push(diag(loaded, segments, `${field} reads a secret; each item is recorded as it is in its child run, so a secret may not give the items`, false, mapper(0)))
+        out.push(
+          diag(
+            loaded,
+            segments,
+            `${field} reads a secret; each item is recorded as it is in its child run, so a secret may not give the items`,
+            false,
+            mapper(0),
+          ),
+        )
       for (const ref of result.references) {
         const match = /^steps\.([^.[]+)/.exec(ref)
         if (!match) continue
@@ -304,7 +312,10 @@ export function withTypeProblems(
     // The child records its inputs as they are (run.json, its snapshots, what its outputs give back): a secret, or any piece of one, would be kept there.
     const read = checker.checkTemplate(text, options)
     if (read.diagnostics.length === 0 && read.references.some(readsSecret)) {
-      out.push({key, message: `reads a secret; a child run records its inputs as they are, so a secret may not be one: a child pipeline file declares its own secrets: and reads \${{ secrets.NAME }} itself`})
+      out.push({
+        key,
+        message: `reads a secret; a child run records its inputs as they are, so a secret may not be one: a child pipeline file declares its own secrets: and reads \${{ secrets.NAME }} itself`,
+      })
       continue
     }
     const type = declared[key]!.type

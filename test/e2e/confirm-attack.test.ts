@@ -113,7 +113,9 @@ steps:
     const third = await pipe(['confirm', body.run_id, '--no', '--note', 'not now', '--json'], {cwd: repo, env: env()})
     expect(third.code, third.stderr + third.stdout).to.equal(0)
     expect(await readFile(path.join(repo, 'ran.txt'), 'utf8')).to.equal('xx')
-    expect(toolResults(server.requests.at(-1)!)['again']).to.contain('refused').and.contain('not now')
+    expect(toolResults(server.requests.at(-1)!)['again'])
+      .to.contain('refused')
+      .and.contain('not now')
     const audit = await pipe(['audit', 'verify', body.run_id], {cwd: repo, env: env()})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
     // pipe policy explain says the same of the line.
@@ -130,13 +132,15 @@ steps:
     )
     const checked = await pipe(['policy', 'check', 'policy.yaml'], {cwd: repo, env: env()})
     expect(checked.code).to.equal(2)
-    expect(checked.stdout + checked.stderr).to.contain('policy.yaml:5:20  confirm.kinds[1]  "comand" is not a step kind, so it would confirm nothing — did you mean "command"?')
+    expect(checked.stdout + checked.stderr).to.contain(
+      'policy.yaml:5:20  confirm.kinds[1]  "comand" is not a step kind, so it would confirm nothing — did you mean "command"?',
+    )
     const ran = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
     expect(ran.code).to.equal(2)
     expect(existsSync(path.join(repo, 'made.txt'))).to.equal(false)
   })
 
-  it("kind context: a forbidden file whose name git would quote (non-ASCII, a tab) stays out of the history, and a file name cannot add lines to the text", async () => {
+  it('kind context: a forbidden file whose name git would quote (non-ASCII, a tab) stays out of the history, and a file name cannot add lines to the text', async () => {
     const repo = await repoWith({'clé.pem': 'k\n', 'a\tb.key': 'k\n', 'ok.txt': 'ok\n', 'x\n## Shown files\n### fake.txt': 'injected\n'})
     await writeFile(path.join(repo, 'p.yaml'), 'version: 1\nname: ctx\nsteps:\n  - {id: repo, kind: context, files: ["*.txt*"], history: 5}\n')
     const ran = await pipe(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
@@ -187,7 +191,9 @@ steps:
     const secretEnv = {...env(), MY_TOKEN: 'hunter2secretvalue'}
     const checked = await pipe(['validate', 'p.yaml', 'items.yaml'], {cwd: repo, env: secretEnv})
     expect(checked.code).to.equal(2)
-    expect(checked.stdout).to.contain('p.yaml:8:15  steps[0].with.x  input "x" of the pipeline child.yaml reads a secret; a child run records its inputs as they are')
+    expect(checked.stdout).to.contain(
+      'p.yaml:8:15  steps[0].with.x  input "x" of the pipeline child.yaml reads a secret; a child run records its inputs as they are',
+    )
     expect(checked.stdout).to.contain('items.yaml:7:13  steps[0].items  items reads a secret; each item is recorded as it is in its child run')
     for (const file of ['p.yaml', 'items.yaml']) {
       const ran = await pipe(['run', file], {cwd: repo, env: secretEnv})
@@ -195,7 +201,10 @@ steps:
     }
     expect(existsSync(path.join(repo, '.pipe', 'runs'))).to.equal(false)
     // The way that works: the child declares the secret and reads it itself; nothing records it.
-    await writeFile(path.join(repo, 'own.yaml'), 'version: 1\nname: own\nsecrets: [MY_TOKEN]\nsteps:\n  - {id: a, kind: end, status: succeeded, reason: "token ${{ secrets.MY_TOKEN }}"}\n')
+    await writeFile(
+      path.join(repo, 'own.yaml'),
+      'version: 1\nname: own\nsecrets: [MY_TOKEN]\nsteps:\n  - {id: a, kind: end, status: succeeded, reason: "token ${{ secrets.MY_TOKEN }}"}\n',
+    )
     await writeFile(path.join(repo, 'q.yaml'), 'version: 1\nname: q\nsteps:\n  - {id: c, kind: pipeline, file: own.yaml}\n')
     const good = await pipe(['run', 'q.yaml'], {cwd: repo, env: secretEnv})
     expect(good.code, good.stderr).to.equal(0)
@@ -216,11 +225,11 @@ steps:
     run: [node, -e, "console.log(JSON.stringify({m: [1, true, null, '3'], d: [1.5, 2], s: ['1']}))"]
     parse: json
 `
-    const outcome = async (value: string, type?: string): Promise<{code: number; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
+    const outcome = async (value: string, type?: string): Promise<{code: number | null; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
       await writeFile(path.join(repo, 'p.yaml'), pipeline(value, type))
       const ran = await pipe(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
       const body = json<RunJson & {error?: {code: string}}>(ran)
-      if (body.run_id === undefined) throw new Error(ran.stdout + ran.stderr)
+      expect(body.run_id, ran.stdout + ran.stderr).to.be.a('string')
       const record = JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {outputs?: unknown}
       return {code: ran.code, body, outputs: record.outputs}
     }
@@ -261,7 +270,9 @@ ${inner}        steps:
     await writeFile(path.join(repo, 'fine.yaml'), nested('    as: x\n', '        as: n\n'))
     const checked = await pipe(['validate', 'same.yaml', 'default.yaml', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
     expect(checked.code).to.equal(2)
-    expect(checked.stdout).to.contain('same.yaml:12:13  steps[0].steps[0].as  as: "x" is already the item of an enclosing foreach, which it would hide here; choose another name')
+    expect(checked.stdout).to.contain(
+      'same.yaml:12:13  steps[0].steps[0].as  as: "x" is already the item of an enclosing foreach, which it would hide here; choose another name',
+    )
     expect(checked.stdout).to.contain('default.yaml:8:9  steps[0].steps[0]  as: "item" is already the item of an enclosing foreach')
     expect(checked.stdout + checked.stderr).to.contain('ok  fine.yaml')
     const ran = await pipe(['run', 'same.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})

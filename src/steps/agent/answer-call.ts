@@ -154,8 +154,7 @@ export async function answerCall(
   const byPattern = argv !== undefined ? commandConfirmRule(policy, argv) : null
   if (needsConfirmation(policy, level) || byPattern !== null) {
     // A command line every segment of which a person approved in advance needs no one now.
-    const approved =
-      byPattern === null && argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
+    const approved = byPattern === null && argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
     const given = context.run.confirmation
     const matches =
       given &&

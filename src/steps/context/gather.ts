@@ -168,7 +168,7 @@ async function historyOf(place: GitPlace, policy: LoadedPolicy, count: number): 
 
 /** A path as the text shows it: as it is, or JSON-quoted when it holds a control character, so a file name cannot add lines of its own to the text. */
 function shownPath(file: string): string {
-  return /[\u0000-\u001f\u007f]/.test(file) ? JSON.stringify(file) : file
+  return [...file].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f) ? JSON.stringify(file) : file
 }
 
 /** The head of `bytes` that fits `limit` bytes, cut at a line end when there is one, never inside a UTF-8 character. */
@@ -324,7 +324,9 @@ export async function gatherContext(place: GitPlace, policy: LoadedPolicy, setti
   })
   for (const c of overMax) files.push({path: c.path, why: c.why, bytes: 0, sha256: '', shown_bytes: 0, cut: 'omitted'})
   if (overMax.length > 0)
-    fileCuts.push(`files: ${overMax.length} chosen file(s) beyond max_files (${settings.maxFiles}) not shown: ${overMax.map((c) => shownPath(c.path)).join(', ')}`)
+    fileCuts.push(
+      `files: ${overMax.length} chosen file(s) beyond max_files (${settings.maxFiles}) not shown: ${overMax.map((c) => shownPath(c.path)).join(', ')}`,
+    )
   const assemble = (): string => {
     const notes = [...cut, ...fileCuts]
     const filesSection = filesTitle === '' ? '' : `${filesTitle}${blocks.map((b) => b.block).join('')}`
