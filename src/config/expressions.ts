@@ -129,6 +129,17 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, C
       const mapper = offsetMapper(loaded, segments, text)
       for (const d of result.diagnostics) out.push(diag(loaded, segments, d.message, false, mapper(d.offset)))
       if (result.diagnostics.length > 0) continue
+      // Each item is recorded as it is in its child run (and handed to it): a secret split into items would be kept in pieces no redaction finds.
+      if (isItems && result.references.some(readsSecret))
+        out.push(
+          diag(
+            loaded,
+            segments,
+            `${field} reads a secret; each item is recorded as it is in its child run, so a secret may not give the items`,
+            false,
+            mapper(0),
+          ),
+        )
       for (const ref of result.references) {
         const match = /^steps\.([^.[]+)/.exec(ref)
         if (!match) continue
@@ -152,6 +163,8 @@ export function checkExpressions(loaded: LoadedPipeline, catalog: KindCatalog, C
   return out
 }
 
+const readsSecret = (ref: string): boolean => ref === 'secrets' || ref.startsWith('secrets.') || ref.startsWith('secrets[')
+
 /**
  * The pipeline's outputs: each value checked like any expression (in the pipeline's own scope) and
  * its type against the declared one where the checker knows it; an output never reads a secret
@@ -166,7 +179,7 @@ function checkOutputs(loaded: LoadedPipeline, checker: ExprChecker): Diagnostic[
     const result = checker.checkTemplate(decl.value)
     for (const d of result.diagnostics) out.push(diag(loaded, segments, `output "${name}": ${d.message}`, false, mapper(d.offset)))
     if (result.diagnostics.length > 0) continue
-    if (result.references.some((r) => r === 'secrets' || r.startsWith('secrets.'))) {
+    if (result.references.some(readsSecret)) {
       out.push(
         diag(
           loaded,
@@ -296,6 +309,15 @@ export function withTypeProblems(
   const options = aliases && deferred?.fields.includes(withField) ? {aliases} : {}
   const out: Array<{key: string; message: string}> = []
   for (const [key, text] of texts) {
+    // The child records its inputs as they are (run.json, its snapshots, what its outputs give back): a secret, or any piece of one, would be kept there.
+    const read = checker.checkTemplate(text, options)
+    if (read.diagnostics.length === 0 && read.references.some(readsSecret)) {
+      out.push({
+        key,
+        message: `reads a secret; a child run records its inputs as they are, so a secret may not be one: a child pipeline file declares its own secrets: and reads \${{ secrets.NAME }} itself`,
+      })
+      continue
+    }
     const type = declared[key]!.type
     if (type === undefined) continue
     const template = parseTemplate(text)

@@ -5,8 +5,9 @@
 import path from 'node:path'
 import {DEFAULT_POLICY, defaultPolicy, effectivePolicy, policyFrom, type LoadedPolicy, type PolicyFile} from '../policy/policy.js'
 import {ARG, PATH, REST, checkCommand} from '../policy/rules.js'
-import {check} from '../schema/registry.js'
+import {check, loadSchema} from '../schema/registry.js'
 import {findUpward} from '../util/discover.js'
+import {didYouMean} from '../util/suggest.js'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
 import {locate} from './yaml-source.js'
@@ -57,6 +58,21 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
         rule: 'command-pattern',
       })
   })
+  // A kind no step has would confirm nothing, silently: the person who wrote it believes those steps wait.
+  const kinds = (result.data.confirm as {kinds?: string[]} | undefined)?.kinds ?? []
+  if (Array.isArray(result.data.confirm) === false && kinds.length > 0) {
+    const known = stepKinds()
+    kinds.forEach((kind, i) => {
+      if (!known.includes(kind))
+        diagnostics.push({
+          file,
+          ...locate(result.source, ['confirm', 'kinds', i]),
+          path: `confirm.kinds[${i}]`,
+          message: `"${kind}" is not a step kind, so it would confirm nothing${didYouMean(kind, known)} (the kinds are ${known.join(', ')})`,
+          rule: 'confirm-kind',
+        })
+    })
+  }
   // Syntax checkers are judged against the policy that applies: the built-in one with this file over it.
   const effective = effectivePolicy(result.data)
   const loaded = policyFrom(effective, path.resolve(file))
@@ -99,6 +115,14 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
       })),
     }
   return {ok: true, loaded}
+}
+
+/** The step kinds the pipeline schema knows (its step branches' kind constants). */
+function stepKinds(): string[] {
+  const schema = loadSchema('pipeline') as {definitions: Record<string, {oneOf?: Array<{$ref: string}>; properties?: {kind?: {const?: string}}}>}
+  return (schema.definitions['step']?.oneOf ?? [])
+    .map((branch) => schema.definitions[branch.$ref.replace('#/definitions/', '')]?.properties?.kind?.const)
+    .filter((kind): kind is string => typeof kind === 'string')
 }
 
 /** What is wrong with an effective policy as a whole: every key present, every value as the schema says. */

@@ -56,7 +56,16 @@ export function stepConfirmRule(policy: LoadedPolicy, step: {kind: string; confi
   const rules = confirmPolicy(policy)
   const kind = rules.kinds.indexOf(step.kind)
   if (kind >= 0) return `the policy's confirm.kinds[${kind}] names the kind ${step.kind}`
-  for (const [i, pattern] of rules.commands.entries()) {
+  return commandConfirmRule(policy, commands)
+}
+
+/**
+ * The policy's confirm.commands pattern that matches one of the argument vectors, said as the
+ * reason a person is asked, or null. Agent tool calls meet it too: a pattern is about the command,
+ * whichever step or tool would run it.
+ */
+export function commandConfirmRule(policy: LoadedPolicy, commands: ReadonlyArray<readonly string[]>): string | null {
+  for (const [i, pattern] of confirmPolicy(policy).commands.entries()) {
     const argv = commands.find((a) => commandPatternMatches(pattern, a))
     if (argv) return `the policy's confirm.commands[${i}] ${JSON.stringify(pattern)} matches ${JSON.stringify(argv.join(' '))}`
   }

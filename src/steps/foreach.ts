@@ -117,7 +117,7 @@ export const foreach: StepHandler<'foreach'> = {
   childPipelines: (step) => [
     {...(step.pipeline !== undefined ? {at: ['pipeline'], file: step.pipeline} : {at: ['steps']}), ...(step.with ? {with: step.with, withAt: ['with']} : {})},
   ],
-  check(step) {
+  check(step, loaded) {
     const out: KindFinding[] = []
     if ((step.pipeline === undefined) === (step.steps === undefined)) {
       out.push({
@@ -139,6 +139,14 @@ export const foreach: StepHandler<'foreach'> = {
     // The alias is a name every expression of the item reads (inline steps' too): it may not hide one of the names they all read.
     const problem = step.as !== undefined ? aliasProblem(step.as) : undefined
     if (problem !== undefined) out.push({rule: 'foreach-alias', at: ['as'], message: `as: ${problem}`})
+    // Inside inline steps the outer item is read by its name: the same name here would hide it, and an expression meant for it would silently read this item.
+    const alias = step.as ?? 'item'
+    if (problem === undefined && loaded.aliases !== undefined && Object.hasOwn(loaded.aliases, alias))
+      out.push({
+        rule: 'foreach-alias',
+        at: step.as !== undefined ? ['as'] : [],
+        message: `as: "${alias}" is already the item of an enclosing foreach, which it would hide here; choose another name${step.as === undefined ? ' (as: NAME; the default is item)' : ''}`,
+      })
     return out
   },
   graph: {

@@ -5,6 +5,7 @@ import {renderDiagnostics} from '../../cli/views.js'
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import {checkCommand, checkPath, type Verdict} from '../../policy/rules.js'
+import {commandConfirmRule} from '../../policy/confirm.js'
 import {needsConfirmation, preapproval, toolLevel} from '../../policy/tools.js'
 import {line as t} from '../../util/terminal-text.js'
 
@@ -56,10 +57,18 @@ export default class PolicyExplain extends PipeCommand {
     if (flags.path === undefined && verdict.allowed) {
       const level = toolLevel(policy, 'run_command')
       const approved = preapproval(policy, command, {root})
+      const byPattern = commandConfirmRule(policy, [command])
       agent = {
         tool: 'run_command',
         level,
-        confirmation: !needsConfirmation(policy, level) ? 'not needed' : approved ? `pre-approved by ${approved}` : 'needed (pipe confirm)',
+        confirmation:
+          byPattern !== null
+            ? `needed (pipe confirm): ${byPattern}`
+            : !needsConfirmation(policy, level)
+              ? 'not needed'
+              : approved
+                ? `pre-approved by ${approved}`
+                : 'needed (pipe confirm)',
       }
     }
     const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version, ...(agent ? {agent} : {})}

@@ -1,6 +1,7 @@
 /** One tool call of an agent's reply: checked, answered from what already ran, confirmed by a person or paused for one, run, and recorded. */
 import {didYouMean} from '../../util/suggest.js'
 import {PipeError} from '../../errors.js'
+import {commandConfirmRule} from '../../policy/confirm.js'
 import {needsConfirmation, preapproval, toolLevel, type ToolLevel} from '../../policy/tools.js'
 import type {ToolCall} from '../../providers/chat.js'
 import {redact, redactDeep} from '../../util/redact.js'
@@ -149,9 +150,11 @@ export async function answerCall(
   // A pipeline's own tool runs one vector built from the arguments: that is what a person is shown and what preapprovals match.
   const planned = tool.plan?.(args)
   const argv = planned ? (planned.ok ? [planned.argv] : undefined) : argvOf(name, args, context.policy, context.cwd)
-  if (needsConfirmation(policy, level)) {
+  // A confirm.commands pattern asks whatever the tool's level, and no preapproval lifts it: the policy named that command line.
+  const byPattern = argv !== undefined ? commandConfirmRule(policy, argv) : null
+  if (needsConfirmation(policy, level) || byPattern !== null) {
     // A command line every segment of which a person approved in advance needs no one now.
-    const approved = argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
+    const approved = byPattern === null && argv !== undefined && argv.length > 0 && argv.every((a) => preapproval(policy, a, {root: context.cwd}) !== null)
     const given = context.run.confirmation
     const matches =
       given &&
@@ -196,7 +199,7 @@ export async function answerCall(
       return {
         type: 'await',
         kind: 'confirm',
-        reason: `agent step ${context.step.id} wants to call ${name} (${level}): ${redact(shown)}`,
+        reason: `agent step ${context.step.id} wants to call ${name} (${level}${byPattern !== null ? `; ${byPattern}` : ''}): ${redact(shown)}`,
         action: shownAction(call, args, level, argv, context.cwd),
       }
     }

@@ -134,6 +134,8 @@ async function historyOf(place: GitPlace, policy: LoadedPolicy, count: number): 
   if (count === 0) return []
   const head = await git(place, ['rev-parse', '--verify', '--quiet', 'HEAD']).catch(() => '')
   if (head.trim() === '') return []
+  // -z: each path as it is. Without it git C-quotes a path with a tab, a newline or a non-ASCII
+  // letter ("cl\303\251.pem"), which no forbidden_paths glob then matches, so its name would be shown.
   const out = await git(place, [
     'log',
     `-n${count}`,
@@ -143,21 +145,30 @@ async function historyOf(place: GitPlace, policy: LoadedPolicy, count: number): 
     '--no-renames',
     '--relative',
     '--numstat',
+    '-z',
     '--format=%x1e%h %s',
     'HEAD',
     '--',
   ])
-  return out
-    .split('\x1e')
-    .filter((chunk) => chunk.trim() !== '')
-    .map((chunk) => {
-      const [first, ...rest] = chunk.split('\n')
-      const files = rest
-        .map((l) => l.split('\t'))
-        .filter((parts) => parts.length === 3 && checkPath(policy, place.root, parts[2]!).allowed)
-        .map(([added, removed, file]) => (added === '-' ? `${file} (binary)` : `${file} +${added} -${removed}`))
-      return {line: redact(first!.trim()), files}
-    })
+  const commits: Array<{line: string; files: string[]}> = []
+  for (const raw of out.split('\0')) {
+    const token = raw.replace(/^\n/, '')
+    if (token.startsWith('\x1e')) {
+      commits.push({line: token.slice(1).trim(), files: []})
+      continue
+    }
+    const stat = /^(\d+|-)\t(\d+|-)\t([\s\S]+)$/.exec(token)
+    const commit = commits.at(-1)
+    if (!stat || !commit || !checkPath(policy, place.root, stat[3]!).allowed) continue
+    const [, added, removed, file] = stat
+    commit.files.push(added === '-' ? `${shownPath(file!)} (binary)` : `${shownPath(file!)} +${added} -${removed}`)
+  }
+  return commits.map((c) => ({line: redact(c.line), files: c.files}))
+}
+
+/** A path as the text shows it: as it is, or JSON-quoted when it holds a control character, so a file name cannot add lines of its own to the text. */
+function shownPath(file: string): string {
+  return [...file].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f) ? JSON.stringify(file) : file
 }
 
 /** The head of `bytes` that fits `limit` bytes, cut at a line end when there is one, never inside a UTF-8 character. */
@@ -203,7 +214,7 @@ function show(root: string, candidate: Candidate, limit: number): Shown {
   const text = redact(raw)
   const cut = head.length < bytes.length
   const mark = fence(text)
-  const title = `### ${candidate.path} (${bytes.length} bytes${cut ? `, the first ${head.length} shown` : ''})`
+  const title = `### ${shownPath(candidate.path)} (${bytes.length} bytes${cut ? `, the first ${head.length} shown` : ''})`
   const block = `${title}\n${mark}\n${text}${text.endsWith('\n') || text === '' ? '' : '\n'}${mark}\n\n`
   return {
     file: {...base, bytes: bytes.length, sha256: hash, shown_bytes: head.length, cut: cut ? 'truncated' : 'none', ...(text !== raw ? {redacted: true} : {})},
@@ -248,13 +259,13 @@ export async function gatherContext(place: GitPlace, policy: LoadedPolicy, setti
   let treeBytes = 0
   let listed = 0
   for (const line of treeLines) {
-    if (treeBytes + size(line) + 1 > budget / 2) break
-    treeBytes += size(line) + 1
+    if (treeBytes + size(shownPath(line)) + 1 > budget / 2) break
+    treeBytes += size(shownPath(line)) + 1
     listed++
   }
   if (settings.tree && listed < all.length) cut.push(`tree: ${all.length - listed} of ${all.length} paths not listed (the last in byte order)`)
   const treeSection = settings.tree
-    ? `## Files (${all.length} in the repository${listed < all.length ? `, the first ${listed} listed` : ''})\n${all.slice(0, listed).join('\n')}${listed > 0 ? '\n' : ''}\n`
+    ? `## Files (${all.length} in the repository${listed < all.length ? `, the first ${listed} listed` : ''})\n${all.slice(0, listed).map(shownPath).join('\n')}${listed > 0 ? '\n' : ''}\n`
     : ''
 
   // The history: newest first, as many whole commits as fit a quarter of the budget.
@@ -281,17 +292,17 @@ export async function gatherContext(place: GitPlace, policy: LoadedPolicy, setti
   const files: ContextFile[] = []
   const blocks: Array<{index: number; block: string}> = []
   const fileCuts: string[] = []
-  const notShown = (file: ContextFile, why: string): string => `${file.path}: not shown (${why})`
+  const notShown = (file: ContextFile, why: string): string => `${shownPath(file.path)}: not shown (${why})`
   const filesTitle = settings.files.length + settings.search.length > 0 ? '## Shown files\n' : ''
   // Room kept for the notes of the files still to come, so the whole text stays within the budget.
-  const noteRoom = (from: number): number => shownFiles.slice(from).reduce((sum, c) => sum + size(c.path) + 80, 0)
+  const noteRoom = (from: number): number => shownFiles.slice(from).reduce((sum, c) => sum + size(shownPath(c.path)) + 80, 0)
   let used =
     size(header) + size(treeSection) + size(historySection) + size(filesTitle) + size(`## Cut to fit the budget\n${cut.map((c) => `- ${c}\n`).join('')}`)
-  used += overMax.reduce((sum, c) => sum + size(c.path) + 80, 0)
+  used += overMax.reduce((sum, c) => sum + size(shownPath(c.path)) + 80, 0)
   shownFiles.forEach((candidate, i) => {
     const room = budget - used - noteRoom(i + 1)
     // 200 bytes for the file's title and fences.
-    const limit = Math.min(settings.maxFileBytes, room - 200 - size(candidate.path))
+    const limit = Math.min(settings.maxFileBytes, room - 200 - size(shownPath(candidate.path)))
     const shown = show(place.root, candidate, limit)
     if (shown.unshowable) {
       files.push(shown.file)
@@ -306,14 +317,16 @@ export async function gatherContext(place: GitPlace, policy: LoadedPolicy, setti
       used += size(shown.block)
       if (shown.file.cut === 'truncated')
         fileCuts.push(
-          `${candidate.path}: the first ${shown.file.shown_bytes} of ${shown.file.bytes} bytes shown (${limit === settings.maxFileBytes ? 'max_file_bytes' : 'the budget'})`,
+          `${shownPath(candidate.path)}: the first ${shown.file.shown_bytes} of ${shown.file.bytes} bytes shown (${limit === settings.maxFileBytes ? 'max_file_bytes' : 'the budget'})`,
         )
     }
     used += size(fileCuts.at(-1) ?? '') + 3
   })
   for (const c of overMax) files.push({path: c.path, why: c.why, bytes: 0, sha256: '', shown_bytes: 0, cut: 'omitted'})
   if (overMax.length > 0)
-    fileCuts.push(`files: ${overMax.length} chosen file(s) beyond max_files (${settings.maxFiles}) not shown: ${overMax.map((c) => c.path).join(', ')}`)
+    fileCuts.push(
+      `files: ${overMax.length} chosen file(s) beyond max_files (${settings.maxFiles}) not shown: ${overMax.map((c) => shownPath(c.path)).join(', ')}`,
+    )
   const assemble = (): string => {
     const notes = [...cut, ...fileCuts]
     const filesSection = filesTitle === '' ? '' : `${filesTitle}${blocks.map((b) => b.block).join('')}`
