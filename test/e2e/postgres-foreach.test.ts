@@ -209,8 +209,9 @@ describe('foreach children and workspaces across pipe worker processes on a Post
         ) === true,
     )
     const doomed = startWorker(['--concurrency', '4'], {env: lease})
-    await untilFor('the second worker holds a child', async () =>
-      (await children(parent)).some((c) => c.holder?.includes(`"pid":${doomed.child.pid}`) === true),
+    // Running, not only claimed: a child killed between its claim and its start was never begun, and is taken over with no interruption to record.
+    await untilFor('the second worker runs a child', async () =>
+      (await children(parent)).some((c) => c.holder?.includes(`"pid":${doomed.child.pid}`) === true && c.status === 'running'),
     )
     doomed.child.kill('SIGKILL')
     await doomed.exited
