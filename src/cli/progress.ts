@@ -2,11 +2,15 @@
  * Live progress on stderr: a line per step with its status and duration. A child run's lines (a
  * pipeline or foreach step's) are indented one level per parent and say which step and item ran
  * them: `    ✓ each[1] #1 work success 3 ms`. A step whose outcome is a failure (its kind's `fail`,
- * `failure`, or an error), routed or not, is marked `✗`.
+ * `failure`, or an error), routed or not, is marked `✗`; one that is neither done nor failed (some
+ * children failed, a dependency blocked it, a person refused it) is marked `!`.
  */
 import type {ProgressEvent} from '../engine/engine.js'
 import {firstLine, visibleLine as v} from '../util/terminal-text.js'
 import {stderrWriter} from './std-streams.js'
+
+/** Outcomes that are no failure of the step's kind but not its work done either: a ✓ would read as success. */
+const HALFWAY = new Set(['blocked', 'partial', 'denied', 'refused'])
 
 export function progressPrinter(stream: {write(text: string): unknown; readonly isTTY?: boolean} = stderrWriter): (event: ProgressEvent) => void {
   const tty = stream.isTTY === true && !process.env.NO_COLOR
@@ -29,7 +33,7 @@ export function progressPrinter(stream: {write(text: string): unknown; readonly 
         break
       case 'step_end': {
         // A failure outcome is marked as one even when the pipeline routes it (a QA `fail` sent back to the agent).
-        const mark = event.failure ? color(31, '✗') : color(32, '✓')
+        const mark = event.failure ? color(31, '✗') : HALFWAY.has(event.outcome) ? color(33, '!') : color(32, '✓')
         const out = event.spec_version_out ? ` -> ${v(event.spec_version_out)}` : ''
         const clear = tty ? '\u001B[2K' : ''
         // A long error (a cassette miss's diff) is shown once, by the error channel or the snapshot; here its first line.

@@ -145,6 +145,24 @@ describe('progress marks failures as failures (CLI)', function () {
     expect(line(/each\[1\] #3 done succeeded/)).to.match(/^\s+✓ /)
     expect(line(/ #2 lint failure/)).to.match(/^ {2}✗ /)
   })
+
+  it('marks a step that ended blocked or partial ! (neither done nor failed), not ✓', async () => {
+    const home = path.join(dir, 'home')
+    const policy = await file('policy.yaml', POLICY)
+    await file(
+      'item.yaml',
+      'version: 1\nname: item\ninputs:\n  code: {type: integer}\nsteps:\n  - {id: work, kind: command, run: [node, -e, "process.exit(${{ inputs.code }})"]}\n',
+    )
+    const p = await file(
+      'main.yaml',
+      'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [0, 3] }}", as: code, pipeline: ./item.yaml, with: {code: "${{ code }}"}, on: {partial: done}}\n  - {id: done, kind: end, status: succeeded, reason: noted}\n',
+    )
+    const r = await pipe(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
+    expect(r.code, r.stderr).to.equal(0)
+    const lines = r.stderr.split('\n')
+    expect(lines.find((l) => / #1 each partial/.test(l)) ?? r.stderr).to.match(/^ {2}! /)
+    expect(lines.find((l) => / #2 done succeeded/.test(l)) ?? r.stderr).to.match(/^ {2}✓ /)
+  })
 })
 
 describe('--dry-run speaks of a review only for a pipeline that has one (CLI)', function () {
