@@ -749,7 +749,7 @@ export type ContextStep = StepCommon & {
    */
   max_files?: number
   /**
-   * Most bytes of one file shown (default 8000); a longer file is cut at a line end and says so.
+   * Most bytes of one file shown (default 8000, at most 1 MiB); a longer file is cut at a line end and says so.
    */
   max_file_bytes?: number
   /**
@@ -757,11 +757,11 @@ export type ContextStep = StepCommon & {
    */
   history?: number
   /**
-   * The budget of the whole text in bytes (default 32000). What does not fit is cut, the same way every time, and the text says what was cut.
+   * The budget of the whole text in bytes (default 32000, at most 4 MiB: more than any model's context window). What does not fit is cut, the same way every time, and the text says what was cut.
    */
   max_bytes?: number
   /**
-   * The budget in tokens, estimated as pipe does everywhere: 4 bytes a token. The smaller of max_bytes and 4 × max_tokens applies.
+   * The budget in tokens, estimated as pipe does everywhere: 4 bytes a token (at most 1,048,576). The smaller of max_bytes and 4 × max_tokens applies.
    */
   max_tokens?: number
 }

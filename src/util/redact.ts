@@ -134,6 +134,14 @@ export function redact(text: string, secrets: readonly string[] = secretValues()
       // Also as JSON or a quoted header dump: "Authorization": "Basic ...".
       .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+|basic\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')
       .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, '[REDACTED]')
+      // Credentials with a shape of their own, wherever they appear (a file shown to a model, a commit
+      // message, a command's output): GitHub, GitLab, AWS access key ids, Slack, Google API keys, and a
+      // private key block whole.
+      .replace(/\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,})\b/g, '[REDACTED]')
+      .replace(/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, '[REDACTED]')
+      .replace(/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, '[REDACTED]')
+      .replace(/\bAIza[0-9A-Za-z_-]{35}\b/g, '[REDACTED]')
+      .replace(/-----BEGIN ([A-Z ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|$)/g, '-----BEGIN $1PRIVATE KEY----- [REDACTED]')
       // user:password@ in any URL.
       .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[REDACTED]@')
       // Webhook URLs whose path is the credential.

@@ -209,6 +209,16 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     expect(text).to.contain(big.slice(0, files['src/a_big.js']!.shown_bytes))
   })
 
+  it('refuses a budget past its bound at validate (a huge one would hold a whole repository in memory)', async () => {
+    const {root} = await makeRepo('bounds')
+    const file = await writePipeline(root, '    max_bytes: 999999999999\n    max_file_bytes: 99999999\n    max_tokens: 9999999')
+    const r = await pipe(['validate', file], {cwd: root})
+    expect(r.code).to.equal(2)
+    expect(r.stdout + r.stderr).to.match(/max_bytes {2}must be <= 4194304, found 999999999999/)
+    expect(r.stdout + r.stderr).to.match(/max_file_bytes {2}must be <= 1048576, found 99999999/)
+    expect(r.stdout + r.stderr).to.match(/max_tokens {2}must be <= 1048576, found 9999999/)
+  })
+
   it('gives byte-identical context and the same model request key for the same repository in another folder', async () => {
     const a = await makeRepo('same')
     const b = await makeRepo('same')

@@ -58,3 +58,26 @@ describe('redact: webhook URLs are credentials', () => {
     expect(redact('pipe run -i key=value')).to.equal('pipe run -i key=value')
   })
 })
+
+describe('redact: credentials with a shape of their own', () => {
+  it('redacts GitHub, GitLab, AWS, Slack and Google tokens and private key blocks in free text, and leaves look-alike words alone', () => {
+    const secrets = {
+      github: 'ghp_' + 'a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8',
+      pat: 'github_pat_' + '11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz',
+      gitlab: 'glpat-' + 'xY9zW8vU7tS6rQ5pO4nM',
+      aws: 'AKIA' + 'IOSFODNN7EXAMPLE',
+      slack: 'xoxb-' + '123456789012-abcdefABCDEF',
+      google: 'AIza' + 'SyA-1234567890abcdefghijklmnopqrstu',
+    }
+    const key = ['-----BEGIN OPENSSH PRIVATE KEY-----', 'b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ', '-----END OPENSSH PRIVATE KEY-----'].join('\n')
+    const text = `${Object.entries(secrets)
+      .map(([name, value]) => `${name}: ${value}`)
+      .join('\n')}\n${key}\nafter the key`
+    const out = redact(text)
+    for (const value of Object.values(secrets)) expect(out).to.not.contain(value)
+    expect(out).to.not.contain('b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ')
+    expect(out).to.contain('github: [REDACTED]').and.contain('-----BEGIN OPENSSH PRIVATE KEY----- [REDACTED]').and.contain('after the key')
+    // Words that only look like the start of one stay readable.
+    expect(redact('the ghp_ prefix, AKIA alone, xoxb- and a glpat- note')).to.equal('the ghp_ prefix, AKIA alone, xoxb- and a glpat- note')
+  })
+})
