@@ -23,19 +23,16 @@ import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
-import type {CanonicalSpec} from '../../types/spec.js'
-import {canonicalJson, sha256} from '../../util/hash.js'
-import {evidenceText} from '../evidence.js'
 import {assertValid} from '../files.js'
 import {compareIds, dayKey, formatId} from '../ids.js'
-import {fileHash, runCreationHash, runRecordSealer, sealLine, sealRecord, sealSnapshot} from '../integrity.js'
+import {fileHash, runCreationHash, runRecordSealer, sealLine, sealRecord} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
-import {specText} from '../specs.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
 import {auditPostgres} from './audit.js'
 import {databaseError, PostgresRecords} from './records.js'
-import {checkedSpec, parseRow} from './rows.js'
+import {parseRow} from './rows.js'
 import {PostgresLedger} from './ledger.js'
+import {writeStepCommit} from './commit.js'
 import {migrate} from './schema.js'
 
 type Start = {event: RunEvent; change: (record: RunRecord) => void}
@@ -400,91 +397,11 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   // The step commit
 
   async commitStep(commit: StepCommit, hook?: CommitHook): Promise<Committed> {
-    const {run_id: runId, seq, step} = commit
-    const at = new Date(commit.recorded_at)
-    const hash = commitHash(commit)
-    const result = await this.tx(`cannot record step ${step} of ${runId}`, async (client) => {
-      const record = await this.lockRun(client, runId)
-      const found = (
-        await client.query<{body: string; commit_hash: string}>('SELECT body, commit_hash FROM pipe_snapshots WHERE run_id = $1 AND seq = $2', [runId, seq])
-      ).rows[0]
-      if (found) {
-        // The same commit made again (a redrive that never learnt it had committed): what it recorded.
-        if (found.commit_hash !== hash)
-          throw new PipeError('E_CONFLICT', `snapshot ${seq} of ${runId} already exists`, {
-            hint: 'Snapshots are written once; another process may be driving this run.',
-          })
-        const snapshot = parseRow<Snapshot>('snapshot', found.body, `snapshot ${runId}#${seq}`, `pipe_snapshots(${runId}, ${seq})`)
-        return {snapshot, spec: snapshot.spec_version_out && commit.spec ? await this.specIn(client, snapshot.spec_version_out) : null}
-      }
-      const binds: Record<string, string> = {}
-      const links: Snapshot['evidence_links'] = []
-      for (const item of commit.evidence) {
-        const id = formatId('E', '', await PostgresStore.nextNumber(client, 'E'))
-        const text = evidenceText(item.draft, at, id)
-        await client.query('INSERT INTO pipe_evidence (id, body) VALUES ($1, $2)', [id, text])
-        binds[id] = fileHash(text)
-        links.push({type: item.link, evidence_id: id})
-        if (hook) await hook(`evidence-written:${step}`)
-      }
-      let spec: CanonicalSpec | null = null
-      if (commit.spec) {
-        const day = dayKey(at)
-        const id = formatId('S', day, await PostgresStore.nextNumber(client, `S-${day}`))
-        const text = specText(commit.spec.draft, id)
-        await client.query('INSERT INTO pipe_specs (version, body) VALUES ($1, $2)', [id, text])
-        binds[id] = fileHash(text)
-        spec = JSON.parse(text) as CanonicalSpec
-        if (hook) await hook(`spec-written:${step}`)
-      }
-      const version = spec?.meta.spec_version ?? null
-      const snapshot: Snapshot = {
-        ...commit.snapshot,
-        spec_version_out: version,
-        outputs: version ? {...commit.snapshot.outputs, spec_version_out: version} : commit.snapshot.outputs,
-        evidence_links: [...commit.snapshot.evidence_links, ...links],
-      }
-      // Records named that this commit did not write are bound as they are stored.
-      const named = [snapshot.spec_version_in, ...commit.snapshot.evidence_links.map((l) => l.evidence_id)].filter(
-        (id): id is string => typeof id === 'string' && binds[id] === undefined,
-      )
-      for (const id of named) binds[id] = fileHash(await this.bodyOf(client, id))
-      const ordered: Record<string, string> = {}
-      for (const id of [snapshot.spec_version_in, snapshot.spec_version_out, ...snapshot.evidence_links.map((l) => l.evidence_id)])
-        if (id && binds[id]) ordered[id] = binds[id]
-      const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds: ordered}})
-      assertValid('snapshot', stored, `snapshot ${runId}#${seq}`)
-      if (hook) await hook(`before-snapshot:${step}`)
-      await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [
-        runId,
-        seq,
-        step,
-        hash,
-        `${JSON.stringify(stored, null, 2)}\n`,
-      ])
-      // The run's head moves with its snapshot, sealed in the same transaction.
-      if ((record.head?.seq ?? 0) < seq) {
-        const {head, seal: _s, ...state} = record
-        const next = {events: head?.events ?? 0, event_hash: head?.event_hash ?? null, seq, snapshot_hash: stored.meta.record_hash ?? null}
-        const sealed = {...state, head: next, seal: runRecordSealer(state).seal(next)}
-        await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(sealed, null, 2)}\n`])
-      }
-      if (hook) await hook(`before-commit:${step}`)
-      return {snapshot: stored, spec}
-    })
-    if (hook) await hook(`committed:${step}`)
+    const result = await this.tx(`cannot record step ${commit.step} of ${commit.run_id}`, async (client) =>
+      writeStepCommit(client, await this.lockRun(client, commit.run_id), commit, hook),
+    )
+    if (hook) await hook(`committed:${commit.step}`)
     return result
-  }
-
-  private async bodyOf(client: PoolClient, id: string): Promise<string> {
-    const table = id.startsWith('S-') ? 'SELECT body FROM pipe_specs WHERE version = $1' : 'SELECT body FROM pipe_evidence WHERE id = $1'
-    const row = (await client.query<{body: string}>(table, [id])).rows[0]
-    if (!row) throw new PipeError('E_NOT_FOUND', `${id} is named by a snapshot but is not in the store`, {hint: 'Run pipe audit verify to see all damage.'})
-    return row.body
-  }
-
-  private async specIn(client: PoolClient, version: string): Promise<CanonicalSpec> {
-    return checkedSpec(version, await this.bodyOf(client, version))
   }
 
   async recover(): Promise<boolean> {
@@ -521,15 +438,4 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   audit(runId?: string, kinds?: AuditKinds): Promise<AuditReport> {
     return auditPostgres(this, runId, kinds)
   }
-}
-
-/** What a commit records, without ids: two commits of one step compare equal by it. */
-function commitHash(commit: StepCommit): string {
-  return sha256(
-    canonicalJson({
-      ...commit,
-      spec: commit.spec ? {draft: commit.spec.draft} : null,
-      evidence: commit.evidence.map((item) => ({draft: item.draft, link: item.link})),
-    }),
-  )
 }
