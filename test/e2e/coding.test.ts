@@ -9,7 +9,7 @@ import {cp} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
@@ -515,22 +515,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     git('init', '-q')
     const home = {PIPE_HOME: path.join(dir, 'home')}
-    const result = await pipe(
-      [
-        'run',
-        path.join(repoRoot, 'pipelines', 'coding.yaml'),
-        '--input',
-        path.join(example, 'requirement.md'),
-        '--decision',
-        'go',
-        '--policy',
-        path.join(example, 'policy.yaml'),
-        '--replay',
-        path.join(example, 'cassettes', 'coding-agent.jsonl'),
-        '--json',
-      ],
-      {cwd: repo, env: home, timeoutMs: 240000},
-    )
+    const result = await pipe([...codingExampleRun(), '--json'], {cwd: repo, env: home, timeoutMs: 240000})
     expect(result.code, result.stderr + result.stdout).to.equal(0)
     const runId = json<RunJson>(result).run_id
     // The repository: the baseline checkpoint (its first commit) and the agent's fix, tested.
@@ -567,18 +552,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     git('init', '-q')
     const home = {PIPE_HOME: path.join(dir, 'home')}
-    const args = [
-      'run',
-      path.join(repoRoot, 'pipelines', 'coding.yaml'),
-      '--input',
-      path.join(example, 'requirement.md'),
-      '--decision',
-      'go',
-      '--policy',
-      path.join(example, 'policy.yaml'),
-      '--replay',
-      path.join(example, 'cassettes', 'coding-agent.jsonl'),
-    ]
+    const args = [...codingExampleRun()]
     // The 100th artifact file of about 140 falls inside the task's child run.
     const killed = await pipe(args, {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
     expect(killed.signal, killed.stderr).to.equal('SIGKILL')

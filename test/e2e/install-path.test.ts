@@ -8,7 +8,7 @@ import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {cp, mkdir, readFile, symlink} from 'node:fs/promises'
 import path from 'node:path'
-import {examples, json, node, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {examples, json, node, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 describe('pipe installed under a path with a space, %, # and non-ASCII characters', function () {
@@ -78,22 +78,7 @@ describe('pipe installed under a path with a space, %, # and non-ASCII character
     const repo = path.join(dir, 'median')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     execFileSync('git', ['init', '-q'], {cwd: repo})
-    const result = await pipeThere(
-      [
-        'run',
-        path.join(root, 'pipelines', 'coding.yaml'),
-        '--input',
-        path.join(example, 'requirement.md'),
-        '--decision',
-        'go',
-        '--policy',
-        path.join(example, 'policy.yaml'),
-        '--replay',
-        path.join(example, 'cassettes', 'coding-agent.jsonl'),
-        '--json',
-      ],
-      repo,
-    )
+    const result = await pipeThere([...codingExampleRun(root), '--json'], repo)
     expect(result.code, result.stderr + result.stdout).to.equal(0)
     expect(json<{status: string}>(result).status).to.equal('succeeded')
     expect(execFileSync('git', ['log', '--format=%s'], {cwd: repo, encoding: 'utf8'}).trim()).to.equal('coding_agent: T1\npipe: checkpoint before task T1')

@@ -11,7 +11,7 @@ import {networkInterfaces} from 'node:os'
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
-import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
 import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
@@ -71,24 +71,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
       GIT_COMMITTER_NAME: 'pipe test',
       GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid',
     }
-    const done = await pipe(
-      [
-        'run',
-        path.join(repoRoot, 'pipelines', 'coding.yaml'),
-        '--input',
-        path.join(example, 'requirement.md'),
-        '--decision',
-        'go',
-        '--policy',
-        path.join(example, 'policy.yaml'),
-        '--replay',
-        path.join(example, 'cassettes', 'coding-agent.jsonl'),
-        '--json',
-        '--store',
-        store(),
-      ],
-      {cwd: repo, env},
-    )
+    const done = await pipe([...codingExampleRun(), '--json', '--store', store()], {cwd: repo, env})
     expect(done.code, done.stderr).to.equal(0)
   }
 

@@ -12,6 +12,27 @@ export const defaultPipeline = path.join(repoRoot, 'pipelines', 'default.yaml')
 export const examples = path.join(repoRoot, 'examples')
 
 /**
+ * `pipe run` of pipelines/coding.yaml on examples/coding-agent, answered from its cassette (no model,
+ * no network), as the example's README runs it; `installed` is where the pipeline is read from (an
+ * installation elsewhere), the example's files are this checkout's.
+ */
+export function codingExampleRun(installed: string = repoRoot): string[] {
+  const example = path.join(repoRoot, 'examples', 'coding-agent')
+  return [
+    'run',
+    path.join(installed, 'pipelines', 'coding.yaml'),
+    '--input',
+    path.join(example, 'requirement.md'),
+    '--decision',
+    'go',
+    '--policy',
+    path.join(example, 'policy.yaml'),
+    '--replay',
+    path.join(example, 'cassettes', 'coding-agent.jsonl'),
+  ]
+}
+
+/**
  * PIPE_HOME (the daily error log's folder) for the CLI runs of this test process, unless a test
  * sets its own: one per process, so that test files running in parallel workers share no folder.
  * PIPE_TEST_HOME overrides it.
