@@ -81,6 +81,27 @@ describe('pipe store copy', function () {
     expect(Object.keys(roundTrip).length).to.be.greaterThan(Object.keys(original).length)
   })
 
+  it('gives a store and its copies the same head digest, so a digest recorded from the database checks a folder backup', async () => {
+    const env = {PIPE_AUDIT_KEY: KEY}
+    const files = path.join(dir, 'files')
+    for (const extra of [['--decision', 'go'], []]) {
+      const ran = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', files], {cwd: dir, env})
+      expect(ran.code, ran.stderr).to.be.oneOf([0, 10])
+    }
+    const head = async (store: string): Promise<string> => {
+      const audit = await pipe(['audit', 'verify', '--json', '--store', store], {cwd: dir, env})
+      expect(audit.code, audit.stdout).to.equal(0)
+      return json<{head: string}>(audit).head
+    }
+    const url = cluster.url(await cluster.createDatabase())
+    expect((await pipe(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)
+    const back = path.join(dir, 'back')
+    expect((await pipe(['store', 'copy', url, back], {cwd: dir})).code).to.equal(0)
+    const digest = await head(url)
+    expect(await head(files)).to.equal(digest)
+    expect(await head(back)).to.equal(digest)
+  })
+
   it('refuses a destination that holds records, and leaves it as it was', async () => {
     const files = path.join(dir, 'files')
     expect(

@@ -20,13 +20,13 @@ import {
   runCreationHash,
   runStateHash,
   sealMessage,
-  sealOf,
   verifyEvidence,
   verifySnapshot,
   verifySpec,
   type SealCheck,
 } from '../integrity.js'
 import type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
+import {hashJson} from '../../util/hash.js'
 import type {PostgresRecords} from './records.js'
 
 type Plain = Record<string, unknown>
@@ -94,7 +94,11 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
   const out = new Findings()
   const q = <R extends Plain>(text: string, values: unknown[] = []): Promise<R[]> => store.query<R>('cannot audit the store', text, values)
   const counts = {runs: 0, snapshots: 0, specs: 0, evidence: 0, events: 0, features: 0, ledger: 0}
-  const seals: string[] = []
+  // The head digest's parts, in the shape the file store's audit gives them (see ../audit.ts), so a
+  // store and its copies (pipe store copy, either way) have one digest.
+  const seals = new Map<string, string | null>()
+  const featureSeals = new Map<string, string | null>()
+  const ledgerSeals: Array<[string, string | null]> = []
   const checkedSpecs = new Map<string, string | null>()
   const checkedEvidence = new Map<string, string | null>()
   const delivered = new Map<string, string>()
@@ -135,7 +139,7 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
       return
     }
     out.seal(checkRecord(run), id, where, 'seal')
-    if (typeof run.seal === 'string') seals.push(run.seal)
+    seals.set(id, typeof run.seal === 'string' ? run.seal : null)
     if (indexed && indexed.created_hash !== runCreationHash(run))
       out.problem(id, where, 'created', 'the facts fixed at its creation differ from what the run index bound')
     // The timeline.
@@ -221,6 +225,7 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
       counts.features++
       featureHash.set(f.id, fileHash(f.body))
       const value = parse(f.body)
+      featureSeals.set(f.id, typeof value?.seal === 'string' ? value.seal : null)
       if (!value) out.problem(f.id, `pipe_features(${f.id})`, 'body', 'is not valid JSON')
       else out.seal(checkRecord(value), f.id, `pipe_features(${f.id})`, 'seal')
     }
@@ -258,6 +263,7 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
     counts.ledger++
     const at = `pipe_ledger(${e.key})`
     const value = parse(e.body)
+    ledgerSeals.push([e.key, typeof value?.seal === 'string' ? value.seal : null])
     if (!value) {
       out.problem(e.key, at, 'body', 'is not valid JSON')
       continue
@@ -269,7 +275,18 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
   for (const [key, where] of delivered)
     if (!published.has(key))
       out.problem(where, `pipe_ledger(${key})`, 'row', `the snapshot records ${key} as delivered, but the ledger has no entry for it (deleted)`)
-  const head = runId ? null : sealOf({runs: seals, run_index: indexHead, ledger: ledgerHead})
+  const byId = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
+  // The file store lists ledger entries by file name (KEY.json); the database's collation may sort otherwise.
+  const byFile = ([a]: [string, unknown], [b]: [string, unknown]): number => byId([`${a}.json`, a], [`${b}.json`, b])
+  const head = runId
+    ? null
+    : hashJson({
+        index: indexHead,
+        runs: [...seals].sort(byId),
+        ledger: ledgerHead,
+        ledger_entries: ledgerSeals.sort(byFile),
+        features: [...featureSeals].sort(byId),
+      })
   return {
     ok: out.problems.length === 0,
     keyed: auditKey() !== undefined,
