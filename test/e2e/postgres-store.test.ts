@@ -5,7 +5,7 @@
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
-import {readdir, writeFile} from 'node:fs/promises'
+import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
@@ -66,6 +66,77 @@ describe('the PostgreSQL store through the CLI', function () {
     expect(result.stderr).to.match(/no_such_db/)
     expect(result.stdout).to.equal('')
     expect(await readdir(dir)).to.deep.equal([])
+  })
+
+  describe('a store set up wrong is said as such, never as damage', () => {
+    const setUpError = (result: {code: number | null; stdout: string}): {code: string; message: string; hint: string} => {
+      expect(result.code, result.stdout).to.equal(2)
+      return json<{error: {code: string; message: string; hint: string}}>(result).error
+    }
+
+    it('a wrong password: E_CONFIG with what to check, the password masked on stderr, in --json and in the daily log', async () => {
+      await cluster.sql('postgres', "CREATE ROLE pw_user LOGIN PASSWORD 'right-Pa55'")
+      // The test cluster trusts everyone; this role alone must give its password.
+      const hba = path.join(cluster.dir, 'data', 'pg_hba.conf')
+      await writeFile(hba, `host all pw_user 127.0.0.1/32 scram-sha-256\n${await readFile(hba, 'utf8')}`)
+      cluster.ctl('reload')
+      const home = path.join(dir, 'home')
+      const wrong = `postgres://pw_user:Wr0ng-Secret@127.0.0.1:${cluster.port}/${db}`
+      const result = await pipe(['runs', 'list', '--store', wrong, '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+      const error = setUpError(result)
+      expect(error.code).to.equal('E_CONFIG')
+      expect(error.message).to.match(/password authentication failed/)
+      expect(error.hint).to.match(/password/)
+      const plain = await pipe(['runs', 'list', '--store', wrong], {cwd: dir, env: {PIPE_HOME: home}})
+      expect(plain.stderr).to.match(/^Error \[E_CONFIG\]/)
+      const logs = await readdir(path.join(home, 'logs'))
+      const logged = (await Promise.all(logs.map((f) => readFile(path.join(home, 'logs', f), 'utf8')))).join('')
+      expect(logged).to.match(/password authentication failed/)
+      for (const text of [result.stdout, result.stderr, plain.stderr, logged]) expect(text).to.not.include('Wr0ng-Secret')
+      // The right password opens it.
+      await cluster.sql(db, 'GRANT ALL ON ALL TABLES IN SCHEMA public TO pw_user')
+      const right = await pipe(['runs', 'list', '--store', `postgres://pw_user:right-Pa55@127.0.0.1:${cluster.port}/${db}`], {cwd: dir})
+      expect(right.code, right.stderr).to.equal(0)
+    })
+
+    it('a database that does not exist: E_CONFIG saying to create it', async () => {
+      const error = setUpError(await pipe(['runs', 'list', '--json', '--store', cluster.url('no_such_db')], {cwd: dir}))
+      expect(error).to.include({code: 'E_CONFIG'})
+      expect(error.hint).to.match(/createdb/)
+    })
+
+    it("another application's database with a table named as pipe's: E_CONFIG naming a database or schema of pipe's own, its table untouched", async () => {
+      const other = `other_${process.pid}`
+      await cluster.sql('postgres', `CREATE DATABASE ${other}`)
+      await cluster.sql(other, 'CREATE TABLE pipe_runs (id serial PRIMARY KEY, status text); INSERT INTO pipe_runs (status) VALUES ($$theirs$$)')
+      const error = setUpError(await pipe(['runs', 'list', '--json', '--store', cluster.url(other)], {cwd: dir}))
+      expect(error.code).to.equal('E_CONFIG')
+      expect(error.hint).to.match(/search_path/)
+      expect(await cluster.sql(other, 'SELECT status FROM pipe_runs')).to.deep.equal([{status: 'theirs'}])
+      // The schema the hint names is one that works.
+      await cluster.sql(other, 'CREATE SCHEMA pipe')
+      const inSchema = `${cluster.url(other)}?options=-c%20search_path%3Dpipe`
+      const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', inSchema], {cwd: dir})
+      expect(run.code, run.stderr).to.equal(0)
+      expect(await cluster.sql(other, 'SELECT count(*)::int AS n FROM pipe.pipe_runs')).to.deep.equal([{n: 1}])
+    })
+
+    it('a role that may only read: runs list, runs show and audit verify work; a run is refused as E_CONFIG and records nothing', async () => {
+      const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+      expect(run.code, run.stderr).to.equal(0)
+      const runId = json<RunJson>(run).run_id
+      const reader = `reader_${db}`
+      await cluster.sql('postgres', `CREATE ROLE ${reader} LOGIN`)
+      await cluster.sql(db, `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader}`)
+      const asReader = `postgres://${reader}@127.0.0.1:${cluster.port}/${db}`
+      for (const args of [['runs', 'list'], ['runs', 'show', runId], ['audit', 'verify']]) {
+        const read = await pipe([...args, '--store', asReader], {cwd: dir})
+        expect(read.code, `${args.join(' ')}: ${read.stderr}`).to.equal(0)
+      }
+      const write = await pipe(['run', defaultPipeline, '--input', prd, '--store', asReader, '--json'], {cwd: dir})
+      expect(setUpError(write).code).to.equal('E_CONFIG')
+      expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_runs')).to.deep.equal([{n: 1}])
+    })
   })
 
   it('loads pg only for a postgres:// store: a file-store run never does', async () => {

@@ -16,6 +16,19 @@ import type {Holding} from '../types.js'
 
 type Plain = Record<string, unknown>
 
+const LOGIN_HINT = 'Check the role and its password (in the URL, in ~/.pgpass or in PGPASSWORD) and the host and port of the URL.'
+
+/** PostgreSQL's codes (SQLSTATE) for a store that is set up wrong, and what to do about each. */
+const SET_UP_HINTS: Record<string, string> = {
+  '28P01': LOGIN_HINT,
+  '28000': LOGIN_HINT,
+  '3D000': 'Create the database (createdb -O ROLE NAME) or correct its name in the URL.',
+  '42501':
+    "The URL's role lacks a privilege pipe needs here: a role that may only read (SELECT on pipe's tables) can run the commands that read (runs, snapshot, spec, audit verify, view); runs, answers, reviews, workers and pipe store copy need the role that owns the database.",
+  '42P07':
+    "The database holds a table of that name that pipe did not make (another application's): give pipe a database of its own, or a schema of its own (add ?options=-c%20search_path%3Dpipe to the URL after CREATE SCHEMA pipe).",
+}
+
 /** A database error as pipe says it: one whose connection failed is E_IO (retry), the rest say what the database said. */
 export function databaseError(error: unknown, what: string): Error {
   if (error instanceof PipeError) return error
@@ -31,6 +44,10 @@ export function databaseError(error: unknown, what: string): Error {
     /Connection terminated|connect ECONN/i.test(e.message ?? '')
   // Anything else (a hook's, a step's) is not the database's to explain.
   if (!connection && e.severity === undefined) return error as Error
+  // A refusal of who is asking or of where (a wrong password, no such database, a role without a
+  // privilege, another application's table in pipe's way) is the URL's or the role's to fix, not damage.
+  const setUp = e.code === undefined ? undefined : SET_UP_HINTS[e.code]
+  if (setUp) return new PipeError('E_CONFIG', `${what}: ${e.message ?? String(error)}`, {hint: setUp})
   return new PipeError(connection ? 'E_IO' : 'E_INTEGRITY', `${what}: ${e.message ?? String(error)}`, {
     hint: connection
       ? 'The database could not be reached or the connection was lost; nothing partial was recorded. Check the URL and the server, then run the command again (pipe resume RUN goes on from the last step).'

@@ -122,6 +122,13 @@ export const SCHEMA_VERSION = MIGRATIONS.length
 
 /** Brings the schema up to date (see the top of this file); refuses a database a newer pipe migrated. */
 export async function migrate(client: PoolClient): Promise<void> {
+  // A store already at this version needs nothing made: checked without CREATE, so a role that may
+  // only read (an auditor's, pipe view's) opens it.
+  const {rows: made} = await client.query<{made: boolean}>("SELECT to_regclass('pipe_schema') IS NOT NULL AS made")
+  if (made[0]?.made) {
+    const {rows: found} = await client.query<{version: number | null}>('SELECT max(version) AS version FROM pipe_schema')
+    if (found[0]?.version === SCHEMA_VERSION) return
+  }
   await client.query('BEGIN')
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
