@@ -180,6 +180,8 @@ export async function readPostgresDump(store: PostgresStore): Promise<StoreDump>
 
 export async function writePostgresDump(store: PostgresStore, dump: StoreDump): Promise<void> {
   await store.tx(`cannot copy into ${safeUrl(store.url)}`, async (client) => {
+    // Two copies at once would both find the database empty; one at a time, the second finds the first's records.
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('pipe-store-copy', 0))")
     const {rows} = await client.query<{n: string}>(
       'SELECT (SELECT count(*) FROM pipe_runs) + (SELECT count(*) FROM pipe_specs) + (SELECT count(*) FROM pipe_evidence) + (SELECT count(*) FROM pipe_ledger) AS n',
     )

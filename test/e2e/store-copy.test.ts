@@ -6,8 +6,10 @@
 import {expect} from 'chai'
 import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
+import pg from 'pg'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {until} from '../helpers/workers.js'
 
 const KEY = 'a-key-only-this-test-knows'
 
@@ -100,6 +102,35 @@ describe('pipe store copy', function () {
     const digest = await head(url)
     expect(await head(files)).to.equal(digest)
     expect(await head(back)).to.equal(digest)
+  })
+
+  it('two copies into one database at once: one copies, the other is refused as a destination that holds records', async () => {
+    const files = path.join(dir, 'files')
+    expect(
+      (await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', files], {cwd: dir})).code,
+    ).to.equal(0)
+    const db = await cluster.createDatabase()
+    const url = cluster.url(db)
+    // Both copies find the database empty, then wait for this lock to write: they write at once.
+    const holder = new pg.Client({connectionString: url})
+    await holder.connect()
+    try {
+      await holder.query('BEGIN')
+      await holder.query('LOCK TABLE pipe_features IN EXCLUSIVE MODE')
+      const copies = [pipe(['store', 'copy', files, url, '--json'], {cwd: dir}), pipe(['store', 'copy', files, url, '--json'], {cwd: dir})]
+      await until('both copies wait', async () => (await cluster.sql(db, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted'))[0]!.n === 2)
+      await holder.query('COMMIT')
+      const results = await Promise.all(copies)
+      expect(results.map((r) => r.code).sort()).to.deep.equal([0, 4])
+      const refused = results.find((r) => r.code === 4)!
+      expect(json<{error: {code: string; message: string}}>(refused).error).to.deep.include({code: 'E_CONFLICT'})
+      expect(json<{error: {message: string}}>(refused).error.message).to.match(/already holds records/)
+    } finally {
+      await holder.end()
+    }
+    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
+    expect(audit.code, audit.stdout).to.equal(0)
+    expect(json<{runs: number}>(audit).runs).to.equal(1)
   })
 
   it('refuses a destination that holds records, and leaves it as it was', async () => {
