@@ -19,6 +19,7 @@ import {jsonText, visible} from '../util/terminal-text.js'
 import {storeDir, type CommandOutput} from '../cli/command-io.js'
 import type {Detached} from '../app/sessions/detach.js'
 import {writeErr, writeOut} from '../cli/std-streams.js'
+import {checkQueue} from '../cli/queue-flag.js'
 
 export default class Run extends PipeCommand {
   static override summary = 'Run a pipeline on a requirement, leaving a snapshot per step and a new spec version per change.'
@@ -154,7 +155,7 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
   }
   if (flags.detach) {
     const {detachSession} = await import('../app/sessions/detach.js')
-    const detached = await detachSession({...options, queue: flags.queue ?? 'default'})
+    const detached = await detachSession({...options, queue: checkQueue(flags.queue ?? 'default')})
     if (detached.warning) writeErr(`warning: ${visible(detached.warning)}\n`)
     if (!output.json)
       writeOut(

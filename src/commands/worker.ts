@@ -3,6 +3,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'
 import {writeErr} from '../cli/std-streams.js'
 import {runWorker, type WorkerSummary} from '../app/worker/worker.js'
+import {checkQueue} from '../cli/queue-flag.js'
 
 export type {WorkerSummary} from '../app/worker/worker.js'
 
@@ -41,7 +42,7 @@ A run stays queued until it stops: it ends, or waits for a person (answers, a re
       (signal) =>
         runWorker({
           store: this.storeDir(flags.store),
-          queue: flags.queue,
+          queue: checkQueue(flags.queue),
           concurrency: flags.concurrency,
           ...(flags.name ? {name: flags.name} : {}),
           workspaces: flags.workspace ?? [],

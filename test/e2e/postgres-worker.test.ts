@@ -75,6 +75,21 @@ describe('pipe worker on a PostgreSQL store', function () {
     expect(await readdir(dir)).to.deep.equal([])
   })
 
+  it('refuses a queue name no printed command could carry (empty, spaces, shell characters), queueing nothing', async () => {
+    for (const queue of ['', 'a b', 'x;DROP']) {
+      const detached = await pipe(['run', path.join(fixtures, 'fast.yaml'), '--policy', policy, '--detach', '--queue', queue, '--store', url, '--json'], {
+        cwd: dir,
+      })
+      expect(detached.code, detached.stdout).to.equal(2)
+      expect(json<{error: {code: string}}>(detached).error.code).to.equal('E_INVALID_ARGS')
+      const worker = await pipe(['worker', '--queue', queue, '--store', url], {cwd: dir})
+      expect(worker.code, worker.stderr).to.equal(2)
+      expect(worker.stderr).to.match(/is not a queue name/)
+    }
+    expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_runs')).to.deep.equal([{n: 0}])
+    expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_workers')).to.deep.equal([{n: 0}])
+  })
+
   it('an idle worker takes a run the moment it is queued (a notice from the database), not at its next poll', async () => {
     // An hour between polls: only the notice can bring the run to this worker within the test.
     const idle = startWorker([], {PIPE_WORKER_POLL_MS: '3600000'})
