@@ -5,7 +5,7 @@
  * SIGTERM drains a worker, which exits 0. Every wait is for an event (a row, a line), never a sleep.
  */
 import {expect} from 'chai'
-import {readdir} from 'node:fs/promises'
+import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {Workers, until, type Worker} from '../helpers/workers.js'
@@ -88,6 +88,38 @@ describe('pipe worker on a PostgreSQL store', function () {
     }
     expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_runs')).to.deep.equal([{n: 0}])
     expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_workers')).to.deep.equal([{n: 0}])
+  })
+
+  it('a run whose pipeline was deleted or changed after it was queued waits with the reason in runs show, and keeps neither the worker nor the queue busy', async () => {
+    const own = path.join(dir, 'own.yaml')
+    const original = await readFile(path.join(fixtures, 'fast.yaml'), 'utf8')
+    const detachOwn = async (): Promise<string> => {
+      const result = await pipe(['run', own, '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
+      expect(result.code, result.stderr).to.equal(0)
+      return json<{run_id: string}>(result).run_id
+    }
+    await writeFile(own, original)
+    const deleted = await detachOwn()
+    const changed = await detachOwn()
+    await rm(own)
+    // Queued after both: a worker that spun on the first would never reach it (one at a time).
+    const fine = await detach('fast.yaml')
+    const worker = startWorker(['--concurrency', '1', '--name', 'ci-9'])
+    await untilFor('the run behind them has ended', async () => (await statusOf(fine)) === 'succeeded')
+    await untilFor('runs show says why the first waits', async () => {
+      const shown = await pipe(['runs', 'show', deleted, '--store', url], {cwd: dir})
+      return /waits for a worker that can start it: ci-9 could not \(\[E_CONFIG\]/.test(shown.stdout)
+    })
+    expect(worker.stderr()).to.match(/tries it again in \d+ s/)
+    // Its pipeline back as it was: the run that needs it goes on; one changed since stays waiting, saying so.
+    await writeFile(own, `${original}# changed\n`)
+    await untilFor('runs show says the pipeline changed', async () => {
+      const shown = await pipe(['runs', 'show', changed, '--json', '--store', url], {cwd: dir})
+      return /could not \(\[E_CONFLICT\] the pipeline .* changed since run/.test(JSON.stringify(json(shown)))
+    })
+    await writeFile(own, original)
+    await untilFor('both runs have ended', async () => (await statusOf(deleted)) === 'succeeded' && (await statusOf(changed)) === 'succeeded')
+    expect(await queueEmpty()).to.equal(true)
   })
 
   it('an idle worker takes a run the moment it is queued (a notice from the database), not at its next poll', async () => {

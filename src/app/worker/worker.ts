@@ -102,6 +102,11 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   log(
     `pipe worker${options.name ? ` ${options.name}` : ''}: queue ${queue} of ${safeUrl(location)}, ${concurrency} at a time, workspace ${served.map((w) => `${w.dir} (${w.id})`).join(', ')} (pid ${process.pid})`,
   )
+  const who = options.name ?? `${os.hostname()}:${process.pid}`
+  // Runs this worker could not start (their pipeline or policy missing or changed in its checkout, a
+  // record it cannot read): not taken again before their time, doubling to a minute, so one such run
+  // neither spins the loop nor keeps the queue's other runs from this worker.
+  const backoff = new Map<string, {until: number; delay: number}>()
   try {
     const active = new Map<string, Promise<void>>()
     const drive = async (runId: string): Promise<void> => {
@@ -134,6 +139,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
             status = 'cancelled'
           }
         }
+        if (backoff.delete(runId)) await work.setNote(runId, null).catch(() => undefined)
         // Handed back (drained) or still driven elsewhere: it stays queued for the next worker.
         if (status !== 'interrupted' && status !== 'running') await work.stopped(runId)
         driven.push({run_id: runId, status})
@@ -142,13 +148,26 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         const code = (error as {code?: string}).code
         // Another worker took it first, or took it over from this one (its lease ran out while it
         // was frozen): the run is the other's, and nothing of this worker's was recorded.
-        if (code === 'E_CONFLICT') {
+        // An E_CONFLICT with no other holder and the run still queued is this checkout's (its pipeline
+        // or policy changed since the run started): this worker cannot start it, as below.
+        const now = code === 'E_CONFLICT' ? await store.holding(runId).catch(() => null) : null
+        const mine = (w: {host: string; pid: number}): boolean => w.host === os.hostname() && w.pid === process.pid
+        if (code === 'E_CONFLICT' && (now === null || now.queue === null || (now.worker !== null && !mine(now.worker)))) {
           log(`pipe worker: ${runId}: [E_CONFLICT] ${(error as Error).message}`)
           return
         }
         // Ended already (cancelled by hand): nothing left to drive.
         if (code === 'E_STATE') await work.stopped(runId).catch(() => undefined)
-        log(`pipe worker: ${runId}: [${code ?? 'E_INTERNAL'}] ${(error as Error).message}`)
+        let again = ''
+        // The database going away (E_IO) is retried as soon as it answers; anything else is this run's.
+        if (code !== 'E_STATE' && code !== 'E_IO') {
+          const delay = Math.min(2 * (backoff.get(runId)?.delay ?? 500), 60000)
+          backoff.set(runId, {until: Date.now() + delay, delay})
+          again = `; this worker tries it again in ${delay / 1000} s`
+          const note = `a worker that can start it: ${who} could not ([${code ?? 'E_INTERNAL'}] ${(error as Error).message})${again}`
+          await work.setNote(runId, note).catch(() => undefined)
+        }
+        log(`pipe worker: ${runId}: [${code ?? 'E_INTERNAL'}] ${(error as Error).message}${again}`)
         driven.push({run_id: runId, status: 'error'})
       } finally {
         unwatch()
@@ -161,7 +180,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       // A parent that only waits for its children holds no slot (see ./children.ts).
       const busy = [...active.keys()].filter((runId) => !children.parked.has(runId)).length
       if (busy < concurrency) {
-        const candidates = await work.claimable(queue, concurrency - busy + active.size, [...rootById.keys()]).catch((error: unknown) => {
+        const waiting = [...backoff].filter(([, b]) => b.until > Date.now()).length
+        const candidates = await work.claimable(queue, concurrency - busy + active.size + waiting, [...rootById.keys()]).catch((error: unknown) => {
           // The database went away for a moment: the loop tries again.
           log(`pipe worker: ${(error as Error).message}`)
           return [] as string[]
@@ -169,7 +189,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         let free = concurrency - busy
         for (const runId of candidates) {
           if (free <= 0 || signal.aborted) break
-          if (active.has(runId)) continue
+          if (active.has(runId) || (backoff.get(runId)?.until ?? 0) > Date.now()) continue
           active.set(runId, drive(runId))
           free--
         }

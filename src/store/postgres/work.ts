@@ -115,7 +115,9 @@ export class PostgresWork {
     const noted: Array<{run_id: string; note: string}> = []
     for (const row of rows) {
       if (served.has(row.workspace_id)) {
-        if (row.note !== null) await this.store.query('cannot update the queue', 'UPDATE pipe_queue SET note = NULL WHERE run_id = $1', [row.run_id])
+        // Only this kind of note: one a worker left on a run it could not start stays until it starts it.
+        if (row.note !== null)
+          await this.store.query('cannot update the queue', `UPDATE pipe_queue SET note = NULL WHERE run_id = $1 AND note LIKE 'no live worker %'`, [row.run_id])
         continue
       }
       if (row.note !== null) continue
@@ -128,6 +130,11 @@ export class PostgresWork {
       noted.push({run_id: row.run_id, note})
     }
     return noted
+  }
+
+  /** Says on a queued run's entry what it waits for (a worker that could not start it says why); null clears it. */
+  async setNote(runId: string, note: string | null): Promise<void> {
+    await this.store.query('cannot update the queue', 'UPDATE pipe_queue SET note = $2 WHERE run_id = $1', [runId, note])
   }
 
   /** Where a run waits on the queue, or null when it is on none. */
