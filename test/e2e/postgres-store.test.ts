@@ -7,7 +7,7 @@ import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {sealOf} from '../../src/store/integrity.js'
 
@@ -69,7 +69,7 @@ describe('the PostgreSQL store through the CLI', function () {
   })
 
   describe('a store set up wrong is said as such, never as damage', () => {
-    const setUpError = (result: {code: number | null; stdout: string}): {code: string; message: string; hint: string} => {
+    const setUpError = (result: CliResult): {code: string; message: string; hint: string} => {
       expect(result.code, result.stdout).to.equal(2)
       return json<{error: {code: string; message: string; hint: string}}>(result).error
     }
