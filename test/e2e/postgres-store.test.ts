@@ -129,7 +129,11 @@ describe('the PostgreSQL store through the CLI', function () {
       await cluster.sql('postgres', `CREATE ROLE ${reader} LOGIN`)
       await cluster.sql(db, `GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader}`)
       const asReader = `postgres://${reader}@127.0.0.1:${cluster.port}/${db}`
-      for (const args of [['runs', 'list'], ['runs', 'show', runId], ['audit', 'verify']]) {
+      for (const args of [
+        ['runs', 'list'],
+        ['runs', 'show', runId],
+        ['audit', 'verify'],
+      ]) {
         const read = await pipe([...args, '--store', asReader], {cwd: dir})
         expect(read.code, `${args.join(' ')}: ${read.stderr}`).to.equal(0)
       }

@@ -117,7 +117,9 @@ export class PostgresWork {
       if (served.has(row.workspace_id)) {
         // Only this kind of note: one a worker left on a run it could not start stays until it starts it.
         if (row.note !== null)
-          await this.store.query('cannot update the queue', `UPDATE pipe_queue SET note = NULL WHERE run_id = $1 AND note LIKE 'no live worker %'`, [row.run_id])
+          await this.store.query('cannot update the queue', `UPDATE pipe_queue SET note = NULL WHERE run_id = $1 AND note LIKE 'no live worker %'`, [
+            row.run_id,
+          ])
         continue
       }
       if (row.note !== null) continue
