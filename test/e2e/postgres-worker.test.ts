@@ -122,6 +122,40 @@ describe('pipe worker on a PostgreSQL store', function () {
     expect(await queueEmpty()).to.equal(true)
   })
 
+  it('pipe cancel of a foreach run a worker holds ends it and its children, and leaves the worker and its other runs going', async () => {
+    await writeFile(
+      path.join(dir, 'item.yaml'),
+      'version: 1\nname: item\ninputs:\n  name: {type: string}\nsteps:\n  - {id: work, kind: command, run: [sleep, "3"], next: done}\n  - {id: done, kind: end, status: succeeded, reason: ok}\n',
+    )
+    await writeFile(
+      path.join(dir, 'each.yaml'),
+      `version: 1\nname: each\nsteps:\n  - id: each\n    kind: foreach\n    items: "\${{ ['a', 'b', 'c', 'd', 'e', 'f'] }}"\n    pipeline: ./item.yaml\n    with: {name: "\${{ item }}"}\n    concurrency: 2\n    on: {success: fin, partial: fin, fail: fin}\n  - {id: fin, kind: end, status: succeeded, reason: all}\n`,
+    )
+    const lease = {PIPE_LEASE_MS: '3000'}
+    const worker = startWorker(['--concurrency', '2'], lease)
+    await untilFor('the worker listens', async () => worker.stderr().includes('pipe worker: queue default'))
+    const queued = await pipe(['run', path.join(dir, 'each.yaml'), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
+    expect(queued.code, queued.stderr).to.equal(0)
+    const parent = json<{run_id: string}>(queued).run_id
+    const other = await detach('slow.yaml')
+    const running = async (): Promise<string[]> =>
+      (await cluster.sql<{run_id: string}>(db, `SELECT run_id FROM pipe_runs WHERE body::json->>'status' = 'running'`)).map((r) => r.run_id)
+    await untilFor('the parent, a child and the other run are running', async () => {
+      const now = await running()
+      return now.includes(other) && now.includes(parent) && now.length >= 3
+    })
+    const cancelled = await pipe(['cancel', parent, '--reason', 'superseded', '--store', url, '--json'], {cwd: dir, env: lease, timeoutMs: 60000})
+    expect(cancelled.code, cancelled.stderr).to.equal(5)
+    expect(json<{status: string}>(cancelled).status).to.equal('cancelled')
+    const kids = await cluster.sql<{status: string}>(db, `SELECT body::json->>'status' AS status FROM pipe_runs WHERE parent_run = $1`, [parent])
+    expect(kids.length).to.be.greaterThan(0)
+    for (const kid of kids) expect(kid.status).to.be.oneOf(['succeeded', 'cancelled'])
+    // The worker was not drained: it finishes the other run and is still there.
+    await untilFor('the other run has ended', async () => (await statusOf(other)) !== 'running' && (await statusOf(other)) !== 'pending', 30000)
+    expect(await statusOf(other)).to.equal('succeeded')
+    expect(worker.child.exitCode).to.equal(null)
+  })
+
   it('an idle worker takes a run the moment it is queued (a notice from the database), not at its next poll', async () => {
     // An hour between polls: only the notice can bring the run to this worker within the test.
     const idle = startWorker([], {PIPE_WORKER_POLL_MS: '3600000'})

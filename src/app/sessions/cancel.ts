@@ -1,5 +1,7 @@
 /** pipe cancel: ending a run by hand. */
 import {PipeError} from '../../errors.js'
+import {isFinal} from '../../engine/lifecycle.js'
+import type {PostgresStore} from '../../store/postgres/store.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {sameProcessAlive} from '../../util/lock.js'
 import type {RunOutcome} from '../../engine/engine.js'
@@ -8,14 +10,33 @@ import {type SessionOptions, engineFor} from './shared.js'
 export async function cancelSession(options: SessionOptions & {runId: string; reason?: string; waitMs?: number}): Promise<RunOutcome> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
+  const reason = options.reason ?? 'cancelled by hand'
+  const waitMs = options.waitMs ?? 15000
+  // A run a worker holds (a queued run on a database) is stopped through the database: the worker
+  // ends that run alone, on whichever machine it is; a signal would drain every run it drives.
+  const holding = isFinal(record.status) ? null : ((await store.holding?.(options.runId)) ?? null)
+  if (holding?.worker && holding.queue !== null) {
+    const {PostgresWork} = await import('../../store/postgres/work.js')
+    await new PostgresWork(store as PostgresStore).requestCancel(options.runId, reason)
+    // The worker sees the request at its next lease renewal (a third of the lease), its children at theirs.
+    const deadline = Date.now() + Math.max(waitMs, Number(process.env.PIPE_LEASE_MS) || 30000)
+    while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status)) await new Promise((r) => setTimeout(r, 100))
+    const now = await store.readRun(options.runId)
+    if (now.status === 'cancelled')
+      return {run_id: options.runId, feature_id: now.feature_id, status: 'cancelled', spec_version: now.spec_version ?? null, steps_run: 0, reason}
+    const who = holding.worker.name ?? `${holding.worker.host}:${holding.worker.pid}`
+    throw new PipeError('E_CONFLICT', `run ${options.runId} is ${now.status}: worker ${who} holds it and has not yet stopped it as asked`, {
+      hint: `The cancel request is recorded: the worker ends the run at its next lease renewal. pipe runs show ${options.runId} follows it.`,
+    })
+  }
   const owner = await store.runOwner(options.runId)
   // Alive means that very process: the pid with the start time it recorded, never a later process that got the pid.
   if (record.status === 'running' && owner?.alive && owner.pid !== process.pid && sameProcessAlive(owner.pid, owner.start_time)) {
     // Ask the process driving it to stop; it records the run as interrupted, then we cancel it.
     process.kill(owner.pid, 'SIGTERM')
-    const deadline = Date.now() + (options.waitMs ?? 15000)
+    const deadline = Date.now() + waitMs
     while (Date.now() < deadline && (await store.runOwner(options.runId))?.alive) await new Promise((r) => setTimeout(r, 100))
   }
   const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
-  return engine.cancel(options.runId, options.reason ?? 'cancelled by hand')
+  return engine.cancel(options.runId, reason)
 }

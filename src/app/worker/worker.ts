@@ -12,6 +12,7 @@ import {randomBytes} from 'node:crypto'
 import {PipeError} from '../../errors.js'
 import {isFinal} from '../../engine/lifecycle.js'
 import {isStoreUrl, openStore, safeUrl} from '../../store/open.js'
+import {childrenOf} from '../../store/queries.js'
 import type {PostgresStore} from '../../store/postgres/store.js'
 import {resumeSession} from '../sessions/resume.js'
 import {engineFor} from '../sessions/shared.js'
@@ -80,6 +81,13 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     const engine = engineFor(store, {cwd: options.cwd, store: location}, async () =>
       Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')),
     )
+    // Its unfinished children first, each through the database: the worker that holds one (this one
+    // or another) stops it; ending a held child from here would be refused, leaving it running.
+    for (const child of await childrenOf(store, runId)) {
+      if (isFinal(child.status)) continue
+      const why = `parent run ${runId} was cancelled: ${reason}`
+      await children.cancel(child.run_id, why, () => cancelHere(child.run_id, why))
+    }
     try {
       await engine.cancel(runId, reason)
     } catch (error) {
