@@ -151,7 +151,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     const done = (await show<{holding: Holding}>(runId)).holding
     expect(done).to.deep.equal({worker: null, lease_until: null, epoch: 1, queue: null, detached_queue: 'default'})
     const doneText = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
-    expect(doneText.stdout).to.include('worker: none, not queued (a detached run: answers, reviews and pipe resume put it back on default) (epoch 1)\n')
+    expect(doneText.stdout).to.include('worker: none, not queued (a detached run of default; it has ended succeeded) (epoch 1)\n')
   })
 
   it('a file store shows no holding', async () => {

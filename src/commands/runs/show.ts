@@ -4,7 +4,8 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunShow} from '../../cli/views.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../store/queries.js'
 import {openStore} from '../../store/open.js'
-import type {RunEvent, RunRecord} from '../../types/run.js'
+import type {RunEvent, RunRecord, RunStatus} from '../../types/run.js'
+import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
 import type {Holding} from '../../store/types.js'
 import {assertId} from '../../store/ids.js'
 import {line as t} from '../../util/terminal-text.js'
@@ -57,7 +58,7 @@ export default class RunsShow extends PipeCommand {
     const queue = await queueWait(this.storeDir(flags.store), store, args.run)
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
-      if (holding) process.stdout.write(holdingText(holding))
+      if (holding) process.stdout.write(holdingText(holding, record.status))
       if (queue) process.stdout.write(t`queue: ${queue.queue}, waits for ${queue.waits_for}\n`)
       if (usage.calls > 0)
         process.stdout.write(
@@ -92,7 +93,10 @@ export default class RunsShow extends PipeCommand {
 }
 
 /** Who drives the run on a shared store: a worker under its lease, or where it waits. */
-function holdingText(h: Holding): string {
+function holdingText(h: Holding, status: string): string {
+  // An ended run goes back on no queue: saying answers or pipe resume would queue it again is untrue.
+  if (!h.worker && !h.queue && h.detached_queue && isFinal(status as RunStatus) && !isRedrivable(status as RunStatus))
+    return t`worker: none, not queued (a detached run of ${h.detached_queue}; it has ended ${status}) (epoch ${h.epoch})\n`
   if (h.worker)
     return t`worker: ${h.worker.name ? `${h.worker.name} ` : ''}(host ${h.worker.host}, pid ${h.worker.pid}), lease until ${h.lease_until ?? '-'}, epoch ${h.epoch}\n`
   if (h.queue) return t`worker: none, queued on ${h.queue}, no worker yet (epoch ${h.epoch})\n`
