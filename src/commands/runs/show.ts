@@ -4,8 +4,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunShow} from '../../cli/views.js'
 import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../store/queries.js'
 import {openStore} from '../../store/open.js'
-import type {RunEvent, RunRecord, RunStatus} from '../../types/run.js'
-import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Holding} from '../../store/types.js'
 import {assertId} from '../../store/ids.js'
 import {line as t} from '../../util/terminal-text.js'
@@ -94,8 +93,8 @@ export default class RunsShow extends PipeCommand {
 
 /** Who drives the run on a shared store: a worker under its lease, or where it waits. */
 function holdingText(h: Holding, status: string): string {
-  // An ended run goes back on no queue: saying answers or pipe resume would queue it again is untrue.
-  if (!h.worker && !h.queue && h.detached_queue && isFinal(status as RunStatus) && !isRedrivable(status as RunStatus))
+  // A run ended for good (not a failed one, which pipe resume redrives) goes back on no queue.
+  if (!h.worker && !h.queue && h.detached_queue && (status === 'succeeded' || status === 'cancelled'))
     return t`worker: none, not queued (a detached run of ${h.detached_queue}; it has ended ${status}) (epoch ${h.epoch})\n`
   if (h.worker)
     return t`worker: ${h.worker.name ? `${h.worker.name} ` : ''}(host ${h.worker.host}, pid ${h.worker.pid}), lease until ${h.lease_until ?? '-'}, epoch ${h.epoch}\n`
