@@ -23,6 +23,7 @@ import type {DeferredFields, KindCatalog} from './kind-contract.js'
 import type {LoadedPipeline, Segment} from './loaded.js'
 import {diag, origin, stepDir} from './positions.js'
 import {findNode} from './yaml-source.js'
+import {OUTPUT_ARTICLE} from './declared-outputs.js'
 
 /** The expression checker's class, as loadExpressionChecker gives it: what the checking functions are passed. */
 export type ExprCheckerClass = typeof ExprChecker
@@ -194,7 +195,9 @@ function checkOutputs(loaded: LoadedPipeline, checker: ExprChecker): Diagnostic[
     const whole = result.template.whole
     if (whole === undefined) {
       if (decl.type !== 'string')
-        out.push(diag(loaded, segments, `output "${name}" is ${ARTICLE[decl.type] ?? decl.type}, but text around \${{ }} makes a string`, false, mapper(0)))
+        out.push(
+          diag(loaded, segments, `output "${name}" is ${OUTPUT_ARTICLE[decl.type] ?? decl.type}, but text around \${{ }} makes a string`, false, mapper(0)),
+        )
       continue
     }
     const type = checker.check(whole.expression).type
@@ -203,7 +206,7 @@ function checkOutputs(loaded: LoadedPipeline, checker: ExprChecker): Diagnostic[
         diag(
           loaded,
           segments,
-          `output "${name}" is ${ARTICLE[decl.type] ?? decl.type}, but \${{ ${whole.expression.trim()} }} gives ${type}`,
+          `output "${name}" is ${OUTPUT_ARTICLE[decl.type] ?? decl.type}, but \${{ ${whole.expression.trim()} }} gives ${type}`,
           false,
           mapper(0),
         ),
@@ -251,15 +254,6 @@ function aliasesOf(step: Step, checker: ExprChecker, catalog: KindCatalog): {def
   const itemsText = (step as unknown as Record<string, unknown>)[deferred.items]
   const whole = typeof itemsText === 'string' ? parseTemplate(itemsText).whole : undefined
   return {deferred, aliases: {[deferred.alias]: whole ? elementSchema(checker.check(whole.expression).schema) : DYN}}
-}
-
-const ARTICLE: Record<string, string> = {
-  string: 'a string',
-  integer: 'an integer',
-  number: 'a number',
-  boolean: 'a boolean',
-  object: 'a mapping',
-  array: 'a list',
 }
 
 /** Whether a value of CEL type `type` can be given to an input of `declared` type at run time (see engine childInputs). */
@@ -322,13 +316,13 @@ export function withTypeProblems(
     if (type === undefined) continue
     const template = parseTemplate(text)
     if (template.whole === undefined) {
-      if (type !== 'string') out.push({key, message: `is ${ARTICLE[type] ?? type}, but text around \${{ }} makes a string`})
+      if (type !== 'string') out.push({key, message: `is ${OUTPUT_ARTICLE[type] ?? type}, but text around \${{ }} makes a string`})
       continue
     }
     const result = checker.check(template.whole.expression, options)
     if (result.diagnostics.length > 0 || result.type === undefined) continue
     if (!fitsInput(result.type, type))
-      out.push({key, message: `is ${ARTICLE[type] ?? type}, but \${{ ${template.whole.expression.trim()} }} gives ${result.type}`})
+      out.push({key, message: `is ${OUTPUT_ARTICLE[type] ?? type}, but \${{ ${template.whole.expression.trim()} }} gives ${result.type}`})
   }
   return out
 }
