@@ -11,9 +11,9 @@ import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {Workers, until, type Worker} from '../helpers/workers.js'
-import {postgresBin, startCluster, type Cluster} from '../helpers/postgres.js'
+import {defaultPipeline, examples, json, pipe, repoRoot} from '../helpers/cli.js'
+import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
+import {postgresBin, type Cluster} from '../helpers/postgres.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
@@ -24,21 +24,9 @@ describe('faults of the database under a pipe worker', function () {
   this.timeout(180000)
   let cluster: Cluster
   let dir: string
-  let cleanup: () => Promise<void>
   let db: string
   let url: string
-  const team = new Workers()
-  before(async () => (cluster = await startCluster({durable: true})))
-  after(async () => cluster?.stop())
-  beforeEach(async () => {
-    ;({dir, cleanup} = await tempDir('pipe-pg-faults-'))
-    db = await cluster.createDatabase()
-    url = cluster.url(db)
-  })
-  afterEach(async () => {
-    await team.stopAll()
-    await cleanup()
-  })
+  const team = useWorkerSuite('pipe-pg-faults-', (suite) => ({cluster, dir, db, url} = suite), {durable: true})
 
   function startWorker(extra: Record<string, string> = {}): Worker {
     return team.start(url, [], {cwd: dir, env: extra})

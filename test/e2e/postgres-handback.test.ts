@@ -8,9 +8,9 @@ import {expect} from 'chai'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {Workers, until, type Worker} from '../helpers/workers.js'
-import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {defaultPipeline, examples, json, pipe, repoRoot} from '../helpers/cli.js'
+import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
+import type {Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
 
@@ -26,21 +26,9 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
   this.timeout(180000)
   let cluster: Cluster
   let dir: string
-  let cleanup: () => Promise<void>
   let db: string
   let url: string
-  const team = new Workers()
-  before(async () => (cluster = await startCluster()))
-  after(async () => cluster?.stop())
-  beforeEach(async () => {
-    ;({dir, cleanup} = await tempDir('pipe-pg-handback-'))
-    db = await cluster.createDatabase()
-    url = cluster.url(db)
-  })
-  afterEach(async () => {
-    await team.stopAll()
-    await cleanup()
-  })
+  const team = useWorkerSuite('pipe-pg-handback-', (suite) => ({cluster, dir, db, url} = suite))
 
   function startWorker(args: string[] = [], extra: Record<string, string> = {}): Worker {
     return team.start(url, args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...extra}})

@@ -7,9 +7,9 @@
 import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {Workers, until, type Worker} from '../helpers/workers.js'
-import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {json, pipe, repoRoot} from '../helpers/cli.js'
+import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
+import type {Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
 const policy = path.join(fixtures, 'policy.yaml')
@@ -18,21 +18,9 @@ describe('pipe worker on a PostgreSQL store', function () {
   this.timeout(180000)
   let cluster: Cluster
   let dir: string
-  let cleanup: () => Promise<void>
   let db: string
   let url: string
-  const team = new Workers()
-  before(async () => (cluster = await startCluster()))
-  after(async () => cluster?.stop())
-  beforeEach(async () => {
-    ;({dir, cleanup} = await tempDir('pipe-pg-worker-'))
-    db = await cluster.createDatabase()
-    url = cluster.url(db)
-  })
-  afterEach(async () => {
-    await team.stopAll()
-    await cleanup()
-  })
+  const team = useWorkerSuite('pipe-pg-worker-', (suite) => ({cluster, dir, db, url} = suite))
 
   const untilFor = (what: string, check: () => Promise<boolean>, timeoutMs = 60000): Promise<void> => until(what, check, timeoutMs)
 

@@ -4,7 +4,8 @@
  * check a query or a read), never a fixed sleep.
  */
 import {spawn, type ChildProcess} from 'node:child_process'
-import {bin, testHome} from './cli.js'
+import {bin, tempDir, testHome} from './cli.js'
+import {startCluster, type Cluster} from './postgres.js'
 
 export interface Worker {
   child: ChildProcess
@@ -59,4 +60,37 @@ export async function until(what: string, check: () => Promise<boolean>, timeout
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}${last ? ` (last check failed: ${(last as Error).message})` : ''}`)
     await new Promise((r) => setTimeout(r, 50))
   }
+}
+
+/** What each test of a worker suite gets: the cluster, a temp folder and a database of its own. */
+export interface WorkerSuite {
+  cluster: Cluster
+  dir: string
+  db: string
+  url: string
+}
+
+/**
+ * The hooks every pipe worker suite has: one cluster for the suite, a temp folder and a fresh
+ * database before each test (handed to `set`), and its workers and folder gone after it.
+ */
+export function useWorkerSuite(prefix: string, set: (suite: WorkerSuite) => void, options: {durable?: boolean} = {}): Workers {
+  const team = new Workers()
+  let cluster: Cluster | undefined
+  let cleanup: (() => Promise<void>) | undefined
+  before(async () => {
+    cluster = await startCluster(options)
+  })
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    const made = await tempDir(prefix)
+    cleanup = made.cleanup
+    const db = await cluster!.createDatabase()
+    set({cluster: cluster!, dir: made.dir, db, url: cluster!.url(db)})
+  })
+  afterEach(async () => {
+    await team.stopAll()
+    await cleanup?.()
+  })
+  return team
 }
