@@ -59,7 +59,9 @@ describe('hostile expressions', function () {
     const run = json<{status: string; reason: string}>(result)
     expect(run.status).to.equal('failed')
     expect(run.reason).to.contain(`step check failed: expression \${{ size(${l}.map(a,`)
-    expect(run.reason).to.contain('failed: it took more than 10000000 evaluation steps, the limit')
+    // Which of the two budgets ends it depends on the machine's load (the step budget on a quiet one,
+    // the 2 s one on a busy one); either is the answer. Which trips on what is test/unit/expr.test.ts's.
+    expect(run.reason).to.match(/failed: it (took more than 10000000 evaluation steps|ran longer than 2000 ms), the limit/)
   })
 
   it('ends a run at SIGTERM once it has started (exit 130), and resumes it to the end', async () => {
