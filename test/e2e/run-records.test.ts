@@ -154,7 +154,9 @@ describe('what a run records (the built CLI, real repositories and processes)', 
   })
 
   it('keeps a command killed at its timeout (E_TOOL_TIMEOUT) as evidence with what it printed, and keeps none for a run that succeeded', async () => {
-    const file = await setup('', '  - id: check\n    kind: command\n    run: [node, test.js]\n    command_timeout_ms: 300\n')
+    // 2 s, not less: what it printed is expected in the evidence, and a node that starts slowly on a busy
+    // machine would print nothing before a shorter timeout.
+    const file = await setup('', '  - id: check\n    kind: command\n    run: [node, test.js]\n    command_timeout_ms: 2000\n')
     // It never ends by itself, so only the timeout stops it.
     await writeFile(path.join(repo, 'test.js'), "process.stderr.write('looping forever\\n')\nfor (;;) {}\n")
     const result = await run(file)
@@ -168,7 +170,10 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     await audit(body.run_id)
 
     await writeFile(path.join(repo, 'test.js'), "console.log('ok')\n")
-    const ok = await run(file)
+    // The policy's timeout: a step timeout that a slow start could reach would make this half race it.
+    const okFile = path.join(path.dirname(file), 'ok.yaml')
+    await writeFile(okFile, 'version: 1\nname: records\nsteps:\n  - id: check\n    kind: command\n    run: [node, test.js]\n')
+    const ok = await run(okFile)
     expect(ok.code, ok.stderr).to.equal(0)
     const [good] = json<Snapshot[]>(await pipe(['snapshot', 'show', json<{run_id: string}>(ok).run_id, '--json'], {cwd: repo, env: env()}))
     expect(good!.evidence_links).to.deep.equal([])
