@@ -12,6 +12,7 @@ import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {tracing} from '../telemetry/tracing.js'
+import {breathe} from '../util/breathe.js'
 import {redactDeep} from '../util/redact.js'
 import {evaluateOutputs} from './run-outputs.js'
 import {newTraceId} from '../util/trace.js'
@@ -82,6 +83,8 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   }
 
   while (cursor.next !== null) {
+    // Instant steps never wait on the loop: without a turn now and then a signal would wait for the whole run.
+    await breathe()
     if (env.deps.signal?.aborted) return interrupt(env, runId, outcome)
     const step = steps.get(cursor.next)
     if (!step) {

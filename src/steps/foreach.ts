@@ -1,7 +1,9 @@
+import {setMaxListeners} from 'node:events'
 import path from 'node:path'
 import {declaredOutputsOfFile, outputsObjectSchema} from '../config/declared-outputs.js'
 import {PipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
+import {breathe} from '../util/breathe.js'
 import {aliasProblem} from '../expr/scope.js'
 import {childFailure, childFile, childReason, childStopped} from './child-runs.js'
 import type {KindFinding} from '../config/kind-contract.js'
@@ -208,11 +210,17 @@ export const foreach: StepHandler<'foreach'> = {
     // fail_fast stops the children still running through their own signal; the step's own signal stops them all.
     const stop = new AbortController()
     const childSignal = AbortSignal.any([signal, stop.signal])
+    // Each child in flight listens to it (its attempts, its engine): `limit` of them is no leak.
+    setMaxListeners(4 * limit + 10, childSignal)
     let tripped: string | undefined
     const started = new Set<number>()
     const finished = new Set<number>()
+    // Only an item that did not succeed can block others: until one finishes so, there is nothing to settle (a pass is a walk of every item).
+    let unsettled = false
     // An item whose dependency did not succeed is never run: it is recorded blocked, naming that dependency, and so are its own dependents.
     const settleBlocked = (): void => {
+      if (!unsettled) return
+      unsettled = false
       for (let changed = true; changed;) {
         changed = false
         for (const [index, list] of deps.entries()) {
@@ -240,9 +248,20 @@ export const foreach: StepHandler<'foreach'> = {
     }
     const ready = (index: number): boolean => !started.has(index) && deps[index]!.every((dep) => finished.has(dep) && results[dep]!.status === 'succeeded')
     const running = new Map<number, Promise<void>>()
+    // Every item before it has started: the search for the next one starts here, not at the head of a list of 100,000.
+    let first = 0
     const start = (index: number): void => {
       started.add(index)
       const job = (async () => {
+        // A child's creation is a handful of synced writes and children start together: a signal
+        // waits for a few of them, not for all; one that came meanwhile leaves the item unstarted.
+        await breathe()
+        if (childSignal.aborted) {
+          started.delete(index)
+          running.delete(index)
+          first = Math.min(first, index)
+          return
+        }
         // The child is named by its item's key: the step's key: when it has one, else the item's own id, key, name or task.
         const name = ordered ? keys[index] : itemKey(items[index])
         const child = await children.run({
@@ -265,6 +284,7 @@ export const foreach: StepHandler<'foreach'> = {
         }
         finished.add(index)
         running.delete(index)
+        if (child.status !== 'succeeded' && step.depends_on !== undefined) unsettled = true
         if (child.status !== 'succeeded' && !childStopped(child) && step.fail_fast === true && tripped === undefined) {
           tripped = `item ${ordered ? JSON.stringify(keys[index]) : index} failed (${childReason(child)}); fail_fast stopped the rest`
           stop.abort()
@@ -272,16 +292,23 @@ export const foreach: StepHandler<'foreach'> = {
       })()
       running.set(index, job)
     }
+    const next = (): number => {
+      while (first < items.length && started.has(first)) first++
+      for (let i = first; i < items.length; i++) if (ready(i)) return i
+      return -1
+    }
     // In list order among the items whose dependencies all succeeded, at most `limit` at once.
     for (;;) {
       settleBlocked()
       while (running.size < limit && tripped === undefined && !signal.aborted) {
-        const index = items.findIndex((_, i) => ready(i))
+        const index = next()
         if (index === -1) break
         start(index)
       }
       if (running.size === 0) break
       await Promise.race(running.values())
+      // Children of instant steps settle without the loop turning: give a signal its turn before starting more.
+      await breathe()
     }
     if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new PipeError('E_INTERNAL', 'interrupted')
     if (tripped !== undefined) {

@@ -13,6 +13,7 @@
  */
 import type {Attributes, Context, Span, SpanStatusCode as StatusCodes, Tracer} from '@opentelemetry/api'
 import type {BasicTracerProvider, ReadableSpan, SpanExporter} from '@opentelemetry/sdk-trace-base'
+import type {Agent} from 'node:http'
 import {isPipeError} from '../errors.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {ExportSettings, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
@@ -49,6 +50,35 @@ class WatchedExporter implements SpanExporter {
   }
 }
 
+/**
+ * The exporter's connections, through an agent of pipe's own: once a flush's bound has passed,
+ * every socket is destroyed (whatever the collector is still sending) and no new one is opened (a
+ * retry the exporter scheduled fails at once), so nothing of the export outlives the bound.
+ */
+class Connections {
+  private made: Agent | undefined
+  private closed = false
+
+  async agent(protocol: string): Promise<Agent> {
+    // Loaded here, as the exporter's own factory does: a run without a collector never loads them.
+    const {Agent} = protocol === 'https:' ? await import('node:https') : await import('node:http')
+    const agent = new Agent({keepAlive: true})
+    const connect = agent.createConnection.bind(agent)
+    agent.createConnection = (options, callback) => {
+      if (!this.closed) return connect(options, callback)
+      callback?.(new Error('the export was abandoned at its time bound'), undefined as never)
+      return undefined
+    }
+    if (this.closed) agent.destroy()
+    return (this.made = agent)
+  }
+
+  abandon(): void {
+    this.closed = true
+    this.made?.destroy()
+  }
+}
+
 const key = (runId: string, stepId: string): string => `${runId}\u0000${stepId}`
 
 function errorType(error: unknown): string {
@@ -69,6 +99,7 @@ export class OtlpTracing implements Tracing {
     private readonly provider: BasicTracerProvider,
     private readonly exporter: WatchedExporter,
     private readonly settings: ExportSettings,
+    private readonly connections: Connections,
   ) {}
 
   static async create(settings: ExportSettings): Promise<OtlpTracing> {
@@ -78,12 +109,15 @@ export class OtlpTracing implements Tracing {
       import('@opentelemetry/exporter-trace-otlp-http'),
       import('@opentelemetry/resources'),
     ])
-    const exporter = new WatchedExporter(new otlp.OTLPTraceExporter({url: settings.url, timeoutMillis: settings.timeoutMs}))
+    const connections = new Connections()
+    const exporter = new WatchedExporter(
+      new otlp.OTLPTraceExporter({url: settings.url, timeoutMillis: settings.timeoutMs, httpAgentOptions: (protocol) => connections.agent(protocol)}),
+    )
     const provider = new sdk.BasicTracerProvider({
       resource: resources.defaultResource().merge(resources.resourceFromAttributes({...settings.resource, 'service.name': settings.serviceName})),
       spanProcessors: [new sdk.BatchSpanProcessor(exporter, {exportTimeoutMillis: settings.timeoutMs})],
     })
-    return new OtlpTracing(api, provider.getTracer('pipe'), provider, exporter, settings)
+    return new OtlpTracing(api, provider.getTracer('pipe'), provider, exporter, settings, connections)
   }
 
   session(run: {run_id?: string; pipeline: string; event: string; continues?: TraceContext; parent?: {run_id: string; step: string}}): RunSession {
@@ -321,6 +355,9 @@ export class OtlpTracing implements Tracing {
       bound.then(() => false),
     ])
     clearTimeout(timer)
+    // The exporter's own timeout is the socket's idle time: a collector that drips its answer a byte
+    // at a time renews it for ever, and the open socket would keep pipe alive after the warning.
+    if (!flushed) this.connections.abandon()
     const failure = this.exporter.failure ?? (flushed ? undefined : `no answer within ${this.settings.timeoutMs} ms`)
     if (failure !== undefined && !this.exporter.reported) {
       this.exporter.reported = true

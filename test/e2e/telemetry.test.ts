@@ -267,6 +267,15 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect(silent.stderr).to.contain('no answer within 500 ms')
   })
 
+  it("a collector that answers and then drips its body for ever costs the bound once, then the CLI exits with the run's code", async () => {
+    receiver = await OtlpReceiver.start({answer: 'drip'})
+    const dripped = await cli(['run', 'two.yaml', '--json'], {OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_TIMEOUT: '1000'})
+    expect(dripped.signal, 'the process ended by itself (not killed by the helper)').to.equal(null)
+    expect(dripped.code, dripped.stderr).to.equal(0)
+    expect(json<RunJson>(dripped).status).to.equal('succeeded')
+    expect(dripped.stderr).to.contain('Warning: traces were not delivered to').and.contain('no answer within 1000 ms')
+  })
+
   it('a run with no collector configured loads no OpenTelemetry module (and one with a collector does)', async () => {
     const log = path.join(dir, 'loaded.txt')
     // A module resolution hook (node --import) that writes down every module the process loads.

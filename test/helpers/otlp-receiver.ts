@@ -50,14 +50,24 @@ export class OtlpReceiver {
     })
   }
 
-  /** `answer: false`: a collector that takes the connection and never replies. */
-  static async start(options: {answer?: boolean} = {}): Promise<OtlpReceiver> {
+  /**
+   * `answer: false`: a collector that takes the connection and never replies; `'drip'`: one that
+   * answers 200 and then sends its body a byte at a time, never finishing it (until close()).
+   */
+  static async start(options: {answer?: boolean | 'drip'} = {}): Promise<OtlpReceiver> {
     const holder: {self?: OtlpReceiver} = {}
     const server = createServer((req, res) => {
       const chunks: Buffer[] = []
       req.on('data', (c: Buffer) => chunks.push(c))
       req.on('end', () => {
         if (options.answer === false) return
+        if (options.answer === 'drip') {
+          res.writeHead(200, {'content-type': 'application/json', 'content-length': String(1 << 30)})
+          // Faster than any bound a test sets: the exporter's idle timeout is renewed by every byte.
+          const drip = setInterval(() => res.write(' '), 20)
+          res.on('close', () => clearInterval(drip))
+          return
+        }
         const self = holder.self!
         self.paths.push(req.url ?? '')
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
