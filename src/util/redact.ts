@@ -140,7 +140,7 @@ export function addSecretHeaders(value: string | undefined): void {
 }
 
 /** Environment variables whose URL may carry a credential, and those that hold credentials whatever their name. */
-const CREDENTIAL_URL_ENV = ['PIPE_STORE', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OPENAI_BASE_URL', 'DATABASE_URL']
+const CREDENTIAL_URL_ENV = ['PIPE_STORE', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OPENAI_BASE_URL']
 const HEADERS_ENV = ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS']
 
 /**
