@@ -106,7 +106,7 @@ function decoded(part: string): string {
 /**
  * A URL that names a place and may carry a credential (a store's postgres://user:PASSWORD@host/db, a
  * collector's https://user:PASSWORD@host, an OpenAI-compatible base URL): only the credential is
- * secret, its password (also as `user:password`, what a client sends as Basic) and the values of
+ * secret, its password (for HTTP also as `user:password`, what a client sends as Basic) and the values of
  * credential parameters (`?password=`), so the host, the user and the database stay readable.
  */
 export function addSecretCredentials(value: string | undefined): void {
@@ -120,7 +120,8 @@ export function addSecretCredentials(value: string | undefined): void {
   if (url.password) {
     addSecret(url.password)
     addSecret(decoded(url.password))
-    known.add(`${decoded(url.username)}:${decoded(url.password)}`)
+    // What an HTTP client sends for them (Basic); a database URL's user stays readable.
+    if (/^https?:$/.test(url.protocol)) known.add(`${decoded(url.username)}:${decoded(url.password)}`)
   }
   for (const [name, v] of url.searchParams) if (CREDENTIAL_PARAM.test(name)) addSecret(v)
 }
