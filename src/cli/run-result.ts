@@ -28,8 +28,24 @@ export function exitCodeForStatus(status: RunOutcome['status'], errorCode?: stri
   }
 }
 
+/**
+ * The store as a command to copy names it: a database URL without its password, which is never
+ * printed; pipe, as psql does, takes it from PGPASSWORD or ~/.pgpass when the URL has none.
+ */
+function storeInCommand(flag: string): string {
+  if (!/^postgres(?:ql)?:\/\//i.test(flag)) return flag
+  try {
+    const url = new URL(flag)
+    url.password = ''
+    url.searchParams.delete('password')
+    return url.href
+  } catch {
+    return flag
+  }
+}
+
 export function toRunResult(outcome: RunOutcome, store: string, storeFlag: string | undefined): RunResult {
-  const storeArg = storeFlag ? ` --store ${storeFlag}` : ''
+  const storeArg = storeFlag ? ` --store ${storeInCommand(storeFlag)}` : ''
   let next: string | undefined
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
   else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm')

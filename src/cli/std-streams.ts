@@ -8,6 +8,7 @@
  * always did.
  */
 import {fstatSync, writeSync} from 'node:fs'
+import {redact} from '../util/redact.js'
 
 type Mode = 'direct' | 'stream' | 'gone'
 const modes: Array<Mode | undefined> = []
@@ -33,14 +34,15 @@ function streamOf(fd: 1 | 2): NodeJS.WriteStream {
 /** A moment's wait for a reader to drain a full non-blocking pipe. */
 const cell = new Int32Array(new SharedArrayBuffer(4))
 
-function write(fd: 1 | 2, text: string): void {
+function write(fd: 1 | 2, raw: string): void {
   const mode = modeOf(fd)
   if (mode === 'gone') return
   if (mode === 'stream') {
-    streamOf(fd).write(text)
+    // Node's stream redacts (redactStandardStreams).
+    streamOf(fd).write(raw)
     return
   }
-  const bytes = Buffer.from(text)
+  const bytes = Buffer.from(redact(raw))
   let done = 0
   while (done < bytes.length) {
     try {
@@ -61,6 +63,53 @@ function write(fd: 1 | 2, text: string): void {
       return
     }
   }
+}
+
+/**
+ * Every byte pipe writes to stdout and stderr passes `redact`: what is written directly above, and
+ * what goes through Node's streams (oclif's output, a command's process.stdout.write). Whatever a
+ * line was composed from (a pause's reason holding a resolved secret, a store URL in a command to
+ * copy, an error message), a known secret or a credential's shape never reaches the terminal or a
+ * CI log. The streams stay lazy: each is wrapped when it is first made.
+ */
+export function redactStandardStreams(): void {
+  if (streamsRedacted) return
+  streamsRedacted = true
+  for (const name of ['stdout', 'stderr'] as const) {
+    const descriptor = Object.getOwnPropertyDescriptor(process, name)
+    if (!descriptor?.get) continue
+    const make = descriptor.get.bind(process) as () => NodeJS.WriteStream
+    let stream: NodeJS.WriteStream | undefined
+    Object.defineProperty(process, name, {
+      configurable: true,
+      enumerable: descriptor.enumerable ?? true,
+      get(): NodeJS.WriteStream {
+        if (!stream) {
+          stream = make()
+          redactWrites(stream)
+        }
+        return stream
+      },
+    })
+  }
+}
+
+let streamsRedacted = false
+
+function redactWrites(stream: NodeJS.WriteStream): void {
+  const original = stream.write.bind(stream)
+  const write = (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
+    let out = chunk
+    if (typeof chunk === 'string') out = redact(chunk)
+    else {
+      const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8')
+      const clean = redact(text)
+      // Unchanged bytes are written as given (a chunk may end inside a character).
+      if (clean !== text) out = clean
+    }
+    return (original as (chunk: string | Uint8Array, ...rest: unknown[]) => boolean)(out, ...rest)
+  }
+  stream.write = write
 }
 
 export function writeOut(text: string): void {

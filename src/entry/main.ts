@@ -7,6 +7,8 @@
 import {run} from '@oclif/core/run'
 import {reportCommandError} from '../cli/command-io.js'
 import {builtPlugins} from '../cli/plugins.js'
+import {redactStandardStreams} from '../cli/std-streams.js'
+import {addProcessSecrets} from '../util/redact.js'
 
 export {COMMANDS} from './commands.js'
 export {default as PipeHelp} from '../cli/help.js'
@@ -15,6 +17,9 @@ export {jsonAnswers} from '../cli/json-answers.js'
 
 /** Runs `pipe ARGV` for the installation in `root`; a failure is said by the one error renderer (command-io.ts) and ends the process with its exit code. */
 export async function main(argv: string[], root: string): Promise<void> {
+  // Before anything is printed or written: the credentials this process was given are known, and stdout and stderr redact.
+  addProcessSecrets(argv)
+  redactStandardStreams()
   try {
     // oclif's Config with the plugins the build found (cli/plugins.ts): the same Config, without discovering them again.
     await run(argv, {root, plugins: builtPlugins(root)})

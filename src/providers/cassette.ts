@@ -25,7 +25,7 @@ import {faultPoint} from '../util/faults.js'
 import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {canonicalJson} from '../util/hash.js'
 import {acquireLock} from '../util/lock.js'
-import {redact} from '../util/redact.js'
+import {redact, redactDeep} from '../util/redact.js'
 import {requestKey, requestKeyV1, requestKeyV2} from './request-key.js'
 import type {ChatRequest} from './chat.js'
 
@@ -163,7 +163,8 @@ export function serialiseCassette(contents: CassetteContents): string {
   const entries = [...contents.interactions.values()].sort((a, b) =>
     a.step === b.step ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : a.step < b.step ? -1 : 1,
   )
-  return [header, ...entries].map((line) => `${canonicalJson(line)}\n`).join('')
+  // Requests and replies are redacted as they are keyed (request-key.ts, reply-transport.ts); again here, where the file is written, for what reached a line otherwise.
+  return [header, ...entries].map((line) => `${canonicalJson(redactDeep(line))}\n`).join('')
 }
 
 /** A cassette opened for a session: what it held when opened, and what this session recorded into it. */

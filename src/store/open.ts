@@ -5,7 +5,9 @@
  * loads neither.
  */
 import {Store} from './store.js'
+import {addSecretCredentials} from '../util/redact.js'
 import {isStoreUrl} from './location.js'
+import {redacting} from './redacting.js'
 import type {RunStore} from './types.js'
 
 export {isStoreUrl, localRoot, safeUrl, storeLabel, storeLocation} from './location.js'
@@ -18,7 +20,14 @@ export {isStoreUrl, localRoot, safeUrl, storeLabel, storeLocation} from './locat
 export async function openStore(location: string, mode: 'create' | 'existing'): Promise<RunStore>
 export async function openStore(location: string, mode: 'if-exists'): Promise<RunStore | null>
 export async function openStore(location: string, mode: 'create' | 'existing' | 'if-exists'): Promise<RunStore | null> {
+  const store = await opened(location, mode)
+  return store && redacting(store)
+}
+
+async function opened(location: string, mode: 'create' | 'existing' | 'if-exists'): Promise<RunStore | null> {
   if (isStoreUrl(location)) {
+    // The URL's password is a secret from now on: in a message, a command to copy, a record.
+    addSecretCredentials(location)
     const {PostgresStore} = await import('./postgres/store.js')
     return PostgresStore.connect(location)
   }

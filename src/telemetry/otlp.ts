@@ -18,6 +18,7 @@ import {isPipeError} from '../errors.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {ExportSettings, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
 import {warnTracing} from './contract.js'
+import {redactSpans} from './redact-spans.js'
 
 type Api = typeof import('@opentelemetry/api')
 
@@ -35,7 +36,7 @@ class WatchedExporter implements SpanExporter {
   constructor(private readonly inner: SpanExporter) {}
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.inner.export(spans, (result: ExportResult) => {
+    this.inner.export(redactSpans(spans), (result: ExportResult) => {
       if (result.code !== 0) this.failure ??= result.error?.message ?? 'the export failed'
       done(result)
     })

@@ -22,6 +22,8 @@ function encodingsOf(value: string): string[] {
       Buffer.from(value, 'utf8').toString('base64url'),
       encodeURIComponent(value),
       JSON.stringify(value).slice(1, -1),
+      // As a page shows it (the view, pipe export --html).
+      value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;'),
     ])
     try {
       // A value registered in its URL-encoded form (a URL's password) also appears decoded.
@@ -90,6 +92,71 @@ export function addSecretUrl(value: string | undefined): void {
   if (url.pathname.length > 1 && url.pathname.split('/').some(tokenLike)) addSecret(url.pathname)
 }
 
+/** Query parameters that carry a credential in a URL that is otherwise no secret. */
+const CREDENTIAL_PARAM = /^(?:password|passwd|pass|token|access_token|key|api_key|apikey|sig|signature|secret|client_secret|auth|sslpassword)$/i
+
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part
+  }
+}
+
+/**
+ * A URL that names a place and may carry a credential (a store's postgres://user:PASSWORD@host/db, a
+ * collector's https://user:PASSWORD@host, an OpenAI-compatible base URL): only the credential is
+ * secret, its password (for HTTP also as `user:password`, what a client sends as Basic) and the values of
+ * credential parameters (`?password=`), so the host, the user and the database stay readable.
+ */
+export function addSecretCredentials(value: string | undefined): void {
+  if (!value || !value.includes('://')) return
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return
+  }
+  if (url.password) {
+    addSecret(url.password)
+    addSecret(decoded(url.password))
+    // What an HTTP client sends for them (Basic); a database URL's user stays readable.
+    if (/^https?:$/.test(url.protocol)) known.add(`${decoded(url.username)}:${decoded(url.password)}`)
+  }
+  for (const [name, v] of url.searchParams) if (CREDENTIAL_PARAM.test(name)) addSecret(v)
+}
+
+/** OTLP headers (`Authorization=Bearer TOKEN,api-key=KEY`, URL-encoded values): every value is a credential. */
+export function addSecretHeaders(value: string | undefined): void {
+  if (!value) return
+  for (const pair of value.split(',')) {
+    const at = pair.indexOf('=')
+    if (at < 0) continue
+    const v = decoded(pair.slice(at + 1).trim())
+    addSecret(v)
+    // The token alone, as a tool that prints it without its scheme would show it.
+    const scheme = /^(?:bearer|basic|token)\s+(.+)$/i.exec(v)
+    if (scheme) addSecret(scheme[1])
+  }
+}
+
+/** Environment variables whose URL may carry a credential, and those that hold credentials whatever their name. */
+const CREDENTIAL_URL_ENV = ['PIPE_STORE', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OPENAI_BASE_URL']
+const HEADERS_ENV = ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS']
+
+/**
+ * Registers what a process is given that is a credential, at its start, before anything is printed
+ * or written: the passwords in the URLs of its environment (the store, the collector, the model
+ * endpoint), the OTLP headers, PGPASSWORD, and a password in any URL of its arguments
+ * (`--store postgres://user:PASSWORD@host/db`).
+ */
+export function addProcessSecrets(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): void {
+  for (const name of CREDENTIAL_URL_ENV) addSecretCredentials(env[name])
+  for (const name of HEADERS_ENV) addSecretHeaders(env[name])
+  addSecret(env.PGPASSWORD)
+  for (const arg of argv) if (arg.includes('://')) addSecretCredentials(arg.startsWith('--') ? arg.slice(arg.indexOf('=') + 1) : arg)
+}
+
 /**
  * Registers the values of the environment variables a config names in fields ending in `_env`
  * (a webhook's `url_env`, its `secret_env`): those values are secrets by construction, whatever the
@@ -109,9 +176,18 @@ export function addSecretsNamedIn(config: unknown, env: NodeJS.ProcessEnv = proc
 }
 
 /** `token=...` and the like in free text (a note, a command line), not only in a URL's query. */
-const WORD_SECRET = /((?:^|[\s"'(,;])(?:access_token|token|api_key|apikey|client_secret|secret|password|passwd)=)[^&#\s"'<>]+/gi
+// A backslash ends a value too: in JSON text (a --json document on stdout) it starts an escape, which must be kept.
+const WORD_SECRET = /((?:^|[\s"'(,;])(?:access_token|token|api_key|apikey|client_secret|secret|password|passwd)=)[^&#\s"'<>\\]+/gi
 
-const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signature|secret|password|auth)=)[^&#\s"'<>]+/gi
+const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signature|secret|password|auth)=)[^&#\s"'<>\\]+/gi
+
+/**
+ * Whether a text could hold any of the shapes `redact` replaces: one pass over it, so that the many
+ * strings of a record that hold none (ids, names, times, hashes) skip the dozen patterns below. Each
+ * pattern has a part here (or an `=` or `://`, which all the URL and word patterns need).
+ */
+const MAYBE_SHAPED =
+  /authorization|sk-|gh[pousr]_|github_pat_|glpat-|AKIA|ASIA|xox[abprs]-|AIza|PRIVATE KEY|:\/\/|hooks\.slack\.com|open\.(?:feishu|lark)|discord|=/i
 
 /** `redact` applied to every string inside a JSON-like value (safer than redacting its JSON text). */
 export function redactDeep<T>(value: T): T {
@@ -119,20 +195,48 @@ export function redactDeep<T>(value: T): T {
   return redactWith(value, secretValues())
 }
 
+/** The value itself when nothing in it changed (most records hold no secret): nothing is copied then. */
 function redactWith<T>(value: T, secrets: readonly string[]): T {
   if (typeof value === 'string') return redact(value, secrets) as T
-  if (Array.isArray(value)) return (value as unknown[]).map((v) => redactWith(v, secrets)) as T
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactWith(v, secrets)])) as T
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined
+    value.forEach((v: unknown, i) => {
+      const r = redactWith(v, secrets)
+      if (r !== v) (out ??= [...(value as unknown[])])[i] = r
+    })
+    return (out ?? value) as T
+  }
+  if (value && typeof value === 'object' && (value.constructor === Object || Object.getPrototypeOf(value) === null)) {
+    let out: Record<string, unknown> | undefined
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      const r = redactWith(v, secrets)
+      if (r !== v) (out ??= {...(value as Record<string, unknown>)})[k] = r
+    }
+    return (out ?? value) as T
+  }
   return value
+}
+
+/**
+ * Redacts the fields of `record` in place: for a record a store changes through a callback
+ * (RunStore.updateRun) and then seals as it is.
+ */
+export function redactInPlace(record: Record<string, unknown>): void {
+  const secrets = secretValues()
+  for (const [key, value] of Object.entries(record)) {
+    const r = redactWith(value, secrets)
+    if (r !== value) record[key] = r
+  }
 }
 
 export function redact(text: string, secrets: readonly string[] = secretValues()): string {
   let out = text
   for (const value of secrets) if (out.includes(value)) out = out.split(value).join('[REDACTED]')
+  if (!MAYBE_SHAPED.test(out)) return out
   return (
     out
       // Also as JSON or a quoted header dump: "Authorization": "Basic ...".
-      .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+|basic\s+)?[^\s"',}]+/gi, '$1$2[REDACTED]')
+      .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+|basic\s+)?[^\s"',}\\]+/gi, '$1$2[REDACTED]')
       .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, '[REDACTED]')
       // Credentials with a shape of their own, wherever they appear (a file shown to a model, a commit
       // message, a command's output): GitHub, GitLab, AWS access key ids, Slack, Google API keys, and a
@@ -142,8 +246,10 @@ export function redact(text: string, secrets: readonly string[] = secretValues()
       .replace(/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, '[REDACTED]')
       .replace(/\bAIza[0-9A-Za-z_-]{35}\b/g, '[REDACTED]')
       .replace(/-----BEGIN ([A-Z ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|$)/g, '-----BEGIN $1PRIVATE KEY----- [REDACTED]')
-      // user:password@ in any URL.
-      .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[REDACTED]@')
+      // A database URL's user names a role, not a secret: only its password is masked.
+      .replace(/\b(postgres(?:ql)?:\/\/[^\s/@"'<>:]*):[^\s/@"'<>]+@/gi, '$1:[REDACTED]@')
+      // user:password@ in any other URL, and a user alone (a token given as the user: https://TOKEN@host).
+      .replace(/\b(?!postgres(?:ql)?:\/\/)([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[REDACTED]@')
       // Webhook URLs whose path is the credential.
       .replace(/(hooks\.slack\.com\/(?:services|workflows|triggers)\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
       .replace(/(open\.(?:feishu\.cn|larksuite\.com|larkoffice\.com)\/open-apis\/bot\/v2\/hook\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')

@@ -5,18 +5,22 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {RunStore} from '../store/types.js'
 import {writeFileAtomic} from '../util/fs.js'
+import {redact} from '../util/redact.js'
 import {page} from './layout.js'
 import {loadRunView} from './run-data.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
 
+/** Redacted as a whole, as the view server redacts what it sends: the page also shows what it composes as it is read. */
 export function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): string {
-  return page({
-    title: `pipe: ${view.record.run_id}`,
-    nonce: randomBytes(16).toString('base64'),
-    body: runBody(view, {standalone: true}),
-    script: RUN_SCRIPT,
-    standalone: true,
-  })
+  return redact(
+    page({
+      title: `pipe: ${view.record.run_id}`,
+      nonce: randomBytes(16).toString('base64'),
+      body: runBody(view, {standalone: true}),
+      script: RUN_SCRIPT,
+      standalone: true,
+    }),
+  )
 }
 
 /**

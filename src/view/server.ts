@@ -13,6 +13,7 @@ import {PipeError} from '../errors.js'
 import {ID_PATTERNS} from '../store/ids.js'
 import {effectiveStatus, listRuns, type RunSummary} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
+import {redact} from '../util/redact.js'
 import {html, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
@@ -69,7 +70,9 @@ function nonce(): string {
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string, head: boolean, extra: Record<string, string> = {}): void {
-  const bytes = Buffer.from(body, 'utf8')
+  // Every page and document the view serves is redacted as it leaves: records are redacted when
+  // written, but a page also shows what it composes as it is read (commands to copy, a store's name).
+  const bytes = Buffer.from(redact(body), 'utf8')
   res.writeHead(status, {
     'content-type': type,
     'content-length': String(bytes.length),

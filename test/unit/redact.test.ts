@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {addSecret, addSecretUrl, addSecretsNamedIn, redact, redactDeep} from '../../src/util/redact.js'
+import {addProcessSecrets, addSecret, addSecretUrl, addSecretsNamedIn, redact, redactDeep, redactInPlace} from '../../src/util/redact.js'
 
 describe('redact: webhook URLs are credentials', () => {
   it('redacts user:password in any URL, Slack and Feishu hook paths, and token query values', () => {
@@ -79,5 +79,46 @@ describe('redact: credentials with a shape of their own', () => {
     expect(out).to.contain('github: [REDACTED]').and.contain('-----BEGIN OPENSSH PRIVATE KEY----- [REDACTED]').and.contain('after the key')
     // Words that only look like the start of one stay readable.
     expect(redact('the ghp_ prefix, AKIA alone, xoxb- and a glpat- note')).to.equal('the ghp_ prefix, AKIA alone, xoxb- and a glpat- note')
+  })
+})
+
+describe('redact: the credentials a process is given (issue 35)', () => {
+  it("masks a store URL's password (in the URL, ?password=, PGPASSWORD) and keeps its user, host and database readable", () => {
+    addProcessSecrets(['run', 'p.yaml', '--store', 'postgres://pipe:st0re-pw-4411@db.example:5432/pipe'], {
+      PIPE_STORE: 'postgresql://pipe@db.example/pipe?sslmode=require&password=qu3ry-pw-2299',
+      PGPASSWORD: 'pg-env-pw-7788',
+    })
+    expect(redact('pipe resume R-20260101-0001 --store postgres://pipe:st0re-pw-4411@db.example:5432/pipe')).to.equal(
+      'pipe resume R-20260101-0001 --store postgres://pipe:[REDACTED]@db.example:5432/pipe',
+    )
+    expect(redact('password qu3ry-pw-2299, then pg-env-pw-7788, then st0re-pw-4411')).to.equal('password [REDACTED], then [REDACTED], then [REDACTED]')
+    // A user alone is a role's name in a database URL, and a credential in any other (https://TOKEN@host).
+    expect(redact('postgres://pipe@db.example/pipe and https://tok3n-as-user@git.example/x')).to.equal(
+      'postgres://pipe@db.example/pipe and https://[REDACTED]@git.example/x',
+    )
+  })
+
+  it('masks the collector and model endpoint passwords and the OTLP header values', () => {
+    addProcessSecrets([], {
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:c0llect-pw-1234@127.0.0.1:4318/v1/traces',
+      OTEL_EXPORTER_OTLP_HEADERS: 'Authorization=Bearer%20hdr-t0ken-5566,x-api-key=hdr-key-9900',
+      OPENAI_BASE_URL: 'http://proxy:m0del-pw-3344@127.0.0.1:8080/v1',
+    })
+    const out = redact('c0llect-pw-1234 hdr-t0ken-5566 hdr-key-9900 m0del-pw-3344')
+    expect(out).to.equal('[REDACTED] [REDACTED] [REDACTED] [REDACTED]')
+  })
+
+  it('redactDeep copies nothing that holds no secret; redactInPlace redacts the fields of a record a callback changed', () => {
+    addSecret('in-place-s3cret')
+    const clean = {a: ['x', {b: 'y'}], n: 1}
+    expect(redactDeep(clean)).to.equal(clean)
+    const record: Record<string, unknown> = {id: 'R-1', reason: 'waits: in-place-s3cret', nested: {list: ['in-place-s3cret']}}
+    redactInPlace(record)
+    expect(record).to.deep.equal({id: 'R-1', reason: 'waits: [REDACTED]', nested: {list: ['[REDACTED]']}})
+  })
+
+  it('keeps a --json document valid: a value ends at a backslash, which starts an escape', () => {
+    const doc = JSON.stringify({note: 'run with password=abc\\"quoted\\"'})
+    expect((): unknown => JSON.parse(redact(doc)) as unknown).to.not.throw()
   })
 })
