@@ -422,13 +422,15 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
   })
 
   it('a target that answers after its timeout is uncertain: hold blocks after one delivery, resend sends once per redrive', async () => {
-    const file = await pipeline('      - {name: careful, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 300, uncertain: hold}\n')
+    // 2 s: the last delivery must be answered within the timeout by this test's own server, which a
+    // busy machine delayed past 300 ms (the hanging requests never answer, whatever the timeout).
+    const file = await pipeline('      - {name: careful, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 2000, uncertain: hold}\n')
     server.reply({hang: true})
     const held = await cli(['run', file, '--input', prd, '--decision', 'go', '--json'])
     expect(held.code, held.stderr).to.equal(6)
     const run = json<RunJson>(held)
     expect(run.status).to.equal('blocked')
-    expect(run.error?.message).to.contain('did not answer within 300 ms').and.contain('unknown whether')
+    expect(run.error?.message).to.contain('did not answer within 2000 ms').and.contain('unknown whether')
     expect(server.requests('/json')).to.have.length(1)
     let entry = (await ledger()).find((e) => e.run_id === run.run_id)!
     expect(entry.status).to.equal('uncertain')
@@ -441,7 +443,7 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
     expect(done.code, done.stderr).to.equal(0)
     expect(server.requests('/json')).to.have.length(1)
 
-    const resendFile = await pipeline('      - {name: eager, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 300, uncertain: resend}\n')
+    const resendFile = await pipeline('      - {name: eager, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 2000, uncertain: resend}\n')
     server.reply({hang: true}, {hang: true})
     const first = await cli(['run', resendFile, '--input', prd, '--decision', 'go', '--json'])
     expect(first.code, first.stderr).to.equal(6)
