@@ -56,7 +56,8 @@ export class HeldDir {
 
 /** The parts of a path relative to a root: never absolute, never `..` (a caller checks containment first; this is the last word). */
 export function relativeParts(relative: string): string[] {
-  const parts = relative.split(/[\\/]/).filter((p) => p !== '' && p !== '.')
+  // A backslash is a separator only where the system says so: on Linux it is part of a name, as the policy judged it.
+  const parts = relative.split(path.sep === '\\' ? /[\\/]/ : '/').filter((p) => p !== '' && p !== '.')
   if (path.isAbsolute(relative) || parts.includes('..'))
     throw new PipeError('E_INTERNAL', `contained write of "${relative}": the path must be relative and stay below its root`)
   return parts
