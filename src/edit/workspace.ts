@@ -9,7 +9,8 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {assertPath} from '../policy/rules.js'
-import {makeDirs, writeFileAtomic} from '../util/fs.js'
+import {realish} from '../util/contain.js'
+import {inHeldDir, removeHeld, writeHeld} from '../util/held-dir.js'
 import {sha256} from '../util/hash.js'
 import {parseBlocks} from './blocks.js'
 import {lineDiff, planEdits, type BlockFailure, type FileChange, type LineDiff} from './apply.js'
@@ -64,20 +65,24 @@ export class EditFailed extends PipeError {
   }
 }
 
+/**
+ * Writes the changes by the paths the policy resolved (a link that stays inside the repository was
+ * followed when checked), each folder below the root held while its file is written (util/held-dir.ts):
+ * a command that swaps a folder for a link meanwhile cannot carry the write out of the repository.
+ */
 async function writeAll(policy: LoadedPolicy, root: string, changes: FileChange[]): Promise<void> {
+  const realRoot = realish(path.resolve(root))
   const written: FileChange[] = []
   try {
     for (const change of changes) {
-      const target = assertPath(policy, root, change.path).resolved
-      makeDirs(path.dirname(target))
-      await writeFileAtomic(target, change.after)
+      await writeHeld(realRoot, assertPath(policy, root, change.path).relative, change.after)
       written.push(change)
     }
   } catch (error) {
     for (const change of written.reverse()) {
-      const target = assertPath(policy, root, change.path).resolved
-      if (change.before === null) await unlink(target).catch(() => undefined)
-      else await writeFileAtomic(target, change.before).catch(() => undefined)
+      const relative = assertPath(policy, root, change.path).relative
+      if (change.before === null) await removeHeld(realRoot, relative).catch(() => undefined)
+      else await writeHeld(realRoot, relative, change.before).catch(() => undefined)
     }
     throw error
   }
@@ -122,9 +127,10 @@ export async function applyEditText(policy: LoadedPolicy, root: string, text: st
 
 /** Undoes an applied edit, if every file is still as the edit left it. */
 export async function revertEdit(policy: LoadedPolicy, root: string, files: AppliedFile[]): Promise<Array<{path: string; restored: 'deleted' | 'reverted'}>> {
-  const plans: Array<{file: AppliedFile; target: string; content: string | null}> = []
+  const realRoot = realish(path.resolve(root))
+  const plans: Array<{file: AppliedFile; relative: string; content: string | null}> = []
   for (const file of files) {
-    const target = assertPath(policy, root, file.path).resolved
+    const {resolved: target, relative} = assertPath(policy, root, file.path)
     const current = await readFile(target, 'utf8').catch(() => null)
     if (current === null || sha256(current) !== file.after_sha256) {
       throw new PipeError('E_CONFLICT', `${file.path} changed since the edit was applied; it cannot be undone safely`, {
@@ -132,7 +138,7 @@ export async function revertEdit(policy: LoadedPolicy, root: string, files: Appl
       })
     }
     if (file.created) {
-      plans.push({file, target, content: null})
+      plans.push({file, relative, content: null})
       continue
     }
     let text = current.replace(/\n$/, '')
@@ -149,15 +155,15 @@ export async function revertEdit(policy: LoadedPolicy, root: string, files: Appl
       throw new PipeError('E_CONFLICT', `undoing the edit of ${file.path} does not give back the original content`, {
         hint: 'Nothing was changed; restore it by hand, or with git.',
       })
-    plans.push({file, target, content: restored})
+    plans.push({file, relative, content: restored})
   }
   const done: Array<{path: string; restored: 'deleted' | 'reverted'}> = []
   for (const plan of plans) {
     if (plan.content === null) {
-      await unlink(plan.target)
+      await inHeldDir(realRoot, plan.relative, {create: false}, (dir, name) => unlink(dir.entry(name)))
       done.push({path: plan.file.path, restored: 'deleted'})
     } else {
-      await writeFileAtomic(plan.target, plan.content)
+      await writeHeld(realRoot, plan.relative, plan.content)
       done.push({path: plan.file.path, restored: 'reverted'})
     }
   }

@@ -123,6 +123,8 @@ export interface RunOutcome {
   status: RunStatus
   spec_version: string | null
   steps_run: number
+  /** The policy file the run is under (absolute), or null for the built-in policy. */
+  policy?: string | null
   reason?: string
   pending?: RunRecord['pending']
   error?: RunRecord['error']

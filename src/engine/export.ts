@@ -20,7 +20,8 @@ import {loadPolicyFile} from '../config/policy.js'
 import {childrenOf} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
 import {faultPoint} from '../util/faults.js'
-import {makeDirs, writeFileAtomic} from '../util/fs.js'
+import {makeDirs} from '../util/fs.js'
+import {writeHeld} from '../util/held-dir.js'
 
 /**
  * The folder of a task's attempts, task_ID. A task id may be known only at run time (an input, an
@@ -104,9 +105,11 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
   const root = path.resolve(dir)
   const runDir = path.join(root, 'runs', runId)
   const files: string[] = []
+  // Each file's folders are held on the way down (util/held-dir.ts): a link swapped into the tree
+  // (the export dir may lie in the repository, where commands write) is refused, not followed.
+  makeDirs(root)
   const write = async (file: string, content: string): Promise<void> => {
-    makeDirs(path.dirname(file))
-    await writeFileAtomic(file, content, {sync: false})
+    await writeHeld(root, path.relative(root, file), content, {sync: false})
     faultPoint('artifact-file')
     files.push(path.relative(root, file))
   }

@@ -72,7 +72,9 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
     env.ended(runId, record, own.at(-1))
     const redrivable = status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
-    return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...redrivable, ...extra}
+    // Which policy the run is under: a policy.yaml found upward is named, so a planted or unexpected one is seen.
+    const policy = {policy: record.policy_path ?? null}
+    return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...policy, ...redrivable, ...extra}
   }
 
   // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).

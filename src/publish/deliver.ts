@@ -17,6 +17,7 @@ import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive, makeDirs, readWhole, writeFileAtomic} from '../util/fs.js'
 import {addSecretUrl, redact} from '../util/redact.js'
 import {realish, within} from '../util/contain.js'
+import {openHeldDir, type HeldDir, type OnLink} from '../util/held-dir.js'
 import {dotGitOf, gitDirOf} from '../util/git-dir.js'
 import {feishuPayload, jsonPayload, slackPayload, type PublishContext} from './payloads.js'
 
@@ -73,12 +74,33 @@ function fileTargetRoot(target: Extract<PublishTarget, {type: 'file'}>, cwd: str
  * store, whatever leads there. Checked before folders are made (mkdir would create them at the
  * far end of a link) and again after.
  */
+/** Where the symlink check of a file target starts: the workspace, or the target's dir when that lies outside it. */
+function anchorOf(cwd: string, base: string): string {
+  const workspace = path.resolve(cwd)
+  return within(workspace, base) ? workspace : base
+}
+
+function refuseTarget(name: string, message: string, at: string, hint: string): never {
+  throw new PipeError('E_POLICY_DENIED', `the file target "${name}" ${message}`, {hint, details: {rule: 'sandbox', path: at}})
+}
+
+/** The refusal of a symlink met below `anchor`, in the words of a publish. */
+function refuseLink(cwd: string, anchor: string, name: string): OnLink {
+  return ({at, target}) => {
+    const shown = path.relative(path.resolve(cwd), path.join(anchor, at)) || at
+    refuseTarget(
+      name,
+      `would write through the symlink ${shown} -> ${target}`,
+      shown,
+      `Remove the symlink ${shown} (a command may have planted it), then pipe publish again.`,
+    )
+  }
+}
+
 function assertSafeDir(cwd: string, base: string, dir: string, name: string, storeRoot: string): void {
   const workspace = path.resolve(cwd)
-  const anchor = within(workspace, base) ? workspace : base
-  const refuse = (message: string, at: string, hint: string): never => {
-    throw new PipeError('E_POLICY_DENIED', `the file target "${name}" ${message}`, {hint, details: {rule: 'sandbox', path: at}})
-  }
+  const anchor = anchorOf(cwd, base)
+  const refuse = (message: string, at: string, hint: string): never => refuseTarget(name, message, at, hint)
   const shown = (p: string): string => path.relative(workspace, p) || p
   let part = anchor
   for (const piece of path.relative(anchor, dir).split(path.sep).filter(Boolean)) {
@@ -115,12 +137,33 @@ async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: Ca
   const {cwd} = options
   const dir = path.join(fileTargetRoot(target, cwd, options.ledger.storeRoot), spec.meta.feature_id)
   const storeRoot = options.ledger.storeRoot
-  assertSafeDir(cwd, path.resolve(cwd, target.dir), dir, target.name, storeRoot)
-  makeDirs(dir)
-  assertSafeDir(cwd, path.resolve(cwd, target.dir), dir, target.name, storeRoot)
+  const base = path.resolve(cwd, target.dir)
+  assertSafeDir(cwd, base, dir, target.name, storeRoot)
+  const anchor = anchorOf(cwd, base)
+  // The anchor is the workspace or the dir the pipeline names: trusted as written. Below it every
+  // folder is held (util/held-dir.ts), so a link swapped in after the check above is not followed.
+  makeDirs(anchor)
+  const held = openHeldDir(anchor, path.relative(anchor, dir), {create: true, onLink: refuseLink(cwd, anchor, target.name)})
+  try {
+    assertSafeDir(cwd, base, dir, target.name, storeRoot)
+    return await writeSpecFiles(held, dir, target, spec, options)
+  } finally {
+    held.close()
+  }
+}
+
+/** The spec's .json (never overwritten) and .md, in the held folder of the feature. */
+async function writeSpecFiles(
+  held: HeldDir,
+  dir: string,
+  target: Extract<PublishTarget, {type: 'file'}>,
+  spec: CanonicalSpec,
+  options: PublishOptions,
+): Promise<Sent> {
+  const {cwd} = options
   const json = `${JSON.stringify(spec, null, 2)}\n`
-  const jsonFile = path.join(dir, `${spec.meta.spec_version}.json`)
-  const shown = path.relative(cwd, jsonFile)
+  const jsonFile = held.entry(`${spec.meta.spec_version}.json`)
+  const shown = path.relative(cwd, path.join(dir, `${spec.meta.spec_version}.json`))
   // Exclusive create: of two stores racing for one name exactly one writes, the other compares.
   if (!(await createFileExclusive(jsonFile, json))) {
     // What holds the name is read only when it is a plain file: a planted symlink is not followed.
@@ -153,7 +196,7 @@ async function sendFile(target: Extract<PublishTarget, {type: 'file'}>, spec: Ca
       )
     }
   }
-  await writeFileAtomic(path.join(dir, `${spec.meta.spec_version}.md`), specToMarkdown(spec))
+  await writeFileAtomic(held.entry(`${spec.meta.spec_version}.md`), specToMarkdown(spec))
   return {outcome: 'delivered', externalId: shown}
 }
 

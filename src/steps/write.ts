@@ -12,7 +12,8 @@ import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {assertPath} from '../policy/rules.js'
 import {realish} from '../util/contain.js'
-import {createFileExclusive, makeDirs, syncFd, writeFileAtomic} from '../util/fs.js'
+import {createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
+import {inHeldDir, type OnLink} from '../util/held-dir.js'
 import {sha256} from '../util/hash.js'
 import {redact} from '../util/redact.js'
 import type {KindOutputs, StepHandler, StepOf} from './types.js'
@@ -60,27 +61,14 @@ function textOf(step: StepOf<'write'>): string {
   }
 }
 
-/**
- * Refuses a path any part of which, below the repository's real root, is a symlink: checkPath lets a
- * link that stays inside the repository through, and this step writes what the link would redirect.
- */
-function refuseLinks(realRoot: string, relative: string, given: string): void {
-  let part = realRoot
-  for (const piece of relative.split('/').filter(Boolean)) {
-    part = path.join(part, piece)
-    let link: string
-    try {
-      if (!lstatSync(part).isSymbolicLink()) continue
-      link = readlinkSync(part)
-    } catch {
-      return
-    }
-    const shown = path.relative(realRoot, part).split(path.sep).join('/')
+/** The refusal of a symlink on the way: checkPath lets a link that stays inside the repository through, and this step writes what the link would redirect. */
+function refuseLink(given: string): OnLink {
+  return ({at, target}) => {
     throw new PipeError(
       'E_POLICY_DENIED',
-      `path "${given}" is denied (sandbox): it leads through the symlink ${shown} -> ${link}, which a write step never follows`,
+      `path "${given}" is denied (sandbox): it leads through the symlink ${at} -> ${target}, which a write step never follows`,
       {
-        hint: `Write to the file the link points at by its own path, or remove the symlink ${shown} (a command may have planted it).`,
+        hint: `Write to the file the link points at by its own path, or remove the symlink ${at} (a command may have planted it).`,
         details: {rule: 'sandbox', path: given},
       },
     )
@@ -146,28 +134,31 @@ export async function writeInside(policy: LoadedPolicy, root: string, given: str
   const realRoot = realish(path.resolve(root))
   const target = path.resolve(realRoot, given)
   const relative = path.relative(realRoot, target).split(path.sep).join('/')
-  refuseLinks(realRoot, relative, given)
-  makeDirs(path.dirname(target))
-  // Again after mkdir: a link planted between the check and the mkdir would have been followed by it.
-  refuseLinks(realRoot, relative, given)
-  const existing = lstatSync(target, {throwIfNoEntry: false})
-  if (existing !== undefined && mode !== 'create' && !existing.isFile()) {
-    throw new PipeError('E_INVALID_ARGS', `${relative} exists and is not a regular file: a write step writes only files`, {
-      hint: 'Point path at a file, or remove what is there.',
-    })
-  }
-  const data = Buffer.from(text, 'utf8')
-  switch (mode) {
-    case 'create':
-      // Exclusive: a name that exists, whatever it is (a link too), is left as it is.
-      return (await createFileExclusive(target, data)) ? {outcome: 'written', relative, bytes: data} : {outcome: 'exists', relative}
-    case 'overwrite':
-      // A rename replaces the name itself: nothing at the name is followed.
-      await writeFileAtomic(target, data)
-      return {outcome: 'written', relative, bytes: data}
-    case 'append':
-      return {outcome: 'written', relative, bytes: appendTo(target, text, relative)}
-  }
+  const onLink = refuseLink(given)
+  // Every folder is opened below the one above it, never through a link, and the file is made in
+  // the last one held: a command that swaps a folder for a link meanwhile cannot redirect the write.
+  return inHeldDir<Written>(realRoot, relative, {create: true, onLink}, async (dir, name) => {
+    const entry = dir.entry(name)
+    const existing = lstatSync(entry, {throwIfNoEntry: false})
+    if (existing?.isSymbolicLink()) onLink({at: relative, target: readlinkSync(entry)})
+    if (existing !== undefined && mode !== 'create' && !existing.isFile()) {
+      throw new PipeError('E_INVALID_ARGS', `${relative} exists and is not a regular file: a write step writes only files`, {
+        hint: 'Point path at a file, or remove what is there.',
+      })
+    }
+    const data = Buffer.from(text, 'utf8')
+    switch (mode) {
+      case 'create':
+        // Exclusive: a name that exists, whatever it is, is left as it is.
+        return (await createFileExclusive(entry, data)) ? {outcome: 'written', relative, bytes: data} : {outcome: 'exists', relative}
+      case 'overwrite':
+        // A rename replaces the name itself: nothing at the name is followed.
+        await writeFileAtomic(entry, data)
+        return {outcome: 'written', relative, bytes: data}
+      case 'append':
+        return {outcome: 'written', relative, bytes: appendTo(entry, text, relative)}
+    }
+  })
 }
 
 export const write: StepHandler<'write'> = {

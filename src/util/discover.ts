@@ -4,7 +4,7 @@
  * repository, at the filesystem root. So a command typed in a subfolder sees the store and the
  * policy of the project it is in.
  */
-import {statSync, type Stats} from 'node:fs'
+import {lstatSync, readlinkSync, statSync, type Stats} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 
@@ -44,22 +44,51 @@ function ceilingsFromEnv(): Set<string> {
   )
 }
 
+/** The flag that names the file instead of finding it, for a hint. */
+const EXPLICIT: Record<string, string> = {'policy.yaml': '--policy FILE', '.pipe': '--store DIR'}
+
+function foreign(candidate: string, message: string, hint: string, details: Record<string, unknown>): never {
+  throw new PipeError('E_CONFIG', message, {hint, details: {file: candidate, ...details}})
+}
+
 /**
- * A file found above the working directory is used only if the user running pipe owns it (git's
- * "dubious ownership" rule, CVE-2022-24765): anyone who can write to a shared parent folder could
- * otherwise plant a policy that allows every command, or a store, for every project below it.
+ * Whom pipe trusts with a file it finds rather than is given (git's "dubious ownership" rule,
+ * CVE-2022-24765, and its safe.directory): anyone who can write to a shared folder could otherwise
+ * plant a policy that allows every command, or a store of another project, for whoever runs pipe
+ * there. Every symlink on the way to the file must be the user's own, in the working directory too:
+ * a link is what a planter makes, and where it leads can change after anyone looked (even to a file
+ * root owns). Above the working directory the file itself must be the user's own as well: a folder
+ * there is shared more often than not. A plain file in the working directory is used whoever owns
+ * it: the person chose that folder and sees what is in it.
  */
-function refuseForeign(candidate: string, info: Stats, start: string): void {
+function refuseForeign(candidate: string, start: string, above: boolean): void {
   const uid = process.getuid?.()
-  if (uid === undefined || info.uid === uid) return
-  throw new PipeError(
-    'E_CONFIG',
-    `${candidate} is above the working directory and owned by another user (uid ${info.uid}, you are ${uid}); pipe does not use a ${path.basename(candidate)} it found there`,
-    {
-      hint: `Run pipe from ${path.dirname(candidate)} if you trust it, name the file explicitly, or stop the search above ${start} with PIPE_CEILING_DIRECTORIES=${path.dirname(start)}.`,
-      details: {file: candidate, owner_uid: info.uid, uid},
-    },
-  )
+  if (uid === undefined) return
+  const name = path.basename(candidate)
+  const explicit = EXPLICIT[name] ?? 'the file by its own flag'
+  let at = candidate
+  for (let hops = 0; hops < 40; hops++) {
+    const info = lstatSync(at, {throwIfNoEntry: false})
+    if (info === undefined) return
+    if (!info.isSymbolicLink()) {
+      if (!above || info.uid === uid) return
+      foreign(
+        candidate,
+        `${candidate}${at === candidate ? '' : ` (which leads to ${at})`} is above the working directory and owned by another user (uid ${info.uid}, you are ${uid}); pipe does not use a ${name} it found there`,
+        `Run pipe from ${path.dirname(candidate)} if you trust it, name it with ${explicit}, or stop the search above ${start} with PIPE_CEILING_DIRECTORIES=${path.dirname(start)}.`,
+        {owner_uid: info.uid, uid, ...(at === candidate ? {} : {target: at})},
+      )
+    }
+    if (info.uid !== uid) {
+      foreign(
+        candidate,
+        `${at === candidate ? candidate : `${at} (on the way from ${candidate})`} is a symlink owned by another user (uid ${info.uid}, you are ${uid}) that leads to ${readlinkSync(at)}; pipe does not follow a link someone else could have planted`,
+        `Remove the link ${at}, or name the ${name} you mean with ${explicit}.`,
+        {link: at, owner_uid: info.uid, uid},
+      )
+    }
+    at = path.resolve(path.dirname(at), readlinkSync(at))
+  }
 }
 
 /**
@@ -74,8 +103,10 @@ export function findUpward(cwd: string, name: string, kind: 'dir' | 'file', ceil
   for (;;) {
     const candidate = path.join(dir, name)
     const info = statOf(candidate)
-    if (info !== null && (kind === 'dir' ? info.isDirectory() : info.isFile())) {
-      if (dir !== start) refuseForeign(candidate, info, start)
+    // A dangling link is judged too: a store would be made at its far end.
+    const matches = info !== null && (kind === 'dir' ? info.isDirectory() : info.isFile())
+    if (matches || (info === null && lstatSync(candidate, {throwIfNoEntry: false})?.isSymbolicLink())) refuseForeign(candidate, start, dir !== start)
+    if (matches) {
       return {found: candidate, repoRoot: repoRootFrom(dir)}
     }
     if (kindOf(path.join(dir, '.git')) !== null) return {found: null, repoRoot: dir}
