@@ -22,6 +22,8 @@ type Plain = Record<string, unknown>
 export interface VouchFinding {
   field: string
   message: string
+  /** A keyed seal this process cannot check (no PIPE_AUDIT_KEY): not a forgery found, but nothing vouched for either. */
+  noKey?: true
 }
 
 export interface VouchParts {
@@ -39,7 +41,7 @@ export function vouchFindings({record, events, indexLine, workspace, key}: Vouch
   const out: VouchFinding[] = []
   const plain = record as unknown as Plain
   const seal = checkRecord(plain, key)
-  if (seal !== 'ok') out.push({field: 'seal', message: `the run record: ${sealMessage(seal)}`})
+  if (seal !== 'ok') out.push({field: 'seal', message: `the run record: ${sealMessage(seal)}`, ...(seal === 'no-key' ? {noKey: true as const} : {})})
   let prev: string | null = null
   for (const [i, line] of events.entries()) {
     const check = checkLine(line, key)

@@ -114,6 +114,18 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
     })
   }
 
+  it('a worker without the audit key does not run (nor seal again without the key) a run the keyed team queued', async () => {
+    await writeFile(path.join(dir, 'policy.yaml'), POLICY)
+    await writeFile(path.join(dir, 'typed.yaml'), TYPED)
+    const keyed = await detach('typed.yaml', {PIPE_AUDIT_KEY: KEY}, ['-i', 'word=keyed'])
+    team.start(url, ['--concurrency', '1'], {cwd: dir})
+    await until('the worker refused it', async () => /E_INTEGRITY.*set PIPE_AUDIT_KEY/.test(await noteOf(keyed)), 60000)
+    expect(existsSync(path.join(dir, 'keyed.txt'))).to.equal(false)
+    expect(await statusOf(keyed)).to.equal('pending')
+    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env: {PIPE_AUDIT_KEY: KEY}})
+    expect(json<{problems: Finding[]}>(audit).problems).to.deep.equal([])
+  })
+
   it('a queued run whose workspace was pointed at another folder is refused: nothing is written there', async () => {
     await writeFile(path.join(dir, 'policy.yaml'), POLICY)
     await writeFile(path.join(dir, 'confirmed.yaml'), CONFIRMED.replace('    confirm: true\n', ''))

@@ -301,7 +301,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     })
     if (findings.length === 0) return
     throw new PipeError('E_INTEGRITY', `run ${runId} is not what its trail vouches for: ${findings.map((f) => `${f.field} ${f.message}`).join('; ')}`, {
-      hint: `Nothing of it was run. pipe audit verify ${runId} names what was changed in pipe_runs; restore its row from a backup (or pipe cancel ${runId} once it is restored, or start a new run), and a worker takes it again.`,
+      hint: findings.some((f) => f.noKey)
+        ? 'Nothing of it was run. Its records are sealed with the audit key: set PIPE_AUDIT_KEY as the workers of the team have it (docs/team.md), and run the command again.'
+        : `Nothing of it was run. pipe audit verify ${runId} names what was changed in pipe_runs; restore its row from a backup, and a worker takes it again (or pipe cancel ${runId} once it is restored, and start a new run).`,
     })
   }
 
