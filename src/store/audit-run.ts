@@ -9,7 +9,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import {listDir, parseFile, readBytes, readTail, schemaFindings} from './audit-read.js'
 import type {Auditor} from './auditor.js'
 import {ID_PATTERNS} from './ids.js'
-import {checkRecord, runCreationHash, runStateHash, sealMessage, verifySnapshot} from './integrity.js'
+import {checkRecord, creationFindings, runCreationHash, runStateHash, sealMessage, verifySnapshot} from './integrity.js'
 import {eventLineProblem, isObject, notAnObject} from './shapes.js'
 import {readChain, type ChainedLine} from './trail.js'
 
@@ -42,6 +42,9 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
         message: 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index',
       })
     }
+    if (indexLine)
+      for (const f of creationFindings(indexLine, run as unknown as Record<string, unknown>))
+        a.report[f.note ? 'notes' : 'problems'].push({record: runId, file: runFile, ...f.finding})
   }
   // Only a head of the right shape anchors the checks below (a malformed one is reported above).
   const head = isObject(run?.head) && Number.isInteger(run.head.events) && Number.isInteger(run.head.seq) ? run.head : undefined

@@ -233,11 +233,59 @@ export function fileHash(bytes: string | Uint8Array): string {
   return sha256(bytes)
 }
 
-/** The facts of a run fixed at its creation, as the store's run index binds them. */
+/** The facts of a run fixed at its creation, as the store's run index binds them (created_hash). */
 export function runCreationHash(record: Plain): string {
+  return hashJson(creationFacts(record, CREATED))
+}
+
+const CREATED = ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at']
+/**
+ * The wider set bound field by field since issue 35 (created_facts): a worker must not run typed
+ * inputs, a child's item or parent, or the repository a run acts in that a database user put in its
+ * row afterwards. Field by field, so a refusal and the audit name what was changed.
+ */
+const FACTS = [...CREATED, 'inputs', 'aliases', 'parent', 'workspace_git', 'context_ref']
+
+/** The hash of each fact fixed at a run's creation (see FACTS), as a run index line created since issue 35 binds them. */
+export function runCreationFacts(record: Plain): Record<string, string> {
+  const facts = creationFacts(record, FACTS)
+  const out: Record<string, string> = {}
+  for (const key of FACTS) out[key] = hashJson(facts[key])
+  return out
+}
+
+/** The fields of `bound` (a run index line's created_facts) whose facts differ in `record`; a fact the line does not name is not compared. */
+export function changedCreationFacts(bound: Record<string, unknown>, record: Plain): string[] {
+  const actual = runCreationFacts(record)
+  return Object.keys(bound).filter((key) => bound[key] !== (actual[key] ?? hashJson(null)))
+}
+
+/**
+ * What the audit says of a run's creation facts against its run index line: each field changed
+ * since (a problem), or a note that the line predates the field-by-field binding (only the narrower
+ * created_hash binds that run).
+ */
+export function creationFindings(line: Plain, record: Plain): Array<{note: boolean; finding: {field: string; message: string}}> {
+  const bound = line.created_facts
+  if (bound === undefined || bound === null || typeof bound !== 'object')
+    return [
+      {
+        note: true,
+        finding: {
+          field: '(created)',
+          message: 'created before runs bound their typed inputs, parent and item: the run index binds only its pipeline, input, workspace and policy',
+        },
+      },
+    ]
+  return changedCreationFacts(bound as Plain, record).map((field) => ({
+    note: false,
+    finding: {field, message: `changed since the run was created (the run index bound it): a worker refuses to run it`},
+  }))
+}
+
+function creationFacts(record: Plain, keys: readonly string[]): Plain {
   const fixed: Plain = {}
-  for (const key of ['run_id', 'feature_id', 'pipeline', 'policy_version', 'policy_path', 'provider', 'input', 'workspace', 'replay_of', 'created_at'])
-    fixed[key] = record[key] ?? null
+  for (const key of keys) fixed[key] = record[key] ?? null
   // pipe resume --policy moves the run to another policy; what it was created with is kept on the first such redrive.
   const first = Array.isArray(record.redrives)
     ? (record.redrives as unknown[]).find((r): r is Plain => typeof (r as Plain | null)?.previous_policy_version === 'string')
@@ -246,7 +294,7 @@ export function runCreationHash(record: Plain): string {
     fixed.policy_version = first.previous_policy_version
     fixed.policy_path = first.previous_policy_path ?? null
   }
-  return hashJson(fixed)
+  return fixed
 }
 
 /** What a timeline line binds of its run record: everything but the head and the seal. */

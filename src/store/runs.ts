@@ -17,7 +17,7 @@ import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {FeatureHashes} from './features.js'
 import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
 import {allocateId, compareIds, dayKey, ID_PATTERNS} from './ids.js'
-import {runCreationHash, runRecordSealer, sealLine} from './integrity.js'
+import {runCreationFacts, runCreationHash, runRecordSealer, sealLine} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {snapshotHead} from './snapshots.js'
 import {appendLine} from './timeline.js'
@@ -90,6 +90,7 @@ export class Runs {
           feature_id: draft.feature_id,
           feature_hash: featureHash,
           created_hash: runCreationHash(record as unknown as Record<string, unknown>),
+          created_facts: runCreationFacts(record as unknown as Record<string, unknown>),
         })
         faultPoint('run-indexed')
         renameSync(staging, final)

@@ -39,6 +39,9 @@ export function indexLineProblem(line: Plain): string | null {
     idProblem(line, 'run_id', ID_PATTERNS.run, 'a run id') ??
     idProblem(line, 'feature_id', ID_PATTERNS.feature, 'a feature id') ??
     (typeof line.created_hash === 'string' && SEAL.test(line.created_hash) ? null : 'created_hash is not a hash') ??
+    (line.created_facts === undefined || (isObject(line.created_facts) && Object.values(line.created_facts).every((h) => typeof h === 'string' && SEAL.test(h)))
+      ? null
+      : 'created_facts is not a map of hashes') ??
     (line.feature_hash === undefined || line.feature_hash === null || (typeof line.feature_hash === 'string' && SEAL.test(line.feature_hash))
       ? null
       : 'feature_hash is not a hash')

@@ -162,6 +162,13 @@ export interface RunStore {
   /** Holds the run (E_CONFLICT while another holder lives); whatever another holder did is learnt afresh. */
   acquireRun(runId: string): Promise<Release>
   runOwner(runId: string): Promise<RunHolder | null>
+  /**
+   * E_INTEGRITY unless the trail vouches for the run as its record stands (./vouch.ts): a shared
+   * store, whose rows other roles can write, checks before anything of a run is executed. The file
+   * store has none: whoever can write its folder can run anything as its user, and its resume
+   * finishes the half-made commits a crash leaves, which a check beforehand would refuse.
+   */
+  vouch?(runId: string): Promise<void>
   /** A shared store's lease and queue of a run (the file store has neither). */
   holding?(runId: string): Promise<Holding | null>
 

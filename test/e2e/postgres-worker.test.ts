@@ -173,13 +173,12 @@ describe('pipe worker on a PostgreSQL store', function () {
     const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
     const first = startWorker([], lease)
-    await untilFor(
-      'the first worker holds the run',
-      async () =>
-        (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(
-          `"pid":${first.child.pid}`,
-        ) === true,
-    )
+    // Held and recorded running: killed between taking the lease and recording that it resumed, the
+    // run would be pending still, and nobody would have to say it was interrupted.
+    await untilFor('the first worker holds the run and has recorded it running', async () => {
+      const [row] = await cluster.sql<{holder: string | null; body: string}>(db, 'SELECT holder, body FROM pipe_runs WHERE run_id = $1', [runId])
+      return row!.holder?.includes(`"pid":${first.child.pid}`) === true && (JSON.parse(row!.body) as {status: string}).status === 'running'
+    })
     first.child.kill('SIGKILL')
     await first.exited
     const second = startWorker([], lease)

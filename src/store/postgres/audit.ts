@@ -17,6 +17,7 @@ import {
   checkLine,
   checkRecord,
   fileHash,
+  creationFindings,
   runCreationHash,
   runStateHash,
   sealMessage,
@@ -127,7 +128,10 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
 
   async function auditRun(id: string, indexed: Plain | undefined): Promise<void> {
     counts.runs++
-    const rows = await q<{body: string}>('SELECT body FROM pipe_runs WHERE run_id = $1', [id])
+    const rows = await q<{body: string; workspace_id: string | null; workspace_root: string | null; workspace_sub: string | null}>(
+      'SELECT body, workspace_id, workspace_root, workspace_sub FROM pipe_runs WHERE run_id = $1',
+      [id],
+    )
     const where = `pipe_runs(${id})`
     if (!rows[0]) {
       out.problem(id, where, 'row', 'the run index names this run but its row is missing')
@@ -142,6 +146,12 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
     seals.set(id, typeof run.seal === 'string' ? run.seal : null)
     if (indexed && indexed.created_hash !== runCreationHash(run))
       out.problem(id, where, 'created', 'the facts fixed at its creation differ from what the run index bound')
+    if (indexed) for (const f of creationFindings(indexed, run)) (f.note ? out.notes : out.problems).push({record: id, file: where, ...f.finding})
+    // The workspace a worker is sent to: the row's columns pick the workers, the run index binds it.
+    const bound: Plain = typeof indexed?.workspace === 'object' && indexed.workspace !== null ? (indexed.workspace as Plain) : {}
+    const row = rows[0]
+    if (indexed && (row.workspace_id !== (bound.id ?? null) || row.workspace_root !== (bound.root ?? null) || row.workspace_sub !== (bound.sub ?? null)))
+      out.problem(id, where, 'workspace_id', 'the workspace its row sends a worker to is not the one the run index bound')
     // The timeline.
     const events = await q<{n: number; line: string}>('SELECT n, line FROM pipe_events WHERE run_id = $1 ORDER BY n', [id])
     counts.events += events.length

@@ -25,10 +25,11 @@ import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertValid} from '../files.js'
 import {compareIds, dayKey, formatId} from '../ids.js'
-import {fileHash, runCreationHash, runRecordSealer, sealLine, sealRecord} from '../integrity.js'
+import {auditKey, checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine, sealRecord} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
 import {auditPostgres} from './audit.js'
+import {vouchFindings} from '../vouch.js'
 import {databaseError, PostgresRecords} from './records.js'
 import {parseRow} from './rows.js'
 import {PostgresLedger} from './ledger.js'
@@ -202,6 +203,10 @@ export class PostgresStore extends PostgresRecords implements RunStore {
         feature_id: draft.feature_id,
         feature_hash: feature ? fileHash(feature.body) : null,
         created_hash: runCreationHash(record as unknown as Plain),
+        created_facts: runCreationFacts(record as unknown as Plain),
+        // The workspace a worker relocates the run into: bound here, so the row's columns (which only
+        // pick the workers that may claim it) cannot send a run to another repository or folder.
+        ...(workspace ? {workspace: {id: workspace.id, root: workspace.root, sub: workspace.sub}} : {}),
       },
       prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
     )
@@ -273,6 +278,35 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
   }
 
+  /**
+   * E_INTEGRITY, naming each field, unless the trail vouches for the run as its row stands now
+   * (../vouch.ts): called before anything of a run is executed or sealed again.
+   */
+  async vouch(runId: string): Promise<void> {
+    const rows = await this.query<{body: string; workspace_id: string | null; workspace_root: string | null; workspace_sub: string | null}>(
+      `cannot read run ${runId}`,
+      'SELECT body, workspace_id, workspace_root, workspace_sub FROM pipe_runs WHERE run_id = $1',
+      [runId],
+    )
+    const row = rows[0]
+    if (!row) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+    const record = parseRow<RunRecord>('run', row.body, `the run record of ${runId}`, `pipe_runs(${runId})`)
+    const index = await this.query<{line: string}>(`cannot read run ${runId}`, 'SELECT line FROM pipe_run_index WHERE run_id = $1', [runId])
+    const findings = vouchFindings({
+      record,
+      events: await this.readEvents(runId),
+      indexLine: index[0] ? (JSON.parse(index[0].line) as Plain) : null,
+      workspace: row.workspace_id === null ? null : {id: row.workspace_id, root: row.workspace_root ?? '', sub: row.workspace_sub ?? ''},
+      key: auditKey(),
+    })
+    if (findings.length === 0) return
+    throw new PipeError('E_INTEGRITY', `run ${runId} is not what its trail vouches for: ${findings.map((f) => `${f.field} ${f.message}`).join('; ')}`, {
+      hint: findings.some((f) => f.noKey)
+        ? 'Nothing of it was run. Its records are sealed with the audit key: set PIPE_AUDIT_KEY as the workers of the team have it (docs/team.md), and run the command again.'
+        : `Nothing of it was run. pipe audit verify ${runId} names what was changed in pipe_runs; restore its row from a backup, and a worker takes it again (or pipe cancel ${runId} once it is restored, and start a new run).`,
+    })
+  }
+
   async assertRunExists(runId: string): Promise<void> {
     const rows = await this.query(`cannot read run ${runId}`, 'SELECT 1 FROM pipe_runs WHERE run_id = $1', [runId])
     if (rows.length === 0)
@@ -298,7 +332,15 @@ export class PostgresStore extends PostgresRecords implements RunStore {
         hint: 'Nothing was recorded by this process; pipe runs show RUN says who holds the run now.',
       })
     }
-    return parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
+    const record = parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
+    // Every change seals the record again: one changed in its row since pipe sealed it (or sealed
+    // without the key in use) would come out vouched for. Only a record as pipe wrote it is changed.
+    const seal = checkRecord(record)
+    if (seal !== 'ok')
+      throw new PipeError('E_INTEGRITY', `run ${runId} cannot be changed: its record in pipe_runs is ${sealMessage(seal)}`, {
+        hint: `Nothing was recorded. pipe audit verify ${runId} names what was changed; restore the row from a backup${seal === 'no-key' ? ', or set PIPE_AUDIT_KEY as the workers of the team have it' : ''}.`,
+      })
+    return record
   }
 
   async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
