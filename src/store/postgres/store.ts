@@ -34,6 +34,7 @@ import {parseRow} from './rows.js'
 import {PostgresLedger} from './ledger.js'
 import {writeStepCommit} from './commit.js'
 import {migrate} from './schema.js'
+import {checkStoreUrl} from './url.js'
 
 type Start = {event: RunEvent; change: (record: RunRecord) => void}
 type Plain = Record<string, unknown>
@@ -83,6 +84,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
   static async connect(url: string): Promise<PostgresStore> {
+    checkStoreUrl(url)
     const pg = (await import('pg')).default
     const pool = new pg.Pool({connectionString: url, max: Number(process.env.PIPE_PG_POOL) || 8, allowExitOnIdle: true})
     // An idle connection the server dropped must not crash the process: the next query reconnects.
@@ -153,6 +155,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   }
 
   private async create(draft: RunDraft, now: Date, event: RunEvent, start: Start | undefined): Promise<{record: RunRecord; release?: Release}> {
+    await this.assertCanWrite()
     const holder = start ? holderOf() : null
     const record = await this.tx('cannot create a run', (client) => this.insertRun(client, {draft, now, event, start, holder}))
     if (!holder) return {record}
@@ -342,6 +345,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   }
 
   async acquireRun(runId: string): Promise<Release> {
+    await this.assertCanWrite()
     const holder = holderOf()
     const rows = await this.query<{epoch: string}>(
       `cannot take run ${runId}`,
