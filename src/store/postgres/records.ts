@@ -5,6 +5,7 @@
  */
 import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
+import {faultPoint} from '../../util/faults.js'
 import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {assertValid} from '../files.js'
@@ -214,6 +215,9 @@ export class PostgresRecords {
         id,
         `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`,
       ])
+      return id
+    }).then((id) => {
+      faultPoint('feature-recorded')
       return id
     })
   }
