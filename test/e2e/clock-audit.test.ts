@@ -8,6 +8,7 @@ import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
 const prd = path.join(examples, 'full-prd.md')
@@ -86,5 +87,40 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     expect(named).to.have.length(1)
     expect(orphans.map((n) => n.record)).to.deep.equal([named[0]!.replace(/-001$/, '-002')])
     expect(orphans[0]!.message).to.match(/pipe run --feature/)
+  })
+})
+
+describe('on a PostgreSQL store: a run creation stopped after its feature, and a clock set back', function () {
+  this.timeout(120000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  let url: string
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-clock-pg-'))
+    url = cluster.url(await cluster.createDatabase())
+  })
+  afterEach(async () => cleanup())
+
+  it('names the feature no run names, numbers a run made a day back after the later one, and notes the run index running backwards', async () => {
+    const later = await pipeAt('2031-07-10 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+    expect(later.code, later.stderr).to.equal(0)
+    const killed = await pipe(['run', defaultPipeline, '--input', prd, '--store', url], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'feature-recorded'}})
+    expect(killed.signal, killed.stderr).to.equal('SIGKILL')
+    const earlier = await pipeAt('2031-07-09 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+    expect(earlier.code, earlier.stderr).to.equal(0)
+    expect([json<{run_id: string}>(later).run_id, json<{run_id: string}>(earlier).run_id]).to.deep.equal(['R-20310710-0001', 'R-20310710-0002'])
+    const result = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
+    expect(result.code, result.stdout + result.stderr).to.equal(0)
+    const report = json<Report>(result)
+    // The killed run's clock is the machine's: its feature is the one the two runs do not name.
+    const named = json<{runs: Array<{feature_id: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir})).runs.map((r) => r.feature_id)
+    const orphans = report.notes.filter((n) => /no run names this feature/.test(n.message)).map((n) => n.record)
+    expect(orphans).to.have.length(1)
+    expect(named).to.have.length(2).and.not.include(orphans[0])
+    const backwards = report.notes.find((n) => n.record === 'R-20310710-0002' && /time runs backwards in the run index/.test(n.message))
+    expect(backwards, JSON.stringify(report.notes)).to.not.equal(undefined)
   })
 })
