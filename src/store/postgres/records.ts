@@ -106,7 +106,11 @@ export class PostgresRecords {
       throw new PipeError('E_CONFIG', `the URL's role ${role} lacks ${missing.join(', ')}, which a run needs; nothing was recorded`, {
         hint: `As the database's owner: ${grants.join(' ')} Or use the owner's role in the URL. A role that may only read (SELECT) can run the commands that read (runs, snapshot, spec, audit verify, view).`,
       })
-    })()
+    })().catch((error: unknown) => {
+      // Only the answer is kept: a lost connection is asked again at the next write (a worker lives long).
+      if ((error as {code?: string}).code !== 'E_CONFIG') this.canWrite = undefined
+      throw error
+    })
     return this.canWrite
   }
 
