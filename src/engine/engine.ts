@@ -250,6 +250,13 @@ export class Engine {
           await this.keeper.setStatus(runId, 'running', event, {}, keepTrace)
         }
         outcome = await walk(this.walker, runId, settings)
+        if (!redriven && event === 'resumed' && finishedAnIoFailure(before.status, outcome)) {
+          // The process that failed on I/O (a full disk) could not record the failure; this resume
+          // only finished recording it. The person resumed after fixing the cause: redrive now, as
+          // the resume of the failed run would, instead of repeating the old error.
+          await this.redrive(runId, await store.readRun(runId), settings, keepTrace)
+          outcome = await walk(this.walker, runId, settings)
+        }
       }
       return outcome
     } catch (error) {
@@ -334,4 +341,15 @@ export class Engine {
       of,
     )
   }
+}
+
+/** A resumed run whose walk ran no step and only recorded the I/O failure an earlier process met. */
+function finishedAnIoFailure(before: RunRecord['status'], outcome: RunOutcome): boolean {
+  return (
+    (before === 'running' || before === 'interrupted') &&
+    outcome.status === 'failed' &&
+    outcome.steps_run === 0 &&
+    outcome.error?.code === 'E_IO' &&
+    outcome.redrivable === true
+  )
 }

@@ -95,11 +95,20 @@ export function planProvider(
   }
   let host: string | null = null
   if (needsLive) {
+    let url: URL
     try {
-      host = new URL(baseURL ?? 'https://api.openai.com/v1').host
+      url = new URL(baseURL ?? 'https://api.openai.com/v1')
     } catch {
-      throw new PipeError('E_CONFIG', `OPENAI_BASE_URL is not a URL: ${baseURL}`, {hint: 'For example http://127.0.0.1:11434/v1 for Ollama.'})
+      // Not echoed: a URL that does not parse may still hold a password.
+      throw new PipeError('E_CONFIG', 'OPENAI_BASE_URL is not a URL', {hint: 'For example http://127.0.0.1:11434/v1 for Ollama.'})
     }
+    // The client would send them nowhere (it authenticates with the key alone) and the failure would
+    // read as an endpoint that cannot be reached; named here, the URL never printed.
+    if (url.username || url.password)
+      throw new PipeError('E_CONFIG', 'OPENAI_BASE_URL holds credentials (USER:PASSWORD@ before the host), which pipe does not send', {
+        hint: 'Remove them from OPENAI_BASE_URL and put the API key in OPENAI_API_KEY (sent as Authorization: Bearer KEY).',
+      })
+    host = url.host
   }
   const model = settings?.model ?? 'gpt-4o-mini'
   const cache = sources.cache === 'reuse' ? {cache: 'reuse' as const} : {}

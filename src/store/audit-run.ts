@@ -6,6 +6,7 @@
 import path from 'node:path'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
+import {timeBackwards} from './audit-notes.js'
 import {listDir, parseFile, readBytes, readTail, schemaFindings} from './audit-read.js'
 import type {Auditor} from './auditor.js'
 import {ID_PATTERNS} from './ids.js'
@@ -58,6 +59,9 @@ export function auditRun(a: Auditor, runId: string, indexLine: ChainedLine | und
     if (p.check) a.seal(p.check, runId, eventsFile, `line ${p.line}`)
     else a.problem({record: runId, file: eventsFile, field: `line ${p.line}`, message: p.message})
   }
+  const stamped = chain.lines.map((l, i) => ({record: `${runId} ${String(l.event)} (line ${chain.at[i]})`, field: `line ${chain.at[i]}`, at: l.at}))
+  a.report.notes.push(...timeBackwards(stamped, eventsFile, `the timeline of ${runId}`))
+  if (run) a.runCreated.set(runId, run.created_at)
   if (chain.torn)
     a.report.notes.push({
       record: runId,

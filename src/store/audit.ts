@@ -23,6 +23,7 @@ import {hashJson} from '../util/hash.js'
 import {listDir, parseFile, readBytes} from './audit-read.js'
 import {auditRun} from './audit-run.js'
 import {auditLedger, auditReplies} from './audit-trails.js'
+import {runIndexOrder} from './audit-notes.js'
 import {Auditor, type AuditedStore} from './auditor.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
 import {indexLineProblem, isObject} from './shapes.js'
@@ -136,6 +137,10 @@ export async function auditStore(store: AuditedStore, runId?: string, kinds: Aud
         message: 'the run folder is missing (the run index names it: deleted after the fact)',
       })
   }
+  const order = index.lines.flatMap((line, i) =>
+    typeof line.run_id === 'string' ? [{runId: line.run_id, field: `line ${index.at[i]}`, created: auditor.runCreated.get(line.run_id)}] : [],
+  )
+  auditor.report.notes.push(...runIndexOrder(order, indexFile))
   auditor.unreferenced()
   const features = auditor.features(featureRuns, featureBound)
   const ledger = auditLedger(auditor, publishedKeys)

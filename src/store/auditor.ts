@@ -10,6 +10,7 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {processAlive} from '../util/lock.js'
 import {listDir, parseBytes, parseFile, readBytes, schemaFindings} from './audit-read.js'
+import {ORPHAN_FEATURE} from './audit-notes.js'
 import type {FileLayout} from './files.js'
 import {ID_PATTERNS} from './ids.js'
 import {auditKey, checkRecord, fileHash, sealMessage, verifyEvidence, verifySpec, type IntegrityProblem, type SealCheck} from './integrity.js'
@@ -44,6 +45,8 @@ export class Auditor {
   }
   /** run id -> the run's seal, for the head digest. */
   readonly runSeals = new Map<string, string | null>()
+  /** run id -> when the run record says it was created, for time running backwards in the run index. */
+  readonly runCreated = new Map<string, unknown>()
 
   constructor(readonly store: AuditedStore) {
     this.report.keyed = this.key !== ''
@@ -257,6 +260,9 @@ export class Auditor {
       if (expected && expected !== fileHash(parsed.bytes))
         this.problem({record: id, file, field: '(file)', message: 'is not the feature record the run index bound (changed or re-sealed after the fact)'})
     }
+    // A feature is recorded just before the run that names it: one no run names is a creation that was interrupted between the two.
+    for (const id of present)
+      if (!referenced.has(id)) this.report.notes.push({record: id, file: this.store.featureFile(id), field: '(file)', message: ORPHAN_FEATURE})
     for (const [id, runs] of referenced) {
       if (!present.has(id))
         this.problem({record: id, file: this.store.featureFile(id), field: '(file)', message: `feature record is missing (named by ${runs.join(', ')})`})

@@ -1,14 +1,18 @@
 /** Feature registrations (features/F-YYYY-NNN.json): created once, never rewritten; the run index binds each file's hash. */
 import {createFileExclusive} from '../util/fs.js'
 import {readFile} from '../util/fs-async.js'
+import {faultPoint} from '../util/faults.js'
 import type {FileLayout} from './files.js'
 import {allocateId} from './ids.js'
 import {fileHash, sealRecord} from './integrity.js'
 
 export async function createFeature(layout: FileLayout, now: Date, title: string): Promise<string> {
-  return allocateId(layout.idsDir, 'F', String(now.getUTCFullYear()), (id) =>
+  const id = await allocateId(layout.idsDir, 'F', String(now.getUTCFullYear()), (id) =>
     createFileExclusive(layout.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`),
   )
+  // Between the feature and its run: what pipe audit verify notes when a run creation stops here.
+  faultPoint('feature-recorded')
+  return id
 }
 
 export async function ensureFeature(layout: FileLayout, id: string, now: Date): Promise<void> {

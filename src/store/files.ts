@@ -19,7 +19,7 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {check, describeErrors} from '../schema/registry.js'
 import type {RunRecord} from '../types/run.js'
-import {createFileExclusive, syncFd, writeFileAtomic} from '../util/fs.js'
+import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../util/fs.js'
 import {readFile} from '../util/fs-async.js'
 import {allocateId, assertId, noteIdTaken} from './ids.js'
 import {isObject, notAnObject} from './shapes.js'
@@ -203,8 +203,10 @@ export function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', re
 export function writeSynced(file: string, text: string): void {
   const fd = openSync(file, 'wx', 0o644)
   try {
-    writeFileSync(fd, text)
-    syncFd(fd)
+    writingTo(file, () => {
+      writeFileSync(fd, text)
+      syncFd(fd)
+    })
   } finally {
     closeSync(fd)
   }

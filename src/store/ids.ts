@@ -4,7 +4,7 @@
  * of two processes racing for one number exactly one wins and the other moves on. A small hint
  * file remembers the last number so that allocation does not scan history.
  */
-import {mkdir} from '../util/fs-async.js'
+import {mkdir, readdir} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {readSmallFile, writeFileAtomic} from '../util/fs.js'
@@ -72,6 +72,27 @@ async function writeCounter(file: string, n: number): Promise<void> {
 
 export function dayKey(date: Date): string {
   return date.toISOString().slice(0, 10).replace(/-/g, '')
+}
+
+/**
+ * The day a day-counted id is numbered in: today, or the latest day the store already numbered
+ * ids of the series in when the clock went back, so that an id never sorts before one allocated
+ * earlier (ids order runs and versions; the times in records stay the clock's, and pipe audit
+ * verify notes where they run backwards). The counters in `idsDir` are the state: one per day.
+ */
+export async function allocationDay(idsDir: string, prefix: 'R' | 'S', now: Date): Promise<string> {
+  return latestDay(await readdir(idsDir).catch(() => [] as string[]), prefix, dayKey(now))
+}
+
+/** max(today, the latest day among the counter names `names` of the series). */
+export function latestDay(names: Iterable<string>, prefix: 'R' | 'S', today: string): string {
+  let day = today
+  const pattern = new RegExp(`^${prefix}-(\\d{8})$`)
+  for (const name of names) {
+    const counted = pattern.exec(name)?.[1]
+    if (counted !== undefined && counted > day) day = counted
+  }
+  return day
 }
 
 export function formatId(prefix: 'R' | 'S' | 'F' | 'E', key: string, n: number): string {

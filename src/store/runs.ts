@@ -16,7 +16,7 @@ import {mkdir, readdir, rename, rm, stat} from '../util/fs-async.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {FeatureHashes} from './features.js'
 import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
-import {allocateId, compareIds, dayKey, ID_PATTERNS} from './ids.js'
+import {allocateId, allocationDay, compareIds, dayKey, ID_PATTERNS} from './ids.js'
 import {runCreationFacts, runCreationHash, runRecordSealer, sealLine} from './integrity.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {snapshotHead} from './snapshots.js'
@@ -56,7 +56,7 @@ export class Runs {
       await this.finishCreations(true)
       let made: {record: RunRecord; release?: Release} | undefined
       const featureHash = await this.featureHashes.of(draft.feature_id)
-      await allocateId(layout.idsDir, 'R', dayKey(now), async (id) => {
+      await allocateId(layout.idsDir, 'R', await allocationDay(layout.idsDir, 'R', now), async (id) => {
         const final = within(layout.runsDir, id)
         // Without throwing for the usual answer (no such run yet): a thrown ENOENT costs more than the stat.
         if (statSync(final, {throwIfNoEntry: false}) !== undefined) return false

@@ -6,7 +6,7 @@ import {closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, 
 import {open} from '../util/fs-async.js'
 import {PipeError} from '../errors.js'
 import {checkLine, sealLine, type SealCheck} from './integrity.js'
-import {syncFd} from '../util/fs.js'
+import {syncFd, writingTo} from '../util/fs.js'
 import {isObject, notAnObject, type Plain} from './shapes.js'
 
 /** A store file something else was put in the place of (a FIFO, a device, a folder, a link). */
@@ -81,8 +81,10 @@ export async function appendChained<T extends object>(file: string, line: T | ((
   try {
     const last = lastLineOf(fd, file)
     const sealed = sealLine(typeof line === 'function' ? await line(last) : line, last?.hash ?? null)
-    writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
-    syncFd(fd, true)
+    writingTo(file, () => {
+      writeFileSync(fd, `${JSON.stringify(sealed)}\n`)
+      syncFd(fd, true)
+    })
     return sealed
   } finally {
     closeSync(fd)

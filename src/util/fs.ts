@@ -100,15 +100,34 @@ function tempName(file: string): string {
   return `${file.slice(0, cut)}.${file.slice(cut)}.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`
 }
 
+/**
+ * Runs a write to `file` through a descriptor: an error the write or sync throws (ENOSPC) names no
+ * file of its own, so it is given this one, for the message to say where (errors.ts).
+ */
+export function writingTo<T>(file: string, write: () => T): T {
+  try {
+    return write()
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    if (e && typeof e === 'object' && typeof e.code === 'string' && e.path === undefined) e.path = file
+    throw error
+  }
+}
+
 function writeTemp(file: string, data: string | Uint8Array, sync: boolean): string {
   const temp = tempName(file)
   const fd = openSync(temp, 'wx', 0o644)
   try {
-    writeFileSync(fd, data)
-    if (sync) syncFd(fd)
-  } finally {
+    writingTo(file, () => {
+      writeFileSync(fd, data)
+      if (sync) syncFd(fd)
+    })
+  } catch (error) {
     closeSync(fd)
+    removeQuietly(temp)
+    throw error
   }
+  closeSync(fd)
   return temp
 }
 
@@ -165,8 +184,10 @@ export async function appendSynced(file: string, text: string): Promise<void> {
     const {size} = fstatSync(fd)
     const keep = completeLength(fd, size)
     if (keep < size) ftruncateSync(fd, keep)
-    writeFileSync(fd, text)
-    syncFd(fd, true)
+    writingTo(file, () => {
+      writeFileSync(fd, text)
+      syncFd(fd, true)
+    })
   } finally {
     closeSync(fd)
   }

@@ -211,6 +211,23 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     expect(await readdir(dir)).to.not.include('.pipe')
   })
 
+  it('refuses credentials inside OPENAI_BASE_URL with E_CONFIG saying to put the key in OPENAI_API_KEY, never printing them, before touching the store', async () => {
+    server = await ModelServer.start()
+    const withCredentials = server.url.replace('http://', 'http://alice:Pa55-in-url@')
+    const result = await pipe(['run', await pipeline(), '--input', prd, '--provider', 'openai', '--json'], {
+      cwd: dir,
+      env: {OPENAI_API_KEY: undefined, OPENAI_BASE_URL: withCredentials},
+    })
+    expect(result.code, result.stdout + result.stderr).to.equal(2)
+    const {error} = json<{error: {code: string; message: string; hint: string}}>(result)
+    expect(error.code).to.equal('E_CONFIG')
+    expect(error.message).to.match(/OPENAI_BASE_URL holds credentials/)
+    expect(error.hint).to.match(/OPENAI_API_KEY/)
+    expect(result.stdout + result.stderr).to.not.match(/Pa55-in-url|alice/)
+    expect(await readdir(dir)).to.not.include('.pipe')
+    expect(server.requests.length, 'the endpoint was never asked').to.equal(0)
+  })
+
   it('falls back to JSON mode when the endpoint rejects JSON-schema output', async () => {
     server = await ModelServer.start((request) =>
       request.body.response_format?.type === 'json_schema'

@@ -11,6 +11,7 @@ import type {Evidence} from '../../types/evidence.js'
 import type {RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
+import {ORPHAN_FEATURE, runIndexOrder, timeBackwards} from '../audit-notes.js'
 import {compareIds} from '../ids.js'
 import {
   auditKey,
@@ -103,6 +104,8 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
   const checkedSpecs = new Map<string, string | null>()
   const checkedEvidence = new Map<string, string | null>()
   const delivered = new Map<string, string>()
+  /** run id -> when its record says it was created, for time running backwards in the run index. */
+  const created = new Map<string, unknown>()
 
   /** A spec version's or evidence record's body: checked once, its hash returned (null when missing). */
   async function record(id: string): Promise<string | null> {
@@ -161,6 +164,9 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
       (n) => `${id} timeline line ${n}`,
       out,
     )
+    const stamped = events.map((e) => ({record: `${id} ${String(parse(e.line)?.event)} (line ${e.n})`, field: `line ${e.n}`, at: parse(e.line)?.at}))
+    out.notes.push(...timeBackwards(stamped, `pipe_events(${id})`, `the timeline of ${id}`))
+    created.set(id, run.created_at)
     const last = lines.at(-1)
     const head = run.head
     if (!head || head.events !== (events.at(-1)?.n ?? 0) || head.event_hash !== (last?.hash ?? null))
@@ -239,6 +245,8 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
       if (!value) out.problem(f.id, `pipe_features(${f.id})`, 'body', 'is not valid JSON')
       else out.seal(checkRecord(value), f.id, `pipe_features(${f.id})`, 'seal')
     }
+    const named = new Set(lines.map((line) => line.feature_id))
+    for (const f of features) if (!named.has(f.id)) out.notes.push({record: f.id, file: `pipe_features(${f.id})`, field: 'row', message: ORPHAN_FEATURE})
     for (const line of lines) {
       const fid = line.feature_id as string
       if (line.feature_hash !== null && line.feature_hash !== undefined && featureHash.get(fid) !== line.feature_hash)
@@ -250,6 +258,12 @@ export async function auditPostgres(store: PostgresRecords, runId?: string, kind
         out.problem(id, `pipe_runs(${id})`, 'row', 'the run is not in the run index (a line was deleted, or the row was added outside pipe)')
       await auditRun(id, indexed.get(id))
     }
+    out.notes.push(
+      ...runIndexOrder(
+        index.map((r) => ({runId: r.run_id, field: `pos ${r.pos}`, created: created.get(r.run_id)})),
+        'pipe_run_index',
+      ),
+    )
     for (const id of indexed.keys()) if (!runs.includes(id)) out.problem(id, `pipe_runs(${id})`, 'row', 'the run index names this run but its row is missing')
     for (const r of await q<{version: string}>('SELECT version FROM pipe_specs')) await record(r.version)
     for (const r of await q<{id: string}>('SELECT id FROM pipe_evidence')) await record(r.id)

@@ -5,6 +5,7 @@
  */
 import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
+import {faultPoint} from '../../util/faults.js'
 import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {assertValid} from '../files.js'
@@ -25,9 +26,24 @@ const SET_UP_HINTS: Record<string, string> = {
   '3D000': 'Create the database (createdb -O ROLE NAME) or correct its name in the URL.',
   '42501':
     "The URL's role lacks a privilege pipe needs here: a role that may only read (SELECT on pipe's tables) can run the commands that read (runs, snapshot, spec, audit verify, view); runs, answers, reviews, workers and pipe store copy need the role that owns the database.",
+  '3F000':
+    "The URL's search_path (options=-c search_path=NAME) names a schema that does not exist: CREATE SCHEMA NAME in the database first, or correct the name in the URL.",
   '42P07':
     "The database holds a table of that name that pipe did not make (another application's): give pipe a database of its own, or a schema of its own (add ?options=-c%20search_path%3Dpipe to the URL after CREATE SCHEMA pipe).",
 }
+
+/**
+ * What a run writes, table by privilege: an append-only table takes INSERT only; an ON CONFLICT DO
+ * UPDATE needs UPDATE too, even when it never conflicts. The owner that migrated has all of these.
+ */
+const RUN_WRITES: Array<[string, string]> = [
+  ...['pipe_counters', 'pipe_runs', 'pipe_step_state', 'pipe_ledger', 'pipe_queue'].flatMap((t) => [
+    [t, 'INSERT'],
+    [t, 'UPDATE'],
+  ]),
+  ...['pipe_run_index', 'pipe_events', 'pipe_snapshots', 'pipe_specs', 'pipe_evidence', 'pipe_features', 'pipe_ledger_log'].map((t) => [t, 'INSERT']),
+  ['pipe_queue', 'DELETE'],
+] as Array<[string, string]>
 
 /** A database error as pipe says it: one whose connection failed is E_IO (retry), the rest say what the database said. */
 export function databaseError(error: unknown, what: string): Error {
@@ -42,6 +58,11 @@ export function databaseError(error: unknown, what: string): Error {
     e.code === '08006' ||
     e.code === '08003' ||
     /Connection terminated|connect ECONN/i.test(e.message ?? '')
+  // pg says this one without a code: the URL asks for SSL (sslmode=...) and the server offers none.
+  if (/server does not support SSL/i.test(e.message ?? ''))
+    return new PipeError('E_CONFIG', `${what}: the server does not accept SSL connections`, {
+      hint: "Remove sslmode (or set sslmode=disable) in the URL when the server is one you reach without SSL, or turn on ssl in the server's postgresql.conf.",
+    })
   // Anything else (a hook's, a step's) is not the database's to explain.
   if (!connection && e.severity === undefined) return error as Error
   // A refusal of who is asking or of where (a wrong password, no such database, a role without a
@@ -60,6 +81,38 @@ export class PostgresRecords {
     readonly url: string,
     readonly pool: Pool,
   ) {}
+
+  private canWrite: Promise<void> | undefined
+
+  /**
+   * Refuses, before anything is written, a role that could start a run but not finish it (one that
+   * may INSERT but not UPDATE would leave the run `running` with no way to record its end). Asked
+   * once per process, at the first write.
+   */
+  assertCanWrite(): Promise<void> {
+    this.canWrite ??= (async () => {
+      const rows = await this.query<{role: string; missing: string[]}>(
+        "cannot check the privileges of the URL's role",
+        `SELECT current_user AS role, ARRAY(SELECT w.privilege || ' on ' || w.tbl FROM unnest($1::text[], $2::text[]) AS w(tbl, privilege)
+           WHERE NOT has_table_privilege(w.tbl, w.privilege)) AS missing`,
+        [RUN_WRITES.map(([t]) => t), RUN_WRITES.map(([, p]) => p)],
+      )
+      const {role, missing} = rows[0]!
+      if (missing.length === 0) return
+      const grants = missing.map((m) => {
+        const [privilege, , table] = m.split(' ')
+        return `GRANT ${privilege} ON ${table} TO "${role}";`
+      })
+      throw new PipeError('E_CONFIG', `the URL's role ${role} lacks ${missing.join(', ')}, which a run needs; nothing was recorded`, {
+        hint: `As the database's owner: ${grants.join(' ')} Or use the owner's role in the URL. A role that may only read (SELECT) can run the commands that read (runs, snapshot, spec, audit verify, view).`,
+      })
+    })().catch((error: unknown) => {
+      // Only the answer is kept: a lost connection is asked again at the next write (a worker lives long).
+      if ((error as {code?: string}).code !== 'E_CONFIG') this.canWrite = undefined
+      throw error
+    })
+    return this.canWrite
+  }
 
   /** Runs `work` in one transaction, retried on a serialisation failure or a deadlock. */
   async tx<T>(what: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
@@ -158,6 +211,7 @@ export class PostgresRecords {
   }
 
   async createFeature(now: Date, title: string): Promise<string> {
+    await this.assertCanWrite()
     return this.tx('cannot register a feature', async (client) => {
       const year = String(now.getUTCFullYear())
       const id = formatId('F', year, await PostgresRecords.nextNumber(client, `F-${year}`))
@@ -166,10 +220,14 @@ export class PostgresRecords {
         `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`,
       ])
       return id
+    }).then((id) => {
+      faultPoint('feature-recorded')
+      return id
     })
   }
 
   async ensureFeature(id: string, now: Date): Promise<void> {
+    await this.assertCanWrite()
     await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
       id,
       `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`,

@@ -24,7 +24,7 @@ import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertValid} from '../files.js'
-import {compareIds, dayKey, formatId} from '../ids.js'
+import {compareIds, dayKey, formatId, latestDay} from '../ids.js'
 import {auditKey, checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine, sealRecord} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
@@ -35,6 +35,7 @@ import {parseRow} from './rows.js'
 import {PostgresLedger} from './ledger.js'
 import {writeStepCommit} from './commit.js'
 import {migrate} from './schema.js'
+import {checkStoreUrl} from './url.js'
 
 type Start = {event: RunEvent; change: (record: RunRecord) => void}
 type Plain = Record<string, unknown>
@@ -84,6 +85,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
   static async connect(url: string): Promise<PostgresStore> {
+    checkStoreUrl(url)
     const pg = (await import('pg')).default
     const pool = new pg.Pool({connectionString: url, max: Number(process.env.PIPE_PG_POOL) || 8, allowExitOnIdle: true})
     // An idle connection the server dropped must not crash the process: the next query reconnects.
@@ -154,6 +156,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   }
 
   private async create(draft: RunDraft, now: Date, event: RunEvent, start: Start | undefined): Promise<{record: RunRecord; release?: Release}> {
+    await this.assertCanWrite()
     const holder = start ? holderOf() : null
     const record = await this.tx('cannot create a run', (client) => this.insertRun(client, {draft, now, event, start, holder}))
     if (!holder) return {record}
@@ -176,7 +179,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       workspace,
     }: {draft: RunDraft; now: Date; event: RunEvent; start?: Start | undefined; holder?: ReturnType<typeof holderOf> | null; workspace?: RunWorkspace},
   ): Promise<RunRecord> {
-    const day = dayKey(now)
+    // Never a day before the latest one numbered (a clock set back): ids keep their order (ids.ts).
+    const {rows: counted} = await client.query<{series: string | null}>("SELECT max(series) AS series FROM pipe_counters WHERE series ~ '^R-[0-9]{8}$'")
+    const day = latestDay(counted[0]?.series ? [counted[0].series] : [], 'R', dayKey(now))
     const id = formatId('R', day, await PostgresStore.nextNumber(client, `R-${day}`))
     // The run index's own counter row orders creations, so its chain stays linear.
     const pos = await PostgresStore.nextNumber(client, 'run-index')
@@ -384,6 +389,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   }
 
   async acquireRun(runId: string): Promise<Release> {
+    await this.assertCanWrite()
     const holder = holderOf()
     const rows = await this.query<{epoch: string}>(
       `cannot take run ${runId}`,

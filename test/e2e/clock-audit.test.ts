@@ -1,0 +1,126 @@
+/**
+ * A clock set back, and a run creation stopped half way, through the built CLI on a file store:
+ * ids keep their order whatever the clock says, and pipe audit verify notes (never fails on) time
+ * running backwards in a chain and a feature record no run names, naming the records. The clock is
+ * Debian's faketime around each process (see reproducible.test.ts); the stop is a fault point.
+ */
+import {expect} from 'chai'
+import {existsSync} from 'node:fs'
+import path from 'node:path'
+import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+
+const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
+const prd = path.join(examples, 'full-prd.md')
+
+/** The CLI with its clock starting at `at` (faketime's @YYYY-MM-DD hh:mm:ss). */
+function pipeAt(at: string, args: string[], options: CliOptions): Promise<CliResult> {
+  if (!FAKETIME) throw new Error('faketime is not installed (Debian package faketime; .ci/run installs it): these tests need another date')
+  const argv = ['-f', `@${at}`, process.execPath, bin, ...args]
+  const shim = `const r = require('node:child_process').spawnSync(${JSON.stringify(FAKETIME)}, ${JSON.stringify(argv)}, {stdio: 'inherit'}); process.exit(r.status ?? 1)`
+  return node(['-e', shim], {...options, env: {FAKETIME_DISABLE_SHM: '1', ...options.env}})
+}
+
+interface Finding {
+  record: string
+  file: string
+  field: string
+  message: string
+}
+
+interface Report {
+  ok: boolean
+  problems: Finding[]
+  notes: Finding[]
+}
+
+describe('a clock set back and a run creation stopped half way: ids in order, pipe audit verify says so', function () {
+  this.timeout(120000)
+  let dir: string
+  let cleanup: () => Promise<void>
+  beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-clock-')))
+  afterEach(async () => cleanup())
+
+  const audit = async (): Promise<Report> => {
+    const result = await pipe(['audit', 'verify', '--json'], {cwd: dir})
+    expect(result.code, result.stdout + result.stderr).to.equal(0)
+    return json<Report>(result)
+  }
+
+  it('a run made after the clock went back a day gets an id after the earlier ones, and the audit notes the run index and a review running backwards', async () => {
+    const later = await pipeAt('2031-07-10 12:00:00', ['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir})
+    expect(later.code, later.stderr).to.equal(10)
+    const first = json<{run_id: string}>(later).run_id
+    expect(first).to.equal('R-20310710-0001')
+    // The clock is set back a day: the review of the spec compiled "tomorrow", and a new run.
+    const review = await pipeAt('2031-07-09 12:00:00', ['review', first, '--decision', 'go', '--json'], {cwd: dir})
+    expect(review.code, review.stdout + review.stderr).to.equal(0)
+    const earlier = await pipeAt('2031-07-09 12:30:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
+    expect(earlier.code, earlier.stderr).to.equal(0)
+    const second = json<{run_id: string}>(earlier).run_id
+    expect(second, 'never an id that sorts before one allocated earlier').to.equal('R-20310710-0002')
+    const list = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
+    expect(list.runs.map((r) => r.run_id).sort()).to.deep.equal([first, second])
+
+    const report = await audit()
+    expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
+    const backwards = report.notes.filter((n) => /time runs backwards/.test(n.message))
+    const index = backwards.find((n) => n.record === second)
+    expect(index, JSON.stringify(report.notes)).to.not.equal(undefined)
+    expect(index!.message).to.include(first)
+    expect(index!.message).to.include('the run index')
+    const timeline = backwards.find((n) => n.record.startsWith(`${first} review_given`))
+    expect(timeline, JSON.stringify(report.notes)).to.not.equal(undefined)
+    expect(timeline!.message).to.match(/2031-07-09T12:00/)
+    expect(timeline!.message).to.match(/2031-07-10T12:0/)
+  })
+
+  it('a run stopped after its feature was recorded and before its run was: the audit names the feature no run names', async () => {
+    const made = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
+    expect(made.code, made.stderr).to.equal(0)
+    const killed = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go'], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'feature-recorded'}})
+    expect(killed.signal, killed.stderr).to.equal('SIGKILL')
+    const report = await audit()
+    expect(report.ok).to.equal(true)
+    const orphans = report.notes.filter((n) => /no run names this feature/.test(n.message))
+    const named = json<{runs: Array<{feature_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir})).runs.map((r) => r.feature_id)
+    expect(named).to.have.length(1)
+    expect(orphans.map((n) => n.record)).to.deep.equal([named[0]!.replace(/-001$/, '-002')])
+    expect(orphans[0]!.message).to.match(/pipe run --feature/)
+  })
+})
+
+describe('on a PostgreSQL store: a run creation stopped after its feature, and a clock set back', function () {
+  this.timeout(120000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  let url: string
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-clock-pg-'))
+    url = cluster.url(await cluster.createDatabase())
+  })
+  afterEach(async () => cleanup())
+
+  it('names the feature no run names, numbers a run made a day back after the later one, and notes the run index running backwards', async () => {
+    const later = await pipeAt('2031-07-10 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+    expect(later.code, later.stderr).to.equal(0)
+    const killed = await pipe(['run', defaultPipeline, '--input', prd, '--store', url], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'feature-recorded'}})
+    expect(killed.signal, killed.stderr).to.equal('SIGKILL')
+    const earlier = await pipeAt('2031-07-09 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+    expect(earlier.code, earlier.stderr).to.equal(0)
+    expect([json<{run_id: string}>(later).run_id, json<{run_id: string}>(earlier).run_id]).to.deep.equal(['R-20310710-0001', 'R-20310710-0002'])
+    const result = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
+    expect(result.code, result.stdout + result.stderr).to.equal(0)
+    const report = json<Report>(result)
+    // The killed run's clock is the machine's: its feature is the one the two runs do not name.
+    const named = json<{runs: Array<{feature_id: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir})).runs.map((r) => r.feature_id)
+    const orphans = report.notes.filter((n) => /no run names this feature/.test(n.message)).map((n) => n.record)
+    expect(orphans).to.have.length(1)
+    expect(named).to.have.length(2).and.not.include(orphans[0])
+    const backwards = report.notes.find((n) => n.record === 'R-20310710-0002' && /time runs backwards in the run index/.test(n.message))
+    expect(backwards, JSON.stringify(report.notes)).to.not.equal(undefined)
+  })
+})

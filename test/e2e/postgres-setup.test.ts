@@ -1,0 +1,90 @@
+/**
+ * A PostgreSQL store URL or role that is wrong reads as E_CONFIG with what to fix, never as a bug in
+ * pipe (E_INTERNAL) or as damage (E_INTEGRITY): a URL that does not parse, a port out of range, a %
+ * that starts no escape, sslmode=require against a server without SSL, a search_path naming a schema
+ * that does not exist, and a role that may INSERT but not UPDATE (which must leave no run stuck
+ * `running`). A real cluster (test/helpers/postgres.ts).
+ */
+import {expect} from 'chai'
+import path from 'node:path'
+import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+
+const prd = path.join(examples, 'full-prd.md')
+
+interface SetUpError {
+  code: string
+  message: string
+  hint: string
+}
+
+const setUpError = (result: CliResult): SetUpError => {
+  expect(result.code, result.stdout + result.stderr).to.equal(2)
+  return json<{error: SetUpError}>(result).error
+}
+
+describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function () {
+  this.timeout(120000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  let db: string
+  before(async () => (cluster = await startCluster()))
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-pg-setup-'))
+    db = await cluster.createDatabase()
+  })
+  afterEach(async () => cleanup())
+
+  const list = (store: string): Promise<CliResult> => pipe(['runs', 'list', '--json', '--store', store], {cwd: dir})
+
+  it('a URL that does not parse (an unclosed IPv6 bracket, a port past 65535, a stray %): E_CONFIG naming the part, the password never shown', async () => {
+    const cases: Array<[string, RegExp]> = [
+      [`postgres://postgres:Se%63ret-1@[::1:${cluster.port}/${db}`, /not a valid URL/],
+      [`postgres://postgres:Secret-1@127.0.0.1:99999/${db}`, /port 99999/],
+      [`postgres://postgres:Secret-1@127.0.0.1:${cluster.port}/${db}%a`, /%/],
+      [`postgres://postgres:Secret-1@127.0.0.1:${cluster.port}/${db}%`, /%/],
+    ]
+    for (const [url, what] of cases) {
+      const result = await list(url)
+      const error = setUpError(result)
+      expect(error.code, url).to.equal('E_CONFIG')
+      expect(error.message, url).to.match(what)
+      expect(error.hint, url).to.match(/USER@HOST:PORT\/DATABASE/)
+      expect(result.stdout + result.stderr, url).to.not.match(/Secret-1|Se%63ret/)
+    }
+  })
+
+  it('sslmode=require against a server without SSL: E_CONFIG saying the server does not accept SSL', async () => {
+    const error = setUpError(await list(`${cluster.url(db)}?sslmode=require`))
+    expect(error.code).to.equal('E_CONFIG')
+    expect(error.message).to.match(/SSL/)
+    expect(error.hint).to.match(/sslmode/)
+  })
+
+  it('a search_path naming a schema that does not exist: E_CONFIG saying to create it, not damage', async () => {
+    const url = `${cluster.url(db)}?options=-c%20search_path%3Dno_such_schema`
+    const error = setUpError(await list(url))
+    expect(error.code).to.equal('E_CONFIG')
+    expect(error.hint).to.match(/CREATE SCHEMA/)
+    // The hint's fix works.
+    await cluster.sql(db, 'CREATE SCHEMA no_such_schema')
+    const fixed = await list(url)
+    expect(fixed.code, fixed.stderr).to.equal(0)
+  })
+
+  it('a role that may INSERT but not UPDATE: pipe run is E_CONFIG naming the missing privilege, and no run is left running', async () => {
+    const role = `inserter_${db}`
+    await cluster.sql('postgres', `CREATE ROLE ${role} LOGIN`)
+    await cluster.sql(db, `GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO ${role}`)
+    const asRole = `postgres://${role}@127.0.0.1:${cluster.port}/${db}`
+    const result = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', asRole, '--json'], {cwd: dir})
+    const error = setUpError(result)
+    expect(error.code).to.equal('E_CONFIG')
+    expect(error.message).to.match(/UPDATE on pipe_runs/)
+    expect(error.hint).to.match(/GRANT/)
+    expect(await cluster.sql(db, "SELECT run_id FROM pipe_runs WHERE body::jsonb->>'status' = 'running'")).to.deep.equal([])
+    expect(await cluster.sql(db, 'SELECT id FROM pipe_features')).to.deep.equal([])
+  })
+})
