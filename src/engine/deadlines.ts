@@ -7,12 +7,7 @@
  * Deadlines are on the monotonic clock, as a timer is: a wall clock set back (NTP, a resumed VM)
  * must not push a step's timeout out by as much.
  */
-
-/** Milliseconds on the monotonic clock. (performance.now() loads perf_hooks, a dozen modules, in every run.) */
-function now(): number {
-  const [seconds, nanoseconds] = process.hrtime()
-  return seconds * 1000 + nanoseconds / 1e6
-}
+import {monotonicMs as now} from '../util/monotonic.js'
 
 interface Deadline {
   at: number

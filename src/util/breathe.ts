@@ -8,6 +8,7 @@
  * and the loop handles what came in (a SIGTERM's handler runs before the immediate: libuv polls
  * for signals first).
  */
+import {monotonicMs} from './monotonic.js'
 
 /** Busy time between two turns of the loop: short enough for Ctrl-C to feel immediate, long enough that a run of slow steps never pays for it. */
 const BUDGET_MS = 20
@@ -17,7 +18,7 @@ const BUDGET_MS = 20
  */
 const PASSES = 4
 
-let since = performance.now()
+let since = monotonicMs()
 let passes = 0
 let turn: Promise<void> | undefined
 
@@ -28,14 +29,14 @@ export async function breathe(): Promise<void> {
       await turn
       continue
     }
-    if (passes < PASSES && performance.now() - since < BUDGET_MS) {
+    if (passes < PASSES && monotonicMs() - since < BUDGET_MS) {
       passes++
       return
     }
     turn = new Promise<void>((resolve) =>
       setImmediate(() => {
         turn = undefined
-        since = performance.now()
+        since = monotonicMs()
         passes = 0
         resolve()
       }),

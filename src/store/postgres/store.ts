@@ -288,19 +288,31 @@ export class PostgresStore extends PostgresRecords implements RunStore {
    * (../vouch.ts): called before anything of a run is executed or sealed again.
    */
   async vouch(runId: string): Promise<void> {
-    const rows = await this.query<{body: string; workspace_id: string | null; workspace_root: string | null; workspace_sub: string | null}>(
+    // One statement, so one snapshot: the record, its index line and its timeline read apart could
+    // straddle another process's commit (a person's answer, a holder's step) and read as a forgery.
+    const rows = await this.query<{
+      body: string
+      workspace_id: string | null
+      workspace_root: string | null
+      workspace_sub: string | null
+      index_line: string | null
+      events: Array<{n: number; line: string}>
+    }>(
       `cannot read run ${runId}`,
-      'SELECT body, workspace_id, workspace_root, workspace_sub FROM pipe_runs WHERE run_id = $1',
+      `SELECT r.body, r.workspace_id, r.workspace_root, r.workspace_sub,
+              (SELECT i.line FROM pipe_run_index i WHERE i.run_id = r.run_id) AS index_line,
+              (SELECT coalesce(json_agg(json_build_object('n', e.n, 'line', e.line) ORDER BY e.n), '[]'::json)
+                 FROM pipe_events e WHERE e.run_id = r.run_id) AS events
+         FROM pipe_runs r WHERE r.run_id = $1`,
       [runId],
     )
     const row = rows[0]
     if (!row) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
     const record = parseRow<RunRecord>('run', row.body, `the run record of ${runId}`, `pipe_runs(${runId})`)
-    const index = await this.query<{line: string}>(`cannot read run ${runId}`, 'SELECT line FROM pipe_run_index WHERE run_id = $1', [runId])
     const findings = vouchFindings({
       record,
-      events: await this.readEvents(runId),
-      indexLine: index[0] ? (JSON.parse(index[0].line) as Plain) : null,
+      events: timelineOf(runId, row.events),
+      indexLine: row.index_line === null ? null : (JSON.parse(row.index_line) as Plain),
       workspace: row.workspace_id === null ? null : {id: row.workspace_id, root: row.workspace_root ?? '', sub: row.workspace_sub ?? ''},
       key: auditKey(),
     })
@@ -377,15 +389,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       'SELECT n, line FROM pipe_events WHERE run_id = $1 ORDER BY n',
       [runId],
     )
-    return rows.map((r) => {
-      try {
-        return JSON.parse(r.line) as RunEvent
-      } catch {
-        throw new PipeError('E_INTEGRITY', `line ${r.n} of the timeline of ${runId} is not valid JSON (pipe_events)`, {
-          hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
-        })
-      }
-    })
+    return timelineOf(runId, rows)
   }
 
   async acquireRun(runId: string): Promise<Release> {
@@ -486,4 +490,17 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   audit(runId?: string, kinds?: AuditKinds): Promise<AuditReport> {
     return auditPostgres(this, runId, kinds)
   }
+}
+
+/** A run's timeline lines (in order) as events; a line that is not JSON was changed outside pipe. */
+function timelineOf(runId: string, rows: ReadonlyArray<{n: number; line: string}>): RunEvent[] {
+  return rows.map((r) => {
+    try {
+      return JSON.parse(r.line) as RunEvent
+    } catch {
+      throw new PipeError('E_INTEGRITY', `line ${r.n} of the timeline of ${runId} is not valid JSON (pipe_events)`, {
+        hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
+      })
+    }
+  })
 }
