@@ -9,6 +9,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {compareIds} from '../../src/store/ids.js'
 
 const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
 const prd = path.join(examples, 'full-prd.md')
@@ -32,6 +33,18 @@ interface Report {
   ok: boolean
   problems: Finding[]
   notes: Finding[]
+}
+
+/** The spec versions runs wrote, in the order their steps wrote them (run after run). */
+async function versionsWritten(runIds: string[], cwd: string, store: string[] = []): Promise<string[]> {
+  const out: string[] = []
+  for (const runId of runIds) {
+    const shown = await pipe(['snapshot', 'show', runId, '--json', ...store], {cwd})
+    expect(shown.code, shown.stderr).to.equal(0)
+    for (const snapshot of json<Array<{step: {seq: number}; spec_version_out: string | null}>>(shown).sort((a, b) => a.step.seq - b.step.seq))
+      if (snapshot.spec_version_out) out.push(snapshot.spec_version_out)
+  }
+  return out
 }
 
 describe('a clock set back and a run creation stopped half way: ids in order, pipe audit verify says so', function () {
@@ -61,6 +74,17 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     expect(second, 'never an id that sorts before one allocated earlier').to.equal('R-20310710-0002')
     const list = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
     expect(list.runs.map((r) => r.run_id).sort()).to.deep.equal([first, second])
+    // Spec versions too: those written with the clock a day back come after the later ones.
+    const versions = await versionsWritten([first, second], dir)
+    expect(versions.length, JSON.stringify(versions)).to.be.greaterThan(2)
+    expect(versions, 'versions numbered in allocation order').to.deep.equal([...versions].sort(compareIds))
+    expect(new Set(versions).size).to.equal(versions.length)
+    expect(
+      versions.every((v) => v.startsWith('S-20310710-')),
+      JSON.stringify(versions),
+    ).to.equal(true)
+    const specs = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
+    expect(specs.specs.map((s) => s.spec_version)).to.deep.equal([...versions].reverse())
 
     const report = await audit()
     expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
@@ -112,6 +136,13 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
     const earlier = await pipeAt('2031-07-09 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
     expect(earlier.code, earlier.stderr).to.equal(0)
     expect([json<{run_id: string}>(later).run_id, json<{run_id: string}>(earlier).run_id]).to.deep.equal(['R-20310710-0001', 'R-20310710-0002'])
+    const versions = await versionsWritten(['R-20310710-0001', 'R-20310710-0002'], dir, ['--store', url])
+    expect(versions.length, JSON.stringify(versions)).to.be.greaterThan(2)
+    expect(versions, 'versions numbered in allocation order').to.deep.equal([...versions].sort(compareIds))
+    expect(
+      versions.every((v) => v.startsWith('S-20310710-')),
+      JSON.stringify(versions),
+    ).to.equal(true)
     const result = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
     expect(result.code, result.stdout + result.stderr).to.equal(0)
     const report = json<Report>(result)
