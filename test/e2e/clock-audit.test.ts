@@ -6,6 +6,7 @@
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
+import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
@@ -97,6 +98,37 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     expect(timeline, JSON.stringify(report.notes)).to.not.equal(undefined)
     expect(timeline!.message).to.match(/2031-07-09T12:00/)
     expect(timeline!.message).to.match(/2031-07-10T12:0/)
+  })
+
+  it('a commit killed after writing a version numbered in a later day than its clock: resume finishes it with that version', async () => {
+    const later = await pipeAt('2031-07-10 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
+    expect(later.code, later.stderr).to.equal(0)
+    const killed = await pipeAt('2031-07-09 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go'], {
+      cwd: dir,
+      env: {PIPE_FAULT_KILL_AT: 'spec-written:compile'},
+    })
+    // Through faketime the kill reads as a failed exit, not a signal.
+    expect(killed.code, killed.stdout + killed.stderr).to.not.equal(0)
+    const second = 'R-20310710-0002'
+    const logged = (await readFile(path.join(dir, '.pipe', 'runs', second, 'commits.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as {spec: {candidate?: string} | null}).spec?.candidate)
+      .filter((v): v is string => v !== undefined)
+    expect(logged, 'the killed commit named a version of the later day').to.have.length(1)
+    expect(logged[0]).to.match(/^S-20310710-/)
+    expect(existsSync(path.join(dir, '.pipe', 'specs', `${logged[0]}.json`)), 'killed after the version was written').to.equal(true)
+    const resumed = await pipeAt('2031-07-09 12:30:00', ['resume', second, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stdout + resumed.stderr).to.equal(0)
+    // Finished with the version the killed process wrote: no number skipped, none written twice.
+    const versions = await versionsWritten([json<{run_id: string}>(later).run_id, second], dir)
+    expect(versions).to.include(logged[0])
+    expect(versions).to.deep.equal(versions.map((_, i) => `S-20310710-${String(i + 1).padStart(4, '0')}`))
+    const specs = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
+    expect(specs.specs.map((s) => s.spec_version)).to.deep.equal([...versions].reverse())
+    const report = await audit()
+    expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
+    expect(report.notes.filter((n) => /interrupted/.test(n.message))).to.deep.equal([])
   })
 
   it('a run stopped after its feature was recorded and before its run was: the audit names the feature no run names', async () => {
