@@ -48,6 +48,17 @@ async function versionsWritten(runIds: string[], cwd: string, store: string[] = 
   return out
 }
 
+/** Two runs, the second with the clock set back across a new year: their features, in creation order. */
+async function featuresAcrossNewYear(cwd: string, store: string[] = []): Promise<string[]> {
+  const features: string[] = []
+  for (const at of ['2032-01-01 00:30:00', '2031-12-31 23:30:00']) {
+    const made = await pipeAt(at, ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json', ...store], {cwd})
+    expect(made.code, made.stderr).to.equal(0)
+    features.push(json<{feature_id: string}>(made).feature_id)
+  }
+  return features
+}
+
 describe('a clock set back and a run creation stopped half way: ids in order, pipe audit verify says so', function () {
   this.timeout(120000)
   let dir: string
@@ -131,6 +142,10 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     expect(report.notes.filter((n) => /interrupted/.test(n.message))).to.deep.equal([])
   })
 
+  it('a feature made with the clock set back into the year before is numbered in the later year', async () => {
+    expect(await featuresAcrossNewYear(dir)).to.deep.equal(['F-2032-001', 'F-2032-002'])
+  })
+
   it('a run stopped after its feature was recorded and before its run was: the audit names the feature no run names', async () => {
     const made = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
     expect(made.code, made.stderr).to.equal(0)
@@ -185,5 +200,9 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
     expect(named).to.have.length(2).and.not.include(orphans[0])
     const backwards = report.notes.find((n) => n.record === 'R-20310710-0002' && /time runs backwards in the run index/.test(n.message))
     expect(backwards, JSON.stringify(report.notes)).to.not.equal(undefined)
+  })
+
+  it('numbers a feature made with the clock set back into the year before in the later year', async () => {
+    expect(await featuresAcrossNewYear(dir, ['--store', url])).to.deep.equal(['F-2032-001', 'F-2032-002'])
   })
 })
