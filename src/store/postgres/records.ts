@@ -156,7 +156,6 @@ export class PostgresRecords {
     }
   }
 
-  /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
   /**
    * The key (day, or year) a dated id is numbered in: never one before the latest already counted,
    * so that ids keep their order when the clock goes back (allocationDay in ../ids.ts).
@@ -169,6 +168,7 @@ export class PostgresRecords {
     return latestDay(rows[0]?.series ? [rows[0].series] : [], prefix, today)
   }
 
+  /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
   static async nextNumber(client: PoolClient, series: string): Promise<number> {
     const {rows} = await client.query<{n: string}>(
       'INSERT INTO pipe_counters (series, n) VALUES ($1, 1) ON CONFLICT (series) DO UPDATE SET n = pipe_counters.n + 1 RETURNING n',
