@@ -35,7 +35,7 @@ import {canonicalJson} from '../util/hash.js'
 import {appendCommit, deleteJournal, readCommitLog, readJournal} from './commit-log.js'
 import {evidenceText, writeEvidence} from './evidence.js'
 import {type FileLayout, type WriteIntent} from './files.js'
-import {dayKey, ID_PATTERNS, peekIds} from './ids.js'
+import {allocationDay, dayKey, ID_PATTERNS, idKey, peekIds} from './ids.js'
 import type {Runs} from './runs.js'
 import {writeSnapshot} from './snapshots.js'
 import {specText, writeSpec} from './specs.js'
@@ -74,7 +74,8 @@ export async function commitJournal(layout: FileLayout, journal: Journal, hook?:
     // Name every id before taking any, so one log line covers them all in the usual case.
     const needEvidence = journal.evidence.filter((item) => !item.candidate)
     if (needEvidence.length > 0) (await peekIds(layout.idsDir, 'E', '', needEvidence.length)).forEach((id, i) => (needEvidence[i]!.candidate = id))
-    if (journal.spec && !journal.spec.candidate) journal.spec.candidate = (await peekIds(layout.idsDir, 'S', dayKey(at), 1))[0]!
+    if (journal.spec && !journal.spec.candidate)
+      journal.spec.candidate = (await peekIds(layout.idsDir, 'S', await allocationDay(layout.idsDir, 'S', at), 1))[0]!
     await appendCommit(layout, runId, journal)
     if (hook) await hook(`journal-written:${step}`)
   }
@@ -152,9 +153,13 @@ function isJournal(value: unknown, runId: string): value is Journal {
   )
     return false
   if (!isObject(j.snapshot) || j.snapshot.run_id !== runId || !isObject(j.snapshot.step) || j.snapshot.step.seq !== j.seq) return false
-  // A version is numbered in the day its records are stamped with.
-  const day = new RegExp(`^S-${dayKey(new Date(j.recorded_at))}-\\d{4,}$`)
-  if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, day))) return false
+  // A version is numbered in the day its records are stamped with, or in a later one when the clock
+  // had gone back (allocationDay), never an earlier one. Whether that later day was counted is not
+  // asked: counters are hints a power failure may lose, and a line it leaves must still be finished.
+  const stamped = dayKey(new Date(j.recorded_at))
+  const dayOk = (candidate: unknown): boolean => typeof candidate !== 'string' || idKey(candidate) >= stamped
+  if (j.spec !== null && !(isObject(j.spec) && isObject(j.spec.draft) && candidateOk(j.spec.candidate, ID_PATTERNS.spec) && dayOk(j.spec.candidate)))
+    return false
   return (
     Array.isArray(j.evidence) &&
     j.evidence.every((item) => isObject(item) && isObject(item.draft) && typeof item.link === 'string' && candidateOk(item.candidate, ID_PATTERNS.evidence))

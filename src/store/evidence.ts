@@ -18,7 +18,7 @@ export async function writeEvidence(layout: FileLayout, draft: EvidenceDraft, no
   const id = await createSealed(
     layout.idsDir,
     'E',
-    '',
+    async () => '',
     (v) => layout.evidenceFile(v),
     (v) => built(v).text,
     intent,

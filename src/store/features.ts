@@ -3,11 +3,11 @@ import {createFileExclusive} from '../util/fs.js'
 import {readFile} from '../util/fs-async.js'
 import {faultPoint} from '../util/faults.js'
 import type {FileLayout} from './files.js'
-import {allocateId} from './ids.js'
+import {allocateId, allocationDay} from './ids.js'
 import {fileHash, sealRecord} from './integrity.js'
 
 export async function createFeature(layout: FileLayout, now: Date, title: string): Promise<string> {
-  const id = await allocateId(layout.idsDir, 'F', String(now.getUTCFullYear()), (id) =>
+  const id = await allocateId(layout.idsDir, 'F', await allocationDay(layout.idsDir, 'F', now), (id) =>
     createFileExclusive(layout.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`),
   )
   // Between the feature and its run: what pipe audit verify notes when a run creation stops here.

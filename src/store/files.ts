@@ -21,7 +21,7 @@ import {check, describeErrors} from '../schema/registry.js'
 import type {RunRecord} from '../types/run.js'
 import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../util/fs.js'
 import {readFile} from '../util/fs-async.js'
-import {allocateId, assertId, noteIdTaken} from './ids.js'
+import {allocateId, assertId, idKey, noteIdTaken} from './ids.js'
 import {isObject, notAnObject} from './shapes.js'
 import {readText} from './trail.js'
 
@@ -167,11 +167,15 @@ function damaged(text: string): boolean {
   }
 }
 
-/** Creates a write-once record under the next free id of a series, or finishes one a crash interrupted. */
+/**
+ * Creates a write-once record under the next free id of a series, or finishes one a crash
+ * interrupted. `key`: the key new ids are numbered in (allocationDay for versions), asked only when
+ * one is allocated; a candidate keeps the key it was numbered in.
+ */
 export async function createSealed(
   idsDir: string,
   prefix: 'S' | 'E',
-  key: string,
+  key: () => Promise<string>,
   file: (id: string) => string,
   build: (id: string) => string,
   intent: WriteIntent | undefined,
@@ -182,10 +186,10 @@ export async function createSealed(
     const id = intent.candidate
     const content = build(id)
     // The counter moves first, so that it never names less than what is written (newestSpecVersions).
-    await noteIdTaken(idsDir, prefix, key, id)
+    await noteIdTaken(idsDir, prefix, idKey(id), id)
     if (await writeOnce(file(id), content, {sync, repair: intent.repair === true})) return id
   }
-  return allocateId(idsDir, prefix, key, async (id) => {
+  return allocateId(idsDir, prefix, await key(), async (id) => {
     await intent?.onCandidate(id)
     return createFileExclusive(file(id), build(id), {sync})
   })

@@ -75,24 +75,39 @@ export function dayKey(date: Date): string {
 }
 
 /**
- * The day a day-counted id is numbered in: today, or the latest day the store already numbered
- * ids of the series in when the clock went back, so that an id never sorts before one allocated
- * earlier (ids order runs and versions; the times in records stay the clock's, and pipe audit
- * verify notes where they run backwards). The counters in `idsDir` are the state: one per day.
+ * The key (day, or year for features) a dated id is numbered in: today's, or the latest one the
+ * store already numbered ids of the series in when the clock went back, so that an id never sorts
+ * before one allocated earlier (ids order runs, versions and features; the times in records stay
+ * the clock's, and pipe audit verify notes where they run backwards). The counters in `idsDir` are
+ * the state: one per key.
  */
-export async function allocationDay(idsDir: string, prefix: 'R' | 'S', now: Date): Promise<string> {
-  return latestDay(await readdir(idsDir).catch(() => [] as string[]), prefix, dayKey(now))
+export async function allocationDay(idsDir: string, prefix: DatedPrefix, now: Date): Promise<string> {
+  return latestDay(await readdir(idsDir).catch(() => [] as string[]), prefix, todayKey(prefix, now))
 }
 
-/** max(today, the latest day among the counter names `names` of the series). */
-export function latestDay(names: Iterable<string>, prefix: 'R' | 'S', today: string): string {
+export type DatedPrefix = 'R' | 'S' | 'F'
+
+/** The key of `now` in a dated series: its day (R, S) or its year (F). */
+export function todayKey(prefix: DatedPrefix, now: Date): string {
+  return prefix === 'F' ? String(now.getUTCFullYear()) : dayKey(now)
+}
+
+/** max(today, the latest key among the counter names `names` of the series). */
+export function latestDay(names: Iterable<string>, prefix: DatedPrefix, today: string): string {
   let day = today
-  const pattern = new RegExp(`^${prefix}-(\\d{8})$`)
+  const pattern = new RegExp(`^${prefix}-(\\d{${today.length}})$`)
   for (const name of names) {
     const counted = pattern.exec(name)?.[1]
     if (counted !== undefined && counted > day) day = counted
   }
   return day
+}
+
+/** The key an id of a series was numbered in ('20261121' of S-20261121-0001, '' of E-0001). */
+export function idKey(id: string): string {
+  const first = id.indexOf('-')
+  const last = id.lastIndexOf('-')
+  return last > first ? id.slice(first + 1, last) : ''
 }
 
 export function formatId(prefix: 'R' | 'S' | 'F' | 'E', key: string, n: number): string {

@@ -8,7 +8,7 @@ import type {CanonicalSpec} from '../types/spec.js'
 import {createFileExclusive} from '../util/fs.js'
 import {readdir, readFile, stat} from '../util/fs-async.js'
 import {assertValid, builder, createSealed, wellFormed, type FileLayout, type WriteIntent, type WriteOptions} from './files.js'
-import {compareIds, dayKey, formatId, ID_PATTERNS, readCounter} from './ids.js'
+import {allocationDay, compareIds, dayKey, formatId, ID_PATTERNS, readCounter} from './ids.js'
 import {fileHash, sealSpec, verifySpec} from './integrity.js'
 import {isObject} from './shapes.js'
 import type {SpecDraft} from './types.js'
@@ -26,7 +26,7 @@ export async function writeSpec(layout: FileLayout, draft: SpecDraft, now: Date,
   const id = await createSealed(
     layout.idsDir,
     'S',
-    dayKey(now),
+    () => allocationDay(layout.idsDir, 'S', now),
     (v) => layout.specFile(v),
     (v) => built(v).text,
     intent,

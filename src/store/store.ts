@@ -26,7 +26,7 @@ import {commitJournal, recoverCommit, repairEndedRun, type Journal} from './comm
 import * as evidence from './evidence.js'
 import * as features from './features.js'
 import {FileLayout, type WriteIntent, type WriteOptions} from './files.js'
-import {dayKey, peekIds} from './ids.js'
+import {allocationDay, peekIds} from './ids.js'
 import {Ledger} from './ledger.js'
 import {Runs} from './runs.js'
 import * as snapshots from './snapshots.js'
@@ -240,8 +240,8 @@ export class Store extends FileLayout implements RunStore {
   }
 
   /** Likely next ids of a series, for a journal to name before it writes (see commit.ts). */
-  candidateIds(series: 'spec' | 'evidence', at: Date, count: number): Promise<string[]> {
-    return series === 'spec' ? peekIds(this.idsDir, 'S', dayKey(at), count) : peekIds(this.idsDir, 'E', '', count)
+  async candidateIds(series: 'spec' | 'evidence', at: Date, count: number): Promise<string[]> {
+    return series === 'spec' ? peekIds(this.idsDir, 'S', await allocationDay(this.idsDir, 'S', at), count) : peekIds(this.idsDir, 'E', '', count)
   }
 
   // Features

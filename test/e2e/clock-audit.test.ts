@@ -6,9 +6,11 @@
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
+import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {compareIds} from '../../src/store/ids.js'
 
 const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
 const prd = path.join(examples, 'full-prd.md')
@@ -32,6 +34,29 @@ interface Report {
   ok: boolean
   problems: Finding[]
   notes: Finding[]
+}
+
+/** The spec versions runs wrote, in the order their steps wrote them (run after run). */
+async function versionsWritten(runIds: string[], cwd: string, store: string[] = []): Promise<string[]> {
+  const out: string[] = []
+  for (const runId of runIds) {
+    const shown = await pipe(['snapshot', 'show', runId, '--json', ...store], {cwd})
+    expect(shown.code, shown.stderr).to.equal(0)
+    for (const snapshot of json<Array<{step: {seq: number}; spec_version_out: string | null}>>(shown).sort((a, b) => a.step.seq - b.step.seq))
+      if (snapshot.spec_version_out) out.push(snapshot.spec_version_out)
+  }
+  return out
+}
+
+/** Two runs, the second with the clock set back across a new year: their features, in creation order. */
+async function featuresAcrossNewYear(cwd: string, store: string[] = []): Promise<string[]> {
+  const features: string[] = []
+  for (const at of ['2032-01-01 00:30:00', '2031-12-31 23:30:00']) {
+    const made = await pipeAt(at, ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json', ...store], {cwd})
+    expect(made.code, made.stderr).to.equal(0)
+    features.push(json<{feature_id: string}>(made).feature_id)
+  }
+  return features
 }
 
 describe('a clock set back and a run creation stopped half way: ids in order, pipe audit verify says so', function () {
@@ -61,6 +86,17 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     expect(second, 'never an id that sorts before one allocated earlier').to.equal('R-20310710-0002')
     const list = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
     expect(list.runs.map((r) => r.run_id).sort()).to.deep.equal([first, second])
+    // Spec versions too: those written with the clock a day back come after the later ones.
+    const versions = await versionsWritten([first, second], dir)
+    expect(versions.length, JSON.stringify(versions)).to.be.greaterThan(2)
+    expect(versions, 'versions numbered in allocation order').to.deep.equal([...versions].sort(compareIds))
+    expect(new Set(versions).size).to.equal(versions.length)
+    expect(
+      versions.every((v) => v.startsWith('S-20310710-')),
+      JSON.stringify(versions),
+    ).to.equal(true)
+    const specs = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
+    expect(specs.specs.map((s) => s.spec_version)).to.deep.equal([...versions].reverse())
 
     const report = await audit()
     expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
@@ -73,6 +109,41 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     expect(timeline, JSON.stringify(report.notes)).to.not.equal(undefined)
     expect(timeline!.message).to.match(/2031-07-09T12:00/)
     expect(timeline!.message).to.match(/2031-07-10T12:0/)
+  })
+
+  it('a commit killed after writing a version numbered in a later day than its clock: resume finishes it with that version', async () => {
+    const later = await pipeAt('2031-07-10 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
+    expect(later.code, later.stderr).to.equal(0)
+    const killed = await pipeAt('2031-07-09 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go'], {
+      cwd: dir,
+      env: {PIPE_FAULT_KILL_AT: 'spec-written:compile'},
+    })
+    // Through faketime the kill reads as a failed exit, not a signal.
+    expect(killed.code, killed.stdout + killed.stderr).to.not.equal(0)
+    const second = 'R-20310710-0002'
+    const logged = (await readFile(path.join(dir, '.pipe', 'runs', second, 'commits.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as {spec: {candidate?: string} | null}).spec?.candidate)
+      .filter((v): v is string => v !== undefined)
+    expect(logged, 'the killed commit named a version of the later day').to.have.length(1)
+    expect(logged[0]).to.match(/^S-20310710-/)
+    expect(existsSync(path.join(dir, '.pipe', 'specs', `${logged[0]}.json`)), 'killed after the version was written').to.equal(true)
+    const resumed = await pipeAt('2031-07-09 12:30:00', ['resume', second, '--json'], {cwd: dir})
+    expect(resumed.code, resumed.stdout + resumed.stderr).to.equal(0)
+    // Finished with the version the killed process wrote: no number skipped, none written twice.
+    const versions = await versionsWritten([json<{run_id: string}>(later).run_id, second], dir)
+    expect(versions).to.include(logged[0])
+    expect(versions).to.deep.equal(versions.map((_, i) => `S-20310710-${String(i + 1).padStart(4, '0')}`))
+    const specs = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
+    expect(specs.specs.map((s) => s.spec_version)).to.deep.equal([...versions].reverse())
+    const report = await audit()
+    expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
+    expect(report.notes.filter((n) => /interrupted/.test(n.message))).to.deep.equal([])
+  })
+
+  it('a feature made with the clock set back into the year before is numbered in the later year', async () => {
+    expect(await featuresAcrossNewYear(dir)).to.deep.equal(['F-2032-001', 'F-2032-002'])
   })
 
   it('a run stopped after its feature was recorded and before its run was: the audit names the feature no run names', async () => {
@@ -112,6 +183,13 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
     const earlier = await pipeAt('2031-07-09 12:00:00', ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
     expect(earlier.code, earlier.stderr).to.equal(0)
     expect([json<{run_id: string}>(later).run_id, json<{run_id: string}>(earlier).run_id]).to.deep.equal(['R-20310710-0001', 'R-20310710-0002'])
+    const versions = await versionsWritten(['R-20310710-0001', 'R-20310710-0002'], dir, ['--store', url])
+    expect(versions.length, JSON.stringify(versions)).to.be.greaterThan(2)
+    expect(versions, 'versions numbered in allocation order').to.deep.equal([...versions].sort(compareIds))
+    expect(
+      versions.every((v) => v.startsWith('S-20310710-')),
+      JSON.stringify(versions),
+    ).to.equal(true)
     const result = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
     expect(result.code, result.stdout + result.stderr).to.equal(0)
     const report = json<Report>(result)
@@ -122,5 +200,9 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
     expect(named).to.have.length(2).and.not.include(orphans[0])
     const backwards = report.notes.find((n) => n.record === 'R-20310710-0002' && /time runs backwards in the run index/.test(n.message))
     expect(backwards, JSON.stringify(report.notes)).to.not.equal(undefined)
+  })
+
+  it('numbers a feature made with the clock set back into the year before in the later year', async () => {
+    expect(await featuresAcrossNewYear(dir, ['--store', url])).to.deep.equal(['F-2032-001', 'F-2032-002'])
   })
 })

@@ -12,7 +12,7 @@ import type {CanonicalSpec} from '../../types/spec.js'
 import {canonicalJson, sha256} from '../../util/hash.js'
 import {evidenceText} from '../evidence.js'
 import {assertValid} from '../files.js'
-import {dayKey, formatId} from '../ids.js'
+import {formatId} from '../ids.js'
 import {fileHash, runRecordSealer, sealSnapshot} from '../integrity.js'
 import {specText} from '../specs.js'
 import type {CommitHook, Committed, StepCommit} from '../types.js'
@@ -47,7 +47,7 @@ export async function writeStepCommit(client: PoolClient, record: RunRecord, com
   }
   let spec: CanonicalSpec | null = null
   if (commit.spec) {
-    const day = dayKey(at)
+    const day = await PostgresRecords.allocationKey(client, 'S', at)
     const id = formatId('S', day, await PostgresRecords.nextNumber(client, `S-${day}`))
     const text = specText(commit.spec.draft, id)
     await client.query('INSERT INTO pipe_specs (version, body) VALUES ($1, $2)', [id, text])

@@ -9,7 +9,7 @@ import {faultPoint} from '../../util/faults.js'
 import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {assertValid} from '../files.js'
-import {compareIds, formatId} from '../ids.js'
+import {compareIds, formatId, latestDay, todayKey, type DatedPrefix} from '../ids.js'
 import {checkRecord, sealMessage, sealRecord, verifySpec} from '../integrity.js'
 import {safeUrl} from '../location.js'
 import {checkedSpec, parseRow} from './rows.js'
@@ -156,6 +156,18 @@ export class PostgresRecords {
     }
   }
 
+  /**
+   * The key (day, or year) a dated id is numbered in: never one before the latest already counted,
+   * so that ids keep their order when the clock goes back (allocationDay in ../ids.ts).
+   */
+  static async allocationKey(client: PoolClient, prefix: DatedPrefix, now: Date): Promise<string> {
+    const today = todayKey(prefix, now)
+    const {rows} = await client.query<{series: string | null}>('SELECT max(series) AS series FROM pipe_counters WHERE series ~ $1', [
+      `^${prefix}-[0-9]{${today.length}}$`,
+    ])
+    return latestDay(rows[0]?.series ? [rows[0].series] : [], prefix, today)
+  }
+
   /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
   static async nextNumber(client: PoolClient, series: string): Promise<number> {
     const {rows} = await client.query<{n: string}>(
@@ -213,7 +225,7 @@ export class PostgresRecords {
   async createFeature(now: Date, title: string): Promise<string> {
     await this.assertCanWrite()
     return this.tx('cannot register a feature', async (client) => {
-      const year = String(now.getUTCFullYear())
+      const year = await PostgresRecords.allocationKey(client, 'F', now)
       const id = formatId('F', year, await PostgresRecords.nextNumber(client, `F-${year}`))
       await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [
         id,

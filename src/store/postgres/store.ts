@@ -24,7 +24,7 @@ import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertValid} from '../files.js'
-import {compareIds, dayKey, formatId, latestDay} from '../ids.js'
+import {compareIds, formatId} from '../ids.js'
 import {auditKey, checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine, sealRecord} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
@@ -180,8 +180,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     }: {draft: RunDraft; now: Date; event: RunEvent; start?: Start | undefined; holder?: ReturnType<typeof holderOf> | null; workspace?: RunWorkspace},
   ): Promise<RunRecord> {
     // Never a day before the latest one numbered (a clock set back): ids keep their order (ids.ts).
-    const {rows: counted} = await client.query<{series: string | null}>("SELECT max(series) AS series FROM pipe_counters WHERE series ~ '^R-[0-9]{8}$'")
-    const day = latestDay(counted[0]?.series ? [counted[0].series] : [], 'R', dayKey(now))
+    const day = await PostgresRecords.allocationKey(client, 'R', now)
     const id = formatId('R', day, await PostgresStore.nextNumber(client, `R-${day}`))
     // The run index's own counter row orders creations, so its chain stays linear.
     const pos = await PostgresStore.nextNumber(client, 'run-index')
