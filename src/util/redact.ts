@@ -8,8 +8,9 @@ const known = new Set<string>()
 /**
  * The forms a secret takes in what a target or a tool echoes back: as it is, base64 (a Basic
  * Authorization header, a token in a config dump; with and without padding, and base64url),
- * URL-encoded (a query value, a redirect) and JSON-escaped (a body that quotes it). Each form is
- * redacted like the value itself.
+ * URL-encoded (a query value, a redirect), JSON-escaped (a body that quotes it), hex and a change of
+ * case. Each form is redacted like the value itself. A value a tool transforms otherwise (split,
+ * reversed, hashed) cannot be recognised.
  */
 function encodingsOf(value: string): string[] {
   let forms = encodings.get(value)
@@ -22,6 +23,11 @@ function encodingsOf(value: string): string[] {
       Buffer.from(value, 'utf8').toString('base64url'),
       encodeURIComponent(value),
       JSON.stringify(value).slice(1, -1),
+      // A tool that prints bytes (xxd -p, od, a digest's input dump) or shouts: hex either case, and the value upper- or lower-cased.
+      Buffer.from(value, 'utf8').toString('hex'),
+      Buffer.from(value, 'utf8').toString('hex').toUpperCase(),
+      value.toUpperCase(),
+      value.toLowerCase(),
       // As a page shows it (the view, pipe export --html).
       value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;'),
     ])
