@@ -23,6 +23,8 @@ function encodingsOf(value: string): string[] {
       Buffer.from(value, 'utf8').toString('base64url'),
       encodeURIComponent(value),
       JSON.stringify(value).slice(1, -1),
+      // JSON whose writer escapes slashes too (PHP's json_encode, many servers' echo of a URL).
+      JSON.stringify(value).slice(1, -1).replace(/\//g, '\\/'),
       // A tool that prints bytes (xxd -p, od, a digest's input dump) or shouts: hex either case, and the value upper- or lower-cased.
       Buffer.from(value, 'utf8').toString('hex'),
       Buffer.from(value, 'utf8').toString('hex').toUpperCase(),
