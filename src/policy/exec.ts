@@ -9,7 +9,7 @@ import {lstatSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {acquireLock} from '../util/lock.js'
-import {redact} from '../util/redact.js'
+import {redact, redactBetween} from '../util/redact.js'
 import type {LoadedPolicy} from './policy.js'
 import {assertCommand, assertEnv, assertPath} from './rules.js'
 import {resolveProgram, sandboxed, type SandboxRecord} from './sandbox.js'
@@ -61,10 +61,18 @@ export function commandEnv(extra: Record<string, string> = {}): Record<string, s
   return {...env, ...extra}
 }
 
+/**
+ * The bytes beyond each cut kept in view (not in the record) so that a secret the cut falls inside is
+ * redacted whole: a token, a URL, a key's base64, most of a private key block.
+ */
+const CUT_MARGIN = 4096
+
 /** Keeps the first and last halves of what a stream writes, never more than `limit` bytes. */
 class Capture {
   private readonly headChunks: Buffer[] = []
   private headBytes = 0
+  /** The first bytes after the head, and the tail with the bytes before it (CUT_MARGIN each). */
+  private afterHead = Buffer.alloc(0)
   private tailBuffer = Buffer.alloc(0)
   total = 0
 
@@ -80,15 +88,26 @@ class Capture {
       chunk = chunk.subarray(take.length)
     }
     if (chunk.length > 0) {
+      if (this.afterHead.length < CUT_MARGIN) this.afterHead = Buffer.concat([this.afterHead, chunk.subarray(0, CUT_MARGIN - this.afterHead.length)])
       const joined = Buffer.concat([this.tailBuffer, chunk])
-      this.tailBuffer = joined.subarray(Math.max(0, joined.length - (this.limit - half)))
+      this.tailBuffer = joined.subarray(Math.max(0, joined.length - (this.limit - half) - CUT_MARGIN))
     }
   }
 
   result(): CapturedStream {
     const head = Buffer.concat(this.headChunks)
-    const omitted = this.total - head.length - this.tailBuffer.length
-    return {head: redact(head.toString('utf8')), tail: redact(this.tailBuffer.toString('utf8')), omitted_bytes: omitted, total_bytes: this.total}
+    const tail = this.tailBuffer.subarray(Math.max(0, this.tailBuffer.length - (this.limit - Math.floor(this.limit / 2))))
+    let before = this.tailBuffer.subarray(0, this.tailBuffer.length - tail.length)
+    // Nothing dropped between the head and the tail: the head's end is what comes before the tail.
+    if (this.total - head.length === this.tailBuffer.length) before = Buffer.concat([head.subarray(-CUT_MARGIN), before])
+    const omitted = this.total - head.length - tail.length
+    const text = (bytes: Buffer): string => bytes.toString('utf8')
+    return {
+      head: redactBetween('', text(head), text(this.afterHead)),
+      tail: redactBetween(text(before), text(tail), ''),
+      omitted_bytes: omitted,
+      total_bytes: this.total,
+    }
   }
 }
 

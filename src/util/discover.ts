@@ -4,7 +4,7 @@
  * repository, at the filesystem root. So a command typed in a subfolder sees the store and the
  * policy of the project it is in.
  */
-import {lstatSync, readlinkSync, statSync, type Stats} from 'node:fs'
+import {lstatSync, readlinkSync, realpathSync, statSync, type Stats} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 
@@ -79,16 +79,46 @@ function refuseForeign(candidate: string, start: string, above: boolean): void {
         {owner_uid: info.uid, uid, ...(at === candidate ? {} : {target: at})},
       )
     }
-    if (info.uid !== uid) {
+    const refuse = (link: string, owner: number): never =>
       foreign(
         candidate,
-        `${at === candidate ? candidate : `${at} (on the way from ${candidate})`} is a symlink owned by another user (uid ${info.uid}, you are ${uid}) that leads to ${readlinkSync(at)}; pipe does not follow a link someone else could have planted`,
-        `Remove the link ${at}, or name the ${name} you mean with ${explicit}.`,
-        {link: at, owner_uid: info.uid, uid},
+        `${link === candidate ? candidate : `${link} (on the way from ${candidate})`} is a symlink owned by another user (uid ${owner}, you are ${uid}) that leads to ${readlinkSync(link)}; pipe does not follow a link someone else could have planted`,
+        `Remove the link ${link}, or name the ${name} you mean with ${explicit}.`,
+        {link, owner_uid: owner, uid},
       )
-    }
-    at = path.resolve(path.dirname(at), readlinkSync(at))
+    if (info.uid !== uid) refuse(at, info.uid)
+    // A folder link on the way (hop/policy.yaml) is judged too; root's own (a system's /tmp -> private/tmp) are the system's.
+    at = linkTarget(at, (link, owner) => {
+      if (owner !== uid && owner !== 0) refuse(link, owner)
+    })
   }
+}
+
+/**
+ * Where the symlink `link` leads, walked as the kernel walks it: each folder of its text in turn,
+ * `..` from the folder a link led to (not lexically), every folder link met handed to `judge` and
+ * followed. Its last part is not followed: the caller judges it as a link of its own.
+ */
+function linkTarget(link: string, judge: (link: string, owner: number) => void, depth = 0): string {
+  const text = readlinkSync(link)
+  let dir = path.isAbsolute(text) ? path.parse(text).root : realpathSync(path.dirname(link))
+  const parts = text.split(path.sep).filter((p) => p !== '' && p !== '.')
+  const last = parts.pop() ?? '.'
+  for (const part of parts) {
+    if (part === '..') {
+      dir = path.dirname(dir)
+      continue
+    }
+    let next = path.join(dir, part)
+    for (let hops = 0; depth < 40 && hops < 40; hops++) {
+      const info = lstatSync(next, {throwIfNoEntry: false})
+      if (!info?.isSymbolicLink()) break
+      judge(next, info.uid)
+      next = linkTarget(next, judge, depth + 1)
+    }
+    dir = next
+  }
+  return last === '..' ? path.dirname(dir) : path.join(dir, last)
 }
 
 /**

@@ -90,6 +90,20 @@ export function readWhole(file: string, max: number): Buffer | undefined {
   })
 }
 
+/** The longest file name Linux file systems take (NAME_MAX, bytes): a temp name beside a file whose name is near it must fit too. */
+const TEMP_NAME_MAX = 255
+
+/** `name` cut to at most `bytes` UTF-8 bytes, never inside a character. */
+function fitName(name: string, bytes: number): string {
+  if (Buffer.byteLength(name) <= bytes) return name
+  let out = ''
+  for (const char of name) {
+    if (Buffer.byteLength(out + char) > bytes) break
+    out += char
+  }
+  return out
+}
+
 /** Temp names of this process: a random start, then counted (the pid in the name keeps processes apart). */
 let tempCounter: number | undefined
 
@@ -97,7 +111,8 @@ function tempName(file: string): string {
   tempCounter = ((tempCounter ?? randomBytes(4).readUInt32BE(0)) + 1) >>> 0
   // path.join(dirname, '.' + basename) by slicing: the file's own spelling is kept, which is all a temp beside it needs.
   const cut = file.lastIndexOf(path.sep) + 1
-  return `${file.slice(0, cut)}.${file.slice(cut)}.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`
+  const suffix = `.${process.pid}.${tempCounter.toString(16).padStart(8, '0')}.tmp`
+  return `${file.slice(0, cut)}.${fitName(file.slice(cut), TEMP_NAME_MAX - 1 - suffix.length)}${suffix}`
 }
 
 /**

@@ -32,6 +32,9 @@ export interface LinkMet {
 /** What a caller says when a symlink is met: each says it in its own words (a write step, a publish target). */
 export type OnLink = (link: LinkMet) => never
 
+/** The longest file or folder name Linux file systems take, in bytes (NAME_MAX). */
+const NAME_MAX = 255
+
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
 
 /** An open folder below a root, reached without following any symlink. */
@@ -60,6 +63,16 @@ export function relativeParts(relative: string): string[] {
   const parts = relative.split(path.sep === '\\' ? /[\\/]/ : '/').filter((p) => p !== '' && p !== '.')
   if (path.isAbsolute(relative) || parts.includes('..'))
     throw new PipeError('E_INTERNAL', `contained write of "${relative}": the path must be relative and stay below its root`)
+  const long = parts.find((p) => Buffer.byteLength(p) > NAME_MAX)
+  if (long !== undefined)
+    throw new PipeError(
+      'E_INVALID_ARGS',
+      `"${relative}" holds a name of ${Buffer.byteLength(long)} bytes, longer than the file system allows (${NAME_MAX} bytes)`,
+      {
+        hint: 'Shorten that file or folder name.',
+        details: {path: relative},
+      },
+    )
   return parts
 }
 

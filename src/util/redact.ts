@@ -8,8 +8,9 @@ const known = new Set<string>()
 /**
  * The forms a secret takes in what a target or a tool echoes back: as it is, base64 (a Basic
  * Authorization header, a token in a config dump; with and without padding, and base64url),
- * URL-encoded (a query value, a redirect) and JSON-escaped (a body that quotes it). Each form is
- * redacted like the value itself.
+ * URL-encoded (a query value, a redirect), JSON-escaped (a body that quotes it), hex and a change of
+ * case. Each form is redacted like the value itself. A value a tool transforms otherwise (split,
+ * reversed, hashed) cannot be recognised.
  */
 function encodingsOf(value: string): string[] {
   let forms = encodings.get(value)
@@ -22,6 +23,13 @@ function encodingsOf(value: string): string[] {
       Buffer.from(value, 'utf8').toString('base64url'),
       encodeURIComponent(value),
       JSON.stringify(value).slice(1, -1),
+      // JSON whose writer escapes slashes too (PHP's json_encode, many servers' echo of a URL).
+      JSON.stringify(value).slice(1, -1).replace(/\//g, '\\/'),
+      // A tool that prints bytes (xxd -p, od, a digest's input dump) or shouts: hex either case, and the value upper- or lower-cased.
+      Buffer.from(value, 'utf8').toString('hex'),
+      Buffer.from(value, 'utf8').toString('hex').toUpperCase(),
+      value.toUpperCase(),
+      value.toLowerCase(),
       // As a page shows it (the view, pipe export --html).
       value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;'),
     ])
@@ -230,31 +238,54 @@ export function redactInPlace(record: Record<string, unknown>): void {
 }
 
 export function redact(text: string, secrets: readonly string[] = secretValues()): string {
+  return redactAs(text, secrets, () => '[REDACTED]')
+}
+
+/** What masks a secret while positions must hold (redactBetween): a noncharacter, one per character hidden. */
+const MASK = '\uffff'
+
+/**
+ * `text` redacted as the part of `before + text + after` it is: what was cut off on either side (a
+ * command's output kept as its head and its tail) is in view, so a secret across either edge is
+ * redacted too, however little of it lies inside.
+ */
+export function redactBetween(before: string, text: string, after: string): string {
+  const masked = redactAs(before + text + after, secretValues(), (n) => MASK.repeat(Math.max(0, n)))
+  return masked.slice(before.length, before.length + text.length).replace(/\uffff+/g, '[REDACTED]')
+}
+
+/** `hide(n)` stands for each n characters hidden: '[REDACTED]', or as many masks (redactBetween). */
+function redactAs(text: string, secrets: readonly string[], hide: (hidden: number) => string): string {
   let out = text
-  for (const value of secrets) if (out.includes(value)) out = out.split(value).join('[REDACTED]')
+  for (const value of secrets) if (out.includes(value)) out = out.split(value).join(hide(value.length))
   if (!MAYBE_SHAPED.test(out)) return out
+  const whole = (m: string): string => hide(m.length)
+  const after = (m: string, kept: string): string => kept + hide(m.length - kept.length)
   return (
     out
       // Also as JSON or a quoted header dump: "Authorization": "Basic ...".
-      .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+|basic\s+)?[^\s"',}\\]+/gi, '$1$2[REDACTED]')
-      .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, '[REDACTED]')
+      .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+|basic\s+)?[^\s"',}\\]+/gi, (m, a: string, b: string | undefined) => after(m, a + (b ?? '')))
+      .replace(/\bsk-[A-Za-z0-9_-]{16,}\b/g, whole)
       // Credentials with a shape of their own, wherever they appear (a file shown to a model, a commit
       // message, a command's output): GitHub, GitLab, AWS access key ids, Slack, Google API keys, and a
       // private key block whole.
-      .replace(/\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,})\b/g, '[REDACTED]')
-      .replace(/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, '[REDACTED]')
-      .replace(/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, '[REDACTED]')
-      .replace(/\bAIza[0-9A-Za-z_-]{35}\b/g, '[REDACTED]')
-      .replace(/-----BEGIN ([A-Z ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|$)/g, '-----BEGIN $1PRIVATE KEY----- [REDACTED]')
+      .replace(/\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,})\b/g, whole)
+      .replace(/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, whole)
+      .replace(/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, whole)
+      .replace(/\bAIza[0-9A-Za-z_-]{35}\b/g, whole)
+      .replace(/-----BEGIN ([A-Z ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|$)/g, (m, kind: string) => {
+        const begin = `-----BEGIN ${kind}PRIVATE KEY-----`
+        return `${begin} ${hide(m.length - begin.length - 1)}`
+      })
       // A database URL's user names a role, not a secret: only its password is masked.
-      .replace(/\b(postgres(?:ql)?:\/\/[^\s/@"'<>:]*):[^\s/@"'<>]+@/gi, '$1:[REDACTED]@')
+      .replace(/\b(postgres(?:ql)?:\/\/[^\s/@"'<>:]*):[^\s/@"'<>]+@/gi, (m, a: string) => `${a}:${hide(m.length - a.length - 2)}@`)
       // user:password@ in any other URL, and a user alone (a token given as the user: https://TOKEN@host).
-      .replace(/\b(?!postgres(?:ql)?:\/\/)([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[REDACTED]@')
+      .replace(/\b(?!postgres(?:ql)?:\/\/)([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, (m, a: string) => `${a}${hide(m.length - a.length - 1)}@`)
       // Webhook URLs whose path is the credential.
-      .replace(/(hooks\.slack\.com\/(?:services|workflows|triggers)\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
-      .replace(/(open\.(?:feishu\.cn|larksuite\.com|larkoffice\.com)\/open-apis\/bot\/v2\/hook\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
-      .replace(/(discord(?:app)?\.com\/api\/webhooks\/)[^\s"'<>?#]+/gi, '$1[REDACTED]')
-      .replace(QUERY_SECRET, '$1[REDACTED]')
-      .replace(WORD_SECRET, '$1[REDACTED]')
+      .replace(/(hooks\.slack\.com\/(?:services|workflows|triggers)\/)[^\s"'<>?#]+/gi, after)
+      .replace(/(open\.(?:feishu\.cn|larksuite\.com|larkoffice\.com)\/open-apis\/bot\/v2\/hook\/)[^\s"'<>?#]+/gi, after)
+      .replace(/(discord(?:app)?\.com\/api\/webhooks\/)[^\s"'<>?#]+/gi, after)
+      .replace(QUERY_SECRET, after)
+      .replace(WORD_SECRET, after)
   )
 }

@@ -68,6 +68,17 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
     expect(json<ErrorJson>(r).error.message).to.contain(`${middle} (on the way from`)
   })
 
+  it('a link of the user whose target goes through a folder link of another user is refused', async () => {
+    // The user's policy.yaml -> hop/policy.yaml, where hop is another user's link to a folder it can turn anywhere.
+    const hop = path.join(repo, 'hop')
+    await symlink(path.join(dir, 'elsewhere'), hop)
+    lchownSync(hop, NOBODY, NOBODY)
+    await plant('policy.yaml', 'hop/policy.yaml', 0)
+    const r = await pipe(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: repo})
+    expect(r.code, r.stdout + r.stderr).to.equal(2)
+    expect(json<ErrorJson>(r).error.message).to.contain(`${hop} (on the way from`).and.contain('symlink owned by another user (uid 65534')
+  })
+
   it(".pipe -> another project's store, the link owned by another user: refused, and --store uses it as typed", async () => {
     const other = path.join(dir, 'elsewhere', 'store')
     await mkdir(other)

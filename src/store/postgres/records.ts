@@ -10,9 +10,10 @@ import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {assertValid} from '../files.js'
 import {compareIds, formatId, latestDay, todayKey, type DatedPrefix} from '../ids.js'
-import {checkRecord, sealMessage, sealRecord, verifySpec} from '../integrity.js'
+import {sealRecord, verifySpec} from '../integrity.js'
 import {safeUrl} from '../location.js'
 import {checkedSpec, parseRow} from './rows.js'
+import {sealedStepState, stepStateProblem} from '../step-state.js'
 import type {Holding} from '../types.js'
 
 type Plain = Record<string, unknown>
@@ -261,12 +262,7 @@ export class PostgresRecords {
     } catch {
       parsed = null
     }
-    const problem =
-      parsed === null || typeof parsed !== 'object' || !('state' in parsed) || !('seal' in parsed)
-        ? 'is not a sealed pipe step state record'
-        : checkRecord(parsed) === 'ok'
-          ? null
-          : `fails its seal: ${sealMessage(checkRecord(parsed) as 'mismatch')}`
+    const problem = stepStateProblem(parsed, runId, step, seq)
     if (problem)
       throw new PipeError('E_INTEGRITY', `the state of step ${step} (seq ${seq}) of ${runId} ${problem}`, {
         hint: `It was changed outside pipe, and a resumed step acts on it, so it is not used. pipe audit verify ${runId} names what else changed.`,
@@ -278,7 +274,7 @@ export class PostgresRecords {
     await this.query(
       `cannot write the state of step ${step}`,
       'INSERT INTO pipe_step_state (run_id, step, seq, body) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step, seq) DO UPDATE SET body = EXCLUDED.body',
-      [runId, step, seq, `${JSON.stringify(sealRecord({state}))}\n`],
+      [runId, step, seq, `${JSON.stringify(sealedStepState(runId, step, seq, state))}\n`],
     )
   }
 

@@ -25,7 +25,7 @@ import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertValid} from '../files.js'
 import {compareIds, formatId} from '../ids.js'
-import {auditKey, checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine, sealRecord} from '../integrity.js'
+import {auditKey, checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
 import {auditPostgres} from './audit.js'
@@ -34,6 +34,7 @@ import {databaseError, PostgresRecords} from './records.js'
 import {parseRow} from './rows.js'
 import {PostgresLedger} from './ledger.js'
 import {writeStepCommit} from './commit.js'
+import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
 
@@ -436,7 +437,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       `INSERT INTO pipe_step_state (run_id, step, seq, body)
        SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM pipe_runs WHERE run_id = $1 AND epoch = $5 FOR SHARE)
        ON CONFLICT (run_id, step, seq) DO UPDATE SET body = EXCLUDED.body RETURNING 1`,
-      [runId, step, seq, `${JSON.stringify(sealRecord({state}))}\n`, mine.epoch],
+      [runId, step, seq, `${JSON.stringify(sealedStepState(runId, step, seq, state))}\n`, mine.epoch],
     )
     if (rows.length === 0) {
       throw new PipeError('E_CONFLICT', `run ${runId} was taken over by another holder (its lease ran out): this process no longer drives it`, {
