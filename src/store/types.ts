@@ -166,9 +166,10 @@ export interface RunStore {
    * E_INTEGRITY unless the trail vouches for the run as its record stands (./vouch.ts): a shared
    * store, whose rows other roles can write, checks before anything of a run is executed. The file
    * store has none: whoever can write its folder can run anything as its user, and its resume
-   * finishes the half-made commits a crash leaves, which a check beforehand would refuse.
+   * finishes the half-made commits a crash leaves, which a check beforehand would refuse. Returns
+   * the record it vouched for, so that what runs is what was checked, not a row read again after.
    */
-  vouch?(runId: string): Promise<void>
+  vouch?(runId: string): Promise<RunRecord>
   /** A shared store's lease and queue of a run (the file store has neither). */
   holding?(runId: string): Promise<Holding | null>
 

@@ -54,8 +54,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
   // Before anything of it is executed or sealed again: a worker (and a person's answer, review or
   // confirmation) goes on only with what the trail vouches for, never with a row as it reads now.
-  await store.vouch?.(options.runId)
-  const record = await store.readRun(options.runId)
+  const record = (await store.vouch?.(options.runId)) ?? (await store.readRun(options.runId))
   const here = options.relocate ?? ((file: string) => file)
   // A run that has ended is never walked again: records a power failure lost are rewritten here (engine/commit.ts).
   if (isFinal(record.status) && !isRedrivable(record.status)) await repairEndedRun(store, options.runId)

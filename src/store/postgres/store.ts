@@ -287,7 +287,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
    * E_INTEGRITY, naming each field, unless the trail vouches for the run as its row stands now
    * (../vouch.ts): called before anything of a run is executed or sealed again.
    */
-  async vouch(runId: string): Promise<void> {
+  async vouch(runId: string): Promise<RunRecord> {
     // One statement, so one snapshot: the record, its index line and its timeline read apart could
     // straddle another process's commit (a person's answer, a holder's step) and read as a forgery.
     const rows = await this.query<{
@@ -316,7 +316,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       workspace: row.workspace_id === null ? null : {id: row.workspace_id, root: row.workspace_root ?? '', sub: row.workspace_sub ?? ''},
       key: auditKey(),
     })
-    if (findings.length === 0) return
+    if (findings.length === 0) return record
     throw new PipeError('E_INTEGRITY', `run ${runId} is not what its trail vouches for: ${findings.map((f) => `${f.field} ${f.message}`).join('; ')}`, {
       hint: findings.some((f) => f.noKey)
         ? 'Nothing of it was run. Its records are sealed with the audit key: set PIPE_AUDIT_KEY as the workers of the team have it (docs/team.md), and run the command again.'
