@@ -205,7 +205,9 @@ describe('pipe worker on a PostgreSQL store', function () {
     )
     frozen.child.kill('SIGSTOP')
     const other = startWorker([], lease)
-    await untilFor('the run has stopped', queueEmpty)
+    await untilFor('the run has stopped', queueEmpty).catch((error: Error) => {
+      throw new Error(`${error.message}; the other worker's stderr: ${other.stderr()}`)
+    })
     expect(other.stderr()).to.include(`pipe worker: ${runId} succeeded`)
     frozen.child.kill('SIGCONT')
     await untilFor('the woken worker was refused', async () => /was taken over by another holder/.test(frozen.stderr()), 30000).catch((error: Error) => {

@@ -88,7 +88,15 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   static async connect(url: string): Promise<PostgresStore> {
     checkStoreUrl(url)
     const pg = (await import('pg')).default
-    const pool = new pg.Pool({connectionString: url, max: Number(process.env.PIPE_PG_POOL) || 8, allowExitOnIdle: true})
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: Number(process.env.PIPE_PG_POOL) || 8,
+      allowExitOnIdle: true,
+      // A process stopped inside a transaction (SIGSTOP, a frozen VM) would hold its row locks until
+      // it woke, and every other worker's claim of that run would wait behind them past the lease:
+      // the server ends such a session first, so the run moves to another worker once the lease runs out.
+      idle_in_transaction_session_timeout: Math.max(100, Math.floor((leaseMs() * 2) / 3)),
+    })
     // An idle connection the server dropped must not crash the process: the next query reconnects.
     pool.on('error', () => undefined)
     const store = new PostgresStore(url, pool)
