@@ -25,11 +25,11 @@ import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {assertValid} from '../files.js'
 import {compareIds, formatId} from '../ids.js'
-import {auditKey, checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine} from '../integrity.js'
+import {checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine} from '../integrity.js'
 import {localRoot, safeUrl} from '../location.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
 import {auditPostgres} from './audit.js'
-import {vouchFindings} from '../vouch.js'
+import {timelineOf, vouchRun} from './vouch-read.js'
 import {databaseError, PostgresRecords} from './records.js'
 import {parseRow} from './rows.js'
 import {PostgresLedger} from './ledger.js'
@@ -296,40 +296,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
    * (../vouch.ts): called before anything of a run is executed or sealed again.
    */
   async vouch(runId: string): Promise<RunRecord> {
-    // One statement, so one snapshot: the record, its index line and its timeline read apart could
-    // straddle another process's commit (a person's answer, a holder's step) and read as a forgery.
-    const rows = await this.query<{
-      body: string
-      workspace_id: string | null
-      workspace_root: string | null
-      workspace_sub: string | null
-      index_line: string | null
-      events: Array<{n: number; line: string}>
-    }>(
-      `cannot read run ${runId}`,
-      `SELECT r.body, r.workspace_id, r.workspace_root, r.workspace_sub,
-              (SELECT i.line FROM pipe_run_index i WHERE i.run_id = r.run_id) AS index_line,
-              (SELECT coalesce(json_agg(json_build_object('n', e.n, 'line', e.line) ORDER BY e.n), '[]'::json)
-                 FROM pipe_events e WHERE e.run_id = r.run_id) AS events
-         FROM pipe_runs r WHERE r.run_id = $1`,
-      [runId],
-    )
-    const row = rows[0]
-    if (!row) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
-    const record = parseRow<RunRecord>('run', row.body, `the run record of ${runId}`, `pipe_runs(${runId})`)
-    const findings = vouchFindings({
-      record,
-      events: timelineOf(runId, row.events),
-      indexLine: row.index_line === null ? null : (JSON.parse(row.index_line) as Plain),
-      workspace: row.workspace_id === null ? null : {id: row.workspace_id, root: row.workspace_root ?? '', sub: row.workspace_sub ?? ''},
-      key: auditKey(),
-    })
-    if (findings.length === 0) return record
-    throw new PipeError('E_INTEGRITY', `run ${runId} is not what its trail vouches for: ${findings.map((f) => `${f.field} ${f.message}`).join('; ')}`, {
-      hint: findings.some((f) => f.noKey)
-        ? 'Nothing of it was run. Its records are sealed with the audit key: set PIPE_AUDIT_KEY as the workers of the team have it (docs/team.md), and run the command again.'
-        : `Nothing of it was run. pipe audit verify ${runId} names what was changed in pipe_runs; restore its row from a backup, and a worker takes it again (or pipe cancel ${runId} once it is restored, and start a new run).`,
-    })
+    return vouchRun(this, runId)
   }
 
   async assertRunExists(runId: string): Promise<void> {
@@ -498,17 +465,4 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   audit(runId?: string, kinds?: AuditKinds): Promise<AuditReport> {
     return auditPostgres(this, runId, kinds)
   }
-}
-
-/** A run's timeline lines (in order) as events; a line that is not JSON was changed outside pipe. */
-function timelineOf(runId: string, rows: ReadonlyArray<{n: number; line: string}>): RunEvent[] {
-  return rows.map((r) => {
-    try {
-      return JSON.parse(r.line) as RunEvent
-    } catch {
-      throw new PipeError('E_INTEGRITY', `line ${r.n} of the timeline of ${runId} is not valid JSON (pipe_events)`, {
-        hint: 'It was changed outside pipe; run pipe audit verify to see all damage.',
-      })
-    }
-  })
 }
