@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Fills a store with real runs of the default pipeline, through the engine, in one process:
 //   node bench/populate.mjs --store DIR --runs N
+//   node bench/populate.mjs --store DIR --runs N --pipeline FILE   runs of FILE on `--text x` instead
 // Each run is what `pipe run pipelines/default.yaml --input … --decision go` does (own feature,
 // snapshots, spec versions, evidence, timeline, ledger entry). Every fourth run takes the clarify
 // loop (a one-sentence requirement with its answers). fsync is off in this process only, to fill
@@ -12,7 +13,9 @@ import {fileURLToPath} from 'node:url'
 import {parseArgs} from 'node:util'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const {values} = parseArgs({options: {store: {type: 'string'}, runs: {type: 'string', default: '10'}, sync: {type: 'boolean', default: false}}})
+const {values} = parseArgs({
+  options: {store: {type: 'string'}, runs: {type: 'string', default: '10'}, sync: {type: 'boolean', default: false}, pipeline: {type: 'string'}},
+})
 if (!values.store) throw new Error('--store DIR is required')
 const count = Number(values.runs)
 const store = path.resolve(values.store)
@@ -26,13 +29,15 @@ durability.sync = values.sync
 delete process.env.OPENAI_API_KEY
 delete process.env.OPENAI_BASE_URL
 
-const pipeline = path.join(root, 'pipelines/default.yaml')
-const shapes = [
-  {input: path.join(root, 'examples/full-prd.md')},
-  {input: path.join(root, 'examples/full-prd.md')},
-  {input: path.join(root, 'examples/full-prd.md')},
-  {input: path.join(root, 'examples/one-sentence.txt'), answers: path.join(root, 'examples/one-sentence.answers.yaml')},
-]
+const pipeline = values.pipeline ? path.resolve(values.pipeline) : path.join(root, 'pipelines/default.yaml')
+const shapes = values.pipeline
+  ? [{text: 'x'}]
+  : [
+      {input: path.join(root, 'examples/full-prd.md')},
+      {input: path.join(root, 'examples/full-prd.md')},
+      {input: path.join(root, 'examples/full-prd.md')},
+      {input: path.join(root, 'examples/one-sentence.txt'), answers: path.join(root, 'examples/one-sentence.answers.yaml')},
+    ]
 const started = Date.now()
 let sample
 for (let i = 0; i < count; i++) {

@@ -1,34 +1,15 @@
-// The team store's figures (bench section `team`): steps/s of cheap steps driven by 1 and by 3
+// The team store's figures (bench section `workers`): steps/s of cheap steps driven by 1 and by 3
 // `pipe worker` processes on one PostgreSQL, dispatch latency (a detached run's creation to its first
 // step), and failover after SIGKILL (the holder killed to another worker holding the run). A
 // throwaway cluster of Debian's postgresql package is started with its default durability (fsync and
 // synchronous_commit on, as a team would run it), on 127.0.0.1 with a free port; as root, initdb
 // runs as the `postgres` user. Every figure is read from the database's own records.
 import {execFileSync, spawn, spawnSync} from 'node:child_process'
-import {chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync} from 'node:fs'
-import net from 'node:net'
+import {chownSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import {freePort, postgresBin, runAsPostgres as run, wait} from './cluster.mjs'
 
-function postgresBin() {
-  const base = '/usr/lib/postgresql'
-  const versions = existsSync(base) ? readdirSync(base).filter((v) => existsSync(path.join(base, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a)) : []
-  return versions.length ? path.join(base, versions[0], 'bin') : null
-}
-
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const {port} = server.address()
-      server.close(() => resolve(port))
-    })
-  })
-
-const asPostgres = (command, args) => (process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args])
-const run = (command, args) => execFileSync(...asPostgres(command, args), {stdio: ['ignore', 'pipe', 'pipe']})
-const wait = (ms) => new Promise((r) => setTimeout(r, ms))
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
   const m = Math.floor(s.length / 2)

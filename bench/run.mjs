@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // pipe's benchmark: whole processes, timed as paired, interleaved runs against `node -e 0`.
 //   npm run bench                                    every section, history at 10 / 1,000 / 10,000 runs
-//   npm run bench -- --only startup,run              some sections (startup run steps foreach team fsyncs peer history)
-//   npm run bench -- --only team                     the PostgreSQL team store: workers' steps/s, dispatch, failover (bench/postgres.mjs)
+//   npm run bench -- --only startup,run              some sections (startup run steps foreach workers team stall enqueue children fsyncs peer history)
+//   npm run bench -- --only workers                  the PostgreSQL team store: workers' steps/s, dispatch, failover (bench/postgres.mjs)
+//   npm run bench -- --only team,stall,enqueue,children   issue 36's figures (bench/team.mjs, stall.mjs, enqueue.mjs, children.mjs)
 //   npm run bench -- --only peer                     pipe against LangGraph.js (bench/peer/, installed on demand)
 //   npm run bench -- --sizes 10,1000 --pairs 11      smaller history, fewer pairs
 //   npm run bench -- --stores /tmp/pipe-bench-stores reuse populated stores across invocations
@@ -29,13 +30,13 @@ const {values: opts} = parseArgs({
 })
 // --bin times another build of pipe (say, a checkout of an older commit) with this harness.
 const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
-const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'team', 'fsyncs', 'peer', 'history']
+const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'workers', 'team', 'stall', 'enqueue', 'children', 'fsyncs', 'peer', 'history']
 const want = (name) => sections.includes(name)
 const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
 delete env.OPENAI_API_KEY
 delete env.OPENAI_BASE_URL
-const results = {bin, machine: {cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadavg_at_start: os.loadavg()}, started_at: new Date().toISOString(), pairs: PAIRS, rows: []}
+const results = {bin, machine: {cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadavg_at_start: os.loadavg()}, started_at: new Date().toISOString(), pairs: PAIRS, rows: [], tables: []}
 
 function tmp(prefix) {
   return mkdtempSync(path.join(os.tmpdir(), prefix))
@@ -198,9 +199,33 @@ if (want('foreach')) {
   removeLater(cwd)
 }
 
-if (want('team')) {
+/** A scenario's own table (Markdown), printed now and again at the end with the whole results. */
+function table(title, headers, rows) {
+  const text = [`${title}`, '', `| ${headers.join(' | ')} |`, `|${headers.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n')
+  results.tables.push(text)
+  console.error(`\n${text}\n`)
+}
+
+if (want('workers')) {
   console.error('team store on PostgreSQL: steps/s with 1 and 3 workers, dispatch latency, failover after SIGKILL')
   await (await import('./postgres.mjs')).teamBench({bin, env, record, root})
+}
+
+// Issue 36's scenarios, each on a cluster of its own. With --versus OLD/bin/run.js each runs for the
+// other build too, right after this one's, so both see about the same machine.
+const builds = [{bin, label: ''}, ...(opts.versus ? [{bin: path.resolve(opts.versus), label: 'versus build: '}] : [])]
+for (const [section, file, fn] of [
+  ['team', './team.mjs', 'teamScenario'],
+  ['stall', './stall.mjs', 'stallScenario'],
+  ['enqueue', './enqueue.mjs', 'enqueueScenario'],
+  ['children', './children.mjs', 'childrenScenario'],
+]) {
+  if (!want(section)) continue
+  const scenario = (await import(file))[fn]
+  for (const build of builds) {
+    console.error(`${section}: ${build.bin} (load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`)
+    await scenario({...build, env, record, table, root, pairs: PAIRS, versusNode, measure, stores: opts.stores})
+  }
 }
 
 if (want('fsyncs') && opts.bin) console.error('fsyncs: counted in this checkout only (not with --bin)')
@@ -425,7 +450,7 @@ results.machine.loadavg_at_end = os.loadavg()
 function markdown() {
   const f = (s) => (s ? `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})` : '')
   const lines = [
-    `pipe benchmark, ${results.started_at} — ${results.machine.cores} cores (${results.machine.cpu}), node ${results.machine.node}, load ${results.machine.loadavg_at_start.map((x) => x.toFixed(2)).join(' ')}; ${PAIRS} pairs unless noted.`,
+    `pipe benchmark, ${results.started_at} — ${results.machine.cores} cores (${results.machine.cpu}), node ${results.machine.node}, load ${results.machine.loadavg_at_start.map((x) => x.toFixed(2)).join(' ')} at start, ${results.machine.loadavg_at_end.map((x) => x.toFixed(2)).join(' ')} at end; ${PAIRS} pairs unless noted.`,
     'Medians with (min–max). CPU = user+sys of the child process (wait4). "× node" = median of per-pair CPU ratios to `node -e 0` run in the same pair.',
     '',
     '| figure | CPU ms | wall ms | × node (CPU) | peak RSS MiB | other | target |',
@@ -438,6 +463,7 @@ function markdown() {
   }
   const node = results.rows.find((r) => r.node_cpu_ms)
   if (node) lines.push('', `\`node -e 0\` in the same pairs (first row): CPU ${f(node.node_cpu_ms)} ms, wall ${f(node.node_wall_ms)} ms.`)
+  for (const text of results.tables) lines.push('', text)
   return `${lines.join('\n')}\n`
 }
 

@@ -1,0 +1,143 @@
+// Bench section `children` (issue 36): what finding a run's children costs as the store grows, on the
+// folder store: a foreach step (`pipe run` of a foreach over 5 items, one noop step each) and a
+// children listing (`pipe runs show PARENT --json`, which lists the parent's child runs), in a store
+// of 10 runs and one of 10,000, paired (the two stores one after the other, alternating which goes
+// first), as whole processes (CPU = user+sys, wait4). Reported: each side's median and the median of
+// the per-pair ratios 10,000 / 10.
+//
+// A store of N runs is N − 6 runs of a one-step noop pipeline, made through the engine in one process
+// (bench/populate.mjs --pipeline, fsync off while filling, as for the history stores), then one
+// foreach run of 5 items by the built CLI (its parent and 5 children: the 6 runs left), whose parent
+// the listing shows. With --stores DIR the stores are kept and reused (DIR/children-N). The foreach is
+// timed in a fresh copy of the 10-run store each time, and in the 10,000-run store itself (it grows
+// by 6 runs a timed run; the row says by how many).
+import {cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import {spawnSync} from 'node:child_process'
+import {loadavg} from './cluster.mjs'
+
+const ONE = 'version: 1\nname: one\nsteps:\n  - {id: s0, kind: noop}\n'
+const FOREACH =
+  'version: 1\nname: fan5\nsteps:\n  - id: each\n    kind: foreach\n    items: "${{ [1, 2, 3, 4, 5] }}"\n    steps:\n      - {id: a, kind: noop}\n'
+
+function stats(values) {
+  const s = [...values].sort((a, b) => a - b)
+  const m = Math.floor(s.length / 2)
+  return {median: s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2, min: s[0], max: s.at(-1), n: s.length}
+}
+
+/** A folder store of `size` runs, one of them a foreach parent with 5 children: {dir, parent, runs}. */
+function storeOf({size, bin, env, root, stores}) {
+  const dir = stores ? path.join(path.resolve(stores), `children-${size}`) : mkdtempSync(path.join(os.tmpdir(), `pipe-bench-children-${size}-`))
+  const done = path.join(dir, 'populated.json')
+  if (existsSync(done)) return {dir, ...JSON.parse(readFileSync(done, 'utf8')), reused: true}
+  rmSync(dir, {recursive: true, force: true})
+  mkdirSync(dir, {recursive: true})
+  writeFileSync(path.join(dir, 'one.yaml'), ONE)
+  writeFileSync(path.join(dir, 'foreach5.yaml'), FOREACH)
+  const started = Date.now()
+  console.error(`  populating a store of ${size} runs (${size - 6} one-step runs through the engine, fsync off, then a foreach of 5)...`)
+  const fill = spawnSync(
+    process.execPath,
+    [path.join(root, 'bench/populate.mjs'), '--store', path.join(dir, '.pipe'), '--runs', String(size - 6), '--pipeline', path.join(dir, 'one.yaml')],
+    {env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit']},
+  )
+  if (fill.status !== 0) throw new Error(`populate ${size} failed`)
+  const fan = spawnSync(process.execPath, [bin, 'run', path.join(dir, 'foreach5.yaml'), '--text', 'x', '--store', path.join(dir, '.pipe'), '--json'], {
+    cwd: dir,
+    env,
+    encoding: 'utf8',
+  })
+  if (fan.status !== 0) throw new Error(`the foreach run failed: ${fan.stderr}`)
+  const info = {parent: JSON.parse(fan.stdout).run_id, runs: size, seconds: (Date.now() - started) / 1000}
+  writeFileSync(done, JSON.stringify(info))
+  return {dir, ...info, reused: false}
+}
+
+const runCount = (dir) => {
+  const runs = path.join(dir, '.pipe', 'runs')
+  return existsSync(runs) ? readdirSync(runs).length : '?'
+}
+
+export async function childrenScenario({bin, env, record, table, root, measure, pairs, stores, label = '', sizes = [10, 10000]}) {
+  const SIZES = sizes
+  const load = loadavg()
+  const made = SIZES.map((size) => storeOf({size, bin, env, root, stores}))
+  for (const s of made)
+    record({
+      name: `${label}children: store of ${s.runs} runs`,
+      value: s.seconds,
+      unit: 's to populate',
+      note: s.reused ? 'reused from --stores' : 'fsync off while populating',
+    })
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-children-copies-'))
+  let copies = 0
+  const n = Math.min(pairs, 7)
+  const rows = []
+  try {
+    // The 10-run store is copied for each foreach run, so it stays 10 runs.
+    const target = (s) => {
+      if (s.runs > SIZES[0]) return s.dir
+      const copy = path.join(scratch, String(copies++))
+      cpSync(s.dir, copy, {recursive: true})
+      return copy
+    }
+    const subjects = {
+      'a foreach step (pipe run of a foreach over 5 items, one noop step each)': (s) => {
+        const dir = target(s)
+        return [[process.execPath, bin, 'run', path.join(dir, 'foreach5.yaml'), '--text', 'x', '--store', path.join(dir, '.pipe')], {cwd: dir}]
+      },
+      "a children listing (pipe runs show PARENT --json, the parent of the foreach's 5 runs)": (s) => [
+        [process.execPath, bin, 'runs', 'show', s.parent, '--json', '--store', path.join(s.dir, '.pipe')],
+        {cwd: s.dir},
+      ],
+    }
+    for (const [what, subject] of Object.entries(subjects)) {
+      const [small, big] = made
+      measure(...subject(small))
+      measure(...subject(big))
+      const a = []
+      const b = []
+      for (let i = 0; i < n; i++) {
+        const first = i % 2 === 0
+        const argsA = subject(small)
+        const argsB = subject(big)
+        if (first) {
+          a.push(measure(...argsA))
+          b.push(measure(...argsB))
+        } else {
+          b.push(measure(...argsB))
+          a.push(measure(...argsA))
+        }
+      }
+      const ratio = stats(b.map((x, i) => x.cpu_ms / a[i].cpu_ms))
+      const wallRatio = stats(b.map((x, i) => x.wall_ms / a[i].wall_ms))
+      const cpuA = stats(a.map((x) => x.cpu_ms))
+      const cpuB = stats(b.map((x) => x.cpu_ms))
+      const f = (s) => `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})`
+      const note = `CPU ${f(cpuA)} ms at ${SIZES[0]} runs, ${f(cpuB)} ms at ${big.runs} (${runCount(big.dir)} runs at the end); wall ratio ${wallRatio.median.toFixed(2)}`
+      console.error(`  children: ${what}: ${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}); ${note}`)
+      record({
+        name: `${label}children: ${what}, ${big.runs} runs / ${SIZES[0]} runs, folder store`,
+        value: ratio.median,
+        unit: '× CPU (median of per-pair ratios)',
+        target: '≤ 1.1',
+        note,
+        cpu_small: cpuA,
+        cpu_big: cpuB,
+        ratio,
+        wall_ratio: wallRatio,
+      })
+      rows.push([what, f(cpuA), f(cpuB), `${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`, `${wallRatio.median.toFixed(2)}×`])
+    }
+    table(
+      `${label}children: folder store, ${SIZES[0]} vs ${SIZES[1]} runs, ${n} pairs, whole processes; load ${load} at start, ${loadavg()} at end`,
+      ['figure', `CPU ms at ${SIZES[0]} runs`, `CPU ms at ${SIZES[1]} runs`, 'CPU ratio (target ≤ 1.1)', 'wall ratio'],
+      rows,
+    )
+  } finally {
+    rmSync(scratch, {recursive: true, force: true})
+    if (!stores) for (const s of made) rmSync(s.dir, {recursive: true, force: true})
+  }
+}
