@@ -79,11 +79,13 @@ export async function enqueueScenario({bin, env, record, table, root, versusNode
       )
       const made = (await count()) - before
       await client.end()
-      const rate = made / (usage.wall_ms / 1000)
+      // A batch that failed is never read as a rate: the row says it failed and how many runs it left.
+      const rate = usage.status === 0 && made === BATCH ? made / (usage.wall_ms / 1000) : undefined
+      const value = rate === undefined ? `failed (exit ${usage.status}, ${made} of ${BATCH} runs created)` : `${rate.toFixed(1)} runs/s`
       const note = `exit ${usage.status}; ${made} runs created in ${usage.wall_ms.toFixed(0)} ms wall, ${usage.cpu_ms.toFixed(0)} ms CPU (${(usage.cpu_ms / Math.max(made, 1)).toFixed(1)} ms a run)`
-      console.error(`  enqueue: ${BATCH}-run batch: ${rate.toFixed(1)} runs/s; ${note}`)
-      record({name: `${label}enqueue: ${BATCH}-run batch (--inputs-file), one call`, value: rate, unit: 'runs/s', note})
-      rows.push([`${BATCH}-run batch, pipe run one.yaml --detach --inputs-file runs.jsonl`, `${rate.toFixed(1)} runs/s`, note])
+      console.error(`  enqueue: ${BATCH}-run batch: ${value}; ${note}`)
+      record({name: `${label}enqueue: ${BATCH}-run batch (--inputs-file), one call`, value: rate ?? value, unit: rate === undefined ? '' : 'runs/s', note})
+      rows.push([`${BATCH}-run batch, pipe run one.yaml --detach --inputs-file runs.jsonl`, value, note])
     }
     table(
       `${label}enqueue: PostgreSQL ${cluster.version} fsync on, no worker; ${n} pairs with node -e 0; load ${load} at start, ${loadavg()} at end`,
