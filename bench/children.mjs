@@ -126,8 +126,9 @@ export async function childrenScenario({bin, env, record, table, root, measure, 
         note,
         cpu_small: cpuA,
         cpu_big: cpuB,
-        ratio,
-        wall_ratio: wallRatio,
+        // Not `ratio`: run.mjs prints that field as a ratio to `node -e 0`.
+        size_ratio: ratio,
+        size_wall_ratio: wallRatio,
       })
       rows.push([what, f(cpuA), f(cpuB), `${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`, `${wallRatio.median.toFixed(2)}×`])
     }
