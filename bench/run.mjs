@@ -150,7 +150,9 @@ if (want('run')) {
   versusNode('default run (full PRD, fresh store)', ({cwd}) => defaultRun(cwd), {target: '≤ 3× node; peak RSS ≤ 55 MiB', prepare: () => ({cwd: fresh()})})
 }
 
-if (opts.versus) {
+// Issue 36's sections compare builds on their own (below); asked for alone, they skip these pairs.
+const ownVersus = ['team', 'stall', 'enqueue', 'children']
+if (opts.versus && !sections.every((name) => ownVersus.includes(name))) {
   // Before/after on a noisy machine: the other build (--versus OLD/bin/run.js) is the reference of each pair.
   const old = path.resolve(opts.versus)
   const fresh = freshDirs('pipe-bench-ab-')
