@@ -11,11 +11,15 @@
 // the listing shows. With --stores DIR the stores are kept and reused (DIR/children-N). The foreach is
 // timed in a fresh copy of the 10-run store each time, and in the 10,000-run store itself (it grows
 // by 6 runs a timed run; the row says by how many).
+//
+// Then the same on the PostgreSQL store, when PostgreSQL is installed and PIPE_BENCH_CHILDREN_PG is
+// not 0: each folder store copied into a database of its own by `pipe store copy` (fsync on), the
+// 10-run one copied again for each timed foreach run (CREATE DATABASE … TEMPLATE).
 import {cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {spawnSync} from 'node:child_process'
-import {loadavg} from './cluster.mjs'
+import {loadavg, startCluster, until} from './cluster.mjs'
 
 const ONE = 'version: 1\nname: one\nsteps:\n  - {id: s0, kind: noop}\n'
 const FOREACH =
@@ -60,10 +64,120 @@ const runCount = (dir) => {
   return existsSync(runs) ? readdirSync(runs).length : '?'
 }
 
+const FOREACH_LABEL = 'a foreach step (pipe run of a foreach over 5 items, one noop step each)'
+const LIST_LABEL = "a children listing (pipe runs show PARENT --json, the parent of the foreach's 5 runs)"
+const f = (s) => `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})`
+
+/**
+ * Both figures on two sides (small, big), paired and alternated. A side is {runs, parent, dir,
+ * list: its --store for reading, fresh(): a --store for one foreach run, size(): runs at the end}.
+ */
+function compare({bin, measure, n, record, label, kind, sides: [small, big]}) {
+  const subjects = {
+    [FOREACH_LABEL]: (side) => [[process.execPath, bin, 'run', path.join(side.dir, 'foreach5.yaml'), '--text', 'x', '--store', side.fresh()], {cwd: side.dir}],
+    [LIST_LABEL]: (side) => [[process.execPath, bin, 'runs', 'show', side.parent, '--json', '--store', side.list], {cwd: side.dir}],
+  }
+  const rows = []
+  for (const [what, subject] of Object.entries(subjects)) {
+    measure(...subject(small))
+    measure(...subject(big))
+    const a = []
+    const b = []
+    for (let i = 0; i < n; i++) {
+      const argsA = subject(small)
+      const argsB = subject(big)
+      if (i % 2 === 0) {
+        a.push(measure(...argsA))
+        b.push(measure(...argsB))
+      } else {
+        b.push(measure(...argsB))
+        a.push(measure(...argsA))
+      }
+    }
+    const ratio = stats(b.map((x, i) => x.cpu_ms / a[i].cpu_ms))
+    const wallRatio = stats(b.map((x, i) => x.wall_ms / a[i].wall_ms))
+    const cpuA = stats(a.map((x) => x.cpu_ms))
+    const cpuB = stats(b.map((x) => x.cpu_ms))
+    const note = `CPU ${f(cpuA)} ms at ${small.runs} runs, ${f(cpuB)} ms at ${big.runs} (${big.size()} runs at the end); wall ratio ${wallRatio.median.toFixed(2)}`
+    console.error(`  children, ${kind}: ${what}: ${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}); ${note}`)
+    record({
+      name: `${label}children: ${what}, ${big.runs} runs / ${small.runs} runs, ${kind}`,
+      value: ratio.median,
+      unit: '× CPU (median of per-pair ratios)',
+      target: '≤ 1.1',
+      note,
+      cpu_small: cpuA,
+      cpu_big: cpuB,
+      // Not `ratio`: run.mjs prints that field as a ratio to `node -e 0`.
+      size_ratio: ratio,
+      size_wall_ratio: wallRatio,
+    })
+    rows.push([
+      kind,
+      what,
+      f(cpuA),
+      f(cpuB),
+      `${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`,
+      `${wallRatio.median.toFixed(2)}×`,
+    ])
+  }
+  return rows
+}
+
+/** The folder stores copied into PostgreSQL databases, and the same figures there. */
+async function onPostgres({bin, env, root, made, measure, n, record, label}) {
+  const cluster = await startCluster({root, section: 'children on PostgreSQL'})
+  if (!cluster) return []
+  try {
+    const sides = []
+    for (const s of made) {
+      const db = await cluster.database()
+      const started = Date.now()
+      const copy = spawnSync(process.execPath, [bin, 'store', 'copy', path.join(s.dir, '.pipe'), db.url], {cwd: s.dir, env, encoding: 'utf8'})
+      if (copy.status !== 0) throw new Error(`pipe store copy of ${s.runs} runs failed: ${copy.stderr}`)
+      const seconds = (Date.now() - started) / 1000
+      console.error(`  children: pipe store copy of ${s.runs} runs into PostgreSQL: ${seconds.toFixed(1)} s`)
+      record({name: `${label}children: pipe store copy of ${s.runs} runs into PostgreSQL`, value: seconds, unit: 's'})
+      // The big folder store has grown by its timed foreach runs since it was filled: count it.
+      sides.push({...s, db, copied: runCount(s.dir)})
+    }
+    const [small, big] = sides
+    // Copies of the small database made beforehand: a timed run must not wait for one.
+    const copies = []
+    for (let i = 0; i < n + 1; i++)
+      copies.push(
+        (await until('the 10-run database to be free', () => cluster.database(small.db.name).catch(() => undefined), {everyMs: 100, timeoutMs: 30000})).url,
+      )
+    // Each foreach run adds its parent and 5 children to the big database.
+    let bigForeachRuns = 0
+    const rows = compare({
+      bin,
+      measure,
+      n,
+      record,
+      label,
+      kind: `PostgreSQL ${cluster.version}`,
+      sides: [
+        {runs: small.runs, parent: small.parent, dir: small.dir, list: small.db.url, fresh: () => copies.shift(), size: () => small.runs},
+        {
+          runs: big.runs,
+          parent: big.parent,
+          dir: big.dir,
+          list: big.db.url,
+          fresh: () => (bigForeachRuns++, big.db.url),
+          size: () => big.copied + 6 * bigForeachRuns,
+        },
+      ],
+    })
+    return rows
+  } finally {
+    await cluster.stop()
+  }
+}
+
 export async function childrenScenario({bin, env, record, table, root, measure, pairs, stores, label = '', sizes = [10, 10000]}) {
-  const SIZES = sizes
   const load = loadavg()
-  const made = SIZES.map((size) => storeOf({size, bin, env, root, stores}))
+  const made = sizes.map((size) => storeOf({size, bin, env, root, stores}))
   for (const s of made)
     record({
       name: `${label}children: store of ${s.runs} runs`,
@@ -74,67 +188,37 @@ export async function childrenScenario({bin, env, record, table, root, measure, 
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-children-copies-'))
   let copies = 0
   const n = Math.min(pairs, 7)
-  const rows = []
   try {
-    // The 10-run store is copied for each foreach run, so it stays 10 runs.
-    const target = (s) => {
-      if (s.runs > SIZES[0]) return s.dir
+    const [small, big] = made
+    // The small store is copied for each foreach run, so it stays at its size.
+    const fresh = () => {
       const copy = path.join(scratch, String(copies++))
-      cpSync(s.dir, copy, {recursive: true})
+      cpSync(path.join(small.dir, '.pipe'), copy, {recursive: true})
       return copy
     }
-    const subjects = {
-      'a foreach step (pipe run of a foreach over 5 items, one noop step each)': (s) => {
-        const dir = target(s)
-        return [[process.execPath, bin, 'run', path.join(dir, 'foreach5.yaml'), '--text', 'x', '--store', path.join(dir, '.pipe')], {cwd: dir}]
-      },
-      "a children listing (pipe runs show PARENT --json, the parent of the foreach's 5 runs)": (s) => [
-        [process.execPath, bin, 'runs', 'show', s.parent, '--json', '--store', path.join(s.dir, '.pipe')],
-        {cwd: s.dir},
+    const rows = compare({
+      bin,
+      measure,
+      n,
+      record,
+      label,
+      kind: 'folder store',
+      sides: [
+        {runs: small.runs, parent: small.parent, dir: small.dir, list: path.join(small.dir, '.pipe'), fresh, size: () => small.runs},
+        {
+          runs: big.runs,
+          parent: big.parent,
+          dir: big.dir,
+          list: path.join(big.dir, '.pipe'),
+          fresh: () => path.join(big.dir, '.pipe'),
+          size: () => runCount(big.dir),
+        },
       ],
-    }
-    for (const [what, subject] of Object.entries(subjects)) {
-      const [small, big] = made
-      measure(...subject(small))
-      measure(...subject(big))
-      const a = []
-      const b = []
-      for (let i = 0; i < n; i++) {
-        const first = i % 2 === 0
-        const argsA = subject(small)
-        const argsB = subject(big)
-        if (first) {
-          a.push(measure(...argsA))
-          b.push(measure(...argsB))
-        } else {
-          b.push(measure(...argsB))
-          a.push(measure(...argsA))
-        }
-      }
-      const ratio = stats(b.map((x, i) => x.cpu_ms / a[i].cpu_ms))
-      const wallRatio = stats(b.map((x, i) => x.wall_ms / a[i].wall_ms))
-      const cpuA = stats(a.map((x) => x.cpu_ms))
-      const cpuB = stats(b.map((x) => x.cpu_ms))
-      const f = (s) => `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})`
-      const note = `CPU ${f(cpuA)} ms at ${SIZES[0]} runs, ${f(cpuB)} ms at ${big.runs} (${runCount(big.dir)} runs at the end); wall ratio ${wallRatio.median.toFixed(2)}`
-      console.error(`  children: ${what}: ${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}); ${note}`)
-      record({
-        name: `${label}children: ${what}, ${big.runs} runs / ${SIZES[0]} runs, folder store`,
-        value: ratio.median,
-        unit: '× CPU (median of per-pair ratios)',
-        target: '≤ 1.1',
-        note,
-        cpu_small: cpuA,
-        cpu_big: cpuB,
-        // Not `ratio`: run.mjs prints that field as a ratio to `node -e 0`.
-        size_ratio: ratio,
-        size_wall_ratio: wallRatio,
-      })
-      rows.push([what, f(cpuA), f(cpuB), `${ratio.median.toFixed(2)}× (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`, `${wallRatio.median.toFixed(2)}×`])
-    }
+    })
+    if (process.env.PIPE_BENCH_CHILDREN_PG !== '0') rows.push(...(await onPostgres({bin, env, root, made, measure, n, record, label})))
     table(
-      `${label}children: folder store, ${SIZES[0]} vs ${SIZES[1]} runs, ${n} pairs, whole processes; load ${load} at start, ${loadavg()} at end`,
-      ['figure', `CPU ms at ${SIZES[0]} runs`, `CPU ms at ${SIZES[1]} runs`, 'CPU ratio (target ≤ 1.1)', 'wall ratio'],
+      `${label}children: ${sizes[0]} vs ${sizes[1]} runs, ${n} pairs, whole processes; load ${load} at start, ${loadavg()} at end`,
+      ['store', 'figure', `CPU ms at ${sizes[0]} runs`, `CPU ms at ${sizes[1]} runs`, 'CPU ratio (target ≤ 1.1)', 'wall ratio'],
       rows,
     )
   } finally {
