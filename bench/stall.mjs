@@ -11,7 +11,7 @@
 // the commit of T's `succeeded` line, and the longest gap between the snapshot commits of the other
 // workers (B and C) while A is stopped, its ends included; C's commits per second before the stop
 // are the reference. Each of the TRIALS is a database of its own, with workers of its own.
-import {copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync} from 'node:fs'
+import {copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {loadavg, pipeProcesses, pool, startCluster, until, wait} from './cluster.mjs'
@@ -21,6 +21,7 @@ const FILLERS = 4
 const FILLER_STEPS = 100
 // The stall did not show in every trial the issue made (3 of 7): each trial is a database of its own.
 const TRIALS = 3
+const PAUSE_AT = 'before-commit:c1'
 
 const compileChain = (name, n) =>
   `version: 1\nname: ${name}\nsteps:\n  - {id: ingest, kind: ingest, next: c0}\n${Array.from({length: n}, (_, i) => `  - {id: c${i}, kind: compile, prompt: prompts/compile.md${i + 1 < n ? `, next: c${i + 1}` : ''}}`).join('\n')}\n`
@@ -41,9 +42,31 @@ async function trial({cluster, procs, work, root, index}) {
     const c = procs.worker(db.url, ['--concurrency', '2', '--name', 'C'])
     workers.push(c)
     await until('worker C to commit', async () => (await snapshots()) >= 20, {everyMs: 20, timeoutMs: 120000})
-    const a = procs.worker(db.url, ['--queue', 'stall', '--name', 'A'], {PIPE_FAULT_PAUSE_AT: 'before-commit:c1', PIPE_FAULT_PAUSE_DIR: pauseDir})
+    const trace = path.join(work, `trace-${index}`)
+    const a = procs.worker(db.url, ['--queue', 'stall', '--name', 'A'], {
+      PIPE_FAULT_PAUSE_AT: PAUSE_AT,
+      PIPE_FAULT_PAUSE_DIR: pauseDir,
+      PIPE_FAULT_TRACE: trace,
+    })
     workers.push(a)
-    await until('worker A to be inside the commit of c1', () => readdirSync(pauseDir).some((f) => f.startsWith('reached.')), {everyMs: 5, timeoutMs: 120000})
+    const reached = await until('worker A to be inside the commit of c1', () => readdirSync(pauseDir).some((f) => f.startsWith('reached.')), {
+      everyMs: 5,
+      timeoutMs: 60000,
+    }).catch(() => false)
+    // A build whose commit no longer passes that point is not measured, and says which points it passed.
+    if (!reached) {
+      const passed = existsSync(trace)
+        ? [
+            ...new Set(
+              readFileSync(trace, 'utf8')
+                .split('\n')
+                .filter(Boolean)
+                .map((l) => l.replace(/#\d+$/, '')),
+            ),
+          ]
+        : []
+      return {missed: `worker A never reached ${PAUSE_AT} in a minute; the points it passed: ${passed.join(', ') || 'none'}`}
+    }
     a.child.kill('SIGSTOP')
     const stopped = Date.now()
     // Let go of the fault point now: A goes on from it as soon as it is woken.
@@ -99,6 +122,12 @@ export async function stallScenario({bin, env, record, table, root, label = ''})
     const results = []
     for (let index = 1; index <= TRIALS; index++) {
       const t = await trial({cluster, procs, work, root, index})
+      if (t.missed) {
+        console.error(`  stall: not measured: ${t.missed}`)
+        record({name: `${label}stall: not measured`, value: 'not measured', unit: '', note: t.missed})
+        rows.push([index, 'not measured', '', t.missed, ''])
+        break
+      }
       results.push(t)
       const note = `${t.during} snapshot commits by the other workers while A was stopped (C did ${t.before.toFixed(0)}/s before); fillers still running at the end: ${t.fillersLeft} of ${FILLERS}`
       console.error(
@@ -127,7 +156,7 @@ export async function stallScenario({bin, env, record, table, root, label = ''})
       ])
     }
     const worst = (key) => Math.max(...results.map((t) => t[key])) / 1000
-    rows.push(['worst', `${worst('toEnd').toFixed(2)} s`, `${worst('longestGap').toFixed(2)} s`, '', ''])
+    if (results.length) rows.push(['worst', `${worst('toEnd').toFixed(2)} s`, `${worst('longestGap').toFixed(2)} s`, '', ''])
     table(
       `${label}stall: worker A SIGSTOPped inside the commit of a compile step for ${(3 * LEASE_MS) / 1000} s, PIPE_LEASE_MS=${LEASE_MS}, ${TRIALS} trials, PostgreSQL ${cluster.version} fsync on; load ${load} at start, ${loadavg()} at end`,
       [
