@@ -226,7 +226,14 @@ for (const [section, file, fn] of [
   const scenario = (await import(file))[fn]
   for (const build of builds) {
     console.error(`${section}: ${build.bin} (load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')})`)
-    await scenario({...build, env, record, table, root, pairs: PAIRS, versusNode, measure, stores: opts.stores})
+    // A section that fails is a row that says so (and a non-zero exit), and the others still run.
+    try {
+      await scenario({...build, env, record, table, root, pairs: PAIRS, versusNode, measure, stores: opts.stores})
+    } catch (error) {
+      console.error(`${section} failed: ${error.stack ?? error}`)
+      record({name: `${build.label}${section}`, value: 'failed', unit: '', note: String(error.message ?? error).replace(/\s+/g, ' ').slice(0, 300)})
+      process.exitCode = 1
+    }
   }
 }
 
