@@ -21,7 +21,7 @@ export function postgresBin() {
   return versions.length ? path.join(base, versions[0], 'bin') : null
 }
 
-export const freePort = () =>
+const freePort = () =>
   new Promise((resolve, reject) => {
     const server = net.createServer()
     server.once('error', reject)
@@ -32,7 +32,7 @@ export const freePort = () =>
   })
 
 const asPostgres = (command, args) => (process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args])
-export const runAsPostgres = (command, args) => execFileSync(...asPostgres(command, args), {stdio: ['ignore', 'pipe', 'pipe']})
+const runAsPostgres = (command, args) => execFileSync(...asPostgres(command, args), {stdio: ['ignore', 'pipe', 'pipe']})
 export const wait = (ms) => new Promise((r) => setTimeout(r, ms))
 
 /** Checks `check` every `everyMs` until it gives a truthy value; `what` names it in the timeout's error. */
@@ -49,7 +49,7 @@ export async function until(what, check, {timeoutMs = 300000, everyMs = 5} = {})
 export const pgModule = async (root) => (await import(path.join(root, 'node_modules', 'pg', 'lib', 'index.js'))).default
 
 /** Starts a cluster, or returns null (and says why) when PostgreSQL is not installed. */
-export async function startCluster({root, section}) {
+export async function startCluster({root, section, commitTimestamps = true}) {
   const pgBin = postgresBin()
   if (!pgBin) {
     console.error(`${section}: skipped, PostgreSQL is not installed (Debian: apt-get install postgresql)`)
@@ -62,7 +62,7 @@ export async function startCluster({root, section}) {
   const port = await freePort()
   runAsPostgres(path.join(pgBin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C'])
   const ctl = (...args) => runAsPostgres(path.join(pgBin, 'pg_ctl'), ['-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '60', ...args])
-  ctl('-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=200 -c track_commit_timestamp=on`, 'start')
+  ctl('-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=200${commitTimestamps ? ' -c track_commit_timestamp=on' : ''}`, 'start')
   const url = (name) => `postgres://postgres@127.0.0.1:${port}/${name}`
   const admin = new pg.Client({connectionString: url('postgres')})
   await admin.connect()

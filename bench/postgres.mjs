@@ -1,14 +1,13 @@
 // The team store's figures (bench section `workers`): steps/s of cheap steps driven by 1 and by 3
 // `pipe worker` processes on one PostgreSQL, dispatch latency (a detached run's creation to its first
 // step), and failover after SIGKILL (the holder killed to another worker holding the run). A
-// throwaway cluster of Debian's postgresql package is started with its default durability (fsync and
-// synchronous_commit on, as a team would run it), on 127.0.0.1 with a free port; as root, initdb
-// runs as the `postgres` user. Every figure is read from the database's own records.
-import {execFileSync, spawn, spawnSync} from 'node:child_process'
-import {chownSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
+// throwaway cluster (bench/cluster.mjs) with its default durability (fsync and synchronous_commit on,
+// as a team would run it), on 127.0.0.1 with a free port. Every figure is read from the database's own records.
+import {spawn, spawnSync} from 'node:child_process'
+import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import {freePort, postgresBin, runAsPostgres as run, wait} from './cluster.mjs'
+import {startCluster, wait} from './cluster.mjs'
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -19,23 +18,10 @@ const chain = (name, n) =>
   `version: 1\nname: ${name}\nsteps:\n${Array.from({length: n}, (_, i) => `  - {id: s${i}, kind: noop${i + 1 < n ? `, next: s${i + 1}` : ''}}`).join('\n')}\n`
 
 export async function teamBench({bin, env, record, root}) {
-  const pgBin = postgresBin()
-  if (!pgBin) {
-    console.error('team: skipped, PostgreSQL is not installed (Debian: apt-get install postgresql)')
-    return
-  }
-  const pg = (await import(path.join(root, 'node_modules', 'pg', 'lib', 'index.js'))).default
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-pg-'))
-  if (process.getuid?.() === 0) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres'])), Number(execFileSync('id', ['-g', 'postgres'])))
-  const data = path.join(dir, 'data')
-  const port = await freePort()
-  run(path.join(pgBin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C'])
-  const ctl = (...args) => run(path.join(pgBin, 'pg_ctl'), ['-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '60', ...args])
-  ctl('-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c max_connections=200`, 'start')
+  // Without commit timestamps, as this section has always measured.
+  const cluster = await startCluster({root, section: 'workers', commitTimestamps: false})
+  if (!cluster) return
   const work = mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-team-'))
-  const admin = new pg.Client({connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`})
-  await admin.connect()
-  let db = 0
   const children = new Set()
   try {
     writeFileSync(path.join(work, 'chain20.yaml'), chain('chain20', 20))
@@ -43,12 +29,8 @@ export async function teamBench({bin, env, record, root}) {
     writeFileSync(path.join(work, 'sleepy.yaml'), `version: 1\nname: sleepy\nsteps:\n  - {id: wait, kind: command, run: [sleep, "5"], timeout_ms: 60000}\n`)
     writeFileSync(path.join(work, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [sleep, "{arg}"]\nsandbox: off\nmax_retries_default: 0\n')
     const database = async () => {
-      const name = `bench_${++db}`
-      await admin.query(`CREATE DATABASE ${name}`)
-      const url = `postgres://postgres@127.0.0.1:${port}/${name}`
-      const client = new pg.Client({connectionString: url})
-      await client.connect()
-      return {url, client}
+      const {name, url} = await cluster.database()
+      return {url, client: await cluster.client(name)}
     }
     const detach = (url, file, extra = []) => {
       const result = spawnSync(process.execPath, [bin, 'run', file, '--text', 'x', '--detach', '--store', url, '--json', ...extra], {cwd: work, env, encoding: 'utf8'})
@@ -164,11 +146,9 @@ export async function teamBench({bin, env, record, root}) {
     }
   } finally {
     for (const child of children) child.kill('SIGKILL')
-    await admin.end().catch(() => undefined)
     try {
-      ctl('-m', 'immediate', 'stop')
+      await cluster.stop()
     } finally {
-      rmSync(dir, {recursive: true, force: true})
       rmSync(work, {recursive: true, force: true})
     }
   }
