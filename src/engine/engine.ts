@@ -21,7 +21,7 @@ import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, 
 import {isFinal, isRedrivable} from './lifecycle.js'
 import {assertResumable, redrivePoint} from './redrive.js'
 import {takeInput} from './resume-input.js'
-import {RunKeeper} from './run-keeper.js'
+import {RunKeeper, type RunStop} from './run-keeper.js'
 import {newRun, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
 
@@ -182,12 +182,8 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running')
-        await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
-      await this.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
-        r.status_reason = `${reason} (by ${this.user})`
-        delete r.pending
-      })
+      if (record.status === 'running') await this.keeper.stop(runId, goneOwner(record))
+      await this.keeper.stop(runId, {status: 'cancelled', reason, recordReason: `${reason} (by ${this.user})`, by: this.user})
     } finally {
       await release()
     }
@@ -245,9 +241,9 @@ export class Engine {
         } else {
           if (before.status === 'running' && event === 'resumed') {
             // A run left running by a process that is gone: record that it was interrupted first.
-            await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
+            await this.keeper.stop(runId, goneOwner(before))
           }
-          await this.keeper.setStatus(runId, 'running', event, {}, keepTrace)
+          await this.keeper.running(runId, event, {}, keepTrace)
         }
         outcome = await walk(this.walker, runId, settings)
         if (!redriven && event === 'resumed' && finishedAnIoFailure(before.status, outcome)) {
@@ -300,9 +296,8 @@ export class Engine {
       ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {}),
     }
     const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
-    await this.keeper.setStatus(
+    await this.keeper.running(
       runId,
-      'running',
       'redriven',
       {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})},
       (r) => {
@@ -341,6 +336,11 @@ export class Engine {
       of,
     )
   }
+}
+
+/** A run left running whose process is gone, found by the one who takes it over: it was interrupted. */
+function goneOwner(record: RunRecord): RunStop {
+  return {status: 'interrupted', reason: `the process that ran it (pid ${record.owner.pid}) is gone`}
 }
 
 /** A resumed run whose walk ran no step and only recorded the I/O failure an earlier process met. */
