@@ -7,7 +7,7 @@
 import {toPipeError} from '../errors.js'
 import {confirmDeadline} from '../policy/confirm.js'
 import {catalogOf, failureOf} from '../steps/registry.js'
-import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
+import type {StepHandler, StepKind, StepOf, StepRegistry} from '../steps/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -133,7 +133,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     }
 
     const record = env.keeper.record(runId)
-    const handler = env.registry[step.kind] as StepHandler<StepKind>
+    const handler = handlerOf(env.registry, step)
     const started = env.now()
     const seq = cursor.seq
     if (hook) await hook(`before-step:${step.id}`)
@@ -242,6 +242,11 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
 
 /** Records where the walk leaves the run (see RunKeeper.stop) and gives the run's outcome. */
 type Stop = (change: Omit<RunStop, 'specVersion' | 'recordReason'>) => Promise<RunOutcome>
+
+/** The handler of the step's own kind: the one place a step meets its handler, so the two always agree (attemptStep checks its context against it). */
+function handlerOf<K extends StepKind>(registry: StepRegistry, step: StepOf<K>): StepHandler<K> {
+  return registry[step.kind]
+}
 
 /** Applies what the last snapshot's decision says about the run: it failed, was cancelled, or waits for a review. */
 async function settle(snapshot: Snapshot | null, stop: Stop): Promise<RunOutcome | null> {
