@@ -1,7 +1,7 @@
 /**
  * The walk of one run: from where its snapshots leave it, step after step, until the run ends,
  * pauses or is stopped. Each step's attempts (attempt.ts) give a result, the record (record.ts)
- * with its decision (decide.ts) is committed (commit.ts) before the run moves on, and the cursor
+ * with its decision (decide.ts) is committed (RunStore.commitStep, all or nothing) before the run moves on, and the cursor
  * (cursor.ts) moves with it; a decision that ends or pauses the run is settled on its record.
  */
 import {toPipeError} from '../errors.js'
@@ -16,12 +16,11 @@ import {breathe} from '../util/breathe.js'
 import {redactDeep} from '../util/redact.js'
 import {evaluateOutputs} from './run-outputs.js'
 import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
-import {commitStep, recoverCommit} from './commit.js'
 import {cursorOf, redrivenOf, retriedKey} from './cursor.js'
 import type {EngineDeps, RunOutcome, RunSettings} from './engine-types.js'
 import {contextFor, evaluatorFor, iterationBound, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
 import {History} from './history.js'
-import {journalOf} from './record.js'
+import {stepCommitOf} from './record.js'
 import {canRedrive} from './redrive.js'
 import type {RunKeeper, RunStop} from './run-keeper.js'
 
@@ -44,7 +43,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   const given = env.deps.hook
   // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
   const hook = given ? async (point: string): Promise<void> => given(point) : undefined
-  if (!fresh && (await recoverCommit(store, runId, hook)))
+  if (!fresh && (await store.recover(runId, hook)))
     await env.keeper.appendEvent(runId, {at: env.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
   const opening = env.keeper.record(runId)
   const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
@@ -169,7 +168,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
       return paused
     }
 
-    const journal = journalOf({
+    const commit = stepCommitOf({
       record,
       step,
       handler,
@@ -191,7 +190,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
       settings,
       before: history.snapshots,
     })
-    const committed = await commitStep(store, journal, hook)
+    const committed = await store.commitStep(commit, hook)
     const snapshot = committed.snapshot
     tracing().stepEnded(runId, step.id, {snapshot})
     history.snapshots.push(snapshot)
