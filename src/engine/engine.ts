@@ -15,14 +15,13 @@ import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {currentUser} from '../util/user.js'
 import {sleep} from '../util/sleep.js'
-import {dotGitOf} from '../util/git-dir.js'
 import {childResultOf, childRuns, type ParentStep} from './children.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 import {isFinal, isRedrivable} from './lifecycle.js'
 import {assertResumable, redrivePoint} from './redrive.js'
 import {takeInput} from './resume-input.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
-import {newRun, type RunBirth} from './run-record.js'
+import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
 
 export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
@@ -67,31 +66,7 @@ export class Engine {
   }
 
   async start(options: StartOptions): Promise<RunOutcome> {
-    const {store} = this.deps
-    const now = this.now()
-    const title = options.pipeline.pipeline.name
-    let featureId = options.featureId
-    if (featureId) await store.ensureFeature(featureId, now)
-    else featureId = await store.createFeature(now, title)
-    const birth = newRun({
-      featureId,
-      pipeline: options.pipeline,
-      policy: options.policy,
-      provider: options.provider,
-      input: options.input,
-      ...(options.inputs ? {inputs: options.inputs} : {}),
-      cwd: options.cwd,
-      // Which repository git steps may use: one that appears later may hold a command's hooks.
-      workspaceGit: dotGitOf(options.cwd),
-      ...(options.contextRef ? {contextRef: options.contextRef} : {}),
-      ...(options.toolVersions ? {toolVersions: options.toolVersions} : {}),
-      ...(options.answers ? {answers: options.answers} : {}),
-      ...(options.review ? {review: options.review} : {}),
-      ...(options.replayOf ? {replayOf: options.replayOf} : {}),
-      reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`,
-      now,
-      user: this.user,
-    })
+    const birth = await birthOf(this.deps.store, options, {now: this.now(), user: this.user})
     return this.launch(birth, options, 'run-created')
   }
 
