@@ -4,8 +4,9 @@ import tseslint from 'typescript-eslint'
 import {readFileSync} from 'node:fs'
 
 /**
- * The direction of dependency between the folders of src/ (DESIGN.md, "Layers"): commands (and
- * their cli/ helpers) -> app (the use cases) -> engine -> steps -> the rest. Each entry lists the
+ * The direction of dependency between the folders of src/ (docs/development.md, the layers after
+ * "Dependencies point one way"; test/unit/layers.test.ts keeps the two in agreement): commands
+ * (and their cli/ helpers, and view/) -> app (the use cases) -> engine -> steps -> the rest. Each entry lists the
  * folders a folder must not import, by static import, re-export or dynamic import(). A relative
  * path that climbs out of the folder (`../engine/x.js`, `../../engine/x.js`) is how src/ files name
  * another folder.
@@ -79,7 +80,7 @@ function layerRules(folder, forbidden) {
   if (forbidden.length > 0) {
     patterns.push({
       regex: reaches(forbidden, root),
-      message: `${name} must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see DESIGN.md, Layers).`,
+      message: `${name} must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see docs/development.md, the layers).`,
     })
   }
   if (ABOVE_KINDS.includes(folder)) {
@@ -93,7 +94,7 @@ function layerRules(folder, forbidden) {
     ],
   }
   if (ENGINE_TYPES_ONLY.includes(folder)) {
-    const message = `${name} must call the engine through a use case in src/app/; it may import the engine's types only (see DESIGN.md, Layers).`
+    const message = `${name} must call the engine through a use case in src/app/; it may import the engine's types only (see docs/development.md, the layers).`
     const regex = reaches(['engine'], root)
     rules['@typescript-eslint/no-restricted-imports'] = ['error', {patterns: [{regex, message, allowTypeImports: true}]}]
     rules['no-restricted-syntax'].push({selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message})

@@ -4,27 +4,19 @@
  * attempts gave (a result, or the errors of all of them) goes to decide.ts and record.ts; a signal
  * that stops the run surfaces as `Interrupted`, never as the step's error.
  */
-import path from 'node:path'
 import {PipeError, toPipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
-import type {ChildRuns, StepContext, StepDone, StepEvent, StepHandler, StepKind, StepResult} from '../steps/types.js'
-import type {Ledger} from '../store/ledger.js'
-import type {Step} from '../types/pipeline.js'
-import type {RunEvent, RunRecord} from '../types/run.js'
+import type {StepDone, StepHandler, StepKind, StepOf, StepResult} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {tracing} from '../telemetry/tracing.js'
-import type {CanonicalSpec} from '../types/spec.js'
 import {redact, redactDeep} from '../util/redact.js'
 import {newTraceId} from '../util/trace.js'
-import type {ParentStep} from './children.js'
-import {retriedSeqs} from './cursor.js'
 import {deadline} from './deadlines.js'
-import type {EngineDeps, RunSettings} from './engine-types.js'
-import {aliasValues, condition, contextFor, deferredFields, explained, resolveStep, type RunExpressions} from './expressions.js'
-import type {History} from './history.js'
+import {condition, contextFor, deferredFields, explained, resolveStep} from './expressions.js'
 import {checkedOutputs} from './outputs-check.js'
 import {backoffFor} from './retry.js'
 import {stepGate, type ConfirmationUsed} from './step-confirm.js'
+import {renderer, stepContext, type AttemptEnvironment, type RunAtStep} from './step-context.js'
 
 /** The run was stopped by a signal while a step ran: the walk records it interrupted. */
 export class Interrupted extends Error {}
@@ -72,41 +64,30 @@ export interface Executed {
   skipped?: boolean
 }
 
-/** What the engine lends a step's attempts. */
-export interface AttemptEnvironment {
-  deps: EngineDeps
-  now: () => Date
-  user: string
-  ledger: Ledger
-  sleep: (ms: number, signal: AbortSignal) => Promise<void>
-  /** Appends a line to the run's timeline (the engine keeps the record it holds current). */
-  appendEvent(runId: string, event: RunEvent): Promise<void>
-  children(of: ParentStep): ChildRuns
-}
+export type {AttemptEnvironment, RunAtStep} from './step-context.js'
 
-/** The run as the step sees it. */
-export interface StepState {
-  record: RunRecord
-  settings: RunSettings
-  history: History
-  spec: CanonicalSpec | null
-  exprs: RunExpressions
-}
-
-export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<StepKind>, step: Step, seq: number, state: StepState): Promise<Executed> {
-  const {policy} = state.settings
+/** The step's attempts, the first and any retries, until one gives a result or the errors are not retried. */
+export async function attemptStep<K extends StepKind>(
+  env: AttemptEnvironment,
+  handler: StepHandler<K>,
+  step: StepOf<K>,
+  seq: number,
+  run: RunAtStep,
+): Promise<Executed> {
+  const {policy} = run.settings
   const safe = step.retry?.safe ?? handler.safeToRetry
   const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
   // A step that waits for child runs is bounded only by its own timeout_ms: each child step has its own.
   const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))
   const errors: Snapshot['errors'] = []
   let blocked = false
-  let renderContext: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
+  const runId = run.record.run_id
+  const render = renderer(step.id, run)
   // A person's yes covers every attempt of this run of the step: a retry is not asked about again.
   let confirmed: ConfirmationUsed | undefined
   for (let attempt = 1; ; attempt++) {
-    env.deps.onProgress?.({type: 'step_start', run_id: state.record.run_id, step: step.id, kind: step.kind, seq, attempt})
-    tracing().attemptStarted(state.record.run_id, step, seq, attempt)
+    env.deps.onProgress?.({type: 'step_start', run_id: runId, step: step.id, kind: step.kind, seq, attempt})
+    tracing().attemptStarted(runId, step, seq, attempt)
     const outer = env.deps.signal
     if (outer?.aborted) throw new Interrupted('interrupted')
     const abort = new StepAbort()
@@ -124,106 +105,16 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
             ),
           )
     const aborted = abort.settled
-    let children: ChildRuns | undefined
-    const childrenOf = (): ChildRuns =>
-      (children ??= env.children({parent: state.record, step, seq, settings: state.settings, snapshots: state.history.snapshots}))
-    const slotsDir = (): string => path.join(env.deps.store.root, 'locks')
-    // A step's lines are appended one at a time, and none after the attempt ended (an abandoned
-    // step still running must not race the engine's own lines on the chain).
-    const timeline = {open: true, tail: Promise.resolve()}
-    const runId = state.record.run_id
-    const appendStepEvent = (line: StepEvent): Promise<void> => {
-      if (!timeline.open) return Promise.resolve()
-      const clean: StepEvent = {
-        ...line,
-        ...(line.summary !== undefined ? {summary: redact(line.summary)} : {}),
-        ...(line.reason !== undefined ? {reason: redact(line.reason)} : {}),
-      }
-      const appended = timeline.tail.then(async () => {
-        if (!timeline.open) return
-        await env.appendEvent(runId, {...clean, step: step.id, seq, attempt})
-        env.deps.onProgress?.({type: 'step_event', run_id: runId, step: step.id, seq, event: clean})
-        if (clean.event === 'tool_call_result') tracing().toolCall(runId, step.id, clean)
-      })
-      timeline.tail = appended.catch(() => undefined)
-      return appended
-    }
-    const context: StepContext = {
-      step,
-      pipeline: state.settings.pipeline,
-      run: state.record,
-      spec: state.spec,
-      history: state.history,
-      policy,
-      provider: env.deps.provider,
-      cwd: state.settings.cwd,
-      get signal() {
-        return abort.signal
-      },
-      attempt,
-      now: env.now,
-      user: env.user,
-      ledger: env.ledger,
-      // Built when a kind asks: most steps read neither, and a noop chain would pay for them per step.
-      get slotsDir() {
-        return slotsDir()
-      },
-      hook: (point) => env.deps.hook?.(point),
-      render: (text, aliases) => {
-        const {evaluator, secrets} = state.exprs
-        if (!evaluator) throw new PipeError('E_INTERNAL', `step "${step.id}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
-        // The history does not change while the step runs: the context is built and converted once, not per item of a foreach.
-        if (!renderContext) {
-          const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-          renderContext = {values, bound: evaluator.bind(values)}
-        }
-        const {values, bound} = renderContext
-        return explained(values, () => bound.withAliases(aliasValues(aliases)).render(text))
-      },
-      get children() {
-        return childrenOf()
-      },
-      state: {
-        read: () => env.deps.store.readStepState(state.record.run_id, step.id, seq),
-        write: (value) => env.deps.store.writeStepState(state.record.run_id, step.id, seq, value),
-        earlier: async () => {
-          const out: Array<{seq: number; state: unknown}> = []
-          for (const s of retriedSeqs(state.record, step.id, seq)) {
-            const value = await env.deps.store.readStepState(state.record.run_id, step.id, s)
-            if (value !== undefined) out.push({seq: s, state: value})
-          }
-          return out
-        },
-      },
-      event: appendStepEvent,
-    }
+    const {context, close} = stepContext({env, step, seq, attempt, run, signal: () => abort.signal, render})
     try {
       // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
-      let resolved: Record<string, JsonValue> = {}
-      const {evaluator, secrets} = state.exprs
-      if (evaluator) {
-        const values = contextFor(state.record, state.history.snapshots, state.spec, secrets)
-        const bound = evaluator.bind(values)
-        if (step.when !== undefined) {
-          if (!explained(values, () => condition(step, bound))) {
-            const skipped: StepDone = {
-              type: 'done',
-              outcome: 'skipped',
-              reason: `when: ${step.when.trim()} is false`,
-              inputs: {resolved: {when: false}},
-              outputs: {},
-            }
-            return {result: skipped, errors, attempts: attempt, skipped: true}
-          }
-          resolved.when = true
-        }
-        const r = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
-        context.step = r.step
-        resolved = {...resolved, ...r.values}
-      }
+      const expressions = resolveAttempt(handler, step, run)
+      if ('skipped' in expressions) return {result: expressions.skipped, errors, attempts: attempt, skipped: true}
+      context.step = expressions.step
+      const resolved = expressions.values
       // Before it acts, with its values resolved (the commands a person is shown are the ones it would run).
       if (!confirmed) {
-        const gate = stepGate(context.step, handler, seq, {run: state.record, policy, cwd: state.settings.cwd})
+        const gate = stepGate(context.step, handler, seq, {run: run.record, policy, cwd: run.settings.cwd})
         if (gate.type === 'ask') return {result: gate.result, errors, attempts: attempt}
         // An answer given earlier for the whole step or run decides here: the timeline says which one.
         if ((gate.type === 'go' || gate.type === 'denied') && gate.standing)
@@ -241,7 +132,7 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
         }
         if (gate.type === 'go') confirmed = gate.used
       }
-      const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([handler.run(context as never), aborted]))
+      const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([handler.run(context), aborted]))
       if (result.type === 'done' && Object.keys(resolved).length > 0) {
         // A kind may record values it evaluated itself (a choice's whens) under the same key.
         const own = result.inputs?.['resolved']
@@ -266,7 +157,7 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
       if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
       tracing().attemptFailed(runId, step.id, error)
       const delay = backoffFor(attempt - 1, (env.deps.random ?? Math.random)())
-      env.deps.onProgress?.({type: 'step_retry', run_id: state.record.run_id, step: step.id, seq, attempt, delay_ms: delay, error: redact(error.message)})
+      env.deps.onProgress?.({type: 'step_retry', run_id: runId, step: step.id, seq, attempt, delay_ms: delay, error: redact(error.message)})
       try {
         await env.sleep(delay, outer ?? new AbortController().signal)
       } catch {
@@ -275,8 +166,27 @@ export async function attemptStep(env: AttemptEnvironment, handler: StepHandler<
     } finally {
       cancelDeadline?.()
       outer?.removeEventListener('abort', onOuter)
-      timeline.open = false
-      await timeline.tail
+      await close()
     }
   }
+}
+
+/** The step with its expressions resolved for this attempt and what they gave; or, when its `when:` is false, its skipped result. */
+function resolveAttempt<K extends StepKind>(
+  handler: StepHandler<K>,
+  step: StepOf<K>,
+  run: RunAtStep,
+): {skipped: StepDone} | {step: StepOf<K>; values: Record<string, JsonValue>} {
+  const {evaluator, secrets} = run.exprs
+  if (!evaluator) return {step, values: {}}
+  const values = contextFor(run.record, run.history.snapshots, run.spec, secrets)
+  const bound = evaluator.bind(values)
+  const when: Record<string, JsonValue> = {}
+  if (step.when !== undefined) {
+    if (!explained(values, () => condition(step, bound)))
+      return {skipped: {type: 'done', outcome: 'skipped', reason: `when: ${step.when.trim()} is false`, inputs: {resolved: {when: false}}, outputs: {}}}
+    when.when = true
+  }
+  const resolved = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
+  return {step: resolved.step, values: {...when, ...resolved.values}}
 }

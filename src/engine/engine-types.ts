@@ -86,6 +86,11 @@ export interface RunSettings {
   inheritedPrices?: NonNullable<ProviderSettings['prices']>
 }
 
+/**
+ * The settings of a new run: built once by its session (app/sessions/prepare.ts, from what the
+ * command was given) and passed down as they are, to Engine.start or, for a run queued for a
+ * worker, to birthOf (run-record.ts); the field names are NewRun's.
+ */
 export interface StartOptions extends RunSettings {
   input: RunRecord['input']
   /** The pipeline's typed inputs, resolved and checked; recorded in run.json for resume and replay. */

@@ -15,14 +15,13 @@ import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {currentUser} from '../util/user.js'
 import {sleep} from '../util/sleep.js'
-import {dotGitOf} from '../util/git-dir.js'
 import {childResultOf, childRuns, type ParentStep} from './children.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 import {isFinal, isRedrivable} from './lifecycle.js'
 import {assertResumable, redrivePoint} from './redrive.js'
 import {takeInput} from './resume-input.js'
-import {RunKeeper} from './run-keeper.js'
-import {newRun, type RunBirth} from './run-record.js'
+import {RunKeeper, type RunStop} from './run-keeper.js'
+import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
 
 export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
@@ -67,31 +66,7 @@ export class Engine {
   }
 
   async start(options: StartOptions): Promise<RunOutcome> {
-    const {store} = this.deps
-    const now = this.now()
-    const title = options.pipeline.pipeline.name
-    let featureId = options.featureId
-    if (featureId) await store.ensureFeature(featureId, now)
-    else featureId = await store.createFeature(now, title)
-    const birth = newRun({
-      featureId,
-      pipeline: options.pipeline,
-      policy: options.policy,
-      provider: options.provider,
-      input: options.input,
-      ...(options.inputs ? {inputs: options.inputs} : {}),
-      cwd: options.cwd,
-      // Which repository git steps may use: one that appears later may hold a command's hooks.
-      workspaceGit: dotGitOf(options.cwd),
-      ...(options.contextRef ? {contextRef: options.contextRef} : {}),
-      ...(options.toolVersions ? {toolVersions: options.toolVersions} : {}),
-      ...(options.answers ? {answers: options.answers} : {}),
-      ...(options.review ? {review: options.review} : {}),
-      ...(options.replayOf ? {replayOf: options.replayOf} : {}),
-      reason: `pipeline ${options.pipeline.pipeline.name}, input ${options.input.ref}`,
-      now,
-      user: this.user,
-    })
+    const birth = await birthOf(this.deps.store, options, {now: this.now(), user: this.user})
     return this.launch(birth, options, 'run-created')
   }
 
@@ -182,12 +157,8 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running')
-        await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${record.owner.pid}) is gone`})
-      await this.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason, by: this.user}, (r) => {
-        r.status_reason = `${reason} (by ${this.user})`
-        delete r.pending
-      })
+      if (record.status === 'running') await this.keeper.stop(runId, goneOwner(record))
+      await this.keeper.stop(runId, {status: 'cancelled', reason, recordReason: `${reason} (by ${this.user})`, by: this.user})
     } finally {
       await release()
     }
@@ -245,9 +216,9 @@ export class Engine {
         } else {
           if (before.status === 'running' && event === 'resumed') {
             // A run left running by a process that is gone: record that it was interrupted first.
-            await this.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason: `the process that ran it (pid ${before.owner.pid}) is gone`})
+            await this.keeper.stop(runId, goneOwner(before))
           }
-          await this.keeper.setStatus(runId, 'running', event, {}, keepTrace)
+          await this.keeper.running(runId, event, {}, keepTrace)
         }
         outcome = await walk(this.walker, runId, settings)
         if (!redriven && event === 'resumed' && finishedAnIoFailure(before.status, outcome)) {
@@ -300,9 +271,8 @@ export class Engine {
       ...(changed ? {previous_policy_version: record.policy_version, ...(record.policy_path ? {previous_policy_path: record.policy_path} : {})} : {}),
     }
     const reason = `step ${point.step} (#${point.seq}) runs again${record.error ? ` after ${record.error.code}` : ''}${changed ? `; policy ${record.policy_version.slice(0, 19)} -> ${policy.slice(0, 19)}` : ''}`
-    await this.keeper.setStatus(
+    await this.keeper.running(
       runId,
-      'running',
       'redriven',
       {step: point.step, seq: point.seq, by: this.user, reason, ...(changed ? {policy_version: policy} : {})},
       (r) => {
@@ -341,6 +311,11 @@ export class Engine {
       of,
     )
   }
+}
+
+/** A run left running whose process is gone, found by the one who takes it over: it was interrupted. */
+function goneOwner(record: RunRecord): RunStop {
+  return {status: 'interrupted', reason: `the process that ran it (pid ${record.owner.pid}) is gone`}
 }
 
 /** A resumed run whose walk ran no step and only recorded the I/O failure an earlier process met. */

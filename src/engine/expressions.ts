@@ -13,7 +13,7 @@ import {PipeError, isPipeError} from '../errors.js'
 import type {AliasValue, BoundExpressions, ExprContext, ExprEvaluator, JsonValue} from '../expr/index.js'
 import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
 import {check} from '../schema/registry.js'
-import type {StepHandler, StepKind} from '../steps/types.js'
+import type {StepHandler, StepKind, StepOf} from '../steps/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -89,9 +89,9 @@ export async function evaluatorFor(loaded: LoadedPipeline, catalog: KindCatalog)
   return new expr.ExprEvaluator(exprDeclarations(loaded.pipeline, (i) => stepDir(loaded, i), catalog, loaded.aliases))
 }
 
-export interface Resolved {
+export interface Resolved<S extends Step = Step> {
   /** The step with every templated field replaced by its value. */
-  step: Step
+  step: S
   /** What each templated field resolved to, by its path in the step (`run[2]`, `env.TOKEN`); a value that read a secret is REDACTED. */
   values: Record<string, JsonValue>
 }
@@ -110,7 +110,7 @@ function printable(segments: readonly Segment[]): string {
  * the pipeline schema again, so a value of the wrong type is an E_CONFIG here, not a surprise in
  * the kind.
  */
-export function resolveStep(step: Step, bound: BoundExpressions, deferred: readonly string[] = []): Resolved {
+export function resolveStep<S extends Step>(step: S, bound: BoundExpressions, deferred: readonly string[] = []): Resolved<S> {
   const values: Record<string, JsonValue> = {}
   const secretPaths = new Set<string>()
   const walk = (value: unknown, at: Segment[]): unknown => {
@@ -132,7 +132,8 @@ export function resolveStep(step: Step, bound: BoundExpressions, deferred: reado
   }
   const resolved = walk(step, []) as Step
   if (Object.keys(values).length === 0) return {step, values}
-  return {step: conform(resolved, step.id, values), values}
+  // Only templated values change: the structural keys, the kind among them, are kept as written.
+  return {step: conform(resolved, step.id, values) as S, values}
 }
 
 /** Checks the resolved step against the schema; a number or boolean where a string belongs becomes its text. */
@@ -233,7 +234,7 @@ export interface RunExpressions {
 }
 
 /** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */
-export function deferredFields(handler: StepHandler<StepKind>, step: Step): string[] {
+export function deferredFields<K extends StepKind>(handler: StepHandler<K>, step: StepOf<K>): string[] {
   const deferred = handler.deferred?.(step)
   const naming = (handler.references?.(step) ?? []).map((ref) => String(ref.at[0]))
   return [...(deferred?.fields ?? []), ...(deferred?.foreign ?? []), ...naming]

@@ -1,7 +1,7 @@
 /**
  * The record of a finished step: its snapshot, the spec version it writes and its evidence,
- * assembled before any of it is written so commit.ts can log them as one line and write them so a
- * crash loses nothing. Where the run goes next is decide.ts's; this module stamps that decision's
+ * assembled before any of it is written so the store's commit (RunStore.commitStep) can log them
+ * as one line and write them so a crash loses nothing. Where the run goes next is decide.ts's; this module stamps that decision's
  * error with a trace id and the time, and redacts what a resolved secret could have reached.
  */
 import {PipeError} from '../errors.js'
@@ -15,8 +15,8 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {redact, redactDeep} from '../util/redact.js'
 import {newTraceId} from '../util/trace.js'
-import type {Journal} from './commit.js'
 import {decide} from './decide.js'
+import type {StepCommit} from '../store/types.js'
 import type {RunSettings} from './engine-types.js'
 
 export const ENGINE_VERSION = 'pipe-engine-0.1'
@@ -56,16 +56,16 @@ export interface StepEnded {
   before: readonly Snapshot[]
 }
 
-/** Everything a finished step will record, before any of it is written (see commit.ts). */
-export function journalOf(ended: StepEnded): Journal {
+/** Everything a finished step will record, before any of it is written (see RunStore.commitStep). */
+export function stepCommitOf(ended: StepEnded): StepCommit {
   const {record, step, handler, timing, result, current, settings, before} = ended
   const runId = record.run_id
   const {seq, iteration, started, attempts} = timing
   const endedAt = timing.ended
   const previous = before.at(-1) ?? null
   const errors = [...ended.errors]
-  let spec: Journal['spec'] = null
-  const evidence: Journal['evidence'] = []
+  let spec: StepCommit['spec'] = null
+  const evidence: StepCommit['evidence'] = []
   if (result) {
     for (const draft of result.evidence ?? []) {
       const {link, ...rest} = draft
@@ -221,7 +221,7 @@ function errorEvidence(
   decisions: Snapshot['decisions'],
   errors: Snapshot['errors'],
   outputs: Record<string, unknown> | undefined,
-): Journal['evidence'][number]['draft'] | null {
+): StepCommit['evidence'][number]['draft'] | null {
   const status = decisions.at(-1)?.run_status
   const error = errors.at(-1)
   if ((status !== 'failed' && status !== 'blocked') || !error || !EVIDENCED_ERRORS.has(error.code)) return null

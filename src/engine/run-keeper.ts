@@ -9,8 +9,33 @@ import type {RunStore} from '../store/types.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import {PipeError} from '../errors.js'
 import {selfIdentity} from '../util/lock.js'
+import {newTraceId} from '../util/trace.js'
 import type {ProgressEvent} from './engine-types.js'
 import {assertTransition, isFinal} from './lifecycle.js'
+
+/**
+ * Where a drive leaves a run: every status a run stops (or waits) in is recorded by
+ * RunKeeper.stop from one of these, so each records the same fields whichever way it came about.
+ */
+export interface RunStop {
+  status: Exclude<RunStatus, 'pending' | 'running'>
+  /** Why, for the record and its timeline line. */
+  reason: string
+  /** What the record says when it says more than the line: who cancelled it (the line holds them as `by`). */
+  recordReason?: string
+  /** The step it stopped at. */
+  step?: string
+  /** Who stopped it: a person's decision or cancel. */
+  by?: string
+  /** The spec version the run reached; absent: the record keeps its own (a run not being walked). */
+  specVersion?: string | null
+  /** A failed or blocked run's error. Without a trace id it is given one: the record, the line and the outcome name the same occurrence. */
+  error?: NonNullable<RunRecord['error']>
+  /** What a waiting run waits for. */
+  pending?: NonNullable<RunRecord['pending']>
+  /** A succeeded run's declared outputs. */
+  outputs?: RunRecord['outputs']
+}
 
 export class RunKeeper {
   /** Runs whose artifacts are kept written as they go (see export.ts writeLiveArtifacts). */
@@ -53,12 +78,44 @@ export class RunKeeper {
     this.liveArtifacts.add(runId)
   }
 
-  async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<RunRecord> {
+  /**
+   * Records where the run stopped: its status, the timeline line, and on the record the reason,
+   * the error, what it waits for, and the spec version it reached. The error as recorded
+   * (with its trace id) is returned for the run's outcome.
+   */
+  async stop(runId: string, stop: RunStop): Promise<{error?: NonNullable<RunRecord['error']>}> {
+    const error = stop.error ? {...stop.error, trace_id: stop.error.trace_id ?? newTraceId()} : undefined
+    const line: Partial<RunEvent> = {
+      reason: stop.reason,
+      ...(stop.step !== undefined ? {step: stop.step} : {}),
+      ...(error ? {trace_id: error.trace_id} : {}),
+      ...(stop.by !== undefined ? {by: stop.by} : {}),
+    }
+    await this.setStatus(runId, stop.status, stop.status === 'awaiting_input' ? 'paused' : stop.status, line, (r) => {
+      // A succeeded run's reason is its line's and its last decision's: its record has nothing to explain.
+      if (stop.status === 'succeeded') delete r.status_reason
+      else r.status_reason = stop.recordReason ?? stop.reason
+      // A blocked run cancelled keeps the error it was blocked on; only a success clears it.
+      if (error) r.error = error
+      else if (stop.status === 'succeeded') delete r.error
+      if (stop.pending) r.pending = stop.pending
+      else delete r.pending
+      if (stop.specVersion !== undefined) r.spec_version = stop.specVersion
+      if (stop.outputs !== undefined) r.outputs = stop.outputs
+    })
+    return error ? {error} : {}
+  }
+
+  /** The run is driven again: started, resumed, or redriven from the step that stopped it. Every other status is a stop. */
+  async running(runId: string, event: 'started' | 'resumed' | 'redriven', extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<void> {
+    await this.setStatus(runId, 'running', event, extra, change)
+  }
+
+  private async setStatus(runId: string, to: RunStatus, event: string, extra: Partial<RunEvent> = {}, change?: (r: RunRecord) => void): Promise<void> {
     const status = this.statusChange(to, event, extra, change)
     const record = await this.store.updateRun(runId, status.change, status.event)
     if (this.held.has(runId)) this.held.set(runId, record)
     await this.statusRecorded(runId, to, extra.reason)
-    return record
   }
 
   /** What follows a recorded status change: the progress line, and the artifacts written again. */

@@ -4,9 +4,11 @@
  */
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
-import type {RunDraft} from '../store/types.js'
+import type {RunDraft, RunStore} from '../store/types.js'
 import type {RunEvent, RunRecord} from '../types/run.js'
+import {dotGitOf} from '../util/git-dir.js'
 import {selfIdentity} from '../util/lock.js'
+import type {StartOptions} from './engine-types.js'
 
 export interface NewRun {
   featureId: string
@@ -39,6 +41,27 @@ export interface RunBirth {
   draft: RunDraft
   now: Date
   created: RunEvent
+}
+
+/**
+ * A run a person starts (pipe run, its --detach, pipe replay), from its settings as the session
+ * built them: its feature, created unless one was named, and its birth. The same for a run this
+ * process drives (Engine.start) and one put on a queue for a worker (`queue`).
+ */
+export async function birthOf(store: RunStore, start: StartOptions, at: {now: Date; user: string; queue?: string}): Promise<RunBirth> {
+  const name = start.pipeline.pipeline.name
+  let featureId = start.featureId
+  if (featureId) await store.ensureFeature(featureId, at.now)
+  else featureId = await store.createFeature(at.now, name)
+  return newRun({
+    ...start,
+    featureId,
+    // Which repository git steps may use: one that appears later may hold a command's hooks.
+    workspaceGit: dotGitOf(start.cwd),
+    reason: `pipeline ${name}, input ${start.input.ref}${at.queue !== undefined ? `; queued on ${at.queue}` : ''}`,
+    now: at.now,
+    user: at.user,
+  })
 }
 
 export function newRun(run: NewRun): RunBirth {

@@ -9,7 +9,7 @@
 import {stepConfirmRule} from '../policy/confirm.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import {DENIED_OUTCOME, sealedAction, standingAnswer, type ConfirmAction} from '../steps/registry.js'
-import type {StepAwait, StepDone, StepHandler, StepKind} from '../steps/types.js'
+import type {StepAwait, StepDone, StepHandler, StepKind, StepOf} from '../steps/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {redactDeep} from '../util/redact.js'
@@ -49,8 +49,13 @@ export function stepAction(step: Step, seq: number, rule: string, argv: string[]
 }
 
 /** Whether the resolved step may act now, must wait for a person, or was refused. */
-export function stepGate(step: Step, handler: StepHandler<StepKind>, seq: number, where: {run: RunRecord; policy: LoadedPolicy; cwd: string}): StepGate {
-  const argv = (handler.commands?.(step as never) ?? []).map((c) => [...c.argv])
+export function stepGate<K extends StepKind>(
+  step: StepOf<K>,
+  handler: StepHandler<K>,
+  seq: number,
+  where: {run: RunRecord; policy: LoadedPolicy; cwd: string},
+): StepGate {
+  const argv = (handler.commands?.(step) ?? []).map((c) => [...c.argv])
   const rule = stepConfirmRule(where.policy, step, argv)
   if (rule === null) return {type: 'free'}
   const action = stepAction(step, seq, rule, argv, where.cwd)

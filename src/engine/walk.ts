@@ -1,30 +1,28 @@
 /**
  * The walk of one run: from where its snapshots leave it, step after step, until the run ends,
  * pauses or is stopped. Each step's attempts (attempt.ts) give a result, the record (record.ts)
- * with its decision (decide.ts) is committed (commit.ts) before the run moves on, and the cursor
+ * with its decision (decide.ts) is committed (RunStore.commitStep, all or nothing) before the run moves on, and the cursor
  * (cursor.ts) moves with it; a decision that ends or pauses the run is settled on its record.
  */
 import {toPipeError} from '../errors.js'
 import {confirmDeadline} from '../policy/confirm.js'
 import {catalogOf, failureOf} from '../steps/registry.js'
-import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
-import type {RunRecord, RunStatus} from '../types/run.js'
+import type {StepHandler, StepKind, StepOf, StepRegistry} from '../steps/types.js'
+import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {tracing} from '../telemetry/tracing.js'
 import {breathe} from '../util/breathe.js'
 import {redactDeep} from '../util/redact.js'
 import {evaluateOutputs} from './run-outputs.js'
-import {newTraceId} from '../util/trace.js'
 import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
-import {commitStep, recoverCommit} from './commit.js'
-import {cursorOf, redrivenOf, retriedKey, type Cursor} from './cursor.js'
+import {cursorOf, redrivenOf, retriedKey} from './cursor.js'
 import type {EngineDeps, RunOutcome, RunSettings} from './engine-types.js'
 import {contextFor, evaluatorFor, iterationBound, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
 import {History} from './history.js'
-import {journalOf} from './record.js'
+import {stepCommitOf} from './record.js'
 import {canRedrive} from './redrive.js'
-import type {RunKeeper} from './run-keeper.js'
+import type {RunKeeper, RunStop} from './run-keeper.js'
 
 /** What a walk uses of the engine that drives the run. */
 export interface WalkEnvironment {
@@ -45,7 +43,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   const given = env.deps.hook
   // Without a hook (any run but a test's), each commit's checkpoints cost nothing: no promise per point.
   const hook = given ? async (point: string): Promise<void> => given(point) : undefined
-  if (!fresh && (await recoverCommit(store, runId, hook)))
+  if (!fresh && (await store.recover(runId, hook)))
     await env.keeper.appendEvent(runId, {at: env.now().toISOString(), event: 'commit_recovered', reason: 'finished recording the step a crash interrupted'})
   const opening = env.keeper.record(runId)
   const base = opening.replay_of ? (await store.readSnapshots(opening.replay_of.run_id)).filter((s) => s.step.seq < opening.replay_of!.seq) : []
@@ -67,33 +65,44 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     secrets: readSecrets(pipeline),
   }
   let endReason: string | undefined
-  const outcome = async (status: RunStatus, extra: Partial<RunOutcome> = {}): Promise<RunOutcome> => {
+  // Every status the walk leaves the run in is recorded the one way (RunKeeper.stop), with the spec version it reached.
+  const stop: Stop = async (change) => {
+    const {error} = await env.keeper.stop(runId, {...change, specVersion: cursor.specVersion})
     const record = env.keeper.record(runId)
     // Only the latest: a long-lived engine drives many runs, and a child's engine drives one.
     env.ended(runId, record, own.at(-1))
-    const redrivable = status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
+    const redrivable = change.status === 'failed' ? {redrivable: canRedrive(record, own)} : {}
     // Which policy the run is under: a policy.yaml found upward is named, so a planted or unexpected one is seen.
     const policy = {policy: record.policy_path ?? null}
-    return {run_id: runId, feature_id: record.feature_id, status, spec_version: cursor.specVersion, steps_run: stepsRun, ...policy, ...redrivable, ...extra}
+    return {
+      run_id: runId,
+      feature_id: record.feature_id,
+      status: change.status,
+      spec_version: cursor.specVersion,
+      steps_run: stepsRun,
+      ...policy,
+      ...redrivable,
+      reason: change.reason,
+      ...(change.pending ? {pending: change.pending} : {}),
+      ...(error ? {error} : {}),
+    }
   }
 
   // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
   const lastDecision = own.at(-1)?.decisions.at(-1)
   if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(retriedKey(own.at(-1)!))) {
-    const settled = await settle(env, runId, own.at(-1)!, cursor, outcome)
+    const settled = await settle(own.at(-1)!, stop)
     if (settled) return settled
   }
 
   while (cursor.next !== null) {
     // Instant steps never wait on the loop: without a turn now and then a signal would wait for the whole run.
     await breathe()
-    if (env.deps.signal?.aborted) return interrupt(env, runId, outcome)
+    if (env.deps.signal?.aborted) return interrupt(stop)
     const step = steps.get(cursor.next)
     if (!step) {
       const reason = `step "${cursor.next}" is not in the pipeline`
-      const error = {code: 'E_STATE', message: reason, trace_id: newTraceId()}
-      await env.keeper.setStatus(runId, 'failed', 'failed', {reason, trace_id: error.trace_id}, (r) => (r.error = error))
-      return outcome('failed', {reason, error})
+      return stop({status: 'failed', reason, error: {code: 'E_STATE', message: reason}})
     }
     const done = cursor.iterations.get(step.id) ?? 0
     let bound: number | undefined
@@ -104,13 +113,12 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
           : iterationBound(step, exprs, () => contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
     } catch (raw) {
       const error = toPipeError(raw)
-      const recorded = {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})}
-      await env.keeper.setStatus(runId, 'failed', 'failed', {reason: error.message, step: step.id}, (r) => {
-        r.error = recorded
-        r.status_reason = error.message
-        r.spec_version = cursor.specVersion
+      return stop({
+        status: 'failed',
+        reason: error.message,
+        step: step.id,
+        error: {code: error.code, message: error.message, step: step.id, ...(error.hint ? {hint: error.hint} : {})},
       })
-      return outcome('failed', {reason: error.message, error: recorded})
     }
     if (bound !== undefined && done >= bound) {
       const reason = `step "${step.id}" reached its bound of max_iterations ${bound}`
@@ -119,23 +127,12 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
         cursor.next = step.on_exhausted
         continue
       }
-      const error = {
-        code: 'E_LOOP_LIMIT',
-        message: reason,
-        step: step.id,
-        hint: 'Answer the open questions more fully, or raise max_iterations in the pipeline.',
-        trace_id: newTraceId(),
-      }
-      await env.keeper.setStatus(runId, 'failed', 'failed', {reason, step: step.id, trace_id: error.trace_id}, (r) => {
-        r.error = error
-        r.status_reason = reason
-        r.spec_version = cursor.specVersion
-      })
-      return outcome('failed', {reason, error})
+      const hint = 'Answer the open questions more fully, or raise max_iterations in the pipeline.'
+      return stop({status: 'failed', reason, step: step.id, error: {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint}})
     }
 
     const record = env.keeper.record(runId)
-    const handler = env.registry[step.kind] as StepHandler<StepKind>
+    const handler = handlerOf(env.registry, step)
     const started = env.now()
     const seq = cursor.seq
     if (hook) await hook(`before-step:${step.id}`)
@@ -145,7 +142,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     try {
       executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs})
     } catch (error) {
-      if (error instanceof Interrupted) return interrupt(env, runId, outcome)
+      if (error instanceof Interrupted) return interrupt(stop)
       throw error
     }
     const {errors, attempts, blocked, skipped} = executed
@@ -166,16 +163,12 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
         ...(result.questions ? {questions: result.questions} : {}),
         ...(result.action ? {action: result.action} : {}),
       }
-      await env.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: result.reason, step: step.id}, (r) => {
-        r.pending = pending
-        r.status_reason = result.reason
-        r.spec_version = cursor.specVersion
-      })
+      const paused = await stop({status: 'awaiting_input', reason: result.reason, step: step.id, pending})
       tracing().stepEnded(runId, step.id, {awaiting: result.kind})
-      return outcome('awaiting_input', {reason: result.reason, pending})
+      return paused
     }
 
-    const journal = journalOf({
+    const commit = stepCommitOf({
       record,
       step,
       handler,
@@ -197,7 +190,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
       settings,
       before: history.snapshots,
     })
-    const committed = await commitStep(store, journal, hook)
+    const committed = await store.commitStep(commit, hook)
     const snapshot = committed.snapshot
     tracing().stepEnded(runId, step.id, {snapshot})
     history.snapshots.push(snapshot)
@@ -225,7 +218,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     })
     await env.keeper.writeArtifacts(runId)
     if (hook) await hook(`after-step:${step.id}`)
-    const ending = await settle(env, runId, snapshot, cursor, outcome)
+    const ending = await settle(snapshot, stop)
     if (ending) return ending
     if (decision.run_status === 'succeeded') endReason = decision.reason
     cursor.next = decision.next_step
@@ -239,32 +232,23 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     } catch (thrown) {
       // Its steps succeeded, but what it was declared to give back is wrong: the run fails, naming the output.
       const failure = toPipeError(thrown)
-      const error = {code: failure.code, message: failure.message, ...(failure.hint ? {hint: failure.hint} : {}), trace_id: newTraceId()}
-      const why = `the outputs failed: ${failure.message}`
-      await env.keeper.setStatus(runId, 'failed', 'failed', {reason: why, trace_id: error.trace_id}, (r) => {
-        r.error = error
-        r.status_reason = why
-        r.spec_version = cursor.specVersion
-      })
-      return outcome('failed', {reason: why, error})
+      const error = {code: failure.code, message: failure.message, ...(failure.hint ? {hint: failure.hint} : {})}
+      return stop({status: 'failed', reason: `the outputs failed: ${failure.message}`, error})
     }
   }
-  await env.keeper.setStatus(runId, 'succeeded', 'succeeded', {reason}, (r) => {
-    r.spec_version = cursor.specVersion
-    delete r.error
-    if (outputs !== undefined) r.outputs = outputs
-  })
-  return outcome('succeeded', {reason})
+  return stop({status: 'succeeded', reason, ...(outputs !== undefined ? {outputs} : {})})
+}
+
+/** Records where the walk leaves the run (see RunKeeper.stop) and gives the run's outcome. */
+type Stop = (change: Omit<RunStop, 'specVersion' | 'recordReason'>) => Promise<RunOutcome>
+
+/** The handler of the step's own kind: the one place a step meets its handler, so the two always agree (attemptStep checks its context against it). */
+function handlerOf<K extends StepKind>(registry: StepRegistry, step: StepOf<K>): StepHandler<K> {
+  return registry[step.kind]
 }
 
 /** Applies what the last snapshot's decision says about the run: it failed, was cancelled, or waits for a review. */
-async function settle(
-  env: WalkEnvironment,
-  runId: string,
-  snapshot: Snapshot | null,
-  cursor: Cursor,
-  outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>,
-): Promise<RunOutcome | null> {
+async function settle(snapshot: Snapshot | null, stop: Stop): Promise<RunOutcome | null> {
   const decision = snapshot?.decisions.at(-1)
   if (!snapshot || !decision?.run_status || decision.run_status === 'succeeded') return null
   const step = snapshot.step.name
@@ -277,38 +261,16 @@ async function settle(
       message: last?.message ?? decision.reason,
       step,
       ...(last?.hint ? {hint: last.hint} : {}),
-      trace_id: last?.trace_id ?? newTraceId(),
+      ...(last?.trace_id ? {trace_id: last.trace_id} : {}),
     }
     const reason = status === 'failed' ? `step ${step} failed: ${error.message}` : `step ${step} needs a person: ${error.message}`
-    await env.keeper.setStatus(runId, status, status, {reason, step, trace_id: error.trace_id}, (r) => {
-      r.error = error
-      r.status_reason = reason
-      r.spec_version = cursor.specVersion
-    })
-    return outcome(status, {reason, error})
+    return stop({status, reason, step, error})
   }
-  if (decision.run_status === 'cancelled') {
-    await env.keeper.setStatus(runId, 'cancelled', 'cancelled', {reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})}, (r) => {
-      r.status_reason = decision.reason
-      r.spec_version = cursor.specVersion
-    })
-    return outcome('cancelled', {reason: decision.reason})
-  }
+  if (decision.run_status === 'cancelled') return stop({status: 'cancelled', reason: decision.reason, step, ...(decision.by ? {by: decision.by} : {})})
   const pending = {kind: 'review' as const, step, since: snapshot.step.ended_at, reason: decision.reason}
-  await env.keeper.setStatus(runId, 'awaiting_input', 'paused', {reason: decision.reason, step}, (r) => {
-    r.pending = pending
-    r.status_reason = decision.reason
-    r.spec_version = cursor.specVersion
-  })
-  return outcome('awaiting_input', {reason: decision.reason, pending})
+  return stop({status: 'awaiting_input', reason: decision.reason, step, pending})
 }
 
-async function interrupt(
-  env: WalkEnvironment,
-  runId: string,
-  outcome: (status: RunStatus, extra?: Partial<RunOutcome>) => Promise<RunOutcome>,
-): Promise<RunOutcome> {
-  const reason = 'interrupted by a signal; pipe resume continues from the last snapshot'
-  await env.keeper.setStatus(runId, 'interrupted', 'interrupted', {reason}, (r) => (r.status_reason = reason))
-  return outcome('interrupted', {reason})
+function interrupt(stop: Stop): Promise<RunOutcome> {
+  return stop({status: 'interrupted', reason: 'interrupted by a signal; pipe resume continues from the last snapshot'})
 }

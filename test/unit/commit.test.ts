@@ -1,7 +1,6 @@
 import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {commitStep, recoverCommit} from '../../src/engine/commit.js'
 import type {Journal} from '../../src/store/commit.js'
 import {Store} from '../../src/store/store.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
@@ -65,23 +64,23 @@ describe('step commits through the commit log', () => {
   it('syncs once for a step that writes records, however many, and once for a step without', async () => {
     const {store, runId} = await openRun()
     const before = durability.count
-    const first = await commitStep(store, journal(runId, 1, null, {evidence: 4, spec: true}))
+    const first = await store.commitStep(journal(runId, 1, null, {evidence: 4, spec: true}))
     expect(durability.count - before, 'syncs of a step with 4 evidence records and a spec version').to.equal(1)
     const middle = durability.count
-    await commitStep(store, journal(runId, 2, first.snapshot.meta.record_hash!, {evidence: 0, spec: false}))
+    await store.commitStep(journal(runId, 2, first.snapshot.meta.record_hash!, {evidence: 0, spec: false}))
     expect(durability.count - middle, 'syncs of a step without records').to.equal(1)
     expect(first.snapshot.evidence_links).to.have.length(4)
     expect(first.spec?.meta.spec_version).to.equal('S-20261121-0001')
     const log = (await readFile(store.commitLogFile(runId), 'utf8')).trim().split('\n')
     expect(log, 'one line, for the step with records').to.have.length(1)
     expect(JSON.parse(log[0]!)).to.include({seq: 1, recorded_at: at})
-    expect(await recoverCommit(store, runId), 'nothing to finish or repair').to.equal(false)
+    expect(await store.recover(runId), 'nothing to finish or repair').to.equal(false)
   })
 
   it('rewrites records and a snapshot a power failure emptied or lost, byte for byte, from the log', async () => {
     const {store, runId} = await openRun()
-    const first = await commitStep(store, journal(runId, 1, null, {evidence: 2, spec: true}))
-    await commitStep(store, journal(runId, 2, first.snapshot.meta.record_hash!, {evidence: 1, spec: true}))
+    const first = await store.commitStep(journal(runId, 1, null, {evidence: 2, spec: true}))
+    await store.commitStep(journal(runId, 2, first.snapshot.meta.record_hash!, {evidence: 1, spec: true}))
     const intact = await records(store, runId)
     const [e1, e2] = first.snapshot.evidence_links.map((l) => store.evidenceFile(l.evidence_id))
     // What a power failure leaves of unsynced writes: a name with no data, a torn file, no file.
@@ -89,18 +88,18 @@ describe('step commits through the commit log', () => {
     await writeFile(e2!, '{"evidence_id": "E-00')
     await rm(store.specFile(first.spec!.meta.spec_version))
     await writeFile(store.snapshotFile(runId, 2), '')
-    expect(await recoverCommit(store, runId)).to.equal(true)
+    expect(await store.recover(runId)).to.equal(true)
     expect(await records(store, runId)).to.deep.equal(intact)
-    expect(await recoverCommit(store, runId), 'a second pass has nothing left to do').to.equal(false)
+    expect(await store.recover(runId), 'a second pass has nothing left to do').to.equal(false)
   })
 
   it('never overwrites a record that is valid JSON but changed: that is tampering, for audit verify', async () => {
     const {store, runId} = await openRun()
-    const first = await commitStep(store, journal(runId, 1, null, {evidence: 1, spec: false}))
+    const first = await store.commitStep(journal(runId, 1, null, {evidence: 1, spec: false}))
     const file = store.evidenceFile(first.snapshot.evidence_links[0]!.evidence_id)
     const changed = (await readFile(file, 'utf8')).replace('line 0 of step 1', 'line 0 of step one')
     await writeFile(file, changed)
-    expect(await recoverCommit(store, runId)).to.equal(false)
+    expect(await store.recover(runId)).to.equal(false)
     expect(await readFile(file, 'utf8')).to.equal(changed)
   })
 
@@ -111,7 +110,7 @@ describe('step commits through the commit log', () => {
     const j = journal(runId, 1, null, {evidence: 1, spec: false})
     j.evidence[0]!.candidate = 'E-0001'
     await store.writeEvidence({...other, content: {excerpt: 'not this run'}}, now)
-    const committed = await commitStep(store, j)
+    const committed = await store.commitStep(j)
     const id = committed.snapshot.evidence_links[0]!.evidence_id
     expect(id).to.equal('E-0002')
     const lines = (await readFile(store.commitLogFile(runId), 'utf8'))
@@ -124,7 +123,7 @@ describe('step commits through the commit log', () => {
     ).to.deep.equal(['E-0001', 'E-0002'])
     const intact = await records(store, runId)
     await rm(store.evidenceFile(id))
-    expect(await recoverCommit(store, runId)).to.equal(true)
+    expect(await store.recover(runId)).to.equal(true)
     expect(await records(store, runId)).to.deep.equal(intact)
   })
 
@@ -134,7 +133,7 @@ describe('step commits through the commit log', () => {
     j.evidence.forEach((item, i) => (item.candidate = `E-000${i + 1}`))
     j.spec!.candidate = 'S-20261121-0001'
     await writeFile(store.journalFile(runId), `${JSON.stringify(j)}\n`)
-    expect(await recoverCommit(store, runId)).to.equal(true)
+    expect(await store.recover(runId)).to.equal(true)
     const [snapshot] = await store.readSnapshots(runId)
     expect(snapshot!.spec_version_out).to.equal('S-20261121-0001')
     expect(snapshot!.evidence_links.map((l) => l.evidence_id)).to.deep.equal(['E-0001', 'E-0002'])
@@ -144,12 +143,12 @@ describe('step commits through the commit log', () => {
 
   it('cuts a torn last line of the log before the next append, and ignores it when reading', async () => {
     const {store, runId} = await openRun()
-    await commitStep(store, journal(runId, 1, null, {evidence: 1, spec: false}))
+    await store.commitStep(journal(runId, 1, null, {evidence: 1, spec: false}))
     await writeFile(store.commitLogFile(runId), `${await readFile(store.commitLogFile(runId), 'utf8')}{"version":1,"run_id":"${runId}","seq":2,"ste`)
     expect(await store.readCommitLog(runId)).to.have.length(1)
-    expect(await recoverCommit(store, runId)).to.equal(false)
+    expect(await store.recover(runId)).to.equal(false)
     const [first] = await store.readSnapshots(runId)
-    await commitStep(store, journal(runId, 2, first!.meta.record_hash!, {evidence: 1, spec: false}))
+    await store.commitStep(journal(runId, 2, first!.meta.record_hash!, {evidence: 1, spec: false}))
     const lines = (await readFile(store.commitLogFile(runId), 'utf8')).split('\n')
     expect(lines.at(-1)).to.equal('')
     expect(lines.slice(0, -1).map((l) => (JSON.parse(l) as Journal).seq)).to.deep.equal([1, 2])
@@ -174,7 +173,7 @@ describe('step commits through the commit log', () => {
     ]
     for (const text of hostile) {
       await writeFile(log, text)
-      expect(await recoverCommit(store, runId).catch((error: Error) => error.message), text).to.equal(false)
+      expect(await store.recover(runId).catch((error: Error) => error.message), text).to.equal(false)
       expect(await records(store, runId), text).to.deep.equal({})
     }
     // The same line as pipe writes it is finished.
@@ -183,7 +182,7 @@ describe('step commits through the commit log', () => {
       line(() => undefined),
       {flag: 'a'},
     )
-    expect(await recoverCommit(store, runId)).to.equal(true)
+    expect(await store.recover(runId)).to.equal(true)
     expect((await store.readSnapshots(runId)).map((s) => s.spec_version_out)).to.deep.equal(['S-20261121-0001'])
   })
 })

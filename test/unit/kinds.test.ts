@@ -1,5 +1,5 @@
 /**
- * Each kind's knowledge lives in its module (DESIGN.md, "One module per kind"): nothing outside
+ * Each kind's knowledge lives in its module (docs/development.md, "Everything pipe knows about a kind"): nothing outside
  * src/steps/ switches on a kind's name, steps read each other's outputs through the producer's
  * typed readers, and the layer direction is enforced by the lint configuration.
  */

@@ -7,11 +7,9 @@ import {PipeError} from '../../errors.js'
 import {isStoreUrl, openStore, storeLocation} from '../../store/open.js'
 import type {PostgresStore} from '../../store/postgres/store.js'
 import {currentUser} from '../../util/user.js'
-import {dotGitOf} from '../../util/git-dir.js'
-import {newRun} from '../../engine/run-record.js'
-import {prepareStart} from './prepare.js'
-import {type StartSession, guarding} from './shared.js'
-import {measuredTools} from './tool-versions.js'
+import {birthOf} from '../../engine/run-record.js'
+import {prepareStart, storeSettings} from './prepare.js'
+import type {StartSession} from './shared.js'
 import {workspaceOf} from '../worker/workspace.js'
 import type {LiveWorker} from '../../store/postgres/work.js'
 
@@ -31,33 +29,11 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
       hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
     })
   }
-  const {pipeline, policy, answers, input, provider, inputs, contextRef} = await prepareStart(options)
+  const {settings} = await prepareStart(options)
   const store = (await openStore(storeLocation(options.cwd, options.store), 'create')) as PostgresStore
   try {
-    const guarded = guarding(policy, store)
-    const toolVersions = await measuredTools(guarded, options.cwd, options.signal)
-    const now = options.now?.() ?? new Date()
-    const user = options.user ?? currentUser()
-    let featureId = options.feature
-    if (featureId) await store.ensureFeature(featureId, now)
-    else featureId = await store.createFeature(now, pipeline.pipeline.name)
-    const birth = newRun({
-      featureId,
-      pipeline,
-      policy: guarded,
-      provider: provider.record,
-      input,
-      ...(inputs ? {inputs} : {}),
-      cwd: options.cwd,
-      workspaceGit: dotGitOf(options.cwd),
-      ...(contextRef ? {contextRef} : {}),
-      ...(toolVersions ? {toolVersions} : {}),
-      ...(answers ? {answers} : {}),
-      ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
-      reason: `pipeline ${pipeline.pipeline.name}, input ${input.ref}; queued on ${options.queue}`,
-      now,
-      user,
-    })
+    const start = await storeSettings(settings, store, options.signal)
+    const birth = await birthOf(store, start, {now: options.now?.() ?? new Date(), user: options.user ?? currentUser(), queue: options.queue})
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
     const {PostgresWork} = await import('../../store/postgres/work.js')

@@ -53,7 +53,8 @@ export interface RunPlan {
 
 /** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
 export async function planSession(options: StartSession): Promise<RunPlan> {
-  const {pipeline, policy, answers, input, provider, inputs} = await prepareStart(options)
+  const {settings, provider} = await prepareStart(options)
+  const {pipeline, policy, answers, input, inputs} = settings
   const {registry, deniedCommands} = await import('../../steps/registry.js')
   const {edgesOf, startStepId} = await import('../../config/graph.js')
   const limits = policy.policy.resource_limits

@@ -1,19 +1,24 @@
-/** Everything a run is started with (pipeline, policy, answers, input, typed inputs, provider), checked before anything is written, so bad input leaves the store unchanged. */
+/**
+ * Everything a run is started with (pipeline, policy, answers, input, typed inputs, provider), checked before anything is written, so bad input leaves the store unchanged:
+ * the run's settings (StartOptions), built here once from what the command was given and passed down as they are.
+ */
 import path from 'node:path'
 import {answersOf, checkAnswers, loadAnswersFile} from '../../config/answers.js'
 import {formatDiagnostic} from '../../config/diagnostics.js'
 import type {LoadedPipeline} from '../../config/pipeline.js'
+import type {StartOptions} from '../../engine/engine-types.js'
 import {PipeError} from '../../errors.js'
-import type {LoadedPolicy} from '../../policy/policy.js'
 import {planProvider} from '../../providers/select.js'
 import {handlerFor} from '../../steps/registry.js'
 import {assertId} from '../../store/ids.js'
+import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
 import {decodeText, readInputFile, readStream} from '../../util/text-input.js'
 import {readYamlFile} from '../../config/yaml-source.js'
 import {resolveInputs, type InputDeclaration, type InputValue} from '../../expr/inputs.js'
 import {readSecrets} from '../../engine/expressions.js'
-import {type StartSession, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
+import {type StartSession, guarding, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
+import {measuredTools} from './tool-versions.js'
 
 async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {
   const given = [options.input !== undefined, options.text !== undefined].filter(Boolean).length
@@ -81,15 +86,13 @@ async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): P
   return resolved.values
 }
 
-export async function prepareStart(options: StartSession): Promise<{
-  pipeline: LoadedPipeline
-  policy: LoadedPolicy
-  answers: Record<string, string> | undefined
-  input: RunRecord['input']
+/** A new run's settings (but what only its store gives: see storeSettings) and the provider that answers its model steps. */
+export interface PreparedStart {
+  settings: StartOptions & {inputs: Record<string, InputValue>}
   provider: ReturnType<typeof planProvider>
-  inputs: Record<string, InputValue>
-  contextRef: RunRecord['context_ref']
-}> {
+}
+
+export async function prepareStart(options: StartSession): Promise<PreparedStart> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const contextRef = options.contextRef !== undefined ? parseContextRef(options.contextRef) : undefined
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
@@ -106,7 +109,29 @@ export async function prepareStart(options: StartSession): Promise<{
   // An unset secret stops the run here, before anything is written.
   readSecrets(pipeline.pipeline)
   const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env ?? process.env, await replySources(options))
-  return {pipeline, policy, answers, input, provider, inputs, contextRef}
+  const settings = {
+    pipeline,
+    policy,
+    cwd: options.cwd,
+    input,
+    inputs,
+    provider: provider.record,
+    ...(options.feature ? {featureId: options.feature} : {}),
+    ...(contextRef ? {contextRef} : {}),
+    ...(answers ? {answers} : {}),
+    ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+  }
+  return {settings, provider}
+}
+
+/**
+ * What a run's settings take from the store it is created in: the store is off limits to its steps,
+ * and the declared tools are measured (a refused mismatch throws before the run exists).
+ */
+export async function storeSettings<S extends StartOptions>(settings: S, store: RunStore, signal?: AbortSignal): Promise<S> {
+  const policy = guarding(settings.policy, store)
+  const toolVersions = await measuredTools(policy, settings.cwd, signal)
+  return {...settings, policy, ...(toolVersions ? {toolVersions} : {})}
 }
 
 const PROJECT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/

@@ -6,7 +6,7 @@ import {defaultPolicy} from '../../policy/policy.js'
 import {planProvider} from '../../providers/select.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {readSecrets} from '../../engine/expressions.js'
-import type {RunOutcome} from '../../engine/engine.js'
+import type {RunOutcome, StartOptions} from '../../engine/engine.js'
 import {
   type Decision,
   type ReplyOptions,
@@ -15,12 +15,11 @@ import {
   loadPipelineOrThrow,
   policyOrThrow,
   engineFor,
-  guarding,
   compact,
   upFront,
   replySources,
 } from './shared.js'
-import {measuredTools} from './tool-versions.js'
+import {storeSettings} from './prepare.js'
 
 /** Model replies of a replay: the store's reply cache is reused unless --cache off; a cassette the original replayed is replayed again. */
 export interface ReplaySession extends SessionOptions, ReplyOptions {
@@ -68,15 +67,10 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     options.env ?? process.env,
     await replySources({cwd: options.cwd, store: options.store, ...replies}),
   )
-  const guarded = guarding(policy, store)
-  const cwd = original.workspace ?? options.cwd
-  // A replay is a new run on this machine: what runs now is measured, not what ran then.
-  const toolVersions = await measuredTools(guarded, cwd, options.signal)
-  return engineFor(store, options, provider.create, provider.replies).start({
+  const settings: StartOptions = {
     pipeline,
-    policy: guarded,
-    cwd,
-    ...(toolVersions ? {toolVersions} : {}),
+    policy,
+    cwd: original.workspace ?? options.cwd,
     input: original.input,
     ...(original.inputs ? {inputs: original.inputs} : {}),
     ...(original.context_ref ? {contextRef: original.context_ref} : {}),
@@ -85,5 +79,7 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     answers,
     replayOf: {run_id: options.runId, seq: fork.step.seq, step: fork.step.name},
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
-  })
+  }
+  // A replay is a new run on this machine: what runs now is measured, not what ran then.
+  return engineFor(store, options, provider.create, provider.replies).start(await storeSettings(settings, store, options.signal))
 }

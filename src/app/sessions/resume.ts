@@ -10,7 +10,6 @@ import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
 import type {PostgresStore} from '../../store/postgres/store.js'
 import type {RunStore} from '../../store/types.js'
-import {repairEndedRun} from '../../engine/commit.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
 import {
   type Decision,
@@ -56,8 +55,8 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   // confirmation) goes on only with what the trail vouches for, never with a row as it reads now.
   const record = (await store.vouch?.(options.runId)) ?? (await store.readRun(options.runId))
   const here = options.relocate ?? ((file: string) => file)
-  // A run that has ended is never walked again: records a power failure lost are rewritten here (engine/commit.ts).
-  if (isFinal(record.status) && !isRedrivable(record.status)) await repairEndedRun(store, options.runId)
+  // A run that has ended is never walked again: records a power failure lost are rewritten here (RunStore.repairEndedRun).
+  if (isFinal(record.status) && !isRedrivable(record.status)) await store.repairEndedRun(options.runId)
   const pipeline = await loadPipelineOrThrow(here(record.pipeline.path))
   // The run keeps the policy it runs under (the same file, or the built-in default) unless a
   // redrive names another; the engine allows that only for a failed or blocked run.
