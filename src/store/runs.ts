@@ -17,14 +17,16 @@ import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {FeatureHashes} from './features.js'
 import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
 import {allocateId, allocationDay, compareIds, ID_PATTERNS} from './ids.js'
-import {runCreationFacts, runCreationHash, runRecordSealer, sealLine} from './integrity.js'
+import {runRecordSealer} from './integrity.js'
+import {lineText, recordText} from './trail/records.js'
+import {newRun, runIndexLine, type RunStart} from './trail/runs.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {snapshotHead} from './snapshots.js'
 import {appendLine} from './timeline.js'
 import {appendChained, readChain, readText, stagedRun} from './trail.js'
 import type {Release, RunDraft, RunHolder} from './types.js'
 
-type Start = {event: RunEvent; change: (record: RunRecord) => void}
+type Start = RunStart
 
 export class Runs {
   private auditDirMade = false
@@ -64,34 +66,15 @@ export class Runs {
         // Synchronous, like the writes below (util/fs.ts says why): a run's creation is a dozen small calls.
         mkdirSync(staging, {recursive: true})
         mkdirSync(within(staging, 'snapshots'))
-        const fresh = {run_id: id, ...draft} as RunRecord
-        let sealer = runRecordSealer(fresh as unknown as Record<string, unknown>)
-        const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
-        let state = fresh
-        if (start) {
-          state = structuredClone(fresh)
-          start.change(state)
-          sealer = runRecordSealer(state as unknown as Record<string, unknown>)
-          lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
-        }
-        // The state stored is the one checked; the created state before a start is only hashed.
-        assertValid('run', state, 'run record')
+        const {record, lines} = newRun(id, draft, event, start)
         const last = lines.at(-1)!
-        writeSynced(within(staging, 'events.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
-        const head = {events: lines.length, event_hash: last.hash, seq: 0, snapshot_hash: null}
-        const record = {...state, head, seal: sealer.seal(head)} as RunRecord
-        writeSynced(within(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
+        writeSynced(within(staging, 'events.jsonl'), lines.map((l) => `${lineText(l)}\n`).join(''))
+        writeSynced(within(staging, 'run.json'), recordText(record))
         // The lock needs no sync: after a crash, a lock of a dead process is taken over anyway.
         const lock = start ? newLock() : undefined
         if (lock) writeFileSync(within(staging, 'owner.lock'), lock.text, {flag: 'wx'})
         faultPoint('run-staged')
-        await appendChained(layout.runIndexFile, {
-          run_id: id,
-          feature_id: draft.feature_id,
-          feature_hash: featureHash,
-          created_hash: runCreationHash(record as unknown as Record<string, unknown>),
-          created_facts: runCreationFacts(record as unknown as Record<string, unknown>),
-        })
+        await appendChained(layout.runIndexFile, runIndexLine(record, featureHash))
         faultPoint('run-indexed')
         renameSync(staging, final)
         if (lock) {

@@ -23,9 +23,10 @@ import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
-import {assertValid} from '../files.js'
 import {compareIds, formatId} from '../ids.js'
-import {checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine} from '../integrity.js'
+import {checkRecord, fileHash, sealMessage, sealLine} from '../integrity.js'
+import {lineText, recordText} from '../trail/records.js'
+import {changedRun, newRun, runIndexLine, type RunStart} from '../trail/runs.js'
 import {localRoot, safeUrl} from '../location.js'
 import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
 import {auditPostgres} from './audit.js'
@@ -38,8 +39,7 @@ import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
 
-type Start = {event: RunEvent; change: (record: RunRecord) => void}
-type Plain = Record<string, unknown>
+type Start = RunStart
 
 /** How long a holder keeps a run without renewing its lease (PIPE_LEASE_MS). */
 function leaseMs(): number {
@@ -197,30 +197,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     if (pos > 1 && !prev)
       throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
     const feature = (await client.query<{body: string}>('SELECT body FROM pipe_features WHERE id = $1', [draft.feature_id])).rows[0]
-    const fresh = {run_id: id, ...draft} as RunRecord
-    let sealer = runRecordSealer(fresh as unknown as Plain)
-    const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
-    let state = fresh
-    if (start) {
-      state = structuredClone(fresh)
-      start.change(state)
-      sealer = runRecordSealer(state as unknown as Plain)
-      lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
-    }
-    assertValid('run', state, 'run record')
-    const head = {events: lines.length, event_hash: lines.at(-1)!.hash, seq: 0, snapshot_hash: null}
-    const record = {...state, head, seal: sealer.seal(head)} as RunRecord
+    const {record, lines} = newRun(id, draft, event, start)
     const indexLine = sealLine(
-      {
-        run_id: id,
-        feature_id: draft.feature_id,
-        feature_hash: feature ? fileHash(feature.body) : null,
-        created_hash: runCreationHash(record as unknown as Plain),
-        created_facts: runCreationFacts(record as unknown as Plain),
-        // The workspace a worker relocates the run into: bound here, so the row's columns (which only
-        // pick the workers that may claim it) cannot send a run to another repository or folder.
-        ...(workspace ? {workspace: {id: workspace.id, root: workspace.root, sub: workspace.sub}} : {}),
-      },
+      runIndexLine(record, feature ? fileHash(feature.body) : null, workspace),
       prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
     )
     const link = record.parent
@@ -229,7 +208,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
        VALUES ($1, $2, $3, $4, CASE WHEN $4::text IS NULL THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END, $6, $7, $8, $9, $10)`,
       [
         id,
-        `${JSON.stringify(record, null, 2)}\n`,
+        recordText(record),
         link?.run_id ?? null,
         holder ? JSON.stringify(holder) : null,
         leaseMs(),
@@ -240,9 +219,8 @@ export class PostgresStore extends PostgresRecords implements RunStore {
         workspace?.sub ?? null,
       ],
     )
-    for (const [i, line] of lines.entries())
-      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
-    await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, JSON.stringify(indexLine)])
+    for (const [i, line] of lines.entries()) await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, lineText(line)])
+    await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, lineText(indexLine)])
     return record
   }
 
@@ -337,19 +315,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
     return this.tx(`cannot update run ${runId}`, async (client) => {
-      const current = await this.lockRun(client, runId)
-      const {head, seal: _s, ...state} = structuredClone(current)
-      const changed = {...state} as RunRecord
-      change(changed)
-      const {head: _h, seal: _s2, ...clean} = changed
-      assertValid('run', clean, 'run record')
-      const sealer = runRecordSealer(clean)
-      const line = sealLine({...event, run_state: sealer.stateHash}, head?.event_hash ?? null)
-      const n = (head?.events ?? 0) + 1
-      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [runId, n, JSON.stringify(line)])
-      const next = {events: n, event_hash: line.hash, seq: head?.seq ?? 0, snapshot_hash: head?.snapshot_hash ?? null}
-      const record = {...clean, head: next, seal: sealer.seal(next)} as RunRecord
-      await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(record, null, 2)}\n`])
+      const {record, line, n} = changedRun(await this.lockRun(client, runId), change, event)
+      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [runId, n, lineText(line)])
+      await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, recordText(record)])
       return record
     })
   }
