@@ -16,6 +16,7 @@ import {mkdir, readdir, rename, rm, stat} from '../util/fs-async.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
 import {FeatureHashes} from './features.js'
 import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
+import {childrenAmong} from './trail/listing.js'
 import {allocateId, allocationDay, compareIds, ID_PATTERNS} from './ids.js'
 import {runRecordSealer} from './integrity.js'
 import {lineText, recordText} from './trail/records.js'
@@ -74,6 +75,9 @@ export class Runs {
         const lock = start ? newLock() : undefined
         if (lock) writeFileSync(within(staging, 'owner.lock'), lock.text, {flag: 'wx'})
         faultPoint('run-staged')
+        // Before the index line: a child a crash leaves indexed but staged is finished into place
+        // (finishCreations) and must be found; a marker of one never indexed names no child of it.
+        if (draft.parent) await this.noteChild(draft.parent.run_id, id)
         await appendChained(layout.runIndexFile, runIndexLine(record, featureHash))
         faultPoint('run-indexed')
         renameSync(staging, final)
@@ -228,6 +232,56 @@ export class Runs {
       if (owned) layout.owned.set(runId, {})
       throw error
     }
+  }
+
+  /**
+   * The children of a run as its folder's `children/` names them: one empty file per child, made
+   * when the child is created (under the run index's lock, before its folder is in place), so that
+   * finding a run's children reads them and not every run of the store. A store made before this
+   * index existed gets it built once, from every run record, the first time it is asked.
+   */
+  async children(runId: string): Promise<RunRecord[]> {
+    await this.childIndexReady()
+    const names = await readdir(within(this.layout.runDir(runId), 'children')).catch(() => [] as string[])
+    const records = await Promise.all(names.filter((n) => ID_PATTERNS.run.test(n)).map((id) => this.read(id).catch(() => null)))
+    return childrenAmong(records, runId)
+  }
+
+  private childIndexBuilt = false
+
+  private get childIndexFlag(): string {
+    return within(this.layout.auditDir, 'children-indexed')
+  }
+
+  /** Builds the children index of a store made before it existed (see children); once per store. */
+  private async childIndexReady(): Promise<void> {
+    if (this.childIndexBuilt || statSync(this.childIndexFlag, {throwIfNoEntry: false})) {
+      this.childIndexBuilt = true
+      return
+    }
+    const release = await this.lockRunIndex()
+    try {
+      if (statSync(this.childIndexFlag, {throwIfNoEntry: false})) return
+      for (const id of await this.list()) {
+        const parent = (await this.read(id).catch(() => null))?.parent?.run_id
+        if (parent && ID_PATTERNS.run.test(parent)) await this.noteChild(parent, id)
+      }
+      await mkdir(this.layout.auditDir, {recursive: true})
+      writeSynced(this.childIndexFlag, '')
+    } finally {
+      await release()
+    }
+    this.childIndexBuilt = true
+  }
+
+  /** Names `child` in its parent's children index (synced: a foreach that re-enters finds its children by it). */
+  private async noteChild(parent: string, child: string): Promise<void> {
+    // Never a folder for a parent that is not there (a record naming one changed by hand).
+    if (!statSync(this.layout.runDir(parent), {throwIfNoEntry: false})?.isDirectory()) return
+    const dir = within(this.layout.runDir(parent), 'children')
+    await mkdir(dir, {recursive: true})
+    const marker = within(dir, child)
+    if (!statSync(marker, {throwIfNoEntry: false})) writeSynced(marker, '')
   }
 
   async list(): Promise<string[]> {

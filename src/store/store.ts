@@ -26,7 +26,8 @@ import {commitJournal, recoverCommit, repairEndedRun, type Journal} from './comm
 import * as evidence from './evidence.js'
 import * as features from './features.js'
 import {FileLayout, type WriteIntent, type WriteOptions} from './files.js'
-import {allocationDay, peekIds} from './ids.js'
+import {allocationDay, compareIds, peekIds} from './ids.js'
+import {pageOf} from './trail/listing.js'
 import {Ledger} from './ledger.js'
 import {Runs} from './runs.js'
 import * as snapshots from './snapshots.js'
@@ -43,6 +44,8 @@ import type {
   Release,
   RunDraft,
   RunHolder,
+  RunPage,
+  RunQuery,
   RunStore,
   SpecDraft,
   StartedRun,
@@ -125,6 +128,19 @@ export class Store extends FileLayout implements RunStore {
 
   listRunIds(): Promise<string[]> {
     return this.runs.list()
+  }
+
+  async listRuns(query: RunQuery): Promise<RunPage> {
+    const cursor = query.cursor ?? null
+    const ids = (await this.runs.list()).filter((id) => cursor === null || compareIds(id, cursor) < 0)
+    return pageOf(
+      ids.map((id) => ({run_id: id, record: () => this.runs.read(id)})),
+      query,
+    )
+  }
+
+  listChildren(runId: string): Promise<RunRecord[]> {
+    return this.runs.children(runId)
   }
 
   updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
