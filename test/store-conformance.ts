@@ -6,7 +6,7 @@
  * its trigger off); what only one store can show (a SIGKILL between two files) stays in its own tests.
  */
 import {expect} from 'chai'
-import {ledgerKey} from '../src/store/ledger.js'
+import {ledgerKey} from '../src/store/file/ledger.js'
 import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.js'
 import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'

@@ -1,7 +1,7 @@
 /** Read-side questions about the store, for the list and show commands. */
 import {readFile} from '../util/fs-async.js'
 import {isPipeError} from '../errors.js'
-import {isObject} from './shapes.js'
+import {isObject} from './trail/shapes.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'

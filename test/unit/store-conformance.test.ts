@@ -1,7 +1,7 @@
 import {readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {MemoryStore} from '../../src/store/memory/store.js'
-import {Store} from '../../src/store/store.js'
+import {Store} from '../../src/store/file/store.js'
 import {tempDir} from '../helpers/cli.js'
 import {storeConformance, type TamperTarget} from '../store-conformance.js'
 

@@ -3,7 +3,7 @@ import {PipeError} from '../../errors.js'
 import {check, describeErrors} from '../../schema/registry.js'
 import type {LedgerEntry} from '../../types/ledger.js'
 import {redactDeep} from '../../util/redact.js'
-import {sealLine, sealRecord} from '../integrity.js'
+import {sealLine, sealRecord} from '../trail/integrity.js'
 import {lineText, recordText} from '../trail/records.js'
 import type {LedgerRecords} from '../types.js'
 

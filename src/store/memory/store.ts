@@ -16,7 +16,7 @@ import type {Evidence} from '../../types/evidence.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {fileHash, sealLine, verifySpec} from '../integrity.js'
+import {fileHash, sealLine, verifySpec} from '../trail/integrity.js'
 import type {
   AuditKinds,
   AuditReport,

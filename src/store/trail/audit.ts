@@ -12,7 +12,7 @@ import type {Evidence} from '../../types/evidence.js'
 import type {RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {ORPHAN_FEATURE, runIndexOrder, timeBackwards} from '../audit-notes.js'
+import {ORPHAN_FEATURE, runIndexOrder, timeBackwards} from './audit-notes.js'
 import {compareIds} from './ids.js'
 import {
   auditKey,
@@ -27,7 +27,7 @@ import {
   verifySnapshot,
   verifySpec,
   type SealCheck,
-} from '../integrity.js'
+} from './integrity.js'
 import type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
 import {hashJson} from '../../util/hash.js'
 

@@ -4,7 +4,7 @@
  */
 import {PipeError} from '../../errors.js'
 import {check, describeErrors} from '../../schema/registry.js'
-import {isObject, notAnObject} from '../shapes.js'
+import {isObject, notAnObject} from './shapes.js'
 
 export function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', record: unknown, what: string): void {
   const result = check(schema, record)

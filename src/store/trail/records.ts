@@ -5,7 +5,7 @@
  */
 import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {sealEvidence, sealRecord, sealSpec} from '../integrity.js'
+import {sealEvidence, sealRecord, sealSpec} from './integrity.js'
 import type {EvidenceDraft, SpecDraft} from '../types.js'
 import {assertValid} from './checks.js'
 

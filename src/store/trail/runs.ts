@@ -5,7 +5,7 @@
  * concurrent creations (a lock, a counter row) is its own.
  */
 import type {RunEvent, RunRecord} from '../../types/run.js'
-import {runCreationFacts, runCreationHash, runRecordSealer, sealLine} from '../integrity.js'
+import {runCreationFacts, runCreationHash, runRecordSealer, sealLine} from './integrity.js'
 import type {RunDraft} from '../types.js'
 import {assertValid} from './checks.js'
 

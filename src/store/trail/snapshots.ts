@@ -6,7 +6,7 @@
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {canonicalJson, sha256} from '../../util/hash.js'
-import {sealSnapshot} from '../integrity.js'
+import {sealSnapshot} from './integrity.js'
 import type {StepCommit} from '../types.js'
 import {assertValid} from './checks.js'
 

@@ -3,13 +3,13 @@
  * one before, binding the files of the spec versions and evidence it names.
  */
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {Snapshot} from '../types/snapshot.js'
-import {readFile} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import {readFile} from '../../util/fs-async.js'
 import {readJson, seqName, snapshotNames, wellFormed, within, writeOnce, type FileLayout, type WriteOptions} from './files.js'
-import {fileHash} from './integrity.js'
-import {recordText} from './trail/records.js'
-import {sealCommitted} from './trail/snapshots.js'
+import {fileHash} from '../trail/integrity.js'
+import {recordText} from '../trail/records.js'
+import {sealCommitted} from '../trail/snapshots.js'
 
 /**
  * Writes a snapshot once. Writing the very same snapshot again (finishing a commit after a crash)

@@ -1,11 +1,11 @@
 /** Feature registrations (features/F-YYYY-NNN.json): created once, never rewritten; the run index binds each file's hash. */
-import {createFileExclusive} from '../util/fs.js'
-import {readFile} from '../util/fs-async.js'
-import {faultPoint} from '../util/faults.js'
+import {createFileExclusive} from '../../util/fs.js'
+import {readFile} from '../../util/fs-async.js'
+import {faultPoint} from '../../util/faults.js'
 import type {FileLayout} from './files.js'
 import {allocateId, allocationDay} from './ids.js'
-import {fileHash} from './integrity.js'
-import {featureText} from './trail/records.js'
+import {fileHash} from '../trail/integrity.js'
+import {featureText} from '../trail/records.js'
 
 export async function createFeature(layout: FileLayout, now: Date, title: string): Promise<string> {
   const id = await allocateId(layout.idsDir, 'F', await allocationDay(layout.idsDir, 'F', now), (id) =>

@@ -3,16 +3,16 @@
  * not match is an error, never a silent repair.
  */
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive} from '../util/fs.js'
-import {readdir, readFile, stat} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {createFileExclusive} from '../../util/fs.js'
+import {readdir, readFile, stat} from '../../util/fs-async.js'
 import {assertValid, builder, createSealed, wellFormed, type FileLayout, type WriteIntent, type WriteOptions} from './files.js'
 import {allocationDay, compareIds, dayKey, formatId, ID_PATTERNS, readCounter} from './ids.js'
-import {fileHash, verifySpec} from './integrity.js'
-import {isObject} from './shapes.js'
-import type {SpecDraft} from './types.js'
-import {buildSpec, specText} from './trail/records.js'
+import {fileHash, verifySpec} from '../trail/integrity.js'
+import {isObject} from '../trail/shapes.js'
+import type {SpecDraft} from '../types.js'
+import {buildSpec, specText} from '../trail/records.js'
 
 export async function writeSpec(layout: FileLayout, draft: SpecDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<CanonicalSpec> {
   const built = builder((id) => buildSpec(draft, id))

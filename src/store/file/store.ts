@@ -13,13 +13,13 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {Evidence} from '../types/evidence.js'
-import type {RunEvent, RunRecord} from '../types/run.js'
-import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, makeDirs} from '../util/fs.js'
-import {readdir} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {Evidence} from '../../types/evidence.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {createFileExclusive, makeDirs} from '../../util/fs.js'
+import {readdir} from '../../util/fs-async.js'
 import {auditStore} from './audit.js'
 import * as commitLog from './commit-log.js'
 import {commitJournal, recoverCommit, repairEndedRun, type Journal} from './commit.js'
@@ -27,12 +27,12 @@ import * as evidence from './evidence.js'
 import * as features from './features.js'
 import {FileLayout, type WriteIntent, type WriteOptions} from './files.js'
 import {allocationDay, compareIds, peekIds} from './ids.js'
-import {pageOf} from './trail/listing.js'
+import {pageOf} from '../trail/listing.js'
 import {Ledger} from './ledger.js'
 import {Runs} from './runs.js'
 import * as snapshots from './snapshots.js'
 import * as specs from './specs.js'
-import * as stepState from './step-state.js'
+import * as stepState from '../step-state.js'
 import * as timeline from './timeline.js'
 import type {
   AuditKinds,
@@ -50,9 +50,9 @@ import type {
   SpecDraft,
   StartedRun,
   StepCommit,
-} from './types.js'
+} from '../types.js'
 
-export type {EvidenceDraft, RunDraft, SpecDraft} from './types.js'
+export type {EvidenceDraft, RunDraft, SpecDraft} from '../types.js'
 export type {WriteIntent, WriteOptions} from './files.js'
 
 export class Store extends FileLayout implements RunStore {

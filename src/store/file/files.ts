@@ -16,14 +16,14 @@
  */
 import {closeSync, openSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {RunRecord} from '../types/run.js'
-import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../util/fs.js'
-import {readFile} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {RunRecord} from '../../types/run.js'
+import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../../util/fs.js'
+import {readFile} from '../../util/fs-async.js'
 import {allocateId, assertId, idKey, noteIdTaken} from './ids.js'
 import {readText} from './trail.js'
 
-export {assertValid, wellFormed} from './trail/checks.js'
+export {assertValid, wellFormed} from '../trail/checks.js'
 
 /** Set while a write-once record is being created, so a crash mid-way can be finished on resume. */
 export interface WriteIntent {

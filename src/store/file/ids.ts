@@ -3,12 +3,12 @@
  * of two processes racing for one number exactly one wins and the other moves on. A small hint
  * file remembers the last number so that allocation does not scan history.
  */
-import {mkdir, readdir} from '../util/fs-async.js'
+import {mkdir, readdir} from '../../util/fs-async.js'
 import path from 'node:path'
-import {formatId, latestDay, todayKey, type DatedPrefix} from './trail/ids.js'
-import {readSmallFile, writeFileAtomic} from '../util/fs.js'
+import {formatId, latestDay, todayKey, type DatedPrefix} from '../trail/ids.js'
+import {readSmallFile, writeFileAtomic} from '../../util/fs.js'
 
-export {assertId, compareIds, dayKey, formatId, ID_PATTERNS, idKey, latestDay, NAME_PATTERNS, todayKey, type DatedPrefix} from './trail/ids.js'
+export {assertId, compareIds, dayKey, formatId, ID_PATTERNS, idKey, latestDay, NAME_PATTERNS, todayKey, type DatedPrefix} from '../trail/ids.js'
 
 /**
  * The number a counter (hint) file names, or null when it is missing, not a regular file (a FIFO

@@ -1,12 +1,12 @@
 /** Evidence records (evidence/E-NNNN.json): write-once, sealed, numbered over the whole store. */
-import {PipeError} from '../errors.js'
-import type {Evidence} from '../types/evidence.js'
-import {readdir} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {Evidence} from '../../types/evidence.js'
+import {readdir} from '../../util/fs-async.js'
 import {builder, createSealed, readJson, wellFormed, type FileLayout, type WriteIntent, type WriteOptions} from './files.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
-import {fileHash} from './integrity.js'
-import type {EvidenceDraft} from './types.js'
-import {buildEvidence, evidenceText} from './trail/records.js'
+import {fileHash} from '../trail/integrity.js'
+import type {EvidenceDraft} from '../types.js'
+import {buildEvidence, evidenceText} from '../trail/records.js'
 
 export async function writeEvidence(layout: FileLayout, draft: EvidenceDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<Evidence> {
   const built = builder((id) => buildEvidence(draft, now, id))

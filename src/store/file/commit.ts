@@ -28,9 +28,9 @@
  * commit, before the log existed); it is moved into the log and finished the same way.
  */
 import {statSync} from 'node:fs'
-import {PipeError} from '../errors.js'
-import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
+import {PipeError} from '../../errors.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
 import {appendCommit, deleteJournal, readCommitLog, readJournal} from './commit-log.js'
 import {evidenceText, writeEvidence} from './evidence.js'
 import {type FileLayout, type WriteIntent} from './files.js'
@@ -39,10 +39,10 @@ import type {Runs} from './runs.js'
 import {writeSnapshot} from './snapshots.js'
 import {specText, writeSpec} from './specs.js'
 import {readText} from './trail.js'
-import {writeFileAtomic} from '../util/fs.js'
-import {fileHash} from './integrity.js'
-import {commitHash, committedSnapshot} from './trail/snapshots.js'
-import type {CommitHook, Committed, StepCommit} from './types.js'
+import {writeFileAtomic} from '../../util/fs.js'
+import {fileHash} from '../trail/integrity.js'
+import {commitHash, committedSnapshot} from '../trail/snapshots.js'
+import type {CommitHook, Committed, StepCommit} from '../types.js'
 
 /** A commit log line: the step's commit with the ids its records take. */
 export interface Journal extends StepCommit {
