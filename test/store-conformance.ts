@@ -1,18 +1,37 @@
 /**
  * The store conformance suite: what every RunStore (src/store/types.ts) must do, checked through the
- * interface alone, so that any implementation runs it (the file store in
- * test/unit/store-conformance.test.ts; a database store next). What only one store can show (a
- * SIGKILL between two files, a file edited by hand) stays in that store's own tests.
+ * interface alone, so that every implementation runs it (the in-memory and the file store in
+ * test/unit/store-conformance.test.ts, PostgreSQL in store-conformance-postgres.test.ts). A record
+ * changed after the fact is reached through the store's `tamper` hook (its maps, a file, a row with
+ * its trigger off); what only one store can show (a SIGKILL between two files) stays in its own tests.
  */
 import {expect} from 'chai'
+import {ledgerKey} from '../src/store/file/ledger.js'
 import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.js'
+import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'
 import type {Snapshot} from '../src/types/snapshot.js'
 import {expectPipeError} from './helpers/expect.js'
 import {runDraft, specDraft} from './helpers/records.js'
 
-/** A store to test, fresh and empty, and how to dispose of it. */
-export type MakeStore = () => Promise<{store: RunStore; cleanup: () => Promise<void>}>
+/** A stored record the tamper hook changes: a run record, a timeline line, a snapshot, a spec version, evidence, a ledger entry. */
+export type TamperTarget =
+  | {kind: 'run'; run_id: string}
+  | {kind: 'event'; run_id: string; n: number}
+  | {kind: 'snapshot'; run_id: string; seq: number}
+  | {kind: 'spec'; id: string}
+  | {kind: 'evidence'; id: string}
+  | {kind: 'ledger'; key: string}
+
+/**
+ * A store to test, fresh and empty, how to dispose of it, and how to change a stored record's text
+ * after the fact, the way someone with access to where the store keeps it could.
+ */
+export type MakeStore = () => Promise<{
+  store: RunStore
+  cleanup: () => Promise<void>
+  tamper: (target: TamperTarget, edit: (text: string) => string) => Promise<void>
+}>
 
 const now = new Date('2026-11-21T10:00:00Z')
 const at = now.toISOString()
@@ -57,8 +76,9 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
   describe(`store conformance: ${name}`, () => {
     let store: RunStore
     let cleanup: () => Promise<void>
+    let tamper: (target: TamperTarget, edit: (text: string) => string) => Promise<void>
     const held: Release[] = []
-    beforeEach(async () => ({store, cleanup} = await makeStore()))
+    beforeEach(async () => ({store, cleanup, tamper} = await makeStore()))
     afterEach(async () => {
       for (const release of held.splice(0)) await release().catch(() => undefined)
       await cleanup()
@@ -246,6 +266,157 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect(await store.latestStepStateSeq(runId, 'agent')).to.equal(4)
       expect(await store.readStepState(runId, 'agent', 4)).to.deep.equal({turn: 2})
       expect(await store.readStepState(runId, 'agent', 3)).to.equal(undefined)
+    })
+
+    /** A run created as a child of `parent` by step `step` at `seq`, item `index`. */
+    async function childOf(parent: string, seq: number, index?: number, when = now): Promise<RunRecord> {
+      return store.createRun({...draftOf(), parent: {run_id: parent, step: 'each', seq, ...(index !== undefined ? {index} : {})}}, when, {at, event: 'created'})
+    }
+
+    it('names a record changed after the fact: the run, a timeline line, a snapshot, a spec version, evidence', async () => {
+      const cases: Array<{
+        what: string
+        target: (runId: string, c: {version: string; evidence: string}) => TamperTarget
+        edit: [string, string]
+        names: (runId: string, c: {version: string; evidence: string}) => string
+      }> = [
+        {
+          what: 'the run record',
+          target: (runId) => ({kind: 'run', run_id: runId}),
+          edit: ['"status": "running"', '"status": "succeeded"'],
+          names: (runId) => runId,
+        },
+        {
+          what: 'a timeline line',
+          target: (runId) => ({kind: 'event', run_id: runId, n: 1}),
+          edit: ['"event":"created"', '"event":"forged"'],
+          names: (runId) => runId,
+        },
+        {
+          what: 'a snapshot',
+          target: (runId) => ({kind: 'snapshot', run_id: runId, seq: 1}),
+          edit: ['"decision": "success"', '"decision": "failure"'],
+          names: (runId) => `${runId}#1`,
+        },
+        {what: 'a spec version', target: (_, c) => ({kind: 'spec', id: c.version}), edit: ['"goal": "goal', '"goal": "forged'], names: (_, c) => c.version},
+        {
+          what: 'an evidence record',
+          target: (_, c) => ({kind: 'evidence', id: c.evidence}),
+          edit: ['line 0 of step 1', 'line X of step 1'],
+          names: (_, c) => c.evidence,
+        },
+      ]
+      for (const c of cases) {
+        const runId = await startRun()
+        const committed = await store.commitStep(stepCommit(runId, 1, null, {evidence: 1, spec: true}))
+        const ids = {version: committed.spec!.meta.spec_version, evidence: committed.snapshot.evidence_links[0]!.evidence_id}
+        expect((await store.audit(runId)).problems, `before ${c.what} is changed`).to.deep.equal([])
+        await tamper(c.target(runId, ids), (text) => {
+          expect(text, `${c.what} holds what the test changes`).to.include(c.edit[0])
+          return text.replace(c.edit[0], c.edit[1])
+        })
+        const report = await store.audit(runId)
+        expect(report.ok, c.what).to.equal(false)
+        expect(
+          report.problems.map((p) => p.record),
+          `audit names ${c.what}`,
+        ).to.satisfy((records: string[]) => records.some((r) => r.includes(c.names(runId, ids))))
+        expect((await store.audit()).ok, `the whole store's audit sees ${c.what} too`).to.equal(false)
+      }
+    })
+
+    it('keeps the ledger: an entry by key, its latest write, a list by filter, one holder of a key at a time, and names an entry changed after the fact', async () => {
+      const ledger = store.ledger()
+      const entry = (feature: string, spec: string, updated: string, status: LedgerEntry['status'] = 'delivered'): LedgerEntry => ({
+        key: ledgerKey(feature, 'local', spec),
+        feature_id: feature,
+        target: 'local',
+        target_type: 'file',
+        spec_version: spec,
+        run_id: 'R-20261121-0001',
+        status,
+        attempts: [],
+        created_at: updated,
+        updated_at: updated,
+      })
+      const first = entry('F-2026-001', 'S-20261121-0001', '2026-11-21T10:00:00.000Z', 'pending')
+      expect(await ledger.read(first.key)).to.equal(null)
+      await ledger.write(first)
+      await ledger.write({...first, status: 'delivered', updated_at: '2026-11-21T10:00:01.000Z'})
+      await ledger.write(entry('F-2026-002', 'S-20261121-0002', '2026-11-21T10:01:00.000Z'))
+      expect((await ledger.read(first.key))?.status).to.equal('delivered')
+      expect((await ledger.list()).map((e) => e.feature_id)).to.deep.equal(['F-2026-002', 'F-2026-001'])
+      expect((await ledger.list({feature: 'F-2026-001'})).map((e) => e.key)).to.deep.equal([first.key])
+      expect(await ledger.list({}, 1)).to.have.length(1)
+      // Two holders of one key: the second starts when the first is done.
+      const order: string[] = []
+      let leave!: () => void
+      const inside = new Promise<void>((resolve) => (leave = resolve))
+      const one = ledger.withKey(first.key, async () => {
+        order.push('one in')
+        await inside
+        order.push('one out')
+      })
+      const two = ledger.withKey(first.key, async () => void order.push('two in'))
+      while (order.length === 0) await new Promise((resolve) => setImmediate(resolve))
+      leave()
+      await Promise.all([one, two])
+      expect(order).to.deep.equal(['one in', 'one out', 'two in'])
+      const clean = await store.audit()
+      expect(clean.problems).to.deep.equal([])
+      expect(clean.ledger).to.equal(2)
+      await tamper({kind: 'ledger', key: first.key}, (text) => text.replace('"status": "delivered"', '"status": "failed"'))
+      const report = await store.audit()
+      expect(report.problems.map((p) => p.record)).to.include(first.key)
+    })
+
+    it('lists the children of a run in step and item order, and audits a run with its children', async () => {
+      const parent = await startRun()
+      const other = await startRun()
+      const late = await childOf(parent, 3, 0)
+      const second = await childOf(parent, 2, 1)
+      const first = await childOf(parent, 2, 0)
+      const foreign = await childOf(other, 1)
+      const grandchild = await childOf(first.run_id, 1)
+      expect((await store.listChildren(parent)).map((r) => r.run_id)).to.deep.equal([first.run_id, second.run_id, late.run_id])
+      expect((await store.listChildren(other)).map((r) => r.run_id)).to.deep.equal([foreign.run_id])
+      expect((await store.listChildren(first.run_id)).map((r) => r.run_id)).to.deep.equal([grandchild.run_id])
+      expect(await store.listChildren(late.run_id)).to.deep.equal([])
+      const report = await store.audit(parent)
+      expect(report.problems).to.deep.equal([])
+      expect(report.runs, 'the run, its three children and its grandchild').to.equal(5)
+    })
+
+    it('lists runs a page at a time, newest first, by status, pipeline, feature, time and parent', async () => {
+      await store.ensureFeature('F-2026-002', now)
+      const made: RunRecord[] = []
+      for (let i = 0; i < 5; i++) made.push(await store.createRun(draftOf(i % 2 === 0 ? 'F-2026-001' : 'F-2026-002'), now, {at, event: 'created'}))
+      const child = await childOf(made[0]!.run_id, 1)
+      const later = await store.createRun({...draftOf(), created_at: '2026-11-22T08:00:00.000Z'}, new Date('2026-11-22T08:00:00Z'), {at, event: 'created'})
+      await store.updateRun(made[1]!.run_id, (r) => (r.status = 'failed'), {at, event: 'failed'})
+      const newestFirst = [later, child, ...made]
+        .map((r) => r.run_id)
+        .sort()
+        .reverse()
+      const seen: string[] = []
+      let cursor: string | null = null
+      let pages = 0
+      do {
+        const page: Awaited<ReturnType<RunStore['listRuns']>> = await store.listRuns({limit: 3, cursor})
+        expect(page.damaged).to.deep.equal([])
+        seen.push(...page.runs.map((r) => r.run_id))
+        cursor = page.cursor
+        pages++
+      } while (cursor !== null && pages < 10)
+      expect(seen).to.deep.equal(newestFirst)
+      const ids = async (query: Parameters<RunStore['listRuns']>[0]): Promise<string[]> => (await store.listRuns(query)).runs.map((r) => r.run_id)
+      expect(await ids({feature: 'F-2026-002'})).to.deep.equal([made[3]!.run_id, made[1]!.run_id])
+      expect(await ids({status: 'failed'})).to.deep.equal([made[1]!.run_id])
+      expect(await ids({pipeline: 'p', limit: 2})).to.deep.equal(newestFirst.slice(0, 2))
+      expect(await ids({pipeline: 'other'})).to.deep.equal([])
+      expect(await ids({since: '2026-11-22T00:00:00.000Z'})).to.deep.equal([later.run_id])
+      expect(await ids({top: true})).to.not.include(child.run_id)
+      expect(await ids({top: true})).to.have.length(6)
     })
   })
 }

@@ -13,7 +13,7 @@ import {PipeError} from '../errors.js'
 import {clarifyRounds, type ClarifyRound} from '../store/queries.js'
 import {views} from '../steps/registry.js'
 import {openStore} from '../store/open.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 import {line as t, visible} from '../util/terminal-text.js'
 
 export default class Answer extends PipeCommand {

@@ -4,7 +4,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {finishRun} from '../cli/run-flow.js'
 import type {RunResult} from '../cli/run-result.js'
 import {cancelSession} from '../app/sessions/cancel.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 
 export default class Cancel extends PipeCommand {
   static override summary = 'End a run as cancelled.'

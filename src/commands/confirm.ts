@@ -7,7 +7,7 @@ import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {confirmSession} from '../app/sessions/confirm.js'
 import {PipeError} from '../errors.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 
 export default class Confirm extends PipeCommand {
   static override summary = 'Confirm or refuse the tool call or the step a run waits at, and continue the run.'

@@ -5,7 +5,7 @@ import {exportSession} from '../app/export.js'
 import {PipeError} from '../errors.js'
 import {exportRunHtml} from '../view/export-html.js'
 import {openStore} from '../store/open.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
 export default class Export extends PipeCommand {

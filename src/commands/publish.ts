@@ -4,7 +4,7 @@ import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'
 import {publishSession} from '../app/sessions/publish.js'
 import type {PublishOutcome} from '../publish/deliver.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
 export default class Publish extends PipeCommand {

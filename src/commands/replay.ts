@@ -12,7 +12,7 @@ import {loadPipelineOrThrow} from '../app/sessions/shared.js'
 import {replaySession} from '../app/sessions/replay.js'
 import {PipeError} from '../errors.js'
 import {openStore} from '../store/open.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 import {jsonText, line as t, visible} from '../util/terminal-text.js'
 
 export default class Replay extends PipeCommand {

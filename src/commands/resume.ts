@@ -8,7 +8,7 @@ import {withSignals} from '../cli/signals.js'
 import {replyFlags, replyOptions} from '../cli/reply-flags.js'
 import {resumeSession} from '../app/sessions/resume.js'
 import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 
 export default class Resume extends PipeCommand {
   static override summary = 'Continue a paused or interrupted run from its last snapshot, or redrive a failed or blocked one.'

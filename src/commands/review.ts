@@ -10,7 +10,7 @@ import {withSignals} from '../cli/signals.js'
 import {reviewSession, reviewSummary} from '../app/sessions/review.js'
 import type {Decision} from '../app/sessions/shared.js'
 import {PipeError} from '../errors.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 
 export default class Review extends PipeCommand {
   static override summary = 'Decide go, hold or drop for a run waiting for review, and continue it.'

@@ -2,7 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
 import {rollbackEditSession, type RollbackResult} from '../app/sessions/rollback.js'
-import {assertId} from '../store/ids.js'
+import {assertId} from '../store/file/ids.js'
 import {line as t} from '../util/terminal-text.js'
 
 export default class Rollback extends PipeCommand {

@@ -9,11 +9,11 @@
 import {existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
-import {FileLayout, within} from './files.js'
-import {compareIds, ID_PATTERNS} from './ids.js'
+import {FileLayout, within} from './file/files.js'
+import {compareIds, ID_PATTERNS} from './file/ids.js'
 import {isStoreUrl, safeUrl} from './location.js'
 import type {PostgresStore} from './postgres/store.js'
-import {Store} from './store.js'
+import {Store} from './file/store.js'
 
 export interface StoreDump {
   features: Array<{id: string; body: string}>

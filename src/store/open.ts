@@ -4,7 +4,7 @@
  * name. The PostgreSQL store and `pg` are imported only when a URL is given, so a file-store command
  * loads neither.
  */
-import {Store} from './store.js'
+import {Store} from './file/store.js'
 import {addSecretCredentials} from '../util/redact.js'
 import {isStoreUrl} from './location.js'
 import {redacting} from './redacting.js'

@@ -1,11 +1,11 @@
 /** Read-side questions about the store, for the list and show commands. */
 import {readFile} from '../util/fs-async.js'
 import {isPipeError} from '../errors.js'
-import {isObject} from './shapes.js'
+import {isObject} from './trail/shapes.js'
 import type {RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
-import type {RunStore} from './types.js'
+import type {RunPage, RunQuery, RunStore} from './types.js'
 
 export interface RunSummary {
   run_id: string
@@ -57,84 +57,69 @@ export interface RunFilter {
   all?: boolean
 }
 
+/** The stored status whose runs can show as `status` (a running run whose process is gone shows as interrupted). */
+function storedStatus(status: RunStatus): RunStatus {
+  return status === 'interrupted' ? 'running' : status
+}
+
+/**
+ * The runs of a query, page after page, newest first, stopping when `enough` says so: a damaged
+ * record is read again through the store so that it says why (E_INTEGRITY), never left out unsaid.
+ */
+async function eachRun(store: RunStore, query: RunQuery, visit: (record: RunRecord) => Promise<boolean>): Promise<void> {
+  let cursor: string | null = null
+  do {
+    const page: RunPage = await store.listRuns({...query, limit: 200, cursor})
+    const damaged = new Set(page.damaged)
+    for (const record of page.runs) if (!(await visit(record))) return
+    for (const id of damaged) {
+      const record = await store.readRun(id).catch((error: unknown) => {
+        // A run still being created has no record yet; a damaged one is named.
+        if (isPipeError(error) && error.code === 'E_INTEGRITY') throw error
+        return null
+      })
+      if (record && !(await visit(record))) return
+    }
+    cursor = page.cursor
+  } while (cursor !== null)
+}
+
 /**
  * Newest first. Without `all`, the filters and the limit apply to top-level runs, each with its
- * child runs (and theirs) nested under `children`; with `all`, every run is a row of its own.
+ * child runs (and theirs) nested under `children`; with `all`, every run is a row of its own. Reads
+ * what it shows (and the runs the filters pass over), never the whole store.
  */
 export async function listRuns(store: RunStore, filter: RunFilter): Promise<RunSummary[]> {
-  const records: RunRecord[] = []
-  let parents = 0
-  for (const id of await store.listRunIds()) {
-    // A flat list stops reading once it has enough. A nested one stops once it has `limit` top-level
-    // runs: ids are read newest first and a child run is created after its parent, so every child of
-    // a parent shown was read before it. With a status filter (decided on the nested summary) it reads all.
-    if (filter.all && records.length >= filter.limit) break
-    if (!filter.all && !filter.status && parents >= filter.limit) break
-    try {
-      const record = await store.readRun(id)
-      if (filter.feature && record.feature_id !== filter.feature) continue
-      if (filter.all && filter.status && (await effectiveStatus(store, record)) !== filter.status) continue
-      if (!record.parent) parents++
-      records.push(record)
-    } catch (error) {
-      // A run still being created has no record yet; a damaged one is named, never left out unsaid.
-      if (isPipeError(error) && error.code === 'E_INTEGRITY') throw error
-      continue
-    }
-  }
-  if (filter.all) return Promise.all(records.map((r) => summarizeRun(store, r)))
-  const nest = nester(store, records)
   const out: RunSummary[] = []
-  for (const record of records) {
-    if (out.length >= filter.limit) break
-    if (record.parent) continue
-    const summary = await nest(record)
-    if (filter.status && summary.status !== filter.status) continue
-    out.push(summary)
+  if (filter.limit <= 0) return out
+  const query: RunQuery = {
+    ...(filter.status ? {status: storedStatus(filter.status)} : {}),
+    ...(filter.feature ? {feature: filter.feature} : {}),
+    ...(filter.all ? {} : {top: true}),
   }
+  await eachRun(store, query, async (record) => {
+    const summary = filter.all ? await summarizeRun(store, record) : await nested(store, record)
+    if (!filter.status || summary.status === filter.status) out.push(summary)
+    return out.length < filter.limit
+  })
   return out
 }
 
-/** Summarises a run with its child runs (and theirs) nested under `children`, from records read once. */
-function nester(store: RunStore, records: readonly RunRecord[]): (record: RunRecord) => Promise<RunSummary> {
-  const byParent = new Map<string, RunRecord[]>()
-  for (const r of records) if (r.parent) byParent.set(r.parent.run_id, [...(byParent.get(r.parent.run_id) ?? []), r])
-  const nest = async (record: RunRecord): Promise<RunSummary> => {
-    const summary = await summarizeRun(store, record)
-    const kids = (byParent.get(record.run_id) ?? []).sort(childOrder)
-    return kids.length > 0 ? {...summary, children: await Promise.all(kids.map(nest))} : summary
-  }
-  return nest
+/** A run's summary with its child runs (and theirs) nested under `children`. */
+async function nested(store: RunStore, record: RunRecord): Promise<RunSummary> {
+  const summary = await summarizeRun(store, record)
+  const children = await childTree(store, record.run_id)
+  return children.length > 0 ? {...summary, children} : summary
 }
 
 /** The child runs of a run, each with its own children nested (pipe runs show). */
 export async function childTree(store: RunStore, runId: string): Promise<RunSummary[]> {
-  const records: RunRecord[] = []
-  for (const id of await store.listRunIds()) {
-    const record = await store.readRun(id).catch(() => null)
-    if (record) records.push(record)
-  }
-  const nest = nester(store, records)
-  return Promise.all(
-    records
-      .filter((r) => r.parent?.run_id === runId)
-      .sort(childOrder)
-      .map(nest),
-  )
-}
-
-function childOrder(a: RunRecord, b: RunRecord): number {
-  return a.parent!.seq - b.parent!.seq || (a.parent!.index ?? 0) - (b.parent!.index ?? 0) || (a.created_at < b.created_at ? -1 : 1)
+  return Promise.all((await store.listChildren(runId)).map((child) => nested(store, child)))
 }
 
 /** The child runs a run started (pipeline and foreach steps), in step and item order. */
-export async function childrenOf(store: RunStore, runId: string): Promise<RunRecord[]> {
-  const out: RunRecord[] = []
-  for (const id of await store.listRunIds()) {
-    const record = await store.readRun(id).catch(() => null)
-    if (record?.parent?.run_id === runId) out.push(record)
-  }
-  return out.sort(childOrder)
+export function childrenOf(store: RunStore, runId: string): Promise<RunRecord[]> {
+  return store.listChildren(runId)
 }
 
 export interface SpecSummary {

@@ -19,7 +19,7 @@ import {mkdir, readdir, readFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {writeFileAtomic} from '../util/fs.js'
-import {checkRecord, sealMessage, sealRecord} from './integrity.js'
+import {checkRecord, sealMessage, sealRecord} from './trail/integrity.js'
 
 export const REPLY_FORMAT = 'pipe-reply/2'
 /** Every message text inline; still read. */

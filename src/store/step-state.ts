@@ -8,8 +8,8 @@ import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {writeFileAtomic} from '../util/fs.js'
 import {mkdir, readdir} from '../util/fs-async.js'
-import {readOwnJson, type FileLayout} from './files.js'
-import {checkRecord, sealMessage, sealRecord} from './integrity.js'
+import {readOwnJson, type FileLayout} from './file/files.js'
+import {checkRecord, sealMessage, sealRecord} from './trail/integrity.js'
 
 /**
  * A step state as sealed: with the run, step and attempt it belongs to, so that a state sealed for

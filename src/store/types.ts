@@ -20,7 +20,7 @@
  */
 import type {Evidence} from '../types/evidence.js'
 import type {LedgerEntry} from '../types/ledger.js'
-import type {RunEvent, RunRecord} from '../types/run.js'
+import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 
@@ -99,6 +99,32 @@ export interface LedgerRecords {
   list(filter?: {feature?: string; run?: string; target?: string}, limit?: number): Promise<LedgerEntry[]>
 }
 
+/** Which runs RunStore.listRuns gives: every field narrows; none, every run. */
+export interface RunQuery {
+  /** The stored status (a running run whose process is gone is still `running` here). */
+  status?: RunStatus
+  /** The pipeline's name. */
+  pipeline?: string
+  feature?: string
+  /** Created at or after this ISO time. */
+  since?: string
+  /** Only runs no other run started (no parent). */
+  top?: boolean
+  /** At most this many runs (and damaged records) on the page; 100 when unset. */
+  limit?: number
+  /** The cursor a previous page gave: the page goes on after it. */
+  cursor?: string | null
+}
+
+/** A page of RunStore.listRuns, newest first. */
+export interface RunPage {
+  runs: RunRecord[]
+  /** Ids whose record could not be read as a run (readRun says why): named, never left out unsaid. */
+  damaged: string[]
+  /** Where the next page starts, or null when this one is the last. */
+  cursor: string | null
+}
+
 export interface AuditFinding {
   record: string
   file: string
@@ -154,6 +180,14 @@ export interface RunStore {
   assertRunExists(runId: string): Promise<void>
   /** Every run id, newest first. */
   listRunIds(): Promise<string[]>
+  /** The runs the query matches, a page at a time, newest first (see RunQuery). */
+  listRuns(query: RunQuery): Promise<RunPage>
+  /**
+   * The child runs `runId` started (pipeline and foreach steps), in step and item order, by their
+   * parent link; a child whose record cannot be read is left out. Its cost is the children's, never
+   * the store's: every foreach step, cancel and export asks it.
+   */
+  listChildren(runId: string): Promise<RunRecord[]>
   /** Changes the run record and appends `event` to its timeline, together; only the run's holder calls it. */
   updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord>
   appendEvent(runId: string, event: RunEvent): Promise<RunRecord>

@@ -93,7 +93,7 @@ console.log(JSON.stringify(${probe}))`
     try {
       // The bundle's own text with one message changed for another of the same length.
       const source = readFileSync(bundle, 'utf8').replace(TRAILER, '')
-      // assertId's message (store/ids.ts): '"F-1" is not a feature id (F-YYYY-NNN)'.
+      // assertId's message (store/trail/ids.ts): '"F-1" is not a feature id (F-YYYY-NNN)'.
       const marker = '} is not ${format.what} ('
       expect(source.split(marker), 'the text the forged source changes').to.have.length(2)
       const forged = source.replace(marker, '} FORGED ${format.what} (')

@@ -12,7 +12,7 @@ import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {changeIn} from '../helpers/wait.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
-import {sealRecord} from '../../src/store/integrity.js'
+import {sealRecord} from '../../src/store/trail/integrity.js'
 
 interface RunJson {
   run_id: string

@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {cp, readdir, readFile, rename, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec} from '../../src/store/integrity.js'
+import {sealEvidence, sealLine, sealRecord, sealSnapshot, sealSpec} from '../../src/store/trail/integrity.js'
 import type {Evidence} from '../../src/types/evidence.js'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {RunRecord} from '../../src/types/run.js'
@@ -165,7 +165,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     it('an edited input, re-sealed together with the timeline line that binds the state', async () => {
       await editRun((r) => (r.input = {...r.input, text: 'something else'}), false)
       const record = await readJson<RunRecord>(runJson())
-      const {runStateHash} = await import('../../src/store/integrity.js')
+      const {runStateHash} = await import('../../src/store/trail/integrity.js')
       const lines = await readLines(events())
       lines[2] = {...lines[2]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
       const chained = rechain(lines, 2)
@@ -398,7 +398,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     const before = (await verify(work)).report.head
     await editRun((r) => (r.owner = {...r.owner, user: 'mallory'}), false)
     const record = await readJson<RunRecord>(runJson())
-    const {runStateHash} = await import('../../src/store/integrity.js')
+    const {runStateHash} = await import('../../src/store/trail/integrity.js')
     const lines = await readLines(events())
     lines[2] = {...lines[2]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
     const chained = rechain(lines, 2)
@@ -454,7 +454,7 @@ describe('audit verify in keyed mode (PIPE_AUDIT_KEY)', function () {
     // The same rewrite that passes without a key: the owner changed, the timeline and record re-sealed.
     const record = await readJson<RunRecord>(path.join(runDir, 'run.json'))
     record.owner = {...record.owner, user: 'mallory'}
-    const {runStateHash} = await import('../../src/store/integrity.js')
+    const {runStateHash} = await import('../../src/store/trail/integrity.js')
     const lines = await readLines(path.join(runDir, 'events.jsonl'))
     lines[2] = {...lines[2]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
     const chained = rechain(lines, 2)

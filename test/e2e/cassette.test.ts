@@ -677,7 +677,7 @@ describe('pipe replay --check: model steps from the reply cache', function () {
     await writeFile(prompt, original)
 
     // A cached reply re-sealed with other content: same requests, different output.
-    const {sealRecord} = await import('../../src/store/integrity.js')
+    const {sealRecord} = await import('../../src/store/trail/integrity.js')
     const replies = path.join(dir, '.pipe', 'replies')
     for (const name of await readdir(replies)) {
       const record = JSON.parse(await readFile(path.join(replies, name), 'utf8')) as {seal?: string; reply: {message: {content: string}}}

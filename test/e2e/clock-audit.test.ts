@@ -10,7 +10,7 @@ import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
-import {compareIds} from '../../src/store/ids.js'
+import {compareIds} from '../../src/store/file/ids.js'
 
 const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
 const prd = path.join(examples, 'full-prd.md')

@@ -221,7 +221,7 @@ describe('the audit trail', function () {
   it('catches a re-sealed snapshot through the hash chain, and a missing one as a gap', async () => {
     const run = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
     const snapshots = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots')
-    const {sealSnapshot} = await import('../../src/store/integrity.js')
+    const {sealSnapshot} = await import('../../src/store/trail/integrity.js')
     const third = JSON.parse(await readFile(path.join(snapshots, '000003.json'), 'utf8')) as Snapshot
     third.decisions[0]!.reason = 'rewritten after the fact'
     await writeFile(path.join(snapshots, '000003.json'), JSON.stringify(sealSnapshot(third), null, 2))
@@ -387,7 +387,7 @@ describe('replay', function () {
     const original = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
     const first = (await snapshotsOf(dir, original.run_id)).find((s) => s.step.kind === 'gate')!
     const file = path.join(dir, '.pipe', 'runs', original.run_id, 'snapshots', `${String(first.step.seq).padStart(6, '0')}.json`)
-    const {sealSnapshot} = await import('../../src/store/integrity.js')
+    const {sealSnapshot} = await import('../../src/store/trail/integrity.js')
     const changed = JSON.parse(await readFile(file, 'utf8')) as Snapshot
     ;(changed.outputs as {gate_result: {completeness_score: number}}).gate_result.completeness_score = 0.99
     await writeFile(file, JSON.stringify(sealSnapshot(changed), null, 2))
@@ -556,8 +556,8 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       name: 'a run that blocks (its publication is held as uncertain)',
       async setup(cwd) {
         const run = await paused(cwd)
-        const {Store} = await import('../../src/store/store.js')
-        const {Ledger, ledgerKey} = await import('../../src/store/ledger.js')
+        const {Store} = await import('../../src/store/file/store.js')
+        const {Ledger, ledgerKey} = await import('../../src/store/file/ledger.js')
         const at = new Date().toISOString()
         await new Ledger(await Store.open(path.join(cwd, '.pipe'))).write({
           key: ledgerKey(run.feature_id, 'local', run.spec_version!),

@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {sealRecord} from '../../src/store/integrity.js'
+import {sealRecord} from '../../src/store/trail/integrity.js'
 import {ReplyCache} from '../../src/store/replies.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 

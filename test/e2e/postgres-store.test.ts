@@ -9,7 +9,7 @@ import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
-import {sealOf} from '../../src/store/integrity.js'
+import {sealOf} from '../../src/store/trail/integrity.js'
 
 interface RunJson {
   run_id: string

@@ -7,7 +7,7 @@ import {expect} from 'chai'
 import path from 'node:path'
 import {json, node, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
-import {formatId} from '../../src/store/ids.js'
+import {formatId} from '../../src/store/file/ids.js'
 
 const WRITERS = 8
 const EACH = 250

@@ -9,7 +9,7 @@ import {defaultPolicy} from '../../src/policy/policy.js'
 import {OfflineProvider} from '../../src/providers/offline/provider.js'
 import {kindCatalog, registry} from '../../src/steps/registry.js'
 import type {StepRegistry} from '../../src/steps/types.js'
-import {Store} from '../../src/store/store.js'
+import {Store} from '../../src/store/file/store.js'
 
 export async function pipelineFrom(dir: string, name: string, yaml: string, catalog: KindCatalog = kindCatalog): Promise<LoadedPipeline> {
   const file = path.join(dir, `${name}.yaml`)

@@ -1,4 +1,4 @@
-import type {SpecDraft} from '../../src/store/store.js'
+import type {SpecDraft} from '../../src/store/file/store.js'
 import type {RunDraft} from '../../src/store/types.js'
 
 /** An empty compiled spec of F-2026-001 with the given goal, for store and commit tests. */

@@ -384,7 +384,7 @@ describe('the reply transport', () => {
     const record = JSON.parse(await readFile(file, 'utf8')) as {request: ChatRequest; seal: string}
     record.request.model = 'other'
     // Re-sealed by someone without an audit key: the seal holds, the name does not.
-    const {sealRecord} = await import('../../src/store/integrity.js')
+    const {sealRecord} = await import('../../src/store/trail/integrity.js')
     const {seal: _s, ...body} = record
     await writeFile(file, JSON.stringify(sealRecord(body)))
     let error: PipeError | undefined

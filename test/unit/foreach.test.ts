@@ -6,7 +6,7 @@ import {defaultPolicy} from '../../src/policy/policy.js'
 import {kindCatalog, registry} from '../../src/steps/registry.js'
 import type {StepHandler} from '../../src/steps/types.js'
 import type {RunRecord} from '../../src/types/run.js'
-import type {Store} from '../../src/store/store.js'
+import type {Store} from '../../src/store/file/store.js'
 import {tempDir} from '../helpers/cli.js'
 import {harness, pipelineFrom} from '../helpers/engine.js'
 

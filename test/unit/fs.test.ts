@@ -2,7 +2,7 @@ import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
-import {tempWriter} from '../../src/store/trail.js'
+import {tempWriter} from '../../src/store/file/trail.js'
 import {createFileExclusive, writeFileAtomic} from '../../src/util/fs.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
 

@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {AUDIT_KEY_ENV, checkRecord, runRecordSealer, runStateHash, sealOf, sealRecord, sealSnapshot, verifySnapshot} from '../../src/store/integrity.js'
+import {AUDIT_KEY_ENV, checkRecord, runRecordSealer, runStateHash, sealOf, sealRecord, sealSnapshot, verifySnapshot} from '../../src/store/trail/integrity.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {canonicalJson, canonicalObject, hashJson} from '../../src/util/hash.js'
 

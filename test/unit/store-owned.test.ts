@@ -1,8 +1,8 @@
 import {expect} from 'chai'
 import {readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {auditStore} from '../../src/store/audit.js'
-import {Store} from '../../src/store/store.js'
+import {auditStore} from '../../src/store/file/audit.js'
+import {Store} from '../../src/store/file/store.js'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {tempDir} from '../helpers/cli.js'
@@ -149,7 +149,7 @@ describe('store: run creations of one process', () => {
     await one.createRun(draft, now, {at, event: 'created'}).catch(() => (failed = true))
     expect(failed).to.equal(true)
     const after = await newRun(one)
-    const {readChain} = await import('../../src/store/trail.js')
+    const {readChain} = await import('../../src/store/file/trail.js')
     const chain = readChain(await readFile(one.runIndexFile, 'utf8'), undefined)
     expect(chain.problems).to.deep.equal([])
     expect(chain.lines.map((l) => l.run_id).sort()).to.deep.equal([...runs.map((r) => r.run_id), after.run_id].sort())

@@ -2,8 +2,8 @@ import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {appendFile, mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {Store, type SpecDraft} from '../../src/store/store.js'
-import {Ledger, ledgerKey} from '../../src/store/ledger.js'
+import {Store, type SpecDraft} from '../../src/store/file/store.js'
+import {Ledger, ledgerKey} from '../../src/store/file/ledger.js'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
@@ -37,7 +37,7 @@ describe('store', () => {
     const inProcess = await Promise.all(Array.from({length: 40}, (_, i) => store.writeSpec(draft(`g${i}`), now)))
     expect(new Set(inProcess.map((s) => s.meta.spec_version)).size).to.equal(40)
     await writeFile(path.join(root, 'ids', 'S-20261121'), '3')
-    const script = `const {Store} = await import(${JSON.stringify(path.join(repoRoot, 'src/store/store.ts'))});
+    const script = `const {Store} = await import(${JSON.stringify(path.join(repoRoot, 'src/store/file/store.ts'))});
       const store = await Store.open(${JSON.stringify(root)});
       const ids = [];
       for (let i = 0; i < 15; i++) ids.push((await store.writeSpec({meta: {feature_id: 'F-2026-001', status: 'compiled', parent_version: null, run_id: 'R-20261121-0001', created_by_step: 'x', created_at: '2026-11-21T10:00:00.000Z'}, goal: 'p' + process.pid + i, features: [], constraints: [], non_functional: [], acceptance_criteria: [], open_questions: [], tasks: [], vv: []}, new Date('2026-11-21T10:00:00Z'))).meta.spec_version);
@@ -133,7 +133,7 @@ describe('store', () => {
     const first = await store.createRun(draft, now, {at, event: 'created'})
     await appendFile(store.runIndexFile, '{"run_id": "R-2026')
     const second = await store.createRun(draft, now, {at, event: 'created'})
-    const {readChain} = await import('../../src/store/trail.js')
+    const {readChain} = await import('../../src/store/file/trail.js')
     const chain = readChain(await readFile(store.runIndexFile, 'utf8'), undefined)
     expect(chain.problems).to.deep.equal([])
     expect(chain.torn).to.equal(false)
@@ -275,7 +275,7 @@ describe('ledger list reads only the log tail when the log counts every entry', 
 
 describe('linesFromEnd', () => {
   it('gives complete lines last first across block boundaries, skipping a torn last line', async () => {
-    const {linesFromEnd} = await import('../../src/store/trail.js')
+    const {linesFromEnd} = await import('../../src/store/file/trail.js')
     const file = path.join(dir, 'log')
     const collect = async (block: number): Promise<string[]> => {
       const out: string[] = []
@@ -359,7 +359,7 @@ describe('spec versions newest first from the id counters', () => {
   })
 
   it('moves the counter before an id is taken, so a process killed right after the take leaves it listed', async () => {
-    const {allocateId} = await import('../../src/store/ids.js')
+    const {allocateId} = await import('../../src/store/file/ids.js')
     const idsDir = path.join(dir, 'ids')
     let seen = ''
     const id = await allocateId(idsDir, 'S', '20261121', async () => {

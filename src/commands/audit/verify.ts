@@ -2,9 +2,9 @@ import * as Args from '@oclif/core/args'
 import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {deliveredKeys} from '../../steps/registry.js'
-import type {AuditReport} from '../../store/audit.js'
+import type {AuditReport} from '../../store/file/audit.js'
 import {openStore} from '../../store/open.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 import {jsonText, line as t} from '../../util/terminal-text.js'
 
 export default class AuditVerify extends PipeCommand {

@@ -3,7 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {table} from '../../cli/views.js'
 import {openStore} from '../../store/open.js'
 import type {LedgerEntry} from '../../types/ledger.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 
 export default class LedgerList extends PipeCommand {
   static override summary = 'List publications: one entry per feature + target + spec version, with status, attempts and external id.'

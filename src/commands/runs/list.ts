@@ -4,7 +4,7 @@ import {renderRunList} from '../../cli/views.js'
 import {listRuns, type RunSummary} from '../../store/queries.js'
 import {openStore} from '../../store/open.js'
 import type {RunStatus} from '../../types/run.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 
 export default class RunsList extends PipeCommand {
   static override summary = 'List runs, newest first.'

@@ -6,7 +6,7 @@ import {childTree, effectiveStatus, totalUsage, type RunSummary} from '../../sto
 import {openStore} from '../../store/open.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Holding} from '../../store/types.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 import {line as t} from '../../util/terminal-text.js'
 import {queueWait, type QueueWait} from '../../app/worker/entry.js'
 

@@ -3,7 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {renderSnapshotList} from '../../cli/views.js'
 import {openStore} from '../../store/open.js'
 import type {Snapshot} from '../../types/snapshot.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 
 export default class SnapshotList extends PipeCommand {
   static override summary = "List a run's snapshots: one per executed step, in order."

@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../../cli/base-command.js'
 import {diffValues, renderChanges, type Change} from '../../spec/diff.js'
 import {openStore} from '../../store/open.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 import {line as t, visible} from '../../util/terminal-text.js'
 
 export default class SpecDiff extends PipeCommand {

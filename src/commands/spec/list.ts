@@ -3,7 +3,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {renderSpecList} from '../../cli/views.js'
 import {listSpecs, type SpecSummary} from '../../store/queries.js'
 import {openStore} from '../../store/open.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 import {line as t} from '../../util/terminal-text.js'
 
 export default class SpecList extends PipeCommand {

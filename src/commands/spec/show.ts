@@ -6,7 +6,7 @@ import {specToMarkdown} from '../../spec/markdown.js'
 import {openStore} from '../../store/open.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {PipeError} from '../../errors.js'
-import {assertId} from '../../store/ids.js'
+import {assertId} from '../../store/file/ids.js'
 import {visible} from '../../util/terminal-text.js'
 
 export default class SpecShow extends PipeCommand {

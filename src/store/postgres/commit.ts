@@ -9,12 +9,11 @@ import {PipeError} from '../../errors.js'
 import type {RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {canonicalJson, sha256} from '../../util/hash.js'
-import {evidenceText} from '../evidence.js'
-import {assertValid} from '../files.js'
-import {formatId} from '../ids.js'
-import {fileHash, runRecordSealer, sealSnapshot} from '../integrity.js'
-import {specText} from '../specs.js'
+import {formatId} from '../trail/ids.js'
+import {fileHash} from '../trail/integrity.js'
+import {evidenceText, recordText, specText} from '../trail/records.js'
+import {movedHead} from '../trail/runs.js'
+import {boundIds, commitHash, committedSnapshot, sealCommitted} from '../trail/snapshots.js'
 import type {CommitHook, Committed, StepCommit} from '../types.js'
 import {PostgresRecords} from './records.js'
 import {checkedSpec, parseRow} from './rows.js'
@@ -55,38 +54,21 @@ export async function writeStepCommit(client: PoolClient, record: RunRecord, com
     spec = JSON.parse(text) as CanonicalSpec
     if (hook) await hook(`spec-written:${step}`)
   }
-  const version = spec?.meta.spec_version ?? null
-  const snapshot: Snapshot = {
-    ...commit.snapshot,
-    spec_version_out: version,
-    outputs: version ? {...commit.snapshot.outputs, spec_version_out: version} : commit.snapshot.outputs,
-    evidence_links: [...commit.snapshot.evidence_links, ...links],
-  }
+  const snapshot = committedSnapshot(commit.snapshot, spec, links)
   // Records named that this commit did not write are bound as they are stored.
-  const named = [snapshot.spec_version_in, ...commit.snapshot.evidence_links.map((l) => l.evidence_id)].filter(
-    (id): id is string => typeof id === 'string' && binds[id] === undefined,
-  )
-  for (const id of named) binds[id] = fileHash(await bodyOf(client, id))
-  const ordered: Record<string, string> = {}
-  for (const id of [snapshot.spec_version_in, snapshot.spec_version_out, ...snapshot.evidence_links.map((l) => l.evidence_id)])
-    if (id && binds[id]) ordered[id] = binds[id]
-  const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds: ordered}})
-  assertValid('snapshot', stored, `snapshot ${runId}#${seq}`)
+  for (const id of boundIds(snapshot)) if (binds[id] === undefined) binds[id] = fileHash(await bodyOf(client, id))
+  const stored = sealCommitted(snapshot, (id) => binds[id]!)
   if (hook) await hook(`before-snapshot:${step}`)
   await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [
     runId,
     seq,
     step,
     hash,
-    `${JSON.stringify(stored, null, 2)}\n`,
+    recordText(stored),
   ])
   // The run's head moves with its snapshot, sealed in the same transaction.
-  if ((record.head?.seq ?? 0) < seq) {
-    const {head, seal: _s, ...state} = record
-    const next = {events: head?.events ?? 0, event_hash: head?.event_hash ?? null, seq, snapshot_hash: stored.meta.record_hash ?? null}
-    const sealed = {...state, head: next, seal: runRecordSealer(state).seal(next)}
-    await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(sealed, null, 2)}\n`])
-  }
+  const moved = movedHead(record, seq, stored.meta.record_hash ?? null)
+  if (moved) await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, recordText(moved)])
   if (hook) await hook(`before-commit:${step}`)
   return {snapshot: stored, spec}
 }
@@ -100,15 +82,4 @@ async function bodyOf(client: PoolClient, id: string): Promise<string> {
 
 async function specIn(client: PoolClient, version: string): Promise<CanonicalSpec> {
   return checkedSpec(version, await bodyOf(client, version))
-}
-
-/** What a commit records, without ids: two commits of one step compare equal by it. */
-function commitHash(commit: StepCommit): string {
-  return sha256(
-    canonicalJson({
-      ...commit,
-      spec: commit.spec ? {draft: commit.spec.draft} : null,
-      evidence: commit.evidence.map((item) => ({draft: item.draft, link: item.link})),
-    }),
-  )
 }

@@ -8,9 +8,10 @@ import {PipeError} from '../../errors.js'
 import {faultPoint} from '../../util/faults.js'
 import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {assertValid} from '../files.js'
-import {compareIds, formatId, latestDay, todayKey, type DatedPrefix} from '../ids.js'
-import {sealRecord, verifySpec} from '../integrity.js'
+import {assertValid} from '../trail/checks.js'
+import {compareIds, formatId, latestDay, todayKey, type DatedPrefix} from '../trail/ids.js'
+import {verifySpec} from '../trail/integrity.js'
+import {featureText} from '../trail/records.js'
 import {safeUrl} from '../location.js'
 import {checkedSpec, parseRow} from './rows.js'
 import {sealedStepState, stepStateProblem} from '../step-state.js'
@@ -228,10 +229,7 @@ export class PostgresRecords {
     return this.tx('cannot register a feature', async (client) => {
       const year = await PostgresRecords.allocationKey(client, 'F', now)
       const id = formatId('F', year, await PostgresRecords.nextNumber(client, `F-${year}`))
-      await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [
-        id,
-        `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`,
-      ])
+      await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [id, featureText(id, now, title)])
       return id
     }).then((id) => {
       faultPoint('feature-recorded')
@@ -241,10 +239,7 @@ export class PostgresRecords {
 
   async ensureFeature(id: string, now: Date): Promise<void> {
     await this.assertCanWrite()
-    await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-      id,
-      `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`,
-    ])
+    await this.query('cannot register a feature', 'INSERT INTO pipe_features (id, body) VALUES ($1, $2) ON CONFLICT DO NOTHING', [id, featureText(id, now)])
   }
 
   // Step state

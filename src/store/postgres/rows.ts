@@ -1,8 +1,8 @@
 /** Records read back from rows: parsed and checked, so a row changed outside pipe is named, never used. */
 import {PipeError} from '../../errors.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {wellFormed} from '../files.js'
-import {verifySpec} from '../integrity.js'
+import {wellFormed} from '../trail/checks.js'
+import {verifySpec} from '../trail/integrity.js'
 
 /** A record read from a row, parsed and checked against its schema (a row changed outside pipe: E_INTEGRITY naming it). */
 export function parseRow<T>(schema: 'snapshot' | 'spec' | 'evidence' | 'run', body: string, what: string, where: string): T {

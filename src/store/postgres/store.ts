@@ -23,11 +23,27 @@ import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
-import {assertValid} from '../files.js'
-import {compareIds, formatId} from '../ids.js'
-import {checkRecord, fileHash, sealMessage, runCreationFacts, runCreationHash, runRecordSealer, sealLine} from '../integrity.js'
+import {compareIds, formatId} from '../trail/ids.js'
+import {checkRecord, fileHash, sealMessage, sealLine} from '../trail/integrity.js'
+import {lineText, recordText} from '../trail/records.js'
+import {changedRun, newRun, runIndexLine, type RunStart} from '../trail/runs.js'
 import {localRoot, safeUrl} from '../location.js'
-import type {AuditKinds, AuditReport, CommitHook, Committed, LedgerRecords, Release, RunDraft, RunHolder, RunStore, StartedRun, StepCommit} from '../types.js'
+import type {
+  AuditKinds,
+  AuditReport,
+  CommitHook,
+  Committed,
+  LedgerRecords,
+  Release,
+  RunDraft,
+  RunHolder,
+  RunPage,
+  RunQuery,
+  RunStore,
+  StartedRun,
+  StepCommit,
+} from '../types.js'
+import {childrenAmong, pageOf, PAGE_SIZE, type Candidate} from '../trail/listing.js'
 import {auditPostgres} from './audit.js'
 import {timelineOf, vouchRun} from './vouch-read.js'
 import {databaseError, PostgresRecords} from './records.js'
@@ -38,8 +54,7 @@ import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
 
-type Start = {event: RunEvent; change: (record: RunRecord) => void}
-type Plain = Record<string, unknown>
+type Start = RunStart
 
 /** How long a holder keeps a run without renewing its lease (PIPE_LEASE_MS). */
 function leaseMs(): number {
@@ -197,30 +212,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     if (pos > 1 && !prev)
       throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
     const feature = (await client.query<{body: string}>('SELECT body FROM pipe_features WHERE id = $1', [draft.feature_id])).rows[0]
-    const fresh = {run_id: id, ...draft} as RunRecord
-    let sealer = runRecordSealer(fresh as unknown as Plain)
-    const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
-    let state = fresh
-    if (start) {
-      state = structuredClone(fresh)
-      start.change(state)
-      sealer = runRecordSealer(state as unknown as Plain)
-      lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
-    }
-    assertValid('run', state, 'run record')
-    const head = {events: lines.length, event_hash: lines.at(-1)!.hash, seq: 0, snapshot_hash: null}
-    const record = {...state, head, seal: sealer.seal(head)} as RunRecord
+    const {record, lines} = newRun(id, draft, event, start)
     const indexLine = sealLine(
-      {
-        run_id: id,
-        feature_id: draft.feature_id,
-        feature_hash: feature ? fileHash(feature.body) : null,
-        created_hash: runCreationHash(record as unknown as Plain),
-        created_facts: runCreationFacts(record as unknown as Plain),
-        // The workspace a worker relocates the run into: bound here, so the row's columns (which only
-        // pick the workers that may claim it) cannot send a run to another repository or folder.
-        ...(workspace ? {workspace: {id: workspace.id, root: workspace.root, sub: workspace.sub}} : {}),
-      },
+      runIndexLine(record, feature ? fileHash(feature.body) : null, workspace),
       prev ? (JSON.parse(prev.line) as {hash: string}).hash : null,
     )
     const link = record.parent
@@ -229,7 +223,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
        VALUES ($1, $2, $3, $4, CASE WHEN $4::text IS NULL THEN NULL ELSE now() + make_interval(secs => $5::double precision / 1000) END, $6, $7, $8, $9, $10)`,
       [
         id,
-        `${JSON.stringify(record, null, 2)}\n`,
+        recordText(record),
         link?.run_id ?? null,
         holder ? JSON.stringify(holder) : null,
         leaseMs(),
@@ -240,9 +234,8 @@ export class PostgresStore extends PostgresRecords implements RunStore {
         workspace?.sub ?? null,
       ],
     )
-    for (const [i, line] of lines.entries())
-      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, JSON.stringify(line)])
-    await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, JSON.stringify(indexLine)])
+    for (const [i, line] of lines.entries()) await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, lineText(line)])
+    await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, lineText(indexLine)])
     return record
   }
 
@@ -310,6 +303,50 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return rows.map((r) => r.run_id).sort((a, b) => compareIds(b, a))
   }
 
+  /**
+   * A page of runs, newest first: rows are read in id order (the index of the primary key) a batch
+   * at a time and matched as records, so a page costs the rows it passes over, not the store.
+   */
+  async listRuns(query: RunQuery): Promise<RunPage> {
+    const batch = Math.min(Math.max((query.limit ?? PAGE_SIZE) + 1, 50), 1000)
+    const rows = async function* (this: PostgresStore): AsyncGenerator<Candidate> {
+      let after = query.cursor ?? null
+      for (;;) {
+        // compareIds' order: the prefix and day, then the number's length, then its digits (bytewise, whatever the collation).
+        const found = await this.query<{run_id: string; body: string}>(
+          'cannot list runs',
+          `SELECT run_id, body FROM pipe_runs
+           WHERE ($1::text IS NULL OR (substr(run_id, 1, 10) COLLATE "C", length(run_id), run_id COLLATE "C") < (substr($1, 1, 10) COLLATE "C", length($1), $1 COLLATE "C"))
+             AND (NOT $2 OR parent_run IS NULL)
+           ORDER BY substr(run_id, 1, 10) COLLATE "C" DESC, length(run_id) DESC, run_id COLLATE "C" DESC LIMIT $3`,
+          [after, query.top === true, batch],
+        )
+        for (const row of found)
+          yield {run_id: row.run_id, record: () => parseRow<RunRecord>('run', row.body, `the run record of ${row.run_id}`, `pipe_runs(${row.run_id})`)}
+        if (found.length < batch) return
+        after = found.at(-1)!.run_id
+      }
+    }
+    return pageOf(rows.call(this), query)
+  }
+
+  /** One indexed query on the parent_run column (pipe_runs_parent). */
+  async listChildren(runId: string): Promise<RunRecord[]> {
+    const rows = await this.query<{run_id: string; body: string}>(
+      `cannot read the children of ${runId}`,
+      'SELECT run_id, body FROM pipe_runs WHERE parent_run = $1',
+      [runId],
+    )
+    const records = rows.map((r) => {
+      try {
+        return parseRow<RunRecord>('run', r.body, `the run record of ${r.run_id}`, `pipe_runs(${r.run_id})`)
+      } catch {
+        return null
+      }
+    })
+    return childrenAmong(records, runId)
+  }
+
   /** The run's row, locked for this transaction; E_CONFLICT when this process held it and another holder has taken it since. */
   private async lockRun(client: PoolClient, runId: string): Promise<RunRecord> {
     const {rows} = await client.query<{body: string; epoch: string; cancel_request: string | null}>(
@@ -337,19 +374,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
     return this.tx(`cannot update run ${runId}`, async (client) => {
-      const current = await this.lockRun(client, runId)
-      const {head, seal: _s, ...state} = structuredClone(current)
-      const changed = {...state} as RunRecord
-      change(changed)
-      const {head: _h, seal: _s2, ...clean} = changed
-      assertValid('run', clean, 'run record')
-      const sealer = runRecordSealer(clean)
-      const line = sealLine({...event, run_state: sealer.stateHash}, head?.event_hash ?? null)
-      const n = (head?.events ?? 0) + 1
-      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [runId, n, JSON.stringify(line)])
-      const next = {events: n, event_hash: line.hash, seq: head?.seq ?? 0, snapshot_hash: head?.snapshot_hash ?? null}
-      const record = {...clean, head: next, seal: sealer.seal(next)} as RunRecord
-      await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(record, null, 2)}\n`])
+      const {record, line, n} = changedRun(await this.lockRun(client, runId), change, event)
+      await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [runId, n, lineText(line)])
+      await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, recordText(record)])
       return record
     })
   }

@@ -4,9 +4,9 @@
  */
 import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
-import {auditKey} from '../integrity.js'
+import {auditKey} from '../trail/integrity.js'
 import {safeUrl} from '../location.js'
-import {vouchFindings} from '../vouch.js'
+import {vouchFindings} from '../trail/vouch.js'
 import type {PostgresRecords} from './records.js'
 import {parseRow} from './rows.js'
 

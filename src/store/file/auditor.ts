@@ -5,18 +5,18 @@
  */
 import {renameSync, rmSync, statSync, unlinkSync} from 'node:fs'
 import path from 'node:path'
-import type {Evidence} from '../types/evidence.js'
-import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {processAlive} from '../util/lock.js'
+import type {Evidence} from '../../types/evidence.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {processAlive} from '../../util/lock.js'
 import {listDir, parseBytes, parseFile, readBytes, schemaFindings} from './audit-read.js'
-import {ORPHAN_FEATURE} from './audit-notes.js'
+import {ORPHAN_FEATURE} from '../trail/audit-notes.js'
 import type {FileLayout} from './files.js'
 import {ID_PATTERNS} from './ids.js'
-import {auditKey, checkRecord, fileHash, sealMessage, verifyEvidence, verifySpec, type IntegrityProblem, type SealCheck} from './integrity.js'
-import {isObject, notAnObject} from './shapes.js'
+import {auditKey, checkRecord, fileHash, sealMessage, verifyEvidence, verifySpec, type IntegrityProblem, type SealCheck} from '../trail/integrity.js'
+import {isObject, notAnObject} from '../trail/shapes.js'
 import {stagedRun, tempWriter} from './trail.js'
-import type {AuditFinding, AuditReport} from './types.js'
+import type {AuditFinding, AuditReport} from '../types.js'
 
 /** What the audit reads of a file store: its layout and its runs. */
 export type AuditedStore = FileLayout & {listRunIds(): Promise<string[]>}

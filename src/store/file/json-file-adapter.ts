@@ -1,7 +1,7 @@
 /** A lowdb adapter that writes with a unique temporary name, fsync and rename, so a crash never leaves a torn file. */
 import {readFileSync} from 'node:fs'
 import type {Adapter} from 'lowdb'
-import {writeFileAtomic} from '../util/fs.js'
+import {writeFileAtomic} from '../../util/fs.js'
 
 export class AtomicJsonFile<T> implements Adapter<T> {
   constructor(private readonly file: string) {}

@@ -3,9 +3,9 @@
  * synced before the records are written (see commit.ts). Also the journal file an older pipe wrote
  * for an interrupted commit (runs/R/journal.json), read once and moved into the log.
  */
-import {PipeError} from '../errors.js'
-import {appendSynced} from '../util/fs.js'
-import {rm} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import {appendSynced} from '../../util/fs.js'
+import {rm} from '../../util/fs-async.js'
 import {readOwnJson, type FileLayout} from './files.js'
 import {readText} from './trail.js'
 

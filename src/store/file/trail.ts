@@ -3,11 +3,11 @@
  * leftovers a crash can leave (temporary files, run folders still being created).
  */
 import {closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, readSync, writeFileSync} from 'node:fs'
-import {open} from '../util/fs-async.js'
-import {PipeError} from '../errors.js'
-import {checkLine, sealLine, type SealCheck} from './integrity.js'
-import {syncFd, writingTo} from '../util/fs.js'
-import {isObject, notAnObject, type Plain} from './shapes.js'
+import {open} from '../../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import {checkLine, sealLine, type SealCheck} from '../trail/integrity.js'
+import {syncFd, writingTo} from '../../util/fs.js'
+import {isObject, notAnObject, type Plain} from '../trail/shapes.js'
 
 /** A store file something else was put in the place of (a FIFO, a device, a folder, a link). */
 function replaced(file: string, what: string): PipeError {

@@ -8,18 +8,18 @@
  * from the one pipe wrote. A crash between the log line and the entry leaves the log one write
  * ahead, which audit verify reports as an interrupted write, not as tampering.
  */
-import {mkdir, readdir, stat} from '../util/fs-async.js'
+import {mkdir, readdir, stat} from '../../util/fs-async.js'
 import path from 'node:path'
 import {Low} from 'lowdb'
-import {PipeError} from '../errors.js'
-import {check, describeErrors} from '../schema/registry.js'
-import type {LedgerEntry} from '../types/ledger.js'
+import {PipeError} from '../../errors.js'
+import {check, describeErrors} from '../../schema/registry.js'
+import type {LedgerEntry} from '../../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
-import {acquireLock} from '../util/lock.js'
-import {redactDeep} from '../util/redact.js'
-import {sealRecord} from './integrity.js'
-import {isObject, notAnObject} from './shapes.js'
-import type {LedgerRecords} from './types.js'
+import {acquireLock} from '../../util/lock.js'
+import {redactDeep} from '../../util/redact.js'
+import {sealRecord} from '../trail/integrity.js'
+import {isObject, notAnObject} from '../trail/shapes.js'
+import type {LedgerRecords} from '../types.js'
 import {appendChained, linesFromEnd} from './trail.js'
 
 /** Log lines read past a list's limit: entries whose order in the log and in time differ (see listFromTail). */

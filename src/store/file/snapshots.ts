@@ -3,11 +3,13 @@
  * one before, binding the files of the spec versions and evidence it names.
  */
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {Snapshot} from '../types/snapshot.js'
-import {readFile} from '../util/fs-async.js'
-import {assertValid, readJson, seqName, snapshotNames, wellFormed, within, writeOnce, type FileLayout, type WriteOptions} from './files.js'
-import {fileHash, sealSnapshot} from './integrity.js'
+import {PipeError} from '../../errors.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import {readFile} from '../../util/fs-async.js'
+import {readJson, seqName, snapshotNames, wellFormed, within, writeOnce, type FileLayout, type WriteOptions} from './files.js'
+import {fileHash} from '../trail/integrity.js'
+import {recordText} from '../trail/records.js'
+import {sealCommitted} from '../trail/snapshots.js'
 
 /**
  * Writes a snapshot once. Writing the very same snapshot again (finishing a commit after a crash)
@@ -18,10 +20,9 @@ export async function writeSnapshot(layout: FileLayout, snapshot: Snapshot, opti
   for (const version of [snapshot.spec_version_in, snapshot.spec_version_out])
     if (version) binds[version] = await boundHash(layout, version, layout.specFile(version))
   for (const link of snapshot.evidence_links) binds[link.evidence_id] = await boundHash(layout, link.evidence_id, layout.evidenceFile(link.evidence_id))
-  const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds}})
-  assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
+  const stored = sealCommitted(snapshot, (id) => binds[id]!)
   const file = layout.snapshotFile(snapshot.run_id, snapshot.step.seq)
-  const text = `${JSON.stringify(stored, null, 2)}\n`
+  const text = recordText(stored)
   if (await writeOnce(file, text, {sync: options.sync ?? true, repair: options.repair === true})) {
     noteSnapshot(layout, stored)
     return stored

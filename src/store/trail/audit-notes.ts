@@ -6,8 +6,8 @@
  * which makes a record's time (a review a day before the spec it approved) a claim to check. Said as
  * a note naming both records; ids are never ordered by these times (ids.ts keeps them monotonic).
  */
-import {compareIds} from './ids.js'
-import type {AuditFinding} from './types.js'
+import {compareIds} from '../file/ids.js'
+import type {AuditFinding} from '../types.js'
 
 export interface Timed {
   record: string

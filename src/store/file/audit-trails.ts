@@ -1,11 +1,11 @@
 /** pipe audit verify of the store-wide logs beside the runs: the publish ledger and the reply cache. */
 import path from 'node:path'
-import type {LedgerEntry} from '../types/ledger.js'
+import type {LedgerEntry} from '../../types/ledger.js'
 import {listDir, parseBytes, parseFile, readBytes, schemaFindings, type Parsed} from './audit-read.js'
 import type {Auditor} from './auditor.js'
-import {checkRecord} from './integrity.js'
-import {ReplyCache, replyFileProblem, textRefs} from './replies.js'
-import {isObject, ledgerLineProblem, notAnObject} from './shapes.js'
+import {checkRecord} from '../trail/integrity.js'
+import {ReplyCache, replyFileProblem, textRefs} from '../replies.js'
+import {isObject, ledgerLineProblem, notAnObject} from '../trail/shapes.js'
 import {readChain} from './trail.js'
 
 /**

@@ -1,14 +1,15 @@
 /** Feature registrations (features/F-YYYY-NNN.json): created once, never rewritten; the run index binds each file's hash. */
-import {createFileExclusive} from '../util/fs.js'
-import {readFile} from '../util/fs-async.js'
-import {faultPoint} from '../util/faults.js'
+import {createFileExclusive} from '../../util/fs.js'
+import {readFile} from '../../util/fs-async.js'
+import {faultPoint} from '../../util/faults.js'
 import type {FileLayout} from './files.js'
 import {allocateId, allocationDay} from './ids.js'
-import {fileHash, sealRecord} from './integrity.js'
+import {fileHash} from '../trail/integrity.js'
+import {featureText} from '../trail/records.js'
 
 export async function createFeature(layout: FileLayout, now: Date, title: string): Promise<string> {
   const id = await allocateId(layout.idsDir, 'F', await allocationDay(layout.idsDir, 'F', now), (id) =>
-    createFileExclusive(layout.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, title, created_at: now.toISOString()}), null, 2)}\n`),
+    createFileExclusive(layout.featureFile(id), featureText(id, now, title)),
   )
   // Between the feature and its run: what pipe audit verify notes when a run creation stops here.
   faultPoint('feature-recorded')
@@ -16,7 +17,7 @@ export async function createFeature(layout: FileLayout, now: Date, title: string
 }
 
 export async function ensureFeature(layout: FileLayout, id: string, now: Date): Promise<void> {
-  await createFileExclusive(layout.featureFile(id), `${JSON.stringify(sealRecord({feature_id: id, created_at: now.toISOString()}), null, 2)}\n`)
+  await createFileExclusive(layout.featureFile(id), featureText(id, now))
 }
 
 /** The hash of a feature's file as the run index binds it, null when it has none; read once per store (files are never rewritten). */

@@ -15,7 +15,7 @@
  * Pure: the store reads the parts, this names what does not hold.
  */
 import {changedCreationFacts, checkLine, checkRecord, runCreationHash, runStateHash, sealMessage} from './integrity.js'
-import type {RunEvent, RunRecord} from '../types/run.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
 
 type Plain = Record<string, unknown>
 

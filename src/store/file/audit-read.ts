@@ -3,8 +3,8 @@
  * record's place, into one buffer (see audit.ts).
  */
 import {closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync} from 'node:fs'
-import {check} from '../schema/registry.js'
-import type {AuditFinding} from './types.js'
+import {check} from '../../schema/registry.js'
+import type {AuditFinding} from '../types.js'
 
 export type Parsed<T> = {ok: true; value: T; bytes: Buffer} | {ok: false; message: string}
 

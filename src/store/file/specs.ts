@@ -3,23 +3,16 @@
  * not match is an error, never a silent repair.
  */
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive} from '../util/fs.js'
-import {readdir, readFile, stat} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {createFileExclusive} from '../../util/fs.js'
+import {readdir, readFile, stat} from '../../util/fs-async.js'
 import {assertValid, builder, createSealed, wellFormed, type FileLayout, type WriteIntent, type WriteOptions} from './files.js'
 import {allocationDay, compareIds, dayKey, formatId, ID_PATTERNS, readCounter} from './ids.js'
-import {fileHash, sealSpec, verifySpec} from './integrity.js'
-import {isObject} from './shapes.js'
-import type {SpecDraft} from './types.js'
-
-function buildSpec(draft: SpecDraft, id: string): CanonicalSpec {
-  // Keep meta's keys in a fixed order so the files read well.
-  const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}}
-  const sealed = sealSpec(spec)
-  assertValid('spec', sealed, `spec version ${id}`)
-  return sealed
-}
+import {fileHash, verifySpec} from '../trail/integrity.js'
+import {isObject} from '../trail/shapes.js'
+import type {SpecDraft} from '../types.js'
+import {buildSpec, specText} from '../trail/records.js'
 
 export async function writeSpec(layout: FileLayout, draft: SpecDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<CanonicalSpec> {
   const built = builder((id) => buildSpec(draft, id))
@@ -36,10 +29,7 @@ export async function writeSpec(layout: FileLayout, draft: SpecDraft, now: Date,
   return built(id).record
 }
 
-/** The file content of a spec version, as writeSpec writes it. */
-export function specText(draft: SpecDraft, id: string): string {
-  return `${JSON.stringify(buildSpec(draft, id), null, 2)}\n`
-}
+export {specText}
 
 /** Reads a spec version and checks its content hash: a mismatch is an error, never repaired. */
 export async function readSpec(layout: FileLayout, version: string): Promise<CanonicalSpec> {

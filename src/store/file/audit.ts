@@ -18,19 +18,19 @@
  * another, and the promise-based reads cost several times the CPU of the reads themselves.
  */
 import path from 'node:path'
-import type {Snapshot} from '../types/snapshot.js'
-import {hashJson} from '../util/hash.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import {hashJson} from '../../util/hash.js'
 import {listDir, parseFile, readBytes} from './audit-read.js'
 import {auditRun} from './audit-run.js'
 import {auditLedger, auditReplies} from './audit-trails.js'
-import {runIndexOrder} from './audit-notes.js'
+import {runIndexOrder} from '../trail/audit-notes.js'
 import {Auditor, type AuditedStore} from './auditor.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
-import {indexLineProblem, isObject} from './shapes.js'
+import {indexLineProblem, isObject} from '../trail/shapes.js'
 import {readChain, type ChainedLine} from './trail.js'
-import type {AuditKinds, AuditReport} from './types.js'
+import type {AuditKinds, AuditReport} from '../types.js'
 
-export type {AuditFinding, AuditKinds, AuditReport} from './types.js'
+export type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
 export {Auditor} from './auditor.js'
 
 /** The ledger keys snapshots recorded as delivered, with the snapshot that says so. */

@@ -13,25 +13,26 @@
  * the same ID is E_CONFLICT, never a silent overwrite.
  */
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import type {Evidence} from '../types/evidence.js'
-import type {RunEvent, RunRecord} from '../types/run.js'
-import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {createFileExclusive, makeDirs} from '../util/fs.js'
-import {readdir} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {Evidence} from '../../types/evidence.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {createFileExclusive, makeDirs} from '../../util/fs.js'
+import {readdir} from '../../util/fs-async.js'
 import {auditStore} from './audit.js'
 import * as commitLog from './commit-log.js'
 import {commitJournal, recoverCommit, repairEndedRun, type Journal} from './commit.js'
 import * as evidence from './evidence.js'
 import * as features from './features.js'
 import {FileLayout, type WriteIntent, type WriteOptions} from './files.js'
-import {allocationDay, peekIds} from './ids.js'
+import {allocationDay, compareIds, peekIds} from './ids.js'
+import {pageOf} from '../trail/listing.js'
 import {Ledger} from './ledger.js'
 import {Runs} from './runs.js'
 import * as snapshots from './snapshots.js'
 import * as specs from './specs.js'
-import * as stepState from './step-state.js'
+import * as stepState from '../step-state.js'
 import * as timeline from './timeline.js'
 import type {
   AuditKinds,
@@ -43,13 +44,15 @@ import type {
   Release,
   RunDraft,
   RunHolder,
+  RunPage,
+  RunQuery,
   RunStore,
   SpecDraft,
   StartedRun,
   StepCommit,
-} from './types.js'
+} from '../types.js'
 
-export type {EvidenceDraft, RunDraft, SpecDraft} from './types.js'
+export type {EvidenceDraft, RunDraft, SpecDraft} from '../types.js'
 export type {WriteIntent, WriteOptions} from './files.js'
 
 export class Store extends FileLayout implements RunStore {
@@ -125,6 +128,19 @@ export class Store extends FileLayout implements RunStore {
 
   listRunIds(): Promise<string[]> {
     return this.runs.list()
+  }
+
+  async listRuns(query: RunQuery): Promise<RunPage> {
+    const cursor = query.cursor ?? null
+    const ids = (await this.runs.list()).filter((id) => cursor === null || compareIds(id, cursor) < 0)
+    return pageOf(
+      ids.map((id) => ({run_id: id, record: () => this.runs.read(id)})),
+      query,
+    )
+  }
+
+  listChildren(runId: string): Promise<RunRecord[]> {
+    return this.runs.children(runId)
   }
 
   updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {

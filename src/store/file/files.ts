@@ -16,14 +16,14 @@
  */
 import {closeSync, openSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
-import {PipeError} from '../errors.js'
-import {check, describeErrors} from '../schema/registry.js'
-import type {RunRecord} from '../types/run.js'
-import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../util/fs.js'
-import {readFile} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {RunRecord} from '../../types/run.js'
+import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../../util/fs.js'
+import {readFile} from '../../util/fs-async.js'
 import {allocateId, assertId, idKey, noteIdTaken} from './ids.js'
-import {isObject, notAnObject} from './shapes.js'
 import {readText} from './trail.js'
+
+export {assertValid, wellFormed} from '../trail/checks.js'
 
 /** Set while a write-once record is being created, so a crash mid-way can be finished on resume. */
 export interface WriteIntent {
@@ -195,14 +195,6 @@ export async function createSealed(
   })
 }
 
-export function assertValid(schema: 'snapshot' | 'spec' | 'evidence' | 'run', record: unknown, what: string): void {
-  const result = check(schema, record)
-  if (!result.valid)
-    throw new PipeError('E_INTERNAL', `refusing to store an invalid ${what}: ${describeErrors(result.errors)}`, {
-      hint: 'This is a bug in pipe or in a step kind.',
-    })
-}
-
 /** Writes a new file and syncs it (inside a staging folder, where nobody else looks); synchronous calls, see util/fs.ts. */
 export function writeSynced(file: string, text: string): void {
   const fd = openSync(file, 'wx', 0o644)
@@ -237,20 +229,6 @@ export function builder<T>(build: (id: string) => T): (id: string) => {record: T
     }
     return last
   }
-}
-
-/**
- * A record read back from the store, checked against its schema before anything reads a field of it:
- * one of the wrong shape was changed outside pipe (E_INTEGRITY, naming the file), never a crash
- * further on.
- */
-export function wellFormed<T>(schema: 'snapshot' | 'spec' | 'evidence' | 'run', value: unknown, what: string, file: string): T {
-  const result = isObject(value) ? check(schema, value) : null
-  if (result?.valid) return value as T
-  const why = result ? describeErrors(result.errors.slice(0, 3)) : notAnObject(value)
-  throw new PipeError('E_INTEGRITY', `${what} is malformed (${file}): ${why}`, {
-    hint: 'It was changed outside pipe; run pipe audit verify to see all damage, and restore the file from a backup.',
-  })
 }
 
 export async function readJson<T>(file: string, what: string): Promise<T> {

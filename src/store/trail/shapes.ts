@@ -3,7 +3,7 @@
  * logs), and the one check every record read from disk passes first: it is a JSON object. A record
  * of the wrong shape was changed outside pipe; callers report it as damage, never dereference it.
  */
-import {ID_PATTERNS} from './ids.js'
+import {ID_PATTERNS} from '../file/ids.js'
 
 export type Plain = Record<string, unknown>
 

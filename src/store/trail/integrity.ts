@@ -12,10 +12,10 @@
  * that binds them protects them.
  */
 import {createHmac} from 'node:crypto'
-import type {Evidence} from '../types/evidence.js'
-import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {canonicalJson, canonicalMember, canonicalObject, hashJson, sha256} from '../util/hash.js'
+import type {Evidence} from '../../types/evidence.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {canonicalJson, canonicalMember, canonicalObject, hashJson, sha256} from '../../util/hash.js'
 
 export const AUDIT_KEY_ENV = 'PIPE_AUDIT_KEY'
 

@@ -1,17 +1,12 @@
 /** Evidence records (evidence/E-NNNN.json): write-once, sealed, numbered over the whole store. */
-import {PipeError} from '../errors.js'
-import type {Evidence} from '../types/evidence.js'
-import {readdir} from '../util/fs-async.js'
-import {assertValid, builder, createSealed, readJson, wellFormed, type FileLayout, type WriteIntent, type WriteOptions} from './files.js'
+import {PipeError} from '../../errors.js'
+import type {Evidence} from '../../types/evidence.js'
+import {readdir} from '../../util/fs-async.js'
+import {builder, createSealed, readJson, wellFormed, type FileLayout, type WriteIntent, type WriteOptions} from './files.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
-import {fileHash, sealEvidence} from './integrity.js'
-import type {EvidenceDraft} from './types.js'
-
-function buildEvidence(draft: EvidenceDraft, now: Date, id: string): Evidence {
-  const record = sealEvidence({evidence_id: id, ...draft, created_at: now.toISOString()})
-  assertValid('evidence', record, `evidence ${id}`)
-  return record
-}
+import {fileHash} from '../trail/integrity.js'
+import type {EvidenceDraft} from '../types.js'
+import {buildEvidence, evidenceText} from '../trail/records.js'
 
 export async function writeEvidence(layout: FileLayout, draft: EvidenceDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<Evidence> {
   const built = builder((id) => buildEvidence(draft, now, id))
@@ -28,10 +23,7 @@ export async function writeEvidence(layout: FileLayout, draft: EvidenceDraft, no
   return built(id).record
 }
 
-/** The file content of an evidence record, as writeEvidence writes it. */
-export function evidenceText(draft: EvidenceDraft, now: Date, id: string): string {
-  return `${JSON.stringify(buildEvidence(draft, now, id), null, 2)}\n`
-}
+export {evidenceText}
 
 export async function readEvidence(layout: FileLayout, id: string): Promise<Evidence> {
   const file = layout.evidenceFile(id)

@@ -9,22 +9,25 @@ import {randomBytes} from 'node:crypto'
 import {mkdirSync, renameSync, statSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {Low} from 'lowdb'
-import {PipeError} from '../errors.js'
-import type {RunEvent, RunRecord} from '../types/run.js'
-import {faultPoint} from '../util/faults.js'
-import {mkdir, readdir, rename, rm, stat} from '../util/fs-async.js'
-import {acquireLock, lockHolder, newLock, processAlive} from '../util/lock.js'
+import {PipeError} from '../../errors.js'
+import type {RunEvent, RunRecord} from '../../types/run.js'
+import {faultPoint} from '../../util/faults.js'
+import {mkdir, readdir, rename, rm, stat} from '../../util/fs-async.js'
+import {acquireLock, lockHolder, newLock, processAlive} from '../../util/lock.js'
 import {FeatureHashes} from './features.js'
 import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
+import {childrenAmong} from '../trail/listing.js'
 import {allocateId, allocationDay, compareIds, ID_PATTERNS} from './ids.js'
-import {runCreationFacts, runCreationHash, runRecordSealer, sealLine} from './integrity.js'
+import {runRecordSealer} from '../trail/integrity.js'
+import {lineText, recordText} from '../trail/records.js'
+import {newRun, runIndexLine, type RunStart} from '../trail/runs.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {snapshotHead} from './snapshots.js'
 import {appendLine} from './timeline.js'
 import {appendChained, readChain, readText, stagedRun} from './trail.js'
-import type {Release, RunDraft, RunHolder} from './types.js'
+import type {Release, RunDraft, RunHolder} from '../types.js'
 
-type Start = {event: RunEvent; change: (record: RunRecord) => void}
+type Start = RunStart
 
 export class Runs {
   private auditDirMade = false
@@ -64,34 +67,18 @@ export class Runs {
         // Synchronous, like the writes below (util/fs.ts says why): a run's creation is a dozen small calls.
         mkdirSync(staging, {recursive: true})
         mkdirSync(within(staging, 'snapshots'))
-        const fresh = {run_id: id, ...draft} as RunRecord
-        let sealer = runRecordSealer(fresh as unknown as Record<string, unknown>)
-        const lines = [sealLine({...event, run_state: sealer.stateHash}, null)]
-        let state = fresh
-        if (start) {
-          state = structuredClone(fresh)
-          start.change(state)
-          sealer = runRecordSealer(state as unknown as Record<string, unknown>)
-          lines.push(sealLine({...start.event, run_state: sealer.stateHash}, lines[0]!.hash))
-        }
-        // The state stored is the one checked; the created state before a start is only hashed.
-        assertValid('run', state, 'run record')
+        const {record, lines} = newRun(id, draft, event, start)
         const last = lines.at(-1)!
-        writeSynced(within(staging, 'events.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
-        const head = {events: lines.length, event_hash: last.hash, seq: 0, snapshot_hash: null}
-        const record = {...state, head, seal: sealer.seal(head)} as RunRecord
-        writeSynced(within(staging, 'run.json'), `${JSON.stringify(record, null, 2)}\n`)
+        writeSynced(within(staging, 'events.jsonl'), lines.map((l) => `${lineText(l)}\n`).join(''))
+        writeSynced(within(staging, 'run.json'), recordText(record))
         // The lock needs no sync: after a crash, a lock of a dead process is taken over anyway.
         const lock = start ? newLock() : undefined
         if (lock) writeFileSync(within(staging, 'owner.lock'), lock.text, {flag: 'wx'})
         faultPoint('run-staged')
-        await appendChained(layout.runIndexFile, {
-          run_id: id,
-          feature_id: draft.feature_id,
-          feature_hash: featureHash,
-          created_hash: runCreationHash(record as unknown as Record<string, unknown>),
-          created_facts: runCreationFacts(record as unknown as Record<string, unknown>),
-        })
+        // Before the index line: a child a crash leaves indexed but staged is finished into place
+        // (finishCreations) and must be found; a marker of one never indexed names no child of it.
+        if (draft.parent) await this.noteChild(draft.parent.run_id, id)
+        await appendChained(layout.runIndexFile, runIndexLine(record, featureHash))
         faultPoint('run-indexed')
         renameSync(staging, final)
         if (lock) {
@@ -245,6 +232,56 @@ export class Runs {
       if (owned) layout.owned.set(runId, {})
       throw error
     }
+  }
+
+  /**
+   * The children of a run as its folder's `children/` names them: one empty file per child, made
+   * when the child is created (under the run index's lock, before its folder is in place), so that
+   * finding a run's children reads them and not every run of the store. A store made before this
+   * index existed gets it built once, from every run record, the first time it is asked.
+   */
+  async children(runId: string): Promise<RunRecord[]> {
+    await this.childIndexReady()
+    const names = await readdir(within(this.layout.runDir(runId), 'children')).catch(() => [] as string[])
+    const records = await Promise.all(names.filter((n) => ID_PATTERNS.run.test(n)).map((id) => this.read(id).catch(() => null)))
+    return childrenAmong(records, runId)
+  }
+
+  private childIndexBuilt = false
+
+  private get childIndexFlag(): string {
+    return within(this.layout.auditDir, 'children-indexed')
+  }
+
+  /** Builds the children index of a store made before it existed (see children); once per store. */
+  private async childIndexReady(): Promise<void> {
+    if (this.childIndexBuilt || statSync(this.childIndexFlag, {throwIfNoEntry: false})) {
+      this.childIndexBuilt = true
+      return
+    }
+    const release = await this.lockRunIndex()
+    try {
+      if (statSync(this.childIndexFlag, {throwIfNoEntry: false})) return
+      for (const id of await this.list()) {
+        const parent = (await this.read(id).catch(() => null))?.parent?.run_id
+        if (parent && ID_PATTERNS.run.test(parent)) await this.noteChild(parent, id)
+      }
+      await mkdir(this.layout.auditDir, {recursive: true})
+      writeSynced(this.childIndexFlag, '')
+    } finally {
+      await release()
+    }
+    this.childIndexBuilt = true
+  }
+
+  /** Names `child` in its parent's children index (synced: a foreach that re-enters finds its children by it). */
+  private async noteChild(parent: string, child: string): Promise<void> {
+    // Never a folder for a parent that is not there (a record naming one changed by hand).
+    if (!statSync(this.layout.runDir(parent), {throwIfNoEntry: false})?.isDirectory()) return
+    const dir = within(this.layout.runDir(parent), 'children')
+    await mkdir(dir, {recursive: true})
+    const marker = within(dir, child)
+    if (!statSync(marker, {throwIfNoEntry: false})) writeSynced(marker, '')
   }
 
   async list(): Promise<string[]> {

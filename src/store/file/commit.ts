@@ -28,10 +28,9 @@
  * commit, before the log existed); it is moved into the log and finished the same way.
  */
 import {statSync} from 'node:fs'
-import {PipeError} from '../errors.js'
-import type {Snapshot} from '../types/snapshot.js'
-import type {CanonicalSpec} from '../types/spec.js'
-import {canonicalJson} from '../util/hash.js'
+import {PipeError} from '../../errors.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import type {CanonicalSpec} from '../../types/spec.js'
 import {appendCommit, deleteJournal, readCommitLog, readJournal} from './commit-log.js'
 import {evidenceText, writeEvidence} from './evidence.js'
 import {type FileLayout, type WriteIntent} from './files.js'
@@ -40,9 +39,10 @@ import type {Runs} from './runs.js'
 import {writeSnapshot} from './snapshots.js'
 import {specText, writeSpec} from './specs.js'
 import {readText} from './trail.js'
-import {writeFileAtomic} from '../util/fs.js'
-import {fileHash} from './integrity.js'
-import type {CommitHook, Committed, StepCommit} from './types.js'
+import {writeFileAtomic} from '../../util/fs.js'
+import {fileHash} from '../trail/integrity.js'
+import {commitHash, committedSnapshot} from '../trail/snapshots.js'
+import type {CommitHook, Committed, StepCommit} from '../types.js'
 
 /** A commit log line: the step's commit with the ids its records take. */
 export interface Journal extends StepCommit {
@@ -92,27 +92,11 @@ export async function commitJournal(layout: FileLayout, journal: Journal, hook?:
     spec = await writeSpec(layout, journal.spec.draft, at, intent(journal.spec), {sync})
     if (hook) await hook(`spec-written:${step}`)
   }
-  const version = spec?.meta.spec_version ?? null
-  const snapshot: Snapshot = {
-    ...journal.snapshot,
-    spec_version_out: version,
-    outputs: version ? {...journal.snapshot.outputs, spec_version_out: version} : journal.snapshot.outputs,
-    evidence_links: [...journal.snapshot.evidence_links, ...links],
-  }
+  const snapshot = committedSnapshot(journal.snapshot, spec, links)
   if (hook) await hook(`before-snapshot:${step}`)
   const stored = await writeSnapshot(layout, snapshot, {sync, repair: logged})
   if (hook) await hook(`snapshot-written:${step}`)
   return {snapshot: stored, spec}
-}
-
-/** What a commit records, without the ids its records took: two commits of one step compare equal by it. */
-function content(journal: Journal): string {
-  return canonicalJson({
-    ...journal,
-    version: 1,
-    spec: journal.spec ? {draft: journal.spec.draft} : null,
-    evidence: journal.evidence.map((item) => ({draft: item.draft, link: item.link})),
-  })
 }
 
 /**
@@ -122,7 +106,7 @@ function content(journal: Journal): string {
  */
 async function redriven(layout: FileLayout, journal: Journal): Promise<boolean> {
   const line = (await loggedCommits(layout, journal.run_id)).find((j) => j.seq === journal.seq)
-  if (!line || content(line) !== content(journal)) return false
+  if (!line || commitHash(line) !== commitHash(journal)) return false
   if (journal.spec && line.spec?.candidate) journal.spec.candidate = line.spec.candidate
   journal.evidence.forEach((item, i) => {
     const candidate = line.evidence[i]?.candidate

@@ -4,14 +4,14 @@
  * commit log (see commit.ts).
  */
 import path from 'node:path'
-import type {RunRecord} from '../types/run.js'
-import type {Snapshot} from '../types/snapshot.js'
-import {timeBackwards} from './audit-notes.js'
+import type {RunRecord} from '../../types/run.js'
+import type {Snapshot} from '../../types/snapshot.js'
+import {timeBackwards} from '../trail/audit-notes.js'
 import {listDir, parseFile, readBytes, readTail, schemaFindings} from './audit-read.js'
 import type {Auditor} from './auditor.js'
 import {ID_PATTERNS} from './ids.js'
-import {checkRecord, creationFindings, runCreationHash, runStateHash, sealMessage, verifySnapshot} from './integrity.js'
-import {eventLineProblem, isObject, notAnObject} from './shapes.js'
+import {checkRecord, creationFindings, runCreationHash, runStateHash, sealMessage, verifySnapshot} from '../trail/integrity.js'
+import {eventLineProblem, isObject, notAnObject} from '../trail/shapes.js'
 import {readChain, type ChainedLine} from './trail.js'
 
 /** Statuses in which no step can be in flight: the run record was sealed after its last snapshot. */

@@ -2,13 +2,13 @@
  * A run's timeline (runs/R/events.jsonl): append-only, each line chained to the one before and
  * binding the run record's state at that change (see integrity.ts, sealLine).
  */
-import {PipeError} from '../errors.js'
-import type {RunEvent} from '../types/run.js'
-import {appendSynced} from '../util/fs.js'
-import {readFile} from '../util/fs-async.js'
+import {PipeError} from '../../errors.js'
+import type {RunEvent} from '../../types/run.js'
+import {appendSynced} from '../../util/fs.js'
+import {readFile} from '../../util/fs-async.js'
 import {within, type FileLayout} from './files.js'
-import {sealLine} from './integrity.js'
-import {eventLineProblem, isObject, notAnObject} from './shapes.js'
+import {sealLine} from '../trail/integrity.js'
+import {eventLineProblem, isObject, notAnObject} from '../trail/shapes.js'
 import {readText} from './trail.js'
 
 export function timelineFile(layout: FileLayout, runId: string): string {

@@ -1,0 +1,49 @@
+/**
+ * The text of each write-once record, as every store keeps it (a file's bytes, a row's body, a
+ * map's value): the same draft and id give the same bytes everywhere, so a snapshot's binds, a
+ * redriven commit and `pipe store copy` agree whichever store wrote them.
+ */
+import type {Evidence} from '../../types/evidence.js'
+import type {CanonicalSpec} from '../../types/spec.js'
+import {sealEvidence, sealRecord, sealSpec} from './integrity.js'
+import type {EvidenceDraft, SpecDraft} from '../types.js'
+import {assertValid} from './checks.js'
+
+/** A whole record as it is stored: two-space JSON and a newline. */
+export function recordText(value: unknown): string {
+  return `${JSON.stringify(value, null, 2)}\n`
+}
+
+/** A line of a chained log (a timeline, the run index, the ledger log) as it is stored, without its newline. */
+export function lineText(line: object): string {
+  return JSON.stringify(line)
+}
+
+export function buildSpec(draft: SpecDraft, id: string): CanonicalSpec {
+  // Keep meta's keys in a fixed order so the files read well.
+  const spec = {...draft, meta: {spec_version: id, ...draft.meta, content_hash: ''}}
+  const sealed = sealSpec(spec)
+  assertValid('spec', sealed, `spec version ${id}`)
+  return sealed
+}
+
+/** The stored text of a spec version. */
+export function specText(draft: SpecDraft, id: string): string {
+  return recordText(buildSpec(draft, id))
+}
+
+export function buildEvidence(draft: EvidenceDraft, now: Date, id: string): Evidence {
+  const record = sealEvidence({evidence_id: id, ...draft, created_at: now.toISOString()})
+  assertValid('evidence', record, `evidence ${id}`)
+  return record
+}
+
+/** The stored text of an evidence record. */
+export function evidenceText(draft: EvidenceDraft, now: Date, id: string): string {
+  return recordText(buildEvidence(draft, now, id))
+}
+
+/** The stored text of a feature registration (`title` when it was created with one, not merely named). */
+export function featureText(id: string, now: Date, title?: string): string {
+  return recordText(sealRecord(title === undefined ? {feature_id: id, created_at: now.toISOString()} : {feature_id: id, title, created_at: now.toISOString()}))
+}
