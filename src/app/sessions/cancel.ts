@@ -1,7 +1,6 @@
 /** pipe cancel: ending a run by hand. */
 import {PipeError} from '../../errors.js'
 import {isFinal} from '../../engine/lifecycle.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {sameProcessAlive} from '../../util/lock.js'
 import type {RunOutcome} from '../../engine/engine.js'
@@ -15,9 +14,8 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   // A run a worker holds (a queued run on a database) is stopped through the database: the worker
   // ends that run alone, on whichever machine it is; a signal would drain every run it drives.
   const holding = isFinal(record.status) ? null : ((await store.holding?.(options.runId)) ?? null)
-  if (holding?.worker && holding.queue !== null) {
-    const {PostgresWork} = await import('../../store/postgres/work.js')
-    await new PostgresWork(store as PostgresStore).requestCancel(options.runId, reason)
+  if (holding?.worker && holding.queue !== null && store.team) {
+    await store.team.requestCancel(options.runId, reason)
     // The worker sees the request at its next lease renewal (a third of the lease), its children at theirs.
     const deadline = Date.now() + Math.max(waitMs, Number(process.env.PIPE_LEASE_MS) || 30000)
     while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status)) await new Promise((r) => setTimeout(r, 100))

@@ -5,7 +5,6 @@
  */
 import {PipeError} from '../../errors.js'
 import {isStoreUrl, openStore, storeLocation} from '../../store/open.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
 import {currentUser} from '../../util/user.js'
 import {dotGitOf} from '../../util/git-dir.js'
 import {newRun} from '../../engine/run-record.js'
@@ -13,7 +12,7 @@ import {prepareStart} from './prepare.js'
 import {type StartSession, guarding} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 import {workspaceOf} from '../worker/workspace.js'
-import type {LiveWorker} from '../../store/postgres/work.js'
+import type {LiveWorker} from '../../store/team.js'
 
 export interface Detached {
   run_id: string
@@ -32,8 +31,13 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
     })
   }
   const {pipeline, policy, answers, input, provider, inputs, contextRef} = await prepareStart(options)
-  const store = (await openStore(storeLocation(options.cwd, options.store), 'create')) as PostgresStore
+  const store = await openStore(storeLocation(options.cwd, options.store), 'create')
   try {
+    const work = store.team
+    if (!work)
+      throw new PipeError('E_INVALID_ARGS', `--detach needs a store with a queue that workers see: ${options.store} has none`, {
+        hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
+      })
     const guarded = guarding(policy, store)
     const toolVersions = await measuredTools(guarded, options.cwd, options.signal)
     const now = options.now?.() ?? new Date()
@@ -60,13 +64,11 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
     })
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
-    const {PostgresWork} = await import('../../store/postgres/work.js')
-    const work = new PostgresWork(store)
-    const record = await work.createQueued(birth.draft, birth.now, birth.created, options.queue, {id, root, sub})
+    const [record] = await work.createQueued([{draft: birth.draft, now: birth.now, event: birth.created}], options.queue, {id, root, sub})
     const warning = unserved(await work.liveWorkers(options.queue), id, options.queue)
-    return {run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}
+    return {run_id: record!.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}
   } finally {
-    await store.close()
+    await store.close?.()
   }
 }
 
