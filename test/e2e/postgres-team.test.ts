@@ -56,6 +56,67 @@ describe('a team of pipe workers on one PostgreSQL store', function () {
     expect(epochs.map((e) => Number(e.epoch))).to.deep.equal(runIds.map(() => 1))
   })
 
+  it('pipe run --detach --inputs-file queues one run per line in one call, each id in the answer; a bad line or an empty file queues nothing', async () => {
+    await writeFile(
+      path.join(dir, 'greet.yaml'),
+      'version: 1\nname: greet\ninputs:\n  name: {type: string, required: true}\n  times: {type: integer, default: 1}\nsteps:\n  - {id: hello, kind: command, run: [sleep, "0"], next: done}\n  - {id: done, kind: end, status: succeeded, reason: greeted}\n',
+    )
+    const batch = (file: string, json = true): Promise<Awaited<ReturnType<typeof pipe>>> =>
+      pipe(['run', path.join(dir, 'greet.yaml'), '--policy', policy, '--detach', '--inputs-file', file, '--store', url, ...(json ? ['--json'] : [])], {
+        cwd: dir,
+      })
+    const runs = async (): Promise<number> => (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_runs'))[0]!.n
+    // Every line is checked before anything is written: a bad second line refuses the first too.
+    await writeFile(path.join(dir, 'bad.jsonl'), '{"name": "ada"}\n{"name": 5}\n{"name": "cy", "colour": "red"}\nnot json\n')
+    const refused = await batch('bad.jsonl')
+    expect(refused.code, refused.stdout).to.equal(2)
+    const error = json<{error: {code: string; message: string}}>(refused).error
+    expect(error.code).to.equal('E_INVALID_ARGS')
+    expect(error.message).to.include('bad.jsonl line 2: ')
+    expect(error.message).to.include('bad.jsonl line 3: ')
+    expect(error.message).to.include('bad.jsonl line 4: not JSON')
+    expect(error.message).to.not.include('line 1:')
+    await writeFile(path.join(dir, 'empty.jsonl'), '\n')
+    const empty = await batch('empty.jsonl')
+    expect(empty.code, empty.stdout).to.equal(2)
+    expect(json<{error: {code: string; message: string}}>(empty).error.message).to.include('empty.jsonl holds no run')
+    await writeFile(path.join(dir, 'blank.jsonl'), '\n  \n\n')
+    const blank = await batch('blank.jsonl')
+    expect(blank.code, blank.stdout).to.equal(2)
+    expect(json<{error: {code: string; message: string}}>(blank).error).to.deep.include({code: 'E_INVALID_ARGS'})
+    expect(await runs()).to.equal(0)
+    await writeFile(path.join(dir, 'runs.jsonl'), '{"name": "ada"}\n\n{"name": "bo", "times": 2}\n{"name": "cy"}\n')
+    const queued = await batch('runs.jsonl')
+    expect(queued.code, queued.stderr).to.equal(0)
+    const answer = json<Array<{run_id: string; status: string; queue: string}>>(queued)
+    expect(answer.map((r) => [r.status, r.queue])).to.deep.equal([
+      ['queued', 'default'],
+      ['queued', 'default'],
+      ['queued', 'default'],
+    ])
+    const inputs = await cluster.sql<{run_id: string; inputs: unknown}>(db, `SELECT run_id, body::json->'inputs' AS inputs FROM pipe_runs ORDER BY run_id`)
+    expect(inputs).to.deep.equal([
+      {run_id: answer[0]!.run_id, inputs: {name: 'ada', times: 1}},
+      {run_id: answer[1]!.run_id, inputs: {name: 'bo', times: 2}},
+      {run_id: answer[2]!.run_id, inputs: {name: 'cy', times: 1}},
+    ])
+    // Without --json: a line per run.
+    await writeFile(path.join(dir, 'one.jsonl'), '{"name": "di"}\n{"name": "ed"}\n')
+    const plain = await batch('one.jsonl', false)
+    expect(plain.code, plain.stderr).to.equal(0)
+    expect(
+      plain.stdout
+        .trim()
+        .split('\n')
+        .map((line) => /^(R-\d{8}-\d{4,}) queued on default /.exec(line)?.[1]),
+    )
+      .to.have.length(2)
+      .and.not.include(undefined)
+    const worker = startWorker(['--concurrency', '2'])
+    await until('every queued run has stopped', queueEmpty)
+    for (const {run_id: runId} of answer) expect(worker.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+  })
+
   it('a LISTEN connection the server drops is made again: a run queued after it is taken by notice, not by the poll', async () => {
     // An hour between polls: only a notice can bring the run to this worker within the test.
     const worker = startWorker([], {PIPE_WORKER_POLL_MS: '3600000'})

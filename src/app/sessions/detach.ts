@@ -8,7 +8,7 @@ import {isStoreUrl, openStore, storeLocation} from '../../store/open.js'
 import {currentUser} from '../../util/user.js'
 import {dotGitOf} from '../../util/git-dir.js'
 import {newRun} from '../../engine/run-record.js'
-import {prepareStart} from './prepare.js'
+import {batchInputs, prepareStart} from './prepare.js'
 import {type StartSession, guarding} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 import {workspaceOf} from '../worker/workspace.js'
@@ -25,12 +25,22 @@ export interface Detached {
 }
 
 export async function detachSession(options: StartSession & {queue: string}): Promise<Detached> {
+  return (await detachRuns(options))[0]!
+}
+
+/**
+ * pipe run --detach, of one run or (with `batch`, an --inputs-file) of one run per line, all created
+ * and queued in one transaction: every line is checked first (prepare.ts batchInputs), and a batch is
+ * queued whole or not at all.
+ */
+export async function detachRuns(options: StartSession & {queue: string; batch?: string}): Promise<Detached[]> {
   if (!isStoreUrl(options.store)) {
     throw new PipeError('E_INVALID_ARGS', `--detach needs a PostgreSQL store: ${options.store} is a folder, and only a database has a queue that workers see`, {
       hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
     })
   }
-  const {pipeline, policy, answers, input, provider, inputs, contextRef} = await prepareStart(options)
+  const {pipeline, policy, answers, input, provider, inputs, contextRef} = await prepareStart(options, options.batch)
+  const batch = options.batch === undefined ? [inputs] : await batchInputs(pipeline, options, options.batch)
   const store = await openStore(storeLocation(options.cwd, options.store), 'create')
   try {
     const work = store.team
@@ -42,31 +52,34 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
     const toolVersions = await measuredTools(guarded, options.cwd, options.signal)
     const now = options.now?.() ?? new Date()
     const user = options.user ?? currentUser()
-    let featureId = options.feature
-    if (featureId) await store.ensureFeature(featureId, now)
-    else featureId = await store.createFeature(now, pipeline.pipeline.name)
-    const birth = newRun({
-      featureId,
-      pipeline,
-      policy: guarded,
-      provider: provider.record,
-      input,
-      ...(inputs ? {inputs} : {}),
-      cwd: options.cwd,
-      workspaceGit: dotGitOf(options.cwd),
-      ...(contextRef ? {contextRef} : {}),
-      ...(toolVersions ? {toolVersions} : {}),
-      ...(answers ? {answers} : {}),
-      ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
-      reason: `pipeline ${pipeline.pipeline.name}, input ${input.ref}; queued on ${options.queue}`,
-      now,
-      user,
-    })
+    if (options.feature) await store.ensureFeature(options.feature, now)
+    const births = []
+    for (const values of batch) {
+      const featureId = options.feature ?? (await store.createFeature(now, pipeline.pipeline.name))
+      const birth = newRun({
+        featureId,
+        pipeline,
+        policy: guarded,
+        provider: provider.record,
+        input,
+        inputs: values,
+        cwd: options.cwd,
+        workspaceGit: dotGitOf(options.cwd),
+        ...(contextRef ? {contextRef} : {}),
+        ...(toolVersions ? {toolVersions} : {}),
+        ...(answers ? {answers} : {}),
+        ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
+        reason: `pipeline ${pipeline.pipeline.name}, input ${input.ref}; queued on ${options.queue}`,
+        now,
+        user,
+      })
+      births.push({draft: birth.draft, now: birth.now, event: birth.created})
+    }
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
-    const [record] = await work.createQueued([{draft: birth.draft, now: birth.now, event: birth.created}], options.queue, {id, root, sub})
+    const records = await work.createQueued(births, options.queue, {id, root, sub})
     const warning = unserved(await work.liveWorkers(options.queue), id, options.queue)
-    return {run_id: record!.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}
+    return records.map((record) => ({run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}))
   } finally {
     await store.close?.()
   }

@@ -41,6 +41,7 @@ import {reserveCommitIds, writeStepCommit} from './commit.js'
 import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
+import {importPg} from './pg.js'
 
 type Start = {event: RunEvent; change: (record: RunRecord) => void}
 type Plain = Record<string, unknown>
@@ -72,7 +73,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
   static async connect(url: string): Promise<PostgresStore> {
     checkStoreUrl(url)
-    const pg = (await import('pg')).default
+    const pg = await importPg()
     const pool = new pg.Pool({
       connectionString: url,
       max: Number(process.env.PIPE_PG_POOL) || 8,
