@@ -291,9 +291,8 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     await writeFile(path.join(dir, 'policy.yaml'), POLICY)
     await writeFile(path.join(dir, 'fan.yaml'), fanPipeline(['0:fail-3', '1:block', '2:block', '3:block', '4:block', '5:block'], 4, '\n    fail_fast: true'))
     await writeFile(path.join(dir, 'item.yaml'), itemPipeline(slot, slots, 'item'))
-    const lease = {PIPE_LEASE_MS: '1500'}
     const parent = await detach()
-    const home = startWorker(['--concurrency', '1'], {env: lease})
+    const home = startWorker(['--concurrency', '1'])
     await untilFor(
       'a worker holds the parent',
       async () =>
@@ -301,7 +300,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
           `"pid":${home.child.pid}`,
         ) === true,
     )
-    const others = [startWorker(['--concurrency', '4'], {env: lease}), startWorker(['--concurrency', '4'], {env: lease})]
+    const others = [startWorker(['--concurrency', '4']), startWorker(['--concurrency', '4'])]
     await untilFor('the run and its children have stopped', queueEmpty)
     expect(endedBy(home, 'succeeded')).to.include(parent)
     const made = await children(parent)

@@ -123,8 +123,7 @@ describe('pipe worker on a PostgreSQL store', function () {
       path.join(dir, 'each.yaml'),
       `version: 1\nname: each\nsteps:\n  - id: each\n    kind: foreach\n    items: "\${{ ['a', 'b', 'c', 'd', 'e', 'f'] }}"\n    pipeline: ./item.yaml\n    with: {name: "\${{ item }}"}\n    concurrency: 2\n    on: {success: fin, partial: fin, fail: fin}\n  - {id: fin, kind: end, status: succeeded, reason: all}\n`,
     )
-    const lease = {PIPE_LEASE_MS: '3000'}
-    const worker = startWorker(['--concurrency', '2'], lease)
+    const worker = startWorker(['--concurrency', '2'])
     await untilFor('the worker listens', async () => worker.stderr().includes('pipe worker: queue default'))
     const queued = await pipe(['run', path.join(dir, 'each.yaml'), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
     expect(queued.code, queued.stderr).to.equal(0)
@@ -136,7 +135,7 @@ describe('pipe worker on a PostgreSQL store', function () {
       const now = await running()
       return now.includes(other) && now.includes(parent) && now.length >= 3
     })
-    const cancelled = await pipe(['cancel', parent, '--reason', 'superseded', '--store', url, '--json'], {cwd: dir, env: lease, timeoutMs: 60000})
+    const cancelled = await pipe(['cancel', parent, '--reason', 'superseded', '--store', url, '--json'], {cwd: dir, timeoutMs: 60000})
     expect(cancelled.code, cancelled.stderr).to.equal(5)
     expect(json<{status: string}>(cancelled).status).to.equal('cancelled')
     const kids = await cluster.sql<{status: string}>(db, `SELECT body::json->>'status' AS status FROM pipe_runs WHERE parent_run = $1`, [parent])

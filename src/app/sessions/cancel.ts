@@ -16,7 +16,7 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   const holding = isFinal(record.status) ? null : ((await store.holding?.(options.runId)) ?? null)
   if (holding?.worker && holding.queue !== null && store.team) {
     await store.team.requestCancel(options.runId, reason)
-    // The worker sees the request at its next lease renewal (a third of the lease), its children at theirs.
+    // The worker sees the request at once (a notice), or at its next lease renewal (a third of the lease); its children likewise.
     const deadline = Date.now() + Math.max(waitMs, Number(process.env.PIPE_LEASE_MS) || 30000)
     while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status)) await new Promise((r) => setTimeout(r, 100))
     const now = await store.readRun(options.runId)
@@ -24,7 +24,7 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
       return {run_id: options.runId, feature_id: now.feature_id, status: 'cancelled', spec_version: now.spec_version ?? null, steps_run: 0, reason}
     const who = holding.worker.name ?? `${holding.worker.host}:${holding.worker.pid}`
     throw new PipeError('E_CONFLICT', `run ${options.runId} is ${now.status}: worker ${who} holds it and has not yet stopped it as asked`, {
-      hint: `The cancel request is recorded: the worker ends the run at its next lease renewal. pipe runs show ${options.runId} follows it.`,
+      hint: `The cancel request is recorded: the worker ends the run as soon as it sees it (at the latest at its next lease renewal). pipe runs show ${options.runId} follows it.`,
     })
   }
   const owner = await store.runOwner(options.runId)

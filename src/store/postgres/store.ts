@@ -122,7 +122,8 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     }
   }
 
-  private cancelSeen(runId: string, reason: string | null): void {
+  /** A cancel request seen for a run (at a renewal, a commit, or a notice, see PostgresWork.listen): its watcher is told once. */
+  cancelSeen(runId: string, reason: string | null): void {
     if (reason === null) return
     const stop = this.cancelWatch.get(runId)
     if (!stop) return

@@ -24,6 +24,8 @@ export type {LiveWorker, QueueEntry, ServedWorkspace}
 export const CHILDREN_CHANNEL = 'pipe_children'
 /** Where a queued run is announced (schema migration 5), with its queue's name. */
 export const QUEUE_CHANNEL = 'pipe_queue'
+/** Where a cancel request is announced, with the run's id: its holder stops it at once rather than at its next lease renewal. */
+export const CANCEL_CHANNEL = 'pipe_cancel'
 
 /** How long a worker counts as alive without renewing its row (PIPE_LEASE_MS, as a run's lease). */
 function aliveMs(): number {
@@ -275,12 +277,14 @@ export class PostgresWork implements TeamQueue {
     })
   }
 
-  /** Asks whoever holds the run to stop it as cancelled (seen at its next heartbeat or commit); the first reason stays. */
+  /** Asks whoever holds the run to stop it as cancelled (seen at once by a listening holder, else at its next heartbeat or commit); the first reason stays. */
   async requestCancel(runId: string, reason: string): Promise<void> {
-    await this.store.query(`cannot cancel run ${runId}`, 'UPDATE pipe_runs SET cancel_request = $2 WHERE run_id = $1 AND cancel_request IS NULL', [
-      runId,
-      reason,
-    ])
+    await this.store.query(
+      `cannot cancel run ${runId}`,
+      `WITH asked AS (UPDATE pipe_runs SET cancel_request = $2 WHERE run_id = $1 AND cancel_request IS NULL RETURNING run_id)
+       SELECT pg_notify($3, $1)`,
+      [runId, reason, CANCEL_CHANNEL],
+    )
   }
 
   async cancelRequest(runId: string): Promise<string | null> {
@@ -305,6 +309,14 @@ export class PostgresWork implements TeamQueue {
     const onNotice = (message: {channel: string; payload?: string | undefined}): void => {
       if (message.channel === CHILDREN_CHANNEL && message.payload) wake(message.payload)
       else if (message.channel === QUEUE_CHANNEL && queue && message.payload === queue.name) queue.queued()
+      else if (message.channel === CANCEL_CHANNEL && message.payload && this.store.heldEpoch(message.payload) !== null) {
+        const runId = message.payload
+        // Missed here, it is still seen at the run's next renewal or commit.
+        void this.cancelRequest(runId).then(
+          (reason) => this.store.cancelSeen(runId, reason),
+          () => undefined,
+        )
+      }
     }
     const again = (): void => {
       if (stopped || timer) return
@@ -336,6 +348,7 @@ export class PostgresWork implements TeamQueue {
         mine.on('end', () => lost(mine))
         client = mine
         await mine.query(`LISTEN ${CHILDREN_CHANNEL}`)
+        await mine.query(`LISTEN ${CANCEL_CHANNEL}`)
         if (queue) await mine.query(`LISTEN ${QUEUE_CHANNEL}`)
         if (stopped) return false
         const wasDown = failures > 0
