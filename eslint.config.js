@@ -83,6 +83,12 @@ function layerRules(folder, forbidden) {
       message: `${name} must not import from ${forbidden.map((f) => `src/${f}/`).join(', ')}: dependencies point one way (see docs/development.md, the layers).`,
     })
   }
+  if (folder !== 'store') {
+    patterns.push({
+      regex: reaches(['store/postgres'], root),
+      message: `${name} must not import the PostgreSQL store: ask the RunStore for what a store can do (its optional \`team\` queue, src/store/team.ts), never a concrete store.`,
+    })
+  }
   if (ABOVE_KINDS.includes(folder)) {
     patterns.push({regex: KIND_MODULE, message: `${name} must not import a step kind's module: read what a kind records through src/steps/registry.ts (views, handlers) and src/steps/types.ts.`})
   }

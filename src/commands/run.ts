@@ -46,6 +46,10 @@ A run that needs answers or a review decision that were not given stops in await
     },
     {description: 'A pipeline with typed inputs', command: '<%= config.bin %> <%= command.id %> release-notes.yaml -i since=v1.2 -i max_items=5'},
     {
+      description: 'Queue one run per line of a JSONL file of typed inputs for pipe worker, each run id in the JSON array printed',
+      command: '<%= config.bin %> <%= command.id %> release-notes.yaml --detach --inputs-file runs.jsonl --store postgres://pipe@db.example:5432/pipe --json',
+    },
+    {
       description: 'Check everything and show the plan without running',
       command: '<%= config.bin %> <%= command.id %> pipelines/default.yaml --input examples/full-prd.md --dry-run',
     },
@@ -93,9 +97,15 @@ A run that needs answers or a review decision that were not given stops in await
       description: 'Check everything, create the run and put it on a queue of the PostgreSQL store for pipe worker; print its id and exit 0.',
     }),
     queue: Flags.string({description: 'The queue --detach puts the run on (default: default).', helpValue: 'NAME', dependsOn: ['detach']}),
+    'inputs-file': Flags.string({
+      description:
+        "With --detach: queue one run per line of FILE, each line a JSON object of the pipeline's typed inputs; every line is checked before anything is queued (a bad line is refused by its number).",
+      helpValue: 'FILE',
+      dependsOn: ['detach'],
+    }),
   }
 
-  async run(): Promise<RunResult | RunPlan | Detached> {
+  async run(): Promise<RunResult | RunPlan | Detached | Detached[]> {
     const {args, flags} = await this.parse(Run)
     const output = {json: this.jsonEnabled(), jsonPrinted: false}
     try {
@@ -109,7 +119,7 @@ A run that needs answers or a review decision that were not given stops in await
 /** The flags of `pipe run`, as oclif parses them from the declarations above. */
 type RunFlags = Interfaces.InferredFlags<typeof Run.flags>
 
-async function runCommand(args: {pipeline: string}, flags: RunFlags, output: CommandOutput): Promise<RunResult | RunPlan | Detached> {
+async function runCommand(args: {pipeline: string}, flags: RunFlags, output: CommandOutput): Promise<RunResult | RunPlan | Detached | Detached[]> {
   if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
   const store = storeDir(flags.store)
   for (const pair of flags.set ?? []) {
@@ -154,14 +164,21 @@ async function runCommand(args: {pipeline: string}, flags: RunFlags, output: Com
     return plan
   }
   if (flags.detach) {
-    const {detachSession} = await import('../app/sessions/detach.js')
-    const detached = await detachSession({...options, queue: checkQueue(flags.queue ?? 'default')})
-    if (detached.warning) writeErr(`warning: ${visible(detached.warning)}\n`)
+    const {detachRuns} = await import('../app/sessions/detach.js')
+    const batch = flags['inputs-file']
+    const runs = await detachRuns({...options, queue: checkQueue(flags.queue ?? 'default'), ...(batch !== undefined ? {batch} : {})})
+    if (runs[0]?.warning) writeErr(`warning: ${visible(runs[0].warning)}\n`)
     if (!output.json)
       writeOut(
-        `${detached.run_id} queued on ${detached.queue} for workspace ${detached.workspace}: a pipe worker --store … serving that workspace drives it; pipe runs show ${detached.run_id} follows it\n`,
+        runs
+          .map(
+            (detached) =>
+              `${detached.run_id} queued on ${detached.queue} for workspace ${detached.workspace}: a pipe worker --store … serving that workspace drives it; pipe runs show ${detached.run_id} follows it\n`,
+          )
+          .join(''),
       )
-    return detached
+    // A batch answers with every run, in the order of its lines; one run as before.
+    return batch !== undefined ? runs : runs[0]!
   }
   const outcome = await withSignals((signal) => startSession({...options, signal, onProgress: progressPrinter()}))
   return finishRun(outcome, {cwd: process.cwd(), store, onProgress: progressPrinter()}, output.json, flags.store)

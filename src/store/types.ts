@@ -23,6 +23,7 @@ import type {LedgerEntry} from '../types/ledger.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import type {TeamQueue} from './team.js'
 
 /** A run record before the store gives it its id, head and seal. */
 export type RunDraft = Omit<RunRecord, 'run_id' | 'head' | 'seal'>
@@ -206,6 +207,10 @@ export interface RunStore {
   vouch?(runId: string): Promise<RunRecord>
   /** A shared store's lease and queue of a run (the file store has neither). */
   holding?(runId: string): Promise<Holding | null>
+  /** A store that workers share: its queue, leases and cancel requests (./team.ts). The file store has none. */
+  readonly team?: TeamQueue
+  /** Ends what the store keeps open (a database's connections); a store with nothing open has none. */
+  close?(): Promise<void>
 
   // The step commit
 

@@ -38,6 +38,14 @@ describe('faults of the database under a pipe worker', function () {
     return json<{run_id: string}>(result).run_id
   }
 
+  /**
+   * Every lease of a database run out, now: what the clock does once a killed or frozen holder stops
+   * renewing, done by the test so that nothing waits for a duration.
+   */
+  const expireLeases = async (database: string): Promise<void> => {
+    await cluster.sql(database, 'UPDATE pipe_runs SET lease_until = now() WHERE holder IS NOT NULL')
+  }
+
   /** What the store holds of a run: its snapshots' seqs, its timeline's events, and its sealed head. */
   async function recorded(runId: string): Promise<{seqs: number[]; events: string[]; head: {seq: number; events: number}}> {
     const seqs = (await cluster.sql<{seq: number}>(db, 'SELECT seq FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [runId])).map((r) => r.seq)
@@ -53,7 +61,8 @@ describe('faults of the database under a pipe worker', function () {
   async function pausedInCommit(): Promise<{worker: Worker; go: () => Promise<void>; pauseDir: string}> {
     const pauseDir = path.join(dir, 'pause')
     await mkdir(pauseDir)
-    const worker = startWorker({PIPE_LEASE_MS: '1500', PIPE_FAULT_PAUSE_AT: 'before-commit:second', PIPE_FAULT_PAUSE_DIR: pauseDir})
+    // The default lease: the server must not end the paused transaction itself (2/3 of the lease) before the test does.
+    const worker = startWorker({PIPE_FAULT_PAUSE_AT: 'before-commit:second', PIPE_FAULT_PAUSE_DIR: pauseDir})
     await until('the worker is inside the commit of step second', async () => (await readdir(pauseDir)).some((f) => f.startsWith('reached.')))
     return {worker, pauseDir, go: () => writeFile(path.join(pauseDir, 'go'), '')}
   }
@@ -158,11 +167,12 @@ describe('faults of the database under a pipe worker', function () {
       })
       expect(detached.code, detached.stderr).to.equal(0)
       const runId = json<{run_id: string}>(detached).run_id
-      const hook = {JSON_HOOK: `${server.url}/json`, PIPE_LEASE_MS: '1500'}
+      const hook = {JSON_HOOK: `${server.url}/json`}
       // The first worker delivers, records the delivery in the ledger, and dies inside the step's commit.
       const first = startWorker({...hook, PIPE_FAULT_KILL_AT: 'before-snapshot:publish'})
       expect(await first.exited).to.equal(null)
       expect(server.deliveries('/json')).to.have.length(1)
+      await expireLeases(db)
       const second = startWorker(hook)
       await until('the run has succeeded', async () => (await recorded(runId)).events.includes('succeeded')).catch(async (error: Error) => {
         throw new Error(`${error.message}; the timeline: ${(await recorded(runId)).events.join(' ')}; the worker said: ${second.stderr()}`)
@@ -183,10 +193,11 @@ describe('faults of the database under a pipe worker', function () {
 
   it('a worker killed (SIGKILL) at points spread across a run of the default pipeline leaves a whole trail; another worker ends the run as one that was never killed', async () => {
     /** The default pipeline, detached in a folder of its own (its publication goes there), in a database of its own. */
-    const queued = async (name: string): Promise<{cwd: string; store: string; runId: string}> => {
+    const queued = async (name: string): Promise<{cwd: string; store: string; db: string; runId: string}> => {
       const cwd = path.join(dir, name)
       await mkdir(cwd)
-      const store = cluster.url(await cluster.createDatabase())
+      const own = await cluster.createDatabase()
+      const store = cluster.url(own)
       const result = await pipe(
         ['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--detach', '--store', store, '--json'],
         {
@@ -194,10 +205,9 @@ describe('faults of the database under a pipe worker', function () {
         },
       )
       expect(result.code, result.stderr).to.equal(0)
-      return {cwd, store, runId: json<{run_id: string}>(result).run_id}
+      return {cwd, store, db: own, runId: json<{run_id: string}>(result).run_id}
     }
-    const worker = (at: {cwd: string; store: string}, extra: Record<string, string>): Worker =>
-      team.start(at.store, [], {cwd: at.cwd, env: {PIPE_LEASE_MS: '1500', ...extra}})
+    const worker = (at: {cwd: string; store: string}, extra: Record<string, string>): Worker => team.start(at.store, [], {cwd: at.cwd, env: extra})
     const ended = async (at: {cwd: string; store: string; runId: string}): Promise<{status: string; steps: string[]}> => {
       const shown = json<{status: string}>(await pipe(['runs', 'show', at.runId, '--json', '--store', at.store], {cwd: at.cwd}))
       const steps = json<{snapshots: Array<{step: {name: string}}>}>(
@@ -223,6 +233,7 @@ describe('faults of the database under a pipe worker', function () {
       expect(await killed.exited, `the worker was killed at ${point}: ${killed.stderr()}`).to.equal(null)
       const audit = await pipe(['audit', 'verify', '--json', '--store', at.store], {cwd: at.cwd})
       expect(json<{problems: unknown[]}>(audit).problems, `right after the kill at ${point}`).to.deep.equal([])
+      await expireLeases(at.db)
       const next = worker(at, {})
       await until(`the run killed at ${point} has ended`, async () => next.stderr().includes(`${at.runId} succeeded`))
       expect(await ended(at), `killed at ${point}`).to.deep.equal(baseline)
@@ -268,11 +279,12 @@ describe('faults of the database under a pipe worker', function () {
       const detached = await pipe(['run', path.join(dir, 'agent.yaml'), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir, env: model})
       expect(detached.code, detached.stderr).to.equal(0)
       const runId = json<{run_id: string}>(detached).run_id
-      const frozen = startWorker({...model, PIPE_LEASE_MS: '1500'})
+      const frozen = startWorker(model)
       await server.waitForRequests(1)
       frozen.child.kill('SIGSTOP')
       release()
-      const other = startWorker({...model, PIPE_LEASE_MS: '1500'})
+      await expireLeases(db)
+      const other = startWorker(model)
       await until('the run has succeeded', async () => (await recorded(runId)).events.includes('succeeded')).catch(async (error: Error) => {
         throw new Error(`${error.message}; the timeline: ${(await recorded(runId)).events.join(' ')}; the worker said: ${other.stderr()}`)
       })

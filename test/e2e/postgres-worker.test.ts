@@ -38,6 +38,10 @@ describe('pipe worker on a PostgreSQL store', function () {
     return out.run_id
   }
 
+  /** A lease run out, now: what the clock would do once a dead or frozen holder stops renewing it, without waiting for the clock. */
+  const expireLease = async (runId: string): Promise<void> => {
+    await cluster.sql(db, 'UPDATE pipe_runs SET lease_until = now() WHERE run_id = $1', [runId])
+  }
   const queueEmpty = async (): Promise<boolean> => (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue'))[0]!.n === 0
   const statusOf = async (runId: string): Promise<string> =>
     json<{status: string}>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir})).status
@@ -119,8 +123,7 @@ describe('pipe worker on a PostgreSQL store', function () {
       path.join(dir, 'each.yaml'),
       `version: 1\nname: each\nsteps:\n  - id: each\n    kind: foreach\n    items: "\${{ ['a', 'b', 'c', 'd', 'e', 'f'] }}"\n    pipeline: ./item.yaml\n    with: {name: "\${{ item }}"}\n    concurrency: 2\n    on: {success: fin, partial: fin, fail: fin}\n  - {id: fin, kind: end, status: succeeded, reason: all}\n`,
     )
-    const lease = {PIPE_LEASE_MS: '3000'}
-    const worker = startWorker(['--concurrency', '2'], lease)
+    const worker = startWorker(['--concurrency', '2'])
     await untilFor('the worker listens', async () => worker.stderr().includes('pipe worker: queue default'))
     const queued = await pipe(['run', path.join(dir, 'each.yaml'), '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
     expect(queued.code, queued.stderr).to.equal(0)
@@ -132,7 +135,7 @@ describe('pipe worker on a PostgreSQL store', function () {
       const now = await running()
       return now.includes(other) && now.includes(parent) && now.length >= 3
     })
-    const cancelled = await pipe(['cancel', parent, '--reason', 'superseded', '--store', url, '--json'], {cwd: dir, env: lease, timeoutMs: 60000})
+    const cancelled = await pipe(['cancel', parent, '--reason', 'superseded', '--store', url, '--json'], {cwd: dir, timeoutMs: 60000})
     expect(cancelled.code, cancelled.stderr).to.equal(5)
     expect(json<{status: string}>(cancelled).status).to.equal('cancelled')
     const kids = await cluster.sql<{status: string}>(db, `SELECT body::json->>'status' AS status FROM pipe_runs WHERE parent_run = $1`, [parent])
@@ -170,9 +173,8 @@ describe('pipe worker on a PostgreSQL store', function () {
   })
 
   it('hands a run whose worker was killed (SIGKILL) to another worker once the lease runs out', async () => {
-    const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
-    const first = startWorker([], lease)
+    const first = startWorker([])
     // Held and recorded running: killed between taking the lease and recording that it resumed, the
     // run would be pending still, and nobody would have to say it was interrupted.
     await untilFor('the first worker holds the run and has recorded it running', async () => {
@@ -181,7 +183,8 @@ describe('pipe worker on a PostgreSQL store', function () {
     })
     first.child.kill('SIGKILL')
     await first.exited
-    const second = startWorker([], lease)
+    await expireLease(runId)
+    const second = startWorker([])
     await untilFor('the run has stopped', queueEmpty)
     expect(second.stderr()).to.include(`pipe worker: ${runId} succeeded`)
     second.child.kill('SIGTERM')
@@ -193,18 +196,15 @@ describe('pipe worker on a PostgreSQL store', function () {
   })
 
   it('refuses the commit of a worker frozen past its lease (SIGSTOP): the run is finished by another, once', async () => {
-    const lease = {PIPE_LEASE_MS: '1500'}
     const runId = await detach('slow.yaml')
-    const frozen = startWorker([], lease)
-    await untilFor(
-      'the first worker holds the run',
-      async () =>
-        (await cluster.sql<{holder: string | null}>(db, 'SELECT holder FROM pipe_runs WHERE run_id = $1', [runId]))[0]!.holder?.includes(
-          `"pid":${frozen.child.pid}`,
-        ) === true,
-    )
+    const frozen = startWorker([])
+    await untilFor('the first worker holds the run and has recorded it running', async () => {
+      const [row] = await cluster.sql<{holder: string | null; body: string}>(db, 'SELECT holder, body FROM pipe_runs WHERE run_id = $1', [runId])
+      return row!.holder?.includes(`"pid":${frozen.child.pid}`) === true && (JSON.parse(row!.body) as {status: string}).status === 'running'
+    })
     frozen.child.kill('SIGSTOP')
-    const other = startWorker([], lease)
+    await expireLease(runId)
+    const other = startWorker([])
     await untilFor('the run has stopped', queueEmpty).catch((error: Error) => {
       throw new Error(`${error.message}; the other worker's stderr: ${other.stderr()}`)
     })

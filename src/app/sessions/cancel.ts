@@ -1,7 +1,6 @@
 /** pipe cancel: ending a run by hand. */
 import {PipeError} from '../../errors.js'
 import {isFinal} from '../../engine/lifecycle.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {sameProcessAlive} from '../../util/lock.js'
 import type {RunOutcome} from '../../engine/engine.js'
@@ -15,10 +14,9 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   // A run a worker holds (a queued run on a database) is stopped through the database: the worker
   // ends that run alone, on whichever machine it is; a signal would drain every run it drives.
   const holding = isFinal(record.status) ? null : ((await store.holding?.(options.runId)) ?? null)
-  if (holding?.worker && holding.queue !== null) {
-    const {PostgresWork} = await import('../../store/postgres/work.js')
-    await new PostgresWork(store as PostgresStore).requestCancel(options.runId, reason)
-    // The worker sees the request at its next lease renewal (a third of the lease), its children at theirs.
+  if (holding?.worker && holding.queue !== null && store.team) {
+    await store.team.requestCancel(options.runId, reason)
+    // The worker sees the request at once (a notice), or at its next lease renewal (a third of the lease); its children likewise.
     const deadline = Date.now() + Math.max(waitMs, Number(process.env.PIPE_LEASE_MS) || 30000)
     while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status)) await new Promise((r) => setTimeout(r, 100))
     const now = await store.readRun(options.runId)
@@ -26,7 +24,7 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
       return {run_id: options.runId, feature_id: now.feature_id, status: 'cancelled', spec_version: now.spec_version ?? null, steps_run: 0, reason}
     const who = holding.worker.name ?? `${holding.worker.host}:${holding.worker.pid}`
     throw new PipeError('E_CONFLICT', `run ${options.runId} is ${now.status}: worker ${who} holds it and has not yet stopped it as asked`, {
-      hint: `The cancel request is recorded: the worker ends the run at its next lease renewal. pipe runs show ${options.runId} follows it.`,
+      hint: `The cancel request is recorded: the worker ends the run as soon as it sees it (at the latest at its next lease renewal). pipe runs show ${options.runId} follows it.`,
     })
   }
   const owner = await store.runOwner(options.runId)

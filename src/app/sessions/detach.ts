@@ -5,13 +5,12 @@
  */
 import {PipeError} from '../../errors.js'
 import {isStoreUrl, openStore, storeLocation} from '../../store/open.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
 import {currentUser} from '../../util/user.js'
 import {birthOf} from '../../engine/run-record.js'
-import {prepareStart, storeSettings} from './prepare.js'
+import {batchInputs, prepareStart, storeSettings} from './prepare.js'
 import type {StartSession} from './shared.js'
 import {workspaceOf} from '../worker/workspace.js'
-import type {LiveWorker} from '../../store/postgres/work.js'
+import type {LiveWorker} from '../../store/team.js'
 
 export interface Detached {
   run_id: string
@@ -24,25 +23,43 @@ export interface Detached {
 }
 
 export async function detachSession(options: StartSession & {queue: string}): Promise<Detached> {
+  return (await detachRuns(options))[0]!
+}
+
+/**
+ * pipe run --detach, of one run or (with `batch`, an --inputs-file) of one run per line, all created
+ * and queued in one transaction: every line is checked first (prepare.ts batchInputs), and a batch is
+ * queued whole or not at all.
+ */
+export async function detachRuns(options: StartSession & {queue: string; batch?: string}): Promise<Detached[]> {
   if (!isStoreUrl(options.store)) {
     throw new PipeError('E_INVALID_ARGS', `--detach needs a PostgreSQL store: ${options.store} is a folder, and only a database has a queue that workers see`, {
       hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
     })
   }
-  const {settings} = await prepareStart(options)
-  const store = (await openStore(storeLocation(options.cwd, options.store), 'create')) as PostgresStore
+  const {settings} = await prepareStart(options, options.batch)
+  const batch = options.batch === undefined ? [settings.inputs] : await batchInputs(settings.pipeline, options, options.batch)
+  const store = await openStore(storeLocation(options.cwd, options.store), 'create')
   try {
+    const work = store.team
+    if (!work)
+      throw new PipeError('E_INVALID_ARGS', `--detach needs a store with a queue that workers see: ${options.store} has none`, {
+        hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
+      })
     const start = await storeSettings(settings, store, options.signal)
-    const birth = await birthOf(store, start, {now: options.now?.() ?? new Date(), user: options.user ?? currentUser(), queue: options.queue})
+    const at = {now: options.now?.() ?? new Date(), user: options.user ?? currentUser(), queue: options.queue}
+    const births = []
+    for (const inputs of batch) {
+      const birth = await birthOf(store, {...start, inputs}, at)
+      births.push({draft: birth.draft, now: birth.now, event: birth.created})
+    }
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
-    const {PostgresWork} = await import('../../store/postgres/work.js')
-    const work = new PostgresWork(store)
-    const record = await work.createQueued(birth.draft, birth.now, birth.created, options.queue, {id, root, sub})
+    const records = await work.createQueued(births, options.queue, {id, root, sub})
     const warning = unserved(await work.liveWorkers(options.queue), id, options.queue)
-    return {run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}
+    return records.map((record) => ({run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}))
   } finally {
-    await store.close()
+    await store.close?.()
   }
 }
 

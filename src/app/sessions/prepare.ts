@@ -86,13 +86,62 @@ async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): P
   return resolved.values
 }
 
+/** How large a batch of runs' inputs (--inputs-file) may be. */
+const MAX_BATCH_BYTES = 16 * 1024 * 1024
+
+/**
+ * The typed inputs of each run of a batch (pipe run --detach --inputs-file FILE): one JSON object a
+ * line, each resolved as an --inputs file would be (-i over it, defaults under it). Every line is
+ * checked before anything is written: a bad one is E_INVALID_ARGS naming its line, and so is a file
+ * with no line at all, so a batch is queued whole or not at all. Blank lines are skipped.
+ */
+export async function batchInputs(pipeline: LoadedPipeline, options: StartSession, file: string): Promise<Array<Record<string, InputValue>>> {
+  if (options.inputsFile !== undefined)
+    throw new PipeError('E_INVALID_ARGS', '--inputs-file and --inputs cannot be used together', {
+      hint: 'Put the values every run shares on each line of the --inputs-file, or give them with -i NAME=VALUE.',
+    })
+  const label = `inputs file ${file}`
+  const bytes = await readInputFile(path.resolve(options.cwd, file), label, MAX_BATCH_BYTES, options.signal)
+  const text = bytes.toString('utf8').trim() === '' ? '' : decodeText(bytes, label, MAX_BATCH_BYTES)
+  const declarations = (pipeline.pipeline.inputs ?? {}) as Record<string, InputDeclaration>
+  const runs: Array<Record<string, InputValue>> = []
+  const problems: string[] = []
+  for (const [i, line] of text.split('\n').entries()) {
+    if (line.trim() === '') continue
+    const where = `${file} line ${i + 1}`
+    let data: unknown
+    try {
+      data = JSON.parse(line)
+    } catch (error) {
+      problems.push(`${where}: not JSON (${(error as Error).message})`)
+      continue
+    }
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) {
+      problems.push(`${where}: not a JSON object of input values`)
+      continue
+    }
+    const resolved = resolveInputs(declarations, {cli: options.inputValues ?? [], file: {name: where, data}})
+    if (resolved.problems.length > 0) problems.push(...resolved.problems.map((p) => (p.message.startsWith(where) ? p.message : `${where}: ${p.message}`)))
+    else runs.push(resolved.values)
+  }
+  if (problems.length > 0)
+    throw new PipeError('E_INVALID_ARGS', `${file}: ${problems.length} problem(s), nothing was queued:\n${problems.map((p) => `  ${p}`).join('\n')}`, {
+      hint: `Each line of --inputs-file is one run's inputs as a JSON object (inputs: ${Object.keys(declarations).join(', ') || 'none declared'}); pipe validate ${pipeline.file} shows their declarations.`,
+    })
+  if (runs.length === 0)
+    throw new PipeError('E_INVALID_ARGS', `${file} holds no run: nothing was queued`, {
+      hint: 'Write one JSON object of a run\'s inputs a line, e.g. {"since": "v1.2"}.',
+    })
+  return runs
+}
+
 /** A new run's settings (but what only its store gives: see storeSettings) and the provider that answers its model steps. */
 export interface PreparedStart {
   settings: StartOptions & {inputs: Record<string, InputValue>}
   provider: ReturnType<typeof planProvider>
 }
 
-export async function prepareStart(options: StartSession): Promise<PreparedStart> {
+export async function prepareStart(options: StartSession, batch?: string): Promise<PreparedStart> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const contextRef = options.contextRef !== undefined ? parseContextRef(options.contextRef) : undefined
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
@@ -105,7 +154,8 @@ export async function prepareStart(options: StartSession): Promise<PreparedStart
       hint: 'Add --input FILE, --input - (stdin) or --text "..."',
     })
   }
-  const inputs = await prepareInputs(pipeline, options)
+  // A batch's inputs are its lines' (batchInputs), resolved once per run by the caller.
+  const inputs = batch === undefined ? await prepareInputs(pipeline, options) : {}
   // An unset secret stops the run here, before anything is written.
   readSecrets(pipeline.pipeline)
   const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env ?? process.env, await replySources(options))

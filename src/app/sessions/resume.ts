@@ -8,7 +8,6 @@ import {openStore, storeLocation} from '../../store/open.js'
 import {readSecrets} from '../../engine/expressions.js'
 import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
 import type {RunStore} from '../../store/types.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
 import {
@@ -99,9 +98,9 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
   const queue = await handBackTo(store, record, options, Boolean(answers || options.confirm || options.decision || acceptCassette))
-  if (queue === null) return engine.resume(options.runId, resume)
+  if (queue === null || !store.team) return engine.resume(options.runId, resume)
   await engine.takeIn(options.runId, resume)
-  await (store as PostgresStore).enqueue(options.runId, queue)
+  await store.team.enqueue(options.runId, queue)
   const after = await store.readRun(options.runId)
   return {
     run_id: options.runId,

@@ -15,8 +15,8 @@ import type {ChildDispatch} from '../../engine/engine-types.js'
 import type {RunBirth} from '../../engine/run-record.js'
 import {isFinal} from '../../engine/lifecycle.js'
 import {PipeError} from '../../errors.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
-import type {PostgresWork} from '../../store/postgres/work.js'
+import type {TeamQueue} from '../../store/team.js'
+import type {RunStore} from '../../store/types.js'
 
 export class QueuedChildren implements ChildDispatch {
   /** Parents waiting for children now, with how many waits each: the worker does not count them against its concurrency. */
@@ -24,8 +24,8 @@ export class QueuedChildren implements ChildDispatch {
   private readonly sleepers = new Set<() => void>()
 
   constructor(
-    private readonly store: PostgresStore,
-    private readonly work: PostgresWork,
+    private readonly store: RunStore,
+    private readonly work: TeamQueue,
     private readonly queue: string,
     /** This machine's root of a workspace the worker serves (a child runs where its parent does). */
     private readonly rootOf: (workspaceId: string) => string | undefined,

@@ -11,12 +11,10 @@ export interface QueueWait {
 }
 
 export async function queueWait(location: string, store: RunStore, runId: string): Promise<QueueWait | null> {
-  // Only a database has a queue; a folder store loads nothing of it.
+  // Only a store workers share has a queue.
   if (!isStoreUrl(location)) return null
-  const {PostgresWork} = await import('../../store/postgres/work.js')
-  const {PostgresStore} = await import('../../store/postgres/store.js')
-  if (!(store instanceof PostgresStore)) return null
-  const entry = await new PostgresWork(store).entry(runId)
+  if (!store.team) return null
+  const entry = await store.team.entry(runId)
   if (!entry) return null
   const where = entry.workspace ? (entry.workspace.sub ? `${entry.workspace.root}/${entry.workspace.sub}` : entry.workspace.root) : null
   return {

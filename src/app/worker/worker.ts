@@ -13,7 +13,8 @@ import {PipeError} from '../../errors.js'
 import {isFinal} from '../../engine/lifecycle.js'
 import {isStoreUrl, openStore, safeUrl} from '../../store/open.js'
 import {childrenOf} from '../../store/queries.js'
-import type {PostgresStore} from '../../store/postgres/store.js'
+import type {RunStore} from '../../store/types.js'
+import type {TeamQueue} from '../../store/team.js'
 import {resumeSession} from '../sessions/resume.js'
 import {engineFor} from '../sessions/shared.js'
 import {QueuedChildren} from './children.js'
@@ -61,10 +62,10 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   }
   const served = await servedWorkspaces(options.workspaces.length > 0 ? options.workspaces : [options.cwd])
   const rootById = new Map(served.map((w) => [w.id, w.root]))
-  const store = (await openStore(location, 'existing')) as PostgresStore
-  ;(await import('../../store/postgres/store.js')).nameHolder(options.name)
-  const {PostgresWork} = await import('../../store/postgres/work.js')
-  const work = new PostgresWork(store)
+  const opened = await openTeamStore(location, signal, log)
+  if (!opened) return {queue, store: safeUrl(location), workspaces: served.map((w) => ({id: w.id, dir: w.dir})), driven: []}
+  const {store, work} = opened
+  work.nameHolder(options.name)
   const id = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
   const driven: WorkerSummary['driven'] = []
   const labels = served.map((w) => ({id: w.id, label: w.dir}))
@@ -120,7 +121,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     const drive = async (runId: string): Promise<void> => {
       // A cancel request (a parent's fail_fast) stops the run where it stands, seen at its next heartbeat or commit.
       const cancelled = new AbortController()
-      const unwatch = store.watchCancel(runId, (reason) => cancelled.abort(new PipeError('E_STATE', `cancel requested: ${reason}`)))
+      const unwatch = work.watchCancel(runId, (reason) => cancelled.abort(new PipeError('E_STATE', `cancel requested: ${reason}`)))
       try {
         const record = await store.readRun(runId)
         let status: string
@@ -154,11 +155,11 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         log(`pipe worker: ${runId} ${status}`)
       } catch (error) {
         const code = (error as {code?: string}).code
-        // Another worker took it first, or took it over from this one (its lease ran out while it
+        // Another worker took it over from this one, or took it over from this one (its lease ran out while it
         // was frozen): the run is the other's, and nothing of this worker's was recorded.
         // An E_CONFLICT with no other holder and the run still queued is this checkout's (its pipeline
         // or policy changed since the run started): this worker cannot start it, as below.
-        const now = code === 'E_CONFLICT' ? await store.holding(runId).catch(() => null) : null
+        const now = code === 'E_CONFLICT' ? await (store.holding?.(runId) ?? Promise.resolve(null)).catch(() => null) : null
         const mine = (w: {host: string; pid: number}): boolean => w.host === os.hostname() && w.pid === process.pid
         if (code === 'E_CONFLICT' && (now === null || now.queue === null || (now.worker !== null && !mine(now.worker)))) {
           log(`pipe worker: ${runId}: [E_CONFLICT] ${(error as Error).message}`)
@@ -179,6 +180,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         driven.push({run_id: runId, status: 'error'})
       } finally {
         unwatch()
+        // Its lease goes back only now, once a stopped run is off the queue: no other worker claims it in between.
+        await work.unclaim(runId).catch(() => undefined)
         active.delete(runId)
         wake()
       }
@@ -188,18 +191,17 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       // A parent that only waits for its children holds no slot (see ./children.ts).
       const busy = [...active.keys()].filter((runId) => !children.parked.has(runId)).length
       if (busy < concurrency) {
-        const waiting = [...backoff].filter(([, b]) => b.until > Date.now()).length
-        const candidates = await work.claimable(queue, concurrency - busy + active.size + waiting, [...rootById.keys()]).catch((error: unknown) => {
-          // The database went away for a moment: the loop tries again.
-          log(`pipe worker: ${(error as Error).message}`)
-          return [] as string[]
-        })
-        let free = concurrency - busy
-        for (const runId of candidates) {
-          if (free <= 0 || signal.aborted) break
-          if (active.has(runId) || (backoff.get(runId)?.until ?? 0) > Date.now()) continue
+        // Each claim takes one run with its lease, or none: no run another worker holds is ever attempted.
+        const skip = [...active.keys(), ...[...backoff].filter(([, b]) => b.until > Date.now()).map(([runId]) => runId)]
+        for (let free = concurrency - busy; free > 0 && !signal.aborted; free--) {
+          const runId = await work.claim(queue, [...rootById.keys()], skip).catch((error: unknown) => {
+            // The database went away for a moment: the loop tries again.
+            log(`pipe worker: ${(error as Error).message}`)
+            return null
+          })
+          if (runId === null) break
+          skip.push(runId)
           active.set(runId, drive(runId))
-          free--
         }
       }
       if (Date.now() - noted >= 1000) {
@@ -226,9 +228,51 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     clearInterval(alive)
     await stopListening().catch(() => undefined)
     await work.unregister(id).catch(() => undefined)
-    await store.close()
+    await store.close?.()
   }
   return {queue, store: safeUrl(location), workspaces: served.map((w) => ({id: w.id, dir: w.dir})), driven}
+}
+
+/**
+ * The store a worker serves, opened once its database answers: a worker started before its database
+ * (a machine booting, the server restarting) waits and tries again with a jittered backoff, saying so
+ * once, instead of exiting and leaving the queue unserved. null when the signal stops it while it waits.
+ */
+async function openTeamStore(location: string, signal: AbortSignal, log: (line: string) => void): Promise<{store: RunStore; work: TeamQueue} | null> {
+  let waiting = false
+  for (let failures = 0; !signal.aborted; failures++) {
+    let store: RunStore
+    try {
+      store = await openStore(location, 'existing')
+    } catch (error) {
+      if ((error as {code?: string}).code !== 'E_IO') throw error
+      if (!waiting) log(`pipe worker: waiting for the database: ${(error as Error).message}; trying again until it answers (Ctrl-C stops)`)
+      waiting = true
+      const ceiling = Math.min(10000, 200 * 2 ** Math.min(failures, 6))
+      await pause(ceiling / 2 + Math.random() * (ceiling / 2), signal)
+      continue
+    }
+    if (waiting) log(`pipe worker: the database at ${safeUrl(location)} answers`)
+    if (store.team) return {store, work: store.team}
+    await store.close?.()
+    throw new PipeError('E_INVALID_ARGS', `pipe worker needs a store with a queue: ${safeUrl(location)} has none`, {
+      hint: 'Give --store postgres://user@host:5432/db (or PIPE_STORE), the store pipe run --detach queued the runs in.',
+    })
+  }
+  return null
+}
+
+/** Waits `ms`, or less when the signal aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal.addEventListener('abort', done, {once: true})
+  })
 }
 
 /** The workspaces of the folders given, each once (two folders of one repository: the first). */

@@ -14,7 +14,7 @@ import {execFile} from 'node:child_process'
 import {realpath} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
-import type {RunWorkspace} from '../../store/postgres/store.js'
+import type {RunWorkspace} from '../../store/team.js'
 
 /** A workspace as found on this machine: its id, the root of its repository here, and the folder under that root. */
 export interface LocalWorkspace extends RunWorkspace {

@@ -15,10 +15,25 @@ import {evidenceText, recordText, specText} from '../trail/records.js'
 import {movedHead} from '../trail/runs.js'
 import {boundIds, commitHash, committedSnapshot, sealCommitted} from '../trail/snapshots.js'
 import type {CommitHook, Committed, StepCommit} from '../types.js'
-import {PostgresRecords} from './records.js'
+import type {PostgresRecords} from './records.js'
 import {checkedSpec, parseRow} from './rows.js'
 
-export async function writeStepCommit(client: PoolClient, record: RunRecord, commit: StepCommit, hook?: CommitHook): Promise<Committed> {
+/** The ids a commit's records take, reserved before its transaction (PostgresRecords.reserveNumbers). */
+export interface CommitIds {
+  evidence: string[]
+  spec: string | null
+}
+
+export async function reserveCommitIds(records: PostgresRecords, commit: StepCommit): Promise<CommitIds> {
+  const count = commit.evidence.length
+  const first = count > 0 ? await records.reserveNumbers('E', count) : 0
+  return {
+    evidence: Array.from({length: count}, (_, i) => formatId('E', '', first + i)),
+    spec: commit.spec ? await records.reserveDatedId('S', new Date(commit.recorded_at)) : null,
+  }
+}
+
+export async function writeStepCommit(client: PoolClient, record: RunRecord, commit: StepCommit, ids: CommitIds, hook?: CommitHook): Promise<Committed> {
   const {run_id: runId, seq, step} = commit
   const at = new Date(commit.recorded_at)
   const hash = commitHash(commit)
@@ -36,8 +51,8 @@ export async function writeStepCommit(client: PoolClient, record: RunRecord, com
   }
   const binds: Record<string, string> = {}
   const links: Snapshot['evidence_links'] = []
-  for (const item of commit.evidence) {
-    const id = formatId('E', '', await PostgresRecords.nextNumber(client, 'E'))
+  for (const [i, item] of commit.evidence.entries()) {
+    const id = ids.evidence[i]!
     const text = evidenceText(item.draft, at, id)
     await client.query('INSERT INTO pipe_evidence (id, body) VALUES ($1, $2)', [id, text])
     binds[id] = fileHash(text)
@@ -46,8 +61,7 @@ export async function writeStepCommit(client: PoolClient, record: RunRecord, com
   }
   let spec: CanonicalSpec | null = null
   if (commit.spec) {
-    const day = await PostgresRecords.allocationKey(client, 'S', at)
-    const id = formatId('S', day, await PostgresRecords.nextNumber(client, `S-${day}`))
+    const id = ids.spec!
     const text = specText(commit.spec.draft, id)
     await client.query('INSERT INTO pipe_specs (version, body) VALUES ($1, $2)', [id, text])
     binds[id] = fileHash(text)

@@ -65,6 +65,10 @@ export function databaseError(error: unknown, what: string): Error {
     return new PipeError('E_CONFIG', `${what}: the server does not accept SSL connections`, {
       hint: "Remove sslmode (or set sslmode=disable) in the URL when the server is one you reach without SSL, or turn on ssl in the server's postgresql.conf.",
     })
+  if (e.code === '55P03')
+    return new PipeError('E_IO', `${what}: a row it needs stayed locked by another session past lock_timeout`, {
+      hint: 'Nothing partial was recorded. Another process held the row (a stalled holder is ended by the server within the lease); run the command again (pipe resume RUN goes on from the last step).',
+    })
   // Anything else (a hook's, a step's) is not the database's to explain.
   if (!connection && e.severity === undefined) return error as Error
   // A refusal of who is asking or of where (a wrong password, no such database, a role without a
@@ -141,7 +145,8 @@ export class PostgresRecords {
       } catch (error) {
         await client.query('ROLLBACK').catch(() => (broken = true))
         const code = (error as {code?: string}).code
-        if ((code === '40001' || code === '40P01') && attempt < 5) continue
+        // 55P03: a row another holder kept locked past lock_timeout (see store.ts connect).
+        if ((code === '40001' || code === '40P01' || code === '55P03') && attempt < 5) continue
         throw databaseError(error, what)
       } finally {
         client.off('error', lost)
@@ -162,12 +167,39 @@ export class PostgresRecords {
    * The key (day, or year) a dated id is numbered in: never one before the latest already counted,
    * so that ids keep their order when the clock goes back (allocationDay in ../ids.ts).
    */
-  static async allocationKey(client: PoolClient, prefix: DatedPrefix, now: Date): Promise<string> {
+  static async allocationKey(client: Pool | PoolClient, prefix: DatedPrefix, now: Date): Promise<string> {
     const today = todayKey(prefix, now)
     const {rows} = await client.query<{series: string | null}>('SELECT max(series) AS series FROM pipe_counters WHERE series ~ $1', [
       `^${prefix}-[0-9]{${today.length}}$`,
     ])
     return latestDay(rows[0]?.series ? [rows[0].series] : [], prefix, today)
+  }
+
+  /**
+   * `count` numbers of a series, taken by one statement of their own (autocommit) before the
+   * transaction that uses them; returns the first. The counter's row is locked for that statement
+   * only, never across a round trip to a client: a holder stalled inside its transaction (SIGSTOP, a
+   * paused VM) holds up nobody else's ids. A transaction that fails leaves its numbers unused, so
+   * ids may have a gap then, never a repeat.
+   */
+  async reserveNumbers(series: string, count: number): Promise<number> {
+    const rows = await this.query<{n: string}>(
+      'cannot allocate an id',
+      'INSERT INTO pipe_counters (series, n) VALUES ($1, $2) ON CONFLICT (series) DO UPDATE SET n = pipe_counters.n + EXCLUDED.n RETURNING n',
+      [series, count],
+    )
+    return Number(rows[0]!.n) - count + 1
+  }
+
+  /** The next dated id of a series (S-, F-), reserved as reserveNumbers does. */
+  async reserveDatedId(prefix: 'S' | 'F', now: Date): Promise<string> {
+    let key: string
+    try {
+      key = await PostgresRecords.allocationKey(this.pool, prefix, now)
+    } catch (error) {
+      throw databaseError(error, 'cannot allocate an id')
+    }
+    return formatId(prefix, key, await this.reserveNumbers(`${prefix}-${key}`, 1))
   }
 
   /** The next number of a series, taken inside the caller's transaction (given back if it rolls back). */
@@ -226,9 +258,8 @@ export class PostgresRecords {
 
   async createFeature(now: Date, title: string): Promise<string> {
     await this.assertCanWrite()
+    const id = await this.reserveDatedId('F', now)
     return this.tx('cannot register a feature', async (client) => {
-      const year = await PostgresRecords.allocationKey(client, 'F', now)
-      const id = formatId('F', year, await PostgresRecords.nextNumber(client, `F-${year}`))
       await client.query('INSERT INTO pipe_features (id, body) VALUES ($1, $2)', [id, featureText(id, now, title)])
       return id
     }).then((id) => {

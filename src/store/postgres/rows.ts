@@ -1,5 +1,6 @@
 /** Records read back from rows: parsed and checked, so a row changed outside pipe is named, never used. */
 import {PipeError} from '../../errors.js'
+import type {RunRecord} from '../../types/run.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {wellFormed} from '../trail/checks.js'
 import {verifySpec} from '../trail/integrity.js'
@@ -32,3 +33,6 @@ export function checkedSpec(version: string, body: string): CanonicalSpec {
   wellFormed('spec', spec, `spec version ${version}`, `pipe_specs(${version})`)
   return spec
 }
+
+/** A child run's key in the database: one child per parent run, step, seq and item. */
+export const childKey = (link: NonNullable<RunRecord['parent']>): string => `${link.run_id}/${link.step}/${link.seq}/${link.index ?? 0}`

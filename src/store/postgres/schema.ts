@@ -131,6 +131,8 @@ export async function migrate(client: PoolClient): Promise<void> {
   }
   await client.query('BEGIN')
   try {
+    // Waiting for another process's migration is no stalled holder: no lock_timeout here (store.ts connect).
+    await client.query('SET LOCAL lock_timeout = 0')
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
     await client.query('CREATE TABLE IF NOT EXISTS pipe_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())')
     const {rows} = await client.query<{version: number | null}>('SELECT max(version) AS version FROM pipe_schema')

@@ -8,17 +8,18 @@
  * - A step commits in one transaction: its evidence, its spec version, its snapshot and its run's
  *   sealed head, all or nothing. There is no commit log to finish after a crash: recover() finds
  *   nothing to do.
- * - Ids come from counter rows updated inside the transaction that uses them: a rolled back commit
- *   gives its numbers back, so ids stay gapless with any number of writers, and a row lock orders
- *   them so none is handed out twice. The run index is chained under the lock of its own counter row,
- *   which keeps that chain linear.
+ * - A step's ids (S-, E-) and a feature's (F-) are reserved from counter rows by one statement
+ *   each, before the transaction that uses them, so no row every worker needs is locked while a
+ *   holder is inside its transaction; a transaction that fails leaves a gap, never a repeat. A run's
+ *   id is taken inside its creation, under the run index's own counter row, which keeps that chain
+ *   linear and the ids in its order (run creations are short and never wait on a step).
+ * - No session waits for a row lock, or sits idle inside a transaction, as long as a lease
+ *   (lock_timeout, idle_in_transaction_session_timeout): a stalled holder holds nobody up past it.
  * - A run is held under a lease with an epoch on its row: a holder that dies loses it when the lease
  *   runs out, and one frozen past it finds the epoch moved on and cannot commit (E_CONFLICT).
  *
  * PIPE_AUDIT_KEY seals in this process and never leaves it: only seals reach the database.
  */
-import {randomBytes} from 'node:crypto'
-import os from 'node:os'
 import type {Pool, PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
@@ -47,12 +48,16 @@ import {childrenAmong, pageOf, PAGE_SIZE, type Candidate} from '../trail/listing
 import {auditPostgres} from './audit.js'
 import {timelineOf, vouchRun} from './vouch-read.js'
 import {databaseError, PostgresRecords} from './records.js'
-import {parseRow} from './rows.js'
+import {childKey, parseRow} from './rows.js'
+import {holderOf} from './holder.js'
+import type {RunWorkspace, TeamQueue} from '../team.js'
+import {PostgresWork} from './work.js'
 import {PostgresLedger} from './ledger.js'
-import {writeStepCommit} from './commit.js'
+import {reserveCommitIds, writeStepCommit} from './commit.js'
 import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
+import {importPg} from './pg.js'
 
 type Start = RunStart
 
@@ -63,30 +68,11 @@ function leaseMs(): number {
 }
 
 export {safeUrl}
+export {nameHolder} from './holder.js'
 export {databaseError} from './records.js'
 
-/** The name this process gives itself as a holder (pipe worker --name), shown by pipe runs show. */
-let holderName: string | undefined
-export function nameHolder(name: string | undefined): void {
-  holderName = name
-}
-
-const holderOf = (): {pid: number; host: string; token: string; name?: string} => ({
-  pid: process.pid,
-  host: os.hostname(),
-  token: randomBytes(8).toString('hex'),
-  ...(holderName ? {name: holderName} : {}),
-})
-
-/** A child run's key in the database: one child per parent run, step, seq and item. */
-export const childKey = (link: NonNullable<RunRecord['parent']>): string => `${link.run_id}/${link.step}/${link.seq}/${link.index ?? 0}`
-
-/** The workspace a queued run needs (src/app/worker/workspace.ts): its stable id, the repository's root where it was made, and the folder under it. */
-export interface RunWorkspace {
-  id: string
-  root: string
-  sub: string
-}
+export {childKey}
+export type {RunWorkspace}
 
 export class PostgresStore extends PostgresRecords implements RunStore {
   readonly root: string
@@ -102,7 +88,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
   static async connect(url: string): Promise<PostgresStore> {
     checkStoreUrl(url)
-    const pg = (await import('pg')).default
+    const pg = await importPg()
     const pool = new pg.Pool({
       connectionString: url,
       max: Number(process.env.PIPE_PG_POOL) || 8,
@@ -111,6 +97,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       // it woke, and every other worker's claim of that run would wait behind them past the lease:
       // the server ends such a session first, so the run moves to another worker once the lease runs out.
       idle_in_transaction_session_timeout: Math.max(100, Math.floor((leaseMs() * 2) / 3)),
+      // And no statement waits for a row lock as long as a lease: one kept by a stalled session is
+      // given up (55P03, retried by tx) rather than waited for while the waiter's own leases run out.
+      lock_timeout: Math.max(100, Math.floor(leaseMs() / 2)),
     })
     // An idle connection the server dropped must not crash the process: the next query reconnects.
     pool.on('error', () => undefined)
@@ -148,12 +137,34 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     }
   }
 
-  private cancelSeen(runId: string, reason: string | null): void {
+  /** A cancel request seen for a run (at a renewal, a commit, or a notice, see PostgresWork.listen): its watcher is told once. */
+  cancelSeen(runId: string, reason: string | null): void {
     if (reason === null) return
     const stop = this.cancelWatch.get(runId)
     if (!stop) return
     this.cancelWatch.delete(runId)
     stop(reason)
+  }
+
+  /** The queue, leases and cancel requests workers share (../team.ts). */
+  readonly team: TeamQueue = new PostgresWork(this)
+
+  /**
+   * Runs a claim took the lease of (PostgresWork.claim), held until the claimer gives them back
+   * (unclaim): acquireRun lends that lease to the engine, whose release only ends the loan, so the
+   * claimer takes a stopped run off the queue before anyone else can claim it.
+   */
+  private readonly claimed = new Map<string, {release: Release; lent: boolean}>()
+
+  adoptClaim(runId: string, epoch: number, token: string): void {
+    this.claimed.set(runId, {release: this.hold(runId, epoch, token), lent: false})
+  }
+
+  async unclaim(runId: string): Promise<void> {
+    const claim = this.claimed.get(runId)
+    if (!claim) return
+    this.claimed.delete(runId)
+    await claim.release()
   }
 
   /** The epoch under which this process holds a run, or null. */
@@ -395,6 +406,14 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   }
 
   async acquireRun(runId: string): Promise<Release> {
+    // Claimed with its lease (PostgresWork.claim): that lease is this holder's, lent until released.
+    const claim = this.claimed.get(runId)
+    if (claim && !claim.lent && this.held.has(runId)) {
+      claim.lent = true
+      return async () => {
+        claim.lent = false
+      }
+    }
     await this.assertCanWrite()
     const holder = holderOf()
     const rows = await this.query<{epoch: string}>(
@@ -451,8 +470,10 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   // The step commit
 
   async commitStep(commit: StepCommit, hook?: CommitHook): Promise<Committed> {
+    // Ids first, each series' row locked for one statement: nothing every holder needs is locked inside the transaction.
+    const ids = await reserveCommitIds(this, commit)
     const result = await this.tx(`cannot record step ${commit.step} of ${commit.run_id}`, async (client) =>
-      writeStepCommit(client, await this.lockRun(client, commit.run_id), commit, hook),
+      writeStepCommit(client, await this.lockRun(client, commit.run_id), commit, ids, hook),
     )
     if (hook) await hook(`committed:${commit.step}`)
     return result

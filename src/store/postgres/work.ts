@@ -12,35 +12,20 @@
  */
 import type {PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
-import type {RunEvent, RunRecord} from '../../types/run.js'
-import type {RunDraft} from '../types.js'
-import {childKey, type PostgresStore, type RunWorkspace} from './store.js'
+import type {RunRecord} from '../../types/run.js'
+import type {ChildBirth, LiveWorker, QueuedBirth, QueueEntry, RunWorkspace, ServedWorkspace, TeamQueue} from '../team.js'
+import {childKey} from './rows.js'
+import {holderOf, nameHolder} from './holder.js'
+import type {PostgresStore} from './store.js'
+
+export type {LiveWorker, QueueEntry, ServedWorkspace}
 
 /** The channel a child's end is announced on, with its parent's run id as the payload. */
 export const CHILDREN_CHANNEL = 'pipe_children'
 /** Where a queued run is announced (schema migration 5), with its queue's name. */
 export const QUEUE_CHANNEL = 'pipe_queue'
-
-/** A workspace a worker serves: its stable id and, for people, where it is on that worker's machine. */
-export interface ServedWorkspace {
-  id: string
-  label: string
-}
-
-export interface LiveWorker {
-  id: string
-  host: string
-  pid: number
-  workspaces: ServedWorkspace[]
-}
-
-/** Where a queued run stands for people: its queue, and why no worker has taken it when none can. */
-export interface QueueEntry {
-  queue: string
-  /** Set when no live worker of the queue serves the run's workspace (see noteUnservable). */
-  note: string | null
-  workspace: RunWorkspace | null
-}
+/** Where a cancel request is announced, with the run's id: its holder stops it at once rather than at its next lease renewal. */
+export const CANCEL_CHANNEL = 'pipe_cancel'
 
 /** How long a worker counts as alive without renewing its row (PIPE_LEASE_MS, as a run's lease). */
 function aliveMs(): number {
@@ -48,31 +33,68 @@ function aliveMs(): number {
   return Number.isSafeInteger(set) && set >= 200 ? set : 30000
 }
 
-export class PostgresWork {
+export class PostgresWork implements TeamQueue {
   constructor(private readonly store: PostgresStore) {}
 
-  /** Creates a run not started and puts it on a queue, in one transaction (pipe run --detach). */
-  async createQueued(draft: RunDraft, now: Date, event: RunEvent, queue: string, workspace: RunWorkspace): Promise<RunRecord> {
+  nameHolder(name: string | undefined): void {
+    nameHolder(name)
+  }
+
+  /** Creates runs not started and puts them on a queue, in one transaction (pipe run --detach): all of them or none. */
+  async createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace): Promise<RunRecord[]> {
+    await this.store.assertCanWrite()
     return this.store.tx('cannot queue a run', async (client) => {
-      const record = await this.store.insertRun(client, {draft, now, event, workspace})
-      await client.query('INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2)', [record.run_id, queue])
-      // The workers' for its whole life: what a person gives it later puts it back on this queue (records.ts enqueue).
-      await client.query('UPDATE pipe_runs SET detached_queue = $2 WHERE run_id = $1', [record.run_id, queue])
-      return record
+      const records: RunRecord[] = []
+      for (const {draft, now, event} of births) {
+        const record = await this.store.insertRun(client, {draft, now, event, workspace})
+        await client.query('INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2)', [record.run_id, queue])
+        // The workers' for its whole life: what a person gives it later puts it back on this queue (records.ts enqueue).
+        await client.query('UPDATE pipe_runs SET detached_queue = $2 WHERE run_id = $1', [record.run_id, queue])
+        records.push(record)
+      }
+      return records
     })
   }
 
-  /** Runs of a queue that nobody drives now and whose workspace is one of `workspaces` (a run made before workspaces were recorded: any), oldest first. */
-  async claimable(queue: string, limit: number, workspaces: readonly string[]): Promise<string[]> {
-    const rows = await this.store.query<{run_id: string}>(
+  enqueue(runId: string, queue: string): Promise<void> {
+    return this.store.enqueue(runId, queue)
+  }
+
+  /**
+   * One statement picks the oldest run of the queue that nobody holds and takes its lease (graphile
+   * worker's getJob): FOR UPDATE SKIP LOCKED passes over a run another claimer is taking this very
+   * moment (or whose holder's transaction has its row), so two workers never both go for one run,
+   * and the outer WHERE checks the lease again on the row as it is once locked. A run made before
+   * workspaces were recorded may go to any worker.
+   */
+  async claim(queue: string, workspaces: readonly string[], skip: readonly string[]): Promise<string | null> {
+    await this.store.assertCanWrite()
+    const holder = holderOf()
+    const rows = await this.store.query<{run_id: string; epoch: string}>(
       'cannot read the queue',
-      `SELECT q.run_id FROM pipe_queue q JOIN pipe_runs r USING (run_id)
-       WHERE q.queue = $1 AND (r.holder IS NULL OR r.lease_until IS NULL OR r.lease_until < now())
-         AND (r.workspace_id IS NULL OR r.workspace_id = ANY($3::text[]))
-       ORDER BY q.enqueued_at, q.run_id LIMIT $2`,
-      [queue, limit, workspaces],
+      `UPDATE pipe_runs r SET holder = $4, epoch = r.epoch + 1, lease_until = now() + make_interval(secs => $5::double precision / 1000)
+       WHERE r.run_id = (
+         SELECT c.run_id FROM pipe_queue q JOIN pipe_runs c USING (run_id)
+         WHERE q.queue = $1 AND (c.holder IS NULL OR c.lease_until IS NULL OR c.lease_until < now())
+           AND (c.workspace_id IS NULL OR c.workspace_id = ANY($2::text[])) AND NOT (c.run_id = ANY($3::text[]))
+         ORDER BY q.enqueued_at, q.run_id
+         LIMIT 1 FOR UPDATE OF c SKIP LOCKED)
+       AND (r.holder IS NULL OR r.lease_until IS NULL OR r.lease_until < now())
+       RETURNING r.run_id, r.epoch`,
+      [queue, workspaces, skip, JSON.stringify(holder), aliveMs()],
     )
-    return rows.map((r) => r.run_id)
+    const row = rows[0]
+    if (!row) return null
+    this.store.adoptClaim(row.run_id, Number(row.epoch), holder.token)
+    return row.run_id
+  }
+
+  unclaim(runId: string): Promise<void> {
+    return this.store.unclaim(runId)
+  }
+
+  watchCancel(runId: string, stop: (reason: string) => void): () => void {
+    return this.store.watchCancel(runId, stop)
   }
 
   /** Says this worker is alive, on which queue and for which workspaces (again: renews it). */
@@ -184,7 +206,7 @@ export class PostgresWork {
     limit: number
     queue: string
     runId?: string
-    create?: {draft: RunDraft; now: Date; event: RunEvent; root: string | null}
+    create?: ChildBirth
     /** Made (when missing) but not queued: the step stopped before a slot freed. */
     createOnly?: boolean
   }): Promise<string | null> {
@@ -255,12 +277,14 @@ export class PostgresWork {
     })
   }
 
-  /** Asks whoever holds the run to stop it as cancelled (seen at its next heartbeat or commit); the first reason stays. */
+  /** Asks whoever holds the run to stop it as cancelled (seen at once by a listening holder, else at its next heartbeat or commit); the first reason stays. */
   async requestCancel(runId: string, reason: string): Promise<void> {
-    await this.store.query(`cannot cancel run ${runId}`, 'UPDATE pipe_runs SET cancel_request = $2 WHERE run_id = $1 AND cancel_request IS NULL', [
-      runId,
-      reason,
-    ])
+    await this.store.query(
+      `cannot cancel run ${runId}`,
+      `WITH asked AS (UPDATE pipe_runs SET cancel_request = $2 WHERE run_id = $1 AND cancel_request IS NULL RETURNING run_id)
+       SELECT pg_notify($3, $1)`,
+      [runId, reason, CANCEL_CHANNEL],
+    )
   }
 
   async cancelRequest(runId: string): Promise<string | null> {
@@ -272,23 +296,84 @@ export class PostgresWork {
 
   /**
    * Calls `wake` with a parent's run id each time one of its children stops, and `queued` each time
-   * a run is put on `queue`; returns the stop. One connection of the pool stays taken while it listens.
+   * a run is put on `queue`; returns the stop. One connection of the pool stays taken while it
+   * listens. A connection that drops (the server restarted, the backend was terminated) is made
+   * again after a jittered backoff, so a team's workers do not all knock at once; once it is back
+   * both callbacks are called (with '' for the parent), since a notice sent while it was down is lost.
    */
   async listen(wake: (parentRunId: string) => void, queue?: {name: string; queued: () => void}): Promise<() => Promise<void>> {
-    const client = await this.store.pool.connect()
+    let client: PoolClient | undefined
+    let stopped = false
+    let failures = 0
+    let timer: NodeJS.Timeout | undefined
     const onNotice = (message: {channel: string; payload?: string | undefined}): void => {
       if (message.channel === CHILDREN_CHANNEL && message.payload) wake(message.payload)
       else if (message.channel === QUEUE_CHANNEL && queue && message.payload === queue.name) queue.queued()
+      else if (message.channel === CANCEL_CHANNEL && message.payload && this.store.heldEpoch(message.payload) !== null) {
+        const runId = message.payload
+        // Missed here, it is still seen at the run's next renewal or commit.
+        void this.cancelRequest(runId).then(
+          (reason) => this.store.cancelSeen(runId, reason),
+          () => undefined,
+        )
+      }
     }
-    client.on('notification', onNotice)
-    // A connection the server dropped: the poll behind the wake goes on without it.
-    client.on('error', () => undefined)
-    await client.query(`LISTEN ${CHILDREN_CHANNEL}`)
-    if (queue) await client.query(`LISTEN ${QUEUE_CHANNEL}`)
+    const again = (): void => {
+      if (stopped || timer) return
+      failures++
+      const ceiling = Math.min(30000, 100 * 2 ** Math.min(failures, 9))
+      timer = setTimeout(
+        () => {
+          timer = undefined
+          void connect()
+        },
+        ceiling / 2 + Math.random() * (ceiling / 2),
+      )
+      timer.unref()
+    }
+    const lost = (dropped: PoolClient): void => {
+      if (client !== dropped) return
+      client = undefined
+      dropped.off('notification', onNotice)
+      dropped.release(true)
+      again()
+    }
+    const connect = async (): Promise<boolean> => {
+      let made: PoolClient | undefined
+      try {
+        made = await this.store.pool.connect()
+        const mine = made
+        mine.on('notification', onNotice)
+        mine.on('error', () => lost(mine))
+        mine.on('end', () => lost(mine))
+        client = mine
+        await mine.query(`LISTEN ${CHILDREN_CHANNEL}`)
+        await mine.query(`LISTEN ${CANCEL_CHANNEL}`)
+        if (queue) await mine.query(`LISTEN ${QUEUE_CHANNEL}`)
+        if (stopped) return false
+        const wasDown = failures > 0
+        failures = 0
+        if (wasDown) {
+          wake('')
+          queue?.queued()
+        }
+        return true
+      } catch {
+        if (made && client === made) lost(made)
+        else again()
+        return false
+      }
+    }
+    await connect()
     return async () => {
-      client.off('notification', onNotice)
-      await client.query('UNLISTEN *').catch(() => undefined)
-      client.release(true)
+      stopped = true
+      clearTimeout(timer)
+      const last = client
+      client = undefined
+      if (!last) return
+      last.off('notification', onNotice)
+      await last.query('UNLISTEN *').catch(() => undefined)
+      last.release(true)
     }
   }
 }
