@@ -15,7 +15,9 @@ const EACH = 250
 describe('many writers on one PostgreSQL store', function () {
   this.timeout(300000)
   let cluster: Cluster
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
 
   it(`${WRITERS} processes × ${EACH} run creations: ids gapless and never twice, the run index linear, audit verify passes`, async () => {

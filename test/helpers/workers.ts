@@ -78,8 +78,8 @@ export function useWorkerSuite(prefix: string, set: (suite: WorkerSuite) => void
   const team = new Workers()
   let cluster: Cluster | undefined
   let cleanup: (() => Promise<void>) | undefined
-  before(async () => {
-    cluster = await startCluster(options)
+  before(async function () {
+    cluster = await startCluster(this, options)
   })
   after(async () => cluster?.stop())
   beforeEach(async () => {
