@@ -38,7 +38,7 @@ afterEach(async () => cleanup())
  * process per check cost most of this file's time. What only a process shows stays a process: every
  * kill is a real SIGKILL of a real `pipe`, every resume and finish a real `pipe` after it, and
  * `audit verify` and `runs show` run as processes in the tests that check what they print and
- * exit with (here and in audit.test.ts, run.test.ts).
+ * exit with (here: the SIGTERM test, the audit trail and replay tests; and audit.test.ts).
  */
 async function storeAt(cwd: string): Promise<RunStore> {
   return openStore(path.join(cwd, '.pipe'), 'existing')
