@@ -167,7 +167,9 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
   let dir: string
   let cleanup: () => Promise<void>
   let url: string
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
   beforeEach(async () => {
     ;({dir, cleanup} = await tempDir('pipe-clock-pg-'))

@@ -11,11 +11,11 @@ import {chmod, mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promi
 import path from 'node:path'
 import {PipeError} from '../../src/errors.js'
 import {defaultPolicy} from '../../src/policy/policy.js'
-import {findBwrap} from '../../src/policy/sandbox.js'
 import {toolNamed} from '../../src/steps/agent/tools.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {needs} from '../helpers/tools.js'
 
 interface RunJson {
   run_id: string
@@ -70,8 +70,9 @@ function hook(marker: string): string {
 describe('containment: planted git repositories and config', function () {
   this.timeout(180000)
 
-  before(() => {
-    expect(findBwrap(), 'bubblewrap (bwrap) must be installed for the containment tests').to.be.a('string')
+  before(function () {
+    // Skipped without bwrap (said once at the start), failed under CI.
+    needs(this, 'bubblewrap')
   })
 
   it('refuses a .git a sandboxed test planted in a monorepo package, and never runs its post-commit hook', async () => {

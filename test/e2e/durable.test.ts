@@ -6,6 +6,10 @@ import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
+import {deliveredKeys} from '../../src/steps/registry.js'
+import {openStore} from '../../src/store/open.js'
+import {effectiveStatus} from '../../src/store/queries.js'
+import type {AuditReport, RunStore} from '../../src/store/types.js'
 import {hashJson} from '../../src/util/hash.js'
 import {bin, defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {changeIn} from '../helpers/wait.js'
@@ -28,11 +32,36 @@ let cleanup: () => Promise<void>
 beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-durable-')))
 afterEach(async () => cleanup())
 
-async function snapshotsOf(cwd: string, runId: string): Promise<Snapshot[]> {
-  const result = await pipe(['snapshot', 'show', runId, '--json'], {cwd})
-  expect(result.code, result.stderr).to.equal(0)
-  return json<Snapshot[]>(result)
+/*
+ * The checks after a kill read the store in this process, through the same store code the commands
+ * use (`snapshot show`, `spec show`, `runs show`, `audit verify` print what these return): a CLI
+ * process per check cost most of this file's time. What only a process shows stays a process: every
+ * kill is a real SIGKILL of a real `pipe`, every resume and finish a real `pipe` after it, and
+ * `audit verify` and `runs show` run as processes in the tests that check what they print and
+ * exit with (here: the SIGTERM test, the audit trail and replay tests; and audit.test.ts).
+ */
+async function storeAt(cwd: string): Promise<RunStore> {
+  return openStore(path.join(cwd, '.pipe'), 'existing')
 }
+
+async function snapshotsOf(cwd: string, runId: string): Promise<Snapshot[]> {
+  return (await storeAt(cwd)).readSnapshots(runId)
+}
+
+/** What `pipe runs show RUN --json` says the run's status is (a running run whose process died is interrupted). */
+async function statusOf(cwd: string, runId: string): Promise<string> {
+  const store = await storeAt(cwd)
+  return effectiveStatus(store, await store.readRun(runId))
+}
+
+/** `pipe audit verify` of the whole store: leftovers of crashes are cleaned (and listed as such), then every record checked. */
+async function audited(cwd: string): Promise<AuditReport> {
+  return (await storeAt(cwd)).audit(undefined, {deliveredKeys})
+}
+
+/** The report as `pipe audit verify` prints it, for a failure message. */
+const said = (report: AuditReport): string =>
+  [...report.problems, ...report.notes, ...report.cleaned].map((f) => `${f.file}  ${f.field}  ${f.record}: ${f.message}`).join('\n')
 
 async function runIds(cwd: string): Promise<string[]> {
   return (await readdir(path.join(cwd, '.pipe', 'runs')).catch(() => [] as string[])).filter((n) => n.startsWith('R-'))
@@ -68,12 +97,30 @@ async function checkRun(cwd: string, runId: string, expectedSteps: string[], exp
   const evidenceFiles = (await readdir(path.join(cwd, '.pipe', 'evidence'))).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5))
   const linked = list.flatMap((s) => s.evidence_links.map((l) => l.evidence_id))
   expect(evidenceFiles.sort(), 'every evidence record written is linked, once').to.deep.equal([...linked].sort())
-  const last = json<CanonicalSpec>(await pipe(['spec', 'show', written.at(-1)!, '--json'], {cwd}))
+  const last = await (await storeAt(cwd)).readSpec(written.at(-1)!)
   const {meta: _meta, ...body} = last
   expect(body).to.deep.equal(expectedBody)
-  const audit = await pipe(['audit', 'verify'], {cwd})
-  expect(audit.code, `audit verify:\n${audit.stdout}${audit.stderr}`).to.equal(0)
-  expect(audit.stderr).to.not.contain('note:')
+  const audit = await audited(cwd)
+  expect(audit.ok, `audit verify:\n${said(audit)}`).to.equal(true)
+  expect(audit.notes, said(audit)).to.deep.equal([])
+}
+
+/** A point's kind: `journal-written` of `journal-written:compile#1`, `write` of `write#17`. */
+const kindOf = (point: string): string => point.replace(/[:#].*$/, '')
+
+/**
+ * `count` points of a run's trace (in their order) to kill it at: the first of each kind of point
+ * (a step starting, a journal, an evidence record, a spec version, a snapshot, a publication, a
+ * bare file write...), the rest spread evenly over the trace. Every kill costs two real processes;
+ * the points between two chosen ones are the same kinds of write at other steps.
+ */
+function sample(points: string[], count: number): string[] {
+  if (points.length <= count) return points
+  const firsts = new Set([...new Set(points.map(kindOf))].map((kind) => points.find((p) => kindOf(p) === kind)!))
+  const n = Math.max(count - firsts.size, 0)
+  const spread = Array.from({length: n}, (_, i) => points[Math.floor((i * (points.length - 1)) / Math.max(n - 1, 1))]!)
+  const chosen = new Set([...firsts, ...spread])
+  return points.filter((p) => chosen.has(p))
 }
 
 function killedBy(result: CliResult): boolean {
@@ -83,7 +130,7 @@ function killedBy(result: CliResult): boolean {
 describe('durable runs: killed at any point, resumed without loss or repetition', function () {
   this.timeout(600000)
 
-  it('survives SIGKILL at 50 points spread across the default pipeline', async () => {
+  it('survives SIGKILL at 30 points spread across the default pipeline, every kind of point among them', async () => {
     // A clean run, traced: the points it passes, its steps and its final spec.
     const trace = path.join(dir, 'trace.txt')
     const baselineDir = path.join(dir, 'baseline')
@@ -98,8 +145,9 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
     expect(from).to.be.greaterThan(-1)
     const candidates = points.slice(from)
     expect(candidates.length).to.be.greaterThan(50)
-    const chosen = Array.from({length: 50}, (_, i) => candidates[Math.floor((i * (candidates.length - 1)) / 49)]!)
-    expect(new Set(chosen).size).to.equal(50)
+    const chosen = sample(candidates, 30)
+    // Every kind of point the run passes is killed at, at least once.
+    expect(new Set(chosen.map(kindOf))).to.deep.equal(new Set(candidates.map(kindOf)))
 
     const one = async (point: string, i: number): Promise<void> => {
       const cwd = path.join(dir, `kill-${i}`)
@@ -108,9 +156,7 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
       expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
       const [runId] = await runIds(cwd)
       expect(runId, `a run exists after ${point}`).to.be.a('string')
-      const listed = await pipe(['runs', 'list', '--json'], {cwd})
-      expect(listed.code, `the store loads after ${point}`).to.equal(0)
-      const status = json<{runs: Array<{status: string}>}>(listed).runs[0]!.status
+      const status = await statusOf(cwd, runId!)
       expect(['interrupted', 'succeeded', 'pending'], `status after ${point}`).to.include(status)
       const resumed = await pipe(['resume', runId!, '--json'], {cwd})
       if (status === 'succeeded') expect(resumed.code).to.equal(2)
@@ -401,13 +447,11 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
   this.timeout(900000)
 
   /** After a kill: audit verify passes (crash leftovers cleaned, never reported as damage), runs list loads, no temp file is left. */
-  async function verifiesAfterKill(cwd: string, point: string): Promise<CliResult> {
-    const audit = await pipe(['audit', 'verify'], {cwd})
-    expect(audit.code, `audit verify after a kill at ${point}:\n${audit.stdout}${audit.stderr}`).to.equal(0)
-    const listed = await pipe(['runs', 'list', '--json'], {cwd})
-    expect(listed.code, `runs list after a kill at ${point}: ${listed.stderr}`).to.equal(0)
-    for (const run of json<{runs: Array<{status: string}>}>(listed).runs)
-      expect(['pending', 'interrupted', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled']).to.include(run.status)
+  async function verifiesAfterKill(cwd: string, point: string): Promise<AuditReport> {
+    const audit = await audited(cwd)
+    expect(audit.ok, `audit verify after a kill at ${point}:\n${said(audit)}`).to.equal(true)
+    for (const id of await runIds(cwd))
+      expect(['pending', 'interrupted', 'running', 'awaiting_input', 'succeeded', 'failed', 'blocked', 'cancelled']).to.include(await statusOf(cwd, id))
     const leftovers = Object.keys(await storeState(cwd)).filter((f) => /(^|\/)\.new-|\.tmp$/.test(f))
     expect(leftovers, `left after a kill at ${point} and audit verify`).to.deep.equal([])
     return audit
@@ -419,11 +463,6 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     const points = (await readFile(trace, 'utf8')).trim().split('\n')
     await (await import('node:fs/promises')).rm(trace)
     return {points, result}
-  }
-
-  function spread(points: string[], count: number): string[] {
-    if (points.length <= count) return points
-    return [...new Set(Array.from({length: count}, (_, i) => points[Math.floor((i * (points.length - 1)) / (count - 1))]!))]
   }
 
   async function fresh(name: string): Promise<string> {
@@ -442,12 +481,13 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
       const audit = await verifiesAfterKill(cwd, point)
       const ids = await runIds(cwd)
+      const cleaned = audit.cleaned.map((c) => c.message).join('\n')
       if (point === 'run-staged#1') {
-        expect(audit.stderr).to.contain('cleaned:').and.contain('removed a run creation that process')
+        expect(cleaned).to.contain('removed a run creation that process')
         expect(ids).to.deep.equal([])
       }
       if (point === 'run-indexed#1') {
-        expect(audit.stderr).to.contain('cleaned:').and.contain('finished creating the run')
+        expect(cleaned).to.contain('finished creating the run')
         expect(ids).to.have.length(1)
       }
       for (const id of ids) {
@@ -455,14 +495,13 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         expect(resumed.code, `resume after a kill at ${point}: ${resumed.stderr}`).to.equal(0)
         expect(json<RunJson>(resumed).status).to.equal('succeeded')
       }
-      const again = await pipe(['audit', 'verify'], {cwd})
-      expect(again.code, `after a kill at ${point} and resume:\n${again.stdout}${again.stderr}`).to.equal(0)
+      const again = await audited(cwd)
+      expect(again.ok, `after a kill at ${point} and resume:\n${said(again)}`).to.equal(true)
       // A kill after the feature record and before the run: the feature no run names is named, nothing else.
       const features = (await readdir(path.join(cwd, '.pipe', 'features')).catch(() => [] as string[])).filter((f) => f.endsWith('.json'))
-      const notes = again.stderr.split('\n').filter((l) => l.startsWith('note:'))
       const orphaned = ids.length === 0 && features.length === 1
       expect(
-        notes.map((l) => /no run names this feature/.test(l)),
+        again.notes.map((n) => /no run names this feature/.test(n.message)),
         point,
       ).to.deep.equal(orphaned ? [true] : [])
     }
@@ -504,9 +543,9 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
   }
 
   const resumeTo = async (cwd: string, runId: string): Promise<void> => {
-    const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
-    if (['failed', 'blocked', 'cancelled'].includes(shown.status)) return
-    if (shown.status === 'awaiting_input') await pipe(['review', runId, '--decision', 'go'], {cwd})
+    const status = await statusOf(cwd, runId)
+    if (['failed', 'blocked', 'cancelled'].includes(status)) return
+    if (status === 'awaiting_input') await pipe(['review', runId, '--decision', 'go'], {cwd})
     else await pipe(['resume', runId], {cwd})
   }
 
@@ -533,9 +572,9 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       final: 'cancelled',
       code: 5,
       finish: async (cwd, runId) => {
-        const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
-        if (shown.status === 'awaiting_input') await pipe(['review', runId, '--decision', 'drop'], {cwd})
-        else if (shown.status !== 'cancelled') await pipe(['resume', runId], {cwd})
+        const status = await statusOf(cwd, runId)
+        if (status === 'awaiting_input') await pipe(['review', runId, '--decision', 'drop'], {cwd})
+        else if (status !== 'cancelled') await pipe(['resume', runId], {cwd})
       },
     },
     {
@@ -548,8 +587,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       // pipe cancel exits 5 (CANCELLED), as the exit-code table says.
       code: 5,
       finish: async (cwd, runId) => {
-        const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
-        if (shown.status !== 'cancelled') expect((await pipe(['cancel', runId, '--reason', 'superseded'], {cwd})).code).to.equal(5)
+        if ((await statusOf(cwd, runId)) !== 'cancelled') expect((await pipe(['cancel', runId, '--reason', 'superseded'], {cwd})).code).to.equal(5)
       },
     },
     {
@@ -593,7 +631,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       const {points, result} = await tracePoints(baseDir, setup.args)
       expect(result.code, result.stderr).to.equal(scenario.code)
       const from = points.indexOf('run-created#1')
-      const chosen = spread(points.slice(Math.max(from, 0)), 12)
+      const chosen = sample(points.slice(Math.max(from, 0)), 12)
       for (const [i, point] of chosen.entries()) {
         const cwd = await copyOfSetup(`${scenario.final}-${scenarios.indexOf(scenario)}-${i}`)
         const killed = await pipe(setup.args, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
@@ -601,11 +639,10 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         await verifiesAfterKill(cwd, point)
         const runId = setup.runId ?? (await runIds(cwd))[0]!
         await scenario.finish(cwd, runId)
-        const shown = json<{status: string}>(await pipe(['runs', 'show', runId, '--json'], {cwd}))
-        expect(shown.status, `${scenario.name}, killed at ${point}`).to.equal(scenario.final)
-        const audit = await pipe(['audit', 'verify'], {cwd})
-        expect(audit.code, `after a kill at ${point} and the run's end:\n${audit.stdout}${audit.stderr}`).to.equal(0)
-        expect(audit.stderr, `after a kill at ${point}`).to.not.contain('note:')
+        expect(await statusOf(cwd, runId), `${scenario.name}, killed at ${point}`).to.equal(scenario.final)
+        const audit = await audited(cwd)
+        expect(audit.ok, `after a kill at ${point} and the run's end:\n${said(audit)}`).to.equal(true)
+        expect(audit.notes, `after a kill at ${point}: ${said(audit)}`).to.deep.equal([])
       }
     })
   }

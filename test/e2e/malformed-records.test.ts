@@ -180,6 +180,22 @@ const kinds: Kind[] = [
   },
 ]
 
+/**
+ * The commands a variant of a kind is checked with: every variant by audit verify (each form the
+ * kind lists) and by at least one command that reads the record; every reading command by `{}` (no
+ * record at all) and by the kind's first variant with fields of the wrong kind, and by the other
+ * variants in turn. (Each pair of a variant and a command was a process of its own: ~300 processes.)
+ */
+function commandsFor(kind: Kind, names: Names, variant: number): string[][] {
+  const all = kind.commands(names)
+  const audits = all.filter((args) => args[0] === 'audit')
+  const reading = all.filter((args) => args[0] !== 'audit')
+  if (reading.length === 0) return audits
+  const firstFieldVariant = kind.variants.findIndex(([name]) => !notRecords.some(([other]) => other === name))
+  if (variant === 0 || variant === firstFieldVariant) return all
+  return [...audits, reading[variant % reading.length]!]
+}
+
 describe('malformed records: reported as tampering naming the file, never E_INTERNAL', function () {
   this.timeout(600000)
   let base: string
@@ -229,7 +245,7 @@ describe('malformed records: reported as tampering naming the file, never E_INTE
 
   for (const kind of kinds) {
     describe(kind.name, () => {
-      for (const [variant, make] of kind.variants) {
+      for (const [index, [variant, make]] of kind.variants.entries()) {
         it(`${variant}`, async () => {
           const {dir, cleanup: done} = await tempDir('pipe-malformed-')
           try {
@@ -247,7 +263,7 @@ describe('malformed records: reported as tampering naming the file, never E_INTE
               lines[at] = make(lines[at]!)
               await writeFile(file, `${lines.join('\n')}\n`)
             } else await writeFile(file, make(original))
-            for (const args of kind.commands(names)) {
+            for (const args of commandsFor(kind, names, index)) {
               const result = await pipe(args, {cwd: dir})
               const said = `${result.stdout}\n${result.stderr}`
               const what = `pipe ${args.join(' ')} (exit ${result.code}):\n${said}`

@@ -108,7 +108,9 @@ describe('foreach children and workspaces across pipe worker processes on a Post
   let slots: string
   let slot: string
   const team = new Workers()
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
   beforeEach(async () => {
     ;({dir, cleanup} = await tempDir('pipe-pg-fan-'))

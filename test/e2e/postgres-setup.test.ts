@@ -29,7 +29,9 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
   let dir: string
   let cleanup: () => Promise<void>
   let db: string
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
   beforeEach(async () => {
     ;({dir, cleanup} = await tempDir('pipe-pg-setup-'))

@@ -26,7 +26,9 @@ describe('the PostgreSQL store through the CLI', function () {
   let cleanup: () => Promise<void>
   let db: string
   let url: string
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
   beforeEach(async () => {
     ;({dir, cleanup} = await tempDir('pipe-pg-cli-'))

@@ -22,7 +22,8 @@ describe('a team of pipe workers on one PostgreSQL store', function () {
   let dir: string
   let db: string
   let url: string
-  const team = useWorkerSuite('pipe-pg-team-', (suite) => ({cluster, dir, db, url} = suite))
+  // Its own cluster: tests here stop and restart the server.
+  const team = useWorkerSuite('pipe-pg-team-', (suite) => ({cluster, dir, db, url} = suite), {own: true})
 
   const startWorker = (args: string[], extra: Record<string, string> = {}): Worker => team.start(url, args, {cwd: dir, env: extra})
 

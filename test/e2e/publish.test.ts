@@ -469,8 +469,11 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
   it("the engine's retries never resend a request that its step timeout cut off", async () => {
     const text = (await readFile(await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'), 'utf8')).replace(
       '    kind: publish\n',
-      '    kind: publish\n    timeout_ms: 400\n    retry: {max_retries: 3}\n',
+      '    kind: publish\n    timeout_ms: 5000\n    retry: {max_retries: 3}\n',
     )
+    // The request hangs for good, so the step's timeout is what ends it, however long it is; it must
+    // only outlast getting the request out, which took more than 400 ms on a busy machine (then every
+    // attempt timed out before sending and nothing arrived).
     const file = path.join(dir, 'pipelines', 'stepped.yaml')
     await writeFile(file, text)
     server.reply({hang: true})

@@ -251,7 +251,9 @@ describe('secrets never leave pipe unmasked (issue 35)', function () {
 
   describe('on a PostgreSQL store whose URL has a password', function () {
     let cluster: Cluster
-    before(async () => (cluster = await startCluster()))
+    before(async function () {
+      cluster = await startCluster(this)
+    })
     after(async () => cluster?.stop())
 
     it('the command that continues a failed run names the store without its password, and it continues the run', async () => {

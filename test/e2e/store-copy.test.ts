@@ -33,7 +33,9 @@ describe('pipe store copy', function () {
   let cluster: Cluster
   let dir: string
   let cleanup: () => Promise<void>
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
   beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-store-copy-')))
   afterEach(async () => cleanup())

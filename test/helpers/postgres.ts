@@ -3,14 +3,20 @@
  * started on 127.0.0.1 with a free port, as the `postgres` user when the tests run as root (initdb
  * refuses root). A template database is migrated once; each test gets its own database made from it
  * (~0.2 s). No mock database anywhere.
+ *
+ * The test files of one mocha process (a parallel worker runs many, one after the other) share one
+ * cluster: initdb, start and migration cost more CPU than most tests that use them, and every test
+ * has a database of its own anyway. A test that restarts or crashes the server asks for a cluster
+ * of its own (`durable`, or `own`).
  */
-import {execFileSync} from 'node:child_process'
+import {execFileSync, spawn} from 'node:child_process'
 import {chownSync, existsSync, mkdtempSync, readdirSync, rmSync} from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import {PostgresStore} from '../../src/store/postgres/store.js'
+import {needs} from './tools.js'
 
 /** The bin folder of the newest installed PostgreSQL (Debian puts initdb and pg_ctl there, not on PATH). */
 export function postgresBin(): string {
@@ -59,11 +65,38 @@ function run(command: string, args: string[]): void {
 
 let counter = 0
 
+let shared: Promise<Cluster> | undefined
+
 /**
  * `durable`: commits are on disk when they return (synchronous_commit on), for a test that crashes
- * the server (pg_ctl restart -m immediate) and counts on what was committed before.
+ * the server (pg_ctl restart -m immediate) and counts on what was committed before. `own`: a
+ * cluster of this caller's alone, for a test that stops, restarts or reconfigures the server.
+ * Otherwise the process's shared cluster, whose stop() leaves it running for the next file.
  */
-export async function startCluster(options: {durable?: boolean} = {}): Promise<Cluster> {
+export async function startCluster(context?: Mocha.Context, options: {durable?: boolean; own?: boolean} = {}): Promise<Cluster> {
+  // Without PostgreSQL installed, a suite whose hook passes its context is skipped (failed under CI).
+  if (context) needs(context, 'postgresql')
+  if (options.durable || options.own) return newCluster(options)
+  shared ??= newCluster({}).then((cluster) => {
+    process.once('exit', () => stopDetached(cluster))
+    return cluster
+  })
+  shared.catch(() => (shared = undefined))
+  return {...(await shared), stop: async () => {}}
+}
+
+/**
+ * At the process's exit (a synchronous moment, and mocha's worker pool kills a worker that takes
+ * long to exit): a detached shell stops the server and removes its folder after this process is gone.
+ */
+function stopDetached(cluster: Cluster): void {
+  const [file, ...args] = asPostgres(path.join(postgresBin(), 'pg_ctl'), ['-D', path.join(cluster.dir, 'data'), '-m', 'immediate', '-w', 'stop'])
+  const quote = (a: string): string => `'${a.replace(/'/g, `'\\''`)}'`
+  const script = `${[file!, ...args].map(quote).join(' ')} >/dev/null 2>&1; rm -rf ${quote(cluster.dir)}`
+  spawn('sh', ['-c', script], {detached: true, stdio: 'ignore'}).unref()
+}
+
+async function newCluster(options: {durable?: boolean}): Promise<Cluster> {
   const bin = postgresBin()
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-pg-'))
   if (process.getuid?.() === 0) {

@@ -74,12 +74,12 @@ export interface WorkerSuite {
  * The hooks every pipe worker suite has: one cluster for the suite, a temp folder and a fresh
  * database before each test (handed to `set`), and its workers and folder gone after it.
  */
-export function useWorkerSuite(prefix: string, set: (suite: WorkerSuite) => void, options: {durable?: boolean} = {}): Workers {
+export function useWorkerSuite(prefix: string, set: (suite: WorkerSuite) => void, options: {durable?: boolean; own?: boolean} = {}): Workers {
   const team = new Workers()
   let cluster: Cluster | undefined
   let cleanup: (() => Promise<void>) | undefined
-  before(async () => {
-    cluster = await startCluster(options)
+  before(async function () {
+    cluster = await startCluster(this, options)
   })
   after(async () => cluster?.stop())
   beforeEach(async () => {

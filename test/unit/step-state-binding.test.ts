@@ -11,7 +11,7 @@ import {PostgresStore} from '../../src/store/postgres/store.js'
 import {Store} from '../../src/store/file/store.js'
 import type {RunStore} from '../../src/store/types.js'
 import {tempDir} from '../helpers/cli.js'
-import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {startCluster} from '../helpers/postgres.js'
 
 const HONEST = 'R-20260101-0001'
 const OTHER = 'R-20260101-0002'
@@ -29,17 +29,14 @@ async function refused(store: RunStore, runId: string, step: string, seq: number
 for (const keyed of [false, true]) {
   describe(`a step state copied to another run, step or attempt is refused (${keyed ? 'with' : 'without'} PIPE_AUDIT_KEY)`, function () {
     this.timeout(120000)
-    let cluster: Cluster
     const saved = process.env.PIPE_AUDIT_KEY
-    before(async () => {
+    before(() => {
       if (keyed) process.env.PIPE_AUDIT_KEY = 'test-key-of-the-team'
       else delete process.env.PIPE_AUDIT_KEY
-      cluster = await startCluster()
     })
-    after(async () => {
+    after(() => {
       if (saved === undefined) delete process.env.PIPE_AUDIT_KEY
       else process.env.PIPE_AUDIT_KEY = saved
-      await cluster?.stop()
     })
 
     it('in the file store', async () => {
@@ -64,7 +61,9 @@ for (const keyed of [false, true]) {
       }
     })
 
-    it('in the PostgreSQL store', async () => {
+    it('in the PostgreSQL store', async function () {
+      // This process's shared cluster (helpers/postgres.ts); skipped without PostgreSQL, failed under CI.
+      const cluster = await startCluster(this)
       const db = await cluster.createDatabase()
       const store = await PostgresStore.connect(cluster.url(db))
       try {

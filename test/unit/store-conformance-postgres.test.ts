@@ -5,7 +5,9 @@ import {storeConformance, type TamperTarget} from '../store-conformance.js'
 describe('the PostgreSQL store', function () {
   this.timeout(120000)
   let cluster: Cluster
-  before(async () => (cluster = await startCluster()))
+  before(async function () {
+    cluster = await startCluster(this)
+  })
   after(async () => cluster?.stop())
 
   storeConformance('the PostgreSQL store', async () => {
