@@ -4,10 +4,13 @@
  * here, before the store seals them. A record is sealed and append-only: a secret that reached one
  * could never be scrubbed without breaking its seal, so nothing a store writes is trusted to have
  * been masked field by field upstream (a pause's reason, a decision, a hint, an error message are
- * composed from resolved values). The publish ledger redacts its entries itself (ledger.ts).
+ * composed from resolved values). A team store's queue (`team`) creates runs too, and keeps a cancel
+ * request's reason and a queued run's note: its writes pass the same door. The publish ledger
+ * redacts its entries itself (ledger.ts).
  */
 import type {RunRecord} from '../types/run.js'
 import {redactDeep, redactInPlace} from '../util/redact.js'
+import type {TeamQueue} from './team.js'
 import type {RunStore} from './types.js'
 
 type Change = (record: RunRecord) => void
@@ -31,9 +34,26 @@ export function redacting<S extends RunStore>(store: S): S {
     createFeature: (now, title) => store.createFeature(now, redactDeep(title)),
     writeStepState: (runId, step, seq, state) => store.writeStepState(runId, step, seq, redactDeep(state)),
   }
+  const team = store.team
+  if (team) writes.team = redactingTeam(team)
   return new Proxy(store, {
     get(target, key, receiver): unknown {
       if (typeof key === 'string' && Object.hasOwn(writes, key)) return writes[key as keyof RunStore]
+      return Reflect.get(target, key, receiver)
+    },
+  })
+}
+
+function redactingTeam(team: TeamQueue): TeamQueue {
+  const writes: Partial<TeamQueue> = {
+    createQueued: (births, queue, workspace) => team.createQueued(redactDeep(births), queue, workspace),
+    queueChild: (options) => team.queueChild(options.create ? {...options, create: redactDeep(options.create)} : options),
+    requestCancel: (runId, reason) => team.requestCancel(runId, redactDeep(reason)),
+    setNote: (runId, note) => team.setNote(runId, note === null ? null : redactDeep(note)),
+  }
+  return new Proxy(team, {
+    get(target, key, receiver): unknown {
+      if (typeof key === 'string' && Object.hasOwn(writes, key)) return writes[key as keyof TeamQueue]
       return Reflect.get(target, key, receiver)
     },
   })

@@ -57,6 +57,22 @@ describe('a team of pipe workers on one PostgreSQL store', function () {
     expect(epochs.map((e) => Number(e.epoch))).to.deep.equal(runIds.map(() => 1))
   })
 
+  it('a queued run passes the same redacting door as every record: a token in its inputs is masked in every row', async () => {
+    await writeFile(
+      path.join(dir, 'greet.yaml'),
+      'version: 1\nname: greet\ninputs:\n  name: {type: string, required: true}\nsteps:\n  - {id: done, kind: end, status: succeeded, reason: greeted}\n',
+    )
+    const token = `ghp_${'Q7'.repeat(18)}`
+    await writeFile(path.join(dir, 'runs.jsonl'), `${JSON.stringify({name: token})}\n`)
+    const queued = await pipe(['run', path.join(dir, 'greet.yaml'), '--policy', policy, '--detach', '--inputs-file', 'runs.jsonl', '--store', url, '--json'], {
+      cwd: dir,
+    })
+    expect(queued.code, queued.stderr).to.equal(0)
+    const rows = await cluster.sql<{body: string}>(db, 'SELECT body FROM pipe_runs UNION ALL SELECT line AS body FROM pipe_events')
+    expect(rows.length).to.be.greaterThan(1)
+    for (const {body} of rows) expect(body).to.not.include(token)
+  })
+
   it('pipe run --detach --inputs-file queues one run per line in one call, each id in the answer; a bad line or an empty file queues nothing', async () => {
     await writeFile(
       path.join(dir, 'greet.yaml'),
