@@ -24,7 +24,7 @@ function redactedChange(change: Change): Change {
 
 /** `store`, with each of its writes redacted; everything else (reads, store-specific methods, instanceof) is the store's own. */
 export function redacting<S extends RunStore>(store: S): S {
-  const writes: Partial<RunStore> = {
+  const writes: {-readonly [K in keyof RunStore]?: RunStore[K]} = {
     createRun: (draft, now, event) => store.createRun(redactDeep(draft), now, redactDeep(event)),
     createStartedRun: (draft, now, created, start) =>
       store.createStartedRun(redactDeep(draft), now, redactDeep(created), {event: redactDeep(start.event), change: redactedChange(start.change)}),

@@ -17,7 +17,7 @@ import type {LedgerEntry} from '../../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock} from '../../util/lock.js'
 import {redactDeep} from '../../util/redact.js'
-import {sealRecord} from '../trail/integrity.js'
+import {sealedLedgerEntry} from '../trail/records.js'
 import {isObject, notAnObject} from '../trail/shapes.js'
 import type {LedgerRecords} from '../types.js'
 import {appendChained, linesFromEnd} from './trail.js'
@@ -91,13 +91,10 @@ export class FileLedger implements LedgerRecords {
   }
 
   async write(raw: LedgerEntry): Promise<void> {
-    // Attempts carry what targets answered, which may echo a webhook URL: no secret is stored.
-    const entry = redactDeep(raw)
-    const result = check('ledger', entry)
-    if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
+    const sealed = sealedLedgerEntry(raw)
+    const entry = sealed
     await mkdir(this.dir, {recursive: true})
     await mkdir(path.dirname(this.logFile), {recursive: true})
-    const sealed = sealRecord(entry)
     const release = await acquireLock(`${this.logFile}.lock`, {
       waitMs: 60000,
       busy: (holder) => `the ledger log is held by another pipe process (pid ${holder.pid})`,

@@ -1,10 +1,7 @@
 /** The in-memory store's publish ledger (see ./store.ts): entries by key and the chained log of every write, redacted and sealed as the other stores keep them. */
 import {PipeError} from '../../errors.js'
-import {check, describeErrors} from '../../schema/registry.js'
 import type {LedgerEntry} from '../../types/ledger.js'
-import {redactDeep} from '../../util/redact.js'
-import {sealLine, sealRecord} from '../trail/integrity.js'
-import {lineText, recordText} from '../trail/records.js'
+import {ledgerLogLine, lineText, recordText, sealedLedgerEntry} from '../trail/records.js'
 import type {LedgerRecords} from '../types.js'
 
 /** Where the ledger keeps its records: the store's maps. */
@@ -36,14 +33,11 @@ export class MemoryLedger implements LedgerRecords {
   }
 
   async write(raw: LedgerEntry): Promise<void> {
-    const entry = redactDeep(raw)
-    const result = check('ledger', entry)
-    if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
+    const sealed = sealedLedgerEntry(raw)
+    const entry = sealed
     assertKey(entry.key)
-    const sealed = sealRecord(entry)
-    const prev = this.store.ledgerLog.at(-1)
     const entries = [...this.store.ledgerEntries.keys()].filter((k) => k !== entry.key).length + 1
-    const line = sealLine({key: entry.key, entry_seal: sealed.seal, entries}, prev ? (JSON.parse(prev) as {hash: string}).hash : null)
+    const line = ledgerLogLine(sealed, entries, this.store.ledgerLog.at(-1) ?? null)
     this.store.ledgerLog.push(lineText(line))
     this.store.ledgerEntries.set(entry.key, recordText(sealed))
   }

@@ -8,7 +8,7 @@ import {PipeError} from '../../errors.js'
 import {check, describeErrors} from '../../schema/registry.js'
 import type {LedgerEntry} from '../../types/ledger.js'
 import {redactDeep} from '../../util/redact.js'
-import {sealLine, sealRecord} from '../trail/integrity.js'
+import {ledgerLogLine, sealedLedgerEntry} from '../trail/records.js'
 import type {LedgerRecords} from '../types.js'
 import {safeUrl} from '../location.js'
 import {databaseError, PostgresRecords} from './records.js'
@@ -51,16 +51,14 @@ export class PostgresLedger implements LedgerRecords {
   }
 
   async write(raw: LedgerEntry): Promise<void> {
-    const entry = redactDeep(raw)
-    const result = check('ledger', entry)
-    if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
+    const sealed = sealedLedgerEntry(raw)
+    const entry = sealed
     assertKey(entry.key)
-    const sealed = sealRecord(entry)
     await this.store.tx(`cannot write the ledger entry ${entry.key}`, async (client) => {
       const pos = await PostgresRecords.nextNumber(client, 'ledger-log')
       const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_ledger_log WHERE pos = $1', [pos - 1])).rows[0] : undefined
       const entries = Number((await client.query<{n: string}>('SELECT count(*) AS n FROM pipe_ledger WHERE key <> $1', [entry.key])).rows[0]!.n) + 1
-      const line = sealLine({key: entry.key, entry_seal: sealed.seal, entries}, prev ? (JSON.parse(prev.line) as {hash: string}).hash : null)
+      const line = ledgerLogLine(sealed, entries, prev?.line ?? null)
       await client.query('INSERT INTO pipe_ledger_log (pos, key, line) VALUES ($1, $2, $3)', [pos, entry.key, JSON.stringify(line)])
       await client.query('INSERT INTO pipe_ledger (key, body) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body', [
         entry.key,

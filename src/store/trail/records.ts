@@ -5,7 +5,11 @@
  */
 import type {Evidence} from '../../types/evidence.js'
 import type {CanonicalSpec} from '../../types/spec.js'
-import {sealEvidence, sealRecord, sealSpec} from './integrity.js'
+import {PipeError} from '../../errors.js'
+import {check, describeErrors} from '../../schema/registry.js'
+import type {LedgerEntry} from '../../types/ledger.js'
+import {redactDeep} from '../../util/redact.js'
+import {sealEvidence, sealLine, sealRecord, sealSpec} from './integrity.js'
 import type {EvidenceDraft, SpecDraft} from '../types.js'
 import {assertValid} from './checks.js'
 
@@ -47,3 +51,21 @@ export function evidenceText(draft: EvidenceDraft, now: Date, id: string): strin
 export function featureText(id: string, now: Date, title?: string): string {
   return recordText(sealRecord(title === undefined ? {feature_id: id, created_at: now.toISOString()} : {feature_id: id, title, created_at: now.toISOString()}))
 }
+
+/**
+ * A publish ledger entry as every store keeps it: redacted (its attempts carry what targets
+ * answered, which may echo a webhook URL), checked against the schema, sealed.
+ */
+export function sealedLedgerEntry(raw: LedgerEntry): LedgerEntry & {seal: string} {
+  const entry = redactDeep(raw)
+  const result = check('ledger', entry)
+  if (!result.valid) throw new PipeError('E_INTERNAL', `refusing to store an invalid ledger entry: ${describeErrors(result.errors)}`)
+  return sealRecord(entry)
+}
+
+/** The ledger log's line for a written entry, chained to the line before; `entries`: how many entries the ledger holds with it. */
+export function ledgerLogLine(entry: LedgerEntry & {seal: string}, entries: number, prevLine: string | null): ChainedLedgerLine {
+  return sealLine({key: entry.key, entry_seal: entry.seal, entries}, prevLine ? (JSON.parse(prevLine) as {hash: string}).hash : null)
+}
+
+export type ChainedLedgerLine = {key: string; entry_seal: string; entries: number; prev: string | null; hash: string}
