@@ -44,7 +44,7 @@ import type {
   StartedRun,
   StepCommit,
 } from '../types.js'
-import {childrenAmong, pageOf, PAGE_SIZE, type Candidate} from '../trail/listing.js'
+import {listChildRows, listRunRows} from './listing.js'
 import {auditPostgres} from './audit.js'
 import {timelineOf, vouchRun} from './vouch-read.js'
 import {databaseError, PostgresRecords} from './records.js'
@@ -314,48 +314,12 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return rows.map((r) => r.run_id).sort((a, b) => compareIds(b, a))
   }
 
-  /**
-   * A page of runs, newest first: rows are read in id order (the index of the primary key) a batch
-   * at a time and matched as records, so a page costs the rows it passes over, not the store.
-   */
-  async listRuns(query: RunQuery): Promise<RunPage> {
-    const batch = Math.min(Math.max((query.limit ?? PAGE_SIZE) + 1, 50), 1000)
-    const rows = async function* (this: PostgresStore): AsyncGenerator<Candidate> {
-      let after = query.cursor ?? null
-      for (;;) {
-        // compareIds' order: the prefix and day, then the number's length, then its digits (bytewise, whatever the collation).
-        const found = await this.query<{run_id: string; body: string}>(
-          'cannot list runs',
-          `SELECT run_id, body FROM pipe_runs
-           WHERE ($1::text IS NULL OR (substr(run_id, 1, 10) COLLATE "C", length(run_id), run_id COLLATE "C") < (substr($1, 1, 10) COLLATE "C", length($1), $1 COLLATE "C"))
-             AND (NOT $2 OR parent_run IS NULL)
-           ORDER BY substr(run_id, 1, 10) COLLATE "C" DESC, length(run_id) DESC, run_id COLLATE "C" DESC LIMIT $3`,
-          [after, query.top === true, batch],
-        )
-        for (const row of found)
-          yield {run_id: row.run_id, record: () => parseRow<RunRecord>('run', row.body, `the run record of ${row.run_id}`, `pipe_runs(${row.run_id})`)}
-        if (found.length < batch) return
-        after = found.at(-1)!.run_id
-      }
-    }
-    return pageOf(rows.call(this), query)
+  listRuns(query: RunQuery): Promise<RunPage> {
+    return listRunRows(this, query)
   }
 
-  /** One indexed query on the parent_run column (pipe_runs_parent). */
-  async listChildren(runId: string): Promise<RunRecord[]> {
-    const rows = await this.query<{run_id: string; body: string}>(
-      `cannot read the children of ${runId}`,
-      'SELECT run_id, body FROM pipe_runs WHERE parent_run = $1',
-      [runId],
-    )
-    const records = rows.map((r) => {
-      try {
-        return parseRow<RunRecord>('run', r.body, `the run record of ${r.run_id}`, `pipe_runs(${r.run_id})`)
-      } catch {
-        return null
-      }
-    })
-    return childrenAmong(records, runId)
+  listChildren(runId: string): Promise<RunRecord[]> {
+    return listChildRows(this, runId)
   }
 
   /** The run's row, locked for this transaction; E_CONFLICT when this process held it and another holder has taken it since. */
