@@ -5,6 +5,7 @@
  * that stops the run surfaces as `Interrupted`, never as the step's error.
  */
 import {PipeError, toPipeError} from '../errors.js'
+import {appendLog} from '../log.js'
 import type {JsonValue} from '../expr/index.js'
 import type {StepDone, StepHandler, StepKind, StepOf, StepResult} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -132,6 +133,8 @@ export async function attemptStep<K extends StepKind>(
         }
         if (gate.type === 'go') confirmed = gate.used
       }
+      // A fault point (tests only): where a step's own code runs, so a bug there can be injected.
+      await env.deps.hook?.(`attempt:${step.id}`)
       const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([handler.run(context), aborted]))
       if (result.type === 'done' && Object.keys(resolved).length > 0) {
         // A kind may record values it evaluated itself (a choice's whens) under the same key.
@@ -144,10 +147,13 @@ export async function attemptStep<K extends StepKind>(
       if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
       const error = toPipeError(raw)
       if (error.blocking) blocked = true
+      const traceId = newTraceId()
+      // A bug in pipe: its hint sends a person to the log for the stack, so the stack goes there, under the error's trace id.
+      if (error.code === 'E_INTERNAL') appendLog('ERROR', `[E_INTERNAL] run ${runId} step ${step.id}: ${error.message}`, stackOf(raw), traceId)
       errors.push({
         code: error.code,
         message: redact(error.message),
-        trace_id: newTraceId(),
+        trace_id: traceId,
         retryable: error.retryable,
         attempt,
         at: env.now().toISOString(),
@@ -189,4 +195,12 @@ function resolveAttempt<K extends StepKind>(
   }
   const resolved = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
   return {step: resolved.step, values: {...when, ...resolved.values}}
+}
+
+/** The stack of what was thrown, with the stacks of its causes (an E_INTERNAL wraps the error it came from). */
+function stackOf(raw: unknown): string | undefined {
+  const parts: string[] = []
+  for (let at: unknown = raw, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++)
+    parts.push(depth === 0 ? (at.stack ?? at.message) : `caused by: ${at.stack ?? at.message}`)
+  return parts.length > 0 ? parts.join('\n') : undefined
 }

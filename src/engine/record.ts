@@ -207,12 +207,11 @@ function bundleOf(value: unknown): {step: string; hash: string; bytes: number} |
   return typeof step === 'string' && typeof hash === 'string' && typeof bytes === 'number' ? {step, hash, bytes} : null
 }
 
-/** Errors that stop a run on something outside it (the policy, the disk, a command), kept as evidence (seed 002). */
-const EVIDENCED_ERRORS = new Set(['E_POLICY_DENIED', 'E_IO', 'E_TOOL_TIMEOUT', 'E_CONFLICT', 'E_BUILD_FAIL'])
-
 /**
- * The evidence of the error a step stopped its run with: the code and message, and the end of the
- * log that shows it (a command's stderr, else its stdout), redacted; null for any other ending.
+ * The evidence of the error a step stopped its run with, whatever its code (seed 002: every key
+ * error reaches the evidence store; a model that kept failing and a bug in pipe too): the code and
+ * message, and the end of the log that shows it (a command's stderr, else its stdout), redacted;
+ * null for any other ending.
  */
 function errorEvidence(
   runId: string,
@@ -224,7 +223,7 @@ function errorEvidence(
 ): StepCommit['evidence'][number]['draft'] | null {
   const status = decisions.at(-1)?.run_status
   const error = errors.at(-1)
-  if ((status !== 'failed' && status !== 'blocked') || !error || !EVIDENCED_ERRORS.has(error.code)) return null
+  if ((status !== 'failed' && status !== 'blocked') || !error) return null
   const log =
     commandLog((error.details as Record<string, unknown> | undefined)?.['command']) ??
     commandLog(outputs?.['command']) ??

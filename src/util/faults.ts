@@ -2,8 +2,9 @@
  * Fault injection for the crash and race tests: PIPE_FAULT_KILL_AT=point (or point#n for its n-th
  * hit) kills the process with SIGKILL when that point is reached; PIPE_FAULT_TRACE=FILE appends
  * every point reached to FILE; PIPE_FAULT_PAUSE_AT=point with PIPE_FAULT_PAUSE_DIR=DIR stops the
- * process at the point's first hit, after creating DIR/reached.PID, until DIR/go exists. All unset
- * (always, outside tests), a point costs one comparison.
+ * process at the point's first hit, after creating DIR/reached.PID, until DIR/go exists;
+ * PIPE_FAULT_THROW_AT=point throws a plain Error there (a bug in pipe, as the error channel sees one:
+ * E_INTERNAL). All unset (always, outside tests), a point costs one comparison.
  */
 import {appendFileSync, existsSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
@@ -12,9 +13,10 @@ const killAt = process.env.PIPE_FAULT_KILL_AT
 const trace = process.env.PIPE_FAULT_TRACE
 const pauseAt = process.env.PIPE_FAULT_PAUSE_AT
 const pauseDir = process.env.PIPE_FAULT_PAUSE_DIR
+const throwAt = process.env.PIPE_FAULT_THROW_AT
 const hits = new Map<string, number>()
 
-export const faultsEnabled = Boolean(killAt || trace || pauseAt)
+export const faultsEnabled = Boolean(killAt || trace || pauseAt || throwAt)
 
 function pause(): void {
   if (!pauseDir) return
@@ -31,4 +33,5 @@ export function faultPoint(point: string): void {
   if (trace) appendFileSync(trace, `${point}#${n}\n`)
   if (killAt && (killAt === `${point}#${n}` || (killAt === point && n === 1))) process.kill(process.pid, 'SIGKILL')
   if (pauseAt === point && n === 1) pause()
+  if (throwAt && (throwAt === `${point}#${n}` || (throwAt === point && n === 1))) throw new Error(`fault injected at ${point}#${n}`)
 }
