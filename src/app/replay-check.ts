@@ -15,7 +15,7 @@ import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import {canonicalJson} from '../util/hash.js'
 import {History} from '../engine/history.js'
-import {contextFor, deferredFields, evaluatorFor, resolveStep, usesExpressions} from '../engine/expressions.js'
+import {contextFor, deferredFields, policyValues, evaluatorFor, resolveStep, usesExpressions} from '../engine/expressions.js'
 
 export interface GateCheck {
   seq: number
@@ -117,7 +117,11 @@ export async function checkModels(store: RunStore, record: RunRecord, pipeline: 
       let resolved: Step = step
       if (evaluator) {
         const secrets = Object.fromEntries((pipeline.pipeline.secrets ?? []).map((name) => [name, process.env[name] ?? '[redacted]']))
-        resolved = resolveStep(step, evaluator.bind(contextFor(record, before, spec, secrets)), deferredFields(handler, step)).step
+        resolved = resolveStep(
+          step,
+          evaluator.bind(contextFor(record, before, spec, {secrets, policy: policyValues(defaultPolicy().policy)})),
+          deferredFields(handler, step),
+        ).step
       }
       const asked: string[] = []
       const transport: ChatTransport = {

@@ -183,9 +183,9 @@ function resolveAttempt<K extends StepKind>(
   step: StepOf<K>,
   run: RunAtStep,
 ): {skipped: StepDone} | {step: StepOf<K>; values: Record<string, JsonValue>} {
-  const {evaluator, secrets} = run.exprs
+  const {evaluator} = run.exprs
   if (!evaluator) return {step, values: {}}
-  const values = contextFor(run.record, run.history.snapshots, run.spec, secrets)
+  const values = contextFor(run.record, run.history.snapshots, run.spec, run.exprs)
   const bound = evaluator.bind(values)
   const when: Record<string, JsonValue> = {}
   if (step.when !== undefined) {

@@ -15,6 +15,7 @@ import {loadRegexEngine, mayUseRegex} from '../expr/regex.js'
 import {check} from '../schema/registry.js'
 import type {StepHandler, StepKind, StepOf} from '../steps/types.js'
 import type {Step} from '../types/pipeline.js'
+import type {Policy} from '../types/policy.js'
 import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
@@ -59,8 +60,19 @@ export function readSecrets(pipeline: LoadedPipeline['pipeline'], env: NodeJS.Pr
   return out
 }
 
+/** What a run's expressions read besides its records: its secrets, and the policy it is under. */
+export interface Ambient {
+  secrets: Record<string, string>
+  policy?: ExprContext['policy']
+}
+
+/** The numbers of a policy that expressions read (`policy.max_retries_default`). */
+export function policyValues(policy: Policy): NonNullable<ExprContext['policy']> {
+  return {max_retries_default: policy.max_retries_default, max_patch_lines: policy.max_patch_lines}
+}
+
 /** The expression context one step sees. */
-export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], spec: CanonicalSpec | null, secrets: Record<string, string>): ExprContext {
+export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], spec: CanonicalSpec | null, ambient: Ambient): ExprContext {
   const steps: Record<string, {outputs: unknown; outcome: string; reason: string}> = {}
   for (const s of snapshots) {
     const decision = s.decisions.at(-1)
@@ -72,7 +84,8 @@ export function contextFor(record: RunRecord, snapshots: readonly Snapshot[], sp
     steps,
     ...(spec ? {spec} : {}),
     run: {id: record.run_id, feature_id: record.feature_id, parent: record.parent?.run_id ?? null},
-    secrets,
+    secrets: ambient.secrets,
+    ...(ambient.policy ? {policy: ambient.policy} : {}),
     ...(record.aliases ? {aliases: record.aliases} : {}),
   }
 }
@@ -228,9 +241,8 @@ export function explained<T>(context: ExprContext, fn: () => T): T {
 }
 
 /** The expressions of one run walk: the pipeline's evaluator (null when it has no `${{`) and its secrets. */
-export interface RunExpressions {
+export interface RunExpressions extends Ambient {
   evaluator: ExprEvaluator | null
-  secrets: Record<string, string>
 }
 
 /** Fields of a step the engine leaves as written: those the kind evaluates itself, an inline child pipeline's, and those that name steps. */

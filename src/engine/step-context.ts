@@ -133,10 +133,10 @@ export function stepContext<K extends StepKind>(of: AttemptOf<K>): {context: Ste
 export function renderer(stepId: string, run: RunAtStep): StepContext['render'] {
   let built: {values: ReturnType<typeof contextFor>; bound: ReturnType<NonNullable<RunExpressions['evaluator']>['bind']>} | undefined
   return (text, aliases): JsonValue => {
-    const {evaluator, secrets} = run.exprs
+    const {evaluator} = run.exprs
     if (!evaluator) throw new PipeError('E_INTERNAL', `step "${stepId}" evaluates ${JSON.stringify(text)}, but its pipeline has no expressions`)
     if (!built) {
-      const values = contextFor(run.record, run.history.snapshots, run.spec, secrets)
+      const values = contextFor(run.record, run.history.snapshots, run.spec, run.exprs)
       built = {values, bound: evaluator.bind(values)}
     }
     const {values, bound} = built

@@ -18,7 +18,7 @@ import {evaluateOutputs} from './run-outputs.js'
 import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
 import {cursorOf, redrivenOf, retriedKey} from './cursor.js'
 import type {EngineDeps, RunOutcome, RunSettings} from './engine-types.js'
-import {contextFor, evaluatorFor, iterationBound, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
+import {contextFor, evaluatorFor, iterationBound, policyValues, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
 import {History} from './history.js'
 import {stepCommitOf} from './record.js'
 import {canRedrive} from './redrive.js'
@@ -63,6 +63,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   const exprs: RunExpressions = {
     evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(env.registry)) : null,
     secrets: readSecrets(pipeline),
+    policy: policyValues(settings.policy.policy),
   }
   let endReason: string | undefined
   // Every status the walk leaves the run in is recorded the one way (RunKeeper.stop), with the spec version it reached.
@@ -110,7 +111,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
       bound =
         step.max_iterations === undefined
           ? undefined
-          : iterationBound(step, exprs, () => contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
+          : iterationBound(step, exprs, () => contextFor(env.keeper.record(runId), history.snapshots, current, exprs))
     } catch (raw) {
       const error = toPipeError(raw)
       return stop({
@@ -228,7 +229,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   let outputs: RunRecord['outputs']
   if (pipeline.outputs !== undefined && exprs.evaluator) {
     try {
-      outputs = evaluateOutputs(pipeline, exprs.evaluator, contextFor(env.keeper.record(runId), history.snapshots, current, exprs.secrets))
+      outputs = evaluateOutputs(pipeline, exprs.evaluator, contextFor(env.keeper.record(runId), history.snapshots, current, exprs))
     } catch (thrown) {
       // Its steps succeeded, but what it was declared to give back is wrong: the run fails, naming the output.
       const failure = toPipeError(thrown)

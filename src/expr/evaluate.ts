@@ -11,7 +11,7 @@ import {CEL_LIMITS, DEFAULT_LIMITS, type ExprLimits} from './limits.js'
 import {BudgetExceeded, PROBE_SIGNATURE, charge, instrument, metered, probeHandler} from './meter.js'
 import {RegexError, regexMatches} from './regex.js'
 import {DYN, type SchemaRef} from './schema.js'
-import {ROOT_NAMES, aliasProblem, buildScope, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
+import {POLICY_FIELDS, ROOT_NAMES, aliasProblem, buildScope, type ExprDeclarations, type RecordNode, type ScopeNode} from './scope.js'
 import {parseTemplate, type Template} from './template.js'
 import {ConversionError, fromCel, stringify, toCel, type JsonValue} from './values.js'
 
@@ -24,6 +24,8 @@ export interface ExprContext {
   readonly run?: {readonly id: string; readonly feature_id: string; readonly parent: string | null}
   /** Secret values by name: only the names the pipeline lists. */
   readonly secrets?: Readonly<Record<string, string>>
+  /** The policy the run is under: its numbers a pipeline may read (POLICY_FIELDS). */
+  readonly policy?: Readonly<Record<(typeof POLICY_FIELDS)[number], number>>
   /** The values of the names the pipeline declares besides the roots (ExprDeclarations.aliases: an inline step's foreach item). */
   readonly aliases?: Readonly<Record<string, unknown>>
 }

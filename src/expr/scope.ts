@@ -27,7 +27,10 @@ export interface ExprDeclarations {
 export type AliasTypes = Readonly<Record<string, SchemaRef | undefined>>
 
 /** The top-level names every expression can read; an alias may not reuse one. */
-export const ROOT_NAMES = ['inputs', 'steps', 'spec', 'run', 'secrets'] as const
+export const ROOT_NAMES = ['inputs', 'steps', 'spec', 'run', 'secrets', 'policy'] as const
+
+/** What `policy.` reads: the policy the run is under, the numbers a pipeline may size itself by (a task's attempts by max_retries_default). */
+export const POLICY_FIELDS = ['max_retries_default', 'max_patch_lines'] as const
 
 export type ScopeNode = RecordNode | SchemaNode
 
@@ -77,6 +80,7 @@ export function buildScope(decl: ExprDeclarations): RecordNode {
     // The parent run's id, null for a top-level run.
     ['parent', schemaNode('run.parent', schemaRef({type: ['string', 'null']}))],
   ])
+  const policy = new Map<string, ScopeNode>(POLICY_FIELDS.map((name) => [name, schemaNode(`policy.${name}`, schemaRef({type: 'integer'}))]))
   const root: RecordNode = {
     kind: 'record',
     path: '',
@@ -89,8 +93,9 @@ export function buildScope(decl: ExprDeclarations): RecordNode {
         'secrets',
         {kind: 'record', path: 'secrets', fields: secrets, unknown: (name) => `secret "${name}" is not listed under secrets:${declared('secrets', secrets)}`},
       ],
+      ['policy', {kind: 'record', path: 'policy', fields: policy, unknown: (name) => `policy has no "${name}"; it has ${POLICY_FIELDS.join(' and ')}`}],
     ]),
-    unknown: (name) => `unknown name "${name}"; an expression reads inputs, steps, spec, run, secrets or a foreach alias`,
+    unknown: (name) => `unknown name "${name}"; an expression reads inputs, steps, spec, run, secrets, policy or a foreach alias`,
   }
   return decl.aliases ? withAliases(root, decl.aliases) : root
 }

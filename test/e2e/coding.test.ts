@@ -105,7 +105,7 @@ allowed_commands:
   - [node, --check, "{path}"]
 forbidden_paths: [".git/**", ".env"]
 max_patch_lines: 200
-max_retries_default: 0
+max_retries_default: 2
 resource_limits: {command_timeout_ms: 60000, step_timeout_ms: 120000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576}
 sandbox: auto
 confirm: []
@@ -477,6 +477,21 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content)
       .to.contain('"max_retries": 1')
       .and.contain('add a dependency')
+  })
+
+  it("takes 1 + the policy's max_retries_default as the attempts of a task without max_retries: 1 blocks after two failing attempts", async () => {
+    await setup()
+    const policy = path.join(dir, 'policy.yaml')
+    await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_retries_default: 2', 'max_retries_default: 1'))
+    const wrong = (n: number): Scripted[] => [
+      {tool_calls: [{id: `w${n}`, name: 'apply_edit_blocks', arguments: {blocks: block(n === 1 ? 'a - b' : `a * b + ${n - 1}`, `a * b + ${n}`)}}]},
+      {content: JSON.stringify({summary: `attempt ${n}`, plan: []})},
+    ]
+    server.script('implement', ...wrong(1), ...wrong(2), ...wrong(3))
+    const result = await run()
+    expect(result.code, result.stderr + result.stdout).to.equal(6)
+    expect(attemptStarts()).to.have.length(2)
+    expect(json<RunJson>(result).reason).to.contain('task T1 was rolled back to its checkpoint after 2 attempt(s)')
   })
 
   it('runs a task after the tasks it depends_on, and never runs one whose dependency was blocked (seed 003)', async () => {

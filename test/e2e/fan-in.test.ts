@@ -282,7 +282,7 @@ steps:
     )
     expect(typo.code).to.equal(2)
     expect(typo.out).to.contain(
-      'typo.yaml:9:67  steps[0].steps[0].reason  unknown name "fil"; an expression reads inputs, steps, spec, run, secrets or a foreach alias — did you mean "file"?',
+      'typo.yaml:9:67  steps[0].steps[0].reason  unknown name "fil"; an expression reads inputs, steps, spec, run, secrets, policy or a foreach alias — did you mean "file"?',
     )
   })
 })

@@ -168,6 +168,7 @@ describe('expr: evaluation', () => {
 
   it('reads every part of the context with typed results', () => {
     expect(evaluator.evaluate('inputs.since', context)).to.equal('v1.2')
+    expect(evaluator.evaluate('policy.max_retries_default + 1', {...context, policy: {max_retries_default: 1, max_patch_lines: 50}})).to.equal(2)
     expect(evaluator.evaluate('inputs.max_items + 1', context)).to.equal(6)
     expect(evaluator.evaluate('inputs.ratio * 1.5', context)).to.equal(3)
     expect(evaluator.evaluate('!inputs.dry', context)).to.equal(true)
@@ -328,6 +329,7 @@ describe('expr: static checks', () => {
       ['steps.log.outputs.lines', 'list<string>'],
       ['size(steps.log.outputs.lines) == 0', 'bool'],
       ['steps.log.outcome', 'string'],
+      ['policy.max_retries_default + 1', 'int'],
       ['steps.draft.outputs.value.items.map(i, i.title)', 'list<string>'],
       ['steps.draft.outputs.value.items.exists(i, "x" in i.tags)', 'bool'],
       ['steps.draft.outputs.value.items[0].weight', 'int'],
@@ -359,7 +361,7 @@ describe('expr: static checks', () => {
 
   it('reports unknown names, inputs, steps, step parts, secrets and run fields with did-you-mean', () => {
     expect(one('foo + 1')).to.deep.equal({
-      message: 'unknown name "foo"; an expression reads inputs, steps, spec, run, secrets or a foreach alias',
+      message: 'unknown name "foo"; an expression reads inputs, steps, spec, run, secrets, policy or a foreach alias',
       offset: 0,
       length: 3,
     })
@@ -381,6 +383,9 @@ describe('expr: static checks', () => {
       'secret "RELEASE_TOKN" is not listed under secrets: (declared: RELEASE_TOKEN) — did you mean "RELEASE_TOKEN"?',
     )
     expect(one('run.feature').suggestion).to.equal('feature_id')
+    expect(one('policy.max_retries_defalt').message).to.equal(
+      'policy has no "max_retries_defalt"; it has max_retries_default and max_patch_lines — did you mean "max_retries_default"?',
+    )
     expect(one("steps['lgo']")).to.include({offset: 6, length: 5, suggestion: 'log'})
   })
 

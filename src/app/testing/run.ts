@@ -21,7 +21,9 @@ import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {makeDirs, writeFileAtomic} from '../../util/fs.js'
 import type {RunOutcome} from '../../engine/engine.js'
-import {contextFor, evaluatorFor} from '../../engine/expressions.js'
+import {contextFor, evaluatorFor, policyValues} from '../../engine/expressions.js'
+import type {Policy} from '../../types/policy.js'
+import {policyOrThrow} from '../sessions/shared.js'
 import {loadRegexEngine, mayUseRegex} from '../../expr/regex.js'
 import {startSession} from '../sessions/start.js'
 import {goldenDiff, goldenText} from './golden.js'
@@ -195,7 +197,9 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
       const snapshots = await records.readSnapshots(outcome.run_id)
       const spec = record.spec_version ? await records.readSpec(record.spec_version) : null
       failures.push(...checkRun(test, outcome, snapshots))
-      failures.push(...(await checkAsserts(test, options.catalog, record, snapshots, spec)))
+      // Asserts read the policy the run was under, as its steps did.
+      const policy = await policyOrThrow(test.policy, workspace, workspace)
+      failures.push(...(await checkAsserts(test, options.catalog, record, snapshots, spec, policy.policy)))
       if (test.golden) {
         const text = goldenText(snapshots, {tmp, root: test.root, tmpdir: os.tmpdir()})
         const checked = await checkGolden(test.golden, text, options.update, options.display)
@@ -376,12 +380,13 @@ async function checkAsserts(
   record: Parameters<typeof contextFor>[0],
   snapshots: Snapshot[],
   spec: CanonicalSpec | null,
+  policy: Policy,
 ): Promise<TestFailure[]> {
   const asserts = test.expect.assert ?? []
   if (asserts.length === 0) return []
   const evaluator = await evaluatorFor(test.pipeline, catalog)
   if (asserts.some(mayUseRegex)) await loadRegexEngine()
-  const bound = evaluator.bind(contextFor(record, snapshots, spec, {}))
+  const bound = evaluator.bind(contextFor(record, snapshots, spec, {secrets: {}, policy: policyValues(policy)}))
   const out: TestFailure[] = []
   for (const text of asserts) {
     let value: JsonValue
