@@ -88,24 +88,47 @@ async function writeAll(policy: LoadedPolicy, root: string, changes: FileChange[
   }
 }
 
+/** Lines a unified diff removes plus lines it adds (its file headers not counted). */
+export function diffLines(patch: string): number {
+  return patch.split('\n').filter((line) => (line.startsWith('+') && !line.startsWith('+++')) || (line.startsWith('-') && !line.startsWith('---'))).length
+}
+
+/**
+ * What max_patch_lines bounds besides the edit itself: the lines the task's earlier edits already
+ * changed (seed 004: the limit is the task's, not a call's), and how to name them in a refusal.
+ */
+export interface PatchBudget {
+  /** Lines already changed by the edits counted with this one. */
+  used: number
+  /** Where they were changed, for the refusal: "in this task (20 in this attempt)". */
+  where: string
+}
+
 /** Applies the blocks in `text` to files under `root`: all of them, or (on any failure) none. */
-export async function applyEditText(policy: LoadedPolicy, root: string, text: string): Promise<EditResult> {
+export async function applyEditText(policy: LoadedPolicy, root: string, text: string, budget?: PatchBudget): Promise<EditResult> {
   const blocks = parseBlocks(text)
   // Check every path before reading anything.
   for (const block of blocks) assertPath(policy, root, block.path)
   const plan = planEdits(blocks, (file) => readInside(policy, root, file))
   if (plan.failures.length > 0) throw new EditFailed(plan.failures)
   const limit = policy.policy.max_patch_lines
+  const used = budget?.used ?? 0
   const diffs: LineDiff[] = []
   let changed = 0
   for (const change of plan.changes) {
     const diff = await lineDiff(change, limit)
     changed = diff === undefined ? Number.POSITIVE_INFINITY : changed + diff.changed_lines
-    if (changed > limit) {
+    if (used + changed > limit) {
       const counted = Number.isFinite(changed) ? `${changed} lines` : `more than ${limit} lines (${change.path} alone)`
-      throw new PipeError('E_POLICY_DENIED', `the edit changes ${counted}; the policy allows ${limit} (max_patch_lines)`, {
-        hint: 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
-        details: {rule: 'max_patch_lines', ...(Number.isFinite(changed) ? {changed_lines: changed} : {})},
+      const total =
+        budget && used > 0
+          ? `; with the ${used} already changed ${budget.where} that is ${Number.isFinite(changed) ? used + changed : `more than ${limit}`}`
+          : ''
+      throw new PipeError('E_POLICY_DENIED', `the edit changes ${counted}${total}; the policy allows ${limit} (max_patch_lines)`, {
+        hint: budget
+          ? 'Change fewer lines (keep to what the task needs), or raise max_patch_lines in the policy.'
+          : 'Split the edit into smaller steps, or raise max_patch_lines in the policy.',
+        details: {rule: 'max_patch_lines', ...(Number.isFinite(changed) ? {changed_lines: changed} : {}), ...(budget ? {already_changed: used} : {})},
       })
     }
     diffs.push(diff!)

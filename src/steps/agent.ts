@@ -29,10 +29,7 @@ import {narrowed} from './output-schemas.js'
 import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
 
-/** Lines a unified diff removes plus lines it adds (its file headers not counted). */
-export function diffLines(patch: string): number {
-  return patch.split('\n').filter((line) => (line.startsWith('+') && !line.startsWith('+++')) || (line.startsWith('-') && !line.startsWith('---'))).length
-}
+import {diffLines} from '../edit/workspace.js'
 
 export type {AgentOutputs} from './agent/state.js'
 export const agentOutput = outputsOf<AgentOutputs>()

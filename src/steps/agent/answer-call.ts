@@ -1,6 +1,7 @@
 /** One tool call of an agent's reply: checked, answered from what already ran, confirmed by a person or paused for one, run, and recorded. */
 import {didYouMean} from '../../util/suggest.js'
 import {PipeError} from '../../errors.js'
+import {diffLines} from '../../edit/workspace.js'
 import {commandConfirmRule} from '../../policy/confirm.js'
 import {needsConfirmation, preapproval, toolLevel, type ToolLevel} from '../../policy/tools.js'
 import type {ToolCall} from '../../providers/chat.js'
@@ -209,7 +210,14 @@ export async function answerCall(
     await save()
   }
   const edits = editScope(context.step)
-  const outcome: ToolOutcome = await tool.run(args, {policy, root: context.cwd, signal: context.signal, slotsDir: context.slotsDir, ...(edits ? {edits} : {})})
+  const outcome: ToolOutcome = await tool.run(args, {
+    policy,
+    root: context.cwd,
+    signal: context.signal,
+    slotsDir: context.slotsDir,
+    patchLines: patchLinesSoFar(context, s),
+    ...(edits ? {edits} : {}),
+  })
   const shape = resultProblems(tool, outcome.result)
   if (shape !== null) throw new PipeError('E_INTERNAL', `the result of ${name} does not match its result schema: ${shape}`, {hint: 'This is a bug in pipe.'})
   delete s.inflight
@@ -239,4 +247,20 @@ export async function answerCall(
     }
   }
   return null
+}
+
+/**
+ * The lines the step's applied edits changed so far (seed 004: max_patch_lines bounds a task, not a
+ * call): this attempt's, and with them the earlier attempts' of the same step in this run (a
+ * coding task's child run is its task).
+ */
+function patchLinesSoFar(context: StepContext<AgentStep>, s: AgentState): {attempt: number; task: number; step: string} {
+  const attempt = s.patches.reduce((n, p) => n + diffLines(p.patch), 0)
+  const earlier = context.history.snapshots
+    .filter((snapshot) => snapshot.step.name === context.step.id)
+    .reduce((n, snapshot) => {
+      const patch = (snapshot.outputs as {patch?: unknown}).patch
+      return n + (typeof patch === 'string' ? diffLines(patch) : 0)
+    }, 0)
+  return {attempt, task: earlier + attempt, step: context.step.id}
 }

@@ -113,7 +113,11 @@ export const applyEditBlocks: AgentTool = {
     try {
       const outside = outsideScope(args['blocks'] as string, place)
       if (outside !== null) return {ok: false, denied: true, result: {error: outside}, summary: `refused: ${outside}`}
-      edit = await applyEditText(place.policy, place.root, args['blocks'] as string)
+      const lines = place.patchLines
+      const budget = lines
+        ? {used: lines.task, where: `in this task (attempts of step ${lines.step} in this run; ${lines.attempt} in this attempt)`}
+        : undefined
+      edit = await applyEditText(place.policy, place.root, args['blocks'] as string, budget)
     } catch (error) {
       if (error instanceof EditFailed) {
         return {
@@ -168,7 +172,7 @@ export const applyEditBlocks: AgentTool = {
         changed_lines: edit.changed_lines,
         files: edit.files.map((f) => ({path: f.path, created: f.created, changed_lines: f.changed_lines})),
       },
-      summary: `edited ${files.join(', ')} (${edit.changed_lines} line(s))`,
+      summary: `edited ${files.join(', ')} (${edit.changed_lines} line(s)${place.patchLines ? `; ${place.patchLines.attempt + edit.changed_lines} in this attempt, ${place.patchLines.task + edit.changed_lines} in this task` : ''})`,
       files_changed: files,
       patch: edit.files.map((f) => f.diff).join(''),
       edit,

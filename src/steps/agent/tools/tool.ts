@@ -21,6 +21,8 @@ export interface ToolPlace {
   slotsDir: string
   /** The files the step's edits may change (its task's files_touched and forbidden_paths); absent: any the policy allows. */
   edits?: EditScope
+  /** Lines the step's edits changed before this call: in this attempt, and in its task (every attempt of the step in this run). */
+  patchLines?: {attempt: number; task: number; step: string}
 }
 
 /** Paths or globs relative to the repository root (a glob that matches a directory covers what is under it). */
