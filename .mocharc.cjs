@@ -103,6 +103,12 @@ function sayMissingTools() {
 
 if (!process.argv.includes('--list-files')) sayMissingTools()
 
+// Node parses every certificate of NODE_EXTRA_CA_CERTS as it starts, TLS or not: ~100 ms of CPU for
+// each process with a system bundle, and the suite starts thousands (mocha's own, its workers, every
+// `pipe` a test spawns, test/helpers/cli.ts or not). No test speaks TLS to anything but a server it
+// started itself; one that needs the variable sets it for its child.
+delete process.env.NODE_EXTRA_CA_CERTS
+
 const all = testFiles('test').sort()
 const spec = [...longestFirst.filter((f) => all.includes(f)), ...all.filter((f) => !longestFirst.includes(f))]
 const named = process.argv.slice(2).some((arg) => /\.test\.[cm]?[jt]s$/.test(arg) && !arg.startsWith('-'))

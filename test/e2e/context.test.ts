@@ -9,6 +9,7 @@ import {execFileSync} from 'node:child_process'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {runRecordIn, snapshotsIn, specIn} from '../helpers/fixtures-c.js'
 import {filesShown} from '../helpers/coding-agent-server.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
@@ -114,10 +115,11 @@ async function runIn(repo: string, root: string, extra: string[] = []): Promise<
 }
 
 async function snapshot(repo: string, runId: string, step: string): Promise<Snap> {
-  const result = await pipe(['snapshot', 'show', runId, '--step', step, '--json'], {cwd: repo})
-  expect(result.code, result.stderr).to.equal(0)
+  // What `pipe snapshot show RUN --step STEP --json` prints, read in this process (helpers/fixtures-c.ts).
+  const shown = (await snapshotsIn(repo, runId)).filter((s) => s.step.name === step) as unknown as Snap[]
+  expect(shown, `run ${runId} has a snapshot of ${step}`).to.not.deep.equal([])
   // The step's snapshots, oldest first: the latest is the one the run went on with.
-  return json<Snap[]>(result).at(-1)!
+  return shown.at(-1)!
 }
 
 const sha = (text: string | Buffer): string => `sha256:${createHash('sha256').update(text).digest('hex')}`
@@ -245,8 +247,8 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     }
     expect(await readdir(path.join(repo, '.pipe', 'runs')).catch(() => [])).to.deep.equal([])
     const run = await runIn(repo, root, ['--context-ref', 'acme-web@2026.03'])
-    const shown = await pipe(['runs', 'show', run.run_id, '--json'], {cwd: repo})
-    expect(JSON.stringify(json(shown))).to.contain('"context_ref":{"project_id":"acme-web","context_version":"2026.03"}')
+    // The run as `pipe runs show RUN --json` gives it, read in this process (helpers/fixtures-c.ts).
+    expect(JSON.stringify((await runRecordIn(repo, run.run_id)).run)).to.contain('"context_ref":{"project_id":"acme-web","context_version":"2026.03"}')
     expect((await pipe(['runs', 'show', run.run_id], {cwd: repo})).stdout).to.contain('context ref acme-web@2026.03')
     for (const step of ['repo', 'look', 'done']) {
       const snap = await snapshot(repo, run.run_id, step)
@@ -286,7 +288,7 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     expect(prompt).not.to.contain('hunter2')
     const archSnap = await snapshot(repo, run.run_id, 'arch')
     expect(archSnap.inputs.context_ref).to.include({step: 'repo'})
-    const spec = json<{sections: {arch: {directory_tree: string[]}}}>(await pipe(['spec', 'show', run.run_id, '--json'], {cwd: repo}))
+    const spec = (await specIn(repo, run.run_id)) as unknown as {sections: {arch: {directory_tree: string[]}}}
     expect(spec.sections.arch.directory_tree).to.include('src/quokka_ledger.js')
   })
 })

@@ -8,6 +8,7 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectAuditPasses, snapshotsIn} from '../helpers/fixtures-c.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -58,10 +59,9 @@ async function runRecords(): Promise<RunRecord[]> {
   return Promise.all(ids.sort().map(async (id) => JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', id, 'run.json'), 'utf8')) as RunRecord))
 }
 
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
-  const result = await cli(['snapshot', 'show', runId, '--json'])
-  expect(result.code, result.stderr).to.equal(0)
-  return json<Snapshot[]>(result)
+  return snapshotsIn(repo, runId)
 }
 
 describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1)', function () {
@@ -137,8 +137,8 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
     const spec = json<CanonicalSpec>(await cli(['spec', 'show', body.spec_version!, '--json']))
     expect(spec.sections?.['release_notes']).to.deep.equal(notes)
 
-    const audit = await cli(['audit', 'verify'])
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    await expectAuditPasses(repo)
   })
 
   it('checks every item even when one fails (fail_fast: false): partial, then publish; internal notes are not published', async () => {
@@ -193,8 +193,8 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
       'no child runs',
     ).to.deep.equal([])
     expect(existsSync(path.join(repo, 'release-notes')), 'nothing published').to.equal(false)
-    const audit = await cli(['audit', 'verify', body.run_id])
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    await expectAuditPasses(repo, body.run_id)
   })
 
   it('refuses a run without the required since input before anything is written', async () => {
@@ -260,8 +260,8 @@ describe('examples/triage (built CLI, model server on 127.0.0.1)', function () {
     const published = JSON.parse(await readFile(path.join(repo, 'triage', body.feature_id, `${body.spec_version}.json`), 'utf8')) as CanonicalSpec
     expect(published.sections?.['triage']).to.deep.equal(triage)
 
-    const audit = await cli(['audit', 'verify', body.run_id])
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    await expectAuditPasses(repo, body.run_id)
   })
 
   it('refuses an unknown input before anything is written', async () => {

@@ -7,8 +7,8 @@ import {expect} from 'chai'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
-import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {snapshotsIn} from '../helpers/fixtures-c.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -28,11 +28,8 @@ async function creationOrder(cwd: string): Promise<string[]> {
     .map((l) => (JSON.parse(l) as {run_id: string}).run_id)
 }
 
-async function snapshotsOf(cwd: string, runId: string): Promise<Snapshot[]> {
-  const result = await pipe(['snapshot', 'show', runId, '--json'], {cwd})
-  expect(result.code, result.stderr).to.equal(0)
-  return json<Snapshot[]>(result)
-}
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+const snapshotsOf = snapshotsIn
 
 /** One task: fails when told to, else succeeds. */
 const TASK = `version: 1

@@ -3,8 +3,8 @@ import {expect} from 'chai'
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
-import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectAuditPasses, snapshotsIn, specIn} from '../helpers/fixtures-c.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -68,8 +68,9 @@ function run(file: string, extra: string[] = [], env: Record<string, string | un
   return pipe(['run', file, '--json', ...extra], {cwd: dir, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}})
 }
 
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir}))
+  return snapshotsIn(dir, runId)
 }
 
 describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
@@ -147,10 +148,10 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(first).to.match(/^S-/)
     expect(list[0]!.outputs).to.deep.equal({value: GOOD, spec_version_out: first})
     expect(body.spec_version).to.equal(second)
-    const spec = json<CanonicalSpec>(await pipe(['spec', 'show', second, '--json'], {cwd: dir}))
+    const spec = await specIn(dir, second)
     expect(spec.sections).to.deep.equal({release_notes: GOOD, summary: {short: {items: [{title: 'Two changes'}]}}})
     expect(spec.meta).to.include({parent_version: first, created_by_step: 'short', status: 'draft'})
-    const older = json<CanonicalSpec>(await pipe(['spec', 'show', first, '--json'], {cwd: dir}))
+    const older = await specIn(dir, first)
     expect(older.sections, 'the first version never changes').to.deep.equal({release_notes: GOOD})
     const diff = await pipe(['spec', 'diff', first, second], {cwd: dir})
     expect(diff.code, diff.stderr).to.equal(0)
@@ -158,8 +159,8 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(diff.stdout).to.not.contain('release_notes')
     const markdown = await pipe(['spec', 'show', second], {cwd: dir})
     expect(markdown.stdout).to.contain('## release_notes').and.contain('"title": "CSV export"')
-    const audit = await pipe(['audit', 'verify', body.run_id], {cwd: dir})
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    await expectAuditPasses(dir, body.run_id)
   })
 
   it('keeps the sections when built-in kinds write later versions (compile, plan_tasks)', async () => {
@@ -168,7 +169,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     const steps = `  - {id: ingest, kind: ingest, next: draft}\n${DRAFT}    spec_path: notes\n    next: compile\n  - {id: compile, kind: compile, next: plan}\n  - {id: plan, kind: plan_tasks}\n`
     const result = await run(await pipeline(steps), ['--input', path.join(examples, 'full-prd.md')])
     expect(result.code, result.stderr).to.equal(0)
-    const spec = json<CanonicalSpec>(await pipe(['spec', 'show', json<RunJson>(result).spec_version!, '--json'], {cwd: dir}))
+    const spec = await specIn(dir, json<RunJson>(result).spec_version!)
     expect(spec.meta.created_by_step).to.equal('plan')
     expect(spec.sections).to.deep.equal({notes: GOOD})
     expect(spec.features.length).to.be.greaterThan(0)
@@ -282,7 +283,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
         server = await ModelServer.start()
         server.script('draft', {content: JSON.stringify(GOOD)})
         const ran = await run(await pipeline(`${DRAFT}    spec_path: ${bad}\n`))
-        const spec = json<CanonicalSpec>(await pipe(['spec', 'show', json<RunJson>(ran).spec_version!, '--json'], {cwd: dir}))
+        const spec = await specIn(dir, json<RunJson>(ran).spec_version!)
         expect(spec.sections?.[bad.split('.')[0]!], `${bad} is a name under sections`).to.not.equal(undefined)
         expect(spec.meta.title).to.equal(undefined)
         expect(spec.goal).to.equal('')

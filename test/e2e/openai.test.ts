@@ -4,6 +4,7 @@ import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {snapshotsIn} from '../helpers/fixtures-c.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 const KEY = 'sk-test-4f1c9a7e2b6d8e0f3a5c7b9d1e2f4a6c'
@@ -46,8 +47,9 @@ function run(file: string, extra: string[] = [], env: Record<string, string | un
   })
 }
 
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir}))
+  return snapshotsIn(dir, runId)
 }
 
 async function compileSnapshot(runId: string): Promise<Snapshot> {

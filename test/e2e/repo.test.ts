@@ -5,6 +5,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {runRecordIn, snapshotsIn, storeIn} from '../helpers/fixtures-c.js'
 
 interface RunJson {
   run_id: string
@@ -53,8 +54,9 @@ async function run(pipeline: string, policy?: string): Promise<{result: RunJson;
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo}))
+  return snapshotsIn(repo, runId)
 }
 
 describe('the coding example on a real git repository', function () {
@@ -294,7 +296,11 @@ describe('command, git and edit steps under the policy', function () {
     const twice = await pipe(['rollback', out.result.run_id, '--step', 'fix'], {cwd: repo})
     expect(twice.code).to.equal(2)
     expect(twice.stderr).to.contain('was already undone')
-    expect((await pipe(['runs', 'show', out.result.run_id], {cwd: repo})).stdout).to.contain('edit_reverted')
+    const events = await (await storeIn(repo)).readEvents(out.result.run_id)
+    expect(
+      events.map((e) => e.event),
+      "the undo is in the run's history",
+    ).to.include('edit_reverted')
   })
 
   it('records the policy version with the run and every snapshot', async () => {
@@ -304,7 +310,7 @@ describe('command, git and edit steps under the policy', function () {
     const out = await run(p, policy)
     const list = await snapshots(out.result.run_id)
     expect(list[0]!.meta.policy_version).to.equal(version)
-    expect(json<{run: {policy_version: string}}>(await pipe(['runs', 'show', out.result.run_id, '--json'], {cwd: repo})).run.policy_version).to.equal(version)
+    expect((await runRecordIn(repo, out.result.run_id)).run.policy_version).to.equal(version)
   })
 
   it('explains the policy from the command line', async () => {

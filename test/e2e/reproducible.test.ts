@@ -12,6 +12,7 @@ import {cp, mkdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, node, pipe, repoRoot, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {snapshotsIn} from '../helpers/fixtures-c.js'
 import {FAKETIME, needs} from '../helpers/tools.js'
 
 const ANOTHER_YEAR = '@2031-07-09 04:05:06'
@@ -158,9 +159,11 @@ describe('reproducible anywhere: another folder, another store, another year', f
       timeoutMs: 120000,
     })
     expect(json<{error?: {code: string}}>(result).error?.code, result.stderr).to.not.equal('E_MODEL')
-    const snapshots = json<
-      Array<{step: {name: string}; outputs: {verdict?: {log_lines: string[]}; stages?: Array<{commands: Array<{stderr: {head: string}}>}>}}>
-    >(await pipe(['snapshot', 'show', json<{run_id: string}>(result).run_id, '--json'], {cwd: repo, env: {PIPE_HOME: path.join(dir, 'home')}}))
+    // What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts).
+    const snapshots = (await snapshotsIn(repo, json<{run_id: string}>(result).run_id)) as unknown as Array<{
+      step: {name: string}
+      outputs: {verdict?: {log_lines: string[]}; stages?: Array<{commands: Array<{stderr: {head: string}}>}>}
+    }>
     const qa = snapshots.find((s) => s.step.name === 'qa')!
     // The verdict a model reads is stable; the command's own output, kept with the step, is as the program wrote it.
     expect(qa.outputs.verdict!.log_lines.join('\n')).to.match(/Ran 1 test in …$/m)

@@ -5,8 +5,8 @@ import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import {createServer, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import path from 'node:path'
-import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {snapshotsIn} from '../helpers/fixtures-c.js'
 import {needs} from '../helpers/tools.js'
 
 interface RunJson {
@@ -59,7 +59,8 @@ async function run(
 }
 
 async function command(runId: string): Promise<CommandOut> {
-  const snap = json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo}))[0]!
+  // What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts).
+  const snap = (await snapshotsIn(repo, runId))[0]!
   const outputs = snap.outputs as {command?: CommandOut}
   return outputs.command ?? (snap.errors[0]!.details as {command: CommandOut}).command
 }

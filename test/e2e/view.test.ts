@@ -14,6 +14,7 @@ import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {CHROMIUM, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
+import {copyStore} from '../helpers/fixtures-c.js'
 
 /** What a requirement, a model or a command may write to make a page run its code or lie. */
 const HOSTILE = [
@@ -52,15 +53,44 @@ const open = (url: string): Promise<{page: Page; problems: string[]}> => openIn(
 const notBlank = (page: Page, name: string): Promise<void> => notBlankIn(browser!, dir, page, name)
 const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runIn(dir, args, env)
 
+/*
+ * A store several tests need is made once in this file, by real runs in a folder of its own, and
+ * copied into each test's folder (helpers/fixtures-c.ts): each test still has a store of its own.
+ */
+let made: {dir: string; cleanup: () => Promise<void>} | undefined
+const making = new Map<string, Promise<{run_id: string; status: string}>>()
+after(async () => made?.cleanup())
+
+async function fromFixture(name: string, make: (at: string) => Promise<{run_id: string; status: string}>): Promise<{run_id: string; status: string}> {
+  made ??= await tempDir('pipe-view-made-')
+  const at = path.join(made.dir, name)
+  if (!making.has(name))
+    making.set(
+      name,
+      mkdir(at).then(() => make(at)),
+    )
+  const result = await making.get(name)!
+  await copyStore(path.join(at, '.pipe'), path.join(dir, '.pipe'))
+  return result
+}
+
 /** A run of the default pipeline answered by the shipped cassette: model steps with prompts. */
 async function modelRun(): Promise<string> {
-  const cassette = path.join(repoRoot, 'pipelines', 'cassettes', 'default-openai.jsonl')
-  const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--input', path.join(examples, 'full-prd.md'), '--replay', cassette])
-  expect(paused.status).to.equal('awaiting_input')
-  // The run keeps its cassette: the review's steps replay from it too.
-  const go = await pipe(['review', paused.run_id, '--decision', 'go', '--json', '--store', path.join(dir, '.pipe')], {cwd: dir})
-  expect(go.code, go.stderr).to.equal(0)
-  return paused.run_id
+  const done = await fromFixture('model', async (at) => {
+    const cassette = path.join(repoRoot, 'pipelines', 'cassettes', 'default-openai.jsonl')
+    const paused = await runIn(at, [path.join(repoRoot, 'pipelines', 'default.yaml'), '--input', path.join(examples, 'full-prd.md'), '--replay', cassette])
+    expect(paused.status).to.equal('awaiting_input')
+    // The run keeps its cassette: the review's steps replay from it too.
+    const go = await pipe(['review', paused.run_id, '--decision', 'go', '--json', '--store', path.join(at, '.pipe')], {cwd: at})
+    expect(go.code, go.stderr).to.equal(0)
+    return json<{run_id: string; status: string}>(go)
+  })
+  return done.run_id
+}
+
+/** A run of the default pipeline (offline) that waits for answers to its questions. */
+function pausedRun(): Promise<{run_id: string; status: string}> {
+  return fromFixture('paused', (at) => runIn(at, [path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.']))
 }
 
 /** A run whose model reply is hostile, from a real chat-completions server on 127.0.0.1. */
@@ -129,7 +159,7 @@ describe('pipe view and pipe export --html in a real browser', function () {
   })
 
   it('a paused run shows what it waits for and the exact command; the list updates its status live when the run goes on', async () => {
-    const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.'])
+    const paused = await pausedRun()
     expect(paused.status).to.equal('awaiting_input')
     const {url} = await startView()
     const runPage = await open(`${url}runs/${paused.run_id}`)
@@ -197,7 +227,7 @@ describe('pipe view: a read-only server on loopback', function () {
   this.timeout(120000)
 
   it('answers GET and HEAD only, to its own Host only, with a CSP; an unknown run is a 404 page; SIGTERM stops it with exit 0', async () => {
-    const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.'])
+    const paused = await pausedRun()
     const {url, child} = await startView()
     const ok = await raw(`${url}runs/${paused.run_id}`)
     expect(ok.status).to.equal(200)
@@ -224,7 +254,7 @@ describe('pipe view: a read-only server on loopback', function () {
   })
 
   it("--json prints {url}; RUN makes it the run's page; --host beyond loopback warns; a missing run or store is an error", async () => {
-    const paused = await run([path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.'])
+    const paused = await pausedRun()
     const {url} = await startView(['--json', paused.run_id])
     expect(JSON.parse(url)).to.deep.equal({url: JSON.parse(url).url})
     expect((JSON.parse(url) as {url: string}).url).to.match(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/runs/${paused.run_id}$`))

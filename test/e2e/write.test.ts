@@ -7,6 +7,7 @@ import {parse as parseYaml} from 'yaml'
 import type {Evidence} from '../../src/types/evidence.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {snapshotsIn} from '../helpers/fixtures-c.js'
 
 interface RunJson {
   run_id: string
@@ -42,10 +43,9 @@ async function run(name: string, text: string, inputs: string[] = []): Promise<{
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
-  const r = await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo})
-  expect(r.code, r.stderr).to.equal(0)
-  return json<Snapshot[]>(r)
+  return snapshotsIn(repo, runId)
 }
 
 const ITEM = `version: 1

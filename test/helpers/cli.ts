@@ -67,6 +67,10 @@ export function node(args: string[], options: CliOptions = {}): Promise<CliResul
     delete env.OPENAI_BASE_URL
     delete env.PIPE_AUDIT_KEY
     delete env.PIPE_CEILING_DIRECTORIES
+    // Node reads and parses every certificate of this file as it starts, whether the process ever
+    // speaks TLS or not: ~100 ms of CPU a spawn with a system bundle (220 KB), a third of a short
+    // command's. The tests' servers are plain HTTP on 127.0.0.1; a test that needs it sets it.
+    delete env.NODE_EXTRA_CA_CERTS
     // A developer's collector must not receive every test's spans (the telemetry tests set their own).
     for (const key of Object.keys(env)) if (key.startsWith('OTEL_')) delete env[key]
     for (const [key, value] of Object.entries(options.env ?? {})) {
