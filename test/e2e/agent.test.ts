@@ -10,6 +10,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {snapshotsIn} from '../helpers/fixtures-b.js'
 import {changeIn} from '../helpers/wait.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
@@ -92,8 +93,9 @@ function run(file: string): Promise<CliResult> {
   return pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
 }
 
-async function snapshots(runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo, env: env()}))
+/** What `pipe snapshot show RUN --json` prints, read in-process. */
+function snapshots(runId: string): Promise<Snapshot[]> {
+  return snapshotsIn(repo, runId)
 }
 
 /** The tool-result messages a request carried, by call id. */

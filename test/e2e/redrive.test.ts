@@ -2,10 +2,10 @@ import {expect} from 'chai'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {ledgerIn, snapshotsIn, storeIn} from '../helpers/fixtures-b.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
@@ -31,10 +31,9 @@ function cli(args: string[], env: Record<string, string | undefined> = {}): Prom
   return pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0', ...env}})
 }
 
-async function snapshots(runId: string): Promise<Snapshot[]> {
-  const result = await cli(['snapshot', 'show', runId, '--json'])
-  expect(result.code, result.stderr).to.equal(0)
-  return json<Snapshot[]>(result)
+/** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about resume). */
+function snapshots(runId: string): Promise<Snapshot[]> {
+  return snapshotsIn(dir, runId)
 }
 
 /** The snapshot files as bytes, to show that a redrive leaves every earlier one as it was. */
@@ -44,8 +43,14 @@ async function snapshotFiles(runId: string): Promise<Map<string, string>> {
   return new Map(await Promise.all(files.map(async (f) => [f, await readFile(path.join(at, f), 'utf8')] as [string, string])))
 }
 
+/** The run record and its events, as `pipe runs show RUN --json` gives them, read in-process. */
 async function runShow(runId: string): Promise<{run: RunRecord; events: RunEvent[]}> {
-  return json<{run: RunRecord; events: RunEvent[]}>(await cli(['runs', 'show', runId, '--json']))
+  const store = await storeIn(dir)
+  try {
+    return {run: await store.readRun(runId), events: await store.readEvents(runId)}
+  } finally {
+    await store.close?.()
+  }
 }
 
 function policy(commands: string): string {
@@ -348,7 +353,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
         ['publish', 'blocked'],
         ['publish', null],
       ])
-      const ledger = json<{entries: LedgerEntry[]}>(await cli(['ledger', 'list', '--json'])).entries
+      const ledger = await ledgerIn(dir)
       const ci = ledger.find((e) => e.target === 'ci')!
       expect(ci.attempts.map((a) => [a.state, a.status_code])).to.deep.equal([
         ['failed', 400],
