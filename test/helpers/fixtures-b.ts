@@ -53,6 +53,30 @@ export function specIn(cwd: string, version: string): Promise<CanonicalSpec> {
   return reading(cwd, (store) => store.readSpec(version))
 }
 
+/**
+ * What `pipe audit verify [RUN]` checks, in-process: the store's audit with the keys of the deliveries
+ * its steps made, under no audit key (the CLI's test runs get none either). It passes as the command
+ * exits 0: no problem and no keyed seal left unchecked; otherwise the problems are the failure.
+ */
+export async function expectIntact(cwd: string, runId?: string): Promise<void> {
+  const {deliveredKeys} = await import('../../src/steps/registry.js')
+  const {AUDIT_KEY_ENV} = await import('../../src/store/trail/integrity.js')
+  const key = process.env[AUDIT_KEY_ENV]
+  delete process.env[AUDIT_KEY_ENV]
+  try {
+    const report = await reading(cwd, async (store) => {
+      if (runId !== undefined) await store.assertRunExists(runId)
+      return store.audit(runId, {deliveredKeys})
+    })
+    if (!report.ok || report.unverifiable > 0)
+      throw new Error(
+        `audit of ${runId ?? 'the store'}: ${report.unverifiable} unverifiable seal(s)\n${report.problems.map((p) => `${p.file}  ${p.field}  ${p.record}: ${p.message}`).join('\n')}`,
+      )
+  } finally {
+    if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
+  }
+}
+
 /** The ledger's entries, as `pipe ledger list --json` lists them (newest update first, at most `limit`). */
 export function ledgerIn(cwd: string, filter: {feature?: string; run?: string; target?: string} = {}, limit = 50): Promise<LedgerEntry[]> {
   return reading(cwd, async (store) => store.ledger().list(filter, limit))
