@@ -514,10 +514,12 @@ ${draft.replace('id: draft', 'id: short')}`)
       expect(error.code, `${flag} ${given}`).to.equal('E_CONFIG')
       expect(error.message, `${flag} ${given}`).to.match(pattern)
     }
-    // The FIFO as a process too: the CLI does not hang on it.
-    const result = await runIn(file, ['--replay', fifo])
-    expect(result.code, result.stderr).to.equal(2)
-    expect(json<{error: {code: string; message: string}}>(result).error.message).to.match(refused[0][2])
+    // The FIFO and the too-deep line as processes too: the CLI neither hangs on the one nor crashes on the other.
+    for (const [flag, given, pattern] of [refused[0], refused[3]]) {
+      const result = await runIn(file, [flag, given])
+      expect(result.code, `${flag} ${given}: ${result.stderr}`).to.equal(2)
+      expect(json<{error: {code: string; message: string}}>(result).error.message).to.match(pattern)
+    }
     // A cassette an editor saved with a byte order mark and CRLF line ends still reads.
     const plain = await fixture('  - {id: done, kind: end, status: succeeded}\n')
     const bom = path.join(dir, 'bom.jsonl')
