@@ -10,8 +10,12 @@ import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {parse as parseYaml} from 'yaml'
 import {renderGraph, type PathTaken} from '../../src/config/graph-render.js'
+import {allEdges} from '../../src/config/graph.js'
+import {loadPipeline} from '../../src/config/pipeline.js'
 import type {KindCatalog} from '../../src/config/kind-contract.js'
+import {kindCatalog} from '../../src/steps/registry.js'
 import type {Pipeline} from '../../src/types/pipeline.js'
+import {visible} from '../../src/util/terminal-text.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
 interface Parsed {
@@ -116,22 +120,37 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
       'examples/triage/pipeline.yaml',
       'examples/release-notes/pipeline.yaml',
     ])
+    // Each file drawn in-process as `pipe graph FILE` draws it (loaded, rendered, printed through
+    // visible()); the default pipeline also by the CLI itself, which must print exactly that text.
     for (const file of files) {
-      const result = await pipe(['graph', file])
-      expect(result.code, `${file}: ${result.stderr}`).to.equal(0)
-      const parsed = await parseMermaid(result.stdout).catch((error: unknown) => {
-        throw new Error(`${file}: ${String(error)}\n${result.stdout}`)
+      const loaded = await loadPipeline(path.join(repoRoot, file), kindCatalog)
+      if (!loaded.ok) throw new Error(`${file}: ${loaded.diagnostics.map((d) => d.message).join('\n')}`)
+      const pipeline = loaded.loaded.pipeline
+      const text = renderGraph(pipeline, 'mermaid', kindCatalog)
+      expect(visible(text), `${file}: printed as drawn`).to.equal(text)
+      if (file === 'pipelines/default.yaml') {
+        const result = await pipe(['graph', file])
+        expect(result.code, `${file}: ${result.stderr}`).to.equal(0)
+        expect(result.stdout, file).to.equal(text)
+        const body = json<GraphJson>(await pipe(['graph', file, '--json']))
+        expect(body.text, file).to.equal(result.stdout)
+        expect(
+          body.steps.map((st) => st.id),
+          file,
+        ).to.deep.equal(pipeline.steps.map((st) => st.id))
+        expect(body.edges, file).to.deep.equal(allEdges(pipeline, kindCatalog))
+      }
+      const parsed = await parseMermaid(text).catch((error: unknown) => {
+        throw new Error(`${file}: ${String(error)}\n${text}`)
       })
-      const body = json<GraphJson>(await pipe(['graph', file, '--json']))
-      expect(body.text, file).to.equal(result.stdout)
       const labels = [...parsed.nodes.values()]
-      for (const step of body.steps)
+      for (const step of pipeline.steps)
         expect(
           labels.some((l) => l === step.id || l.startsWith(`${step.id}${BR}`)),
           `${file}: step ${step.id}`,
         ).to.equal(true)
       // Every transition is drawn, with its outcome as written (next: has none).
-      for (const edge of body.edges.filter((e) => e.label !== 'next'))
+      for (const edge of allEdges(pipeline, kindCatalog).filter((e) => e.label !== 'next'))
         expect(
           parsed.edges.map((e) => e.text),
           `${file}: ${edge.from} ${edge.label}`,

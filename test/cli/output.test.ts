@@ -7,6 +7,7 @@ import {expect} from 'chai'
 import {readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {snapshotsIn} from '../helpers/fixtures-b.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -188,11 +189,9 @@ describe('yes, ok and no as review decisions (CLI)', function () {
   const defaultPipeline = path.join(repoRoot, 'pipelines', 'default.yaml')
 
   async function reviewOutcome(runId: string): Promise<{decision: string; review_decision: unknown}> {
-    const snapshots = json<Array<{decisions: Array<{decision: string}>; outputs: {review_decision?: unknown}}>>(
-      await pipe(['snapshot', 'show', runId, '--step', 'manual_review', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}}),
-    )
-    const review = snapshots.at(-1)!
-    return {decision: review.decisions.at(-1)!.decision, review_decision: review.outputs.review_decision}
+    // What `pipe snapshot show RUN --step manual_review --json` prints, read in-process.
+    const review = (await snapshotsIn(dir, runId)).filter((s) => s.step.name === 'manual_review').at(-1)!
+    return {decision: review.decisions.at(-1)!.decision, review_decision: (review.outputs as {review_decision?: unknown}).review_decision}
   }
 
   it('--decision takes YES, ok and y as go and no as drop, in any case; the record keeps the canonical value', async () => {
@@ -258,9 +257,7 @@ describe('a long error is printed once (CLI)', function () {
     expect(r.stdout).to.match(/^reason: .*\[…\d+ more line\(s\): the error on stderr\]$/m)
     // The records keep it whole.
     const runId = /run (R-\d{8}-\d{4})/.exec(r.stdout)![1]!
-    const [snapshot] = json<Array<{errors: Array<{message: string}>}>>(
-      await pipe(['snapshot', 'show', runId, '--step', 'compile', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
-    )
+    const [snapshot] = (await snapshotsIn(dir, runId)).filter((s) => s.step.name === 'compile')
     expect(snapshot!.errors.at(-1)!.message).to.include('+something else entirely')
   })
 })
@@ -282,9 +279,7 @@ describe('every error carries a trace id that finds it in the log and the record
     const log = await logsIn(path.join(home, 'logs'))
     expect(log.split('\n').filter((l) => l.includes(`trace=${trace!} `))).to.have.length(1)
     expect(log).to.match(new RegExp(`ERROR pid=\\d+ trace=${trace!} \\[E_BUILD_FAIL\\] run ${body.run_id} failed`))
-    const [snapshot] = json<Array<{errors: Array<{code: string; trace_id?: string}>}>>(
-      await pipe(['snapshot', 'show', body.run_id, '--step', 'lint', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
-    )
+    const [snapshot] = (await snapshotsIn(dir, body.run_id)).filter((s) => s.step.name === 'lint')
     expect(snapshot!.errors.at(-1)).to.deep.include({code: 'E_BUILD_FAIL', trace_id: trace})
     const events = (await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'events.jsonl'), 'utf8'))
       .trim()

@@ -10,6 +10,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectIntact, snapshotsIn} from '../helpers/fixtures-b.js'
 import {changeIn} from '../helpers/wait.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
@@ -92,8 +93,9 @@ function run(file: string): Promise<CliResult> {
   return pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
 }
 
-async function snapshots(runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo, env: env()}))
+/** What `pipe snapshot show RUN --json` prints, read in-process. */
+function snapshots(runId: string): Promise<Snapshot[]> {
+  return snapshotsIn(repo, runId)
 }
 
 /** The tool-result messages a request carried, by call id. */
@@ -132,8 +134,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     ])
     expect(snap!.evidence_links.length).to.be.greaterThan(0)
     // The conversation state beside the records does not trouble the audit.
-    const audit = await pipe(['audit', 'verify', json<RunJson>(result).run_id], {cwd: repo, env: env()})
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    await expectIntact(repo, json<RunJson>(result).run_id)
   })
 
   it('answers invalid arguments with the schema error and denies paths outside the repository, running nothing', async () => {
@@ -249,8 +250,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const ranFirst = (first!.errors.at(-1)!.details as {tool_calls: Array<Record<string, unknown>>}).tool_calls
     expect(ranFirst.map((c) => [c['call_id'], c['decision'], c['executed']])).to.deep.equal([['k1', 'confirmed', true]])
     expect(second!.tool_calls!.map((c) => [c.call_id, c.decision, c.executed, c.replayed_from])).to.deep.equal([['k1', 'confirmed', undefined, 1]])
-    const audit = await pipe(['audit', 'verify', paused.run_id], {cwd: repo, env: env()})
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    await expectIntact(repo, paused.run_id)
   })
 
   describe('a confirmation runs exactly the action shown: an edited step state is refused (E_INTEGRITY) and reported by audit verify', () => {
@@ -372,8 +372,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const acceptance = events.find((e) => e.event === 'cassette_accepted')
     expect(acceptance?.reason).to.contain(sha(before)).and.contain('fix.cassette.jsonl')
     expect(events.findIndex((e) => e.event === 'cassette_accepted')).to.be.lessThan(events.findIndex((e) => e.event === 'confirm_given'))
-    const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: env()})
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    await expectIntact(repo, runId)
   })
 
   it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {

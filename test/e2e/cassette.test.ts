@@ -7,9 +7,11 @@ import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
+import type {PipeError} from '../../src/errors.js'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectIntact, snapshotsIn} from '../helpers/fixtures-b.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -36,11 +38,8 @@ function cli(args: string[], cwd: string, env: Record<string, string | undefined
   return pipe(args, {cwd, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}, timeoutMs: 120000})
 }
 
-async function snapshotsOf(cwd: string, runId: string): Promise<Snapshot[]> {
-  const result = await cli(['snapshot', 'show', runId, '--json'], cwd)
-  expect(result.code, result.stderr).to.equal(0)
-  return json<Snapshot[]>(result)
-}
+/** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about the runs, not that command). */
+const snapshotsOf = snapshotsIn
 
 async function runRecords(cwd: string): Promise<RunRecord[]> {
   const runs = path.join(cwd, '.pipe', 'runs')
@@ -208,6 +207,19 @@ async function fixture(steps?: string, extra = ''): Promise<string> {
 
 function runIn(file: string, extra: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
   return cli(['run', file, '--json', ...extra], dir, env)
+}
+
+/** The error opening a cassette gives, through the door every session opens one by (`replySources`), in-process. */
+async function openedCassette(flag: '--replay' | '--record', file: string): Promise<PipeError> {
+  const {replySources} = await import('../../src/app/sessions/shared.js')
+  const cassette = flag === '--replay' ? ({file, mode: 'replay', missing: 'error'} as const) : ({file, mode: 'record'} as const)
+  const error = await replySources({cwd: dir, store: '.pipe', cassette}).then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  // By its shape: the module a dynamic import loads may be another instance of the PipeError class.
+  if (!(error instanceof Error) || typeof (error as PipeError).code !== 'string') throw new Error(`${flag} ${file}: expected a PipeError, got ${String(error)}`)
+  return error as PipeError
 }
 
 async function interactions(cassette: string): Promise<Array<{key: string; step: string; request: {messages: Array<{content: string}>}}>> {
@@ -456,14 +468,19 @@ ${draft.replace('id: draft', 'id: short')}`)
       ['empty.jsonl', '', /empty\.jsonl:1: the cassette is empty/],
       ['yaml.jsonl', 'type: header\n', /yaml\.jsonl:1: not a JSON line/],
     ]
-    for (const [name, text, pattern] of cases) {
+    // Every case through the one door a run, a resume and a replay open a cassette by; the first
+    // also as a process: that such an error exits 2 with it as JSON, no stack, before a run exists.
+    for (const [index, [name, text, pattern]] of cases.entries()) {
       await writeFile(path.join(dir, name), text)
-      const result = await runIn(file, ['--replay', path.join(dir, name)])
-      expect(result.code, `${name}: ${result.stderr}`).to.equal(2)
-      const error = json<{error: {code: string; message: string; hint?: string}}>(result).error
+      const error = await openedCassette('--replay', path.join(dir, name))
       expect(error.code, name).to.equal('E_CONFIG')
       expect(error.message, name).to.match(pattern)
       expect(error.hint, name).to.contain('--record')
+      if (index > 0) continue
+      const result = await runIn(file, ['--replay', path.join(dir, name)])
+      expect(result.code, `${name}: ${result.stderr}`).to.equal(2)
+      const shown = json<{error: {code: string; message: string; hint?: string}}>(result).error
+      expect(shown).to.deep.include({code: error.code, message: error.message, hint: error.hint})
       expect(result.stderr, name).to.not.match(/\n\s+at .+\.js:\d+/)
     }
     const missing = await runIn(file, ['--replay', path.join(dir, 'nope.jsonl')])
@@ -486,17 +503,22 @@ ${draft.replace('id: draft', 'id: short')}`)
       deep,
       `{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:${'a'.repeat(64)}","step":"draft","request":{"model":"m","messages":[],"response_format":{"type":"json_object","x":${nested}}},"reply":{"model":"m","finish_reason":"stop","message":{"role":"assistant","content":"{}"}}}\n`,
     )
-    for (const [flag, given, pattern] of [
+    const refused = [
       ['--replay', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
       ['--record', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
       ['--replay', path.join(dir, 'folder.jsonl'), /folder\.jsonl is not a regular file \(it is a directory\)/],
       ['--replay', deep, /deep\.jsonl:2: the line is nested too deeply/],
-    ] as const) {
+    ] as const
+    for (const [flag, given, pattern] of refused) {
+      const error = await openedCassette(flag, given)
+      expect(error.code, `${flag} ${given}`).to.equal('E_CONFIG')
+      expect(error.message, `${flag} ${given}`).to.match(pattern)
+    }
+    // The FIFO and the too-deep line as processes too: the CLI neither hangs on the one nor crashes on the other.
+    for (const [flag, given, pattern] of [refused[0], refused[3]]) {
       const result = await runIn(file, [flag, given])
       expect(result.code, `${flag} ${given}: ${result.stderr}`).to.equal(2)
-      const error = json<{error: {code: string; message: string}}>(result).error
-      expect(error.code).to.equal('E_CONFIG')
-      expect(error.message).to.match(pattern)
+      expect(json<{error: {code: string; message: string}}>(result).error.message).to.match(pattern)
     }
     // A cassette an editor saved with a byte order mark and CRLF line ends still reads.
     const plain = await fixture('  - {id: done, kind: end, status: succeeded}\n')
@@ -544,8 +566,7 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(server.count()).to.equal(3)
 
     // The cache is part of the store that audit verify checks, and it passes.
-    const audit = await cli(['audit', 'verify'], dir)
-    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+    await expectIntact(dir)
   })
 
   it('a tampered cache entry is an integrity error, not a reply', async () => {

@@ -5,6 +5,7 @@ import path from 'node:path'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {ledgerIn, snapshotsIn} from '../helpers/fixtures-b.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
 interface RunJson {
@@ -57,8 +58,14 @@ function cli(args: string[], extra: Record<string, string | undefined> = {}): Pr
   return pipe(args, {cwd: dir, env: {...env(), ...extra}})
 }
 
-async function ledger(): Promise<LedgerEntry[]> {
-  return json<{entries: LedgerEntry[]}>(await cli(['ledger', 'list', '--json'])).entries
+/** What `pipe ledger list --json` lists, read in-process (the tests here are about publishing, not that command). */
+function ledger(): Promise<LedgerEntry[]> {
+  return ledgerIn(dir)
+}
+
+/** `pipe snapshot show RUN --step STEP --json`, read in-process. */
+async function snapshotsOfStep(runId: string, step: string): Promise<Snapshot[]> {
+  return (await snapshotsIn(dir, runId)).filter((s) => s.step.name === step)
 }
 
 describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.1)', function () {
@@ -190,7 +197,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
       [1, 'retryable', 500],
       [2, 'delivered', 200],
     ])
-    const snaps = json<Snapshot[]>(await cli(['snapshot', 'show', run.run_id, '--step', 'publish', '--json']))
+    const snaps = await snapshotsOfStep(run.run_id, 'publish')
     expect(snaps[0]!.step.attempts).to.equal(2)
     expect(snaps[0]!.errors.map((e) => [e.attempt, e.retryable])).to.deep.equal([[1, true]])
     expect(snaps[0]!.errors[0]!.message).to.contain('answered 500')
@@ -482,7 +489,7 @@ describe('publish: secrets, uncertain timeouts, stores and payload escaping', fu
     expect(server.requests('/json')).to.have.length(1)
     const [entry] = await ledger()
     expect(entry!.attempts.map((a) => a.state)).to.deep.equal(['unknown'])
-    const snaps = json<Snapshot[]>(await cli(['snapshot', 'show', json<RunJson>(result).run_id, '--step', 'publish', '--json']))
+    const snaps = await snapshotsOfStep(json<RunJson>(result).run_id, 'publish')
     expect(snaps[0]!.errors.at(-1)!.message).to.contain('unknown whether')
   })
 

@@ -12,6 +12,7 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
+import {madeOnce} from '../helpers/fixtures-b.js'
 import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
@@ -59,10 +60,14 @@ describe('pipe view under attack and in a new user’s hands', function () {
     return r.run_id
   }
 
-  /** examples/coding-agent from its cassette: a coding run whose task child run has an agent step. */
-  async function codingAgentRun(): Promise<void> {
+  /**
+   * examples/coding-agent from its cassette: a coding run whose task child run has an agent step. The
+   * tests that use it only read it, so it runs once, in a folder of its own, and each test gets a
+   * copy of that folder (its store and the repository it ran in) as its own.
+   */
+  const codingAgentDone = madeOnce(async (at) => {
     const example = path.join(repoRoot, 'examples', 'coding-agent')
-    const repo = path.join(dir, 'median')
+    const repo = path.join(at, 'median')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     execFileSync('git', ['init', '-q'], {cwd: repo})
     const env = {
@@ -71,9 +76,10 @@ describe('pipe view under attack and in a new user’s hands', function () {
       GIT_COMMITTER_NAME: 'pipe test',
       GIT_COMMITTER_EMAIL: 'pipe-test@example.invalid',
     }
-    const done = await pipe([...codingExampleRun(), '--json', '--store', store()], {cwd: repo, env})
+    const done = await pipe([...codingExampleRun(), '--json', '--store', path.join(at, '.pipe')], {cwd: repo, env})
     expect(done.code, done.stderr).to.equal(0)
-  }
+  })
+  const codingAgentRun = (): Promise<void> => codingAgentDone(dir)
 
   it('a node of the graph opens its step: the click lands on the step’s section, opened; two routes to one step are one readable label', async function () {
     browserOnly.call(this)
