@@ -7,7 +7,7 @@ import {expect} from 'chai'
 import {readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {snapshotsIn} from '../helpers/fixtures-b.js'
+import {snapshotsIn} from '../helpers/stores.js'
 
 let dir: string
 let cleanup: () => Promise<void>

@@ -13,7 +13,7 @@ import {cp, mkdir, readFile, readdir, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {validateXML} from 'xmllint-wasm'
 import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {snapshotsInStore} from '../helpers/fixtures-b.js'
+import {snapshotsInStore} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
 
 interface Report {

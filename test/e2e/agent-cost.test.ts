@@ -9,7 +9,7 @@ import {execFileSync} from 'node:child_process'
 import {mkdir, readdir, readFile, stat, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
-import {expectAuditPasses} from '../helpers/fixtures-c.js'
+import {expectAuditPasses} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 async function bytesUnder(dir: string): Promise<number> {
@@ -74,7 +74,7 @@ describe('an agent whose conversation grows: bounded requests, linear storage', 
     const runId = json<{run_id: string}>(result).run_id
     expect(await bytesUnder(path.join(store, 'runs', runId, 'state')), 'the step state').to.be.below(2 * 1024 * 1024)
     // A text stored once is still checked: the store verifies, and a changed text is named.
-    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts); the damaged store's verdict below is the command's.
+    // What `pipe audit verify` checks, in this process (helpers/stores.ts); the damaged store's verdict below is the command's.
     await expectAuditPasses(repo)
     const texts = path.join(store, 'replies', 'texts')
     const [first] = (await readdir(texts)).sort()

@@ -10,7 +10,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectIntact, snapshotsIn} from '../helpers/fixtures-b.js'
+import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
@@ -134,7 +134,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     ])
     expect(snap!.evidence_links.length).to.be.greaterThan(0)
     // The conversation state beside the records does not trouble the audit.
-    await expectIntact(repo, json<RunJson>(result).run_id)
+    await expectAuditPasses(repo, json<RunJson>(result).run_id)
   })
 
   it('answers invalid arguments with the schema error and denies paths outside the repository, running nothing', async () => {
@@ -250,7 +250,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const ranFirst = (first!.errors.at(-1)!.details as {tool_calls: Array<Record<string, unknown>>}).tool_calls
     expect(ranFirst.map((c) => [c['call_id'], c['decision'], c['executed']])).to.deep.equal([['k1', 'confirmed', true]])
     expect(second!.tool_calls!.map((c) => [c.call_id, c.decision, c.executed, c.replayed_from])).to.deep.equal([['k1', 'confirmed', undefined, 1]])
-    await expectIntact(repo, paused.run_id)
+    await expectAuditPasses(repo, paused.run_id)
   })
 
   describe('a confirmation runs exactly the action shown: an edited step state is refused (E_INTEGRITY) and reported by audit verify', () => {
@@ -372,7 +372,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const acceptance = events.find((e) => e.event === 'cassette_accepted')
     expect(acceptance?.reason).to.contain(sha(before)).and.contain('fix.cassette.jsonl')
     expect(events.findIndex((e) => e.event === 'cassette_accepted')).to.be.lessThan(events.findIndex((e) => e.event === 'confirm_given'))
-    await expectIntact(repo, runId)
+    await expectAuditPasses(repo, runId)
   })
 
   it('ends denied when the model gives up after a person refused its call; unrouted, the run fails with E_POLICY_DENIED', async () => {

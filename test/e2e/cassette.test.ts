@@ -11,7 +11,7 @@ import type {PipeError} from '../../src/errors.js'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectIntact, snapshotsIn} from '../helpers/fixtures-b.js'
+import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -566,7 +566,7 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(server.count()).to.equal(3)
 
     // The cache is part of the store that audit verify checks, and it passes.
-    await expectIntact(dir)
+    await expectAuditPasses(dir)
   })
 
   it('a tampered cache entry is an integrity error, not a reply', async () => {

@@ -10,7 +10,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
-import {expectIntact, snapshotsIn} from '../helpers/fixtures-b.js'
+import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
@@ -396,7 +396,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
       ['done', 'succeeded'],
     ])
     expect(steps.at(-5)!.decisions.at(-1)!.by).to.be.a('string')
-    await expectIntact(repo, body.run_id)
+    await expectAuditPasses(repo, body.run_id)
     // pipe resume went on with the same child run each time: no task started again.
     expect(await children()).to.deep.equal(childrenBefore)
   })

@@ -9,7 +9,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
-import {expectAuditPasses} from '../helpers/fixtures-c.js'
+import {expectAuditPasses} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -117,7 +117,7 @@ steps:
     expect(toolResults(server.requests.at(-1)!)['again'])
       .to.contain('refused')
       .and.contain('not now')
-    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(repo, body.run_id)
     // pipe policy explain says the same of the line.
     const explained = await pipe(['policy', 'explain', '--policy', 'policy.yaml', '--', 'node', 'args.js', 'deploy-x'], {cwd: repo, env: env()})

@@ -10,7 +10,7 @@ import {existsSync} from 'node:fs'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, tempDir, testHome} from '../helpers/cli.js'
-import {expectAuditPasses} from '../helpers/fixtures-c.js'
+import {expectAuditPasses} from '../helpers/stores.js'
 
 interface RunJson {
   run_id: string
@@ -57,7 +57,7 @@ async function events(runId: string): Promise<Array<{event: string; reason?: str
     .split('\n')
     .map((l) => JSON.parse(l) as {event: string; reason?: string; step?: string})
 }
-/** That `pipe audit verify RUN` passes, checked in this process (helpers/fixtures-c.ts). */
+/** That `pipe audit verify RUN` passes, checked in this process (helpers/stores.ts). */
 async function auditGreen(runId: string): Promise<void> {
   await expectAuditPasses(dir, runId)
 }

@@ -9,7 +9,7 @@ import {execFileSync} from 'node:child_process'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {runRecordIn, snapshotsIn, specIn} from '../helpers/fixtures-c.js'
+import {runRecordIn, snapshotsIn, specIn} from '../helpers/stores.js'
 import {filesShown} from '../helpers/coding-agent-server.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
@@ -115,7 +115,7 @@ async function runIn(repo: string, root: string, extra: string[] = []): Promise<
 }
 
 async function snapshot(repo: string, runId: string, step: string): Promise<Snap> {
-  // What `pipe snapshot show RUN --step STEP --json` prints, read in this process (helpers/fixtures-c.ts).
+  // What `pipe snapshot show RUN --step STEP --json` prints, read in this process (helpers/stores.ts).
   const shown = (await snapshotsIn(repo, runId)).filter((s) => s.step.name === step) as unknown as Snap[]
   expect(shown, `run ${runId} has a snapshot of ${step}`).to.not.deep.equal([])
   // The step's snapshots, oldest first: the latest is the one the run went on with.
@@ -247,7 +247,7 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     }
     expect(await readdir(path.join(repo, '.pipe', 'runs')).catch(() => [])).to.deep.equal([])
     const run = await runIn(repo, root, ['--context-ref', 'acme-web@2026.03'])
-    // The run as `pipe runs show RUN --json` gives it, read in this process (helpers/fixtures-c.ts).
+    // The run as `pipe runs show RUN --json` gives it, read in this process (helpers/stores.ts).
     expect(JSON.stringify((await runRecordIn(repo, run.run_id)).run)).to.contain('"context_ref":{"project_id":"acme-web","context_version":"2026.03"}')
     expect((await pipe(['runs', 'show', run.run_id], {cwd: repo})).stdout).to.contain('context ref acme-web@2026.03')
     for (const step of ['repo', 'look', 'done']) {

@@ -8,7 +8,7 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, snapshotsIn} from '../helpers/fixtures-c.js'
+import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -59,7 +59,7 @@ async function runRecords(): Promise<RunRecord[]> {
   return Promise.all(ids.sort().map(async (id) => JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', id, 'run.json'), 'utf8')) as RunRecord))
 }
 
-/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(repo, runId)
 }
@@ -137,7 +137,7 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
     const spec = json<CanonicalSpec>(await cli(['spec', 'show', body.spec_version!, '--json']))
     expect(spec.sections?.['release_notes']).to.deep.equal(notes)
 
-    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(repo)
   })
 
@@ -193,7 +193,7 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
       'no child runs',
     ).to.deep.equal([])
     expect(existsSync(path.join(repo, 'release-notes')), 'nothing published').to.equal(false)
-    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(repo, body.run_id)
   })
 
@@ -260,7 +260,7 @@ describe('examples/triage (built CLI, model server on 127.0.0.1)', function () {
     const published = JSON.parse(await readFile(path.join(repo, 'triage', body.feature_id, `${body.spec_version}.json`), 'utf8')) as CanonicalSpec
     expect(published.sections?.['triage']).to.deep.equal(triage)
 
-    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(repo, body.run_id)
   })
 

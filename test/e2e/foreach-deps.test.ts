@@ -8,7 +8,7 @@ import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
-import {snapshotsIn} from '../helpers/fixtures-c.js'
+import {snapshotsIn} from '../helpers/stores.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -28,7 +28,7 @@ async function creationOrder(cwd: string): Promise<string[]> {
     .map((l) => (JSON.parse(l) as {run_id: string}).run_id)
 }
 
-/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 const snapshotsOf = snapshotsIn
 
 /** One task: fails when told to, else succeeds. */

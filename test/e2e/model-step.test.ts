@@ -4,7 +4,7 @@ import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, snapshotsIn, specIn} from '../helpers/fixtures-c.js'
+import {expectAuditPasses, snapshotsIn, specIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -68,7 +68,7 @@ function run(file: string, extra: string[] = [], env: Record<string, string | un
   return pipe(['run', file, '--json', ...extra], {cwd: dir, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}})
 }
 
-/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(dir, runId)
 }
@@ -159,7 +159,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(diff.stdout).to.not.contain('release_notes')
     const markdown = await pipe(['spec', 'show', second], {cwd: dir})
     expect(markdown.stdout).to.contain('## release_notes').and.contain('"title": "CSV export"')
-    // What `pipe audit verify` checks, in this process (helpers/fixtures-c.ts).
+    // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(dir, body.run_id)
   })
 

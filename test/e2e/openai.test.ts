@@ -4,7 +4,7 @@ import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
-import {snapshotsIn} from '../helpers/fixtures-c.js'
+import {snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
 const KEY = 'sk-test-4f1c9a7e2b6d8e0f3a5c7b9d1e2f4a6c'
@@ -47,7 +47,7 @@ function run(file: string, extra: string[] = [], env: Record<string, string | un
   })
 }
 
-/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(dir, runId)
 }

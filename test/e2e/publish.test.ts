@@ -5,7 +5,7 @@ import path from 'node:path'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
-import {ledgerIn, snapshotsIn} from '../helpers/fixtures-b.js'
+import {ledgerIn, snapshotsIn} from '../helpers/stores.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
 interface RunJson {

@@ -5,7 +5,7 @@ import path from 'node:path'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectIntact, ledgerIn, snapshotsIn, storeIn} from '../helpers/fixtures-b.js'
+import {expectAuditPasses, ledgerIn, snapshotsIn, storeIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
@@ -113,7 +113,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(redriven[0]).to.include({from: 'failed', to: 'running', step: 'compile', seq: 2, by: user})
     expect(events.map((e) => e.event).filter((e) => ['failed', 'redriven', 'succeeded'].includes(e))).to.deep.equal(['failed', 'redriven', 'succeeded'])
     expect((await cli(['runs', 'show', body.run_id])).stdout).to.match(new RegExp(`redriven \\(failed -> running\\) step compile by ${user}`))
-    await expectIntact(dir, body.run_id)
+    await expectAuditPasses(dir, body.run_id)
     const again = await cli(['resume', body.run_id], env)
     expect(again.code).to.equal(2)
     expect(again.stderr).to.contain('has ended (succeeded) and cannot be resumed')
@@ -181,7 +181,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       [2, user, undefined],
       [3, user, openVersion],
     ])
-    await expectIntact(dir, body.run_id)
+    await expectAuditPasses(dir, body.run_id)
   })
 
   it('refuses to redrive a run that failed on a loop bound, and a changed policy for a run that did not fail', async () => {
@@ -256,7 +256,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     const {run} = await runShow(body.run_id)
     expect(run.status).to.equal('succeeded')
     expect(run.error).to.equal(undefined)
-    await expectIntact(dir, body.run_id)
+    await expectAuditPasses(dir, body.run_id)
   })
 
   it('resumes a run blocked at an end nothing failed before: it ends succeeded, as the hint says', async () => {
@@ -314,7 +314,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       ])
       expect(list[1]!.outputs).to.deep.include({value: {title: 'CSV export'}})
       expect(list[1]!.meta.model_calls?.map((c) => c.source)).to.deep.equal(['live'])
-      await expectIntact(dir, body.run_id)
+      await expectAuditPasses(dir, body.run_id)
     } finally {
       await server.close()
     }
@@ -363,7 +363,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(events.find((e) => e.event === 'redriven')).to.include({from: 'blocked', to: 'running', step: 'publish', by: user})
       expect((await cli(['publish', body.run_id], env)).code).to.equal(0)
       expect(hook.deliveries('/ci'), 'exactly once').to.have.length(1)
-      await expectIntact(dir, body.run_id)
+      await expectAuditPasses(dir, body.run_id)
     } finally {
       await hook.close()
     }

@@ -5,7 +5,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {runRecordIn, snapshotsIn, storeIn} from '../helpers/fixtures-c.js'
+import {runRecordIn, snapshotsIn, storeIn} from '../helpers/stores.js'
 
 interface RunJson {
   run_id: string
@@ -54,7 +54,7 @@ async function run(pipeline: string, policy?: string): Promise<{result: RunJson;
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
-/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(repo, runId)
 }

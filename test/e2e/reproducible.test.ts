@@ -12,7 +12,7 @@ import {cp, mkdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, node, pipe, repoRoot, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
-import {snapshotsIn} from '../helpers/fixtures-c.js'
+import {snapshotsIn} from '../helpers/stores.js'
 import {FAKETIME, needs} from '../helpers/tools.js'
 
 const ANOTHER_YEAR = '@2031-07-09 04:05:06'
@@ -159,7 +159,7 @@ describe('reproducible anywhere: another folder, another store, another year', f
       timeoutMs: 120000,
     })
     expect(json<{error?: {code: string}}>(result).error?.code, result.stderr).to.not.equal('E_MODEL')
-    // What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts).
+    // What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts).
     const snapshots = (await snapshotsIn(repo, json<{run_id: string}>(result).run_id)) as unknown as Array<{
       step: {name: string}
       outputs: {verdict?: {log_lines: string[]}; stages?: Array<{commands: Array<{stderr: {head: string}}>}>}

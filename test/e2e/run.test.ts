@@ -7,7 +7,7 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {madeOnce, snapshotsIn, specIn} from '../helpers/fixtures-b.js'
+import {madeOnce, snapshotsIn, specIn} from '../helpers/stores.js'
 
 interface RunJson {
   run_id: string

@@ -6,7 +6,7 @@ import {createServer, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
-import {snapshotsIn} from '../helpers/fixtures-c.js'
+import {snapshotsIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
 
 interface RunJson {
@@ -59,7 +59,7 @@ async function run(
 }
 
 async function command(runId: string): Promise<CommandOut> {
-  // What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts).
+  // What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts).
   const snap = (await snapshotsIn(repo, runId))[0]!
   const outputs = snap.outputs as {command?: CommandOut}
   return outputs.command ?? (snap.errors[0]!.details as {command: CommandOut}).command

@@ -8,7 +8,7 @@ import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import pg from 'pg'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
-import {copyStore} from '../helpers/fixtures-c.js'
+import {copyStore} from '../helpers/stores.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {until} from '../helpers/workers.js'
 
@@ -34,7 +34,7 @@ describe('pipe store copy', function () {
   let cluster: Cluster
   let dir: string
   let cleanup: () => Promise<void>
-  /** Folder stores made once by real runs and copied by each test (helpers/fixtures-c.ts): keyed with a finished and a paused run, and plain with one finished run. */
+  /** Folder stores made once by real runs and copied by each test (helpers/stores.ts): keyed with a finished and a paused run, and plain with one finished run. */
   let made: {dir: string; cleanup: () => Promise<void>}
   let keyed: string
   let pausedId: string

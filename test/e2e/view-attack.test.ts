@@ -12,7 +12,7 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
-import {madeOnce} from '../helpers/fixtures-b.js'
+import {madeOnce} from '../helpers/stores.js'
 import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */

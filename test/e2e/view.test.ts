@@ -14,7 +14,7 @@ import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {CHROMIUM, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
-import {copyStore} from '../helpers/fixtures-c.js'
+import {copyStore} from '../helpers/stores.js'
 
 /** What a requirement, a model or a command may write to make a page run its code or lie. */
 const HOSTILE = [
@@ -55,7 +55,7 @@ const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id:
 
 /*
  * A store several tests need is made once in this file, by real runs in a folder of its own, and
- * copied into each test's folder (helpers/fixtures-c.ts): each test still has a store of its own.
+ * copied into each test's folder (helpers/stores.ts): each test still has a store of its own.
  */
 let made: {dir: string; cleanup: () => Promise<void>} | undefined
 const making = new Map<string, Promise<{run_id: string; status: string}>>()

@@ -7,7 +7,7 @@ import {parse as parseYaml} from 'yaml'
 import type {Evidence} from '../../src/types/evidence.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
-import {snapshotsIn} from '../helpers/fixtures-c.js'
+import {snapshotsIn} from '../helpers/stores.js'
 
 interface RunJson {
   run_id: string
@@ -43,7 +43,7 @@ async function run(name: string, text: string, inputs: string[] = []): Promise<{
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
-/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/fixtures-c.ts). */
+/** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(repo, runId)
 }
