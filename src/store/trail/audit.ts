@@ -85,6 +85,8 @@ export async function auditRows(
         named = undefined
       }
       if (typeof named === 'string' && wanted.has(named)) for (const n of [-1, 0, 1]) near.add(pos + n)
+      // A line that names no run may be one of these runs' lines, damaged.
+      else if (typeof named !== 'string' || !ID_PATTERNS.run.test(named)) near.add(pos)
     }
   }
   const lines = checkChain(
