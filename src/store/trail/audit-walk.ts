@@ -67,7 +67,9 @@ export function parseBody(body: Body | null): Parsed {
   if (body === null) return {ok: false, message: 'the record is missing'}
   if (typeof body === 'object' && 'unreadable' in body) return {ok: false, message: body.unreadable}
   try {
-    return {ok: true, value: JSON.parse(typeof body === 'string' ? body : Buffer.from(body).toString('utf8')), bytes: body}
+    // (Buffer.from over a Buffer would copy it.)
+    const text = typeof body === 'string' ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')
+    return {ok: true, value: JSON.parse(text), bytes: body}
   } catch (error) {
     return {ok: false, message: `not valid JSON (${(error as Error).message})`}
   }
