@@ -7,6 +7,7 @@
  */
 import {expect} from 'chai'
 import {ledgerKey} from '../src/store/file/ledger.js'
+import {MemoryStore} from '../src/store/memory/store.js'
 import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.js'
 import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'
@@ -368,6 +369,83 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       await tamper({kind: 'ledger', key: first.key}, (text) => text.replace('"status": "delivered"', '"status": "failed"'))
       const report = await store.audit()
       expect(report.problems.map((p) => p.record)).to.include(first.key)
+    })
+
+    it('gives the audit of the reference (in-memory) store for the same records: one head digest, and each change named alike', async () => {
+      const reference = new MemoryStore()
+      /** The same records in both stores: a run of two steps that succeeded, and a ledger entry written twice. */
+      async function fill(into: RunStore): Promise<{runId: string; version: string; evidence: string; key: string; release: Release}> {
+        await into.ensureFeature('F-2026-001', now)
+        const born = await into.createStartedRun(draftOf(), now, {at, event: 'created'}, started)
+        const runId = born.record.run_id
+        const one = await into.commitStep(stepCommit(runId, 1, null, {evidence: 1, spec: true}))
+        await into.commitStep(stepCommit(runId, 2, one.snapshot.meta.record_hash!, {evidence: 2, spec: false}))
+        await into.updateRun(runId, (r) => (r.status = 'succeeded'), {at, event: 'succeeded'})
+        const entry: LedgerEntry = {
+          key: ledgerKey('F-2026-001', 'local', one.spec!.meta.spec_version),
+          feature_id: 'F-2026-001',
+          target: 'local',
+          target_type: 'file',
+          spec_version: one.spec!.meta.spec_version,
+          run_id: runId,
+          status: 'pending',
+          attempts: [],
+          created_at: at,
+          updated_at: at,
+        }
+        await into.ledger().write(entry)
+        await into.ledger().write({...entry, status: 'delivered'})
+        return {runId, version: one.spec!.meta.spec_version, evidence: one.snapshot.evidence_links[0]!.evidence_id, key: entry.key, release: born.release}
+      }
+      const ours = await fill(store)
+      held.push(ours.release)
+      const theirs = await fill(reference)
+      await theirs.release()
+      expect(ours.runId).to.equal(theirs.runId)
+      const clean = await store.audit()
+      expect(clean.problems).to.deep.equal([])
+      expect(clean.head, 'the head digest of the same records').to.equal((await reference.audit()).head)
+      const named = (report: {problems: Array<{record: string; message: string}>}): string[] => report.problems.map((p) => `${p.record}: ${p.message}`).sort()
+      const changes: Array<{what: string; target: TamperTarget; table: Parameters<MemoryStore['tamper']>[0]; key: string; edit: [string, string]}> = [
+        {
+          what: 'the run record',
+          target: {kind: 'run', run_id: ours.runId},
+          table: 'runs',
+          key: ours.runId,
+          edit: ['"status": "succeeded"', '"status": "failed"'],
+        },
+        {
+          what: 'a snapshot',
+          target: {kind: 'snapshot', run_id: ours.runId, seq: 2},
+          table: 'snapshots',
+          key: `${ours.runId}#2`,
+          edit: ['"reason": "done"', '"reason": "forged"'],
+        },
+        {what: 'a spec version', target: {kind: 'spec', id: ours.version}, table: 'specs', key: ours.version, edit: ['"goal": "goal', '"goal": "forged']},
+        {
+          what: 'evidence',
+          target: {kind: 'evidence', id: ours.evidence},
+          table: 'evidence',
+          key: ours.evidence,
+          edit: ['line 0 of step 1', 'line X of step 1'],
+        },
+        {
+          what: 'a ledger entry',
+          target: {kind: 'ledger', key: ours.key},
+          table: 'ledger',
+          key: ours.key,
+          edit: ['"status": "delivered"', '"status": "failed"'],
+        },
+      ]
+      for (const c of changes) {
+        const edit = (text: string): string => text.replace(c.edit[0], c.edit[1])
+        await tamper(c.target, edit)
+        reference.tamper(c.table, c.key, edit)
+        const [mine, reference_] = [await store.audit(), await reference.audit()]
+        expect(mine.ok, c.what).to.equal(false)
+        expect(named(mine), `the findings after ${c.what} is changed`).to.deep.equal(named(reference_))
+        expect(mine.head, `the head digest after ${c.what} is changed`).to.equal(reference_.head)
+      }
     })
 
     it('lists the children of a run in step and item order, and audits a run with its children', async () => {

@@ -264,7 +264,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     })
     it('the whole run folder deleted', async () => {
       await rm(s.runDir, {recursive: true})
-      await caught(/runs\/R-\S+ {2}\(folder\) {2}R-\S+: the run folder is missing/)
+      await caught(/runs\/R-\S+ {2}\(folder\) {2}R-\S+: the run is missing \(the run index names it/)
     })
   })
 
@@ -347,14 +347,14 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
       const file = path.join(s.root, 'audit', 'ledger.jsonl')
       const lines = await readLines(file)
       await writeLines(file, [{...lines[0], entries: 7}, ...lines.slice(1)])
-      await caughtBy(s.run, /audit\/ledger\.jsonl {2}line 1 {2}ledger log: the seal does not match/)
+      await caughtBy(s.run, /audit\/ledger\.jsonl {2}line 1 {2}F-\S+: the seal does not match/)
     })
     it('reordered ledger log lines', async () => {
       const file = path.join(s.root, 'audit', 'ledger.jsonl')
       const lines = await readLines(file)
       expect(lines.length).to.be.greaterThan(1)
       await writeLines(file, [lines[1], lines[0], ...lines.slice(2)])
-      await caught(/audit\/ledger\.jsonl {2}line 1 {2}ledger log: does not link/)
+      await caught(/audit\/ledger\.jsonl {2}line 1 {2}F-\S+: does not link/)
     })
     it('the last ledger log line deleted, the log re-chained', async () => {
       const file = path.join(s.root, 'audit', 'ledger.jsonl')
@@ -377,20 +377,20 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
         file,
         lines.map((l) => (l.run_id === s.run ? {...l, feature_hash: null} : l)),
       )
-      await caughtBy(s.run, /audit\/runs\.jsonl {2}line \d+ {2}run index: the seal does not match/)
+      await caughtBy(s.run, /audit\/runs\.jsonl {2}line \d+ {2}R-\S+: the seal does not match/)
     })
     it('reordered index lines', async () => {
       const file = path.join(s.root, 'audit', 'runs.jsonl')
       const lines = await readLines(file)
       await writeLines(file, [...lines].reverse())
-      await caught(/audit\/runs\.jsonl {2}line 1 {2}run index: does not link/)
+      await caught(/audit\/runs\.jsonl {2}line 1 {2}R-\S+: does not link/)
     })
     it('an edited index line', async () => {
       const file = path.join(s.root, 'audit', 'runs.jsonl')
       const lines = await readLines(file)
       lines[0] = {...lines[0]!, feature_id: 'F-2026-999'}
       await writeLines(file, lines)
-      await caught(/audit\/runs\.jsonl {2}line 1 {2}run index: the seal does not match/)
+      await caught(/audit\/runs\.jsonl {2}line 1 {2}R-\S+: the seal does not match/)
     })
   })
 

@@ -3,8 +3,6 @@
  * record's place, into one buffer (see audit.ts).
  */
 import {closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync} from 'node:fs'
-import {check} from '../../schema/registry.js'
-import type {AuditFinding} from '../types.js'
 
 export type Parsed<T> = {ok: true; value: T; bytes: Buffer} | {ok: false; message: string}
 
@@ -74,14 +72,4 @@ export function listDir(dir: string): string[] {
   } catch {
     return []
   }
-}
-
-export function schemaFindings(schema: 'run' | 'snapshot' | 'spec' | 'evidence' | 'ledger', value: unknown, record: string, file: string): AuditFinding[] {
-  const result = check(schema, value)
-  return result.errors.map((e) => ({
-    record,
-    file,
-    field: e.instancePath.slice(1).replace(/\//g, '.') || '(record)',
-    message: `does not match the ${schema} schema: ${e.message ?? e.keyword}`,
-  }))
 }

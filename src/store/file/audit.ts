@@ -1,156 +1,173 @@
 /**
- * pipe audit verify: recompute every seal and link of the stored trail and name each record that
- * was changed, removed, reordered or re-sealed after the fact, with its file and field.
- *
- * What anchors what (see store.ts): the run index chains every run and binds the facts fixed at its
- * creation and its feature's file; a run's timeline chains its lines, and each line binds the run
- * record's state; the run record seals the head (timeline length and last hash, last snapshot seq
- * and hash); snapshots chain to each other and bind the files of the spec versions and evidence they
- * name; the ledger log chains every ledger write. So an edit shows at its own seal, and an edit
- * re-sealed with pipe's own functions shows at the next link; only a rewrite of everything after it
- * goes unseen, which keyed mode (PIPE_AUDIT_KEY) prevents and the printed head digest, anchored
- * elsewhere, reveals.
- *
- * Before checking, leftovers of crashes are tidied and reported as cleaned, never as damage: temp
- * files whose writer is gone, and run folders whose creation a crash interrupted.
+ * pipe audit verify on the file store: its files read into the rows of the trail's one walk
+ * (../trail/audit.ts), each finding named by its file and line. What only files have is checked
+ * here, beside the walk (audit-extras.ts): leftovers of crashes, tidied and reported as cleaned;
+ * torn last lines of the append-only logs; names that are no record's; a run's commit log and step
+ * states; the reply cache.
  *
  * Reads are synchronous on purpose: a whole-store check reads thousands of small files one after
  * another, and the promise-based reads cost several times the CPU of the reads themselves.
  */
 import path from 'node:path'
-import type {Snapshot} from '../../types/snapshot.js'
-import {hashJson} from '../../util/hash.js'
-import {listDir, parseFile, readBytes} from './audit-read.js'
-import {auditRun} from './audit-run.js'
-import {auditLedger, auditReplies} from './audit-trails.js'
-import {runIndexOrder} from '../trail/audit-notes.js'
-import {Auditor, type AuditedStore} from './auditor.js'
-import {compareIds, ID_PATTERNS} from './ids.js'
-import {indexLineProblem, isObject} from '../trail/shapes.js'
-import {readChain, type ChainedLine} from './trail.js'
+import {auditRows, Findings, type Body, type Loc, type TrailRows} from '../trail/audit.js'
+import {isObject} from '../trail/shapes.js'
 import type {AuditKinds, AuditReport} from '../types.js'
+import {listDir, parseFile, readBytes} from './audit-read.js'
+import {auditReplies, commitLog, stepStates, tidyDir, tidyStagedRuns, tidyTemp} from './audit-extras.js'
+import type {FileLayout} from './files.js'
+import {compareIds, ID_PATTERNS} from './ids.js'
+import {SETTLED} from '../trail/audit-run.js'
 
 export type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
-export {Auditor} from './auditor.js'
 
-/** The ledger keys snapshots recorded as delivered, with the snapshot that says so. */
-function deliveredKeys(snapshots: readonly Snapshot[], kinds: AuditKinds): Array<[string, string]> {
-  return snapshots.flatMap((s) => kinds.deliveredKeys(s).map((key): [string, string] => [key, `${s.run_id}#${s.step.seq}`]))
+/** What the audit reads of a file store: its layout and its runs. */
+export type AuditedStore = FileLayout & {listRunIds(): Promise<string[]>}
+
+const body = (bytes: Buffer | string): Body => (typeof bytes === 'string' ? {unreadable: bytes} : bytes)
+
+const TORN = 'torn last line (a crash while appending); earlier lines are intact'
+
+/** A log's lines with their numbers; a torn last line (no newline, not JSON) is left out and noted. */
+function logLines(file: string, out: Findings, record: string | null): Array<{pos: number; line: string}> {
+  const bytes = readBytes(file)
+  const text = typeof bytes === 'string' ? '' : bytes.toString('utf8')
+  const raw = text.split('\n')
+  if (raw.at(-1) === '') raw.pop()
+  const lines = raw.map((line, i) => ({pos: i + 1, line}))
+  const last = lines.at(-1)
+  if (last && !text.endsWith('\n')) {
+    try {
+      JSON.parse(last.line)
+    } catch {
+      lines.pop()
+      if (record !== null) out.report.notes.push({record, file, field: `line ${last.pos}`, message: TORN})
+    }
+  }
+  return lines
+}
+
+/** The names of `dir` that are ID.json for an id of `pattern`, temp files tidied. */
+function recordNames(out: Findings, dir: string, pattern: RegExp): string[] {
+  const ids: string[] = []
+  for (const name of listDir(dir)) {
+    if (tidyTemp(out, dir, name)) continue
+    const id = name.endsWith('.json') ? name.slice(0, -5) : ''
+    if (pattern.test(id)) ids.push(id)
+  }
+  return ids
 }
 
 /**
- * The runs started by `runId` (pipeline and foreach steps), theirs in turn: records that name it as
- * their parent. Children are created after their parent, so only later run ids are read.
+ * The runs started by `runId` (pipeline and foreach steps): records that name it as their parent.
+ * Children are created after their parent, so only later run ids are read.
  */
 function childRuns(store: AuditedStore, runId: string): string[] {
-  const later = listDir(store.runsDir)
+  return listDir(store.runsDir)
     .filter((name) => ID_PATTERNS.run.test(name) && compareIds(name, runId) > 0)
     .sort(compareIds)
-  const parents = new Set([runId])
-  const out: string[] = []
-  for (const id of later) {
-    const parsed = parseFile<unknown>(path.join(store.runsDir, id, 'run.json'))
-    const parent = parsed.ok && isObject(parsed.value) && isObject(parsed.value.parent) ? parsed.value.parent.run_id : undefined
-    if (typeof parent === 'string' && parents.has(parent)) {
-      parents.add(id)
-      out.push(id)
-    }
+    .filter((id) => {
+      const parsed = parseFile<unknown>(path.join(store.runsDir, id, 'run.json'))
+      return parsed.ok && isObject(parsed.value) && isObject(parsed.value.parent) && parsed.value.parent.run_id === runId
+    })
+}
+
+function fileRows(store: AuditedStore, out: () => Findings, whole: boolean): TrailRows {
+  const ledgerDir = path.join(store.root, 'ledger')
+  const ledgerLog = path.join(store.auditDir, 'ledger.jsonl')
+  const recordFile = (id: string): string => (ID_PATTERNS.spec.test(id) ? store.specFile(id) : store.evidenceFile(id))
+  return {
+    runIndex: () => logLines(store.runIndexFile, out(), whole ? 'run index' : null),
+    runIds: () => store.listRunIds(),
+    children: (id) => childRuns(store, id),
+    run: (id) => {
+      const dir = store.runDir(id)
+      for (const name of listDir(dir)) tidyTemp(out(), dir, name)
+      return {body: body(readBytes(path.join(dir, 'run.json')))}
+    },
+    events: (id) => logLines(path.join(store.runDir(id), 'events.jsonl'), out(), id),
+    snapshots: (id) => {
+      const dir = path.join(store.runDir(id), 'snapshots')
+      const found: Array<{seq: number; body: Body}> = []
+      for (const name of listDir(dir).sort()) {
+        if (tidyTemp(out(), dir, name)) continue
+        const seq = /^(\d{6,})\.json$/.exec(name)?.[1]
+        if (seq) found.push({seq: Number(seq), body: body(readBytes(path.join(dir, name)))})
+        else out().add({record: `${id}/${name}`, file: path.join(dir, name), field: '(file)', message: 'not a snapshot file name'})
+      }
+      return found
+    },
+    snapshot: (id, seq) => body(readBytes(store.snapshotFile(id, seq))),
+    record: (id) => body(readBytes(recordFile(id))),
+    specIds: () => recordNames(out(), store.specsDir, ID_PATTERNS.spec),
+    evidenceIds: () => recordNames(out(), store.evidenceDir, ID_PATTERNS.evidence),
+    features: () => recordNames(out(), store.featuresDir, ID_PATTERNS.feature).map((id) => ({id, body: body(readBytes(store.featureFile(id)))})),
+    ledgerLog: () => logLines(ledgerLog, out(), 'ledger log'),
+    ledger: () =>
+      listDir(ledgerDir)
+        .sort()
+        .filter((name) => !tidyTemp(out(), ledgerDir, name) && name.endsWith('.json'))
+        .map((name) => ({key: name.slice(0, -5), body: body(readBytes(path.join(ledgerDir, name)))})),
+    locate: (loc: Loc, field: string) => {
+      switch (loc.kind) {
+        case 'run':
+          return {file: path.join(store.runDir(loc.id), 'run.json'), field}
+        case 'run-place':
+          return {file: store.runDir(loc.id), field}
+        case 'events':
+          return {file: path.join(store.runDir(loc.run), 'events.jsonl'), field: `line ${loc.n}`}
+        case 'snapshot':
+          return {file: store.snapshotFile(loc.run, loc.seq), field}
+        case 'spec':
+          return {file: store.specFile(loc.id), field}
+        case 'evidence':
+          return {file: store.evidenceFile(loc.id), field}
+        case 'feature':
+          return {file: store.featureFile(loc.id), field}
+        case 'index':
+          return {file: store.runIndexFile, field: `line ${loc.pos}`}
+        case 'ledger-log':
+          return {file: ledgerLog, field: `line ${loc.pos}`}
+        case 'ledger':
+          return {file: path.join(ledgerDir, `${loc.key}.json`), field}
+      }
+    },
+    afterRun: (id, run, found) => {
+      const dir = store.runDir(id)
+      const names = listDir(dir)
+      if (names.includes('journal.json'))
+        found.report.notes.push({record: id, file: store.journalFile(id), field: '(file)', message: 'a step commit was interrupted; pipe resume finishes it'})
+      if (!names.includes('snapshots') && (run.head?.seq ?? 0) > 0)
+        found.add({record: id, file: path.join(dir, 'snapshots'), field: '(folder)', message: 'the snapshots folder is missing'})
+      if (names.includes('state')) stepStates(found, id, path.join(dir, 'state'))
+      if (names.includes('commits.jsonl'))
+        commitLog(
+          found,
+          store,
+          id,
+          run.damaged,
+          new Set([...run.seqs].map((seq) => path.basename(store.snapshotFile(id, seq)))),
+          run.head && run.status !== null && SETTLED.has(run.status) ? {seq: run.head.seq, status: run.status} : null,
+        )
+    },
   }
-  return out
 }
 
 /** `kinds` tells which snapshots name deliveries (the step kinds know; the store does not). */
-export async function auditStore(store: AuditedStore, runId?: string, kinds: AuditKinds = {deliveredKeys: () => []}): Promise<AuditReport> {
-  const auditor = new Auditor(store)
-  const indexFile = store.runIndexFile
-  const indexText = readBytes(indexFile)
-  const index = readChain(typeof indexText === 'string' ? '' : indexText.toString('utf8'), auditor.key, indexLineProblem)
-  // A malformed line is reported with the index; one that still names a run is that run's line.
-  const indexed = new Map<string, ChainedLine>()
-  for (const line of index.lines) if (typeof line.run_id === 'string' && ID_PATTERNS.run.test(line.run_id)) indexed.set(line.run_id, line)
-  const reportIndex = (lines?: ReadonlySet<number>): void => {
-    for (const p of index.problems) {
-      if (lines && !lines.has(p.line)) continue
-      if (p.check) auditor.seal(p.check, 'run index', indexFile, `line ${p.line}`)
-      else auditor.problem({record: 'run index', file: indexFile, field: `line ${p.line}`, message: p.message})
-    }
-  }
-
-  if (runId) {
-    // The run, its child runs, and every record that names them: their index lines, their ledger entries.
-    const runs = [runId, ...childRuns(store, runId)]
-    const lineNumbers = new Set<number>()
-    index.lines.forEach((line, i) => {
-      // With its neighbours: a line removed or rewritten before the run's shows at its link, or is where its link goes.
-      if (typeof line.run_id === 'string' && runs.includes(line.run_id)) for (const n of [-1, 0, 1]) lineNumbers.add(index.at[i]! + n)
+export async function auditStore(store: AuditedStore, runId?: string, kinds?: AuditKinds): Promise<AuditReport> {
+  const rows = fileRows(store, () => out, runId === undefined)
+  const out = new Findings(rows)
+  if (runId === undefined) {
+    tidyStagedRuns(out, store.runsDir, () => {
+      const ids = new Set<string>()
+      for (const {line} of logLines(store.runIndexFile, out, null)) {
+        const id = /"run_id":"(R-[^"]+)"/.exec(line)?.[1]
+        if (id) ids.add(id)
+      }
+      return ids
     })
-    reportIndex(lineNumbers)
-    const delivered = new Map<string, string>()
-    for (const id of runs) {
-      const line = indexed.get(id)
-      if (!line) auditor.problem({record: id, file: indexFile, field: '(index)', message: 'the run is not in the run index'})
-      for (const [key, where] of deliveredKeys(auditRun(auditor, id, line), kinds)) if (!delivered.has(key)) delivered.set(key, where)
-    }
-    auditLedger(auditor, delivered, new Set(runs))
-    return auditor.report
+    for (const dir of [store.root, store.auditDir, store.idsDir]) tidyDir(out, dir)
   }
-
-  auditor.tidyStagedRuns(new Set(indexed.keys()))
-  for (const dir of [store.root, store.auditDir, store.idsDir]) auditor.tidyDir(dir)
-  reportIndex()
-  if (index.torn)
-    auditor.report.notes.push({
-      record: 'run index',
-      file: indexFile,
-      field: `line ${index.lines.length + 1}`,
-      message: 'torn last line (a crash while appending); earlier lines are intact',
-    })
-
-  const ids = await store.listRunIds()
-  const present = new Set(ids)
-  const featureRuns = new Map<string, string[]>()
-  const featureBound = new Map<string, string>()
-  const publishedKeys = new Map<string, string>()
-  for (const id of [...ids].sort()) {
-    const line = indexed.get(id)
-    if (!line)
-      auditor.problem({
-        record: id,
-        file: store.runDir(id),
-        field: '(index)',
-        message: 'the run is not in the run index (added after the fact, or the index was cut short)',
-      })
-    for (const [key, where] of deliveredKeys(auditRun(auditor, id, line), kinds)) if (!publishedKeys.has(key)) publishedKeys.set(key, where)
-  }
-  for (const [id, line] of indexed) {
-    // A feature id the index names must be one before it names a file (the line is reported above).
-    if (indexLineProblem(line) === null) {
-      const feature = line.feature_id as string
-      featureRuns.set(feature, [...(featureRuns.get(feature) ?? []), id])
-      if (typeof line.feature_hash === 'string' && !featureBound.has(feature)) featureBound.set(feature, line.feature_hash)
-    }
-    if (!present.has(id))
-      auditor.problem({
-        record: id,
-        file: path.join(store.runsDir, id),
-        field: '(folder)',
-        message: 'the run folder is missing (the run index names it: deleted after the fact)',
-      })
-  }
-  const order = index.lines.flatMap((line, i) =>
-    typeof line.run_id === 'string' ? [{runId: line.run_id, field: `line ${index.at[i]}`, created: auditor.runCreated.get(line.run_id)}] : [],
-  )
-  auditor.report.notes.push(...runIndexOrder(order, indexFile))
-  auditor.unreferenced()
-  const features = auditor.features(featureRuns, featureBound)
-  const ledger = auditLedger(auditor, publishedKeys)
-  auditReplies(auditor)
-  auditor.report.head = hashJson({
-    index: index.lines.at(-1)?.hash ?? null,
-    runs: [...auditor.runSeals].sort(([a], [b]) => (a < b ? -1 : 1)),
-    ledger: ledger.head,
-    ledger_entries: ledger.seals,
-    features: [...features].sort(([a], [b]) => (a < b ? -1 : 1)),
-  })
-  return auditor.report
+  const report = await auditRows(rows, runId, kinds, out)
+  if (runId === undefined) auditReplies(out, store.root)
+  return report
 }

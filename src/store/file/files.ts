@@ -22,6 +22,7 @@ import {createFileExclusive, syncFd, writeFileAtomic, writingTo} from '../../uti
 import {readFile} from '../../util/fs-async.js'
 import {allocateId, assertId, idKey, noteIdTaken} from './ids.js'
 import {readText} from './trail.js'
+import {recordText} from '../trail/records.js'
 
 export {assertValid, wellFormed} from '../trail/checks.js'
 
@@ -225,7 +226,7 @@ export function builder<T>(build: (id: string) => T): (id: string) => {record: T
   return (id) => {
     if (last?.id !== id) {
       const record = build(id)
-      last = {id, record, text: `${JSON.stringify(record, null, 2)}\n`}
+      last = {id, record, text: recordText(record)}
     }
     return last
   }

@@ -2,6 +2,7 @@
 import {readFileSync} from 'node:fs'
 import type {Adapter} from 'lowdb'
 import {writeFileAtomic} from '../../util/fs.js'
+import {recordText} from '../trail/records.js'
 
 export class AtomicJsonFile<T> implements Adapter<T> {
   constructor(private readonly file: string) {}
@@ -19,6 +20,6 @@ export class AtomicJsonFile<T> implements Adapter<T> {
   }
 
   async write(data: T): Promise<void> {
-    await writeFileAtomic(this.file, `${JSON.stringify(data, null, 2)}\n`)
+    await writeFileAtomic(this.file, recordText(data))
   }
 }

@@ -17,7 +17,7 @@ import type {LedgerEntry} from '../../types/ledger.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {acquireLock} from '../../util/lock.js'
 import {redactDeep} from '../../util/redact.js'
-import {sealedLedgerEntry} from '../trail/records.js'
+import {ledgerLogFields, sealedLedgerEntry} from '../trail/records.js'
 import {isObject, notAnObject} from '../trail/shapes.js'
 import type {LedgerRecords} from '../types.js'
 import {appendChained, linesFromEnd} from './trail.js'
@@ -107,11 +107,12 @@ export class FileLedger implements LedgerRecords {
         () => true,
         () => false,
       ))
-      await appendChained(this.logFile, async (last) => ({
-        key: entry.key,
-        entry_seal: sealed.seal,
-        entries: (typeof last?.['entries'] === 'number' ? last['entries'] : last === null ? 0 : (await this.entryFiles()).length) + (isNew ? 1 : 0),
-      }))
+      await appendChained(this.logFile, async (last) =>
+        ledgerLogFields(
+          sealed,
+          (typeof last?.['entries'] === 'number' ? last['entries'] : last === null ? 0 : (await this.entryFiles()).length) + (isNew ? 1 : 0),
+        ),
+      )
     } finally {
       await release()
     }

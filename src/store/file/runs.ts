@@ -15,12 +15,11 @@ import {faultPoint} from '../../util/faults.js'
 import {mkdir, readdir, rename, rm, stat} from '../../util/fs-async.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../../util/lock.js'
 import {FeatureHashes} from './features.js'
-import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
+import {wellFormed, within, writeSynced, type FileLayout} from './files.js'
 import {childrenAmong} from '../trail/listing.js'
 import {allocateId, allocationDay, compareIds, ID_PATTERNS} from './ids.js'
-import {runRecordSealer} from '../trail/integrity.js'
 import {lineText, recordText} from '../trail/records.js'
-import {newRun, runIndexLine, type RunStart} from '../trail/runs.js'
+import {newRun, runChange, runIndexLine, type RunStart} from '../trail/runs.js'
 import {AtomicJsonFile} from './json-file-adapter.js'
 import {snapshotHead} from './snapshots.js'
 import {appendLine} from './timeline.js'
@@ -216,14 +215,12 @@ export class Runs {
         if (db.data !== null) db.data = wellFormed<RunRecord>('run', db.data, `the run record of ${runId}`, within(layout.runDir(runId), 'run.json'))
       }
       if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
-      change(db.data)
-      const {head: _h, seal: _s, ...state} = db.data
-      assertValid('run', state, 'run record')
-      const sealer = runRecordSealer(state)
-      const line = await appendLine(layout, runId, {...event, run_state: sealer.stateHash})
+      const changed = runChange(db.data, change, event)
+      // Chained to the timeline's last line and counted from it, not from the record's head: after a
+      // crash between the two writes the timeline is a line ahead, and this change completes it.
+      const line = await appendLine(layout, runId, changed.line)
       const tip = owned?.head ?? (await snapshotHead(layout, runId))
-      const head = {events: line.count, event_hash: line.hash, ...tip}
-      db.data = {...state, head, seal: sealer.seal(head)}
+      db.data = changed.sealed({events: line.count, event_hash: line.hash, ...tip})
       await db.write()
       if (owned) Object.assign(owned, {record: structuredClone(db.data), timeline: line, head: tip})
       return db.data

@@ -12,7 +12,7 @@ import {allocationDay, compareIds, dayKey, formatId, ID_PATTERNS, readCounter} f
 import {fileHash, verifySpec} from '../trail/integrity.js'
 import {isObject} from '../trail/shapes.js'
 import type {SpecDraft} from '../types.js'
-import {buildSpec, specText} from '../trail/records.js'
+import {buildSpec, recordText, specText} from '../trail/records.js'
 
 export async function writeSpec(layout: FileLayout, draft: SpecDraft, now: Date, intent?: WriteIntent, options: WriteOptions = {}): Promise<CanonicalSpec> {
   const built = builder((id) => buildSpec(draft, id))
@@ -71,7 +71,7 @@ export async function readSpec(layout: FileLayout, version: string): Promise<Can
 export async function putSpec(layout: FileLayout, spec: CanonicalSpec): Promise<void> {
   if (verifySpec(spec).length > 0) throw new PipeError('E_INTEGRITY', `spec version ${spec.meta.spec_version} does not match its content hash`)
   assertValid('spec', spec, `spec version ${spec.meta.spec_version}`)
-  if (!(await createFileExclusive(layout.specFile(spec.meta.spec_version), `${JSON.stringify(spec, null, 2)}\n`))) {
+  if (!(await createFileExclusive(layout.specFile(spec.meta.spec_version), recordText(spec)))) {
     throw new PipeError('E_CONFLICT', `spec version ${spec.meta.spec_version} already exists and is immutable`, {
       hint: 'A change to the spec is a new version; run a step that writes one.',
     })

@@ -8,6 +8,7 @@ import {appendSynced} from '../../util/fs.js'
 import {readFile} from '../../util/fs-async.js'
 import {within, type FileLayout} from './files.js'
 import {sealLine} from '../trail/integrity.js'
+import {lineText} from '../trail/records.js'
 import {eventLineProblem, isObject, notAnObject} from '../trail/shapes.js'
 import {readText} from './trail.js'
 
@@ -34,7 +35,7 @@ export async function appendLine(layout: FileLayout, runId: string, event: RunEv
     tail = {count: lines.length, hash: isObject(parsed) ? (parsed.hash as string) : null}
   }
   const sealed = sealLine(event, tail.hash)
-  await appendSynced(file, `${JSON.stringify(sealed)}\n`)
+  await appendSynced(file, `${lineText(sealed)}\n`)
   return {count: tail.count + 1, hash: sealed.hash}
 }
 

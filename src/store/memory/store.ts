@@ -34,6 +34,7 @@ import type {
 } from '../types.js'
 import {sealedStepState, stepStateProblem} from '../step-state.js'
 import {auditRows, type TrailRows} from '../trail/audit.js'
+import {tableLocate} from '../trail/audit-walk.js'
 import {MemoryLedger} from './ledger.js'
 import {assertValid, wellFormed} from '../trail/checks.js'
 import {compareIds, formatId, latestDay, todayKey, type DatedPrefix} from '../trail/ids.js'
@@ -386,24 +387,25 @@ export class MemoryStore implements RunStore {
 
   /** The records as the trail's audit walk reads them, under the table names the PostgreSQL store gives them. */
   private trailRows(): TrailRows {
-    const runIds = (): string[] => [...this.runs.keys()]
     return {
-      runIndex: async () => this.runIndex.map((line, i) => ({pos: i + 1, run_id: runIdOf(line, i), line})),
-      run: async (id) => {
+      runIndex: () => this.runIndex.map((line, i) => ({pos: i + 1, line})),
+      run: (id) => {
         const rows = this.runs.get(id)
-        return rows ? {body: rows.body, workspace_id: null, workspace_root: null, workspace_sub: null} : null
+        return rows ? {body: rows.body} : null
       },
-      runIds: async () => runIds(),
-      children: async (id) => this.children.get(id) ?? [],
-      events: async (id) => (this.runs.get(id)?.events ?? []).map((line, i) => ({n: i + 1, line})),
-      snapshots: async (id) =>
+      runIds: () => [...this.runs.keys()],
+      children: (id) => this.children.get(id) ?? [],
+      events: (id) => (this.runs.get(id)?.events ?? []).map((line, i) => ({pos: i + 1, line})),
+      snapshots: (id) =>
         [...(this.runs.get(id)?.snapshots ?? new Map<number, {body: string}>()).entries()].sort(([a], [b]) => a - b).map(([seq, r]) => ({seq, body: r.body})),
-      record: async (id) => (id.startsWith('S-') ? this.specs.get(id) : this.evidence.get(id)) ?? null,
-      specIds: async () => [...this.specs.keys()],
-      evidenceIds: async () => [...this.evidence.keys()],
-      features: async () => [...this.features.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([id, body]) => ({id, body})),
-      ledgerLog: async () => this.ledgerLog.map((line, i) => ({pos: i + 1, key: keyOf(line), line})),
-      ledger: async () => [...this.ledgerEntries.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, body]) => ({key, body})),
+      snapshot: (id, seq) => this.runs.get(id)?.snapshots.get(seq)?.body ?? null,
+      record: (id) => (id.startsWith('S-') ? this.specs.get(id) : this.evidence.get(id)) ?? null,
+      specIds: () => [...this.specs.keys()],
+      evidenceIds: () => [...this.evidence.keys()],
+      features: () => [...this.features.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([id, body]) => ({id, body})),
+      ledgerLog: () => this.ledgerLog.map((line, i) => ({pos: i + 1, line})),
+      ledger: () => [...this.ledgerEntries.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, body]) => ({key, body})),
+      locate: tableLocate,
     }
   }
 
@@ -429,23 +431,5 @@ export class MemoryStore implements RunStore {
     else if (table === 'ledger') change(this.ledgerEntries, id)
     else if (table === 'run_index') this.runIndex[Number(id) - 1] = edit(this.runIndex[Number(id) - 1]!)
     else this.ledgerLog[Number(id) - 1] = edit(this.ledgerLog[Number(id) - 1]!)
-  }
-}
-
-function runIdOf(line: string, i: number): string {
-  try {
-    const named = (JSON.parse(line) as {run_id?: unknown}).run_id
-    return typeof named === 'string' ? named : `line-${i + 1}`
-  } catch {
-    return `line-${i + 1}`
-  }
-}
-
-function keyOf(line: string): string {
-  try {
-    const named = (JSON.parse(line) as {key?: unknown}).key
-    return typeof named === 'string' ? named : ''
-  } catch {
-    return ''
   }
 }

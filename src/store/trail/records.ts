@@ -65,7 +65,12 @@ export function sealedLedgerEntry(raw: LedgerEntry): LedgerEntry & {seal: string
 
 /** The ledger log's line for a written entry, chained to the line before; `entries`: how many entries the ledger holds with it. */
 export function ledgerLogLine(entry: LedgerEntry & {seal: string}, entries: number, prevLine: string | null): ChainedLedgerLine {
-  return sealLine({key: entry.key, entry_seal: entry.seal, entries}, prevLine ? (JSON.parse(prevLine) as {hash: string}).hash : null)
+  return sealLine(ledgerLogFields(entry, entries), prevLine ? (JSON.parse(prevLine) as {hash: string}).hash : null)
+}
+
+/** The ledger log's line for a written entry before it is chained (a store that chains as it appends: the file store). */
+export function ledgerLogFields(entry: LedgerEntry & {seal: string}, entries: number): {key: string; entry_seal: string; entries: number} {
+  return {key: entry.key, entry_seal: entry.seal, entries}
 }
 
 export type ChainedLedgerLine = {key: string; entry_seal: string; entries: number; prev: string | null; hash: string}

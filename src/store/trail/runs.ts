@@ -64,21 +64,44 @@ export function runIndexLine(record: RunRecord, featureHash: string | null, work
   }
 }
 
+/** Where a run's timeline and snapshots end: what its record's head names. */
+export type RunHead = {
+  events: number
+  event_hash: string | null
+  seq: number
+  snapshot_hash: string | null
+}
+
+/**
+ * A change of a run: the changed state, checked; the timeline line that records `event` and binds
+ * that state, not yet chained; and the record sealed with a head. For a store that learns where its
+ * timeline and snapshots end only as it appends (the file store: a crash can leave its timeline a
+ * line ahead of the record, which the next change completes).
+ */
+export function runChange(
+  current: RunRecord,
+  change: (record: RunRecord) => void,
+  event: RunEvent,
+): {line: RunEvent & {run_state: string}; sealed: (head: RunHead) => RunRecord} {
+  const {head: _h, seal: _s, ...state} = structuredClone(current)
+  const changed = {...state} as RunRecord
+  change(changed)
+  const {head: _h2, seal: _s2, ...clean} = changed
+  assertValid('run', clean, 'run record')
+  const sealer = runRecordSealer(clean)
+  return {line: {...event, run_state: sealer.stateHash}, sealed: (head) => ({...clean, head, seal: sealer.seal(head)})}
+}
+
 /**
  * A change of a run whose timeline ends at `current.head`: the line that records `event` and binds
  * the changed state, and the record sealed with the head that line gives it.
  */
 export function changedRun(current: RunRecord, change: (record: RunRecord) => void, event: RunEvent): {record: RunRecord; line: TimelineLine; n: number} {
-  const {head, seal: _s, ...state} = structuredClone(current)
-  const changed = {...state} as RunRecord
-  change(changed)
-  const {head: _h, seal: _s2, ...clean} = changed
-  assertValid('run', clean, 'run record')
-  const sealer = runRecordSealer(clean)
-  const line = sealLine({...event, run_state: sealer.stateHash}, head?.event_hash ?? null)
+  const {line: unchained, sealed} = runChange(current, change, event)
+  const head = current.head
+  const line = sealLine(unchained, head?.event_hash ?? null)
   const n = (head?.events ?? 0) + 1
-  const next = {events: n, event_hash: line.hash, seq: head?.seq ?? 0, snapshot_hash: head?.snapshot_hash ?? null}
-  return {record: {...clean, head: next, seal: sealer.seal(next)}, line, n}
+  return {record: sealed({events: n, event_hash: line.hash, seq: head?.seq ?? 0, snapshot_hash: head?.snapshot_hash ?? null}), line, n}
 }
 
 /** The run record sealed again with its head moved to the snapshot just committed; unchanged when its head is past it. */
