@@ -349,20 +349,27 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect((await ledger.list()).map((e) => e.feature_id)).to.deep.equal(['F-2026-002', 'F-2026-001'])
       expect((await ledger.list({feature: 'F-2026-001'})).map((e) => e.key)).to.deep.equal([first.key])
       expect(await ledger.list({}, 1)).to.have.length(1)
-      // Two holders of one key: the second starts when the first is done.
+      // Two holders of one key: whichever gets it first, the other starts only when it is done (the lock promises no order).
       const order: string[] = []
-      let leave!: () => void
-      const inside = new Promise<void>((resolve) => (leave = resolve))
-      const one = ledger.withKey(first.key, async () => {
-        order.push('one in')
-        await inside
-        order.push('one out')
-      })
-      const two = ledger.withKey(first.key, async () => void order.push('two in'))
-      while (order.length === 0) await new Promise((resolve) => setImmediate(resolve))
-      leave()
-      await Promise.all([one, two])
-      expect(order).to.deep.equal(['one in', 'one out', 'two in'])
+      const gates = new Map<string, () => void>()
+      const hold = (name: string): Promise<void> =>
+        ledger.withKey(first.key, async () => {
+          order.push(`${name} in`)
+          await new Promise<void>((resolve) => gates.set(name, resolve))
+          order.push(`${name} out`)
+        })
+      const held = [hold('one'), hold('two')]
+      const entered = async (count: number): Promise<string> => {
+        while (order.filter((o) => o.endsWith(' in')).length < count || gates.size < count) await new Promise((resolve) => setImmediate(resolve))
+        return order.filter((o) => o.endsWith(' in'))[count - 1]!.split(' ')[0]!
+      }
+      const firstIn = await entered(1)
+      gates.get(firstIn)!()
+      const secondIn = await entered(2)
+      gates.get(secondIn)!()
+      await Promise.all(held)
+      expect(order).to.deep.equal([`${firstIn} in`, `${firstIn} out`, `${secondIn} in`, `${secondIn} out`])
+      expect(new Set([firstIn, secondIn])).to.deep.equal(new Set(['one', 'two']))
       const clean = await store.audit()
       expect(clean.problems).to.deep.equal([])
       expect(clean.ledger).to.equal(2)
