@@ -12,6 +12,7 @@ import {effectiveStatus} from '../../src/store/queries.js'
 import type {AuditReport, RunStore} from '../../src/store/types.js'
 import {hashJson} from '../../src/util/hash.js'
 import {bin, defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {cancelHere, resumeHere, reviewHere, Template, type InProcess} from '../helpers/fixtures-a.js'
 import {changeIn} from '../helpers/wait.js'
 
 interface RunJson {
@@ -31,6 +32,35 @@ let dir: string
 let cleanup: () => Promise<void>
 beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-durable-')))
 afterEach(async () => cleanup())
+
+/*
+ * States several tests start from, each made by one real `pipe run` per file and copied into each
+ * test's own folder (tests that go on to run steps in the run's workspace make their own: a copy's
+ * run still names the template's folder as its workspace).
+ */
+let templates: string
+let cleanTemplates: () => Promise<void>
+before(async () => ({dir: templates, cleanup: cleanTemplates} = await tempDir('pipe-durable-templates-')))
+after(async () => cleanTemplates())
+const made = (name: string, args: string[], code: number): Template =>
+  new Template(
+    () => templates,
+    name,
+    async (cwd) => {
+      const result = await pipe([...args, '--json'], {cwd})
+      expect(result.code, result.stderr).to.equal(code)
+    },
+  )
+/** A default run that succeeded. */
+const finished = made('finished', fullRun, 0)
+/** A default run paused for the answers to its first clarify round. */
+const awaitingAnswers = made('awaiting-answers', ['run', defaultPipeline, '--input', sentence], 10)
+/** The run in a copy of a template (each holds one). */
+async function onlyRun(cwd: string): Promise<RunJson> {
+  const [runId] = await runIds(cwd)
+  const record = await (await storeAt(cwd)).readRun(runId!)
+  return {run_id: record.run_id, feature_id: record.feature_id, status: record.status, spec_version: record.spec_version ?? null, pending: record.pending}
+}
 
 /*
  * The checks after a kill read the store in this process, through the same store code the commands
@@ -123,6 +153,25 @@ function sample(points: string[], count: number): string[] {
   return points.filter((p) => chosen.has(p))
 }
 
+/** The first chosen point of each kind: after these, a real `pipe resume` process continues the run; after the rest, the same session in this process. */
+function firstOfEachKind(chosen: string[]): Set<string> {
+  return new Set([...new Set(chosen.map(kindOf))].map((kind) => chosen.find((p) => kindOf(p) === kind)!))
+}
+
+/**
+ * `pipe resume RUN` as a process, or its session in this process: the kill is always a real SIGKILL
+ * of a real process, and whatever it left (a lock naming a dead pid, a staged folder, a half-written
+ * file) is what either resumer finds. In-process, the exit code is the one the command maps the
+ * outcome or error to.
+ */
+const resumer =
+  (asProcess: boolean) =>
+  async (cwd: string, runId: string): Promise<{code: number | null; stderr: string}> => {
+    if (asProcess) return pipe(['resume', runId, '--json'], {cwd})
+    const here: InProcess = await resumeHere(cwd, runId)
+    return {code: here.code, stderr: here.error ? `${here.error.code}: ${here.error.message}` : ''}
+  }
+
 function killedBy(result: CliResult): boolean {
   return result.signal === 'SIGKILL' || result.code === 137
 }
@@ -139,7 +188,7 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
     expect(baseline.code, baseline.stderr).to.equal(0)
     const base = json<RunJson>(baseline)
     const steps = (await snapshotsOf(baselineDir, base.run_id)).map((s) => s.step.name)
-    const {meta: _m, ...body} = json<CanonicalSpec>(await pipe(['spec', 'show', base.spec_version!, '--json'], {cwd: baselineDir}))
+    const {meta: _m, ...body} = await (await storeAt(baselineDir)).readSpec(base.spec_version!)
     const points = (await readFile(trace, 'utf8')).trim().split('\n')
     const from = points.indexOf('run-created#1')
     expect(from).to.be.greaterThan(-1)
@@ -148,6 +197,7 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
     const chosen = sample(candidates, 30)
     // Every kind of point the run passes is killed at, at least once.
     expect(new Set(chosen.map(kindOf))).to.deep.equal(new Set(candidates.map(kindOf)))
+    const firsts = firstOfEachKind(chosen)
 
     const one = async (point: string, i: number): Promise<void> => {
       const cwd = path.join(dir, `kill-${i}`)
@@ -158,7 +208,7 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
       expect(runId, `a run exists after ${point}`).to.be.a('string')
       const status = await statusOf(cwd, runId!)
       expect(['interrupted', 'succeeded', 'pending'], `status after ${point}`).to.include(status)
-      const resumed = await pipe(['resume', runId!, '--json'], {cwd})
+      const resumed = await resumer(firsts.has(point))(cwd, runId!)
       if (status === 'succeeded') expect(resumed.code).to.equal(2)
       else expect(resumed.code, `resume after ${point}: ${resumed.stderr}`).to.equal(0)
       await checkRun(cwd, runId!, steps, body).catch((error: Error) => {
@@ -239,7 +289,8 @@ describe('the audit trail', function () {
   })
 
   it('names the file and field of a snapshot, a spec version and an evidence record changed by one byte', async () => {
-    const run = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    await finished.copyTo(dir)
+    const run = await onlyRun(dir)
     const list = await snapshotsOf(dir, run.run_id)
     const snapshotFile = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots', '000003.json')
     const specFile = path.join(dir, '.pipe', 'specs', `${run.spec_version}.json`)
@@ -265,7 +316,8 @@ describe('the audit trail', function () {
   })
 
   it('catches a re-sealed snapshot through the hash chain, and a missing one as a gap', async () => {
-    const run = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    await finished.copyTo(dir)
+    const run = await onlyRun(dir)
     const snapshots = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots')
     const {sealSnapshot} = await import('../../src/store/trail/integrity.js')
     const third = JSON.parse(await readFile(path.join(snapshots, '000003.json'), 'utf8')) as Snapshot
@@ -283,7 +335,8 @@ describe('people in the loop', function () {
   this.timeout(120000)
 
   it('refuses bad answers and bad review calls with a clear error and an unchanged store', async () => {
-    const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
+    await awaitingAnswers.copyTo(dir)
+    const paused = await onlyRun(dir)
     expect(paused.status).to.equal('awaiting_input')
     const before = await storeState(dir)
     const cases: Array<{args: string[]; file?: string; content?: string; code: number; message: string}> = [
@@ -387,7 +440,8 @@ describe('people in the loop', function () {
   })
 
   it('cancels a paused run', async () => {
-    const paused = json<RunJson>(await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir}))
+    await awaitingAnswers.copyTo(dir)
+    const paused = await onlyRun(dir)
     const cancelled = await pipe(['cancel', paused.run_id, '--reason', 'superseded', '--json'], {cwd: dir})
     expect(cancelled.code, cancelled.stderr).to.equal(5)
     expect(json<RunJson>(cancelled).status).to.equal('cancelled')
@@ -430,7 +484,8 @@ describe('replay', function () {
   })
 
   it('reports a gate result that no longer reproduces', async () => {
-    const original = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    await finished.copyTo(dir)
+    const original = await onlyRun(dir)
     const first = (await snapshotsOf(dir, original.run_id)).find((s) => s.step.kind === 'gate')!
     const file = path.join(dir, '.pipe', 'runs', original.run_id, 'snapshots', `${String(first.step.seq).padStart(6, '0')}.json`)
     const {sealSnapshot} = await import('../../src/store/trail/integrity.js')
@@ -475,6 +530,7 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     const {points} = await tracePoints(await fresh('baseline'), fullRun)
     const creation = points.slice(0, points.indexOf('run-created#1'))
     expect(creation).to.include.members(['run-staged#1', 'run-indexed#1'])
+    let processResumes = 0
     for (const [i, point] of creation.entries()) {
       const cwd = await fresh(`create-${i}`)
       const killed = await pipe(fullRun, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
@@ -491,9 +547,16 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         expect(ids).to.have.length(1)
       }
       for (const id of ids) {
-        const resumed = await pipe(['resume', id, '--json'], {cwd})
-        expect(resumed.code, `resume after a kill at ${point}: ${resumed.stderr}`).to.equal(0)
-        expect(json<RunJson>(resumed).status).to.equal('succeeded')
+        // The first run to resume is resumed by a real process, the others by its session here.
+        if (processResumes++ === 0) {
+          const resumed = await pipe(['resume', id, '--json'], {cwd})
+          expect(resumed.code, `resume after a kill at ${point}: ${resumed.stderr}`).to.equal(0)
+          expect(json<RunJson>(resumed).status).to.equal('succeeded')
+        } else {
+          const resumed = await resumeHere(cwd, id)
+          expect(resumed.code, `resume after a kill at ${point}: ${JSON.stringify(resumed.error)}`).to.equal(0)
+          expect(resumed.outcome?.status).to.equal('succeeded')
+        }
       }
       const again = await audited(cwd)
       expect(again.ok, `after a kill at ${point} and resume:\n${said(again)}`).to.equal(true)
@@ -538,15 +601,23 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     final: string
     /** The exit code of the command when it is not killed. */
     code: number
-    /** Drives a killed run to its end. */
-    finish(cwd: string, runId: string): Promise<void>
+    /** Drives a killed run to its end: by real `pipe` processes, or by their sessions in this process. */
+    finish(cwd: string, runId: string, asProcess: boolean): Promise<void>
   }
 
-  const resumeTo = async (cwd: string, runId: string): Promise<void> => {
+  const review = async (cwd: string, runId: string, decision: 'go' | 'drop', asProcess: boolean): Promise<void> => {
+    if (asProcess) await pipe(['review', runId, '--decision', decision], {cwd})
+    else await reviewHere(cwd, runId, decision)
+  }
+  const resume = async (cwd: string, runId: string, asProcess: boolean): Promise<void> => {
+    if (asProcess) await pipe(['resume', runId], {cwd})
+    else await resumeHere(cwd, runId)
+  }
+  const resumeTo = async (cwd: string, runId: string, asProcess: boolean): Promise<void> => {
     const status = await statusOf(cwd, runId)
     if (['failed', 'blocked', 'cancelled'].includes(status)) return
-    if (status === 'awaiting_input') await pipe(['review', runId, '--decision', 'go'], {cwd})
-    else await pipe(['resume', runId], {cwd})
+    if (status === 'awaiting_input') await review(cwd, runId, 'go', asProcess)
+    else await resume(cwd, runId, asProcess)
   }
 
   const paused = async (cwd: string): Promise<RunJson> => {
@@ -571,10 +642,10 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       setup: async () => ({args: ['run', defaultPipeline, '--input', sentence, '--answers', answers, '--decision', 'drop']}),
       final: 'cancelled',
       code: 5,
-      finish: async (cwd, runId) => {
+      finish: async (cwd, runId, asProcess) => {
         const status = await statusOf(cwd, runId)
-        if (status === 'awaiting_input') await pipe(['review', runId, '--decision', 'drop'], {cwd})
-        else if (status !== 'cancelled') await pipe(['resume', runId], {cwd})
+        if (status === 'awaiting_input') await review(cwd, runId, 'drop', asProcess)
+        else if (status !== 'cancelled') await resume(cwd, runId, asProcess)
       },
     },
     {
@@ -586,8 +657,10 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       final: 'cancelled',
       // pipe cancel exits 5 (CANCELLED), as the exit-code table says.
       code: 5,
-      finish: async (cwd, runId) => {
-        if ((await statusOf(cwd, runId)) !== 'cancelled') expect((await pipe(['cancel', runId, '--reason', 'superseded'], {cwd})).code).to.equal(5)
+      finish: async (cwd, runId, asProcess) => {
+        if ((await statusOf(cwd, runId)) === 'cancelled') return
+        const cancelled = asProcess ? await pipe(['cancel', runId, '--reason', 'superseded'], {cwd}) : await cancelHere(cwd, runId, 'superseded')
+        expect(cancelled.code).to.equal(5)
       },
     },
     {
@@ -632,13 +705,14 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       expect(result.code, result.stderr).to.equal(scenario.code)
       const from = points.indexOf('run-created#1')
       const chosen = sample(points.slice(Math.max(from, 0)), 12)
+      const firsts = firstOfEachKind(chosen)
       for (const [i, point] of chosen.entries()) {
         const cwd = await copyOfSetup(`${scenario.final}-${scenarios.indexOf(scenario)}-${i}`)
         const killed = await pipe(setup.args, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
         expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
         await verifiesAfterKill(cwd, point)
         const runId = setup.runId ?? (await runIds(cwd))[0]!
-        await scenario.finish(cwd, runId)
+        await scenario.finish(cwd, runId, firsts.has(point))
         expect(await statusOf(cwd, runId), `${scenario.name}, killed at ${point}`).to.equal(scenario.final)
         const audit = await audited(cwd)
         expect(audit.ok, `after a kill at ${point} and the run's end:\n${said(audit)}`).to.equal(true)

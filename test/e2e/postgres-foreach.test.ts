@@ -10,6 +10,7 @@ import {execFileSync} from 'node:child_process'
 import {mkdir, readdir, readFile, realpath, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {statusIn} from '../helpers/fixtures-a.js'
 import {Workers, until, type Worker} from '../helpers/workers.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
@@ -405,13 +406,15 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     const runA = await detach(repoA, path.join(repoA, 'touch.yaml'))
     const runB = await detach(repoB, path.join(repoB, 'touch.yaml'))
     const worker = startWorker(['--workspace', cloneA], {cwd: dir})
-    await untilFor('run A has stopped', async () => (await show(runA)).status === 'succeeded')
+    // Polled in this process (the status runs show gives): a process per check was most of this test's CPU.
+    await untilFor('run A has stopped', async () => (await statusIn(url, runA)) === 'succeeded')
     await untilFor('run B is noted as waiting', async () => worker.stderr().includes(`${runB} waits:`))
     // A ran in the worker's checkout, not in the folder it was queued from; B was left alone.
     expect(await readFile(path.join(cloneA, 'made-a'), 'utf8')).to.equal(`${cloneA}\n`)
     expect(await readdir(repoA)).to.not.include('made-a')
-    expect((await show(runB)).status).to.equal('pending')
-    expect((await show(runB)).queue?.waits_for).to.match(new RegExp(`^no live worker on queue default serves workspace ${repoB} \\(git:[0-9a-f]{40}\\)`))
+    const shownB = await show(runB)
+    expect(shownB.status).to.equal('pending')
+    expect(shownB.queue?.waits_for).to.match(new RegExp(`^no live worker on queue default serves workspace ${repoB} \\(git:[0-9a-f]{40}\\)`))
     expect(endedBy(worker, 'succeeded')).to.deep.equal([runA])
     worker.child.kill('SIGTERM')
     expect(await worker.exited).to.equal(0)

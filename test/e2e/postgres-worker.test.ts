@@ -8,6 +8,7 @@ import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot} from '../helpers/cli.js'
+import {statusIn} from '../helpers/fixtures-a.js'
 import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 
@@ -43,8 +44,11 @@ describe('pipe worker on a PostgreSQL store', function () {
     await cluster.sql(db, 'UPDATE pipe_runs SET lease_until = now() WHERE run_id = $1', [runId])
   }
   const queueEmpty = async (): Promise<boolean> => (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue'))[0]!.n === 0
-  const statusOf = async (runId: string): Promise<string> =>
-    json<{status: string}>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir})).status
+  /** What `pipe runs show RUN --json` says the status is, read here: the waits poll it, a process per check would be most of this file's CPU. */
+  const statusOf = (runId: string): Promise<string> => statusIn(url, runId)
+  /** The note a worker left on a queued run (what `pipe runs show` prints after "waits for"). */
+  const noteOf = async (runId: string): Promise<string> =>
+    (await cluster.sql<{note: string | null}>(db, 'SELECT note FROM pipe_queue WHERE run_id = $1', [runId]))[0]?.note ?? ''
 
   /** Each run has snapshots 1..N exactly once, and the whole store passes its audit. */
   async function expectWhole(runIds: string[], steps: number): Promise<void> {
@@ -98,17 +102,17 @@ describe('pipe worker on a PostgreSQL store', function () {
     const fine = await detach('fast.yaml')
     const worker = startWorker(['--concurrency', '1', '--name', 'ci-9'])
     await untilFor('the run behind them has ended', async () => (await statusOf(fine)) === 'succeeded')
-    await untilFor('runs show says why the first waits', async () => {
-      const shown = await pipe(['runs', 'show', deleted, '--store', url], {cwd: dir})
-      return /waits for a worker that can start it: ci-9 could not \(\[E_CONFIG\]/.test(shown.stdout)
-    })
+    await untilFor('the worker noted why the first waits', async () => /^a worker that can start it: ci-9 could not \(\[E_CONFIG\]/.test(await noteOf(deleted)))
+    const shown = await pipe(['runs', 'show', deleted, '--store', url], {cwd: dir})
+    expect(shown.stdout, 'runs show says why the first waits').to.match(/waits for a worker that can start it: ci-9 could not \(\[E_CONFIG\]/)
     expect(worker.stderr()).to.match(/tries it again in \d+ s/)
     // Its pipeline back as it was: the run that needs it goes on; one changed since stays waiting, saying so.
     await writeFile(own, `${original}# changed\n`)
-    await untilFor('runs show says the pipeline changed', async () => {
-      const shown = await pipe(['runs', 'show', changed, '--json', '--store', url], {cwd: dir})
-      return /could not \(\[E_CONFLICT\] the pipeline .* changed since run/.test(JSON.stringify(json(shown)))
-    })
+    await untilFor('the worker noted the pipeline changed', async () =>
+      /could not \(\[E_CONFLICT\] the pipeline .* changed since run/.test(await noteOf(changed)),
+    )
+    const shownChanged = await pipe(['runs', 'show', changed, '--json', '--store', url], {cwd: dir})
+    expect(JSON.stringify(json(shownChanged)), 'runs show says the pipeline changed').to.match(/could not \(\[E_CONFLICT\] the pipeline .* changed since run/)
     await writeFile(own, original)
     await untilFor('both runs have ended', async () => (await statusOf(deleted)) === 'succeeded' && (await statusOf(changed)) === 'succeeded')
     expect(await queueEmpty()).to.equal(true)
@@ -160,8 +164,18 @@ describe('pipe worker on a PostgreSQL store', function () {
   })
 
   it('spreads queued runs over 3 workers × concurrency 2: each run ends once, one snapshot per seq, and SIGTERM drains each worker to exit 0', async () => {
-    const runIds: string[] = []
-    for (let i = 0; i < 12; i++) runIds.push(await detach('fast.yaml'))
+    // Queued in one call (pipe run --detach --inputs-file, one run a line): what is tested here is how
+    // workers share the queue, and one process queueing 12 runs spares 11 processes.
+    await writeFile(path.join(dir, 'runs.jsonl'), '{}\n'.repeat(12))
+    const queued = await pipe(
+      ['run', path.join(fixtures, 'fast.yaml'), '--policy', policy, '--detach', '--inputs-file', 'runs.jsonl', '--store', url, '--json'],
+      {
+        cwd: dir,
+      },
+    )
+    expect(queued.code, queued.stderr).to.equal(0)
+    const runIds = json<Array<{run_id: string; status: string}>>(queued).map((r) => r.run_id)
+    expect(runIds).to.have.length(12)
     const team = [startWorker(['--concurrency', '2']), startWorker(['--concurrency', '2']), startWorker(['--concurrency', '2'])]
     await untilFor('every queued run has stopped', queueEmpty)
     for (const w of team) w.child.kill('SIGTERM')
