@@ -12,7 +12,8 @@ import {effectiveStatus} from '../../src/store/queries.js'
 import type {AuditReport, RunStore} from '../../src/store/types.js'
 import {hashJson} from '../../src/util/hash.js'
 import {bin, defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {cancelHere, resumeHere, reviewHere, Template, type InProcess} from '../helpers/fixtures-a.js'
+import {cancelHere, resumeHere, reviewHere, type InProcess} from '../helpers/in-process.js'
+import {madeOnce} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
 
 interface RunJson {
@@ -38,23 +39,15 @@ afterEach(async () => cleanup())
  * test's own folder (tests that go on to run steps in the run's workspace make their own: a copy's
  * run still names the template's folder as its workspace).
  */
-let templates: string
-let cleanTemplates: () => Promise<void>
-before(async () => ({dir: templates, cleanup: cleanTemplates} = await tempDir('pipe-durable-templates-')))
-after(async () => cleanTemplates())
-const made = (name: string, args: string[], code: number): Template =>
-  new Template(
-    () => templates,
-    name,
-    async (cwd) => {
-      const result = await pipe([...args, '--json'], {cwd})
-      expect(result.code, result.stderr).to.equal(code)
-    },
-  )
+const made = (args: string[], code: number): ((into: string) => Promise<void>) =>
+  madeOnce(async (cwd) => {
+    const result = await pipe([...args, '--json'], {cwd})
+    expect(result.code, result.stderr).to.equal(code)
+  })
 /** A default run that succeeded. */
-const finished = made('finished', fullRun, 0)
+const finished = made(fullRun, 0)
 /** A default run paused for the answers to its first clarify round. */
-const awaitingAnswers = made('awaiting-answers', ['run', defaultPipeline, '--input', sentence], 10)
+const awaitingAnswers = made(['run', defaultPipeline, '--input', sentence], 10)
 /** The run in a copy of a template (each holds one). */
 async function onlyRun(cwd: string): Promise<RunJson> {
   const [runId] = await runIds(cwd)
@@ -289,7 +282,7 @@ describe('the audit trail', function () {
   })
 
   it('names the file and field of a snapshot, a spec version and an evidence record changed by one byte', async () => {
-    await finished.copyTo(dir)
+    await finished(dir)
     const run = await onlyRun(dir)
     const list = await snapshotsOf(dir, run.run_id)
     const snapshotFile = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots', '000003.json')
@@ -316,7 +309,7 @@ describe('the audit trail', function () {
   })
 
   it('catches a re-sealed snapshot through the hash chain, and a missing one as a gap', async () => {
-    await finished.copyTo(dir)
+    await finished(dir)
     const run = await onlyRun(dir)
     const snapshots = path.join(dir, '.pipe', 'runs', run.run_id, 'snapshots')
     const {sealSnapshot} = await import('../../src/store/trail/integrity.js')
@@ -335,7 +328,7 @@ describe('people in the loop', function () {
   this.timeout(120000)
 
   it('refuses bad answers and bad review calls with a clear error and an unchanged store', async () => {
-    await awaitingAnswers.copyTo(dir)
+    await awaitingAnswers(dir)
     const paused = await onlyRun(dir)
     expect(paused.status).to.equal('awaiting_input')
     const before = await storeState(dir)
@@ -440,7 +433,7 @@ describe('people in the loop', function () {
   })
 
   it('cancels a paused run', async () => {
-    await awaitingAnswers.copyTo(dir)
+    await awaitingAnswers(dir)
     const paused = await onlyRun(dir)
     const cancelled = await pipe(['cancel', paused.run_id, '--reason', 'superseded', '--json'], {cwd: dir})
     expect(cancelled.code, cancelled.stderr).to.equal(5)
@@ -484,7 +477,7 @@ describe('replay', function () {
   })
 
   it('reports a gate result that no longer reproduces', async () => {
-    await finished.copyTo(dir)
+    await finished(dir)
     const original = await onlyRun(dir)
     const first = (await snapshotsOf(dir, original.run_id)).find((s) => s.step.kind === 'gate')!
     const file = path.join(dir, '.pipe', 'runs', original.run_id, 'snapshots', `${String(first.step.seq).padStart(6, '0')}.json`)

@@ -10,7 +10,7 @@ import {execFileSync} from 'node:child_process'
 import {mkdir, readdir, readFile, realpath, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
-import {statusIn} from '../helpers/fixtures-a.js'
+import {statusIn} from '../helpers/stores.js'
 import {Workers, until, type Worker} from '../helpers/workers.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 

@@ -8,7 +8,7 @@ import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot} from '../helpers/cli.js'
-import {statusIn} from '../helpers/fixtures-a.js'
+import {statusIn} from '../helpers/stores.js'
 import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 

@@ -27,12 +27,26 @@ export function storeIn(cwd: string, store?: string): Promise<RunStore> {
 }
 
 async function reading<T>(cwd: string, store: string | undefined, read: (opened: RunStore) => Promise<T>): Promise<T> {
-  const opened = await storeIn(cwd, store)
+  return readIn(store === undefined ? path.join(cwd, '.pipe') : path.resolve(cwd, store), read)
+}
+
+/** Reads a store (a folder or a PostgreSQL URL) in this process, as the reading commands open it, and closes it. */
+export async function readIn<T>(location: string, read: (store: RunStore) => Promise<T>): Promise<T> {
+  const store = await openStore(location, 'existing')
   try {
-    return await read(opened)
+    return await read(store)
   } finally {
-    await opened.close?.()
+    await store.close?.()
   }
+}
+
+/**
+ * The status `pipe runs show RUN --json` gives (a running run whose holder is gone is interrupted),
+ * read in this process: a wait polls it, and a process per check was most of the CPU of the tests
+ * that waited on it.
+ */
+export function statusIn(location: string, runId: string): Promise<string> {
+  return readIn(location, async (store) => effectiveStatus(store, await store.readRun(runId)))
 }
 
 /** What `pipe snapshot show RUN --json` prints: the run's snapshots exactly as stored (the run must exist). */
