@@ -1,4 +1,5 @@
 import {expect} from 'chai'
+import {readFileSync, statSync} from 'node:fs'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Journal} from '../../src/store/file/commit.js'
@@ -75,6 +76,19 @@ describe('step commits through the commit log', () => {
     expect(log, 'one line, for the step with records').to.have.length(1)
     expect(JSON.parse(log[0]!)).to.include({seq: 1, recorded_at: at})
     expect(await store.recover(runId), 'nothing to finish or repair').to.equal(false)
+  })
+
+  it('moves the evidence counter once for a step, before its first record, not once per record', async () => {
+    const {store, runId} = await openRun()
+    const counter = path.join(store.idsDir, 'E')
+    // The counter is replaced by a rename: a write shows as a new inode.
+    const seen: Array<{ino: number; text: string}> = []
+    await store.commitStep(journal(runId, 1, null, {evidence: 4, spec: false}), async (point) => {
+      if (point.startsWith('evidence-written:')) seen.push({ino: statSync(counter).ino, text: readFileSync(counter, 'utf8')})
+    })
+    expect(seen).to.have.length(4)
+    expect(new Set(seen.map((s) => s.ino)).size, 'counter files seen across the step').to.equal(1)
+    expect(seen[0]!.text, 'the counter names the last id of the step before the first record is written').to.equal('4')
   })
 
   it('rewrites records and a snapshot a power failure emptied or lost, byte for byte, from the log', async () => {
