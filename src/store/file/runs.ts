@@ -15,7 +15,7 @@ import {faultPoint} from '../../util/faults.js'
 import {mkdir, readdir, rename, rm, stat} from '../../util/fs-async.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../../util/lock.js'
 import {FeatureHashes} from './features.js'
-import {assertValid, wellFormed, within, writeSynced, type FileLayout} from './files.js'
+import {wellFormed, within, writeSynced, type FileLayout} from './files.js'
 import {childrenAmong} from '../trail/listing.js'
 import {allocateId, allocationDay, compareIds, ID_PATTERNS} from './ids.js'
 import {runRecordSealer} from '../trail/integrity.js'
@@ -218,7 +218,6 @@ export class Runs {
       if (!db.data) throw new PipeError('E_NOT_FOUND', `run ${runId} not found`)
       change(db.data)
       const {head: _h, seal: _s, ...state} = db.data
-      assertValid('run', state, 'run record')
       const sealer = runRecordSealer(state)
       const line = await appendLine(layout, runId, {...event, run_state: sealer.stateHash})
       const tip = owned?.head ?? (await snapshotHead(layout, runId))
