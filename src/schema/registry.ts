@@ -113,6 +113,11 @@ export function validator(name: SchemaName): ValidateFunction {
   return fn
 }
 
+/** The schemas whose validators this process has loaded, in the order it loaded them (a test asks which a command needed). */
+export function validatorsLoaded(): SchemaName[] {
+  return [...cache.keys()]
+}
+
 export interface SchemaCheck {
   valid: boolean
   errors: ErrorObject[]

@@ -84,7 +84,7 @@ export function citationsToEvidence(
     const draft: EvidenceDraft = {
       type: 'quote',
       source: {ref: `${source.source_ref}#L${at.from}${at.to > at.from ? `-L${at.to}` : ''}`, hash: source.sha256},
-      content: {excerpt: [...citation.excerpt].slice(0, 500).join(''), ...(citation.note ? {note: citation.note} : {})},
+      content: {excerpt: [...citation.excerpt].slice(0, 500).join(''), ...(citation.note ? {note: [...citation.note].slice(0, 2000).join('')} : {})},
       linked_to: [{spec_path: `spec.${citation.spec_path}`}, {step: stepId}, {run_id: runId}],
     }
     evidence.push({...draft, link: 'quote'})

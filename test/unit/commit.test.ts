@@ -1,11 +1,13 @@
 import {expect} from 'chai'
+import {spawnSync} from 'node:child_process'
+import {readFileSync, statSync} from 'node:fs'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Journal} from '../../src/store/file/commit.js'
 import {Store} from '../../src/store/file/store.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {durability} from '../../src/util/fs.js'
-import {tempDir} from '../helpers/cli.js'
+import {repoRoot, tempDir} from '../helpers/cli.js'
 import {specDraft, runDraft} from '../helpers/records.js'
 
 let dir: string
@@ -75,6 +77,42 @@ describe('step commits through the commit log', () => {
     expect(log, 'one line, for the step with records').to.have.length(1)
     expect(JSON.parse(log[0]!)).to.include({seq: 1, recorded_at: at})
     expect(await store.recover(runId), 'nothing to finish or repair').to.equal(false)
+  })
+
+  it('moves the evidence counter once for a step, before its first record, not once per record', async () => {
+    const {store, runId} = await openRun()
+    const counter = path.join(store.idsDir, 'E')
+    // The counter is replaced by a rename: a write shows as a new inode.
+    const seen: Array<{ino: number; text: string}> = []
+    await store.commitStep(journal(runId, 1, null, {evidence: 4, spec: false}), async (point) => {
+      if (point.startsWith('evidence-written:')) seen.push({ino: statSync(counter).ino, text: readFileSync(counter, 'utf8')})
+    })
+    expect(seen).to.have.length(4)
+    expect(new Set(seen.map((s) => s.ino)).size, 'counter files seen across the step').to.equal(1)
+    expect(seen[0]!.text, 'the counter names the last id of the step before the first record is written').to.equal('4')
+  })
+
+  it('checks no record against its schema that it builds itself from a typed draft: a run, a change of it, a commit with evidence and a spec version', () => {
+    // A new process: the validators this one loaded for other tests are not the commit's.
+    const src = (file: string): string => JSON.stringify(path.join(repoRoot, file))
+    const script = `import {Store} from ${src('src/store/file/store.ts')}
+import {validatorsLoaded} from ${src('src/schema/registry.ts')}
+import {runDraft, specDraft} from ${src('test/helpers/records.ts')}
+const now = new Date(${JSON.stringify(at)})
+const store = await Store.open(${JSON.stringify(path.join(dir, '.pipe'))})
+// Started as pipe run starts one, held from birth: its record is the one in memory, not a file read back.
+const {record: run, release} = await store.createStartedRun(runDraft(${JSON.stringify(at)}), now, {at: ${JSON.stringify(at)}, event: 'created'}, {event: {at: ${JSON.stringify(at)}, event: 'started'}, change: (r) => void (r.status = 'running')})
+await store.updateRun(run.run_id, (r) => void (r.status_reason = 'working'), {at: ${JSON.stringify(at)}, event: 'noted'})
+const snapshot = ${JSON.stringify(journal('RUN', 1, null, {evidence: 0, spec: false}).snapshot)}
+snapshot.run_id = run.run_id
+await store.commitStep({version: 1, run_id: run.run_id, seq: 1, step: 'compile', recorded_at: ${JSON.stringify(at)}, snapshot,
+  spec: {draft: specDraft('goal', {runId: run.run_id, at: ${JSON.stringify(at)}})},
+  evidence: [{draft: {type: 'log', source: {ref: 'log://1'}, content: {excerpt: 'x'}, linked_to: [{step: 'compile'}]}, link: 'log'}]})
+await release()
+console.log(JSON.stringify(validatorsLoaded()))`
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
+    expect(child.status, child.stderr).to.equal(0)
+    expect(JSON.parse(child.stdout)).to.deep.equal([])
   })
 
   it('rewrites records and a snapshot a power failure emptied or lost, byte for byte, from the log', async () => {

@@ -162,10 +162,11 @@ console.log(JSON.stringify(answers))`
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
 const {loadStandalone} = await import(${JSON.stringify(registrySource)})
 const out = {}
-for (const n of ['pipeline', 'run', 'snapshot', 'spec', 'evidence', 'ledger']) out[n] = loadStandalone(${JSON.stringify(path.join(repoRoot, 'dist', 'schema', 'validators'))} + '/' + n + '.cjs').cached
+for (const n of ['pipeline', 'ledger']) out[n] = loadStandalone(${JSON.stringify(path.join(repoRoot, 'dist', 'schema', 'validators'))} + '/' + n + '.cjs').cached
 console.log(JSON.stringify(out))`
     const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
     expect(child.status, child.stderr).to.equal(0)
-    expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, run: true, snapshot: true, spec: true, evidence: true, ledger: true})
+    // The records a run builds itself (run, snapshot, spec, evidence) are not validated on their way in: a default run loads no validator of theirs.
+    expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, ledger: true})
   })
 })

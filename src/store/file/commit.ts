@@ -34,7 +34,7 @@ import type {CanonicalSpec} from '../../types/spec.js'
 import {appendCommit, deleteJournal, readCommitLog, readJournal} from './commit-log.js'
 import {evidenceText, writeEvidence} from './evidence.js'
 import {type FileLayout, type WriteIntent} from './files.js'
-import {allocationDay, dayKey, ID_PATTERNS, idKey, peekIds} from './ids.js'
+import {allocationDay, compareIds, dayKey, ID_PATTERNS, idKey, noteIdTaken, peekIds} from './ids.js'
 import type {Runs} from './runs.js'
 import {writeSnapshot} from './snapshots.js'
 import {specText, writeSpec} from './specs.js'
@@ -61,7 +61,7 @@ export async function commitJournal(layout: FileLayout, journal: Journal, hook?:
   const journaled = journal.spec !== null || journal.evidence.length > 0
   if (journaled && !logged && statSync(layout.snapshotFile(runId, journal.seq), {throwIfNoEntry: false})) logged = await redriven(layout, journal)
   const intent = (item: {candidate?: string}): WriteIntent => ({
-    ...(item.candidate ? {candidate: item.candidate} : {}),
+    ...(item.candidate ? {candidate: item.candidate, counted: true} : {}),
     // A record named by a logged line and found empty or torn was lost by a power failure: rewrite it.
     repair: logged,
     onCandidate: async (id) => {
@@ -79,6 +79,9 @@ export async function commitJournal(layout: FileLayout, journal: Journal, hook?:
     await appendCommit(layout, runId, journal)
     if (hook) await hook(`journal-written:${step}`)
   }
+  // Each counter moves once a step, past every candidate, before any record is written (so it never
+  // names less than what exists), not once per record: a default run has ~20 evidence records.
+  await noteCandidatesTaken(layout, journal)
   // With a log line, the records and the snapshot need no sync of their own: the line rebuilds them.
   const sync = !journaled
   const links: Snapshot['evidence_links'] = []
@@ -97,6 +100,15 @@ export async function commitJournal(layout: FileLayout, journal: Journal, hook?:
   const stored = await writeSnapshot(layout, snapshot, {sync, repair: logged})
   if (hook) await hook(`snapshot-written:${step}`)
   return {snapshot: stored, spec}
+}
+
+/** Moves the evidence counter to the highest evidence candidate of a journal, and the spec counter to its spec candidate. */
+async function noteCandidatesTaken(layout: FileLayout, journal: Journal): Promise<void> {
+  const evidence = journal.evidence.map((item) => item.candidate).filter((id): id is string => id !== undefined)
+  const highest = evidence.sort(compareIds).at(-1)
+  if (highest) await noteIdTaken(layout.idsDir, 'E', '', highest)
+  const spec = journal.spec?.candidate
+  if (spec) await noteIdTaken(layout.idsDir, 'S', idKey(spec), spec)
 }
 
 /**

@@ -38,6 +38,8 @@ export interface WriteIntent {
    * rewritten. Records are written atomically, so a crash alone never leaves such a file.
    */
   repair?: boolean
+  /** The caller moved the series' counter past the candidate already (once for a step's records, commit.ts). */
+  counted?: boolean
 }
 
 /** Whether a write reaches the disk before it returns (see util/fs.ts); false once a commit log line holds the record. */
@@ -187,7 +189,7 @@ export async function createSealed(
     const id = intent.candidate
     const content = build(id)
     // The counter moves first, so that it never names less than what is written (newestSpecVersions).
-    await noteIdTaken(idsDir, prefix, idKey(id), id)
+    if (!intent.counted) await noteIdTaken(idsDir, prefix, idKey(id), id)
     if (await writeOnce(file(id), content, {sync, repair: intent.repair === true})) return id
   }
   return allocateId(idsDir, prefix, await key(), async (id) => {

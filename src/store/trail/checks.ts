@@ -1,6 +1,7 @@
 /**
- * The one check a record passes on its way into a store (its schema: anything else is a bug) and on
- * its way out (its schema: anything else was changed outside pipe). `where` names the file or row.
+ * The checks of a whole record against its schema: one given to a store complete (a spec version
+ * copied or imported: anything else is a bug) and one read back (anything else was changed outside
+ * pipe). A record a store builds from its typed draft is not checked again (records.ts).
  */
 import {PipeError} from '../../errors.js'
 import {check, describeErrors} from '../../schema/registry.js'

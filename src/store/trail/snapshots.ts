@@ -8,7 +8,6 @@ import type {CanonicalSpec} from '../../types/spec.js'
 import {canonicalJson, sha256} from '../../util/hash.js'
 import {sealSnapshot} from './integrity.js'
 import type {StepCommit} from '../types.js'
-import {assertValid} from './checks.js'
 
 /** The snapshot of a commit with the ids its records took: spec_version_out (in its outputs too) and the evidence links. */
 export function committedSnapshot(base: Snapshot, spec: CanonicalSpec | null, links: Snapshot['evidence_links']): Snapshot {
@@ -29,12 +28,11 @@ export function boundIds(snapshot: Snapshot): string[] {
   return ids
 }
 
-/** The snapshot as stored: binding each record it names (`hashOf`: the hash of its stored text), sealed, checked. */
+/** The snapshot as stored: binding each record it names (`hashOf`: the hash of its stored text), sealed (not checked again: see records.ts). */
 export function sealCommitted(snapshot: Snapshot, hashOf: (id: string) => string): Snapshot {
   const binds: Record<string, string> = {}
   for (const id of boundIds(snapshot)) binds[id] = hashOf(id)
   const stored = sealSnapshot({...snapshot, meta: {...snapshot.meta, binds}})
-  assertValid('snapshot', stored, `snapshot ${snapshot.run_id}#${snapshot.step.seq}`)
   return stored
 }
 
