@@ -9,7 +9,7 @@ import {assertId} from '../store/file/ids.js'
 export default class Cancel extends PipeCommand {
   static override summary = 'End a run as cancelled.'
   static override description =
-    'A paused, interrupted or blocked run is cancelled at once. A run being driven by a live pipe process is first asked to stop (SIGTERM), then cancelled; a process that merely reuses the recorded pid is never signalled. The reason and the OS user are recorded in its timeline. Exits 5 (CANCELLED) when the run was cancelled, 2 when it had already ended.'
+    'A paused, interrupted or blocked run is cancelled at once. A run being driven by a live pipe process is first asked to stop (SIGTERM), then cancelled; a process that merely reuses the recorded pid is never signalled. The reason and the OS user are recorded in its timeline. Exits 0 when it cancelled the run (it did what was asked), 2 when the run had already ended.'
   static override examples = [
     {description: 'Cancel a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --reason "superseded by R-20261121-0007"'},
   ]
@@ -25,7 +25,9 @@ export default class Cancel extends PipeCommand {
     const store = this.storeDir(flags.store)
     const session = {cwd: process.cwd(), store}
     const outcome = await cancelSession({...session, runId: args.run, ...(flags.reason ? {reason: flags.reason} : {})})
-    // The run ended cancelled: exit 5 (CANCELLED), as for every command that leaves a run cancelled.
-    return finishRun(outcome, session, this.jsonEnabled(), flags.store, false)
+    const result = await finishRun(outcome, session, this.jsonEnabled(), flags.store, false)
+    // Cancelling was asked for and done: a success (5, CANCELLED, is for a run that ended cancelled while it was meant to go on).
+    if (result.status === 'cancelled') process.exitCode = 0
+    return result
   }
 }

@@ -45,7 +45,7 @@ export function reviewHere(cwd: string, runId: string, decision: 'go' | 'hold' |
   return settle(reviewSession({...session(cwd), runId, decision}), byStatus)
 }
 
-/** `pipe cancel RUN --reason R` in this process: it exits 5 (CANCELLED) once the run is cancelled, as the command does. */
+/** `pipe cancel RUN --reason R` in this process: it exits 0 once the run is cancelled, as the command does. */
 export function cancelHere(cwd: string, runId: string, reason: string): Promise<InProcess> {
-  return settle(cancelSession({...session(cwd), runId, reason}), (outcome) => (outcome.status === 'cancelled' ? ExitCode.CANCELLED : byStatus(outcome)))
+  return settle(cancelSession({...session(cwd), runId, reason}), (outcome) => (outcome.status === 'cancelled' ? ExitCode.OK : byStatus(outcome)))
 }
