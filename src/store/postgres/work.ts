@@ -43,6 +43,7 @@ export class PostgresWork implements TeamQueue {
   /** Creates runs not started and puts them on a queue, in one transaction (pipe run --detach): all of them or none. */
   async createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace): Promise<RunRecord[]> {
     await this.store.assertCanWrite()
+    for (const {now} of births) await this.store.daySequence('R', now)
     return this.store.tx('cannot queue a run', async (client) => {
       const records: RunRecord[] = []
       for (const {draft, now, event} of births) {
@@ -212,6 +213,7 @@ export class PostgresWork implements TeamQueue {
   }): Promise<string | null> {
     const {link, limit, queue} = options
     const step = `${link.run_id}/${link.step}`
+    if (options.create) await this.store.daySequence('R', options.create.now)
     return this.store.tx(`cannot queue a child of ${link.run_id}`, async (client) => {
       const parent = await this.lockParent(client, link.run_id)
       let runId = options.runId ?? (await client.query<{run_id: string}>('SELECT run_id FROM pipe_runs WHERE child_key = $1', [childKey(link)])).rows[0]?.run_id
