@@ -14,6 +14,7 @@ import {compareIds, ID_PATTERNS} from './file/ids.js'
 import {isStoreUrl, safeUrl} from './location.js'
 import type {PostgresStore} from './postgres/store.js'
 import {Store} from './file/store.js'
+import {advanceSequence} from './postgres/ids.js'
 
 export interface StoreDump {
   features: Array<{id: string; body: string}>
@@ -243,11 +244,14 @@ export async function writePostgresDump(store: PostgresStore, dump: StoreDump): 
       await client.query('INSERT INTO pipe_ledger_log (pos, key, line) VALUES ($1, $2, $3)', [i + 1, key, line])
     }
     const series = [...counters(dump), ['run-index', dump.runIndex.length] as const, ['ledger-log', dump.ledgerLog.length] as const]
-    for (const [name, n] of series)
+    for (const [name, n] of series) {
       await client.query('INSERT INTO pipe_counters (series, n) VALUES ($1, $2) ON CONFLICT (series) DO UPDATE SET n = GREATEST(pipe_counters.n, EXCLUDED.n)', [
         name,
         n,
       ])
+      // Run, spec and evidence ids are taken from sequences (postgres/ids.ts): they go on after the copied ones.
+      await advanceSequence(client, name, n)
+    }
   })
 }
 

@@ -5,10 +5,12 @@
  * SIGTERM drains a worker, which exits 0. Every wait is for an event (a row, a line), never a sleep.
  */
 import {expect} from 'chai'
-import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
+import {existsSync} from 'node:fs'
+import {mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot} from '../helpers/cli.js'
 import {statusIn} from '../helpers/stores.js'
+import {changeIn} from '../helpers/wait.js'
 import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 
@@ -232,5 +234,41 @@ describe('pipe worker on a PostgreSQL store', function () {
     expect(await Promise.all([frozen.exited, other.exited])).to.deep.equal([0, 0])
     expect(await statusOf(runId)).to.equal('succeeded')
     await expectWhole([runId], 3)
+  })
+
+  it('a worker that wakes after its run was taken over leaves the new holder its claim and its place on the queue', async () => {
+    const runId = await detach('fast.yaml')
+    // Held just after its claim (PIPE_FAULT_PAUSE_AT=claimed), before it has read the run: frozen, no lease renewed.
+    const gate = path.join(dir, 'gate')
+    await mkdir(gate)
+    const woken = startWorker([], {PIPE_FAULT_PAUSE_AT: 'claimed', PIPE_FAULT_PAUSE_DIR: gate})
+    await changeIn(gate, () => existsSync(path.join(gate, `reached.${woken.child.pid}`)), 'the first worker to claim the run', woken.exited)
+    await expireLease(runId)
+    const other = startWorker([])
+    await untilFor('the other worker has finished the run', queueEmpty)
+    other.child.kill('SIGTERM')
+    expect(await other.exited).to.equal(0)
+    expect(await statusOf(runId)).to.equal('succeeded')
+    // Someone else's claim of the run now (as a person's answer would put a run back and a third worker take it).
+    const [claim] = await cluster.sql<{epoch: string}>(
+      db,
+      `UPDATE pipe_runs SET holder = '{"pid":1,"host":"elsewhere","token":"t"}', epoch = epoch + 1, lease_until = now() + interval '1 hour'
+       WHERE run_id = $1 RETURNING epoch`,
+      [runId],
+    )
+    await cluster.sql(db, "INSERT INTO pipe_queue (run_id, queue) VALUES ($1, 'default')", [runId])
+    await writeFile(path.join(gate, 'go'), '')
+    // Its next move finds the run ended (E_STATE): it must leave the queue row and the claim alone.
+    await untilFor('the woken worker was refused', async () => new RegExp(`pipe worker: ${runId}: \\[E_STATE\\]`).test(woken.stderr())).catch(
+      (error: Error) => {
+        throw new Error(`${error.message}; its stderr: ${woken.stderr()}`)
+      },
+    )
+    woken.child.kill('SIGTERM')
+    expect(await woken.exited).to.equal(0)
+    const [row] = await cluster.sql<{holder: string; epoch: string}>(db, 'SELECT holder, epoch FROM pipe_runs WHERE run_id = $1', [runId])
+    expect(row!.epoch, 'the other claim is untouched').to.equal(claim!.epoch)
+    expect(row!.holder).to.include('elsewhere')
+    expect(await queueEmpty(), 'the run is still on the queue').to.equal(false)
   })
 })

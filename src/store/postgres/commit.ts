@@ -15,31 +15,65 @@ import {evidenceText, recordText, specText} from '../trail/records.js'
 import {movedHead} from '../trail/runs.js'
 import {boundIds, commitHash, committedSnapshot, sealCommitted} from '../trail/snapshots.js'
 import type {CommitHook, Committed, StepCommit} from '../types.js'
-import type {PostgresRecords} from './records.js'
+import {datedNumber, daySequences, nextDatedSql} from './ids.js'
 import {checkedSpec, parseRow} from './rows.js'
 
-/** The ids a commit's records take, reserved before its transaction (PostgresRecords.reserveNumbers). */
+/** The ids a commit's records take, numbered in its transaction (./ids.ts). */
 export interface CommitIds {
   evidence: string[]
   spec: string | null
 }
 
-export async function reserveCommitIds(records: PostgresRecords, commit: StepCommit): Promise<CommitIds> {
-  const count = commit.evidence.length
-  const first = count > 0 ? await records.reserveNumbers('E', count) : 0
+/** The run's row as its commit locks it, the ids the commit takes, and the snapshot of that seq if one was committed already. */
+export interface CommitLock {
+  row: {body: string; epoch: string; cancel_request: string | null} | undefined
+  ids: CommitIds
+  done: {body: string; commit_hash: string} | null
+}
+
+/**
+ * One round trip opens a step's commit: the run's row locked, the snapshot of the seq looked up (a
+ * redrive), and the evidence and spec ids taken from their sequences (no row every worker locks).
+ */
+export async function lockForCommit(client: PoolClient, commit: StepCommit): Promise<CommitLock> {
+  const {rows} = await client.query<{
+    body: string
+    epoch: string
+    cancel_request: string | null
+    done_body: string | null
+    done_hash: string | null
+    evidence: string[] | null
+    spec: string | null
+  }>(
+    `SELECT r.body, r.epoch, r.cancel_request, s.body AS done_body, s.commit_hash AS done_hash,
+       CASE WHEN $3::int > 0 THEN ARRAY(SELECT nextval('pipe_ids_e')::text FROM generate_series(1, $3::int)) END AS evidence,
+       CASE WHEN $4::text IS NOT NULL THEN ${nextDatedSql('$4::text')} END AS spec
+     FROM pipe_runs r LEFT JOIN pipe_snapshots s ON s.run_id = r.run_id AND s.seq = $2
+     WHERE r.run_id = $1 FOR UPDATE OF r`,
+    [commit.run_id, commit.seq, commit.evidence.length, commit.spec ? daySequences('S') : null],
+  )
+  const row = rows[0]
+  const spec = row && commit.spec ? datedNumber(row.spec, 'S') : null
   return {
-    evidence: Array.from({length: count}, (_, i) => formatId('E', '', first + i)),
-    spec: commit.spec ? await records.reserveDatedId('S', new Date(commit.recorded_at)) : null,
+    row,
+    ids: {
+      evidence: (row?.evidence ?? []).map((n) => formatId('E', '', Number(n))),
+      spec: spec ? formatId('S', spec.day, spec.n) : null,
+    },
+    done: row?.done_hash != null && row.done_body !== null ? {body: row.done_body, commit_hash: row.done_hash} : null,
   }
 }
 
-export async function writeStepCommit(client: PoolClient, record: RunRecord, commit: StepCommit, ids: CommitIds, hook?: CommitHook): Promise<Committed> {
+export async function writeStepCommit(
+  client: PoolClient,
+  record: RunRecord,
+  commit: StepCommit,
+  {ids, done: found}: Pick<CommitLock, 'ids' | 'done'>,
+  hook?: CommitHook,
+): Promise<Committed> {
   const {run_id: runId, seq, step} = commit
   const at = new Date(commit.recorded_at)
   const hash = commitHash(commit)
-  const found = (
-    await client.query<{body: string; commit_hash: string}>('SELECT body, commit_hash FROM pipe_snapshots WHERE run_id = $1 AND seq = $2', [runId, seq])
-  ).rows[0]
   if (found) {
     // The same commit made again (a redrive that never learnt it had committed): what it recorded.
     if (found.commit_hash !== hash)
@@ -51,14 +85,17 @@ export async function writeStepCommit(client: PoolClient, record: RunRecord, com
   }
   const binds: Record<string, string> = {}
   const links: Snapshot['evidence_links'] = []
+  const texts: string[] = []
   for (const [i, item] of commit.evidence.entries()) {
     const id = ids.evidence[i]!
     const text = evidenceText(item.draft, at, id)
-    await client.query('INSERT INTO pipe_evidence (id, body) VALUES ($1, $2)', [id, text])
+    texts.push(text)
     binds[id] = fileHash(text)
     links.push({type: item.link, evidence_id: id})
-    if (hook) await hook(`evidence-written:${step}`)
   }
+  // One statement for the step's evidence: a round trip per item was most of a big step's commit.
+  if (texts.length > 0) await client.query('INSERT INTO pipe_evidence (id, body) SELECT * FROM unnest($1::text[], $2::text[])', [ids.evidence, texts])
+  if (hook) for (let i = 0; i < texts.length; i++) await hook(`evidence-written:${step}`)
   let spec: CanonicalSpec | null = null
   if (commit.spec) {
     const id = ids.spec!
@@ -73,13 +110,22 @@ export async function writeStepCommit(client: PoolClient, record: RunRecord, com
   for (const id of boundIds(snapshot)) if (binds[id] === undefined) binds[id] = fileHash(await bodyOf(client, id))
   const stored = sealCommitted(snapshot, (id) => binds[id]!)
   if (hook) await hook(`before-snapshot:${step}`)
-  await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [
-    runId,
-    seq,
-    step,
-    hash,
-    recordText(stored),
-  ])
+  try {
+    await client.query('INSERT INTO pipe_snapshots (run_id, seq, step, commit_hash, body) VALUES ($1, $2, $3, $4, $5)', [
+      runId,
+      seq,
+      step,
+      hash,
+      recordText(stored),
+    ])
+  } catch (error) {
+    // Another commit of this seq committed while this one waited for the run's row: the row lock's
+    // statement still saw no snapshot (it reads as of its start). Once more from the top (PostgresRecords.tx
+    // retries a serialisation failure), which then finds it: the same commit, or a conflict.
+    if ((error as {code?: string; constraint?: string}).code === '23505' && (error as {constraint?: string}).constraint === 'pipe_snapshots_pkey')
+      throw Object.assign(new Error(`snapshot ${seq} of ${runId} was committed meanwhile`), {code: '40001'})
+    throw error
+  }
   // The run's head moves with its snapshot, sealed in the same transaction.
   const moved = movedHead(record, seq, stored.meta.record_hash ?? null)
   if (moved) await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, recordText(moved)])

@@ -115,6 +115,21 @@ const MIGRATIONS: string[] = [
   END $$;
   CREATE TRIGGER pipe_queue_wakes AFTER INSERT OR UPDATE OF again ON pipe_queue FOR EACH ROW EXECUTE FUNCTION pipe_queue_notify();
   `,
+  // 6: run, spec and evidence ids from sequences taken inside the transaction that writes the record
+  // (ids.ts): a counter row every worker updated per step was a global lock and a commit of its own.
+  // The sequences start where the counter rows stand.
+  `
+  CREATE SEQUENCE IF NOT EXISTS pipe_ids_e;
+  DO $$
+  DECLARE c record; name text;
+  BEGIN
+    FOR c IN SELECT series, n FROM pipe_counters WHERE n > 0 AND (series = 'E' OR series ~ '^[RS]-[0-9]{8}$') LOOP
+      name := 'pipe_ids_' || lower(replace(c.series, '-', '_'));
+      EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %I', name);
+      PERFORM setval(format('%I', name)::regclass, c.n);
+    END LOOP;
+  END $$;
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

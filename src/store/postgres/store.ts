@@ -53,7 +53,8 @@ import {holderOf} from './holder.js'
 import type {RunWorkspace, TeamQueue} from '../team.js'
 import {PostgresWork} from './work.js'
 import {PostgresLedger} from './ledger.js'
-import {reserveCommitIds, writeStepCommit} from './commit.js'
+import {lockForCommit, writeStepCommit} from './commit.js'
+import {datedNumber, daySequences, ensureDaySequence, nextDatedSql} from './ids.js'
 import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
@@ -192,6 +193,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   private async create(draft: RunDraft, now: Date, event: RunEvent, start: Start | undefined): Promise<{record: RunRecord; release?: Release}> {
     await this.assertCanWrite()
+    await this.daySequence('R', now)
     const holder = start ? holderOf() : null
     const record = await this.tx('cannot create a run', (client) => this.insertRun(client, {draft, now, event, start, holder}))
     if (!holder) return {record}
@@ -201,24 +203,26 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   /**
    * Creates a run inside the caller's transaction. A child run takes its key (parent run, step, seq,
    * item) into a unique column: a second creation of the same child fails (23505) and its
-   * transaction gives every number back, so a step that re-enters after any crash finds one child.
+   * transaction writes nothing (its run id is a gap in its day's numbers), so a step that re-enters
+   * after any crash finds one child. `now` is the caller's: it made that day's id sequence (daySequence).
    */
   async insertRun(
     client: PoolClient,
     {
       draft,
-      now,
       event,
       start,
       holder,
       workspace,
     }: {draft: RunDraft; now: Date; event: RunEvent; start?: Start | undefined; holder?: ReturnType<typeof holderOf> | null; workspace?: RunWorkspace},
   ): Promise<RunRecord> {
-    // Never a day before the latest one numbered (a clock set back): ids keep their order (ids.ts).
-    const day = await PostgresRecords.allocationKey(client, 'R', now)
-    const id = formatId('R', day, await PostgresStore.nextNumber(client, `R-${day}`))
-    // The run index's own counter row orders creations, so its chain stays linear.
+    // The run index's own counter row orders creations, so its chain stays linear; the id, from its
+    // day's sequence (./ids.ts: never a day before the latest one numbered), is taken after it, so ids
+    // keep the index's order. The caller made today's sequence before its transaction (daySequence).
     const pos = await PostgresStore.nextNumber(client, 'run-index')
+    const taken = (await client.query<{id: string | null}>(`SELECT ${nextDatedSql('$1::text')} AS id`, [daySequences('R')])).rows[0]
+    const {day, n} = datedNumber(taken?.id ?? null, 'R')
+    const id = formatId('R', day, n)
     const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_run_index WHERE pos = $1', [pos - 1])).rows[0] : undefined
     if (pos > 1 && !prev)
       throw new PipeError('E_INTEGRITY', `the run index has no line ${pos - 1}`, {hint: 'Lines of the run index were removed; run pipe audit verify.'})
@@ -248,6 +252,15 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     for (const [i, line] of lines.entries()) await client.query('INSERT INTO pipe_events (run_id, n, line) VALUES ($1, $2, $3)', [id, i + 1, lineText(line)])
     await client.query('INSERT INTO pipe_run_index (pos, run_id, line) VALUES ($1, $2, $3)', [pos, id, lineText(indexLine)])
     return record
+  }
+
+  /** Makes today's id sequence of R- or S- before a transaction numbers in it (once per process and day). */
+  async daySequence(prefix: 'R' | 'S', now: Date): Promise<void> {
+    try {
+      await ensureDaySequence(this.pool, prefix, now)
+    } catch (error) {
+      throw databaseError(error, 'cannot allocate an id')
+    }
   }
 
   /** Keeps a held run's lease alive until released. */
@@ -328,6 +341,12 @@ export class PostgresStore extends PostgresRecords implements RunStore {
       'SELECT body, epoch, cancel_request FROM pipe_runs WHERE run_id = $1 FOR UPDATE',
       [runId],
     )
+    return this.lockedRecord(runId, rows[0])
+  }
+
+  /** The record of a run's row this transaction locked, refused as lockRun says. */
+  private lockedRecord(runId: string, row: {body: string; epoch: string; cancel_request: string | null} | undefined): RunRecord {
+    const rows = row ? [row] : []
     this.cancelSeen(runId, rows[0]?.cancel_request ?? null)
     if (!rows[0]) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
     const mine = this.held.get(runId)
@@ -434,11 +453,12 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   // The step commit
 
   async commitStep(commit: StepCommit, hook?: CommitHook): Promise<Committed> {
-    // Ids first, each series' row locked for one statement: nothing every holder needs is locked inside the transaction.
-    const ids = await reserveCommitIds(this, commit)
-    const result = await this.tx(`cannot record step ${commit.step} of ${commit.run_id}`, async (client) =>
-      writeStepCommit(client, await this.lockRun(client, commit.run_id), commit, ids, hook),
-    )
+    // One transaction a step: its ids come from sequences inside it (./ids.ts), so nothing every holder needs is locked.
+    if (commit.spec) await this.daySequence('S', new Date(commit.recorded_at))
+    const result = await this.tx(`cannot record step ${commit.step} of ${commit.run_id}`, async (client) => {
+      const locked = await lockForCommit(client, commit)
+      return writeStepCommit(client, this.lockedRecord(commit.run_id, locked.row), commit, locked, hook)
+    })
     if (hook) await hook(`committed:${commit.step}`)
     return result
   }

@@ -12,6 +12,7 @@
  */
 import type {PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
+import {faultPoint} from '../../util/faults.js'
 import type {RunRecord} from '../../types/run.js'
 import type {ChildBirth, LiveWorker, QueuedBirth, QueueEntry, RunWorkspace, ServedWorkspace, TeamQueue} from '../team.js'
 import {childKey} from './rows.js'
@@ -43,6 +44,7 @@ export class PostgresWork implements TeamQueue {
   /** Creates runs not started and puts them on a queue, in one transaction (pipe run --detach): all of them or none. */
   async createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace): Promise<RunRecord[]> {
     await this.store.assertCanWrite()
+    for (const {now} of births) await this.store.daySequence('R', now)
     return this.store.tx('cannot queue a run', async (client) => {
       const records: RunRecord[] = []
       for (const {draft, now, event} of births) {
@@ -86,6 +88,7 @@ export class PostgresWork implements TeamQueue {
     const row = rows[0]
     if (!row) return null
     this.store.adoptClaim(row.run_id, Number(row.epoch), holder.token)
+    faultPoint('claimed')
     return row.run_id
   }
 
@@ -212,6 +215,7 @@ export class PostgresWork implements TeamQueue {
   }): Promise<string | null> {
     const {link, limit, queue} = options
     const step = `${link.run_id}/${link.step}`
+    if (options.create) await this.store.daySequence('R', options.create.now)
     return this.store.tx(`cannot queue a child of ${link.run_id}`, async (client) => {
       const parent = await this.lockParent(client, link.run_id)
       let runId = options.runId ?? (await client.query<{run_id: string}>('SELECT run_id FROM pipe_runs WHERE child_key = $1', [childKey(link)])).rows[0]?.run_id
@@ -265,12 +269,19 @@ export class PostgresWork implements TeamQueue {
    * records.ts dequeue), and wakes its parent when it is a child.
    */
   async stopped(runId: string): Promise<void> {
+    // Only by the run's holder, or when nobody holds it: a worker that wakes after its run was taken
+    // over (its lease ran out while it was frozen) must not take the new holder's run off the queue.
+    const epoch = this.store.heldEpoch(runId)
+    const mine = epoch === null ? '(r.holder IS NULL OR r.lease_until IS NULL OR r.lease_until < now()) AND $2::bigint IS NULL' : 'r.epoch = $2::bigint'
     await this.store.tx(`cannot take run ${runId} off the queue`, async (client) => {
-      const kept = await client.query('UPDATE pipe_queue SET again = false WHERE run_id = $1 AND again RETURNING run_id', [runId])
+      const kept = await client.query(
+        `UPDATE pipe_queue q SET again = false FROM pipe_runs r WHERE q.run_id = $1 AND r.run_id = q.run_id AND q.again AND ${mine} RETURNING q.run_id`,
+        [runId, epoch],
+      )
       if (kept.rows.length > 0) return
       const {rows} = await client.query<{parent_run: string | null}>(
-        'DELETE FROM pipe_queue q USING pipe_runs r WHERE q.run_id = $1 AND r.run_id = q.run_id RETURNING r.parent_run',
-        [runId],
+        `DELETE FROM pipe_queue q USING pipe_runs r WHERE q.run_id = $1 AND r.run_id = q.run_id AND ${mine} RETURNING r.parent_run`,
+        [runId, epoch],
       )
       const parent = rows[0]?.parent_run
       if (parent) await client.query('SELECT pg_notify($1, $2)', [CHILDREN_CHANNEL, parent])
