@@ -6,8 +6,9 @@
  * `running`). A real cluster (test/helpers/postgres.ts).
  */
 import {expect} from 'chai'
+import {readFile} from 'node:fs/promises'
 import path from 'node:path'
-import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 const prd = path.join(examples, 'full-prd.md')
@@ -74,6 +75,24 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
     await cluster.sql(db, 'CREATE SCHEMA no_such_schema')
     const fixed = await list(url)
     expect(fixed.code, fixed.stderr).to.equal(0)
+  })
+
+  it("the writer role docs/team.md sets up runs a default run: it numbers runs, specs and evidence through the owner's functions, never creating a sequence itself", async () => {
+    // The owner makes the tables (any command), then grants what the docs say, as the docs write it.
+    expect((await list(cluster.url(db))).code).to.equal(0)
+    const role = `writer_${db}`
+    const docs = await readFile(path.join(repoRoot, 'docs', 'team.md'), 'utf8')
+    const grants = /CREATE ROLE pipe_writer[^\n]*\n([\s\S]*?)```/.exec(docs)![1]!.replaceAll('pipe_writer', role)
+    await cluster.sql('postgres', `CREATE ROLE ${role} LOGIN`)
+    await cluster.sql(db, grants)
+    const asRole = `postgres://${role}@127.0.0.1:${cluster.port}/${db}`
+    const result = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', asRole, '--json'], {cwd: dir})
+    expect(result.code, result.stderr).to.equal(0)
+    const run = json<{run_id: string; spec_version: string}>(result)
+    expect(run.run_id).to.match(/^R-\d{8}-0001$/)
+    expect(run.spec_version).to.match(/^S-\d{8}-\d{4}$/)
+    const audit = await pipe(['audit', 'verify', '--store', asRole], {cwd: dir})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
   it('a role that may INSERT but not UPDATE: pipe run is E_CONFIG naming the missing privilege, and no run is left running', async () => {

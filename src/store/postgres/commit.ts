@@ -15,7 +15,7 @@ import {evidenceText, recordText, specText} from '../trail/records.js'
 import {movedHead} from '../trail/runs.js'
 import {boundIds, commitHash, committedSnapshot, sealCommitted} from '../trail/snapshots.js'
 import type {CommitHook, Committed, StepCommit} from '../types.js'
-import {datedNumber, daySequences, nextDatedSql} from './ids.js'
+import {datedNumber, nextDatedSql, nextEvidenceSql} from './ids.js'
 import {checkedSpec, parseRow} from './rows.js'
 
 /** The ids a commit's records take, numbered in its transaction (./ids.ts). */
@@ -46,11 +46,11 @@ export async function lockForCommit(client: PoolClient, commit: StepCommit): Pro
     spec: string | null
   }>(
     `SELECT r.body, r.epoch, r.cancel_request, s.body AS done_body, s.commit_hash AS done_hash,
-       CASE WHEN $3::int > 0 THEN ARRAY(SELECT nextval('pipe_ids_e')::text FROM generate_series(1, $3::int)) END AS evidence,
+       CASE WHEN $3::int > 0 THEN ${nextEvidenceSql('$3::int')} END AS evidence,
        CASE WHEN $4::text IS NOT NULL THEN ${nextDatedSql('$4::text')} END AS spec
      FROM pipe_runs r LEFT JOIN pipe_snapshots s ON s.run_id = r.run_id AND s.seq = $2
      WHERE r.run_id = $1 FOR UPDATE OF r`,
-    [commit.run_id, commit.seq, commit.evidence.length, commit.spec ? daySequences('S') : null],
+    [commit.run_id, commit.seq, commit.evidence.length, commit.spec ? 's' : null],
   )
   const row = rows[0]
   const spec = row && commit.spec ? datedNumber(row.spec, 'S') : null
@@ -70,6 +70,7 @@ export async function writeStepCommit(
   commit: StepCommit,
   {ids, done: found}: Pick<CommitLock, 'ids' | 'done'>,
   hook?: CommitHook,
+  known?: {hashes: ReadonlyMap<string, string>; written: Record<string, string>},
 ): Promise<Committed> {
   const {run_id: runId, seq, step} = commit
   const at = new Date(commit.recorded_at)
@@ -107,7 +108,7 @@ export async function writeStepCommit(
   }
   const snapshot = committedSnapshot(commit.snapshot, spec, links)
   // Records named that this commit did not write are bound as they are stored.
-  for (const id of boundIds(snapshot)) if (binds[id] === undefined) binds[id] = fileHash(await bodyOf(client, id))
+  for (const id of boundIds(snapshot)) if (binds[id] === undefined) binds[id] = known?.hashes.get(id) ?? fileHash(await bodyOf(client, id))
   const stored = sealCommitted(snapshot, (id) => binds[id]!)
   if (hook) await hook(`before-snapshot:${step}`)
   try {
@@ -130,6 +131,7 @@ export async function writeStepCommit(
   const moved = movedHead(record, seq, stored.meta.record_hash ?? null)
   if (moved) await client.query('UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, recordText(moved)])
   if (hook) await hook(`before-commit:${step}`)
+  if (known) Object.assign(known.written, binds)
   return {snapshot: stored, spec}
 }
 

@@ -8,8 +8,9 @@
  * (pipe_ids_r_20261128), made the first time a process numbers on that day (before the transaction,
  * once per process and day). Inside the transaction the id is numbered in the latest day a sequence
  * exists for, never today's when a later one exists (a clock set back), as the counter rows did.
- * Features (F-), the run index and the ledger log keep their counter rows: a feature is taken once per
- * `pipe run`, and the two logs are chains whose order the row lock keeps.
+ * The owner's functions of schema migration 6 do the making and numbering, so a writer's role needs
+ * no privilege on sequences. Features (F-), the run index and the ledger log keep their counter
+ * rows: a feature is taken once per `pipe run`, and the two logs are chains whose order the row lock keeps.
  */
 import type {Pool, PoolClient} from 'pg'
 import {todayKey} from '../trail/ids.js'
@@ -21,22 +22,6 @@ export function sequenceOf(series: string): string | null {
   return dated ? `pipe_ids_${dated[1]!.toLowerCase()}_${dated[2]!}` : null
 }
 
-/** The pattern of a dated series' sequence names (their day sorts as the name does). */
-export function daySequences(prefix: 'R' | 'S'): string {
-  return `^pipe_ids_${prefix.toLowerCase()}_[0-9]{8}$`
-}
-
-/** Makes the sequence of a series if it is missing; concurrent makers are fine (the loser's error is the winner's sequence). */
-export async function makeSequence(client: Pool | PoolClient, name: string): Promise<void> {
-  try {
-    await client.query(`CREATE SEQUENCE IF NOT EXISTS ${name}`)
-  } catch (error) {
-    // 23505 (pg_type's unique index) or 42P07: another session made it between the check and the insert.
-    const code = (error as {code?: string}).code
-    if (code !== '23505' && code !== '42P07') throw error
-  }
-}
-
 /** Sequences this process knows exist, by database: made once per process and day. */
 const known = new WeakMap<Pool, Set<string>>()
 
@@ -45,21 +30,25 @@ export async function ensureDaySequence(pool: Pool, prefix: 'R' | 'S', now: Date
   const name = sequenceOf(`${prefix}-${todayKey(prefix, now)}`)!
   let made = known.get(pool)
   if (made?.has(name)) return
-  await makeSequence(pool, name)
+  await pool.query('SELECT pipe_day_sequence($1)', [name])
   if (!made) known.set(pool, (made = new Set()))
   made.add(name)
 }
 
 /**
  * SQL of one dated id, taken inside a transaction: the latest day's sequence and its next number as
- * 'pipe_ids_s_20261128:12'; `$param` is the daySequences pattern. Parsed by datedId.
+ * 'pipe_ids_s_20261128:12' (parsed by datedNumber); `param` holds 'r' or 's'.
  */
 export function nextDatedSql(param: string): string {
-  return `(SELECT d.relname || ':' || nextval(d.oid::regclass) FROM (SELECT oid, relname FROM pg_class
-     WHERE relkind = 'S' AND relnamespace = current_schema()::regnamespace AND relname ~ ${param} ORDER BY relname DESC LIMIT 1) d)`
+  return `pipe_next_dated(${param})`
 }
 
-/** The id a nextDatedSql value names: 'pipe_ids_s_20261128:12' is S-20261128-0012. */
+/** SQL of `count` evidence numbers (text[]), taken inside a transaction. */
+export function nextEvidenceSql(count: string): string {
+  return `pipe_next_evidence(${count})`
+}
+
+/** The day and number a nextDatedSql value names: 'pipe_ids_s_20261128:12' is 20261128 and 12. */
 export function datedNumber(value: string | null, prefix: 'R' | 'S'): {day: string; n: number} {
   const m = value === null ? null : /^pipe_ids_[rs]_(\d{8}):(\d+)$/.exec(value)
   // ensureDaySequence made today's before the transaction: none found means it was dropped since.
@@ -67,10 +56,10 @@ export function datedNumber(value: string | null, prefix: 'R' | 'S'): {day: stri
   return {day: m[1]!, n: Number(m[2])}
 }
 
-/** Moves a series' sequence to at least `n` (pipe store copy into a database; the migration from counter rows). */
+/** Moves a series' sequence to at least `n` (pipe store copy into a database, which only the owner may do). */
 export async function advanceSequence(client: PoolClient, series: string, n: number): Promise<void> {
   const name = sequenceOf(series)
   if (name === null || n < 1) return
-  await makeSequence(client, name)
+  await client.query(`CREATE SEQUENCE IF NOT EXISTS ${name}`)
   await client.query(`SELECT setval('${name}', GREATEST($1::bigint, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM ${name})))`, [n])
 }

@@ -117,7 +117,9 @@ const MIGRATIONS: string[] = [
   `,
   // 6: run, spec and evidence ids from sequences taken inside the transaction that writes the record
   // (ids.ts): a counter row every worker updated per step was a global lock and a commit of its own.
-  // The sequences start where the counter rows stand.
+  // The sequences start where the counter rows stand. A writer's role neither creates a day's sequence
+  // nor holds privileges on sequences: the owner's functions do both (SECURITY DEFINER, pinned to
+  // this schema), so the roles of docs/team.md need no new grant; at worst a role could burn numbers.
   `
   CREATE SEQUENCE IF NOT EXISTS pipe_ids_e;
   DO $$
@@ -128,6 +130,30 @@ const MIGRATIONS: string[] = [
       EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %I', name);
       PERFORM setval(format('%I', name)::regclass, c.n);
     END LOOP;
+  END $$;
+  CREATE FUNCTION pipe_day_sequence(name text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+  BEGIN
+    IF name !~ '^pipe_ids_[rs]_[0-9]{8}$' THEN
+      RAISE EXCEPTION 'pipe: % is not a day''s id sequence', name USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %I', name);
+  EXCEPTION WHEN unique_violation OR duplicate_table THEN
+    -- Made by another session at the same moment.
+  END $$;
+  CREATE FUNCTION pipe_next_dated(prefix text) RETURNS text LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT d.relname || ':' || nextval(d.oid::regclass) FROM (
+      SELECT oid, relname FROM pg_class
+      WHERE relkind = 'S' AND relnamespace = current_schema()::regnamespace AND relname ~ ('^pipe_ids_' || prefix || '_[0-9]{8}$')
+      ORDER BY relname DESC LIMIT 1) d
+  $$;
+  CREATE FUNCTION pipe_next_evidence(n integer) RETURNS text[] LANGUAGE sql SECURITY DEFINER AS $$
+    SELECT ARRAY(SELECT nextval('pipe_ids_e')::text FROM generate_series(1, n))
+  $$;
+  DO $$
+  BEGIN
+    EXECUTE format('ALTER FUNCTION pipe_day_sequence(text) SET search_path = %I', current_schema());
+    EXECUTE format('ALTER FUNCTION pipe_next_dated(text) SET search_path = %I', current_schema());
+    EXECUTE format('ALTER FUNCTION pipe_next_evidence(integer) SET search_path = %I', current_schema());
   END $$;
   `,
 ]

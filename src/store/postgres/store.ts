@@ -54,7 +54,7 @@ import type {RunWorkspace, TeamQueue} from '../team.js'
 import {PostgresWork} from './work.js'
 import {PostgresLedger} from './ledger.js'
 import {lockForCommit, writeStepCommit} from './commit.js'
-import {datedNumber, daySequences, ensureDaySequence, nextDatedSql} from './ids.js'
+import {datedNumber, ensureDaySequence, nextDatedSql} from './ids.js'
 import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
 import {checkStoreUrl} from './url.js'
@@ -220,7 +220,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     // day's sequence (./ids.ts: never a day before the latest one numbered), is taken after it, so ids
     // keep the index's order. The caller made today's sequence before its transaction (daySequence).
     const pos = await PostgresStore.nextNumber(client, 'run-index')
-    const taken = (await client.query<{id: string | null}>(`SELECT ${nextDatedSql('$1::text')} AS id`, [daySequences('R')])).rows[0]
+    const taken = (await client.query<{id: string | null}>(`SELECT ${nextDatedSql('$1::text')} AS id`, ['r'])).rows[0]
     const {day, n} = datedNumber(taken?.id ?? null, 'R')
     const id = formatId('R', day, n)
     const prev = pos > 1 ? (await client.query<{line: string}>('SELECT line FROM pipe_run_index WHERE pos = $1', [pos - 1])).rows[0] : undefined
@@ -452,13 +452,21 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   // The step commit
 
+  /** Hashes of the spec versions and evidence this process committed (their rows never change). */
+  private readonly bound = new Map<string, string>()
+
   async commitStep(commit: StepCommit, hook?: CommitHook): Promise<Committed> {
     // One transaction a step: its ids come from sequences inside it (./ids.ts), so nothing every holder needs is locked.
     if (commit.spec) await this.daySequence('S', new Date(commit.recorded_at))
+    const known = {hashes: this.bound, written: {} as Record<string, string>}
     const result = await this.tx(`cannot record step ${commit.step} of ${commit.run_id}`, async (client) => {
+      known.written = {}
       const locked = await lockForCommit(client, commit)
-      return writeStepCommit(client, this.lockedRecord(commit.run_id, locked.row), commit, locked, hook)
+      return writeStepCommit(client, this.lockedRecord(commit.run_id, locked.row), commit, locked, hook, known)
     })
+    // Kept once committed: the rows are append-only, so a later step binds them without reading them back.
+    if (this.bound.size > 10000) this.bound.clear()
+    for (const [id, hash] of Object.entries(known.written)) this.bound.set(id, hash)
     if (hook) await hook(`committed:${commit.step}`)
     return result
   }
