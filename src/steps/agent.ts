@@ -22,17 +22,16 @@ import {didYouMean} from '../util/suggest.js'
 import {PipeError} from '../errors.js'
 import {pendingActionOf} from './agent/confirmation.js'
 import {runAgent} from './agent/conversation.js'
-import type {AgentOutputs, AgentState} from './agent/state.js'
+import {agentOutput, type AgentState} from './agent/state.js'
 import {TOOL_NAMES} from './agent/tools.js'
 import {promptStepFindings} from './model-support.js'
 import {narrowed} from './output-schemas.js'
-import {outputsOf} from './outputs.js'
 import type {StepHandler} from './types.js'
 
 import {diffLines} from '../edit/workspace.js'
 
 export type {AgentOutputs} from './agent/state.js'
-export const agentOutput = outputsOf<AgentOutputs>()
+export {agentOutput}
 
 export const agent: StepHandler<'agent'> = {
   kind: 'agent',

@@ -64,6 +64,12 @@ const BLOCKED_SUMMARY = {
   manual_steps: ['fix add() in calc.js so that node --test passes, then pipe resume the run'],
 }
 
+/** The agent's n-th attempt at T1: an edit that keeps add() wrong (it builds on attempt n-1's), then its answer. */
+const wrongAttempt = (n: number): Scripted[] => [
+  {tool_calls: [{id: `w${n}`, name: 'apply_edit_blocks', arguments: {blocks: block(n === 1 ? 'a - b' : `a * b + ${n - 1}`, `a * b + ${n}`)}}]},
+  {content: JSON.stringify({summary: `attempt ${n}`, plan: []})},
+]
+
 /** What the planner answers in the current test (TASKS unless a test gives other tasks). */
 let tasks: unknown = TASKS
 /** TASKS with its one task changed. */
@@ -318,11 +324,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
   it('blocks a task after 3 attempts (rolled back to its checkpoint); a person fixes the code, and pipe resume of the parent runs QA again, commits and succeeds', async () => {
     await setup()
     const before = git('rev-parse', 'HEAD')
-    const wrong = (n: number): Scripted[] => [
-      {tool_calls: [{id: `w${n}`, name: 'apply_edit_blocks', arguments: {blocks: block(n === 1 ? 'a - b' : `a * b + ${n - 1}`, `a * b + ${n}`)}}]},
-      {content: JSON.stringify({summary: `attempt ${n}`, plan: []})},
-    ]
-    server.script('implement', ...wrong(1), ...wrong(2), ...wrong(3))
+    server.script('implement', ...wrongAttempt(1), ...wrongAttempt(2), ...wrongAttempt(3))
     const result = await run()
     expect(result.code, result.stderr + result.stdout).to.equal(6)
     const body = json<RunJson>(result)
@@ -482,11 +484,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     await setup()
     const policy = path.join(dir, 'policy.yaml')
     await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_retries_default: 2', 'max_retries_default: 1'))
-    const wrong = (n: number): Scripted[] => [
-      {tool_calls: [{id: `w${n}`, name: 'apply_edit_blocks', arguments: {blocks: block(n === 1 ? 'a - b' : `a * b + ${n - 1}`, `a * b + ${n}`)}}]},
-      {content: JSON.stringify({summary: `attempt ${n}`, plan: []})},
-    ]
-    server.script('implement', ...wrong(1), ...wrong(2), ...wrong(3))
+    server.script('implement', ...wrongAttempt(1), ...wrongAttempt(2), ...wrongAttempt(3))
     const result = await run()
     expect(result.code, result.stderr + result.stdout).to.equal(6)
     expect(attemptStarts()).to.have.length(2)

@@ -161,7 +161,8 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
     await refusedWhileServing(waiting, honest, 'standing_confirmations[0]')
     expect(existsSync(path.join(dir, 'made.txt')), 'the confirmed step ran with no person').to.equal(false)
     expect(await statusOf(waiting)).to.equal('awaiting_input')
+    // The forged record no longer matches the state its timeline line binds (one audit walk for every store names it so).
     const fields = (await auditFindings({})).filter((p) => p.record === waiting).map((p) => p.field)
-    expect(fields).to.include('body')
+    expect(fields).to.include('(state)')
   })
 })

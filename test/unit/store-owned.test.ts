@@ -143,7 +143,10 @@ describe('store: run creations of one process', () => {
     await one.ensureFeature('F-2026-001', now)
     const runs = await Promise.all(Array.from({length: 12}, (_, i) => newRun(i % 2 === 0 ? one : two)))
     expect(new Set(runs.map((r) => r.run_id)).size).to.equal(12)
-    const bad = {...(await onDisk(one, runs[0]!.run_id)).record, status: 'not a status'} as unknown as RunRecord
+    // A creation that fails inside the run-index queue: its parent's children folder is a file (a damaged store).
+    const parent = runs[1]!.run_id
+    await writeFile(path.join(root, 'runs', parent, 'children'), 'not a folder')
+    const bad = {...(await onDisk(one, runs[0]!.run_id)).record, parent: {run_id: parent, step: 'each', seq: 1}}
     const {run_id: _r, head: _h, seal: _s, ...draft} = bad
     let failed = false
     await one.createRun(draft, now, {at, event: 'created'}).catch(() => (failed = true))

@@ -12,7 +12,7 @@ import {standingAnswer} from '../confirm-action.js'
 import {argvOf, shownAction} from './confirmation.js'
 import {DEFAULT_MAX_CONTEXT_BYTES, fitConversation} from './context-budget.js'
 import {resultMessage, safeParse, stableKey} from './protocol.js'
-import type {AgentResult, AgentState, AgentStep} from './state.js'
+import {agentOutput, type AgentResult, type AgentState, type AgentStep} from './state.js'
 import {argumentProblems, resultProblems, type AgentTool, type EditScope, type ToolOutcome} from './tools.js'
 
 /** The files the step's edits are bounded to (the engine resolved its expressions into lists), or undefined. */
@@ -258,9 +258,6 @@ function patchLinesSoFar(context: StepContext<AgentStep>, s: AgentState): {attem
   const attempt = s.patches.reduce((n, p) => n + diffLines(p.patch), 0)
   const earlier = context.history.snapshots
     .filter((snapshot) => snapshot.step.name === context.step.id)
-    .reduce((n, snapshot) => {
-      const patch = (snapshot.outputs as {patch?: unknown}).patch
-      return n + (typeof patch === 'string' ? diffLines(patch) : 0)
-    }, 0)
+    .reduce((n, snapshot) => n + diffLines(agentOutput('patch').of(snapshot) ?? ''), 0)
   return {attempt, task: earlier + attempt, step: context.step.id}
 }

@@ -2,11 +2,14 @@
 import type {ToolLevel} from '../../policy/tools.js'
 import type {ChatMessage, ToolCall} from '../../providers/chat.js'
 import type {Usage} from '../../providers/types.js'
+import {outputsOf} from '../outputs.js'
 import type {KindOutputs, StepOf, StepResult, ToolCallRecord} from '../types.js'
 
 export type AgentStep = StepOf<'agent'>
 /** What an agent step's snapshot records as outputs (schemas/kinds/agent.outputs.json). */
 export type AgentOutputs = KindOutputs<'agent'>
+/** The agent's outputs as a snapshot holds them, each read typed (`agentOutput('patch').of(snapshot)`). */
+export const agentOutput = outputsOf<AgentOutputs>()
 export type AgentResult = StepResult<AgentOutputs>
 /** How tool calls travel: the endpoint's function tools, or one JSON object per reply. */
 export type Protocol = 'native' | 'json'
