@@ -51,6 +51,7 @@ import {databaseError, PostgresRecords} from './records.js'
 import {childKey, parseRow} from './rows.js'
 import {holderOf} from './holder.js'
 import type {RunWorkspace, TeamQueue} from '../team.js'
+import {CancelWatch} from './cancel-watch.js'
 import {PostgresWork} from './work.js'
 import {PostgresLedger} from './ledger.js'
 import {lockForCommit, writeStepCommit} from './commit.js'
@@ -124,27 +125,16 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return store
   }
 
-  /** Who wants to know that a run this process holds was asked to stop (see watchCancel). */
-  private readonly cancelWatch = new Map<string, (reason: string) => void>()
+  private readonly cancels = new CancelWatch()
 
-  /**
-   * Calls `stop` once when a cancel request (requestCancel) for the run is seen: at the lease's next
-   * renewal or the run's next commit, whichever comes first. Returns the unwatch.
-   */
+  /** Calls `stop` once when a cancel request (requestCancel) for the run is seen (./cancel-watch.ts). Returns the unwatch. */
   watchCancel(runId: string, stop: (reason: string) => void): () => void {
-    this.cancelWatch.set(runId, stop)
-    return () => {
-      if (this.cancelWatch.get(runId) === stop) this.cancelWatch.delete(runId)
-    }
+    return this.cancels.watch(runId, stop)
   }
 
-  /** A cancel request seen for a run (at a renewal, a commit, or a notice, see PostgresWork.listen): its watcher is told once. */
+  /** A cancel request seen for a run (at a renewal, a commit, or a notice, see PostgresWork.listen). */
   cancelSeen(runId: string, reason: string | null): void {
-    if (reason === null) return
-    const stop = this.cancelWatch.get(runId)
-    if (!stop) return
-    this.cancelWatch.delete(runId)
-    stop(reason)
+    this.cancels.seen(runId, reason)
   }
 
   /** The queue, leases and cancel requests workers share (../team.ts). */
