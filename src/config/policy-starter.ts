@@ -40,7 +40,7 @@ allowed_commands:
 # forbidden_paths:
 #   - "secrets/**"
 
-# max_patch_lines: ${d.max_patch_lines}          # largest edit one step may apply, in changed lines
+# max_patch_lines: ${d.max_patch_lines}          # changed lines an edit may apply; an agent's edits count together over its task
 # max_retries_default: ${d.max_retries_default}        # retries of a retry-safe step that sets none
 
 # How commands are contained: required | auto | off (auto falls back, with a warning, without bwrap).

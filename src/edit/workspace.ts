@@ -90,7 +90,15 @@ async function writeAll(policy: LoadedPolicy, root: string, changes: FileChange[
 
 /** Lines a unified diff removes plus lines it adds (its file headers not counted). */
 export function diffLines(patch: string): number {
-  return patch.split('\n').filter((line) => (line.startsWith('+') && !line.startsWith('+++')) || (line.startsWith('-') && !line.startsWith('---'))).length
+  // Counted inside hunks only: there an added "++x" is "+++x", which outside them would be a file header.
+  let inHunk = false
+  let n = 0
+  for (const line of patch.split('\n')) {
+    if (line.startsWith('@@')) inHunk = true
+    else if (line.startsWith('diff ')) inHunk = false
+    else if (inHunk && (line.startsWith('+') || line.startsWith('-'))) n++
+  }
+  return n
 }
 
 /**

@@ -131,7 +131,13 @@ export const agent: StepHandler<'agent'> = {
           ...(error.hint ? {hint: error.hint} : {}),
           retryable: error.retryable,
           blocking: error.blocking,
-          details: {...(error.details ?? {}), tool_calls: state.calls, files_changed: state.files_changed},
+          details: {
+            ...(error.details ?? {}),
+            tool_calls: state.calls,
+            files_changed: state.files_changed,
+            // Its edits stay on disk and count against the task's max_patch_lines in a later attempt.
+            patch_lines: state.patches.reduce((n, p) => n + diffLines(p.patch), 0),
+          },
         })
       }
       throw error

@@ -96,6 +96,21 @@ describe('max_patch_lines bounds the task, not the call (seed 004)', function ()
     )
   })
 
+  it('counts the edits of an attempt that ended in an error: the next attempt is refused past the limit', async () => {
+    const file = await setup(
+      `version: 1\nname: budget\nsteps:\n${STEP}    max_iterations: 2\n    on_exhausted: end\n    on: {error: again}\n    next: end\n  - id: again\n    kind: noop\n    next: fix\n  - id: end\n    kind: noop\n`,
+    )
+    server.script('fix', edit('b1', 1, 'first'), {status: 400, body: {error: {message: 'bad request'}}}, edit('b2', 21, 'second'), {content: 'attempt 2'})
+    const body = await run(file)
+    expect(body.status).to.equal('succeeded')
+    expect(await readFile(path.join(repo, 'big.js'), 'utf8'))
+      .to.contain('// first')
+      .and.not.contain('// second')
+    const [, second] = await agentSnapshots(body.run_id)
+    expect(second!.tool_calls![0]!.ok).to.equal(false)
+    expect(second!.tool_calls![0]!.summary).to.contain('with the 30 already changed in this task')
+  })
+
   it("counts the task's earlier attempts: a 30-line edit in the second attempt is refused after 30 lines in the first", async () => {
     const file = await setup(
       `version: 1\nname: budget\nsteps:\n${STEP}    max_iterations: 2\n    on_exhausted: end\n    next: again\n  - id: again\n    kind: noop\n    next: fix\n  - id: end\n    kind: noop\n`,

@@ -258,6 +258,15 @@ function patchLinesSoFar(context: StepContext<AgentStep>, s: AgentState): {attem
   const attempt = s.patches.reduce((n, p) => n + diffLines(p.patch), 0)
   const earlier = context.history.snapshots
     .filter((snapshot) => snapshot.step.name === context.step.id)
-    .reduce((n, snapshot) => n + diffLines(agentOutput('patch').of(snapshot) ?? ''), 0)
+    .reduce(
+      (n, snapshot) => n + (agentOutput('patch').of(snapshot) !== undefined ? diffLines(agentOutput('patch').of(snapshot)!) : erredPatchLines(snapshot)),
+      0,
+    )
   return {attempt, task: earlier + attempt, step: context.step.id}
+}
+
+/** The lines an attempt that ended in an error had changed (agent.ts keeps them in its error's details). */
+function erredPatchLines(snapshot: {errors: ReadonlyArray<{details?: Record<string, unknown> | undefined}>}): number {
+  const lines = snapshot.errors.at(-1)?.details?.['patch_lines']
+  return typeof lines === 'number' ? lines : 0
 }

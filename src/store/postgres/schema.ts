@@ -155,6 +155,8 @@ const MIGRATIONS: string[] = [
     EXECUTE format('ALTER FUNCTION pipe_next_dated(text) SET search_path = %I', current_schema());
     EXECUTE format('ALTER FUNCTION pipe_next_evidence(integer) SET search_path = %I', current_schema());
   END $$;
+  -- Only the roles the owner grants them to (docs/team.md: the writers), not every role (PUBLIC's default).
+  REVOKE EXECUTE ON FUNCTION pipe_day_sequence(text), pipe_next_dated(text), pipe_next_evidence(integer) FROM PUBLIC;
   `,
 ]
 
