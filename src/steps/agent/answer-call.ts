@@ -258,10 +258,10 @@ function patchLinesSoFar(context: StepContext<AgentStep>, s: AgentState): {attem
   const attempt = s.patches.reduce((n, p) => n + diffLines(p.patch), 0)
   const earlier = context.history.snapshots
     .filter((snapshot) => snapshot.step.name === context.step.id)
-    .reduce(
-      (n, snapshot) => n + (agentOutput('patch').of(snapshot) !== undefined ? diffLines(agentOutput('patch').of(snapshot)!) : erredPatchLines(snapshot)),
-      0,
-    )
+    .reduce((n, snapshot) => {
+      const patch = agentOutput('patch').of(snapshot)
+      return n + (patch !== undefined ? diffLines(patch) : erredPatchLines(snapshot))
+    }, 0)
   return {attempt, task: earlier + attempt, step: context.step.id}
 }
 
