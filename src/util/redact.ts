@@ -4,6 +4,8 @@ const SECRET_ENV = /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i
 
 /** Values this process was told are secret (webhook URLs and their parts), whatever their variable is named. */
 const known = new Set<string>()
+/** Known values made of parts (a URL's path, `user:password`): redacted whole, while only the parts that are secret are redacted in slices. */
+const composite = new Set<string>()
 
 /**
  * The forms a secret takes in what a target or a tool echoes back: as it is, base64 (a Basic
@@ -47,17 +49,71 @@ function encodingsOf(value: string): string[] {
 
 const encodings = new Map<string, string[]>()
 
-function secretValues(): string[] {
+/** What is redacted: every form of every secret whole, and slices of the secrets as they are (`hideSlices`). */
+interface Secrets {
+  readonly forms: readonly string[]
+  readonly whole: readonly string[]
+}
+
+function secretValues(): Secrets {
   const fromEnv = Object.entries(process.env)
     .filter(([name, value]) => SECRET_ENV.test(name) && typeof value === 'string' && value.length >= 8)
     .map(([, value]) => value as string)
+  const whole = [...new Set([...fromEnv, ...known])]
   // Longest first, so a whole URL is replaced before the token inside it.
-  return [...new Set([...fromEnv, ...known].flatMap(encodingsOf))].sort((a, b) => b.length - a.length)
+  return {
+    forms: [...new Set(whole.flatMap(encodingsOf))].sort((a, b) => b.length - a.length),
+    whole: whole.filter((value) => value.length >= SLICED_SECRET && !composite.has(value) && !value.includes('://')),
+  }
+}
+
+/**
+ * An endpoint that refuses a key often echoes part of it ("Incorrect API key provided: sk-proj-AbCd…"),
+ * and a tool may print a prefix of a token: any run of SLICE characters or more of a secret of
+ * SLICED_SECRET or more is redacted. Found through blocks of BLOCK characters at fixed offsets of the
+ * secret, since a run of 2×BLOCK−1 characters always holds one whole: a few indexOf per secret, not
+ * one per offset. A URL, its path and `user:password` are not sliced: their host, path words and
+ * user are no secret, and the parts that are (a password, token-like segments, query values) are
+ * registered as secrets of their own.
+ */
+const SLICE = 12
+const SLICED_SECRET = 16
+const BLOCK = 6
+
+function hideSlices(text: string, secrets: readonly string[], hide: (hidden: number) => string): string {
+  let out = text
+  for (const secret of secrets) {
+    for (let block = 0; block + BLOCK <= secret.length; block += BLOCK) {
+      const needle = secret.slice(block, block + BLOCK)
+      let at = out.indexOf(needle)
+      while (at >= 0) {
+        let before = 0
+        while (at - before > 0 && block - before > 0 && out[at - before - 1] === secret[block - before - 1]) before++
+        let after = 0
+        while (at + BLOCK + after < out.length && block + BLOCK + after < secret.length && out[at + BLOCK + after] === secret[block + BLOCK + after]) after++
+        const start = at - before
+        const end = at + BLOCK + after
+        if (end - start < SLICE) {
+          at = out.indexOf(needle, at + 1)
+          continue
+        }
+        const hidden = hide(end - start)
+        out = out.slice(0, start) + hidden + out.slice(end)
+        at = out.indexOf(needle, start + hidden.length)
+      }
+    }
+  }
+  return out
 }
 
 /** Redacts `value` from now on wherever it appears; values shorter than 6 characters would redact ordinary words. */
 export function addSecret(value: string | undefined): void {
   if (value && value.length >= 6) known.add(value)
+}
+
+function addComposite(value: string): void {
+  known.add(value)
+  composite.add(value)
 }
 
 /**
@@ -84,7 +140,7 @@ export function addSecretUrl(value: string | undefined): void {
         return part
       }
     }
-    known.add(`${decode(url.username)}:${decode(url.password)}`)
+    addComposite(`${decode(url.username)}:${decode(url.password)}`)
   }
   for (const part of [url.password, url.username]) {
     addSecret(part)
@@ -97,7 +153,7 @@ export function addSecretUrl(value: string | undefined): void {
   const tokenLike = (s: string): boolean => s.length >= 20 || (s.length >= 8 && /\d/.test(s))
   for (const segment of url.pathname.split('/')) if (tokenLike(segment)) addSecret(segment)
   for (const [, v] of url.searchParams) addSecret(v)
-  if (url.pathname.length > 1 && url.pathname.split('/').some(tokenLike)) addSecret(url.pathname)
+  if (url.pathname.length > 1 && url.pathname.split('/').some(tokenLike)) addComposite(url.pathname)
 }
 
 /** Query parameters that carry a credential in a URL that is otherwise no secret. */
@@ -129,7 +185,7 @@ export function addSecretCredentials(value: string | undefined): void {
     addSecret(url.password)
     addSecret(decoded(url.password))
     // What an HTTP client sends for them (Basic); a database URL's user stays readable.
-    if (/^https?:$/.test(url.protocol)) known.add(`${decoded(url.username)}:${decoded(url.password)}`)
+    if (/^https?:$/.test(url.protocol)) addComposite(`${decoded(url.username)}:${decoded(url.password)}`)
   }
   for (const [name, v] of url.searchParams) if (CREDENTIAL_PARAM.test(name)) addSecret(v)
 }
@@ -204,7 +260,7 @@ export function redactDeep<T>(value: T): T {
 }
 
 /** The value itself when nothing in it changed (most records hold no secret): nothing is copied then. */
-function redactWith<T>(value: T, secrets: readonly string[]): T {
+function redactWith<T>(value: T, secrets: Secrets): T {
   if (typeof value === 'string') return redact(value, secrets) as T
   if (Array.isArray(value)) {
     let out: unknown[] | undefined
@@ -237,7 +293,7 @@ export function redactInPlace(record: Record<string, unknown>): void {
   }
 }
 
-export function redact(text: string, secrets: readonly string[] = secretValues()): string {
+export function redact(text: string, secrets: Secrets = secretValues()): string {
   return redactAs(text, secrets, () => '[REDACTED]')
 }
 
@@ -255,9 +311,10 @@ export function redactBetween(before: string, text: string, after: string): stri
 }
 
 /** `hide(n)` stands for each n characters hidden: '[REDACTED]', or as many masks (redactBetween). */
-function redactAs(text: string, secrets: readonly string[], hide: (hidden: number) => string): string {
+function redactAs(text: string, secrets: Secrets, hide: (hidden: number) => string): string {
   let out = text
-  for (const value of secrets) if (out.includes(value)) out = out.split(value).join(hide(value.length))
+  for (const value of secrets.forms) if (out.includes(value)) out = out.split(value).join(hide(value.length))
+  out = hideSlices(out, secrets.whole, hide)
   if (!MAYBE_SHAPED.test(out)) return out
   const whole = (m: string): string => hide(m.length)
   const after = (m: string, kept: string): string => kept + hide(m.length - kept.length)

@@ -180,14 +180,18 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     expect(result.stdout).to.contain('Set OPENAI_API_KEY')
   })
 
-  it('never writes the API key to the store, the logs or the output', async () => {
+  it('never writes the API key, or a slice of it an endpoint echoes, to the store, the logs or the output', async () => {
     server = await ModelServer.start(cannedReply)
     server.script('compile', {status: 401, body: {error: {message: `Incorrect API key provided: ${KEY}`}}})
     const outputs: CliResult[] = [await run(await pipeline())]
     server.script('compile', {status: 500, body: {error: {message: `upstream said Authorization: Bearer ${KEY}`}}})
     outputs.push(await run(await pipeline()))
     outputs.push(await run(await pipeline(), ['--text', 'x'], {}).catch((e: unknown) => ({code: 1, stdout: String(e), stderr: '', signal: null})))
-    for (const o of outputs) expect(`${o.stdout}${o.stderr}`).to.not.contain(KEY)
+    // An endpoint that echoes part of the key, without its sk- shape.
+    const slice = KEY.slice(8, 30)
+    server.script('compile', {status: 401, body: {error: {message: `Incorrect API key provided: …${slice}…`}}})
+    outputs.push(await run(await pipeline()))
+    for (const o of outputs) expect(`${o.stdout}${o.stderr}`).to.not.contain(KEY).and.not.contain(slice.slice(0, 12)).and.not.contain(slice.slice(-12))
     const files: string[] = []
     const walk = async (at: string): Promise<void> => {
       for (const entry of await readdir(at, {withFileTypes: true}).catch(() => [])) {
@@ -199,7 +203,11 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     await walk(path.join(dir, '.pipe'))
     await walk(path.join(dir, 'home'))
     expect(files.some((f) => f.includes('orchestrator-'))).to.equal(true)
-    for (const file of files) expect(await readFile(file, 'utf8'), file).to.not.contain(KEY)
+    for (const file of files)
+      expect(await readFile(file, 'utf8'), file)
+        .to.not.contain(KEY)
+        .and.not.contain(slice.slice(0, 12))
+        .and.not.contain(slice.slice(-12))
   })
 
   it('refuses --provider openai with no endpoint configured, before touching the store', async () => {

@@ -1,5 +1,5 @@
 import {expect} from 'chai'
-import {addProcessSecrets, addSecret, addSecretUrl, addSecretsNamedIn, redact, redactDeep, redactInPlace} from '../../src/util/redact.js'
+import {addProcessSecrets, addSecret, addSecretUrl, addSecretsNamedIn, redact, redactBetween, redactDeep, redactInPlace} from '../../src/util/redact.js'
 
 describe('redact: webhook URLs are credentials', () => {
   it('redacts user:password in any URL, Slack and Feishu hook paths, and token query values', () => {
@@ -120,5 +120,32 @@ describe('redact: the credentials a process is given (issue 35)', () => {
   it('keeps a --json document valid: a value ends at a backslash, which starts an escape', () => {
     const doc = JSON.stringify({note: 'run with password=abc\\"quoted\\"'})
     expect((): unknown => JSON.parse(redact(doc)) as unknown).to.not.throw()
+  })
+})
+
+describe('redact: a slice of a secret', () => {
+  const key = 'proj-7Hq2Lm9Xw4Rt8Zk1Vb6Nc3Jd5Fg0Ys'
+
+  it('redacts any run of 12 or more characters of a known secret: the head an endpoint echoes, a middle, a tail', () => {
+    addSecret(key)
+    for (const slice of [key.slice(0, 12), key.slice(0, 20), key.slice(7, 30), key.slice(-13), key.slice(5, 17)]) {
+      const out = redact(`Incorrect API key provided: ${slice}. You can find your key at …`)
+      expect(out, slice).to.equal('Incorrect API key provided: [REDACTED]. You can find your key at …')
+    }
+    // The run is redacted whole, with what borders it left as it was.
+    expect(redact(`x${key.slice(3, 25)}y and ${key.slice(10, 24)}!`)).to.equal('x[REDACTED]y and [REDACTED]!')
+  })
+
+  it('leaves runs shorter than 12 characters, and a short secret, alone', () => {
+    addSecret(key)
+    expect(redact(`prefix ${key.slice(0, 11)} only`)).to.equal(`prefix ${key.slice(0, 11)} only`)
+    addSecret('short-pw-12')
+    expect(redact('short-pw-1 and short-pw-12')).to.equal('short-pw-1 and [REDACTED]')
+  })
+
+  it('redacts a slice across the edge of a kept head (redactBetween) and in records (redactDeep)', () => {
+    addSecret(key)
+    expect(redactBetween(`tail of ${key.slice(0, 6)}`, `${key.slice(6, 20)} rest`, '')).to.equal('[REDACTED] rest')
+    expect(JSON.stringify(redactDeep({error: {message: `bad key ${key.slice(2, 22)}`}}))).to.not.contain(key.slice(2, 14))
   })
 })
