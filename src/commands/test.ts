@@ -12,7 +12,7 @@ import {hermeticEnv, runTests} from '../app/testing/run.js'
 import {PipeError} from '../errors.js'
 import {ExitCode} from '../exit-codes.js'
 import {kindCatalog} from '../steps/registry.js'
-import {makeDirs, writeFileAtomic} from '../util/fs.js'
+import {makeDirs, writeNamedFile} from '../util/fs.js'
 import {visible} from '../util/terminal-text.js'
 
 export default class Test extends PipeCommand {
@@ -123,7 +123,7 @@ Exit code 0 when every test passed, 1 when any failed.`
     }
     const notRun = tests.length - ran.length
     out(renderSummary(report).replace(/\n$/, notRun > 0 ? `; ${notRun} not run (--bail)\n` : '\n'))
-    if (junit !== undefined) await writeFileAtomic(junit, junitXml(report))
+    if (junit !== undefined) writeNamedFile(junit, junitXml(report))
     if (report.failed > 0) process.exitCode = ExitCode.FAILED
     return report
   }

@@ -17,6 +17,7 @@ import {
   fsyncSync,
   ftruncateSync,
   linkSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readSync,
@@ -131,7 +132,7 @@ export function writingTo<T>(file: string, write: () => T): T {
 
 function writeTemp(file: string, data: string | Uint8Array, sync: boolean): string {
   const temp = tempName(file)
-  const fd = openSync(temp, 'wx', 0o644)
+  const fd = besideFile(file, temp, () => openSync(temp, 'wx', 0o644))
   try {
     writingTo(file, () => {
       writeFileSync(fd, data)
@@ -179,6 +180,35 @@ export async function createFileExclusive(file: string, data: string | Uint8Arra
   } finally {
     removeQuietly(temp)
   }
+}
+
+/**
+ * An error making the temp file a replacement is written to names the file asked for: the temp's
+ * name (`.report.xml.1234.0a1b2c3d.tmp`) means nothing to whoever gave the path.
+ */
+function besideFile<T>(file: string, temp: string, make: () => T): T {
+  try {
+    return make()
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException
+    if (e && typeof e === 'object' && e.path === temp) {
+      e.path = file
+      e.message = e.message.split(temp).join(file)
+    }
+    throw error
+  }
+}
+
+/**
+ * Writes a file a person named on the command line (`--html FILE`, `--junit FILE`): a regular file
+ * or a new one is replaced atomically; anything else that is there already (a link, a device such
+ * as /dev/stdout, a fifo) is written through, as a shell's `>` would, instead of being replaced by a
+ * regular file of the same name.
+ */
+export function writeNamedFile(file: string, data: string | Uint8Array): void {
+  const there = lstatSync(file, {throwIfNoEntry: false})
+  if (there && !there.isFile() && !there.isDirectory()) writingTo(file, () => writeFileSync(file, data))
+  else writeFileAtomicSync(file, data)
 }
 
 function removeQuietly(file: string): void {

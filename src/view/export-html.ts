@@ -4,7 +4,7 @@ import {mkdir, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {RunStore} from '../store/types.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {writeNamedFile} from '../util/fs.js'
 import {redact} from '../util/redact.js'
 import {page} from './layout.js'
 import {loadRunView} from './run-data.js'
@@ -40,6 +40,6 @@ export async function exportRunHtml(store: RunStore, runId: string, file: string
     return {html: '-', bytes: Buffer.byteLength(text)}
   }
   await mkdir(path.dirname(path.resolve(file)), {recursive: true})
-  await writeFileAtomic(file, text)
+  writeNamedFile(file, text)
   return {html: file, bytes: Buffer.byteLength(text)}
 }
