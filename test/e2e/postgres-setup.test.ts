@@ -59,11 +59,24 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
     }
   })
 
-  it('sslmode=require against a server without SSL: E_CONFIG saying the server does not accept SSL', async () => {
-    const error = setUpError(await list(`${cluster.url(db)}?sslmode=require`))
-    expect(error.code).to.equal('E_CONFIG')
-    expect(error.message).to.match(/SSL/)
-    expect(error.hint).to.match(/sslmode/)
+  it('sslmode=require against a server without SSL: E_CONFIG saying the server does not accept SSL, and no warning of the client library', async () => {
+    for (const mode of ['prefer', 'require', 'verify-ca', 'verify-full']) {
+      const result = await list(`${cluster.url(db)}?sslmode=${mode}`)
+      const error = setUpError(result)
+      expect(error.code, mode).to.equal('E_CONFIG')
+      expect(error.message).to.match(/SSL/)
+      expect(error.hint).to.match(/sslmode/)
+      expect(result.stderr, mode).to.not.contain('WARNING')
+    }
+  })
+
+  it('a socket folder that does not exist (?host=/nowhere): E_IO saying the server could not be reached, with the URL', async () => {
+    const result = await list(`postgres://postgres@localhost/${db}?host=/nonexistent-pipe-socket-dir`)
+    expect(result.code, result.stdout + result.stderr).to.equal(1)
+    const error = json<{error: SetUpError}>(result).error
+    expect(error.code).to.equal('E_IO')
+    expect(error.message).to.contain('cannot open the store at postgres://postgres@localhost/')
+    expect(error.hint).to.match(/could not be reached/)
   })
 
   it('a search_path naming a schema that does not exist: E_CONFIG saying to create it, not damage', async () => {

@@ -59,7 +59,8 @@ export function databaseError(error: unknown, what: string): Error {
     e.code === '57P03' ||
     e.code === '08006' ||
     e.code === '08003' ||
-    /Connection terminated|connect ECONN/i.test(e.message ?? '')
+    // A socket or host that is not there (connect ENOENT /run/postgresql/.s.PGSQL.5432, EHOSTUNREACH…).
+    /Connection terminated|^connect E[A-Z]+/i.test(e.message ?? '')
   // pg says this one without a code: the URL asks for SSL (sslmode=...) and the server offers none.
   if (/server does not support SSL/i.test(e.message ?? ''))
     return new PipeError('E_CONFIG', `${what}: the server does not accept SSL connections`, {

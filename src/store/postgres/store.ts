@@ -58,7 +58,7 @@ import {lockForCommit, writeStepCommit} from './commit.js'
 import {datedNumber, ensureDaySequence, nextDatedSql} from './ids.js'
 import {sealedStepState} from '../step-state.js'
 import {migrate} from './schema.js'
-import {checkStoreUrl} from './url.js'
+import {checkStoreUrl, verifiedSsl} from './url.js'
 import {importPg} from './pg.js'
 
 type Start = RunStart
@@ -92,7 +92,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     checkStoreUrl(url)
     const pg = await importPg()
     const pool = new pg.Pool({
-      connectionString: url,
+      connectionString: verifiedSsl(url),
       max: Number(process.env.PIPE_PG_POOL) || 8,
       allowExitOnIdle: true,
       // A process stopped inside a transaction (SIGSTOP, a frozen VM) would hold its row locks until
