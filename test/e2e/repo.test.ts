@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {cp, readFile, readdir, writeFile} from 'node:fs/promises'
-import {existsSync} from 'node:fs'
+import {createReadStream, existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
@@ -155,22 +155,30 @@ describe('command, git and edit steps under the policy', function () {
   it('kills the whole process tree on timeout, leaving no process behind', async () => {
     // Both processes carry a tag of this test's own, so processes of other test runs on the machine never count.
     const tag = `pipe-timeout-${process.pid}-${Date.now()}`
+    // Both hold a fifo open for writing: its reader sees the end once the last of them is dead.
+    const fifo = path.join(repo, 'alive.fifo')
+    execFileSync('mkfifo', [fifo])
+    const allDead = new Promise<void>((resolve, reject) =>
+      createReadStream(fifo)
+        .on('data', () => undefined)
+        .on('end', resolve)
+        .on('error', reject),
+    )
     const p = await pipelineFile(
       'slow.yaml',
-      `steps:\n  - {id: slow, kind: command, run: [bash, -c, '(exec -a ${tag}-bg sleep 300) & echo started; exec -a ${tag} sleep 301'], command_timeout_ms: 1000}\n`,
+      `steps:\n  - {id: slow, kind: command, run: [bash, -c, 'exec 3>${fifo}; (exec -a ${tag}-bg sleep 300) & echo started; exec -a ${tag} sleep 301'], command_timeout_ms: 1000}\n`,
     )
     const out = await run(p)
     expect(out.code).to.equal(1)
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
     const snap = (await snapshots(out.result.run_id))[0]!
     expect((snap.errors[0]!.details as {command: {stdout: {head: string}; timed_out: boolean}}).command).to.deep.include({timed_out: true})
-    // A killed process is reaped asynchronously: wait (bounded) for the tagged ones to be gone.
-    const tagged = (): string[] =>
-      execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'})
-        .split('\n')
-        .filter((l) => l.includes(tag))
-    for (let i = 0; i < 100 && tagged().length > 0; i++) await new Promise((r) => setTimeout(r, 100))
-    expect(tagged()).to.deep.equal([])
+    // A killed process dies asynchronously: wait for the fifo's end, then no tagged process is left.
+    await allDead
+    const tagged = execFileSync('ps', ['-eo', 'args'], {encoding: 'utf8'})
+      .split('\n')
+      .filter((l) => l.includes(tag))
+    expect(tagged).to.deep.equal([])
   })
 
   it('keeps the head and the tail of a long output, within max_output_bytes', async () => {
