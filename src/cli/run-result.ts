@@ -1,4 +1,5 @@
 /** What run-driving commands (run, resume, answer, review) print and return. */
+import path from 'node:path'
 import type {RunOutcome} from '../engine/engine.js'
 import {ExitCode} from '../exit-codes.js'
 import {firstLine, line as t} from '../util/terminal-text.js'
@@ -61,6 +62,11 @@ export function renderRunResult(result: RunResult): string {
   const lines = [
     t`run ${result.run_id}  ${result.status}  feature ${result.feature_id}  spec ${result.spec_version ?? '-'}  (${result.steps_run} step(s) this session)`,
   ]
+  // Which policy bounds the run is no detail for --json only: a policy.yaml found in a folder above can change what a run may do.
+  if (result.policy !== undefined)
+    lines.push(
+      result.policy === null ? 'policy: the built-in default (no policy.yaml found; pipe policy init writes one)' : t`policy: ${shownPath(result.policy)}`,
+    )
   // A failed or blocked run's error went to stderr in full: a long one (a cassette miss's diff) is not said twice.
   if (result.reason && result.status !== 'succeeded')
     lines.push(t`reason: ${result.status === 'failed' || result.status === 'blocked' ? firstLine(result.reason, 'the error on stderr') : result.reason}`)
@@ -85,4 +91,10 @@ export function renderRunResult(result: RunResult): string {
     lines.push('', t`${result.status === 'failed' ? 'Once the cause is fixed, redrive it with' : 'Continue with'}:\n  ${result.next_command}`)
   if (result.status === 'succeeded' || result.status === 'failed') lines.push(t`Audit it with:\n  pipe snapshot list ${result.run_id}`)
   return `${lines.join('\n')}\n`
+}
+
+/** A file as the person at this folder would name it: relative when that is shorter. */
+function shownPath(file: string): string {
+  const relative = path.relative(process.cwd(), file)
+  return relative.length > 0 && relative.length < file.length ? relative : file
 }

@@ -53,6 +53,18 @@ describe('a policy file states what differs from the built-in policy', function 
     expect(record.policy_version).to.equal(body.policy_version)
   })
 
+  it('a run says which policy it is under, the one found beside it or the built-in one, not only in --json', async () => {
+    const plain = await file('plain.yaml', 'version: 1\nname: plain\nsteps:\n  - {id: done, kind: end, status: succeeded}\n')
+    const builtIn = await pipe(['run', plain], {cwd: dir})
+    expect(builtIn.code, builtIn.stdout + builtIn.stderr).to.equal(0)
+    expect(builtIn.stdout).to.match(/^policy: the built-in default/m)
+    await file('policy.yaml', 'version: 1\nallowed_commands: [[git, status, --porcelain]]\n')
+    await mkdir(path.join(dir, 'sub'))
+    const found = await pipe(['run', plain], {cwd: path.join(dir, 'sub')})
+    expect(found.code, found.stdout + found.stderr).to.equal(0)
+    expect(found.stdout).to.match(/^policy: \.\.\/policy\.yaml$/m)
+  })
+
   it('refuses a command timeout longer than a timer can hold (2^31-1 ms), which would kill every command at once', async () => {
     // A step's deadline re-arms its timer (test/e2e/perf-attack.test.ts); a command's is one timer.
     await file('policy.yaml', 'version: 1\nresource_limits: {command_timeout_ms: 3000000000, step_timeout_ms: 3000000000}\n')
