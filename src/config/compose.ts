@@ -12,13 +12,12 @@
  * - the child's `steps:` are appended after the base's, then `overlay` runs in order.
  */
 import path from 'node:path'
-import {loadSchema} from '../schema/registry.js'
 import {sha256} from '../util/hash.js'
 import {sortDiagnostics, formatPath, type Diagnostic} from './diagnostics.js'
 import {validateSource} from './document.js'
 import {didYouMean} from '../util/suggest.js'
 import {locate, readYamlFile, type YamlSource} from './yaml-source.js'
-import type {KindCatalog} from './kind-contract.js'
+import type {KindCatalog, StepKind, StepOf} from './kind-contract.js'
 import type {Composition, NodeOrigin, Segment, StepOrigin} from './loaded.js'
 import {linksOf, type StepLink} from './step-links.js'
 import type {Step} from '../types/pipeline.js'
@@ -200,24 +199,15 @@ function retarget(state: OverlayState, from: string, to: string, cause: NodeOrig
   }
 }
 
-let acceptsNextCache: Map<string, boolean> | undefined
-/** Whether the schema lets a step of this kind say `next` (a choice or an end may not). */
-function acceptsNext(kind: unknown): boolean {
-  if (!acceptsNextCache) {
-    acceptsNextCache = new Map()
-    const definitions = (loadSchema('pipeline').definitions ?? {}) as Record<string, {properties?: Record<string, {const?: unknown}>}>
-    for (const def of Object.values(definitions)) {
-      const k = def.properties?.kind?.const
-      // next is a common step field; a kind that may not route by it says `next: false` in its branch.
-      if (typeof k === 'string') acceptsNextCache.set(k, (def.properties?.next as unknown) !== false)
-    }
-  }
-  return acceptsNextCache.get(String(kind)) ?? true
+/** Whether the run ever goes on at the step's next (its kind's takesNext): a choice or a succeeding end never does. */
+function takesNext(catalog: KindCatalog, step: Json): boolean {
+  const kind = catalog[String(step.kind)]
+  return kind?.takesNext === undefined || kind.takesNext(step as unknown as StepOf<StepKind>)
 }
 
 /** Gives a new step a default next when it routes nowhere by itself. */
-function defaultNext(entry: Entry, next: string | undefined, cause: NodeOrigin): void {
-  if (next === undefined || entry.step.next !== undefined || entry.step.on !== undefined || !acceptsNext(entry.step.kind)) return
+function defaultNext(state: OverlayState, entry: Entry, next: string | undefined, cause: NodeOrigin): void {
+  if (next === undefined || entry.step.next !== undefined || entry.step.on !== undefined || !takesNext(state.catalog, entry.step)) return
   entry.step.next = next
   entry.origin.fields.next = {...cause, exact: true}
 }
@@ -264,7 +254,7 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
       origin: {source: state.source, segments: ['overlay', k, ...s.segments], dir: state.dir, fields: {}},
     }))
     const first = String(fresh[0]!.step.id)
-    fresh.forEach((e, j) => j + 1 < fresh.length && defaultNext(e, String(fresh[j + 1]!.step.id), cause))
+    fresh.forEach((e, j) => j + 1 < fresh.length && defaultNext(state, e, String(fresh[j + 1]!.step.id), cause))
     const last = fresh.at(-1)!
     if (name === 'insert_after') {
       const routes = linksIn(entry.step, state.catalog).filter((t) => t.route !== undefined && t.at[0] !== 'next')
@@ -280,11 +270,11 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
       const old = entry.step.next as string | undefined
       entry.step.next = first
       entry.origin.fields.next = {...cause, exact: true}
-      defaultNext(last, old, cause)
+      defaultNext(state, last, old, cause)
       state.entries.splice(index + 1, 0, ...fresh)
     } else {
       retarget(state, target, first, cause, new Set(fresh.map((e) => e.step)))
-      defaultNext(last, target, cause)
+      defaultNext(state, last, target, cause)
       state.entries.splice(index, 0, ...fresh)
     }
     return []
@@ -299,7 +289,7 @@ function applyOperation(state: OverlayState, op: Json, k: number): Diagnostic[] 
       // Carried over from the replaced step, and located where that step says it.
       for (const key of ['next', 'on'] as const) {
         if (entry.step[key] === undefined) continue
-        if (key === 'next' && !acceptsNext(replacement.step.kind)) continue
+        if (key === 'next' && !takesNext(state.catalog, replacement.step)) continue
         replacement.step[key] = structuredClone(entry.step[key])
         replacement.origin.fields[key] = entry.origin.fields[key] ?? {source: entry.origin.source, segments: [...entry.origin.segments, key]}
         for (const [field, at] of Object.entries(entry.origin.fields)) if (field.startsWith(`${key}.`)) replacement.origin.fields[field] = at

@@ -129,6 +129,12 @@ export interface KindContract<K extends StepKind> {
    * ends the run, so nothing is left to route).
    */
   workingTree?(step: StepOf<K>): WorkingTreeRole
+  /**
+   * Whether the run ever goes on at a step's `next:` (true when absent): a choice goes where its
+   * choices say and an end ends the run (a blocked one goes on at next after pipe resume). An
+   * overlay gives a default next only to an inserted step that takes one.
+   */
+  takesNext?(step: StepOf<K>): boolean
   /** Validate-time checks of one step that the schema cannot express, positioned relative to the step. */
   check?(step: StepOf<K>, pipeline: LoadedPipeline): KindFinding[]
   /**

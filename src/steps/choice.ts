@@ -12,6 +12,7 @@ export const choice: StepHandler<'choice'> = {
   kind: 'choice',
   summary: 'route the run: the first choice whose when holds names the next step, else default',
   outcomes: targets,
+  takesNext: () => false,
   changesSpec: false,
   // It only reads values; evaluating again gives the same answer.
   safeToRetry: true,

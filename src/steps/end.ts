@@ -8,6 +8,7 @@ export const end: StepHandler<'end'> = {
   outcomes: (step) => (step.status === 'blocked' ? ['blocked', 'resumed'] : [step.status]),
   changesSpec: false,
   safeToRetry: true,
+  takesNext: (step) => step.status === 'blocked',
   workingTree: () => ({ends: true}),
   check(step) {
     // An end ends the run: routes on it would never be taken (but a blocked end goes on at its next after pipe resume).

@@ -107,6 +107,30 @@ describe('composition: extends + overlay', () => {
     expect(loaded.pipeline.start).to.equal('n')
   })
 
+  it('insert_before with steps ending in a choice: the choice routes by its choices (no default next), the steps it names keep their routes', async () => {
+    const loaded = await load(
+      child(
+        [
+          '  - insert_before: c',
+          '    steps:',
+          '      - {id: m, kind: noop}',
+          '      - {id: route, kind: choice, choices: [{when: "${{ true }}", next: extra}], default: c}',
+          '      - {id: extra, kind: noop, next: c}',
+          '',
+        ].join('\n'),
+      ),
+    )
+    expect(graph(loaded)).to.deep.equal(['a>b', 'b>m', 'm>route', 'route>', 'extra>c', 'c>'])
+    const route = loaded.pipeline.steps.find((s) => s.id === 'route') as unknown as {next?: string; default: string}
+    expect(route.next).to.equal(undefined)
+    expect(route.default).to.equal('c')
+  })
+
+  it('an end step inserted gets no default next: it ends the run', async () => {
+    const ended = await load(child('  - {insert_after: c, steps: [{id: n, kind: noop}, {id: stop, kind: end, status: succeeded}]}\n'))
+    expect(graph(ended)).to.deep.equal(['a>b', 'b>c', 'c>n', 'n>stop', 'stop>'])
+  })
+
   it('insert_before the first step makes the new step the start', async () => {
     const loaded = await load(child('  - {insert_before: a, step: {id: n, kind: noop}}\n'))
     expect(graph(loaded)).to.deep.equal(['n>a', 'a>b', 'b>c', 'c>'])
