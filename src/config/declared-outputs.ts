@@ -47,9 +47,12 @@ export function declaredOutputsOfFile(file: string, seen: readonly string[] = []
   try {
     const data = parse(readFileSync(full, 'utf8'), {maxAliasCount: 100}) as {extends?: unknown; outputs?: unknown} | null
     if (data !== null && typeof data === 'object') {
-      const base = typeof data.extends === 'string' ? declaredOutputsOfFile(path.resolve(path.dirname(full), data.extends), [...seen, full]) : undefined
-      const own = isDeclarations(data.outputs) ? data.outputs : undefined
-      declared = base || own ? {...base, ...own} : {}
+      const base = typeof data.extends === 'string' ? declaredOutputsOfFile(path.resolve(path.dirname(full), data.extends), [...seen, full]) : {}
+      // A declaration that cannot be read (a base that does not load, outputs: that are not
+      // declarations) types nothing: the child's own load reports it, and a parent's expression is
+      // not told the child "declares no fields" meanwhile.
+      const own = data.outputs === undefined || data.outputs === null ? {} : isDeclarations(data.outputs) ? data.outputs : undefined
+      declared = base && own ? {...base, ...own} : undefined
     }
   } catch {
     declared = undefined

@@ -12,7 +12,7 @@ import {composePipeline, extendsAnother} from './compose.js'
 import {sortDiagnostics, type Diagnostic} from './diagnostics.js'
 import {validateSource} from './document.js'
 import {expressionChecker, inlineAliases, loadExpressionChecker} from './expressions.js'
-import type {KindCatalog} from './kind-contract.js'
+import type {ChildPipelineRef, KindCatalog} from './kind-contract.js'
 import type {Composition, LoadedPipeline, PipelineResult, Segment} from './loaded.js'
 import {diag, origin, stepDir} from './positions.js'
 import {childInputProblems} from './rules/child-inputs.js'
@@ -29,9 +29,15 @@ export type {LoadedPipeline, PipelineResult} from './loaded.js'
  * loaded above this one.
  */
 export async function loadPipeline(file: string, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
-  const {result, context} = await loadOne(file, catalog)
-  if (!result.ok) return result
-  return withChildren(result, context, [...chain, path.resolve(file)])
+  const {result, context, loaded} = await loadOne(file, catalog)
+  const below = [...chain, path.resolve(file)]
+  if (result.ok) return withChildren(result, context, below)
+  if (!loaded) return result
+  // The children's own errors are independent of this file's: all of them in one pass.
+  const children = await checkChildPipelines(loaded, context, below, true)
+  const seen = new Set(result.diagnostics.map((d) => `${d.file}:${d.line}:${d.col}`))
+  const more = children.diagnostics.filter((d) => !seen.has(`${d.file}:${d.line}:${d.col}`))
+  return more.length === 0 ? result : {ok: false, diagnostics: sortDiagnostics([...result.diagnostics, ...more])}
 }
 
 /**
@@ -74,8 +80,12 @@ export async function loadInlinePipeline(parent: LoadedPipeline, index: number, 
   return withChildren(result, context, chain)
 }
 
-/** One file (composed with the files it extends), checked by every rule; its children are not loaded yet. */
-async function loadOne(file: string, catalog: KindCatalog): Promise<{result: PipelineResult; context: RuleContext}> {
+/**
+ * One file (composed with the files it extends), checked by every rule; its children are not loaded
+ * yet. `loaded` is given whenever its steps are steps (ids and kinds), invalid or not: enough to look
+ * for its children.
+ */
+async function loadOne(file: string, catalog: KindCatalog): Promise<{result: PipelineResult; context: RuleContext; loaded?: LoadedPipeline}> {
   const context: RuleContext = {catalog}
   const read = await readYamlFile(file)
   if (!read.ok) return {result: read, context}
@@ -87,18 +97,18 @@ async function loadOne(file: string, catalog: KindCatalog): Promise<{result: Pip
     if (!composed.ok) return {result: composed, context}
     context.checker = await expressionChecker(composed.data)
     const loaded: LoadedPipeline = {file, dir, pipeline: composed.data as unknown as Pipeline, source, hash: composed.hash, composition: composed.composition}
-    return {result: checkRules(loaded, context), context}
+    return {result: checkRules(loaded, context), context, loaded}
   }
   context.checker = await expressionChecker(source.data)
   const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir, pipeline: data, source, hash: sha256(source.text)}
-  if (structure.ok) return {result: checkRules(loaded, context), context}
+  if (structure.ok) return {result: checkRules(loaded, context), context, loaded}
   // The structure is wrong, but the rules may still find more to report in one pass, when the steps are at least steps.
   const stepsShaped =
     Array.isArray(data.steps) && data.steps.every((s) => s !== null && typeof s === 'object' && typeof s.id === 'string' && typeof s.kind === 'string')
-  const diagnostics = stepsShaped ? tolerantFindings(loaded, context, structure.diagnostics) : sortDiagnostics(structure.diagnostics)
-  return {result: {ok: false, diagnostics}, context}
+  if (!stepsShaped) return {result: {ok: false, diagnostics: sortDiagnostics(structure.diagnostics)}, context}
+  return {result: {ok: false, diagnostics: tolerantFindings(loaded, context, structure.diagnostics)}, context, loaded}
 }
 
 /** A valid pipeline once its child pipelines are loaded and given what they declare; its hash covers theirs. */
@@ -110,55 +120,76 @@ async function withChildren(result: Extract<PipelineResult, {ok: true}>, context
   return result
 }
 
+/**
+ * `tolerant`: the parent itself is invalid, so a step may be malformed: one whose children cannot be
+ * made out is passed over (its own error is reported already) rather than tripped over.
+ */
 async function checkChildPipelines(
   loaded: LoadedPipeline,
   context: RuleContext,
   chain: readonly string[],
+  tolerant = false,
 ): Promise<{diagnostics: Diagnostic[]; hashes: string[]}> {
   const {catalog} = context
   const diagnostics: Diagnostic[] = []
   const hashes: string[] = []
-  const rule = (d: Diagnostic): Diagnostic => ({...d, rule: 'child-pipeline'})
   for (const [i, step] of loaded.pipeline.steps.entries()) {
-    for (const ref of catalog[step.kind]?.childPipelines?.(step) ?? []) {
-      const at: Segment[] = ['steps', i, ...ref.at]
-      let child: PipelineResult
-      let name: string
-      if (ref.file === undefined) {
-        name = `the inline steps of ${step.id}`
-        child = await loadInlinePipeline(loaded, i, catalog, chain)
-        if (!child.ok) {
-          // Positions already point into this file: report them as they are.
-          diagnostics.push(...child.diagnostics)
-          continue
-        }
-      } else {
-        const file = path.resolve(stepDir(loaded, i), ref.file)
-        name = `the pipeline ${ref.file}`
-        if (chain.includes(file)) {
-          const cycle = [...chain.slice(chain.indexOf(file)), file].map((f) => path.relative(process.cwd(), f) || f).join(' -> ')
-          diagnostics.push(rule(diag(loaded, at, `sub-pipelines form a cycle: ${cycle}`)))
-          continue
-        }
-        if (!existsSync(file) || !statSync(file).isFile()) {
-          diagnostics.push(rule(diag(loaded, at, `pipeline file ${ref.file} does not exist (looked for ${file})`)))
-          continue
-        }
-        child = await loadPipeline(file, catalog, chain)
-        if (!child.ok) {
-          const shown = child.diagnostics
-            .slice(0, 3)
-            .map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`)
-            .join('; ')
-          const more = child.diagnostics.length > 3 ? ` (and ${child.diagnostics.length - 3} more)` : ''
-          diagnostics.push(rule(diag(loaded, at, `the pipeline ${ref.file} is not valid: ${shown}${more}`)))
-          continue
-        }
-        hashes.push(child.loaded.hash)
+    let refs: readonly ChildPipelineRef[] = []
+    try {
+      refs = catalog[step.kind]?.childPipelines?.(step) ?? []
+    } catch (error) {
+      if (!tolerant) throw error
+    }
+    for (const ref of refs) {
+      if (tolerant && ref.file !== undefined && typeof ref.file !== 'string') continue
+      try {
+        diagnostics.push(...(await checkChild(loaded, context, chain, i, ref, hashes)))
+      } catch (error) {
+        if (!tolerant) throw error
       }
-      const declared = (child.loaded.pipeline.inputs ?? {}) as Record<string, {required?: boolean; default?: unknown}>
-      diagnostics.push(...childInputProblems(loaded, context, i, ref, name, declared))
     }
   }
   return {diagnostics, hashes}
+}
+
+/** One child pipeline of step `i`: loaded, given its inputs (a valid one's hash goes to `hashes`), or its problems. */
+async function checkChild(
+  loaded: LoadedPipeline,
+  context: RuleContext,
+  chain: readonly string[],
+  i: number,
+  ref: ChildPipelineRef,
+  hashes: string[],
+): Promise<Diagnostic[]> {
+  const step = loaded.pipeline.steps[i]!
+  const at: Segment[] = ['steps', i, ...ref.at]
+  const rule = (d: Diagnostic): Diagnostic => ({...d, rule: 'child-pipeline'})
+  let child: PipelineResult
+  let name: string
+  if (ref.file === undefined) {
+    name = `the inline steps of ${step.id}`
+    child = await loadInlinePipeline(loaded, i, context.catalog, chain)
+    // Positions already point into this file: reported as they are.
+    if (!child.ok) return child.diagnostics
+  } else {
+    const file = path.resolve(stepDir(loaded, i), ref.file)
+    name = `the pipeline ${ref.file}`
+    if (chain.includes(file)) {
+      const cycle = [...chain.slice(chain.indexOf(file)), file].map((f) => path.relative(process.cwd(), f) || f).join(' -> ')
+      return [rule(diag(loaded, at, `sub-pipelines form a cycle: ${cycle}`))]
+    }
+    if (!existsSync(file) || !statSync(file).isFile()) return [rule(diag(loaded, at, `pipeline file ${ref.file} does not exist (looked for ${file})`))]
+    child = await loadPipeline(file, context.catalog, chain)
+    if (!child.ok) {
+      const shown = child.diagnostics
+        .slice(0, 3)
+        .map((d) => `${d.file}:${d.line}:${d.col}: ${d.message}`)
+        .join('; ')
+      const more = child.diagnostics.length > 3 ? ` (and ${child.diagnostics.length - 3} more)` : ''
+      return [rule(diag(loaded, at, `the pipeline ${ref.file} is not valid: ${shown}${more}`))]
+    }
+    hashes.push(child.loaded.hash)
+  }
+  const declared = (child.loaded.pipeline.inputs ?? {}) as Record<string, {required?: boolean; default?: unknown}>
+  return childInputProblems(loaded, context, i, ref, name, declared)
 }

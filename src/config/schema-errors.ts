@@ -105,9 +105,11 @@ export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], roo
       case 'const':
         message = `must be ${JSON.stringify((error.params as {allowedValue: unknown}).allowedValue)}, found ${describe(value)}`
         break
-      case 'type':
-        message = `must be ${String((error.params as {type: string | string[]}).type).replace(',', ' or ')}, found ${describe(value)}`
+      case 'type': {
+        const expected = (error.params as {type: string | string[]}).type
+        message = `must be ${String(expected).replace(',', ' or ')}, found ${describe(value)}${quoteHint(source, target, expected, value)}`
         break
+      }
       case 'pattern':
         message = `${describe(value)} does not match the pattern ${(error.params as {pattern: string}).pattern}`
         break
@@ -153,4 +155,18 @@ export function schemaDiagnostics(source: YamlSource, errors: ErrorObject[], roo
     }
   }
   return out
+}
+
+/**
+ * The common YAML trap: a scalar meant as text that YAML reads as a number, a boolean or null
+ * (`-1`, `1.0`, `true`, an empty value). Says to quote it, as it is written.
+ */
+function quoteHint(source: YamlSource, target: Array<string | number>, expected: string | string[], value: unknown): string {
+  if (!(Array.isArray(expected) ? expected : [expected]).includes('string')) return ''
+  if (value === null) return '; an empty value (or ~) is null in YAML: write "" for empty text'
+  if (typeof value !== 'number' && typeof value !== 'boolean') return ''
+  const pos = locate(source, target, false)
+  const line = source.text.split('\n')[pos.line - 1] ?? ''
+  const written = /^[^\s,\]}#]+/.exec(line.slice(pos.col - 1))?.[0] ?? String(value)
+  return `; YAML reads ${written} as a ${typeof value}: write it in quotes, "${written}"`
 }

@@ -94,7 +94,9 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
       ],
     }
   }
-  const problems = [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED'), ...shape.duplicates].sort((a, b) => a.pos[0] - b.pos[0])
+  const problems = firstSyntaxError(
+    [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED'), ...shape.duplicates].sort((a, b) => a.pos[0] - b.pos[0]),
+  )
   if (problems.length > 0) {
     return {
       ok: false,
@@ -105,7 +107,10 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
           .split(/[:\n]/)[0]!
           .trim()
           .replace(/^["']|["']$/g, '')
-        const message = problem.code === 'DUPLICATE_KEY' ? `duplicate key "${key}" (keys of a mapping must be unique)` : firstLine(problem.message)
+        const message =
+          problem.code === 'DUPLICATE_KEY'
+            ? `duplicate key "${key}" (keys of a mapping must be unique)`
+            : `${firstLine(problem.message)}${quoteTrap(text.split('\n')[pos.line - 1] ?? '')}`
         return at(file, message, 'yaml', pos.line, pos.col)
       }),
     }
@@ -229,4 +234,20 @@ export function positionOf(
 export function locate(source: YamlSource, segments: ReadonlyArray<string | number>, preferKey = false): {line: number; col: number} {
   const found = findNode(source, segments)
   return positionOf(source, preferKey && found.key ? found.key : found.node)
+}
+
+/**
+ * A syntax error leaves what follows it unreliable (an unclosed quote can turn every later line
+ * into an error): only the first is reported, with every duplicate key (each independent of the
+ * others).
+ */
+function firstSyntaxError<P extends {code: string}>(problems: P[]): P[] {
+  const first = problems.find((p) => p.code !== 'DUPLICATE_KEY')
+  return first ? problems.filter((p) => p === first || p.code === 'DUPLICATE_KEY') : problems
+}
+
+/** The commonest YAML trap in a pipeline: a double quote inside a double-quoted expression ends the string there. */
+function quoteTrap(line: string): string {
+  if (!/"\$\{\{[^"]*"/.test(line) || (line.match(/"/g) ?? []).length < 3) return ''
+  return `; a double-quoted string ends at its next ": quote the whole value with single quotes ('\${{ inputs.x == "a" }}') or use single quotes inside ("\${{ inputs.x == 'a' }}")`
 }

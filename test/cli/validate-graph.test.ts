@@ -51,7 +51,7 @@ describe('pipe validate (CLI)', () => {
     const result = await pipe(['validate', file])
     expect(result.code).to.equal(2)
     expect(result.stdout).to.contain(`${file}:6:11  steps[0].next  unknown step "compil" in transition — did you mean "compile"?`)
-    expect(result.stderr).to.match(/^Error \[E_CONFIG\]: 2 error\(s\) in 1 file\(s\)$/m)
+    expect(result.stderr).to.match(/^Error \[E_CONFIG\]: 1 error\(s\) in 1 file\(s\)$/m)
     expect(result.stderr).to.match(/^Try this: /m)
     expect(result.stderr).to.match(/^Log: .*orchestrator-\d{8}\.log$/m)
   })

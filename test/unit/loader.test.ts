@@ -151,7 +151,6 @@ describe('pipeline loader: graph rules', () => {
     const text = `${header}steps:\n  - id: ingest\n    kind: noop\n    next: compil\n  - id: compile\n    kind: noop\n`
     expect(lines(await load('target.yaml', text))).to.deep.equal([
       'target.yaml:6:11  steps[0].next  unknown step "compil" in transition — did you mean "compile"?',
-      'target.yaml:7:9  steps[1].id  step "compile" is unreachable from the start step "ingest"',
     ])
   })
 
@@ -258,5 +257,47 @@ describe('pipeline loader: spec-before-use', () => {
     asked = 0
     if (result.ok) specReach(result.loaded.pipeline, counting, (step) => writesSpec(counting, step))
     expect(duringLoad).to.equal(asked)
+  })
+})
+
+describe('pipeline loader: every independent error in one pass, a cascade stopped at its cause (issue 42 item 1)', () => {
+  it('reports a child pipeline’s own error beside the parent’s errors, not only once the parent is valid', async () => {
+    await writeFile(path.join(dir, 'bad-child.yaml'), `${header}inputs:\n  x: {type: string}\nsteps:\n  - {id: a, kind: nope}\n`)
+    const text = `${header}steps:\n  - {id: run, kind: pipeline, file: bad-child.yaml, with: {x: hi}}\n  - {id: lonely, kind: noop}\n`
+    const found = lines(await load('parent.yaml', text))
+    expect(found).to.have.length(2)
+    expect(found[0]).to.match(/^parent\.yaml:4:37 .* the pipeline bad-child\.yaml is not valid: .*bad-child\.yaml:6:\d+: unknown step kind "nope"/)
+    expect(found[1]).to.equal('parent.yaml:5:10  steps[1].id  step "lonely" is unreachable from the start step "run"')
+  })
+
+  it('says to quote a scalar YAML reads as a number, a boolean or null where text is expected, as it is written', async () => {
+    const text = `${header}steps:\n  - {id: a, kind: command, run: [echo, -1, 1.50, true]}\n  - {id: b, kind: end, status: succeeded, reason:}\n`
+    const found = lines(await load('quote.yaml', text)).filter((l) => !l.includes('unreachable'))
+    expect(found).to.deep.equal([
+      'quote.yaml:4:40  steps[0].run[1]  must be string, found -1; YAML reads -1 as a number: write it in quotes, "-1"',
+      'quote.yaml:4:44  steps[0].run[2]  must be string, found 1.5; YAML reads 1.50 as a number: write it in quotes, "1.50"',
+      'quote.yaml:4:50  steps[0].run[3]  must be string, found true; YAML reads true as a boolean: write it in quotes, "true"',
+      'quote.yaml:5:50  steps[1].reason  must be string, found null; an empty value (or ~) is null in YAML: write "" for empty text',
+    ])
+  })
+
+  it('reports a double quote inside a double-quoted expression once, with the fix, not the errors that follow from it', async () => {
+    const text = `${header}inputs:\n  y: {type: string, default: a}\nsteps:\n  - id: a\n    kind: choice\n    choices:\n      - {when: "\${{ inputs.y == "a" }}", next: b}\n    default: b\n  - {id: b, kind: end, status: succeeded, reason: "x"}\n  - {id: c, kind: end, status: succeeded, reason: "\${{ "c }}"}\n`
+    const found = lines(await load('trap.yaml', text))
+    expect(found).to.have.length(1)
+    expect(found[0]).to.match(/^trap\.yaml:9:\d+ .* a double-quoted string ends at its next ": quote the whole value with single quotes/)
+  })
+
+  it('a route to an unknown step is the cause: the steps past it are not also reported unreachable', async () => {
+    const text = `${header}steps:\n  - {id: a, kind: noop, next: bb}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: noop}\n`
+    expect(lines(await load('typo.yaml', text))).to.deep.equal(['typo.yaml:4:31  steps[0].next  unknown step "bb" in transition — did you mean "b"?'])
+  })
+
+  it('types nothing from a child whose outputs: cannot be read, rather than saying it declares no fields', async () => {
+    await writeFile(path.join(dir, 'odd-outputs.yaml'), `${header}outputs:\n  y: {typ: string}\nsteps:\n  - {id: a, kind: end, status: succeeded, reason: r}\n`)
+    const text = `${header}steps:\n  - {id: run, kind: pipeline, file: odd-outputs.yaml, next: out}\n  - {id: out, kind: end, status: succeeded, reason: "\${{ steps.run.outputs.outputs.y }}"}\n`
+    const found = lines(await load('reads.yaml', text))
+    expect(found.join('\n')).to.not.contain('declares no fields')
+    expect(found.join('\n')).to.contain('odd-outputs.yaml is not valid')
   })
 })

@@ -42,6 +42,11 @@ export const unreachableStep: Rule = {
     const start = startStepId(loaded.pipeline)
     if (!loaded.pipeline.steps.some((s) => s.id === start)) return []
     const reachable = reachableFrom(loaded.pipeline, catalog, start)
+    // A route the run can take that names no step (a typo: unknown-step reports it) may have been
+    // meant for any step past it: what it leaves unreached is its consequence, not a second error.
+    const ids = new Set(loaded.pipeline.steps.map((s) => s.id))
+    const broken = loaded.pipeline.steps.some((step) => reachable.has(step.id) && edgesOf(step, catalog).some((edge) => !ids.has(edge.to)))
+    if (broken) return []
     return loaded.pipeline.steps.flatMap((step, i) =>
       reachable.has(step.id) ? [] : [diag(loaded, ['steps', i, 'id'], `step "${step.id}" is unreachable from the start step "${start}"`)],
     )
