@@ -20,6 +20,7 @@ import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, 
 import {isFinal, isRedrivable} from './lifecycle.js'
 import {assertResumable, redrivePoint} from './redrive.js'
 import {takeInput} from './resume-input.js'
+import {plannedSkips} from './tasks.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
 import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
@@ -140,6 +141,7 @@ export class Engine {
           hint: `Redrive it without a decision: pipe resume ${runId}`,
         })
     }
+    if (options.skip) await plannedSkips(store, record, options.skip, {by: this.user, at: this.now().toISOString()})
     if (options.policy.version !== record.policy_version && !isRedrivable(record.status)) {
       throw new PipeError('E_STATE', `run ${runId} is ${record.status}; its policy changes only when a person redrives it after it failed or was blocked`, {
         hint: 'Resume it under the policy it runs with (leave out --policy), or cancel it and start a new run under the new policy.',
