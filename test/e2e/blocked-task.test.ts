@@ -154,6 +154,12 @@ describe('skipping a blocked task on the built CLI', function () {
     const timeline = await readFile(path.join(dir, 'out', 'runs', parent, 'timeline.md'), 'utf8')
     expect(timeline).to.match(/\*\*task_skipped\*\*: task "T1" \(child run R-\S+\) skipped: not needed; the tasks that depend on it run as if it had succeeded/)
     await expectAuditPasses(dir)
+    // The skip is part of the sealed trail: a note changed afterwards is found.
+    const file = path.join(dir, '.pipe', 'runs', parent, 'run.json')
+    await writeFile(file, (await readFile(file, 'utf8')).replace('not needed', 'forged note'))
+    const forged = await pipe(['audit', 'verify'], {cwd: dir})
+    expect(forged.code, forged.stdout + forged.stderr).to.equal(4)
+    expect(forged.stdout).to.contain(`${parent}: the seal does not match`)
   })
 
   describe('on PostgreSQL', () => {
