@@ -10,7 +10,7 @@ import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {ResumeOptions} from './engine-types.js'
-import {plannedSkips, skipReason} from './tasks.js'
+import {plannedSkips, skipReason, type TaskSkip} from './tasks.js'
 
 export interface InputEnvironment {
   store: RunStore
@@ -19,7 +19,13 @@ export interface InputEnvironment {
   registry: StepRegistry
 }
 
-export async function takeInput(env: InputEnvironment, runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
+/** What was taken in that asks more of the caller: the tasks skipped, whose child runs it ends. */
+export interface TakenInput {
+  skipped: TaskSkip[]
+}
+
+export async function takeInput(env: InputEnvironment, runId: string, record: RunRecord, options: ResumeOptions): Promise<TakenInput> {
+  const skipped: TaskSkip[] = []
   const {store} = env
   const at = env.now().toISOString()
   if (options.acceptCassette) {
@@ -44,6 +50,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
         },
         {at, event: 'task_skipped', step: skip.step, reason: skipReason(skip), by: env.user},
       )
+      skipped.push(skip)
     }
   }
   if (options.confirm) {
@@ -126,6 +133,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
       )
     }
   }
+  return {skipped}
 }
 
 /**
