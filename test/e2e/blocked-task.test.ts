@@ -207,69 +207,95 @@ steps:
 
 const git = (cwd: string, ...args: string[]): string => execFileSync('git', args, {cwd, encoding: 'utf8'}).trim()
 
+/**
+ * A task that ends blocked with its change in the working tree, rolled back by a person; the store
+ * is named by PIPE_STORE when given (so the command the rollback prints runs as printed).
+ */
+async function rollbackFlow(env: Record<string, string>, store?: string): Promise<void> {
+  const location = store ?? path.join(dir, '.pipe')
+  const auditPasses = async (): Promise<void> => {
+    const audit = await pipe(['audit', 'verify'], {cwd: dir, env})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  }
+  git(dir, 'init', '-q')
+  git(dir, 'config', 'user.email', 'dev@example.com')
+  git(dir, 'config', 'user.name', 'dev')
+  await writeFile(path.join(dir, '.gitignore'), '.pipe/\n')
+  await writeFile(path.join(dir, 'app.txt'), 'works\n')
+  await writeFile(path.join(dir, 'coding-task.yaml'), CODING_TASK)
+  await writeFile(path.join(dir, 'coding.yaml'), CODING_MAIN)
+  await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [node, -e, "{arg}"]\n')
+  git(dir, 'add', '-A')
+  git(dir, 'commit', '-q', '-m', 'start')
+
+  const run = await pipe(['run', 'coding.yaml', '--policy', 'policy.yaml', '--text', 'x', '--json'], {cwd: dir, env})
+  const parent = json<{run_id: string; status: string}>(run)
+  expect(parent.status, run.stderr).to.equal('blocked')
+  const each = (await readIn(location, (s) => s.readSnapshots(parent.run_id))).find((s) => s.step.name === 'each')!
+  const task = (each.outputs as {items: Item[]}).items[0]!.run_id!
+  const checkpoint = (await readIn(location, (s) => s.readSnapshots(task))).find((s) => s.step.name === 'checkpoint')!
+  const commit = (checkpoint.outputs as {checkpoint: {commit: string}}).checkpoint.commit
+  expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
+
+  // Bad input changes nothing: a run with no checkpoint, a missing note.
+  const noCheckpoint = await pipe(['rollback', parent.run_id, '--checkpoint', '--note', 'x'], {cwd: dir, env})
+  expect(errorCode(noCheckpoint), noCheckpoint.stderr).to.equal('E_INVALID_ARGS')
+  expect(noCheckpoint.stderr).to.contain('has made no checkpoint')
+  const noNote = await pipe(['rollback', task, '--checkpoint'], {cwd: dir, env})
+  expect(errorCode(noNote), noNote.stderr).to.equal('E_INVALID_ARGS')
+  expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
+
+  const rolled = await pipe(['rollback', task, '--checkpoint', '--note', 'the agent went the wrong way'], {cwd: dir, env})
+  expect(rolled.code, rolled.stderr).to.equal(0)
+  // Real git: HEAD is the checkpoint commit, the tree is clean, the change and the new file are gone.
+  expect(git(dir, 'rev-parse', 'HEAD')).to.equal(commit)
+  expect(git(dir, 'status', '--porcelain')).to.equal('')
+  expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('works\n')
+
+  const record = await readIn(location, (s) => s.readRun(task))
+  expect(record.status, 'the task waits, idle, for a person: skipped or run again').to.equal('blocked')
+  expect(record.rollbacks).to.have.length(1)
+  expect(record.rollbacks![0]).to.include({step: 'checkpoint', seq: checkpoint.step.seq, to: commit, note: 'the agent went the wrong way'})
+  expect(record.rollbacks![0]!.files).to.deep.equal(['app.txt', 'new.txt'])
+  const line = (await readIn(location, (s) => s.readEvents(task))).find((e) => e.event === 'rolled_back')!
+  expect(line.reason).to.contain(commit).and.contain('the agent went the wrong way')
+  await auditPasses()
+
+  // Rolled back once, it is not rolled back again by mistake.
+  const twice = await pipe(['rollback', task, '--checkpoint', '--note', 'again'], {cwd: dir, env})
+  expect(errorCode(twice), twice.stderr).to.equal('E_STATE')
+
+  // The hint it printed continues the parent run: run exactly that command.
+  const hint = /^\s+(pipe resume \S+ --skip \S+ --note '[^']*')$/m.exec(rolled.stdout)?.[1]
+  expect(hint, rolled.stdout).to.equal(`pipe resume ${parent.run_id} --skip T1 --note 'the agent went the wrong way'`)
+  const go = await pipe(['resume', parent.run_id, '--skip', 'T1', '--note', 'the agent went the wrong way', '--json'], {cwd: dir, env})
+  // Its only task skipped, the foreach did not succeed: the run says so and fails.
+  const ended = json<{status: string; reason: string}>(go)
+  expect(ended.status).to.equal('failed')
+  expect(ended.reason).to.match(/: 0 of 1 item\(s\) succeeded, 0 failed, 1 skipped by a person$/)
+  await auditPasses()
+  // A task that has ended (skipped: its child run cancelled) is not rolled back.
+  const late = await pipe(['rollback', task, '--checkpoint', '--note', 'late'], {cwd: dir, env})
+  expect(errorCode(late), late.stderr).to.equal('E_STATE')
+}
+
 describe('rolling a blocked task back to its checkpoint on the built CLI', function () {
   this.timeout(180000)
 
   it('pipe rollback --checkpoint puts the workspace at the checkpoint commit, records who, why and which commits, and its hint continues the run', async () => {
-    git(dir, 'init', '-q')
-    git(dir, 'config', 'user.email', 'dev@example.com')
-    git(dir, 'config', 'user.name', 'dev')
-    await writeFile(path.join(dir, '.gitignore'), '.pipe/\n')
-    await writeFile(path.join(dir, 'app.txt'), 'works\n')
-    await writeFile(path.join(dir, 'coding-task.yaml'), CODING_TASK)
-    await writeFile(path.join(dir, 'coding.yaml'), CODING_MAIN)
-    await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\nallowed_commands:\n  - [node, -e, "{arg}"]\n')
-    git(dir, 'add', '-A')
-    git(dir, 'commit', '-q', '-m', 'start')
+    await rollbackFlow({})
+  })
 
-    const run = await pipe(['run', 'coding.yaml', '--policy', 'policy.yaml', '--text', 'x', '--json'], {cwd: dir})
-    const parent = json<{run_id: string; status: string}>(run)
-    expect(parent.status, run.stderr).to.equal('blocked')
-    const each = (await snapshotsIn(dir, parent.run_id)).find((s) => s.step.name === 'each')!
-    const task = (each.outputs as {items: Item[]}).items[0]!.run_id!
-    const checkpoint = (await snapshotsIn(dir, task)).find((s) => s.step.name === 'checkpoint')!
-    const commit = (checkpoint.outputs as {checkpoint: {commit: string}}).checkpoint.commit
-    expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
+  describe('on PostgreSQL', () => {
+    let cluster: Cluster
+    before(async function () {
+      cluster = await startCluster(this)
+    })
+    after(async () => cluster?.stop())
 
-    // Bad input changes nothing: a run with no checkpoint, a missing note.
-    const noCheckpoint = await pipe(['rollback', parent.run_id, '--checkpoint', '--note', 'x'], {cwd: dir})
-    expect(errorCode(noCheckpoint), noCheckpoint.stderr).to.equal('E_INVALID_ARGS')
-    expect(noCheckpoint.stderr).to.contain('has made no checkpoint')
-    const noNote = await pipe(['rollback', task, '--checkpoint'], {cwd: dir})
-    expect(errorCode(noNote), noNote.stderr).to.equal('E_INVALID_ARGS')
-    expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
-
-    const rolled = await pipe(['rollback', task, '--checkpoint', '--note', 'the agent went the wrong way'], {cwd: dir})
-    expect(rolled.code, rolled.stderr).to.equal(0)
-    // Real git: HEAD is the checkpoint commit, the tree is clean, the change and the new file are gone.
-    expect(git(dir, 'rev-parse', 'HEAD')).to.equal(commit)
-    expect(git(dir, 'status', '--porcelain')).to.equal('')
-    expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('works\n')
-
-    const {run: record} = await runRecordIn(dir, task)
-    expect(record.status, 'the task waits, idle, for a person: skipped or run again').to.equal('blocked')
-    expect(record.rollbacks).to.have.length(1)
-    expect(record.rollbacks![0]).to.include({step: 'checkpoint', seq: checkpoint.step.seq, to: commit, note: 'the agent went the wrong way'})
-    expect(record.rollbacks![0]!.files).to.deep.equal(['app.txt', 'new.txt'])
-    const line = (await readIn(path.join(dir, '.pipe'), (s) => s.readEvents(task))).find((e) => e.event === 'rolled_back')!
-    expect(line.reason).to.contain(commit).and.contain('the agent went the wrong way')
-    await expectAuditPasses(dir)
-
-    // Rolled back once, it is not rolled back again by mistake.
-    const twice = await pipe(['rollback', task, '--checkpoint', '--note', 'again'], {cwd: dir})
-    expect(errorCode(twice), twice.stderr).to.equal('E_STATE')
-
-    // The hint it printed continues the parent run: run exactly that command.
-    const hint = /^\s+(pipe resume \S+ --skip \S+ --note '[^']*')$/m.exec(rolled.stdout)?.[1]
-    expect(hint, rolled.stdout).to.equal(`pipe resume ${parent.run_id} --skip T1 --note 'the agent went the wrong way'`)
-    const go = await pipe(['resume', parent.run_id, '--skip', 'T1', '--note', 'the agent went the wrong way', '--json'], {cwd: dir})
-    // Its only task skipped, the foreach did not succeed: the run says so and fails.
-    const ended = json<{status: string; reason: string}>(go)
-    expect(ended.status).to.equal('failed')
-    expect(ended.reason).to.match(/: 0 of 1 item\(s\) succeeded, 0 failed, 1 skipped by a person$/)
-    await expectAuditPasses(dir)
-    // A task that has ended (skipped: its child run cancelled) is not rolled back.
-    const late = await pipe(['rollback', task, '--checkpoint', '--note', 'late'], {cwd: dir})
-    expect(errorCode(late), late.stderr).to.equal('E_STATE')
+    it('the same rollback, recorded through the same trail, audit passes', async () => {
+      const url = cluster.url(await cluster.createDatabase())
+      await rollbackFlow({PIPE_STORE: url}, url)
+    })
   })
 })
