@@ -11,7 +11,7 @@ import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../config/p
 import {PipeError} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
 import {resolveInputs, type InputDeclaration} from '../expr/inputs.js'
-import type {ChildResult, ChildRuns, StepRegistry} from '../steps/types.js'
+import type {ChildResult, ChildRuns, SkippedChild, StepRegistry} from '../steps/types.js'
 import {childrenOf} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
 import type {Step} from '../types/pipeline.js'
@@ -111,6 +111,17 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
         if (!isFinal(known.status)) await sub.resume(runId, childSettings)
       }
       return sub.childResult(runId)
+    },
+    skipped: async () => {
+      const out = new Map<number, SkippedChild>()
+      const skips = parent.skips ?? []
+      if (!skips.some((s) => s.step === step.id)) return out
+      // Bound to the very child the person skipped: an item of another visit of the step is not this one.
+      for (const [index, record] of await existing()) {
+        const skip = skips.findLast((s) => s.step === step.id && s.run_id === record.run_id)
+        if (skip) out.set(index, {run_id: skip.run_id, by: skip.by, at: skip.at, note: skip.note, run_dependents: skip.run_dependents})
+      }
+      return out
     },
     cancel: async (runId, reason) => {
       const record = await store.readRun(runId)

@@ -3,6 +3,7 @@
  * starts or resumes, the outcome it returns and the progress it reports. Kept apart from the
  * engine's code so the commands and use cases that only read these import no machinery.
  */
+import type {SkipRequest} from './tasks.js'
 import type {LoadedPipeline} from '../config/pipeline.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {ModelCall} from '../providers/reply-transport.js'
@@ -120,6 +121,8 @@ export interface ResumeOptions extends RunSettings {
   }
   /** A person went on with the run's replayed cassette as it is now, although it changed (--accept-cassette). */
   acceptCassette?: {file: string; previous_sha256: string; sha256: string}
+  /** Tasks of a blocked run a person leaves out (pipe resume --skip KEY --note TEXT). */
+  skip?: SkipRequest
 }
 
 export interface RunOutcome {

@@ -19,7 +19,8 @@ import {childResultOf, childRuns, type ParentStep} from './children.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 import {isFinal, isRedrivable} from './lifecycle.js'
 import {assertResumable, redrivePoint} from './redrive.js'
-import {takeInput} from './resume-input.js'
+import {takeInput, type TakenInput} from './resume-input.js'
+import {plannedSkips} from './tasks.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
 import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
@@ -101,7 +102,7 @@ export class Engine {
     return this.drive(runId, options, 'resumed', async () => {
       const current = await store.readRun(runId)
       assertResumable(current)
-      await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options)
+      await this.endSkipped(await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options))
     })
   }
 
@@ -116,10 +117,19 @@ export class Engine {
     try {
       const current = await store.readRun(runId)
       assertResumable(current)
-      await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options)
+      await this.endSkipped(await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options))
     } finally {
       await release()
     }
+  }
+
+  /**
+   * A skipped task's child run ends as the skip is recorded, whichever step the run goes on at (the
+   * step that started it ends it again when it runs, as after a crash between the two).
+   */
+  private async endSkipped({skipped}: TakenInput): Promise<void> {
+    for (const skip of skipped)
+      if (!isFinal((await this.deps.store.readRun(skip.run_id)).status)) await this.cancel(skip.run_id, `skipped by ${skip.by}: ${skip.note}`)
   }
 
   /** What resume refuses before anything is written. */
@@ -140,6 +150,7 @@ export class Engine {
           hint: `Redrive it without a decision: pipe resume ${runId}`,
         })
     }
+    if (options.skip) await plannedSkips(store, record, options.skip, {by: this.user, at: this.now().toISOString()})
     if (options.policy.version !== record.policy_version && !isRedrivable(record.status)) {
       throw new PipeError('E_STATE', `run ${runId} is ${record.status}; its policy changes only when a person redrives it after it failed or was blocked`, {
         hint: 'Resume it under the policy it runs with (leave out --policy), or cancel it and start a new run under the new policy.',

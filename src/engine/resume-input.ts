@@ -10,6 +10,7 @@ import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {ResumeOptions} from './engine-types.js'
+import {plannedSkips, skipReason, type TaskSkip} from './tasks.js'
 
 export interface InputEnvironment {
   store: RunStore
@@ -18,7 +19,13 @@ export interface InputEnvironment {
   registry: StepRegistry
 }
 
-export async function takeInput(env: InputEnvironment, runId: string, record: RunRecord, options: ResumeOptions): Promise<void> {
+/** What was taken in that asks more of the caller: the tasks skipped, whose child runs it ends. */
+export interface TakenInput {
+  skipped: TaskSkip[]
+}
+
+export async function takeInput(env: InputEnvironment, runId: string, record: RunRecord, options: ResumeOptions): Promise<TakenInput> {
+  const skipped: TaskSkip[] = []
   const {store} = env
   const at = env.now().toISOString()
   if (options.acceptCassette) {
@@ -31,6 +38,20 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
       },
       {at, event: 'cassette_accepted', reason: `the replayed cassette ${file} changed (${previous_sha256} -> ${sha256}); accepted as it is now`, by: env.user},
     )
+  }
+  if (options.skip) {
+    // Checked again under the lock: a task may have been skipped or finished since the command looked.
+    for (const skip of await plannedSkips(store, record, options.skip, {by: env.user, at})) {
+      await store.updateRun(
+        runId,
+        (r) => {
+          r.skips = [...(r.skips ?? []), skip]
+          r.updated_at = at
+        },
+        {at, event: 'task_skipped', step: skip.step, reason: skipReason(skip), by: env.user},
+      )
+      skipped.push(skip)
+    }
   }
   if (options.confirm) {
     const action = record.pending?.kind === 'confirm' ? record.pending.action : undefined
@@ -112,6 +133,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
       )
     }
   }
+  return {skipped}
 }
 
 /**

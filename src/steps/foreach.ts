@@ -14,7 +14,7 @@ interface ItemResult {
   index: number
   key?: string
   run_id: string | null
-  status: ChildResult['status'] | 'not_started'
+  status: ChildResult['status'] | 'not_started' | 'skipped'
   reason: string
   /** The key of the dependency that did not succeed: the item was not run (no child run exists for it). */
   blocked_by?: string
@@ -217,6 +217,24 @@ export const foreach: StepHandler<'foreach'> = {
     const finished = new Set<number>()
     // Only an item that did not succeed can block others: until one finishes so, there is nothing to settle (a pass is a walk of every item).
     let unsettled = false
+    // What a person skipped is never run again: its child ends cancelled, and its dependents wait on it as on a failure unless the person said they run.
+    const skipped = await children.skipped()
+    for (const [index, skip] of skipped) {
+      if (index >= items.length) continue
+      await children.cancel(skip.run_id, `skipped by ${skip.by}: ${skip.note}`)
+      results[index] = {
+        index,
+        ...(ordered ? {key: keys[index]!} : {}),
+        run_id: skip.run_id,
+        status: 'skipped',
+        reason: `skipped by a person: ${skip.note}`,
+        outputs: null,
+      }
+      started.add(index)
+      finished.add(index)
+      if (!skip.run_dependents) unsettled = true
+    }
+    const satisfied = (dep: number): boolean => results[dep]!.status === 'succeeded' || (results[dep]!.status === 'skipped' && skipped.get(dep)!.run_dependents)
     // An item whose dependency did not succeed is never run: it is recorded blocked, naming that dependency, and so are its own dependents.
     const settleBlocked = (): void => {
       if (!unsettled) return
@@ -225,11 +243,19 @@ export const foreach: StepHandler<'foreach'> = {
         changed = false
         for (const [index, list] of deps.entries()) {
           if (started.has(index)) continue
-          const failed = list.find((dep) => finished.has(dep) && results[dep]!.status !== 'succeeded')
+          const failed = list.find((dep) => finished.has(dep) && !satisfied(dep))
           if (failed === undefined) continue
           const dep = results[failed]!
           const verb =
-            dep.status === 'failed' ? 'failed' : dep.status === 'blocked' ? 'was blocked' : dep.status === 'cancelled' ? 'was cancelled' : 'did not succeed'
+            dep.status === 'failed'
+              ? 'failed'
+              : dep.status === 'blocked'
+                ? 'was blocked'
+                : dep.status === 'cancelled'
+                  ? 'was cancelled'
+                  : dep.status === 'skipped'
+                    ? 'was skipped'
+                    : 'did not succeed'
           const what = `${verb} (${dep.reason})`
           results[index] = {
             index,
@@ -246,7 +272,7 @@ export const foreach: StepHandler<'foreach'> = {
         }
       }
     }
-    const ready = (index: number): boolean => !started.has(index) && deps[index]!.every((dep) => finished.has(dep) && results[dep]!.status === 'succeeded')
+    const ready = (index: number): boolean => !started.has(index) && deps[index]!.every((dep) => finished.has(dep) && satisfied(dep))
     const running = new Map<number, Promise<void>>()
     // Every item before it has started: the search for the next one starts here, not at the head of a list of 100,000.
     let first = 0
@@ -313,7 +339,7 @@ export const foreach: StepHandler<'foreach'> = {
     if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new PipeError('E_INTERNAL', 'interrupted')
     if (tripped !== undefined) {
       for (const r of results) {
-        if (r.status === 'succeeded' || r.status === 'failed' || r.status === 'cancelled' || r.blocked_by !== undefined) continue
+        if (r.status === 'succeeded' || r.status === 'failed' || r.status === 'cancelled' || r.status === 'skipped' || r.blocked_by !== undefined) continue
         if (r.run_id !== null) await children.cancel(r.run_id, `cancelled by fail_fast: ${tripped}`)
         r.status = 'cancelled'
         r.reason = r.run_id === null ? `not started: ${tripped}` : `cancelled by fail_fast: ${tripped}`
@@ -324,9 +350,18 @@ export const foreach: StepHandler<'foreach'> = {
     const failed = count('failed')
     const cancelled = count('cancelled')
     const blocked = count('blocked')
+    const skips = count('skipped')
     const unrun = results.filter((r) => r.blocked_by !== undefined).length
     const resolved = {items, with: inputs, ...(step.key !== undefined ? {key: keys} : {}), ...(step.depends_on !== undefined ? {depends_on: needs} : {})}
-    const outputs = {items: results, succeeded, failed, cancelled, blocked, total: items.length} satisfies KindOutputs<'foreach'>
+    const outputs = {
+      items: results,
+      succeeded,
+      failed,
+      cancelled,
+      blocked,
+      ...(skips > 0 ? {skipped: skips} : {}),
+      total: items.length,
+    } satisfies KindOutputs<'foreach'>
     const stopped = results.filter((r) => childStopped(r) && r.blocked_by === undefined)
     if (tripped === undefined && stopped.length > 0) {
       const reason = `${stopped.length} child run(s) wait for a person: ${stopped.map((r) => r.reason).join('; ')}`
@@ -346,8 +381,8 @@ export const foreach: StepHandler<'foreach'> = {
         },
       }
     }
-    // An item a dependency blocked counts as not succeeded: partial when others succeeded, fail when none did.
-    const summary = `${succeeded} of ${items.length} item(s) succeeded, ${failed} failed${cancelled > 0 ? `, ${cancelled} cancelled` : ''}${unrun > 0 ? `, ${unrun} blocked by a dependency` : ''}`
+    // An item a dependency blocked, or a person skipped, counts as not succeeded: partial when others succeeded, fail when none did.
+    const summary = `${succeeded} of ${items.length} item(s) succeeded, ${failed} failed${cancelled > 0 ? `, ${cancelled} cancelled` : ''}${skips > 0 ? `, ${skips} skipped by a person` : ''}${unrun > 0 ? `, ${unrun} blocked by a dependency` : ''}`
     if (tripped !== undefined) return {type: 'done', outcome: 'fail', reason: `${tripped}; ${summary}`, inputs: {resolved}, outputs}
     if (succeeded === items.length) return {type: 'done', outcome: 'success', reason: summary, inputs: {resolved}, outputs}
     if (succeeded > 0) return {type: 'done', outcome: 'partial', reason: summary, inputs: {resolved}, outputs}

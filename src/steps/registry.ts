@@ -12,7 +12,7 @@ import {context} from './context.js'
 import {end} from './end.js'
 import {foreach} from './foreach.js'
 import {appliedEdit, edit} from './edit.js'
-import {git} from './git.js'
+import {checkpointMade, git} from './git.js'
 import {qa} from './qa.js'
 import {clarifyQuestions, questionsAsked} from './clarify-questions.js'
 import {compile} from './compile.js'
@@ -69,6 +69,8 @@ export const views = {
   publish: {targets: publishTargets},
   /** The files an edit step applied (what pipe rollback restores). */
   edit: {applied: appliedEdit},
+  /** The commit a git checkpoint made (what pipe rollback --checkpoint returns to). */
+  git: {checkpoint: checkpointMade},
   /** The questions a clarify step asked (what pipe answer answers). */
   clarify_questions: {questions: questionsAsked},
 } as const satisfies Partial<Record<StepKind, object>>

@@ -152,6 +152,20 @@ export interface ChildRuns {
   run(request: ChildRequest): Promise<ChildResult>
   /** Ends a child that is not finished as cancelled (fail_fast); the parent's reason is its reason. */
   cancel(runId: string, reason: string): Promise<void>
+  /**
+   * The items whose child this step started and a person skipped since (pipe resume --skip), by
+   * index: the step records them skipped, never runs them again, and ends their child runs.
+   */
+  skipped(): Promise<Map<number, SkippedChild>>
+}
+
+/** A child run a person skipped: who, when, why, and whether the items that depend on it run. */
+export interface SkippedChild {
+  run_id: string
+  by: string
+  at: string
+  note: string
+  run_dependents: boolean
 }
 
 export interface PersonDecision {

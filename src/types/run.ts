@@ -262,6 +262,62 @@ export interface RunRecord {
     previous_policy_path?: string
   }[]
   /**
+   * Tasks (a foreach step's child runs) a person skipped with pipe resume RUN --skip KEY --note TEXT while the run was blocked: the child run is cancelled, the item is recorded skipped (never succeeded), and its dependents are blocked as for a failure unless run_dependents.
+   */
+  skips?: {
+    /**
+     * The step whose child the task is.
+     */
+    step: string
+    /**
+     * The item's key (its key: value, else its index).
+     */
+    key: string
+    index: number
+    /**
+     * The child run skipped.
+     */
+    run_id: string
+    by: string
+    at: string
+    /**
+     * Why, as the person said it.
+     */
+    note: string
+    /**
+     * Whether the items that depend on it run as if it had succeeded.
+     */
+    run_dependents: boolean
+  }[]
+  /**
+   * A person's rollbacks of the run's workspace to a checkpoint its git step made (pipe rollback RUN --checkpoint): the run was blocked and stays blocked, its working tree back at the checkpoint (seed 001: BLOCKED -> ROLLBACK -> idle).
+   */
+  rollbacks?: {
+    /**
+     * The checkpoint step.
+     */
+    step: string
+    /**
+     * The checkpoint's snapshot.
+     */
+    seq: number
+    /**
+     * The commit HEAD was at before (null: none).
+     */
+    from: string | null
+    /**
+     * The checkpoint commit.
+     */
+    to: string
+    /**
+     * Files put back or removed.
+     */
+    files: string[]
+    by: string
+    at: string
+    note: string
+  }[]
+  /**
    * The working directory (repository root) the run's steps act in; resume and rollback use it too.
    */
   workspace?: string

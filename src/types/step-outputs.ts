@@ -334,7 +334,7 @@ export interface PipelineOutputs {
   outputs?: {} | null
 }
 /**
- * A foreach step's items, one per element of its list: each child run's id, status, reason (not_started: never run) and declared outputs (null unless it succeeded), and the counts.
+ * A foreach step's items, one per element of its list: each child run's id, status, reason (not_started: never run; skipped: a person skipped it) and declared outputs (null unless it succeeded), and the counts.
  */
 export interface ForeachOutputs {
   items?: {
@@ -346,6 +346,7 @@ export interface ForeachOutputs {
       | 'failed'
       | 'cancelled'
       | 'blocked'
+      | 'skipped'
       | 'awaiting_input'
       | 'interrupted'
       | 'pending'
@@ -362,6 +363,10 @@ export interface ForeachOutputs {
   failed?: number
   cancelled?: number
   blocked?: number
+  /**
+   * Items a person skipped (pipe resume RUN --skip KEY); present when there are any.
+   */
+  skipped?: number
   total?: number
 }
 /**

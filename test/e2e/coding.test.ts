@@ -515,6 +515,18 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     ])
     expect(items[0]!.reason).to.match(/^not run: it depends on "T1", which was blocked \(child run blocked: /)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
+
+    // A person leaves T1 out (seed 001's SKIP): T2 is still not run, the summary is written again,
+    // and the run ends, its reason naming what was left out and why, rather than blocked again.
+    const skipped = await pipe(['resume', body.run_id, '--skip', 'T1', '--note', 'add() is fixed upstream', '--json'], {cwd: repo, env: env()})
+    expect(skipped.code, skipped.stderr + skipped.stdout).to.equal(0)
+    const done = json<RunJson>(skipped)
+    expect(done.status).to.equal('succeeded')
+    expect(done.reason).to.match(
+      /^0 of 2 task\(s\) committed; left out by a person: T2 \(blocked\): not run: it depends on "T1", which was skipped \(skipped by a person: add\(\) is fixed upstream\); T1 \(skipped\): skipped by a person: add\(\) is fixed upstream$/,
+    )
+    expect(attemptStarts(), 'the agent was not asked again').to.have.length(1)
+    await expectAuditPasses(repo)
   })
 
   it('runs examples/coding-agent offline from its cassette: edits, a failing QA, a fix on the 2nd attempt, a commit', async () => {

@@ -38,6 +38,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   note?: string
   /** A yes or no to the tool call the run waits at (pipe confirm). */
   confirm?: NonNullable<ResumeOptions['confirm']>
+  /** Tasks of the blocked run a person leaves out (pipe resume --skip). */
+  skip?: NonNullable<ResumeOptions['skip']>
   /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
   acceptCassette?: boolean
   /** The command line that continued the run, for the hint of an error (default: pipe resume RUN). */
@@ -95,9 +97,10 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     ...(answers ? {answers} : {}),
     ...(acceptCassette ? {acceptCassette} : {}),
     ...(options.confirm ? {confirm: options.confirm} : {}),
+    ...(options.skip ? {skip: options.skip} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
-  const queue = await handBackTo(store, record, options, Boolean(answers || options.confirm || options.decision || acceptCassette))
+  const queue = await handBackTo(store, record, options, Boolean(answers || options.confirm || options.decision || options.skip || acceptCassette))
   if (queue === null || !store.team) return engine.resume(options.runId, resume)
   await engine.takeIn(options.runId, resume)
   await store.team.enqueue(options.runId, queue)

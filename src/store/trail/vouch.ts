@@ -9,7 +9,8 @@
  *   line, and that line binding the record's state (a row changed after its last line was written);
  * - the facts fixed at creation, field by field, against the run index line (typed inputs, input,
  *   workspace, pipeline and its hash, policy, parent and item), and the workspace a worker is sent to;
- * - every person's decision the run carries (a confirmation, a standing confirmation, a review): each
+ * - every person's decision the run carries (a confirmation, a standing confirmation, a review, a
+ *   skipped task, a rollback to a checkpoint): each
  *   must be the line of the person who gave it, so a decision is a sealed record, not a field.
  *
  * Pure: the store reads the parts, this names what does not hold.
@@ -85,5 +86,9 @@ function decisionFindings(record: RunRecord, events: readonly RunEvent[]): Vouch
   // A review given with the run's creation (pipe run --decision) is on its creation line.
   if (review && !given('review_given', review) && !events.some((e) => e.event === 'created' && e.at === review.at))
     out.push({field: 'review', message: `no timeline line records ${review.by} giving it`})
+  for (const [i, s] of (record.skips ?? []).entries())
+    if (!given('task_skipped', s)) out.push({field: `skips[${i}]`, message: `no timeline line records ${s.by} skipping task ${JSON.stringify(s.key)}`})
+  for (const [i, r] of (record.rollbacks ?? []).entries())
+    if (!given('rolled_back', {at: r.at, by: r.by})) out.push({field: `rollbacks[${i}]`, message: `no timeline line records ${r.by} rolling it back`})
   return out
 }
