@@ -308,6 +308,10 @@ export function renderPlan(plan: RunPlan): string {
     .flatMap((s) => Object.entries(s.resolved ?? {}).map(([field, value]) => `  ${s.id}.${field} = ${JSON.stringify(value)}\n`))
     .join('')
   const values = resolved ? `\nexpression values known before the run (the rest resolve as it goes):\n${resolved}` : ''
+  const secrets =
+    plan.secrets_unset.length > 0
+      ? t`\nsecret${plan.secrets_unset.length > 1 ? 's' : ''} not set here: ${plan.secrets_unset.join(', ')}; a run needs ${plan.secrets_unset.length > 1 ? 'them' : 'it'}: export ${plan.secrets_unset.map((n) => `${n}=…`).join(' ')} first\n`
+      : ''
   // Values come from the pipeline file.
-  return `${lines.join('\n')}${table(rows)}${visible(values)}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
+  return `${lines.join('\n')}${table(rows)}${visible(values)}${secrets}${problems ? `\n${problems}` : ''}nothing was run; drop --dry-run to run it\n`
 }

@@ -166,7 +166,8 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
     }
     const loaded = loadedResult.loaded
     out.push(...(await checkExpect(source, i, test, loaded, catalog)))
-    const setup = test.setup ?? data.setup
+    // The file's setup is every test's fixture; a test's own adds to it, after it.
+    const setup = [...(data.setup ?? []), ...(test.setup ?? [])]
     const golden = test.expect.golden !== undefined ? path.resolve(dir, test.expect.golden) : undefined
     // pipe test writes goldens (--update) and cassettes (--record): never outside the checkout the test file is in.
     if (golden !== undefined && !inside(boundary, golden))

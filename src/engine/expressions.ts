@@ -36,13 +36,18 @@ export function usesExpressions(pipeline: LoadedPipeline['pipeline']): boolean {
   return pipeline.steps.some((step) => JSON.stringify(step).includes('${{')) || pipeline.outputs !== undefined
 }
 
+/** The secrets a pipeline lists that the environment does not set (or sets empty). */
+export function unsetSecrets(pipeline: LoadedPipeline['pipeline'], env: NodeJS.ProcessEnv = process.env): string[] {
+  return (pipeline.secrets ?? []).filter((name) => env[name] === undefined || env[name] === '')
+}
+
 /**
  * The values of the secrets a pipeline lists, from the environment; each is registered for
  * redaction. An unset one is an error before anything is written (run) or continues (resume).
  */
 export function readSecrets(pipeline: LoadedPipeline['pipeline'], env: NodeJS.ProcessEnv = process.env): Record<string, string> {
   const names = pipeline.secrets ?? []
-  const missing = names.filter((name) => env[name] === undefined || env[name] === '')
+  const missing = unsetSecrets(pipeline, env)
   if (missing.length > 0) {
     throw new PipeError(
       'E_CONFIG',

@@ -30,7 +30,7 @@ export type Cassette = string
  */
 export type Workspace = string
 /**
- * Commands run in the test's workspace, in order, before the run: each an argument vector, run without a shell (no expansion, no redirection), with a fixed git identity and date so the commits they make have the same ids on every machine. A command that fails, or runs over 60 s, fails the test before its run starts. They are the test's own fixture, so the pipeline's policy does not apply to them.
+ * Commands run in the test's workspace, in order, before the run (the file's first, then the test's own, which adds to them): each an argument vector, run without a shell (no expansion, no redirection), with a fixed git identity and date so the commits they make have the same ids on every machine. A command that fails, or runs over 60 s, fails the test before its run starts. They are the test's own fixture, so the pipeline's policy does not apply to them.
  *
  * This interface was referenced by `PipeTestFile`'s JSON-Schema
  * via the `definition` "setup".

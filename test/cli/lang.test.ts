@@ -145,6 +145,21 @@ steps:
     expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
   })
 
+  it('--dry-run needs no secret: the plan says which are not set, and a run still refuses without them', async () => {
+    const p = await file('p.yaml', PIPELINE)
+    const env = {PIPE_HOME: path.join(dir, 'home'), PIPE_LANG_CLI_TOKEN: undefined}
+    const plan = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
+    expect(plan.code, plan.stderr).to.equal(0)
+    expect(plan.stdout).to.include('secret not set here: PIPE_LANG_CLI_TOKEN; a run needs it: export PIPE_LANG_CLI_TOKEN=… first')
+    const planJson = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
+    expect(json<{secrets_unset: string[]}>(planJson).secrets_unset).to.deep.equal(['PIPE_LANG_CLI_TOKEN'])
+    const set = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {
+      cwd: dir,
+      env: {...env, PIPE_LANG_CLI_TOKEN: TOKEN},
+    })
+    expect(json<{secrets_unset: string[]}>(set).secrets_unset).to.deep.equal([])
+  })
+
   it('asks for a missing required input at a terminal and records the answer in run.json', async () => {
     const p = await file('p.yaml', PIPELINE)
     const env = {PIPE_LANG_CLI_TOKEN: TOKEN, PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '1'}

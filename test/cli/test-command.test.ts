@@ -440,7 +440,7 @@ tests:
     expect((await readdir(fixture)).sort()).to.deep.equal(['data.txt', 'policy.yaml'])
   })
 
-  it('runs setup commands without a shell and with a fixed git identity and date: the same commit id in every test; a failing one fails its test before the run', async () => {
+  it("runs setup commands without a shell and with a fixed git identity and date: the same commit id in every test; a failing one fails its test before the run; a test's own setup adds to the file's", async () => {
     await file('log.yaml', 'version: 1\nname: log\nsteps:\n  - {id: head, kind: command, run: [git, rev-parse, HEAD], parse: text}\n')
     await file(
       'policy.yaml',
@@ -449,7 +449,7 @@ tests:
     const setup = 'setup:\n  - [git, init, -q]\n  - [git, commit, -q, --allow-empty, -m, "first; echo not a shell > owned"]\n'
     await file(
       'log.pipe-test.yaml',
-      `version: 1\npipeline: log.yaml\npolicy: policy.yaml\n${setup}tests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n  - name: broken setup\n    setup: [[git, no-such-subcommand]]\n    expect: {status: succeeded}\n`,
+      `version: 1\npipeline: log.yaml\npolicy: policy.yaml\n${setup}tests:\n  - {name: one, expect: {status: succeeded}}\n  - {name: two, expect: {status: succeeded}}\n  - name: broken setup\n    setup: [[git, no-such-subcommand]]\n    expect: {status: succeeded}\n  - name: adds a commit\n    setup: [[git, commit, -q, --allow-empty, -m, second]]\n    expect: {status: succeeded}\n`,
     )
     const r = await pipe(['test', 'log.pipe-test.yaml', '--json', '--keep'], {cwd: dir, env: home()})
     expect(r.code, r.stdout + r.stderr).to.equal(1)
@@ -471,6 +471,11 @@ tests:
     expect(broken.status).to.equal('failed')
     expect(broken.run, 'no run started').to.equal(undefined)
     expect(broken.failures[0]!.message).to.contain('setup command failed: git no-such-subcommand')
+    // A test's own setup adds to the file's, after it: the commit goes on the repository the file's made.
+    const added = byName.get('adds a commit')!
+    expect(added.status, JSON.stringify(added.failures)).to.equal('passed')
+    const log = execFileSync('git', ['log', '--format=%s'], {cwd: path.join(added.kept!, 'workspace'), encoding: 'utf8'})
+    expect(log.trim().split('\n')).to.deep.equal(['second', 'first; echo not a shell > owned'])
     for (const t of report.tests) if (t.kept) await rm(t.kept, {recursive: true, force: true})
   })
 

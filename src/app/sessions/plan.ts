@@ -49,11 +49,13 @@ export interface RunPlan {
   denied: Diagnostic[]
   /** The pipeline's warnings (pipe validate shows the same). */
   warnings: Diagnostic[]
+  /** Secrets the pipeline reads that this environment does not set: a run would refuse to start until they are. */
+  secrets_unset: string[]
 }
 
 /** pipe run --dry-run: what the run would use and do, with every input checked; nothing is written. */
 export async function planSession(options: StartSession): Promise<RunPlan> {
-  const {settings, provider} = await prepareStart(options)
+  const {settings, provider, unsetSecrets} = await prepareStart(options, undefined, true)
   const {pipeline, policy, answers, input, inputs} = settings
   const {registry, deniedCommands} = await import('../../steps/registry.js')
   const {edgesOf, startStepId} = await import('../../config/graph.js')
@@ -114,6 +116,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     // Commands are judged with the values the plan resolved: an argv built from inputs is known now.
     denied: deniedCommands(pipeline, policy, (i) => staticValues(pipeline.pipeline.steps[i]!, statics).resolved),
     warnings: [...pipelineWarnings(pipeline, kindCatalog), ...offlineModelWarnings(pipeline, provider.record, registry, skipped)],
+    secrets_unset: unsetSecrets,
   }
 }
 

@@ -16,7 +16,7 @@ import type {RunRecord} from '../../types/run.js'
 import {decodeText, readInputFile, readStream} from '../../util/text-input.js'
 import {readYamlFile} from '../../config/yaml-source.js'
 import {resolveInputs, type InputDeclaration, type InputValue} from '../../expr/inputs.js'
-import {readSecrets} from '../../engine/expressions.js'
+import {readSecrets, unsetSecrets} from '../../engine/expressions.js'
 import {type StartSession, guarding, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 
@@ -139,9 +139,15 @@ export async function batchInputs(pipeline: LoadedPipeline, options: StartSessio
 export interface PreparedStart {
   settings: StartOptions & {inputs: Record<string, InputValue>}
   provider: ReturnType<typeof planProvider>
+  /** The pipeline's secrets the environment does not set (only a plan gets this far with any). */
+  unsetSecrets: string[]
 }
 
-export async function prepareStart(options: StartSession, batch?: string): Promise<PreparedStart> {
+/**
+ * `planOnly` (pipe run --dry-run): nothing will run, so a secret the environment does not set is
+ * listed in `unsetSecrets` instead of refused; a run refuses it here, before anything is written.
+ */
+export async function prepareStart(options: StartSession, batch?: string, planOnly = false): Promise<PreparedStart> {
   if (options.feature !== undefined) assertId('feature', options.feature, '--feature')
   const contextRef = options.contextRef !== undefined ? parseContextRef(options.contextRef) : undefined
   const pipeline = await loadPipelineOrThrow(path.resolve(options.cwd, options.pipeline))
@@ -157,7 +163,8 @@ export async function prepareStart(options: StartSession, batch?: string): Promi
   // A batch's inputs are its lines' (batchInputs), resolved once per run by the caller.
   const inputs = batch === undefined ? await prepareInputs(pipeline, options) : {}
   // An unset secret stops the run here, before anything is written.
-  readSecrets(pipeline.pipeline)
+  const unset = unsetSecrets(pipeline.pipeline)
+  if (!planOnly) readSecrets(pipeline.pipeline)
   const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env ?? process.env, await replySources(options))
   const settings = {
     pipeline,
@@ -171,7 +178,7 @@ export async function prepareStart(options: StartSession, batch?: string): Promi
     ...(answers ? {answers} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
-  return {settings, provider}
+  return {settings, provider, unsetSecrets: unset}
 }
 
 /**
