@@ -14,7 +14,7 @@ import {sha256} from '../../util/hash.js'
 import {auditRun, RecordChecks} from './audit-run.js'
 import {Findings, parseBody, type Body, type Loc, type TrailRows} from './audit-walk.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
-import {checkLine, checkRecord} from './integrity.js'
+import {checkLine, checkRecord, fileHash} from './integrity.js'
 import {indexLineProblem, isObject, ledgerLineProblem, type Plain} from './shapes.js'
 import type {AuditKinds, AuditReport} from '../types.js'
 
@@ -289,8 +289,27 @@ export async function verifyArchive(file: string, text: string, kinds?: AuditKin
   for (const id of rows.runIds() as string[])
     if (!header.runs.includes(id)) out.problem(id, {kind: 'run', id}, '(record)', 'the archive holds a run its header does not name')
   archivedLedger(rows, out, delivered)
-  out.report.features = (rows.features() as unknown[]).length
+  archivedFeatures(rows, out, indexed)
   return out.report
+}
+
+/** Features: sealed, stored under their id, and the file the run index lines bound. */
+function archivedFeatures(rows: TrailRows, out: Findings, indexed: ReadonlyMap<string, Plain>): void {
+  for (const {id, body} of rows.features() as Array<{id: string; body: Body}>) {
+    out.report.features++
+    const loc: Loc = {kind: 'feature', id}
+    const parsed = parseBody(body)
+    const feature = out.object(parsed, id, loc)
+    if (!feature || !parsed.ok) continue
+    if (feature.seal === undefined) out.problem(id, loc, 'seal', 'the feature record is not sealed')
+    else out.seal(checkRecord(feature, out.key), id, loc, 'seal')
+    if (feature.feature_id !== id) out.problem(id, loc, 'feature_id', `names ${String(feature.feature_id)}, not the feature it is stored as`)
+    for (const line of indexed.values())
+      if (line.feature_id === id && typeof line.feature_hash === 'string' && line.feature_hash !== fileHash(parsed.bytes)) {
+        out.problem(id, loc, '(file)', 'is not the feature record the run index bound (changed or re-sealed after the fact)')
+        break
+      }
+  }
 }
 
 /** Ledger entries against the log lines the archive kept for them: each sealed, the entry the last write the log recorded. */
