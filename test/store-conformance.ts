@@ -6,12 +6,14 @@
  * its trigger off); what only one store can show (a SIGKILL between two files) stays in its own tests.
  */
 import {expect} from 'chai'
+import {archiveRuns, verifyArchiveFile} from '../src/app/archive.js'
 import {ledgerKey} from '../src/store/file/ledger.js'
 import {MemoryStore} from '../src/store/memory/store.js'
 import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.js'
 import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'
 import type {Snapshot} from '../src/types/snapshot.js'
+import {tempDir} from './helpers/cli.js'
 import {expectPipeError} from './helpers/expect.js'
 import {runDraft, specDraft} from './helpers/records.js'
 
@@ -470,6 +472,37 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       const report = await store.audit(parent)
       expect(report.problems).to.deep.equal([])
       expect(report.runs, 'the run, its three children and its grandchild').to.equal(5)
+    })
+
+    it('moves an ended run out to an archive (pipe store archive), keeps an anchor of it, and its audit proves both; a live run stays', async () => {
+      const before = new Date('2026-11-22T00:00:00Z')
+      if (!store.archiving) {
+        // A store that cannot archive says so, and nothing moves.
+        await expectPipeError(archiveRuns(store, {before, to: '/nonexistent'}), 'E_INVALID_ARGS')
+        return
+      }
+      const {dir, cleanup: removeDir} = await tempDir('pipe-conformance-archive-')
+      try {
+        const ended = await startRun()
+        let prev: string | null = null
+        for (let seq = 1; seq <= 2; seq++) prev = (await store.commitStep(stepCommit(ended, seq, prev, {evidence: 1, spec: true}))).snapshot.meta.record_hash!
+        await store.updateRun(ended, (r) => Object.assign(r, {status: 'succeeded', ended_at: at}), {at, event: 'succeeded'})
+        const live = await startRun()
+        for (const release of held.splice(0)) await release()
+        expect((await archiveRuns(store, {before: new Date(at), to: dir})).archived, 'ended at DATE, not before it').to.deep.equal([])
+        const report = await archiveRuns(store, {before, to: dir})
+        expect(report.archived.map((a) => a.run_id)).to.deep.equal([ended])
+        await expectPipeError(store.readRun(ended), 'E_NOT_FOUND')
+        expect(await store.listRunIds()).to.deep.equal([live])
+        const audit = await store.audit()
+        expect(audit.problems).to.deep.equal([])
+        expect(audit.archives?.map((a) => a.run_id)).to.deep.equal([ended])
+        const alone = await verifyArchiveFile(report.archived[0]!.archive)
+        expect(alone.problems).to.deep.equal([])
+        expect(alone).to.include({runs: 1, snapshots: 2})
+      } finally {
+        await removeDir()
+      }
     })
 
     it('lists runs a page at a time, newest first, by status, pipeline, feature, time and parent', async () => {
