@@ -222,14 +222,14 @@ describe('pipe store archive and audit verify --archive', function () {
     expect(audit.stdout).to.include(`${paused}: the run is missing (the run index names it, and no archive anchor`)
   })
 
-  // Killed after the first archive is written (no anchor yet), after its anchor (records still here), and in the middle of removing the parent's tree.
-  for (const point of ['archive-written', 'archive-anchored', 'archive-removed#2']) {
+  // Killed after the first archive is written (no anchor yet), after its anchor (records still here), with its folder renamed aside, and in the middle of removing the parent's tree.
+  for (const point of ['archive-written', 'archive-anchored', 'archive-renamed', 'archive-removed#2']) {
     it(`a SIGKILL at ${point} leaves a store audit verify passes, and the next pipe store archive finishes the move`, async () => {
       const killed = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', store], {cwd: dir, env: {PIPE_FAULT_KILL_AT: point}})
       expect(killed.signal).to.equal('SIGKILL')
       const between = await pipe(['audit', 'verify', '--store', store], {cwd: dir})
       expect(between.code, between.stdout + between.stderr).to.equal(0)
-      expect(between.stderr.includes('were not removed yet'), between.stderr).to.equal(point !== 'archive-written')
+      expect(between.stderr.includes('were not removed yet'), between.stderr).to.equal(point === 'archive-anchored' || point === 'archive-removed#2')
       const written = await readFile(fileOf(finished))
       const again = await archive()
       expect(again.code, again.stderr).to.equal(0)
@@ -237,11 +237,16 @@ describe('pipe store archive and audit verify --archive', function () {
       const expected = {
         'archive-written': {archived: [finished, parent], finished: 0},
         'archive-anchored': {archived: [parent], finished: 1},
+        'archive-renamed': {archived: [parent], finished: 1},
         'archive-removed#2': {archived: [], finished: 2},
       }[point]!
       expect(moved.archived.map((a) => a.run_id)).to.deep.equal(expected.archived)
       expect(moved.finished).to.have.length(expected.finished)
       expect(await runsIn()).to.deep.equal([paused])
+      expect(
+        (await readdir(path.join(store, 'runs'))).filter((n) => n.startsWith('.archived-')),
+        'nothing left aside',
+      ).to.deep.equal([])
       expect((await readFile(fileOf(finished))).equals(written)).to.equal(true)
       const after = await pipe(['audit', 'verify', '--store', store], {cwd: dir})
       expect(after.code, after.stdout + after.stderr).to.equal(0)

@@ -6,6 +6,7 @@
 import {existsSync, lstatSync, readdirSync, readFileSync, renameSync, rmSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
+import {faultPoint} from '../../util/faults.js'
 import {syncDir} from '../../util/fs.js'
 import {acquireLock} from '../../util/lock.js'
 import {isAnchorLine, referencedIds, type ArchiveAnchor, type ArchiveSource} from '../trail/archive.js'
@@ -149,6 +150,7 @@ export class FileArchive implements ArchiveStore {
       rmSync(gone, {recursive: true, force: true})
       renameSync(dir, gone)
       syncDir(this.layout.runsDir)
+      faultPoint('archive-renamed')
     }
     rmSync(gone, {recursive: true, force: true})
     rmSync(path.join(this.artifactsDir, runId), {recursive: true, force: true})
