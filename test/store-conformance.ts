@@ -474,7 +474,7 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect(report.runs, 'the run, its three children and its grandchild').to.equal(5)
     })
 
-    it('moves an ended run out to an archive (pipe store archive), keeps an anchor of it, and its audit proves both; a live run stays', async () => {
+    it('moves an ended run out to an archive (pipe store archive), keeps an anchor of it, and its audit proves both; a live run, and an ended parent of a live child, stay', async () => {
       const before = new Date('2026-11-22T00:00:00Z')
       if (!store.archiving) {
         // A store that cannot archive says so, and nothing moves.
@@ -488,12 +488,16 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
         for (let seq = 1; seq <= 2; seq++) prev = (await store.commitStep(stepCommit(ended, seq, prev, {evidence: 1, spec: true}))).snapshot.meta.record_hash!
         await store.updateRun(ended, (r) => Object.assign(r, {status: 'succeeded', ended_at: at}), {at, event: 'succeeded'})
         const live = await startRun()
+        // A parent that ended whose child has not: neither moves.
+        const waiting = await startRun()
+        const child = await childOf(waiting, 1)
+        await store.updateRun(waiting, (r) => Object.assign(r, {status: 'succeeded', ended_at: at}), {at, event: 'succeeded'})
         for (const release of held.splice(0)) await release()
         expect((await archiveRuns(store, {before: new Date(at), to: dir})).archived, 'ended at DATE, not before it').to.deep.equal([])
         const report = await archiveRuns(store, {before, to: dir})
         expect(report.archived.map((a) => a.run_id)).to.deep.equal([ended])
         await expectPipeError(store.readRun(ended), 'E_NOT_FOUND')
-        expect(await store.listRunIds()).to.deep.equal([live])
+        expect(await store.listRunIds()).to.deep.equal([child.run_id, waiting, live])
         const audit = await store.audit()
         expect(audit.problems).to.deep.equal([])
         expect(audit.archives?.map((a) => a.run_id)).to.deep.equal([ended])

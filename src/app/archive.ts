@@ -111,8 +111,15 @@ export async function archiveRuns(store: RunStore, options: {before: Date; to?: 
     // Held while they move, so that no pipe resume starts one of them again meanwhile.
     const held: Release[] = []
     try {
-      for (const r of runIds) held.push(await store.acquireRun(r))
-      const again = await treeOf(store, id)
+      let again: RunRecord[]
+      try {
+        for (const r of runIds) held.push(await store.acquireRun(r))
+        again = await treeOf(store, id)
+      } catch (error) {
+        // Another process holds one of them (a resume, another pipe store archive) or just moved it: left to it.
+        if (error instanceof PipeError && (error.code === 'E_CONFLICT' || error.code === 'E_NOT_FOUND')) continue
+        throw error
+      }
       if (!ready(again, options.before) || again.length !== tree.length) continue
       await moveOut(store, archiving, runIds, file)
       report.archived.push({run_id: id, runs: runIds, status: top.status, archive: file})

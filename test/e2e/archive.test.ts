@@ -7,13 +7,14 @@
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
-import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
+import {mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {verifyArchiveFile} from '../../src/app/archive.js'
 import {memberName} from '../../src/store/trail/archive.js'
 import {sha256} from '../../src/util/hash.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 import {copyStore} from '../helpers/stores.js'
+import {changeIn} from '../helpers/wait.js'
 
 const ITEM = `version: 1
 name: item
@@ -253,6 +254,25 @@ describe('pipe store archive and audit verify --archive', function () {
       expect(after.stderr).to.not.include('were not removed yet')
     })
   }
+
+  it('leaves a run that is running meanwhile alone, and it runs on to its end', async () => {
+    const gate = path.join(dir, 'gate')
+    await mkdir(gate)
+    const running = pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--store', store, '--json'], {
+      cwd: dir,
+      env: {PIPE_FAULT_PAUSE_AT: 'before-step:compile', PIPE_FAULT_PAUSE_DIR: gate},
+    })
+    await changeIn(gate, async () => (await readdir(gate)).some((n) => n.startsWith('reached.')), 'the run reaching its compile step', running)
+    const moved = await archive()
+    expect(moved.code, moved.stderr).to.equal(0)
+    expect(json<Moved>(moved).archived.map((a) => a.run_id)).to.deep.equal([finished, parent])
+    await writeFile(path.join(gate, 'go'), '')
+    const ended = await running
+    expect(ended.code, ended.stderr).to.equal(0)
+    expect(await runsIn()).to.deep.equal([paused, json<{run_id: string}>(ended).run_id].sort())
+    const audit = await pipe(['audit', 'verify', '--store', store], {cwd: dir})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
 
   it('refuses a DATE that is not one, quoting it (E_INVALID_ARGS), and moves nothing', async () => {
     for (const bad of ['yesterday', '2026-02-30', '2026-11-21 09:00']) {
