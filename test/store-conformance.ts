@@ -6,15 +6,14 @@
  * its trigger off); what only one store can show (a SIGKILL between two files) stays in its own tests.
  */
 import {expect} from 'chai'
-import {archiveRuns, verifyArchiveFile} from '../src/app/archive.js'
 import {ledgerKey} from '../src/store/file/ledger.js'
 import {MemoryStore} from '../src/store/memory/store.js'
 import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.js'
 import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'
 import type {Snapshot} from '../src/types/snapshot.js'
-import {tempDir} from './helpers/cli.js'
 import {expectPipeError} from './helpers/expect.js'
+import {archiveCases} from './store-conformance-archive.js'
 import {runDraft, specDraft} from './helpers/records.js'
 
 /** A stored record the tamper hook changes: a run record, a timeline line, a snapshot, a spec version, evidence, a ledger entry. */
@@ -36,15 +35,15 @@ export type MakeStore = () => Promise<{
   tamper: (target: TamperTarget, edit: (text: string) => string) => Promise<void>
 }>
 
-const now = new Date('2026-11-21T10:00:00Z')
-const at = now.toISOString()
+export const now = new Date('2026-11-21T10:00:00Z')
+export const at = now.toISOString()
 
 const draftOf = (feature = 'F-2026-001'): RunDraft => runDraft(at, {feature})
 
 const started = {event: {at, event: 'started'}, change: (r: RunRecord) => void (r.status = 'running')}
 
 /** A step's commit: `records` says how many evidence records and whether a spec version it writes. */
-function stepCommit(runId: string, seq: number, prev: string | null, records: {evidence: number; spec: boolean}, step = 'compile'): StepCommit {
+export function stepCommit(runId: string, seq: number, prev: string | null, records: {evidence: number; spec: boolean}, step = 'compile'): StepCommit {
   const snapshot: Snapshot = {
     run_id: runId,
     feature_id: 'F-2026-001',
@@ -474,40 +473,7 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect(report.runs, 'the run, its three children and its grandchild').to.equal(5)
     })
 
-    it('moves an ended run out to an archive (pipe store archive), keeps an anchor of it, and its audit proves both; a live run, and an ended parent of a live child, stay', async () => {
-      const before = new Date('2026-11-22T00:00:00Z')
-      if (!store.archiving) {
-        // A store that cannot archive says so, and nothing moves.
-        await expectPipeError(archiveRuns(store, {before, to: '/nonexistent'}), 'E_INVALID_ARGS')
-        return
-      }
-      const {dir, cleanup: removeDir} = await tempDir('pipe-conformance-archive-')
-      try {
-        const ended = await startRun()
-        let prev: string | null = null
-        for (let seq = 1; seq <= 2; seq++) prev = (await store.commitStep(stepCommit(ended, seq, prev, {evidence: 1, spec: true}))).snapshot.meta.record_hash!
-        await store.updateRun(ended, (r) => Object.assign(r, {status: 'succeeded', ended_at: at}), {at, event: 'succeeded'})
-        const live = await startRun()
-        // A parent that ended whose child has not: neither moves.
-        const waiting = await startRun()
-        const child = await childOf(waiting, 1)
-        await store.updateRun(waiting, (r) => Object.assign(r, {status: 'succeeded', ended_at: at}), {at, event: 'succeeded'})
-        for (const release of held.splice(0)) await release()
-        expect((await archiveRuns(store, {before: new Date(at), to: dir})).archived, 'ended at DATE, not before it').to.deep.equal([])
-        const report = await archiveRuns(store, {before, to: dir})
-        expect(report.archived.map((a) => a.run_id)).to.deep.equal([ended])
-        await expectPipeError(store.readRun(ended), 'E_NOT_FOUND')
-        expect(await store.listRunIds()).to.deep.equal([child.run_id, waiting, live])
-        const audit = await store.audit()
-        expect(audit.problems).to.deep.equal([])
-        expect(audit.archives?.map((a) => a.run_id)).to.deep.equal([ended])
-        const alone = await verifyArchiveFile(report.archived[0]!.archive)
-        expect(alone.problems).to.deep.equal([])
-        expect(alone).to.include({runs: 1, snapshots: 2})
-      } finally {
-        await removeDir()
-      }
-    })
+    archiveCases(() => ({store, held, startRun, childOf}))
 
     it('lists runs a page at a time, newest first, by status, pipeline, feature, time and parent', async () => {
       await store.ensureFeature('F-2026-002', now)
