@@ -13,6 +13,7 @@ import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'
 import type {Snapshot} from '../src/types/snapshot.js'
 import {expectPipeError} from './helpers/expect.js'
+import {archiveCases} from './store-conformance-archive.js'
 import {runDraft, specDraft} from './helpers/records.js'
 
 /** A stored record the tamper hook changes: a run record, a timeline line, a snapshot, a spec version, evidence, a ledger entry. */
@@ -34,15 +35,15 @@ export type MakeStore = () => Promise<{
   tamper: (target: TamperTarget, edit: (text: string) => string) => Promise<void>
 }>
 
-const now = new Date('2026-11-21T10:00:00Z')
-const at = now.toISOString()
+export const now = new Date('2026-11-21T10:00:00Z')
+export const at = now.toISOString()
 
 const draftOf = (feature = 'F-2026-001'): RunDraft => runDraft(at, {feature})
 
 const started = {event: {at, event: 'started'}, change: (r: RunRecord) => void (r.status = 'running')}
 
 /** A step's commit: `records` says how many evidence records and whether a spec version it writes. */
-function stepCommit(runId: string, seq: number, prev: string | null, records: {evidence: number; spec: boolean}, step = 'compile'): StepCommit {
+export function stepCommit(runId: string, seq: number, prev: string | null, records: {evidence: number; spec: boolean}, step = 'compile'): StepCommit {
   const snapshot: Snapshot = {
     run_id: runId,
     feature_id: 'F-2026-001',
@@ -471,6 +472,8 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect(report.problems).to.deep.equal([])
       expect(report.runs, 'the run, its three children and its grandchild').to.equal(5)
     })
+
+    archiveCases(() => ({store, held, startRun, childOf}))
 
     it('lists runs a page at a time, newest first, by status, pipeline, feature, time and parent', async () => {
       await store.ensureFeature('F-2026-002', now)

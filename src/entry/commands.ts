@@ -32,6 +32,7 @@ import SpecDiff from '../commands/spec/diff.js'
 import SpecList from '../commands/spec/list.js'
 import SpecShow from '../commands/spec/show.js'
 import Stats from '../commands/stats.js'
+import StoreArchive from '../commands/store/archive.js'
 import StoreCopy from '../commands/store/copy.js'
 import Test from '../commands/test.js'
 import Validate from '../commands/validate.js'
@@ -66,6 +67,7 @@ export const COMMANDS: Record<string, Command.Class> = {
   'spec:list': SpecList,
   'spec:show': SpecShow,
   stats: Stats,
+  'store:archive': StoreArchive,
   'store:copy': StoreCopy,
   test: Test,
   validate: Validate,

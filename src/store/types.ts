@@ -24,6 +24,7 @@ import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import type {TeamQueue} from './team.js'
+import type {ArchiveAnchor, ArchiveSource} from './trail/archive.js'
 
 /** A run record before the store gives it its id, head and seal. */
 export type RunDraft = Omit<RunRecord, 'run_id' | 'head' | 'seal'>
@@ -153,11 +154,30 @@ export interface AuditReport {
   cleaned: AuditFinding[]
   /** A digest over every run's seal, the run index, the ledger and the features (whole store only), to anchor elsewhere. */
   head: string | null
+  /** The runs moved out to archives, as their anchors in the run index name them (whole store only; absent when none). */
+  archives?: Array<{run_id: string; archive: string; digest: string; index_hash: string}>
 }
 
 /** What a step kind knows that the audit needs: the ledger keys a snapshot records as delivered. */
 export interface AuditKinds {
   deliveredKeys(snapshot: Snapshot): readonly string[]
+}
+
+/**
+ * What pipe store archive needs of a store (app/archive.ts holds the logic, trail/archive.ts the
+ * format): read records as kept, append anchors to the run index, remove a run whose anchor is there.
+ */
+export interface ArchiveStore {
+  /** The runs' records as kept, what they name (spec versions, evidence, features), the run index, the ledger and the runs' live artifacts. */
+  source(runIds: readonly string[]): Promise<ArchiveSource>
+  /** The archive anchors of the run index. */
+  anchors(): Promise<ArchiveAnchor[]>
+  /** Appends the anchors to the run index, chained and synced; one already there is not appended again. */
+  anchor(anchors: readonly ArchiveAnchor[]): Promise<void>
+  /** Removes the records of a run whose anchor is in the run index (E_INTERNAL otherwise), and its live artifacts. */
+  remove(runId: string): Promise<void>
+  /** Runs whose removal a crash interrupted: finished by remove. */
+  leftovers(): Promise<string[]>
 }
 
 export interface RunStore {
@@ -209,6 +229,8 @@ export interface RunStore {
   holding?(runId: string): Promise<Holding | null>
   /** A store that workers share: its queue, leases and cancel requests (./team.ts). The file store has none. */
   readonly team?: TeamQueue
+  /** Moving ended runs out to archives (pipe store archive); a store without it cannot archive yet. */
+  readonly archiving?: ArchiveStore
   /** Ends what the store keeps open (a database's connections); a store with nothing open has none. */
   close?(): Promise<void>
 

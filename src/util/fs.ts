@@ -44,6 +44,17 @@ export function syncFd(fd: number, dataOnly = false): void {
   else fsyncSync(fd)
 }
 
+/** fsync a folder, so that a rename or removal in it survives a crash of the machine. */
+export function syncDir(dir: string): void {
+  if (!durability.sync) return
+  const fd = openSync(dir, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
 /**
  * `read` applied to a regular file opened without blocking, or undefined when the file is missing,
  * is not a regular file or cannot be read: a FIFO, a device or a folder put in its place can

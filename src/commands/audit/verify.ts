@@ -1,4 +1,6 @@
 import * as Args from '@oclif/core/args'
+import * as Flags from '@oclif/core/flags'
+import {auditArchives, verifyArchiveFile} from '../../app/archive.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {deliveredKeys} from '../../steps/registry.js'
@@ -15,6 +17,8 @@ Leftovers of crashes (temporary files of a killed process, a run whose creation 
 
 With PIPE_AUDIT_KEY set, pipe seals records with HMAC-SHA256 under that key, and verify checks them with it: a record re-sealed without the key fails. Without the key, keyed seals cannot be checked, and verify says so (exit 2) rather than pass.
 
+A store's runs moved out by pipe store archive are proven too: the run index keeps an anchor for each, and each archive must still exist and be the file that was written. With --archive FILE, only that archive is checked, on its own: its digest, every member's sha256, and each record's seal and links as in a store; a changed byte is named with the archive's line, the run or record, and what.
+
 The whole-store check prints the store's head digest (a hash over every run's seal, the run index, the ledger and the features): record it elsewhere to prove later that nothing was rewritten.
 
 Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 2 when keyed seals could not be checked.`
@@ -22,17 +26,36 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
     {description: 'The whole store', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'One run, as JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --json'},
     {description: 'A keyed store', command: 'PIPE_AUDIT_KEY=... <%= config.bin %> <%= command.id %>'},
+    {
+      description: 'An archive that pipe store archive wrote, on its own',
+      command: '<%= config.bin %> <%= command.id %> --archive .pipe/archive/R-20261121-0001.pipe-archive.jsonl',
+    },
   ]
   static override args = {run: Args.string({description: 'Only this run, the runs it started, and the records that name them (index lines, ledger entries).'})}
-  static override flags = {store: PipeCommand.storeFlag}
+  static override flags = {
+    store: PipeCommand.storeFlag,
+    archive: Flags.string({
+      description: 'Check this archive file (pipe store archive) on its own, instead of a store.',
+      helpValue: 'FILE',
+      exclusive: ['store'],
+    }),
+  }
 
   async run(): Promise<AuditReport> {
     const {args, flags} = await this.parse(AuditVerify)
     if (args.run !== undefined) assertId('run', args.run)
-    const store = await openStore(this.storeDir(flags.store), 'existing')
-    // Only that it exists: a damaged run record is for the audit to report, not to stop it.
-    if (args.run) await store.assertRunExists(args.run)
-    const report = await store.audit(args.run, {deliveredKeys})
+    let report: AuditReport
+    if (flags.archive !== undefined) {
+      if (args.run !== undefined)
+        throw new PipeError('E_INVALID_ARGS', 'give a run or --archive, not both', {hint: 'An archive is checked whole: pipe audit verify --archive FILE.'})
+      report = await verifyArchiveFile(flags.archive, {deliveredKeys})
+    } else {
+      const store = await openStore(this.storeDir(flags.store), 'existing')
+      // Only that it exists: a damaged run record is for the audit to report, not to stop it.
+      if (args.run) await store.assertRunExists(args.run)
+      report = await store.audit(args.run, {deliveredKeys})
+      if (!args.run) await auditArchives(store, report, {deliveredKeys})
+    }
     if (!this.jsonEnabled()) {
       for (const p of report.problems) process.stdout.write(t`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
       for (const c of report.cleaned) process.stderr.write(t`cleaned: ${c.file}: ${c.message}\n`)

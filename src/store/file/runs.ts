@@ -13,6 +13,7 @@ import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import {faultPoint} from '../../util/faults.js'
 import {mkdir, readdir, rename, rm, stat} from '../../util/fs-async.js'
+import {runNotFound} from './archive.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../../util/lock.js'
 import {FeatureHashes} from './features.js'
 import {wellFormed, within, writeSynced, type FileLayout} from './files.js'
@@ -185,7 +186,8 @@ export class Runs {
         () => true,
         () => false,
       )
-      throw new PipeError('E_NOT_FOUND', exists ? `run ${runId} was never completely created (no run.json)` : `run ${runId} not found in ${this.layout.root}`, {
+      if (!exists) throw runNotFound(this.layout, runId)
+      throw new PipeError('E_NOT_FOUND', `run ${runId} was never completely created (no run.json)`, {
         hint: 'pipe runs list shows the runs of this store.',
       })
     }
@@ -194,8 +196,7 @@ export class Runs {
 
   /** Refuses a run id that names no run folder (E_NOT_FOUND), without reading its records. */
   async assertExists(runId: string): Promise<void> {
-    if (!statSync(this.layout.runDir(runId), {throwIfNoEntry: false})?.isDirectory())
-      throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${this.layout.root}`, {hint: 'pipe runs list shows the runs of this store.'})
+    if (!statSync(this.layout.runDir(runId), {throwIfNoEntry: false})?.isDirectory()) throw runNotFound(this.layout, runId)
   }
 
   /**

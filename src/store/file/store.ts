@@ -20,6 +20,7 @@ import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {createFileExclusive, makeDirs} from '../../util/fs.js'
 import {readdir} from '../../util/fs-async.js'
+import {FileArchive} from './archive.js'
 import {auditStore} from './audit.js'
 import * as commitLog from './commit-log.js'
 import {commitJournal, recoverCommit, repairEndedRun, type Journal} from './commit.js'
@@ -57,6 +58,7 @@ export type {WriteIntent, WriteOptions} from './files.js'
 
 export class Store extends FileLayout implements RunStore {
   private readonly runs = new Runs(this)
+  readonly archiving = new FileArchive(this)
 
   static async open(root: string): Promise<Store> {
     const store = new Store(root)

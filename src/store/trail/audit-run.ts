@@ -83,14 +83,15 @@ export class RecordChecks {
   }
 
   /** Records no snapshot refers to: left by a step whose commit was never finished. */
-  async unreferenced(): Promise<void> {
+  /** `archived`: runs moved out to archives, whose spec versions and evidence stay in the store unreferenced. */
+  async unreferenced(archived: ReadonlySet<string> = new Set()): Promise<void> {
     for (const version of await this.rows.specIds()) {
       if (this.hashes.has(version)) continue
       this.hashes.set(version, null)
       this.out.report.specs++
       const spec = await this.check(version, '')
       const meta = isObject(spec?.meta) ? spec.meta : undefined
-      if (meta)
+      if (meta && !archived.has(String(meta.run_id)))
         this.out.note(
           version,
           {kind: 'spec', id: version},
@@ -102,8 +103,9 @@ export class RecordChecks {
       if (this.hashes.has(id)) continue
       this.hashes.set(id, null)
       this.out.report.evidence++
-      await this.check(id, '')
-      this.out.note(id, {kind: 'evidence', id}, '(file)', 'no snapshot refers to it')
+      const evidence = await this.check(id, '')
+      const runs = Array.isArray(evidence?.linked_to) ? evidence.linked_to.map((l: unknown) => (isObject(l) ? String(l.run_id) : '')) : []
+      if (!runs.some((run) => archived.has(run))) this.out.note(id, {kind: 'evidence', id}, '(file)', 'no snapshot refers to it')
     }
   }
 }

@@ -15,6 +15,7 @@
  */
 import {hashJson} from '../../util/hash.js'
 import type {AuditKinds, AuditReport} from '../types.js'
+import {anchorLineProblem, isAnchorLine} from './archive.js'
 import {auditLedger} from './audit-ledger.js'
 import {ORPHAN_FEATURE, runIndexOrder} from './audit-notes.js'
 import {auditRun, RecordChecks} from './audit-run.js'
@@ -94,12 +95,15 @@ export async function auditRows(
     out,
     (pos) => ({kind: 'index', pos}),
     (pos, line) => (typeof line?.run_id === 'string' ? line.run_id : `run index line ${pos}`),
-    indexLineProblem,
+    // A run moved out to an archive leaves an anchor line in the index (pipe store archive).
+    (line) => (isAnchorLine(line) ? anchorLineProblem(line) : indexLineProblem(line)),
     (pos) => near === undefined || near.has(pos),
   )
   // A malformed line is reported with the index; one that still names a run is that run's line.
   const indexed = new Map<string, Plain>()
   for (const {value} of lines) if (typeof value.run_id === 'string' && ID_PATTERNS.run.test(value.run_id)) indexed.set(value.run_id, value)
+  const archived = new Map<string, Plain>()
+  for (const {value} of lines) if (isAnchorLine(value) && anchorLineProblem(value) === null) archived.set(value.archived as string, value)
   const delivered = new Map<string, string>()
   const deliveries = (found: Array<[string, string]>): void => {
     for (const [key, where] of found) if (!delivered.has(key)) delivered.set(key, where)
@@ -131,7 +135,24 @@ export async function auditRows(
       featureRuns.set(feature, [...(featureRuns.get(feature) ?? []), id])
       if (typeof line.feature_hash === 'string' && !featureBound.has(feature)) featureBound.set(feature, line.feature_hash)
     }
-    if (!present.has(id)) out.problem(id, {kind: 'run-place', id}, '(folder)', 'the run is missing (the run index names it: deleted after the fact)')
+    if (present.has(id) || archived.has(id)) continue
+    out.problem(id, {kind: 'run-place', id}, '(folder)', 'the run is missing (the run index names it, and no archive anchor: deleted after the fact)')
+  }
+  for (const [id, anchor] of archived) {
+    // The app checks each archive against its anchor (app/archive.ts): the walk knows no files.
+    out.report.archives = [
+      ...(out.report.archives ?? []),
+      {run_id: id, archive: anchor.archive as string, digest: anchor.digest as string, index_hash: anchor.index_hash as string},
+    ]
+    if (indexed.get(id)?.hash !== anchor.index_hash)
+      out.problem(id, {kind: 'run-place', id}, '(index)', 'the archive anchor names a run index line the index does not hold')
+    if (present.has(id))
+      out.note(
+        id,
+        {kind: 'run-place', id},
+        '(folder)',
+        `the run was archived to ${String(anchor.archive)} but its records were not removed yet (interrupted): pipe store archive finishes it`,
+      )
   }
   const order = lines.flatMap(({pos, value}) => (typeof value.run_id === 'string' ? [{runId: value.run_id, pos, created: created.get(value.run_id)}] : []))
   for (const n of runIndexOrder(
@@ -141,7 +162,7 @@ export async function auditRows(
     const pos = Number(n.field.slice(4))
     out.report.notes.push({...n, ...rows.locate({kind: 'index', pos}, `line ${pos}`)})
   }
-  await checks.unreferenced()
+  await checks.unreferenced(new Set(archived.keys()))
   const features = await auditFeatures(rows, out, featureRuns, featureBound)
   const ledger = await auditLedger(rows, out, delivered)
   const byId = ([a]: [string, unknown], [b]: [string, unknown]): number => (a < b ? -1 : a > b ? 1 : 0)
