@@ -86,6 +86,7 @@ export async function auditScenario({bin, label = '', env: benchEnv, record, roo
       note: `spread ${perRun.min.toFixed(2)}–${perRun.max.toFixed(2)}; load ${os.loadavg()[0].toFixed(2)}`,
     })
   }
+  const heads = []
   const inProcess = (what, args) => {
     // Sources through tsx: the checkout of `bin` (its bench/ and src/), so that --versus compares code with code.
     const checkout = path.resolve(path.dirname(bin), '..')
@@ -94,6 +95,9 @@ export async function auditScenario({bin, label = '', env: benchEnv, record, roo
     const result = spawnSync(process.execPath, ['--import', 'tsx', script, ...args, '--rounds', '5'], {cwd: checkout, env, encoding: 'utf8', maxBuffer: 1e8})
     if (result.status !== 0) throw new Error(`in-process audit of ${what} failed: ${result.stderr}`)
     const out = JSON.parse(result.stdout.trim().split('\n').pop())
+    // The same records give the same head digest in every store (issue 36's oracle).
+    heads.push(out.head)
+    if (heads[0] !== out.head) throw new Error(`${what}: head digest ${out.head}, not the file store's ${heads[0]}`)
     const perRun = stats(out.per_run_ms)
     record({
       name: `${label}audit verify, ${what}, ${out.runs} runs, in-process`,
