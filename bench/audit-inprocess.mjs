@@ -5,13 +5,21 @@
 // compiled at first use instead of loaded from dist/ (the first, untimed audit pays that).
 //   node --import tsx bench/audit-inprocess.mjs --store DIR|URL [--memory] [--rounds 5]
 // --memory: the file store's records loaded into the in-memory store (as `pipe store copy` reads
-// them) and audited there. Prints one JSON line: {runs, head, cpu_ms: [...per round], per_run_ms: [...]}.
+// them) and audited there. --floor: no audit, only listing, reading and hashing the store's files (the
+// floor of any audit of them on this machine). Prints one JSON line: {runs, head, cpu_ms: [...per round], per_run_ms: [...]}.
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {parseArgs} from 'node:util'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const {values} = parseArgs({options: {store: {type: 'string'}, memory: {type: 'boolean', default: false}, rounds: {type: 'string', default: '5'}}})
+const {values} = parseArgs({
+  options: {
+    store: {type: 'string'},
+    memory: {type: 'boolean', default: false},
+    floor: {type: 'boolean', default: false},
+    rounds: {type: 'string', default: '5'},
+  },
+})
 if (!values.store) throw new Error('--store DIR|URL is required')
 const src = (p) => path.join(root, 'src', p)
 const {openStore} = await import(src('store/open.ts'))
@@ -42,6 +50,50 @@ async function memoryStoreOf(dir) {
   for (const l of dump.ledger) store.ledgerEntries.set(l.key, l.body)
   store.ledgerLog.push(...dump.ledgerLog)
   return store
+}
+
+if (values.floor) {
+  // What any audit of these files must do at least: list the folders, read every file and hash its
+  // bytes (a commit log only its last 16 KB, as the audit reads an intact run's), and nothing else.
+  const {readdirSync, openSync, readSync, closeSync, fstatSync} = await import('node:fs')
+  const {createHash} = await import('node:crypto')
+  const scratch = Buffer.allocUnsafe(1 << 16)
+  const walk = (dir) => {
+    let files = 0
+    for (const entry of readdirSync(dir, {withFileTypes: true})) {
+      const file = path.join(dir, entry.name)
+      if (entry.isDirectory()) {
+        files += walk(file)
+        continue
+      }
+      const fd = openSync(file, 'r')
+      const size = fstatSync(fd).size
+      const take = entry.name === 'commits.jsonl' ? Math.min(size, 1 << 14) : size
+      let at = size - take
+      const hash = createHash('sha256')
+      while (at < size) {
+        const n = readSync(fd, scratch, 0, Math.min(scratch.length, size - at), at)
+        if (n === 0) break
+        hash.update(scratch.subarray(0, n))
+        at += n
+      }
+      hash.digest('hex')
+      closeSync(fd)
+      files++
+    }
+    return files
+  }
+  const runs = readdirSync(path.join(path.resolve(values.store), 'runs')).filter((n) => n.startsWith('R-')).length
+  walk(path.resolve(values.store))
+  const cpu = []
+  for (let i = 0; i < Number(values.rounds); i++) {
+    const before = process.cpuUsage()
+    walk(path.resolve(values.store))
+    const used = process.cpuUsage(before)
+    cpu.push((used.user + used.system) / 1000)
+  }
+  console.log(JSON.stringify({runs, head: null, cpu_ms: cpu, per_run_ms: cpu.map((c) => c / runs)}))
+  process.exit(0)
 }
 
 const store = values.memory ? await memoryStoreOf(path.resolve(values.store)) : await openStore(values.store, 'existing')
