@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // pipe's benchmark: whole processes, timed as paired, interleaved runs against `node -e 0`.
 //   npm run bench                                    every section, history at 10 / 1,000 / 10,000 runs
-//   npm run bench -- --only startup,run              some sections (startup run steps foreach workers team stall enqueue children fsyncs peer history)
+//   npm run bench -- --only startup,run              some sections (startup run steps foreach workers team stall enqueue children audit fsyncs peer history)
 //   npm run bench -- --only workers                  the PostgreSQL team store: workers' steps/s, dispatch, failover (bench/postgres.mjs)
 //   npm run bench -- --only team,stall,enqueue,children   issue 36's figures (bench/team.mjs, stall.mjs, enqueue.mjs, children.mjs)
 //   npm run bench -- --only peer                     pipe against LangGraph.js (bench/peer/, installed on demand)
+//   npm run bench -- --only audit                    issue 38's audit verify per run at 1,000 runs: file, in-memory, PostgreSQL (bench/audit.mjs)
 //   npm run bench -- --sizes 10,1000 --pairs 11      smaller history, fewer pairs
 //   npm run bench -- --stores /tmp/pipe-bench-stores reuse populated stores across invocations
 // CPU is user+sys of the child as the kernel accounts it (bench/rusage.py, wait4); wall time and peak
@@ -30,7 +31,7 @@ const {values: opts} = parseArgs({
 })
 // --bin times another build of pipe (say, a checkout of an older commit) with this harness.
 const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
-const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'workers', 'team', 'stall', 'enqueue', 'children', 'fsyncs', 'peer', 'history']
+const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'workers', 'team', 'stall', 'enqueue', 'children', 'audit', 'fsyncs', 'peer', 'history']
 const want = (name) => sections.includes(name)
 const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
@@ -151,7 +152,7 @@ if (want('run')) {
 }
 
 // Issue 36's sections compare builds on their own (below); asked for alone, they skip these pairs.
-const ownVersus = ['team', 'stall', 'enqueue', 'children']
+const ownVersus = ['team', 'stall', 'enqueue', 'children', 'audit']
 if (opts.versus && !sections.every((name) => ownVersus.includes(name))) {
   // Before/after on a noisy machine: the other build (--versus OLD/bin/run.js) is the reference of each pair.
   const old = path.resolve(opts.versus)
@@ -221,6 +222,7 @@ for (const [section, file, fn] of [
   ['stall', './stall.mjs', 'stallScenario'],
   ['enqueue', './enqueue.mjs', 'enqueueScenario'],
   ['children', './children.mjs', 'childrenScenario'],
+  ['audit', './audit.mjs', 'auditScenario'],
 ]) {
   if (!want(section)) continue
   const scenario = (await import(file))[fn]

@@ -1,5 +1,18 @@
 import {expect} from 'chai'
-import {AUDIT_KEY_ENV, checkRecord, runRecordSealer, runStateHash, sealOf, sealRecord, sealSnapshot, verifySnapshot} from '../../src/store/trail/integrity.js'
+import {
+  AUDIT_KEY_ENV,
+  changedCreationFacts,
+  checkRecord,
+  runCreationFacts,
+  runCreationHash,
+  RunRecordTexts,
+  runRecordSealer,
+  runStateHash,
+  sealOf,
+  sealRecord,
+  sealSnapshot,
+  verifySnapshot,
+} from '../../src/store/trail/integrity.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {canonicalJson, canonicalObject, hashJson} from '../../src/util/hash.js'
 
@@ -120,6 +133,51 @@ describe('run record seal', () => {
       expect(sealer.seal(head)).to.equal(sealRecord({...body, head}).seal)
       const stored = {...body, head, seal: sealer.seal(head)}
       expect(checkRecord(stored)).to.equal('ok')
+    }
+  })
+})
+
+describe('a stored run record, each field put in canonical form once (audit verify)', () => {
+  afterEach(() => delete process.env[AUDIT_KEY_ENV])
+
+  const record = (extra: Record<string, unknown> = {}): Record<string, unknown> =>
+    JSON.parse(
+      JSON.stringify({
+        run_id: 'R-20261121-0001',
+        status: 'succeeded',
+        pipeline: {path: 'p.yaml', sha256: 'sha256:aa'},
+        policy_version: 'v2',
+        policy_path: 'policy.yaml',
+        input: {kind: 'text', text: 'é "quoted"\n', ref: null},
+        inputs: {b: [1, {d: 2}], a: null},
+        created_at: '2026-11-21T10:00:00.000Z',
+        head: {events: 2, seq: 1},
+        ...extra,
+      }),
+    ) as Record<string, unknown>
+
+  it('gives the seal check, state hash, creation hash and changed facts of the functions that define them', () => {
+    const shapes = [
+      record(),
+      // A run moved to another policy by pipe resume --policy: its creation facts keep the first policy.
+      record({redrives: [{at: 'x'}, {previous_policy_version: 'v1', previous_policy_path: 'old.yaml'}, {previous_policy_version: 'v0'}]}),
+      record({redrives: [{previous_policy_version: 'v1'}], parent: null, workspace: {id: 'w', root: '/r', sub: null}}),
+      // A field JSON.parse keeps as an own property, which an object literal would take as its prototype.
+      JSON.parse('{"run_id":"R-20261121-0002","__proto__":{"x":1},"status":"failed","head":{"events":1,"seq":0}}') as Record<string, unknown>,
+    ]
+    for (const key of [undefined, 'k3y']) {
+      if (key) process.env[AUDIT_KEY_ENV] = key
+      for (const shape of shapes) {
+        const {seal: _s, ...body} = shape
+        for (const stored of [sealRecord(body) as Record<string, unknown>, {...body, seal: 'sha256:0'}, body]) {
+          const texts = new RunRecordTexts(stored)
+          expect(texts.checkSeal(key)).to.equal(checkRecord(stored, key))
+          expect(texts.stateHash()).to.equal(runStateHash(stored))
+          expect(texts.creationHash()).to.equal(runCreationHash(stored))
+          const bound = {...runCreationFacts(stored), policy_version: hashJson('v9'), unknown_fact: hashJson(null)}
+          expect(texts.changedCreationFacts(bound)).to.deep.equal(changedCreationFacts(bound, stored))
+        }
+      }
     }
   })
 })

@@ -101,6 +101,22 @@ export function stepStates(a: Findings, runId: string, stateDir: string): void {
   }
 }
 
+/** A log's lines that end with a newline (what follows the last one is a torn write). */
+function completeLines(bytes: Buffer): string[] {
+  const raw = bytes.toString('utf8').split('\n')
+  raw.pop()
+  return raw
+}
+
+/** The last of completeLines(bytes), decoded alone. */
+function lastLine(bytes: Buffer): string[] {
+  const end = bytes.lastIndexOf(0x0a)
+  if (end < 0) return []
+  // (A negative offset would count from the end.)
+  const start = end === 0 ? 0 : bytes.lastIndexOf(0x0a, end - 1) + 1
+  return [bytes.toString('utf8', start, end)]
+}
+
 /**
  * The run's commit log (see commit.ts): its last line without a snapshot is a commit a crash
  * interrupted. When the run has damage, each record or snapshot the log can rebuild byte for byte
@@ -117,7 +133,8 @@ export function commitLog(
   settled: {seq: number; status: string} | null,
 ): void {
   const file = store.commitLogFile(runId)
-  const text = damaged ? readBytes(file) : readTail(file)
+  // Intact, only the last line is read: a commit log holds every step's records (~40 KB a default run).
+  const text = damaged ? readBytes(file) : readTail(file, 1 << 14)
   if (typeof text === 'string') {
     if (text !== 'file is missing')
       a.report.notes.push({
@@ -128,11 +145,9 @@ export function commitLog(
       })
     return
   }
-  const raw = text.toString('utf8').split('\n')
-  raw.pop()
+  const raw = damaged ? completeLines(text) : lastLine(text)
   const bySeq = new Map<number, {seq: number; recorded_at?: string; spec?: {candidate?: string} | null; evidence?: Array<{candidate?: string}>}>()
   for (const [i, line] of raw.entries()) {
-    if (!damaged && i < raw.length - 1) continue
     try {
       const entry = JSON.parse(line) as {run_id?: string; seq?: unknown}
       if (entry.run_id === runId && typeof entry.seq === 'number') bySeq.set(entry.seq, entry as {seq: number})

@@ -12,7 +12,7 @@ import path from 'node:path'
 import {auditRows, Findings, type Body, type Loc, type TrailRows} from '../trail/audit.js'
 import {isObject} from '../trail/shapes.js'
 import type {AuditKinds, AuditReport} from '../types.js'
-import {listDir, parseFile, readBytes} from './audit-read.js'
+import {hashOfFile, listDir, parseFile, readBytes, readText} from './audit-read.js'
 import {auditReplies, commitLog, stepStates, tidyDir, tidyStagedRuns, tidyTemp} from './audit-extras.js'
 import type {FileLayout} from './files.js'
 import {compareIds, ID_PATTERNS} from './ids.js'
@@ -24,6 +24,11 @@ export type {AuditFinding, AuditKinds, AuditReport} from '../types.js'
 export type AuditedStore = FileLayout & {listRunIds(): Promise<string[]>}
 
 const body = (bytes: Buffer | string): Body => (typeof bytes === 'string' ? {unreadable: bytes} : bytes)
+/** A record the walk only parses (what binds it is its seal over the parsed value, not its bytes). */
+const textBody = (file: string): Body => {
+  const read = readText(file)
+  return typeof read === 'string' ? {unreadable: read} : read.text
+}
 
 const TORN = 'torn last line (a crash while appending); earlier lines are intact'
 
@@ -72,6 +77,8 @@ function childRuns(store: AuditedStore, runId: string): string[] {
 }
 
 function fileRows(store: AuditedStore, out: () => Findings, whole: boolean): TrailRows {
+  // The names in the run folder last read (by run()), for afterRun() of the same run: one listing a run.
+  let listed: {id: string; names: string[]} | null = null
   const ledgerDir = path.join(store.root, 'ledger')
   const ledgerLog = path.join(store.auditDir, 'ledger.jsonl')
   const recordFile = (id: string): string => (ID_PATTERNS.spec.test(id) ? store.specFile(id) : store.evidenceFile(id))
@@ -81,8 +88,9 @@ function fileRows(store: AuditedStore, out: () => Findings, whole: boolean): Tra
     children: (id) => childRuns(store, id),
     run: (id) => {
       const dir = store.runDir(id)
-      for (const name of listDir(dir)) tidyTemp(out(), dir, name)
-      return {body: body(readBytes(path.join(dir, 'run.json')))}
+      const names = listDir(dir).filter((name) => !tidyTemp(out(), dir, name))
+      listed = {id, names}
+      return {body: textBody(path.join(dir, 'run.json'))}
     },
     events: (id) => logLines(path.join(store.runDir(id), 'events.jsonl'), out(), id),
     snapshots: (id) => {
@@ -91,13 +99,14 @@ function fileRows(store: AuditedStore, out: () => Findings, whole: boolean): Tra
       for (const name of listDir(dir).sort()) {
         if (tidyTemp(out(), dir, name)) continue
         const seq = /^(\d{6,})\.json$/.exec(name)?.[1]
-        if (seq) found.push({seq: Number(seq), body: body(readBytes(path.join(dir, name)))})
+        if (seq) found.push({seq: Number(seq), body: textBody(path.join(dir, name))})
         else out().add({record: `${id}/${name}`, file: path.join(dir, name), field: '(file)', message: 'not a snapshot file name'})
       }
       return found
     },
-    snapshot: (id, seq) => body(readBytes(store.snapshotFile(id, seq))),
+    snapshot: (id, seq) => textBody(store.snapshotFile(id, seq)),
     record: (id) => body(readBytes(recordFile(id))),
+    recordHash: (id) => hashOfFile(recordFile(id)),
     specIds: () => recordNames(out(), store.specsDir, ID_PATTERNS.spec),
     evidenceIds: () => recordNames(out(), store.evidenceDir, ID_PATTERNS.evidence),
     features: () => recordNames(out(), store.featuresDir, ID_PATTERNS.feature).map((id) => ({id, body: body(readBytes(store.featureFile(id)))})),
@@ -106,7 +115,7 @@ function fileRows(store: AuditedStore, out: () => Findings, whole: boolean): Tra
       listDir(ledgerDir)
         .sort()
         .filter((name) => !tidyTemp(out(), ledgerDir, name) && name.endsWith('.json'))
-        .map((name) => ({key: name.slice(0, -5), body: body(readBytes(path.join(ledgerDir, name)))})),
+        .map((name) => ({key: name.slice(0, -5), body: textBody(path.join(ledgerDir, name))})),
     locate: (loc: Loc, field: string) => {
       switch (loc.kind) {
         case 'run':
@@ -133,7 +142,7 @@ function fileRows(store: AuditedStore, out: () => Findings, whole: boolean): Tra
     },
     afterRun: (id, run, found) => {
       const dir = store.runDir(id)
-      const names = listDir(dir)
+      const names = listed?.id === id ? listed.names : listDir(dir)
       if (names.includes('journal.json'))
         found.report.notes.push({record: id, file: store.journalFile(id), field: '(file)', message: 'a step commit was interrupted; pipe resume finishes it'})
       if (!names.includes('snapshots') && (run.head?.seq ?? 0) > 0)

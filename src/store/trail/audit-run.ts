@@ -9,7 +9,7 @@ import type {Snapshot} from '../../types/snapshot.js'
 import {timeBackwards} from './audit-notes.js'
 import {checkChain, Findings, parseBody, type Loc, type TrailRows} from './audit-walk.js'
 import {ID_PATTERNS} from './ids.js'
-import {checkRecord, creationFindings, fileHash, runCreationHash, runStateHash, verifyEvidence, verifySnapshot, verifySpec} from './integrity.js'
+import {creationFindings, fileHash, RunRecordTexts, verifyEvidence, verifySnapshot, verifySpec} from './integrity.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import type {Evidence} from '../../types/evidence.js'
 import {eventLineProblem, isObject, type Plain} from './shapes.js'
@@ -32,8 +32,11 @@ export class RecordChecks {
 
   private async hashOf(id: string): Promise<string | null> {
     if (!this.hashes.has(id)) {
-      const body = await this.rows.record(id)
-      this.hashes.set(id, body === null || (typeof body === 'object' && 'unreadable' in body) ? null : fileHash(body))
+      if (this.rows.recordHash) this.hashes.set(id, await this.rows.recordHash(id))
+      else {
+        const body = await this.rows.record(id)
+        this.hashes.set(id, body === null || (typeof body === 'object' && 'unreadable' in body) ? null : fileHash(body))
+      }
     }
     return this.hashes.get(id)!
   }
@@ -113,19 +116,25 @@ export class RecordChecks {
 type Head = {events: number; event_hash?: string | null; seq: number; snapshot_hash?: string | null}
 
 /** The run record against the run index: its seal, shape, and the facts fixed at its creation. */
-async function auditRecord(rows: TrailRows, out: Findings, runId: string, indexLine: Plain | undefined): Promise<(RunRecord & Plain) | null> {
+async function auditRecord(
+  rows: TrailRows,
+  out: Findings,
+  runId: string,
+  indexLine: Plain | undefined,
+): Promise<{run: RunRecord & Plain; texts: RunRecordTexts} | null> {
   const loc: Loc = {kind: 'run', id: runId}
   const row = await rows.run(runId)
   const run = out.object(parseBody(row?.body ?? null), runId, loc) as (RunRecord & Plain) | null
   if (!run) return null
+  const texts = new RunRecordTexts(run)
   out.schema('run', run, runId, loc)
   if (run.run_id !== runId) out.problem(runId, loc, 'run_id', `names ${String(run.run_id)}, not the run it is stored as`)
   if (run.seal === undefined) out.problem(runId, loc, 'seal', 'the run record is not sealed')
-  else out.seal(checkRecord(run, out.key), runId, loc, 'seal')
-  if (!indexLine) return run
-  if (indexLine.created_hash !== runCreationHash(run))
+  else out.seal(texts.checkSeal(out.key), runId, loc, 'seal')
+  if (!indexLine) return {run, texts}
+  if (indexLine.created_hash !== texts.creationHash())
     out.problem(runId, loc, '(created)', 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index')
-  for (const f of creationFindings(indexLine, run)) {
+  for (const f of creationFindings(indexLine, texts)) {
     const finding = out.at(runId, loc, f.finding.field, f.finding.message)
     if (f.note) out.report.notes.push(finding)
     else out.add(finding)
@@ -135,11 +144,11 @@ async function auditRecord(rows: TrailRows, out: Findings, runId: string, indexL
   const ws = row?.workspace
   if (ws && (ws.id !== (bound.id ?? null) || ws.root !== (bound.root ?? null) || ws.sub !== (bound.sub ?? null)))
     out.problem(runId, loc, 'workspace_id', 'the workspace its row sends a worker to is not the one the run index bound')
-  return run
+  return {run, texts}
 }
 
 /** The timeline: its chain, and against the run record's head. */
-async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run: (RunRecord & Plain) | null, head: Head | undefined): Promise<void> {
+async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run: RunRecordTexts | null, head: Head | undefined): Promise<void> {
   const events = await rows.events(runId)
   const at = (n: number): Loc => ({kind: 'events', run: runId, n})
   const chain = checkChain(events, out, at, () => runId, eventLineProblem)
@@ -153,7 +162,7 @@ async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run:
     out.problem(runId, at(count + 1), 'head.events', `the timeline has ${count} line(s), the run record's head names ${head.events} (lines were removed)`)
   else if (head.events > 0 && anchored?.hash !== head.event_hash)
     out.problem(runId, at(head.events), 'head.event_hash', "is not the line the run record's head names (rewritten or re-sealed)")
-  else if (anchored && anchored.run_state !== runStateHash(run))
+  else if (anchored && anchored.run_state !== run.stateHash())
     out.problem(
       runId,
       {kind: 'run', id: runId},
@@ -183,12 +192,13 @@ export async function auditRun(
   created?: Map<string, unknown>,
 ): Promise<Array<[string, string]>> {
   out.report.runs++
-  const run = await auditRecord(rows, out, runId, indexLine)
+  const audited = await auditRecord(rows, out, runId, indexLine)
+  const run = audited?.run ?? null
   checks.runSeals.set(runId, run && typeof run.seal === 'string' ? run.seal : null)
   if (run) created?.set(runId, run.created_at)
   // Only a head of the right shape anchors the checks below (a malformed one is reported above).
   const head = isObject(run?.head) && Number.isInteger(run.head.events) && Number.isInteger(run.head.seq) ? (run.head as Head) : undefined
-  await auditTimeline(rows, out, runId, run, head)
+  await auditTimeline(rows, out, runId, audited?.texts ?? null, head)
   const problemsBefore = out.report.problems.length
 
   const snapshots: Snapshot[] = []

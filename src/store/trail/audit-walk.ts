@@ -50,6 +50,8 @@ export interface TrailRows {
   snapshot(id: string, seq: number): Awaitable<Body | null>
   /** A spec version's (S-) or evidence record's (E-) text, or null. */
   record(id: string): Awaitable<Body | null>
+  /** fileHash of record(id)'s text, null when it is missing or unreadable: a store that can hash where it reads says so (most records are only hashed). */
+  recordHash?(id: string): Awaitable<string | null>
   specIds(): Awaitable<string[]>
   evidenceIds(): Awaitable<string[]>
   features(): Awaitable<Array<{id: string; body: Body}>>

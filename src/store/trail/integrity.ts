@@ -41,12 +41,17 @@ export function sealOf(value: unknown, key: string | undefined = auditKey()): st
 export type SealCheck = 'ok' | 'mismatch' | 'unkeyed' | 'no-key'
 
 export function checkSeal(stored: unknown, value: unknown, key: string | undefined = auditKey()): SealCheck {
+  return checkSealOfText(stored, () => canonicalJson(value), key)
+}
+
+/** checkSeal of a value given as its canonical JSON (made only when the seal can be checked). */
+function checkSealOfText(stored: unknown, text: () => string, key: string | undefined): SealCheck {
   if (typeof stored !== 'string') return 'mismatch'
   if (stored.startsWith('hmac-sha256:')) {
     if (!key) return 'no-key'
-    return stored === sealText(canonicalJson(value), key) ? 'ok' : 'mismatch'
+    return stored === sealText(text(), key) ? 'ok' : 'mismatch'
   }
-  if (stored !== sealText(canonicalJson(value), undefined)) return 'mismatch'
+  if (stored !== sealText(text(), undefined)) return 'mismatch'
   return key ? 'unkeyed' : 'ok'
 }
 
@@ -265,7 +270,7 @@ export function changedCreationFacts(bound: Record<string, unknown>, record: Pla
  * since (a problem), or a note that the line predates the field-by-field binding (only the narrower
  * created_hash binds that run).
  */
-export function creationFindings(line: Plain, record: Plain): Array<{note: boolean; finding: {field: string; message: string}}> {
+export function creationFindings(line: Plain, record: RunRecordTexts): Array<{note: boolean; finding: {field: string; message: string}}> {
   const bound = line.created_facts
   if (bound === undefined || bound === null || typeof bound !== 'object')
     return [
@@ -277,19 +282,23 @@ export function creationFindings(line: Plain, record: Plain): Array<{note: boole
         },
       },
     ]
-  return changedCreationFacts(bound as Plain, record).map((field) => ({
+  return record.changedCreationFacts(bound as Plain).map((field) => ({
     note: false,
     finding: {field, message: `changed since the run was created (the run index bound it): a worker refuses to run it`},
   }))
 }
 
+/** pipe resume --policy moves the run to another policy; what it was created with is kept on the first such redrive. */
+function firstPolicyRedrive(record: Plain): Plain | undefined {
+  return Array.isArray(record.redrives)
+    ? (record.redrives as unknown[]).find((r): r is Plain => typeof (r as Plain | null)?.previous_policy_version === 'string')
+    : undefined
+}
+
 function creationFacts(record: Plain, keys: readonly string[]): Plain {
   const fixed: Plain = {}
   for (const key of keys) fixed[key] = record[key] ?? null
-  // pipe resume --policy moves the run to another policy; what it was created with is kept on the first such redrive.
-  const first = Array.isArray(record.redrives)
-    ? (record.redrives as unknown[]).find((r): r is Plain => typeof (r as Plain | null)?.previous_policy_version === 'string')
-    : undefined
+  const first = firstPolicyRedrive(record)
   if (first) {
     fixed.policy_version = first.previous_policy_version
     fixed.policy_path = first.previous_policy_path ?? null
@@ -301,4 +310,59 @@ function creationFacts(record: Plain, keys: readonly string[]): Plain {
 export function runStateHash(record: Plain): string {
   const {head: _h, seal: _s, ...state} = record
   return hashJson(state)
+}
+
+/**
+ * What the audit recomputes of a stored run record, each top-level field put in canonical form once:
+ * its seal (checkRecord), the state its timeline line binds (runStateHash) and the facts fixed at its
+ * creation (runCreationHash, runCreationFacts) hash the same fields, and a whole-store audit did it
+ * three times over.
+ */
+export class RunRecordTexts {
+  /** Field name -> its canonical JSON (undefined: left out, as canonicalJson leaves it). Null prototype: a `__proto__` field is a field. */
+  private readonly texts: Record<string, string | undefined> = Object.create(null) as Record<string, string | undefined>
+
+  constructor(private readonly record: Plain) {
+    for (const key of Object.keys(record)) this.texts[key] = canonicalMember(record[key])
+  }
+
+  private textWithout(...left: string[]): string {
+    const members: Record<string, string | undefined> = Object.create(null) as Record<string, string | undefined>
+    for (const key of Object.keys(this.texts)) if (!left.includes(key)) members[key] = this.texts[key]
+    return canonicalObject(members)
+  }
+
+  /** checkRecord(record, key). */
+  checkSeal(key: string | undefined): SealCheck {
+    return checkSealOfText(this.record.seal, () => this.textWithout('seal'), key)
+  }
+
+  /** runStateHash(record). */
+  stateHash(): string {
+    return sha256(this.textWithout('head', 'seal'))
+  }
+
+  /** The canonical JSON of each fact of creationFacts(record, keys), by key. */
+  private factTexts(keys: readonly string[]): Record<string, string> {
+    const out: Record<string, string> = Object.create(null) as Record<string, string>
+    for (const key of keys) out[key] = this.record[key] === undefined || this.record[key] === null ? 'null' : (this.texts[key] ?? 'null')
+    const first = firstPolicyRedrive(this.record)
+    if (first) {
+      out.policy_version = canonicalJson(first.previous_policy_version)
+      out.policy_path = canonicalJson(first.previous_policy_path ?? null)
+    }
+    return out
+  }
+
+  /** runCreationHash(record). */
+  creationHash(): string {
+    return sha256(canonicalObject(this.factTexts(CREATED)))
+  }
+
+  /** changedCreationFacts(bound, record). */
+  changedCreationFacts(bound: Record<string, unknown>): string[] {
+    const texts = this.factTexts(FACTS)
+    const none = hashJson(null)
+    return Object.keys(bound).filter((key) => bound[key] !== (key in texts ? sha256(texts[key]!) : none))
+  }
 }
