@@ -46,6 +46,8 @@ export interface TestCase {
   answers?: string | Record<string, string>
   decision?: 'go' | 'hold' | 'drop'
   note?: string
+  /** A person's answers to the confirmations the run waits for, in order. */
+  confirm?: Array<'yes' | 'no'>
   expect: Test['expect']
   /** The golden file, absolute. */
   golden?: string
@@ -203,6 +205,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
       ...(test.inputs ? {inputs: test.inputs as Record<string, string | number | boolean>} : {}),
       ...(resolved.answers ? {answers: resolved.answers} : typeof test.answers === 'object' ? {answers: test.answers as Record<string, string>} : {}),
       ...(test.decision ? {decision: test.decision} : {}),
+      ...(test.confirm !== undefined ? {confirm: typeof test.confirm === 'string' ? [test.confirm] : [...test.confirm]} : {}),
       ...(test.note !== undefined ? {note: test.note} : {}),
       expect: test.expect,
       ...(golden ? {golden} : {}),

@@ -101,6 +101,10 @@ export interface Test {
    * The note recorded with the decision.
    */
   note?: string
+  /**
+   * What a person answers each time the run waits for a confirmation (a step or tool call pipe confirm would answer), in order: yes or no, or a list of them. A run that asks for more than the test gives stops awaiting_input; one that asks for fewer fails the test.
+   */
+  confirm?: ('yes' | 'no') | ['yes' | 'no', ...('yes' | 'no')[]]
   expect: Expect
 }
 /**

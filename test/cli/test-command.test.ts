@@ -479,6 +479,33 @@ tests:
     for (const t of report.tests) if (t.kept) await rm(t.kept, {recursive: true, force: true})
   })
 
+  it('a test gives the confirmations the run waits for, in order, as pipe confirm would; more than the run asks for fails the test', async () => {
+    await file(
+      'ask.yaml',
+      'version: 1\nname: ask\nsteps:\n  - {id: ask, kind: noop, confirm: true, on: {denied: refused}, next: done}\n  - {id: refused, kind: end, status: failed, reason: said no}\n  - {id: done, kind: end, status: succeeded, reason: said yes}\n',
+    )
+    await file(
+      'ask.pipe-test.yaml',
+      [
+        'version: 1',
+        'pipeline: ask.yaml',
+        'tests:',
+        '  - {name: yes, confirm: yes, expect: {status: succeeded}}',
+        '  - {name: no, confirm: [no], expect: {status: failed}}',
+        '  - {name: nobody, expect: {status: awaiting_input}}',
+        '  - {name: too many, confirm: [yes, yes], expect: {status: succeeded}}',
+        '',
+      ].join('\n'),
+    )
+    const r = await pipe(['test', 'ask.pipe-test.yaml', '--json'], {cwd: dir, env: home()})
+    expect(r.code, r.stdout + r.stderr).to.equal(1)
+    const byName = new Map(json<Report>(r).tests.map((t) => [t.name, t]))
+    for (const name of ['yes', 'no', 'nobody']) expect(byName.get(name)!.status, JSON.stringify(byName.get(name)!.failures)).to.equal('passed')
+    const extra = byName.get('too many')!
+    expect(extra.status).to.equal('failed')
+    expect(extra.failures[0]!.message).to.equal('the test gives 2 confirmation(s), but the run asked for 1 before it stopped succeeded')
+  })
+
   it('Ctrl-C during a setup command that hangs kills its whole process tree: the test fails as interrupted, no temporary directory is left', async () => {
     const tmp = path.join(dir, 'tmp')
     await mkdir(tmp)

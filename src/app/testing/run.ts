@@ -41,7 +41,7 @@ export function testClock(): () => Date {
   return () => new Date(TEST_EPOCH + ticks++)
 }
 
-export type FailureKind = 'status' | 'code' | 'outcome' | 'output' | 'assert' | 'golden' | 'error'
+export type FailureKind = 'status' | 'code' | 'outcome' | 'output' | 'assert' | 'golden' | 'confirm' | 'error'
 
 export interface TestFailure {
   kind: FailureKind
@@ -144,13 +144,14 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
       await writeFile(inputsFile, JSON.stringify(test.inputs))
     }
     let outcome: RunOutcome | undefined
+    const now = testClock()
     try {
       outcome = await startSession({
         cwd: workspace,
         store,
         pipeline: test.pipeline.file,
         user: TEST_USER,
-        now: testClock(),
+        now,
         env: options.env,
         ...(options.signal ? {signal: options.signal} : {}),
         ...(test.input !== undefined ? {text: test.input} : {}),
@@ -184,6 +185,9 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
       }
     }
     if (outcome) {
+      const confirmed = await giveConfirmations(test, outcome, {cwd: workspace, store, user: TEST_USER, now, env: options.env, signal: options.signal})
+      outcome = confirmed.outcome
+      if (confirmed.failure) failures.push(confirmed.failure)
       run = {
         run_id: outcome.run_id,
         status: outcome.status,
@@ -425,6 +429,36 @@ async function checkGolden(
       kind: 'golden',
       message: `golden ${shown} differs from this run's snapshots (pipe test --update rewrites it)`,
       diff: goldenDiff(shown, current, text),
+    },
+  }
+}
+
+/**
+ * The confirmations a test gives, each to the next confirmation the run waits for, as `pipe
+ * confirm RUN --yes|--no` would (the same use case, the run continued each time). Giving more than
+ * the run asked for fails the test: the path it meant to test was not taken.
+ */
+async function giveConfirmations(
+  test: TestCase,
+  first: RunOutcome,
+  session: {cwd: string; store: string; user: string; now: () => Date; env: NodeJS.ProcessEnv; signal: AbortSignal | undefined},
+): Promise<{outcome: RunOutcome; failure?: TestFailure}> {
+  const given = test.confirm ?? []
+  let outcome = first
+  let used = 0
+  while (used < given.length && outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm') {
+    const {confirmSession} = await import('../sessions/confirm.js')
+    const {signal, ...rest} = session
+    outcome = await confirmSession({...rest, ...(signal ? {signal} : {}), runId: outcome.run_id, decision: given[used++]!})
+  }
+  if (used === given.length) return {outcome}
+  return {
+    outcome,
+    failure: {
+      kind: 'confirm',
+      message: `the test gives ${given.length} confirmation(s), but the run asked for ${used} before it stopped ${outcome.status}`,
+      expected: given.length,
+      actual: used,
     },
   }
 }
