@@ -39,6 +39,8 @@ export interface TestCase {
   workspace?: string
   /** Commands run in the workspace before the run (argument vectors, no shell). */
   setup?: string[][]
+  /** Stand-ins for the pipeline's secrets, the file's with the test's over them. */
+  secrets?: Record<string, string>
   input?: string
   inputFile?: string
   inputs?: Record<string, string | number | boolean>
@@ -170,6 +172,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
     out.push(...(await checkExpect(source, i, test, loaded, catalog)))
     // The file's setup is every test's fixture; a test's own adds to it, after it.
     const setup = [...(data.setup ?? []), ...(test.setup ?? [])]
+    const secrets = {...data.secrets, ...test.secrets} as Record<string, string>
     const golden = test.expect.golden !== undefined ? path.resolve(dir, test.expect.golden) : undefined
     // pipe test writes goldens (--update) and cassettes (--record): never outside the checkout the test file is in.
     if (golden !== undefined && !inside(boundary, golden))
@@ -200,6 +203,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
       ...(resolved.cassette ? {cassette: resolved.cassette} : {}),
       ...(resolved.workspace ? {workspace: resolved.workspace} : {}),
       ...(setup && setup.length > 0 ? {setup} : {}),
+      ...(Object.keys(secrets).length > 0 ? {secrets} : {}),
       ...(test.input !== undefined ? {input: test.input} : {}),
       ...(resolved.inputFile ? {inputFile: resolved.inputFile} : {}),
       ...(test.inputs ? {inputs: test.inputs as Record<string, string | number | boolean>} : {}),

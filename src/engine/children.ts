@@ -66,7 +66,13 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
     run: async (request) => {
       const loaded = await load(request.file)
       const prices = settings.pipeline.pipeline.provider?.prices ?? settings.inheritedPrices
-      const childSettings: RunSettings = {pipeline: loaded, policy: settings.policy, cwd: settings.cwd, ...(prices ? {inheritedPrices: prices} : {})}
+      const childSettings: RunSettings = {
+        pipeline: loaded,
+        policy: settings.policy,
+        cwd: settings.cwd,
+        ...(prices ? {inheritedPrices: prices} : {}),
+        ...(settings.env ? {env: settings.env} : {}),
+      }
       const index = request.index ?? 0
       const sub = env.engineFor(request.signal ?? env.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
       const known = (await existing()).get(index)
@@ -179,7 +185,7 @@ function childLoader(registry: StepRegistry, {step, settings}: ParentStep): (fil
         if (result.ok) {
           // As for a run started by hand: its *_env values are secrets, and its declared secrets must be set before the child exists.
           addSecretsNamedIn(result.loaded.pipeline)
-          readSecrets(result.loaded.pipeline)
+          readSecrets(result.loaded.pipeline, settings.env)
           return result.loaded
         }
         const first = result.diagnostics[0]

@@ -85,6 +85,8 @@ export interface RunSettings {
   cwd: string
   /** A child run's parent's provider.prices, for its own snapshots' cost when its pipeline gives none (the model is the parent's too). */
   inheritedPrices?: NonNullable<ProviderSettings['prices']>
+  /** Where the pipeline's secrets are read from (pipe test gives each test its own); process.env when absent. Never recorded. */
+  env?: NodeJS.ProcessEnv
 }
 
 /**

@@ -62,7 +62,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
   // Secrets are read from the environment on every walk (never stored); the session checked they are set.
   const exprs: RunExpressions = {
     evaluator: usesExpressions(pipeline) ? await evaluatorFor(settings.pipeline, catalogOf(env.registry)) : null,
-    secrets: readSecrets(pipeline),
+    secrets: readSecrets(pipeline, settings.env),
     policy: policyValues(settings.policy.policy),
   }
   let endReason: string | undefined

@@ -50,12 +50,22 @@ export interface PipeTestFile {
   cassette?: Cassette
   workspace?: Workspace
   setup?: Setup
+  secrets?: Secrets
   /**
    * The tests of this file, run in any order and possibly at once; each in its own store and workspace.
    *
    * @minItems 1
    */
   tests: [Test, ...Test[]]
+}
+/**
+ * Stand-in values of the secrets the pipeline reads (its secrets: list), by name, given to the test's run instead of the environment's: a test needs no real secret. The file's apply to every test; a test's own are added over them. They are redacted from the records like real secrets.
+ *
+ * This interface was referenced by `PipeTestFile`'s JSON-Schema
+ * via the `definition` "secrets".
+ */
+export interface Secrets {
+  [k: string]: string | undefined
 }
 /**
  * This interface was referenced by `PipeTestFile`'s JSON-Schema
@@ -71,6 +81,7 @@ export interface Test {
   cassette?: Cassette
   workspace?: Workspace
   setup?: Setup
+  secrets?: Secrets
   /**
    * The requirement as text (like pipe run --text).
    */

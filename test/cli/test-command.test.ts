@@ -506,6 +506,30 @@ tests:
     expect(extra.failures[0]!.message).to.equal('the test gives 2 confirmation(s), but the run asked for 1 before it stopped succeeded')
   })
 
+  it("a test's stand-in secrets are its run's, never the environment's: the file's for every test, a test's own over them", async () => {
+    await file(
+      'sec.yaml',
+      "version: 1\nname: sec\nsecrets: [PIPE_TEST_FAKE_TOKEN]\nsteps:\n  - {id: check, kind: choice, choices: [{when: \"${{ secrets.PIPE_TEST_FAKE_TOKEN == 'stand-in-one' }}\", next: one}], default: other}\n  - {id: one, kind: end, status: succeeded, reason: the file's}\n  - {id: other, kind: end, status: failed, reason: another}\n",
+    )
+    await file(
+      'sec.pipe-test.yaml',
+      [
+        'version: 1',
+        'pipeline: sec.yaml',
+        'secrets: {PIPE_TEST_FAKE_TOKEN: stand-in-one}',
+        'tests:',
+        '  - {name: the file secret, expect: {status: succeeded}}',
+        '  - {name: its own secret, secrets: {PIPE_TEST_FAKE_TOKEN: stand-in-two}, expect: {status: failed}}',
+        '',
+      ].join('\n'),
+    )
+    const r = await pipe(['test', 'sec.pipe-test.yaml', '--json'], {cwd: dir, env: {...home(), PIPE_TEST_FAKE_TOKEN: undefined}})
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    for (const t of json<Report>(r).tests) expect(t.status, `${t.name}: ${JSON.stringify(t.failures)}`).to.equal('passed')
+    const dry = await pipe(['run', 'sec.yaml', '--dry-run'], {cwd: dir, env: {...home(), PIPE_TEST_FAKE_TOKEN: undefined}})
+    expect(dry.code, dry.stderr).to.equal(0)
+  })
+
   it('Ctrl-C during a setup command that hangs kills its whole process tree: the test fails as interrupted, no temporary directory is left', async () => {
     const tmp = path.join(dir, 'tmp')
     await mkdir(tmp)

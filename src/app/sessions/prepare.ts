@@ -163,8 +163,8 @@ export async function prepareStart(options: StartSession, batch?: string, planOn
   // A batch's inputs are its lines' (batchInputs), resolved once per run by the caller.
   const inputs = batch === undefined ? await prepareInputs(pipeline, options) : {}
   // An unset secret stops the run here, before anything is written.
-  const unset = unsetSecrets(pipeline.pipeline)
-  if (!planOnly) readSecrets(pipeline.pipeline)
+  const unset = unsetSecrets(pipeline.pipeline, options.env)
+  if (!planOnly) readSecrets(pipeline.pipeline, options.env)
   const provider = planProvider(options.provider, pipeline.pipeline.provider, options.env ?? process.env, await replySources(options))
   const settings = {
     pipeline,
@@ -173,6 +173,7 @@ export async function prepareStart(options: StartSession, batch?: string, planOn
     input,
     inputs,
     provider: provider.record,
+    ...(options.env ? {env: options.env} : {}),
     ...(options.feature ? {featureId: options.feature} : {}),
     ...(contextRef ? {contextRef} : {}),
     ...(answers ? {answers} : {}),

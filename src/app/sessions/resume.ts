@@ -83,7 +83,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     answers = {...(answers ?? {}), ...answersOf(file)}
   }
   if (answers) checkAnswers(answers, openQuestions(record))
-  readSecrets(pipeline.pipeline)
+  readSecrets(pipeline.pipeline, options.env)
   const replies = continuedReplies(options, record.provider, {cache: isRedrivable(record.status) ? 'reuse' : 'off', cassette: 'as-recorded'})
   const sources = await replySources({cwd: options.cwd, store: options.store, ...replies})
   const acceptCassette = options.cassette ? null : changedCassette(record, sources.cassette?.sha256 ?? null, options)
@@ -94,6 +94,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     policy: guarding(policy, store),
     // Steps act in the workspace the run started in, wherever resume is called from.
     cwd: record.workspace ? here(record.workspace) : options.cwd,
+    ...(options.env ? {env: options.env} : {}),
     ...(answers ? {answers} : {}),
     ...(acceptCassette ? {acceptCassette} : {}),
     ...(options.confirm ? {confirm: options.confirm} : {}),

@@ -145,6 +145,8 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
     }
     let outcome: RunOutcome | undefined
     const now = testClock()
+    // A test's stand-in secrets are its run's environment, never this process's (tests run at once).
+    const env = test.secrets ? {...options.env, ...test.secrets} : options.env
     try {
       outcome = await startSession({
         cwd: workspace,
@@ -152,7 +154,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
         pipeline: test.pipeline.file,
         user: TEST_USER,
         now,
-        env: options.env,
+        env,
         ...(options.signal ? {signal: options.signal} : {}),
         ...(test.input !== undefined ? {text: test.input} : {}),
         ...(test.inputFile ? {input: test.inputFile} : {}),
@@ -185,7 +187,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
       }
     }
     if (outcome) {
-      const confirmed = await giveConfirmations(test, outcome, {cwd: workspace, store, user: TEST_USER, now, env: options.env, signal: options.signal})
+      const confirmed = await giveConfirmations(test, outcome, {cwd: workspace, store, user: TEST_USER, now, env, signal: options.signal})
       outcome = confirmed.outcome
       if (confirmed.failure) failures.push(confirmed.failure)
       run = {
