@@ -10,17 +10,29 @@
  * server, so a cassette holds exactly the requests its tests make.
  */
 import {spawn} from 'node:child_process'
-import {rmSync} from 'node:fs'
+import {cpSync, existsSync, mkdtempSync, rmSync} from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../test/helpers/model-server.js'
 import {isMedianRequest, medianReply} from '../test/helpers/coding-agent-server.js'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const NOTE = 'recorded by scripts/record-example-cassettes.ts --fresh (pipe test --record, under pipe test\'s own clock) against a scripted OpenAI-compatible server on 127.0.0.1, not a real model'
+const NOTE =
+  "recorded by scripts/record-example-cassettes.ts --fresh (pipe test --record, under pipe test's own clock) against a scripted OpenAI-compatible server on 127.0.0.1, not a real model"
 
-const cassettes = ['examples/release-notes/cassettes/release-notes.jsonl', 'examples/triage/cassettes/triage.jsonl', 'pipelines/cassettes/default-openai.jsonl', 'examples/coding-agent/cassettes/coding-agent.jsonl']
-const testFiles = ['examples/release-notes/release-notes.pipe-test.yaml', 'examples/triage/triage.pipe-test.yaml', 'pipelines/default-openai.pipe-test.yaml', 'examples/coding-agent/coding-agent.pipe-test.yaml']
+const cassettes = [
+  'examples/release-notes/cassettes/release-notes.jsonl',
+  'examples/triage/cassettes/triage.jsonl',
+  'pipelines/cassettes/default-openai.jsonl',
+  'examples/coding-agent/cassettes/coding-agent.jsonl',
+]
+const testFiles = [
+  'examples/release-notes/release-notes.pipe-test.yaml',
+  'examples/triage/triage.pipe-test.yaml',
+  'pipelines/default-openai.pipe-test.yaml',
+  'examples/coding-agent/coding-agent.pipe-test.yaml',
+]
 
 /** Release notes drawn from the commit lines the prompt quotes, as a model might. */
 function draft(prompt: string): unknown {
@@ -44,8 +56,17 @@ function reply(request: ModelRequest): Scripted {
   if (isMedianRequest(request)) return medianReply(request)
   const prompt = request.body.messages.find((m) => m.role === 'user')?.content ?? ''
   if (request.kind === 'draft') return {content: JSON.stringify(draft(prompt)), usage: {prompt_tokens: 310, completion_tokens: 90}}
+  if (request.kind === 'classify') {
+    return {
+      content: JSON.stringify({label: 'bug', summary: 'Logins fail with a 500 since the last deploy.', confidence: 0.9}),
+      usage: {prompt_tokens: 160, completion_tokens: 25},
+    }
+  }
   if (request.kind === 'triage') {
-    return {content: JSON.stringify({severity: 'major', area: 'expenses', rationale: 'Shared expenses are the product; without them a group has nothing to settle.'}), usage: {prompt_tokens: 420, completion_tokens: 40}}
+    return {
+      content: JSON.stringify({severity: 'major', area: 'expenses', rationale: 'Shared expenses are the product; without them a group has nothing to settle.'}),
+      usage: {prompt_tokens: 420, completion_tokens: 40},
+    }
   }
   return cannedReply(request)
 }
@@ -55,10 +76,27 @@ try {
   if (process.argv.includes('--fresh')) for (const file of cassettes) rmSync(path.join(root, file), {force: true})
   const env = {...process.env, OPENAI_BASE_URL: server.url, OPENAI_API_KEY: 'not-a-real-key'}
   // Not spawnSync: the server answers from this process's event loop while the tests run.
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'run.js'), 'test', ...testFiles, '--record', '--record-note', NOTE], {cwd: root, env, stdio: 'inherit'})
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'run.js'), 'test', ...testFiles, '--record', '--record-note', NOTE], {
+    cwd: root,
+    env,
+    stdio: 'inherit',
+  })
   const code = await new Promise<number>((resolve) => child.on('close', (status) => resolve(status ?? 1)))
+  // The model template's cassette: its files hold placeholders, so it is recorded in a scaffold of it.
+  const scaffold = mkdtempSync(path.join(os.tmpdir(), 'pipe-template-'))
+  const run = (args: string[], cwd: string): Promise<number> =>
+    new Promise((resolve) =>
+      spawn(process.execPath, [path.join(root, 'bin', 'run.js'), ...args], {cwd, env, stdio: 'inherit'}).on('close', (status) => resolve(status ?? 1)),
+    )
+  const template = path.join(root, 'templates', 'model', 'cassettes', 'classify.jsonl')
+  if (process.argv.includes('--fresh')) rmSync(template, {force: true})
+  let recorded = await run(['init', 'model', '--template', 'model'], scaffold)
+  if (existsSync(template)) cpSync(template, path.join(scaffold, 'model', 'cassettes', 'classify.jsonl'))
+  if (recorded === 0) recorded = await run(['test', '--record', '--record-note', NOTE], path.join(scaffold, 'model'))
+  if (recorded === 0) cpSync(path.join(scaffold, 'model', 'cassettes', 'classify.jsonl'), template)
+  rmSync(scaffold, {recursive: true, force: true})
   console.error(`${server.count()} request(s) reached the scripted server`)
-  process.exitCode = code
+  process.exitCode = code || recorded
 } finally {
   await server.close()
 }

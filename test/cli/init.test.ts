@@ -20,7 +20,15 @@ afterEach(async () => {
   await cleanup()
 })
 
-const FILES = ['pipeline.yaml', 'prompts/classify.md', 'schemas/classify.schema.json', 'README.md']
+const FILES = [
+  'pipeline.yaml',
+  'README.md',
+  'cassettes/classify.jsonl',
+  'pipeline.pipe-test.yaml',
+  'policy.yaml',
+  'prompts/classify.md',
+  'schemas/classify.schema.json',
+]
 
 describe('pipe init (CLI)', function () {
   this.timeout(120000)
@@ -87,7 +95,7 @@ describe('pipe init (CLI)', function () {
   it('prints its next steps one per line', async () => {
     const init = await pipe(['init', 'triage'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(init.code, init.stderr).to.equal(0)
-    expect(init.stdout).to.contain('Next:\n  cd triage\n  pipe validate pipeline.yaml\n  pipe run pipeline.yaml')
+    expect(init.stdout).to.contain('Next:\n  cd triage\n  pipe validate pipeline.yaml\n  pipe test\n')
     expect(init.stdout).to.not.contain('\\n')
   })
 
@@ -105,6 +113,35 @@ describe('pipe init (CLI)', function () {
     expect(forced.code, forced.stderr).to.equal(0)
     expect(json<{overwritten: string[]}>(forced).overwritten).to.deep.equal(['pipeline.yaml', 'prompts/classify.md'])
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.include('kind: model')
+  })
+
+  for (const template of ['model', 'command', 'foreach']) {
+    it(`--template ${template}: its files validate (policy and test file too, no warning) and its pipe test file passes offline, wherever it is made`, async () => {
+      const env = {PIPE_HOME: path.join(dir, 'home'), OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined}
+      const init = await pipe(['init', `my-${template}`, '--template', template, '--json'], {cwd: dir, env})
+      expect(init.code, init.stderr).to.equal(0)
+      const project = path.join(dir, `my-${template}`)
+      const files = json<{files: string[]}>(init).files
+      expect(files[0]).to.equal('pipeline.yaml')
+      expect(files).to.include.members(['policy.yaml', 'pipeline.pipe-test.yaml', 'README.md'])
+      for (const file of files) expect(await readFile(path.join(project, file), 'utf8'), file).to.not.contain('{{pipe:')
+      const yamls = files.filter((f) => f.endsWith('.yaml'))
+      const validate = await pipe(['validate', ...yamls], {cwd: project, env})
+      expect(validate.code, validate.stdout + validate.stderr).to.equal(0)
+      expect(validate.stdout).to.not.contain('warning')
+      const tested = await pipe(['test', '--json'], {cwd: project, env})
+      expect(tested.code, tested.stdout + tested.stderr).to.equal(0)
+      const report = json<{passed: number; failed: number}>(tested)
+      expect(report.failed).to.equal(0)
+      expect(report.passed).to.be.greaterThan(1)
+    })
+  }
+
+  it('refuses a template there is not, naming those there are, writing nothing', async () => {
+    const refused = await pipe(['init', 'sub', '--template', 'nope'], {cwd: dir})
+    expect(refused.code).to.equal(2)
+    expect(refused.stderr).to.include('nope').and.include('model').and.include('foreach')
+    expect(existsSync(path.join(dir, 'sub'))).to.equal(false)
   })
 
   it('refuses a name the pipeline schema would reject, writing nothing', async () => {
