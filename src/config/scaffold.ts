@@ -73,7 +73,11 @@ function filled(text: string, name: string, dir: string): string {
     .replace(/\{\{pipe:schema:([a-z-]+)\}\}/g, (_, kind: string) => schemaRef(dir, schemasDir, `${kind}.schema.json`))
 }
 
-/** A template's files, relative, its pipeline first. */
+/**
+ * A template's files, relative, its pipeline first. A file that `pipe test` or an editor would
+ * take for one of pipe's own where it lies (a test file, discovered from the checkout's root) is
+ * kept with a `.template` suffix, dropped in the new folder.
+ */
 async function templateFiles(template: TemplateName): Promise<string[]> {
   const root = path.join(templatesDir, template)
   const entries = await readdir(root, {recursive: true, withFileTypes: true})
@@ -107,9 +111,9 @@ export async function scaffoldPipeline(options: ScaffoldOptions): Promise<Scaffo
   }
   const template = asked
   const files: Array<[string, string]> = await Promise.all(
-    (await templateFiles(template)).map(async (rel): Promise<[string, string]> => [
-      rel,
-      filled(await readFile(path.join(templatesDir, template, rel), 'utf8'), name, dir),
+    (await templateFiles(template)).map(async (kept): Promise<[string, string]> => [
+      kept.replace(/\.template$/, ''),
+      filled(await readFile(path.join(templatesDir, template, kept), 'utf8'), name, dir),
     ]),
   )
   const existing = files.map(([rel]) => rel).filter((rel) => existsSync(path.join(dir, rel)))
