@@ -7,6 +7,7 @@ import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {replyFlags, replyOptions} from '../cli/reply-flags.js'
 import {resumeSession} from '../app/sessions/resume.js'
+import {unlessDeadlineActed} from '../app/sessions/confirm-deadline.js'
 import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {assertId} from '../store/file/ids.js'
 
@@ -43,20 +44,23 @@ The run uses the pipeline and policy it started with; if either file changed sin
     const {args, flags} = await this.parse(Resume)
     assertId('run', args.run)
     const store = this.storeDir(flags.store)
+    // A confirmation whose deadline passed is decided by the policy first (confirm.on_timeout).
     const outcome = await withSignals((signal) =>
-      resumeSession({
-        cwd: process.cwd(),
-        store,
-        runId: args.run,
-        signal,
-        onProgress: progressPrinter(),
-        ...(flags.answers ? {answers: flags.answers} : {}),
-        ...(flags.policy ? {policy: flags.policy} : {}),
-        ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
-        ...(flags.note ? {note: flags.note} : {}),
-        ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
-        ...replyOptions(flags, process.cwd()),
-      }),
+      unlessDeadlineActed({cwd: process.cwd(), store, runId: args.run, signal, onProgress: progressPrinter()}, () =>
+        resumeSession({
+          cwd: process.cwd(),
+          store,
+          runId: args.run,
+          signal,
+          onProgress: progressPrinter(),
+          ...(flags.answers ? {answers: flags.answers} : {}),
+          ...(flags.policy ? {policy: flags.policy} : {}),
+          ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
+          ...(flags.note ? {note: flags.note} : {}),
+          ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+          ...replyOptions(flags, process.cwd()),
+        }),
+      ),
     )
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
     return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store)

@@ -101,8 +101,13 @@ export function commandConfirmRule(policy: LoadedPolicy, commands: ReadonlyArray
   return null
 }
 
-/** When a confirmation asked for at `since` runs out under the policy, or undefined (no timeout_s). */
-export function confirmDeadline(policy: LoadedPolicy, since: Date): string | undefined {
-  const seconds = confirmPolicy(policy).timeout_s
-  return seconds === undefined ? undefined : new Date(since.getTime() + Math.round(seconds * 1000)).toISOString()
+/**
+ * When a confirmation asked for at `since` runs out under the policy, and what then happens when
+ * the policy says more than "keep waiting"; undefined without timeout_s.
+ */
+export function confirmDeadline(policy: LoadedPolicy, since: Date): {deadline: string; on_timeout?: 'deny' | 'cancel'} | undefined {
+  const rules = confirmPolicy(policy)
+  if (rules.timeout_s === undefined) return undefined
+  const deadline = new Date(since.getTime() + Math.round(rules.timeout_s * 1000)).toISOString()
+  return rules.on_timeout === 'wait' ? {deadline} : {deadline, on_timeout: rules.on_timeout}
 }
