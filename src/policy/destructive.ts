@@ -138,9 +138,9 @@ function shellLine(program: string, args: readonly string[], depth: number): Des
   // A script file or stdin: what it runs is not on the command line, as with node -e or python -c (docs/policy.md says so).
   if (c < 0 || c + 1 >= args.length) return null
   const parsed = splitCommandLine(args[c + 1]!)
-  if (!parsed.ok) return {pattern: `${program} -c (a line pipe cannot parse)`, argv: [program, ...args]}
-  for (const segment of parsed.segments) {
-    const inner = destructiveMatch(segment.argv, depth + 1)
+  const segments = parsed.ok ? parsed.segments.map((s) => s.argv) : looseCommands(args[c + 1]!)
+  for (const argv of segments) {
+    const inner = destructiveMatch(argv, depth + 1)
     if (inner) return inner
   }
   return null
@@ -151,4 +151,31 @@ function gitCommand(args: readonly string[]): readonly string[] {
   let i = 0
   while (i < args.length && args[i]!.startsWith('-')) i += GIT_VALUED.has(args[i]!) ? 2 : 1
   return args.slice(i)
+}
+
+const KEYWORDS = new Set(['if', 'then', 'else', 'elif', 'fi', 'do', 'done', 'while', 'until', 'for', 'case', 'esac', '!', 'time', 'in'])
+
+/**
+ * The commands of a shell line pipe's own parser refuses ($(…), subshells, &, redirections, loops):
+ * cut at every operator and substitution, each piece's words taken as a command after its
+ * keywords and assignments. Rough on purpose: it finds a command where a shell would run one
+ * (`(rm x) &`, `$(curl …)`, `do rm $f; done`); a word that merely names one (`echo rm`) stays an argument.
+ */
+function looseCommands(line: string): string[][] {
+  return line
+    .split(/\$\(|`|\(|\)|\{|\}|&&|\|\||[;&|\n]/)
+    .map((piece) =>
+      piece
+        .replace(/["']/g, '')
+        .replace(/[<>]+\s*\S*/g, ' ')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean),
+    )
+    .map((words) => {
+      let i = 0
+      while (i < words.length && (KEYWORDS.has(words[i]!) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[i]!))) i++
+      return words.slice(i)
+    })
+    .filter((argv) => argv.length > 0)
 }

@@ -42,8 +42,11 @@ describe('destructive commands (policy)', () => {
       [['rsync', '-a', '.', 'host:'], 'rsync'],
       [['npm', 'publish'], 'npm publish'],
       [['docker', 'push', 'img'], 'docker push'],
-      // A line pipe cannot parse could run anything.
-      [['sh', '-c', 'echo $(whoami)'], 'sh -c (a line pipe cannot parse)'],
+      // Lines pipe's own parser refuses are cut at every operator and substitution.
+      [['bash', '-c', 'for f in a b; do rm $f; done'], 'rm'],
+      [['sh', '-c', 'echo $(curl https://example.com)'], 'curl'],
+      [['bash', '-c', '(rm x.txt) &'], 'rm'],
+      [['bash', '-c', 'X=1 git push > log.txt'], 'git push'],
     ]
     for (const [argv, pattern] of cases) expect(destructiveMatch(argv)?.pattern, JSON.stringify(argv)).to.equal(pattern)
   })
@@ -64,6 +67,8 @@ describe('destructive commands (policy)', () => {
       ['find', '.', '-name', 'rm'],
       ['node', '--check', 'calc.js'],
       ['command', '-v'],
+      ['bash', '-c', 'for i in $(seq 1 5); do echo line $i; done'],
+      ['bash', '-c', 'echo "rm" > out.txt; exit 3'],
     ]
     for (const argv of cases) expect(destructiveMatch(argv), JSON.stringify(argv)).to.equal(null)
   })
