@@ -102,7 +102,7 @@ export function destructiveMatch(argv: readonly string[], depth = 0): Destructiv
     const inner = unwrap(program, rest, wrapper)
     return inner.length > 0 ? destructiveMatch(inner, depth + 1) : null
   }
-  if (SHELLS.has(program)) return shellLine(program, rest, depth)
+  if (SHELLS.has(program)) return shellLine(rest, depth)
   if (program === 'find') {
     const exec = rest.findIndex((a) => a === '-exec' || a === '-execdir' || a === '-ok' || a === '-okdir')
     if (exec >= 0) {
@@ -132,8 +132,8 @@ function unwrap(program: string, args: readonly string[], wrapper: {valued: read
   return args.slice(i)
 }
 
-/** `sh -c LINE`: each command of the line, as pipe parses one; a line pipe cannot read is judged destructive (it could be anything). */
-function shellLine(program: string, args: readonly string[], depth: number): DestructiveMatch | null {
+/** `sh -c LINE`: each command of the line, as pipe parses one, or roughly (looseCommands) where pipe's parser refuses the line. */
+function shellLine(args: readonly string[], depth: number): DestructiveMatch | null {
   const c = args.findIndex((a) => /^-[a-zA-Z]*c[a-zA-Z]*$/.test(a))
   // A script file or stdin: what it runs is not on the command line, as with node -e or python -c (docs/policy.md says so).
   if (c < 0 || c + 1 >= args.length) return null
