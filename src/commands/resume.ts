@@ -7,6 +7,7 @@ import type {RunResult} from '../cli/run-result.js'
 import {withSignals} from '../cli/signals.js'
 import {replyFlags, replyOptions} from '../cli/reply-flags.js'
 import {resumeSession} from '../app/sessions/resume.js'
+import {unlessDeadlineActed} from '../app/sessions/confirm-deadline.js'
 import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {PipeError} from '../errors.js'
 import {assertId} from '../store/file/ids.js'
@@ -69,21 +70,24 @@ The run uses the pipeline and policy it started with; if either file changed sin
         hint: `pipe resume ${args.run} --skip ${flags.skip[0]} --note "why it can be left out"`,
       })
     const store = this.storeDir(flags.store)
+    // A confirmation whose deadline passed is decided by the policy first (confirm.on_timeout).
     const outcome = await withSignals((signal) =>
-      resumeSession({
-        cwd: process.cwd(),
-        store,
-        runId: args.run,
-        signal,
-        onProgress: progressPrinter(),
-        ...(flags.answers ? {answers: flags.answers} : {}),
-        ...(flags.policy ? {policy: flags.policy} : {}),
-        ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
-        ...(flags.note ? {note: flags.note} : {}),
-        ...(flags.skip ? {skip: {keys: flags.skip, note: flags.note ?? '', runDependents: flags['run-dependents'] === true}} : {}),
-        ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
-        ...replyOptions(flags, process.cwd()),
-      }),
+      unlessDeadlineActed({cwd: process.cwd(), store, runId: args.run, signal, onProgress: progressPrinter()}, () =>
+        resumeSession({
+          cwd: process.cwd(),
+          store,
+          runId: args.run,
+          signal,
+          onProgress: progressPrinter(),
+          ...(flags.answers ? {answers: flags.answers} : {}),
+          ...(flags.policy ? {policy: flags.policy} : {}),
+          ...(flags.decision !== undefined ? {decision: decisionFlag(flags.decision)!} : {}),
+          ...(flags.note ? {note: flags.note} : {}),
+          ...(flags.skip ? {skip: {keys: flags.skip, note: flags.note ?? '', runDependents: flags['run-dependents'] === true}} : {}),
+          ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+          ...replyOptions(flags, process.cwd()),
+        }),
+      ),
     )
     const session = {cwd: process.cwd(), store, onProgress: progressPrinter()}
     return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store)

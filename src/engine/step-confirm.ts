@@ -56,7 +56,7 @@ export function stepGate<K extends StepKind>(
   where: {run: RunRecord; policy: LoadedPolicy; cwd: string},
 ): StepGate {
   const argv = (handler.commands?.(step) ?? []).map((c) => [...c.argv])
-  const rule = stepConfirmRule(where.policy, step, argv)
+  const rule = stepConfirmRule(where.policy, step, argv, {root: where.cwd})
   if (rule === null) return {type: 'free'}
   const action = stepAction(step, seq, rule, argv, where.cwd)
   const given = where.run.confirmation

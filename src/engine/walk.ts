@@ -153,14 +153,14 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     const ended = env.now()
 
     if (result?.type === 'await') {
-      // A person's time to confirm may be bounded (policy confirm.timeout_s); the run never goes on by itself when it runs out.
+      // A person's time to confirm may be bounded (policy confirm.timeout_s); what a passed deadline does is fixed now (app/sessions/confirm-deadline.ts acts on it).
       const deadline = result.kind === 'confirm' ? confirmDeadline(settings.policy, ended) : undefined
       const pending = {
         kind: result.kind,
         step: step.id,
         since: ended.toISOString(),
         reason: result.reason,
-        ...(deadline ? {deadline} : {}),
+        ...deadline,
         ...(result.questions ? {questions: result.questions} : {}),
         ...(result.action ? {action: result.action} : {}),
       }

@@ -4,7 +4,9 @@
  * map form adds step kinds, command-line patterns and a deadline for the person.
  */
 import type {ConfirmRules} from '../types/policy.js'
+import {destructiveMatch} from './destructive.js'
 import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
+import {preapproval, type CommandPlace} from './rules.js'
 
 type Level = 'safe' | 'moderate' | 'dangerous'
 
@@ -14,18 +16,24 @@ export interface ConfirmPolicy {
   commands: readonly string[]
   /** Seconds a person has to answer; absent: no deadline. */
   timeout_s?: number
+  /** What a passed deadline does; `wait` keeps the run paused, saying so. */
+  on_timeout: 'wait' | 'deny' | 'cancel'
+  /** Whether a step's destructive command (./destructive.ts) waits for a person although allowed. */
+  destructive: 'ask' | 'allow'
 }
 
 const BUILT_IN_LEVELS = DEFAULT_POLICY.confirm as readonly Level[]
 
 export function confirmPolicy(policy: LoadedPolicy): ConfirmPolicy {
   const given = policy.policy.confirm as Policyish
-  if (given === undefined || isLevels(given)) return {levels: given ?? BUILT_IN_LEVELS, kinds: [], commands: []}
+  if (given === undefined || isLevels(given)) return {levels: given ?? BUILT_IN_LEVELS, kinds: [], commands: [], on_timeout: 'wait', destructive: 'ask'}
   return {
     levels: given.levels ?? BUILT_IN_LEVELS,
     kinds: given.kinds ?? [],
     commands: given.commands ?? [],
     ...(given.timeout_s !== undefined ? {timeout_s: given.timeout_s} : {}),
+    on_timeout: given.on_timeout ?? 'wait',
+    destructive: given.destructive ?? 'ask',
   }
 }
 type Policyish = readonly Level[] | ConfirmRules | undefined
@@ -49,14 +57,35 @@ export function commandPatternMatches(pattern: string, argv: readonly string[]):
 
 /**
  * Why a step must be confirmed before it acts, or null: its own `confirm: true`, the policy's
- * confirm.kinds naming its kind, or a confirm.commands pattern matching a command it would run.
+ * confirm.kinds naming its kind, a confirm.commands pattern matching a command it would run, or a
+ * destructive command (./destructive.ts) that neither tools_preapproved nor confirm.destructive:
+ * allow lifts. `place` is where its commands run (tools_preapproved's {path} entries are judged there).
  */
-export function stepConfirmRule(policy: LoadedPolicy, step: {kind: string; confirm?: boolean}, commands: ReadonlyArray<readonly string[]>): string | null {
+export function stepConfirmRule(
+  policy: LoadedPolicy,
+  step: {kind: string; confirm?: boolean},
+  commands: ReadonlyArray<readonly string[]>,
+  place?: CommandPlace,
+): string | null {
   if (step.confirm === true) return 'the step says confirm: true'
   const rules = confirmPolicy(policy)
   const kind = rules.kinds.indexOf(step.kind)
   if (kind >= 0) return `the policy's confirm.kinds[${kind}] names the kind ${step.kind}`
-  return commandConfirmRule(policy, commands)
+  return commandConfirmRule(policy, commands) ?? destructiveRule(policy, commands, place)
+}
+
+/** The reason a destructive command waits for a person, with how to pre-approve it, or null. */
+export function destructiveRule(policy: LoadedPolicy, commands: ReadonlyArray<readonly string[]>, place?: CommandPlace): string | null {
+  if (confirmPolicy(policy).destructive === 'allow') return null
+  for (const argv of commands) {
+    const match = destructiveMatch(argv)
+    if (!match || preapproval(policy, argv, place ?? {root: process.cwd()}) !== null) continue
+    return (
+      `the built-in destructive command "${match.pattern}" matches ${JSON.stringify(argv.join(' '))}; ` +
+      `pre-approve it with tools_preapproved: [${JSON.stringify(argv)}] in policy.yaml, or confirm.destructive: allow`
+    )
+  }
+  return null
 }
 
 /**
@@ -72,8 +101,13 @@ export function commandConfirmRule(policy: LoadedPolicy, commands: ReadonlyArray
   return null
 }
 
-/** When a confirmation asked for at `since` runs out under the policy, or undefined (no timeout_s). */
-export function confirmDeadline(policy: LoadedPolicy, since: Date): string | undefined {
-  const seconds = confirmPolicy(policy).timeout_s
-  return seconds === undefined ? undefined : new Date(since.getTime() + Math.round(seconds * 1000)).toISOString()
+/**
+ * When a confirmation asked for at `since` runs out under the policy, and what then happens when
+ * the policy says more than "keep waiting"; undefined without timeout_s.
+ */
+export function confirmDeadline(policy: LoadedPolicy, since: Date): {deadline: string; on_timeout?: 'deny' | 'cancel'} | undefined {
+  const rules = confirmPolicy(policy)
+  if (rules.timeout_s === undefined) return undefined
+  const deadline = new Date(since.getTime() + Math.round(rules.timeout_s * 1000)).toISOString()
+  return rules.on_timeout === 'wait' ? {deadline} : {deadline, on_timeout: rules.on_timeout}
 }

@@ -196,3 +196,11 @@ function builtInGlob(rule: string): boolean {
   const glob = /^forbidden_paths\[\d+\] "(.*)"$/.exec(rule)?.[1]
   return glob !== undefined && DEFAULT_POLICY.forbidden_paths.includes(glob)
 }
+
+/** The tools_preapproved entry that matches the argv whole (as allowed_commands matches), or null. */
+export function preapproval(policy: LoadedPolicy, argv: readonly string[], place: CommandPlace): string | null {
+  const entries = policy.policy.tools_preapproved ?? []
+  if (entries.length === 0) return null
+  const verdict = checkCommand({...policy, policy: {...policy.policy, allowed_commands: entries}}, argv, place)
+  return verdict.allowed ? verdict.rule.replace(/^allowed_commands/, 'tools_preapproved') : null
+}

@@ -4,7 +4,6 @@
  */
 import {confirmPolicy} from './confirm.js'
 import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
-import {checkCommand, type CommandPlace} from './rules.js'
 
 export type ToolLevel = 'safe' | 'moderate' | 'dangerous'
 
@@ -27,10 +26,5 @@ export function needsConfirmation(policy: LoadedPolicy, level: ToolLevel): boole
   return confirmPolicy(policy).levels.includes(level)
 }
 
-/** The tools_preapproved entry that matches the argv whole (as allowed_commands matches), or null. */
-export function preapproval(policy: LoadedPolicy, argv: readonly string[], place: CommandPlace): string | null {
-  const entries = policy.policy.tools_preapproved ?? []
-  if (entries.length === 0) return null
-  const verdict = checkCommand({...policy, policy: {...policy.policy, allowed_commands: entries}}, argv, place)
-  return verdict.allowed ? verdict.rule.replace(/^allowed_commands/, 'tools_preapproved') : null
-}
+// Steps' destructive commands meet tools_preapproved too (./confirm.ts), so it lives beside checkCommand.
+export {preapproval} from './rules.js'

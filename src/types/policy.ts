@@ -96,11 +96,11 @@ export interface Policy {
     [k: string]: ('safe' | 'moderate' | 'dangerous') | undefined
   }
   /**
-   * What pauses the run until a person confirms or refuses it (pipe confirm RUN --yes|--no). A list names the agent tool levels whose calls pause (default [dangerous]; [] confirms nothing). A map says that and more: levels (the same list), kinds (step kinds whose every step pauses before it acts), commands (patterns over the command line a step would run, e.g. "git push *") and timeout_s (a deadline for the person: when it passes the run stays paused and says so).
+   * What pauses the run until a person confirms or refuses it (pipe confirm RUN --yes|--no). A list names the agent tool levels whose calls pause (default [dangerous]; [] confirms nothing). A map says that and more: levels (the same list), kinds (step kinds whose every step pauses before it acts), commands (patterns over the command line a step would run, e.g. "git push *") timeout_s (a deadline for the person), on_timeout (what a passed deadline does: wait, deny or cancel) and destructive (whether a destructive command a step runs waits for a person even when allowed: ask, the default, or allow).
    */
   confirm: ConfirmLevels | ConfirmRules
   /**
-   * Argument vectors run_command may run without confirmation, matched like allowed_commands ("{arg}", "{path}", a last "..."). Each must still be allowed by allowed_commands.
+   * Argument vectors run_command, or a command step running a destructive command, may run without confirmation, matched like allowed_commands ("{arg}", "{path}", a last "..."). Each must still be allowed by allowed_commands.
    */
   tools_preapproved: [string, ...string[]][]
   /**
@@ -127,7 +127,15 @@ export interface ConfirmRules {
    */
   commands?: string[]
   /**
-   * Seconds a person has to answer a pending confirmation. When they pass, the run stays paused and says so; pipe confirm still answers it. It never proceeds on its own.
+   * Seconds a person has to answer a pending confirmation. When they pass, on_timeout says what happens (by default the run stays paused and says so, and pipe confirm still answers it).
    */
   timeout_s?: number
+  /**
+   * What a passed timeout_s does: wait (default) keeps the run paused and says so; deny ends the confirmation as a refusal, as pipe confirm RUN --no would (the step gets the outcome denied, routed by its on:); cancel ends the run as cancelled. A worker serving the store, or the next pipe command that touches the run (runs show, resume, confirm, answer, review), applies it, recorded as the policy's.
+   */
+  on_timeout?: 'wait' | 'deny' | 'cancel'
+  /**
+   * Whether a command step whose command is destructive (the built-in list of docs/policy.md: rm, git push, git reset --hard, curl, npm publish, ...) waits for a person even though allowed_commands allows it: ask (default) or allow. A tools_preapproved entry that matches the command lifts it for that command.
+   */
+  destructive?: 'ask' | 'allow'
 }

@@ -178,6 +178,10 @@ export interface RunRecord {
      * For a confirm under the policy's confirm.timeout_s: when the person's time runs out. After it the run stays paused and says so; pipe confirm still answers it.
      */
     deadline?: string
+    /**
+     * What the policy's confirm.on_timeout does when the deadline passes (deny or cancel), fixed when the run paused; absent: the run keeps waiting.
+     */
+    on_timeout?: 'deny' | 'cancel'
     questions?: {
       id: string
       field?: string

@@ -1,42 +1,121 @@
 /**
- * A confirmation's deadline (policy confirm.timeout_s) passed while a person was being asked: the
- * run stays paused, and its record and timeline say so. Nothing else changes: pipe confirm still
- * answers it, and the run never goes on by itself.
+ * A confirmation's deadline (policy confirm.timeout_s) that passed acts as the policy said when the
+ * run paused (confirm.on_timeout, kept in the pending record): `wait` leaves the run paused and
+ * says so, `deny` refuses the step as `pipe confirm RUN --no` would (the same route), `cancel`
+ * cancels the run through the one cancel use case. Whoever touches the run first applies it — the
+ * prompt at the terminal, pipe confirm, resume, runs show, or a pipe worker serving the store — and
+ * the timeline says who decided (the policy), when, and which deadline.
  */
+import {PipeError} from '../../errors.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
+import type {RunStore} from '../../store/types.js'
+import type {RunRecord} from '../../types/run.js'
+import {cancelSession} from './cancel.js'
+import {POLICY_ACTOR, deadlineReason, dueTimeout, type DueTimeout} from './deadline-due.js'
+import {resumeSession} from './resume.js'
 import type {SessionOptions} from './shared.js'
 
-export async function confirmDeadlinePassed(options: SessionOptions & {runId: string}): Promise<RunOutcome> {
-  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
-  const release = await store.acquireRun(options.runId)
+export interface DeadlineOptions extends SessionOptions {
+  runId: string
+  /** A store the caller opened already (pipe worker). */
+  opened?: RunStore
+  /** Where a file the run recorded is on this machine (pipe worker). */
+  relocate?: (file: string) => string
+}
+
+/**
+ * What a passed deadline did to the run, or null when none is due (not waiting for a confirmation,
+ * no deadline, not yet passed, or another process holds the run and applies it).
+ */
+export async function applyPassedDeadline(options: DeadlineOptions): Promise<{due: DueTimeout; outcome: RunOutcome} | null> {
+  const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
+  const now = (options.now ?? (() => new Date()))()
+  const due = dueTimeout(await store.readRun(options.runId), now)
+  if (!due) return null
+  let record: RunRecord
   try {
-    let record = await store.readRun(options.runId)
-    const pending = record.pending
-    const at = (options.now ?? (() => new Date()))().toISOString()
-    // Answered meanwhile (another terminal), or not yet due: there is nothing to say.
-    if (record.status === 'awaiting_input' && pending?.kind === 'confirm' && pending.deadline !== undefined && pending.deadline <= at) {
-      const reason = `confirmation deadline passed at ${pending.deadline}; the run stays paused: pipe confirm ${options.runId} --yes|--no`
-      if (record.status_reason !== reason)
-        record = await store.updateRun(
-          options.runId,
-          (r) => {
-            r.status_reason = reason
-            r.updated_at = at
-          },
-          {at, event: 'confirm_deadline_passed', step: pending.step, reason},
-        )
-    }
-    return {
-      run_id: record.run_id,
-      feature_id: record.feature_id,
-      status: record.status,
-      spec_version: record.spec_version ?? null,
-      steps_run: 0,
-      ...(record.status_reason ? {reason: record.status_reason} : {}),
-      ...(record.pending ? {pending: record.pending} : {}),
-    }
+    const noted = await noteDeadline(store, options.runId, now)
+    if (!noted) return null
+    record = noted
+  } catch (error) {
+    // Held by another process (the one prompting, a worker): that one applies it.
+    if ((error as {code?: string}).code === 'E_CONFLICT') return null
+    throw error
+  }
+  if (due.action === undefined) return {due, outcome: outcomeOf(record)}
+  const {opened, relocate, ...session} = options
+  const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: POLICY_ACTOR}
+  if (due.action === 'deny') {
+    const callId = record.pending?.action?.call_id
+    const outcome = await resumeSession({
+      ...drive,
+      command: `pipe confirm ${options.runId} --no`,
+      confirm: {decision: 'no', ...(callId !== undefined ? {call_id: callId} : {}), note: `no answer by the deadline ${due.deadline}`},
+    })
+    return {due, outcome}
+  }
+  const reason = `no answer to the confirmation of step ${due.step} by its deadline ${due.deadline}: the policy's confirm.on_timeout cancels the run`
+  const outcome = await cancelSession({...session, user: POLICY_ACTOR, reason})
+  return {due, outcome}
+}
+
+/** The deadline on the run's record and timeline (once), under the run's lock; null when it is no longer due. */
+async function noteDeadline(store: RunStore, runId: string, now: Date): Promise<RunRecord | null> {
+  const release = await store.acquireRun(runId)
+  try {
+    const record = await store.readRun(runId)
+    // Answered meanwhile (another terminal, a worker): there is nothing to do.
+    const due = dueTimeout(record, now)
+    if (!due) return null
+    const reason = deadlineReason(runId, due)
+    if (record.status_reason === reason) return record
+    const at = now.toISOString()
+    return await store.updateRun(
+      runId,
+      (r) => {
+        r.status_reason = reason
+        r.updated_at = at
+      },
+      {at, event: 'confirm_deadline_passed', step: due.step, reason, ...(due.action ? {by: POLICY_ACTOR} : {})},
+    )
   } finally {
     await release()
   }
+}
+
+/** The prompt at the terminal ran out: the policy's action, or the run as it stays paused. */
+export async function confirmDeadlinePassed(options: DeadlineOptions): Promise<RunOutcome> {
+  const applied = await applyPassedDeadline(options)
+  if (applied) return applied.outcome
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  return outcomeOf(await store.readRun(options.runId))
+}
+
+/** A person's answer that came after the policy acted on the deadline: refused, saying what the policy did. */
+export function tooLate(runId: string, applied: {due: DueTimeout; outcome: RunOutcome}): PipeError {
+  const did = applied.due.action === 'deny' ? 'refused the step' : 'cancelled the run'
+  return new PipeError(
+    'E_STATE',
+    `run ${runId}'s confirmation of step ${applied.due.step} had a deadline, ${applied.due.deadline}, which passed: the policy's confirm.on_timeout: ${applied.due.action} ${did} (the run is now ${applied.outcome.status}); this answer was not taken`,
+    {hint: `pipe runs show ${runId} shows what happened. To give a person more time, raise confirm.timeout_s or set confirm.on_timeout: wait in the policy.`},
+  )
+}
+
+function outcomeOf(record: RunRecord): RunOutcome {
+  return {
+    run_id: record.run_id,
+    feature_id: record.feature_id,
+    status: record.status,
+    spec_version: record.spec_version ?? null,
+    steps_run: 0,
+    ...(record.status_reason ? {reason: record.status_reason} : {}),
+    ...(record.pending ? {pending: record.pending} : {}),
+  }
+}
+
+/** `go` (a resume), unless a passed deadline the policy acts on decided the run first: then what it did. */
+export async function unlessDeadlineActed(options: DeadlineOptions, go: () => Promise<RunOutcome>): Promise<RunOutcome> {
+  const applied = await applyPassedDeadline(options)
+  return applied?.due.action ? applied.outcome : go()
 }

@@ -4,6 +4,7 @@ import {faultPoint} from '../../util/faults.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
+import {applyPassedDeadline, tooLate} from './confirm-deadline.js'
 
 export interface ConfirmSession extends SessionOptions {
   runId: string
@@ -16,6 +17,9 @@ export interface ConfirmSession extends SessionOptions {
 }
 
 export async function confirmSession(options: ConfirmSession): Promise<RunOutcome> {
+  // An answer after a deadline the policy acts on (confirm.on_timeout) comes too late: the policy decided.
+  const applied = await applyPassedDeadline(options)
+  if (applied?.due.action) throw tooLate(options.runId, applied)
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
   const pending = waitingFor(record, 'confirm')

@@ -80,7 +80,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
       // argv known only while running is judged then: the run may still pause there).
       const resolved = staticValues(pipeline.pipeline.steps[i]!, statics).resolved ?? {}
       const argv = (handler.commands?.(withResolved(step, resolved) as never) ?? []).map((c) => [...c.argv])
-      const because = stepConfirmRule(policy, step, argv)
+      const because = stepConfirmRule(policy, step, argv, {root: options.cwd})
       return because ? [{step: step.id, for: 'confirm' as const, because}] : []
     }),
     store: storeLabel(options.cwd, options.store),

@@ -18,6 +18,7 @@ import type {TeamQueue} from '../../store/team.js'
 import {resumeSession} from '../sessions/resume.js'
 import {engineFor} from '../sessions/shared.js'
 import {QueuedChildren} from './children.js'
+import {applyDueDeadlines} from './deadlines.js'
 import {relocator, workspaceOf, type LocalWorkspace} from './workspace.js'
 
 /** How often an idle worker looks at the queue (PIPE_WORKER_POLL_MS). */
@@ -208,6 +209,13 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         noted = Date.now()
         const refused = await work.noteUnservable(queue).catch(() => [])
         for (const r of refused) log(`pipe worker: ${r.run_id} waits: ${r.note}`)
+        // Runs waiting for a person whose deadline passed: the policy's confirm.on_timeout acts now.
+        const waiting = new Set([...active.keys(), ...[...backoff].filter(([, b]) => b.until > Date.now()).map(([runId]) => runId)])
+        const sweep = {store, work, location, cwd: options.cwd, rootById, signal, log}
+        for (const runId of await applyDueDeadlines(sweep, waiting).catch(() => [])) {
+          const delay = Math.min(2 * (backoff.get(runId)?.delay ?? 500), 60000)
+          backoff.set(runId, {until: Date.now() + delay, delay})
+        }
       }
       if (!woken)
         await new Promise<void>((resolve) => {

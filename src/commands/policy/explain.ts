@@ -5,7 +5,7 @@ import {renderDiagnostics} from '../../cli/views.js'
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import {checkCommand, checkPath, type Verdict} from '../../policy/rules.js'
-import {commandConfirmRule} from '../../policy/confirm.js'
+import {commandConfirmRule, destructiveRule} from '../../policy/confirm.js'
 import {needsConfirmation, preapproval, toolLevel} from '../../policy/tools.js'
 import {line as t} from '../../util/terminal-text.js'
 
@@ -71,11 +71,22 @@ export default class PolicyExplain extends PipeCommand {
                 : 'needed (pipe confirm)',
       }
     }
-    const result = {...verdict, subject, policy: policy.file ?? '(built-in default)', policy_version: policy.version, ...(agent ? {agent} : {})}
+    // What a command step running the same argv would meet: a destructive command waits for a person although allowed.
+    const stepWaits = flags.path === undefined && verdict.allowed ? (commandConfirmRule(policy, [command]) ?? destructiveRule(policy, [command], {root})) : null
+    const step =
+      flags.path === undefined && verdict.allowed ? {confirmation: stepWaits === null ? 'not needed' : `needed (pipe confirm): ${stepWaits}`} : undefined
+    const result = {
+      ...verdict,
+      subject,
+      policy: policy.file ?? '(built-in default)',
+      policy_version: policy.version,
+      ...(agent ? {agent} : {}),
+      ...(step ? {step} : {}),
+    }
     // The agent's line is added outside t``: a line break inside a value would be shown escaped.
     if (!this.jsonEnabled())
       process.stdout.write(
-        `${t`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}`}\n${agent ? `${t`  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}`}\n` : ''}${t`  policy: ${result.policy} (${policy.version})`}\n`,
+        `${t`${verdict.allowed ? 'allowed' : 'DENIED'}  ${JSON.stringify(subject)}\n  rule: ${verdict.rule}\n  ${verdict.reason}`}\n${agent ? `${t`  agent run_command: level ${agent.level}, confirmation ${agent.confirmation}`}\n` : ''}${t`  policy: ${result.policy} (${policy.version})`}\n${step && stepWaits !== null ? `${t`  a command step: confirmation ${step.confirmation}`}\n` : ''}`,
       )
     if (!verdict.allowed) process.exitCode = 3
     return result

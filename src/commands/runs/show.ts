@@ -9,6 +9,7 @@ import type {Holding} from '../../store/types.js'
 import {assertId} from '../../store/file/ids.js'
 import {line as t} from '../../util/terminal-text.js'
 import {queueWait, type QueueWait} from '../../app/worker/entry.js'
+import {applyPassedDeadline} from '../../app/sessions/confirm-deadline.js'
 
 export interface RunShowResult {
   run: RunRecord
@@ -48,6 +49,13 @@ export default class RunsShow extends PipeCommand {
   async run(): Promise<RunShowResult> {
     const {args, flags} = await this.parse(RunsShow)
     assertId('run', args.run)
+    // A confirmation whose deadline passed acts first (confirm.on_timeout): what is shown is the run after it.
+    await applyPassedDeadline({cwd: process.cwd(), store: this.storeDir(flags.store), runId: args.run}).catch((error: unknown) => {
+      const e = error as {code?: string; message?: string}
+      process.stderr.write(
+        t`warning: the confirmation's deadline passed, but what the policy says it does could not be done: [${e.code ?? 'E_INTERNAL'}] ${e.message ?? String(error)}\n`,
+      )
+    })
     const store = await openStore(this.storeDir(flags.store), 'existing')
     const record = await store.readRun(args.run)
     const [events, snapshots, status] = await Promise.all([store.readEvents(args.run), store.readSnapshots(args.run), effectiveStatus(store, record)])
