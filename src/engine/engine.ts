@@ -23,6 +23,7 @@ import {takeInput} from './resume-input.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
 import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
+import {commitWaitingCancelled} from './cancel-waiting.js'
 
 export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 
@@ -147,8 +148,12 @@ export class Engine {
     }
   }
 
-  /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */
-  async cancel(runId: string, reason: string): Promise<RunOutcome> {
+  /**
+   * Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. With
+   * `settings` (its pipeline and policy as it runs with them), a run paused at a step records that
+   * step's snapshot, cancelled.
+   */
+  async cancel(runId: string, reason: string, settings?: RunSettings): Promise<RunOutcome> {
     const {store} = this.deps
     const before = await store.readRun(runId)
     if (isFinal(before.status)) {
@@ -158,7 +163,9 @@ export class Engine {
     try {
       const record = await store.readRun(runId)
       if (record.status === 'running') await this.keeper.stop(runId, goneOwner(record))
-      await this.keeper.stop(runId, {status: 'cancelled', reason, recordReason: `${reason} (by ${this.user})`, by: this.user})
+      if (settings && (await commitWaitingCancelled(this.deps.store, this.registry, record, settings, reason, this.now())))
+        await this.keeper.writeArtifacts(runId)
+      await this.keeper.stop(runId, {status: 'cancelled', reason, by: this.user})
     } finally {
       await release()
     }
