@@ -5,22 +5,28 @@
  */
 import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
+import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {RunSettings} from './engine-types.js'
 import {stepCommitOf} from './record.js'
 
-/** Commits the cancelled snapshot of the step `record` waits at; false when it waits at none this pipeline has. */
+/** The step a paused run waits at, as its pipeline has it (undefined: it waits at none). */
+export function waitingStep(record: RunRecord, settings: RunSettings): Step | undefined {
+  const waiting = record.pending
+  return record.status === 'awaiting_input' && waiting ? settings.pipeline.pipeline.steps.find((s) => s.id === waiting.step) : undefined
+}
+
+/** Commits the cancelled snapshot of `step`, the step `record` (as it was paused) waits at. */
 export async function commitWaitingCancelled(
   store: RunStore,
   registry: StepRegistry,
   record: RunRecord,
+  step: Step,
   settings: RunSettings,
   reason: string,
   now: Date,
-): Promise<boolean> {
-  const waiting = record.pending
-  const step = waiting ? settings.pipeline.pipeline.steps.find((s) => s.id === waiting.step) : undefined
-  if (record.status !== 'awaiting_input' || !waiting || !step) return false
+): Promise<void> {
+  const waiting = record.pending!
   const own = await store.readSnapshots(record.run_id)
   // A replay's own snapshots follow the ones it took from its source, up to the step it replays from.
   const seq = (own.at(-1)?.step.seq ?? (record.replay_of ? record.replay_of.seq - 1 : 0)) + 1
@@ -51,5 +57,4 @@ export async function commitWaitingCancelled(
     before: own,
   })
   await store.commitStep(commit)
-  return true
 }

@@ -23,7 +23,7 @@ import {takeInput} from './resume-input.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
 import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
-import {commitWaitingCancelled} from './cancel-waiting.js'
+import {commitWaitingCancelled, waitingStep} from './cancel-waiting.js'
 
 export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 
@@ -162,9 +162,17 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running') await this.keeper.stop(runId, goneOwner(record))
-      if (settings && (await commitWaitingCancelled(this.deps.store, this.registry, record, settings, reason, this.now())))
-        await this.keeper.writeArtifacts(runId)
+      const waiting = settings ? waitingStep(record, settings) : undefined
+      if (record.status === 'running') {
+        // What the process that is gone was recording (a step, a cancelled step) is finished first.
+        await store.recover(runId)
+        await this.keeper.stop(runId, goneOwner(record))
+      } else if (settings && waiting) {
+        // Held and running while its step is recorded, as a walk records one: a crash in between
+        // leaves a run whose process is gone, which pipe cancel finishes, never a paused run with a snapshot after its seal.
+        await this.keeper.running(runId, 'resumed', {reason: `pipe cancel records step ${waiting.id}, which the run waits at, as cancelled`})
+        await commitWaitingCancelled(store, this.registry, record, waiting, settings, reason, this.now())
+      }
       await this.keeper.stop(runId, {status: 'cancelled', reason, by: this.user})
     } finally {
       await release()
