@@ -198,4 +198,29 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
     expect(children.map((r) => r.status).sort()).to.deep.equal(['cancelled', 'succeeded'])
     await expectCancelled([], child.run_id, 'work')
   })
+
+  it('pipe cancel PARENT of a live foreach: it ends cancelled, and so do its children driven in the same process', async () => {
+    await workspace()
+    await writeFile(
+      path.join(dir, 'many.yaml'),
+      'version: 1\nname: many\nsteps:\n  - id: each\n    kind: foreach\n    items: "${{ [\\"a\\", \\"b\\"] }}"\n    concurrency: 2\n    steps:\n      - {id: work, kind: command, run: [sh, wait.sh, "${{ item }}"]}\n',
+    )
+    const driving = drive(['run', 'many.yaml', '--text', 'x', '--policy', 'policy.yaml'])
+    await changeIn(dir, () => existsSync(path.join(dir, 'started-a')) && existsSync(path.join(dir, 'started-b')), 'both children started', driving.done)
+    const parent = (await runIds([])).find((r) => r.parent === undefined)!
+    await cancel(parent.run_id, [])
+    const ended = await driving.done
+    expect(ended.code, ended.stderr).to.equal(5)
+    expect(ended.stdout).to.contain(`run ${parent.run_id}  cancelled`)
+    expect(ended.stdout + ended.stderr).to.not.contain(`run ${parent.run_id} interrupted`)
+    const after = await runIds([])
+    expect(after.map((r) => r.status)).to.deep.equal(['cancelled', 'cancelled', 'cancelled'])
+    await expectCancelled([], parent.run_id, 'each')
+    // Each child's step is recorded cancelled by its own walk, or, when its parent's stop reached it first
+    // (recorded interrupted), the child is cancelled by pipe cancel after: either way none is left to resume.
+    for (const child of after.filter((r) => r.parent !== undefined)) {
+      const shown = json<{run: {status_reason?: string}}>(await pipe(['runs', 'show', child.run_id, '--json'], {cwd: dir})).run
+      expect(shown.status_reason).to.match(new RegExp(`^parent run ${parent.run_id} was cancelled: cancelled by .+: no longer needed$`))
+    }
+  })
 })

@@ -8,6 +8,7 @@ import {currentUser} from '../../util/user.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {defaultPolicy} from '../../policy/policy.js'
 import type {RunRecord} from '../../types/run.js'
+import type {RunStore} from '../../store/types.js'
 import type {RunSettings} from '../../engine/engine-types.js'
 import {type SessionOptions, engineFor, loadPipelineOrThrow, policyOrThrow} from './shared.js'
 
@@ -41,12 +42,19 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
     if (store.requestCancel) {
       // The request is the store's; the ring only wakes the driver, which may drive other runs too
       // (a parent and its children in one process): it stops this run alone, recording its step as cancelled.
+      // Its unfinished children are asked too: driven in the same process, each records its own step cancelled.
+      for (const child of await unfinishedDescendants(store, options.runId))
+        await store.requestCancel(child, `parent run ${options.runId} was cancelled: ${reason}`)
       await store.requestCancel(options.runId, reason)
       process.kill(owner.pid, CANCEL_SIGNAL)
       while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status) && (await store.runOwner(options.runId))?.alive)
         await new Promise((r) => setTimeout(r, 50))
       const now = await store.readRun(options.runId)
-      if (now.status === 'cancelled')
+      if (now.status === 'cancelled') {
+        // A child its parent's stop reached first was recorded interrupted: nothing drives it now, so it is cancelled here.
+        const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
+        for (const child of await unfinishedDescendants(store, options.runId))
+          await engine.cancel(child, `parent run ${options.runId} was cancelled: ${reason}`).catch(() => undefined)
         return {
           run_id: options.runId,
           feature_id: now.feature_id,
@@ -55,6 +63,7 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
           steps_run: 0,
           reason: now.status_reason ?? reason,
         }
+      }
     } else {
       // Ask the process driving it to stop; it records the run as interrupted, then we cancel it.
       process.kill(owner.pid, 'SIGTERM')
@@ -63,6 +72,16 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   }
   const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
   return engine.cancel(options.runId, reason, await waitingSettings(await store.readRun(options.runId), options.cwd))
+}
+
+/** The runs under `runId` (children, their children…) that have not ended. */
+async function unfinishedDescendants(store: RunStore, runId: string): Promise<string[]> {
+  const out: string[] = []
+  for (const child of await store.listChildren(runId)) {
+    if (isFinal(child.status)) continue
+    out.push(child.run_id, ...(await unfinishedDescendants(store, child.run_id)))
+  }
+  return out
 }
 
 /**
