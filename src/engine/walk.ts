@@ -162,10 +162,12 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
     try {
       executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs}, cancel)
     } catch (error) {
-      if (error instanceof Interrupted) return interrupt(stop)
-      if (!(error instanceof Cancelled)) throw error
+      // Stopped from outside (its parent's step, a worker's watch) while this run was asked to cancel: the cancel it is.
+      const asked = error instanceof Interrupted ? await store.cancelRequest?.(runId) : undefined
+      if (error instanceof Interrupted && !asked) return interrupt(stop)
+      if (!(error instanceof Cancelled) && !asked) throw error
       // Every step leaves a snapshot (seed 002): a cancelled one records what it did until then and ends the run.
-      executed = cancelledStep(error)
+      executed = cancelledStep(error instanceof Cancelled ? error : new Cancelled(asked!))
     }
     const {errors, attempts, blocked, skipped, cancelled} = executed
     const modelCalls = env.deps.replies?.take(runId, step.id) ?? []
