@@ -1,4 +1,5 @@
 /** SIGINT and SIGTERM abort the run in progress, which then records itself as interrupted. */
+import {CANCEL_SIGNAL, ringCancelBell} from '../util/cancel-bell.js'
 import {writeErr} from './std-streams.js'
 
 /** How long the first signal gives the work to wind down before pipe ends itself regardless. */
@@ -20,11 +21,14 @@ export async function withSignals<T>(work: (signal: AbortSignal) => Promise<T>, 
   }
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
+  // pipe cancel's doorbell: only the run that was asked to stop stops (see util/cancel-bell.ts).
+  process.on(CANCEL_SIGNAL, ringCancelBell)
   try {
     return await work(controller.signal)
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)
+    process.off(CANCEL_SIGNAL, ringCancelBell)
   }
 }
 

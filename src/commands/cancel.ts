@@ -9,7 +9,7 @@ import {assertId} from '../store/file/ids.js'
 export default class Cancel extends PipeCommand {
   static override summary = 'End a run as cancelled.'
   static override description =
-    'A paused, interrupted or blocked run is cancelled at once. A run being driven by a live pipe process is first asked to stop (SIGTERM), then cancelled; a process that merely reuses the recorded pid is never signalled. The reason and the OS user are recorded in its timeline. Exits 0 when it cancelled the run (it did what was asked), 2 when the run had already ended.'
+    "A paused, interrupted or blocked run is cancelled at once; a paused run's waiting step is recorded cancelled. A run being driven by a live pipe process is asked to stop through the store (a cancel request, and SIGUSR2 to wake it): that process records the running step cancelled and ends that run alone; a process that merely reuses the recorded pid is never signalled. The reason and the OS user are recorded in its timeline. Exits 0 when it cancelled the run (it did what was asked), 2 when the run had already ended."
   static override examples = [
     {description: 'Cancel a paused run', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --reason "superseded by R-20261121-0007"'},
   ]

@@ -23,6 +23,20 @@ import {renderer, stepContext, type AttemptEnvironment, type RunAtStep} from './
 export class Interrupted extends Error {}
 
 /**
+ * The run was cancelled (pipe cancel) while a step ran: the walk records the step's snapshot with
+ * the outcome cancelled, with what the step gave up to then (`partial`), and ends the run.
+ */
+export class Cancelled extends Error {
+  partial: StepResult | undefined
+  constructor(readonly request: string) {
+    super(request)
+  }
+}
+
+/** How long a cancelled step's handler may take to hand back what it did (a command's output once its group is killed). */
+const CANCEL_GRACE_MS = 5000
+
+/**
  * How one attempt of a step is stopped: `settled` rejects with the reason, and the step's signal
  * aborts. The AbortController is made only when the step reads its signal: most cheap kinds never
  * do, and making one cost a few microseconds per step.
@@ -63,6 +77,22 @@ export interface Executed {
   blocked?: boolean
   /** Its when: was false: it did not run. */
   skipped?: boolean
+  /** pipe cancel stopped it: its result is the outcome cancelled, with what it gave up to then. */
+  cancelled?: boolean
+}
+
+/** A step pipe cancel stopped: the outcome cancelled ends the run, and keeps the outputs its handler gave on its way out. */
+export function cancelledStep(stopped: Cancelled): Executed {
+  const partial = stopped.partial?.type === 'done' ? stopped.partial : undefined
+  const result: StepDone = {
+    type: 'done',
+    outcome: 'cancelled',
+    reason: stopped.request,
+    outputs: partial?.outputs ?? {},
+    ...(partial?.inputs ? {inputs: partial.inputs} : {}),
+    cancel: {reason: stopped.request},
+  }
+  return {result, errors: [], attempts: 1, cancelled: true}
 }
 
 export type {AttemptEnvironment, RunAtStep} from './step-context.js'
@@ -74,6 +104,7 @@ export async function attemptStep<K extends StepKind>(
   step: StepOf<K>,
   seq: number,
   run: RunAtStep,
+  cancel?: AbortSignal,
 ): Promise<Executed> {
   const {policy} = run.settings
   const safe = step.retry?.safe ?? handler.safeToRetry
@@ -91,9 +122,13 @@ export async function attemptStep<K extends StepKind>(
     tracing().attemptStarted(runId, step, seq, attempt)
     const outer = env.deps.signal
     if (outer?.aborted) throw new Interrupted('interrupted')
+    if (cancel?.aborted) throw new Cancelled(String(cancel.reason))
     const abort = new StepAbort()
     const onOuter = (): void => abort.abort(new Interrupted('interrupted'))
     outer?.addEventListener('abort', onOuter, {once: true})
+    const onCancel = (): void => abort.abort(new Cancelled(String(cancel!.reason)))
+    cancel?.addEventListener('abort', onCancel, {once: true})
+    let running: Promise<unknown> | undefined
     const cancelDeadline =
       timeoutMs === null
         ? undefined
@@ -135,7 +170,9 @@ export async function attemptStep<K extends StepKind>(
       }
       // A fault point (tests only): where a step's own code runs, so a bug there can be injected.
       await env.deps.hook?.(`attempt:${step.id}`)
-      const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([handler.run(context), aborted]))
+      const own = handler.run(context)
+      running = own
+      const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([own, aborted]))
       if (result.type === 'done' && Object.keys(resolved).length > 0) {
         // A kind may record values it evaluated itself (a choice's whens) under the same key.
         const own = result.inputs?.['resolved']
@@ -145,6 +182,11 @@ export async function attemptStep<K extends StepKind>(
       return {result, errors, attempts: attempt}
     } catch (raw) {
       if (raw instanceof Interrupted || outer?.aborted) throw new Interrupted('interrupted')
+      if (raw instanceof Cancelled) {
+        // What the step did until then is the cancelled snapshot's evidence: its handler saw the abort and ends soon.
+        raw.partial = running ? ((await settledWithin(running, CANCEL_GRACE_MS)) as StepResult | undefined) : undefined
+        throw raw
+      }
       const error = toPipeError(raw)
       if (error.blocking) blocked = true
       const traceId = newTraceId()
@@ -172,6 +214,7 @@ export async function attemptStep<K extends StepKind>(
     } finally {
       cancelDeadline?.()
       outer?.removeEventListener('abort', onOuter)
+      cancel?.removeEventListener('abort', onCancel)
       await close()
     }
   }
@@ -195,6 +238,17 @@ function resolveAttempt<K extends StepKind>(
   }
   const resolved = explained(values, () => resolveStep(step, bound, deferredFields(handler, step)))
   return {step: resolved.step, values: {...when, ...resolved.values}}
+}
+
+/** What `running` gives if it settles within `ms` (undefined if it throws or takes longer). */
+async function settledWithin<T>(running: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)))
+  try {
+    return await Promise.race([running.catch(() => undefined), late])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** The stack of what was thrown, with the stacks of its causes (an E_INTERNAL wraps the error it came from). */

@@ -24,6 +24,7 @@ import {plannedSkips} from './tasks.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
 import {birthOf, type RunBirth} from './run-record.js'
 import {walk, type WalkEnvironment} from './walk.js'
+import {commitWaitingCancelled, waitingStep} from './cancel-waiting.js'
 
 export type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 
@@ -158,8 +159,12 @@ export class Engine {
     }
   }
 
-  /** Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. */
-  async cancel(runId: string, reason: string): Promise<RunOutcome> {
+  /**
+   * Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. With
+   * `settings` (its pipeline and policy as it runs with them), a run paused at a step records that
+   * step's snapshot, cancelled.
+   */
+  async cancel(runId: string, reason: string, settings?: RunSettings): Promise<RunOutcome> {
     const {store} = this.deps
     const before = await store.readRun(runId)
     if (isFinal(before.status)) {
@@ -168,8 +173,18 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      if (record.status === 'running') await this.keeper.stop(runId, goneOwner(record))
-      await this.keeper.stop(runId, {status: 'cancelled', reason, recordReason: `${reason} (by ${this.user})`, by: this.user})
+      const waiting = settings ? waitingStep(record, settings) : undefined
+      if (record.status === 'running') {
+        // What the process that is gone was recording (a step, a cancelled step) is finished first.
+        await store.recover(runId)
+        await this.keeper.stop(runId, goneOwner(record))
+      } else if (settings && waiting) {
+        // Held and running while its step is recorded, as a walk records one: a crash in between
+        // leaves a run whose process is gone, which pipe cancel finishes, never a paused run with a snapshot after its seal.
+        await this.keeper.running(runId, 'resumed', {reason: `pipe cancel records step ${waiting.id}, which the run waits at, as cancelled`})
+        await commitWaitingCancelled(store, this.registry, record, waiting, settings, reason, this.now())
+      }
+      await this.keeper.stop(runId, {status: 'cancelled', reason, by: this.user})
     } finally {
       await release()
     }

@@ -33,6 +33,8 @@ export interface StepTiming {
   blocked: boolean
   /** Its when: was false: it did not run. */
   skipped: boolean
+  /** pipe cancel stopped it: it changes no spec, and what it did is its evidence. */
+  cancelled?: boolean
   /** The pipeline declares secrets, so everything the step returned is redacted. */
   secrets: boolean
   modelCalls: ModelCall[]
@@ -89,7 +91,7 @@ export function stepCommitOf(ended: StepEnded): StepCommit {
           },
         },
       }
-    } else if (changesSpec(handler, step) && !timing.skipped) {
+    } else if (changesSpec(handler, step) && !timing.skipped && timing.cancelled !== true) {
       throw new PipeError('E_INTERNAL', `step kind ${step.kind} changes specs but returned none`)
     }
   }
@@ -117,6 +119,8 @@ export function stepCommitOf(ended: StepEnded): StepCommit {
   }
   const failed = errorEvidence(runId, step.id, seq, decisions, errors, result?.outputs)
   if (failed) evidence.push({draft: failed, link: 'log'})
+  const stopped = timing.cancelled === true ? cancelledEvidence(runId, step.id, seq, decisions, result?.outputs) : null
+  if (stopped) evidence.push({draft: stopped, link: 'log'})
   const context = contextRefOf(record, step, seq, result, before)
   // What the step says it read; its context_ref is the one worked out above.
   const {context_ref: _own, ...stepInputs} = result?.inputs ?? {}
@@ -235,6 +239,27 @@ function errorEvidence(
     type: 'log',
     source: {ref: `run://${runId}/snapshots/${seq}#errors`},
     content: {excerpt, note: `${error.code} at step ${stepId}: ${error.message}`.slice(0, 2000)},
+    linked_to: [{run_id: runId, step: stepId}],
+  }
+}
+
+/** What a step pipe cancel stopped had printed by then (a command's output), as log evidence; null when it printed nothing. */
+function cancelledEvidence(
+  runId: string,
+  stepId: string,
+  seq: number,
+  decisions: Snapshot['decisions'],
+  outputs: Record<string, unknown> | undefined,
+): StepCommit['evidence'][number]['draft'] | null {
+  const log = commandLog(outputs?.['command'])
+  if (log === null) return null
+  return {
+    type: 'log',
+    source: {ref: `run://${runId}/snapshots/${seq}#outputs`},
+    content: {
+      excerpt: redact(log).trimEnd().slice(-500),
+      note: `output of step ${stepId} until it was cancelled: ${decisions.at(-1)?.reason ?? ''}`.slice(0, 2000),
+    },
     linked_to: [{run_id: runId, step: stepId}],
   }
 }

@@ -13,9 +13,10 @@ import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
 import {tracing} from '../telemetry/tracing.js'
 import {breathe} from '../util/breathe.js'
+import {onCancelBell} from '../util/cancel-bell.js'
 import {redactDeep} from '../util/redact.js'
 import {evaluateOutputs} from './run-outputs.js'
-import {attemptStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
+import {attemptStep, Cancelled, cancelledStep, Interrupted, type AttemptEnvironment, type Executed} from './attempt.js'
 import {cursorOf, redrivenOf, retriedKey} from './cursor.js'
 import type {EngineDeps, RunOutcome, RunSettings} from './engine-types.js'
 import {contextFor, evaluatorFor, iterationBound, policyValues, readSecrets, usesExpressions, type RunExpressions} from './expressions.js'
@@ -37,6 +38,23 @@ export interface WalkEnvironment {
 
 /** Walks the run from where its snapshots leave it; `fresh`: a run just created, which has none and no commit to recover. */
 export async function walk(env: WalkEnvironment, runId: string, settings: RunSettings, fresh = false): Promise<RunOutcome> {
+  // pipe cancel records a request and rings (util/cancel-bell.ts); this run stops only for its own request.
+  const cancelling = new AbortController()
+  const {store} = env.deps
+  const look = async (): Promise<void> => {
+    const asked = await store.cancelRequest?.(runId)
+    if (asked && !cancelling.signal.aborted) cancelling.abort(asked)
+  }
+  const unsubscribe = onCancelBell(() => void look().catch(() => undefined))
+  try {
+    await look()
+    return await walkRun(env, runId, settings, fresh, cancelling.signal)
+  } finally {
+    unsubscribe()
+  }
+}
+
+async function walkRun(env: WalkEnvironment, runId: string, settings: RunSettings, fresh: boolean, cancel: AbortSignal): Promise<RunOutcome> {
   const {store} = env.deps
   const {pipeline} = settings.pipeline
   const steps = new Map(pipeline.steps.map((s) => [s.id, s]))
@@ -100,6 +118,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     // Instant steps never wait on the loop: without a turn now and then a signal would wait for the whole run.
     await breathe()
     if (env.deps.signal?.aborted) return interrupt(stop)
+    if (cancel.aborted) return stop({status: 'cancelled', reason: String(cancel.reason)})
     const step = steps.get(cursor.next)
     if (!step) {
       const reason = `step "${cursor.next}" is not in the pipeline`
@@ -141,12 +160,16 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
     // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
     env.deps.replies?.take(runId, step.id)
     try {
-      executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs})
+      executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs}, cancel)
     } catch (error) {
-      if (error instanceof Interrupted) return interrupt(stop)
-      throw error
+      // Stopped from outside (its parent's step, a worker's watch) while this run was asked to cancel: the cancel it is.
+      const asked = error instanceof Interrupted ? await store.cancelRequest?.(runId) : undefined
+      if (error instanceof Interrupted && !asked) return interrupt(stop)
+      if (!(error instanceof Cancelled) && !asked) throw error
+      // Every step leaves a snapshot (seed 002): a cancelled one records what it did until then and ends the run.
+      executed = cancelledStep(error instanceof Cancelled ? error : new Cancelled(asked!))
     }
-    const {errors, attempts, blocked, skipped} = executed
+    const {errors, attempts, blocked, skipped, cancelled} = executed
     const modelCalls = env.deps.replies?.take(runId, step.id) ?? []
     // A reason may quote a resolved secret (an end's reason, a command line): never record or print it.
     const result = Object.keys(exprs.secrets).length > 0 && executed.result?.type === 'done' ? redactDeep(executed.result) : executed.result
@@ -182,6 +205,7 @@ export async function walk(env: WalkEnvironment, runId: string, settings: RunSet
         attempts,
         blocked: blocked === true,
         skipped: skipped === true,
+        cancelled: cancelled === true,
         secrets: Object.keys(exprs.secrets).length > 0,
         modelCalls,
       },

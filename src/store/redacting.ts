@@ -34,6 +34,7 @@ export function redacting<S extends RunStore>(store: S): S {
     createFeature: (now, title) => store.createFeature(now, redactDeep(title)),
     writeStepState: (runId, step, seq, state) => store.writeStepState(runId, step, seq, redactDeep(state)),
   }
+  if (store.requestCancel) writes.requestCancel = (runId, request) => store.requestCancel!(runId, redactDeep(request))
   const team = store.team
   if (team) writes.team = redactingTeam(team)
   return new Proxy(store, {

@@ -225,6 +225,14 @@ export interface RunStore {
    * the record it vouched for, so that what runs is what was checked, not a row read again after.
    */
   vouch?(runId: string): Promise<RunRecord>
+  /**
+   * Asks the process driving the run to end it as cancelled (pipe cancel): the first request's text
+   * stays. The driver reads it (cancelRequest) when pipe cancel rings it (util/cancel-bell.ts) and
+   * records the step it was in as cancelled. A store without them (in memory) is signalled instead.
+   */
+  requestCancel?(runId: string, request: string): Promise<void>
+  /** The run's cancel request (requestCancel), null when none was made. */
+  cancelRequest?(runId: string): Promise<string | null>
   /** A shared store's lease and queue of a run (the file store has neither). */
   holding?(runId: string): Promise<Holding | null>
   /** A store that workers share: its queue, leases and cancel requests (./team.ts). The file store has none. */

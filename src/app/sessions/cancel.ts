@@ -2,14 +2,22 @@
 import {PipeError} from '../../errors.js'
 import {isFinal} from '../../engine/lifecycle.js'
 import {openStore, storeLocation} from '../../store/open.js'
+import {CANCEL_SIGNAL} from '../../util/cancel-bell.js'
 import {sameProcessAlive} from '../../util/lock.js'
+import {currentUser} from '../../util/user.js'
 import type {RunOutcome} from '../../engine/engine.js'
-import {type SessionOptions, engineFor} from './shared.js'
+import {defaultPolicy} from '../../policy/policy.js'
+import type {RunRecord} from '../../types/run.js'
+import type {RunStore} from '../../store/types.js'
+import type {RunSettings} from '../../engine/engine-types.js'
+import {type SessionOptions, engineFor, loadPipelineOrThrow, policyOrThrow} from './shared.js'
 
 export async function cancelSession(options: SessionOptions & {runId: string; reason?: string; waitMs?: number}): Promise<RunOutcome> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   const record = await store.readRun(options.runId)
-  const reason = options.reason ?? 'cancelled by hand'
+  // Who asked is in the reason the run, its step's snapshot and the process that drove it all say.
+  const by = options.user ?? currentUser()
+  const reason = options.reason ? `cancelled by ${by}: ${options.reason}` : `cancelled by ${by}`
   const waitMs = options.waitMs ?? 15000
   // A run a worker holds (a queued run on a database) is stopped through the database: the worker
   // ends that run alone, on whichever machine it is; a signal would drain every run it drives.
@@ -30,11 +38,65 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
   const owner = await store.runOwner(options.runId)
   // Alive means that very process: the pid with the start time it recorded, never a later process that got the pid.
   if (record.status === 'running' && owner?.alive && owner.pid !== process.pid && sameProcessAlive(owner.pid, owner.start_time)) {
-    // Ask the process driving it to stop; it records the run as interrupted, then we cancel it.
-    process.kill(owner.pid, 'SIGTERM')
     const deadline = Date.now() + waitMs
-    while (Date.now() < deadline && (await store.runOwner(options.runId))?.alive) await new Promise((r) => setTimeout(r, 100))
+    if (store.requestCancel) {
+      // The request is the store's; the ring only wakes the driver, which may drive other runs too
+      // (a parent and its children in one process): it stops this run alone, recording its step as cancelled.
+      // Its unfinished children are asked too: driven in the same process, each records its own step cancelled.
+      for (const child of await unfinishedDescendants(store, options.runId))
+        await store.requestCancel(child, `parent run ${options.runId} was cancelled: ${reason}`)
+      await store.requestCancel(options.runId, reason)
+      process.kill(owner.pid, CANCEL_SIGNAL)
+      while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status) && (await store.runOwner(options.runId))?.alive)
+        await new Promise((r) => setTimeout(r, 50))
+      const now = await store.readRun(options.runId)
+      if (now.status === 'cancelled') {
+        // A child its parent's stop reached first was recorded interrupted: nothing drives it now, so it is cancelled here.
+        const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
+        for (const child of await unfinishedDescendants(store, options.runId))
+          await engine.cancel(child, `parent run ${options.runId} was cancelled: ${reason}`).catch(() => undefined)
+        return {
+          run_id: options.runId,
+          feature_id: now.feature_id,
+          status: 'cancelled',
+          spec_version: now.spec_version ?? null,
+          steps_run: 0,
+          reason: now.status_reason ?? reason,
+        }
+      }
+    } else {
+      // Ask the process driving it to stop; it records the run as interrupted, then we cancel it.
+      process.kill(owner.pid, 'SIGTERM')
+      while (Date.now() < deadline && (await store.runOwner(options.runId))?.alive) await new Promise((r) => setTimeout(r, 100))
+    }
   }
   const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
-  return engine.cancel(options.runId, reason)
+  return engine.cancel(options.runId, reason, await waitingSettings(await store.readRun(options.runId), options.cwd))
+}
+
+/** The runs under `runId` (children, their children…) that have not ended. */
+async function unfinishedDescendants(store: RunStore, runId: string): Promise<string[]> {
+  const out: string[] = []
+  for (const child of await store.listChildren(runId)) {
+    if (isFinal(child.status)) continue
+    out.push(child.run_id, ...(await unfinishedDescendants(store, child.run_id)))
+  }
+  return out
+}
+
+/**
+ * The settings a paused run runs with, so the step it waits at gets its cancelled snapshot. A
+ * pipeline or policy that cannot be read as the run recorded it leaves that snapshot out: what
+ * was asked, ending the run, never waits on a file a person may have moved.
+ */
+async function waitingSettings(record: RunRecord, cwd: string): Promise<RunSettings | undefined> {
+  if (record.status !== 'awaiting_input' || !record.pending) return undefined
+  try {
+    const pipeline = await loadPipelineOrThrow(record.pipeline.path)
+    const policy = record.policy_path ? await policyOrThrow(record.policy_path, cwd) : defaultPolicy()
+    if (pipeline.hash !== record.pipeline.hash || policy.version !== record.policy_version) return undefined
+    return {pipeline, policy, cwd: record.workspace ?? cwd}
+  } catch {
+    return undefined
+  }
 }

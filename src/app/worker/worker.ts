@@ -143,7 +143,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
             children,
           })
           status = outcome.status
-          const reason = status === 'interrupted' && !signal.aborted ? await work.cancelRequest(runId) : null
+          // Its walk may have ended it cancelled itself (its step's snapshot recorded): its children are still this worker's to stop.
+          const reason = (status === 'interrupted' || status === 'cancelled') && !signal.aborted ? await work.cancelRequest(runId) : null
           if (reason !== null) {
             await cancelHere(runId, reason)
             status = 'cancelled'

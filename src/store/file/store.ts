@@ -19,7 +19,7 @@ import type {RunEvent, RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {createFileExclusive, makeDirs} from '../../util/fs.js'
-import {readdir} from '../../util/fs-async.js'
+import {readdir, readFile} from '../../util/fs-async.js'
 import {FileArchive} from './archive.js'
 import {auditStore} from './audit.js'
 import * as commitLog from './commit-log.js'
@@ -164,6 +164,19 @@ export class Store extends FileLayout implements RunStore {
 
   runOwner(runId: string): Promise<RunHolder | null> {
     return this.runs.owner(runId)
+  }
+
+  /** A file beside the run's records, written by whoever asks (the driver holds the run); the first request stays. */
+  async requestCancel(runId: string, request: string): Promise<void> {
+    await createFileExclusive(this.cancelRequestFile(runId), request, {sync: false})
+  }
+
+  async cancelRequest(runId: string): Promise<string | null> {
+    return readFile(this.cancelRequestFile(runId), 'utf8').catch(() => null)
+  }
+
+  private cancelRequestFile(runId: string): string {
+    return path.join(this.runDir(runId), 'cancel-request.txt')
   }
 
   // The step commit (commit.ts)

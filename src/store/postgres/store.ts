@@ -137,6 +137,8 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     this.cancels.seen(runId, reason)
   }
 
+  readonly requestCancel = (runId: string, request: string): Promise<void> => this.team.requestCancel(runId, request)
+  readonly cancelRequest = (runId: string): Promise<string | null> => this.team.cancelRequest(runId)
   /** The queue, leases and cancel requests workers share (../team.ts). */
   readonly team: TeamQueue = new PostgresWork(this)
 
