@@ -192,7 +192,7 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
 
   const entries: Array<{at: string; text: string}> = events.map((e) => ({
     at: e.at,
-    text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by ? ` (by ${e.by})` : ''}`,
+    text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` (by ${e.by})` : ''}`,
   }))
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
