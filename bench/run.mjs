@@ -37,6 +37,10 @@ const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
 delete env.OPENAI_API_KEY
 delete env.OPENAI_BASE_URL
+// Node parses the CA bundle NODE_EXTRA_CA_CERTS names at every start (this machine's, 220 KB: `node -e 0`
+// 0.11 s CPU with it, 0.03 s without), which would swamp what pipe itself costs: every command timed,
+// `node -e 0` included, runs without it. No timed command talks TLS.
+delete env.NODE_EXTRA_CA_CERTS
 const results = {bin, machine: {cores: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadavg_at_start: os.loadavg()}, started_at: new Date().toISOString(), pairs: PAIRS, rows: [], tables: []}
 
 function tmp(prefix) {
