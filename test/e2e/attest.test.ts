@@ -214,6 +214,25 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     noStack(r)
   })
 
+  it("a checkpoint's commit is a gitCommit subject, the commit git has", async () => {
+    const work = path.join(dir, 'checkpoint')
+    await mkdir(work)
+    await run('git', ['init', '-q', work])
+    await writeFile(path.join(work, '.gitignore'), '.pipe/\n*.jsonl\n*.yaml\n')
+    await run('git', ['-C', work, 'add', '.gitignore'])
+    await run('git', ['-C', work, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'init'])
+    await writeFile(
+      path.join(work, 'cp.yaml'),
+      'version: 1\nname: cp\nsteps:\n  - {id: w, kind: write, path: out/x.txt, content: "hi\\n", next: cp}\n  - {id: cp, kind: git, action: checkpoint, allow_dirty: true, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: done}\n',
+    )
+    const r = await pipe(['run', 'cp.yaml', '--text', 'x', '--json'], {cwd: work, env})
+    expect(r.code, r.stderr).to.equal(0)
+    const attested = await pipe(['attest', json<{run_id: string}>(r).run_id, '--json'], {cwd: work, env})
+    expect(attested.code, attested.stderr).to.equal(0)
+    const head = (await run('git', ['-C', work, 'rev-parse', 'HEAD'])).stdout.trim()
+    expect(json<{subjects: unknown[]}>(attested).subjects).to.deep.include({name: 'git-commit/cp/2', digest: {gitCommit: head}})
+  })
+
   it("a foreach run: every child's written file is a subject, and each verifies", async () => {
     const work = path.join(dir, 'foreach')
     await mkdir(work)
