@@ -27,6 +27,8 @@ export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
   ['PIPE_BWRAP', 'the bubblewrap binary that sandboxes commands (a path; empty: none; default: bwrap on PATH)'],
   ['PIPE_DEBUG', 'print debug output and warnings with their stacks (also DEBUG=*)'],
   ['PIPE_DATA_DIR', 'folder of plugins installed for pipe (default $XDG_DATA_HOME/pipe)'],
+  ['PIPE_SIGNING_KEY', 'the Ed25519 private key file pipe attest signs with (default: the key pipe keys generate made)'],
+  ['XDG_CONFIG_HOME', 'base of the signing keys folder, XDG_CONFIG_HOME/pipe/keys (default ~/.config)'],
   ['PIPE_CONTENT_TYPE', 'json: every command answers as with --json'],
   ['OTEL_EXPORTER_OTLP_ENDPOINT', 'an OpenTelemetry collector (OTLP/HTTP, e.g. http://127.0.0.1:4318) for spans of runs, steps, model and tool calls'],
   ['NO_COLOR', 'no colours in progress and errors'],

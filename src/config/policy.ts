@@ -2,6 +2,7 @@
  * Loads policy.yaml: YAML with positions, the schema, then the rules the schema cannot express; then
  * the effective policy (the built-in one with the file over it), checked whole.
  */
+import {createHash} from 'node:crypto'
 import path from 'node:path'
 import {DEFAULT_POLICY, defaultPolicy, effectivePolicy, policyFrom, type LoadedPolicy, type PolicyFile} from '../policy/policy.js'
 import {ARG, PATH, REST, checkCommand} from '../policy/rules.js'
@@ -56,6 +57,18 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
         path: `tools_preapproved[${i}]`,
         message: `${JSON.stringify(entry)}: ${problem}`,
         rule: 'command-pattern',
+      })
+  })
+  // A key listed under an id that is not its own would let a verifier name the wrong signer.
+  ;(result.data.attestation?.trusted_keys ?? []).forEach((entry, i) => {
+    const own = `sha256:${createHash('sha256').update(Buffer.from(entry.public_key, 'base64')).digest('hex')}`
+    if (entry.id !== own)
+      diagnostics.push({
+        file,
+        ...locate(result.source, ['attestation', 'trusted_keys', i, 'id']),
+        path: `attestation.trusted_keys[${i}].id`,
+        message: `${entry.id} is not the id of this public_key (${own}); copy the entry pipe keys generate or pipe keys list --json prints`,
+        rule: 'key-id',
       })
   })
   // A kind no step has would confirm nothing, silently: the person who wrote it believes those steps wait.

@@ -6,6 +6,8 @@
  */
 import type {Command} from '@oclif/core/command'
 import Answer from '../commands/answer.js'
+import Attest from '../commands/attest.js'
+import AttestVerify from '../commands/attest/verify.js'
 import AuditVerify from '../commands/audit/verify.js'
 import Cancel from '../commands/cancel.js'
 import Confirm from '../commands/confirm.js'
@@ -13,6 +15,8 @@ import Export from '../commands/export.js'
 import Graph from '../commands/graph.js'
 import Help from '../commands/help.js'
 import Init from '../commands/init.js'
+import KeysGenerate from '../commands/keys/generate.js'
+import KeysList from '../commands/keys/list.js'
 import LedgerList from '../commands/ledger/list.js'
 import PipelineResolve from '../commands/pipeline/resolve.js'
 import PolicyCheck from '../commands/policy/check.js'
@@ -41,6 +45,8 @@ import Worker from '../commands/worker.js'
 
 export const COMMANDS: Record<string, Command.Class> = {
   answer: Answer,
+  attest: Attest,
+  'attest:verify': AttestVerify,
   'audit:verify': AuditVerify,
   cancel: Cancel,
   confirm: Confirm,
@@ -48,6 +54,8 @@ export const COMMANDS: Record<string, Command.Class> = {
   graph: Graph,
   help: Help,
   init: Init,
+  'keys:generate': KeysGenerate,
+  'keys:list': KeysList,
   'ledger:list': LedgerList,
   'pipeline:resolve': PipelineResolve,
   'policy:check': PolicyCheck,

@@ -35,6 +35,10 @@ export const git: StepHandler<'git'> = {
       out.push({rule: 'rollback-target', at: ['to'], message: 'to applies to rollback, not checkpoint', key: true})
     return out
   },
+  attestSubjects: (snapshot) => {
+    const commit = checkpointMade.of(snapshot)?.commit
+    return commit ? [{name: `git-commit/${snapshot.step.name}/${snapshot.step.seq}`, digest: {gitCommit: commit}}] : []
+  },
   exportRole: {
     commit: (snapshot) => checkpointMade.of(snapshot)?.commit ?? rolledBack.of(snapshot)?.to,
   },

@@ -39,6 +39,16 @@ export const publish: StepHandler<'publish'> = {
   // Safe: the ledger sends each key at most once, so a retry re-sends only what surely did not
   // arrive; an unknown outcome (a timeout) is not retryable and is sent again only on a redrive.
   safeToRetry: true,
+  // A file target's copy is the spec version's record byte for byte, so the snapshot's bind of that version is its digest.
+  attestSubjects: (snapshot) => {
+    const version = typeof snapshot.inputs.canonical_spec_ref === 'string' ? snapshot.inputs.canonical_spec_ref : undefined
+    const bound = version ? snapshot.meta.binds?.[version] : undefined
+    if (!version || !bound?.startsWith('sha256:')) return []
+    const digest = {sha256: bound.slice('sha256:'.length)}
+    const delivered = (publishResult.of(snapshot) ?? []).filter((r) => r.status === 'published' || r.status === 'already_published')
+    if (delivered.length === 0) return []
+    return [{name: `spec/${version}.json`, digest}, ...delivered.filter((r) => r.type === 'file' && r.external_id).map((r) => ({name: r.external_id, digest}))]
+  },
   deliveredKeys: (snapshot) => (publishResult.of(snapshot) ?? []).filter((r) => r.status === 'published' || r.status === 'already_published').map((r) => r.key),
   async run(context) {
     const spec = requireSpec(context, 'publish')

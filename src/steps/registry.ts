@@ -28,7 +28,7 @@ import {publish, publishTargets} from './publish.js'
 import {approves, review} from './review.js'
 import {write} from './write.js'
 import {declaredOutputs} from './output-schemas.js'
-import type {StepHandler, StepKind, StepRegistry} from './types.js'
+import type {AttestSubject, StepHandler, StepKind, StepRegistry} from './types.js'
 
 export const registry: StepRegistry = {
   ingest,
@@ -107,6 +107,11 @@ export function catalogOf(reg: StepRegistry): KindCatalog {
       return [handler.kind, {...handler, outputsSchema: (step, pipeline) => declaredOutputs(handler, step as never, pipeline)}]
     }),
   )
+}
+
+/** What a snapshot made that leaves the run, asked of the kind that wrote it (for pipe attest). */
+export function attestSubjects(snapshot: Snapshot): AttestSubject[] {
+  return handlerNamed(snapshot.step.kind)?.attestSubjects?.(snapshot) ?? []
 }
 
 /** The ledger keys any snapshot records as delivered, asked of the kind that wrote it (for audit verify). */

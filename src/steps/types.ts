@@ -258,6 +258,12 @@ export interface ExportFiles {
   verdict?: unknown
 }
 
+/** An in-toto ResourceDescriptor of something a run made: a file by its path in the repository and its sha256, or a commit by its gitCommit. */
+export interface AttestSubject {
+  name: string
+  digest: {sha256: string} | {gitCommit: string}
+}
+
 /** What `pipe replay --check` recomputes for a kind whose result is a pure function of the spec. */
 export interface ReplayRole<K extends StepKind> {
   /** What the snapshot recorded, which the replay must reproduce byte for byte. */
@@ -298,6 +304,8 @@ export interface StepHandler<K extends StepKind> extends KindContract<K> {
   deliveredKeys?(snapshot: Snapshot): readonly string[]
   /** What `pipe replay --check` recomputes and compares. */
   replay?: ReplayRole<K>
+  /** What a snapshot of the kind made that leaves the run (a file written, a spec published, a commit), each by digest: the subjects of `pipe attest`. */
+  attestSubjects?(snapshot: Snapshot): AttestSubject[]
   /**
    * For a kind that pauses for a confirmation: the action a resume with its saved state would run
    * now (null: none), which pipe confirm compares with the one the person was shown.

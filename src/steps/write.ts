@@ -173,6 +173,10 @@ export const write: StepHandler<'write'> = {
     },
   },
   changesSpec: false,
+  attestSubjects: (snapshot) => {
+    const out = snapshot.outputs as Partial<WriteOutputs> | undefined
+    return out?.path && out.sha256?.startsWith('sha256:') ? [{name: out.path, digest: {sha256: out.sha256.slice('sha256:'.length)}}] : []
+  },
   // A second create finds the file the first made; an append appends twice.
   safeToRetry: false,
   check(step) {

@@ -112,6 +112,29 @@ export interface Policy {
      */
     [k: string]: [string, ...string[]] | undefined
   }
+  /**
+   * The keys whose attestations this team trusts (pipe attest verify --policy), each as pipe keys generate prints it.
+   */
+  attestation?: {
+    trusted_keys?: {
+      /**
+       * sha256 of the raw 32-byte Ed25519 public key, sha256:HEX; must be public_key's.
+       */
+      id: string
+      /**
+       * Who or what holds the key (a person, a CI machine).
+       */
+      name: string
+      /**
+       * The raw 32-byte Ed25519 public key, base64 (standard, padded).
+       */
+      public_key: string
+      /**
+       * true: an attestation signed by this key is refused.
+       */
+      revoked?: boolean
+    }[]
+  }
 }
 export interface ConfirmRules {
   /**

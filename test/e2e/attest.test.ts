@@ -1,0 +1,261 @@
+import {expect} from 'chai'
+import {execFile} from 'node:child_process'
+import {createHash, generateKeyPairSync, sign} from 'node:crypto'
+import {copyFile, mkdir, readdir, readFile, stat, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {promisify} from 'node:util'
+import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+
+const run = promisify(execFile)
+const fixtures = path.join(repoRoot, 'test', 'fixtures', 'attest')
+
+interface KeyInfo {
+  name: string
+  id: string
+  public_key: string
+  private_key_file: string
+  public_key_file: string
+}
+
+let dir: string
+let cleanup: () => Promise<void>
+let repo: string
+let env: Record<string, string | undefined>
+let runId: string
+let bundle: string
+let key: KeyInfo
+let policy: string
+const published = (): string => path.join(repo, 'published')
+
+function noStack(r: CliResult): void {
+  expect(r.stderr).not.to.match(/\n\s+at /)
+  expect(r.stderr).not.to.include('E_INTERNAL')
+}
+
+/** A DSSE envelope signed by a key nobody trusts, over the given payload, as an attacker would make it. */
+function forged(payload: Buffer): string {
+  const {privateKey, publicKey} = generateKeyPairSync('ed25519')
+  const type = 'application/vnd.in-toto+json'
+  const pae = Buffer.concat([Buffer.from(`DSSEv1 ${type.length} ${type} ${payload.length} `), payload])
+  const raw = publicKey.export({type: 'spki', format: 'der'}).subarray(-32)
+  const keyid = `sha256:${createHash('sha256').update(raw).digest('hex')}`
+  return JSON.stringify({payloadType: type, payload: payload.toString('base64'), signatures: [{keyid, sig: sign(null, pae, privateKey).toString('base64')}]})
+}
+
+describe('pipe attest and pipe attest verify on the built CLI', function () {
+  this.timeout(120000)
+
+  before(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-attest-e2e-'))
+    repo = path.join(dir, 'repo')
+    await mkdir(repo)
+    await run('git', ['init', '-q', repo])
+    env = {XDG_CONFIG_HOME: path.join(dir, 'config'), PIPE_SIGNING_KEY: undefined}
+    const r = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: repo, env})
+    expect(r.code, r.stderr).to.equal(0)
+    runId = json<{run_id: string}>(r).run_id
+    const made = await pipe(['keys', 'generate', '--json'], {cwd: repo, env})
+    expect(made.code, made.stderr).to.equal(0)
+    key = json<KeyInfo>(made)
+    policy = path.join(dir, 'policy.yaml')
+    await writeFile(policy, `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: ci, public_key: "${key.public_key}"}\n`)
+    bundle = path.join(dir, 'run.intoto.jsonl')
+    const attested = await pipe(['attest', runId, '--out', bundle], {cwd: repo, env})
+    expect(attested.code, attested.stderr).to.equal(0)
+  })
+  after(async () => cleanup())
+
+  it('a missing key: pipe attest says to run pipe keys generate, writes nothing, and after that command it attests', async () => {
+    const own = {XDG_CONFIG_HOME: path.join(dir, 'empty-config'), PIPE_SIGNING_KEY: undefined}
+    const out = path.join(dir, 'missing.intoto.jsonl')
+    const refused = await pipe(['attest', runId, '--out', out], {cwd: repo, env: own})
+    expect(refused.code).to.equal(2)
+    expect(refused.stderr).to.include('pipe keys generate')
+    noStack(refused)
+    expect(await stat(out).catch(() => null)).to.equal(null)
+    const made = await pipe(['keys', 'generate'], {cwd: repo, env: own})
+    expect(made.code, made.stderr).to.equal(0)
+    expect(made.stdout).not.to.include('PRIVATE KEY')
+    const file = path.join(dir, 'empty-config', 'pipe', 'keys', 'default.key')
+    expect((await stat(file)).mode & 0o777).to.equal(0o600)
+    const again = await pipe(['attest', runId, '--out', out], {cwd: repo, env: own})
+    expect(again.code, again.stderr).to.equal(0)
+    // A second generate never replaces the key.
+    const twice = await pipe(['keys', 'generate'], {cwd: repo, env: own})
+    expect(twice.code).to.equal(4)
+    noStack(twice)
+  })
+
+  it('verifies in another folder without a store: the signature by a trusted key, the published spec as a subject, what the run was', async () => {
+    const elsewhere = path.join(dir, 'elsewhere')
+    await mkdir(elsewhere)
+    const spec = (await readdir(path.join(published(), (await readdir(published()))[0]!)))[0]!
+    const feature = (await readdir(published()))[0]!
+    await copyFile(path.join(published(), feature, spec), path.join(elsewhere, spec))
+    await copyFile(bundle, path.join(elsewhere, 'run.intoto.jsonl'))
+    await copyFile(policy, path.join(elsewhere, 'policy.yaml'))
+    const r = await pipe(['attest', 'verify', 'run.intoto.jsonl', '--policy', 'policy.yaml', '--subject', spec, '--json'], {cwd: elsewhere, env})
+    expect(r.code, r.stderr).to.equal(0)
+    const report = json<{
+      run: {run_id: string; status: string; pipeline: {name: string}}
+      signed_by: Array<{name: string}>
+      checked_subjects: Array<{name: string}>
+      decisions: Array<{decision: string}>
+    }>(r)
+    expect(report.run).to.include({run_id: runId, status: 'succeeded'})
+    expect(report.run.pipeline.name).to.equal('default')
+    expect(report.signed_by.map((s) => s.name)).to.deep.equal(['ci'])
+    expect(report.checked_subjects[0]!.name.endsWith(spec)).to.equal(true)
+    expect(report.decisions.map((d) => d.decision)).to.include('go')
+    // The public key alone does as well.
+    const byKey = await pipe(['attest', 'verify', 'run.intoto.jsonl', '--key', key.public_key_file], {cwd: elsewhere, env})
+    expect(byKey.code, byKey.stderr).to.equal(0)
+    expect(byKey.stdout).to.include(runId)
+    expect(await readdir(elsewhere)).to.have.members([spec, 'run.intoto.jsonl', 'policy.yaml'])
+  })
+
+  it('the same run attested twice gives the same bundle', async () => {
+    const second = path.join(dir, 'second.intoto.jsonl')
+    const r = await pipe(['attest', runId, '--out', second], {cwd: repo, env})
+    expect(r.code, r.stderr).to.equal(0)
+    expect(await readFile(second, 'utf8')).to.equal(await readFile(bundle, 'utf8'))
+  })
+
+  it("Debian's python3-cryptography verifies each signature over DSSE's PAE, and each statement has in-toto Statement v1's shape", async function () {
+    try {
+      await run('python3', ['-c', 'import cryptography, jsonschema'])
+    } catch {
+      this.skip()
+    }
+    const {stdout} = await run('python3', [path.join(fixtures, 'verify_dsse.py'), bundle, key.public_key, fixtures])
+    expect(
+      stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ').slice(0, 3).join(' ')),
+    ).to.deep.equal(['ok 1 https://slsa.dev/provenance/v1', 'ok 2 urn:pipe:attestation:run:v1'])
+  })
+
+  describe('each tamper is refused with exit 4, naming what failed, writing nothing', () => {
+    async function refused(file: string, args: string[], what: RegExp): Promise<void> {
+      const before = await readdir(dir)
+      const r = await pipe(['attest', 'verify', file, ...args], {cwd: dir, env})
+      expect(r.code, r.stderr).to.equal(4)
+      expect(r.stderr).to.include('E_INTEGRITY')
+      expect(r.stderr).to.match(what)
+      noStack(r)
+      expect(await readdir(dir)).to.deep.equal(before)
+    }
+    const lines = async (): Promise<string[]> => (await readFile(bundle, 'utf8')).trim().split('\n')
+
+    it('a truncated envelope', async () => {
+      const text = await readFile(bundle, 'utf8')
+      const file = path.join(dir, 'truncated.jsonl')
+      await writeFile(file, text.slice(0, Math.floor(text.length / 3)))
+      await refused(file, ['--policy', policy], /line 1 is not JSON/)
+    })
+
+    it('a re-encoded envelope (URL-safe base64 without padding)', async () => {
+      const [first, ...rest] = await lines()
+      const envelope = JSON.parse(first!) as {payload: string}
+      envelope.payload = Buffer.from(envelope.payload, 'base64').toString('base64url')
+      const file = path.join(dir, 're-encoded.jsonl')
+      await writeFile(file, [JSON.stringify(envelope), ...rest].join('\n'))
+      await refused(file, ['--policy', policy], /not standard base64/)
+    })
+
+    it('a payload edited and re-signed by an unknown key', async () => {
+      const [first, ...rest] = await lines()
+      const statement = JSON.parse(Buffer.from((JSON.parse(first!) as {payload: string}).payload, 'base64').toString('utf8')) as {
+        subject: Array<{digest: {sha256: string}}>
+      }
+      statement.subject[0]!.digest.sha256 = '0'.repeat(64)
+      const file = path.join(dir, 'resigned.jsonl')
+      await writeFile(file, [forged(Buffer.from(JSON.stringify(statement))), ...rest].join('\n'))
+      await refused(file, ['--policy', policy], /which is not trusted/)
+    })
+
+    it('a payload edited under the original signature', async () => {
+      const [first, ...rest] = await lines()
+      const envelope = JSON.parse(first!) as {payload: string}
+      envelope.payload = Buffer.from(Buffer.from(envelope.payload, 'base64').toString('utf8').replace('"name":"default"', '"name":"evil"')).toString('base64')
+      const file = path.join(dir, 'edited.jsonl')
+      await writeFile(file, [JSON.stringify(envelope), ...rest].join('\n'))
+      await refused(file, ['--key', key.public_key_file], /does not verify/)
+    })
+
+    it('a subject file changed by one byte', async () => {
+      const feature = (await readdir(published()))[0]!
+      const spec = (await readdir(path.join(published(), feature)))[0]!
+      const bytes = await readFile(path.join(published(), feature, spec))
+      bytes[10] = bytes[10]! ^ 1
+      const changed = path.join(dir, 'changed', spec)
+      await mkdir(path.dirname(changed), {recursive: true})
+      await writeFile(changed, bytes)
+      await refused(bundle, ['--policy', policy, '--subject', changed], /is not a subject of/)
+    })
+
+    it('a revoked key', async () => {
+      const revoked = path.join(dir, 'revoked', 'policy.yaml')
+      await mkdir(path.dirname(revoked), {recursive: true})
+      await writeFile(revoked, `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: ci, public_key: "${key.public_key}", revoked: true}\n`)
+      await refused(bundle, ['--policy', revoked], /a revoked key/)
+    })
+  })
+
+  it('a trusted key listed under an id that is not its own is a policy error, not a pass', async () => {
+    const wrong = path.join(dir, 'wrong-id', 'policy.yaml')
+    await mkdir(path.dirname(wrong), {recursive: true})
+    await writeFile(wrong, `version: 1\nattestation:\n  trusted_keys:\n    - {id: "sha256:${'1'.repeat(64)}", name: ci, public_key: "${key.public_key}"}\n`)
+    const r = await pipe(['attest', 'verify', bundle, '--policy', wrong], {cwd: dir, env})
+    expect(r.code).to.equal(2)
+    expect(r.stderr).to.include('E_CONFIG')
+    expect(r.stderr).to.include('is not the id of this public_key')
+    noStack(r)
+  })
+
+  it("a checkpoint's commit is a gitCommit subject, the commit git has", async () => {
+    const work = path.join(dir, 'checkpoint')
+    await mkdir(work)
+    await run('git', ['init', '-q', work])
+    await writeFile(path.join(work, '.gitignore'), '.pipe/\n*.jsonl\n*.yaml\n')
+    await run('git', ['-C', work, 'add', '.gitignore'])
+    await run('git', ['-C', work, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'init'])
+    await writeFile(
+      path.join(work, 'cp.yaml'),
+      'version: 1\nname: cp\nsteps:\n  - {id: w, kind: write, path: out/x.txt, content: "hi\\n", next: cp}\n  - {id: cp, kind: git, action: checkpoint, allow_dirty: true, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: done}\n',
+    )
+    const r = await pipe(['run', 'cp.yaml', '--text', 'x', '--json'], {cwd: work, env})
+    expect(r.code, r.stderr).to.equal(0)
+    const attested = await pipe(['attest', json<{run_id: string}>(r).run_id, '--json'], {cwd: work, env})
+    expect(attested.code, attested.stderr).to.equal(0)
+    const head = (await run('git', ['-C', work, 'rev-parse', 'HEAD'])).stdout.trim()
+    expect(json<{subjects: unknown[]}>(attested).subjects).to.deep.include({name: 'git-commit/cp/2', digest: {gitCommit: head}})
+  })
+
+  it("a foreach run: every child's written file is a subject, and each verifies", async () => {
+    const work = path.join(dir, 'foreach')
+    await mkdir(work)
+    await run('git', ['init', '-q', work])
+    await writeFile(
+      path.join(work, 'item.yaml'),
+      'version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n  - {id: w, kind: write, path: "out/${{ inputs.name }}.txt", content: "made ${{ inputs.name }}\\n"}\n',
+    )
+    await writeFile(
+      path.join(work, 'main.yaml'),
+      'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [\'a\', \'b\'] }}", pipeline: ./item.yaml, with: {name: "${{ item }}"}, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: done}\n',
+    )
+    const r = await pipe(['run', 'main.yaml', '--text', 'x', '--json'], {cwd: work, env})
+    expect(r.code, r.stderr).to.equal(0)
+    const parent = json<{run_id: string}>(r).run_id
+    const attested = await pipe(['attest', parent, '--json'], {cwd: work, env})
+    expect(attested.code, attested.stderr).to.equal(0)
+    const result = json<{file: string; subjects: Array<{name: string}>}>(attested)
+    expect(result.subjects.map((s) => s.name)).to.have.members(['out/a.txt', 'out/b.txt'])
+    const verified = await pipe(['attest', 'verify', result.file, '--key', key.public_key_file, '--subject', 'out/a.txt', '--subject', 'out/b.txt'], {
+      cwd: work,
+      env,
+    })
+    expect(verified.code, verified.stderr).to.equal(0)
+  })
+})
