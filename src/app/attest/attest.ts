@@ -3,12 +3,10 @@
  * envelope a line (an in-toto JSON-lines bundle, as SLSA's *.intoto.jsonl files are).
  */
 import {createHash} from 'node:crypto'
-import {constants} from 'node:fs'
-import {open, rename, unlink} from 'node:fs/promises'
-import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import type {RunStore} from '../../store/types.js'
 import {signEnvelope} from '../../util/dsse.js'
+import {writeNamedFile} from '../../util/fs.js'
 import {loadSigningKey} from './keys.js'
 import {buildStatements} from './statement.js'
 
@@ -41,20 +39,11 @@ export async function attestRun(store: RunStore, runId: string, options: {out: s
   }
 }
 
-/** Written whole or not at all: a temporary file beside it, renamed into place. */
+/** Written as every file named on the command line is (util/fs.ts writeNamedFile): whole or not at all, and a link or device written through. */
 async function writeNew(file: string, text: string): Promise<void> {
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`)
   try {
-    const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644)
-    try {
-      await handle.writeFile(text)
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-    await rename(temp, file)
+    writeNamedFile(file, text)
   } catch (error) {
-    await unlink(temp).catch(() => undefined)
     throw new PipeError('E_IO', `cannot write ${file}: ${(error as Error).message}`, {hint: 'Give --out a file in a folder you can write to.'})
   }
 }
