@@ -6,7 +6,7 @@
 import type {ConfirmRules} from '../types/policy.js'
 import {destructiveMatch} from './destructive.js'
 import {DEFAULT_POLICY, type LoadedPolicy} from './policy.js'
-import {preapproval, type CommandPlace} from './rules.js'
+import {checkCommand, preapproval, type CommandPlace} from './rules.js'
 
 type Level = 'safe' | 'moderate' | 'dangerous'
 
@@ -77,9 +77,12 @@ export function stepConfirmRule(
 /** The reason a destructive command waits for a person, with how to pre-approve it, or null. */
 export function destructiveRule(policy: LoadedPolicy, commands: ReadonlyArray<readonly string[]>, place?: CommandPlace): string | null {
   if (confirmPolicy(policy).destructive === 'allow') return null
+  const at = place ?? {root: process.cwd()}
   for (const argv of commands) {
     const match = destructiveMatch(argv)
-    if (!match || preapproval(policy, argv, place ?? {root: process.cwd()}) !== null) continue
+    // A command the policy does not allow is denied where it would run: a person is never asked to
+    // confirm what they could not make it do.
+    if (!match || preapproval(policy, argv, at) !== null || !checkCommand(policy, argv, at).allowed) continue
     return (
       `the built-in destructive command "${match.pattern}" matches ${JSON.stringify(argv.join(' '))}; ` +
       `pre-approve it with tools_preapproved: [${JSON.stringify(argv)}] in policy.yaml, or confirm.destructive: allow`

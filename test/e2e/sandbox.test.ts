@@ -124,7 +124,8 @@ describe('commands in the bubblewrap sandbox', function () {
   it('keeps .git and literal forbidden paths read-only, so a hook or fsmonitor planted there never runs outside the sandbox', async () => {
     execFileSync('git', ['init', '-q'], {cwd: repo})
     await writeFile(path.join(repo, '.env'), 'KEY=1\n')
-    const policy = await policyFile().then(async (file) => {
+    // The planted script's rm is the attack the sandbox must contain: pre-approved, so it runs unasked.
+    const policy = await policyFile('confirm: {destructive: allow}\n').then(async (file) => {
       await writeFile(file, (await readFile(file, 'utf8')).replace('forbidden_paths: []', 'forbidden_paths: [".git/**", ".env", "secrets/**"]'))
       return file
     })

@@ -28,8 +28,14 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
     const deadline = Date.now() + Math.max(waitMs, Number(process.env.PIPE_LEASE_MS) || 30000)
     while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status)) await new Promise((r) => setTimeout(r, 100))
     const now = await store.readRun(options.runId)
-    if (now.status === 'cancelled')
+    if (now.status === 'cancelled') {
+      // A child the parent had created but no worker had started yet is driven by no one: it is cancelled here.
+      const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
+      for (const child of await unfinishedDescendants(store, options.runId))
+        if ((await store.readRun(child)).status === 'pending')
+          await engine.cancel(child, `parent run ${options.runId} was cancelled: ${reason}`).catch(() => undefined)
       return {run_id: options.runId, feature_id: now.feature_id, status: 'cancelled', spec_version: now.spec_version ?? null, steps_run: 0, reason}
+    }
     const who = holding.worker.name ?? `${holding.worker.host}:${holding.worker.pid}`
     throw new PipeError('E_CONFLICT', `run ${options.runId} is ${now.status}: worker ${who} holds it and has not yet stopped it as asked`, {
       hint: `The cancel request is recorded: the worker ends the run as soon as it sees it (at the latest at its next lease renewal). pipe runs show ${options.runId} follows it.`,
