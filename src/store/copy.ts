@@ -6,7 +6,7 @@
  * keyed (no key is needed to copy). The destination must hold no records; a database is written in
  * one transaction, so a failed copy leaves it empty.
  */
-import {existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
+import {mkdirSync, readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {FileLayout, within} from './file/files.js'
@@ -15,6 +15,7 @@ import {isStoreUrl, safeUrl} from './location.js'
 import type {PostgresStore} from './postgres/store.js'
 import {Store} from './file/store.js'
 import {advanceSequence} from './postgres/ids.js'
+import {lines, list, text} from './file/as-kept.js'
 
 export interface StoreDump {
   features: Array<{id: string; body: string}>
@@ -45,21 +46,6 @@ export interface CopyReport {
 }
 
 const LEDGER_KEY = /^F-\d{4}-\d{3,}\+[a-z][a-z0-9_-]*\+S-\d{8}-\d{4,}$/
-
-const list = (dir: string): string[] => {
-  try {
-    return readdirSync(dir)
-  } catch {
-    return []
-  }
-}
-const text = (file: string): string | null => (existsSync(file) ? readFileSync(file, 'utf8') : null)
-/** Complete lines of a log (a torn last line, a crash mid-append, is no line). */
-const lines = (body: string | null): string[] =>
-  (body ?? '')
-    .slice(0, (body ?? '').lastIndexOf('\n') + 1)
-    .split('\n')
-    .filter((l) => l.trim() !== '')
 
 function readRecords(dir: string, pattern: RegExp): Array<{id: string; body: string}> {
   return list(dir)

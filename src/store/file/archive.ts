@@ -3,7 +3,7 @@
  * format): it reads a run's records as kept, appends anchors to the run index, and removes a run
  * that its anchor says has left. Persistence only.
  */
-import {existsSync, lstatSync, readdirSync, readFileSync, renameSync, rmSync} from 'node:fs'
+import {existsSync, lstatSync, readFileSync, renameSync, rmSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {faultPoint} from '../../util/faults.js'
@@ -15,21 +15,7 @@ import type {ArchiveStore} from '../types.js'
 import {FileLayout, within} from './files.js'
 import {ID_PATTERNS} from './ids.js'
 import {appendChained} from './trail.js'
-
-const list = (dir: string): string[] => {
-  try {
-    return readdirSync(dir)
-  } catch {
-    return []
-  }
-}
-const text = (file: string): string | null => (existsSync(file) ? readFileSync(file, 'utf8') : null)
-/** Complete lines of a log (a torn last line is no line). */
-const lines = (body: string | null): string[] =>
-  (body ?? '')
-    .slice(0, (body ?? '').lastIndexOf('\n') + 1)
-    .split('\n')
-    .filter((l) => l.trim() !== '')
+import {lines, list, text} from './as-kept.js'
 
 /** Every file under `dir`, by path relative to `base`, sorted. */
 function files(base: string, dir: string): string[] {
