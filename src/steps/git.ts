@@ -49,6 +49,8 @@ export const git: StepHandler<'git'> = {
         allowDirty: step.allow_dirty ?? false,
         ...(step.branch ? {branch: `pipe/${run.run_id}`} : {}),
         repository: run.workspace_git,
+        // `git log` leads from the commit to the run that made it (and pipe attest adds its statement as a note).
+        trailers: [`Pipe-Run: ${run.run_id}`],
       })
       return {
         type: 'done',

@@ -134,6 +134,42 @@ async function open(root: string, recorded: string | null | undefined): Promise<
   return git
 }
 
+/** Commit as the repository's configured person; as "pipe" where none is configured (a fresh CI box). */
+async function identity(git: SimpleGit): Promise<string[]> {
+  const configured = await git.raw(['config', 'user.email']).catch(() => '')
+  return configured.trim() ? [] : ['-c', `user.name=${AUTHOR.name}`, '-c', `user.email=${AUTHOR.email}`]
+}
+
+/** The notes ref `pipe attest` writes: `git log --notes=pipe` shows them. */
+export const ATTESTATION_NOTES_REF = 'refs/notes/pipe'
+
+/**
+ * Attaches a note to each commit of `commits` the repository has (a commit is never rewritten
+ * to carry what is known only after it was made); the ones it does not have are returned.
+ * A note already there is replaced: attesting again names the newest statement.
+ */
+export async function annotateCommits(
+  root: string,
+  repository: RecordedRepository,
+  commits: string[],
+  note: string,
+): Promise<{annotated: string[]; missing: string[]}> {
+  const git = await open(root, repository)
+  const annotated: string[] = []
+  const missing: string[] = []
+  const who = await identity(git)
+  for (const commit of commits) {
+    const known = await git.raw(['cat-file', '-t', commit]).catch(() => '')
+    if (known.trim() !== 'commit') {
+      missing.push(commit)
+      continue
+    }
+    await git.raw([...who, 'notes', `--ref=${ATTESTATION_NOTES_REF}`, 'add', '-f', '-m', note, commit])
+    annotated.push(commit)
+  }
+  return {annotated, missing}
+}
+
 async function head(git: SimpleGit): Promise<string | null> {
   try {
     const hash = await git.revparse(['--verify', '--quiet', 'HEAD'])
@@ -157,7 +193,7 @@ export type RecordedRepository = string | null | undefined
 
 export async function checkpoint(
   root: string,
-  options: {message: string; allowDirty: boolean; branch?: string; repository: RecordedRepository},
+  options: {message: string; allowDirty: boolean; branch?: string; repository: RecordedRepository; trailers?: string[]},
 ): Promise<CheckpointResult> {
   const git = await open(root, options.repository)
   const status = await git.status(['--ignore-submodules=all'])
@@ -186,10 +222,9 @@ export async function checkpoint(
     }
   }
   await git.add(['-A'])
-  // Commit as the repository's configured person; as "pipe" where none is configured (a fresh CI box).
-  const configured = await git.raw(['config', 'user.email']).catch(() => '')
-  const identity = configured.trim() ? [] : ['-c', `user.name=${AUTHOR.name}`, '-c', `user.email=${AUTHOR.email}`]
-  await git.raw([...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', options.message])
+  // git's own trailer handling joins them to a trailer block the message already ends with.
+  const trailers = (options.trailers ?? []).flatMap((t) => ['--trailer', t])
+  await git.raw([...(await identity(git)), 'commit', '--allow-empty', '--no-verify', '-q', '-m', options.message, ...trailers])
   const commit = (await head(git))!
   const files =
     parent === null

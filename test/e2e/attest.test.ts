@@ -230,7 +230,58 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     const attested = await pipe(['attest', json<{run_id: string}>(r).run_id, '--json'], {cwd: work, env})
     expect(attested.code, attested.stderr).to.equal(0)
     const head = (await run('git', ['-C', work, 'rev-parse', 'HEAD'])).stdout.trim()
-    expect(json<{subjects: unknown[]}>(attested).subjects).to.deep.include({name: 'git-commit/cp/2', digest: {gitCommit: head}})
+    const result = json<{subjects: unknown[]; sha256: string; git_notes: {annotated: string[]}}>(attested)
+    expect(result.subjects).to.deep.include({name: 'git-commit/cp/2', digest: {gitCommit: head}})
+    // git log leads from the commit to the run (a trailer) and to the statement (a note naming the bundle's digest).
+    const trailer = await run('git', ['-C', work, 'log', '-1', '--format=%(trailers:key=Pipe-Run,valueonly)'])
+    expect(trailer.stdout.trim()).to.equal(json<{run_id: string}>(r).run_id)
+    expect(result.git_notes.annotated).to.deep.equal([head])
+    const note = await run('git', ['-C', work, 'notes', '--ref=pipe', 'show', head])
+    expect(note.stdout).to.include(`Pipe-Attestation: ${result.sha256}`)
+    expect(note.stdout).to.include(`Pipe-Run: ${json<{run_id: string}>(r).run_id}`)
+    // Attested again, the note is replaced, not doubled; --no-git-notes leaves it as it is.
+    const again = await pipe(['attest', json<{run_id: string}>(r).run_id, '--out', 'again.intoto.jsonl'], {cwd: work, env})
+    expect(again.code, again.stderr).to.equal(0)
+    expect((await run('git', ['-C', work, 'notes', '--ref=pipe', 'show', head])).stdout.match(/Pipe-Attestation/g)).to.have.length(1)
+    const quiet = await pipe(['attest', json<{run_id: string}>(r).run_id, '--out', 'quiet.intoto.jsonl', '--no-git-notes', '--json'], {cwd: work, env})
+    expect(quiet.code, quiet.stderr).to.equal(0)
+    expect(json<{git_notes: {annotated: string[]}}>(quiet).git_notes.annotated).to.deep.equal([])
+  })
+
+  describe('--store: the statements against the records of a store', () => {
+    it("passes against the store that made it, and names the store's check", async () => {
+      const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(repo, '.pipe'), '--json'], {cwd: dir, env})
+      expect(r.code, r.stderr).to.equal(0)
+      expect(json<{store?: {checked: boolean}}>(r).store?.checked).to.equal(true)
+    })
+
+    it('a store whose records were altered after the attestation: exit 4, naming the record', async () => {
+      const copy = path.join(dir, 'altered-store')
+      await run('cp', ['-r', path.join(repo, '.pipe'), copy])
+      const snapshot = path.join(copy, 'runs', runId, 'snapshots', '000002.json')
+      const text = await readFile(snapshot, 'utf8')
+      const parsed = JSON.parse(text) as {reason?: string}
+      await writeFile(snapshot, JSON.stringify({...parsed, reason: `${parsed.reason ?? ''} (edited)`}, null, 2))
+      const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', copy], {cwd: dir, env})
+      expect(r.code, r.stderr).to.equal(4)
+      expect(r.stderr).to.include('E_INTEGRITY')
+      expect(r.stderr).to.include('000002')
+      noStack(r)
+    })
+
+    it('another store holding a run of the same id gives other statements: exit 4, naming where they part', async () => {
+      const other = path.join(dir, 'other')
+      await mkdir(other)
+      await run('git', ['init', '-q', other])
+      const input = path.join(other, 'prd.md')
+      await writeFile(input, `${await readFile(path.join(examples, 'full-prd.md'), 'utf8')}\nOne more line.\n`)
+      const made = await pipe(['run', defaultPipeline, '--input', input, '--decision', 'go', '--json'], {cwd: other, env})
+      expect(json<{run_id: string}>(made).run_id).to.equal(runId)
+      const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(other, '.pipe')], {cwd: dir, env})
+      expect(r.code, r.stderr).to.equal(4)
+      expect(r.stderr).to.match(/does not match the store's records of R-\S+: they differ at \S+/)
+      noStack(r)
+    })
   })
 
   it("a foreach run: every child's written file is a subject, and each verifies", async () => {

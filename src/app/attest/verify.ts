@@ -10,6 +10,8 @@ import {formatDiagnostic} from '../../config/diagnostics.js'
 import {loadPolicyFile} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
 import {decodeBase64, keyIdOf, publicKeyFromRaw, verifySignature, type Envelope} from '../../util/dsse.js'
+import type {RunStore} from '../../store/types.js'
+import {checkAgainstStore} from './against-store.js'
 import {PAYLOAD_TYPE} from './attest.js'
 import {PIPE_RUN_PREDICATE, SLSA_PROVENANCE, STATEMENT_TYPE} from './statement.js'
 
@@ -38,6 +40,8 @@ export interface VerifyReport {
   decisions: unknown[]
   subjects: Array<{name: string; digest: Record<string, string>}>
   checked_subjects: Array<{file: string; name: string; sha256: string}>
+  /** With --store: the store's records of the run passed the audit and give the very statements signed. */
+  store?: {checked: true; snapshots: number}
 }
 
 const refuse = (message: string, hint: string): PipeError => new PipeError('E_INTEGRITY', message, {hint})
@@ -157,7 +161,10 @@ function parseStatement(payload: Buffer, where: string): StatementShape {
   return s as StatementShape
 }
 
-export async function verifyAttestation(file: string, options: {subjects: string[]; trusted: TrustedKey[]}): Promise<VerifyReport> {
+export async function verifyAttestation(
+  file: string,
+  options: {subjects: string[]; trusted: TrustedKey[]; store?: {store: RunStore; pipeVersion: string}},
+): Promise<VerifyReport> {
   let text: string
   try {
     text = await readFile(file, 'utf8')
@@ -222,6 +229,7 @@ export async function verifyAttestation(file: string, options: {subjects: string
     }
     checked.push({file: subjectFile, name: match.name, sha256: `sha256:${digest}`})
   }
+  const againstStore = options.store ? await checkAgainstStore(options.store.store, runId, statements, options.store.pipeVersion) : undefined
   const models = [...new Set((pipePredicate?.model_requests ?? []).map((m) => m.model).filter((m): m is string => typeof m === 'string'))]
   return {
     ok: true,
@@ -241,5 +249,6 @@ export async function verifyAttestation(file: string, options: {subjects: string
     decisions: pipePredicate?.decisions ?? [],
     subjects: provenance.subject,
     checked_subjects: checked,
+    ...(againstStore ? {store: {checked: true, snapshots: againstStore.audited}} : {}),
   }
 }

@@ -2,6 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {trustedKeys, verifyAttestation, type VerifyReport} from '../../app/attest/verify.js'
 import {PipeCommand} from '../../cli/base-command.js'
+import {openStore} from '../../store/open.js'
 import {line as t} from '../../util/terminal-text.js'
 
 export default class AttestVerify extends PipeCommand {
@@ -9,11 +10,17 @@ export default class AttestVerify extends PipeCommand {
     'Check an attestation offline, without a store: its signatures against the keys you trust, and each named file against its subjects.'
   static override description = `Each envelope of the bundle must be a DSSE envelope of an in-toto Statement v1, signed over DSSE's PAE by a key of --key or of --policy's attestation.trusted_keys that is not revoked; each --subject file must hash (sha256) to a subject's digest. Prints what the run was: its pipeline, input, status, models, people's decisions and chain head.
 
+With --store DIR|URL, the run's records in that store are checked as well: they must pass the audit (as pipe audit verify RUN) and give the very statements that were signed; a store altered after the attestation fails, naming where the statements part.
+
 Exit code 0 when everything checks out, 4 (CONFLICT) when anything does not (a damaged or re-encoded envelope, an untrusted or revoked key, a changed payload, a subject file that differs), with what failed. Nothing is written.`
   static override examples = [
     {
       description: "Against the team's trusted keys, with the files you were given",
       command: '<%= config.bin %> <%= command.id %> R-20261121-0001.intoto.jsonl --policy policy.yaml --subject published/F-2026-001/S-20261121-0003.json',
+    },
+    {
+      description: "Also against the store's records of the run",
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0001.intoto.jsonl --policy policy.yaml --store .pipe',
     },
     {description: 'Against one public key, as JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001.intoto.jsonl --key ci.pub --json'},
   ]
@@ -26,12 +33,21 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything does not (a d
       helpValue: 'FILE',
       exclusive: ['key'],
     }),
+    store: Flags.string({
+      description:
+        'Also check the run against this store: its records pass the audit and give the very statements signed (a store altered after the attestation fails).',
+      helpValue: 'DIR|URL',
+    }),
   }
 
   async run(): Promise<VerifyReport> {
     const {args, flags} = await this.parse(AttestVerify)
     const trusted = await trustedKeys({...(flags.key !== undefined ? {key: flags.key} : {}), ...(flags.policy !== undefined ? {policy: flags.policy} : {})})
-    const report = await verifyAttestation(args.file, {subjects: flags.subject ?? [], trusted})
+    const report = await verifyAttestation(args.file, {
+      subjects: flags.subject ?? [],
+      trusted,
+      ...(flags.store !== undefined ? {store: {store: await openStore(this.storeDir(flags.store), 'existing'), pipeVersion: this.config.version}} : {}),
+    })
     if (!this.jsonEnabled()) {
       const r = report.run
       const pipeline = r.pipeline as {name?: string; digest?: {sha256?: string}} | null
@@ -55,6 +71,7 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything does not (a d
             .join(' ')}\n`,
         )
       for (const c of report.checked_subjects) process.stdout.write(t`  checked ${c.file} = ${c.name}\n`)
+      if (report.store) process.stdout.write(t`  store: the run's records pass the audit and give these statements\n`)
       process.stderr.write(
         t`signature: ${report.signed_by.map((s) => `${s.name} (${s.id})`).join(', ')}; ${String(report.checked_subjects.length)} file(s) match their subjects: verified\n`,
       )
