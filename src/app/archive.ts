@@ -55,8 +55,8 @@ export function parseBefore(value: string): Date {
 /** The store's archiving, or a clear refusal for a store that has none yet. */
 function archivingOf(store: RunStore): NonNullable<RunStore['archiving']> {
   if (!store.archiving)
-    throw new PipeError('E_INVALID_ARGS', 'this store cannot archive runs yet (only the file store can)', {
-      hint: 'Copy the store into a folder with pipe store copy, archive there, or keep the runs in the database.',
+    throw new PipeError('E_INVALID_ARGS', 'this store cannot archive runs', {
+      hint: 'Copy the store into a folder with pipe store copy and archive there.',
     })
   return store.archiving
 }
@@ -78,7 +78,12 @@ function ready(tree: readonly RunRecord[], before: Date): boolean {
 /** Moves the top-level runs that ended before `before` (with the runs they started) into archives in `to`. */
 export async function archiveRuns(store: RunStore, options: {before: Date; to?: string | undefined; dryRun?: boolean}): Promise<ArchiveReport> {
   const archiving = archivingOf(store)
-  const to = path.resolve(options.to ?? path.join(store.root, 'archive'))
+  const folder = options.to ?? archiving.defaultFolder
+  if (folder === null)
+    throw new PipeError('E_INVALID_ARGS', 'say where the archives go: this store keeps its records in a database, not in a folder of its own', {
+      hint: 'Give --to DIR, a folder the team keeps (a backup volume), e.g. pipe store archive --before 2026-11-01 --to /backups/pipe-archive.',
+    })
+  const to = path.resolve(folder)
   const dryRun = options.dryRun === true
   const report: ArchiveReport = {before: options.before.toISOString(), to, dry_run: dryRun, archived: [], finished: []}
   // What a crash left: runs anchored (they left) whose records are still here.
@@ -180,10 +185,12 @@ export async function verifyArchiveFile(file: string, kinds?: AuditKinds): Promi
  * The whole-store audit's findings about what left: each anchored archive must exist, be the one
  * written (its digest is the anchor's) and pass its own checks. Added to `report`.
  */
-export async function auditArchives(store: RunStore, report: AuditReport, kinds?: AuditKinds): Promise<void> {
+export async function auditArchives(store: RunStore, report: AuditReport, kinds?: AuditKinds, options: {archives?: string} = {}): Promise<void> {
   const checked = new Set<string>()
   for (const a of report.archives ?? []) {
-    const file = path.isAbsolute(a.archive) ? a.archive : path.join(store.root, a.archive)
+    const anchored = path.isAbsolute(a.archive) ? a.archive : path.join(store.root, a.archive)
+    // Archives moved to a backup volume, or kept on another machine than the one auditing, are looked for by name in --archives.
+    const file = options.archives !== undefined ? path.join(options.archives, path.basename(a.archive)) : anchored
     const problem = (message: string): void => {
       report.problems.push({record: a.run_id, file, field: '(file)', message})
       report.ok = false

@@ -15,6 +15,7 @@ import {isStoreUrl, safeUrl} from './location.js'
 import type {PostgresStore} from './postgres/store.js'
 import {Store} from './file/store.js'
 import {advanceSequence} from './postgres/ids.js'
+import {anchorKey} from './postgres/archive.js'
 import {lines, list, text} from './file/as-kept.js'
 
 export interface StoreDump {
@@ -211,8 +212,10 @@ export async function writePostgresDump(store: PostgresStore, dump: StoreDump): 
     for (const [i, line] of dump.runIndex.entries()) {
       let runId = `line-${i + 1}`
       try {
-        const named = (JSON.parse(line) as {run_id?: unknown}).run_id
-        if (typeof named === 'string') runId = named
+        const named = JSON.parse(line) as {run_id?: unknown; archived?: unknown}
+        if (typeof named.run_id === 'string') runId = named.run_id
+        // An archive anchor has a row of its own beside its run's (postgres/archive.ts).
+        else if (typeof named.archived === 'string') runId = anchorKey(named.archived)
       } catch {
         // As above.
       }

@@ -178,6 +178,8 @@ export interface ArchiveStore {
   remove(runId: string): Promise<void>
   /** Runs whose removal a crash interrupted: finished by remove. */
   leftovers(): Promise<string[]>
+  /** Where archives go without --to: the store's own folder; null for a store kept elsewhere (a database), which must be told. */
+  readonly defaultFolder: string | null
 }
 
 export interface RunStore {

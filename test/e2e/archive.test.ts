@@ -14,6 +14,7 @@ import {memberName} from '../../src/store/trail/archive.js'
 import {sha256} from '../../src/util/hash.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
 import {copyStore} from '../helpers/stores.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {changeIn} from '../helpers/wait.js'
 
 const ITEM = `version: 1
@@ -283,5 +284,55 @@ describe('pipe store archive and audit verify --archive', function () {
         .and.include(`--before ${JSON.stringify(bad)} is not a date`)
     }
     expect(await runsIn()).to.have.length(5)
+  })
+
+  describe('on PostgreSQL', () => {
+    let cluster: Cluster
+    before(async function () {
+      cluster = await startCluster(this)
+    })
+    after(async () => cluster?.stop())
+
+    it('archives into the folder it is told, deletes only what an anchor covers, and audit verify proves it there or in --archives', async () => {
+      const database = await cluster.createDatabase()
+      const url = cluster.url(database)
+      const run = async (extra: string[]): Promise<string> => {
+        const r = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', url, '--json'], {cwd: dir})
+        expect([0, 10], r.stderr).to.include(r.code)
+        return json<{run_id: string}>(r).run_id
+      }
+      const ended = await run(['--decision', 'go'])
+      const waiting = await run([])
+      // A database has no folder of its own: where the archives go is said, not guessed.
+      const untold = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', url], {cwd: dir})
+      expect(untold.code, untold.stderr).to.equal(2)
+      expect(untold.stderr).to.include('E_INVALID_ARGS').and.include('--to DIR')
+      const to = path.join(dir, 'pg-archive')
+      const moved = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', url, '--to', to, '--json'], {cwd: dir})
+      expect(moved.code, moved.stderr).to.equal(0)
+      expect(json<Moved>(moved).archived.map((a) => a.run_id)).to.deep.equal([ended])
+      const gone = await pipe(['runs', 'show', ended, '--store', url], {cwd: dir})
+      expect(gone.stderr).to.include('E_NOT_FOUND').and.include(`${ended} was archived`)
+      expect((await cluster.sql(database, 'SELECT count(*)::int AS n FROM pipe_events WHERE run_id = $1', [ended]))[0]!.n).to.equal(0)
+      const file = path.join(to, `${ended}.pipe-archive.jsonl`)
+      expect((await pipe(['audit', 'verify', '--archive', file], {cwd: dir})).code).to.equal(0)
+      const audit = await pipe(['audit', 'verify', '--store', url], {cwd: dir})
+      expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+      // The archives moved to a backup volume: found by name there, and missing where the anchor says.
+      const backup = path.join(dir, 'backup')
+      execFileSync('mv', [to, backup])
+      const missing = await pipe(['audit', 'verify', '--store', url], {cwd: dir})
+      expect(missing.code).to.equal(4)
+      expect(missing.stdout).to.include('the archive is missing')
+      const found = await pipe(['audit', 'verify', '--store', url, '--archives', backup], {cwd: dir})
+      expect(found.code, found.stdout + found.stderr).to.equal(0)
+      // Without an anchor the trail's rows stay append-only, even for a superuser.
+      let refused: unknown = null
+      await cluster.sql(database, 'DELETE FROM pipe_events WHERE run_id = $1', [waiting]).catch((error: unknown) => (refused = error))
+      expect(String(refused)).to.include('append-only')
+      let kept: unknown = null
+      await cluster.sql(database, 'DELETE FROM pipe_runs WHERE run_id = $1', [waiting]).catch((error: unknown) => (kept = error))
+      expect(String(kept)).to.include('append-only')
+    })
   })
 })

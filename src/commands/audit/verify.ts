@@ -17,7 +17,7 @@ Leftovers of crashes (temporary files of a killed process, a run whose creation 
 
 With PIPE_AUDIT_KEY set, pipe seals records with HMAC-SHA256 under that key, and verify checks them with it: a record re-sealed without the key fails. Without the key, keyed seals cannot be checked, and verify says so (exit 2) rather than pass.
 
-A store's runs moved out by pipe store archive are proven too: the run index keeps an anchor for each, and each archive must still exist and be the file that was written. With --archive FILE, only that archive is checked, on its own: its digest, every member's sha256, and each record's seal and links as in a store; a changed byte is named with the archive's line, the run or record, and what.
+A store's runs moved out by pipe store archive are proven too: the run index keeps an anchor for each, and each archive must still exist and be the file that was written (looked for where pipe store archive wrote it, or by name in --archives DIR). With --archive FILE, only that archive is checked, on its own: its digest, every member's sha256, and each record's seal and links as in a store; a changed byte is named with the archive's line, the run or record, and what.
 
 The whole-store check prints the store's head digest (a hash over every run's seal, the run index, the ledger and the features): record it elsewhere to prove later that nothing was rewritten.
 
@@ -26,6 +26,10 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
     {description: 'The whole store', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'One run, as JSON', command: '<%= config.bin %> <%= command.id %> R-20261121-0001 --json'},
     {description: 'A keyed store', command: 'PIPE_AUDIT_KEY=... <%= config.bin %> <%= command.id %>'},
+    {
+      description: 'A team database, with the archives copied from the backup volume',
+      command: '<%= config.bin %> <%= command.id %> --store postgres://pipe@db:5432/pipe --archives ./pipe-archive',
+    },
     {
       description: 'An archive that pipe store archive wrote, on its own',
       command: '<%= config.bin %> <%= command.id %> --archive .pipe/archive/R-20261121-0001.pipe-archive.jsonl',
@@ -38,6 +42,11 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       description: 'Check this archive file (pipe store archive) on its own, instead of a store.',
       helpValue: 'FILE',
       exclusive: ['store'],
+    }),
+    archives: Flags.string({
+      description: "Look for the store's archives in this folder, by file name, instead of where pipe store archive wrote them.",
+      helpValue: 'DIR',
+      exclusive: ['archive'],
     }),
   }
 
@@ -54,7 +63,7 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       // Only that it exists: a damaged run record is for the audit to report, not to stop it.
       if (args.run) await store.assertRunExists(args.run)
       report = await store.audit(args.run, {deliveredKeys})
-      if (!args.run) await auditArchives(store, report, {deliveredKeys})
+      if (!args.run) await auditArchives(store, report, {deliveredKeys}, flags.archives !== undefined ? {archives: flags.archives} : {})
     }
     if (!this.jsonEnabled()) {
       for (const p of report.problems) process.stdout.write(t`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)

@@ -3,7 +3,7 @@
  * format): it reads a run's records as kept, appends anchors to the run index, and removes a run
  * that its anchor says has left. Persistence only.
  */
-import {existsSync, lstatSync, readFileSync, renameSync, rmSync} from 'node:fs'
+import {existsSync, readFileSync, renameSync, rmSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {faultPoint} from '../../util/faults.js'
@@ -15,28 +15,14 @@ import type {ArchiveStore} from '../types.js'
 import {FileLayout, within} from './files.js'
 import {ID_PATTERNS} from './ids.js'
 import {appendChained} from './trail.js'
-import {lines, list, text} from './as-kept.js'
-
-/** Every file under `dir`, by path relative to `base`, sorted. */
-function files(base: string, dir: string): string[] {
-  const out: string[] = []
-  for (const entry of list(dir).sort()) {
-    const full = path.join(dir, entry)
-    // Never through a link: an archive holds what the store wrote, nothing it points at.
-    const st = kindOf(full)
-    if (st === 'dir') out.push(...files(base, full))
-    else if (st === 'file') out.push(path.relative(base, full).split(path.sep).join('/'))
-  }
-  return out
-}
-
-function kindOf(file: string): 'dir' | 'file' | null {
-  const st = lstatSync(file, {throwIfNoEntry: false})
-  return st?.isDirectory() ? 'dir' : st?.isFile() ? 'file' : null
-}
+import {artifactFiles, lines, list, text} from './as-kept.js'
 
 export class FileArchive implements ArchiveStore {
   constructor(private readonly layout: FileLayout) {}
+
+  get defaultFolder(): string {
+    return path.join(this.layout.root, 'archive')
+  }
 
   private get artifactsDir(): string {
     return path.join(this.layout.root, 'artifacts', 'runs')
@@ -93,9 +79,7 @@ export class FileArchive implements ArchiveStore {
         .sort()
         .map((n) => ({key: n.slice(0, -5), body: readFileSync(path.join(ledgerDir, n), 'utf8')})),
       ledgerLog: lines(text(path.join(layout.auditDir, 'ledger.jsonl'))),
-      artifacts: runIds.flatMap((runId) =>
-        files(this.artifactsDir, path.join(this.artifactsDir, runId)).map((rel) => ({path: rel, bytes: readFileSync(path.join(this.artifactsDir, rel))})),
-      ),
+      artifacts: runIds.flatMap((runId) => artifactFiles(this.artifactsDir, runId)),
     }
   }
 

@@ -437,6 +437,9 @@ export class MemoryStore implements RunStore {
         )
     },
     leftovers: async (): Promise<string[]> => [],
+    get defaultFolder(): string | null {
+      return null
+    },
   }
 
   audit(runId?: string, kinds?: AuditKinds): Promise<AuditReport> {

@@ -158,6 +158,31 @@ const MIGRATIONS: string[] = [
   -- Only the roles the owner grants them to (docs/team.md: the writers), not every role (PUBLIC's default).
   REVOKE EXECUTE ON FUNCTION pipe_day_sequence(text), pipe_next_dated(text), pipe_next_evidence(integer) FROM PUBLIC;
   `,
+  // 7: pipe store archive. A run that left the store for an archive is anchored in the run index
+  // first (a line of its own, run_id 'archived:RUN', chained like every other); only then may its
+  // run row, timeline and snapshots be deleted, and only those: the trigger still refuses every
+  // other change, and every change to a run that has no anchor. The owner may delete again (the
+  // trigger, not the privilege, is the guard here); audit verify proves what left against the anchor.
+  `
+  CREATE FUNCTION pipe_refuse_unless_archived() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM pipe_run_index WHERE run_id = 'archived:' || OLD.run_id) THEN
+      RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'pipe: % is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = 'insufficient_privilege';
+  END $$;
+  DO $$
+  BEGIN
+    EXECUTE format('ALTER FUNCTION pipe_refuse_unless_archived() SET search_path = %I', current_schema());
+  END $$;
+  DROP TRIGGER pipe_runs_kept ON pipe_runs;
+  CREATE TRIGGER pipe_runs_kept BEFORE DELETE ON pipe_runs FOR EACH ROW EXECUTE FUNCTION pipe_refuse_unless_archived();
+  DROP TRIGGER pipe_events_append_only ON pipe_events;
+  CREATE TRIGGER pipe_events_append_only BEFORE UPDATE OR DELETE ON pipe_events FOR EACH ROW EXECUTE FUNCTION pipe_refuse_unless_archived();
+  DROP TRIGGER pipe_snapshots_append_only ON pipe_snapshots;
+  CREATE TRIGGER pipe_snapshots_append_only BEFORE UPDATE OR DELETE ON pipe_snapshots FOR EACH ROW EXECUTE FUNCTION pipe_refuse_unless_archived();
+  GRANT DELETE ON pipe_runs, pipe_events, pipe_snapshots TO CURRENT_USER;
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

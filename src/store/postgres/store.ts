@@ -54,6 +54,7 @@ import type {RunWorkspace, TeamQueue} from '../team.js'
 import {CancelWatch} from './cancel-watch.js'
 import {PostgresWork} from './work.js'
 import {PostgresLedger} from './ledger.js'
+import {PostgresArchive} from './archive.js'
 import {lockForCommit, writeStepCommit} from './commit.js'
 import {datedNumber, ensureDaySequence, nextDatedSql} from './ids.js'
 import {sealedStepState} from '../step-state.js'
@@ -85,6 +86,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     super(url, pool)
     // What a run keeps beside its records (artifacts, slots, the reply cache) stays on this machine.
     this.root = localRoot(process.cwd(), url)
+    this.archiving = new PostgresArchive(this, this.root)
   }
 
   /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
@@ -141,6 +143,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   readonly cancelRequest = (runId: string): Promise<string | null> => this.team.cancelRequest(runId)
   /** The queue, leases and cancel requests workers share (../team.ts). */
   readonly team: TeamQueue = new PostgresWork(this)
+
+  /** pipe store archive (./archive.ts). */
+  readonly archiving: PostgresArchive
 
   /**
    * Runs a claim took the lease of (PostgresWork.claim), held until the claimer gives them back
@@ -296,7 +301,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   async readRun(runId: string): Promise<RunRecord> {
     const rows = await this.query<{body: string}>(`cannot read run ${runId}`, 'SELECT body FROM pipe_runs WHERE run_id = $1', [runId])
-    if (!rows[0]) throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+    if (!rows[0]) throw await this.archiving.runNotFound(runId, safeUrl(this.url))
     return parseRow<RunRecord>('run', rows[0].body, `the run record of ${runId}`, `pipe_runs(${runId})`)
   }
 
@@ -310,8 +315,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
 
   async assertRunExists(runId: string): Promise<void> {
     const rows = await this.query(`cannot read run ${runId}`, 'SELECT 1 FROM pipe_runs WHERE run_id = $1', [runId])
-    if (rows.length === 0)
-      throw new PipeError('E_NOT_FOUND', `run ${runId} not found in ${safeUrl(this.url)}`, {hint: 'pipe runs list shows the runs of this store.'})
+    if (rows.length === 0) throw await this.archiving.runNotFound(runId, safeUrl(this.url))
   }
 
   async listRunIds(): Promise<string[]> {
