@@ -22,7 +22,7 @@ const SLOT = `// A foreach child's work, for the worker tests: it counts the chi
 //   node slot.mjs DIR ITEM block     enters and waits until killed (a child fail_fast must cancel)
 //   node slot.mjs DIR NAME touch     writes NAME in the current folder (which checkout ran it)
 //   node slot.mjs DIR ITEM:MODE item one of the above, named by the item itself
-import {mkdirSync, readdirSync, rmSync, writeFileSync} from 'node:fs'
+import {mkdirSync, readdirSync, rmSync, watch, writeFileSync} from 'node:fs'
 import path from 'node:path'
 
 const [dir, given, named] = process.argv.slice(2)
@@ -39,8 +39,14 @@ writeFileSync(marker, '')
 const count = () => readdirSync(running).length
 const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 if (mode?.startsWith('fail-')) {
+  // Woken by each change of the folder, not by a clock: it fails as soon as the others are in.
   const others = Number(mode.slice(5))
-  while (count() - 1 < others) await wait(20)
+  await new Promise((resolve) => {
+    const watcher = watch(running, () => {
+      if (count() - 1 >= others) watcher.close(), resolve()
+    })
+    if (count() - 1 >= others) watcher.close(), resolve()
+  })
   rmSync(marker)
   process.exit(1)
 }
