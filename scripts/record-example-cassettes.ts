@@ -51,6 +51,18 @@ function draft(prompt: string): unknown {
   return {summary: items.length === 0 ? 'Nothing to announce.' : `${items.length} change(s).`, items}
 }
 
+/** The agent template's explain step: look the name up, read its definition, answer. */
+function explain(request: ModelRequest): Scripted {
+  const results = request.body.messages.filter((m) => m.role === 'tool').length
+  if (results === 0) return {tool_calls: [{name: 'find_symbol', arguments: {symbol: 'apply_discount'}}], usage: {prompt_tokens: 380, completion_tokens: 20}}
+  if (results === 1) return {tool_calls: [{name: 'read_file', arguments: {path: 'shop/prices.py'}}], usage: {prompt_tokens: 470, completion_tokens: 20}}
+  return {
+    content:
+      'apply_discount is defined in shop/prices.py (line 1): it takes a price and a percent between 0 and 100 and returns the price with that percent taken off, rounded to cents (a percent outside 0-100 is a ValueError). shop/cart.py imports it (line 1) and total() applies it to every item (line 6).',
+    usage: {prompt_tokens: 610, completion_tokens: 70},
+  }
+}
+
 function reply(request: ModelRequest): Scripted {
   // The coding-agent example: its spec steps, architect, planner, agent conversation and summary.
   if (isMedianRequest(request)) return medianReply(request)
@@ -62,6 +74,7 @@ function reply(request: ModelRequest): Scripted {
       usage: {prompt_tokens: 160, completion_tokens: 25},
     }
   }
+  if (request.kind === 'explain') return explain(request)
   if (request.kind === 'triage') {
     return {
       content: JSON.stringify({severity: 'major', area: 'expenses', rationale: 'Shared expenses are the product; without them a group has nothing to settle.'}),
@@ -82,18 +95,24 @@ try {
     stdio: 'inherit',
   })
   const code = await new Promise<number>((resolve) => child.on('close', (status) => resolve(status ?? 1)))
-  // The model template's cassette: its files hold placeholders, so it is recorded in a scaffold of it.
+  // The templates' cassettes: their files hold placeholders, so each is recorded in a scaffold of it.
   const scaffold = mkdtempSync(path.join(os.tmpdir(), 'pipe-template-'))
   const run = (args: string[], cwd: string): Promise<number> =>
     new Promise((resolve) =>
       spawn(process.execPath, [path.join(root, 'bin', 'run.js'), ...args], {cwd, env, stdio: 'inherit'}).on('close', (status) => resolve(status ?? 1)),
     )
-  const template = path.join(root, 'templates', 'model', 'cassettes', 'classify.jsonl')
-  if (process.argv.includes('--fresh')) rmSync(template, {force: true})
-  let recorded = await run(['init', 'model', '--template', 'model'], scaffold)
-  if (existsSync(template)) cpSync(template, path.join(scaffold, 'model', 'cassettes', 'classify.jsonl'))
-  if (recorded === 0) recorded = await run(['test', '--record', '--record-note', NOTE], path.join(scaffold, 'model'))
-  if (recorded === 0) cpSync(path.join(scaffold, 'model', 'cassettes', 'classify.jsonl'), template)
+  let recorded = 0
+  for (const [name, cassette] of [
+    ['model', 'classify.jsonl'],
+    ['agent', 'explain.jsonl'],
+  ] as const) {
+    const template = path.join(root, 'templates', name, 'cassettes', cassette)
+    if (process.argv.includes('--fresh')) rmSync(template, {force: true})
+    if (recorded === 0) recorded = await run(['init', name, '--template', name], scaffold)
+    if (existsSync(template)) cpSync(template, path.join(scaffold, name, 'cassettes', cassette))
+    if (recorded === 0) recorded = await run(['test', '--record', '--record-note', NOTE], path.join(scaffold, name))
+    if (recorded === 0) cpSync(path.join(scaffold, name, 'cassettes', cassette), template)
+  }
   rmSync(scaffold, {recursive: true, force: true})
   console.error(`${server.count()} request(s) reached the scripted server`)
   process.exitCode = code || recorded

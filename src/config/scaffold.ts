@@ -57,6 +57,7 @@ export const TEMPLATES = {
   model: 'typed inputs, a model step with its prompt and output schema, a choice on its reply, end steps',
   command: 'a command parsed into lines, a choice on them, a file written, end steps (no model)',
   foreach: 'one child run per file of a folder, typed outputs fanned in with sum() (no model)',
+  agent: "an agent step with a tool of the pipeline's own (git grep) and read_file, under a policy allowing exactly that command",
 } as const
 export type TemplateName = keyof typeof TEMPLATES
 
