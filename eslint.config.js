@@ -109,7 +109,7 @@ function layerRules(folder, forbidden) {
 }
 
 export default tseslint.config(
-  {ignores: ['dist/**', 'node_modules/**', 'examples/**', 'src/types/**', 'bench/**', 'scripts/**', 'test/helpers/*.cjs', '.mocharc.cjs', 'eslint.config.js', 'bin/**']},
+  {ignores: ['dist/**', 'node_modules/**', 'examples/**', 'templates/**', 'src/types/**', 'bench/**', 'scripts/**', 'test/helpers/*.cjs', '.mocharc.cjs', 'eslint.config.js', 'bin/**']},
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -63,6 +63,21 @@ function explain(request: ModelRequest): Scripted {
   }
 }
 
+/** The coding template's implement step: read calc.js, fix add() with one block, say so. */
+function implement(request: ModelRequest): Scripted {
+  const results = request.body.messages.filter((m) => m.role === 'tool').length
+  if (results === 0) return {tool_calls: [{name: 'read_file', arguments: {path: 'calc.js'}}], usage: {prompt_tokens: 520, completion_tokens: 20}}
+  if (results === 1) {
+    const blocks =
+      'calc.js\n<<<<<<< SEARCH\nexport function add(a, b) {\n  return a - b\n}\n=======\nexport function add(a, b) {\n  return a + b\n}\n>>>>>>> REPLACE\n'
+    return {tool_calls: [{name: 'apply_edit_blocks', arguments: {blocks}}], usage: {prompt_tokens: 640, completion_tokens: 60}}
+  }
+  return {
+    content: 'add() in calc.js subtracted its arguments; it now returns a + b, which the test add adds expects.',
+    usage: {prompt_tokens: 720, completion_tokens: 30},
+  }
+}
+
 function reply(request: ModelRequest): Scripted {
   // The coding-agent example: its spec steps, architect, planner, agent conversation and summary.
   if (isMedianRequest(request)) return medianReply(request)
@@ -75,6 +90,7 @@ function reply(request: ModelRequest): Scripted {
     }
   }
   if (request.kind === 'explain') return explain(request)
+  if (request.kind === 'implement' && !isMedianRequest(request)) return implement(request)
   if (request.kind === 'triage') {
     return {
       content: JSON.stringify({severity: 'major', area: 'expenses', rationale: 'Shared expenses are the product; without them a group has nothing to settle.'}),
@@ -105,6 +121,7 @@ try {
   for (const [name, cassette] of [
     ['model', 'classify.jsonl'],
     ['agent', 'explain.jsonl'],
+    ['coding', 'implement.jsonl'],
   ] as const) {
     const template = path.join(root, 'templates', name, 'cassettes', cassette)
     if (process.argv.includes('--fresh')) rmSync(template, {force: true})

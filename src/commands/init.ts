@@ -6,7 +6,7 @@ import {line as t} from '../util/terminal-text.js'
 
 export default class Init extends PipeCommand {
   static override summary =
-    'Scaffold a pipeline from a template (model, command, foreach, agent), with its policy, a pipe test file that passes offline, and a README.'
+    'Scaffold a pipeline from a template (model, command, foreach, agent, coding), with its policy, a pipe test file that passes offline, and a README.'
   static override description = `Writes into DIR (default: the working directory) the files of a template (--template, default model): pipeline.yaml (with a yaml-language-server $schema line pointing at pipe's schemas, so editors complete and check it), what it needs (a prompt and an output schema, a child pipeline, sample data), policy.yaml allowing exactly what it runs, pipeline.pipe-test.yaml that pipe test passes offline, and README.md with the next steps.
 
 The model template's model step runs only with -i use_model=true, which needs a model endpoint (OPENAI_API_KEY, and OPENAI_BASE_URL for another OpenAI-compatible server). By default it is recorded as skipped, so the scaffold validates, dry-runs and runs end to end offline; its test of the model path replays a recorded reply.

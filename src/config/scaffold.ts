@@ -58,6 +58,7 @@ export const TEMPLATES = {
   command: 'a command parsed into lines, a choice on them, a file written, end steps (no model)',
   foreach: 'one child run per file of a folder, typed outputs fanned in with sum() (no model)',
   agent: "an agent step with a tool of the pipeline's own (git grep) and read_file, under a policy allowing exactly that command",
+  coding: "a checkpoint, an agent's edit of the files it may touch, QA (syntax, tests), then a commit or a rollback to the checkpoint",
 } as const
 export type TemplateName = keyof typeof TEMPLATES
 

@@ -115,7 +115,7 @@ describe('pipe init (CLI)', function () {
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.include('kind: model')
   })
 
-  for (const template of ['model', 'command', 'foreach', 'agent']) {
+  for (const template of ['model', 'command', 'foreach', 'agent', 'coding']) {
     it(`--template ${template}: its files validate (policy and test file too, no warning) and its pipe test file passes offline, wherever it is made`, async () => {
       const env = {PIPE_HOME: path.join(dir, 'home'), OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined}
       const init = await pipe(['init', `my-${template}`, '--template', template, '--json'], {cwd: dir, env})
