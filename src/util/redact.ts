@@ -83,25 +83,38 @@ const BLOCK = 6
 function hideSlices(text: string, secrets: readonly string[], hide: (hidden: number) => string): string {
   let out = text
   for (const secret of secrets) {
+    // Every run found first, the text rebuilt once: replacing each run as found copied the whole
+    // text per run, and a tool's output echoing a key's prefix on 40,000 lines took minutes.
+    const runs: Array<[number, number]> = []
     for (let block = 0; block + BLOCK <= secret.length; block += BLOCK) {
       const needle = secret.slice(block, block + BLOCK)
-      let at = out.indexOf(needle)
-      while (at >= 0) {
+      for (let at = out.indexOf(needle); at >= 0; at = out.indexOf(needle, at + 1)) {
         let before = 0
         while (at - before > 0 && block - before > 0 && out[at - before - 1] === secret[block - before - 1]) before++
         let after = 0
         while (at + BLOCK + after < out.length && block + BLOCK + after < secret.length && out[at + BLOCK + after] === secret[block + BLOCK + after]) after++
-        const start = at - before
-        const end = at + BLOCK + after
-        if (end - start < SLICE) {
-          at = out.indexOf(needle, at + 1)
-          continue
-        }
-        const hidden = hide(end - start)
-        out = out.slice(0, start) + hidden + out.slice(end)
-        at = out.indexOf(needle, start + hidden.length)
+        if (BLOCK + before + after >= SLICE) runs.push([at - before, at + BLOCK + after])
       }
     }
+    if (runs.length === 0) continue
+    runs.sort((a, b) => a[0] - b[0] || b[1] - a[1])
+    const parts: string[] = []
+    let kept = 0
+    let start = -1
+    let end = -1
+    for (const [s, e] of runs) {
+      // Overlapping or touching runs (one found through two blocks, two echoes side by side) are hidden as one.
+      if (s <= end) {
+        end = Math.max(end, e)
+        continue
+      }
+      if (start >= 0) parts.push(out.slice(kept, start), hide(end - start))
+      kept = start >= 0 ? end : kept
+      start = s
+      end = e
+    }
+    parts.push(out.slice(kept, start), hide(end - start), out.slice(end))
+    out = parts.join('')
   }
   return out
 }

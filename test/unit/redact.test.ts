@@ -148,4 +148,13 @@ describe('redact: a slice of a secret', () => {
     expect(redactBetween(`tail of ${key.slice(0, 6)}`, `${key.slice(6, 20)} rest`, '')).to.equal('[REDACTED] rest')
     expect(JSON.stringify(redactDeep({error: {message: `bad key ${key.slice(2, 22)}`}}))).to.not.contain(key.slice(2, 14))
   })
+
+  it("redacts every one of many echoes (a tool printing the key's head on each line), and runs side by side as one", () => {
+    addSecret(key)
+    const lines = Array.from({length: 5000}, (_, i) => `line ${i} key=${key.slice(0, 14)} ok`)
+    const out = redact(lines.join('\n'))
+    expect(out.split('\n')).to.deep.equal(lines.map((_, i) => `line ${i} key=[REDACTED] ok`))
+    expect(redact(`<${key.slice(0, 12)}${key.slice(0, 12)}>`)).to.equal('<[REDACTED]>')
+    expect(redactBetween('', `a ${key.slice(4, 18)} b ${key.slice(0, 30)}`, '')).to.equal('a [REDACTED] b [REDACTED]')
+  })
 })
