@@ -10,7 +10,7 @@ export default class Rollback extends PipeCommand {
   static override summary = "Undo the files an edit step of a run changed, or return a blocked run's workspace to its git checkpoint."
   static override description = `With --step or --seq: every file must still be exactly as the edit left it (its sha256 is checked), else nothing is changed (E_CONFLICT). Files the edit created are deleted. The undo is recorded in the run's timeline.
 
-With --checkpoint: the run must be blocked (a task an agent could not finish, say); its workspace goes back to the commit its latest git checkpoint step made (git reset --hard and clean: an agent's edits, new files and all), the run stays blocked, idle, and its record and timeline say who did it, why (--note, required) and from which commit to which. The command that continues is printed: for a foreach's task, pipe resume PARENT --skip KEY --note TEXT.`
+With --checkpoint: the run must be blocked (a task an agent could not finish, say); its workspace goes back to the commit its latest git checkpoint step made (git reset --hard and clean: an agent's edits, new files and all; what the working tree held is first saved in a git stash, named in the output and the record, so nothing a person added meanwhile is lost), the run stays blocked, idle, and its record and timeline say who did it, why (--note, required) and from which commit to which. The command that continues is printed: for a foreach's task, pipe resume PARENT --skip KEY --note TEXT.`
   static override examples = [
     {description: 'Undo the latest edit of step fix', command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --step fix'},
     {description: "Undo one snapshot's edit", command: '<%= config.bin %> <%= command.id %> R-20261122-0001 --seq 2'},
@@ -40,6 +40,10 @@ With --checkpoint: the run must be blocked (a task an agent could not finish, sa
       if (!this.jsonEnabled()) {
         process.stdout.write(t`rolled ${back.run_id} back to checkpoint ${back.to} (step ${back.step} #${back.seq}) from ${back.from ?? 'no commit'}:\n`)
         for (const f of back.files) process.stdout.write(t`  restored  ${f}\n`)
+        if (back.saved)
+          process.stdout.write(
+            t`What the working tree held was saved first (stash ${back.saved}): git stash show --include-untracked ${back.saved} lists it, git stash apply ${back.saved} brings it back.\n`,
+          )
         process.stdout.write(`Continue with:\n${back.next.map((c) => t`  ${c}\n`).join('')}`)
       }
       return back

@@ -317,6 +317,10 @@ export interface RunRecord {
      * Files put back or removed.
      */
     files: string[]
+    /**
+     * The git stash commit holding what the working tree had that HEAD did not (changed and untracked files), saved before the rollback discarded it: git stash apply HASH brings it back.
+     */
+    saved?: string
     by: string
     at: string
     note: string

@@ -238,10 +238,17 @@ export interface RollbackResult {
   to: string
   /** Files that differed from the checkpoint and were put back, or removed. */
   files: string[]
+  /** The stash commit holding what was discarded, when asked to save it (`save`) and there was any. */
+  saved?: string
 }
 
-/** Puts the working tree and HEAD back to a checkpoint, discarding what came after it. */
-export async function rollback(root: string, commit: string, repository: RecordedRepository): Promise<RollbackResult> {
+/**
+ * Puts the working tree and HEAD back to a checkpoint, discarding what came after it. With `save`
+ * (a stash message), what the working tree holds that HEAD does not (changed and untracked files,
+ * not ignored ones) is first kept in a stash: a person rolling back by hand loses nothing they
+ * added meanwhile.
+ */
+export async function rollback(root: string, commit: string, repository: RecordedRepository, options: {save?: string} = {}): Promise<RollbackResult> {
   const git = await open(root, repository)
   const from = await head(git)
   try {
@@ -253,7 +260,12 @@ export async function rollback(root: string, commit: string, repository: Recorde
   }
   const changed = (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', commit])).split('\n').filter(Boolean)
   const untracked = (await git.raw(['ls-files', '--others', '--exclude-standard'])).split('\n').filter(Boolean)
+  let saved: string | undefined
+  if (options.save !== undefined && (await git.status(['--ignore-submodules=all'])).files.length > 0) {
+    await git.raw([...(await identity(git)), 'stash', 'push', '--include-untracked', '-q', '-m', options.save])
+    saved = (await git.raw(['rev-parse', '--verify', '-q', 'stash@{0}'])).trim()
+  }
   await git.raw(['reset', '--hard', '-q', commit])
   await git.raw(['clean', '-fdq'])
-  return {from, to: commit, files: [...new Set([...changed, ...untracked])].sort()}
+  return {from, to: commit, files: [...new Set([...changed, ...untracked])].sort(), ...(saved ? {saved} : {})}
 }

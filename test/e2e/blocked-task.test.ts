@@ -245,6 +245,8 @@ async function rollbackFlow(env: Record<string, string>, store?: string): Promis
   expect(errorCode(noNote), noNote.stderr).to.equal('E_INVALID_ARGS')
   expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
 
+  // Something the person wrote while looking at the blocked task: discarded from the tree, never lost.
+  await writeFile(path.join(dir, 'notes.txt'), 'what I saw\n')
   const rolled = await pipe(['rollback', task, '--checkpoint', '--note', 'the agent went the wrong way'], {cwd: dir, env})
   expect(rolled.code, rolled.stderr).to.equal(0)
   // Real git: HEAD is the checkpoint commit, the tree is clean, the change and the new file are gone.
@@ -256,7 +258,11 @@ async function rollbackFlow(env: Record<string, string>, store?: string): Promis
   expect(record.status, 'the task waits, idle, for a person: skipped or run again').to.equal('blocked')
   expect(record.rollbacks).to.have.length(1)
   expect(record.rollbacks![0]).to.include({step: 'checkpoint', seq: checkpoint.step.seq, to: commit, note: 'the agent went the wrong way'})
-  expect(record.rollbacks![0]!.files).to.deep.equal(['app.txt', 'new.txt'])
+  expect(record.rollbacks![0]!.files).to.deep.equal(['app.txt', 'new.txt', 'notes.txt'])
+  const saved = record.rollbacks![0]!.saved!
+  expect(rolled.stdout).to.contain(`git stash apply ${saved}`)
+  expect(git(dir, 'show', `${saved}^3:notes.txt`), 'the stash keeps the untracked file').to.equal('what I saw')
+  expect(git(dir, 'show', `${saved}:app.txt`), "and the agent's change").to.equal('broken by T1')
   const line = (await readIn(location, (s) => s.readEvents(task))).find((e) => e.event === 'rolled_back')!
   expect(line.reason).to.contain(commit).and.contain('the agent went the wrong way')
   await auditPasses()

@@ -69,6 +69,8 @@ export interface CheckpointRollbackResult {
   from: string | null
   to: string
   files: string[]
+  /** The stash commit holding what the working tree had (changed and untracked files), kept before it was discarded. */
+  saved?: string
   /** The commands that continue: the parent's skip of this task, else a redrive of the run. */
   next: string[]
 }
@@ -112,10 +114,21 @@ export async function rollbackToCheckpointSession(options: SessionOptions & {run
     const current = await store.readRun(runId)
     assertBlocked(current)
     const {rollback} = await import('../../vcs/git.js')
-    const result = await rollback(current.workspace ?? options.cwd, commit, current.workspace_git)
+    // What the person (or anyone) left in the working tree since is kept in a stash, never discarded unasked.
+    const result = await rollback(current.workspace ?? options.cwd, commit, current.workspace_git, {save: `pipe: before the rollback of ${runId} to ${commit}`})
     const at = new Date().toISOString()
     const by = currentUser()
-    const entry = {step: target.step.name, seq: target.step.seq, from: result.from, to: result.to, files: result.files, by, at, note: options.note}
+    const entry = {
+      step: target.step.name,
+      seq: target.step.seq,
+      from: result.from,
+      to: result.to,
+      files: result.files,
+      ...(result.saved ? {saved: result.saved} : {}),
+      by,
+      at,
+      note: options.note,
+    }
     await store.updateRun(
       runId,
       (r) => {
@@ -128,7 +141,7 @@ export async function rollbackToCheckpointSession(options: SessionOptions & {run
         step: target.step.name,
         seq: target.step.seq,
         by,
-        reason: `workspace rolled back from ${result.from ?? 'no commit'} to checkpoint ${result.to} (${result.files.length} file(s) restored): ${options.note}`,
+        reason: `workspace rolled back from ${result.from ?? 'no commit'} to checkpoint ${result.to} (${result.files.length} file(s) restored${result.saved ? `; what was discarded is saved in stash ${result.saved}` : ''}): ${options.note}`,
       },
     )
     return {
@@ -138,6 +151,7 @@ export async function rollbackToCheckpointSession(options: SessionOptions & {run
       from: result.from,
       to: result.to,
       files: result.files,
+      ...(result.saved ? {saved: result.saved} : {}),
       next: continueCommands(current, options.note),
     }
   } finally {
