@@ -97,6 +97,11 @@ function layerRules(folder, forbidden) {
     'no-restricted-syntax': [
       'error',
       ...patterns.map(({regex, message}) => ({selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message})),
+      {
+        selector: "CallExpression[callee.name=/^mkdir(Sync)?$/] Property[key.name='recursive']",
+        message:
+          "Node's recursive mkdir spins for ever where a parent exists but refuses new entries (a path under /proc, a dangling link): use makeDirs from src/util/fs.ts.",
+      },
     ],
   }
   if (ENGINE_TYPES_ONLY.includes(folder)) {

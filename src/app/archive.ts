@@ -11,7 +11,7 @@
  * same bytes); after them, the next pipe store archive finishes the removal, and audit verify notes
  * the run as archived but not yet removed.
  */
-import {existsSync, mkdirSync, readFileSync} from 'node:fs'
+import {existsSync, readFileSync} from 'node:fs'
 import path from 'node:path'
 import {FINAL_STATUSES} from '../engine/lifecycle.js'
 import {PipeError} from '../errors.js'
@@ -19,7 +19,7 @@ import {buildArchive, archiveDigest, verifyArchive, type ArchiveAnchor} from '..
 import type {AuditKinds, AuditReport, Release, RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import {faultPoint} from '../util/faults.js'
-import {syncDir, writeFileAtomicSync} from '../util/fs.js'
+import {makeDirs, syncDir, writeFileAtomicSync} from '../util/fs.js'
 
 export const ARCHIVE_SUFFIX = '.pipe-archive.jsonl'
 
@@ -139,7 +139,7 @@ export async function archiveRuns(store: RunStore, options: {before: Date; to?: 
 async function moveOut(store: RunStore, archiving: NonNullable<RunStore['archiving']>, runIds: string[], file: string): Promise<void> {
   const source = await archiving.source(runIds)
   const text = buildArchive(source, runIds)
-  mkdirSync(path.dirname(file), {recursive: true})
+  makeDirs(path.dirname(file))
   writeFileAtomicSync(file, text, {sync: true})
   syncDir(path.dirname(file))
   faultPoint('archive-written')

@@ -6,7 +6,7 @@
  * keyed (no key is needed to copy). The destination must hold no records; a database is written in
  * one transaction, so a failed copy leaves it empty.
  */
-import {mkdirSync, readFileSync, writeFileSync} from 'node:fs'
+import {readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import {FileLayout, within} from './file/files.js'
@@ -17,6 +17,7 @@ import {Store} from './file/store.js'
 import {advanceSequence} from './postgres/ids.js'
 import {anchorKey} from './postgres/archive.js'
 import {lines, list, text} from './file/as-kept.js'
+import {makeDirs} from '../util/fs.js'
 
 export interface StoreDump {
   features: Array<{id: string; body: string}>
@@ -112,7 +113,7 @@ function counters(dump: StoreDump): Map<string, number> {
 
 export function writeFileDump(layout: FileLayout, dump: StoreDump): void {
   const write = (file: string, body: string): void => {
-    mkdirSync(path.dirname(file), {recursive: true})
+    makeDirs(path.dirname(file))
     writeFileSync(file, body, {flag: 'wx'})
   }
   for (const f of dump.features) write(layout.featureFile(f.id), f.body)
@@ -120,7 +121,7 @@ export function writeFileDump(layout: FileLayout, dump: StoreDump): void {
   for (const e of dump.evidence) write(layout.evidenceFile(e.id), e.body)
   for (const run of dump.runs) {
     const dir = layout.runDir(run.run_id)
-    mkdirSync(within(dir, 'snapshots'), {recursive: true})
+    makeDirs(within(dir, 'snapshots'))
     write(within(dir, 'events.jsonl'), run.events.map((l) => `${l}\n`).join(''))
     for (const s of run.snapshots) write(layout.snapshotFile(run.run_id, s.seq), s.body)
     for (const s of run.states) write(layout.stepStateFile(run.run_id, s.step, s.seq), s.body)

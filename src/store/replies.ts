@@ -15,10 +15,10 @@
  */
 import {createHash} from 'node:crypto'
 import {existsSync, readFileSync} from 'node:fs'
-import {mkdir, readdir, readFile} from '../util/fs-async.js'
+import {readdir, readFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
-import {writeFileAtomic} from '../util/fs.js'
+import {makeDirs, writeFileAtomic} from '../util/fs.js'
 import {checkRecord, sealMessage, sealRecord} from './trail/integrity.js'
 
 export const REPLY_FORMAT = 'pipe-reply/2'
@@ -141,7 +141,7 @@ export class ReplyCache {
       const ref = sha256(content)
       const file = this.textFile(ref)
       if (this.textProblem(ref) !== null) {
-        await mkdir(path.dirname(file), {recursive: true})
+        makeDirs(path.dirname(file))
         await writeFileAtomic(file, content)
       }
       const {content: _content, ...rest} = m
@@ -152,7 +152,7 @@ export class ReplyCache {
 
   async write(key: string, request: unknown, reply: unknown, rejected?: string): Promise<void> {
     const file = this.fileOf(key)
-    await mkdir(this.dir, {recursive: true})
+    makeDirs(this.dir)
     const stored = await this.sharingTexts(request)
     await writeFileAtomic(
       file,

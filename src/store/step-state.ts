@@ -6,8 +6,8 @@
  */
 import path from 'node:path'
 import {PipeError} from '../errors.js'
-import {writeFileAtomic} from '../util/fs.js'
-import {mkdir, readdir} from '../util/fs-async.js'
+import {makeDirs, writeFileAtomic} from '../util/fs.js'
+import {readdir} from '../util/fs-async.js'
 import {readOwnJson, type FileLayout} from './file/files.js'
 import {checkRecord, sealMessage, sealRecord} from './trail/integrity.js'
 
@@ -46,7 +46,7 @@ export async function readStepState(layout: FileLayout, runId: string, step: str
 
 export async function writeStepState(layout: FileLayout, runId: string, step: string, seq: number, state: unknown): Promise<void> {
   const file = layout.stepStateFile(runId, step, seq)
-  await mkdir(path.dirname(file), {recursive: true})
+  makeDirs(path.dirname(file))
   await writeFileAtomic(file, `${JSON.stringify(sealedStepState(runId, step, seq, state))}\n`)
 }
 

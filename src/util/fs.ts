@@ -272,19 +272,20 @@ function completeLength(fd: number, size: number): number {
  * refuses new entries with ENOENT (/proc/1, some FUSE mounts). Each level is made once; an error is
  * the file system's own (EACCES, ENOTDIR, ENOENT under a parent that exists).
  */
-export function makeDirs(dir: string): void {
+export function makeDirs(dir: string, mode?: number): void {
+  const make = (d: string): unknown => (mode === undefined ? mkdirSync(d) : mkdirSync(d, {mode}))
   try {
-    mkdirSync(dir)
+    make(dir)
     return
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'EEXIST' && statSync(dir).isDirectory()) return
     const parent = path.dirname(dir)
     if (code !== 'ENOENT' || parent === dir || statSync(parent, {throwIfNoEntry: false}) !== undefined) throw error
-    makeDirs(parent)
+    makeDirs(parent, mode)
   }
   try {
-    mkdirSync(dir)
+    make(dir)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || !statSync(dir).isDirectory()) throw error
   }

@@ -1,10 +1,10 @@
 /** pipe export RUN --html: the run page as one file, everything inline, for a ticket or a release. */
 import {randomBytes} from 'node:crypto'
-import {mkdir, stat} from 'node:fs/promises'
+import {stat} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {RunStore} from '../store/types.js'
-import {writeNamedFile} from '../util/fs.js'
+import {makeDirs, writeNamedFile} from '../util/fs.js'
 import {redact} from '../util/redact.js'
 import {page} from './layout.js'
 import {loadRunView} from './run-data.js'
@@ -39,7 +39,7 @@ export async function exportRunHtml(store: RunStore, runId: string, file: string
     process.stdout.write(text)
     return {html: '-', bytes: Buffer.byteLength(text)}
   }
-  await mkdir(path.dirname(path.resolve(file)), {recursive: true})
+  makeDirs(path.dirname(path.resolve(file)))
   writeNamedFile(file, text)
   return {html: file, bytes: Buffer.byteLength(text)}
 }

@@ -275,6 +275,14 @@ describe('pipe store archive and audit verify --archive', function () {
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
+  it('a --to it cannot make (under /proc, where Node\'s recursive mkdir spins for ever) is E_IO at once, and nothing moves', async () => {
+    const result = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', store, '--to', '/proc/pipe-nowhere/archive'], {cwd: dir})
+    expect(result.stderr).to.include('E_IO').and.include("mkdir '/proc/pipe-nowhere'")
+    expect(await runsIn()).to.have.length(5)
+    const run = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--store', '/proc/pipe-nowhere/store'], {cwd: dir})
+    expect(run.stderr).to.include('E_IO').and.include('cannot create the store at /proc/pipe-nowhere/store')
+  })
+
   it('refuses a DATE that is not one, quoting it (E_INVALID_ARGS), and moves nothing', async () => {
     for (const bad of ['yesterday', '2026-02-30', '2026-11-21 09:00']) {
       const result = await pipe(['store', 'archive', '--before', bad, '--store', store], {cwd: dir})

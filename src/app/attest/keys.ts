@@ -5,11 +5,12 @@
  */
 import * as crypto from 'node:crypto'
 import {constants} from 'node:fs'
-import {mkdir, open, readdir, readFile, unlink} from 'node:fs/promises'
+import {open, readdir, readFile, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {keyIdOf, rawPublicKey} from '../../util/dsse.js'
+import {makeDirs} from '../../util/fs.js'
 
 export const DEFAULT_KEY_NAME = 'default'
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
@@ -47,7 +48,7 @@ export async function generateKey(name: string = DEFAULT_KEY_NAME): Promise<KeyI
       hint: 'A key name is letters, digits, dots, dashes and underscores, starting with a letter or digit (at most 64), e.g. --name ci.',
     })
   const dir = keysDir()
-  await mkdir(dir, {recursive: true, mode: 0o700})
+  makeDirs(dir, 0o700)
   const {publicKey, privateKey} = crypto.generateKeyPairSync('ed25519')
   const info = infoOf(name, publicKey, dir)
   // Created exclusively with its mode: the private key is never readable by others, not even for a moment, and an existing key is never replaced.

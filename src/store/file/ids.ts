@@ -3,10 +3,10 @@
  * of two processes racing for one number exactly one wins and the other moves on. A small hint
  * file remembers the last number so that allocation does not scan history.
  */
-import {mkdir, readdir} from '../../util/fs-async.js'
+import {readdir} from '../../util/fs-async.js'
 import path from 'node:path'
 import {formatId, latestDay, todayKey, type DatedPrefix} from '../trail/ids.js'
-import {readSmallFile, writeFileAtomic} from '../../util/fs.js'
+import {makeDirs, readSmallFile, writeFileAtomic} from '../../util/fs.js'
 
 export {assertId, compareIds, dayKey, formatId, ID_PATTERNS, idKey, latestDay, NAME_PATTERNS, todayKey, type DatedPrefix} from '../trail/ids.js'
 
@@ -29,7 +29,12 @@ async function writeCounter(file: string, n: number): Promise<void> {
   await writeFileAtomic(file, String(n), {sync: false}).catch(async (error: NodeJS.ErrnoException) => {
     if (error.code !== 'ENOENT') return
     // No ids folder (a new store, or one removed by hand): made the first time a hint is written.
-    await mkdir(path.dirname(file), {recursive: true}).catch(() => undefined)
+    try {
+      makeDirs(path.dirname(file))
+    } catch {
+      // A hint only: the ids are right without it.
+      return
+    }
     await writeFileAtomic(file, String(n), {sync: false}).catch(() => undefined)
   })
 }

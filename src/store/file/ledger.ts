@@ -8,7 +8,7 @@
  * from the one pipe wrote. A crash between the log line and the entry leaves the log one write
  * ahead, which audit verify reports as an interrupted write, not as tampering.
  */
-import {mkdir, readdir, stat} from '../../util/fs-async.js'
+import {readdir, stat} from '../../util/fs-async.js'
 import path from 'node:path'
 import {Low} from 'lowdb'
 import {PipeError} from '../../errors.js'
@@ -21,6 +21,7 @@ import {ledgerLogFields, sealedLedgerEntry} from '../trail/records.js'
 import {isObject, notAnObject} from '../trail/shapes.js'
 import type {LedgerRecords} from '../types.js'
 import {appendChained, linesFromEnd} from './trail.js'
+import {makeDirs} from '../../util/fs.js'
 
 /** Log lines read past a list's limit: entries whose order in the log and in time differ (see listFromTail). */
 const PAST_LIMIT = 32
@@ -93,8 +94,8 @@ export class FileLedger implements LedgerRecords {
   async write(raw: LedgerEntry): Promise<void> {
     const sealed = sealedLedgerEntry(raw)
     const entry = sealed
-    await mkdir(this.dir, {recursive: true})
-    await mkdir(path.dirname(this.logFile), {recursive: true})
+    makeDirs(this.dir)
+    makeDirs(path.dirname(this.logFile))
     const release = await acquireLock(`${this.logFile}.lock`, {
       waitMs: 60000,
       busy: (holder) => `the ledger log is held by another pipe process (pid ${holder.pid})`,
@@ -123,7 +124,7 @@ export class FileLedger implements LedgerRecords {
 
   /** Holds the key while `work` runs: one publisher per key at a time, across processes. */
   async withKey<T>(key: string, work: () => Promise<T>, waitMs = 60000): Promise<T> {
-    await mkdir(this.dir, {recursive: true})
+    makeDirs(this.dir)
     const release = await acquireLock(`${this.file(key)}.lock`, {
       waitMs,
       busy: (holder) => `publication ${key} is being sent by another pipe process (pid ${holder.pid})`,

@@ -12,7 +12,7 @@ import {Low} from 'lowdb'
 import {PipeError} from '../../errors.js'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import {faultPoint} from '../../util/faults.js'
-import {mkdir, readdir, rename, rm, stat} from '../../util/fs-async.js'
+import {readdir, rename, rm, stat} from '../../util/fs-async.js'
 import {runNotFound} from './archive.js'
 import {acquireLock, lockHolder, newLock, processAlive} from '../../util/lock.js'
 import {FeatureHashes} from './features.js'
@@ -26,6 +26,7 @@ import {snapshotHead} from './snapshots.js'
 import {appendLine} from './timeline.js'
 import {appendChained, readChain, readText, stagedRun} from './trail.js'
 import type {Release, RunDraft, RunHolder} from '../types.js'
+import {makeDirs} from '../../util/fs.js'
 
 type Start = RunStart
 
@@ -51,7 +52,7 @@ export class Runs {
   async create(draft: RunDraft, now: Date, event: RunEvent, start: Start | undefined): Promise<{record: RunRecord; release?: Release}> {
     const layout = this.layout
     if (!this.auditDirMade) {
-      await mkdir(layout.auditDir, {recursive: true})
+      makeDirs(layout.auditDir)
       this.auditDirMade = true
     }
     const release = await this.lockRunIndex()
@@ -65,7 +66,7 @@ export class Runs {
         if (statSync(final, {throwIfNoEntry: false}) !== undefined) return false
         const staging = within(layout.runsDir, `.new-${id}.${process.pid}.${randomBytes(4).toString('hex')}`)
         // Synchronous, like the writes below (util/fs.ts says why): a run's creation is a dozen small calls.
-        mkdirSync(staging, {recursive: true})
+        makeDirs(staging)
         mkdirSync(within(staging, 'snapshots'))
         const {record, lines} = newRun(id, draft, event, start)
         const last = lines.at(-1)!
@@ -264,7 +265,7 @@ export class Runs {
         const parent = (await this.read(id).catch(() => null))?.parent?.run_id
         if (parent && ID_PATTERNS.run.test(parent)) await this.noteChild(parent, id)
       }
-      await mkdir(this.layout.auditDir, {recursive: true})
+      makeDirs(this.layout.auditDir)
       writeSynced(this.childIndexFlag, '')
     } finally {
       await release()
@@ -277,7 +278,7 @@ export class Runs {
     // Never a folder for a parent that is not there (a record naming one changed by hand).
     if (!statSync(this.layout.runDir(parent), {throwIfNoEntry: false})?.isDirectory()) return
     const dir = within(this.layout.runDir(parent), 'children')
-    await mkdir(dir, {recursive: true})
+    makeDirs(dir)
     const marker = within(dir, child)
     if (!statSync(marker, {throwIfNoEntry: false})) writeSynced(marker, '')
   }
