@@ -275,7 +275,7 @@ describe('pipe store archive and audit verify --archive', function () {
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
-  it('a --to it cannot make (under /proc, where Node\'s recursive mkdir spins for ever) is E_IO at once, and nothing moves', async () => {
+  it("a --to it cannot make (under /proc, where Node's recursive mkdir spins for ever) is E_IO at once, and nothing moves", async () => {
     const result = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', store, '--to', '/proc/pipe-nowhere/archive'], {cwd: dir})
     expect(result.stderr).to.include('E_IO').and.include("mkdir '/proc/pipe-nowhere'")
     expect(await runsIn()).to.have.length(5)
