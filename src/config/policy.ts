@@ -89,7 +89,10 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
   }
   // Every approvals problem at once, each quoting its value: a rule no one can meet is refused now, not at the gate.
   for (const problem of approvalProblems(result.data)) {
-    const at = problem.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').slice(1)
+    const at = problem.path
+      .map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`))
+      .join('')
+      .slice(1)
     diagnostics.push({file, ...locate(result.source, problem.path), path: at, message: problem.message, rule: 'approvals'})
   }
   // Syntax checkers are judged against the policy that applies: the built-in one with this file over it.

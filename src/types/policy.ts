@@ -196,7 +196,7 @@ export interface ApprovalRule {
    */
   on_timeout?: 'wait' | 'deny' | 'cancel'
   /**
-   * Seconds after which the people who have not voted are due a reminder (recorded with the gate as remind_at; pipe sends none itself yet).
+   * Seconds after which the people who have not voted are due a reminder (checked, but pipe sends no reminder yet).
    */
   remind_after_s?: number
 }

@@ -111,7 +111,9 @@ export function tooLate(runId: string, applied: {due: DueTimeout; outcome: RunOu
   return new PipeError(
     'E_STATE',
     `run ${runId}'s ${gateName(due)} of step ${due.step} had a deadline, ${due.deadline}, which passed: the policy's ${key}: ${due.action} ${did} (the run is now ${applied.outcome.status}); this answer was not taken`,
-    {hint: `pipe runs show ${runId} shows what happened. To give a person more time, raise ${key.replace('on_timeout', 'timeout_s')} or set ${key}: wait in the policy.`},
+    {
+      hint: `pipe runs show ${runId} shows what happened. To give a person more time, raise ${key.replace('on_timeout', 'timeout_s')} or set ${key}: wait in the policy.`,
+    },
   )
 }
 

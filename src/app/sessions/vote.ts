@@ -101,17 +101,25 @@ async function recordVote(store: RunStore, runId: string, rule: AppliedRule, sho
     const record = await store.readRun(runId)
     const pending = record.status === 'awaiting_input' ? record.pending : undefined
     if (!pending || pending.kind !== shown.kind || pending.step !== shown.step || pending.since !== shown.since)
-      throw new PipeError('E_STATE', `run ${runId} moved on since ${vote.by.id} was shown its ${shown.kind} at step ${shown.step} (it is now ${record.status}); the vote was not taken`, {
-        hint: `pipe runs show ${runId} shows where it is now.`,
-      })
+      throw new PipeError(
+        'E_STATE',
+        `run ${runId} moved on since ${vote.by.id} was shown its ${shown.kind} at step ${shown.step} (it is now ${record.status}); the vote was not taken`,
+        {
+          hint: `pipe runs show ${runId} shows where it is now.`,
+        },
+      )
     const votes = pending.votes ?? []
     const met = approvalsOf(votes) >= rule.required
     // The gate met its rule but was not opened (the opener failed): one who approved may open it again.
     if (met && approve && votes.some((v) => v.by.id === vote.by.id && APPROVING.has(v.decision))) return 'opens'
     if (met)
-      throw new PipeError('E_STATE', `run ${runId}'s ${shown.kind} at step ${shown.step} already has its ${rule.required} approval(s) and is going on; the vote was not taken`, {
-        hint: `pipe runs show ${runId} shows where it is now.`,
-      })
+      throw new PipeError(
+        'E_STATE',
+        `run ${runId}'s ${shown.kind} at step ${shown.step} already has its ${rule.required} approval(s) and is going on; the vote was not taken`,
+        {
+          hint: `pipe runs show ${runId} shows where it is now.`,
+        },
+      )
     const refused = checkApproval(rule, vote.by, record, approve)
     if (refused) throw refusal(runId, rule, refused)
     const count = approvalsOf(votes) + (approve ? 1 : 0)

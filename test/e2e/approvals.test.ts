@@ -1,0 +1,189 @@
+/**
+ * Issue 40 items 1-3: who may decide at a gate. Rules in policy.yaml checked in one pass; a person
+ * is PIPE_USER, else the repository's git user.email (real git), else the OS user; pipe review,
+ * confirm and answer refuse whom the rule does not allow, record each vote, and open the gate once
+ * at `required` approvals, also when two people vote at the same moment; a gate's deadline acts
+ * for a review as for a confirmation. No test waits for the clock: the commands after a pause run
+ * under libfaketime two hours on.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
+import {needs} from '../helpers/tools.js'
+import type {RunEvent} from '../../src/types/run.js'
+
+const LIBFAKETIME = [
+  '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
+  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
+  '/usr/local/lib/faketime/libfaketimeMT.so.1',
+].find((f) => existsSync(f))
+const LATER = {LD_PRELOAD: LIBFAKETIME, FAKETIME: '+2h', FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
+
+interface RunJson {
+  run_id: string
+  status: string
+  reason?: string
+  error?: {code: string; message: string; hint?: string}
+}
+
+const REVIEWED = `version: 1
+name: reviewed
+steps:
+  - {id: ingest, kind: ingest, next: compile}
+  - {id: compile, kind: compile, next: manual_review}
+  - {id: manual_review, kind: review, next: done}
+  - {id: done, kind: end, status: succeeded, reason: reviewed}
+`
+const TWO_OF_THREE = `version: 1
+approvals:
+  manual_review: {required: 2, from: [alice@example.com, "@release"], self_approval: false}
+people:
+  release: [bob@example.com, starter@example.com]
+`
+
+describe('approvals: who may decide at a gate (CLI, file store, real git)', function () {
+  this.timeout(180000)
+  let dir: string
+  let cleanup: () => Promise<void>
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-approvals-'))
+    execFileSync('git', ['init', '-q', '-b', 'main', dir])
+    // The starter is who the repository's git says, not an environment variable.
+    execFileSync('git', ['-C', dir, 'config', 'user.email', 'starter@example.com'])
+    await writeFile(path.join(dir, 'p.yaml'), REVIEWED)
+  })
+  afterEach(async () => cleanup())
+
+  const run = (args: string[], as?: string, later = false): Promise<CliResult> =>
+    pipe(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...(as ? {PIPE_USER: as} : {}), ...(later ? LATER : {})}, timeoutMs: 60000})
+  const events = (id: string): Promise<RunEvent[]> => readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
+  const start = async (policy: string): Promise<string> => {
+    await writeFile(path.join(dir, 'policy.yaml'), policy)
+    const started = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'])
+    expect(started.code, started.stderr).to.equal(10)
+    return json<RunJson>(started).run_id
+  }
+  const refused = (result: CliResult, code: string): string => {
+    expect(result.code, result.stdout).to.not.equal(0)
+    const error = json<RunJson>(result).error!
+    expect(error.code).to.equal(code)
+    return error.message
+  }
+
+  it('policy check and validate list every approvals error in one pass, quoting the bad values', async () => {
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      `version: 1
+approvals:
+  manual_review: {required: 4, from: [alice@example.com, "@release"]}
+  confirm: {required: -1, from: ["@nobody"], timeout_s: -5, on_timeout: deny}
+people:
+  release: [bob@example.com]
+`,
+    )
+    for (const args of [
+      ['policy', 'check', 'policy.yaml'],
+      ['validate', 'policy.yaml'],
+    ]) {
+      const result = await run(args)
+      expect(result.code, result.stderr).to.equal(2)
+      const out = result.stdout + result.stderr
+      expect(out).to.contain('approvals.manual_review.required  required: 4 is more than the 2 distinct people from names')
+      expect(out).to.contain('approvals.confirm.from[0]  "@nobody" names no group under people: (its groups are @release)')
+      expect(out).to.contain('approvals.confirm.required  required: -1 must be at least 1')
+      expect(out).to.contain('approvals.confirm.timeout_s  timeout_s: -5 must be more than 0 seconds')
+      expect(out).to.not.contain('E_INTERNAL')
+    }
+  })
+
+  it('refuses a person not in from, the starter (self_approval: false) and a second vote; the gate opens at two approvals', async () => {
+    const id = await start(TWO_OF_THREE)
+    expect((await runRecordIn(dir, id)).run.started_by?.id).to.equal('starter@example.com')
+
+    expect(refused(await run(['review', id, '--decision', 'go', '--json']), 'E_POLICY_DENIED')).to.match(
+      /^starter@example.com started run R-\S+, and the policy's approvals.manual_review says self_approval: false/,
+    )
+    expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.manual_review names",
+    )
+    const first = await run(['review', id, '--decision', 'go', '--note', 'looks right', '--json'], 'alice@example.com')
+    expect(first.code, first.stderr).to.equal(10)
+    expect(json<RunJson>(first).reason).to.equal("1 of 2 approvals under the policy's approvals.manual_review; may still approve: bob@example.com")
+    expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com'), 'E_POLICY_DENIED')).to.contain(
+      'alice@example.com has already voted at this gate',
+    )
+    const shown = await run(['runs', 'show', id])
+    expect(shown.stdout).to.match(
+      /approvals: 1 of 2 under the policy's approvals.manual_review; voted: alice@example.com go at \S+; may still approve: bob@example.com/,
+    )
+
+    const second = await run(['review', id, '--decision', 'go', '--json'], 'bob@example.com')
+    expect(second.code, second.stderr).to.equal(0)
+    expect(json<RunJson>(second).status).to.equal('succeeded')
+    const timeline = await events(id)
+    const votes = timeline.filter((e) => e.event === 'vote_cast')
+    expect(votes.map((v) => [v.by, v.decision])).to.deep.equal([
+      ['alice@example.com', 'go'],
+      ['bob@example.com', 'go'],
+    ])
+    expect(votes[0]!.reason).to.match(/note: looks right; shown sha256:[0-9a-f]{64}$/)
+    expect(timeline.filter((e) => e.event === 'review_given').map((e) => e.by)).to.deep.equal(['bob@example.com'])
+    // A vote on a run that moved on.
+    expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'starter@example.com'), 'E_STATE')).to.contain('is not waiting for')
+    await expectAuditPasses(dir, id)
+  })
+
+  it('a refusal decides at once; the starter may refuse their own run', async () => {
+    const id = await start(TWO_OF_THREE)
+    const drop = await run(['review', id, '--decision', 'drop', '--json'])
+    expect(drop.code, drop.stderr).to.not.equal(10)
+    expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
+    expect((await events(id)).find((e) => e.event === 'vote_cast')?.by).to.equal('starter@example.com')
+  })
+
+  it('two people voting at the same moment: both votes recorded, the gate opens once', async () => {
+    const id = await start(TWO_OF_THREE)
+    const [a, b] = await Promise.all([
+      run(['review', id, '--decision', 'go', '--json'], 'alice@example.com'),
+      run(['review', id, '--decision', 'go', '--json'], 'bob@example.com'),
+    ])
+    expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
+    expect((await runRecordIn(dir, id)).status).to.equal('succeeded')
+    const timeline = await events(id)
+    expect(
+      timeline
+        .filter((e) => e.event === 'vote_cast')
+        .map((e) => e.by)
+        .sort(),
+    ).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
+    expect(timeline.filter((e) => e.event === 'resumed')).to.have.length(1)
+    await expectAuditPasses(dir, id)
+  })
+
+  describe('deadlines', function () {
+    before(function () {
+      needs(this, 'faketime')
+    })
+
+    it("a review's deadline (on_timeout: deny) drops it when the next command touches the run, recorded as the rule that fired", async () => {
+      const id = await start(`version: 1\napprovals:\n  review: {from: [alice@example.com], timeout_s: 60, on_timeout: deny}\n`)
+      expect((await runRecordIn(dir, id)).run.pending).to.include({rule: 'review', on_timeout: 'deny'})
+      const early = await run(['runs', 'show', id, '--json'])
+      expect(json<RunJson & {run: {status: string}}>(early).status).to.equal('awaiting_input')
+      const late = await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com', true)
+      expect(refused(late, 'E_STATE')).to.contain("the policy's approvals.review.on_timeout: deny refused the step")
+      expect(json<RunJson>(late).error!.hint).to.contain('approvals.review.timeout_s')
+      expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
+      const timeline = await events(id)
+      expect(timeline.find((e) => e.event === 'review_deadline_passed')?.by).to.equal('policy (approvals.review.on_timeout)')
+      expect(timeline.find((e) => e.event === 'review_given')?.by).to.equal('policy (approvals.review.on_timeout)')
+      expect(timeline.some((e) => e.event === 'vote_cast')).to.equal(false)
+      await expectAuditPasses(dir, id)
+    })
+  })
+})
