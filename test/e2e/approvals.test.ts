@@ -14,6 +14,7 @@ import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
+import {until, useWorkerSuite, type WorkerSuite} from '../helpers/workers.js'
 import type {RunEvent} from '../../src/types/run.js'
 
 const LIBFAKETIME = [
@@ -185,5 +186,65 @@ people:
       expect(timeline.some((e) => e.event === 'vote_cast')).to.equal(false)
       await expectAuditPasses(dir, id)
     })
+  })
+})
+
+describe('approvals on PostgreSQL with workers', function () {
+  this.timeout(180000)
+  let suite: WorkerSuite
+  const team = useWorkerSuite('pipe-approvals-pg-', (s) => (suite = s))
+
+  const setUp = async (policy: string): Promise<void> => {
+    execFileSync('git', ['init', '-q', '-b', 'main', suite.dir])
+    execFileSync('git', ['-C', suite.dir, 'config', 'user.email', 'starter@example.com'])
+    await writeFile(path.join(suite.dir, 'p.yaml'), REVIEWED)
+    await writeFile(path.join(suite.dir, 'policy.yaml'), policy)
+  }
+  const statusOf = async (id: string): Promise<string> => (await readIn(suite.url, (store) => store.readRun(id))).status
+  const vote = (id: string, as: string): Promise<CliResult> =>
+    pipe(['review', id, '--decision', 'go', '--store', suite.url, '--json'], {cwd: suite.dir, env: {PIPE_INTERACTIVE: '0', PIPE_USER: as}})
+
+  it('two people vote at once on a run a worker holds: both recorded, the gate opens once, the worker goes on', async () => {
+    await setUp(TWO_OF_THREE)
+    team.start(suite.url, [], {cwd: suite.dir})
+    const started = await pipe(
+      ['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--detach', '--store', suite.url, '--json'],
+      {
+        cwd: suite.dir,
+        env: {PIPE_INTERACTIVE: '0'},
+      },
+    )
+    expect(started.code, started.stderr).to.equal(0)
+    const id = json<RunJson>(started).run_id
+    await until('the worker paused the run at its review', async () => (await statusOf(id)) === 'awaiting_input')
+    const [a, b] = await Promise.all([vote(id, 'alice@example.com'), vote(id, 'bob@example.com')])
+    expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
+    await until('the worker finished the run', async () => (await statusOf(id)) === 'succeeded')
+    const timeline = await readIn(suite.url, (store) => store.readEvents(id))
+    expect(
+      timeline
+        .filter((e) => e.event === 'vote_cast')
+        .map((e) => e.by)
+        .sort(),
+    ).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
+    const audit = await pipe(['audit', 'verify', '--json', '--store', suite.url], {cwd: suite.dir})
+    expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
+  })
+
+  it("a worker applies a review's passed deadline (on_timeout: cancel), recorded as the rule that fired", async function () {
+    needs(this, 'faketime')
+    await setUp(`version: 1\napprovals:\n  manual_review: {from: [alice@example.com], timeout_s: 60, on_timeout: cancel}\n`)
+    const started = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--store', suite.url, '--json'], {
+      cwd: suite.dir,
+      env: {PIPE_INTERACTIVE: '0'},
+    })
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<RunJson>(started).run_id
+    const worker = team.start(suite.url, [], {cwd: suite.dir, env: LATER as Record<string, string>})
+    await until('the worker applied the deadline', async () => (await statusOf(id)) === 'cancelled')
+    expect(worker.stderr()).to.match(/its review deadline \S+ passed; approvals.manual_review.on_timeout: cancel -> cancelled/)
+    const timeline = await readIn(suite.url, (store) => store.readEvents(id))
+    expect(timeline.find((e) => e.event === 'review_deadline_passed')?.by).to.equal('policy (approvals.manual_review.on_timeout)')
   })
 })
