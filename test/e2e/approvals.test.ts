@@ -121,6 +121,8 @@ people:
     expect(shown.stdout).to.match(
       /approvals: 1 of 2 under the policy's approvals.manual_review; voted: alice@example.com go at \S+; may still approve: bob@example.com/,
     )
+    const page = await run(['export', id, '--html', '-'])
+    expect(page.stdout).to.match(/Voted under the policy's <code>approvals.manual_review<\/code>: alice@example.com go at /)
 
     const second = await run(['review', id, '--decision', 'go', '--json'], 'bob@example.com')
     expect(second.code, second.stderr).to.equal(0)
