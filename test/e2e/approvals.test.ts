@@ -46,6 +46,29 @@ people:
   release: [bob@example.com, starter@example.com]
 `
 
+/** A command step a person must confirm; a refusal is routed to an end of its own. */
+const CONFIRMED = `version: 1
+name: confirmed
+steps:
+  - id: touch
+    kind: command
+    run: [node, -e, "require('fs').writeFileSync('made.txt', 'ran')"]
+    confirm: true
+    on: {denied: refused, failure: refused}
+    next: done
+  - {id: refused, kind: end, status: succeeded, reason: the step was refused}
+  - {id: done, kind: end, status: succeeded, reason: it ran}
+`
+const RELEASE_CONFIRMS = `version: 1
+allowed_commands:
+  - [node, -e, "..."]
+sandbox: off
+approvals:
+  confirm: {required: 1, from: ["@release"], timeout_s: 3600, on_timeout: deny}
+people:
+  release: [alice@example.com, dave@example.com]
+`
+
 describe('approvals: who may decide at a gate (CLI, file store, real git)', function () {
   this.timeout(180000)
   let dir: string
@@ -168,9 +191,40 @@ people:
     await expectAuditPasses(dir, id)
   })
 
+  it('a confirmation under a group rule: a person outside the group is refused, one in it confirms', async () => {
+    await writeFile(path.join(dir, 'c.yaml'), CONFIRMED)
+    await writeFile(path.join(dir, 'policy.yaml'), RELEASE_CONFIRMS)
+    const started = await run(['run', 'c.yaml', '--policy', 'policy.yaml', '--json'])
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<RunJson>(started).run_id
+    expect(refused(await run(['confirm', id, '--yes', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.confirm names (from: alice@example.com, dave@example.com)",
+    )
+    expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
+    const yes = await run(['confirm', id, '--yes', '--json'], 'dave@example.com')
+    expect(yes.code, yes.stderr).to.equal(0)
+    expect(json<RunJson>(yes).status).to.equal('succeeded')
+    expect(existsSync(path.join(dir, 'made.txt'))).to.equal(true)
+    expect((await events(id)).find((e) => e.event === 'confirm_given')?.by).to.equal('dave@example.com')
+  })
+
   describe('deadlines', function () {
     before(function () {
       needs(this, 'faketime')
+    })
+
+    it("a confirmation's deadline under its approvals rule (on_timeout: deny) refuses the step, recorded as the rule", async () => {
+      await writeFile(path.join(dir, 'c.yaml'), CONFIRMED)
+      await writeFile(path.join(dir, 'policy.yaml'), RELEASE_CONFIRMS)
+      const started = await run(['run', 'c.yaml', '--policy', 'policy.yaml', '--json'])
+      expect(started.code, started.stderr).to.equal(10)
+      const id = json<RunJson>(started).run_id
+      const shown = await run(['runs', 'show', id, '--json'], undefined, true)
+      expect(json<RunJson>(shown).status, shown.stderr).to.equal('succeeded')
+      expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
+      const timeline = await events(id)
+      expect(timeline.find((e) => e.event === 'confirm_deadline_passed')?.by).to.equal('policy (approvals.confirm.on_timeout)')
+      expect(timeline.find((e) => e.event === 'confirm_given')?.by).to.equal('policy (approvals.confirm.on_timeout)')
     })
 
     it("a review's deadline (on_timeout: deny) drops it when the next command touches the run, recorded as the rule that fired", async () => {
