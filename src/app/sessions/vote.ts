@@ -38,6 +38,15 @@ export async function gateRule(record: RunRecord, cwd: string): Promise<AppliedR
   const pending = record.status === 'awaiting_input' ? record.pending : undefined
   if (!pending) return null
   const policy = record.policy_path ? await policyOrThrow(record.policy_path, cwd) : defaultPolicy()
+  // Votes are counted under the rules the run started with, as its resume would check them: never under an edited file's.
+  if (policy.version !== record.policy_version)
+    throw new PipeError(
+      'E_CONFLICT',
+      `the policy changed since run ${record.run_id} started (${record.policy_version} -> ${policy.version}); its approvals rules are the ones it started with`,
+      {
+        hint: 'Restore the policy as it was, or start a new run under the new policy.',
+      },
+    )
   return approvalRule(policy, {step: pending.step, kind: pending.kind})
 }
 
