@@ -256,8 +256,12 @@ export async function continueAtTerminal(outcome: RunOutcome, options: SessionOp
 
 async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise<RunOutcome> {
   let current = outcome
+  let answered: RunOutcome['pending'] | undefined
   const {signal} = options
   while (current.status === 'awaiting_input' && current.pending && !current.queued && !signal?.aborted) {
+    // The same gate still waiting after this person's vote: its approvals rule wants other people, not this prompt again.
+    if (answered && current.pending.since === answered.since && current.pending.step === answered.step) return current
+    answered = current.pending
     if (current.pending.kind === 'confirm') {
       say(actionText(current.pending))
       // The person has until the policy's deadline; then the prompt stops, and the run stays paused and says so.

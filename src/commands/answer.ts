@@ -20,7 +20,7 @@ export default class Answer extends PipeCommand {
   static override summary = "Answer a paused run's clarifying questions and continue it."
   static override description = `The answers come from a YAML file (--file), keyed by question id (Q-001) or by the spec field a question is about (acceptance_criteria); on a terminal without --file, the questions are asked one at a time. An answer to a question the run did not ask, or a question left without an answer, is an error that names it and leaves the run as it was.
 
---questions only shows the current round's questions; add --history to see earlier rounds and their answers, which are folded away by default.`
+--questions only shows the current round's questions; add --history to see earlier rounds and their answers, which are folded away by default. Under an approvals rule of the policy for the gate (docs/policy.md), the person (PIPE_USER, else the repository's git user.email, else the OS user) must be one the rule names, votes once, and, under self_approval: false, may not approve a run they started (E_POLICY_DENIED, naming the rule); each vote is recorded, and the run goes on only once the rule's required approvals are in.`
   static override examples = [
     {description: 'Answer from a file', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --file answers.yaml'},
     {description: 'Answer at the terminal, one question at a time', command: '<%= config.bin %> <%= command.id %> R-20261121-0002'},

@@ -16,7 +16,7 @@ export default class Review extends PipeCommand {
   static override summary = 'Decide go, hold or drop for a run waiting for review, and continue it.'
   static override description = `go continues the run (to publish, in the default pipeline); hold records the decision and keeps the run waiting for a later review; drop ends the run as cancelled with the reason. yes, y and ok mean go, no and n mean drop, in any case; the record keeps go or drop. The decision, the OS user who gave it, the time and the note go into the review step's snapshot.
 
-On a terminal without --decision, a summary of the spec and its gate results is shown and the decision asked for.`
+On a terminal without --decision, a summary of the spec and its gate results is shown and the decision asked for. Under an approvals rule of the policy for the gate (docs/policy.md), the person (PIPE_USER, else the repository's git user.email, else the OS user) must be one the rule names, votes once, and, under self_approval: false, may not approve a run they started (E_POLICY_DENIED, naming the rule); each vote is recorded, and the run goes on only once the rule's required approvals are in.`
   static override examples = [
     {description: 'Approve', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision go --note "matches the brief"'},
     {description: 'Not yet', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision hold --note "waiting for legal"'},

@@ -5,6 +5,7 @@
 import {createHash} from 'node:crypto'
 import path from 'node:path'
 import {DEFAULT_POLICY, defaultPolicy, effectivePolicy, policyFrom, type LoadedPolicy, type PolicyFile} from '../policy/policy.js'
+import {approvalProblems} from '../policy/approvals.js'
 import {ARG, PATH, REST, checkCommand} from '../policy/rules.js'
 import {check, loadSchema} from '../schema/registry.js'
 import {findUpward} from '../util/discover.js'
@@ -85,6 +86,14 @@ export async function loadPolicyFile(file: string): Promise<PolicyResult> {
           rule: 'confirm-kind',
         })
     })
+  }
+  // Every approvals problem at once, each quoting its value: a rule no one can meet is refused now, not at the gate.
+  for (const problem of approvalProblems(result.data)) {
+    const at = problem.path
+      .map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`))
+      .join('')
+      .slice(1)
+    diagnostics.push({file, ...locate(result.source, problem.path), path: at, message: problem.message, rule: 'approvals'})
   }
   // Syntax checkers are judged against the policy that applies: the built-in one with this file over it.
   const effective = effectivePolicy(result.data)

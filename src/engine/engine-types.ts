@@ -107,6 +107,8 @@ export interface StartOptions extends RunSettings {
   toolVersions?: NonNullable<RunRecord['tool_versions']>
   /** Seed 002's Project Context Ref (pipe run --context-ref). */
   contextRef?: NonNullable<RunRecord['context_ref']>
+  /** Who started the run, when the policy has approvals rules (self_approval: false refuses them). */
+  startedBy?: NonNullable<RunRecord['started_by']>
 }
 
 export interface ResumeOptions extends RunSettings {

@@ -24,6 +24,7 @@ export interface NewRun {
   workspaceGit?: RunRecord['workspace_git']
   /** Seed 002's Project Context Ref (pipe run --context-ref PROJECT@VERSION); a child run has its parent's. */
   contextRef?: RunRecord['context_ref']
+  startedBy?: RunRecord['started_by']
   toolVersions?: RunRecord['tool_versions']
   answers?: Record<string, string>
   review?: {decision: 'go' | 'hold' | 'drop'; note?: string}
@@ -80,6 +81,7 @@ export function newRun(run: NewRun): RunBirth {
     workspace: run.cwd,
     ...(run.workspaceGit !== undefined ? {workspace_git: run.workspaceGit} : {}),
     ...(run.contextRef ? {context_ref: run.contextRef} : {}),
+    ...(run.startedBy ? {started_by: run.startedBy} : {}),
     ...(run.parent ? {parent: run.parent} : {}),
     ...(run.answers ? {answers: run.answers} : {}),
     ...(run.review ? {review: {decision: run.review.decision, by: run.user, at, ...(run.review.note ? {note: run.review.note} : {})}} : {}),

@@ -5,6 +5,7 @@
  * (cursor.ts) moves with it; a decision that ends or pauses the run is settled on its record.
  */
 import {toPipeError} from '../errors.js'
+import {approvalRule, gateDeadline} from '../policy/approvals.js'
 import {confirmDeadline} from '../policy/confirm.js'
 import {catalogOf, failureOf} from '../steps/registry.js'
 import type {StepHandler, StepKind, StepOf, StepRegistry} from '../steps/types.js'
@@ -177,12 +178,15 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
 
     if (result?.type === 'await') {
       // A person's time to confirm may be bounded (policy confirm.timeout_s); what a passed deadline does is fixed now (app/sessions/confirm-deadline.ts acts on it).
-      const deadline = result.kind === 'confirm' ? confirmDeadline(settings.policy, ended) : undefined
+      // A gate under an approvals rule takes that rule's deadline (and names the rule), else a confirmation takes confirm.timeout_s's.
+      const rule = approvalRule(settings.policy, {step: step.id, kind: result.kind})
+      const deadline = rule ? gateDeadline(rule, ended) : result.kind === 'confirm' ? confirmDeadline(settings.policy, ended) : undefined
       const pending = {
         kind: result.kind,
         step: step.id,
         since: ended.toISOString(),
         reason: result.reason,
+        ...(rule ? {rule: rule.name} : {}),
         ...deadline,
         ...(result.questions ? {questions: result.questions} : {}),
         ...(result.action ? {action: result.action} : {}),

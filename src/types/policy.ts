@@ -113,6 +113,18 @@ export interface Policy {
     [k: string]: [string, ...string[]] | undefined
   }
   /**
+   * Who may decide at a gate, and how many must: a rule per gate, keyed by a step's id (a review step, a step that waits for a confirmation or for answers) or by a gate kind (review, confirm, answers); a step's own rule comes before its kind's. pipe review, pipe confirm and pipe answer refuse a person the rule does not name, a second vote by the same person, and (self_approval: false) the person who started the run; the gate opens when `required` distinct people approved, and a refusal (hold, drop, --no) decides at once. A person is PIPE_USER, else the repository's git user.email, else the OS user.
+   */
+  approvals?: {
+    [k: string]: ApprovalRule | undefined
+  }
+  /**
+   * Groups of people, named by an approvals rule's from as "@GROUP": each a list of person ids (PIPE_USER, a git user.email or an OS user).
+   */
+  people?: {
+    [k: string]: string[] | undefined
+  }
+  /**
    * The keys whose attestations this team trusts (pipe attest verify --policy), each as pipe keys generate prints it.
    */
   attestation?: {
@@ -161,4 +173,30 @@ export interface ConfirmRules {
    * Whether a command step whose command is destructive (the built-in list of docs/policy.md: rm, git push, git reset --hard, curl, npm publish, ...) waits for a person even though allowed_commands allows it: ask (default) or allow. A tools_preapproved entry that matches the command lifts it for that command.
    */
   destructive?: 'ask' | 'allow'
+}
+export interface ApprovalRule {
+  /**
+   * How many distinct people must approve (default 1); at least 1, at most as many as from names.
+   */
+  required?: number
+  /**
+   * Who may decide: person ids, and "@GROUP" for a group of people:.
+   */
+  from: string[]
+  /**
+   * false: the person who started the run may not approve it (a refusal stays theirs to give). Default true.
+   */
+  self_approval?: boolean
+  /**
+   * Seconds the gate waits for its votes (more than 0); then on_timeout acts. Absent: no deadline.
+   */
+  timeout_s?: number
+  /**
+   * What a passed timeout_s does: wait (default) keeps the run paused and says so; deny decides as a refusal would (a review: drop; a confirmation: --no; answers, which have no refusal: the run is cancelled); cancel ends the run as cancelled. A worker serving the store, or the next pipe command that touches the run, applies it, recorded as a decision by pipe naming the rule.
+   */
+  on_timeout?: 'wait' | 'deny' | 'cancel'
+  /**
+   * Seconds after which the people who have not voted are due a reminder (checked, but pipe sends no reminder yet).
+   */
+  remind_after_s?: number
 }

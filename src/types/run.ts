@@ -175,13 +175,43 @@ export interface RunRecord {
     since: string
     reason: string
     /**
-     * For a confirm under the policy's confirm.timeout_s: when the person's time runs out. After it the run stays paused and says so; pipe confirm still answers it.
+     * For a gate under a deadline (the policy's confirm.timeout_s, or its approvals rule's timeout_s): when the person's time runs out. After it the run stays paused and says so, and still takes a decision, unless on_timeout says otherwise.
      */
     deadline?: string
     /**
-     * What the policy's confirm.on_timeout does when the deadline passes (deny or cancel), fixed when the run paused; absent: the run keeps waiting.
+     * What the policy's on_timeout (confirm's or the gate's approvals rule's) does when the deadline passes (deny or cancel), fixed when the run paused; absent: the run keeps waiting.
      */
     on_timeout?: 'deny' | 'cancel'
+    /**
+     * The policy's approvals rule this gate runs under (its key), fixed when the run paused.
+     */
+    rule?: string
+    /**
+     * The votes cast at this gate under the policy's approvals rule, in order.
+     */
+    votes?: {
+      by: {
+        /**
+         * The stable id: PIPE_USER, else the repository's git user.email, else the OS user.
+         */
+        id: string
+        /**
+         * The OS user.
+         */
+        user: string
+        host: string
+      }
+      at: string
+      /**
+       * go, hold or drop (a review), yes or no (a confirmation), answered (answers).
+       */
+      decision: string
+      note?: string
+      /**
+       * The sha256 of what the person was shown: the pending gate (its step, reason, questions, action) as it read when they voted.
+       */
+      shown_sha256: string
+    }[]
     questions?: {
       id: string
       field?: string
@@ -220,6 +250,20 @@ export interface RunRecord {
   created_at: string
   updated_at: string
   ended_at?: string
+  /**
+   * Who started the run (an approvals rule's self_approval: false refuses them); recorded when the policy has approvals.
+   */
+  started_by?: {
+    /**
+     * The stable id: PIPE_USER, else the repository's git user.email, else the OS user.
+     */
+    id: string
+    /**
+     * The OS user.
+     */
+    user: string
+    host: string
+  }
   /**
    * The process that runs or last ran the run, to tell a live run from an interrupted one.
    */

@@ -110,6 +110,11 @@ function waitsPanel(view: RunView): Html {
     <strong>Waits for:</strong>
     ${view.waits_for ?? ''}${pending ? html` <span class="muted">(step <code>${pending.step}</code>, since ${pending.since}: ${pending.reason})</span>` : ''}
     ${
+      (pending?.votes ?? []).length > 0
+        ? html`<p>Voted under the policy's <code>approvals.${pending?.rule ?? ''}</code>: ${(pending?.votes ?? []).map((v) => `${v.by.id} ${v.decision} at ${v.at}`).join(', ')}</p>`
+        : ''
+    }
+    ${
       questions.length > 0
         ? html`<ul>
               ${questions.map((q) => html`<li><code>${q.id}</code>${q.field ? html` <span class="muted">[${q.field}]</span>` : ''} ${q.question}</li>`)}

@@ -4,6 +4,9 @@ import {openStore, storeLocation} from '../../store/open.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {type SessionOptions, openQuestions} from './shared.js'
 import {resumeSession} from './resume.js'
+import {applyPassedDeadline, tooLate} from './confirm-deadline.js'
+import {castVote} from './vote.js'
+import {checkAnswers} from '../../config/answers.js'
 
 export interface AnswerSession extends SessionOptions {
   runId: string
@@ -22,6 +25,14 @@ export async function answerSession(options: AnswerSession): Promise<RunOutcome>
       hint: 'Use the answers file written for this run.',
     })
   }
+  // Answers after a deadline the policy acts on come too late: the policy decided.
+  const applied = await applyPassedDeadline(options)
+  if (applied?.due.action) throw tooLate(options.runId, applied)
   const {answers, fileRunId: _fileRunId, ...rest} = options
-  return resumeSession({...rest, command: `pipe answer ${options.runId} --file FILE`, answerMap: answers})
+  // Checked before the vote is counted: a vote for answers the run would refuse must not be recorded.
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  checkAnswers(answers, openQuestions(await store.readRun(options.runId)))
+  return castVote(options, {kind: 'answers', decision: 'answered', approve: true, note: `answers ${JSON.stringify(answers)}`}, (user) =>
+    resumeSession({...rest, ...(user !== undefined ? {user} : {}), command: `pipe answer ${options.runId} --file FILE`, answerMap: answers}),
+  )
 }

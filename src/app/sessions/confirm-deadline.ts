@@ -1,8 +1,9 @@
 /**
- * A confirmation's deadline (policy confirm.timeout_s) that passed acts as the policy said when the
- * run paused (confirm.on_timeout, kept in the pending record): `wait` leaves the run paused and
- * says so, `deny` refuses the step as `pipe confirm RUN --no` would (the same route), `cancel`
- * cancels the run through the one cancel use case. Whoever touches the run first applies it — the
+ * A gate's deadline that passed (policy confirm.timeout_s, or the timeout_s of the gate's approvals
+ * rule) acts as the policy said when the run paused (on_timeout, kept in the pending record): `wait`
+ * leaves the run paused and says so, `deny` refuses as a person would (a confirmation as
+ * `pipe confirm RUN --no`, a review as `--decision drop`; answers have no refusal, so the run is
+ * cancelled), `cancel` cancels the run through the one cancel use case. Whoever touches the run first applies it — the
  * prompt at the terminal, pipe confirm, resume, runs show, or a pipe worker serving the store — and
  * the timeline says who decided (the policy), when, and which deadline.
  */
@@ -12,7 +13,7 @@ import {openStore, storeLocation} from '../../store/open.js'
 import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
 import {cancelSession} from './cancel.js'
-import {POLICY_ACTOR, deadlineReason, dueTimeout, type DueTimeout} from './deadline-due.js'
+import {deadlineReason, dueTimeout, gateName, policyActor, timeoutKey, type DueTimeout} from './deadline-due.js'
 import {resumeSession} from './resume.js'
 import type {SessionOptions} from './shared.js'
 
@@ -45,8 +46,18 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
   }
   if (due.action === undefined) return {due, outcome: outcomeOf(record)}
   const {opened, relocate, ...session} = options
-  const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: POLICY_ACTOR}
-  if (due.action === 'deny') {
+  const actor = policyActor(due)
+  const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: actor}
+  if (due.action === 'deny' && due.kind === 'review') {
+    const outcome = await resumeSession({
+      ...drive,
+      command: `pipe review ${options.runId} --decision drop`,
+      decision: 'drop',
+      note: `no decision by the deadline ${due.deadline}: the policy's ${timeoutKey(due)}: deny`,
+    })
+    return {due, outcome}
+  }
+  if (due.action === 'deny' && due.kind === 'confirm') {
     const callId = record.pending?.action?.call_id
     const outcome = await resumeSession({
       ...drive,
@@ -55,8 +66,8 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
     })
     return {due, outcome}
   }
-  const reason = `no answer to the confirmation of step ${due.step} by its deadline ${due.deadline}: the policy's confirm.on_timeout cancels the run`
-  const outcome = await cancelSession({...session, user: POLICY_ACTOR, reason})
+  const reason = `no answer to the ${gateName(due)} of step ${due.step} by its deadline ${due.deadline}: the policy's ${timeoutKey(due)}${due.action === 'deny' ? ': deny (answers have no refusal)' : ''} cancels the run`
+  const outcome = await cancelSession({...session, user: actor, reason})
   return {due, outcome}
 }
 
@@ -77,7 +88,7 @@ async function noteDeadline(store: RunStore, runId: string, now: Date): Promise<
         r.status_reason = reason
         r.updated_at = at
       },
-      {at, event: 'confirm_deadline_passed', step: due.step, reason, ...(due.action ? {by: POLICY_ACTOR} : {})},
+      {at, event: `${due.kind}_deadline_passed`, step: due.step, reason, ...(due.action ? {by: policyActor(due)} : {})},
     )
   } finally {
     await release()
@@ -94,11 +105,15 @@ export async function confirmDeadlinePassed(options: DeadlineOptions): Promise<R
 
 /** A person's answer that came after the policy acted on the deadline: refused, saying what the policy did. */
 export function tooLate(runId: string, applied: {due: DueTimeout; outcome: RunOutcome}): PipeError {
-  const did = applied.due.action === 'deny' ? 'refused the step' : 'cancelled the run'
+  const {due} = applied
+  const did = due.action === 'deny' ? (due.kind === 'answers' ? 'cancelled the run' : 'refused the step') : 'cancelled the run'
+  const key = timeoutKey(due)
   return new PipeError(
     'E_STATE',
-    `run ${runId}'s confirmation of step ${applied.due.step} had a deadline, ${applied.due.deadline}, which passed: the policy's confirm.on_timeout: ${applied.due.action} ${did} (the run is now ${applied.outcome.status}); this answer was not taken`,
-    {hint: `pipe runs show ${runId} shows what happened. To give a person more time, raise confirm.timeout_s or set confirm.on_timeout: wait in the policy.`},
+    `run ${runId}'s ${gateName(due)} of step ${due.step} had a deadline, ${due.deadline}, which passed: the policy's ${key}: ${due.action} ${did} (the run is now ${applied.outcome.status}); this answer was not taken`,
+    {
+      hint: `pipe runs show ${runId} shows what happened. To give a person more time, raise ${key.replace('on_timeout', 'timeout_s')} or set ${key}: wait in the policy.`,
+    },
   )
 }
 

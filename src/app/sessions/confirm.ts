@@ -5,6 +5,7 @@ import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
 import {applyPassedDeadline, tooLate} from './confirm-deadline.js'
+import {castVote} from './vote.js'
 
 export interface ConfirmSession extends SessionOptions {
   runId: string
@@ -28,9 +29,13 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
   const callId = pending.action?.call_id
   faultPoint('confirm-checked')
   const {decision, note, scope, ...rest} = options
-  return resumeSession({
-    ...rest,
-    command: `pipe confirm ${options.runId} --${decision}`,
-    confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {}), ...(scope ? {scope} : {})},
-  })
+  const ballot = {kind: 'confirm' as const, decision, approve: decision === 'yes', ...(note ? {note} : {})}
+  return castVote(options, ballot, (user) =>
+    resumeSession({
+      ...rest,
+      ...(user !== undefined ? {user} : {}),
+      command: `pipe confirm ${options.runId} --${decision}`,
+      confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {}), ...(scope ? {scope} : {})},
+    }),
+  )
 }

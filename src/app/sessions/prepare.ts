@@ -19,6 +19,7 @@ import {resolveInputs, type InputDeclaration, type InputValue} from '../../expr/
 import {readSecrets, unsetSecrets} from '../../engine/expressions.js'
 import {type StartSession, guarding, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
 import {measuredTools} from './tool-versions.js'
+import {currentPerson} from '../identity.js'
 
 async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {
   const given = [options.input !== undefined, options.text !== undefined].filter(Boolean).length
@@ -176,6 +177,8 @@ export async function prepareStart(options: StartSession, batch?: string, planOn
     ...(options.env ? {env: options.env} : {}),
     ...(options.feature ? {featureId: options.feature} : {}),
     ...(contextRef ? {contextRef} : {}),
+    // Only under approvals rules: asking git who this is costs a process start every run would pay.
+    ...(policy.policy.approvals && Object.keys(policy.policy.approvals).length > 0 ? {startedBy: currentPerson(options.cwd, options.env ?? process.env)} : {}),
     ...(answers ? {answers} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }

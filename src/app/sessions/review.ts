@@ -4,6 +4,8 @@ import {openStore, storeLocation} from '../../store/open.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {waitingFor, type Decision, type SessionOptions} from './shared.js'
 import {resumeSession} from './resume.js'
+import {applyPassedDeadline, tooLate} from './confirm-deadline.js'
+import {castVote} from './vote.js'
 
 export interface ReviewSession extends SessionOptions {
   runId: string
@@ -15,9 +17,15 @@ export interface ReviewSession extends SessionOptions {
 
 export async function reviewSession(options: ReviewSession): Promise<RunOutcome> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  // A decision after a deadline the policy acts on comes too late: the policy decided.
+  const applied = await applyPassedDeadline(options)
+  if (applied?.due.action) throw tooLate(options.runId, applied)
   const record = await store.readRun(options.runId)
   waitingFor(record, 'review')
-  return resumeSession({...options, command: `pipe review ${options.runId} --decision ${options.decision}`})
+  const ballot = {kind: 'review' as const, decision: options.decision, approve: options.decision === 'go', ...(options.note ? {note: options.note} : {})}
+  return castVote(options, ballot, (user) =>
+    resumeSession({...options, ...(user !== undefined ? {user} : {}), command: `pipe review ${options.runId} --decision ${options.decision}`}),
+  )
 }
 
 /** What a reviewer sees before deciding: the spec under review and its latest gate result. */

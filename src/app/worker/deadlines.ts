@@ -6,7 +6,7 @@
  */
 import {existsSync} from 'node:fs'
 import {applyPassedDeadline} from '../sessions/confirm-deadline.js'
-import {dueTimeout} from '../sessions/deadline-due.js'
+import {dueTimeout, gateName, timeoutKey} from '../sessions/deadline-due.js'
 import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
 import {relocator, workspaceOf} from './workspace.js'
@@ -51,7 +51,7 @@ export async function applyDueDeadlines(sweep: DeadlineSweep, skip: ReadonlySet<
         })
         if (applied)
           log(
-            `pipe worker: ${record.run_id}: its confirmation deadline ${applied.due.deadline} passed; confirm.on_timeout: ${applied.due.action} -> ${applied.outcome.status}`,
+            `pipe worker: ${record.run_id}: its ${gateName(applied.due)} deadline ${applied.due.deadline} passed; ${timeoutKey(applied.due)}: ${applied.due.action} -> ${applied.outcome.status}`,
           )
       } catch (error) {
         failed.push(record.run_id)

@@ -10,8 +10,11 @@ import {assertId} from '../../store/file/ids.js'
 import {line as t} from '../../util/terminal-text.js'
 import {queueWait, type QueueWait} from '../../app/worker/entry.js'
 import {applyPassedDeadline} from '../../app/sessions/confirm-deadline.js'
+import {gateVotes} from '../../app/sessions/vote.js'
 
 export interface RunShowResult {
+  /** The gate the run waits at under an approvals rule: who has voted and who may still. */
+  gate?: {rule: string; required: number; votes: unknown[]; may_still: string[]}
   run: RunRecord
   status: RunRecord['status']
   events: RunEvent[]
@@ -49,7 +52,7 @@ export default class RunsShow extends PipeCommand {
   async run(): Promise<RunShowResult> {
     const {args, flags} = await this.parse(RunsShow)
     assertId('run', args.run)
-    // A confirmation whose deadline passed acts first (confirm.on_timeout): what is shown is the run after it.
+    // A gate whose deadline passed acts first (its on_timeout): what is shown is the run after it.
     await applyPassedDeadline({cwd: process.cwd(), store: this.storeDir(flags.store), runId: args.run}).catch((error: unknown) => {
       const e = error as {code?: string; message?: string}
       process.stderr.write(
@@ -63,10 +66,12 @@ export default class RunsShow extends PipeCommand {
     const children = await childTree(store, args.run)
     const holding = (await store.holding?.(args.run)) ?? undefined
     const queue = await queueWait(this.storeDir(flags.store), store, args.run)
+    const gate = await gateVotes(record, process.cwd())
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
       if (holding) process.stdout.write(holdingText(holding, record.status))
       if (queue) process.stdout.write(t`queue: ${queue.queue}, waits for ${queue.waits_for}\n`)
+      if (gate) process.stdout.write(votesText(gate))
       if (usage.calls > 0)
         process.stdout.write(
           t`model usage: ${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${usage.total_tokens} tokens in ${usage.calls} call(s)${usage.cost !== undefined ? `, cost ${usage.cost} ${usage.currency ?? ''}` : ''}\n`,
@@ -75,6 +80,7 @@ export default class RunsShow extends PipeCommand {
     return {
       ...(holding ? {holding} : {}),
       ...(queue ? {queue} : {}),
+      ...(gate ? {gate} : {}),
       usage,
       children,
       run: record,
@@ -97,6 +103,13 @@ export default class RunsShow extends PipeCommand {
       }),
     }
   }
+}
+
+/** Who has voted at the gate the run waits at, and who may still. */
+function votesText(gate: NonNullable<Awaited<ReturnType<typeof gateVotes>>>): string {
+  const approved = gate.votes.filter((v) => v.decision === 'go' || v.decision === 'yes' || v.decision === 'answered').length
+  const voted = gate.votes.length > 0 ? gate.votes.map((v) => `${v.by.id} ${v.decision} at ${v.at}`).join(', ') : 'nobody yet'
+  return t`approvals: ${approved} of ${gate.required} under the policy's approvals.${gate.rule}; voted: ${voted}; may still approve: ${gate.may_still.join(', ') || 'nobody'}\n`
 }
 
 /** Who drives the run on a shared store: a worker under its lease, or where it waits. */

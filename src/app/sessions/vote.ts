@@ -1,0 +1,180 @@
+/**
+ * A person's decision at a gate under the policy's approvals rules (issue 40): who may vote, each
+ * vote recorded, and the gate opened once `required` distinct people approved. pipe review, pipe
+ * confirm and pipe answer go through it, and so may the view's buttons and a budget grant: the
+ * checks live here and in policy/approvals.ts, never in a command.
+ */
+import {PipeError} from '../../errors.js'
+import type {RunOutcome} from '../../engine/engine.js'
+import {approvalRule, checkApproval, stillToVote, type AppliedRule, type GateKind, type Person} from '../../policy/approvals.js'
+import {defaultPolicy} from '../../policy/policy.js'
+import {openStore, storeLocation} from '../../store/open.js'
+import type {RunStore} from '../../store/types.js'
+import type {RunRecord} from '../../types/run.js'
+import {hashJson} from '../../util/hash.js'
+import {currentPerson} from '../identity.js'
+import {policyOrThrow, waitingFor, type SessionOptions} from './shared.js'
+
+type Pending = NonNullable<RunRecord['pending']>
+export type Vote = NonNullable<Pending['votes']>[number]
+
+export interface Ballot {
+  kind: GateKind
+  /** What the person says, as recorded: go, hold, drop, yes, no, answered. */
+  decision: string
+  /** Whether it counts toward opening the gate; a refusal decides at once. */
+  approve: boolean
+  note?: string
+}
+
+/** The hash of the gate as a person is shown it: what they vote on, not who voted before them. */
+export function shownHash(pending: Pending): string {
+  const {kind, step, since, reason, questions, action} = pending
+  return hashJson({kind, step, since, reason, ...(questions ? {questions} : {}), ...(action ? {action} : {})})
+}
+
+/** The approvals rule of the gate a run waits at, under the policy the run runs with; null when none applies. */
+export async function gateRule(record: RunRecord, cwd: string): Promise<AppliedRule | null> {
+  const pending = record.status === 'awaiting_input' ? record.pending : undefined
+  if (!pending) return null
+  const policy = record.policy_path ? await policyOrThrow(record.policy_path, cwd) : defaultPolicy()
+  // Votes are counted under the rules the run started with, as its resume would check them: never under an edited file's.
+  if (policy.version !== record.policy_version)
+    throw new PipeError(
+      'E_CONFLICT',
+      `the policy changed since run ${record.run_id} started (${record.policy_version} -> ${policy.version}); its approvals rules are the ones it started with`,
+      {
+        hint: 'Restore the policy as it was, or start a new run under the new policy.',
+      },
+    )
+  return approvalRule(policy, {step: pending.step, kind: pending.kind})
+}
+
+/**
+ * `go` (the decision that continues the run, recorded as by `user`) when the gate has no rule, when
+ * the vote is a refusal, or when it is the approval that meets the rule; otherwise the vote is
+ * recorded and the run stays paused, saying who may still vote.
+ */
+export async function castVote(
+  options: SessionOptions & {runId: string; opened?: RunStore; env?: NodeJS.ProcessEnv},
+  ballot: Ballot,
+  go: (user?: string) => Promise<RunOutcome>,
+): Promise<RunOutcome> {
+  const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
+  const first = await store.readRun(options.runId)
+  const shown = waitingFor(first, ballot.kind)
+  const rule = await gateRule(first, options.cwd)
+  if (!rule) return go()
+  const person = currentPerson(options.cwd, options.env ?? process.env)
+  const refused = checkApproval(rule, person, first, ballot.approve)
+  if (refused) throw refusal(options.runId, rule, refused)
+  const at = (options.now ?? (() => new Date()))()
+  const vote: Vote = {
+    by: person,
+    at: at.toISOString(),
+    decision: ballot.decision,
+    ...(ballot.note ? {note: ballot.note} : {}),
+    shown_sha256: shownHash(shown),
+  }
+  const after = await recordVote(store, options.runId, rule, shown, vote, ballot.approve)
+  if (after === 'opens' || !ballot.approve) return go(person.id)
+  const approvals = approvalsOf(after.pending?.votes ?? [])
+  return {
+    run_id: after.run_id,
+    feature_id: after.feature_id,
+    status: after.status,
+    spec_version: after.spec_version ?? null,
+    steps_run: 0,
+    reason: `${approvals} of ${rule.required} approvals under the policy's approvals.${rule.name}; may still approve: ${stillToVote(rule, after.pending?.votes ?? [], after.started_by?.id).join(', ')}`,
+    ...(after.pending ? {pending: after.pending} : {}),
+  }
+}
+
+const approvalsOf = (votes: readonly Vote[]): number => votes.filter((v) => APPROVING.has(v.decision)).length
+const APPROVING = new Set(['go', 'yes', 'answered'])
+
+function refusal(runId: string, rule: AppliedRule, why: string): PipeError {
+  return new PipeError('E_POLICY_DENIED', why, {
+    hint: `pipe runs show ${runId} says who has voted and who may still; the rule is approvals.${rule.name} in the policy the run started with.`,
+  })
+}
+
+/**
+ * The vote on the run's record and timeline, under the run's lock, checked again there (another
+ * person's vote, or the run moving on, may have come between): the record after it, or 'opens'
+ * when this approval met the rule, so that exactly one voter continues the run.
+ */
+async function recordVote(store: RunStore, runId: string, rule: AppliedRule, shown: Pending, vote: Vote, approve: boolean): Promise<RunRecord | 'opens'> {
+  const release = await holdRun(store, runId)
+  try {
+    const record = await store.readRun(runId)
+    const pending = record.status === 'awaiting_input' ? record.pending : undefined
+    if (!pending || pending.kind !== shown.kind || pending.step !== shown.step || pending.since !== shown.since)
+      throw new PipeError(
+        'E_STATE',
+        `run ${runId} moved on since ${vote.by.id} was shown its ${shown.kind} at step ${shown.step} (it is now ${record.status}); the vote was not taken`,
+        {
+          hint: `pipe runs show ${runId} shows where it is now.`,
+        },
+      )
+    const votes = pending.votes ?? []
+    const met = approvalsOf(votes) >= rule.required
+    // The gate met its rule but was not opened (the opener failed): one who approved may open it again.
+    if (met && approve && votes.some((v) => v.by.id === vote.by.id && APPROVING.has(v.decision))) return 'opens'
+    if (met)
+      throw new PipeError(
+        'E_STATE',
+        `run ${runId}'s ${shown.kind} at step ${shown.step} already has its ${rule.required} approval(s) and is going on; the vote was not taken`,
+        {
+          hint: `pipe runs show ${runId} shows where it is now.`,
+        },
+      )
+    const refused = checkApproval(rule, vote.by, record, approve)
+    if (refused) throw refusal(runId, rule, refused)
+    const count = approvalsOf(votes) + (approve ? 1 : 0)
+    const note = vote.note ? `; note: ${vote.note}` : ''
+    const updated = await store.updateRun(
+      runId,
+      (r) => {
+        r.pending = {...r.pending!, votes: [...(r.pending!.votes ?? []), vote]}
+        r.updated_at = vote.at
+      },
+      {
+        at: vote.at,
+        event: 'vote_cast',
+        step: shown.step,
+        by: vote.by.id,
+        decision: vote.decision,
+        reason: `${vote.by.id} (${vote.by.user}@${vote.by.host}) voted ${vote.decision} under the policy's approvals.${rule.name}: ${count} of ${rule.required} approvals${note}; shown ${vote.shown_sha256}`,
+      },
+    )
+    return approve && count === rule.required ? 'opens' : updated
+  } finally {
+    await release()
+  }
+}
+
+/**
+ * The run's lock for a vote: another voter holds it only for a read and a write, so a vote that
+ * finds it held tries again, briefly, before saying so.
+ */
+async function holdRun(store: RunStore, runId: string): Promise<() => Promise<void>> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await store.acquireRun(runId)
+    } catch (error) {
+      if ((error as {code?: string}).code !== 'E_CONFLICT' || attempt >= 100) throw error
+      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30))
+    }
+  }
+}
+
+/** Who has voted at the gate a run waits at, and who may still, for runs show and the view; null without a rule. */
+export async function gateVotes(record: RunRecord, cwd: string): Promise<{rule: string; required: number; votes: Vote[]; may_still: string[]} | null> {
+  const rule = await gateRule(record, cwd).catch(() => null)
+  if (!rule) return null
+  const votes = record.pending?.votes ?? []
+  return {rule: rule.name, required: rule.required, votes, may_still: stillToVote(rule, votes, record.started_by?.id)}
+}
+
+export type {Person}

@@ -1,0 +1,306 @@
+/**
+ * Issue 40 items 1-3: who may decide at a gate. Rules in policy.yaml checked in one pass; a person
+ * is PIPE_USER, else the repository's git user.email (real git), else the OS user; pipe review,
+ * confirm and answer refuse whom the rule does not allow, record each vote, and open the gate once
+ * at `required` approvals, also when two people vote at the same moment; a gate's deadline acts
+ * for a review as for a confirmation. No test waits for the clock: the commands after a pause run
+ * under libfaketime two hours on.
+ */
+import {expect} from 'chai'
+import {execFileSync} from 'node:child_process'
+import {existsSync} from 'node:fs'
+import {writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
+import {needs} from '../helpers/tools.js'
+import {until, useWorkerSuite, type WorkerSuite} from '../helpers/workers.js'
+import type {RunEvent} from '../../src/types/run.js'
+
+const LIBFAKETIME = [
+  '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
+  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
+  '/usr/local/lib/faketime/libfaketimeMT.so.1',
+].find((f) => existsSync(f))
+const LATER = {LD_PRELOAD: LIBFAKETIME, FAKETIME: '+2h', FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
+
+interface RunJson {
+  run_id: string
+  status: string
+  reason?: string
+  error?: {code: string; message: string; hint?: string}
+}
+
+const REVIEWED = `version: 1
+name: reviewed
+steps:
+  - {id: ingest, kind: ingest, next: compile}
+  - {id: compile, kind: compile, next: manual_review}
+  - {id: manual_review, kind: review, next: done}
+  - {id: done, kind: end, status: succeeded, reason: reviewed}
+`
+const TWO_OF_THREE = `version: 1
+approvals:
+  manual_review: {required: 2, from: [alice@example.com, "@release"], self_approval: false}
+people:
+  release: [bob@example.com, starter@example.com]
+`
+
+/** A command step a person must confirm; a refusal is routed to an end of its own. */
+const CONFIRMED = `version: 1
+name: confirmed
+steps:
+  - id: touch
+    kind: command
+    run: [node, -e, "require('fs').writeFileSync('made.txt', 'ran')"]
+    confirm: true
+    on: {denied: refused, failure: refused}
+    next: done
+  - {id: refused, kind: end, status: succeeded, reason: the step was refused}
+  - {id: done, kind: end, status: succeeded, reason: it ran}
+`
+const RELEASE_CONFIRMS = `version: 1
+allowed_commands:
+  - [node, -e, "..."]
+sandbox: off
+approvals:
+  confirm: {required: 1, from: ["@release"], timeout_s: 3600, on_timeout: deny}
+people:
+  release: [alice@example.com, dave@example.com]
+`
+
+describe('approvals: who may decide at a gate (CLI, file store, real git)', function () {
+  this.timeout(180000)
+  let dir: string
+  let cleanup: () => Promise<void>
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-approvals-'))
+    execFileSync('git', ['init', '-q', '-b', 'main', dir])
+    // The starter is who the repository's git says, not an environment variable.
+    execFileSync('git', ['-C', dir, 'config', 'user.email', 'starter@example.com'])
+    await writeFile(path.join(dir, 'p.yaml'), REVIEWED)
+  })
+  afterEach(async () => cleanup())
+
+  const run = (args: string[], as?: string, later = false): Promise<CliResult> =>
+    pipe(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...(as ? {PIPE_USER: as} : {}), ...(later ? LATER : {})}, timeoutMs: 60000})
+  const events = (id: string): Promise<RunEvent[]> => readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
+  const start = async (policy: string): Promise<string> => {
+    await writeFile(path.join(dir, 'policy.yaml'), policy)
+    const started = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'])
+    expect(started.code, started.stderr).to.equal(10)
+    return json<RunJson>(started).run_id
+  }
+  const refused = (result: CliResult, code: string): string => {
+    expect(result.code, result.stdout).to.not.equal(0)
+    const error = json<RunJson>(result).error!
+    expect(error.code).to.equal(code)
+    return error.message
+  }
+
+  it('policy check and validate list every approvals error in one pass, quoting the bad values', async () => {
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      `version: 1
+approvals:
+  manual_review: {required: 4, from: [alice@example.com, "@release"]}
+  confirm: {required: -1, from: ["@nobody"], timeout_s: -5, on_timeout: deny}
+people:
+  release: [bob@example.com]
+`,
+    )
+    for (const args of [
+      ['policy', 'check', 'policy.yaml'],
+      ['validate', 'policy.yaml'],
+    ]) {
+      const result = await run(args)
+      expect(result.code, result.stderr).to.equal(2)
+      const out = result.stdout + result.stderr
+      expect(out).to.contain('approvals.manual_review.required  required: 4 is more than the 2 distinct people from names')
+      expect(out).to.contain('approvals.confirm.from[0]  "@nobody" names no group under people: (its groups are @release)')
+      expect(out).to.contain('approvals.confirm.required  required: -1 must be at least 1')
+      expect(out).to.contain('approvals.confirm.timeout_s  timeout_s: -5 must be more than 0 seconds')
+      expect(out).to.not.contain('E_INTERNAL')
+    }
+  })
+
+  it('refuses a person not in from, the starter (self_approval: false) and a second vote; the gate opens at two approvals', async () => {
+    const id = await start(TWO_OF_THREE)
+    expect((await runRecordIn(dir, id)).run.started_by?.id).to.equal('starter@example.com')
+
+    expect(refused(await run(['review', id, '--decision', 'go', '--json']), 'E_POLICY_DENIED')).to.match(
+      /^starter@example.com started run R-\S+, and the policy's approvals.manual_review says self_approval: false/,
+    )
+    expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.manual_review names",
+    )
+    const first = await run(['review', id, '--decision', 'go', '--note', 'looks right', '--json'], 'alice@example.com')
+    expect(first.code, first.stderr).to.equal(10)
+    expect(json<RunJson>(first).reason).to.equal("1 of 2 approvals under the policy's approvals.manual_review; may still approve: bob@example.com")
+    expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com'), 'E_POLICY_DENIED')).to.contain(
+      'alice@example.com has already voted at this gate',
+    )
+    const shown = await run(['runs', 'show', id])
+    expect(shown.stdout).to.match(
+      /approvals: 1 of 2 under the policy's approvals.manual_review; voted: alice@example.com go at \S+; may still approve: bob@example.com/,
+    )
+    const page = await run(['export', id, '--html', '-'])
+    expect(page.stdout).to.match(/Voted under the policy's <code>approvals.manual_review<\/code>: alice@example.com go at /)
+
+    const second = await run(['review', id, '--decision', 'go', '--json'], 'bob@example.com')
+    expect(second.code, second.stderr).to.equal(0)
+    expect(json<RunJson>(second).status).to.equal('succeeded')
+    const timeline = await events(id)
+    const votes = timeline.filter((e) => e.event === 'vote_cast')
+    expect(votes.map((v) => [v.by, v.decision])).to.deep.equal([
+      ['alice@example.com', 'go'],
+      ['bob@example.com', 'go'],
+    ])
+    expect(votes[0]!.reason).to.match(/note: looks right; shown sha256:[0-9a-f]{64}$/)
+    expect(timeline.filter((e) => e.event === 'review_given').map((e) => e.by)).to.deep.equal(['bob@example.com'])
+    // A vote on a run that moved on.
+    expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'starter@example.com'), 'E_STATE')).to.contain('is not waiting for')
+    await expectAuditPasses(dir, id)
+  })
+
+  it('a refusal decides at once; the starter may refuse their own run', async () => {
+    const id = await start(TWO_OF_THREE)
+    const drop = await run(['review', id, '--decision', 'drop', '--json'])
+    expect(drop.code, drop.stderr).to.not.equal(10)
+    expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
+    expect((await events(id)).find((e) => e.event === 'vote_cast')?.by).to.equal('starter@example.com')
+  })
+
+  it('two people voting at the same moment: both votes recorded, the gate opens once', async () => {
+    const id = await start(TWO_OF_THREE)
+    const [a, b] = await Promise.all([
+      run(['review', id, '--decision', 'go', '--json'], 'alice@example.com'),
+      run(['review', id, '--decision', 'go', '--json'], 'bob@example.com'),
+    ])
+    expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
+    expect((await runRecordIn(dir, id)).status).to.equal('succeeded')
+    const timeline = await events(id)
+    expect(
+      timeline
+        .filter((e) => e.event === 'vote_cast')
+        .map((e) => e.by)
+        .sort(),
+    ).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
+    expect(timeline.filter((e) => e.event === 'resumed')).to.have.length(1)
+    await expectAuditPasses(dir, id)
+  })
+
+  it('a confirmation under a group rule: a person outside the group is refused, one in it confirms', async () => {
+    await writeFile(path.join(dir, 'c.yaml'), CONFIRMED)
+    await writeFile(path.join(dir, 'policy.yaml'), RELEASE_CONFIRMS)
+    const started = await run(['run', 'c.yaml', '--policy', 'policy.yaml', '--json'])
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<RunJson>(started).run_id
+    expect(refused(await run(['confirm', id, '--yes', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.confirm names (from: alice@example.com, dave@example.com)",
+    )
+    expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
+    const yes = await run(['confirm', id, '--yes', '--json'], 'dave@example.com')
+    expect(yes.code, yes.stderr).to.equal(0)
+    expect(json<RunJson>(yes).status).to.equal('succeeded')
+    expect(existsSync(path.join(dir, 'made.txt'))).to.equal(true)
+    expect((await events(id)).find((e) => e.event === 'confirm_given')?.by).to.equal('dave@example.com')
+  })
+
+  describe('deadlines', function () {
+    before(function () {
+      needs(this, 'faketime')
+    })
+
+    it("a confirmation's deadline under its approvals rule (on_timeout: deny) refuses the step, recorded as the rule", async () => {
+      await writeFile(path.join(dir, 'c.yaml'), CONFIRMED)
+      await writeFile(path.join(dir, 'policy.yaml'), RELEASE_CONFIRMS)
+      const started = await run(['run', 'c.yaml', '--policy', 'policy.yaml', '--json'])
+      expect(started.code, started.stderr).to.equal(10)
+      const id = json<RunJson>(started).run_id
+      const shown = await run(['runs', 'show', id, '--json'], undefined, true)
+      expect(json<RunJson>(shown).status, shown.stderr).to.equal('succeeded')
+      expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
+      const timeline = await events(id)
+      expect(timeline.find((e) => e.event === 'confirm_deadline_passed')?.by).to.equal('policy (approvals.confirm.on_timeout)')
+      expect(timeline.find((e) => e.event === 'confirm_given')?.by).to.equal('policy (approvals.confirm.on_timeout)')
+    })
+
+    it("a review's deadline (on_timeout: deny) drops it when the next command touches the run, recorded as the rule that fired", async () => {
+      const id = await start(`version: 1\napprovals:\n  review: {from: [alice@example.com], timeout_s: 60, on_timeout: deny}\n`)
+      expect((await runRecordIn(dir, id)).run.pending).to.include({rule: 'review', on_timeout: 'deny'})
+      const early = await run(['runs', 'show', id, '--json'])
+      expect(json<RunJson & {run: {status: string}}>(early).status).to.equal('awaiting_input')
+      const late = await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com', true)
+      expect(refused(late, 'E_STATE')).to.contain("the policy's approvals.review.on_timeout: deny refused the step")
+      expect(json<RunJson>(late).error!.hint).to.contain('approvals.review.timeout_s')
+      expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
+      const timeline = await events(id)
+      expect(timeline.find((e) => e.event === 'review_deadline_passed')?.by).to.equal('policy (approvals.review.on_timeout)')
+      expect(timeline.find((e) => e.event === 'review_given')?.by).to.equal('policy (approvals.review.on_timeout)')
+      expect(timeline.some((e) => e.event === 'vote_cast')).to.equal(false)
+      await expectAuditPasses(dir, id)
+    })
+  })
+})
+
+describe('approvals on PostgreSQL with workers', function () {
+  this.timeout(180000)
+  let suite: WorkerSuite
+  const team = useWorkerSuite('pipe-approvals-pg-', (s) => (suite = s))
+
+  const setUp = async (policy: string): Promise<void> => {
+    execFileSync('git', ['init', '-q', '-b', 'main', suite.dir])
+    execFileSync('git', ['-C', suite.dir, 'config', 'user.email', 'starter@example.com'])
+    await writeFile(path.join(suite.dir, 'p.yaml'), REVIEWED)
+    await writeFile(path.join(suite.dir, 'policy.yaml'), policy)
+  }
+  const statusOf = async (id: string): Promise<string> => (await readIn(suite.url, (store) => store.readRun(id))).status
+  const vote = (id: string, as: string): Promise<CliResult> =>
+    pipe(['review', id, '--decision', 'go', '--store', suite.url, '--json'], {cwd: suite.dir, env: {PIPE_INTERACTIVE: '0', PIPE_USER: as}})
+
+  it('two people vote at once on a run a worker holds: both recorded, the gate opens once, the worker goes on', async () => {
+    await setUp(TWO_OF_THREE)
+    team.start(suite.url, [], {cwd: suite.dir})
+    const started = await pipe(
+      ['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--detach', '--store', suite.url, '--json'],
+      {
+        cwd: suite.dir,
+        env: {PIPE_INTERACTIVE: '0'},
+      },
+    )
+    expect(started.code, started.stderr).to.equal(0)
+    const id = json<RunJson>(started).run_id
+    await until('the worker paused the run at its review', async () => (await statusOf(id)) === 'awaiting_input')
+    const [a, b] = await Promise.all([vote(id, 'alice@example.com'), vote(id, 'bob@example.com')])
+    expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
+    await until('the worker finished the run', async () => (await statusOf(id)) === 'succeeded')
+    const timeline = await readIn(suite.url, (store) => store.readEvents(id))
+    expect(
+      timeline
+        .filter((e) => e.event === 'vote_cast')
+        .map((e) => e.by)
+        .sort(),
+    ).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
+    const audit = await pipe(['audit', 'verify', '--json', '--store', suite.url], {cwd: suite.dir})
+    expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
+  })
+
+  it("a worker applies a review's passed deadline (on_timeout: cancel), recorded as the rule that fired", async function () {
+    needs(this, 'faketime')
+    await setUp(`version: 1\napprovals:\n  manual_review: {from: [alice@example.com], timeout_s: 60, on_timeout: cancel}\n`)
+    const started = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--store', suite.url, '--json'], {
+      cwd: suite.dir,
+      env: {PIPE_INTERACTIVE: '0'},
+    })
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<RunJson>(started).run_id
+    const worker = team.start(suite.url, [], {cwd: suite.dir, env: LATER as Record<string, string>})
+    await until('the worker applied the deadline', async () => (await statusOf(id)) === 'cancelled')
+    expect(worker.stderr()).to.match(/its review deadline \S+ passed; approvals.manual_review.on_timeout: cancel -> cancelled/)
+    const timeline = await readIn(suite.url, (store) => store.readEvents(id))
+    expect(timeline.find((e) => e.event === 'review_deadline_passed')?.by).to.equal('policy (approvals.manual_review.on_timeout)')
+  })
+})
