@@ -237,7 +237,7 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
       continue
     }
     if (outcome === null || outcome === undefined) continue
-    const possible = outcomesOf(step, catalog)
+    const possible = outcomesOf(step, catalog, loaded.pipeline)
     if (!possible.includes(outcome)) {
       out.push(
         at(
