@@ -258,6 +258,8 @@ async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise
   let current = outcome
   const {signal} = options
   while (current.status === 'awaiting_input' && current.pending && !current.queued && !signal?.aborted) {
+    // More money is not a question for a prompt: the run stays paused, and its output names pipe budget.
+    if (current.pending.kind === 'budget') return current
     if (current.pending.kind === 'confirm') {
       say(actionText(current.pending))
       // The person has until the policy's deadline; then the prompt stops, and the run stays paused and says so.
