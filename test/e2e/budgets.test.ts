@@ -152,6 +152,34 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(report.pipelines.find((p) => p.pipeline === 'budgeted')!.budget).to.deep.equal({runs: 1, over: 1, spent_tokens: 45000, spent_usd: 0.0135})
   })
 
+  it("pipe test grants budgets as pipe budget does (budget: in a test), the cassette's replies counted as recorded", async () => {
+    const steps = model('a', 'b') + model('b', 'c') + model('c')
+    const recording = await pipeline('', steps, 'record.yaml')
+    const recorded = await cli(['run', recording, '--record', 'c.jsonl'])
+    expect(recorded.code, recorded.stderr).to.equal(0)
+    await pipeline('budget: {tokens: 29000}\n', steps)
+    await writeFile(
+      path.join(dir, 'p', 'budget.pipe-test.yaml'),
+      [
+        'version: 1',
+        'pipeline: p.yaml',
+        'cassette: ../c.jsonl',
+        'tests:',
+        '  - {name: granted, budget: [{add_tokens: 20000, note: worth it}], expect: {status: succeeded, outcomes: {c: success}}}',
+        '  - {name: paused, expect: {status: awaiting_input, outcomes: {c: null}}}',
+        '  - {name: granted twice, budget: [{add_tokens: 20000}, {add_tokens: 5}], expect: {status: succeeded}}',
+        '',
+      ].join('\n'),
+    )
+    const tested = await pipe(['test', path.join(dir, 'p', 'budget.pipe-test.yaml'), '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const report = json<{tests: Array<{name: string; status: string; failures: Array<{kind: string; message: string}>}>}>(tested)
+    const byName = Object.fromEntries(report.tests.map((t) => [t.name, t]))
+    expect(byName['granted']!.status, JSON.stringify(byName['granted'])).to.equal('passed')
+    expect(byName['paused']!.status, JSON.stringify(byName['paused'])).to.equal('passed')
+    expect(byName['granted twice']!.status).to.equal('failed')
+    expect(byName['granted twice']!.failures.map((f) => f.kind)).to.deep.equal(['budget'])
+  })
+
   it('pipe validate refuses a negative budget, and a cost budget with no price known for the model in use', async () => {
     const negative = await pipeline('budget: {tokens: -1}\n', model('a'), 'negative.yaml')
     const bad = await pipe(['validate', negative], {cwd: dir})
