@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'E_NOT_FOUND'
   | 'E_STATE'
   | 'E_LOOP_LIMIT'
+  | 'E_BUDGET'
   | 'E_ENDED'
   | 'E_INTEGRITY'
   | 'E_INTERNAL'

@@ -46,6 +46,7 @@ const byErrorCode: Record<ErrorCode, ExitCode> = {
   E_NOT_FOUND: ExitCode.USAGE,
   E_STATE: ExitCode.USAGE,
   E_LOOP_LIMIT: ExitCode.FAILED,
+  E_BUDGET: ExitCode.FAILED,
   E_ENDED: ExitCode.FAILED,
   E_INTEGRITY: ExitCode.CONFLICT,
   E_INTERNAL: ExitCode.FAILED,

@@ -10,6 +10,7 @@ import type {RunRecord} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {failureOf, handlerNamed} from '../steps/registry.js'
 import {attempts, roleOf} from '../engine/export.js'
+import {addRunBudget, runBudget, type PipelineBudget, type RunBudgetStats} from './budget-stats.js'
 
 export interface Metrics {
   runs: number
@@ -44,12 +45,14 @@ export interface RunStats extends Metrics {
   pipeline: string
   status: RunRecord['status']
   created_at: string
+  /** Spend against the pipeline's budget and each step's own (grants included); null without one. */
+  budget: RunBudgetStats
 }
 
 export interface StatsReport {
   filter: {pipeline: string | null; since: string | null}
   totals: Metrics
-  pipelines: Array<Metrics & {pipeline: string}>
+  pipelines: Array<Metrics & {pipeline: string; budget: PipelineBudget | null}>
   runs: RunStats[]
 }
 
@@ -218,6 +221,7 @@ export async function collectStats(store: RunStore, filter: {pipeline?: string; 
 
   const totals = empty()
   const byPipeline = new Map<string, Tally>()
+  const budgets = new Map<string, PipelineBudget>()
   const runs: RunStats[] = []
   for (const root of roots) {
     const t = empty()
@@ -229,7 +233,9 @@ export async function collectStats(store: RunStore, filter: {pipeline?: string; 
       add(t, tallySnapshots(await store.readSnapshots(run.run_id)))
       queue.push(...(children.get(run.run_id) ?? []))
     }
-    runs.push({run_id: root.run_id, pipeline: root.pipeline.name, status: root.status, created_at: root.created_at, ...metrics(t)})
+    const budget = await runBudget(store, root)
+    if (budget) budgets.set(root.pipeline.name, addRunBudget(budgets.get(root.pipeline.name) ?? null, budget))
+    runs.push({run_id: root.run_id, pipeline: root.pipeline.name, status: root.status, created_at: root.created_at, ...metrics(t), budget})
     const p = byPipeline.get(root.pipeline.name) ?? empty()
     add(p, t)
     byPipeline.set(root.pipeline.name, p)
@@ -238,7 +244,9 @@ export async function collectStats(store: RunStore, filter: {pipeline?: string; 
   return {
     filter: {pipeline: filter.pipeline ?? null, since: filter.since ?? null},
     totals: metrics(totals),
-    pipelines: [...byPipeline.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([pipeline, t]) => ({pipeline, ...metrics(t)})),
+    pipelines: [...byPipeline.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([pipeline, t]) => ({pipeline, ...metrics(t), budget: budgets.get(pipeline) ?? null})),
     runs,
   }
 }

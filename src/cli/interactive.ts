@@ -259,6 +259,8 @@ async function keepAsking(outcome: RunOutcome, options: SessionOptions): Promise
   let answered: RunOutcome['pending'] | undefined
   const {signal} = options
   while (current.status === 'awaiting_input' && current.pending && !current.queued && !signal?.aborted) {
+    // More money is not a question for a prompt: the run stays paused, and its output names pipe budget.
+    if (current.pending.kind === 'budget') return current
     // The same gate still waiting after this person's vote: its approvals rule wants other people, not this prompt again.
     if (answered && current.pending.since === answered.since && current.pending.step === answered.step) return current
     answered = current.pending

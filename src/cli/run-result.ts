@@ -51,6 +51,8 @@ export function toRunResult(outcome: RunOutcome, store: string, storeFlag: strin
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
   else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm')
     next = `pipe confirm ${outcome.run_id} --yes${storeArg}   (or --no --note TEXT)`
+  else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'budget')
+    next = `pipe budget ${outcome.run_id} --add-tokens N --note TEXT${storeArg}   (or --add-usd X)`
   else if (outcome.status === 'awaiting_input') next = `pipe review ${outcome.run_id} --decision go${storeArg}   (or hold, drop)`
   else if (outcome.status === 'interrupted' || outcome.status === 'blocked') next = `pipe resume ${outcome.run_id}${storeArg}`
   // The engine judges, as pipe resume would, whether a failed run can be redriven from its failed step.

@@ -1,5 +1,6 @@
 /** The text form of pipe stats: totals, one line per pipeline, one line per run. */
-import type {Metrics, StatsReport} from '../app/stats.js'
+import type {BudgetLine} from '../app/budget-stats.js'
+import type {Metrics, RunStats, StatsReport} from '../app/stats.js'
 import {line as t_, visibleLine} from '../util/terminal-text.js'
 
 const pct = (rate: number | null): string => (rate === null ? '-' : `${Math.round(rate * 1000) / 10}%`)
@@ -34,6 +35,21 @@ const taskCells = (m: Metrics): string[] => [
   categories(m),
 ]
 
+/** Spent against the limit (grants included): "45000/44000 tokens, $0.01/$0.02", with "over" when it passed it. */
+function budgetText(b: BudgetLine): string {
+  const parts = [
+    ...(b.tokens !== undefined ? [`${b.spent_tokens}/${b.tokens + b.granted_tokens} tokens`] : []),
+    ...(b.cost_usd !== undefined ? [`$${b.spent_usd}/$${Math.round((b.cost_usd + b.granted_usd) * 1e6) / 1e6}`] : []),
+  ]
+  return `${parts.join(', ')}${b.over ? ' over' : ''}`
+}
+
+const runBudgetCell = (r: RunStats): string => {
+  if (!r.budget) return '-'
+  const steps = Object.entries(r.budget.steps).map(([id, b]) => `${id} ${budgetText(b)}`)
+  return [...(r.budget.pipeline ? [budgetText(r.budget.pipeline)] : []), ...steps].join('; ')
+}
+
 export function renderStats(report: StatsReport): string {
   const t = report.totals
   const scope = [report.filter.pipeline ? `pipeline ${report.filter.pipeline}` : 'all pipelines', report.filter.since ? `since ${report.filter.since}` : '']
@@ -61,10 +77,16 @@ export function renderStats(report: StatsReport): string {
       report.pipelines.map((p) => [p.pipeline, String(p.runs), ...cells(p)]),
     ),
     '',
-    table(
-      ['run', 'pipeline', 'status', ...columns],
-      report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r)]),
-    ),
+    // Budgets get a column only in a store where some run had one.
+    report.runs.some((r) => r.budget)
+      ? table(
+          ['run', 'pipeline', 'status', ...columns, 'budget (spent/limit)'],
+          report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r), runBudgetCell(r)]),
+        )
+      : table(
+          ['run', 'pipeline', 'status', ...columns],
+          report.runs.map((r) => [r.run_id, r.pipeline, r.status, ...cells(r)]),
+        ),
   ]
   return `${out.join('\n')}\n`
 }

@@ -1,5 +1,5 @@
 /** What the loader derives from the kind contract for one step (the catalog is keyed by kind). */
-import type {Step} from '../types/pipeline.js'
+import type {Budget, Step} from '../types/pipeline.js'
 import type {KindCatalog} from './kind-contract.js'
 
 /** Whether a step writes a spec version when it succeeds (a kind may decide per step). */
@@ -11,12 +11,13 @@ export function writesSpec(catalog: KindCatalog, step: Step): boolean {
 /**
  * Outcomes `steps.<id>.outcome` can hold: the kind's, error (a routed failure), denied (a person
  * refused it at a confirmation, which step's confirm: or the policy's confirm rules ask for) and
- * skipped (a false when:).
+ * skipped (a false when:), and over_budget when a budget over it fails the step (on_exceed: fail).
  */
-export function outcomesOf(step: Step, catalog: KindCatalog): string[] {
+export function outcomesOf(step: Step, catalog: KindCatalog, pipeline?: {budget?: Budget}): string[] {
   const info = catalog[step.kind]
   const own = info ? [...info.outcomes(step)] : []
-  return [...new Set([...own, 'error', 'denied', ...(step.when !== undefined ? ['skipped'] : [])])]
+  const failsOverBudget = step.budget?.on_exceed === 'fail' || pipeline?.budget?.on_exceed === 'fail'
+  return [...new Set([...own, 'error', 'denied', ...(step.when !== undefined ? ['skipped'] : []), ...(failsOverBudget ? ['over_budget'] : [])])]
 }
 
 /**

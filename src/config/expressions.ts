@@ -72,7 +72,7 @@ export function exprDeclarations(pipeline: Pipeline, dir: string | ((index: numb
       // A kind whose schema cannot be built (its own schema file is missing) reads as anything; its own rule says why.
       outputs = undefined
     }
-    steps[step.id] = {outputs, outcomes: outcomesOf(step, catalog)}
+    steps[step.id] = {outputs, outcomes: outcomesOf(step, catalog, pipeline)}
   }
   return {
     inputs: (pipeline.inputs ?? {}) as Record<string, JsonSchemaLike>,

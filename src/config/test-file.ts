@@ -50,6 +50,8 @@ export interface TestCase {
   note?: string
   /** A person's answers to the confirmations the run waits for, in order. */
   confirm?: Array<'yes' | 'no'>
+  /** What a person grants each time the run pauses at a budget, in order. */
+  budget?: NonNullable<Test['budget']>
   expect: Test['expect']
   /** The golden file, absolute. */
   golden?: string
@@ -210,6 +212,7 @@ export async function loadTestFile(file: string, catalog: KindCatalog, options: 
       ...(resolved.answers ? {answers: resolved.answers} : typeof test.answers === 'object' ? {answers: test.answers as Record<string, string>} : {}),
       ...(test.decision ? {decision: test.decision} : {}),
       ...(test.confirm !== undefined ? {confirm: typeof test.confirm === 'string' ? [test.confirm] : [...test.confirm]} : {}),
+      ...(test.budget !== undefined ? {budget: test.budget} : {}),
       ...(test.note !== undefined ? {note: test.note} : {}),
       expect: test.expect,
       ...(golden ? {golden} : {}),
@@ -237,7 +240,7 @@ async function checkExpect(source: YamlSource, i: number, test: Test, loaded: Lo
       continue
     }
     if (outcome === null || outcome === undefined) continue
-    const possible = outcomesOf(step, catalog)
+    const possible = outcomesOf(step, catalog, loaded.pipeline)
     if (!possible.includes(outcome)) {
       out.push(
         at(

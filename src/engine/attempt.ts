@@ -7,6 +7,7 @@
 import {PipeError, toPipeError} from '../errors.js'
 import {appendLog} from '../log.js'
 import type {JsonValue} from '../expr/index.js'
+import {OVER_BUDGET_OUTCOME} from '../steps/registry.js'
 import type {StepDone, StepHandler, StepKind, StepOf, StepResult} from '../steps/types.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {tracing} from '../telemetry/tracing.js'
@@ -15,6 +16,7 @@ import {newTraceId} from '../util/trace.js'
 import {deadline} from './deadlines.js'
 import {condition, contextFor, deferredFields, explained, resolveStep} from './expressions.js'
 import {checkedOutputs} from './outputs-check.js'
+import {StepBudget} from './budget.js'
 import {backoffFor} from './retry.js'
 import {stepGate, type ConfirmationUsed} from './step-confirm.js'
 import {renderer, stepContext, type AttemptEnvironment, type RunAtStep} from './step-context.js'
@@ -117,6 +119,15 @@ export async function attemptStep<K extends StepKind>(
   const render = renderer(step.id, run)
   // A person's yes covers every attempt of this run of the step: a retry is not asked about again.
   let confirmed: ConfirmationUsed | undefined
+  // One guard for all attempts: a failed attempt's replies count toward the budget too.
+  const budget = StepBudget.for({
+    store: env.deps.store,
+    run: run.record,
+    snapshots: run.history.snapshots,
+    pipeline: run.settings.pipeline.pipeline,
+    step,
+    ...(run.settings.inheritedPrices ? {inherited: run.settings.inheritedPrices} : {}),
+  })
   for (let attempt = 1; ; attempt++) {
     env.deps.onProgress?.({type: 'step_start', run_id: runId, step: step.id, kind: step.kind, seq, attempt})
     tracing().attemptStarted(runId, step, seq, attempt)
@@ -141,7 +152,7 @@ export async function attemptStep<K extends StepKind>(
             ),
           )
     const aborted = abort.settled
-    const {context, close} = stepContext({env, step, seq, attempt, run, signal: () => abort.signal, render})
+    const {context, close} = stepContext({env, step, seq, attempt, run, signal: () => abort.signal, render, ...(budget ? {budget} : {})})
     try {
       // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
       const expressions = resolveAttempt(handler, step, run)
@@ -172,7 +183,10 @@ export async function attemptStep<K extends StepKind>(
       await env.deps.hook?.(`attempt:${step.id}`)
       const own = handler.run(context)
       running = own
-      const result = checkedOutputs(handler, context.step, context.pipeline, await Promise.race([own, aborted]))
+      const ran = await Promise.race([own, aborted])
+      // A kind that caught the refusal and ended on its own still stopped at the budget: the budget decides.
+      if (budget?.exceeded) return {result: overBudget(budget), errors, attempts: attempt}
+      const result = checkedOutputs(handler, context.step, context.pipeline, ran)
       if (result.type === 'done' && Object.keys(resolved).length > 0) {
         // A kind may record values it evaluated itself (a choice's whens) under the same key.
         const own = result.inputs?.['resolved']
@@ -187,6 +201,7 @@ export async function attemptStep<K extends StepKind>(
         raw.partial = running ? ((await settledWithin(running, CANCEL_GRACE_MS)) as StepResult | undefined) : undefined
         throw raw
       }
+      if (budget?.exceeded) return {result: overBudget(budget), errors, attempts: attempt}
       const error = toPipeError(raw)
       if (error.blocking) blocked = true
       const traceId = newTraceId()
@@ -218,6 +233,17 @@ export async function attemptStep<K extends StepKind>(
       await close()
     }
   }
+}
+
+/**
+ * A step whose next model request would have passed a budget: with on_exceed pause the run waits
+ * for a person (pipe budget RUN), and the step runs again once the budget is raised; with fail it
+ * ends with the outcome over_budget, its usage until then recorded.
+ */
+function overBudget(budget: StepBudget): StepResult {
+  const {exceeded, usage} = budget
+  if (exceeded!.on_exceed === 'pause') return {type: 'await', kind: 'budget', reason: exceeded!.reason, budget: exceeded!.pending}
+  return {type: 'done', outcome: OVER_BUDGET_OUTCOME, reason: exceeded!.reason, inputs: {budget: exceeded!.pending}, outputs: {}, ...(usage ? {usage} : {})}
 }
 
 /** The step with its expressions resolved for this attempt and what they gave; or, when its `when:` is false, its skipped result. */

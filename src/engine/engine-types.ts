@@ -127,6 +127,8 @@ export interface ResumeOptions extends RunSettings {
   acceptCassette?: {file: string; previous_sha256: string; sha256: string}
   /** Tasks of a blocked run a person leaves out (pipe resume --skip KEY --note TEXT). */
   skip?: SkipRequest
+  /** A raise of the budget a run paused at (pipe budget RUN --add-tokens N | --add-usd X). */
+  budgetGrant?: {tokens?: number; usd?: number; note?: string}
 }
 
 export interface RunOutcome {

@@ -107,6 +107,44 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
       },
     )
   }
+  if (options.budgetGrant) {
+    const pending = record.pending?.kind === 'budget' ? record.pending : undefined
+    if (!pending?.budget)
+      throw new PipeError(
+        'E_STATE',
+        `run ${runId} is not paused at a budget (${record.status === 'awaiting_input' ? `it waits for ${record.pending?.kind ?? 'input'}` : `it is ${record.status}`}); nothing was granted`,
+        {
+          hint: `pipe runs show ${runId} shows its state.`,
+        },
+      )
+    const {tokens, usd, note} = options.budgetGrant
+    const {scope, unrecorded} = pending.budget
+    const grant = {
+      scope,
+      ...(tokens !== undefined ? {tokens} : {}),
+      ...(usd !== undefined ? {usd} : {}),
+      by: env.user,
+      at,
+      ...(note ? {note} : {}),
+      // What the step spent before it paused is in no snapshot (it runs again): the grant keeps it on the record.
+      ...(unrecorded ? {unrecorded} : {}),
+    }
+    const raised = [tokens !== undefined ? `${tokens} tokens` : '', usd !== undefined ? `$${usd}` : ''].filter(Boolean).join(' and ')
+    await store.updateRun(
+      runId,
+      (r) => {
+        r.budget_grants = [...(r.budget_grants ?? []), grant]
+        r.updated_at = at
+      },
+      {
+        at,
+        event: 'budget_granted',
+        step: pending.step,
+        reason: `${raised} more for ${scope === 'pipeline' ? "the pipeline's budget" : `step ${scope}'s budget`}${note ? `: ${note}` : ''}`,
+        by: env.user,
+      },
+    )
+  }
   if (options.answers || options.review) {
     // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.
     const answers = options.answers ? answersForPending(options.answers, record.pending) : undefined

@@ -15,7 +15,7 @@ import type {RunRecord} from '../types/run.js'
 import {redactDeep} from '../util/redact.js'
 
 /** Fields of a step that route it or bound it, not what it does: the action a person is shown leaves them out. */
-const ROUTING = new Set(['id', 'kind', 'description', 'when', 'next', 'on', 'max_iterations', 'on_exhausted', 'timeout_ms', 'retry', 'confirm'])
+const ROUTING = new Set(['id', 'kind', 'description', 'when', 'next', 'on', 'max_iterations', 'on_exhausted', 'timeout_ms', 'retry', 'confirm', 'budget'])
 
 /** How a person's confirmation was used, as the step's snapshot records it (inputs.confirmation). */
 export interface ConfirmationUsed {

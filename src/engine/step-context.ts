@@ -50,6 +50,8 @@ export interface AttemptOf<K extends StepKind> {
   /** The attempt's own signal, made only when read (see attempt.ts StepAbort). */
   signal: () => AbortSignal
   render: StepContext['render']
+  /** The budgets over the step, when any applies (engine/budget.ts). */
+  budget?: NonNullable<StepContext['budget']>
 }
 
 /** One attempt's context, and `close`, which stops its timeline lines and waits for those under way. */
@@ -85,6 +87,7 @@ export function stepContext<K extends StepKind>(of: AttemptOf<K>): {context: Ste
     history: run.history,
     policy: run.settings.policy,
     provider: env.deps.provider,
+    ...(of.budget ? {budget: of.budget} : {}),
     cwd: run.settings.cwd,
     get signal() {
       return of.signal()

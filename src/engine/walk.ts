@@ -190,6 +190,7 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
         ...deadline,
         ...(result.questions ? {questions: result.questions} : {}),
         ...(result.action ? {action: result.action} : {}),
+        ...(result.budget ? {budget: result.budget} : {}),
       }
       const paused = await stop({status: 'awaiting_input', reason: result.reason, step: step.id, pending})
       tracing().stepEnded(runId, step.id, {awaiting: result.kind})

@@ -9,6 +9,7 @@ import Answer from '../commands/answer.js'
 import Attest from '../commands/attest.js'
 import AttestVerify from '../commands/attest/verify.js'
 import AuditVerify from '../commands/audit/verify.js'
+import Budget from '../commands/budget.js'
 import Cancel from '../commands/cancel.js'
 import Confirm from '../commands/confirm.js'
 import Export from '../commands/export.js'
@@ -48,6 +49,7 @@ export const COMMANDS: Record<string, Command.Class> = {
   attest: Attest,
   'attest:verify': AttestVerify,
   'audit:verify': AuditVerify,
+  budget: Budget,
   cancel: Cancel,
   confirm: Confirm,
   export: Export,

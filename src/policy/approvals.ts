@@ -28,8 +28,12 @@ export interface AppliedRule {
   remind_after_s?: number
 }
 
-/** The rule of a gate: the step's own (keyed by its id) before its kind's; null when the policy has none. */
-export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string; kind: GateKind}): AppliedRule | null {
+/**
+ * The rule of a gate: the step's own (keyed by its id) before its kind's; null when the policy has
+ * none. A budget pause is no gate of these rules (yet): more money is granted by pipe budget alone.
+ */
+export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string; kind: GateKind | 'budget'}): AppliedRule | null {
+  if (gate.kind === 'budget') return null
   const values = 'policy' in policy ? policy.policy : policy
   const rules = values.approvals ?? {}
   const name = rules[gate.step] !== undefined ? gate.step : rules[gate.kind] !== undefined ? gate.kind : null

@@ -53,6 +53,18 @@ export interface ChatCall {
   /** The pipeline step the request is for. */
   step: string
   run?: string
+  /** The budgets the request counts against (engine/budget.ts), when the run or step has any. */
+  budget?: ChatBudget
+}
+
+/**
+ * A run's spending limits as a request meets them. `check` runs before a request is sent (or
+ * answered from a recording) and throws when its estimated size would pass a limit; `spent` counts
+ * each reply's usage, whatever answered it, until the step's snapshot records it.
+ */
+export interface ChatBudget {
+  check(request: ChatRequest): Promise<void>
+  spent(reply: ChatReply): void
 }
 
 export interface ChatTransport {

@@ -84,9 +84,12 @@ export class ReplyTransport implements ChatTransport {
   }
 
   async complete(request: ChatRequest, call: ChatCall): Promise<ChatReply> {
+    // Every model request passes here, whichever step kind asks: a request over budget is never sent.
+    await call.budget?.check(request)
     const span = tracing().modelCall(call, request, this.endpointHost)
     try {
       const reply = await this.reply(request, call)
+      call.budget?.spent(reply)
       span.end(reply)
       return reply
     } catch (error) {

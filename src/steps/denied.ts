@@ -14,12 +14,24 @@ const DENIED: FailureOutcome = {
     `A person refused step ${step}, so it did not run; pipe runs show ${run_id} shows who and why. Route the outcome with on: {denied: STEP}, or start a new run and confirm it.`,
 }
 
-/** The failure an outcome of a step of this kind means, or undefined when it is not one. */
-export function failureOf(handler: Pick<StepHandler<StepKind>, 'failures'> | undefined, outcome: string): FailureOutcome | undefined {
-  return handler?.failures?.[outcome] ?? (outcome === DENIED_OUTCOME ? DENIED : undefined)
+/**
+ * The outcome `over_budget` every step can take under a budget with on_exceed: fail: its next model
+ * request would have passed the budget, so it was not sent (engine/budget.ts). A failure like denied.
+ */
+export const OVER_BUDGET_OUTCOME = 'over_budget'
+
+const OVER_BUDGET: FailureOutcome = {
+  code: 'E_BUDGET',
+  hint: ({run_id, step}) =>
+    `Step ${step} stopped before a model request that would have passed its budget (on_exceed: fail); pipe stats --json shows what was spent against the budget, pipe runs show ${run_id} the run. Route the outcome with on: {over_budget: STEP}, raise the budget, or use on_exceed: pause to be asked instead.`,
 }
 
-/** A kind's failure outcomes with `denied` among them. */
+/** The failure an outcome of a step of this kind means, or undefined when it is not one. */
+export function failureOf(handler: Pick<StepHandler<StepKind>, 'failures'> | undefined, outcome: string): FailureOutcome | undefined {
+  return handler?.failures?.[outcome] ?? (outcome === DENIED_OUTCOME ? DENIED : outcome === OVER_BUDGET_OUTCOME ? OVER_BUDGET : undefined)
+}
+
+/** A kind's failure outcomes with `denied` and `over_budget` among them. */
 export function failuresOf(handler: Pick<StepHandler<StepKind>, 'failures'>): Readonly<Record<string, FailureOutcome>> {
-  return {[DENIED_OUTCOME]: DENIED, ...(handler.failures ?? {})}
+  return {[DENIED_OUTCOME]: DENIED, [OVER_BUDGET_OUTCOME]: OVER_BUDGET, ...(handler.failures ?? {})}
 }

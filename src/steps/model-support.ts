@@ -142,7 +142,7 @@ export function withPrompt(prompt: string | undefined): {prompt?: string} {
 
 /** Who a model request is for: named in recordings and in errors about a request. */
 export function modelCall(context: StepContext): ChatCall {
-  return {signal: context.signal, step: context.step.id, run: context.run.run_id}
+  return {signal: context.signal, step: context.step.id, run: context.run.run_id, ...(context.budget ? {budget: context.budget} : {})}
 }
 
 /**

@@ -83,7 +83,7 @@ export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy, kno
 /** The hash that binds a person's confirmation to the action a kind paused with (the engine checks it on resume). */
 export {actionHash, sealedAction, standingAnswer, type ConfirmAction} from './confirm-action.js'
 /** Which outcomes mean a step failed: its kind's, and `denied` (a person refused it) for every kind. */
-export {DENIED_OUTCOME, failureOf, failuresOf} from './denied.js'
+export {DENIED_OUTCOME, OVER_BUDGET_OUTCOME, failureOf, failuresOf} from './denied.js'
 
 export function handlerFor<K extends StepKind>(kind: K): StepHandler<K> {
   return registry[kind]

@@ -8,6 +8,7 @@ import type {ErrorCode} from '../errors.js'
 import type {JsonValue} from '../expr/index.js'
 import type {LoadedPolicy} from '../policy/policy.js'
 import type {Provider, SpecBody, Usage} from '../providers/types.js'
+import type {ChatBudget} from '../providers/chat.js'
 import type {CommandResult} from '../policy/exec.js'
 import type {Evidence} from '../types/evidence.js'
 import type {Pipeline, Step} from '../types/pipeline.js'
@@ -56,6 +57,8 @@ export interface StepContext<S extends Step = Step> {
   history: RunHistory
   policy: LoadedPolicy
   provider(): Promise<Provider>
+  /** The budgets over this step (its own, the pipeline's), for its model requests (modelCall); absent when none applies. */
+  budget?: ChatBudget
   /** Working directory of the run: relative paths in steps resolve against it. */
   cwd: string
   signal: AbortSignal
@@ -211,8 +214,10 @@ export interface StepDone<O extends object = Record<string, unknown>> {
 /** The step cannot start yet: it needs something from a person. Nothing is recorded but the pause. */
 export interface StepAwait {
   type: 'await'
-  kind: 'answers' | 'review' | 'confirm'
+  kind: 'answers' | 'review' | 'confirm' | 'budget'
   reason: string
+  /** For a budget pause: the budget that would be passed and what was spent (engine/budget.ts). */
+  budget?: NonNullable<RunRecord['pending']>['budget']
   questions?: Array<{id: string; field?: string; question: string}>
   /** For a confirm: the exact tool call waiting for a person. */
   action?: NonNullable<RunRecord['pending']>['action']

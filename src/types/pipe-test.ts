@@ -116,6 +116,23 @@ export interface Test {
    * What a person answers each time the run waits for a confirmation (a step or tool call pipe confirm would answer), in order: yes or no, or a list of them. A run that asks for more than the test gives stops awaiting_input; one that asks for fewer fails the test.
    */
   confirm?: ('yes' | 'no') | ['yes' | 'no', ...('yes' | 'no')[]]
+  /**
+   * What a person grants each time the run pauses at a budget (pipe budget RUN --add-tokens N | --add-usd X), in order: add_tokens or add_usd (or both), and a note. A run that pauses more often than the test grants stops awaiting_input; one that pauses less often fails the test.
+   *
+   * @minItems 1
+   */
+  budget?: [
+    {
+      add_tokens?: number
+      add_usd?: number
+      note?: string
+    },
+    ...{
+      add_tokens?: number
+      add_usd?: number
+      note?: string
+    }[]
+  ]
   expect: Expect
 }
 /**

@@ -801,6 +801,7 @@ export interface Pipeline {
    */
   start?: string
   provider?: ProviderSettings
+  budget?: Budget
   /**
    * Named gates. A gate step evaluates some of them against the current spec.
    */
@@ -892,6 +893,7 @@ export interface StepCommon {
    * Pause the run before the step acts until a person confirms it (pipe confirm RUN --yes|--no); --no gives the step the outcome denied, a failure an on: entry routes. The policy's confirm.kinds and confirm.commands select steps too.
    */
   confirm?: boolean
+  budget?: Budget
 }
 /**
  * The next step for each outcome of this step. The outcome error routes a failed step; without it a failure ends the run.
@@ -917,6 +919,26 @@ export interface Retry {
    * Whether the step is safe to run twice. Steps that are not safe are never retried. Defaults to the step kind's own answer.
    */
   safe?: boolean
+}
+/**
+ * A spending limit on model requests, counted from the replies' usage (retries, child runs and resumes included; a resume never resets it). Before each model request pipe adds the request's estimated size (its characters / 4, plus its max_tokens) to what was spent: a request that would pass the limit is not sent. See docs/budgets.md.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "budget".
+ */
+export interface Budget {
+  /**
+   * Prompt plus completion tokens.
+   */
+  tokens?: number
+  /**
+   * US dollars, from provider.prices or pipe's default prices for the model in use (src/util/default-prices.json); pipe validate refuses a cost budget when no price is known for the model.
+   */
+  cost_usd?: number
+  /**
+   * pause (the default): the run waits awaiting_input until pipe budget RUN --add-tokens N | --add-usd X raises the limit; fail: the step ends with the failure outcome over_budget, which an on: entry routes.
+   */
+  on_exceed?: 'pause' | 'fail'
 }
 /**
  * This interface was referenced by `Pipeline`'s JSON-Schema

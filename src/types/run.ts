@@ -167,10 +167,29 @@ export interface RunRecord {
     note?: string
   }[]
   /**
+   * Raises of the run's budgets a person granted (pipe budget RUN --add-tokens N | --add-usd X): each adds to the budget that paused the run (scope: pipeline or a step id).
+   */
+  budget_grants?: {
+    scope: string
+    tokens?: number
+    usd?: number
+    by: string
+    at: string
+    note?: string
+    /**
+     * Tokens the paused step spent before it paused: no snapshot records them (the step runs again), so the pause and then the grant do.
+     */
+    unrecorded?: {
+      step: string
+      prompt_tokens: number
+      completion_tokens: number
+    }
+  }[]
+  /**
    * What a run in awaiting_input waits for.
    */
   pending?: {
-    kind: 'answers' | 'review' | 'confirm'
+    kind: 'answers' | 'review' | 'confirm' | 'budget'
     step: string
     since: string
     reason: string
@@ -241,6 +260,28 @@ export interface RunRecord {
        * The hash of every other field of this action, exactly as shown: a confirmation binds it, and pipe confirm refuses when the call the step would run no longer hashes the same.
        */
       sha256?: string
+    }
+    /**
+     * For a budget pause: the budget that would be passed (the pipeline's, or a step's), its limits with the grants so far, what was spent, and the request's estimate.
+     */
+    budget?: {
+      /**
+       * pipeline, or the id of the step whose budget it is.
+       */
+      scope: string
+      limit_tokens?: number
+      limit_usd?: number
+      spent_tokens: number
+      spent_usd: number
+      estimate_tokens?: number
+      /**
+       * Tokens the paused step spent before it paused: no snapshot records them (the step runs again), so the pause and then the grant do.
+       */
+      unrecorded?: {
+        step: string
+        prompt_tokens: number
+        completion_tokens: number
+      }
     }
   }
   /**

@@ -7,7 +7,7 @@
 import type {RunRecord} from '../../types/run.js'
 
 export interface DueTimeout {
-  kind: 'confirm' | 'review' | 'answers'
+  kind: 'confirm' | 'review' | 'answers' | 'budget'
   step: string
   deadline: string
   /** The approvals rule that set the deadline; absent: the policy's confirm.timeout_s. */
@@ -42,8 +42,13 @@ export function timeoutKey(due: Pick<DueTimeout, 'rule'>): string {
   return due.rule === undefined ? 'confirm.on_timeout' : `approvals.${due.rule}.on_timeout`
 }
 
-const GATE = {confirm: 'confirmation', review: 'review', answers: 'answers'} as const
-const COMMAND = {confirm: 'pipe confirm RUN --yes|--no', review: 'pipe review RUN --decision go|hold|drop', answers: 'pipe answer RUN --file FILE'} as const
+const GATE = {confirm: 'confirmation', review: 'review', answers: 'answers', budget: 'budget'} as const
+const COMMAND = {
+  confirm: 'pipe confirm RUN --yes|--no',
+  review: 'pipe review RUN --decision go|hold|drop',
+  answers: 'pipe answer RUN --file FILE',
+  budget: 'pipe budget RUN --add-tokens N --note TEXT',
+} as const
 
 /** What the gate is called in reasons ("confirmation", "review", "answers"). */
 export const gateName = (due: Pick<DueTimeout, 'kind'>): string => GATE[due.kind]

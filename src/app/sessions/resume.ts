@@ -38,6 +38,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   note?: string
   /** A yes or no to the tool call the run waits at (pipe confirm). */
   confirm?: NonNullable<ResumeOptions['confirm']>
+  /** A raise of the budget the run paused at (pipe budget). */
+  budgetGrant?: NonNullable<ResumeOptions['budgetGrant']>
   /** Tasks of the blocked run a person leaves out (pipe resume --skip). */
   skip?: NonNullable<ResumeOptions['skip']>
   /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
@@ -99,9 +101,15 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     ...(acceptCassette ? {acceptCassette} : {}),
     ...(options.confirm ? {confirm: options.confirm} : {}),
     ...(options.skip ? {skip: options.skip} : {}),
+    ...(options.budgetGrant ? {budgetGrant: options.budgetGrant} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
-  const queue = await handBackTo(store, record, options, Boolean(answers || options.confirm || options.decision || options.skip || acceptCassette))
+  const queue = await handBackTo(
+    store,
+    record,
+    options,
+    Boolean(answers || options.confirm || options.decision || options.skip || options.budgetGrant || acceptCassette),
+  )
   if (queue === null || !store.team) return engine.resume(options.runId, resume)
   await engine.takeIn(options.runId, resume)
   await store.team.enqueue(options.runId, queue)

@@ -178,6 +178,7 @@ const GIVE: Record<PendingKind, {what: string; how: (runId: string) => string}> 
   answers: {what: 'answers', how: (id) => `Answer its questions: pipe answer ${id} --file answers.yaml`},
   review: {what: 'a review', how: (id) => `Give a decision: pipe review ${id} --decision go|hold|drop`},
   confirm: {what: 'a confirmation', how: (id) => `Confirm or refuse what it waits at: pipe confirm ${id} --yes|--no`},
+  budget: {what: 'a larger budget', how: (id) => `Raise its budget: pipe budget ${id} --add-tokens N (or --add-usd X) --note TEXT`},
 }
 
 /** The run's pending input when it waits for `kind`; otherwise E_STATE saying what it waits for, and the command that gives it. */

@@ -26,6 +26,7 @@ import type {Policy} from '../../types/policy.js'
 import {policyOrThrow} from '../sessions/shared.js'
 import {loadRegexEngine, mayUseRegex} from '../../expr/regex.js'
 import {startSession} from '../sessions/start.js'
+import {givePersonDecisions} from './decisions.js'
 import {goldenDiff, goldenText} from './golden.js'
 import {killGroup} from '../../util/process-group.js'
 
@@ -41,7 +42,7 @@ export function testClock(): () => Date {
   return () => new Date(TEST_EPOCH + ticks++)
 }
 
-export type FailureKind = 'status' | 'code' | 'outcome' | 'output' | 'assert' | 'golden' | 'confirm' | 'error'
+export type FailureKind = 'status' | 'code' | 'outcome' | 'output' | 'assert' | 'golden' | 'confirm' | 'budget' | 'error'
 
 export interface TestFailure {
   kind: FailureKind
@@ -187,7 +188,7 @@ async function runOne(test: TestCase, options: RunTestsOptions): Promise<TestRes
       }
     }
     if (outcome) {
-      const confirmed = await giveConfirmations(test, outcome, {cwd: workspace, store, user: TEST_USER, now, env, signal: options.signal})
+      const confirmed = await givePersonDecisions(test, outcome, {cwd: workspace, store, user: TEST_USER, now, env, signal: options.signal})
       outcome = confirmed.outcome
       if (confirmed.failure) failures.push(confirmed.failure)
       run = {
@@ -431,36 +432,6 @@ async function checkGolden(
       kind: 'golden',
       message: `golden ${shown} differs from this run's snapshots (pipe test --update rewrites it)`,
       diff: goldenDiff(shown, current, text),
-    },
-  }
-}
-
-/**
- * The confirmations a test gives, each to the next confirmation the run waits for, as `pipe
- * confirm RUN --yes|--no` would (the same use case, the run continued each time). Giving more than
- * the run asked for fails the test: the path it meant to test was not taken.
- */
-async function giveConfirmations(
-  test: TestCase,
-  first: RunOutcome,
-  session: {cwd: string; store: string; user: string; now: () => Date; env: NodeJS.ProcessEnv; signal: AbortSignal | undefined},
-): Promise<{outcome: RunOutcome; failure?: TestFailure}> {
-  const given = test.confirm ?? []
-  let outcome = first
-  let used = 0
-  while (used < given.length && outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm') {
-    const {confirmSession} = await import('../sessions/confirm.js')
-    const {signal, ...rest} = session
-    outcome = await confirmSession({...rest, ...(signal ? {signal} : {}), runId: outcome.run_id, decision: given[used++]!})
-  }
-  if (used === given.length) return {outcome}
-  return {
-    outcome,
-    failure: {
-      kind: 'confirm',
-      message: `the test gives ${given.length} confirmation(s), but the run asked for ${used} before it stopped ${outcome.status}`,
-      expected: given.length,
-      actual: used,
     },
   }
 }

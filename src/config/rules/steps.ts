@@ -126,7 +126,7 @@ export const unknownOutcome: Rule = {
     loaded.pipeline.steps.forEach((step, i) => {
       const info = catalog[step.kind]
       if (!info) return
-      const outcomes = outcomesOf(step, catalog)
+      const outcomes = outcomesOf(step, catalog, loaded.pipeline)
       for (const outcome of Object.keys(step.on ?? {})) {
         if (!outcomes.includes(outcome)) {
           out.push(

@@ -88,6 +88,8 @@ function decisionFindings(record: RunRecord, events: readonly RunEvent[]): Vouch
     out.push({field: 'review', message: `no timeline line records ${review.by} giving it`})
   for (const [i, s] of (record.skips ?? []).entries())
     if (!given('task_skipped', s)) out.push({field: `skips[${i}]`, message: `no timeline line records ${s.by} skipping task ${JSON.stringify(s.key)}`})
+  for (const [i, g] of (record.budget_grants ?? []).entries())
+    if (!given('budget_granted', {at: g.at, by: g.by})) out.push({field: `budget_grants[${i}]`, message: `no timeline line records ${g.by} granting it`})
   for (const [i, r] of (record.rollbacks ?? []).entries())
     if (!given('rolled_back', {at: r.at, by: r.by})) out.push({field: `rollbacks[${i}]`, message: `no timeline line records ${r.by} rolling it back`})
   return out

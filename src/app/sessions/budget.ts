@@ -1,0 +1,51 @@
+/**
+ * pipe budget: a person raises the budget a run paused at (engine/budget.ts) and the run goes on,
+ * exactly as pipe resume would continue it. The grant (who, when, how much, the note) is recorded
+ * under the run's lock with its timeline line. Kept as its own use case so the approval rules of
+ * policy.yaml (issue 40, items 1-3) can check who may grant before anything is recorded.
+ */
+import {PipeError} from '../../errors.js'
+import type {RunOutcome} from '../../engine/engine.js'
+import {openStore, storeLocation} from '../../store/open.js'
+import {resumeSession} from './resume.js'
+import {waitingFor, type ReplyOptions, type SessionOptions} from './shared.js'
+
+export interface BudgetSession extends SessionOptions, ReplyOptions {
+  runId: string
+  addTokens?: number
+  addUsd?: number
+  note?: string
+}
+
+export async function budgetSession(options: BudgetSession): Promise<RunOutcome> {
+  const {addTokens, addUsd, note, ...rest} = options
+  if (addTokens === undefined && addUsd === undefined)
+    throw new PipeError('E_INVALID_ARGS', 'say how much to add: --add-tokens N or --add-usd X', {
+      hint: `pipe budget ${options.runId} --add-tokens 50000 --note TEXT`,
+    })
+  if (addTokens !== undefined && (!Number.isSafeInteger(addTokens) || addTokens <= 0))
+    throw new PipeError('E_INVALID_ARGS', `--add-tokens ${addTokens} is not a positive whole number of tokens`, {
+      hint: `pipe budget ${options.runId} --add-tokens 50000`,
+    })
+  if (addUsd !== undefined && (!Number.isFinite(addUsd) || addUsd <= 0))
+    throw new PipeError('E_INVALID_ARGS', `--add-usd ${addUsd} is not a positive amount of US dollars`, {hint: `pipe budget ${options.runId} --add-usd 1.50`})
+  const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  // Refused before anything is recorded: a run not paused at a budget has nothing to raise (checked again under the lock).
+  const pending = waitingFor(await store.readRun(options.runId), 'budget')
+  const paused = pending.budget
+  const wrongUnit =
+    paused && addTokens === undefined && paused.limit_usd === undefined
+      ? '--add-usd raises a cost budget, but the budget it paused at counts tokens only'
+      : paused && addUsd === undefined && paused.limit_tokens === undefined
+        ? '--add-tokens raises a token budget, but the budget it paused at counts dollars only'
+        : undefined
+  if (wrongUnit)
+    throw new PipeError('E_INVALID_ARGS', `${wrongUnit}; nothing was granted`, {
+      hint: `pipe runs show ${options.runId} shows the budget it paused at; raise that one (--add-tokens N or --add-usd X).`,
+    })
+  return resumeSession({
+    ...rest,
+    command: `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`,
+    budgetGrant: {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})},
+  })
+}

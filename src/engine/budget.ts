@@ -1,0 +1,201 @@
+/**
+ * Budgets (issue 40): a pipeline's and a step's limits on model tokens and money. What was spent is
+ * read from the records every time a step starts — its run's snapshots and its child runs' — never
+ * kept in a process's memory, so a resume, a crash or another worker never resets it; only what the
+ * running step spent since it started is counted here, from its replies, until its snapshot records
+ * it. Before each model request the request's estimated size is added: a request that would pass a
+ * limit is not sent, and the step pauses for a person (pipe budget) or ends over_budget.
+ */
+import {PipeError} from '../errors.js'
+import type {ChatBudget, ChatReply, ChatRequest} from '../providers/chat.js'
+import {costOf, DEFAULT_MODEL, pricesFor, type Prices} from '../util/prices.js'
+import type {RunStore} from '../store/types.js'
+import type {Budget, Pipeline, Step} from '../types/pipeline.js'
+import type {RunRecord} from '../types/run.js'
+import type {Snapshot} from '../types/snapshot.js'
+
+/** What a budget's scope has spent: tokens (prompt and completion) and US dollars. */
+export interface Spend {
+  prompt_tokens: number
+  completion_tokens: number
+  tokens: number
+  usd: number
+}
+
+export type PendingBudget = NonNullable<NonNullable<RunRecord['pending']>['budget']>
+
+/** The budget that a request would pass, as the run's pause and the step's outcome record it. */
+export interface Exceeded {
+  on_exceed: 'pause' | 'fail'
+  pending: PendingBudget
+  reason: string
+}
+
+export const PIPELINE_SCOPE = 'pipeline'
+
+const none = (): Spend => ({prompt_tokens: 0, completion_tokens: 0, tokens: 0, usd: 0})
+
+function plus(a: Spend, b: Spend): Spend {
+  return {
+    prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+    completion_tokens: a.completion_tokens + b.completion_tokens,
+    tokens: a.tokens + b.tokens,
+    usd: Math.round((a.usd + b.usd) * 1e6) / 1e6,
+  }
+}
+
+/** The prices the budget counts a model's tokens at: the pipeline's own, else the shipped defaults. */
+export function budgetPrices(pipeline: Pipeline, model: string | null | undefined, inherited?: Prices): Prices | undefined {
+  return pricesFor(model ?? pipeline.provider?.model ?? DEFAULT_MODEL, pipeline.provider?.prices ?? inherited)
+}
+
+function spendOf(tokens: {prompt_tokens: number; completion_tokens: number}, prices: Prices | undefined): Spend {
+  return {
+    prompt_tokens: tokens.prompt_tokens,
+    completion_tokens: tokens.completion_tokens,
+    tokens: tokens.prompt_tokens + tokens.completion_tokens,
+    // Only dollars count toward cost_usd; validate refuses a cost budget without a price for the model.
+    usd: prices && (prices.currency ?? 'USD') === 'USD' ? costOf(tokens, prices) : 0,
+  }
+}
+
+/** What one snapshot spent: the usage its step recorded, priced for the model that answered. */
+export function snapshotSpend(snapshot: Snapshot, pipeline: Pipeline, inherited?: Prices): Spend {
+  const usage = snapshot.meta.usage
+  if (!usage) return none()
+  return spendOf(usage, budgetPrices(pipeline, snapshot.meta.llm_model, inherited))
+}
+
+/**
+ * What a run spent with its child runs (theirs counted once, in their own snapshots), or, with
+ * `step`, what that step spent over all its visits and retries, with the child runs it started.
+ * Spend a step made before a budget pause (never in a snapshot: the step runs again) is in the
+ * grants' records (`unrecorded`).
+ */
+export async function recordedSpend(
+  store: RunStore,
+  run: RunRecord,
+  snapshots: readonly Snapshot[],
+  pipeline: Pipeline,
+  step?: string,
+  inherited?: Prices,
+): Promise<Spend> {
+  let total = none()
+  for (const s of snapshots) if (step === undefined || s.step.name === step) total = plus(total, snapshotSpend(s, pipeline, inherited))
+  for (const grant of run.budget_grants ?? [])
+    if (grant.unrecorded && (step === undefined || grant.unrecorded.step === step))
+      total = plus(total, spendOf(grant.unrecorded, budgetPrices(pipeline, null, inherited)))
+  const children = (await store.listChildren(run.run_id)).filter((c) => step === undefined || c.parent?.step === step)
+  for (const child of children) total = plus(total, await recordedSpend(store, child, await store.readSnapshots(child.run_id), pipeline, undefined, inherited))
+  return total
+}
+
+/** A budget's limits with what people granted on top (grants are for the scope that paused). */
+export function limitsOf(budget: Budget, run: RunRecord, scope: string): {tokens?: number; usd?: number} {
+  const grants = (run.budget_grants ?? []).filter((g) => g.scope === scope)
+  const add = (pick: (g: (typeof grants)[number]) => number | undefined): number => grants.reduce((sum, g) => sum + (pick(g) ?? 0), 0)
+  return {
+    ...(budget.tokens !== undefined ? {tokens: budget.tokens + add((g) => g.tokens)} : {}),
+    ...(budget.cost_usd !== undefined ? {usd: Math.round((budget.cost_usd + add((g) => g.usd)) * 1e6) / 1e6} : {}),
+  }
+}
+
+/**
+ * A request's estimated size before it is sent: its text (messages, tools, response format) at four
+ * characters a token, plus the completion it allows (max_tokens, when set).
+ */
+export function estimateOf(request: ChatRequest): {prompt_tokens: number; completion_tokens: number} {
+  const text = JSON.stringify({messages: request.messages, tools: request.tools, response_format: request.response_format})
+  return {prompt_tokens: Math.ceil(text.length / 4), completion_tokens: request.max_tokens ?? 0}
+}
+
+export interface StepBudgetOf {
+  store: RunStore
+  run: RunRecord
+  snapshots: readonly Snapshot[]
+  pipeline: Pipeline
+  step: Step
+  inherited?: Prices
+}
+
+/** The guard a step's model requests pass (ChatCall.budget), shared by its attempts; undefined when no budget applies. */
+export class StepBudget implements ChatBudget {
+  /** Set when a request was refused: the attempt turns it into a pause or the outcome over_budget. */
+  exceeded: Exceeded | undefined
+  /** What this run of the step spent so far, its failed attempts included. */
+  private running = none()
+  private calls = 0
+  /** The model the step's last request asked for: the one its snapshot records and its tokens are priced at (a reply may name another). */
+  private model: string | undefined
+  private recorded: Promise<Map<string, Spend>> | undefined
+
+  private constructor(
+    private readonly of: StepBudgetOf,
+    private readonly scopes: ReadonlyArray<{scope: string; budget: Budget}>,
+  ) {}
+
+  static for(of: StepBudgetOf): StepBudget | undefined {
+    const scopes = [
+      ...(of.step.budget ? [{scope: of.step.id, budget: of.step.budget}] : []),
+      ...(of.pipeline.budget ? [{scope: PIPELINE_SCOPE, budget: of.pipeline.budget}] : []),
+    ]
+    return scopes.length > 0 ? new StepBudget(of, scopes) : undefined
+  }
+
+  /** What this run of the step spent since it started, as a step's usage: recorded with the outcome over_budget. */
+  get usage(): {prompt_tokens: number; completion_tokens: number; calls: number} | undefined {
+    return this.calls === 0 ? undefined : {prompt_tokens: this.running.prompt_tokens, completion_tokens: this.running.completion_tokens, calls: this.calls}
+  }
+
+  async check(request: ChatRequest): Promise<void> {
+    const {of} = this
+    // Read once per run of the step: the records do not change under a running step's own requests.
+    this.recorded ??= (async () => {
+      const out = new Map<string, Spend>()
+      for (const {scope} of this.scopes)
+        out.set(scope, await recordedSpend(of.store, of.run, of.snapshots, of.pipeline, scope === PIPELINE_SCOPE ? undefined : scope, of.inherited))
+      return out
+    })()
+    const recorded = await this.recorded
+    this.model = request.model
+    const prices = budgetPrices(of.pipeline, request.model, of.inherited)
+    const estimate = spendOf(estimateOf(request), prices)
+    for (const {scope, budget} of this.scopes) {
+      const spent = plus(recorded.get(scope)!, this.running)
+      const limit = limitsOf(budget, of.run, scope)
+      const overTokens = limit.tokens !== undefined && spent.tokens + estimate.tokens > limit.tokens
+      const overUsd = limit.usd !== undefined && spent.usd + estimate.usd > limit.usd
+      if (!overTokens && !overUsd) continue
+      const what = scope === PIPELINE_SCOPE ? `the pipeline's budget` : `step ${scope}'s budget`
+      const spentText = `${spent.tokens} tokens${limit.usd !== undefined ? ` ($${spent.usd})` : ''}`
+      const limitText = [limit.tokens !== undefined ? `${limit.tokens} tokens` : '', limit.usd !== undefined ? `$${limit.usd}` : '']
+        .filter(Boolean)
+        .join(' and ')
+      const reason = `step ${of.step.id}'s next model request (about ${estimate.tokens} tokens) would pass ${what} of ${limitText}: ${spentText} spent so far; it was not sent`
+      this.exceeded = {
+        on_exceed: budget.on_exceed ?? 'pause',
+        reason,
+        pending: {
+          scope,
+          ...(limit.tokens !== undefined ? {limit_tokens: limit.tokens} : {}),
+          ...(limit.usd !== undefined ? {limit_usd: limit.usd} : {}),
+          spent_tokens: spent.tokens,
+          spent_usd: spent.usd,
+          estimate_tokens: estimate.tokens,
+          ...(this.running.tokens > 0
+            ? {unrecorded: {step: of.step.id, prompt_tokens: this.running.prompt_tokens, completion_tokens: this.running.completion_tokens}}
+            : {}),
+        },
+      }
+      throw new PipeError('E_BUDGET', reason, {
+        hint: `Raise the budget with pipe budget ${of.run.run_id} --add-tokens N (or --add-usd X), or set a larger budget in the pipeline.`,
+      })
+    }
+  }
+
+  spent(reply: ChatReply): void {
+    this.calls++
+    if (!reply.usage) return
+    this.running = plus(this.running, spendOf(reply.usage, budgetPrices(this.of.pipeline, this.model, this.of.inherited)))
+  }
+}

@@ -1,0 +1,218 @@
+/**
+ * Token and cost budgets (issue 40, items 4-5) on the built CLI, against a real chat-completions
+ * server on 127.0.0.1 whose replies carry the usage that is counted.
+ */
+import {expect} from 'chai'
+import {mkdir, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
+import {ModelServer} from '../helpers/model-server.js'
+
+interface RunJson {
+  run_id: string
+  status: string
+  reason?: string
+  next_command?: string
+  pending?: {kind: string; step: string; reason: string; budget?: {scope: string; limit_tokens?: number; spent_tokens: number; estimate_tokens?: number}}
+  error?: {code: string; message: string; hint?: string}
+}
+
+const SCHEMA = {type: 'object', required: ['title'], properties: {title: {type: 'string'}}}
+/** Every reply spends 15,000 tokens: far above any request's estimated size, so the arithmetic below does not depend on it. */
+const USAGE = {prompt_tokens: 10000, completion_tokens: 5000}
+const REPLY = {content: JSON.stringify({title: 'x'}), usage: USAGE}
+
+let dir: string
+let cleanup: () => Promise<void>
+let server: ModelServer
+
+beforeEach(async () => {
+  ;({dir, cleanup} = await tempDir('pipe-budget-'))
+  await mkdir(path.join(dir, 'p'), {recursive: true})
+  await writeFile(path.join(dir, 'p', 'prompt.md'), 'Name it.\n')
+  await writeFile(path.join(dir, 'p', 'out.schema.json'), JSON.stringify(SCHEMA))
+  server = await ModelServer.start(() => REPLY)
+})
+afterEach(async () => {
+  await server.close()
+  await cleanup()
+})
+
+const model = (id: string, next?: string, extra = ''): string =>
+  `  - {id: ${id}, kind: model, prompt: prompt.md, output_schema: out.schema.json${next ? `, next: ${next}` : ''}${extra}}\n`
+
+async function pipeline(head: string, steps: string, name = 'p.yaml'): Promise<string> {
+  const file = path.join(dir, 'p', name)
+  await writeFile(file, `version: 1\nname: budgeted\n${head}steps:\n${steps}`)
+  return file
+}
+
+function cli(args: string[]): Promise<CliResult> {
+  return pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')}})
+}
+
+describe('budgets: token and cost limits that pause and ask (a real model server)', function () {
+  this.timeout(120000)
+
+  it('pauses before the request that would pass the budget, says what was spent, and pipe budget records the grant and continues the run', async () => {
+    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
+    const first = await cli(['run', file])
+    expect(first.code, first.stderr).to.equal(10)
+    const paused = json<RunJson>(first)
+    expect(paused.status).to.equal('awaiting_input')
+    expect(paused.pending?.kind).to.equal('budget')
+    expect(paused.pending?.step).to.equal('c')
+    expect(paused.pending?.budget).to.include({scope: 'pipeline', limit_tokens: 29000, spent_tokens: 30000})
+    expect(paused.reason).to.match(
+      /step c's next model request .* would pass the pipeline's budget of 29000 tokens: 30000 tokens spent so far; it was not sent/,
+    )
+    expect(paused.next_command).to.match(new RegExp(`^pipe budget ${paused.run_id} --add-tokens N`))
+    // Never sent: the server saw a and b only.
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+
+    // A resume never resets the count: the spend is read from the records, and c is still not sent.
+    const resumed = await cli(['resume', paused.run_id])
+    expect(resumed.code, resumed.stderr).to.equal(10)
+    expect(json<RunJson>(resumed).pending?.budget).to.include({spent_tokens: 30000})
+    expect(server.requests).to.have.length(2)
+
+    // The paused budget counts tokens: dollars would raise nothing, and nothing is recorded.
+    const wrong = await cli(['budget', paused.run_id, '--add-usd', '1'])
+    expect(wrong.code).to.not.equal(0)
+    expect(wrong.stderr).to.contain('E_INVALID_ARGS')
+
+    const granted = await cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'worth it'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
+    const {run} = await runRecordIn(dir, paused.run_id)
+    expect(run.budget_grants).to.have.length(1)
+    expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 20000, note: 'worth it'})
+    expect(run.budget_grants![0]!.by).to.be.a('string').and.not.equal('')
+
+    // A grant on a run that is not paused at a budget is refused.
+    const late = await cli(['budget', paused.run_id, '--add-tokens', '5'])
+    expect(late.code).to.not.equal(0)
+    expect(late.stderr).to.contain('E_STATE')
+    await expectAuditPasses(dir, paused.run_id)
+  })
+
+  it('on_exceed: fail ends the step with the outcome over_budget, which on: routes; unrouted it fails the run with E_BUDGET', async () => {
+    const routed = await pipeline(
+      '',
+      model('a', 'c') +
+        model('c', 'fin', ', budget: {tokens: 10, on_exceed: fail}, on: {over_budget: cheap}') +
+        '  - {id: cheap, kind: end, status: succeeded, reason: the cheaper way}\n  - {id: fin, kind: noop}\n',
+    )
+    const result = await cli(['run', routed])
+    expect(result.code, result.stderr).to.equal(0)
+    const body = json<RunJson>(result)
+    expect(body.status).to.equal('succeeded')
+    const snapshots = await snapshotsIn(dir, body.run_id)
+    const c = snapshots.find((s) => s.step.name === 'c')!
+    expect(c.decisions.at(-1)!.decision).to.equal('over_budget')
+    expect(snapshots.map((s) => s.step.name)).to.deep.equal(['a', 'c', 'cheap'])
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a'])
+
+    const unrouted = await pipeline('', model('c', undefined, ', budget: {tokens: 10, on_exceed: fail}'), 'unrouted.yaml')
+    const failed = await cli(['run', unrouted])
+    expect(failed.code).to.not.equal(0)
+    expect(json<RunJson>(failed).error?.code).to.equal('E_BUDGET')
+  })
+
+  it("counts a foreach's child runs toward the parent's budget once, and a retried request once", async () => {
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work')}`)
+    const file = await pipeline(
+      'budget: {tokens: 44000}\n',
+      model('first', 'each', ', retry: {max_retries: 2}') +
+        `  - {id: each, kind: foreach, items: "\${{ ['x', 'y'] }}", pipeline: ./item.yaml, concurrency: 1, next: after}\n` +
+        model('after'),
+    )
+    // The first request fails with a retryable error and spends nothing; its retry spends 15,000.
+    server.script('first', {status: 503, body: {error: {message: 'busy'}}}, REPLY)
+    const result = await cli(['run', file])
+    expect(result.code, result.stderr).to.equal(10)
+    const paused = json<RunJson>(result)
+    expect(paused.pending, result.stdout).to.not.equal(undefined)
+    // first (15,000) + two children (15,000 each) = 45,000: over 44,000, and not twice the children.
+    expect(paused.pending).to.include({kind: 'budget', step: 'after'})
+    expect(paused.pending?.budget).to.include({spent_tokens: 45000})
+    expect(server.count('after')).to.equal(0)
+
+    const stats = await cli(['stats'])
+    expect(stats.code, stats.stderr).to.equal(0)
+    const report = json<{
+      runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {tokens?: number; spent_tokens: number; over: boolean}} | null}>
+      pipelines: Array<{pipeline: string; budget: {runs: number; over: number; spent_tokens: number} | null}>
+    }>(stats)
+    const row = report.runs.find((r) => r.run_id === paused.run_id)!
+    expect(row.total_tokens).to.equal(45000)
+    expect(row.budget?.pipeline).to.include({tokens: 44000, spent_tokens: 45000, over: true})
+    expect(report.pipelines.find((p) => p.pipeline === 'budgeted')!.budget).to.deep.equal({runs: 1, over: 1, spent_tokens: 45000, spent_usd: 0.0135})
+  })
+
+  it("pipe test grants budgets as pipe budget does (budget: in a test), the cassette's replies counted as recorded", async () => {
+    const steps = model('a', 'b') + model('b', 'c') + model('c')
+    const recording = await pipeline('', steps, 'record.yaml')
+    const recorded = await cli(['run', recording, '--record', 'c.jsonl'])
+    expect(recorded.code, recorded.stderr).to.equal(0)
+    await pipeline('budget: {tokens: 29000}\n', steps)
+    await writeFile(
+      path.join(dir, 'p', 'budget.pipe-test.yaml'),
+      [
+        'version: 1',
+        'pipeline: p.yaml',
+        'cassette: ../c.jsonl',
+        'tests:',
+        '  - {name: granted, budget: [{add_tokens: 20000, note: worth it}], expect: {status: succeeded, outcomes: {c: success}}}',
+        '  - {name: paused, expect: {status: awaiting_input, outcomes: {c: null}}}',
+        '  - {name: granted twice, budget: [{add_tokens: 20000}, {add_tokens: 5}], expect: {status: succeeded}}',
+        '',
+      ].join('\n'),
+    )
+    const tested = await pipe(['test', path.join(dir, 'p', 'budget.pipe-test.yaml'), '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const report = json<{tests: Array<{name: string; status: string; failures: Array<{kind: string; message: string}>}>}>(tested)
+    const byName = Object.fromEntries(report.tests.map((t) => [t.name, t]))
+    expect(byName['granted']!.status, JSON.stringify(byName['granted'])).to.equal('passed')
+    expect(byName['paused']!.status, JSON.stringify(byName['paused'])).to.equal('passed')
+    expect(byName['granted twice']!.status).to.equal('failed')
+    expect(byName['granted twice']!.failures.map((f) => f.kind)).to.deep.equal(['budget'])
+  })
+
+  it('pipe validate refuses a negative budget, and a cost budget with no price known for the model in use', async () => {
+    const negative = await pipeline('budget: {tokens: -1}\n', model('a'), 'negative.yaml')
+    const bad = await pipe(['validate', negative], {cwd: dir})
+    expect(bad.code).to.not.equal(0)
+    expect(bad.stdout + bad.stderr).to.match(/budget\.tokens|must be >= 0/)
+
+    const unpriced = await pipeline('provider: {model: local-7b}\nbudget: {cost_usd: 1}\n', model('a'), 'unpriced.yaml')
+    const refused = await pipe(['validate', unpriced], {cwd: dir})
+    expect(refused.code).to.not.equal(0)
+    expect(refused.stdout + refused.stderr).to.contain('cost_usd needs the price of model "local-7b"')
+
+    const priced = await pipeline(
+      'provider: {model: local-7b, prices: {prompt_per_1k: 0.001, completion_per_1k: 0.002}}\nbudget: {cost_usd: 1}\n',
+      model('a'),
+      'priced.yaml',
+    )
+    const ok = await pipe(['validate', priced], {cwd: dir})
+    expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
+    // The default model is priced by pipe's shipped defaults.
+    const known = await pipeline('budget: {cost_usd: 1}\n', model('a'), 'known.yaml')
+    const fine = await pipe(['validate', known], {cwd: dir})
+    expect(fine.code, fine.stdout + fine.stderr).to.equal(0)
+  })
+
+  it('a cost budget pauses on dollars at the default price of the model in use', async () => {
+    // gpt-4o-mini: $0.00015 per 1k prompt tokens, $0.0006 per 1k completion tokens: each reply costs $0.0045.
+    const file = await pipeline('budget: {cost_usd: 0.004}\n', model('a', 'b') + model('b'))
+    const result = await cli(['run', file])
+    expect(result.code, result.stderr).to.equal(10)
+    const paused = json<RunJson & {pending: {budget: {spent_usd: number; limit_usd: number}}}>(result)
+    expect(paused.pending.budget).to.include({scope: 'pipeline', spent_usd: 0.0045, limit_usd: 0.004})
+    const granted = await cli(['budget', paused.run_id, '--add-usd', '0.01'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+  })
+})
