@@ -7,46 +7,13 @@
  * one holding the run.
  */
 import {expect} from 'chai'
-import {execFileSync} from 'node:child_process'
-import {closeSync, constants, existsSync, openSync, writeSync} from 'node:fs'
-import {writeFile} from 'node:fs/promises'
+import {existsSync} from 'node:fs'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {openGate, prepareHeldStep as prepare} from '../helpers/held-step.js'
 import {changeIn} from '../helpers/wait.js'
 import {useWorkerSuite} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
-
-const POLICY = 'version: 1\nallowed_commands:\n  - [sh, -c, "{arg}"]\nsandbox: off\nmax_retries_default: 0\n'
-/** First a quick step, then one that says it started (a file) and waits until the FIFO `gate` is written. */
-const PIPELINE = `version: 1
-name: held
-steps:
-  - {id: quick, kind: command, run: [sh, -c, "true"], next: wait}
-  - {id: wait, kind: command, run: [sh, -c, "touch started && read x < gate"], next: done}
-  - {id: done, kind: end, status: succeeded, reason: all steps ran}
-`
-
-async function prepare(dir: string): Promise<{pipeline: string; policy: string}> {
-  const pipeline = path.join(dir, 'held.yaml')
-  const policy = path.join(dir, 'policy.yaml')
-  await writeFile(pipeline, PIPELINE)
-  await writeFile(policy, POLICY)
-  execFileSync('mkfifo', [path.join(dir, 'gate')])
-  return {pipeline, policy}
-}
-
-/** Lets the waiting step go on, if it still waits: a FIFO with no reader is left as it is (ENXIO), so nothing blocks here. */
-function openGate(dir: string): boolean {
-  let fd: number
-  try {
-    fd = openSync(path.join(dir, 'gate'), constants.O_WRONLY | constants.O_NONBLOCK)
-  } catch {
-    return false
-  }
-  writeSync(fd, 'go\n')
-  closeSync(fd)
-  return true
-}
 
 const ISO = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z'
 
@@ -63,15 +30,18 @@ describe('live state: the running step, as runs show and runs list tell it', fun
   describe('on a folder store', () => {
     let dir: string
     let cleanup: () => Promise<void>
+    /** The run the test holds: let go and waited for before its folder goes. */
+    let running: Promise<CliResult> | undefined
     beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-live-')))
     afterEach(async () => {
       openGate(dir)
+      await running
       await cleanup()
     })
 
     it('shows the step a run is in, since when and in which process, and UPDATED moves with each step', async () => {
       const {pipeline, policy} = await prepare(dir)
-      const running = pipe(['run', pipeline, '--policy', policy, '--json'], {cwd: dir})
+      running = pipe(['run', pipeline, '--policy', policy, '--json'], {cwd: dir})
       await changeIn(dir, () => existsSync(path.join(dir, 'started')), 'the waiting step started', running)
 
       const list = await pipe(['runs', 'list'], {cwd: dir})
