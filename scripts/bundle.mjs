@@ -40,6 +40,7 @@ const VENDORED = {
   '@opentelemetry/api': ['ROOT_CONTEXT', 'SpanKind', 'SpanStatusCode', 'TraceFlags', 'trace'],
   '@opentelemetry/sdk-trace-base': ['BasicTracerProvider', 'BatchSpanProcessor'],
   '@opentelemetry/exporter-trace-otlp-http': ['OTLPTraceExporter'],
+  '@opentelemetry/exporter-trace-otlp-proto': ['OTLPTraceExporter'],
   '@opentelemetry/resources': ['defaultResource', 'resourceFromAttributes'],
 }
 /** The vendored file of a package: dist/vendor/NAME.js, a scope's `@` and `/` left out of NAME (@a/b: a-b.js). */

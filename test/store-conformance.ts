@@ -6,6 +6,7 @@
  * its trigger off); what only one store can show (a SIGKILL between two files) stays in its own tests.
  */
 import {expect} from 'chai'
+import {RunKeeper} from '../src/engine/run-keeper.js'
 import {ledgerKey} from '../src/store/file/ledger.js'
 import {MemoryStore} from '../src/store/memory/store.js'
 import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.js'
@@ -133,6 +134,33 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       const newest: string[] = []
       for await (const v of store.newestSpecVersions(now)) newest.push(v)
       expect(newest).to.deep.equal([...versions].reverse())
+    })
+
+    it("records a step's start before the step acts: its step_started line and the run's current step, which the next status change clears", async () => {
+      const runId = await startRun()
+      // The engine's own writer, on a clock that moves: each record's UPDATED is the time it was written.
+      let tick = 0
+      const keeper = new RunKeeper(store, () => new Date(now.getTime() + ++tick * 1000), 'tester', undefined)
+      keeper.hold(runId, await store.readRun(runId))
+      await keeper.stepStarted(runId, 'compile', 1)
+      const running = await store.readRun(runId)
+      expect(running.current_step).to.deep.include({step: 'compile', seq: 1, since: '2026-11-21T10:00:01.000Z'})
+      expect(running.current_step!.worker).to.include({pid: process.pid})
+      expect(running.updated_at).to.equal('2026-11-21T10:00:01.000Z')
+      expect((await store.readEvents(runId)).at(-1)).to.include({event: 'step_started', step: 'compile', seq: 1})
+      const listed = (await store.listRuns({})).runs.find((r) => r.run_id === runId)
+      expect(listed?.current_step?.step).to.equal('compile')
+      const first = await store.commitStep(stepCommit(runId, 1, null, {evidence: 0, spec: false}))
+      // The next step's start moves the run on, past the committed one.
+      await keeper.stepStarted(runId, 'test', 2)
+      expect((await store.readRun(runId)).current_step).to.deep.include({step: 'test', seq: 2, since: '2026-11-21T10:00:02.000Z'})
+      await store.commitStep(stepCommit(runId, 2, first.snapshot.meta.record_hash!, {evidence: 0, spec: false}, 'test'))
+      await keeper.stop(runId, {status: 'succeeded', reason: 'done'})
+      const ended = await store.readRun(runId)
+      expect(ended.current_step).to.equal(undefined)
+      expect(ended.updated_at).to.equal('2026-11-21T10:00:03.000Z')
+      expect((await store.readEvents(runId)).map((e) => e.event)).to.deep.equal(['created', 'started', 'step_started', 'step_started', 'succeeded'])
+      expect((await store.audit(runId)).problems).to.deep.equal([])
     })
 
     it('hands out ids in the seed formats, gapless, per day, per year and overall', async () => {

@@ -53,6 +53,7 @@ export function renderRunList(runs: RunSummary[]): string {
         r.spec_version ?? '-',
         `${r.pipeline}${depth > 0 && r.parent ? ` (${r.parent.step}${r.parent.index !== undefined ? `[${r.parent.index}]` : ''}${r.parent.key !== undefined ? ` ${r.parent.key}` : ''})` : ''}`,
         r.updated_at,
+        ...(stepping ? [r.current_step ? `${r.current_step.step} (#${r.current_step.seq})` : ''] : []),
         ...(held ? [r.worker ?? ''] : []),
       ],
       ...rows(r.children ?? [], depth + 1),
@@ -60,7 +61,10 @@ export function renderRunList(runs: RunSummary[]): string {
   // The WORKER column is there only when a worker holds some run (a shared store), so a folder store's list is unchanged.
   const anyHeld = (list: RunSummary[]): boolean => list.some((r) => r.worker !== undefined || anyHeld(r.children ?? []))
   const held = anyHeld(runs)
-  return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED', ...(held ? ['WORKER'] : [])], ...rows(runs, 0)])
+  // Likewise the STEP column: there only when some run is in a step, so a list of ended runs reads as before.
+  const anyStep = (list: RunSummary[]): boolean => list.some((r) => r.current_step !== undefined || anyStep(r.children ?? []))
+  const stepping = anyStep(runs)
+  return table([['RUN', 'STATUS', 'FEATURE', 'SPEC', 'PIPELINE', 'UPDATED', ...(stepping ? ['STEP'] : []), ...(held ? ['WORKER'] : [])], ...rows(runs, 0)])
 }
 
 export function renderSnapshotList(snapshots: Snapshot[]): string {
@@ -154,6 +158,11 @@ export function renderSnapshot(s: Snapshot): string {
   return visible(`${lines.join('\n')}\n`)
 }
 
+/** A worker as pipe runs show names it: its --name, then where it runs. */
+export function workerLabel(w: {host: string; pid: number; name?: string}): string {
+  return `${w.name ? `worker ${w.name} ` : ''}(host ${w.host}, pid ${w.pid})`
+}
+
 export function renderRunShow(record: RunRecord, status: RunRecord['status'], events: RunEvent[], snapshots: Snapshot[], children: RunSummary[] = []): string {
   const lines: string[] = []
   lines.push(t`run ${record.run_id}  ${status}${status !== record.status ? ` (recorded as ${record.status}; its process is gone)` : ''}`)
@@ -165,6 +174,8 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   if (record.context_ref) lines.push(t`  context ref ${record.context_ref.project_id}@${record.context_ref.context_version}`)
   if (record.replay_of) lines.push(t`  replay of ${record.replay_of.run_id} from #${record.replay_of.seq} ${record.replay_of.step}`)
   if (record.parent) lines.push(t`  child of ${record.parent.run_id} step ${record.parent.step} (#${record.parent.seq})${itemLabel(record.parent)}`)
+  const now = record.status === 'running' ? record.current_step : undefined
+  if (now) lines.push(t`  ${status === 'running' ? 'running' : 'was running'} step ${now.step} (#${now.seq}) since ${now.since} on ${workerLabel(now.worker)}`)
   if (record.status_reason) lines.push(t`  reason: ${record.status_reason}`)
   if (record.error) lines.push(t`  error: [${record.error.code}] ${record.error.message}${record.error.trace_id ? ` (trace ${record.error.trace_id})` : ''}`)
   if (record.pending) {
@@ -180,7 +191,8 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   }
   lines.push('', 'timeline:')
   const rows: Array<{at: string; text: string}> = []
-  for (const e of events)
+  // A step's start is shown by the running line above and its snapshot's line below, not once more.
+  for (const e of events.filter((e) => e.event !== 'step_started'))
     rows.push({
       at: e.at,
       text: t`${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`,

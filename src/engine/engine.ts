@@ -7,6 +7,7 @@
  */
 import {PipeError} from '../errors.js'
 import {openTracing, type RunSession} from '../telemetry/tracing.js'
+import {waitsBefore} from './waits.js'
 import {registry as defaultRegistry} from '../steps/registry.js'
 import type {ChildResult, ChildRuns, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
@@ -225,7 +226,8 @@ export class Engine {
         const before = await store.readRun(runId)
         this.keeper.hold(runId, before)
         const redriven = event === 'resumed' && isRedrivable(before.status)
-        const opened = (await openTracing()).session({
+        const tracing = await openTracing()
+        const opened = tracing.session({
           run_id: runId,
           pipeline: before.pipeline.name,
           event: redriven ? 'redriven' : event,
@@ -233,6 +235,11 @@ export class Engine {
           ...(before.parent ? {parent: before.parent} : {}),
         })
         session = opened
+        if (opened.context) {
+          // The time before this session, queued or waiting for a person, beside it in the run's trace.
+          const queued = ((await store.holding?.(runId))?.detached_queue ?? null) !== null
+          for (const wait of waitsBefore(await store.readEvents(runId), this.now(), queued)) tracing.interval(before.trace ?? opened.context, wait)
+        }
         // A run first driven without a collector keeps the trace this session starts.
         const keepTrace = (r: RunRecord): void => {
           if (opened.context && !r.trace) r.trace = opened.context

@@ -9,6 +9,7 @@ import type {RunStore} from '../store/types.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import {PipeError} from '../errors.js'
 import {selfIdentity} from '../util/lock.js'
+import {processName} from '../util/process-name.js'
 import {newTraceId} from '../util/trace.js'
 import type {ProgressEvent} from './engine-types.js'
 import {assertTransition, isFinal} from './lifecycle.js'
@@ -71,6 +72,25 @@ export class RunKeeper {
     const record = await this.store.appendEvent(runId, event)
     this.held.set(runId, record)
     return record
+  }
+
+  /**
+   * The step the run is in now, with its step_started line, recorded before the step acts: a reader
+   * (pipe runs show, the view) sees what runs, since when and where, and UPDATED moves at every step.
+   */
+  async stepStarted(runId: string, step: string, seq: number): Promise<void> {
+    const at = this.now().toISOString()
+    const {pid, host} = selfIdentity()
+    const name = processName()
+    const record = await this.store.updateRun(
+      runId,
+      (r) => {
+        r.current_step = {step, seq, since: at, worker: {host, pid, ...(name ? {name} : {})}}
+        r.updated_at = at
+      },
+      {at, event: 'step_started', step, seq},
+    )
+    this.held.set(runId, record)
   }
 
   /** Keeps the run's artifacts written as it goes (its pipeline, or its parent's, says artifacts: true). */
@@ -144,6 +164,8 @@ export class RunKeeper {
         if (r.status !== to) assertTransition(r.run_id, r.status, to, event === 'redriven')
         r.status = to
         r.updated_at = at
+        // Whatever step it was in has ended, or is started again with its own line.
+        delete r.current_step
         if (isFinal(to)) r.ended_at = at
         else delete r.ended_at
         if (to === 'running') {

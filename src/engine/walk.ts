@@ -152,7 +152,6 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
       return stop({status: 'failed', reason, step: step.id, error: {code: 'E_LOOP_LIMIT', message: reason, step: step.id, hint}})
     }
 
-    const record = env.keeper.record(runId)
     const handler = handlerOf(env.registry, step)
     const started = env.now()
     const seq = cursor.seq
@@ -160,6 +159,8 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
     let executed: Executed
     // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
     env.deps.replies?.take(runId, step.id)
+    await env.keeper.stepStarted(runId, step.id, seq)
+    const record = env.keeper.record(runId)
     try {
       executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs}, cancel)
     } catch (error) {

@@ -67,6 +67,8 @@ export interface ReplyTransportOptions {
   cassette?: Cassette
   cache?: {store: ReplyStore; reuse: boolean}
   log: ReplyLog
+  /** The pipeline's provider.name: whose models answer, for traces, when the endpoint's host does not say. */
+  providerName?: string
 }
 
 /**
@@ -86,7 +88,7 @@ export class ReplyTransport implements ChatTransport {
   async complete(request: ChatRequest, call: ChatCall): Promise<ChatReply> {
     // Every model request passes here, whichever step kind asks: a request over budget is never sent.
     await call.budget?.check(request)
-    const span = tracing().modelCall(call, request, this.endpointHost)
+    const span = tracing().modelCall(call, request, {host: this.endpointHost, provider: this.options.providerName})
     try {
       const reply = await this.reply(request, call)
       call.budget?.spent(reply)

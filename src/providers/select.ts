@@ -140,6 +140,7 @@ export function planProvider(
       const transport = new ReplyTransport({
         live,
         log: replies,
+        ...(settings?.name ? {providerName: settings.name} : {}),
         ...(cassette ? {cassette} : {}),
         ...(sources.replyCache ? {cache: {store: sources.replyCache, reuse: sources.cache === 'reuse'}} : {}),
       })

@@ -24,6 +24,8 @@ export interface RunSummary {
   children?: RunSummary[]
   /** On a shared store, for a running run: the worker holding it (its --name, else host:pid). */
   worker?: string
+  /** For a run recorded as running: the step it is in (or was in, when interrupted), and since when. */
+  current_step?: {step: string; seq: number; since: string}
 }
 
 /** A run recorded as running whose owning process is gone was interrupted (a crash, a kill -9). */
@@ -46,6 +48,9 @@ export async function summarizeRun(store: RunStore, record: RunRecord): Promise<
     updated_at: record.updated_at,
     ...(record.status_reason ? {reason: record.status_reason} : {}),
     ...(record.parent ? {parent: record.parent} : {}),
+    ...(record.status === 'running' && record.current_step
+      ? {current_step: {step: record.current_step.step, seq: record.current_step.seq, since: record.current_step.since}}
+      : {}),
   }
 }
 

@@ -75,6 +75,8 @@ export interface Holding {
   /** The holder whose lease has not run out, or null. */
   worker: {host: string; pid: number; name?: string} | null
   lease_until: string | null
+  /** The last holder, when its lease ran out without its letting go (killed, frozen): it holds the run no more, and a worker takes it over. */
+  expired?: {worker: {host: string; pid: number; name?: string}; lease_until: string}
   /** How many times the run has been taken; a holder whose epoch moved on cannot commit. */
   epoch: number
   /** The queue the run waits in now, or null (not queued). */

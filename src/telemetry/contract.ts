@@ -29,6 +29,20 @@ export interface ModelCallSpan {
   fail(error: unknown): void
 }
 
+/** Whom a model request goes to: the endpoint's host[:port] (null: recorded replies only), and the pipeline's provider.name. */
+export interface ModelEndpoint {
+  host: string | null
+  provider?: string | undefined
+}
+
+/** A time a run spent waiting, for Tracing.interval. */
+export interface Interval {
+  name: string
+  start: Date
+  end: Date
+  attributes: Record<string, string | number | boolean>
+}
+
 /** A tool call as the agent's timeline line reports it (tool_call_result). */
 export interface ToolCallEnded {
   call_id?: string
@@ -41,8 +55,21 @@ export interface ToolCallEnded {
 
 export interface Tracing {
   readonly enabled: boolean
-  /** `continues`: the run's record's trace; `parent`: the step of another run that started this one (a child run). */
-  session(run: {run_id?: string; pipeline: string; event: string; continues?: TraceContext; parent?: {run_id: string; step: string}}): RunSession
+  /**
+   * `continues`: the run's record's trace; `parent`: the step of another run that started this one (a
+   * child run). The event `enqueued` is pipe run --detach putting the run on `queue`: its span is
+   * the enqueue, not a drive of the run, and the run keeps its context as the trace's root.
+   */
+  session(run: {
+    run_id?: string
+    pipeline: string
+    event: string
+    queue?: string
+    continues?: TraceContext
+    parent?: {run_id: string; step: string}
+  }): RunSession
+  /** A time the run spent not driven (queued, waiting for a person), already over: a span from `start` to `end` under `under`. */
+  interval(under: TraceContext, span: Interval): void
   /** An attempt of a step starts; the span stays open until the step's snapshot is recorded (stepEnded) or the attempt is retried (attemptFailed). */
   attemptStarted(runId: string, step: {id: string; kind: string}, seq: number, attempt: number): void
   /** The attempt failed and the step is tried again: its span ends with the error. */
@@ -52,13 +79,15 @@ export interface Tracing {
   /** A tool call of an agent step ended (the timeline's tool_call_result). */
   toolCall(runId: string, stepId: string, call: ToolCallEnded): void
   /** A model request starts, for the step (and run) that asks. */
-  modelCall(call: {run?: string; step: string}, request: {model: string; temperature?: number; max_tokens?: number}, host: string | null): ModelCallSpan
+  modelCall(call: {run?: string; step: string}, request: {model: string; temperature?: number; max_tokens?: number}, endpoint: ModelEndpoint): ModelCallSpan
 }
 
 /** Where spans go, read from the standard OpenTelemetry variables; null when traces are off. */
 export interface ExportSettings {
   /** The OTLP/HTTP traces URL (…/v1/traces). */
   url: string
+  /** How the spans are encoded (OTEL_EXPORTER_OTLP_PROTOCOL): OTLP's protobuf or its JSON. */
+  protocol: 'http/protobuf' | 'http/json'
   /** How long the spans of a run may take to be sent when it ends, and one export request at most. */
   timeoutMs: number
   serviceName: string

@@ -1,14 +1,16 @@
 /**
  * The tracing of tracing.ts on OpenTelemetry's light path: sdk-trace-base's provider with a batch
- * processor and the OTLP/HTTP (JSON) exporter, imported here only when a collector is configured
+ * processor and the OTLP/HTTP exporter (protobuf or JSON, as OTEL_EXPORTER_OTLP_PROTOCOL says), imported here only when a collector is configured
  * (the build vendors each package as a file of its own, loaded by these import() calls). No global
  * provider or context manager is registered: each span names its parent explicitly, so pipe's spans
  * never mix with what a host process traces.
  *
- * Names and attributes follow OpenTelemetry's GenAI semantic conventions where they apply: a run is
- * `invoke_workflow`, a step that held a conversation with tools (an agent) `invoke_agent`, a model request `chat` (gen_ai.request.model,
- * gen_ai.usage.input_tokens, ...), a tool call `execute_tool` (gen_ai.tool.name, ...); pipe's own
- * attributes are under `pipe.`. No prompt, reply, argument or result is recorded: a span carries
+ * Names and attributes follow OpenTelemetry's GenAI semantic conventions where they apply, by the
+ * names of conventions.ts: a run is `invoke_workflow`, a step that held a conversation with tools (an
+ * agent) `invoke_agent`, a model request `chat` (gen_ai.request.model, gen_ai.usage.input_tokens,
+ * ...), a tool call `execute_tool` (gen_ai.tool.name, ...); pipe's own attributes are under `pipe.`.
+ * Token usage is on the model calls' spans only: a backend that sums gen_ai.usage.* over a trace
+ * counts each token once (a step span says how many calls it made, and what they cost). No prompt, reply, argument or result is recorded: a span carries
  * ids, names, counts and verdicts, as the timeline does.
  */
 import type {Attributes, Context, Span, SpanStatusCode as StatusCodes, Tracer} from '@opentelemetry/api'
@@ -16,8 +18,9 @@ import type {BasicTracerProvider, ReadableSpan, SpanExporter} from '@opentelemet
 import type {Agent} from 'node:http'
 import {isPipeError} from '../errors.js'
 import type {Snapshot} from '../types/snapshot.js'
-import type {ExportSettings, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
+import type {ExportSettings, Interval, ModelCallSpan, ModelEndpoint, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
 import {warnTracing} from './contract.js'
+import {ATTR, OPERATION, providerName} from './conventions.js'
 import {redactSpans} from './redact-spans.js'
 
 type Api = typeof import('@opentelemetry/api')
@@ -80,6 +83,13 @@ class Connections {
   }
 }
 
+/** server.address and server.port of an endpoint's host[:port]. */
+function serverOf(host: string | null): Attributes {
+  if (!host) return {}
+  const port = /:(\d+)$/.exec(host)?.[1]
+  return {[ATTR.serverAddress]: host.replace(/:\d+$/, '').replace(/^\[|\]$/g, ''), ...(port ? {[ATTR.serverPort]: Number(port)} : {})}
+}
+
 const key = (runId: string, stepId: string): string => `${runId}\u0000${stepId}`
 
 function errorType(error: unknown): string {
@@ -107,7 +117,8 @@ export class OtlpTracing implements Tracing {
     const [api, sdk, otlp, resources] = await Promise.all([
       import('@opentelemetry/api'),
       import('@opentelemetry/sdk-trace-base'),
-      import('@opentelemetry/exporter-trace-otlp-http'),
+      // Only the encoding asked for is loaded: the two exporters differ in it alone.
+      settings.protocol === 'http/protobuf' ? import('@opentelemetry/exporter-trace-otlp-proto') : import('@opentelemetry/exporter-trace-otlp-http'),
       import('@opentelemetry/resources'),
     ])
     const connections = new Connections()
@@ -115,13 +126,20 @@ export class OtlpTracing implements Tracing {
       new otlp.OTLPTraceExporter({url: settings.url, timeoutMillis: settings.timeoutMs, httpAgentOptions: (protocol) => connections.agent(protocol)}),
     )
     const provider = new sdk.BasicTracerProvider({
-      resource: resources.defaultResource().merge(resources.resourceFromAttributes({...settings.resource, 'service.name': settings.serviceName})),
+      resource: resources.defaultResource().merge(resources.resourceFromAttributes({...settings.resource, [ATTR.serviceName]: settings.serviceName})),
       spanProcessors: [new sdk.BatchSpanProcessor(exporter, {exportTimeoutMillis: settings.timeoutMs})],
     })
     return new OtlpTracing(api, provider.getTracer('pipe'), provider, exporter, settings, connections)
   }
 
-  session(run: {run_id?: string; pipeline: string; event: string; continues?: TraceContext; parent?: {run_id: string; step: string}}): RunSession {
+  session(run: {
+    run_id?: string
+    pipeline: string
+    event: string
+    queue?: string
+    continues?: TraceContext
+    parent?: {run_id: string; step: string}
+  }): RunSession {
     const {api} = this
     // A child run started by a step of this process nests under that step; any other run continues the trace its record keeps.
     const under = run.parent ? this.steps.get(key(run.parent.run_id, run.parent.step)) : undefined
@@ -134,14 +152,20 @@ export class OtlpTracing implements Tracing {
         traceFlags: api.TraceFlags.SAMPLED,
         isRemote: true,
       })
+    // Putting a run on a queue (pipe run --detach) drives nothing: a producer's span, not a workflow's invocation.
+    const enqueue = run.event === 'enqueued'
     const attributes: Attributes = {
-      'gen_ai.operation.name': 'invoke_workflow',
-      'gen_ai.workflow.name': run.pipeline,
+      ...(enqueue ? {} : {[ATTR.operation]: OPERATION.invokeWorkflow, [ATTR.workflow]: run.pipeline}),
       'pipe.pipeline': run.pipeline,
       'pipe.session': run.event,
+      ...(run.queue !== undefined ? {'pipe.queue': run.queue} : {}),
       ...(run.parent ? {'pipe.parent_run_id': run.parent.run_id, 'pipe.parent_step': run.parent.step} : {}),
     }
-    const span = this.tracer.startSpan(`invoke_workflow ${run.pipeline}`, {kind: api.SpanKind.INTERNAL, attributes}, parent)
+    const span = this.tracer.startSpan(
+      `${enqueue ? 'enqueue' : 'invoke_workflow'} ${run.pipeline}`,
+      {kind: enqueue ? api.SpanKind.PRODUCER : api.SpanKind.INTERNAL, attributes},
+      parent,
+    )
     const own = span.spanContext()
     let runId: string | undefined
     const identify = (id: string): void => {
@@ -167,7 +191,7 @@ export class OtlpTracing implements Tracing {
         if ('thrown' in end) {
           span.setAttributes({
             'pipe.outcome': 'error',
-            'error.type': errorType(end.thrown),
+            [ATTR.errorType]: errorType(end.thrown),
             ...(isPipeError(end.thrown) ? {'pipe.error_code': end.thrown.code} : {}),
           })
           span.setStatus({code: this.code('ERROR'), message: end.thrown instanceof Error ? end.thrown.message : String(end.thrown)})
@@ -175,7 +199,7 @@ export class OtlpTracing implements Tracing {
           span.setAttributes({
             'pipe.outcome': end.status,
             'pipe.status': end.status,
-            ...(end.error ? {'error.type': end.error.code, 'pipe.error_code': end.error.code} : {}),
+            ...(end.error ? {[ATTR.errorType]: end.error.code, 'pipe.error_code': end.error.code} : {}),
           })
           if (end.status === 'failed' || end.status === 'blocked')
             span.setStatus({code: this.code('ERROR'), message: end.error?.message ?? end.reason ?? end.status})
@@ -185,6 +209,18 @@ export class OtlpTracing implements Tracing {
         if (!run.parent) await this.flush()
       },
     }
+  }
+
+  interval(under: TraceContext, interval: Interval): void {
+    const {api} = this
+    const parent = api.trace.setSpanContext(api.ROOT_CONTEXT, {
+      traceId: under.trace_id,
+      spanId: under.span_id,
+      traceFlags: api.TraceFlags.SAMPLED,
+      isRemote: true,
+    })
+    const span = this.tracer.startSpan(interval.name, {kind: api.SpanKind.INTERNAL, startTime: interval.start, attributes: interval.attributes}, parent)
+    span.end(interval.end)
   }
 
   attemptStarted(runId: string, step: {id: string; kind: string}, seq: number, attempt: number): void {
@@ -208,7 +244,7 @@ export class OtlpTracing implements Tracing {
     const k = key(runId, stepId)
     const span = this.steps.get(k)
     if (!span) return
-    span.setAttributes({'pipe.outcome': 'retried', 'error.type': error.code, 'pipe.error_code': error.code})
+    span.setAttributes({'pipe.outcome': 'retried', [ATTR.errorType]: error.code, 'pipe.error_code': error.code})
     span.setStatus({code: this.code('ERROR'), message: error.message})
     span.end()
     this.steps.delete(k)
@@ -234,12 +270,9 @@ export class OtlpTracing implements Tracing {
       ...(decision?.next_step ? {'pipe.next_step': decision.next_step} : {}),
       ...(decision?.run_status ? {'pipe.run_status': decision.run_status} : {}),
       ...(snapshot.spec_version_out ? {'pipe.spec_version_out': snapshot.spec_version_out} : {}),
-      ...(snapshot.meta.llm_model
-        ? {'gen_ai.request.model': snapshot.meta.llm_model, 'gen_ai.provider.name': snapshot.meta.provider === 'offline' ? 'pipe.offline' : 'openai'}
-        : {}),
-      ...(usage
-        ? {'gen_ai.usage.input_tokens': usage.prompt_tokens, 'gen_ai.usage.output_tokens': usage.completion_tokens, 'pipe.model_calls': usage.calls}
-        : {}),
+      ...(snapshot.meta.llm_model ? {[ATTR.requestModel]: snapshot.meta.llm_model} : {}),
+      // The tokens are on the model calls' own spans: repeated here, a backend summing a trace would count them twice.
+      ...(usage ? {'pipe.model_calls': usage.calls} : {}),
       ...(usage?.cost !== undefined ? {'pipe.cost': usage.cost, 'pipe.cost_currency': usage.currency ?? 'USD'} : {}),
       ...(calls.length > 0
         ? {'pipe.reply_sources': [...new Set(calls.map((c) => c.source))].sort(), 'pipe.cache_hit': calls.every((c) => c.source !== 'live')}
@@ -250,13 +283,13 @@ export class OtlpTracing implements Tracing {
     const error = snapshot.errors.at(-1)
     if (decision?.decision === 'error' || failedRun) {
       const type = error?.code ?? decision?.decision ?? 'error'
-      Object.assign(attributes, {'error.type': type, 'pipe.error_code': type, ...(error ? {'pipe.error_trace_id': error.trace_id} : {})})
+      Object.assign(attributes, {[ATTR.errorType]: type, 'pipe.error_code': type, ...(error ? {'pipe.error_trace_id': error.trace_id} : {})})
       span.setStatus({code: this.code('ERROR'), message: error?.message ?? decision?.reason ?? type})
     }
     if (snapshot.tool_calls) {
       // A step that held a conversation with tools is an agent's invocation.
       span.updateName(`invoke_agent ${stepId}`)
-      Object.assign(attributes, {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': stepId})
+      Object.assign(attributes, {[ATTR.operation]: OPERATION.invokeAgent, [ATTR.agent]: stepId})
     }
     span.setAttributes(attributes)
     span.end()
@@ -275,10 +308,10 @@ export class OtlpTracing implements Tracing {
         kind: api.SpanKind.INTERNAL,
         startTime: end - (call.duration_ms ?? 0),
         attributes: {
-          'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': name,
-          'gen_ai.tool.type': 'function',
-          ...(call.call_id ? {'gen_ai.tool.call.id': call.call_id} : {}),
+          [ATTR.operation]: OPERATION.executeTool,
+          [ATTR.toolName]: name,
+          [ATTR.toolType]: 'function',
+          ...(call.call_id ? {[ATTR.toolCallId]: call.call_id} : {}),
           'pipe.run_id': runId,
           'pipe.step': stepId,
           ...(call.level ? {'pipe.tool.level': call.level} : {}),
@@ -291,13 +324,13 @@ export class OtlpTracing implements Tracing {
     if (call.ok === false) {
       const type =
         call.decision && call.decision !== 'auto' && call.decision !== 'preapproved' && call.decision !== 'confirmed' ? `tool_${call.decision}` : 'tool_error'
-      span.setAttribute('error.type', type)
+      span.setAttribute(ATTR.errorType, type)
       span.setStatus({code: this.code('ERROR')})
     }
     span.end(end)
   }
 
-  modelCall(call: {run?: string; step: string}, request: {model: string; temperature?: number; max_tokens?: number}, host: string | null): ModelCallSpan {
+  modelCall(call: {run?: string; step: string}, request: {model: string; temperature?: number; max_tokens?: number}, endpoint: ModelEndpoint): ModelCallSpan {
     const {api} = this
     const step = call.run !== undefined ? (this.steps.get(key(call.run, call.step)) ?? this.runs.get(call.run)?.span) : undefined
     const parent = step ? api.trace.setSpan(api.ROOT_CONTEXT, step) : api.ROOT_CONTEXT
@@ -306,12 +339,12 @@ export class OtlpTracing implements Tracing {
       {
         kind: api.SpanKind.CLIENT,
         attributes: {
-          'gen_ai.operation.name': 'chat',
-          'gen_ai.provider.name': 'openai',
-          'gen_ai.request.model': request.model,
-          ...(request.temperature !== undefined ? {'gen_ai.request.temperature': request.temperature} : {}),
-          ...(request.max_tokens !== undefined ? {'gen_ai.request.max_tokens': request.max_tokens} : {}),
-          ...(host ? {'server.address': host.replace(/:\d+$/, '')} : {}),
+          [ATTR.operation]: OPERATION.chat,
+          [ATTR.provider]: providerName(endpoint.provider, endpoint.host),
+          [ATTR.requestModel]: request.model,
+          ...(request.temperature !== undefined ? {[ATTR.temperature]: request.temperature} : {}),
+          ...(request.max_tokens !== undefined ? {[ATTR.maxTokens]: request.max_tokens} : {}),
+          ...serverOf(endpoint.host),
           ...(call.run !== undefined ? {'pipe.run_id': call.run} : {}),
           'pipe.step': call.step,
         },
@@ -321,9 +354,9 @@ export class OtlpTracing implements Tracing {
     return {
       end: (reply) => {
         span.setAttributes({
-          ...(reply.model ? {'gen_ai.response.model': reply.model} : {}),
-          ...(reply.finish_reason ? {'gen_ai.response.finish_reasons': [reply.finish_reason]} : {}),
-          ...(reply.usage ? {'gen_ai.usage.input_tokens': reply.usage.prompt_tokens, 'gen_ai.usage.output_tokens': reply.usage.completion_tokens} : {}),
+          ...(reply.model ? {[ATTR.responseModel]: reply.model} : {}),
+          ...(reply.finish_reason ? {[ATTR.finishReasons]: [reply.finish_reason]} : {}),
+          ...(reply.usage ? {[ATTR.inputTokens]: reply.usage.prompt_tokens, [ATTR.outputTokens]: reply.usage.completion_tokens} : {}),
           'pipe.reply_source': reply.source ?? 'live',
           'pipe.cache_hit': reply.source !== undefined && reply.source !== 'live',
           ...(reply.key ? {'pipe.request_key': reply.key} : {}),
@@ -331,7 +364,7 @@ export class OtlpTracing implements Tracing {
         span.end()
       },
       fail: (error) => {
-        span.setAttributes({'error.type': errorType(error), ...(isPipeError(error) ? {'pipe.error_code': error.code} : {})})
+        span.setAttributes({[ATTR.errorType]: errorType(error), ...(isPipeError(error) ? {'pipe.error_code': error.code} : {})})
         span.setStatus({code: this.code('ERROR'), message: error instanceof Error ? error.message : String(error)})
         span.end()
       },

@@ -11,7 +11,7 @@
  */
 import {warnTracing, type ExportSettings, type ModelCallSpan, type RunSession, type Tracing} from './contract.js'
 
-export type {ExportSettings, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
+export type {ExportSettings, Interval, ModelCallSpan, RunSession, SessionEnd, ToolCallEnded, TraceContext, Tracing} from './contract.js'
 export {warnTracing} from './contract.js'
 
 const NO_SESSION: RunSession = {context: undefined, identify: () => undefined, close: async () => undefined}
@@ -20,6 +20,7 @@ const NO_CALL: ModelCallSpan = {end: () => undefined, fail: () => undefined}
 export const NO_TRACING: Tracing = {
   enabled: false,
   session: () => NO_SESSION,
+  interval: () => undefined,
   attemptStarted: () => undefined,
   attemptFailed: () => undefined,
   stepEnded: () => undefined,
@@ -53,10 +54,11 @@ export function exportSettings(env: NodeJS.ProcessEnv): ExportSettings | {proble
     return {problem: `${name} is not a URL (${traces ?? base}); for example http://127.0.0.1:4318`}
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return {problem: `${name} must be an http or https URL (OTLP/HTTP), not ${parsed.protocol}`}
-  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? '').trim()
-  if (protocol !== '' && protocol !== 'http/json')
+  // The signal's own variable wins, as in the SDKs; unset, JSON, which every OTLP/HTTP receiver takes.
+  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() || env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim() || 'http/json').toLowerCase()
+  if (protocol !== 'http/json' && protocol !== 'http/protobuf')
     return {
-      problem: `pipe sends traces as OTLP/HTTP JSON (http/json), not ${protocol}; unset OTEL_EXPORTER_OTLP_PROTOCOL or set it to http/json (an OpenTelemetry Collector's OTLP/HTTP receiver takes both)`,
+      problem: `pipe sends traces over OTLP/HTTP, as http/protobuf or http/json, not ${protocol}; set OTEL_EXPORTER_OTLP_PROTOCOL to http/protobuf or http/json and point the endpoint at the collector's OTLP/HTTP port (4318), not its gRPC one`,
     }
   const resource: Record<string, string> = {}
   for (const pair of (env.OTEL_RESOURCE_ATTRIBUTES ?? '').split(',')) {
@@ -71,6 +73,7 @@ export function exportSettings(env: NodeJS.ProcessEnv): ExportSettings | {proble
   const serviceName = env.OTEL_SERVICE_NAME?.trim() || resource['service.name'] || 'pipe'
   return {
     url,
+    protocol,
     timeoutMs: positive(env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT) ?? positive(env.OTEL_EXPORTER_OTLP_TIMEOUT) ?? DEFAULT_FLUSH_TIMEOUT_MS,
     serviceName,
     resource,

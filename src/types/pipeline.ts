@@ -1048,6 +1048,10 @@ export interface OutputDeclaration {
  */
 export interface ProviderSettings {
   kind?: 'auto' | 'offline' | 'openai'
+  /**
+   * Whose models answer at the endpoint, as traces name it (gen_ai.provider.name: openai, anthropic, ollama, ...), when the endpoint's host does not tell (a proxy, a local address). Unset: named from the host, else _OTHER.
+   */
+  name?: string
   model?: string
   temperature?: number
   max_tokens?: number

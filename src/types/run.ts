@@ -306,6 +306,25 @@ export interface RunRecord {
     host: string
   }
   /**
+   * The step a running run is in now, recorded (with its step_started timeline line) before the step acts, and removed by the run's next status change: which step, since when, in which process. A run recorded as running whose process is gone was interrupted at this step.
+   */
+  current_step?: {
+    step: string
+    /**
+     * The seq its snapshot will have.
+     */
+    seq: number
+    since: string
+    /**
+     * The process driving the step: its host and pid, and a worker's --name.
+     */
+    worker: {
+      host: string
+      pid: number
+      name?: string
+    }
+  }
+  /**
    * The process that runs or last ran the run, to tell a live run from an interrupted one.
    */
   owner: {

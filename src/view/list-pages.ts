@@ -2,6 +2,7 @@
 import type {StatsReport} from '../app/stats.js'
 import type {RunSummary} from '../store/queries.js'
 import {escapeText, html, safeHref, trusted, type Html} from './html.js'
+import {STEP_NOW_UPDATE, stepNow} from './live.js'
 import {childTable, statusBadge} from './run-page.js'
 
 export const RUN_STATUSES = ['running', 'awaiting_input', 'blocked', 'interrupted', 'succeeded', 'failed', 'cancelled'] as const
@@ -43,7 +44,7 @@ export function runsBody(
           <td>
             <a href="/runs/${encodeURIComponent(r.run_id)}"><code>${r.run_id}</code></a>
           </td>
-          <td class="status">${statusBadge(r.status)}</td>
+          <td class="status">${statusBadge(r.status)}${stepNow(r)}</td>
           <td><code>${r.pipeline}</code></td>
           <td><code>${r.feature_id}</code></td>
           <td><code>${r.spec_version ?? '-'}</code></td>
@@ -141,6 +142,7 @@ export const LIVE_SCRIPT = `
             badge.textContent = r.status.replace('_', ' ');
           }
         }
+        ${STEP_NOW_UPDATE}
       }
     } catch (e) { stopped(); }
   }

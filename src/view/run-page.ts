@@ -12,6 +12,7 @@ import {html, jsonBlock, type Html} from './html.js'
 import {duration, runLink, statusBadge, type RunPageOptions} from './parts.js'
 import type {RunView, StepView} from './run-data.js'
 import {evidence, ledger, specs, timeline} from './run-records.js'
+import {livePanels, RUN_LIVE_SCRIPT} from './live.js'
 
 export {statusBadge, type RunPageOptions} from './parts.js'
 function header(view: RunView, options: RunPageOptions): Html {
@@ -282,32 +283,11 @@ export const RUN_SCRIPT = `
   }
   addEventListener('hashchange', reveal);
   reveal();
-  // Served (not exported): the page says when the run moves on — resumed, answered, ended — and
-  // leaves the reload to the reader, whose open sections a reload would close.
-  const here = document.getElementById('run-live');
-  if (!here) return;
-  const moved = document.getElementById('moved');
-  async function poll() {
-    try {
-      const response = await fetch('/api/runs/' + encodeURIComponent(here.getAttribute('data-run')) + '/head', {headers: {accept: 'application/json'}});
-      if (!response.ok) return;
-      const head = await response.json();
-      if (head.status === here.getAttribute('data-status') && head.updated_at === here.getAttribute('data-updated')) return;
-      moved.querySelector('.now').textContent = head.status.replace('_', ' ') + ' (updated ' + head.updated_at + ')';
-      moved.hidden = false;
-    } catch (e) { /* the server stopped: the page stays as it was read */ }
-  }
-  setInterval(poll, 2000);
 })();
-`
+${RUN_LIVE_SCRIPT}`
 
 export function runBody(view: RunView, options: RunPageOptions = {}): Html {
-  const live = options.standalone
-    ? html``
-    : html`<div id="run-live" hidden data-run="${view.record.run_id}" data-status="${view.status}" data-updated="${view.record.updated_at}"></div>
-        <div class="panel wait" id="moved" hidden>
-          <strong>This run has moved on since the page was read:</strong> now <span class="now"></span>. <a href="">Reload</a> to see it.
-        </div>`
+  const live = options.standalone ? html`` : livePanels(view.record, view.status)
   return html`${live}${header(view, options)} ${auditPanel(view)} ${waitsPanel(view)}
     <h2>Graph</h2>
     ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}

@@ -11,12 +11,13 @@ import {hostname, networkInterfaces} from 'node:os'
 import {collectStats} from '../app/stats.js'
 import {PipeError} from '../errors.js'
 import {ID_PATTERNS} from '../store/file/ids.js'
-import {effectiveStatus, listRuns, type RunSummary} from '../store/queries.js'
+import {listRuns, type RunSummary} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
 import {redact} from '../util/redact.js'
 import {html, type Html} from './html.js'
 import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
+import {liveState} from './live.js'
 import {loadRunView} from './run-data.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
 import {specChanges, specDiff} from './run-records.js'
@@ -173,16 +174,9 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
     const view = await loadRunView(store, parts[1]!, commands)
     return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head, {text: RUN_SCRIPT, live: true})
   }
-  if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && parts[3] === 'head' && ID_PATTERNS.run.test(parts[2]!)) {
-    // What a run page polls: the least that changes when the run moves on.
-    const record = await store.readRun(parts[2]!)
-    return send(
-      res,
-      200,
-      'application/json; charset=utf-8',
-      `${JSON.stringify({run_id: record.run_id, status: await effectiveStatus(store, record), updated_at: record.updated_at})}\n`,
-      head,
-    )
+  if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && (parts[3] === 'state' || parts[3] === 'head') && ID_PATTERNS.run.test(parts[2]!)) {
+    // What a run page polls: the least that changes when the run moves on (head: the older name of it).
+    return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(await liveState(store, parts[2]!))}\n`, head)
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 3 && ID_PATTERNS.run.test(parts[2]!)) {
     const view = await loadRunView(store, parts[2]!, commands)

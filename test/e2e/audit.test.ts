@@ -152,7 +152,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     })
     it('an edited status, re-sealed', async () => {
       await editRun((r) => (r.status = 'failed'), true)
-      await caught(/run\.json {2}\(state\) {2}R-\S+: the run record is not the state its timeline line 3 recorded/)
+      await caught(/run\.json {2}\(state\) {2}R-\S+: the run record is not the state its timeline line \d+ recorded/)
     })
     it('an edited owner, re-sealed', async () => {
       await editRun((r) => (r.owner = {...r.owner, user: 'mallory'}), true)
@@ -167,10 +167,12 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
       const record = await readJson<RunRecord>(runJson())
       const {runStateHash} = await import('../../src/store/trail/integrity.js')
       const lines = await readLines(events())
-      lines[2] = {...lines[2]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
-      const chained = rechain(lines, 2)
+      // The last line binds the record's state (each step's start is a line too).
+      const last = lines.length - 1
+      lines[last] = {...lines[last]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
+      const chained = rechain(lines, last)
       await writeLines(events(), chained)
-      record.head = {...record.head!, event_hash: chained[2]!.hash}
+      record.head = {...record.head!, event_hash: chained[last]!.hash}
       await writeJson(runJson(), sealRecord(record))
       await caught(/run\.json {2}\(created\) {2}R-\S+: what the run was created with .* differs from the run index/)
     })
@@ -200,8 +202,8 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     })
     it('reordered lines, re-chained', async () => {
       const lines = await readLines(events())
-      await writeLines(events(), rechain([lines[1]!, lines[0]!, lines[2]!]))
-      await caught(/events\.jsonl {2}line 3 {2}R-\S+: is not the line the run record's head names/)
+      await writeLines(events(), rechain([lines[1]!, lines[0]!, ...lines.slice(2)]))
+      await caught(new RegExp(`events\\.jsonl {2}line ${lines.length} {2}R-\\S+: is not the line the run record's head names`))
     })
     it('a deleted line', async () => {
       const lines = await readLines(events())
@@ -211,13 +213,15 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     it('a deleted last line', async () => {
       const lines = await readLines(events())
       await writeLines(events(), lines.slice(0, -1))
-      await caught(/events\.jsonl {2}line 3 {2}R-\S+: the timeline has 2 line\(s\), the run record's head names 3/)
+      const n = lines.length
+      await caught(new RegExp(`events\\.jsonl {2}line ${n} {2}R-\\S+: the timeline has ${n - 1} line\\(s\\), the run record's head names ${n}`))
     })
     it('the last line rewritten and re-sealed', async () => {
       const lines = await readLines(events())
-      lines[2] = sealLine({...lines[2]!, reason: 'all fine'}, lines[2]!.prev)
+      const last = lines.length - 1
+      lines[last] = sealLine({...lines[last]!, reason: 'all fine'}, lines[last]!.prev)
       await writeLines(events(), lines)
-      await caught(/events\.jsonl {2}line 3 {2}R-\S+: is not the line the run record's head names/)
+      await caught(new RegExp(`events\\.jsonl {2}line ${lines.length} {2}R-\\S+: is not the line the run record's head names`))
     })
     it('a deleted timeline', async () => {
       await rm(events())
@@ -400,10 +404,11 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     const record = await readJson<RunRecord>(runJson())
     const {runStateHash} = await import('../../src/store/trail/integrity.js')
     const lines = await readLines(events())
-    lines[2] = {...lines[2]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
-    const chained = rechain(lines, 2)
+    const last = lines.length - 1
+    lines[last] = {...lines[last]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
+    const chained = rechain(lines, last)
     await writeLines(events(), chained)
-    record.head = {...record.head!, event_hash: chained[2]!.hash}
+    record.head = {...record.head!, event_hash: chained[last]!.hash}
     await writeJson(runJson(), sealRecord(record))
     const after = await verify(work)
     expect(after.code, after.stdout).to.equal(0)

@@ -131,8 +131,9 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     const listed = json<{runs: Array<{run_id: string; status: string; worker?: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir}))
     expect(listed.runs.map((r) => [r.run_id, r.status, r.worker])).to.deep.equal([[runId, 'running', 'builder-1']])
     const table = (await pipe(['runs', 'list', '--store', url], {cwd: dir})).stdout.split('\n')
-    expect(table[0]).to.match(/^RUN .* UPDATED +WORKER$/)
-    expect(table[1]).to.match(new RegExp(`^${runId} +running .* builder-1$`))
+    // And the step it is in, recorded before the step acted.
+    expect(table[0]).to.match(/^RUN .* UPDATED +STEP +WORKER$/)
+    expect(table[1]).to.match(new RegExp(`^${runId} +running .* first \\(#1\\) +builder-1$`))
 
     await writeFile(path.join(pauseDir, 'go'), '')
     await until('the run has ended', async () => !(await queued(runId)))

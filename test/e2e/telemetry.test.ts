@@ -178,23 +178,26 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect(draft.attributes).to.include({
       'pipe.kind': 'model',
       'gen_ai.request.model': 'gpt-4o-mini',
-      'gen_ai.usage.input_tokens': 400,
-      'gen_ai.usage.output_tokens': 100,
+      'pipe.model_calls': 1,
       'pipe.cost': 0.35,
       'pipe.cost_currency': 'EUR',
       'pipe.cache_hit': false,
     })
+    // The tokens are the model call's: on the step too, a backend summing the trace would count them twice.
+    expect(draft.attributes).to.not.have.any.keys('gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens')
     const chat = one(first, 'chat gpt-4o-mini')
     expect(chat.parentSpanId, 'the model call is under its step').to.equal(draft.spanId)
     expect(chat.kind, 'CLIENT').to.equal(3)
     expect(chat.attributes).to.include({
       'gen_ai.operation.name': 'chat',
-      'gen_ai.provider.name': 'openai',
+      // A local address names no provider, and the pipeline names none: the conventions' value for one outside their list.
+      'gen_ai.provider.name': '_OTHER',
       'gen_ai.request.model': 'gpt-4o-mini',
       'gen_ai.usage.input_tokens': 400,
       'gen_ai.usage.output_tokens': 100,
       'pipe.reply_source': 'live',
       'server.address': '127.0.0.1',
+      'server.port': Number(new URL(server.url).port),
     })
     expect(chat.attributes['gen_ai.response.finish_reasons']).to.deep.equal(['stop'])
     const check = one(first, 'step check')
@@ -212,6 +215,45 @@ describe('OpenTelemetry traces (a real OTLP/HTTP receiver on 127.0.0.1)', functi
     expect(session.attributes).to.include({'pipe.run_id': runId, 'pipe.session': 'resumed', 'pipe.outcome': 'succeeded'})
     expect(one(later, 'step done').parentSpanId).to.equal(session.spanId)
     expect((await record(runId)).trace).to.deep.equal({trace_id: started.traceId, span_id: started.spanId})
+  })
+
+  it("http/protobuf: tokens summed over the trace are the run's, once; the provider named by the pipeline; the wait for a review a span of its own", async () => {
+    receiver = await OtlpReceiver.start()
+    server = await ModelServer.start()
+    // A reply the schema refuses, then its repair: two model calls in one step.
+    server.script(
+      'draft',
+      {content: JSON.stringify({items: 'not a list'}), usage: {prompt_tokens: 300, completion_tokens: 50}},
+      {content: JSON.stringify({items: ['CSV export']}), usage: {prompt_tokens: 400, completion_tokens: 100}},
+    )
+    await writeFile(path.join(dir, 'named.yaml'), MODEL_STEP.replace('name: notes\nprovider: {', 'name: notes\nprovider: {name: ollama, '))
+    const otel = {OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf'}
+    const paused = await cli(['run', 'named.yaml', '--json'], otel)
+    expect(paused.code, paused.stderr).to.equal(10)
+    const {run_id: runId} = json<RunJson>(paused)
+    const resumed = await cli(['resume', runId, '--decision', 'go', '--json'], otel)
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    const {spans} = receiver
+    expect(new Set(spans.map((s) => s.encoding)), 'every span came as protobuf').to.deep.equal(new Set(['protobuf']))
+    expect(new Set(spans.map((s) => s.traceId)).size, 'one trace').to.equal(1)
+    const chats = spans.filter((s) => s.name === 'chat gpt-4o-mini')
+    expect(chats).to.have.length(2)
+    for (const chat of chats) expect(chat.attributes['gen_ai.provider.name']).to.equal('ollama')
+    // What a backend does: sum the usage attributes over every span of the trace.
+    const sum = (key: string): number => spans.reduce((n, s) => n + (typeof s.attributes[key] === 'number' ? s.attributes[key] : 0), 0)
+    const shown = json<{usage: {prompt_tokens: number; completion_tokens: number; calls: number}}>(await cli(['runs', 'show', runId, '--json']))
+    expect(shown.usage).to.include({prompt_tokens: 700, completion_tokens: 150, calls: 2})
+    expect(sum('gen_ai.usage.input_tokens'), 'input tokens counted once').to.equal(shown.usage.prompt_tokens)
+    expect(sum('gen_ai.usage.output_tokens'), 'output tokens counted once').to.equal(shown.usage.completion_tokens)
+    // The time the run waited for its review, from the pause to the decision, beside the session that resumed it.
+    const root = spans.find((s) => s.name === 'invoke_workflow notes' && s.parentSpanId === undefined)!
+    const wait = one(spans, 'await review')
+    expect(wait.parentSpanId).to.equal(root.spanId)
+    expect(wait.attributes).to.include({'pipe.wait': 'person', 'pipe.awaiting': 'review', 'pipe.step': 'check'})
+    const resumedSession = spans.find((s) => s.name === 'invoke_workflow notes' && s.attributes['pipe.session'] === 'resumed')!
+    expect(wait.start).to.be.at.least(root.start)
+    expect(wait.end).to.be.at.least(wait.start)
+    expect(wait.end).to.be.at.most(resumedSession.end)
   })
 
   it("an agent step's tool calls are execute_tool spans under its invoke_agent span", async () => {

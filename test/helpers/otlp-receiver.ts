@@ -1,13 +1,60 @@
 /**
  * A real OTLP/HTTP traces receiver on 127.0.0.1, as an OpenTelemetry Collector's is: it takes
- * POST /v1/traces in OTLP's JSON encoding, answers 200 with an empty partial success, and keeps
- * every span with its resource, ids and attributes decoded. It records a request before it
- * answers, so once the exporting process has ended its spans are here.
+ * POST /v1/traces in either of OTLP's encodings — JSON, or protobuf (decoded with protobufjs by the
+ * OTLP messages in test/fixtures/otlp/trace.proto, not by the exporter's own code) — answers 200
+ * with an empty partial success, and keeps every span with its resource, ids, times and attributes
+ * decoded. It records a request before it answers, so once the exporting process has ended its
+ * spans are here.
  */
 import {createServer, type Server} from 'node:http'
 import type {AddressInfo, Socket} from 'node:net'
+import path from 'node:path'
+import protobuf from 'protobufjs'
+import {repoRoot} from './cli.js'
 
 type AnyValue = {stringValue?: string; intValue?: string | number; doubleValue?: number; boolValue?: boolean; arrayValue?: {values?: AnyValue[]}}
+
+/** A span as OTLP's JSON encoding has it (the protobuf one is turned into the same shape). */
+interface WireSpan {
+  traceId: string
+  spanId: string
+  parentSpanId?: string
+  name: string
+  kind: number
+  startTimeUnixNano?: string
+  endTimeUnixNano?: string
+  status?: {code?: number; message?: string}
+  attributes?: KeyValue[]
+}
+type WireRequest = {resourceSpans?: Array<{resource?: {attributes?: KeyValue[]}; scopeSpans?: Array<{spans?: WireSpan[]}>}>}
+
+let request: protobuf.Type | undefined
+
+/** A protobuf ExportTraceServiceRequest in the shape of its JSON encoding: ids as hex, 64-bit numbers as strings. */
+function fromProtobuf(bytes: Buffer): WireRequest {
+  request ??= protobuf.loadSync(path.join(repoRoot, 'test', 'fixtures', 'otlp', 'trace.proto')).lookupType('otlp.ExportTraceServiceRequest')
+  const object = request.toObject(request.decode(bytes), {longs: String, bytes: Buffer, defaults: false, oneofs: false}) as Record<string, unknown>
+  const hex = (b: unknown): string => (b instanceof Uint8Array ? Buffer.from(b).toString('hex') : '')
+  type Decoded = Record<string, unknown>
+  return {
+    resourceSpans: ((object.resourceSpans as Decoded[] | undefined) ?? []).map((rs) => ({
+      resource: {attributes: ((rs.resource as Decoded | undefined)?.attributes as KeyValue[] | undefined) ?? []},
+      scopeSpans: ((rs.scopeSpans as Decoded[] | undefined) ?? []).map((ss) => ({
+        spans: ((ss.spans as Decoded[] | undefined) ?? []).map((s) => ({
+          traceId: hex(s.traceId),
+          spanId: hex(s.spanId),
+          parentSpanId: hex(s.parentSpanId),
+          name: s.name as string,
+          kind: (s.kind as number | undefined) ?? 0,
+          startTimeUnixNano: s.startTimeUnixNano as string,
+          endTimeUnixNano: s.endTimeUnixNano as string,
+          status: (s.status as WireSpan['status']) ?? {},
+          attributes: (s.attributes as KeyValue[] | undefined) ?? [],
+        })),
+      })),
+    })),
+  }
+}
 type KeyValue = {key: string; value: AnyValue}
 
 export type AttributeValue = string | number | boolean | AttributeValue[] | null
@@ -19,8 +66,13 @@ export interface ReceivedSpan {
   name: string
   kind: number
   status: {code?: number; message?: string}
+  /** When it started and ended, in ms since the epoch (to the ms). */
+  start: number
+  end: number
   attributes: Record<string, AttributeValue>
   resource: Record<string, AttributeValue>
+  /** The encoding it came in: the request's content type. */
+  encoding: 'json' | 'protobuf'
 }
 
 function valueOf(value: AnyValue): AttributeValue {
@@ -70,22 +122,9 @@ export class OtlpReceiver {
         }
         const self = holder.self!
         self.paths.push(req.url ?? '')
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
-          resourceSpans?: Array<{
-            resource?: {attributes?: KeyValue[]}
-            scopeSpans?: Array<{
-              spans?: Array<{
-                traceId: string
-                spanId: string
-                parentSpanId?: string
-                name: string
-                kind: number
-                status?: {code?: number; message?: string}
-                attributes?: KeyValue[]
-              }>
-            }>
-          }>
-        }
+        const protobufBody = (req.headers['content-type'] ?? '').startsWith('application/x-protobuf')
+        const raw = Buffer.concat(chunks)
+        const body = protobufBody ? fromProtobuf(raw) : (JSON.parse(raw.toString('utf8')) as WireRequest)
         for (const rs of body.resourceSpans ?? []) {
           const resource = attributesOf(rs.resource?.attributes)
           for (const ss of rs.scopeSpans ?? []) {
@@ -97,8 +136,11 @@ export class OtlpReceiver {
                 name: s.name,
                 kind: s.kind,
                 status: s.status ?? {},
+                start: Number(BigInt(s.startTimeUnixNano ?? '0') / 1000000n),
+                end: Number(BigInt(s.endTimeUnixNano ?? '0') / 1000000n),
                 attributes: attributesOf(s.attributes),
                 resource,
+                encoding: protobufBody ? 'protobuf' : 'json',
               })
             }
           }

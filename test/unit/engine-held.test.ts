@@ -51,7 +51,9 @@ describe('engine: the run record it holds while driving a run', () => {
     for (const s of seen) expect(s.run, `the record step ${s.step} was given`).to.deep.equal(s.disk)
     expect(seen[2]!.run.answers).to.deep.equal({q1: 'given elsewhere'})
     const events = (await h.store.readEvents(paused.run_id)).map((e) => e.event)
-    expect(events).to.deep.equal(['created', 'started', 'paused', 'answers_given', 'resumed', 'succeeded'])
-    expect((await h.store.readRun(paused.run_id)).head?.events).to.equal(6)
+    // Each step's start is a line of its own, recorded before the step acts.
+    const s = 'step_started'
+    expect(events).to.deep.equal(['created', 'started', s, s, 'paused', 'answers_given', 'resumed', s, s, 'succeeded'])
+    expect((await h.store.readRun(paused.run_id)).head?.events).to.equal(10)
   })
 })

@@ -46,7 +46,13 @@ describe('engine', () => {
       [3, 'c', null],
     ])
     const events = await h.store.readEvents(out.run_id)
-    expect(events.map((e) => e.event)).to.deep.equal(['created', 'started', 'succeeded'])
+    expect(events.map((e) => e.event)).to.deep.equal(['created', 'started', 'step_started', 'step_started', 'step_started', 'succeeded'])
+    // Each step's start names it, and moves the run's UPDATED.
+    expect(events.filter((e) => e.event === 'step_started').map((e) => [e.step, e.seq])).to.deep.equal([
+      ['a', 1],
+      ['b', 2],
+      ['c', 3],
+    ])
   })
 
   it('retries a retry-safe step after retryable errors with 200/500 ms backoff, recording each attempt', async () => {

@@ -1,5 +1,6 @@
 /** Which OpenTelemetry variables switch traces on, and where the spans go (src/telemetry/tracing.ts). */
 import {expect} from 'chai'
+import {providerName} from '../../src/telemetry/conventions.js'
 import {DEFAULT_FLUSH_TIMEOUT_MS, exportSettings} from '../../src/telemetry/tracing.js'
 
 describe('telemetry: the OTEL_* variables', () => {
@@ -46,6 +47,29 @@ describe('telemetry: the OTEL_* variables', () => {
       .that.contains('http/json')
     expect(
       exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json'}),
-    ).to.include({url: 'http://c:4318/v1/traces'})
+    ).to.include({url: 'http://c:4318/v1/traces', protocol: 'http/json'})
+  })
+
+  it('takes http/protobuf (the default of many environments) and http/json; unset is http/json', () => {
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf'})).to.include({protocol: 'http/protobuf'})
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf'})).to.include({
+      protocol: 'http/protobuf',
+    })
+    expect(exportSettings({OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318'})).to.include({protocol: 'http/json'})
+  })
+})
+
+describe('gen_ai.provider.name of a model call', () => {
+  it("is the pipeline's provider.name, else what the endpoint's host names, else _OTHER", () => {
+    expect(providerName('ollama', 'api.openai.com')).to.equal('ollama')
+    expect(providerName(undefined, 'api.openai.com')).to.equal('openai')
+    expect(providerName(undefined, 'myres.openai.azure.com')).to.equal('azure.ai.openai')
+    expect(providerName(undefined, 'api.anthropic.com')).to.equal('anthropic')
+    expect(providerName(undefined, 'api.mistral.ai')).to.equal('mistral_ai')
+    expect(providerName(undefined, 'generativelanguage.googleapis.com')).to.equal('gcp.gemini')
+    expect(providerName(undefined, '127.0.0.1:11434')).to.equal('ollama')
+    expect(providerName(undefined, 'gateway.example.com')).to.equal('_OTHER')
+    expect(providerName(undefined, 'notopenai.com')).to.equal('_OTHER')
+    expect(providerName(undefined, null)).to.equal('_OTHER')
   })
 })

@@ -11,6 +11,7 @@ import {batchInputs, prepareStart, storeSettings} from './prepare.js'
 import type {StartSession} from './shared.js'
 import {workspaceOf} from '../worker/workspace.js'
 import type {LiveWorker} from '../../store/team.js'
+import {openTracing, type RunSession} from '../../telemetry/tracing.js'
 
 export interface Detached {
   run_id: string
@@ -49,13 +50,27 @@ export async function detachRuns(options: StartSession & {queue: string; batch?:
     const start = await storeSettings(settings, store, options.signal)
     const at = {now: options.now?.() ?? new Date(), user: options.user ?? currentUser(), queue: options.queue}
     const births = []
+    // Each run's trace begins with its enqueue: the worker that drives it, and every later session, join it there.
+    const tracing = await openTracing()
+    const sessions: RunSession[] = []
     for (const inputs of batch) {
       const birth = await birthOf(store, {...start, inputs}, at)
+      const session = tracing.session({pipeline: birth.draft.pipeline.name, event: 'enqueued', queue: options.queue})
+      if (session.context) birth.draft.trace = session.context
+      sessions.push(session)
       births.push({draft: birth.draft, now: birth.now, event: birth.created})
     }
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
-    const records = await work.createQueued(births, options.queue, {id, root, sub})
+    let records
+    try {
+      records = await work.createQueued(births, options.queue, {id, root, sub})
+    } catch (error) {
+      for (const session of sessions) await session.close({thrown: error})
+      throw error
+    }
+    records.forEach((record, i) => sessions[i]!.identify(record.run_id))
+    for (const session of sessions) await session.close({status: 'queued'})
     const warning = unserved(await work.liveWorkers(options.queue), id, options.queue)
     return records.map((record) => ({run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}))
   } finally {

@@ -70,7 +70,8 @@ export default class RunsShow extends PipeCommand {
     if (!this.jsonEnabled()) {
       process.stdout.write(renderRunShow(record, status, events, snapshots, children))
       if (holding) process.stdout.write(holdingText(holding, record.status))
-      if (queue) process.stdout.write(t`queue: ${queue.queue}, waits for ${queue.waits_for}\n`)
+      // A run a worker holds waits for none: the queue line is for a run no live worker has.
+      if (queue && !holding?.worker) process.stdout.write(t`queue: ${queue.queue}, waits for ${queue.waits_for}\n`)
       if (gate) process.stdout.write(votesText(gate))
       if (usage.calls > 0)
         process.stdout.write(
@@ -119,6 +120,8 @@ function holdingText(h: Holding, status: string): string {
     return t`worker: none, not queued (a detached run of ${h.detached_queue}; it has ended ${status}) (epoch ${h.epoch})\n`
   if (h.worker)
     return t`worker: ${h.worker.name ? `${h.worker.name} ` : ''}(host ${h.worker.host}, pid ${h.worker.pid}), lease until ${h.lease_until ?? '-'}, epoch ${h.epoch}\n`
+  if (h.expired)
+    return t`worker: none; ${h.expired.worker.name ? `${h.expired.worker.name} ` : ''}(host ${h.expired.worker.host}, pid ${h.expired.worker.pid}) held it until its lease expired at ${h.expired.lease_until}${h.queue ? ', a worker will take it over' : ''} (epoch ${h.epoch})\n`
   if (h.queue) return t`worker: none, queued on ${h.queue}, no worker yet (epoch ${h.epoch})\n`
   return t`worker: none, not queued${h.detached_queue ? ` (a detached run: answers, reviews and pipe resume put it back on ${h.detached_queue})` : ''} (epoch ${h.epoch})\n`
 }

@@ -1,11 +1,11 @@
 /** Who this process is as the holder of a run's lease: recorded on the run's row, shown by pipe runs show. */
 import {randomBytes} from 'node:crypto'
 import os from 'node:os'
+import {nameThisProcess, processName} from '../../util/process-name.js'
 
 /** The name this process gives itself as a holder (pipe worker --name). */
-let holderName: string | undefined
 export function nameHolder(name: string | undefined): void {
-  holderName = name
+  nameThisProcess(name)
 }
 
 export interface Holder {
@@ -16,9 +16,7 @@ export interface Holder {
   name?: string
 }
 
-export const holderOf = (): Holder => ({
-  pid: process.pid,
-  host: os.hostname(),
-  token: randomBytes(8).toString('hex'),
-  ...(holderName ? {name: holderName} : {}),
-})
+export const holderOf = (): Holder => {
+  const name = processName()
+  return {pid: process.pid, host: os.hostname(), token: randomBytes(8).toString('hex'), ...(name ? {name} : {})}
+}

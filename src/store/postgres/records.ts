@@ -393,6 +393,9 @@ export class PostgresRecords {
     return {
       worker: holder && row.alive ? {host: holder.host, pid: holder.pid, ...(holder.name ? {name: holder.name} : {})} : null,
       lease_until: holder && row.alive && row.lease_until ? row.lease_until.toISOString() : null,
+      ...(holder && !row.alive && row.lease_until
+        ? {expired: {worker: {host: holder.host, pid: holder.pid, ...(holder.name ? {name: holder.name} : {})}, lease_until: row.lease_until.toISOString()}}
+        : {}),
       epoch: Number(row.epoch),
       queue: row.queue,
       detached_queue: row.detached,
