@@ -303,7 +303,7 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
         <div class="panel wait" id="moved" hidden>
           <strong>This run has moved on since the page was read:</strong> now <span class="now"></span>. <a href="">Reload</a> to see it.
         </div>`
-  return html`${live}${header(view, options)} ${auditPanel(view)} ${waitsPanel(view)}
+  return html`${live}${header(view, options)} ${auditPanel(view)} ${waitsPanel(view)} ${options.decide ?? ''}
     <h2>Graph</h2>
     ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}
     <div class="graph-wrap">
