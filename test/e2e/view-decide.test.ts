@@ -8,12 +8,12 @@
 import {expect} from 'chai'
 import {execFileSync, type ChildProcess} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {mkdir, readFile, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readFile, writeFile} from 'node:fs/promises'
 import {request} from 'node:http'
 import path from 'node:path'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {parse, stringify} from 'yaml'
-import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {readIn} from '../helpers/stores.js'
 import {CHROMIUM, open as openIn, raw, startView, type Started} from '../helpers/view.js'
@@ -197,6 +197,35 @@ describe('decisions from pipe view’s run page', function () {
     expect(a.confirmation?.via).to.equal('view')
     expect(decided(a.confirmation)).to.deep.equal(decided(b.confirmation))
     expect(withoutVia(await given(onPage.run_id, ['confirm_given']))).to.deep.equal(await given(byCli.run_id, ['confirm_given']))
+    expect(problems).to.deep.equal([])
+  })
+
+  it('a hostile question stays text in the answer form: no script runs, no element is injected, the form keeps one box per question', async function () {
+    browserOnly.call(this)
+    await cp(path.join(repoRoot, 'pipelines'), path.join(dir, 'pipelines'), {recursive: true})
+    const hostile = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"></textarea></label></form><button form=x>evil</button>`
+    const file = path.join(dir, 'pipelines', 'default.yaml')
+    const rule = '      - {id: p0, path: "features[*].priority", required: true, message: every feature needs a priority}\n'
+    // A gate rule's message is the question the offline provider asks about a field it has no question of its own for.
+    await writeFile(
+      file,
+      (await readFile(file, 'utf8')).replace(rule, `${rule}      - {id: evil, path: out_of_scope, min_items: 1, message: ${JSON.stringify(hostile)}}\n`),
+    )
+    const runId = json<{run_id: string}>(await pipe(['run', file, '--input', sentence, '--json', '--store', store()], {cwd: dir})).run_id
+    const view = await started()
+    const {page, problems} = await open(view.printed.replace('/?', `/runs/${runId}?`))
+    const state = await page.evaluate(() => ({
+      pwned: (window as unknown as {__pwned?: unknown}).__pwned ?? null,
+      images: document.querySelectorAll('img').length,
+      buttons: [...document.querySelectorAll('#decide button')].map((b) => b.textContent),
+      boxes: [...document.querySelectorAll('#decide textarea')].map((t) => t.getAttribute('data-question')),
+      text: document.querySelector('#decide')?.textContent ?? '',
+    }))
+    expect(state.pwned).to.equal(null)
+    expect(state.images).to.equal(0)
+    expect(state.buttons).to.deep.equal(['Answer'])
+    expect(state.boxes).to.deep.equal(['Q-001', 'Q-002', 'Q-003', 'Q-004'])
+    expect(state.text).to.contain(hostile)
     expect(problems).to.deep.equal([])
   })
 
