@@ -2,6 +2,7 @@
 import path from 'node:path'
 import type {RunOutcome} from '../engine/engine.js'
 import {ExitCode} from '../exit-codes.js'
+import {isStoreUrl, storeInCommand} from '../store/location.js'
 import {firstLine, line as t} from '../util/terminal-text.js'
 
 export interface RunResult extends RunOutcome {
@@ -29,24 +30,9 @@ export function exitCodeForStatus(status: RunOutcome['status'], errorCode?: stri
   }
 }
 
-/**
- * The store as a command to copy names it: a database URL without its password, which is never
- * printed; pipe, as psql does, takes it from PGPASSWORD or ~/.pgpass when the URL has none.
- */
-function storeInCommand(flag: string): string {
-  if (!/^postgres(?:ql)?:\/\//i.test(flag)) return flag
-  try {
-    const url = new URL(flag)
-    url.password = ''
-    url.searchParams.delete('password')
-    return url.href
-  } catch {
-    return flag
-  }
-}
-
 export function toRunResult(outcome: RunOutcome, store: string, storeFlag: string | undefined): RunResult {
-  const storeArg = storeFlag ? ` --store ${storeInCommand(storeFlag)}` : ''
+  // A folder as given: the command prints where it was typed, relative or not.
+  const storeArg = storeFlag ? ` --store ${isStoreUrl(storeFlag) ? storeInCommand(process.cwd(), storeFlag) : storeFlag}` : ''
   let next: string | undefined
   if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'answers') next = `pipe answer ${outcome.run_id} --file answers.yaml${storeArg}`
   else if (outcome.status === 'awaiting_input' && outcome.pending?.kind === 'confirm')

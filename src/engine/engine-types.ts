@@ -54,6 +54,8 @@ export interface EngineDeps {
   /** Aborted on SIGINT/SIGTERM: the current step is abandoned and the run marked interrupted. */
   signal?: AbortSignal
   user?: string
+  /** Where the person whose input a resume takes gave it, when not on the command line (pipe view's page): recorded beside `by`. */
+  via?: 'view'
   /** Test-only: called at named points so fault-injection tests can kill the process there. */
   hook?: (point: string) => Promise<void> | void
   /** Write seed 004's artifacts for every run this engine drives (set for the children of a run whose pipeline says artifacts: true). */

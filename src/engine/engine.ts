@@ -20,7 +20,7 @@ import {childResultOf, childRuns, type ParentStep} from './children.js'
 import type {EngineDeps, ProgressEvent, ResumeOptions, RunOutcome, RunSettings, StartOptions} from './engine-types.js'
 import {isFinal, isRedrivable} from './lifecycle.js'
 import {assertResumable, redrivePoint} from './redrive.js'
-import {takeInput, type TakenInput} from './resume-input.js'
+import {takeInput, type InputEnvironment, type TakenInput} from './resume-input.js'
 import {plannedSkips} from './tasks.js'
 import {RunKeeper, type RunStop} from './run-keeper.js'
 import {birthOf, type RunBirth} from './run-record.js'
@@ -104,8 +104,13 @@ export class Engine {
     return this.drive(runId, options, 'resumed', async () => {
       const current = await store.readRun(runId)
       assertResumable(current)
-      await this.endSkipped(await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options))
+      await this.endSkipped(await takeInput(this.inputEnvironment(), runId, current, options))
     })
+  }
+
+  /** Who takes in what a person gives a run, and where they gave it (via: pipe view's page). */
+  private inputEnvironment(): InputEnvironment {
+    return {store: this.deps.store, now: this.now, user: this.user, ...(this.deps.via ? {via: this.deps.via} : {}), registry: this.registry}
   }
 
   /**
@@ -119,7 +124,7 @@ export class Engine {
     try {
       const current = await store.readRun(runId)
       assertResumable(current)
-      await this.endSkipped(await takeInput({store, now: this.now, user: this.user, registry: this.registry}, runId, current, options))
+      await this.endSkipped(await takeInput(this.inputEnvironment(), runId, current, options))
     } finally {
       await release()
     }

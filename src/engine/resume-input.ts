@@ -16,6 +16,8 @@ export interface InputEnvironment {
   store: RunStore
   now: () => Date
   user: string
+  /** Where the person gave it, when not on the command line (pipe view's page): recorded beside `by` on each decision and its timeline line. */
+  via?: 'view'
   registry: StepRegistry
 }
 
@@ -28,6 +30,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
   const skipped: TaskSkip[] = []
   const {store} = env
   const at = env.now().toISOString()
+  const via = env.via ? {via: env.via} : {}
   if (options.acceptCassette) {
     const {file, previous_sha256, sha256} = options.acceptCassette
     await store.updateRun(
@@ -71,6 +74,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
       call_id: action.call_id,
       decision,
       by: env.user,
+      ...via,
       at,
       ...(action.sha256 !== undefined ? {action_sha256: action.sha256} : {}),
       ...(note ? {note} : {}),
@@ -94,7 +98,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
         if (scope !== 'call')
           r.standing_confirmations = [
             ...(r.standing_confirmations ?? []),
-            {scope, ...(scope === 'step' ? {step: stepId} : {}), decision, by: env.user, at, ...(note ? {note} : {})},
+            {scope, ...(scope === 'step' ? {step: stepId} : {}), decision, by: env.user, ...via, at, ...(note ? {note} : {})},
           ]
         r.updated_at = at
       },
@@ -104,6 +108,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
         step: stepId,
         reason: `${decision} to ${action.tool} (${action.call_id})${covers}${late}${note ? `: ${note}` : ''}`,
         by: env.user,
+        ...via,
       },
     )
   }
@@ -156,18 +161,24 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
           r.answers = {...(r.answers ?? {}), ...answers}
           r.updated_at = at
         },
-        {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: env.user},
+        {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: env.user, ...via},
       )
     }
     if (options.review) {
-      const review = {decision: options.review.decision, by: env.user, at, ...(options.review.note ? {note: options.review.note} : {})}
+      const review = {decision: options.review.decision, by: env.user, ...via, at, ...(options.review.note ? {note: options.review.note} : {})}
       await store.updateRun(
         runId,
         (r) => {
           r.review = review
           r.updated_at = at
         },
-        {at, event: 'review_given', reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`, by: env.user},
+        {
+          at,
+          event: 'review_given',
+          reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`,
+          by: env.user,
+          ...via,
+        },
       )
     }
   }

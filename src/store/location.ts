@@ -13,6 +13,24 @@ export function safeUrl(url: string): string {
   return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@]*@/i, '$1:***@')
 }
 
+/**
+ * The store as a command to copy names it: a folder resolved against `cwd` (a command is pasted
+ * anywhere), a database URL without its password, which is never printed; pipe, as psql does, takes
+ * it from PGPASSWORD or ~/.pgpass when the URL has none. Never RunStore.root: for a database that is
+ * a folder of this machine's (localRoot), which no command takes as the store.
+ */
+export function storeInCommand(cwd: string, store: string): string {
+  if (!isStoreUrl(store)) return path.resolve(cwd, store)
+  try {
+    const url = new URL(store)
+    url.password = ''
+    url.searchParams.delete('password')
+    return url.href
+  } catch {
+    return safeUrl(store)
+  }
+}
+
 /** Where a store is: a URL as given, a folder resolved against the working directory. */
 export function storeLocation(cwd: string, store: string): string {
   return isStoreUrl(store) ? store : path.resolve(cwd, store)

@@ -10,7 +10,7 @@ import {isStoreUrl} from './location.js'
 import {redacting} from './redacting.js'
 import type {RunStore} from './types.js'
 
-export {isStoreUrl, localRoot, safeUrl, storeLabel, storeLocation} from './location.js'
+export {isStoreUrl, localRoot, safeUrl, storeInCommand, storeLabel, storeLocation} from './location.js'
 
 /**
  * The store at `location`. `create`: made when missing (a run); `existing`: E_NOT_FOUND when there is

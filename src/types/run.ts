@@ -128,6 +128,10 @@ export interface RunRecord {
     decision: 'go' | 'hold' | 'drop'
     by: string
     at: string
+    /**
+     * Where the person gave it when not on the command line: view (a form of pipe view's run page, by the OS user running pipe view).
+     */
+    via?: 'view'
     note?: string
   }
   /**
@@ -138,6 +142,10 @@ export interface RunRecord {
     decision: 'yes' | 'no'
     by: string
     at: string
+    /**
+     * Where the person gave it when not on the command line: view (a form of pipe view's run page, by the OS user running pipe view).
+     */
+    via?: 'view'
     note?: string
     /**
      * The sha256 of the action the person was shown (pending.action.sha256): the confirmation runs that exact call, once.
@@ -164,6 +172,10 @@ export interface RunRecord {
     decision: 'yes' | 'no'
     by: string
     at: string
+    /**
+     * Where the person gave it when not on the command line: view (a form of pipe view's run page, by the OS user running pipe view).
+     */
+    via?: 'view'
     note?: string
   }[]
   /**
@@ -506,6 +518,10 @@ export interface RunEvent {
   attempt?: number
   duration_ms?: number
   reason?: string
+  /**
+   * Where the person gave it when not on the command line: view (a form of pipe view's run page, by the OS user running pipe view).
+   */
+  via?: 'view'
   by?: string
   /**
    * On tool_call_request / tool_call_result: the agent's tool call the line is about.

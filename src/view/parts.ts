@@ -4,6 +4,8 @@ import {html, safeHref, type Html} from './html.js'
 export interface RunPageOptions {
   /** The exported file: no links to other pages of a server. */
   standalone?: boolean
+  /** The form that gives what the run waits for (pipe view without --read-only; decision-forms.ts). */
+  decide?: Html
 }
 
 export function statusBadge(status: string): Html {

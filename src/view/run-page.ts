@@ -288,7 +288,7 @@ ${RUN_LIVE_SCRIPT}`
 
 export function runBody(view: RunView, options: RunPageOptions = {}): Html {
   const live = options.standalone ? html`` : livePanels(view.record, view.status)
-  return html`${live}${header(view, options)} ${auditPanel(view)} ${waitsPanel(view)}
+  return html`${live}${header(view, options)} ${auditPanel(view)} ${waitsPanel(view)} ${options.decide ?? ''}
     <h2>Graph</h2>
     ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}
     <div class="graph-wrap">

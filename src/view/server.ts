@@ -15,6 +15,7 @@ import {listRuns, type RunSummary} from '../store/queries.js'
 import type {RunStore} from '../store/types.js'
 import {redact} from '../util/redact.js'
 import {html, type Html} from './html.js'
+import {decide, decisionForms, holdsToken, isToken, newDecisions, TOKEN_PARAM, tokenCookie, type Decisions} from './actions.js'
 import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
 import {liveState} from './live.js'
@@ -25,14 +26,18 @@ import {setAsideDamaged, type DamagedRun} from './tolerant-store.js'
 
 export interface ViewServerOptions {
   store: RunStore
-  /** The --store the commands a page shows carry (a person copies them into a shell anywhere). */
+  /** The store as the commands a page shows name it, and as the runs page names it (storeInCommand: never a database's local folder). */
   storeArg?: string
   host: string
   port: number
+  /** Decisions from the run page (actions.ts): the store and folder the sessions open. Only on 127.0.0.1. */
+  decide?: {store: string; cwd: string}
 }
 
 export interface ViewServer {
   url: string
+  /** The token a browser must hold to decide from the page (absent: read-only). */
+  token?: string
   server: Server
   close(): Promise<void>
 }
@@ -142,7 +147,13 @@ function damagedPanel(damaged: DamagedRun[]): Html {
   </div>`
 }
 
-async function route(options: ViewServerOptions, url: URL, res: ServerResponse, head: boolean): Promise<void> {
+/** What a request brings to the pages of a server that takes decisions: whether it holds the token. */
+interface Asking {
+  decisions?: Decisions
+  withToken: boolean
+}
+
+async function route(options: ViewServerOptions, url: URL, res: ServerResponse, head: boolean, asking: Asking): Promise<void> {
   const store = options.store
   const commands = options.storeArg !== undefined ? {store: options.storeArg} : {}
   // Every segment as written: `//runs/R-…` or `/runs//R-…` is no page of this server (an empty
@@ -161,7 +172,7 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
       res,
       200,
       'pipe: runs',
-      html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams, store: options.store.root})}`,
+      html`${damagedPanel(list.damaged)}${runsBody(list.runs, list.all, filterFrom(url), {more: list.more, limit: list.limit, search: url.searchParams, ...(options.storeArg !== undefined ? {store: options.storeArg} : {})})}`,
       head,
       {text: LIVE_SCRIPT, live: true},
     )
@@ -172,7 +183,8 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!, commands)
-    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view), head, {text: RUN_SCRIPT, live: true})
+    const decide = asking.decisions ? {decide: decisionForms(asking.decisions, view, asking.withToken)} : {}
+    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view, decide), head, {text: RUN_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && (parts[3] === 'state' || parts[3] === 'head') && ID_PATTERNS.run.test(parts[2]!)) {
     // What a run page polls: the least that changes when the run moves on (head: the older name of it).
@@ -221,9 +233,23 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   )
 }
 
-async function handle(options: ViewServerOptions, hosts: Set<string>, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (req.method !== 'GET' && req.method !== 'HEAD')
-    return send(res, 405, 'text/plain; charset=utf-8', 'pipe view is read-only: GET and HEAD only\n', false, {allow: 'GET, HEAD'})
+/** The run a POST decides for: /runs/RUN/decide, the one route that is not GET. */
+const DECIDE = /^\/runs\/(R-[^/]+)\/decide$/
+
+async function handle(
+  options: ViewServerOptions,
+  decisions: Decisions | undefined,
+  hosts: Set<string>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const posting = decisions !== undefined && req.method === 'POST'
+  if (req.method !== 'GET' && req.method !== 'HEAD' && !posting)
+    return decisions
+      ? send(res, 405, 'text/plain; charset=utf-8', "pipe view takes GET and HEAD, and POST of a run page's decision form\n", false, {
+          allow: DECIDE.test((req.url ?? '').split('?')[0]!) ? 'POST' : 'GET, HEAD',
+        })
+      : send(res, 405, 'text/plain; charset=utf-8', 'pipe view is read-only: GET and HEAD only\n', false, {allow: 'GET, HEAD'})
   const head = req.method === 'HEAD'
   // Host names are case-insensitive (RFC 3986); nothing else about the name is loosened.
   if (!hosts.has((req.headers.host ?? '').toLowerCase()))
@@ -237,7 +263,22 @@ async function handle(options: ViewServerOptions, hosts: Set<string>, req: Incom
     return send(res, 400, 'text/plain; charset=utf-8', 'bad request: the path is not a valid URL path (a % escape that is no UTF-8?)\n', head)
   }
   try {
-    await route(options, url, res, head)
+    if (posting) {
+      const run = DECIDE.exec(url.pathname)?.[1]
+      if (run === undefined || !ID_PATTERNS.run.test(run))
+        return send(res, 405, 'text/plain; charset=utf-8', "only a run page's decision form is posted\n", false, {allow: 'GET, HEAD'})
+      const answered = await decide(decisions, options.store, run, req, (req.headers.host ?? '').toLowerCase())
+      return sendPage(res, answered.status, answered.title, answered.body, false)
+    }
+    // The URL pipe view printed: its token becomes a cookie of this browser's, and the address bar forgets it.
+    if (decisions && url.searchParams.has(TOKEN_PARAM)) {
+      const given = url.searchParams.get(TOKEN_PARAM)
+      url.searchParams.delete(TOKEN_PARAM)
+      const location = `${url.pathname}${url.search}`
+      if (isToken(decisions, given))
+        return send(res, 303, 'text/plain; charset=utf-8', `see ${location}\n`, head, {location, 'set-cookie': tokenCookie(decisions)})
+    }
+    await route(options, url, res, head, {...(decisions ? {decisions} : {}), withToken: decisions !== undefined && holdsToken(decisions, req)})
   } catch (error) {
     const e = error as PipeError
     const notFound = e instanceof PipeError && e.code === 'E_NOT_FOUND'
@@ -257,7 +298,13 @@ async function handle(options: ViewServerOptions, hosts: Set<string>, req: Incom
 
 /** Starts the server; resolves once it listens, with the URL it answers on. */
 export async function startViewServer(options: ViewServerOptions): Promise<ViewServer> {
+  // A page that changes runs answers only on this machine's loopback address, never on one others reach.
+  if (options.decide && options.host !== '127.0.0.1')
+    throw new PipeError('E_INVALID_ARGS', `decisions from the page are served on 127.0.0.1 only, not on ${options.host}`, {
+      hint: 'Give --read-only to serve the pages alone on that address, or leave --host out.',
+    })
   let hosts = new Set<string>()
+  let decisions: Decisions | undefined
   let answering = 0
   let closing = false
   const server = createServer((req, res) => {
@@ -266,7 +313,7 @@ export async function startViewServer(options: ViewServerOptions): Promise<ViewS
       answering--
       if (closing && answering === 0) server.closeAllConnections()
     })
-    handle(options, hosts, req, res).catch(() => {
+    handle(options, decisions, hosts, req, res).catch(() => {
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n', false)
       else res.destroy()
     })
@@ -283,11 +330,13 @@ export async function startViewServer(options: ViewServerOptions): Promise<ViewS
   })
   const {port} = server.address() as AddressInfo
   hosts = allowedHosts(options.host, port)
+  if (options.decide) decisions = newDecisions(options.decide, port)
   // A wildcard address is no place a browser can go: the machine's name is what others reach it by.
   const wildcard = options.host === '0.0.0.0' || options.host === '::' || options.host === '[::]'
   const shown = wildcard ? hostname().toLowerCase() : options.host.includes(':') ? `[${options.host}]` : options.host
   return {
     url: `http://${shown}:${port}/`,
+    ...(decisions ? {token: decisions.token} : {}),
     server,
     // Requests being answered get their answer; then every connection goes, idle or not: one still
     // sending its request (a stalled or slowloris client) would otherwise hold the process open.

@@ -257,7 +257,7 @@ describe('pipe view: a read-only server on loopback', function () {
     const paused = await pausedRun()
     const {url} = await startView(['--json', paused.run_id])
     expect(JSON.parse(url)).to.deep.equal({url: JSON.parse(url).url})
-    expect((JSON.parse(url) as {url: string}).url).to.match(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/runs/${paused.run_id}$`))
+    expect((JSON.parse(url) as {url: string}).url).to.match(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/runs/${paused.run_id}\\?view_token=[\\w-]{32}$`))
     const wide = await startView(['--host', '0.0.0.0'])
     // 0.0.0.0 is not an address a browser can go to: the URL names this machine.
     expect(wide.url.startsWith(`http://${hostname().toLowerCase()}:`), wide.url).to.equal(true)

@@ -9,12 +9,17 @@ import {readFile} from 'node:fs/promises'
 import {request} from 'node:http'
 import path from 'node:path'
 import type {Browser, Page} from 'puppeteer-core'
-import {bin, json, pipe} from './cli.js'
+import {bin, json, pipe, testHome} from './cli.js'
 
 export const CHROMIUM = ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].find((p) => existsSync(p))
 
 export interface Started {
+  /** The URL printed, without its ?view_token= (GET pages need none): `${url}runs/R` is a run's page. */
   url: string
+  /** The URL exactly as printed (with --json, the JSON document). */
+  printed: string
+  /** The server's token, when it takes decisions from its pages (not --read-only). */
+  token?: string
   child: ChildProcess
   stderr: () => string
   /** Resolves once the server's stderr holds `needle`; rejects if the server exits without it. */
@@ -26,10 +31,12 @@ export interface Started {
  * line), or with --json its JSON document. `servers` collects the process for the test to stop.
  */
 export async function startView(dir: string, servers: ChildProcess[], args: string[] = [], env: Record<string, string> = {}): Promise<Started> {
-  const child = spawn(process.execPath, [bin, 'view', '--port', '0', '--store', path.join(dir, '.pipe'), ...args], {
+  // The store dir/.pipe unless the test names another (--store URL).
+  const store = args.includes('--store') ? [] : ['--store', path.join(dir, '.pipe')]
+  const child = spawn(process.execPath, [bin, 'view', '--port', '0', ...store, ...args], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: {...process.env, NO_COLOR: '1', ...env},
+    env: {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, ...env},
   })
   servers.push(child)
   let err = ''
@@ -54,7 +61,15 @@ export async function startView(dir: string, servers: ChildProcess[], args: stri
     })
     child.on('exit', (code) => reject(new Error(`pipe view exited ${code}: ${err}`)))
   })
-  return {url, child, stderr: () => err, stderrHas}
+  const token = args.includes('--json') ? null : new URL(url).searchParams.get('view_token')
+  return {
+    url: token === null ? url : url.replace(/\?view_token=[^&#]*$/, ''),
+    printed: url,
+    ...(token !== null ? {token} : {}),
+    child,
+    stderr: () => err,
+    stderrHas,
+  }
 }
 
 /** A page in the browser with every console error, page error and request collected. */

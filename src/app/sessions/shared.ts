@@ -31,6 +31,8 @@ export interface SessionOptions {
   hook?: EngineDeps['hook']
   /** Who records decisions (default: the user running pipe); pipe test fixes it so its records do not depend on who runs them. */
   user?: string
+  /** Where the person gave what this session records, when not on the command line: `view` from pipe view's page (recorded beside the user). */
+  via?: 'view'
   /** The clock records and ids are made from (default: the system's); pipe test gives one of its own, so its runs do not depend on the day. */
   now?: EngineDeps['now']
   /** Who drives child runs when not this process (pipe worker: each child a job of the queue). */
@@ -155,6 +157,7 @@ export function engineFor(store: RunStore, options: SessionOptions, createProvid
     ...(options.signal ? {signal: options.signal} : {}),
     ...(options.hook ? {hook: options.hook} : faultsEnabled ? {hook: faultPoint} : {}),
     ...(options.user !== undefined ? {user: options.user} : {}),
+    ...(options.via !== undefined ? {via: options.via} : {}),
     ...(options.now ? {now: options.now} : {}),
     ...(options.children ? {children: options.children} : {}),
   })
