@@ -1,9 +1,14 @@
 /** Small pieces every page of a run shares: a status badge, a link to a run, a duration. */
+import type {DiffRenderer} from './diff-view.js'
 import {html, safeHref, type Html} from './html.js'
 
 export interface RunPageOptions {
   /** The exported file: no links to other pages of a server. */
   standalone?: boolean
+  /** Draws a unified diff (diff2html, loaded with the page); without it a diff shows as its text. */
+  diff?: DiffRenderer
+  /** Two spec versions' JSON as a unified diff. */
+  textDiff?: (name: string, before: string, after: string) => string
 }
 
 export function statusBadge(status: string): Html {
