@@ -8,17 +8,17 @@ import {writeNamedFile} from '../util/fs.js'
 import {redact} from '../util/redact.js'
 import {page} from './layout.js'
 import {loadRunView} from './run-data.js'
-import {diffTools} from './diff-view.js'
+import {pageTools} from './page-tools.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
 
 /** Redacted as a whole, as the view server redacts what it sends: the page also shows what it composes as it is read. */
 export async function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): Promise<string> {
-  const diffs = await diffTools()
+  const tools = await pageTools()
   return redact(
     page({
       title: `pipe: ${view.record.run_id}`,
       nonce: randomBytes(16).toString('base64'),
-      body: runBody(view, {standalone: true, ...diffs}),
+      body: runBody(view, {standalone: true, ...tools}),
       script: RUN_SCRIPT,
       standalone: true,
     }),

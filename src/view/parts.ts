@@ -1,5 +1,6 @@
 /** Small pieces every page of a run shares: a status badge, a link to a run, a duration. */
 import type {DiffRenderer} from './diff-view.js'
+import type {Dagre} from './graph-svg.js'
 import {html, safeHref, type Html} from './html.js'
 
 export interface RunPageOptions {
@@ -9,6 +10,8 @@ export interface RunPageOptions {
   diff?: DiffRenderer
   /** Two spec versions' JSON as a unified diff. */
   textDiff?: (name: string, before: string, after: string) => string
+  /** Lays out the step graph; without it the page has no graph. */
+  dagre?: Dagre
 }
 
 export function statusBadge(status: string): Html {

@@ -310,7 +310,7 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
     <h2>Graph</h2>
     ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}
     <div class="graph-wrap">
-      ${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined)}
+      ${options.dagre ? graphSvg(options.dagre, view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined) : ''}
     </div>
     <h2>Steps (${view.steps.length})</h2>
     ${stepJumps(view)}${view.steps.map((s) => stepSection(s, view.children, options))}

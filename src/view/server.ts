@@ -19,6 +19,7 @@ import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
 import {loadRunView} from './run-data.js'
 import {diffTools} from './diff-view.js'
+import {pageTools} from './page-tools.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
 import {specChanges, specDiff, specText} from './run-records.js'
 import {setAsideDamaged, type DamagedRun} from './tolerant-store.js'
@@ -172,7 +173,7 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   }
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!, commands)
-    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view, await diffTools()), head, {text: RUN_SCRIPT, live: true})
+    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view, await pageTools()), head, {text: RUN_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && parts[3] === 'head' && ID_PATTERNS.run.test(parts[2]!)) {
     // What a run page polls: the least that changes when the run moves on.

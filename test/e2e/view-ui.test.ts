@@ -92,6 +92,32 @@ describe('the run page for operators: diffs as diffs, a timeline', function () {
     const steps = spans.filter((s) => s.kind === 'step').map((s) => s.label)
     expect(steps).to.include.members(['#1 baseline', '#2 fix', '#3 qa'])
     for (const s of spans) expect(s.width, `${s.label}`).to.be.greaterThan(0)
+    // The graph lays itself out: no edge passes through a step's box, and every outcome is a label.
+    const graph = await page.evaluate(() => {
+      const boxes = [...document.querySelectorAll<SVGRectElement>('svg.graph rect.node')].map((r) => ({
+        x: r.x.baseVal.value,
+        y: r.y.baseVal.value,
+        w: r.width.baseVal.value,
+        h: r.height.baseVal.value,
+      }))
+      const crossings: string[] = []
+      const edges = [...document.querySelectorAll<SVGPathElement>('svg.graph path.edge')]
+      for (const e of edges) {
+        const length = e.getTotalLength()
+        for (let at = 6; at < length - 6; at += 3) {
+          const p = e.getPointAtLength(at)
+          const inside = boxes.find((b) => p.x > b.x + 3 && p.x < b.x + b.w - 3 && p.y > b.y + 3 && p.y < b.y + b.h - 3)
+          if (inside) {
+            crossings.push(`${e.getAttribute('data-from')} → ${e.getAttribute('data-to')} at ${p.x.toFixed(0)},${p.y.toFixed(0)}`)
+            break
+          }
+        }
+      }
+      return {crossings, edges: edges.length, labels: [...document.querySelectorAll('svg.graph .edge-label')].map((t) => t.textContent)}
+    })
+    expect(graph.edges).to.be.greaterThan(4)
+    expect(graph.crossings, 'edges through a step').to.deep.equal([])
+    expect(graph.labels).to.include.members(['error', 'fail'])
     await page.evaluate(() => document.querySelector<HTMLDetailsElement>('details[data-step="fix"]')!.setAttribute('open', ''))
     await notBlank(browser!, dir, page, 'coding-run')
     expect(problems).to.deep.equal([])
