@@ -72,7 +72,7 @@ svg.waterfall text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.wate
 .d2h-tag { font-size:10px; border:1px solid currentColor; border-radius:3px; padding:0 .3rem; } .d2h-changed-tag { color:var(--wait); } .d2h-added-tag { color:var(--ok); } .d2h-deleted-tag { color:var(--fail); } .d2h-moved-tag { color:var(--accent); }
 .d2h-file-diff { overflow-x:auto; } table.d2h-diff-table { width:100%; border-collapse:collapse; font-family:var(--mono); font-size:12.5px; }
 .d2h-diff-table td { border:0; padding:0 .4rem; vertical-align:top; } .d2h-code-linenumber { width:1%; white-space:nowrap; color:var(--muted); user-select:none; border-right:1px solid var(--line) !important; }
-.d2h-code-linenumber div { display:inline-block; width:2.8em; text-align:right; } .d2h-code-line { white-space:pre; } .d2h-code-line-prefix { display:inline-block; width:1.2em; color:var(--muted); }
+.d2h-code-linenumber div { display:inline-block; width:2.8em; text-align:right; } .d2h-code-line { white-space:nowrap; } .d2h-code-line-ctn { white-space:pre; } .d2h-code-line-prefix { display:inline-block; width:1.2em; color:var(--muted); }
 .d2h-ins { background:rgba(46,160,67,.15); } .d2h-del { background:rgba(248,81,73,.15); } .d2h-info { background:rgba(56,139,253,.1); color:var(--muted); }
 .d2h-code-line ins { background:rgba(46,160,67,.35); text-decoration:none; } .d2h-code-line del { background:rgba(248,81,73,.35); text-decoration:none; }
 .diff-added { color:var(--ok); } .diff-removed { color:var(--fail); } .diff-changed { color:var(--wait); }

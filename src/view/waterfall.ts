@@ -132,6 +132,6 @@ export function waterfall(view: RunView): Html {
       </svg>
     </div>
     <p class="legend small">
-      ${LEGEND.filter(([k]) => used.has(k)).map(([k, text]) => html`<span class="key"><svg width="14" height="10" aria-hidden="true"><rect class="bar ${k}" width="14" height="10" rx="2" /></svg> ${text}</span> `)}
+      ${LEGEND.filter(([k]) => used.has(k)).map(([k, text]) => html`<span class="key"><svg class="swatch" width="14" height="10" aria-hidden="true"><rect class="bar ${k}" width="14" height="10" rx="2" /></svg> ${text}</span> `)}
     </p>`
 }
