@@ -8,15 +8,17 @@ import {makeDirs, writeNamedFile} from '../util/fs.js'
 import {redact} from '../util/redact.js'
 import {page} from './layout.js'
 import {loadRunView} from './run-data.js'
+import {pageTools} from './page-tools.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
 
 /** Redacted as a whole, as the view server redacts what it sends: the page also shows what it composes as it is read. */
-export function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): string {
+export async function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): Promise<string> {
+  const tools = await pageTools()
   return redact(
     page({
       title: `pipe: ${view.record.run_id}`,
       nonce: randomBytes(16).toString('base64'),
-      body: runBody(view, {standalone: true}),
+      body: runBody(view, {standalone: true, ...tools}),
       script: RUN_SCRIPT,
       standalone: true,
     }),
@@ -34,7 +36,7 @@ export async function exportRunHtml(store: RunStore, runId: string, file: string
       hint: `Name the file to write, e.g. --html ${path.join(file, `${runId}.html`)}.`,
     })
   }
-  const text = runPageHtml(await loadRunView(store, runId))
+  const text = await runPageHtml(await loadRunView(store, runId))
   if (toStdout) {
     process.stdout.write(text)
     return {html: '-', bytes: Buffer.byteLength(text)}

@@ -1,6 +1,6 @@
 /**
  * A pipeline's step graph as inline SVG, drawn here (no Mermaid in the page, no CDN, no network):
- * steps in rows by their distance from the start, every route labelled with its outcome, and the
+ * steps laid out by dagre, every route labelled with its outcome on its own edge, and the
  * path a run took drawn thick with how often it went each way. Every text in it is escaped.
  */
 import {allEdges, startStepId} from '../config/graph.js'
@@ -12,15 +12,38 @@ import {escapeText, trusted, type Html} from './html.js'
 const ENDS: Record<string, string> = {__start__: 'start', __end__: 'end', __failed__: 'failed', __cancelled__: 'cancelled', __blocked__: 'blocked'}
 const NODE_W = 168
 const NODE_H = 40
-const GAP_X = 36
-const ROW_H = 92
 const MARGIN = 24
+
+interface Point {
+  x: number
+  y: number
+}
+
+/** What the page uses of dagre's graph (typed here: the part of its API this file relies on). */
+interface LayoutGraph {
+  setGraph(label: Record<string, unknown>): LayoutGraph
+  setDefaultEdgeLabel(make: () => object): LayoutGraph
+  setNode(id: string, label: {width: number; height: number}): LayoutGraph
+  setEdge(from: string, to: string, label: object, name: string): LayoutGraph
+  node(id: string): Point
+  edge(e: {v: string; w: string; name: string}): {points?: Point[]; x?: number; y?: number}
+  graph(): {width?: number; height?: number}
+}
+
+/** The layout library (@dagrejs/dagre), loaded with the page (not when the CLI starts). */
+export interface Dagre {
+  graphlib: {Graph: new (options: {multigraph: boolean}) => LayoutGraph}
+  layout(g: LayoutGraph): void
+}
+
+export async function loadDagre(): Promise<Dagre> {
+  const loaded = (await import('@dagrejs/dagre')) as unknown as Dagre & {default?: Dagre}
+  return loaded.default ?? loaded
+}
 
 interface Node {
   id: string
   kind: string | null
-  row: number
-  col: number
   x: number
   y: number
   ran: number
@@ -34,30 +57,65 @@ interface Line {
   declared: boolean
 }
 
-/** Rows by breadth-first distance from the start; a step no route reaches goes below the rest, in declared order. */
-function layout(ids: string[], start: string, lines: Line[]): Map<string, {row: number; col: number}> {
-  const out = new Map<string, {row: number; col: number}>()
-  const rowOf = new Map<string, number>([[start, 0]])
-  const queue = [start]
-  while (queue.length > 0) {
-    const at = queue.shift()!
-    for (const l of lines) {
-      if (l.from !== at || rowOf.has(l.to)) continue
-      rowOf.set(l.to, rowOf.get(at)! + 1)
-      queue.push(l.to)
-    }
+const LABEL_CHAR_W = 6.6
+
+/**
+ * Where each step and each edge goes, by dagre's layered layout: edges that go back up are routed
+ * around the steps between (dagre gives them bends through empty ranks), and each edge's label has
+ * its own place on the edge, so no label sits on a node or on another label.
+ */
+function layout(
+  dagre: Dagre,
+  ids: string[],
+  lines: Line[],
+): {
+  nodes: Map<string, {x: number; y: number}>
+  edges: Array<{points: Point[]; label: Point | undefined}>
+  width: number
+  height: number
+} {
+  const g = new dagre.graphlib.Graph({multigraph: true})
+  g.setGraph({rankdir: 'TB', nodesep: 40, ranksep: 48, edgesep: 18, marginx: MARGIN, marginy: MARGIN})
+  g.setDefaultEdgeLabel(() => ({}))
+  for (const id of ids) g.setNode(id, {width: NODE_W, height: NODE_H})
+  lines.forEach((l, i) => {
+    const text = shownLabel(l)
+    g.setEdge(l.from, l.to, text ? {width: text.length * LABEL_CHAR_W + 8, height: 16, labelpos: 'c'} : {}, `e${i}`)
+  })
+  dagre.layout(g)
+  const nodes = new Map<string, {x: number; y: number}>()
+  for (const id of ids) {
+    const n = g.node(id)
+    nodes.set(id, {x: n.x - NODE_W / 2, y: n.y - NODE_H / 2})
   }
-  let last = Math.max(0, ...rowOf.values())
-  for (const id of ids) if (!rowOf.has(id)) rowOf.set(id, ++last)
-  const perRow = new Map<number, number>()
-  const order = [...ids, ...[...rowOf.keys()].filter((id) => !ids.includes(id))]
-  for (const id of order) {
-    const row = rowOf.get(id)!
-    const col = perRow.get(row) ?? 0
-    perRow.set(row, col + 1)
-    out.set(id, {row, col})
+  const edges = lines.map((l, i) => {
+    const e = g.edge({v: l.from, w: l.to, name: `e${i}`})
+    return {points: e.points ?? [], label: shownLabel(l) && e.x !== undefined && e.y !== undefined ? {x: e.x, y: e.y} : undefined}
+  })
+  const graph = g.graph()
+  return {nodes, edges, width: Math.ceil(graph.width ?? NODE_W + 2 * MARGIN), height: Math.ceil(graph.height ?? NODE_H + 2 * MARGIN)}
+}
+
+/** The text an edge carries: its outcome (not the default route's "next"), and how often the run took it. */
+function shownLabel(l: Line): string {
+  const plain = l.label === 'start' || l.label === 'next'
+  return plain ? (l.count > 1 ? `×${l.count}` : '') : `${l.label}${l.count > 1 ? ` ×${l.count}` : ''}`
+}
+
+/** A smooth path through dagre's points (a straight line for two). */
+function pathThrough(points: Array<{x: number; y: number}>): string {
+  const f = (n: number): string => n.toFixed(1)
+  if (points.length === 0) return ''
+  let d = `M${f(points[0]!.x)},${f(points[0]!.y)}`
+  if (points.length === 2) return `${d} L${f(points[1]!.x)},${f(points[1]!.y)}`
+  // Quadratic pieces through the midpoints, each bend's point its control: the curve stays inside the hull of dagre's route.
+  for (let i = 1; i < points.length - 1; i++) {
+    const p = points[i]!
+    const q = points[i + 1]!
+    const mid = i === points.length - 2 ? q : {x: (p.x + q.x) / 2, y: (p.y + q.y) / 2}
+    d += ` Q${f(p.x)},${f(p.y)} ${f(mid.x)},${f(mid.y)}`
   }
-  return out
+  return d
 }
 
 function nodeLabel(node: Node): string {
@@ -68,7 +126,7 @@ function nodeLabel(node: Node): string {
  * The graph of `pipeline` (or, without one, of the steps the run took) with the run's path over it.
  * `anchors` maps a step id to the id of its section on the page: a node that ran links there.
  */
-export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: ReadonlyMap<string, string> = new Map(), waitsAt?: string): Html {
+export function graphSvg(dagre: Dagre, pipeline: Pipeline | null, taken: PathTaken, anchors: ReadonlyMap<string, string> = new Map(), waitsAt?: string): Html {
   const ids = pipeline ? pipeline.steps.map((s) => s.id) : [...new Set(taken.taken.flatMap((t) => [t.from, t.to]).filter((id) => !(id in ENDS)))]
   const start = pipeline ? startStepId(pipeline) : (taken.taken.find((t) => t.from === '__start__')?.to ?? ids[0] ?? '__start__')
   const merged: Line[] = [{from: '__start__', to: start, label: 'start', count: 0, declared: true}]
@@ -84,27 +142,7 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
     else merged.push({from: t.from, to: t.to, label: t.label, count: t.count, declared: pipeline === null})
   }
   const kinds = new Map((pipeline?.steps ?? []).map((s) => [s.id, s.kind as string]))
-  const places = layout(['__start__', ...ids], '__start__', merged)
-  const rows = Math.max(...[...places.values()].map((p) => p.row)) + 1
-  const widest = Math.max(...Array.from({length: rows}, (_, r) => [...places.values()].filter((p) => p.row === r).length))
-  const width = MARGIN * 2 + widest * NODE_W + (widest - 1) * GAP_X + 120
-  const height = MARGIN * 2 + rows * ROW_H
-  const nodes = new Map<string, Node>()
-  for (const [id, p] of places) {
-    const inRow = [...places.values()].filter((q) => q.row === p.row).length
-    const rowWidth = inRow * NODE_W + (inRow - 1) * GAP_X
-    const x = MARGIN + (width - 120 - MARGIN * 2 - rowWidth) / 2 + p.col * (NODE_W + GAP_X)
-    nodes.set(id, {id, kind: kinds.get(id) ?? null, row: p.row, col: p.col, x, y: MARGIN + p.row * ROW_H, ran: taken.steps[id] ?? 0})
-  }
-  const parts: string[] = []
-  parts.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" aria-label="${escapeText(`step graph${pipeline ? ` of ${pipeline.name}` : ''}`)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">`,
-  )
-  // Arrowheads in the drawing's units: sized by the line's width (the default) a taken edge's head was
-  // three times as large as its neighbours', covering the node it points to.
-  parts.push(
-    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker><marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="11" markerHeight="11" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead taken"/></marker></defs>',
-  )
+  const placed = [...new Set(['__start__', ...ids, ...merged.flatMap((m) => [m.from, m.to])])]
   // Routes between the same two steps (success and partial both to publish) are one drawn edge
   // with their labels joined: drawn apart, their labels sat on one spot, unreadable.
   const drawn: Line[] = []
@@ -117,33 +155,31 @@ export function graphSvg(pipeline: Pipeline | null, taken: PathTaken, anchors: R
       same.count += l.count
     }
   }
-  for (const l of drawn) {
-    const a = nodes.get(l.from)
-    const b = nodes.get(l.to)
-    if (!a || !b) continue
-    const x1 = a.x + NODE_W / 2
-    const y1 = a.y + NODE_H
-    const x2 = b.x + NODE_W / 2
-    const y2 = b.y
-    const back = b.row <= a.row
-    const d = back
-      ? `M${a.x + NODE_W},${a.y + NODE_H / 2} C${a.x + NODE_W + 60},${a.y + NODE_H / 2} ${b.x + NODE_W + 60},${b.y + NODE_H / 2} ${b.x + NODE_W},${b.y + NODE_H / 2}`
-      : `M${x1},${y1} C${x1},${y1 + 30} ${x2},${y2 - 30} ${x2},${y2}`
+  const laid = layout(dagre, placed, drawn)
+  const {width, height} = laid
+  const nodes = new Map<string, Node>()
+  for (const [id, p] of laid.nodes) nodes.set(id, {id, kind: kinds.get(id) ?? null, x: p.x, y: p.y, ran: taken.steps[id] ?? 0})
+  const parts: string[] = []
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" class="graph" role="img" aria-label="${escapeText(`step graph${pipeline ? ` of ${pipeline.name}` : ''}`)}" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">`,
+  )
+  // Arrowheads in the drawing's units: sized by the line's width (the default) a taken edge's head was
+  // three times as large as its neighbours', covering the node it points to.
+  parts.push(
+    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker><marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="11" markerHeight="11" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead taken"/></marker></defs>',
+  )
+  drawn.forEach((l, i) => {
+    const route = laid.edges[i]!
+    if (route.points.length < 2) return
     const cls = ['edge', l.count > 0 ? 'taken' : '', l.declared ? '' : 'undeclared'].filter(Boolean).join(' ')
     parts.push(
-      `<path class="${cls}" d="${d}" marker-end="url(#${l.count > 0 ? 'arrow-taken' : 'arrow'})"><title>${escapeText(`${ENDS[l.from] ?? l.from} → ${ENDS[l.to] ?? l.to}: ${l.label}${l.count > 0 ? `, taken ${l.count}×` : ''}`)}</title></path>`,
+      `<path class="${cls}" data-from="${escapeText(l.from)}" data-to="${escapeText(l.to)}" d="${pathThrough(route.points)}" marker-end="url(#${l.count > 0 ? 'arrow-taken' : 'arrow'})"><title>${escapeText(`${ENDS[l.from] ?? l.from} → ${ENDS[l.to] ?? l.to}: ${l.label}${l.count > 0 ? `, taken ${l.count}×` : ''}`)}</title></path>`,
     )
-    // A straight-down edge gets its label beside it, not across it.
-    const straight = !back && Math.abs(x1 - x2) < 4
-    const lx = back ? Math.max(a.x, b.x) + NODE_W + 48 : straight ? x1 + 8 : (x1 + x2) / 2
-    const ly = back ? (a.y + b.y + NODE_H) / 2 : (y1 + y2) / 2 + 4
-    const anchor = straight ? 'start' : 'middle'
-    if (l.label !== 'start' && l.label !== 'next')
+    if (route.label)
       parts.push(
-        `<text class="edge-label${l.count > 0 ? ' taken' : ''}" x="${lx}" y="${ly}" text-anchor="${anchor}">${escapeText(l.label)}${l.count > 1 ? ` ×${l.count}` : ''}</text>`,
+        `<text class="edge-label${l.count > 0 ? ' taken' : ''}" x="${route.label.x.toFixed(1)}" y="${(route.label.y + 4).toFixed(1)}" text-anchor="middle">${escapeText(shownLabel(l))}</text>`,
       )
-    else if (l.count > 1) parts.push(`<text class="edge-label taken" x="${lx}" y="${ly}" text-anchor="${anchor}">×${l.count}</text>`)
-  }
+  })
   for (const n of nodes.values()) {
     const end = n.id in ENDS
     const waits = n.id === waitsAt

@@ -25,7 +25,7 @@ export function isHtml(value: unknown): value is Html {
  * Arabic letter mark included; zero-width and other invisible characters): shown as their code point, so a reviewer sees `⟨U+202E⟩` where a hostile string would
  * have made `exe.txt` read as `txt.exe`.
  */
-const INVISIBLE = /[\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF\uFFF9-\uFFFB]/g
+export const INVISIBLE = /[\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF\uFFF9-\uFFFB]/g
 
 /** Text as it is safe inside an element or a quoted attribute. */
 export function escapeText(value: string): string {
@@ -35,7 +35,12 @@ export function escapeText(value: string): string {
     .replace(/>/g, '&gt;')
     .replace(/"/g, '&quot;')
     .replace(/'/g, '&#39;')
-    .replace(INVISIBLE, (c) => `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`)
+    .replace(INVISIBLE, showInvisible)
+}
+
+/** One invisible character as the code point a reader sees. */
+export function showInvisible(c: string): string {
+  return `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`
 }
 
 type Value = Html | string | number | boolean | null | undefined | readonly Value[]

@@ -63,6 +63,18 @@ svg.graph .edge-label { fill:var(--muted); font:11px system-ui, sans-serif; } sv
 svg.graph .arrowhead { fill:var(--muted); } svg.graph .arrowhead.taken { fill:var(--accent); }
 svg.graph .edge-label { paint-order:stroke; stroke:var(--panel); stroke-width:4px; stroke-linejoin:round; }
 svg.chart .track { fill:var(--panel); stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
+svg.waterfall text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.waterfall .tick { stroke:var(--line); } svg.waterfall .tick-label, svg.waterfall .span-time { fill:var(--muted); }
+.bar.step { fill:var(--accent); } .bar.step-failed { fill:var(--fail); } .bar.child { fill:var(--ok); } .bar.tool { fill:var(--stop); }
+.bar.queued { fill:var(--muted); opacity:.45; } .bar.waiting { fill:var(--wait); opacity:.55; } .legend .key { margin-right:1rem; white-space:nowrap; }
+.d2h-file-wrapper { border:1px solid var(--line); border-radius:6px; margin:.5rem 0; overflow:hidden; }
+.d2h-file-header { display:flex; justify-content:space-between; align-items:center; padding:.3rem .6rem; background:var(--panel); border-bottom:1px solid var(--line); font-family:var(--mono); font-size:12.5px; }
+.d2h-file-name-wrapper { display:flex; gap:.4rem; align-items:center; } .d2h-icon { fill:var(--muted); } .d2h-file-collapse { display:none; }
+.d2h-tag { font-size:10px; border:1px solid currentColor; border-radius:3px; padding:0 .3rem; } .d2h-changed-tag { color:var(--wait); } .d2h-added-tag { color:var(--ok); } .d2h-deleted-tag { color:var(--fail); } .d2h-moved-tag { color:var(--accent); }
+.d2h-file-diff { overflow-x:auto; } table.d2h-diff-table { width:100%; border-collapse:collapse; font-family:var(--mono); font-size:12.5px; }
+.d2h-diff-table td { border:0; padding:0 .4rem; vertical-align:top; } .d2h-code-linenumber { width:1%; white-space:nowrap; color:var(--muted); user-select:none; border-right:1px solid var(--line) !important; }
+.d2h-code-linenumber div { display:inline-block; width:2.8em; text-align:right; } .d2h-code-line { white-space:nowrap; } .d2h-code-line-ctn { white-space:pre; } .d2h-code-line-prefix { display:inline-block; width:1.2em; color:var(--muted); }
+.d2h-ins { background:rgba(46,160,67,.15); } .d2h-del { background:rgba(248,81,73,.15); } .d2h-info { background:rgba(56,139,253,.1); color:var(--muted); }
+.d2h-code-line ins { background:rgba(46,160,67,.35); text-decoration:none; } .d2h-code-line del { background:rgba(248,81,73,.35); text-decoration:none; }
 .diff-added { color:var(--ok); } .diff-removed { color:var(--fail); } .diff-changed { color:var(--wait); }
 `
 

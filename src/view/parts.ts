@@ -1,4 +1,6 @@
 /** Small pieces every page of a run shares: a status badge, a link to a run, a duration. */
+import type {DiffRenderer} from './diff-view.js'
+import type {Dagre} from './graph-svg.js'
 import {html, safeHref, type Html} from './html.js'
 
 export interface RunPageOptions {
@@ -6,6 +8,12 @@ export interface RunPageOptions {
   standalone?: boolean
   /** The form that gives what the run waits for (pipe view without --read-only; decision-forms.ts). */
   decide?: Html
+  /** Draws a unified diff (diff2html, loaded with the page); without it a diff shows as its text. */
+  diff?: DiffRenderer
+  /** Two spec versions' JSON as a unified diff. */
+  textDiff?: (name: string, before: string, after: string) => string
+  /** Lays out the step graph; without it the page has no graph. */
+  dagre?: Dagre
 }
 
 export function statusBadge(status: string): Html {

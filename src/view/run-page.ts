@@ -8,11 +8,13 @@ import type {RunSummary} from '../store/queries.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {modelCalls, toolCalls} from './conversation.js'
 import {graphSvg} from './graph-svg.js'
+import {diffsIn} from './diff-view.js'
 import {html, jsonBlock, type Html} from './html.js'
 import {duration, runLink, statusBadge, type RunPageOptions} from './parts.js'
 import type {RunView, StepView} from './run-data.js'
 import {evidence, ledger, specs, timeline} from './run-records.js'
 import {livePanels, RUN_LIVE_SCRIPT} from './live.js'
+import {waterfall} from './waterfall.js'
 
 export {statusBadge, type RunPageOptions} from './parts.js'
 function header(view: RunView, options: RunPageOptions): Html {
@@ -206,6 +208,7 @@ function stepSection(step: StepView, children: RunSummary[], options: RunPageOpt
       ${contextShown(s.inputs.context_ref)}
       <h3>Inputs (resolved)</h3>
       ${jsonBlock(s.inputs)}
+      ${outputDiffs(s.outputs, options)}
       <h3>Outputs</h3>
       ${jsonBlock(s.outputs)}
       ${
@@ -292,7 +295,7 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
     <h2>Graph</h2>
     ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}
     <div class="graph-wrap">
-      ${graphSvg(view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined)}
+      ${options.dagre ? graphSvg(options.dagre, view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined) : ''}
     </div>
     <h2>Steps (${view.steps.length})</h2>
     ${stepJumps(view)}${view.steps.map((s) => stepSection(s, view.children, options))}
@@ -302,14 +305,26 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
             ${childTable(view.children, options)}`
         : ''
     }
-    <h2>Timeline (${view.events.length})</h2>
-    ${timeline(view)}
+    <h2 id="timeline">Timeline</h2>
+    ${waterfall(view)}
+    <details class="step" id="events">
+      <summary>Every timeline line (${view.events.length})</summary>
+      <div class="body">${timeline(view)}</div>
+    </details>
     <h2>Spec versions (${view.specs.length})</h2>
     ${specs(view, options)}
     <h2>Evidence (${view.evidence.length})</h2>
     ${evidence(view)}
     <h2>Deliveries (${view.ledger.length})</h2>
     ${ledger(view)}`
+}
+
+/** The diffs a step made (an edit's files, an agent's patch), drawn as diffs above its outputs. */
+function outputDiffs(outputs: unknown, options: RunPageOptions): Html {
+  const found = diffsIn(outputs)
+  if (found.length === 0 || !options.diff) return html``
+  return html`<h3>Diff</h3>
+    ${found.map((d) => html`<div class="diff" data-output="${d.path}"><p class="muted small">outputs.${d.path}</p>${options.diff!(d.patch)}</div>`)}`
 }
 
 /** What the model was shown of the repository (a context step's evidence, by id and sha256), and the run's project context ref. */

@@ -27,6 +27,12 @@ export function specChanges(changes: Change[]): Html {
   </table>`
 }
 
+/** A spec version as the text its diff compares: its content as indented JSON, its meta (which always differs) left out. */
+export function specText(spec: CanonicalSpec): string {
+  const {meta: _m, ...content} = spec
+  return `${JSON.stringify(content, null, 2)}\n`
+}
+
 export function timeline(view: RunView): Html {
   return html`<table class="timeline">
     <tr>
@@ -60,7 +66,7 @@ export function specs(view: RunView, options: RunPageOptions): Html {
     const changes = specDiff(before, spec)
     return html`<div class="panel">
       <strong><code>${before.meta.spec_version}</code> → <code>${spec.meta.spec_version}</code></strong> (${changes.length} field change(s))
-      ${specChanges(changes)}
+      ${options.diff && options.textDiff ? options.diff(options.textDiff('spec.json', specText(before), specText(spec))) : ''} ${specChanges(changes)}
     </div>`
   })
   const picker = options.standalone

@@ -20,8 +20,10 @@ import {contentSecurityPolicy, page} from './layout.js'
 import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
 import {liveState} from './live.js'
 import {loadRunView} from './run-data.js'
+import {diffTools} from './diff-view.js'
+import {pageTools} from './page-tools.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
-import {specChanges, specDiff} from './run-records.js'
+import {specChanges, specDiff, specText} from './run-records.js'
 import {setAsideDamaged, type DamagedRun} from './tolerant-store.js'
 
 export interface ViewServerOptions {
@@ -184,7 +186,7 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   if (parts[0] === 'runs' && parts.length === 2 && ID_PATTERNS.run.test(parts[1]!)) {
     const view = await loadRunView(store, parts[1]!, commands)
     const decide = asking.decisions ? {decide: decisionForms(asking.decisions, view, asking.withToken)} : {}
-    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view, decide), head, {text: RUN_SCRIPT, live: true})
+    return sendPage(res, 200, `pipe: ${view.record.run_id}`, runBody(view, {...(await pageTools()), ...decide}), head, {text: RUN_SCRIPT, live: true})
   }
   if (parts[0] === 'api' && parts[1] === 'runs' && parts.length === 4 && (parts[3] === 'state' || parts[3] === 'head') && ID_PATTERNS.run.test(parts[2]!)) {
     // What a run page polls: the least that changes when the run moves on (head: the older name of it).
@@ -213,13 +215,14 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
       )
     const [before, after] = [await store.readSpec(a), await store.readSpec(b)]
     const changes = specDiff(before, after)
+    const {diff, textDiff} = await diffTools()
     return sendPage(
       res,
       200,
       `pipe: ${a} → ${b}`,
       html`<h1><code>${a}</code> → <code>${b}</code></h1>
         <p>${changes.length} field change(s).</p>
-        ${specChanges(changes)}`,
+        ${diff(textDiff('spec.json', specText(before), specText(after)))} ${specChanges(changes)}`,
       head,
     )
   }

@@ -376,7 +376,9 @@ describe('pipe view under attack and in a new user’s hands', function () {
       const {page, problems} = await open(at)
       const state = await page.evaluate(() => ({
         pwned: (window as unknown as {__pwned?: unknown}).__pwned ?? null,
-        injected: document.querySelectorAll('main script, main style, main svg:not(.graph):not(.chart), main a[href^="javascript"]').length,
+        injected: document.querySelectorAll(
+          'main script, main style, main svg:not(.graph):not(.chart):not(.waterfall):not(.swatch):not(.d2h-icon), main a[href^="javascript"]',
+        ).length,
         hidden: getComputedStyle(document.querySelector('main')!).display,
         text: document.body.textContent ?? '',
       }))
