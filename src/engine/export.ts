@@ -10,6 +10,7 @@
  *   DIR/runs/CHILD/…                           each child run (pipeline and foreach steps), the same way
  */
 
+import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {CommandResult} from '../policy/exec.js'
 import {specToMarkdown} from '../spec/markdown.js'
@@ -89,9 +90,15 @@ export function attempts(snapshots: Snapshot[]): Attempt[] {
  * and of its child runs: it rewrites that run's files (each atomically) from the records, so after a
  * crash the next write, or the resume, makes them consistent again.
  */
-export async function writeLiveArtifacts(store: RunStore, runId: string): Promise<void> {
-  const record = await store.readRun(runId)
-  await exportRun(store, runId, liveArtifactsDir(store), record.parent === undefined, false)
+export async function writeLiveArtifacts(store: RunStore, runId: string, kept = true): Promise<void> {
+  // The whole family is written from its top run, as pipe export of that run writes it: a child's
+  // change shows in its parent's state.json too, and artifacts/ is never a mix of two moments.
+  let top = await store.readRun(runId)
+  while (top.parent) top = await store.readRun(top.parent.run_id)
+  const dir = liveArtifactsDir(store)
+  // A run whose own pipeline does not say artifacts: true keeps them when its family's are kept.
+  if (!kept && !existsSync(path.join(dir, 'runs', top.run_id, 'state.json'))) return
+  await exportRun(store, top.run_id, dir)
 }
 
 export function liveArtifactsDir(store: RunStore): string {
