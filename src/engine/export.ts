@@ -51,8 +51,10 @@ export function roleOf(s: Snapshot): ExportRole {
   return handlerNamed(s.step.kind)?.exportRole ?? {}
 }
 
+/** The task a snapshot worked on: its inputs say so, or, for a step that failed before it gave any, its error. */
 function taskOf(s: Snapshot): string | undefined {
-  return (s.inputs as {task?: string}).task
+  const given = (s.inputs as {task?: unknown}).task ?? (s.errors.at(-1)?.details as {task?: unknown} | undefined)?.task
+  return typeof given === 'string' ? given : undefined
 }
 
 /**

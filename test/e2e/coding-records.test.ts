@@ -168,4 +168,25 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
     expect(Object.keys(live).some((f) => f.includes('/task_T2/attempt_01/verdict.json'))).to.equal(true)
     expect(existsSync(path.join(repo, '.pipe', 'artifacts', 'runs', runId))).to.equal(true)
   })
+
+  it('files a failed edit under its task with a patch_apply_fail verdict, and a QA that errors with an env_fail verdict', async () => {
+    const failing = 'calc.js\n<<<<<<< SEARCH\nno such line\n=======\nx\n>>>>>>> REPLACE\n'
+    for (const [step, category] of [
+      [`kind: edit\n    blocks: ${JSON.stringify(failing)}`, 'patch_apply_fail'],
+      ['kind: qa\n    stages: {tests: [[node, --no-such-flag]]}', 'env_fail'],
+    ] as const) {
+      await cleanup?.()
+      await server?.close()
+      await setup({tasks: []})
+      const pipeline = path.join(dir, 'step.yaml')
+      await writeFile(pipeline, `version: 1\nname: t9\nartifacts: true\nsteps:\n  - id: s\n    task: T-9\n    ${step}\n`)
+      const result = await cli(['run', pipeline, '--json', '--policy', path.join(dir, 'policy.yaml')])
+      expect(result.code, result.stderr + result.stdout).not.to.equal(0)
+      const runId = json<{run_id: string}>(result).run_id
+      const live = await expectLiveIsExport(runId)
+      expect(Object.keys(live).filter((f) => f.includes('task_main'))).to.deep.equal([])
+      const verdict = JSON.parse(live[`runs/${runId}/task_T-9/attempt_01/verdict.json`] ?? 'null') as Record<string, unknown> | null
+      expect(verdict, category).to.include({status: 'fail', error_category: category})
+    }
+  })
 })
