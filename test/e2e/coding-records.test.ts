@@ -79,6 +79,7 @@ max_patch_lines: 200
 max_retries_default: 2
 resource_limits: {command_timeout_ms: 60000, step_timeout_ms: 120000, max_output_bytes: 65536, max_concurrent_commands: 2, max_input_bytes: 1048576}
 sandbox: auto
+tool_versions: {node: "20"}
 confirm: ${confirm}
 `,
   )
@@ -166,6 +167,12 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
       expect(JSON.parse(live[`runs/${child}/state.json`]!)).to.include({phase: 'succeeded'})
     }
     expect(Object.keys(live).some((f) => f.includes('/task_T2/attempt_01/verdict.json'))).to.equal(true)
+    // The parent's state.json speaks for its children (seed 004's example fields); a child names the tools as measured.
+    const top = JSON.parse(live[`runs/${runId}/state.json`]!) as Record<string, unknown>
+    expect(top).to.deep.include({attempts_by_task: {T1: 1, T2: 1}, last_commit_hash: git('rev-parse', 'HEAD'), current_task_id: 'T2'})
+    const measured = (top['tool_versions'] as {node?: {actual?: unknown}}).node
+    expect(measured?.actual).to.be.a('string')
+    for (const child of parent.child_runs) expect(JSON.parse(live[`runs/${child}/state.json`]!).tool_versions).to.deep.equal(top['tool_versions'])
     expect(existsSync(path.join(repo, '.pipe', 'artifacts', 'runs', runId))).to.equal(true)
   })
 
