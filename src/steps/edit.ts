@@ -55,7 +55,7 @@ export const edit: StepHandler<'edit'> = {
     },
     metrics(snapshot) {
       const applied = appliedEdit.of(snapshot)
-      return applied ? {patch_lines: applied.changed_lines} : {}
+      return applied ? {patch_lines: applied.changed_lines} : snapshot.errors.length > 0 ? {failure: 'patch_apply_fail'} : {}
     },
     timeline(snapshot) {
       const applied = appliedEdit.of(snapshot)

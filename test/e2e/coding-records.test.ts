@@ -173,6 +173,9 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
     const measured = (top['tool_versions'] as {node?: {actual?: unknown}}).node
     expect(measured?.actual).to.be.a('string')
     for (const child of parent.child_runs) expect(JSON.parse(live[`runs/${child}/state.json`]!).tool_versions).to.deep.equal(top['tool_versions'])
+    // Each task once, however many child runs it took.
+    const stats = json<{totals: Record<string, unknown>}>(await cli(['stats', '--json']))
+    expect(stats.totals).to.deep.include({tasks: 2, tasks_passed: 2, tasks_fixed_by_person: 0, attempts: 2})
     expect(existsSync(path.join(repo, '.pipe', 'artifacts', 'runs', runId))).to.equal(true)
   })
 
@@ -194,6 +197,8 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
       expect(Object.keys(live).filter((f) => f.includes('task_main'))).to.deep.equal([])
       const verdict = JSON.parse(live[`runs/${runId}/task_T-9/attempt_01/verdict.json`] ?? 'null') as Record<string, unknown> | null
       expect(verdict, category).to.include({status: 'fail', error_category: category})
+      const stats = json<{totals: {failure_categories: Record<string, number>}}>(await cli(['stats', '--json']))
+      expect(stats.totals.failure_categories).to.deep.equal({[category]: 1})
     }
   })
 })
