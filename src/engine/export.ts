@@ -240,9 +240,14 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
     at: e.at,
     text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` (by ${e.by})` : ''}`,
   }))
+  // Seed 004 §10.1: each entry of a task's step names its attempt.
+  const attemptOf = new Map(groups.flatMap((a) => a.snapshots.map((s) => [s, a.number] as const)))
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
-    const bits = [`#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${taskOf(s) ? ` task ${taskOf(s)}` : ''}: ${d?.decision ?? '?'}`]
+    const task = taskOf(s) ?? (attemptOf.has(s) ? 'main' : undefined)
+    const bits = [
+      `#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${task ? ` task ${task}` : ''}${attemptOf.has(s) ? ` attempt ${attemptOf.get(s)}` : ''}: ${d?.decision ?? '?'}`,
+    ]
     bits.push(...(roleOf(s).timeline?.(s) ?? []))
     if (s.errors.length) bits.push(`error: ${s.errors.at(-1)!.code} ${s.errors.at(-1)!.message}`)
     entries.push({at: s.step.ended_at, text: bits.join('; ')})

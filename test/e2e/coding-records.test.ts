@@ -173,6 +173,8 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
     const measured = (top['tool_versions'] as {node?: {actual?: unknown}}).node
     expect(measured?.actual).to.be.a('string')
     for (const child of parent.child_runs) expect(JSON.parse(live[`runs/${child}/state.json`]!).tool_versions).to.deep.equal(top['tool_versions'])
+    const childTimeline = live[`runs/${parent.child_runs[0]}/timeline.md`]!
+    expect(childTimeline).to.match(/`implement` \(agent\) task T1 attempt 1: /)
     // Each task once, however many child runs it took.
     const stats = json<{totals: Record<string, unknown>}>(await cli(['stats', '--json']))
     expect(stats.totals).to.deep.include({tasks: 2, tasks_passed: 2, tasks_fixed_by_person: 0, attempts: 2})
