@@ -20,12 +20,14 @@ export interface Metrics {
   failed_steps: number
   /** Tasks that had at least one attempt (an agent or edit step with its task). */
   tasks: number
-  /** Tasks whose last QA verdict passed. */
+  /** Tasks whose last QA verdict passed on an attempt of the agent (or an edit step). */
   tasks_passed: number
+  /** Tasks whose last QA passed on code a person fixed (QA run again with no edit of pipe's since): not the agent's passes. */
+  tasks_fixed_by_person: number
   task_pass_rate: number | null
   attempts: number
   mean_attempts: number | null
-  /** Failed QA verdicts by error_category. */
+  /** Failed verdicts by error_category: QA's (env_fail for QA that could not run) and failed edits' (patch_apply_fail). */
   failure_categories: Record<string, number>
   patches: number
   mean_patch_lines: number | null
@@ -63,6 +65,7 @@ interface Tally {
   failed_steps: number
   tasks: number
   tasks_passed: number
+  tasks_fixed_by_person: number
   attempts: number
   failure_categories: Record<string, number>
   patches: number
@@ -84,6 +87,7 @@ function empty(): Tally {
     failed_steps: 0,
     tasks: 0,
     tasks_passed: 0,
+    tasks_fixed_by_person: 0,
     attempts: 0,
     failure_categories: {},
     patches: 0,
@@ -106,6 +110,7 @@ function add(into: Tally, from: Tally): void {
     'failed_steps',
     'tasks',
     'tasks_passed',
+    'tasks_fixed_by_person',
     'attempts',
     'patches',
     'patch_lines',
@@ -131,6 +136,7 @@ function metrics(t: Tally): Metrics {
     failed_steps: t.failed_steps,
     tasks: t.tasks,
     tasks_passed: t.tasks_passed,
+    tasks_fixed_by_person: t.tasks_fixed_by_person,
     task_pass_rate: t.tasks === 0 ? null : Math.round((t.tasks_passed / t.tasks) * 10000) / 10000,
     attempts: t.attempts,
     mean_attempts: mean(t.attempts, t.tasks),
@@ -153,8 +159,15 @@ function isFailure(s: Snapshot): boolean {
   return outcome === 'error' || (outcome !== undefined && failureOf(handlerNamed(s.step.kind), outcome) !== undefined)
 }
 
-/** What one run's own snapshots add (its children are tallied on their own). */
-function tallySnapshots(snapshots: Snapshot[]): Tally {
+/** Where a task stands over a run and its children: a task retried in a new child run is one task. */
+type Tasks = Map<string, {attempts: number; passed: boolean; byPerson: boolean}>
+
+const count = (into: Record<string, number>, category: string): void => {
+  into[category] = (into[category] ?? 0) + 1
+}
+
+/** What one run's own snapshots add (its children are tallied on their own); its tasks go into `tasks`, counted once per family. */
+function tallySnapshots(snapshots: Snapshot[], tasks: Tasks): Tally {
   const t = empty()
   for (const s of snapshots) {
     t.steps++
@@ -173,27 +186,40 @@ function tallySnapshots(snapshots: Snapshot[]): Tally {
       t.patches++
       t.patch_lines += m.patch_lines
     }
+    if (m.failure !== undefined) count(t.failure_categories, m.failure)
     if (m.qa) {
       t.qa_runs++
       t.qa_ms += m.qa.duration_ms
-      if (m.qa.status === 'fail') t.failure_categories[m.qa.category ?? 'unknown'] = (t.failure_categories[m.qa.category ?? 'unknown'] ?? 0) + 1
+      if (m.qa.status === 'fail') count(t.failure_categories, m.qa.category ?? 'unknown')
     }
   }
-  const tasks = new Map<string, {attempts: number; passed: boolean}>()
+  const here = new Map<string, number>()
   for (const attempt of attempts(snapshots)) {
-    const task = tasks.get(attempt.task) ?? {attempts: 0, passed: false}
-    task.attempts = Math.max(task.attempts, attempt.number)
-    // The task stands where its latest QA left it.
+    here.set(attempt.task, Math.max(here.get(attempt.task) ?? 0, attempt.number))
+    const task = tasks.get(attempt.task) ?? {attempts: 0, passed: false, byPerson: false}
+    // The task stands where its latest QA left it; a QA with no edit of pipe's in its attempt checked a person's fix.
+    const edited = attempt.snapshots.some((s) => roleOf(s).attempt === 'starts')
     for (const s of attempt.snapshots) {
       const qa = roleOf(s).metrics?.(s).qa
-      if (qa) task.passed = qa.status === 'pass'
+      if (qa) {
+        task.passed = qa.status === 'pass'
+        task.byPerson = task.passed && !edited
+      }
     }
     tasks.set(attempt.task, task)
   }
+  for (const [name, n] of here) tasks.get(name)!.attempts += n
+  return t
+}
+
+/** A family's tasks, each counted once. */
+function tallyTasks(tasks: Tasks): Tally {
+  const t = empty()
   for (const task of tasks.values()) {
     t.tasks++
     t.attempts += task.attempts
-    if (task.passed) t.tasks_passed++
+    if (task.passed && task.byPerson) t.tasks_fixed_by_person++
+    else if (task.passed) t.tasks_passed++
   }
   return t
 }
@@ -228,11 +254,13 @@ export async function collectStats(store: RunStore, filter: {pipeline?: string; 
     t.runs = 1
     // The root and every run below it, each read once.
     const queue = [root]
+    const tasks: Tasks = new Map()
     while (queue.length > 0) {
       const run = queue.shift()!
-      add(t, tallySnapshots(await store.readSnapshots(run.run_id)))
+      add(t, tallySnapshots(await store.readSnapshots(run.run_id), tasks))
       queue.push(...(children.get(run.run_id) ?? []))
     }
+    add(t, tallyTasks(tasks))
     const budget = await runBudget(store, root)
     if (budget) budgets.set(root.pipeline.name, addRunBudget(budgets.get(root.pipeline.name) ?? null, budget))
     runs.push({run_id: root.run_id, pipeline: root.pipeline.name, status: root.status, created_at: root.created_at, ...metrics(t), budget})

@@ -65,7 +65,7 @@ export function renderStats(report: StatsReport): string {
     `steps: ${t.steps}, ${t.failed_steps} failed`,
     ...(coding
       ? [
-          `tasks: ${t.tasks}, passed ${t.tasks_passed} (${pct(t.task_pass_rate)}), mean attempts ${num(t.mean_attempts)}`,
+          `tasks: ${t.tasks}, passed ${t.tasks_passed} (${pct(t.task_pass_rate)})${t.tasks_fixed_by_person > 0 ? `, fixed by a person ${t.tasks_fixed_by_person}` : ''}, mean attempts ${num(t.mean_attempts)}`,
           t_`failure categories: ${categories(t)}`,
           `patches: ${t.patches}, mean ${num(t.mean_patch_lines)} changed line(s); QA runs: ${t.qa_runs}, mean ${num(t.mean_qa_ms, ' ms')}`,
         ]

@@ -11,7 +11,7 @@ export default class Stats extends PipeCommand {
   static override summary =
     'Metrics of runs: steps run and failed, model tokens and cost; for coding work also task pass rate, mean attempts, failure categories, patch size and QA time; per pipeline and per run.'
   static override description =
-    "A run's child runs (a foreach's items) count toward the top-level run that started them. A task is an agent or edit step's task (its task: field) with its attempts; it passed when its latest QA verdict passed. Runs without tasks, patches or QA are told in runs and steps only. Cost is summed from the snapshots that recorded one (the pipeline's provider.prices)."
+    "A run's child runs (a foreach's items) count toward the top-level run that started them. A task is an agent or edit step's task (its task: field) with its attempts; it passed when its latest QA verdict passed on an edit of pipe's, and counts as fixed by a person (tasks_fixed_by_person) when that QA checked a person's fix; a task retried in a new child run is one task. Failure categories count failed QA verdicts (env_fail when QA could not run) and failed edits (patch_apply_fail). Runs without tasks, patches or QA are told in runs and steps only. Cost is summed from the snapshots that recorded one (the pipeline's provider.prices)."
   static override examples = [
     {description: 'Every run in the store', command: '<%= config.bin %> <%= command.id %>'},
     {

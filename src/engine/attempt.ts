@@ -152,12 +152,15 @@ export async function attemptStep<K extends StepKind>(
             ),
           )
     const aborted = abort.settled
+    // The task a step works on (its resolved task:), kept on its error: a step that fails files under its task too.
+    let resolvedTask: unknown
     const {context, close} = stepContext({env, step, seq, attempt, run, signal: () => abort.signal, render, ...(budget ? {budget} : {})})
     try {
       // Expressions are resolved on every attempt, inside the try: a failing one is this step's error (E_CONFIG, not retried).
       const expressions = resolveAttempt(handler, step, run)
       if ('skipped' in expressions) return {result: expressions.skipped, errors, attempts: attempt, skipped: true}
       context.step = expressions.step
+      resolvedTask = (expressions.step as {task?: unknown}).task
       const resolved = expressions.values
       // Before it acts, with its values resolved (the commands a person is shown are the ones it would run).
       if (!confirmed) {
@@ -215,7 +218,14 @@ export async function attemptStep<K extends StepKind>(
         attempt,
         at: env.now().toISOString(),
         ...(error.hint ? {hint: redact(error.hint)} : {}),
-        ...(error.details ? {details: redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>)} : {}),
+        ...(error.details || typeof resolvedTask === 'string'
+          ? {
+              details: {
+                ...(typeof resolvedTask === 'string' ? {task: resolvedTask} : {}),
+                ...(error.details ? redactDeep(JSON.parse(JSON.stringify(error.details)) as Record<string, unknown>) : {}),
+              },
+            }
+          : {}),
       })
       if (!error.retryable || attempt > maxRetries) return {errors, attempts: attempt, blocked}
       tracing().attemptFailed(runId, step.id, error)

@@ -10,6 +10,7 @@
  *   DIR/runs/CHILD/…                           each child run (pipeline and foreach steps), the same way
  */
 
+import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {CommandResult} from '../policy/exec.js'
 import {specToMarkdown} from '../spec/markdown.js'
@@ -50,8 +51,10 @@ export function roleOf(s: Snapshot): ExportRole {
   return handlerNamed(s.step.kind)?.exportRole ?? {}
 }
 
+/** The task a snapshot worked on: its inputs say so, or, for a step that failed before it gave any, its error. */
 function taskOf(s: Snapshot): string | undefined {
-  return (s.inputs as {task?: string}).task
+  const given = (s.inputs as {task?: unknown}).task ?? (s.errors.at(-1)?.details as {task?: unknown} | undefined)?.task
+  return typeof given === 'string' ? given : undefined
 }
 
 /**
@@ -89,13 +92,50 @@ export function attempts(snapshots: Snapshot[]): Attempt[] {
  * and of its child runs: it rewrites that run's files (each atomically) from the records, so after a
  * crash the next write, or the resume, makes them consistent again.
  */
-export async function writeLiveArtifacts(store: RunStore, runId: string): Promise<void> {
-  const record = await store.readRun(runId)
-  await exportRun(store, runId, liveArtifactsDir(store), record.parent === undefined, false)
+export async function writeLiveArtifacts(store: RunStore, runId: string, kept = true): Promise<void> {
+  // The whole family is written from its top run, as pipe export of that run writes it: a child's
+  // change shows in its parent's state.json too, and artifacts/ is never a mix of two moments.
+  let top = await store.readRun(runId)
+  while (top.parent) top = await store.readRun(top.parent.run_id)
+  const dir = liveArtifactsDir(store)
+  // A run whose own pipeline does not say artifacts: true keeps them when its family's are kept.
+  if (!kept && !existsSync(path.join(dir, 'runs', top.run_id, 'state.json'))) return
+  await exportRun(store, top.run_id, dir)
 }
 
 export function liveArtifactsDir(store: RunStore): string {
   return path.join(store.root, 'artifacts')
+}
+
+/**
+ * What state.json says of a run and the runs below it: attempts per task (a task retried in a new
+ * child run adds that run's attempts), the task worked on last and the last commit, in the order
+ * the steps ended.
+ */
+async function familyOf(
+  store: RunStore,
+  runId: string,
+  own: Snapshot[],
+): Promise<{attemptsByTask: Record<string, number>; currentTask: string | null; lastCommit: string | null}> {
+  const attemptsByTask: Record<string, number> = {}
+  const worked: Array<{at: string; task: string}> = []
+  const commits: Array<{at: string; hash: string}> = []
+  const visit = async (id: string, snapshots: Snapshot[]): Promise<void> => {
+    const here: Record<string, number> = {}
+    for (const a of attempts(snapshots)) {
+      here[a.task] = Math.max(here[a.task] ?? 0, a.number)
+      worked.push({at: a.snapshots.at(-1)!.step.ended_at, task: a.task})
+    }
+    for (const [task, n] of Object.entries(here)) attemptsByTask[task] = (attemptsByTask[task] ?? 0) + n
+    for (const s of snapshots) {
+      const hash = roleOf(s).commit?.(s)
+      if (hash) commits.push({at: s.step.ended_at, hash})
+    }
+    for (const child of await childrenOf(store, id)) await visit(child.run_id, await store.readSnapshots(child.run_id))
+  }
+  await visit(runId, own)
+  const last = <T extends {at: string}>(list: T[]): T | undefined => list.reduce<T | undefined>((a, b) => (a === undefined || b.at >= a.at ? b : a), undefined)
+  return {attemptsByTask, currentTask: last(worked)?.task ?? null, lastCommit: last(commits)?.hash ?? null}
 }
 
 export async function exportRun(store: RunStore, runId: string, dir: string, top = true, recurse = true): Promise<{dir: string; files: string[]}> {
@@ -128,22 +168,28 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
   }
 
   const groups = attempts(snapshots)
-  const attemptsByTask: Record<string, number> = {}
-  for (const a of groups) attemptsByTask[a.task] = Math.max(attemptsByTask[a.task] ?? 0, a.number)
-  const commits = snapshots.map((s) => roleOf(s).commit?.(s)).filter((c): c is string => Boolean(c))
+  // A parent's tasks are its children's: its state.json counts their attempts and names their last commit.
+  const family = await familyOf(store, runId, snapshots)
   const policy = record.policy_path ? await loadPolicyFile(record.policy_path) : null
+  let measured = record.tool_versions
+  // A child measures nothing of its own: the tools are its top run's, measured when that run started.
+  for (let up = record.parent; measured === undefined && up;) {
+    const above = await store.readRun(up.run_id)
+    measured = above.tool_versions
+    up = above.parent
+  }
   await write(
     path.join(runDir, 'state.json'),
     json({
       run_id: runId,
       project_id: record.feature_id,
-      current_task_id: groups.at(-1)?.task ?? null,
+      current_task_id: family.currentTask,
       phase: record.status,
-      attempts_by_task: attemptsByTask,
-      last_commit_hash: commits.at(-1) ?? null,
+      attempts_by_task: family.attemptsByTask,
+      last_commit_hash: family.lastCommit,
       policy_version: record.policy_version,
-      // As measured when the run started (declared, actual, status); a run from before that has only what its policy declared.
-      tool_versions: record.tool_versions ?? (policy?.ok ? (policy.loaded.policy.tool_versions ?? {}) : {}),
+      // As measured when the run (or its top run) started (declared, actual, status); a run from before that has only what its policy declared.
+      tool_versions: measured ?? (policy?.ok ? (policy.loaded.policy.tool_versions ?? {}) : {}),
       spec_version: record.spec_version ?? null,
       ...(record.parent ? {parent: record.parent} : {}),
       ...(children.length > 0 ? {child_runs: children.map((c) => c.run_id)} : {}),
@@ -194,9 +240,14 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
     at: e.at,
     text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` (by ${e.by})` : ''}`,
   }))
+  // Seed 004 §10.1: each entry of a task's step names its attempt.
+  const attemptOf = new Map(groups.flatMap((a) => a.snapshots.map((s) => [s, a.number] as const)))
   for (const s of snapshots) {
     const d = s.decisions.at(-1)
-    const bits = [`#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${taskOf(s) ? ` task ${taskOf(s)}` : ''}: ${d?.decision ?? '?'}`]
+    const task = taskOf(s) ?? (attemptOf.has(s) ? 'main' : undefined)
+    const bits = [
+      `#${s.step.seq} \`${s.step.name}\` (${s.step.kind})${task ? ` task ${task}` : ''}${attemptOf.has(s) ? ` attempt ${attemptOf.get(s)}` : ''}: ${d?.decision ?? '?'}`,
+    ]
     bits.push(...(roleOf(s).timeline?.(s) ?? []))
     if (s.errors.length) bits.push(`error: ${s.errors.at(-1)!.code} ${s.errors.at(-1)!.message}`)
     entries.push({at: s.step.ended_at, text: bits.join('; ')})

@@ -183,10 +183,13 @@ export class RunKeeper {
    * never fails the run (the next step, or a resume, writes them again).
    */
   async writeArtifacts(runId: string): Promise<void> {
-    if (!this.liveArtifacts.has(runId)) return
     try {
+      const kept = this.liveArtifacts.has(runId)
+      // A child driven by a process that did not start its family (pipe confirm or pipe resume of the
+      // child, a worker) does not know its parent's pipeline: export.ts asks whether the family's files are kept.
+      if (!kept && (this.held.get(runId) ?? (await this.store.readRun(runId))).parent === undefined) return
       const {writeLiveArtifacts} = await import('./export.js')
-      await writeLiveArtifacts(this.store, runId)
+      await writeLiveArtifacts(this.store, runId, kept)
     } catch {
       // The records are the truth and stay intact; pipe export writes the same layout from them on demand.
     }

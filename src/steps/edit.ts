@@ -7,6 +7,7 @@ import type {KindFinding} from '../config/kind-contract.js'
 import {applyEditText, type EditResult} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
 import {outputsOf} from './outputs.js'
+import {errorVerdict} from './qa.js'
 import type {KindOutputs, StepHandler} from './types.js'
 
 export type EditOutputs = {edit: EditResult}
@@ -38,6 +39,8 @@ export const edit: StepHandler<'edit'> = {
     attempt: 'starts',
     files(snapshot, {task}) {
       const applied = appliedEdit.of(snapshot)
+      // An edit that did not apply is a failed attempt: its verdict says so (seed 004's patch_apply_fail).
+      const verdict = applied ? undefined : errorVerdict(snapshot, 'patch_apply_fail')
       const failures = (snapshot.errors.at(-1)?.details as {failures?: unknown} | undefined)?.failures
       return {
         files: {
@@ -47,11 +50,12 @@ export const edit: StepHandler<'edit'> = {
             ? {status: 'applied', changed_lines: applied.changed_lines, files: applied.files.map(({reverse: _r, diff: _d, ...f}) => f)}
             : {status: 'failed', errors: snapshot.errors, ...(failures ? {failures} : {})},
         },
+        ...(verdict ? {verdict} : {}),
       }
     },
     metrics(snapshot) {
       const applied = appliedEdit.of(snapshot)
-      return applied ? {patch_lines: applied.changed_lines} : {}
+      return applied ? {patch_lines: applied.changed_lines} : snapshot.errors.length > 0 ? {failure: 'patch_apply_fail'} : {}
     },
     timeline(snapshot) {
       const applied = appliedEdit.of(snapshot)

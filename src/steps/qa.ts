@@ -5,6 +5,7 @@ import {PipeError} from '../errors.js'
 import {runCommand, type CommandResult} from '../policy/exec.js'
 import {outputsOf} from './outputs.js'
 import type {KindOutputs, StepHandler} from './types.js'
+import type {Snapshot} from '../types/snapshot.js'
 import {maskTimes, maskTimings, relativeToRoot} from '../util/stable-text.js'
 
 type Stage = 'static' | 'tests' | 'acceptance'
@@ -14,7 +15,7 @@ const ORDER: Stage[] = ['static', 'tests', 'acceptance']
 export interface Verdict {
   status: 'pass' | 'fail'
   failed_stage: Stage | null
-  error_category: 'lint_error' | 'import_error' | 'test_fail' | 'behavior_mismatch' | 'env_fail' | null
+  error_category: 'lint_error' | 'import_error' | 'test_fail' | 'behavior_mismatch' | 'env_fail' | 'patch_apply_fail' | null
   top_errors: string[]
   /**
    * The 20-50 lines of the failed command's output most worth reading (error lines with a little
@@ -129,6 +130,31 @@ export function categorize(stage: Stage, result: CommandResult): NonNullable<Ver
   return stage === 'static' ? 'lint_error' : stage === 'tests' ? 'test_fail' : 'behavior_mismatch'
 }
 
+/**
+ * The verdict of an attempt's step that ended in an error instead (seed 004: every QA round, and a
+ * failed edit, leaves one): `env_fail` for QA that could not run (a denied command, a missing tool),
+ * `patch_apply_fail` for an edit that did not apply. The error is its one top error.
+ */
+export function errorVerdict(snapshot: Snapshot, category: 'env_fail' | 'patch_apply_fail'): Verdict | undefined {
+  const error = snapshot.errors.at(-1)
+  if (!error) return undefined
+  return {
+    status: 'fail',
+    failed_stage: null,
+    error_category: category,
+    top_errors: [`${error.code} ${error.message}`],
+    log_lines: [],
+    files_to_read: [],
+    command: null,
+    full_logs: [],
+  }
+}
+
+/** The QA snapshot's verdict: the one it gave, or the one of its error. */
+function verdictOf(snapshot: Snapshot): Verdict | undefined {
+  return qaVerdict.of(snapshot) ?? errorVerdict(snapshot, 'env_fail')
+}
+
 export type QaOutputs = {verdict: Verdict; stages: Array<{stage: Stage; commands: CommandResult[]}>}
 
 const field = outputsOf<QaOutputs>()
@@ -156,18 +182,18 @@ export const qa: StepHandler<'qa'> = {
   exportRole: {
     attempt: 'once',
     files(snapshot) {
-      const verdict = qaVerdict.of(snapshot)
+      const verdict = verdictOf(snapshot)
       return {
         logs: (qaStages.of(snapshot) ?? []).flatMap((stage) => stage.commands.map((result) => ({label: stage.stage, result}))),
         ...(verdict ? {verdict} : {}),
       }
     },
     timeline(snapshot) {
-      const verdict = qaVerdict.of(snapshot)
+      const verdict = verdictOf(snapshot)
       return verdict ? [`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`] : []
     },
     metrics(snapshot) {
-      const verdict = qaVerdict.of(snapshot)
+      const verdict = verdictOf(snapshot)
       return verdict ? {qa: {status: verdict.status, category: verdict.error_category, duration_ms: snapshot.step.duration_ms ?? 0}} : {}
     },
   },

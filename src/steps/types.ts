@@ -250,6 +250,8 @@ export interface ExportRole {
 export interface SnapshotMetrics {
   /** Lines the snapshot's patch changed (removed plus added). */
   patch_lines?: number
+  /** A failure outside QA and its category (a failed edit: patch_apply_fail), counted with QA's. */
+  failure?: string
   /** A QA run: its verdict and how long it took. */
   qa?: {status: 'pass' | 'fail'; category: string | null; duration_ms: number}
 }

@@ -374,6 +374,9 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(resumed.code, resumed.stderr + resumed.stdout).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
     expect(attemptStarts(), 'the agent is not asked again').to.have.length(3)
+    // The pass is the person's fix, not the agent's: pipe stats counts it apart.
+    const fixed = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--json'], {cwd: repo, env: env()}))
+    expect(fixed.totals).to.deep.include({tasks: 1, tasks_passed: 0, tasks_fixed_by_person: 1})
     // Summarised at each end; the wrong fix's summary asks what the first did, and the reply cache answers it.
     expect(server.count('summary')).to.equal(2)
     expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1\nstart')
