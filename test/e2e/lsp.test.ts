@@ -227,6 +227,13 @@ describe('pipe lsp --stdio (the built CLI, a real LSP client)', function () {
     expect(yaml.diagnostics[0]!.range.start.line).to.be.greaterThan(20)
     expect(await client.complete(uri, after(malformed, 'next: '))).to.deep.equal(ids)
 
+    // Another YAML file the editor opens (a compose file) is not a pipeline: nothing is said about it.
+    const compose = pathToFileURL(path.join(dir, 'compose.yaml')).href
+    const services = 'services:\n  web:\n    image: nginx\n    next: 1\n'
+    await client.connection.sendNotification('textDocument/didOpen', {textDocument: {uri: compose, languageId: 'yaml', version: 1, text: services}})
+    expect((await client.diagnostics(compose, 1)).diagnostics).to.deep.equal([])
+    expect(await client.complete(compose, after(services, 'next: '))).to.deep.equal([])
+
     await client.connection.sendRequest('shutdown')
     await client.connection.sendNotification('exit')
     expect(await client.exited, client.stderr).to.equal(0)

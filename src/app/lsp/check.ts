@@ -29,10 +29,22 @@ export interface BufferProblem {
  * checked on disk by `pipe validate`.
  */
 export async function checkBuffer(file: string, text: string, catalog: KindCatalog): Promise<BufferProblem[]> {
-  if (kindOf(file, text.slice(0, 2000)) !== 'pipeline') return []
+  if (!isPipelineText(file, text)) return []
   const report = await validateFile(file, catalog, undefined, text)
   const view = readBuffer(text)
   return [...report.diagnostics.map((d) => problem(view, file, d, 'error')), ...report.warnings.map((d) => problem(view, file, d, 'warning'))]
+}
+
+/**
+ * Whether an editor's YAML file is a pipeline: its $schema line says so, or it has a top-level
+ * `version:` and `steps:` (or `extends:`). An editor starts the server for every YAML file; a
+ * compose file or a CI workflow is none of pipe's business.
+ */
+export function isPipelineText(file: string, text: string): boolean {
+  const head = text.slice(0, 2000)
+  if (kindOf(file, head) !== 'pipeline') return false
+  if (/#\s*yaml-language-server:\s*\$schema=\S*pipeline\.schema\.json/.test(head)) return true
+  return /^version:/m.test(text) && /^(steps|extends):/m.test(text)
 }
 
 function problem(view: BufferView, file: string, d: Diagnostic, severity: 'error' | 'warning'): BufferProblem {

@@ -11,7 +11,7 @@ import type {KindCatalog} from '../../config/kind-contract.js'
 import {lookupField, resolve, type JsonSchema, type SchemaRef} from '../../expr/schema.js'
 import {buildScope, type ScopeNode} from '../../expr/scope.js'
 import {isRecord, readBuffer, type BufferView} from './buffer.js'
-import type {Position} from './check.js'
+import {isPipelineText, type Position} from './check.js'
 
 export interface Offer {
   label: string
@@ -25,6 +25,7 @@ const ROUTE_KEY = /^\s*(?:-\s+)?(?:next|on_exhausted):\s*["']?([a-z0-9_]*)$/
 const KIND_KEY = /^\s*(?:-\s+)?kind:\s*["']?([a-z0-9_-]*)$/
 
 export function completionsAt(file: string, text: string, at: Position, catalog: KindCatalog): Offer[] {
+  if (!isPipelineText(file, text)) return []
   const view = readBuffer(text)
   const before = (view.lines[at.line] ?? '').slice(0, at.character)
   const open = before.lastIndexOf('${{')
@@ -35,7 +36,8 @@ export function completionsAt(file: string, text: string, at: Position, catalog:
 }
 
 /** The contract of the kind named under the cursor (`kind: model`), as Markdown; undefined elsewhere. */
-export function hoverAt(text: string, at: Position, catalog: KindCatalog): string | undefined {
+export function hoverAt(file: string, text: string, at: Position, catalog: KindCatalog): string | undefined {
+  if (!isPipelineText(file, text)) return undefined
   const line = text.split(/\r?\n/)[at.line] ?? ''
   const match = /^(\s*(?:-\s+)?kind:\s*["']?)([a-z0-9_-]+)/.exec(line)
   if (!match || at.character < match[1]!.length || at.character > match[0].length) return undefined

@@ -113,7 +113,7 @@ export async function serveLanguage(streams: LanguageServerStreams, catalog: Kin
   })
   connection.onHover((params) => {
     const document = documents.get(params.textDocument.uri)
-    const text = document ? safely(() => hoverAt(document.getText(), params.position, catalog), undefined) : undefined
+    const text = document ? safely(() => hoverAt(fileOf(params.textDocument.uri), document.getText(), params.position, catalog), undefined) : undefined
     return text === undefined ? null : {contents: {kind: lsp.MarkupKind.Markdown, value: text}}
   })
 
