@@ -42,6 +42,18 @@ const VENDORED = {
   '@opentelemetry/exporter-trace-otlp-http': ['OTLPTraceExporter'],
   '@opentelemetry/exporter-trace-otlp-proto': ['OTLPTraceExporter'],
   '@opentelemetry/resources': ['defaultResource', 'resourceFromAttributes'],
+  // The language server's protocol, only for pipe lsp (src/app/lsp/server.ts).
+  'vscode-languageserver/node': [
+    'AbstractMessageWriter',
+    'CompletionItemKind',
+    'DiagnosticSeverity',
+    'MarkupKind',
+    'StreamMessageReader',
+    'TextDocumentSyncKind',
+    'TextDocuments',
+    'createConnection',
+  ],
+  'vscode-languageserver-textdocument': ['TextDocument'],
 }
 /** The vendored file of a package: dist/vendor/NAME.js, a scope's `@` and `/` left out of NAME (@a/b: a-b.js). */
 const vendorFile = (name) => name.replace(/^@/, '').replace(/\//g, '-')

@@ -17,7 +17,7 @@ import type {Composition, LoadedPipeline, PipelineResult, Segment} from './loade
 import {diag, origin, stepDir} from './positions.js'
 import {childInputProblems} from './rules/child-inputs.js'
 import {checkRules, tolerantFindings, type RuleContext} from './rules/index.js'
-import {readYamlFile} from './yaml-source.js'
+import {parseYamlBytes, readYamlFile} from './yaml-source.js'
 
 // The loader's results, for callers that load pipelines (the shapes live in loaded.ts).
 export type {LoadedPipeline, PipelineResult} from './loaded.js'
@@ -26,10 +26,11 @@ export type {LoadedPipeline, PipelineResult} from './loaded.js'
  * Loads a pipeline, and every pipeline its steps run as child runs (pipeline, foreach), recursively:
  * a child that is missing, invalid, given inputs it does not declare, or that leads back to a
  * pipeline being loaded (a cycle) is an error at the step that names it. `chain` is the files being
- * loaded above this one.
+ * loaded above this one. `text`, when given, is the file's content instead of what is on disk (an
+ * editor's unsaved buffer, `pipe lsp`): its relative files still resolve beside `file`.
  */
-export async function loadPipeline(file: string, catalog: KindCatalog, chain: readonly string[] = []): Promise<PipelineResult> {
-  const {result, context, loaded} = await loadOne(file, catalog)
+export async function loadPipeline(file: string, catalog: KindCatalog, chain: readonly string[] = [], text?: string): Promise<PipelineResult> {
+  const {result, context, loaded} = await loadOne(file, catalog, text)
   const below = [...chain, path.resolve(file)]
   if (result.ok) return withChildren(result, context, below)
   if (!loaded) return result
@@ -85,9 +86,9 @@ export async function loadInlinePipeline(parent: LoadedPipeline, index: number, 
  * yet. `loaded` is given whenever its steps are steps (ids and kinds), invalid or not: enough to look
  * for its children.
  */
-async function loadOne(file: string, catalog: KindCatalog): Promise<{result: PipelineResult; context: RuleContext; loaded?: LoadedPipeline}> {
+async function loadOne(file: string, catalog: KindCatalog, text?: string): Promise<{result: PipelineResult; context: RuleContext; loaded?: LoadedPipeline}> {
   const context: RuleContext = {catalog}
-  const read = await readYamlFile(file)
+  const read = text === undefined ? await readYamlFile(file) : parseYamlBytes(file, Buffer.from(text, 'utf8'))
   if (!read.ok) return {result: read, context}
   const source = read.source
   const dir = path.dirname(path.resolve(file))

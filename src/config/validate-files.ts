@@ -46,7 +46,11 @@ export async function detectKind(file: string): Promise<FileKind> {
     (info) => info.isFile(),
     () => false,
   )
-  const head = regular ? await readHead(file, 2000).catch(() => '') : ''
+  return kindOf(file, regular ? await readHead(file, 2000).catch(() => '') : '')
+}
+
+/** The kind of a file whose first characters are `head`: from its $schema line, else from its name. */
+export function kindOf(file: string, head: string): FileKind {
   const schemaLine = /#\s*yaml-language-server:\s*\$schema=(\S+)/.exec(head)?.[1] ?? ''
   if (schemaLine.includes('pipe-test.schema.json')) return 'test'
   for (const kind of ['policy', 'answers', 'pipeline'] as const) if (schemaLine.includes(`${kind}.schema.json`)) return kind
@@ -57,8 +61,9 @@ export async function detectKind(file: string): Promise<FileKind> {
   return 'pipeline'
 }
 
-export async function validateFile(file: string, catalog: KindCatalog, check?: PipelineCheck): Promise<FileReport> {
-  const kind = await detectKind(file)
+/** `text`, when given, is a pipeline's content instead of what is on disk (see loadPipeline). */
+export async function validateFile(file: string, catalog: KindCatalog, check?: PipelineCheck, text?: string): Promise<FileReport> {
+  const kind = text === undefined ? await detectKind(file) : kindOf(file, text.slice(0, 2000))
   let diagnostics: Diagnostic[] = []
   let warnings: Diagnostic[] = []
   // A file kind, not a step kind: tested as policy and answers so the step kind named pipeline is never compared here.
@@ -72,7 +77,7 @@ export async function validateFile(file: string, catalog: KindCatalog, check?: P
     const result = await validateDocument(file, 'answers', 'answers file')
     if (!result.ok) diagnostics = result.diagnostics
   } else {
-    const result = await loadPipeline(file, catalog)
+    const result = await loadPipeline(file, catalog, [], text)
     if (!result.ok) diagnostics = result.diagnostics
     else {
       const checked = check?.(result.loaded) ?? []

@@ -19,6 +19,7 @@ import Init from '../commands/init.js'
 import KeysGenerate from '../commands/keys/generate.js'
 import KeysList from '../commands/keys/list.js'
 import LedgerList from '../commands/ledger/list.js'
+import Lsp from '../commands/lsp.js'
 import PipelineResolve from '../commands/pipeline/resolve.js'
 import PolicyCheck from '../commands/policy/check.js'
 import PolicyExplain from '../commands/policy/explain.js'
@@ -59,6 +60,7 @@ export const COMMANDS: Record<string, Command.Class> = {
   'keys:generate': KeysGenerate,
   'keys:list': KeysList,
   'ledger:list': LedgerList,
+  lsp: Lsp,
   'pipeline:resolve': PipelineResolve,
   'policy:check': PolicyCheck,
   'policy:explain': PolicyExplain,

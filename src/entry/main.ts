@@ -13,6 +13,7 @@ import {addProcessSecrets} from '../util/redact.js'
 export {COMMANDS} from './commands.js'
 export {default as PipeHelp} from '../cli/help.js'
 export {commandNotFound} from '../cli/not-found.js'
+export {completionFiles} from '../cli/completion-files.js'
 export {jsonAnswers} from '../cli/json-answers.js'
 
 /** Runs `pipe ARGV` for the installation in `root`; a failure is said by the one error renderer (command-io.ts) and ends the process with its exit code. */

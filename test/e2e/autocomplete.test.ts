@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {readFile} from 'node:fs/promises'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, pipe, tempDir} from '../helpers/cli.js'
 
@@ -60,7 +60,40 @@ describe('pipe autocomplete (built CLI, real bash)', function () {
       env,
     )
     expect(out.code, out.stderr).to.equal(0)
-    expect(out.stdout.split('\n')).to.deep.equal(['complete -F _pipe_autocomplete pipe', 'replay resume review', 'show', '--policy', 'audit autocomplete', ''])
+    expect(out.stdout.split('\n')).to.deep.equal([
+      'complete -o default -F _pipe_autocomplete pipe',
+      'replay resume review',
+      'show',
+      '--policy',
+      'audit autocomplete',
+      '',
+    ])
+  })
+
+  it('a word that is no command and no flag completes as a file name: pipe run pipel<TAB> offers pipelines/', async () => {
+    const env = {XDG_CACHE_HOME: path.join(dir, 'cache'), PIPE_HOME: path.join(dir, 'home')}
+    const setup = await pipe(['autocomplete', 'bash'], {cwd: dir, env})
+    expect(setup.code, setup.stderr).to.equal(0)
+    const work = path.join(dir, 'work')
+    await mkdir(path.join(work, 'pipelines'), {recursive: true})
+    await writeFile(path.join(work, 'pipelines', 'nightly audit.yaml'), 'version: 1\n')
+    await writeFile(path.join(work, 'policy.yaml'), 'version: 1\n')
+    const out = await bash(
+      [
+        `eval "$(pipe autocomplete script bash)"`,
+        `cd ${JSON.stringify(work)}`,
+        complete('pipe', 'run', 'pipel'),
+        // A name with a space stays one name.
+        `COMP_WORDS=(pipe validate 'pipelines/n'); COMP_CWORD=2; _pipe_autocomplete; printf '%s|' "\${COMPREPLY[@]}"; echo`,
+        complete('pipe', 'validate', '--policy', 'pol'),
+        // Commands and flags still complete as before, not as files.
+        complete('pipe', 'snapshot', 's'),
+        complete('pipe', 'run', '--po'),
+      ].join('\n'),
+      env,
+    )
+    expect(out.code, out.stderr).to.equal(0)
+    expect(out.stdout.split('\n')).to.deep.equal(['pipelines', 'pipelines/nightly audit.yaml|', 'policy.yaml', 'show', '--policy', ''])
   })
 
   it('pipe autocomplete zsh builds a zsh completion function that names the commands and their flags', async () => {
@@ -77,5 +110,8 @@ describe('pipe autocomplete (built CLI, real bash)', function () {
     expect(zsh).to.contain('\n--policy"[')
     // A flag with a fixed set of values completes them.
     expect(zsh).to.contain(':cache options:(off reuse)"')
+    // A command's arguments (a pipeline, a policy) complete as file names.
+    const run = zsh.slice(zsh.indexOf('\nrun)\n'))
+    expect(run.slice(0, run.indexOf(';;'))).to.contain('\n"*: :_files"')
   })
 })
