@@ -822,6 +822,12 @@ export interface Pipeline {
    */
   secrets?: string[]
   /**
+   * When pipe worker (PostgreSQL store) or pipe schedule run-due (folder store) starts runs of this pipeline by itself: each slot of each schedule fires once, whichever workers look (docs/schedules.md).
+   *
+   * @maxItems 100
+   */
+  schedules?: Schedule[]
+  /**
    * Agent tools this pipeline declares, by name: each runs one argument vector built from the model's arguments, under the policy and the sandbox like run_command. An agent step offers one when its tools: list names it.
    */
   tools?: {
@@ -1130,6 +1136,38 @@ export interface Inputs1 {
  */
 export interface Outputs1 {
   [k: string]: OutputDeclaration | undefined
+}
+/**
+ * One schedule: a cron expression read in a timezone, the inputs its runs get, the queue they go to and what to do with slots missed while nothing looked.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "schedule".
+ */
+export interface Schedule {
+  /**
+   * A name for the schedule, kept in its firings' records (default: its place in the list, 0, 1, ...). Name it to keep its history when the list is reordered.
+   */
+  name?: string
+  /**
+   * Five fields (minute hour day-of-month month day-of-week), or six with seconds first; names (MON, JAN) and @daily, @hourly ... are read too.
+   */
+  cron: string
+  /**
+   * An IANA timezone the cron expression is read in (Europe/Berlin); default UTC. Across a DST change a slot that does not exist that day fires once at the hour after, and one that exists twice fires once.
+   */
+  timezone?: string
+  /**
+   * The inputs each run of this schedule gets, checked against the pipeline's inputs.
+   */
+  inputs?: {}
+  /**
+   * The queue its runs go to on a PostgreSQL store (pipe worker --queue); default: default.
+   */
+  queue?: string
+  /**
+   * Slots missed while no worker looked (a slot is missed once a minute has passed since its time): none skips them to the next slot; latest fires the most recent one once; all fires each of them, at most 100 at a time.
+   */
+  catch_up?: 'none' | 'latest' | 'all'
 }
 /**
  * One agent tool declared by the pipeline: the model calls it with arguments matching parameters; pipe builds argv from them (each element one argument, never a shell) and runs it under the policy and the sandbox.

@@ -10,7 +10,7 @@ import {birthOf} from '../../engine/run-record.js'
 import {batchInputs, prepareStart, storeSettings} from './prepare.js'
 import type {StartSession} from './shared.js'
 import {workspaceOf} from '../worker/workspace.js'
-import type {LiveWorker} from '../../store/team.js'
+import type {Firing, LiveWorker} from '../../store/team.js'
 
 export interface Detached {
   run_id: string
@@ -29,9 +29,10 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
 /**
  * pipe run --detach, of one run or (with `batch`, an --inputs-file) of one run per line, all created
  * and queued in one transaction: every line is checked first (prepare.ts batchInputs), and a batch is
- * queued whole or not at all.
+ * queued whole or not at all. With `firing` (a schedule's slot), nothing is queued when the slot
+ * fired already.
  */
-export async function detachRuns(options: StartSession & {queue: string; batch?: string}): Promise<Detached[]> {
+export async function detachRuns(options: StartSession & {queue: string; batch?: string; firing?: Firing}): Promise<Detached[]> {
   if (!isStoreUrl(options.store)) {
     throw new PipeError('E_INVALID_ARGS', `--detach needs a PostgreSQL store: ${options.store} is a folder, and only a database has a queue that workers see`, {
       hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
@@ -55,7 +56,8 @@ export async function detachRuns(options: StartSession & {queue: string; batch?:
     }
     // The workspace it needs, by repository (a worker started for another checkout of it serves it too).
     const {id, root, sub} = await workspaceOf(options.cwd)
-    const records = await work.createQueued(births, options.queue, {id, root, sub})
+    // A schedule's slot fired already by another process: nothing is queued (records is empty).
+    const records = await work.createQueued(births, options.queue, {id, root, sub}, options.firing)
     const warning = unserved(await work.liveWorkers(options.queue), id, options.queue)
     return records.map((record) => ({run_id: record.run_id, status: 'queued', queue: options.queue, workspace: id, ...(warning ? {warning} : {})}))
   } finally {

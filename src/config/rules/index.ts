@@ -18,6 +18,7 @@ import {
   unroutedFailure,
 } from './routes.js'
 import type {Rule, RuleContext} from './rule.js'
+import {scheduleRule} from './schedules.js'
 import {customTool} from './tools.js'
 import {duplicateStepId, expression, expressionPlace, gateRule, kindCheck, unknownOutcome, unknownStep, unregisteredKind} from './steps.js'
 
@@ -31,6 +32,7 @@ export const pipelineRules: readonly Rule[] = [
   unknownOutcome,
   expression,
   customTool,
+  scheduleRule,
   kindCheck,
   gateRule,
   routeOnStop,

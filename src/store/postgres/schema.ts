@@ -158,6 +158,17 @@ const MIGRATIONS: string[] = [
   -- Only the roles the owner grants them to (docs/team.md: the writers), not every role (PUBLIC's default).
   REVOKE EXECUTE ON FUNCTION pipe_day_sequence(text), pipe_next_dated(text), pipe_next_evidence(integer) FROM PUBLIC;
   `,
+  // 7: each slot of a pipeline's schedule fires once, whichever workers look (src/app/schedules/):
+  // the firing's row is inserted in the transaction that queues its run, and its key is the primary key.
+  `
+  CREATE TABLE pipe_schedule_firings (
+    schedule text NOT NULL,
+    slot timestamptz NOT NULL,
+    run_id text NOT NULL,
+    fired_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (schedule, slot)
+  );
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */
