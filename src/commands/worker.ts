@@ -15,6 +15,8 @@ The children of a foreach step are jobs of the queue too: any worker may drive o
 
 A worker serves only the runs of the workspaces it was started for: each --workspace DIR, or the workspace of the folder it was started in. A workspace is the git repository (named by its first commit, so another checkout of it on another machine serves it too), or the folder outside git. A queued run that no live worker of its queue serves waits, and pipe runs show says which workspace it waits for.
 
+With --schedule FILE, the worker also fires the schedules the pipeline declares (docs/schedules.md): it looks about once a second, and each slot queues one run on the schedule's queue, whichever workers look (the slot is the primary key of the row queued with the run).
+
 A run stays queued until it stops: it ends, or waits for a person (answers, a review, a confirmation). SIGTERM or SIGINT drains the worker: it takes no new run, hands back what it drives (recorded as interrupted, still queued, so another worker goes on from the last snapshot) and exits 0.`
   static override examples = [
     {
@@ -22,6 +24,10 @@ A run stays queued until it stops: it ends, or waits for a person (answers, a re
       command: '<%= config.bin %> <%= command.id %> --concurrency 4 --store postgres://pipe@db.example:5432/pipe',
     },
     {description: 'A queue of its own', command: 'PIPE_STORE=postgres://pipe@db.example:5432/pipe <%= config.bin %> <%= command.id %> --queue nightly'},
+    {
+      description: "Also fire the nightly pipeline's schedules (each slot once, however many workers do)",
+      command: '<%= config.bin %> <%= command.id %> --schedule pipelines/nightly.yaml',
+    },
     {description: 'Serve two checkouts', command: '<%= config.bin %> <%= command.id %> --workspace ~/src/app --workspace ~/src/infra'},
   ]
   static override flags = {
@@ -32,6 +38,11 @@ A run stays queued until it stops: it ends, or waits for a person (answers, a re
       description: 'A checkout whose runs this worker serves (repeatable); default: the folder it is started in.',
       multiple: true,
       helpValue: 'DIR',
+    }),
+    schedule: Flags.string({
+      description: 'A pipeline whose schedules: this worker fires (repeatable); each slot fires once over every worker of the store.',
+      multiple: true,
+      helpValue: 'FILE',
     }),
     store: PipeCommand.storeFlag,
   }
@@ -46,6 +57,7 @@ A run stays queued until it stops: it ends, or waits for a person (answers, a re
           concurrency: flags.concurrency,
           ...(flags.name ? {name: flags.name} : {}),
           workspaces: flags.workspace ?? [],
+          schedules: flags.schedule ?? [],
           cwd: process.cwd(),
           signal,
           log: (line) => writeErr(`${line}\n`),

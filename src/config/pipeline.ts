@@ -16,6 +16,7 @@ import type {ChildPipelineRef, KindCatalog} from './kind-contract.js'
 import type {Composition, LoadedPipeline, PipelineResult, Segment} from './loaded.js'
 import {diag, origin, stepDir} from './positions.js'
 import {childInputProblems} from './rules/child-inputs.js'
+import {loadCron, type CronClass} from '../util/cron.js'
 import {checkRules, tolerantFindings, type RuleContext} from './rules/index.js'
 import {parseYamlBytes, readYamlFile} from './yaml-source.js'
 
@@ -97,10 +98,12 @@ async function loadOne(file: string, catalog: KindCatalog, text?: string): Promi
     const composed = await composePipeline(source, catalog)
     if (!composed.ok) return {result: composed, context}
     context.checker = await expressionChecker(composed.data)
+    context.cron = await cronFor(composed.data)
     const loaded: LoadedPipeline = {file, dir, pipeline: composed.data as unknown as Pipeline, source, hash: composed.hash, composition: composed.composition}
     return {result: checkRules(loaded, context), context, loaded}
   }
   context.checker = await expressionChecker(source.data)
+  context.cron = await cronFor(source.data)
   const structure = validateSource<Pipeline>(source, 'pipeline', 'pipeline')
   const data = source.data as Pipeline
   const loaded: LoadedPipeline = {file, dir, pipeline: data, source, hash: sha256(source.text)}
@@ -110,6 +113,12 @@ async function loadOne(file: string, catalog: KindCatalog, text?: string): Promi
     Array.isArray(data.steps) && data.steps.every((s) => s !== null && typeof s === 'object' && typeof s.id === 'string' && typeof s.kind === 'string')
   if (!stepsShaped) return {result: {ok: false, diagnostics: sortDiagnostics(structure.diagnostics)}, context}
   return {result: {ok: false, diagnostics: tolerantFindings(loaded, context, structure.diagnostics)}, context, loaded}
+}
+
+/** croner for a pipeline that declares schedules (the rule needs it); nothing loaded for the others. */
+async function cronFor(data: unknown): Promise<CronClass | undefined> {
+  const schedules = (data as {schedules?: unknown} | null)?.schedules
+  return Array.isArray(schedules) && schedules.length > 0 ? loadCron() : undefined
 }
 
 /** A valid pipeline once its child pipelines are loaded and given what they declare; its hash covers theirs. */

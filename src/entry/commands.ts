@@ -43,6 +43,8 @@ import StoreCopy from '../commands/store/copy.js'
 import Test from '../commands/test.js'
 import Validate from '../commands/validate.js'
 import View from '../commands/view.js'
+import ScheduleList from '../commands/schedule/list.js'
+import ScheduleRunDue from '../commands/schedule/run-due.js'
 import Worker from '../commands/worker.js'
 
 export const COMMANDS: Record<string, Command.Class> = {
@@ -73,6 +75,8 @@ export const COMMANDS: Record<string, Command.Class> = {
   run: Run,
   'runs:list': RunsList,
   'runs:show': RunsShow,
+  'schedule:list': ScheduleList,
+  'schedule:run-due': ScheduleRunDue,
   'snapshot:list': SnapshotList,
   'snapshot:show': SnapshotShow,
   'spec:diff': SpecDiff,

@@ -47,7 +47,7 @@ export function redacting<S extends RunStore>(store: S): S {
 
 function redactingTeam(team: TeamQueue): TeamQueue {
   const writes: Partial<TeamQueue> = {
-    createQueued: (births, queue, workspace) => team.createQueued(redactDeep(births), queue, workspace),
+    createQueued: (births, queue, workspace, firing) => team.createQueued(redactDeep(births), queue, workspace, firing),
     queueChild: (options) => team.queueChild(options.create ? {...options, create: redactDeep(options.create)} : options),
     requestCancel: (runId, reason) => team.requestCancel(runId, redactDeep(reason)),
     setNote: (runId, note) => team.setNote(runId, note === null ? null : redactDeep(note)),

@@ -48,6 +48,12 @@ export interface QueuedBirth {
   event: RunEvent
 }
 
+/** One slot of one schedule: its key (workspace, pipeline, schedule) and the slot's time. */
+export interface Firing {
+  key: string
+  slot: Date
+}
+
 /** What a step's foreach child is made of when it is queued for the first time. */
 export interface ChildBirth extends QueuedBirth {
   /** This machine's root of the parent's workspace, or null to keep the recorded one. */
@@ -57,8 +63,14 @@ export interface ChildBirth extends QueuedBirth {
 export interface TeamQueue {
   /** Names this process as a holder (pipe worker --name): pipe runs show prints it with host and pid. */
   nameHolder(name: string | undefined): void
-  /** Creates runs not started and puts them on a queue, all in one transaction: every one or none. */
-  createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace): Promise<RunRecord[]>
+  /**
+   * Creates runs not started and puts them on a queue, all in one transaction: every one or none.
+   * With `firing`, the run is a schedule's slot: it is made only if that slot has not fired yet
+   * (whoever else fires it at the same moment), and none is made otherwise.
+   */
+  createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace, firing?: Firing): Promise<RunRecord[]>
+  /** The latest slot fired of each schedule key given (pipe schedule list, catch_up). */
+  lastFirings(keys: readonly string[]): Promise<Map<string, Date>>
   /** Puts a run back on a queue (a person answered a detached run); a run queued already keeps its place. */
   enqueue(runId: string, queue: string): Promise<void>
   /**

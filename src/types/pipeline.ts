@@ -832,6 +832,12 @@ export interface Pipeline {
    * Write seed 004's artifacts layout (prd.md, arch.json, tasks.json, runs/RUN/state.json, timeline.md, task_ID/attempt_NN/…) to STORE/artifacts/ as the run goes, for this run and its child runs; pipe export writes the same layout anywhere afterwards.
    */
   artifacts?: boolean
+  /**
+   * When pipe worker (PostgreSQL store) or pipe schedule run-due (folder store) starts runs of this pipeline by itself: each slot of each schedule fires once, whichever workers look (docs/schedules.md).
+   *
+   * @maxItems 100
+   */
+  schedules?: Schedule[]
 }
 /**
  * One edit of the extended pipeline's steps: exactly one of insert_before, insert_after, replace or remove, naming a step id.
@@ -1195,4 +1201,36 @@ export interface CustomTool {
    * The most of stdout and of stderr the model is given (head and tail kept; default 8000, never more than the policy's max_output_bytes).
    */
   max_output_bytes?: number
+}
+/**
+ * One schedule: a cron expression read in a timezone, the inputs its runs get, the queue they go to and what to do with slots missed while nothing looked.
+ *
+ * This interface was referenced by `Pipeline`'s JSON-Schema
+ * via the `definition` "schedule".
+ */
+export interface Schedule {
+  /**
+   * A name for the schedule, kept in its firings' records (default: its place in the list, 0, 1, ...). Name it to keep its history when the list is reordered.
+   */
+  name?: string
+  /**
+   * Five fields (minute hour day-of-month month day-of-week), or six with seconds first; names (MON, JAN) and @daily, @hourly ... are read too.
+   */
+  cron: string
+  /**
+   * An IANA timezone the cron expression is read in (Europe/Berlin); default UTC. Across a DST change a slot that does not exist that day fires once at the hour after, and one that exists twice fires once.
+   */
+  timezone?: string
+  /**
+   * The inputs each run of this schedule gets, checked against the pipeline's inputs.
+   */
+  inputs?: {}
+  /**
+   * The queue its runs go to on a PostgreSQL store (pipe worker --queue); default: default.
+   */
+  queue?: string
+  /**
+   * Slots missed while no worker looked (a slot is missed once a minute has passed since its time): none skips them to the next slot; latest fires the most recent one once; all fires each of them, at most 100 at a time.
+   */
+  catch_up?: 'none' | 'latest' | 'all'
 }

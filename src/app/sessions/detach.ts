@@ -10,7 +10,7 @@ import {birthOf} from '../../engine/run-record.js'
 import {batchInputs, prepareStart, storeSettings} from './prepare.js'
 import type {StartSession} from './shared.js'
 import {workspaceOf} from '../worker/workspace.js'
-import type {LiveWorker} from '../../store/team.js'
+import type {Firing, LiveWorker} from '../../store/team.js'
 import {openTracing, type RunSession} from '../../telemetry/tracing.js'
 
 export interface Detached {
@@ -30,9 +30,10 @@ export async function detachSession(options: StartSession & {queue: string}): Pr
 /**
  * pipe run --detach, of one run or (with `batch`, an --inputs-file) of one run per line, all created
  * and queued in one transaction: every line is checked first (prepare.ts batchInputs), and a batch is
- * queued whole or not at all.
+ * queued whole or not at all. With `firing` (a schedule's slot), nothing is queued when the slot
+ * fired already.
  */
-export async function detachRuns(options: StartSession & {queue: string; batch?: string}): Promise<Detached[]> {
+export async function detachRuns(options: StartSession & {queue: string; batch?: string; firing?: Firing}): Promise<Detached[]> {
   if (!isStoreUrl(options.store)) {
     throw new PipeError('E_INVALID_ARGS', `--detach needs a PostgreSQL store: ${options.store} is a folder, and only a database has a queue that workers see`, {
       hint: 'Point --store (or PIPE_STORE) at postgres://user@host:5432/db, and start pipe worker with the same store; or run without --detach.',
@@ -64,7 +65,8 @@ export async function detachRuns(options: StartSession & {queue: string; batch?:
     const {id, root, sub} = await workspaceOf(options.cwd)
     let records
     try {
-      records = await work.createQueued(births, options.queue, {id, root, sub})
+      // A schedule's slot fired already by another process: nothing is queued (records is empty).
+      records = await work.createQueued(births, options.queue, {id, root, sub}, options.firing)
     } catch (error) {
       for (const session of sessions) await session.close({thrown: error})
       throw error

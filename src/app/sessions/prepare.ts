@@ -59,7 +59,7 @@ async function prepareInputs(pipeline: LoadedPipeline, options: StartSession): P
         hint: 'Give --inputs a YAML mapping of input names to values.',
       })
     file = {name: options.inputsFile, data: read.source.data}
-  }
+  } else if (options.inputsGiven !== undefined) file = options.inputsGiven
   let cli = options.inputValues ?? []
   let resolved = resolveInputs(declarations, {cli, ...(file ? {file} : {})})
   const troubled = new Set(resolved.problems.flatMap((p) => (p.input === undefined ? [] : [p.input])))

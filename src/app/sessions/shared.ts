@@ -88,6 +88,8 @@ export interface StartSession extends SessionOptions {
   inputValues?: string[]
   /** A YAML file of input values (`--inputs FILE`). */
   inputsFile?: string
+  /** Input values given as data instead of a file (a schedule's inputs:), named for messages. */
+  inputsGiven?: {name: string; data: Record<string, unknown>}
   /** Model replies: record each request and reply to a cassette file, or answer from one (`--record`, `--replay`, `--replay-missing`). */
   cassette?: CassetteOptions
   /** `reuse`: a request the store's reply cache has answered before is answered from it (`--cache`). */

@@ -17,6 +17,8 @@ import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
 import {resumeSession} from '../sessions/resume.js'
 import {engineFor} from '../sessions/shared.js'
+import {fireDue} from '../schedules/fire.js'
+import {loadScheduled, scheduleNow} from '../schedules/schedules.js'
 import {QueuedChildren} from './children.js'
 import {applyDueDeadlines} from './deadlines.js'
 import {relocator, workspaceOf, type LocalWorkspace} from './workspace.js'
@@ -43,6 +45,8 @@ export interface WorkerOptions {
   signal: AbortSignal
   /** One line for people (stderr). */
   log: (line: string) => void
+  /** Pipelines whose schedules this worker fires (--schedule FILE): each slot once over all workers. */
+  schedules?: readonly string[]
 }
 
 export interface WorkerSummary {
@@ -61,6 +65,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
       hint: 'Give --store postgres://user@host:5432/db (or PIPE_STORE), the store pipe run --detach queued the runs in.',
     })
   }
+  // A pipeline that does not load stops the worker at its start, not at its first slot.
+  const scheduled = options.schedules?.length ? await loadScheduled(options.schedules, options.cwd) : []
   const served = await servedWorkspaces(options.workspaces.length > 0 ? options.workspaces : [options.cwd])
   const rootById = new Map(served.map((w) => [w.id, w.root]))
   const opened = await openTeamStore(location, signal, log)
@@ -210,6 +216,10 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         noted = Date.now()
         const refused = await work.noteUnservable(queue).catch(() => [])
         for (const r of refused) log(`pipe worker: ${r.run_id} waits: ${r.note}`)
+        if (scheduled.length > 0)
+          await fireDue(scheduled, {store: location, cwd: options.cwd, now: scheduleNow(), signal, log}).catch((error: unknown) =>
+            log(`pipe worker: schedules: [${(error as {code?: string}).code ?? 'E_INTERNAL'}] ${(error as Error).message}`),
+          )
         // Runs waiting for a person whose deadline passed: the policy's confirm.on_timeout acts now.
         const waiting = new Set([...active.keys(), ...[...backoff].filter(([, b]) => b.until > Date.now()).map(([runId]) => runId)])
         const sweep = {store, work, location, cwd: options.cwd, rootById, signal, log}

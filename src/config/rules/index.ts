@@ -19,6 +19,7 @@ import {
 } from './routes.js'
 import type {Rule, RuleContext} from './rule.js'
 import {budgetPrice} from './budgets.js'
+import {scheduleRule} from './schedules.js'
 import {customTool} from './tools.js'
 import {duplicateStepId, expression, expressionPlace, gateRule, kindCheck, unknownOutcome, unknownStep, unregisteredKind} from './steps.js'
 
@@ -33,6 +34,7 @@ export const pipelineRules: readonly Rule[] = [
   expression,
   customTool,
   budgetPrice,
+  scheduleRule,
   kindCheck,
   gateRule,
   routeOnStop,

@@ -183,6 +183,17 @@ const MIGRATIONS: string[] = [
   CREATE TRIGGER pipe_snapshots_append_only BEFORE UPDATE OR DELETE ON pipe_snapshots FOR EACH ROW EXECUTE FUNCTION pipe_refuse_unless_archived();
   GRANT DELETE ON pipe_runs, pipe_events, pipe_snapshots TO CURRENT_USER;
   `,
+  // 8: each slot of a pipeline's schedule fires once, whichever workers look (src/app/schedules/):
+  // the firing's row is inserted in the transaction that queues its run, and its key is the primary key.
+  `
+  CREATE TABLE pipe_schedule_firings (
+    schedule text NOT NULL,
+    slot timestamptz NOT NULL,
+    run_id text NOT NULL,
+    fired_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (schedule, slot)
+  );
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

@@ -14,7 +14,7 @@ import type {PoolClient} from 'pg'
 import {PipeError} from '../../errors.js'
 import {faultPoint} from '../../util/faults.js'
 import type {RunRecord} from '../../types/run.js'
-import type {ChildBirth, LiveWorker, QueuedBirth, QueueEntry, RunWorkspace, ServedWorkspace, TeamQueue} from '../team.js'
+import type {ChildBirth, Firing, LiveWorker, QueuedBirth, QueueEntry, RunWorkspace, ServedWorkspace, TeamQueue} from '../team.js'
 import {childKey} from './rows.js'
 import {holderOf, nameHolder} from './holder.js'
 import type {PostgresStore} from './store.js'
@@ -42,13 +42,28 @@ export class PostgresWork implements TeamQueue {
   }
 
   /** Creates runs not started and puts them on a queue, in one transaction (pipe run --detach): all of them or none. */
-  async createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace): Promise<RunRecord[]> {
+  async createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace, firing?: Firing): Promise<RunRecord[]> {
     await this.store.assertCanWrite()
     for (const {now} of births) await this.store.daySequence('R', now)
     return this.store.tx('cannot queue a run', async (client) => {
       const records: RunRecord[] = []
+      if (firing) {
+        // The slot's key is the primary key: a second firing of it (another worker, at the same
+        // moment or later) inserts nothing, waiting for the first one's transaction if it is still open.
+        const won = await client.query(
+          "INSERT INTO pipe_schedule_firings (schedule, slot, run_id) VALUES ($1, $2, '') ON CONFLICT (schedule, slot) DO NOTHING RETURNING schedule",
+          [firing.key, firing.slot.toISOString()],
+        )
+        if (won.rowCount === 0) return records
+      }
       for (const {draft, now, event} of births) {
         const record = await this.store.insertRun(client, {draft, now, event, workspace})
+        if (firing)
+          await client.query('UPDATE pipe_schedule_firings SET run_id = $3 WHERE schedule = $1 AND slot = $2', [
+            firing.key,
+            firing.slot.toISOString(),
+            record.run_id,
+          ])
         await client.query('INSERT INTO pipe_queue (run_id, queue) VALUES ($1, $2)', [record.run_id, queue])
         // The workers' for its whole life: what a person gives it later puts it back on this queue (records.ts enqueue).
         await client.query('UPDATE pipe_runs SET detached_queue = $2 WHERE run_id = $1', [record.run_id, queue])
@@ -56,6 +71,15 @@ export class PostgresWork implements TeamQueue {
       }
       return records
     })
+  }
+
+  async lastFirings(keys: readonly string[]): Promise<Map<string, Date>> {
+    const rows = await this.store.query<{schedule: string; slot: Date}>(
+      'cannot read the schedules',
+      'SELECT schedule, max(slot) AS slot FROM pipe_schedule_firings WHERE schedule = ANY($1::text[]) GROUP BY schedule',
+      [keys],
+    )
+    return new Map(rows.map((r) => [r.schedule, new Date(r.slot)]))
   }
 
   enqueue(runId: string, queue: string): Promise<void> {

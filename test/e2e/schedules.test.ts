@@ -1,0 +1,98 @@
+/**
+ * Schedules on a folder store (pipe validate, pipe schedule list and run-due): bad cron
+ * expressions, timezones and inputs are errors with their place; each slot fires once however
+ * often run-due runs; missed slots as catch_up says; a DST change fires a slot once. The clock is
+ * PIPE_NOW, moved by the test: nothing waits for a slot.
+ */
+import {expect} from 'chai'
+import {copyFile, writeFile} from 'node:fs/promises'
+import path from 'node:path'
+import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+
+const policy = path.join(repoRoot, 'test', 'fixtures', 'postgres', 'policy.yaml')
+
+const pipeline = (schedules: string): string => `version: 1
+name: nightly
+inputs:
+  since: {type: string, default: HEAD}
+schedules:
+${schedules}
+steps:
+  - {id: first, kind: command, run: [sleep, "0"], next: done}
+  - {id: done, kind: end, status: succeeded, reason: all steps ran}
+`
+
+interface Fired {
+  schedule: string
+  slot: string
+  status: string
+}
+
+describe('schedules on a folder store', function () {
+  this.timeout(120000)
+  let dir: string
+  let cleanup: () => Promise<void>
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-schedules-'))
+    await copyFile(policy, path.join(dir, 'policy.yaml'))
+  })
+  afterEach(async () => cleanup())
+
+  const runDue = async (now: string): Promise<Fired[]> => {
+    const result = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: now}})
+    expect(result.code, result.stderr).to.equal(0)
+    return json<{fired: Fired[]}>(result).fired.map((f) => ({schedule: f.schedule, slot: f.slot, status: f.status}))
+  }
+
+  it('pipe validate quotes a bad cron expression, names an unknown timezone and checks the inputs against the pipeline', async () => {
+    await writeFile(
+      path.join(dir, 'nightly.yaml'),
+      pipeline('  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}'),
+    )
+    const result = await pipe(['validate', 'nightly.yaml'], {cwd: dir})
+    expect(result.code).to.equal(2)
+    expect(result.stdout).to.include('schedules[0].cron  bad cron expression "61 * * * *"')
+    expect(result.stdout).to.include('schedules[1].timezone  unknown timezone "Mars/Base"; give an IANA name')
+    expect(result.stdout).to.match(/schedules\[1\]\.inputs\.since .*not a string/)
+    expect(result.stdout).to.match(/schedules\[1\]\.inputs\.until .*unknown input "until"/)
+  })
+
+  it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *", timezone: UTC}'))
+    expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
+    expect(await runDue('2026-11-28T02:00:20Z')).to.deep.equal([])
+    const list = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
+    expect(list.code, list.stderr).to.equal(0)
+    expect(json<{schedules: Array<{last: string; next: string}>}>(list).schedules.map((s) => [s.last, s.next])).to.deep.equal([
+      ['2026-11-28T02:00:00.000Z', '2026-11-29T02:00:00.000Z'],
+    ])
+  })
+
+  it('missed slots: none skips them, latest fires the most recent once, all fires each', async () => {
+    await writeFile(
+      path.join(dir, 'nightly.yaml'),
+      pipeline(
+        '  - {name: none, cron: "0 * * * *", catch_up: none}\n  - {name: latest, cron: "0 * * * *", catch_up: latest}\n  - {name: all, cron: "0 * * * *", catch_up: all}',
+      ),
+    )
+    expect((await runDue('2026-11-28T02:00:10Z')).map((f) => f.schedule)).to.deep.equal(['none', 'latest', 'all'])
+    // Three slots missed (03:00, 04:00, 05:00), none of them on time at 05:30.
+    expect(await runDue('2026-11-28T05:30:00Z')).to.deep.equal([
+      {schedule: 'latest', slot: '2026-11-28T05:00:00.000Z', status: 'succeeded'},
+      {schedule: 'all', slot: '2026-11-28T03:00:00.000Z', status: 'succeeded'},
+      {schedule: 'all', slot: '2026-11-28T04:00:00.000Z', status: 'succeeded'},
+      {schedule: 'all', slot: '2026-11-28T05:00:00.000Z', status: 'succeeded'},
+    ])
+    expect(await runDue('2026-11-28T05:30:00Z')).to.deep.equal([])
+    expect((await runDue('2026-11-28T06:00:05Z')).map((f) => f.schedule)).to.deep.equal(['none', 'latest', 'all'])
+  })
+
+  it('a slot of a timezone that falls back (02:30 twice in Europe/Berlin) fires once', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "30 2 * * *", timezone: Europe/Berlin, catch_up: all}'))
+    // 02:30 CEST is 00:30Z; after the change, 02:30 CET (01:30Z) is the same day's slot again.
+    expect(await runDue('2026-10-25T00:30:10Z')).to.deep.equal([{schedule: '0', slot: '2026-10-25T00:30:00.000Z', status: 'succeeded'}])
+    expect(await runDue('2026-10-25T01:30:10Z')).to.deep.equal([])
+    const list = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-10-25T01:30:10Z'}})
+    expect(json<{schedules: Array<{next: string}>}>(list).schedules[0]!.next).to.equal('2026-10-26T01:30:00.000Z')
+  })
+})
