@@ -74,7 +74,7 @@ export async function loadScheduled(files: readonly string[], cwd: string): Prom
         timezone,
         queue: s.queue ?? 'default',
         catch_up: s.catch_up ?? 'none',
-        inputs: (s.inputs ?? {}),
+        inputs: s.inputs ?? {},
         parsed: parsed.cron,
       }
     })
