@@ -195,7 +195,7 @@ export function renderRunShow(record: RunRecord, status: RunRecord['status'], ev
   for (const e of events.filter((e) => e.event !== 'step_started'))
     rows.push({
       at: e.at,
-      text: t`${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`,
+      text: t`${e.event}${e.to ? ` (${e.from ? `${e.from} ` : ''}-> ${e.to})` : ''}${e.step ? ` step ${e.step}` : ''}${e.tool ? ` tool ${e.tool}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` by ${e.by}` : ''}${e.reason ? `: ${e.reason}` : ''}`,
     })
   for (const s of snapshots) {
     const d = s.decisions.at(-1)

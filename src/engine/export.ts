@@ -238,7 +238,7 @@ export async function exportRun(store: RunStore, runId: string, dir: string, top
 
   const entries: Array<{at: string; text: string}> = events.map((e) => ({
     at: e.at,
-    text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` (by ${e.by})` : ''}`,
+    text: `**${e.event}**${e.to ? ` -> ${e.to}` : ''}${e.tool ? ` \`${e.tool}\`${e.step ? ` in ${e.step}` : ''}` : ''}${e.reason ? `: ${e.reason}` : ''}${e.by && !e.reason?.includes(`by ${e.by}`) ? ` (by ${e.by})` : ''}`,
   }))
   // Seed 004 §10.1: each entry of a task's step names its attempt.
   const attemptOf = new Map(groups.flatMap((a) => a.snapshots.map((s) => [s, a.number] as const)))

@@ -105,7 +105,11 @@ export const agent: StepHandler<'agent'> = {
     },
     timeline(snapshot) {
       const files = agentOutput('files_changed').of(snapshot) ?? []
-      return [`agent: ${(snapshot.tool_calls ?? []).length} tool call(s)${files.length > 0 ? `, changed ${files.join(', ')}` : ', no file changed'}`]
+      const patch = agentOutput('patch').of(snapshot)
+      const tools = [...new Set((snapshot.tool_calls ?? []).map((c) => c.name))]
+      return [
+        `agent: ${(snapshot.tool_calls ?? []).length} tool call(s)${tools.length > 0 ? ` (${tools.join(', ')})` : ''}${files.length > 0 ? `, patch ${files.length} file(s), ${patch ? diffLines(patch) : 0} line(s): ${files.join(', ')}` : ', no file changed'}`,
+      ]
     },
   },
   check(step, loaded) {

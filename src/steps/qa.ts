@@ -190,7 +190,13 @@ export const qa: StepHandler<'qa'> = {
     },
     timeline(snapshot) {
       const verdict = verdictOf(snapshot)
-      return verdict ? [`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}`] : []
+      if (!verdict) return []
+      // Seed 004's timeline: the QA result and its stage, and what failed (the first error line), in one entry.
+      const failed =
+        verdict.status === 'fail'
+          ? `${verdict.error_category ? ` (${verdict.error_category})` : ''}${verdict.top_errors[0] ? `: ${verdict.top_errors[0].trim().slice(0, 200)}` : ''}`
+          : ''
+      return [`QA ${verdict.status}${verdict.failed_stage ? ` at ${verdict.failed_stage}` : ''}${failed}`]
     },
     metrics(snapshot) {
       const verdict = verdictOf(snapshot)

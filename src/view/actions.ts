@@ -159,18 +159,19 @@ export async function decide(decisions: Decisions, store: RunStore, runId: strin
     }
   const base = {cwd: decisions.cwd, store: decisions.store, runId, via: 'view' as const}
   const note = (form.get('note') ?? '').trim()
-  const kind = form.get('kind')
+  // What the form answers: the pause's kind (review, answers, confirm), not a step's.
+  const gate = form.get('kind')
   const decision = form.get('decision') ?? ''
   let outcome: RunOutcome
   let given: string
   try {
-    if (kind === 'review') {
+    if (gate === 'review') {
       if (decision !== 'go' && decision !== 'hold' && decision !== 'drop')
         throw new PipeError('E_INVALID_ARGS', `"${decision}" is no review decision`, {hint: 'Choose go, hold or drop.'})
       const {reviewSession} = await import('../app/sessions/review.js')
       outcome = await reviewSession({...base, decision, ...(note ? {note} : {})})
       given = `review ${decision}`
-    } else if (kind === 'confirm') {
+    } else if (gate === 'confirm') {
       if (decision !== 'yes' && decision !== 'no')
         throw new PipeError('E_INVALID_ARGS', `"${decision}" is no answer to a confirmation`, {hint: 'Choose yes or no.'})
       const scope = form.get('for') ?? 'call'
@@ -179,7 +180,7 @@ export async function decide(decisions: Decisions, store: RunStore, runId: strin
       const {confirmSession} = await import('../app/sessions/confirm.js')
       outcome = await confirmSession({...base, decision, ...(note ? {note} : {}), ...(scope !== 'call' ? {scope} : {})})
       given = `confirmation ${decision}`
-    } else if (kind === 'answers') {
+    } else if (gate === 'answers') {
       const answers: Record<string, string> = {}
       for (const [key, value] of form) if (key.startsWith('answer:') && value.trim() !== '') answers[key.slice('answer:'.length)] = value
       const {answerSession} = await import('../app/sessions/answer.js')

@@ -282,6 +282,12 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     })
     const timeline = await readFile(path.join(root, 'runs', child, 'timeline.md'), 'utf8')
     expect(timeline).to.contain('QA fail at tests').and.contain('QA pass')
+    // Seed 004's timeline: each attempt's number, what failed QA (its category and first error), the patch's size, the tools by name.
+    expect(timeline).to.match(/QA fail at tests \(test_fail\): \S/)
+    expect(timeline).to.match(/attempt 1: done; agent: \d+ tool call\(s\) \([a-z_, ]+\), patch 1 file\(s\), \d+ line\(s\): calc\.js/)
+    expect(timeline).to.match(/\*\*tool_call_request\*\* `[a-z_]+` in implement/)
+    const shown = await pipe(['runs', 'show', child], {cwd: repo, env: env()})
+    expect(shown.stdout).to.match(/tool_call_request step implement tool [a-z_]+/)
     // The artifacts are the store's, never part of the repository's commits.
     expect(git('ls-files')).not.to.contain('artifacts')
 

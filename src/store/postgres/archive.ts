@@ -111,12 +111,16 @@ export class PostgresArchive implements ArchiveStore {
     await this.store.tx(`cannot remove the archived run ${runId}`, async (client) => {
       const anchored = await client.query('SELECT 1 FROM pipe_run_index WHERE run_id = $1', [anchorKey(runId)])
       if (anchored.rows.length === 0) throw new PipeError('E_INTERNAL', `${runId} has no archive anchor: its records are not removed`)
-      // One transaction: a crash leaves the run whole or gone, never some rows of it.
+      // One transaction: a crash leaves the run whole or gone, never some rows of it. The trail's
+      // DELETE privilege is the owner's only inside it (GRANT and REVOKE are transactional): no
+      // other session, and no later statement, ever holds it (schema.ts, 7).
+      await client.query('GRANT DELETE ON pipe_runs, pipe_events, pipe_snapshots TO CURRENT_USER')
       await client.query('DELETE FROM pipe_queue WHERE run_id = $1', [runId])
       await client.query('DELETE FROM pipe_step_state WHERE run_id = $1', [runId])
       await client.query('DELETE FROM pipe_snapshots WHERE run_id = $1', [runId])
       await client.query('DELETE FROM pipe_events WHERE run_id = $1', [runId])
       await client.query('DELETE FROM pipe_runs WHERE run_id = $1', [runId])
+      await client.query('REVOKE DELETE ON pipe_runs, pipe_events, pipe_snapshots FROM CURRENT_USER')
     })
     rmSync(path.join(this.artifactsDir, runId), {recursive: true, force: true})
   }

@@ -161,8 +161,9 @@ const MIGRATIONS: string[] = [
   // 7: pipe store archive. A run that left the store for an archive is anchored in the run index
   // first (a line of its own, run_id 'archived:RUN', chained like every other); only then may its
   // run row, timeline and snapshots be deleted, and only those: the trigger still refuses every
-  // other change, and every change to a run that has no anchor. The owner may delete again (the
-  // trigger, not the privilege, is the guard here); audit verify proves what left against the anchor.
+  // other change, and every change to a run that has no anchor. The privilege stays revoked: the
+  // archive's own transaction grants it to the owner and revokes it again before it commits
+  // (./archive.ts), so no session ever sees it held; audit verify proves what left against the anchor.
   `
   CREATE FUNCTION pipe_refuse_unless_archived() RETURNS trigger LANGUAGE plpgsql AS $$
   BEGIN
@@ -181,7 +182,6 @@ const MIGRATIONS: string[] = [
   CREATE TRIGGER pipe_events_append_only BEFORE UPDATE OR DELETE ON pipe_events FOR EACH ROW EXECUTE FUNCTION pipe_refuse_unless_archived();
   DROP TRIGGER pipe_snapshots_append_only ON pipe_snapshots;
   CREATE TRIGGER pipe_snapshots_append_only BEFORE UPDATE OR DELETE ON pipe_snapshots FOR EACH ROW EXECUTE FUNCTION pipe_refuse_unless_archived();
-  GRANT DELETE ON pipe_runs, pipe_events, pipe_snapshots TO CURRENT_USER;
   `,
   // 8: each slot of a pipeline's schedule fires once, whichever workers look (src/app/schedules/):
   // the firing's row is inserted in the transaction that queues its run, and its key is the primary key.
