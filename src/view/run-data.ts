@@ -129,6 +129,12 @@ export function nextCommand(
       next_command: `pipe confirm ${id} --yes${at}`,
       alternatives: [`pipe confirm ${id} --no --note 'why not'${at}`],
     }
+  if (status === 'awaiting_input' && pending?.kind === 'budget')
+    return {
+      waits_for: 'a person to raise its budget (a request over it was not sent)',
+      next_command: `pipe budget ${id} --add-tokens 50000 --note 'why'${at}`,
+      alternatives: [`pipe budget ${id} --add-usd 1 --note 'why'${at}`, `pipe cancel ${id}${at}`],
+    }
   if (status === 'awaiting_input')
     return {
       waits_for: 'a review decision',

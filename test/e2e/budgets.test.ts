@@ -3,7 +3,7 @@
  * server on 127.0.0.1 whose replies carry the usage that is counted.
  */
 import {expect} from 'chai'
-import {mkdir, writeFile} from 'node:fs/promises'
+import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
@@ -70,6 +70,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(paused.next_command).to.match(new RegExp(`^pipe budget ${paused.run_id} --add-tokens N`))
     // Never sent: the server saw a and b only.
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+    // The run's page offers the same way out, not a review.
+    const page = await cli(['export', paused.run_id, '--html', 'paused.html'])
+    expect(page.code, page.stderr).to.equal(0)
+    expect(await readFile(path.join(dir, 'paused.html'), 'utf8')).to.match(new RegExp(`pipe budget ${paused.run_id} --add-tokens`))
 
     // A resume never resets the count: the spend is read from the records, and c is still not sent.
     const resumed = await cli(['resume', paused.run_id])
