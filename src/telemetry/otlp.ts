@@ -132,14 +132,7 @@ export class OtlpTracing implements Tracing {
     return new OtlpTracing(api, provider.getTracer('pipe'), provider, exporter, settings, connections)
   }
 
-  session(run: {
-    run_id?: string
-    pipeline: string
-    event: string
-    queue?: string
-    continues?: TraceContext
-    parent?: {run_id: string; step: string}
-  }): RunSession {
+  session(run: Parameters<Tracing['session']>[0]): RunSession {
     const {api} = this
     // A child run started by a step of this process nests under that step; any other run continues the trace its record keeps.
     const under = run.parent ? this.steps.get(key(run.parent.run_id, run.parent.step)) : undefined

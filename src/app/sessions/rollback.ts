@@ -144,16 +144,8 @@ export async function rollbackToCheckpointSession(options: SessionOptions & {run
         reason: `workspace rolled back from ${result.from ?? 'no commit'} to checkpoint ${result.to} (${result.files.length} file(s) restored${result.saved ? `; what was discarded is saved in stash ${result.saved}` : ''}): ${options.note}`,
       },
     )
-    return {
-      run_id: runId,
-      step: target.step.name,
-      seq: target.step.seq,
-      from: result.from,
-      to: result.to,
-      files: result.files,
-      ...(result.saved ? {saved: result.saved} : {}),
-      next: continueCommands(current, options.note),
-    }
+    const {by: _by, at: _at, note: _note, ...what} = entry
+    return {run_id: runId, ...what, next: continueCommands(current, options.note)}
   } finally {
     await release()
   }
