@@ -163,6 +163,25 @@ people:
     await expectAuditPasses(dir, id)
   })
 
+  it('pipe resume --decision and pipe run --decision cannot decide a gate under a rule: only votes open it', async () => {
+    const id = await start(TWO_OF_THREE)
+    for (const decision of ['go', 'drop']) {
+      expect(refused(await run(['resume', id, '--decision', decision, '--json']), 'E_POLICY_DENIED')).to.contain("under the policy's approvals.manual_review")
+    }
+    const record = await runRecordIn(dir, id)
+    expect(record.status).to.equal('awaiting_input')
+    expect(record.run.review).to.equal(undefined)
+    expect((await events(id)).filter((e) => e.event === 'review_given' || e.event === 'vote_cast')).to.deep.equal([])
+    // The hint's command continues the run once the rule is met.
+    expect((await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com')).code).to.equal(10)
+    expect(json<RunJson>(await run(['review', id, '--decision', 'go', '--json'], 'bob@example.com')).status).to.equal('succeeded')
+
+    const started = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--decision', 'go', '--json'])
+    expect(refused(started, 'E_POLICY_DENIED')).to.contain("the policy's approvals.manual_review says who decides it")
+    const page = await readIn(path.join(dir, '.pipe'), (store) => store.listRuns({}))
+    expect(page.runs.map((r) => r.run_id)).to.deep.equal([id])
+  })
+
   it('a refusal decides at once; the starter may refuse their own run', async () => {
     const id = await start(TWO_OF_THREE)
     const drop = await run(['review', id, '--decision', 'drop', '--json'])
