@@ -182,6 +182,19 @@ people:
     expect(page.runs.map((r) => r.run_id)).to.deep.equal([id])
   })
 
+  it('a replay is a new run under the same rule: --decision is refused, and whoever replays it is its starter', async () => {
+    const id = await start(TWO_OF_THREE)
+    const decided = await run(['replay', id, '--from', 'compile', '--decision', 'go', '--json'], 'alice@example.com')
+    expect(refused(decided, 'E_POLICY_DENIED')).to.contain("the policy's approvals.manual_review says who decides it")
+    const replayed = await run(['replay', id, '--from', 'compile', '--json'], 'alice@example.com')
+    expect(replayed.code, replayed.stderr).to.equal(10)
+    const copy = json<RunJson>(replayed).run_id
+    expect((await runRecordIn(dir, copy)).run.started_by?.id).to.equal('alice@example.com')
+    expect(refused(await run(['review', copy, '--decision', 'go', '--json'], 'alice@example.com'), 'E_POLICY_DENIED')).to.contain(
+      'alice@example.com started run',
+    )
+  })
+
   it('a refusal decides at once; the starter may refuse their own run', async () => {
     const id = await start(TWO_OF_THREE)
     const drop = await run(['review', id, '--decision', 'drop', '--json'])

@@ -214,7 +214,7 @@ export function parseContextRef(given: string): NonNullable<RunRecord['context_r
 }
 
 /** pipe run --decision decides a review before anyone votes: under an approvals rule for a review, only votes (pipe review) decide it. */
-function refuseRuledReview(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>): void {
+export function refuseRuledReview(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>): void {
   for (const step of pipeline.pipeline.steps) {
     const rule = approvalRule(policy, {step: step.id, kind: 'review'})
     if (!rule) continue
