@@ -195,6 +195,24 @@ people:
     )
   })
 
+  it('the approval that met the rule but could not continue the run (a secret unset) continues it when given again', async () => {
+    await writeFile(path.join(dir, 'p.yaml'), REVIEWED.replace('name: reviewed\n', 'name: reviewed\nsecrets: [TOK]\n'))
+    await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
+    const as = (who: string, env: Record<string, string> = {}) => ({cwd: dir, env: {PIPE_INTERACTIVE: '0', PIPE_USER: who, ...env}, timeoutMs: 60000})
+    const started = await pipe(
+      ['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'],
+      as('starter@example.com', {TOK: 't'}),
+    )
+    const id = json<RunJson>(started).run_id
+    expect((await pipe(['review', id, '--decision', 'go', '--json'], as('alice@example.com'))).code).to.equal(10)
+    expect(refused(await pipe(['review', id, '--decision', 'go', '--json'], as('bob@example.com')), 'E_CONFIG')).to.contain('TOK')
+    const again = await pipe(['review', id, '--decision', 'go', '--json'], as('bob@example.com', {TOK: 't'}))
+    expect(again.code, again.stdout).to.equal(0)
+    expect(json<RunJson>(again).status).to.equal('succeeded')
+    expect((await events(id)).filter((e) => e.event === 'vote_cast').map((e) => e.by)).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    await expectAuditPasses(dir, id)
+  })
+
   it('a refusal decides at once; the starter may refuse their own run', async () => {
     const id = await start(TWO_OF_THREE)
     const drop = await run(['review', id, '--decision', 'drop', '--json'])
