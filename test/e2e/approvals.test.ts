@@ -213,6 +213,17 @@ people:
     await expectAuditPasses(dir, id)
   })
 
+  it('validate --policy warns of a rule keyed by no step of the pipeline nor a gate kind (a misspelt step id governs nothing)', async () => {
+    await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE.replace('manual_review:', 'manual_reveiw:'))
+    const result = await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stdout).to.contain(
+      'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers), so it governs none of its gates',
+    )
+    await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
+    expect((await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])).stdout).to.not.contain('names no step')
+  })
+
   it('a refusal decides at once; the starter may refuse their own run', async () => {
     const id = await start(TWO_OF_THREE)
     const drop = await run(['review', id, '--decision', 'drop', '--json'])
