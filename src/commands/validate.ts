@@ -4,7 +4,7 @@ import {loadPolicyFile, resolvePolicy} from '../config/policy.js'
 import {detectKind, validateFiles, type PipelineCheck, type ValidateResult} from '../config/validate-files.js'
 import {renderDiagnostics} from '../cli/views.js'
 import {PipeError} from '../errors.js'
-import {deniedCommands, kindCatalog} from '../steps/registry.js'
+import {deniedCommands, kindCatalog, unmatchedApprovals} from '../steps/registry.js'
 import {PipeCommand} from '../cli/base-command.js'
 import {jsonText} from '../util/terminal-text.js'
 
@@ -91,6 +91,6 @@ Errors are printed as FILE:LINE:COL  json.path  message. Exit code 0 only when e
       if (flag === undefined) return undefined
       throw new PipeError('E_CONFIG', `the policy ${flag} is not valid`, {hint: `Run pipe validate ${flag} and fix it first.`})
     }
-    return (pipeline) => deniedCommands(pipeline, loaded.loaded)
+    return (pipeline) => [...deniedCommands(pipeline, loaded.loaded), ...unmatchedApprovals(pipeline, loaded.loaded)]
   }
 }

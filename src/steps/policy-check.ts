@@ -69,3 +69,26 @@ function argumentOf(value: JsonValue | undefined): string | null {
 function fieldPath(segments: ReadonlyArray<string | number>): string {
   return segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
 }
+
+const GATE_KINDS = new Set(['review', 'confirm', 'answers'])
+
+/**
+ * An approvals rule keyed by neither a gate kind nor a step of this pipeline governs none of its
+ * gates: a misspelt step id leaves the gate it meant open to anyone. A warning, as one policy may
+ * serve pipelines whose steps this one does not have.
+ */
+export function unmatchedApprovals(loaded: LoadedPipeline, policy: LoadedPolicy): Diagnostic[] {
+  const ids = new Set(loaded.pipeline.steps.map((s) => s.id))
+  const source = policy.file ?? 'the built-in policy'
+  return Object.keys(policy.policy.approvals ?? {})
+    .filter((name) => !GATE_KINDS.has(name) && !ids.has(name))
+    .map((name) => ({
+      ...diag(
+        loaded,
+        ['steps'],
+        `${source}'s approvals.${name} names no step of pipeline ${loaded.pipeline.name} (its steps are ${[...ids].join(', ')}) nor a gate kind (review, confirm, answers), so it governs none of its gates`,
+      ),
+      severity: 'warning' as const,
+      rule: 'approvals-unmatched',
+    }))
+}

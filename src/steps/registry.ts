@@ -76,6 +76,8 @@ export const views = {
 } as const satisfies Partial<Record<StepKind, object>>
 
 /** Before a run: the commands of a pipeline's steps the policy will deny (pipe validate --policy, pipe run --dry-run). */
+export {unmatchedApprovals} from './policy-check.js'
+
 export function deniedCommands(loaded: LoadedPipeline, policy: LoadedPolicy, known?: KnownValues): Diagnostic[] {
   return deniedCommandsOf(registry, loaded, policy, known)
 }

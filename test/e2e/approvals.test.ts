@@ -163,6 +163,67 @@ people:
     await expectAuditPasses(dir, id)
   })
 
+  it('pipe resume --decision and pipe run --decision cannot decide a gate under a rule: only votes open it', async () => {
+    const id = await start(TWO_OF_THREE)
+    for (const decision of ['go', 'drop']) {
+      expect(refused(await run(['resume', id, '--decision', decision, '--json']), 'E_POLICY_DENIED')).to.contain("under the policy's approvals.manual_review")
+    }
+    const record = await runRecordIn(dir, id)
+    expect(record.status).to.equal('awaiting_input')
+    expect(record.run.review).to.equal(undefined)
+    expect((await events(id)).filter((e) => e.event === 'review_given' || e.event === 'vote_cast')).to.deep.equal([])
+    // The hint's command continues the run once the rule is met.
+    expect((await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com')).code).to.equal(10)
+    expect(json<RunJson>(await run(['review', id, '--decision', 'go', '--json'], 'bob@example.com')).status).to.equal('succeeded')
+
+    const started = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--decision', 'go', '--json'])
+    expect(refused(started, 'E_POLICY_DENIED')).to.contain("the policy's approvals.manual_review says who decides it")
+    const page = await readIn(path.join(dir, '.pipe'), (store) => store.listRuns({}))
+    expect(page.runs.map((r) => r.run_id)).to.deep.equal([id])
+  })
+
+  it('a replay is a new run under the same rule: --decision is refused, and whoever replays it is its starter', async () => {
+    const id = await start(TWO_OF_THREE)
+    const decided = await run(['replay', id, '--from', 'compile', '--decision', 'go', '--json'], 'alice@example.com')
+    expect(refused(decided, 'E_POLICY_DENIED')).to.contain("the policy's approvals.manual_review says who decides it")
+    const replayed = await run(['replay', id, '--from', 'compile', '--json'], 'alice@example.com')
+    expect(replayed.code, replayed.stderr).to.equal(10)
+    const copy = json<RunJson>(replayed).run_id
+    expect((await runRecordIn(dir, copy)).run.started_by?.id).to.equal('alice@example.com')
+    expect(refused(await run(['review', copy, '--decision', 'go', '--json'], 'alice@example.com'), 'E_POLICY_DENIED')).to.contain(
+      'alice@example.com started run',
+    )
+  })
+
+  it('the approval that met the rule but could not continue the run (a secret unset) continues it when given again', async () => {
+    await writeFile(path.join(dir, 'p.yaml'), REVIEWED.replace('name: reviewed\n', 'name: reviewed\nsecrets: [TOK]\n'))
+    await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
+    const as = (who: string, env: Record<string, string> = {}) => ({cwd: dir, env: {PIPE_INTERACTIVE: '0', PIPE_USER: who, ...env}, timeoutMs: 60000})
+    const started = await pipe(
+      ['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'],
+      as('starter@example.com', {TOK: 't'}),
+    )
+    const id = json<RunJson>(started).run_id
+    expect((await pipe(['review', id, '--decision', 'go', '--json'], as('alice@example.com'))).code).to.equal(10)
+    expect(refused(await pipe(['review', id, '--decision', 'go', '--json'], as('bob@example.com')), 'E_CONFIG')).to.contain('TOK')
+    const again = await pipe(['review', id, '--decision', 'go', '--json'], as('bob@example.com', {TOK: 't'}))
+    expect(again.code, again.stdout).to.equal(0)
+    expect(json<RunJson>(again).status).to.equal('succeeded')
+    expect((await events(id)).filter((e) => e.event === 'vote_cast').map((e) => e.by)).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    await expectAuditPasses(dir, id)
+  })
+
+  it('validate --policy warns of a rule keyed by no step of the pipeline nor a gate kind (a misspelt step id governs nothing)', async () => {
+    await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE.replace('manual_review:', 'manual_reveiw:'))
+    const result = await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stdout).to.contain(
+      'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers), so it governs none of its gates',
+    )
+    await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
+    expect((await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])).stdout).to.not.contain('names no step')
+  })
+
   it('a refusal decides at once; the starter may refuse their own run', async () => {
     const id = await start(TWO_OF_THREE)
     const drop = await run(['review', id, '--decision', 'drop', '--json'])

@@ -33,6 +33,6 @@ export async function answerSession(options: AnswerSession): Promise<RunOutcome>
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
   checkAnswers(answers, openQuestions(await store.readRun(options.runId)))
   return castVote(options, {kind: 'answers', decision: 'answered', approve: true, note: `answers ${JSON.stringify(answers)}`}, (user) =>
-    resumeSession({...rest, ...(user !== undefined ? {user} : {}), command: `pipe answer ${options.runId} --file FILE`, answerMap: answers}),
+    resumeSession({...rest, ...(user !== undefined ? {user} : {}), gateDecided: true, command: `pipe answer ${options.runId} --file FILE`, answerMap: answers}),
   )
 }

@@ -47,7 +47,7 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
   if (due.action === undefined) return {due, outcome: outcomeOf(record)}
   const {opened, relocate, ...session} = options
   const actor = policyActor(due)
-  const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: actor}
+  const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: actor, gateDecided: true}
   if (due.action === 'deny' && due.kind === 'review') {
     const outcome = await resumeSession({
       ...drive,

@@ -34,6 +34,7 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
     resumeSession({
       ...rest,
       ...(user !== undefined ? {user} : {}),
+      gateDecided: true,
       command: `pipe confirm ${options.runId} --${decision}`,
       confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {}), ...(scope ? {scope} : {})},
     }),

@@ -20,6 +20,7 @@ import {readSecrets, unsetSecrets} from '../../engine/expressions.js'
 import {type StartSession, guarding, loadPipelineOrThrow, policyOrThrow, replySources, upFront} from './shared.js'
 import {measuredTools} from './tool-versions.js'
 import {currentPerson} from '../identity.js'
+import {approvalRule} from '../../policy/approvals.js'
 
 async function readInput(options: StartSession, maxBytes: number): Promise<RunRecord['input']> {
   const given = [options.input !== undefined, options.text !== undefined].filter(Boolean).length
@@ -155,6 +156,7 @@ export async function prepareStart(options: StartSession, batch?: string, planOn
   const policy = await policyOrThrow(options.policy, options.cwd, options.policyCeiling)
   const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
   if (answers) checkAnswers(answers, upFront(pipeline))
+  if (options.decision) refuseRuledReview(pipeline, policy)
   const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)
   if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => handlerFor(s.kind).readsInput === true)) {
     throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {
@@ -209,4 +211,17 @@ export function parseContextRef(given: string): NonNullable<RunRecord['context_r
     })
   }
   return {project_id: projectId, context_version: version}
+}
+
+/** pipe run --decision decides a review before anyone votes: under an approvals rule for a review, only votes (pipe review) decide it. */
+export function refuseRuledReview(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>): void {
+  for (const step of pipeline.pipeline.steps) {
+    const rule = approvalRule(policy, {step: step.id, kind: 'review'})
+    if (!rule) continue
+    throw new PipeError(
+      'E_POLICY_DENIED',
+      `--decision would decide the review of step ${step.id} before anyone votes, but the policy's approvals.${rule.name} says who decides it (${rule.required} of: ${rule.people.join(', ')}); nothing was started`,
+      {hint: 'Start the run without --decision; when it waits at the review, each person votes with pipe review RUN --decision go|hold|drop.'},
+    )
+  }
 }

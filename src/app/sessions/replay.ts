@@ -19,7 +19,8 @@ import {
   upFront,
   replySources,
 } from './shared.js'
-import {storeSettings} from './prepare.js'
+import {refuseRuledReview, storeSettings} from './prepare.js'
+import {currentPerson} from '../identity.js'
 
 /** Model replies of a replay: the store's reply cache is reused unless --cache off; a cassette the original replayed is replayed again. */
 export interface ReplaySession extends SessionOptions, ReplyOptions {
@@ -60,6 +61,7 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     checkAnswers(given, upFront(pipeline))
     answers = {...answers, ...given}
   }
+  if (options.decision) refuseRuledReview(pipeline, policy)
   const replies = continuedReplies(options, original.provider, {cache: 'reuse', cassette: 'replayed-only'})
   const provider = planProvider(
     original.provider.kind === 'openai' ? 'openai' : 'offline',
@@ -78,6 +80,8 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
     featureId: original.feature_id,
     answers,
     replayOf: {run_id: options.runId, seq: fork.step.seq, step: fork.step.name},
+    // The replay is a new run started by whoever replays it: self_approval: false refuses their approval, as at pipe run.
+    ...(policy.policy.approvals && Object.keys(policy.policy.approvals).length > 0 ? {startedBy: currentPerson(options.cwd, options.env ?? process.env)} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
   // A replay is a new run on this machine: what runs now is measured, not what ran then.

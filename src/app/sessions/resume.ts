@@ -10,6 +10,7 @@ import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
 import type {RunStore} from '../../store/types.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
+import {gateRule} from './vote.js'
 import {
   type Decision,
   type ReplyOptions,
@@ -44,6 +45,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   skip?: NonNullable<ResumeOptions['skip']>
   /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
   acceptCassette?: boolean
+  /** The decision, answers or confirmation was counted under the gate's approvals rule (castVote) or is the policy's own at a deadline. */
+  gateDecided?: boolean
   /** The command line that continued the run, for the hint of an error (default: pipe resume RUN). */
   command?: string
   /** A store the caller opened already (pipe worker drives many runs on one connection pool). */
@@ -85,6 +88,8 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     answers = {...(answers ?? {}), ...answersOf(file)}
   }
   if (answers) checkAnswers(answers, openQuestions(record))
+  // pipe resume --decision/--answers would decide a gate its approvals rule says who may decide and how many must: only a vote opens it.
+  if ((answers || options.decision || options.confirm) && !options.gateDecided) await refuseRuledGate(record, options.cwd)
   readSecrets(pipeline.pipeline, options.env)
   const replies = continuedReplies(options, record.provider, {cache: isRedrivable(record.status) ? 'reuse' : 'off', cassette: 'as-recorded'})
   const sources = await replySources({cwd: options.cwd, store: options.store, ...replies})
@@ -160,5 +165,21 @@ function changedCassette(record: RunRecord, actual: string | null, options: Resu
     {
       hint: `Nothing was run. Put the cassette back as it was, or, if the change is deliberate, go on with it as it is now: ${again} --accept-cassette (the acceptance is recorded on the run's timeline).`,
     },
+  )
+}
+
+/** A gate under an approvals rule is decided by votes (pipe review, confirm, answer), never by pipe resume's input. */
+async function refuseRuledGate(record: RunRecord, cwd: string): Promise<void> {
+  const rule = await gateRule(record, cwd)
+  if (!rule || !record.pending) return
+  const how: Record<string, string> = {
+    review: 'pipe review RUN --decision go|hold|drop',
+    confirm: 'pipe confirm RUN --yes|--no',
+    answers: 'pipe answer RUN --file FILE',
+  }
+  throw new PipeError(
+    'E_POLICY_DENIED',
+    `run ${record.run_id} waits at a ${record.pending.kind} of step ${record.pending.step} under the policy's approvals.${rule.name} (${rule.required} of: ${rule.people.join(', ')}); it is decided by each person's vote, not by pipe resume; nothing was recorded`,
+    {hint: `${(how[record.pending.kind] ?? how['review']!).replace('RUN', record.run_id)}, as one of the people the rule names.`},
   )
 }

@@ -24,7 +24,12 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
   waitingFor(record, 'review')
   const ballot = {kind: 'review' as const, decision: options.decision, approve: options.decision === 'go', ...(options.note ? {note: options.note} : {})}
   return castVote(options, ballot, (user) =>
-    resumeSession({...options, ...(user !== undefined ? {user} : {}), command: `pipe review ${options.runId} --decision ${options.decision}`}),
+    resumeSession({
+      ...options,
+      ...(user !== undefined ? {user} : {}),
+      gateDecided: true,
+      command: `pipe review ${options.runId} --decision ${options.decision}`,
+    }),
   )
 }
 
