@@ -66,6 +66,14 @@ describe('schedules on a folder store', function () {
     expect(result.stderr).not.to.contain('none under ./pipelines declares schedules')
   })
 
+  it('a day of missed minutes is logged as at least the slots looked at, not as that many', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "* * * * *", catch_up: latest}'))
+    expect(await runDue('2026-11-27T02:00:10Z')).to.have.length(1)
+    const result = await pipe(['schedule', 'run-due', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stderr).to.contain('schedule 0: at least 100 missed slot(s) not fired (catch_up: latest)')
+  })
+
   it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *", timezone: UTC}'))
     expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])

@@ -112,6 +112,8 @@ export interface DuePlan {
   entry: ScheduleEntry
   fire: Date[]
   skipped: number
+  /** More slots were missed than were looked at: skipped is at least this many. */
+  capped: boolean
 }
 
 export function planDue(entries: readonly ScheduleEntry[], last: ReadonlyMap<string, Date>, now: Date): DuePlan[] {
@@ -122,7 +124,7 @@ export function planDue(entries: readonly ScheduleEntry[], last: ReadonlyMap<str
 export function skippedNote(plan: DuePlan): string | undefined {
   if (plan.skipped === 0) return undefined
   const why = plan.entry.catch_up === 'all' ? `more than ${CATCH_UP_CAP} slots were missed` : `catch_up: ${plan.entry.catch_up}`
-  return `${plan.entry.pipeline} schedule ${plan.entry.name}: ${plan.skipped} missed slot(s) not fired (${why})`
+  return `${plan.entry.pipeline} schedule ${plan.entry.name}: ${plan.capped ? 'at least ' : ''}${plan.skipped} missed slot(s) not fired (${why})`
 }
 
 /** The next slot after `now`, or null when the expression fires no more. */
