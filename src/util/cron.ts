@@ -48,7 +48,7 @@ export type CatchUp = 'none' | 'latest' | 'all'
  * as `catchUp` says for those missed. `skipped`: missed slots left out (catch_up none or latest, or
  * beyond the cap of all).
  */
-export function dueSlots(cron: CronType, now: Date, last: Date | null, catchUp: CatchUp): {fire: Date[]; skipped: number} {
+export function dueSlots(cron: CronType, now: Date, last: Date | null, catchUp: CatchUp): {fire: Date[]; skipped: number; capped: boolean} {
   const floor = last ?? new Date(now.getTime() - ON_TIME_MS)
   // previousRuns is strictly before its reference: a slot at `now` exactly is due.
   const recent = cron
@@ -60,10 +60,11 @@ export function dueSlots(cron: CronType, now: Date, last: Date | null, catchUp: 
   const onTime = slots.filter((d) => now.getTime() - d.getTime() < ON_TIME_MS)
   const missed = slots.filter((d) => now.getTime() - d.getTime() >= ON_TIME_MS)
   const beyond = capped ? 1 : 0
-  if (catchUp === 'all') return {fire: slots, skipped: beyond}
+  // Past the cap the missed slots are not counted (a year of minutes): `skipped` is then a floor.
+  if (catchUp === 'all') return {fire: slots, skipped: beyond, capped}
   if (catchUp === 'latest') {
     const latest = onTime.length > 0 ? onTime : missed.slice(-1)
-    return {fire: latest, skipped: slots.length - latest.length + beyond}
+    return {fire: latest, skipped: slots.length - latest.length + beyond, capped}
   }
-  return {fire: onTime, skipped: missed.length + beyond}
+  return {fire: onTime, skipped: missed.length + beyond, capped}
 }

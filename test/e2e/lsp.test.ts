@@ -240,6 +240,22 @@ describe('pipe lsp --stdio (the built CLI, a real LSP client)', function () {
     client.connection.dispose()
   })
 
+  it('a header it cannot frame ends it with E_INVALID_ARGS: it does not sit deaf to every later message', async () => {
+    const child = spawn(process.execPath, [bin, 'lsp', '--stdio'], {
+      cwd: dir,
+      env: {PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin`, HOME: dir, PIPE_HOME: testHome, NO_COLOR: '1'},
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+    child.stdout.resume()
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+    const shutdown = JSON.stringify({jsonrpc: '2.0', id: 1, method: 'shutdown'})
+    child.stdin.write(`Content-Length: abc\r\n\r\n{}Content-Length: ${shutdown.length}\r\n\r\n${shutdown}`)
+    expect(await exited, stderr).to.equal(2)
+    expect(stderr).to.contain('E_INVALID_ARGS').and.contain('Content-Length')
+  })
+
   it('without --stdio it says how an editor starts it (E_INVALID_ARGS)', async () => {
     const result = await pipe(['lsp'], {cwd: dir})
     expect(result.code).to.equal(2)

@@ -5,7 +5,7 @@
  * PIPE_NOW, moved by the test: nothing waits for a slot.
  */
 import {expect} from 'chai'
-import {copyFile, writeFile} from 'node:fs/promises'
+import {copyFile, mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 
@@ -55,6 +55,23 @@ describe('schedules on a folder store', function () {
     expect(result.stdout).to.include('schedules[1].timezone  unknown timezone "Mars/Base"; give an IANA name')
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.since .*not a string/)
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.until .*unknown input "until"/)
+  })
+
+  it('run-due without a pipeline named says why a pipeline under ./pipelines that declares schedules cannot load, not that none does', async () => {
+    await mkdir(path.join(dir, 'pipelines'))
+    await writeFile(path.join(dir, 'pipelines', 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}').replace('kind: command', 'kind: shell'))
+    const result = await pipe(['schedule', 'run-due'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:10Z'}})
+    expect(result.code).to.equal(2)
+    expect(result.stderr).to.contain('E_CONFIG').and.contain('unknown step kind "shell"')
+    expect(result.stderr).not.to.contain('none under ./pipelines declares schedules')
+  })
+
+  it('a day of missed minutes is logged as at least the slots looked at, not as that many', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "* * * * *", catch_up: latest}'))
+    expect(await runDue('2026-11-27T02:00:10Z')).to.have.length(1)
+    const result = await pipe(['schedule', 'run-due', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
+    expect(result.code, result.stderr).to.equal(0)
+    expect(result.stderr).to.contain('schedule 0: at least 100 missed slot(s) not fired (catch_up: latest)')
   })
 
   it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {

@@ -6,6 +6,7 @@
  */
 import {fileURLToPath} from 'node:url'
 import type {KindCatalog} from '../../config/kind-contract.js'
+import {PipeError} from '../../errors.js'
 import {redact} from '../../util/redact.js'
 import {checkBuffer, type BufferProblem} from './check.js'
 import {completionsAt, hoverAt, type Offer} from './complete.js'
@@ -39,7 +40,8 @@ export async function serveLanguage(streams: LanguageServerStreams, catalog: Kin
     end(): void {}
   }
 
-  const connection = lsp.createConnection(new lsp.StreamMessageReader(streams.input), new RedactingWriter() as never)
+  const reader = new lsp.StreamMessageReader(streams.input)
+  const connection = lsp.createConnection(reader, new RedactingWriter() as never)
   const documents = new lsp.TextDocuments(TextDocument)
   const toLsp = {
     step: lsp.CompletionItemKind.Reference,
@@ -118,7 +120,19 @@ export async function serveLanguage(streams: LanguageServerStreams, catalog: Kin
   })
 
   documents.listen(connection)
-  const closed = new Promise<void>((resolve) => connection.onExit(() => resolve()))
+  const closed = new Promise<void>((resolve, reject) => {
+    connection.onExit(() => resolve())
+    // A header without a readable Content-Length loses the frames' boundaries for good: every later
+    // message would be dropped unanswered and the editor left waiting. Ending says so; the editor restarts the server.
+    reader.onError((error) => {
+      if (!FRAMING.test(error.message)) return
+      reject(
+        new PipeError('E_INVALID_ARGS', `the editor sent a message pipe lsp cannot frame: ${error.message.split('\n')[0]}`, {
+          hint: "Each message needs a Content-Length: N header (N the body's bytes) and a blank line; restart the language server from the editor.",
+        }),
+      )
+    })
+  })
   connection.listen()
   await closed
 }
@@ -128,6 +142,9 @@ function fileOf(uri: string): string {
   if (uri.startsWith('file:')) return fileURLToPath(uri)
   return uri.replace(/^[a-z]+:/i, '').replace(/[^\w.-]+/g, '_') || 'untitled.yaml'
 }
+
+/** vscode-jsonrpc's errors for a header it cannot read (a body that is not JSON keeps the framing: it goes on). */
+const FRAMING = /^(Header must provide a Content-Length|Content-Length value must be a number)/
 
 function safely<T>(fn: () => T, fallback: T): T {
   try {

@@ -10,7 +10,7 @@
  * The clock is PIPE_NOW when set (an ISO time), so a test moves it instead of waiting for a slot.
  */
 import path from 'node:path'
-import {readdir} from 'node:fs/promises'
+import {readdir, readFile} from 'node:fs/promises'
 import {PipeError} from '../../errors.js'
 import {dueSlots, loadCron, parseCron, CATCH_UP_CAP, type CatchUp} from '../../util/cron.js'
 import type {LoadedPipeline} from '../../config/loaded.js'
@@ -92,7 +92,12 @@ async function declaringSchedules(cwd: string): Promise<string[]> {
   const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => /\.ya?ml$/.test(n)).sort()
   const found: string[] = []
   for (const name of names) {
-    const loaded = await loadPipelineOrThrow(path.join(dir, name)).catch(() => null)
+    const file = path.join(dir, name)
+    const loaded = await loadPipelineOrThrow(file).catch(async (error: unknown) => {
+      // A broken pipeline that declares schedules would otherwise never fire, and run-due say nothing.
+      if (/^schedules:/m.test(await readFile(file, 'utf8').catch(() => ''))) throw error
+      return null
+    })
     if ((loaded?.pipeline.schedules ?? []).length > 0) found.push(path.join('pipelines', name))
   }
   if (found.length === 0)
@@ -107,6 +112,8 @@ export interface DuePlan {
   entry: ScheduleEntry
   fire: Date[]
   skipped: number
+  /** More slots were missed than were looked at: skipped is at least this many. */
+  capped: boolean
 }
 
 export function planDue(entries: readonly ScheduleEntry[], last: ReadonlyMap<string, Date>, now: Date): DuePlan[] {
@@ -117,7 +124,7 @@ export function planDue(entries: readonly ScheduleEntry[], last: ReadonlyMap<str
 export function skippedNote(plan: DuePlan): string | undefined {
   if (plan.skipped === 0) return undefined
   const why = plan.entry.catch_up === 'all' ? `more than ${CATCH_UP_CAP} slots were missed` : `catch_up: ${plan.entry.catch_up}`
-  return `${plan.entry.pipeline} schedule ${plan.entry.name}: ${plan.skipped} missed slot(s) not fired (${why})`
+  return `${plan.entry.pipeline} schedule ${plan.entry.name}: ${plan.capped ? 'at least ' : ''}${plan.skipped} missed slot(s) not fired (${why})`
 }
 
 /** The next slot after `now`, or null when the expression fires no more. */
