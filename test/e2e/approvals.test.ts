@@ -359,8 +359,11 @@ describe('approvals on PostgreSQL with workers', function () {
     expect(started.code, started.stderr).to.equal(10)
     const id = json<RunJson>(started).run_id
     const worker = team.start(suite.url, [], {cwd: suite.dir, env: LATER as Record<string, string>})
-    await until('the worker applied the deadline', async () => (await statusOf(id)) === 'cancelled')
-    expect(worker.stderr()).to.match(/its review deadline \S+ passed; approvals.manual_review.on_timeout: cancel -> cancelled/)
+    // The worker says so after its commit: wait for what it says, then for the record.
+    await until('the worker said it applied the deadline', async () =>
+      /its review deadline \S+ passed; approvals.manual_review.on_timeout: cancel -> cancelled/.test(worker.stderr()),
+    )
+    expect(await statusOf(id)).to.equal('cancelled')
     const timeline = await readIn(suite.url, (store) => store.readEvents(id))
     expect(timeline.find((e) => e.event === 'review_deadline_passed')?.by).to.equal('policy (approvals.manual_review.on_timeout)')
   })

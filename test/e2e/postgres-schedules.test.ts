@@ -34,7 +34,10 @@ steps:
     const env = {PIPE_NOW: '2026-11-28T01:00:20Z'}
     const slot = /nightly\.yaml 0 2026-11-28T01:00:00\.000Z: (queued R-\S+ on nightly|fired already by another process)/
     const workers = [0, 1].map(() => team.start(url, ['--queue', 'other', '--schedule', 'nightly.yaml'], {cwd: dir, env}))
-    await until('both workers looked at the slot', async () => workers.every((w) => slot.test(w.stderr())))
+    // A worker that looks after the other queued the slot finds it fired (its last firing) and says nothing,
+    // so the wait is for the one run queued; the unique firing key is what refuses a second, whenever it looks.
+    await until('a worker queued the slot', async () => workers.some((w) => slot.test(w.stderr())))
+    await until('the slot recorded as fired once', async () => (await cluster.sql(db, 'SELECT 1 FROM pipe_schedule_firings')).length === 1)
     const firings = await cluster.sql<{schedule: string; slot: Date; run_id: string}>(db, 'SELECT schedule, slot, run_id FROM pipe_schedule_firings')
     expect(firings, workers.map((w) => w.stderr()).join('\n')).to.have.length(1)
     expect(firings[0]!.slot.toISOString()).to.equal('2026-11-28T01:00:00.000Z')
