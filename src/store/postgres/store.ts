@@ -323,13 +323,8 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return rows.map((r) => r.run_id).sort((a, b) => compareIds(b, a))
   }
 
-  listRuns(query: RunQuery): Promise<RunPage> {
-    return listRunRows(this, query)
-  }
-
-  listChildren(runId: string): Promise<RunRecord[]> {
-    return listChildRows(this, runId)
-  }
+  readonly listRuns = (query: RunQuery): Promise<RunPage> => listRunRows(this, query)
+  readonly listChildren = (runId: string): Promise<RunRecord[]> => listChildRows(this, runId)
 
   /** The run's row, locked for this transaction; E_CONFLICT when this process held it and another holder has taken it since. */
   private async lockRun(client: PoolClient, runId: string): Promise<RunRecord> {
