@@ -5,8 +5,8 @@
  * step ends failed with an error naming the kind and the fields, instead of a snapshot that
  * `pipe validate` refuses to let expressions read and later steps misread.
  *
- * A shipped kind is checked by the build's compiled validator of its declaration (outputs-KIND.cjs,
- * loaded when a step of the kind first ends: no schema is compiled at run time). A handler that declares outputs of its own (an injected registry's
+ * A shipped kind is checked by the build's compiled validator of its declaration (in outputs.cjs,
+ * every kind's in one script, loaded when a step first ends: no schema is compiled at run time). A handler that declares outputs of its own (an injected registry's
  * stand-in with an outputsSchema the shipped kind does not have) is checked against that
  * declaration, compiled on first use.
  */
@@ -15,7 +15,7 @@ import {compileOutputSchema} from '../config/output-schema.js'
 import type {LoadedPipeline} from '../config/loaded.js'
 import {stepDir} from '../config/positions.js'
 import {PipeError} from '../errors.js'
-import {builtValidator, compileSchema} from '../schema/registry.js'
+import {compileSchema, kindOutputsValidator} from '../schema/registry.js'
 import {kindOutputsSchema} from '../steps/output-schemas.js'
 import {handlerNamed} from '../steps/registry.js'
 import type {StepHandler, StepKind, StepOf, StepResult} from '../steps/types.js'
@@ -46,7 +46,7 @@ const validators = new Map<StepKind, ValidateFunction>()
 function kindValidator(kind: StepKind): ValidateFunction {
   let validate = validators.get(kind)
   if (!validate) {
-    validate = builtValidator(`outputs-${kind}`) ?? compileSchema(kindOutputsSchema(kind))
+    validate = kindOutputsValidator(kind) ?? compileSchema(kindOutputsSchema(kind))
     validators.set(kind, validate)
   }
   return validate

@@ -86,12 +86,28 @@ export function writeValidatorCache(file: string): string {
   return writeCodeCache(file)
 }
 
-/**
- * A validator the build compiled under a name of its own rather than from a file of schemas/ (a
- * kind's outputs: outputs-KIND, see scripts/build-validators.mjs), or null when running from source.
- */
-export function builtValidator(name: string): ValidateFunction | null {
-  return loadStandalone(`${standaloneDir}${name}.cjs`)?.validate ?? null
+/** The build's validators of every kind's outputs, one script (scripts/build-validators.mjs), once per process. */
+export const outputsScript = `${standaloneDir}outputs.cjs`
+
+interface KindValidators {
+  validator(kind: string): ValidateFunction | undefined
+}
+
+/** undefined until first asked for; null when the build has none (running from source) or it is damaged. */
+let kinds: KindValidators | null | undefined
+
+/** The build's script of kinds' outputs validators, through its code cache when one fits; null when missing or damaged. */
+export function loadKindValidators(file = outputsScript, forCache = writingCaches): {validators: KindValidators; cached: boolean} | null {
+  const loaded = loadScript(file, {header: CACHE_HEADER, wrapped: false, keep: forCache})
+  const exported = loaded?.exports as Partial<KindValidators> | null | undefined
+  // A file cut short at a statement's end still runs, exporting nothing: as good as missing.
+  return loaded && typeof exported?.validator === 'function' ? {validators: exported as KindValidators, cached: loaded.cached} : null
+}
+
+/** The build's validator of a kind's outputs (schemas/kinds/KIND.outputs.json), or null when running from source. */
+export function kindOutputsValidator(kind: string): ValidateFunction | null {
+  if (kinds === undefined) kinds = loadKindValidators()?.validators ?? null
+  return kinds?.validator(kind) ?? null
 }
 
 /** A schema compiled at run time, with the options the build's validators have (running from source). */

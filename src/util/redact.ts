@@ -261,10 +261,13 @@ const QUERY_SECRET = /([?&;](?:access_token|token|key|api_key|apikey|sig|signatu
 /**
  * Whether a text could hold any of the shapes `redact` replaces: one pass over it, so that the many
  * strings of a record that hold none (ids, names, times, hashes) skip the dozen patterns below. Each
- * pattern has a part here (or an `=` or `://`, which all the URL and word patterns need).
+ * pattern has a part here: a URL's patterns need a user (`://` then `@` before any `/`), the query
+ * and word patterns a credential's name just before `=`. Looser (any `://`, any `=`), a default
+ * run's `file:///` refs and `==` expressions ran all the patterns (bench/README.md, "Issue 38: the
+ * run path").
  */
 const MAYBE_SHAPED =
-  /authorization|sk-|gh[pousr]_|github_pat_|glpat-|AKIA|ASIA|xox[abprs]-|AIza|PRIVATE KEY|:\/\/|hooks\.slack\.com|open\.(?:feishu|lark)|discord|=/i
+  /authorization|sk-|gh[pousr]_|github_pat_|glpat-|AKIA|ASIA|xox[abprs]-|AIza|PRIVATE KEY|:\/\/[^\s/@"'<>]+@|hooks\.slack\.com|open\.(?:feishu|lark)|discord|(?:token|key|sig|signature|secret|passwd|password|auth)=/i
 
 /** `redact` applied to every string inside a JSON-like value (safer than redacting its JSON text). */
 export function redactDeep<T>(value: T): T {

@@ -4,6 +4,7 @@ import path from 'node:path'
 import {parseGwt, parseStory, priorityOf} from '../../src/providers/offline/classify.js'
 import {extractSpec} from '../../src/providers/offline/extract.js'
 import {OfflineProvider} from '../../src/providers/offline/provider.js'
+import {hanRatio, language} from '../../src/providers/offline/text.js'
 import {examples} from '../helpers/cli.js'
 
 const signal = new AbortController().signal
@@ -147,5 +148,16 @@ describe('offline rules provider', () => {
     expect(again.value.body.acceptance_criteria.map((a) => a.text)).to.deep.equal(['A PDF is written'])
     expect(again.value.body.features).to.have.length(1)
     expect(again.value.missing_fields).to.deep.equal([])
+  })
+
+  it("tells an input's language by its share of Han letters, counting no radical or numeral as a letter", () => {
+    expect(language(read('full-prd.md'))).to.equal('en')
+    expect(language('团队报销工具：成员提交发票，经理审批。')).to.equal('zh')
+    expect(language('Expense tracker 报销工具 for small teams')).to.equal('mixed')
+    // Astral Han letters count once each, as the letters of the text do.
+    expect(hanRatio('𠀀𠀁ab')).to.equal(0.5)
+    // ⺀ is a Han radical (a symbol) and 〇 a number: no letters at all.
+    expect(hanRatio('⺀〇 123 !')).to.equal(0)
+    expect(hanRatio('〇a')).to.equal(0)
   })
 })

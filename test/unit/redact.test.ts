@@ -123,6 +123,35 @@ describe('redact: the credentials a process is given (issue 35)', () => {
   })
 })
 
+describe('redact: the pre-check that spares strings with no shape', () => {
+  it('redacts every shape when it is the only one in its string, whatever its case', () => {
+    // Each string alone: one shape in a text does not open the patterns for another.
+    const shaped: Array<[string, string]> = [
+      ['postgres://app:pgs3cretpw@db.example/app', 'pgs3cretpw'],
+      ['POSTGRESQL://:pgs3cretpw@db/app', 'pgs3cretpw'],
+      ['git clone https://ghtok3nvalue@example.com/repo.git', 'ghtok3nvalue'],
+      ['ssh+git://deploy:k3yp4ss@host/x', 'k3yp4ss'],
+      ['GET /x?Sig=s1gvalue99 HTTP/1.1', 's1gvalue99'],
+      ['see ?signature=s1gnvalue', 's1gnvalue'],
+      ['a&AUTH=authvalue1', 'authvalue1'],
+      ['?api_key=apik3yvalue', 'apik3yvalue'],
+      ['run with client_secret=cl13ntsecret', 'cl13ntsecret'],
+      ['(ACCESS_TOKEN=acc3sstoken', 'acc3sstoken'],
+      ['"passwd=pwval123', 'pwval123'],
+      ['PASSWORD=pw0rdvalue', 'pw0rdvalue'],
+      ['Authorization: Bearer b34rertoken', 'b34rertoken'],
+      ['https://hooks.slack.com/services/T1/B2/slackhookpath', 'slackhookpath'],
+      ['https://discord.com/api/webhooks/1/discordhookpath', 'discordhookpath'],
+    ]
+    for (const [text, secret] of shaped) expect(redact(text), text).to.not.contain(secret)
+  })
+
+  it('leaves a file:// reference, a URL without a user and an expression with == as they are', () => {
+    for (const text of ['file:///work/examples/full-prd.md', 'https://example.com/a/b@c', "${{ steps.review.outputs.decision == 'go' }}", 'a = b', 'monkey=1'])
+      expect(redact(text)).to.equal(text)
+  })
+})
+
 describe('redact: a slice of a secret', () => {
   const key = 'proj-7Hq2Lm9Xw4Rt8Zk1Vb6Nc3Jd5Fg0Ys'
 

@@ -169,4 +169,22 @@ console.log(JSON.stringify(out))`
     // The records a run builds itself (run, snapshot, spec, evidence) are not validated on their way in: a default run loads no validator of theirs.
     expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, ledger: true})
   })
+  it("has every kind's outputs validator in one script, which the build caches from a default run and bin/run.js takes", () => {
+    const flags = [...readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+    const kinds = readdirSync(path.join(repoRoot, 'schemas', 'kinds'))
+      .filter((f) => f.endsWith('.outputs.json'))
+      .map((f) => f.replace('.outputs.json', ''))
+    expect(kinds, 'the kinds declared in schemas/kinds/').to.include.members(['compile', 'publish', 'noop'])
+    const script = `import {setFlagsFromString} from 'node:v8'
+for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
+const {loadKindValidators} = await import(${JSON.stringify(registrySource)})
+const loaded = loadKindValidators(${JSON.stringify(path.join(repoRoot, 'dist', 'schema', 'validators', 'outputs.cjs'))})
+const kinds = ${JSON.stringify(kinds)}
+console.log(JSON.stringify({cached: loaded.cached, validators: kinds.filter((k) => typeof loaded.validators.validator(k) === 'function').length, unknown: loaded.validators.validator('no_such_kind') ?? null}))`
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
+    expect(child.status, child.stderr).to.equal(0)
+    // One file, one cache and one compile for every kind a run uses (a default run: 7), not one of each per kind.
+    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, validators: kinds.length, unknown: null})
+    expect(readdirSync(path.join(repoRoot, 'dist', 'schema', 'validators')).filter((f) => f.startsWith('outputs-'))).to.deep.equal([])
+  })
 })
