@@ -61,6 +61,15 @@ svg.graph .node-text { fill:var(--fg); font:600 12px system-ui, sans-serif; } sv
 svg.graph .edge { fill:none; stroke:var(--muted); stroke-width:1.2; opacity:.7; } svg.graph .edge.taken { stroke:var(--accent); stroke-width:3; opacity:1; } svg.graph .edge.undeclared { stroke-dasharray:4 3; }
 svg.graph .edge-label { fill:var(--muted); font:11px system-ui, sans-serif; } svg.graph .edge-label.taken { fill:var(--accent); font-weight:700; }
 svg.graph .arrowhead { fill:var(--muted); } svg.graph .arrowhead.taken { fill:var(--accent); }
+svg.graph .node.running { stroke:var(--wait); stroke-width:3.5; fill:color-mix(in srgb, var(--wait) 12%, var(--bg)); }
+svg.graph .node.child { stroke-width:2; } svg.graph .fan-child { color:var(--muted); } svg.graph .fan-child .node { stroke:currentColor; }
+svg.graph .fan-child.s-succeeded { color:var(--ok); } svg.graph .fan-child.s-failed, svg.graph .fan-child.s-interrupted { color:var(--fail); }
+svg.graph .fan-child.s-running, svg.graph .fan-child.s-awaiting_input, svg.graph .fan-child.s-blocked, svg.graph .fan-child.s-pending { color:var(--wait); }
+svg.graph .fan-child.s-cancelled { color:var(--stop); } svg.graph .node.more { stroke-dasharray:4 3; } svg.graph .edge.fan { stroke-dasharray:2 3; opacity:.6; }
+.graph-legend .swatch { display:inline-block; width:1.6em; height:.9em; border-radius:3px; margin-right:.35em; vertical-align:-1px; border:2px solid var(--line); background:var(--bg); }
+.graph-legend .swatch.ran { border-color:var(--accent); } .graph-legend .swatch.running { border:3px solid var(--wait); background:color-mix(in srgb, var(--wait) 12%, var(--bg)); }
+.graph-legend .swatch.waiting { border:3px dashed var(--wait); } .graph-legend .swatch.child-ok { border-color:var(--ok); border-radius:999px; }
+.graph-legend .swatch.child-bad { border-color:var(--fail); border-radius:999px; } .graph-legend .swatch.child-wait { border-color:var(--wait); border-radius:999px; }
 svg.graph .edge-label { paint-order:stroke; stroke:var(--panel); stroke-width:4px; stroke-linejoin:round; }
 svg.chart .track { fill:var(--panel); stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
 svg.waterfall text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.waterfall .tick { stroke:var(--line); } svg.waterfall .tick-label, svg.waterfall .span-time { fill:var(--muted); }

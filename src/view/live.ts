@@ -74,7 +74,8 @@ export function nowPanel(record: RunRecord, status: RunStatus): Html {
 }
 
 /**
- * The run page's follower: polls the state, updates the panel of the running step, shows the
+ * The run page's follower: polls the state, updates the panel of the running step and the graph's
+ * running mark, shows the
  * "moved on" panel when the run's records moved (a reload would close what the reader opened, so
  * the reload is theirs), and says so when the server stops answering.
  */
@@ -105,6 +106,16 @@ export const RUN_LIVE_SCRIPT = `
       const at = state.current_step;
       now.hidden = !at;
       if (at) now.querySelector('.step-now').textContent = (state.status === 'running' ? 'Running' : 'Was running when its process stopped:') + ' step ' + at.step + ' (#' + at.seq + ') since ' + at.since + ' on ' + where(at.worker);
+    }
+    // The graph's running mark follows the step the run is in (a waiting node keeps its own words).
+    const running = state.status === 'running' && state.current_step ? state.current_step.step : null;
+    for (const node of document.querySelectorAll('svg.graph g.step-node')) {
+      const box = node.querySelector('rect.node');
+      const line = node.querySelector('.node-kind');
+      const on = node.getAttribute('data-step') === running;
+      if (!box || box.classList.contains('running') === on) continue;
+      box.classList.toggle('running', on);
+      if (line && !box.classList.contains('waiting')) line.textContent = on ? 'running now' : line.getAttribute('data-kind-line');
     }
     if (String(state.version) === version && state.status === here.getAttribute('data-status')) return;
     moved.querySelector('.now').textContent = state.status.replace('_', ' ') + (state.current_step ? ' at step ' + state.current_step.step : '') + ' (updated ' + state.updated_at + ')';

@@ -119,7 +119,7 @@ describe('the run page for operators: diffs as diffs, a timeline', function () {
     expect(graph.crossings, 'edges through a step').to.deep.equal([])
     expect(graph.labels).to.include.members(['error', 'fail'])
     await page.evaluate(() => document.querySelector<HTMLDetailsElement>('details[data-step="fix"]')!.setAttribute('open', ''))
-    await notBlank(browser!, dir, page, 'coding-run')
+    await notBlank(browser!, page, 'coding-run')
     expect(problems).to.deep.equal([])
   })
 
@@ -129,7 +129,7 @@ describe('the run page for operators: diffs as diffs, a timeline', function () {
     const {page, problems} = await open(browser!, url)
     const children = await page.evaluate(() => [...document.querySelectorAll('svg.waterfall g.span.child .span-label')].map((e) => e.textContent))
     expect(children).to.deep.equal(['item 0 a: succeeded', 'item 1 b: succeeded', 'item 2 c: succeeded'])
-    await notBlank(browser!, dir, page, 'foreach-run')
+    await notBlank(browser!, page, 'foreach-run')
     expect(problems).to.deep.equal([])
   })
 
