@@ -71,7 +71,9 @@ svg.graph .fan-child.s-cancelled { color:var(--stop); } svg.graph .node.more { s
 .graph-legend .swatch.waiting { border:3px dashed var(--wait); } .graph-legend .swatch.child-ok { border-color:var(--ok); border-radius:999px; }
 .graph-legend .swatch.child-bad { border-color:var(--fail); border-radius:999px; } .graph-legend .swatch.child-wait { border-color:var(--wait); border-radius:999px; }
 svg.graph .edge-label { paint-order:stroke; stroke:var(--panel); stroke-width:4px; stroke-linejoin:round; }
-svg.chart .track { fill:var(--panel); stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
+svg.chart .track { fill:var(--panel); fill-opacity:.5; stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--muted); }
+svg.chart .tick { stroke:var(--line); stroke-dasharray:2 3; } svg.chart .tick-label, svg.chart .axis-label { fill:var(--muted); } svg.chart .axis-label { font-style:italic; } svg.chart .series { fill:none; stroke:var(--accent); stroke-width:1.5; }
+table.runs td:first-child, table.runs code, table.runs td.status, table.runs td.when, table.runs td.duration, table.runs td.worker, table.runs td.queue { white-space:nowrap; }
 svg.waterfall text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.waterfall .tick { stroke:var(--line); } svg.waterfall .tick-label, svg.waterfall .span-time { fill:var(--muted); }
 .bar.step { fill:var(--accent); } .bar.step-failed { fill:var(--fail); } .bar.child { fill:var(--ok); } .bar.tool { fill:var(--stop); }
 .bar.queued { fill:var(--muted); opacity:.45; } .bar.waiting { fill:var(--wait); opacity:.55; } .legend .key { margin-right:1rem; white-space:nowrap; }
