@@ -52,6 +52,7 @@ details.step .body { padding:.6rem .9rem; }
 .msg { border-left:3px solid var(--line); padding:.2rem .7rem; margin:.5rem 0; } .msg.system { border-color:var(--stop); } .msg.user { border-color:var(--accent); } .msg.assistant { border-color:var(--ok); } .msg.tool { border-color:var(--wait); }
 .tool-call { margin:.3rem 0; } details.raw > summary { cursor:pointer; margin:-.3rem 0 .4rem; }
 .msg .role { font-weight:600; font-size:.8rem; text-transform:uppercase; color:var(--muted); }
+form.decide label { display:block; margin:.5rem 0; } form.decide textarea { display:block; width:100%; max-width:52rem; font:inherit; margin-top:.2rem; } form.decide select { font:inherit; margin-left:.3rem; }
 form.filters { display:flex; gap:.6rem; flex-wrap:wrap; align-items:end; margin:.4rem 0 1rem; } form.filters label { display:flex; flex-direction:column; font-size:.8rem; color:var(--muted); }
 form.filters input, form.filters select { font:inherit; padding:.2rem .4rem; }
 .graph-wrap { overflow:auto; border:1px solid var(--line); border-radius:8px; background:var(--panel); }

@@ -4,22 +4,7 @@
  */
 import type {StatsReport} from '../app/stats.js'
 import {escapeText, html, trusted, type Html} from './html.js'
-
-/**
- * Round steps for an axis from 0 to at least `max`: 1, 2, 2.5 or 5 times a power of ten, about four
- * of them (whole numbers only for a count: no axis of steps reads 0.5).
- */
-export function ticks(max: number, whole = false, about = 4): number[] {
-  if (!(max > 0)) return [0, 1]
-  const rough = max / about
-  const power = 10 ** Math.floor(Math.log10(rough))
-  const found = [1, 2, 2.5, 5, 10].map((m) => m * power).find((s) => s >= rough) ?? 10 * power
-  const step = whole ? Math.max(1, Math.round(found)) : found
-  const out: number[] = []
-  for (let v = 0; v < max + step / 2; v += step) out.push(Number(v.toPrecision(12)))
-  if (out.at(-1)! < max) out.push(Number((out.at(-1)! + step).toPrecision(12)))
-  return out
-}
+import {ticks} from './parts.js'
 
 /** A number as an axis shows it: 1200 as 1.2k, 3000000 as 3M. */
 function short(v: number): string {

@@ -11,7 +11,7 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser} from 'puppeteer-core'
 import {examples, json, pipe, tempDir} from '../helpers/cli.js'
-import {CHROMIUM, notBlank, open, startView} from '../helpers/view.js'
+import {CHROMIUM, notBlank, open, shotOf, startView} from '../helpers/view.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -120,6 +120,8 @@ describe('the run page for operators: diffs as diffs, a timeline', function () {
     expect(graph.labels).to.include.members(['error', 'fail'])
     await page.evaluate(() => document.querySelector<HTMLDetailsElement>('details[data-step="fix"]')!.setAttribute('open', ''))
     await notBlank(browser!, page, 'coding-run')
+    await shotOf(page, 'svg.waterfall', 'coding-timeline')
+    await shotOf(page, '.diff', 'coding-diff')
     expect(problems).to.deep.equal([])
   })
 

@@ -109,6 +109,17 @@ export async function notBlank(browser: Browser, page: Page, name: string): Prom
   return file
 }
 
+/** Saves a screenshot of one element of the page (a chart, a diff) as `test-output/screenshots/name.png` and prints its path. */
+export async function shotOf(page: Page, selector: string, name: string): Promise<string> {
+  await mkdir(SCREENSHOTS, {recursive: true})
+  const file = path.join(SCREENSHOTS, `${name}.png`)
+  const element = await page.$(selector)
+  expect(element, `${selector} on the page`).to.not.equal(null)
+  await element!.screenshot({path: file})
+  console.log(`      screenshot: ${path.relative(repoRoot, file)}`)
+  return file
+}
+
 /** A plain HTTP request with full control of method, path and Host (null: no Host header at all). */
 export function raw(
   url: string,
