@@ -17,6 +17,8 @@ export interface RunSummary {
   spec_version: string | null
   created_at: string
   updated_at: string
+  /** When the run ended (succeeded, failed, cancelled): with created_at, how long it took. */
+  ended_at?: string
   reason?: string
   /** The run (and step, and item) that started this one as a child run. */
   parent?: NonNullable<RunRecord['parent']>
@@ -46,6 +48,7 @@ export async function summarizeRun(store: RunStore, record: RunRecord): Promise<
     spec_version: record.spec_version ?? null,
     created_at: record.created_at,
     updated_at: record.updated_at,
+    ...(record.ended_at ? {ended_at: record.ended_at} : {}),
     ...(record.status_reason ? {reason: record.status_reason} : {}),
     ...(record.parent ? {parent: record.parent} : {}),
     ...(record.status === 'running' && record.current_step

@@ -52,6 +52,7 @@ details.step .body { padding:.6rem .9rem; }
 .msg { border-left:3px solid var(--line); padding:.2rem .7rem; margin:.5rem 0; } .msg.system { border-color:var(--stop); } .msg.user { border-color:var(--accent); } .msg.assistant { border-color:var(--ok); } .msg.tool { border-color:var(--wait); }
 .tool-call { margin:.3rem 0; } details.raw > summary { cursor:pointer; margin:-.3rem 0 .4rem; }
 .msg .role { font-weight:600; font-size:.8rem; text-transform:uppercase; color:var(--muted); }
+form.decide label { display:block; margin:.5rem 0; } form.decide textarea { display:block; width:100%; max-width:52rem; font:inherit; margin-top:.2rem; } form.decide select { font:inherit; margin-left:.3rem; }
 form.filters { display:flex; gap:.6rem; flex-wrap:wrap; align-items:end; margin:.4rem 0 1rem; } form.filters label { display:flex; flex-direction:column; font-size:.8rem; color:var(--muted); }
 form.filters input, form.filters select { font:inherit; padding:.2rem .4rem; }
 .graph-wrap { overflow:auto; border:1px solid var(--line); border-radius:8px; background:var(--panel); }
@@ -61,8 +62,19 @@ svg.graph .node-text { fill:var(--fg); font:600 12px system-ui, sans-serif; } sv
 svg.graph .edge { fill:none; stroke:var(--muted); stroke-width:1.2; opacity:.7; } svg.graph .edge.taken { stroke:var(--accent); stroke-width:3; opacity:1; } svg.graph .edge.undeclared { stroke-dasharray:4 3; }
 svg.graph .edge-label { fill:var(--muted); font:11px system-ui, sans-serif; } svg.graph .edge-label.taken { fill:var(--accent); font-weight:700; }
 svg.graph .arrowhead { fill:var(--muted); } svg.graph .arrowhead.taken { fill:var(--accent); }
+svg.graph .node.running { stroke:var(--wait); stroke-width:3.5; fill:color-mix(in srgb, var(--wait) 12%, var(--bg)); }
+svg.graph .node.child { stroke-width:2; } svg.graph .fan-child { color:var(--muted); } svg.graph .fan-child .node { stroke:currentColor; }
+svg.graph .fan-child.s-succeeded { color:var(--ok); } svg.graph .fan-child.s-failed, svg.graph .fan-child.s-interrupted { color:var(--fail); }
+svg.graph .fan-child.s-running, svg.graph .fan-child.s-awaiting_input, svg.graph .fan-child.s-blocked, svg.graph .fan-child.s-pending { color:var(--wait); }
+svg.graph .fan-child.s-cancelled { color:var(--stop); } svg.graph .node.more { stroke-dasharray:4 3; } svg.graph .edge.fan { stroke-dasharray:2 3; opacity:.6; }
+.graph-legend .swatch { display:inline-block; width:1.6em; height:.9em; border-radius:3px; margin-right:.35em; vertical-align:-1px; border:2px solid var(--line); background:var(--bg); }
+.graph-legend .swatch.ran { border-color:var(--accent); } .graph-legend .swatch.running { border:3px solid var(--wait); background:color-mix(in srgb, var(--wait) 12%, var(--bg)); }
+.graph-legend .swatch.waiting { border:3px dashed var(--wait); } .graph-legend .swatch.child-ok { border-color:var(--ok); border-radius:999px; }
+.graph-legend .swatch.child-bad { border-color:var(--fail); border-radius:999px; } .graph-legend .swatch.child-wait { border-color:var(--wait); border-radius:999px; }
 svg.graph .edge-label { paint-order:stroke; stroke:var(--panel); stroke-width:4px; stroke-linejoin:round; }
-svg.chart .track { fill:var(--panel); stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--line); }
+svg.chart .track { fill:var(--panel); fill-opacity:.5; stroke:var(--line); } svg.chart .bar { fill:var(--accent); } svg.chart .bar.bad { fill:var(--fail); } svg.chart text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.chart .axis { stroke:var(--muted); }
+svg.chart .tick { stroke:var(--line); stroke-dasharray:2 3; } svg.chart .tick-label, svg.chart .axis-label { fill:var(--muted); } svg.chart .axis-label { font-style:italic; } svg.chart .series { fill:none; stroke:var(--accent); stroke-width:1.5; }
+table.runs td:first-child, table.runs code, table.runs td.status, table.runs td.when, table.runs td.duration, table.runs td.worker, table.runs td.queue { white-space:nowrap; }
 svg.waterfall text { fill:var(--fg); font:11px system-ui, sans-serif; } svg.waterfall .tick { stroke:var(--line); } svg.waterfall .tick-label, svg.waterfall .span-time { fill:var(--muted); }
 .bar.step { fill:var(--accent); } .bar.step-failed { fill:var(--fail); } .bar.child { fill:var(--ok); } .bar.tool { fill:var(--stop); }
 .bar.queued { fill:var(--muted); opacity:.45; } .bar.waiting { fill:var(--wait); opacity:.55; } .legend .key { margin-right:1rem; white-space:nowrap; }

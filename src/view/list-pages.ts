@@ -1,11 +1,12 @@
-/** The runs list (filters, children nested, live status) and the stats page (charts drawn here as SVG). */
-import type {StatsReport} from '../app/stats.js'
+/** The runs list: filters, children nested, live status, and each run's age, duration, worker and queue. */
 import type {RunSummary} from '../store/queries.js'
-import {escapeText, html, safeHref, trusted, type Html} from './html.js'
+import {html, safeHref, type Html} from './html.js'
 import {STEP_NOW_UPDATE, stepNow} from './live.js'
 import {childTable, statusBadge} from './run-page.js'
+import {duration} from './parts.js'
+import type {RunStore} from '../store/types.js'
 
-export const RUN_STATUSES = ['running', 'awaiting_input', 'blocked', 'interrupted', 'succeeded', 'failed', 'cancelled'] as const
+export const RUN_STATUSES = ['pending', 'running', 'awaiting_input', 'blocked', 'interrupted', 'succeeded', 'failed', 'cancelled'] as const
 
 export interface ListFilter {
   status?: string
@@ -26,8 +27,54 @@ export function filterRuns(runs: RunSummary[], filter: ListFilter): RunSummary[]
   )
 }
 
+/** A run as the list shows it: its summary, and on a shared store the worker holding it and its queue. */
+export type ListedRun = RunSummary & {
+  /** The queue it waits in, or the one it was detached on (answers and reviews hand it back there). */
+  queue?: string
+  /** The worker named is the last holder, whose lease ran out: it holds the run no more. */
+  lease_expired?: boolean
+  children?: ListedRun[]
+}
+
+/**
+ * Where each run of a shared store stands (pipe view asks the store, as pipe runs show does): the
+ * worker under a live lease, or the last one whose lease ran out, and its queue. A folder store
+ * has neither, and its runs are left as they are.
+ */
+export async function placeRuns(store: RunStore, runs: ListedRun[]): Promise<void> {
+  const holding = store.holding?.bind(store)
+  if (!holding) return
+  const flat = (list: ListedRun[]): ListedRun[] => list.flatMap((r) => [r, ...flat(r.children ?? [])])
+  await Promise.all(
+    flat(runs).map(async (r) => {
+      const h = await holding(r.run_id)
+      if (!h) return
+      const who = h.worker ?? (ENDED.has(r.status) ? null : (h.expired?.worker ?? null))
+      if (who) r.worker = who.name ?? `${who.host}:${who.pid}`
+      if (!h.worker && who) r.lease_expired = true
+      const queue = h.queue ?? h.detached_queue
+      if (queue) r.queue = queue
+    }),
+  )
+}
+
+const ENDED = new Set(['succeeded', 'failed', 'cancelled'])
+
+function workerText(r: ListedRun): string {
+  return r.worker === undefined ? '' : `${r.worker}${r.lease_expired ? ' (lease ran out)' : ''}`
+}
+
+/**
+ * How long a run took (created to ended), from its records; a run not ended has its time so far
+ * counted by the page's script against the server's clock, so the page as served holds no clock.
+ */
+function tookCell(r: RunSummary): Html {
+  if (r.ended_at !== undefined) return html`<td class="duration">${duration(Date.parse(r.ended_at) - Date.parse(r.created_at))}</td>`
+  return html`<td class="duration" data-since="${r.created_at}"></td>`
+}
+
 export function runsBody(
-  runs: RunSummary[],
+  runs: ListedRun[],
   all: RunSummary[],
   filter: ListFilter,
   page: {more: boolean; limit: number; search: URLSearchParams; store?: string} = {more: false, limit: runs.length, search: new URLSearchParams()},
@@ -47,14 +94,17 @@ export function runsBody(
           <td class="status">${statusBadge(r.status)}${stepNow(r)}</td>
           <td><code>${r.pipeline}</code></td>
           <td><code>${r.feature_id}</code></td>
+          <td class="when"><time class="ago" datetime="${r.created_at}" title="${r.created_at}">${r.created_at}</time></td>
+          ${tookCell(r)}
+          <td class="worker">${workerText(r)}</td>
+          <td class="queue">${r.queue ?? ''}</td>
           <td><code>${r.spec_version ?? '-'}</code></td>
-          <td class="mono small">${r.created_at}</td>
           <td>${r.reason ?? ''}</td>
         </tr>
         ${
           (r.children ?? []).length > 0
             ? html`<tr class="children">
-                <td colspan="7">${childTable(r.children ?? [], {}, 1)}</td>
+                <td colspan="10">${childTable(r.children ?? [], {}, 1)}</td>
               </tr>`
             : ''
         }`,
@@ -97,8 +147,11 @@ export function runsBody(
               <th>status</th>
               <th>pipeline</th>
               <th>feature</th>
-              <th>spec</th>
               <th>created</th>
+              <th>duration</th>
+              <th>worker</th>
+              <th>queue</th>
+              <th>spec</th>
               <th>reason</th>
             </tr>
             ${rows}
@@ -107,8 +160,10 @@ export function runsBody(
 }
 
 /**
- * The live list: every few seconds, the statuses of the runs on the page from /api/runs (the same
- * filter); a run that appeared or left reloads the page. Text is set with textContent only.
+ * The live list: every few seconds, the statuses, workers and queues of the runs on the page from
+ * /api/runs (the same filter); a run that appeared or left reloads the page. Each run's age ("3 min
+ * ago", the time itself on hover) and a running run's time so far are counted against the server's
+ * clock (the Date of its answers), not this browser's. Text is set with textContent only.
  */
 export const LIVE_SCRIPT = `
 (() => {
@@ -117,16 +172,36 @@ export const LIVE_SCRIPT = `
   const said = live ? live.textContent : '';
   // A page whose server stopped says so: its statuses are as of the last answer, not live.
   let last = new Date();
+  let skew = null;
   const stopped = () => {
     if (!live) return;
     live.textContent = 'pipe view stopped answering: the statuses below are as of ' + last.toLocaleTimeString() + '. Start pipe view again and reload.';
     live.className = 'stopped';
   };
+  const ago = (ms) => {
+    const s = Math.max(0, Math.floor(ms / 1000));
+    return s < 60 ? s + ' s ago' : s < 3600 ? Math.floor(s / 60) + ' min ago' : s < 86400 ? Math.floor(s / 3600) + ' h ago' : Math.floor(s / 86400) + ' d ago';
+  };
+  const took = (ms) => (ms < 1000 ? ms + ' ms' : ms < 60000 ? (ms / 1000).toFixed(1) + ' s' : Math.floor(ms / 60000) + ' min ' + Math.round((ms % 60000) / 1000) + ' s');
+  function times() {
+    if (skew === null) return;
+    const now = Date.now() + skew;
+    for (const t of document.querySelectorAll('time.ago')) {
+      const text = ago(now - Date.parse(t.getAttribute('datetime')));
+      if (t.textContent !== text) t.textContent = text;
+    }
+    for (const d of document.querySelectorAll('td.duration[data-since]')) {
+      const text = took(Math.max(0, Math.floor((now - Date.parse(d.getAttribute('data-since'))) / 1000) * 1000)) + ' so far';
+      if (d.textContent !== text) d.textContent = text;
+    }
+  }
   async function poll() {
     try {
       const response = await fetch('/api/runs' + location.search, {headers: {accept: 'application/json'}});
       if (!response.ok) { stopped(); return; }
       last = new Date();
+      const date = Date.parse(response.headers.get('date') || '');
+      if (!Number.isNaN(date)) skew = date - Date.now();
       if (live && live.className === 'stopped') { live.textContent = said; live.className = 'muted small'; }
       const body = await response.json();
       const flat = [];
@@ -135,6 +210,7 @@ export const LIVE_SCRIPT = `
       const before = shown();
       if (flat.length !== before.length || flat.some((r) => !before.includes(r.run_id))) { location.reload(); return; }
       for (const r of flat) {
+        const row = document.querySelector('tr[data-run="' + CSS.escape(r.run_id) + '"]');
         for (const badge of document.querySelectorAll('tr[data-run="' + CSS.escape(r.run_id) + '"] .badge')) {
           if (badge.getAttribute('data-status') !== r.status) {
             badge.setAttribute('data-status', r.status);
@@ -143,126 +219,22 @@ export const LIVE_SCRIPT = `
           }
         }
         ${STEP_NOW_UPDATE}
+        if (!row) continue;
+        const worker = row.querySelector('td.worker');
+        const workerText = r.worker === undefined ? '' : r.worker + (r.lease_expired ? ' (lease ran out)' : '');
+        if (worker && worker.textContent !== workerText) worker.textContent = workerText;
+        const queue = row.querySelector('td.queue');
+        if (queue && queue.textContent !== (r.queue || '')) queue.textContent = r.queue || '';
+        const lasted = row.querySelector('td.duration[data-since]');
+        if (lasted && r.ended_at) {
+          lasted.removeAttribute('data-since');
+          lasted.textContent = took(Date.parse(r.ended_at) - Date.parse(r.created_at));
+        }
       }
+      times();
     } catch (e) { stopped(); }
   }
+  poll();
   setInterval(poll, 2000);
 })();
 `
-
-/**
- * A bar per label. `outOf` is the value of a full bar, drawn as a track behind each: a rate (out of
- * 100 %) is drawn against 100, so 1 failed step of 4 is a quarter bar, not the longest bar there is.
- * Without it, bars are relative to the largest value.
- */
-function bars(title: string, data: Array<{label: string; value: number; bad?: boolean; text?: string}>, outOf?: number): Html {
-  if (data.length === 0)
-    return html`<h3>${title}</h3>
-      <p class="muted">No data.</p>`
-  const max = outOf ?? Math.max(...data.map((d) => d.value), 1)
-  const rowH = 22
-  const labelW = 220
-  const barW = 420
-  const height = data.length * rowH + 8
-  const parts = data.map((d, i) => {
-    const w = Math.max(1, Math.round((d.value / max) * barW))
-    const y = i * rowH + 4
-    const track = outOf !== undefined ? `<rect class="track" x="${labelW}" y="${y}" width="${barW}" height="${rowH - 6}"/>` : ''
-    return `${track}<text x="${labelW - 6}" y="${y + 14}" text-anchor="end">${escapeText(d.label.length > 34 ? `${d.label.slice(0, 33)}…` : d.label)}</text><rect class="bar${d.bad ? ' bad' : ''}" x="${labelW}" y="${y}" width="${w}" height="${rowH - 6}"><title>${escapeText(`${d.label}: ${d.text ?? d.value}`)}</title></rect><text x="${labelW + w + 6}" y="${y + 14}">${escapeText(d.text ?? String(d.value))}</text>`
-  })
-  return html`<h3>${title}</h3>
-    <svg
-      xmlns="http://www.w3.org/2000/svg"
-      class="chart"
-      role="img"
-      aria-label="${title}"
-      viewBox="0 0 ${labelW + barW + 120} ${height}"
-      width="${labelW + barW + 120}"
-      height="${height}"
-    >
-      ${trusted(parts.join(''))}
-    </svg>`
-}
-
-function line(title: string, points: Array<{label: string; value: number}>): Html {
-  if (points.length === 0)
-    return html`<h3>${title}</h3>
-      <p class="muted">No data.</p>`
-  const w = 640
-  const h = 160
-  const max = Math.max(...points.map((p) => p.value), 1)
-  const step = points.length > 1 ? (w - 40) / (points.length - 1) : 0
-  const xy = points.map((p, i) => [20 + i * step, h - 20 - (p.value / max) * (h - 40)] as const)
-  const path = xy.map(([x, y], i) => `${i === 0 ? 'M' : 'L'}${x.toFixed(1)},${y.toFixed(1)}`).join(' ')
-  const dots = xy
-    .map(
-      ([x, y], i) =>
-        `<circle class="bar" cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="3"><title>${escapeText(`${points[i]!.label}: ${points[i]!.value}`)}</title></circle>`,
-    )
-    .join('')
-  return html`<h3>${title}</h3>
-    <svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="${title}" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}">
-      ${trusted(`<line class="axis" x1="20" y1="${h - 20}" x2="${w - 20}" y2="${h - 20}"/><path d="${path}" fill="none" stroke="currentColor" stroke-width="1.5"/>${dots}<text x="20" y="12">max ${max}</text>`)}
-    </svg>`
-}
-
-export function statsBody(report: StatsReport): Html {
-  const t = report.totals
-  const pct = (v: number | null): string => (v === null ? '-' : `${Math.round(v * 100)}%`)
-  return html`<div class="stats">
-    <h1>Stats</h1>
-    <dl class="facts">
-      <dt>runs</dt>
-      <dd>${t.runs}</dd>
-      <dt>steps</dt>
-      <dd>${t.steps} (${t.failed_steps} failed)</dd>
-      <dt>tasks</dt>
-      <dd>${t.tasks}, passed ${t.tasks_passed} (${pct(t.task_pass_rate)})</dd>
-      <dt>attempts</dt>
-      <dd>${t.attempts}${t.mean_attempts !== null ? ` (mean ${t.mean_attempts.toFixed(2)} per task)` : ''}</dd>
-      <dt>model calls</dt>
-      <dd>${t.model_calls}, ${t.total_tokens} tokens${t.cost !== null ? `, cost ${t.cost} ${t.currency ?? ''}` : ''}</dd>
-    </dl>
-    ${bars(
-      'Task pass rate by pipeline',
-      report.pipelines
-        .filter((p) => p.task_pass_rate !== null)
-        .map((p) => ({label: p.pipeline, value: (p.task_pass_rate ?? 0) * 100, text: `${pct(p.task_pass_rate)} of ${p.tasks}`})),
-      100,
-    )}
-    ${bars(
-      'Step failure rate by pipeline',
-      report.pipelines.map((p) => ({
-        label: p.pipeline,
-        value: p.steps === 0 ? 0 : (p.failed_steps / p.steps) * 100,
-        bad: true,
-        text: `${p.failed_steps} of ${p.steps} steps (${p.steps === 0 ? 0 : Math.round((p.failed_steps / p.steps) * 100)}%)`,
-      })),
-      100,
-    )}
-    ${bars(
-      'Mean attempts per task by pipeline',
-      report.pipelines
-        .filter((p) => p.mean_attempts !== null)
-        .map((p) => ({label: p.pipeline, value: p.mean_attempts ?? 0, text: (p.mean_attempts ?? 0).toFixed(2)})),
-    )}
-    ${bars(
-      'QA failures by category',
-      Object.entries(t.failure_categories)
-        .sort((a, b) => b[1] - a[1])
-        .map(([label, value]) => ({label, value, bad: true})),
-    )}
-    ${bars(
-      'Mean QA duration by pipeline (ms)',
-      report.pipelines.filter((p) => p.mean_qa_ms !== null).map((p) => ({label: p.pipeline, value: Math.round(p.mean_qa_ms ?? 0)})),
-    )}
-    ${line(
-      'Tokens per run, oldest to newest',
-      report.runs.map((r) => ({label: `${r.run_id} (${r.pipeline})`, value: r.total_tokens})),
-    )}
-    ${line(
-      'Steps per run, oldest to newest',
-      report.runs.map((r) => ({label: `${r.run_id} (${r.pipeline})`, value: r.steps})),
-    )}
-  </div>`
-}

@@ -59,22 +59,28 @@ function where(worker: NonNullable<RunRecord['current_step']>['worker']): string
   return `${worker.name ? `worker ${worker.name} ` : ''}(host ${worker.host}, pid ${worker.pid})`
 }
 
+/** What the panel says of a run on a queue (pipe run --detach) that no worker has taken yet. */
+const QUEUED = 'Queued: it waits for a worker to take it.'
+
 /**
- * The step a run is in, since when and where; the live script keeps it current. A run whose
+ * The step a run is in, since when and where (or that it waits on its queue); the live script keeps it current. A run whose
  * process is gone was in that step when it stopped, and says so rather than that it runs.
  */
 export function nowPanel(record: RunRecord, status: RunStatus): Html {
   const at = record.status === 'running' ? record.current_step : undefined
   const text = at
     ? `${status === 'running' ? 'Running' : 'Was running when its process stopped:'} step ${at.step} (#${at.seq}) since ${at.since} on ${where(at.worker)}`
-    : ''
-  return at
+    : status === 'pending'
+      ? QUEUED
+      : ''
+  return text !== ''
     ? html`<div class="panel wait" id="now"><strong class="step-now">${text}</strong></div>`
     : html`<div class="panel wait" id="now" hidden><strong class="step-now"></strong></div>`
 }
 
 /**
- * The run page's follower: polls the state, updates the panel of the running step, shows the
+ * The run page's follower: polls the state, updates the panel of the running step and the graph's
+ * running mark, shows the
  * "moved on" panel when the run's records moved (a reload would close what the reader opened, so
  * the reload is theirs), and says so when the server stops answering.
  */
@@ -103,8 +109,26 @@ export const RUN_LIVE_SCRIPT = `
     said.hidden = true;
     if (now) {
       const at = state.current_step;
-      now.hidden = !at;
+      now.hidden = !at && state.status !== 'pending';
       if (at) now.querySelector('.step-now').textContent = (state.status === 'running' ? 'Running' : 'Was running when its process stopped:') + ' step ' + at.step + ' (#' + at.seq + ') since ' + at.since + ' on ' + where(at.worker);
+      else if (state.status === 'pending') now.querySelector('.step-now').textContent = ${JSON.stringify(QUEUED)};
+    }
+    // The status in the heading is the run's now; the rest of the page is as read (the panel below says so).
+    const badge = document.querySelector('h1 .badge');
+    if (badge && badge.getAttribute('data-status') !== state.status) {
+      badge.setAttribute('data-status', state.status);
+      badge.className = 'badge s-' + state.status;
+      badge.textContent = state.status.replace('_', ' ');
+    }
+    // The graph's running mark follows the step the run is in (a waiting node keeps its own words).
+    const running = state.status === 'running' && state.current_step ? state.current_step.step : null;
+    for (const node of document.querySelectorAll('svg.graph g.step-node')) {
+      const box = node.querySelector('rect.node');
+      const line = node.querySelector('.node-kind');
+      const on = node.getAttribute('data-step') === running;
+      if (!box || box.classList.contains('running') === on) continue;
+      box.classList.toggle('running', on);
+      if (line && !box.classList.contains('waiting')) line.textContent = on ? 'running now' : line.getAttribute('data-kind-line');
     }
     if (String(state.version) === version && state.status === here.getAttribute('data-status')) return;
     moved.querySelector('.now').textContent = state.status.replace('_', ' ') + (state.current_step ? ' at step ' + state.current_step.step : '') + ' (updated ' + state.updated_at + ')';

@@ -1,4 +1,4 @@
-/** Small pieces every page of a run shares: a status badge, a link to a run, a duration. */
+/** Small pieces every page of a run shares: a status badge, a link to a run, a duration, an axis's ticks. */
 import type {DiffRenderer} from './diff-view.js'
 import type {Dagre} from './graph-svg.js'
 import {html, safeHref, type Html} from './html.js'
@@ -27,4 +27,20 @@ export function runLink(id: string, options: RunPageOptions): Html {
 export function duration(ms: number | undefined): string {
   if (ms === undefined) return ''
   return ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`
+}
+
+/**
+ * Round steps for an axis from 0 to at least `max`: 1, 2, 2.5 or 5 times a power of ten, about four
+ * of them (whole numbers only for a count: no axis of steps reads 0.5).
+ */
+export function ticks(max: number, whole = false, about = 4): number[] {
+  if (!(max > 0)) return [0, 1]
+  const rough = max / about
+  const power = 10 ** Math.floor(Math.log10(rough))
+  const found = [1, 2, 2.5, 5, 10].map((m) => m * power).find((s) => s >= rough) ?? 10 * power
+  const step = whole ? Math.max(1, Math.round(found)) : found
+  const out: number[] = []
+  for (let v = 0; v < max + step / 2; v += step) out.push(Number(v.toPrecision(12)))
+  if (out.at(-1)! < max) out.push(Number((out.at(-1)! + step).toPrecision(12)))
+  return out
 }

@@ -7,7 +7,7 @@
 import type {RunSummary} from '../store/queries.js'
 import type {Snapshot} from '../types/snapshot.js'
 import {modelCalls, toolCalls} from './conversation.js'
-import {graphSvg} from './graph-svg.js'
+import {graphLegend, graphSvg, type FanChild, type GraphMarks} from './graph-svg.js'
 import {diffsIn} from './diff-view.js'
 import {html, jsonBlock, type Html} from './html.js'
 import {duration, runLink, statusBadge, type RunPageOptions} from './parts.js'
@@ -263,6 +263,27 @@ function stepAnchor(snapshot: Snapshot): string {
   return `step-${snapshot.step.name}-${snapshot.step.seq}`
 }
 
+/** What the graph marks: where the run waits or runs now, and the child runs each step started (its last time), in item order. */
+function graphMarks(view: RunView, options: RunPageOptions): GraphMarks {
+  const last = new Map<string, number>()
+  for (const c of view.children) if (c.parent) last.set(c.parent.step, Math.max(last.get(c.parent.step) ?? 0, c.parent.seq))
+  const fan = new Map<string, FanChild[]>()
+  for (const c of view.children) {
+    if (!c.parent || c.parent.seq !== last.get(c.parent.step)) continue
+    const label = c.parent.index !== undefined ? `#${c.parent.index}${c.parent.key ? ` ${c.parent.key}` : ''}` : c.pipeline
+    fan.set(c.parent.step, [...(fan.get(c.parent.step) ?? []), {run_id: c.run_id, status: c.status, label}])
+  }
+  const running = view.status === 'running' ? view.record.current_step?.step : undefined
+  const waitsAt = view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined
+  return {
+    anchors: stepAnchors(view),
+    fan,
+    ...(running !== undefined ? {running} : {}),
+    ...(waitsAt !== undefined ? {waitsAt} : {}),
+    ...(options.standalone ? {standalone: true} : {}),
+  }
+}
+
 /** Each step that ran, to its first section on the page (where a click on its node in the graph goes). */
 function stepAnchors(view: RunView): Map<string, string> {
   const out = new Map<string, string>()
@@ -295,13 +316,14 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
     <h2>Graph</h2>
     ${view.graph.problem ? html`<p class="muted">${view.graph.problem}.</p>` : ''}
     <div class="graph-wrap">
-      ${options.dagre ? graphSvg(options.dagre, view.graph.pipeline, view.graph.taken, stepAnchors(view), view.status === 'awaiting_input' || view.status === 'blocked' ? view.record.pending?.step : undefined) : ''}
+      ${options.dagre ? graphSvg(options.dagre, view.graph.pipeline, view.graph.taken, graphMarks(view, options)) : ''}
     </div>
+    ${options.dagre ? graphLegend() : ''}
     <h2>Steps (${view.steps.length})</h2>
     ${stepJumps(view)}${view.steps.map((s) => stepSection(s, view.children, options))}
     ${
       view.children.length > 0
-        ? html`<h2>Child runs (${view.children.length})</h2>
+        ? html`<h2 id="child-runs">Child runs (${view.children.length})</h2>
             ${childTable(view.children, options)}`
         : ''
     }

@@ -17,7 +17,8 @@ import {redact} from '../util/redact.js'
 import {html, type Html} from './html.js'
 import {decide, decisionForms, holdsToken, isToken, newDecisions, TOKEN_PARAM, tokenCookie, type Decisions} from './actions.js'
 import {contentSecurityPolicy, page} from './layout.js'
-import {filterRuns, LIVE_SCRIPT, runsBody, statsBody, type ListFilter} from './list-pages.js'
+import {filterRuns, LIVE_SCRIPT, placeRuns, runsBody, type ListedRun, type ListFilter} from './list-pages.js'
+import {statsBody} from './stats-page.js'
 import {liveState} from './live.js'
 import {loadRunView} from './run-data.js'
 import {diffTools} from './diff-view.js'
@@ -49,7 +50,7 @@ const LIST_LIMIT = 500
 const LIST_MAX = 100000
 
 interface Listed {
-  runs: RunSummary[]
+  runs: ListedRun[]
   /** Every run read, for the filter's choices. */
   all: RunSummary[]
   /** More runs match than the list shows. */
@@ -70,7 +71,9 @@ async function listed(store: RunStore, url: URL): Promise<Listed> {
   const filtered = Object.keys(filter).length > 0
   const all = await listRuns(setAsideDamaged(store, damaged), {limit: filtered ? LIST_MAX : limit + 1})
   const matching = filterRuns(all, filter)
-  return {runs: matching.slice(0, limit), all, more: matching.length > limit, limit, damaged}
+  const runs = matching.slice(0, limit)
+  await placeRuns(store, runs)
+  return {runs, all, more: matching.length > limit, limit, damaged}
 }
 
 function nonce(): string {
@@ -198,8 +201,20 @@ async function route(options: ViewServerOptions, url: URL, res: ServerResponse, 
   }
   if (parts[0] === 'stats' && parts.length === 1) {
     const damaged: DamagedRun[] = []
-    const stats = await collectStats(setAsideDamaged(store, damaged), {})
-    return sendPage(res, 200, 'pipe: stats', html`${damagedPanel(damaged)}${statsBody(stats)}`, head)
+    const every = await collectStats(setAsideDamaged(store, damaged), {})
+    // ?pipeline=NAME: the charts of one pipeline; the filter still offers every pipeline of the store.
+    const pipeline = url.searchParams.get('pipeline') ?? ''
+    const stats = pipeline === '' ? every : await collectStats(setAsideDamaged(store, []), {pipeline})
+    return sendPage(
+      res,
+      200,
+      'pipe: stats',
+      html`${damagedPanel(damaged)}${statsBody(
+        stats,
+        every.pipelines.map((p) => p.pipeline),
+      )}`,
+      head,
+    )
   }
   if (parts[0] === 'specs' && parts[1] === 'diff' && parts.length === 2) {
     const a = url.searchParams.get('a') ?? ''

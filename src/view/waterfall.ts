@@ -6,7 +6,7 @@
  */
 import type {RunEvent} from '../types/run.js'
 import {html, type Html} from './html.js'
-import {duration} from './parts.js'
+import {duration, ticks} from './parts.js'
 import type {RunView} from './run-data.js'
 
 export type BarKind = 'step' | 'step-failed' | 'child' | 'tool' | 'queued' | 'waiting'
@@ -109,13 +109,17 @@ export function waterfall(view: RunView): Html {
   const trackW = 720
   const rowH = 20
   const top = 24
-  const x = (t: number): number => labelW + ((t - t0) / span) * trackW
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => ({at: labelW + f * trackW, text: `+${duration(Math.round(f * span))}`}))
+  // The axis runs to a round time at or past the end, in whole milliseconds: a short run's ticks
+  // were quarters of its span, rounded, and read +0 ms, +0 ms, +1 ms, +1 ms.
+  const marks = ticks(span, true)
+  const axis = marks.at(-1)!
+  const x = (t: number): number => labelW + ((t - t0) / axis) * trackW
+  const tickMarks = marks.map((v) => ({at: labelW + (v / axis) * trackW, text: `+${duration(v)}`}))
   const height = top + all.length * rowH + 8
   const used = new Set(all.map((b) => b.kind))
   return html`<div class="graph-wrap">
       <svg class="waterfall" role="img" aria-label="timeline of the run" xmlns="http://www.w3.org/2000/svg" width="${labelW + trackW + 70}" height="${height}" viewBox="0 0 ${labelW + trackW + 70} ${height}">
-        ${ticks.map(
+        ${tickMarks.map(
           (t) =>
             html`<line class="tick" x1="${t.at}" y1="${top - 6}" x2="${t.at}" y2="${height}" /><text class="tick-label" x="${t.at}" y="${top - 10}" text-anchor="middle">${t.text}</text>`,
         )}

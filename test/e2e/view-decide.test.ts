@@ -16,7 +16,7 @@ import {parse, stringify} from 'yaml'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {readIn} from '../helpers/stores.js'
-import {CHROMIUM, open as openIn, raw, startView, type Started} from '../helpers/view.js'
+import {CHROMIUM, notBlank, open as openIn, raw, shotOf, startView, type Started} from '../helpers/view.js'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 
 const sentence = path.join(examples, 'one-sentence.txt')
@@ -153,6 +153,7 @@ describe('decisions from pipe view’s run page', function () {
     const wanted = (parse(await readFile(answersFile, 'utf8')) as {answers: Record<string, string>}).answers
     const pending = (await record(onPage)).pending!
     for (const q of pending.questions ?? []) await page.type(`#decide textarea[data-question="${q.id}"]`, wanted[q.field!]!)
+    await shotOf(page, '#decide', 'decide-answers-form')
     await Promise.all([page.waitForNavigation(), page.click('#decide button[type=submit]')])
     if ((await page.$('#decided')) === null) throw new Error(await page.$eval('main', (e) => e.textContent ?? ''))
     expect(await page.$eval('#decided', (e) => e.getAttribute('data-status'))).to.equal('awaiting_input')
@@ -165,7 +166,10 @@ describe('decisions from pipe view’s run page', function () {
 
     await page.goto(`${view.url}runs/${onPage}`)
     await page.type('#decide textarea[name=note]', 'matches the brief')
+    await notBlank(browser!, page, 'decide-review-page')
+    await shotOf(page, '#decide', 'decide-review-form')
     await Promise.all([page.waitForNavigation(), page.click('#decide button[value=go]')])
+    await shotOf(page, 'body', 'decide-review-done')
     expect(await page.$eval('#decided', (e) => e.textContent ?? '')).to.match(/review go for run R-\d{8}-\d{4}, by \S+ via view\. The run is now\s+succeeded/)
     await cli(['review', byCli, '--decision', 'go', '--note', 'matches the brief'])
     const [a, b] = [await record(onPage), await record(byCli)]
@@ -188,7 +192,10 @@ describe('decisions from pipe view’s run page', function () {
     const {page, problems} = await open(view.printed.replace('/?', `/runs/${onPage.run_id}?`))
     expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
     await page.type('#decide textarea[name=note]', 'looked at it')
+    await notBlank(browser!, page, 'decide-confirm-page')
+    await shotOf(page, '#decide', 'decide-confirm-form')
     await Promise.all([page.waitForNavigation(), page.click('#decide button[value=yes]')])
+    await shotOf(page, 'body', 'decide-confirm-done')
     expect(await page.$eval('#decided', (e) => e.getAttribute('data-status'))).to.equal('succeeded')
     expect(await readFile(path.join(dir, 'made.txt'), 'utf8'), 'the step ran').to.equal('ran')
     const byCli = (await cli(['run', 'p.yaml', '--policy', 'policy.yaml'])) as {run_id: string}

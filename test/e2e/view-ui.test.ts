@@ -11,7 +11,7 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser} from 'puppeteer-core'
 import {examples, json, pipe, tempDir} from '../helpers/cli.js'
-import {CHROMIUM, notBlank, open, startView} from '../helpers/view.js'
+import {CHROMIUM, notBlank, open, shotOf, startView} from '../helpers/view.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -119,7 +119,9 @@ describe('the run page for operators: diffs as diffs, a timeline', function () {
     expect(graph.crossings, 'edges through a step').to.deep.equal([])
     expect(graph.labels).to.include.members(['error', 'fail'])
     await page.evaluate(() => document.querySelector<HTMLDetailsElement>('details[data-step="fix"]')!.setAttribute('open', ''))
-    await notBlank(browser!, dir, page, 'coding-run')
+    await notBlank(browser!, page, 'coding-run')
+    await shotOf(page, 'svg.waterfall', 'coding-timeline')
+    await shotOf(page, '.diff', 'coding-diff')
     expect(problems).to.deep.equal([])
   })
 
@@ -129,7 +131,7 @@ describe('the run page for operators: diffs as diffs, a timeline', function () {
     const {page, problems} = await open(browser!, url)
     const children = await page.evaluate(() => [...document.querySelectorAll('svg.waterfall g.span.child .span-label')].map((e) => e.textContent))
     expect(children).to.deep.equal(['item 0 a: succeeded', 'item 1 b: succeeded', 'item 2 c: succeeded'])
-    await notBlank(browser!, dir, page, 'foreach-run')
+    await notBlank(browser!, page, 'foreach-run')
     expect(problems).to.deep.equal([])
   })
 

@@ -50,7 +50,7 @@ afterEach(async () => {
 
 const startView = (args: string[] = []): Promise<Started> => startViewIn(dir, servers, args)
 const open = (url: string): Promise<{page: Page; problems: string[]}> => openIn(browser!, url)
-const notBlank = (page: Page, name: string): Promise<void> => notBlankIn(browser!, dir, page, name)
+const notBlank = async (page: Page, name: string): Promise<void> => void (await notBlankIn(browser!, page, name))
 const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runIn(dir, args, env)
 
 /*

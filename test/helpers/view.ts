@@ -5,11 +5,11 @@
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
 import {existsSync} from 'node:fs'
-import {readFile} from 'node:fs/promises'
+import {mkdir, readFile} from 'node:fs/promises'
 import {request} from 'node:http'
 import path from 'node:path'
 import type {Browser, Page} from 'puppeteer-core'
-import {bin, json, pipe, testHome} from './cli.js'
+import {bin, json, pipe, repoRoot, testHome} from './cli.js'
 
 export const CHROMIUM = ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].find((p) => existsSync(p))
 
@@ -87,10 +87,18 @@ export async function open(browser: Browser, url: string, options: {status?: num
   return {page, problems}
 }
 
-/** Saves a full-page screenshot as `dir/name.png` and checks it holds a drawn page, not an empty one. */
-export async function notBlank(browser: Browser, dir: string, page: Page, name: string): Promise<void> {
-  const file = path.join(dir, `${name}.png`)
+/** Where the view tests' screenshots go (ignored by git): a person looks at them after a run. */
+export const SCREENSHOTS = path.join(repoRoot, 'test-output', 'screenshots')
+
+/**
+ * Saves a full-page screenshot as `test-output/screenshots/name.png`, prints its path, and checks
+ * it holds a drawn page, not an empty one.
+ */
+export async function notBlank(browser: Browser, page: Page, name: string): Promise<string> {
+  await mkdir(SCREENSHOTS, {recursive: true})
+  const file = path.join(SCREENSHOTS, `${name}.png`)
   await page.screenshot({path: file, fullPage: true})
+  console.log(`      screenshot: ${path.relative(repoRoot, file)}`)
   const shot = await readFile(file)
   const blank = await browser.newPage()
   await blank.setViewport({width: 1280, height: 900})
@@ -98,6 +106,18 @@ export async function notBlank(browser: Browser, dir: string, page: Page, name: 
   const empty = await blank.screenshot({type: 'png'})
   await blank.close()
   expect(shot.length, `${name}.png holds a drawn page, not an empty one`).to.be.greaterThan(empty.length * 5)
+  return file
+}
+
+/** Saves a screenshot of one element of the page (a chart, a diff) as `test-output/screenshots/name.png` and prints its path. */
+export async function shotOf(page: Page, selector: string, name: string): Promise<string> {
+  await mkdir(SCREENSHOTS, {recursive: true})
+  const file = path.join(SCREENSHOTS, `${name}.png`)
+  const element = await page.$(selector)
+  expect(element, `${selector} on the page`).to.not.equal(null)
+  await element!.screenshot({path: file})
+  console.log(`      screenshot: ${path.relative(repoRoot, file)}`)
+  return file
 }
 
 /** A plain HTTP request with full control of method, path and Host (null: no Host header at all). */
