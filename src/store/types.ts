@@ -239,6 +239,8 @@ export interface RunStore {
   cancelRequest?(runId: string): Promise<string | null>
   /** A shared store's lease and queue of a run (the file store has neither). */
   holding?(runId: string): Promise<Holding | null>
+  /** The same for many runs at once, keyed by run id (a run with no row is absent). */
+  holdings?(runIds: readonly string[]): Promise<Map<string, Holding>>
   /** A store that workers share: its queue, leases and cancel requests (./team.ts). The file store has none. */
   readonly team?: TeamQueue
   /** Moving ended runs out to archives (pipe store archive); a store without it cannot archive yet. */

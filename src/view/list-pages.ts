@@ -42,20 +42,19 @@ export type ListedRun = RunSummary & {
  * has neither, and its runs are left as they are.
  */
 export async function placeRuns(store: RunStore, runs: ListedRun[]): Promise<void> {
-  const holding = store.holding?.bind(store)
-  if (!holding) return
+  if (!store.holdings) return
   const flat = (list: ListedRun[]): ListedRun[] => list.flatMap((r) => [r, ...flat(r.children ?? [])])
-  await Promise.all(
-    flat(runs).map(async (r) => {
-      const h = await holding(r.run_id)
-      if (!h) return
-      const who = h.worker ?? (ENDED.has(r.status) ? null : (h.expired?.worker ?? null))
-      if (who) r.worker = who.name ?? `${who.host}:${who.pid}`
-      if (!h.worker && who) r.lease_expired = true
-      const queue = h.queue ?? h.detached_queue
-      if (queue) r.queue = queue
-    }),
-  )
+  const listed = flat(runs)
+  const held = await store.holdings(listed.map((r) => r.run_id))
+  for (const r of listed) {
+    const h = held.get(r.run_id)
+    if (!h) continue
+    const who = h.worker ?? (ENDED.has(r.status) ? null : (h.expired?.worker ?? null))
+    if (who) r.worker = who.name ?? `${who.host}:${who.pid}`
+    if (!h.worker && who) r.lease_expired = true
+    const queue = h.queue ?? h.detached_queue
+    if (queue) r.queue = queue
+  }
 }
 
 const ENDED = new Set(['succeeded', 'failed', 'cancelled'])
