@@ -47,13 +47,11 @@ const longestFirst = [
 ]
 
 function testFiles(dir) {
-  return fs
-    .readdirSync(dir, {withFileTypes: true})
-    .flatMap((entry) => {
-      const file = path.posix.join(dir, entry.name)
-      if (entry.isDirectory()) return testFiles(file)
-      return entry.name.endsWith('.test.ts') ? [file] : []
-    })
+  return fs.readdirSync(dir, {withFileTypes: true}).flatMap((entry) => {
+    const file = path.posix.join(dir, entry.name)
+    if (entry.isDirectory()) return testFiles(file)
+    return entry.name.endsWith('.test.ts') ? [file] : []
+  })
 }
 
 /**
@@ -115,6 +113,8 @@ const named = process.argv.slice(2).some((arg) => /\.test\.[cm]?[jt]s$/.test(arg
 
 module.exports = {
   'node-option': ['import=tsx'],
+  // PIPE_TEST_SPAWNS=FILE: count the processes each test file starts (test/helpers/count-spawns.cjs).
+  require: process.env.PIPE_TEST_SPAWNS ? ['./test/helpers/count-spawns.cjs'] : [],
   spec: named ? [] : spec,
   parallel: jobs > 1,
   jobs,
