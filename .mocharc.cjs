@@ -114,7 +114,8 @@ const named = process.argv.slice(2).some((arg) => /\.test\.[cm]?[jt]s$/.test(arg
 module.exports = {
   'node-option': ['import=tsx'],
   // PIPE_TEST_SPAWNS=FILE: count the processes each test file starts (test/helpers/count-spawns.cjs).
-  require: process.env.PIPE_TEST_SPAWNS ? ['./test/helpers/count-spawns.cjs'] : [],
+  // (Only when set: an empty list makes mocha try to load a module named "".)
+  ...(process.env.PIPE_TEST_SPAWNS ? {require: ['./test/helpers/count-spawns.cjs']} : {}),
   spec: named ? [] : spec,
   parallel: jobs > 1,
   jobs,
