@@ -26,11 +26,15 @@ import type {CanonicalSpec} from '../../src/types/spec.js'
 
 /** The store `pipe` opens when run in `cwd`: its .pipe folder, or the folder `store` as `--store` names it. */
 export function storeIn(cwd: string, store?: string): Promise<RunStore> {
-  return openStore(store === undefined ? path.join(cwd, '.pipe') : path.resolve(cwd, store), 'existing')
+  return openStore(located(cwd, store), 'existing')
 }
 
+/** `--store` as the commands take it: a folder relative to cwd, or a PostgreSQL URL as it is. */
+const located = (cwd: string, store: string | undefined): string =>
+  store === undefined ? path.join(cwd, '.pipe') : /^postgres(ql)?:\/\//.test(store) ? store : path.resolve(cwd, store)
+
 async function reading<T>(cwd: string, store: string | undefined, read: (opened: RunStore) => Promise<T>): Promise<T> {
-  return readIn(store === undefined ? path.join(cwd, '.pipe') : path.resolve(cwd, store), read)
+  return readIn(located(cwd, store), read)
 }
 
 /** Reads a store (a folder or a PostgreSQL URL) in this process, as the reading commands open it, and closes it. */
