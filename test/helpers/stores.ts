@@ -120,7 +120,7 @@ export async function auditIn(cwd: string, runId?: string, store?: string): Prom
  * one line per finding or the error's code and message. A test of how the command itself prints or
  * exits runs it as a process; this is for the matrix of damaged records behind it.
  */
-export async function auditCommandIn(cwd: string, runId?: string): Promise<{code: number; said: string}> {
+export async function auditCommandIn(cwd: string, runId?: string): Promise<{code: number; said: string; report?: AuditReport}> {
   const key = process.env[AUDIT_KEY_ENV]
   delete process.env[AUDIT_KEY_ENV]
   try {
@@ -130,7 +130,7 @@ export async function auditCommandIn(cwd: string, runId?: string): Promise<{code
       if (runId === undefined) await auditArchives(opened, report, {deliveredKeys})
       const said = [...report.problems, ...report.notes, ...report.cleaned].map((f) => `${f.file}  ${f.field}  ${f.record}: ${f.message}`).join('\n')
       const code = !report.ok ? ExitCode.CONFLICT : report.unverifiable > 0 ? ExitCode.USAGE : ExitCode.OK
-      return {code, said}
+      return {code, said, report}
     })
   } catch (raw) {
     const error = toPipeError(raw)
