@@ -120,11 +120,17 @@ export async function auditIn(cwd: string, runId?: string, store?: string): Prom
  * one line per finding or the error's code and message. A test of how the command itself prints or
  * exits runs it as a process; this is for the matrix of damaged records behind it.
  */
-export async function auditCommandIn(cwd: string, runId?: string): Promise<{code: number; said: string; report?: AuditReport}> {
+export async function auditCommandIn(
+  cwd: string,
+  runId?: string,
+  options: {store?: string; key?: string} = {},
+): Promise<{code: number; said: string; report?: AuditReport}> {
   const key = process.env[AUDIT_KEY_ENV]
-  delete process.env[AUDIT_KEY_ENV]
+  // The command's PIPE_AUDIT_KEY: the one given, else none (the CLI helper never passes the developer's on).
+  if (options.key !== undefined) process.env[AUDIT_KEY_ENV] = options.key
+  else delete process.env[AUDIT_KEY_ENV]
   try {
-    return await reading(cwd, undefined, async (opened) => {
+    return await reading(cwd, options.store, async (opened) => {
       if (runId !== undefined) await opened.assertRunExists(runId)
       const report = await opened.audit(runId, {deliveredKeys})
       if (runId === undefined) await auditArchives(opened, report, {deliveredKeys})
@@ -137,6 +143,7 @@ export async function auditCommandIn(cwd: string, runId?: string): Promise<{code
     return {code: error.exitCode, said: `Error [${error.code}] ${error.message}`}
   } finally {
     if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
+    else delete process.env[AUDIT_KEY_ENV]
   }
 }
 
