@@ -21,10 +21,10 @@ const jobs = Number(process.env.PIPE_TEST_JOBS) || Math.max(2, cores)
 // step when a file grows or shrinks (the reporter prints the slowest files after each run).
 const longestFirst = [
   'test/e2e/durable.test.ts',
-  'test/e2e/malformed-records.test.ts',
   'test/e2e/postgres-worker.test.ts',
   'test/e2e/postgres-foreach.test.ts',
   'test/e2e/cassette.test.ts',
+  'test/e2e/malformed-records.test.ts',
   'test/e2e/agent.test.ts',
   'test/e2e/postgres-faults.test.ts',
   'test/e2e/publish.test.ts',
