@@ -21,10 +21,10 @@ const jobs = Number(process.env.PIPE_TEST_JOBS) || Math.max(2, cores)
 // step when a file grows or shrinks (the reporter prints the slowest files after each run).
 const longestFirst = [
   'test/e2e/durable.test.ts',
-  'test/e2e/malformed-records.test.ts',
   'test/e2e/postgres-worker.test.ts',
   'test/e2e/postgres-foreach.test.ts',
   'test/e2e/cassette.test.ts',
+  'test/e2e/malformed-records.test.ts',
   'test/e2e/agent.test.ts',
   'test/e2e/postgres-faults.test.ts',
   'test/e2e/publish.test.ts',
@@ -47,13 +47,11 @@ const longestFirst = [
 ]
 
 function testFiles(dir) {
-  return fs
-    .readdirSync(dir, {withFileTypes: true})
-    .flatMap((entry) => {
-      const file = path.posix.join(dir, entry.name)
-      if (entry.isDirectory()) return testFiles(file)
-      return entry.name.endsWith('.test.ts') ? [file] : []
-    })
+  return fs.readdirSync(dir, {withFileTypes: true}).flatMap((entry) => {
+    const file = path.posix.join(dir, entry.name)
+    if (entry.isDirectory()) return testFiles(file)
+    return entry.name.endsWith('.test.ts') ? [file] : []
+  })
 }
 
 /**
@@ -115,6 +113,9 @@ const named = process.argv.slice(2).some((arg) => /\.test\.[cm]?[jt]s$/.test(arg
 
 module.exports = {
   'node-option': ['import=tsx'],
+  // PIPE_TEST_SPAWNS=FILE: count the processes each test file starts (test/helpers/count-spawns.cjs).
+  // (Only when set: an empty list makes mocha try to load a module named "".)
+  ...(process.env.PIPE_TEST_SPAWNS ? {require: ['./test/helpers/count-spawns.cjs']} : {}),
   spec: named ? [] : spec,
   parallel: jobs > 1,
   jobs,

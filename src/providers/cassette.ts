@@ -38,14 +38,13 @@ const CASSETTE_FORMAT_2 = 'pipe-cassette/2'
 /** The largest cassette file read (64 MiB, eight replies at their own limit): a bigger one is refused, not read into memory. */
 export const MAX_CASSETTE_BYTES = 64 * 1024 * 1024
 
-function cassetteTooLarge(file: string, size: number): PipeError {
-  return new PipeError(
-    'E_CONFIG',
-    `the cassette ${file} is ${size} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold; it was not read`,
-    {
-      hint: 'Check that --record or --replay names a cassette pipe wrote (JSON Lines), or split the recording across pipelines or tests.',
-    },
-  )
+/** A limit as the messages say it (64 MiB). */
+const mib = (bytes: number): string => `${bytes / (1024 * 1024)} MiB`
+
+function cassetteTooLarge(file: string, size: number, limit: number): PipeError {
+  return new PipeError('E_CONFIG', `the cassette ${file} is ${size} bytes, more than the ${mib(limit)} a cassette may hold; it was not read`, {
+    hint: 'Check that --record or --replay names a cassette pipe wrote (JSON Lines), or split the recording across pipelines or tests.',
+  })
 }
 
 export interface CassetteOptions {
@@ -57,6 +56,11 @@ export interface CassetteOptions {
   append?: boolean
   /** record: the header's note (what produced the recording). */
   note?: string
+  /**
+   * The largest file read or written, MAX_CASSETTE_BYTES unless given: a seam for the tests, which
+   * check the limit's behaviour on kilobytes rather than by writing 64 MiB ten times.
+   */
+  maxBytes?: number
 }
 
 // Keys: src/providers/request-key.ts. Re-exported: callers that record and replay name them here.
@@ -189,7 +193,8 @@ export class Cassette {
         throw new PipeError('E_CONFIG', `the cassette ${file} is not a regular file (it is a ${info.isDirectory() ? 'directory' : 'FIFO, socket or device'})`, {
           hint: 'Give --record or --replay the path of a cassette file (JSON Lines).',
         })
-      if (info.size > MAX_CASSETTE_BYTES) throw cassetteTooLarge(file, info.size)
+      const limit = options.maxBytes ?? MAX_CASSETTE_BYTES
+      if (info.size > limit) throw cassetteTooLarge(file, info.size, limit)
       text = await readFile(file, 'utf8')
     } catch (error) {
       if (error instanceof PipeError) throw error
@@ -255,6 +260,7 @@ export class Cassette {
    */
   private async write(): Promise<void> {
     const file = this.options.file
+    const limit = this.options.maxBytes ?? MAX_CASSETTE_BYTES
     makeDirs(path.dirname(file))
     const release = await acquireLock(`${file}.lock`, {
       waitMs: 30000,
@@ -264,7 +270,7 @@ export class Cassette {
     try {
       const openedKeys = new Set(this.opened?.interactions.keys() ?? [])
       const size = existsSync(file) ? (await stat(file)).size : null
-      if (size !== null && size > MAX_CASSETTE_BYTES) throw cassetteTooLarge(file, size)
+      if (size !== null && size > limit) throw cassetteTooLarge(file, size, limit)
       const onDisk = size !== null ? tryParse(await readFile(file, 'utf8'), file) : null
       const merged = new Map<string, Interaction>()
       const keepOpened = this.options.mode === 'replay'
@@ -282,10 +288,10 @@ export class Cassette {
       const text = serialiseCassette({note, interactions: merged})
       const bytes = Buffer.byteLength(text)
       // A file past the limit could never be replayed (nor recorded into again): the reply is refused instead.
-      if (bytes > MAX_CASSETTE_BYTES) {
+      if (bytes > limit) {
         throw new PipeError(
           'E_CONFIG',
-          `recording this reply would make the cassette ${file} ${bytes} bytes, more than the ${MAX_CASSETTE_BYTES / (1024 * 1024)} MiB a cassette may hold (it could not be replayed); the cassette was left as it was`,
+          `recording this reply would make the cassette ${file} ${bytes} bytes, more than the ${mib(limit)} a cassette may hold (it could not be replayed); the cassette was left as it was`,
           {
             hint: 'Split the recording across pipelines or tests (a cassette each), or lower provider.max_tokens.',
           },

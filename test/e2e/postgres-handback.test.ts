@@ -8,7 +8,9 @@ import {expect} from 'chai'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
+import type {RunRecord} from '../../src/types/run.js'
 import {defaultPipeline, examples, json, pipe, repoRoot} from '../helpers/cli.js'
+import {readIn, runRecordIn} from '../helpers/stores.js'
 import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 
@@ -37,9 +39,14 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
   const show = async <T>(runId: string): Promise<T> => json<T>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
   const queued = async (runId: string): Promise<boolean> =>
     (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue WHERE run_id = $1', [runId]))[0]!.n === 1
+  /**
+   * What `runs show RUN --json` says of the run (its status and record), read in this process: the
+   * waits below poll it, and a process per check was half of this file's processes.
+   */
+  const stateOf = (runId: string): Promise<{run: RunRecord; status: string}> => runRecordIn(dir, runId, url)
   /** The run waits for a person (of this kind) and no worker has it queued any more. */
   const waitsFor = (runId: string, kind: string) => async (): Promise<boolean> => {
-    const run = await show<{status: string; run: {pending?: {kind: string}}}>(runId)
+    const run = await stateOf(runId)
     return run.status === 'awaiting_input' && run.run.pending?.kind === kind && !(await queued(runId))
   }
 
@@ -58,7 +65,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     const text = await pipe(['review', runId, '--decision', 'go', '--store', url], {cwd: dir})
     expect(text.code, text.stderr).to.equal(0)
     expect(text.stdout).to.equal(`${runId} queued on default: a pipe worker continues it; pipe runs show ${runId} follows it\n`)
-    await until('the run has ended', async () => (await show<{status: string}>(runId)).status === 'succeeded' && !(await queued(runId)))
+    await until('the run has ended', async () => (await stateOf(runId)).status === 'succeeded' && !(await queued(runId)))
 
     // The worker, not the commands, drove every step after each pause: its session lines name them.
     const lines = worker
@@ -91,7 +98,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     expect(detached.code, detached.stderr).to.equal(0)
     const runId = json<{run_id: string}>(detached).run_id
     const worker = startWorker()
-    await until('the run has failed', async () => (await show<{status: string}>(runId)).status === 'failed' && !(await queued(runId)))
+    await until('the run has failed', async () => (await stateOf(runId)).status === 'failed' && !(await queued(runId)))
     const resumed = await pipe(['resume', runId, '--store', url, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json(resumed)).to.deep.include({run_id: runId, status: 'queued', queue: 'default', run_status: 'failed'})
@@ -116,7 +123,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     await mkdir(pauseDir)
     const worker = startWorker(['--name', 'builder-1'], {PIPE_FAULT_PAUSE_AT: 'before-commit:first', PIPE_FAULT_PAUSE_DIR: pauseDir})
     await until('the worker is inside the commit of step first', async () => (await readdir(pauseDir)).some((f) => f.startsWith('reached.')))
-    await until('the worker holds the run', async () => (await show<{holding: Holding}>(runId)).holding.worker !== null)
+    await until('the worker holds the run', async () => ((await readIn(url, async (store) => store.holding?.(runId)))?.worker ?? null) !== null)
     const held = (await show<{holding: Holding}>(runId)).holding
     expect(held.worker).to.deep.equal({host: os.hostname(), pid: worker.child.pid, name: 'builder-1'})
     expect(held.epoch).to.equal(1)

@@ -2,7 +2,9 @@
 // - the counts written as JSON to $PIPE_TEST_STATS when it is set, so that CI can print its own
 //   summary line from mocha's results (in parallel mode too: the workers' events reach this
 //   reporter in the main process);
-// - the slowest test files (time spent in their tests and hooks), to see where the suite's time goes.
+// - the slowest test files (time spent in their tests and hooks), to see where the suite's time goes,
+//   with the processes each started (all, and how many were the built CLI) when PIPE_TEST_SPAWNS
+//   names the file test/helpers/count-spawns.cjs writes them to.
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
@@ -25,9 +27,15 @@ class StatsReporter extends Mocha.reporters.Spec {
     runner.on(EVENT_HOOK_END, add)
     runner.once(EVENT_RUN_END, () => {
       const files = [...perFile.entries()].sort((a, b) => b[1] - a[1]).map(([file, ms]) => ({file: path.relative(process.cwd(), file), ms}))
-      if (files.length > 1) {
-        Mocha.reporters.Base.consoleLog(`  slowest test files (time in their tests and hooks):`)
-        for (const {file, ms} of files.slice(0, SHOWN)) Mocha.reporters.Base.consoleLog(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}`)
+      const spawns = spawnsPerFile()
+      for (const entry of files) Object.assign(entry, spawns.get(entry.file))
+      if (files.length > 1 || spawns.size > 0) {
+        const counted = spawns.size > 0 ? ', processes started (pipe)' : ''
+        Mocha.reporters.Base.consoleLog(`  slowest test files (time in their tests and hooks${counted}):`)
+        for (const {file, ms, processes, pipe} of files.slice(0, SHOWN)) {
+          const count = processes === undefined ? '' : `  ${String(processes).padStart(4)} (${pipe})`
+          Mocha.reporters.Base.consoleLog(`  ${(ms / 1000).toFixed(1).padStart(7)} s${count}  ${file}`)
+        }
         Mocha.reporters.Base.consoleLog()
       }
       const file = process.env.PIPE_TEST_STATS
@@ -36,6 +44,22 @@ class StatsReporter extends Mocha.reporters.Spec {
       fs.writeFileSync(file, JSON.stringify({passes, failures, pending, tests, files}) + '\n')
     })
   }
+}
+
+/** Processes started per test file, as test/helpers/count-spawns.cjs wrote them (none without PIPE_TEST_SPAWNS). */
+function spawnsPerFile() {
+  const counts = new Map()
+  const file = process.env.PIPE_TEST_SPAWNS
+  if (!file || !fs.existsSync(file)) return counts
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue
+    const {file: test, pipe} = JSON.parse(line)
+    const entry = counts.get(test) ?? {processes: 0, pipe: 0}
+    entry.processes += 1
+    if (pipe) entry.pipe += 1
+    counts.set(test, entry)
+  }
+  return counts
 }
 
 module.exports = StatsReporter

@@ -11,6 +11,9 @@ import {cp, mkdtemp} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {expect} from 'chai'
+import {auditArchives} from '../../src/app/archive.js'
+import {toPipeError} from '../../src/errors.js'
+import {ExitCode} from '../../src/exit-codes.js'
 import {deliveredKeys} from '../../src/steps/registry.js'
 import {openStore} from '../../src/store/open.js'
 import {effectiveStatus} from '../../src/store/queries.js'
@@ -23,11 +26,15 @@ import type {CanonicalSpec} from '../../src/types/spec.js'
 
 /** The store `pipe` opens when run in `cwd`: its .pipe folder, or the folder `store` as `--store` names it. */
 export function storeIn(cwd: string, store?: string): Promise<RunStore> {
-  return openStore(store === undefined ? path.join(cwd, '.pipe') : path.resolve(cwd, store), 'existing')
+  return openStore(located(cwd, store), 'existing')
 }
 
+/** `--store` as the commands take it: a folder relative to cwd, or a PostgreSQL URL as it is. */
+const located = (cwd: string, store: string | undefined): string =>
+  store === undefined ? path.join(cwd, '.pipe') : /^postgres(ql)?:\/\//.test(store) ? store : path.resolve(cwd, store)
+
 async function reading<T>(cwd: string, store: string | undefined, read: (opened: RunStore) => Promise<T>): Promise<T> {
-  return readIn(store === undefined ? path.join(cwd, '.pipe') : path.resolve(cwd, store), read)
+  return readIn(located(cwd, store), read)
 }
 
 /** Reads a store (a folder or a PostgreSQL URL) in this process, as the reading commands open it, and closes it. */
@@ -103,6 +110,40 @@ export async function auditIn(cwd: string, runId?: string, store?: string): Prom
     })
   } finally {
     if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
+  }
+}
+
+/**
+ * `pipe audit verify [RUN]` in this process, as the command does it (the run's existence, the audit,
+ * and for the whole store its archives): the exit code it gives (0, 4 when anything was changed, 2
+ * for keyed seals left unchecked, or the code of the error it stops with) and what it would print,
+ * one line per finding or the error's code and message. A test of how the command itself prints or
+ * exits runs it as a process; this is for the matrix of damaged records behind it.
+ */
+export async function auditCommandIn(
+  cwd: string,
+  runId?: string,
+  options: {store?: string; key?: string} = {},
+): Promise<{code: number; said: string; report?: AuditReport}> {
+  const key = process.env[AUDIT_KEY_ENV]
+  // The command's PIPE_AUDIT_KEY: the one given, else none (the CLI helper never passes the developer's on).
+  if (options.key !== undefined) process.env[AUDIT_KEY_ENV] = options.key
+  else delete process.env[AUDIT_KEY_ENV]
+  try {
+    return await reading(cwd, options.store, async (opened) => {
+      if (runId !== undefined) await opened.assertRunExists(runId)
+      const report = await opened.audit(runId, {deliveredKeys})
+      if (runId === undefined) await auditArchives(opened, report, {deliveredKeys})
+      const said = [...report.problems, ...report.notes, ...report.cleaned].map((f) => `${f.file}  ${f.field}  ${f.record}: ${f.message}`).join('\n')
+      const code = !report.ok ? ExitCode.CONFLICT : report.unverifiable > 0 ? ExitCode.USAGE : ExitCode.OK
+      return {code, said, report}
+    })
+  } catch (raw) {
+    const error = toPipeError(raw)
+    return {code: error.exitCode, said: `Error [${error.code}] ${error.message}`}
+  } finally {
+    if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
+    else delete process.env[AUDIT_KEY_ENV]
   }
 }
 

@@ -2,16 +2,15 @@
  * A step's working state decides what a resumed step does (which call a confirmation runs). Its seal
  * binds where it belongs: a genuinely sealed state copied to another run, step or attempt, as
  * anyone who can write the store's files or the pipe_step_state table could copy it, is refused
- * there, keyed or not (the copy's seal is a real one).
+ * there, keyed or not (the copy's seal is a real one). The PostgreSQL store's case is
+ * step-state-binding-postgres.test.ts (npm run test:pg; test:unit needs Node alone).
  */
 import {expect} from 'chai'
 import {copyFile, mkdir} from 'node:fs/promises'
 import path from 'node:path'
-import {PostgresStore} from '../../src/store/postgres/store.js'
 import {Store} from '../../src/store/file/store.js'
 import type {RunStore} from '../../src/store/types.js'
 import {tempDir} from '../helpers/cli.js'
-import {startCluster} from '../helpers/postgres.js'
 
 const HONEST = 'R-20260101-0001'
 const OTHER = 'R-20260101-0002'
@@ -58,31 +57,6 @@ for (const keyed of [false, true]) {
         }
       } finally {
         await cleanup()
-      }
-    })
-
-    it('in the PostgreSQL store', async function () {
-      // This process's shared cluster (helpers/postgres.ts); skipped without PostgreSQL, failed under CI.
-      const cluster = await startCluster(this)
-      const db = await cluster.createDatabase()
-      const store = await PostgresStore.connect(cluster.url(db))
-      try {
-        await store.writeStepState(HONEST, 'agent', 2, {pending: 'rm -rf build'})
-        for (const [runId, step, seq] of [
-          [OTHER, 'agent', 2],
-          [HONEST, 'agent', 3],
-          [HONEST, 'other', 2],
-        ] as const) {
-          await cluster.sql(
-            db,
-            'INSERT INTO pipe_step_state (run_id, step, seq, body) SELECT $1, $2, $3, body FROM pipe_step_state WHERE run_id = $4 AND seq = 2 AND step = $5',
-            [runId, step, seq, HONEST, 'agent'],
-          )
-          expect(await refused(store, runId, step, seq)).to.contain(`belongs to step "agent" (seq 2) of "${HONEST}"`)
-        }
-        expect(await store.readStepState(HONEST, 'agent', 2)).to.deep.equal({pending: 'rm -rf build'})
-      } finally {
-        await store.close()
       }
     })
   })

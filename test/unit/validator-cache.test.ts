@@ -1,4 +1,5 @@
 import {expect} from 'chai'
+import {buildSync} from 'esbuild'
 import {spawnSync} from 'node:child_process'
 import {createHash} from 'node:crypto'
 import {mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
@@ -6,7 +7,22 @@ import os from 'node:os'
 import path from 'node:path'
 import {repoRoot} from '../helpers/cli.js'
 
-const registrySource = path.join(repoRoot, 'src', 'schema', 'registry.ts')
+/**
+ * src/schema/registry.ts bundled by esbuild, as the build bundles it into the CLI: each load below is
+ * a process of its own, and plain node starts one in a quarter of the CPU that node with tsx (which
+ * compiles the sources it imports) takes.
+ */
+const bundled = mkdtempSync(path.join(os.tmpdir(), 'pipe-vcache-registry-'))
+process.on('exit', () => rmSync(bundled, {recursive: true, force: true}))
+const registrySource = path.join(bundled, 'registry.mjs')
+buildSync({
+  entryPoints: [path.join(repoRoot, 'src', 'schema', 'registry.ts')],
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  outfile: registrySource,
+  logLevel: 'error',
+})
 
 /**
  * Loads a validator in a new process (as each pipe command does): within one process V8 reuses a
@@ -20,7 +36,7 @@ const answers = ${JSON.stringify(values)}.map((v) => loaded.validate(v))
 if (${write}) writeValidatorCache(${JSON.stringify(file)})
 console.log(JSON.stringify({cached: loaded.cached, answers}))`
   // The timeout only turns a hang (a cache file that never ends) into a failure; it measures nothing.
-  const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
   if (child.status !== 0) throw new Error(`${child.signal ?? ''} ${child.stderr}`)
   return JSON.parse(child.stdout) as {cached: boolean; answers: boolean[]}
 }
@@ -48,7 +64,7 @@ describe('standalone validators through their V8 code cache', () => {
     const script = `const {loadStandalone, writeValidatorCache} = await import(${JSON.stringify(registrySource)})
 loadStandalone(${JSON.stringify(file)})
 try { writeValidatorCache(${JSON.stringify(file)}); console.log('written') } catch (error) { console.log(error.message) }`
-    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
     expect(child.stdout.trim()).to.equal(`${file} was not loaded in this process to have its cache written`)
     expect(readdirSync(dir)).to.not.include('v.v8cache')
   })
@@ -93,7 +109,7 @@ for (const text of ${JSON.stringify(['', whole.slice(0, whole.length >> 1), '"us
 }
 console.log(JSON.stringify(answers))`
     rmSync(cache, {force: true})
-    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
     expect(child.status, child.stderr).to.equal(0)
     expect(JSON.parse(child.stdout)).to.deep.equal([null, null, null, true])
   })
@@ -164,7 +180,7 @@ const {loadStandalone} = await import(${JSON.stringify(registrySource)})
 const out = {}
 for (const n of ['pipeline', 'ledger']) out[n] = loadStandalone(${JSON.stringify(path.join(repoRoot, 'dist', 'schema', 'validators'))} + '/' + n + '.cjs').cached
 console.log(JSON.stringify(out))`
-    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot})
     expect(child.status, child.stderr).to.equal(0)
     // The records a run builds itself (run, snapshot, spec, evidence) are not validated on their way in: a default run loads no validator of theirs.
     expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, ledger: true})
