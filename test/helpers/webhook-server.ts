@@ -17,6 +17,8 @@ export interface Reply {
   delayMs?: number
   /** Never answer: the client's timeout decides (the connection is closed with the server). */
   hang?: boolean
+  /** Read the whole request, then break the connection without answering: it may have acted, no one can tell. */
+  drop?: boolean
   /**
    * Answer 200 with a body that never ends: written while the socket takes it, until the client
    * closes the connection or `endless` bytes are written (then it holds, still unended, so that a
@@ -54,6 +56,7 @@ export class WebhookServer {
           waiter.resolve()
         }
         if (reply.hang) return
+        if (reply.drop) return void req.socket.destroy()
         if (reply.endless !== undefined) return self.pump(res, reply.endless)
         const answer = (): void => {
           const status = reply.status ?? 200
