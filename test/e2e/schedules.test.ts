@@ -66,6 +66,20 @@ describe('schedules on a folder store', function () {
     expect(result.stderr).not.to.contain('none under ./pipelines declares schedules')
   })
 
+  it('PIPE_NOW is an ISO 8601 time with its timezone or an error naming it: "1" is not the year 2001, a time without a zone not the local one', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}'))
+    for (const now of ['1', '2026-11-28T02:00:30', '2026-02-30T02:00:00Z', 'Sat Nov 28 2026 02:00:30 GMT']) {
+      const result = await pipe(['schedule', 'list', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: now}})
+      expect(result.code, `${now}: ${result.stdout}`).to.equal(2)
+      expect(result.stderr)
+        .to.contain('E_INVALID_ARGS')
+        .and.contain(`PIPE_NOW=${JSON.stringify(now)} is not an ISO 8601 time`)
+    }
+    const offset = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T03:00:30+01:00'}})
+    expect(offset.code, offset.stderr).to.equal(0)
+    expect(json<{schedules: Array<{next: string}>}>(offset).schedules[0]!.next).to.equal('2026-11-29T02:00:00.000Z')
+  })
+
   it('a day of missed minutes is logged as at least the slots looked at, not as that many', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "* * * * *", catch_up: latest}'))
     expect(await runDue('2026-11-27T02:00:10Z')).to.have.length(1)
