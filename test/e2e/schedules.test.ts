@@ -99,6 +99,19 @@ describe('schedules on a folder store', function () {
     ])
   })
 
+  it('a schedule inserted before an unnamed one is refused until both are named, and naming the old one as its place keeps its firings: no slot fires twice', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}'))
+    expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
+    // Keyed by place, the hourly schedule would take the daily one's firing and the daily one fire 02:00 again.
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 * * * *"}\n  - {cron: "0 2 * * *"}'))
+    const refused = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z'}})
+    expect(refused.code, refused.stdout).to.equal(2)
+    expect(refused.stderr).to.contain('E_CONFIG').and.contain('schedule 0 has no name').and.contain('schedule 1 has no name')
+    expect(refused.stderr).not.to.match(/E_INTERNAL|\n\s+at /)
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {name: hourly, cron: "0 * * * *"}\n  - {name: "0", cron: "0 2 * * *"}'))
+    expect(await runDue('2026-11-28T02:00:30Z')).to.deep.equal([{schedule: 'hourly', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
+  })
+
   it('missed slots: none skips them, latest fires the most recent once, all fires each', async () => {
     await writeFile(
       path.join(dir, 'nightly.yaml'),

@@ -106,7 +106,7 @@ export async function loadScheduled(files: readonly string[], cwd: string): Prom
     })
     if (entries.length === 0 && files.length > 0)
       throw new PipeError('E_INVALID_ARGS', `${file} declares no schedules`, {
-        hint: 'Add schedules: [{cron: "0 2 * * *"}] to the pipeline (docs/schedules.md), or leave it out.',
+        hint: 'Add schedules: [{cron: "0 2 * * *"}] to the pipeline (docs/team.md, Schedules), or leave it out.',
       })
     out.push({file, loaded, workspace, entries})
   }
