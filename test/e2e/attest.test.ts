@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
 import {createHash, generateKeyPairSync, sign} from 'node:crypto'
-import {copyFile, mkdir, readdir, readFile, stat, writeFile} from 'node:fs/promises'
+import {copyFile, mkdir, readdir, readFile, stat, truncate, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {promisify} from 'node:util'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
@@ -201,6 +201,34 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       await writeFile(revoked, `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: ci, public_key: "${key.public_key}", revoked: true}\n`)
       await refused(bundle, ['--policy', revoked], /a revoked key/)
     })
+  })
+
+  it('a bundle past 256 MiB, a folder or a device is refused at once (E_INVALID_ARGS), not read into memory', async () => {
+    // Sparse files: their size costs no disk.
+    const huge = path.join(dir, 'huge.intoto.jsonl')
+    await writeFile(huge, '')
+    await truncate(huge, 256 * 1024 * 1024 + 1)
+    const cases: Array<[string, RegExp]> = [
+      [huge, /huge\.intoto\.jsonl is 268435457 bytes: more than the 268435456 bytes \(256 MiB\) an attestation may be/],
+      [dir, /is a folder, not a file/],
+      ['/dev/zero', /\/dev\/zero is a device, not a file/],
+    ]
+    for (const [file, what] of cases) {
+      const r = await pipe(['attest', 'verify', file, '--key', key.public_key_file], {cwd: dir, env})
+      expect(r.code, r.stderr).to.equal(2)
+      expect(r.stderr).to.include('E_INVALID_ARGS').and.match(what)
+      noStack(r)
+    }
+  })
+
+  it('a --subject past 2 GiB (what one read of Node can hold) is hashed as it streams, not refused as unreadable', async () => {
+    const archive = path.join(dir, 'release.tar')
+    await writeFile(archive, '')
+    await truncate(archive, 2 * 1024 * 1024 * 1024 + 1)
+    const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--subject', archive], {cwd: dir, env})
+    expect(r.code, r.stderr).to.equal(4)
+    expect(r.stderr).to.match(/release\.tar \(sha256:[0-9a-f]{64}\) is not a subject of/)
+    noStack(r)
   })
 
   it('a trusted key listed under an id that is not its own is a policy error, not a pass', async () => {
