@@ -35,7 +35,7 @@ Without PIPELINE, the pipelines under ./pipelines that declare schedules. Exit c
       for (const f of fired) process.stdout.write(t`${f.pipeline}  ${f.schedule}  ${f.slot}  ${f.run_id ?? '-'}  ${f.status}\n`)
       if (fired.length === 0) this.progress('nothing due')
     }
-    process.exitCode = fired.some((f) => f.status === 'failed') ? 1 : 0
+    process.exitCode = fired.some((f) => f.status === 'failed' || f.status === 'not-fired') ? 1 : 0
     return {fired}
   }
 }
