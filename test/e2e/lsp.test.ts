@@ -290,6 +290,22 @@ describe('pipe lsp --stdio (the built CLI, a real LSP client)', function () {
     client.connection.dispose()
   })
 
+  it("a buffer past pipe validate's 5 MiB limit gets validate's error, not a clean bill", async () => {
+    const client = new Client(dir)
+    await client.connection.sendRequest('initialize', {processId: null, rootUri: pathToFileURL(dir).href, capabilities: {}})
+    const uri = pathToFileURL(path.join(dir, 'big.yaml')).href
+    const text = `${SAVED}# ${'x'.repeat(5 * 1024 * 1024)}\n`
+    await client.connection.sendNotification('textDocument/didOpen', {textDocument: {uri, languageId: 'yaml', version: 1, text}})
+    const published = await client.diagnostics(uri, 1)
+    expect(published.diagnostics.map((d) => `${d.code}: ${d.message}`)).to.deep.equal([
+      `file: file is ${Buffer.byteLength(text)} bytes; the limit is 5242880 bytes`,
+    ])
+    await client.connection.sendRequest('shutdown')
+    await client.connection.sendNotification('exit')
+    expect(await client.exited, client.stderr).to.equal(0)
+    client.connection.dispose()
+  })
+
   it('a header it cannot frame ends it with E_INVALID_ARGS: it does not sit deaf to every later message', async () => {
     const child = spawn(process.execPath, [bin, 'lsp', '--stdio'], {
       cwd: dir,
