@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
 import {createHash, generateKeyPairSync, sign} from 'node:crypto'
-import {copyFile, mkdir, readdir, readFile, stat, truncate, writeFile} from 'node:fs/promises'
+import {chmod, copyFile, mkdir, readdir, readFile, stat, truncate, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {promisify} from 'node:util'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
@@ -229,6 +229,24 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     expect(r.code, r.stderr).to.equal(4)
     expect(r.stderr).to.match(/release\.tar \(sha256:[0-9a-f]{64}\) is not a subject of/)
     noStack(r)
+  })
+
+  it('keys list names a .key file it cannot sign with and a private key others can read, instead of leaving them out without a word', async () => {
+    const config = path.join(dir, 'list-config')
+    const own = {...env, XDG_CONFIG_HOME: config}
+    const made = await pipe(['keys', 'generate', '--name', 'ci', '--json'], {cwd: dir, env: own})
+    expect(made.code, made.stderr).to.equal(0)
+    const keys = path.join(config, 'pipe', 'keys')
+    await writeFile(path.join(keys, 'broken.key'), 'not a key\n')
+    await chmod(path.join(keys, 'ci.key'), 0o644)
+    const listed = await pipe(['keys', 'list'], {cwd: dir, env: own})
+    expect(listed.code, listed.stderr).to.equal(0)
+    expect(listed.stdout).to.match(/^ci {2}sha256:[0-9a-f]{64} {2}\S+\n$/)
+    expect(listed.stderr).to.include(`warning: ${path.join(keys, 'broken.key')} is not listed: it is not an Ed25519 private key`)
+    expect(listed.stderr)
+      .to.include(`warning: ${path.join(keys, 'ci.key')} can be read by others (mode 0644)`)
+      .and.include('chmod 600')
+    noStack(listed)
   })
 
   it('a trusted key listed under an id that is not its own is a policy error, not a pass', async () => {
