@@ -118,6 +118,7 @@ export async function archiveRuns(store: RunStore, options: {before: Date; to?: 
     try {
       let again: RunRecord[]
       try {
+        faultPoint('archive-locking')
         for (const r of runIds) held.push(await store.acquireRun(r))
         again = await treeOf(store, id)
       } catch (error) {

@@ -15,7 +15,7 @@ The children of a foreach step are jobs of the queue too: any worker may drive o
 
 A worker serves only the runs of the workspaces it was started for: each --workspace DIR, or the workspace of the folder it was started in. A workspace is the git repository (named by its first commit, so another checkout of it on another machine serves it too), or the folder outside git. A queued run that no live worker of its queue serves waits, and pipe runs show says which workspace it waits for.
 
-With --schedule FILE, the worker also fires the schedules the pipeline declares (docs/schedules.md): it looks about once a second, and each slot queues one run on the schedule's queue, whichever workers look (the slot is the primary key of the row queued with the run).
+With --schedule FILE, the worker also fires the schedules the pipeline declares (docs/team.md, Schedules): it looks about once a second, and each slot queues one run on the schedule's queue, whichever workers look (the slot is the primary key of the row queued with the run).
 
 A run stays queued until it stops: it ends, or waits for a person (answers, a review, a confirmation). SIGTERM or SIGINT drains the worker: it takes no new run, hands back what it drives (recorded as interrupted, still queued, so another worker goes on from the last snapshot) and exits 0.`
   static override examples = [

@@ -5,7 +5,7 @@
  * scaffold validates, dry-runs and runs end to end offline at once). Each comes with a policy and a
  * `pipe test` file that passes offline.
  */
-import {existsSync} from 'node:fs'
+import {existsSync, statSync} from 'node:fs'
 import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
@@ -118,6 +118,14 @@ export async function scaffoldPipeline(options: ScaffoldOptions): Promise<Scaffo
       filled(await readFile(path.join(templatesDir, template, kept), 'utf8'), name, dir),
     ]),
   )
+  const blocked = inTheWay(
+    dir,
+    files.map(([rel]) => rel),
+  )
+  if (blocked.length > 0)
+    throw new PipeError('E_CONFLICT', `pipe init cannot write the ${template} template into ${dir}: ${blocked.join('; ')}; nothing was written`, {
+      hint: 'Move them out of the way, or scaffold into another directory (pipe init DIR); --force overwrites files, never a folder.',
+    })
   const existing = files.map(([rel]) => rel).filter((rel) => existsSync(path.join(dir, rel)))
   if (existing.length > 0 && options.force !== true) {
     throw new PipeError('E_CONFLICT', `${existing.length} file(s) already exist in ${dir}: ${existing.join(', ')}`, {
@@ -130,4 +138,36 @@ export async function scaffoldPipeline(options: ScaffoldOptions): Promise<Scaffo
     await writeFile(full, text)
   }
   return {dir, name, files: files.map(([rel]) => rel), overwritten: existing}
+}
+
+/**
+ * What no write could get past, found before anything is written (a scaffold left half made would
+ * then refuse its own files): something other than a folder where a folder must go (DIR itself,
+ * prompts/), and a folder (or a device) where a file must go.
+ */
+function inTheWay(dir: string, files: readonly string[]): string[] {
+  const out = new Set<string>()
+  const kindOf = (full: string): string | undefined => {
+    const info = statSync(full, {throwIfNoEntry: false})
+    if (info === undefined) return undefined
+    return info.isDirectory() ? 'folder' : info.isFile() ? 'file' : 'special file'
+  }
+  for (const rel of files) {
+    const parts = rel.split('/')
+    for (let i = 0; i < parts.length; i++) {
+      const full = path.join(dir, ...parts.slice(0, i))
+      const kind = kindOf(full)
+      if (kind === undefined) break
+      if (kind !== 'folder') {
+        out.add(`${full} is a ${kind}, where a folder must go`)
+        break
+      }
+      if (i === parts.length - 1) {
+        const target = path.join(dir, rel)
+        const at = kindOf(target)
+        if (at !== undefined && at !== 'file') out.add(`${target} is a ${at}, where the file ${rel} must go`)
+      }
+    }
+  }
+  return [...out]
 }

@@ -62,6 +62,8 @@ export async function readYamlFile(file: string, expect: 'mapping' = 'mapping'):
 }
 
 export function parseYamlBytes(file: string, bytes: Uint8Array, expect: 'mapping' = 'mapping'): LoadResult {
+  // Checked here too, for text that never was a file on disk (an editor's buffer, pipe lsp): past the limit it would read as valid.
+  if (bytes.length > MAX_YAML_BYTES) return {ok: false, diagnostics: [at(file, `file is ${bytes.length} bytes; the limit is ${MAX_YAML_BYTES} bytes`, 'file')]}
   if (bytes.length === 0) return {ok: false, diagnostics: [at(file, 'file is empty; expected a YAML mapping', 'empty')]}
   const nul = bytes.indexOf(0)
   if (nul !== -1) return {ok: false, diagnostics: [at(file, `file is binary (NUL byte at offset ${nul}), not YAML text`, 'binary')]}

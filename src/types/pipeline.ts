@@ -833,7 +833,7 @@ export interface Pipeline {
    */
   artifacts?: boolean
   /**
-   * When pipe worker (PostgreSQL store) or pipe schedule run-due (folder store) starts runs of this pipeline by itself: each slot of each schedule fires once, whichever workers look (docs/schedules.md).
+   * When pipe worker (PostgreSQL store) or pipe schedule run-due (folder store) starts runs of this pipeline by itself: each slot of each schedule fires once, whichever workers look (docs/team.md, Schedules).
    *
    * @maxItems 100
    */
@@ -1210,7 +1210,7 @@ export interface CustomTool {
  */
 export interface Schedule {
   /**
-   * A name for the schedule, kept in its firings' records (default: its place in the list, 0, 1, ...). Name it to keep its history when the list is reordered.
+   * A name for the schedule, kept in its firings' records; required when there is more than one schedule (a lone one defaults to 0, its place in the list). Naming a schedule that had none 0, 1, ... as its place was keeps its recorded firings.
    */
   name?: string
   /**

@@ -5,7 +5,7 @@
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
-import {readFile, writeFile, mkdir} from 'node:fs/promises'
+import {readdir, readFile, writeFile, mkdir} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
@@ -113,6 +113,27 @@ describe('pipe init (CLI)', function () {
     expect(forced.code, forced.stderr).to.equal(0)
     expect(json<{overwritten: string[]}>(forced).overwritten).to.deep.equal(['pipeline.yaml', 'prompts/classify.md'])
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.include('kind: model')
+  })
+
+  it('a file where a folder must go, or a folder where a file must go, is E_CONFLICT before anything is written, --force or not', async () => {
+    await writeFile(path.join(dir, 'taken'), 'a file\n')
+    await mkdir(path.join(dir, 'agent'))
+    await writeFile(path.join(dir, 'agent', 'prompts'), 'a file\n')
+    await mkdir(path.join(dir, 'agent', 'pipeline.pipe-test.yaml'))
+    const cases: Array<[string[], string[]]> = [
+      [['init', 'taken', '--template', 'agent'], ['taken is a file, where a folder must go']],
+      [
+        ['init', 'agent', '--template', 'agent', '--force'],
+        ['agent/prompts is a file, where a folder must go', 'agent/pipeline.pipe-test.yaml is a folder, where the file pipeline.pipe-test.yaml must go'],
+      ],
+    ]
+    for (const [args, what] of cases) {
+      const refused = await pipe(args, {cwd: dir})
+      expect(refused.code, refused.stderr).to.equal(4)
+      expect(refused.stderr).to.include('Error [E_CONFLICT]').and.include('nothing was written')
+      for (const w of what) expect(refused.stderr).to.include(w)
+    }
+    expect((await readdir(path.join(dir, 'agent'))).sort()).to.deep.equal(['pipeline.pipe-test.yaml', 'prompts'])
   })
 
   for (const template of ['model', 'command', 'foreach', 'agent', 'coding']) {

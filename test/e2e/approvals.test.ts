@@ -12,24 +12,11 @@ import {existsSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {confirmedPipeline, LATER, votersOf, type RunJson} from '../helpers/decisions.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
 import {until, useWorkerSuite, type WorkerSuite} from '../helpers/workers.js'
 import type {RunEvent} from '../../src/types/run.js'
-
-const LIBFAKETIME = [
-  '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
-  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
-  '/usr/local/lib/faketime/libfaketimeMT.so.1',
-].find((f) => existsSync(f))
-const LATER = {LD_PRELOAD: LIBFAKETIME, FAKETIME: '+2h', FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
-
-interface RunJson {
-  run_id: string
-  status: string
-  reason?: string
-  error?: {code: string; message: string; hint?: string}
-}
 
 const REVIEWED = `version: 1
 name: reviewed
@@ -46,19 +33,7 @@ people:
   release: [bob@example.com, starter@example.com]
 `
 
-/** A command step a person must confirm; a refusal is routed to an end of its own. */
-const CONFIRMED = `version: 1
-name: confirmed
-steps:
-  - id: touch
-    kind: command
-    run: [node, -e, "require('fs').writeFileSync('made.txt', 'ran')"]
-    confirm: true
-    on: {denied: refused, failure: refused}
-    next: done
-  - {id: refused, kind: end, status: succeeded, reason: the step was refused}
-  - {id: done, kind: end, status: succeeded, reason: it ran}
-`
+const CONFIRMED = confirmedPipeline('confirmed')
 const RELEASE_CONFIRMS = `version: 1
 allowed_commands:
   - [node, -e, "..."]
@@ -241,12 +216,7 @@ people:
     expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
     expect((await runRecordIn(dir, id)).status).to.equal('succeeded')
     const timeline = await events(id)
-    expect(
-      timeline
-        .filter((e) => e.event === 'vote_cast')
-        .map((e) => e.by)
-        .sort(),
-    ).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    expect(votersOf(timeline)).to.deep.equal(['alice@example.com', 'bob@example.com'])
     expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
     expect(timeline.filter((e) => e.event === 'resumed')).to.have.length(1)
     await expectAuditPasses(dir, id)
@@ -338,12 +308,7 @@ describe('approvals on PostgreSQL with workers', function () {
     expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
     await until('the worker finished the run', async () => (await statusOf(id)) === 'succeeded')
     const timeline = await readIn(suite.url, (store) => store.readEvents(id))
-    expect(
-      timeline
-        .filter((e) => e.event === 'vote_cast')
-        .map((e) => e.by)
-        .sort(),
-    ).to.deep.equal(['alice@example.com', 'bob@example.com'])
+    expect(votersOf(timeline)).to.deep.equal(['alice@example.com', 'bob@example.com'])
     expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
     const audit = await pipe(['audit', 'verify', '--json', '--store', suite.url], {cwd: suite.dir})
     expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])

@@ -275,6 +275,27 @@ describe('pipe store archive and audit verify --archive', function () {
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
+  it('two at once: the one that finds a run the other just moved leaves it to that one (no E_IO), and each run is archived once', async () => {
+    const gate = path.join(dir, 'gate')
+    await mkdir(gate)
+    // The first stops with a run read as ready to leave, before it locks it; the second moves them all meanwhile.
+    const first = pipe(['store', 'archive', '--before', '2999-01-01', '--store', store, '--json'], {
+      cwd: dir,
+      env: {PIPE_FAULT_PAUSE_AT: 'archive-locking', PIPE_FAULT_PAUSE_DIR: gate},
+    })
+    await changeIn(gate, async () => (await readdir(gate)).some((n) => n.startsWith('reached.')), 'the first archive reaching its first lock', first)
+    const second = await archive()
+    expect(second.code, second.stderr).to.equal(0)
+    expect(json<Moved>(second).archived.map((a) => a.run_id)).to.deep.equal([finished, parent])
+    await writeFile(path.join(gate, 'go'), '')
+    const late = await first
+    expect(late.code, late.stderr).to.equal(0)
+    expect(json<Moved>(late).archived).to.deep.equal([])
+    expect(await runsIn()).to.deep.equal([paused])
+    const audit = await pipe(['audit', 'verify', '--store', store], {cwd: dir})
+    expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+  })
+
   it("a --to it cannot make (under /proc, where Node's recursive mkdir spins for ever) is E_IO at once, and nothing moves", async () => {
     const result = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', store, '--to', '/proc/pipe-nowhere/archive'], {cwd: dir})
     expect(result.stderr).to.include('E_IO').and.include("mkdir '/proc/pipe-nowhere'")

@@ -1,7 +1,7 @@
 import {expect} from 'chai'
 import {execFile} from 'node:child_process'
 import {createHash, generateKeyPairSync, sign} from 'node:crypto'
-import {copyFile, mkdir, readdir, readFile, stat, writeFile} from 'node:fs/promises'
+import {chmod, copyFile, mkdir, readdir, readFile, stat, truncate, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {promisify} from 'node:util'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
@@ -201,6 +201,52 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       await writeFile(revoked, `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: ci, public_key: "${key.public_key}", revoked: true}\n`)
       await refused(bundle, ['--policy', revoked], /a revoked key/)
     })
+  })
+
+  it('a bundle past 256 MiB, a folder or a device is refused at once (E_INVALID_ARGS), not read into memory', async () => {
+    // Sparse files: their size costs no disk.
+    const huge = path.join(dir, 'huge.intoto.jsonl')
+    await writeFile(huge, '')
+    await truncate(huge, 256 * 1024 * 1024 + 1)
+    const cases: Array<[string, RegExp]> = [
+      [huge, /huge\.intoto\.jsonl is 268435457 bytes: more than the 268435456 bytes \(256 MiB\) an attestation may be/],
+      [dir, /is a folder, not a file/],
+      ['/dev/zero', /\/dev\/zero is a device, not a file/],
+    ]
+    for (const [file, what] of cases) {
+      const r = await pipe(['attest', 'verify', file, '--key', key.public_key_file], {cwd: dir, env})
+      expect(r.code, r.stderr).to.equal(2)
+      expect(r.stderr).to.include('E_INVALID_ARGS').and.match(what)
+      noStack(r)
+    }
+  })
+
+  it('a --subject past 2 GiB (what one read of Node can hold) is hashed as it streams, not refused as unreadable', async () => {
+    const archive = path.join(dir, 'release.tar')
+    await writeFile(archive, '')
+    await truncate(archive, 2 * 1024 * 1024 * 1024 + 1)
+    const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--subject', archive], {cwd: dir, env})
+    expect(r.code, r.stderr).to.equal(4)
+    expect(r.stderr).to.match(/release\.tar \(sha256:[0-9a-f]{64}\) is not a subject of/)
+    noStack(r)
+  })
+
+  it('keys list names a .key file it cannot sign with and a private key others can read, instead of leaving them out without a word', async () => {
+    const config = path.join(dir, 'list-config')
+    const own = {...env, XDG_CONFIG_HOME: config}
+    const made = await pipe(['keys', 'generate', '--name', 'ci', '--json'], {cwd: dir, env: own})
+    expect(made.code, made.stderr).to.equal(0)
+    const keys = path.join(config, 'pipe', 'keys')
+    await writeFile(path.join(keys, 'broken.key'), 'not a key\n')
+    await chmod(path.join(keys, 'ci.key'), 0o644)
+    const listed = await pipe(['keys', 'list'], {cwd: dir, env: own})
+    expect(listed.code, listed.stderr).to.equal(0)
+    expect(listed.stdout).to.match(/^ci {2}sha256:[0-9a-f]{64} {2}\S+\n$/)
+    expect(listed.stderr).to.include(`warning: ${path.join(keys, 'broken.key')} is not listed: it is not an Ed25519 private key`)
+    expect(listed.stderr)
+      .to.include(`warning: ${path.join(keys, 'ci.key')} can be read by others (mode 0644)`)
+      .and.include('chmod 600')
+    noStack(listed)
   })
 
   it('a trusted key listed under an id that is not its own is a policy error, not a pass', async () => {

@@ -12,41 +12,13 @@ import {existsSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {confirmedPipeline, LATER, type RunJson} from '../helpers/decisions.js'
 import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
 import {until, useWorkerSuite, type WorkerSuite} from '../helpers/workers.js'
 import type {RunEvent} from '../../src/types/run.js'
 
-/** libfaketime itself (a multithreaded program such as node needs the MT build), preloaded into the processes that must see a later clock. */
-const LIBFAKETIME = [
-  '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
-  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
-  '/usr/local/lib/faketime/libfaketimeMT.so.1',
-].find((f) => existsSync(f))
-/** The environment of a process whose clock is two hours on: past any deadline of these runs (60 s). */
-const LATER = {LD_PRELOAD: LIBFAKETIME, FAKETIME: '+2h', FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
-
-interface RunJson {
-  run_id: string
-  status: string
-  reason?: string
-  pending?: {kind: string; deadline?: string; on_timeout?: string}
-  error?: {code: string; message: string; hint?: string}
-}
-
-/** A command step a person must confirm; a refusal is routed to an end of its own. */
-const ONE_STEP = `version: 1
-name: confirm-timeout
-steps:
-  - id: touch
-    kind: command
-    run: [node, -e, "require('fs').writeFileSync('made.txt', 'ran')"]
-    confirm: true
-    on: {denied: refused, failure: refused}
-    next: done
-  - {id: refused, kind: end, status: succeeded, reason: the step was refused}
-  - {id: done, kind: end, status: succeeded, reason: it ran}
-`
+const ONE_STEP = confirmedPipeline('confirm-timeout')
 const policy = (onTimeout?: string): string =>
   `version: 1\nallowed_commands:\n  - [node, -e, "..."]\nsandbox: off\nconfirm:\n  timeout_s: 60\n${onTimeout ? `  on_timeout: ${onTimeout}\n` : ''}`
 

@@ -85,6 +85,56 @@ class Client {
   }
 }
 
+interface RawMessage {
+  id?: number
+  method?: string
+  result?: unknown
+  params?: unknown
+}
+
+/** `pipe lsp --stdio` written to byte by byte (what no well-behaved client sends), its messages read as a client reads them. */
+function rawServer(): {
+  child: ChildProcess & {stdin: NonNullable<ChildProcess['stdin']>}
+  exited: Promise<number | null>
+  readonly stderr: string
+  seen: RawMessage[]
+  send(data: string | Buffer): Promise<void>
+  message(match: (m: RawMessage) => boolean): Promise<RawMessage>
+} {
+  const child = spawn(process.execPath, [bin, 'lsp', '--stdio'], {
+    cwd: dir,
+    env: {PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin`, HOME: dir, PIPE_HOME: testHome, NO_COLOR: '1'},
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const seen: RawMessage[] = []
+  const waiting: Array<{match: (m: RawMessage) => boolean; resolve: (m: RawMessage) => void}> = []
+  const reader = new StreamMessageReader(child.stdout)
+  reader.listen((m) => {
+    seen.push(m as RawMessage)
+    for (const w of [...waiting]) if (w.match(m as RawMessage)) (waiting.splice(waiting.indexOf(w), 1), w.resolve(m as RawMessage))
+  })
+  return {
+    child,
+    exited,
+    get stderr() {
+      return stderr
+    },
+    seen,
+    send: (data) => new Promise((resolve, reject) => child.stdin.write(data, (error) => (error ? reject(error) : resolve()))),
+    message(match) {
+      const found = seen.find(match)
+      if (found) return Promise.resolve(found)
+      return new Promise((resolve, reject) => {
+        waiting.push({match, resolve})
+        void exited.then((code) => reject(new Error(`the server exited (${code}) before the message:\n${stderr}\n${JSON.stringify(seen)}`)))
+      })
+    },
+  }
+}
+
 // On disk the pipeline is valid; the editor's buffer (never saved) has one error of each stage.
 const SAVED = `version: 1
 name: review
@@ -240,6 +290,22 @@ describe('pipe lsp --stdio (the built CLI, a real LSP client)', function () {
     client.connection.dispose()
   })
 
+  it("a buffer past pipe validate's 5 MiB limit gets validate's error, not a clean bill", async () => {
+    const client = new Client(dir)
+    await client.connection.sendRequest('initialize', {processId: null, rootUri: pathToFileURL(dir).href, capabilities: {}})
+    const uri = pathToFileURL(path.join(dir, 'big.yaml')).href
+    const text = `${SAVED}# ${'x'.repeat(5 * 1024 * 1024)}\n`
+    await client.connection.sendNotification('textDocument/didOpen', {textDocument: {uri, languageId: 'yaml', version: 1, text}})
+    const published = await client.diagnostics(uri, 1)
+    expect(published.diagnostics.map((d) => `${d.code}: ${d.message}`)).to.deep.equal([
+      `file: file is ${Buffer.byteLength(text)} bytes; the limit is 5242880 bytes`,
+    ])
+    await client.connection.sendRequest('shutdown')
+    await client.connection.sendNotification('exit')
+    expect(await client.exited, client.stderr).to.equal(0)
+    client.connection.dispose()
+  })
+
   it('a header it cannot frame ends it with E_INVALID_ARGS: it does not sit deaf to every later message', async () => {
     const child = spawn(process.execPath, [bin, 'lsp', '--stdio'], {
       cwd: dir,
@@ -254,6 +320,45 @@ describe('pipe lsp --stdio (the built CLI, a real LSP client)', function () {
     child.stdin.write(`Content-Length: abc\r\n\r\n{}Content-Length: ${shutdown.length}\r\n\r\n${shutdown}`)
     expect(await exited, stderr).to.equal(2)
     expect(stderr).to.contain('E_INVALID_ARGS').and.contain('Content-Length')
+  })
+
+  it('a message over 64 MiB is thrown away as it arrives, the editor is told, and the next message is answered', async () => {
+    const server = rawServer()
+    const shutdown = JSON.stringify({jsonrpc: '2.0', id: 1, method: 'shutdown'})
+    const huge = 64 * 1024 * 1024 + 1
+    await server.send(`Content-Length: ${huge}\r\n\r\n`)
+    await server.send(Buffer.alloc(huge, 0x20))
+    await server.send(`Content-Length: ${shutdown.length}\r\n\r\n${shutdown}`)
+    const answered = await server.message((m) => m.id === 1)
+    expect(answered.result, server.stderr).to.equal(null)
+    const told = server.seen.filter((m) => m.method === 'window/showMessage')
+    expect(told.map((m) => (m.params as {message: string}).message)).to.deep.equal([
+      `pipe lsp dropped a message of ${huge} bytes: it reads messages of up to 67108864 bytes (64 MiB); a request in it gets no answer.`,
+    ])
+    expect(server.seen.indexOf(told[0]!)).to.be.lessThan(server.seen.indexOf(answered))
+    await server.send(`Content-Length: 33\r\n\r\n{"jsonrpc":"2.0","method":"exit"}`)
+    expect(await server.exited, server.stderr).to.equal(0)
+  })
+
+  it('a Content-Length of 9999999999 is refused at its header, before any of its body is read', async () => {
+    const server = rawServer()
+    await server.send('Content-Length: 9999999999\r\n\r\n{"jsonrpc":"2.0","id":1,"method":"shutdown"}')
+    const told = await server.message((m) => m.method === 'window/showMessage')
+    expect((told.params as {message: string}).message).to.contain('dropped a message of 9999999999 bytes')
+    server.child.stdin.end()
+    await server.exited
+    expect(server.stderr).not.to.match(/E_INTERNAL|\n\s+at /)
+  })
+
+  it('a header that never ends is refused past 8 KiB with E_INVALID_ARGS, not buffered without bound', async () => {
+    const server = rawServer()
+    server.child.stdin.on('error', () => {})
+    server.child.stdin.end(`Content-Type: ${'a'.repeat(100_000)}`)
+    expect(await server.exited, server.stderr).to.equal(2)
+    expect(server.stderr)
+      .to.contain('E_INVALID_ARGS')
+      .and.contain('longer than 8192 bytes')
+      .and.not.match(/\n\s+at /)
   })
 
   it('without --stdio it says how an editor starts it (E_INVALID_ARGS)', async () => {

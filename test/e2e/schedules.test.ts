@@ -66,6 +66,20 @@ describe('schedules on a folder store', function () {
     expect(result.stderr).not.to.contain('none under ./pipelines declares schedules')
   })
 
+  it('PIPE_NOW is an ISO 8601 time with its timezone or an error naming it: "1" is not the year 2001, a time without a zone not the local one', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}'))
+    for (const now of ['1', '2026-11-28T02:00:30', '2026-02-30T02:00:00Z', 'Sat Nov 28 2026 02:00:30 GMT']) {
+      const result = await pipe(['schedule', 'list', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: now}})
+      expect(result.code, `${now}: ${result.stdout}`).to.equal(2)
+      expect(result.stderr)
+        .to.contain('E_INVALID_ARGS')
+        .and.contain(`PIPE_NOW=${JSON.stringify(now)} is not an ISO 8601 time`)
+    }
+    const offset = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T03:00:30+01:00'}})
+    expect(offset.code, offset.stderr).to.equal(0)
+    expect(json<{schedules: Array<{next: string}>}>(offset).schedules[0]!.next).to.equal('2026-11-29T02:00:00.000Z')
+  })
+
   it('a day of missed minutes is logged as at least the slots looked at, not as that many', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "* * * * *", catch_up: latest}'))
     expect(await runDue('2026-11-27T02:00:10Z')).to.have.length(1)
@@ -83,6 +97,19 @@ describe('schedules on a folder store', function () {
     expect(json<{schedules: Array<{last: string; next: string}>}>(list).schedules.map((s) => [s.last, s.next])).to.deep.equal([
       ['2026-11-28T02:00:00.000Z', '2026-11-29T02:00:00.000Z'],
     ])
+  })
+
+  it('a schedule inserted before an unnamed one is refused until both are named, and naming the old one as its place keeps its firings: no slot fires twice', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}'))
+    expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
+    // Keyed by place, the hourly schedule would take the daily one's firing and the daily one fire 02:00 again.
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 * * * *"}\n  - {cron: "0 2 * * *"}'))
+    const refused = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z'}})
+    expect(refused.code, refused.stdout).to.equal(2)
+    expect(refused.stderr).to.contain('E_CONFIG').and.contain('schedule 0 has no name').and.contain('schedule 1 has no name')
+    expect(refused.stderr).not.to.match(/E_INTERNAL|\n\s+at /)
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {name: hourly, cron: "0 * * * *"}\n  - {name: "0", cron: "0 2 * * *"}'))
+    expect(await runDue('2026-11-28T02:00:30Z')).to.deep.equal([{schedule: 'hourly', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
   })
 
   it('missed slots: none skips them, latest fires the most recent once, all fires each', async () => {

@@ -14,6 +14,7 @@ import path from 'node:path'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {parse, stringify} from 'yaml'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {confirmedPipeline} from '../helpers/decisions.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {readIn} from '../helpers/stores.js'
 import {CHROMIUM, notBlank, open as openIn, raw, shotOf, startView, type Started} from '../helpers/view.js'
@@ -22,18 +23,7 @@ import type {RunEvent, RunRecord} from '../../src/types/run.js'
 const sentence = path.join(examples, 'one-sentence.txt')
 const answersFile = path.join(examples, 'one-sentence.answers.yaml')
 const POLICY = `version: 1\nallowed_commands:\n  - [node, -e, "..."]\n`
-const ONE_STEP = `version: 1
-name: confirm-one
-steps:
-  - id: touch
-    kind: command
-    run: [node, -e, "require('fs').writeFileSync('made.txt', 'ran')"]
-    confirm: true
-    on: {denied: refused, failure: refused}
-    next: done
-  - {id: refused, kind: end, status: succeeded, reason: the person said no}
-  - {id: done, kind: end, status: succeeded, reason: it ran}
-`
+const ONE_STEP = confirmedPipeline('confirm-one', 'the person said no')
 
 let dir: string
 let cleanup: () => Promise<void>

@@ -5,7 +5,7 @@
  */
 import * as crypto from 'node:crypto'
 import {constants} from 'node:fs'
-import {open, readdir, readFile, unlink} from 'node:fs/promises'
+import {open, readdir, readFile, stat, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
@@ -86,16 +86,29 @@ async function writeExclusive(file: string, text: string, mode: number): Promise
   return file
 }
 
-export async function listKeys(): Promise<KeyInfo[]> {
+/**
+ * The keys of the config folder, and what is wrong with the others there: a .key file pipe cannot
+ * sign with was left out without a word (a key that seemed lost), and a private key others may
+ * read is one to know about.
+ */
+export async function listKeys(): Promise<{keys: KeyInfo[]; warnings: string[]}> {
   const dir = keysDir()
   const names = await readdir(dir).catch(() => [] as string[])
-  const out: KeyInfo[] = []
+  const keys: KeyInfo[] = []
+  const warnings: string[] = []
   for (const file of names.filter((n) => n.endsWith('.key')).sort()) {
     const name = file.slice(0, -'.key'.length)
-    const key = await readPrivateKey(path.join(dir, file)).catch(() => null)
-    if (key) out.push(infoOf(name, crypto.createPublicKey(key), dir))
+    const full = path.join(dir, file)
+    const key = await readPrivateKey(full).catch((error: unknown) => {
+      warnings.push(`${full} is not listed: it is not an Ed25519 private key pipe attest can sign with (${(error as Error).message.split('\n')[0]})`)
+      return null
+    })
+    if (!key) continue
+    keys.push(infoOf(name, crypto.createPublicKey(key), dir))
+    const mode = (await stat(full)).mode & 0o777
+    if ((mode & 0o077) !== 0) warnings.push(`${full} can be read by others (mode 0${mode.toString(8)}): a private key is for its owner only; chmod 600 ${full}`)
   }
-  return out
+  return {keys, warnings}
 }
 
 async function readPrivateKey(file: string): Promise<crypto.KeyObject> {

@@ -12,6 +12,7 @@ import {PipeError} from '../../errors.js'
 import {decodeBase64, keyIdOf, publicKeyFromRaw, verifySignature, type Envelope} from '../../util/dsse.js'
 import type {RunStore} from '../../store/types.js'
 import {checkAgainstStore} from './against-store.js'
+import {hashSubject, readBundle} from './files.js'
 import {PAYLOAD_TYPE} from './attest.js'
 import {PIPE_RUN_PREDICATE, SLSA_PROVENANCE, STATEMENT_TYPE} from './statement.js'
 
@@ -165,12 +166,7 @@ export async function verifyAttestation(
   file: string,
   options: {subjects: string[]; trusted: TrustedKey[]; store?: {store: RunStore; pipeVersion: string}},
 ): Promise<VerifyReport> {
-  let text: string
-  try {
-    text = await readFile(file, 'utf8')
-  } catch (error) {
-    throw new PipeError('E_NOT_FOUND', `cannot read ${file}: ${(error as Error).message}`, {hint: 'Give the .intoto.jsonl file pipe attest wrote.'})
-  }
+  const text = await readBundle(file)
   const lines = text.split('\n').filter((l) => l.trim() !== '')
   if (lines.length === 0) throw refuse(`${file} holds no envelope (empty or truncated)`, HINT_ALTERED)
   const statements: StatementShape[] = []
@@ -208,15 +204,7 @@ export async function verifyAttestation(
   }
   const checked: VerifyReport['checked_subjects'] = []
   for (const subjectFile of options.subjects) {
-    let bytes: Buffer
-    try {
-      bytes = await readFile(subjectFile)
-    } catch (error) {
-      throw new PipeError('E_NOT_FOUND', `cannot read --subject ${subjectFile}: ${(error as Error).message}`, {
-        hint: 'Name a file the run made, as it was delivered to you.',
-      })
-    }
-    const digest = crypto.createHash('sha256').update(bytes).digest('hex')
+    const digest = await hashSubject(subjectFile)
     const given = subjectFile.split(path.sep).join('/')
     const matching = provenance.subject.filter((s) => s.digest.sha256 === digest)
     const match = matching.find((s) => s.name === given || given.endsWith(`/${s.name}`)) ?? matching[0]

@@ -6,10 +6,10 @@
  */
 import {fileURLToPath} from 'node:url'
 import type {KindCatalog} from '../../config/kind-contract.js'
-import {PipeError} from '../../errors.js'
 import {redact} from '../../util/redact.js'
 import {checkBuffer, type BufferProblem} from './check.js'
 import {completionsAt, hoverAt, type Offer} from './complete.js'
+import {guardFrames, MAX_MESSAGE_BYTES} from './frames.js'
 
 export interface LanguageServerStreams {
   input: NodeJS.ReadableStream
@@ -40,7 +40,8 @@ export async function serveLanguage(streams: LanguageServerStreams, catalog: Kin
     end(): void {}
   }
 
-  const reader = new lsp.StreamMessageReader(streams.input)
+  const frames = guardFrames(streams.input)
+  const reader = new lsp.StreamMessageReader(frames.stream)
   const connection = lsp.createConnection(reader, new RedactingWriter() as never)
   const documents = new lsp.TextDocuments(TextDocument)
   const toLsp = {
@@ -120,18 +121,19 @@ export async function serveLanguage(streams: LanguageServerStreams, catalog: Kin
   })
 
   documents.listen(connection)
+  // A message over the cap is thrown away unread: a request among it goes unanswered, so the editor is told.
+  frames.onDropped((bytes) => {
+    // By its method's name: the bundle's namespace of vscode-languageserver lacks the protocol's re-exported notification types.
+    void connection.sendNotification('window/showMessage', {
+      type: 1 /* MessageType.Error */,
+      message: `pipe lsp dropped a message of ${bytes} bytes: it reads messages of up to ${MAX_MESSAGE_BYTES} bytes (64 MiB); a request in it gets no answer.`,
+    })
+  })
   const closed = new Promise<void>((resolve, reject) => {
     connection.onExit(() => resolve())
-    // A header without a readable Content-Length loses the frames' boundaries for good: every later
-    // message would be dropped unanswered and the editor left waiting. Ending says so; the editor restarts the server.
-    reader.onError((error) => {
-      if (!FRAMING.test(error.message)) return
-      reject(
-        new PipeError('E_INVALID_ARGS', `the editor sent a message pipe lsp cannot frame: ${error.message.split('\n')[0]}`, {
-          hint: "Each message needs a Content-Length: N header (N the body's bytes) and a blank line; restart the language server from the editor.",
-        }),
-      )
-    })
+    // A header it cannot read loses the frames' boundaries for good: every later message would be
+    // dropped unanswered and the editor left waiting. Ending says so; the editor restarts the server.
+    frames.onBroken(reject)
   })
   connection.listen()
   await closed
@@ -142,9 +144,6 @@ function fileOf(uri: string): string {
   if (uri.startsWith('file:')) return fileURLToPath(uri)
   return uri.replace(/^[a-z]+:/i, '').replace(/[^\w.-]+/g, '_') || 'untitled.yaml'
 }
-
-/** vscode-jsonrpc's errors for a header it cannot read (a body that is not JSON keeps the framing: it goes on). */
-const FRAMING = /^(Header must provide a Content-Length|Content-Length value must be a number)/
 
 function safely<T>(fn: () => T, fallback: T): T {
   try {

@@ -16,6 +16,8 @@ export interface Fired {
   /** The run started or queued; absent when another process fired the slot first. */
   run_id?: string
   status: string
+  /** Why the slot was not fired (status not-fired). */
+  error?: string
 }
 
 export interface FireOptions {
@@ -24,6 +26,11 @@ export interface FireOptions {
   now: Date
   signal?: AbortSignal
   log: (line: string) => void
+  /**
+   * A long-lived caller (pipe worker) keeps the slots it could not fire, with why: the same refusal
+   * is then logged once, not at every look.
+   */
+  refused?: Map<string, string>
 }
 
 /** The latest slot fired of each schedule, from the store (pipe schedule list). */
@@ -51,6 +58,14 @@ export async function fireDue(scheduled: readonly Scheduled[], options: FireOpti
         if (options.signal?.aborted) return out
         const entry = plan.entry
         const base = {pipeline: entry.pipeline, schedule: entry.name, slot: slot.toISOString()}
+        const refusedKey = `${entry.key}@${base.slot}`
+        const refuse = (error: unknown): void => {
+          const why = `[${(error as {code?: string}).code ?? 'E_INTERNAL'}] ${(error as Error).message}`
+          out.push({...base, status: 'not-fired', error: why})
+          if (options.refused?.get(refusedKey) === why) return
+          options.refused?.set(refusedKey, why)
+          options.log(`pipe schedule: ${entry.pipeline} ${entry.name} ${base.slot}: not fired: ${why}`)
+        }
         const start = {
           pipeline: item.loaded.file,
           cwd: options.cwd,
@@ -59,7 +74,11 @@ export async function fireDue(scheduled: readonly Scheduled[], options: FireOpti
           ...(options.signal ? {signal: options.signal} : {}),
         }
         if (isStoreUrl(options.store)) {
-          const queued = await detachRuns({...start, queue: entry.queue, firing: {key: entry.key, slot}})
+          // One schedule that cannot fire (its pipeline deleted or broken since it was loaded) never
+          // holds up the others: said, and tried again at the next look (nothing was recorded).
+          const queued = await detachRuns({...start, queue: entry.queue, firing: {key: entry.key, slot}}).catch((error: unknown) => (refuse(error), null))
+          if (queued === null) continue
+          options.refused?.delete(refusedKey)
           const run = queued[0]
           out.push(run ? {...base, run_id: run.run_id, status: 'queued'} : {...base, status: 'fired-elsewhere'})
           options.log(
@@ -72,7 +91,8 @@ export async function fireDue(scheduled: readonly Scheduled[], options: FireOpti
           options.log(`pipe schedule: ${entry.pipeline} ${entry.name} ${base.slot}: fired already by another process`)
           continue
         }
-        const outcome = await startSession(start)
+        const outcome = await startSession(start).catch((error: unknown) => (refuse(error), null))
+        if (outcome === null) continue
         out.push({...base, run_id: outcome.run_id, status: outcome.status})
         options.log(`pipe schedule: ${entry.pipeline} ${entry.name} ${base.slot}: ${outcome.run_id} ${outcome.status}`)
       }

@@ -12,6 +12,7 @@ import {randomBytes} from 'node:crypto'
 import {PipeError} from '../../errors.js'
 import {isFinal} from '../../engine/lifecycle.js'
 import {isStoreUrl, openStore, safeUrl} from '../../store/open.js'
+import {faultPoint} from '../../util/faults.js'
 import {childrenOf} from '../../store/queries.js'
 import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
@@ -67,6 +68,8 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   }
   // A pipeline that does not load stops the worker at its start, not at its first slot.
   const scheduled = options.schedules?.length ? await loadScheduled(options.schedules, options.cwd) : []
+  const refusedSlots = new Map<string, string>()
+  faultPoint('schedules-loaded')
   const served = await servedWorkspaces(options.workspaces.length > 0 ? options.workspaces : [options.cwd])
   const rootById = new Map(served.map((w) => [w.id, w.root]))
   const opened = await openTeamStore(location, signal, log)
@@ -217,7 +220,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         const refused = await work.noteUnservable(queue).catch(() => [])
         for (const r of refused) log(`pipe worker: ${r.run_id} waits: ${r.note}`)
         if (scheduled.length > 0)
-          await fireDue(scheduled, {store: location, cwd: options.cwd, now: scheduleNow(), signal, log}).catch((error: unknown) =>
+          await fireDue(scheduled, {store: location, cwd: options.cwd, now: scheduleNow(), signal, log, refused: refusedSlots}).catch((error: unknown) =>
             log(`pipe worker: schedules: [${(error as {code?: string}).code ?? 'E_INTERNAL'}] ${(error as Error).message}`),
           )
         // Runs waiting for a person whose deadline passed: the policy's confirm.on_timeout acts now.

@@ -11,7 +11,8 @@ export default class KeysList extends PipeCommand {
 
   async run(): Promise<KeyInfo[]> {
     await this.parse(KeysList)
-    const keys = await listKeys()
+    const {keys, warnings} = await listKeys()
+    for (const w of warnings) process.stderr.write(t`warning: ${w}\n`)
     if (!this.jsonEnabled()) {
       if (keys.length === 0) process.stderr.write(t`no keys in ${keysDir()}; make one with pipe keys generate\n`)
       for (const k of keys) process.stdout.write(t`${k.name}  ${k.id}  ${k.public_key}\n`)

@@ -17,7 +17,7 @@ export interface ScheduleRow {
 
 export default class ScheduleList extends PipeCommand {
   static override summary = 'Show each schedule of the pipelines: its next firing, and its last one from the store.'
-  static override description = `A pipeline's schedules: key declares when its runs start by themselves (docs/schedules.md). For each schedule this prints the pipeline, the schedule's name (its place in the list unless named), the cron expression and timezone, the next slot after now (PIPE_NOW when set) and the latest slot fired, as the store recorded it (none: never fired there).
+  static override description = `A pipeline's schedules: key declares when its runs start by themselves (docs/team.md, Schedules). For each schedule this prints the pipeline, the schedule's name (its place in the list unless named), the cron expression and timezone, the next slot after now (PIPE_NOW when set) and the latest slot fired, as the store recorded it (none: never fired there).
 
 Without PIPELINE, the pipelines under ./pipelines that declare schedules.`
   static override examples = [

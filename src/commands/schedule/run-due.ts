@@ -8,7 +8,7 @@ import {line as t} from '../../util/terminal-text.js'
 
 export default class ScheduleRunDue extends PipeCommand {
   static override summary = 'Fire the slots of the pipelines’ schedules that are due now, each once: for a system cron line.'
-  static override description = `Each schedule's slots due now (PIPE_NOW when set) fire once, however many times this runs and from where: on a folder store a file per slot (STORE/schedules/) is made only if it does not exist, and the run then runs in this process, to its end or until it waits for a person; on a PostgreSQL store the run is queued for pipe worker, in the transaction that records the slot. Slots missed while nothing ran are handled as each schedule's catch_up says (none, latest, all). Run it each minute from cron (docs/schedules.md).
+  static override description = `Each schedule's slots due now (PIPE_NOW when set) fire once, however many times this runs and from where: on a folder store a file per slot (STORE/schedules/) is made only if it does not exist, and the run then runs in this process, to its end or until it waits for a person; on a PostgreSQL store the run is queued for pipe worker, in the transaction that records the slot. Slots missed while nothing ran are handled as each schedule's catch_up says (none, latest, all). Run it each minute from cron (docs/team.md, Schedules).
 
 Without PIPELINE, the pipelines under ./pipelines that declare schedules. Exit code 0 when every run fired succeeded, was queued or was fired already; 1 when one failed.`
   static override examples = [
@@ -35,7 +35,7 @@ Without PIPELINE, the pipelines under ./pipelines that declare schedules. Exit c
       for (const f of fired) process.stdout.write(t`${f.pipeline}  ${f.schedule}  ${f.slot}  ${f.run_id ?? '-'}  ${f.status}\n`)
       if (fired.length === 0) this.progress('nothing due')
     }
-    process.exitCode = fired.some((f) => f.status === 'failed') ? 1 : 0
+    process.exitCode = fired.some((f) => f.status === 'failed' || f.status === 'not-fired') ? 1 : 0
     return {fired}
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The `schedule` rule: each schedule's cron expression parses (croner's message, the expression
  * quoted), its timezone is one Node knows, its inputs are the ones the pipeline declares (typed as
- * a run's would be: unknown names, wrong types, required ones missing) and names are not repeated.
+ * a run's would be: unknown names, wrong types, required ones missing), names are not repeated, and
+ * each of several schedules is named.
  */
 import {resolveInputs, type InputDeclaration} from '../../expr/inputs.js'
 import {parseCron} from '../../util/cron.js'
@@ -31,6 +32,18 @@ export const scheduleRule: Rule = {
         out.push(diag(loaded, [...at, field], `${parsed.problem}${hint}`))
       }
       const name = typeof schedule.name === 'string' ? schedule.name : String(index)
+      // An unnamed schedule's firings are recorded under its place in the list: with another beside
+      // it, inserting or removing one would hand its firings to another schedule (one slot fired
+      // twice, another never). Alone its place cannot move; naming it as its place keeps what an
+      // earlier pipe recorded for it.
+      if (schedules.length > 1 && typeof schedule.name !== 'string')
+        out.push(
+          diag(
+            loaded,
+            at,
+            `schedule ${index} has no name: with more than one schedule each needs one, which its firings are recorded under; to keep the firings of a schedule that had none, name it as its place in the list was ("0" for the first)`,
+          ),
+        )
       const before = names.get(name)
       if (before !== undefined)
         out.push(diag(loaded, [...at, 'name'], `schedule ${before} is named ${JSON.stringify(name)} already; give each schedule its own name`))

@@ -294,6 +294,10 @@ export class Runs {
     const release = await acquireLock(within(layout.runDir(runId), 'owner.lock'), {
       busy: (holder) => `run ${runId} is being driven by another pipe process (pid ${holder.pid})`,
       hint: 'Wait for it to finish, or stop it; pipe runs show shows its state.',
+    }).catch((error: unknown) => {
+      // No folder to lock in: the run is not here, or has just left it (another pipe store archive moved it).
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw runNotFound(layout, runId)
+      throw error
     })
     // Whatever another process did before this lock was taken is learnt from disk.
     layout.owned.set(runId, {})
