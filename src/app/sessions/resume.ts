@@ -41,6 +41,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   confirm?: NonNullable<ResumeOptions['confirm']>
   /** A raise of the budget the run paused at (pipe budget). */
   budgetGrant?: NonNullable<ResumeOptions['budgetGrant']>
+  /** The person's signature over the decision, made by castVote: it goes on the decision's timeline line. */
+  signed?: NonNullable<ResumeOptions['signed']>
   /** Tasks of the blocked run a person leaves out (pipe resume --skip). */
   skip?: NonNullable<ResumeOptions['skip']>
   /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
@@ -107,6 +109,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     ...(options.confirm ? {confirm: options.confirm} : {}),
     ...(options.skip ? {skip: options.skip} : {}),
     ...(options.budgetGrant ? {budgetGrant: options.budgetGrant} : {}),
+    ...(options.signed ? {signed: options.signed} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
   const queue = await handBackTo(

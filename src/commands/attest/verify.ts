@@ -70,6 +70,10 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything does not (a d
             .map(([a, d]) => `${a}:${d}`)
             .join(' ')}\n`,
         )
+      for (const s of report.signed_decisions)
+        process.stdout.write(
+          t`  signed ${s.step} ${s.decision} by ${s.by.id}${s.by.name !== undefined ? ` as ${s.by.name}` : ''} at ${s.at} with key ${s.key_name ?? s.key_id}${s.trust === 'trusted' ? '' : ' (NOT a key you trust)'}\n`,
+        )
       for (const c of report.checked_subjects) process.stdout.write(t`  checked ${c.file} = ${c.name}\n`)
       if (report.store) process.stdout.write(t`  store: the run's records pass the audit and give these statements\n`)
       process.stderr.write(
