@@ -7,12 +7,14 @@
  */
 import {expect} from 'chai'
 import {execFile, execFileSync} from 'node:child_process'
+import {createPrivateKey, sign} from 'node:crypto'
 import {readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {promisify} from 'node:util'
 import {sealLine, sealRecord} from '../../src/store/trail/integrity.js'
 import type {RunEvent, RunRecord, SignedDecision} from '../../src/types/run.js'
-import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {readIn} from '../helpers/stores.js'
 
 const exec = promisify(execFile)
@@ -228,6 +230,43 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     expect((await run(['review', id, '--decision', 'go'])).code).to.equal(0)
   })
 
+  it("pipe attest carries each signed decision; attest verify says who signed what, and refuses a decision altered under the attester's own signature", async () => {
+    const started = await run(['run', defaultPipeline, '--policy', 'policy.yaml', '--input', path.join(examples, 'full-prd.md'), '--json'])
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<{run_id: string}>(started).run_id
+    expect((await run(['review', id, '--decision', 'go', '--as', 'release-manager'])).code).to.equal(0)
+    const bundle = path.join(dir, 'run.intoto.jsonl')
+    const attested = await run(['attest', id, '--out', bundle])
+    expect(attested.code, attested.stderr).to.equal(0)
+    const verified = await run(['attest', 'verify', bundle, '--policy', 'policy.yaml', '--json'])
+    expect(verified.code, verified.stderr).to.equal(0)
+    const report = json<{signed_decisions: Array<{step: string; decision: string; by: {id: string; name?: string}; key_name: string | null; trust: string}>}>(
+      verified,
+    )
+    expect(report.signed_decisions).to.have.length(1)
+    expect(report.signed_decisions[0]).to.deep.include({step: 'manual_review', decision: 'go', key_name: 'release-manager', trust: 'trusted'})
+    expect(report.signed_decisions[0]!.by).to.include({id: 'alice@example.com', name: 'release-manager'})
+    const text = await run(['attest', 'verify', bundle, '--policy', 'policy.yaml'])
+    expect(text.stdout).to.include('signed manual_review go by alice@example.com as release-manager').and.include('with key release-manager')
+
+    // Whoever attests cannot put words in a person's mouth: the run statement re-signed by the attester's (trusted) key, a decision's note changed.
+    const lines = (await readFile(bundle, 'utf8')).trim().split('\n')
+    const envelope = JSON.parse(lines[1]!) as {payloadType: string; payload: string; signatures: Array<{keyid: string; sig: string}>}
+    const statement = JSON.parse(Buffer.from(envelope.payload, 'base64').toString('utf8')) as {predicate: {decisions: Array<{signed?: SignedDecision}>}}
+    const d = statement.predicate.decisions.find((x) => x.signed)!
+    d.signed = {...d.signed!, decision: 'drop'}
+    const payload = Buffer.from(JSON.stringify(statement), 'utf8')
+    const pae = Buffer.concat([Buffer.from(`DSSEv1 ${envelope.payloadType.length} ${envelope.payloadType} ${payload.length} `), payload])
+    const attester = createPrivateKey(await readFile(key.private_key_file))
+    const forged = {...envelope, payload: payload.toString('base64'), signatures: [{keyid: key.id, sig: sign(null, pae, attester).toString('base64')}]}
+    const altered = path.join(dir, 'altered.intoto.jsonl')
+    await writeFile(altered, `${lines[0]}\n${JSON.stringify(forged)}\n`)
+    const refused = await run(['attest', 'verify', altered, '--policy', 'policy.yaml'])
+    expect(refused.code).to.equal(4)
+    noStack(refused)
+    expect(refused.stderr).to.include("alice@example.com's drop at step manual_review").and.include('does not verify against its signature')
+  })
+
   it('a vote under an approvals rule is signed on its vote_cast line', async () => {
     await writeFile(
       path.join(dir, 'policy.yaml'),
@@ -240,5 +279,55 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     const {r, report} = await audit()
     expect(r.code, r.stdout).to.equal(0)
     expect(report.signed_decisions!.map((s) => s.trust)).to.deep.equal(['trusted'])
+  })
+})
+
+describe('signed decisions on a PostgreSQL store: the same records, the same checks', function () {
+  this.timeout(180000)
+  let cluster: Cluster
+  let dir: string
+  let cleanup: () => Promise<void>
+  before(async function () {
+    cluster = await startCluster(this)
+  })
+  after(async () => cluster?.stop())
+  beforeEach(async () => {
+    ;({dir, cleanup} = await tempDir('pipe-signed-pg-'))
+    execFileSync('git', ['init', '-q', '-b', 'main', dir])
+    execFileSync('git', ['-C', dir, 'config', 'user.email', 'alice@example.com'])
+    await writeFile(path.join(dir, 'p.yaml'), REVIEWED)
+  })
+  afterEach(async () => cleanup())
+
+  it('a signed review verifies; its line changed in the table fails audit verify, naming the decision', async () => {
+    const db = await cluster.createDatabase()
+    const url = cluster.url(db)
+    const env = {XDG_CONFIG_HOME: path.join(dir, 'config'), PIPE_SIGNING_KEY: undefined, PIPE_USER: undefined, PIPE_INTERACTIVE: '0'}
+    const run = (args: string[]): Promise<CliResult> => pipe([...args, '--store', url], {cwd: dir, env, timeoutMs: 60000})
+    const key = json<KeyInfo>(await pipe(['keys', 'generate', '--json'], {cwd: dir, env}))
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: release-manager, public_key: "${key.public_key}"}\n`,
+    )
+    const started = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'])
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<{run_id: string}>(started).run_id
+    expect((await run(['review', id, '--decision', 'go', '--note', 'matches the brief'])).code).to.equal(0)
+    const good = await run(['audit', 'verify', '--json'])
+    expect(good.code, good.stdout + good.stderr).to.equal(0)
+    expect(json<AuditJson>(good).signed_decisions!.map((s) => [s.run_id, s.step, s.by.id, s.trust])).to.deep.equal([
+      [id, 'manual_review', 'alice@example.com', 'trusted'],
+    ])
+    await cluster.sql(
+      db,
+      `SET session_replication_role = replica; UPDATE pipe_events SET line = replace(line, '"note":"matches the brief"', '"note":"matches the brieF"') WHERE run_id = '${id}'`,
+    )
+    const bad = await run(['audit', 'verify', '--json'])
+    expect(bad.code).to.equal(4)
+    noStack(bad)
+    const signed = json<AuditJson>(bad).problems.filter((p) => p.field === 'signed')
+    expect(signed).to.have.length(1)
+    expect(signed[0]!.file).to.match(/^pipe_events\(\d+\)$/)
+    expect(signed[0]!.record).to.equal(`${id}: alice@example.com's go at step manual_review (review_given)`)
   })
 })
