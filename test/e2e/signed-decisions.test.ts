@@ -100,7 +100,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
   })
   afterEach(async () => cleanup())
 
-  it('a review is signed with the default key; audit verify names it trusted, and Python checks the signature on its own', async () => {
+  it('a review is signed with the default key; audit verify names it trusted, and Python checks the signature on its own', async function () {
     const id = await start()
     const reviewed = await run(['review', id, '--decision', 'go', '--note', 'matches the brief'])
     expect(reviewed.code, reviewed.stderr).to.equal(0)

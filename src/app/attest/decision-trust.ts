@@ -67,7 +67,7 @@ export async function checkDecisionSignatures(store: RunStore, runId: string | u
       const signed = e.signed
       if (!signed) continue
       const keys = await keysOf(policyPath, cache)
-      const where = {record: `${id}: ${signed.by.id}'s ${signed.decision} at step ${signed.step}`, file: `timeline of ${id}`, field: `line ${i + 1} signed`}
+      const where = {record: `${id}: ${signed.by.id}'s ${signed.decision} at step ${signed.step}`, file: `timeline of ${id}`, field: `line ${i + 1}`}
       const trusted = keys instanceof Map ? keys.get(signed.signature.key_id) : undefined
       const trust: Trust = decisionSignatureProblem(signed) !== null ? 'invalid' : !trusted ? 'untrusted' : trusted.revoked ? 'revoked' : 'trusted'
       found.push({
