@@ -14,6 +14,7 @@ import {promisify} from 'node:util'
 import {sealLine, sealRecord} from '../../src/store/trail/integrity.js'
 import type {RunEvent, RunRecord, SignedDecision} from '../../src/types/run.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {ModelServer} from '../helpers/model-server.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {readIn} from '../helpers/stores.js'
 
@@ -265,6 +266,29 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     expect(refused.code).to.equal(4)
     noStack(refused)
     expect(refused.stderr).to.include("alice@example.com's drop at step manual_review").and.include('does not verify against its signature')
+  })
+
+  it('a budget grant is signed as a review is (a real model server spends the budget)', async () => {
+    const server = await ModelServer.start(() => ({content: JSON.stringify({title: 'x'}), usage: {prompt_tokens: 10000, completion_tokens: 5000}}))
+    try {
+      await writeFile(path.join(dir, 'prompt.md'), 'Name it.\n')
+      await writeFile(path.join(dir, 'out.schema.json'), JSON.stringify({type: 'object', required: ['title'], properties: {title: {type: 'string'}}}))
+      const step = (id: string, next = ''): string => `  - {id: ${id}, kind: model, prompt: prompt.md, output_schema: out.schema.json${next}}\n`
+      await writeFile(path.join(dir, 'b.yaml'), `version: 1\nname: budgeted\nbudget: {tokens: 14000}\nsteps:\n${step('a', ', next: b')}${step('b')}`)
+      const paused = await run(['run', 'b.yaml', '--policy', 'policy.yaml', '--json'], {OPENAI_BASE_URL: server.url})
+      expect(paused.code, paused.stderr).to.equal(10)
+      const id = json<{run_id: string}>(paused).run_id
+      const granted = await run(['budget', id, '--add-tokens', '50000', '--note', 'worth it'], {OPENAI_BASE_URL: server.url})
+      expect(granted.code, granted.stderr).to.equal(0)
+      const signed = await signedLine(id, 'budget_granted')
+      expect(signed).to.deep.include({run_id: id, step: 'b', decision: 'granted', note: '50000 tokens: worth it'})
+      expect(signed.signature.key_id).to.equal(key.id)
+      const {r, report} = await audit()
+      expect(r.code, r.stdout).to.equal(0)
+      expect(report.signed_decisions!.map((d) => [d.decision, d.trust])).to.deep.equal([['granted', 'trusted']])
+    } finally {
+      await server.close()
+    }
   })
 
   it('a vote under an approvals rule is signed on its vote_cast line', async () => {
