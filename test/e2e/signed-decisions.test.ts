@@ -291,6 +291,16 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     }
   })
 
+  it('a decision given with pipe resume --decision is signed as pipe review signs it', async () => {
+    const id = await start()
+    const resumed = await run(['resume', id, '--decision', 'go', '--note', 'fine'])
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(await signedLine(id)).to.deep.include({run_id: id, step: 'manual_review', decision: 'go', note: 'fine'})
+    const {r, report} = await audit()
+    expect(r.code, r.stdout).to.equal(0)
+    expect(report.signed_decisions!.map((d) => d.trust)).to.deep.equal(['trusted'])
+  })
+
   it('a vote under an approvals rule is signed on its vote_cast line', async () => {
     await writeFile(
       path.join(dir, 'policy.yaml'),

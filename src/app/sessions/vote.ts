@@ -106,6 +106,25 @@ export async function castVote(
 }
 
 /**
+ * A decision given to a waiting run outside a vote (pipe resume --decision or --answers, at a gate
+ * no approvals rule governs), signed as castVote signs one; undefined without a key, or when the
+ * run waits for something else (a redrive's decision decides no gate).
+ */
+export async function signOutsideVote(
+  record: RunRecord,
+  ballot: Ballot,
+  options: {cwd: string; env?: NodeJS.ProcessEnv | undefined; now?: (() => Date) | undefined},
+): Promise<SignedDecision | undefined> {
+  const pending = record.status === 'awaiting_input' ? record.pending : undefined
+  if (!pending || pending.kind !== ballot.kind) return undefined
+  const env = options.env ?? process.env
+  const signer = await decisionKey(env)
+  if (!signer) return undefined
+  const at = (options.now ?? (() => new Date()))().toISOString()
+  return signed(signer, {run_id: record.run_id, step: pending.step, ballot, shown_sha256: shownHash(pending), by: currentPerson(options.cwd, env), at})
+}
+
+/**
  * The decision as signed: its note redacted first, as the store redacts every line it writes, so
  * that the line keeps exactly the text the signature covers.
  */
