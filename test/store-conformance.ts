@@ -6,6 +6,7 @@
  * its trigger off); what only one store can show (a SIGKILL between two files) stays in its own tests.
  */
 import {expect} from 'chai'
+import {generateKeyPairSync} from 'node:crypto'
 import {RunKeeper} from '../src/engine/run-keeper.js'
 import {ledgerKey} from '../src/store/file/ledger.js'
 import {MemoryStore} from '../src/store/memory/store.js'
@@ -13,6 +14,7 @@ import type {Release, RunDraft, RunStore, StepCommit} from '../src/store/types.j
 import type {LedgerEntry} from '../src/types/ledger.js'
 import type {RunRecord} from '../src/types/run.js'
 import type {Snapshot} from '../src/types/snapshot.js'
+import {signDecision} from '../src/util/decision-signature.js'
 import {expectPipeError} from './helpers/expect.js'
 import {archiveCases} from './store-conformance-archive.js'
 import {runDraft, specDraft} from './helpers/records.js'
@@ -353,6 +355,36 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
         ).to.satisfy((records: string[]) => records.some((r) => r.includes(c.names(runId, ids))))
         expect((await store.audit()).ok, `the whole store's audit sees ${c.what} too`).to.equal(false)
       }
+    })
+
+    it("checks a person's signed decision on its timeline line: it verifies as written, and one changed after signing is named with who decided what", async () => {
+      const runId = await startRun()
+      const {privateKey} = generateKeyPairSync('ed25519')
+      const signed = signDecision(
+        {
+          run_id: runId,
+          step: 'review',
+          decision: 'go',
+          note: 'matches the brief',
+          shown_sha256: `sha256:${'a'.repeat(64)}`,
+          by: {id: 'alice@example.com', user: 'alice', host: 'laptop'},
+          at,
+        },
+        privateKey,
+      )
+      await store.appendEvent(runId, {at, event: 'review_given', by: 'alice', signed})
+      const n = (await store.readEvents(runId)).length
+      expect((await store.readEvents(runId)).at(-1)?.signed, 'the signed decision reads back as written').to.deep.equal(signed)
+      expect((await store.audit(runId)).problems, 'before the decision is changed').to.deep.equal([])
+      await tamper({kind: 'event', run_id: runId, n}, (text) => {
+        expect(text).to.include('"note":"matches the brief"')
+        return text.replace('"note":"matches the brief"', '"note":"matches the brieF"')
+      })
+      const report = await store.audit(runId)
+      expect(report.ok).to.equal(false)
+      expect(report.problems.filter((p) => /does not verify against its signature/.test(p.message)).map((p) => p.record)).to.deep.equal([
+        `${runId}: alice@example.com's go at step review (review_given)`,
+      ])
     })
 
     it('keeps the ledger: an entry by key, its latest write, a list by filter, one holder of a key at a time, and names an entry changed after the fact', async () => {

@@ -3,6 +3,7 @@
  * `--decision` and the terminal prompt take them in any case, and the record keeps the canonical
  * value. `no`/`n` mean drop, which ends the run as cancelled, as a "no" to "go ahead?" does.
  */
+import * as Flags from '@oclif/core/flags'
 import type {Decision} from '../app/sessions/shared.js'
 import {PipeError} from '../errors.js'
 
@@ -24,3 +25,10 @@ export function decisionFlag(value: string | undefined, flag = '--decision'): De
   if (!decision) throw new PipeError('E_INVALID_ARGS', `${flag} ${JSON.stringify(value)} is not a decision`, {hint: `Give ${flag} ${DECISION_HELP}.`})
   return decision
 }
+
+/** --as NAME of pipe review, answer and confirm (docs/policy.md, "Signed decisions"). */
+export const asFlag = Flags.string({
+  description:
+    "Decide under the name of a key the run's policy trusts (attestation.trusted_keys): accepted only when your signing key (PIPE_SIGNING_KEY, else the default key of pipe keys generate) is that key; the name is recorded and signed with the decision.",
+  helpValue: 'NAME',
+})

@@ -2,6 +2,7 @@ import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import path from 'node:path'
 import {PipeCommand} from '../cli/base-command.js'
+import {asFlag} from '../cli/decision.js'
 import {askAnswers, canPrompt} from '../cli/interactive.js'
 import {progressPrinter} from '../cli/progress.js'
 import {finishQueued, finishRun, type QueuedResult} from '../cli/run-flow.js'
@@ -20,8 +21,12 @@ export default class Answer extends PipeCommand {
   static override summary = "Answer a paused run's clarifying questions and continue it."
   static override description = `The answers come from a YAML file (--file), keyed by question id (Q-001) or by the spec field a question is about (acceptance_criteria); on a terminal without --file, the questions are asked one at a time. An answer to a question the run did not ask, or a question left without an answer, is an error that names it and leaves the run as it was.
 
---questions only shows the current round's questions; add --history to see earlier rounds and their answers, which are folded away by default. Under an approvals rule of the policy for the gate (docs/policy.md), the person (PIPE_USER, else the repository's git user.email, else the OS user) must be one the rule names, votes once, and, under self_approval: false, may not approve a run they started (E_POLICY_DENIED, naming the rule); each vote is recorded, and the run goes on only once the rule's required approvals are in.`
+--questions only shows the current round's questions; add --history to see earlier rounds and their answers, which are folded away by default. Under an approvals rule of the policy for the gate (docs/policy.md), the person (PIPE_USER, else the repository's git user.email, else the OS user) must be one the rule names, votes once, and, under self_approval: false, may not approve a run they started (E_POLICY_DENIED, naming the rule); each vote is recorded, and the run goes on only once the rule's required approvals are in. With a signing key (PIPE_SIGNING_KEY, else the default key of pipe keys generate) the decision is signed (docs/policy.md); --as NAME decides under the name of a key the run's policy trusts, only when one's signing key is that key.`
   static override examples = [
+    {
+      description: 'Answer as the product owner whose key the policy trusts',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --file answers.yaml --as product-owner',
+    },
     {description: 'Answer from a file', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --file answers.yaml'},
     {description: 'Answer at the terminal, one question at a time', command: '<%= config.bin %> <%= command.id %> R-20261121-0002'},
     {description: 'Show the open questions and every earlier round', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --questions --history'},
@@ -34,6 +39,7 @@ export default class Answer extends PipeCommand {
     'accept-cassette': Flags.boolean({
       description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
     }),
+    as: asFlag,
     store: PipeCommand.storeFlag,
   }
 
@@ -76,6 +82,7 @@ export default class Answer extends PipeCommand {
         answers,
         ...(fileRunId ? {fileRunId} : {}),
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+        ...(flags.as !== undefined ? {as: flags.as} : {}),
       }),
     )
     return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store)

@@ -11,7 +11,7 @@ import {assertId} from '../store/file/ids.js'
 
 export default class Budget extends PipeCommand {
   static override summary = 'Raise the budget a run paused at, and continue the run.'
-  static override description = `A run whose pipeline or step has a budget (budget: {tokens, cost_usd, on_exceed: pause}) pauses (status awaiting_input, exit code 10) before a model request that would pass it, and says what was spent. This raises the budget it paused at by --add-tokens N or --add-usd X and continues the run as pipe resume does; the step that paused runs again. The grant, who gave it, when and the note go into the run record and its timeline, and count in every later check, on every resume. A run not paused at a budget is refused (E_STATE) and nothing is recorded. See docs/budgets.md.`
+  static override description = `A run whose pipeline or step has a budget (budget: {tokens, cost_usd, on_exceed: pause}) pauses (status awaiting_input, exit code 10) before a model request that would pass it, and says what was spent. This raises the budget it paused at by --add-tokens N or --add-usd X and continues the run as pipe resume does; the step that paused runs again. The grant, who gave it, when and the note go into the run record and its timeline, and count in every later check, on every resume. A run not paused at a budget is refused (E_STATE) and nothing is recorded. With a signing key (PIPE_SIGNING_KEY, else the default key of pipe keys generate) the grant is signed, as pipe review signs a decision. See docs/budgets.md.`
   static override examples = [
     {
       description: 'Allow 50,000 more tokens',

@@ -1,7 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {PipeCommand} from '../cli/base-command.js'
-import {DECISION_HELP, decisionFlag} from '../cli/decision.js'
+import {asFlag, DECISION_HELP, decisionFlag} from '../cli/decision.js'
 import {askDecision, canPrompt, reviewText} from '../cli/interactive.js'
 import {progressPrinter} from '../cli/progress.js'
 import {finishQueued, finishRun, type QueuedResult} from '../cli/run-flow.js'
@@ -16,8 +16,12 @@ export default class Review extends PipeCommand {
   static override summary = 'Decide go, hold or drop for a run waiting for review, and continue it.'
   static override description = `go continues the run (to publish, in the default pipeline); hold records the decision and keeps the run waiting for a later review; drop ends the run as cancelled with the reason. yes, y and ok mean go, no and n mean drop, in any case; the record keeps go or drop. The decision, the OS user who gave it, the time and the note go into the review step's snapshot.
 
-On a terminal without --decision, a summary of the spec and its gate results is shown and the decision asked for. Under an approvals rule of the policy for the gate (docs/policy.md), the person (PIPE_USER, else the repository's git user.email, else the OS user) must be one the rule names, votes once, and, under self_approval: false, may not approve a run they started (E_POLICY_DENIED, naming the rule); each vote is recorded, and the run goes on only once the rule's required approvals are in.`
+On a terminal without --decision, a summary of the spec and its gate results is shown and the decision asked for. Under an approvals rule of the policy for the gate (docs/policy.md), the person (PIPE_USER, else the repository's git user.email, else the OS user) must be one the rule names, votes once, and, under self_approval: false, may not approve a run they started (E_POLICY_DENIED, naming the rule); each vote is recorded, and the run goes on only once the rule's required approvals are in. With a signing key (PIPE_SIGNING_KEY, else the default key of pipe keys generate) the decision is signed (docs/policy.md); --as NAME decides under the name of a key the run's policy trusts, only when one's signing key is that key.`
   static override examples = [
+    {
+      description: 'Approve as the release manager whose key the policy trusts',
+      command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision go --as release-manager',
+    },
     {description: 'Approve', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision go --note "matches the brief"'},
     {description: 'Not yet', command: '<%= config.bin %> <%= command.id %> R-20261121-0002 --decision hold --note "waiting for legal"'},
     {description: 'Decide at the terminal', command: '<%= config.bin %> <%= command.id %> R-20261121-0002'},
@@ -29,6 +33,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
     'accept-cassette': Flags.boolean({
       description: 'The run replays a cassette that changed since it started: go on with it as it is now (recorded on the timeline).',
     }),
+    as: asFlag,
     store: PipeCommand.storeFlag,
   }
 
@@ -58,6 +63,7 @@ On a terminal without --decision, a summary of the spec and its gate results is 
         decision: decision,
         ...(note ? {note} : {}),
         ...(flags['accept-cassette'] ? {acceptCassette: true} : {}),
+        ...(flags.as !== undefined ? {as: flags.as} : {}),
       }),
     )
     return finishQueued(outcome, session, this.jsonEnabled()) ?? finishRun(outcome, session, this.jsonEnabled(), flags.store, decision !== 'hold')

@@ -11,7 +11,7 @@ import type {Provider} from '../providers/types.js'
 import type {StepEvent, StepRegistry} from '../steps/types.js'
 import type {RunStore} from '../store/types.js'
 import type {ProviderSettings} from '../types/pipeline.js'
-import type {RunRecord, RunStatus} from '../types/run.js'
+import type {RunRecord, RunStatus, SignedDecision} from '../types/run.js'
 import type {RunBirth} from './run-record.js'
 
 export type ProgressEvent = (
@@ -131,6 +131,8 @@ export interface ResumeOptions extends RunSettings {
   skip?: SkipRequest
   /** A raise of the budget a run paused at (pipe budget RUN --add-tokens N | --add-usd X). */
   budgetGrant?: {tokens?: number; usd?: number; note?: string}
+  /** The person's signature over this decision (app/sessions/vote.ts castVote): kept on its timeline line. */
+  signed?: SignedDecision
 }
 
 export interface RunOutcome {

@@ -31,6 +31,8 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
   const {store} = env
   const at = env.now().toISOString()
   const via = env.via ? {via: env.via} : {}
+  // The person's signed decision goes on the line that records it (one decision a call).
+  const signed = options.signed ? {signed: options.signed} : {}
   if (options.acceptCassette) {
     const {file, previous_sha256, sha256} = options.acceptCassette
     await store.updateRun(
@@ -109,6 +111,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
         reason: `${decision} to ${action.tool} (${action.call_id})${covers}${late}${note ? `: ${note}` : ''}`,
         by: env.user,
         ...via,
+        ...signed,
       },
     )
   }
@@ -147,6 +150,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
         step: pending.step,
         reason: `${raised} more for ${scope === 'pipeline' ? "the pipeline's budget" : `step ${scope}'s budget`}${note ? `: ${note}` : ''}`,
         by: env.user,
+        ...signed,
       },
     )
   }
@@ -161,7 +165,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
           r.answers = {...(r.answers ?? {}), ...answers}
           r.updated_at = at
         },
-        {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: env.user, ...via},
+        {at, event: 'answers_given', reason: `answers to ${Object.keys(options.answers).join(', ')}`, by: env.user, ...via, ...signed},
       )
     }
     if (options.review) {
@@ -178,6 +182,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
           reason: `decision ${options.review.decision}${options.review.note ? `: ${options.review.note}` : ''}`,
           by: env.user,
           ...via,
+          ...signed,
         },
       )
     }

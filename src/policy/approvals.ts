@@ -12,6 +12,8 @@ export interface Person {
   id: string
   user: string
   host: string
+  /** The trusted key's name they decided as (--as NAME), only when their signing key is that key. */
+  name?: string
 }
 
 export type GateKind = 'review' | 'confirm' | 'answers'

@@ -221,17 +221,7 @@ export interface RunRecord {
      * The votes cast at this gate under the policy's approvals rule, in order.
      */
     votes?: {
-      by: {
-        /**
-         * The stable id: PIPE_USER, else the repository's git user.email, else the OS user.
-         */
-        id: string
-        /**
-         * The OS user.
-         */
-        user: string
-        host: string
-      }
+      by: DecisionPerson
       at: string
       /**
        * go, hold or drop (a review), yes or no (a confirmation), answered (answers).
@@ -500,6 +490,27 @@ export interface RunRecord {
   }
 }
 /**
+ * Who decided, as pipe records a person.
+ *
+ * This interface was referenced by `RunRecord`'s JSON-Schema
+ * via the `definition` "person".
+ */
+export interface DecisionPerson {
+  /**
+   * The stable id: PIPE_USER, else the repository's git user.email, else the OS user.
+   */
+  id: string
+  /**
+   * The OS user.
+   */
+  user: string
+  host: string
+  /**
+   * The trusted key's name the person decided as (--as NAME): only when their signing key is that key of the policy's attestation.trusted_keys.
+   */
+  name?: string
+}
+/**
  * One line of a run's timeline (events.jsonl).
  *
  * This interface was referenced by `RunRecord`'s JSON-Schema
@@ -571,4 +582,47 @@ export interface RunEvent {
    * Identifies this occurrence of the error: the same id is on stderr, in the --json error, in the daily log entry, in the failing step's snapshot errors[] and in the run's failed/blocked event and record. Random; never part of a model request or a cassette key.
    */
   trace_id?: string
+  signed?: SignedDecision
+}
+/**
+ * On the timeline line of a person's decision (vote_cast, review_given, answers_given, confirm_given, budget_granted): what they decided, exactly as signed. The signature covers the RFC 8785 canonical JSON of this object without its signature member.
+ *
+ * This interface was referenced by `RunRecord`'s JSON-Schema
+ * via the `definition` "signedDecision".
+ */
+export interface SignedDecision {
+  run_id: string
+  /**
+   * The gate: the step the run waited at.
+   */
+  step: string
+  /**
+   * go, hold or drop (a review), yes or no (a confirmation), answered (answers), granted (a budget).
+   */
+  decision: string
+  /**
+   * The note given, or the answers (answers {JSON}), or the amount granted.
+   */
+  note?: string
+  /**
+   * The sha256 of what the person was shown: the pending gate (its step, reason, questions, action).
+   */
+  shown_sha256: string
+  by: DecisionPerson
+  at: string
+  signature: {
+    /**
+     * sha256 of the raw 32-byte Ed25519 public key, sha256:HEX.
+     */
+    key_id: string
+    alg: 'ed25519'
+    /**
+     * The Ed25519 signature, base64.
+     */
+    sig: string
+    /**
+     * The raw 32-byte Ed25519 public key, base64: whether it is trusted is the policy's attestation.trusted_keys to say.
+     */
+    public_key: string
+  }
 }

@@ -1,6 +1,12 @@
 /** Keeps secrets out of snapshots, logs and the terminal. */
 
 const SECRET_ENV = /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i
+/**
+ * Variables whose names match but whose values are no secret: PIPE_SIGNING_KEY is the path of a
+ * key file (the file is secret, its name is not), and masking it would hide which file an error
+ * is about and, by its slices, the run's own folder when the key is kept beside it.
+ */
+const NOT_SECRET_ENV = new Set(['PIPE_SIGNING_KEY'])
 
 /** Values this process was told are secret (webhook URLs and their parts), whatever their variable is named. */
 const known = new Set<string>()
@@ -57,7 +63,7 @@ interface Secrets {
 
 function secretValues(): Secrets {
   const fromEnv = Object.entries(process.env)
-    .filter(([name, value]) => SECRET_ENV.test(name) && typeof value === 'string' && value.length >= 8)
+    .filter(([name, value]) => SECRET_ENV.test(name) && !NOT_SECRET_ENV.has(name) && typeof value === 'string' && value.length >= 8)
     .map(([, value]) => value as string)
   const whole = [...new Set([...fromEnv, ...known])]
   // Longest first, so a whole URL is replaced before the token inside it.

@@ -172,6 +172,29 @@ describe('decisions from pipe view’s run page', function () {
     expect(problems).to.deep.equal([])
   })
 
+  it('a decision given on the page is signed with the key of the person running pipe view, as the commands sign theirs (issue 39)', async () => {
+    const config = path.join(dir, 'config')
+    const made = await pipe(['keys', 'generate', '--json'], {cwd: dir, env: {XDG_CONFIG_HOME: config}})
+    expect(made.code, made.stderr).to.equal(0)
+    const keyId = json<{id: string}>(made).id
+    const runId = await paused()
+    // Answered on the command line by someone without a key: recorded unsigned.
+    await cli(['answer', runId, '--file', answersFile])
+    const view = await startView(dir, servers, [], {XDG_CONFIG_HOME: config})
+    const cookie = await tokenCookie(view)
+    const form = await formOf(view, runId, cookie)
+    expect(form.kind).to.equal('review')
+    const answer = await post(`${view.url}runs/${runId}/decide`, new URLSearchParams({...form, decision: 'go'}).toString(), {cookie})
+    expect(answer.status, answer.body).to.be.below(400)
+    const lines = await events(runId)
+    expect(lines.find((e) => e.event === 'answers_given')?.signed).to.equal(undefined)
+    const review = lines.find((e) => e.event === 'review_given')
+    expect(review?.via).to.equal('view')
+    expect(review?.signed).to.deep.include({run_id: runId, decision: 'go'})
+    expect(review?.signed?.signature.key_id).to.equal(keyId)
+    expect((await pipe(['audit', 'verify', runId, '--store', store()], {cwd: dir})).code, 'the signature verifies').to.equal(0)
+  })
+
   it('a confirmation given on the page runs the step as pipe confirm does, and is recorded the same', async function () {
     browserOnly.call(this)
     execFileSync('git', ['init', '-q', dir])

@@ -67,6 +67,8 @@ export function node(args: string[], options: CliOptions = {}): Promise<CliResul
     delete env.OPENAI_BASE_URL
     delete env.PIPE_AUDIT_KEY
     delete env.PIPE_CEILING_DIRECTORIES
+    // A developer's signing key would sign every decision a test makes (a test that wants one sets it).
+    delete env.PIPE_SIGNING_KEY
     // Node reads and parses every certificate of this file as it starts, whether the process ever
     // speaks TLS or not: ~100 ms of CPU a spawn with a system bundle (220 KB), a third of a short
     // command's. The tests' servers are plain HTTP on 127.0.0.1; a test that needs it sets it.

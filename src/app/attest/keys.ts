@@ -15,9 +15,9 @@ import {makeDirs} from '../../util/fs.js'
 export const DEFAULT_KEY_NAME = 'default'
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
-export function keysDir(): string {
+export function keysDir(env: NodeJS.ProcessEnv = process.env): string {
   // XDG says a relative XDG_CONFIG_HOME is invalid and to be ignored.
-  const xdg = process.env.XDG_CONFIG_HOME
+  const xdg = env.XDG_CONFIG_HOME
   const base = xdg && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), '.config')
   return path.join(base, 'pipe', 'keys')
 }
@@ -135,6 +135,50 @@ export async function loadSigningKey(flag: string | undefined): Promise<{key: cr
           : 'Give the NAME.key file pipe keys generate wrote (PKCS#8 PEM), not its .pub.',
       },
     )
+  }
+  return {key, id: keyIdOf(crypto.createPublicKey(key)), file}
+}
+
+export interface DecisionKey {
+  key: crypto.KeyObject
+  id: string
+  file: string
+}
+
+/**
+ * The key a person's decisions are signed with: PIPE_SIGNING_KEY, else the default key when
+ * `pipe keys generate` made one; null when there is none (the decision is recorded unsigned). A key
+ * named but unreadable or not Ed25519 stops the decision before anything is recorded: a decision
+ * meant to be signed is never recorded unsigned.
+ */
+export async function decisionKey(env: NodeJS.ProcessEnv = process.env): Promise<DecisionKey | null> {
+  const named = env.PIPE_SIGNING_KEY
+  const file = named ?? path.join(keysDir(env), `${DEFAULT_KEY_NAME}.key`)
+  let text: Buffer
+  try {
+    text = await readFile(file)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (named === undefined && code === 'ENOENT') return null
+    throw new PipeError(
+      'E_IO',
+      `cannot read the signing key ${file} (${named !== undefined ? 'PIPE_SIGNING_KEY' : 'the default key'}): ${(error as Error).message}`,
+      {
+        hint:
+          named !== undefined
+            ? 'Point PIPE_SIGNING_KEY at the NAME.key file pipe keys generate wrote, or unset it; nothing was recorded.'
+            : 'Make the file readable by you (chmod 600), or move it away to decide unsigned; nothing was recorded.',
+      },
+    )
+  }
+  let key: crypto.KeyObject
+  try {
+    key = crypto.createPrivateKey(text)
+    if (key.asymmetricKeyType !== 'ed25519') throw new Error(`it is a ${key.asymmetricKeyType} key, not Ed25519`)
+  } catch (error) {
+    throw new PipeError('E_CONFIG', `the signing key ${file} is not an Ed25519 private key: ${(error as Error).message}`, {
+      hint: 'Give the NAME.key file pipe keys generate wrote (PKCS#8 PEM), not its .pub; nothing was recorded.',
+    })
   }
   return {key, id: keyIdOf(crypto.createPublicKey(key)), file}
 }

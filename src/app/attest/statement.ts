@@ -117,6 +117,9 @@ export async function buildStatements(store: RunStore, runId: string, pipeVersio
   return {provenance, run: {_type: STATEMENT_TYPE, subject, predicateType: PIPE_RUN_PREDICATE, predicate: runPredicate(tree)}}
 }
 
+/** The timeline lines of a person's decision: a vote under an approvals rule, or the decision that continued the run. */
+const DECISION_LINES = new Set(['answers_given', 'confirm_given', 'review_given', 'vote_cast', 'budget_granted'])
+
 /** pipe's own predicate: what the run did, in order, each thing by its record's hash. */
 function runPredicate(tree: RunRecords[]): Record<string, unknown> {
   const {run} = tree[0]!
@@ -169,8 +172,18 @@ function runPredicate(tree: RunRecords[]): Record<string, unknown> {
           ok: e.ok ?? null,
           record_hash: e.hash,
         })
-      else if (e.by && (e.event === 'answers_given' || e.event === 'confirm_given' || e.event === 'review_given'))
-        decisions.push({run_id: r.run_id, step: e.step ?? null, seq: e.seq ?? null, kind: e.event, by: e.by, at: e.at, record_hash: e.hash})
+      else if (e.by && DECISION_LINES.has(e.event))
+        decisions.push({
+          run_id: r.run_id,
+          step: e.step ?? e.signed?.step ?? null,
+          seq: e.seq ?? null,
+          kind: e.event,
+          by: e.by,
+          at: e.at,
+          record_hash: e.hash,
+          // The person's own signature over what they decided, with exactly what it covers: checkable by anyone (pipe attest verify).
+          ...(e.signed ? {signed: e.signed} : {}),
+        })
     }
   }
   return {

@@ -9,6 +9,8 @@ import path from 'node:path'
 import {formatDiagnostic} from '../../config/diagnostics.js'
 import {loadPolicyFile} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
+import type {SignedDecision} from '../../types/run.js'
+import {decisionSignatureProblem, describeDecision} from '../../util/decision-signature.js'
 import {decodeBase64, keyIdOf, publicKeyFromRaw, verifySignature, type Envelope} from '../../util/dsse.js'
 import type {RunStore} from '../../store/types.js'
 import {checkAgainstStore} from './against-store.js'
@@ -39,6 +41,17 @@ export interface VerifyReport {
   }
   models: string[]
   decisions: unknown[]
+  /** Each person's signed decision the run statement carries: who signed what, with which key, and whether the verifier trusts it. */
+  signed_decisions: Array<{
+    run_id: string
+    step: string
+    decision: string
+    by: SignedDecision['by']
+    at: string
+    key_id: string
+    key_name: string | null
+    trust: 'trusted' | 'untrusted'
+  }>
   subjects: Array<{name: string; digest: Record<string, string>}>
   checked_subjects: Array<{file: string; name: string; sha256: string}>
   /** With --store: the store's records of the run passed the audit and give the very statements signed. */
@@ -202,6 +215,7 @@ export async function verifyAttestation(
     if (JSON.stringify(runStatement.subject) !== JSON.stringify(provenance.subject))
       throw refuse(`${file}: the run statement and the provenance name different subjects`, HINT_ALTERED)
   }
+  const signedDecisions = checkSignedDecisions(pipePredicate?.decisions ?? [], options.trusted, file)
   const checked: VerifyReport['checked_subjects'] = []
   for (const subjectFile of options.subjects) {
     const digest = await hashSubject(subjectFile)
@@ -235,8 +249,45 @@ export async function verifyAttestation(
     },
     models,
     decisions: pipePredicate?.decisions ?? [],
+    signed_decisions: signedDecisions,
     subjects: provenance.subject,
     checked_subjects: checked,
     ...(againstStore ? {store: {checked: true, snapshots: againstStore.audited}} : {}),
   }
+}
+
+/**
+ * People's signatures over their decisions, inside the signed statement: each must hold over the
+ * decision it carries (else the statement was built from altered records), and one by a key the
+ * verifier's policy revoked is refused as an envelope's would be; a key it does not name is said.
+ */
+function checkSignedDecisions(decisions: unknown[], trusted: TrustedKey[], file: string): VerifyReport['signed_decisions'] {
+  const out: VerifyReport['signed_decisions'] = []
+  for (const d of decisions) {
+    const signed = (d as {signed?: unknown} | null)?.signed as SignedDecision | undefined
+    if (signed === undefined) continue
+    const bad = decisionSignatureProblem(signed)
+    if (bad)
+      throw refuse(
+        `${file}: ${describeDecision(signed)} of run ${String(signed.run_id)}: the signed decision ${bad}`,
+        "The run's records were altered before they were attested: pipe audit verify on the store names what changed.",
+      )
+    const key = trusted.find((k) => k.id === signed.signature.key_id)
+    if (key?.revoked)
+      throw refuse(
+        `${file}: ${describeDecision(signed)} of run ${signed.run_id} was signed by ${key.name} (${key.id}), a revoked key`,
+        "A decision signed by a revoked key is no longer anyone's word: have the person decide again with a key the policy trusts.",
+      )
+    out.push({
+      run_id: signed.run_id,
+      step: signed.step,
+      decision: signed.decision,
+      by: signed.by,
+      at: signed.at,
+      key_id: signed.signature.key_id,
+      key_name: key?.name ?? null,
+      trust: key ? 'trusted' : 'untrusted',
+    })
+  }
+  return out
 }

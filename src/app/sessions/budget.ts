@@ -9,6 +9,7 @@ import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {resumeSession} from './resume.js'
 import {waitingFor, type ReplyOptions, type SessionOptions} from './shared.js'
+import {castVote} from './vote.js'
 
 export interface BudgetSession extends SessionOptions, ReplyOptions {
   runId: string
@@ -43,9 +44,15 @@ export async function budgetSession(options: BudgetSession): Promise<RunOutcome>
     throw new PipeError('E_INVALID_ARGS', `${wrongUnit}; nothing was granted`, {
       hint: `pipe runs show ${options.runId} shows the budget it paused at; raise that one (--add-tokens N or --add-usd X).`,
     })
-  return resumeSession({
-    ...rest,
-    command: `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`,
-    budgetGrant: {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})},
-  })
+  const raised = [addTokens !== undefined ? `${addTokens} tokens` : '', addUsd !== undefined ? `$${addUsd}` : ''].filter(Boolean).join(' and ')
+  // Signed as every decision is (castVote); a budget pause has no approvals rule, so it goes on at once.
+  const ballot = {kind: 'budget' as const, decision: 'granted', approve: true, note: `${raised}${note ? `: ${note}` : ''}`}
+  return castVote(options, ballot, (_user, signed) =>
+    resumeSession({
+      ...rest,
+      ...(signed ? {signed} : {}),
+      command: `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`,
+      budgetGrant: {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})},
+    }),
+  )
 }

@@ -15,6 +15,8 @@ export interface ConfirmSession extends SessionOptions {
   scope?: 'call' | 'step' | 'run'
   /** Go on with a replayed cassette that changed since the run started (recorded). */
   acceptCassette?: boolean
+  /** Decide under the name of a key the run's policy trusts (--as NAME): only with that key as one's signing key. */
+  as?: string
 }
 
 export async function confirmSession(options: ConfirmSession): Promise<RunOutcome> {
@@ -28,12 +30,13 @@ export async function confirmSession(options: ConfirmSession): Promise<RunOutcom
   // meanwhile (a second pipe confirm got there first), it must not decide that one.
   const callId = pending.action?.call_id
   faultPoint('confirm-checked')
-  const {decision, note, scope, ...rest} = options
+  const {decision, note, scope, as: _as, ...rest} = options
   const ballot = {kind: 'confirm' as const, decision, approve: decision === 'yes', ...(note ? {note} : {})}
-  return castVote(options, ballot, (user) =>
+  return castVote(options, ballot, (user, signed) =>
     resumeSession({
       ...rest,
       ...(user !== undefined ? {user} : {}),
+      ...(signed ? {signed} : {}),
       gateDecided: true,
       command: `pipe confirm ${options.runId} --${decision}`,
       confirm: {decision, ...(callId !== undefined ? {call_id: callId} : {}), ...(note ? {note} : {}), ...(scope ? {scope} : {})},

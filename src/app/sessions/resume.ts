@@ -10,7 +10,7 @@ import type {ResumeOptions, RunOutcome} from '../../engine/engine.js'
 import type {RunRecord} from '../../types/run.js'
 import type {RunStore} from '../../store/types.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
-import {gateRule} from './vote.js'
+import {gateRule, signOutsideVote} from './vote.js'
 import {
   type Decision,
   type ReplyOptions,
@@ -41,6 +41,8 @@ export interface ResumeSession extends SessionOptions, ReplyOptions {
   confirm?: NonNullable<ResumeOptions['confirm']>
   /** A raise of the budget the run paused at (pipe budget). */
   budgetGrant?: NonNullable<ResumeOptions['budgetGrant']>
+  /** The person's signature over the decision, made by castVote: it goes on the decision's timeline line. */
+  signed?: NonNullable<ResumeOptions['signed']>
   /** Tasks of the blocked run a person leaves out (pipe resume --skip). */
   skip?: NonNullable<ResumeOptions['skip']>
   /** Go on with the run's replayed cassette although it changed since the run recorded its sha256 (--accept-cassette); recorded on the timeline. */
@@ -90,6 +92,20 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   if (answers) checkAnswers(answers, openQuestions(record))
   // pipe resume --decision/--answers would decide a gate its approvals rule says who may decide and how many must: only a vote opens it.
   if ((answers || options.decision || options.confirm) && !options.gateDecided) await refuseRuledGate(record, options.cwd)
+  // A person's decision given here rather than through castVote (pipe resume --decision, --answers) is signed the same way.
+  const signed =
+    options.signed ??
+    (options.gateDecided
+      ? undefined
+      : options.decision
+        ? await signOutsideVote(
+            record,
+            {kind: 'review', decision: options.decision, approve: options.decision === 'go', ...(options.note ? {note: options.note} : {})},
+            options,
+          )
+        : answers
+          ? await signOutsideVote(record, {kind: 'answers', decision: 'answered', approve: true, note: `answers ${JSON.stringify(answers)}`}, options)
+          : undefined)
   readSecrets(pipeline.pipeline, options.env)
   const replies = continuedReplies(options, record.provider, {cache: isRedrivable(record.status) ? 'reuse' : 'off', cassette: 'as-recorded'})
   const sources = await replySources({cwd: options.cwd, store: options.store, ...replies})
@@ -107,6 +123,7 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
     ...(options.confirm ? {confirm: options.confirm} : {}),
     ...(options.skip ? {skip: options.skip} : {}),
     ...(options.budgetGrant ? {budgetGrant: options.budgetGrant} : {}),
+    ...(signed ? {signed} : {}),
     ...(options.decision ? {review: {decision: options.decision, ...(options.note ? {note: options.note} : {})}} : {}),
   }
   const queue = await handBackTo(

@@ -13,6 +13,8 @@ export interface ReviewSession extends SessionOptions {
   note?: string
   /** Go on with a replayed cassette that changed since the run started (recorded). */
   acceptCassette?: boolean
+  /** Decide under the name of a key the run's policy trusts (--as NAME): only with that key as one's signing key. */
+  as?: string
 }
 
 export async function reviewSession(options: ReviewSession): Promise<RunOutcome> {
@@ -23,10 +25,12 @@ export async function reviewSession(options: ReviewSession): Promise<RunOutcome>
   const record = await store.readRun(options.runId)
   waitingFor(record, 'review')
   const ballot = {kind: 'review' as const, decision: options.decision, approve: options.decision === 'go', ...(options.note ? {note: options.note} : {})}
-  return castVote(options, ballot, (user) =>
+  const {as: _as, ...rest} = options
+  return castVote(options, ballot, (user, signed) =>
     resumeSession({
-      ...options,
+      ...rest,
       ...(user !== undefined ? {user} : {}),
+      ...(signed ? {signed} : {}),
       gateDecided: true,
       command: `pipe review ${options.runId} --decision ${options.decision}`,
     }),

@@ -10,8 +10,11 @@ import {approvalRule, checkApproval, stillToVote, type AppliedRule, type GateKin
 import {defaultPolicy} from '../../policy/policy.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import type {RunStore} from '../../store/types.js'
-import type {RunRecord} from '../../types/run.js'
+import type {RunRecord, SignedDecision} from '../../types/run.js'
+import {signDecision} from '../../util/decision-signature.js'
 import {hashJson} from '../../util/hash.js'
+import {redactDeep} from '../../util/redact.js'
+import {decisionKey, type DecisionKey} from '../attest/keys.js'
 import {currentPerson} from '../identity.js'
 import {policyOrThrow, waitingFor, type SessionOptions} from './shared.js'
 
@@ -19,7 +22,8 @@ type Pending = NonNullable<RunRecord['pending']>
 export type Vote = NonNullable<Pending['votes']>[number]
 
 export interface Ballot {
-  kind: GateKind
+  /** A budget pause is no gate of the approvals rules: its grant is only signed here. */
+  kind: GateKind | 'budget'
   /** What the person says, as recorded: go, hold, drop, yes, no, answered. */
   decision: string
   /** Whether it counts toward opening the gate; a refusal decides at once. */
@@ -53,19 +57,27 @@ export async function gateRule(record: RunRecord, cwd: string): Promise<AppliedR
 /**
  * `go` (the decision that continues the run, recorded as by `user`) when the gate has no rule, when
  * the vote is a refusal, or when it is the approval that meets the rule; otherwise the vote is
- * recorded and the run stays paused, saying who may still vote.
+ * recorded and the run stays paused, saying who may still vote. Every decision a person makes
+ * passes here, so here it is signed when they have a signing key (`signed`, for the line that
+ * records it): from the command line, the view and a budget grant alike.
  */
 export async function castVote(
-  options: SessionOptions & {runId: string; opened?: RunStore; env?: NodeJS.ProcessEnv},
+  options: SessionOptions & {runId: string; opened?: RunStore; env?: NodeJS.ProcessEnv; as?: string},
   ballot: Ballot,
-  go: (user?: string) => Promise<RunOutcome>,
+  go: (user?: string, signed?: SignedDecision) => Promise<RunOutcome>,
 ): Promise<RunOutcome> {
   const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
   const first = await store.readRun(options.runId)
   const shown = waitingFor(first, ballot.kind)
-  const rule = await gateRule(first, options.cwd)
-  if (!rule) return go()
-  const person = currentPerson(options.cwd, options.env ?? process.env)
+  const env = options.env ?? process.env
+  // Read before anything is recorded: a key that is named but unreadable stops the decision.
+  const signer = await decisionKey(env)
+  const person = currentPerson(options.cwd, env)
+  if (options.as !== undefined) person.name = await decidingAs(first, options, signer, options.as)
+  const sign = (at: string): SignedDecision | undefined =>
+    signer ? signed(signer, {run_id: options.runId, step: shown.step, ballot, shown_sha256: shownHash(shown), by: person, at}) : undefined
+  const rule = ballot.kind === 'budget' ? null : await gateRule(first, options.cwd)
+  if (!rule) return go(undefined, sign((options.now ?? (() => new Date()))().toISOString()))
   // The gate met its rule but its opener failed (an unset secret, a changed cassette): the hint says to run the same vote again, so one who approved may open it (recordVote checks it under the lock).
   const cast = first.pending?.votes ?? []
   const reopening = ballot.approve && approvalsOf(cast) >= rule.required && cast.some((v) => v.by.id === person.id && APPROVING.has(v.decision))
@@ -79,7 +91,7 @@ export async function castVote(
     ...(ballot.note ? {note: ballot.note} : {}),
     shown_sha256: shownHash(shown),
   }
-  const after = await recordVote(store, options.runId, rule, shown, vote, ballot.approve)
+  const after = await recordVote(store, options.runId, rule, shown, vote, ballot.approve, sign(vote.at))
   if (after === 'opens' || !ballot.approve) return go(person.id)
   const approvals = approvalsOf(after.pending?.votes ?? [])
   return {
@@ -91,6 +103,72 @@ export async function castVote(
     reason: `${approvals} of ${rule.required} approvals under the policy's approvals.${rule.name}; may still approve: ${stillToVote(rule, after.pending?.votes ?? [], after.started_by?.id).join(', ')}`,
     ...(after.pending ? {pending: after.pending} : {}),
   }
+}
+
+/**
+ * A decision given to a waiting run outside a vote (pipe resume --decision or --answers, at a gate
+ * no approvals rule governs), signed as castVote signs one; undefined without a key, or when the
+ * run waits for something else (a redrive's decision decides no gate).
+ */
+export async function signOutsideVote(
+  record: RunRecord,
+  ballot: Ballot,
+  options: {cwd: string; env?: NodeJS.ProcessEnv | undefined; now?: (() => Date) | undefined},
+): Promise<SignedDecision | undefined> {
+  const pending = record.status === 'awaiting_input' ? record.pending : undefined
+  if (!pending || pending.kind !== ballot.kind) return undefined
+  const env = options.env ?? process.env
+  const signer = await decisionKey(env)
+  if (!signer) return undefined
+  const at = (options.now ?? (() => new Date()))().toISOString()
+  return signed(signer, {run_id: record.run_id, step: pending.step, ballot, shown_sha256: shownHash(pending), by: currentPerson(options.cwd, env), at})
+}
+
+/**
+ * The decision as signed: its note redacted first, as the store redacts every line it writes, so
+ * that the line keeps exactly the text the signature covers.
+ */
+function signed(signer: DecisionKey, d: {run_id: string; step: string; ballot: Ballot; shown_sha256: string; by: Person; at: string}): SignedDecision {
+  const body = redactDeep({
+    run_id: d.run_id,
+    step: d.step,
+    decision: d.ballot.decision,
+    ...(d.ballot.note ? {note: d.ballot.note} : {}),
+    shown_sha256: d.shown_sha256,
+    by: {...d.by},
+    at: d.at,
+  })
+  return signDecision(body, signer.key)
+}
+
+/**
+ * --as NAME: the person decides under the name of a key the run's policy trusts, and only when
+ * the key they sign with is that key; the name is recorded beside their identity.
+ */
+async function decidingAs(record: RunRecord, options: SessionOptions, signer: DecisionKey | null, name: string): Promise<string> {
+  const refuse = (why: string, hint: string): PipeError => new PipeError('E_INVALID_ARGS', `--as ${name}: ${why}; nothing was recorded`, {hint})
+  if (!signer)
+    throw refuse(
+      'you have no signing key to prove it (PIPE_SIGNING_KEY is not set and pipe keys generate made no default key)',
+      `Make one with pipe keys generate, have its entry added to the policy's attestation.trusted_keys as name: ${name}, then decide again with --as ${name}.`,
+    )
+  const policy = record.policy_path ? await policyOrThrow(record.policy_path, options.cwd) : defaultPolicy()
+  const trusted = policy.policy.attestation?.trusted_keys ?? []
+  const entry = trusted.find((k) => k.name === name)
+  const where = record.policy_path ?? 'the built-in default policy'
+  if (!entry)
+    throw refuse(
+      `no key of ${where} is named ${name} (attestation.trusted_keys names ${trusted.length > 0 ? trusted.map((k) => k.name).join(', ') : 'none'})`,
+      `Decide without --as, or have your key (pipe keys list --json) added to ${where} under attestation.trusted_keys as name: ${name}.`,
+    )
+  if (entry.id !== signer.id)
+    throw refuse(
+      `the key named ${name} in ${where} is ${entry.id}, but you sign with ${signer.id} (${signer.file})`,
+      `Sign with the key ${name} holds (PIPE_SIGNING_KEY=PATH), or decide without --as.`,
+    )
+  if (entry.revoked === true)
+    throw refuse(`the key named ${name} is revoked in ${where}`, `Decide without --as, or with a key ${where} trusts and has not revoked.`)
+  return name
 }
 
 const approvalsOf = (votes: readonly Vote[]): number => votes.filter((v) => APPROVING.has(v.decision)).length
@@ -107,7 +185,15 @@ function refusal(runId: string, rule: AppliedRule, why: string): PipeError {
  * person's vote, or the run moving on, may have come between): the record after it, or 'opens'
  * when this approval met the rule, so that exactly one voter continues the run.
  */
-async function recordVote(store: RunStore, runId: string, rule: AppliedRule, shown: Pending, vote: Vote, approve: boolean): Promise<RunRecord | 'opens'> {
+async function recordVote(
+  store: RunStore,
+  runId: string,
+  rule: AppliedRule,
+  shown: Pending,
+  vote: Vote,
+  approve: boolean,
+  signature: SignedDecision | undefined,
+): Promise<RunRecord | 'opens'> {
   const release = await holdRun(store, runId)
   try {
     const record = await store.readRun(runId)
@@ -149,6 +235,7 @@ async function recordVote(store: RunStore, runId: string, rule: AppliedRule, sho
         by: vote.by.id,
         decision: vote.decision,
         reason: `${vote.by.id} (${vote.by.user}@${vote.by.host}) voted ${vote.decision} under the policy's approvals.${rule.name}: ${count} of ${rule.required} approvals${note}; shown ${vote.shown_sha256}`,
+        ...(signature ? {signed: signature} : {}),
       },
     )
     return approve && count === rule.required ? 'opens' : updated

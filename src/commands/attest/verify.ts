@@ -8,7 +8,7 @@ import {line as t} from '../../util/terminal-text.js'
 export default class AttestVerify extends PipeCommand {
   static override summary =
     'Check an attestation offline, without a store: its signatures against the keys you trust, and each named file against its subjects.'
-  static override description = `Each envelope of the bundle must be a DSSE envelope of an in-toto Statement v1, signed over DSSE's PAE by a key of --key or of --policy's attestation.trusted_keys that is not revoked; each --subject file must hash (sha256) to a subject's digest. Prints what the run was: its pipeline, input, status, models, people's decisions and chain head.
+  static override description = `Each envelope of the bundle must be a DSSE envelope of an in-toto Statement v1, signed over DSSE's PAE by a key of --key or of --policy's attestation.trusted_keys that is not revoked; each --subject file must hash (sha256) to a subject's digest. Prints what the run was: its pipeline, input, status, models, people's decisions and chain head. A decision the person signed is checked against its own signature (an altered one is refused, whoever signed the bundle) and its key against the trusted keys (a revoked one refused; one not named is printed as such).
 
 With --store DIR|URL, the run's records in that store are checked as well: they must pass the audit (as pipe audit verify RUN) and give the very statements that were signed; a store altered after the attestation fails, naming where the statements part.
 
@@ -69,6 +69,10 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything does not (a d
           t`  subject ${s.name}  ${Object.entries(s.digest)
             .map(([a, d]) => `${a}:${d}`)
             .join(' ')}\n`,
+        )
+      for (const s of report.signed_decisions)
+        process.stdout.write(
+          t`  signed ${s.step} ${s.decision} by ${s.by.id}${s.by.name !== undefined ? ` as ${s.by.name}` : ''} at ${s.at} with key ${s.key_name ?? s.key_id}${s.trust === 'trusted' ? '' : ' (NOT a key you trust)'}\n`,
         )
       for (const c of report.checked_subjects) process.stdout.write(t`  checked ${c.file} = ${c.name}\n`)
       if (report.store) process.stdout.write(t`  store: the run's records pass the audit and give these statements\n`)

@@ -1,6 +1,7 @@
 import * as Args from '@oclif/core/args'
 import * as Flags from '@oclif/core/flags'
 import {auditArchives, verifyArchiveFile} from '../../app/archive.js'
+import {checkDecisionSignatures, type SignedDecisionFinding} from '../../app/attest/decision-trust.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {deliveredKeys} from '../../steps/registry.js'
@@ -20,6 +21,8 @@ With PIPE_AUDIT_KEY set, pipe seals records with HMAC-SHA256 under that key, and
 A store's runs moved out by pipe store archive are proven too: the run index keeps an anchor for each, and each archive must still exist and be the file that was written (looked for where pipe store archive wrote it, or by name in --archives DIR). With --archive FILE, only that archive is checked, on its own: its digest, every member's sha256, and each record's seal and links as in a store; a changed byte is named with the archive's line, the run or record, and what.
 
 The whole-store check prints the store's head digest (a hash over every run's seal, the run index, the ledger and the features): record it elsewhere to prove later that nothing was rewritten.
+
+A person's decision signed with their key (pipe review, answer, confirm, budget and the view's forms, when PIPE_SIGNING_KEY or the default key of pipe keys generate exists) is checked too: a signature that no longer holds over the decision (it was changed after signing) and one by a key the run's policy marks revoked: true fail; one by a key its attestation.trusted_keys does not name is a note. Each signed decision is listed (stderr; signed_decisions with --json) with who signed it and whether the key is trusted.
 
 Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 2 when keyed seals could not be checked.`
   static override examples = [
@@ -50,10 +53,10 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
     }),
   }
 
-  async run(): Promise<AuditReport> {
+  async run(): Promise<AuditReport & {signed_decisions?: SignedDecisionFinding[]}> {
     const {args, flags} = await this.parse(AuditVerify)
     if (args.run !== undefined) assertId('run', args.run)
-    let report: AuditReport
+    let report: AuditReport & {signed_decisions?: SignedDecisionFinding[]}
     if (flags.archive !== undefined) {
       if (args.run !== undefined)
         throw new PipeError('E_INVALID_ARGS', 'give a run or --archive, not both', {hint: 'An archive is checked whole: pipe audit verify --archive FILE.'})
@@ -64,9 +67,15 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       if (args.run) await store.assertRunExists(args.run)
       report = await store.audit(args.run, {deliveredKeys})
       if (!args.run) await auditArchives(store, report, {deliveredKeys}, flags.archives !== undefined ? {archives: flags.archives} : {})
+      const signed = await checkDecisionSignatures(store, args.run, report)
+      if (signed.length > 0) report = {...report, signed_decisions: signed}
     }
     if (!this.jsonEnabled()) {
       for (const p of report.problems) process.stdout.write(t`${p.file}  ${p.field}  ${p.record}: ${p.message}\n`)
+      for (const s of report.signed_decisions ?? [])
+        process.stderr.write(
+          t`signed: ${s.run_id} step ${s.step} ${s.decision} by ${s.by.id}${s.by.name !== undefined ? ` as ${s.by.name}` : ''} at ${s.at}, key ${s.key_name ?? s.key_id}: ${s.trust}\n`,
+        )
       for (const c of report.cleaned) process.stderr.write(t`cleaned: ${c.file}: ${c.message}\n`)
       for (const n of report.notes) process.stderr.write(t`note: ${n.file}  ${n.record}: ${n.message}\n`)
       const verdict = !report.ok

@@ -5,7 +5,7 @@ import {line as t} from '../../util/terminal-text.js'
 
 export default class KeysGenerate extends PipeCommand {
   static override summary = "Make an Ed25519 signing key pair for pipe attest in the user's config folder; the private key is never printed."
-  static override description = `Writes NAME.key (the private key, PKCS#8 PEM, mode 0600) and NAME.pub (the public key, PEM) to $XDG_CONFIG_HOME/pipe/keys (default ~/.config/pipe/keys), and prints the key's id (sha256 of the raw 32-byte public key) and the entry to add to policy.yaml's attestation.trusted_keys so that others trust it. An existing key of that name is never replaced.
+  static override description = `Writes NAME.key (the private key, PKCS#8 PEM, mode 0600) and NAME.pub (the public key, PEM) to $XDG_CONFIG_HOME/pipe/keys (default ~/.config/pipe/keys), and prints the key's id (sha256 of the raw 32-byte public key) and the entry to add to policy.yaml's attestation.trusted_keys so that others trust it. An existing key of that name is never replaced. The default key (or PIPE_SIGNING_KEY) also signs each decision its owner makes with pipe review, answer, confirm, budget and pipe view.
 
 pipe attest signs with --key FILE, else PIPE_SIGNING_KEY (a path), else the key named ${DEFAULT_KEY_NAME}.`
   static override examples = [

@@ -13,6 +13,7 @@ import {creationFindings, fileHash, RunRecordTexts, verifyEvidence, verifySnapsh
 import type {CanonicalSpec} from '../../types/spec.js'
 import type {Evidence} from '../../types/evidence.js'
 import {eventLineProblem, isObject, type Plain} from './shapes.js'
+import {decisionSignatureProblem, describeDecision} from '../../util/decision-signature.js'
 
 /** Statuses in which no step can be in flight: the run record was sealed after its last snapshot. */
 export const SETTLED = new Set(['succeeded', 'failed', 'blocked', 'cancelled', 'awaiting_input'])
@@ -155,6 +156,20 @@ async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run:
   out.report.events += chain.length
   const stamped = chain.map((l) => ({record: `${runId} ${String(l.value.event)} (line ${l.pos})`, field: `line ${l.pos}`, at: l.value.at}))
   for (const n of timeBackwards(stamped, '', `the timeline of ${runId}`)) out.report.notes.push({...n, ...rows.locate(at(Number(n.field.slice(5))), n.field)})
+  // A person's signed decision must still be what they signed: a line edited and re-sealed keeps its chain, not its signature.
+  for (const l of chain) {
+    if (l.value.signed === undefined) continue
+    const bad = decisionSignatureProblem(l.value.signed)
+    const what = `${runId}: ${describeDecision(l.value.signed)} (${String(l.value.event)})`
+    if (bad) out.problem(what, at(l.pos), 'signed', `the signed decision ${bad}`)
+    else if ((l.value.signed as {run_id?: unknown}).run_id !== runId)
+      out.problem(
+        what,
+        at(l.pos),
+        'signed.run_id',
+        `was signed for run ${String((l.value.signed as {run_id?: unknown}).run_id)}, not this one (copied from another run)`,
+      )
+  }
   if (!head || !run) return
   const count = events.at(-1)?.pos ?? 0
   const anchored = chain.find((l) => l.pos === head.events)?.value
