@@ -39,6 +39,10 @@ export function codingExampleRun(installed: string = repoRoot): string[] {
  */
 export const testHome = process.env.PIPE_TEST_HOME ?? mkdtempSync(path.join(os.tmpdir(), 'pipe-test-home-'))
 if (!process.env.PIPE_TEST_HOME) process.on('exit', () => rmSync(testHome, {recursive: true, force: true}))
+// A developer's own keys (~/.config/pipe/keys) would sign every decision a test makes, in its
+// processes and in this one: tests see a config folder of their own (a test that wants a key sets one).
+process.env.XDG_CONFIG_HOME = path.join(testHome, 'config')
+delete process.env.PIPE_SIGNING_KEY
 
 export interface CliResult {
   code: number | null
