@@ -184,6 +184,16 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       await refused(file, ['--key', key.public_key_file], /does not verify/)
     })
 
+    it('a statement removed or one duplicated: the bundle must hold one provenance and one run statement', async () => {
+      const [first, second] = await lines()
+      const alone = path.join(dir, 'one-statement.jsonl')
+      await writeFile(alone, `${first}\n`)
+      await refused(alone, ['--policy', policy], /holds 1 envelope.*one SLSA provenance and one run statement/)
+      const doubled = path.join(dir, 'doubled.jsonl')
+      await writeFile(doubled, [first, second, second].join('\n'))
+      await refused(doubled, ['--policy', policy], /holds 3 envelopes/)
+    })
+
     it('a subject file changed by one byte', async () => {
       const feature = (await readdir(published()))[0]!
       const spec = (await readdir(path.join(published(), feature)))[0]!

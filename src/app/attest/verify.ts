@@ -193,9 +193,17 @@ export async function verifyAttestation(
     signers.set(k.id, k.name)
     statements.push(parseStatement(payload, where))
   })
+  // pipe attest writes exactly these two: a statement taken out would verify what is left while hiding,
+  // say, the decisions; one added twice or of another type was put there by someone else.
   const provenance = statements.find((s) => s.predicateType === SLSA_PROVENANCE)
-  if (!provenance) throw refuse(`${file} has no SLSA provenance statement (${SLSA_PROVENANCE})`, HINT_ALTERED)
   const runStatement = statements.find((s) => s.predicateType === PIPE_RUN_PREDICATE)
+  if (statements.length !== 2 || !provenance || !runStatement) {
+    const types = statements.map((s) => s.predicateType).join(', ')
+    throw refuse(
+      `${file} holds ${statements.length} envelope${statements.length === 1 ? '' : 's'} (${types}); pipe attest writes one SLSA provenance and one run statement (${SLSA_PROVENANCE}, ${PIPE_RUN_PREDICATE})`,
+      HINT_ALTERED,
+    )
+  }
   const details = provenance.predicate.runDetails as
     | {
         builder?: {id?: string}
@@ -206,15 +214,13 @@ export async function verifyAttestation(
   const definition = provenance.predicate.buildDefinition as {externalParameters?: {pipeline?: unknown; input?: unknown}} | undefined
   const runId = details?.metadata?.invocationId
   if (typeof runId !== 'string') throw refuse(`${file}: the provenance names no run (runDetails.metadata.invocationId)`, HINT_ALTERED)
-  const pipePredicate = runStatement?.predicate as
+  const pipePredicate = runStatement.predicate as
     {run?: {run_id?: string; status?: string}; model_requests?: Array<{model?: string | null}>; decisions?: unknown[]} | undefined
-  if (runStatement) {
-    // Two statements of one bundle must be about the same run and the same artifacts, or one was swapped in from another bundle.
-    if (pipePredicate?.run?.run_id !== runId)
-      throw refuse(`${file}: the run statement is about ${pipePredicate?.run?.run_id}, the provenance about ${runId}`, HINT_ALTERED)
-    if (JSON.stringify(runStatement.subject) !== JSON.stringify(provenance.subject))
-      throw refuse(`${file}: the run statement and the provenance name different subjects`, HINT_ALTERED)
-  }
+  // Two statements of one bundle must be about the same run and the same artifacts, or one was swapped in from another bundle.
+  if (pipePredicate?.run?.run_id !== runId)
+    throw refuse(`${file}: the run statement is about ${pipePredicate?.run?.run_id}, the provenance about ${runId}`, HINT_ALTERED)
+  if (JSON.stringify(runStatement.subject) !== JSON.stringify(provenance.subject))
+    throw refuse(`${file}: the run statement and the provenance name different subjects`, HINT_ALTERED)
   const signedDecisions = checkSignedDecisions(pipePredicate?.decisions ?? [], options.trusted, file)
   const checked: VerifyReport['checked_subjects'] = []
   for (const subjectFile of options.subjects) {
