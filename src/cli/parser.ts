@@ -3,7 +3,8 @@
  * `-cvalue`, `--no-name` (allowNo), repeated flags, `--` ending the flags, and the checks between
  * flags. Its rules are oclif's, which pipe's commands were written against: a flag's value may start
  * with `-` unless it is one of the command's flags, a value after a repeatable flag belongs to it
- * until the next flag, and a command that is not strict takes unknown words and flags as argv. Every
+ * until the next flag, an unknown flag is an error (after `--` it is a word), and a command that is
+ * not strict takes any number of words. Every
  * mistake is an E_INVALID_ARGS whose hint names the command's help.
  */
 import {PipeError} from '../errors.js'
@@ -20,7 +21,7 @@ export interface ParseInput {
 export interface Parsed {
   flags: Record<string, unknown>
   args: Record<string, string | undefined>
-  /** The positional words, the declared arguments' first (and, for a command that is not strict, the unknown flags). */
+  /** The positional words, the declared arguments' first. */
   argv: string[]
 }
 
@@ -99,7 +100,7 @@ export function parseArgv(argv: readonly string[], input: ParseInput): Parsed {
     }
     words.push(word)
   }
-  if (unknown.length > 0 && input.strict) fail(`Nonexistent flag${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`)
+  if (unknown.length > 0) fail(`Nonexistent flag${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`)
   const flags = flagValues(input, given, fail)
   const args: Record<string, string | undefined> = {}
   const names = Object.keys(input.args)
@@ -113,7 +114,7 @@ export function parseArgv(argv: readonly string[], input: ParseInput): Parsed {
   if (missing.length > 0) fail(`Missing ${missing.length} required arg${missing.length > 1 ? 's' : ''}: ${missing.join('; ')}`)
   if (input.strict && words.length > names.length)
     fail(`Unexpected argument${words.length - names.length > 1 ? 's' : ''}: ${words.slice(names.length).join(', ')}`)
-  return {flags, args, argv: input.strict ? words : [...words, ...unknown]}
+  return {flags, args, argv: words}
 }
 
 function isNegativeNumber(word: string): boolean {

@@ -34,7 +34,7 @@ function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?:
   // bin/ is copied: Node runs a linked main script from its real path, whose folder is this checkout's.
   mkdirSync(path.join(root, 'bin'))
   for (const file of readdirSync(path.join(repoRoot, 'bin'))) writeFileSync(path.join(root, 'bin', file), readFileSync(path.join(repoRoot, 'bin', file)))
-  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml'])
+  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'policy.yaml'])
     symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
   for (const entry of readdirSync(dist)) if (entry !== 'cli') symlinkSync(path.join(dist, entry), path.join(root, 'dist', entry))
   const own = ['main.v8cache', ...(bundleBytes ? ['main.cjs'] : [])]
@@ -83,9 +83,15 @@ console.log(JSON.stringify(${probe}))`
 
   it("the build caches the CLI bundle, names the cache in it, and V8 under bin/run.js's flags takes it", async () => {
     expect(readFileSync(bundle, 'latin1')).to.match(TRAILER)
-    const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(bundle, '{cached: loaded.cached, main: typeof loaded.exports.main}')])
+    const child = await node([
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      loader(bundle, '{cached: loaded.cached, execute: typeof loaded.exports.execute}'),
+    ])
     expect(child.code, child.stderr).to.equal(0)
-    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, main: 'function'})
+    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, execute: 'function'})
   })
 
   it("a cache made from other source of the same length, its header copied from the build's, is not used: that source never runs (issue 25, 16)", async () => {
@@ -121,7 +127,7 @@ module.loaded = true
 script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file), (s) => import(s))
 createRequire(file).cache[file] = module
 process.on('exit', () => writeFileSync(${JSON.stringify(forgedCacheFile)}, Buffer.concat([Buffer.from(${JSON.stringify(header)}, 'latin1'), script.createCachedData()])))
-await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 'x', '--feature', 'F-1'], ${JSON.stringify(repoRoot)})`
+await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text', 'x', '--feature', 'F-1'], {bin: 'pipe', version: '0', root: ${JSON.stringify(repoRoot)}})`
       const made = await node(['--input-type=module', '-e', make], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
       expect(made.stderr, 'the forged source ran where it was made').to.contain('FORGED')
       const forgedCache = readFileSync(forgedCacheFile)
