@@ -165,7 +165,7 @@ for (const input of located) {
 // and the router read without loading the bundle (src/cli/manifest.ts).
 {
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
-  const cli = createRequire(import.meta.url)('../dist/cli/boot.cjs').loadCli(root)
+  const cli = await createRequire(import.meta.url)('../dist/cli/boot.cjs').loadCli(root)
   const manifest = await cli.describe(pkg.version, pkg.description)
   writeFileSync(path.join(dist, 'cli', 'commands.json'), JSON.stringify(manifest))
 }

@@ -10,15 +10,17 @@
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {PipeError} from '../errors.js'
-import {buildingCodeCaches, loadScript} from '../util/code-cache.js'
 import {readManifest} from './manifest.js'
 import {route, type Cli} from './router.js'
 
 let loaded: Cli | undefined
 
 /** Loads the bundle of the installation in `root`, once per process. */
-export function loadCli(root: string): Cli {
+export async function loadCli(root: string): Promise<Cli> {
   if (loaded) return loaded
+  // V8's flags and the loader (vm, v8, crypto for the cache's hash) only when a command runs: --version and help need none of it.
+  ;(await import('./v8-flags.js')).tuneV8()
+  const {buildingCodeCaches, loadScript} = await import('../util/code-cache.js')
   const dist = path.join(root, 'dist')
   const file = path.join(dist, 'cli', 'main.cjs')
   const folder = path.dirname(file)

@@ -7,6 +7,7 @@
 import {exitCodeHelp, exitCodeTable} from '../exit-codes.js'
 import {compareText} from '../util/order.js'
 import {jsonText} from '../util/terminal-text.js'
+import {writeOut} from './std-streams.js'
 import type {CommandMeta, FlagMeta, Manifest} from './manifest.js'
 
 export const environmentHelp: ReadonlyArray<readonly [string, string]> = [
@@ -225,11 +226,11 @@ export function topicJson(manifest: Manifest, topic: string): unknown {
   return {topic: words(topic), description: manifest.topics[topic]?.description ?? '', commands}
 }
 
-/** A help text or JSON document on stdout. */
+/** A help text or JSON document on stdout (written directly where stdout is a pipe or a file: std-streams.ts). */
 export function printHelp(text: string): void {
-  process.stdout.write(`${text}\n`)
+  writeOut(`${text}\n`)
 }
 
 export function printJson(doc: unknown): void {
-  process.stdout.write(`${jsonText(doc)}\n`)
+  writeOut(`${jsonText(doc)}\n`)
 }

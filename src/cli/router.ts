@@ -7,7 +7,6 @@
  */
 import {addProcessSecrets} from '../util/redact.js'
 import type {Config} from './base-command.js'
-import {reportCommandError} from './command-io.js'
 import {commandHelp, commandJson, printHelp, printJson, rootHelp, rootJson, topicHelp, topicJson, versionJson, versionLine} from './help.js'
 import type {CommandMeta, Manifest} from './manifest.js'
 import {redactStandardStreams} from './std-streams.js'
@@ -92,6 +91,8 @@ export async function route(argv: string[], installation: Installation): Promise
   } catch (raw) {
     // What no command caught: a damaged installation, an unknown command, or a bug of pipe's.
     const error = raw instanceof Error ? raw : new Error(String(raw))
+    // The error renderer, the log and what they import, only when there is an error to say.
+    const {reportCommandError} = await import('./command-io.js')
     process.exit(reportCommandError(error, id, {json: argv.includes('--json'), jsonPrinted: false}).exitCode)
   }
 }

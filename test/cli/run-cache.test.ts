@@ -1,6 +1,6 @@
 /**
  * The CLI's bundle (dist/cli/main.cjs) through its V8 code cache (src/util/code-cache.ts): the build
- * makes a cache bin/run.js's V8 takes; a cache that is damaged, of other source or other flags, or
+ * makes a cache V8 takes under the CLI's flags (src/cli/v8-flags.ts); a cache that is damaged, of other source or other flags, or
  * missing changes nothing a run answers; a cache made from other source never runs; and only the
  * build's cache run writes one.
  */
@@ -68,11 +68,11 @@ async function allSucceedAlike(cases: Array<{what: string; cache: Buffer | undef
 describe("pipe run through the CLI bundle's code cache", function () {
   this.timeout(240000)
 
-  /** A node process under bin/run.js's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
+  /** A node process under the CLI's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
   function loader(file: string, probe: string): string {
-    const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+    const binText = readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8')
     const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
-    expect(flags, 'bin/run.js sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
+    expect(flags, 'src/cli/v8-flags.ts sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
     expect(HEADER, 'boot.ts names its cache header').to.be.a('string')
     return `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
@@ -81,7 +81,7 @@ const loaded = loadScript(${JSON.stringify(file)}, {header: ${JSON.stringify(HEA
 console.log(JSON.stringify(${probe}))`
   }
 
-  it("the build caches the CLI bundle, names the cache in it, and V8 under bin/run.js's flags takes it", async () => {
+  it("the build caches the CLI bundle, names the cache in it, and V8 under the CLI's flags takes it", async () => {
     expect(readFileSync(bundle, 'latin1')).to.match(TRAILER)
     const child = await node([
       '--import',
@@ -106,12 +106,12 @@ console.log(JSON.stringify(${probe}))`
       expect(Buffer.byteLength(forged)).to.equal(Buffer.byteLength(source))
       const good = readFileSync(cache)
       const header = good.subarray(0, good.indexOf(0x0a) + 1).toString('latin1')
-      const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+      const binText = readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8')
       const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
       const forgedFile = path.join(dir, 'forged.cjs')
       const forgedCacheFile = path.join(dir, 'forged.v8cache')
       writeFileSync(forgedFile, forged)
-      // Its cache as the build makes one: a run of the forged source under bin/run.js's flags, which
+      // Its cache as the build makes one: a run of the forged source under the CLI's flags, which
       // compiles the function holding the message, cached at exit with the build's header line.
       const make = `import {setFlagsFromString} from 'node:v8'
 import vm from 'node:vm'
