@@ -12,6 +12,7 @@ import type {Example} from './manifest.js'
 import {parseArgv} from './parser.js'
 import {reportCommandError, storeDir} from './command-io.js'
 import {jsonText, visible} from '../util/terminal-text.js'
+import {writeOut} from './std-streams.js'
 
 /** What a command knows of the CLI it runs in. */
 export interface Config {
@@ -132,7 +133,7 @@ export abstract class PipeCommand {
 
   /** The --json result: exact, with the characters a terminal would act on as \u escapes (see terminal-text.ts). */
   logJson(json: unknown): void {
-    process.stdout.write(`${jsonText(json)}\n`)
+    writeOut(`${jsonText(json)}\n`)
   }
 
   protected storeDir(flag: string | undefined): string {

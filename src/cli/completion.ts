@@ -143,7 +143,7 @@ ${topicCases.join('\n')}
   esac
 }
 
-typeset -A _${bin}_topics
+typeset -gA _${bin}_topics
 _${bin}_topics=(${topics.map((t) => `${t} 1`).join(' ')})
 
 _${bin} "$@"

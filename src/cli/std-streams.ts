@@ -87,6 +87,11 @@ export function redactStandardStreams(): void {
         if (!stream) {
           stream = make()
           redactWrites(stream)
+          // A reader that closed stdout (`pipe ... | head`) is not an error: the rest is not written, as writeOut does.
+          if (name === 'stdout')
+            stream.on('error', (error: NodeJS.ErrnoException) => {
+              if (error.code !== 'EPIPE') throw error
+            })
         }
         return stream
       },
