@@ -25,7 +25,7 @@ export async function loadCli(root: string): Promise<Cli> {
   const file = path.join(dist, 'cli', 'main.cjs')
   const folder = path.dirname(file)
   const importer = (specifier: string): Promise<unknown> => import(specifier.startsWith('.') ? pathToFileURL(path.join(folder, specifier)).href : specifier)
-  const script = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, extra: [importer], keep: buildingCodeCaches(dist)})
+  const script = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, ascii: true, extra: [importer], keep: buildingCodeCaches(dist)})
   const exported = script?.exports as Partial<Cli> | undefined
   if (typeof exported?.execute !== 'function') {
     throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {

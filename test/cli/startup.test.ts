@@ -47,6 +47,11 @@ describe('start-up of the built CLI', function () {
     expect(imported.filter((s) => s.startsWith('../vendor/')).map((s) => existsSync(path.join(dist, 'cli', s)))).to.not.include(false)
     expect(imported.filter((s) => !s.startsWith('../vendor/') && !builtinModules.includes(s.replace(/^node:/, '')))).to.deep.equal([])
     expect(text, 'an import() left in a script has no loader').to.not.match(/(?<![\w$.])import\(/)
+    // boot.ts decodes it as latin1: a character past ASCII would be read as other characters.
+    expect(
+      [...text].filter((c) => c.charCodeAt(0) > 0x7f),
+      'the bundle is ASCII only',
+    ).to.deep.equal([])
     for (const file of readdirSync(path.join(dist, 'vendor')))
       expect(
         packageImports(path.join(dist, 'vendor', file)).filter((s) => !optional.has(s)),
