@@ -28,7 +28,7 @@ export const replyFlags = {
   }),
 }
 
-/** The reply flags' values as oclif parses them (a command's own flags may add to them). */
+/** The reply flags' values as parsed (a command's own flags may add to them). */
 export type ReplyFlagValues = Partial<InferredFlags<typeof replyFlags>>
 
 export function replyOptions(flags: ReplyFlagValues, cwd: string): Pick<ReplyOptions, 'cassette' | 'cache'> {
