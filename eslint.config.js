@@ -17,7 +17,7 @@ const ENGINE_AND_UP = [...APP_AND_UP, 'engine']
 const STEPS_AND_UP = [...ENGINE_AND_UP, 'steps']
 const LOWEST = ['config', 'store', 'providers', 'policy', 'gates', 'publish', 'edit', 'vcs', 'spec', 'expr', 'schema']
 export const LAYERS = {
-  // The one entry: the bundle's main and the map of every command oclif loads. Nothing imports it.
+  // The commands' bundle: its entry and the map of every command. Nothing imports it.
   entry: [],
   // The commands, over their cli/ helpers.
   commands: ['entry'],

@@ -146,13 +146,14 @@ const defaultRun = (cwd) => [[process.execPath, bin, 'run', path.join(root, 'pip
 
 if (want('startup')) {
   console.error('start-up')
-  versusNode('pipe --version', () => [[process.execPath, bin, '--version']], {target: '≤ 1.5× node'})
+  versusNode('pipe --version', () => [[process.execPath, bin, '--version']], {target: '≤ 1.25× node'})
+  versusNode('pipe validate pipelines/default.yaml', () => [[process.execPath, bin, 'validate', path.join(root, 'pipelines/default.yaml')]], {target: '≤ 1.6× node'})
 }
 
 if (want('run')) {
   console.error('default pipeline, full PRD, fresh store per run')
   const fresh = freshDirs('pipe-bench-run-')
-  versusNode('default run (full PRD, fresh store)', ({cwd}) => defaultRun(cwd), {target: '≤ 3× node; peak RSS ≤ 55 MiB', prepare: () => ({cwd: fresh()})})
+  versusNode('default run (full PRD, fresh store)', ({cwd}) => defaultRun(cwd), {target: '≤ 2.3× node; peak RSS ≤ 48 MiB', prepare: () => ({cwd: fresh()})})
 }
 
 // Issue 36's sections compare builds on their own (below); asked for alone, they skip these pairs.
@@ -162,7 +163,7 @@ if (opts.versus && !sections.every((name) => ownVersus.includes(name))) {
   const old = path.resolve(opts.versus)
   const fresh = freshDirs('pipe-bench-ab-')
   const runArgs = (b) => [b, 'run', path.join(root, 'pipelines/default.yaml'), '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go']
-  for (const [name, args, cwd] of [['--version', (b) => [b, '--version'], () => root], ['default run (full PRD, fresh store)', runArgs, fresh]]) {
+  for (const [name, args, cwd] of [['--version', (b) => [b, '--version'], () => root], ['validate', (b) => [b, 'validate', path.join(root, 'pipelines/default.yaml')], () => root], ['default run (full PRD, fresh store)', runArgs, fresh]]) {
     const {ref, sub} = paired(() => [[process.execPath, ...args(bin)], {cwd: cwd()}], {reference: () => [[process.execPath, ...args(old)], {cwd: cwd()}]})
     record({name: `this build vs ${old}: ${name}`, ...summary(sub), old_cpu_ms: summary(ref).cpu_ms, old_maxrss_mib: summary(ref).maxrss_mib, value: stats(sub.map((x, k) => x.cpu_ms / ref[k].cpu_ms)).median, unit: '× the old build\'s CPU (median of per-pair ratios)', note: `old CPU ${summary(ref).cpu_ms.median.toFixed(1)} ms, old peak RSS ${summary(ref).maxrss_mib.median.toFixed(1)} MiB`})
   }

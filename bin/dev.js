@@ -1,22 +1,18 @@
 #!/usr/bin/env -S node --import tsx
 'use strict'
-// The CLI from src/ through tsx, without a build. oclif loads the commands, help class and hooks by
-// requiring the built bundle's path (package.json, "oclif"): the source module is put in require's
-// cache under that path, as src/cli/boot.ts does with the bundle.
-const {createRequire, Module} = require('node:module')
+// The CLI from src/ through tsx, without a build: the router (src/cli/router.ts) with the command
+// manifest made in this process from the command classes, as the build makes dist/cli/commands.json.
+const {readFileSync} = require('node:fs')
 const path = require('node:path')
 const {pathToFileURL} = require('node:url')
 
 const root = path.join(__dirname, '..')
-const bundle = path.join(root, 'dist', 'cli', 'main.cjs')
-import(pathToFileURL(path.join(root, 'src', 'entry', 'main.ts')).href)
-  .then((cli) => {
-    const module = new Module(bundle)
-    module.filename = bundle
-    module.loaded = true
-    module.exports = cli
-    createRequire(bundle).cache[bundle] = module
-    return cli.main(process.argv.slice(2), root)
+const source = (file) => import(pathToFileURL(path.join(root, 'src', file)).href)
+const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
+Promise.all([source('cli/router.ts'), source('entry/main.ts')])
+  .then(async ([router, cli]) => {
+    const manifest = await cli.describe(pkg.version, pkg.description)
+    return router.route(process.argv.slice(2), {root, manifest: () => manifest, load: () => cli})
   })
   .catch((error) => {
     process.exitCode = 1

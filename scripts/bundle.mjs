@@ -1,20 +1,22 @@
 #!/usr/bin/env node
 // The build's output, made by esbuild from src/ (tsc only type-checks: npm run typecheck):
-// - the CLI, oclif included, as one script, dist/cli/main.cjs (src/entry/main.ts): every command, the
-//   help class and the hooks, which oclif finds as its exports (package.json, "oclif"). bin/run.js
-//   loads it through src/cli/boot.ts, which compiles it through the V8 code cache the build made
+// - the commands as one script, dist/cli/main.cjs (src/entry/main.ts), each command's modules
+//   initialised only when it runs. src/cli/boot.ts loads it, only to run a command, and compiles it
+//   through the V8 code cache the build made
 //   (src/util/code-cache.ts; V8 caches a script, not an ES module). Its wrapper is Node's CommonJS
 //   wrapper with one more parameter, __pipeImport: a script compiled by vm has no import() of its
 //   own without an experimental Node API, so boot.ts passes one that resolves the bundle's
 //   specifiers as an import() in dist/cli/ would. import.meta.url, which the bundled files use to
 //   find their data, is the bundle's own URL;
-// - dist/cli/boot.cjs (src/cli/boot.ts), which bin/run.js requires;
+// - dist/cli/boot.cjs (src/cli/boot.ts), which bin/run.js requires: the router, help and errors,
+//   answering --version, help and an unknown command from dist/cli/commands.json, the command
+//   manifest written here from the bundle's command classes;
 // - ES modules: the heavy packages a run imports only when a step needs them (VENDORED), as
 //   dist/vendor/NAME.js, and the modules the build's and the benchmark's scripts import
 //   (SCRIPT_ENTRIES), with their shared code in dist/chunks/.
 // bin/dev.js runs src/ through tsx.
 import {existsSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
-import {isBuiltin} from 'node:module'
+import {createRequire, isBuiltin} from 'node:module'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {build} from 'esbuild'
@@ -85,9 +87,8 @@ const esm = await build({
   platform: 'node',
   target: 'node20',
   chunkNames: 'chunks/[name]-[hash]',
-  // oclif reads typescript only to map a development checkout's paths; never in the built CLI.
   // pg's native binding is optional and never installed: pg requires it only when asked to.
-  external: ['typescript', 'pg-native'],
+  external: ['pg-native'],
   // CommonJS dependencies (ajv's standalone validators) call require().
   banner: {js: "import {createRequire as __pipeCreateRequire} from 'node:module'; const require = __pipeCreateRequire(import.meta.url);"},
   plugins: [vendorEntries],
@@ -105,25 +106,6 @@ const vendorExternal = {
     b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => (args.kind === 'dynamic-import' ? {path: `../vendor/${vendorFile(args.path)}.js`, external: true} : undefined))
   },
 }
-// oclif reads a command's class from the COMMANDS map (src/entry/commands.ts) only when it runs that
-// command; its id, flags and help come from the manifest. In the bundle, each entry of the map is a
-// getter that require()s its module: esbuild then initialises a command's modules when the command
-// is first read, not every command's at start-up. The map is read from commands.ts itself, so the
-// two cannot disagree; a line this does not recognise fails the build.
-const lazyCommands = {
-  name: 'pipe-lazy-commands',
-  setup(b) {
-    b.onLoad({filter: /[\\/]src[\\/]entry[\\/]commands\.ts$/}, (args) => {
-      const source = readFileSync(args.path, 'utf8')
-      const imports = new Map([...source.matchAll(/^import (\w+) from '(\.\.\/commands\/[\w/-]+\.js)'$/gm)].map((m) => [m[1], m[2]]))
-      const body = /export const COMMANDS[^{]*\{\n([^}]*)\n\}/.exec(source)?.[1]
-      const entries = (body ?? '').split('\n').map((line) => /^\s+'?([\w:-]+)'?: (\w+),$/.exec(line))
-      if (!body || entries.some((e) => !e || !imports.has(e[2])) || entries.length !== imports.size) throw new Error(`bundle: ${args.path} is not the plain map of imports this build reads; update scripts/bundle.mjs`)
-      const getters = entries.map((e) => `  get ${JSON.stringify(e[1])}() { return require(${JSON.stringify(imports.get(e[2]))}).default },`)
-      return {contents: `export const COMMANDS = {\n${getters.join('\n')}\n}\n`, loader: 'js', resolveDir: path.dirname(args.path)}
-    })
-  },
-}
 const cliBundle = path.join(dist, 'cli', 'main.cjs')
 const cli = await build({
   entryPoints: [path.join(src, 'entry', 'main.ts')],
@@ -132,31 +114,35 @@ const cli = await build({
   format: 'cjs',
   platform: 'node',
   target: 'node20',
-  external: ['typescript'],
   define: {'import.meta.url': '__pipeImportMetaUrl'},
   banner: {js: "(function (exports, require, module, __filename, __dirname, __pipeImport) {const __pipeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;"},
   footer: {js: '\n})'},
   // Not minified: Node prints the whole source line of the frame that threw an uncaught error, and
   // minified lines (a class with its static fields is one) run to hundreds of characters.
-  plugins: [vendorExternal, lazyCommands],
+  plugins: [vendorExternal],
   metafile: true,
   logLevel: 'warning',
   legalComments: 'none',
 })
 {
-  // Every import() left in the script becomes a call of __pipeImport: oclif's module loader's
-  // (import(url) of an ES module plugin, with a computed argument) and the vendored packages'.
-  // Each literal one must be a vendored file or a Node module, and a static import of a vendored
-  // (ES module) package cannot be a require().
+  // Every import() left in the script becomes a call of __pipeImport: the vendored packages'. (The
+  // commands' import()s in entry/commands.ts are of bundled modules: esbuild makes each a lazy
+  // initialisation inside the script.) Each must be a vendored file or a Node module, and a static
+  // import of a vendored (ES module) package cannot be a require().
   const imports = Object.values(cli.metafile.outputs)[0].imports.filter((i) => i.external)
   // require.resolve() of a package names its file in node_modules, which an installation has.
-  const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || i.path === 'typescript' || Object.keys(VENDORED).some((n) => i.path === `../vendor/${vendorFile(n)}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
+  const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || Object.keys(VENDORED).some((n) => i.path === `../vendor/${vendorFile(n)}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
   if (wrong.length > 0) {
     console.error(`bundle: the CLI's imports are not what boot.ts can load (${wrong.map((i) => `${i.kind} ${i.path}`).join(', ')})`)
     process.exit(1)
   }
+  // ASCII only, every other character as its \u escape (esbuild escapes strings, not the comments
+  // and regular expressions it keeps; in both an escape means the same): boot.ts decodes the 2.4 MB
+  // script as latin1, ~5 ms a command less than UTF-8 (bench/README.md, "Issue 38: without oclif").
   const code = readFileSync(cliBundle, 'utf8')
-  writeFileSync(cliBundle, code.replace(/(?<![\w$.])import\(/g, '__pipeImport('))
+    .replace(/(?<![\w$.])import\(/g, '__pipeImport(')
+    .replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  writeFileSync(cliBundle, code)
 }
 await build({
   entryPoints: [path.join(src, 'cli', 'boot.ts')],
@@ -180,6 +166,14 @@ for (const input of located) {
     process.exit(1)
   }
 }
+// The command manifest, from the command classes in the bundle just built: what help, completion
+// and the router read without loading the bundle (src/cli/manifest.ts).
+{
+  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
+  const cli = await createRequire(import.meta.url)('../dist/cli/boot.cjs').loadCli(root)
+  const manifest = await cli.describe(pkg.version, pkg.description)
+  writeFileSync(path.join(dist, 'cli', 'commands.json'), JSON.stringify(manifest))
+}
 // What the CLI's script holds, for finding what it loads (esbuild's analyzer reads it too).
 writeFileSync(path.join(dist, 'bundle-meta.json'), JSON.stringify(cli.metafile))
-console.log(`bundled the CLI (${Math.round(statSync(cliBundle).size / 1024)} KB) and ${Object.keys(esm.metafile.outputs).length} ES module files`)
+console.log(`bundled the CLI (${Math.round(statSync(cliBundle).size / 1024)} KB, its entry ${Math.round(statSync(path.join(dist, 'cli', 'boot.cjs')).size / 1024)} KB) and ${Object.keys(esm.metafile.outputs).length} ES module files`)

@@ -1,6 +1,6 @@
 /**
  * The one error type of pipe. Every failure a user can meet carries a code, a hint with the next
- * action, and the exit code the CLI ends with; only the top level (the oclif command) exits.
+ * action, and the exit code the CLI ends with; only the top level (the command) exits.
  */
 import type {ErrorCode} from './error-codes.js'
 import {readFileSync} from 'node:fs'

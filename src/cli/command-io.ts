@@ -2,7 +2,7 @@
  * What every command shares: the store folder, and the one rendering of errors (stderr: code,
  * message, a hint with the next action, the log path and trace id; the JSON error with --json) with
  * the exit code from the one table. Commands (base-command.ts), an unknown command
- * (unknown-command.ts) and what no command caught (main.ts) all report through reportCommandError.
+ * (unknown-command.ts) and what no command caught (router.ts) all report through reportCommandError.
  */
 import path from 'node:path'
 import {PipeError, toPipeError} from '../errors.js'
@@ -38,8 +38,8 @@ export function storeDir(flag: string | undefined, cwd = process.cwd()): string 
 }
 
 /** Says an error on the error channel (and as the JSON document with --json), sets the exit code, and returns it classified. */
-export function reportCommandError(raw: Error & {oclif?: {exit?: number}; code?: string}, id: string | undefined, output: CommandOutput): PipeError {
-  const error = classify(raw, id)
+export function reportCommandError(raw: Error, id: string | undefined, output: CommandOutput): PipeError {
+  const error = classify(raw)
   const {log, trace_id} = speak(error, {level: 'ERROR', entry: `[${error.code}] ${id ?? 'pipe'}: ${error.message}`, detail: raw.stack})
   if (output.json && !output.jsonPrinted) {
     const body: JsonError = {
@@ -58,18 +58,7 @@ export function reportCommandError(raw: Error & {oclif?: {exit?: number}; code?:
   return error
 }
 
-function classify(raw: Error & {oclif?: {exit?: number}; code?: string}, id: string | undefined): PipeError {
-  if (raw instanceof PipeError) return raw
-  // oclif's own parse errors: unknown flags, missing arguments, bad options.
-  if (raw.oclif?.exit !== undefined) {
-    // oclif lists missing arguments on the lines after the first: keep them, on one line.
-    const message = raw.message
-      .split('\n')
-      .map((line) => line.replace(/\s+/g, ' ').trim())
-      .filter(Boolean)
-      .join(' ')
-      .replace(/^(Missing \d+ required args?): (\S+) /, '$1: $2 — ')
-    return new PipeError('E_INVALID_ARGS', message, {hint: `Run pipe ${id?.replace(/:/g, ' ') ?? ''} --help for usage.`.replace(/ +/g, ' ')})
-  }
-  return toPipeError(raw)
+function classify(raw: Error): PipeError {
+  // A parse error (cli/parser.ts) is a PipeError already: E_INVALID_ARGS with the command's help as its hint.
+  return raw instanceof PipeError ? raw : toPipeError(raw)
 }

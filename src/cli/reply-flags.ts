@@ -1,7 +1,7 @@
 /** The flags that say where model replies come from (run, resume, replay), and what they mean for a session. */
 import path from 'node:path'
-import type {Interfaces} from '@oclif/core'
-import * as Flags from '@oclif/core/flags'
+import type {InferredFlags} from './flags.js'
+import * as Flags from './flags.js'
 import {PipeError} from '../errors.js'
 import type {ReplyOptions} from '../app/sessions/shared.js'
 
@@ -28,8 +28,8 @@ export const replyFlags = {
   }),
 }
 
-/** The reply flags' values as oclif parses them (a command's own flags may add to them). */
-export type ReplyFlagValues = Partial<Interfaces.InferredFlags<typeof replyFlags>>
+/** The reply flags' values as parsed (a command's own flags may add to them). */
+export type ReplyFlagValues = Partial<InferredFlags<typeof replyFlags>>
 
 export function replyOptions(flags: ReplyFlagValues, cwd: string): Pick<ReplyOptions, 'cassette' | 'cache'> {
   const cache = flags.cache === undefined ? {} : {cache: flags.cache as 'off' | 'reuse'}

@@ -67,7 +67,7 @@ function write(fd: 1 | 2, raw: string): void {
 
 /**
  * Every byte pipe writes to stdout and stderr passes `redact`: what is written directly above, and
- * what goes through Node's streams (oclif's output, a command's process.stdout.write). Whatever a
+ * what goes through Node's streams (a command's process.stdout.write). Whatever a
  * line was composed from (a pause's reason holding a resolved secret, a store URL in a command to
  * copy, an error message), a known secret or a credential's shape never reaches the terminal or a
  * CI log. The streams stay lazy: each is wrapped when it is first made.
@@ -87,6 +87,11 @@ export function redactStandardStreams(): void {
         if (!stream) {
           stream = make()
           redactWrites(stream)
+          // A reader that closed stdout (`pipe ... | head`) is not an error: the rest is not written, as writeOut does.
+          if (name === 'stdout')
+            stream.on('error', (error: NodeJS.ErrnoException) => {
+              if (error.code !== 'EPIPE') throw error
+            })
         }
         return stream
       },

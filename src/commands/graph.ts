@@ -1,5 +1,5 @@
-import * as Args from '@oclif/core/args'
-import * as Flags from '@oclif/core/flags'
+import * as Args from '../cli/args.js'
+import * as Flags from '../cli/flags.js'
 import {renderDiagnostics} from '../cli/views.js'
 import {outcomeStops, renderGraph, type GraphFormat, type OutcomeStop, type PathTaken} from '../config/graph-render.js'
 import {failureOutcomes} from '../config/catalog.js'

@@ -1,9 +1,10 @@
-import * as Args from '@oclif/core/args'
-import * as Flags from '@oclif/core/flags'
+import * as Args from '../cli/args.js'
+import * as Flags from '../cli/flags.js'
 import {PipeCommand} from '../cli/base-command.js'
-import PipeHelp from '../cli/help.js'
+import {readManifest} from '../cli/manifest.js'
+import {showHelp} from '../cli/router.js'
 
-/** `pipe help [COMMAND]`: pipe's own, so that its help class and errors are the bundle's (cli/help.ts). */
+/** `pipe help [COMMAND]`: the router answers it from the manifest without loading this class (cli/router.ts); this is its entry there. */
 export default class HelpCommand extends PipeCommand {
   static override description = 'Display help for <%= config.bin %>.'
   static override args = {command: Args.string({description: 'Command to show help for.', required: false})}
@@ -11,8 +12,7 @@ export default class HelpCommand extends PipeCommand {
   static override strict = false
 
   async run(): Promise<void> {
-    const {argv, flags} = await this.parse(HelpCommand)
-    const words = argv.filter((a): a is string => typeof a === 'string')
-    await new PipeHelp(this.config, {all: flags['nested-commands']}).showHelp(this.jsonEnabled() ? [...words, '--json'] : words)
+    await this.parse(HelpCommand)
+    showHelp(readManifest(this.config.root), this.argv)
   }
 }

@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../cli/flags.js'
 import {serveLanguage} from '../app/lsp/server.js'
 import {PipeCommand} from '../cli/base-command.js'
 import {writeOut} from '../cli/std-streams.js'

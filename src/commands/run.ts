@@ -1,6 +1,6 @@
-import * as Args from '@oclif/core/args'
-import * as Flags from '@oclif/core/flags'
-import type {Interfaces} from '@oclif/core'
+import * as Args from '../cli/args.js'
+import * as Flags from '../cli/flags.js'
+import type {InferredFlags} from '../cli/flags.js'
 import {PipeCommand} from '../cli/base-command.js'
 import type {RunResult} from '../cli/run-result.js'
 import {planSession, type RunPlan} from '../app/sessions/plan.js'
@@ -116,8 +116,8 @@ A run that needs answers or a review decision that were not given stops in await
   }
 }
 
-/** The flags of `pipe run`, as oclif parses them from the declarations above. */
-type RunFlags = Interfaces.InferredFlags<typeof Run.flags>
+/** The flags of `pipe run`, as parsed from the declarations above. */
+type RunFlags = InferredFlags<typeof Run.flags>
 
 async function runCommand(args: {pipeline: string}, flags: RunFlags, output: CommandOutput): Promise<RunResult | RunPlan | Detached | Detached[]> {
   if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')

@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../cli/flags.js'
 import {PipeCommand} from '../cli/base-command.js'
 import {renderStats} from '../cli/stats-view.js'
 import {collectStats, type StatsReport} from '../app/stats.js'

@@ -1,5 +1,5 @@
-import * as Args from '@oclif/core/args'
-import * as Flags from '@oclif/core/flags'
+import * as Args from '../cli/args.js'
+import * as Flags from '../cli/flags.js'
 import {loadPolicyFile, resolvePolicy} from '../config/policy.js'
 import {detectKind, validateFiles, type PipelineCheck, type ValidateResult} from '../config/validate-files.js'
 import {renderDiagnostics} from '../cli/views.js'

@@ -1,5 +1,5 @@
-import * as Args from '@oclif/core/args'
-import * as Flags from '@oclif/core/flags'
+import * as Args from '../cli/args.js'
+import * as Flags from '../cli/flags.js'
 import {spawn} from 'node:child_process'
 import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'

@@ -1,92 +1,53 @@
 /**
- * Every command, by id: oclif's explicit command strategy (package.json, oclif.commands) reads this
- * map from the CLI's one bundle, dist/cli/main.cjs, instead of finding a file per command. The
- * manifest (oclif.manifest.json) is made from it, and test/cli/startup.test.ts checks that every file
- * in src/commands/ is listed.
+ * Every command, by id (words joined by ':'), each as the import() of its module: in the CLI's
+ * bundle a command's modules are initialised only when it runs. The build describes every command
+ * from this map into the manifest (dist/cli/commands.json) that help, completion and the router
+ * read; test/cli/startup.test.ts checks that every file in src/commands/ is listed.
  */
-import type {Command} from '@oclif/core/command'
-import Answer from '../commands/answer.js'
-import Attest from '../commands/attest.js'
-import AttestVerify from '../commands/attest/verify.js'
-import AuditVerify from '../commands/audit/verify.js'
-import Budget from '../commands/budget.js'
-import Cancel from '../commands/cancel.js'
-import Confirm from '../commands/confirm.js'
-import Export from '../commands/export.js'
-import Graph from '../commands/graph.js'
-import Help from '../commands/help.js'
-import Init from '../commands/init.js'
-import KeysGenerate from '../commands/keys/generate.js'
-import KeysList from '../commands/keys/list.js'
-import LedgerList from '../commands/ledger/list.js'
-import Lsp from '../commands/lsp.js'
-import PipelineResolve from '../commands/pipeline/resolve.js'
-import PolicyCheck from '../commands/policy/check.js'
-import PolicyExplain from '../commands/policy/explain.js'
-import PolicyInit from '../commands/policy/init.js'
-import Publish from '../commands/publish.js'
-import Replay from '../commands/replay.js'
-import Resume from '../commands/resume.js'
-import Review from '../commands/review.js'
-import Rollback from '../commands/rollback.js'
-import Run from '../commands/run.js'
-import RunsList from '../commands/runs/list.js'
-import RunsShow from '../commands/runs/show.js'
-import SnapshotList from '../commands/snapshot/list.js'
-import SnapshotShow from '../commands/snapshot/show.js'
-import SpecDiff from '../commands/spec/diff.js'
-import SpecList from '../commands/spec/list.js'
-import SpecShow from '../commands/spec/show.js'
-import Stats from '../commands/stats.js'
-import StoreArchive from '../commands/store/archive.js'
-import StoreCopy from '../commands/store/copy.js'
-import Test from '../commands/test.js'
-import Validate from '../commands/validate.js'
-import View from '../commands/view.js'
-import ScheduleList from '../commands/schedule/list.js'
-import ScheduleRunDue from '../commands/schedule/run-due.js'
-import Worker from '../commands/worker.js'
+import type {CommandStatics} from '../cli/manifest.js'
 
-export const COMMANDS: Record<string, Command.Class> = {
-  answer: Answer,
-  attest: Attest,
-  'attest:verify': AttestVerify,
-  'audit:verify': AuditVerify,
-  budget: Budget,
-  cancel: Cancel,
-  confirm: Confirm,
-  export: Export,
-  graph: Graph,
-  help: Help,
-  init: Init,
-  'keys:generate': KeysGenerate,
-  'keys:list': KeysList,
-  'ledger:list': LedgerList,
-  lsp: Lsp,
-  'pipeline:resolve': PipelineResolve,
-  'policy:check': PolicyCheck,
-  'policy:explain': PolicyExplain,
-  'policy:init': PolicyInit,
-  publish: Publish,
-  replay: Replay,
-  resume: Resume,
-  review: Review,
-  rollback: Rollback,
-  run: Run,
-  'runs:list': RunsList,
-  'runs:show': RunsShow,
-  'schedule:list': ScheduleList,
-  'schedule:run-due': ScheduleRunDue,
-  'snapshot:list': SnapshotList,
-  'snapshot:show': SnapshotShow,
-  'spec:diff': SpecDiff,
-  'spec:list': SpecList,
-  'spec:show': SpecShow,
-  stats: Stats,
-  'store:archive': StoreArchive,
-  'store:copy': StoreCopy,
-  test: Test,
-  validate: Validate,
-  view: View,
-  worker: Worker,
+export const COMMANDS: Record<string, () => Promise<{default: CommandStatics}>> = {
+  answer: () => import('../commands/answer.js'),
+  attest: () => import('../commands/attest.js'),
+  'attest:verify': () => import('../commands/attest/verify.js'),
+  'audit:verify': () => import('../commands/audit/verify.js'),
+  autocomplete: () => import('../commands/autocomplete.js'),
+  'autocomplete:script': () => import('../commands/autocomplete/script.js'),
+  budget: () => import('../commands/budget.js'),
+  cancel: () => import('../commands/cancel.js'),
+  confirm: () => import('../commands/confirm.js'),
+  export: () => import('../commands/export.js'),
+  graph: () => import('../commands/graph.js'),
+  help: () => import('../commands/help.js'),
+  init: () => import('../commands/init.js'),
+  'keys:generate': () => import('../commands/keys/generate.js'),
+  'keys:list': () => import('../commands/keys/list.js'),
+  'ledger:list': () => import('../commands/ledger/list.js'),
+  lsp: () => import('../commands/lsp.js'),
+  'pipeline:resolve': () => import('../commands/pipeline/resolve.js'),
+  'policy:check': () => import('../commands/policy/check.js'),
+  'policy:explain': () => import('../commands/policy/explain.js'),
+  'policy:init': () => import('../commands/policy/init.js'),
+  publish: () => import('../commands/publish.js'),
+  replay: () => import('../commands/replay.js'),
+  resume: () => import('../commands/resume.js'),
+  review: () => import('../commands/review.js'),
+  rollback: () => import('../commands/rollback.js'),
+  run: () => import('../commands/run.js'),
+  'runs:list': () => import('../commands/runs/list.js'),
+  'runs:show': () => import('../commands/runs/show.js'),
+  'schedule:list': () => import('../commands/schedule/list.js'),
+  'schedule:run-due': () => import('../commands/schedule/run-due.js'),
+  'snapshot:list': () => import('../commands/snapshot/list.js'),
+  'snapshot:show': () => import('../commands/snapshot/show.js'),
+  'spec:diff': () => import('../commands/spec/diff.js'),
+  'spec:list': () => import('../commands/spec/list.js'),
+  'spec:show': () => import('../commands/spec/show.js'),
+  stats: () => import('../commands/stats.js'),
+  'store:archive': () => import('../commands/store/archive.js'),
+  'store:copy': () => import('../commands/store/copy.js'),
+  test: () => import('../commands/test.js'),
+  validate: () => import('../commands/validate.js'),
+  view: () => import('../commands/view.js'),
+  worker: () => import('../commands/worker.js'),
 }

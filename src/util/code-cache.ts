@@ -48,8 +48,8 @@ export interface LoadOptions {
   extra?: readonly unknown[]
   /** Keep what writeCodeCache needs (the script and its source's hash): only the build's cache run does. */
   keep: boolean
-  /** The require() the script is given, made from require() for its file (default: that one itself). */
-  require?: (base: NodeJS.Require) => NodeJS.Require
+  /** The script is ASCII only (the build made it so): decoded as latin1, a copy of its bytes, not as UTF-8. */
+  ascii?: boolean
 }
 
 export interface LoadedScript {
@@ -111,14 +111,7 @@ export function loadScript(file: string, options: LoadOptions): LoadedScript | n
   if (typeof wrapper !== 'function') return null
   const module = {exports: {} as unknown}
   const base = createRequire(file)
-  ;(wrapper as (...args: unknown[]) => void)(
-    module.exports,
-    options.require ? options.require(base) : base,
-    module,
-    file,
-    path.dirname(file),
-    ...(options.extra ?? []),
-  )
+  ;(wrapper as (...args: unknown[]) => void)(module.exports, base, module, file, path.dirname(file), ...(options.extra ?? []))
   if (options.keep) keepForCache(file, {script: compiled.script, header: options.header, source: compiled.source})
   return {exports: module.exports, cached: compiled.cached}
 }
@@ -132,7 +125,7 @@ function compile(file: string, options: LoadOptions): {script: vm.Script; cached
   if (bytes === undefined) return null
   const {source, names} = splitTrailer(bytes)
   const cachedData = cacheFor(file, options.header, names)
-  const text = source.toString('utf8')
+  const text = source.toString(options.ascii ? 'latin1' : 'utf8')
   const wrapped = options.wrapped ? text : `(function (exports, require, module, __filename, __dirname) {${text}\n})`
   let script: vm.Script
   try {

@@ -8,10 +8,19 @@ const SECRET_ENV = /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i
  */
 const NOT_SECRET_ENV = new Set(['PIPE_SIGNING_KEY'])
 
+/**
+ * One registry per process, on globalThis: the CLI's entry (dist/cli/boot.cjs, which redacts stdout
+ * and stderr) and its commands' bundle (dist/cli/main.cjs, where a command learns a secret) each
+ * hold a copy of this module, and a secret either copy is told must be redacted by both.
+ */
+const registry = ((globalThis as Record<symbol, unknown>)[Symbol.for('pipe.secrets')] ??= {known: new Set<string>(), composite: new Set<string>()}) as {
+  known: Set<string>
+  composite: Set<string>
+}
 /** Values this process was told are secret (webhook URLs and their parts), whatever their variable is named. */
-const known = new Set<string>()
+const known = registry.known
 /** Known values made of parts (a URL's path, `user:password`): redacted whole, while only the parts that are secret are redacted in slices. */
-const composite = new Set<string>()
+const composite = registry.composite
 
 /**
  * The forms a secret takes in what a target or a tool echoes back: as it is, base64 (a Basic

@@ -1,5 +1,5 @@
 /**
- * One path from argv to a command: oclif parses every command, `pipe run` included (src/entry/main.ts),
+ * One path from argv to a command: the router finds every command and the command layer parses it, `pipe run` included (src/cli/router.ts),
  * and every failure is said by one renderer: code, message, hint, log and trace, on stderr and with
  * --json as one JSON document. The argv forms the removed fast path of `pipe run` read are run here
  * through bin/run.js, with the answers they gave.
@@ -22,7 +22,7 @@ function same(text: string, dir: string): string {
 
 const TRACE = /^Trace: (tr-[0-9a-f]{16})$/m
 
-describe('pipe run through oclif: the argv forms and their answers', function () {
+describe('pipe run through the one CLI path: the argv forms and their answers', function () {
   this.timeout(240000)
 
   const cases: Array<{what: string; args: string[]; code: number; stdout?: RegExp; stderr?: RegExp; status?: string; error?: string}> = [
@@ -118,7 +118,7 @@ describe('pipe run through oclif: the argv forms and their answers', function ()
   }
 })
 
-describe('an unknown command, wherever oclif meets it, is one error', function () {
+describe('an unknown command, wherever the router meets it, is one error', function () {
   this.timeout(120000)
 
   /** The error's code, message, hint and exit code, with and without --json, for each form. */
@@ -127,7 +127,7 @@ describe('an unknown command, wherever oclif meets it, is one error', function (
     try {
       const r = await pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
       expect(r.stderr, args.join(' ')).to.match(/^Error \[E_INVALID_ARGS\]: .*\nTry this: .*\nLog: .*orchestrator-\d{8}\.log\nTrace: tr-[0-9a-f]{16}\n/m)
-      expect(r.stderr, `${args.join(' ')}: oclif's own error format`).to.not.contain('›')
+      expect(r.stderr, `${args.join(' ')}: oclif's old error format`).to.not.contain('›')
       const text = same(r.stderr, dir).replace(/^Log: .*$/m, 'Log: <log>')
       if (!args.includes('--json')) return {code: r.code, text}
       const body = json<{error: {code: string; message: string; hint: string; trace_id: string}}>(r)

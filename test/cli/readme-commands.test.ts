@@ -1,6 +1,6 @@
 /**
  * The command examples of README.md, the chapters of docs/ and the examples' READMEs name commands
- * and flags the built CLI has (read from its oclif manifest, which the build writes): a renamed or
+ * and flags the built CLI has (read from its command manifest, which the build writes): a renamed or
  * removed flag makes the documentation fail here rather than a reader's copy-paste. And every
  * command and flag a reader can type is shown in at least one example, so none goes undocumented.
  * What the commands do is tested where they are; spec-show-run.test.ts runs the one a reader found
@@ -24,16 +24,9 @@ async function docs(): Promise<string[]> {
   return ['README.md', ...chapters.map((f) => `docs/${f}`), ...EXAMPLES]
 }
 
-/** The built CLI's commands and flags, the core plugins' (pipe autocomplete) included. */
+/** The built CLI's commands and flags, from the manifest the build writes (src/cli/manifest.ts). */
 async function loadManifest(): Promise<Manifest> {
-  const manifest = JSON.parse(await readFile(path.join(repoRoot, 'oclif.manifest.json'), 'utf8')) as Manifest
-  // The core plugins' commands (pipe autocomplete) are in their own manifests.
-  const {oclif} = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as {oclif: {plugins: string[]}}
-  for (const plugin of oclif.plugins) {
-    const own = JSON.parse(await readFile(path.join(repoRoot, 'node_modules', ...plugin.split('/'), 'oclif.manifest.json'), 'utf8')) as Manifest
-    Object.assign(manifest.commands, own.commands)
-  }
-  return manifest
+  return JSON.parse(await readFile(path.join(repoRoot, 'dist', 'cli', 'commands.json'), 'utf8')) as Manifest
 }
 
 /** Flags the docs state once for every command rather than in each command's examples. */
@@ -81,7 +74,7 @@ describe('the command examples in the READMEs', () => {
           if (word === '--') break // the argument vector of policy explain: not pipe's flags
           const flag = /^--([a-z][a-z-]*)(?:=.*)?$/.exec(word)?.[1]
           const short = /^-([a-zA-Z])$/.exec(word)?.[1]
-          // --help: every command takes it (oclif's own flag, in no command's manifest).
+          // --help: every command takes it (the router's, in no command's manifest).
           if (flag !== undefined && flag !== 'help' && !flags.some((f) => f.name === flag || (f.allowNo === true && `no-${f.name}` === flag)))
             problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag --${flag}`)
           if (short !== undefined && !flags.some((f) => f.char === short)) problems.push(`${at}: pipe ${id.replace(':', ' ')} has no flag -${short}`)

@@ -1,6 +1,6 @@
 /**
  * The CLI's bundle (dist/cli/main.cjs) through its V8 code cache (src/util/code-cache.ts): the build
- * makes a cache bin/run.js's V8 takes; a cache that is damaged, of other source or other flags, or
+ * makes a cache V8 takes under the CLI's flags (src/cli/v8-flags.ts); a cache that is damaged, of other source or other flags, or
  * missing changes nothing a run answers; a cache made from other source never runs; and only the
  * build's cache run writes one.
  */
@@ -34,7 +34,7 @@ function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?:
   // bin/ is copied: Node runs a linked main script from its real path, whose folder is this checkout's.
   mkdirSync(path.join(root, 'bin'))
   for (const file of readdirSync(path.join(repoRoot, 'bin'))) writeFileSync(path.join(root, 'bin', file), readFileSync(path.join(repoRoot, 'bin', file)))
-  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'oclif.manifest.json', 'policy.yaml'])
+  for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'policy.yaml'])
     symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
   for (const entry of readdirSync(dist)) if (entry !== 'cli') symlinkSync(path.join(dist, entry), path.join(root, 'dist', entry))
   const own = ['main.v8cache', ...(bundleBytes ? ['main.cjs'] : [])]
@@ -68,11 +68,11 @@ async function allSucceedAlike(cases: Array<{what: string; cache: Buffer | undef
 describe("pipe run through the CLI bundle's code cache", function () {
   this.timeout(240000)
 
-  /** A node process under bin/run.js's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
+  /** A node process under the CLI's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
   function loader(file: string, probe: string): string {
-    const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+    const binText = readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8')
     const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
-    expect(flags, 'bin/run.js sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
+    expect(flags, 'src/cli/v8-flags.ts sets V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
     expect(HEADER, 'boot.ts names its cache header').to.be.a('string')
     return `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
@@ -81,11 +81,17 @@ const loaded = loadScript(${JSON.stringify(file)}, {header: ${JSON.stringify(HEA
 console.log(JSON.stringify(${probe}))`
   }
 
-  it("the build caches the CLI bundle, names the cache in it, and V8 under bin/run.js's flags takes it", async () => {
+  it("the build caches the CLI bundle, names the cache in it, and V8 under the CLI's flags takes it", async () => {
     expect(readFileSync(bundle, 'latin1')).to.match(TRAILER)
-    const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(bundle, '{cached: loaded.cached, main: typeof loaded.exports.main}')])
+    const child = await node([
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      loader(bundle, '{cached: loaded.cached, execute: typeof loaded.exports.execute}'),
+    ])
     expect(child.code, child.stderr).to.equal(0)
-    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, main: 'function'})
+    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, execute: 'function'})
   })
 
   it("a cache made from other source of the same length, its header copied from the build's, is not used: that source never runs (issue 25, 16)", async () => {
@@ -100,12 +106,12 @@ console.log(JSON.stringify(${probe}))`
       expect(Buffer.byteLength(forged)).to.equal(Buffer.byteLength(source))
       const good = readFileSync(cache)
       const header = good.subarray(0, good.indexOf(0x0a) + 1).toString('latin1')
-      const binText = readFileSync(path.join(repoRoot, 'bin', 'run.js'), 'utf8')
+      const binText = readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8')
       const flags = [...binText.matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
       const forgedFile = path.join(dir, 'forged.cjs')
       const forgedCacheFile = path.join(dir, 'forged.v8cache')
       writeFileSync(forgedFile, forged)
-      // Its cache as the build makes one: a run of the forged source under bin/run.js's flags, which
+      // Its cache as the build makes one: a run of the forged source under the CLI's flags, which
       // compiles the function holding the message, cached at exit with the build's header line.
       const make = `import {setFlagsFromString} from 'node:v8'
 import vm from 'node:vm'
@@ -121,7 +127,7 @@ module.loaded = true
 script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file), (s) => import(s))
 createRequire(file).cache[file] = module
 process.on('exit', () => writeFileSync(${JSON.stringify(forgedCacheFile)}, Buffer.concat([Buffer.from(${JSON.stringify(header)}, 'latin1'), script.createCachedData()])))
-await module.exports.main(['run', ${JSON.stringify(defaultPipeline)}, '--text', 'x', '--feature', 'F-1'], ${JSON.stringify(repoRoot)})`
+await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text', 'x', '--feature', 'F-1'], {bin: 'pipe', version: '0', root: ${JSON.stringify(repoRoot)}})`
       const made = await node(['--input-type=module', '-e', make], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
       expect(made.stderr, 'the forged source ran where it was made').to.contain('FORGED')
       const forgedCache = readFileSync(forgedCacheFile)

@@ -1,8 +1,8 @@
 /**
  * pipe installed in a folder whose path URLs must escape (a space, '%', '#', non-ASCII): bin/run.js
  * finds its run bundle, the bundle's vendored packages (dist/vendor/, through bin/run.js's import)
- * and the data beside it (prompts, schemas) through file URLs made from that path, and oclif its
- * commands from the folder it is given.
+ * and the data beside it (prompts, schemas) through file URLs made from that path, and its command
+ * manifest (help) from the folder it is given.
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -23,7 +23,7 @@ describe('pipe installed under a path with a space, %, # and non-ASCII character
     ;({dir, cleanup} = await tempDir('pipe-install-path-'))
     root = path.join(dir, 'lib %41 #1 é', 'pipe')
     await mkdir(root, {recursive: true})
-    for (const copied of ['bin', 'dist', 'schemas', 'pipelines', 'package.json', 'oclif.manifest.json', 'policy.yaml']) {
+    for (const copied of ['bin', 'dist', 'schemas', 'pipelines', 'package.json', 'policy.yaml']) {
       await cp(path.join(repoRoot, copied), path.join(root, copied), {recursive: true})
     }
     await symlink(path.join(repoRoot, 'node_modules'), path.join(root, 'node_modules'))
@@ -36,7 +36,7 @@ describe('pipe installed under a path with a space, %, # and non-ASCII character
   const pipeThere = (args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<CliResult> =>
     node([path.join(root, 'bin', 'run.js'), ...args], {cwd, env: {PIPE_HOME: path.join(dir, 'home'), ...env}, timeoutMs: 240000})
 
-  it('answers --version and an oclif command from there', async () => {
+  it("answers --version and a command's help from there", async () => {
     const version = await pipeThere(['--version'], dir)
     expect(version.code, version.stderr).to.equal(0)
     expect(version.stdout).to.match(/^pipe\/\d+\.\d+\.\d+ /)

@@ -206,7 +206,6 @@ describe('reproducible anywhere: another folder, another store, another year', f
       await cp(path.join(repoRoot, file), path.join(copy, file))
     }
     await cp(path.join(repoRoot, 'dist'), path.join(copy, 'dist'), {recursive: true})
-    await cp(path.join(repoRoot, 'oclif.manifest.json'), path.join(copy, 'oclif.manifest.json'))
     await symlink(path.join(repoRoot, 'node_modules'), path.join(copy, 'node_modules'))
     const result = await pipeIn2031(['test'], {cwd: copy, env: {PIPE_HOME: path.join(dir, 'home')}, timeoutMs: 200000}, path.join(copy, 'bin', 'run.js'))
     expect(result.code, result.stdout + result.stderr).to.equal(0)

@@ -238,7 +238,7 @@ describe('terminal-safe output of text pipe did not write', function () {
 
   it('the daily log, read with cat or tail -f, gets the same text escaped, one line per entry', async () => {
     const home = path.join(dir, 'home')
-    // A newline in the text would forge a log entry of its own (no colon: oclif cuts a command's name there).
+    // A newline in the text would forge a log entry of its own (no colon: the router reads a colon as a topic's separator).
     const forged = '\n2026-01-01T00 INFO pid=1 all good'
     const unknown = await pipe([`\u001B[2Jrn\u202E${forged}`], {cwd: dir, env: {PIPE_HOME: home}})
     expect(unknown.code).to.not.equal(0)

@@ -1,5 +1,5 @@
-import * as Args from '@oclif/core/args'
-import * as Flags from '@oclif/core/flags'
+import * as Args from '../../cli/args.js'
+import * as Flags from '../../cli/flags.js'
 import {trustedKeys, verifyAttestation, type VerifyReport} from '../../app/attest/verify.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {openStore} from '../../store/open.js'

@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../../cli/flags.js'
 import {DEFAULT_KEY_NAME, generateKey, type KeyInfo} from '../../app/attest/keys.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {line as t} from '../../util/terminal-text.js'

@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../../cli/flags.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {table} from '../../cli/views.js'
 import {openStore} from '../../store/open.js'

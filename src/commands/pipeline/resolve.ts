@@ -1,4 +1,4 @@
-import * as Args from '@oclif/core/args'
+import * as Args from '../../cli/args.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderDiagnostics} from '../../cli/views.js'
 import {resolvePipeline, type StepSource} from '../../config/resolve.js'

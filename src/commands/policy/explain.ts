@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../../cli/flags.js'
 import path from 'node:path'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderDiagnostics} from '../../cli/views.js'

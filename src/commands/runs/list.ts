@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../../cli/flags.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderRunList} from '../../cli/views.js'
 import {listRuns, type RunSummary} from '../../store/queries.js'

@@ -1,4 +1,4 @@
-import * as Args from '@oclif/core/args'
+import * as Args from '../../cli/args.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {lastFirings} from '../../app/schedules/fire.js'
 import {loadScheduled, nextSlot, scheduleNow} from '../../app/schedules/schedules.js'

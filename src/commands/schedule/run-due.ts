@@ -1,4 +1,4 @@
-import * as Args from '@oclif/core/args'
+import * as Args from '../../cli/args.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {withSignals} from '../../cli/signals.js'
 import {writeErr} from '../../cli/std-streams.js'

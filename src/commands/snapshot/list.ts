@@ -1,4 +1,4 @@
-import * as Args from '@oclif/core/args'
+import * as Args from '../../cli/args.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSnapshotList} from '../../cli/views.js'
 import {openStore} from '../../store/open.js'

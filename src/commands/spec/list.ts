@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../../cli/flags.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {renderSpecList} from '../../cli/views.js'
 import {listSpecs, type SpecSummary} from '../../store/queries.js'

@@ -1,4 +1,4 @@
-import * as Flags from '@oclif/core/flags'
+import * as Flags from '../../cli/flags.js'
 import {archiveRuns, parseBefore, type ArchiveReport} from '../../app/archive.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {openStore} from '../../store/open.js'

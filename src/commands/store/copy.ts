@@ -1,4 +1,4 @@
-import * as Args from '@oclif/core/args'
+import * as Args from '../../cli/args.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {copyStore, type CopyReport} from '../../store/copy.js'
 import {line as t} from '../../util/terminal-text.js'

@@ -1,0 +1,2 @@
+/** `Args.string({...})`: a command's positional arguments (cli/flags.ts has the declarations). */
+export {stringArg as string} from './flags.js'
