@@ -12,6 +12,7 @@ import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
+import {policyNow} from '../../util/clock.js'
 import {cancelSession} from './cancel.js'
 import {deadlineReason, dueTimeout, gateName, policyActor, timeoutKey, type DueTimeout} from './deadline-due.js'
 import {resumeSession} from './resume.js'
@@ -31,7 +32,9 @@ export interface DeadlineOptions extends SessionOptions {
  */
 export async function applyPassedDeadline(options: DeadlineOptions): Promise<{due: DueTimeout; outcome: RunOutcome} | null> {
   const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
-  const now = (options.now ?? (() => new Date()))()
+  // The policy's clock (PIPE_NOW when set) is the one its decision and what follows are recorded at: a timeline never goes back.
+  const clock = options.now ?? policyNow
+  const now = clock()
   const due = dueTimeout(await store.readRun(options.runId), now)
   if (!due) return null
   let record: RunRecord
@@ -45,7 +48,8 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
     throw error
   }
   if (due.action === undefined) return {due, outcome: outcomeOf(record)}
-  const {opened, relocate, ...session} = options
+  const {opened, relocate, ...rest} = options
+  const session = {...rest, now: clock}
   const actor = policyActor(due)
   const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: actor, gateDecided: true}
   if (due.action === 'deny' && due.kind === 'review') {
@@ -93,6 +97,32 @@ async function noteDeadline(store: RunStore, runId: string, now: Date): Promise<
   } finally {
     await release()
   }
+}
+
+/**
+ * Every run of the store that waits for a person past its deadline, applied as pipe runs show
+ * applies one (pipe runs list): a listing never shows as waiting a run the policy already decided.
+ * What could not be applied is returned with why, for the caller to say; the rest goes on.
+ */
+export async function applyPassedDeadlines(options: SessionOptions & {opened?: RunStore}): Promise<Array<{run_id: string; code: string; message: string}>> {
+  const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
+  const now = (options.now ?? policyNow)()
+  const failed: Array<{run_id: string; code: string; message: string}> = []
+  let cursor: string | null = null
+  do {
+    const page = await store.listRuns({status: 'awaiting_input', ...(cursor ? {cursor} : {})})
+    cursor = page.cursor
+    for (const record of page.runs) {
+      if (!dueTimeout(record, now)) continue
+      try {
+        await applyPassedDeadline({...options, opened: store, runId: record.run_id})
+      } catch (error) {
+        const e = error as {code?: string; message?: string}
+        failed.push({run_id: record.run_id, code: e.code ?? 'E_INTERNAL', message: e.message ?? String(error)})
+      }
+    }
+  } while (cursor !== null)
+  return failed
 }
 
 /** The prompt at the terminal ran out: the policy's action, or the run as it stays paused. */

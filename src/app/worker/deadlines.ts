@@ -10,6 +10,7 @@ import {dueTimeout, gateName, timeoutKey} from '../sessions/deadline-due.js'
 import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
 import {relocator, workspaceOf} from './workspace.js'
+import {policyNow} from '../../util/clock.js'
 
 export interface DeadlineSweep {
   store: RunStore
@@ -26,7 +27,7 @@ export interface DeadlineSweep {
 export async function applyDueDeadlines(sweep: DeadlineSweep, skip: ReadonlySet<string>): Promise<string[]> {
   const {store, work, rootById, log} = sweep
   const failed: string[] = []
-  const now = new Date()
+  const now = policyNow()
   let cursor: string | null = null
   do {
     const page = await store.listRuns({status: 'awaiting_input', ...(cursor ? {cursor} : {})})
