@@ -14,7 +14,8 @@ export interface Person {
   host: string
 }
 
-export type GateKind = 'review' | 'confirm' | 'answers'
+/** A gate a person decides at: a review, a confirmation, answers, or more money for a budget the run paused at (pipe budget). */
+export type GateKind = 'review' | 'confirm' | 'answers' | 'budget'
 
 /** A rule as it applies: its key in policy.yaml (named in every refusal) and its values with their defaults. */
 export interface AppliedRule {
@@ -30,13 +31,13 @@ export interface AppliedRule {
 
 /**
  * The rule of a gate: the step's own (keyed by its id) before its kind's; null when the policy has
- * none. A budget pause is no gate of these rules (yet): more money is granted by pipe budget alone.
+ * none. A budget grant is under the `budget` rule only: a step's own rule is about what the step
+ * waits for (its review, its confirmation), not about the money it spends.
  */
-export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string; kind: GateKind | 'budget'}): AppliedRule | null {
-  if (gate.kind === 'budget') return null
+export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string; kind: GateKind}): AppliedRule | null {
   const values = 'policy' in policy ? policy.policy : policy
   const rules = values.approvals ?? {}
-  const name = rules[gate.step] !== undefined ? gate.step : rules[gate.kind] !== undefined ? gate.kind : null
+  const name = gate.kind !== 'budget' && rules[gate.step] !== undefined ? gate.step : rules[gate.kind] !== undefined ? gate.kind : null
   if (name === null) return null
   const rule = rules[name]!
   return {

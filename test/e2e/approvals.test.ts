@@ -248,7 +248,7 @@ people:
     const result = await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stdout).to.contain(
-      'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers), so it governs none of its gates',
+      'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers, budget), so it governs none of its gates',
     )
     await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
     expect((await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])).stdout).to.not.contain('names no step')

@@ -6,7 +6,7 @@ import {expect} from 'chai'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
+import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -100,6 +100,54 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(late.code).to.not.equal(0)
     expect(late.stderr).to.contain('E_STATE')
     await expectAuditPasses(dir, paused.run_id)
+  })
+
+  it('a grant under approvals.budget is a vote: refused to people not in from and to the starter, raised only at the rule, with one amount', async () => {
+    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      'version: 1\napprovals:\n  budget: {required: 2, from: ["@finance"], self_approval: false}\npeople:\n  finance: [alice@example.com, bob@example.com, starter@example.com]\n',
+    )
+    const as = (who: string, args: string[]): Promise<CliResult> =>
+      pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
+    const refusal = (result: CliResult, code: string): string => {
+      expect(result.code, result.stdout).to.not.equal(0)
+      expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
+      return json<RunJson>(result).error!.message
+    }
+    const started = await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')])
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<RunJson>(started).run_id
+
+    expect(refusal(await as('mallory@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.budget names",
+    )
+    expect(refusal(await as('starter@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain(
+      'started run ' + id + ", and the policy's approvals.budget says self_approval: false",
+    )
+    const first = await as('alice@example.com', ['budget', id, '--add-tokens', '20000', '--note', 'worth it'])
+    expect(first.code, first.stderr).to.equal(10)
+    expect(json<RunJson>(first).reason).to.equal("1 of 2 approvals under the policy's approvals.budget; may still approve: bob@example.com")
+    expect((await runRecordIn(dir, id)).run.budget_grants ?? []).to.deep.equal([])
+    expect(refusal(await as('alice@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain('has already voted')
+    expect(refusal(await as('bob@example.com', ['budget', id, '--add-tokens', '5']), 'E_CONFLICT')).to.contain(
+      'alice@example.com approved "grant +20000 tokens"',
+    )
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+
+    const second = await as('bob@example.com', ['budget', id, '--add-tokens', '20000'])
+    expect(second.code, second.stderr).to.equal(0)
+    expect(json<RunJson>(second).status).to.equal('succeeded')
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
+    const {run} = await runRecordIn(dir, id)
+    expect(run.budget_grants).to.have.length(1)
+    expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 20000, by: 'bob@example.com'})
+    const events = await readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
+    expect(events.filter((e) => e.event === 'vote_cast').map((e) => [e.by, e.decision])).to.deep.equal([
+      ['alice@example.com', 'grant +20000 tokens'],
+      ['bob@example.com', 'grant +20000 tokens'],
+    ])
+    await expectAuditPasses(dir, id)
   })
 
   it('on_exceed: fail ends the step with the outcome over_budget, which on: routes; unrouted it fails the run with E_BUDGET', async () => {

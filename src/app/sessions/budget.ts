@@ -1,14 +1,16 @@
 /**
  * pipe budget: a person raises the budget a run paused at (engine/budget.ts) and the run goes on,
  * exactly as pipe resume would continue it. The grant (who, when, how much, the note) is recorded
- * under the run's lock with its timeline line. Kept as its own use case so the approval rules of
- * policy.yaml (issue 40, items 1-3) can check who may grant before anything is recorded.
+ * under the run's lock with its timeline line. Under the policy's approvals.budget rule a grant is
+ * a vote (castVote): only the people the rule names may give it, each once, and the budget is
+ * raised and the run continued only when `required` of them approved the same amount.
  */
 import {PipeError} from '../../errors.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {resumeSession} from './resume.js'
 import {waitingFor, type ReplyOptions, type SessionOptions} from './shared.js'
+import {castVote} from './vote.js'
 
 export interface BudgetSession extends SessionOptions, ReplyOptions {
   runId: string
@@ -43,9 +45,14 @@ export async function budgetSession(options: BudgetSession): Promise<RunOutcome>
     throw new PipeError('E_INVALID_ARGS', `${wrongUnit}; nothing was granted`, {
       hint: `pipe runs show ${options.runId} shows the budget it paused at; raise that one (--add-tokens N or --add-usd X).`,
     })
-  return resumeSession({
-    ...rest,
-    command: `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`,
-    budgetGrant: {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})},
-  })
+  const amount = [addTokens !== undefined ? `+${addTokens} tokens` : '', addUsd !== undefined ? `+$${addUsd}` : ''].filter(Boolean).join(' ')
+  const ballot = {kind: 'budget' as const, decision: `grant ${amount}`, approve: true, ...(note ? {note} : {})}
+  return castVote({...options, opened: store}, ballot, (user) =>
+    resumeSession({
+      ...rest,
+      ...(user !== undefined ? {user} : {}),
+      command: `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`,
+      budgetGrant: {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})},
+    }),
+  )
 }

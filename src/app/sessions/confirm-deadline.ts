@@ -70,7 +70,7 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
     })
     return {due, outcome}
   }
-  const reason = `no answer to the ${gateName(due)} of step ${due.step} by its deadline ${due.deadline}: the policy's ${timeoutKey(due)}${due.action === 'deny' ? ': deny (answers have no refusal)' : ''} cancels the run`
+  const reason = `no answer to the ${gateName(due)} of step ${due.step} by its deadline ${due.deadline}: the policy's ${timeoutKey(due)}${due.action === 'deny' ? `: deny (${due.kind === 'budget' ? 'a budget has' : 'answers have'} no refusal)` : ''} cancels the run`
   const outcome = await cancelSession({...session, user: actor, reason})
   return {due, outcome}
 }
@@ -136,7 +136,7 @@ export async function confirmDeadlinePassed(options: DeadlineOptions): Promise<R
 /** A person's answer that came after the policy acted on the deadline: refused, saying what the policy did. */
 export function tooLate(runId: string, applied: {due: DueTimeout; outcome: RunOutcome}): PipeError {
   const {due} = applied
-  const did = due.action === 'deny' ? (due.kind === 'answers' ? 'cancelled the run' : 'refused the step') : 'cancelled the run'
+  const did = due.action === 'deny' && (due.kind === 'review' || due.kind === 'confirm') ? 'refused the step' : 'cancelled the run'
   const key = timeoutKey(due)
   return new PipeError(
     'E_STATE',

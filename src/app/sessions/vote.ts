@@ -68,7 +68,7 @@ export async function castVote(
   const person = currentPerson(options.cwd, options.env ?? process.env)
   // The gate met its rule but its opener failed (an unset secret, a changed cassette): the hint says to run the same vote again, so one who approved may open it (recordVote checks it under the lock).
   const cast = first.pending?.votes ?? []
-  const reopening = ballot.approve && approvalsOf(cast) >= rule.required && cast.some((v) => v.by.id === person.id && APPROVING.has(v.decision))
+  const reopening = ballot.approve && approvalsOf(cast) >= rule.required && cast.some((v) => v.by.id === person.id && approving(v.decision))
   const refused = reopening ? null : checkApproval(rule, person, first, ballot.approve)
   if (refused) throw refusal(options.runId, rule, refused)
   const at = (options.now ?? (() => new Date()))()
@@ -93,8 +93,10 @@ export async function castVote(
   }
 }
 
-const approvalsOf = (votes: readonly Vote[]): number => votes.filter((v) => APPROVING.has(v.decision)).length
+const approvalsOf = (votes: readonly Vote[]): number => votes.filter((v) => approving(v.decision)).length
 const APPROVING = new Set(['go', 'yes', 'answered'])
+/** Whether a recorded decision counts toward opening its gate: a budget grant's names its amount (`grant +20000 tokens`). */
+const approving = (decision: string): boolean => APPROVING.has(decision) || decision.startsWith('grant ')
 
 function refusal(runId: string, rule: AppliedRule, why: string): PipeError {
   return new PipeError('E_POLICY_DENIED', why, {
@@ -123,7 +125,7 @@ async function recordVote(store: RunStore, runId: string, rule: AppliedRule, sho
     const votes = pending.votes ?? []
     const met = approvalsOf(votes) >= rule.required
     // The gate met its rule but was not opened (the opener failed): one who approved may open it again.
-    if (met && approve && votes.some((v) => v.by.id === vote.by.id && APPROVING.has(v.decision))) return 'opens'
+    if (met && approve && votes.some((v) => v.by.id === vote.by.id && approving(v.decision))) return 'opens'
     if (met)
       throw new PipeError(
         'E_STATE',
@@ -134,6 +136,14 @@ async function recordVote(store: RunStore, runId: string, rule: AppliedRule, sho
       )
     const refused = checkApproval(rule, vote.by, record, approve)
     if (refused) throw refusal(runId, rule, refused)
+    // The approvals that open a gate approve one thing: a budget grant's amount, which the first approval proposed.
+    const proposed = votes.find((v) => approving(v.decision))
+    if (approve && proposed && proposed.decision !== vote.decision)
+      throw new PipeError(
+        'E_CONFLICT',
+        `${proposed.by.id} approved "${proposed.decision}" at run ${runId}'s ${shown.kind} of step ${shown.step}, and the approvals under the policy's approvals.${rule.name} must agree; "${vote.decision}" was not taken`,
+        {hint: `Approve the same (pipe runs show ${runId} shows each vote), or refuse it.`},
+      )
     const count = approvalsOf(votes) + (approve ? 1 : 0)
     const note = vote.note ? `; note: ${vote.note}` : ''
     const updated = await store.updateRun(
