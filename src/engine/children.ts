@@ -72,6 +72,10 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
         cwd: settings.cwd,
         ...(prices ? {inheritedPrices: prices} : {}),
         ...(settings.env ? {env: settings.env} : {}),
+        budgetParents: [
+          {run_id: parent.run_id, pipeline: settings.pipeline.pipeline, step, ...(settings.inheritedPrices ? {inherited: settings.inheritedPrices} : {})},
+          ...(settings.budgetParents ?? []),
+        ],
       }
       const index = request.index ?? 0
       const sub = env.engineFor(request.signal ?? env.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)

@@ -204,6 +204,50 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(report.pipelines.find((p) => p.pipeline === 'budgeted')!.budget).to.deep.equal({runs: 1, over: 1, spent_tokens: 45000, spent_usd: 0.0135})
   })
 
+  it("a foreach's children stop at the parent's budget: the request that would pass it is not sent, and pipe budget PARENT continues them", async () => {
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work')}`)
+    const file = await pipeline(
+      'budget: {tokens: 29000}\n',
+      model('first', 'each') +
+        `  - {id: each, kind: foreach, items: "\${{ ['x', 'y', 'z'] }}", pipeline: ./item.yaml, concurrency: 1, next: after}\n` +
+        model('after'),
+    )
+    const result = await cli(['run', file])
+    const parent = json<RunJson>(result)
+    expect(parent.status, result.stdout).to.equal('blocked')
+    // first (15,000) and x (15,000) spent 30,000: y's and z's requests would pass 29,000 and were never sent.
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['first', 'work'])
+    const children = await readIn(path.join(dir, '.pipe'), (store) => store.listChildren(parent.run_id))
+    const paused = children.filter((c) => c.status === 'awaiting_input')
+    expect(paused).to.have.length(2)
+    expect(paused[0]!.pending?.budget).to.include({scope: 'pipeline', run_id: parent.run_id, spent_tokens: 30000, limit_tokens: 29000})
+    expect(paused[0]!.pending?.reason).to.contain(`would pass parent run ${parent.run_id}'s pipeline budget of 29000 tokens`)
+
+    // The budget is the parent's: a grant on the child says where to give it, and records nothing.
+    const onChild = await cli(['budget', paused[0]!.run_id, '--add-tokens', '5'])
+    expect(json<RunJson>(onChild).error?.code).to.equal('E_STATE')
+    expect(json<RunJson>(onChild).error?.hint).to.contain(`pipe budget ${parent.run_id} --add-tokens N`)
+
+    const granted = await cli(['budget', parent.run_id, '--add-tokens', '60000', '--note', 'three items after all'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    // y and z ask what x asked: the redrive answers them from the store's reply cache, counted as recorded.
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['first', 'work', 'after'])
+    const after = await readIn(path.join(dir, '.pipe'), (store) => store.listChildren(parent.run_id))
+    expect(after.map((c) => c.status)).to.deep.equal(['succeeded', 'succeeded', 'succeeded'])
+    const {run} = await runRecordIn(dir, parent.run_id)
+    expect(run.budget_grants).to.have.length(1)
+    expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 60000, note: 'three items after all'})
+    // Counted once: five replies of 15,000, however the children paused and went on.
+    const stats = json<{runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {spent_tokens: number; over: boolean}} | null}>}>(
+      await cli(['stats']),
+    )
+    const row = stats.runs.find((r) => r.run_id === parent.run_id)!
+    expect(row.total_tokens).to.equal(75000)
+    expect(row.budget?.pipeline, JSON.stringify(row.budget)).to.include({spent_tokens: 75000, granted_tokens: 60000})
+    await expectAuditPasses(dir, parent.run_id)
+  })
+
   it("pipe test grants budgets as pipe budget does (budget: in a test), the cassette's replies counted as recorded", async () => {
     const steps = model('a', 'b') + model('b', 'c') + model('c')
     const recording = await pipeline('', steps, 'record.yaml')
