@@ -6,6 +6,8 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {writeFile} from 'node:fs/promises'
+import {createServer, type IncomingHttpHeaders, type Server} from 'node:http'
+import type {AddressInfo} from 'node:net'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
@@ -26,6 +28,21 @@ steps:
   - {id: manual_review, kind: review, next: done}
   - {id: done, kind: end, status: succeeded, reason: reviewed}
 `
+
+/** A webhook on 127.0.0.1 that keeps what it is sent and answers `status`. */
+async function hook(status = 200): Promise<{url: string; got: Array<{headers: IncomingHttpHeaders; body: Record<string, unknown>}>; server: Server}> {
+  const got: Array<{headers: IncomingHttpHeaders; body: Record<string, unknown>}> = []
+  const server = createServer((req, res) => {
+    let text = ''
+    req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')))
+    req.on('end', () => {
+      got.push({headers: req.headers, body: JSON.parse(text) as Record<string, unknown>})
+      res.writeHead(status, {'content-type': 'application/json'}).end('{}')
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got, server}
+}
 
 /** An ISO time `seconds` after `iso`. */
 const after = (iso: string, seconds: number): string => new Date(new Date(iso).getTime() + seconds * 1000).toISOString()
@@ -78,5 +95,86 @@ describe('approvals: deadlines and reminders on the clock of PIPE_NOW', function
     const vote = await run(['review', id, '--decision', 'go', '--json'], {PIPE_USER: 'alice@example.com'})
     expect(vote.code).to.not.equal(0)
     expect(json<RunJson>(vote).error?.code).to.equal('E_STATE')
+  })
+
+  const REMINDED = `version: 1
+approvals:
+  manual_review: {required: 2, from: [alice@example.com, bob@example.com], remind_after_s: 600, remind_target: chat}
+targets:
+  chat: {type: webhook, format: json, url_env: REMIND_URL}
+`
+
+  it('a reminder goes through the policy target once, when remind_after_s passed, naming who may still vote', async () => {
+    const target = await hook()
+    try {
+      const {id, since} = await start(REMINDED)
+      expect((await run(['review', id, '--decision', 'go', '--json'], {PIPE_USER: 'alice@example.com'})).code).to.equal(10)
+      const env = (seconds: number): Record<string, string> => ({PIPE_NOW: after(since, seconds), REMIND_URL: target.url})
+      expect((await run(['runs', 'list'], env(300))).code).to.equal(0)
+      expect(target.got).to.have.length(0)
+
+      const listed = await run(['runs', 'list'], env(601))
+      expect(listed.code, listed.stderr).to.equal(0)
+      expect(target.got).to.have.length(1)
+      const key = `${id}:manual_review:${since}:reminder`
+      expect(target.got[0]!.headers['idempotency-key']).to.equal(key)
+      expect(target.got[0]!.body).to.deep.include({
+        event: 'approval.reminder',
+        key,
+        run_id: id,
+        step: 'manual_review',
+        gate: 'review',
+        rule: 'manual_review',
+        required: 2,
+        voted: ['alice@example.com'],
+        may_still_vote: ['bob@example.com'],
+      })
+      // Once: later commands that touch the run send nothing more.
+      expect((await run(['runs', 'show', id], env(900))).code).to.equal(0)
+      expect((await run(['runs', 'list'], env(1200))).code).to.equal(0)
+      expect(target.got).to.have.length(1)
+      const reminders = (await events(id)).filter((e) => e.event === 'reminder_sent')
+      expect(reminders.map((e) => e.by)).to.deep.equal(['policy (approvals.manual_review.remind_after_s)'])
+      expect(reminders[0]!.reason).to.contain("reminded bob@example.com through the policy's targets.chat")
+      await expectAuditPasses(dir, id)
+    } finally {
+      target.server.close()
+    }
+  })
+
+  it('a reminder the target refuses is recorded nowhere and goes out with the next command', async () => {
+    const down = await hook(503)
+    const up = await hook()
+    try {
+      const {id, since} = await start(REMINDED)
+      expect((await run(['runs', 'list'], {PIPE_NOW: after(since, 700), REMIND_URL: down.url})).code).to.equal(0)
+      expect(down.got).to.have.length(1)
+      expect((await events(id)).some((e) => e.event === 'reminder_sent')).to.equal(false)
+      expect((await run(['runs', 'show', id], {PIPE_NOW: after(since, 800), REMIND_URL: up.url})).code).to.equal(0)
+      expect(up.got).to.have.length(1)
+      expect(up.got[0]!.headers['idempotency-key']).to.equal(down.got[0]!.headers['idempotency-key'])
+    } finally {
+      down.server.close()
+      up.server.close()
+    }
+  })
+
+  it('policy check refuses a reminder without a target, a target the policy does not define, and one after the deadline', async () => {
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      `version: 1
+approvals:
+  review: {from: [alice@example.com], remind_after_s: 600}
+  confirm: {from: [alice@example.com], remind_after_s: 600, remind_target: chta, timeout_s: 300}
+targets:
+  chat: {type: webhook, format: json, url_env: REMIND_URL}
+`,
+    )
+    const result = await run(['policy', 'check', 'policy.yaml'])
+    expect(result.code, result.stderr).to.equal(2)
+    const out = result.stdout + result.stderr
+    expect(out).to.contain('approvals.review.remind_after_s  remind_after_s: 600 needs remind_target')
+    expect(out).to.contain('approvals.confirm.remind_target  "chta" names no target under targets: (its targets are chat)')
+    expect(out).to.contain('approvals.confirm.remind_after_s  remind_after_s: 600 is not before timeout_s: 300')
   })
 })

@@ -16,6 +16,8 @@ import {policyNow} from '../../util/clock.js'
 import {cancelSession} from './cancel.js'
 import {deadlineReason, dueTimeout, gateName, policyActor, timeoutKey, type DueTimeout} from './deadline-due.js'
 import {resumeSession} from './resume.js'
+import {mayRemind, remindIfDue} from './remind.js'
+import {appendLog} from '../../log.js'
 import type {SessionOptions} from './shared.js'
 
 export interface DeadlineOptions extends SessionOptions {
@@ -35,6 +37,11 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
   // The policy's clock (PIPE_NOW when set) is the one its decision and what follows are recorded at: a timeline never goes back.
   const clock = options.now ?? policyNow
   const now = clock()
+  // A reminder due before the deadline goes first; one that cannot be sent now never keeps the deadline from acting.
+  await remindIfDue(store, options.runId, now, options.cwd).catch((error: unknown) => {
+    const e = error as {code?: string; message?: string}
+    appendLog('WARN', `run ${options.runId}: its gate's reminder could not be sent: [${e.code ?? 'E_INTERNAL'}] ${e.message ?? String(error)}`)
+  })
   const due = dueTimeout(await store.readRun(options.runId), now)
   if (!due) return null
   let record: RunRecord
@@ -113,7 +120,7 @@ export async function applyPassedDeadlines(options: SessionOptions & {opened?: R
     const page = await store.listRuns({status: 'awaiting_input', ...(cursor ? {cursor} : {})})
     cursor = page.cursor
     for (const record of page.runs) {
-      if (!dueTimeout(record, now)) continue
+      if (!dueTimeout(record, now) && !mayRemind(record)) continue
       try {
         await applyPassedDeadline({...options, opened: store, runId: record.run_id})
       } catch (error) {

@@ -219,13 +219,13 @@ export function parseContextRef(given: string): NonNullable<RunRecord['context_r
  * anyone votes: under an approvals rule for such a gate of the pipeline, only votes (pipe review,
  * pipe answer) decide it, as at a paused run (pipe resume refuses them the same way).
  */
-export function refuseRuledUpFront(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>, kind: 'review' | 'answers'): void {
+export function refuseRuledUpFront(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>, gate: 'review' | 'answers'): void {
   for (const step of pipeline.pipeline.steps) {
-    if (handlerFor(step.kind).waitsFor !== kind) continue
-    const rule = approvalRule(policy, {step: step.id, kind})
+    if (handlerFor(step.kind).waitsFor !== gate) continue
+    const rule = approvalRule(policy, {step: step.id, kind: gate})
     if (!rule) continue
     const [flag, what, how] =
-      kind === 'review'
+      gate === 'review'
         ? ['--decision', 'decide the review', 'pipe review RUN --decision go|hold|drop']
         : ['--answers', 'answer the questions', 'pipe answer RUN --file FILE']
     throw new PipeError(

@@ -6,6 +6,7 @@
  */
 import {existsSync} from 'node:fs'
 import {applyPassedDeadline} from '../sessions/confirm-deadline.js'
+import {mayRemind} from '../sessions/remind.js'
 import {dueTimeout, gateName, timeoutKey} from '../sessions/deadline-due.js'
 import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
@@ -34,7 +35,7 @@ export async function applyDueDeadlines(sweep: DeadlineSweep, skip: ReadonlySet<
     cursor = page.cursor
     for (const record of page.runs) {
       if (sweep.signal.aborted) return failed
-      if (skip.has(record.run_id) || !dueTimeout(record, now)?.action) continue
+      if (skip.has(record.run_id) || !(dueTimeout(record, now)?.action || mayRemind(record))) continue
       // The run's workspace as recorded with it, else the folder it names when that is on this machine.
       const recorded =
         (await work.workspaceOf(record.run_id)) ?? (record.workspace && existsSync(record.workspace) ? await workspaceOf(record.workspace) : null)
