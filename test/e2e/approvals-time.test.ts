@@ -11,6 +11,7 @@ import type {AddressInfo} from 'node:net'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
+import {until, useWorkerSuite, type WorkerSuite} from '../helpers/workers.js'
 import type {RunEvent} from '../../src/types/run.js'
 
 interface RunJson {
@@ -176,5 +177,39 @@ targets:
     expect(out).to.contain('approvals.review.remind_after_s  remind_after_s: 600 needs remind_target')
     expect(out).to.contain('approvals.confirm.remind_target  "chta" names no target under targets: (its targets are chat)')
     expect(out).to.contain('approvals.confirm.remind_after_s  remind_after_s: 600 is not before timeout_s: 300')
+  })
+})
+
+describe("approvals: a worker sends a gate's reminder on PostgreSQL", function () {
+  this.timeout(180000)
+  let suite: WorkerSuite
+  const team = useWorkerSuite('pipe-remind-pg-', (s) => (suite = s))
+
+  it('a run paused by one process is reminded by a worker serving the store, once', async () => {
+    const target = await hook()
+    try {
+      execFileSync('git', ['init', '-q', '-b', 'main', suite.dir])
+      execFileSync('git', ['-C', suite.dir, 'config', 'user.email', 'starter@example.com'])
+      await writeFile(path.join(suite.dir, 'p.yaml'), REVIEWED)
+      await writeFile(
+        path.join(suite.dir, 'policy.yaml'),
+        'version: 1\napprovals:\n  review: {from: [alice@example.com], remind_after_s: 600, remind_target: chat}\ntargets:\n  chat: {type: webhook, format: json, url_env: REMIND_URL}\n',
+      )
+      const started = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--store', suite.url, '--json'], {
+        cwd: suite.dir,
+        env: {PIPE_INTERACTIVE: '0'},
+      })
+      expect(started.code, started.stderr).to.equal(10)
+      const id = json<RunJson>(started).run_id
+      const since = (await readIn(suite.url, (store) => store.readRun(id))).pending!.since
+      team.start(suite.url, [], {cwd: suite.dir, env: {PIPE_NOW: after(since, 601), REMIND_URL: target.url}})
+      const reminded = async (): Promise<RunEvent[]> => (await readIn(suite.url, (store) => store.readEvents(id))).filter((e) => e.event === 'reminder_sent')
+      await until('the worker recorded the reminder it sent', async () => (await reminded()).length === 1)
+      expect(target.got).to.have.length(1)
+      expect(target.got[0]!.body).to.deep.include({run_id: id, rule: 'review', may_still_vote: ['alice@example.com']})
+      expect((await readIn(suite.url, (store) => store.readRun(id))).status).to.equal('awaiting_input')
+    } finally {
+      target.server.close()
+    }
   })
 })
