@@ -248,6 +248,28 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     await expectAuditPasses(dir, parent.run_id)
   })
 
+  it("a grant of a parent's budget its children paused at is a vote under approvals.budget: the starter may not grant it", async () => {
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work')}`)
+    const file = await pipeline(
+      'budget: {tokens: 14000}\n',
+      `  - {id: each, kind: foreach, items: "\${{ ['x', 'y'] }}", pipeline: ./item.yaml, concurrency: 1}\n`,
+    )
+    await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\napprovals:\n  budget: {from: [alice@example.com, starter@example.com], self_approval: false}\n')
+    const as = (who: string, args: string[]): Promise<CliResult> =>
+      pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
+    const parent = json<RunJson>(await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')]))
+    expect(parent.status).to.equal('blocked')
+    expect(server.requests).to.have.length(1)
+    const self = await as('starter@example.com', ['budget', parent.run_id, '--add-tokens', '20000'])
+    expect(json<RunJson>(self).error?.code, self.stdout).to.equal('E_POLICY_DENIED')
+    expect(json<RunJson>(self).error?.message).to.contain("the policy's approvals.budget says self_approval: false")
+    expect((await runRecordIn(dir, parent.run_id)).run.budget_grants ?? []).to.deep.equal([])
+    const granted = await as('alice@example.com', ['budget', parent.run_id, '--add-tokens', '20000'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    expect((await runRecordIn(dir, parent.run_id)).run.budget_grants![0]).to.include({by: 'alice@example.com', tokens: 20000})
+  })
+
   it("pipe test grants budgets as pipe budget does (budget: in a test), the cassette's replies counted as recorded", async () => {
     const steps = model('a', 'b') + model('b', 'c') + model('c')
     const recording = await pipeline('', steps, 'record.yaml')
