@@ -3,7 +3,7 @@
  * `--decision` and the terminal prompt take them in any case, and the record keeps the canonical
  * value. `no`/`n` mean drop, which ends the run as cancelled, as a "no" to "go ahead?" does.
  */
-import * as Flags from '@oclif/core/flags'
+import * as Flags from './flags.js'
 import type {Decision} from '../app/sessions/shared.js'
 import {PipeError} from '../errors.js'
 

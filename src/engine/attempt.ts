@@ -127,6 +127,7 @@ export async function attemptStep<K extends StepKind>(
     pipeline: run.settings.pipeline.pipeline,
     step,
     ...(run.settings.inheritedPrices ? {inherited: run.settings.inheritedPrices} : {}),
+    ...(run.settings.budgetParents ? {parents: run.settings.budgetParents} : {}),
   })
   for (let attempt = 1; ; attempt++) {
     env.deps.onProgress?.({type: 'step_start', run_id: runId, step: step.id, kind: step.kind, seq, attempt})

@@ -109,6 +109,14 @@ export function estimateOf(request: ChatRequest): {prompt_tokens: number; comple
   return {prompt_tokens: Math.ceil(text.length / 4), completion_tokens: request.max_tokens ?? 0}
 }
 
+/** A run above a child run whose budgets the child's requests count against: its pipeline's, and the step that started the child's. */
+export interface BudgetParent {
+  run_id: string
+  pipeline: Pipeline
+  step: Step
+  inherited?: Prices
+}
+
 export interface StepBudgetOf {
   store: RunStore
   run: RunRecord
@@ -116,7 +124,18 @@ export interface StepBudgetOf {
   pipeline: Pipeline
   step: Step
   inherited?: Prices
+  /** The runs above this one, nearest first (a foreach's child: the foreach's run). */
+  parents?: readonly BudgetParent[]
 }
+
+/** One budget a request is checked against; `owner` is the run above whose budget it is (absent: this run's). */
+interface Scope {
+  scope: string
+  budget: Budget
+  owner?: BudgetParent
+}
+
+const keyOf = (s: Scope): string => `${s.owner?.run_id ?? ''}:${s.scope}`
 
 /** The guard a step's model requests pass (ChatCall.budget), shared by its attempts; undefined when no budget applies. */
 export class StepBudget implements ChatBudget {
@@ -127,17 +146,22 @@ export class StepBudget implements ChatBudget {
   private calls = 0
   /** The model the step's last request asked for: the one its snapshot records and its tokens are priced at (a reply may name another). */
   private model: string | undefined
-  private recorded: Promise<Map<string, Spend>> | undefined
+  private recorded: Promise<Map<string, {spend: Spend; run: RunRecord}>> | undefined
 
   private constructor(
     private readonly of: StepBudgetOf,
-    private readonly scopes: ReadonlyArray<{scope: string; budget: Budget}>,
+    private readonly scopes: readonly Scope[],
   ) {}
 
   static for(of: StepBudgetOf): StepBudget | undefined {
-    const scopes = [
+    const scopes: Scope[] = [
       ...(of.step.budget ? [{scope: of.step.id, budget: of.step.budget}] : []),
       ...(of.pipeline.budget ? [{scope: PIPELINE_SCOPE, budget: of.pipeline.budget}] : []),
+      // A child's requests spend its parents' money too: the step that started it and their pipelines.
+      ...(of.parents ?? []).flatMap((owner) => [
+        ...(owner.step.budget ? [{scope: owner.step.id, budget: owner.step.budget, owner}] : []),
+        ...(owner.pipeline.budget ? [{scope: PIPELINE_SCOPE, budget: owner.pipeline.budget, owner}] : []),
+      ]),
     ]
     return scopes.length > 0 ? new StepBudget(of, scopes) : undefined
   }
@@ -150,23 +174,35 @@ export class StepBudget implements ChatBudget {
   async check(request: ChatRequest): Promise<void> {
     const {of} = this
     // Read once per run of the step: the records do not change under a running step's own requests.
+    // A parent's records are read as they are now: its other children may have spent since this one started.
     this.recorded ??= (async () => {
-      const out = new Map<string, Spend>()
-      for (const {scope} of this.scopes)
-        out.set(scope, await recordedSpend(of.store, of.run, of.snapshots, of.pipeline, scope === PIPELINE_SCOPE ? undefined : scope, of.inherited))
+      const out = new Map<string, {spend: Spend; run: RunRecord}>()
+      for (const s of this.scopes) {
+        const step = s.scope === PIPELINE_SCOPE ? undefined : s.scope
+        if (!s.owner) {
+          out.set(keyOf(s), {spend: await recordedSpend(of.store, of.run, of.snapshots, of.pipeline, step, of.inherited), run: of.run})
+          continue
+        }
+        const run = await of.store.readRun(s.owner.run_id)
+        const snapshots = await of.store.readSnapshots(s.owner.run_id)
+        // This run's own snapshots are in it (a child is counted in its parent): only the running step's spend is added below.
+        out.set(keyOf(s), {spend: await recordedSpend(of.store, run, snapshots, s.owner.pipeline, step, s.owner.inherited), run})
+      }
       return out
     })()
     const recorded = await this.recorded
     this.model = request.model
     const prices = budgetPrices(of.pipeline, request.model, of.inherited)
     const estimate = spendOf(estimateOf(request), prices)
-    for (const {scope, budget} of this.scopes) {
-      const spent = plus(recorded.get(scope)!, this.running)
-      const limit = limitsOf(budget, of.run, scope)
+    for (const s of this.scopes) {
+      const {scope, budget, owner} = s
+      const {spend, run} = recorded.get(keyOf(s))!
+      const spent = plus(spend, this.running)
+      const limit = limitsOf(budget, run, scope)
       const overTokens = limit.tokens !== undefined && spent.tokens + estimate.tokens > limit.tokens
       const overUsd = limit.usd !== undefined && spent.usd + estimate.usd > limit.usd
       if (!overTokens && !overUsd) continue
-      const what = scope === PIPELINE_SCOPE ? `the pipeline's budget` : `step ${scope}'s budget`
+      const what = `${owner ? `parent run ${owner.run_id}'s ` : ''}${scope === PIPELINE_SCOPE ? (owner ? 'pipeline budget' : "the pipeline's budget") : `step ${scope}'s budget`}`
       const spentText = `${spent.tokens} tokens${limit.usd !== undefined ? ` ($${spent.usd})` : ''}`
       const limitText = [limit.tokens !== undefined ? `${limit.tokens} tokens` : '', limit.usd !== undefined ? `$${limit.usd}` : '']
         .filter(Boolean)
@@ -177,6 +213,7 @@ export class StepBudget implements ChatBudget {
         reason,
         pending: {
           scope,
+          ...(owner ? {run_id: owner.run_id} : {}),
           ...(limit.tokens !== undefined ? {limit_tokens: limit.tokens} : {}),
           ...(limit.usd !== undefined ? {limit_usd: limit.usd} : {}),
           spent_tokens: spent.tokens,
@@ -188,7 +225,7 @@ export class StepBudget implements ChatBudget {
         },
       }
       throw new PipeError('E_BUDGET', reason, {
-        hint: `Raise the budget with pipe budget ${of.run.run_id} --add-tokens N (or --add-usd X), or set a larger budget in the pipeline.`,
+        hint: `Raise the budget with pipe budget ${owner?.run_id ?? of.run.run_id} --add-tokens N (or --add-usd X), or set a larger budget in the pipeline.`,
       })
     }
   }

@@ -72,6 +72,10 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
         cwd: settings.cwd,
         ...(prices ? {inheritedPrices: prices} : {}),
         ...(settings.env ? {env: settings.env} : {}),
+        budgetParents: [
+          {run_id: parent.run_id, pipeline: settings.pipeline.pipeline, step, ...(settings.inheritedPrices ? {inherited: settings.inheritedPrices} : {})},
+          ...(settings.budgetParents ?? []),
+        ],
       }
       const index = request.index ?? 0
       const sub = env.engineFor(request.signal ?? env.signal, request.index !== undefined ? `${step.id}[${request.index}]` : step.id)
@@ -101,6 +105,8 @@ export function childRuns(env: ChildEnvironment, of: ParentStep): ChildRuns {
           workspaceGit: parent.workspace_git,
           ...(parent.context_ref ? {contextRef: parent.context_ref} : {}),
           parent: link,
+          // Whoever started the parent started its children: a rule's self_approval holds for a child's gate too.
+          ...(parent.started_by ? {startedBy: parent.started_by} : {}),
           reason: `pipeline ${loaded.pipeline.name}, child of run ${parent.run_id} step ${step.id} (#${seq})${request.index !== undefined ? ` item ${request.index}` : ''}`,
           now,
           user: env.user,

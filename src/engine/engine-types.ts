@@ -13,6 +13,7 @@ import type {RunStore} from '../store/types.js'
 import type {ProviderSettings} from '../types/pipeline.js'
 import type {RunRecord, RunStatus, SignedDecision} from '../types/run.js'
 import type {RunBirth} from './run-record.js'
+import type {BudgetParent} from './budget.js'
 
 export type ProgressEvent = (
   | {type: 'step_start'; run_id: string; step: string; kind: string; seq: number; attempt: number}
@@ -87,6 +88,8 @@ export interface RunSettings {
   cwd: string
   /** A child run's parent's provider.prices, for its own snapshots' cost when its pipeline gives none (the model is the parent's too). */
   inheritedPrices?: NonNullable<ProviderSettings['prices']>
+  /** A child run's parents, nearest first: their budgets (their pipelines' and the steps that started the children) bound its model requests too. */
+  budgetParents?: readonly BudgetParent[]
   /** Where the pipeline's secrets are read from (pipe test gives each test its own); process.env when absent. Never recorded. */
   env?: NodeJS.ProcessEnv
 }

@@ -16,7 +16,8 @@ export interface Person {
   name?: string
 }
 
-export type GateKind = 'review' | 'confirm' | 'answers'
+/** A gate a person decides at: a review, a confirmation, answers, or more money for a budget the run paused at (pipe budget). */
+export type GateKind = 'review' | 'confirm' | 'answers' | 'budget'
 
 /** A rule as it applies: its key in policy.yaml (named in every refusal) and its values with their defaults. */
 export interface AppliedRule {
@@ -28,17 +29,19 @@ export interface AppliedRule {
   timeout_s?: number
   on_timeout: 'wait' | 'deny' | 'cancel'
   remind_after_s?: number
+  /** The policy's target (under targets:) the reminder goes through. */
+  remind_target?: string
 }
 
 /**
  * The rule of a gate: the step's own (keyed by its id) before its kind's; null when the policy has
- * none. A budget pause is no gate of these rules (yet): more money is granted by pipe budget alone.
+ * none. A budget grant is under the `budget` rule only: a step's own rule is about what the step
+ * waits for (its review, its confirmation), not about the money it spends.
  */
-export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string; kind: GateKind | 'budget'}): AppliedRule | null {
-  if (gate.kind === 'budget') return null
+export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string; kind: GateKind}): AppliedRule | null {
   const values = 'policy' in policy ? policy.policy : policy
   const rules = values.approvals ?? {}
-  const name = rules[gate.step] !== undefined ? gate.step : rules[gate.kind] !== undefined ? gate.kind : null
+  const name = gate.kind !== 'budget' && rules[gate.step] !== undefined ? gate.step : rules[gate.kind] !== undefined ? gate.kind : null
   if (name === null) return null
   const rule = rules[name]!
   return {
@@ -49,6 +52,7 @@ export function approvalRule(policy: LoadedPolicy | Policy, gate: {step: string;
     ...(rule.timeout_s !== undefined ? {timeout_s: rule.timeout_s} : {}),
     on_timeout: rule.on_timeout ?? 'wait',
     ...(rule.remind_after_s !== undefined ? {remind_after_s: rule.remind_after_s} : {}),
+    ...(rule.remind_target !== undefined ? {remind_target: rule.remind_target} : {}),
   }
 }
 
@@ -59,7 +63,7 @@ export function resolveFrom(rule: ApprovalRule, people: Record<string, string[] 
 }
 
 /** What is wrong with a policy's approvals and people, each with the path it is at and the bad value quoted. */
-export function approvalProblems(policy: Pick<Policy, 'approvals' | 'people'>): Array<{path: Array<string | number>; message: string}> {
+export function approvalProblems(policy: Pick<Policy, 'approvals' | 'people' | 'targets'>): Array<{path: Array<string | number>; message: string}> {
   const problems: Array<{path: Array<string | number>; message: string}> = []
   const people = policy.people ?? {}
   for (const [name, rule] of Object.entries(policy.approvals ?? {})) {
@@ -87,6 +91,25 @@ export function approvalProblems(policy: Pick<Policy, 'approvals' | 'people'>): 
       const value = rule[key]
       if (value !== undefined && !(value > 0)) problems.push({path: at(key), message: `${key}: ${value} must be more than 0 seconds`})
     }
+    // A reminder needs both when and where: one without the other would be a rule that silently sends nothing.
+    const targets = Object.keys(policy.targets ?? {})
+    if (rule.remind_after_s !== undefined && rule.remind_target === undefined)
+      problems.push({
+        path: at('remind_after_s'),
+        message: `remind_after_s: ${rule.remind_after_s} needs remind_target, the webhook under targets: the reminder goes through`,
+      })
+    if (rule.remind_target !== undefined && rule.remind_after_s === undefined)
+      problems.push({path: at('remind_target'), message: `remind_target: "${rule.remind_target}" needs remind_after_s, the seconds after which to remind`})
+    if (rule.remind_target !== undefined && !targets.includes(rule.remind_target))
+      problems.push({
+        path: at('remind_target'),
+        message: `"${rule.remind_target}" names no target under targets: (${targets.length > 0 ? `its targets are ${targets.join(', ')}` : 'the policy defines none'})`,
+      })
+    if (rule.remind_after_s !== undefined && rule.timeout_s !== undefined && rule.remind_after_s >= rule.timeout_s)
+      problems.push({
+        path: at('remind_after_s'),
+        message: `remind_after_s: ${rule.remind_after_s} is not before timeout_s: ${rule.timeout_s}, so the reminder would come after the deadline`,
+      })
   }
   return problems
 }

@@ -70,7 +70,7 @@ function fieldPath(segments: ReadonlyArray<string | number>): string {
   return segments.reduce<string>((acc, s) => (typeof s === 'number' ? `${acc}[${s}]` : acc ? `${acc}.${s}` : s), '')
 }
 
-const GATE_KINDS = new Set(['review', 'confirm', 'answers'])
+const GATE_KINDS = new Set(['review', 'confirm', 'answers', 'budget'])
 
 /**
  * An approvals rule keyed by neither a gate kind nor a step of this pipeline governs none of its
@@ -86,7 +86,7 @@ export function unmatchedApprovals(loaded: LoadedPipeline, policy: LoadedPolicy)
       ...diag(
         loaded,
         ['steps'],
-        `${source}'s approvals.${name} names no step of pipeline ${loaded.pipeline.name} (its steps are ${[...ids].join(', ')}) nor a gate kind (review, confirm, answers), so it governs none of its gates`,
+        `${source}'s approvals.${name} names no step of pipeline ${loaded.pipeline.name} (its steps are ${[...ids].join(', ')}) nor a gate kind (review, confirm, answers, budget), so it governs none of its gates`,
       ),
       severity: 'warning' as const,
       rule: 'approvals-unmatched',

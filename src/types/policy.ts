@@ -113,10 +113,16 @@ export interface Policy {
     [k: string]: [string, ...string[]] | undefined
   }
   /**
-   * Who may decide at a gate, and how many must: a rule per gate, keyed by a step's id (a review step, a step that waits for a confirmation or for answers) or by a gate kind (review, confirm, answers); a step's own rule comes before its kind's. pipe review, pipe confirm and pipe answer refuse a person the rule does not name, a second vote by the same person, and (self_approval: false) the person who started the run; the gate opens when `required` distinct people approved, and a refusal (hold, drop, --no) decides at once. A person is PIPE_USER, else the repository's git user.email, else the OS user.
+   * Who may decide at a gate, and how many must: a rule per gate, keyed by a step's id (a review step, a step that waits for a confirmation or for answers) or by a gate kind (review, confirm, answers, budget: who may grant more with pipe budget); a step's own rule comes before its kind's. pipe review, pipe confirm, pipe answer and pipe budget refuse a person the rule does not name, a second vote by the same person, and (self_approval: false) the person who started the run; the gate opens when `required` distinct people approved, and a refusal (hold, drop, --no) decides at once. A person is PIPE_USER, else the repository's git user.email, else the OS user.
    */
   approvals?: {
     [k: string]: ApprovalRule | undefined
+  }
+  /**
+   * Webhook targets for what pipe itself sends under the policy (an approvals rule's reminder), named by remind_target: shaped as a publish step's webhook target. The URL is read from url_env, never from the file.
+   */
+  targets?: {
+    [k: string]: NotifyTarget | undefined
   }
   /**
    * Groups of people, named by an approvals rule's from as "@GROUP": each a list of person ids (PIPE_USER, a git user.email or an OS user).
@@ -196,7 +202,26 @@ export interface ApprovalRule {
    */
   on_timeout?: 'wait' | 'deny' | 'cancel'
   /**
-   * Seconds after which the people who have not voted are due a reminder (checked, but pipe sends no reminder yet).
+   * Seconds after the gate paused when the people who may still vote are reminded, once, through remind_target (more than 0; less than timeout_s when both are set).
    */
   remind_after_s?: number
+  /**
+   * The webhook under the policy's targets: the reminder goes through (needed with remind_after_s).
+   */
+  remind_target?: string
+}
+export interface NotifyTarget {
+  type: 'webhook'
+  /**
+   * json: an event object (event: approval.reminder); slack: an incoming webhook's message.
+   */
+  format: 'json' | 'slack'
+  /**
+   * The environment variable holding the webhook URL (a secret: redacted wherever it would appear).
+   */
+  url_env: string
+  /**
+   * No answer by then: the reminder is tried again by the next command or worker that touches the run (default 10000).
+   */
+  timeout_ms?: number
 }

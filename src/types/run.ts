@@ -183,6 +183,13 @@ export interface RunRecord {
    */
   budget_grants?: {
     scope: string
+    /**
+     * The child run whose pause at this run's budget the grant answered, and when it paused: one grant per pause, however often pipe budget is given again after a failed continuation.
+     */
+    for?: {
+      run_id: string
+      since: string
+    }
     tokens?: number
     usd?: number
     by: string
@@ -271,6 +278,10 @@ export interface RunRecord {
        * pipeline, or the id of the step whose budget it is.
        */
       scope: string
+      /**
+       * The run whose budget it is when not this run's own: an ancestor of this child run (the run of its foreach or pipeline step), which pipe budget raises.
+       */
+      run_id?: string
       limit_tokens?: number
       limit_usd?: number
       spent_tokens: number

@@ -11,7 +11,7 @@ import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {confirmedPipeline, LATER, votersOf, type RunJson} from '../helpers/decisions.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
@@ -170,6 +170,36 @@ people:
     )
   })
 
+  it('pipe run --answers and pipe replay --answers cannot answer a gate under an answers rule: only votes (pipe answer) do', async () => {
+    await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\napprovals:\n  answers: {from: [alice@example.com]}\n')
+    await writeFile(
+      path.join(dir, 'a.yaml'),
+      `answers:\n${['acceptance_criteria', 'non_functional', 'constraints'].map((f) => `  ${f}: An answer about ${f}.\n`).join('')}`,
+    )
+    const begin = ['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--policy', 'policy.yaml']
+    // Even from a person the rule names: answers given before the run asks are nobody's vote.
+    const given = await run([...begin, '--answers', 'a.yaml', '--json'], 'alice@example.com')
+    expect(refused(given, 'E_POLICY_DENIED')).to.equal(
+      "--answers would answer the questions of step apply_answers before anyone votes, but the policy's approvals.answers says who decides it (1 of: alice@example.com); nothing was started",
+    )
+    expect(json<RunJson>(given).error!.hint).to.contain('pipe answer RUN --file FILE')
+    expect(existsSync(path.join(dir, '.pipe', 'runs')), 'no run was created').to.equal(false)
+
+    const paused = await run([...begin, '--json'], 'alice@example.com')
+    expect(paused.code, paused.stderr).to.equal(10)
+    const id = json<RunJson>(paused).run_id
+    expect(refused(await run(['replay', id, '--from', 'compile', '--answers', 'a.yaml', '--json'], 'alice@example.com'), 'E_POLICY_DENIED')).to.contain(
+      "the policy's approvals.answers says who decides it",
+    )
+    expect(refused(await run(['answer', id, '--file', 'a.yaml', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.answers names",
+    )
+    const answered = await run(['answer', id, '--file', 'a.yaml', '--json'], 'alice@example.com')
+    expect(answered.code, answered.stderr).to.equal(10)
+    expect((await events(id)).filter((e) => e.event === 'vote_cast').map((e) => [e.by, e.decision])).to.deep.equal([['alice@example.com', 'answered']])
+    expect((await runRecordIn(dir, id)).run.pending?.kind).to.equal('review')
+  })
+
   it('the approval that met the rule but could not continue the run (a secret unset) continues it when given again', async () => {
     await writeFile(path.join(dir, 'p.yaml'), REVIEWED.replace('name: reviewed\n', 'name: reviewed\nsecrets: [TOK]\n'))
     await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
@@ -193,7 +223,7 @@ people:
     const result = await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stdout).to.contain(
-      'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers), so it governs none of its gates',
+      'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers, budget), so it governs none of its gates',
     )
     await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
     expect((await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])).stdout).to.not.contain('names no step')

@@ -6,7 +6,7 @@ import {expect} from 'chai'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
+import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -102,6 +102,54 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     await expectAuditPasses(dir, paused.run_id)
   })
 
+  it('a grant under approvals.budget is a vote: refused to people not in from and to the starter, raised only at the rule, with one amount', async () => {
+    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
+    await writeFile(
+      path.join(dir, 'policy.yaml'),
+      'version: 1\napprovals:\n  budget: {required: 2, from: ["@finance"], self_approval: false}\npeople:\n  finance: [alice@example.com, bob@example.com, starter@example.com]\n',
+    )
+    const as = (who: string, args: string[]): Promise<CliResult> =>
+      pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
+    const refusal = (result: CliResult, code: string): string => {
+      expect(result.code, result.stdout).to.not.equal(0)
+      expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
+      return json<RunJson>(result).error!.message
+    }
+    const started = await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')])
+    expect(started.code, started.stderr).to.equal(10)
+    const id = json<RunJson>(started).run_id
+
+    expect(refusal(await as('mallory@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain(
+      "mallory@example.com is not among the people the policy's approvals.budget names",
+    )
+    expect(refusal(await as('starter@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain(
+      'started run ' + id + ", and the policy's approvals.budget says self_approval: false",
+    )
+    const first = await as('alice@example.com', ['budget', id, '--add-tokens', '20000', '--note', 'worth it'])
+    expect(first.code, first.stderr).to.equal(10)
+    expect(json<RunJson>(first).reason).to.equal("1 of 2 approvals under the policy's approvals.budget; may still approve: bob@example.com")
+    expect((await runRecordIn(dir, id)).run.budget_grants ?? []).to.deep.equal([])
+    expect(refusal(await as('alice@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain('has already voted')
+    expect(refusal(await as('bob@example.com', ['budget', id, '--add-tokens', '5']), 'E_CONFLICT')).to.contain(
+      'alice@example.com approved "grant +20000 tokens"',
+    )
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+
+    const second = await as('bob@example.com', ['budget', id, '--add-tokens', '20000'])
+    expect(second.code, second.stderr).to.equal(0)
+    expect(json<RunJson>(second).status).to.equal('succeeded')
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
+    const {run} = await runRecordIn(dir, id)
+    expect(run.budget_grants).to.have.length(1)
+    expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 20000, by: 'bob@example.com'})
+    const events = await readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
+    expect(events.filter((e) => e.event === 'vote_cast').map((e) => [e.by, e.decision])).to.deep.equal([
+      ['alice@example.com', 'grant +20000 tokens'],
+      ['bob@example.com', 'grant +20000 tokens'],
+    ])
+    await expectAuditPasses(dir, id)
+  })
+
   it('on_exceed: fail ends the step with the outcome over_budget, which on: routes; unrouted it fails the run with E_BUDGET', async () => {
     const routed = await pipeline(
       '',
@@ -154,6 +202,72 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(row.total_tokens).to.equal(45000)
     expect(row.budget?.pipeline).to.include({tokens: 44000, spent_tokens: 45000, over: true})
     expect(report.pipelines.find((p) => p.pipeline === 'budgeted')!.budget).to.deep.equal({runs: 1, over: 1, spent_tokens: 45000, spent_usd: 0.0135})
+  })
+
+  it("a foreach's children stop at the parent's budget: the request that would pass it is not sent, and pipe budget PARENT continues them", async () => {
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work')}`)
+    const file = await pipeline(
+      'budget: {tokens: 29000}\n',
+      model('first', 'each') +
+        `  - {id: each, kind: foreach, items: "\${{ ['x', 'y', 'z'] }}", pipeline: ./item.yaml, concurrency: 1, next: after}\n` +
+        model('after'),
+    )
+    const result = await cli(['run', file])
+    const parent = json<RunJson>(result)
+    expect(parent.status, result.stdout).to.equal('blocked')
+    // first (15,000) and x (15,000) spent 30,000: y's and z's requests would pass 29,000 and were never sent.
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['first', 'work'])
+    const children = await readIn(path.join(dir, '.pipe'), (store) => store.listChildren(parent.run_id))
+    const paused = children.filter((c) => c.status === 'awaiting_input')
+    expect(paused).to.have.length(2)
+    expect(paused[0]!.pending?.budget).to.include({scope: 'pipeline', run_id: parent.run_id, spent_tokens: 30000, limit_tokens: 29000})
+    expect(paused[0]!.pending?.reason).to.contain(`would pass parent run ${parent.run_id}'s pipeline budget of 29000 tokens`)
+
+    // The budget is the parent's: a grant on the child says where to give it, and records nothing.
+    const onChild = await cli(['budget', paused[0]!.run_id, '--add-tokens', '5'])
+    expect(json<RunJson>(onChild).error?.code).to.equal('E_STATE')
+    expect(json<RunJson>(onChild).error?.hint).to.contain(`pipe budget ${parent.run_id} --add-tokens N`)
+
+    const granted = await cli(['budget', parent.run_id, '--add-tokens', '60000', '--note', 'three items after all'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    // y and z ask what x asked: the redrive answers them from the store's reply cache, counted as recorded.
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['first', 'work', 'after'])
+    const after = await readIn(path.join(dir, '.pipe'), (store) => store.listChildren(parent.run_id))
+    expect(after.map((c) => c.status)).to.deep.equal(['succeeded', 'succeeded', 'succeeded'])
+    const {run} = await runRecordIn(dir, parent.run_id)
+    expect(run.budget_grants).to.have.length(1)
+    expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 60000, note: 'three items after all'})
+    // Counted once: five replies of 15,000, however the children paused and went on.
+    const stats = json<{runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {spent_tokens: number; over: boolean}} | null}>}>(
+      await cli(['stats']),
+    )
+    const row = stats.runs.find((r) => r.run_id === parent.run_id)!
+    expect(row.total_tokens).to.equal(75000)
+    expect(row.budget?.pipeline, JSON.stringify(row.budget)).to.include({spent_tokens: 75000, granted_tokens: 60000})
+    await expectAuditPasses(dir, parent.run_id)
+  })
+
+  it("a grant of a parent's budget its children paused at is a vote under approvals.budget: the starter may not grant it", async () => {
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work')}`)
+    const file = await pipeline(
+      'budget: {tokens: 14000}\n',
+      `  - {id: each, kind: foreach, items: "\${{ ['x', 'y'] }}", pipeline: ./item.yaml, concurrency: 1}\n`,
+    )
+    await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\napprovals:\n  budget: {from: [alice@example.com, starter@example.com], self_approval: false}\n')
+    const as = (who: string, args: string[]): Promise<CliResult> =>
+      pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
+    const parent = json<RunJson>(await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')]))
+    expect(parent.status).to.equal('blocked')
+    expect(server.requests).to.have.length(1)
+    const self = await as('starter@example.com', ['budget', parent.run_id, '--add-tokens', '20000'])
+    expect(json<RunJson>(self).error?.code, self.stdout).to.equal('E_POLICY_DENIED')
+    expect(json<RunJson>(self).error?.message).to.contain("the policy's approvals.budget says self_approval: false")
+    expect((await runRecordIn(dir, parent.run_id)).run.budget_grants ?? []).to.deep.equal([])
+    const granted = await as('alice@example.com', ['budget', parent.run_id, '--add-tokens', '20000'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    expect((await runRecordIn(dir, parent.run_id)).run.budget_grants![0]).to.include({by: 'alice@example.com', tokens: 20000})
   })
 
   it("pipe test grants budgets as pipe budget does (budget: in a test), the cassette's replies counted as recorded", async () => {

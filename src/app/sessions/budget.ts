@@ -1,8 +1,9 @@
 /**
  * pipe budget: a person raises the budget a run paused at (engine/budget.ts) and the run goes on,
  * exactly as pipe resume would continue it. The grant (who, when, how much, the note) is recorded
- * under the run's lock with its timeline line. Kept as its own use case so the approval rules of
- * policy.yaml (issue 40, items 1-3) can check who may grant before anything is recorded.
+ * under the run's lock with its timeline line. Under the policy's approvals.budget rule a grant is
+ * a vote (castVote): only the people the rule names may give it, each once, and the budget is
+ * raised and the run continued only when `required` of them approved the same amount.
  */
 import {PipeError} from '../../errors.js'
 import type {RunOutcome} from '../../engine/engine.js'
@@ -10,6 +11,7 @@ import {openStore, storeLocation} from '../../store/open.js'
 import {resumeSession} from './resume.js'
 import {waitingFor, type ReplyOptions, type SessionOptions} from './shared.js'
 import {castVote} from './vote.js'
+import {childrenAtBudget, grantParentBudget} from './budget-children.js'
 
 export interface BudgetSession extends SessionOptions, ReplyOptions {
   runId: string
@@ -31,9 +33,18 @@ export async function budgetSession(options: BudgetSession): Promise<RunOutcome>
   if (addUsd !== undefined && (!Number.isFinite(addUsd) || addUsd <= 0))
     throw new PipeError('E_INVALID_ARGS', `--add-usd ${addUsd} is not a positive amount of US dollars`, {hint: `pipe budget ${options.runId} --add-usd 1.50`})
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  const record = await store.readRun(options.runId)
+  // A parent stopped while its children wait at its budget: the grant is the parent's, the votes are cast at the first child's gate.
+  const children = record.status === 'awaiting_input' ? [] : await childrenAtBudget(store, options.runId)
   // Refused before anything is recorded: a run not paused at a budget has nothing to raise (checked again under the lock).
-  const pending = waitingFor(await store.readRun(options.runId), 'budget')
+  const pending = children[0]?.record.pending ?? waitingFor(record, 'budget')
   const paused = pending.budget
+  if (paused?.run_id !== undefined && paused.run_id !== options.runId)
+    throw new PipeError(
+      'E_STATE',
+      `run ${options.runId} paused at the budget of its parent run ${paused.run_id}, which pays for its requests; nothing was granted`,
+      {hint: `pipe budget ${paused.run_id} --add-tokens N --note TEXT (or --add-usd X) raises it and continues the parent with its children.`},
+    )
   const wrongUnit =
     paused && addTokens === undefined && paused.limit_usd === undefined
       ? '--add-usd raises a cost budget, but the budget it paused at counts tokens only'
@@ -44,15 +55,18 @@ export async function budgetSession(options: BudgetSession): Promise<RunOutcome>
     throw new PipeError('E_INVALID_ARGS', `${wrongUnit}; nothing was granted`, {
       hint: `pipe runs show ${options.runId} shows the budget it paused at; raise that one (--add-tokens N or --add-usd X).`,
     })
-  const raised = [addTokens !== undefined ? `${addTokens} tokens` : '', addUsd !== undefined ? `$${addUsd}` : ''].filter(Boolean).join(' and ')
-  // Signed as every decision is (castVote); a budget pause has no approvals rule, so it goes on at once.
-  const ballot = {kind: 'budget' as const, decision: 'granted', approve: true, note: `${raised}${note ? `: ${note}` : ''}`}
-  return castVote(options, ballot, (_user, signed) =>
-    resumeSession({
-      ...rest,
-      ...(signed ? {signed} : {}),
-      command: `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`,
-      budgetGrant: {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})},
-    }),
+  const amount = [addTokens !== undefined ? `+${addTokens} tokens` : '', addUsd !== undefined ? `+$${addUsd}` : ''].filter(Boolean).join(' ')
+  // Signed as every decision is (castVote); under no approvals.budget rule it goes on at once.
+  const ballot = {kind: 'budget' as const, decision: `grant ${amount}`, approve: true, ...(note ? {note} : {})}
+  const given = {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})}
+  const command = `pipe budget ${options.runId}${addTokens !== undefined ? ` --add-tokens ${addTokens}` : ''}${addUsd !== undefined ? ` --add-usd ${addUsd}` : ''}`
+  const by = (user: string | undefined) => (user !== undefined ? {user} : {})
+  if (children.length > 0)
+    return castVote({...options, runId: children[0]!.record.run_id, opened: store}, ballot, async (user, signed) => {
+      await grantParentBudget(store, options.runId, children, given, user ?? options.user, (options.now?.() ?? new Date()).toISOString())
+      return resumeSession({...rest, ...by(user), ...(signed ? {signed} : {}), command})
+    })
+  return castVote({...options, opened: store}, ballot, (user, signed) =>
+    resumeSession({...rest, ...by(user), ...(signed ? {signed} : {}), command, budgetGrant: given}),
   )
 }

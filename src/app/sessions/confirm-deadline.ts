@@ -12,9 +12,12 @@ import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
+import {policyNow} from '../../util/clock.js'
 import {cancelSession} from './cancel.js'
 import {deadlineReason, dueTimeout, gateName, policyActor, timeoutKey, type DueTimeout} from './deadline-due.js'
 import {resumeSession} from './resume.js'
+import {mayRemind, remindIfDue} from './remind.js'
+import {appendLog} from '../../log.js'
 import type {SessionOptions} from './shared.js'
 
 export interface DeadlineOptions extends SessionOptions {
@@ -31,7 +34,14 @@ export interface DeadlineOptions extends SessionOptions {
  */
 export async function applyPassedDeadline(options: DeadlineOptions): Promise<{due: DueTimeout; outcome: RunOutcome} | null> {
   const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
-  const now = (options.now ?? (() => new Date()))()
+  // The policy's clock (PIPE_NOW when set) is the one its decision and what follows are recorded at: a timeline never goes back.
+  const clock = options.now ?? policyNow
+  const now = clock()
+  // A reminder due before the deadline goes first; one that cannot be sent now never keeps the deadline from acting.
+  await remindIfDue(store, options.runId, now, options.cwd).catch((error: unknown) => {
+    const e = error as {code?: string; message?: string}
+    appendLog('WARN', `run ${options.runId}: its gate's reminder could not be sent: [${e.code ?? 'E_INTERNAL'}] ${e.message ?? String(error)}`)
+  })
   const due = dueTimeout(await store.readRun(options.runId), now)
   if (!due) return null
   let record: RunRecord
@@ -45,7 +55,8 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
     throw error
   }
   if (due.action === undefined) return {due, outcome: outcomeOf(record)}
-  const {opened, relocate, ...session} = options
+  const {opened, relocate, ...rest} = options
+  const session = {...rest, now: clock}
   const actor = policyActor(due)
   const drive = {...session, ...(opened ? {opened} : {}), ...(relocate ? {relocate} : {}), user: actor, gateDecided: true}
   if (due.action === 'deny' && due.kind === 'review') {
@@ -66,7 +77,7 @@ export async function applyPassedDeadline(options: DeadlineOptions): Promise<{du
     })
     return {due, outcome}
   }
-  const reason = `no answer to the ${gateName(due)} of step ${due.step} by its deadline ${due.deadline}: the policy's ${timeoutKey(due)}${due.action === 'deny' ? ': deny (answers have no refusal)' : ''} cancels the run`
+  const reason = `no answer to the ${gateName(due)} of step ${due.step} by its deadline ${due.deadline}: the policy's ${timeoutKey(due)}${due.action === 'deny' ? `: deny (${due.kind === 'budget' ? 'a budget has' : 'answers have'} no refusal)` : ''} cancels the run`
   const outcome = await cancelSession({...session, user: actor, reason})
   return {due, outcome}
 }
@@ -95,6 +106,32 @@ async function noteDeadline(store: RunStore, runId: string, now: Date): Promise<
   }
 }
 
+/**
+ * Every run of the store that waits for a person past its deadline, applied as pipe runs show
+ * applies one (pipe runs list): a listing never shows as waiting a run the policy already decided.
+ * What could not be applied is returned with why, for the caller to say; the rest goes on.
+ */
+export async function applyPassedDeadlines(options: SessionOptions & {opened?: RunStore}): Promise<Array<{run_id: string; code: string; message: string}>> {
+  const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
+  const now = (options.now ?? policyNow)()
+  const failed: Array<{run_id: string; code: string; message: string}> = []
+  let cursor: string | null = null
+  do {
+    const page = await store.listRuns({status: 'awaiting_input', ...(cursor ? {cursor} : {})})
+    cursor = page.cursor
+    for (const record of page.runs) {
+      if (!dueTimeout(record, now) && !mayRemind(record)) continue
+      try {
+        await applyPassedDeadline({...options, opened: store, runId: record.run_id})
+      } catch (error) {
+        const e = error as {code?: string; message?: string}
+        failed.push({run_id: record.run_id, code: e.code ?? 'E_INTERNAL', message: e.message ?? String(error)})
+      }
+    }
+  } while (cursor !== null)
+  return failed
+}
+
 /** The prompt at the terminal ran out: the policy's action, or the run as it stays paused. */
 export async function confirmDeadlinePassed(options: DeadlineOptions): Promise<RunOutcome> {
   const applied = await applyPassedDeadline(options)
@@ -106,7 +143,7 @@ export async function confirmDeadlinePassed(options: DeadlineOptions): Promise<R
 /** A person's answer that came after the policy acted on the deadline: refused, saying what the policy did. */
 export function tooLate(runId: string, applied: {due: DueTimeout; outcome: RunOutcome}): PipeError {
   const {due} = applied
-  const did = due.action === 'deny' ? (due.kind === 'answers' ? 'cancelled the run' : 'refused the step') : 'cancelled the run'
+  const did = due.action === 'deny' && (due.kind === 'review' || due.kind === 'confirm') ? 'refused the step' : 'cancelled the run'
   const key = timeoutKey(due)
   return new PipeError(
     'E_STATE',

@@ -156,7 +156,8 @@ export async function prepareStart(options: StartSession, batch?: string, planOn
   const policy = await policyOrThrow(options.policy, options.cwd, options.policyCeiling)
   const answers = options.answers ? answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers))) : undefined
   if (answers) checkAnswers(answers, upFront(pipeline))
-  if (options.decision) refuseRuledReview(pipeline, policy)
+  if (answers) refuseRuledUpFront(pipeline, policy, 'answers')
+  if (options.decision) refuseRuledUpFront(pipeline, policy, 'review')
   const input = await readInput(options, policy.policy.resource_limits.max_input_bytes ?? 1024 * 1024)
   if (input.kind === 'none' && pipeline.pipeline.steps.some((s) => handlerFor(s.kind).readsInput === true)) {
     throw new PipeError('E_INVALID_ARGS', `pipeline ${pipeline.pipeline.name} ingests a requirement, but none was given`, {
@@ -213,15 +214,24 @@ export function parseContextRef(given: string): NonNullable<RunRecord['context_r
   return {project_id: projectId, context_version: version}
 }
 
-/** pipe run --decision decides a review before anyone votes: under an approvals rule for a review, only votes (pipe review) decide it. */
-export function refuseRuledReview(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>): void {
+/**
+ * pipe run (and replay) --decision decides a review, and --answers answers the questions, before
+ * anyone votes: under an approvals rule for such a gate of the pipeline, only votes (pipe review,
+ * pipe answer) decide it, as at a paused run (pipe resume refuses them the same way).
+ */
+export function refuseRuledUpFront(pipeline: LoadedPipeline, policy: Awaited<ReturnType<typeof policyOrThrow>>, gate: 'review' | 'answers'): void {
   for (const step of pipeline.pipeline.steps) {
-    const rule = approvalRule(policy, {step: step.id, kind: 'review'})
+    if (handlerFor(step.kind).waitsFor !== gate) continue
+    const rule = approvalRule(policy, {step: step.id, kind: gate})
     if (!rule) continue
+    const [flag, what, how] =
+      gate === 'review'
+        ? ['--decision', 'decide the review', 'pipe review RUN --decision go|hold|drop']
+        : ['--answers', 'answer the questions', 'pipe answer RUN --file FILE']
     throw new PipeError(
       'E_POLICY_DENIED',
-      `--decision would decide the review of step ${step.id} before anyone votes, but the policy's approvals.${rule.name} says who decides it (${rule.required} of: ${rule.people.join(', ')}); nothing was started`,
-      {hint: 'Start the run without --decision; when it waits at the review, each person votes with pipe review RUN --decision go|hold|drop.'},
+      `${flag} would ${what} of step ${step.id} before anyone votes, but the policy's approvals.${rule.name} says who decides it (${rule.required} of: ${rule.people.join(', ')}); nothing was started`,
+      {hint: `Start the run without ${flag}; when it waits at step ${step.id}, each person votes with ${how}.`},
     )
   }
 }

@@ -19,7 +19,7 @@ import {
   upFront,
   replySources,
 } from './shared.js'
-import {refuseRuledReview, storeSettings} from './prepare.js'
+import {refuseRuledUpFront, storeSettings} from './prepare.js'
 import {currentPerson} from '../identity.js'
 
 /** Model replies of a replay: the store's reply cache is reused unless --cache off; a cassette the original replayed is replayed again. */
@@ -59,9 +59,10 @@ export async function replaySession(options: ReplaySession): Promise<RunOutcome>
   if (options.answers) {
     const given = answersOf(await loadAnswersFile(path.resolve(options.cwd, options.answers)))
     checkAnswers(given, upFront(pipeline))
+    refuseRuledUpFront(pipeline, policy, 'answers')
     answers = {...answers, ...given}
   }
-  if (options.decision) refuseRuledReview(pipeline, policy)
+  if (options.decision) refuseRuledUpFront(pipeline, policy, 'review')
   const replies = continuedReplies(options, original.provider, {cache: 'reuse', cassette: 'replayed-only'})
   const provider = planProvider(
     original.provider.kind === 'openai' ? 'openai' : 'offline',

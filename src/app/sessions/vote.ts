@@ -76,11 +76,11 @@ export async function castVote(
   if (options.as !== undefined) person.name = await decidingAs(first, options, signer, options.as)
   const sign = (at: string): SignedDecision | undefined =>
     signer ? signed(signer, {run_id: options.runId, step: shown.step, ballot, shown_sha256: shownHash(shown), by: person, at}) : undefined
-  const rule = ballot.kind === 'budget' ? null : await gateRule(first, options.cwd)
+  const rule = await gateRule(first, options.cwd)
   if (!rule) return go(undefined, sign((options.now ?? (() => new Date()))().toISOString()))
   // The gate met its rule but its opener failed (an unset secret, a changed cassette): the hint says to run the same vote again, so one who approved may open it (recordVote checks it under the lock).
   const cast = first.pending?.votes ?? []
-  const reopening = ballot.approve && approvalsOf(cast) >= rule.required && cast.some((v) => v.by.id === person.id && APPROVING.has(v.decision))
+  const reopening = ballot.approve && approvalsOf(cast) >= rule.required && cast.some((v) => v.by.id === person.id && approving(v.decision))
   const refused = reopening ? null : checkApproval(rule, person, first, ballot.approve)
   if (refused) throw refusal(options.runId, rule, refused)
   const at = (options.now ?? (() => new Date()))()
@@ -171,8 +171,10 @@ async function decidingAs(record: RunRecord, options: SessionOptions, signer: De
   return name
 }
 
-const approvalsOf = (votes: readonly Vote[]): number => votes.filter((v) => APPROVING.has(v.decision)).length
+const approvalsOf = (votes: readonly Vote[]): number => votes.filter((v) => approving(v.decision)).length
 const APPROVING = new Set(['go', 'yes', 'answered'])
+/** Whether a recorded decision counts toward opening its gate: a budget grant's names its amount (`grant +20000 tokens`). */
+const approving = (decision: string): boolean => APPROVING.has(decision) || decision.startsWith('grant ')
 
 function refusal(runId: string, rule: AppliedRule, why: string): PipeError {
   return new PipeError('E_POLICY_DENIED', why, {
@@ -209,7 +211,7 @@ async function recordVote(
     const votes = pending.votes ?? []
     const met = approvalsOf(votes) >= rule.required
     // The gate met its rule but was not opened (the opener failed): one who approved may open it again.
-    if (met && approve && votes.some((v) => v.by.id === vote.by.id && APPROVING.has(v.decision))) return 'opens'
+    if (met && approve && votes.some((v) => v.by.id === vote.by.id && approving(v.decision))) return 'opens'
     if (met)
       throw new PipeError(
         'E_STATE',
@@ -220,6 +222,14 @@ async function recordVote(
       )
     const refused = checkApproval(rule, vote.by, record, approve)
     if (refused) throw refusal(runId, rule, refused)
+    // The approvals that open a gate approve one thing: a budget grant's amount, which the first approval proposed.
+    const proposed = votes.find((v) => approving(v.decision))
+    if (approve && proposed && proposed.decision !== vote.decision)
+      throw new PipeError(
+        'E_CONFLICT',
+        `${proposed.by.id} approved "${proposed.decision}" at run ${runId}'s ${shown.kind} of step ${shown.step}, and the approvals under the policy's approvals.${rule.name} must agree; "${vote.decision}" was not taken`,
+        {hint: `Approve the same (pipe runs show ${runId} shows each vote), or refuse it.`},
+      )
     const count = approvalsOf(votes) + (approve ? 1 : 0)
     const note = vote.note ? `; note: ${vote.note}` : ''
     const updated = await store.updateRun(

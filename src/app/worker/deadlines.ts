@@ -6,10 +6,12 @@
  */
 import {existsSync} from 'node:fs'
 import {applyPassedDeadline} from '../sessions/confirm-deadline.js'
+import {mayRemind} from '../sessions/remind.js'
 import {dueTimeout, gateName, timeoutKey} from '../sessions/deadline-due.js'
 import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
 import {relocator, workspaceOf} from './workspace.js'
+import {policyNow} from '../../util/clock.js'
 
 export interface DeadlineSweep {
   store: RunStore
@@ -26,14 +28,14 @@ export interface DeadlineSweep {
 export async function applyDueDeadlines(sweep: DeadlineSweep, skip: ReadonlySet<string>): Promise<string[]> {
   const {store, work, rootById, log} = sweep
   const failed: string[] = []
-  const now = new Date()
+  const now = policyNow()
   let cursor: string | null = null
   do {
     const page = await store.listRuns({status: 'awaiting_input', ...(cursor ? {cursor} : {})})
     cursor = page.cursor
     for (const record of page.runs) {
       if (sweep.signal.aborted) return failed
-      if (skip.has(record.run_id) || !dueTimeout(record, now)?.action) continue
+      if (skip.has(record.run_id) || !(dueTimeout(record, now)?.action || mayRemind(record))) continue
       // The run's workspace as recorded with it, else the folder it names when that is on this machine.
       const recorded =
         (await work.workspaceOf(record.run_id)) ?? (record.workspace && existsSync(record.workspace) ? await workspaceOf(record.workspace) : null)

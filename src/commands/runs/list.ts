@@ -1,5 +1,7 @@
 import * as Flags from '../../cli/flags.js'
+import {applyPassedDeadlines} from '../../app/sessions/confirm-deadline.js'
 import {PipeCommand} from '../../cli/base-command.js'
+import {line as t} from '../../util/terminal-text.js'
 import {renderRunList} from '../../cli/views.js'
 import {listRuns, type RunSummary} from '../../store/queries.js'
 import {openStore} from '../../store/open.js'
@@ -9,7 +11,7 @@ import {assertId} from '../../store/file/ids.js'
 export default class RunsList extends PipeCommand {
   static override summary = 'List runs, newest first.'
   static override description =
-    'A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it. Child runs (of pipeline and foreach steps) are listed under their parent; --all lists every run on its own row.'
+    "A run recorded as running whose process no longer exists is shown as interrupted; pipe resume continues it. A run waiting for a person past its gate's deadline is first decided as the policy's on_timeout says (docs/policy.md), so it is listed as it now is. Child runs (of pipeline and foreach steps) are listed under their parent; --all lists every run on its own row."
   static override examples = [
     {description: 'The last 20 runs', command: '<%= config.bin %> <%= command.id %>'},
     {description: 'Runs waiting for a person', command: '<%= config.bin %> <%= command.id %> --status awaiting_input'},
@@ -31,6 +33,12 @@ export default class RunsList extends PipeCommand {
     const {flags} = await this.parse(RunsList)
     if (flags.feature !== undefined) assertId('feature', flags.feature, '--feature')
     const store = await openStore(this.storeDir(flags.store), 'if-exists')
+    // A gate whose deadline passed acts first (its on_timeout), as on pipe runs show: a run the policy decided is not listed as waiting.
+    if (store !== null)
+      for (const failed of await applyPassedDeadlines({cwd: process.cwd(), store: this.storeDir(flags.store), opened: store}))
+        process.stderr.write(
+          t`warning: run ${failed.run_id}'s deadline passed, but what the policy says it does could not be done: [${failed.code}] ${failed.message}\n`,
+        )
     const runs =
       store === null
         ? []
