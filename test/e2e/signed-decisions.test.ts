@@ -281,11 +281,11 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
       const granted = await run(['budget', id, '--add-tokens', '50000', '--note', 'worth it'], {OPENAI_BASE_URL: server.url})
       expect(granted.code, granted.stderr).to.equal(0)
       const signed = await signedLine(id, 'budget_granted')
-      expect(signed).to.deep.include({run_id: id, step: 'b', decision: 'granted', note: '50000 tokens: worth it'})
+      expect(signed).to.deep.include({run_id: id, step: 'b', decision: 'grant +50000 tokens', note: 'worth it'})
       expect(signed.signature.key_id).to.equal(key.id)
       const {r, report} = await audit()
       expect(r.code, r.stdout).to.equal(0)
-      expect(report.signed_decisions!.map((d) => [d.decision, d.trust])).to.deep.equal([['granted', 'trusted']])
+      expect(report.signed_decisions!.map((d) => [d.decision, d.trust])).to.deep.equal([['grant +50000 tokens', 'trusted']])
     } finally {
       await server.close()
     }
