@@ -236,3 +236,34 @@ export class StepBudget implements ChatBudget {
     this.running = plus(this.running, spendOf(reply.usage, budgetPrices(this.of.pipeline, this.model, this.of.inherited)))
   }
 }
+
+export type BudgetGrant = NonNullable<RunRecord['budget_grants']>[number]
+
+/**
+ * Records a raised budget on the run and its timeline (budget_granted), the one place both a run's
+ * own grant (pipe budget RUN) and a parent's grant for its paused children (`because`) write it.
+ */
+export async function recordBudgetGrant(
+  store: RunStore,
+  runId: string,
+  grant: BudgetGrant,
+  line: {step: string; because?: string; extra?: Record<string, unknown>},
+): Promise<void> {
+  const raised = [grant.tokens !== undefined ? `${grant.tokens} tokens` : '', grant.usd !== undefined ? `$${grant.usd}` : ''].filter(Boolean).join(' and ')
+  const scope = grant.scope === PIPELINE_SCOPE ? "the pipeline's budget" : `step ${grant.scope}'s budget`
+  await store.updateRun(
+    runId,
+    (r) => {
+      r.budget_grants = [...(r.budget_grants ?? []), grant]
+      r.updated_at = grant.at
+    },
+    {
+      at: grant.at,
+      event: 'budget_granted',
+      step: line.step,
+      reason: `${raised} more for ${scope}${line.because ? `, ${line.because}` : ''}${grant.note ? `: ${grant.note}` : ''}`,
+      by: grant.by,
+      ...line.extra,
+    },
+  )
+}

@@ -11,6 +11,7 @@ import type {RunStore} from '../store/types.js'
 import type {RunRecord} from '../types/run.js'
 import type {ResumeOptions} from './engine-types.js'
 import {plannedSkips, skipReason, type TaskSkip} from './tasks.js'
+import {recordBudgetGrant} from './budget.js'
 
 export interface InputEnvironment {
   store: RunStore
@@ -137,22 +138,7 @@ export async function takeInput(env: InputEnvironment, runId: string, record: Ru
       // What the step spent before it paused is in no snapshot (it runs again): the grant keeps it on the record.
       ...(unrecorded ? {unrecorded} : {}),
     }
-    const raised = [tokens !== undefined ? `${tokens} tokens` : '', usd !== undefined ? `$${usd}` : ''].filter(Boolean).join(' and ')
-    await store.updateRun(
-      runId,
-      (r) => {
-        r.budget_grants = [...(r.budget_grants ?? []), grant]
-        r.updated_at = at
-      },
-      {
-        at,
-        event: 'budget_granted',
-        step: pending.step,
-        reason: `${raised} more for ${scope === 'pipeline' ? "the pipeline's budget" : `step ${scope}'s budget`}${note ? `: ${note}` : ''}`,
-        by: env.user,
-        ...signed,
-      },
-    )
+    await recordBudgetGrant(store, runId, grant, {step: pending.step, extra: signed})
   }
   if (options.answers || options.review) {
     // Answers keyed by field answer the questions the run is waiting on now, so key them by those ids.

@@ -20,6 +20,7 @@ import {realish, within} from '../util/contain.js'
 import {openHeldDir, type HeldDir, type OnLink} from '../util/held-dir.js'
 import {dotGitOf, gitDirOf} from '../util/git-dir.js'
 import {feishuPayload, jsonPayload, slackPayload, type PublishContext} from './payloads.js'
+import {webhookAddress} from './webhook-address.js'
 
 export interface PublishOptions {
   ledger: Ledger
@@ -239,21 +240,7 @@ async function sendWebhook(
   options: PublishOptions,
 ): Promise<Sent> {
   const env = options.env ?? process.env
-  const url = envValue(env, target.url_env, 'webhook URL')
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('not http')
-  } catch {
-    throw new PipeError('E_CONFIG', `$${target.url_env} is not an http(s) URL`, {hint: 'Set it to the webhook address the service gave you.'})
-  }
-  // fetch refuses URLs with user:password; send them as Basic auth, as curl does.
-  const headers: Record<string, string> = {'content-type': 'application/json; charset=utf-8', 'idempotency-key': context.key, 'user-agent': 'pipe/0.1'}
-  if (parsed.username || parsed.password) {
-    headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`
-    parsed.username = ''
-    parsed.password = ''
-  }
+  const {url: parsed, headers} = webhookAddress(target.url_env, envValue(env, target.url_env, 'webhook URL'), context.key)
   const secret = target.secret_env ? envValue(env, target.secret_env, 'signing secret') : undefined
   const body =
     target.format === 'feishu' ? feishuPayload(spec, context, secret) : target.format === 'slack' ? slackPayload(spec, context) : jsonPayload(spec, context)

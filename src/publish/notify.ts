@@ -7,6 +7,7 @@
 import {PipeError} from '../errors.js'
 import type {NotifyTarget} from '../types/policy.js'
 import {addSecretUrl, redact} from '../util/redact.js'
+import {webhookAddress} from './webhook-address.js'
 
 export interface Notice {
   /** Names the message for the receiver's deduplication: the same notice is sent with the same key. */
@@ -24,19 +25,7 @@ export async function notify(name: string, target: NotifyTarget, notice: Notice,
       hint: `export ${target.url_env}=... where pipe runs (pipe never reads webhook URLs from the policy file).`,
     })
   addSecretUrl(url)
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('not http')
-  } catch {
-    throw new PipeError('E_CONFIG', `$${target.url_env} is not an http(s) URL`, {hint: 'Set it to the webhook address the service gave you.'})
-  }
-  const headers: Record<string, string> = {'content-type': 'application/json; charset=utf-8', 'idempotency-key': notice.key, 'user-agent': 'pipe/0.1'}
-  if (parsed.username || parsed.password) {
-    headers.authorization = `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString('base64')}`
-    parsed.username = ''
-    parsed.password = ''
-  }
+  const {url: parsed, headers} = webhookAddress(target.url_env, url, notice.key)
   const text = notice.lines.join('\n')
   const body =
     target.format === 'slack'

@@ -9,8 +9,7 @@
 import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
 import {currentUser} from '../../util/user.js'
-
-type Grant = NonNullable<RunRecord['budget_grants']>[number]
+import {recordBudgetGrant, type BudgetGrant} from '../../engine/budget.js'
 
 /** A run below `runId` paused at `runId`'s budget, with the step of `runId` whose child it descends from. */
 export interface WaitingChild {
@@ -60,7 +59,7 @@ export async function grantParentBudget(
       prompt += spent?.prompt_tokens ?? 0
       completion += spent?.completion_tokens ?? 0
     }
-    const grant: Grant = {
+    const grant: BudgetGrant = {
       scope: budget.scope,
       for: {run_id: first.record.run_id, since: pending.since},
       ...(given.tokens !== undefined ? {tokens: given.tokens} : {}),
@@ -70,22 +69,8 @@ export async function grantParentBudget(
       ...(given.note ? {note: given.note} : {}),
       ...(prompt + completion > 0 ? {unrecorded: {step: first.via, prompt_tokens: prompt, completion_tokens: completion}} : {}),
     }
-    const raised = [given.tokens !== undefined ? `${given.tokens} tokens` : '', given.usd !== undefined ? `$${given.usd}` : ''].filter(Boolean).join(' and ')
     const children = waiting.map((w) => w.record.run_id).join(', ')
-    await store.updateRun(
-      runId,
-      (r) => {
-        r.budget_grants = [...(r.budget_grants ?? []), grant]
-        r.updated_at = at
-      },
-      {
-        at,
-        event: 'budget_granted',
-        step: first.via,
-        reason: `${raised} more for ${budget.scope === 'pipeline' ? "the pipeline's budget" : `step ${budget.scope}'s budget`}, which child run(s) ${children} paused at${given.note ? `: ${given.note}` : ''}`,
-        by: grant.by,
-      },
-    )
+    await recordBudgetGrant(store, runId, grant, {step: first.via, because: `which child run(s) ${children} paused at`})
   } finally {
     await release()
   }
