@@ -172,7 +172,9 @@ console.log(JSON.stringify(answers))`
 
   it('the build caches the validators of a default run, and the CLI (under its V8 flags) takes them', () => {
     // The flags the CLI sets (src/cli/v8-flags.ts), read from there, so that this check follows them.
-    const flags = [...readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+    const flags = [...readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map(
+      (m) => `${m[1]}=${m[2]}`,
+    )
     expect(flags, 'src/cli/v8-flags.ts lists V8 flags as [flag, value] pairs').to.have.length.greaterThan(0)
     const script = `import {setFlagsFromString} from 'node:v8'
 for (const f of ${JSON.stringify(flags)}) setFlagsFromString(f)
@@ -186,7 +188,9 @@ console.log(JSON.stringify(out))`
     expect(JSON.parse(child.stdout)).to.deep.equal({pipeline: true, ledger: true})
   })
   it("has every kind's outputs validator in one script, which the build caches from a default run and the CLI takes", () => {
-    const flags = [...readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map((m) => `${m[1]}=${m[2]}`)
+    const flags = [...readFileSync(path.join(repoRoot, 'src', 'cli', 'v8-flags.ts'), 'utf8').matchAll(/\['(--[a-z-]+)', '([^']+)'\]/g)].map(
+      (m) => `${m[1]}=${m[2]}`,
+    )
     const kinds = readdirSync(path.join(repoRoot, 'schemas', 'kinds'))
       .filter((f) => f.endsWith('.outputs.json'))
       .map((f) => f.replace('.outputs.json', ''))
