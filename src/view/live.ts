@@ -79,8 +79,8 @@ export function nowPanel(record: RunRecord, status: RunStatus): Html {
 }
 
 /**
- * The run page's follower: polls the state, updates the panel of the running step and the graph's
- * running mark, shows the
+ * The run page's follower: polls the state, updates the panel of the running step, the graph's
+ * running mark and the timeline's waterfall, shows the
  * "moved on" panel when the run's records moved (a reload would close what the reader opened, so
  * the reload is theirs), and says so when the server stops answering.
  */
@@ -93,6 +93,7 @@ export const RUN_LIVE_SCRIPT = `
   const said = document.getElementById('said');
   const version = here.getAttribute('data-version');
   let last = new Date();
+  let drawn = version;
   const where = (w) => (w.name ? 'worker ' + w.name + ' ' : '') + '(host ' + w.host + ', pid ' + w.pid + ')';
   function stopped() {
     said.textContent = 'pipe view stopped answering: this page is as of ' + last.toLocaleTimeString() + '. Start pipe view again and reload.';
@@ -131,6 +132,23 @@ export const RUN_LIVE_SCRIPT = `
       if (line && !box.classList.contains('waiting')) line.textContent = on ? 'running now' : line.getAttribute('data-kind-line');
     }
     if (String(state.version) === version && state.status === here.getAttribute('data-status')) return;
+    // The timeline only grows and holds nothing a reader opens: it is redrawn from the page as served now.
+    if (String(state.version) !== drawn) {
+      drawn = String(state.version);
+      try {
+        // Only the waterfall's own markup is parsed (the rest of the page holds styles of another response's nonce).
+        const text = await (await fetch(location.href, {headers: {accept: 'text/html'}})).text();
+        const from = text.indexOf('<div id="waterfall">');
+        const to = text.indexOf('<!--/waterfall-->', from);
+        const shown = document.getElementById('waterfall');
+        if (from >= 0 && to > from && shown) {
+          const template = document.createElement('template');
+          template.innerHTML = text.slice(from, to);
+          const fresh = template.content.getElementById('waterfall');
+          if (fresh) shown.replaceWith(document.importNode(fresh, true));
+        }
+      } catch (e) { drawn = null; }
+    }
     moved.querySelector('.now').textContent = state.status.replace('_', ' ') + (state.current_step ? ' at step ' + state.current_step.step : '') + ' (updated ' + state.updated_at + ')';
     moved.hidden = false;
   }

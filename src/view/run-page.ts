@@ -328,7 +328,7 @@ export function runBody(view: RunView, options: RunPageOptions = {}): Html {
         : ''
     }
     <h2 id="timeline">Timeline</h2>
-    ${waterfall(view)}
+    <div id="waterfall">${waterfall(view)}</div><!--/waterfall-->
     <details class="step" id="events">
       <summary>Every timeline line (${view.events.length})</summary>
       <div class="body">${timeline(view)}</div>

@@ -42,7 +42,7 @@ describe('pipe view: a run followed as it goes', function () {
     await cleanup()
   })
 
-  it('shows the running step on the run page and the runs list, and the run ending; a run page whose server stops says so', async function () {
+  it('shows the running step on the run page and the runs list, and the run ending with its timeline grown in place; a run page whose server stops says so', async function () {
     if (!CHROMIUM) this.skip() // .ci/run installs chromium-headless-shell
     const {pipeline, policy} = await prepareHeldStep(dir)
     running = pipe(['run', pipeline, '--policy', policy, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir})
@@ -60,6 +60,8 @@ describe('pipe view: a run followed as it goes', function () {
     const {page, problems} = await open(browser!, `${url}runs/${runId}`)
     expect(await page.$eval('#now', (e) => (e as HTMLElement).hidden)).to.equal(false)
     expect(await page.$eval('#now', (e) => e.textContent?.trim())).to.match(/^Running step wait \(#2\) since \S+ on \(host \S+, pid \d+\)$/)
+    const bars = (): Promise<number> => page.$$eval('#waterfall svg:not(.swatch) rect.bar', (all) => all.length)
+    const barsBefore = await bars()
     const {page: list} = await open(browser!, url)
     expect(await list.$eval(`tr[data-run="${runId}"] .step-now`, (e) => e.textContent)).to.equal(' at wait')
 
@@ -67,6 +69,9 @@ describe('pipe view: a run followed as it goes', function () {
     expect(((await running) as {code: number}).code).to.equal(0)
     await page.waitForFunction(() => document.getElementById('moved')?.hidden === false && document.getElementById('now')?.hidden === true, {timeout: 30000})
     expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^succeeded \(updated /)
+    // The timeline grew on the page as it stood, without a reload: the steps after the held one are drawn.
+    await page.waitForFunction((n) => document.querySelectorAll('#waterfall svg:not(.swatch) rect.bar').length > n, {timeout: 30000}, barsBefore)
+    expect(await page.$eval('#moved', (e) => (e as HTMLElement).hidden), 'the page was not reloaded').to.equal(false)
     await list.waitForFunction(
       (id) => document.querySelector(`tr[data-run="${id}"] .badge`)?.getAttribute('data-status') === 'succeeded',
       {timeout: 30000},
