@@ -128,7 +128,7 @@ function waitsPanel(view: RunView): Html {
     }
     ${
       pending?.action
-        ? html`<p>The agent asks to run (${pending.action.level}, call <code>${pending.action.call_id}</code>): <code>${pending.action.tool}</code></p>
+        ? html`<p>${pending.action.rule ? html`Step <code>${pending.step}</code> asks to run (${pending.action.rule}, ${pending.action.level})` : html`The agent asks to run (${pending.action.level}, call <code>${pending.action.call_id}</code>)`}: <code>${pending.action.tool}</code></p>
             ${jsonBlock(pending.action.arguments)}`
         : ''
     }

@@ -204,6 +204,10 @@ describe('decisions from pipe view’s run page', function () {
     const view = await started()
     const {page, problems} = await open(view.printed.replace('/?', `/runs/${onPage.run_id}?`))
     expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
+    // A step's own confirmation is said as the step's, not as an agent's tool call.
+    const asked = await page.$eval('body', (b) => b.textContent ?? '')
+    expect(asked).to.match(/Step \S+ asks to run \(/)
+    expect(asked).to.not.contain('The agent asks')
     await page.type('#decide textarea[name=note]', 'looked at it')
     await notBlank(browser!, page, 'decide-confirm-page')
     await shotOf(page, '#decide', 'decide-confirm-form')
