@@ -104,8 +104,10 @@ describe('pipe worker on a PostgreSQL store', function () {
     const worker = startWorker(['--concurrency', '1', '--name', 'ci-9'])
     await untilFor('the run behind them has ended', async () => (await statusOf(fine)) === 'succeeded')
     await untilFor('the worker noted why the first waits', async () => /^a worker that can start it: ci-9 could not \(\[E_CONFIG\]/.test(await noteOf(deleted)))
-    const shown = await pipe(['runs', 'show', deleted, '--store', url], {cwd: dir})
-    expect(shown.stdout, 'runs show says why the first waits').to.match(/waits for a worker that can start it: ci-9 could not \(\[E_CONFIG\]/)
+    // The worker tries the run again meanwhile (and notes it again), so runs show is waited for as well.
+    await untilFor('runs show says why the first waits', async () =>
+      /waits for a worker that can start it: ci-9 could not \(\[E_CONFIG\]/.test((await pipe(['runs', 'show', deleted, '--store', url], {cwd: dir})).stdout),
+    )
     expect(worker.stderr()).to.match(/tries it again in \d+ s/)
     // Its pipeline back as it was: the run that needs it goes on; one changed since stays waiting, saying so.
     await writeFile(own, `${original}# changed\n`)
@@ -225,7 +227,12 @@ describe('pipe worker on a PostgreSQL store', function () {
     })
     expect(other.stderr()).to.include(`pipe worker: ${runId} succeeded`)
     frozen.child.kill('SIGCONT')
-    await untilFor('the woken worker was refused', async () => /was taken over by another holder/.test(frozen.stderr()), 30000).catch((error: Error) => {
+    // Refused either way: its transaction's fencing check, or the server ending a transaction left idle past idle_in_transaction_session_timeout (below the lease).
+    await untilFor(
+      'the woken worker was refused',
+      async () => /was taken over by another holder|terminating connection due to idle-in-transaction timeout/.test(frozen.stderr()),
+      30000,
+    ).catch((error: Error) => {
       throw new Error(`${error.message}; its stderr: ${frozen.stderr()}`)
     })
     expect(frozen.stderr()).to.not.include(`${runId} succeeded`)
