@@ -8,19 +8,16 @@ import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, defaultPipeline, examples, json, node, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
+import {defaultPipeline, examples, json, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {compareIds} from '../../src/store/file/ids.js'
+import {clockAt, needs} from '../helpers/tools.js'
 
-const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
 const prd = path.join(examples, 'full-prd.md')
 
-/** The CLI with its clock starting at `at` (faketime's @YYYY-MM-DD hh:mm:ss). */
+/** The CLI with its clock starting at `at` (YYYY-MM-DD hh:mm:ss). */
 function pipeAt(at: string, args: string[], options: CliOptions): Promise<CliResult> {
-  if (!FAKETIME) throw new Error('faketime is not installed (Debian package faketime; .ci/run installs it): these tests need another date')
-  const argv = ['-f', `@${at}`, process.execPath, bin, ...args]
-  const shim = `const r = require('node:child_process').spawnSync(${JSON.stringify(FAKETIME)}, ${JSON.stringify(argv)}, {stdio: 'inherit'}); process.exit(r.status ?? 1)`
-  return node(['-e', shim], {...options, env: {FAKETIME_DISABLE_SHM: '1', ...options.env}})
+  return pipe(args, {...options, env: {...clockAt(`@${at}`), ...options.env}})
 }
 
 interface Finding {
@@ -63,6 +60,9 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
   this.timeout(120000)
   let dir: string
   let cleanup: () => Promise<void>
+  before(function () {
+    needs(this, 'faketime')
+  })
   beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-clock-')))
   afterEach(async () => cleanup())
 
@@ -118,7 +118,6 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
       cwd: dir,
       env: {PIPE_FAULT_KILL_AT: 'spec-written:compile'},
     })
-    // Through faketime the kill reads as a failed exit, not a signal.
     expect(killed.code, killed.stdout + killed.stderr).to.not.equal(0)
     const second = 'R-20310710-0002'
     const logged = (await readFile(path.join(dir, '.pipe', 'runs', second, 'commits.jsonl'), 'utf8'))
@@ -168,6 +167,7 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
   let cleanup: () => Promise<void>
   let url: string
   before(async function () {
+    needs(this, 'faketime')
     cluster = await startCluster(this)
   })
   after(async () => cluster?.stop())

@@ -13,20 +13,13 @@ import path from 'node:path'
 import {bin, json, node, pipe, repoRoot, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {snapshotsIn} from '../helpers/stores.js'
-import {FAKETIME, needs} from '../helpers/tools.js'
+import {clockAt, needs} from '../helpers/tools.js'
 
 const ANOTHER_YEAR = '@2031-07-09 04:05:06'
 
-/**
- * The CLI (`entry`: this checkout's bin/run.js unless given) under Debian's faketime, its clock in
- * 2031. Through a node shim, so helpers/cli's node() sets the environment as for every other run.
- */
+/** The CLI (`entry`: this checkout's bin/run.js unless given) with its clock in 2031. */
 function pipeIn2031(args: string[], options: CliOptions, entry = bin): Promise<CliResult> {
-  if (!FAKETIME) throw new Error('faketime is not installed (Debian package faketime; .ci/run installs it): these tests need another date')
-  const argv = ['-f', ANOTHER_YEAR, process.execPath, entry, ...args]
-  const shim = `const r = require('node:child_process').spawnSync(${JSON.stringify(FAKETIME)}, ${JSON.stringify(argv)}, {stdio: 'inherit'}); process.exit(r.status ?? 1)`
-  // Inside bubblewrap's read-only /dev, libfaketime cannot open its shared memory and the sandbox would fall back: it needs none.
-  return node(['-e', shim], {...options, env: {FAKETIME_DISABLE_SHM: '1', ...options.env}})
+  return node([entry, ...args], {...options, env: {...clockAt(ANOTHER_YEAR), ...options.env}})
 }
 
 const PY_TEST = `import unittest

@@ -3,21 +3,14 @@
  * pipe view's page): a command step that waits for a confirmation, the --json of a run that
  * stopped, and a clock two hours on for the commands that must find a deadline passed.
  */
-import {existsSync} from 'node:fs'
 import type {RunEvent} from '../../src/types/run.js'
-
-/** libfaketime itself (a multithreaded program such as node needs the MT build), preloaded into the processes that must see a later clock. */
-const LIBFAKETIME = [
-  '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
-  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
-  '/usr/local/lib/faketime/libfaketimeMT.so.1',
-].find((f) => existsSync(f))
+import {clockAt, LIBFAKETIME} from './tools.js'
 
 /**
  * The environment of a process whose clock is two hours on: past any deadline of these tests' runs,
  * so no test waits for one. Suites that use it call needs(this, 'faketime') first.
  */
-export const LATER = {LD_PRELOAD: LIBFAKETIME, FAKETIME: '+2h', FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
+export const LATER = LIBFAKETIME ? clockAt('+2h') : {}
 
 /** What a run's command prints with --json, as far as these tests read it. */
 export interface RunJson {

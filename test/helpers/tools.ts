@@ -17,11 +17,30 @@ export const install: Record<Tool, string> = {
   postgresql: 'sudo apt-get install postgresql',
 }
 
-export const FAKETIME = ['/usr/bin/faketime', '/usr/local/bin/faketime'].find((f) => existsSync(f))
+/**
+ * libfaketime itself (node is multithreaded: the MT build), preloaded straight into the processes
+ * that must see another clock. Not through Debian's `faketime` wrapper: the wrapper opens a named
+ * semaphore first and fails (`sem_open: File exists`) when another process left one behind.
+ */
+export const LIBFAKETIME = [
+  '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
+  '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
+  '/usr/local/lib/faketime/libfaketimeMT.so.1',
+].find((f) => existsSync(f))
+
+/**
+ * The environment of a process (and its children) whose clock is `spec` in libfaketime's terms:
+ * `@2031-07-09 04:05:06` starts there and runs on, `+2h` is two hours on. No shared memory: inside
+ * bubblewrap's read-only /dev libfaketime could not open it, and no test needs clocks shared.
+ */
+export function clockAt(spec: string): Record<string, string> {
+  if (!LIBFAKETIME) throw new Error('libfaketime is not installed (Debian package faketime; .ci/run installs it): these tests need another date')
+  return {LD_PRELOAD: LIBFAKETIME, FAKETIME: spec, FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
+}
 
 function installed(tool: Tool): boolean {
   if (tool === 'bubblewrap') return findBwrap() !== null
-  if (tool === 'faketime') return FAKETIME !== undefined
+  if (tool === 'faketime') return LIBFAKETIME !== undefined
   const base = '/usr/lib/postgresql'
   return existsSync(base) && readdirSync(base).some((v) => existsSync(path.join(base, v, 'bin', 'initdb')))
 }
