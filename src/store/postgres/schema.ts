@@ -203,10 +203,13 @@ export const SCHEMA_VERSION = MIGRATIONS.length
 export async function migrate(client: PoolClient): Promise<void> {
   // A store already at this version needs nothing made: checked without CREATE, so a role that may
   // only read (an auditor's, pipe view's) opens it.
-  const {rows: made} = await client.query<{made: boolean}>("SELECT to_regclass('pipe_schema') IS NOT NULL AS made")
-  if (made[0]?.made) {
+  // One round trip on every open (each `pipe run --detach` opens the store): a database without the
+  // table yet says so as 42P01, and is made below.
+  try {
     const {rows: found} = await client.query<{version: number | null}>('SELECT max(version) AS version FROM pipe_schema')
     if (found[0]?.version === SCHEMA_VERSION) return
+  } catch (error) {
+    if ((error as {code?: string}).code !== '42P01') throw error
   }
   await client.query('BEGIN')
   try {

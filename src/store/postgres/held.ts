@@ -1,0 +1,84 @@
+/**
+ * A run this process holds, changed without a locking read first. The store keeps the run's row body
+ * as this process last wrote it or read it (and checked its seal) under the row's lock; a change made
+ * from it is one statement that writes only while the row still has that holding's epoch and that
+ * very body. A takeover (the epoch moved on) or a change by anyone else since (another body) writes
+ * nothing, and the caller goes the locked way, which refuses, or reads the row afresh and checks it.
+ * One round trip and one commit where BEGIN, the locked read, each write and COMMIT were one each.
+ */
+import type {Pool} from 'pg'
+import type {RunEvent, RunRecord} from '../../types/run.js'
+import {lineText, recordText} from '../trail/records.js'
+import {changedRun} from '../trail/runs.js'
+import type {Committed, StepCommit} from '../types.js'
+import {boundHashIn, prepareStepCommit, takeCommitIds, writeHeldCommit} from './commit.js'
+import {databaseError} from './records.js'
+
+/** A held run's row as this process knows it: the epoch of its holding and the body it last wrote or checked. */
+export interface HeldRow {
+  epoch: number
+  body: string
+}
+
+/** What a held write did: the row's body now, and the run's cancel request as it read it. */
+interface Written {
+  body: string
+  cancel: string | null
+}
+
+/**
+ * A write of a held run, or undefined when the server refused it: a statement is its own
+ * transaction, so nothing of it is kept, and the locked way decides. A connection lost meanwhile
+ * may have committed it: that is said (E_IO), never made again.
+ */
+async function attempt<T>(what: string, write: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await write()
+  } catch (error) {
+    const code = (error as {code?: unknown}).code
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08')) return undefined
+    throw databaseError(error, what)
+  }
+}
+
+/** updateRun of a held run: the record changed, its timeline line and the run's row in one statement. */
+export async function updateHeld(
+  pool: Pool,
+  what: string,
+  runId: string,
+  held: HeldRow,
+  change: (record: RunRecord) => void,
+  event: RunEvent,
+): Promise<(Written & {record: RunRecord}) | undefined> {
+  const {record, line, n} = changedRun(JSON.parse(held.body) as RunRecord, change, event)
+  const body = recordText(record)
+  const row = await attempt(
+    what,
+    async () =>
+      (
+        await pool.query<{cancel_request: string | null}>(
+          `WITH up AS (UPDATE pipe_runs SET body = $3 WHERE run_id = $1 AND epoch = $2 AND body = $4 RETURNING cancel_request),
+             ev AS (INSERT INTO pipe_events (run_id, n, line) SELECT $1, $5, $6 FROM up)
+           SELECT cancel_request FROM up`,
+          [runId, held.epoch, body, held.body, n, lineText(line)],
+        )
+      ).rows[0],
+  )
+  return row ? {record, body, cancel: row.cancel_request} : undefined
+}
+
+/** commitStep of a held run without a test hook: its ids taken, then its records and the run's head in one statement (commit.ts writeHeldCommit). */
+export async function commitHeld(
+  pool: Pool,
+  what: string,
+  commit: StepCommit,
+  held: HeldRow,
+  bound: ReadonlyMap<string, string>,
+): Promise<(Written & {committed: Committed; binds: Record<string, string>}) | undefined> {
+  const ids = await attempt(what, () => takeCommitIds(pool, commit))
+  if (!ids) return undefined
+  const prepared = await prepareStepCommit(JSON.parse(held.body) as RunRecord, commit, ids, boundHashIn(pool, bound))
+  const written = await attempt(what, () => writeHeldCommit(pool, commit, prepared, held))
+  if (!written) return undefined
+  return {...written, committed: {snapshot: prepared.stored, spec: prepared.spec?.record ?? null}, binds: prepared.binds}
+}

@@ -1,0 +1,99 @@
+/**
+ * What a step costs the database on the PostgreSQL store, counted, never timed: the built CLI runs a
+ * chain of noop steps through a TCP proxy on 127.0.0.1 that counts the round trips pipe's client
+ * makes (each simple Query and each Sync of an extended query waits for the server's answer), and
+ * the per-step figure is the difference between a 21-step and a 1-step chain over 20. A run this
+ * process holds and knows as it stands changes in one statement (its step_started line, then its
+ * commit), where a locked read, each write, BEGIN and COMMIT were a round trip each. The lease is
+ * long, so no renewal falls inside either run.
+ */
+import {expect} from 'chai'
+import {writeFile} from 'node:fs/promises'
+import net from 'node:net'
+import path from 'node:path'
+import {json, pipe, tempDir} from '../helpers/cli.js'
+import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {expectAuditPasses} from '../helpers/stores.js'
+
+/** A proxy to the cluster that counts the client's Query ('Q') and Sync ('S') messages. */
+async function countingProxy(port: number): Promise<{port: number; roundTrips: () => number; close: () => Promise<void>}> {
+  let roundTrips = 0
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1')
+    sockets.add(client).add(upstream)
+    let pending = Buffer.alloc(0)
+    let started = false
+    client.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk])
+      // The startup message has no type byte; every later one is a type byte and a length that counts itself.
+      for (;;) {
+        const head = started ? 1 : 0
+        if (pending.length < head + 4) break
+        const length = pending.readInt32BE(head)
+        if (pending.length < head + length) break
+        if (started && (pending[0] === 0x51 || pending[0] === 0x53)) roundTrips++
+        pending = pending.subarray(head + length)
+        started = true
+      }
+      upstream.write(chunk)
+    })
+    upstream.on('data', (chunk: Buffer) => client.write(chunk))
+    const end = (): void => {
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('close', end).on('error', end)
+    upstream.on('close', end).on('error', end)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    roundTrips: () => roundTrips,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+const chain = (n: number): string =>
+  `version: 1\nname: chain${n}\nsteps:\n${Array.from({length: n}, (_, i) => `  - id: s${i}\n    kind: noop\n${i + 1 < n ? `    next: s${i + 1}\n` : ''}`).join('')}`
+
+describe('the round trips of a step on the PostgreSQL store', function () {
+  this.timeout(120000)
+  let cluster: Cluster
+  before(async function () {
+    cluster = await startCluster(this)
+  })
+  after(async () => cluster?.stop())
+
+  it('records a noop step in two round trips, its start and its commit, and the trail still verifies', async () => {
+    const {dir, cleanup} = await tempDir('pipe-pg-trips-')
+    const proxy = await countingProxy(cluster.port)
+    try {
+      const db = await cluster.createDatabase()
+      const url = `postgres://postgres@127.0.0.1:${proxy.port}/${db}`
+      const env = {PIPE_LEASE_MS: '600000'}
+      await writeFile(path.join(dir, 'chain1.yaml'), chain(1))
+      await writeFile(path.join(dir, 'chain21.yaml'), chain(21))
+      const trips = async (file: string): Promise<number> => {
+        const before = proxy.roundTrips()
+        const run = await pipe(['run', path.join(dir, file), '--text', 'x', '--store', url, '--json'], {cwd: dir, env})
+        expect(run.code, run.stderr).to.equal(0)
+        expect(json<{status: string}>(run).status).to.equal('succeeded')
+        return proxy.roundTrips() - before
+      }
+      // Once first, so that the one-time work of a new database (today's id sequences) is in neither count.
+      await trips('chain1.yaml')
+      const one = await trips('chain1.yaml')
+      const many = await trips('chain21.yaml')
+      expect((many - one) / 20, `${many} round trips for 21 steps, ${one} for 1`).to.be.at.most(2)
+      await expectAuditPasses(dir, undefined, cluster.url(db))
+    } finally {
+      await proxy.close()
+      await cleanup()
+    }
+  })
+})
