@@ -10,7 +10,7 @@
  * the worker's checkout — the content must be the same (the engine compares the pipeline's and the
  * policy's hashes and refuses a changed one).
  */
-import {execFile} from 'node:child_process'
+import {existsSync} from 'node:fs'
 import {realpath} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
@@ -22,10 +22,24 @@ export interface LocalWorkspace extends RunWorkspace {
   dir: string
 }
 
-function git(cwd: string, args: string[]): Promise<string | null> {
+async function git(cwd: string, args: string[]): Promise<string | null> {
+  const {execFile} = await import('node:child_process')
   return new Promise((resolve) => {
     execFile('git', args, {cwd, encoding: 'utf8', timeout: 15000}, (error, stdout) => resolve(error ? null : stdout.trim()))
   })
+}
+
+/**
+ * Whether git could find a repository from `dir`: a `.git` in it or a folder above, or git told
+ * where one is by its environment. Outside one, no git process is started (each `pipe run --detach`
+ * asks: a process, and Node's child_process loaded, for an answer the folders give).
+ */
+function inRepository(dir: string): boolean {
+  if (process.env.GIT_DIR !== undefined || process.env.GIT_WORK_TREE !== undefined) return true
+  for (let at = dir; ; at = path.dirname(at)) {
+    if (existsSync(path.join(at, '.git'))) return true
+    if (path.dirname(at) === at) return false
+  }
 }
 
 /** The workspace `dir` belongs to (see the top of this file); E_INVALID_ARGS when it is not a folder. */
@@ -38,7 +52,7 @@ export async function workspaceOf(dir: string): Promise<LocalWorkspace> {
       hint: 'Give --workspace a folder on this machine: a checkout of the repository the runs work in.',
     })
   }
-  const top = await git(real, ['rev-parse', '--show-toplevel'])
+  const top = inRepository(real) ? await git(real, ['rev-parse', '--show-toplevel']) : null
   if (top) {
     const root = await realpath(top)
     // Several roots (histories merged): the smallest hash names the repository, the same everywhere.
