@@ -6,7 +6,7 @@
  * nothing, and the caller goes the locked way, which refuses, or reads the row afresh and checks it.
  * One round trip and one commit where BEGIN, the locked read, each write and COMMIT were one each.
  */
-import type {Pool} from 'pg'
+import type {Pool, PoolClient} from 'pg'
 import type {RunEvent, RunRecord} from '../../types/run.js'
 import {lineText, recordText} from '../trail/records.js'
 import {changedRun} from '../trail/runs.js'
@@ -67,7 +67,11 @@ export async function updateHeld(
   return row ? {record, body, cancel: row.cancel_request} : undefined
 }
 
-/** commitStep of a held run without a test hook: its ids taken, then its records and the run's head in one statement (commit.ts writeHeldCommit). */
+/**
+ * commitStep of a held run without a test hook: its records and the run's head in one statement
+ * (commit.ts writeHeldCommit). A commit whose records take ids takes them in the same transaction
+ * first (their texts name them), so a step is still one commit: BEGIN, the ids, the write, COMMIT.
+ */
 export async function commitHeld(
   pool: Pool,
   what: string,
@@ -75,10 +79,37 @@ export async function commitHeld(
   held: HeldRow,
   bound: ReadonlyMap<string, string>,
 ): Promise<(Written & {committed: Committed; binds: Record<string, string>}) | undefined> {
-  const ids = await attempt(what, () => takeCommitIds(pool, commit))
-  if (!ids) return undefined
-  const prepared = await prepareStepCommit(JSON.parse(held.body) as RunRecord, commit, ids, boundHashIn(pool, bound))
-  const written = await attempt(what, () => writeHeldCommit(pool, commit, prepared, held))
-  if (!written) return undefined
-  return {...written, committed: {snapshot: prepared.stored, spec: prepared.spec?.record ?? null}, binds: prepared.binds}
+  const write = async (client: Pick<PoolClient, 'query'>): Promise<(Written & {committed: Committed; binds: Record<string, string>}) | undefined> => {
+    const ids = await takeCommitIds(client, commit)
+    const prepared = await prepareStepCommit(JSON.parse(held.body) as RunRecord, commit, ids, boundHashIn(client, bound))
+    const written = await writeHeldCommit(client, commit, prepared, held)
+    return written && {...written, committed: {snapshot: prepared.stored, spec: prepared.spec?.record ?? null}, binds: prepared.binds}
+  }
+  if (commit.evidence.length === 0 && !commit.spec) return attempt(what, () => write(pool))
+  let client: PoolClient
+  try {
+    client = await pool.connect()
+  } catch (error) {
+    throw databaseError(error, what)
+  }
+  let broken = false
+  const lost = (): void => {
+    broken = true
+  }
+  client.on('error', lost)
+  try {
+    return await attempt(what, async () => {
+      await client.query('BEGIN')
+      const done = await write(client).catch(async (error: unknown) => {
+        await client.query('ROLLBACK').catch(() => (broken = true))
+        throw error
+      })
+      // Nothing written (a takeover, a row changed since): the locked way decides.
+      await client.query(done ? 'COMMIT' : 'ROLLBACK')
+      return done
+    })
+  } finally {
+    client.off('error', lost)
+    client.release(broken)
+  }
 }
