@@ -70,16 +70,36 @@ interface Secrets {
   readonly whole: readonly string[]
 }
 
-function secretValues(): Secrets {
-  const fromEnv = Object.entries(process.env)
+const envSecrets = (): string[] =>
+  Object.entries(process.env)
     .filter(([name, value]) => SECRET_ENV.test(name) && !NOT_SECRET_ENV.has(name) && typeof value === 'string' && value.length >= 8)
     .map(([, value]) => value as string)
-  const whole = [...new Set([...fromEnv, ...known])]
+
+/**
+ * The environment's secrets read once, while a long-running process that never changes its
+ * environment serves (pipe worker): reading process.env is ~0.3 ms, and a worker's step redacts
+ * several records. Kept with the secrets they gave, until the registry of known values grows.
+ */
+let fixed: {env: readonly string[]; known: number; composite: number; secrets?: Secrets} | undefined
+
+/** Reads the environment's secrets once until the returned function is called (see `fixed`). */
+export function fixSecretEnvironment(): () => void {
+  fixed = {env: envSecrets(), known: -1, composite: -1}
+  return () => {
+    fixed = undefined
+  }
+}
+
+function secretValues(): Secrets {
+  if (fixed?.secrets && fixed.known === known.size && fixed.composite === composite.size) return fixed.secrets
+  const whole = [...new Set([...(fixed?.env ?? envSecrets()), ...known])]
   // Longest first, so a whole URL is replaced before the token inside it.
-  return {
+  const secrets = {
     forms: [...new Set(whole.flatMap(encodingsOf))].sort((a, b) => b.length - a.length),
     whole: whole.filter((value) => value.length >= SLICED_SECRET && !composite.has(value) && !value.includes('://')),
   }
+  if (fixed) Object.assign(fixed, {secrets, known: known.size, composite: composite.size})
+  return secrets
 }
 
 /**

@@ -1,5 +1,15 @@
 import {expect} from 'chai'
-import {addProcessSecrets, addSecret, addSecretUrl, addSecretsNamedIn, redact, redactBetween, redactDeep, redactInPlace} from '../../src/util/redact.js'
+import {
+  addProcessSecrets,
+  addSecret,
+  addSecretUrl,
+  addSecretsNamedIn,
+  fixSecretEnvironment,
+  redact,
+  redactBetween,
+  redactDeep,
+  redactInPlace,
+} from '../../src/util/redact.js'
 
 describe('redact: webhook URLs are credentials', () => {
   it('redacts user:password in any URL, Slack and Feishu hook paths, and token query values', () => {
@@ -185,5 +195,29 @@ describe('redact: a slice of a secret', () => {
     expect(out.split('\n')).to.deep.equal(lines.map((_, i) => `line ${i} key=[REDACTED] ok`))
     expect(redact(`<${key.slice(0, 12)}${key.slice(0, 12)}>`)).to.equal('<[REDACTED]>')
     expect(redactBetween('', `a ${key.slice(4, 18)} b ${key.slice(0, 30)}`, '')).to.equal('a [REDACTED] b [REDACTED]')
+  })
+})
+
+describe('redact: the environment read once while a worker serves', () => {
+  it('still redacts the environment it read and every value registered since, and reads the environment again once released', () => {
+    process.env.FIXED_TEST_API_KEY = 'env-secret-1a2b3c4d'
+    const release = fixSecretEnvironment()
+    try {
+      expect(redactDeep({said: 'key env-secret-1a2b3c4d'}).said).to.not.contain('env-secret-1a2b3c4d')
+      // Registered after the environment was read: the secrets are gathered again.
+      addSecret('registered-later-9f8e7d6c')
+      expect(redactDeep({said: 'registered-later-9f8e7d6c'}).said).to.not.contain('registered-later-9f8e7d6c')
+      // A variable set while fixed is what a worker never does: it is read only once released.
+      process.env.FIXED_TEST_OTHER_TOKEN = 'env-secret-5e6f7a8b'
+      expect(redactDeep({said: 'env-secret-5e6f7a8b'}).said).to.contain('env-secret-5e6f7a8b')
+    } finally {
+      release()
+    }
+    try {
+      expect(redactDeep({said: 'env-secret-5e6f7a8b'}).said).to.not.contain('env-secret-5e6f7a8b')
+    } finally {
+      delete process.env.FIXED_TEST_API_KEY
+      delete process.env.FIXED_TEST_OTHER_TOKEN
+    }
   })
 })
