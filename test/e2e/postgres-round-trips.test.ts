@@ -5,15 +5,17 @@
  * the per-step figure is the difference between a 21-step and a 1-step chain over 20. A run this
  * process holds and knows as it stands changes in one statement (its step_started line, then its
  * commit), where a locked read, each write, BEGIN and COMMIT were a round trip each. The lease is
- * long, so no renewal falls inside either run.
+ * long, so no renewal falls inside either run. And what that saving must not lose: a row changed by
+ * anyone else since this process wrote it is refused, never overwritten.
  */
 import {expect} from 'chai'
-import {writeFile} from 'node:fs/promises'
+import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {expectAuditPasses} from '../helpers/stores.js'
+import {until} from '../helpers/workers.js'
 
 /** A proxy to the cluster that counts the client's Query ('Q') and Sync ('S') messages. */
 async function countingProxy(port: number): Promise<{port: number; roundTrips: () => number; close: () => Promise<void>}> {
@@ -93,6 +95,36 @@ describe('the round trips of a step on the PostgreSQL store', function () {
       await expectAuditPasses(dir, undefined, cluster.url(db))
     } finally {
       await proxy.close()
+      await cleanup()
+    }
+  })
+
+  it('refuses to go on with a run whose row was changed by anyone else since it wrote it, and leaves the change for audit to name', async () => {
+    const {dir, cleanup} = await tempDir('pipe-pg-forged-')
+    try {
+      const db = await cluster.createDatabase()
+      const url = cluster.url(db)
+      await writeFile(path.join(dir, 'chain3.yaml'), chain(3))
+      const pauseDir = path.join(dir, 'pause')
+      await mkdir(pauseDir)
+      // Held between its first step's commit and its second's start: the row as pipe last wrote it is what it remembers.
+      const running = pipe(['run', path.join(dir, 'chain3.yaml'), '--text', 'x', '--store', url, '--json'], {
+        cwd: dir,
+        env: {PIPE_LEASE_MS: '600000', PIPE_FAULT_PAUSE_AT: 'before-step:s1', PIPE_FAULT_PAUSE_DIR: pauseDir},
+      })
+      await until('pipe run is before step s1', async () => (await readdir(pauseDir)).some((f) => f.startsWith('reached.')))
+      const [row] = await cluster.sql<{run_id: string; body: string}>(db, 'SELECT run_id, body FROM pipe_runs')
+      const forged = `${JSON.stringify({...(JSON.parse(row!.body) as object), status_reason: 'forged outside pipe'}, null, 2)}\n`
+      await cluster.sql(db, 'UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [row!.run_id, forged])
+      await writeFile(path.join(pauseDir, 'go'), '')
+      const result = await running
+      expect(result.code, result.stdout).to.not.equal(0)
+      expect(result.stderr).to.include(`E_INTEGRITY`).and.include(`run ${row!.run_id} cannot be changed`)
+      const after = await cluster.sql<{body: string}>(db, 'SELECT body FROM pipe_runs WHERE run_id = $1', [row!.run_id])
+      expect(after[0]!.body, 'the changed row is left as it was found').to.equal(forged)
+      const seqs = await cluster.sql<{seq: number}>(db, 'SELECT seq FROM pipe_snapshots WHERE run_id = $1 ORDER BY seq', [row!.run_id])
+      expect(seqs.map((r) => r.seq)).to.deep.equal([1])
+    } finally {
       await cleanup()
     }
   })
