@@ -47,7 +47,7 @@ describe('schedules on a folder store', function () {
   it('pipe validate quotes a bad cron expression, names an unknown timezone and checks the inputs against the pipeline', async () => {
     await writeFile(
       path.join(dir, 'nightly.yaml'),
-      pipeline('  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}'),
+      pipeline('  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}\n  - {cron: "0 0 2 * * * 2030"}'),
     )
     const result = await pipe(['validate', 'nightly.yaml'], {cwd: dir})
     expect(result.code).to.equal(2)
@@ -55,6 +55,7 @@ describe('schedules on a folder store', function () {
     expect(result.stdout).to.include('schedules[1].timezone  unknown timezone "Mars/Base"; give an IANA name')
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.since .*not a string/)
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.until .*unknown input "until"/)
+    expect(result.stdout).to.include('schedules[2].cron  cron expression "0 0 2 * * * 2030" has 7 field(s): give five')
   })
 
   it('run-due without a pipeline named says why a pipeline under ./pipelines that declares schedules cannot load, not that none does', async () => {
