@@ -89,6 +89,20 @@ describe('schedules on a folder store', function () {
     expect(result.stderr).to.contain('schedule 0: at least 100 missed slot(s) not fired (catch_up: latest)')
   })
 
+  it('a slot whose run could not start (a secret unset) is not recorded as fired: run-due fires it once the cause is fixed', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}').replace('steps:', 'secrets: [NIGHTLY_TOKEN]\nsteps:'))
+    const refused = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:10Z', NIGHTLY_TOKEN: ''}})
+    const fired = json<{fired: Array<Fired & {error?: string}>}>(refused).fired
+    expect(
+      fired.map((f) => f.status),
+      refused.stderr,
+    ).to.deep.equal(['not-fired'])
+    expect(fired[0]!.error).to.contain('NIGHTLY_TOKEN')
+    const after = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z', NIGHTLY_TOKEN: 'set'}})
+    expect(after.code, after.stderr).to.equal(0)
+    expect(json<{fired: Fired[]}>(after).fired.map((f) => [f.slot, f.status])).to.deep.equal([['2026-11-28T02:00:00.000Z', 'succeeded']])
+  })
+
   it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *", timezone: UTC}'))
     expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
