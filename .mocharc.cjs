@@ -76,13 +76,18 @@ function sayMissingTools() {
       true,
     ],
     [
-      ['/usr/bin/faketime', '/usr/local/bin/faketime'].some((f) => fs.existsSync(f)),
+      [
+        '/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1',
+        '/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1',
+        '/usr/local/lib/faketime/libfaketimeMT.so.1',
+      ].some((f) => fs.existsSync(f)),
       'faketime',
       'the reproducibility tests',
       'sudo apt-get install faketime',
       true,
     ],
     [postgres(), 'postgresql', 'the PostgreSQL store tests', 'sudo apt-get install postgresql', true],
+    [onPath('zsh') && onPath('script'), 'zsh', 'the zsh completion test', 'sudo apt-get install zsh', true],
     [
       ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].some((f) => fs.existsSync(f)),
       'chromium-headless-shell',
