@@ -10,13 +10,13 @@
  * The clock is PIPE_NOW when set (an ISO 8601 instant), so a test moves it instead of waiting for a slot.
  */
 import path from 'node:path'
-import {readdir, readFile} from 'node:fs/promises'
 import {PipeError} from '../../errors.js'
 import {dueSlots, loadCron, parseCron, CATCH_UP_CAP, type CatchUp} from '../../util/cron.js'
 import type {LoadedPipeline} from '../../config/loaded.js'
 import {loadPipelineOrThrow} from '../sessions/shared.js'
 import {workspaceOf, type LocalWorkspace} from '../worker/workspace.js'
 import type {Cron} from 'croner'
+import {readdir, readFile} from '../../util/fs-async.js'
 
 export interface ScheduleEntry {
   /** The pipeline file as given. */

@@ -10,11 +10,10 @@
  * the worker's checkout — the content must be the same (the engine compares the pipeline's and the
  * policy's hashes and refuses a changed one).
  */
-import {execFile} from 'node:child_process'
-import {realpath} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import type {RunWorkspace} from '../../store/team.js'
+import {childProcess, realpath} from '../../util/fs-async.js'
 
 /** A workspace as found on this machine: its id, the root of its repository here, and the folder under that root. */
 export interface LocalWorkspace extends RunWorkspace {
@@ -24,7 +23,7 @@ export interface LocalWorkspace extends RunWorkspace {
 
 function git(cwd: string, args: string[]): Promise<string | null> {
   return new Promise((resolve) => {
-    execFile('git', args, {cwd, encoding: 'utf8', timeout: 15000}, (error, stdout) => resolve(error ? null : stdout.trim()))
+    childProcess().execFile('git', args, {cwd, encoding: 'utf8', timeout: 15000}, (error, stdout) => resolve(error ? null : stdout.trim()))
   })
 }
 
