@@ -56,6 +56,22 @@ export function statusIn(location: string, runId: string): Promise<string> {
   return readIn(location, async (store) => effectiveStatus(store, await store.readRun(runId)))
 }
 
+/**
+ * Every run of the store with the status `pipe runs list --all --json` gives it (a running run whose
+ * holder is gone is interrupted) and its parent, oldest first, read in this process.
+ */
+export function runsIn(cwd: string, store?: string): Promise<Array<{run_id: string; status: string; parent?: RunRecord['parent']}>> {
+  return reading(cwd, store, async (opened) => {
+    const ids = [...(await opened.listRunIds())].sort()
+    return Promise.all(
+      ids.map(async (id) => {
+        const run = await opened.readRun(id)
+        return {run_id: run.run_id, status: await effectiveStatus(opened, run), ...(run.parent ? {parent: run.parent} : {})}
+      }),
+    )
+  })
+}
+
 /** What `pipe snapshot show RUN --json` prints: the run's snapshots exactly as stored (the run must exist). */
 export function snapshotsIn(cwd: string, runId: string, store?: string): Promise<Snapshot[]> {
   return reading(cwd, store, async (opened) => {
