@@ -5,10 +5,8 @@
  * creating at once collide on every id either way, which is what it is about.)
  */
 import {expect} from 'chai'
-import {buildSync} from 'esbuild'
-import {mkdtempSync, rmSync} from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
+import {bundled} from '../helpers/bundled.js'
 import {json, node, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {formatId} from '../../src/store/file/ids.js'
@@ -19,34 +17,16 @@ const EACH = 100
 describe('many writers on one PostgreSQL store', function () {
   this.timeout(300000)
   let cluster: Cluster
-  let built: string
   before(async function () {
     cluster = await startCluster(this)
-    // The writer bundled by esbuild and run by plain node: through tsx, each of the 8 processes spent
-    // ~0.65 s of CPU loading tsx and compiling pipe's sources before its first run (plain node: ~0.1 s).
-    // The store code it runs is the same; the bundle carries its own copy of pg (its optional native
-    // binding left out), which requires Node's modules through a require of its own.
-    built = mkdtempSync(path.join(os.tmpdir(), 'pipe-pg-writers-bin-'))
-    buildSync({
-      entryPoints: [path.join(repoRoot, 'test', 'fixtures', 'postgres', 'create-runs.ts')],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      outfile: path.join(built, 'create-runs.mjs'),
-      external: ['pg-native'],
-      banner: {js: "import {createRequire as requireFrom} from 'node:module'; const require = requireFrom(import.meta.url);"},
-      logLevel: 'error',
-    })
   })
-  after(async () => {
-    if (built) rmSync(built, {recursive: true, force: true})
-    await cluster?.stop()
-  })
+  after(async () => cluster?.stop())
 
   it(`${WRITERS} processes × ${EACH} run creations: ids gapless and never twice, the run index linear, audit verify passes`, async () => {
     const db = await cluster.createDatabase()
     const url = cluster.url(db)
-    const script = path.join(built, 'create-runs.mjs')
+    // Bundled, run by plain node: through tsx each writer spent ~0.65 s of CPU starting (helpers/bundled.ts).
+    const script = bundled(path.join(repoRoot, 'test', 'fixtures', 'postgres', 'create-runs.ts'))
     const started = Date.now()
     const results = await Promise.all(Array.from({length: WRITERS}, () => node([script, url, String(EACH)], {timeoutMs: 280000})))
     for (const r of results) expect(r.code, r.stderr).to.equal(0)
