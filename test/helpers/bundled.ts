@@ -7,22 +7,28 @@
  * require Node's modules through a require of their own.
  */
 import {buildSync} from 'esbuild'
-import {mkdtempSync, rmSync} from 'node:fs'
+import {createHash} from 'node:crypto'
+import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
 let outdir: string | undefined
 const made = new Map<string, string>()
 
-/** The path of `entry` (a .ts file) bundled as an ES module for plain `node FILE`, built the first time it is asked for. */
-export function bundled(entry: string): string {
-  const known = made.get(entry)
-  if (known) return known
+function folder(): string {
   if (!outdir) {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-test-bundles-'))
     process.on('exit', () => rmSync(dir, {recursive: true, force: true}))
     outdir = dir
   }
+  return outdir
+}
+
+/** The path of `entry` (a .ts file) bundled as an ES module for plain `node FILE`, built the first time it is asked for. */
+export function bundled(entry: string): string {
+  const known = made.get(entry)
+  if (known) return known
+  const outdir = folder()
   const outfile = path.join(outdir, `${made.size}-${path.basename(entry, path.extname(entry))}.mjs`)
   buildSync({
     entryPoints: [entry],
@@ -36,4 +42,14 @@ export function bundled(entry: string): string {
   })
   made.set(entry, outfile)
   return outfile
+}
+
+/**
+ * What `node --import tsx --input-type=module -e SOURCE` ran, as a file for plain `node FILE`: the
+ * source (an ES module that imports pipe's modules by absolute path) bundled, once per source.
+ */
+export function bundledScript(source: string): string {
+  const entry = path.join(folder(), `script-${createHash('sha256').update(source).digest('hex').slice(0, 16)}.ts`)
+  if (!made.has(entry)) writeFileSync(entry, source)
+  return bundled(entry)
 }
