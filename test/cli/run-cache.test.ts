@@ -9,6 +9,7 @@ import {createHash} from 'node:crypto'
 import {mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {defaultPipeline, examples, node, repoRoot, tempDir} from '../helpers/cli.js'
+import {bundledScript} from '../helpers/bundled.js'
 
 const dist = path.join(repoRoot, 'dist')
 const bundle = path.join(dist, 'cli', 'run.cjs')
@@ -87,13 +88,7 @@ console.log(JSON.stringify(${probe}))`
     for (const script of scripts) {
       const file = path.join(dist, 'cli', script)
       expect(readFileSync(file, 'latin1'), script).to.match(TRAILER)
-      const child = await node([
-        '--import',
-        'tsx',
-        '--input-type=module',
-        '-e',
-        loader(file, '{cached: loaded.cached, execute: typeof loaded.exports.execute}'),
-      ])
+      const child = await node([bundledScript(loader(file, '{cached: loaded.cached, execute: typeof loaded.exports.execute}'))])
       expect(child.code, child.stderr).to.equal(0)
       expect(JSON.parse(child.stdout), script).to.deep.equal({cached: true, execute: 'function'})
     }
@@ -174,7 +169,7 @@ await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text
         const copy = path.join(folder, 'run.cjs')
         writeFileSync(copy, readFileSync(bundle))
         writeFileSync(path.join(folder, 'run.v8cache'), bytes)
-        const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(copy, '{cached: loaded.cached}')])
+        const child = await node([bundledScript(loader(copy, '{cached: loaded.cached}'))])
         expect({code: child.code, signal: child.signal}, `byte ${at - start} of the data: ${child.stderr.slice(0, 500)}`).to.deep.equal({code: 0, signal: null})
         expect(JSON.parse(child.stdout), `byte ${at - start} of the data`).to.deep.equal({cached: false})
       }

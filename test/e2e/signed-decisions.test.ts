@@ -16,7 +16,7 @@ import type {RunEvent, RunRecord, SignedDecision} from '../../src/types/run.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
-import {readIn} from '../helpers/stores.js'
+import {madeOnce, readIn} from '../helpers/stores.js'
 
 const exec = promisify(execFile)
 const checker = path.join(repoRoot, 'test', 'fixtures', 'attest', 'verify_decision.py')
@@ -87,16 +87,33 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     return line!.signed!
   }
 
+  const envIn = (at: string): Record<string, string | undefined> => ({
+    XDG_CONFIG_HOME: path.join(at, 'config'),
+    PIPE_SIGNING_KEY: undefined,
+    PIPE_USER: undefined,
+    PIPE_INTERACTIVE: '0',
+  })
+  /**
+   * The repository and the person's default key every test starts from, made once (a real \`pipe keys
+   * generate\`) and copied into each test's folder: the key is the same in every test, each test's
+   * copy of it (under its own config folder) is its own.
+   */
+  const prepared = madeOnce(async (at) => {
+    execFileSync('git', ['init', '-q', '-b', 'main', at])
+    // Who decides is who the repository's git says.
+    execFileSync('git', ['-C', at, 'config', 'user.email', 'alice@example.com'])
+    await writeFile(path.join(at, 'p.yaml'), REVIEWED)
+    const made = await pipe(['keys', 'generate', '--json'], {cwd: at, env: envIn(at)})
+    expect(made.code, made.stderr).to.equal(0)
+    return {at, key: json<KeyInfo>(made)}
+  })
+
   beforeEach(async () => {
     ;({dir, cleanup} = await tempDir('pipe-signed-'))
-    execFileSync('git', ['init', '-q', '-b', 'main', dir])
-    // Who decides is who the repository's git says.
-    execFileSync('git', ['-C', dir, 'config', 'user.email', 'alice@example.com'])
-    await writeFile(path.join(dir, 'p.yaml'), REVIEWED)
-    env = {XDG_CONFIG_HOME: path.join(dir, 'config'), PIPE_SIGNING_KEY: undefined, PIPE_USER: undefined, PIPE_INTERACTIVE: '0'}
-    const made = await run(['keys', 'generate', '--json'])
-    expect(made.code, made.stderr).to.equal(0)
-    key = json<KeyInfo>(made)
+    const {at, key: made} = await prepared(dir)
+    env = envIn(dir)
+    const here = (file: string): string => path.join(dir, path.relative(at, file))
+    key = {...made, private_key_file: here(made.private_key_file), public_key_file: here(made.public_key_file)}
     await trust(entry(key, 'release-manager'))
   })
   afterEach(async () => cleanup())
