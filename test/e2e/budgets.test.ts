@@ -8,6 +8,7 @@ import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {changeIn} from '../helpers/wait.js'
 
 interface RunJson {
   run_id: string
@@ -245,6 +246,62 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const row = stats.runs.find((r) => r.run_id === parent.run_id)!
     expect(row.total_tokens).to.equal(75000)
     expect(row.budget?.pipeline, JSON.stringify(row.budget)).to.include({spent_tokens: 75000, granted_tokens: 60000})
+    await expectAuditPasses(dir, parent.run_id)
+  })
+
+  it("siblings under way at once hold their estimates against the parent's budget: the request both together would pass is not sent", async () => {
+    // Each request allows a 12,000-token completion: one fits the parent's 20,000, two at once do not.
+    await writeFile(path.join(dir, 'p', 'named.md'), 'Name {{name}}.\n')
+    await writeFile(
+      path.join(dir, 'p', 'item.yaml'),
+      `version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n` +
+        `  - {id: work, kind: model, prompt: named.md, vars: {name: "\${{ inputs.name }}"}, output_schema: out.schema.json}\n`,
+    )
+    const file = await pipeline(
+      'provider: {max_tokens: 12000}\nbudget: {tokens: 20000}\n',
+      `  - {id: each, kind: foreach, items: "\${{ ['x', 'y'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}"}, concurrency: 2}\n`,
+    )
+    const small = {content: JSON.stringify({title: 'x'}), usage: {prompt_tokens: 3000, completion_tokens: 2000}}
+    server.script('*', small, small)
+    const release = server.holdReplies()
+    const running = cli(['run', file])
+    const store = path.join(dir, '.pipe')
+    await mkdir(path.join(store, 'runs'), {recursive: true})
+    const pausedChild = async (): Promise<boolean> =>
+      readIn(store, async (s) => {
+        for (const id of await s.listRunIds()) {
+          const r = await s.readRun(id).catch(() => undefined)
+          if (r?.parent && r.status === 'awaiting_input' && r.pending?.kind === 'budget') return true
+        }
+        return false
+      })
+    // Whichever comes first: one request under way and its sibling paused at the budget (its request not sent), or both under way.
+    const paused1 = changeIn(path.join(store, 'runs'), pausedChild, 'a child paused at the budget', running, true)
+    paused1.catch(() => undefined)
+    await Promise.race([Promise.all([paused1, server.waitForRequests(1)]), server.waitForRequests(2)])
+    expect(server.requests, 'the second sibling sent its request while the first was under way').to.have.length(1)
+    release()
+    const result = await running
+    const parent = json<RunJson>(result)
+    expect(parent.status, result.stdout).to.equal('blocked')
+    const children = await readIn(store, (s) => s.listChildren(parent.run_id))
+    const paused = children.filter((c) => c.status === 'awaiting_input')
+    expect(children.map((c) => c.status).sort()).to.deep.equal(['awaiting_input', 'succeeded'])
+    expect(paused[0]!.pending?.reason).to.match(
+      new RegExp(
+        `would pass parent run ${parent.run_id}'s pipeline budget of 20000 tokens: \\d+ tokens spent so far, 1 other running step\\(s\\)' requests included; it was not sent`,
+      ),
+    )
+
+    // The grant lets the paused sibling go on; what is recorded is what the replies said, nothing held.
+    const granted = await cli(['budget', parent.run_id, '--add-tokens', '20000', '--note', 'both items'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    expect(server.requests).to.have.length(2)
+    const stats = json<{runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {spent_tokens: number}} | null}>}>(await cli(['stats']))
+    const row = stats.runs.find((r) => r.run_id === parent.run_id)!
+    expect(row.total_tokens).to.equal(10000)
+    expect(row.budget?.pipeline).to.include({spent_tokens: 10000})
     await expectAuditPasses(dir, parent.run_id)
   })
 
