@@ -8,7 +8,7 @@
  */
 import {PipeError} from '../errors.js'
 import type {ChatBudget, ChatReply, ChatRequest} from '../providers/chat.js'
-import {costOf, DEFAULT_MODEL, pricesFor, type Prices} from '../util/prices.js'
+import {costOf, DEFAULT_MODEL, pricesFor, tokensText, usdText, type Prices} from '../util/prices.js'
 import {holdKey, holdsOf, type BudgetHold} from '../store/budget-holds.js'
 import type {RunStore} from '../store/types.js'
 import type {Budget, Pipeline, Step} from '../types/pipeline.js'
@@ -299,24 +299,6 @@ export class StepBudget implements ChatBudget {
     }
     return true
   }
-}
-
-/** Tokens as a whole number, as a budget counts them. */
-export function tokensText(tokens: number): string {
-  return `${Math.round(tokens)} tokens`
-}
-
-/**
- * Dollars as a person writes them: cents at least, and as many places as the budget was given with
- * (`written`, e.g. 0.125), or as the amount needs, up to a millionth.
- */
-export function usdText(usd: number, written?: number): string {
-  const places = (n: number | undefined): number => {
-    if (n === undefined) return 0
-    const text = String(Math.round(n * 1e6) / 1e6)
-    return text.includes('.') ? text.split('.')[1]!.length : 0
-  }
-  return `$${usd.toFixed(Math.min(6, Math.max(2, places(written), places(usd))))}`
 }
 
 export type BudgetGrant = NonNullable<RunRecord['budget_grants']>[number]

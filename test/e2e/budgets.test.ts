@@ -390,4 +390,23 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(granted.code, granted.stderr).to.equal(0)
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
   })
+
+  it('budget messages quote amounts as written: whole tokens, dollars to the cent or to the places the budget gave', async () => {
+    // A dollar a reply: 10,000 prompt tokens at $0.05 and 5,000 completion tokens at $0.10 per 1,000.
+    const file = await pipeline(
+      'provider: {prices: {prompt_per_1k: 0.05, completion_per_1k: 0.10}}\nbudget: {cost_usd: 1.50}\n',
+      model('a', 'b') + model('b', 'c') + model('c'),
+    )
+    const result = await cli(['run', file])
+    expect(result.code, result.stderr).to.equal(10)
+    const paused = json<RunJson>(result)
+    expect(paused.reason).to.match(/would pass the pipeline's budget of \$1\.50: 30000 tokens \(\$2\.00\) spent so far; it was not sent$/)
+    const granted = await cli(['budget', paused.run_id, '--add-usd', '1.5', '--note', 'one more'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    const events = await readIn(path.join(dir, '.pipe'), (store) => store.readEvents(paused.run_id))
+    expect(events.find((e) => e.event === 'budget_granted')?.reason).to.equal("$1.50 more for the pipeline's budget: one more")
+    const stats = await pipe(['stats'], {cwd: dir, env: {NO_COLOR: '1', COLUMNS: '400'}})
+    expect(stats.code, stats.stderr).to.equal(0)
+    expect(stats.stdout).to.contain('$3.00/$3.00')
+  })
 })
