@@ -6,6 +6,7 @@
  * its lease runs out, the row is no longer counted, so a crashed holder's hold never leaks.
  */
 import type {BudgetHold, BudgetHolds} from '../budget-holds.js'
+import {sleep} from '../../util/sleep.js'
 import type {PostgresRecords} from './records.js'
 
 interface Row extends Record<string, unknown> {
@@ -27,20 +28,29 @@ export class PostgresHolds implements BudgetHolds {
   constructor(private readonly store: PostgresRecords) {}
 
   async reserve(hold: BudgetHold, decide: (others: readonly BudgetHold[]) => Promise<boolean>): Promise<boolean> {
-    return this.store.tx(`cannot hold budget for step ${hold.step} of ${hold.run_id}`, async (client) => {
-      // In one order, so two checks over the same budgets never wait for each other both ways.
-      for (const key of [...hold.keys].sort()) await client.query("SELECT pg_advisory_xact_lock(hashtextextended('pipe_budget:' || $1, 0))", [key])
-      const {rows} = await client.query<Row>(
-        `SELECT h.run_id, h.step, h.seq, h.keys, h.tokens::text AS tokens, h.usd::text AS usd FROM pipe_budget_holds h
-         JOIN pipe_runs r ON r.run_id = h.run_id AND r.epoch = h.epoch AND r.lease_until > now()
-         WHERE h.keys && $1::text[] AND NOT (h.run_id = $2 AND h.step = $3 AND h.seq = $4)`,
-        [[...hold.keys], hold.run_id, hold.step, hold.seq],
-      )
-      const others = rows.map((r) => ({run_id: r.run_id, step: r.step, seq: Number(r.seq), keys: r.keys, tokens: Number(r.tokens), usd: Number(r.usd)}))
-      if (!(await decide(others))) return false
-      await client.query(UPSERT, values(hold))
-      return true
-    })
+    for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
+      const decided = await this.store.tx(`cannot hold budget for step ${hold.step} of ${hold.run_id}`, async (client) => {
+        // Tried, never waited for with a connection taken: `decide` reads the records through the
+        // pool, and checks waiting on the lock must not hold every connection it needs.
+        for (const key of [...hold.keys].sort()) {
+          const {rows} = await client.query<{ok: boolean}>("SELECT pg_try_advisory_xact_lock(hashtextextended('pipe_budget:' || $1, 0)) AS ok", [key])
+          if (!rows[0]?.ok) return undefined
+        }
+        const {rows} = await client.query<Row>(
+          `SELECT h.run_id, h.step, h.seq, h.keys, h.tokens::text AS tokens, h.usd::text AS usd FROM pipe_budget_holds h
+           JOIN pipe_runs r ON r.run_id = h.run_id AND r.epoch = h.epoch AND r.lease_until > now()
+           WHERE h.keys && $1::text[] AND NOT (h.run_id = $2 AND h.step = $3 AND h.seq = $4)`,
+          [[...hold.keys], hold.run_id, hold.step, hold.seq],
+        )
+        const others = rows.map((r) => ({run_id: r.run_id, step: r.step, seq: Number(r.seq), keys: r.keys, tokens: Number(r.tokens), usd: Number(r.usd)}))
+        if (!(await decide(others))) return false
+        await client.query(UPSERT, values(hold))
+        return true
+      })
+      if (decided !== undefined) return decided
+      // Another step is checking the same budget now: a check takes milliseconds, so try again soon.
+      await sleep(wait + Math.random() * wait)
+    }
   }
 
   async settle(hold: BudgetHold): Promise<void> {
