@@ -1,7 +1,6 @@
 /** The text form of pipe stats: totals, one line per pipeline, one line per run. */
-import type {BudgetLine} from '../app/budget-stats.js'
+import {budgetText} from '../app/budget-stats.js'
 import type {Metrics, RunStats, StatsReport} from '../app/stats.js'
-import {tokensText, usdText} from '../util/prices.js'
 import {line as t_, visibleLine} from '../util/terminal-text.js'
 
 const pct = (rate: number | null): string => (rate === null ? '-' : `${Math.round(rate * 1000) / 10}%`)
@@ -35,15 +34,6 @@ const taskCells = (m: Metrics): string[] => [
   num(m.mean_qa_ms),
   categories(m),
 ]
-
-/** Spent against the limit (grants included): "45000/44000 tokens, $0.01/$0.02", with "over" when it passed it. */
-function budgetText(b: BudgetLine): string {
-  const parts = [
-    ...(b.tokens !== undefined ? [`${Math.round(b.spent_tokens)}/${tokensText(b.tokens + b.granted_tokens)}`] : []),
-    ...(b.cost_usd !== undefined ? [`${usdText(b.spent_usd, b.cost_usd)}/${usdText(b.cost_usd + b.granted_usd, b.cost_usd)}`] : []),
-  ]
-  return `${parts.join(', ')}${b.over ? ' over' : ''}`
-}
 
 const runBudgetCell = (r: RunStats): string => {
   if (!r.budget) return '-'

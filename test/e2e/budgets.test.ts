@@ -9,6 +9,8 @@ import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {changeIn} from '../helpers/wait.js'
+import {raw, startView} from '../helpers/view.js'
+import type {ChildProcess} from 'node:child_process'
 
 interface RunJson {
   run_id: string
@@ -391,7 +393,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
   })
 
-  it('budget messages quote amounts as written: whole tokens, dollars to the cent or to the places the budget gave', async () => {
+  it("budget messages quote amounts as written (whole tokens, dollars to the cent or to the places the budget gave), in pipe stats and the view's stats page too", async () => {
     // A dollar a reply: 10,000 prompt tokens at $0.05 and 5,000 completion tokens at $0.10 per 1,000.
     const file = await pipeline(
       'provider: {prices: {prompt_per_1k: 0.05, completion_per_1k: 0.10}}\nbudget: {cost_usd: 1.50}\n',
@@ -408,5 +410,17 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const stats = await pipe(['stats'], {cwd: dir, env: {NO_COLOR: '1', COLUMNS: '400'}})
     expect(stats.code, stats.stderr).to.equal(0)
     expect(stats.stdout).to.contain('$3.00/$3.00')
+    // The view's stats page says the same, per pipeline and per run.
+    const servers: ChildProcess[] = []
+    try {
+      const {url} = await startView(dir, servers)
+      const page = await raw(`${url}stats`)
+      expect(page.status).to.equal(200)
+      const table = /<h3>Spend against budget<\/h3>([^]*?)<\/table>\s*<table[^>]*>([^]*?)<\/table>/.exec(page.body)
+      expect(table?.[1]).to.contain('<code>budgeted</code>').and.contain('45000 tokens, $3.00')
+      expect(table?.[2]).to.contain(paused.run_id).and.contain('pipeline budgeted').and.contain('$3.00/$3.00')
+    } finally {
+      for (const server of servers) server.kill('SIGKILL')
+    }
   })
 })
