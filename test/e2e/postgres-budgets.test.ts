@@ -68,7 +68,8 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
   })
 
-  it("foreach children driven by two workers hold against their parent's budget: the request that would pass it with a sibling's under way is not sent, and pipe budget PARENT continues them", async () => {
+  /** A parent whose foreach runs item.yaml for x and y side by side; each request allows a 12,000-token completion: one fits the parent's 20,000, two at once do not. */
+  const fan = async (): Promise<string> => {
     await mkdir(path.join(dir, 'p'), {recursive: true})
     await writeFile(path.join(dir, 'p', 'named.md'), 'Name {{name}}.\n')
     await writeFile(path.join(dir, 'p', 'out.schema.json'), JSON.stringify({type: 'object', required: ['title'], properties: {title: {type: 'string'}}}))
@@ -77,13 +78,17 @@ describe('budgets on a PostgreSQL store with a worker', function () {
       `version: 1\nname: item\nprovider: {max_tokens: 12000}\ninputs:\n  name: {type: string, required: true}\nsteps:\n` +
         `  - {id: work, kind: model, prompt: named.md, vars: {name: "\${{ inputs.name }}"}, output_schema: out.schema.json}\n`,
     )
-    // Each request allows a 12,000-token completion: one fits the parent's 20,000, two at once do not.
     const file = path.join(dir, 'p', 'fan.yaml')
     await writeFile(
       file,
       `version: 1\nname: fan\nprovider: {max_tokens: 12000}\nbudget: {tokens: 20000}\nsteps:\n` +
         `  - {id: each, kind: foreach, items: "\${{ ['x', 'y'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}"}, concurrency: 2}\n`,
     )
+    return file
+  }
+
+  it("foreach children driven by two workers hold against their parent's budget: the request that would pass it with a sibling's under way is not sent, and pipe budget PARENT continues them", async () => {
+    const file = await fan()
     const small = {content: JSON.stringify({title: 'x'}), usage: {prompt_tokens: 3000, completion_tokens: 2000}}
     server.script('*', small, small)
     const release = server.holdReplies()
@@ -133,5 +138,41 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     expect(await cluster.sql(db, 'SELECT run_id FROM pipe_budget_holds')).to.deep.equal([])
     const audit = await pipe(['audit', 'verify', parent, '--json', '--store', url], {cwd: dir})
     expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
+  })
+
+  it("a worker that dies with a request under way leaves no hold that counts: once its lease is out, the paused sibling's request is sent", async () => {
+    const file = await fan()
+    const release = server.holdReplies()
+    const env = {OPENAI_BASE_URL: server.url}
+    const detached = await pipe(['run', file, '--detach', '--store', url, '--json'], {cwd: dir, env})
+    const parent = json<{run_id: string}>(detached).run_id
+    // A lease far longer than the test: it runs out only when the test runs it out, never by the clock of a busy machine.
+    const doomed = team.start(url, ['--concurrency', '2'], {cwd: dir, env: {PIPE_INTERACTIVE: '0', PIPE_LEASE_MS: '3600000', ...env}})
+    const paused = async (): Promise<string | undefined> =>
+      (
+        await cluster.sql<{run_id: string}>(
+          db,
+          "SELECT run_id FROM pipe_runs WHERE parent_run = $1 AND body::jsonb->>'status' = 'awaiting_input' AND body::jsonb->'pending'->>'kind' = 'budget'",
+          [parent],
+        )
+      )[0]?.run_id
+    await until('one request under way and its sibling paused at the budget', async () => server.requests.length === 1 && (await paused()) !== undefined)
+    const sibling = (await paused())!
+    expect(await cluster.sql(db, 'SELECT run_id FROM pipe_budget_holds')).to.have.length(1)
+
+    // The worker dies with the request under way: its hold row stays, and counts while its lease does.
+    doomed.child.kill('SIGKILL')
+    await doomed.exited
+    release()
+    const held = await pipe(['resume', sibling, '--store', url, '--json'], {cwd: dir, env})
+    expect(json<{status: string}>(held).status, held.stdout).to.equal('awaiting_input')
+    expect(server.requests).to.have.length(1)
+
+    // Its lease run out (what the clock does once nobody renews it): the dead worker's hold counts no longer.
+    await cluster.sql(db, 'UPDATE pipe_runs SET lease_until = now() WHERE lease_until IS NOT NULL')
+    server.script('*', {content: JSON.stringify({title: 'y'}), usage: {prompt_tokens: 3000, completion_tokens: 2000}})
+    const resumed = await pipe(['resume', sibling, '--store', url, '--json'], {cwd: dir, env})
+    expect(json<{status: string}>(resumed).status, resumed.stdout + resumed.stderr).to.equal('succeeded')
+    expect(server.requests).to.have.length(2)
   })
 })
