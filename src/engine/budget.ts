@@ -193,7 +193,19 @@ export class StepBudget implements ChatBudget {
   async check(request: ChatRequest): Promise<void> {
     const {of} = this
     this.model = request.model
-    const estimate = spendOf(estimateOf(request), budgetPrices(of.pipeline, request.model, of.inherited))
+    const prices = budgetPrices(of.pipeline, request.model, of.inherited)
+    // Validate refuses a cost budget without a price for the models a pipeline names; a child
+    // pipeline's models (another file) meet its parents' cost budgets only here: refused, never counted as $0.
+    const costly = this.scopes.find((s) => s.budget.cost_usd !== undefined)
+    if (costly && (!prices || (prices.currency ?? 'USD') !== 'USD'))
+      throw new PipeError(
+        'E_CONFIG',
+        `step ${of.step.id} asks model "${request.model}", whose price in US dollars pipe does not know, under ${costly.owner ? `parent run ${costly.owner.run_id}'s ` : ''}${costly.scope === PIPELINE_SCOPE ? 'pipeline' : `step ${costly.scope}'s`} budget of cost_usd; the request was not sent`,
+        {
+          hint: `Add provider.prices {prompt_per_1k, completion_per_1k} in USD to ${costly.owner ? "the parent pipeline (its children inherit them) or this step's pipeline" : 'the pipeline'}, or budget in tokens; then start the run again.`,
+        },
+      )
+    const estimate = spendOf(estimateOf(request), prices)
     // The estimate is held against every budget at once, checked with what is recorded and what
     // other running steps hold, under the budgets' lock: siblings see it before their own requests.
     const holds = holdsOf(of.store)

@@ -114,7 +114,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const as = (who: string, args: string[]): Promise<CliResult> =>
       pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
     const refusal = (result: CliResult, code: string): string => {
-      expect(result.code, result.stdout).to.not.equal(0)
+    expect(result.code, result.stdout).to.not.equal(0)
       expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
       return json<RunJson>(result).error!.message
     }
@@ -422,5 +422,20 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     } finally {
       for (const server of servers) server.kill('SIGKILL')
     }
+  })
+
+  it("a child pipeline's model with no known price under its parent's cost budget is refused before its request, never counted as $0", async () => {
+    // The parent's file names only a priced model, so validate passes it; the child's file names another.
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work', undefined, ', model: local-7b')}`)
+    const file = await pipeline('budget: {cost_usd: 1}\n', `  - {id: each, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, concurrency: 1}\n`)
+    expect((await pipe(['validate', file], {cwd: dir})).code).to.equal(0)
+    const result = await cli(['run', file])
+    expect(result.code, result.stdout).to.not.equal(0)
+    expect(json<RunJson>(result).status).to.not.equal('succeeded')
+    expect(server.requests).to.have.length(0)
+    const parent = json<RunJson>(result).run_id
+    const [child] = await readIn(path.join(dir, '.pipe'), (store) => store.listChildren(parent))
+    const {run} = await runRecordIn(dir, child!.run_id)
+    expect(JSON.stringify(run)).to.contain('E_CONFIG').and.contain('asks model \\"local-7b\\", whose price in US dollars pipe does not know')
   })
 })
