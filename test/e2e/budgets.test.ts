@@ -114,7 +114,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const as = (who: string, args: string[]): Promise<CliResult> =>
       pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
     const refusal = (result: CliResult, code: string): string => {
-    expect(result.code, result.stdout).to.not.equal(0)
+      expect(result.code, result.stdout).to.not.equal(0)
       expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
       return json<RunJson>(result).error!.message
     }
