@@ -23,6 +23,7 @@ import type {LedgerEntry} from '../types/ledger.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import type {BudgetHolds} from './budget-holds.js'
 import type {TeamQueue} from './team.js'
 import type {ArchiveAnchor, ArchiveSource} from './trail/archive.js'
 
@@ -243,6 +244,8 @@ export interface RunStore {
   holdings?(runIds: readonly string[]): Promise<Map<string, Holding>>
   /** A store that workers share: its queue, leases and cancel requests (./team.ts). The file store has none. */
   readonly team?: TeamQueue
+  /** Budget holds shared beyond this process (PostgreSQL: every worker's); absent, the process keeps them (./budget-holds.ts). */
+  readonly budgetHolds?: BudgetHolds
   /** Moving ended runs out to archives (pipe store archive); a store without it cannot archive yet. */
   readonly archiving?: ArchiveStore
   /** Ends what the store keeps open (a database's connections); a store with nothing open has none. */
