@@ -6,6 +6,7 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {deliveredKeys} from '../../steps/registry.js'
 import type {AuditReport} from '../../store/file/audit.js'
+import type {SignedLine} from '../../store/types.js'
 import {openStore} from '../../store/open.js'
 import {assertId} from '../../store/file/ids.js'
 import {jsonText, line as t} from '../../util/terminal-text.js'
@@ -65,9 +66,10 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       const store = await openStore(this.storeDir(flags.store), 'existing')
       // Only that it exists: a damaged run record is for the audit to report, not to stop it.
       if (args.run) await store.assertRunExists(args.run)
-      report = await store.audit(args.run, {deliveredKeys})
+      const signedLines: SignedLine[] = []
+      report = await store.audit(args.run, {deliveredKeys, signedDecision: (found) => signedLines.push(found)})
       if (!args.run) await auditArchives(store, report, {deliveredKeys}, flags.archives !== undefined ? {archives: flags.archives} : {})
-      const signed = await checkDecisionSignatures(store, args.run, report)
+      const signed = await checkDecisionSignatures(signedLines, report)
       if (signed.length > 0) report = {...report, signed_decisions: signed}
     }
     if (!this.jsonEnabled()) {
