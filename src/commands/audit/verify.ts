@@ -8,7 +8,7 @@ import {deliveredKeys} from '../../steps/registry.js'
 import type {AuditReport} from '../../store/file/audit.js'
 import type {SignedLine} from '../../store/types.js'
 import {openStore} from '../../store/open.js'
-import {assertId} from '../../store/file/ids.js'
+import {assertId, compareIds} from '../../store/file/ids.js'
 import {jsonText, line as t} from '../../util/terminal-text.js'
 
 export default class AuditVerify extends PipeCommand {
@@ -69,6 +69,8 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       const signedLines: SignedLine[] = []
       report = await store.audit(args.run, {deliveredKeys, signedDecision: (found) => signedLines.push(found)})
       if (!args.run) await auditArchives(store, report, {deliveredKeys}, flags.archives !== undefined ? {archives: flags.archives} : {})
+      // Listed newest run first, as runs list has them (the walk goes oldest first); a run's own lines in their order.
+      if (!args.run) signedLines.sort((x, y) => compareIds(y.run_id, x.run_id))
       const signed = await checkDecisionSignatures(signedLines, report)
       if (signed.length > 0) report = {...report, signed_decisions: signed}
     }
