@@ -13,7 +13,7 @@ import path from 'node:path'
 import {promisify} from 'node:util'
 import {sealLine, sealRecord} from '../../src/store/trail/integrity.js'
 import type {RunEvent, RunRecord, SignedDecision} from '../../src/types/run.js'
-import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {bin, defaultPipeline, examples, json, node, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {madeOnce, readIn} from '../helpers/stores.js'
@@ -181,6 +181,24 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     const text = await run(['audit', 'verify'])
     expect(text.code).to.equal(4)
     expect(text.stdout).to.include(id).and.include('manual_review').and.include('alice@example.com')
+  })
+
+  it("audit verify lists the signed decisions its walk read: each of the store's files is read once", async () => {
+    const id = await start()
+    expect((await run(['review', id, '--decision', 'go', '--note', 'matches the brief'])).code).to.equal(0)
+    const loads = path.join(dir, 'loads.json')
+    // test/helpers/record-loads.cjs: every file the process opened or read through fs.
+    const r = await node(['-r', path.join(repoRoot, 'test', 'helpers', 'record-loads.cjs'), bin, 'audit', 'verify', '--json'], {
+      cwd: dir,
+      env: {...env, PIPE_TEST_LOADS: loads},
+    })
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(json<AuditJson>(r).signed_decisions!.map((s) => [s.run_id, s.step, s.trust])).to.deep.equal([[id, 'manual_review', 'trusted']])
+    const {opened, read} = JSON.parse(await readFile(loads, 'utf8')) as {opened: string[]; read: string[]}
+    const store = path.join(dir, '.pipe') + path.sep
+    const files = [...opened, ...read].filter((f) => f.startsWith(store)).map((f) => f.slice(store.length))
+    expect(files).to.include(path.join('runs', id, 'events.jsonl'))
+    expect(files.filter((f, i) => files.indexOf(f) !== i)).to.deep.equal([])
   })
 
   it('a key the policy does not trust is named, and the audit still passes; a key it revoked fails it', async () => {
