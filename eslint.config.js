@@ -70,6 +70,16 @@ function kindModules(source) {
 /** commands, cli and view call use cases (src/app/); they name the engine only by its types. */
 export const ENGINE_TYPES_ONLY = ['commands', 'cli', 'view']
 
+/**
+ * Node's modules that cost every process importing them and that only some commands use: through
+ * src/util/fs-async.ts, loaded when first called (bench/README.md, "Issue 38: a bundle per group of
+ * commands"). An import of their types costs nothing.
+ */
+const ON_FIRST_USE = [
+  {name: 'node:child_process', message: 'Use childProcess() from src/util/fs-async.ts: node:child_process loads net, dgram and streams (~3–4 ms) in every process that imports it.', allowTypeImports: true},
+  {name: 'node:fs/promises', message: "Use src/util/fs-async.ts: node:fs/promises loads ~25 of Node's modules (~2 ms) in every process that imports it.", allowTypeImports: true},
+]
+
 /** An import of one of `folders`: from src/*.ts (`root`) by `./`, from deeper by climbing out with `../`. */
 const reaches = (folders, root) => `^${root ? '\\./' : '(\\.\\./)+'}(${folders.join('|')})(/|$)`
 
@@ -104,10 +114,11 @@ function layerRules(folder, forbidden) {
       },
     ],
   }
+  rules['@typescript-eslint/no-restricted-imports'] = ['error', {paths: ON_FIRST_USE, patterns: []}]
   if (ENGINE_TYPES_ONLY.includes(folder)) {
     const message = `${name} must call the engine through a use case in src/app/; it may import the engine's types only (see docs/development.md, the layers).`
     const regex = reaches(['engine'], root)
-    rules['@typescript-eslint/no-restricted-imports'] = ['error', {patterns: [{regex, message, allowTypeImports: true}]}]
+    rules['@typescript-eslint/no-restricted-imports'][1].patterns.push({regex, message, allowTypeImports: true})
     rules['no-restricted-syntax'].push({selector: `ImportExpression > Literal[value=/${regex.replaceAll('/', '\\/')}/]`, message})
   }
   return {files: [root ? 'src/*.ts' : `src/${folder}/**/*.ts`], rules}

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // The build's output, made by esbuild from src/ (tsc only type-checks: npm run typecheck):
-// - the commands as one script, dist/cli/main.cjs (src/entry/main.ts), each command's modules
-//   initialised only when it runs. src/cli/boot.ts loads it, only to run a command, and compiles it
-//   through the V8 code cache the build made
+// - the commands as one script per group (src/entry/groups/GROUP.ts: dist/cli/GROUP.cjs), each
+//   self-contained, each command's modules initialised only when it runs. src/cli/boot.ts loads
+//   the one group of the command that runs and compiles it through the V8 code cache the build made
 //   (src/util/code-cache.ts; V8 caches a script, not an ES module). Its wrapper is Node's CommonJS
 //   wrapper with one more parameter, __pipeImport: a script compiled by vm has no import() of its
 //   own without an experimental Node API, so boot.ts passes one that resolves the bundle's
@@ -10,12 +10,12 @@
 //   find their data, is the bundle's own URL;
 // - dist/cli/boot.cjs (src/cli/boot.ts), which bin/run.js requires: the router, help and errors,
 //   answering --version, help and an unknown command from dist/cli/commands.json, the command
-//   manifest written here from the bundle's command classes;
+//   manifest written here from every group's command classes;
 // - ES modules: the heavy packages a run imports only when a step needs them (VENDORED), as
 //   dist/vendor/NAME.js, and the modules the build's and the benchmark's scripts import
 //   (SCRIPT_ENTRIES), with their shared code in dist/chunks/.
 // bin/dev.js runs src/ through tsx.
-import {existsSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {createRequire, isBuiltin} from 'node:module'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
@@ -106,10 +106,12 @@ const vendorExternal = {
     b.onResolve({filter: new RegExp(`^(${names})$`)}, (args) => (args.kind === 'dynamic-import' ? {path: `../vendor/${vendorFile(args.path)}.js`, external: true} : undefined))
   },
 }
-const cliBundle = path.join(dist, 'cli', 'main.cjs')
+// One script per group: esbuild has no code splitting for CommonJS, so what groups share is in each.
+const groups = readdirSync(path.join(src, 'entry', 'groups')).map((file) => path.basename(file, '.ts'))
 const cli = await build({
-  entryPoints: [path.join(src, 'entry', 'main.ts')],
-  outfile: cliBundle,
+  entryPoints: groups.map((group) => ({in: path.join(src, 'entry', 'groups', `${group}.ts`), out: group})),
+  outdir: path.join(dist, 'cli'),
+  outExtension: {'.js': '.cjs'},
   bundle: true,
   format: 'cjs',
   platform: 'node',
@@ -124,25 +126,25 @@ const cli = await build({
   logLevel: 'warning',
   legalComments: 'none',
 })
-{
+for (const [file, output] of Object.entries(cli.metafile.outputs)) {
   // Every import() left in the script becomes a call of __pipeImport: the vendored packages'. (The
-  // commands' import()s in entry/commands.ts are of bundled modules: esbuild makes each a lazy
+  // commands' import()s in entry/groups/ are of bundled modules: esbuild makes each a lazy
   // initialisation inside the script.) Each must be a vendored file or a Node module, and a static
   // import of a vendored (ES module) package cannot be a require().
-  const imports = Object.values(cli.metafile.outputs)[0].imports.filter((i) => i.external)
+  const imports = output.imports.filter((i) => i.external)
   // require.resolve() of a package names its file in node_modules, which an installation has.
   const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || Object.keys(VENDORED).some((n) => i.path === `../vendor/${vendorFile(n)}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
   if (wrong.length > 0) {
-    console.error(`bundle: the CLI's imports are not what boot.ts can load (${wrong.map((i) => `${i.kind} ${i.path}`).join(', ')})`)
+    console.error(`bundle: ${file}'s imports are not what boot.ts can load (${wrong.map((i) => `${i.kind} ${i.path}`).join(', ')})`)
     process.exit(1)
   }
   // ASCII only, every other character as its \u escape (esbuild escapes strings, not the comments
-  // and regular expressions it keeps; in both an escape means the same): boot.ts decodes the 2.4 MB
+  // and regular expressions it keeps; in both an escape means the same): boot.ts decodes the
   // script as latin1, ~5 ms a command less than UTF-8 (bench/README.md, "Issue 38: without oclif").
-  const code = readFileSync(cliBundle, 'utf8')
+  const code = readFileSync(path.join(root, file), 'utf8')
     .replace(/(?<![\w$.])import\(/g, '__pipeImport(')
     .replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-  writeFileSync(cliBundle, code)
+  writeFileSync(path.join(root, file), code)
 }
 await build({
   entryPoints: [path.join(src, 'cli', 'boot.ts')],
@@ -166,14 +168,21 @@ for (const input of located) {
     process.exit(1)
   }
 }
-// The command manifest, from the command classes in the bundle just built: what help, completion
-// and the router read without loading the bundle (src/cli/manifest.ts).
+// The command manifest, from every group's command classes: what help, completion and the router
+// read without loading a bundle (src/cli/manifest.ts).
 {
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
-  const cli = await createRequire(import.meta.url)('../dist/cli/boot.cjs').loadCli(root)
-  const manifest = await cli.describe(pkg.version, pkg.description)
-  writeFileSync(path.join(dist, 'cli', 'commands.json'), JSON.stringify(manifest))
+  const boot = createRequire(import.meta.url)('../dist/cli/boot.cjs')
+  const parts = await Promise.all(groups.map(async (group) => (await boot.loadCli(root, group)).describe(pkg.version, pkg.description)))
+  // The router loads dist/cli/GROUP.cjs for a command of GROUP: a group file names its own group.
+  const misnamed = parts.flatMap((part, i) => Object.values(part.commands).filter((c) => c.group !== groups[i]).map((c) => `${c.id} (${groups[i]}.ts says ${c.group})`))
+  if (misnamed.length > 0) {
+    console.error(`bundle: src/entry/groups/ files name another group: ${misnamed.join(', ')}`)
+    process.exit(1)
+  }
+  writeFileSync(path.join(dist, 'cli', 'commands.json'), JSON.stringify(boot.mergeManifests(parts)))
 }
-// What the CLI's script holds, for finding what it loads (esbuild's analyzer reads it too).
+// What the CLI's scripts hold, for finding what each loads (esbuild's analyzer reads it too).
 writeFileSync(path.join(dist, 'bundle-meta.json'), JSON.stringify(cli.metafile))
-console.log(`bundled the CLI (${Math.round(statSync(cliBundle).size / 1024)} KB, its entry ${Math.round(statSync(path.join(dist, 'cli', 'boot.cjs')).size / 1024)} KB) and ${Object.keys(esm.metafile.outputs).length} ES module files`)
+const kb = (file) => `${Math.round(statSync(path.join(dist, 'cli', file)).size / 1024)} KB`
+console.log(`bundled the CLI (${groups.map((g) => `${g} ${kb(`${g}.cjs`)}`).join(', ')}; its entry ${kb('boot.cjs')}) and ${Object.keys(esm.metafile.outputs).length} ES module files`)

@@ -11,6 +11,7 @@ import {kindCatalog} from '../steps/registry.js'
 import type {RunStore} from '../store/types.js'
 import type {Budget, Pipeline} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
+import {tokensText, usdText} from '../util/prices.js'
 
 export interface BudgetLine {
   /** The limits as written, with what people granted on top (pipe budget). */
@@ -23,6 +24,15 @@ export interface BudgetLine {
   spent_usd: number
   /** Whether what was spent passed a limit (a step ended over_budget or paused, or the limit was raised since). */
   over: boolean
+}
+
+/** Spent against the limit (grants included): "45000/44000 tokens, $0.01/$0.02", with "over" when it passed it. */
+export function budgetText(b: BudgetLine): string {
+  const parts = [
+    ...(b.tokens !== undefined ? [`${Math.round(b.spent_tokens)}/${tokensText(b.tokens + b.granted_tokens)}`] : []),
+    ...(b.cost_usd !== undefined ? [`${usdText(b.spent_usd, b.cost_usd)}/${usdText(b.cost_usd + b.granted_usd, b.cost_usd)}`] : []),
+  ]
+  return `${parts.join(', ')}${b.over ? ' over' : ''}`
 }
 
 /** The pipeline's budget and each step's own, by step id; null when there is none, or the file changed since the run. */

@@ -1,11 +1,11 @@
 /**
  * What bin/run.js calls: the router (cli/router.ts) with the installation's command manifest
- * (dist/cli/commands.json), and, only when a command runs, the CLI's bundle (dist/cli/main.cjs,
- * made by scripts/bundle.mjs from entry/main.ts) compiled through its V8 code cache
- * (util/code-cache.ts: 65–95 ms a command, bench/README.md). This file is bundled on its own
- * (dist/cli/boot.cjs) and small: `--version`, help and an unknown command never read the bundle. A
- * script has no import() of its own: the bundle calls the one given here for the packages it loads
- * only when a step needs them (dist/vendor/).
+ * (dist/cli/commands.json), and, only when a command runs, the bundle of its group
+ * (dist/cli/GROUP.cjs, made by scripts/bundle.mjs from entry/groups/GROUP.ts) compiled through its
+ * V8 code cache (util/code-cache.ts: 65–95 ms a command, bench/README.md). This file is bundled on
+ * its own (dist/cli/boot.cjs) and small: `--version`, help and an unknown command read no bundle,
+ * and a command reads only its group's. A script has no import() of its own: the bundle calls the
+ * one given here for the packages it loads only when a step needs them (dist/vendor/).
  */
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
@@ -13,16 +13,21 @@ import {PipeError} from '../errors.js'
 import {readManifest} from './manifest.js'
 import {route, type Cli} from './router.js'
 
-let loaded: Cli | undefined
+/** For the build: it writes the manifest from every group's (scripts/bundle.mjs). */
+export {mergeManifests} from './manifest.js'
 
-/** Loads the bundle of the installation in `root`, once per process. */
-export async function loadCli(root: string): Promise<Cli> {
-  if (loaded) return loaded
+const loaded = new Map<string, Cli>()
+
+/** Loads the bundle of the group `group` of the installation in `root`, once per process. */
+export async function loadCli(root: string, group: string): Promise<Cli> {
+  const known = loaded.get(group)
+  if (known) return known
   // V8's flags and the loader (vm, v8, crypto for the cache's hash) only when a command runs: --version and help need none of it.
   ;(await import('./v8-flags.js')).tuneV8()
   const {buildingCodeCaches, loadScript} = await import('../util/code-cache.js')
   const dist = path.join(root, 'dist')
-  const file = path.join(dist, 'cli', 'main.cjs')
+  // The group comes from the manifest: a name that is not one word is a damaged manifest, said as a missing bundle.
+  const file = path.join(dist, 'cli', `${/^[a-z][a-z0-9-]*$/.test(group) ? group : 'unknown'}.cjs`)
   const folder = path.dirname(file)
   const importer = (specifier: string): Promise<unknown> => import(specifier.startsWith('.') ? pathToFileURL(path.join(folder, specifier)).href : specifier)
   const script = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, ascii: true, extra: [importer], keep: buildingCodeCaches(dist)})
@@ -32,10 +37,10 @@ export async function loadCli(root: string): Promise<Cli> {
       hint: 'Build pipe again (npm run build) or reinstall it.',
     })
   }
-  loaded = exported as Cli
-  return loaded
+  loaded.set(group, exported as Cli)
+  return exported as Cli
 }
 
 export async function boot(root: string, argv: string[]): Promise<void> {
-  await route(argv, {root, manifest: () => readManifest(root), load: () => loadCli(root)})
+  await route(argv, {root, manifest: () => readManifest(root), load: (group) => loadCli(root, group)})
 }

@@ -1,7 +1,7 @@
 /**
  * The command manifest: every command's id, summary, description, examples, arguments and flags as
  * data. The build writes it (dist/cli/commands.json, scripts/bundle.mjs, from the command classes
- * of src/entry/commands.ts), and what answers without running a command — `--version`, help,
+ * of src/entry/groups/), and what answers without running a command — `--version`, help,
  * an unknown command, the completion scripts — reads it instead of loading the commands' code.
  */
 import {readFileSync} from 'node:fs'
@@ -51,6 +51,8 @@ export interface CommandMeta {
   flags: Record<string, FlagMeta>
   strict: boolean
   hidden?: boolean
+  /** The group whose bundle holds the command (src/entry/groups/GROUP.ts, dist/cli/GROUP.cjs): what the router loads to run it. */
+  group: string
 }
 
 export interface Manifest {
@@ -85,7 +87,7 @@ function filled(text: string, id: string): string {
 }
 
 /** One command's entry, from its class. */
-export function describeCommand(id: string, command: CommandStatics): CommandMeta {
+export function describeCommand(id: string, command: CommandStatics, group: string): CommandMeta {
   const flags: Record<string, FlagMeta> = {}
   if (command.enableJsonFlag !== false) flags.json = JSON_FLAG
   for (const [name, flag] of Object.entries(command.flags ?? {})) {
@@ -104,18 +106,30 @@ export function describeCommand(id: string, command: CommandStatics): CommandMet
     flags,
     strict: command.strict !== false,
     ...(command.hidden ? {hidden: true} : {}),
+    group,
   }
 }
 
-export function describeCommands(commands: Record<string, CommandStatics>, version: string, description: string): Manifest {
+export function describeCommands(commands: Record<string, CommandStatics>, version: string, description: string, group: string): Manifest {
   return {
     format: 1,
     bin: 'pipe',
     version,
     description,
     topics: Object.fromEntries(Object.entries(TOPICS).map(([name, text]) => [name, {description: text}])),
-    commands: Object.fromEntries(Object.entries(commands).map(([id, command]) => [id, describeCommand(id, command)])),
+    commands: Object.fromEntries(Object.entries(commands).map(([id, command]) => [id, describeCommand(id, command, group)])),
   }
+}
+
+/** The groups' manifests as the installation's one: a command in two groups is the build's mistake, said. */
+export function mergeManifests(parts: readonly Manifest[]): Manifest {
+  const commands: Record<string, CommandMeta> = {}
+  for (const part of parts)
+    for (const [id, command] of Object.entries(part.commands)) {
+      if (commands[id]) throw new Error(`the command ${id} is in the groups ${commands[id].group} and ${command.group} (src/entry/groups/)`)
+      commands[id] = command
+    }
+  return {...parts[0]!, commands}
 }
 
 export const MANIFEST_FILE = path.join('dist', 'cli', 'commands.json')

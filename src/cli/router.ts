@@ -2,7 +2,7 @@
  * The CLI's one path from argv to a command. What the manifest (cli/manifest.ts) answers alone —
  * `--version`, help for the root, a topic or a command, an unknown command with its did-you-mean —
  * is answered here, before any command's code is loaded; every other argv names a command, whose
- * code `load` brings (the CLI's bundle, src/entry/main.ts) and which parses its own flags
+ * group's code `load` brings (that group's bundle, src/entry/groups/) and which parses its own flags
  * (cli/base-command.ts). Every failure is said by the one error renderer (command-io.ts).
  */
 import {addProcessSecrets} from '../util/redact.js'
@@ -12,7 +12,7 @@ import type {CommandMeta, Manifest} from './manifest.js'
 import {redactStandardStreams} from './std-streams.js'
 import {unknownCommandError} from './unknown-command.js'
 
-/** What the CLI's bundle exports (src/entry/main.ts). */
+/** What a group's bundle exports (src/entry/main.ts). */
 export interface Cli {
   /** Runs the command `id` on `argv`; the exit code of a failure it said, else undefined. */
   execute(id: string, argv: string[], config: Config): Promise<number | undefined>
@@ -22,8 +22,8 @@ export interface Installation {
   /** The installation's folder. */
   root: string
   manifest(): Manifest
-  /** The commands' code: called only to run a command. */
-  load(): Cli | Promise<Cli>
+  /** The code of the commands of `group` (the manifest's, cli/manifest.ts): called only to run one of them. */
+  load(group: string): Cli | Promise<Cli>
 }
 
 /** The command argv names (its id in words, longest first) and the words after it; a topic when the words name one and no command. */
@@ -84,7 +84,7 @@ export async function route(argv: string[], installation: Installation): Promise
     if (asksHelp(found.rest, found.command))
       return showHelp(manifest, [...argv.slice(0, argv.length - found.rest.length), ...found.rest.filter((a) => a === '--json')])
     id = found.id
-    const cli = await installation.load()
+    const cli = await installation.load(found.command.group)
     const config: Config = {bin: manifest.bin, version: manifest.version, root: installation.root}
     const code = await cli.execute(found.id, found.rest, config)
     if (code !== undefined) process.exit(code)

@@ -1,5 +1,5 @@
 /** The text form of pipe stats: totals, one line per pipeline, one line per run. */
-import type {BudgetLine} from '../app/budget-stats.js'
+import {budgetText} from '../app/budget-stats.js'
 import type {Metrics, RunStats, StatsReport} from '../app/stats.js'
 import {line as t_, visibleLine} from '../util/terminal-text.js'
 
@@ -34,15 +34,6 @@ const taskCells = (m: Metrics): string[] => [
   num(m.mean_qa_ms),
   categories(m),
 ]
-
-/** Spent against the limit (grants included): "45000/44000 tokens, $0.01/$0.02", with "over" when it passed it. */
-function budgetText(b: BudgetLine): string {
-  const parts = [
-    ...(b.tokens !== undefined ? [`${b.spent_tokens}/${b.tokens + b.granted_tokens} tokens`] : []),
-    ...(b.cost_usd !== undefined ? [`$${b.spent_usd}/$${Math.round((b.cost_usd + b.granted_usd) * 1e6) / 1e6}`] : []),
-  ]
-  return `${parts.join(', ')}${b.over ? ' over' : ''}`
-}
 
 const runBudgetCell = (r: RunStats): string => {
   if (!r.budget) return '-'

@@ -1,6 +1,5 @@
 import * as Args from '../cli/args.js'
 import * as Flags from '../cli/flags.js'
-import {spawn} from 'node:child_process'
 import {PipeCommand} from '../cli/base-command.js'
 import {withSignals} from '../cli/signals.js'
 import {assertId} from '../store/file/ids.js'
@@ -8,6 +7,7 @@ import {openStore, storeInCommand} from '../store/open.js'
 import {startViewServer} from '../view/server.js'
 import {jsonText, line as t} from '../util/terminal-text.js'
 import {currentUser} from '../util/user.js'
+import {childProcess} from '../util/fs-async.js'
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
 
@@ -79,7 +79,7 @@ It answers GET and HEAD (and POST of a decision form) only to a Host header nami
 
 function openInBrowser(url: string, warn: (message: string) => void): void {
   const [command, ...args] = process.platform === 'darwin' ? ['open', url] : process.platform === 'win32' ? ['cmd', '/c', 'start', '', url] : ['xdg-open', url]
-  const child = spawn(command, args, {stdio: 'ignore', detached: true})
+  const child = childProcess().spawn(command, args, {stdio: 'ignore', detached: true})
   child.on('error', () => warn(`could not open a browser (${command} is not available): open ${url} yourself`))
   // xdg-open with no browser to hand it to (a server, a container) exits 3 and says so where no one sees.
   child.on('exit', (code) => {

@@ -6,10 +6,9 @@
  * `pipe test` file that passes offline.
  */
 import {existsSync, statSync} from 'node:fs'
-import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
-import {writeFile} from '../util/fs-async.js'
+import {readdir, readFile, writeFile} from '../util/fs-async.js'
 import {PipeError} from '../errors.js'
 import {schemasDir} from '../schema/registry.js'
 import {makeDirs} from '../util/fs.js'

@@ -1,5 +1,6 @@
 /** Validates files of any pipe format, telling the format from the $schema line or the file name. */
-import {open, stat} from '../util/fs-async.js'
+import {closeSync, openSync, readSync} from 'node:fs'
+import {stat} from '../util/fs-async.js'
 import path from 'node:path'
 import type {Diagnostic} from './diagnostics.js'
 import {validateDocument} from './document.js'
@@ -30,13 +31,17 @@ export interface ValidateResult {
 /** Checks a valid pipeline against more than itself (the policy it will run under). */
 export type PipelineCheck = (loaded: LoadedPipeline) => Diagnostic[]
 
-async function readHead(file: string, bytes: number): Promise<string> {
-  const handle = await open(file, 'r')
+/** The first `bytes` of a regular file, '' when it cannot be read. Synchronous: a FileHandle would load node:fs/promises (~2 ms) for 2 KB. */
+function readHead(file: string, bytes: number): string {
+  let fd: number | undefined
   try {
-    const {buffer, bytesRead} = await handle.read(Buffer.alloc(bytes), 0, bytes, 0)
-    return buffer.subarray(0, bytesRead).toString('utf8')
+    fd = openSync(file, 'r')
+    const buffer = Buffer.alloc(bytes)
+    return buffer.toString('utf8', 0, readSync(fd, buffer, 0, bytes, 0))
+  } catch {
+    return ''
   } finally {
-    await handle.close()
+    if (fd !== undefined) closeSync(fd)
   }
 }
 
@@ -46,7 +51,7 @@ export async function detectKind(file: string): Promise<FileKind> {
     (info) => info.isFile(),
     () => false,
   )
-  return kindOf(file, regular ? await readHead(file, 2000).catch(() => '') : '')
+  return kindOf(file, regular ? readHead(file, 2000) : '')
 }
 
 /** The kind of a file whose first characters are `head`: from its $schema line, else from its name. */

@@ -126,6 +126,7 @@ export async function attemptStep<K extends StepKind>(
     snapshots: run.history.snapshots,
     pipeline: run.settings.pipeline.pipeline,
     step,
+    seq,
     ...(run.settings.inheritedPrices ? {inherited: run.settings.inheritedPrices} : {}),
     ...(run.settings.budgetParents ? {parents: run.settings.budgetParents} : {}),
   })

@@ -5,6 +5,7 @@
  * loop counts and the current spec version from them, so a crash at any point loses nothing that
  * was recorded and repeats nothing that was.
  */
+import {holdsOf} from '../store/budget-holds.js'
 import {PipeError} from '../errors.js'
 import {openTracing, type RunSession} from '../telemetry/tracing.js'
 import {waitsBefore} from './waits.js'
@@ -273,6 +274,10 @@ export class Engine {
       throw error
     } finally {
       this.keeper.release(runId)
+      // Its steps' spend is in their snapshots or its pause now: nothing of it is under way (engine/budget.ts).
+      await holdsOf(store)
+        .release(runId)
+        .catch(() => undefined)
       await release()
       // After the lock is let go: a slow collector never holds the run.
       await session?.close(outcome ?? thrown!)

@@ -1,26 +1,33 @@
 /**
- * The CLI's bundle (dist/cli/main.cjs, scripts/bundle.mjs): the commands, each module initialised
- * only when its command runs (the map's entries are import()s, which esbuild keeps lazy inside the
- * one bundle). cli/boot.ts loads it only once the router (cli/router.ts) has found a command to
- * run; `describe` is what the build writes the command manifest from.
+ * What every group's bundle shares (scripts/bundle.mjs): a group of commands (src/entry/groups/:
+ * one file per group, each bundled alone as dist/cli/GROUP.cjs with its own V8 code cache) as the
+ * CLI that cli/boot.ts loads once the router (cli/router.ts) has found a command of that group in
+ * the manifest. A command's modules are initialised only when it runs (the map's entries are
+ * import()s, which esbuild keeps lazy inside the one script); `describe` is what the build writes
+ * the command manifest from.
  */
 import type {CommandClass, Config} from '../cli/base-command.js'
 import {describeCommands, type CommandStatics, type Manifest} from '../cli/manifest.js'
-import {COMMANDS} from './commands.js'
 
-/** Runs the command `id` on `argv`: the exit code of a failure it said, else undefined. */
-export async function execute(id: string, argv: string[], config: Config): Promise<number | undefined> {
-  const load = COMMANDS[id]
-  if (load === undefined) throw new Error(`no command ${id} in the CLI's bundle`)
-  const command = (await load()).default as CommandClass & {
-    execute(this: CommandClass, id: string, argv: string[], config: Config): Promise<number | undefined>
+export type Commands = Record<string, () => Promise<{default: CommandStatics}>>
+
+/** The CLI of the group `group`: its commands by id (words joined by ':'). */
+export function commandsOf(group: string, commands: Commands) {
+  return {
+    /** Runs the command `id` on `argv`: the exit code of a failure it said, else undefined. */
+    execute: async (id: string, argv: string[], config: Config): Promise<number | undefined> => {
+      const load = commands[id]
+      if (load === undefined) throw new Error(`no command ${id} in the ${group} group's bundle`)
+      const command = (await load()).default as CommandClass & {
+        execute(this: CommandClass, id: string, argv: string[], config: Config): Promise<number | undefined>
+      }
+      return command.execute(id, argv, config)
+    },
+    /** The group's commands' manifest entries, from the classes themselves (the build merges every group's into dist/cli/commands.json). */
+    describe: async (version: string, description: string): Promise<Manifest> => {
+      const classes: Record<string, CommandStatics> = {}
+      for (const [id, load] of Object.entries(commands)) classes[id] = (await load()).default
+      return describeCommands(classes, version, description, group)
+    },
   }
-  return command.execute(id, argv, config)
-}
-
-/** Every command's manifest entry, from the classes themselves (the build writes it to dist/cli/commands.json). */
-export async function describe(version: string, description: string): Promise<Manifest> {
-  const classes: Record<string, CommandStatics> = {}
-  for (const [id, load] of Object.entries(COMMANDS)) classes[id] = (await load()).default
-  return describeCommands(classes, version, description)
 }

@@ -7,9 +7,8 @@
  * when pipe runs as root the process limit is a pids cgroup instead, where one can be created.
  */
 import type {SpawnSyncReturns} from 'node:child_process'
-import {createRequire} from 'node:module'
 import {accessSync, constants, existsSync, readFileSync, realpathSync} from 'node:fs'
-import {mkdir, rmdir, writeFile} from '../util/fs-async.js'
+import {childProcess, mkdir, rmdir, writeFile} from '../util/fs-async.js'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {LoadedPolicy} from './policy.js'
@@ -86,12 +85,9 @@ const NAMESPACES = ['--die-with-parent', '--new-session', '--unshare-user', '--u
 
 const probes = new Map<string, string | null>()
 
-/**
- * Runs a probe of bwrap to its end (its text output), ten seconds at most. child_process only then:
- * it loads a dozen modules (net, dgram, streams) that a run with no command step never uses.
- */
+/** Runs a probe of bwrap to its end (its text output), ten seconds at most. */
 function probeBwrap(file: string, args: string[]): SpawnSyncReturns<string> {
-  const {spawnSync} = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process')
+  const {spawnSync} = childProcess()
   // In the environment commands get (no LD_PRELOAD and the like from ours): the probe asks whether their sandbox can start.
   return spawnSync(file, args, {encoding: 'utf8', timeout: 10000, env: process.env.PATH === undefined ? {} : {PATH: process.env.PATH}})
 }

@@ -64,7 +64,10 @@ export interface ChatCall {
  */
 export interface ChatBudget {
   check(request: ChatRequest): Promise<void>
-  spent(reply: ChatReply): void
+  /** The reply to `request` (checked before): its usage replaces what was held for it. */
+  spent(reply: ChatReply, request: ChatRequest): Promise<void>
+  /** `request` got no reply: what was held for it is let go. */
+  failed(request: ChatRequest): Promise<void>
 }
 
 export interface ChatTransport {

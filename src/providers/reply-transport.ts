@@ -89,15 +89,17 @@ export class ReplyTransport implements ChatTransport {
     // Every model request passes here, whichever step kind asks: a request over budget is never sent.
     await call.budget?.check(request)
     const span = tracing().modelCall(call, request, {host: this.endpointHost, provider: this.options.providerName})
+    let reply: ChatReply
     try {
-      const reply = await this.reply(request, call)
-      call.budget?.spent(reply)
-      span.end(reply)
-      return reply
+      reply = await this.reply(request, call)
     } catch (error) {
+      await call.budget?.failed(request)
       span.fail(error)
       throw error
     }
+    await call.budget?.spent(reply, request)
+    span.end(reply)
+    return reply
   }
 
   private async reply(request: ChatRequest, call: ChatCall): Promise<ChatReply> {

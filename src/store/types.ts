@@ -23,6 +23,7 @@ import type {LedgerEntry} from '../types/ledger.js'
 import type {RunEvent, RunRecord, RunStatus} from '../types/run.js'
 import type {Snapshot} from '../types/snapshot.js'
 import type {CanonicalSpec} from '../types/spec.js'
+import type {BudgetHolds} from './budget-holds.js'
 import type {TeamQueue} from './team.js'
 import type {ArchiveAnchor, ArchiveSource} from './trail/archive.js'
 
@@ -160,9 +161,26 @@ export interface AuditReport {
   archives?: Array<{run_id: string; archive: string; digest: string; index_hash: string}>
 }
 
-/** What a step kind knows that the audit needs: the ledger keys a snapshot records as delivered. */
+/** A person's signed decision on a run's timeline, as the audit walk read it. */
+export interface SignedLine {
+  run_id: string
+  /** The timeline line that records it, from 1. */
+  line: number
+  event: RunEvent['event']
+  signed: NonNullable<RunEvent['signed']>
+  /** The run record's policy file, whose trusted keys say whose key signed it. */
+  policy_path: string | null | undefined
+}
+
+/**
+ * What a step kind knows that the audit needs: the ledger keys a snapshot records as delivered. And
+ * who wants each signed decision of a run whose record and timeline read whole (the app checks
+ * them against the run's policy, which the store does not know): told by the walk that already
+ * parsed them, so that nothing reads a store's timelines a second time.
+ */
 export interface AuditKinds {
   deliveredKeys(snapshot: Snapshot): readonly string[]
+  signedDecision?(found: SignedLine): void
 }
 
 /**
@@ -243,6 +261,8 @@ export interface RunStore {
   holdings?(runIds: readonly string[]): Promise<Map<string, Holding>>
   /** A store that workers share: its queue, leases and cancel requests (./team.ts). The file store has none. */
   readonly team?: TeamQueue
+  /** Budget holds shared beyond this process (PostgreSQL: every worker's); absent, the process keeps them (./budget-holds.ts). */
+  readonly budgetHolds?: BudgetHolds
   /** Moving ended runs out to archives (pipe store archive); a store without it cannot archive yet. */
   readonly archiving?: ArchiveStore
   /** Ends what the store keeps open (a database's connections); a store with nothing open has none. */

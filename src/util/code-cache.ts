@@ -1,8 +1,8 @@
 /**
  * Scripts loaded through a V8 code cache (FILE's cache is FILE with .cjs replaced by .v8cache): the
- * bytecode of the script's functions as a default run left them, so a process neither parses the
+ * bytecode of the script's functions as the build's commands left them, so a process neither parses the
  * script nor compiles the functions it calls. Two users: the standalone validators
- * (src/schema/registry.ts) and the CLI's bundle, dist/cli/main.cjs, that cli/boot.ts loads.
+ * (src/schema/registry.ts) and the bundles of the groups of commands, dist/cli/GROUP.cjs, that cli/boot.ts loads.
  *
  * V8 takes a cache only under the V8 version and flags it was made with, and checks nothing of the
  * source but its length, and little of the data itself: a cache made from other source of the same
@@ -15,7 +15,7 @@
  * damaged, not a regular file) is left unread and the script compiles as without one. The same run
  * then answers the same; only its start-up costs more.
  *
- * The build makes the caches with one default run through bin/run.js (scripts/cache-code.mjs),
+ * The build makes the caches with a command of each group through bin/run.js (scripts/cache-code.mjs),
  * with PIPE_BUILD_CODE_CACHE naming the installation's dist/ folder: only that run keeps the scripts
  * it loads and writes their caches at its exit, and only when it succeeded. Any other value (a `1`
  * left in a user's shell) writes nothing: an ordinary command never writes into the installation.
@@ -140,7 +140,7 @@ function compile(file: string, options: LoadOptions): {script: vm.Script; cached
 function keepForCache(file: string, entry: {script: vm.Script; header: string; source: Buffer}): void {
   if (kept.size === 0) {
     process.on('exit', (code) => {
-      // Only a run that succeeded compiled the functions a default run calls.
+      // Only a command that succeeded compiled the functions it calls.
       if (code !== 0) return
       try {
         for (const name of kept.keys()) writeCodeCache(name)

@@ -24,6 +24,14 @@ export function timezoneProblem(zone: string): string | undefined {
 export function parseCron(Cron: CronClass, expression: string, zone: string): {cron: CronType; problem?: undefined} | {cron?: undefined; problem: string} {
   const tz = timezoneProblem(zone)
   if (tz !== undefined) return {problem: tz}
+  // croner also reads a seventh field (the year) and more: pipe's schedules say five or six, and a
+  // year field would make a schedule that stops firing one day without a word.
+  const fields = expression.trim().split(/\s+/)
+  if (!(fields.length === 1 && fields[0]!.startsWith('@')) && fields.length !== 5 && fields.length !== 6) {
+    return {
+      problem: `cron expression ${JSON.stringify(expression)} has ${fields.length} field(s): give five (minute hour day-of-month month day-of-week) or six with seconds first`,
+    }
+  }
   try {
     const cron = new Cron(expression, {timezone: zone, paused: true})
     // A valid pattern that never fires (30 February) is as useless as a wrong one.

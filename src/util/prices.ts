@@ -26,3 +26,21 @@ export function pricesFor(model: string, own: Prices | undefined): Prices | unde
 export function costOf(tokens: {prompt_tokens: number; completion_tokens: number}, prices: Prices): number {
   return Math.round(((tokens.prompt_tokens / 1000) * prices.prompt_per_1k + (tokens.completion_tokens / 1000) * prices.completion_per_1k) * 1e6) / 1e6
 }
+
+/** Tokens as a whole number, as a budget counts them. */
+export function tokensText(tokens: number): string {
+  return `${Math.round(tokens)} tokens`
+}
+
+/**
+ * Dollars as a person writes them: cents at least, and as many places as the budget was given with
+ * (`written`, e.g. 0.125), or as the amount needs, up to a millionth.
+ */
+export function usdText(usd: number, written?: number): string {
+  const places = (n: number | undefined): number => {
+    if (n === undefined) return 0
+    const text = String(Math.round(n * 1e6) / 1e6)
+    return text.includes('.') ? text.split('.')[1]!.length : 0
+  }
+  return `$${usd.toFixed(Math.min(6, Math.max(2, places(written), places(usd))))}`
+}

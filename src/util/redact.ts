@@ -10,7 +10,7 @@ const NOT_SECRET_ENV = new Set(['PIPE_SIGNING_KEY'])
 
 /**
  * One registry per process, on globalThis: the CLI's entry (dist/cli/boot.cjs, which redacts stdout
- * and stderr) and its commands' bundle (dist/cli/main.cjs, where a command learns a secret) each
+ * and stderr) and its command's group's bundle (dist/cli/GROUP.cjs, where a command learns a secret) each
  * hold a copy of this module, and a secret either copy is told must be redacted by both.
  */
 const registry = ((globalThis as Record<symbol, unknown>)[Symbol.for('pipe.secrets')] ??= {known: new Set<string>(), composite: new Set<string>()}) as {

@@ -1,6 +1,5 @@
 /** pipe export RUN --html: the run page as one file, everything inline, for a ticket or a release. */
 import {randomBytes} from 'node:crypto'
-import {stat} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
 import type {RunStore} from '../store/types.js'
@@ -10,6 +9,7 @@ import {page} from './layout.js'
 import {loadRunView} from './run-data.js'
 import {pageTools} from './page-tools.js'
 import {RUN_SCRIPT, runBody} from './run-page.js'
+import {stat} from '../util/fs-async.js'
 
 /** Redacted as a whole, as the view server redacts what it sends: the page also shows what it composes as it is read. */
 export async function runPageHtml(view: Awaited<ReturnType<typeof loadRunView>>): Promise<string> {

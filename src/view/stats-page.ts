@@ -2,6 +2,8 @@
  * The stats page: charts drawn here as SVG (no library, no script), each with its axis, ticks and
  * unit, and a filter to one pipeline (?pipeline=NAME). Every text in them is escaped.
  */
+import {budgetText} from '../app/budget-stats.js'
+import {tokensText, usdText} from '../util/prices.js'
 import type {StatsReport} from '../app/stats.js'
 import {escapeText, html, trusted, type Html} from './html.js'
 import {ticks} from './parts.js'
@@ -169,6 +171,7 @@ export function statsBody(report: StatsReport, names: readonly string[] = report
         .filter((p) => p.mean_qa_ms !== null)
         .map((p) => ({label: p.pipeline, value: Math.round(p.mean_qa_ms ?? 0), text: `${Math.round(p.mean_qa_ms ?? 0)} ms`})),
     )}
+    ${budgets(report)}
     ${line(
       'Tokens per run',
       'tokens',
@@ -180,4 +183,37 @@ export function statsBody(report: StatsReport, names: readonly string[] = report
       report.runs.map((r) => ({label: `${r.run_id} (${r.pipeline})`, value: r.steps})),
     )}
   </div>`
+}
+
+/**
+ * Spend against budget, as pipe stats says it: per pipeline how many runs had one and passed one,
+ * and per run the pipeline's budget and each step's own, with the grants on top of the limits.
+ */
+function budgets(report: StatsReport): Html {
+  const runs = report.runs.filter((r) => r.budget)
+  if (runs.length === 0) return html``
+  const pipelines = report.pipelines.filter((p) => p.budget)
+  return html`<h3>Spend against budget</h3>
+    <table class="budgets">
+      <thead><tr><th>pipeline</th><th>runs with a budget</th><th>over</th><th>spent</th></tr></thead>
+      <tbody>
+        ${pipelines.map(
+          (p) =>
+            html`<tr><td><code>${p.pipeline}</code></td><td>${p.budget!.runs}</td><td>${p.budget!.over}</td><td>${tokensText(p.budget!.spent_tokens)}, ${usdText(p.budget!.spent_usd)}</td></tr>`,
+        )}
+      </tbody>
+    </table>
+    <table class="budgets">
+      <thead><tr><th>run</th><th>budget</th><th>spent / limit</th></tr></thead>
+      <tbody>
+        ${runs.flatMap((r) => [
+          ...(r.budget!.pipeline
+            ? [html`<tr><td><a href="/runs/${r.run_id}">${r.run_id}</a></td><td>pipeline ${r.pipeline}</td><td>${budgetText(r.budget!.pipeline)}</td></tr>`]
+            : []),
+          ...Object.entries(r.budget!.steps).map(
+            ([step, b]) => html`<tr><td><a href="/runs/${r.run_id}">${r.run_id}</a></td><td>step ${step}</td><td>${budgetText(b)}</td></tr>`,
+          ),
+        ])}
+      </tbody>
+    </table>`
 }

@@ -1,18 +1,19 @@
 /**
- * The CLI's bundle (dist/cli/main.cjs) through its V8 code cache (src/util/code-cache.ts): the build
+ * The run group's bundle (dist/cli/run.cjs, pipe run's) through its V8 code cache (src/util/code-cache.ts): the build
  * makes a cache V8 takes under the CLI's flags (src/cli/v8-flags.ts); a cache that is damaged, of other source or other flags, or
  * missing changes nothing a run answers; a cache made from other source never runs; and only the
  * build's cache run writes one.
  */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
-import {mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync} from 'node:fs'
+import {mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
 import {defaultPipeline, examples, node, repoRoot, tempDir} from '../helpers/cli.js'
+import {bundledScript} from '../helpers/bundled.js'
 
 const dist = path.join(repoRoot, 'dist')
-const bundle = path.join(dist, 'cli', 'main.cjs')
-const cache = path.join(dist, 'cli', 'main.v8cache')
+const bundle = path.join(dist, 'cli', 'run.cjs')
+const cache = path.join(dist, 'cli', 'run.v8cache')
 /** The header src/cli/boot.ts names its cache with. */
 const HEADER = /header: '([^']+)'/.exec(readFileSync(path.join(repoRoot, 'src', 'cli', 'boot.ts'), 'utf8'))?.[1]
 /** The line the build ends the bundle with: the sha256 of its cache file. */
@@ -37,11 +38,11 @@ function installation(dir: string, cacheBytes: Buffer | undefined, bundleBytes?:
   for (const linked of ['schemas', 'pipelines', 'node_modules', 'package.json', 'policy.yaml'])
     symlinkSync(path.join(repoRoot, linked), path.join(root, linked))
   for (const entry of readdirSync(dist)) if (entry !== 'cli') symlinkSync(path.join(dist, entry), path.join(root, 'dist', entry))
-  const own = ['main.v8cache', ...(bundleBytes ? ['main.cjs'] : [])]
+  const own = ['run.v8cache', ...(bundleBytes ? ['run.cjs'] : [])]
   for (const entry of readdirSync(path.join(dist, 'cli')))
     if (!own.includes(entry)) symlinkSync(path.join(dist, 'cli', entry), path.join(root, 'dist', 'cli', entry))
-  if (cacheBytes) writeFileSync(path.join(root, 'dist', 'cli', 'main.v8cache'), cacheBytes)
-  if (bundleBytes) writeFileSync(path.join(root, 'dist', 'cli', 'main.cjs'), bundleBytes)
+  if (cacheBytes) writeFileSync(path.join(root, 'dist', 'cli', 'run.v8cache'), cacheBytes)
+  if (bundleBytes) writeFileSync(path.join(root, 'dist', 'cli', 'run.cjs'), bundleBytes)
   return root
 }
 
@@ -65,7 +66,7 @@ async function allSucceedAlike(cases: Array<{what: string; cache: Buffer | undef
   }
 }
 
-describe("pipe run through the CLI bundle's code cache", function () {
+describe("pipe run through its group's bundle and code cache", function () {
   this.timeout(240000)
 
   /** A node process under the CLI's V8 flags that loads `file` as boot.ts does and prints what `probe` returns of its exports. */
@@ -81,17 +82,16 @@ const loaded = loadScript(${JSON.stringify(file)}, {header: ${JSON.stringify(HEA
 console.log(JSON.stringify(${probe}))`
   }
 
-  it("the build caches the CLI bundle, names the cache in it, and V8 under the CLI's flags takes it", async () => {
-    expect(readFileSync(bundle, 'latin1')).to.match(TRAILER)
-    const child = await node([
-      '--import',
-      'tsx',
-      '--input-type=module',
-      '-e',
-      loader(bundle, '{cached: loaded.cached, execute: typeof loaded.exports.execute}'),
-    ])
-    expect(child.code, child.stderr).to.equal(0)
-    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, execute: 'function'})
+  it("the build caches every group's bundle, names the cache in it, and V8 under the CLI's flags takes it", async () => {
+    const scripts = readdirSync(path.join(dist, 'cli')).filter((file) => file.endsWith('.cjs') && file !== 'boot.cjs')
+    expect(scripts).to.include('run.cjs')
+    for (const script of scripts) {
+      const file = path.join(dist, 'cli', script)
+      expect(readFileSync(file, 'latin1'), script).to.match(TRAILER)
+      const child = await node([bundledScript(loader(file, '{cached: loaded.cached, execute: typeof loaded.exports.execute}'))])
+      expect(child.code, child.stderr).to.equal(0)
+      expect(JSON.parse(child.stdout), script).to.deep.equal({cached: true, execute: 'function'})
+    }
   })
 
   it("a cache made from other source of the same length, its header copied from the build's, is not used: that source never runs (issue 25, 16)", async () => {
@@ -166,10 +166,10 @@ await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text
         bytes[at] = bytes[at]! ^ 0x5a
         const folder = path.join(dir, String(share))
         mkdirSync(folder)
-        const copy = path.join(folder, 'main.cjs')
+        const copy = path.join(folder, 'run.cjs')
         writeFileSync(copy, readFileSync(bundle))
-        writeFileSync(path.join(folder, 'main.v8cache'), bytes)
-        const child = await node(['--import', 'tsx', '--input-type=module', '-e', loader(copy, '{cached: loaded.cached}')])
+        writeFileSync(path.join(folder, 'run.v8cache'), bytes)
+        const child = await node([bundledScript(loader(copy, '{cached: loaded.cached}'))])
         expect({code: child.code, signal: child.signal}, `byte ${at - start} of the data: ${child.stderr.slice(0, 500)}`).to.deep.equal({code: 0, signal: null})
         expect(JSON.parse(child.stdout), `byte ${at - start} of the data`).to.deep.equal({cached: false})
       }
@@ -205,15 +205,17 @@ await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text
           ['a bundle cut in half', good.subarray(0, good.length >> 1)],
           ["a bundle of only its wrapper's start", good.subarray(0, good.indexOf(0x7b) + 1)],
           ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
-        ] as Array<[string, Buffer]>
+          ['no bundle at all', null],
+        ] as Array<[string, Buffer | null]>
       ).entries()) {
-        const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes)
+        const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes ?? Buffer.alloc(0))
+        if (bytes === null) rmSync(path.join(root, 'dist', 'cli', 'run.cjs'))
         const cwd = path.join(dir, String(i), 'work')
         mkdirSync(cwd)
         const result = await node([path.join(root, 'bin', 'run.js'), ...runArgs], {cwd, env: {PIPE_HOME: path.join(cwd, 'home')}})
         expect(result.code, what).to.equal(1)
         expect(result.stderr, what).to.match(
-          /^Error \[E_INTERNAL\]: the installation's dist\/cli\/main\.cjs is missing or damaged\nTry this: Build pipe again \(npm run build\) or reinstall it\.\nLog: .*\nTrace: tr-[0-9a-f]{16}\n$/,
+          /^Error \[E_INTERNAL\]: the installation's dist\/cli\/run\.cjs is missing or damaged\nTry this: Build pipe again \(npm run build\) or reinstall it\.\nLog: .*\nTrace: tr-[0-9a-f]{16}\n$/,
         )
       }
     } finally {

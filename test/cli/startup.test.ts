@@ -1,7 +1,8 @@
 /**
  * Start-up of the built CLI: `pipe --version` says what the root help says, the commands run from
- * the one esbuild bundle (scripts/bundle.mjs), dependencies inside it, and what the manifest answers
- * (--version, help, an unknown command) never opens that bundle.
+ * their group's esbuild bundle (scripts/bundle.mjs, src/entry/groups/), dependencies inside it, what
+ * the manifest answers (--version, help, an unknown command) opens no bundle, and a command opens
+ * only its group's.
  */
 import {expect} from 'chai'
 import {existsSync, readFileSync, readdirSync} from 'node:fs'
@@ -18,6 +19,11 @@ function packageImports(file: string): string[] {
   )
   return specifiers.filter((s) => !s.startsWith('.') && !s.startsWith('node:') && !builtinModules.includes(s))
 }
+
+/** The groups of commands, one bundle each (src/entry/groups/GROUP.ts: dist/cli/GROUP.cjs). */
+const groups = readdirSync(path.join(repoRoot, 'src', 'entry', 'groups'))
+  .map((file) => path.basename(file, '.ts'))
+  .sort()
 
 // pg's native binding: optional, never installed; pg requires it only when asked to.
 const optional = new Set(['pg-native'])
@@ -36,22 +42,26 @@ describe('start-up of the built CLI', function () {
     expect(version.stdout).to.contain(`/${doc.version} `)
   })
 
-  it("the CLI is one script that requires only Node's modules and imports only the vendored files, which exist", () => {
+  it("each group's script requires only Node's modules and imports only the vendored files, which exist", () => {
     const dist = path.join(repoRoot, 'dist')
-    const text = readFileSync(path.join(dist, 'cli', 'main.cjs'), 'utf8')
-    // Every literal require is a Node module.
-    const required = [...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1]!)
-    expect(required.filter((s) => !builtinModules.includes(s.replace(/^node:/, '')) && !optional.has(s))).to.deep.equal([])
-    // boot.ts's importer resolves a relative specifier from dist/cli/, as import() there would.
-    const imported = [...text.matchAll(/\b__pipeImport\("([^"]+)"\)/g)].map((m) => m[1]!)
-    expect(imported.filter((s) => s.startsWith('../vendor/')).map((s) => existsSync(path.join(dist, 'cli', s)))).to.not.include(false)
-    expect(imported.filter((s) => !s.startsWith('../vendor/') && !builtinModules.includes(s.replace(/^node:/, '')))).to.deep.equal([])
-    expect(text, 'an import() left in a script has no loader').to.not.match(/(?<![\w$.])import\(/)
-    // boot.ts decodes it as latin1: a character past ASCII would be read as other characters.
-    expect(
-      [...text].filter((c) => c.charCodeAt(0) > 0x7f),
-      'the bundle is ASCII only',
-    ).to.deep.equal([])
+    const scripts = groups.map((group) => path.join(dist, 'cli', `${group}.cjs`))
+    expect(groups, 'src/entry/groups/').to.include.members(['author', 'run'])
+    for (const script of scripts) {
+      const text = readFileSync(script, 'utf8')
+      // Every literal require is a Node module.
+      const required = [...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1]!)
+      expect(required.filter((s) => !builtinModules.includes(s.replace(/^node:/, '')) && !optional.has(s))).to.deep.equal([])
+      // boot.ts's importer resolves a relative specifier from dist/cli/, as import() there would.
+      const imported = [...text.matchAll(/\b__pipeImport\("([^"]+)"\)/g)].map((m) => m[1]!)
+      expect(imported.filter((s) => s.startsWith('../vendor/')).map((s) => existsSync(path.join(dist, 'cli', s)))).to.not.include(false)
+      expect(imported.filter((s) => !s.startsWith('../vendor/') && !builtinModules.includes(s.replace(/^node:/, '')))).to.deep.equal([])
+      expect(text, `${script}: an import() left in a script has no loader`).to.not.match(/(?<![\w$.])import\(/)
+      // boot.ts decodes it as latin1: a character past ASCII would be read as other characters.
+      expect(
+        [...text].filter((c) => c.charCodeAt(0) > 0x7f),
+        `${script} is ASCII only`,
+      ).to.deep.equal([])
+    }
     for (const file of readdirSync(path.join(dist, 'vendor')))
       expect(
         packageImports(path.join(dist, 'vendor', file)).filter((s) => !optional.has(s)),
@@ -59,7 +69,7 @@ describe('start-up of the built CLI', function () {
       ).to.deep.equal([])
   })
 
-  it('every command in src/commands/ is in the command map (src/entry/commands.ts) and the manifest the build wrote, under its id', () => {
+  it('every command in src/commands/ is in one group (src/entry/groups/) and the manifest the build wrote, under its id', () => {
     const files = (dir: string): string[] =>
       readdirSync(dir, {withFileTypes: true}).flatMap((e) =>
         e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [],
@@ -68,8 +78,9 @@ describe('start-up of the built CLI', function () {
     const ids = files(commandsDir)
       .map((f) => path.relative(commandsDir, f).replace(/\.ts$/, '').split(path.sep).join(':'))
       .sort()
-    const manifest = JSON.parse(readFileSync(path.join(repoRoot, 'dist', 'cli', 'commands.json'), 'utf8')) as {commands: Record<string, unknown>}
+    const manifest = JSON.parse(readFileSync(path.join(repoRoot, 'dist', 'cli', 'commands.json'), 'utf8')) as {commands: Record<string, {group: string}>}
     expect(Object.keys(manifest.commands).sort()).to.deep.equal(ids)
+    expect([...new Set(Object.values(manifest.commands).map((c) => c.group))].sort()).to.deep.equal(groups)
   })
 
   it('a bundled command still finds the schemas, the standalone validators and the shipped prompts', async () => {
@@ -104,11 +115,15 @@ describe('what the built CLI does as it starts', function () {
     return {...(JSON.parse(readFileSync(loads, 'utf8')) as {modules: string[]; read: string[]; opened: string[]}), stdout: out.stdout}
   }
   const runArgs = ['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go']
-  const bundle = path.join('dist', 'cli', 'main.cjs')
   const manifest = path.join('dist', 'cli', 'commands.json')
   const relative = (files: string[]): string[] => files.map((file) => path.relative(repoRoot, file))
+  /** The groups' scripts a process opened or read. */
+  const scriptsOf = (files: string[]): string[] =>
+    relative(files)
+      .filter((file) => groups.some((group) => file === path.join('dist', 'cli', `${group}.cjs`)))
+      .sort()
 
-  it("--version, help and an unknown command answer from the manifest and never open the commands' bundle", async () => {
+  it('--version, help and an unknown command answer from the manifest and open no group of commands', async () => {
     for (const [name, args, code] of [
       ['version', ['--version'], 0],
       ['root-help', ['--help'], 0],
@@ -118,15 +133,16 @@ describe('what the built CLI does as it starts', function () {
       ['unknown', ['valdate'], 2],
     ] as const) {
       const {opened, read} = await recorded(name, [...args], code)
-      expect(relative([...opened, ...read]), name)
-        .to.include(manifest)
-        .and.not.include(bundle)
+      expect(relative([...opened, ...read]), name).to.include(manifest)
+      expect(scriptsOf([...opened, ...read]), name).to.deep.equal([])
     }
   })
 
-  it('a command opens the bundle, and no package.json', async () => {
-    const {opened, read} = await recorded('run', runArgs)
-    expect(relative(opened)).to.include(bundle)
-    expect(read.filter((file) => /(^|[\\/])package\.json$/.test(file))).to.deep.equal([])
+  it("a command opens its group's script and no other, and no package.json: pipe run the run group's, pipe validate the authoring group's", async () => {
+    const run = await recorded('run', runArgs)
+    expect(scriptsOf([...run.opened, ...run.read])).to.deep.equal([path.join('dist', 'cli', 'run.cjs')])
+    expect(run.read.filter((file) => /(^|[\\/])package\.json$/.test(file))).to.deep.equal([])
+    const validate = await recorded('validate', ['validate', defaultPipeline])
+    expect(scriptsOf([...validate.opened, ...validate.read])).to.deep.equal([path.join('dist', 'cli', 'author.cjs')])
   })
 })

@@ -10,7 +10,7 @@ import {existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
+import {auditCommandIn, expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
@@ -268,8 +268,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       const [name] = await readdir(stateDir)
       const stateFile = path.join(stateDir, name!)
       const original = await readFile(stateFile, 'utf8')
-      const before = await pipe(['audit', 'verify', paused.run_id], {cwd: repo, env: e()})
-      expect(before.code, before.stdout + before.stderr).to.equal(0)
+      // What \`pipe audit verify RUN\` finds before the edit, under the test's audit key if it has one (the
+      // edited cases below run it as a process: what it prints is what they check).
+      const before = await auditCommandIn(repo, paused.run_id, extraEnv.PIPE_AUDIT_KEY === undefined ? {} : {key: extraEnv.PIPE_AUDIT_KEY})
+      expect(before.code, before.said).to.equal(0)
       const edit = async (reseal: boolean): Promise<void> => {
         type Saved = {pending: Array<{function: {arguments: string}}>}
         const parsed = JSON.parse(original) as {state?: Saved} & Saved
@@ -290,8 +292,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       expect(body.error?.code).to.equal('E_INTEGRITY')
       expect(body.error?.message).to.contain(says)
       expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
-      const shown = json<RunJson>(await pipe(['runs', 'show', runId, '--json'], {cwd: repo, env: e}))
-      expect(shown.status).to.equal('awaiting_input')
+      // The status \`pipe runs show RUN --json\` gives, read in this process.
+      expect((await runRecordIn(repo, runId)).status).to.equal('awaiting_input')
       expect(server.count()).to.equal(1)
     }
 
@@ -305,8 +307,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
         .and.contain('seal does not match')
       await refuses(runId, e(), 'fails its seal')
       await edit(true)
-      const resealed = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
-      expect(resealed.code, 'a re-sealed edit passes an unkeyed audit (README says so)').to.equal(0)
+      const resealed = await auditCommandIn(repo, runId)
+      expect(resealed.code, `a re-sealed edit passes an unkeyed audit (README says so): ${resealed.said}`).to.equal(0)
       await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)')
       // Put back as it was shown, the confirmation runs it: refusing lost nothing.
       await writeFile(stateFile, original)
@@ -356,7 +358,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       .and.contain(sha(before))
       .and.contain(await readFile(cassette, 'utf8').then(sha))
     expect(error.hint).to.contain(`pipe confirm ${runId} --yes --accept-cassette`)
-    expect(json<RunJson>(await pipe(['runs', 'show', runId, '--json'], {cwd: repo, env: env()})).status).to.equal('awaiting_input')
+    expect((await runRecordIn(repo, runId)).status).to.equal('awaiting_input')
     const snapshotDir = path.join(repo, '.pipe', 'runs', runId, 'snapshots')
     expect(existsSync(snapshotDir) ? await readdir(snapshotDir) : [], 'no step finished').to.deep.equal([])
 
@@ -426,8 +428,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(late.code, late.stdout + late.stderr).to.equal(2)
     expect(json<RunJson>(late).error?.message).to.contain('another call').and.contain('b2').and.contain('a1')
     expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
-    const shown = json<RunJson>(await pipe(['runs', 'show', paused.run_id, '--json'], {cwd: repo, env: env()}))
-    expect(shown.status).to.equal('awaiting_input')
+    expect((await runRecordIn(repo, paused.run_id)).status).to.equal('awaiting_input')
   })
 
   it('a model that numbers its calls afresh each reply (the same id again) still gets each call confirmed and run once', async () => {
@@ -660,16 +661,17 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     await server.waitForRequests(2)
     child.kill('SIGKILL')
     await exited
-    const list = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()}))
-    const runId = list.runs[0]!.run_id
-    const resumed = await pipe(['resume', runId, '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    // The killed run, the store's only one.
+    const [runId] = (await readdir(path.join(repo, '.pipe', 'runs'))).filter((n) => n.startsWith('R-'))
+    expect(runId, 'the killed run is recorded').to.be.a('string')
+    const resumed = await pipe(['resume', runId!, '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(resumed.code, resumed.stderr).to.equal(0)
     const text = await readFile(path.join(repo, 'calc.js'), 'utf8')
     expect(text.match(/\/\/ checked/g)).to.have.length(1)
     // Turn 1 was not asked again: the resumed request carries the edit's result.
     expect(server.count()).to.equal(3)
     expect(toolResults(server.requests[2]!)['e1']).to.contain('"applied":true')
-    const [snap] = await snapshots(runId)
+    const [snap] = await snapshots(runId!)
     expect(snap!.tool_calls!.filter((c) => c.name === 'apply_edit_blocks')).to.have.length(1)
   })
 })

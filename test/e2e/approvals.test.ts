@@ -353,7 +353,7 @@ describe('approvals on PostgreSQL with workers', function () {
     })
     expect(started.code, started.stderr).to.equal(10)
     const id = json<RunJson>(started).run_id
-    const worker = team.start(suite.url, [], {cwd: suite.dir, env: LATER as Record<string, string>})
+    const worker = team.start(suite.url, [], {cwd: suite.dir, env: LATER})
     // The worker says so after its commit: wait for what it says, then for the record.
     await until('the worker said it applied the deadline', async () =>
       /its review deadline \S+ passed; approvals.manual_review.on_timeout: cancel -> cancelled/.test(worker.stderr()),

@@ -4,6 +4,8 @@ import {createHash, generateKeyPairSync, sign} from 'node:crypto'
 import {chmod, copyFile, mkdir, readdir, readFile, stat, truncate, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {promisify} from 'node:util'
+import {trustedKeys, verifyAttestation} from '../../src/app/attest/verify.js'
+import {toPipeError} from '../../src/errors.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 
 const run = promisify(execFile)
@@ -137,14 +139,31 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
   })
 
   describe('each tamper is refused with exit 4, naming what failed, writing nothing', () => {
-    async function refused(file: string, args: string[], what: RegExp): Promise<void> {
+    /**
+     * \`pipe attest verify FILE ARGS\` refuses: as a process for the first tamper (its exit code and
+     * what it prints), for the others the command's code in this process (it is trustedKeys and
+     * verifyAttestation over the flags; the error's exit code is the one the command exits with).
+     */
+    async function refused(file: string, args: string[], what: RegExp, asProcess = false): Promise<void> {
       const before = await readdir(dir)
-      const r = await pipe(['attest', 'verify', file, ...args], {cwd: dir, env})
+      const r = asProcess ? await pipe(['attest', 'verify', file, ...args], {cwd: dir, env}) : await verifyHere(file, args)
       expect(r.code, r.stderr).to.equal(4)
       expect(r.stderr).to.include('E_INTEGRITY')
       expect(r.stderr).to.match(what)
       noStack(r)
       expect(await readdir(dir)).to.deep.equal(before)
+    }
+    async function verifyHere(file: string, args: string[]): Promise<CliResult> {
+      const flag = (name: string): string | undefined => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined)
+      const [key, policy, subject] = [flag('--key'), flag('--policy'), flag('--subject')]
+      try {
+        const trusted = await trustedKeys({...(key !== undefined ? {key} : {}), ...(policy !== undefined ? {policy} : {})})
+        await verifyAttestation(file, {subjects: subject !== undefined ? [subject] : [], trusted})
+        return {code: 0, stdout: '', stderr: '', signal: null}
+      } catch (raw) {
+        const error = toPipeError(raw)
+        return {code: error.exitCode, stdout: '', stderr: `Error [${error.code}] ${error.message}\n`, signal: null}
+      }
     }
     const lines = async (): Promise<string[]> => (await readFile(bundle, 'utf8')).trim().split('\n')
 
@@ -152,7 +171,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       const text = await readFile(bundle, 'utf8')
       const file = path.join(dir, 'truncated.jsonl')
       await writeFile(file, text.slice(0, Math.floor(text.length / 3)))
-      await refused(file, ['--policy', policy], /line 1 is not JSON/)
+      await refused(file, ['--policy', policy], /line 1 is not JSON/, true)
     })
 
     it('a re-encoded envelope (URL-safe base64 without padding)', async () => {

@@ -3,6 +3,7 @@ import {spawn} from 'node:child_process'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, pipe, tempDir} from '../helpers/cli.js'
+import {needs} from '../helpers/tools.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -25,11 +26,76 @@ function bash(script: string, env: Record<string, string>): Promise<{code: numbe
   })
 }
 
+/**
+ * A real interactive zsh (zle completes only on a terminal: util-linux's `script` gives it one),
+ * typed into as a person would. Each `complete(words)` types the words and Tab, then kills the line
+ * and runs `echo MARK-n`: zle handles keys in order, so what Tab printed comes before the mark, and
+ * the next line is typed only once zle is editing again (it switches bracketed paste on), never
+ * into the terminal's own line editing while a command runs. No duration is guessed.
+ */
+class Zsh {
+  private out = ''
+  private marks = 0
+  private readonly waiting = new Set<() => void>()
+  private readonly child: ReturnType<typeof spawn>
+
+  constructor(cwd: string, env: Record<string, string>) {
+    const shim = path.join(env.HOME!, 'pipe')
+    this.child = spawn('script', ['-qfec', 'zsh -f -i', '/dev/null'], {
+      cwd,
+      env: {...env, TERM: 'dumb', PS1: '> ', PATH: `${path.dirname(shim)}:${process.env.PATH ?? ''}`},
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    this.child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      this.out += d
+      for (const check of [...this.waiting]) check()
+    })
+    this.child.on('close', () => {
+      for (const check of [...this.waiting]) check()
+    })
+  }
+
+  private until(pattern: RegExp, what: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (pattern.test(this.out)) {
+          this.waiting.delete(check)
+          resolve()
+        } else if (this.child.exitCode !== null || this.child.signalCode !== null) {
+          this.waiting.delete(check)
+          reject(new Error(`zsh ended before ${what}: ${JSON.stringify(this.out.slice(-600))}`))
+        }
+      }
+      this.waiting.add(check)
+      check()
+    })
+  }
+
+  /** Runs `line`, and waits until zsh is editing the next one. */
+  async run(line: string): Promise<void> {
+    const mark = `MARK-${++this.marks}`
+    this.child.stdin!.write(`${line}; echo ${mark}\n`)
+    await this.until(new RegExp(`\\n${mark}\\r\\n[\\s\\S]*\\x1b\\[\\?2004h`), mark)
+  }
+
+  /** What zsh printed while completing `typed` (its listing, or the line completed in place). */
+  async complete(typed: string): Promise<string> {
+    const from = this.out.length
+    await this.run(`${typed}\t\x15true`)
+    return this.out.slice(from)
+  }
+
+  async exit(): Promise<void> {
+    this.child.stdin!.end('exit\n')
+    await new Promise((resolve) => (this.child.exitCode !== null ? resolve(null) : this.child.on('close', resolve)))
+  }
+}
+
 /** What the completion function offers for the words typed so far (the last one being completed). */
 const complete = (...words: string[]): string =>
   `COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; COMP_LINE='${words.join(' ')}'; _pipe_autocomplete; echo "\${COMPREPLY[*]}"`
 
-describe('pipe autocomplete (built CLI, real bash)', function () {
+describe('pipe autocomplete (built CLI, real bash and zsh)', function () {
   this.timeout(120000)
 
   it("pipe autocomplete bash builds the completion; the script it gives, sourced in bash, completes pipe's commands, topics and flags", async () => {
@@ -113,5 +179,31 @@ describe('pipe autocomplete (built CLI, real bash)', function () {
     // A command's arguments (a pipeline, a policy) complete as file names.
     const run = zsh.slice(zsh.indexOf('\nrun)\n'))
     expect(run.slice(0, run.indexOf(';;'))).to.contain('\n"*: :_files"')
+  })
+
+  it('in a real zsh, the function pipe autocomplete zsh sets up completes commands, topics, flags, their values and files', async function () {
+    needs(this, 'zsh')
+    const home = path.join(dir, 'home')
+    const work = path.join(dir, 'work')
+    await mkdir(path.join(work, 'pipelines'), {recursive: true})
+    await mkdir(home, {recursive: true})
+    await writeFile(path.join(work, 'pipelines', 'nightly.yaml'), 'version: 1\n')
+    // What `pipe` is on this zsh's PATH: the built CLI.
+    await writeFile(path.join(home, 'pipe'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} "$@"\n`, {mode: 0o755})
+    const env = {HOME: home, XDG_CACHE_HOME: path.join(dir, 'cache'), PIPE_HOME: path.join(dir, 'pipe-home')}
+    const setup = await pipe(['autocomplete', 'zsh'], {cwd: dir, env})
+    expect(setup.code, setup.stderr).to.equal(0)
+    const zsh = new Zsh(work, env)
+    try {
+      await zsh.run('eval "$(pipe autocomplete script zsh)"')
+      const commands = await zsh.complete('pipe re')
+      for (const listed of ['replay  -- Re-run', 'resume  -- Continue', 'review  -- Decide']) expect(commands).to.contain(listed)
+      expect(await zsh.complete('pipe snapshot s')).to.contain('pipe snapshot show ')
+      expect(await zsh.complete('pipe run --po')).to.contain('pipe run --policy ')
+      expect(await zsh.complete('pipe run --cache ')).to.match(/\noff +reuse\r/)
+      expect(await zsh.complete('pipe run pipel')).to.contain('pipe run pipelines/')
+    } finally {
+      await zsh.exit()
+    }
   })
 })

@@ -8,6 +8,9 @@ import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {changeIn} from '../helpers/wait.js'
+import {raw, startView} from '../helpers/view.js'
+import type {ChildProcess} from 'node:child_process'
 
 interface RunJson {
   run_id: string
@@ -248,6 +251,62 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     await expectAuditPasses(dir, parent.run_id)
   })
 
+  it("siblings under way at once hold their estimates against the parent's budget: the request both together would pass is not sent", async () => {
+    // Each request allows a 12,000-token completion: one fits the parent's 20,000, two at once do not.
+    await writeFile(path.join(dir, 'p', 'named.md'), 'Name {{name}}.\n')
+    await writeFile(
+      path.join(dir, 'p', 'item.yaml'),
+      `version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n` +
+        `  - {id: work, kind: model, prompt: named.md, vars: {name: "\${{ inputs.name }}"}, output_schema: out.schema.json}\n`,
+    )
+    const file = await pipeline(
+      'provider: {max_tokens: 12000}\nbudget: {tokens: 20000}\n',
+      `  - {id: each, kind: foreach, items: "\${{ ['x', 'y'] }}", pipeline: ./item.yaml, with: {name: "\${{ item }}"}, concurrency: 2}\n`,
+    )
+    const small = {content: JSON.stringify({title: 'x'}), usage: {prompt_tokens: 3000, completion_tokens: 2000}}
+    server.script('*', small, small)
+    const release = server.holdReplies()
+    const running = cli(['run', file])
+    const store = path.join(dir, '.pipe')
+    await mkdir(path.join(store, 'runs'), {recursive: true})
+    const pausedChild = async (): Promise<boolean> =>
+      readIn(store, async (s) => {
+        for (const id of await s.listRunIds()) {
+          const r = await s.readRun(id).catch(() => undefined)
+          if (r?.parent && r.status === 'awaiting_input' && r.pending?.kind === 'budget') return true
+        }
+        return false
+      })
+    // Whichever comes first: one request under way and its sibling paused at the budget (its request not sent), or both under way.
+    const paused1 = changeIn(path.join(store, 'runs'), pausedChild, 'a child paused at the budget', running, true)
+    paused1.catch(() => undefined)
+    await Promise.race([Promise.all([paused1, server.waitForRequests(1)]), server.waitForRequests(2)])
+    expect(server.requests, 'the second sibling sent its request while the first was under way').to.have.length(1)
+    release()
+    const result = await running
+    const parent = json<RunJson>(result)
+    expect(parent.status, result.stdout).to.equal('blocked')
+    const children = await readIn(store, (s) => s.listChildren(parent.run_id))
+    const paused = children.filter((c) => c.status === 'awaiting_input')
+    expect(children.map((c) => c.status).sort()).to.deep.equal(['awaiting_input', 'succeeded'])
+    expect(paused[0]!.pending?.reason).to.match(
+      new RegExp(
+        `would pass parent run ${parent.run_id}'s pipeline budget of 20000 tokens: \\d+ tokens spent so far, 1 other running step\\(s\\)' requests included; it was not sent`,
+      ),
+    )
+
+    // The grant lets the paused sibling go on; what is recorded is what the replies said, nothing held.
+    const granted = await cli(['budget', parent.run_id, '--add-tokens', '20000', '--note', 'both items'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    expect(server.requests).to.have.length(2)
+    const stats = json<{runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {spent_tokens: number}} | null}>}>(await cli(['stats']))
+    const row = stats.runs.find((r) => r.run_id === parent.run_id)!
+    expect(row.total_tokens).to.equal(10000)
+    expect(row.budget?.pipeline).to.include({spent_tokens: 10000})
+    await expectAuditPasses(dir, parent.run_id)
+  })
+
   it("a grant of a parent's budget its children paused at is a vote under approvals.budget: the starter may not grant it", async () => {
     await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work')}`)
     const file = await pipeline(
@@ -332,5 +391,51 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const granted = await cli(['budget', paused.run_id, '--add-usd', '0.01'])
     expect(granted.code, granted.stderr).to.equal(0)
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+  })
+
+  it("budget messages quote amounts as written (whole tokens, dollars to the cent or to the places the budget gave), in pipe stats and the view's stats page too", async () => {
+    // A dollar a reply: 10,000 prompt tokens at $0.05 and 5,000 completion tokens at $0.10 per 1,000.
+    const file = await pipeline(
+      'provider: {prices: {prompt_per_1k: 0.05, completion_per_1k: 0.10}}\nbudget: {cost_usd: 1.50}\n',
+      model('a', 'b') + model('b', 'c') + model('c'),
+    )
+    const result = await cli(['run', file])
+    expect(result.code, result.stderr).to.equal(10)
+    const paused = json<RunJson>(result)
+    expect(paused.reason).to.match(/would pass the pipeline's budget of \$1\.50: 30000 tokens \(\$2\.00\) spent so far; it was not sent$/)
+    const granted = await cli(['budget', paused.run_id, '--add-usd', '1.5', '--note', 'one more'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    const events = await readIn(path.join(dir, '.pipe'), (store) => store.readEvents(paused.run_id))
+    expect(events.find((e) => e.event === 'budget_granted')?.reason).to.equal("$1.50 more for the pipeline's budget: one more")
+    const stats = await pipe(['stats'], {cwd: dir, env: {NO_COLOR: '1', COLUMNS: '400'}})
+    expect(stats.code, stats.stderr).to.equal(0)
+    expect(stats.stdout).to.contain('$3.00/$3.00')
+    // The view's stats page says the same, per pipeline and per run.
+    const servers: ChildProcess[] = []
+    try {
+      const {url} = await startView(dir, servers)
+      const page = await raw(`${url}stats`)
+      expect(page.status).to.equal(200)
+      const table = /<h3>Spend against budget<\/h3>([^]*?)<\/table>\s*<table[^>]*>([^]*?)<\/table>/.exec(page.body)
+      expect(table?.[1]).to.contain('<code>budgeted</code>').and.contain('45000 tokens, $3.00')
+      expect(table?.[2]).to.contain(paused.run_id).and.contain('pipeline budgeted').and.contain('$3.00/$3.00')
+    } finally {
+      for (const server of servers) server.kill('SIGKILL')
+    }
+  })
+
+  it("a child pipeline's model with no known price under its parent's cost budget is refused before its request, never counted as $0", async () => {
+    // The parent's file names only a priced model, so validate passes it; the child's file names another.
+    await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work', undefined, ', model: local-7b')}`)
+    const file = await pipeline('budget: {cost_usd: 1}\n', `  - {id: each, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, concurrency: 1}\n`)
+    expect((await pipe(['validate', file], {cwd: dir})).code).to.equal(0)
+    const result = await cli(['run', file])
+    expect(result.code, result.stdout).to.not.equal(0)
+    expect(json<RunJson>(result).status).to.not.equal('succeeded')
+    expect(server.requests).to.have.length(0)
+    const parent = json<RunJson>(result).run_id
+    const [child] = await readIn(path.join(dir, '.pipe'), (store) => store.listChildren(parent))
+    const {run} = await runRecordIn(dir, child!.run_id)
+    expect(JSON.stringify(run)).to.contain('E_CONFIG').and.contain('asks model \\"local-7b\\", whose price in US dollars pipe does not know')
   })
 })

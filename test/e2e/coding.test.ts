@@ -10,7 +10,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
-import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
+import {expectAuditPasses, runRecordIn, runsIn, snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
@@ -341,8 +341,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
     expect(git('rev-parse', 'HEAD~1')).to.equal(before)
     expect(git('status', '--porcelain')).to.equal('')
-    const shown = await pipe(['runs', 'show', body.run_id, '--json'], {cwd: repo, env: env()})
-    expect(shown.stdout).to.match(/"status": "blocked"/)
+    expect((await runRecordIn(repo, body.run_id)).status).to.equal('blocked')
     expect(body.reason).to.contain('task T1 was rolled back to its checkpoint after 3 attempt(s): QA still fails at tests (test_fail)')
     // Seed 000: an unrecoverable task still goes to the summary, which is told what was tried and what failed.
     expect(server.count('summary')).to.equal(1)
@@ -359,10 +358,8 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     )
     expect(shownSummary.map((s) => s.outputs.value)).to.deep.equal([BLOCKED_SUMMARY])
 
-    const children = async (): Promise<string[]> =>
-      json<{runs: Array<{run_id: string; parent?: unknown}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()}))
-        .runs.filter((r) => r.parent)
-        .map((r) => r.run_id)
+    // The child runs \`pipe runs list --all --json\` lists, read in this process.
+    const children = async (): Promise<string[]> => (await runsIn(repo)).filter((r) => r.parent).map((r) => r.run_id)
     const childrenBefore = await children()
     expect(childrenBefore).to.have.length(1)
 
@@ -388,10 +385,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1\nstart')
     expect(git('show', 'HEAD:calc.js')).to.contain('return a + b')
     expect(git('status', '--porcelain')).to.equal('')
-    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(
-      await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: env()}),
-    )
-    const child = runs.runs.find((r) => r.parent !== undefined)!
+    const child = (await runsIn(repo)).find((r) => r.parent !== undefined)!
     expect(child.status).to.equal('succeeded')
     const steps = await snapshotsIn(repo, child.run_id)
     expect(steps.slice(-10).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
@@ -585,10 +579,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     // The 100th artifact file of about 140 falls inside the task's child run.
     const killed = await pipe(args, {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
     expect(killed.signal, killed.stderr).to.equal('SIGKILL')
-    const runs = json<{runs: Array<{run_id: string; status: string; parent?: unknown}>}>(
-      await pipe(['runs', 'list', '--all', '--json'], {cwd: repo, env: home}),
-    )
-    const parent = runs.runs.find((r) => !r.parent)!
+    const parent = (await runsIn(repo)).find((r) => !r.parent)!
     expect(parent.status).to.equal('interrupted')
     const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: repo, env: home, timeoutMs: 240000})
     expect(resumed.code, resumed.stderr).to.equal(0)

@@ -3,6 +3,7 @@ import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {auditCommandIn} from '../helpers/stores.js'
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -87,6 +88,40 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const audit = await pipe(['audit', 'verify'], {cwd: dir})
     expect(audit.code).to.equal(4)
     expect(audit.stdout).to.contain(`${evidence}: field changed`)
+  })
+
+  it("an intact run's last log line is read from its start (run, seq): noted exactly when the step it names has no snapshot, whatever follows", async () => {
+    const done = await pipe([...fullRun, '--json'], {cwd: dir})
+    expect(done.code, done.stderr).to.equal(0)
+    const runId = json<{run_id: string}>(done).run_id
+    const log = path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl')
+    const text = await readFile(log, 'utf8')
+    const cut = text.lastIndexOf('\n', text.length - 2) + 1
+    const last = text.slice(cut, -1)
+    const seq = (JSON.parse(last) as {seq: number}).seq
+    const head = (JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', runId, 'run.json'), 'utf8')) as {head: {seq: number}}).head.seq
+    const withLast = (line: string): Promise<void> => writeFile(log, `${text.slice(0, cut)}${line}\n`)
+    const notes = async (): Promise<string[]> => {
+      const audit = await auditCommandIn(dir)
+      expect(audit.code, audit.said).to.equal(0)
+      return audit.report!.notes.map((n) => `${n.record}: ${n.message}`)
+    }
+    expect(await notes()).to.deep.equal([])
+    // Its step's snapshot is there: nothing to note, as when the whole line was parsed (a line that is not JSON is ignored for an intact run).
+    await withLast(`${last.slice(0, 200)}`)
+    expect(await notes()).to.deep.equal([])
+    // The same line naming a step with no snapshot, past the run's end: noted, though its start alone names that step.
+    await withLast(last.replace(`"seq":${seq},`, '"seq":90,'))
+    expect(await notes()).to.deep.equal([
+      `${runId}#90: names a step past the run's last snapshot #${head}, yet the run is succeeded: no step wrote it (changed by hand?), and pipe resume ignores it`,
+    ])
+    // Another run's line, or keys in another order: read whole, as before.
+    await withLast(last.replace(`"run_id":"${runId}",`, '"run_id":"R-20000101-0001",'))
+    expect(await notes()).to.deep.equal([])
+    await withLast(last.replace(`{"version":1,"run_id":"${runId}","seq":${seq},`, `{"seq":90,"version":1,"run_id":"${runId}",`))
+    expect(await notes()).to.deep.equal([
+      `${runId}#90: names a step past the run's last snapshot #${head}, yet the run is succeeded: no step wrote it (changed by hand?), and pipe resume ignores it`,
+    ])
   })
 
   it('a commit killed half-way: audit verify notes it as interrupted (not damage), resume finishes it, and the note goes', async () => {

@@ -131,7 +131,7 @@ describe('a confirmation deadline acts (pipe worker, PostgreSQL store)', functio
       await writeFile(path.join(dir, `${action}.yaml`), policy(action))
       paused[action] = runId(await pipe(['run', 'p.yaml', '--policy', `${action}.yaml`, '--store', url, '--json'], {cwd: dir, env: {PIPE_INTERACTIVE: '0'}}))
     }
-    const worker = team.start(url, [], {cwd: dir, env: LATER as Record<string, string>})
+    const worker = team.start(url, [], {cwd: dir, env: LATER})
     const statusOf = async (id: string): Promise<string> => (await readIn(url, (store) => store.readRun(id))).status
     await until(
       'the worker applied both deadlines',

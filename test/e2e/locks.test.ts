@@ -4,9 +4,9 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import {pathToFileURL} from 'node:url'
 import {lockHolder, processStartTime} from '../../src/util/lock.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {bundled} from '../helpers/bundled.js'
 import {changeIn} from '../helpers/wait.js'
 
 let dir: string
@@ -20,16 +20,8 @@ afterEach(async () => {
 
 /** A process that tries the lock once (no waiting), says "acquired" or "busy CODE", and holds it until its stdin ends. */
 async function contender(lock: string, env: Record<string, string> = {}): Promise<{child: ChildProcessWithoutNullStreams; said: Promise<string>}> {
-  const script = path.join(dir, 'contender.mjs')
-  if (!existsSync(script)) {
-    await writeFile(
-      script,
-      // The source module through tsx: the build makes one bundle, not a module per source file.
-      `import {acquireLock} from ${JSON.stringify(pathToFileURL(path.join(repoRoot, 'src', 'util', 'lock.ts')).href)}\n` +
-        `try {\n  await acquireLock(process.argv[2], {busy: () => 'busy', hint: ''})\n  console.log('acquired')\n  process.stdin.resume()\n  process.stdin.on('end', () => process.exit(0))\n} catch (error) {\n  console.log('busy ' + error.code)\n}\n`,
-    )
-  }
-  const child = spawn(process.execPath, ['--import', 'tsx', script, lock], {cwd: repoRoot, env: {...process.env, ...env}, stdio: ['pipe', 'pipe', 'pipe']})
+  const script = bundled(path.join(repoRoot, 'test', 'fixtures', 'locks', 'contender.ts'))
+  const child = spawn(process.execPath, [script, lock], {cwd: repoRoot, env: {...process.env, ...env}, stdio: ['pipe', 'pipe', 'pipe']})
   children.push(child)
   let out = ''
   const said = new Promise<string>((resolve) => {

@@ -5,7 +5,7 @@ import path from 'node:path'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
-import {ledgerIn, snapshotsIn} from '../helpers/stores.js'
+import {ledgerIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
 interface RunJson {
@@ -52,6 +52,14 @@ function env(): Record<string, string> {
     JSON_HOOK: `${server.url}/json`,
     PIPE_HOME: path.join(dir, 'home'),
   }
+}
+
+/** The first run \`pipe runs list --json\` lists (the newest) with the status it gives, read in this process. */
+async function newestRun(): Promise<{run_id: string; status: string}> {
+  const ids = (await readdir(path.join(dir, '.pipe', 'runs'))).filter((n) => n.startsWith('R-')).sort()
+  expect(ids, 'a run is recorded').not.to.deep.equal([])
+  const {run, status} = await runRecordIn(dir, ids.at(-1)!)
+  return {run_id: run.run_id, status}
 }
 
 function cli(args: string[], extra: Record<string, string | undefined> = {}): Promise<CliResult> {
@@ -267,7 +275,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     const killed = await cli(['run', file, '--input', prd, '--decision', 'go'], {PIPE_FAULT_KILL_AT: 'publish-sent:generic'})
     expect(killed.signal).to.equal('SIGKILL')
     expect(server.deliveries('/json')).to.have.length(1)
-    const runId = json<{runs: Array<{run_id: string; status: string}>}>(await cli(['runs', 'list', '--json'])).runs[0]!
+    const runId = await newestRun()
     expect(runId.status).to.equal('interrupted')
     // resend (the default): sent once more, with the same Idempotency-Key, then never again.
     const resumed = await cli(['resume', runId.run_id, '--json'])
@@ -283,7 +291,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     // hold: a second run killed the same way stops for a person instead of sending again.
     const second = await cli(['run', file, '--input', prd, '--decision', 'go'], {PIPE_FAULT_KILL_AT: 'publish-sent:careful'})
     expect(second.signal).to.equal('SIGKILL')
-    const run2 = json<{runs: Array<{run_id: string}>}>(await cli(['runs', 'list', '--json'])).runs[0]!.run_id
+    const run2 = (await newestRun()).run_id
     const stopped = await cli(['resume', run2, '--json'])
     expect(stopped.code, stopped.stderr).to.equal(6)
     expect(json<RunJson>(stopped).status).to.equal('blocked')

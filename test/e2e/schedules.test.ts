@@ -47,7 +47,7 @@ describe('schedules on a folder store', function () {
   it('pipe validate quotes a bad cron expression, names an unknown timezone and checks the inputs against the pipeline', async () => {
     await writeFile(
       path.join(dir, 'nightly.yaml'),
-      pipeline('  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}'),
+      pipeline('  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}\n  - {cron: "0 0 2 * * * 2030"}'),
     )
     const result = await pipe(['validate', 'nightly.yaml'], {cwd: dir})
     expect(result.code).to.equal(2)
@@ -55,6 +55,7 @@ describe('schedules on a folder store', function () {
     expect(result.stdout).to.include('schedules[1].timezone  unknown timezone "Mars/Base"; give an IANA name')
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.since .*not a string/)
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.until .*unknown input "until"/)
+    expect(result.stdout).to.include('schedules[2].cron  cron expression "0 0 2 * * * 2030" has 7 field(s): give five')
   })
 
   it('run-due without a pipeline named says why a pipeline under ./pipelines that declares schedules cannot load, not that none does', async () => {
@@ -86,6 +87,20 @@ describe('schedules on a folder store', function () {
     const result = await pipe(['schedule', 'run-due', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stderr).to.contain('schedule 0: at least 100 missed slot(s) not fired (catch_up: latest)')
+  })
+
+  it('a slot whose run could not start (a secret unset) is not recorded as fired: run-due fires it once the cause is fixed', async () => {
+    await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}').replace('steps:', 'secrets: [NIGHTLY_TOKEN]\nsteps:'))
+    const refused = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:10Z', NIGHTLY_TOKEN: ''}})
+    const fired = json<{fired: Array<Fired & {error?: string}>}>(refused).fired
+    expect(
+      fired.map((f) => f.status),
+      refused.stderr,
+    ).to.deep.equal(['not-fired'])
+    expect(fired[0]!.error).to.contain('NIGHTLY_TOKEN')
+    const after = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z', NIGHTLY_TOKEN: 'set'}})
+    expect(after.code, after.stderr).to.equal(0)
+    expect(json<{fired: Fired[]}>(after).fired.map((f) => [f.slot, f.status])).to.deep.equal([['2026-11-28T02:00:00.000Z', 'succeeded']])
   })
 
   it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {

@@ -10,6 +10,7 @@ import {existsSync} from 'node:fs'
 import {readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, tempDir, testHome} from '../helpers/cli.js'
+import {runTreeIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
 
 const ITEMS = 300
@@ -61,7 +62,8 @@ describe('a signal during a busy foreach', function () {
       expect(stderr).to.match(/run (R-\d+-\d+) interrupted: interrupted by a signal/)
       const parent = /\nrun (R-\d+-\d+) interrupted: /.exec(stderr)![1]!
 
-      const stopped = json<Shown>(await pipe(['runs', 'show', parent, '--json'], {cwd: dir}))
+      // What \`pipe runs show PARENT --json\` says of it and its children, read in this process.
+      const stopped: Shown = await runTreeIn(dir, parent)
       expect(stopped.status).to.equal('interrupted')
       expect(stopped.children.length, 'children started before the signal was seen').to.be.above(0).and.below(ITEMS)
       // Every child it started is either done or recorded interrupted: none is left claiming to run.
@@ -70,7 +72,7 @@ describe('a signal during a busy foreach', function () {
       const resumed = await pipe(['resume', parent, '--json'], {cwd: dir, timeoutMs: 200000})
       expect(resumed.code, resumed.stderr.slice(-2000)).to.equal(0)
       expect(json<{status: string}>(resumed).status).to.equal('succeeded')
-      const finished = json<Shown>(await pipe(['runs', 'show', parent, '--json'], {cwd: dir}))
+      const finished: Shown = await runTreeIn(dir, parent)
       expect(finished.children).to.have.length(ITEMS)
       expect(finished.children.every((c) => c.status === 'succeeded')).to.equal(true)
     })

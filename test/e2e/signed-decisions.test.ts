@@ -13,10 +13,10 @@ import path from 'node:path'
 import {promisify} from 'node:util'
 import {sealLine, sealRecord} from '../../src/store/trail/integrity.js'
 import type {RunEvent, RunRecord, SignedDecision} from '../../src/types/run.js'
-import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {bin, defaultPipeline, examples, json, node, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
-import {readIn} from '../helpers/stores.js'
+import {madeOnce, readIn} from '../helpers/stores.js'
 
 const exec = promisify(execFile)
 const checker = path.join(repoRoot, 'test', 'fixtures', 'attest', 'verify_decision.py')
@@ -87,16 +87,33 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     return line!.signed!
   }
 
+  const envIn = (at: string): Record<string, string | undefined> => ({
+    XDG_CONFIG_HOME: path.join(at, 'config'),
+    PIPE_SIGNING_KEY: undefined,
+    PIPE_USER: undefined,
+    PIPE_INTERACTIVE: '0',
+  })
+  /**
+   * The repository and the person's default key every test starts from, made once (a real \`pipe keys
+   * generate\`) and copied into each test's folder: the key is the same in every test, each test's
+   * copy of it (under its own config folder) is its own.
+   */
+  const prepared = madeOnce(async (at) => {
+    execFileSync('git', ['init', '-q', '-b', 'main', at])
+    // Who decides is who the repository's git says.
+    execFileSync('git', ['-C', at, 'config', 'user.email', 'alice@example.com'])
+    await writeFile(path.join(at, 'p.yaml'), REVIEWED)
+    const made = await pipe(['keys', 'generate', '--json'], {cwd: at, env: envIn(at)})
+    expect(made.code, made.stderr).to.equal(0)
+    return {at, key: json<KeyInfo>(made)}
+  })
+
   beforeEach(async () => {
     ;({dir, cleanup} = await tempDir('pipe-signed-'))
-    execFileSync('git', ['init', '-q', '-b', 'main', dir])
-    // Who decides is who the repository's git says.
-    execFileSync('git', ['-C', dir, 'config', 'user.email', 'alice@example.com'])
-    await writeFile(path.join(dir, 'p.yaml'), REVIEWED)
-    env = {XDG_CONFIG_HOME: path.join(dir, 'config'), PIPE_SIGNING_KEY: undefined, PIPE_USER: undefined, PIPE_INTERACTIVE: '0'}
-    const made = await run(['keys', 'generate', '--json'])
-    expect(made.code, made.stderr).to.equal(0)
-    key = json<KeyInfo>(made)
+    const {at, key: made} = await prepared(dir)
+    env = envIn(dir)
+    const here = (file: string): string => path.join(dir, path.relative(at, file))
+    key = {...made, private_key_file: here(made.private_key_file), public_key_file: here(made.public_key_file)}
     await trust(entry(key, 'release-manager'))
   })
   afterEach(async () => cleanup())
@@ -164,6 +181,24 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     const text = await run(['audit', 'verify'])
     expect(text.code).to.equal(4)
     expect(text.stdout).to.include(id).and.include('manual_review').and.include('alice@example.com')
+  })
+
+  it("audit verify lists the signed decisions its walk read: each of the store's files is read once", async () => {
+    const id = await start()
+    expect((await run(['review', id, '--decision', 'go', '--note', 'matches the brief'])).code).to.equal(0)
+    const loads = path.join(dir, 'loads.json')
+    // test/helpers/record-loads.cjs: every file the process opened or read through fs.
+    const r = await node(['-r', path.join(repoRoot, 'test', 'helpers', 'record-loads.cjs'), bin, 'audit', 'verify', '--json'], {
+      cwd: dir,
+      env: {...env, PIPE_TEST_LOADS: loads},
+    })
+    expect(r.code, r.stdout + r.stderr).to.equal(0)
+    expect(json<AuditJson>(r).signed_decisions!.map((s) => [s.run_id, s.step, s.trust])).to.deep.equal([[id, 'manual_review', 'trusted']])
+    const {opened, read} = JSON.parse(await readFile(loads, 'utf8')) as {opened: string[]; read: string[]}
+    const store = path.join(dir, '.pipe') + path.sep
+    const files = [...opened, ...read].filter((f) => f.startsWith(store)).map((f) => f.slice(store.length))
+    expect(files).to.include(path.join('runs', id, 'events.jsonl'))
+    expect(files.filter((f, i) => files.indexOf(f) !== i)).to.deep.equal([])
   })
 
   it('a key the policy does not trust is named, and the audit still passes; a key it revoked fails it', async () => {

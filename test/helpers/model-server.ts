@@ -83,6 +83,8 @@ export class ModelServer {
   private readonly scripts = new Map<string, Scripted[]>()
   private readonly sockets = new Set<import('node:net').Socket>()
   private readonly waiters: Array<{count: number; resolve: () => void}> = []
+  /** While set, every reply waits for it (holdReplies). */
+  private held: Promise<void> | undefined
 
   private constructor(
     private readonly server: Server,
@@ -120,6 +122,19 @@ export class ModelServer {
     return new Promise((resolve) => this.waiters.push({count, resolve}))
   }
 
+  /**
+   * Holds every reply until the returned function is called: requests that arrive meanwhile stay
+   * under way at once, so a test sees which of them a client sent while the others waited.
+   */
+  holdReplies(): () => void {
+    let release!: () => void
+    this.held = new Promise<void>((resolve) => (release = resolve))
+    return () => {
+      this.held = undefined
+      release()
+    }
+  }
+
   count(kind?: string): number {
     return this.requests.filter((r) => kind === undefined || r.kind === kind).length
   }
@@ -137,6 +152,7 @@ export class ModelServer {
     const queue = this.scripts.get(request.kind)?.length ? this.scripts.get(request.kind)! : (this.scripts.get('*') ?? [])
     const reply = queue.shift() ?? this.fallback(request)
     if (reply.hang) return
+    if (this.held) await this.held
     if (reply.until) await reply.until
     if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs))
     if (res.destroyed) return

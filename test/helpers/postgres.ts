@@ -10,7 +10,7 @@
  * of its own (`durable`, or `own`).
  */
 import {execFileSync, spawn} from 'node:child_process'
-import {chownSync, existsSync, mkdtempSync, readdirSync, rmSync} from 'node:fs'
+import {appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync} from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -96,7 +96,20 @@ function stopDetached(cluster: Cluster): void {
   spawn('sh', ['-c', script], {detached: true, stdio: 'ignore'}).unref()
 }
 
+/**
+ * PIPE_TEST_SPAWNS counts clusters too, beside the processes test/helpers/count-spawns.cjs records:
+ * initdb and pg_ctl run synchronously, which it does not see, and a cluster costs more CPU than most
+ * tests (the server's own CPU is not the test process's, so /usr/bin/time does not show it either).
+ */
+function countCluster(): void {
+  const out = process.env.PIPE_TEST_SPAWNS
+  if (!out) return
+  const file = /(test\/(?:unit|cli|e2e)\/[^:)\s]+\.test\.ts)/.exec(new Error().stack ?? '')?.[1] ?? 'unknown'
+  appendFileSync(out, JSON.stringify({file, pipe: false, cluster: true, command: 'initdb'}) + '\n')
+}
+
 async function newCluster(options: {durable?: boolean}): Promise<Cluster> {
+  countCluster()
   const bin = postgresBin()
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pipe-pg-'))
   if (process.getuid?.() === 0) {

@@ -3,8 +3,9 @@
 //   summary line from mocha's results (in parallel mode too: the workers' events reach this
 //   reporter in the main process);
 // - the slowest test files (time spent in their tests and hooks), to see where the suite's time goes,
-//   with the processes each started (all, and how many were the built CLI) when PIPE_TEST_SPAWNS
-//   names the file test/helpers/count-spawns.cjs writes them to.
+//   with the processes each started (all, and how many were the built CLI) and the PostgreSQL
+//   clusters it initdb'd, when PIPE_TEST_SPAWNS names the file test/helpers/count-spawns.cjs (and
+//   test/helpers/postgres.ts, for clusters) write them to.
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
@@ -32,8 +33,8 @@ class StatsReporter extends Mocha.reporters.Spec {
       if (files.length > 1 || spawns.size > 0) {
         const counted = spawns.size > 0 ? ', processes started (pipe)' : ''
         Mocha.reporters.Base.consoleLog(`  slowest test files (time in their tests and hooks${counted}):`)
-        for (const {file, ms, processes, pipe} of files.slice(0, SHOWN)) {
-          const count = processes === undefined ? '' : `  ${String(processes).padStart(4)} (${pipe})`
+        for (const {file, ms, processes, pipe, clusters} of files.slice(0, SHOWN)) {
+          const count = processes === undefined ? '' : `  ${String(processes).padStart(4)} (${pipe})${clusters ? `, ${clusters} PostgreSQL cluster(s)` : ''}`
           Mocha.reporters.Base.consoleLog(`  ${(ms / 1000).toFixed(1).padStart(7)} s${count}  ${file}`)
         }
         Mocha.reporters.Base.consoleLog()
@@ -53,9 +54,10 @@ function spawnsPerFile() {
   if (!file || !fs.existsSync(file)) return counts
   for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
     if (!line) continue
-    const {file: test, pipe} = JSON.parse(line)
-    const entry = counts.get(test) ?? {processes: 0, pipe: 0}
-    entry.processes += 1
+    const {file: test, pipe, cluster} = JSON.parse(line)
+    const entry = counts.get(test) ?? {processes: 0, pipe: 0, clusters: 0}
+    if (cluster) entry.clusters += 1
+    else entry.processes += 1
     if (pipe) entry.pipe += 1
     counts.set(test, entry)
   }

@@ -16,7 +16,7 @@ import {toPipeError} from '../../src/errors.js'
 import {ExitCode} from '../../src/exit-codes.js'
 import {deliveredKeys} from '../../src/steps/registry.js'
 import {openStore} from '../../src/store/open.js'
-import {effectiveStatus} from '../../src/store/queries.js'
+import {childTree, effectiveStatus, type RunSummary} from '../../src/store/queries.js'
 import {AUDIT_KEY_ENV} from '../../src/store/trail/integrity.js'
 import type {AuditReport, RunStore} from '../../src/store/types.js'
 import type {LedgerEntry} from '../../src/types/ledger.js'
@@ -54,6 +54,27 @@ export async function readIn<T>(location: string, read: (store: RunStore) => Pro
  */
 export function statusIn(location: string, runId: string): Promise<string> {
   return readIn(location, async (store) => effectiveStatus(store, await store.readRun(runId)))
+}
+
+/**
+ * Every run of the store with the status `pipe runs list --all --json` gives it (a running run whose
+ * holder is gone is interrupted) and its parent, oldest first, read in this process.
+ */
+export function runsIn(cwd: string, store?: string): Promise<Array<{run_id: string; status: string; parent?: RunRecord['parent']}>> {
+  return reading(cwd, store, async (opened) => {
+    const ids = [...(await opened.listRunIds())].sort()
+    return Promise.all(
+      ids.map(async (id) => {
+        const run = await opened.readRun(id)
+        return {run_id: run.run_id, status: await effectiveStatus(opened, run), ...(run.parent ? {parent: run.parent} : {})}
+      }),
+    )
+  })
+}
+
+/** The run's status and children (each with its own) as `pipe runs show RUN --json` gives them, read in this process. */
+export function runTreeIn(cwd: string, runId: string, store?: string): Promise<{status: string; children: RunSummary[]}> {
+  return reading(cwd, store, async (opened) => ({status: await effectiveStatus(opened, await opened.readRun(runId)), children: await childTree(opened, runId)}))
 }
 
 /** What `pipe snapshot show RUN --json` prints: the run's snapshots exactly as stored (the run must exist). */

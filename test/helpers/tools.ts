@@ -8,13 +8,14 @@ import {existsSync, readdirSync} from 'node:fs'
 import path from 'node:path'
 import {findBwrap} from '../../src/policy/sandbox.js'
 
-export type Tool = 'bubblewrap' | 'faketime' | 'postgresql'
+export type Tool = 'bubblewrap' | 'faketime' | 'postgresql' | 'zsh'
 
 /** How to install each (Debian or Ubuntu), as the README says. Keep in step with .mocharc.cjs. */
 export const install: Record<Tool, string> = {
   bubblewrap: 'sudo apt-get install bubblewrap',
   faketime: 'sudo apt-get install faketime',
   postgresql: 'sudo apt-get install postgresql',
+  zsh: 'sudo apt-get install zsh',
 }
 
 /**
@@ -38,9 +39,13 @@ export function clockAt(spec: string): Record<string, string> {
   return {LD_PRELOAD: LIBFAKETIME, FAKETIME: spec, FAKETIME_DISABLE_SHM: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1'}
 }
 
+const onPath = (name: string): boolean => (process.env.PATH ?? '').split(path.delimiter).some((d) => d !== '' && existsSync(path.join(d, name)))
+
 function installed(tool: Tool): boolean {
   if (tool === 'bubblewrap') return findBwrap() !== null
   if (tool === 'faketime') return LIBFAKETIME !== undefined
+  // zsh completes only on a terminal: util-linux's script gives it one.
+  if (tool === 'zsh') return onPath('zsh') && onPath('script')
   const base = '/usr/lib/postgresql'
   return existsSync(base) && readdirSync(base).some((v) => existsSync(path.join(base, v, 'bin', 'initdb')))
 }

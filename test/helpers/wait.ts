@@ -7,7 +7,14 @@ import {watch} from 'node:fs'
  * settles first (the process that was to make the change has exited) it checks a last time and
  * rejects, naming `what`.
  */
-export function changeIn(dir: string, check: () => boolean | Promise<boolean>, what: string, ended?: Promise<unknown>): Promise<void> {
+export function changeIn(
+  dir: string,
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ended?: Promise<unknown>,
+  /** Changes in `dir`'s subfolders too (a store's runs/R/run.json). */
+  recursive = false,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let settled = false
     let running = false
@@ -38,7 +45,7 @@ export function changeIn(dir: string, check: () => boolean | Promise<boolean>, w
         running = false
       }
     }
-    const watcher = watch(dir, () => void test())
+    const watcher = watch(dir, {recursive}, () => void test())
     watcher.on('error', fail)
     void test()
     void ended?.then(async () => {

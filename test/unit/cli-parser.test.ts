@@ -125,7 +125,7 @@ describe('help from a manifest entry', () => {
       static args = declared.args
       static flags = declared.flags
     }
-    const text = commandHelp({format: 1, bin: 'pipe', version: '0', description: '', topics: {}, commands: {}}, describeCommand('demo:show', Demo))
+    const text = commandHelp({format: 1, bin: 'pipe', version: '0', description: '', topics: {}, commands: {}}, describeCommand('demo:show', Demo, 'author'))
     const sections = text.split('\n').filter((line) => /^[A-Z][A-Z ]+$/.test(line))
     expect(sections).to.deep.equal(['USAGE', 'ARGUMENTS', 'FLAGS', 'GLOBAL FLAGS', 'DESCRIPTION', 'EXAMPLES'])
     expect(text).to.match(/^Do a demo\.\n\nUSAGE\n {2}\$ pipe demo show PIPELINE \[OTHER\] \[--json\]/)

@@ -9,6 +9,7 @@ import type {Snapshot} from '../../src/types/snapshot.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
 import {specDraft, runDraft} from '../helpers/records.js'
 import {expectPipeError} from '../helpers/expect.js'
+import {bundledScript} from '../helpers/bundled.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -47,7 +48,7 @@ describe('store', () => {
         {length: 4},
         () =>
           new Promise<string[]>((resolve, reject) => {
-            const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {cwd: repoRoot})
+            const child = spawn(process.execPath, [bundledScript(script)], {cwd: repoRoot})
             let out = ''
             let err = ''
             child.stdout.on('data', (d: Buffer) => (out += d.toString()))

@@ -6,8 +6,8 @@
  * them (named as a warning: the decision is intact, but nothing says who holds the key).
  */
 import {loadPolicyFile} from '../../config/policy.js'
-import type {RunStore, AuditReport} from '../../store/types.js'
-import type {RunEvent, SignedDecision} from '../../types/run.js'
+import type {AuditReport, SignedLine} from '../../store/types.js'
+import type {SignedDecision} from '../../types/run.js'
 import {decisionSignatureProblem} from '../../util/decision-signature.js'
 
 export type Trust = 'trusted' | 'untrusted' | 'revoked' | 'invalid'
@@ -29,14 +29,6 @@ export interface SignedDecisionFinding {
 
 type Keys = Map<string, {name: string; revoked: boolean}> | {unreadable: string}
 
-/** The runs an audit covers: the whole store, or one run and the runs it started. */
-async function runsOf(store: RunStore, runId: string | undefined): Promise<string[]> {
-  if (runId === undefined) return store.listRunIds()
-  const out = [runId]
-  for (let i = 0; i < out.length; i++) for (const child of await store.listChildren(out[i]!).catch(() => [])) out.push(child.run_id)
-  return out
-}
-
 /** The keys a run's policy file trusts as it reads now: a key revoked after the decision is revoked for it too. */
 async function keysOf(file: string | null | undefined, cache: Map<string, Keys>): Promise<Keys> {
   if (!file) return new Map()
@@ -50,50 +42,41 @@ async function keysOf(file: string | null | undefined, cache: Map<string, Keys>)
   return keys
 }
 
-export async function checkDecisionSignatures(store: RunStore, runId: string | undefined, report: AuditReport): Promise<SignedDecisionFinding[]> {
+/**
+ * The signed decisions the audit walk found (AuditKinds.signedDecision), against the keys each
+ * run's policy names; a revoked key is added to `report` as a problem, an unknown one as a note.
+ */
+export async function checkDecisionSignatures(lines: readonly SignedLine[], report: AuditReport): Promise<SignedDecisionFinding[]> {
   const found: SignedDecisionFinding[] = []
   const cache = new Map<string, Keys>()
-  for (const id of await runsOf(store, runId)) {
-    // A run whose records do not read is the trail's to report (above); its signatures are checked once they read.
-    let events: RunEvent[]
-    let policyPath: string | null | undefined
-    try {
-      events = await store.readEvents(id)
-      policyPath = (await store.readRun(id)).policy_path
-    } catch {
-      continue
-    }
-    for (const [i, e] of events.entries()) {
-      const signed = e.signed
-      if (!signed) continue
-      const keys = await keysOf(policyPath, cache)
-      const where = {record: `${id}: ${signed.by.id}'s ${signed.decision} at step ${signed.step}`, file: `timeline of ${id}`, field: `line ${i + 1}`}
-      const trusted = keys instanceof Map ? keys.get(signed.signature.key_id) : undefined
-      const trust: Trust = decisionSignatureProblem(signed) !== null ? 'invalid' : !trusted ? 'untrusted' : trusted.revoked ? 'revoked' : 'trusted'
-      found.push({
-        run_id: id,
-        line: i + 1,
-        event: e.event,
-        step: signed.step,
-        decision: signed.decision,
-        by: signed.by,
-        at: signed.at,
-        key_id: signed.signature.key_id,
-        key_name: trusted?.name ?? null,
-        trust,
+  for (const {run_id: id, line, event, signed, policy_path: policyPath} of lines) {
+    const keys = await keysOf(policyPath, cache)
+    const where = {record: `${id}: ${signed.by.id}'s ${signed.decision} at step ${signed.step}`, file: `timeline of ${id}`, field: `line ${line}`}
+    const trusted = keys instanceof Map ? keys.get(signed.signature.key_id) : undefined
+    const trust: Trust = decisionSignatureProblem(signed) !== null ? 'invalid' : !trusted ? 'untrusted' : trusted.revoked ? 'revoked' : 'trusted'
+    found.push({
+      run_id: id,
+      line,
+      event,
+      step: signed.step,
+      decision: signed.decision,
+      by: signed.by,
+      at: signed.at,
+      key_id: signed.signature.key_id,
+      key_name: trusted?.name ?? null,
+      trust,
+    })
+    if (trust === 'revoked') {
+      report.problems.push({
+        ...where,
+        message: `signed by ${trusted!.name} (${signed.signature.key_id}), a key ${policyPath} marks revoked: the decision is no longer anyone's word`,
       })
-      if (trust === 'revoked') {
-        report.problems.push({
-          ...where,
-          message: `signed by ${trusted!.name} (${signed.signature.key_id}), a key ${policyPath} marks revoked: the decision is no longer anyone's word`,
-        })
-        report.ok = false
-      } else if (trust === 'untrusted')
-        report.notes.push({
-          ...where,
-          message: `signed by key ${signed.signature.key_id}, which ${keys instanceof Map ? `${policyPath ?? 'the built-in default policy'}'s attestation.trusted_keys does not name` : `cannot be looked up: ${keys.unreadable}`}: the decision is intact, but nothing says whose key it is`,
-        })
-    }
+      report.ok = false
+    } else if (trust === 'untrusted')
+      report.notes.push({
+        ...where,
+        message: `signed by key ${signed.signature.key_id}, which ${keys instanceof Map ? `${policyPath ?? 'the built-in default policy'}'s attestation.trusted_keys does not name` : `cannot be looked up: ${keys.unreadable}`}: the decision is intact, but nothing says whose key it is`,
+      })
   }
   return found
 }

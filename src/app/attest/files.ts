@@ -5,10 +5,10 @@
  */
 import {createHash} from 'node:crypto'
 import {createReadStream, type Stats} from 'node:fs'
-import {stat} from 'node:fs/promises'
 import {pipeline} from 'node:stream/promises'
 import {PipeError} from '../../errors.js'
 import {readInputFile} from '../../util/text-input.js'
+import {stat} from '../../util/fs-async.js'
 
 /** The largest bundle verify reads (docs/audit.md): pipe attest writes hashes only, a few KiB a run, MiBs for the largest. */
 export const MAX_BUNDLE_BYTES = 256 * 1024 * 1024

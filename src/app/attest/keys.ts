@@ -5,12 +5,12 @@
  */
 import * as crypto from 'node:crypto'
 import {constants} from 'node:fs'
-import {open, readdir, readFile, stat, unlink} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import {keyIdOf, rawPublicKey} from '../../util/dsse.js'
 import {makeDirs} from '../../util/fs.js'
+import {open, readdir, readFile, stat, unlink} from '../../util/fs-async.js'
 
 export const DEFAULT_KEY_NAME = 'default'
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/

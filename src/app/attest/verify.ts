@@ -4,7 +4,6 @@
  * named file against a subject's digest. What fails is E_INTEGRITY naming it; nothing is written.
  */
 import * as crypto from 'node:crypto'
-import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {formatDiagnostic} from '../../config/diagnostics.js'
 import {loadPolicyFile} from '../../config/policy.js'
@@ -17,6 +16,7 @@ import {checkAgainstStore} from './against-store.js'
 import {hashSubject, readBundle} from './files.js'
 import {PAYLOAD_TYPE} from './attest.js'
 import {PIPE_RUN_PREDICATE, SLSA_PROVENANCE, STATEMENT_TYPE} from './statement.js'
+import {readFile} from '../../util/fs-async.js'
 
 export interface TrustedKey {
   id: string

@@ -1,11 +1,12 @@
 /**
  * Firing due slots: on a PostgreSQL store each slot's run is queued in the transaction that records
- * the slot (pipe worker, and pipe schedule run-due on a database); on a folder store the slot's file
- * is made first and the run then runs in this process (pipe schedule run-due from a cron line).
+ * the slot (pipe worker, and pipe schedule run-due on a database); on a folder store the run is
+ * checked, the slot's file made, and the run then runs in this process (pipe schedule run-due from a cron line).
  */
 import {openStore, isStoreUrl, storeLocation} from '../../store/open.js'
 import {claimFolderFiring, lastFolderFirings} from '../../store/file/firings.js'
 import {detachRuns} from '../sessions/detach.js'
+import {prepareStart} from '../sessions/prepare.js'
 import {startSession} from '../sessions/start.js'
 import {planDue, skippedNote, type Scheduled} from './schedules.js'
 
@@ -86,12 +87,18 @@ export async function fireDue(scheduled: readonly Scheduled[], options: FireOpti
           )
           continue
         }
+        // What stops a run before it is created (its pipeline broken since, a secret unset) is found
+        // before the slot is taken: a slot is recorded as fired only with a run, so the next look
+        // fires it once the cause is fixed, as on a database where nothing is recorded either.
+        const prepared = await prepareStart(start).catch((error: unknown) => (refuse(error), null))
+        if (prepared === null) continue
         if (!(await claimFolderFiring(storeLocation(options.cwd, options.store), entry.key, slot))) {
           out.push({...base, status: 'fired-elsewhere'})
           options.log(`pipe schedule: ${entry.pipeline} ${entry.name} ${base.slot}: fired already by another process`)
           continue
         }
-        const outcome = await startSession(start).catch((error: unknown) => (refuse(error), null))
+        options.refused?.delete(refusedKey)
+        const outcome = await startSession(start, prepared).catch((error: unknown) => (refuse(error), null))
         if (outcome === null) continue
         out.push({...base, run_id: outcome.run_id, status: outcome.status})
         options.log(`pipe schedule: ${entry.pipeline} ${entry.name} ${base.slot}: ${outcome.run_id} ${outcome.status}`)

@@ -6,6 +6,7 @@
  * raised and the run continued only when `required` of them approved the same amount.
  */
 import {PipeError} from '../../errors.js'
+import {tokensText, usdText} from '../../util/prices.js'
 import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import {resumeSession} from './resume.js'
@@ -55,7 +56,7 @@ export async function budgetSession(options: BudgetSession): Promise<RunOutcome>
     throw new PipeError('E_INVALID_ARGS', `${wrongUnit}; nothing was granted`, {
       hint: `pipe runs show ${options.runId} shows the budget it paused at; raise that one (--add-tokens N or --add-usd X).`,
     })
-  const amount = [addTokens !== undefined ? `+${addTokens} tokens` : '', addUsd !== undefined ? `+$${addUsd}` : ''].filter(Boolean).join(' ')
+  const amount = [addTokens !== undefined ? `+${tokensText(addTokens)}` : '', addUsd !== undefined ? `+${usdText(addUsd)}` : ''].filter(Boolean).join(' ')
   // Signed as every decision is (castVote); under no approvals.budget rule it goes on at once.
   const ballot = {kind: 'budget' as const, decision: `grant ${amount}`, approve: true, ...(note ? {note} : {})}
   const given = {...(addTokens !== undefined ? {tokens: addTokens} : {}), ...(addUsd !== undefined ? {usd: addUsd} : {}), ...(note ? {note} : {})}

@@ -12,7 +12,7 @@ import type {RunOutcome} from '../../engine/engine.js'
 import {openStore, storeLocation} from '../../store/open.js'
 import type {RunStore} from '../../store/types.js'
 import type {RunRecord} from '../../types/run.js'
-import {policyNow} from '../../util/clock.js'
+import {pipeNow} from '../../util/clock.js'
 import {cancelSession} from './cancel.js'
 import {deadlineReason, dueTimeout, gateName, policyActor, timeoutKey, type DueTimeout} from './deadline-due.js'
 import {resumeSession} from './resume.js'
@@ -35,7 +35,7 @@ export interface DeadlineOptions extends SessionOptions {
 export async function applyPassedDeadline(options: DeadlineOptions): Promise<{due: DueTimeout; outcome: RunOutcome} | null> {
   const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
   // The policy's clock (PIPE_NOW when set) is the one its decision and what follows are recorded at: a timeline never goes back.
-  const clock = options.now ?? policyNow
+  const clock = options.now ?? pipeNow
   const now = clock()
   // A reminder due before the deadline goes first; one that cannot be sent now never keeps the deadline from acting.
   await remindIfDue(store, options.runId, now, options.cwd).catch((error: unknown) => {
@@ -113,7 +113,7 @@ async function noteDeadline(store: RunStore, runId: string, now: Date): Promise<
  */
 export async function applyPassedDeadlines(options: SessionOptions & {opened?: RunStore}): Promise<Array<{run_id: string; code: string; message: string}>> {
   const store = options.opened ?? (await openStore(storeLocation(options.cwd, options.store), 'existing'))
-  const now = (options.now ?? policyNow)()
+  const now = (options.now ?? pipeNow)()
   const failed: Array<{run_id: string; code: string; message: string}> = []
   let cursor: string | null = null
   do {

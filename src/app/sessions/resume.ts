@@ -11,6 +11,7 @@ import type {RunRecord} from '../../types/run.js'
 import type {RunStore} from '../../store/types.js'
 import {isFinal, isRedrivable} from '../../engine/lifecycle.js'
 import {gateRule, signOutsideVote} from './vote.js'
+import {budgetParentsOf} from './budget-parents.js'
 import {
   type Decision,
   type ReplyOptions,
@@ -114,6 +115,8 @@ export async function resumeSession(options: ResumeSession): Promise<RunOutcome>
   const engine = engineFor(store, options, provider.create, provider.replies)
   const resume = {
     pipeline,
+    // A child continued on its own (a worker's job) spends its parents' money as one its parent drives does.
+    ...(record.parent ? await budgetParentsOf(store, record, here) : {}),
     policy: guarding(policy, store),
     // Steps act in the workspace the run started in, wherever resume is called from.
     cwd: record.workspace ? here(record.workspace) : options.cwd,

@@ -1,9 +1,9 @@
 /** Which test files `pipe test` runs: the files given, the test files below the directories given, or below the working directory. */
-import {readdir, stat} from 'node:fs/promises'
 import path from 'node:path'
 import {TEST_FILE_SUFFIX} from '../../config/test-file.js'
 import {PipeError} from '../../errors.js'
 import {compareText} from '../../util/order.js'
+import {readdir, stat} from '../../util/fs-async.js'
 
 /** Directories never searched: dependencies and dot-directories (.git, .pipe stores). */
 function skipped(name: string): boolean {

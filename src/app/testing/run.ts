@@ -5,8 +5,6 @@
  * that one test could change under another: each gets its own store (ids, locks, command slots),
  * workspace (published files, command output), and an explicit environment for provider selection.
  */
-import {spawn} from 'node:child_process'
-import {cp, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -29,6 +27,7 @@ import {startSession} from '../sessions/start.js'
 import {givePersonDecisions} from './decisions.js'
 import {goldenDiff, goldenText} from './golden.js'
 import {killGroup} from '../../util/process-group.js'
+import {childProcess, cp, mkdtemp, readFile, rm, writeFile} from '../../util/fs-async.js'
 
 /** Who decides in a test run: fixed, so records (and goldens) do not depend on who runs the tests. */
 export const TEST_USER = 'pipe-test'
@@ -259,7 +258,7 @@ async function runSetup(argv: string[], cwd: string, env: NodeJS.ProcessEnv, sig
   const outcome = await new Promise<{code: number | null; error?: NodeJS.ErrnoException; why?: 'timeout' | 'interrupted'; stderr: string}>((resolve) => {
     let stderr = ''
     let why: 'timeout' | 'interrupted' | undefined
-    const child = spawn(command!, args, {cwd, env: {...env, ...SETUP_GIT_ENV}, detached: true, stdio: ['ignore', 'pipe', 'pipe']})
+    const child = childProcess().spawn(command!, args, {cwd, env: {...env, ...SETUP_GIT_ENV}, detached: true, stdio: ['ignore', 'pipe', 'pipe']})
     const killAll = (): void => killGroup(child.pid, 'SIGKILL')
     child.stdout.resume()
     child.stderr.on('data', (chunk: Buffer) => {

@@ -11,7 +11,7 @@ import {dueTimeout, gateName, timeoutKey} from '../sessions/deadline-due.js'
 import type {RunStore} from '../../store/types.js'
 import type {TeamQueue} from '../../store/team.js'
 import {relocator, workspaceOf} from './workspace.js'
-import {policyNow} from '../../util/clock.js'
+import {pipeNow} from '../../util/clock.js'
 
 export interface DeadlineSweep {
   store: RunStore
@@ -28,7 +28,7 @@ export interface DeadlineSweep {
 export async function applyDueDeadlines(sweep: DeadlineSweep, skip: ReadonlySet<string>): Promise<string[]> {
   const {store, work, rootById, log} = sweep
   const failed: string[] = []
-  const now = policyNow()
+  const now = pipeNow()
   let cursor: string | null = null
   do {
     const page = await store.listRuns({status: 'awaiting_input', ...(cursor ? {cursor} : {})})

@@ -19,7 +19,8 @@ import type {TeamQueue} from '../../store/team.js'
 import {resumeSession} from '../sessions/resume.js'
 import {engineFor} from '../sessions/shared.js'
 import {fireDue} from '../schedules/fire.js'
-import {loadScheduled, scheduleNow} from '../schedules/schedules.js'
+import {loadScheduled} from '../schedules/schedules.js'
+import {pipeNow} from '../../util/clock.js'
 import {QueuedChildren} from './children.js'
 import {applyDueDeadlines} from './deadlines.js'
 import {relocator, workspaceOf, type LocalWorkspace} from './workspace.js'
@@ -223,7 +224,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
         const refused = await work.noteUnservable(queue).catch(() => [])
         for (const r of refused) log(`pipe worker: ${r.run_id} waits: ${r.note}`)
         if (scheduled.length > 0)
-          await fireDue(scheduled, {store: location, cwd: options.cwd, now: scheduleNow(), signal, log, refused: refusedSlots}).catch((error: unknown) =>
+          await fireDue(scheduled, {store: location, cwd: options.cwd, now: pipeNow(), signal, log, refused: refusedSlots}).catch((error: unknown) =>
             log(`pipe worker: schedules: [${(error as {code?: string}).code ?? 'E_INTERNAL'}] ${(error as Error).message}`),
           )
         // Runs waiting for a person whose deadline passed: the policy's confirm.on_timeout acts now.

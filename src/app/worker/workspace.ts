@@ -11,10 +11,10 @@
  * policy's hashes and refuses a changed one).
  */
 import {existsSync} from 'node:fs'
-import {realpath} from 'node:fs/promises'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
 import type {RunWorkspace} from '../../store/team.js'
+import {childProcess, realpath} from '../../util/fs-async.js'
 
 /** A workspace as found on this machine: its id, the root of its repository here, and the folder under that root. */
 export interface LocalWorkspace extends RunWorkspace {
@@ -22,10 +22,9 @@ export interface LocalWorkspace extends RunWorkspace {
   dir: string
 }
 
-async function git(cwd: string, args: string[]): Promise<string | null> {
-  const {execFile} = await import('node:child_process')
+function git(cwd: string, args: string[]): Promise<string | null> {
   return new Promise((resolve) => {
-    execFile('git', args, {cwd, encoding: 'utf8', timeout: 15000}, (error, stdout) => resolve(error ? null : stdout.trim()))
+    childProcess().execFile('git', args, {cwd, encoding: 'utf8', timeout: 15000}, (error, stdout) => resolve(error ? null : stdout.trim()))
   })
 }
 

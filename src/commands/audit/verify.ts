@@ -6,8 +6,9 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {PipeError} from '../../errors.js'
 import {deliveredKeys} from '../../steps/registry.js'
 import type {AuditReport} from '../../store/file/audit.js'
+import type {SignedLine} from '../../store/types.js'
 import {openStore} from '../../store/open.js'
-import {assertId} from '../../store/file/ids.js'
+import {assertId, compareIds} from '../../store/file/ids.js'
 import {jsonText, line as t} from '../../util/terminal-text.js'
 
 export default class AuditVerify extends PipeCommand {
@@ -65,9 +66,12 @@ Exit code 0 when everything checks out, 4 (CONFLICT) when anything was changed, 
       const store = await openStore(this.storeDir(flags.store), 'existing')
       // Only that it exists: a damaged run record is for the audit to report, not to stop it.
       if (args.run) await store.assertRunExists(args.run)
-      report = await store.audit(args.run, {deliveredKeys})
+      const signedLines: SignedLine[] = []
+      report = await store.audit(args.run, {deliveredKeys, signedDecision: (found) => signedLines.push(found)})
       if (!args.run) await auditArchives(store, report, {deliveredKeys}, flags.archives !== undefined ? {archives: flags.archives} : {})
-      const signed = await checkDecisionSignatures(store, args.run, report)
+      // Listed newest run first, as runs list has them (the walk goes oldest first); a run's own lines in their order.
+      if (!args.run) signedLines.sort((x, y) => compareIds(y.run_id, x.run_id))
+      const signed = await checkDecisionSignatures(signedLines, report)
       if (signed.length > 0) report = {...report, signed_decisions: signed}
     }
     if (!this.jsonEnabled()) {

@@ -1,7 +1,8 @@
 import * as Args from '../../cli/args.js'
 import {PipeCommand} from '../../cli/base-command.js'
 import {lastFirings} from '../../app/schedules/fire.js'
-import {loadScheduled, nextSlot, scheduleNow} from '../../app/schedules/schedules.js'
+import {loadScheduled, nextSlot} from '../../app/schedules/schedules.js'
+import {pipeNow} from '../../util/clock.js'
 import {line as t} from '../../util/terminal-text.js'
 
 export interface ScheduleRow {
@@ -33,7 +34,7 @@ Without PIPELINE, the pipelines under ./pipelines that declare schedules.`
 
   async run(): Promise<{schedules: ScheduleRow[]}> {
     const {argv, flags} = await this.parse(ScheduleList)
-    const now = scheduleNow()
+    const now = pipeNow()
     const scheduled = await loadScheduled(argv as string[], process.cwd())
     const last = await lastFirings(scheduled, this.storeDir(flags.store), process.cwd())
     const rows = scheduled.flatMap((s) =>

@@ -3,7 +3,8 @@ import {PipeCommand} from '../../cli/base-command.js'
 import {withSignals} from '../../cli/signals.js'
 import {writeErr} from '../../cli/std-streams.js'
 import {fireDue, type Fired} from '../../app/schedules/fire.js'
-import {loadScheduled, scheduleNow} from '../../app/schedules/schedules.js'
+import {loadScheduled} from '../../app/schedules/schedules.js'
+import {pipeNow} from '../../util/clock.js'
 import {line as t} from '../../util/terminal-text.js'
 
 export default class ScheduleRunDue extends PipeCommand {
@@ -24,7 +25,7 @@ Without PIPELINE, the pipelines under ./pipelines that declare schedules. Exit c
 
   async run(): Promise<{fired: Fired[]}> {
     const {argv, flags} = await this.parse(ScheduleRunDue)
-    const now = scheduleNow()
+    const now = pipeNow()
     const scheduled = await loadScheduled(argv as string[], process.cwd())
     const store = this.storeDir(flags.store)
     const fired = await withSignals(

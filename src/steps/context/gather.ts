@@ -5,7 +5,6 @@
  * alone: paths relative to the root, everything in byte order, no clock, no absolute path, so the
  * same repository in another folder gives the same bytes (and the same model request key).
  */
-import {execFile} from 'node:child_process'
 import {lstatSync, readFileSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../../errors.js'
@@ -16,6 +15,7 @@ import {sha256} from '../../util/hash.js'
 import {compareText} from '../../util/order.js'
 import {redact} from '../../util/redact.js'
 import {gitEnv, SAFE_GIT_CONFIG} from '../../vcs/git.js'
+import {childProcess} from '../../util/fs-async.js'
 
 /** How pipe estimates tokens everywhere (an agent's max_context_bytes: 200000 bytes, about 50k tokens). */
 export const BYTES_PER_TOKEN = 4
@@ -75,7 +75,7 @@ function git(place: GitPlace, args: readonly string[]): Promise<string> {
   const pinned = typeof place.dotGit === 'string' ? {gitDir: place.dotGit, workTree: path.dirname(place.dotGit)} : null
   const argv = [...SAFE_GIT_CONFIG.flatMap((c) => ['-c', c]), ...args]
   return new Promise((resolve, reject) => {
-    execFile(
+    childProcess().execFile(
       'git',
       argv,
       {cwd: place.root, env: gitEnv(pinned), maxBuffer: 64 * 1024 * 1024, timeout: 60_000, signal: place.signal, encoding: 'utf8'},

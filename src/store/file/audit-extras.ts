@@ -117,6 +117,24 @@ function lastLine(bytes: Buffer): string[] {
   return [bytes.toString('utf8', start, end)]
 }
 
+/** How appendCommit's JSON.stringify of a journal begins: its version, run and seq, in that order. */
+const JOURNAL_HEAD = /^\{"version":1,"run_id":"(R-[0-9-]+)","seq":(\d{1,9}),"/
+
+/**
+ * Whether an intact run's last commit log line is a commit that finished (its snapshot is there), so
+ * that it has nothing to note: read from the start of the line, without parsing the rest (a line
+ * holds a whole step's records, ~14 KB a default run). Whether the rest is JSON changes nothing: an
+ * intact run's last line that is not is ignored all the same.
+ */
+function committedLast(bytes: Buffer, runId: string, snapshotNames: ReadonlySet<string>, store: FileLayout): boolean {
+  const end = bytes.lastIndexOf(0x0a)
+  if (end < 0) return false
+  const start = end === 0 ? 0 : bytes.lastIndexOf(0x0a, end - 1) + 1
+  const head = JOURNAL_HEAD.exec(bytes.toString('latin1', start, Math.min(end, start + 96)))
+  if (!head || head[1] !== runId) return false
+  return snapshotNames.has(path.basename(store.snapshotFile(runId, Number(head[2]))))
+}
+
 /**
  * The run's commit log (see commit.ts): its last line without a snapshot is a commit a crash
  * interrupted. When the run has damage, each record or snapshot the log can rebuild byte for byte
@@ -145,6 +163,7 @@ export function commitLog(
       })
     return
   }
+  if (!damaged && committedLast(text, runId, snapshotNames, store)) return
   const raw = damaged ? completeLines(text) : lastLine(text)
   const bySeq = new Map<number, {seq: number; recorded_at?: string; spec?: {candidate?: string} | null; evidence?: Array<{candidate?: string}>}>()
   for (const [i, line] of raw.entries()) {

@@ -3,10 +3,10 @@
  * if it does not exist, so two run-due processes started for the same slot (a cron line and a
  * person, two machines sharing the folder) fire it once.
  */
-import {readdir} from 'node:fs/promises'
 import path from 'node:path'
 import {sha256} from '../../util/hash.js'
 import {createFileExclusive, makeDirs} from '../../util/fs.js'
+import {readdir} from '../../util/fs-async.js'
 
 function folderOf(store: string, key: string): string {
   return path.join(store, 'schedules', sha256(key).slice(0, 24))

@@ -45,6 +45,7 @@ const RUN_WRITES: Array<[string, string]> = [
   ]),
   ...['pipe_run_index', 'pipe_events', 'pipe_snapshots', 'pipe_specs', 'pipe_evidence', 'pipe_features', 'pipe_ledger_log'].map((t) => [t, 'INSERT']),
   ['pipe_queue', 'DELETE'],
+  ...['INSERT', 'UPDATE', 'DELETE'].map((p) => ['pipe_budget_holds', p]),
 ] as Array<[string, string]>
 
 /** A database error as pipe says it: one whose connection failed is E_IO (retry), the rest say what the database said. */

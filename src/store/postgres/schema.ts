@@ -194,6 +194,22 @@ const MIGRATIONS: string[] = [
     PRIMARY KEY (schedule, slot)
   );
   `,
+  // 9: budget holds (holds.ts): what each running step has spent and has under way against the
+  // budgets it counts toward, until its snapshot records it; a row counts only under the lease
+  // (epoch) it was put under. Not part of the trail: rows change and go.
+  `
+  CREATE TABLE pipe_budget_holds (
+    run_id text NOT NULL,
+    step text NOT NULL,
+    seq integer NOT NULL,
+    keys text[] NOT NULL,
+    tokens bigint NOT NULL,
+    usd numeric NOT NULL,
+    epoch bigint NOT NULL,
+    PRIMARY KEY (run_id, step, seq)
+  );
+  CREATE INDEX pipe_budget_holds_keys ON pipe_budget_holds USING gin (keys);
+  `,
 ]
 
 /** The schema version this pipe writes and reads. */

@@ -49,6 +49,8 @@ import {auditPostgres} from './audit.js'
 import {timelineOf, vouchRun} from './vouch-read.js'
 import {databaseError, PostgresRecords} from './records.js'
 import {childKey, parseRow} from './rows.js'
+import type {BudgetHolds} from '../budget-holds.js'
+import {PostgresHolds} from './holds.js'
 import {holderOf} from './holder.js'
 import type {RunWorkspace, TeamQueue} from '../team.js'
 import {CancelWatch} from './cancel-watch.js'
@@ -147,6 +149,7 @@ export class PostgresStore extends PostgresRecords implements RunStore {
   readonly cancelRequest = (runId: string): Promise<string | null> => this.team.cancelRequest(runId)
   /** The queue, leases and cancel requests workers share (../team.ts). */
   readonly team: TeamQueue = new PostgresWork(this)
+  readonly budgetHolds: BudgetHolds = new PostgresHolds(this)
 
   /** pipe store archive (./archive.ts). */
   readonly archiving: PostgresArchive

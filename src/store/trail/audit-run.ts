@@ -3,11 +3,11 @@
  * timeline against the record's head, the snapshot chain and the spec versions and evidence it
  * binds; and the checks of those records, also of the ones no snapshot names.
  */
-import type {AuditKinds} from '../types.js'
+import type {AuditKinds, SignedLine} from '../types.js'
 import type {RunRecord} from '../../types/run.js'
 import type {Snapshot} from '../../types/snapshot.js'
 import {timeBackwards} from './audit-notes.js'
-import {checkChain, Findings, parseBody, type Loc, type TrailRows} from './audit-walk.js'
+import {checkChain, Findings, parseBody, type ChainLine, type Loc, type TrailRows} from './audit-walk.js'
 import {ID_PATTERNS} from './ids.js'
 import {creationFindings, fileHash, RunRecordTexts, verifyEvidence, verifySnapshot, verifySpec} from './integrity.js'
 import type {CanonicalSpec} from '../../types/spec.js'
@@ -122,17 +122,17 @@ async function auditRecord(
   out: Findings,
   runId: string,
   indexLine: Plain | undefined,
-): Promise<{run: RunRecord & Plain; texts: RunRecordTexts} | null> {
+): Promise<{run: RunRecord & Plain; texts: RunRecordTexts; malformed: boolean} | null> {
   const loc: Loc = {kind: 'run', id: runId}
   const row = await rows.run(runId)
   const run = out.object(parseBody(row?.body ?? null), runId, loc) as (RunRecord & Plain) | null
   if (!run) return null
   const texts = new RunRecordTexts(run)
-  out.schema('run', run, runId, loc)
+  const malformed = out.schema('run', run, runId, loc)
   if (run.run_id !== runId) out.problem(runId, loc, 'run_id', `names ${String(run.run_id)}, not the run it is stored as`)
   if (run.seal === undefined) out.problem(runId, loc, 'seal', 'the run record is not sealed')
   else out.seal(texts.checkSeal(out.key), runId, loc, 'seal')
-  if (!indexLine) return {run, texts}
+  if (!indexLine) return {run, texts, malformed}
   if (indexLine.created_hash !== texts.creationHash())
     out.problem(runId, loc, '(created)', 'what the run was created with (pipeline, input, feature, policy, times) differs from the run index')
   for (const f of creationFindings(indexLine, texts)) {
@@ -145,14 +145,32 @@ async function auditRecord(
   const ws = row?.workspace
   if (ws && (ws.id !== (bound.id ?? null) || ws.root !== (bound.root ?? null) || ws.sub !== (bound.sub ?? null)))
     out.problem(runId, loc, 'workspace_id', 'the workspace its row sends a worker to is not the one the run index bound')
-  return {run, texts}
+  return {run, texts, malformed}
 }
 
-/** The timeline: its chain, and against the run record's head. */
-async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run: RunRecordTexts | null, head: Head | undefined): Promise<void> {
+/** The timeline: its chain, and against the run record's head. Its lines, and whether each was an object of a line's shape. */
+async function auditTimeline(
+  rows: TrailRows,
+  out: Findings,
+  runId: string,
+  run: RunRecordTexts | null,
+  head: Head | undefined,
+): Promise<{chain: ChainLine[]; whole: boolean}> {
   const events = await rows.events(runId)
   const at = (n: number): Loc => ({kind: 'events', run: runId, n})
-  const chain = checkChain(events, out, at, () => runId, eventLineProblem)
+  let malformed = false
+  const chain = checkChain(
+    events,
+    out,
+    at,
+    () => runId,
+    (line) => {
+      const problem = eventLineProblem(line)
+      if (problem) malformed = true
+      return problem
+    },
+  )
+  const timeline = {chain, whole: !malformed && chain.length === events.length}
   out.report.events += chain.length
   const stamped = chain.map((l) => ({record: `${runId} ${String(l.value.event)} (line ${l.pos})`, field: `line ${l.pos}`, at: l.value.at}))
   for (const n of timeBackwards(stamped, '', `the timeline of ${runId}`)) out.report.notes.push({...n, ...rows.locate(at(Number(n.field.slice(5))), n.field)})
@@ -170,7 +188,7 @@ async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run:
         `was signed for run ${String((l.value.signed as {run_id?: unknown}).run_id)}, not this one (copied from another run)`,
       )
   }
-  if (!head || !run) return
+  if (!head || !run) return timeline
   const count = events.at(-1)?.pos ?? 0
   const anchored = chain.find((l) => l.pos === head.events)?.value
   if (count < head.events)
@@ -191,6 +209,7 @@ async function auditTimeline(rows: TrailRows, out: Findings, runId: string, run:
       'head.events',
       'a change to the run record was interrupted (the timeline is ahead of the record); the next change completes it',
     )
+  return timeline
 }
 
 /**
@@ -213,7 +232,19 @@ export async function auditRun(
   if (run) created?.set(runId, run.created_at)
   // Only a head of the right shape anchors the checks below (a malformed one is reported above).
   const head = isObject(run?.head) && Number.isInteger(run.head.events) && Number.isInteger(run.head.seq) ? (run.head as Head) : undefined
-  await auditTimeline(rows, out, runId, audited?.texts ?? null, head)
+  const timeline = await auditTimeline(rows, out, runId, audited?.texts ?? null, head)
+  // What the store's own reads would give (a record of its schema, every line of a line's shape): the
+  // signed decisions of a run that does not read are checked once it does.
+  if (kinds.signedDecision && run && !audited?.malformed && timeline.whole)
+    for (const {pos, value} of timeline.chain)
+      if (value.signed)
+        kinds.signedDecision({
+          run_id: runId,
+          line: pos,
+          event: value.event as SignedLine['event'],
+          signed: value.signed as SignedLine['signed'],
+          policy_path: run.policy_path,
+        })
   const problemsBefore = out.report.problems.length
 
   const snapshots: Snapshot[] = []
