@@ -29,11 +29,28 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
     while (Date.now() < deadline && !isFinal((await store.readRun(options.runId)).status)) await new Promise((r) => setTimeout(r, 100))
     const now = await store.readRun(options.runId)
     if (now.status === 'cancelled') {
-      // A child the parent had created but no worker had started yet is driven by no one: it is cancelled here.
+      // The parent is recorded first; the children its worker (or theirs) is stopping end just after.
+      // Said cancelled only once they have: a child still running after the command returned would
+      // be a cancel that reads as done and is not.
+      const running = async (): Promise<string[]> => {
+        const out: string[] = []
+        for (const child of await unfinishedDescendants(store, options.runId)) if ((await store.readRun(child)).status === 'running') out.push(child)
+        return out
+      }
+      let still = await running()
+      while (still.length > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100))
+        still = await running()
+      }
+      if (still.length > 0) {
+        throw new PipeError('E_CONFLICT', `run ${options.runId} is cancelled, but its child run(s) ${still.join(', ')} have not stopped yet`, {
+          hint: `The cancel request is recorded: the workers holding them end them as soon as they see it. pipe runs show ${still[0]} follows it.`,
+        })
+      }
+      // A child no one drives (queued but not started yet, or waiting for a person) is cancelled here.
       const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
       for (const child of await unfinishedDescendants(store, options.runId))
-        if ((await store.readRun(child)).status === 'pending')
-          await engine.cancel(child, `parent run ${options.runId} was cancelled: ${reason}`).catch(() => undefined)
+        await engine.cancel(child, `parent run ${options.runId} was cancelled: ${reason}`).catch(() => undefined)
       return {run_id: options.runId, feature_id: now.feature_id, status: 'cancelled', spec_version: now.spec_version ?? null, steps_run: 0, reason}
     }
     const who = holding.worker.name ?? `${holding.worker.host}:${holding.worker.pid}`
