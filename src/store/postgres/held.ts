@@ -12,7 +12,7 @@ import {lineText, recordText} from '../trail/records.js'
 import {changedRun} from '../trail/runs.js'
 import type {Committed, StepCommit} from '../types.js'
 import {boundHashIn, prepareStepCommit, takeCommitIds, writeHeldCommit} from './commit.js'
-import {databaseError} from './records.js'
+import {databaseError, withClient} from './records.js'
 
 /** A held run's row as this process knows it: the epoch of its holding and the body it last wrote or checked. */
 export interface HeldRow {
@@ -86,30 +86,16 @@ export async function commitHeld(
     return written && {...written, committed: {snapshot: prepared.stored, spec: prepared.spec?.record ?? null}, binds: prepared.binds}
   }
   if (commit.evidence.length === 0 && !commit.spec) return attempt(what, () => write(pool))
-  let client: PoolClient
-  try {
-    client = await pool.connect()
-  } catch (error) {
-    throw databaseError(error, what)
-  }
-  let broken = false
-  const lost = (): void => {
-    broken = true
-  }
-  client.on('error', lost)
-  try {
-    return await attempt(what, async () => {
+  return withClient(pool, what, (client, lose) =>
+    attempt(what, async () => {
       await client.query('BEGIN')
       const done = await write(client).catch(async (error: unknown) => {
-        await client.query('ROLLBACK').catch(() => (broken = true))
+        await client.query('ROLLBACK').catch(lose)
         throw error
       })
       // Nothing written (a takeover, a row changed since): the locked way decides.
       await client.query(done ? 'COMMIT' : 'ROLLBACK')
       return done
-    })
-  } finally {
-    client.off('error', lost)
-    client.release(broken)
-  }
+    }),
+  )
 }

@@ -84,6 +84,32 @@ export function databaseError(error: unknown, what: string): Error {
   })
 }
 
+/**
+ * `work` with a connection of the pool, released after. A connection lost while it is out (the
+ * server restarted, the backend was terminated) is an 'error' event on the client that would end
+ * the process unheard: the failing query says it instead, and the connection is thrown away, as it
+ * is when `work` calls `lose` (a ROLLBACK that failed).
+ */
+export async function withClient<T>(pool: Pool, what: string, work: (client: PoolClient, lose: () => void) => Promise<T>): Promise<T> {
+  let client: PoolClient
+  try {
+    client = await pool.connect()
+  } catch (error) {
+    throw databaseError(error, what)
+  }
+  let broken = false
+  const lose = (): void => {
+    broken = true
+  }
+  client.on('error', lose)
+  try {
+    return await work(client, lose)
+  } finally {
+    client.off('error', lose)
+    client.release(broken)
+  }
+}
+
 export class PostgresRecords {
   constructor(
     readonly url: string,
@@ -125,35 +151,21 @@ export class PostgresRecords {
   /** Runs `work` in one transaction, retried on a serialisation failure or a deadlock. */
   async tx<T>(what: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      let client: PoolClient
-      try {
-        client = await this.pool.connect()
-      } catch (error) {
-        throw databaseError(error, what)
-      }
-      let broken = false
-      // A connection lost while this transaction has it (the server restarted, the backend was
-      // terminated) is an 'error' event on the client that would end the process unheard: the
-      // failing query says it instead, and the connection is thrown away.
-      const lost = (): void => {
-        broken = true
-      }
-      client.on('error', lost)
-      try {
-        await client.query('BEGIN')
-        const out = await work(client)
-        await client.query('COMMIT')
-        return out
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => (broken = true))
-        const code = (error as {code?: string}).code
-        // 55P03: a row another holder kept locked past lock_timeout (see store.ts connect).
-        if ((code === '40001' || code === '40P01' || code === '55P03') && attempt < 5) continue
-        throw databaseError(error, what)
-      } finally {
-        client.off('error', lost)
-        client.release(broken)
-      }
+      const done = await withClient(this.pool, what, async (client, lose) => {
+        try {
+          await client.query('BEGIN')
+          const out = await work(client)
+          await client.query('COMMIT')
+          return {out}
+        } catch (error) {
+          await client.query('ROLLBACK').catch(lose)
+          const code = (error as {code?: string}).code
+          // 55P03: a row another holder kept locked past lock_timeout (see store.ts connect).
+          if ((code === '40001' || code === '40P01' || code === '55P03') && attempt < 5) return undefined
+          throw databaseError(error, what)
+        }
+      })
+      if (done) return done.out
     }
   }
 
