@@ -31,8 +31,9 @@ export async function loadCli(root: string, group: string): Promise<Cli> {
   const folder = path.dirname(file)
   const importer = (specifier: string): Promise<unknown> => import(specifier.startsWith('.') ? pathToFileURL(path.join(folder, specifier)).href : specifier)
   const script = loadScript(file, {header: 'pipe-cli-cache 1', wrapped: true, ascii: true, extra: [importer], keep: buildingCodeCaches(dist)})
-  const exported = script?.exports as Partial<Cli> | undefined
-  if (typeof exported?.execute !== 'function') {
+  const exported = script?.exports as (Partial<Cli> & {group?: unknown}) | undefined
+  // Another group's bundle in this one's place (an install mixing builds) runs but lacks the command: said as a damaged file, not a bug.
+  if (typeof exported?.execute !== 'function' || exported.group !== group) {
     throw new PipeError('E_INTERNAL', `the installation's ${path.relative(root, file)} is missing or damaged`, {
       hint: 'Build pipe again (npm run build) or reinstall it.',
     })

@@ -8,16 +8,27 @@
  */
 import type {CommandClass, Config} from '../cli/base-command.js'
 import {describeCommands, type CommandStatics, type Manifest} from '../cli/manifest.js'
+import {PipeError} from '../errors.js'
 
 export type Commands = Record<string, () => Promise<{default: CommandStatics}>>
 
 /** The CLI of the group `group`: its commands by id (words joined by ':'). */
 export function commandsOf(group: string, commands: Commands) {
   return {
+    /** Which group this bundle is: the loader (cli/boot.ts) refuses a file holding another group's bundle. */
+    group,
     /** Runs the command `id` on `argv`: the exit code of a failure it said, else undefined. */
     execute: async (id: string, argv: string[], config: Config): Promise<number | undefined> => {
       const load = commands[id]
-      if (load === undefined) throw new Error(`no command ${id} in the ${group} group's bundle`)
+      // The manifest names a command this bundle lacks: the two come from different builds, which the user cannot fix but by rebuilding.
+      if (load === undefined)
+        throw new PipeError(
+          'E_INTERNAL',
+          `the installation's dist/cli/${group}.cjs has no command ${id}: it and dist/cli/commands.json are from different builds`,
+          {
+            hint: 'Build pipe again (npm run build) or reinstall it.',
+          },
+        )
       const command = (await load()).default as CommandClass & {
         execute(this: CommandClass, id: string, argv: string[], config: Config): Promise<number | undefined>
       }

@@ -195,7 +195,7 @@ await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text
     await allSucceedAlike(cases.map(([what, bytes, nodeFlags]) => ({what, cache: bytes, nodeFlags})))
   })
 
-  it('a bundle cut short, emptied or not the bundle (an install or build overwriting it as a run starts): an error that says so, not a stack trace', async () => {
+  it("a bundle cut short, emptied, another group's or not the bundle (an install or build overwriting it as a run starts): an error that says so, not a stack trace", async () => {
     const good = readFileSync(bundle)
     const {dir, cleanup} = await tempDir()
     try {
@@ -206,6 +206,8 @@ await module.exports.execute('run', [${JSON.stringify(defaultPipeline)}, '--text
           ["a bundle of only its wrapper's start", good.subarray(0, good.indexOf(0x7b) + 1)],
           ['a bundle that is a complete script but no function', Buffer.from('"not the bundle"\n')],
           ['no bundle at all', null],
+          // A complete, working bundle, but another group's (an install mixing builds): it has no run command.
+          ["another group's bundle", readFileSync(path.join(dist, 'cli', 'view.cjs'))],
         ] as Array<[string, Buffer | null]>
       ).entries()) {
         const root = installation(path.join(dir, String(i)), readFileSync(cache), bytes ?? Buffer.alloc(0))

@@ -1,7 +1,7 @@
 /** Authoring: checking pipelines and policy, scaffolding, keys and the commands that only read the manifest. The config loader, the schemas' validators, yaml and the expression checker; no store, no engine. */
 import {commandsOf} from '../main.js'
 
-export const {execute, describe} = commandsOf('author', {
+export const {group, execute, describe} = commandsOf('author', {
   autocomplete: () => import('../../commands/autocomplete.js'),
   'autocomplete:script': () => import('../../commands/autocomplete/script.js'),
   help: () => import('../../commands/help.js'),

@@ -1,7 +1,7 @@
 /** What starts, moves or reads a run through the engine: the engine, the steps, the providers and the store. */
 import {commandsOf} from '../main.js'
 
-export const {execute, describe} = commandsOf('run', {
+export const {group, execute, describe} = commandsOf('run', {
   answer: () => import('../../commands/answer.js'),
   budget: () => import('../../commands/budget.js'),
   cancel: () => import('../../commands/cancel.js'),

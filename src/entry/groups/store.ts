@@ -1,7 +1,7 @@
 /** What reads or moves a store's records without running anything: the store and its audit, attestations, the graph. */
 import {commandsOf} from '../main.js'
 
-export const {execute, describe} = commandsOf('store', {
+export const {group, execute, describe} = commandsOf('store', {
   attest: () => import('../../commands/attest.js'),
   'attest:verify': () => import('../../commands/attest/verify.js'),
   'audit:verify': () => import('../../commands/audit/verify.js'),
