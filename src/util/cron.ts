@@ -27,6 +27,11 @@ export function parseCron(Cron: CronClass, expression: string, zone: string): {c
   // croner also reads a seventh field (the year) and more: pipe's schedules say five or six, and a
   // year field would make a schedule that stops firing one day without a word.
   const fields = expression.trim().split(/\s+/)
+  if (fields[0]!.startsWith('@') && fields.length > 1) {
+    return {
+      problem: `cron expression ${JSON.stringify(expression)} is not one pipe reads: a nickname stands alone (@hourly, @daily, @weekly, @monthly, @yearly), or give five fields`,
+    }
+  }
   if (!(fields.length === 1 && fields[0]!.startsWith('@')) && fields.length !== 5 && fields.length !== 6) {
     return {
       problem: `cron expression ${JSON.stringify(expression)} has ${fields.length} field(s): give five (minute hour day-of-month month day-of-week) or six with seconds first`,

@@ -89,6 +89,11 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(wrong.code).to.not.equal(0)
     expect(wrong.stderr).to.contain('E_INVALID_ARGS')
 
+    // A grant that would take the limit past a whole number JSON can hold exactly is refused too.
+    const huge = await cli(['budget', paused.run_id, '--add-tokens', String(Number.MAX_SAFE_INTEGER)])
+    expect(huge.code).to.equal(2)
+    expect(huge.stderr).to.contain('E_INVALID_ARGS').and.contain('nothing was granted')
+
     const granted = await cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'worth it'])
     expect(granted.code, granted.stderr).to.equal(0)
     expect(json<RunJson>(granted).status).to.equal('succeeded')

@@ -47,7 +47,9 @@ describe('schedules on a folder store', function () {
   it('pipe validate quotes a bad cron expression, names an unknown timezone and checks the inputs against the pipeline', async () => {
     await writeFile(
       path.join(dir, 'nightly.yaml'),
-      pipeline('  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}\n  - {cron: "0 0 2 * * * 2030"}'),
+      pipeline(
+        '  - {cron: "61 * * * *"}\n  - {cron: "0 2 * * *", timezone: Mars/Base, inputs: {since: 3, until: x}}\n  - {cron: "0 0 2 * * * 2030"}\n  - {cron: "@every 5m"}',
+      ),
     )
     const result = await pipe(['validate', 'nightly.yaml'], {cwd: dir})
     expect(result.code).to.equal(2)
@@ -56,6 +58,7 @@ describe('schedules on a folder store', function () {
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.since .*not a string/)
     expect(result.stdout).to.match(/schedules\[1\]\.inputs\.until .*unknown input "until"/)
     expect(result.stdout).to.include('schedules[2].cron  cron expression "0 0 2 * * * 2030" has 7 field(s): give five')
+    expect(result.stdout).to.include('schedules[3].cron  cron expression "@every 5m" is not one pipe reads: a nickname stands alone')
   })
 
   it('run-due without a pipeline named says why a pipeline under ./pipelines that declares schedules cannot load, not that none does', async () => {

@@ -56,6 +56,15 @@ export async function budgetSession(options: BudgetSession): Promise<RunOutcome>
     throw new PipeError('E_INVALID_ARGS', `${wrongUnit}; nothing was granted`, {
       hint: `pipe runs show ${options.runId} shows the budget it paused at; raise that one (--add-tokens N or --add-usd X).`,
     })
+  // A limit past 2^53 is no longer a whole number JSON and the ledger can say exactly.
+  if (addTokens !== undefined && paused?.limit_tokens !== undefined && !Number.isSafeInteger(paused.limit_tokens + addTokens))
+    throw new PipeError(
+      'E_INVALID_ARGS',
+      `--add-tokens ${addTokens} would raise the budget of ${tokensText(paused.limit_tokens)} past ${Number.MAX_SAFE_INTEGER} tokens; nothing was granted`,
+      {
+        hint: `pipe budget ${options.runId} --add-tokens 50000`,
+      },
+    )
   const amount = [addTokens !== undefined ? `+${tokensText(addTokens)}` : '', addUsd !== undefined ? `+${usdText(addUsd)}` : ''].filter(Boolean).join(' ')
   // Signed as every decision is (castVote); under no approvals.budget rule it goes on at once.
   const ballot = {kind: 'budget' as const, decision: `grant ${amount}`, approve: true, ...(note ? {note} : {})}
