@@ -61,17 +61,9 @@ import {boundHashIn, committedBefore, lockForCommit, prepareStepCommit, writeSte
 import {commitHeld, updateHeld, type HeldRow} from './held.js'
 import {datedNumber, ensureDaySequence, nextDatedSql} from './ids.js'
 import {sealedStepState} from '../step-state.js'
-import {migrate} from './schema.js'
-import {checkStoreUrl, verifiedSsl} from './url.js'
-import {importPg} from './pg.js'
+import {leaseMs, openPool} from './pg.js'
 
 type Start = RunStart
-
-/** How long a holder keeps a run without renewing its lease (PIPE_LEASE_MS). */
-function leaseMs(): number {
-  const set = Number(process.env.PIPE_LEASE_MS)
-  return Number.isSafeInteger(set) && set >= 200 ? set : 30000
-}
 
 export {safeUrl}
 export {nameHolder} from './holder.js'
@@ -95,42 +87,9 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     this.archiving = new PostgresArchive(this, this.root)
   }
 
-  /** Connects and migrates (see schema.ts). pg is loaded here, and only here. */
+  /** Connects and migrates (see pg.ts). */
   static async connect(url: string): Promise<PostgresStore> {
-    checkStoreUrl(url)
-    const pg = await importPg()
-    const pool = new pg.Pool({
-      connectionString: verifiedSsl(url),
-      max: Number(process.env.PIPE_PG_POOL) || 8,
-      allowExitOnIdle: true,
-      // A process stopped inside a transaction (SIGSTOP, a frozen VM) would hold its row locks until
-      // it woke, and every other worker's claim of that run would wait behind them past the lease:
-      // the server ends such a session first, so the run moves to another worker once the lease runs out.
-      idle_in_transaction_session_timeout: Math.max(100, Math.floor((leaseMs() * 2) / 3)),
-      // And no statement waits for a row lock as long as a lease: one kept by a stalled session is
-      // given up (55P03, retried by tx) rather than waited for while the waiter's own leases run out.
-      lock_timeout: Math.max(100, Math.floor(leaseMs() / 2)),
-    })
-    // An idle connection the server dropped must not crash the process: the next query reconnects.
-    pool.on('error', () => undefined)
-    const store = new PostgresStore(url, pool)
-    let client: PoolClient | undefined
-    try {
-      client = await pool.connect()
-      await migrate(client)
-    } catch (error) {
-      client?.release()
-      client = undefined
-      await pool.end().catch(() => undefined)
-      if ((error as {newer?: boolean}).newer)
-        throw new PipeError('E_CONFLICT', `${(error as Error).message} (${safeUrl(url)})`, {
-          hint: 'Upgrade pipe on this machine to the version the rest of the team uses.',
-        })
-      throw databaseError(error, `cannot open the store at ${safeUrl(url)}`)
-    } finally {
-      client?.release()
-    }
-    return store
+    return new PostgresStore(url, await openPool(url))
   }
 
   private readonly cancels = new CancelWatch()
