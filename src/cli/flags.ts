@@ -11,7 +11,8 @@ export interface Relationship {
   flags: string[]
 }
 
-interface Common {
+/** What every flag may say of itself; FlagMeta (manifest.ts) carries the describing part of it. */
+export interface Common {
   /** Set from the key of the flags object when the command is described or parsed. */
   name?: string
   char?: string

@@ -7,7 +7,7 @@
 import {readFileSync} from 'node:fs'
 import path from 'node:path'
 import {PipeError} from '../errors.js'
-import type {ArgDefinitions, FlagDefinitions} from './flags.js'
+import type {ArgDefinitions, Common, FlagDefinitions} from './flags.js'
 
 export type Example = string | {description: string; command: string}
 
@@ -23,16 +23,10 @@ export interface CommandStatics {
   enableJsonFlag?: boolean
 }
 
-export interface FlagMeta {
+export interface FlagMeta extends Pick<Common, 'char' | 'description' | 'summary' | 'helpValue' | 'hidden' | 'required'> {
   name: string
   type: 'boolean' | 'option'
   kind?: 'string' | 'integer'
-  char?: string
-  description?: string
-  summary?: string
-  helpValue?: string
-  hidden?: boolean
-  required?: boolean
   multiple?: boolean
   allowNo?: boolean
   options?: readonly string[]
