@@ -138,13 +138,14 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect(newest).to.deep.equal([...versions].reverse())
     })
 
+    // The first start is of a step safe to run twice (written without waiting for the disk where a store can), the second of one that is not: both read back alike.
     it("records a step's start before the step acts: its step_started line and the run's current step, which the next status change clears", async () => {
       const runId = await startRun()
       // The engine's own writer, on a clock that moves: each record's UPDATED is the time it was written.
       let tick = 0
       const keeper = new RunKeeper(store, () => new Date(now.getTime() + ++tick * 1000), 'tester', undefined)
       keeper.hold(runId, await store.readRun(runId))
-      await keeper.stepStarted(runId, 'compile', 1)
+      await keeper.stepStarted(runId, 'compile', 1, true)
       const running = await store.readRun(runId)
       expect(running.current_step).to.deep.include({step: 'compile', seq: 1, since: '2026-11-21T10:00:01.000Z'})
       expect(running.current_step!.worker).to.include({pid: process.pid})
@@ -154,7 +155,7 @@ export function storeConformance(name: string, makeStore: MakeStore): void {
       expect(listed?.current_step?.step).to.equal('compile')
       const first = await store.commitStep(stepCommit(runId, 1, null, {evidence: 0, spec: false}))
       // The next step's start moves the run on, past the committed one.
-      await keeper.stepStarted(runId, 'test', 2)
+      await keeper.stepStarted(runId, 'test', 2, false)
       expect((await store.readRun(runId)).current_step).to.deep.include({step: 'test', seq: 2, since: '2026-11-21T10:00:02.000Z'})
       await store.commitStep(stepCommit(runId, 2, first.snapshot.meta.record_hash!, {evidence: 0, spec: false}, 'test'))
       await keeper.stop(runId, {status: 'succeeded', reason: 'done'})

@@ -17,7 +17,7 @@ import {deadline} from './deadlines.js'
 import {condition, contextFor, deferredFields, explained, resolveStep} from './expressions.js'
 import {checkedOutputs} from './outputs-check.js'
 import {StepBudget} from './budget.js'
-import {backoffFor} from './retry.js'
+import {backoffFor, safeToRetry} from './retry.js'
 import {stepGate, type ConfirmationUsed} from './step-confirm.js'
 import {renderer, stepContext, type AttemptEnvironment, type RunAtStep} from './step-context.js'
 
@@ -109,7 +109,7 @@ export async function attemptStep<K extends StepKind>(
   cancel?: AbortSignal,
 ): Promise<Executed> {
   const {policy} = run.settings
-  const safe = step.retry?.safe ?? handler.safeToRetry
+  const safe = safeToRetry(step, handler)
   const maxRetries = safe ? (step.retry?.max_retries ?? policy.policy.max_retries_default) : 0
   // A step that waits for child runs is bounded only by its own timeout_ms: each child step has its own.
   const timeoutMs = step.timeout_ms ?? (handler.waitsForChildren ? null : (policy.policy.resource_limits.step_timeout_ms ?? 600000))

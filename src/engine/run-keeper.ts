@@ -77,8 +77,12 @@ export class RunKeeper {
   /**
    * The step the run is in now, with its step_started line, recorded before the step acts: a reader
    * (pipe runs show, the view) sees what runs, since when and where, and UPDATED moves at every step.
+   * A step safe to run twice has its line written without waiting for the disk where a store can
+   * (UpdateOptions.durable): were it lost, a redrive would run the step again, as it does anyway
+   * when no commit follows the line. A step that may act only once keeps the trail's word that it
+   * started before anything it did.
    */
-  async stepStarted(runId: string, step: string, seq: number): Promise<void> {
+  async stepStarted(runId: string, step: string, seq: number, safeToRunTwice: boolean): Promise<void> {
     const at = this.now().toISOString()
     const {pid, host} = selfIdentity()
     const name = processName()
@@ -89,6 +93,7 @@ export class RunKeeper {
         r.updated_at = at
       },
       {at, event: 'step_started', step, seq},
+      {durable: !safeToRunTwice},
     )
     this.held.set(runId, record)
   }

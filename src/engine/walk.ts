@@ -24,6 +24,7 @@ import {contextFor, evaluatorFor, iterationBound, policyValues, readSecrets, use
 import {History} from './history.js'
 import {stepCommitOf} from './record.js'
 import {canRedrive} from './redrive.js'
+import {safeToRetry} from './retry.js'
 import type {RunKeeper, RunStop} from './run-keeper.js'
 
 /** What a walk uses of the engine that drives the run. */
@@ -159,7 +160,7 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
     let executed: Executed
     // Requests left over from an attempt that never recorded (an interrupted one) are not this step's.
     env.deps.replies?.take(runId, step.id)
-    await env.keeper.stepStarted(runId, step.id, seq)
+    await env.keeper.stepStarted(runId, step.id, seq, safeToRetry(step, handler))
     const record = env.keeper.record(runId)
     try {
       executed = await attemptStep(env.attempts, handler, step, seq, {record, settings, history, spec: current, exprs}, cancel)

@@ -28,7 +28,7 @@ export function redacting<S extends RunStore>(store: S): S {
     createRun: (draft, now, event) => store.createRun(redactDeep(draft), now, redactDeep(event)),
     createStartedRun: (draft, now, created, start) =>
       store.createStartedRun(redactDeep(draft), now, redactDeep(created), {event: redactDeep(start.event), change: redactedChange(start.change)}),
-    updateRun: (runId, change, event) => store.updateRun(runId, redactedChange(change), redactDeep(event)),
+    updateRun: (runId, change, event, options) => store.updateRun(runId, redactedChange(change), redactDeep(event), options),
     appendEvent: (runId, event) => store.appendEvent(runId, redactDeep(event)),
     commitStep: (commit, hook) => store.commitStep(redactDeep(commit), hook),
     createFeature: (now, title) => store.createFeature(now, redactDeep(title)),

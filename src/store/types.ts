@@ -46,6 +46,17 @@ export type Release = () => Promise<void>
 export type CommitHook = (point: string) => Promise<void> | void
 
 /** Everything one step records, committed together by `RunStore.commitStep`. */
+/** How a change of a run is written (RunStore.updateRun). */
+export interface UpdateOptions {
+  /**
+   * false: the change may be acknowledged before it is durable, and lost with the database server's
+   * crash (never with the writer's); the run's next durable write makes it durable with it. Only for
+   * what a redrive would do again anyway: the start line of a step that is safe to run twice. A store
+   * whose writes cost no more one way than the other may ignore it. Default true.
+   */
+  durable?: boolean
+}
+
 export interface StepCommit {
   run_id: string
   seq: number
@@ -232,7 +243,7 @@ export interface RunStore {
    */
   listChildren(runId: string): Promise<RunRecord[]>
   /** Changes the run record and appends `event` to its timeline, together; only the run's holder calls it. */
-  updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord>
+  updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent, options?: UpdateOptions): Promise<RunRecord>
   appendEvent(runId: string, event: RunEvent): Promise<RunRecord>
   /** The timeline in the order it was written. */
   readEvents(runId: string): Promise<RunEvent[]>

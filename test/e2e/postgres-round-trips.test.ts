@@ -17,9 +17,10 @@ import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {expectAuditPasses} from '../helpers/stores.js'
 import {until} from '../helpers/workers.js'
 
-/** A proxy to the cluster that counts the client's Query ('Q') and Sync ('S') messages. */
-async function countingProxy(port: number): Promise<{port: number; roundTrips: () => number; close: () => Promise<void>}> {
+/** A proxy to the cluster that counts the client's Query ('Q') and Sync ('S') messages, and keeps the SQL of each Query and Parse ('P'). */
+async function countingProxy(port: number): Promise<{port: number; roundTrips: () => number; statements: string[]; close: () => Promise<void>}> {
   let roundTrips = 0
+  const statements: string[] = []
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
     const upstream = net.connect(port, '127.0.0.1')
@@ -35,6 +36,12 @@ async function countingProxy(port: number): Promise<{port: number; roundTrips: (
         const length = pending.readInt32BE(head)
         if (pending.length < head + length) break
         if (started && (pending[0] === 0x51 || pending[0] === 0x53)) roundTrips++
+        // A Query is its SQL; a Parse is the statement's name, then its SQL: each a NUL-ended string.
+        if (started && (pending[0] === 0x51 || pending[0] === 0x50)) {
+          const body = pending.subarray(5, 1 + length)
+          const sql = pending[0] === 0x51 ? body : body.subarray(body.indexOf(0) + 1)
+          statements.push(sql.subarray(0, sql.indexOf(0)).toString('utf8'))
+        }
         pending = pending.subarray(head + length)
         started = true
       }
@@ -52,6 +59,7 @@ async function countingProxy(port: number): Promise<{port: number; roundTrips: (
   return {
     port: (server.address() as net.AddressInfo).port,
     roundTrips: () => roundTrips,
+    statements,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy()
@@ -92,6 +100,34 @@ describe('the round trips of a step on the PostgreSQL store', function () {
       const one = await trips('chain1.yaml')
       const many = await trips('chain21.yaml')
       expect((many - one) / 20, `${many} round trips for 21 steps, ${one} for 1`).to.be.at.most(2)
+      await expectAuditPasses(dir, undefined, cluster.url(db))
+    } finally {
+      await proxy.close()
+      await cleanup()
+    }
+  })
+
+  it("writes the start of a step safe to run twice without waiting for the disk, and keeps every other start and every commit durable", async () => {
+    const {dir, cleanup} = await tempDir('pipe-pg-unflushed-')
+    const proxy = await countingProxy(cluster.port)
+    try {
+      const db = await cluster.createDatabase()
+      const url = `postgres://postgres@127.0.0.1:${proxy.port}/${db}`
+      // noop and choice are safe to run twice; a write is not, and neither is a noop its pipeline says is not.
+      await writeFile(
+        path.join(dir, 'mixed.yaml'),
+        'version: 1\nname: mixed\nsteps:\n  - {id: a, kind: noop, next: w}\n  - {id: w, kind: write, path: out/x.txt, content: "hi", next: b}\n  - {id: b, kind: noop, retry: {safe: false}, next: c}\n  - {id: c, kind: noop}\n',
+      )
+      const from = proxy.statements.length
+      const run = await pipe(['run', path.join(dir, 'mixed.yaml'), '--text', 'x', '--store', url, '--json'], {cwd: dir, env: {PIPE_LEASE_MS: '600000'}})
+      expect(run.code, run.stderr).to.equal(0)
+      const sent = proxy.statements.slice(from)
+      const unflushed = sent.filter((sql) => /set_config\('synchronous_commit', 'off', true\)/.test(sql))
+      // Each step's start is one statement inserting its timeline line; the two safe steps' alone commit unflushed.
+      expect(unflushed, sent.join('\n---\n')).to.have.length(2)
+      for (const sql of unflushed) expect(sql).to.match(/INSERT INTO pipe_events/)
+      const starts = await cluster.sql<{line: string}>(db, `SELECT line FROM pipe_events WHERE line LIKE '%"step_started"%' ORDER BY n`)
+      expect(starts.map((r) => (JSON.parse(r.line) as {step: string}).step)).to.deep.equal(['a', 'w', 'b', 'c'])
       await expectAuditPasses(dir, undefined, cluster.url(db))
     } finally {
       await proxy.close()

@@ -9,6 +9,7 @@ import {changesSpec, type StepHandler, type StepKind, type StepRegistry} from '.
 import type {RunRecord} from '../../types/run.js'
 import type {InputValue} from '../../expr/inputs.js'
 import {evaluatorFor, usesExpressions} from '../../engine/expressions.js'
+import {safeToRetry} from '../../engine/retry.js'
 import {templatedStrings} from '../../config/expressions.js'
 import type {BoundExpressions, JsonValue} from '../../expr/index.js'
 import type {Decision, StartSession} from './shared.js'
@@ -86,7 +87,7 @@ export async function planSession(options: StartSession): Promise<RunPlan> {
     store: storeLabel(options.cwd, options.store),
     steps: pipeline.pipeline.steps.map((step) => {
       const handler = registry[step.kind] as StepHandler<StepKind>
-      const safe = step.retry?.safe ?? handler.safeToRetry
+      const safe = safeToRetry(step, handler)
       const outcomes = [...handler.outcomes(step), 'error', ...(step.when !== undefined ? ['skipped'] : [])]
       const edges = edgesOf(step, kindCatalog)
       const unrouted: RunPlan['steps'][number]['unrouted'] = {}

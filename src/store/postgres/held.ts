@@ -41,7 +41,13 @@ async function attempt<T>(what: string, write: () => Promise<T>): Promise<T | un
   }
 }
 
-/** updateRun of a held run: the record changed, its timeline line and the run's row in one statement. */
+/**
+ * updateRun of a held run: the record changed, its timeline line and the run's row in one statement.
+ * Not `durable`, its transaction commits without waiting for the WAL to reach the disk
+ * (synchronous_commit off for it alone: PostgreSQL reads the setting at commit, and the statement's
+ * own transaction is what set_config's `true` scopes it to). A server crash may then lose it, and
+ * only it: the run's next durable commit, later in the WAL, flushes it too.
+ */
 export async function updateHeld(
   pool: Pool,
   what: string,
@@ -49,17 +55,20 @@ export async function updateHeld(
   held: HeldRow,
   change: (record: RunRecord) => void,
   event: RunEvent,
+  durable: boolean,
 ): Promise<(Written & {record: RunRecord}) | undefined> {
   const {record, line, n} = changedRun(JSON.parse(held.body) as RunRecord, change, event)
   const body = recordText(record)
+  // A SELECT in WITH runs only when referenced: the final SELECT reads it.
+  const flush = durable ? '' : `, unflushed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)`
   const row = await attempt(
     what,
     async () =>
       (
         await pool.query<{cancel_request: string | null}>(
           `WITH up AS (UPDATE pipe_runs SET body = $3 WHERE run_id = $1 AND epoch = $2 AND body = $4 RETURNING cancel_request),
-             ev AS (INSERT INTO pipe_events (run_id, n, line) SELECT $1, $5, $6 FROM up)
-           SELECT cancel_request FROM up`,
+             ev AS (INSERT INTO pipe_events (run_id, n, line) SELECT $1, $5, $6 FROM up)${flush}
+           SELECT cancel_request FROM up${durable ? '' : ', unflushed'}`,
           [runId, held.epoch, body, held.body, n, lineText(line)],
         )
       ).rows[0],

@@ -43,6 +43,7 @@ import type {
   RunStore,
   StartedRun,
   StepCommit,
+  UpdateOptions,
 } from '../types.js'
 import {listChildRows, listRunRows} from './listing.js'
 import {auditPostgres} from './audit.js'
@@ -160,7 +161,10 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     const holder = start ? holderOf() : null
     const record = await this.tx('cannot create a run', (client) => this.insertRun(client, {draft, now, event, start, holder}))
     if (!holder) return {record}
-    return {record, release: this.hold(record.run_id, 1, holder.token)}
+    const release = this.hold(record.run_id, 1, holder.token)
+    // As inserted: its first change (the first step's start) is one statement, not a locked read and two writes.
+    this.knowBody(record.run_id, 1, recordText(record))
+    return {record, release}
   }
 
   /**
@@ -323,10 +327,11 @@ export class PostgresStore extends PostgresRecords implements RunStore {
     return record
   }
 
-  async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
+  async updateRun(runId: string, change: (record: RunRecord) => void, event: RunEvent, options: UpdateOptions = {}): Promise<RunRecord> {
     const what = `cannot update run ${runId}`
     const held = this.heldRow(runId)
-    const fast = held && (await updateHeld(this.pool, what, runId, held, change, event))
+    // A run not held (or not known as written) goes the locked way, durable: it is seldom a step's start.
+    const fast = held && (await updateHeld(this.pool, what, runId, held, change, event, options.durable !== false))
     if (fast) {
       this.knowBody(runId, held.epoch, fast.body)
       this.cancelSeen(runId, fast.cancel)
