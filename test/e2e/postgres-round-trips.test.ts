@@ -107,7 +107,7 @@ describe('the round trips of a step on the PostgreSQL store', function () {
     }
   })
 
-  it("writes the start of a step safe to run twice without waiting for the disk, and keeps every other start and every commit durable", async () => {
+  it('writes the start of a step safe to run twice without waiting for the disk, and keeps every other start and every commit durable', async () => {
     const {dir, cleanup} = await tempDir('pipe-pg-unflushed-')
     const proxy = await countingProxy(cluster.port)
     try {
