@@ -5,7 +5,7 @@
  * group's code `load` brings (that group's bundle, src/entry/groups/) and which parses its own flags
  * (cli/base-command.ts). Every failure is said by the one error renderer (command-io.ts).
  */
-import {addProcessSecrets} from '../util/redact.js'
+import {addProcessSecrets, fixSecretEnvironment} from '../util/redact.js'
 import type {Config} from './base-command.js'
 import {commandHelp, commandJson, printHelp, printJson, rootHelp, rootJson, topicHelp, topicJson, versionJson, versionLine} from './help.js'
 import type {CommandMeta, Manifest} from './manifest.js'
@@ -68,6 +68,7 @@ export function showHelp(manifest: Manifest, argv: readonly string[]): void {
 export async function route(argv: string[], installation: Installation): Promise<void> {
   // Before anything is printed or written: the credentials this process was given are known, and stdout and stderr redact.
   addProcessSecrets(argv)
+  fixSecretEnvironment()
   redactStandardStreams()
   let id: string | undefined
   try {

@@ -16,6 +16,8 @@ const NOT_SECRET_ENV = new Set(['PIPE_SIGNING_KEY'])
 const registry = ((globalThis as Record<symbol, unknown>)[Symbol.for('pipe.secrets')] ??= {known: new Set<string>(), composite: new Set<string>()}) as {
   known: Set<string>
   composite: Set<string>
+  /** The environment's secrets while they are read once (fixSecretEnvironment): both copies of this module use them. */
+  fixed?: {env: readonly string[]; known: number; composite: number; secrets?: Secrets}
 }
 /** Values this process was told are secret (webhook URLs and their parts), whatever their variable is named. */
 const known = registry.known
@@ -76,21 +78,23 @@ const envSecrets = (): string[] =>
     .map(([, value]) => value as string)
 
 /**
- * The environment's secrets read once, while a long-running process that never changes its
- * environment serves (pipe worker): reading process.env is ~0.3 ms, and a worker's step redacts
- * several records. Kept with the secrets they gave, until the registry of known values grows.
+ * Reads the environment's secrets once, until the returned function is called: a command runs in a
+ * process whose environment pipe never changes (cli/router.ts fixes it for every command), and
+ * reading process.env costs ~0.3 ms, while a run redacts every record and line it writes (~15 reads
+ * a default run, a worker's step several). The secrets are kept with what they gave, and gathered
+ * again whenever the registry of known values grows. Called while fixed already, it changes nothing
+ * and its release leaves the outer one in place.
  */
-let fixed: {env: readonly string[]; known: number; composite: number; secrets?: Secrets} | undefined
-
-/** Reads the environment's secrets once until the returned function is called (see `fixed`). */
 export function fixSecretEnvironment(): () => void {
-  fixed = {env: envSecrets(), known: -1, composite: -1}
+  if (registry.fixed) return () => undefined
+  registry.fixed = {env: envSecrets(), known: -1, composite: -1}
   return () => {
-    fixed = undefined
+    delete registry.fixed
   }
 }
 
 function secretValues(): Secrets {
+  const fixed = registry.fixed
   if (fixed?.secrets && fixed.known === known.size && fixed.composite === composite.size) return fixed.secrets
   const whole = [...new Set([...(fixed?.env ?? envSecrets()), ...known])]
   // Longest first, so a whole URL is replaced before the token inside it.

@@ -24,7 +24,6 @@ import {pipeNow} from '../../util/clock.js'
 import {QueuedChildren} from './children.js'
 import {applyDueDeadlines} from './deadlines.js'
 import {relocator, workspaceOf, type LocalWorkspace} from './workspace.js'
-import {fixSecretEnvironment} from '../../util/redact.js'
 
 /** How often an idle worker looks at the queue (PIPE_WORKER_POLL_MS). */
 const pollMs = (): number => (Number(process.env.PIPE_WORKER_POLL_MS) >= 10 ? Number(process.env.PIPE_WORKER_POLL_MS) : 500)
@@ -128,8 +127,6 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   // record it cannot read): not taken again before their time, doubling to a minute, so one such run
   // neither spins the loop nor keeps the queue's other runs from this worker.
   const backoff = new Map<string, {until: number; delay: number}>()
-  // A worker's environment is what it was started with: its secrets are read once, not at every record redacted.
-  const unfix = fixSecretEnvironment()
   try {
     const active = new Map<string, Promise<void>>()
     const drive = async (runId: string): Promise<void> => {
@@ -251,7 +248,6 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
     }
     await Promise.all(active.values())
   } finally {
-    unfix()
     clearInterval(alive)
     await stopListening().catch(() => undefined)
     await work.unregister(id).catch(() => undefined)
