@@ -27,7 +27,9 @@ const dist = path.join(root, 'dist')
 
 /**
  * Packages a run imports with import() only when a step needs them (the model client, the process
- * runner, git, diffs, RE2 for matches(), pg for a postgres:// store), with the names their importers use. Each becomes dist/vendor/NAME.js.
+ * runner, git, diffs, RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
+ * pg is not one: bundled into the scripts of the commands that open a postgres:// store (initialised
+ * on first use), it needs no ES module loader (bench/README.md, "pg in the commands' scripts").
  */
 const VENDORED = {
   openai: ['default'],
@@ -35,8 +37,6 @@ const VENDORED = {
   'simple-git': [],
   diff: [],
   re2js: [],
-  // The PostgreSQL store's client, only for a postgres:// store (src/store/postgres/).
-  pg: ['default'],
   // OpenTelemetry's light path, only when a collector is configured (src/telemetry/otlp.ts). Their
   // CommonJS builds have no static export list for an ES module to re-export: the names are given.
   '@opentelemetry/api': ['ROOT_CONTEXT', 'SpanKind', 'SpanStatusCode', 'TraceFlags', 'trace'],
@@ -119,6 +119,8 @@ const cli = await build({
   define: {'import.meta.url': '__pipeImportMetaUrl'},
   banner: {js: "(function (exports, require, module, __filename, __dirname, __pipeImport) {const __pipeImportMetaUrl = require('node:url').pathToFileURL(__filename).href;"},
   footer: {js: '\n})'},
+  // pg's native binding is optional and never installed: pg requires it only when asked to.
+  external: ['pg-native'],
   // Not minified: Node prints the whole source line of the frame that threw an uncaught error, and
   // minified lines (a class with its static fields is one) run to hundreds of characters.
   plugins: [vendorExternal],
@@ -131,7 +133,7 @@ for (const [file, output] of Object.entries(cli.metafile.outputs)) {
   // commands' import()s in entry/groups/ are of bundled modules: esbuild makes each a lazy
   // initialisation inside the script.) Each must be a vendored file or a Node module, and a static
   // import of a vendored (ES module) package cannot be a require().
-  const imports = output.imports.filter((i) => i.external)
+  const imports = output.imports.filter((i) => i.external && i.path !== 'pg-native')
   // require.resolve() of a package names its file in node_modules, which an installation has.
   const wrong = imports.filter((i) => i.kind !== 'require-resolve').filter((i) => !(isBuiltin(i.path) || Object.keys(VENDORED).some((n) => i.path === `../vendor/${vendorFile(n)}.js`)) || (i.path.startsWith('../') && i.kind !== 'dynamic-import'))
   if (wrong.length > 0) {
