@@ -1,10 +1,9 @@
 /**
  * Opening the store a command names: a folder (the file store, the embedded default) or a
  * PostgreSQL URL (`postgres://user@host:5432/db`, the team store). A URL is never taken as a folder
- * name. The PostgreSQL store and `pg` are imported only when a URL is given, so a file-store command
- * loads neither.
+ * name. Each store's code is imported only for a store of its kind: a file-store command loads
+ * neither the PostgreSQL store nor `pg`, and a postgres:// one not the file store.
  */
-import {Store} from './file/store.js'
 import {addSecretCredentials} from '../util/redact.js'
 import {isStoreUrl} from './location.js'
 import {redacting} from './redacting.js'
@@ -31,6 +30,7 @@ async function opened(location: string, mode: 'create' | 'existing' | 'if-exists
     const {PostgresStore} = await import('./postgres/store.js')
     return PostgresStore.connect(location)
   }
+  const {Store} = await import('./file/store.js')
   if (mode === 'create') return Store.open(location)
   if (mode === 'existing') return Store.existing(location)
   return Store.ifExists(location)
