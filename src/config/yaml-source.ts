@@ -7,7 +7,7 @@
  * checked here instead, one Set per mapping.
  */
 import {stat} from '../util/fs-async.js'
-import {Alias, Document, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node} from 'yaml'
+import {Alias, CST, Document, isAlias, isMap, isPair, isScalar, isSeq, Lexer, LineCounter, parseDocument, type Node} from 'yaml'
 import {PipeError} from '../errors.js'
 import {readInputFile} from '../util/text-input.js'
 import type {Diagnostic} from './diagnostics.js'
@@ -15,8 +15,17 @@ import type {Diagnostic} from './diagnostics.js'
 export const MAX_YAML_BYTES = 5 * 1024 * 1024
 /** Aliases a document may expand; a bomb needs thousands, real pipelines use a handful. */
 export const MAX_ALIAS_COUNT = 200
-/** Nodes (keys, values, list items) a document may hold; a 500-step pipeline holds ~10,000. */
+/**
+ * Nodes a document may hold, counted as written: its scalars (keys, values, list items), aliases and
+ * flow collections (`{...}`, `[...]`); a 500-step pipeline holds ~10,000.
+ */
 export const MAX_YAML_NODES = 100_000
+/**
+ * A text this long has its nodes counted from the tokenizer before it is parsed: ~6× cheaper than
+ * building the document, so a file of hundreds of thousands of keys is refused in a fraction of the
+ * time its parse would take. Smaller texts (every real pipeline) are only parsed, and counted there.
+ */
+const COUNT_BEFORE_PARSE_BYTES = 256 * 1024
 
 export interface YamlSource {
   file: string
@@ -79,10 +88,11 @@ export function parseYamlBytes(file: string, bytes: Uint8Array, expect: 'mapping
 export function parseYamlText(file: string, rawText: string, expect: 'mapping' = 'mapping'): LoadResult {
   const text = rawText.charCodeAt(0) === 0xfeff ? rawText.slice(1) : rawText
   const lineCounter = new LineCounter()
-  const doc = parseDocument(text, {lineCounter, uniqueKeys: false, prettyErrors: false, strict: true, merge: true})
-  const shape = walkNodes(doc.contents)
+  const counted = text.length > COUNT_BEFORE_PARSE_BYTES ? tokenNodePast(text) : undefined
+  const doc = counted === undefined ? parseDocument(text, {lineCounter, uniqueKeys: false, prettyErrors: false, strict: true, merge: true}) : undefined
+  const shape = doc ? walkNodes(doc.contents) : {duplicates: [], tooMany: counted}
   if (shape.tooMany !== undefined) {
-    const pos = lineCounter.linePos(shape.tooMany)
+    const pos = doc ? lineCounter.linePos(shape.tooMany) : linePos(text, shape.tooMany)
     return {
       ok: false,
       diagnostics: [
@@ -96,6 +106,7 @@ export function parseYamlText(file: string, rawText: string, expect: 'mapping' =
       ],
     }
   }
+  if (!doc) throw new PipeError('E_INTERNAL', 'a YAML text was counted past its bound without being refused')
   const problems = firstSyntaxError(
     [...doc.errors, ...doc.warnings.filter((w) => w.code !== 'TAG_RESOLVE_FAILED'), ...shape.duplicates].sort((a, b) => a.pos[0] - b.pos[0]),
   )
@@ -148,8 +159,54 @@ interface Problem {
 }
 
 /**
- * One pass over the document in source order: counts its nodes, stopping at the first past
- * MAX_YAML_NODES (its offset in `tooMany`), and finds keys repeated in a mapping. Keys are equal
+ * The offset of the first node past MAX_YAML_NODES as the tokenizer sees the text (see
+ * MAX_YAML_NODES: a scalar, an alias, the start of a flow collection), or undefined when there are
+ * no more than that. The same nodes walkNodes counts, in the same order.
+ */
+function tokenNodePast(text: string): number | undefined {
+  let count = 0
+  let offset = 0
+  // A block scalar is counted at its header (`|`, `>-`), where its node starts; its text follows as a scalar.
+  let inBlock = false
+  for (const token of new Lexer().lex(text)) {
+    const type = CST.tokenType(token)
+    // The lexer's control characters (before a plain or block scalar's text, at a document's start, a flow's end) are not in the text.
+    if (type === 'scalar' || type === 'doc-mode' || type === 'flow-error-end' || type === 'byte-order-mark') {
+      if (type === 'scalar' && !inBlock && ++count > MAX_YAML_NODES) return offset
+      inBlock = false
+      continue
+    }
+    if (type === 'block-scalar-header') inBlock = true
+    if (TOKEN_NODES.has(type) && ++count > MAX_YAML_NODES) return offset
+    offset += token.length
+  }
+  return undefined
+}
+
+/** The tokens that start a node of their own (besides a plain scalar's): see MAX_YAML_NODES. */
+const TOKEN_NODES = new Set<string | null | undefined>([
+  'single-quoted-scalar',
+  'double-quoted-scalar',
+  'block-scalar-header',
+  'alias',
+  'flow-map-start',
+  'flow-seq-start',
+])
+
+/** Line and column (1-based) of an offset, as LineCounter gives them for a parsed text. */
+function linePos(text: string, offset: number): {line: number; col: number} {
+  let line = 1
+  let start = 0
+  for (let at = text.indexOf('\n'); at !== -1 && at < offset; at = text.indexOf('\n', at + 1)) {
+    line++
+    start = at + 1
+  }
+  return {line, col: offset - start + 1}
+}
+
+/**
+ * One pass over the document in source order: counts its nodes (see MAX_YAML_NODES), stopping at
+ * the first past MAX_YAML_NODES (its offset in `tooMany`), and finds keys repeated in a mapping. Keys are equal
  * as the yaml package's uniqueKeys check has them: scalars of the same value (1 and "1" differ; two
  * `<<` merge keys do not clash), any other key only with itself.
  */
@@ -160,8 +217,7 @@ function walkNodes(root: unknown): {duplicates: Problem[]; tooMany?: number} {
   while (stack.length > 0) {
     const node = stack.pop()
     if (node === null || node === undefined) continue
-    count++
-    if (count > MAX_YAML_NODES) return {duplicates, tooMany: (node as Node).range?.[0] ?? 0}
+    if (counts(node) && ++count > MAX_YAML_NODES) return {duplicates, tooMany: (node as Node).range?.[0] ?? 0}
     if (isMap(node)) {
       const seen = new Set<unknown>()
       for (const pair of node.items) {
@@ -178,6 +234,13 @@ function walkNodes(root: unknown): {duplicates: Problem[]; tooMany?: number} {
     }
   }
   return {duplicates}
+}
+
+/** Whether a node is one the tokenizer sees as a token of its own: a value written (an empty one, `key:`, is not), an alias, a flow collection. */
+function counts(node: unknown): boolean {
+  if (isScalar(node)) return node.range !== undefined && node.range !== null && node.range[1] > node.range[0]
+  if (isAlias(node)) return true
+  return (isMap(node) || isSeq(node)) && node.flow === true
 }
 
 function firstLine(message: string): string {

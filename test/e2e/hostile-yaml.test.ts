@@ -50,7 +50,7 @@ describe('YAML with very many keys', function () {
     const result = await pipe(['answer', paused.run_id, '--file', file], {cwd: dir, env: {PIPE_INTERACTIVE: '0'}, timeoutMs: 50000})
     expect(result.signal, result.stderr).to.equal(null)
     expect(result.code, result.stderr).to.equal(2)
-    expect(result.stderr).to.contain('answers.yaml:50000:11  (root)  refused: the document holds more than 100000 YAML nodes')
+    expect(result.stderr).to.contain('answers.yaml:50001:11  (root)  refused: the document holds more than 100000 YAML nodes')
     expect(await storeState()).to.deep.equal(before)
   })
 
@@ -65,7 +65,7 @@ describe('YAML with very many keys', function () {
     expect(result.signal, result.stderr).to.equal(null)
     expect(result.code, result.stderr).to.equal(2)
     const report = json<{files: Array<{diagnostics: Array<{line: number; col: number; rule: string; message: string}>}>}>(result)
-    expect(report.files[0]!.diagnostics.map((e) => `${e.line}:${e.col} ${e.rule}`)).to.deep.equal(['25002:11 yaml-size'])
+    expect(report.files[0]!.diagnostics.map((e) => `${e.line}:${e.col} ${e.rule}`)).to.deep.equal(['25002:18 yaml-size'])
   })
 
   it('validates a 20,000-key mapping under the bound, and reports a key repeated at its end at line:col', async () => {
