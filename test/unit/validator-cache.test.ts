@@ -58,6 +58,17 @@ describe('standalone validators through their V8 code cache', () => {
     expect(load(file, [1, 2]), 'a cache made for other source').to.deep.equal({cached: false, answers: [false, true]})
   })
 
+  it('loads no node:v8: V8 checks its own version and flags against a cache', () => {
+    writeFileSync(file, accepts(7))
+    load(file, [7], true)
+    const script = `const {loadStandalone} = await import(${JSON.stringify(registrySource)})
+const loaded = loadStandalone(${JSON.stringify(file)})
+console.log(JSON.stringify({cached: loaded.cached, v8: process.moduleLoadList.includes('NativeModule v8')}))`
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8', cwd: repoRoot, timeout: 60000})
+    expect(child.status, child.stderr).to.equal(0)
+    expect(JSON.parse(child.stdout)).to.deep.equal({cached: true, v8: false})
+  })
+
   it("keeps a validator's source only in a process that writes its cache", () => {
     writeFileSync(file, accepts(5))
     rmSync(cache, {force: true})
