@@ -10,7 +10,7 @@
 import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import {PipeError} from '../errors.js'
-import {readManifest} from './manifest.js'
+import {readManifest, readVersion} from './manifest.js'
 import {route, type Cli} from './router.js'
 
 /** For the build: it writes the manifest from every group's (scripts/bundle.mjs). */
@@ -43,5 +43,5 @@ export async function loadCli(root: string, group: string): Promise<Cli> {
 }
 
 export async function boot(root: string, argv: string[]): Promise<void> {
-  await route(argv, {root, manifest: () => readManifest(root), load: (group) => loadCli(root, group)})
+  await route(argv, {root, manifest: () => readManifest(root), version: () => readVersion(root), load: (group) => loadCli(root, group)})
 }

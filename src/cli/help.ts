@@ -91,7 +91,7 @@ function topicsOf(manifest: Manifest): Array<[string, string]> {
     .sort((a, b) => compareText(a[0], b[0]))
 }
 
-export function versionLine(manifest: Manifest): string {
+export function versionLine(manifest: Pick<Manifest, 'bin' | 'version'>): string {
   return `${manifest.bin}/${manifest.version} ${process.platform}-${process.arch} node-${process.version}`
 }
 
@@ -196,7 +196,7 @@ export function rootJson(manifest: Manifest): unknown {
   }
 }
 
-export function versionJson(manifest: Manifest): unknown {
+export function versionJson(manifest: Pick<Manifest, 'bin' | 'version'>): unknown {
   return {name: manifest.bin, version: manifest.version, node: process.version, platform: `${process.platform}-${process.arch}`}
 }
 

@@ -1,7 +1,7 @@
 /**
- * The CLI's one path from argv to a command. What the manifest (cli/manifest.ts) answers alone —
- * `--version`, help for the root, a topic or a command, an unknown command with its did-you-mean —
- * is answered here, before any command's code is loaded; every other argv names a command, whose
+ * The CLI's one path from argv to a command. `--version` (from package.json alone) and what the
+ * manifest (cli/manifest.ts) answers — help for the root, a topic or a command, an unknown command
+ * with its did-you-mean — are answered here, before any command's code is loaded; every other argv names a command, whose
  * group's code `load` brings (that group's bundle, src/entry/groups/) and which parses its own flags
  * (cli/base-command.ts). Every failure is said by the one error renderer (command-io.ts).
  */
@@ -22,6 +22,8 @@ export interface Installation {
   /** The installation's folder. */
   root: string
   manifest(): Manifest
+  /** What `--version` says: read without the manifest. */
+  version(): Pick<Manifest, 'bin' | 'version'>
   /** The code of the commands of `group` (the manifest's, cli/manifest.ts): called only to run one of them. */
   load(group: string): Cli | Promise<Cli>
 }
@@ -72,9 +74,12 @@ export async function route(argv: string[], installation: Installation): Promise
   redactStandardStreams()
   let id: string | undefined
   try {
-    const manifest = installation.manifest()
     const first = argv[0]
-    if (first === '--version' || first === '-v') return argv.includes('--json') ? printJson(versionJson(manifest)) : printHelp(versionLine(manifest))
+    if (first === '--version' || first === '-v') {
+      const about = installation.version()
+      return argv.includes('--json') ? printJson(versionJson(about)) : printHelp(versionLine(about))
+    }
+    const manifest = installation.manifest()
     if (first === undefined || first === '--help' || first === '-h' || first === '--json') return showHelp(manifest, argv)
     if (first === 'help') return showHelp(manifest, argv.slice(1))
     const found = resolve(manifest, argv)

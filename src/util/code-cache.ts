@@ -4,16 +4,18 @@
  * script nor compiles the functions it calls. Two users: the standalone validators
  * (src/schema/registry.ts) and the bundles of the groups of commands, dist/cli/GROUP.cjs, that cli/boot.ts loads.
  *
- * V8 takes a cache only under the V8 version and flags it was made with, and checks nothing of the
- * source but its length, and little of the data itself: a cache made from other source of the same
- * length runs that source's bytecode, and a byte of it changed ran as changed bytecode or crashed
- * the process. So a cache is bound to the script it was made from by the script itself: when the
- * build writes a cache it ends the script with a line naming the sha256 of the whole cache file,
- * `//# pipe-code-cache sha256:HEX`, and that line is not part of the source V8 compiles. A cache is
- * read only when its bytes are the ones the script names and its first line says what it caches and
- * cachedDataVersionTag() (the version and flags); any other (made from other source, other flags,
- * damaged, not a regular file) is left unread and the script compiles as without one. The same run
- * then answers the same; only its start-up costs more.
+ * V8 takes a cache only under the V8 version and flags it was made with (its code serializer's
+ * sanity check compares both hashes, the ones cachedDataVersionTag() combines, and sets
+ * cachedDataRejected), and checks nothing of the source but its length, and little of the data
+ * itself: a cache made from other source of the same length runs that source's bytecode, and a byte
+ * of it changed ran as changed bytecode or crashed the process. So a cache is bound to the script it
+ * was made from by the script itself: when the build writes a cache it ends the script with a line
+ * naming the sha256 of the whole cache file, `//# pipe-code-cache sha256:HEX`, and that line is not
+ * part of the source V8 compiles. A cache is read only when its bytes are the ones the script names
+ * and its first line says what it caches; any other (made from other source, damaged, not a regular
+ * file) is left unread, one made under other flags V8 refuses, and the script compiles as without
+ * one. The same run then answers the same; only its start-up costs more. The header names no
+ * version or flags: V8's own check is the one that decides, and the loader needs no node:v8.
  *
  * The build makes the caches with a command of each group through bin/run.js (scripts/cache-code.mjs),
  * with PIPE_BUILD_CODE_CACHE naming the installation's dist/ folder: only that run keeps the scripts
@@ -22,7 +24,6 @@
  */
 import {createRequire} from 'node:module'
 import path from 'node:path'
-import {cachedDataVersionTag} from 'node:v8'
 import vm from 'node:vm'
 import {readWhole, writeFileAtomicSync} from './fs.js'
 import {sha256} from './hash.js'
@@ -72,10 +73,8 @@ function cacheFileOf(file: string): string {
   return file.replace(/\.cjs$/, '.v8cache')
 }
 
-/** The cache file's first line: what it holds, and V8's version and flags. */
-function headerLine(header: string): string {
-  return `${header} ${cachedDataVersionTag()}\n`
-}
+/** The cache file's first line: what it holds. */
+const headerLine = (header: string): string => `${header}\n`
 
 /** The line that ends a script whose cache the build wrote: the sha256 of the cache file, 64 hex digits. */
 const TRAILER = '//# pipe-code-cache sha256:'
@@ -88,7 +87,7 @@ function splitTrailer(bytes: Buffer): {source: Buffer; names: string | undefined
   return {source: bytes.subarray(0, at), names: `sha256:${bytes.toString('latin1', at + TRAILER.length, bytes.length - 1)}`}
 }
 
-/** The cache's V8 data when the cache file is the one the script names, for this V8 under these flags. */
+/** The cache's V8 data when the cache file is the one the script names (V8 checks its own version and flags). */
 function cacheFor(file: string, header: string, names: string | undefined): Buffer | undefined {
   if (names === undefined) return undefined
   const bytes = readWhole(cacheFileOf(file), MAX_BYTES)

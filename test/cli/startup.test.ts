@@ -123,9 +123,21 @@ describe('what the built CLI does as it starts', function () {
       .filter((file) => groups.some((group) => file === path.join('dist', 'cli', `${group}.cjs`)))
       .sort()
 
-  it('--version, help and an unknown command answer from the manifest and open no group of commands', async () => {
+  it('--version answers from package.json alone: it reads no manifest (~90 KB to parse) and opens no group of commands', async () => {
+    for (const [name, args] of [
+      ['version', ['--version']],
+      ['version-json', ['--version', '--json']],
+    ] as const) {
+      const {opened, read} = await recorded(name, [...args])
+      expect(relative([...opened, ...read]), name)
+        .to.include('package.json')
+        .and.not.include(manifest)
+      expect(scriptsOf([...opened, ...read]), name).to.deep.equal([])
+    }
+  })
+
+  it('help and an unknown command answer from the manifest and open no group of commands', async () => {
     for (const [name, args, code] of [
-      ['version', ['--version'], 0],
       ['root-help', ['--help'], 0],
       ['help', ['help', 'runs', 'list'], 0],
       ['command-help', ['run', '--help'], 0],
