@@ -147,6 +147,17 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     expect(compile.errors[0]!.message).to.contain('429')
   })
 
+  it('sends a request once more, in the same attempt, when its connection closed before any reply', async () => {
+    server = await ModelServer.start(cannedReply)
+    server.script('compile', {reset: true})
+    const body = json<RunJson>(await run(await pipeline()))
+    expect(body.status).to.equal('succeeded')
+    expect(server.count('compile')).to.equal(2)
+    const compile = await compileSnapshot(body.run_id)
+    expect(compile.step.attempts).to.equal(1)
+    expect(compile.errors).to.deep.equal([])
+  })
+
   it('fails after three attempts when the endpoint answers 500 each time', async () => {
     server = await ModelServer.start(cannedReply)
     const fail = {status: 500, body: {error: {message: 'internal error'}}}

@@ -28,6 +28,8 @@ export interface Scripted {
   tool_calls?: Array<{id?: string; name: string; arguments: unknown}>
   /** Never answered: the request hangs until the client goes (a process killed mid-request). */
   hang?: boolean
+  /** Its connection closed with no reply, once the request was read (a kept-alive connection the server shut as the request came). */
+  reset?: boolean
   /** Answered once this settles (a test lets the reply go when it has frozen the client). */
   until?: Promise<unknown>
 }
@@ -152,6 +154,10 @@ export class ModelServer {
     const queue = this.scripts.get(request.kind)?.length ? this.scripts.get(request.kind)! : (this.scripts.get('*') ?? [])
     const reply = queue.shift() ?? this.fallback(request)
     if (reply.hang) return
+    if (reply.reset) {
+      req.socket.destroy()
+      return
+    }
     if (this.held) await this.held
     if (reply.until) await reply.until
     if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs))

@@ -34,11 +34,26 @@ function replyTooSlow(endpoint: string, timeoutMs: number): PipeError {
 }
 
 /**
+ * How fetch fails when the connection closed before any reply came: the server shut a kept-alive
+ * connection (its idle timeout) just as the request went out on it, a race of the two ends' timers
+ * that no client can rule out (nodejs/undici#3141), or a proxy dropped it.
+ */
+const CLOSED_BEFORE_REPLY = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'])
+
+function closedBeforeReply(error: unknown): boolean {
+  const code = (error as {cause?: {code?: unknown}} | undefined)?.cause?.code
+  return error instanceof TypeError && typeof code === 'string' && CLOSED_BEFORE_REPLY.has(code)
+}
+
+/**
  * A fetch whose successful replies error with `replyTooLarge` past `limit` bytes (before a byte is
  * read when Content-Length already says so), and whose error replies are cut at
  * MAX_ERROR_BODY_BYTES. With `timeoutMs`, the whole reply, body included, must arrive within it
  * (`replyTooSlow`): the openai client's own timeout ends when the headers arrive, so a body that
- * drips or stalls after them was bounded only by the step's timeout, once per attempt.
+ * drips or stalls after them was bounded only by the step's timeout, once per attempt. A request
+ * whose connection closed before any reply is sent once more, on a new connection, within the same
+ * timeout: no reply means no usage to count, and a model request is one pipe may send again
+ * (docs/team.md); a step that may not run twice (an agent) no longer fails on that race.
  */
 export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typeof fetch = globalThis.fetch, timeoutMs?: number): typeof fetch {
   return async (input, init) => {
@@ -52,7 +67,10 @@ export function cappedFetch(endpoint: string, limit = MAX_REPLY_BYTES, base: typ
     const settled = (): void => clearTimeout(timer)
     let response: Response
     try {
-      response = await base(input, {...init, signal: controller.signal})
+      response = await base(input, {...init, signal: controller.signal}).catch((error: unknown) => {
+        if (!closedBeforeReply(error) || controller.signal.aborted) throw error
+        return base(input, {...init, signal: controller.signal})
+      })
     } catch (error) {
       settled()
       throw error
