@@ -84,9 +84,25 @@ function zshText(text: string): string {
   return (text.split('\n')[0] ?? '').replace(/([\\"`$])/g, '\\$1').replace(/([[\]:])/g, '\\$1')
 }
 
+/** The shapes of a flag's value (its helpValue, `FILE|-`) that name a path: only such a value completes as a file name. */
+const PATH_VALUES = new Set(['FILE', 'DIR', 'PATH', 'KEYFILE', 'PUBKEY'])
+
+/**
+ * What a flag's value completes to: its fixed values, file names when its help value names a path
+ * (`--input FILE|-`, `--store DIR|URL`), the words of a help value that lists them (`go|hold|drop`),
+ * else nothing (a name, a text, a number, an id: zsh shows the value's name and offers no files).
+ */
+function zshValue(flag: FlagMeta): string {
+  if (flag.options) return `:${flag.name} options:(${flag.options.join(' ')})`
+  const shapes = (flag.helpValue ?? '').split('|')
+  if (shapes.some((shape) => PATH_VALUES.has(shape))) return `:${flag.name}:_files`
+  if (shapes.length > 1 && shapes.every((shape) => /^[a-z][a-z-]*$/.test(shape))) return `:${flag.name}:(${shapes.join(' ')})`
+  return `:${zshText(flag.helpValue ?? flag.name)}: `
+}
+
 function zshFlag(flag: FlagMeta): string[] {
   const help = `"[${zshText(flag.summary ?? flag.description ?? '')}]`
-  const value = flag.type === 'boolean' ? '"' : flag.options ? `:${flag.name} options:(${flag.options.join(' ')})"` : `:${flag.name}:_files"`
+  const value = flag.type === 'boolean' ? '"' : `${zshValue(flag)}"`
   const names = flag.char ? `{-${flag.char},--${flag.name}}` : `--${flag.name}`
   const repeat = flag.type === 'option' && flag.multiple ? '"*"' : ''
   return [`${repeat}${names}${help}${value}`, ...(flag.type === 'boolean' && flag.allowNo ? [`--no-${flag.name}"[${zshText(`Not --${flag.name}.`)}]"`] : [])]

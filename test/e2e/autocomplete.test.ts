@@ -202,6 +202,11 @@ describe('pipe autocomplete (built CLI, real bash and zsh)', function () {
       expect(await zsh.complete('pipe run --po')).to.contain('pipe run --policy ')
       expect(await zsh.complete('pipe run --cache ')).to.match(/\noff +reuse\r/)
       expect(await zsh.complete('pipe run pipel')).to.contain('pipe run pipelines/')
+      // A flag's value completes as what it is: a path as files, listed words as themselves, a name as nothing.
+      expect(await zsh.complete('pipe run --input pipel')).to.contain('pipe run --input pipelines/')
+      expect(await zsh.complete('pipe run --decision ')).to.match(/\ndrop +go +hold\r/)
+      expect(await zsh.complete('pipe review R-20261125-0001 --as pipel')).to.not.contain('pipelines/')
+      expect(await zsh.complete('pipe worker --concurrency pipel')).to.not.contain('pipelines/')
     } finally {
       await zsh.exit()
     }
