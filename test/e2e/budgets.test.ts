@@ -110,6 +110,46 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     await expectAuditPasses(dir, paused.run_id)
   })
 
+  it("a second grant while the first one's run goes on is refused with a clear error, and only the first is recorded", async () => {
+    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
+    const paused = json<RunJson>(await cli(['run', file, '--text', 'x']))
+    expect(paused.status).to.equal('awaiting_input')
+    // The run spent a and b, and paused before c. The first grant continues it, which waits on the model's reply to c while the second grant comes.
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+    const release = server.holdReplies()
+    const first = cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'first'])
+    await server.waitForRequests(3)
+    const second = await cli(['budget', paused.run_id, '--add-tokens', '30000', '--note', 'second'])
+    release()
+    const granted = await first
+    // Seen running, it is refused before anything is recorded (under the lock it would be E_CONFLICT).
+    expect(second.code, second.stderr).to.not.equal(0)
+    expect(second.stderr).to.contain('E_STATE').and.not.contain('E_INTERNAL')
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    const {run} = await runRecordIn(dir, paused.run_id)
+    expect(run.budget_grants?.map((g) => g.note)).to.deep.equal(['first'])
+    await expectAuditPasses(dir, paused.run_id)
+  })
+
+  it('two grants given at once: one continues the run and is recorded, the other is refused (E_CONFLICT or E_STATE), never both', async () => {
+    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
+    const paused = json<RunJson>(await cli(['run', file, '--text', 'x']))
+    expect(paused.status).to.equal('awaiting_input')
+    const results = await Promise.all(['one', 'two'].map((note) => cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', note])))
+    const won = results.filter((r) => r.code === 0)
+    expect(won, results.map((r) => r.stderr).join('\n')).to.have.length(1)
+    expect(json<RunJson>(won[0]!).status).to.equal('succeeded')
+    const lost = results.find((r) => r.code !== 0)!
+    expect(lost.stderr)
+      .to.match(/E_CONFLICT|E_STATE/)
+      .and.not.contain('E_INTERNAL')
+    const {run} = await runRecordIn(dir, paused.run_id)
+    expect(run.budget_grants).to.have.length(1)
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
+    await expectAuditPasses(dir, paused.run_id)
+  })
+
   it('a grant under approvals.budget is a vote: refused to people not in from and to the starter, raised only at the rule, with one amount', async () => {
     const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
     await writeFile(
