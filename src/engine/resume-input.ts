@@ -201,7 +201,7 @@ async function assertShownAction(env: InputEnvironment, runId: string, stepId: s
   const seq = await store.latestStepStateSeq(runId, stepId)
   // A state file whose seal does not hold is E_INTEGRITY here, naming it.
   const state = seq === null ? undefined : await store.readStepState(runId, stepId, seq)
-  const now = state === undefined ? null : handler.pendingAction(state, {policy: options.policy, cwd: options.cwd})
+  const now = state === undefined ? null : await handler.pendingAction(state, {policy: options.policy, cwd: options.cwd})
   if (now && actionHash(now) === action.sha256) return
   const file = store.stepStateLocation(runId, stepId, seq)
   const would = now ? `${now.tool} ${now.argv ? now.argv.map((a) => a.join(' ')).join(' ; ') : JSON.stringify(now.arguments)} (${now.call_id})` : 'no call'

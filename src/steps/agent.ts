@@ -20,10 +20,8 @@ import type {KindFinding} from '../config/kind-contract.js'
 import {loadOutputSchema} from '../config/output-schema.js'
 import {didYouMean} from '../util/suggest.js'
 import {PipeError} from '../errors.js'
-import {pendingActionOf} from './agent/confirmation.js'
-import {runAgent} from './agent/conversation.js'
+import {BUILT_IN_AGENT_TOOLS} from '../config/agent-tools.js'
 import {agentOutput, type AgentState} from './agent/state.js'
-import {TOOL_NAMES} from './agent/tools.js'
 import {promptStepFindings} from './model-support.js'
 import {narrowed} from './output-schemas.js'
 import type {StepHandler} from './types.js'
@@ -115,7 +113,7 @@ export const agent: StepHandler<'agent'> = {
   check(step, loaded) {
     const out: KindFinding[] = []
     // The built-in tools and the ones the pipeline declares (its top-level tools:).
-    const known = [...new Set([...TOOL_NAMES, ...Object.keys(loaded.pipeline.tools ?? {})])]
+    const known = [...new Set([...BUILT_IN_AGENT_TOOLS, ...Object.keys(loaded.pipeline.tools ?? {})])]
     step.tools.forEach((name, i) => {
       if (!known.includes(name))
         out.push({rule: 'agent-step', at: ['tools', i], message: `unknown tool "${name}"${didYouMean(name, known)} (tools: ${known.join(', ')})`})
@@ -123,9 +121,11 @@ export const agent: StepHandler<'agent'> = {
     out.push(...promptStepFindings('agent-step', step, loaded))
     return out
   },
-  pendingAction: pendingActionOf,
+  // The loop, its tools and the policy's sandbox are run code: loaded when a step first needs them, never to validate or draw a pipeline.
+  pendingAction: async (state, where) => (await import('./agent/confirmation.js')).pendingActionOf(state, where),
   async run(context) {
     try {
+      const {runAgent} = await import('./agent/conversation.js')
       return await runAgent(context)
     } catch (error) {
       // A step that fails still says which calls it made (and what they changed): the snapshot keeps the error's details.

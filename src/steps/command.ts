@@ -1,5 +1,5 @@
 import {PipeError} from '../errors.js'
-import {runCommand, type CommandResult} from '../policy/exec.js'
+import type {CommandResult} from '../policy/exec.js'
 import {narrowed} from './output-schemas.js'
 import {outputsOf} from './outputs.js'
 import type {KindOutputs, StepHandler, StepOf} from './types.js'
@@ -73,6 +73,8 @@ export const command: StepHandler<'command'> = {
     },
   },
   async run({step, policy, cwd, signal, slotsDir}) {
+    // The process runner and its sandbox are run code: loaded on the step's first run, never to validate a pipeline.
+    const {runCommand} = await import('../policy/exec.js')
     const result = await runCommand(policy, cwd, {
       argv: step.run,
       ...(step.cwd ? {cwd: step.cwd} : {}),

@@ -5,7 +5,6 @@
  * each file with its sha256 and how much of it was shown, and every step whose fields read this
  * step's outputs names the evidence in its snapshot's inputs.context_ref (engine/record.ts).
  */
-import {CONTEXT_DEFAULTS, BYTES_PER_TOKEN, gatherContext} from './context/gather.js'
 import type {KindOutputs, StepHandler} from './types.js'
 
 export const context: StepHandler<'context'> = {
@@ -16,6 +15,8 @@ export const context: StepHandler<'context'> = {
   // It reads the repository and changes nothing.
   safeToRetry: true,
   async run({step, policy, cwd, run, signal}) {
+    // Gathering (git, globs, reads) is run code: loaded on the step's first run, never to validate a pipeline.
+    const {CONTEXT_DEFAULTS, BYTES_PER_TOKEN, gatherContext} = await import('./context/gather.js')
     const maxBytes = step.max_bytes ?? CONTEXT_DEFAULTS.maxBytes
     const budget = step.max_tokens !== undefined ? Math.min(maxBytes, step.max_tokens * BYTES_PER_TOKEN) : maxBytes
     const bundle = await gatherContext({root: cwd, dotGit: run.workspace_git, signal}, policy, {

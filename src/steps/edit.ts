@@ -4,7 +4,7 @@ import path from 'node:path'
 import {fileEscape} from '../config/pipeline-files.js'
 import {stepDir} from '../config/positions.js'
 import type {KindFinding} from '../config/kind-contract.js'
-import {applyEditText, type EditResult} from '../edit/workspace.js'
+import type {EditResult} from '../edit/workspace.js'
 import {PipeError} from '../errors.js'
 import {outputsOf} from './outputs.js'
 import {errorVerdict} from './qa.js'
@@ -77,6 +77,7 @@ export const edit: StepHandler<'edit'> = {
       })
     }
     if (text === undefined) throw new PipeError('E_CONFIG', `edit step "${step.id}" has neither blocks nor blocks_file`)
+    const {applyEditText} = await import('../edit/workspace.js')
     const result = await applyEditText(policy, cwd, text)
     return {
       type: 'done',

@@ -1,8 +1,11 @@
 import {PipeError} from '../errors.js'
 import type {KindFinding} from '../config/kind-contract.js'
-import {checkpoint, rollback, type CheckpointResult, type RollbackResult} from '../vcs/git.js'
+import type {CheckpointResult, RollbackResult} from '../vcs/git.js'
 import {outputsOf} from './outputs.js'
 import type {KindOutputs, StepHandler} from './types.js'
+
+// git itself is run code: loaded on a git step's first run, never to validate a pipeline.
+const vcs = () => import('../vcs/git.js')
 
 /** A checkpoint records `checkpoint`, a rollback `rollback`. */
 export type GitOutputs = {checkpoint: CheckpointResult; rollback: RollbackResult}
@@ -44,6 +47,7 @@ export const git: StepHandler<'git'> = {
   },
   async run({step, run, cwd, history}) {
     if (step.action === 'checkpoint') {
+      const {checkpoint} = await vcs()
       const result = await checkpoint(cwd, {
         message: step.message ?? `pipe: ${run.run_id} ${step.id}`,
         allowDirty: step.allow_dirty ?? false,
@@ -68,6 +72,7 @@ export const git: StepHandler<'git'> = {
         hint: 'Put a git step with action: checkpoint before the rollback.',
       })
     }
+    const {rollback} = await vcs()
     const result = await rollback(cwd, commit, run.workspace_git)
     return {
       type: 'done',

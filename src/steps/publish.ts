@@ -1,5 +1,5 @@
 import {PipeError} from '../errors.js'
-import {publishTo, type PublishOutcome} from '../publish/deliver.js'
+import type {PublishOutcome} from '../publish/deliver.js'
 import type {Step} from '../types/pipeline.js'
 import {requireSpec} from './model-support.js'
 import {outputsOf} from './outputs.js'
@@ -21,6 +21,9 @@ function blocking(error: unknown, signal: AbortSignal, runId: string): unknown {
     cause: error,
   })
 }
+
+// Delivery (HTTP, the ledger's sends) is run code: loaded on a publish step's first run, never to validate a pipeline.
+const deliver = () => import('../publish/deliver.js')
 
 export type PublishOutputs = {publish_result: PublishOutcome[]}
 export const publishResult = outputsOf<PublishOutputs>()('publish_result')
@@ -67,7 +70,9 @@ export const publish: StepHandler<'publish'> = {
     for (const target of context.step.targets) {
       try {
         results.push(
-          await publishTo({
+          await (
+            await deliver()
+          ).publishTo({
             ledger: context.ledger,
             target,
             spec,

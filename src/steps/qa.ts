@@ -2,7 +2,7 @@ import {existsSync, realpathSync, statSync} from 'node:fs'
 import path from 'node:path'
 import {fileURLToPath} from 'node:url'
 import {PipeError} from '../errors.js'
-import {runCommand, type CommandResult} from '../policy/exec.js'
+import type {CommandResult} from '../policy/exec.js'
 import {outputsOf} from './outputs.js'
 import type {KindOutputs, StepHandler} from './types.js'
 import type {Snapshot} from '../types/snapshot.js'
@@ -226,6 +226,7 @@ export const qa: StepHandler<'qa'> = {
       const ran: CommandResult[] = []
       stages.push({stage, commands: ran})
       for (const argv of commands) {
+        const {runCommand} = await import('../policy/exec.js')
         const result = await runCommand(policy, cwd, {argv, ...(step.command_timeout_ms ? {timeoutMs: step.command_timeout_ms} : {}), signal, slotsDir})
         ran.push(result)
         if (result.exit_code !== 0 || result.timed_out || result.spawn_error) {

@@ -317,7 +317,7 @@ export interface StepHandler<K extends StepKind> extends KindContract<K> {
    * For a kind that pauses for a confirmation: the action a resume with its saved state would run
    * now (null: none), which pipe confirm compares with the one the person was shown.
    */
-  pendingAction?(state: unknown, where: {policy: LoadedPolicy; cwd: string}): ConfirmAction | null
+  pendingAction?(state: unknown, where: {policy: LoadedPolicy; cwd: string}): Promise<ConfirmAction | null>
   run(context: StepContext<StepOf<K>>): Promise<StepResult<KindOutputs<K>>>
 }
 

@@ -2,7 +2,7 @@
  * Start-up of the built CLI: `pipe --version` says what the root help says, the commands run from
  * their group's esbuild bundle (scripts/bundle.mjs, src/entry/groups/), dependencies inside it, what
  * the manifest answers (--version, help, an unknown command) opens no bundle, and a command opens
- * only its group's.
+ * only its group's, and a command initialises of the step kinds only what it uses.
  */
 import {expect} from 'chai'
 import {existsSync, readFileSync, readdirSync} from 'node:fs'
@@ -156,5 +156,41 @@ describe('what the built CLI does as it starts', function () {
     expect(run.read.filter((file) => /(^|[\\/])package\.json$/.test(file))).to.deep.equal([])
     const validate = await recorded('validate', ['validate', defaultPipeline])
     expect(scriptsOf([...validate.opened, ...validate.read])).to.deep.equal([path.join('dist', 'cli', 'author.cjs')])
+  })
+
+  /** The source modules whose bundled code `pipe ARGS` initialised (test/helpers/record-inits.cjs). */
+  async function initialised(name: string, args: string[]): Promise<string[]> {
+    const cwd = path.join(dir, `inits-${name}`)
+    await mkdir(cwd)
+    const inits = path.join(cwd, 'inits.json')
+    const out = await node(['-r', path.join(repoRoot, 'test', 'helpers', 'record-inits.cjs'), bin, ...args], {
+      cwd,
+      env: {PIPE_TEST_INITS: inits, PIPE_HOME: path.join(cwd, 'home')},
+    })
+    expect(out.code, out.stderr).to.equal(0)
+    return JSON.parse(readFileSync(inits, 'utf8')) as string[]
+  }
+
+  // Modules only a kind's run uses (its loop, tools, sandbox, delivery, git): a kind's contract
+  // (src/steps/KIND.ts, what validate, graph and the LSP read) imports them only inside its run.
+  const runCode: Record<string, string> = {
+    agent: 'src/steps/agent/conversation.ts',
+    'agent tools': 'src/steps/agent/tools.ts',
+    'command, qa': 'src/policy/exec.ts',
+    sandbox: 'src/policy/sandbox.ts',
+    publish: 'src/publish/deliver.ts',
+    git: 'src/vcs/git.ts',
+    context: 'src/steps/context/gather.ts',
+  }
+
+  it("validate initialises every kind's contract and no kind's run code; a run, only the run code of its pipeline's kinds", async () => {
+    const validate = await initialised('validate', ['validate', defaultPipeline])
+    // The probe sees the kinds' contracts, so an empty list below is not a probe that saw nothing.
+    expect(validate).to.include.members(['src/steps/registry.ts', 'src/steps/agent.ts', 'src/steps/publish.ts'])
+    expect(Object.entries(runCode).filter(([, file]) => validate.includes(file))).to.deep.equal([])
+    // The default pipeline publishes and has no agent, command, git or context step.
+    const run = await initialised('run', runArgs)
+    expect(run).to.include('src/publish/deliver.ts')
+    expect(Object.entries(runCode).filter(([kind, file]) => kind !== 'publish' && run.includes(file))).to.deep.equal([])
   })
 })
