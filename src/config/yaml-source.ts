@@ -21,11 +21,11 @@ export const MAX_ALIAS_COUNT = 200
  */
 export const MAX_YAML_NODES = 100_000
 /**
- * A text this long has its nodes counted from the tokenizer before it is parsed: ~6× cheaper than
- * building the document, so a file of hundreds of thousands of keys is refused in a fraction of the
- * time its parse would take. Smaller texts (every real pipeline) are only parsed, and counted there.
+ * How deep values may nest (a pipeline's deepest is ~10: steps, a step, its with:, a list in it):
+ * the yaml package's parser recurses per level and ran out of stack at ~800 (a 2 KB file of `[`),
+ * and the checks after it recurse too.
  */
-const COUNT_BEFORE_PARSE_BYTES = 256 * 1024
+export const MAX_YAML_DEPTH = 200
 
 export interface YamlSource {
   file: string
@@ -88,9 +88,29 @@ export function parseYamlBytes(file: string, bytes: Uint8Array, expect: 'mapping
 export function parseYamlText(file: string, rawText: string, expect: 'mapping' = 'mapping'): LoadResult {
   const text = rawText.charCodeAt(0) === 0xfeff ? rawText.slice(1) : rawText
   const lineCounter = new LineCounter()
-  const counted = text.length > COUNT_BEFORE_PARSE_BYTES ? tokenNodePast(text) : undefined
+  // Counted from the tokenizer first (~6× cheaper than building the document) when the text could
+  // pass the bound: each node counted takes a character at least, so a shorter text cannot.
+  const counted = text.length > MAX_YAML_NODES ? tokenNodePast(text) : undefined
   const doc = counted === undefined ? parseDocument(text, {lineCounter, uniqueKeys: false, prettyErrors: false, strict: true, merge: true}) : undefined
-  const shape = doc ? walkNodes(doc.contents) : {duplicates: [], tooMany: counted}
+  const shape: ReturnType<typeof walkNodes> = doc ? walkNodes(doc.contents) : {duplicates: [], ...(counted !== undefined ? {tooMany: counted} : {})}
+  // Past the parser's own stack (values nested ~800 deep) it says only that, at where it gave up.
+  const overflow = doc?.errors.find((e) => /Maximum call stack size exceeded/.test(e.message))
+  const tooDeep = shape.tooDeep ?? overflow?.pos[0]
+  if (tooDeep !== undefined) {
+    const pos = lineCounter.linePos(tooDeep)
+    return {
+      ok: false,
+      diagnostics: [
+        at(
+          file,
+          `refused: values nested more than ${MAX_YAML_DEPTH} deep; no pipeline, policy, answers or inputs file needs that`,
+          'yaml-depth',
+          pos.line,
+          pos.col,
+        ),
+      ],
+    }
+  }
   if (shape.tooMany !== undefined) {
     const pos = doc ? lineCounter.linePos(shape.tooMany) : linePos(text, shape.tooMany)
     return {
@@ -210,15 +230,20 @@ function linePos(text: string, offset: number): {line: number; col: number} {
  * as the yaml package's uniqueKeys check has them: scalars of the same value (1 and "1" differ; two
  * `<<` merge keys do not clash), any other key only with itself.
  */
-function walkNodes(root: unknown): {duplicates: Problem[]; tooMany?: number} {
+function walkNodes(root: unknown): {duplicates: Problem[]; tooMany?: number; tooDeep?: number} {
   const duplicates: Problem[] = []
   const stack: unknown[] = [root]
+  // Each collection's depth, the root's 1: its items are one deeper.
+  const depths = new Map<unknown, number>([[root, 1]])
   let count = 0
   while (stack.length > 0) {
     const node = stack.pop()
     if (node === null || node === undefined) continue
     if (counts(node) && ++count > MAX_YAML_NODES) return {duplicates, tooMany: (node as Node).range?.[0] ?? 0}
+    const depth = depths.get(node) ?? 1
+    if ((isMap(node) || isSeq(node)) && depth > MAX_YAML_DEPTH) return {duplicates, tooDeep: (node as Node).range?.[0] ?? 0}
     if (isMap(node)) {
+      for (const pair of node.items) for (const part of [pair.key, pair.value]) if (isMap(part) || isSeq(part)) depths.set(part, depth + 1)
       const seen = new Set<unknown>()
       for (const pair of node.items) {
         const key = pair.key
@@ -230,6 +255,7 @@ function walkNodes(root: unknown): {duplicates: Problem[]; tooMany?: number} {
       // Reversed, so that popping visits the nodes in the order they are written.
       for (let i = node.items.length - 1; i >= 0; i--) stack.push(node.items[i]!.value, node.items[i]!.key)
     } else if (isSeq(node)) {
+      for (const item of node.items) if (isMap(item) || isSeq(item)) depths.set(item, depth + 1)
       for (let i = node.items.length - 1; i >= 0; i--) stack.push(node.items[i])
     }
   }

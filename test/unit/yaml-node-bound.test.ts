@@ -5,7 +5,7 @@
  * column whichever way the text went, and a text of exactly the bound passes either way.
  */
 import {expect} from 'chai'
-import {MAX_YAML_NODES, parseYamlText} from '../../src/config/yaml-source.js'
+import {MAX_YAML_DEPTH, MAX_YAML_NODES, parseYamlText} from '../../src/config/yaml-source.js'
 
 /** 20 nodes of every kind the bound counts (an empty value is none), then a flow list of `items` ones. */
 function text(items: number): string {
@@ -52,5 +52,25 @@ describe('YAML: the node bound, counted from tokens or from the document', funct
     const exact = text(MAX_YAML_NODES - 20)
     expect(refusal(exact)).to.equal(undefined)
     expect(refusal(padded(exact))).to.equal(undefined)
+  })
+})
+
+describe('YAML: values nested past MAX_YAML_DEPTH', () => {
+  const flow = (levels: number): string => `version: 1\nx: ${'['.repeat(levels)}${']'.repeat(levels)}\n`
+  const block = (levels: number): string => `version: 1\nx:\n${Array.from({length: levels}, (_, i) => `${'  '.repeat(i + 1)}k:\n`).join('')}`
+
+  it('refuses a list nested past the bound at its first level too deep, and takes one at the bound', () => {
+    expect(MAX_YAML_DEPTH).to.equal(200)
+    // The root mapping is level 1, x's list level 2: 199 brackets reach the bound, the 200th passes it.
+    expect(refusal(flow(199))).to.equal(undefined)
+    expect(refusal(flow(200))).to.equal(`2:${'x: '.length + 200} yaml-depth`)
+  })
+
+  it("says so where the yaml package's parser ran out of stack (~800 levels, a 2 KB file), and for mappings nested by indentation", () => {
+    const deep = parseYamlText('t.yaml', flow(5000))
+    expect(deep.ok).to.equal(false)
+    expect(JSON.stringify(deep)).to.not.contain('Maximum call stack')
+    expect(refusal(flow(5000))).to.match(/ yaml-depth$/)
+    expect(refusal(block(1000))).to.equal(`202:${2 * 200 + 1} yaml-depth`)
   })
 })
