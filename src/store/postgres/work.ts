@@ -18,6 +18,7 @@ import type {ChildBirth, Firing, LiveWorker, QueuedBirth, QueueEntry, RunWorkspa
 import {childKey} from './rows.js'
 import {holderOf, nameHolder} from './holder.js'
 import type {PostgresStore} from './store.js'
+import {insertRun} from './create-run.js'
 
 export type {LiveWorker, QueueEntry, ServedWorkspace}
 
@@ -57,7 +58,7 @@ export class PostgresWork implements TeamQueue {
         if (won.rowCount === 0) return records
       }
       for (const {draft, now, event} of births) {
-        const record = await this.store.insertRun(client, {draft, now, event, workspace})
+        const record = await insertRun(client, {draft, now, event, workspace})
         if (firing)
           await client.query('UPDATE pipe_schedule_firings SET run_id = $3 WHERE schedule = $1 AND slot = $2', [
             firing.key,
@@ -255,7 +256,7 @@ export class PostgresWork implements TeamQueue {
         const {draft, now, event, root} = options.create
         const workspace =
           parent.workspace_id !== null ? {id: parent.workspace_id, root: root ?? parent.workspace_root ?? '', sub: parent.workspace_sub ?? ''} : undefined
-        runId = (await this.store.insertRun(client, {draft, now, event, ...(workspace ? {workspace} : {})})).run_id
+        runId = (await insertRun(client, {draft, now, event, ...(workspace ? {workspace} : {})})).run_id
         if (options.createOnly) return runId
       }
       await client.query('INSERT INTO pipe_queue (run_id, queue, parent_step) VALUES ($1, $2, $3) ON CONFLICT (run_id) DO NOTHING', [runId, queue, step])
