@@ -281,8 +281,9 @@ export function makeDirs(dir: string, mode?: number): void {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'EEXIST' && statSync(dir).isDirectory()) return
     const parent = path.dirname(dir)
-    if (code !== 'ENOENT' || parent === dir || statSync(parent, {throwIfNoEntry: false}) !== undefined) throw error
-    makeDirs(parent, mode)
+    if (code !== 'ENOENT' || parent === dir) throw error
+    // Another process may have made the parent since (two commands creating one store at once): then only dir is left to make.
+    if (statSync(parent, {throwIfNoEntry: false}) === undefined) makeDirs(parent, mode)
   }
   try {
     make(dir)
