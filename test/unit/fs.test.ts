@@ -1,9 +1,11 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
+import fs from 'node:fs'
 import {readdir, readFile} from 'node:fs/promises'
+import {syncBuiltinESMExports} from 'node:module'
 import path from 'node:path'
 import {tempWriter} from '../../src/store/file/trail.js'
-import {createFileExclusive, writeFileAtomic} from '../../src/util/fs.js'
+import {createFileExclusive, makeDirs, writeFileAtomic} from '../../src/util/fs.js'
 import {repoRoot, tempDir} from '../helpers/cli.js'
 
 let dir: string
@@ -42,5 +44,69 @@ describe('crash-safe writes', () => {
     expect(names[1]).to.equal('one')
     expect(names[0]).to.match(/^\.two\./)
     expect(tempWriter(names[0]!)).to.equal(pid)
+  })
+})
+
+describe('makeDirs', () => {
+  /**
+   * Runs `body` with node:fs's mkdirSync replaced by `wrap(real)`, for util/fs.ts too: its named
+   * import of node:fs is a live binding that syncBuiltinESMExports updates. Restored afterwards.
+   */
+  function withMkdir(wrap: (real: typeof fs.mkdirSync) => typeof fs.mkdirSync, body: () => void): void {
+    const real = fs.mkdirSync
+    fs.mkdirSync = wrap(real)
+    syncBuiltinESMExports()
+    try {
+      body()
+    } finally {
+      fs.mkdirSync = real
+      syncBuiltinESMExports()
+    }
+  }
+
+  it('makes the folder when another process made its parent between the first try and the look at the parent', () => {
+    const target = path.join(dir, 'store', '.pipe', 'runs')
+    let raced = false
+    withMkdir(
+      (real) =>
+        ((p: fs.PathLike, options?: fs.MakeDirectoryOptions) => {
+          if (!raced && p === target) {
+            // The other process: the whole parent chain appears just after this mkdir found it missing.
+            raced = true
+            try {
+              return real(p, options)
+            } finally {
+              real(path.dirname(target), {recursive: true})
+            }
+          }
+          return real(p, options)
+        }) as typeof fs.mkdirSync,
+      () => makeDirs(target),
+    )
+    expect(raced).to.equal(true)
+    expect(fs.statSync(target).isDirectory()).to.equal(true)
+  })
+
+  it('takes the folder made by another process between its parent and itself', () => {
+    const target = path.join(dir, 'a', 'b')
+    let calls = 0
+    withMkdir(
+      (real) =>
+        ((p: fs.PathLike, options?: fs.MakeDirectoryOptions) => {
+          calls += 1
+          const made = real(p, options)
+          // Once the parent is made, the other process makes the folder itself before this one can.
+          if (p === path.dirname(target)) real(target)
+          return made
+        }) as typeof fs.mkdirSync,
+      () => makeDirs(target),
+    )
+    expect(calls).to.equal(3)
+    expect(fs.statSync(target).isDirectory()).to.equal(true)
+  })
+
+  it('still refuses a file where a folder of the path should be', () => {
+    fs.writeFileSync(path.join(dir, 'a'), 'not a folder')
+    expect(() => makeDirs(path.join(dir, 'a', 'b'))).to.throw(/ENOTDIR|EEXIST/)
   })
 })
