@@ -74,6 +74,26 @@ describe('cappedFetch (a real HTTP server on 127.0.0.1)', () => {
     expect(error).to.have.property('code', 'E_MODEL')
   })
 
+  it('says a request that gets no answer at all as the same bound: one timer decides, not the client racing it', async function () {
+    this.timeout(60000)
+    let markGone!: () => void
+    const gone = new Promise<void>((resolve) => (markGone = resolve))
+    const server = createServer((req, res) => {
+      req.resume()
+      res.on('close', markGone)
+    })
+    servers.push(server)
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const transport = new LiveTransport({baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: 'sk-test', timeoutMs: 300})
+    const error = await transport.complete({model: 'm', messages: [{role: 'user', content: 'hi'}]}, {signal: new AbortController().signal, step: 'draft'}).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    expect(error).to.have.property('code', 'E_TOOL_TIMEOUT')
+    expect((error as Error).message).to.match(/the model endpoint 127\.0\.0\.1:\d+ did not finish its reply within 300 ms/)
+    await gone
+  })
+
   it('bounds the whole reply by timeout_ms, not only its headers: a body that stalls fails with E_TOOL_TIMEOUT and the connection is closed', async function () {
     // The openai client's timeout ends when the headers arrive; a body that then drips or stalls was bounded only by the step's.
     this.timeout(60000)

@@ -32,7 +32,9 @@ export class LiveTransport implements ChatTransport {
         ...(this.options.baseURL ? {baseURL: this.options.baseURL} : {}),
         // pipe retries whole steps itself, recording each attempt in the snapshot.
         maxRetries: 0,
-        timeout: this.options.timeoutMs ?? 60000,
+        // One bound, cappedFetch's below: the client's own timer (set first) raced it on a busy machine, and the same
+        // stall was said as "did not answer in time" or as "did not finish its reply". Its largest delay a timer takes.
+        timeout: 2 ** 31 - 1,
         // Replies are read through a ceiling (capped-fetch.ts): an endless body fails the step instead of filling memory,
         // and one that stalls after its headers fails at the same timeout as a request that gets none.
         fetch: cappedFetch(this.endpointHost, undefined, undefined, this.options.timeoutMs ?? 60000),
