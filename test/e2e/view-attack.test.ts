@@ -13,7 +13,7 @@ import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
 import {madeOnce} from '../helpers/stores.js'
-import {CHROMIUM, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
+import {CHROMIUM, closePages, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
 const TWO_ROUTES = `version: 1
@@ -41,6 +41,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     ;({dir, cleanup} = await tempDir('pipe-view-attack-'))
   })
   afterEach(async () => {
+    await closePages(browser)
     for (const s of servers.splice(0)) if (s.exitCode === null && s.signalCode === null) s.kill('SIGKILL')
     await cleanup()
   })

@@ -17,7 +17,7 @@ import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpe
 import {confirmedPipeline} from '../helpers/decisions.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {readIn} from '../helpers/stores.js'
-import {CHROMIUM, notBlank, open as openIn, raw, shotOf, startView, type Started} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank, open as openIn, raw, shotOf, startView, type Started} from '../helpers/view.js'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 
 const sentence = path.join(examples, 'one-sentence.txt')
@@ -127,6 +127,7 @@ describe('decisions from pipe view’s run page', function () {
     if (CHROMIUM) browser = await puppeteer.launch({executablePath: CHROMIUM, headless: 'shell', args: ['--no-sandbox', '--disable-gpu', '--no-first-run']})
   })
   after(async () => browser?.close())
+  afterEach(async () => closePages(browser))
   const browserOnly = function (this: Mocha.Context): void {
     if (!CHROMIUM) this.skip() // .ci/run installs chromium-headless-shell
   }

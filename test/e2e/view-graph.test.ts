@@ -12,7 +12,7 @@ import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {pipe, tempDir} from '../helpers/cli.js'
-import {CHROMIUM, notBlank, open, runIn, startView} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank, open, runIn, startView} from '../helpers/view.js'
 import {changeIn} from '../helpers/wait.js'
 
 const HOSTILE = '<script>window.__pwned=1</script>'
@@ -110,6 +110,7 @@ describe('the run page’s graph: a foreach fanned out, the running step marked'
   after(async () => browser?.close())
   beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-view-graph-')))
   afterEach(async () => {
+    await closePages(browser)
     if (running) for (const gate of ['gate1', 'gate2']) void release(path.join(dir, gate))
     await running
     running = undefined

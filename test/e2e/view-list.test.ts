@@ -11,7 +11,7 @@ import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import puppeteer, {type Browser} from 'puppeteer-core'
 import {tempDir} from '../helpers/cli.js'
-import {CHROMIUM, notBlank, open, raw, runIn, startView} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank, open, raw, runIn, startView} from '../helpers/view.js'
 
 const HOSTILE = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>'
 const pipeline = (name: string, status: string, reason: string): string => `version: 1
@@ -35,6 +35,7 @@ describe('the runs list and the stats page for operators', function () {
   after(async () => browser?.close())
   beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-view-list-')))
   afterEach(async () => {
+    await closePages(browser)
     for (const s of servers.splice(0)) if (s.exitCode === null && s.signalCode === null) s.kill('SIGKILL')
     await cleanup()
   })

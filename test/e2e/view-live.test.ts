@@ -11,7 +11,7 @@ import path from 'node:path'
 import puppeteer, {type Browser} from 'puppeteer-core'
 import {pipe, tempDir} from '../helpers/cli.js'
 import {openGate, prepareHeldStep} from '../helpers/held-step.js'
-import {CHROMIUM, open, raw, startView} from '../helpers/view.js'
+import {CHROMIUM, closePages, open, raw, startView} from '../helpers/view.js'
 import {changeIn} from '../helpers/wait.js'
 
 interface State {
@@ -36,6 +36,7 @@ describe('pipe view: a run followed as it goes', function () {
   after(async () => browser?.close())
   beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-view-live-')))
   afterEach(async () => {
+    await closePages(browser)
     openGate(dir)
     await running
     for (const s of servers.splice(0)) if (s.exitCode === null && s.signalCode === null) s.kill('SIGKILL')

@@ -14,7 +14,7 @@ import path from 'node:path'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {json, pipe} from '../helpers/cli.js'
 import type {Cluster} from '../helpers/postgres.js'
-import {CHROMIUM, notBlank, open, startView} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank, open, startView} from '../helpers/view.js'
 import {changeIn} from '../helpers/wait.js'
 import {useWorkerSuite} from '../helpers/workers.js'
 
@@ -46,6 +46,7 @@ describe('pipe view on a team’s PostgreSQL store: a run followed live across a
   })
   after(async () => browser?.close())
   afterEach(async () => {
+    await closePages(browser)
     for (const s of [...servers.splice(0), ...writers.splice(0)]) if (s.exitCode === null && s.signalCode === null) s.kill('SIGKILL')
   })
 

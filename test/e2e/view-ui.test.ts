@@ -11,7 +11,7 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser} from 'puppeteer-core'
 import {examples, json, pipe, tempDir} from '../helpers/cli.js'
-import {CHROMIUM, notBlank, open, shotOf, startView} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank, open, shotOf, startView} from '../helpers/view.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -29,6 +29,7 @@ beforeEach(async () => {
   ;({dir, cleanup} = await tempDir('pipe-view-ui-'))
 })
 afterEach(async () => {
+  await closePages(browser)
   for (const s of servers.splice(0)) if (s.exitCode === null) s.kill('SIGKILL')
   await cleanup()
 })

@@ -13,7 +13,7 @@ import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
-import {CHROMIUM, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 import {copyStore} from '../helpers/stores.js'
 
 /** What a requirement, a model or a command may write to make a page run its code or lie. */
@@ -42,6 +42,7 @@ beforeEach(async () => {
   ;({dir, cleanup} = await tempDir('pipe-view-'))
 })
 afterEach(async () => {
+  await closePages(browser)
   for (const s of servers.splice(0)) if (s.exitCode === null) s.kill('SIGKILL')
   await model?.close()
   model = undefined

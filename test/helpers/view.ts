@@ -87,6 +87,15 @@ export async function open(browser: Browser, url: string, options: {status?: num
   return {page, problems}
 }
 
+/**
+ * Closes every page the browser has open, for afterEach: a page left open keeps its renderer
+ * polling (and reconnecting to) a server its test stopped, a core's tenth each for the rest of the file.
+ */
+export async function closePages(browser: Browser | undefined): Promise<void> {
+  if (!browser) return
+  await Promise.all((await browser.pages()).map((page) => page.close()))
+}
+
 /** Where the view tests' screenshots go (ignored by git): a person looks at them after a run. */
 export const SCREENSHOTS = path.join(repoRoot, 'test-output', 'screenshots')
 
