@@ -63,6 +63,13 @@ writeFileSync(path.join(dir, 'seen', item), String(most))
 rmSync(marker)
 `
 
+/**
+ * The items of the fan-out test: six times the step's concurrency, so each worker takes children in
+ * several waves and the bound is held across them (100 cost ~3 minutes of a 2-core machine, twice:
+ * once by the workers, once by the local run it is compared with).
+ */
+const FAN = 24
+
 const POLICY = `version: 1
 allowed_commands:
   - [node, "{arg}", "{arg}", "{arg}", "{arg}"]
@@ -176,8 +183,8 @@ describe('foreach children and workspaces across pipe worker processes on a Post
   const endedBy = (w: Worker, status: string): string[] =>
     [...w.stderr().matchAll(new RegExp(`pipe worker: (R-\\d{8}-\\d{4}) ${status}\\n`, 'g'))].map((m) => m[1]!)
 
-  it('3 workers × concurrency 4 run a 100-item foreach: one child per item, each a job ended once, never more than 4 at once, the same results as one process', async () => {
-    await workspace('hold', 100, 4)
+  it(`3 workers × concurrency 4 run a ${FAN}-item foreach: one child per item, each a job ended once, never more than 4 at once, the same results as one process`, async () => {
+    await workspace('hold', FAN, 4)
     const parent = await detach()
     const team = [startWorker(['--concurrency', '4']), startWorker(['--concurrency', '4']), startWorker(['--concurrency', '4'])]
     await untilFor('the run and its children have stopped', queueEmpty)
@@ -186,7 +193,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect((await show(parent)).status).to.equal('succeeded')
 
     const made = await children(parent)
-    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: 100}, (_, i) => i))
+    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: FAN}, (_, i) => i))
     expect(made.every((c) => c.status === 'succeeded')).to.equal(true)
     // Each child was a job of its own: ended once, by one worker; and more than one worker took children.
     const ended = team.map((w) => endedBy(w, 'succeeded'))
@@ -194,7 +201,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect(ended.filter((e) => e.some((id) => id !== parent)).length, 'workers that ran children').to.be.greaterThan(1)
     // What the children saw running at once, themselves.
     const seen = await Promise.all((await readdir(path.join(slots, 'seen'))).map(async (f) => Number(await readFile(path.join(slots, 'seen', f), 'utf8'))))
-    expect(seen).to.have.length(100)
+    expect(seen).to.have.length(FAN)
     expect(Math.max(...seen), 'children running at once').to.be.at.most(4)
 
     const byWorkers = await itemsOf(parent, url)

@@ -1,5 +1,5 @@
 /**
- * Many processes writing one PostgreSQL store at once: 8 processes × 100 run creations. Ids stay
+ * Many processes writing one PostgreSQL store at once: 8 processes × 40 run creations. Ids stay
  * gapless and none is handed out twice, the run index chain stays linear, and pipe audit verify
  * passes over the lot. (250 each made this one test a minute of the suite's CPU; 8 writers all
  * creating at once collide on every id either way, which is what it is about.)
@@ -12,7 +12,7 @@ import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {formatId} from '../../src/store/file/ids.js'
 
 const WRITERS = 8
-const EACH = 100
+const EACH = 40
 
 describe('many writers on one PostgreSQL store', function () {
   this.timeout(300000)

@@ -189,7 +189,8 @@ describe('reproducible anywhere: another folder, another store, another year', f
     expect(again.stdout + again.stderr).to.contain('1 passed')
   })
 
-  it('the shipped pipe test suite passes from a copy of the checkout in another folder, in 2031', async () => {
+  // The one run of every shipped test (test/cli/test-command.test.ts runs one from the root).
+  it('the shipped pipe test suite passes from a copy of the checkout in another folder, in 2031: a line per test, a summary, nothing left in the copy; no request in a cassette names where the checkout is', async () => {
     const copy = path.join(dir, 'a copy of pipe')
     const files = execFileSync('git', ['ls-files', '-z'], {cwd: repoRoot, encoding: 'utf8'})
       .split('\0')
@@ -202,6 +203,26 @@ describe('reproducible anywhere: another folder, another store, another year', f
     await symlink(path.join(repoRoot, 'node_modules'), path.join(copy, 'node_modules'))
     const result = await pipeIn2031(['test'], {cwd: copy, env: {PIPE_HOME: path.join(dir, 'home')}, timeoutMs: 200000}, path.join(copy, 'bin', 'run.js'))
     expect(result.code, result.stdout + result.stderr).to.equal(0)
-    expect(result.stdout + result.stderr).to.match(/Tests: 13 passed, 13 total/)
+    const out = result.stdout
+    expect(out).to.match(/^✓ pipelines\/default\.pipe-test\.yaml › a full PRD passes its gates, is approved and published \(\d+\.\ds\)$/m)
+    expect(out).to.match(/^✓ pipelines\/default\.pipe-test\.yaml › one sentence without answers stops, waiting for them/m)
+    // The model-driven ones replay their shipped cassettes: no endpoint is set, none is needed.
+    expect(out).to.match(/^✓ pipelines\/default-openai\.pipe-test\.yaml › a full PRD compiled by the model/m)
+    expect(out).to.match(/^✓ examples\/release-notes\/release-notes\.pipe-test\.yaml › notes for customers are published into the repository/m)
+    expect(out).to.match(/^✓ examples\/triage\/triage\.pipe-test\.yaml › the full PRD is triaged before the review/m)
+    expect(out).to.match(/^✓ examples\/coding\/coding\.pipe-test\.yaml › the fix applies/m)
+    expect(out).to.match(/^✓ examples\/coding-agent\/coding-agent\.pipe-test\.yaml › /m)
+    expect(out).to.match(/^Tests: 13 passed, 13 total \(\d+\.\ds\)$/m)
+    expect(out).not.to.contain('✗')
+    // Nothing of the runs is left in the checkout: each test had its own store and workspace.
+    expect(existsSync(path.join(copy, 'published'))).to.equal(false)
+    expect(existsSync(path.join(copy, '.pipe'))).to.equal(false)
+    for (const cassette of [
+      'pipelines/cassettes/default-openai.jsonl',
+      'examples/triage/cassettes/triage.jsonl',
+      'examples/release-notes/cassettes/release-notes.jsonl',
+      'examples/coding-agent/cassettes/coding-agent.jsonl',
+    ])
+      expect(await readFile(path.join(repoRoot, cassette), 'utf8')).not.to.contain(repoRoot)
   })
 })

@@ -13,7 +13,7 @@ import {bin, json, pipe, tempDir, testHome} from '../helpers/cli.js'
 import {runTreeIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
 
-const ITEMS = 300
+const ITEMS = 150
 
 let dir: string
 let cleanup: () => Promise<void>
