@@ -63,6 +63,12 @@ export interface EngineDeps {
   artifacts?: boolean
   /** Who drives a step's child runs when not this engine: set by pipe worker on a PostgreSQL store, where each child is a job of the queue. */
   children?: ChildDispatch
+  /**
+   * What a run paused for a person runs with, read from its files by the app layer: a cancel of
+   * such a run (by hand, as a parent's child, by fail_fast) records the step it waits at as
+   * cancelled. Without it, or when it gives nothing, the run ends without that snapshot.
+   */
+  waitingSettings?: (record: RunRecord) => Promise<RunSettings | undefined>
 }
 
 /**

@@ -180,6 +180,7 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
+      settings ??= record.status === 'awaiting_input' ? await this.deps.waitingSettings?.(record) : undefined
       const waiting = settings ? waitingStep(record, settings) : undefined
       if (record.status === 'running') {
         // What the process that is gone was recording (a step, a cancelled step) is finished first.

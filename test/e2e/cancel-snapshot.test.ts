@@ -172,6 +172,32 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
         const last = await expectCancelled(args, runId, 'manual_review')
         expect(last.step.seq).to.equal(snapshots.at(-2)!.step.seq + 1)
       })
+
+      it('a grandchild paused at a review, two pipeline steps down: cancelling the top run records its waiting step cancelled too, and a decision after is refused', async function () {
+        const {args} = await setup(this)
+        const sub = (id: string, file: string): string =>
+          `version: 1\nname: ${id}\nsteps:\n  - {id: ${id}, kind: pipeline, file: ${JSON.stringify(file)}, on: {success: done, fail: bad}}\n  - {id: done, kind: end, status: succeeded}\n  - {id: bad, kind: end, status: failed, reason: child failed}\n`
+        await writeFile(path.join(dir, 'mid.yaml'), sub('inner', defaultPipeline))
+        await writeFile(path.join(dir, 'top.yaml'), sub('mid', './mid.yaml'))
+        const blocked = await pipe(['run', 'top.yaml', '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
+        expect(json<{status: string}>(blocked).status, blocked.stderr).to.equal('blocked')
+        const top = json<{run_id: string}>(blocked).run_id
+        await cancel(top, args)
+        const runs = json<{runs: Array<{run_id: string; pipeline: string; status: string}>}>(
+          await pipe(['runs', 'list', '--all', '--json', ...args], {cwd: dir}),
+        ).runs
+        expect(runs.map((r) => r.status)).to.deep.equal(['cancelled', 'cancelled', 'cancelled'])
+        const grandchild = runs.find((r) => r.pipeline === 'default')!.run_id
+        await expectCancelled(
+          args,
+          grandchild,
+          'manual_review',
+          /^parent run R-\S+ was cancelled: parent run R-\S+ was cancelled: cancelled by .+: no longer needed$/,
+        )
+        const late = await pipe(['review', grandchild, '--decision', 'go', ...args], {cwd: dir})
+        expect(late.code, late.stderr).to.equal(2)
+        expect(late.stderr).to.contain('E_STATE').and.contain('cancelled')
+      })
     })
   }
 

@@ -6,11 +6,8 @@ import {CANCEL_SIGNAL} from '../../util/cancel-bell.js'
 import {sameProcessAlive} from '../../util/lock.js'
 import {currentUser} from '../../util/user.js'
 import type {RunOutcome} from '../../engine/engine.js'
-import {defaultPolicy} from '../../policy/policy.js'
-import type {RunRecord} from '../../types/run.js'
 import type {RunStore} from '../../store/types.js'
-import type {RunSettings} from '../../engine/engine-types.js'
-import {type SessionOptions, engineFor, loadPipelineOrThrow, policyOrThrow} from './shared.js'
+import {type SessionOptions, engineFor} from './shared.js'
 
 export async function cancelSession(options: SessionOptions & {runId: string; reason?: string; waitMs?: number}): Promise<RunOutcome> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
@@ -94,7 +91,7 @@ export async function cancelSession(options: SessionOptions & {runId: string; re
     }
   }
   const engine = engineFor(store, options, async () => Promise.reject(new PipeError('E_INTERNAL', 'no provider while cancelling')))
-  return engine.cancel(options.runId, reason, await waitingSettings(await store.readRun(options.runId), options.cwd))
+  return engine.cancel(options.runId, reason)
 }
 
 /** The runs under `runId` (children, their children…) that have not ended. */
@@ -105,21 +102,4 @@ async function unfinishedDescendants(store: RunStore, runId: string): Promise<st
     out.push(child.run_id, ...(await unfinishedDescendants(store, child.run_id)))
   }
   return out
-}
-
-/**
- * The settings a paused run runs with, so the step it waits at gets its cancelled snapshot. A
- * pipeline or policy that cannot be read as the run recorded it leaves that snapshot out: what
- * was asked, ending the run, never waits on a file a person may have moved.
- */
-async function waitingSettings(record: RunRecord, cwd: string): Promise<RunSettings | undefined> {
-  if (record.status !== 'awaiting_input' || !record.pending) return undefined
-  try {
-    const pipeline = await loadPipelineOrThrow(record.pipeline.path)
-    const policy = record.policy_path ? await policyOrThrow(record.policy_path, cwd) : defaultPolicy()
-    if (pipeline.hash !== record.pipeline.hash || policy.version !== record.policy_version) return undefined
-    return {pipeline, policy, cwd: record.workspace ?? cwd}
-  } catch {
-    return undefined
-  }
 }

@@ -7,7 +7,7 @@ import {formatDiagnostic} from '../../config/diagnostics.js'
 import {loadInlinePipeline, loadPipeline, type LoadedPipeline} from '../../config/pipeline.js'
 import {resolvePolicy} from '../../config/policy.js'
 import {PipeError} from '../../errors.js'
-import type {LoadedPolicy} from '../../policy/policy.js'
+import {defaultPolicy, type LoadedPolicy} from '../../policy/policy.js'
 import type {CassetteOptions} from '../../providers/cassette.js'
 import type {ProviderChoice, ReplySources} from '../../providers/select.js'
 import {KEY_FIELDS} from '../../providers/spec-build.js'
@@ -20,6 +20,7 @@ import {faultPoint, faultsEnabled} from '../../util/faults.js'
 import {addSecretsNamedIn} from '../../util/redact.js'
 import type {InputDeclaration} from '../../expr/inputs.js'
 import {Engine, type EngineDeps} from '../../engine/engine.js'
+import type {RunSettings} from '../../engine/engine-types.js'
 
 export type Decision = 'go' | 'hold' | 'drop'
 
@@ -162,7 +163,26 @@ export function engineFor(store: RunStore, options: SessionOptions, createProvid
     ...(options.via !== undefined ? {via: options.via} : {}),
     ...(options.now ? {now: options.now} : {}),
     ...(options.children ? {children: options.children} : {}),
+    waitingSettings: (record) => waitingSettings(record, options.cwd),
   })
+}
+
+/**
+ * The settings a run paused for a person runs with, so that a cancel (of it, of its parent, by
+ * fail_fast) records the step it waits at as cancelled. A pipeline or policy that cannot be read as
+ * the run recorded it leaves that snapshot out: what was asked, ending the run, never waits on a
+ * file a person may have moved.
+ */
+async function waitingSettings(record: RunRecord, cwd: string): Promise<RunSettings | undefined> {
+  if (record.status !== 'awaiting_input' || !record.pending) return undefined
+  try {
+    const pipeline = await loadPipelineOrThrow(record.pipeline.path)
+    const policy = record.policy_path ? await policyOrThrow(record.policy_path, cwd) : defaultPolicy()
+    if (pipeline.hash !== record.pipeline.hash || policy.version !== record.policy_version) return undefined
+    return {pipeline, policy, cwd: record.workspace ?? cwd}
+  } catch {
+    return undefined
+  }
 }
 
 /** The policy as steps see it: the store is off limits however the policy file reads. */
