@@ -7,6 +7,7 @@ import {promisify} from 'node:util'
 import {trustedKeys, verifyAttestation} from '../../src/app/attest/verify.js'
 import {toPipeError} from '../../src/errors.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {clockAt} from '../helpers/tools.js'
 
 const run = promisify(execFile)
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'attest')
@@ -24,6 +25,15 @@ let cleanup: () => Promise<void>
 let repo: string
 let env: Record<string, string | undefined>
 let runId: string
+
+/** libfaketime's settings for that time when it is installed (.ci/run installs it), else none: the machine's clock, the same day but at midnight. */
+function sameDayClock(spec: string): Record<string, string> {
+  try {
+    return clockAt(spec)
+  } catch {
+    return {}
+  }
+}
 let bundle: string
 let key: KeyInfo
 let policy: string
@@ -352,7 +362,10 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       await run('git', ['init', '-q', other])
       const input = path.join(other, 'prd.md')
       await writeFile(input, `${await readFile(path.join(examples, 'full-prd.md'), 'utf8')}\nOne more line.\n`)
-      const made = await pipe(['run', defaultPipeline, '--input', input, '--decision', 'go', '--json'], {cwd: other, env})
+      // The same id needs the same day: a suite that crosses midnight between the two runs would number this one on the next day.
+      const day = /^R-(\d{4})(\d{2})(\d{2})-/.exec(runId)!
+      const sameDay = sameDayClock(`@${day[1]}-${day[2]}-${day[3]} 12:00:00`)
+      const made = await pipe(['run', defaultPipeline, '--input', input, '--decision', 'go', '--json'], {cwd: other, env: {...env, ...sameDay}})
       expect(json<{run_id: string}>(made).run_id).to.equal(runId)
       const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(other, '.pipe')], {cwd: dir, env})
       expect(r.code, r.stderr).to.equal(4)
