@@ -171,7 +171,7 @@ export class Engine {
    * `settings` (its pipeline and policy as it runs with them), a run paused at a step records that
    * step's snapshot, cancelled.
    */
-  async cancel(runId: string, reason: string, settings?: RunSettings): Promise<RunOutcome> {
+  async cancel(runId: string, reason: string): Promise<RunOutcome> {
     const {store} = this.deps
     const before = await store.readRun(runId)
     if (isFinal(before.status)) {
@@ -180,7 +180,7 @@ export class Engine {
     const release = await store.acquireRun(runId)
     try {
       const record = await store.readRun(runId)
-      settings ??= record.status === 'awaiting_input' ? await this.deps.waitingSettings?.(record) : undefined
+      const settings = record.status === 'awaiting_input' ? await this.deps.waitingSettings?.(record) : undefined
       const waiting = settings ? waitingStep(record, settings) : undefined
       if (record.status === 'running') {
         // What the process that is gone was recording (a step, a cancelled step) is finished first.
