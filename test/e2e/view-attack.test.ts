@@ -277,7 +277,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
     child.kill('SIGTERM')
     expect(await exited).to.equal(0)
-    await page.waitForFunction(() => document.getElementById('live')?.textContent?.startsWith('pipe view stopped answering') === true, {timeout: 30000})
+    await page.waitForFunction(() => document.getElementById('live')?.textContent?.startsWith('pipe view stopped answering') === true, {timeout: 90000})
   })
 
   it('the stats page draws a rate against 100 %: 1 failed step of 4 is a quarter bar, not the longest bar there is', async () => {
@@ -302,7 +302,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
       cwd: dir,
     })
     expect(answered.code, answered.stderr).to.equal(10)
-    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false, {timeout: 30000})
+    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false, {timeout: 90000})
     expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^awaiting input \(updated /)
     expect(await page.$eval('#waits pre.command', (e) => e.textContent), 'the page itself is as it was read').to.contain('pipe answer')
     expect(problems).to.deep.equal([])

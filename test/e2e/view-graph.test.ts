@@ -193,13 +193,13 @@ describe('the run page’s graph: a foreach fanned out, the running step marked'
     await notBlank(browser!, page, 'graph-running-step')
 
     expect(await release(path.join(dir, 'gate1')), 'the first step read its gate').to.equal(0)
-    await page.waitForFunction(() => document.querySelector('svg.graph g.step-node[data-step="second"] rect.node.running') !== null, {timeout: 30000})
+    await page.waitForFunction(() => document.querySelector('svg.graph g.step-node[data-step="second"] rect.node.running') !== null, {timeout: 90000})
     expect(await marked()).to.deep.equal(['second: running now'])
     expect(await page.$eval('svg.graph g.step-node[data-step="first"] .node-kind', (e) => e.textContent)).to.equal('command')
 
     expect(await release(path.join(dir, 'gate2')), 'the second step read its gate').to.equal(0)
     expect(((await running) as {code: number}).code).to.equal(0)
-    await page.waitForFunction(() => document.querySelector('svg.graph rect.node.running') === null, {timeout: 30000})
+    await page.waitForFunction(() => document.querySelector('svg.graph rect.node.running') === null, {timeout: 90000})
     const {page: ended} = await open(browser!, `${url}runs/${runId}`)
     expect(await ended.$$eval('svg.graph rect.node.running', (r) => r.length)).to.equal(0)
     expect(problems).to.deep.equal([])

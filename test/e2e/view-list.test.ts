@@ -68,7 +68,7 @@ describe('the runs list and the stats page for operators', function () {
       'spec',
       'reason',
     ])
-    await page.waitForFunction(() => [...document.querySelectorAll('time.ago')].every((t) => / ago$/.test(t.textContent ?? '')), {timeout: 30000})
+    await page.waitForFunction(() => [...document.querySelectorAll('time.ago')].every((t) => / ago$/.test(t.textContent ?? '')), {timeout: 90000})
     const rows = await page.$$eval('tr[data-run]', (trs) =>
       trs.map((tr) => ({
         run: tr.getAttribute('data-run'),

@@ -68,14 +68,14 @@ describe('pipe view: a run followed as it goes', function () {
 
     expect(openGate(dir), 'the step waits on the gate').to.equal(true)
     expect(((await running) as {code: number}).code).to.equal(0)
-    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false && document.getElementById('now')?.hidden === true, {timeout: 30000})
+    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false && document.getElementById('now')?.hidden === true, {timeout: 90000})
     expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^succeeded \(updated /)
     // The timeline grew on the page as it stood, without a reload: the steps after the held one are drawn.
-    await page.waitForFunction((n) => document.querySelectorAll('#waterfall svg:not(.swatch) rect.bar').length > n, {timeout: 30000}, barsBefore)
+    await page.waitForFunction((n) => document.querySelectorAll('#waterfall svg:not(.swatch) rect.bar').length > n, {timeout: 90000}, barsBefore)
     expect(await page.$eval('#moved', (e) => (e as HTMLElement).hidden), 'the page was not reloaded').to.equal(false)
     await list.waitForFunction(
       (id) => document.querySelector(`tr[data-run="${id}"] .badge`)?.getAttribute('data-status') === 'succeeded',
-      {timeout: 30000},
+      {timeout: 90000},
       runId,
     )
     expect(await list.$eval(`tr[data-run="${runId}"] .step-now`, (e) => e.textContent)).to.equal('')
@@ -86,7 +86,7 @@ describe('pipe view: a run followed as it goes', function () {
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
     child.kill('SIGTERM')
     expect(await exited).to.equal(0)
-    await page.waitForFunction(() => document.getElementById('said')?.hidden === false, {timeout: 30000})
+    await page.waitForFunction(() => document.getElementById('said')?.hidden === false, {timeout: 90000})
     expect(await page.$eval('#said', (e) => e.textContent)).to.match(/^pipe view stopped answering: this page is as of /)
     expect(problems.filter((p) => !/Failed to load resource|ERR_CONNECTION_REFUSED/.test(p))).to.deep.equal([])
   })

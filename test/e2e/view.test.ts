@@ -179,7 +179,7 @@ describe('pipe view and pipe export --html in a real browser', function () {
     // The page follows the store: the badge changes without a reload (waits on the DOM, no sleep).
     await list.page.waitForFunction(
       (id: string, status: string) => document.querySelector(`tr[data-run="${id}"] .badge`)?.getAttribute('data-status') === status,
-      {timeout: 30000},
+      {timeout: 90000},
       paused.run_id,
       now,
     )
