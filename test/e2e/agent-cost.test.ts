@@ -34,45 +34,45 @@ describe('an agent whose conversation grows: bounded requests, linear storage', 
     await cleanup()
   })
 
-  it('8 turns of 50 reads of a 60 KiB file: every request within max_context_bytes, the reply cache and state a few MB at most, and the model told what was dropped', async () => {
+  it('4 turns of 25 reads of a 30 KiB file (3 MB of results): every request within max_context_bytes, the reply cache and state a few MB at most, and the model told what was dropped', async () => {
     const repo = path.join(dir, 'repo')
     await mkdir(repo)
     const line = (i: number): string => `line ${String(i).padStart(5, '0')}: ${'the quick brown fox jumps over the lazy dog '.repeat(2)}\n`
     await writeFile(
       path.join(repo, 'big.txt'),
-      Array.from({length: 650}, (_, i) => line(i))
+      Array.from({length: 330}, (_, i) => line(i))
         .join('')
-        .slice(0, 60 * 1024),
+        .slice(0, 30 * 1024),
     )
     execFileSync('git', ['init', '-q'], {cwd: repo})
     await writeFile(path.join(repo, 'task.md'), 'Read big.txt until you are sure.\n')
     await writeFile(
       path.join(repo, 'agent.yaml'),
-      'version: 1\nname: reader\nsteps:\n  - id: read\n    kind: agent\n    prompt: task.md\n    tools: [read_file]\n    max_context_bytes: 150000\n',
+      'version: 1\nname: reader\nsteps:\n  - id: read\n    kind: agent\n    prompt: task.md\n    tools: [read_file]\n    max_context_bytes: 60000\n',
     )
     server = await ModelServer.start()
-    const turns = Array.from({length: 8}, (_, t) => ({
-      tool_calls: Array.from({length: 50}, (_, c) => ({id: `t${t}c${c}`, name: 'read_file', arguments: {path: 'big.txt'}})),
+    const turns = Array.from({length: 4}, (_, t) => ({
+      tool_calls: Array.from({length: 25}, (_, c) => ({id: `t${t}c${c}`, name: 'read_file', arguments: {path: 'big.txt'}})),
     }))
     server.script('read', ...turns, {content: 'I have read it.'})
     const env = {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')}
     const result = await pipe(['run', 'agent.yaml', '--json'], {cwd: repo, env, timeoutMs: 200000})
     expect(result.code, result.stderr).to.equal(0)
     expect(json<{status: string}>(result).status).to.equal('succeeded')
-    expect(server.requests).to.have.length(9)
+    expect(server.requests).to.have.length(5)
     for (const request of server.requests) {
       const text = request.body.messages.map((m) => m.content ?? '').join('')
-      expect(Buffer.byteLength(text), 'what one request carried').to.be.at.most(150000)
+      expect(Buffer.byteLength(text), 'what one request carried').to.be.at.most(60000)
     }
     // The latest result is whole; an older one says what became of it.
     const last = server.requests.at(-1)!.body.messages.filter((m) => m.role === 'tool')
-    expect(last).to.have.length(400)
+    expect(last).to.have.length(100)
     expect(last.at(-1)!.content).to.contain('line 00000')
-    expect(last[0]!.content).to.contain('was dropped to keep the conversation within 150000 bytes; call the tool again if you need it')
+    expect(last[0]!.content).to.contain('was dropped to keep the conversation within 60000 bytes; call the tool again if you need it')
     const store = path.join(repo, '.pipe')
-    expect(await bytesUnder(path.join(store, 'replies')), 'the reply cache').to.be.below(8 * 1024 * 1024)
+    expect(await bytesUnder(path.join(store, 'replies')), 'the reply cache').to.be.below(2 * 1024 * 1024)
     const runId = json<{run_id: string}>(result).run_id
-    expect(await bytesUnder(path.join(store, 'runs', runId, 'state')), 'the step state').to.be.below(2 * 1024 * 1024)
+    expect(await bytesUnder(path.join(store, 'runs', runId, 'state')), 'the step state').to.be.below(1024 * 1024)
     // A text stored once is still checked: the store verifies, and a changed text is named.
     // What `pipe audit verify` checks, in this process (helpers/stores.ts); the damaged store's verdict below is the command's.
     await expectAuditPasses(repo)

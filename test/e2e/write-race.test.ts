@@ -31,7 +31,7 @@ name: many-writes
 steps:
   - id: each
     kind: foreach
-    items: "\${{ ${JSON.stringify(Array.from({length: 120}, (_, i) => i))} }}"
+    items: "\${{ ${JSON.stringify(Array.from({length: 48}, (_, i) => i))} }}"
     concurrency: 4
     fail_fast: false
     steps:
