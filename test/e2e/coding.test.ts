@@ -13,6 +13,8 @@ import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '.
 import {expectAuditPasses, runRecordIn, runsIn, snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
+// The task's tests run as `node calc.test.js`: node:test in one process, where `node --test` starts a
+// runner and then a child per file, each QA of each attempt (CI's slowest file).
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
 const TEST =
   "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
@@ -23,7 +25,7 @@ const ARCH = {
   directory_tree: ['calc.js', 'calc.test.js', 'package.json'],
   api_specs: [{name: 'add', signature: 'add(a: number, b: number): number'}],
   data_models: [],
-  build_run_commands: {test: [['node', '--test']]},
+  build_run_commands: {test: [['node', 'calc.test.js']]},
 }
 const TASKS = {
   tasks: [
@@ -36,7 +38,7 @@ const TASKS = {
       files_touched: ['calc.js'],
       acceptance_tests: {
         static_checks: [['node', '--check', 'calc.js']],
-        unit_tests: [['node', '--test']],
+        unit_tests: [['node', 'calc.test.js']],
         smoke_tests: [],
         expected_signals: ['add(2, 3) is 5'],
       },
@@ -108,7 +110,7 @@ async function setup(planned: unknown = TASKS, files: Record<string, string> = {
     path.join(dir, 'policy.yaml'),
     `version: 1
 allowed_commands:
-  - [node, --test]
+  - [node, calc.test.js]
   - [node, --check, "{path}"]
 forbidden_paths: [".git/**", ".env"]
 max_patch_lines: 200
@@ -407,7 +409,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
   })
 
   it('QA errors when the policy denies a definition-of-done command: the edit is rolled back, the task ends blocked naming the command, and the run ends blocked after a summary', async () => {
-    await setup(taskWith({acceptance_tests: {static_checks: [['eslint', '.']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: []}}))
+    await setup(taskWith({acceptance_tests: {static_checks: [['eslint', '.']], unit_tests: [['node', 'calc.test.js']], smoke_tests: [], expected_signals: []}}))
     server.script(
       'implement',
       {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a + b')}}]},
