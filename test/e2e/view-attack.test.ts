@@ -302,8 +302,12 @@ describe('pipe view under attack and in a new user’s hands', function () {
       cwd: dir,
     })
     expect(answered.code, answered.stderr).to.equal(10)
-    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false, {timeout: 90000})
-    expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^awaiting input \(updated /)
+    // A poll made while pipe answer ran shows the panel already, saying "running at step compile":
+    // wait for the state the run ended in, not for the panel.
+    await page.waitForFunction(
+      () => document.getElementById('moved')?.hidden === false && /^awaiting input \(updated /.test(document.querySelector('#moved .now')?.textContent ?? ''),
+      {timeout: 90000},
+    )
     expect(await page.$eval('#waits pre.command', (e) => e.textContent), 'the page itself is as it was read').to.contain('pipe answer')
     expect(problems).to.deep.equal([])
   })

@@ -68,8 +68,14 @@ describe('pipe view: a run followed as it goes', function () {
 
     expect(openGate(dir), 'the step waits on the gate').to.equal(true)
     expect(((await running) as {code: number}).code).to.equal(0)
-    await page.waitForFunction(() => document.getElementById('moved')?.hidden === false && document.getElementById('now')?.hidden === true, {timeout: 90000})
-    expect(await page.$eval('#moved .now', (e) => e.textContent)).to.match(/^succeeded \(updated /)
+    // A poll made while the run was still between steps shows the panel already: wait for the end.
+    await page.waitForFunction(
+      () =>
+        document.getElementById('moved')?.hidden === false &&
+        document.getElementById('now')?.hidden === true &&
+        /^succeeded \(updated /.test(document.querySelector('#moved .now')?.textContent ?? ''),
+      {timeout: 90000},
+    )
     // The timeline grew on the page as it stood, without a reload: the steps after the held one are drawn.
     await page.waitForFunction((n) => document.querySelectorAll('#waterfall svg:not(.swatch) rect.bar').length > n, {timeout: 90000}, barsBefore)
     expect(await page.$eval('#moved', (e) => (e as HTMLElement).hidden), 'the page was not reloaded').to.equal(false)
