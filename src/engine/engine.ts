@@ -167,9 +167,9 @@ export class Engine {
   }
 
   /**
-   * Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. With
-   * `settings` (its pipeline and policy as it runs with them), a run paused at a step records that
-   * step's snapshot, cancelled.
+   * Ends a run that is not being driven (paused, interrupted, blocked or pending) as cancelled. A
+   * run paused at a step records that step's snapshot, cancelled, with the pipeline and policy it
+   * runs with (EngineDeps.waitingSettings).
    */
   async cancel(runId: string, reason: string): Promise<RunOutcome> {
     const {store} = this.deps

@@ -23,36 +23,31 @@ function child(script: string): {status: number | null; stdout: string} {
 }
 
 describe('step deadlines', () => {
-  it('fires each deadline, earliest first, whatever order they were set in', async () => {
-    const fired: string[] = []
-    const done = new Promise<void>((resolve) => {
+  /** Three deadlines set latest first; resolves with the order they fired in. */
+  function latestFirst(): {fired: Promise<string[]>} {
+    const order: string[] = []
+    const fired = new Promise<string[]>((resolve) => {
       deadline(60, () => {
-        fired.push('late')
-        resolve()
+        order.push('late')
+        resolve(order)
       })
-      deadline(20, () => fired.push('early'))
-      deadline(40, () => fired.push('middle'))
+      deadline(20, () => order.push('early'))
+      deadline(40, () => order.push('middle'))
     })
-    await done
-    expect(fired).to.deep.equal(['early', 'middle', 'late'])
+    return {fired}
+  }
+
+  it('fires each deadline, earliest first, whatever order they were set in', async () => {
+    expect(await latestFirst().fired).to.deep.equal(['early', 'middle', 'late'])
   })
 
   it('fires deadlines due at once earliest first when the timer is late (a busy machine)', async () => {
-    const fired: string[] = []
-    const done = new Promise<void>((resolve) => {
-      deadline(60, () => {
-        fired.push('late')
-        resolve()
-      })
-      deadline(20, () => fired.push('early'))
-      deadline(40, () => fired.push('middle'))
-    })
+    const {fired} = latestFirst()
     // Hold the event loop past the last deadline, as a loaded machine does: the one timer then
     // finds all three due in one expiry.
     const until = monotonicMs() + 70
     while (monotonicMs() < until);
-    await done
-    expect(fired).to.deep.equal(['early', 'middle', 'late'])
+    expect(await fired).to.deep.equal(['early', 'middle', 'late'])
   })
 
   it('never fires a cancelled deadline, and still fires the others', async () => {
