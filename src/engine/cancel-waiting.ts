@@ -4,7 +4,7 @@
  * one), built as any step's is (record.ts) and committed before the run is ended cancelled.
  */
 import type {StepHandler, StepKind, StepRegistry} from '../steps/types.js'
-import type {RunStore} from '../store/types.js'
+import type {CommitHook, RunStore} from '../store/types.js'
 import type {Step} from '../types/pipeline.js'
 import type {RunRecord} from '../types/run.js'
 import type {RunSettings} from './engine-types.js'
@@ -25,6 +25,7 @@ export async function commitWaitingCancelled(
   settings: RunSettings,
   reason: string,
   now: Date,
+  hook?: CommitHook,
 ): Promise<void> {
   const waiting = record.pending!
   const own = await store.readSnapshots(record.run_id)
@@ -56,5 +57,5 @@ export async function commitWaitingCancelled(
     settings,
     before: own,
   })
-  await store.commitStep(commit)
+  await store.commitStep(commit, hook)
 }

@@ -190,7 +190,7 @@ export class Engine {
         // Held and running while its step is recorded, as a walk records one: a crash in between
         // leaves a run whose process is gone, which pipe cancel finishes, never a paused run with a snapshot after its seal.
         await this.keeper.running(runId, 'resumed', {reason: `pipe cancel records step ${waiting.id}, which the run waits at, as cancelled`})
-        await commitWaitingCancelled(store, this.registry, record, waiting, settings, reason, this.now())
+        await commitWaitingCancelled(store, this.registry, record, waiting, settings, reason, this.now(), this.deps.hook)
       }
       await this.keeper.stop(runId, {status: 'cancelled', reason, by: this.user})
     } finally {

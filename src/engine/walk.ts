@@ -109,9 +109,13 @@ async function walkRun(env: WalkEnvironment, runId: string, settings: RunSetting
     }
   }
 
-  // A run whose last snapshot ended or paused it, but whose status was not yet recorded (a crash).
+  // A run whose last snapshot ended it, but whose status was not yet recorded (a crash): it ends so
+  // now. A failed or blocked one runs its step again only when a person redrives it (a resume of the
+  // run as it then stands), never as the crash's own resume. A pause is left to its step, which
+  // pauses again or takes the answer given.
   const lastDecision = own.at(-1)?.decisions.at(-1)
-  if ((lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'cancelled') && !redriven.has(retriedKey(own.at(-1)!))) {
+  const ending = lastDecision?.run_status === 'failed' || lastDecision?.run_status === 'blocked' || lastDecision?.run_status === 'cancelled'
+  if (ending && !redriven.has(retriedKey(own.at(-1)!))) {
     const settled = await settle(own.at(-1)!, stop)
     if (settled) return settled
   }

@@ -206,6 +206,15 @@ export class MemoryStore implements RunStore {
     return this.rows(runId).holder === null ? null : {pid: process.pid, host: os.hostname(), alive: true}
   }
 
+  /**
+   * The end of the process that held runs here, without its letting go (a crash): what another
+   * store's next process finds, a run whose holder is dead and which may be taken over. Only the
+   * records outlive it (the crash matrix, test/unit/crash-matrix.test.ts).
+   */
+  endProcess(): void {
+    for (const rows of this.runs.values()) rows.holder = null
+  }
+
   // The step commit
 
   async commitStep(commit: StepCommit, hook?: CommitHook): Promise<Committed> {
