@@ -88,7 +88,14 @@ function pinnedRepository(root: string, recorded: string | null | undefined): {g
   return {gitDir: recorded, workTree: path.dirname(recorded)}
 }
 
-async function open(root: string, recorded: string | null | undefined): Promise<SimpleGit> {
+/** A repository opened for pipe's own commands: its git, and who pipe's commits there are made as (see identity). */
+interface Opened {
+  git: SimpleGit
+  /** `-c` options naming pipe as the author where the repository's config names nobody; else none. */
+  who: string[]
+}
+
+async function open(root: string, recorded: string | null | undefined): Promise<Opened> {
   const pinned = pinnedRepository(root, recorded)
   const {simpleGit} = await import('simple-git')
   const git = simpleGit({
@@ -117,9 +124,12 @@ async function open(root: string, recorded: string | null | undefined): Promise<
   }
   // -z gives scope NUL key LF value NUL for each entry.
   const fields = (await git.raw(['config', '--list', '--show-scope', '-z'])).split('\0')
+  let email = ''
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const scope = fields[i]!
-    const key = fields[i + 1]!.split('\n', 1)[0]!
+    const [key = '', value = ''] = fields[i + 1]!.split(/\n(.*)/s)
+    // The last one listed is the one git uses (as `git config user.email` prints it).
+    if (key.toLowerCase() === 'user.email') email = value
     if ((scope === 'local' || scope === 'worktree') && PROGRAM_KEYS.test(key)) {
       throw new PipeError(
         'E_POLICY_DENIED',
@@ -131,13 +141,12 @@ async function open(root: string, recorded: string | null | undefined): Promise<
       )
     }
   }
-  return git
+  return {git, who: identity(email)}
 }
 
 /** Commit as the repository's configured person; as "pipe" where none is configured (a fresh CI box). */
-async function identity(git: SimpleGit): Promise<string[]> {
-  const configured = await git.raw(['config', 'user.email']).catch(() => '')
-  return configured.trim() ? [] : ['-c', `user.name=${AUTHOR.name}`, '-c', `user.email=${AUTHOR.email}`]
+function identity(configuredEmail: string): string[] {
+  return configuredEmail.trim() ? [] : ['-c', `user.name=${AUTHOR.name}`, '-c', `user.email=${AUTHOR.email}`]
 }
 
 /** The notes ref `pipe attest` writes: `git log --notes=pipe` shows them. */
@@ -154,10 +163,9 @@ export async function annotateCommits(
   commits: string[],
   note: string,
 ): Promise<{annotated: string[]; missing: string[]}> {
-  const git = await open(root, repository)
+  const {git, who} = await open(root, repository)
   const annotated: string[] = []
   const missing: string[] = []
-  const who = await identity(git)
   for (const commit of commits) {
     const known = await git.raw(['cat-file', '-t', commit]).catch(() => '')
     if (known.trim() !== 'commit') {
@@ -195,7 +203,7 @@ export async function checkpoint(
   root: string,
   options: {message: string; allowDirty: boolean; branch?: string; repository: RecordedRepository; trailers?: string[]},
 ): Promise<CheckpointResult> {
-  const git = await open(root, options.repository)
+  const {git, who} = await open(root, options.repository)
   const status = await git.status(['--ignore-submodules=all'])
   const dirty = status.files.map((f) => f.path)
   const parent = await head(git)
@@ -224,13 +232,14 @@ export async function checkpoint(
   await git.add(['-A'])
   // git's own trailer handling joins them to a trailer block the message already ends with.
   const trailers = (options.trailers ?? []).flatMap((t) => ['--trailer', t])
-  await git.raw([...(await identity(git)), 'commit', '--allow-empty', '--no-verify', '-q', '-m', options.message, ...trailers])
+  await git.raw([...who, 'commit', '--allow-empty', '--no-verify', '-q', '-m', options.message, ...trailers])
   const commit = (await head(git))!
   const files =
     parent === null
       ? (await git.raw(['ls-tree', '-r', '--name-only', commit])).split('\n').filter(Boolean)
       : (await git.raw(['diff', '--no-ext-diff', '--no-textconv', '--ignore-submodules=all', '--name-only', parent, commit])).split('\n').filter(Boolean)
-  return {commit, parent, branch: (await git.status(['--ignore-submodules=all'])).current ?? options.branch ?? '', files, empty: files.length === 0}
+  // The branch the commit is on: the one asked for (checked out above), else the one the status found (named before a first commit too).
+  return {commit, parent, branch: options.branch ?? status.current ?? '', files, empty: files.length === 0}
 }
 
 export interface RollbackResult {
@@ -249,7 +258,7 @@ export interface RollbackResult {
  * added meanwhile.
  */
 export async function rollback(root: string, commit: string, repository: RecordedRepository, options: {save?: string} = {}): Promise<RollbackResult> {
-  const git = await open(root, repository)
+  const {git, who} = await open(root, repository)
   const from = await head(git)
   try {
     await git.raw(['cat-file', '-e', `${commit}^{commit}`])
@@ -262,7 +271,7 @@ export async function rollback(root: string, commit: string, repository: Recorde
   const untracked = (await git.raw(['ls-files', '--others', '--exclude-standard'])).split('\n').filter(Boolean)
   let saved: string | undefined
   if (options.save !== undefined && (await git.status(['--ignore-submodules=all'])).files.length > 0) {
-    await git.raw([...(await identity(git)), 'stash', 'push', '--include-untracked', '-q', '-m', options.save])
+    await git.raw([...who, 'stash', 'push', '--include-untracked', '-q', '-m', options.save])
     saved = (await git.raw(['rev-parse', '--verify', '-q', 'stash@{0}'])).trim()
   }
   await git.raw(['reset', '--hard', '-q', commit])

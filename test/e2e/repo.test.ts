@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
-import {cp, readFile, readdir, writeFile} from 'node:fs/promises'
+import {cp, mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import {createReadStream, existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
@@ -49,8 +49,8 @@ async function policyFile(extra = ''): Promise<string> {
   return file
 }
 
-async function run(pipeline: string, policy?: string): Promise<{result: RunJson; code: number | null; stderr: string}> {
-  const r = await pipe(['run', pipeline, '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo})
+async function run(pipeline: string, policy?: string, env: Record<string, string> = {}): Promise<{result: RunJson; code: number | null; stderr: string}> {
+  const r = await pipe(['run', pipeline, '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -269,11 +269,17 @@ describe('command, git and edit steps under the policy', function () {
       'git.yaml',
       'steps:\n  - {id: first, kind: git, action: checkpoint, allow_dirty: true, message: first, next: change}\n  - id: change\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return 42\n      >>>>>>> REPLACE\n      notes.txt\n      <<<<<<< SEARCH\n      =======\n      new file\n      >>>>>>> REPLACE\n    next: second\n  - {id: second, kind: git, action: checkpoint, allow_dirty: true, message: second, next: back}\n  - {id: back, kind: git, action: rollback, to: first}\n',
     )
-    const out = await run(p)
+    // Nobody configured anywhere (a fresh CI box): pipe commits as itself. The second checkpoint's
+    // repository names a person, as whom it commits.
+    const nobody = path.join(dir, 'nobody')
+    await mkdir(nobody)
+    const out = await run(p, undefined, {HOME: nobody, XDG_CONFIG_HOME: nobody, GIT_CONFIG_NOSYSTEM: '1'})
     expect(out.code, out.stderr).to.equal(0)
     const list = await snapshots(out.result.run_id)
-    const first = (list[0]!.outputs as {checkpoint: {commit: string; parent: string | null; files: string[]}}).checkpoint
+    const first = (list[0]!.outputs as {checkpoint: {commit: string; parent: string | null; files: string[]; branch: string}}).checkpoint
     expect(first.parent).to.equal(null)
+    expect(first.branch, 'the branch of a first commit').to.equal('main')
+    expect(git('log', '-1', '--format=%an <%ae>', first.commit)).to.equal('pipe <pipe@localhost>')
     expect(first.files).to.include.members(['calc.js', 'calc.test.js', 'package.json'])
     expect(first.files.some((f) => f.startsWith('.pipe'))).to.equal(false)
     const back = (list[3]!.outputs as {rollback: {from: string; to: string}}).rollback
@@ -282,6 +288,15 @@ describe('command, git and edit steps under the policy', function () {
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a - b')
     expect(existsSync(path.join(repo, 'notes.txt'))).to.equal(false)
     expect(git('status', '--porcelain')).to.equal('')
+    git('config', 'user.name', 'Someone')
+    git('config', 'user.email', 'someone@example.com')
+    const again = await run(await pipelineFile('again.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint, message: again}\n'), undefined, {
+      HOME: nobody,
+      XDG_CONFIG_HOME: nobody,
+      GIT_CONFIG_NOSYSTEM: '1',
+    })
+    expect(again.code, again.stderr).to.equal(0)
+    expect(git('log', '-1', '--format=%an <%ae> %s')).to.equal('Someone <someone@example.com> again')
 
     await writeFile(path.join(repo, 'calc.js'), 'dirty\n')
     const strict = await pipelineFile('strict.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint}\n')
