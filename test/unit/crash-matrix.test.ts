@@ -12,7 +12,7 @@ import path from 'node:path'
 import {prepareStart, storeSettings} from '../../src/app/sessions/prepare.js'
 import {engineFor} from '../../src/app/sessions/shared.js'
 import type {ResumeOptions, StartOptions} from '../../src/engine/engine-types.js'
-import type {RunOutcome} from '../../src/engine/engine.js'
+import type {Engine, RunOutcome} from '../../src/engine/engine.js'
 import {deliveredKeys} from '../../src/steps/registry.js'
 import type {Provider} from '../../src/providers/types.js'
 import {ledgerKey} from '../../src/store/file/ledger.js'
@@ -60,7 +60,6 @@ interface Prepared {
   settings: StartOptions
   provider: () => Promise<Provider>
 }
-type Engine = ReturnType<typeof engineFor>
 
 /** What a run goes through: made ready, then the action its process dies in, then what a person does after the crash. */
 interface Scenario {
