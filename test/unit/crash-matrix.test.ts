@@ -19,6 +19,7 @@ import {ledgerKey} from '../../src/store/file/ledger.js'
 import {MemoryStore} from '../../src/store/memory/store.js'
 import type {AuditReport, RunStore} from '../../src/store/types.js'
 import type {RunStatus} from '../../src/types/run.js'
+import type {Snapshot} from '../../src/types/snapshot.js'
 import {defaultPipeline, examples, tempDir} from '../helpers/cli.js'
 
 /** Thrown at the point a run dies, and by every call its engine makes after. */
@@ -144,6 +145,23 @@ const scenarios: Scenario[] = [
     final: 'failed',
   },
   {
+    name: 'a foreach of three child runs, one at a time',
+    async start(cwd) {
+      await writeFile(
+        path.join(cwd, 'item.yaml'),
+        'version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n  - {id: work, kind: noop, next: done}\n  - {id: done, kind: end, status: succeeded, reason: "did ${{ inputs.name }}"}\n',
+      )
+      const file = path.join(cwd, 'main.yaml')
+      await writeFile(
+        file,
+        'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [\'a\', \'b\', \'c\'] }}", pipeline: ./item.yaml, with: {name: "${{ item }}"}, concurrency: 1, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: "${{ steps.each.outputs.succeeded }} of ${{ steps.each.outputs.total }}"}\n',
+      )
+      return prepared(cwd, {pipeline: file})
+    },
+    finish: resumeTo('go'),
+    final: 'succeeded',
+  },
+  {
     name: 'a paused run cancelled by pipe cancel',
     start: (cwd) => prepared(cwd, {pipeline: defaultPipeline, input: sentence, answers}),
     setup: pausedRun,
@@ -183,6 +201,25 @@ const scenarios: Scenario[] = [
 interface Ended {
   steps: string[]
   spec: unknown
+  /** Its child runs in step and item order: their status, steps and what their last step said. */
+  children: string[]
+}
+
+/** A run's child runs as the checks compare them. */
+async function childrenOf(store: RunStore, runId: string): Promise<string[]> {
+  return Promise.all(
+    (await store.listChildren(runId)).map(async (child) => {
+      const steps = await store.readSnapshots(child.run_id)
+      return `${child.status}: ${steps.map((s) => s.step.name).join(' ')} (${steps.at(-1)?.decisions.at(-1)?.reason ?? ''})`
+    }),
+  )
+}
+
+/** The snapshots of a run and of its children. */
+async function snapshotsWithChildren(store: RunStore, runId: string): Promise<Snapshot[]> {
+  const own = await store.readSnapshots(runId)
+  const children = await Promise.all((await store.listChildren(runId)).map(async (child) => store.readSnapshots(child.run_id)))
+  return [...own, ...children.flat()]
 }
 
 /**
@@ -217,9 +254,12 @@ async function checkEnded(store: RunStore, runId: string, baseline: Ended, point
     `the same steps, none twice, none missing, after a death at ${point}`,
   ).to.deep.equal(steps)
   expect(list.map((s) => s.step.seq)).to.deep.equal(steps.map((_, i) => i + 1))
+  expect(await childrenOf(store, runId), `one child run per item, each ended as it would have, after a death at ${point}`).to.deep.equal(baseline.children)
+  const all = await snapshotsWithChildren(store, runId)
   const written = list.map((s) => s.spec_version_out).filter((v): v is string => v !== null)
-  expect((await store.listSpecVersions()).sort(), `every spec version written is used, once, after a death at ${point}`).to.deep.equal([...written].sort())
-  const linked = list.flatMap((s) => s.evidence_links.map((l) => l.evidence_id))
+  const writtenAll = all.map((s) => s.spec_version_out).filter((v): v is string => v !== null)
+  expect((await store.listSpecVersions()).sort(), `every spec version written is used, once, after a death at ${point}`).to.deep.equal([...writtenAll].sort())
+  const linked = all.flatMap((s) => s.evidence_links.map((l) => l.evidence_id))
   expect((await store.listEvidenceIds()).sort(), `every evidence record written is linked, once, after a death at ${point}`).to.deep.equal([...linked].sort())
   if (written.length > 0 && steps === baseline.steps)
     expect(await lastSpec(store, written), `the last spec after a death at ${point}`).to.deep.equal(baseline.spec)
@@ -260,6 +300,7 @@ describe('the engine, killed at every point of a run and resumed by another (in-
       const snapshots = await baseStore.readSnapshots(outcome.run_id)
       const baseline: Ended = {
         steps: snapshots.map((s) => s.step.name),
+        children: await childrenOf(baseStore, outcome.run_id),
         spec: await lastSpec(
           baseStore,
           snapshots.map((s) => s.spec_version_out).filter((v): v is string => v !== null),
@@ -288,7 +329,7 @@ describe('the engine, killed at every point of a run and resumed by another (in-
         store.endProcess()
         const before = await store.audit(undefined, {deliveredKeys})
         expect(before.ok, `audit at once after a death at ${point}:\n${said(before)}`).to.equal(true)
-        const runs = (await store.listRuns({limit: 10})).runs
+        const runs = (await store.listRuns({limit: 100})).runs.filter((r) => r.parent === undefined)
         expect(runs.length, `runs after a death at ${point}`).to.be.at.most(1)
         if (runs.length === 0) continue
         const record = runs[0]!
