@@ -65,7 +65,7 @@ interface Prepared {
 /** What a run goes through: made ready, then the action its process dies in, then what a person does after the crash. */
 interface Scenario {
   name: string
-  /** The run's settings, as `pipe run` prepares them in `cwd`. */
+  /** The run's settings, as `pipe run` prepares them in `cwd` (once: each run of the scenario then has a folder of its own). */
   start(cwd: string): Promise<Prepared>
   /** Made before the action and never killed (a run paused for its review, a ledger entry): the run's id. */
   setup?(engine: Engine, settings: StartOptions, store: RunStore): Promise<string>
@@ -228,16 +228,16 @@ async function snapshotsWithChildren(store: RunStore, runId: string): Promise<Sn
  */
 async function runScenario(
   scenario: Scenario,
+  prepared: Prepared,
   cwd: string,
   store: RunStore,
   acting: RunStore,
   hook?: (point: string) => void,
 ): Promise<{runId?: string; outcome: Promise<RunOutcome>; settings: ResumeOptions}> {
-  const {settings: given, provider} = await scenario.start(cwd)
-  const settings = await storeSettings(given, store)
+  const settings = await storeSettings({...prepared.settings, cwd}, store)
   const resume: ResumeOptions = {pipeline: settings.pipeline, policy: settings.policy, cwd}
-  const runId = scenario.setup ? await scenario.setup(engineIn(cwd, store, provider), settings, store) : undefined
-  const engine = engineIn(cwd, acting, provider, hook)
+  const runId = scenario.setup ? await scenario.setup(engineIn(cwd, store, prepared.provider), settings, store) : undefined
+  const engine = engineIn(cwd, acting, prepared.provider, hook)
   const outcome = runId !== undefined && scenario.act ? scenario.act(engine, runId, resume) : engine.start(settings)
   return {...(runId !== undefined ? {runId} : {}), outcome, settings: resume}
 }
@@ -285,12 +285,13 @@ describe('the engine, killed at every point of a run and resumed by another (in-
 
   for (const scenario of scenarios) {
     it(`${scenario.name}: ends ${scenario.final} with every step once, whatever point its process died at`, async () => {
+      const prepared = await scenario.start(dir)
       const baseCwd = path.join(dir, 'baseline')
       await mkdir(baseCwd)
       const baseStore = new MemoryStore(path.join(baseCwd, '.pipe'))
       const points: string[] = []
       const counts = new Map<string, number>()
-      const base = await runScenario(scenario, baseCwd, baseStore, baseStore, (point) => {
+      const base = await runScenario(scenario, prepared, baseCwd, baseStore, baseStore, (point) => {
         const n = (counts.get(point) ?? 0) + 1
         counts.set(point, n)
         points.push(`${point}#${n}`)
@@ -314,7 +315,7 @@ describe('the engine, killed at every point of a run and resumed by another (in-
         const store = new MemoryStore(path.join(cwd, '.pipe'))
         const first = processOn(store)
         const seen = new Map<string, number>()
-        const run = await runScenario(scenario, cwd, store, first.view, (at) => {
+        const run = await runScenario(scenario, prepared, cwd, store, first.view, (at) => {
           if (first.dead()) first.die(point)
           const n = (seen.get(at) ?? 0) + 1
           seen.set(at, n)
@@ -333,7 +334,7 @@ describe('the engine, killed at every point of a run and resumed by another (in-
         expect(runs.length, `runs after a death at ${point}`).to.be.at.most(1)
         if (runs.length === 0) continue
         const record = runs[0]!
-        const second = engineIn(cwd, store, (await scenario.start(cwd)).provider)
+        const second = engineIn(cwd, store, prepared.provider)
         const finished = await scenario.finish(second, record.run_id, run.settings, record.status)
         expect(finished?.status ?? record.status, `the end after a death at ${point}`).to.equal(scenario.final)
         await checkEnded(store, record.run_id, baseline, point, scenario.withoutLast)
