@@ -91,6 +91,12 @@ async function prepared(cwd: string, args: {pipeline: string; decision?: 'go' | 
   return {settings, provider: provider.create}
 }
 
+/** A pipeline of files (name: YAML) written in `cwd`, the first of them run. */
+async function pipelineOf(cwd: string, files: Record<string, string>): Promise<Prepared> {
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(cwd, name), text)
+  return prepared(cwd, {pipeline: path.join(cwd, Object.keys(files)[0]!)})
+}
+
 /** The engine a command makes over `store` in `cwd`. */
 const engineIn = (cwd: string, store: RunStore, provider: Prepared['provider'], hook?: (point: string) => void): Engine =>
   engineFor(store, {cwd, store: path.join(cwd, '.pipe'), ...(hook ? {hook} : {})}, provider)
@@ -133,31 +139,23 @@ const scenarios: Scenario[] = [
   },
   {
     name: 'a pipeline whose last step fails',
-    async start(cwd) {
-      const file = path.join(cwd, 'failing.yaml')
-      await writeFile(
-        file,
-        'version: 1\nname: failing\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: command, run: [rm, -rf, /nonexistent]}\n',
-      )
-      return prepared(cwd, {pipeline: file})
-    },
+    start: (cwd) =>
+      pipelineOf(cwd, {
+        'failing.yaml':
+          'version: 1\nname: failing\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: command, run: [rm, -rf, /nonexistent]}\n',
+      }),
     finish: resumeTo('go'),
     final: 'failed',
   },
   {
     name: 'a foreach of three child runs, one at a time',
-    async start(cwd) {
-      await writeFile(
-        path.join(cwd, 'item.yaml'),
-        'version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n  - {id: work, kind: noop, next: done}\n  - {id: done, kind: end, status: succeeded, reason: "did ${{ inputs.name }}"}\n',
-      )
-      const file = path.join(cwd, 'main.yaml')
-      await writeFile(
-        file,
-        'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [\'a\', \'b\', \'c\'] }}", pipeline: ./item.yaml, with: {name: "${{ item }}"}, concurrency: 1, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: "${{ steps.each.outputs.succeeded }} of ${{ steps.each.outputs.total }}"}\n',
-      )
-      return prepared(cwd, {pipeline: file})
-    },
+    start: (cwd) =>
+      pipelineOf(cwd, {
+        'main.yaml':
+          'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [\'a\', \'b\', \'c\'] }}", pipeline: ./item.yaml, with: {name: "${{ item }}"}, concurrency: 1, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: "${{ steps.each.outputs.succeeded }} of ${{ steps.each.outputs.total }}"}\n',
+        'item.yaml':
+          'version: 1\nname: item\ninputs:\n  name: {type: string, required: true}\nsteps:\n  - {id: work, kind: noop, next: done}\n  - {id: done, kind: end, status: succeeded, reason: "did ${{ inputs.name }}"}\n',
+      }),
     finish: resumeTo('go'),
     final: 'succeeded',
   },
