@@ -9,7 +9,7 @@
  * has a database of its own anyway. A test that restarts or crashes the server asks for a cluster
  * of its own (`durable`, or `own`).
  */
-import {execFileSync, spawn} from 'node:child_process'
+import {execFileSync, spawn, type ChildProcess} from 'node:child_process'
 import {appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync} from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
@@ -78,22 +78,32 @@ export async function startCluster(context?: Mocha.Context, options: {durable?: 
   if (context) needs(context, 'postgresql')
   if (options.durable || options.own) return newCluster(options)
   shared ??= newCluster({}).then((cluster) => {
-    process.once('exit', () => stopDetached(cluster))
+    stopWhenGone(cluster)
     return cluster
   })
   shared.catch(() => (shared = undefined))
   return {...(await shared), stop: async () => {}}
 }
 
+/** The watchdogs of this process's shared clusters: each holds the write end of its watchdog's input open. */
+const watchdogs: ChildProcess[] = []
+
 /**
- * At the process's exit (a synchronous moment, and mocha's worker pool kills a worker that takes
- * long to exit): a detached shell stops the server and removes its folder after this process is gone.
+ * Stops the server and removes its folder once this process is gone, however it ends: mocha's
+ * worker pool may kill a worker without its 'exit' handlers running, which left the shared cluster
+ * running (a server and a folder in the temp dir after every run). A detached shell waits for the
+ * end of its input, which comes when the kernel closes this process's end of the pipe at its death:
+ * no polling, no timer.
  */
-function stopDetached(cluster: Cluster): void {
+function stopWhenGone(cluster: Cluster): void {
   const [file, ...args] = asPostgres(path.join(postgresBin(), 'pg_ctl'), ['-D', path.join(cluster.dir, 'data'), '-m', 'immediate', '-w', 'stop'])
   const quote = (a: string): string => `'${a.replace(/'/g, `'\\''`)}'`
-  const script = `${[file!, ...args].map(quote).join(' ')} >/dev/null 2>&1; rm -rf ${quote(cluster.dir)}`
-  spawn('sh', ['-c', script], {detached: true, stdio: 'ignore'}).unref()
+  const script = `cat >/dev/null; ${[file!, ...args].map(quote).join(' ')} >/dev/null 2>&1; rm -rf ${quote(cluster.dir)}`
+  const watchdog = spawn('sh', ['-c', script], {detached: true, stdio: ['pipe', 'ignore', 'ignore']})
+  // Neither the shell nor the pipe keeps this process alive.
+  watchdog.unref()
+  ;(watchdog.stdin as unknown as {unref(): void}).unref()
+  watchdogs.push(watchdog)
 }
 
 /**
