@@ -79,6 +79,11 @@ interface Scenario {
    * step of the baseline, always.
    */
   withoutLast?: string
+  /**
+   * The first point of the part of the run only this scenario has: the deaths before it are another
+   * scenario's (the same steps, the same records), so it dies at its first point and from this one on.
+   */
+  from?: string
 }
 
 const sentence = path.join(examples, 'one-sentence.txt')
@@ -130,12 +135,14 @@ const scenarios: Scenario[] = [
     start: (cwd) => prepared(cwd, {pipeline: defaultPipeline, input: sentence, answers, decision: 'drop'}),
     finish: resumeTo('drop'),
     final: 'cancelled',
+    from: 'before-step:manual_review#1',
   },
   {
     name: 'the default pipeline, answered up front, paused for its review',
     start: (cwd) => prepared(cwd, {pipeline: defaultPipeline, input: sentence, answers}),
     finish: async (engine, runId, settings, status) => (ended(status) || status === 'awaiting_input' ? undefined : engine.resume(runId, settings)),
     final: 'awaiting_input',
+    from: 'before-step:manual_review#1',
   },
   {
     name: 'a pipeline whose last step fails',
@@ -307,7 +314,10 @@ describe('the engine, killed at every point of a run and resumed by another (in-
       }
       expect(points.length, 'the points the action passes').to.be.at.least(2)
 
+      const from = scenario.from === undefined ? 0 : points.indexOf(scenario.from)
+      expect(from, `${scenario.from} is a point of the run`).to.be.at.least(0)
       for (const [i, point] of points.entries()) {
+        if (i > 0 && i < from) continue
         const cwd = path.join(dir, `died-${i}`)
         await mkdir(cwd)
         const store = new MemoryStore(path.join(cwd, '.pipe'))
