@@ -18,6 +18,7 @@ import type {Snapshot} from '../../types/snapshot.js'
 import type {CanonicalSpec} from '../../types/spec.js'
 import {fileHash, sealLine, verifySpec} from '../trail/integrity.js'
 import type {
+  ArchiveStore,
   AuditKinds,
   AuditReport,
   CommitHook,
@@ -41,10 +42,10 @@ import {compareIds, formatId, latestDay, todayKey, type DatedPrefix} from '../tr
 import {childrenAmong, pageOf} from '../trail/listing.js'
 import {buildEvidence, buildSpec, featureText, lineText, recordText} from '../trail/records.js'
 import {changedRun, movedHead, newRun, runIndexLine, type RunStart} from '../trail/runs.js'
-import {isAnchorLine, referencedIds, type ArchiveAnchor, type ArchiveSource} from '../trail/archive.js'
+import {memoryArchiving} from './archive.js'
 import {commitHash, committedSnapshot, sealCommitted} from '../trail/snapshots.js'
 
-interface RunRows {
+export interface RunRows {
   body: string
   events: string[]
   snapshots: Map<number, {body: string; commit_hash: string}>
@@ -391,65 +392,17 @@ export class MemoryStore implements RunStore {
     return new MemoryLedger(this)
   }
 
-  /** Archiving (app/archive.ts): the maps read, the index appended to, a run's rows dropped. */
-  readonly archiving = {
-    source: async (runIds: readonly string[]): Promise<ArchiveSource> => {
-      const runs = runIds.flatMap((id) => {
-        const rows = this.runs.get(id)
-        if (!rows) return []
-        return [
-          {
-            run_id: id,
-            body: rows.body,
-            events: [...rows.events],
-            snapshots: [...rows.snapshots.entries()].map(([seq, r]) => ({seq, body: r.body})),
-            states: [...rows.states.entries()].map(([key, body]) => {
-              const [seq, step] = key.split('/') as [string, string]
-              return {step, seq: Number(seq), body}
-            }),
-          },
-        ]
-      })
-      const named = referencedIds(runs)
-      const pick = (map: Map<string, string>, ids: string[]): Array<{id: string; body: string}> =>
-        ids.flatMap((id) => (map.has(id) ? [{id, body: map.get(id)!}] : []))
-      return {
-        runs,
-        specs: pick(this.specs, named.records),
-        evidence: pick(this.evidence, named.records),
-        features: pick(this.features, named.features),
-        runIndex: [...this.runIndex],
-        ledger: [...this.ledgerEntries.entries()].map(([key, body]) => ({key, body})),
-        ledgerLog: [...this.ledgerLog],
-        artifacts: [],
-      }
-    },
-    anchors: async (): Promise<ArchiveAnchor[]> =>
-      this.runIndex.map((line) => JSON.parse(line) as Record<string, unknown>).filter(isAnchorLine) as unknown as ArchiveAnchor[],
-    anchor: async (anchors: readonly ArchiveAnchor[]): Promise<void> => {
-      const done = new Set((await this.archiving.anchors()).map((a) => a.archived))
-      for (const a of anchors) {
-        if (done.has(a.archived)) continue
-        const prev = this.runIndex.at(-1)
-        this.runIndex.push(lineText(sealLine({...a}, prev ? (JSON.parse(prev) as {hash: string}).hash : null)))
-      }
-    },
-    remove: async (runId: string): Promise<void> => {
-      if (!(await this.archiving.anchors()).some((a) => a.archived === runId))
-        throw new PipeError('E_INTERNAL', `${runId} has no archive anchor: its records are not removed`)
-      this.runs.delete(runId)
-      this.children.delete(runId)
-      for (const [parent, list] of this.children)
-        this.children.set(
-          parent,
-          list.filter((id) => id !== runId),
-        )
-    },
-    leftovers: async (): Promise<string[]> => [],
-    get defaultFolder(): string | null {
-      return null
-    },
-  }
+  /** Archiving (app/archive.ts): the maps read, the index appended to, a run's rows dropped (./archive.ts). */
+  readonly archiving: ArchiveStore = memoryArchiving({
+    runs: this.runs,
+    children: this.children,
+    runIndex: this.runIndex,
+    specs: this.specs,
+    evidence: this.evidence,
+    features: this.features,
+    ledgerEntries: this.ledgerEntries,
+    ledgerLog: this.ledgerLog,
+  })
 
   audit(runId?: string, kinds?: AuditKinds): Promise<AuditReport> {
     return auditRows(this.trailRows(), runId, kinds)
