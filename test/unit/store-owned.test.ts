@@ -105,6 +105,27 @@ describe('store: what it wrote of a run while holding its lock', () => {
     expect((await store.appendEvent(run.run_id, {at, event: 'note', reason: 'two'})).status_reason).to.equal('written by someone else')
   })
 
+  it('refuses a change made without the lock while another holder drives the run, so the holder’s chain stays whole', async () => {
+    const root = path.join(dir, 's')
+    const driver = await Store.open(root)
+    const bystander = await Store.open(root)
+    const run = await newRun(driver)
+    const release = await driver.acquireRun(run.run_id)
+    await driver.appendEvent(run.run_id, {at, event: 'note', reason: 'the driver, first'})
+    let refused: {code?: string; message?: string} = {}
+    await bystander.appendEvent(run.run_id, {at, event: 'published', reason: 'by hand'}).catch((error: {code?: string; message?: string}) => (refused = error))
+    expect(refused.code, refused.message).to.equal('E_CONFLICT')
+    expect(refused.message).to.contain('is being driven by another pipe process')
+    await driver.appendEvent(run.run_id, {at, event: 'note', reason: 'the driver, second'})
+    await release()
+    // Once the driver let go, the same change is written, chained after the driver's lines.
+    await bystander.appendEvent(run.run_id, {at, event: 'published', reason: 'by hand'})
+    const disk = await onDisk(driver, run.run_id)
+    expect(disk.events.map((e) => e.event)).to.deep.equal(['created', 'note', 'note', 'published'])
+    disk.events.forEach((line, i) => expect(line.prev).to.equal(i === 0 ? null : disk.events[i - 1]!.hash))
+    expect((await auditStore(driver, run.run_id)).problems).to.deep.equal([])
+  })
+
   it('forgets what it knew after a change that failed, and reads the run again', async () => {
     const store = await Store.open(path.join(dir, 's'))
     const run = await newRun(store)

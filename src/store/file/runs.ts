@@ -207,6 +207,19 @@ export class Runs {
    * verify accepts as a change in flight.
    */
   async update(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
+    if (this.layout.owned.has(runId)) return this.write(runId, change, event)
+    // A run this store does not hold is written under its lock, for this write alone: its holder
+    // appends to the timeline from the tail it wrote itself, so a line added beside it would fork
+    // the chain. A live holder makes this write fail (E_CONFLICT) rather than damage the run.
+    const release = await this.acquire(runId)
+    try {
+      return await this.write(runId, change, event)
+    } finally {
+      await release()
+    }
+  }
+
+  private async write(runId: string, change: (record: RunRecord) => void, event: RunEvent): Promise<RunRecord> {
     const layout = this.layout
     const owned = layout.owned.get(runId)
     const db = this.db(runId)
