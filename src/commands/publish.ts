@@ -9,7 +9,7 @@ import {line as t} from '../util/terminal-text.js'
 
 export default class Publish extends PipeCommand {
   static override summary = "Publish a run's reviewed spec version to its pipeline's targets again, by hand."
-  static override description = `Idempotent: each feature + target + spec version is delivered once; publishing a delivered key sends nothing and prints the recorded external id. Only a version whose review said go is published. Retryable failures (429, 5xx, a connection refused) are retried with backoff; every attempt is in the ledger (pipe ledger list).
+  static override description = `Idempotent: each feature + target + spec version is delivered once; publishing a delivered key sends nothing and prints the recorded external id. Only a version whose review said go is published. While another process drives the run (its own publish step), pipe publish waits up to 60 s for it to let the run go. Retryable failures (429, 5xx, a connection refused) are retried with backoff; every attempt is in the ledger (pipe ledger list).
 
 A request that went out without an answer (a crash, a timeout) has an unknown outcome and is not retried: a target set to uncertain: resend sends it once more per publish or resume; uncertain: hold stops: check the channel, then --resend or --mark-delivered.`
   static override examples = [
@@ -38,6 +38,7 @@ A request that went out without an answer (a crash, a timeout) has an unknown ou
         store: this.storeDir(flags.store),
         runId: args.run,
         signal,
+        onWait: (busy) => process.stderr.write(t`${busy}; waiting for it to let the run go\n`),
         ...(flags.target ? {target: flags.target} : {}),
         ...(flags.resend ? {resend: true} : {}),
         ...(flags['mark-delivered'] ? {markDelivered: true} : {}),

@@ -1,11 +1,12 @@
 import {expect} from 'chai'
+import {spawn} from 'node:child_process'
 import {createHmac} from 'node:crypto'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
-import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
-import {ledgerIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
+import {bin, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {expectAuditPasses, ledgerIn, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 
 interface RunJson {
@@ -180,9 +181,49 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     await Promise.race([server.arrival(arrivedBefore + 1), review])
     const [reviewed, manual] = await Promise.all([review, cli(['publish', paused.run_id, '--target', 'generic'])])
     expect(reviewed.code, reviewed.stderr).to.equal(0)
-    expect([0, 2]).to.include(manual.code)
+    // It waits for the review's process to let the run go, then finds the key delivered.
+    expect(manual.code, manual.stderr).to.equal(0)
     expect(server.deliveries('/json')).to.have.length(1)
     expect((await ledger()).filter((e) => e.run_id === paused.run_id && e.target === 'generic').map((e) => e.attempts.length)).to.deep.equal([1])
+  })
+
+  it('waits for the process that drives the run before publishing by hand, so the run’s timeline stays one chain', async () => {
+    // The driver's publish step sends to `generic` and waits for an answer the test gives when it chooses.
+    let answer!: () => void
+    server.reply({until: new Promise<void>((resolve) => (answer = resolve))})
+    const hooks = await pipeline(
+      '      - {name: local, type: file, dir: published}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 120000}\n',
+    )
+    const driver = pipe(['run', hooks, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()})
+    const ended = await Promise.race([server.arrival(1), driver])
+    expect(server.arrived, `the driver is sending to generic: ${ended?.stderr ?? ''}`).to.have.length(1)
+    const {run_id: runId} = await newestRun()
+
+    const byHand = spawn(process.execPath, [bin, 'publish', runId, '--target', 'local'], {cwd: dir, env: {...process.env, ...env(), NO_COLOR: '1'}})
+    let stderr = ''
+    let stdout = ''
+    byHand.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
+    const exited = new Promise<number | null>((resolve) => byHand.on('close', resolve))
+    const waiting = new Promise<void>((resolve) =>
+      byHand.stderr.setEncoding('utf8').on('data', (d: string) => {
+        stderr += d
+        if (stderr.includes('waiting for it to let the run go')) resolve()
+      }),
+    )
+    const first = await Promise.race([waiting.then(() => 'waits' as const), exited.then(() => 'exited' as const)])
+    // The driver goes on whatever this found, so that a failure here leaves no process behind.
+    answer()
+    expect(first, `pipe publish did not wait for the driver: ${stderr}${stdout}`).to.equal('waits')
+    expect(stderr).to.contain(`run ${runId} is being driven by another pipe process`)
+
+    const driven = await driver
+    expect(driven.code, driven.stderr).to.equal(0)
+    expect(await exited, stderr).to.equal(0)
+    expect(stdout).to.contain('already delivered  local')
+    // Its line comes after the driver's last, in one chain that pipe audit verify accepts (read in this process).
+    const timeline = (await readIn(path.join(dir, '.pipe'), (store) => store.readEvents(runId))).map((e) => e.event)
+    expect(timeline.at(-1), timeline.join(', ')).to.equal('published')
+    await expectAuditPasses(dir, runId)
   })
 
   it('retries a 500 and succeeds, with both attempts in the ledger and the snapshot', async () => {

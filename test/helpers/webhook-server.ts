@@ -15,6 +15,8 @@ export interface Reply {
   /** Answer with the request's headers as the client sent them (names in their case): `{"headers": {...}}`. */
   echoHeaders?: boolean
   delayMs?: number
+  /** Answer once this settles: the test says when, instead of a delay. */
+  until?: Promise<unknown>
   /** Never answer: the client's timeout decides (the connection is closed with the server). */
   hang?: boolean
   /** Read the whole request, then break the connection without answering: it may have acted, no one can tell. */
@@ -68,7 +70,8 @@ export class WebhookServer {
           for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers[req.rawHeaders[i]!] = req.rawHeaders[i + 1]!
           res.end(JSON.stringify(reply.echoHeaders ? {headers} : (reply.body ?? {ok: true})))
         }
-        if (reply.delayMs) setTimeout(answer, reply.delayMs)
+        if (reply.until) void reply.until.then(answer, answer)
+        else if (reply.delayMs) setTimeout(answer, reply.delayMs)
         else answer()
       })
     })

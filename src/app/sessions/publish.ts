@@ -7,7 +7,9 @@ import {publishTo, type PublishOutcome} from '../../publish/deliver.js'
 import {views} from '../../steps/registry.js'
 import {ledgerKey, releaseHeld} from '../../store/file/ledger.js'
 import {openStore, storeLocation} from '../../store/open.js'
+import type {RunStore} from '../../store/types.js'
 import {currentUser} from '../../util/user.js'
+import {holdRunPatiently} from './hold-run.js'
 import {type SessionOptions, loadPipelineOrThrow, policyOrThrow} from './shared.js'
 
 export interface PublishSession extends SessionOptions {
@@ -16,10 +18,30 @@ export interface PublishSession extends SessionOptions {
   resend?: boolean
   markDelivered?: boolean
   env?: NodeJS.ProcessEnv
+  /** Told when another process holds the run and this one waits for it. */
+  onWait?: (busy: string) => void
 }
+
+/** How long pipe publish waits for a process that drives the run (its own publish step, say) to let it go. */
+const DRIVER_WAIT_MS = 60000
 
 export async function publishSession(options: PublishSession): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
   const store = await openStore(storeLocation(options.cwd, options.store), 'existing')
+  // Held for the whole publication: its 'published' line joins the run's timeline, which only the
+  // run's holder writes; and a driver publishing meanwhile is done before this reads the ledger.
+  const release = await holdRunPatiently(store, options.runId, {
+    waitMs: DRIVER_WAIT_MS,
+    ...(options.onWait ? {onWait: options.onWait} : {}),
+    ...(options.signal ? {signal: options.signal} : {}),
+  })
+  try {
+    return await publishHeld(store, options)
+  } finally {
+    await release()
+  }
+}
+
+async function publishHeld(store: RunStore, options: PublishSession): Promise<{run_id: string; spec_version: string; results: PublishOutcome[]}> {
   const record = await store.readRun(options.runId)
   if (!record.spec_version)
     throw new PipeError('E_STATE', `run ${options.runId} has no spec version to publish`, {hint: `pipe runs show ${options.runId} shows how far it got.`})

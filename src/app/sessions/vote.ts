@@ -16,6 +16,7 @@ import {hashJson} from '../../util/hash.js'
 import {redactDeep} from '../../util/redact.js'
 import {decisionKey, type DecisionKey} from '../attest/keys.js'
 import {currentPerson} from '../identity.js'
+import {holdRunPatiently} from './hold-run.js'
 import {policyOrThrow, waitingFor, type SessionOptions} from './shared.js'
 
 type Pending = NonNullable<RunRecord['pending']>
@@ -196,7 +197,8 @@ async function recordVote(
   approve: boolean,
   signature: SignedDecision | undefined,
 ): Promise<RunRecord | 'opens'> {
-  const release = await holdRun(store, runId)
+  // Another voter holds the run only for a read and a write: wait for it, briefly.
+  const release = await holdRunPatiently(store, runId, {waitMs: 5000})
   try {
     const record = await store.readRun(runId)
     const pending = record.status === 'awaiting_input' ? record.pending : undefined
@@ -251,21 +253,6 @@ async function recordVote(
     return approve && count === rule.required ? 'opens' : updated
   } finally {
     await release()
-  }
-}
-
-/**
- * The run's lock for a vote: another voter holds it only for a read and a write, so a vote that
- * finds it held tries again, briefly, before saying so.
- */
-async function holdRun(store: RunStore, runId: string): Promise<() => Promise<void>> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await store.acquireRun(runId)
-    } catch (error) {
-      if ((error as {code?: string}).code !== 'E_CONFLICT' || attempt >= 100) throw error
-      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30))
-    }
   }
 }
 
