@@ -43,7 +43,7 @@ async function pipeline(targets: string): Promise<string> {
 }
 
 const allTargets =
-  '      - {name: local, type: file, dir: published}\n      - {name: feishu, type: webhook, format: feishu, url_env: FEISHU_HOOK, secret_env: FEISHU_SECRET}\n      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 2000}\n'
+  '      - {name: local, type: file, dir: published}\n      - {name: feishu, type: webhook, format: feishu, url_env: FEISHU_HOOK, secret_env: FEISHU_SECRET}\n      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 120000}\n'
 
 function env(): Record<string, string> {
   return {

@@ -80,7 +80,9 @@ function checkTrail(list: Snapshot[]): void {
   })
 }
 
-describe('pipe run: the default pipeline end to end (offline, real processes)', () => {
+describe('pipe run: the default pipeline end to end (offline, real processes)', function () {
+  // Six runs at once on a loaded 2-core machine took more than mocha's default minute.
+  this.timeout(240000)
   it('takes the full PRD to a published spec, with one valid snapshot per step', async () => {
     const {body} = await fullPrdRun()
     expect(body.status).to.equal('succeeded')

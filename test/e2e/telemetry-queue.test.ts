@@ -25,7 +25,8 @@ describe('traces of a detached run (PostgreSQL store, a worker, a real OTLP rece
 
   it("the enqueue, the time queued and the worker's session are one trace, rooted at the enqueue the run keeps", async () => {
     receiver = await OtlpReceiver.start()
-    const otel = {OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf'}
+    // A long flush bound: the default 3 s was passed by a loaded machine, dropping the spans looked for.
+    const otel = {OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_EXPORTER_OTLP_TIMEOUT: '120000'}
     const detached = await pipe(
       ['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'],
       {

@@ -43,6 +43,11 @@ if (!process.env.PIPE_TEST_HOME) process.on('exit', () => rmSync(testHome, {recu
 // processes and in this one: tests see a config folder of their own (a test that wants a key sets one).
 process.env.XDG_CONFIG_HOME = path.join(testHome, 'config')
 delete process.env.PIPE_SIGNING_KEY
+// After Ctrl-C or SIGTERM a run has 5 s to record itself interrupted before pipe quits regardless; on
+// a loaded machine recording took longer, and a test expecting exit 130 saw the signal's death. Every
+// process a test starts, through these helpers or its own spawn of process.env, is given far longer
+// (test/unit/signals.test.ts sets its own to test the grace itself).
+process.env.PIPE_SIGNAL_GRACE_MS ??= '600000'
 
 export interface CliResult {
   code: number | null
@@ -88,7 +93,9 @@ export function node(args: string[], options: CliOptions = {}): Promise<CliResul
     let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d))
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30000)
+    // Only a backstop for a process that never ends: the test's own timeout says when it failed. A
+    // short default decided tests on a loaded machine (a run held open while the test drove a browser).
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 300000)
     child.on('error', reject)
     child.on('close', (code, signal) => {
       clearTimeout(timer)

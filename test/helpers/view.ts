@@ -75,6 +75,10 @@ export async function startView(dir: string, servers: ChildProcess[], args: stri
 /** A page in the browser with every console error, page error and request collected. */
 export async function open(browser: Browser, url: string, options: {status?: number; dark?: boolean} = {}): Promise<{page: Page; problems: string[]}> {
   const page = await browser.newPage()
+  // No bound of puppeteer's own (30 s): a navigation that waits for a run to be driven took longer on
+  // a loaded machine; the test's timeout says when it failed.
+  page.setDefaultNavigationTimeout(0)
+  page.setDefaultTimeout(0)
   const problems: string[] = []
   page.on('console', (m) => {
     if (m.type() === 'error' || m.type() === 'warn') problems.push(`${m.type()}: ${m.text()}`)
