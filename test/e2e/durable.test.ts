@@ -1,6 +1,6 @@
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {existsSync} from 'node:fs'
+import {existsSync, mkdirSync, writeFileSync} from 'node:fs'
 import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
@@ -228,28 +228,36 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
       slow,
       'version: 1\nname: slow\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, sleep_ms: 3000, next: c}\n  - {id: c, kind: noop}\n',
     )
-    const start = (trace: string): {child: ReturnType<typeof spawn>; done: Promise<{code: number | null; signal: string | null}>} => {
-      const child = spawn(process.execPath, [bin, 'run', slow], {cwd: dir, env: {...process.env, PIPE_HOME: dir, PIPE_FAULT_TRACE: trace}})
+    // Each run stops at step b's start (a synchronous pause, until its folder holds `go`), so a signal
+    // sent then always finds it inside step b, however slow the machine: it is handled as soon as the
+    // run goes on, during b's sleep.
+    const start = (pause: string): {child: ReturnType<typeof spawn>; done: Promise<{code: number | null; signal: string | null}>} => {
+      mkdirSync(pause)
+      const child = spawn(process.execPath, [bin, 'run', slow], {
+        cwd: dir,
+        env: {...process.env, PIPE_HOME: dir, PIPE_FAULT_PAUSE_AT: 'before-step:b', PIPE_FAULT_PAUSE_DIR: pause},
+      })
       child.stderr.resume()
       child.stdout.resume()
       return {child, done: new Promise((resolve) => child.on('close', (code, signal) => resolve({code, signal})))}
     }
-    /** Waits until the run has recorded step a and is in step b's sleep (its trace says so), and returns the run's id. */
-    const inStepB = async (run: ReturnType<typeof start>, trace: string, known: string[]): Promise<string> => {
-      await changeIn(dir, async () => existsSync(trace) && (await readFile(trace, 'utf8')).includes('\nbefore-step:b#1\n'), 'step b starting', run.done)
+    /** Waits until the run has recorded step a and stopped at step b's start, and returns the run's id. */
+    const inStepB = async (run: ReturnType<typeof start>, pause: string, known: string[]): Promise<string> => {
+      await changeIn(pause, () => existsSync(path.join(pause, `reached.${run.child.pid}`)), 'step b starting', run.done)
       const fresh = (await runIds(dir)).filter((id) => !known.includes(id))
       expect(fresh).to.have.length(1)
       expect(existsSync(path.join(dir, '.pipe', 'runs', fresh[0]!, 'snapshots', '000001.json')), 'step a recorded').to.equal(true)
       return fresh[0]!
     }
-    const first = start(path.join(dir, 'trace-1.txt'))
-    const termed = await inStepB(first, path.join(dir, 'trace-1.txt'), [])
+    const first = start(path.join(dir, 'pause-1'))
+    const termed = await inStepB(first, path.join(dir, 'pause-1'), [])
     first.child.kill('SIGTERM')
+    writeFileSync(path.join(dir, 'pause-1', 'go'), '')
     expect((await first.done).code).to.equal(130)
     expect(json<{status: string}>(await pipe(['runs', 'show', termed, '--json'], {cwd: dir})).status).to.equal('interrupted')
 
-    const second = start(path.join(dir, 'trace-2.txt'))
-    const killed = await inStepB(second, path.join(dir, 'trace-2.txt'), [termed])
+    const second = start(path.join(dir, 'pause-2'))
+    const killed = await inStepB(second, path.join(dir, 'pause-2'), [termed])
     second.child.kill('SIGKILL')
     await second.done
     const shown = json<{status: string; run: {status: string}}>(await pipe(['runs', 'show', killed, '--json'], {cwd: dir}))

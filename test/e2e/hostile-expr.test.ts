@@ -5,9 +5,11 @@
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
-import {writeFile} from 'node:fs/promises'
+import {existsSync} from 'node:fs'
+import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, tempDir, testHome, type CliResult} from '../helpers/cli.js'
+import {changeIn} from '../helpers/wait.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -26,7 +28,7 @@ const regexPipeline = (pattern: string, after = ''): string =>
   `inputs:\n  s: {type: string, required: true}\nsteps:\n  - id: check\n    kind: choice\n    choices:\n      - {when: "\${{ inputs.s.matches('${pattern}') }}", next: yes}\n    default: ${after ? 'wait' : 'no'}\n${after}  - {id: yes, kind: end, status: succeeded, reason: matched}\n  - {id: no, kind: end, status: failed, reason: no match}\n`
 
 describe('hostile expressions', function () {
-  this.timeout(60000)
+  this.timeout(180000)
 
   it('evaluates matches() in linear time: ^(a+)+$ on 47 characters ends, with RE2 results', async () => {
     const file = await pipeline('re.yaml', regexPipeline('^(a+)+$'))
@@ -67,14 +69,18 @@ describe('hostile expressions', function () {
   it('ends a run at SIGTERM once it has started (exit 130), and resumes it to the end', async () => {
     const file = await pipeline('term.yaml', regexPipeline('^(a+)+$', '  - {id: wait, kind: noop, sleep_ms: 5000, next: no}\n'))
     const home = testHome
+    // The run stops at step wait's start (a synchronous pause until `go`), so the signal always finds
+    // it inside that step however slow the machine, and is handled once it goes on.
+    const pause = path.join(dir, 'pause')
+    await mkdir(pause)
     const child = spawn(process.execPath, [bin, 'run', file, '-i', `s=${evil}`], {
       cwd: dir,
-      env: {...process.env, NO_COLOR: '1', PIPE_HOME: home},
+      env: {...process.env, NO_COLOR: '1', PIPE_HOME: home, PIPE_FAULT_PAUSE_AT: 'before-step:wait', PIPE_FAULT_PAUSE_DIR: pause},
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stderr = ''
     // Only a safety net: a run that ignores SIGTERM fails the test instead of hanging the suite.
-    const net = setTimeout(() => child.kill('SIGKILL'), 30000)
+    const net = setTimeout(() => child.kill('SIGKILL'), 120000)
     const done = new Promise<Pick<CliResult, 'code' | 'signal'>>((resolve) => child.on('close', (code, signal) => resolve({code, signal})))
     const started = new Promise<string>((resolve) =>
       child.stderr.setEncoding('utf8').on('data', (d: string) => {
@@ -86,7 +92,9 @@ describe('hostile expressions', function () {
     child.stdout.resume()
     const id = await Promise.race([started, done.then(() => '')])
     expect(id, stderr).to.match(/^R-/)
+    await changeIn(pause, () => existsSync(path.join(pause, `reached.${child.pid}`)), 'step wait starting', done)
     child.kill('SIGTERM')
+    await writeFile(path.join(pause, 'go'), '')
     const ended = await done
     clearTimeout(net)
     expect(ended, stderr).to.deep.equal({code: 130, signal: null})

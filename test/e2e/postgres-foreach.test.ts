@@ -227,7 +227,11 @@ describe('foreach children and workspaces across pipe worker processes on a Post
           `"pid":${first.child.pid}`,
         ) === true,
     )
-    const doomed = startWorker(['--concurrency', '4'])
+    // Stopped at its first child's step (a synchronous pause until `go`, never written): it is killed
+    // inside that child however slow the machine, not after the child's short step has ended.
+    const pause = path.join(dir, 'gate-doomed')
+    await mkdir(pause)
+    const doomed = startWorker(['--concurrency', '4'], {env: {PIPE_FAULT_PAUSE_AT: 'before-step:work', PIPE_FAULT_PAUSE_DIR: pause}})
     // Running, not only claimed: a child killed between its claim and its start was never begun, and is taken over with no interruption to record.
     await untilFor('the second worker runs a child', async () =>
       (await children(parent)).some((c) => c.holder?.includes(`"pid":${doomed.child.pid}`) === true && c.status === 'running'),

@@ -41,6 +41,16 @@ describe('pipe worker on a PostgreSQL store', function () {
     return out.run_id
   }
 
+  /**
+   * The environment of a worker that stops at its run's first step (a synchronous pause until the
+   * folder `name` holds `go`), so that the test kills or freezes it inside the run however slow the
+   * machine: the step's own length no longer decides whether the test came in time.
+   */
+  const pausedAtFirstStep = async (name: string): Promise<Record<string, string>> => {
+    await mkdir(path.join(dir, name))
+    return {PIPE_FAULT_PAUSE_AT: 'before-step:first', PIPE_FAULT_PAUSE_DIR: path.join(dir, name)}
+  }
+
   /** A lease run out, now: what the clock would do once a dead or frozen holder stops renewing it, without waiting for the clock. */
   const expireLease = async (runId: string): Promise<void> => {
     await cluster.sql(db, 'UPDATE pipe_runs SET lease_until = now() WHERE run_id = $1', [runId])
@@ -191,7 +201,7 @@ describe('pipe worker on a PostgreSQL store', function () {
 
   it('hands a run whose worker was killed (SIGKILL) to another worker once the lease runs out', async () => {
     const runId = await detach('slow.yaml')
-    const first = startWorker([])
+    const first = startWorker([], await pausedAtFirstStep('gate-killed'))
     // Held and recorded running: killed between taking the lease and recording that it resumed, the
     // run would be pending still, and nobody would have to say it was interrupted.
     await untilFor('the first worker holds the run and has recorded it running', async () => {
@@ -214,7 +224,8 @@ describe('pipe worker on a PostgreSQL store', function () {
 
   it('refuses the commit of a worker frozen past its lease (SIGSTOP): the run is finished by another, once', async () => {
     const runId = await detach('slow.yaml')
-    const frozen = startWorker([])
+    const frozenGate = 'gate-frozen'
+    const frozen = startWorker([], await pausedAtFirstStep(frozenGate))
     await untilFor('the first worker holds the run and has recorded it running', async () => {
       const [row] = await cluster.sql<{holder: string | null; body: string}>(db, 'SELECT holder, body FROM pipe_runs WHERE run_id = $1', [runId])
       return row!.holder?.includes(`"pid":${frozen.child.pid}`) === true && (JSON.parse(row!.body) as {status: string}).status === 'running'
@@ -227,6 +238,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     })
     expect(other.stderr()).to.include(`pipe worker: ${runId} succeeded`)
     frozen.child.kill('SIGCONT')
+    await writeFile(path.join(dir, frozenGate, 'go'), '')
     // Refused either way: its transaction's fencing check, or the server ending a transaction left idle past idle_in_transaction_session_timeout (below the lease).
     await untilFor(
       'the woken worker was refused',

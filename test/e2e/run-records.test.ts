@@ -154,11 +154,11 @@ describe('what a run records (the built CLI, real repositories and processes)', 
   })
 
   it('keeps a command killed at its timeout (E_TOOL_TIMEOUT) as evidence with what it printed, and keeps none for a run that succeeded', async () => {
-    // 2 s, not less: what it printed is expected in the evidence, and a node that starts slowly on a busy
-    // machine would print nothing before a shorter timeout.
-    const file = await setup('', '  - id: check\n    kind: command\n    run: [node, test.js]\n    command_timeout_ms: 2000\n')
+    // 8 s, not less: what it printed is expected in the evidence, and a node that starts slowly on a
+    // loaded machine printed nothing before a 2 s timeout. It waits idle, so the bound costs no CPU.
+    const file = await setup('', '  - id: check\n    kind: command\n    run: [node, test.js]\n    command_timeout_ms: 8000\n')
     // It never ends by itself, so only the timeout stops it.
-    await writeFile(path.join(repo, 'test.js'), "process.stderr.write('looping forever\\n')\nfor (;;) {}\n")
+    await writeFile(path.join(repo, 'test.js'), "process.stderr.write('looping forever\\n')\nsetInterval(() => undefined, 1 << 30)\n")
     const result = await run(file)
     const body = json<{run_id: string; status: string; error?: {code: string}}>(result)
     expect(body.error?.code, result.stderr).to.equal('E_TOOL_TIMEOUT')

@@ -82,7 +82,7 @@ describe('commands in the bubblewrap sandbox', function () {
 
   it('kills a setsid grandchild that keeps stdout open at the timeout, and frees the command slot', async () => {
     const tag = `pipe-setsid-${process.pid}-${Date.now()}`
-    const steps = `  - {id: daemon, kind: command, run: [bash, -c, 'setsid bash -c "exec -a ${tag} sleep 300" & echo started; exec -a ${tag}-main sleep 301'], command_timeout_ms: 1500}\n`
+    const steps = `  - {id: daemon, kind: command, run: [bash, -c, 'setsid bash -c "exec -a ${tag} sleep 300" & echo started; exec -a ${tag}-main sleep 301'], command_timeout_ms: 6000}\n`
     const out = await run(steps)
     expect(out.code, out.stderr).to.equal(1)
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
@@ -189,7 +189,7 @@ describe('commands in the bubblewrap sandbox', function () {
   })
 
   it('caps an output flood and ends it at the timeout', async () => {
-    const out = await run('  - {id: flood, kind: command, run: [bash, -c, yes], command_timeout_ms: 1500}\n')
+    const out = await run('  - {id: flood, kind: command, run: [bash, -c, yes], command_timeout_ms: 6000}\n')
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
     const result = await command(out.result.run_id)
     expect(result.timed_out).to.equal(true)
