@@ -124,6 +124,18 @@ function layerRules(folder, forbidden) {
   return {files: [root ? 'src/*.ts' : `src/${folder}/**/*.ts`], rules}
 }
 
+/**
+ * The calls in test/ that return a promise (test/helpers' async functions and node:fs/promises'),
+ * which the syntax rule for test/ wants awaited: the type-checked no-floating-promises is not run there.
+ */
+const TEST_PROMISES = [
+  ...['pipe', 'node', 'tempDir', 'pipelineFrom', 'harness', 'expectPipeError', 'prepareHeldStep', 'startCluster', 'followTutorial', 'statsIn'],
+  ...['readIn', 'auditIn', 'auditCommandIn', 'expectAuditPasses', 'copyStore', 'startView', 'open', 'closePages', 'notBlank', 'shotOf', 'runIn'],
+  ...['until', 'resumeWith', 'resumeHere', 'reviewHere', 'cancelHere', 'storeIn', 'statusIn', 'runsIn', 'runTreeIn', 'snapshotsIn'],
+  ...['snapshotsInStore', 'runRecordIn', 'specIn', 'ledgerIn'],
+  ...['writeFile', 'readFile', 'appendFile', 'mkdir', 'mkdtemp', 'cp', 'rm', 'rename', 'unlink', 'symlink', 'chmod', 'readdir', 'stat'],
+]
+
 export default tseslint.config(
   {ignores: ['dist/**', 'node_modules/**', 'examples/**', 'templates/**', 'src/types/**', 'bench/**', 'scripts/**', 'test/helpers/*.cjs', '.mocharc.cjs', 'eslint.config.js', 'bin/**']},
   js.configs.recommended,
@@ -137,8 +149,23 @@ export default tseslint.config(
     },
   },
   ...Object.entries(LAYERS).map(([folder, forbidden]) => layerRules(folder, forbidden)),
+  // test/ is linted without type information: the type-checked rules over the tests cost the CI
+  // run more CPU than any test file (bench/README.md, "Issue 36: lint and the suite's heaviest files"),
+  // and tsc --noEmit type-checks the tests all the same. What no-floating-promises caught there, a
+  // promise left un-awaited, the syntax rule below catches for the helpers that start processes.
   {
     files: ['test/**/*.ts'],
-    rules: {'@typescript-eslint/no-unused-expressions': 'off', '@typescript-eslint/no-unsafe-assignment': 'off', '@typescript-eslint/no-unsafe-member-access': 'off', '@typescript-eslint/no-unsafe-call': 'off'},
+    ...tseslint.configs.disableTypeChecked,
+    rules: {
+      ...tseslint.configs.disableTypeChecked.rules,
+      '@typescript-eslint/no-unused-expressions': 'off',
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: `ExpressionStatement > CallExpression[callee.name=/^(${TEST_PROMISES.join('|')})$/]`,
+          message: 'This call returns a promise: await it (or hand it on), or the test ends before what it started and passes without checking it.',
+        },
+      ],
+    },
   },
 )
