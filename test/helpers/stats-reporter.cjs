@@ -12,7 +12,7 @@ const path = require('node:path')
 const Mocha = require('mocha')
 
 const {EVENT_TEST_PASS, EVENT_TEST_FAIL, EVENT_HOOK_END, EVENT_RUN_END} = Mocha.Runner.constants
-const SHOWN = 15
+const SHOWN = 40
 
 class StatsReporter extends Mocha.reporters.Spec {
   constructor(runner, options) {
