@@ -11,9 +11,12 @@ import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {exportRun} from '../../src/engine/export.js'
-import {readIn} from '../helpers/stores.js'
+import {readIn, runRecordIn} from '../helpers/stores.js'
+import {statsIn} from '../helpers/stats-in.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
+// The task's tests run as `node calc.test.js`: node:test in one process, where `node --test` starts a
+// runner and then a child per file, at each QA.
 const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
 const TEST =
   "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
@@ -23,7 +26,7 @@ const ARCH = {
   directory_tree: ['calc.js', 'calc.test.js', 'package.json'],
   api_specs: [{name: 'add', signature: 'add(a: number, b: number): number'}],
   data_models: [],
-  build_run_commands: {test: [['node', '--test']]},
+  build_run_commands: {test: [['node', 'calc.test.js']]},
 }
 const task = (id: string): Record<string, unknown> => ({
   id,
@@ -32,7 +35,12 @@ const task = (id: string): Record<string, unknown> => ({
   type: 'modify_file',
   files_required: ['calc.js', 'calc.test.js'],
   files_touched: ['calc.js'],
-  acceptance_tests: {static_checks: [['node', '--check', 'calc.js']], unit_tests: [['node', '--test']], smoke_tests: [], expected_signals: ['add(2, 3) is 5']},
+  acceptance_tests: {
+    static_checks: [['node', '--check', 'calc.js']],
+    unit_tests: [['node', 'calc.test.js']],
+    smoke_tests: [],
+    expected_signals: ['add(2, 3) is 5'],
+  },
 })
 const SUMMARY = {
   what_changed: ['calc.js'],
@@ -74,7 +82,7 @@ async function setup(planned: unknown, confirm = '[]'): Promise<void> {
     path.join(dir, 'policy.yaml'),
     `version: 1
 allowed_commands:
-  - [node, --test]
+  - [node, calc.test.js]
   - [node, --check, "{path}"]
 forbidden_paths: [".git/**", ".env"]
 max_patch_lines: 200
@@ -116,12 +124,14 @@ async function tree(root: string): Promise<Record<string, string>> {
 
 let exports = 0
 const exported = new Set<string>()
-/** The live artifacts equal, file for file and byte for byte, what pipe export --dir writes now. */
-async function expectLiveIsExport(runId: string): Promise<Record<string, string>> {
+/**
+ * The live artifacts equal, file for file and byte for byte, what pipe export --dir writes now. The
+ * command runs once per run of the first test; after that (and in a test that passes `inProcess`) its
+ * code runs in this process, as `pipe export` calls it (a process each time was most of this file's minutes).
+ */
+async function expectLiveIsExport(runId: string, inProcess = false): Promise<Record<string, string>> {
   const out = path.join(dir, `export-${++exports}`)
-  // The command once per run; after that its code in this process (a process each time was most of
-  // this file's minutes), as `pipe export` calls it.
-  if (exported.has(runId)) await readIn(path.join(repo, '.pipe'), (store) => exportRun(store, runId, out))
+  if (inProcess || exported.has(runId)) await readIn(path.join(repo, '.pipe'), (store) => exportRun(store, runId, out))
   else {
     const result = await cli(['export', runId, '--dir', out])
     expect(result.code, result.stderr).to.equal(0)
@@ -160,7 +170,8 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
       }
       if (state.phase === 'succeeded') break
       for (const child of state.child_runs ?? []) {
-        if (json<{status: string}>(await cli(['runs', 'show', child, '--json'])).status !== 'awaiting_input') continue
+        // The status `pipe runs show CHILD --json` gives, read in this process.
+        if ((await runRecordIn(repo, child)).status !== 'awaiting_input') continue
         const confirmed = await cli(['confirm', child, '--yes', '--json'])
         expect(confirmed.code, confirmed.stderr + confirmed.stdout).to.equal(0)
         await expectLiveIsExport(runId)
@@ -185,31 +196,34 @@ describe('coding records (seed 004 artifacts, state.json, timeline.md, stats)', 
     const childTimeline = live[`runs/${parent.child_runs[0]}/timeline.md`]!
     expect(childTimeline).to.match(/`implement` \(agent\) task T1 attempt 1: /)
     // Each task once, however many child runs it took.
-    const stats = json<{totals: Record<string, unknown>}>(await cli(['stats', '--json']))
+    const stats = await statsIn(repo)
     expect(stats.totals).to.deep.include({tasks: 2, tasks_passed: 2, tasks_fixed_by_person: 0, attempts: 2})
     expect(existsSync(path.join(repo, '.pipe', 'artifacts', 'runs', runId))).to.equal(true)
   })
 
   it('files a failed edit under its task with a patch_apply_fail verdict, and a QA that errors with an env_fail verdict', async () => {
+    // One run holds both: the edit (task T-8) fails and is routed on to the QA (task T-9), which cannot run.
+    // The export is compared in this process: the command itself is the first test's.
+    await setup({tasks: []})
     const failing = 'calc.js\n<<<<<<< SEARCH\nno such line\n=======\nx\n>>>>>>> REPLACE\n'
-    for (const [step, category] of [
-      [`kind: edit\n    blocks: ${JSON.stringify(failing)}`, 'patch_apply_fail'],
-      ['kind: qa\n    stages: {tests: [[node, --no-such-flag]]}', 'env_fail'],
+    const pipeline = path.join(dir, 'step.yaml')
+    await writeFile(
+      pipeline,
+      `version: 1\nname: t9\nartifacts: true\nsteps:\n  - id: e\n    task: T-8\n    kind: edit\n    blocks: ${JSON.stringify(failing)}\n    on: {error: q}\n` +
+        `  - id: q\n    task: T-9\n    kind: qa\n    stages: {tests: [[node, --no-such-flag]]}\n`,
+    )
+    const result = await cli(['run', pipeline, '--json', '--policy', path.join(dir, 'policy.yaml')])
+    expect(result.code, result.stderr + result.stdout).not.to.equal(0)
+    const runId = json<{run_id: string}>(result).run_id
+    const live = await expectLiveIsExport(runId, true)
+    expect(Object.keys(live).filter((f) => f.includes('task_main'))).to.deep.equal([])
+    for (const [task, category] of [
+      ['T-8', 'patch_apply_fail'],
+      ['T-9', 'env_fail'],
     ] as const) {
-      await cleanup?.()
-      await server?.close()
-      await setup({tasks: []})
-      const pipeline = path.join(dir, 'step.yaml')
-      await writeFile(pipeline, `version: 1\nname: t9\nartifacts: true\nsteps:\n  - id: s\n    task: T-9\n    ${step}\n`)
-      const result = await cli(['run', pipeline, '--json', '--policy', path.join(dir, 'policy.yaml')])
-      expect(result.code, result.stderr + result.stdout).not.to.equal(0)
-      const runId = json<{run_id: string}>(result).run_id
-      const live = await expectLiveIsExport(runId)
-      expect(Object.keys(live).filter((f) => f.includes('task_main'))).to.deep.equal([])
-      const verdict = JSON.parse(live[`runs/${runId}/task_T-9/attempt_01/verdict.json`] ?? 'null') as Record<string, unknown> | null
-      expect(verdict, category).to.include({status: 'fail', error_category: category})
-      const stats = json<{totals: {failure_categories: Record<string, number>}}>(await cli(['stats', '--json']))
-      expect(stats.totals.failure_categories).to.deep.equal({[category]: 1})
+      const verdict = JSON.parse(live[`runs/${runId}/task_${task}/attempt_01/verdict.json`] ?? 'null') as Record<string, unknown> | null
+      expect(verdict, `${task}: ${category}`).to.include({status: 'fail', error_category: category})
     }
+    expect((await statsIn(repo)).totals.failure_categories).to.deep.equal({patch_apply_fail: 1, env_fail: 1})
   })
 })

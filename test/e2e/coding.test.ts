@@ -11,6 +11,7 @@ import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
 import {expectAuditPasses, runRecordIn, runsIn, snapshotsIn} from '../helpers/stores.js'
+import {statsIn} from '../helpers/stats-in.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
 // The task's tests run as `node calc.test.js`: node:test in one process, where `node --test` starts a
@@ -196,7 +197,8 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const usage = (r: ModelRequest): [number, number] =>
       r.kind === 'implement' ? [100, 50] : ['arch', 'tasks', 'summary'].includes(r.kind) ? [200, 60] : [120, 80]
     const cost = server.requests.reduce((n, r) => n + (usage(r)[0] * 0.5 + usage(r)[1] * 1.5) / 1000, 0)
-    const stats = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--pipeline', 'coding-priced', '--json'], {cwd: repo, env: env()}))
+    // `pipe stats --pipeline coding-priced --json`, read in this process (the command's own output is the next test's).
+    const stats = await statsIn(repo, {pipeline: 'coding-priced'})
     expect(stats.totals).to.deep.include({
       runs: 1,
       tasks: 1,
@@ -206,7 +208,7 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
       currency: 'EUR',
       model_calls: server.count(),
     })
-    expect(stats.totals['cost']).to.be.closeTo(cost, 1e-6)
+    expect(stats.totals.cost).to.be.closeTo(cost, 1e-6)
   })
 
   it('fixes a task on the second attempt from the QA verdict: failed stage, log lines and files to read reach the agent', async () => {
@@ -293,10 +295,9 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     // The artifacts are the store's, never part of the repository's commits.
     expect(git('ls-files')).not.to.contain('artifacts')
 
-    // pipe stats over the same run: one task, passed on its 2nd attempt after one test_fail.
-    const stats = json<{totals: Record<string, unknown>; pipelines: Array<Record<string, unknown>>; runs: Array<Record<string, unknown>>}>(
-      await pipe(['stats', '--json'], {cwd: repo, env: env()}),
-    )
+    // pipe stats over the same run: one task, passed on its 2nd attempt after one test_fail (the report
+    // `pipe stats --json` prints, read in this process; the command's text, filters and refusal follow).
+    const stats = await statsIn(repo)
     const tokens = server.requests.reduce((n, r) => n + (r.kind === 'implement' ? 150 : ['arch', 'tasks', 'summary'].includes(r.kind) ? 260 : 200), 0)
     const expected = {
       runs: 1,
@@ -329,30 +330,33 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(bad.stderr).to.contain('E_INVALID_ARGS')
   })
 
-  it('blocks a task after 3 attempts (rolled back to its checkpoint); a person fixes the code, and pipe resume of the parent runs QA again, commits and succeeds', async () => {
+  it("blocks a task without max_retries after 1 + the policy's max_retries_default attempts (1: two), rolled back to its checkpoint; a person fixes the code, and pipe resume of the parent runs QA again, commits and succeeds", async () => {
     await setup()
+    const policy = path.join(dir, 'policy.yaml')
+    await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_retries_default: 2', 'max_retries_default: 1'))
     const before = git('rev-parse', 'HEAD')
+    // A third attempt is scripted: the bound is the policy's, not the script's end.
     server.script('implement', ...wrongAttempt(1), ...wrongAttempt(2), ...wrongAttempt(3))
     const result = await run()
     expect(result.code, result.stderr + result.stdout).to.equal(6)
     const body = json<RunJson>(result)
     expect(body.status).to.equal('blocked')
-    expect(attemptStarts()).to.have.length(3)
+    expect(attemptStarts(), '1 + max_retries_default attempts').to.have.length(2)
     // Rolled back: the file is as it was, HEAD is the checkpoint (on top of the start), nothing is committed as done.
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
     expect(git('log', '--format=%s')).to.equal('pipe: checkpoint before task T1\nstart')
     expect(git('rev-parse', 'HEAD~1')).to.equal(before)
     expect(git('status', '--porcelain')).to.equal('')
     expect((await runRecordIn(repo, body.run_id)).status).to.equal('blocked')
-    expect(body.reason).to.contain('task T1 was rolled back to its checkpoint after 3 attempt(s): QA still fails at tests (test_fail)')
+    expect(body.reason).to.contain('task T1 was rolled back to its checkpoint after 2 attempt(s): QA still fails at tests (test_fail)')
     // Seed 000: an unrecoverable task still goes to the summary, which is told what was tried and what failed.
     expect(server.count('summary')).to.equal(1)
     const summary = server.requests.find((r) => r.kind === 'summary')!.body.messages.find((m) => m.role === 'user')!.content
     expect(summary)
       .to.contain('"status": "blocked"')
       .and.contain('QA still fails at tests (test_fail)')
-      .and.contain('after 3 attempt(s)')
-      .and.contain('the agent last said: attempt 3')
+      .and.contain('after 2 attempt(s)')
+      .and.contain('the agent last said: attempt 2')
     expect(body.reason).to.match(/^step blocked needs a person: 1 of 1 task\(s\) not done: T1 \(blocked\): /)
     expect(body.reason).to.contain(`what was tried, what failed and what a person should do: pipe snapshot show ${body.run_id} --step summary`)
     const shownSummary = json<Array<{outputs: {value: unknown}}>>(
@@ -378,9 +382,9 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     const resumed = await pipe(['resume', body.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 240000})
     expect(resumed.code, resumed.stderr + resumed.stdout).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
-    expect(attemptStarts(), 'the agent is not asked again').to.have.length(3)
-    // The pass is the person's fix, not the agent's: pipe stats counts it apart.
-    const fixed = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--json'], {cwd: repo, env: env()}))
+    expect(attemptStarts(), 'the agent is not asked again').to.have.length(2)
+    // The pass is the person's fix, not the agent's: pipe stats (--json, read in this process) counts it apart.
+    const fixed = await statsIn(repo)
     expect(fixed.totals).to.deep.include({tasks: 1, tasks_passed: 0, tasks_fixed_by_person: 1})
     // Summarised at each end; the wrong fix's summary asks what the first did, and the reply cache answers it.
     expect(server.count('summary')).to.equal(2)
@@ -467,38 +471,14 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(git('status', '--porcelain')).to.equal('')
   })
 
-  it("takes the task's max_retries as its attempts: max_retries 1 blocks after one failing attempt", async () => {
-    await setup(taskWith({constraints: {forbidden_paths: [], forbidden_actions: ['add a dependency']}, rollback_plan: {strategy: 'git_reset'}, max_retries: 1}))
-    server.script(
-      'implement',
-      {tool_calls: [{id: 'w1', name: 'apply_edit_blocks', arguments: {blocks: block('a - b', 'a * b')}}]},
-      {content: JSON.stringify({summary: 'attempt 1', plan: []})},
-    )
-    const result = await run()
-    expect(result.code, result.stderr + result.stdout).to.equal(6)
-    expect(attemptStarts()).to.have.length(1)
-    expect(json<RunJson>(result).reason).to.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA still fails at tests (test_fail)')
-    expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
-    // The task as planned, constraints and all, reached the agent.
-    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content)
-      .to.contain('"max_retries": 1')
-      .and.contain('add a dependency')
-  })
-
-  it("takes 1 + the policy's max_retries_default as the attempts of a task without max_retries: 1 blocks after two failing attempts", async () => {
-    await setup()
-    const policy = path.join(dir, 'policy.yaml')
-    await writeFile(policy, (await readFile(policy, 'utf8')).replace('max_retries_default: 2', 'max_retries_default: 1'))
-    server.script('implement', ...wrongAttempt(1), ...wrongAttempt(2), ...wrongAttempt(3))
-    const result = await run()
-    expect(result.code, result.stderr + result.stdout).to.equal(6)
-    expect(attemptStarts()).to.have.length(2)
-    expect(json<RunJson>(result).reason).to.contain('task T1 was rolled back to its checkpoint after 2 attempt(s)')
-  })
-
-  it('runs a task after the tasks it depends_on, and never runs one whose dependency was blocked (seed 003)', async () => {
-    // T2 comes first in the list but builds on T1; T1 fails its one attempt and is rolled back.
-    const t1 = {...TASKS.tasks[0]!, max_retries: 1}
+  it("runs a task after the tasks it depends_on, and never runs one whose dependency was blocked (seed 003); a task's max_retries (1) is its attempts, and its constraints reach the agent", async () => {
+    // T2 comes first in the list but builds on T1; T1 fails its one attempt (its max_retries) and is rolled back.
+    const t1 = {
+      ...TASKS.tasks[0]!,
+      constraints: {forbidden_paths: [], forbidden_actions: ['add a dependency']},
+      rollback_plan: {strategy: 'git_reset'},
+      max_retries: 1,
+    }
     const t2 = {...TASKS.tasks[0]!, id: 'T2', title: 'use add()', goal: 'a caller of add()', depends_on: ['T1']}
     await setup({tasks: [t2, t1]})
     server.script(
@@ -510,8 +490,13 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(result.code, result.stderr + result.stdout).to.equal(6)
     const body = json<RunJson>(result)
     // One attempt in all, and it was T1's: T2 never reached the agent.
-    expect(attemptStarts()).to.have.length(1)
-    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content).to.contain('"id": "T1"')
+    expect(attemptStarts(), "T1's max_retries: 1").to.have.length(1)
+    // The task as planned, constraints and all, reached the agent.
+    expect(attemptStarts()[0]!.body.messages.find((m) => m.role === 'user')!.content)
+      .to.contain('"id": "T1"')
+      .and.contain('"max_retries": 1')
+      .and.contain('add a dependency')
+    expect(body.reason).to.contain('task T1 was rolled back to its checkpoint after 1 attempt(s): QA still fails at tests (test_fail)')
     const [each] = (await snapshotsIn(repo, body.run_id)).filter((s) => s.step.name === 'each')
     const items = (each!.outputs as {items: Array<{key: string; status: string; run_id: string | null; reason: string}>}).items
     expect(items.map((i) => [i.key, i.status, i.run_id === null])).to.deep.equal([
@@ -534,7 +519,10 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     await expectAuditPasses(repo)
   })
 
-  it('runs examples/coding-agent offline from its cassette: edits, a failing QA, a fix on the 2nd attempt, a commit', async () => {
+  it('runs examples/coding-agent offline from its cassette (edits, a failing QA, a fix on the 2nd attempt, a commit), through a kill -9 while artifacts are written: resumed, the artifacts are rebuilt equal byte for byte to pipe export of the run', async () => {
+    // One run of the example for both: the kill falls inside the task's child run, and the resumed run
+    // ends as the uninterrupted one does (which test/e2e/install-path.test.ts, view-attack and the
+    // shipped pipe test run too).
     ;({dir, cleanup} = await tempDir('pipe-coding-example-'))
     server = undefined as unknown as ModelServer
     repo = path.join(dir, 'median')
@@ -542,9 +530,20 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
     git('init', '-q')
     const home = {PIPE_HOME: path.join(dir, 'home')}
-    const result = await pipe([...codingExampleRun(), '--json'], {cwd: repo, env: home, timeoutMs: 240000})
-    expect(result.code, result.stderr + result.stdout).to.equal(0)
-    const runId = json<RunJson>(result).run_id
+    // The 100th artifact file of about 140 falls inside the task's child run.
+    const killed = await pipe(codingExampleRun(), {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
+    expect(killed.signal, killed.stderr).to.equal('SIGKILL')
+    const runs = await runsIn(repo)
+    const parent = runs.find((r) => !r.parent)!
+    expect(parent.status).to.equal('interrupted')
+    expect(
+      runs.filter((r) => r.parent),
+      'the kill fell inside the child run',
+    ).to.have.length(1)
+    const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: repo, env: home, timeoutMs: 240000})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
+    const runId = parent.run_id
     // The repository: the baseline checkpoint (its first commit) and the agent's fix, tested.
     expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1')
     expect(git('show', '--stat', '--format=%s', 'HEAD')).to.contain('median.js')
@@ -563,33 +562,14 @@ describe('pipelines/coding.yaml (a scripted tool-calling model server on 127.0.0
     expect(first).to.include({status: 'fail', failed_stage: 'tests'})
     expect(first.log_lines.join('\n')).to.contain('2 !== 9')
     expect(JSON.parse(await readFile(path.join(task, 'attempt_02', 'verdict.json'), 'utf8'))).to.include({status: 'pass'})
-    const stats = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--json'], {cwd: repo, env: home}))
-    expect(stats.totals).to.deep.include({tasks: 1, tasks_passed: 1, mean_attempts: 2, failure_categories: {test_fail: 1}, patches: 2})
+    // `pipe stats --json`, read in this process.
+    expect((await statsIn(repo)).totals).to.deep.include({tasks: 1, tasks_passed: 1, mean_attempts: 2, failure_categories: {test_fail: 1}, patches: 2})
     // Its pipe test (examples/coding-agent/coding-agent.pipe-test.yaml) passing is proved with every
     // shipped test's, in one run, by test/cli/test-command.test.ts.
-  })
-
-  it('a kill -9 while artifacts are written leaves them rebuilt on resume, equal byte for byte to pipe export of the run', async () => {
-    ;({dir, cleanup} = await tempDir('pipe-coding-crash-'))
-    server = undefined as unknown as ModelServer
-    repo = path.join(dir, 'median')
-    const example = path.join(repoRoot, 'examples', 'coding-agent')
-    await cp(path.join(example, 'scratch'), repo, {recursive: true})
-    git('init', '-q')
-    const home = {PIPE_HOME: path.join(dir, 'home')}
-    const args = [...codingExampleRun()]
-    // The 100th artifact file of about 140 falls inside the task's child run.
-    const killed = await pipe(args, {cwd: repo, env: {...home, PIPE_FAULT_KILL_AT: 'artifact-file#100'}, timeoutMs: 240000})
-    expect(killed.signal, killed.stderr).to.equal('SIGKILL')
-    const parent = (await runsIn(repo)).find((r) => !r.parent)!
-    expect(parent.status).to.equal('interrupted')
-    const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: repo, env: home, timeoutMs: 240000})
-    expect(resumed.code, resumed.stderr).to.equal(0)
-    expect(git('log', '--format=%s')).to.equal('coding_agent: T1\npipe: checkpoint before task T1')
 
     const live = path.join(repo, '.pipe', 'artifacts')
     const exported = path.join(dir, 'exported')
-    expect((await pipe(['export', parent.run_id, '--dir', exported], {cwd: repo, env: home})).code).to.equal(0)
+    expect((await pipe(['export', runId, '--dir', exported], {cwd: repo, env: home})).code).to.equal(0)
     const list = async (root: string): Promise<string[]> =>
       ((await readdir(root, {recursive: true, withFileTypes: true})) as Array<{name: string; parentPath?: string; path?: string; isFile(): boolean}>)
         .filter((e) => e.isFile())
