@@ -12,6 +12,7 @@ import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {auditCommandIn, expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
+import {confirmHere, resumeWith, type Decided} from '../helpers/continue-here.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
 
@@ -239,8 +240,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
     expect(server.count()).to.equal(2)
 
-    const redriven = await pipe(['resume', paused.run_id, '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
-    expect(redriven.code, redriven.stdout + redriven.stderr).to.equal(0)
+    // pipe resume's session in this process, with the endpoint its process would have.
+    const redriven = await resumeWith(repo, paused.run_id, env())
+    expect(redriven.code, JSON.stringify(redriven.error)).to.equal(0)
     // It ran once: the first turn came from the reply cache (one request more, the one that failed), with the same call id.
     expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
     expect(server.count()).to.equal(3)
@@ -285,12 +287,20 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       return {runId: paused.run_id, stateFile, original, edit, e}
     }
 
-    const refuses = async (runId: string, e: Record<string, string>, says: string): Promise<void> => {
-      const confirmed = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: e, timeoutMs: 120000})
-      expect(confirmed.code, confirmed.stdout + confirmed.stderr).to.equal(4)
-      const body = json<RunJson>(confirmed)
-      expect(body.error?.code).to.equal('E_INTEGRITY')
-      expect(body.error?.message).to.contain(says)
+    /** The refusal of `pipe confirm RUN --yes`: by the command, or (`here`) by its session in this process (test/helpers/continue-here.ts). */
+    const refuses = async (runId: string, e: Record<string, string>, says: string, here = false): Promise<void> => {
+      let error: RunJson['error']
+      if (here) {
+        const confirmed = await confirmHere(repo, runId, {decision: 'yes'}, e)
+        expect(confirmed.code, JSON.stringify(confirmed)).to.equal(4)
+        error = confirmed.error
+      } else {
+        const confirmed = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: e, timeoutMs: 120000})
+        expect(confirmed.code, confirmed.stdout + confirmed.stderr).to.equal(4)
+        error = json<RunJson>(confirmed).error
+      }
+      expect(error?.code).to.equal('E_INTEGRITY')
+      expect(error?.message).to.contain(says)
       expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
       // The status \`pipe runs show RUN --json\` gives, read in this process.
       expect((await runRecordIn(repo, runId)).status).to.equal('awaiting_input')
@@ -309,22 +319,22 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       await edit(true)
       const resealed = await auditCommandIn(repo, runId)
       expect(resealed.code, `a re-sealed edit passes an unkeyed audit (README says so): ${resealed.said}`).to.equal(0)
-      await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)')
+      // (This refusal and the confirmation after it by pipe confirm's session in this process: the command's refusal is the one above.)
+      await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)', true)
       // Put back as it was shown, the confirmation runs it: refusing lost nothing.
       await writeFile(stateFile, original)
-      const done = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: e(), timeoutMs: 120000})
-      expect(done.code, done.stdout + done.stderr).to.equal(0)
+      const done = await confirmHere(repo, runId, {decision: 'yes'}, e())
+      expect(done.code, JSON.stringify(done.error)).to.equal(0)
       expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
     })
 
     it('keyed (PIPE_AUDIT_KEY): an edit re-sealed without the key is named by audit verify and refused', async () => {
       const {runId, stateFile, edit, e} = await shownThenEdited({PIPE_AUDIT_KEY: 'k-secret-audit'})
       await edit(true)
-      const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
-      expect(audit.code).to.equal(4)
-      expect(audit.stdout + audit.stderr)
-        .to.contain(path.basename(stateFile))
-        .and.contain('sealed without the audit key')
+      // What pipe audit verify RUN exits with and prints under the key, in this process (the unkeyed case above runs the command).
+      const audit = await auditCommandIn(repo, runId, {key: 'k-secret-audit'})
+      expect(audit.code, audit.said).to.equal(4)
+      expect(audit.said).to.contain(path.basename(stateFile)).and.contain('sealed without the audit key')
       await refuses(runId, e(), 'fails its seal')
     })
   })
@@ -336,8 +346,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const recording = json<RunJson>(
       await pipe(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000}),
     )
-    const recorded = await pipe(['confirm', recording.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
-    expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
+    // The recording's confirmation by pipe confirm's session in this process: the run goes on recording to its cassette.
+    const recorded = await confirmHere(repo, recording.run_id, {decision: 'yes'}, env())
+    expect(recorded.code, JSON.stringify(recorded.error)).to.equal(0)
     expect(server.count()).to.equal(2)
 
     const cassette = path.join(repo, 'fix.cassette.jsonl')
@@ -362,8 +373,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const snapshotDir = path.join(repo, '.pipe', 'runs', runId, 'snapshots')
     expect(existsSync(snapshotDir) ? await readdir(snapshotDir) : [], 'no step finished').to.deep.equal([])
 
-    const accepted = await pipe(['confirm', runId, '--yes', '--accept-cassette', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
-    expect(accepted.code, accepted.stdout + accepted.stderr).to.equal(0)
+    // pipe confirm --yes --accept-cassette's session in this process (the hint above is the command's own line).
+    const accepted = await confirmHere(repo, runId, {decision: 'yes', acceptCassette: true}, env())
+    expect(accepted.code, JSON.stringify(accepted.error)).to.equal(0)
     const [snap] = await snapshots(runId)
     expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('a tampered answer')
     expect(server.count(), 'the replay asked no endpoint').to.equal(2)
@@ -392,9 +404,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(snap!.decisions[0]!.decision).to.equal('denied')
     expect(snap!.decisions[0]!.reason).to.contain('I need to run mark.js')
     expect((snap!.outputs as Record<string, unknown>)['value']).to.equal(null)
-    const again = await pipe(['confirm', paused.run_id, '--yes'], {cwd: repo, env: env()})
-    expect(again.code).to.equal(2)
-    expect(again.stderr).to.contain('not waiting for a confirmation')
+    // A second answer to the ended run, by pipe confirm's session in this process: refused, exit 2.
+    const again = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
+    expect(again.code, JSON.stringify(again)).to.equal(2)
+    expect(again.error?.message).to.contain('not waiting for a confirmation')
   })
 
   it('a yes given for one call never decides another: a confirm overtaken by a second one that moved the run on is E_STATE, and nothing runs', async () => {
@@ -440,13 +453,14 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {content: 'done'},
     )
     const paused = json<RunJson>(await run(file))
-    const first = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
-    expect(first.code, first.stderr).to.equal(10)
-    const second = json<RunJson>(first).pending?.action
+    // Both confirmations by pipe confirm's session in this process (what the command prints is checked above).
+    const first: Decided = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
+    expect(first.code, JSON.stringify(first.error)).to.equal(10)
+    const second = first.outcome?.pending?.action
     expect(second?.argv).to.deep.equal([['node', 'mark.js']])
     expect(second?.call_id).to.not.equal('call_0')
-    const done = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
-    expect(done.code, done.stdout + done.stderr).to.equal(0)
+    const done = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
+    expect(done.code, JSON.stringify(done.error)).to.equal(0)
     expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
     // Each result answers its own call in what the model is sent.
     const last = server.requests[2]!.body.messages
@@ -525,17 +539,19 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/fixed must be boolean')
     const [snap] = await snapshots(json<RunJson>(result).run_id)
     expect((snap!.outputs as Record<string, unknown>)['value']).to.deep.equal({fixed: true})
-    const checked = await pipe(['validate', file], {cwd: repo})
-    expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
+    // One pipe validate of the pipeline as it ran and of a copy that reads a field the schema does not
+    // have: each file is judged on its own, and the exit code is the typo's.
+    const typoFile = path.join(dir, 'p', 'typo.yaml')
     await writeFile(
-      file,
+      typoFile,
       `${await readFile(file, 'utf8')}    next: after\n  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`,
     )
-    const typo = await pipe(['validate', file], {cwd: repo})
-    expect(typo.code).to.equal(2)
-    expect(typo.stdout + typo.stderr)
-      .to.contain('steps.fix.outputs.value has no field "fixd"')
-      .and.not.contain('unreachable')
+    const checked = await pipe(['validate', file, typoFile], {cwd: repo})
+    expect(checked.code).to.equal(2)
+    const out = checked.stdout + checked.stderr
+    expect(out, 'the pipeline as it ran is valid').to.contain(`ok  ${file} (pipeline)`)
+    expect(out).to.contain('1 error(s) in 1 of 2 file(s)')
+    expect(out).to.contain('typo.yaml:').and.contain('steps.fix.outputs.value has no field "fixd"').and.not.contain('unreachable')
   })
 
   it('keeps secrets out of the transcript: the prompt, tool results and replies are masked in requests and records', async () => {
@@ -597,7 +613,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
 
   it('runs at most 50 tool calls of one reply; the rest are answered with an error, unrun', async () => {
     const file = await setup()
-    const calls = Array.from({length: 60}, (_, i) => ({
+    // Two calls past the bound are enough to show the rest are refused, not only the one after it.
+    const calls = Array.from({length: 52}, (_, i) => ({
       id: `c${i}`,
       name: 'apply_edit_blocks',
       arguments: {blocks: `new${i}.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n`},
@@ -610,8 +627,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(existsSync(path.join(repo, 'new50.txt'))).to.equal(false)
     // Every call of the reply got its result (the endpoint requires one per call id).
     const results = toolResults(server.requests[1]!)
-    expect(Object.keys(results)).to.have.length(60)
-    expect(results['c59']).to.contain('at most 50 tools').and.contain('not run')
+    expect(Object.keys(results)).to.have.length(52)
+    expect(results['c51']).to.contain('at most 50 tools').and.contain('not run')
     const [snap] = await snapshots(json<RunJson>(result).run_id)
     expect(snap!.tool_calls!.filter((c) => c.decision === 'invalid').map((c) => c.call_id)).to.deep.equal(calls.slice(50).map((c) => c.id))
   })
@@ -664,8 +681,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     // The killed run, the store's only one.
     const [runId] = (await readdir(path.join(repo, '.pipe', 'runs'))).filter((n) => n.startsWith('R-'))
     expect(runId, 'the killed run is recorded').to.be.a('string')
-    const resumed = await pipe(['resume', runId!, '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
-    expect(resumed.code, resumed.stderr).to.equal(0)
+    // pipe resume's session in this process, with the endpoint its process would have (the kill above is a real process's).
+    const resumed = await resumeWith(repo, runId!, env())
+    expect(resumed.code, JSON.stringify(resumed.error)).to.equal(0)
     const text = await readFile(path.join(repo, 'calc.js'), 'utf8')
     expect(text.match(/\/\/ checked/g)).to.have.length(1)
     // Turn 1 was not asked again: the resumed request carries the edit's result.

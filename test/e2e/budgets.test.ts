@@ -6,7 +6,9 @@ import {expect} from 'chai'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
+import {expectAuditPasses, madeOnce, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
+import {budgetHere, resumeWith} from '../helpers/continue-here.js'
+import {statsIn} from '../helpers/stats-in.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {changeIn} from '../helpers/wait.js'
 import {raw, startView} from '../helpers/view.js'
@@ -51,16 +53,43 @@ async function pipeline(head: string, steps: string, name = 'p.yaml'): Promise<s
   return file
 }
 
+/** The environment of the test's `pipe` processes, for a command run in this process (test/helpers/continue-here.ts) too. */
+const env = (user?: string): Record<string, string> => ({
+  OPENAI_BASE_URL: server.url,
+  PIPE_HOME: path.join(dir, 'home'),
+  ...(user !== undefined ? {PIPE_USER: user} : {}),
+})
+
 function cli(args: string[]): Promise<CliResult> {
-  return pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home')}})
+  return pipe([...args, '--json'], {cwd: dir, env: env()})
 }
+
+/**
+ * A run of a, b and c under a pipeline budget of 29,000 tokens, paused before c (a and b spent
+ * 30,000), made once by a real `pipe run` against a server of its own, and copied into each test that
+ * grants it (the copy's run reads its pipeline and prompt from the folder it was made in, which only
+ * the made-once run wrote): what it printed, and the steps whose requests that server saw.
+ */
+const pausedBeforeC = madeOnce(async (made) => {
+  await mkdir(path.join(made, 'p'), {recursive: true})
+  await writeFile(path.join(made, 'p', 'prompt.md'), 'Name it.\n')
+  await writeFile(path.join(made, 'p', 'out.schema.json'), JSON.stringify(SCHEMA))
+  const file = path.join(made, 'p', 'p.yaml')
+  await writeFile(file, `version: 1\nname: budgeted\nbudget: {tokens: 29000}\nsteps:\n${model('a', 'b') + model('b', 'c') + model('c')}`)
+  const own = await ModelServer.start(() => REPLY)
+  try {
+    const first = await pipe(['run', file, '--json'], {cwd: made, env: {OPENAI_BASE_URL: own.url, PIPE_HOME: path.join(made, 'home')}})
+    return {first, kinds: own.requests.map((r) => r.kind)}
+  } finally {
+    await own.close()
+  }
+})
 
 describe('budgets: token and cost limits that pause and ask (a real model server)', function () {
   this.timeout(120000)
 
   it('pauses before the request that would pass the budget, says what was spent, and pipe budget records the grant and continues the run', async () => {
-    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
-    const first = await cli(['run', file])
+    const {first, kinds} = await pausedBeforeC(dir)
     expect(first.code, first.stderr).to.equal(10)
     const paused = json<RunJson>(first)
     expect(paused.status).to.equal('awaiting_input')
@@ -72,22 +101,24 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     )
     expect(paused.next_command).to.match(new RegExp(`^pipe budget ${paused.run_id} --add-tokens N`))
     // Never sent: the server saw a and b only.
-    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+    expect(kinds).to.deep.equal(['a', 'b'])
     // The run's page offers the same way out, not a review.
     const page = await cli(['export', paused.run_id, '--html', 'paused.html'])
     expect(page.code, page.stderr).to.equal(0)
     expect(await readFile(path.join(dir, 'paused.html'), 'utf8')).to.match(new RegExp(`pipe budget ${paused.run_id} --add-tokens`))
 
     // A resume never resets the count: the spend is read from the records, and c is still not sent.
-    const resumed = await cli(['resume', paused.run_id])
-    expect(resumed.code, resumed.stderr).to.equal(10)
-    expect(json<RunJson>(resumed).pending?.budget).to.include({spent_tokens: 30000})
-    expect(server.requests).to.have.length(2)
+    // (pipe resume's session in this process, with the endpoint its process would have.)
+    const resumed = await resumeWith(dir, paused.run_id, env())
+    expect(resumed.code, JSON.stringify(resumed.error)).to.equal(10)
+    expect(resumed.outcome?.pending?.budget).to.include({spent_tokens: 30000})
+    expect(server.requests).to.have.length(0)
 
-    // The paused budget counts tokens: dollars would raise nothing, and nothing is recorded.
-    const wrong = await cli(['budget', paused.run_id, '--add-usd', '1'])
+    // The paused budget counts tokens: dollars would raise nothing, and nothing is recorded (pipe
+    // budget's session in this process; the refusal below is the command's, printed and exited).
+    const wrong = await budgetHere(dir, paused.run_id, {addUsd: 1}, env())
     expect(wrong.code).to.not.equal(0)
-    expect(wrong.stderr).to.contain('E_INVALID_ARGS')
+    expect(wrong.error?.code).to.equal('E_INVALID_ARGS')
 
     // A grant that would take the limit past a whole number JSON can hold exactly is refused too.
     const huge = await cli(['budget', paused.run_id, '--add-tokens', String(Number.MAX_SAFE_INTEGER)])
@@ -97,28 +128,28 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const granted = await cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'worth it'])
     expect(granted.code, granted.stderr).to.equal(0)
     expect(json<RunJson>(granted).status).to.equal('succeeded')
-    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['c'])
     const {run} = await runRecordIn(dir, paused.run_id)
     expect(run.budget_grants).to.have.length(1)
     expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 20000, note: 'worth it'})
     expect(run.budget_grants![0]!.by).to.be.a('string').and.not.equal('')
 
-    // A grant on a run that is not paused at a budget is refused.
-    const late = await cli(['budget', paused.run_id, '--add-tokens', '5'])
+    // A grant on a run that is not paused at a budget is refused (the command's E_STATE as printed: the next test).
+    const late = await budgetHere(dir, paused.run_id, {addTokens: 5}, env())
     expect(late.code).to.not.equal(0)
-    expect(late.stderr).to.contain('E_STATE')
+    expect(late.error?.code).to.equal('E_STATE')
     await expectAuditPasses(dir, paused.run_id)
   })
 
   it("a second grant while the first one's run goes on is refused with a clear error, and only the first is recorded", async () => {
-    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
-    const paused = json<RunJson>(await cli(['run', file, '--text', 'x']))
+    const made = await pausedBeforeC(dir)
+    const paused = json<RunJson>(made.first)
     expect(paused.status).to.equal('awaiting_input')
     // The run spent a and b, and paused before c. The first grant continues it, which waits on the model's reply to c while the second grant comes.
-    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
+    expect(made.kinds).to.deep.equal(['a', 'b'])
     const release = server.holdReplies()
     const first = cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'first'])
-    await server.waitForRequests(3)
+    await server.waitForRequests(1)
     const second = await cli(['budget', paused.run_id, '--add-tokens', '30000', '--note', 'second'])
     release()
     const granted = await first
@@ -133,8 +164,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
   })
 
   it('two grants given at once: one continues the run and is recorded, the other is refused (E_CONFLICT or E_STATE), never both', async () => {
-    const file = await pipeline('budget: {tokens: 29000}\n', model('a', 'b') + model('b', 'c') + model('c'))
-    const paused = json<RunJson>(await cli(['run', file, '--text', 'x']))
+    const paused = json<RunJson>((await pausedBeforeC(dir)).first)
     expect(paused.status).to.equal('awaiting_input')
     const results = await Promise.all(['one', 'two'].map((note) => cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', note])))
     const won = results.filter((r) => r.code === 0)
@@ -146,7 +176,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
       .and.not.contain('E_INTERNAL')
     const {run} = await runRecordIn(dir, paused.run_id)
     expect(run.budget_grants).to.have.length(1)
-    expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
+    expect(server.requests.map((r) => r.kind)).to.deep.equal(['c'])
     await expectAuditPasses(dir, paused.run_id)
   })
 
@@ -163,6 +193,14 @@ describe('budgets: token and cost limits that pause and ask (a real model server
       expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
       return json<RunJson>(result).error!.message
     }
+    // The same vote cast by pipe budget's session in this process (test/helpers/continue-here.ts): one
+    // refusal and the first vote are the command's own, printed and exited; the rest of the rule is decided here.
+    const refusedHere = async (who: string, tokens: number, code: string): Promise<string> => {
+      const result = await budgetHere(dir, id, {addTokens: tokens}, env(who))
+      expect(result.code, JSON.stringify(result)).to.not.equal(0)
+      expect(result.error?.code, JSON.stringify(result.error)).to.equal(code)
+      return result.error!.message
+    }
     const started = await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')])
     expect(started.code, started.stderr).to.equal(10)
     const id = json<RunJson>(started).run_id
@@ -170,22 +208,20 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(refusal(await as('mallory@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain(
       "mallory@example.com is not among the people the policy's approvals.budget names",
     )
-    expect(refusal(await as('starter@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain(
+    expect(await refusedHere('starter@example.com', 20000, 'E_POLICY_DENIED')).to.contain(
       'started run ' + id + ", and the policy's approvals.budget says self_approval: false",
     )
     const first = await as('alice@example.com', ['budget', id, '--add-tokens', '20000', '--note', 'worth it'])
     expect(first.code, first.stderr).to.equal(10)
     expect(json<RunJson>(first).reason).to.equal("1 of 2 approvals under the policy's approvals.budget; may still approve: bob@example.com")
     expect((await runRecordIn(dir, id)).run.budget_grants ?? []).to.deep.equal([])
-    expect(refusal(await as('alice@example.com', ['budget', id, '--add-tokens', '20000']), 'E_POLICY_DENIED')).to.contain('has already voted')
-    expect(refusal(await as('bob@example.com', ['budget', id, '--add-tokens', '5']), 'E_CONFLICT')).to.contain(
-      'alice@example.com approved "grant +20000 tokens"',
-    )
+    expect(await refusedHere('alice@example.com', 20000, 'E_POLICY_DENIED')).to.contain('has already voted')
+    expect(await refusedHere('bob@example.com', 5, 'E_CONFLICT')).to.contain('alice@example.com approved "grant +20000 tokens"')
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
 
-    const second = await as('bob@example.com', ['budget', id, '--add-tokens', '20000'])
-    expect(second.code, second.stderr).to.equal(0)
-    expect(json<RunJson>(second).status).to.equal('succeeded')
+    const second = await budgetHere(dir, id, {addTokens: 20000}, env('bob@example.com'))
+    expect(second.code, JSON.stringify(second.error)).to.equal(0)
+    expect(second.outcome?.status).to.equal('succeeded')
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
     const {run} = await runRecordIn(dir, id)
     expect(run.budget_grants).to.have.length(1)
@@ -240,12 +276,8 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(paused.pending?.budget).to.include({spent_tokens: 45000})
     expect(server.count('after')).to.equal(0)
 
-    const stats = await cli(['stats'])
-    expect(stats.code, stats.stderr).to.equal(0)
-    const report = json<{
-      runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {tokens?: number; spent_tokens: number; over: boolean}} | null}>
-      pipelines: Array<{pipeline: string; budget: {runs: number; over: number; spent_tokens: number} | null}>
-    }>(stats)
+    // What pipe stats --json prints, read in this process (the command's own output is checked in the cost test below).
+    const report = await statsIn(dir)
     const row = report.runs.find((r) => r.run_id === paused.run_id)!
     expect(row.total_tokens).to.equal(45000)
     expect(row.budget?.pipeline).to.include({tokens: 44000, spent_tokens: 45000, over: true})
@@ -271,10 +303,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(paused[0]!.pending?.budget).to.include({scope: 'pipeline', run_id: parent.run_id, spent_tokens: 30000, limit_tokens: 29000})
     expect(paused[0]!.pending?.reason).to.contain(`would pass parent run ${parent.run_id}'s pipeline budget of 29000 tokens`)
 
-    // The budget is the parent's: a grant on the child says where to give it, and records nothing.
-    const onChild = await cli(['budget', paused[0]!.run_id, '--add-tokens', '5'])
-    expect(json<RunJson>(onChild).error?.code).to.equal('E_STATE')
-    expect(json<RunJson>(onChild).error?.hint).to.contain(`pipe budget ${parent.run_id} --add-tokens N`)
+    // The budget is the parent's: a grant on the child says where to give it, and records nothing (pipe budget's session, in this process).
+    const onChild = await budgetHere(dir, paused[0]!.run_id, {addTokens: 5}, env())
+    expect(onChild.error?.code).to.equal('E_STATE')
+    expect(onChild.error?.hint).to.contain(`pipe budget ${parent.run_id} --add-tokens N`)
 
     const granted = await cli(['budget', parent.run_id, '--add-tokens', '60000', '--note', 'three items after all'])
     expect(granted.code, granted.stderr).to.equal(0)
@@ -286,10 +318,8 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const {run} = await runRecordIn(dir, parent.run_id)
     expect(run.budget_grants).to.have.length(1)
     expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 60000, note: 'three items after all'})
-    // Counted once: five replies of 15,000, however the children paused and went on.
-    const stats = json<{runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {spent_tokens: number; over: boolean}} | null}>}>(
-      await cli(['stats']),
-    )
+    // Counted once: five replies of 15,000, however the children paused and went on (pipe stats --json, read in this process).
+    const stats = await statsIn(dir)
     const row = stats.runs.find((r) => r.run_id === parent.run_id)!
     expect(row.total_tokens).to.equal(75000)
     expect(row.budget?.pipeline, JSON.stringify(row.budget)).to.include({spent_tokens: 75000, granted_tokens: 60000})
@@ -341,11 +371,12 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     )
 
     // The grant lets the paused sibling go on; what is recorded is what the replies said, nothing held.
-    const granted = await cli(['budget', parent.run_id, '--add-tokens', '20000', '--note', 'both items'])
-    expect(granted.code, granted.stderr).to.equal(0)
-    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    // (pipe budget's session and pipe stats --json in this process: the previous test grants a parent's budget by the command.)
+    const granted = await budgetHere(dir, parent.run_id, {addTokens: 20000, note: 'both items'}, env())
+    expect(granted.code, JSON.stringify(granted.error)).to.equal(0)
+    expect(granted.outcome?.status).to.equal('succeeded')
     expect(server.requests).to.have.length(2)
-    const stats = json<{runs: Array<{run_id: string; total_tokens: number; budget: {pipeline: {spent_tokens: number}} | null}>}>(await cli(['stats']))
+    const stats = await statsIn(dir)
     const row = stats.runs.find((r) => r.run_id === parent.run_id)!
     expect(row.total_tokens).to.equal(10000)
     expect(row.budget?.pipeline).to.include({spent_tokens: 10000})
@@ -368,9 +399,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(json<RunJson>(self).error?.code, self.stdout).to.equal('E_POLICY_DENIED')
     expect(json<RunJson>(self).error?.message).to.contain("the policy's approvals.budget says self_approval: false")
     expect((await runRecordIn(dir, parent.run_id)).run.budget_grants ?? []).to.deep.equal([])
-    const granted = await as('alice@example.com', ['budget', parent.run_id, '--add-tokens', '20000'])
-    expect(granted.code, granted.stderr).to.equal(0)
-    expect(json<RunJson>(granted).status).to.equal('succeeded')
+    // Alice's grant by pipe budget's session in this process, as she would give it.
+    const granted = await budgetHere(dir, parent.run_id, {addTokens: 20000}, env('alice@example.com'))
+    expect(granted.code, JSON.stringify(granted.error)).to.equal(0)
+    expect(granted.outcome?.status).to.equal('succeeded')
     expect((await runRecordIn(dir, parent.run_id)).run.budget_grants![0]).to.include({by: 'alice@example.com', tokens: 20000})
   })
 
@@ -404,26 +436,29 @@ describe('budgets: token and cost limits that pause and ask (a real model server
 
   it('pipe validate refuses a negative budget, and a cost budget with no price known for the model in use', async () => {
     const negative = await pipeline('budget: {tokens: -1}\n', model('a'), 'negative.yaml')
-    const bad = await pipe(['validate', negative], {cwd: dir})
-    expect(bad.code).to.not.equal(0)
-    expect(bad.stdout + bad.stderr).to.match(/budget\.tokens|must be >= 0/)
-
     const unpriced = await pipeline('provider: {model: local-7b}\nbudget: {cost_usd: 1}\n', model('a'), 'unpriced.yaml')
-    const refused = await pipe(['validate', unpriced], {cwd: dir})
-    expect(refused.code).to.not.equal(0)
-    expect(refused.stdout + refused.stderr).to.contain('cost_usd needs the price of model "local-7b"')
-
     const priced = await pipeline(
       'provider: {model: local-7b, prices: {prompt_per_1k: 0.001, completion_per_1k: 0.002}}\nbudget: {cost_usd: 1}\n',
       model('a'),
       'priced.yaml',
     )
-    const ok = await pipe(['validate', priced], {cwd: dir})
-    expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
     // The default model is priced by pipe's shipped defaults.
     const known = await pipeline('budget: {cost_usd: 1}\n', model('a'), 'known.yaml')
-    const fine = await pipe(['validate', known], {cwd: dir})
-    expect(fine.code, fine.stdout + fine.stderr).to.equal(0)
+    // One pipe validate judges each file on its own (the exit code is 0 only when every file is valid).
+    const checked = await pipe(['validate', negative, unpriced, priced, known, '--json'], {cwd: dir})
+    expect(checked.code, checked.stdout + checked.stderr).to.not.equal(0)
+    const files = json<{files: Array<{file: string; valid: boolean; diagnostics: Array<{message: string; path?: string}>}>}>(checked).files
+    const verdict = (file: string): {valid: boolean; said: string} => {
+      const found = files.find((f) => path.resolve(dir, f.file) === file)
+      expect(found, `${file} in ${checked.stdout}`).to.not.equal(undefined)
+      return {valid: found!.valid, said: JSON.stringify(found!.diagnostics)}
+    }
+    expect(verdict(negative).valid).to.equal(false)
+    expect(verdict(negative).said).to.match(/budget\.tokens|must be >= 0/)
+    expect(verdict(unpriced).valid).to.equal(false)
+    expect(verdict(unpriced).said).to.contain('cost_usd needs the price of model \\"local-7b\\"')
+    expect(verdict(priced), 'a cost budget with the model priced in the pipeline').to.deep.equal({valid: true, said: '[]'})
+    expect(verdict(known), "the default model, priced by pipe's shipped defaults").to.deep.equal({valid: true, said: '[]'})
   })
 
   it('a cost budget pauses on dollars at the default price of the model in use', async () => {
@@ -433,8 +468,9 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(result.code, result.stderr).to.equal(10)
     const paused = json<RunJson & {pending: {budget: {spent_usd: number; limit_usd: number}}}>(result)
     expect(paused.pending.budget).to.include({scope: 'pipeline', spent_usd: 0.0045, limit_usd: 0.004})
-    const granted = await cli(['budget', paused.run_id, '--add-usd', '0.01'])
-    expect(granted.code, granted.stderr).to.equal(0)
+    // pipe budget --add-usd's session in this process (the next test grants dollars by the command).
+    const granted = await budgetHere(dir, paused.run_id, {addUsd: 0.01}, env())
+    expect(granted.code, JSON.stringify(granted.error)).to.equal(0)
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
   })
 
