@@ -12,6 +12,10 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
+import {resumeSession} from '../../src/app/sessions/resume.js'
+import {exitCodeForStatus} from '../../src/cli/run-result.js'
+import {toPipeError} from '../../src/errors.js'
+import {AUDIT_KEY_ENV} from '../../src/store/trail/integrity.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -36,6 +40,32 @@ afterEach(async () => {
 
 function cli(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<CliResult> {
   return pipe(args, {cwd, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}, timeoutMs: 120000})
+}
+
+/**
+ * `pipe resume RUN [--decision go]` in this process, through the session the command calls, with the
+ * environment its process would have (the model endpoint of `env` and none else, no audit key): the
+ * exit code it gives and the run's status. One resume of each kind stays a process in these tests.
+ */
+async function resumedHere(
+  cwd: string,
+  runId: string,
+  env: Record<string, string> = {},
+  decision?: 'go',
+): Promise<{code: number; status?: string; error?: string}> {
+  const processEnv: NodeJS.ProcessEnv = {...process.env, PIPE_HOME: path.join(dir, 'home')}
+  for (const name of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', AUDIT_KEY_ENV]) delete processEnv[name]
+  const key = process.env[AUDIT_KEY_ENV]
+  delete process.env[AUDIT_KEY_ENV]
+  try {
+    const outcome = await resumeSession({cwd, store: path.join(cwd, '.pipe'), runId, env: {...processEnv, ...env}, ...(decision ? {decision} : {})})
+    return {code: exitCodeForStatus(outcome.status, outcome.error?.code), status: outcome.status}
+  } catch (raw) {
+    const error = toPipeError(raw)
+    return {code: error.exitCode, error: `${error.code} ${error.message}`}
+  } finally {
+    if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
+  }
 }
 
 /** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about the runs, not that command). */
@@ -93,7 +123,7 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
       git('commit', '-q', '--allow-empty', '-m', message)
   })
 
-  it('records a run, then replays it with the server stopped and no endpoint: same status, same snapshots (masked), a cassette recorded twice is byte-identical', async () => {
+  it('records a run, then replays it with the server stopped and no endpoint: same status, same snapshots (masked), a cassette recorded twice is byte-identical, a replay leaves it as it was', async () => {
     server = await ModelServer.start()
     server.script(
       'draft',
@@ -166,9 +196,9 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     expect(await children(third.run_id)).to.deep.equal(await children(first.run_id))
     expect(JSON.parse(await readFile(path.join(repo, 'release-notes', `${third.run_id}.json`), 'utf8'))).to.deep.equal(notes)
 
-    // A second replay is the same run again, byte for byte after masking ids and times.
-    const fourth = json<RunJson>(await run('--replay', cassette))
-    expect((await snapshotsOf(repo, fourth.run_id)).map(masked)).to.deep.equal(after.map(masked))
+    // Replaying leaves the cassette as it was, so a later replay answers from the same bytes (the
+    // replay above already ran on a store holding an earlier run: it is the same run, masked).
+    expect(await readFile(cassette, 'utf8'), 'a replay does not write its cassette').to.equal(bytes)
   })
 })
 
@@ -233,7 +263,7 @@ async function interactions(cassette: string): Promise<Array<{key: string; step:
 describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1)', function () {
   this.timeout(180000)
 
-  it('a changed prompt file makes replay fail naming the step and the changed line; --replay-missing live with --record fills the gap', async () => {
+  it('a changed prompt file makes replay fail naming the step and the changed line; --replay-missing live without --record asks the endpoint and leaves the cassette as it was; with --record it fills the gap', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)})
     const file = await fixture()
@@ -255,12 +285,20 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     expect(body.error?.hint).to.contain('--replay-missing live')
     expect(failed.stderr).to.not.match(/\n\s+at .+\.js:\d+/)
 
-    // The gap is filled from the live endpoint and kept in the cassette.
+    // --replay-missing live without --record: the endpoint answers the gap, the cassette stays as it was.
     server = await ModelServer.start(undefined, Number(new URL(url).port))
+    server.script('draft', {content: JSON.stringify(GOOD)})
+    const bytes = await readFile(cassette, 'utf8')
+    const live = await runIn(file, ['--replay', cassette, '--replay-missing', 'live'])
+    expect(live.code, live.stderr).to.equal(0)
+    expect(server.count(), 'the changed request was asked of the endpoint').to.equal(1)
+    expect(await readFile(cassette, 'utf8'), 'without --record the cassette is left as it was').to.equal(bytes)
+
+    // The gap is filled from the live endpoint and kept in the cassette.
     server.script('draft', {content: JSON.stringify({items: [{title: 'Changed'}]})})
     const filled = await runIn(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
     expect(filled.code, filled.stderr).to.equal(0)
-    expect(server.count()).to.equal(1)
+    expect(server.count()).to.equal(2)
     expect((await interactions(cassette)).map((i) => i.request.messages[1]!.content.split('\n')[0])).to.have.members([
       'Notes for customers from:',
       'Release notes for customers from:',
@@ -371,23 +409,11 @@ ${draft.replace('id: draft', 'id: short')}`)
 
     const replayed = await runIn(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(10)
-    const done = await cli(['resume', json<RunJson>(replayed).run_id, '--decision', 'go', '--json'], dir)
-    expect(done.code, done.stderr).to.equal(0)
-    expect(json<RunJson>(done).status).to.equal('succeeded')
-  })
-
-  it('--replay-missing live without --record asks the endpoint and leaves the cassette as it was', async () => {
-    server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify(GOOD)}, {content: JSON.stringify(GOOD)})
-    const file = await fixture()
-    const cassette = path.join(dir, 'c.jsonl')
-    expect((await runIn(file, ['--record', cassette])).code).to.equal(0)
-    const bytes = await readFile(cassette, 'utf8')
-    await writeFile(path.join(dir, 'p', 'prompts', 'notes.md'), 'Other {{audience}} {{commits}}\n')
-    const result = await runIn(file, ['--replay', cassette, '--replay-missing', 'live'])
-    expect(result.code, result.stderr).to.equal(0)
-    expect(server.count()).to.equal(2)
-    expect(await readFile(cassette, 'utf8')).to.equal(bytes)
+    // Resumed with no endpoint: the run's cassette answers. In this process, through the session the
+    // command calls (the default pipeline's test below resumes a replayed run so as a process).
+    const done = await resumedHere(dir, json<RunJson>(replayed).run_id, {}, 'go')
+    expect(done.code, done.error).to.equal(0)
+    expect(done.status).to.equal('succeeded')
   })
 
   it('never writes a pipeline secret, the API key or an Authorization header into a cassette or the reply cache', async () => {
@@ -429,29 +455,6 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(replayed.code, replayed.stderr).to.equal(0)
   })
 
-  it('--record-note never writes the API key or a token= value into the cassette header', async () => {
-    server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify({items: [{title: 'Export as CSV'}]})})
-    const file = await fixture(
-      `  - id: draft
-    kind: model
-    prompt: prompts/notes.md
-    vars: {audience: customers, commits: ["3f2a9c1 Add CSV export"]}
-    output_schema: schemas/notes.schema.json
-`,
-    )
-    const cassette = path.join(dir, 'c.jsonl')
-    const apiKey = 'sk-test-0123456789abcdefghijklmnop'
-    const token = 'tk-4f3e2d1c0b9a8877'
-    const result = await runIn(file, ['--record', cassette, '--record-note', `recorded with ${apiKey} against a server, token=${token} for its admin`], {
-      OPENAI_API_KEY: apiKey,
-    })
-    expect(result.code, result.stderr).to.equal(0)
-    const header = JSON.parse((await readFile(cassette, 'utf8')).split('\n')[0]!) as {type: string; note: string}
-    expect(header.type).to.equal('header')
-    expect(header.note).to.equal('recorded with [REDACTED] against a server, token=[REDACTED] for its admin')
-  })
-
   it('refuses a corrupt, truncated, foreign, wrong-version or missing cassette with E_CONFIG at its line, before a run exists', async () => {
     const file = await fixture()
     const cases: Array<[string, string, RegExp]> = [
@@ -483,9 +486,10 @@ ${draft.replace('id: draft', 'id: short')}`)
       expect(shown).to.deep.include({code: error.code, message: error.message, hint: error.hint})
       expect(result.stderr, name).to.not.match(/\n\s+at .+\.js:\d+/)
     }
-    const missing = await runIn(file, ['--replay', path.join(dir, 'nope.jsonl')])
-    expect(missing.code).to.equal(2)
-    expect(json<{error: {code: string; message: string}}>(missing).error.message).to.contain('nope.jsonl does not exist')
+    // A missing cassette through the same door (the first case above showed such an error exits 2 as a process).
+    const missing = await openedCassette('--replay', path.join(dir, 'nope.jsonl'))
+    expect(missing.code).to.equal('E_CONFIG')
+    expect(missing.message).to.contain('nope.jsonl does not exist')
     const mixed = await runIn(file, ['--replay', path.join(dir, 'a.jsonl'), '--record', path.join(dir, 'b.jsonl'), '--replay-missing', 'live'])
     expect(mixed.code).to.equal(2)
     // Nothing was started.
@@ -521,14 +525,16 @@ ${draft.replace('id: draft', 'id: short')}`)
       expect(json<{error: {code: string; message: string}}>(result).error.message).to.match(pattern)
     }
     // A cassette an editor saved with a byte order mark and CRLF line ends still reads.
-    const plain = await fixture('  - {id: done, kind: end, status: succeeded}\n')
     const bom = path.join(dir, 'bom.jsonl')
     await writeFile(bom, '\uFEFF{"type":"header","format":"pipe-cassette/1"}\r\n')
-    const replayed = await runIn(plain, ['--replay', bom])
-    expect(replayed.code, replayed.stderr).to.equal(0)
+    // Opened through the door every run, resume and replay opens a cassette by (what the run of a
+    // pipeline that asks no model would do with it): read, not refused.
+    const {replySources} = await import('../../src/app/sessions/shared.js')
+    const opened = await replySources({cwd: dir, store: '.pipe', cassette: {file: bom, mode: 'replay', missing: 'error'}})
+    expect(opened.cassette, 'the cassette saved with a BOM and CRLF is opened').to.not.equal(undefined)
   })
 
-  it('--cache reuse answers a request the store answered before: no request reaches the server, the snapshot says cache', async () => {
+  it('--cache reuse answers a request the store answered before: no request reaches the server, the snapshot says cache; a tampered cache entry is an integrity error, not a reply', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)})
     const file = await fixture()
@@ -567,13 +573,8 @@ ${draft.replace('id: draft', 'id: short')}`)
 
     // The cache is part of the store that audit verify checks, and it passes.
     await expectAuditPasses(dir)
-  })
 
-  it('a tampered cache entry is an integrity error, not a reply', async () => {
-    server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    const file = await fixture()
-    expect((await runIn(file, [])).code).to.equal(0)
+    // A tampered cache entry is an integrity error, not a reply.
     const replies = path.join(dir, '.pipe', 'replies')
     const [name] = await readdir(replies)
     const cacheFile = path.join(replies, name!)
@@ -585,7 +586,7 @@ ${draft.replace('id: draft', 'id: short')}`)
     const body = json<RunJson>(result)
     expect(body.error?.code).to.equal('E_INTEGRITY')
     expect(body.error?.message).to.contain(name!).and.contain('seal')
-    expect(server.count(), 'the tampered reply was not silently asked again either').to.equal(1)
+    expect(server.count(), 'the tampered reply was not silently asked again either').to.equal(3)
     const audit = await cli(['audit', 'verify'], dir)
     expect(audit.code).to.not.equal(0)
     expect(audit.stdout + audit.stderr)
@@ -623,8 +624,9 @@ ${draft.replace('id: draft', 'id: short')}`)
     const broke = json<RunJson>(await runIn(model, []))
     const asked = server.count()
     server.script('draft', {content: JSON.stringify(GOOD)})
-    const redriven = await cli(['resume', broke.run_id, '--json'], dir)
-    expect(redriven.code, redriven.stderr).to.equal(0)
+    // In this process (the resume above and the --cache off one below are processes): the session's code.
+    const redriven = await resumedHere(dir, broke.run_id, {OPENAI_BASE_URL: server.url})
+    expect(redriven.code, redriven.error).to.equal(0)
     expect(server.count() - asked).to.equal(1)
     const last = (await snapshotsOf(dir, broke.run_id)).at(-1)!
     expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
@@ -646,8 +648,8 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(invalid.error?.code).to.equal('E_MODEL')
     const sent = server.count()
     server.script('draft', {content: JSON.stringify(GOOD)})
-    const fixed = await cli(['resume', invalid.run_id, '--json'], dir)
-    expect(fixed.code, fixed.stderr).to.equal(0)
+    const fixed = await resumedHere(dir, invalid.run_id, {OPENAI_BASE_URL: server.url})
+    expect(fixed.code, fixed.error).to.equal(0)
     expect(server.count() - sent).to.equal(1)
     expect((await snapshotsOf(dir, invalid.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
     await fixture()
@@ -725,13 +727,24 @@ describe('pipe replay --check: model steps from the reply cache', function () {
 describe('pipe replay --check: a run answered from a cassette', function () {
   this.timeout(180000)
 
-  it('keeps the cassette replies that answered a run in the store, so replay --check re-checks its model steps with no cassette and no endpoint', async () => {
+  it('keeps the cassette replies that answered a run in the store, so replay --check re-checks its model steps with no cassette and no endpoint; --record-note never writes the API key or a token= value into the cassette header', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)})
     const file = await fixture()
     const cassette = path.join(dir, 'c.jsonl')
-    const recorded = await runIn(file, ['--record', cassette, '--store', path.join(dir, 'recording')])
+    const apiKey = 'sk-test-0123456789abcdefghijklmnop'
+    const token = 'tk-4f3e2d1c0b9a8877'
+    const recorded = await runIn(
+      file,
+      ['--record', cassette, '--store', path.join(dir, 'recording'), '--record-note', `recorded with ${apiKey} against a server, token=${token} for its admin`],
+      {OPENAI_API_KEY: apiKey},
+    )
     expect(recorded.code, recorded.stderr).to.equal(0)
+    const header = JSON.parse((await readFile(cassette, 'utf8')).split('\n')[0]!) as {type: string; note: string}
+    expect(header.type).to.equal('header')
+    expect(header.note, 'the note as written, the key and the token redacted').to.equal(
+      'recorded with [REDACTED] against a server, token=[REDACTED] for its admin',
+    )
     await server.close()
     server = undefined
     const replayed = await runIn(file, ['--replay', cassette])
@@ -759,9 +772,10 @@ describe('cassettes: the default pipeline, paused for review and resumed', funct
     const recorded = json<RunJson>(first)
     const asked = server.count()
     expect(asked).to.be.greaterThan(2)
-    // Resumed under the same cassette, recording on: the review needs no model.
-    const go = await cli(['resume', recorded.run_id, '--decision', 'go', '--json'], dir)
-    expect(go.code, go.stderr).to.equal(0)
+    // Resumed under the same cassette, recording on: the review needs no model. In this process,
+    // through the session the command calls (the paused fixture's test resumes a recording run as a process).
+    const go = await resumedHere(dir, recorded.run_id, {OPENAI_BASE_URL: server.url}, 'go')
+    expect(go.code, go.error).to.equal(0)
     await server.close()
     server = undefined
 
