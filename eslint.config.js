@@ -132,7 +132,7 @@ const TEST_PROMISES = [
   ...['pipe', 'node', 'tempDir', 'pipelineFrom', 'harness', 'expectPipeError', 'prepareHeldStep', 'startCluster', 'followTutorial', 'statsIn'],
   ...['readIn', 'auditIn', 'auditCommandIn', 'expectAuditPasses', 'copyStore', 'startView', 'open', 'closePages', 'notBlank', 'shotOf', 'runIn'],
   ...['until', 'resumeWith', 'resumeHere', 'reviewHere', 'cancelHere', 'storeIn', 'statusIn', 'runsIn', 'runTreeIn', 'snapshotsIn'],
-  ...['snapshotsInStore', 'runRecordIn', 'specIn', 'ledgerIn'],
+  ...['snapshotsInStore', 'runRecordIn', 'specIn', 'ledgerIn', 'budgetHere', 'confirmHere'],
   ...['writeFile', 'readFile', 'appendFile', 'mkdir', 'mkdtemp', 'cp', 'rm', 'rename', 'unlink', 'symlink', 'chmod', 'readdir', 'stat'],
 ]
 
