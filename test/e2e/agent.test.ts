@@ -12,7 +12,7 @@ import type {Snapshot} from '../../src/types/snapshot.js'
 import {bin, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {auditCommandIn, expectAuditPasses, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
-import {confirmHere, resumeWith, type Decided} from '../helpers/continue-here.js'
+import {confirmHere, resumeHere, type InProcess} from '../helpers/in-process.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
 
@@ -241,7 +241,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(server.count()).to.equal(2)
 
     // pipe resume's session in this process, with the endpoint its process would have.
-    const redriven = await resumeWith(repo, paused.run_id, env())
+    const redriven = await resumeHere(repo, paused.run_id, env())
     expect(redriven.code, JSON.stringify(redriven.error)).to.equal(0)
     // It ran once: the first turn came from the reply cache (one request more, the one that failed), with the same call id.
     expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
@@ -287,7 +287,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       return {runId: paused.run_id, stateFile, original, edit, e}
     }
 
-    /** The refusal of `pipe confirm RUN --yes`: by the command, or (`here`) by its session in this process (test/helpers/continue-here.ts). */
+    /** The refusal of `pipe confirm RUN --yes`: by the command, or (`here`) by its session in this process (test/helpers/in-process.ts). */
     const refuses = async (runId: string, e: Record<string, string>, says: string, here = false): Promise<void> => {
       let error: RunJson['error']
       if (here) {
@@ -454,7 +454,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     )
     const paused = json<RunJson>(await run(file))
     // Both confirmations by pipe confirm's session in this process (what the command prints is checked above).
-    const first: Decided = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
+    const first: InProcess = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
     expect(first.code, JSON.stringify(first.error)).to.equal(10)
     const second = first.outcome?.pending?.action
     expect(second?.argv).to.deep.equal([['node', 'mark.js']])
@@ -682,7 +682,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const [runId] = (await readdir(path.join(repo, '.pipe', 'runs'))).filter((n) => n.startsWith('R-'))
     expect(runId, 'the killed run is recorded').to.be.a('string')
     // pipe resume's session in this process, with the endpoint its process would have (the kill above is a real process's).
-    const resumed = await resumeWith(repo, runId!, env())
+    const resumed = await resumeHere(repo, runId!, env())
     expect(resumed.code, JSON.stringify(resumed.error)).to.equal(0)
     const text = await readFile(path.join(repo, 'calc.js'), 'utf8')
     expect(text.match(/\/\/ checked/g)).to.have.length(1)

@@ -7,7 +7,7 @@ import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, madeOnce, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
-import {budgetHere, resumeWith} from '../helpers/continue-here.js'
+import {budgetHere, resumeHere} from '../helpers/in-process.js'
 import {statsIn} from '../helpers/stats-in.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {changeIn} from '../helpers/wait.js'
@@ -53,7 +53,7 @@ async function pipeline(head: string, steps: string, name = 'p.yaml'): Promise<s
   return file
 }
 
-/** The environment of the test's `pipe` processes, for a command run in this process (test/helpers/continue-here.ts) too. */
+/** The environment of the test's `pipe` processes, for a command run in this process (test/helpers/in-process.ts) too. */
 const env = (user?: string): Record<string, string> => ({
   OPENAI_BASE_URL: server.url,
   PIPE_HOME: path.join(dir, 'home'),
@@ -109,7 +109,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
 
     // A resume never resets the count: the spend is read from the records, and c is still not sent.
     // (pipe resume's session in this process, with the endpoint its process would have.)
-    const resumed = await resumeWith(dir, paused.run_id, env())
+    const resumed = await resumeHere(dir, paused.run_id, env())
     expect(resumed.code, JSON.stringify(resumed.error)).to.equal(10)
     expect(resumed.outcome?.pending?.budget).to.include({spent_tokens: 30000})
     expect(server.requests).to.have.length(0)
@@ -193,7 +193,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
       expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
       return json<RunJson>(result).error!.message
     }
-    // The same vote cast by pipe budget's session in this process (test/helpers/continue-here.ts): one
+    // The same vote cast by pipe budget's session in this process (test/helpers/in-process.ts): one
     // refusal and the first vote are the command's own, printed and exited; the rest of the rule is decided here.
     const refusedHere = async (who: string, tokens: number, code: string): Promise<string> => {
       const result = await budgetHere(dir, id, {addTokens: tokens}, env(who))

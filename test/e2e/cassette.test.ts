@@ -12,11 +12,8 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
-import {resumeSession} from '../../src/app/sessions/resume.js'
-import {exitCodeForStatus} from '../../src/cli/run-result.js'
-import {toPipeError} from '../../src/errors.js'
-import {AUDIT_KEY_ENV} from '../../src/store/trail/integrity.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {resumeHere, type InProcess} from '../helpers/in-process.js'
 
 interface RunJson {
   run_id: string
@@ -42,31 +39,9 @@ function cli(args: string[], cwd: string, env: Record<string, string | undefined
   return pipe(args, {cwd, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}, timeoutMs: 120000})
 }
 
-/**
- * `pipe resume RUN [--decision go]` in this process, through the session the command calls, with the
- * environment its process would have (the model endpoint of `env` and none else, no audit key): the
- * exit code it gives and the run's status. One resume of each kind stays a process in these tests.
- */
-async function resumedHere(
-  cwd: string,
-  runId: string,
-  env: Record<string, string> = {},
-  decision?: 'go',
-): Promise<{code: number; status?: string; error?: string}> {
-  const processEnv: NodeJS.ProcessEnv = {...process.env, PIPE_HOME: path.join(dir, 'home')}
-  for (const name of ['PIPE_STORE', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', AUDIT_KEY_ENV]) delete processEnv[name]
-  const key = process.env[AUDIT_KEY_ENV]
-  delete process.env[AUDIT_KEY_ENV]
-  try {
-    const outcome = await resumeSession({cwd, store: path.join(cwd, '.pipe'), runId, env: {...processEnv, ...env}, ...(decision ? {decision} : {})})
-    return {code: exitCodeForStatus(outcome.status, outcome.error?.code), status: outcome.status}
-  } catch (raw) {
-    const error = toPipeError(raw)
-    return {code: error.exitCode, error: `${error.code} ${error.message}`}
-  } finally {
-    if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
-  }
-}
+/** `pipe resume RUN [--decision go]` in this process, with the PIPE_HOME this file's processes have. One resume of each kind stays a process in these tests. */
+const resumedHere = (cwd: string, runId: string, env: Record<string, string> = {}, decision?: 'go'): Promise<InProcess> =>
+  resumeHere(cwd, runId, {PIPE_HOME: path.join(dir, 'home'), ...env}, decision)
 
 /** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about the runs, not that command). */
 const snapshotsOf = snapshotsIn
@@ -412,8 +387,8 @@ ${draft.replace('id: draft', 'id: short')}`)
     // Resumed with no endpoint: the run's cassette answers. In this process, through the session the
     // command calls (the default pipeline's test below resumes a replayed run so as a process).
     const done = await resumedHere(dir, json<RunJson>(replayed).run_id, {}, 'go')
-    expect(done.code, done.error).to.equal(0)
-    expect(done.status).to.equal('succeeded')
+    expect(done.code, done.error?.message).to.equal(0)
+    expect(done.outcome?.status).to.equal('succeeded')
   })
 
   it('never writes a pipeline secret, the API key or an Authorization header into a cassette or the reply cache', async () => {
@@ -626,7 +601,7 @@ ${draft.replace('id: draft', 'id: short')}`)
     server.script('draft', {content: JSON.stringify(GOOD)})
     // In this process (the resume above and the --cache off one below are processes): the session's code.
     const redriven = await resumedHere(dir, broke.run_id, {OPENAI_BASE_URL: server.url})
-    expect(redriven.code, redriven.error).to.equal(0)
+    expect(redriven.code, redriven.error?.message).to.equal(0)
     expect(server.count() - asked).to.equal(1)
     const last = (await snapshotsOf(dir, broke.run_id)).at(-1)!
     expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
@@ -649,20 +624,25 @@ ${draft.replace('id: draft', 'id: short')}`)
     const sent = server.count()
     server.script('draft', {content: JSON.stringify(GOOD)})
     const fixed = await resumedHere(dir, invalid.run_id, {OPENAI_BASE_URL: server.url})
-    expect(fixed.code, fixed.error).to.equal(0)
+    expect(fixed.code, fixed.error?.message).to.equal(0)
     expect(server.count() - sent).to.equal(1)
     expect((await snapshotsOf(dir, invalid.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
-    await fixture()
 
-    // --cache off on a redrive asks everything again.
-    server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {status: 400, body: {error: {message: 'refused'}}})
-    const again = json<RunJson>(await runIn(file, []))
+    // --cache off on a redrive asks everything again, the agent's first turn too, which was answered
+    // and cached: without the flag that turn comes from the cache (the first case above).
+    const turns = await fixture(
+      '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n',
+    )
+    const firstTurn = {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]}
+    server.script('draft', firstTurn, {status: 400, body: {error: {message: 'refused'}}})
+    const again = json<RunJson>(await runIn(turns, []))
+    expect(again.status).to.equal('failed')
     const before = server.count()
-    server.script('draft', {content: JSON.stringify(GOOD)})
+    server.script('draft', firstTurn, {content: 'Notes: CSV export.'})
     const off = await cli(['resume', again.run_id, '--cache', 'off', '--json'], dir)
     expect(off.code, off.stderr).to.equal(0)
-    expect(server.count() - before).to.equal(1)
-    expect((await snapshotsOf(dir, again.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
+    expect(server.count() - before, 'both turns asked again').to.equal(2)
+    expect((await snapshotsOf(dir, again.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live', 'live'])
   })
 })
 
@@ -775,7 +755,7 @@ describe('cassettes: the default pipeline, paused for review and resumed', funct
     // Resumed under the same cassette, recording on: the review needs no model. In this process,
     // through the session the command calls (the paused fixture's test resumes a recording run as a process).
     const go = await resumedHere(dir, recorded.run_id, {OPENAI_BASE_URL: server.url}, 'go')
-    expect(go.code, go.error).to.equal(0)
+    expect(go.code, go.error?.message).to.equal(0)
     await server.close()
     server = undefined
 
