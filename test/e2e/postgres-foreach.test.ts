@@ -64,11 +64,12 @@ rmSync(marker)
 `
 
 /**
- * The items of the fan-out test: six times the step's concurrency, so each worker takes children in
- * several waves and the bound is held across them (100 cost ~3 minutes of a 2-core machine, twice:
- * once by the workers, once by the local run it is compared with).
+ * The items of the fan-out test: four times the step's concurrency, so the children come in waves
+ * and the bound is held across them, and more than one worker gets to take some. Each item is a
+ * child run and a node process, twice (once by the workers, once by the local run the results are
+ * compared with): 100 items cost ~3 minutes of a 2-core machine.
  */
-const FAN = 24
+const FAN = 16
 
 const POLICY = `version: 1
 allowed_commands:
@@ -217,7 +218,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
   })
 
   it('a worker killed (SIGKILL) while it holds children: they finish on another worker, still one child per item', async () => {
-    await workspace('hold', 16, 4)
+    await workspace('hold', 8, 4)
     const parent = await detach()
     const first = startWorker(['--concurrency', '2'])
     await untilFor(
@@ -244,7 +245,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect(await first.exited).to.equal(0)
     expect((await show(parent)).status, `${JSON.stringify(await children(parent))}\n${first.stderr()}`).to.equal('succeeded')
     const made = await children(parent)
-    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: 16}, (_, i) => i))
+    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: 8}, (_, i) => i))
     expect(made.every((c) => c.status === 'succeeded')).to.equal(true)
     // Each run ended once; what the killed worker held was found left by a process that is gone and finished by the other.
     const eventsOf = async (runId: string): Promise<string[]> =>
@@ -275,12 +276,12 @@ describe('foreach children and workspaces across pipe worker processes on a Post
   })
 
   it('the worker driving the parent killed (SIGKILL) mid-foreach: another takes the parent over and finds its children, one per item', async () => {
-    await workspace('hold', 12, 2)
+    await workspace('hold', 8, 2)
     const parent = await detach()
     const doomed = startWorker(['--concurrency', '1'])
     await untilFor('the parent has children that ended and children to come', async () => {
       const made = await children(parent)
-      return made.filter((c) => c.status === 'succeeded').length >= 3 && made.length < 12
+      return made.filter((c) => c.status === 'succeeded').length >= 3 && made.length < 8
     })
     doomed.child.kill('SIGKILL')
     await doomed.exited
@@ -291,7 +292,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     expect(await heir.exited).to.equal(0)
     expect(endedBy(heir, 'succeeded')).to.include(parent)
     const made = await children(parent)
-    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: 12}, (_, i) => i))
+    expect(made.map((c) => c.index).sort((a, b) => a - b)).to.deep.equal(Array.from({length: 8}, (_, i) => i))
     expect(made.every((c) => c.status === 'succeeded')).to.equal(true)
     // The heir drove children that were left, each a job of its own; none ended twice.
     const byHeir = endedBy(heir, 'succeeded').filter((id) => id !== parent)
@@ -303,7 +304,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
       expect(events.filter((e) => (JSON.parse(e.line) as {event: string}).event === 'succeeded').length, c.run_id).to.equal(1)
     }
     const outputs = (await itemsOf(parent, url)) as {succeeded: number; total: number}
-    expect([outputs.succeeded, outputs.total]).to.deep.equal([12, 12])
+    expect([outputs.succeeded, outputs.total]).to.deep.equal([8, 8])
   })
 
   it('fail_fast cancels the children other workers hold: they stop at their next heartbeat and end cancelled', async () => {
