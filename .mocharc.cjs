@@ -25,6 +25,9 @@ const jobs = Number(process.env.PIPE_TEST_JOBS) || Math.max(2, cores)
 // PIPE_TEST_SPAWNS adds their processes and clusters).
 const longestFirst = [
   'test/e2e/durable.test.ts',
+  'test/e2e/durable-crashes.test.ts',
+  'test/e2e/audit-trail.test.ts',
+  'test/e2e/people-in-the-loop.test.ts',
   'test/e2e/coding.test.ts',
   'test/e2e/postgres-foreach.test.ts',
   'test/e2e/cassette.test.ts',
