@@ -29,6 +29,7 @@ const longestFirst = [
   'test/e2e/audit-trail.test.ts',
   'test/e2e/people-in-the-loop.test.ts',
   'test/e2e/coding.test.ts',
+  'test/e2e/coding-blocked.test.ts',
   'test/e2e/postgres-foreach.test.ts',
   'test/e2e/cassette.test.ts',
   'test/e2e/budgets.test.ts',
