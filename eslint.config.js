@@ -133,7 +133,8 @@ const TEST_PROMISES = [
   ...['readIn', 'auditIn', 'auditCommandIn', 'expectAuditPasses', 'copyStore', 'startView', 'open', 'closePages', 'notBlank', 'shotOf', 'runIn'],
   ...['until', 'resumeWith', 'resumeHere', 'reviewHere', 'cancelHere', 'storeIn', 'statusIn', 'runsIn', 'runTreeIn', 'snapshotsIn'],
   ...['snapshotsInStore', 'runRecordIn', 'specIn', 'ledgerIn', 'budgetHere', 'confirmHere'],
-  ...['onlyRun', 'storeAt', 'snapshotsOf', 'statusOf', 'audited', 'runIds', 'storeState', 'setup'],
+  ...['onlyRun', 'storeAt', 'snapshotsOf', 'statusOf', 'audited', 'runIds', 'storeState', 'setup', 'cli', 'resumedHere', 'fixture'],
+  ...['runRecords'],
   ...['writeFile', 'readFile', 'appendFile', 'mkdir', 'mkdtemp', 'cp', 'rm', 'rename', 'unlink', 'symlink', 'chmod', 'readdir', 'stat'],
 ]
 

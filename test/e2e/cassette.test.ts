@@ -1,26 +1,17 @@
 /**
  * Recorded model replies on the built CLI: cassettes recorded against a real chat-completions
- * server on 127.0.0.1 and replayed with the server stopped and no endpoint set, and the store's
- * reply cache.
+ * server on 127.0.0.1 and replayed with the server stopped and no endpoint set. The cassette files
+ * pipe refuses or reads are cassette-files.test.ts's, the store's reply cache reply-cache.test.ts's,
+ * and replay --check of model steps cassette-replay.test.ts's.
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
-import {mkdir, readdir, readFile, rm, writeFile} from 'node:fs/promises'
+import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import type {PipeError} from '../../src/errors.js'
-import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
-import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
+import {examples, json, tempDir, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
-import {resumeHere, type InProcess} from '../helpers/in-process.js'
-
-interface RunJson {
-  run_id: string
-  status: string
-  reason?: string
-  error?: {code: string; message: string; hint?: string}
-}
+import {cassetteCommands, GOOD, runRecords, snapshotsOf, type RunJson} from '../helpers/cassette-fixtures.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -35,22 +26,7 @@ afterEach(async () => {
   await cleanup()
 })
 
-function cli(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<CliResult> {
-  return pipe(args, {cwd, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}, timeoutMs: 120000})
-}
-
-/** `pipe resume RUN [--decision go]` in this process, with the PIPE_HOME this file's processes have. One resume of each kind stays a process in these tests. */
-const resumedHere = (cwd: string, runId: string, env: Record<string, string> = {}, decision?: 'go'): Promise<InProcess> =>
-  resumeHere(cwd, runId, {PIPE_HOME: path.join(dir, 'home'), ...env}, decision)
-
-/** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about the runs, not that command). */
-const snapshotsOf = snapshotsIn
-
-async function runRecords(cwd: string): Promise<RunRecord[]> {
-  const runs = path.join(cwd, '.pipe', 'runs')
-  const ids = (await readdir(runs)).filter((n) => n.startsWith('R-')).sort()
-  return Promise.all(ids.map(async (id) => JSON.parse(await readFile(path.join(runs, id, 'run.json'), 'utf8')) as RunRecord))
-}
+const {cli, resumedHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
 
 /** A snapshot with what differs between any two runs masked: ids, times, hashes, the endpoint, and whether a reply was live or recorded. */
 function masked(snapshot: Snapshot): string {
@@ -66,6 +42,14 @@ function masked(snapshot: Snapshot): string {
     .replace(/"endpoint_host": (null|"[^"]*")/g, '"endpoint_host": "HOST"')
     .replace(/"source": "(live|cassette|cache)"/g, '"source": "SOURCE"')
   return text
+}
+
+async function interactions(cassette: string): Promise<Array<{key: string; step: string; request: {messages: Array<{content: string}>}}>> {
+  return (await readFile(cassette, 'utf8'))
+    .trimEnd()
+    .split('\n')
+    .slice(1)
+    .map((l) => JSON.parse(l) as {key: string; step: string; request: {messages: Array<{content: string}>}})
 }
 
 // examples/release-notes: git log -> model -> choice -> foreach -> sub-pipeline publish.
@@ -176,64 +160,6 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     expect(await readFile(cassette, 'utf8'), 'a replay does not write its cassette').to.equal(bytes)
   })
 })
-
-// A model step fixture: one prompt file, one output schema.
-
-const SCHEMA = {
-  type: 'object',
-  required: ['items'],
-  properties: {items: {type: 'array', items: {type: 'object', required: ['title'], properties: {title: {type: 'string'}}}}},
-}
-const GOOD = {items: [{title: 'CSV export'}]}
-
-async function fixture(steps?: string, extra = ''): Promise<string> {
-  const p = path.join(dir, 'p')
-  await mkdir(path.join(p, 'prompts'), {recursive: true})
-  await mkdir(path.join(p, 'schemas'), {recursive: true})
-  await writeFile(path.join(p, 'prompts', 'notes.md'), 'Notes for {{audience}} from:\n{{commits}}\nKeep it short.\n')
-  await writeFile(path.join(p, 'schemas', 'notes.schema.json'), JSON.stringify(SCHEMA))
-  const file = path.join(p, 'p.yaml')
-  await writeFile(
-    file,
-    `version: 1\nname: notes\n${extra}steps:\n${
-      steps ??
-      `  - id: draft
-    kind: model
-    prompt: prompts/notes.md
-    vars:
-      audience: customers
-      commits: ["3f2a9c1 Add CSV export", "9b7e4d2 Fix rounding"]
-    output_schema: schemas/notes.schema.json
-`
-    }`,
-  )
-  return file
-}
-
-function runIn(file: string, extra: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
-  return cli(['run', file, '--json', ...extra], dir, env)
-}
-
-/** The error opening a cassette gives, through the door every session opens one by (`replySources`), in-process. */
-async function openedCassette(flag: '--replay' | '--record', file: string): Promise<PipeError> {
-  const {replySources} = await import('../../src/app/sessions/shared.js')
-  const cassette = flag === '--replay' ? ({file, mode: 'replay', missing: 'error'} as const) : ({file, mode: 'record'} as const)
-  const error = await replySources({cwd: dir, store: '.pipe', cassette}).then(
-    () => undefined,
-    (e: unknown) => e,
-  )
-  // By its shape: the module a dynamic import loads may be another instance of the PipeError class.
-  if (!(error instanceof Error) || typeof (error as PipeError).code !== 'string') throw new Error(`${flag} ${file}: expected a PipeError, got ${String(error)}`)
-  return error as PipeError
-}
-
-async function interactions(cassette: string): Promise<Array<{key: string; step: string; request: {messages: Array<{content: string}>}}>> {
-  return (await readFile(cassette, 'utf8'))
-    .trimEnd()
-    .split('\n')
-    .slice(1)
-    .map((l) => JSON.parse(l) as {key: string; step: string; request: {messages: Array<{content: string}>}})
-}
 
 describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1)', function () {
   this.timeout(180000)
@@ -428,313 +354,6 @@ ${draft.replace('id: draft', 'id: short')}`)
     server = undefined
     const replayed = await runIn(file, ['--replay', cassette], {RELEASE_TOKEN: 'another-value-entirely'})
     expect(replayed.code, replayed.stderr).to.equal(0)
-  })
-
-  it('refuses a corrupt, truncated, foreign, wrong-version or missing cassette with E_CONFIG at its line, before a run exists', async () => {
-    const file = await fixture()
-    const cases: Array<[string, string, RegExp]> = [
-      ['foreign.jsonl', '{"name":"something else"}\n', /foreign\.jsonl:1: the first line is not a cassette header/],
-      ['version.jsonl', '{"type":"header","format":"pipe-cassette/9"}\n', /version\.jsonl:1: cassette format pipe-cassette\/9 is not one this pipe reads/],
-      ['truncated.jsonl', '{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:ab\n', /truncated\.jsonl:2: not a JSON line/],
-      [
-        'schema.jsonl',
-        '{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:' +
-          'a'.repeat(64) +
-          '","step":"draft","request":{"model":"m","messages":[]}}\n',
-        /schema\.jsonl:2: does not match the cassette schema.*reply/,
-      ],
-      ['empty.jsonl', '', /empty\.jsonl:1: the cassette is empty/],
-      ['yaml.jsonl', 'type: header\n', /yaml\.jsonl:1: not a JSON line/],
-    ]
-    // Every case through the one door a run, a resume and a replay open a cassette by; the first
-    // also as a process: that such an error exits 2 with it as JSON, no stack, before a run exists.
-    for (const [index, [name, text, pattern]] of cases.entries()) {
-      await writeFile(path.join(dir, name), text)
-      const error = await openedCassette('--replay', path.join(dir, name))
-      expect(error.code, name).to.equal('E_CONFIG')
-      expect(error.message, name).to.match(pattern)
-      expect(error.hint, name).to.contain('--record')
-      if (index > 0) continue
-      const result = await runIn(file, ['--replay', path.join(dir, name)])
-      expect(result.code, `${name}: ${result.stderr}`).to.equal(2)
-      const shown = json<{error: {code: string; message: string; hint?: string}}>(result).error
-      expect(shown).to.deep.include({code: error.code, message: error.message, hint: error.hint})
-      expect(result.stderr, name).to.not.match(/\n\s+at .+\.js:\d+/)
-    }
-    // A missing cassette through the same door (the first case above showed such an error exits 2 as a process).
-    const missing = await openedCassette('--replay', path.join(dir, 'nope.jsonl'))
-    expect(missing.code).to.equal('E_CONFIG')
-    expect(missing.message).to.contain('nope.jsonl does not exist')
-    const mixed = await runIn(file, ['--replay', path.join(dir, 'a.jsonl'), '--record', path.join(dir, 'b.jsonl'), '--replay-missing', 'live'])
-    expect(mixed.code).to.equal(2)
-    // Nothing was started.
-    expect(await readdir(path.join(dir, '.pipe', 'runs')).catch(() => [])).to.deep.equal([])
-  })
-
-  it('refuses a cassette path that is a FIFO or a directory, and a line nested too deeply, without hanging or crashing; reads one saved with a BOM or CRLF', async () => {
-    const file = await fixture()
-    const fifo = path.join(dir, 'fifo.jsonl')
-    execFileSync('mkfifo', [fifo])
-    await mkdir(path.join(dir, 'folder.jsonl'))
-    const deep = path.join(dir, 'deep.jsonl')
-    const nested = `${'['.repeat(100000)}${']'.repeat(100000)}`
-    await writeFile(
-      deep,
-      `{"type":"header","format":"pipe-cassette/1"}\n{"type":"interaction","key":"sha256:${'a'.repeat(64)}","step":"draft","request":{"model":"m","messages":[],"response_format":{"type":"json_object","x":${nested}}},"reply":{"model":"m","finish_reason":"stop","message":{"role":"assistant","content":"{}"}}}\n`,
-    )
-    const refused = [
-      ['--replay', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
-      ['--record', fifo, /fifo\.jsonl is not a regular file \(it is a FIFO/],
-      ['--replay', path.join(dir, 'folder.jsonl'), /folder\.jsonl is not a regular file \(it is a directory\)/],
-      ['--replay', deep, /deep\.jsonl:2: the line is nested too deeply/],
-    ] as const
-    for (const [flag, given, pattern] of refused) {
-      const error = await openedCassette(flag, given)
-      expect(error.code, `${flag} ${given}`).to.equal('E_CONFIG')
-      expect(error.message, `${flag} ${given}`).to.match(pattern)
-    }
-    // The FIFO and the too-deep line as processes too: the CLI neither hangs on the one nor crashes on the other.
-    for (const [flag, given, pattern] of [refused[0], refused[3]]) {
-      const result = await runIn(file, [flag, given])
-      expect(result.code, `${flag} ${given}: ${result.stderr}`).to.equal(2)
-      expect(json<{error: {code: string; message: string}}>(result).error.message).to.match(pattern)
-    }
-    // A cassette an editor saved with a byte order mark and CRLF line ends still reads.
-    const bom = path.join(dir, 'bom.jsonl')
-    await writeFile(bom, '\uFEFF{"type":"header","format":"pipe-cassette/1"}\r\n')
-    // Opened through the door every run, resume and replay opens a cassette by (what the run of a
-    // pipeline that asks no model would do with it): read, not refused.
-    const {replySources} = await import('../../src/app/sessions/shared.js')
-    const opened = await replySources({cwd: dir, store: '.pipe', cassette: {file: bom, mode: 'replay', missing: 'error'}})
-    expect(opened.cassette, 'the cassette saved with a BOM and CRLF is opened').to.not.equal(undefined)
-  })
-
-  it('--cache reuse answers a request the store answered before: no request reaches the server, the snapshot says cache; a tampered cache entry is an integrity error, not a reply', async () => {
-    server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    const file = await fixture()
-    const first = await runIn(file, [])
-    expect(first.code, first.stderr).to.equal(0)
-    expect(server.count()).to.equal(1)
-    const cached = await readdir(path.join(dir, '.pipe', 'replies'))
-    expect(cached).to.have.length(1)
-    expect(cached[0]).to.match(/^[0-9a-f]{64}\.json$/)
-
-    const second = await runIn(file, ['--cache', 'reuse'])
-    expect(second.code, second.stderr).to.equal(0)
-    expect(server.count(), 'no second request').to.equal(1)
-    const [a] = await snapshotsOf(dir, json<RunJson>(first).run_id)
-    const [b] = await snapshotsOf(dir, json<RunJson>(second).run_id)
-    expect(a!.meta.model_calls).to.deep.equal([{key: `sha256:${cached[0]!.replace('.json', '')}`, source: 'live'}])
-    expect(b!.meta.model_calls).to.deep.equal([{key: a!.meta.model_calls![0]!.key, source: 'cache'}])
-    expect(b!.outputs).to.deep.equal(a!.outputs)
-    const record = (await runRecords(dir)).find((r) => r.run_id === json<RunJson>(second).run_id)!
-    expect(record.provider.cache).to.equal('reuse')
-
-    // Without --cache reuse a run asks again.
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    expect((await runIn(file, [])).code).to.equal(0)
-    expect(server.count()).to.equal(2)
-
-    // pipe replay reuses the cache by default; --cache off asks again.
-    const replay = await cli(['replay', json<RunJson>(first).run_id, '--from', 'draft', '--json'], dir)
-    expect(replay.code, replay.stderr).to.equal(0)
-    expect(server.count(), 'a replay answered from the cache').to.equal(2)
-    const [c] = await snapshotsOf(dir, json<RunJson>(replay).run_id)
-    expect(c!.meta.model_calls![0]!.source).to.equal('cache')
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    expect((await cli(['replay', json<RunJson>(first).run_id, '--from', 'draft', '--cache', 'off', '--json'], dir)).code).to.equal(0)
-    expect(server.count()).to.equal(3)
-
-    // The cache is part of the store that audit verify checks, and it passes.
-    await expectAuditPasses(dir)
-
-    // A tampered cache entry is an integrity error, not a reply.
-    const replies = path.join(dir, '.pipe', 'replies')
-    const [name] = await readdir(replies)
-    const cacheFile = path.join(replies, name!)
-    const text = await readFile(cacheFile, 'utf8')
-    expect(text).to.contain('\\"CSV export\\"')
-    await writeFile(cacheFile, text.replace('\\"CSV export\\"', '\\"Something else\\"'))
-    const result = await runIn(file, ['--cache', 'reuse'])
-    expect(result.code).to.not.equal(0)
-    const body = json<RunJson>(result)
-    expect(body.error?.code).to.equal('E_INTEGRITY')
-    expect(body.error?.message).to.contain(name!).and.contain('seal')
-    expect(server.count(), 'the tampered reply was not silently asked again either').to.equal(3)
-    const audit = await cli(['audit', 'verify'], dir)
-    expect(audit.code).to.not.equal(0)
-    expect(audit.stdout + audit.stderr)
-      .to.contain(name!)
-      .and.contain('seal')
-  })
-
-  it('a redriven run reuses the replies that already succeeded: only the failed request is asked again', async () => {
-    server = await ModelServer.start()
-    // An agent's first turn (a tool call) is answered; the next request is refused (400, not retried): the step fails.
-    server.script(
-      'draft',
-      {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]},
-      {status: 400, body: {error: {message: 'bad request: too many tokens'}}},
-    )
-    const file = await fixture(
-      '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n',
-    )
-    const failed = await runIn(file, [])
-    expect(failed.code, failed.stderr).to.equal(1)
-    const runId = json<RunJson>(failed).run_id
-    expect(server.count()).to.equal(2)
-
-    server.script('draft', {content: 'Notes: CSV export.'})
-    const resumed = await cli(['resume', runId, '--json'], dir)
-    expect(resumed.code, resumed.stderr).to.equal(0)
-    expect(json<RunJson>(resumed).status).to.equal('succeeded')
-    expect(server.count(), 'the first request came from the cache; only the refused one was asked').to.equal(3)
-    const snaps = await snapshotsOf(dir, runId)
-    expect(snaps.at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['cache', 'live'])
-
-    // A reply its step rejected (it broke the output schema) is not reused: the redrive asks for it again.
-    server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {status: 400, body: {error: {message: 'bad request: too many tokens'}}})
-    const model = await fixture()
-    const broke = json<RunJson>(await runIn(model, []))
-    const asked = server.count()
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    // In this process (the resume above and the --cache off one below are processes): the session's code.
-    const redriven = await resumedHere(dir, broke.run_id, {OPENAI_BASE_URL: server.url})
-    expect(redriven.code, redriven.error?.message).to.equal(0)
-    expect(server.count() - asked).to.equal(1)
-    const last = (await snapshotsOf(dir, broke.run_id)).at(-1)!
-    expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
-    expect(last.outputs).to.deep.equal({value: GOOD})
-    const cached = JSON.parse(await readFile(path.join(dir, '.pipe', 'replies', `${last.meta.model_calls![0]!.key.slice('sha256:'.length)}.json`), 'utf8')) as {
-      reply: {message: {content: string}}
-      rejected?: string
-    }
-    expect(cached.reply.message.content, 'the new reply replaced the rejected one').to.equal(JSON.stringify(GOOD))
-    expect(cached.rejected).to.equal(undefined)
-
-    // So is an agent's final answer that broke its output_schema.
-    server.script('draft', {content: JSON.stringify({items: 'not a list'})})
-    const agent = await fixture(
-      '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n    output_schema: schemas/notes.schema.json\n    max_repairs: 0\n',
-    )
-    const invalid = json<RunJson>(await runIn(agent, []))
-    expect(invalid.status).to.equal('failed')
-    expect(invalid.error?.code).to.equal('E_MODEL')
-    const sent = server.count()
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    const fixed = await resumedHere(dir, invalid.run_id, {OPENAI_BASE_URL: server.url})
-    expect(fixed.code, fixed.error?.message).to.equal(0)
-    expect(server.count() - sent).to.equal(1)
-    expect((await snapshotsOf(dir, invalid.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
-
-    // --cache off on a redrive asks everything again, the agent's first turn too, which was answered
-    // and cached: without the flag that turn comes from the cache (the first case above).
-    const turns = await fixture(
-      '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n',
-    )
-    const firstTurn = {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]}
-    server.script('draft', firstTurn, {status: 400, body: {error: {message: 'refused'}}})
-    const again = json<RunJson>(await runIn(turns, []))
-    expect(again.status).to.equal('failed')
-    const before = server.count()
-    server.script('draft', firstTurn, {content: 'Notes: CSV export.'})
-    const off = await cli(['resume', again.run_id, '--cache', 'off', '--json'], dir)
-    expect(off.code, off.stderr).to.equal(0)
-    expect(server.count() - before, 'both turns asked again').to.equal(2)
-    expect((await snapshotsOf(dir, again.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live', 'live'])
-  })
-})
-
-describe('pipe replay --check: model steps from the reply cache', function () {
-  this.timeout(180000)
-
-  it('reproduces a model step from its cached replies; a changed prompt or reply is a difference, a reply not cached is not checked', async () => {
-    server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {content: JSON.stringify(GOOD)})
-    const file = await fixture()
-    const result = await runIn(file, [])
-    expect(result.code, result.stderr).to.equal(0)
-    const runId = json<RunJson>(result).run_id
-    await server.close()
-    server = undefined
-
-    const check = await cli(['replay', runId, '--check', '--json'], dir)
-    expect(check.code, check.stderr).to.equal(0)
-    const body = json<{same: boolean; models: Array<{step: string; checked: boolean; same: boolean; calls: number; error?: string}>}>(check)
-    expect(body.same).to.equal(true)
-    expect(body.models).to.have.length(1)
-    expect(body.models[0]).to.include({step: 'draft', checked: true, same: true, calls: 2})
-    const text = await cli(['replay', runId, '--check'], dir)
-    expect(text.stdout).to.contain('#1 draft (model, 2 model call(s)): same output from the same requests')
-
-    // The prompt file changed: the first request is not the recorded one.
-    const prompt = path.join(dir, 'p', 'prompts', 'notes.md')
-    const original = await readFile(prompt, 'utf8')
-    await writeFile(prompt, original.replace('Keep it short.', 'Keep it very short.'))
-    const changed = await cli(['replay', runId, '--check', '--json'], dir)
-    expect(changed.code).to.equal(4)
-    const diff = json<{same: boolean; models: Array<{same: boolean; error?: string}>}>(changed)
-    expect(diff.same).to.equal(false)
-    expect(diff.models[0]!.error).to.contain('-Keep it short.').and.contain('+Keep it very short.')
-    await writeFile(prompt, original)
-
-    // A cached reply re-sealed with other content: same requests, different output.
-    const {sealRecord} = await import('../../src/store/trail/integrity.js')
-    const replies = path.join(dir, '.pipe', 'replies')
-    for (const name of await readdir(replies)) {
-      const record = JSON.parse(await readFile(path.join(replies, name), 'utf8')) as {seal?: string; reply: {message: {content: string}}}
-      if (!record.reply.message.content.includes('CSV export')) continue
-      record.reply.message.content = JSON.stringify({items: [{title: 'Something else'}]})
-      delete record.seal
-      await writeFile(path.join(replies, name), JSON.stringify(sealRecord(record)))
-    }
-    const other = await cli(['replay', runId, '--check'], dir)
-    expect(other.code).to.equal(4)
-    expect(other.stdout).to.contain('#1 draft (model, 2 model call(s)): DIFFERENT')
-
-    // Without cached replies there is nothing to compare: reported, not failed.
-    await rm(replies, {recursive: true})
-    const none = await cli(['replay', runId, '--check', '--json'], dir)
-    expect(none.code, none.stderr).to.equal(0)
-    expect(json<{models: Array<{checked: boolean; error?: string}>}>(none).models[0]).to.include({
-      checked: false,
-      error: '2 of 2 replies are not in the reply cache',
-    })
-  })
-})
-
-describe('pipe replay --check: a run answered from a cassette', function () {
-  this.timeout(180000)
-
-  it('keeps the cassette replies that answered a run in the store, so replay --check re-checks its model steps with no cassette and no endpoint; --record-note never writes the API key or a token= value into the cassette header', async () => {
-    server = await ModelServer.start()
-    server.script('draft', {content: JSON.stringify(GOOD)})
-    const file = await fixture()
-    const cassette = path.join(dir, 'c.jsonl')
-    const apiKey = 'sk-test-0123456789abcdefghijklmnop'
-    const token = 'tk-4f3e2d1c0b9a8877'
-    const recorded = await runIn(
-      file,
-      ['--record', cassette, '--store', path.join(dir, 'recording'), '--record-note', `recorded with ${apiKey} against a server, token=${token} for its admin`],
-      {OPENAI_API_KEY: apiKey},
-    )
-    expect(recorded.code, recorded.stderr).to.equal(0)
-    const header = JSON.parse((await readFile(cassette, 'utf8')).split('\n')[0]!) as {type: string; note: string}
-    expect(header.type).to.equal('header')
-    expect(header.note, 'the note as written, the key and the token redacted').to.equal(
-      'recorded with [REDACTED] against a server, token=[REDACTED] for its admin',
-    )
-    await server.close()
-    server = undefined
-    const replayed = await runIn(file, ['--replay', cassette])
-    expect(replayed.code, replayed.stderr).to.equal(0)
-    const runId = json<RunJson>(replayed).run_id
-    await rm(cassette)
-    const check = await cli(['replay', runId, '--check', '--json'], dir)
-    expect(check.code, check.stderr).to.equal(0)
-    const body = json<{same: boolean; models: Array<{step: string; checked: boolean; same: boolean}>}>(check)
-    expect(body.models[0]).to.include({step: 'draft', checked: true, same: true})
   })
 })
 
