@@ -36,6 +36,7 @@ const longestFirst = [
   'test/e2e/cassette-replay.test.ts',
   'test/e2e/cassette-files.test.ts',
   'test/e2e/budgets.test.ts',
+  'test/e2e/budgets-foreach.test.ts',
   'test/e2e/agent.test.ts',
   'test/e2e/view-attack.test.ts',
   'test/e2e/attest.test.ts',
