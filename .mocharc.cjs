@@ -38,6 +38,7 @@ const longestFirst = [
   'test/e2e/budgets.test.ts',
   'test/e2e/budgets-foreach.test.ts',
   'test/e2e/agent.test.ts',
+  'test/e2e/agent-confirm.test.ts',
   'test/e2e/view-attack.test.ts',
   'test/e2e/attest.test.ts',
   'test/e2e/view-decide.test.ts',
