@@ -49,6 +49,7 @@ const longestFirst = [
   'test/e2e/malformed-records.test.ts',
   'test/e2e/hostile-yaml.test.ts',
   'test/e2e/publish.test.ts',
+  'test/e2e/publish-safety.test.ts',
   'test/e2e/postgres-faults.test.ts',
   'test/cli/test-command.test.ts',
   'test/e2e/archive.test.ts',
