@@ -52,6 +52,7 @@ const longestFirst = [
   'test/e2e/publish-safety.test.ts',
   'test/e2e/postgres-faults.test.ts',
   'test/cli/test-command.test.ts',
+  'test/cli/test-command-runs.test.ts',
   'test/e2e/archive.test.ts',
   'test/e2e/signed-decisions.test.ts',
   'test/e2e/postgres-store.test.ts',
