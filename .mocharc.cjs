@@ -64,6 +64,7 @@ const longestFirst = [
   'test/e2e/write.test.ts',
   'test/e2e/redrive.test.ts',
   'test/e2e/audit.test.ts',
+  'test/e2e/audit-keyed.test.ts',
   'test/e2e/postgres-writers.test.ts',
   'test/e2e/policy-defaults.test.ts',
 ]

@@ -134,7 +134,7 @@ const TEST_PROMISES = [
   ...['until', 'resumeWith', 'resumeHere', 'reviewHere', 'cancelHere', 'storeIn', 'statusIn', 'runsIn', 'runTreeIn', 'snapshotsIn'],
   ...['snapshotsInStore', 'runRecordIn', 'specIn', 'ledgerIn', 'budgetHere', 'confirmHere'],
   ...['onlyRun', 'storeAt', 'snapshotsOf', 'statusOf', 'audited', 'runIds', 'storeState', 'setup', 'cli', 'resumedHere', 'fixture'],
-  ...['runRecords', 'pipeline', 'snapshots', 'ledger', 'snapshotsOfStep', 'file'],
+  ...['runRecords', 'pipeline', 'snapshots', 'ledger', 'snapshotsOfStep', 'file', 'readJson', 'writeJson', 'readLines', 'writeLines', 'verify'],
   ...['writeFile', 'readFile', 'appendFile', 'mkdir', 'mkdtemp', 'cp', 'rm', 'rename', 'unlink', 'symlink', 'chmod', 'readdir', 'stat'],
 ]
 

@@ -1,3 +1,8 @@
+/**
+ * pipe audit verify on the built CLI: every change to every record kind of a default run's store,
+ * re-sealed or not, is caught and named by file, field and record. Keyed mode (PIPE_AUDIT_KEY) is
+ * audit-keyed.test.ts's.
+ */
 import {expect} from 'chai'
 import {cp, readdir, readFile, rename, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -7,49 +12,12 @@ import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
-import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {json, pipe, tempDir} from '../helpers/cli.js'
 import {auditCommandIn} from '../helpers/stores.js'
+import {fullRun, readJson, readLines, rechain, verify, writeJson, writeLines, type Report} from '../helpers/audit-fixtures.js'
 
 // The tamperer re-seals with pipe's own functions, as anyone with the source could: without a key.
 delete process.env.PIPE_AUDIT_KEY
-
-const sentence = path.join(examples, 'one-sentence.txt')
-const answers = path.join(examples, 'one-sentence.answers.yaml')
-const fullRun = ['run', defaultPipeline, '--input', sentence, '--answers', answers, '--decision', 'go', '--json']
-
-interface Report {
-  ok: boolean
-  problems: Array<{file: string; field: string; record: string; message: string}>
-  head: string | null
-}
-
-type Line = Record<string, unknown> & {prev: string | null; hash: string}
-
-async function readJson<T>(file: string): Promise<T> {
-  return JSON.parse(await readFile(file, 'utf8')) as T
-}
-
-async function writeJson(file: string, value: unknown): Promise<void> {
-  await writeFile(file, `${JSON.stringify(value, null, 2)}\n`)
-}
-
-async function readLines(file: string): Promise<Line[]> {
-  return (await readFile(file, 'utf8'))
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Line)
-}
-
-async function writeLines(file: string, lines: unknown[]): Promise<void> {
-  await writeFile(file, lines.map((l) => `${JSON.stringify(l)}\n`).join(''))
-}
-
-/** Re-seals every line from `from` on, so the chain holds again (a tamperer who knows the format). */
-function rechain(lines: Line[], from = 0): Line[] {
-  const out = lines.slice(0, from)
-  for (const line of lines.slice(from)) out.push(sealLine(line, out.at(-1)?.hash ?? null))
-  return out
-}
 
 interface Store {
   root: string
@@ -60,15 +28,6 @@ interface Store {
   evidence: string
   feature: string
   ledgerEntry: string
-}
-
-async function verify(
-  cwd: string,
-  env: Record<string, string | undefined> = {},
-  run?: string,
-): Promise<{code: number | null; report: Report; stdout: string; stderr: string}> {
-  const result = await pipe(['audit', 'verify', ...(run ? [run] : []), '--json'], {cwd, env: {PIPE_AUDIT_KEY: undefined, ...env}})
-  return {code: result.code, report: json<Report>(result), stdout: result.stdout, stderr: result.stderr}
 }
 
 /** `pipe audit verify [RUN] --json` in this process: the exit code, and the report it would print. */
@@ -435,71 +394,5 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     const after = await verify(work)
     expect(after.code, after.stdout).to.equal(0)
     expect(after.report.head).to.not.equal(before)
-  })
-})
-
-describe('audit verify in keyed mode (PIPE_AUDIT_KEY)', function () {
-  this.timeout(120000)
-  const key = 'k3y-only-the-team-knows'
-  let dir: string
-  let cleanup: () => Promise<void>
-  before(async () => ({dir, cleanup} = await tempDir('pipe-audit-keyed-')))
-  after(async () => cleanup())
-
-  it('seals with the key, never writes it, checks with it, and refuses to pass without it', async () => {
-    const run = await pipe(fullRun, {cwd: dir, env: {PIPE_AUDIT_KEY: key}})
-    expect(run.code, run.stderr).to.equal(0)
-    const runId = json<{run_id: string}>(run).run_id
-    const files: string[] = []
-    const walk = async (at: string): Promise<void> => {
-      for (const entry of await readdir(at, {withFileTypes: true})) {
-        if (entry.isDirectory()) await walk(path.join(at, entry.name))
-        else files.push(path.join(at, entry.name))
-      }
-    }
-    await walk(path.join(dir, '.pipe'))
-    for (const file of files) expect(await readFile(file, 'utf8'), file).to.not.contain(key)
-    const record = await readJson<RunRecord>(path.join(dir, '.pipe', 'runs', runId, 'run.json'))
-    expect(record.seal).to.match(/^hmac-sha256:[0-9a-f]{64}$/)
-    const snapshot = await readJson<Snapshot>(path.join(dir, '.pipe', 'runs', runId, 'snapshots', '000001.json'))
-    expect(snapshot.meta.record_hash).to.match(/^hmac-sha256:/)
-
-    const good = await verify(dir, {PIPE_AUDIT_KEY: key})
-    expect(good.code, good.stdout).to.equal(0)
-    expect(good.report).to.include({ok: true})
-    const plain = await pipe(['audit', 'verify'], {cwd: dir, env: {PIPE_AUDIT_KEY: undefined}})
-    expect(plain.code).to.equal(2)
-    expect(plain.stderr).to.contain('keyed seal(s) NOT checked').and.contain('cannot be checked without the audit key')
-    const wrong = await verify(dir, {PIPE_AUDIT_KEY: 'a guess'})
-    expect(wrong.code).to.equal(4)
-  })
-
-  it('catches a full re-seal by someone without the key', async () => {
-    const run = await pipe(fullRun, {cwd: dir, env: {PIPE_AUDIT_KEY: key}})
-    const runId = json<{run_id: string}>(run).run_id
-    const runDir = path.join(dir, '.pipe', 'runs', runId)
-    // The same rewrite that passes without a key: the owner changed, the timeline and record re-sealed.
-    const record = await readJson<RunRecord>(path.join(runDir, 'run.json'))
-    record.owner = {...record.owner, user: 'mallory'}
-    const {runStateHash} = await import('../../src/store/trail/integrity.js')
-    const lines = await readLines(path.join(runDir, 'events.jsonl'))
-    lines[2] = {...lines[2]!, run_state: runStateHash(record as unknown as Record<string, unknown>)}
-    const chained = rechain(lines, 2)
-    await writeLines(path.join(runDir, 'events.jsonl'), chained)
-    record.head = {...record.head!, event_hash: chained[2]!.hash}
-    await writeJson(path.join(runDir, 'run.json'), sealRecord(record))
-    // And the last snapshot, re-sealed.
-    const lastFile = path.join(runDir, 'snapshots', '000011.json')
-    const last = await readJson<Snapshot>(lastFile)
-    last.decisions[0]!.reason = 'rewritten'
-    await writeJson(lastFile, sealSnapshot(last))
-    const {code, report} = await verify(dir, {PIPE_AUDIT_KEY: key})
-    expect(code).to.equal(4)
-    const lines2 = report.problems.map((p) => `${path.basename(p.file)}  ${p.field}: ${p.message}`)
-    expect(lines2).to.include.members([
-      'run.json  seal: sealed without the audit key (re-sealed by someone without the key, or written before keyed mode)',
-      'events.jsonl  line 3: sealed without the audit key (re-sealed by someone without the key, or written before keyed mode)',
-      '000011.json  meta.record_hash: sealed without the audit key (re-sealed by someone without the key, or written before keyed mode)',
-    ])
   })
 })
