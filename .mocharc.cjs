@@ -16,21 +16,25 @@ const cores = typeof os.availableParallelism === 'function' ? os.availableParall
 const jobs = Number(process.env.PIPE_TEST_JOBS) || Math.max(2, cores)
 
 // The files that take longest start first, so that no worker is left alone with a long file at the
-// end: the first fourteen by their time in the CI run of 2026-11-29 (its reporter's slowest files),
-// the rest by CPU time (user + sys of the file run alone, its processes included), as measured
+// end: the first ones by their time in the CI runs of 2026-11-29 (the reporter's slowest files: the
+// four that took 150-190 s, then the parts of the files split since, each after the first), the
+// rest by CPU time (user + sys of the file run alone, its processes included), as measured
 // file by file in bench/README.md ("Issue 36: the suite, file by file (2026-11-28)"). A PostgreSQL
 // server's CPU is not the test's, so the PostgreSQL files whose time is mostly waiting on workers and
 // the server (postgres-worker, -faults, -team) stand higher than their CPU alone would put them. Keep
 // it in step when a file grows or shrinks (the reporter prints the slowest files after each run;
 // PIPE_TEST_SPAWNS adds their processes and clusters).
 const longestFirst = [
+  'test/e2e/postgres-foreach.test.ts',
+  'test/e2e/postgres-faults.test.ts',
+  'test/e2e/malformed-records.test.ts',
+  'test/faults/crash-matrix.test.ts',
   'test/e2e/durable.test.ts',
   'test/e2e/durable-crashes.test.ts',
   'test/e2e/audit-trail.test.ts',
   'test/e2e/people-in-the-loop.test.ts',
   'test/e2e/coding.test.ts',
   'test/e2e/coding-blocked.test.ts',
-  'test/e2e/postgres-foreach.test.ts',
   'test/e2e/cassette.test.ts',
   'test/e2e/reply-cache.test.ts',
   'test/e2e/cassette-replay.test.ts',
@@ -46,11 +50,9 @@ const longestFirst = [
   'test/e2e/coding-records.test.ts',
   'test/e2e/postgres-worker.test.ts',
   'test/e2e/postgres-team.test.ts',
-  'test/e2e/malformed-records.test.ts',
   'test/e2e/hostile-yaml.test.ts',
   'test/e2e/publish.test.ts',
   'test/e2e/publish-safety.test.ts',
-  'test/e2e/postgres-faults.test.ts',
   'test/cli/test-command.test.ts',
   'test/cli/test-command-runs.test.ts',
   'test/e2e/archive.test.ts',

@@ -103,7 +103,7 @@ export const kindOf = (point: string): string => point.replace(/[:#].*$/, '')
 
 /**
  * The points the engine passes whatever its store: a death at every one of them, in every run of
- * durable.test.ts and durable-crashes.test.ts, is test/unit/crash-matrix.test.ts's, in-process over
+ * durable.test.ts and durable-crashes.test.ts, is test/faults/crash-matrix.test.ts's, in-process over
  * the in-memory store. The kills there are at the file store's own points (its journal, records,
  * snapshots, bare writes, run creation), where only a real SIGKILL shows what is left on disk.
  */

@@ -210,7 +210,7 @@ export class MemoryStore implements RunStore {
   /**
    * The end of the process that held runs here, without its letting go (a crash): what another
    * store's next process finds, a run whose holder is dead and which may be taken over. Only the
-   * records outlive it (the crash matrix, test/unit/crash-matrix.test.ts).
+   * records outlive it (the crash matrix, test/faults/crash-matrix.test.ts).
    */
   endProcess(): void {
     for (const rows of this.runs.values()) rows.holder = null
