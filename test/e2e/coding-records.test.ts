@@ -12,36 +12,10 @@ import path from 'node:path'
 import {json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {exportRun} from '../../src/engine/export.js'
 import {readIn, runRecordIn} from '../helpers/stores.js'
+import {ARCH, BUGGY, TEST, block, task} from '../helpers/coding-repo.js'
 import {statsIn} from '../helpers/stats-in.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
-// The task's tests run as `node calc.test.js`: node:test in one process, where `node --test` starts a
-// runner and then a child per file, at each QA.
-const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
-const TEST =
-  "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
-const block = (from: string, to: string): string => `calc.js\n<<<<<<< SEARCH\n  return ${from}\n=======\n  return ${to}\n>>>>>>> REPLACE\n`
-const ARCH = {
-  tech_stack: {language: 'JavaScript (Node.js 20, ES modules)', test_framework: 'node:test'},
-  directory_tree: ['calc.js', 'calc.test.js', 'package.json'],
-  api_specs: [{name: 'add', signature: 'add(a: number, b: number): number'}],
-  data_models: [],
-  build_run_commands: {test: [['node', 'calc.test.js']]},
-}
-const task = (id: string): Record<string, unknown> => ({
-  id,
-  title: 'add() adds',
-  goal: 'add(a, b) returns the sum of a and b',
-  type: 'modify_file',
-  files_required: ['calc.js', 'calc.test.js'],
-  files_touched: ['calc.js'],
-  acceptance_tests: {
-    static_checks: [['node', '--check', 'calc.js']],
-    unit_tests: [['node', 'calc.test.js']],
-    smoke_tests: [],
-    expected_signals: ['add(2, 3) is 5'],
-  },
-})
 const SUMMARY = {
   what_changed: ['calc.js'],
   why: 'add() subtracted',

@@ -13,7 +13,7 @@ import {cannedReply, ModelServer, type ModelRequest, type Scripted} from './mode
 // The task's tests run as `node calc.test.js`: node:test in one process, where `node --test` starts a
 // runner and then a child per file, each QA of each attempt (CI's slowest file).
 export const BUGGY = 'export function add(a, b) {\n  return a - b\n}\n'
-const TEST =
+export const TEST =
   "import {test} from 'node:test'\nimport assert from 'node:assert/strict'\nimport {add} from './calc.js'\n\ntest('add adds', () => {\n  assert.equal(add(2, 3), 5)\n})\n"
 export const block = (from: string, to: string): string => `calc.js\n<<<<<<< SEARCH\n  return ${from}\n=======\n  return ${to}\n>>>>>>> REPLACE\n`
 
@@ -24,24 +24,22 @@ export const ARCH = {
   data_models: [],
   build_run_commands: {test: [['node', 'calc.test.js']]},
 }
-export const TASKS = {
-  tasks: [
-    {
-      id: 'T1',
-      title: 'add() adds',
-      goal: 'add(a, b) returns the sum of a and b',
-      type: 'modify_file',
-      files_required: ['calc.js', 'calc.test.js'],
-      files_touched: ['calc.js'],
-      acceptance_tests: {
-        static_checks: [['node', '--check', 'calc.js']],
-        unit_tests: [['node', 'calc.test.js']],
-        smoke_tests: [],
-        expected_signals: ['add(2, 3) is 5'],
-      },
-    },
-  ],
-}
+/** A task of the plan that makes add() add, under `id`. */
+export const task = (id: string): Record<string, unknown> => ({
+  id,
+  title: 'add() adds',
+  goal: 'add(a, b) returns the sum of a and b',
+  type: 'modify_file',
+  files_required: ['calc.js', 'calc.test.js'],
+  files_touched: ['calc.js'],
+  acceptance_tests: {
+    static_checks: [['node', '--check', 'calc.js']],
+    unit_tests: [['node', 'calc.test.js']],
+    smoke_tests: [],
+    expected_signals: ['add(2, 3) is 5'],
+  },
+})
+export const TASKS = {tasks: [task('T1')]}
 const SUMMARY = {
   what_changed: ['calc.js: add() adds'],
   why: 'add() subtracted',
