@@ -22,9 +22,16 @@ const loaded = new Map<string, Cli>()
 export async function loadCli(root: string, group: string): Promise<Cli> {
   const known = loaded.get(group)
   if (known) return known
-  // V8's flags and the loader (vm, v8, crypto for the cache's hash) only when a command runs: --version and help need none of it.
-  ;(await import('./v8-flags.js')).tuneV8()
+  // The loader (vm, crypto for the cache's hash) and V8's flags only when a command runs: --version and help need none of it.
+  // Node's own modules come with a code cache made under V8's default flags, which V8 refuses once
+  // tuneV8 has changed them: a module of Node's loaded after it is compiled from its source, and a
+  // new cache made for it. So the modules every command loads come first (bench/README.md, "Issue
+  // 38: Node's modules after V8's flags"): the loader's, os, and those of the streams every command
+  // writes to (a terminal's or a pipe's is a socket: node:net).
   const {buildingCodeCaches, loadScript} = await import('../util/code-cache.js')
+  await import('node:os')
+  for (const stream of [process.stdout, process.stderr]) void stream
+  ;(await import('./v8-flags.js')).tuneV8()
   const dist = path.join(root, 'dist')
   // The group comes from the manifest: a name that is not one word is a damaged manifest, said as a missing bundle.
   const file = path.join(dist, 'cli', `${/^[a-z][a-z0-9-]*$/.test(group) ? group : 'unknown'}.cjs`)
