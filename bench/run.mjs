@@ -6,6 +6,7 @@
 //   npm run bench -- --only team,stall,enqueue,children   issue 36's figures (bench/team.mjs, stall.mjs, enqueue.mjs, children.mjs)
 //   npm run bench -- --only peer                     pipe against LangGraph.js (bench/peer/, installed on demand)
 //   npm run bench -- --only audit                    issue 38's audit verify per run at 1,000 runs: file, in-memory, PostgreSQL (bench/audit.mjs)
+//   npm run bench -- --only instructions --versus OLD/bin/run.js   issue 38's start-up figures in instructions, under valgrind (bench/instructions.mjs)
 //   npm run bench -- --sizes 10,1000 --pairs 11      smaller history, fewer pairs
 //   npm run bench -- --stores /tmp/pipe-bench-stores reuse populated stores across invocations
 // CPU is user+sys of the child as the kernel accounts it (bench/rusage.py, wait4); wall time and peak
@@ -31,7 +32,7 @@ const {values: opts} = parseArgs({
 })
 // --bin times another build of pipe (say, a checkout of an older commit) with this harness.
 const bin = opts.bin ? path.resolve(opts.bin) : path.join(root, 'bin', 'run.js')
-const sections = opts.only ? opts.only.split(',') : ['startup', 'run', 'steps', 'foreach', 'workers', 'team', 'stall', 'enqueue', 'children', 'audit', 'fsyncs', 'peer', 'history']
+const sections = opts.only ? opts.only.split(',') : ['startup', 'instructions', 'run', 'steps', 'foreach', 'workers', 'team', 'stall', 'enqueue', 'children', 'audit', 'fsyncs', 'peer', 'history']
 const want = (name) => sections.includes(name)
 const PAIRS = Number(opts.pairs)
 const env = {...process.env, NO_COLOR: '1', PIPE_HOME: mkdtempSync(path.join(os.tmpdir(), 'pipe-bench-home-'))}
@@ -150,6 +151,11 @@ if (want('startup')) {
   versusNode('pipe validate pipelines/default.yaml', () => [[process.execPath, bin, 'validate', path.join(root, 'pipelines/default.yaml')]], {target: '≤ 1.6× node'})
 }
 
+if (want('instructions')) {
+  console.error('start-up in instructions, under valgrind (a minute or more a command)')
+  await (await import('./instructions.mjs')).instructionsScenario({bin, versus: opts.versus && path.resolve(opts.versus), env, record, table, root})
+}
+
 if (want('run')) {
   console.error('default pipeline, full PRD, fresh store per run')
   const fresh = freshDirs('pipe-bench-run-')
@@ -157,7 +163,7 @@ if (want('run')) {
 }
 
 // Issue 36's sections compare builds on their own (below); asked for alone, they skip these pairs.
-const ownVersus = ['team', 'stall', 'enqueue', 'children', 'audit']
+const ownVersus = ['team', 'stall', 'enqueue', 'children', 'audit', 'instructions']
 if (opts.versus && !sections.every((name) => ownVersus.includes(name))) {
   // Before/after on a noisy machine: the other build (--versus OLD/bin/run.js) is the reference of each pair.
   const old = path.resolve(opts.versus)
