@@ -26,10 +26,10 @@ export async function loadCli(root: string, group: string): Promise<Cli> {
   // Node's own modules come with a code cache made under V8's default flags, which V8 refuses once
   // tuneV8 has changed them: a module of Node's loaded after it is compiled from its source, and a
   // new cache made for it. So the modules every command loads come first (bench/README.md, "Issue
-  // 38: Node's modules after V8's flags"): the loader's, os, and those of the streams every command
-  // writes to (a terminal's or a pipe's is a socket: node:net).
+  // 38: instructions counted"): the loader's, and those of the streams every command writes to (a
+  // terminal's or a pipe's is a socket: node:net). Not through import() of Node's module: that
+  // starts Node's ES module loader, which no command needs.
   const {buildingCodeCaches, loadScript} = await import('../util/code-cache.js')
-  await import('node:os')
   for (const stream of [process.stdout, process.stderr]) void stream
   ;(await import('./v8-flags.js')).tuneV8()
   const dist = path.join(root, 'dist')
