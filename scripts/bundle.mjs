@@ -26,14 +26,13 @@ const src = path.join(root, 'src')
 const dist = path.join(root, 'dist')
 
 /**
- * Packages a run imports with import() only when a step needs them (the model client, the process
- * runner, git, diffs, RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
+ * Packages a run imports with import() only when a step needs them (the model client, git, diffs,
+ * RE2 for matches()), with the names their importers use. Each becomes dist/vendor/NAME.js.
  * pg is not one: bundled into the scripts of the commands that open a postgres:// store (initialised
  * on first use), it needs no ES module loader (bench/README.md, "pg in the commands' scripts").
  */
 const VENDORED = {
   openai: ['default'],
-  execa: [],
   'simple-git': [],
   diff: [],
   re2js: [],

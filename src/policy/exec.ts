@@ -15,6 +15,7 @@ import {assertCommand, assertEnv, assertPath} from './rules.js'
 import {resolveProgram, sandboxed, type SandboxRecord} from './sandbox.js'
 import {killGroup} from '../util/process-group.js'
 import {makeDirs} from '../util/fs.js'
+import {childProcess} from '../util/fs-async.js'
 
 export interface CapturedStream {
   head: string
@@ -155,6 +156,20 @@ function present(file: string): boolean {
 let running = 0
 const waiting: Array<() => void> = []
 
+/**
+ * The process groups of the commands running now: if pipe exits while one runs (an error, a
+ * signal it exits on), the group is killed rather than left running unowned. One listener for all.
+ */
+const liveGroups = new Set<number>()
+let killOnExit = false
+function watchExit(): void {
+  if (killOnExit) return
+  killOnExit = true
+  process.on('exit', () => {
+    for (const pid of liveGroups) killGroup(pid, 'SIGKILL')
+  })
+}
+
 /** How long output may keep flowing after the command's process group is gone, before it is cut. */
 const DRAIN_MS = 2000
 
@@ -197,24 +212,22 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
         sandbox: wrapped.record,
       }
     }
-    const {execa} = await import('execa')
-    const child = execa(wrapped.file, wrapped.args, {
+    const child = childProcess().spawn(wrapped.file, wrapped.args, {
       cwd,
       env: wrapped.env,
-      extendEnv: false,
       shell: false,
       detached: true,
-      buffer: false,
-      stdin: 'ignore',
-      reject: false,
-      cleanup: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
       windowsHide: true,
     })
-    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
-    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk))
+    const pid = child.pid
+    if (pid !== undefined) liveGroups.add(pid)
+    watchExit()
+    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk))
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk))
     const stop = (): void => {
-      killGroup(child.pid, 'SIGTERM')
-      setTimeout(() => killGroup(child.pid, 'SIGKILL'), 2000).unref()
+      killGroup(pid, 'SIGTERM')
+      setTimeout(() => killGroup(pid, 'SIGKILL'), 2000).unref()
     }
     const timer = setTimeout(() => {
       timedOut = true
@@ -222,28 +235,36 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     }, timeoutMs)
     const onAbort = (): void => stop()
     options.signal?.addEventListener('abort', onAbort, {once: true})
+    // A step stopped while its command was being set up gets no 'abort' event: it is stopped now.
+    if (options.signal?.aborted) stop()
     // Once the command has exited, whatever its group left running goes too. An uncontained
     // process that left the group (setsid) may still hold the pipes: cut them rather than wait.
     let drain: NodeJS.Timeout | undefined
     child.once('exit', () => {
-      killGroup(child.pid, 'SIGKILL')
+      killGroup(pid, 'SIGKILL')
+      if (pid !== undefined) liveGroups.delete(pid)
       drain = setTimeout(() => {
         cut = true
-        child.stdout?.destroy()
-        child.stderr?.destroy()
+        child.stdout.destroy()
+        child.stderr.destroy()
       }, DRAIN_MS)
     })
+    const ended = new Promise<{code: number | null; signal: NodeJS.Signals | null; error?: Error}>((resolve) => {
+      // A program that could not start reports 'error' (and perhaps 'close' after it); a started
+      // one's later errors (a failed kill) change nothing: its 'close' is the end.
+      child.on('error', (error) => {
+        if (child.pid === undefined) resolve({code: null, signal: null, error})
+      })
+      child.once('close', (code, signal) => resolve({code, signal}))
+    })
     try {
-      const result = await child
-      const spawnError =
-        result.failed && result.exitCode === undefined && !result.isTerminated && !timedOut && !cut
-          ? ((result.cause as Error | undefined)?.message ?? result.shortMessage)
-          : undefined
+      const result = await ended
+      const spawnError = result.error && !timedOut && !cut ? result.error.message : undefined
       const done: CommandResult = {
         argv: options.argv,
         cwd,
-        exit_code: result.exitCode ?? null,
-        signal: result.signal ?? null,
+        exit_code: result.code,
+        signal: result.signal,
         timed_out: timedOut,
         duration_ms: Date.now() - started,
         stdout: stdout.result(),
@@ -266,6 +287,7 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     } finally {
       clearTimeout(timer)
       clearTimeout(drain)
+      if (pid !== undefined) liveGroups.delete(pid)
       options.signal?.removeEventListener('abort', onAbort)
     }
   } catch (error) {

@@ -73,7 +73,7 @@ describe('pipe installed under a path with a space, %, # and non-ASCII character
     expect(server.requests[0]!.body.messages[0]!.content, 'the compile prompt, read from the installation').to.be.a('string').and.not.equal('')
   })
 
-  it('runs examples/coding-agent from its cassette (execa, simple-git and diff from dist/vendor)', async () => {
+  it('runs examples/coding-agent from its cassette (simple-git and diff from dist/vendor)', async () => {
     const example = path.join(repoRoot, 'examples', 'coding-agent')
     const repo = path.join(dir, 'median')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
