@@ -10,7 +10,7 @@
 //   OpenSSL takes a slower path for the code caches' hashes: the instructions in sha256_block* are
 //   also given apart, and the "less SHA-256" column leaves them out.
 import {spawnSync} from 'node:child_process'
-import {mkdirSync, mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync} from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -54,10 +54,16 @@ export async function instructionsScenario({bin, versus, env, record, table, roo
       return dir
     }
     const pipeline = path.join(root, 'pipelines/default.yaml')
+    const withPolicy = (dir) => {
+      copyFileSync(path.join(root, 'policy.yaml'), path.join(dir, 'policy.yaml'))
+      return dir
+    }
     const commands = [
       ['pipe --version', (b) => [b, '--version'], () => root],
       ['pipe validate pipelines/default.yaml', (b) => [b, 'validate', pipeline], () => root],
       ['default run (full PRD, fresh store)', (b) => [b, 'run', pipeline, '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go'], runDir],
+      // A policy.yaml beside the run (the checkout's own): its tool_versions run a command.
+      ['default run beside policy.yaml', (b) => [b, 'run', pipeline, '--input', path.join(root, 'examples/full-prd.md'), '--decision', 'go'], () => withPolicy(runDir())],
     ]
     const node = count([process.execPath, '-e', '0'], {cwd: root, env})
     const rows = []
