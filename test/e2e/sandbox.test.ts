@@ -189,7 +189,9 @@ describe('commands in the bubblewrap sandbox', function () {
   })
 
   it('caps an output flood and ends it at the timeout', async () => {
-    const out = await run('  - {id: flood, kind: command, run: [bash, -c, yes], command_timeout_ms: 6000}\n')
+    // 5 MB at once, 5,000 times the cap, then nothing until the timeout: a flood that does not keep
+    // a core (and pipe reading it) busy for the whole timeout, as an endless `yes` did.
+    const out = await run("  - {id: flood, kind: command, run: [bash, -c, 'yes | head -c 5000000; exec sleep 300'], command_timeout_ms: 6000}\n")
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
     const result = await command(out.result.run_id)
     expect(result.timed_out).to.equal(true)
