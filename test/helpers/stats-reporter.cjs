@@ -33,11 +33,20 @@ class StatsReporter extends Mocha.reporters.Spec {
       if (files.length > 1 || spawns.size > 0) {
         const counted = spawns.size > 0 ? ', processes started (pipe)' : ''
         Mocha.reporters.Base.consoleLog(`  slowest test files (time in their tests and hooks${counted}):`)
-        for (const {file, ms, processes, pipe, clusters} of files.slice(0, SHOWN)) {
-          const count = processes === undefined ? '' : `  ${String(processes).padStart(4)} (${pipe})${clusters ? `, ${clusters} PostgreSQL cluster(s)` : ''}`
+        for (const {file, ms, processes, pipe, clusters, cpu} of files.slice(0, SHOWN)) {
+          const count =
+            processes === undefined
+              ? ''
+              : `  ${String(processes).padStart(4)} (${pipe})${clusters ? `, ${clusters} PostgreSQL cluster(s)` : ''}${cpu !== undefined ? `, ${(cpu / 1000).toFixed(1)} s CPU` : ''}`
           Mocha.reporters.Base.consoleLog(`  ${(ms / 1000).toFixed(1).padStart(7)} s${count}  ${file}`)
         }
         Mocha.reporters.Base.consoleLog()
+        const costly = costliestTests()
+        if (costly.length > 0) {
+          Mocha.reporters.Base.consoleLog('  costliest tests (CPU of the worker and the processes it waited for):')
+          for (const {title, cpu} of costly) Mocha.reporters.Base.consoleLog(`  ${(cpu / 1000).toFixed(1).padStart(7)} s  ${title.slice(0, 160)}`)
+          Mocha.reporters.Base.consoleLog()
+        }
       }
       const file = process.env.PIPE_TEST_STATS
       if (!file) return
@@ -54,7 +63,13 @@ function spawnsPerFile() {
   if (!file || !fs.existsSync(file)) return counts
   for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
     if (!line) continue
-    const {file: test, pipe, cluster} = JSON.parse(line)
+    const {file: test, pipe, cluster, cpu} = JSON.parse(line)
+    if (cpu !== undefined) {
+      const entry = counts.get(test) ?? {processes: 0, pipe: 0, clusters: 0}
+      entry.cpu = (entry.cpu ?? 0) + cpu
+      counts.set(test, entry)
+      continue
+    }
     const entry = counts.get(test) ?? {processes: 0, pipe: 0, clusters: 0}
     if (cluster) entry.clusters += 1
     else entry.processes += 1
@@ -62,6 +77,19 @@ function spawnsPerFile() {
     counts.set(test, entry)
   }
   return counts
+}
+
+/** The tests (and set-ups) that cost the most CPU, as test/helpers/count-spawns.cjs wrote them. */
+function costliestTests() {
+  const file = process.env.PIPE_TEST_SPAWNS
+  if (!file || !fs.existsSync(file)) return []
+  const tests = []
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue
+    const entry = JSON.parse(line)
+    if (entry.cpu !== undefined) tests.push(entry)
+  }
+  return tests.sort((a, b) => b.cpu - a.cpu).slice(0, SHOWN)
 }
 
 module.exports = StatsReporter
