@@ -41,9 +41,17 @@ describe('a team of pipe workers on one PostgreSQL store', function () {
   it('3 workers racing for every queued run: one claim wins each, no E_CONFLICT in any log, every run succeeds exactly once', async () => {
     const workers = [0, 1, 2].map(() => startWorker(['--concurrency', '2']))
     await until('every worker listens', async () => (await listening()).length === 3)
-    // Queued while all three are idle: each run wakes all of them at once.
-    const runIds: string[] = []
-    for (let i = 0; i < 12; i++) runIds.push(await detach(path.join(fixtures, 'fast.yaml')))
+    // Queued while all three are idle, in one call (--inputs-file, a line per run): each run wakes all of them at once.
+    await writeFile(path.join(dir, 'twelve.jsonl'), '{}\n'.repeat(12))
+    const queued = await pipe(
+      ['run', path.join(fixtures, 'fast.yaml'), '--policy', policy, '--detach', '--inputs-file', 'twelve.jsonl', '--store', url, '--json'],
+      {
+        cwd: dir,
+      },
+    )
+    expect(queued.code, queued.stderr).to.equal(0)
+    const runIds = json<Array<{run_id: string}>>(queued).map((r) => r.run_id)
+    expect(runIds).to.have.length(12)
     await until('every queued run has stopped', queueEmpty)
     for (const w of workers) w.child.kill('SIGTERM')
     expect(await Promise.all(workers.map((w) => w.exited))).to.deep.equal([0, 0, 0])
