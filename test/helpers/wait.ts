@@ -1,5 +1,6 @@
 /** Waiting for an event instead of a guessed duration: a file appearing or changing. */
-import {watch} from 'node:fs'
+import {readdirSync, watch, type FSWatcher} from 'node:fs'
+import path from 'node:path'
 
 /**
  * Resolves once `check` holds: checked at once, then again at each change the kernel reports in
@@ -45,8 +46,7 @@ export function changeIn(
         running = false
       }
     }
-    const watcher = watch(dir, {recursive}, () => void test())
-    watcher.on('error', fail)
+    const watcher: {close(): void} = recursive ? watchTree(dir, () => void test(), fail) : watch(dir, () => void test()).on('error', fail)
     void test()
     void ended?.then(async () => {
       if (settled) return
@@ -58,4 +58,60 @@ export function changeIn(
       finish(new Error(`${what} never happened: the process ended first`))
     })
   })
+}
+
+/**
+ * fs.watch of `dir` and of every folder under it, each on its own. Node 20's own recursive watch
+ * (JavaScript on Linux) reads a folder it was told of after the folder may be gone, and throws the
+ * ENOENT where nothing can catch it: a store's run folders (.new-R-…, renamed at once) failed a test
+ * that way. Here a folder that is gone is skipped; a change in a folder is reported after the
+ * folders new in it are watched, so the check that follows sees what they hold.
+ */
+function watchTree(dir: string, changed: () => void, failed: (error: Error) => void): {close(): void} {
+  const watchers = new Map<string, FSWatcher>()
+  let closed = false
+  const forget = (folder: string): void => {
+    watchers.get(folder)?.close()
+    watchers.delete(folder)
+  }
+  const scan = (folder: string): void => {
+    let names: string[]
+    try {
+      names = readdirSync(folder, {withFileTypes: true})
+        .filter((entry) => entry.isDirectory())
+        .map((entry) => entry.name)
+    } catch {
+      if (folder !== dir) forget(folder)
+      return
+    }
+    for (const name of names) add(path.join(folder, name))
+  }
+  const add = (folder: string): void => {
+    if (closed || watchers.has(folder)) return
+    let watcher: FSWatcher
+    try {
+      watcher = watch(folder, () => {
+        if (closed) return
+        scan(folder)
+        changed()
+      })
+    } catch (error) {
+      // The folder watched is missing: said as a failed wait. A folder under it already gone: skipped.
+      if (folder === dir) throw error
+      return
+    }
+    watcher.on('error', (error) => {
+      forget(folder)
+      if (folder === dir) failed(error)
+    })
+    watchers.set(folder, watcher)
+    scan(folder)
+  }
+  add(dir)
+  return {
+    close() {
+      closed = true
+      for (const folder of [...watchers.keys()]) forget(folder)
+    },
+  }
 }

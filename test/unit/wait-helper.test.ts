@@ -1,7 +1,8 @@
 /** test/helpers/wait.ts: the tests' waits end on the event itself, and fail (not hang) when it cannot come. */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
-import {writeFile} from 'node:fs/promises'
+import {spawn} from 'node:child_process'
+import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {tempDir} from '../helpers/cli.js'
 import {changeIn} from '../helpers/wait.js'
@@ -30,5 +31,24 @@ describe('waiting for an event (test helpers)', () => {
       (e: Error) => e,
     )
     expect(error?.message).to.equal('the pause point never happened: the process ended first')
+  })
+})
+
+describe('waiting for a change anywhere under a folder (test helpers)', function () {
+  this.timeout(120000)
+
+  it('survives folders that appear and are renamed away at once, as a store makes its runs, and sees a file written deep inside', async () => {
+    // Another process makes and renames folders as fast as it can (a store's .new-R-... folders):
+    // Node 20's own recursive watch read such a folder after it was gone and threw, uncaught.
+    const churn = path.join(dir, 'runs')
+    await mkdir(churn)
+    const script = `const fs = require('fs'), path = require('path'); const d = ${JSON.stringify(churn)};
+for (let i = 0; i < 3000; i++) { const t = path.join(d, '.new-' + i); fs.mkdirSync(t); fs.writeFileSync(path.join(t, 'run.json'), '{}'); fs.renameSync(t, path.join(d, 'R-' + i)); fs.rmSync(path.join(d, 'R-' + i), {recursive: true}) }
+fs.mkdirSync(path.join(d, 'R-last')); fs.writeFileSync(path.join(d, 'R-last', 'run.json'), '{"done":true}')`
+    const child = spawn(process.execPath, ['-e', script], {stdio: 'ignore'})
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+    const last = path.join(churn, 'R-last', 'run.json')
+    await changeIn(churn, () => existsSync(last), 'the last run written', exited, true)
+    expect(await exited).to.equal(0)
   })
 })
