@@ -242,7 +242,6 @@ export async function runCommand(policy: LoadedPolicy, root: string, options: Co
     let drain: NodeJS.Timeout | undefined
     child.once('exit', () => {
       killGroup(pid, 'SIGKILL')
-      if (pid !== undefined) liveGroups.delete(pid)
       drain = setTimeout(() => {
         cut = true
         child.stdout.destroy()

@@ -41,6 +41,7 @@ if (out) {
   }
 
   /** User + system milliseconds of this process and of the children it has waited for (Linux only; 0 elsewhere). */
+  // Linux counts these times in clock ticks of 1/100 s (USER_HZ, what getconf CLK_TCK says) on every architecture Node runs on.
   const ticksPerMs = 100 / 1000
   const cpuNow = () => {
     try {
