@@ -49,6 +49,8 @@ export async function loadCli(root: string, group: string): Promise<Cli> {
   return exported as Cli
 }
 
+/** `pipe ARGV` as a process: a failure's exit code ends it at once, whatever work is left (a pool's connection, a timer). */
 export async function boot(root: string, argv: string[]): Promise<void> {
-  await route(argv, {root, manifest: () => readManifest(root), version: () => readVersion(root), load: (group) => loadCli(root, group)})
+  const code = await route(argv, {root, manifest: () => readManifest(root), version: () => readVersion(root), load: (group) => loadCli(root, group)})
+  if (code !== undefined) process.exit(code)
 }

@@ -66,8 +66,12 @@ export function showHelp(manifest: Manifest, argv: readonly string[]): void {
   throw unknownCommandError(manifest, found.command ? `${found.id}:${found.rest[0]}` : found.id)
 }
 
-/** Runs `pipe ARGV`: answers it from the manifest, or runs its command; a failure ends the process with its exit code. */
-export async function route(argv: string[], installation: Installation): Promise<void> {
+/**
+ * Runs `pipe ARGV`: answers it from the manifest, or runs its command. Returns the exit code of a
+ * failure, said already, which the caller ends the process with (boot.ts); undefined when the
+ * command ended without one and the process ends with its exitCode once its work is done.
+ */
+export async function route(argv: string[], installation: Installation): Promise<number | undefined> {
   // Before anything is printed or written: the credentials this process was given are known, and stdout and stderr redact.
   addProcessSecrets(argv)
   fixSecretEnvironment()
@@ -77,28 +81,32 @@ export async function route(argv: string[], installation: Installation): Promise
     const first = argv[0]
     if (first === '--version' || first === '-v') {
       const about = installation.version()
-      return argv.includes('--json') ? printJson(versionJson(about)) : printHelp(versionLine(about))
+      if (argv.includes('--json')) printJson(versionJson(about))
+      else printHelp(versionLine(about))
+      return undefined
     }
     const manifest = installation.manifest()
-    if (first === undefined || first === '--help' || first === '-h' || first === '--json') return showHelp(manifest, argv)
-    if (first === 'help') return showHelp(manifest, argv.slice(1))
+    const help = (words: readonly string[]): undefined => {
+      showHelp(manifest, words)
+      return undefined
+    }
+    if (first === undefined || first === '--help' || first === '-h' || first === '--json') return help(argv)
+    if (first === 'help') return help(argv.slice(1))
     const found = resolve(manifest, argv)
     if (found.command === undefined) {
-      if (found.topic !== undefined) return showHelp(manifest, argv)
+      if (found.topic !== undefined) return help(argv)
       throw unknownCommandError(manifest, found.id)
     }
-    if (asksHelp(found.rest, found.command))
-      return showHelp(manifest, [...argv.slice(0, argv.length - found.rest.length), ...found.rest.filter((a) => a === '--json')])
+    if (asksHelp(found.rest, found.command)) return help([...argv.slice(0, argv.length - found.rest.length), ...found.rest.filter((a) => a === '--json')])
     id = found.id
     const cli = await installation.load(found.command.group)
     const config: Config = {bin: manifest.bin, version: manifest.version, root: installation.root}
-    const code = await cli.execute(found.id, found.rest, config)
-    if (code !== undefined) process.exit(code)
+    return await cli.execute(found.id, found.rest, config)
   } catch (raw) {
     // What no command caught: a damaged installation, an unknown command, or a bug of pipe's.
     const error = raw instanceof Error ? raw : new Error(String(raw))
     // The error renderer, the log and what they import, only when there is an error to say.
     const {reportCommandError} = await import('./command-io.js')
-    process.exit(reportCommandError(error, id, {json: argv.includes('--json'), jsonPrinted: false}).exitCode)
+    return reportCommandError(error, id, {json: argv.includes('--json'), jsonPrinted: false}).exitCode
   }
 }

@@ -35,6 +35,7 @@ function streamOf(fd: 1 | 2): NodeJS.WriteStream {
 const cell = new Int32Array(new SharedArrayBuffer(4))
 
 function write(fd: 1 | 2, raw: string): void {
+  if (capture) return capture(fd, redact(raw))
   const mode = modeOf(fd)
   if (mode === 'gone') return
   if (mode === 'stream') {
@@ -115,6 +116,38 @@ function redactWrites(stream: NodeJS.WriteStream): void {
     return (original as (chunk: string | Uint8Array, ...rest: unknown[]) => boolean)(out, ...rest)
   }
   stream.write = write
+}
+
+/** Where text for stdout (1) and stderr (2) goes instead, while a caller captures it (captureStandardStreams). */
+let capture: ((fd: 1 | 2, text: string) => void) | undefined
+
+/**
+ * Sends what this process writes to stdout and stderr, redacted, to `sink` instead, until the
+ * returned function is called: both the writes above and those through Node's streams. For a caller
+ * that runs a command in this process and needs its output as a separate process would have given
+ * it (test/helpers/cli.ts); the CLI itself never captures.
+ */
+export function captureStandardStreams(sink: (fd: 1 | 2, text: string) => void): () => void {
+  if (capture) throw new Error('stdout and stderr are captured already')
+  capture = sink
+  const restores = ([1, 2] as const).map((fd) => {
+    const stream = streamOf(fd)
+    const own = Object.getOwnPropertyDescriptor(stream, 'write')
+    stream.write = ((chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
+      sink(fd, redact(typeof chunk === 'string' ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8')))
+      const done = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined
+      if (done) process.nextTick(done)
+      return true
+    })
+    return () => {
+      if (own) Object.defineProperty(stream, 'write', own)
+      else delete (stream as {write?: unknown}).write
+    }
+  })
+  return () => {
+    capture = undefined
+    for (const restore of restores) restore()
+  }
 }
 
 export function writeOut(text: string): void {

@@ -67,27 +67,33 @@ export function pipe(args: string[], options: CliOptions = {}): Promise<CliResul
   return node([bin, ...args], options)
 }
 
+/** The environment of a CLI run: the test's own without what a developer's would bring in, `env` over it. */
+export function commandEnv(options: CliOptions): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? testHome}
+  delete env.PIPE_STORE
+  delete env.OPENAI_API_KEY
+  delete env.OPENAI_BASE_URL
+  delete env.PIPE_AUDIT_KEY
+  delete env.PIPE_CEILING_DIRECTORIES
+  // A developer's signing key would sign every decision a test makes (a test that wants one sets it).
+  delete env.PIPE_SIGNING_KEY
+  // Node reads and parses every certificate of this file as it starts, whether the process ever
+  // speaks TLS or not: ~100 ms of CPU a spawn with a system bundle (220 KB), a third of a short
+  // command's. The tests' servers are plain HTTP on 127.0.0.1; a test that needs it sets it.
+  delete env.NODE_EXTRA_CA_CERTS
+  // A developer's collector must not receive every test's spans (the telemetry tests set their own).
+  for (const key of Object.keys(env)) if (key.startsWith('OTEL_')) delete env[key]
+  for (const [key, value] of Object.entries(options.env ?? {})) {
+    if (value === undefined) delete env[key]
+    else env[key] = value
+  }
+  return env
+}
+
 /** Runs node with `args` as pipe() runs the CLI: the same test environment, output collected. */
 export function node(args: string[], options: CliOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? testHome}
-    delete env.PIPE_STORE
-    delete env.OPENAI_API_KEY
-    delete env.OPENAI_BASE_URL
-    delete env.PIPE_AUDIT_KEY
-    delete env.PIPE_CEILING_DIRECTORIES
-    // A developer's signing key would sign every decision a test makes (a test that wants one sets it).
-    delete env.PIPE_SIGNING_KEY
-    // Node reads and parses every certificate of this file as it starts, whether the process ever
-    // speaks TLS or not: ~100 ms of CPU a spawn with a system bundle (220 KB), a third of a short
-    // command's. The tests' servers are plain HTTP on 127.0.0.1; a test that needs it sets it.
-    delete env.NODE_EXTRA_CA_CERTS
-    // A developer's collector must not receive every test's spans (the telemetry tests set their own).
-    for (const key of Object.keys(env)) if (key.startsWith('OTEL_')) delete env[key]
-    for (const [key, value] of Object.entries(options.env ?? {})) {
-      if (value === undefined) delete env[key]
-      else env[key] = value
-    }
+    const env = commandEnv(options)
     const child = spawn(process.execPath, args, {cwd: options.cwd ?? repoRoot, env, stdio: ['pipe', 'pipe', 'pipe']})
     let stdout = ''
     let stderr = ''

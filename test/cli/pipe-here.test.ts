@@ -1,0 +1,108 @@
+/**
+ * test/helpers/pipe-here.ts runs a command in the test's own process for the tests that check what a
+ * command does and says. It may stand in for the process only where the two agree: the same exit
+ * code, the same stdout and stderr (redacted alike), the same records. Each case runs both ways, in
+ * two fresh folders, and compares what they said once what differs between any two runs (folders,
+ * times, durations, trace ids) is put aside.
+ */
+import {expect} from 'chai'
+import {readdir} from 'node:fs/promises'
+import path from 'node:path'
+import {defaultPipeline, examples, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+
+const SECRET = 'pipe-here-secret-0123456789'
+
+function same(text: string, dir: string): string {
+  return text
+    .replaceAll(dir, '<dir>')
+    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>')
+    .replace(/\b\d+ ms\b/g, '<n> ms')
+    .replace(/"(\w*_ms|duration)": \d+/g, '"$1": <n>')
+    .replace(/\btr-[0-9a-f]{16}\b/g, '<trace>')
+    .replace(/"(\w*_hash|digest|head|seal|sha256)": "[^"]+"/g, '"$1": <digest>')
+}
+
+async function both(args: (dir: string) => string[], env: Record<string, string> = {}): Promise<{process: CliResult; here: CliResult}> {
+  const one = await tempDir('pipe-here-process-')
+  const two = await tempDir('pipe-here-here-')
+  try {
+    const process = await pipe(args(one.dir), {cwd: one.dir, env})
+    const here = await pipeHere(args(two.dir), {cwd: two.dir, env})
+    const files = async (dir: string) => (await readdir(dir, {recursive: true})).map(String).sort()
+    expect(await files(two.dir), 'the files each wrote').to.deep.equal(await files(one.dir))
+    return {
+      process: {...process, stdout: same(process.stdout, one.dir), stderr: same(process.stderr, one.dir)},
+      here: {...here, stdout: same(here.stdout, two.dir), stderr: same(here.stderr, two.dir)},
+    }
+  } finally {
+    await one.cleanup()
+    await two.cleanup()
+  }
+}
+
+describe('pipe in this process says what the pipe process says', function () {
+  this.timeout(120000)
+
+  const prd = path.join(examples, 'full-prd.md')
+  const cases: Array<{what: string; args: (dir: string) => string[]; env?: Record<string, string>}> = [
+    {what: '--version', args: () => ['--version']},
+    {what: 'help for a command', args: () => ['validate', '--help']},
+    {what: 'an unknown command', args: () => ['valdate', 'x']},
+    {what: 'a flag the command lacks', args: () => ['validate', defaultPipeline, '--nope']},
+    {what: 'validate', args: () => ['validate', defaultPipeline]},
+    {what: 'a pipeline that is not there', args: (dir) => ['run', path.join(dir, 'nope.yaml')]},
+    {what: 'a run, --json', args: () => ['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json']},
+    {what: 'a run, with its progress', args: () => ['run', defaultPipeline, '--input', prd, '--decision', 'go']},
+    {what: 'a run held for its review', args: () => ['run', defaultPipeline, '--input', prd]},
+    {what: 'runs list in an empty folder', args: () => ['runs', 'list', '--json']},
+    {what: 'audit verify of no store', args: () => ['audit', 'verify']},
+    {
+      what: 'a secret of the environment in an error, redacted',
+      args: (dir) => ['run', path.join(dir, `${SECRET}.yaml`)],
+      env: {PIPE_HERE_TOKEN: SECRET},
+    },
+  ]
+
+  for (const {what, args, env} of cases) {
+    it(what, async () => {
+      const {process, here} = await both(args, env)
+      expect(here.code, `${here.stdout}\n${here.stderr}`).to.equal(process.code)
+      expect(here.stdout).to.equal(process.stdout)
+      expect(here.stderr).to.equal(process.stderr)
+      if (env) expect(here.stderr).to.not.contain(SECRET).and.to.contain('pipe-here-')
+    })
+  }
+
+  it('leaves this process as it found it: its environment, folder, exit code and what it redacts', async () => {
+    const before = {env: {...process.env}, cwd: process.cwd(), exitCode: process.exitCode}
+    const {dir, cleanup} = await tempDir()
+    try {
+      const failed = await pipeHere(['run', path.join(dir, 'nope.yaml')], {cwd: dir, env: {PIPE_HERE_TOKEN: SECRET}})
+      expect(failed.code).to.equal(2)
+      expect({env: {...process.env}, cwd: process.cwd(), exitCode: process.exitCode}).to.deep.equal(before)
+      // A later command in a process that was never told the secret prints it as it is.
+      const plain = await pipeHere(['run', path.join(dir, `${SECRET}.yaml`)], {cwd: dir})
+      expect(plain.stderr).to.contain(SECRET)
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('runs commands called together one after another', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const results = await Promise.all([1, 2, 3].map(() => pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})))
+      const ids = results.map((r) => (JSON.parse(r.stdout) as {run_id: string}).run_id)
+      expect(new Set(ids).size).to.equal(3)
+      for (const r of results) expect(r.code, r.stderr).to.equal(0)
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('refuses what a process reads once (a fault point, a collector)', () => {
+    expect(() => pipeHere(['--version'], {env: {PIPE_FAULT_KILL_AT: 'x'}})).to.throw(/PIPE_FAULT_KILL_AT is read once per process/)
+    expect(() => pipeHere(['--version'], {env: {OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1'}})).to.throw(/OTEL_EXPORTER_OTLP_ENDPOINT/)
+  })
+})

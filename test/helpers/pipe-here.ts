@@ -1,0 +1,74 @@
+/**
+ * `pipe ARGS` in this process: the CLI's one path from argv (cli/router.ts: the manifest, the
+ * command's group, its parsing, its error channel and exit code) with the command's code from src/,
+ * its stdout and stderr captured, in the environment and working folder pipe() would give its
+ * process. A `pipe` process costs ~0.2–0.4 s of CPU, most of it Node and the bundle starting; a
+ * command here costs what its work does. For tests of what a command does and says; what only a
+ * process shows stays with pipe() (test/helpers/cli.ts): a signal, a crash or a kill, stdin, a
+ * process that outlives the test's call (a worker, the view), two commands at once, the built
+ * bundle itself, and anything that reads its environment once per process (a fault point's count,
+ * OpenTelemetry's exporter).
+ *
+ * One command at a time: a command owns process.env, the working folder and the exit code while it
+ * runs, so calls made together wait their turn.
+ */
+import {commandEnv, repoRoot, type CliOptions, type CliResult} from './cli.js'
+
+let turn: Promise<unknown> = Promise.resolve()
+
+export function pipeHere(args: string[], options: Omit<CliOptions, 'input' | 'timeoutMs'> = {}): Promise<CliResult> {
+  // Read once per process (util/faults.ts, telemetry/tracing.ts): here they would silently do nothing.
+  const once = Object.keys(options.env ?? {}).find((key) => key.startsWith('PIPE_FAULT_') || key.startsWith('OTEL_'))
+  if (once !== undefined) throw new Error(`pipeHere: ${once} is read once per process; run this command with pipe()`)
+  const result = turn.then(() => runHere(args, options))
+  turn = result.catch(() => undefined)
+  return result
+}
+
+/** What the CLI's redaction has learnt (util/redact.ts's registry): a new process knows nothing yet. */
+function forgetSecrets(): void {
+  const registry = (globalThis as Record<symbol, {known: Set<string>; composite: Set<string>; fixed?: unknown} | undefined>)[Symbol.for('pipe.secrets')]
+  if (!registry) return
+  registry.known.clear()
+  registry.composite.clear()
+  delete registry.fixed
+}
+
+function replaceEnv(env: NodeJS.ProcessEnv): void {
+  for (const key of Object.keys(process.env)) if (!(key in env)) delete process.env[key]
+  Object.assign(process.env, env)
+}
+
+async function runHere(args: string[], options: Omit<CliOptions, 'input' | 'timeoutMs'>): Promise<CliResult> {
+  const [{route}, {readManifest, readVersion}, {captureStandardStreams}] = await Promise.all([
+    import('../../src/cli/router.js'),
+    import('../../src/cli/manifest.js'),
+    import('../../src/cli/std-streams.js'),
+  ])
+  const saved = {env: {...process.env}, cwd: process.cwd(), exitCode: process.exitCode}
+  let stdout = ''
+  let stderr = ''
+  replaceEnv(commandEnv(options))
+  process.chdir(options.cwd ?? repoRoot)
+  process.exitCode = undefined
+  forgetSecrets()
+  const release = captureStandardStreams((fd, text) => {
+    if (fd === 1) stdout += text
+    else stderr += text
+  })
+  try {
+    const code = await route(args, {
+      root: repoRoot,
+      manifest: () => readManifest(repoRoot),
+      version: () => readVersion(repoRoot),
+      load: async (group) => (await import(`../../src/entry/groups/${group}.js`)) as Awaited<ReturnType<Parameters<typeof route>[1]['load']>>,
+    })
+    return {code: code ?? Number(process.exitCode ?? 0), stdout, stderr, signal: null}
+  } finally {
+    release()
+    forgetSecrets()
+    replaceEnv(saved.env)
+    process.chdir(saved.cwd)
+    process.exitCode = saved.exitCode
+  }
+}
