@@ -2,6 +2,10 @@
  * Text pipe did not write (model replies, spec content, file content) never drives the terminal:
  * escape sequences, carriage returns and bidi overrides reach stdout and stderr escaped and visible,
  * while the store keeps the original text and --json gives it back exactly.
+ *
+ * Each test's first command, the one whose output a terminal would show, is a `pipe` process; the
+ * commands after it that read the same text back run in this process (test/helpers/pipe-here.ts:
+ * the command's own code, its stdout and stderr redacted as a process writes them).
  */
 import {expect} from 'chai'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
@@ -9,6 +13,7 @@ import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
 
 const prd = path.join(examples, 'full-prd.md')
@@ -62,6 +67,11 @@ function run(extra: string[], input?: string, more: Record<string, string> = {})
   })
 }
 
+/** run(extra) in this process. */
+function runHere(extra: string[]): Promise<CliResult> {
+  return pipeHere(['run', path.join(dir, 'pipelines', 'default.yaml'), '--input', prd, '--provider', 'openai', ...extra], {cwd: dir, env: env()})
+}
+
 /** The canned replies, with hostile text in the compile reply's title, goal, a feature and a constraint. */
 function hostileCompile(request: ModelRequest): Scripted {
   if (request.kind !== 'compile') return cannedReply(request)
@@ -84,6 +94,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     const runId = /run (R-[0-9A-Za-z-]+)/.exec(result.stdout)![1]!
     const spec = /spec (S-\d{8}-\d{4})/.exec(result.stdout)![1]!
 
+    // spec show is a process too: the spec's own text, escaped, as a terminal gets it.
     const markdown = await pipe(['spec', 'show', spec], {cwd: dir})
     expect(markdown.code, markdown.stderr).to.equal(0)
     expectSafe(markdown, 'spec show')
@@ -91,12 +102,12 @@ describe('terminal-safe output of text pipe did not write', function () {
     // A spec's own line breaks and tabs are text of several lines, kept as they are.
     expect(markdown.stdout).to.contain('\nsecond line\tafter a tab')
 
-    const yaml = await pipe(['spec', 'show', spec, '--format', 'yaml'], {cwd: dir})
+    const yaml = await pipeHere(['spec', 'show', spec, '--format', 'yaml'], {cwd: dir})
     expect(yaml.code, yaml.stderr).to.equal(0)
     expectSafe(yaml, 'spec show --format yaml')
 
     // The store holds the reply's text unchanged; --json gives it back exactly (bidi and C1 as \u escapes).
-    const stored = await pipe(['spec', 'show', spec, '--json'], {cwd: dir})
+    const stored = await pipeHere(['spec', 'show', spec, '--json'], {cwd: dir})
     expectSafe(stored, 'spec show --json')
     expect(stored.stdout).to.contain('\\u202e').and.to.contain('\\u009b').and.to.contain('\\u001b]52;c;')
     const record = json<CanonicalSpec>(stored)
@@ -106,22 +117,22 @@ describe('terminal-safe output of text pipe did not write', function () {
     const file = JSON.parse(await readFile(path.join(dir, '.pipe', 'specs', `${spec}.json`), 'utf8').catch(() => 'null')) as CanonicalSpec | null
     if (file) expect(file.goal).to.equal(record.goal)
 
-    expectSafe(await pipe(['spec', 'list'], {cwd: dir}), 'spec list')
+    expectSafe(await pipeHere(['spec', 'list'], {cwd: dir}), 'spec list')
     // The compiled version against the last: the diff quotes neither changed field, but the first version's goal is hostile.
-    const diff = await pipe(['spec', 'diff', record.meta.parent_version!, spec], {cwd: dir})
+    const diff = await pipeHere(['spec', 'diff', record.meta.parent_version!, spec], {cwd: dir})
     expect(diff.code, diff.stderr).to.equal(0)
     expectSafe(diff, 'spec diff')
 
-    const snapshots = await pipe(['snapshot', 'show', runId], {cwd: dir})
+    const snapshots = await pipeHere(['snapshot', 'show', runId], {cwd: dir})
     expect(snapshots.code, snapshots.stderr).to.equal(0)
     expectSafe(snapshots, 'snapshot show')
     expect(snapshots.stdout).to.contain('compile')
 
-    const show = await pipe(['runs', 'show', runId], {cwd: dir})
+    const show = await pipeHere(['runs', 'show', runId], {cwd: dir})
     expect(show.code, show.stderr).to.equal(0)
     expectSafe(show, 'runs show')
-    expectSafe(await pipe(['runs', 'list'], {cwd: dir}), 'runs list')
-    expectSafe(await pipe(['snapshot', 'list', runId], {cwd: dir}), 'snapshot list')
+    expectSafe(await pipeHere(['runs', 'list'], {cwd: dir}), 'runs list')
+    expectSafe(await pipeHere(['snapshot', 'list', runId], {cwd: dir}), 'snapshot list')
   })
 
   it("a model step's hostile reply is escaped in snapshot show and, through an end step's reason, in the run's result and progress", async () => {
@@ -153,16 +164,16 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(result.stdout).to.contain(`reason: step stop failed: ${ESCAPED} […1 more line(s): the error on stderr]`)
     const runId = /run (R-[0-9A-Za-z-]+)/.exec(result.stdout)![1]!
 
-    const snapshots = await pipe(['snapshot', 'show', runId], {cwd: dir})
+    const snapshots = await pipeHere(['snapshot', 'show', runId], {cwd: dir})
     expect(snapshots.code, snapshots.stderr).to.equal(0)
     expectSafe(snapshots, 'snapshot show (model step outputs)')
     // Outputs are shown as YAML, which writes ESC as \e itself; C1 controls and bidi overrides are escaped by pipe.
     expect(snapshots.stdout)
       .to.match(/\\(e|x1b)\]52;c;/)
       .and.to.contain('\\u009b31m\\u202egnp.exe')
-    const draft = json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir})).find((s) => s.step.name === 'draft')!
+    const draft = json<Snapshot[]>(await pipeHere(['snapshot', 'show', runId, '--json'], {cwd: dir})).find((s) => s.step.name === 'draft')!
     expect(draft.outputs).to.deep.equal({value: {items: [{title}]}})
-    const show = await pipe(['runs', 'show', runId], {cwd: dir})
+    const show = await pipeHere(['runs', 'show', runId], {cwd: dir})
     expectSafe(show, 'runs show (end step quoting the reply)')
     expect(show.stdout).to.not.contain('\n  ✓ #3 forged')
   })
@@ -176,17 +187,17 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(result.stderr).to.contain('"\\x1b]52;c;')
     expectSafe(result, 'pipe run (failed)')
     const runId = /run (R-[0-9A-Za-z-]+)/.exec(result.stdout)![1]!
-    const show = await pipe(['runs', 'show', runId], {cwd: dir})
+    const show = await pipeHere(['runs', 'show', runId], {cwd: dir})
     expectSafe(show, 'runs show (failed)')
     expect(show.stdout).to.contain('"\\x1b]52;c;')
-    const snapshots = await pipe(['snapshot', 'show', runId], {cwd: dir})
+    const snapshots = await pipeHere(['snapshot', 'show', runId], {cwd: dir})
     expectSafe(snapshots, 'snapshot show (failed)')
     expect(snapshots.stdout).to.contain('"\\x1b]52;c;')
     // The recorded error keeps the reply's text as it was.
-    const compile = json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir})).find((s) => s.step.name === 'compile')!
+    const compile = json<Snapshot[]>(await pipeHere(['snapshot', 'show', runId, '--json'], {cwd: dir})).find((s) => s.step.name === 'compile')!
     expect(compile.errors[0]!.message).to.contain('"\u001B]52;c;')
     // --json errors stay one exact JSON document.
-    const asJson = await run(['--decision', 'go', '--json'])
+    const asJson = await runHere(['--decision', 'go', '--json'])
     const body = json<{error: {message: string}}>(asJson)
     expect(body.error.message).to.contain('"\u001B]52;c;')
     expectSafe(asJson, 'pipe run --json (failed)')
@@ -208,7 +219,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(paused.stdout).to.contain(ESCAPED)
     const runId = /run (R-[0-9A-Za-z-]+)/.exec(paused.stdout)![1]!
 
-    const listed = await pipe(['answer', runId, '--questions'], {cwd: dir})
+    const listed = await pipeHere(['answer', runId, '--questions'], {cwd: dir})
     expectSafe(listed, 'pipe answer (list)')
     expect(listed.stdout + listed.stderr).to.contain(ESCAPED)
 
@@ -216,7 +227,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     expectSafe(prompted, 'pipe run at the prompt')
     expect(prompted.stderr).to.contain(ESCAPED)
 
-    const show = await pipe(['runs', 'show', runId], {cwd: dir})
+    const show = await pipeHere(['runs', 'show', runId], {cwd: dir})
     expectSafe(show, 'runs show (awaiting answers)')
     expect(show.stdout).to.contain(ESCAPED)
   })
@@ -231,7 +242,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(validated.stdout + validated.stderr)
       .to.contain('owned')
       .and.to.contain('\\u202e')
-    const ran = await pipe(['run', file, '--input', prd], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const ran = await pipeHere(['run', file, '--input', prd], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(ran.code).to.not.equal(0)
     expectSafe(ran, 'pipe run of a bad pipeline')
   })
@@ -240,7 +251,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     const home = path.join(dir, 'home')
     // A newline in the text would forge a log entry of its own (no colon: the router reads a colon as a topic's separator).
     const forged = '\n2026-01-01T00 INFO pid=1 all good'
-    const unknown = await pipe([`\u001B[2Jrn\u202E${forged}`], {cwd: dir, env: {PIPE_HOME: home}})
+    const unknown = await pipeHere([`\u001B[2Jrn\u202E${forged}`], {cwd: dir, env: {PIPE_HOME: home}})
     expect(unknown.code).to.not.equal(0)
     server = await ModelServer.start((request) => (request.kind === 'compile' ? {content: `\u001B]52;c;${HOSTILE}${forged}`} : cannedReply(request)))
     const failed = await run(['--decision', 'go'])
@@ -264,14 +275,14 @@ describe('terminal-safe output of text pipe did not write', function () {
     expect(result.code).to.not.equal(0)
     expectSafe(result, 'unknown command')
     expect(result.stderr).to.contain('\\x1b[2Jrn\\u202e')
-    const asJson = await pipe(['\u001B[2Jrn\u202E', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const asJson = await pipeHere(['\u001B[2Jrn\u202E', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expectSafe(asJson, 'unknown command --json')
     expect(json<{error: {message: string}}>(asJson).error.message).to.contain('\u001B[2Jrn\u202E')
     for (const args of [
       ['help', '\u001B[2Jrn\u202E'],
       ['help', '\u001B[2Jrn\u202E', '--json'],
     ]) {
-      const help = await pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+      const help = await pipeHere(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
       expect(help.code).to.not.equal(0)
       expectSafe(help, args.join(' '))
       expect(help.stderr).to.contain('\\x1b[2Jrn\\u202e')
