@@ -2,11 +2,16 @@
  * What a user sees is honest and quiet (issue 30 item 8, 9; issue 29 items 3, 7): failures marked
  * as failures, the daily log in pipe's own folder, help that speaks to users, every error carrying
  * a trace id that finds it in the log and the run's records, and `yes`/`ok`/`no` as decisions.
+ *
+ * Each behaviour is seen once from a real `pipe` process (the first command of each, or the one that
+ * is the test's subject); the commands around it run in this process (test/helpers/pipe-here.ts: the
+ * CLI's path from argv, its output and exit code). The terminal prompt reads stdin: a process.
  */
 import {expect} from 'chai'
 import {readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {snapshotsIn} from '../helpers/stores.js'
 
 let dir: string
@@ -46,10 +51,11 @@ describe("the daily log lives in pipe's own folder (CLI)", function () {
 
   it('writes to $XDG_STATE_HOME/pipe/logs when set, and PIPE_HOME still wins over it', async () => {
     const state = path.join(dir, 'state')
-    await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-one')], {env: {PIPE_HOME: undefined, XDG_STATE_HOME: state, HOME: dir}})
+    // (~/.local/state as a process sees it: the test before; XDG_STATE_HOME and PIPE_HOME here.)
+    await pipeHere(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-one')], {env: {PIPE_HOME: undefined, XDG_STATE_HOME: state, HOME: dir}})
     expect(await logsIn(path.join(state, 'pipe', 'logs'))).to.include('store-one')
     const home = path.join(dir, 'home')
-    await pipe(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-two')], {env: {PIPE_HOME: home, XDG_STATE_HOME: state, HOME: dir}})
+    await pipeHere(['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'store-two')], {env: {PIPE_HOME: home, XDG_STATE_HOME: state, HOME: dir}})
     expect(await logsIn(path.join(home, 'logs'))).to.include('store-two')
     expect(await logsIn(path.join(state, 'pipe', 'logs'))).to.not.include('store-two')
   })
@@ -75,7 +81,7 @@ describe("the daily log lives in pipe's own folder (CLI)", function () {
     ]) {
       expect(env, name).to.match(new RegExp(`^ +${name} `, 'm'))
     }
-    const doc = json<{environment: Array<{name: string}>}>(await pipe(['--json']))
+    const doc = json<{environment: Array<{name: string}>}>(await pipeHere(['--json']))
     expect(doc.environment.map((e) => e.name)).to.include.members(['PIPE_INTERACTIVE', 'PIPE_AUDIT_KEY', 'PIPE_SIGNAL_GRACE_MS'])
   })
 })
@@ -93,15 +99,18 @@ describe('stats and export speak of runs and steps unless a run has tasks (CLI)'
       'review.yaml',
       'version: 1\nname: review\nsteps:\n  - {id: diff, kind: command, run: [node, -e, "process.exit(0)"], next: lint}\n  - {id: lint, kind: command, run: [node, -e, "process.exit(2)"], on: {failure: done}}\n  - {id: done, kind: end, status: succeeded, reason: reviewed}\n',
     )
-    const run = json<{run_id: string; status: string}>(await pipe(['run', p, '--policy', policy, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const run = json<{run_id: string; status: string}>(
+      await pipeHere(['run', p, '--policy', policy, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
+    )
     expect(run.status).to.equal('succeeded')
+    // stats as a process prints it; its --json and export in this process.
     const stats = await pipe(['stats'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(stats.code).to.equal(0)
     expect(stats.stdout).to.include('steps: 3, 1 failed')
     expect(stats.stdout).to.not.match(/task/i)
-    const doc = json<{totals: Record<string, unknown>}>(await pipe(['stats', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const doc = json<{totals: Record<string, unknown>}>(await pipeHere(['stats', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
     expect(doc.totals).to.deep.include({runs: 1, steps: 3, failed_steps: 1, tasks: 0})
-    const exported = json<{files: string[]}>(await pipe(['export', run.run_id, '--dir', 'art', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const exported = json<{files: string[]}>(await pipeHere(['export', run.run_id, '--dir', 'art', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
     const mine = exported.files.map((f) => f.split(path.sep).join('/').replace(run.run_id, 'RUN'))
     expect(mine).to.have.members([
       'runs/RUN/state.json',
@@ -115,10 +124,11 @@ describe('stats and export speak of runs and steps unless a run has tasks (CLI)'
 
   it('help for stats and export speaks to users, not of seed documents', async () => {
     for (const command of ['stats', 'export']) {
-      const r = await pipe([command, '--help'])
+      const r = await pipeHere([command, '--help'])
       expect(r.stdout, command).to.not.match(/seed/i)
     }
-    const root = await pipe(['--help'])
+    // (The root's help from a process: the test before.)
+    const root = await pipeHere(['--help'])
     expect(root.stdout).to.not.match(/seed/i)
   })
 })
@@ -147,6 +157,7 @@ describe('progress marks failures as failures (CLI)', function () {
     expect(line(/ #2 lint failure/)).to.match(/^ {2}✗ /)
   })
 
+  // (Progress from a process: the test before.)
   it('marks a step that ended blocked or partial ! (neither done nor failed), not ✓', async () => {
     const home = path.join(dir, 'home')
     const policy = await file('policy.yaml', POLICY)
@@ -158,7 +169,7 @@ describe('progress marks failures as failures (CLI)', function () {
       'main.yaml',
       'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [0, 3] }}", as: code, pipeline: ./item.yaml, with: {code: "${{ code }}"}, on: {partial: done}}\n  - {id: done, kind: end, status: succeeded, reason: noted}\n',
     )
-    const r = await pipe(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
+    const r = await pipeHere(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(r.code, r.stderr).to.equal(0)
     const lines = r.stderr.split('\n')
     expect(lines.find((l) => / #1 each partial/.test(l)) ?? r.stderr).to.match(/^ {2}! /)
@@ -175,11 +186,11 @@ describe('--dry-run speaks of a review only for a pipeline that has one (CLI)', 
     const tiny = await pipe(['run', p, '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(tiny.code, tiny.stderr).to.equal(0)
     expect(tiny.stdout).to.not.match(/review|answers|pause/)
-    const given = await pipe(['run', p, '--text', 'x', '--dry-run', '--decision', 'go'], {cwd: dir, env: {PIPE_HOME: home}})
+    const given = await pipeHere(['run', p, '--text', 'x', '--dry-run', '--decision', 'go'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(given.stdout).to.include('review decision go (no step of this pipeline takes one)')
-    const full = await pipe(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
+    const full = await pipeHere(['run', path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(full.stdout).to.include('review decision none given (the run will pause at manual_review)')
-    expect(json<{waits: unknown}>(await pipe(['run', p, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})).waits).to.deep.equal([])
+    expect(json<{waits: unknown}>(await pipeHere(['run', p, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})).waits).to.deep.equal([])
   })
 })
 
@@ -203,24 +214,26 @@ describe('yes, ok and no as review decisions (CLI)', function () {
       ['Go', 'succeeded'],
       ['No', 'cancelled'],
     ] as const) {
-      const r = await pipe(['run', defaultPipeline, '--input', prd, '--decision', word, '--json'], {cwd: dir, env})
+      // The first word from a process, the others in this process.
+      const r = await (word === 'YES' ? pipe : pipeHere)(['run', defaultPipeline, '--input', prd, '--decision', word, '--json'], {cwd: dir, env})
       const body = json<{run_id: string; status: string}>(r)
       expect(body.status, word).to.equal(status)
       expect((await reviewOutcome(body.run_id)).decision, word).to.equal(status === 'succeeded' ? 'go' : 'drop')
     }
-    const bad = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'maybe', '--json'], {cwd: dir, env})
+    const bad = await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'maybe', '--json'], {cwd: dir, env})
     expect(bad.code).to.equal(2)
     expect(json<{error: {code: string; message: string}}>(bad).error).to.deep.include({code: 'E_INVALID_ARGS', message: '--decision "maybe" is not a decision'})
-    const paused = json<{run_id: string; status: string}>(await pipe(['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir, env}))
+    const paused = json<{run_id: string; status: string}>(await pipeHere(['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir, env}))
     expect(paused.status).to.equal('awaiting_input')
-    const reviewed = json<{status: string}>(await pipe(['review', paused.run_id, '--decision', 'OK', '--json'], {cwd: dir, env}))
+    const reviewed = json<{status: string}>(await pipeHere(['review', paused.run_id, '--decision', 'OK', '--json'], {cwd: dir, env}))
     expect(reviewed.status).to.equal('succeeded')
     expect(await reviewOutcome(paused.run_id)).to.deep.equal({decision: 'go', review_decision: 'go'})
   })
 
   it('the terminal prompt takes Yes as go after refusing a word that is no decision', async () => {
     const env = {PIPE_HOME: path.join(dir, 'home')}
-    const paused = json<{run_id: string}>(await pipe(['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir, env}))
+    const paused = json<{run_id: string}>(await pipeHere(['run', defaultPipeline, '--input', prd, '--json'], {cwd: dir, env}))
+    // The prompt reads stdin: a process.
     const r = await pipe(['review', paused.run_id], {cwd: dir, env: {...env, PIPE_INTERACTIVE: '1'}, input: 'perhaps\nYes\nlooks right\n'})
     expect(r.code, r.stderr).to.equal(0)
     expect(r.stderr).to.include('"perhaps" is not go (yes, ok), hold or drop (no).')
@@ -288,24 +301,25 @@ describe('every error carries a trace id that finds it in the log and the record
     expect(events.filter((e) => e.trace_id === trace).map((e) => e.event)).to.deep.equal(['failed'])
     const record = JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {error: {trace_id?: string}}
     expect(record.error.trace_id).to.equal(trace)
-    // The text views show it where they show the error.
-    expect((await pipe(['runs', 'show', body.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`(trace ${trace!})`)
-    expect((await pipe(['snapshot', 'show', body.run_id, '--step', 'lint'], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`trace: ${trace!}`)
+    // The text views show it where they show the error (these in this process; the run above a process).
+    expect((await pipeHere(['runs', 'show', body.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`(trace ${trace!})`)
+    expect((await pipeHere(['snapshot', 'show', body.run_id, '--step', 'lint'], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(`trace: ${trace!}`)
     // Another occurrence is another id.
-    const again = await pipe(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
+    const again = await pipeHere(['run', p, '--policy', policy, '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(TRACE.exec(again.stderr)?.[1]).to.be.a('string').and.not.equal(trace)
   })
 
   it("a command's error, an unknown command and its --json twin each carry one id, in the log too", async () => {
     const home = path.join(dir, 'home')
-    for (const args of [
+    for (const [index, args] of [
       ['runs', 'show', 'R-20260101-0001', '--store', path.join(dir, 'none')],
       ['nonsense'],
       ['nonsense', '--json'],
       ['help', 'nonsense', '--json'],
       ['run', path.join(dir, 'missing.yaml'), '--text', 'x', '--json'],
-    ]) {
-      const r = await pipe(args, {cwd: dir, env: {PIPE_HOME: home}})
+    ].entries()) {
+      // The first from a process, the others in this process.
+      const r = await (index === 0 ? pipe : pipeHere)(args, {cwd: dir, env: {PIPE_HOME: home}})
       expect(r.code, args.join(' ')).to.not.equal(0)
       const trace = TRACE.exec(r.stderr)?.[1]
       expect(trace, `${args.join(' ')}: ${r.stderr}`).to.be.a('string')
@@ -325,21 +339,22 @@ describe('foreach children are named by their item (CLI)', function () {
       'main.yaml',
       "version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: \"${{ [{'id': 'fix-login', 'name': 'not this'}, 'plain text', {'n': 3}, {'task': 'T-004'}, {'key': 7}] }}\", as: it, pipeline: ./item.yaml}\n",
     )
-    const run = json<{run_id: string; status: string}>(await pipe(['run', p, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
+    const run = json<{run_id: string; status: string}>(await pipeHere(['run', p, '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}}))
     expect(run.status).to.equal('succeeded')
+    // runs list from a process; the rest in this process.
     const list = (await pipe(['runs', 'list'], {cwd: dir, env: {PIPE_HOME: home}})).stdout
     const labels = [...list.matchAll(/item \((each\[\d\][^)]*)\)/g)].map((m) => m[1])
     expect(labels).to.deep.equal(['each[0] fix-login', 'each[1] plain text', 'each[2]', 'each[3] T-004', 'each[4] 7'])
-    const show = (await pipe(['runs', 'show', run.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout
+    const show = (await pipeHere(['runs', 'show', run.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout
     expect(show).to.match(/each #1 item 0 \(fix-login\)\n/)
     expect(show).to.match(/each #1 item 1 \(plain text\)\n/)
     expect(show).to.match(/each #1 item 2\n/)
     const children = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {index: number; key?: string}}>}>}>(
-      await pipe(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
+      await pipeHere(['runs', 'list', '--json'], {cwd: dir, env: {PIPE_HOME: home}}),
     )
     const first = children.runs.find((r) => r.run_id === run.run_id)!.children![0]!
     expect(first.parent).to.deep.include({index: 0, key: 'fix-login'})
-    expect((await pipe(['runs', 'show', first.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(
+    expect((await pipeHere(['runs', 'show', first.run_id], {cwd: dir, env: {PIPE_HOME: home}})).stdout).to.include(
       `child of ${run.run_id} step each (#1) item 0 (fix-login)`,
     )
   })
