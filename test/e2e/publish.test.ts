@@ -3,14 +3,19 @@
  * each payload shape, one delivery per spec version however often or by how many processes it is
  * published, retries, refusals, and a SIGKILL between sending and recording. Secrets, targets that do
  * not answer, two stores and payload escaping are publish-safety.test.ts's.
+ *
+ * Each behaviour keeps a `pipe` process (`cli`) for the command that shows it, and processes where
+ * two run at once or one is killed; the commands around them run in this process (`here`,
+ * test/helpers/pipe-here.ts: the same command, output and exit code, without a process's start).
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {createHmac} from 'node:crypto'
 import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {bin, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {bin, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
 import {allTargets, prd, publishCommands, SECRET, type RunJson} from '../helpers/publish-fixtures.js'
 
@@ -29,6 +34,11 @@ afterEach(async () => {
 })
 
 const {pipeline, env, cli, ledger, snapshotsOfStep} = publishCommands(() => ({dir, server}))
+
+/** `cli(args, extra)` in this process. */
+function here(args: string[], extra: Record<string, string | undefined> = {}): Promise<CliResult> {
+  return pipeHere(args, {cwd: dir, env: {...env(), ...extra}})
+}
 
 /** The first run \`pipe runs list --json\` lists (the newest) with the status it gives, read in this process. */
 async function newestRun(): Promise<{run_id: string; status: string}> {
@@ -100,26 +110,27 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
       ['local', 'delivered', 1],
       ['slack', 'delivered', 1],
     ])
-    const listed = await cli(['ledger', 'list'])
+    const listed = await here(['ledger', 'list'])
     expect(listed.stdout).to.contain(key('slack')).and.contain('delivered')
   })
 
   it('delivers one message per spec version however often it is published, from one or two processes', async () => {
-    const run = json<RunJson>(await cli(['run', await pipeline(allTargets), '--input', prd, '--decision', 'go', '--json']))
-    const again = await cli(['publish', run.run_id, '--json'])
+    const run = json<RunJson>(await here(['run', await pipeline(allTargets), '--input', prd, '--decision', 'go', '--json']))
+    const again = await here(['publish', run.run_id, '--json'])
     expect(again.code, again.stderr).to.equal(0)
     const results = json<{results: Array<{target: string; status: string; external_id: string}>}>(again).results
     expect(results.map((r) => r.status)).to.deep.equal(['already_published', 'already_published', 'already_published', 'already_published'])
+    // Two processes at once.
     const both = await Promise.all([cli(['publish', run.run_id, '--target', 'generic']), cli(['publish', run.run_id, '--target', 'generic'])])
     for (const b of both) expect(b.code, b.stderr).to.equal(0)
     for (const p of ['/feishu', '/slack', '/json']) expect(server.deliveries(p), p).to.have.length(1)
-    const timeline = await cli(['runs', 'show', run.run_id])
+    const timeline = await here(['runs', 'show', run.run_id])
     expect(timeline.stdout).to.contain('published').and.contain('already_published')
   })
 
   it('sends exactly once when two processes publish a new key at the same moment', async () => {
     const run = json<RunJson>(
-      await cli(['run', await pipeline('      - {name: local, type: file, dir: published}\n'), '--input', prd, '--decision', 'go', '--json']),
+      await here(['run', await pipeline('      - {name: local, type: file, dir: published}\n'), '--input', prd, '--decision', 'go', '--json']),
     )
     // The same run, now with a webhook target the pipeline did not have when it ran: a new key.
     const text = (await readFile(path.join(dir, 'pipelines', 'hooks.yaml'), 'utf8')).replace(
@@ -133,7 +144,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     expect(refused.stderr).to.contain('changed since run')
     await writeFile(path.join(dir, 'pipelines', 'hooks.yaml'), original)
     // A run of the webhook pipeline, paused at review, published by two processes after approval.
-    const paused = json<RunJson>(await cli(['run', await pipeline(allTargets), '--input', prd, '--json']))
+    const paused = json<RunJson>(await here(['run', await pipeline(allTargets), '--input', prd, '--json']))
     expect(paused.status).to.equal('awaiting_input')
     server.reply({delayMs: 300}, {delayMs: 300}, {delayMs: 300})
     const arrivedBefore = server.arrived.length
@@ -259,13 +270,14 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   })
 
   it('refuses to publish a version without a go', async () => {
-    const paused = json<RunJson>(await cli(['run', await pipeline(allTargets), '--input', prd, '--json']))
+    const paused = json<RunJson>(await here(['run', await pipeline(allTargets), '--input', prd, '--json']))
+    // The refusal, its exit code and message, is a process; the rest run here.
     const refused = await cli(['publish', paused.run_id])
     expect(refused.code).to.equal(2)
     expect(refused.stderr).to.contain('has no review decision "go"')
-    const held = await cli(['review', paused.run_id, '--decision', 'hold'])
+    const held = await here(['review', paused.run_id, '--decision', 'hold'])
     expect(held.code).to.equal(10)
-    expect((await cli(['publish', paused.run_id])).code).to.equal(2)
+    expect((await here(['publish', paused.run_id])).code).to.equal(2)
     expect(server.deliveries()).to.have.length(0)
     expect(await ledger()).to.deep.equal([])
   })
@@ -280,30 +292,31 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     const runId = await newestRun()
     expect(runId.status).to.equal('interrupted')
     // resend (the default): sent once more, with the same Idempotency-Key, then never again.
-    const resumed = await cli(['resume', runId.run_id, '--json'])
+    // The kills are processes (PIPE_FAULT_KILL_AT); the resumes and publishes run here.
+    const resumed = await here(['resume', runId.run_id, '--json'])
     expect(resumed.code, resumed.stderr).to.equal(0)
     const deliveries = server.deliveries('/json')
     expect(deliveries).to.have.length(2)
     expect(new Set(deliveries.map((d) => d.headers['idempotency-key'])).size).to.equal(1)
     const generic = (await ledger()).find((e) => e.target === 'generic')!
     expect(generic.attempts.map((a) => a.state)).to.deep.equal(['unknown', 'delivered'])
-    await cli(['publish', runId.run_id])
+    await here(['publish', runId.run_id])
     expect(server.deliveries('/json')).to.have.length(2)
 
     // hold: a second run killed the same way stops for a person instead of sending again.
     const second = await cli(['run', file, '--input', prd, '--decision', 'go'], {PIPE_FAULT_KILL_AT: 'publish-sent:careful'})
     expect(second.signal).to.equal('SIGKILL')
     const run2 = (await newestRun()).run_id
-    const stopped = await cli(['resume', run2, '--json'])
+    const stopped = await here(['resume', run2, '--json'])
     expect(stopped.code, stopped.stderr).to.equal(6)
     expect(json<RunJson>(stopped).status).to.equal('blocked')
     expect(json<RunJson>(stopped).error?.message).to.contain('it is unknown whether')
     expect(server.deliveries('/slack')).to.have.length(2)
-    const settled = await cli(['publish', run2, '--target', 'careful', '--mark-delivered', '--json'])
+    const settled = await here(['publish', run2, '--target', 'careful', '--mark-delivered', '--json'])
     expect(settled.code, settled.stderr).to.equal(0)
     expect(server.deliveries('/slack')).to.have.length(2)
     expect((await ledger()).find((e) => e.run_id === run2 && e.target === 'careful')!.status).to.equal('delivered')
-    const finished = await cli(['resume', run2, '--json'])
+    const finished = await here(['resume', run2, '--json'])
     expect(finished.code, finished.stderr).to.equal(0)
     expect(json<RunJson>(finished).status).to.equal('succeeded')
     expect(server.deliveries('/slack')).to.have.length(2)
