@@ -1,6 +1,11 @@
 /**
  * Input is bounded whatever it is: devices, FIFOs and standard input are read with
  * resource_limits.max_input_bytes enforced while reading, and a signal ends a blocked read.
+ *
+ * Every bounded read is a real `pipe` process (a read that never ends would hold this process; the
+ * helper's timeout kills a process), as are stdin, a FIFO fed alongside and a signal. The refusals of
+ * malformed ids are seen from a process once each (the first case) and checked in this process for
+ * the rest (test/helpers/pipe-here.ts: the CLI's path from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
@@ -9,6 +14,7 @@ import {readdir} from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
 import {bin, defaultPipeline, pipe, tempDir, testHome, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -200,7 +206,11 @@ describe('pipe: ids on the command line are checked before anything is written',
 
   it('refuses a bad --feature and leaves no store behind', async () => {
     for (const feature of ['bad', '../../etc/x', 'F-2026-1', '']) {
-      const result = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--feature', feature], {cwd: dir})
+      // The first from a process, the others in this process.
+      const result = await (feature === 'bad' ? pipe : pipeHere)(
+        ['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--feature', feature],
+        {cwd: dir},
+      )
       expect(result.code, result.stderr).to.equal(2)
       expect(result.stderr).to.contain(`Error [E_INVALID_ARGS]: --feature: ${JSON.stringify(feature)} is not a feature id (F-YYYY-NNN)`)
       expect(result.stderr).to.match(/^Try this: /m)
@@ -209,7 +219,7 @@ describe('pipe: ids on the command line are checked before anything is written',
   })
 
   it('refuses a bad --feature on a store that exists, adding no file to it', async () => {
-    const first = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--decision', 'go'], {cwd: dir})
+    const first = await pipeHere(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--decision', 'go'], {cwd: dir})
     expect(first.code, first.stderr).to.be.oneOf([0, 10])
     const listing = async (): Promise<string[]> => (await readdir(storeDir(), {recursive: true})).map(String).sort()
     const before = await listing()
@@ -245,8 +255,9 @@ describe('pipe: ids on the command line are checked before anything is written',
       [['ledger', 'list', '--feature', 'x'], /--feature: "x" is not a feature id/],
       [['audit', 'verify', 'x'], /"x" is not a run id/],
     ]
-    for (const [args, message] of cases) {
-      const result = await pipe(args, {cwd: dir})
+    for (const [index, [args, message]] of cases.entries()) {
+      // The first from a process, the others in this process.
+      const result = await (index === 0 ? pipe : pipeHere)(args, {cwd: dir})
       expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(2)
       expect(result.stderr, args.join(' ')).to.match(/^Error \[E_INVALID_ARGS\]: /m)
       expect(result.stderr, args.join(' ')).to.match(message)
