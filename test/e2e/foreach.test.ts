@@ -4,6 +4,11 @@ import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+
+// Each behaviour keeps a `pipe` process for the command that shows it (the kills, the first resume
+// after one, a run of a pipeline step, the runs list of children, a cancel); the commands that set up
+// or read back run in this process (test/helpers/pipe-here.ts: the same command and output).
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -16,7 +21,7 @@ async function runRecords(cwd: string): Promise<RunRecord[]> {
 }
 
 async function snapshotsOf(cwd: string, runId: string): Promise<Snapshot[]> {
-  const result = await pipe(['snapshot', 'show', runId, '--json'], {cwd})
+  const result = await pipeHere(['snapshot', 'show', runId, '--json'], {cwd})
   expect(result.code, result.stderr).to.equal(0)
   return json<Snapshot[]>(result)
 }
@@ -84,7 +89,7 @@ steps:
     }
     const [each] = await snapshotsOf(dir, parent.run_id)
     expect((each!.outputs as {items: Array<{run_id: string}>}).items.map((i) => i.run_id)).to.deep.equal(kids.map((k) => k.run_id))
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
@@ -106,10 +111,10 @@ steps:
     const staged = (await readdir(path.join(dir, '.pipe', 'runs'))).filter((n) => n.startsWith('.new-'))
     expect(staged, 'the child was left staged').to.have.length(1)
     const parent = (await runRecords(dir)).find((r) => r.parent === undefined)!
-    const resumed = await pipe(['resume', parent.run_id, '--json'], {cwd: dir})
+    const resumed = await pipeHere(['resume', parent.run_id, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<{status: string; reason: string}>(resumed)).to.include({status: 'succeeded', reason: '2 of 2'})
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
     const kids = (await runRecords(dir)).filter((r) => r.parent?.run_id === parent.run_id)
     expect(kids.map((k) => [k.parent!.index, k.status]).sort(), 'one child per item').to.deep.equal([
@@ -162,7 +167,7 @@ steps:
   - {id: bad, kind: end, status: failed, reason: "publish failed: \${{ steps.pub.outputs.reason }}"}
 `,
     )
-    const validated = await pipe(['validate', main], {cwd: dir})
+    const validated = await pipeHere(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
 
     const ok = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
@@ -173,7 +178,7 @@ steps:
     expect(child.inputs).to.deep.equal({target: `prod-${good.run_id}`, ok: true})
     expect(good.reason).to.equal(`child ${child.run_id}: shipped to prod-${good.run_id} for ${good.run_id}`)
     // pipe export writes the child run beside its parent, and the parent's state names it.
-    const exported = await pipe(['export', good.run_id, '--dir', path.join(dir, 'out'), '--json'], {cwd: dir})
+    const exported = await pipeHere(['export', good.run_id, '--dir', path.join(dir, 'out'), '--json'], {cwd: dir})
     expect(exported.code, exported.stderr).to.equal(0)
     expect(json<{files: string[]}>(exported).files).to.include.members([
       `runs/${good.run_id}/state.json`,
@@ -183,7 +188,7 @@ steps:
     const state = JSON.parse(await readFile(path.join(dir, 'out', 'runs', good.run_id, 'state.json'), 'utf8')) as {child_runs: string[]}
     expect(state.child_runs).to.deep.equal([child.run_id])
 
-    const refused = await pipe(['run', main, '--text', 'x', '-i', 'ok=false', '--json'], {cwd: dir})
+    const refused = await pipeHere(['run', main, '--text', 'x', '-i', 'ok=false', '--json'], {cwd: dir})
     expect(refused.code).to.equal(1)
     const bad = json<{run_id: string; status: string; error: {code: string; message: string}}>(refused)
     expect(bad.status).to.equal('failed')
@@ -212,7 +217,7 @@ steps:
   async function blockedParent(): Promise<{parent: string; child: string}> {
     await writeFile(path.join(dir, 'child.yaml'), CHILD)
     await writeFile(path.join(dir, 'main.yaml'), MAIN)
-    const run = await pipe(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
+    const run = await pipeHere(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
     expect(run.code, run.stderr).to.equal(6)
     const parent = json<{run_id: string; status: string}>(run)
     expect(parent.status).to.equal('blocked')
@@ -224,20 +229,20 @@ steps:
   it('lists children under their parent (--all: every run), nests them in runs show, and resume of the parent continues the blocked child', async () => {
     const {parent, child} = await blockedParent()
     const listed = json<{runs: Array<{run_id: string; children?: Array<{run_id: string; parent: {step: string}}>}>}>(
-      await pipe(['runs', 'list', '--json'], {cwd: dir}),
+      await pipeHere(['runs', 'list', '--json'], {cwd: dir}),
     )
     expect(listed.runs.map((r) => r.run_id)).to.deep.equal([parent])
     expect(listed.runs[0]!.children!.map((c) => [c.run_id, c.parent.step])).to.deep.equal([[child, 'sub']])
     const text = await pipe(['runs', 'list'], {cwd: dir})
     expect(text.stdout).to.match(new RegExp(`\\n\\s+└ ${child}\\s+blocked .*child \\(sub\\)`))
-    const all = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--all', '--json'], {cwd: dir}))
+    const all = json<{runs: Array<{run_id: string}>}>(await pipeHere(['runs', 'list', '--all', '--json'], {cwd: dir}))
     expect(all.runs.map((r) => r.run_id).sort()).to.deep.equal([parent, child].sort())
-    const shown = json<{children: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'show', parent, '--json'], {cwd: dir}))
+    const shown = json<{children: Array<{run_id: string; status: string}>}>(await pipeHere(['runs', 'show', parent, '--json'], {cwd: dir}))
     expect(shown.children.map((c) => [c.run_id, c.status])).to.deep.equal([[child, 'blocked']])
-    const shownText = await pipe(['runs', 'show', child], {cwd: dir})
+    const shownText = await pipeHere(['runs', 'show', child], {cwd: dir})
     expect(shownText.stdout).to.contain(`child of ${parent} step sub (#1)`)
 
-    const resumed = await pipe(['resume', parent, '--json'], {cwd: dir})
+    const resumed = await pipeHere(['resume', parent, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<{status: string; reason: string}>(resumed)).to.include({status: 'succeeded', reason: 'child succeeded'})
     const runs = await runRecords(dir)
