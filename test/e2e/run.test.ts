@@ -1,3 +1,9 @@
+/**
+ * `pipe run` of the default pipeline end to end, offline. Each behaviour is seen from a real `pipe`
+ * process once (the shared full-PRD run, a paused run resumed by another process, the runs of another
+ * locale, stdin, runs at once on one store, a refusal); the commands around it run in this process
+ * (test/helpers/pipe-here.ts: the CLI's path from argv, its output and exit code).
+ */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
@@ -7,6 +13,7 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {madeOnce, snapshotsIn, specIn} from '../helpers/stores.js'
 
 interface RunJson {
@@ -28,6 +35,11 @@ afterEach(async () => cleanup())
 
 function run(args: string[], input?: string): Promise<CliResult> {
   return pipe(['run', defaultPipeline, ...args], {cwd: dir, ...(input !== undefined ? {input} : {})})
+}
+
+/** `pipe run` of the default pipeline in this process. */
+function runHere(args: string[]): Promise<CliResult> {
+  return pipeHere(['run', defaultPipeline, ...args], {cwd: dir})
 }
 
 /** What `pipe snapshot show RUN --json` prints, read in-process. */
@@ -115,7 +127,7 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     const shown = json<Snapshot>(await pipe(['snapshot', 'show', body.run_id, '--seq', '3', '--json'], {cwd: dir}))
     const stored = JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', body.run_id, 'snapshots', '000003.json'), 'utf8')) as Snapshot
     expect(shown).to.deep.equal(stored)
-    const human = await pipe(['snapshot', 'show', body.run_id, '--step', 'validate_gates'], {cwd: dir})
+    const human = await pipeHere(['snapshot', 'show', body.run_id, '--step', 'validate_gates'], {cwd: dir})
     expect(human.stdout).to.contain('gate results:').and.contain('gate_s').and.contain('decisions:').and.contain('pass -> plan_tasks')
   })
 
@@ -128,7 +140,9 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     expect(paused.pending?.questions?.map((q) => q.field)).to.deep.equal(['acceptance_criteria', 'non_functional', 'constraints'])
     expect(paused.next_command).to.equal(`pipe answer ${paused.run_id} --file answers.yaml`)
 
-    const answered = await pipe(['resume', paused.run_id, '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--json'], {cwd: dir})
+    // Paused by a process, answered in this one, approved by another process: each step in a process
+    // other than the one before it.
+    const answered = await pipeHere(['resume', paused.run_id, '--answers', path.join(examples, 'one-sentence.answers.yaml'), '--json'], {cwd: dir})
     expect(answered.code, answered.stderr).to.equal(10)
     expect(json<RunJson>(answered).pending?.kind).to.equal('review')
 
@@ -142,7 +156,7 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
   })
 
   it('passes the clarify loop with answers and a decision given up front', async () => {
-    const result = await run([
+    const result = await runHere([
       '--input',
       path.join(examples, 'one-sentence.txt'),
       '--answers',
@@ -171,14 +185,15 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
   it('asks again when an answer defers, and ends a loop that never converges at its bound', async () => {
     const tbd = path.join(dir, 'tbd.yaml')
     await writeFile(tbd, 'answers:\n  acceptance_criteria: TBD\n  non_functional: TBD\n  constraints: TBD\n')
-    const first = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', tbd, '--json'])
+    const first = await runHere(['--input', path.join(examples, 'one-sentence.txt'), '--answers', tbd, '--json'])
     expect(first.code, first.stderr).to.equal(10)
     const paused = json<RunJson>(first)
     // The up-front answers deferred; round 2 asks again, with new question ids.
     expect(paused.pending?.questions?.map((q) => q.id)).to.deep.equal(['Q-004', 'Q-005', 'Q-006'])
-    const again = await pipe(['answer', paused.run_id, '--file', tbd, '--json'], {cwd: dir})
+    const again = await pipeHere(['answer', paused.run_id, '--file', tbd, '--json'], {cwd: dir})
     expect(again.code, again.stderr).to.equal(10)
     expect(json<RunJson>(again).pending?.questions?.map((q) => q.id)).to.deep.equal(['Q-007', 'Q-008', 'Q-009'])
+    // The loop's end from a process.
     const last = await pipe(['answer', paused.run_id, '--file', tbd, '--json'], {cwd: dir})
     expect(last.code).to.equal(1)
     const body = json<RunJson>(last)
@@ -192,7 +207,8 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
 
   it('gives the same spec content for the same input', async () => {
     const {body: a} = await fullPrdRun()
-    const b = json<RunJson>(await run(['--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']))
+    // The first run was a process; this one runs in this process.
+    const b = json<RunJson>(await runHere(['--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']))
     expect(a.run_id).to.not.equal(b.run_id)
     const read = async (v: string): Promise<Omit<CanonicalSpec, 'meta'>> => {
       const {meta: _m, ...body} = await specIn(dir, v)
@@ -209,6 +225,7 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
   it('runs the Chinese example to a published spec, the same whatever the locale of the process that runs it', async () => {
     // ICU orders Han by pinyin under zh_CN and by code point under en: keywords tied on count came
     // out in another order, so a Chinese team's spec differed from their CI's.
+    // Processes: ICU takes its locale from the environment once, as a process starts.
     const under = async (lang: string): Promise<{runId: string; spec: CanonicalSpec}> => {
       const result = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'zh-prd.md'), '--decision', 'go', '--json'], {
         cwd: dir,
@@ -242,11 +259,12 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
     const ingest = list[0]!.outputs as {ingest_result: {source_kind: string; text: string}}
     expect(ingest.ingest_result.source_kind).to.equal('stdin')
     expect(ingest.ingest_result.text).to.not.contain('\r')
-    const fromText = await run(['--text', 'Users must be able to export invoices as CSV.', '--json'])
+    const fromText = await runHere(['--text', 'Users must be able to export invoices as CSV.', '--json'])
     expect(fromText.code).to.equal(10)
   })
 
   it('keeps every id unique when several runs share one store at once', async () => {
+    // Processes: six at once (pipeHere runs one command at a time).
     const results = await Promise.all(Array.from({length: 6}, () => run(['--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])))
     for (const r of results) expect(r.code, r.stderr).to.equal(0)
     const bodies = results.map((r) => json<RunJson>(r))
@@ -289,9 +307,9 @@ describe('pipe run --dry-run', () => {
     expect(plan.steps.filter((s) => s.changes_spec).map((s) => s.id)).to.deep.equal(['compile', 'apply_answers', 'plan_tasks', 'generate_vv'])
     expect(plan.steps.find((s) => s.id === 'manual_review')!.retries).to.equal(0)
     expect(await storeListing()).to.deep.equal([])
-    const human = await run(['--input', path.join(examples, 'full-prd.md'), '--dry-run'])
+    const human = await runHere(['--input', path.join(examples, 'full-prd.md'), '--dry-run'])
     expect(human.stdout).to.contain('nothing was run')
-    const bad = await run(['--input', 'missing.md', '--dry-run'])
+    const bad = await runHere(['--input', 'missing.md', '--dry-run'])
     expect(bad.code).to.equal(2)
     expect(bad.stderr).to.contain('E_INPUT')
   })
@@ -308,8 +326,9 @@ describe('pipe run: bad input is refused and loses nothing', () => {
   it('refuses an empty input, and a whitespace-only one', async () => {
     await writeFile(path.join(dir, 'empty.md'), '')
     await writeFile(path.join(dir, 'blank.md'), '  \n\n\t\n')
+    // (A refusal from a process: the test before; these in this process.)
     for (const file of ['empty.md', 'blank.md']) {
-      const result = await run(['--input', file])
+      const result = await runHere(['--input', file])
       expect(result.code).to.equal(2)
       expect(result.stderr).to.contain(`Error [E_INPUT]: input file ${file} is empty`)
     }
@@ -318,7 +337,7 @@ describe('pipe run: bad input is refused and loses nothing', () => {
 
   it('refuses a binary input', async () => {
     await writeFile(path.join(dir, 'image.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00]))
-    const result = await run(['--input', 'image.png'])
+    const result = await runHere(['--input', 'image.png'])
     expect(result.code).to.equal(2)
     expect(result.stderr).to.contain('is binary')
     expect(await storeListing()).to.deep.equal([])
@@ -326,7 +345,7 @@ describe('pipe run: bad input is refused and loses nothing', () => {
 
   it('refuses an invalid answers file with its line and column', async () => {
     await writeFile(path.join(dir, 'answers.yaml'), 'answer:\n  Q-001: yes\n')
-    const result = await run(['--input', path.join(examples, 'one-sentence.txt'), '--answers', 'answers.yaml'])
+    const result = await runHere(['--input', path.join(examples, 'one-sentence.txt'), '--answers', 'answers.yaml'])
     expect(result.code).to.equal(2)
     expect(result.stderr).to.contain('Error [E_CONFIG]: invalid answers file')
     expect(result.stderr).to.contain('answers.yaml:1:1  answer  unknown key "answer" in an answers file — did you mean "answers"?')
@@ -335,14 +354,14 @@ describe('pipe run: bad input is refused and loses nothing', () => {
 
   it('refuses an invalid pipeline without touching the store', async () => {
     await writeFile(path.join(dir, 'bad.yaml'), 'version: 1\nname: bad\nsteps:\n  - {id: a, kind: noop, next: b}\n')
-    const result = await pipe(['run', 'bad.yaml', '--text', 'x'], {cwd: dir})
+    const result = await pipeHere(['run', 'bad.yaml', '--text', 'x'], {cwd: dir})
     expect(result.code).to.equal(2)
     expect(result.stderr).to.contain('unknown step "b"')
     expect(await storeListing()).to.deep.equal([])
   })
 
   it('refuses --input together with --text', async () => {
-    const result = await run(['--input', 'a.md', '--text', 'x'])
+    const result = await runHere(['--input', 'a.md', '--text', 'x'])
     expect(result.code).to.equal(2)
     expect(result.stderr).to.contain('E_INVALID_ARGS')
   })
@@ -353,7 +372,7 @@ describe('pipe run: bad input is refused and loses nothing', () => {
     const again = await pipe(['resume', body.run_id], {cwd: dir})
     expect(again.code).to.equal(2)
     expect(again.stderr).to.contain(`Error [E_STATE]: run ${body.run_id} has ended (succeeded)`)
-    const unknown = await pipe(['resume', 'R-20200101-0001'], {cwd: dir})
+    const unknown = await pipeHere(['resume', 'R-20200101-0001'], {cwd: dir})
     expect(unknown.code).to.equal(2)
     expect(unknown.stderr).to.contain('E_NOT_FOUND')
     expect(await storeListing()).to.deep.equal(before)
@@ -369,12 +388,12 @@ describe('spec versions are immutable and checked', () => {
     const shown = await pipe(['spec', 'show', body.spec_version!], {cwd: dir})
     expect(shown.code).to.equal(4)
     expect(shown.stderr).to.contain(`Error [E_INTEGRITY]: spec version ${body.spec_version} does not match its content hash`)
-    const listed = await pipe(['spec', 'list', '--run', body.run_id], {cwd: dir})
+    const listed = await pipeHere(['spec', 'list', '--run', body.run_id], {cwd: dir})
     expect(listed.stdout).to.match(new RegExp(`${body.spec_version}\\s+F-\\d{4}-\\d{3}\\s+DAMAGED`))
   })
 
   it('diffs two versions field by field', async () => {
-    const result = await run([
+    const result = await runHere([
       '--input',
       path.join(examples, 'one-sentence.txt'),
       '--answers',
