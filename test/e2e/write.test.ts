@@ -1,3 +1,8 @@
+/**
+ * kind: write through the CLI. The first case of each matrix (and each test's first command) is a
+ * real `pipe` process; the other cases run in this process (test/helpers/pipe-here.ts: the CLI's path
+ * from argv, its output and exit code), which let the matrices keep every mode and path.
+ */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
 import {link, mkdir, readFile, symlink, writeFile} from 'node:fs/promises'
@@ -7,6 +12,7 @@ import {parse as parseYaml} from 'yaml'
 import type {Evidence} from '../../src/types/evidence.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {snapshotsIn} from '../helpers/stores.js'
 
 interface RunJson {
@@ -33,13 +39,12 @@ afterEach(async () => cleanup())
 
 const hex = (text: string | Buffer): string => `sha256:${createHash('sha256').update(text).digest('hex')}`
 
-async function run(name: string, text: string, inputs: string[] = []): Promise<{result: RunJson; code: number | null; stderr: string}> {
+/** `pipe run` of the pipeline `text` (written to `name`) as a process, or in this process (`here`). */
+async function run(name: string, text: string, inputs: string[] = [], here = false): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const file = path.join(dir, name)
   await writeFile(file, text)
-  const r = await pipe(['run', file, '--policy', path.join(dir, 'policy.yaml'), '--text', 'x', '--json', ...inputs.flatMap((i) => ['-i', i])], {
-    cwd: repo,
-    timeoutMs: 120000,
-  })
+  const args = ['run', file, '--policy', path.join(dir, 'policy.yaml'), '--text', 'x', '--json', ...inputs.flatMap((i) => ['-i', i])]
+  const r = here ? await pipeHere(args, {cwd: repo}) : await pipe(args, {cwd: repo, timeoutMs: 120000})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -106,7 +111,7 @@ describe('kind: write on the built CLI', function () {
     expect(evidence.linked_to).to.deep.include({step: 'tally'})
 
     await writeFile(file, 'mine\n')
-    const second = await run('fan-in.yaml', FAN_IN)
+    const second = await run('fan-in.yaml', FAN_IN, [], true)
     expect(second.code).to.equal(1)
     expect(second.result.status).to.equal('failed')
     expect(second.result.error?.code).to.equal('E_CONFLICT')
@@ -131,8 +136,8 @@ describe('kind: write on the built CLI', function () {
       ['away/escaped.txt', 'symlink'],
     ]
     for (const mode of ['create', 'overwrite', 'append']) {
-      for (const [given, why] of cases) {
-        const out = await run(`w-${mode}.yaml`, writer(mode), [`p=${given}`])
+      for (const [index, [given, why]] of cases.entries()) {
+        const out = await run(`w-${mode}.yaml`, writer(mode), [`p=${given}`], mode !== 'create' || index > 0)
         expect(out.result.status, `${mode} ${given}`).to.equal('failed')
         expect(out.result.error?.code, `${mode} ${given}: ${out.result.error?.message}`).to.equal('E_POLICY_DENIED')
         expect(out.result.error?.message, given).to.contain(why)
@@ -154,8 +159,8 @@ describe('kind: write on the built CLI', function () {
       ['a/..', 'path "a/.." is the repository root, not a file'],
     ]
     for (const mode of ['create', 'overwrite', 'append']) {
-      for (const [given, why] of cases) {
-        const out = await run(`w-${mode}.yaml`, writer(mode), [`p=${given}`])
+      for (const [index, [given, why]] of cases.entries()) {
+        const out = await run(`w-${mode}.yaml`, writer(mode), [`p=${given}`], mode !== 'create' || index > 0)
         expect(out.result.status, `${mode} ${given}`).to.equal('failed')
         expect(out.result.error?.code, `${mode} ${given}: ${out.result.error?.message}`).to.equal('E_INVALID_ARGS')
         expect(out.result.error?.message, given).to.contain(why)
@@ -164,7 +169,8 @@ describe('kind: write on the built CLI', function () {
     expect(existsSync(path.join(repo, 'notes')), 'no folder made for a path ending in /').to.equal(false)
     const file = path.join(dir, 'folder.yaml')
     await writeFile(file, 'version: 1\nname: folder\nsteps:\n  - {id: w, kind: write, path: notes/, content: x}\n')
-    const r = await pipe(['validate', file], {cwd: repo})
+    // (validate's refusal from a process: the last test.)
+    const r = await pipeHere(['validate', file], {cwd: repo})
     expect(r.code).to.equal(2)
     expect(r.stdout).to.contain('steps[0].path  path "notes/" ends in a separator and so names a folder; a write step writes a file')
   })
@@ -176,7 +182,7 @@ describe('kind: write on the built CLI', function () {
     await link(path.join(repo, '.git', 'config'), path.join(repo, 'gitcfg.txt'))
     await link(path.join(dir, 'outside.txt'), path.join(repo, 'hl.txt'))
     for (const given of ['gitcfg.txt', 'hl.txt']) {
-      const out = await run('w-append.yaml', writer('append'), [`p=${given}`])
+      const out = await run('w-append.yaml', writer('append'), [`p=${given}`], given !== 'gitcfg.txt')
       expect(out.result.error?.code, `${given}: ${out.result.error?.message}`).to.equal('E_POLICY_DENIED')
       expect(out.result.error?.message).to.contain('hard links')
     }
@@ -186,6 +192,7 @@ describe('kind: write on the built CLI', function () {
 
   it('writes a value as json and yaml that read back equal, and append adds to the end', async () => {
     const value = `{'name': 'notes', 'items': [1, 2, 3], 'nested': {'ok': true, 'none': null}}`
+    // In this process: a run that writes from a process is the first test's.
     const out = await run(
       'formats.yaml',
       `version: 1
@@ -197,6 +204,8 @@ steps:
   - {id: again, kind: write, path: log.txt, content: "two \${{ steps.first.outputs.bytes }}\\n", mode: append, next: replace}
   - {id: replace, kind: write, path: data/v.json, value: "\${{ [steps.again.outputs.bytes] }}", mode: overwrite}
 `,
+      [],
+      true,
     )
     expect(out.code, out.stderr).to.equal(0)
     const expected = {name: 'notes', items: [1, 2, 3], nested: {ok: true, none: null}}
@@ -221,7 +230,7 @@ steps:
     ] as const) {
       const file = path.join(dir, `${mode}.yaml`)
       await writeFile(file, `version: 1\nname: w\nsteps:\n  - {id: w, kind: write, path: a.txt, content: x, mode: ${mode}}\n`)
-      const r = await pipe(['validate', file], {cwd: repo})
+      const r = await (mode === 'create' ? pipe : pipeHere)(['validate', file], {cwd: repo})
       expect(r.code, r.stdout + r.stderr).to.equal(0)
       expect(r.stdout.includes('failure outcome "exists" of step "w" has no route'), mode).to.equal(warned)
     }
