@@ -5,7 +5,12 @@ import {createReadStream, existsSync} from 'node:fs'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {runRecordIn, snapshotsIn, storeIn} from '../helpers/stores.js'
+
+// Each test's main command is a `pipe` process (and the timeout's tree kill and the three runs at
+// once stay processes); the commands around it (an export, the further cases of a matrix, a refusal
+// after the undo) run in this process (test/helpers/pipe-here.ts: the same command and output).
 
 interface RunJson {
   run_id: string
@@ -49,8 +54,14 @@ async function policyFile(extra = ''): Promise<string> {
   return file
 }
 
-async function run(pipeline: string, policy?: string, env: Record<string, string> = {}): Promise<{result: RunJson; code: number | null; stderr: string}> {
-  const r = await pipe(['run', pipeline, '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env})
+/** `pipe run PIPELINE --policy POLICY --json` in the repository, a process or (`command` pipeHere) in this one. */
+async function run(
+  pipeline: string,
+  policy?: string,
+  env: Record<string, string> = {},
+  command: typeof pipeHere = pipe,
+): Promise<{result: RunJson; code: number | null; stderr: string}> {
+  const r = await command(['run', pipeline, '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -78,7 +89,7 @@ describe('the coding example on a real git repository', function () {
     expect(git('status', '--porcelain')).to.equal('')
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('return a + b')
 
-    const exported = await pipe(['export', body.run_id, '--dir', path.join(dir, 'artifacts'), '--json'], {cwd: repo})
+    const exported = await pipeHere(['export', body.run_id, '--dir', path.join(dir, 'artifacts'), '--json'], {cwd: repo})
     expect(exported.code, exported.stderr).to.equal(0)
     const base = `runs/${body.run_id}`
     expect(json<{files: string[]}>(exported).files).to.include.members([
@@ -144,7 +155,7 @@ describe('command, git and edit steps under the policy', function () {
       'literal.yaml',
       "steps:\n  - {id: say, kind: command, run: [echo, 'a; touch x', '$(touch y)', '`touch z`', '| cat', '&& rm -rf .']}\n",
     )
-    const said = await run(literal)
+    const said = await run(literal, undefined, {}, pipeHere)
     expect(said.code, said.stderr).to.equal(0)
     const snap = (await snapshots(said.result.run_id))[0]!
     expect((snap.outputs as {command: {stdout: {head: string}}}).command.stdout.head).to.equal('a; touch x $(touch y) `touch z` | cat && rm -rf .\n')
@@ -234,12 +245,13 @@ describe('command, git and edit steps under the policy', function () {
       ['link/through.txt', 'sandbox'],
       ['secrets/key.txt', 'forbidden_paths[1] "secrets/**"'],
     ]
-    for (const [target, rule] of cases) {
+    for (const [index, [target, rule]] of cases.entries()) {
       const p = await pipelineFile(
         'deny.yaml',
         `steps:\n  - id: e\n    kind: edit\n    blocks: |\n      ${target}\n      <<<<<<< SEARCH\n      =======\n      pwned\n      >>>>>>> REPLACE\n`,
       )
-      const out = await run(p)
+      // The first case is a process, the others run in this one.
+      const out = await run(p, undefined, {}, index === 0 ? pipe : pipeHere)
       expect(out.code, target).to.equal(3)
       expect(out.result.error?.code).to.equal('E_POLICY_DENIED')
       expect(out.result.error?.message).to.contain(`(${rule})`)
@@ -290,17 +302,18 @@ describe('command, git and edit steps under the policy', function () {
     expect(git('status', '--porcelain')).to.equal('')
     git('config', 'user.name', 'Someone')
     git('config', 'user.email', 'someone@example.com')
-    const again = await run(await pipelineFile('again.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint, message: again}\n'), undefined, {
-      HOME: nobody,
-      XDG_CONFIG_HOME: nobody,
-      GIT_CONFIG_NOSYSTEM: '1',
-    })
+    const again = await run(
+      await pipelineFile('again.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint, message: again}\n'),
+      undefined,
+      {HOME: nobody, XDG_CONFIG_HOME: nobody, GIT_CONFIG_NOSYSTEM: '1'},
+      pipeHere,
+    )
     expect(again.code, again.stderr).to.equal(0)
     expect(git('log', '-1', '--format=%an <%ae> %s')).to.equal('Someone <someone@example.com> again')
 
     await writeFile(path.join(repo, 'calc.js'), 'dirty\n')
     const strict = await pipelineFile('strict.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint}\n')
-    const refused = await run(strict)
+    const refused = await run(strict, undefined, {}, pipeHere)
     expect(refused.result.error?.code).to.equal('E_CONFLICT')
     expect(refused.result.error?.message).to.contain('uncommitted change(s): calc.js')
   })
@@ -310,13 +323,13 @@ describe('command, git and edit steps under the policy', function () {
       'undo.yaml',
       'steps:\n  - id: fix\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return a + b\n      >>>>>>> REPLACE\n',
     )
-    const out = await run(p)
+    const out = await run(p, undefined, {}, pipeHere)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('a + b')
     const undo = await pipe(['rollback', out.result.run_id, '--step', 'fix', '--json'], {cwd: repo})
     expect(undo.code, undo.stderr).to.equal(0)
     expect(json<{files: Array<{path: string; restored: string}>}>(undo).files).to.deep.equal([{path: 'calc.js', restored: 'reverted'}])
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('a - b')
-    const twice = await pipe(['rollback', out.result.run_id, '--step', 'fix'], {cwd: repo})
+    const twice = await pipeHere(['rollback', out.result.run_id, '--step', 'fix'], {cwd: repo})
     expect(twice.code).to.equal(2)
     expect(twice.stderr).to.contain('was already undone')
     const events = await (await storeIn(repo)).readEvents(out.result.run_id)
@@ -329,7 +342,7 @@ describe('command, git and edit steps under the policy', function () {
   it('records the policy version with the run and every snapshot', async () => {
     const p = await pipelineFile('v.yaml', 'steps:\n  - {id: a, kind: noop}\n')
     const policy = await policyFile()
-    const version = json<{policy_version: string}>(await pipe(['policy', 'check', policy, '--json'], {cwd: repo})).policy_version
+    const version = json<{policy_version: string}>(await pipeHere(['policy', 'check', policy, '--json'], {cwd: repo})).policy_version
     const out = await run(p, policy)
     const list = await snapshots(out.result.run_id)
     expect(list[0]!.meta.policy_version).to.equal(version)
@@ -344,10 +357,10 @@ describe('command, git and edit steps under the policy', function () {
     // One line each: the agent's line ends where the policy's begins (no escaped \n between them).
     expect(allowed.stdout).to.match(/\n {2}agent run_command: level \w+, confirmation [^\n]+\n {2}policy: /)
     expect(allowed.stdout).to.not.contain('\\n')
-    const denied = await pipe(['policy', 'explain', '--policy', policy, '--json', '--', 'curl', 'http://x'], {cwd: repo})
+    const denied = await pipeHere(['policy', 'explain', '--policy', policy, '--json', '--', 'curl', 'http://x'], {cwd: repo})
     expect(denied.code).to.equal(3)
     expect(json<{allowed: boolean; rule: string}>(denied)).to.include({allowed: false, rule: 'allowed_commands'})
-    const pathDenied = await pipe(['policy', 'explain', '--policy', policy, '--path', 'secrets/a'], {cwd: repo})
+    const pathDenied = await pipeHere(['policy', 'explain', '--policy', policy, '--path', 'secrets/a'], {cwd: repo})
     expect(pathDenied.code).to.equal(3)
     expect(pathDenied.stdout).to.contain('forbidden_paths[1] "secrets/**"')
   })
