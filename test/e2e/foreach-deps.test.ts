@@ -2,12 +2,17 @@
  * A foreach's key: and depends_on: (seed 003: subtasks with dependencies, a dependency that failed
  * blocks its dependents) and counts given as expressions (concurrency, max_iterations), on the
  * built CLI as a process.
+ *
+ * Each behaviour keeps a `pipe` process for the command that shows it (a test's main run, the first
+ * case of a matrix, validate's refusal, the kill and the resume after it, the 30,000-item cycle); the
+ * other commands run in this process (test/helpers/pipe-here.ts: the same command and output).
  */
 import {expect} from 'chai'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {snapshotsIn} from '../helpers/stores.js'
 
 let dir: string
@@ -92,7 +97,7 @@ describe('foreach key: and depends_on: on the built CLI', function () {
     await writeFile(path.join(dir, 'task.yaml'), TASK)
     const main = path.join(dir, 'main.yaml')
     await writeFile(main, parent(A_FAILS, '3'))
-    const validated = await pipe(['validate', main], {cwd: dir})
+    const validated = await pipeHere(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
 
     const run = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
@@ -145,7 +150,7 @@ describe('foreach key: and depends_on: on the built CLI', function () {
         "[{'id': 'x', 'fail': false, 'deps': ['y']}, {'id': 'w', 'fail': false, 'deps': []}, {'id': 'y', 'fail': false, 'deps': ['z']}, {'id': 'z', 'fail': true, 'deps': []}]",
       ),
     )
-    const failed = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
+    const failed = await pipeHere(['run', main, '--text', 'x', '--json'], {cwd: dir})
     expect(failed.code, failed.stderr).to.equal(0)
     const second = json<{run_id: string; reason: string}>(failed)
     const [each] = await snapshotsOf(dir, second.run_id)
@@ -179,9 +184,10 @@ describe('foreach key: and depends_on: on the built CLI', function () {
       ],
       ["[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'a', 'fail': false, 'deps': []}]", 'step each: key gave the same value to several items: "a"'],
     ]
-    for (const [items, message] of cases) {
+    for (const [index, [items, message]] of cases.entries()) {
       await writeFile(main, parent(items))
-      const run = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
+      // The first case is a process, the others run in this one.
+      const run = await (index === 0 ? pipe : pipeHere)(['run', main, '--text', 'x', '--json'], {cwd: dir})
       expect(run.code, run.stderr).to.equal(1)
       const out = json<{run_id: string; status: string; error: {code: string; message: string}}>(run)
       expect(out.status).to.equal('failed')
@@ -239,10 +245,10 @@ describe('foreach key: and depends_on: on the built CLI', function () {
       ['c', 'succeeded', false],
     ])
     // Resuming the finished parent again changes nothing.
-    const again = await pipe(['resume', top.run_id, '--json'], {cwd: dir})
+    const again = await pipeHere(['resume', top.run_id, '--json'], {cwd: dir})
     expect((await runRecords(dir)).filter((r) => r.parent?.run_id === top.run_id)).to.have.length(2)
     expect(again.code).to.not.equal(0)
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 })
@@ -256,7 +262,7 @@ describe('concurrency and max_iterations as expressions on the built CLI', funct
     await writeFile(path.join(dir, 'task.yaml'), TASK)
     const main = path.join(dir, 'main.yaml')
     await writeFile(main, parent(ITEMS, '"${{ inputs.parallel }}"'))
-    const validated = await pipe(['validate', main], {cwd: dir})
+    const validated = await pipeHere(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
 
     const run = await pipe(['run', main, '--text', 'x', '-i', 'parallel=3', '--json'], {cwd: dir})
@@ -266,7 +272,7 @@ describe('concurrency and max_iterations as expressions on the built CLI', funct
     const [each] = await snapshotsOf(dir, out.run_id)
     expect((each!.inputs as {resolved: Record<string, unknown>}).resolved['concurrency']).to.equal(3)
 
-    const zero = await pipe(['run', main, '--text', 'x', '-i', 'parallel=0', '--json'], {cwd: dir})
+    const zero = await pipeHere(['run', main, '--text', 'x', '-i', 'parallel=0', '--json'], {cwd: dir})
     expect(zero.code).to.equal(1)
     const z = json<{run_id: string; error: {code: string; message: string}}>(zero)
     expect(z.error.message).to.contain('concurrency of step "each" resolved to 0, which does not fit: it must be >= 1')
@@ -274,14 +280,14 @@ describe('concurrency and max_iterations as expressions on the built CLI', funct
 
     // A number input may hold a fraction: validate lets it through, the run refuses it.
     await writeFile(main, parent(ITEMS, '"${{ inputs.parallel }}"').replace('parallel: {type: integer, default: 1}', 'parallel: {type: number, default: 1}'))
-    const half = await pipe(['run', main, '--text', 'x', '-i', 'parallel=1.5', '--json'], {cwd: dir})
+    const half = await pipeHere(['run', main, '--text', 'x', '-i', 'parallel=1.5', '--json'], {cwd: dir})
     expect(half.code).to.equal(1)
     expect(json<{error: {message: string}}>(half).error.message).to.contain(
       'concurrency of step "each" resolved to 1.5, which does not fit: it must be integer',
     )
 
     await writeFile(main, parent(ITEMS, '"${{ \'three\' }}"'))
-    const typed = await pipe(['validate', main], {cwd: dir})
+    const typed = await pipeHere(['validate', main], {cwd: dir})
     expect(typed.code).to.equal(2)
     expect(typed.stdout).to.contain('steps[0].concurrency  expected an int, but this expression gives string')
   })
@@ -299,24 +305,25 @@ steps:
   - {id: out, kind: end, status: succeeded, reason: bounded}
 `,
     )
-    const validated = await pipe(['validate', main], {cwd: dir})
+    const validated = await pipeHere(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
     for (const tries of [2, 4]) {
-      const run = await pipe(['run', main, '--text', 'x', '-i', `tries=${tries}`, '--json'], {cwd: dir})
+      // The first is a process, the second runs in this one.
+      const run = await (tries === 2 ? pipe : pipeHere)(['run', main, '--text', 'x', '-i', `tries=${tries}`, '--json'], {cwd: dir})
       expect(run.code, run.stderr).to.equal(0)
       const out = json<{run_id: string; reason: string}>(run)
       expect(out.reason).to.equal('bounded')
       expect((await snapshotsOf(dir, out.run_id)).filter((s) => s.step.name === 'again')).to.have.length(tries)
     }
-    const zero = await pipe(['run', main, '--text', 'x', '-i', 'tries=0', '--json'], {cwd: dir})
+    const zero = await pipeHere(['run', main, '--text', 'x', '-i', 'tries=0', '--json'], {cwd: dir})
     expect(zero.code).to.equal(1)
     const z = json<{run_id: string; error: {code: string; message: string}}>(zero)
     expect(z.error).to.include({code: 'E_CONFIG', message: 'max_iterations of step "again" resolved to 0, which is not an integer from 1 to 1000'})
-    const none = await pipe(['snapshot', 'show', z.run_id, '--json'], {cwd: dir})
+    const none = await pipeHere(['snapshot', 'show', z.run_id, '--json'], {cwd: dir})
     expect(none.stderr, 'the step was never entered').to.contain(`run ${z.run_id} has no snapshot for any step`)
 
     await writeFile(main, (await readFile(main, 'utf8')).replace('"${{ inputs.tries }}"', '"${{ inputs.tries > 1 }}"'))
-    const typed = await pipe(['validate', main], {cwd: dir})
+    const typed = await pipeHere(['validate', main], {cwd: dir})
     expect(typed.code).to.equal(2)
     expect(typed.stdout).to.contain('steps[0].max_iterations  expected an int, but this expression gives bool')
   })
