@@ -3,11 +3,16 @@
  * expressions, timezones and inputs are errors with their place; each slot fires once however
  * often run-due runs; missed slots as catch_up says; a DST change fires a slot once. The clock is
  * PIPE_NOW, moved by the test: nothing waits for a slot.
+ *
+ * Each test's first command, or the one that shows its behaviour, is a `pipe` process; the commands
+ * before and after it run in this process (test/helpers/pipe-here.ts: the same command, output and
+ * exit code; PIPE_NOW is read at each command).
  */
 import {expect} from 'chai'
 import {copyFile, mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 const policy = path.join(repoRoot, 'test', 'fixtures', 'postgres', 'policy.yaml')
 
@@ -38,8 +43,9 @@ describe('schedules on a folder store', function () {
   })
   afterEach(async () => cleanup())
 
-  const runDue = async (now: string): Promise<Fired[]> => {
-    const result = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: now}})
+  /** `pipe schedule run-due nightly.yaml --json` at `now`, in this process or (`command` pipe) as a process. */
+  const runDue = async (now: string, command: typeof pipeHere = pipeHere): Promise<Fired[]> => {
+    const result = await command(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: now}})
     expect(result.code, result.stderr).to.equal(0)
     return json<{fired: Fired[]}>(result).fired.map((f) => ({schedule: f.schedule, slot: f.slot, status: f.status}))
   }
@@ -72,14 +78,15 @@ describe('schedules on a folder store', function () {
 
   it('PIPE_NOW is an ISO 8601 time with its timezone or an error naming it: "1" is not the year 2001, a time without a zone not the local one', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}'))
-    for (const now of ['1', '2026-11-28T02:00:30', '2026-02-30T02:00:00Z', 'Sat Nov 28 2026 02:00:30 GMT']) {
-      const result = await pipe(['schedule', 'list', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: now}})
+    for (const [index, now] of ['1', '2026-11-28T02:00:30', '2026-02-30T02:00:00Z', 'Sat Nov 28 2026 02:00:30 GMT'].entries()) {
+      // The first is a process, the others run in this one.
+      const result = await (index === 0 ? pipe : pipeHere)(['schedule', 'list', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: now}})
       expect(result.code, `${now}: ${result.stdout}`).to.equal(2)
       expect(result.stderr)
         .to.contain('E_INVALID_ARGS')
         .and.contain(`PIPE_NOW=${JSON.stringify(now)} is not an ISO 8601 time`)
     }
-    const offset = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T03:00:30+01:00'}})
+    const offset = await pipeHere(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T03:00:30+01:00'}})
     expect(offset.code, offset.stderr).to.equal(0)
     expect(json<{schedules: Array<{next: string}>}>(offset).schedules[0]!.next).to.equal('2026-11-29T02:00:00.000Z')
   })
@@ -101,16 +108,16 @@ describe('schedules on a folder store', function () {
       refused.stderr,
     ).to.deep.equal(['not-fired'])
     expect(fired[0]!.error).to.contain('NIGHTLY_TOKEN')
-    const after = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z', NIGHTLY_TOKEN: 'set'}})
+    const after = await pipeHere(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z', NIGHTLY_TOKEN: 'set'}})
     expect(after.code, after.stderr).to.equal(0)
     expect(json<{fired: Fired[]}>(after).fired.map((f) => [f.slot, f.status])).to.deep.equal([['2026-11-28T02:00:00.000Z', 'succeeded']])
   })
 
   it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *", timezone: UTC}'))
-    expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
+    expect(await runDue('2026-11-28T02:00:10Z', pipe)).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
     expect(await runDue('2026-11-28T02:00:20Z')).to.deep.equal([])
-    const list = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
+    const list = await pipeHere(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
     expect(list.code, list.stderr).to.equal(0)
     expect(json<{schedules: Array<{last: string; next: string}>}>(list).schedules.map((s) => [s.last, s.next])).to.deep.equal([
       ['2026-11-28T02:00:00.000Z', '2026-11-29T02:00:00.000Z'],
@@ -137,7 +144,7 @@ describe('schedules on a folder store', function () {
         '  - {name: none, cron: "0 * * * *", catch_up: none}\n  - {name: latest, cron: "0 * * * *", catch_up: latest}\n  - {name: all, cron: "0 * * * *", catch_up: all}',
       ),
     )
-    expect((await runDue('2026-11-28T02:00:10Z')).map((f) => f.schedule)).to.deep.equal(['none', 'latest', 'all'])
+    expect((await runDue('2026-11-28T02:00:10Z', pipe)).map((f) => f.schedule)).to.deep.equal(['none', 'latest', 'all'])
     // Three slots missed (03:00, 04:00, 05:00), none of them on time at 05:30.
     expect(await runDue('2026-11-28T05:30:00Z')).to.deep.equal([
       {schedule: 'latest', slot: '2026-11-28T05:00:00.000Z', status: 'succeeded'},
@@ -152,9 +159,9 @@ describe('schedules on a folder store', function () {
   it('a slot of a timezone that falls back (02:30 twice in Europe/Berlin) fires once', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "30 2 * * *", timezone: Europe/Berlin, catch_up: all}'))
     // 02:30 CEST is 00:30Z; after the change, 02:30 CET (01:30Z) is the same day's slot again.
-    expect(await runDue('2026-10-25T00:30:10Z')).to.deep.equal([{schedule: '0', slot: '2026-10-25T00:30:00.000Z', status: 'succeeded'}])
+    expect(await runDue('2026-10-25T00:30:10Z', pipe)).to.deep.equal([{schedule: '0', slot: '2026-10-25T00:30:00.000Z', status: 'succeeded'}])
     expect(await runDue('2026-10-25T01:30:10Z')).to.deep.equal([])
-    const list = await pipe(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-10-25T01:30:10Z'}})
+    const list = await pipeHere(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-10-25T01:30:10Z'}})
     expect(json<{schedules: Array<{next: string}>}>(list).schedules[0]!.next).to.equal('2026-10-26T01:30:00.000Z')
   })
 })
