@@ -1,6 +1,12 @@
 /**
  * A failure never reads as success: failure outcomes without a route end the run failed, a failed
  * or blocked run speaks on the error channel, and --json holds everywhere.
+ *
+ * Each behaviour is seen from a real `pipe` process once (the error channel of a failed run with and
+ * without --json, a model outage, --json on an unknown command and on help, validate's warnings and
+ * refusals, a denied dry run, graph); the commands around it, and the variants of a behaviour a
+ * process showed, run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its
+ * output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -8,6 +14,7 @@ import {cp, readFile, readdir, writeFile} from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 interface RunJson {
   run_id: string
@@ -81,7 +88,7 @@ describe('failure outcomes end the run failed (CLI)', function () {
     expect(r.stderr).to.match(/^Error \[E_BUILD_FAIL\]: /m)
     expect(r.stdout).to.match(/^run R-\S+ {2}failed/m)
     const ok = await file('ok.yaml', 'version: 1\nname: ok\nsteps:\n  - {id: build, kind: command, run: [node, -e, "process.exit(0)"]}\n')
-    const fine = await pipe(['run', ok, '--policy', await policy(), '--text', 'build it'], {cwd: dir, env: {PIPE_HOME: home}})
+    const fine = await pipeHere(['run', ok, '--policy', await policy(), '--text', 'build it'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(fine.code, fine.stderr).to.equal(0)
     expect(fine.stderr).not.to.contain('Error [')
   })
@@ -91,7 +98,8 @@ describe('failure outcomes end the run failed (CLI)', function () {
       'gate.yaml',
       'version: 1\nname: g\ngates:\n  g: {rules: [{path: goal, min_length: 100000}]}\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: done}}\n  - {id: done, kind: noop}\n',
     )
-    const r = await pipe(['run', p, '--text', 'Users must be able to export their monthly report as a PDF file.', '--provider', 'offline', '--json'], {
+    // (The error channel of a failed run from a process: the tests before.)
+    const r = await pipeHere(['run', p, '--text', 'Users must be able to export their monthly report as a PDF file.', '--provider', 'offline', '--json'], {
       cwd: dir,
       env: {PIPE_HOME: home},
     })
@@ -118,7 +126,7 @@ describe('failure outcomes end the run failed (CLI)', function () {
     await cp(path.join(coding, 'break.blocks'), path.join(dir, 'break.blocks'))
     const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', 'break.blocks')
     const p = await file('break.yaml', broken)
-    const r = await pipe(['run', p, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo, env: {PIPE_HOME: home}})
+    const r = await pipeHere(['run', p, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo, env: {PIPE_HOME: home}})
     expect(r.code, r.stderr).to.equal(1)
     const body = json<RunJson>(r)
     expect(body.status).to.equal('failed')
@@ -162,7 +170,8 @@ describe('the error channel beyond commands (CLI)', function () {
 
   it('honours --json on bare pipe and on pipe help', async () => {
     for (const args of [['--json'], ['help', '--json']]) {
-      const r = await pipe(args, {env: {PIPE_HOME: home}})
+      // The first from a process, the second in this process.
+      const r = await (args[0] === '--json' ? pipe : pipeHere)(args, {env: {PIPE_HOME: home}})
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(0)
       const body = json<{name: string; version: string; commands: Array<{id: string; summary: string}>; exit_codes: Array<{code: number; name: string}>}>(r)
       expect(body.name).to.equal('pipe')
@@ -180,8 +189,9 @@ describe('the error channel beyond commands (CLI)', function () {
       {args: ['--version', '--json'], code: 0, key: 'version'},
       {args: ['help', 'nonsense', '--json'], code: 2, key: 'error'},
     ]
-    for (const {args, code, key} of cases) {
-      const r = await pipe(args, {env: {PIPE_HOME: home}})
+    for (const [index, {args, code, key}] of cases.entries()) {
+      // The first from a process, the others in this process.
+      const r = await (index === 0 ? pipe : pipeHere)(args, {env: {PIPE_HOME: home}})
       expect(r.code, `${args.join(' ')}: ${r.stderr}`).to.equal(code)
       expect(json<Record<string, unknown>>(r), args.join(' ')).to.have.property(key)
       if (code !== 0) expect(r.stderr).to.match(/^Error \[E_INVALID_ARGS\]: unknown command "nonsense"\nTry this: .*\nLog: /m)
@@ -201,7 +211,7 @@ describe('checked before running (CLI)', function () {
     expect(r.code, r.stdout).to.equal(0)
     expect(r.stdout).to.contain(`${p}:4:10  steps[0].id  warning: failure outcome "failure" of step "build" has no route`)
     const j = json<{valid: boolean; warning_count: number; files: Array<{warnings: Array<{rule: string; severity: string}>}>}>(
-      await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}}),
+      await pipeHere(['validate', p, '--json'], {env: {PIPE_HOME: home}}),
     )
     expect(j.valid).to.equal(true)
     // (A policy-denied warning may join it: the policy a run from here would use is judged too.)
@@ -215,7 +225,8 @@ describe('checked before running (CLI)', function () {
       'rollback.yaml',
       'version: 1\nname: r\nsteps:\n  - {id: checkpoint, kind: git, action: checkpoint, next: qa}\n  - {id: qa, kind: qa, stages: {tests: [[node, --test]]}, on: {pass: commit, fail: rollback}}\n  - {id: commit, kind: git, action: checkpoint, allow_dirty: true, on: {error: rollback}, next: done}\n  - {id: done, kind: end, status: succeeded}\n  - {id: rollback, kind: git, action: rollback, to: checkpoint, on: {error: stuck}, next: stuck}\n  - {id: stuck, kind: end, status: blocked}\n',
     )
-    const r = await pipe(['validate', p, '--json'], {env: {PIPE_HOME: home}})
+    // (validate's warnings from a process: the test before.)
+    const r = await pipeHere(['validate', p, '--json'], {env: {PIPE_HOME: home}})
     expect(r.code, r.stdout).to.equal(0)
     const warnings = json<{files: Array<{warnings: Array<{rule: string; path: string; message: string}>}>}>(r).files[0]!.warnings.filter(
       (w) => w.rule === 'unrouted-error-before-rollback',
@@ -242,7 +253,7 @@ describe('checked before running (CLI)', function () {
     expect(r.stdout).not.to.contain('process.exit(0)')
     // An expression may be any one argument: [node, X] matches no entry of the policy, whatever X is.
     expect(r.stdout).to.match(/:11:37 {2}steps\[2\]\.run {2}.*denies \["node","\$\{\{ inputs\.script \}\}"\].*whatever its expressions give/)
-    const together = await pipe(['validate', p, pol, '--json'], {env: {PIPE_HOME: home}})
+    const together = await pipeHere(['validate', p, pol, '--json'], {env: {PIPE_HOME: home}})
     expect(together.code).to.equal(2)
     expect(json<{files: Array<{diagnostics: Array<{rule: string; path: string}>}>}>(together).files[0]!.diagnostics.map((d) => [d.rule, d.path])).to.deep.equal(
       [
@@ -250,7 +261,7 @@ describe('checked before running (CLI)', function () {
         ['policy-denied', 'steps[2].run'],
       ],
     )
-    expect((await pipe(['validate', p], {env: {PIPE_HOME: home}})).code).to.equal(0)
+    expect((await pipeHere(['validate', p], {env: {PIPE_HOME: home}})).code).to.equal(0)
   })
 
   it('refuses a dry run whose commands the policy denies (exit 3), listing them in the plan', async () => {
@@ -264,7 +275,7 @@ describe('checked before running (CLI)', function () {
     expect(plan.denied).to.have.length(1)
     expect(plan.denied[0]).to.include({path: 'steps[0].run', rule: 'policy-denied'})
     expect(r.stderr).to.match(/^Error \[E_POLICY_DENIED\]: /m)
-    const text = await pipe(['run', p, '--policy', await policy(), '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
+    const text = await pipeHere(['run', p, '--policy', await policy(), '--text', 'x', '--dry-run'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(text.code).to.equal(3)
     expect(text.stdout).to.contain('denies ["rm","-rf","build"]')
   })
@@ -274,17 +285,18 @@ describe('checked before running (CLI)', function () {
       'early.yaml',
       'version: 1\nname: e\ngates:\n  g: {rules: [{path: goal, required: true}]}\nsteps:\n  - {id: in, kind: ingest, next: check}\n  - {id: check, kind: gate, gates: [g], on: {pass: ok, fail: ok}}\n  - {id: ok, kind: review}\n',
     )
-    const r = await pipe(['validate', early], {env: {PIPE_HOME: home}})
+    // (validate's refusals and warnings from a process: the tests before.)
+    const r = await pipeHere(['validate', early], {env: {PIPE_HOME: home}})
     expect(r.code).to.equal(2)
     expect(r.stdout).to.contain(`${early}:7:10  steps[1].id  a gate step needs a spec, but no step before "check" writes one on any path`)
     const some = await file(
       'some.yaml',
       'version: 1\nname: s\nsteps:\n  - {id: in, kind: ingest, on: {success: c, error: r}}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review}\n',
     )
-    const w = await pipe(['validate', some], {env: {PIPE_HOME: home}})
+    const w = await pipeHere(['validate', some], {env: {PIPE_HOME: home}})
     expect(w.code, w.stdout).to.equal(0)
     expect(w.stdout).to.contain('steps[2].id  warning: a review step needs a spec, but on some path from the start no step before "r" writes one')
-    const dry = await pipe(['run', some, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+    const dry = await pipeHere(['run', some, '--text', 'x', '--dry-run', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
     expect(dry.code, dry.stderr).to.equal(0)
     expect(json<{warnings: Array<{rule: string}>}>(dry).warnings.map((d) => d.rule)).to.deep.equal(['spec-before-use'])
   })
@@ -300,10 +312,10 @@ describe('review outcomes hold and drop (CLI)', function () {
     expect(graph.steps.find((s) => s.id === 'manual_review')!.outcomes).to.deep.equal(['go', 'hold', 'drop', 'error'])
     expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'drop', effect: 'cancelled'})
     expect(graph.stops).to.deep.include({from: 'manual_review', outcome: 'hold', effect: 'awaiting_input'})
-    const mermaid = await pipe(['graph', 'pipelines/default.yaml'])
+    const mermaid = await pipeHere(['graph', 'pipelines/default.yaml'])
     expect(mermaid.stdout).to.contain('manual_review -.->|"drop"| __cancelled__')
 
-    const dry = await pipe(['run', 'pipelines/default.yaml', '--input', 'examples/full-prd.md', '--dry-run', '--json'], {cwd: repoRoot})
+    const dry = await pipeHere(['run', 'pipelines/default.yaml', '--input', 'examples/full-prd.md', '--dry-run', '--json'], {cwd: repoRoot})
     const review = json<{steps: Array<{id: string; outcomes: string[]; unrouted: Record<string, string>}>}>(dry).steps.find((s) => s.id === 'manual_review')!
     expect(review.outcomes).to.deep.equal(['go', 'hold', 'drop', 'error'])
     expect(review.unrouted).to.include({hold: 'awaiting_input', drop: 'cancelled'})
@@ -312,7 +324,7 @@ describe('review outcomes hold and drop (CLI)', function () {
       'routed.yaml',
       'version: 1\nname: r\nsteps:\n  - {id: in, kind: ingest, next: c}\n  - {id: c, kind: compile, next: r}\n  - {id: r, kind: review, on: {go: done, drop: done}}\n  - {id: done, kind: noop}\n',
     )
-    const v = await pipe(['validate', routed], {env: {PIPE_HOME: home}})
+    const v = await pipeHere(['validate', routed], {env: {PIPE_HOME: home}})
     expect(v.code).to.equal(2)
     expect(v.stdout).to.contain('outcome "drop" of a review step cancels the run; it takes no route')
   })
