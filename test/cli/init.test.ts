@@ -2,12 +2,18 @@
  * pipe init through the built CLI: the scaffold validates, dry-runs and runs offline as written,
  * runs through the model step against a real HTTP model server, and never overwrites a file
  * unless told to.
+ *
+ * Each behaviour is seen from a real `pipe` process once (init and its output, the run against the
+ * model server, each refusal's first case, the first template through init, validate and pipe
+ * test); the commands around it and the other templates run in this process
+ * (test/helpers/pipe-here.ts: the CLI's path from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {readdir, readFile, writeFile, mkdir} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 let dir: string
@@ -50,10 +56,11 @@ describe('pipe init (CLI)', function () {
     expect(text).to.include('kind: model').and.include('kind: choice').and.include('kind: end').and.include('inputs:')
     expect(await readFile(path.join(project, 'prompts', 'classify.md'), 'utf8')).to.include('{{title}}')
 
-    const valid = await pipe(['validate', 'pipeline.yaml', '--json'], {cwd: project, env})
+    // The scaffold is checked in this process; the --template matrix below has its processes.
+    const valid = await pipeHere(['validate', 'pipeline.yaml', '--json'], {cwd: project, env})
     expect(valid.code, valid.stderr + valid.stdout).to.equal(0)
 
-    const dry = await pipe(['run', 'pipeline.yaml', '--dry-run', '-i', 'title=Login fails', '--json'], {cwd: project, env})
+    const dry = await pipeHere(['run', 'pipeline.yaml', '--dry-run', '-i', 'title=Login fails', '--json'], {cwd: project, env})
     expect(dry.code, dry.stderr).to.equal(0)
     const plan = json<{steps: Array<{id: string}>; warnings: unknown[]; inputs: Record<string, unknown>}>(dry)
     expect(plan.steps.map((s) => s.id)).to.deep.equal(['classify', 'route', 'offline', 'urgent', 'answered', 'triaged'])
@@ -61,12 +68,12 @@ describe('pipe init (CLI)', function () {
     // The model step is skipped with these inputs, so the offline provider is no problem.
     expect(plan.warnings).to.deep.equal([])
 
-    const run = await pipe(['run', 'pipeline.yaml', '-i', 'title=Login fails', '--store', '.pipe', '--json'], {cwd: project, env})
+    const run = await pipeHere(['run', 'pipeline.yaml', '-i', 'title=Login fails', '--store', '.pipe', '--json'], {cwd: project, env})
     expect(run.code, run.stderr).to.equal(0)
     const result = json<{status: string; run_id: string}>(run)
     expect(result.status).to.equal('succeeded')
     const snaps = json<Array<{step: {name: string}; decisions: Array<{decision: string}>}>>(
-      await pipe(['snapshot', 'show', result.run_id, '--store', '.pipe', '--json'], {cwd: project, env}),
+      await pipeHere(['snapshot', 'show', result.run_id, '--store', '.pipe', '--json'], {cwd: project, env}),
     )
     expect(snaps.map((s) => [s.step.name, s.decisions[0]?.decision])).to.deep.equal([
       ['classify', 'skipped'],
@@ -79,7 +86,8 @@ describe('pipe init (CLI)', function () {
     server = await ModelServer.start()
     server.script('classify', {content: JSON.stringify({label: 'bug', summary: 'Login returns 500 for SSO users.', confidence: 0.9})})
     const env = {PIPE_HOME: path.join(dir, 'home'), OPENAI_BASE_URL: server.url}
-    expect((await pipe(['init', '--name', 'issue-triage'], {cwd: dir, env})).code).to.equal(0)
+    expect((await pipeHere(['init', '--name', 'issue-triage'], {cwd: dir, env})).code).to.equal(0)
+    // The run that asks the server is a process.
     const run = await pipe(['run', 'pipeline.yaml', '-i', 'title=Login fails', '-i', 'severity=high', '-i', 'use_model=true', '--store', '.pipe', '--json'], {
       cwd: dir,
       env,
@@ -109,7 +117,7 @@ describe('pipe init (CLI)', function () {
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.equal('mine\n')
     expect(existsSync(path.join(dir, 'README.md')), 'nothing written on refusal').to.equal(false)
 
-    const forced = await pipe(['init', dir, '--force', '--json'], {cwd: dir})
+    const forced = await pipeHere(['init', dir, '--force', '--json'], {cwd: dir})
     expect(forced.code, forced.stderr).to.equal(0)
     expect(json<{overwritten: string[]}>(forced).overwritten).to.deep.equal(['pipeline.yaml', 'prompts/classify.md'])
     expect(await readFile(path.join(dir, 'pipeline.yaml'), 'utf8')).to.include('kind: model')
@@ -127,8 +135,9 @@ describe('pipe init (CLI)', function () {
         ['agent/prompts is a file, where a folder must go', 'agent/pipeline.pipe-test.yaml is a folder, where the file pipeline.pipe-test.yaml must go'],
       ],
     ]
-    for (const [args, what] of cases) {
-      const refused = await pipe(args, {cwd: dir})
+    for (const [index, [args, what]] of cases.entries()) {
+      // The first from a process, the second in this process.
+      const refused = await (index === 0 ? pipe : pipeHere)(args, {cwd: dir})
       expect(refused.code, refused.stderr).to.equal(4)
       expect(refused.stderr).to.include('Error [E_CONFLICT]').and.include('nothing was written')
       for (const w of what) expect(refused.stderr).to.include(w)
@@ -139,7 +148,9 @@ describe('pipe init (CLI)', function () {
   for (const template of ['model', 'command', 'foreach', 'agent', 'coding']) {
     it(`--template ${template}: its files validate (policy and test file too, no warning) and its pipe test file passes offline, wherever it is made`, async () => {
       const env = {PIPE_HOME: path.join(dir, 'home'), OPENAI_API_KEY: undefined, OPENAI_BASE_URL: undefined}
-      const init = await pipe(['init', `my-${template}`, '--template', template, '--json'], {cwd: dir, env})
+      // The first template's commands are processes, the others' run in this process.
+      const cli = template === 'model' ? pipe : pipeHere
+      const init = await cli(['init', `my-${template}`, '--template', template, '--json'], {cwd: dir, env})
       expect(init.code, init.stderr).to.equal(0)
       const project = path.join(dir, `my-${template}`)
       const files = json<{files: string[]}>(init).files
@@ -147,10 +158,10 @@ describe('pipe init (CLI)', function () {
       expect(files).to.include.members(['policy.yaml', 'pipeline.pipe-test.yaml', 'README.md'])
       for (const file of files) expect(await readFile(path.join(project, file), 'utf8'), file).to.not.contain('{{pipe:')
       const yamls = files.filter((f) => f.endsWith('.yaml'))
-      const validate = await pipe(['validate', ...yamls], {cwd: project, env})
+      const validate = await cli(['validate', ...yamls], {cwd: project, env})
       expect(validate.code, validate.stdout + validate.stderr).to.equal(0)
       expect(validate.stdout).to.not.contain('warning')
-      const tested = await pipe(['test', '--json'], {cwd: project, env})
+      const tested = await cli(['test', '--json'], {cwd: project, env})
       expect(tested.code, tested.stdout + tested.stderr).to.equal(0)
       const report = json<{passed: number; failed: number}>(tested)
       expect(report.failed).to.equal(0)
@@ -166,7 +177,8 @@ describe('pipe init (CLI)', function () {
   })
 
   it('refuses a name the pipeline schema would reject, writing nothing', async () => {
-    const refused = await pipe(['init', 'sub', '--name', 'my pipeline'], {cwd: dir})
+    // (A refusal of init's arguments from a process: the test before.)
+    const refused = await pipeHere(['init', 'sub', '--name', 'my pipeline'], {cwd: dir})
     expect(refused.code).to.equal(2)
     expect(refused.stderr).to.include('Error [E_INVALID_ARGS]').and.include('"my pipeline"')
     expect(existsSync(path.join(dir, 'sub'))).to.equal(false)
