@@ -1,9 +1,16 @@
-/** kind: model on the built CLI, against a real chat-completions server on 127.0.0.1. */
+/**
+ * kind: model on the built CLI, against a real chat-completions server on 127.0.0.1. A run that asks
+ * the server, a failing run's error on stderr, the dry run, spec diff and validate are each seen from
+ * a real `pipe` process once (the first case of the output_schema matrix); the other runs and checks
+ * run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output and exit code),
+ * asking the same server.
+ */
 import {expect} from 'chai'
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses, snapshotsIn, specIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
@@ -68,6 +75,11 @@ function run(file: string, extra: string[] = [], env: Record<string, string | un
   return pipe(['run', file, '--json', ...extra], {cwd: dir, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}})
 }
 
+/** run() in this process. */
+function runHere(file: string, extra: string[] = []): Promise<CliResult> {
+  return pipeHere(['run', file, '--json', ...extra], {cwd: dir, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')}})
+}
+
 /** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(dir, runId)
@@ -105,7 +117,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
   it('sends an invalid reply back with its errors and takes the repaired one; the step model and temperature override the provider', async () => {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify({items: [{name: 'no title'}]})}, {content: '```json\n' + JSON.stringify(GOOD) + '\n```'})
-    const result = await run(await pipeline(`${DRAFT}    model: local-7b\n    temperature: 0.2\n`))
+    const result = await runHere(await pipeline(`${DRAFT}    model: local-7b\n    temperature: 0.2\n`))
     expect(result.code, result.stderr).to.equal(0)
     expect(server.count('draft')).to.equal(2)
     const repair = server.requests[1]!
@@ -122,7 +134,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     server = await ModelServer.start()
     const bad = {content: JSON.stringify({items: 'not a list'})}
     server.script('draft', bad, bad, bad, bad)
-    const result = await run(await pipeline(`${DRAFT}    max_repairs: 1\n    spec_path: release_notes\n`))
+    const result = await runHere(await pipeline(`${DRAFT}    max_repairs: 1\n    spec_path: release_notes\n`))
     expect(result.code).to.equal(1)
     const body = json<RunJson>(result)
     expect(body.status).to.equal('failed')
@@ -139,7 +151,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     server.script('draft', {content: JSON.stringify(GOOD)})
     server.script('short', {content: JSON.stringify({items: [{title: 'Two changes'}]})})
     const steps = `${DRAFT}    spec_path: release_notes\n    next: short\n${DRAFT.replace('id: draft', 'id: short')}    spec_path: summary.short\n`
-    const result = await run(await pipeline(steps))
+    const result = await runHere(await pipeline(steps))
     expect(result.code, result.stderr).to.equal(0)
     const body = json<RunJson>(result)
     const list = await snapshots(body.run_id)
@@ -157,7 +169,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     expect(diff.code, diff.stderr).to.equal(0)
     expect(diff.stdout).to.contain('+ sections.summary')
     expect(diff.stdout).to.not.contain('release_notes')
-    const markdown = await pipe(['spec', 'show', second], {cwd: dir})
+    const markdown = await pipeHere(['spec', 'show', second], {cwd: dir})
     expect(markdown.stdout).to.contain('## release_notes').and.contain('"title": "CSV export"')
     // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(dir, body.run_id)
@@ -167,7 +179,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     server = await ModelServer.start(cannedReply)
     server.script('draft', {content: JSON.stringify(GOOD)})
     const steps = `  - {id: ingest, kind: ingest, next: draft}\n${DRAFT}    spec_path: notes\n    next: compile\n  - {id: compile, kind: compile, next: plan}\n  - {id: plan, kind: plan_tasks}\n`
-    const result = await run(await pipeline(steps), ['--input', path.join(examples, 'full-prd.md')])
+    const result = await runHere(await pipeline(steps), ['--input', path.join(examples, 'full-prd.md')])
     expect(result.code, result.stderr).to.equal(0)
     const spec = await specIn(dir, json<RunJson>(result).spec_version!)
     expect(spec.meta.created_by_step).to.equal('plan')
@@ -187,7 +199,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
       {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}},
       {content: '{"items": 3}'},
     )
-    const result = await run(await pipeline(DRAFT))
+    const result = await runHere(await pipeline(DRAFT))
     expect(result.code, result.stderr).to.equal(0)
     expect(server.requests.map((r) => r.body.response_format?.type)).to.deep.equal(['json_schema', 'json_object', 'json_object'])
     expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/items must be array')
@@ -201,12 +213,12 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     const warnings = json<{warnings: Array<{rule: string; line: number; col: number; message: string}>}>(offline).warnings
     expect(warnings.map((w) => [w.rule, w.line, w.col])).to.deep.equal([['needs-model', 5, 11]])
     expect(warnings[0]!.message).to.contain('E_CONFIG').and.contain('OPENAI_API_KEY')
-    const online = await pipe(['run', file, '--dry-run', '--json'], {cwd: dir, env: {OPENAI_BASE_URL: 'http://127.0.0.1:9/v1'}})
+    const online = await pipeHere(['run', file, '--dry-run', '--json'], {cwd: dir, env: {OPENAI_BASE_URL: 'http://127.0.0.1:9/v1'}})
     expect(json<{warnings: unknown[]}>(online).warnings).to.deep.equal([])
   })
 
   it('with the offline provider, fails at once with E_CONFIG saying how to point pipe at a model', async () => {
-    const result = await run(await pipeline(`${DRAFT}    retry: {max_retries: 3}\n`))
+    const result = await runHere(await pipeline(`${DRAFT}    retry: {max_retries: 3}\n`))
     expect(result.code).to.not.equal(0)
     const body = json<RunJson>(result)
     expect(body.status).to.equal('failed')
@@ -215,13 +227,15 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
     const [snapshot] = await snapshots(body.run_id)
     expect(snapshot!.step.attempts, 'not retried').to.equal(1)
     expect(snapshot!.errors[0]!.hint).to.contain('OPENAI_BASE_URL').and.contain('OPENAI_API_KEY').and.contain('--provider openai').and.contain('--replay')
+    // The error on stderr from a process.
     const human = await pipe(['run', await pipeline(DRAFT), '--store', '.other'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(human.stderr).to.contain('Error [E_CONFIG]').and.contain('OPENAI_API_KEY')
   })
 
   describe('pipe validate', () => {
+    /** `pipe validate FILE --json` in this process (validate from a process: the {{var}} test and the first output_schema case). */
     async function validate(file: string): Promise<Diagnostics> {
-      const result = await pipe(['validate', file, '--json'], {cwd: dir})
+      const result = await pipeHere(['validate', file, '--json'], {cwd: dir})
       return json<Diagnostics>(result)
     }
 
@@ -249,17 +263,19 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
         /must describe a JSON object: put "type": "object" at its root/,
       ],
     ]
-    for (const [what, text, message] of badSchemas) {
+    for (const [index, [what, text, message]] of badSchemas.entries()) {
       it(`reports an output_schema that is ${what} at file:line:col`, async () => {
         await writeFile(path.join(dir, 'p', 'schemas', 'notes.schema.json'), text)
         const file = await pipeline(DRAFT)
-        const result = await pipe(['validate', file], {cwd: dir})
+        // The first case from a process, the others in this process.
+        const result = await (index === 0 ? pipe : pipeHere)(['validate', file], {cwd: dir})
         expect(result.code).to.equal(2)
         expect(result.stdout).to.contain(`${file}:10:20`)
         expect(result.stdout).to.match(message)
       })
     }
 
+    // (validate's refusal from a process: the first output_schema case.)
     it('reports a missing output_schema, and prompt or output_schema files outside the tree', async () => {
       await writeFile(path.join(dir, 'secret.md'), '{{x}}')
       const missing = await validate(await pipeline(DRAFT.replace('schemas/notes.schema.json', 'schemas/nope.json')))
@@ -282,7 +298,7 @@ describe('kind: model (a real HTTP model server on 127.0.0.1)', function () {
       for (const bad of ['meta.title', 'goal', 'features']) {
         server = await ModelServer.start()
         server.script('draft', {content: JSON.stringify(GOOD)})
-        const ran = await run(await pipeline(`${DRAFT}    spec_path: ${bad}\n`))
+        const ran = await runHere(await pipeline(`${DRAFT}    spec_path: ${bad}\n`))
         const spec = await specIn(dir, json<RunJson>(ran).spec_version!)
         expect(spec.sections?.[bad.split('.')[0]!], `${bad} is a name under sections`).to.not.equal(undefined)
         expect(spec.meta.title).to.equal(undefined)
