@@ -10,7 +10,7 @@ import {existsSync, mkdirSync, writeFileSync} from 'node:fs'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, tempDir} from '../helpers/cli.js'
-import {resumeHere, type InProcess} from '../helpers/in-process.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {changeIn} from '../helpers/wait.js'
 import {
   audited,
@@ -57,18 +57,14 @@ async function checkRun(cwd: string, runId: string, expectedSteps: string[], exp
 }
 
 /**
- * `pipe resume RUN` as a process, or its session in this process: the kill is always a real SIGKILL
- * of a real process, and whatever it left (a lock naming a dead pid, a staged folder, a half-written
- * file) is what either resumer finds. In-process, the exit code is the one the command maps the
- * outcome or error to.
+ * `pipe resume RUN --json` as a process, or the same command in this process (test/helpers/pipe-here.ts):
+ * the kill is always a real SIGKILL of a real process, and whatever it left (a lock naming a dead pid,
+ * a staged folder, a half-written file) is what either resumer finds.
  */
 const resumer =
   (asProcess: boolean) =>
-  async (cwd: string, runId: string): Promise<{code: number | null; stderr: string}> => {
-    if (asProcess) return pipe(['resume', runId, '--json'], {cwd})
-    const here: InProcess = await resumeHere(cwd, runId)
-    return {code: here.code, stderr: here.error ? `${here.error.code}: ${here.error.message}` : ''}
-  }
+  (cwd: string, runId: string): Promise<{code: number | null; stderr: string}> =>
+    (asProcess ? pipe : pipeHere)(['resume', runId, '--json'], {cwd})
 
 describe('durable runs: killed at any point, resumed without loss or repetition', function () {
   this.timeout(600000)
@@ -146,16 +142,17 @@ describe('durable runs: killed at any point, resumed without loss or repetition'
     first.child.kill('SIGTERM')
     writeFileSync(path.join(dir, 'pause-1', 'go'), '')
     expect((await first.done).code).to.equal(130)
-    expect(json<{status: string}>(await pipe(['runs', 'show', termed, '--json'], {cwd: dir})).status).to.equal('interrupted')
+    // What the runs show and list say runs in this process; the signals, and the two resumes at once, are processes.
+    expect(json<{status: string}>(await pipeHere(['runs', 'show', termed, '--json'], {cwd: dir})).status).to.equal('interrupted')
 
     const second = start(path.join(dir, 'pause-2'))
     const killed = await inStepB(second, path.join(dir, 'pause-2'), [termed])
     second.child.kill('SIGKILL')
     await second.done
-    const shown = json<{status: string; run: {status: string}}>(await pipe(['runs', 'show', killed, '--json'], {cwd: dir}))
+    const shown = json<{status: string; run: {status: string}}>(await pipeHere(['runs', 'show', killed, '--json'], {cwd: dir}))
     expect(shown.run.status).to.equal('running')
     expect(shown.status).to.equal('interrupted')
-    const listed = json<{runs: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
+    const listed = json<{runs: Array<{run_id: string; status: string}>}>(await pipeHere(['runs', 'list', '--json'], {cwd: dir}))
     expect(listed.runs.find((r) => r.run_id === killed)?.status).to.equal('interrupted')
 
     // Both resumed at once (each sleeps through step b again), on the one store.
