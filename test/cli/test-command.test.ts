@@ -5,6 +5,10 @@
  * --junit (validated against a JUnit XSD with libxml2's xmllint, as WebAssembly: xmllint-wasm).
  * How the tests run (at once in separate stores, setup commands, workspaces, cassettes) is
  * test-command-runs.test.ts's.
+ *
+ * Each test's first `pipe test` is a process, as a user runs it; the commands after it (the golden
+ * rewritten and compared again, validate and the good file after a refusal, the further cases of a
+ * matrix) run in this process (test/helpers/pipe-here.ts: the same command, output and exit code).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
@@ -12,6 +16,7 @@ import {mkdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {validateXML} from 'xmllint-wasm'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {FLOW, testFolder, type Report} from '../helpers/test-command-fixtures.js'
 
 let dir: string
@@ -155,14 +160,14 @@ tests:
     expect(existsSync(marker), 'a test ran').to.equal(false)
 
     // pipe validate tells a test file by its name and checks it the same way.
-    const validated = await pipe(['validate', 'worse.pipe-test.yaml', 'good.pipe-test.yaml'], {cwd: dir, env: home()})
+    const validated = await pipeHere(['validate', 'worse.pipe-test.yaml', 'good.pipe-test.yaml'], {cwd: dir, env: home()})
     expect(validated.code).to.equal(2)
     expect(validated.stdout).to.match(/^worse\.pipe-test\.yaml:12:25 {2}tests\[2\]\.expect\.outcomes\.rout {2}pipeline flow has no step "rout"/m)
     expect(validated.stderr).to.contain('ok  good.pipe-test.yaml (test)')
     expect(existsSync(marker), 'validate ran a test').to.equal(false)
 
     // The same files one at a time: the good one runs (the marker proves the check above could fail).
-    const good = await pipe(['test', 'good.pipe-test.yaml'], {cwd: dir, env: home()})
+    const good = await pipeHere(['test', 'good.pipe-test.yaml'], {cwd: dir, env: home()})
     expect(good.code, good.stdout + good.stderr).to.equal(0)
     expect(existsSync(marker)).to.equal(true)
   })
@@ -179,7 +184,7 @@ tests:
     expect(missing.code, missing.stdout).to.equal(1)
     expect(missing.stdout).to.contain('golden goldens/flow.json does not exist; pipe test --update writes it')
 
-    const written = await pipe(['test', '--update'], {cwd: dir, env: home()})
+    const written = await pipeHere(['test', '--update'], {cwd: dir, env: home()})
     expect(written.code, written.stdout + written.stderr).to.equal(0)
     expect(written.stdout).to.match(/✓ flow\.pipe-test\.yaml › golden \(.*\) \[golden written\]/)
     const first = await readFile(golden, 'utf8')
@@ -190,11 +195,11 @@ tests:
     expect(first).to.contain('"pipeline_hash": "<hash>"')
     expect(first).not.to.match(/\d{4}-\d{2}-\d{2}T|sha256:[0-9a-f]|pipe-test-/)
 
-    const again = await pipe(['test'], {cwd: dir, env: home()})
+    const again = await pipeHere(['test'], {cwd: dir, env: home()})
     expect(again.code, again.stdout).to.equal(0)
 
     await writeFile(pipeline, FLOW.replace('reason: "big ${{ inputs.n }}"', 'reason: "large ${{ inputs.n }}"'))
-    const changed = await pipe(['test'], {cwd: dir, env: home()})
+    const changed = await pipeHere(['test'], {cwd: dir, env: home()})
     expect(changed.code).to.equal(1)
     expect(changed.stdout).to.contain("golden goldens/flow.json differs from this run's snapshots (pipe test --update rewrites it)")
     expect(changed.stdout).to.contain('--- goldens/flow.json (golden)')
@@ -203,11 +208,11 @@ tests:
     expect(changed.stdout).to.match(/^ +\+\s+"reason": "large 7"/m)
     expect(await readFile(golden, 'utf8')).to.equal(first)
 
-    const updated = await pipe(['test', '-u'], {cwd: dir, env: home()})
+    const updated = await pipeHere(['test', '-u'], {cwd: dir, env: home()})
     expect(updated.code).to.equal(0)
     expect(updated.stdout).to.contain('[golden updated]')
     expect(await readFile(golden, 'utf8')).to.contain('"reason": "large 7"')
-    expect((await pipe(['test'], {cwd: dir, env: home()})).code).to.equal(0)
+    expect((await pipeHere(['test'], {cwd: dir, env: home()})).code).to.equal(0)
   })
 
   it("refuses a golden (and, with --record, a cassette) outside the test file's repository: --update writes nothing there", async () => {
@@ -228,7 +233,7 @@ tests:
       'sub/cas.pipe-test.yaml',
       'version: 1\npipeline: flow.yaml\ncassette: ../c.jsonl\ntests:\n  - {name: c, inputs: {n: 7}, expect: {status: succeeded}}\n',
     )
-    const recorded = await pipe(['test', 'sub/cas.pipe-test.yaml', '--record'], {cwd: dir, env: home()})
+    const recorded = await pipeHere(['test', 'sub/cas.pipe-test.yaml', '--record'], {cwd: dir, env: home()})
     expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(2)
     expect(recorded.stderr).to.contain('cassette ../c.jsonl is outside')
     expect(existsSync(path.join(dir, 'c.jsonl'))).to.equal(false)
@@ -239,13 +244,14 @@ tests:
     await file('flow.pipe-test.yaml', 'version: 1\npipeline: flow.yaml\ntests:\n  - {name: big, inputs: {n: 7}, expect: {status: succeeded}}\n')
     await file('plain.txt', 'a file\n')
     await mkdir(path.join(dir, 'reports'))
-    for (const [target, message] of [
+    for (const [index, [target, message]] of [
       ['plain.txt/report.xml', 'cannot create its directory'],
       ['reports', 'is not a file'],
       // A parent that exists but refuses new entries: Node's recursive mkdir retried there for ever.
       ...(existsSync('/proc/1') ? ([['/proc/1/x/report.xml', 'cannot create its directory']] as const) : []),
-    ] as const) {
-      const r = await pipe(['test', 'flow.pipe-test.yaml', '--junit', target], {cwd: dir, env: home()})
+    ].entries()) {
+      // The first case is a process, the others run in this one.
+      const r = await (index === 0 ? pipe : pipeHere)(['test', 'flow.pipe-test.yaml', '--junit', target], {cwd: dir, env: home()})
       expect(r.code, r.stdout + r.stderr).to.equal(2)
       expect(r.stderr).to.contain(message)
       expect(r.stdout, 'no test ran').not.to.contain('big')
@@ -286,7 +292,7 @@ tests:
     expect(failed.run).to.deep.include({status: 'failed', error: {code: 'E_ENDED', message: 'small 1', step: 'small'}})
     // --keep: the store is there to inspect with the ordinary commands.
     const store = path.join(failed.kept!, 'store')
-    const shown = await pipe(['runs', 'show', failed.run!.run_id, '--store', store, '--json'], {cwd: dir, env: home()})
+    const shown = await pipeHere(['runs', 'show', failed.run!.run_id, '--store', store, '--json'], {cwd: dir, env: home()})
     expect(shown.code, shown.stderr).to.equal(0)
     for (const t of body.tests) await rm(t.kept!, {recursive: true, force: true})
     // The lines go to stderr with --json.
@@ -319,7 +325,7 @@ tests:
     expect(filtered.code, filtered.stdout + filtered.stderr).to.equal(0)
     expect(filtered.stdout).to.contain('✓ sub/flow.pipe-test.yaml › Big one')
     expect(filtered.stdout).not.to.contain('small one')
-    const all = await pipe(['test', 'sub', '--bail', '--jobs', '1'], {cwd: dir, env: home()})
+    const all = await pipeHere(['test', 'sub', '--bail', '--jobs', '1'], {cwd: dir, env: home()})
     expect(all.code).to.equal(1)
     expect(all.stdout).to.contain('✗ sub/flow.pipe-test.yaml › small one')
     expect(all.stdout).not.to.contain('Big one')
@@ -327,10 +333,10 @@ tests:
 
     const empty = path.join(dir, 'empty')
     await import('node:fs/promises').then((fs) => fs.mkdir(empty))
-    const none = await pipe(['test'], {cwd: empty, env: home()})
+    const none = await pipeHere(['test'], {cwd: empty, env: home()})
     expect(none.code).to.equal(2)
     expect(none.stderr).to.match(/Error \[E_NOT_FOUND\]: no test files \(\*\.pipe-test\.yaml\) found under/)
-    const nothing = await pipe(['test', 'sub', '--filter', 'zzz'], {cwd: dir, env: home()})
+    const nothing = await pipeHere(['test', 'sub', '--filter', 'zzz'], {cwd: dir, env: home()})
     expect(nothing.code).to.equal(2)
     expect(nothing.stderr).to.contain('no test name contains "zzz"')
   })
