@@ -165,6 +165,8 @@ export function stdoutIsStream(): boolean {
 
 /** Whether stderr is a terminal, without making Node's stream where it cannot be one. */
 export function stderrIsTerminal(): boolean {
+  // Captured output has no terminal, whatever this process's own descriptors are.
+  if (capture) return false
   return modeOf(2) === 'stream' && process.stderr.isTTY === true
 }
 
@@ -174,6 +176,8 @@ export function stderrIsTerminal(): boolean {
  * interface, or sockets). A terminal is a character device: only then is it made to ask.
  */
 export function stdinIsTerminal(): boolean {
+  // A command whose output is captured is not the one a person at this process's terminal is typing to.
+  if (capture) return false
   try {
     if (!fstatSync(0).isCharacterDevice()) return false
   } catch {

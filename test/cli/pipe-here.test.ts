@@ -6,9 +6,10 @@
  * times, durations, trace ids) is put aside.
  */
 import {expect} from 'chai'
-import {readdir} from 'node:fs/promises'
+import {spawnSync} from 'node:child_process'
+import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {defaultPipeline, examples, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {defaultPipeline, examples, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {pipeHere} from '../helpers/pipe-here.js'
 
 const SECRET = 'pipe-here-secret-0123456789'
@@ -101,8 +102,34 @@ describe('pipe in this process says what the pipe process says', function () {
     }
   })
 
-  it('refuses what a process reads once (a fault point, a collector)', () => {
+  it('refuses what a process reads once (a fault point, a collector, the locale) and a prompt on its stdin', () => {
     expect(() => pipeHere(['--version'], {env: {PIPE_FAULT_KILL_AT: 'x'}})).to.throw(/PIPE_FAULT_KILL_AT is read once per process/)
-    expect(() => pipeHere(['--version'], {env: {OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1'}})).to.throw(/OTEL_EXPORTER_OTLP_ENDPOINT/)
+    for (const name of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'LANG', 'LC_ALL', 'NODE_OPTIONS', 'PIPE_SIGNAL_GRACE_MS'])
+      expect(() => pipeHere(['--version'], {env: {[name]: 'x'}}), name).to.throw(new RegExp(`${name} is read once`))
+    expect(() => pipeHere(['--version'], {env: {PIPE_INTERACTIVE: '1'}})).to.throw(/PIPE_INTERACTIVE=1/)
+  })
+
+  it('asks no one at the terminal of its process: a run held for its review pauses as under a pipe', async function () {
+    // pipe()'s process never has a terminal; this test's process may (npm test in a terminal): under `script` it has one.
+    if (spawnSync('script', ['--version']).status !== 0) this.skip()
+    const {dir, cleanup} = await tempDir()
+    try {
+      const out = path.join(dir, 'result.json')
+      const code = [
+        `const {pipeHere} = await import(${JSON.stringify(path.join(repoRoot, 'test', 'helpers', 'pipe-here.ts'))})`,
+        `const result = await pipeHere(${JSON.stringify(['run', defaultPipeline, '--input', prd])}, {cwd: ${JSON.stringify(dir)}})`,
+        `const {isatty} = await import('node:tty')`,
+        `;(await import('node:fs')).writeFileSync(${JSON.stringify(out)}, JSON.stringify({...result, terminal: isatty(0) && isatty(2)}))`,
+      ].join('\n')
+      const script = path.join(dir, 'here.mts')
+      await writeFile(script, code)
+      spawnSync('script', ['-qec', `${process.execPath} --import=tsx ${script} </dev/tty`, '/dev/null'], {cwd: repoRoot, input: '', timeout: 120000})
+      const result = JSON.parse(await readFile(out, 'utf8')) as CliResult & {terminal: boolean}
+      expect(result.terminal, 'the process ran on a terminal').to.equal(true)
+      expect(result.stderr).to.not.contain('Decision [')
+      expect(result.code, result.stderr).to.equal(10)
+    } finally {
+      await cleanup()
+    }
   })
 })

@@ -16,10 +16,20 @@ import {commandEnv, repoRoot, type CliOptions, type CliResult} from './cli.js'
 
 let turn: Promise<unknown> = Promise.resolve()
 
+/**
+ * What a process reads once, as it starts or first needs it: a fault point (util/faults.ts),
+ * OpenTelemetry's exporter (telemetry/tracing.ts), the signal grace (cli/signals.ts), the locale
+ * (ICU reads LANG and LC_* at Node's start) and Node's own options. Given here they would silently
+ * do nothing.
+ */
+const READ_AT_START = /^(PIPE_FAULT_|OTEL_|LC_|NODE_)|^(LANG|LANGUAGE|PIPE_SIGNAL_GRACE_MS)$/
+
 export function pipeHere(args: string[], options: Omit<CliOptions, 'input' | 'timeoutMs'> = {}): Promise<CliResult> {
-  // Read once per process (util/faults.ts, telemetry/tracing.ts): here they would silently do nothing.
-  const once = Object.keys(options.env ?? {}).find((key) => key.startsWith('PIPE_FAULT_') || key.startsWith('OTEL_'))
+  const env = options.env ?? {}
+  const once = Object.keys(env).find((key) => READ_AT_START.test(key))
   if (once !== undefined) throw new Error(`pipeHere: ${once} is read once per process; run this command with pipe()`)
+  // Prompting would read this process's own stdin.
+  if (env.PIPE_INTERACTIVE === '1') throw new Error('pipeHere: PIPE_INTERACTIVE=1 prompts on stdin; run this command with pipe() and its input')
   const result = turn.then(() => runHere(args, options))
   turn = result.catch(() => undefined)
   return result
