@@ -5,6 +5,7 @@ import path from 'node:path'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses, ledgerIn, snapshotsIn, storeIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 import {WebhookServer} from '../helpers/webhook-server.js'
@@ -27,8 +28,16 @@ beforeEach(async () => {
 })
 afterEach(async () => cleanup())
 
+// Each test's redrive (or refusal, or a run's hint on stderr) is a `pipe` process (`cli`); the runs
+// that set it up and the commands after it run in this process (`here`, test/helpers/pipe-here.ts:
+// the same command, output and exit code).
 function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
   return pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0', ...env}})
+}
+
+/** `cli(args, env)` in this process. */
+function here(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+  return pipeHere(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0', ...env}})
 }
 
 /** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about resume). */
@@ -70,7 +79,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     const port = Number(new URL(first.url).port)
     await first.close()
     const env = {OPENAI_BASE_URL: first.url, OPENAI_API_KEY: 'sk-test-redrive-0000000000000000'}
-    const failed = await cli(['run', 'pipelines/default.yaml', '--input', prd, '--decision', 'go', '--provider', 'openai', '--json'], env)
+    const failed = await here(['run', 'pipelines/default.yaml', '--input', prd, '--decision', 'go', '--provider', 'openai', '--json'], env)
     expect(failed.code, failed.stderr).to.equal(1)
     const body = json<RunJson>(failed)
     expect(body.status).to.equal('failed')
@@ -112,9 +121,9 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(redriven).to.have.length(1)
     expect(redriven[0]).to.include({from: 'failed', to: 'running', step: 'compile', seq: 2, by: user})
     expect(events.map((e) => e.event).filter((e) => ['failed', 'redriven', 'succeeded'].includes(e))).to.deep.equal(['failed', 'redriven', 'succeeded'])
-    expect((await cli(['runs', 'show', body.run_id])).stdout).to.match(new RegExp(`redriven \\(failed -> running\\) step compile by ${user}`))
+    expect((await here(['runs', 'show', body.run_id])).stdout).to.match(new RegExp(`redriven \\(failed -> running\\) step compile by ${user}`))
     await expectAuditPasses(dir, body.run_id)
-    const again = await cli(['resume', body.run_id], env)
+    const again = await here(['resume', body.run_id], env)
     expect(again.code).to.equal(2)
     expect(again.stderr).to.contain('has ended (succeeded) and cannot be resumed')
   })
@@ -129,7 +138,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     const open = path.join(dir, 'open.yaml')
     await writeFile(strict, policy('  - [node, --check]\n'))
     await writeFile(open, policy('  - [node, --check]\n  - [echo, "..."]\n'))
-    const denied = await cli(['run', pipeline, '--policy', strict, '--json'])
+    const denied = await here(['run', pipeline, '--policy', strict, '--json'])
     expect(denied.code, denied.stderr).to.equal(3)
     const body = json<RunJson>(denied)
     expect(body).to.include({status: 'failed'})
@@ -137,7 +146,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     const strictVersion = (await runShow(body.run_id)).run.policy_version
 
     // Nothing changed: the step runs again, is denied again, and leaves a snapshot of its own.
-    const same = await cli(['resume', body.run_id, '--json'])
+    const same = await here(['resume', body.run_id, '--json'])
     expect(same.code, same.stderr).to.equal(3)
     expect(json<RunJson>(same).status).to.equal('failed')
     expect((await snapshots(body.run_id)).map((s) => [s.step.seq, s.step.name, s.step.iteration])).to.deep.equal([
@@ -165,7 +174,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       [4, 'say', 1],
       [5, 'done', 1],
     ])
-    const openVersion = json<{policy_version: string}>(await cli(['policy', 'check', open, '--json'])).policy_version
+    const openVersion = json<{policy_version: string}>(await here(['policy', 'check', open, '--json'])).policy_version
     expect(list[3]!.meta.policy_version).to.equal(openVersion)
     expect(list[2]!.meta.policy_version).to.equal(strictVersion)
     expect((list[3]!.outputs as {command: {stdout: {head: string}}}).command.stdout.head).to.equal('hello\n')
@@ -187,7 +196,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
   it('refuses to redrive a run that failed on a loop bound, and a changed policy for a run that did not fail', async () => {
     const loop = path.join(dir, 'loop.yaml')
     await writeFile(loop, 'version: 1\nname: loop\nsteps:\n  - {id: again, kind: noop, max_iterations: 2, next: again}\n')
-    const failed = await cli(['run', loop, '--json'])
+    const failed = await here(['run', loop, '--json'])
     expect(failed.code, failed.stderr).to.equal(1)
     const body = json<RunJson>(failed)
     expect(body.error?.code).to.equal('E_LOOP_LIMIT')
@@ -201,7 +210,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     await expectUnchanged(before, body.run_id)
     expect(await runShow(body.run_id)).to.deep.equal(shown)
 
-    const paused = json<RunJson>(await cli(['run', 'pipelines/default.yaml', '--input', prd, '--json']))
+    const paused = json<RunJson>(await here(['run', 'pipelines/default.yaml', '--input', prd, '--json']))
     expect(paused.status).to.equal('awaiting_input')
     const other = path.join(dir, 'other.yaml')
     await writeFile(other, policy('  - [echo, "..."]\n'))
@@ -231,13 +240,13 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(blocked.stderr.split(`pipe resume ${body.run_id}`)).to.have.length(2)
 
     // Resumed with the cause still there: build fails again and the run is blocked again at wait.
-    const still = await cli(['resume', body.run_id, '--json'])
+    const still = await here(['resume', body.run_id, '--json'])
     expect(still.code, still.stderr).to.equal(6)
     expect(json<RunJson>(still).status).to.equal('blocked')
 
     await writeFile(path.join(dir, 'check.js'), 'process.exit(0)\n')
     const before = await snapshotFiles(body.run_id)
-    const resumed = await cli(['resume', body.run_id, '--json'])
+    const resumed = await here(['resume', body.run_id, '--json'])
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
     await expectUnchanged(before, body.run_id)
@@ -265,7 +274,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       pipeline,
       'version: 1\nname: gate\nsteps:\n  - {id: prepare, kind: noop, next: wait}\n  - {id: wait, kind: end, status: blocked, reason: "sign the release off"}\n',
     )
-    const blocked = await cli(['run', pipeline, '--json'])
+    const blocked = await here(['run', pipeline, '--json'])
     expect(blocked.code, blocked.stderr).to.equal(6)
     const body = json<RunJson>(blocked)
     expect(body.error?.hint).to.equal(`Deal with it; resuming ends the run succeeded. Then continue it with: pipe resume ${body.run_id}`)
@@ -296,7 +305,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     server.script('draft', {content: JSON.stringify({title: 7})}, {content: JSON.stringify({name: 'CSV export'})})
     try {
       const env = {OPENAI_BASE_URL: server.url}
-      const failed = await cli(['run', pipeline, '--provider', 'openai', '--json'], env)
+      const failed = await here(['run', pipeline, '--provider', 'openai', '--json'], env)
       expect(failed.code, failed.stderr).to.equal(1)
       const body = json<RunJson>(failed)
       expect(body.error?.code).to.equal('E_MODEL')
@@ -331,7 +340,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       await writeFile(pipeline, text)
       hook.reply({status: 400, body: {error: 'channel archived'}})
       const env = {CI_HOOK: `${hook.url}/ci`}
-      const blocked = await cli(['run', pipeline, '--input', prd, '--decision', 'go', '--json'], env)
+      const blocked = await here(['run', pipeline, '--input', prd, '--decision', 'go', '--json'], env)
       expect(blocked.code, blocked.stderr).to.equal(6)
       const body = json<RunJson>(blocked)
       expect(body.status).to.equal('blocked')
@@ -361,7 +370,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(ledger.find((e) => e.target === 'local')!.attempts, 'the file target delivered once').to.have.length(1)
       const {events} = await runShow(body.run_id)
       expect(events.find((e) => e.event === 'redriven')).to.include({from: 'blocked', to: 'running', step: 'publish', by: user})
-      expect((await cli(['publish', body.run_id], env)).code).to.equal(0)
+      expect((await here(['publish', body.run_id], env)).code).to.equal(0)
       expect(hook.deliveries('/ci'), 'exactly once').to.have.length(1)
       await expectAuditPasses(dir, body.run_id)
     } finally {
