@@ -7,12 +7,18 @@
  * cassette, the spans a real OTLP receiver got, the HTML export and the view's run page. The store
  * URL's password (PostgreSQL) and a collector URL's password are searched for the same way, and
  * token shapes written in a pipeline's argv on the progress line.
+ *
+ * What a real process writes is the subject: the main case (every command of the first test, each
+ * with a collector: OpenTelemetry is read once per process) and the first command of each other test
+ * are `pipe` processes; a further variant (--json) runs in this process (test/helpers/pipe-here.ts:
+ * the same path from argv, its stdout and stderr redacted as a process's).
  */
 import {expect} from 'chai'
 import {execFileSync, type ChildProcess} from 'node:child_process'
 import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {OtlpReceiver} from '../helpers/otlp-receiver.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
@@ -215,7 +221,7 @@ describe('secrets never leave pipe unmasked (issue 35)', function () {
     )
     const home = path.join(dir, 'home')
     const plain = await pipe(['run', 'tokens.yaml', '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
-    const asJson = await pipe(['run', 'tokens.yaml', '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+    const asJson = await pipeHere(['run', 'tokens.yaml', '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
     for (const result of [plain, asJson]) {
       expect(result.code, result.stderr).to.equal(1)
       expect(result.stderr, 'the progress line names the failed command').to.match(
@@ -266,7 +272,7 @@ describe('secrets never leave pipe unmasked (issue 35)', function () {
       const env = {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0'}
       const plain = await pipe(['run', 'fails.yaml', '--text', 'x', '--store', store], {cwd: dir, env})
       expect(plain.code, plain.stderr).to.equal(1)
-      const asJson = await pipe(['run', 'fails.yaml', '--text', 'x', '--store', store, '--json'], {cwd: dir, env})
+      const asJson = await pipeHere(['run', 'fails.yaml', '--text', 'x', '--store', store, '--json'], {cwd: dir, env})
       expect(asJson.code, asJson.stderr).to.equal(1)
       const next = json<{next_command?: string}>(asJson).next_command
       const storeShown = cluster.url(database)
