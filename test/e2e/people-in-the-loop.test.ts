@@ -1,12 +1,18 @@
 /**
  * People in the loop on the built CLI: answers and review decisions refused with a clear error and
  * an unchanged store, asked at a terminal, given across processes, and a paused run cancelled.
+ *
+ * What each test checks is done by `pipe` processes: the first refusal of answer and of review, the
+ * terminal's prompts, every step of the run across processes, the cancel. The other refusals and
+ * the commands that only read (spec show, answer --questions, runs show) run in this process
+ * (test/helpers/pipe-here.ts: the same command, output and exit code).
  */
 import {expect} from 'chai'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {defaultPipeline, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {made, onlyRun, runIds, sentence, snapshotsOf, storeState, type RunJson} from '../helpers/durable-fixtures.js'
 
 let dir: string
@@ -55,9 +61,10 @@ describe('people in the loop', function () {
       {args: ['review', paused.run_id, '--decision', 'maybe'], code: 2, message: '--decision "maybe" is not a decision'},
       {args: ['review', 'not-a-run', '--decision', 'go'], code: 2, message: '"not-a-run" is not a run id'},
     ]
-    for (const c of cases) {
+    for (const [index, c] of cases.entries()) {
       if (c.file) await writeFile(path.join(dir, c.file), c.content ?? '')
-      const result = await pipe(c.args, {cwd: dir, env: {PIPE_INTERACTIVE: '0'}})
+      // The first refusal of answer and the first of review are processes.
+      const result = await (index === 0 || index === 6 ? pipe : pipeHere)(c.args, {cwd: dir, env: {PIPE_INTERACTIVE: '0'}})
       expect(result.code, `${c.args.join(' ')}: ${result.stderr}`).to.equal(c.code)
       expect(result.stderr, c.args.join(' ')).to.contain(c.message)
       expect(await storeState(dir), `${c.args.join(' ')} left the store unchanged`).to.deep.equal(before)
@@ -90,7 +97,7 @@ describe('people in the loop', function () {
     expect(applied.evidence_links).to.have.length(3)
     const review = list.find((s) => s.step.name === 'manual_review')!.decisions[0]!
     expect(review).to.include({decision: 'go', note: 'looks right'})
-    const spec = json<CanonicalSpec>(await pipe(['spec', 'show', list.at(-1)!.spec_version_in!, '--json'], {cwd: dir}))
+    const spec = json<CanonicalSpec>(await pipeHere(['spec', 'show', list.at(-1)!.spec_version_in!, '--json'], {cwd: dir}))
     expect(spec.acceptance_criteria.map((a) => a.text)).to.deep.equal([
       'Given a month with sales, when I export it, then a PDF is written.',
       'Given no sales, when I export, then no file is written.',
@@ -105,9 +112,10 @@ describe('people in the loop', function () {
     )
     const round2 = json<RunJson>(await pipe(['answer', paused.run_id, '--file', 'round1.yaml', '--json'], {cwd: dir}))
     expect(round2.pending?.questions?.map((q) => `${q.id} ${q.field}`)).to.deep.equal(['Q-004 acceptance_criteria'])
-    const folded = await pipe(['answer', paused.run_id, '--questions'], {cwd: dir})
+    // Every command that moves the run on is a process of its own; what only reads runs here.
+    const folded = await pipeHere(['answer', paused.run_id, '--questions'], {cwd: dir})
     expect(folded.stdout).to.contain('Round 2 (waiting for answers):').and.contain('(1 earlier round(s) folded; --history shows them)')
-    const history = await pipe(['answer', paused.run_id, '--questions', '--history'], {cwd: dir})
+    const history = await pipeHere(['answer', paused.run_id, '--questions', '--history'], {cwd: dir})
     expect(history.stdout.indexOf('Round 2')).to.be.lessThan(history.stdout.indexOf('Round 1'))
     expect(history.stdout).to.contain('answered: Exports finish within 10 seconds.')
     await writeFile(path.join(dir, 'round2.yaml'), 'answers:\n  Q-004: Given sales data, when exported, then a PDF exists.\n')
@@ -121,7 +129,7 @@ describe('people in the loop', function () {
     expect(list.filter((s) => s.step.name === 'clarify_questions')).to.have.length(2)
     expect(list.filter((s) => s.step.name === 'manual_review').map((s) => s.decisions[0]!.decision)).to.deep.equal(['hold', 'go'])
     expect(list.at(-1)!.step.name).to.equal('publish')
-    const timeline = await pipe(['runs', 'show', paused.run_id], {cwd: dir})
+    const timeline = await pipeHere(['runs', 'show', paused.run_id], {cwd: dir})
     expect(timeline.stdout).to.contain('review_given').and.contain('answers_given').and.contain('manual_review hold by')
   })
 
@@ -131,7 +139,7 @@ describe('people in the loop', function () {
     const cancelled = await pipe(['cancel', paused.run_id, '--reason', 'superseded', '--json'], {cwd: dir})
     expect(cancelled.code, cancelled.stderr).to.equal(0)
     expect(json<RunJson>(cancelled).status).to.equal('cancelled')
-    const again = await pipe(['cancel', paused.run_id], {cwd: dir})
+    const again = await pipeHere(['cancel', paused.run_id], {cwd: dir})
     expect(again.code).to.equal(2)
     expect(again.stderr).to.contain('has already ended (cancelled)')
   })
