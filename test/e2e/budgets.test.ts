@@ -2,13 +2,18 @@
  * Token and cost budgets (issue 40, items 4-5) on the built CLI, against a real chat-completions
  * server on 127.0.0.1 whose replies carry the usage that is counted. A foreach's children under
  * their parent's budget are budgets-foreach.test.ts's.
+ *
+ * One `pipe` process per behaviour (the run that pauses, a refusal printed and exited, the grant that
+ * continues a run, the grants given while a run goes on and at once, a vote, pipe test, validate, a
+ * run that pauses on dollars, the view); the commands around them run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses, madeOnce, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
-import {budgetHere, resumeHere} from '../helpers/in-process.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {raw, startView} from '../helpers/view.js'
 import type {ChildProcess} from 'node:child_process'
@@ -31,6 +36,8 @@ afterEach(async () => {
 })
 
 const {pipeline, env, cli} = budgetCommands(() => ({dir, server}))
+/** `cli` in this process: `pipe ARGS --json` in the test's folder, with the same model server. */
+const here = (args: string[], user?: string): Promise<CliResult> => pipeHere([...args, '--json'], {cwd: dir, env: env(user)})
 
 /**
  * A run of a, b and c under a pipeline budget of 29,000 tokens, paused before c (a and b spent
@@ -71,24 +78,23 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     // Never sent: the server saw a and b only.
     expect(kinds).to.deep.equal(['a', 'b'])
     // The run's page offers the same way out, not a review.
-    const page = await cli(['export', paused.run_id, '--html', 'paused.html'])
+    const page = await here(['export', paused.run_id, '--html', 'paused.html'])
     expect(page.code, page.stderr).to.equal(0)
     expect(await readFile(path.join(dir, 'paused.html'), 'utf8')).to.match(new RegExp(`pipe budget ${paused.run_id} --add-tokens`))
 
     // A resume never resets the count: the spend is read from the records, and c is still not sent.
-    // (pipe resume's session in this process, with the endpoint its process would have.)
-    const resumed = await resumeHere(dir, paused.run_id, env())
-    expect(resumed.code, JSON.stringify(resumed.error)).to.equal(10)
-    expect(resumed.outcome?.pending?.budget).to.include({spent_tokens: 30000})
+    const resumed = await here(['resume', paused.run_id])
+    expect(resumed.code, resumed.stderr).to.equal(10)
+    expect(json<RunJson>(resumed).pending?.budget).to.include({spent_tokens: 30000})
     expect(server.requests).to.have.length(0)
 
-    // The paused budget counts tokens: dollars would raise nothing, and nothing is recorded (pipe
-    // budget's session in this process; the refusal below is the command's, printed and exited).
-    const wrong = await budgetHere(dir, paused.run_id, {addUsd: 1}, env())
+    // The paused budget counts tokens: dollars would raise nothing, and nothing is recorded.
+    const wrong = await here(['budget', paused.run_id, '--add-usd', '1'])
     expect(wrong.code).to.not.equal(0)
-    expect(wrong.error?.code).to.equal('E_INVALID_ARGS')
+    expect(json<RunJson>(wrong).error?.code, wrong.stdout).to.equal('E_INVALID_ARGS')
 
-    // A grant that would take the limit past a whole number JSON can hold exactly is refused too.
+    // A grant that would take the limit past a whole number JSON can hold exactly is refused too
+    // (a refusal as a process prints it and exits).
     const huge = await cli(['budget', paused.run_id, '--add-tokens', String(Number.MAX_SAFE_INTEGER)])
     expect(huge.code).to.equal(2)
     expect(huge.stderr).to.contain('E_INVALID_ARGS').and.contain('nothing was granted')
@@ -102,10 +108,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(run.budget_grants![0]).to.include({scope: 'pipeline', tokens: 20000, note: 'worth it'})
     expect(run.budget_grants![0]!.by).to.be.a('string').and.not.equal('')
 
-    // A grant on a run that is not paused at a budget is refused (the command's E_STATE as printed: the next test).
-    const late = await budgetHere(dir, paused.run_id, {addTokens: 5}, env())
+    // A grant on a run that is not paused at a budget is refused (E_STATE from a process: the next test).
+    const late = await here(['budget', paused.run_id, '--add-tokens', '5'])
     expect(late.code).to.not.equal(0)
-    expect(late.error?.code).to.equal('E_STATE')
+    expect(json<RunJson>(late).error?.code, late.stdout).to.equal('E_STATE')
     await expectAuditPasses(dir, paused.run_id)
   })
 
@@ -161,15 +167,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
       expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
       return json<RunJson>(result).error!.message
     }
-    // The same vote cast by pipe budget's session in this process (test/helpers/in-process.ts): one
-    // refusal and the first vote are the command's own, printed and exited; the rest of the rule is decided here.
-    const refusedHere = async (who: string, tokens: number, code: string): Promise<string> => {
-      const result = await budgetHere(dir, id, {addTokens: tokens}, env(who))
-      expect(result.code, JSON.stringify(result)).to.not.equal(0)
-      expect(result.error?.code, JSON.stringify(result.error)).to.equal(code)
-      return result.error!.message
-    }
-    const started = await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')])
+    // One refusal and the first vote are processes; the run and the rest of the rule run in this process.
+    const refusedHere = async (who: string, tokens: number, code: string): Promise<string> =>
+      refusal(await here(['budget', id, '--add-tokens', String(tokens)], who), code)
+    const started = await here(['run', file, '--policy', path.join(dir, 'policy.yaml')], 'starter@example.com')
     expect(started.code, started.stderr).to.equal(10)
     const id = json<RunJson>(started).run_id
 
@@ -187,9 +188,9 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(await refusedHere('bob@example.com', 5, 'E_CONFLICT')).to.contain('alice@example.com approved "grant +20000 tokens"')
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
 
-    const second = await budgetHere(dir, id, {addTokens: 20000}, env('bob@example.com'))
-    expect(second.code, JSON.stringify(second.error)).to.equal(0)
-    expect(second.outcome?.status).to.equal('succeeded')
+    const second = await here(['budget', id, '--add-tokens', '20000'], 'bob@example.com')
+    expect(second.code, second.stderr).to.equal(0)
+    expect(json<RunJson>(second).status).to.equal('succeeded')
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b', 'c'])
     const {run} = await runRecordIn(dir, id)
     expect(run.budget_grants).to.have.length(1)
@@ -220,7 +221,8 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a'])
 
     const unrouted = await pipeline('', model('c', undefined, ', budget: {tokens: 10, on_exceed: fail}'), 'unrouted.yaml')
-    const failed = await cli(['run', unrouted])
+    // The unrouted case in this process (the routed one above is a process).
+    const failed = await here(['run', unrouted])
     expect(failed.code).to.not.equal(0)
     expect(json<RunJson>(failed).error?.code).to.equal('E_BUDGET')
   })
@@ -228,7 +230,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
   it("pipe test grants budgets as pipe budget does (budget: in a test), the cassette's replies counted as recorded", async () => {
     const steps = model('a', 'b') + model('b', 'c') + model('c')
     const recording = await pipeline('', steps, 'record.yaml')
-    const recorded = await cli(['run', recording, '--record', 'c.jsonl'])
+    const recorded = await here(['run', recording, '--record', 'c.jsonl'])
     expect(recorded.code, recorded.stderr).to.equal(0)
     await pipeline('budget: {tokens: 29000}\n', steps)
     await writeFile(
@@ -287,9 +289,9 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(result.code, result.stderr).to.equal(10)
     const paused = json<RunJson & {pending: {budget: {spent_usd: number; limit_usd: number}}}>(result)
     expect(paused.pending.budget).to.include({scope: 'pipeline', spent_usd: 0.0045, limit_usd: 0.004})
-    // pipe budget --add-usd's session in this process (the next test grants dollars by the command).
-    const granted = await budgetHere(dir, paused.run_id, {addUsd: 0.01}, env())
-    expect(granted.code, JSON.stringify(granted.error)).to.equal(0)
+    const granted = await here(['budget', paused.run_id, '--add-usd', '0.01'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
   })
 
@@ -303,11 +305,11 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(result.code, result.stderr).to.equal(10)
     const paused = json<RunJson>(result)
     expect(paused.reason).to.match(/would pass the pipeline's budget of \$1\.50: 30000 tokens \(\$2\.00\) spent so far; it was not sent$/)
-    const granted = await cli(['budget', paused.run_id, '--add-usd', '1.5', '--note', 'one more'])
+    const granted = await here(['budget', paused.run_id, '--add-usd', '1.5', '--note', 'one more'])
     expect(granted.code, granted.stderr).to.equal(0)
     const events = await readIn(path.join(dir, '.pipe'), (store) => store.readEvents(paused.run_id))
     expect(events.find((e) => e.event === 'budget_granted')?.reason).to.equal("$1.50 more for the pipeline's budget: one more")
-    const stats = await pipe(['stats'], {cwd: dir, env: {NO_COLOR: '1', COLUMNS: '400'}})
+    const stats = await pipeHere(['stats'], {cwd: dir, env: {NO_COLOR: '1', COLUMNS: '400'}})
     expect(stats.code, stats.stderr).to.equal(0)
     expect(stats.stdout).to.contain('$3.00/$3.00')
     // The view's stats page says the same, per pipeline and per run.
