@@ -4,6 +4,11 @@
  * a review records that step's snapshot with the outcome cancelled, ends the run cancelled, and
  * the process that drove it says so (exit 5, CANCELLED), not "interrupted … pipe resume continues".
  * A child of a foreach driven in its parent's process is cancelled alone.
+ *
+ * The process that drives a run is always a process of its own; the cancel of a driven run runs in
+ * this process (test/helpers/pipe-here.ts: the same command, its request and signal to the driver,
+ * its exit code). Where no process drives the run (paused at a review, blocked), the cancel is the
+ * behaviour and stays a `pipe` process; the run that pauses and the refused review after it run here.
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
@@ -12,6 +17,7 @@ import {copyFile, mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, testHome} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {expectAuditPasses, runRecordIn, runsIn, snapshotsIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
@@ -105,8 +111,9 @@ async function expectCancelled(storeArgs: string[], runId: string, step: string,
   return last
 }
 
-async function cancel(runId: string, storeArgs: string[]): Promise<void> {
-  const cancelled = await pipe(['cancel', runId, '--reason', 'no longer needed', ...storeArgs], {cwd: dir})
+/** `pipe cancel RUN --reason …` in this process, or (`command` pipe) as a process. */
+async function cancel(runId: string, storeArgs: string[], command: typeof pipeHere = pipeHere): Promise<void> {
+  const cancelled = await command(['cancel', runId, '--reason', 'no longer needed', ...storeArgs], {cwd: dir})
   expect(cancelled.code, cancelled.stdout + cancelled.stderr).to.equal(0)
 }
 
@@ -179,10 +186,10 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
 
       it('a run paused at a review, which no process drives: the waiting step is recorded cancelled', async function () {
         const {args} = await setup(this)
-        const paused = await pipe(['run', await reviewPipeline(), '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
+        const paused = await pipeHere(['run', await reviewPipeline(), '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
         expect(paused.code, paused.stderr).to.equal(10)
         const runId = json<{run_id: string}>(paused).run_id
-        await cancel(runId, args)
+        await cancel(runId, args, pipe)
         const snapshots = await snapshotsOf(args, runId)
         const last = await expectCancelled(args, runId, 'manual_review')
         expect(last.step.seq).to.equal(snapshots.at(-2)!.step.seq + 1)
@@ -194,10 +201,10 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
           `version: 1\nname: ${id}\nsteps:\n  - {id: ${id}, kind: pipeline, file: ${JSON.stringify(file)}, on: {success: done, fail: bad}}\n  - {id: done, kind: end, status: succeeded}\n  - {id: bad, kind: end, status: failed, reason: child failed}\n`
         await writeFile(path.join(dir, 'mid.yaml'), sub('inner', await reviewPipeline()))
         await writeFile(path.join(dir, 'top.yaml'), sub('mid', './mid.yaml'))
-        const blocked = await pipe(['run', 'top.yaml', '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
+        const blocked = await pipeHere(['run', 'top.yaml', '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
         expect(json<{status: string}>(blocked).status, blocked.stderr).to.equal('blocked')
         const top = json<{run_id: string}>(blocked).run_id
-        await cancel(top, args)
+        await cancel(top, args, pipe)
         const runs = await runIds(args)
         expect(runs.map((r) => r.status)).to.deep.equal(['cancelled', 'cancelled', 'cancelled'])
         // The top run's child's child: the run of the pipeline with the review.
@@ -209,7 +216,7 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
           'manual_review',
           /^parent run R-\S+ was cancelled: parent run R-\S+ was cancelled: cancelled by .+: no longer needed$/,
         )
-        const late = await pipe(['review', grandchild, '--decision', 'go', ...args], {cwd: dir})
+        const late = await pipeHere(['review', grandchild, '--decision', 'go', ...args], {cwd: dir})
         expect(late.code, late.stderr).to.equal(2)
         expect(late.stderr).to.contain('E_STATE').and.contain('cancelled')
       })
