@@ -3,6 +3,10 @@
  * confirm.kinds / confirm.commands), exactly like an agent's tool call: pipe confirm --yes runs it,
  * --no gives it the outcome denied, --for step|run answers later confirmations, and a deadline
  * (confirm.timeout_s) leaves the run paused, saying so.
+ *
+ * The command that shows each behaviour is a `pipe` process (`run`); the runs that pause for it and
+ * the commands after it run in this process (`here`, test/helpers/pipe-here.ts: the same command,
+ * output and exit code). The terminal's prompts stay processes.
  */
 import {expect} from 'chai'
 import {execFileSync, spawn} from 'node:child_process'
@@ -10,6 +14,7 @@ import {existsSync} from 'node:fs'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {bin, json, pipe, tempDir, testHome} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses} from '../helpers/stores.js'
 
 interface RunJson {
@@ -36,6 +41,8 @@ afterEach(async () => cleanup())
 
 const env = {PIPE_INTERACTIVE: '0'}
 const run = (args: string[]): ReturnType<typeof pipe> => pipe(args, {cwd: dir, env, timeoutMs: 60000})
+/** `run(args)` in this process. */
+const here = (args: string[]): ReturnType<typeof pipe> => pipeHere(args, {cwd: dir, env})
 /** A command whose only effect is a file: it exists if and only if the command ran. */
 const makes = (file: string): string[] => ['node', '-e', `require('fs').writeFileSync(${JSON.stringify(file)}, 'ran')`]
 
@@ -91,7 +98,7 @@ describe('confirmation of any step (CLI)', function () {
     expect(record.pending?.kind).to.equal('confirm')
     expect(record.pending?.action?.argv).to.deep.equal([makes('made.txt')])
 
-    const yes = await run(['confirm', runId, '--yes', '--note', 'looked at it', '--json'])
+    const yes = await here(['confirm', runId, '--yes', '--note', 'looked at it', '--json'])
     expect(yes.code, yes.stderr).to.equal(0)
     expect(json<RunJson>(yes).status).to.equal('succeeded')
     expect(await readFile(path.join(dir, 'made.txt'), 'utf8')).to.equal('ran')
@@ -103,7 +110,7 @@ describe('confirmation of any step (CLI)', function () {
 
   it('--no: the step does not run and ends with the outcome denied, which on: routes; unrouted, the run fails', async () => {
     await files(ONE_STEP, POLICY)
-    const paused = json<RunJson>(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const paused = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     const no = await run(['confirm', paused.run_id, '--no', '--note', 'not on a Friday', '--json'])
     expect(no.code, no.stderr).to.equal(0)
     expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
@@ -116,8 +123,8 @@ describe('confirmation of any step (CLI)', function () {
 
     // The same step with no route for denied: the refusal fails the run, never reads as success.
     await files(ONE_STEP.replace('on: {denied: refused, failure: refused}', 'on: {failure: refused}'), POLICY)
-    const again = json<RunJson>(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
-    const failed = await run(['confirm', again.run_id, '--no', '--json'])
+    const again = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const failed = await here(['confirm', again.run_id, '--no', '--json'])
     expect(failed.code).to.not.equal(0)
     expect(json<RunJson>(failed)).to.deep.include({status: 'failed'})
     expect(json<RunJson>(failed).error?.code).to.equal('E_POLICY_DENIED')
@@ -137,7 +144,7 @@ steps:
 `,
       `${POLICY}confirm:\n  commands: ["git push *", "rm -rf *"]\n`,
     )
-    const paused = json<RunJson>(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const paused = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     expect(paused.status).to.equal('awaiting_input')
     expect(paused.pending?.step).to.equal('push')
     expect(paused.pending?.action?.rule).to.equal(`the policy's confirm.commands[0] "git push *" matches "git push ${remote} HEAD:refs/heads/main"`)
@@ -168,7 +175,7 @@ steps:
 `,
       `${POLICY}confirm:\n  kinds: [command]\n`,
     )
-    const paused = json<RunJson>(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const paused = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     expect(paused.pending?.step).to.equal('one')
     expect(paused.pending?.action?.rule).to.equal("the policy's confirm.kinds[0] names the kind command")
     const yes = await run(['confirm', paused.run_id, '--yes', '--for', 'run', '--json'])
@@ -191,7 +198,7 @@ steps:
 `,
       POLICY,
     )
-    const paused = json<RunJson>(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const paused = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     expect(paused.pending?.action?.call_id).to.equal('again#1')
     const step = json<RunJson>(await run(['confirm', paused.run_id, '--yes', '--for', 'step', '--json']))
     expect(step.status).to.equal('awaiting_input')
@@ -199,7 +206,7 @@ steps:
     expect(await readFile(path.join(dir, 'loops.txt'), 'utf8')).to.equal('xxx')
     expect(existsSync(path.join(dir, 'other.txt'))).to.equal(false)
     expect((await events(paused.run_id)).filter((e) => e.event === 'confirm_used').map((e) => e.step)).to.deep.equal(['again', 'again'])
-    const done = await run(['confirm', paused.run_id, '--yes', '--json'])
+    const done = await here(['confirm', paused.run_id, '--yes', '--json'])
     expect(json<RunJson>(done).status).to.equal('succeeded')
     expect(existsSync(path.join(dir, 'other.txt'))).to.equal(true)
   })
@@ -228,7 +235,7 @@ steps:
     expect(record.status).to.equal('awaiting_input')
     expect(record.status_reason).to.match(/^confirmation deadline passed at /)
     expect((await events(runId)).map((e) => e.event)).to.include('confirm_deadline_passed')
-    const shown = await run(['runs', 'show', runId])
+    const shown = await here(['runs', 'show', runId])
     expect(shown.stdout).to.contain('confirmation deadline passed at')
 
     const yes = await run(['confirm', runId, '--yes', '--json'])
@@ -271,7 +278,7 @@ steps:
     expect(text.stdout).to.include('the run will pause before push for pipe confirm (the policy\'s confirm.commands[0] "git push *" matches "git push origin")')
     expect(text.stdout).to.include('the run will pause before wipe for pipe confirm (the step says confirm: true)')
     expect(text.stdout).not.to.match(/pause before status/)
-    const plan = json<{waits: Array<{step: string; for: string; because?: string}>}>(await run(['run', 'p.yaml', '--dry-run', '--json']))
+    const plan = json<{waits: Array<{step: string; for: string; because?: string}>}>(await here(['run', 'p.yaml', '--dry-run', '--json']))
     expect(plan.waits.map((w) => [w.step, w.for])).to.deep.equal([
       ['push', 'confirm'],
       ['wipe', 'confirm'],
@@ -285,14 +292,14 @@ steps:
     const step = await run(['validate', 'p.yaml'])
     expect(step.code).to.not.equal(0)
     expect(step.stdout + step.stderr).to.contain('p.yaml:7:14  steps[0].confirm  must be boolean, found "yes"')
-    const policy = await run(['validate', 'policy.yaml'])
+    const policy = await here(['validate', 'policy.yaml'])
     expect(policy.code).to.not.equal(0)
     expect(policy.stdout + policy.stderr).to.contain('policy.yaml:3:10  confirm.kinds  must be array, found "publish"')
     // The map form was taken: the list form's "must be array" at confirm is not said.
     expect(policy.stdout + policy.stderr).to.not.contain('confirm  must be array')
     // Routing denied is allowed on any step (a policy rule may pause it).
     await files(ONE_STEP.replace('    confirm: true\n', ''), POLICY)
-    const ok = await run(['validate', 'p.yaml'])
+    const ok = await here(['validate', 'p.yaml'])
     expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
   })
 })
