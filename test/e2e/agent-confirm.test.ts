@@ -3,16 +3,23 @@
  * server on 127.0.0.1, in a real git repository in a temp dir: pipe confirm --yes and --no, at a
  * terminal, a confirmed call never run twice, an edited step state or cassette refused, a yes that
  * never decides another call.
+ *
+ * One `pipe` process per behaviour (a run's pause as printed, a --no that reaches the model, a
+ * confirmed call whose next turn fails, audit verify's findings unkeyed and keyed, each refusal's
+ * exit code and message, the confirm held at a fault point and the one that overtakes it, a call id
+ * given again, the prompt at a terminal); the runs that set up and the commands after run in this
+ * process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code, asking the
+ * same model server).
  */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
 import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
-import {json, pipe} from '../helpers/cli.js'
-import {auditCommandIn, expectAuditPasses, runRecordIn} from '../helpers/stores.js'
+import {json, pipe, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+import {expectAuditPasses, runRecordIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
-import {confirmHere, resumeHere, type InProcess} from '../helpers/in-process.js'
 import type {ModelServer} from '../helpers/model-server.js'
 import {sealRecord} from '../../src/store/trail/integrity.js'
 import {agentRepo, toolResults, type RunJson} from '../helpers/agent-repo.js'
@@ -32,6 +39,11 @@ const {setup, env, run, snapshots} = agentRepo({
   set: (made) => ({dir, repo, cleanup, server} = {dir, repo, cleanup, server, ...made}),
 })
 
+/** `pipe ARGS` in the repository, in this process, with the model server's endpoint (or `e`). */
+const here = (args: string[], e: Record<string, string> = env()): Promise<CliResult> => pipeHere(args, {cwd: repo, env: e})
+/** `run(file)` in this process. */
+const runHere = (file: string): Promise<CliResult> => here(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')])
+
 describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real git repository)', function () {
   this.timeout(180000)
 
@@ -50,7 +62,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(body.pending?.kind).to.equal('confirm')
     expect(body.pending?.action).to.deep.include({tool: 'run_command', call_id: 't1', argv: [['node', 'mark.js']]})
     expect(body.next_command).to.contain(`pipe confirm ${body.run_id} --yes`)
-    const text = await pipe(['runs', 'show', body.run_id], {cwd: repo, env: env()})
+    const text = await here(['runs', 'show', body.run_id])
     expect(text.stdout + text.stderr).to.contain('node mark.js')
     expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
     expect(server.count()).to.equal(1)
@@ -63,7 +75,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(toolResults(server.requests[1]!)['t1']).to.contain('refused').and.contain('not on a Friday')
     expect(json<RunJson>(refused).pending?.action?.call_id).to.equal('t2')
 
-    const confirmed = await pipe(['confirm', body.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    // (A --yes that runs a call from a process: the next test.)
+    const confirmed = await here(['confirm', body.run_id, '--yes', '--json'])
     expect(confirmed.code, confirmed.stderr).to.equal(0)
     expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
     expect(server.count()).to.equal(3)
@@ -83,7 +96,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {status: 401, body: {error: {message: 'Incorrect API key provided', type: 'invalid_request_error'}}},
       {content: 'counted'},
     )
-    const paused = json<RunJson>(await run(file))
+    const paused = json<RunJson>(await runHere(file))
     expect(paused.pending?.action?.call_id).to.equal('k1')
     const failed = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(failed.code, failed.stdout + failed.stderr).to.equal(1)
@@ -91,9 +104,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
     expect(server.count()).to.equal(2)
 
-    // pipe resume's session in this process, with the endpoint its process would have.
-    const redriven = await resumeHere(repo, paused.run_id, env())
-    expect(redriven.code, JSON.stringify(redriven.error)).to.equal(0)
+    const redriven = await here(['resume', paused.run_id, '--json'])
+    expect(redriven.code, redriven.stdout + redriven.stderr).to.equal(0)
     // It ran once: the first turn came from the reply cache (one request more, the one that failed), with the same call id.
     expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
     expect(server.count()).to.equal(3)
@@ -113,9 +125,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       const file = await setup()
       server.script('fix', {tool_calls: [{id: 'e1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'tested'})
       const e = (): Record<string, string> => ({...env(), ...extraEnv})
-      const paused = json<RunJson>(
-        await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: e(), timeoutMs: 120000}),
-      )
+      const paused = json<RunJson>(await here(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], e()))
       expect(paused.pending?.action?.argv).to.deep.equal([['node', 'test.js']])
       const stateDir = path.join(repo, '.pipe', 'runs', paused.run_id, 'state')
       const [name] = await readdir(stateDir)
@@ -123,8 +133,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       const original = await readFile(stateFile, 'utf8')
       // What \`pipe audit verify RUN\` finds before the edit, under the test's audit key if it has one (the
       // edited cases below run it as a process: what it prints is what they check).
-      const before = await auditCommandIn(repo, paused.run_id, extraEnv.PIPE_AUDIT_KEY === undefined ? {} : {key: extraEnv.PIPE_AUDIT_KEY})
-      expect(before.code, before.said).to.equal(0)
+      const before = await here(['audit', 'verify', paused.run_id], e())
+      expect(before.code, before.stdout + before.stderr).to.equal(0)
       const edit = async (reseal: boolean): Promise<void> => {
         type Saved = {pending: Array<{function: {arguments: string}}>}
         const parsed = JSON.parse(original) as {state?: Saved} & Saved
@@ -138,18 +148,12 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       return {runId: paused.run_id, stateFile, original, edit, e}
     }
 
-    /** The refusal of `pipe confirm RUN --yes`: by the command, or (`here`) by its session in this process (test/helpers/in-process.ts). */
-    const refuses = async (runId: string, e: Record<string, string>, says: string, here = false): Promise<void> => {
-      let error: RunJson['error']
-      if (here) {
-        const confirmed = await confirmHere(repo, runId, {decision: 'yes'}, e)
-        expect(confirmed.code, JSON.stringify(confirmed)).to.equal(4)
-        error = confirmed.error
-      } else {
-        const confirmed = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: e, timeoutMs: 120000})
-        expect(confirmed.code, confirmed.stdout + confirmed.stderr).to.equal(4)
-        error = json<RunJson>(confirmed).error
-      }
+    /** The refusal of `pipe confirm RUN --yes`: by a process, or (`inProcess`) in this process (test/helpers/pipe-here.ts). */
+    const refuses = async (runId: string, e: Record<string, string>, says: string, inProcess = false): Promise<void> => {
+      const args = ['confirm', runId, '--yes', '--json']
+      const confirmed = inProcess ? await here(args, e) : await pipe(args, {cwd: repo, env: e, timeoutMs: 120000})
+      expect(confirmed.code, confirmed.stdout + confirmed.stderr).to.equal(4)
+      const error = json<RunJson>(confirmed).error
       expect(error?.code).to.equal('E_INTEGRITY')
       expect(error?.message).to.contain(says)
       expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
@@ -168,25 +172,27 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
         .and.contain('seal does not match')
       await refuses(runId, e(), 'fails its seal')
       await edit(true)
-      const resealed = await auditCommandIn(repo, runId)
-      expect(resealed.code, `a re-sealed edit passes an unkeyed audit (README says so): ${resealed.said}`).to.equal(0)
-      // (This refusal and the confirmation after it by pipe confirm's session in this process: the command's refusal is the one above.)
+      const resealed = await here(['audit', 'verify', runId], e())
+      expect(resealed.code, `a re-sealed edit passes an unkeyed audit (README says so): ${resealed.stdout}${resealed.stderr}`).to.equal(0)
+      // (This refusal and the confirmation after it in this process: a process's refusal is the one above.)
       await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)', true)
       // Put back as it was shown, the confirmation runs it: refusing lost nothing.
       await writeFile(stateFile, original)
-      const done = await confirmHere(repo, runId, {decision: 'yes'}, e())
-      expect(done.code, JSON.stringify(done.error)).to.equal(0)
+      const done = await here(['confirm', runId, '--yes', '--json'], e())
+      expect(done.code, done.stdout + done.stderr).to.equal(0)
       expect(existsSync(path.join(repo, 'marked.txt'))).to.equal(false)
     })
 
     it('keyed (PIPE_AUDIT_KEY): an edit re-sealed without the key is named by audit verify and refused', async () => {
       const {runId, stateFile, edit, e} = await shownThenEdited({PIPE_AUDIT_KEY: 'k-secret-audit'})
       await edit(true)
-      // What pipe audit verify RUN exits with and prints under the key, in this process (the unkeyed case above runs the command).
-      const audit = await auditCommandIn(repo, runId, {key: 'k-secret-audit'})
-      expect(audit.code, audit.said).to.equal(4)
-      expect(audit.said).to.contain(path.basename(stateFile)).and.contain('sealed without the audit key')
-      await refuses(runId, e(), 'fails its seal')
+      const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
+      expect(audit.code, audit.stdout + audit.stderr).to.equal(4)
+      expect(audit.stdout + audit.stderr)
+        .to.contain(path.basename(stateFile))
+        .and.contain('sealed without the audit key')
+      // (The refusal in this process: the unkeyed case above has a process's.)
+      await refuses(runId, e(), 'fails its seal', true)
     })
   })
 
@@ -194,16 +200,15 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'r1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'the recorded answer'})
     const policyFile = path.join(dir, 'p', 'policy.yaml')
-    const recording = json<RunJson>(
-      await pipe(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000}),
-    )
-    // The recording's confirmation by pipe confirm's session in this process: the run goes on recording to its cassette.
-    const recorded = await confirmHere(repo, recording.run_id, {decision: 'yes'}, env())
-    expect(recorded.code, JSON.stringify(recorded.error)).to.equal(0)
+    // The recording, its confirmation (the run goes on recording to its cassette) and the replay in
+    // this process; the refusal below is a process's.
+    const recording = json<RunJson>(await here(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl']))
+    const recorded = await here(['confirm', recording.run_id, '--yes', '--json'])
+    expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
     expect(server.count()).to.equal(2)
 
     const cassette = path.join(repo, 'fix.cassette.jsonl')
-    const paused = await pipe(['run', file, '--json', '--policy', policyFile, '--replay', 'fix.cassette.jsonl'], {cwd: repo, env: env(), timeoutMs: 120000})
+    const paused = await here(['run', file, '--json', '--policy', policyFile, '--replay', 'fix.cassette.jsonl'])
     expect(paused.code, paused.stdout + paused.stderr).to.equal(10)
     const runId = json<RunJson>(paused).run_id
     const before = await readFile(cassette, 'utf8')
@@ -224,9 +229,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const snapshotDir = path.join(repo, '.pipe', 'runs', runId, 'snapshots')
     expect(existsSync(snapshotDir) ? await readdir(snapshotDir) : [], 'no step finished').to.deep.equal([])
 
-    // pipe confirm --yes --accept-cassette's session in this process (the hint above is the command's own line).
-    const accepted = await confirmHere(repo, runId, {decision: 'yes', acceptCassette: true}, env())
-    expect(accepted.code, JSON.stringify(accepted.error)).to.equal(0)
+    // The hint's command, in this process.
+    const accepted = await here(['confirm', runId, '--yes', '--accept-cassette', '--json'])
+    expect(accepted.code, accepted.stdout + accepted.stderr).to.equal(0)
     const [snap] = await snapshots(runId)
     expect((snap!.outputs as Record<string, unknown>)['value']).to.equal('a tampered answer')
     expect(server.count(), 'the replay asked no endpoint').to.equal(2)
@@ -247,7 +252,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {tool_calls: [{id: 'd1', name: 'run_command', arguments: {command: 'node mark.js'}}]},
       {tool_calls: [{id: 'g', name: 'give_up', arguments: {reason: 'I need to run mark.js'}}]},
     )
-    const paused = json<RunJson>(await run(file))
+    const paused = json<RunJson>(await runHere(file))
     const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(refused.code, refused.stderr).to.equal(3)
     expect(json<RunJson>(refused).error?.code).to.equal('E_POLICY_DENIED')
@@ -255,10 +260,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(snap!.decisions[0]!.decision).to.equal('denied')
     expect(snap!.decisions[0]!.reason).to.contain('I need to run mark.js')
     expect((snap!.outputs as Record<string, unknown>)['value']).to.equal(null)
-    // A second answer to the ended run, by pipe confirm's session in this process: refused, exit 2.
-    const again = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
-    expect(again.code, JSON.stringify(again)).to.equal(2)
-    expect(again.error?.message).to.contain('not waiting for a confirmation')
+    // A second answer to the ended run, in this process: refused, exit 2.
+    const again = await here(['confirm', paused.run_id, '--yes', '--json'])
+    expect(again.code, again.stdout + again.stderr).to.equal(2)
+    expect(json<RunJson>(again).error?.message).to.contain('not waiting for a confirmation')
   })
 
   it('a yes given for one call never decides another: a confirm overtaken by a second one that moved the run on is E_STATE, and nothing runs', async () => {
@@ -269,7 +274,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {tool_calls: [{id: 'b2', name: 'run_command', arguments: {command: 'node mark.js'}}]},
       {content: 'done'},
     )
-    const paused = json<RunJson>(await run(file))
+    const paused = json<RunJson>(await runHere(file))
     expect(paused.pending?.action?.call_id).to.equal('a1')
     // A --yes for a1 stops right after it saw the run waiting for a1 ...
     const gate = path.join(dir, 'gate')
@@ -283,7 +288,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     await changeIn(gate, async () => (await readdir(gate)).some((n) => n.startsWith('reached.')), 'the --yes reaching confirm-checked', held).catch(
       () => undefined,
     )
-    // ... while a --no for a1 gets there first: the model is told, and asks for b2.
+    // ... while a --no for a1 gets there first: the model is told, and asks for b2 (a process too: the
+    // two commands run at the same time).
     const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
     expect(refused.code, refused.stderr).to.equal(10)
     expect(json<RunJson>(refused).pending?.action?.call_id).to.equal('b2')
@@ -303,15 +309,15 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {tool_calls: [{id: 'call_0', name: 'run_command', arguments: {command: 'node mark.js'}}]},
       {content: 'done'},
     )
-    const paused = json<RunJson>(await run(file))
-    // Both confirmations by pipe confirm's session in this process (what the command prints is checked above).
-    const first: InProcess = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
-    expect(first.code, JSON.stringify(first.error)).to.equal(10)
-    const second = first.outcome?.pending?.action
+    const paused = json<RunJson>(await runHere(file))
+    // The confirmation that meets the id given again is a process; the last one runs in this process.
+    const first = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    expect(first.code, first.stdout + first.stderr).to.equal(10)
+    const second = json<RunJson>(first).pending?.action
     expect(second?.argv).to.deep.equal([['node', 'mark.js']])
     expect(second?.call_id).to.not.equal('call_0')
-    const done = await confirmHere(repo, paused.run_id, {decision: 'yes'}, env())
-    expect(done.code, JSON.stringify(done.error)).to.equal(0)
+    const done = await here(['confirm', paused.run_id, '--yes', '--json'])
+    expect(done.code, done.stdout + done.stderr).to.equal(0)
     expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
     // Each result answers its own call in what the model is sent.
     const last = server.requests[2]!.body.messages
