@@ -298,7 +298,7 @@ describe('faults of the database under a pipe worker', function () {
       const kept = await state()
       expect(kept.join('')).to.include('from the worker that took over')
       frozen.child.kill('SIGCONT')
-      await until('the woken worker was refused', async () => frozen.stderr().includes(`pipe worker: ${runId}: [E_CONFLICT]`), 30000).catch((error: Error) => {
+      await until('the woken worker was refused', async () => frozen.stderr().includes(`pipe worker: ${runId}: [E_CONFLICT]`)).catch((error: Error) => {
         throw new Error(`${error.message}; its stderr: ${frozen.stderr()}`)
       })
       expect(frozen.stderr()).to.include('was taken over by another holder')

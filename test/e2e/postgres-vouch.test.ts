@@ -119,7 +119,7 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
     await writeFile(path.join(dir, 'typed.yaml'), TYPED)
     const keyed = await detach('typed.yaml', {PIPE_AUDIT_KEY: KEY}, ['-i', 'word=keyed'])
     team.start(url, ['--concurrency', '1'], {cwd: dir})
-    await until('the worker refused it', async () => /E_INTEGRITY.*set PIPE_AUDIT_KEY/.test(await noteOf(keyed)), 60000)
+    await until('the worker refused it', async () => /E_INTEGRITY.*set PIPE_AUDIT_KEY/.test(await noteOf(keyed)))
     expect(existsSync(path.join(dir, 'keyed.txt'))).to.equal(false)
     expect(await statusOf(keyed)).to.equal('pending')
     const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env: {PIPE_AUDIT_KEY: KEY}})

@@ -47,9 +47,14 @@ export class Workers {
   }
 }
 
-/** Waits until `check` holds; a check that throws (the database restarting) counts as not yet. */
-export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 90000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
+/**
+ * Waits until `check` holds; a check that throws (the database restarting) counts as not yet. The
+ * test's own timeout says when it failed: the deadline here is only a backstop for a wait left
+ * polling after its test has ended, longer than any test's timeout (a shorter one decided tests
+ * on a loaded machine before their own timeout could).
+ */
+export async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 600000
   let last: unknown
   for (;;) {
     try {
