@@ -1,9 +1,15 @@
+/**
+ * One `pipe` process per behaviour (the full run, the kills, audit verify's findings and notes, the
+ * resumes that rewrite records or leave a changed one); the read-backs, the later audits and the
+ * runs and resumes around them run in this process (test/helpers/pipe-here.ts: the same command
+ * from argv, its output and exit code).
+ */
 import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
-import {auditCommandIn} from '../helpers/stores.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -27,7 +33,7 @@ async function recordFiles(cwd: string): Promise<Record<string, string>> {
 }
 
 async function snapshots(cwd: string, runId: string): Promise<Snapshot[]> {
-  const result = await pipe(['snapshot', 'show', runId, '--json'], {cwd})
+  const result = await pipeHere(['snapshot', 'show', runId, '--json'], {cwd})
   expect(result.code, result.stderr).to.equal(0)
   return json<Snapshot[]>(result)
 }
@@ -71,13 +77,13 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const resumed = await pipe(['resume', runId], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(2)
     expect(await recordFiles(dir)).to.deep.equal(intact)
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
     expect(audit.stderr).to.not.contain('note:')
   })
 
   it('a record changed to other valid JSON is not overwritten: audit verify still reports it', async () => {
-    const done = await pipe([...fullRun, '--json'], {cwd: dir})
+    const done = await pipeHere([...fullRun, '--json'], {cwd: dir})
     const runId = json<{run_id: string}>(done).run_id
     const evidence = (await snapshots(dir, runId)).flatMap((s) => s.evidence_links)[0]!.evidence_id
     const file = path.join(dir, '.pipe', 'evidence', `${evidence}.json`)
@@ -85,13 +91,14 @@ describe('the commit log: records written without their own sync, rebuilt after 
     await writeFile(file, changed)
     await pipe(['resume', runId], {cwd: dir})
     expect(await readFile(file, 'utf8')).to.equal(changed)
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    // (audit verify's findings from a process: the first test.)
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code).to.equal(4)
     expect(audit.stdout).to.contain(`${evidence}: field changed`)
   })
 
   it("an intact run's last log line is read from its start (run, seq): noted exactly when the step it names has no snapshot, whatever follows", async () => {
-    const done = await pipe([...fullRun, '--json'], {cwd: dir})
+    const done = await pipeHere([...fullRun, '--json'], {cwd: dir})
     expect(done.code, done.stderr).to.equal(0)
     const runId = json<{run_id: string}>(done).run_id
     const log = path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl')
@@ -101,10 +108,12 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const seq = (JSON.parse(last) as {seq: number}).seq
     const head = (JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', runId, 'run.json'), 'utf8')) as {head: {seq: number}}).head.seq
     const withLast = (line: string): Promise<void> => writeFile(log, `${text.slice(0, cut)}${line}\n`)
-    const notes = async (): Promise<string[]> => {
-      const audit = await auditCommandIn(dir)
-      expect(audit.code, audit.said).to.equal(0)
-      return audit.report!.notes.map((n) => `${n.record}: ${n.message}`)
+    /** The notes of `pipe audit verify --json`: in this process, or (the first noted case) a process. */
+    const notes = async (asProcess = false): Promise<string[]> => {
+      const args = ['audit', 'verify', '--json']
+      const audit = asProcess ? await pipe(args, {cwd: dir}) : await pipeHere(args, {cwd: dir})
+      expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
+      return json<{notes: Array<{record: string; message: string}>}>(audit).notes.map((n) => `${n.record}: ${n.message}`)
     }
     expect(await notes()).to.deep.equal([])
     // Its step's snapshot is there: nothing to note, as when the whole line was parsed (a line that is not JSON is ignored for an intact run).
@@ -112,7 +121,7 @@ describe('the commit log: records written without their own sync, rebuilt after 
     expect(await notes()).to.deep.equal([])
     // The same line naming a step with no snapshot, past the run's end: noted, though its start alone names that step.
     await withLast(last.replace(`"seq":${seq},`, '"seq":90,'))
-    expect(await notes()).to.deep.equal([
+    expect(await notes(true)).to.deep.equal([
       `${runId}#90: names a step past the run's last snapshot #${head}, yet the run is succeeded: no step wrote it (changed by hand?), and pipe resume ignores it`,
     ])
     // Another run's line, or keys in another order: read whole, as before.
@@ -131,10 +140,11 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const audit = await pipe(['audit', 'verify'], {cwd: dir})
     expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
     expect(audit.stderr).to.match(new RegExp(`note: \\S+/runs/${runId}/commits\\.jsonl  ${runId}#2: a step commit was interrupted; pipe resume finishes it`))
-    const resumed = await pipe(['resume', runId!, '--json'], {cwd: dir})
+    // (A resume that finishes a killed run from a process: the next test.)
+    const resumed = await pipeHere(['resume', runId!, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect((await snapshots(dir, runId!)).filter((s) => s.step.name === 'compile')).to.have.length(2)
-    const again = await pipe(['audit', 'verify'], {cwd: dir})
+    const again = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(again.code, `${again.stdout}${again.stderr}`).to.equal(0)
     expect(again.stderr).to.not.contain('note:')
   })
@@ -170,7 +180,7 @@ describe('the commit log: records written without their own sync, rebuilt after 
         .filter((v): v is string => v !== null)
         .sort(),
     )
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
     expect(audit.stderr).to.not.contain('note:')
   })
