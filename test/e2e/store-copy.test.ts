@@ -2,12 +2,18 @@
  * pipe store copy SRC DST between the file store and the PostgreSQL store, either way: chains and
  * seals intact (pipe audit verify passes on each copy, keyed), the records byte for byte the same
  * after a round trip, and a destination holding records refused.
+ *
+ * One `pipe` process per behaviour (a copy into the database and one out of it, a head digest read
+ * from the database, the two copies at once, a refusal); the runs that make the stores, the audits,
+ * the review and the copies around them run in this process (test/helpers/pipe-here.ts: the same
+ * command from argv, its output and exit code, the same PostgreSQL store code).
  */
 import {expect} from 'chai'
 import {readdir, readFile} from 'node:fs/promises'
 import path from 'node:path'
 import pg from 'pg'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {copyStore} from '../helpers/stores.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {until} from '../helpers/workers.js'
@@ -45,7 +51,7 @@ describe('pipe store copy', function () {
     keyed = path.join(made.dir, 'keyed')
     plain = path.join(made.dir, 'plain')
     const run = (extra: string[], store: string, env: Record<string, string> = {}) =>
-      pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', store, '--json'], {cwd: made.dir, env})
+      pipeHere(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', store, '--json'], {cwd: made.dir, env})
     const done = await run(['--decision', 'go'], keyed, {PIPE_AUDIT_KEY: KEY})
     expect(done.code, done.stderr).to.equal(0)
     const paused = await run([], keyed, {PIPE_AUDIT_KEY: KEY})
@@ -70,14 +76,14 @@ describe('pipe store copy', function () {
     const copied = await pipe(['store', 'copy', files, url, '--json'], {cwd: dir})
     expect(copied.code, copied.stderr).to.equal(0)
     expect(json<{runs: number; ledger: number}>(copied)).to.include({runs: 2, ledger: 1})
-    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env})
+    const audit = await pipeHere(['audit', 'verify', '--json', '--store', url], {cwd: dir, env})
     expect(audit.code, audit.stdout).to.equal(0)
     expect(json<{ok: boolean; runs: number; unverifiable: number}>(audit)).to.include({ok: true, runs: 2, unverifiable: 0})
     // Without the key, the keyed seals of the copy cannot be checked: not a pass.
-    expect((await pipe(['audit', 'verify', '--store', url], {cwd: dir})).code).to.equal(2)
+    expect((await pipeHere(['audit', 'verify', '--store', url], {cwd: dir})).code).to.equal(2)
     // The paused run goes on in the database: its review is given there.
     const runId = pausedId
-    const reviewed = await pipe(['review', runId, '--decision', 'go', '--store', url, '--json'], {cwd: dir, env})
+    const reviewed = await pipeHere(['review', runId, '--decision', 'go', '--store', url, '--json'], {cwd: dir, env})
     expect(reviewed.code, reviewed.stderr).to.equal(0)
     expect(json<{status: string}>(reviewed).status).to.equal('succeeded')
     // And back into a folder, with the run finished in the database.
@@ -85,7 +91,7 @@ describe('pipe store copy', function () {
     const returned = await pipe(['store', 'copy', url, back], {cwd: dir})
     expect(returned.code, returned.stderr).to.equal(0)
     expect(returned.stdout).to.match(/^copied 2 run\(s\)/)
-    const again = await pipe(['audit', 'verify', '--json', '--store', back], {cwd: dir, env})
+    const again = await pipeHere(['audit', 'verify', '--json', '--store', back], {cwd: dir, env})
     expect(again.code, again.stdout).to.equal(0)
     const original = await records(files)
     const roundTrip = await records(back)
@@ -105,16 +111,19 @@ describe('pipe store copy', function () {
     const env = {PIPE_AUDIT_KEY: KEY}
     const files = path.join(dir, 'files')
     await copyStore(keyed, files)
-    const head = async (store: string): Promise<string> => {
-      const audit = await pipe(['audit', 'verify', '--json', '--store', store], {cwd: dir, env})
+    /** The head of `pipe audit verify --json`: in this process, or (the database's) a process. */
+    const head = async (store: string, asProcess = false): Promise<string> => {
+      const args = ['audit', 'verify', '--json', '--store', store]
+      const audit = asProcess ? await pipe(args, {cwd: dir, env}) : await pipeHere(args, {cwd: dir, env})
       expect(audit.code, audit.stdout).to.equal(0)
       return json<{head: string}>(audit).head
     }
+    // The copies in this process (the first test's are processes).
     const url = cluster.url(await cluster.createDatabase())
-    expect((await pipe(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)
+    expect((await pipeHere(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)
     const back = path.join(dir, 'back')
-    expect((await pipe(['store', 'copy', url, back], {cwd: dir})).code).to.equal(0)
-    const digest = await head(url)
+    expect((await pipeHere(['store', 'copy', url, back], {cwd: dir})).code).to.equal(0)
+    const digest = await head(url, true)
     expect(await head(files)).to.equal(digest)
     expect(await head(back)).to.equal(digest)
   })
@@ -141,7 +150,7 @@ describe('pipe store copy', function () {
     } finally {
       await holder.end()
     }
-    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify', '--json', '--store', url], {cwd: dir})
     expect(audit.code, audit.stdout).to.equal(0)
     expect(json<{runs: number}>(audit).runs).to.equal(1)
   })
@@ -151,13 +160,14 @@ describe('pipe store copy', function () {
     await copyStore(plain, files)
     const db = await cluster.createDatabase()
     const url = cluster.url(db)
-    expect((await pipe(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)
+    expect((await pipeHere(['store', 'copy', files, url], {cwd: dir})).code).to.equal(0)
     const before = await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_snapshots')
     const twice = await pipe(['store', 'copy', files, url], {cwd: dir})
     expect(twice.code).to.not.equal(0)
     expect(twice.stderr).to.match(/already holds records/)
     expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_snapshots')).to.deep.equal(before)
-    const intoFolder = await pipe(['store', 'copy', url, files], {cwd: dir})
+    // The same refusal for a folder, in this process.
+    const intoFolder = await pipeHere(['store', 'copy', url, files], {cwd: dir})
     expect(intoFolder.code).to.not.equal(0)
     expect(intoFolder.stderr).to.match(/already holds records/)
   })
