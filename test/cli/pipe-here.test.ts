@@ -9,7 +9,7 @@ import {expect} from 'chai'
 import {spawnSync} from 'node:child_process'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
-import {defaultPipeline, examples, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {defaultPipeline, examples, node, ownEnv, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {pipeHere} from '../helpers/pipe-here.js'
 
 const SECRET = 'pipe-here-secret-0123456789'
@@ -85,6 +85,22 @@ describe('pipe in this process says what the pipe process says', function () {
       // A later command in a process that was never told the secret prints it as it is.
       const plain = await pipeHere(['run', path.join(dir, `${SECRET}.yaml`)], {cwd: dir})
       expect(plain.stderr).to.contain(SECRET)
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('lends a process started while a command runs here the environment of the test, not that of the command', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const command = pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: {PIPE_HERE_ONLY: 'the command'}})
+      // Once the command holds process.env (a turn of the event loop at a time: the run takes many).
+      while (ownEnv.held === undefined) await new Promise((resolve) => setImmediate(resolve))
+      expect(process.env.PIPE_HERE_ONLY).to.equal('the command')
+      const beside = node(['-e', 'process.stdout.write(process.env.PIPE_HERE_ONLY ?? "unset")'], {cwd: dir})
+      const [ran, seen] = await Promise.all([command, beside])
+      expect(ran.code, ran.stderr).to.equal(0)
+      expect(seen.stdout).to.equal('unset')
     } finally {
       await cleanup()
     }

@@ -136,7 +136,6 @@ describe('a confirmation deadline acts (pipe worker, PostgreSQL store)', functio
     await until(
       'the worker applied both deadlines',
       async () => (await statusOf(paused.deny!)) === 'succeeded' && (await statusOf(paused.cancel!)) === 'cancelled',
-      90000,
     )
     expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
     expect(worker.stderr()).to.match(/its confirmation deadline \S+ passed; confirm.on_timeout: deny -> succeeded/)

@@ -141,7 +141,7 @@ describe('foreach children and workspaces across pipe worker processes on a Post
     await cleanup()
   })
 
-  const untilFor = (what: string, check: () => Promise<boolean>, timeoutMs = 120000): Promise<void> => until(what, check, timeoutMs)
+  const untilFor = until
 
   function startWorker(args: string[], options: {cwd?: string; env?: Record<string, string>} = {}): Worker {
     return team.start(url, args, {cwd: options.cwd ?? dir, ...(options.env ? {env: options.env} : {})})

@@ -86,7 +86,6 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
     await until(
       'the forged run is refused and the honest one has ended',
       async () => /E_INTEGRITY/.test(await noteOf(runId)) && (await statusOf(honest)) === 'succeeded',
-      60000,
     )
     const note = await noteOf(runId)
     expect(note).to.contain(field)
@@ -153,7 +152,6 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
       'the run waits for a person, off the queue',
       async () =>
         (await statusOf(waiting)) === 'awaiting_input' && (await cluster.sql(db, 'SELECT 1 FROM pipe_queue WHERE run_id = $1', [waiting])).length === 0,
-      60000,
     )
     await forge(waiting, (r) => (r.standing_confirmations = [{scope: 'run', decision: 'yes', by: 'mallory', at: new Date().toISOString()}]))
     await cluster.sql(db, "INSERT INTO pipe_queue (run_id, queue) VALUES ($1, 'default')", [waiting])

@@ -25,7 +25,7 @@ describe('pipe worker on a PostgreSQL store', function () {
   let url: string
   const team = useWorkerSuite('pipe-pg-worker-', (suite) => ({cluster, dir, db, url} = suite))
 
-  const untilFor = (what: string, check: () => Promise<boolean>, timeoutMs = 60000): Promise<void> => until(what, check, timeoutMs)
+  const untilFor = until
 
   function startWorker(args: string[], extra: Record<string, string> = {}): Worker {
     return team.start(url, args, {cwd: dir, env: extra})
@@ -159,7 +159,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     expect(kids.length).to.be.greaterThan(0)
     for (const kid of kids) expect(kid.status).to.be.oneOf(['succeeded', 'cancelled'])
     // The worker was not drained: it finishes the other run and is still there.
-    await untilFor('the other run has ended', async () => (await statusOf(other)) !== 'running' && (await statusOf(other)) !== 'pending', 30000)
+    await untilFor('the other run has ended', async () => (await statusOf(other)) !== 'running' && (await statusOf(other)) !== 'pending')
     expect(await statusOf(other)).to.equal('succeeded')
     expect(worker.child.exitCode).to.equal(null)
   })
@@ -240,10 +240,8 @@ describe('pipe worker on a PostgreSQL store', function () {
     frozen.child.kill('SIGCONT')
     await writeFile(path.join(dir, frozenGate, 'go'), '')
     // Refused either way: its transaction's fencing check, or the server ending a transaction left idle past idle_in_transaction_session_timeout (below the lease).
-    await untilFor(
-      'the woken worker was refused',
-      async () => /was taken over by another holder|terminating connection due to idle-in-transaction timeout/.test(frozen.stderr()),
-      30000,
+    await untilFor('the woken worker was refused', async () =>
+      /was taken over by another holder|terminating connection due to idle-in-transaction timeout/.test(frozen.stderr()),
     ).catch((error: Error) => {
       throw new Error(`${error.message}; its stderr: ${frozen.stderr()}`)
     })

@@ -67,9 +67,15 @@ export function pipe(args: string[], options: CliOptions = {}): Promise<CliResul
   return node([bin, ...args], options)
 }
 
+/**
+ * The test process's own environment while a command runs in it (test/helpers/pipe-here.ts owns
+ * process.env then): a process started meanwhile must not inherit that command's variables.
+ */
+export const ownEnv: {held?: NodeJS.ProcessEnv} = {}
+
 /** The environment of a CLI run: the test's own without what a developer's would bring in, `env` over it. */
 export function commandEnv(options: CliOptions): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? testHome}
+  const env: NodeJS.ProcessEnv = {...(ownEnv.held ?? process.env), NO_COLOR: '1', PIPE_HOME: options.env?.PIPE_HOME ?? testHome}
   delete env.PIPE_STORE
   delete env.OPENAI_API_KEY
   delete env.OPENAI_BASE_URL

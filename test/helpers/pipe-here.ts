@@ -12,7 +12,7 @@
  * One command at a time: a command owns process.env, the working folder and the exit code while it
  * runs, so calls made together wait their turn.
  */
-import {commandEnv, repoRoot, type CliOptions, type CliResult} from './cli.js'
+import {commandEnv, ownEnv, repoRoot, type CliOptions, type CliResult} from './cli.js'
 
 let turn: Promise<unknown> = Promise.resolve()
 
@@ -59,6 +59,7 @@ async function runHere(args: string[], options: Omit<CliOptions, 'input' | 'time
   let stdout = ''
   let stderr = ''
   replaceEnv(commandEnv(options))
+  ownEnv.held = saved.env
   process.chdir(options.cwd ?? repoRoot)
   process.exitCode = undefined
   forgetSecrets()
@@ -77,6 +78,7 @@ async function runHere(args: string[], options: Omit<CliOptions, 'input' | 'time
   } finally {
     release()
     forgetSecrets()
+    delete ownEnv.held
     replaceEnv(saved.env)
     process.chdir(saved.cwd)
     process.exitCode = saved.exitCode

@@ -9,7 +9,7 @@ import {mkdir, readFile} from 'node:fs/promises'
 import {request} from 'node:http'
 import path from 'node:path'
 import type {Browser, Page} from 'puppeteer-core'
-import {bin, json, pipe, repoRoot, testHome} from './cli.js'
+import {bin, json, ownEnv, pipe, repoRoot, testHome} from './cli.js'
 
 export const CHROMIUM = ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].find((p) => existsSync(p))
 
@@ -36,7 +36,7 @@ export async function startView(dir: string, servers: ChildProcess[], args: stri
   const child = spawn(process.execPath, [bin, 'view', '--port', '0', ...store, ...args], {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, ...env},
+    env: {...(ownEnv.held ?? process.env), NO_COLOR: '1', PIPE_HOME: testHome, ...env},
   })
   servers.push(child)
   let err = ''

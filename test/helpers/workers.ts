@@ -4,7 +4,7 @@
  * check a query or a read), never a fixed sleep.
  */
 import {spawn, type ChildProcess} from 'node:child_process'
-import {bin, tempDir, testHome} from './cli.js'
+import {bin, ownEnv, tempDir, testHome} from './cli.js'
 import {startCluster, type Cluster} from './postgres.js'
 
 export interface Worker {
@@ -15,7 +15,7 @@ export interface Worker {
 
 /** The environment of a worker or a command in these tests: a fast poll, no PIPE_STORE of the caller's. */
 export function workerEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = {...process.env, NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
+  const out: NodeJS.ProcessEnv = {...(ownEnv.held ?? process.env), NO_COLOR: '1', PIPE_HOME: testHome, PIPE_WORKER_POLL_MS: '50', ...extra}
   delete out.PIPE_STORE
   return out
 }
