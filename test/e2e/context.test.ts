@@ -2,6 +2,11 @@
  * Repository context for models (issue 29 item 1; seed 000 CONTEXT_BUILDING, seed 002's Project
  * Context Ref, seed 004 READ_CONTEXT): `kind: context` on the built CLI, in real git repositories
  * in temp dirs, with a scripted chat-completions server on 127.0.0.1 as the model that reads it.
+ *
+ * One `pipe` process per behaviour (each test's first run, a damaged record caught by audit verify,
+ * validate's refusal, the first malformed --context-ref); the further runs and the commands that read
+ * back run in this process (test/helpers/pipe-here.ts: the same command from argv, its output and
+ * exit code, asking the same model server).
  */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
@@ -9,6 +14,7 @@ import {execFileSync} from 'node:child_process'
 import {mkdir, readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {runRecordIn, snapshotsIn, specIn} from '../helpers/stores.js'
 import {filesShown} from '../helpers/coding-agent-server.js'
 import {cannedReply, ModelServer, type ModelRequest, type Scripted} from '../helpers/model-server.js'
@@ -103,13 +109,12 @@ interface Snap {
   meta: {model_calls?: Array<{key: string}>}
 }
 
-async function runIn(repo: string, root: string, extra: string[] = []): Promise<{run_id: string; status: string}> {
+/** `pipe run` of the context pipeline as a process, or (`here`) in this process. */
+async function runIn(repo: string, root: string, extra: string[] = [], here = false): Promise<{run_id: string; status: string}> {
   server ??= await ModelServer.start(looker)
-  const result = await pipe(['run', path.join(root, 'ctx.yaml'), '--policy', path.join(root, 'policy.yaml'), '--json', ...extra], {
-    cwd: repo,
-    env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(root, 'home')},
-    timeoutMs: 60000,
-  })
+  const args = ['run', path.join(root, 'ctx.yaml'), '--policy', path.join(root, 'policy.yaml'), '--json', ...extra]
+  const env = {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(root, 'home')}
+  const result = here ? await pipeHere(args, {cwd: repo, env}) : await pipe(args, {cwd: repo, env, timeoutMs: 60000})
   expect(result.code, result.stderr).to.equal(0)
   return json<{run_id: string; status: string}>(result)
 }
@@ -162,19 +167,19 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     // The model was shown exactly that text.
     const asked = server!.requests.find((r) => r.kind === 'look')!
     expect(asked.body.messages.find((m) => m.role === 'user')!.content).to.contain(text)
-    const shown = (await pipe(['snapshot', 'show', run.run_id, '--step', 'look'], {cwd: repo})).stdout
+    const shown = (await pipeHere(['snapshot', 'show', run.run_id, '--step', 'look'], {cwd: repo})).stdout
     expect(shown).to.contain(`context: repository context ${ref.evidence_id} ${gathered.outputs.hash}`)
 
     // The run page shows it too.
     const page = path.join(root, 'run.html')
-    const exported = await pipe(['export', run.run_id, '--html', page], {cwd: repo})
+    const exported = await pipeHere(['export', run.run_id, '--html', page], {cwd: repo})
     expect(exported.code, exported.stderr).to.equal(0)
     expect(await readFile(page, 'utf8')).to.match(
       new RegExp(`repository context\\s+<a href="#evidence-${ref.evidence_id}"><code>${ref.evidence_id}</code></a> <code>${gathered.outputs.hash}</code>`),
     )
 
     // Audit verify covers it: intact now, and an edited evidence record is caught.
-    const intact = await pipe(['audit', 'verify'], {cwd: repo})
+    const intact = await pipeHere(['audit', 'verify'], {cwd: repo})
     expect(intact.code, intact.stdout + intact.stderr).to.equal(0)
     const record = JSON.parse(await readFile(evidenceFile, 'utf8')) as {source: {hash: string}}
     record.source.hash = sha('something else')
@@ -189,7 +194,7 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     const {root, repo} = await makeRepo('budget', {...FILES, 'src/a_big.js': big, 'src/b_big.js': big, 'src/c_big.js': big})
     await writePipeline(root, '    files: ["src/**"]\n    max_file_bytes: 3000\n    max_bytes: 6000\n    history: 1')
     const first = await snapshot(repo, (await runIn(repo, root)).run_id, 'repo')
-    const second = await snapshot(repo, (await runIn(repo, root)).run_id, 'repo')
+    const second = await snapshot(repo, (await runIn(repo, root, [], true)).run_id, 'repo')
     expect(second.outputs.text).to.equal(first.outputs.text)
     const text = first.outputs.text!
     expect(Buffer.byteLength(text)).to.be.at.most(6000)
@@ -228,7 +233,7 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     await writePipeline(a.root, '    files: [package.json, "src/**"]')
     await writePipeline(b.root, '    files: [package.json, "src/**"]')
     const inA = await runIn(a.repo, a.root)
-    const inB = await runIn(b.repo, b.root)
+    const inB = await runIn(b.repo, b.root, [], true)
     const [ctxA, ctxB] = [await snapshot(a.repo, inA.run_id, 'repo'), await snapshot(b.repo, inB.run_id, 'repo')]
     expect(ctxA.outputs.text).to.equal(ctxB.outputs.text)
     expect(ctxA.outputs.text).not.to.contain(a.root)
@@ -240,8 +245,10 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
   it('--context-ref PROJECT@VERSION is checked, recorded in the run and in every snapshot, and shown by runs show', async () => {
     const {root, repo} = await makeRepo('ref')
     await writePipeline(root, '    files: [package.json]')
-    for (const bad of ['acme', 'acme@', '@v1', 'ac me@v1', 'acme@v1/../x']) {
-      const result = await pipe(['run', path.join(root, 'ctx.yaml'), '--policy', path.join(root, 'policy.yaml'), '--context-ref', bad], {cwd: repo})
+    for (const [index, bad] of ['acme', 'acme@', '@v1', 'ac me@v1', 'acme@v1/../x'].entries()) {
+      const args = ['run', path.join(root, 'ctx.yaml'), '--policy', path.join(root, 'policy.yaml'), '--context-ref', bad]
+      // The first refusal from a process, the rest in this process.
+      const result = index === 0 ? await pipe(args, {cwd: repo}) : await pipeHere(args, {cwd: repo})
       expect(result.code, bad).to.equal(2)
       expect(result.stderr).to.contain('[E_INVALID_ARGS]').and.contain('PROJECT@VERSION')
     }
@@ -249,13 +256,13 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     const run = await runIn(repo, root, ['--context-ref', 'acme-web@2026.03'])
     // The run as `pipe runs show RUN --json` gives it, read in this process (helpers/stores.ts).
     expect(JSON.stringify((await runRecordIn(repo, run.run_id)).run)).to.contain('"context_ref":{"project_id":"acme-web","context_version":"2026.03"}')
-    expect((await pipe(['runs', 'show', run.run_id], {cwd: repo})).stdout).to.contain('context ref acme-web@2026.03')
+    expect((await pipeHere(['runs', 'show', run.run_id], {cwd: repo})).stdout).to.contain('context ref acme-web@2026.03')
     for (const step of ['repo', 'look', 'done']) {
       const snap = await snapshot(repo, run.run_id, step)
       expect(snap.inputs.context_ref!.project, step).to.deep.equal({project_id: 'acme-web', context_version: '2026.03'})
     }
     // Without it, a step that read no context names none.
-    const plain = await runIn(repo, root)
+    const plain = await runIn(repo, root, [], true)
     expect((await snapshot(repo, plain.run_id, 'done')).inputs.context_ref).to.equal(null)
   })
 
