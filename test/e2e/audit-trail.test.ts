@@ -2,6 +2,10 @@
  * The audit trail of the default run on the built CLI: ids unique across runs in parallel, a changed
  * byte named by file and field, a re-sealed or missing snapshot caught; and replay of a finished run
  * to the same gate results. Both start from a finished run made once for this file.
+ *
+ * One `pipe` process per behaviour (the eight runs at once, each audit verify that names what was
+ * changed, replay --check and --from); the run replayed, the audits that pass and the read-backs run
+ * in this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {readFile, writeFile} from 'node:fs/promises'
@@ -9,6 +13,7 @@ import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {fullRun, made, onlyRun, snapshotsOf, type RunJson} from '../helpers/durable-fixtures.js'
 
 let dir: string
@@ -36,7 +41,7 @@ describe('the audit trail', function () {
     }
     expect(new Set(all.spec).size).to.equal(all.spec.length)
     expect(new Set(all.evidence).size).to.equal(all.evidence.length)
-    const audit = await pipe(['audit', 'verify', '--json'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify', '--json'], {cwd: dir})
     expect(audit.code, audit.stdout).to.equal(0)
     expect(json<{ok: boolean; runs: number}>(audit)).to.include({ok: true, runs: 8})
   })
@@ -62,7 +67,7 @@ describe('the audit trail', function () {
     expect(audit.stdout).to.contain(`${snapshotFile}  decisions  ${run.run_id}#3: field changed`)
     expect(audit.stdout).to.contain(`${specFile}  goal  ${run.spec_version}: field changed`)
     expect(audit.stdout).to.match(new RegExp(`${evidenceFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}  content  E-\\d+: field changed`))
-    const one = await pipe(['audit', 'verify', run.run_id, '--json'], {cwd: dir})
+    const one = await pipeHere(['audit', 'verify', run.run_id, '--json'], {cwd: dir})
     expect(one.code).to.equal(4)
     const report = json<{ok: boolean; problems: Array<{file: string; field: string}>}>(one)
     expect(report.problems.map((p) => `${path.basename(p.file)} ${p.field}`)).to.include.members(['000003.json decisions', `${run.spec_version}.json goal`])
@@ -88,7 +93,7 @@ describe('replay', function () {
   this.timeout(120000)
 
   it('reproduces every gate result of a finished run, and replays from a step to identical gate results', async () => {
-    const original = json<RunJson>(await pipe([...fullRun, '--json'], {cwd: dir}))
+    const original = json<RunJson>(await pipeHere([...fullRun, '--json'], {cwd: dir}))
     const check = await pipe(['replay', original.run_id, '--check', '--json'], {cwd: dir})
     expect(check.code, check.stderr).to.equal(0)
     const report = json<{same: boolean; gates: Array<{same: boolean}>}>(check)
@@ -108,12 +113,12 @@ describe('replay', function () {
     expect(after[0]!.meta.replay_of).to.deep.equal({run_id: original.run_id, seq: 3})
     expect(after[0]!.meta.prev_hash).to.equal(before[1]!.meta.record_hash)
     expect(after[0]!.spec_version_in).to.equal(before[2]!.spec_version_in)
-    expect(json<{run: RunRecord}>(await pipe(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({
+    expect(json<{run: RunRecord}>(await pipeHere(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({
       run_id: original.run_id,
       seq: 3,
       step: 'validate_gates',
     })
-    expect((await pipe(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
+    expect((await pipeHere(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
   })
 
   it('reports a gate result that no longer reproduces', async () => {
