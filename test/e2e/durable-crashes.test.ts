@@ -2,6 +2,11 @@
  * Crashes on the built CLI never leave the file store unverifiable: a real SIGKILL at every traced
  * point of run creation, the moment a run folder starts to be built, and at points spread across
  * runs that fail, block or get cancelled; audit verify passes at once, and again when the run has ended.
+ *
+ * Every kill and every trace is a real `pipe` process (PIPE_FAULT_* is read once per process), as is
+ * the first resume after a kill at run creation and each scenario's first resume, review or cancel
+ * after a kill; the later ones, and the runs that set a scenario up, run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
@@ -9,11 +14,10 @@ import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {AuditReport} from '../../src/store/types.js'
 import {bin, defaultPipeline, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
-import {cancelHere, resumeHere, reviewHere} from '../helpers/in-process.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {
   answers,
   audited,
-  firstOfEachKind,
   fullRun,
   killedBy,
   kindOf,
@@ -81,16 +85,10 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
         expect(ids).to.have.length(1)
       }
       for (const id of ids) {
-        // The first run to resume is resumed by a real process, the others by its session here.
-        if (processResumes++ === 0) {
-          const resumed = await pipe(['resume', id, '--json'], {cwd})
-          expect(resumed.code, `resume after a kill at ${point}: ${resumed.stderr}`).to.equal(0)
-          expect(json<RunJson>(resumed).status).to.equal('succeeded')
-        } else {
-          const resumed = await resumeHere(cwd, id)
-          expect(resumed.code, `resume after a kill at ${point}: ${JSON.stringify(resumed.error)}`).to.equal(0)
-          expect(resumed.outcome?.status).to.equal('succeeded')
-        }
+        // The first run to resume is resumed by a real process, the others by the command in this process.
+        const resumed = await (processResumes++ === 0 ? pipe : pipeHere)(['resume', id, '--json'], {cwd})
+        expect(resumed.code, `resume after a kill at ${point}: ${resumed.stderr}`).to.equal(0)
+        expect(json<RunJson>(resumed).status).to.equal('succeeded')
       }
       const again = await audited(cwd)
       expect(again.ok, `after a kill at ${point} and resume:\n${said(again)}`).to.equal(true)
@@ -128,6 +126,8 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
   const failing =
     'version: 1\nname: failing\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop, next: c}\n  - {id: c, kind: command, run: [rm, -rf, /nonexistent]}\n'
 
+  type Pipe = (args: string[], options: {cwd: string}) => Promise<CliResult>
+
   interface Scenario {
     name: string
     /** Prepares a directory, once: each kill starts from a copy of it. Returns the command to kill and the run it concerns (if known before). */
@@ -135,27 +135,26 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
     final: string
     /** The exit code of the command when it is not killed. */
     code: number
-    /** Drives a killed run to its end: by real `pipe` processes, or by their sessions in this process. */
-    finish(cwd: string, runId: string, asProcess: boolean): Promise<void>
+    /** Drives a killed run to its end through `command` (a `pipe` process or the command in this process). */
+    finish(cwd: string, runId: string, command: Pipe): Promise<void>
   }
 
-  const review = async (cwd: string, runId: string, decision: 'go' | 'drop', asProcess: boolean): Promise<void> => {
-    if (asProcess) await pipe(['review', runId, '--decision', decision], {cwd})
-    else await reviewHere(cwd, runId, decision)
+  const review = async (cwd: string, runId: string, decision: 'go' | 'drop', command: Pipe): Promise<void> => {
+    await command(['review', runId, '--decision', decision], {cwd})
   }
-  const resume = async (cwd: string, runId: string, asProcess: boolean): Promise<void> => {
-    if (asProcess) await pipe(['resume', runId], {cwd})
-    else await resumeHere(cwd, runId)
+  const resume = async (cwd: string, runId: string, command: Pipe): Promise<void> => {
+    await command(['resume', runId], {cwd})
   }
-  const resumeTo = async (cwd: string, runId: string, asProcess: boolean): Promise<void> => {
+  const resumeTo = async (cwd: string, runId: string, command: Pipe): Promise<void> => {
     const status = await statusOf(cwd, runId)
     if (['failed', 'blocked', 'cancelled'].includes(status)) return
-    if (status === 'awaiting_input') await review(cwd, runId, 'go', asProcess)
-    else await resume(cwd, runId, asProcess)
+    if (status === 'awaiting_input') await review(cwd, runId, 'go', command)
+    else await resume(cwd, runId, command)
   }
 
+  /** The run a scenario starts from, paused for its review (set-up: in this process). */
   const paused = async (cwd: string): Promise<RunJson> => {
-    const result = await pipe(['run', defaultPipeline, '--input', sentence, '--answers', answers, '--json'], {cwd})
+    const result = await pipeHere(['run', defaultPipeline, '--input', sentence, '--answers', answers, '--json'], {cwd})
     expect(result.code, result.stderr).to.equal(10)
     return json<RunJson>(result)
   }
@@ -176,10 +175,10 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       setup: async () => ({args: ['run', defaultPipeline, '--input', sentence, '--answers', answers, '--decision', 'drop']}),
       final: 'cancelled',
       code: 5,
-      finish: async (cwd, runId, asProcess) => {
+      finish: async (cwd, runId, command) => {
         const status = await statusOf(cwd, runId)
-        if (status === 'awaiting_input') await review(cwd, runId, 'drop', asProcess)
-        else if (status !== 'cancelled') await resume(cwd, runId, asProcess)
+        if (status === 'awaiting_input') await review(cwd, runId, 'drop', command)
+        else if (status !== 'cancelled') await resume(cwd, runId, command)
       },
     },
     {
@@ -191,10 +190,10 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       final: 'cancelled',
       // pipe cancel exits 0: it did what was asked (issue 37: it exited 5).
       code: 0,
-      finish: async (cwd, runId, asProcess) => {
+      finish: async (cwd, runId, command) => {
         if ((await statusOf(cwd, runId)) === 'cancelled') return
-        const cancelled = asProcess ? await pipe(['cancel', runId, '--reason', 'superseded'], {cwd}) : await cancelHere(cwd, runId, 'superseded')
-        expect(cancelled.code).to.equal(0)
+        const cancelled = await command(['cancel', runId, '--reason', 'superseded'], {cwd})
+        expect(cancelled.code, cancelled.stderr).to.equal(0)
       },
     },
     {
@@ -243,14 +242,21 @@ describe('crashes never leave the store unverifiable: at run creation, and in ru
       const ending = candidates.filter((p) => kindOf(p) === 'snapshot-written').at(-1)
       const picked = new Set([...sample(candidates, 6), ...(ending ? [ending] : [])])
       const chosen = candidates.filter((p) => picked.has(p))
-      const firsts = firstOfEachKind(chosen)
+      // The first resume, review or cancel after a kill in this scenario is a real process; the later ones, after
+      // kills at other points, run the same command in this process (they read what the kill left on disk alike).
+      const byProcess = new Set<string>()
+      const finisher: Pipe = (args, options) => {
+        if (byProcess.has(args[0]!)) return pipeHere(args, options)
+        byProcess.add(args[0]!)
+        return pipe(args, options)
+      }
       for (const [i, point] of chosen.entries()) {
         const cwd = await copyOfSetup(`${scenario.final}-${scenarios.indexOf(scenario)}-${i}`)
         const killed = await pipe(setup.args, {cwd, env: {PIPE_FAULT_KILL_AT: point}})
         expect(killedBy(killed), `killed at ${point}: ${killed.stderr}`).to.equal(true)
         await verifiesAfterKill(cwd, point)
         const runId = setup.runId ?? (await runIds(cwd))[0]!
-        await scenario.finish(cwd, runId, firsts.has(point))
+        await scenario.finish(cwd, runId, finisher)
         expect(await statusOf(cwd, runId), `${scenario.name}, killed at ${point}`).to.equal(scenario.final)
         const audit = await audited(cwd)
         expect(audit.ok, `after a kill at ${point} and the run's end:\n${said(audit)}`).to.equal(true)
