@@ -2,6 +2,11 @@
  * Today's confirmation, agent tools, context and fan-in, attacked as a new user and as an attacker
  * would: on the built CLI, in real git repositories in temp dirs, against a scripted model server
  * on 127.0.0.1. Each case here failed before its fix.
+ *
+ * Each test's main command is a `pipe` process (the run that pauses and the confirm that pauses
+ * again, policy check, the context run, validate and the run refused a secret, the first sum());
+ * the commands after it run in this process (test/helpers/pipe-here.ts: the same command from argv,
+ * its output and exit code, asking the same model server).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -9,6 +14,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses} from '../helpers/stores.js'
 import {ModelServer} from '../helpers/model-server.js'
 
@@ -111,7 +117,7 @@ steps:
     // run_command's line is pre-approved, but the pattern still asks.
     const again = json<RunJson>(second)
     expect(again.pending?.action).to.deep.include({tool: 'run_command', call_id: 'again'})
-    const third = await pipe(['confirm', body.run_id, '--no', '--note', 'not now', '--json'], {cwd: repo, env: env()})
+    const third = await pipeHere(['confirm', body.run_id, '--no', '--note', 'not now', '--json'], {cwd: repo, env: env()})
     expect(third.code, third.stderr + third.stdout).to.equal(0)
     expect(await readFile(path.join(repo, 'ran.txt'), 'utf8')).to.equal('xx')
     expect(toolResults(server.requests.at(-1)!)['again'])
@@ -120,7 +126,7 @@ steps:
     // What `pipe audit verify` checks, in this process (helpers/stores.ts).
     await expectAuditPasses(repo, body.run_id)
     // pipe policy explain says the same of the line.
-    const explained = await pipe(['policy', 'explain', '--policy', 'policy.yaml', '--', 'node', 'args.js', 'deploy-x'], {cwd: repo, env: env()})
+    const explained = await pipeHere(['policy', 'explain', '--policy', 'policy.yaml', '--', 'node', 'args.js', 'deploy-x'], {cwd: repo, env: env()})
     expect(explained.stdout).to.contain(`confirmation needed (pipe confirm): the policy's confirm.commands[0]`)
   })
 
@@ -136,7 +142,7 @@ steps:
     expect(checked.stdout + checked.stderr).to.contain(
       'policy.yaml:5:20  confirm.kinds[1]  "comand" is not a step kind, so it would confirm nothing — did you mean "command"?',
     )
-    const ran = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    const ran = await pipeHere(['run', 'p.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
     expect(ran.code).to.equal(2)
     expect(existsSync(path.join(repo, 'made.txt'))).to.equal(false)
   })
@@ -197,7 +203,8 @@ steps:
     )
     expect(checked.stdout).to.contain('items.yaml:7:13  steps[0].items  items reads a secret; each item is recorded as it is in its child run')
     for (const file of ['p.yaml', 'items.yaml']) {
-      const ran = await pipe(['run', file], {cwd: repo, env: secretEnv})
+      // The first refused run from a process, the second in this process.
+      const ran = await (file === 'p.yaml' ? pipe : pipeHere)(['run', file], {cwd: repo, env: secretEnv})
       expect(ran.code, file).to.equal(2)
     }
     expect(existsSync(path.join(repo, '.pipe', 'runs'))).to.equal(false)
@@ -207,7 +214,7 @@ steps:
       'version: 1\nname: own\nsecrets: [MY_TOKEN]\nsteps:\n  - {id: a, kind: end, status: succeeded, reason: "token ${{ secrets.MY_TOKEN }}"}\n',
     )
     await writeFile(path.join(repo, 'q.yaml'), 'version: 1\nname: q\nsteps:\n  - {id: c, kind: pipeline, file: own.yaml}\n')
-    const good = await pipe(['run', 'q.yaml'], {cwd: repo, env: secretEnv})
+    const good = await pipeHere(['run', 'q.yaml'], {cwd: repo, env: secretEnv})
     expect(good.code, good.stderr).to.equal(0)
     const runs = path.join(repo, '.pipe', 'runs')
     for (const run of await readdir(runs)) expect(await readFile(path.join(runs, run, 'run.json'), 'utf8')).not.to.contain('secretvalue')
@@ -226,15 +233,20 @@ steps:
     run: [node, -e, "console.log(JSON.stringify({m: [1, true, null, '3'], d: [1.5, 2], s: ['1']}))"]
     parse: json
 `
-    const outcome = async (value: string, type?: string): Promise<{code: number | null; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
+    /** The run of `value` as a process, or (`here`) in this process. */
+    const outcome = async (
+      value: string,
+      type?: string,
+      here = true,
+    ): Promise<{code: number | null; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
       await writeFile(path.join(repo, 'p.yaml'), pipeline(value, type))
-      const ran = await pipe(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
+      const ran = await (here ? pipeHere : pipe)(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
       const body = json<RunJson & {error?: {code: string}}>(ran)
       expect(body.run_id, ran.stdout + ran.stderr).to.be.a('string')
       const record = JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {outputs?: unknown}
       return {code: ran.code, body, outputs: record.outputs}
     }
-    const mixed = await outcome('${{ sum(steps.j.outputs.json.m) }}')
+    const mixed = await outcome('${{ sum(steps.j.outputs.json.m) }}', undefined, false)
     expect(mixed.code).to.equal(1)
     expect(mixed.body.status).to.equal('failed')
     expect(mixed.body.error?.code).to.equal('E_CONFIG')
@@ -276,9 +288,9 @@ ${inner}        steps:
     )
     expect(checked.stdout).to.contain('default.yaml:8:9  steps[0].steps[0]  as: "item" is already the item of an enclosing foreach')
     expect(checked.stdout + checked.stderr).to.contain('ok  fine.yaml')
-    const ran = await pipe(['run', 'same.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    const ran = await pipeHere(['run', 'same.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
     expect(ran.code).to.equal(2)
-    const fine = await pipe(['run', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    const fine = await pipeHere(['run', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
     expect(fine.code, fine.stderr).to.equal(0)
     expect(fine.stderr).to.contain('echo a exited 0').and.contain('echo b exited 0')
   })
