@@ -2,6 +2,12 @@ import {expect} from 'chai'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+
+// One `pipe` process per behaviour: validate's report and its refusal with the error channel, a flag
+// the command lacks, graph and its refusal, an unknown command, --help. Their variants (--json, other
+// files and formats) run in this process (test/helpers/pipe-here.ts: the same command from argv, its
+// output and exit code).
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -29,7 +35,7 @@ describe('pipe validate (CLI)', () => {
       'examples/release-notes/publish.yaml',
       'examples/release-notes/policy.yaml',
     ]
-    const result = await pipe(['validate', ...files, '--json'])
+    const result = await pipeHere(['validate', ...files, '--json'])
     expect(result.code, result.stdout).to.equal(0)
     expect(json<{files: Array<{kind: string}>}>(result).files.map((f) => f.kind)).to.deep.equal([
       'pipeline',
@@ -59,7 +65,7 @@ describe('pipe validate (CLI)', () => {
   it('gives errors as data with --json and keeps stdout to one document', async () => {
     const bad = path.join(dir, 'bad.yaml')
     await writeFile(bad, 'version: 1\nname: x\nsteps:\n  - id: a\n    kind: noop\n    colour: red\n')
-    const result = await pipe(['validate', defaultPipeline, bad, '--json'])
+    const result = await pipeHere(['validate', defaultPipeline, bad, '--json'])
     expect(result.code).to.equal(2)
     const body = json<{
       valid: boolean
@@ -75,13 +81,13 @@ describe('pipe validate (CLI)', () => {
   })
 
   it('exits 0 with --json on valid files and prints the report', async () => {
-    const result = await pipe(['validate', defaultPipeline, '--json'])
+    const result = await pipeHere(['validate', defaultPipeline, '--json'])
     expect(result.code).to.equal(0)
     expect(json<{valid: boolean}>(result).valid).to.equal(true)
   })
 
   it('tells a missing file apart from an invalid one', async () => {
-    const result = await pipe(['validate', path.join(dir, 'nope.yaml')])
+    const result = await pipeHere(['validate', path.join(dir, 'nope.yaml')])
     expect(result.code).to.equal(2)
     expect(result.stdout).to.contain('nope.yaml:1:1  (root)  file not found')
   })
@@ -92,7 +98,7 @@ describe('pipe validate (CLI)', () => {
       file,
       'version: 1\nallowed_commands: [[npm, test]]\nforbidden_paths: [../outside]\nmax_patch_lines: 10\nmax_retries_default: 3\nresource_limits: {command_timout_ms: 5}\n',
     )
-    const result = await pipe(['validate', file])
+    const result = await pipeHere(['validate', file])
     expect(result.code).to.equal(2)
     expect(result.stdout).to.contain(
       `${file}:6:19  resource_limits.command_timout_ms  unknown key "command_timout_ms" in resource_limits — did you mean "command_timeout_ms"?`,
@@ -121,7 +127,7 @@ describe('pipe graph (CLI)', () => {
   })
 
   it('draws Graphviz dot with labelled edges', async () => {
-    const result = await pipe(['graph', 'pipelines/default.yaml', '--format', 'dot'])
+    const result = await pipeHere(['graph', 'pipelines/default.yaml', '--format', 'dot'])
     expect(result.code).to.equal(0)
     expect(result.stdout).to.match(/^digraph "default" \{/)
     expect(result.stdout).to.contain('"validate_gates" -> "clarify_questions" [label="fail"];')
@@ -130,7 +136,7 @@ describe('pipe graph (CLI)', () => {
   })
 
   it('returns the graph as data with --json', async () => {
-    const result = await pipe(['graph', 'pipelines/default.yaml', '--json'])
+    const result = await pipeHere(['graph', 'pipelines/default.yaml', '--json'])
     const body = json<{steps: unknown[]; edges: Array<{from: string; to: string; label: string}>}>(result)
     expect(body.steps).to.have.length(9)
     expect(body.edges).to.deep.include({from: 'validate_gates', to: 'clarify_questions', label: 'fail'})
@@ -146,7 +152,7 @@ describe('pipe graph (CLI)', () => {
   })
 
   it('rejects an unknown format', async () => {
-    const result = await pipe(['graph', 'pipelines/default.yaml', '--format', 'png'])
+    const result = await pipeHere(['graph', 'pipelines/default.yaml', '--format', 'png'])
     expect(result.code).to.equal(2)
   })
 })
@@ -156,12 +162,12 @@ describe('pipe usage errors', () => {
     const result = await pipe(['valdate', 'x.yaml'])
     expect(result.code).to.equal(2)
     expect(result.stderr).to.match(/^Error \[E_INVALID_ARGS\]: unknown command "valdate" — did you mean "validate"\?$/m)
-    const topic = await pipe(['snapshot', 'shwo', 'R-20260101-0001'])
+    const topic = await pipeHere(['snapshot', 'shwo', 'R-20260101-0001'])
     expect(topic.stderr).to.contain('unknown command "snapshot shwo" — did you mean "snapshot show"?')
   })
 
   it('names a missing argument', async () => {
-    const result = await pipe(['run'])
+    const result = await pipeHere(['run'])
     expect(result.code).to.equal(2)
     expect(result.stderr).to.match(/^Error \[E_INVALID_ARGS\]: Missing 1 required arg: pipeline/m)
   })
