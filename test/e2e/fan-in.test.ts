@@ -2,6 +2,11 @@
  * Fan-in (issue 30 items 1 and 10) on the built CLI: a pipeline's typed outputs reach its parent as
  * each foreach item's outputs and a pipeline step's outputs.outputs, checked at validate from the
  * child's declaration; inline foreach steps read the as: alias directly, also after a resume.
+ *
+ * Each test's run (and the resume) is a `pipe` process, as is the first validate of each test that
+ * checks validate's findings and of the data-job example; the further validates and the snapshot
+ * read-backs run in this process (test/helpers/pipe-here.ts: the same command from argv, its output
+ * and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -10,6 +15,7 @@ import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 interface RunJson {
   run_id: string
@@ -32,14 +38,15 @@ async function runRecords(): Promise<RunRecord[]> {
 }
 
 async function snapshotOf(runId: string, step: string): Promise<Snapshot> {
-  const r = await pipe(['snapshot', 'show', runId, '--json'], {cwd: dir})
+  const r = await pipeHere(['snapshot', 'show', runId, '--json'], {cwd: dir})
   expect(r.code, r.stderr).to.equal(0)
   return json<Snapshot[]>(r).find((s) => s.step.name === step)!
 }
 
-async function validate(file: string, text: string): Promise<{code: number | null; out: string}> {
+/** `pipe validate` of `text` (written to `file`) in this process, or (`asProcess`) as a process. */
+async function validate(file: string, text: string, asProcess = false): Promise<{code: number | null; out: string}> {
   await writeFile(path.join(dir, file), text)
-  const r = await pipe(['validate', path.join(dir, file)], {cwd: dir})
+  const r = await (asProcess ? pipe : pipeHere)(['validate', path.join(dir, file)], {cwd: dir})
   return {code: r.code, out: r.stdout + r.stderr}
 }
 
@@ -127,6 +134,7 @@ steps:
   - {id: each, kind: foreach, items: "\${{ [1, 2] }}", pipeline: ./item.yaml, with: {n: "\${{ item }}"}, next: done}
   - {id: done, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.items.map(i, i.outputs.totl) }}"}
 `,
+      true,
     )
     expect(fromFile.code).to.equal(2)
     expect(fromFile.out).to.contain(
@@ -264,6 +272,7 @@ steps:
     steps:
       - {id: fin, kind: end, status: succeeded, reason: ok}
 `,
+      true,
     )
     expect(clash.code).to.equal(2)
     expect(clash.out).to.contain('clash.yaml:7:9  steps[0].as  as: "inputs" is already a name every expression reads; choose another')
