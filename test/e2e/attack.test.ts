@@ -1,6 +1,11 @@
 /**
  * Attacks on the trust promises (issue 10) across the seams between its parts: each test is a
  * reproduction that broke a promise once.
+ *
+ * The command each test is about runs as a `pipe` process (a denied run, the first validate refusal,
+ * a redrive, policy check, audit verify's finding, a refused publish, a refused resume, a run whose
+ * task id would climb out); the runs that set it up, the read-backs and the further variants run in
+ * this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -8,6 +13,7 @@ import {existsSync} from 'node:fs'
 import {chmod, mkdir, readFile, readdir, rm, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 let dir: string
 let repo: string
@@ -45,6 +51,11 @@ function run(args: string[]): ReturnType<typeof pipe> {
   return pipe([...args, '--store', store], {cwd: repo, env: {PIPE_HOME: home}, timeoutMs: 120000})
 }
 
+/** `run`'s command in this process. */
+function here(args: string[]): ReturnType<typeof pipe> {
+  return pipeHere([...args, '--store', store], {cwd: repo, env: {PIPE_HOME: home}})
+}
+
 describe('attacks on the trust promises', function () {
   this.timeout(180000)
 
@@ -62,20 +73,24 @@ describe('attacks on the trust promises', function () {
 
     for (const name of ['NODE_OPTIONS', 'LD_PRELOAD', 'GIT_CONFIG_COUNT']) {
       const g = await files(`  - {id: status, kind: command, run: [git, status], env: {${name}: "x"}}\n`)
-      const checked = await pipe(['validate', g.pipeline, '--policy', g.policy, '--json'], {cwd: repo, env: {PIPE_HOME: home}})
+      // (The first refusal from a process, the others in this process.)
+      const checked = await (name === 'NODE_OPTIONS' ? pipe : pipeHere)(['validate', g.pipeline, '--policy', g.policy, '--json'], {
+        cwd: repo,
+        env: {PIPE_HOME: home},
+      })
       expect(checked.code, `${name}: ${checked.stdout}`).to.not.equal(0)
       expect(checked.stdout).to.contain(name).and.contain('policy-denied')
     }
     // A harmless variable is still fine.
     const ok = await files('  - {id: status, kind: command, run: [git, status], env: {npm_config_cache: /tmp/npm-cache}}\n')
-    const fine = await run(['run', ok.pipeline, '--policy', ok.policy, '--json'])
+    const fine = await here(['run', ok.pipeline, '--policy', ok.policy, '--json'])
     expect(fine.code, fine.stderr).to.equal(0)
   })
 
   it('records where each status change came from: failed -> running on a redrive, not pending -> running', async () => {
     await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
     const f = await files('  - {id: build, kind: command, run: [node, step.js]}\n')
-    const first = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    const first = await here(['run', f.pipeline, '--policy', f.policy, '--json'])
     expect(first.code, first.stderr).to.equal(1)
     const runId = json<{run_id: string}>(first).run_id
     await writeFile(path.join(repo, 'step.js'), 'process.exit(0)\n')
@@ -87,7 +102,7 @@ describe('attacks on the trust promises', function () {
       .map((l) => JSON.parse(l) as {event: string; from?: string; to?: string})
     const moves = events.filter((e) => e.to && e.event !== 'created').map((e) => `${e.event}: ${e.from} -> ${e.to}`)
     expect(moves).to.deep.equal(['started: pending -> running', 'failed: running -> failed', 'redriven: failed -> running', 'succeeded: running -> succeeded'])
-    const verified = await run(['audit', 'verify', '--json'])
+    const verified = await here(['audit', 'verify', '--json'])
     expect(verified.code, verified.stdout).to.equal(0)
   })
 
@@ -100,7 +115,7 @@ describe('attacks on the trust promises', function () {
   })
 
   it('audit verify sees a delivery whose ledger entry and ledger log were deleted, though the publish snapshot names it', async () => {
-    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    const r = await here(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
     expect(r.code, r.stderr).to.equal(0)
     const entries = await readdir(path.join(store, 'ledger'))
     expect(entries).to.have.length(1)
@@ -129,7 +144,8 @@ describe('attacks on the trust promises', function () {
     const outside = path.join(dir, 'outside')
     await mkdir(outside)
     await symlink(outside, path.join(repo, 'published'))
-    const r = await run(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
+    // (The refused publish from a process: the test before.)
+    const r = await here(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'])
     expect(r.code, r.stderr).to.equal(6)
     expect(json<{status: string; error: {code: string; message: string}}>(r).error).to.include({code: 'E_POLICY_DENIED'})
     expect(await readdir(outside), 'not even a directory made outside the workspace').to.deep.equal([])
@@ -138,7 +154,7 @@ describe('attacks on the trust promises', function () {
   it('a failure the pipeline handled and ended on is not offered for redrive, and resume says why instead of repeating the handler', async () => {
     await writeFile(path.join(repo, 'step.js'), 'process.exit(2)\n')
     const f = await files('  - {id: build, kind: command, run: [node, step.js], on: {failure: cleanup}}\n  - {id: cleanup, kind: noop}\n')
-    const first = await run(['run', f.pipeline, '--policy', f.policy, '--json'])
+    const first = await here(['run', f.pipeline, '--policy', f.policy, '--json'])
     expect(first.code, first.stderr).to.equal(1)
     const body = json<{run_id: string; status: string; next_command?: string; error: {hint: string}}>(first)
     expect(body.status).to.equal('failed')
@@ -164,7 +180,7 @@ describe('attacks on the trust promises', function () {
     const r = await run(['run', pipeline, '--policy', policy, '-i', `t=${climb}`, '--json'])
     expect(r.code, r.stderr).to.equal(0)
     const runId = json<{run_id: string}>(r).run_id
-    const exported = await run(['export', runId, '--dir', path.join(dir, 'out'), '--json'])
+    const exported = await here(['export', runId, '--dir', path.join(dir, 'out'), '--json'])
     expect(exported.code, exported.stderr).to.equal(0)
     expect(await readdir(outside), 'nothing written outside').to.deep.equal([])
     // The id is kept, with its separators encoded: one folder per task, inside the run's.
