@@ -1,9 +1,17 @@
+/**
+ * The openai provider against a real chat-completions server on 127.0.0.1. A whole run that asks it,
+ * a failed run's error and hint, the main case of the key never written, and each refusal of the
+ * endpoint's configuration are `pipe` processes; the other runs (the replies repaired, retried,
+ * re-sent, failed or timed out) and the read-backs run in this process (test/helpers/pipe-here.ts:
+ * the CLI's path from argv, its output and exit code), asking the same server.
+ */
 import {expect} from 'chai'
 import {cp, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
@@ -47,6 +55,14 @@ function run(file: string, extra: string[] = [], env: Record<string, string | un
   })
 }
 
+/** run() in this process. */
+function runHere(file: string, extra: string[] = []): Promise<CliResult> {
+  return pipeHere(['run', file, '--input', prd, '--decision', 'go', '--provider', 'openai', '--json', ...extra], {
+    cwd: dir,
+    env: {OPENAI_BASE_URL: server.url, OPENAI_API_KEY: KEY, PIPE_HOME: path.join(dir, 'home')},
+  })
+}
+
 /** What `pipe snapshot show RUN --json` prints, read in this process (helpers/stores.ts). */
 async function snapshots(runId: string): Promise<Snapshot[]> {
   return snapshotsIn(dir, runId)
@@ -72,7 +88,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     const compile = list[1]!
     expect(compile.meta).to.include({provider: 'openai', llm_model: 'gpt-4o-mini', endpoint_host: new URL(server.url).host})
     expect(compile.meta.usage).to.deep.equal({prompt_tokens: 120, completion_tokens: 80, total_tokens: 200, calls: 1, cost: 0.18, currency: 'USD'})
-    const spec = json<CanonicalSpec>(await pipe(['spec', 'show', body.spec_version!, '--json'], {cwd: dir}))
+    const spec = json<CanonicalSpec>(await pipeHere(['spec', 'show', body.spec_version!, '--json'], {cwd: dir}))
     expect(spec.features.map((f) => f.id)).to.deep.equal(['FR-001', 'FR-002', 'FR-003'])
     expect(spec.tasks[1]).to.include({id: 'T-002'})
     expect(spec.tasks[1]!.depends_on).to.deep.equal(['T-001'])
@@ -82,13 +98,13 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     expect(server.requests.map((r) => r.body.response_format?.json_schema?.name)).to.deep.equal(['compile', 'plan_tasks', 'generate_vv'])
     expect(server.requests[0]!.headers.authorization).to.equal(`Bearer ${KEY}`)
     expect(server.requests[0]!.body.messages[1]!.content).to.contain('Team Expense Tracker')
-    const shown = json<{usage: {total_tokens: number; calls: number; cost?: number}}>(await pipe(['runs', 'show', body.run_id, '--json'], {cwd: dir}))
+    const shown = json<{usage: {total_tokens: number; calls: number; cost?: number}}>(await pipeHere(['runs', 'show', body.run_id, '--json'], {cwd: dir}))
     expect(shown.usage).to.include({total_tokens: 600, calls: 3})
   })
 
   it('keeps citations that occur in the input as evidence, and drops and records the rest', async () => {
     server = await ModelServer.start(cannedReply)
-    const body = json<RunJson>(await run(await pipeline()))
+    const body = json<RunJson>(await runHere(await pipeline()))
     const compile = await compileSnapshot(body.run_id)
     const dropped = (compile.outputs as {citations_dropped: Array<{excerpt: string}>}).citations_dropped
     expect(dropped.map((d) => d.excerpt)).to.deep.equal(['This sentence is not in the input at all.'])
@@ -111,7 +127,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
   it('repairs a reply that is not JSON by sending the error back', async () => {
     server = await ModelServer.start(cannedReply)
     server.script('compile', {content: 'Sure! Here is the spec: {"goal": '}, {content: compileOk()})
-    const body = json<RunJson>(await run(await pipeline()))
+    const body = json<RunJson>(await runHere(await pipeline()))
     expect(body.status).to.equal('succeeded')
     const compile = await compileSnapshot(body.run_id)
     expect(compile.meta.usage?.calls).to.equal(2)
@@ -123,7 +139,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     server = await ModelServer.start(cannedReply)
     const bad = {content: JSON.stringify({title: 'x', goal: 'y'})}
     server.script('compile', bad, bad, bad, bad)
-    const result = await run(await pipeline('  repair_attempts: 1\n'))
+    const result = await runHere(await pipeline('  repair_attempts: 1\n'))
     expect(result.code).to.equal(1)
     const body = json<RunJson>(result)
     expect(body.error?.code).to.equal('E_MODEL')
@@ -139,7 +155,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
   it('retries a 429 and succeeds, recording the failed attempt', async () => {
     server = await ModelServer.start(cannedReply)
     server.script('compile', {status: 429, body: {error: {message: 'Rate limit reached', type: 'rate_limit'}}})
-    const body = json<RunJson>(await run(await pipeline()))
+    const body = json<RunJson>(await runHere(await pipeline()))
     expect(body.status).to.equal('succeeded')
     const compile = await compileSnapshot(body.run_id)
     expect(compile.step.attempts).to.equal(2)
@@ -150,7 +166,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
   it('sends a request once more, in the same attempt, when its connection closed before any reply', async () => {
     server = await ModelServer.start(cannedReply)
     server.script('compile', {reset: true})
-    const body = json<RunJson>(await run(await pipeline()))
+    const body = json<RunJson>(await runHere(await pipeline()))
     expect(body.status).to.equal('succeeded')
     expect(server.count('compile')).to.equal(2)
     const compile = await compileSnapshot(body.run_id)
@@ -162,7 +178,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     server = await ModelServer.start(cannedReply)
     const fail = {status: 500, body: {error: {message: 'internal error'}}}
     server.script('compile', fail, fail, fail, fail)
-    const result = await run(await pipeline())
+    const result = await runHere(await pipeline())
     expect(result.code).to.equal(1)
     const compile = await compileSnapshot(json<RunJson>(result).run_id)
     expect(compile.step.attempts).to.equal(3)
@@ -173,7 +189,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
   it('ends a reply slower than the step timeout in E_TOOL_TIMEOUT', async () => {
     server = await ModelServer.start(cannedReply)
     server.script('compile', {hang: true})
-    const result = await run(await pipeline('', '    timeout_ms: 500\n    retry: {max_retries: 0}\n'))
+    const result = await runHere(await pipeline('', '    timeout_ms: 500\n    retry: {max_retries: 0}\n'))
     expect(result.code).to.equal(1)
     const body = json<RunJson>(result)
     expect(body.error?.code).to.equal('E_TOOL_TIMEOUT')
@@ -196,12 +212,13 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
     server.script('compile', {status: 401, body: {error: {message: `Incorrect API key provided: ${KEY}`}}})
     const outputs: CliResult[] = [await run(await pipeline())]
     server.script('compile', {status: 500, body: {error: {message: `upstream said Authorization: Bearer ${KEY}`}}})
-    outputs.push(await run(await pipeline()))
-    outputs.push(await run(await pipeline(), ['--text', 'x'], {}).catch((e: unknown) => ({code: 1, stdout: String(e), stderr: '', signal: null})))
+    // The first run from a process, the others in this process.
+    outputs.push(await runHere(await pipeline()))
+    outputs.push(await runHere(await pipeline(), ['--text', 'x']).catch((e: unknown) => ({code: 1, stdout: String(e), stderr: '', signal: null})))
     // An endpoint that echoes part of the key, without its sk- shape.
     const slice = KEY.slice(8, 30)
     server.script('compile', {status: 401, body: {error: {message: `Incorrect API key provided: …${slice}…`}}})
-    outputs.push(await run(await pipeline()))
+    outputs.push(await runHere(await pipeline()))
     for (const o of outputs) expect(`${o.stdout}${o.stderr}`).to.not.contain(KEY).and.not.contain(slice.slice(0, 12)).and.not.contain(slice.slice(-12))
     const files: string[] = []
     const walk = async (at: string): Promise<void> => {
@@ -255,7 +272,7 @@ describe('model steps on an OpenAI-compatible endpoint (a real HTTP server on 12
         ? {status: 400, body: {error: {message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported"}}}
         : cannedReply(request),
     )
-    const body = json<RunJson>(await run(await pipeline()))
+    const body = json<RunJson>(await runHere(await pipeline()))
     expect(body.status).to.equal('succeeded')
     expect(server.requests.filter((r) => r.body.response_format?.type === 'json_object').length).to.be.greaterThan(0)
   })
