@@ -1,6 +1,11 @@
 /**
  * What a run records beyond its snapshots, on the built CLI: an agent's tool calls on the timeline
  * as they happen, a failing step's error as evidence, and the tool versions measured at the start.
+ *
+ * The run each behaviour is about is a `pipe` process (an agent's, a failing step's, a timed-out
+ * step's, a warned and a refused run), as is the first audit verify; the further runs and the
+ * read-backs (snapshot show, runs list, audit verify) run in this process (test/helpers/pipe-here.ts:
+ * the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -10,6 +15,7 @@ import type {Evidence} from '../../src/types/evidence.js'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {ModelServer} from '../helpers/model-server.js'
 
 let dir: string
@@ -60,6 +66,8 @@ afterEach(async () => {
 const env = (): Record<string, string> => ({...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')})
 const run = (file: string, json = true): Promise<CliResult> =>
   pipe(['run', file, ...(json ? ['--json'] : []), '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env(), timeoutMs: 120000})
+/** `run`'s command in this process. */
+const runHere = (file: string): Promise<CliResult> => pipeHere(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: env()})
 const runDir = (runId: string): string => path.join(repo, '.pipe', 'runs', runId)
 
 async function timeline(runId: string): Promise<RunEvent[]> {
@@ -69,8 +77,9 @@ async function timeline(runId: string): Promise<RunEvent[]> {
     .map((l) => JSON.parse(l) as RunEvent)
 }
 
-async function audit(runId: string): Promise<void> {
-  const verified = await pipe(['audit', 'verify', runId], {cwd: repo, env: env()})
+/** `pipe audit verify RUN` passes: in this process, or (the first test's) a process. */
+async function audit(runId: string, asProcess = false): Promise<void> {
+  const verified = await (asProcess ? pipe : pipeHere)(['audit', 'verify', runId], {cwd: repo, env: env()})
   expect(verified.code, verified.stdout + verified.stderr).to.equal(0)
 }
 
@@ -128,7 +137,7 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     // A summary, never the file content the call read.
     expect(JSON.stringify(calls)).not.to.contain('return a - b')
     // The timeline is sealed and chained as before, and the model never saw a line of it.
-    await audit(runId)
+    await audit(runId, true)
     for (const request of server.requests) expect(JSON.stringify(request.body)).not.to.contain('tool_call_request').and.not.to.contain('tool_call_result')
     // A progress line per call on stderr; stdout stays the one JSON document.
     expect(result.stderr).to.match(/→ #1 fix read_file \(safe\) c1/)
@@ -143,7 +152,7 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     const body = json<{run_id: string; status: string; error?: {code: string}}>(result)
     expect(body.status).to.equal('failed')
     expect(body.error?.code).to.equal('E_BUILD_FAIL')
-    const [snap] = json<Snapshot[]>(await pipe(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
+    const [snap] = json<Snapshot[]>(await pipeHere(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
     expect(snap!.evidence_links.map((l) => l.type)).to.deep.equal(['log'])
     const evidence = JSON.parse(await readFile(path.join(repo, '.pipe', 'evidence', `${snap!.evidence_links[0]!.evidence_id}.json`), 'utf8')) as Evidence
     expect(evidence.type).to.equal('log')
@@ -162,7 +171,7 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     const result = await run(file)
     const body = json<{run_id: string; status: string; error?: {code: string}}>(result)
     expect(body.error?.code, result.stderr).to.equal('E_TOOL_TIMEOUT')
-    const [snap] = json<Snapshot[]>(await pipe(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
+    const [snap] = json<Snapshot[]>(await pipeHere(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
     expect(snap!.evidence_links.map((l) => l.type)).to.deep.equal(['log'])
     const evidence = JSON.parse(await readFile(path.join(repo, '.pipe', 'evidence', `${snap!.evidence_links[0]!.evidence_id}.json`), 'utf8')) as Evidence
     expect(evidence.content.excerpt).to.contain('looping forever')
@@ -173,9 +182,9 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     // The policy's timeout: a step timeout that a slow start could reach would make this half race it.
     const okFile = path.join(path.dirname(file), 'ok.yaml')
     await writeFile(okFile, 'version: 1\nname: records\nsteps:\n  - id: check\n    kind: command\n    run: [node, test.js]\n')
-    const ok = await run(okFile)
+    const ok = await runHere(okFile)
     expect(ok.code, ok.stderr).to.equal(0)
-    const [good] = json<Snapshot[]>(await pipe(['snapshot', 'show', json<{run_id: string}>(ok).run_id, '--json'], {cwd: repo, env: env()}))
+    const [good] = json<Snapshot[]>(await pipeHere(['snapshot', 'show', json<{run_id: string}>(ok).run_id, '--json'], {cwd: repo, env: env()}))
     expect(good!.evidence_links).to.deep.equal([])
   })
 
@@ -206,7 +215,7 @@ describe('what a run records (the built CLI, real repositories and processes)', 
       path.join(dir, 'p', 'policy.yaml'),
       (await readFile(path.join(dir, 'p', 'policy.yaml'), 'utf8')).replace(/tool_versions: .*\n/, `tool_versions: {node: "${major}"}\n`),
     )
-    const quiet = await run(file)
+    const quiet = await runHere(file)
     expect(quiet.code, quiet.stderr).to.equal(0)
     expect(quiet.stderr).not.to.contain('tool_versions')
     const matched = JSON.parse(await readFile(path.join(runDir(json<{run_id: string}>(quiet).run_id), 'run.json'), 'utf8')) as RunRecord
@@ -220,11 +229,12 @@ describe('what a run records (the built CLI, real repositories and processes)', 
         'tool_versions: {node: "18"}\ntool_versions_mismatch: refuse\n',
       ),
     )
-    const before = JSON.parse((await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()})).stdout) as unknown[]
+    const before = json<{runs: unknown[]}>(await pipeHere(['runs', 'list', '--json'], {cwd: repo, env: env()})).runs
+    expect(before).to.have.length(2)
     const refused = await run(file, false)
     expect(refused.code).not.to.equal(0)
     expect(refused.stderr).to.contain('E_POLICY_DENIED').and.contain(`node: declared 18, running ${running}`)
-    const after = JSON.parse((await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()})).stdout) as unknown[]
+    const after = json<{runs: unknown[]}>(await pipeHere(['runs', 'list', '--json'], {cwd: repo, env: env()})).runs
     expect(after.length).to.equal(before.length)
   })
 })
