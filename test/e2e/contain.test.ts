@@ -3,6 +3,10 @@
  * the sandbox: planted git repositories, hooks and config (pipe's git steps), planted symlinks
  * (the file publish target), and an edit whose syntax check could not start. The built CLI on
  * real git repositories in temp dirs, with bubblewrap.
+ *
+ * Each refusal's run is a `pipe` process (the first case of a matrix); the further cases and the
+ * read-backs (snapshot show) run in this process (test/helpers/pipe-here.ts: the same command from
+ * argv, its output and exit code; its commands sandboxed by the same bubblewrap).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -14,6 +18,7 @@ import {defaultPolicy} from '../../src/policy/policy.js'
 import {toolNamed} from '../../src/steps/agent/tools.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {needs} from '../helpers/tools.js'
 
@@ -51,15 +56,18 @@ async function run(
   steps: string,
   policy?: string,
   env: Record<string, string> = {},
+  here = false,
 ): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const file = path.join(dir, 'p.yaml')
   await writeFile(file, `version: 1\nname: contain\nsteps:\n${steps}`)
-  const r = await pipe(['run', file, '--policy', policy ?? (await policyFile()), '--json'], {cwd, env, timeoutMs: 120000})
+  const args = ['run', file, '--policy', policy ?? (await policyFile()), '--json']
+  // A `pipe` process, or (here) the command in this process.
+  const r = here ? await pipeHere(args, {cwd, env}) : await pipe(args, {cwd, env, timeoutMs: 120000})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
 async function snapshots(cwd: string, runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd}))
+  return json<Snapshot[]>(await pipeHere(['snapshot', 'show', runId, '--json'], {cwd}))
 }
 
 /** A hook body that leaves a file outside the repository, so that a run hook shows. */
@@ -159,7 +167,7 @@ test('plants', () => {
     for (const ran of ['post-commit', 'pre-commit', 'fsmonitor', 'pager-ran']) expect(existsSync(path.join(dir, ran)), `${ran} ran`).to.equal(false)
     git(repo, 'config', 'core.hooksPath', 'myhooks')
     await writeFile(path.join(repo, 'a.txt'), 'c\n')
-    const again = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n')
+    const again = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n', undefined, {}, true)
     expect(again.code, again.stderr).to.equal(0)
     expect(existsSync(path.join(dir, 'hooks-path')), 'core.hooksPath was followed').to.equal(false)
   })
@@ -209,10 +217,9 @@ describe('containment: the file publish target and planted symlinks', function (
       )
       // The store exists before the command runs, as it does in any run.
       const before = {git: await tree(path.join(repo, '.git')), store: await tree(path.join(repo, '.pipe', 'ledger'))}
-      const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--policy', await policyFile(), '--json'], {
-        cwd: repo,
-        timeoutMs: 120000,
-      })
+      const args = ['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--policy', await policyFile(), '--json']
+      // The first case from a process, the second in this process.
+      const r = into === '.git' ? await pipe(args, {cwd: repo, timeoutMs: 120000}) : await pipeHere(args, {cwd: repo})
       expect(lstatSync(path.join(repo, 'published')).isSymbolicLink(), 'the command planted the link').to.equal(true)
       expect(r.code, r.stderr).to.not.equal(0)
       const error = json<RunJson>(r).error!
@@ -241,7 +248,9 @@ describe('containment: the file publish target and planted symlinks', function (
         pipeline,
         `version: 1\nname: inside\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {replace: publish, step: {id: publish, kind: publish, targets: [{name: local, type: file, dir: ${target}}]}}\n`,
       )
-      const r = await pipe(['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: repo, timeoutMs: 120000})
+      const args = ['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']
+      // The first target from a process, the second in this process.
+      const r = target === '.git/published' ? await pipe(args, {cwd: repo, timeoutMs: 120000}) : await pipeHere(args, {cwd: repo})
       const error = json<RunJson>(r).error
       expect(error?.code, r.stderr).to.equal('E_POLICY_DENIED')
       expect(existsSync(path.join(repo, target)), `${target} was created`).to.equal(false)
