@@ -5,6 +5,11 @@
  * at `required` approvals, also when two people vote at the same moment; a gate's deadline acts
  * for a review as for a confirmation. No test waits for the clock: the commands after a pause run
  * under libfaketime two hours on.
+ *
+ * Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+ * and exit code). A real `pipe` process stays for what only a process does (libfaketime preloaded,
+ * two votes at the same moment, PostgreSQL's workers) and, in each test, for the command the test is
+ * about (`spawned`).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -12,6 +17,7 @@ import {existsSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {confirmedPipeline, LATER, votersOf, type RunJson} from '../helpers/decisions.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
@@ -57,8 +63,16 @@ describe('approvals: who may decide at a gate (CLI, file store, real git)', func
   })
   afterEach(async () => cleanup())
 
-  const run = (args: string[], as?: string, later = false): Promise<CliResult> =>
-    pipe(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...(as ? {PIPE_USER: as} : {}), ...(later ? LATER : {})}, timeoutMs: 60000})
+  const envOf = (as?: string, extra: Record<string, string> = {}): Record<string, string> => ({
+    PIPE_INTERACTIVE: '0',
+    ...(as ? {PIPE_USER: as} : {}),
+    ...extra,
+  })
+  /** `pipe ARGS` as PIPE_USER `as`, in this process. */
+  const run = (args: string[], as?: string): Promise<CliResult> => pipeHere(args, {cwd: dir, env: envOf(as)})
+  /** The same as a `pipe` process; `later`: its clock two hours on (libfaketime, preloaded: only a process). */
+  const spawned = (args: string[], as?: string, later = false): Promise<CliResult> =>
+    pipe(args, {cwd: dir, env: envOf(as, later ? LATER : {}), timeoutMs: 60000})
   const events = (id: string): Promise<RunEvent[]> => readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
   const start = async (policy: string): Promise<string> => {
     await writeFile(path.join(dir, 'policy.yaml'), policy)
@@ -84,11 +98,12 @@ people:
   release: [bob@example.com]
 `,
     )
-    for (const args of [
+    // policy check as a process, validate in this process.
+    for (const [index, args] of [
       ['policy', 'check', 'policy.yaml'],
       ['validate', 'policy.yaml'],
-    ]) {
-      const result = await run(args)
+    ].entries()) {
+      const result = index === 0 ? await spawned(args) : await run(args)
       expect(result.code, result.stderr).to.equal(2)
       const out = result.stdout + result.stderr
       expect(out).to.contain('approvals.manual_review.required  required: 4 is more than the 2 distinct people from names')
@@ -103,7 +118,8 @@ people:
     const id = await start(TWO_OF_THREE)
     expect((await runRecordIn(dir, id)).run.started_by?.id).to.equal('starter@example.com')
 
-    expect(refused(await run(['review', id, '--decision', 'go', '--json']), 'E_POLICY_DENIED')).to.match(
+    // The refusal as a process (its exit code and error), the rest in this process.
+    expect(refused(await spawned(['review', id, '--decision', 'go', '--json']), 'E_POLICY_DENIED')).to.match(
       /^starter@example.com started run R-\S+, and the policy's approvals.manual_review says self_approval: false/,
     )
     expect(refused(await run(['review', id, '--decision', 'go', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
@@ -140,8 +156,12 @@ people:
 
   it('pipe resume --decision and pipe run --decision cannot decide a gate under a rule: only votes open it', async () => {
     const id = await start(TWO_OF_THREE)
+    // The first refusal as a process.
     for (const decision of ['go', 'drop']) {
-      expect(refused(await run(['resume', id, '--decision', decision, '--json']), 'E_POLICY_DENIED')).to.contain("under the policy's approvals.manual_review")
+      const resume = decision === 'go' ? spawned : run
+      expect(refused(await resume(['resume', id, '--decision', decision, '--json']), 'E_POLICY_DENIED')).to.contain(
+        "under the policy's approvals.manual_review",
+      )
     }
     const record = await runRecordIn(dir, id)
     expect(record.status).to.equal('awaiting_input')
@@ -159,7 +179,7 @@ people:
 
   it('a replay is a new run under the same rule: --decision is refused, and whoever replays it is its starter', async () => {
     const id = await start(TWO_OF_THREE)
-    const decided = await run(['replay', id, '--from', 'compile', '--decision', 'go', '--json'], 'alice@example.com')
+    const decided = await spawned(['replay', id, '--from', 'compile', '--decision', 'go', '--json'], 'alice@example.com')
     expect(refused(decided, 'E_POLICY_DENIED')).to.contain("the policy's approvals.manual_review says who decides it")
     const replayed = await run(['replay', id, '--from', 'compile', '--json'], 'alice@example.com')
     expect(replayed.code, replayed.stderr).to.equal(10)
@@ -178,7 +198,7 @@ people:
     )
     const begin = ['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--policy', 'policy.yaml']
     // Even from a person the rule names: answers given before the run asks are nobody's vote.
-    const given = await run([...begin, '--answers', 'a.yaml', '--json'], 'alice@example.com')
+    const given = await spawned([...begin, '--answers', 'a.yaml', '--json'], 'alice@example.com')
     expect(refused(given, 'E_POLICY_DENIED')).to.equal(
       "--answers would answer the questions of step apply_answers before anyone votes, but the policy's approvals.answers says who decides it (1 of: alice@example.com); nothing was started",
     )
@@ -203,15 +223,16 @@ people:
   it('the approval that met the rule but could not continue the run (a secret unset) continues it when given again', async () => {
     await writeFile(path.join(dir, 'p.yaml'), REVIEWED.replace('name: reviewed\n', 'name: reviewed\nsecrets: [TOK]\n'))
     await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE)
-    const as = (who: string, env: Record<string, string> = {}) => ({cwd: dir, env: {PIPE_INTERACTIVE: '0', PIPE_USER: who, ...env}, timeoutMs: 60000})
-    const started = await pipe(
+    const as = (who: string, env: Record<string, string> = {}) => ({cwd: dir, env: envOf(who, env)})
+    const started = await pipeHere(
       ['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'],
       as('starter@example.com', {TOK: 't'}),
     )
     const id = json<RunJson>(started).run_id
-    expect((await pipe(['review', id, '--decision', 'go', '--json'], as('alice@example.com'))).code).to.equal(10)
-    expect(refused(await pipe(['review', id, '--decision', 'go', '--json'], as('bob@example.com')), 'E_CONFIG')).to.contain('TOK')
-    const again = await pipe(['review', id, '--decision', 'go', '--json'], as('bob@example.com', {TOK: 't'}))
+    expect((await pipeHere(['review', id, '--decision', 'go', '--json'], as('alice@example.com'))).code).to.equal(10)
+    // The approval that cannot continue the run, as a process.
+    expect(refused(await pipe(['review', id, '--decision', 'go', '--json'], {...as('bob@example.com'), timeoutMs: 60000}), 'E_CONFIG')).to.contain('TOK')
+    const again = await pipeHere(['review', id, '--decision', 'go', '--json'], as('bob@example.com', {TOK: 't'}))
     expect(again.code, again.stdout).to.equal(0)
     expect(json<RunJson>(again).status).to.equal('succeeded')
     expect((await events(id)).filter((e) => e.event === 'vote_cast').map((e) => e.by)).to.deep.equal(['alice@example.com', 'bob@example.com'])
@@ -220,7 +241,7 @@ people:
 
   it('validate --policy warns of a rule keyed by no step of the pipeline nor a gate kind (a misspelt step id governs nothing)', async () => {
     await writeFile(path.join(dir, 'policy.yaml'), TWO_OF_THREE.replace('manual_review:', 'manual_reveiw:'))
-    const result = await run(['validate', 'p.yaml', '--policy', 'policy.yaml'])
+    const result = await spawned(['validate', 'p.yaml', '--policy', 'policy.yaml'])
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stdout).to.contain(
       'approvals.manual_reveiw names no step of pipeline reviewed (its steps are ingest, compile, manual_review, done) nor a gate kind (review, confirm, answers, budget), so it governs none of its gates',
@@ -231,7 +252,7 @@ people:
 
   it('a refusal decides at once; the starter may refuse their own run', async () => {
     const id = await start(TWO_OF_THREE)
-    const drop = await run(['review', id, '--decision', 'drop', '--json'])
+    const drop = await spawned(['review', id, '--decision', 'drop', '--json'])
     expect(drop.code, drop.stderr).to.not.equal(10)
     expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
     expect((await events(id)).find((e) => e.event === 'vote_cast')?.by).to.equal('starter@example.com')
@@ -239,9 +260,10 @@ people:
 
   it('two people voting at the same moment: both votes recorded, the gate opens once', async () => {
     const id = await start(TWO_OF_THREE)
+    // Two processes at once (pipeHere runs one command at a time).
     const [a, b] = await Promise.all([
-      run(['review', id, '--decision', 'go', '--json'], 'alice@example.com'),
-      run(['review', id, '--decision', 'go', '--json'], 'bob@example.com'),
+      spawned(['review', id, '--decision', 'go', '--json'], 'alice@example.com'),
+      spawned(['review', id, '--decision', 'go', '--json'], 'bob@example.com'),
     ])
     expect([a.code, b.code].sort(), a.stderr + b.stderr).to.deep.equal([0, 10])
     expect((await runRecordIn(dir, id)).status).to.equal('succeeded')
@@ -258,7 +280,7 @@ people:
     const started = await run(['run', 'c.yaml', '--policy', 'policy.yaml', '--json'])
     expect(started.code, started.stderr).to.equal(10)
     const id = json<RunJson>(started).run_id
-    expect(refused(await run(['confirm', id, '--yes', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
+    expect(refused(await spawned(['confirm', id, '--yes', '--json'], 'mallory@example.com'), 'E_POLICY_DENIED')).to.contain(
       "mallory@example.com is not among the people the policy's approvals.confirm names (from: alice@example.com, dave@example.com)",
     )
     expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
@@ -280,7 +302,7 @@ people:
       const started = await run(['run', 'c.yaml', '--policy', 'policy.yaml', '--json'])
       expect(started.code, started.stderr).to.equal(10)
       const id = json<RunJson>(started).run_id
-      const shown = await run(['runs', 'show', id, '--json'], undefined, true)
+      const shown = await spawned(['runs', 'show', id, '--json'], undefined, true)
       expect(json<RunJson>(shown).status, shown.stderr).to.equal('succeeded')
       expect(existsSync(path.join(dir, 'made.txt'))).to.equal(false)
       const timeline = await events(id)
@@ -293,7 +315,7 @@ people:
       expect((await runRecordIn(dir, id)).run.pending).to.include({rule: 'review', on_timeout: 'deny'})
       const early = await run(['runs', 'show', id, '--json'])
       expect(json<RunJson & {run: {status: string}}>(early).status).to.equal('awaiting_input')
-      const late = await run(['review', id, '--decision', 'go', '--json'], 'alice@example.com', true)
+      const late = await spawned(['review', id, '--decision', 'go', '--json'], 'alice@example.com', true)
       expect(refused(late, 'E_STATE')).to.contain("the policy's approvals.review.on_timeout: deny refused the step")
       expect(json<RunJson>(late).error!.hint).to.contain('approvals.review.timeout_s')
       expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
@@ -324,7 +346,8 @@ describe('approvals on PostgreSQL with workers', function () {
   it('two people vote at once on a run a worker holds: both recorded, the gate opens once, the worker goes on', async () => {
     await setUp(TWO_OF_THREE)
     team.start(suite.url, [], {cwd: suite.dir})
-    const started = await pipe(
+    // Queued in this process; the worker and the two votes at once are processes.
+    const started = await pipeHere(
       ['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--detach', '--store', suite.url, '--json'],
       {
         cwd: suite.dir,
@@ -340,14 +363,14 @@ describe('approvals on PostgreSQL with workers', function () {
     const timeline = await readIn(suite.url, (store) => store.readEvents(id))
     expect(votersOf(timeline)).to.deep.equal(['alice@example.com', 'bob@example.com'])
     expect(timeline.filter((e) => e.event === 'review_given')).to.have.length(1)
-    const audit = await pipe(['audit', 'verify', '--json', '--store', suite.url], {cwd: suite.dir})
+    const audit = await pipeHere(['audit', 'verify', '--json', '--store', suite.url], {cwd: suite.dir})
     expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
   })
 
   it("a worker applies a review's passed deadline (on_timeout: cancel), recorded as the rule that fired", async function () {
     needs(this, 'faketime')
     await setUp(`version: 1\napprovals:\n  manual_review: {from: [alice@example.com], timeout_s: 60, on_timeout: cancel}\n`)
-    const started = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--store', suite.url, '--json'], {
+    const started = await pipeHere(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--store', suite.url, '--json'], {
       cwd: suite.dir,
       env: {PIPE_INTERACTIVE: '0'},
     })
