@@ -4,6 +4,11 @@
  * checks every signature and names whose key it is; --as NAME only with the key NAME holds. Real
  * git gives the person's id, the built CLI decides, and Python's cryptography checks a signature
  * on its own, from the record and the signer's .pub file.
+ *
+ * Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+ * and exit code); in each test the command it is about runs as a real `pipe` process (`spawned`), as
+ * do the audit whose files are recorded (test/helpers/record-loads.cjs) and the PostgreSQL audit that
+ * finds a changed line.
  */
 import {expect} from 'chai'
 import {execFile, execFileSync} from 'node:child_process'
@@ -16,6 +21,7 @@ import type {RunEvent, RunRecord, SignedDecision} from '../../src/types/run.js'
 import {bin, defaultPipeline, examples, json, node, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {madeOnce, readIn} from '../helpers/stores.js'
 
 const exec = promisify(execFile)
@@ -67,7 +73,10 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
   let env: Record<string, string | undefined>
   let key: KeyInfo
 
-  const run = (args: string[], extra: Record<string, string | undefined> = {}): Promise<CliResult> =>
+  /** `pipe ARGS` in this process. */
+  const run = (args: string[], extra: Record<string, string | undefined> = {}): Promise<CliResult> => pipeHere(args, {cwd: dir, env: {...env, ...extra}})
+  /** The same as a `pipe` process. */
+  const spawned = (args: string[], extra: Record<string, string | undefined> = {}): Promise<CliResult> =>
     pipe(args, {cwd: dir, env: {...env, ...extra}, timeoutMs: 60000})
   const events = (id: string): Promise<RunEvent[]> => readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
   const trust = (entries: string): Promise<void> => writeFile(path.join(dir, 'policy.yaml'), `version: 1\nattestation:\n  trusted_keys:\n${entries}`)
@@ -77,8 +86,8 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     expect(started.code, started.stderr).to.equal(10)
     return json<{run_id: string}>(started).run_id
   }
-  const audit = async (): Promise<{r: CliResult; report: AuditJson}> => {
-    const r = await run(['audit', 'verify', '--json'])
+  const audit = async (asProcess = false): Promise<{r: CliResult; report: AuditJson}> => {
+    const r = await (asProcess ? spawned : run)(['audit', 'verify', '--json'])
     return {r, report: json<AuditJson>(r)}
   }
   const signedLine = async (id: string, event = 'review_given'): Promise<SignedDecision> => {
@@ -103,7 +112,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     // Who decides is who the repository's git says.
     execFileSync('git', ['-C', at, 'config', 'user.email', 'alice@example.com'])
     await writeFile(path.join(at, 'p.yaml'), REVIEWED)
-    const made = await pipe(['keys', 'generate', '--json'], {cwd: at, env: envIn(at)})
+    const made = await pipeHere(['keys', 'generate', '--json'], {cwd: at, env: envIn(at)})
     expect(made.code, made.stderr).to.equal(0)
     return {at, key: json<KeyInfo>(made)}
   })
@@ -120,7 +129,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
 
   it('a review is signed with the default key; audit verify names it trusted, and Python checks the signature on its own', async function () {
     const id = await start()
-    const reviewed = await run(['review', id, '--decision', 'go', '--note', 'matches the brief'])
+    const reviewed = await spawned(['review', id, '--decision', 'go', '--note', 'matches the brief'])
     expect(reviewed.code, reviewed.stderr).to.equal(0)
     const signed = await signedLine(id)
     expect(signed).to.deep.include({run_id: id, step: 'manual_review', decision: 'go', note: 'matches the brief'})
@@ -171,7 +180,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     record.head = {...record.head!, event_hash: out.at(-1)!.hash}
     await writeFile(path.join(runDir, 'run.json'), `${JSON.stringify(sealRecord(record), null, 2)}\n`)
 
-    const {r, report} = await audit()
+    const {r, report} = await audit(true)
     expect(r.code, r.stdout).to.equal(4)
     noStack(r)
     expect(report.problems).to.have.length(1)
@@ -215,7 +224,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
       .and.include('does not name')
 
     await trust(entry(key, 'release-manager', ', revoked: true'))
-    const revoked = await audit()
+    const revoked = await audit(true)
     expect(revoked.r.code).to.equal(4)
     noStack(revoked.r)
     expect(revoked.report.signed_decisions![0]).to.include({trust: 'revoked', key_name: 'release-manager'})
@@ -228,7 +237,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     const id = await start()
     const other = await run(['keys', 'generate', '--name', 'other', '--json'])
     const otherKey = json<KeyInfo>(other)
-    const mismatch = await run(['review', id, '--decision', 'go', '--as', 'release-manager'], {PIPE_SIGNING_KEY: otherKey.private_key_file})
+    const mismatch = await spawned(['review', id, '--decision', 'go', '--as', 'release-manager'], {PIPE_SIGNING_KEY: otherKey.private_key_file})
     expect(mismatch.code).to.equal(2)
     noStack(mismatch)
     expect(mismatch.stderr).to.include('E_INVALID_ARGS').and.include(`the key named release-manager`).and.include(otherKey.id)
@@ -254,7 +263,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     const id = await start()
     const bad = path.join(dir, 'broken.key')
     await writeFile(bad, 'not a key\n')
-    const malformed = await run(['review', id, '--decision', 'go'], {PIPE_SIGNING_KEY: bad})
+    const malformed = await spawned(['review', id, '--decision', 'go'], {PIPE_SIGNING_KEY: bad})
     expect(malformed.code).to.equal(2)
     expect(malformed.stderr).to.include('E_CONFIG').and.include(bad)
     noStack(malformed)
@@ -297,7 +306,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
     const forged = {...envelope, payload: payload.toString('base64'), signatures: [{keyid: key.id, sig: sign(null, pae, attester).toString('base64')}]}
     const altered = path.join(dir, 'altered.intoto.jsonl')
     await writeFile(altered, `${lines[0]}\n${JSON.stringify(forged)}\n`)
-    const refused = await run(['attest', 'verify', altered, '--policy', 'policy.yaml'])
+    const refused = await spawned(['attest', 'verify', altered, '--policy', 'policy.yaml'])
     expect(refused.code).to.equal(4)
     noStack(refused)
     expect(refused.stderr).to.include("alice@example.com's drop at step manual_review").and.include('does not verify against its signature')
@@ -313,7 +322,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
       const paused = await run(['run', 'b.yaml', '--policy', 'policy.yaml', '--json'], {OPENAI_BASE_URL: server.url})
       expect(paused.code, paused.stderr).to.equal(10)
       const id = json<{run_id: string}>(paused).run_id
-      const granted = await run(['budget', id, '--add-tokens', '50000', '--note', 'worth it'], {OPENAI_BASE_URL: server.url})
+      const granted = await spawned(['budget', id, '--add-tokens', '50000', '--note', 'worth it'], {OPENAI_BASE_URL: server.url})
       expect(granted.code, granted.stderr).to.equal(0)
       const signed = await signedLine(id, 'budget_granted')
       expect(signed).to.deep.include({run_id: id, step: 'b', decision: 'grant +50000 tokens', note: 'worth it'})
@@ -328,7 +337,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
 
   it('a decision given with pipe resume --decision is signed as pipe review signs it', async () => {
     const id = await start()
-    const resumed = await run(['resume', id, '--decision', 'go', '--note', 'fine'])
+    const resumed = await spawned(['resume', id, '--decision', 'go', '--note', 'fine'])
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(await signedLine(id)).to.deep.include({run_id: id, step: 'manual_review', decision: 'go', note: 'fine'})
     const {r, report} = await audit()
@@ -342,7 +351,7 @@ describe('signed decisions: people sign what they decide (CLI, file store, real 
       `version: 1\napprovals:\n  manual_review: {required: 1, from: [alice@example.com]}\nattestation:\n  trusted_keys:\n${entry(key, 'release-manager')}`,
     )
     const id = await start()
-    expect((await run(['review', id, '--decision', 'go'])).code).to.equal(0)
+    expect((await spawned(['review', id, '--decision', 'go'])).code).to.equal(0)
     const signed = await signedLine(id, 'vote_cast')
     expect(signed).to.deep.include({step: 'manual_review', decision: 'go'})
     const {r, report} = await audit()
@@ -372,8 +381,9 @@ describe('signed decisions on a PostgreSQL store: the same records, the same che
     const db = await cluster.createDatabase()
     const url = cluster.url(db)
     const env = {XDG_CONFIG_HOME: path.join(dir, 'config'), PIPE_SIGNING_KEY: undefined, PIPE_USER: undefined, PIPE_INTERACTIVE: '0'}
-    const run = (args: string[]): Promise<CliResult> => pipe([...args, '--store', url], {cwd: dir, env, timeoutMs: 60000})
-    const key = json<KeyInfo>(await pipe(['keys', 'generate', '--json'], {cwd: dir, env}))
+    // In this process but for the audit that finds the changed line (a process).
+    const run = (args: string[]): Promise<CliResult> => pipeHere([...args, '--store', url], {cwd: dir, env})
+    const key = json<KeyInfo>(await pipeHere(['keys', 'generate', '--json'], {cwd: dir, env}))
     await writeFile(
       path.join(dir, 'policy.yaml'),
       `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: release-manager, public_key: "${key.public_key}"}\n`,
@@ -391,7 +401,7 @@ describe('signed decisions on a PostgreSQL store: the same records, the same che
       db,
       `SET session_replication_role = replica; UPDATE pipe_events SET line = replace(line, '"note":"matches the brief"', '"note":"matches the brieF"') WHERE run_id = '${id}'`,
     )
-    const bad = await run(['audit', 'verify', '--json'])
+    const bad = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env, timeoutMs: 60000})
     expect(bad.code).to.equal(4)
     noStack(bad)
     const signed = json<AuditJson>(bad).problems.filter((p) => p.field === 'signed')
