@@ -4,6 +4,10 @@
  * read back here by an independent reader (python3, none of pipe's code); the store keeps an anchor
  * per run, so audit verify proves what stays and what left; a changed byte of any member is named;
  * a SIGKILL between the steps of a move leaves a state the next command finishes.
+ *
+ * Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+ * and exit code). A real `pipe` process stays for a kill or a pause at a fault point, and in each test
+ * for the command it is about (each marked).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -13,7 +17,8 @@ import {verifyArchiveFile} from '../../src/app/archive.js'
 import {memberName} from '../../src/store/trail/archive.js'
 import {sha256} from '../../src/util/hash.js'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
-import {auditCommandIn, copyStore} from '../helpers/stores.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+import {copyStore} from '../helpers/stores.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {changeIn} from '../helpers/wait.js'
 
@@ -77,7 +82,7 @@ describe('pipe store archive and audit verify --archive', function () {
     made = await tempDir('pipe-archive-made-')
     const s = path.join(made.dir, 's')
     const run = (extra: string[]) =>
-      pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', s, '--json'], {cwd: made.dir})
+      pipeHere(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', s, '--json'], {cwd: made.dir})
     const done = await run(['--decision', 'go'])
     expect(done.code, done.stderr).to.equal(0)
     finished = json<{run_id: string}>(done).run_id
@@ -86,7 +91,7 @@ describe('pipe store archive and audit verify --archive', function () {
     paused = json<{run_id: string}>(held).run_id
     await writeFile(path.join(made.dir, 'item.yaml'), ITEM)
     await writeFile(path.join(made.dir, 'main.yaml'), MAIN)
-    const fan = await pipe(['run', path.join(made.dir, 'main.yaml'), '--text', 'x', '--store', s, '--json'], {cwd: made.dir})
+    const fan = await pipeHere(['run', path.join(made.dir, 'main.yaml'), '--text', 'x', '--store', s, '--json'], {cwd: made.dir})
     expect(fan.code, fan.stderr).to.equal(0)
     parent = json<{run_id: string}>(fan).run_id
   })
@@ -98,17 +103,15 @@ describe('pipe store archive and audit verify --archive', function () {
   })
   afterEach(async () => cleanup())
 
-  const archive = (...extra: string[]) => pipe(['store', 'archive', '--before', '2999-01-01', '--store', store, '--json', ...extra], {cwd: dir})
+  /** \`pipe store archive --json\` of every ended run: in this process, and as a process. */
+  const archiveArgs = (extra: string[]): string[] => ['store', 'archive', '--before', '2999-01-01', '--store', store, '--json', ...extra]
+  const archive = (...extra: string[]) => pipeHere(archiveArgs(extra), {cwd: dir})
+  const archiveProcess = (...extra: string[]) => pipe(archiveArgs(extra), {cwd: dir})
   const runsIn = async (): Promise<string[]> => (await readdir(path.join(store, 'runs'))).filter((n) => n.startsWith('R-')).sort()
   const fileOf = (runId: string): string => path.join(store, 'archive', `${runId}.pipe-archive.jsonl`)
-  /**
-   * \`pipe audit verify --store STORE\`: its exit code and everything it says. As a process where how
-   * the command exits and prints is part of the case; otherwise the command's own code in this
-   * process (auditCommandIn: the same audit of records and archives, the same exit code).
-   */
+  /** \`pipe audit verify --store STORE\`: its exit code and everything it says, as a process or in this process. */
   const auditStore = async (asProcess: boolean): Promise<{code: number | null; said: string}> => {
-    if (!asProcess) return auditCommandIn(dir, undefined, {store})
-    const r = await pipe(['audit', 'verify', '--store', store], {cwd: dir})
+    const r = await (asProcess ? pipe : pipeHere)(['audit', 'verify', '--store', store], {cwd: dir})
     return {code: r.code, said: r.stdout + r.stderr}
   }
 
@@ -122,7 +125,8 @@ describe('pipe store archive and audit verify --archive', function () {
     expect(planned.archived[1]!.runs).to.have.length(3)
     expect(await runsIn(), 'a dry run moves nothing').to.deep.equal(all)
 
-    const moved = await archive()
+    // The move, the store's audit, an archive's audit and the refusal of an archived run as processes.
+    const moved = await archiveProcess()
     expect(moved.code, moved.stderr).to.equal(0)
     expect(json<Moved>(moved).archived.map((a) => [a.run_id, a.archive])).to.deep.equal([
       [finished, fileOf(finished)],
@@ -145,7 +149,7 @@ describe('pipe store archive and audit verify --archive', function () {
     expect(report.runs).to.equal(1)
     expect(report.archives.map((a) => a.archive)).to.include(`archive/${finished}.pipe-archive.jsonl`)
     for (const file of [fileOf(finished), fileOf(parent)]) {
-      const alone = await pipe(['audit', 'verify', '--archive', file], {cwd: dir})
+      const alone = await (file === fileOf(finished) ? pipe : pipeHere)(['audit', 'verify', '--archive', file], {cwd: dir})
       expect(alone.code, alone.stdout + alone.stderr).to.equal(0)
     }
     const shown = await pipe(['runs', 'show', finished, '--store', store], {cwd: dir})
@@ -157,6 +161,7 @@ describe('pipe store archive and audit verify --archive', function () {
     const other = path.join(dir, 'other')
     await copyStore(path.join(made.dir, 's'), other)
     expect((await archive('--to', path.join(dir, 'a'))).code).to.equal(0)
+    // One in this process, the other as a process.
     const second = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', other, '--to', path.join(dir, 'b')], {cwd: dir})
     expect(second.code, second.stderr).to.equal(0)
     for (const id of [finished, parent]) {
@@ -236,7 +241,7 @@ describe('pipe store archive and audit verify --archive', function () {
 
   // Killed after the first archive is written (no anchor yet), after its anchor (records still here), with its folder renamed aside, and in the middle of removing the parent's tree.
   for (const point of ['archive-written', 'archive-anchored', 'archive-renamed', 'archive-removed#2']) {
-    // After the first kill point, audit verify runs as a process; after the others, its code here.
+    // After the first kill point, audit verify and the archive that finishes the move run as processes; after the others, in this process.
     const asProcess = point === 'archive-written'
     it(`a SIGKILL at ${point} leaves a store audit verify passes, and the next pipe store archive finishes the move`, async () => {
       const killed = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', store], {cwd: dir, env: {PIPE_FAULT_KILL_AT: point}})
@@ -245,7 +250,7 @@ describe('pipe store archive and audit verify --archive', function () {
       expect(between.code, between.said).to.equal(0)
       expect(between.said.includes('were not removed yet'), between.said).to.equal(point === 'archive-anchored' || point === 'archive-removed#2')
       const written = await readFile(fileOf(finished))
-      const again = await archive()
+      const again = await (asProcess ? archiveProcess : archive)()
       expect(again.code, again.stderr).to.equal(0)
       const moved = json<Moved>(again)
       const expected = {
@@ -309,6 +314,7 @@ describe('pipe store archive and audit verify --archive', function () {
   })
 
   it("a --to it cannot make (under /proc, where Node's recursive mkdir spins for ever) is E_IO at once, and nothing moves", async () => {
+    // Both as processes: were the check lost, a command here would spin in the test's own process, not fail.
     const result = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', store, '--to', '/proc/pipe-nowhere/archive'], {cwd: dir})
     expect(result.stderr).to.include('E_IO').and.include("mkdir '/proc/pipe-nowhere'")
     expect(await runsIn()).to.have.length(5)
@@ -317,8 +323,9 @@ describe('pipe store archive and audit verify --archive', function () {
   })
 
   it('refuses a DATE that is not one, quoting it (E_INVALID_ARGS), and moves nothing', async () => {
+    // The first as a process, the others in this process.
     for (const bad of ['yesterday', '2026-02-30', '2026-11-21 09:00']) {
-      const result = await pipe(['store', 'archive', '--before', bad, '--store', store], {cwd: dir})
+      const result = await (bad === 'yesterday' ? pipe : pipeHere)(['store', 'archive', '--before', bad, '--store', store], {cwd: dir})
       expect(result.code, bad).to.equal(2)
       expect(result.stderr, bad)
         .to.include('E_INVALID_ARGS')
@@ -338,13 +345,14 @@ describe('pipe store archive and audit verify --archive', function () {
       const database = await cluster.createDatabase()
       const url = cluster.url(database)
       const run = async (extra: string[]): Promise<string> => {
-        const r = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', url, '--json'], {cwd: dir})
+        const r = await pipeHere(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), ...extra, '--store', url, '--json'], {cwd: dir})
         expect([0, 10], r.stderr).to.include(r.code)
         return json<{run_id: string}>(r).run_id
       }
       const ended = await run(['--decision', 'go'])
       const waiting = await run([])
-      // A database has no folder of its own: where the archives go is said, not guessed.
+      // A database has no folder of its own: where the archives go is said, not guessed. (The refusal
+      // and the move as processes, the rest in this process.)
       const untold = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', url], {cwd: dir})
       expect(untold.code, untold.stderr).to.equal(2)
       expect(untold.stderr).to.include('E_INVALID_ARGS').and.include('--to DIR')
@@ -352,20 +360,20 @@ describe('pipe store archive and audit verify --archive', function () {
       const moved = await pipe(['store', 'archive', '--before', '2999-01-01', '--store', url, '--to', to, '--json'], {cwd: dir})
       expect(moved.code, moved.stderr).to.equal(0)
       expect(json<Moved>(moved).archived.map((a) => a.run_id)).to.deep.equal([ended])
-      const gone = await pipe(['runs', 'show', ended, '--store', url], {cwd: dir})
+      const gone = await pipeHere(['runs', 'show', ended, '--store', url], {cwd: dir})
       expect(gone.stderr).to.include('E_NOT_FOUND').and.include(`${ended} was archived`)
       expect((await cluster.sql(database, 'SELECT count(*)::int AS n FROM pipe_events WHERE run_id = $1', [ended]))[0]!.n).to.equal(0)
       const file = path.join(to, `${ended}.pipe-archive.jsonl`)
-      expect((await pipe(['audit', 'verify', '--archive', file], {cwd: dir})).code).to.equal(0)
-      const audit = await pipe(['audit', 'verify', '--store', url], {cwd: dir})
+      expect((await pipeHere(['audit', 'verify', '--archive', file], {cwd: dir})).code).to.equal(0)
+      const audit = await pipeHere(['audit', 'verify', '--store', url], {cwd: dir})
       expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
       // The archives moved to a backup volume: found by name there, and missing where the anchor says.
       const backup = path.join(dir, 'backup')
       execFileSync('mv', [to, backup])
-      const missing = await pipe(['audit', 'verify', '--store', url], {cwd: dir})
+      const missing = await pipeHere(['audit', 'verify', '--store', url], {cwd: dir})
       expect(missing.code).to.equal(4)
       expect(missing.stdout).to.include('the archive is missing')
-      const found = await pipe(['audit', 'verify', '--store', url, '--archives', backup], {cwd: dir})
+      const found = await pipeHere(['audit', 'verify', '--store', url, '--archives', backup], {cwd: dir})
       expect(found.code, found.stdout + found.stderr).to.equal(0)
       // Without an anchor the trail's rows stay append-only, even for a superuser.
       let refused: unknown = null
