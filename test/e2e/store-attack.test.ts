@@ -4,6 +4,12 @@ import {createHash} from 'node:crypto'
 import {appendFile, mkdir, readdir, readFile, rm, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+
+// Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+// and exit code). A real `pipe` process stays, with its timeout, for every command that meets a FIFO
+// or a device (a hang or an endless read would stop the test's own process), and in each test for
+// the command it is about (each marked).
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -30,8 +36,9 @@ async function storeHash(root: string): Promise<string> {
   return hash.digest('hex')
 }
 
-async function finishedRun(): Promise<string> {
-  const done = await pipe(fullRun, {cwd: dir})
+/** A run to its end, in this process or (`command` pipe) as a process. */
+async function finishedRun(command: typeof pipeHere = pipeHere): Promise<string> {
+  const done = await command(fullRun, {cwd: dir})
   expect(done.code, done.stderr).to.equal(0)
   return json<{run_id: string}>(done).run_id
 }
@@ -65,6 +72,7 @@ describe('attacks on the commit log', function () {
     const evidence = (await readdir(path.join(dir, '.pipe', 'evidence'))).find((n) => n.endsWith('.json'))!
     await writeFile(path.join(dir, '.pipe', 'evidence', evidence), '')
     const before = await storeHash(path.join(dir, '.pipe'))
+    // Both as processes.
     const audit = await pipe(['audit', 'verify'], {cwd: dir})
     expect(audit.stderr).to.not.contain('E_INTERNAL')
     expect(audit.code, audit.stderr).to.equal(4)
@@ -81,26 +89,28 @@ describe('attacks on the commit log', function () {
     const future = {...logged, seq: 50, snapshot: {...logged.snapshot, step: {...logged.snapshot.step, seq: 50}}}
     await appendFile(path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl'), `${JSON.stringify(future)}\n`)
     const before = await storeHash(path.join(dir, '.pipe'))
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, audit.stdout).to.equal(0)
     expect(audit.stderr).to.contain(`${runId}#50: names a step past the run's last snapshot`)
     expect(audit.stderr).to.not.contain('pipe resume finishes it')
+    // The resume as a process.
     const resumed = await pipe(['resume', runId], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(2)
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
-    expect((await pipe(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
+    expect((await pipeHere(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
   })
   it('a line for a step far ahead in a paused run: resume walks on from where the run stands and leaves no gap', async () => {
-    const paused = await pipe(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir})
+    const paused = await pipeHere(['run', defaultPipeline, '--input', sentence, '--json'], {cwd: dir})
     expect(paused.code, paused.stderr).to.equal(10)
     const runId = json<{run_id: string}>(paused).run_id
     const logged = (await logLines(runId)).find((l) => l.spec !== null)!
     const future = {...logged, seq: 50, snapshot: {...logged.snapshot, step: {...logged.snapshot.step, seq: 50}}}
     await appendFile(path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl'), `${JSON.stringify(future)}\n`)
+    // The resume as a process.
     const resumed = await pipe(['resume', runId, '--answers', answers, '--decision', 'go'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(await readdir(path.join(dir, '.pipe', 'runs', runId, 'snapshots'))).to.not.include('000050.json')
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
   })
 
@@ -110,22 +120,23 @@ describe('attacks on the commit log', function () {
     const lines = (await readFile(log, 'utf8')).trim().split('\n')
     await writeFile(log, `${[lines[0], lines[1]!.slice(0, 100), ...lines.slice(1)].join('\n')}\n`)
     const before = await storeHash(path.join(dir, '.pipe'))
+    // The first resume as a process.
     const resumed = await pipe(['resume', runId], {cwd: dir})
     expect(resumed.stderr).to.contain('E_STATE')
     expect(resumed.code, resumed.stderr).to.equal(2)
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, audit.stderr).to.equal(0)
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
     // With damage in the run, audit verify reads the whole log and names the line.
     const evidence = (await readdir(path.join(dir, '.pipe', 'evidence'))).find((n) => n.endsWith('.json'))!
     await writeFile(path.join(dir, '.pipe', 'evidence', evidence), '')
-    const damaged = await pipe(['audit', 'verify'], {cwd: dir})
+    const damaged = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(damaged.code, damaged.stderr).to.equal(4)
     expect(damaged.stderr).to.contain('line 2 of the commit log is not JSON')
     // The good lines still rewrite what the snapshot bound.
-    const repaired = await pipe(['resume', runId], {cwd: dir})
+    const repaired = await pipeHere(['resume', runId], {cwd: dir})
     expect(repaired.code, repaired.stderr).to.equal(2)
-    const after = await pipe(['audit', 'verify'], {cwd: dir})
+    const after = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(after.code, `${after.stdout}${after.stderr}`).to.equal(0)
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
   })
@@ -151,10 +162,10 @@ describe('attacks on the id counters and the ledger log', function () {
     await finishedRun()
     const root = path.join(dir, '.pipe')
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('S-'))!
-    const full = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map(
+    const full = json<{specs: Array<{spec_version: string}>}>(await pipeHere(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map(
       (s) => s.spec_version,
     )
-    const ledgerFull = json<{entries: Array<{key: string}>}>(await pipe(['ledger', 'list', '--json'], {cwd: dir})).entries.map((e) => e.key)
+    const ledgerFull = json<{entries: Array<{key: string}>}>(await pipeHere(['ledger', 'list', '--json'], {cwd: dir})).entries.map((e) => e.key)
     for (const [what, make] of [
       ['a FIFO', async (file: string) => execFileSync('mkfifo', [file])],
       ['a symlink to /dev/zero', async (file: string) => symlink('/dev/zero', file)],
@@ -164,19 +175,21 @@ describe('attacks on the id counters and the ledger log', function () {
       await make(path.join(root, 'ids', day))
       await rm(path.join(root, 'audit', 'ledger.jsonl'), {recursive: true, force: true})
       await make(path.join(root, 'audit', 'ledger.jsonl'))
-      const specs = await pipe(['spec', 'list', '--limit', '2', '--json'], {cwd: dir, timeoutMs: 60000})
+      // A FIFO or a device as processes, with their timeout; a folder in this process.
+      const command = (args: string[]) => (what === 'a folder' ? pipeHere(args, {cwd: dir}) : pipe(args, {cwd: dir, timeoutMs: 60000}))
+      const specs = await command(['spec', 'list', '--limit', '2', '--json'])
       expect(specs.code, `${what}: ${specs.stderr}`).to.equal(0)
       expect(
         json<{specs: Array<{spec_version: string}>}>(specs).specs.map((s) => s.spec_version),
         what,
       ).to.deep.equal(full.slice(0, 2))
-      const entries = await pipe(['ledger', 'list', '--limit', '1', '--json'], {cwd: dir, timeoutMs: 60000})
+      const entries = await command(['ledger', 'list', '--limit', '1', '--json'])
       expect(entries.code, `${what}: ${entries.stderr}`).to.equal(0)
       expect(
         json<{entries: Array<{key: string}>}>(entries).entries.map((e) => e.key),
         what,
       ).to.deep.equal(ledgerFull.slice(0, 1))
-      const audit = await pipe(['audit', 'verify'], {cwd: dir, timeoutMs: 60000})
+      const audit = await command(['audit', 'verify'])
       expect(audit.code, `${what}: ${audit.stderr}`).to.be.oneOf([0, 4])
     }
   })
@@ -200,13 +213,14 @@ describe('attacks on the id counters and the ledger log', function () {
   it("a day's counter removed: spec list still names that day's versions first", async () => {
     await finishedRun()
     const root = path.join(dir, '.pipe')
-    const full = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map(
+    const full = json<{specs: Array<{spec_version: string}>}>(await pipeHere(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir})).specs.map(
       (s) => s.spec_version,
     )
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('S-'))!
     await rm(path.join(root, 'ids', day))
     // An older day that still has its counter.
     await writeFile(path.join(root, 'ids', 'S-20200101'), '3')
+    // As a process.
     const listed = await pipe(['spec', 'list', '--limit', '3', '--json'], {cwd: dir})
     expect(listed.code, listed.stderr).to.equal(0)
     expect(json<{specs: Array<{spec_version: string}>}>(listed).specs.map((s) => s.spec_version)).to.deep.equal(full.slice(0, 3))
@@ -220,7 +234,8 @@ describe('attacks on the id counters and the ledger log', function () {
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('R-'))!
     await rm(path.join(root, 'ids', day))
     await symlink(victim, path.join(root, 'ids', day))
-    await finishedRun()
+    // The run that allocates through the link as a process.
+    await finishedRun(pipe)
     expect(await readFile(victim, 'utf8')).to.equal('keep me\n')
   })
 })
