@@ -3,6 +3,10 @@
  * as a process: skipping a blocked task of a foreach (pipe resume RUN --skip KEY --note TEXT), on
  * the file store and on PostgreSQL, and rolling a blocked task's workspace back to the checkpoint
  * its git step made (pipe rollback RUN --checkpoint), checked with real git.
+ *
+ * Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+ * and exit code); the skip or the rollback itself, the first refusal of each, and the skip with
+ * --run-dependents stay real `pipe` processes (each marked).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -10,6 +14,7 @@ import {readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunEvent, RunRecord} from '../../src/types/run.js'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 
@@ -64,7 +69,7 @@ const errorCode = (r: CliResult): string | undefined => /^Error \[(E_[A-Z_]+)\]/
 async function blockedParent(storeArgs: string[]): Promise<string> {
   await writeFile(path.join(dir, 'task.yaml'), TASK)
   await writeFile(path.join(dir, 'main.yaml'), MAIN)
-  const run = await pipe(['run', 'main.yaml', '--text', 'x', '--json', ...storeArgs], {cwd: dir})
+  const run = await pipeHere(['run', 'main.yaml', '--text', 'x', '--json', ...storeArgs], {cwd: dir})
   const out = json<{run_id: string; status: string}>(run)
   expect(out.status, run.stderr).to.equal('blocked')
   return out.run_id
@@ -75,19 +80,20 @@ async function skipFlow(storeArgs: string[], location: string): Promise<void> {
   const timeline = async (): Promise<RunEvent[]> => readIn(location, (s) => s.readEvents(parent))
   const before = (await timeline()).length
 
-  // Bad input is refused with a clear error and changes nothing.
+  // Bad input is refused with a clear error and changes nothing (the first refusal as a process).
   const noNote = await pipe(['resume', parent, '--skip', 'T1', ...storeArgs], {cwd: dir})
   expect(errorCode(noNote), noNote.stderr).to.equal('E_INVALID_ARGS')
   expect(noNote.stderr).to.contain(`pipe resume ${parent} --skip T1 --note`)
-  const unknown = await pipe(['resume', parent, '--skip', 'T9', '--note', 'x', ...storeArgs], {cwd: dir})
+  const unknown = await pipeHere(['resume', parent, '--skip', 'T9', '--note', 'x', ...storeArgs], {cwd: dir})
   expect(errorCode(unknown), unknown.stderr).to.equal('E_INVALID_ARGS')
   expect(unknown.stderr).to.contain(`run ${parent} has no task "T9"; its tasks: "T1", "T3"`)
-  const finished = await pipe(['resume', parent, '--skip', 'T3', '--note', 'x', ...storeArgs], {cwd: dir})
+  const finished = await pipeHere(['resume', parent, '--skip', 'T3', '--note', 'x', ...storeArgs], {cwd: dir})
   expect(errorCode(finished), finished.stderr).to.equal('E_STATE')
   expect(finished.stderr).to.match(/task "T3" of run R-\S+ \(child run R-\S+\) is succeeded, not waiting for a person; nothing was skipped/)
   expect((await timeline()).length, 'nothing was written').to.equal(before)
   expect((await readIn(location, (s) => s.readRun(parent))).status).to.equal('blocked')
 
+  // The skip as a process.
   const skipped = await pipe(['resume', parent, '--skip', 'T1', '--note', 'done by hand in PR 12', '--json', ...storeArgs], {cwd: dir})
   expect(skipped.code, skipped.stderr).to.equal(0)
   const out = json<{status: string; reason: string}>(skipped)
@@ -120,13 +126,13 @@ async function skipFlow(storeArgs: string[], location: string): Promise<void> {
   expect(task.status).to.equal('cancelled')
   expect(task.status_reason).to.contain('skipped by').and.contain('done by hand in PR 12')
 
-  const shown = await pipe(['runs', 'show', parent, ...storeArgs], {cwd: dir})
+  const shown = await pipeHere(['runs', 'show', parent, ...storeArgs], {cwd: dir})
   expect(shown.stdout).to.match(/task_skipped step each by \S+: task "T1" \(child run R-\S+\) skipped: done by hand in PR 12/)
-  const audit = await pipe(['audit', 'verify', ...storeArgs], {cwd: dir})
+  const audit = await pipeHere(['audit', 'verify', ...storeArgs], {cwd: dir})
   expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
 
   // A finished run's tasks cannot be skipped.
-  const again = await pipe(['resume', parent, '--skip', 'T1', '--note', 'again', ...storeArgs], {cwd: dir})
+  const again = await pipeHere(['resume', parent, '--skip', 'T1', '--note', 'again', ...storeArgs], {cwd: dir})
   expect(errorCode(again), again.stderr).to.equal('E_STATE')
 }
 
@@ -139,6 +145,7 @@ describe('skipping a blocked task on the built CLI', function () {
 
   it('--run-dependents: the tasks that depend on the skipped one run; export shows the skip', async () => {
     const parent = await blockedParent([])
+    // The skip as a process.
     const skipped = await pipe(['resume', parent, '--skip', 'T1', '--run-dependents', '--note', 'not needed', '--json'], {cwd: dir})
     expect(skipped.code, skipped.stderr).to.equal(0)
     expect(json<{reason: string}>(skipped).reason).to.equal('partial: 2 of 3 item(s) succeeded, 0 failed, 1 skipped by a person')
@@ -149,7 +156,7 @@ describe('skipping a blocked task on the built CLI', function () {
       ['T3', 'succeeded'],
     ])
     expect((await runRecordIn(dir, parent)).run.skips![0]).to.include({run_dependents: true})
-    const exported = await pipe(['export', parent, '--dir', 'out', '--json'], {cwd: dir})
+    const exported = await pipeHere(['export', parent, '--dir', 'out', '--json'], {cwd: dir})
     expect(exported.code, exported.stderr).to.equal(0)
     const timeline = await readFile(path.join(dir, 'out', 'runs', parent, 'timeline.md'), 'utf8')
     expect(timeline).to.match(/\*\*task_skipped\*\*: task "T1" \(child run R-\S+\) skipped: not needed; the tasks that depend on it run as if it had succeeded/)
@@ -157,7 +164,7 @@ describe('skipping a blocked task on the built CLI', function () {
     // The skip is part of the sealed trail: a note changed afterwards is found.
     const file = path.join(dir, '.pipe', 'runs', parent, 'run.json')
     await writeFile(file, (await readFile(file, 'utf8')).replace('not needed', 'forged note'))
-    const forged = await pipe(['audit', 'verify'], {cwd: dir})
+    const forged = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(forged.code, forged.stdout + forged.stderr).to.equal(4)
     expect(forged.stdout).to.contain(`${parent}: the seal does not match`)
   })
@@ -214,7 +221,7 @@ const git = (cwd: string, ...args: string[]): string => execFileSync('git', args
 async function rollbackFlow(env: Record<string, string>, store?: string): Promise<void> {
   const location = store ?? path.join(dir, '.pipe')
   const auditPasses = async (): Promise<void> => {
-    const audit = await pipe(['audit', 'verify'], {cwd: dir, env})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir, env})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   }
   git(dir, 'init', '-q')
@@ -228,7 +235,7 @@ async function rollbackFlow(env: Record<string, string>, store?: string): Promis
   git(dir, 'add', '-A')
   git(dir, 'commit', '-q', '-m', 'start')
 
-  const run = await pipe(['run', 'coding.yaml', '--policy', 'policy.yaml', '--text', 'x', '--json'], {cwd: dir, env})
+  const run = await pipeHere(['run', 'coding.yaml', '--policy', 'policy.yaml', '--text', 'x', '--json'], {cwd: dir, env})
   const parent = json<{run_id: string; status: string}>(run)
   expect(parent.status, run.stderr).to.equal('blocked')
   const each = (await readIn(location, (s) => s.readSnapshots(parent.run_id))).find((s) => s.step.name === 'each')!
@@ -237,16 +244,17 @@ async function rollbackFlow(env: Record<string, string>, store?: string): Promis
   const commit = (checkpoint.outputs as {checkpoint: {commit: string}}).checkpoint.commit
   expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
 
-  // Bad input changes nothing: a run with no checkpoint, a missing note.
+  // Bad input changes nothing: a run with no checkpoint (as a process), a missing note.
   const noCheckpoint = await pipe(['rollback', parent.run_id, '--checkpoint', '--note', 'x'], {cwd: dir, env})
   expect(errorCode(noCheckpoint), noCheckpoint.stderr).to.equal('E_INVALID_ARGS')
   expect(noCheckpoint.stderr).to.contain('has made no checkpoint')
-  const noNote = await pipe(['rollback', task, '--checkpoint'], {cwd: dir, env})
+  const noNote = await pipeHere(['rollback', task, '--checkpoint'], {cwd: dir, env})
   expect(errorCode(noNote), noNote.stderr).to.equal('E_INVALID_ARGS')
   expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
 
   // Something the person wrote while looking at the blocked task: discarded from the tree, never lost.
   await writeFile(path.join(dir, 'notes.txt'), 'what I saw\n')
+  // The rollback as a process.
   const rolled = await pipe(['rollback', task, '--checkpoint', '--note', 'the agent went the wrong way'], {cwd: dir, env})
   expect(rolled.code, rolled.stderr).to.equal(0)
   // Real git: HEAD is the checkpoint commit, the tree is clean, the change and the new file are gone.
@@ -268,20 +276,20 @@ async function rollbackFlow(env: Record<string, string>, store?: string): Promis
   await auditPasses()
 
   // Rolled back once, it is not rolled back again by mistake.
-  const twice = await pipe(['rollback', task, '--checkpoint', '--note', 'again'], {cwd: dir, env})
+  const twice = await pipeHere(['rollback', task, '--checkpoint', '--note', 'again'], {cwd: dir, env})
   expect(errorCode(twice), twice.stderr).to.equal('E_STATE')
 
   // The hint it printed continues the parent run: run exactly that command.
   const hint = /^\s+(pipe resume \S+ --skip \S+ --note '[^']*')$/m.exec(rolled.stdout)?.[1]
   expect(hint, rolled.stdout).to.equal(`pipe resume ${parent.run_id} --skip T1 --note 'the agent went the wrong way'`)
-  const go = await pipe(['resume', parent.run_id, '--skip', 'T1', '--note', 'the agent went the wrong way', '--json'], {cwd: dir, env})
+  const go = await pipeHere(['resume', parent.run_id, '--skip', 'T1', '--note', 'the agent went the wrong way', '--json'], {cwd: dir, env})
   // Its only task skipped, the foreach did not succeed: the run says so and fails.
   const ended = json<{status: string; reason: string}>(go)
   expect(ended.status).to.equal('failed')
   expect(ended.reason).to.match(/: 0 of 1 item\(s\) succeeded, 0 failed, 1 skipped by a person$/)
   await auditPasses()
   // A task that has ended (skipped: its child run cancelled) is not rolled back.
-  const late = await pipe(['rollback', task, '--checkpoint', '--note', 'late'], {cwd: dir, env})
+  const late = await pipeHere(['rollback', task, '--checkpoint', '--note', 'late'], {cwd: dir, env})
   expect(errorCode(late), late.stderr).to.equal('E_STATE')
 }
 
