@@ -4,10 +4,13 @@ import {createHash, generateKeyPairSync, sign} from 'node:crypto'
 import {chmod, copyFile, mkdir, readdir, readFile, stat, truncate, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {promisify} from 'node:util'
-import {trustedKeys, verifyAttestation} from '../../src/app/attest/verify.js'
-import {toPipeError} from '../../src/errors.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {clockAt} from '../helpers/tools.js'
+
+// Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+// and exit code). In each test the command it is about stays a real `pipe` process (each marked), as
+// does a run under another clock (libfaketime, preloaded: only a process).
 
 const run = promisify(execFile)
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'attest')
@@ -54,22 +57,8 @@ function forged(payload: Buffer): string {
   return JSON.stringify({payloadType: type, payload: payload.toString('base64'), signatures: [{keyid, sig: sign(null, pae, privateKey).toString('base64')}]})
 }
 
-/**
- * `pipe attest verify FILE ARGS` in this process: the command's code (trustedKeys and
- * verifyAttestation over the flags), with the exit code the command exits with and the error as it prints it.
- */
-async function verifyHere(file: string, args: string[]): Promise<CliResult> {
-  const flag = (name: string): string | undefined => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined)
-  const [key, policy, subject] = [flag('--key'), flag('--policy'), flag('--subject')]
-  try {
-    const trusted = await trustedKeys({...(key !== undefined ? {key} : {}), ...(policy !== undefined ? {policy} : {})})
-    await verifyAttestation(file, {subjects: subject !== undefined ? [subject] : [], trusted})
-    return {code: 0, stdout: '', stderr: '', signal: null}
-  } catch (raw) {
-    const error = toPipeError(raw)
-    return {code: error.exitCode, stdout: '', stderr: `Error [${error.code}] ${error.message}\n`, signal: null}
-  }
-}
+/** `pipe attest verify FILE ARGS` in this process, in the folder the tests' processes run in. */
+const verifyHere = (file: string, args: string[]): Promise<CliResult> => pipeHere(['attest', 'verify', file, ...args], {cwd: dir, env})
 
 describe('pipe attest and pipe attest verify on the built CLI', function () {
   this.timeout(120000)
@@ -80,16 +69,17 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     await mkdir(repo)
     await run('git', ['init', '-q', repo])
     env = {XDG_CONFIG_HOME: path.join(dir, 'config'), PIPE_SIGNING_KEY: undefined}
-    const r = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: repo, env})
+    const r = await pipeHere(['run', defaultPipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json'], {cwd: repo, env})
     expect(r.code, r.stderr).to.equal(0)
     runId = json<{run_id: string}>(r).run_id
-    const made = await pipe(['keys', 'generate', '--json'], {cwd: repo, env})
+    const made = await pipeHere(['keys', 'generate', '--json'], {cwd: repo, env})
     expect(made.code, made.stderr).to.equal(0)
     key = json<KeyInfo>(made)
     policy = path.join(dir, 'policy.yaml')
     await writeFile(policy, `version: 1\nattestation:\n  trusted_keys:\n    - {id: "${key.id}", name: ci, public_key: "${key.public_key}"}\n`)
     bundle = path.join(dir, 'run.intoto.jsonl')
-    const attested = await pipe(['attest', runId, '--out', bundle], {cwd: repo, env})
+    // In this process; the same run attested again as a process gives the same bundle (below).
+    const attested = await pipeHere(['attest', runId, '--out', bundle], {cwd: repo, env})
     expect(attested.code, attested.stderr).to.equal(0)
   })
   after(async () => cleanup())
@@ -97,6 +87,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
   it('a missing key: pipe attest says to run pipe keys generate, writes nothing, and after that command it attests', async () => {
     const own = {XDG_CONFIG_HOME: path.join(dir, 'empty-config'), PIPE_SIGNING_KEY: undefined}
     const out = path.join(dir, 'missing.intoto.jsonl')
+    // The refusal and the key's generation as processes.
     const refused = await pipe(['attest', runId, '--out', out], {cwd: repo, env: own})
     expect(refused.code).to.equal(2)
     expect(refused.stderr).to.include('pipe keys generate')
@@ -107,10 +98,10 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     expect(made.stdout).not.to.include('PRIVATE KEY')
     const file = path.join(dir, 'empty-config', 'pipe', 'keys', 'default.key')
     expect((await stat(file)).mode & 0o777).to.equal(0o600)
-    const again = await pipe(['attest', runId, '--out', out], {cwd: repo, env: own})
+    const again = await pipeHere(['attest', runId, '--out', out], {cwd: repo, env: own})
     expect(again.code, again.stderr).to.equal(0)
     // A second generate never replaces the key.
-    const twice = await pipe(['keys', 'generate'], {cwd: repo, env: own})
+    const twice = await pipeHere(['keys', 'generate'], {cwd: repo, env: own})
     expect(twice.code).to.equal(4)
     noStack(twice)
   })
@@ -123,6 +114,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     await copyFile(path.join(published(), feature, spec), path.join(elsewhere, spec))
     await copyFile(bundle, path.join(elsewhere, 'run.intoto.jsonl'))
     await copyFile(policy, path.join(elsewhere, 'policy.yaml'))
+    // As a process; by the key alone in this process.
     const r = await pipe(['attest', 'verify', 'run.intoto.jsonl', '--policy', 'policy.yaml', '--subject', spec, '--json'], {cwd: elsewhere, env})
     expect(r.code, r.stderr).to.equal(0)
     const report = json<{
@@ -137,7 +129,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     expect(report.checked_subjects[0]!.name.endsWith(spec)).to.equal(true)
     expect(report.decisions.map((d) => d.decision)).to.include('go')
     // The public key alone does as well.
-    const byKey = await pipe(['attest', 'verify', 'run.intoto.jsonl', '--key', key.public_key_file], {cwd: elsewhere, env})
+    const byKey = await pipeHere(['attest', 'verify', 'run.intoto.jsonl', '--key', key.public_key_file], {cwd: elsewhere, env})
     expect(byKey.code, byKey.stderr).to.equal(0)
     expect(byKey.stdout).to.include(runId)
     expect(await readdir(elsewhere)).to.have.members([spec, 'run.intoto.jsonl', 'policy.yaml'])
@@ -145,6 +137,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
 
   it('the same run attested twice gives the same bundle', async () => {
     const second = path.join(dir, 'second.intoto.jsonl')
+    // As a process (the first was made in this process).
     const r = await pipe(['attest', runId, '--out', second], {cwd: repo, env})
     expect(r.code, r.stderr).to.equal(0)
     expect(await readFile(second, 'utf8')).to.equal(await readFile(bundle, 'utf8'))
@@ -166,11 +159,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
   })
 
   describe('each tamper is refused with exit 4, naming what failed, writing nothing', () => {
-    /**
-     * \`pipe attest verify FILE ARGS\` refuses: as a process for the first tamper (its exit code and
-     * what it prints), for the others the command's code in this process (it is trustedKeys and
-     * verifyAttestation over the flags; the error's exit code is the one the command exits with).
-     */
+    /** \`pipe attest verify FILE ARGS\` refuses: as a process for the first tamper, in this process for the others. */
     async function refused(file: string, args: string[], what: RegExp, asProcess = false): Promise<void> {
       const before = await readdir(dir)
       const r = asProcess ? await pipe(['attest', 'verify', file, ...args], {cwd: dir, env}) : await verifyHere(file, args)
@@ -257,8 +246,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       [dir, /is a folder, not a file/],
       ['/dev/zero', /\/dev\/zero is a device, not a file/],
     ]
-    // The bundle past the limit as a process (its exit code and what it prints); the folder and the
-    // device through the command's code in this process (the same check, the same exit code).
+    // The bundle past the limit as a process, the folder and the device in this process.
     for (const [index, [file, what]] of cases.entries()) {
       const r =
         index === 0
@@ -274,8 +262,8 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     // Hashing 512 MiB: seconds on a quiet machine, minutes where the kernel's reads are slow. A safety net, not a race.
     this.timeout(600000)
     // Streaming is the property (a read of the whole file holds all of it in memory, and fails past
-    // 2 GiB): a sparse subject of 512 MiB, verified by the command's code in this process, is hashed
-    // and compared, and the process's peak memory grows by far less than the subject's size.
+    // 2 GiB): a sparse subject of 512 MiB, verified by the command in this process, is hashed and
+    // compared, and the process's peak memory grows by far less than the subject's size.
     const size = 512 * 1024 * 1024 + 1
     const archive = path.join(dir, 'release.tar')
     await writeFile(archive, '')
@@ -291,11 +279,12 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
   it('keys list names a .key file it cannot sign with and a private key others can read, instead of leaving them out without a word', async () => {
     const config = path.join(dir, 'list-config')
     const own = {...env, XDG_CONFIG_HOME: config}
-    const made = await pipe(['keys', 'generate', '--name', 'ci', '--json'], {cwd: dir, env: own})
+    const made = await pipeHere(['keys', 'generate', '--name', 'ci', '--json'], {cwd: dir, env: own})
     expect(made.code, made.stderr).to.equal(0)
     const keys = path.join(config, 'pipe', 'keys')
     await writeFile(path.join(keys, 'broken.key'), 'not a key\n')
     await chmod(path.join(keys, 'ci.key'), 0o644)
+    // As a process.
     const listed = await pipe(['keys', 'list'], {cwd: dir, env: own})
     expect(listed.code, listed.stderr).to.equal(0)
     expect(listed.stdout).to.match(/^ci {2}sha256:[0-9a-f]{64} {2}\S+\n$/)
@@ -328,8 +317,9 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       path.join(work, 'cp.yaml'),
       'version: 1\nname: cp\nsteps:\n  - {id: w, kind: write, path: out/x.txt, content: "hi\\n", next: cp}\n  - {id: cp, kind: git, action: checkpoint, allow_dirty: true, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: done}\n',
     )
-    const r = await pipe(['run', 'cp.yaml', '--text', 'x', '--json'], {cwd: work, env})
+    const r = await pipeHere(['run', 'cp.yaml', '--text', 'x', '--json'], {cwd: work, env})
     expect(r.code, r.stderr).to.equal(0)
+    // As a process; attested again in this process.
     const attested = await pipe(['attest', json<{run_id: string}>(r).run_id, '--json'], {cwd: work, env})
     expect(attested.code, attested.stderr).to.equal(0)
     const head = (await run('git', ['-C', work, 'rev-parse', 'HEAD'])).stdout.trim()
@@ -343,17 +333,17 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
     expect(note.stdout).to.include(`Pipe-Attestation: ${result.sha256}`)
     expect(note.stdout).to.include(`Pipe-Run: ${json<{run_id: string}>(r).run_id}`)
     // Attested again, the note is replaced, not doubled; --no-git-notes leaves it as it is.
-    const again = await pipe(['attest', json<{run_id: string}>(r).run_id, '--out', 'again.intoto.jsonl'], {cwd: work, env})
+    const again = await pipeHere(['attest', json<{run_id: string}>(r).run_id, '--out', 'again.intoto.jsonl'], {cwd: work, env})
     expect(again.code, again.stderr).to.equal(0)
     expect((await run('git', ['-C', work, 'notes', '--ref=pipe', 'show', head])).stdout.match(/Pipe-Attestation/g)).to.have.length(1)
-    const quiet = await pipe(['attest', json<{run_id: string}>(r).run_id, '--out', 'quiet.intoto.jsonl', '--no-git-notes', '--json'], {cwd: work, env})
+    const quiet = await pipeHere(['attest', json<{run_id: string}>(r).run_id, '--out', 'quiet.intoto.jsonl', '--no-git-notes', '--json'], {cwd: work, env})
     expect(quiet.code, quiet.stderr).to.equal(0)
     expect(json<{git_notes: {annotated: string[]}}>(quiet).git_notes.annotated).to.deep.equal([])
   })
 
   describe('--store: the statements against the records of a store', () => {
     it("passes against the store that made it, and names the store's check", async () => {
-      const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(repo, '.pipe'), '--json'], {cwd: dir, env})
+      const r = await pipeHere(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(repo, '.pipe'), '--json'], {cwd: dir, env})
       expect(r.code, r.stderr).to.equal(0)
       expect(json<{store?: {checked: boolean}}>(r).store?.checked).to.equal(true)
     })
@@ -365,6 +355,7 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       const text = await readFile(snapshot, 'utf8')
       const parsed = JSON.parse(text) as {reason?: string}
       await writeFile(snapshot, JSON.stringify({...parsed, reason: `${parsed.reason ?? ''} (edited)`}, null, 2))
+      // As a process.
       const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', copy], {cwd: dir, env})
       expect(r.code, r.stderr).to.equal(4)
       expect(r.stderr).to.include('E_INTEGRITY')
@@ -385,10 +376,11 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       // The same id needs the same day: a suite that crosses midnight between the two runs would number this one on the next day.
       const day = /^R-(\d{4})(\d{2})(\d{2})-/.exec(runId)!
       const sameDay = sameDayClock(`@${day[1]}-${day[2]}-${day[3]} 12:00:00`)
+      // A process: libfaketime is preloaded.
       const made = await pipe(['run', 'other.yaml', '--text', 'x', '--json'], {cwd: other, env: {...env, ...sameDay}})
       expect(made.code, made.stderr).to.equal(0)
       expect(json<{run_id: string}>(made).run_id).to.equal(runId)
-      const r = await pipe(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(other, '.pipe')], {cwd: dir, env})
+      const r = await pipeHere(['attest', 'verify', bundle, '--key', key.public_key_file, '--store', path.join(other, '.pipe')], {cwd: dir, env})
       expect(r.code, r.stderr).to.equal(4)
       expect(r.stderr).to.match(/does not match the store's records of R-\S+: they differ at \S+/)
       noStack(r)
@@ -407,14 +399,15 @@ describe('pipe attest and pipe attest verify on the built CLI', function () {
       path.join(work, 'main.yaml'),
       'version: 1\nname: main\nsteps:\n  - {id: each, kind: foreach, items: "${{ [\'a\', \'b\'] }}", pipeline: ./item.yaml, with: {name: "${{ item }}"}, next: fin}\n  - {id: fin, kind: end, status: succeeded, reason: done}\n',
     )
-    const r = await pipe(['run', 'main.yaml', '--text', 'x', '--json'], {cwd: work, env})
+    const r = await pipeHere(['run', 'main.yaml', '--text', 'x', '--json'], {cwd: work, env})
     expect(r.code, r.stderr).to.equal(0)
     const parent = json<{run_id: string}>(r).run_id
+    // As a process.
     const attested = await pipe(['attest', parent, '--json'], {cwd: work, env})
     expect(attested.code, attested.stderr).to.equal(0)
     const result = json<{file: string; subjects: Array<{name: string}>}>(attested)
     expect(result.subjects.map((s) => s.name)).to.have.members(['out/a.txt', 'out/b.txt'])
-    const verified = await pipe(['attest', 'verify', result.file, '--key', key.public_key_file, '--subject', 'out/a.txt', '--subject', 'out/b.txt'], {
+    const verified = await pipeHere(['attest', 'verify', result.file, '--key', key.public_key_file, '--subject', 'out/a.txt', '--subject', 'out/b.txt'], {
       cwd: work,
       env,
     })
