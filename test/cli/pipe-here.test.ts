@@ -120,7 +120,7 @@ describe('pipe in this process says what the pipe process says', function () {
 
   it('refuses what a process reads once (a fault point, a collector, the locale) and a prompt on its stdin', () => {
     expect(() => pipeHere(['--version'], {env: {PIPE_FAULT_KILL_AT: 'x'}})).to.throw(/PIPE_FAULT_KILL_AT is read once per process/)
-    for (const name of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'LANG', 'LC_ALL', 'NODE_OPTIONS', 'PIPE_SIGNAL_GRACE_MS'])
+    for (const name of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'LANG', 'LC_ALL', 'NODE_OPTIONS', 'PIPE_SIGNAL_GRACE_MS', 'LD_PRELOAD', 'FAKETIME'])
       expect(() => pipeHere(['--version'], {env: {[name]: 'x'}}), name).to.throw(new RegExp(`${name} is read once`))
     expect(() => pipeHere(['--version'], {env: {PIPE_INTERACTIVE: '1'}})).to.throw(/PIPE_INTERACTIVE=1/)
   })

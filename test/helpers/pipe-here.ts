@@ -3,7 +3,8 @@
  * command's group, its parsing, its error channel and exit code) with the command's code from src/,
  * its stdout and stderr captured, in the environment and working folder pipe() would give its
  * process. A `pipe` process costs ~0.2–0.4 s of CPU, most of it Node and the bundle starting; a
- * command here costs what its work does. For tests of what a command does and says; what only a
+ * command here costs what its work does (5–150 ms), once the first of its group has loaded the
+ * commands' code into this process (1.5–2.5 s, once per mocha worker). For tests of what a command does and says; what only a
  * process shows stays with pipe() (test/helpers/cli.ts): a signal, a crash or a kill, stdin, a
  * process that outlives the test's call (a worker, the view), two commands at once, the built
  * bundle itself, and anything that reads its environment once per process (a fault point's count,
@@ -19,10 +20,10 @@ let turn: Promise<unknown> = Promise.resolve()
 /**
  * What a process reads once, as it starts or first needs it: a fault point (util/faults.ts),
  * OpenTelemetry's exporter (telemetry/tracing.ts), the signal grace (cli/signals.ts), the locale
- * (ICU reads LANG and LC_* at Node's start) and Node's own options. Given here they would silently
- * do nothing.
+ * (ICU reads LANG and LC_* at Node's start), Node's own options, and what the dynamic loader
+ * preloads (LD_PRELOAD: libfaketime, which reads FAKETIME). Given here they would silently do nothing.
  */
-const READ_AT_START = /^(PIPE_FAULT_|OTEL_|LC_|NODE_)|^(LANG|LANGUAGE|PIPE_SIGNAL_GRACE_MS)$/
+const READ_AT_START = /^(PIPE_FAULT_|OTEL_|LC_|NODE_|LD_|FAKETIME)|^(LANG|LANGUAGE|PIPE_SIGNAL_GRACE_MS)$/
 
 export function pipeHere(args: string[], options: Omit<CliOptions, 'input' | 'timeoutMs'> = {}): Promise<CliResult> {
   const env = options.env ?? {}
