@@ -3,15 +3,21 @@
  * tool-call conversations, in a real git repository in a temp dir: the tools, their bounds and
  * answers, the reply protocols, secrets kept out, validate, and a SIGKILL during a turn. The calls a
  * person confirms are agent-confirm.test.ts's.
+ *
+ * One `pipe` process per behaviour: a run that asks the model server and uses its tools, a run whose
+ * secrets are masked, a run that fails, the offline provider's refusal, validate's refusal and the
+ * SIGKILL during a turn. The other runs, asking the same server, the second validate and the resume
+ * after the kill run in this process (test/helpers/pipe-here.ts: the same command from argv, its
+ * output and exit code).
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {mkdir, readdir, readFile, symlink, writeFile} from 'node:fs/promises'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
-import {bin, json, pipe} from '../helpers/cli.js'
+import {bin, json, pipe, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses} from '../helpers/stores.js'
-import {resumeHere} from '../helpers/in-process.js'
 import type {ModelServer} from '../helpers/model-server.js'
 import {agentRepo, BUGGY, FIX, toolResults, type RunJson} from '../helpers/agent-repo.js'
 
@@ -29,6 +35,11 @@ const {setup, env, run, snapshots} = agentRepo({
   get: () => ({dir, repo, cleanup, server}),
   set: (made) => ({dir, repo, cleanup, server} = {dir, repo, cleanup, server, ...made}),
 })
+
+/** `run`'s command (`pipe run FILE --json --policy P`) in this process. */
+function runHere(file: string, extraEnv: Record<string, string> = {}): Promise<CliResult> {
+  return pipeHere(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {cwd: repo, env: {...env(), ...extraEnv}})
+}
 
 describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real git repository)', function () {
   this.timeout(180000)
@@ -83,7 +94,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       },
       {content: 'nothing to do'},
     )
-    const result = await run(file)
+    const result = await runHere(file)
     expect(result.code, result.stderr).to.equal(0)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
     const second = toolResults(server.requests[1]!)
@@ -100,7 +111,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const file = await setup('syntax_checks: {".js": [node, --check, "{path}"]}\n')
     const broken = 'calc.js\n<<<<<<< SEARCH\n  return a - b\n=======\n  return a + (b\n>>>>>>> REPLACE\n'
     server.script('fix', {tool_calls: [{id: 's1', name: 'apply_edit_blocks', arguments: {blocks: broken}}]}, {content: 'gave it a try'})
-    const result = await run(file)
+    const result = await runHere(file)
     expect(result.code, result.stderr).to.equal(0)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.equal(BUGGY)
     const answer = toolResults(server.requests[1]!)['s1']!
@@ -119,7 +130,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {tool_calls: [{id: 'x3', name: 'run_command', arguments: {command: 'node test.js || node mark.js'}}]},
       {content: 'done'},
     )
-    const result = await run(file)
+    const result = await runHere(file)
     expect(result.code, result.stderr).to.equal(0)
     expect(toolResults(server.requests[1]!)['x1']).to.contain('segment 2').and.contain('git').and.contain('nothing was run')
     expect(toolResults(server.requests[2]!)['x2']).to.contain('redirections')
@@ -138,7 +149,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {content: JSON.stringify({tool: 'read_file', arguments: {path: 'calc.js'}})},
       {content: JSON.stringify({final: 'read it'})},
     )
-    const result = await run(file)
+    const result = await runHere(file)
     expect(result.code, result.stderr).to.equal(0)
     expect(server.requests[0]!.body.tools).to.have.length.greaterThan(0)
     const retold = server.requests[1]!.body
@@ -159,7 +170,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       JSON.stringify({type: 'object', required: ['fixed'], additionalProperties: false, properties: {fixed: {type: 'boolean'}}}),
     )
     server.script('fix', {content: 'I fixed it'}, {content: '{"fixed": "yes"}'}, {content: '{"fixed": true}'})
-    const result = await run(file)
+    const result = await runHere(file)
     expect(result.code, result.stderr).to.equal(0)
     expect(server.requests[1]!.body.messages.at(-1)!.content).to.contain('not JSON')
     expect(server.requests[2]!.body.messages.at(-1)!.content).to.contain('/fixed must be boolean')
@@ -172,7 +183,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       typoFile,
       `${await readFile(file, 'utf8')}    next: after\n  - id: after\n    kind: end\n    status: succeeded\n    reason: "\${{ steps.fix.outputs.value.fixd }}"\n`,
     )
-    const checked = await pipe(['validate', file, typoFile], {cwd: repo})
+    // (validate's refusal from a process: the test of unknown tools below.)
+    const checked = await pipeHere(['validate', file, typoFile], {cwd: repo})
     expect(checked.code).to.equal(2)
     const out = checked.stdout + checked.stderr
     expect(out, 'the pipeline as it ran is valid').to.contain(`ok  ${file} (pipeline)`)
@@ -218,11 +230,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     await writeFile(path.join(repo, 'deploy.cfg'), `token=${token}\n`)
     const block = 'deploy.cfg\n<<<<<<< SEARCH\ntoken=wrong\n=======\ntoken=right\n>>>>>>> REPLACE\n'
     server.script('fix', {tool_calls: [{id: 'e', name: 'apply_edit_blocks', arguments: {blocks: block}}]}, {content: 'done'})
-    const result = await pipe(['run', file, '--json', '--policy', path.join(dir, 'p', 'policy.yaml')], {
-      cwd: repo,
-      env: {...env(), API_TOKEN: token},
-      timeoutMs: 120000,
-    })
+    // (A run with secrets from a process: the test before.)
+    const result = await runHere(file, {API_TOKEN: token})
     expect(result.code, result.stderr).to.equal(0)
     const sent = toolResults(server.requests[1]!)['e']!
     expect(sent, 'the failed block came back with the nearest lines').to.contain('nearest').and.contain('[REDACTED]')
@@ -246,7 +255,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       arguments: {blocks: `new${i}.txt\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n`},
     }))
     server.script('fix', {tool_calls: calls}, {content: 'done'})
-    const result = await run(file)
+    const result = await runHere(file)
     expect(result.code, result.stderr).to.equal(0)
     const created = (await readdir(repo)).filter((n) => /^new\d+\.txt$/.test(n))
     expect(created).to.have.length(50)
@@ -307,9 +316,10 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     // The killed run, the store's only one.
     const [runId] = (await readdir(path.join(repo, '.pipe', 'runs'))).filter((n) => n.startsWith('R-'))
     expect(runId, 'the killed run is recorded').to.be.a('string')
-    // pipe resume's session in this process, with the endpoint its process would have (the kill above is a real process's).
-    const resumed = await resumeHere(repo, runId!, env())
-    expect(resumed.code, JSON.stringify(resumed.error)).to.equal(0)
+    // pipe resume in this process, with the endpoint its process would have (the kill above is a real process's).
+    const resumed = await pipeHere(['resume', runId!, '--json'], {cwd: repo, env: env()})
+    expect(resumed.code, resumed.stderr).to.equal(0)
+    expect(json<RunJson>(resumed).status).to.equal('succeeded')
     const text = await readFile(path.join(repo, 'calc.js'), 'utf8')
     expect(text.match(/\/\/ checked/g)).to.have.length(1)
     // Turn 1 was not asked again: the resumed request carries the edit's result.
