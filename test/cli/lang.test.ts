@@ -1,12 +1,18 @@
 /**
  * The pipeline language v2 through the built CLI: typed inputs on the command line, expressions
  * checked by validate at file:line:col, and a command -> choice -> end pipeline over real processes.
+ *
+ * Each test's first command is a `pipe` process (a run ended failed, child runs' progress, a refusal
+ * of bad inputs, a dry run's plan, the terminal prompt, --inputs FILE, validate); the commands after
+ * it (the succeeding run, the further refusals and the --json plans) run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {readFile, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -79,7 +85,7 @@ describe('pipeline language v2 (CLI)', function () {
     for (const name of await readdir(path.join(runDir, 'snapshots'))) expect(await readFile(path.join(runDir, 'snapshots', name), 'utf8')).not.to.include(TOKEN)
     expect(failed.stderr).not.to.include(TOKEN)
 
-    const ok = await pipe(['run', p, '-i', 'since=v1.2', '-i', 'max_items=5', '--policy', pol, '--store', '.pipe'], {cwd: dir, env})
+    const ok = await pipeHere(['run', p, '-i', 'since=v1.2', '-i', 'max_items=5', '--policy', pol, '--store', '.pipe'], {cwd: dir, env})
     expect(ok.code, ok.stderr).to.equal(0)
     expect(ok.stdout).to.include('succeeded')
   })
@@ -134,12 +140,12 @@ steps:
     expect(bad.stderr).to.include('missing required input: since (string, where to start)')
     expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
 
-    const old = await pipe(['run', p, '-i', 'requirement.md', '--store', '.pipe'], {cwd: dir, env})
+    const old = await pipeHere(['run', p, '-i', 'requirement.md', '--store', '.pipe'], {cwd: dir, env})
     expect(old.code).to.equal(2)
     expect(old.stderr).to.include('Error [E_INVALID_ARGS]: -i requirement.md: -i sets a pipeline input and takes NAME=VALUE')
     expect(old.stderr).to.include('--input requirement.md')
 
-    const noSecret = await pipe(['run', p, '-i', 'since=v1', '--store', '.pipe'], {cwd: dir, env: {...env, PIPE_LANG_CLI_TOKEN: undefined}})
+    const noSecret = await pipeHere(['run', p, '-i', 'since=v1', '--store', '.pipe'], {cwd: dir, env: {...env, PIPE_LANG_CLI_TOKEN: undefined}})
     expect(noSecret.code).to.equal(2)
     expect(noSecret.stderr).to.include('PIPE_LANG_CLI_TOKEN')
     expect(existsSync(path.join(dir, '.pipe'))).to.equal(false)
@@ -151,9 +157,9 @@ steps:
     const plan = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
     expect(plan.code, plan.stderr).to.equal(0)
     expect(plan.stdout).to.include('secret not set here: PIPE_LANG_CLI_TOKEN; a run needs it: export PIPE_LANG_CLI_TOKEN=… first')
-    const planJson = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
+    const planJson = await pipeHere(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
     expect(json<{secrets_unset: string[]}>(planJson).secrets_unset).to.deep.equal(['PIPE_LANG_CLI_TOKEN'])
-    const set = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {
+    const set = await pipeHere(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {
       cwd: dir,
       env: {...env, PIPE_LANG_CLI_TOKEN: TOKEN},
     })
@@ -178,7 +184,7 @@ steps:
     const plan = await pipe(['run', p, '--inputs', values, '-i', 'max_items=3', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
     expect(plan.code, plan.stderr).to.equal(0)
     expect(plan.stdout).to.include('inputs since="v0.9" max_items=3')
-    const planJson = await pipe(['run', p, '--inputs', values, '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
+    const planJson = await pipeHere(['run', p, '--inputs', values, '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
     expect(json<{inputs: unknown}>(planJson).inputs).to.deep.equal({since: 'v0.9', max_items: 4})
   })
 
