@@ -17,6 +17,11 @@ import {kindCatalog} from '../../src/steps/registry.js'
 import type {Pipeline} from '../../src/types/pipeline.js'
 import {visible} from '../../src/util/terminal-text.js'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
+
+// One `pipe graph` process per drawing that the CLI prints (a pipeline's, a run's path, the hostile
+// ids' and labels'); the runs that make those paths, the --json graph and the further drawings run
+// in this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
 
 interface Parsed {
   /** Each node's label as Mermaid will show it, by node id. */
@@ -132,7 +137,7 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
         const result = await pipe(['graph', file])
         expect(result.code, `${file}: ${result.stderr}`).to.equal(0)
         expect(result.stdout, file).to.equal(text)
-        const body = json<GraphJson>(await pipe(['graph', file, '--json']))
+        const body = json<GraphJson>(await pipeHere(['graph', file, '--json']))
         expect(body.text, file).to.equal(result.stdout)
         expect(
           body.steps.map((st) => st.id),
@@ -160,7 +165,7 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
 
   it("parses the drawing of real runs' paths: a clarify loop, a review's hold then drop, a failed end", async () => {
     const run = async (file: string, args: string[]): Promise<string> =>
-      json<{run_id: string}>(await pipe(['run', file, ...args, '--store', 'store', '--json'], {cwd: dir, env: env()})).run_id
+      json<{run_id: string}>(await pipeHere(['run', file, ...args, '--store', 'store', '--json'], {cwd: dir, env: env()})).run_id
     const loop = await run(defaultPipeline, [
       '--input',
       path.join(examples, 'one-sentence.txt'),
@@ -170,7 +175,7 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
       'go',
     ])
     const held = await run(defaultPipeline, ['--input', path.join(examples, 'full-prd.md'), '--decision', 'hold'])
-    const dropped = await pipe(['review', held, '--decision', 'drop', '--store', 'store', '--json'], {cwd: dir, env: env()})
+    const dropped = await pipeHere(['review', held, '--decision', 'drop', '--store', 'store', '--json'], {cwd: dir, env: env()})
     expect(dropped.code, dropped.stderr).to.equal(5)
     const tiny = path.join(dir, 'tiny.yaml')
     await writeFile(tiny, 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: failed, reason: no}\n')
@@ -180,7 +185,8 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
       [defaultPipeline, held],
       [tiny, failed],
     ] as const) {
-      const result = await pipe(['graph', file, '--run', runId, '--store', 'store'], {cwd: dir, env: env()})
+      // The first run's drawing from a process, the others in this process.
+      const result = await (runId === loop ? pipe : pipeHere)(['graph', file, '--run', runId, '--store', 'store'], {cwd: dir, env: env()})
       expect(result.code, result.stderr).to.equal(0)
       const parsed = await parseMermaid(result.stdout).catch((error: unknown) => {
         throw new Error(`${runId}: ${String(error)}\n${result.stdout}`)
@@ -231,12 +237,13 @@ describe('pipe graph: Mermaid that Mermaid parses', function () {
     })
     const file = path.join(dir, 'hostile', 'pipeline.yaml')
     await writeFile(file, ['version: 1', 'name: hostile', 'steps:', ...steps, '  - {id: done, kind: end, status: succeeded}', ''].join('\n'))
-    const ran = await pipe(['run', file, '--store', 'store', '--json'], {cwd: dir, env: env()})
+    const ran = await pipeHere(['run', file, '--store', 'store', '--json'], {cwd: dir, env: env()})
     const runId = json<{run_id: string; status: string}>(ran).run_id
     expect(json<{status: string}>(ran).status, ran.stderr).to.equal('succeeded')
 
     for (const args of [[file], [file, '--run', runId]]) {
-      const result = await pipe(['graph', ...args, '--store', 'store'], {cwd: dir, env: env()})
+      // The pipeline's drawing from a process, the run's in this process.
+      const result = await (args.length === 1 ? pipe : pipeHere)(['graph', ...args, '--store', 'store'], {cwd: dir, env: env()})
       expect(result.code, result.stderr).to.equal(0)
       const parsed = await parseMermaid(result.stdout).catch((error: unknown) => {
         throw new Error(`${String(error)}\n${result.stdout}`)
