@@ -1,11 +1,16 @@
 /**
  * pipe graph FILE --run RUN on the built CLI: real offline runs of pipelines/default.yaml, drawn
  * with the path they took (loop counts, a review's hold and drop), and a run of another pipeline refused.
+ *
+ * A `pipe graph --run` process draws a run's path in Mermaid, and another refuses a run of another
+ * pipeline; the runs, the review and the further drawings and refusal run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -19,11 +24,13 @@ interface GraphJson {
 }
 
 async function run(args: string[]): Promise<string> {
-  const result = await pipe(['run', defaultPipeline, ...args, '--store', 'store', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+  const result = await pipeHere(['run', defaultPipeline, ...args, '--store', 'store', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
   return json<{run_id: string}>(result).run_id
 }
 
-const graph = (args: string[]) => pipe(['graph', ...args, '--store', 'store'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+/** `pipe graph ARGS` in this process, or (asProcess) a process. */
+const graph = (args: string[], asProcess = false) =>
+  (asProcess ? pipe : pipeHere)(['graph', ...args, '--store', 'store'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
 
 describe('pipe graph --run (CLI)', function () {
   this.timeout(120000)
@@ -55,7 +62,7 @@ describe('pipe graph --run (CLI)', function () {
       {from: 'publish', to: '__end__', label: 'success', count: 1},
     ])
 
-    const mermaid = await graph([defaultPipeline, '--run', runId])
+    const mermaid = await graph([defaultPipeline, '--run', runId], true)
     expect(mermaid.code, mermaid.stderr).to.equal(0)
     expect(mermaid.stdout).to.contain('  compile -->|"2×"| validate_gates\n')
     expect(mermaid.stdout).to.contain('compile["compile<br/>ran 2×"]')
@@ -81,7 +88,7 @@ describe('pipe graph --run (CLI)', function () {
 
   it("shows a review's hold (it waited) and drop (cancelled) as the edges taken", async () => {
     const runId = await run(['--input', path.join(examples, 'full-prd.md'), '--decision', 'hold'])
-    const dropped = await pipe(['review', runId, '--decision', 'drop', '--store', 'store', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const dropped = await pipeHere(['review', runId, '--decision', 'drop', '--store', 'store', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(dropped.code, dropped.stderr).to.equal(5)
     const body = json<GraphJson>(await graph([defaultPipeline, '--run', runId, '--json']))
     expect(body.run.status).to.equal('cancelled')
@@ -98,7 +105,7 @@ describe('pipe graph --run (CLI)', function () {
     const runId = await run(['--input', path.join(examples, 'full-prd.md'), '--decision', 'go'])
     const other = path.join(dir, 'other.yaml')
     await writeFile(other, 'version: 1\nname: other\nsteps:\n  - {id: a, kind: noop}\n')
-    const refused = await graph([other, '--run', runId])
+    const refused = await graph([other, '--run', runId], true)
     expect(refused.code).to.equal(2)
     expect(refused.stdout).to.equal('')
     expect(refused.stderr)
@@ -107,7 +114,7 @@ describe('pipe graph --run (CLI)', function () {
 
     const tiny = path.join(dir, 'tiny.yaml')
     await writeFile(tiny, 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop, next: stop}\n  - {id: stop, kind: end, status: failed, reason: no}\n')
-    const failed = await pipe(['run', tiny, '--store', 'store', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const failed = await pipeHere(['run', tiny, '--store', 'store', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     const tinyRun = json<{run_id: string; status: string}>(failed)
     expect(tinyRun.status).to.equal('failed')
     // The end step's own failure is no edge of the graph: it is added, dotted, to a failed node.
