@@ -2,18 +2,25 @@
  * `pipe spec show RUN`, as README.md (Recorded model replies) and examples/coding-agent/README.md
  * write it: the run id pipe run printed shows the run's latest spec version, the same record
  * `pipe spec show VERSION` shows; a run that wrote no version yet is a clear E_NOT_FOUND.
+ *
+ * The first spec show of a run and the first refusal are `pipe` processes; the runs, the other
+ * formats and the further refusals run in this process (test/helpers/pipe-here.ts: the same command
+ * from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 let dir: string
 let cleanup: () => Promise<void>
 before(async () => ({dir, cleanup} = await tempDir('pipe-spec-show-run-')))
 after(async () => cleanup())
 
-const cli = (args: string[]) => pipe([...args, '--store', 'store'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+/** `pipe ARGS --store store` in this process, or (asProcess) a process. */
+const cli = (args: string[], asProcess = false) =>
+  (asProcess ? pipe : pipeHere)([...args, '--store', 'store'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
 
 describe('pipe spec show RUN (CLI)', function () {
   this.timeout(120000)
@@ -24,7 +31,8 @@ describe('pipe spec show RUN (CLI)', function () {
     )
     expect(ran.spec_version).to.match(/^S-\d{8}-\d{4}$/)
     for (const format of [['--json'], [], ['--format', 'yaml']]) {
-      const byRun = await cli(['spec', 'show', ran.run_id, ...format])
+      // (The text, as the READMEs show it, from a process.)
+      const byRun = await cli(['spec', 'show', ran.run_id, ...format], format.length === 0)
       const byVersion = await cli(['spec', 'show', ran.spec_version, ...format])
       expect(byRun.code, byRun.stderr).to.equal(0)
       expect(byRun.stdout).to.equal(byVersion.stdout)
@@ -36,7 +44,7 @@ describe('pipe spec show RUN (CLI)', function () {
     const tiny = path.join(dir, 'tiny.yaml')
     await writeFile(tiny, 'version: 1\nname: tiny\nsteps:\n  - {id: a, kind: noop}\n')
     const runId = json<{run_id: string}>(await cli(['run', tiny, '--json'])).run_id
-    const none = await cli(['spec', 'show', runId])
+    const none = await cli(['spec', 'show', runId], true)
     expect(none.code).to.equal(2)
     expect(none.stdout).to.equal('')
     expect(none.stderr).to.contain(`Error [E_NOT_FOUND]: run ${runId} has no spec version yet`).and.contain(`pipe runs show ${runId}`)
