@@ -9,7 +9,7 @@ import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
-import {budgetHere} from '../helpers/in-process.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {statsIn} from '../helpers/stats-in.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {changeIn} from '../helpers/wait.js'
@@ -32,6 +32,8 @@ afterEach(async () => {
 })
 
 const {pipeline, env, cli} = budgetCommands(() => ({dir, server}))
+/** `cli` in this process (test/helpers/pipe-here.ts): `pipe ARGS --json` in the test's folder, with the same model server. */
+const here = (args: string[], user?: string): Promise<CliResult> => pipeHere([...args, '--json'], {cwd: dir, env: env(user)})
 
 describe('budgets: token and cost limits that pause and ask (a real model server)', function () {
   this.timeout(120000)
@@ -82,10 +84,11 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(paused[0]!.pending?.budget).to.include({scope: 'pipeline', run_id: parent.run_id, spent_tokens: 30000, limit_tokens: 29000})
     expect(paused[0]!.pending?.reason).to.contain(`would pass parent run ${parent.run_id}'s pipeline budget of 29000 tokens`)
 
-    // The budget is the parent's: a grant on the child says where to give it, and records nothing (pipe budget's session, in this process).
-    const onChild = await budgetHere(dir, paused[0]!.run_id, {addTokens: 5}, env())
-    expect(onChild.error?.code).to.equal('E_STATE')
-    expect(onChild.error?.hint).to.contain(`pipe budget ${parent.run_id} --add-tokens N`)
+    // The budget is the parent's: a grant on the child says where to give it, and records nothing (pipe budget, in this process).
+    const onChild = await here(['budget', paused[0]!.run_id, '--add-tokens', '5'])
+    expect(onChild.code).to.not.equal(0)
+    expect(json<RunJson>(onChild).error?.code, onChild.stdout).to.equal('E_STATE')
+    expect(json<RunJson>(onChild).error?.hint).to.contain(`pipe budget ${parent.run_id} --add-tokens N`)
 
     const granted = await cli(['budget', parent.run_id, '--add-tokens', '60000', '--note', 'three items after all'])
     expect(granted.code, granted.stderr).to.equal(0)
@@ -150,10 +153,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     )
 
     // The grant lets the paused sibling go on; what is recorded is what the replies said, nothing held.
-    // (pipe budget's session and pipe stats --json in this process: the previous test grants a parent's budget by the command.)
-    const granted = await budgetHere(dir, parent.run_id, {addTokens: 20000, note: 'both items'}, env())
-    expect(granted.code, JSON.stringify(granted.error)).to.equal(0)
-    expect(granted.outcome?.status).to.equal('succeeded')
+    // (pipe budget and pipe stats --json in this process: the previous test grants a parent's budget by a process.)
+    const granted = await here(['budget', parent.run_id, '--add-tokens', '20000', '--note', 'both items'])
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
     expect(server.requests).to.have.length(2)
     const stats = await statsIn(dir)
     const row = stats.runs.find((r) => r.run_id === parent.run_id)!
@@ -178,10 +181,10 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(json<RunJson>(self).error?.code, self.stdout).to.equal('E_POLICY_DENIED')
     expect(json<RunJson>(self).error?.message).to.contain("the policy's approvals.budget says self_approval: false")
     expect((await runRecordIn(dir, parent.run_id)).run.budget_grants ?? []).to.deep.equal([])
-    // Alice's grant by pipe budget's session in this process, as she would give it.
-    const granted = await budgetHere(dir, parent.run_id, {addTokens: 20000}, env('alice@example.com'))
-    expect(granted.code, JSON.stringify(granted.error)).to.equal(0)
-    expect(granted.outcome?.status).to.equal('succeeded')
+    // Alice's grant by pipe budget in this process, as she would give it.
+    const granted = await here(['budget', parent.run_id, '--add-tokens', '20000'], 'alice@example.com')
+    expect(granted.code, granted.stderr).to.equal(0)
+    expect(json<RunJson>(granted).status).to.equal('succeeded')
     expect((await runRecordIn(dir, parent.run_id)).run.budget_grants![0]).to.include({by: 'alice@example.com', tokens: 20000})
   })
 

@@ -26,7 +26,7 @@ afterEach(async () => {
   await cleanup()
 })
 
-const {cli, resumedHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
+const {cli, cliHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
 
 /** A snapshot with what differs between any two runs masked: ids, times, hashes, the endpoint, and whether a reply was live or recorded. */
 function masked(snapshot: Snapshot): string {
@@ -310,11 +310,11 @@ ${draft.replace('id: draft', 'id: short')}`)
 
     const replayed = await runIn(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(10)
-    // Resumed with no endpoint: the run's cassette answers. In this process, through the session the
-    // command calls (the default pipeline's test below resumes a replayed run so as a process).
-    const done = await resumedHere(dir, json<RunJson>(replayed).run_id, {}, 'go')
-    expect(done.code, done.error?.message).to.equal(0)
-    expect(done.outcome?.status).to.equal('succeeded')
+    // Resumed with no endpoint: the run's cassette answers. In this process, the resume command itself
+    // (the default pipeline's test below resumes a replayed run so as a process).
+    const done = await cliHere(['resume', json<RunJson>(replayed).run_id, '--decision', 'go', '--json'], dir)
+    expect(done.code, done.stderr).to.equal(0)
+    expect(json<RunJson>(done).status).to.equal('succeeded')
   })
 
   it('never writes a pipeline secret, the API key or an Authorization header into a cassette or the reply cache', async () => {
@@ -371,10 +371,10 @@ describe('cassettes: the default pipeline, paused for review and resumed', funct
     const recorded = json<RunJson>(first)
     const asked = server.count()
     expect(asked).to.be.greaterThan(2)
-    // Resumed under the same cassette, recording on: the review needs no model. In this process,
-    // through the session the command calls (the paused fixture's test resumes a recording run as a process).
-    const go = await resumedHere(dir, recorded.run_id, {OPENAI_BASE_URL: server.url}, 'go')
-    expect(go.code, go.error?.message).to.equal(0)
+    // Resumed under the same cassette, recording on: the review needs no model. In this process, the
+    // resume command itself with the server's endpoint (the paused fixture's test resumes a recording run as a process).
+    const go = await cliHere(['resume', recorded.run_id, '--decision', 'go', '--json'], dir)
+    expect(go.code, go.stderr).to.equal(0)
     await server.close()
     server = undefined
 

@@ -23,7 +23,7 @@ afterEach(async () => {
   await cleanup()
 })
 
-const {cli, resumedHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
+const {cli, cliHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
 
 describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1)', function () {
   this.timeout(180000)
@@ -118,9 +118,9 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     const broke = json<RunJson>(await runIn(model, []))
     const asked = server.count()
     server.script('draft', {content: JSON.stringify(GOOD)})
-    // In this process (the resume above and the --cache off one below are processes): the session's code.
-    const redriven = await resumedHere(dir, broke.run_id, {OPENAI_BASE_URL: server.url})
-    expect(redriven.code, redriven.error?.message).to.equal(0)
+    // In this process (the resume above and the --cache off one below are processes): the resume command itself.
+    const redriven = await cliHere(['resume', broke.run_id, '--json'], dir)
+    expect(redriven.code, redriven.stderr).to.equal(0)
     expect(server.count() - asked).to.equal(1)
     const last = (await snapshotsOf(dir, broke.run_id)).at(-1)!
     expect(last.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
@@ -142,8 +142,8 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     expect(invalid.error?.code).to.equal('E_MODEL')
     const sent = server.count()
     server.script('draft', {content: JSON.stringify(GOOD)})
-    const fixed = await resumedHere(dir, invalid.run_id, {OPENAI_BASE_URL: server.url})
-    expect(fixed.code, fixed.error?.message).to.equal(0)
+    const fixed = await cliHere(['resume', invalid.run_id, '--json'], dir)
+    expect(fixed.code, fixed.stderr).to.equal(0)
     expect(server.count() - sent).to.equal(1)
     expect((await snapshotsOf(dir, invalid.run_id)).at(-1)!.meta.model_calls!.map((c) => c.source)).to.deep.equal(['live'])
 

@@ -7,7 +7,7 @@ import {mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import {pipe, type CliResult} from './cli.js'
-import {resumeHere, type InProcess} from './in-process.js'
+import {pipeHere} from './pipe-here.js'
 import type {ModelServer} from './model-server.js'
 import {snapshotsIn} from './stores.js'
 
@@ -35,14 +35,25 @@ export const GOOD = {items: [{title: 'CSV export'}]}
 
 /** The commands of a test file over its own state (`state()` reads the file's `dir` and `server` as they are now). */
 export function cassetteCommands(state: () => CassetteState) {
-  function cli(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<CliResult> {
+  /** The environment of this file's commands: the model server's endpoint while one runs, a PIPE_HOME of the test's own, `env` over it. */
+  function commandEnv(env: Record<string, string | undefined>): Record<string, string | undefined> {
     const {dir, server} = state()
-    return pipe(args, {cwd, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}, timeoutMs: 120000})
+    return {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home'), ...env}
   }
 
-  /** `pipe resume RUN [--decision go]` in this process, with the PIPE_HOME this file's processes have. One resume of each kind stays a process in these tests. */
-  const resumedHere = (cwd: string, runId: string, env: Record<string, string> = {}, decision?: 'go'): Promise<InProcess> =>
-    resumeHere(cwd, runId, {PIPE_HOME: path.join(state().dir, 'home'), ...env}, decision)
+  /** `pipe ARGS` as a process, stopped after two minutes (a model server that never answered would hold it). */
+  function cli(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<CliResult> {
+    return pipe(args, {cwd, env: commandEnv(env), timeoutMs: 120000})
+  }
+
+  /**
+   * `pipe ARGS` in this process (test/helpers/pipe-here.ts): the same command, folder and
+   * environment as `cli`'s. No timeout can stop it: for a command whose model server answers (or is
+   * gone, or not asked).
+   */
+  function cliHere(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<CliResult> {
+    return pipeHere(args, {cwd, env: commandEnv(env)})
+  }
 
   async function fixture(steps?: string, extra = ''): Promise<string> {
     const p = path.join(state().dir, 'p')
@@ -72,7 +83,12 @@ export function cassetteCommands(state: () => CassetteState) {
     return cli(['run', file, '--json', ...extra], state().dir, env)
   }
 
-  return {cli, resumedHere, fixture, runIn}
+  /** `runIn` in this process (`cliHere`). */
+  function runHere(file: string, extra: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
+    return cliHere(['run', file, '--json', ...extra], state().dir, env)
+  }
+
+  return {cli, cliHere, fixture, runIn, runHere}
 }
 
 /** What `pipe snapshot show RUN --json` prints, read in-process (the tests here are about the runs, not that command). */
