@@ -3,6 +3,10 @@
  * allowed_commands allows it (seed 000: delete, execute, push wait for confirmation). The pause says
  * which built-in pattern matched and how to pre-approve it; tools_preapproved or
  * confirm.destructive: allow lifts it; a harmless command that only names one runs unasked.
+ *
+ * One `pipe` process per behaviour (the pause and the confirm --yes that runs it, the first bypass,
+ * a run that goes unasked, policy explain, the first refused key); the further cases of each run in
+ * this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -10,6 +14,7 @@ import {existsSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 interface RunJson {
   run_id: string
@@ -29,6 +34,8 @@ beforeEach(async () => {
 afterEach(async () => cleanup())
 
 const run = (args: string[]): ReturnType<typeof pipe> => pipe(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0'}, timeoutMs: 60000})
+/** `run`'s command in this process. */
+const here = (args: string[]): ReturnType<typeof pipe> => pipeHere(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0'}})
 
 /** A one-step pipeline running `argv`, and a policy allowing exactly it (with `extra` policy lines). */
 async function files(argv: string[], extra = ''): Promise<void> {
@@ -65,7 +72,8 @@ describe('destructive commands wait for a person (CLI)', function () {
       ['sh', '-c', 'rm x.txt'],
     ]) {
       await files(argv)
-      const paused = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
+      // The first from a process, the others in this process.
+      const paused = await (argv[0] === '/bin/rm' ? run : here)(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
       expect(paused.code, `${JSON.stringify(argv)}: ${paused.stderr}`).to.equal(10)
       expect(json<RunJson>(paused).reason, JSON.stringify(argv)).to.contain('the built-in destructive command "rm"')
       expect(existsSync(path.join(dir, 'x.txt')), `${JSON.stringify(argv)} ran unasked`).to.equal(true)
@@ -78,13 +86,13 @@ describe('destructive commands wait for a person (CLI)', function () {
     expect(echo.code, echo.stdout).to.equal(0)
 
     await files(['rm', 'x.txt'], 'tools_preapproved:\n  - [rm, x.txt]\n')
-    const approved = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
+    const approved = await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
     expect(approved.code, approved.stdout).to.equal(0)
     expect(existsSync(path.join(dir, 'x.txt'))).to.equal(false)
 
     await writeFile(path.join(dir, 'x.txt'), 'again\n')
     await files(['rm', 'x.txt'], 'confirm:\n  destructive: allow\n')
-    const allowed = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
+    const allowed = await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
     expect(allowed.code, allowed.stdout).to.equal(0)
     expect(existsSync(path.join(dir, 'x.txt'))).to.equal(false)
   })
@@ -102,7 +110,8 @@ describe('destructive commands wait for a person (CLI)', function () {
       ['on_timeout', 'explode'],
     ]) {
       await files(['rm', 'x.txt'], `confirm:\n  ${key}: ${value}\n`)
-      const refused = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
+      // The first from a process, the second in this process.
+      const refused = await (key === 'destructive' ? run : here)(['run', 'p.yaml', '--policy', 'policy.yaml', '--json'])
       expect(refused.code, refused.stdout).to.equal(2)
       const error = json<RunJson>(refused).error!
       expect(error.code).to.equal('E_CONFIG')
