@@ -12,8 +12,8 @@ import type {LedgerEntry} from '../../src/types/ledger.js'
 import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
-import {json, pipe, tempDir} from '../helpers/cli.js'
-import {auditCommandIn} from '../helpers/stores.js'
+import {json, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {fullRun, readJson, readLines, rechain, verify, writeJson, writeLines, type Report} from '../helpers/audit-fixtures.js'
 
 // The tamperer re-seals with pipe's own functions, as anyone with the source could: without a key.
@@ -30,11 +30,10 @@ interface Store {
   ledgerEntry: string
 }
 
-/** `pipe audit verify [RUN] --json` in this process: the exit code, and the report it would print. */
+/** `pipe audit verify [RUN] --json` in this process (audit-fixtures' verify is its process): the exit code, and the report it prints. */
 async function verifyHere(cwd: string, run?: string): Promise<{code: number | null; report: Report; stdout: string}> {
-  const {code, said, report} = await auditCommandIn(cwd, run)
-  expect(report, said).to.not.equal(undefined)
-  return {code, report: report as Report, stdout: said}
+  const result = await pipeHere(['audit', 'verify', ...(run ? [run] : []), '--json'], {cwd, env: {PIPE_AUDIT_KEY: undefined}})
+  return {code: result.code, report: json<Report>(result), stdout: result.stdout + result.stderr}
 }
 
 describe('audit verify: every change to every record kind, re-sealed or not', function () {
@@ -45,10 +44,11 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
 
   before(async () => {
     ;({dir: base, cleanup} = await tempDir('pipe-audit-base-'))
-    const first = await pipe(fullRun, {cwd: base, env: {PIPE_AUDIT_KEY: undefined}})
+    // The runs that make the store, in this process; the clean store's verify below is a process.
+    const first = await pipeHere(fullRun, {cwd: base, env: {PIPE_AUDIT_KEY: undefined}})
     expect(first.code, first.stderr).to.equal(0)
     await writeFile(path.join(base, 'two.yaml'), 'version: 1\nname: two\nsteps:\n  - {id: a, kind: noop, next: b}\n  - {id: b, kind: noop}\n')
-    const second = await pipe(['run', 'two.yaml', '--json'], {cwd: base, env: {PIPE_AUDIT_KEY: undefined}})
+    const second = await pipeHere(['run', 'two.yaml', '--json'], {cwd: base, env: {PIPE_AUDIT_KEY: undefined}})
     expect(second.code, second.stderr).to.equal(0)
     const run = json<{run_id: string; spec_version: string; feature_id: string}>(first)
     const snapshots = path.join(base, '.pipe', 'runs', run.run_id, 'snapshots')
@@ -89,16 +89,12 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
   const ledgerFile = (): string => path.join(s.root, 'ledger', s.ledgerEntry)
 
   /**
-   * The first case of each group of record kinds is checked by a `pipe audit verify --json` process
-   * (its exit code and the report it prints); the others by the same command's code in this process
-   * (auditCommandIn: the store's audit and the exit code the command maps its report to). What tells
-   * one tampering from another is the audit; a process for each was this file's ~50 processes.
+   * The first tampering caught by `pipe audit verify --json`, and the first by `pipe audit verify RUN
+   * --json`, is checked by a process (its exit code and the report it prints); the others by the same
+   * command in this process (test/helpers/pipe-here.ts: from argv, its output and exit code). What
+   * tells one tampering from another is the audit; a process for each was this file's ~50 processes.
    */
-  let group: string | undefined
-  const groupsSeen = new Set<string>()
-  beforeEach(function () {
-    group = this.currentTest?.parent?.fullTitle()
-  })
+  const byProcess = new Set<string>()
 
   /** Verify must fail (exit 4) with a problem whose `file  field  record: message` line matches each pattern. */
   async function caught(...patterns: RegExp[]): Promise<void> {
@@ -107,8 +103,8 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
 
   /** As caught, by `pipe audit verify RUN` (the whole store without RUN). */
   async function caughtBy(run: string | undefined, ...patterns: RegExp[]): Promise<void> {
-    const asProcess = group === undefined || !groupsSeen.has(group)
-    if (group !== undefined) groupsSeen.add(group)
+    const asProcess = !byProcess.has(run === undefined ? 'store' : 'run')
+    byProcess.add(run === undefined ? 'store' : 'run')
     const {code, report, stdout} = asProcess ? await verify(work, {}, run) : await verifyHere(work, run)
     expect(code, stdout).to.equal(4)
     expect(report.ok).to.equal(false)
@@ -325,7 +321,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
       await caughtBy(s.run, /ledger\/\S+\.json {2}seal {2}F-\S+: is not an entry the ledger log recorded/)
       await rm(ledgerFile())
       await caughtBy(s.run, /ledger\/\S+\.json {2}\(file\) {2}F-\S+: ledger entry is missing/)
-      const other = await verify(work, {}, s.other)
+      const other = await verifyHere(work, s.other)
       expect(other.code, other.stdout).to.equal(0)
     })
     it("pipe audit verify RUN: the ledger log line of the run's entry edited", async () => {
@@ -380,7 +376,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
   })
 
   it('a rewrite of everything after an edit passes without a key, but changes the head digest', async () => {
-    const before = (await verify(work)).report.head
+    const before = (await verifyHere(work)).report.head
     await editRun((r) => (r.owner = {...r.owner, user: 'mallory'}), false)
     const record = await readJson<RunRecord>(runJson())
     const {runStateHash} = await import('../../src/store/trail/integrity.js')
@@ -391,7 +387,7 @@ describe('audit verify: every change to every record kind, re-sealed or not', fu
     await writeLines(events(), chained)
     record.head = {...record.head!, event_hash: chained[last]!.hash}
     await writeJson(runJson(), sealRecord(record))
-    const after = await verify(work)
+    const after = await verifyHere(work)
     expect(after.code, after.stdout).to.equal(0)
     expect(after.report.head).to.not.equal(before)
   })
