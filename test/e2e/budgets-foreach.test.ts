@@ -3,6 +3,11 @@
  * real chat-completions server on 127.0.0.1: counted once toward the parent's budget, stopped at it
  * (siblings under way at once included), continued by a grant of the parent's budget (a vote under
  * approvals.budget), and a child's model with no known price refused under a cost budget.
+ *
+ * One `pipe` process per behaviour (the run that counts its children once, the grant that continues
+ * a parent's children, the siblings' run under way at once, the starter's refused vote, the run that
+ * refuses a model with no price); the commands around them run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {mkdir, writeFile} from 'node:fs/promises'
@@ -73,7 +78,8 @@ describe('budgets: token and cost limits that pause and ask (a real model server
         `  - {id: each, kind: foreach, items: "\${{ ['x', 'y', 'z'] }}", pipeline: ./item.yaml, concurrency: 1, next: after}\n` +
         model('after'),
     )
-    const result = await cli(['run', file])
+    // The run in this process; the grant that continues it is a process.
+    const result = await here(['run', file])
     const parent = json<RunJson>(result)
     expect(parent.status, result.stdout).to.equal('blocked')
     // first (15,000) and x (15,000) spent 30,000: y's and z's requests would pass 29,000 and were never sent.
@@ -123,6 +129,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     const small = {content: JSON.stringify({title: 'x'}), usage: {prompt_tokens: 3000, completion_tokens: 2000}}
     server.script('*', small, small)
     const release = server.holdReplies()
+    // A process: its replies are held while the test watches it, and nothing but its timeout would stop it if the test failed before release().
     const running = cli(['run', file])
     const store = path.join(dir, '.pipe')
     await mkdir(path.join(store, 'runs'), {recursive: true})
@@ -174,7 +181,8 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     await writeFile(path.join(dir, 'policy.yaml'), 'version: 1\napprovals:\n  budget: {from: [alice@example.com, starter@example.com], self_approval: false}\n')
     const as = (who: string, args: string[]): Promise<CliResult> =>
       pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
-    const parent = json<RunJson>(await as('starter@example.com', ['run', file, '--policy', path.join(dir, 'policy.yaml')]))
+    // The run in this process; the starter's refused vote is a process.
+    const parent = json<RunJson>(await here(['run', file, '--policy', path.join(dir, 'policy.yaml')], 'starter@example.com'))
     expect(parent.status).to.equal('blocked')
     expect(server.requests).to.have.length(1)
     const self = await as('starter@example.com', ['budget', parent.run_id, '--add-tokens', '20000'])
@@ -192,7 +200,8 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     // The parent's file names only a priced model, so validate passes it; the child's file names another.
     await writeFile(path.join(dir, 'p', 'item.yaml'), `version: 1\nname: item\nsteps:\n${model('work', undefined, ', model: local-7b')}`)
     const file = await pipeline('budget: {cost_usd: 1}\n', `  - {id: each, kind: foreach, items: "\${{ ['x'] }}", pipeline: ./item.yaml, concurrency: 1}\n`)
-    expect((await pipe(['validate', file], {cwd: dir})).code).to.equal(0)
+    // validate in this process; the refused run is a process.
+    expect((await pipeHere(['validate', file], {cwd: dir})).code).to.equal(0)
     const result = await cli(['run', file])
     expect(result.code, result.stdout).to.not.equal(0)
     expect(json<RunJson>(result).status).to.not.equal('succeeded')
