@@ -23,7 +23,7 @@ afterEach(async () => {
 })
 
 // No test here starts a model server.
-const {fixture, runIn} = cassetteCommands(() => ({dir, server: undefined}))
+const {fixture, runIn, runHere} = cassetteCommands(() => ({dir, server: undefined}))
 
 /** The error opening a cassette gives, through the door every session opens one by (`replySources`), in-process. */
 async function openedCassette(flag: '--replay' | '--record', file: string): Promise<PipeError> {
@@ -76,7 +76,8 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     const missing = await openedCassette('--replay', path.join(dir, 'nope.jsonl'))
     expect(missing.code).to.equal('E_CONFIG')
     expect(missing.message).to.contain('nope.jsonl does not exist')
-    const mixed = await runIn(file, ['--replay', path.join(dir, 'a.jsonl'), '--record', path.join(dir, 'b.jsonl'), '--replay-missing', 'live'])
+    // In this process (the first case above is the refusal as a process).
+    const mixed = await runHere(file, ['--replay', path.join(dir, 'a.jsonl'), '--record', path.join(dir, 'b.jsonl'), '--replay-missing', 'live'])
     expect(mixed.code).to.equal(2)
     // Nothing was started.
     expect(await readdir(path.join(dir, '.pipe', 'runs')).catch(() => [])).to.deep.equal([])
