@@ -1,6 +1,10 @@
 /**
  * pipe replay --check of model steps on the built CLI: from the replies the store's cache keeps,
  * and from those a cassette answered a run with, with no endpoint set.
+ *
+ * One `pipe` process per behaviour (replay --check from the cache, the recording whose note is
+ * redacted, replay --check from a cassette's replies); the runs and the further checks run in this
+ * process (cliHere/runHere: test/helpers/pipe-here.ts).
  */
 import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
@@ -22,7 +26,7 @@ afterEach(async () => {
   await cleanup()
 })
 
-const {cli, fixture, runIn} = cassetteCommands(() => ({dir, server}))
+const {cli, cliHere, fixture, runIn, runHere} = cassetteCommands(() => ({dir, server}))
 
 describe('pipe replay --check: model steps from the reply cache', function () {
   this.timeout(180000)
@@ -31,7 +35,8 @@ describe('pipe replay --check: model steps from the reply cache', function () {
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {content: JSON.stringify(GOOD)})
     const file = await fixture()
-    const result = await runIn(file, [])
+    // The run and the checks after the first in this process; the first check is a process.
+    const result = await runHere(file, [])
     expect(result.code, result.stderr).to.equal(0)
     const runId = json<RunJson>(result).run_id
     await server.close()
@@ -43,14 +48,14 @@ describe('pipe replay --check: model steps from the reply cache', function () {
     expect(body.same).to.equal(true)
     expect(body.models).to.have.length(1)
     expect(body.models[0]).to.include({step: 'draft', checked: true, same: true, calls: 2})
-    const text = await cli(['replay', runId, '--check'], dir)
+    const text = await cliHere(['replay', runId, '--check'], dir)
     expect(text.stdout).to.contain('#1 draft (model, 2 model call(s)): same output from the same requests')
 
     // The prompt file changed: the first request is not the recorded one.
     const prompt = path.join(dir, 'p', 'prompts', 'notes.md')
     const original = await readFile(prompt, 'utf8')
     await writeFile(prompt, original.replace('Keep it short.', 'Keep it very short.'))
-    const changed = await cli(['replay', runId, '--check', '--json'], dir)
+    const changed = await cliHere(['replay', runId, '--check', '--json'], dir)
     expect(changed.code).to.equal(4)
     const diff = json<{same: boolean; models: Array<{same: boolean; error?: string}>}>(changed)
     expect(diff.same).to.equal(false)
@@ -67,13 +72,13 @@ describe('pipe replay --check: model steps from the reply cache', function () {
       delete record.seal
       await writeFile(path.join(replies, name), JSON.stringify(sealRecord(record)))
     }
-    const other = await cli(['replay', runId, '--check'], dir)
+    const other = await cliHere(['replay', runId, '--check'], dir)
     expect(other.code).to.equal(4)
     expect(other.stdout).to.contain('#1 draft (model, 2 model call(s)): DIFFERENT')
 
     // Without cached replies there is nothing to compare: reported, not failed.
     await rm(replies, {recursive: true})
-    const none = await cli(['replay', runId, '--check', '--json'], dir)
+    const none = await cliHere(['replay', runId, '--check', '--json'], dir)
     expect(none.code, none.stderr).to.equal(0)
     expect(json<{models: Array<{checked: boolean; error?: string}>}>(none).models[0]).to.include({
       checked: false,
@@ -105,7 +110,8 @@ describe('pipe replay --check: a run answered from a cassette', function () {
     )
     await server.close()
     server = undefined
-    const replayed = await runIn(file, ['--replay', cassette])
+    // The replay in this process; the recording and the check are processes.
+    const replayed = await runHere(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(0)
     const runId = json<RunJson>(replayed).run_id
     await rm(cassette)
