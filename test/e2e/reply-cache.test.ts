@@ -1,6 +1,11 @@
 /**
  * The store's reply cache on the built CLI, against a real chat-completions server on 127.0.0.1:
  * --cache reuse, a tampered cache entry, and a redriven run that asks again only what failed.
+ *
+ * One `pipe` process per behaviour (a run with --cache reuse, a replay answered from the cache, the
+ * run refused a tampered entry, audit verify's finding, a redrive that reuses the cache, one with
+ * --cache off); the runs that set them up and the variants after them run in this process
+ * (cliHere/runHere: test/helpers/pipe-here.ts, with the same model server, which always answers).
  */
 import {expect} from 'chai'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
@@ -23,7 +28,7 @@ afterEach(async () => {
   await cleanup()
 })
 
-const {cli, cliHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
+const {cli, cliHere, fixture, runIn, runHere} = cassetteCommands(() => ({dir, server}))
 
 describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1)', function () {
   this.timeout(180000)
@@ -32,7 +37,7 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     server = await ModelServer.start()
     server.script('draft', {content: JSON.stringify(GOOD)})
     const file = await fixture()
-    const first = await runIn(file, [])
+    const first = await runHere(file, [])
     expect(first.code, first.stderr).to.equal(0)
     expect(server.count()).to.equal(1)
     const cached = await readdir(path.join(dir, '.pipe', 'replies'))
@@ -52,7 +57,7 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
 
     // Without --cache reuse a run asks again.
     server.script('draft', {content: JSON.stringify(GOOD)})
-    expect((await runIn(file, [])).code).to.equal(0)
+    expect((await runHere(file, [])).code).to.equal(0)
     expect(server.count()).to.equal(2)
 
     // pipe replay reuses the cache by default; --cache off asks again.
@@ -62,7 +67,7 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     const [c] = await snapshotsOf(dir, json<RunJson>(replay).run_id)
     expect(c!.meta.model_calls![0]!.source).to.equal('cache')
     server.script('draft', {content: JSON.stringify(GOOD)})
-    expect((await cli(['replay', json<RunJson>(first).run_id, '--from', 'draft', '--cache', 'off', '--json'], dir)).code).to.equal(0)
+    expect((await cliHere(['replay', json<RunJson>(first).run_id, '--from', 'draft', '--cache', 'off', '--json'], dir)).code).to.equal(0)
     expect(server.count()).to.equal(3)
 
     // The cache is part of the store that audit verify checks, and it passes.
@@ -99,7 +104,8 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     const file = await fixture(
       '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n',
     )
-    const failed = await runIn(file, [])
+    // The runs that fail and two of the redrives in this process; the redrive that reuses the cache and the one with --cache off are processes.
+    const failed = await runHere(file, [])
     expect(failed.code, failed.stderr).to.equal(1)
     const runId = json<RunJson>(failed).run_id
     expect(server.count()).to.equal(2)
@@ -115,7 +121,7 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     // A reply its step rejected (it broke the output schema) is not reused: the redrive asks for it again.
     server.script('draft', {content: JSON.stringify({items: 'not a list'})}, {status: 400, body: {error: {message: 'bad request: too many tokens'}}})
     const model = await fixture()
-    const broke = json<RunJson>(await runIn(model, []))
+    const broke = json<RunJson>(await runHere(model, []))
     const asked = server.count()
     server.script('draft', {content: JSON.stringify(GOOD)})
     // In this process (the resume above and the --cache off one below are processes): the resume command itself.
@@ -137,7 +143,7 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     const agent = await fixture(
       '  - id: draft\n    kind: agent\n    prompt: prompts/notes.md\n    vars: {audience: customers, commits: "3f2a9c1 Add CSV export"}\n    tools: [read_file]\n    output_schema: schemas/notes.schema.json\n    max_repairs: 0\n',
     )
-    const invalid = json<RunJson>(await runIn(agent, []))
+    const invalid = json<RunJson>(await runHere(agent, []))
     expect(invalid.status).to.equal('failed')
     expect(invalid.error?.code).to.equal('E_MODEL')
     const sent = server.count()
@@ -154,7 +160,7 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     )
     const firstTurn = {tool_calls: [{id: 'r1', name: 'read_file', arguments: {path: 'p/prompts/notes.md'}}]}
     server.script('draft', firstTurn, {status: 400, body: {error: {message: 'refused'}}})
-    const again = json<RunJson>(await runIn(turns, []))
+    const again = json<RunJson>(await runHere(turns, []))
     expect(again.status).to.equal('failed')
     const before = server.count()
     server.script('draft', firstTurn, {content: 'Notes: CSV export.'})
