@@ -3,6 +3,12 @@
  * server on 127.0.0.1 and replayed with the server stopped and no endpoint set. The cassette files
  * pipe refuses or reads are cassette-files.test.ts's, the store's reply cache reply-cache.test.ts's,
  * and replay --check of model steps cassette-replay.test.ts's.
+ *
+ * One `pipe` process per behaviour (a recording, its replay with no server, a replay that fails on a
+ * changed prompt, the recording killed at a fault point, a foreach's children recording at once, a
+ * secret kept out of what is written, a recording resumed, a replayed run resumed with no endpoint);
+ * the runs that set them up and the variants after them run in this process (cliHere/runHere:
+ * test/helpers/pipe-here.ts, with the same model server, which always answers).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -26,7 +32,7 @@ afterEach(async () => {
   await cleanup()
 })
 
-const {cli, cliHere, fixture, runIn} = cassetteCommands(() => ({dir, server}))
+const {cli, cliHere, fixture, runIn, runHere} = cassetteCommands(() => ({dir, server}))
 
 /** A snapshot with what differs between any two runs masked: ids, times, hashes, the endpoint, and whether a reply was live or recorded. */
 function masked(snapshot: Snapshot): string {
@@ -67,8 +73,10 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
   }
   let repo: string
   const git = (...args: string[]): string => execFileSync('git', args, {cwd: repo, encoding: 'utf8', env: {...process.env, GIT_CONFIG_NOSYSTEM: '1'}})
-  const run = (...extra: string[]): Promise<CliResult> =>
-    cli(['run', file, '--policy', policy, '-i', 'since=v1', '-i', 'audience=customers', '--json', ...extra], repo)
+  const args = (extra: string[]): string[] => ['run', file, '--policy', policy, '-i', 'since=v1', '-i', 'audience=customers', '--json', ...extra]
+  const run = (...extra: string[]): Promise<CliResult> => cli(args(extra), repo)
+  /** `run` in this process. */
+  const runHereIn = (...extra: string[]): Promise<CliResult> => cliHere(args(extra), repo)
 
   beforeEach(async () => {
     repo = path.join(dir, 'repo')
@@ -101,9 +109,14 @@ describe('cassettes: examples/release-notes recorded against a server, replayed 
     expect(first.status).to.equal('succeeded')
     expect(server.count()).to.equal(1)
 
-    // The same run recorded again gives the same bytes.
+    // The same run recorded again gives the same bytes (in this process; the first recording and the replay are processes).
     const again = path.join(dir, 'again.cassette.jsonl')
-    const second = await run('--record', again, '--record-note', 'recorded against the scripted test server (test/helpers/model-server.ts), not a real model')
+    const second = await runHereIn(
+      '--record',
+      again,
+      '--record-note',
+      'recorded against the scripted test server (test/helpers/model-server.ts), not a real model',
+    )
     expect(second.code, second.stderr).to.equal(0)
     const bytes = await readFile(cassette, 'utf8')
     expect(await readFile(again, 'utf8')).to.equal(bytes)
@@ -169,7 +182,8 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     server.script('draft', {content: JSON.stringify(GOOD)})
     const file = await fixture()
     const cassette = path.join(dir, 'c.jsonl')
-    expect((await runIn(file, ['--record', cassette])).code).to.equal(0)
+    // The failed replay is a process (its exit code, error and stderr); the other commands run in this process.
+    expect((await runHere(file, ['--record', cassette])).code).to.equal(0)
     const url = server.url
     await server.close()
     server = undefined
@@ -190,14 +204,14 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     server = await ModelServer.start(undefined, Number(new URL(url).port))
     server.script('draft', {content: JSON.stringify(GOOD)})
     const bytes = await readFile(cassette, 'utf8')
-    const live = await runIn(file, ['--replay', cassette, '--replay-missing', 'live'])
+    const live = await runHere(file, ['--replay', cassette, '--replay-missing', 'live'])
     expect(live.code, live.stderr).to.equal(0)
     expect(server.count(), 'the changed request was asked of the endpoint').to.equal(1)
     expect(await readFile(cassette, 'utf8'), 'without --record the cassette is left as it was').to.equal(bytes)
 
     // The gap is filled from the live endpoint and kept in the cassette.
     server.script('draft', {content: JSON.stringify({items: [{title: 'Changed'}]})})
-    const filled = await runIn(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
+    const filled = await runHere(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
     expect(filled.code, filled.stderr).to.equal(0)
     expect(server.count()).to.equal(2)
     expect((await interactions(cassette)).map((i) => i.request.messages[1]!.content.split('\n')[0])).to.have.members([
@@ -206,13 +220,13 @@ describe('cassettes and the reply cache (model step fixture, server on 127.0.0.1
     ])
     await server.close()
     server = undefined
-    const replayed = await runIn(file, ['--replay', cassette])
+    const replayed = await runHere(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(0)
     const snap = (await snapshotsOf(dir, json<RunJson>(replayed).run_id))[0]!
     expect(snap.outputs).to.deep.equal({value: {items: [{title: 'Changed'}]}})
-    const shown = await cli(['snapshot', 'show', json<RunJson>(replayed).run_id], dir)
+    const shown = await cliHere(['snapshot', 'show', json<RunJson>(replayed).run_id], dir)
     expect(shown.stdout).to.contain('model calls 1: 1 cassette')
-    const plan = await cli(['run', file, '--replay', cassette, '--dry-run'], dir)
+    const plan = await cliHere(['run', file, '--replay', cassette, '--dry-run'], dir)
     expect(plan.code, plan.stderr).to.equal(0)
     expect(plan.stdout).to.contain(`provider openai / gpt-4o-mini (replaying ${cassette})`)
   })
@@ -237,7 +251,8 @@ ${draft.replace('id: draft', 'id: short')}`)
     // It died holding the cassette's lock: the next run takes it over (its holder is gone).
     expect((await readdir(dir)).includes('c.jsonl.lock')).to.equal(true)
     const countBefore = server.count()
-    const completed = await runIn(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
+    // The run that completes it in this process (the kill is a process's).
+    const completed = await runHere(file, ['--replay', cassette, '--record', cassette, '--replay-missing', 'live'])
     expect(completed.code, completed.stderr).to.equal(0)
     expect(server.count() - countBefore, 'only the missing reply was asked').to.equal(1)
     expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['draft', 'short'])
@@ -264,12 +279,13 @@ ${draft.replace('id: draft', 'id: short')}`)
     expect(server.count(), 'the equal item is asked once').to.equal(4)
     expect((await interactions(cassette)).map((i) => i.step)).to.deep.equal(['ask', 'ask', 'ask', 'ask'])
     const bytes = await readFile(cassette, 'utf8')
-    expect((await runIn(file, ['--record', cassette])).code).to.equal(0)
+    // Recorded again and replayed in this process (the first recording, its children at once, is a process).
+    expect((await runHere(file, ['--record', cassette])).code).to.equal(0)
     expect(await readFile(cassette, 'utf8'), 'recorded again: the same bytes, whatever order the children ran in').to.equal(bytes)
     await server.close()
     server = undefined
 
-    const replayed = await runIn(file, ['--replay', cassette])
+    const replayed = await runHere(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(0)
     const children = (await runRecords(dir))
       .filter((r) => r.parent?.run_id === json<RunJson>(replayed).run_id)
@@ -300,7 +316,8 @@ ${draft.replace('id: draft', 'id: short')}`)
       `${model('draft', 'customers')}    spec_path: notes\n    next: check\n  - id: check\n    kind: review\n    on: {go: short}\n${model('short', 'engineers')}`,
     )
     const cassette = path.join(dir, 'c.jsonl')
-    const paused = await runIn(file, ['--record', cassette])
+    // The run that pauses and the replay in this process; the resume that keeps recording is a process.
+    const paused = await runHere(file, ['--record', cassette])
     expect(paused.code, paused.stderr).to.equal(10)
     const resumed = await cli(['resume', json<RunJson>(paused).run_id, '--decision', 'go', '--json'], dir)
     expect(resumed.code, resumed.stderr).to.equal(0)
@@ -308,7 +325,7 @@ ${draft.replace('id: draft', 'id: short')}`)
     await server.close()
     server = undefined
 
-    const replayed = await runIn(file, ['--replay', cassette])
+    const replayed = await runHere(file, ['--replay', cassette])
     expect(replayed.code, replayed.stderr).to.equal(10)
     // Resumed with no endpoint: the run's cassette answers. In this process, the resume command itself
     // (the default pipeline's test below resumes a replayed run so as a process).
@@ -349,10 +366,10 @@ ${draft.replace('id: draft', 'id: short')}`)
         .and.not.match(/authorization|bearer/i)
       expect(text).to.contain('[REDACTED]')
     }
-    // Replayed with another value of the secret: the key does not depend on it.
+    // Replayed with another value of the secret: the key does not depend on it (in this process; the recording is a process).
     await server.close()
     server = undefined
-    const replayed = await runIn(file, ['--replay', cassette], {RELEASE_TOKEN: 'another-value-entirely'})
+    const replayed = await runHere(file, ['--replay', cassette], {RELEASE_TOKEN: 'another-value-entirely'})
     expect(replayed.code, replayed.stderr).to.equal(0)
   })
 })
@@ -366,7 +383,8 @@ describe('cassettes: the default pipeline, paused for review and resumed', funct
     server = await ModelServer.start(cannedReply)
     const cassette = path.join(dir, 'default.jsonl')
     const prd = path.join(examples, 'full-prd.md')
-    const first = await cli(['run', defaultPipeline, '--input', prd, '--record', cassette, '--json'], dir)
+    // The recording, its resume and the replay in this process; the replayed run's resume with no endpoint is a process.
+    const first = await cliHere(['run', defaultPipeline, '--input', prd, '--record', cassette, '--json'], dir)
     expect(first.code, first.stderr).to.equal(10)
     const recorded = json<RunJson>(first)
     const asked = server.count()
@@ -378,7 +396,7 @@ describe('cassettes: the default pipeline, paused for review and resumed', funct
     await server.close()
     server = undefined
 
-    const replayed = await cli(['run', defaultPipeline, '--input', prd, '--replay', cassette, '--json'], dir)
+    const replayed = await cliHere(['run', defaultPipeline, '--input', prd, '--replay', cassette, '--json'], dir)
     expect(replayed.code, replayed.stderr).to.equal(10)
     const second = json<RunJson>(replayed)
     // No endpoint and no flag: the run's own cassette answers whatever the rest of it asks.
