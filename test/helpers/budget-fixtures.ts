@@ -39,7 +39,7 @@ export function budgetCommands(state: () => BudgetState) {
     return file
   }
 
-  /** The environment of the test's `pipe` processes, for a command run in this process (test/helpers/in-process.ts) too. */
+  /** The environment of the test's `pipe` processes, for a command run in this process (pipeHere, test/helpers/pipe-here.ts) too. */
   const env = (user?: string): Record<string, string> => ({
     OPENAI_BASE_URL: state().server.url,
     PIPE_HOME: path.join(state().dir, 'home'),
