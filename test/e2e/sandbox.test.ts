@@ -1,3 +1,10 @@
+/**
+ * Commands in the bubblewrap sandbox. Each test's first command is a `pipe` process; the commands
+ * after it (a second run, the other case of a policy, the further explains) run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code; its commands in
+ * the same sandbox). The store's read-only test starts with a set-up run in this process. A run
+ * whose stderr must carry the fallback's warning stays a process: it is said once per process.
+ */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
@@ -6,6 +13,7 @@ import {createServer, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import path from 'node:path'
 import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {snapshotsIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
 
@@ -53,8 +61,11 @@ async function run(
   steps: string,
   policy?: string,
   env: Record<string, string | undefined> = {},
+  here = false,
 ): Promise<{result: RunJson; code: number | null; stderr: string}> {
-  const r = await pipe(['run', await pipelineFile(steps), '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env, timeoutMs: 120000})
+  const args = ['run', await pipelineFile(steps), '--policy', policy ?? (await policyFile()), '--json']
+  // A `pipe` process, or (here) the command in this process.
+  const r = here ? await pipeHere(args, {cwd: repo, env}) : await pipe(args, {cwd: repo, env, timeoutMs: 120000})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -93,7 +104,7 @@ describe('commands in the bubblewrap sandbox', function () {
     // The PID namespace is gone, and with it the process that left the process group.
     expect(processesTagged(tag)).to.deep.equal([])
     // max_concurrent_commands is 1: a second run can only finish if the first freed its slot.
-    const second = await run("  - {id: again, kind: command, run: [bash, -c, 'echo again']}\n")
+    const second = await run("  - {id: again, kind: command, run: [bash, -c, 'echo again']}\n", undefined, {}, true)
     expect(second.code, second.stderr).to.equal(0)
     expect((await command(second.result.run_id)).stdout.head).to.equal('again\n')
   })
@@ -114,7 +125,7 @@ describe('commands in the bubblewrap sandbox', function () {
   })
 
   it('keeps the store read-only for commands even though it lies inside the repository', async () => {
-    await run('  - {id: first, kind: noop}\n')
+    await run('  - {id: first, kind: noop}\n', undefined, {}, true)
     const out = await run("  - {id: tamper, kind: command, run: [bash, -c, 'echo x > .pipe/tampered || echo store-denied']}\n")
     expect(out.code, out.stderr).to.equal(0)
     expect((await command(out.result.run_id)).stdout.head).to.contain('store-denied')
@@ -159,7 +170,7 @@ describe('commands in the bubblewrap sandbox', function () {
       expect(denied.stdout.head).to.not.contain('reached')
       expect(denied.sandbox).to.include({contained: true, network: false})
 
-      const open = await run(probe, await policyFile('network: true\n'))
+      const open = await run(probe, await policyFile('network: true\n'), {}, true)
       const allowed = await command(open.result.run_id)
       expect(allowed.exit_code, allowed.stderr.head).to.equal(0)
       expect(allowed.stdout.head + allowed.stdout.tail).to.contain('reached')
@@ -243,6 +254,7 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(refused.result.error?.hint).to.contain('apt-get install bubblewrap')
     expect(existsSync(marker)).to.equal(false)
 
+    // A process: the warning is said once per process (sandbox.ts's warnOnce), and this test's own process may have said it.
     const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: ''})
     expect(fallback.code, fallback.stderr).to.equal(0)
     expect(fallback.stderr).to.contain('Warning: bubblewrap (bwrap) is not installed')
@@ -260,7 +272,7 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(fallback.code, fallback.stderr).to.equal(0)
     expect(fallback.stderr, fallback.stderr).to.contain('cannot create its namespaces here (bwrap: No permissions to create new namespace)')
     expect((await command(fallback.result.run_id)).sandbox.contained).to.equal(false)
-    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: fake})
+    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: fake}, true)
     expect(refused.result.error?.code).to.equal('E_POLICY_DENIED')
   })
 
@@ -288,9 +300,9 @@ describe('commands in the bubblewrap sandbox', function () {
       {cwd: repo},
     )
     expect(escape.code).to.equal(3)
-    const plain = await pipe(['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', 'calc.js'], {cwd: repo})
+    const plain = await pipeHere(['policy', 'explain', '--policy', policy, '--root', repo, '--json', '--', 'node', '--check', 'calc.js'], {cwd: repo})
     expect(plain.code, plain.stdout).to.equal(0)
-    const inner = await pipe(['policy', 'explain', '--policy', policy, '--json', '--', 'node', '--', 'x'], {cwd: repo})
+    const inner = await pipeHere(['policy', 'explain', '--policy', policy, '--json', '--', 'node', '--', 'x'], {cwd: repo})
     expect(json<{subject: string[]}>(inner).subject, 'an inner -- is part of the argv').to.deep.equal(['node', '--', 'x'])
   })
 })
