@@ -2,6 +2,12 @@
  * The PostgreSQL store through the built CLI: --store postgres://… and PIPE_STORE=postgres://… on
  * the commands, a URL never taken as a folder, pg loaded only for a database, the append-only
  * tables, and pipe audit verify naming tampering with rows. A real cluster (test/helpers/postgres.ts).
+ *
+ * One `pipe` process per behaviour (a run on --store postgres://…, an unreachable database, a wrong
+ * password, a read through a role that may only read and the run it refuses, the modules each
+ * process loads, audit verify naming a changed row); the runs that set a test up, the reads after
+ * the first and the further refusals and audits run in this process (test/helpers/pipe-here.ts: the
+ * same command from argv and the same PostgreSQL store code; its pool idles out on its own).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
@@ -9,7 +15,7 @@ import {readdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
-import {auditCommandIn} from '../helpers/stores.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {sealOf} from '../../src/store/trail/integrity.js'
 
 interface RunJson {
@@ -50,15 +56,15 @@ describe('the PostgreSQL store through the CLI', function () {
     expect(rows.map((r) => r.run_id)).to.deep.equal([done.run_id])
     // The same store through PIPE_STORE, for the commands that read it.
     const env = {PIPE_STORE: url}
-    const list = json<{runs: Array<{run_id: string; status: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir, env}))
+    const list = json<{runs: Array<{run_id: string; status: string}>}>(await pipeHere(['runs', 'list', '--json'], {cwd: dir, env}))
     expect(list.runs.map((r) => [r.run_id, r.status])).to.deep.equal([[done.run_id, 'succeeded']])
-    const snapshots = await pipe(['snapshot', 'list', done.run_id, '--json'], {cwd: dir, env})
+    const snapshots = await pipeHere(['snapshot', 'list', done.run_id, '--json'], {cwd: dir, env})
     expect(snapshots.code, snapshots.stderr).to.equal(0)
     expect(json<{snapshots: unknown[]}>(snapshots).snapshots.length).to.be.greaterThan(3)
-    const audit = await pipe(['audit', 'verify', '--json'], {cwd: dir, env})
+    const audit = await pipeHere(['audit', 'verify', '--json'], {cwd: dir, env})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
     expect(json<{ok: boolean; runs: number}>(audit)).to.include({ok: true, runs: 1})
-    const spec = await pipe(['spec', 'list', '--json', '--store', url], {cwd: dir})
+    const spec = await pipeHere(['spec', 'list', '--json', '--store', url], {cwd: dir})
     expect(spec.code, spec.stderr).to.equal(0)
     expect(await readdir(dir)).to.deep.equal(['published'])
   })
@@ -90,7 +96,7 @@ describe('the PostgreSQL store through the CLI', function () {
       expect(error.code).to.equal('E_CONFIG')
       expect(error.message).to.match(/password authentication failed/)
       expect(error.hint).to.match(/password/)
-      const plain = await pipe(['runs', 'list', '--store', wrong], {cwd: dir, env: {PIPE_HOME: home}})
+      const plain = await pipeHere(['runs', 'list', '--store', wrong], {cwd: dir, env: {PIPE_HOME: home}})
       expect(plain.stderr).to.match(/^Error \[E_CONFIG\]/)
       const logs = await readdir(path.join(home, 'logs'))
       const logged = (await Promise.all(logs.map((f) => readFile(path.join(home, 'logs', f), 'utf8')))).join('')
@@ -98,12 +104,12 @@ describe('the PostgreSQL store through the CLI', function () {
       for (const text of [result.stdout, result.stderr, plain.stderr, logged]) expect(text).to.not.include('Wr0ng-Secret')
       // The right password opens it.
       await cluster.sql(db, 'GRANT ALL ON ALL TABLES IN SCHEMA public TO pw_user')
-      const right = await pipe(['runs', 'list', '--store', `postgres://pw_user:right-Pa55@127.0.0.1:${cluster.port}/${db}`], {cwd: dir})
+      const right = await pipeHere(['runs', 'list', '--store', `postgres://pw_user:right-Pa55@127.0.0.1:${cluster.port}/${db}`], {cwd: dir})
       expect(right.code, right.stderr).to.equal(0)
     })
 
     it('a database that does not exist: E_CONFIG saying to create it', async () => {
-      const error = setUpError(await pipe(['runs', 'list', '--json', '--store', cluster.url('no_such_db')], {cwd: dir}))
+      const error = setUpError(await pipeHere(['runs', 'list', '--json', '--store', cluster.url('no_such_db')], {cwd: dir}))
       expect(error).to.include({code: 'E_CONFIG'})
       expect(error.hint).to.match(/createdb/)
     })
@@ -112,20 +118,20 @@ describe('the PostgreSQL store through the CLI', function () {
       const other = `other_${process.pid}`
       await cluster.sql('postgres', `CREATE DATABASE ${other}`)
       await cluster.sql(other, 'CREATE TABLE pipe_runs (id serial PRIMARY KEY, status text); INSERT INTO pipe_runs (status) VALUES ($$theirs$$)')
-      const error = setUpError(await pipe(['runs', 'list', '--json', '--store', cluster.url(other)], {cwd: dir}))
+      const error = setUpError(await pipeHere(['runs', 'list', '--json', '--store', cluster.url(other)], {cwd: dir}))
       expect(error.code).to.equal('E_CONFIG')
       expect(error.hint).to.match(/search_path/)
       expect(await cluster.sql(other, 'SELECT status FROM pipe_runs')).to.deep.equal([{status: 'theirs'}])
       // The schema the hint names is one that works.
       await cluster.sql(other, 'CREATE SCHEMA pipe')
       const inSchema = `${cluster.url(other)}?options=-c%20search_path%3Dpipe`
-      const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', inSchema], {cwd: dir})
+      const run = await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', inSchema], {cwd: dir})
       expect(run.code, run.stderr).to.equal(0)
       expect(await cluster.sql(other, 'SELECT count(*)::int AS n FROM pipe.pipe_runs')).to.deep.equal([{n: 1}])
     })
 
     it('a role that may only read: runs list, runs show and audit verify work; a run is refused as E_CONFIG and records nothing', async () => {
-      const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
+      const run = await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', url, '--json'], {cwd: dir})
       expect(run.code, run.stderr).to.equal(0)
       const runId = json<RunJson>(run).run_id
       const reader = `reader_${db}`
@@ -137,7 +143,8 @@ describe('the PostgreSQL store through the CLI', function () {
         ['runs', 'show', runId],
         ['audit', 'verify'],
       ]) {
-        const read = await pipe([...args, '--store', asReader], {cwd: dir})
+        // The first read from a process, the others in this process.
+        const read = await (args[1] === 'list' ? pipe : pipeHere)([...args, '--store', asReader], {cwd: dir})
         expect(read.code, `${args.join(' ')}: ${read.stderr}`).to.equal(0)
       }
       const write = await pipe(['run', defaultPipeline, '--input', prd, '--store', asReader, '--json'], {cwd: dir})
@@ -174,18 +181,18 @@ describe('the PostgreSQL store through the CLI', function () {
   describe('tampering with rows', () => {
     let runId: string
     const env = (): Record<string, string> => ({PIPE_STORE: url, PIPE_AUDIT_KEY: KEY})
-    const audit = async (): Promise<{ok: boolean; problems: Array<{record: string; file: string; field: string; message: string}>}> => {
-      const result = await pipe(['audit', 'verify', '--json'], {cwd: dir, env: env()})
+    /** `pipe audit verify --json`'s report: in this process, or (asProcess) a process. */
+    const audit = async (asProcess = false): Promise<{ok: boolean; problems: Array<{record: string; file: string; field: string; message: string}>}> => {
+      const result = await (asProcess ? pipe : pipeHere)(['audit', 'verify', '--json'], {cwd: dir, env: env()})
       return json(result)
     }
     beforeEach(async () => {
-      const run = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()})
+      const run = await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()})
       expect(run.code, run.stderr).to.equal(0)
       runId = json<RunJson>(run).run_id
-      // The store passes its audit before it is tampered with: `pipe audit verify` exits 0 (its code,
-      // in this process; the tests below run it as a process on what they changed).
-      const before = await auditCommandIn(dir, undefined, {store: url, key: KEY})
-      expect(before.code, before.said).to.equal(0)
+      // The store passes its audit before it is tampered with: `pipe audit verify` exits 0.
+      const before = await pipeHere(['audit', 'verify'], {cwd: dir, env: env()})
+      expect(before.code, before.stdout + before.stderr).to.equal(0)
     })
 
     it('refuses UPDATE and DELETE of the trail, even from the owner, by privilege and by trigger', async () => {
@@ -214,7 +221,8 @@ describe('the PostgreSQL store through the CLI', function () {
         db,
         `SET session_replication_role = replica; UPDATE pipe_snapshots SET body = replace(body, '"decision": "success"', '"decision": "failure"') WHERE run_id = '${runId}' AND seq = 2`,
       )
-      const report = await audit()
+      // (A changed row named by a process; the other tamperings' audits in this process.)
+      const report = await audit(true)
       expect(report.ok).to.equal(false)
       expect(report.problems.map((p) => [p.record, p.file])).to.deep.include([`${runId}#2`, `pipe_snapshots(${runId}, 2)`])
       expect(report.problems.find((p) => p.file === `pipe_snapshots(${runId}, 2)`)!.field).to.equal('decisions')
@@ -228,7 +236,7 @@ describe('the PostgreSQL store through the CLI', function () {
         JSON.stringify(report.problems),
       ).to.equal(true)
       expect(report.problems.some((p) => p.file === 'pipe_events(3)' && p.field === 'prev')).to.equal(true)
-      const second = json<RunJson>(await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()}))
+      const second = json<RunJson>(await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir, env: env()}))
       await cluster.sql(db, `SET session_replication_role = replica; DELETE FROM pipe_run_index WHERE run_id = '${runId}'`)
       const again = await audit()
       expect(again.problems.some((p) => p.record === runId && /not in the run index/.test(p.message))).to.equal(true)
