@@ -4,11 +4,17 @@
  * that starts no escape, sslmode=require against a server without SSL, a search_path naming a schema
  * that does not exist, and a role that may INSERT but not UPDATE (which must leave no run stuck
  * `running`). A real cluster (test/helpers/postgres.ts).
+ *
+ * Each test's refusal is a `pipe` process (of a matrix, the first case), and every sslmode is one:
+ * the client library's warning, which the test checks is never said, is said once per process. The
+ * further URL cases, the listings that make or read the tables and the audit run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv and the same PostgreSQL store code).
  */
 import {expect} from 'chai'
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 
 const prd = path.join(examples, 'full-prd.md')
@@ -40,7 +46,8 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
   })
   afterEach(async () => cleanup())
 
-  const list = (store: string): Promise<CliResult> => pipe(['runs', 'list', '--json', '--store', store], {cwd: dir})
+  /** `pipe runs list --json --store STORE`: a process, or (here) in this process. */
+  const list = (store: string, here = false): Promise<CliResult> => (here ? pipeHere : pipe)(['runs', 'list', '--json', '--store', store], {cwd: dir})
 
   it('a URL that does not parse (an unclosed IPv6 bracket, a port past 65535, a stray %): E_CONFIG naming the part, the password never shown', async () => {
     const cases: Array<[string, RegExp]> = [
@@ -50,7 +57,8 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
       [`postgres://postgres:Secret-1@127.0.0.1:${cluster.port}/${db}%`, /%/],
     ]
     for (const [url, what] of cases) {
-      const result = await list(url)
+      // The first case from a process, the others in this process.
+      const result = await list(url, url !== cases[0]![0])
       const error = setUpError(result)
       expect(error.code, url).to.equal('E_CONFIG')
       expect(error.message, url).to.match(what)
@@ -86,13 +94,13 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
     expect(error.hint).to.match(/CREATE SCHEMA/)
     // The hint's fix works.
     await cluster.sql(db, 'CREATE SCHEMA no_such_schema')
-    const fixed = await list(url)
+    const fixed = await list(url, true)
     expect(fixed.code, fixed.stderr).to.equal(0)
   })
 
   it("the writer role docs/team.md sets up runs a default run: it numbers runs, specs and evidence through the owner's functions, never creating a sequence itself", async () => {
     // The owner makes the tables (any command), then grants what the docs say, as the docs write it.
-    expect((await list(cluster.url(db))).code).to.equal(0)
+    expect((await list(cluster.url(db), true)).code).to.equal(0)
     const role = `writer_${db}`
     const docs = await readFile(path.join(repoRoot, 'docs', 'team.md'), 'utf8')
     const grants = /CREATE ROLE pipe_writer[^\n]*\n([\s\S]*?)```/.exec(docs)![1]!.replaceAll('pipe_writer', role)
@@ -104,7 +112,7 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
     const run = json<{run_id: string; spec_version: string}>(result)
     expect(run.run_id).to.match(/^R-\d{8}-0001$/)
     expect(run.spec_version).to.match(/^S-\d{8}-\d{4}$/)
-    const audit = await pipe(['audit', 'verify', '--store', asRole], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify', '--store', asRole], {cwd: dir})
     expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
   })
 
