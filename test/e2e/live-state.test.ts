@@ -5,11 +5,17 @@
  * sleep decides anything. On a PostgreSQL store, a worker killed (SIGKILL) mid-step is shown as a
  * holder whose lease expired (the lease is run out by the database's clock, set to now), never as
  * one holding the run.
+ *
+ * The held run and the worker are `pipe` processes, as are runs list and runs show of a run in a
+ * step and runs show of a run whose worker was killed; the --json reads, the reads after the run
+ * ended and the detached run's enqueueing run in this process (test/helpers/pipe-here.ts: the same
+ * command from argv and the same store code, reading what the other processes wrote).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {openGate, prepareHeldStep as prepare} from '../helpers/held-step.js'
 import {changeIn} from '../helpers/wait.js'
 import {useWorkerSuite} from '../helpers/workers.js'
@@ -48,7 +54,7 @@ describe('live state: the running step, as runs show and runs list tell it', fun
       expect(list.code, list.stderr).to.equal(0)
       expect(list.stdout.split('\n')[0]).to.match(/\bUPDATED\s+STEP\b/)
       expect(list.stdout).to.match(/running .* wait \(#2\)/)
-      const listed = json<{runs: Array<{run_id: string; current_step?: {step: string; seq: number}}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
+      const listed = json<{runs: Array<{run_id: string; current_step?: {step: string; seq: number}}>}>(await pipeHere(['runs', 'list', '--json'], {cwd: dir}))
       const runId = listed.runs[0]!.run_id
       expect(listed.runs[0]!.current_step).to.include({step: 'wait', seq: 2})
 
@@ -56,7 +62,7 @@ describe('live state: the running step, as runs show and runs list tell it', fun
       expect(shown.code, shown.stderr).to.equal(0)
       expect(shown.stdout).to.match(new RegExp(`^  running step wait \\(#2\\) since ${ISO} on \\(host \\S+, pid \\d+\\)$`, 'm'))
       expect(shown.stdout, 'a folder store has no queue to wait in').to.not.match(/waits for/)
-      const mid = json<Shown>(await pipe(['runs', 'show', runId, '--json'], {cwd: dir}))
+      const mid = json<Shown>(await pipeHere(['runs', 'show', runId, '--json'], {cwd: dir}))
       expect(mid.status).to.equal('running')
       const now = mid.run.current_step!
       expect(now).to.include({step: 'wait', seq: 2})
@@ -73,14 +79,14 @@ describe('live state: the running step, as runs show and runs list tell it', fun
       expect(openGate(dir), 'the step waits on the gate').to.equal(true)
       const ended: CliResult = await running
       expect(ended.code, ended.stderr).to.equal(0)
-      const after = json<Shown>(await pipe(['runs', 'show', runId, '--json'], {cwd: dir}))
+      const after = json<Shown>(await pipeHere(['runs', 'show', runId, '--json'], {cwd: dir}))
       expect(after.status).to.equal('succeeded')
       expect(after.run.current_step, 'an ended run is in no step').to.equal(undefined)
       expect(after.run.updated_at >= now.since).to.equal(true)
-      const text = (await pipe(['runs', 'show', runId], {cwd: dir})).stdout
+      const text = (await pipeHere(['runs', 'show', runId], {cwd: dir})).stdout
       expect(text).to.not.match(/running step/)
       expect(text, 'the timeline shows each step once, by its snapshot').to.not.match(/step_started/)
-      const endedList = await pipe(['runs', 'list'], {cwd: dir})
+      const endedList = await pipeHere(['runs', 'list'], {cwd: dir})
       expect(endedList.stdout.split('\n')[0], 'no STEP column when no run is in a step').to.not.match(/STEP/)
     })
   })
@@ -95,7 +101,7 @@ describe('live state: the running step, as runs show and runs list tell it', fun
 
     it('names the worker in the step, never also as waited for; a worker killed mid-step shows as a lease that expired, not as holding the run', async () => {
       const {pipeline, policy} = await prepare(dir)
-      const detached = await pipe(['run', pipeline, '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
+      const detached = await pipeHere(['run', pipeline, '--policy', policy, '--detach', '--store', url, '--json'], {cwd: dir})
       expect(detached.code, detached.stderr).to.equal(0)
       const runId = json<{run_id: string}>(detached).run_id
       const worker = team.start(url, ['--name', 'w3'], {cwd: dir, env: {}})
@@ -106,7 +112,7 @@ describe('live state: the running step, as runs show and runs list tell it', fun
       expect(shown.stdout).to.match(new RegExp(`^  running step wait \\(#2\\) since ${ISO} on worker w3 \\(host \\S+, pid ${worker.child.pid}\\)$`, 'm'))
       expect(shown.stdout).to.match(new RegExp(`^worker: w3 \\(host \\S+, pid ${worker.child.pid}\\), lease until ${ISO}`, 'm'))
       expect(shown.stdout, 'a run a worker holds waits for none').to.not.match(/waits for/)
-      const list = await pipe(['runs', 'list', '--store', url], {cwd: dir})
+      const list = await pipeHere(['runs', 'list', '--store', url], {cwd: dir})
       expect(list.stdout.split('\n')[0]).to.match(/\bSTEP\s+WORKER\b/)
       expect(list.stdout).to.match(/running .* wait \(#2\)\s+w3/)
 
@@ -122,7 +128,7 @@ describe('live state: the running step, as runs show and runs list tell it', fun
       expect(dead.stdout, 'no lease is shown as held').to.not.match(/lease until/)
       expect(dead.stdout).to.match(/^ {2}was running step wait \(#2\)/m)
       expect(dead.stdout).to.match(/^queue: \S+, waits for a worker/m)
-      const asJson = json<Shown>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
+      const asJson = json<Shown>(await pipeHere(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
       expect(asJson.holding!.worker).to.equal(null)
       expect(asJson.holding!.expired!.worker).to.include({name: 'w3', pid: worker.child.pid})
     })
