@@ -133,12 +133,12 @@ export function captureStandardStreams(sink: (fd: 1 | 2, text: string) => void):
   const restores = ([1, 2] as const).map((fd) => {
     const stream = streamOf(fd)
     const own = Object.getOwnPropertyDescriptor(stream, 'write')
-    stream.write = ((chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
+    stream.write = (chunk: string | Uint8Array, ...rest: unknown[]): boolean => {
       sink(fd, redact(typeof chunk === 'string' ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8')))
       const done = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined
       if (done) process.nextTick(done)
       return true
-    })
+    }
     return () => {
       if (own) Object.defineProperty(stream, 'write', own)
       else delete (stream as {write?: unknown}).write
