@@ -14,7 +14,11 @@ const groups = readdirSync(path.join(root, 'src', 'entry', 'groups')).map((file)
 Promise.all([source('cli/router.ts'), source('cli/manifest.ts'), ...groups.map((group) => source(`entry/groups/${group}.ts`))])
   .then(async ([router, {mergeManifests}, ...clis]) => {
     const manifest = mergeManifests(await Promise.all(clis.map((cli) => cli.describe(pkg.version, pkg.description))))
-    return router.route(process.argv.slice(2), {root, manifest: () => manifest, load: (group) => clis[groups.indexOf(group)]})
+    return router.route(process.argv.slice(2), {root, manifest: () => manifest, version: () => manifest, load: (group) => clis[groups.indexOf(group)]})
+  })
+  // A failure's exit code ends the process at once, as bin/run.js's does (src/cli/boot.ts).
+  .then((code) => {
+    if (code !== undefined) process.exit(code)
   })
   .catch((error) => {
     process.exitCode = 1

@@ -177,8 +177,8 @@ describe('pipe init (CLI)', function () {
   })
 
   it('refuses a name the pipeline schema would reject, writing nothing', async () => {
-    // (A refusal of init's arguments from a process: the test before.)
-    const refused = await pipeHere(['init', 'sub', '--name', 'my pipeline'], {cwd: dir})
+    // A refusal of init's arguments, as a process says it.
+    const refused = await pipe(['init', 'sub', '--name', 'my pipeline'], {cwd: dir})
     expect(refused.code).to.equal(2)
     expect(refused.stderr).to.include('Error [E_INVALID_ARGS]').and.include('"my pipeline"')
     expect(existsSync(path.join(dir, 'sub'))).to.equal(false)

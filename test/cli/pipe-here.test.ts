@@ -106,6 +106,33 @@ describe('pipe in this process says what the pipe process says', function () {
     }
   })
 
+  it('says a promise left rejected with no handler as the process would die of it: its stack, exit 1', async () => {
+    const {dir, cleanup} = await tempDir()
+    try {
+      const command = pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
+      while (ownEnv.held === undefined) await new Promise((resolve) => setImmediate(resolve))
+      // Left behind while the command runs, as a bug of its own would leave it.
+      void Promise.reject(new Error('a rejection nobody handled'))
+      const result = await command
+      expect(result.code).to.equal(1)
+      expect(result.stderr).to.contain('Error: a rejection nobody handled')
+      const after = await pipeHere(['--version'], {cwd: dir})
+      expect(after.code, 'the next command').to.equal(0)
+    } finally {
+      await cleanup()
+    }
+  })
+
+  it('changes nothing of this process when the folder it is given is not there', async () => {
+    const before = {env: {...process.env}, cwd: process.cwd()}
+    let error: unknown
+    await pipeHere(['--version'], {cwd: '/nonexistent/pipe-here', env: {PIPE_HERE_ONLY: 'x'}}).catch((e: unknown) => (error = e))
+    expect((error as NodeJS.ErrnoException | undefined)?.code).to.equal('ENOENT')
+    expect({env: {...process.env}, cwd: process.cwd()}).to.deep.equal(before)
+    expect(ownEnv.held).to.equal(undefined)
+    expect((await pipeHere(['--version'])).code).to.equal(0)
+  })
+
   it('runs commands called together one after another', async () => {
     const {dir, cleanup} = await tempDir()
     try {

@@ -194,3 +194,19 @@ describe('what the built CLI does as it starts', function () {
     expect(Object.entries(runCode).filter(([kind, file]) => kind !== 'publish' && run.includes(file))).to.deep.equal([])
   })
 })
+
+describe('bin/dev.js: the CLI from src/ without a build (docs/development.md)', function () {
+  this.timeout(120000)
+
+  it('answers --version, runs a command, and ends with a failure exit code as bin/run.js does', async () => {
+    const dev = (args: string[]) => node(['--import', 'tsx', path.join(repoRoot, 'bin', 'dev.js'), ...args])
+    const version = await dev(['--version'])
+    expect(version.code, version.stderr).to.equal(0)
+    expect(version.stdout).to.match(/^pipe\/\d+\.\d+\.\d+ /)
+    const valid = await dev(['validate', defaultPipeline])
+    expect(valid.code, valid.stderr).to.equal(0)
+    const unknown = await dev(['valdate'])
+    expect(unknown.code).to.equal(2)
+    expect(unknown.stderr).to.contain('did you mean "validate"')
+  })
+})

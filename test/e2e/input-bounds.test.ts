@@ -219,8 +219,7 @@ describe('pipe: ids on the command line are checked before anything is written',
   })
 
   it('refuses a bad --feature on a store that exists, adding no file to it', async () => {
-    // A process: this run may pause for answers, and in this process, under a terminal, it would ask
-    // them there (pipeHere's stdin and stderr are the test's own).
+    // The store the refusal must leave as it was, made by a process as a user's first run makes it.
     const first = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--decision', 'go'], {cwd: dir})
     expect(first.code, first.stderr).to.be.oneOf([0, 10])
     const listing = async (): Promise<string[]> => (await readdir(storeDir(), {recursive: true})).map(String).sort()

@@ -125,7 +125,7 @@ export function sample(points: string[], count: number): string[] {
   return points.filter((p) => chosen.has(p))
 }
 
-/** The first chosen point of each kind: after these, a real `pipe resume` process continues the run; after the rest, the same session in this process. */
+/** The first chosen point of each kind: after these, a real `pipe resume` process continues the run; after the rest, the same command in this process (pipeHere). */
 export function firstOfEachKind(chosen: string[]): Set<string> {
   return new Set([...new Set(chosen.map(kindOf))].map((kind) => chosen.find((p) => kindOf(p) === kind)!))
 }

@@ -11,7 +11,11 @@
  * OpenTelemetry's exporter).
  *
  * One command at a time: a command owns process.env, the working folder and the exit code while it
- * runs, so calls made together wait their turn.
+ * runs, so calls made together wait their turn. A command that never ends holds every later call of
+ * its worker (the test's own timeout fails it): whatever may hang stays a process. While a command
+ * runs, its signal handlers are this process's: a signal for it, or a `pipe cancel` process that
+ * finds this process's pid as a run's holder, would stop mocha's worker. What a process says once
+ * (a warning of util's warnOnce, Node's own) is said by the first command of a worker only.
  */
 import {commandEnv, ownEnv, repoRoot, type CliOptions, type CliResult} from './cli.js'
 
@@ -59,25 +63,39 @@ async function runHere(args: string[], options: Omit<CliOptions, 'input' | 'time
   const saved = {env: {...process.env}, cwd: process.cwd(), exitCode: process.exitCode}
   let stdout = ''
   let stderr = ''
-  replaceEnv(commandEnv(options))
-  ownEnv.held = saved.env
-  process.chdir(options.cwd ?? repoRoot)
-  process.exitCode = undefined
-  forgetSecrets()
-  const release = captureStandardStreams((fd, text) => {
-    if (fd === 1) stdout += text
-    else stderr += text
-  })
+  // What a process dies of: a promise rejected with no handler (Node prints its stack and exits 1).
+  // Here mocha's own listener would take it and say nothing.
+  const crashes = new Set<unknown>()
+  const onRejection = (reason: unknown): void => void crashes.add(reason)
+  let release: (() => void) | undefined
   try {
-    const code = await route(args, {
+    // A folder that is not there fails the call here, before anything of this process has changed.
+    process.chdir(options.cwd ?? repoRoot)
+    replaceEnv(commandEnv(options))
+    ownEnv.held = saved.env
+    process.exitCode = undefined
+    forgetSecrets()
+    process.prependListener('unhandledRejection', onRejection)
+    release = captureStandardStreams((fd, text) => {
+      if (fd === 1) stdout += text
+      else stderr += text
+    })
+    let code = await route(args, {
       root: repoRoot,
       manifest: () => readManifest(repoRoot),
       version: () => readVersion(repoRoot),
       load: async (group) => (await import(`../../src/entry/groups/${group}.js`)) as Awaited<ReturnType<Parameters<typeof route>[1]['load']>>,
     })
+    // A rejection left unhandled is reported once the microtasks have run, within a turn of the event loop.
+    await new Promise((resolve) => setImmediate(resolve))
+    if (crashes.size > 0) {
+      stderr += [...crashes].map((reason) => `${reason instanceof Error ? (reason.stack ?? reason.message) : String(reason)}\n`).join('')
+      code = 1
+    }
     return {code: code ?? Number(process.exitCode ?? 0), stdout, stderr, signal: null}
   } finally {
-    release()
+    release?.()
+    process.off('unhandledRejection', onRejection)
     forgetSecrets()
     delete ownEnv.held
     replaceEnv(saved.env)

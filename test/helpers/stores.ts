@@ -11,9 +11,6 @@ import {cp, mkdtemp} from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import {expect} from 'chai'
-import {auditArchives} from '../../src/app/archive.js'
-import {toPipeError} from '../../src/errors.js'
-import {ExitCode} from '../../src/exit-codes.js'
 import {deliveredKeys} from '../../src/steps/registry.js'
 import {openStore} from '../../src/store/open.js'
 import {childTree, effectiveStatus, type RunSummary} from '../../src/store/queries.js'
@@ -131,40 +128,6 @@ export async function auditIn(cwd: string, runId?: string, store?: string): Prom
     })
   } finally {
     if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
-  }
-}
-
-/**
- * `pipe audit verify [RUN]` in this process, as the command does it (the run's existence, the audit,
- * and for the whole store its archives): the exit code it gives (0, 4 when anything was changed, 2
- * for keyed seals left unchecked, or the code of the error it stops with) and what it would print,
- * one line per finding or the error's code and message. A test of how the command itself prints or
- * exits runs it as a process; this is for the matrix of damaged records behind it.
- */
-export async function auditCommandIn(
-  cwd: string,
-  runId?: string,
-  options: {store?: string; key?: string} = {},
-): Promise<{code: number; said: string; report?: AuditReport}> {
-  const key = process.env[AUDIT_KEY_ENV]
-  // The command's PIPE_AUDIT_KEY: the one given, else none (the CLI helper never passes the developer's on).
-  if (options.key !== undefined) process.env[AUDIT_KEY_ENV] = options.key
-  else delete process.env[AUDIT_KEY_ENV]
-  try {
-    return await reading(cwd, options.store, async (opened) => {
-      if (runId !== undefined) await opened.assertRunExists(runId)
-      const report = await opened.audit(runId, {deliveredKeys})
-      if (runId === undefined) await auditArchives(opened, report, {deliveredKeys})
-      const said = [...report.problems, ...report.notes, ...report.cleaned].map((f) => `${f.file}  ${f.field}  ${f.record}: ${f.message}`).join('\n')
-      const code = !report.ok ? ExitCode.CONFLICT : report.unverifiable > 0 ? ExitCode.USAGE : ExitCode.OK
-      return {code, said, report}
-    })
-  } catch (raw) {
-    const error = toPipeError(raw)
-    return {code: error.exitCode, said: `Error [${error.code}] ${error.message}`}
-  } finally {
-    if (key !== undefined) process.env[AUDIT_KEY_ENV] = key
-    else delete process.env[AUDIT_KEY_ENV]
   }
 }
 
