@@ -8,17 +8,7 @@ import {expect} from 'chai'
 import {spawn} from 'node:child_process'
 import {closeSync, existsSync, openSync, readFileSync, writeFileSync} from 'node:fs'
 import path from 'node:path'
-import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, type CliResult} from '../helpers/cli.js'
-
-/** What differs between two runs of the same thing: their folders, times, durations and trace ids. */
-function same(text: string, dir: string): string {
-  return text
-    .replaceAll(dir, '<dir>')
-    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>')
-    .replace(/\b\d+ ms\b/g, '<n> ms')
-    .replace(/"(\w*_ms|duration)": \d+/g, '"$1": <n>')
-    .replace(/\btr-[0-9a-f]{16}\b/g, '<trace>')
-}
+import {bin, defaultPipeline, examples, json, pipe, repoRoot, tempDir, withoutRunVariance, type CliResult} from '../helpers/cli.js'
 
 const TRACE = /^Trace: (tr-[0-9a-f]{16})$/m
 
@@ -128,7 +118,7 @@ describe('an unknown command, wherever the router meets it, is one error', funct
       const r = await pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
       expect(r.stderr, args.join(' ')).to.match(/^Error \[E_INVALID_ARGS\]: .*\nTry this: .*\nLog: .*orchestrator-\d{8}\.log\nTrace: tr-[0-9a-f]{16}\n/m)
       expect(r.stderr, `${args.join(' ')}: oclif's old error format`).to.not.contain('›')
-      const text = same(r.stderr, dir).replace(/^Log: .*$/m, 'Log: <log>')
+      const text = withoutRunVariance(r.stderr, dir).replace(/^Log: .*$/m, 'Log: <log>')
       if (!args.includes('--json')) return {code: r.code, text}
       const body = json<{error: {code: string; message: string; hint: string; trace_id: string}}>(r)
       expect(body.error.trace_id).to.equal(TRACE.exec(r.stderr)?.[1])

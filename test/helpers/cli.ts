@@ -123,6 +123,16 @@ export async function tempDir(prefix = 'pipe-test-'): Promise<{dir: string; clea
   return {dir, cleanup: () => rm(dir, {recursive: true, force: true})}
 }
 
+/** `text` with what differs between two runs of the same thing put aside: their folder `dir`, times, durations and trace ids. */
+export function withoutRunVariance(text: string, dir: string): string {
+  return text
+    .replaceAll(dir, '<dir>')
+    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<time>')
+    .replace(/\b\d+ ms\b/g, '<n> ms')
+    .replace(/"(\w*_ms|duration)": \d+/g, '"$1": <n>')
+    .replace(/\btr-[0-9a-f]{16}\b/g, '<trace>')
+}
+
 export function json<T = unknown>(result: CliResult): T {
   try {
     return JSON.parse(result.stdout) as T
