@@ -125,7 +125,7 @@ let capture: ((fd: 1 | 2, text: string) => void) | undefined
  * Sends what this process writes to stdout and stderr, redacted, to `sink` instead, until the
  * returned function is called: both the writes above and those through Node's streams. For a caller
  * that runs a command in this process and needs its output as a separate process would have given
- * it (test/helpers/cli.ts); the CLI itself never captures.
+ * it (test/helpers/pipe-here.ts); the CLI itself never captures.
  */
 export function captureStandardStreams(sink: (fd: 1 | 2, text: string) => void): () => void {
   if (capture) throw new Error('stdout and stderr are captured already')
