@@ -2,6 +2,10 @@
  * Issue 35 item 8: a symlink named policy.yaml or .pipe that another user planted in a shared
  * folder is refused (git's safe.directory rule, extended to links), whatever it points at; a file
  * named on the command line is used as typed; a run says which policy and store it used.
+ *
+ * The first `policy explain`, `runs list` and `run` are `pipe` processes; the other commands run in
+ * this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code, as
+ * the same user: the links' owners are checked the same).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -9,6 +13,7 @@ import {lchownSync} from 'node:fs'
 import {mkdir, realpath, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 const NOBODY = 65534
 const PERMISSIVE = 'version: 1\nallowed_commands: [[sh, -c, ...]]\n'
@@ -43,9 +48,10 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
 
   it('policy.yaml -> a root-owned permissive policy, the link owned by another user: refused in the folder and from below it', async () => {
     await plant('policy.yaml', path.join(dir, 'elsewhere', 'policy.yaml'))
-    for (const cwd of [repo, path.join(repo, 'src')]) {
+    for (const [index, cwd] of [repo, path.join(repo, 'src')].entries()) {
       await mkdir(cwd, {recursive: true})
-      const r = await pipe(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd})
+      // The first refusal from a process, the one from below the folder in this process.
+      const r = await (index === 0 ? pipe : pipeHere)(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd})
       expect(r.code, r.stdout + r.stderr).to.equal(2)
       const {error} = json<ErrorJson>(r)
       expect(error.code).to.equal('E_CONFIG')
@@ -53,7 +59,7 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
       expect(error.hint).to.contain('Remove the link').and.contain('--policy FILE')
     }
     // Named on the command line it is the user's own choice: used, and named in the answer.
-    const typed = await pipe(['policy', 'explain', '--json', '--policy', 'policy.yaml', '--', 'sh', '-c', 'id'], {cwd: repo})
+    const typed = await pipeHere(['policy', 'explain', '--json', '--policy', 'policy.yaml', '--', 'sh', '-c', 'id'], {cwd: repo})
     expect(typed.code, typed.stderr).to.equal(0)
     expect(json<{allowed: boolean; policy: string}>(typed)).to.include({allowed: true, policy: path.join(repo, 'policy.yaml')})
   })
@@ -63,7 +69,7 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
     await symlink(path.join(dir, 'elsewhere', 'policy.yaml'), middle)
     lchownSync(middle, NOBODY, NOBODY)
     await plant('policy.yaml', middle, 0)
-    const r = await pipe(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: repo})
+    const r = await pipeHere(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: repo})
     expect(r.code, r.stdout + r.stderr).to.equal(2)
     expect(json<ErrorJson>(r).error.message).to.contain(`${middle} (on the way from`)
   })
@@ -74,7 +80,7 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
     await symlink(path.join(dir, 'elsewhere'), hop)
     lchownSync(hop, NOBODY, NOBODY)
     await plant('policy.yaml', 'hop/policy.yaml', 0)
-    const r = await pipe(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: repo})
+    const r = await pipeHere(['policy', 'explain', '--json', '--', 'sh', '-c', 'id'], {cwd: repo})
     expect(r.code, r.stdout + r.stderr).to.equal(2)
     expect(json<ErrorJson>(r).error.message).to.contain(`${hop} (on the way from`).and.contain('symlink owned by another user (uid 65534')
   })
@@ -95,7 +101,7 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
       expect(error.message).to.contain('.pipe').and.contain('symlink owned by another user')
       expect(error.hint).to.contain('--store DIR')
     }
-    const typed = await pipe(['runs', 'list', '--json', '--store', '.pipe'], {cwd: repo})
+    const typed = await pipeHere(['runs', 'list', '--json', '--store', '.pipe'], {cwd: repo})
     expect(typed.code, typed.stderr).to.equal(0)
   })
 
@@ -104,7 +110,7 @@ describe('a planted policy.yaml or .pipe symlink is refused, not used', function
     await mkdir(path.join(dir, 'elsewhere', 'store'))
     await plant('.pipe', path.join(dir, 'elsewhere', 'store'), 0)
     await writeFile(path.join(repo, 'status.yaml'), STATUS_PIPELINE)
-    const r = await pipe(['run', 'status.yaml', '--json'], {cwd: repo})
+    const r = await pipeHere(['run', 'status.yaml', '--json'], {cwd: repo})
     expect(r.code, r.stdout + r.stderr).to.equal(0)
     const run = json<{policy: string | null; store: string}>(r)
     expect(run.policy).to.equal(path.join(repo, 'policy.yaml'))
