@@ -1,8 +1,9 @@
 /**
- * `pipe run` of the default pipeline end to end, offline. Each behaviour is seen from a real `pipe`
- * process once (the shared full-PRD run, a paused run resumed by another process, the runs of another
- * locale, stdin, runs at once on one store, a refusal); the commands around it run in this process
- * (test/helpers/pipe-here.ts: the CLI's path from argv, its output and exit code).
+ * `pipe run` of the default pipeline end to end, offline. A real `pipe` process stays for the first
+ * use of each command (the shared full-PRD run, snapshot show, answer, resume, spec show, spec diff),
+ * a paused run resumed by another process, the runs of another locale, stdin and runs at once on one
+ * store; the other commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv,
+ * its output and exit code).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
@@ -284,7 +285,7 @@ describe('pipe run: the default pipeline end to end (offline, real processes)', 
 
 describe('pipe run --dry-run', () => {
   it('checks everything, prints the plan and writes nothing', async () => {
-    const result = await run([
+    const result = await runHere([
       '--input',
       path.join(examples, 'full-prd.md'),
       '--answers',
@@ -317,7 +318,7 @@ describe('pipe run --dry-run', () => {
 
 describe('pipe run: bad input is refused and loses nothing', () => {
   it('refuses a missing input file', async () => {
-    const result = await run(['--input', 'nope.md'])
+    const result = await runHere(['--input', 'nope.md'])
     expect(result.code).to.equal(2)
     expect(result.stderr).to.match(/^Error \[E_INPUT\]: input file nope\.md not found$/m)
     expect(await storeListing()).to.deep.equal([])
@@ -326,7 +327,6 @@ describe('pipe run: bad input is refused and loses nothing', () => {
   it('refuses an empty input, and a whitespace-only one', async () => {
     await writeFile(path.join(dir, 'empty.md'), '')
     await writeFile(path.join(dir, 'blank.md'), '  \n\n\t\n')
-    // (A refusal from a process: the test before; these in this process.)
     for (const file of ['empty.md', 'blank.md']) {
       const result = await runHere(['--input', file])
       expect(result.code).to.equal(2)
@@ -369,7 +369,7 @@ describe('pipe run: bad input is refused and loses nothing', () => {
   it('refuses to resume a run that has ended, and names an unknown run', async () => {
     const {body} = await fullPrdRun()
     const before = await storeListing()
-    const again = await pipe(['resume', body.run_id], {cwd: dir})
+    const again = await pipeHere(['resume', body.run_id], {cwd: dir})
     expect(again.code).to.equal(2)
     expect(again.stderr).to.contain(`Error [E_STATE]: run ${body.run_id} has ended (succeeded)`)
     const unknown = await pipeHere(['resume', 'R-20200101-0001'], {cwd: dir})
