@@ -1,4 +1,9 @@
-/** Files a pipeline names stay inside its tree: pipe validate refuses the rest at file:line:col, and steps refuse them again. */
+/**
+ * Files a pipeline names stay inside its tree: pipe validate refuses the rest at file:line:col, and steps refuse them again.
+ *
+ * The first `validate` and the `run` are `pipe` processes; the further validates run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
+ */
 import {expect} from 'chai'
 import {mkdir, symlink, writeFile} from 'node:fs/promises'
 import path from 'node:path'
@@ -9,6 +14,7 @@ import {promptOf} from '../../src/steps/model-support.js'
 import {kindCatalog} from '../../src/steps/registry.js'
 import type {StepContext} from '../../src/steps/types.js'
 import {pipe, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 
 let dir: string
 let cleanup: () => Promise<void>
@@ -39,10 +45,11 @@ describe('pipe validate: files a pipeline names stay inside its directory', func
     ['an absolute path inside the tree', () => path.join(tree, 'prompts', 'compile.md'), /is an absolute path/],
     ['a climb that stays out of sight', () => 'prompts/../../../secret.md', /leaves the pipeline's directory/],
   ]
-  for (const [what, prompt, message] of cases) {
+  for (const [index, [what, prompt, message]] of cases.entries()) {
     it(`refuses ${what} at file:line:col`, async () => {
       const file = await pipelineNaming(prompt())
-      const result = await pipe(['validate', file])
+      // The first case from a process, the others in this process.
+      const result = await (index === 0 ? pipe : pipeHere)(['validate', file])
       expect(result.code, result.stderr).to.equal(2)
       expect(result.stdout).to.contain(`${file}:6:13`)
       expect(result.stdout).to.match(message)
@@ -55,7 +62,7 @@ describe('pipe validate: files a pipeline names stay inside its directory', func
     await symlink(dir, path.join(tree, 'up'))
     for (const prompt of ['prompts/link.md', 'up/secret.md']) {
       const file = await pipelineNaming(prompt)
-      const result = await pipe(['validate', file, '--json'])
+      const result = await pipeHere(['validate', file, '--json'])
       expect(result.code, result.stderr).to.equal(2)
       const body = JSON.parse(result.stdout) as {files: Array<{diagnostics: Array<{line: number; col: number; message: string; rule: string}>}>}
       const found = body.files[0]!.diagnostics.find((d) => d.rule === 'file-outside-pipeline')
@@ -66,14 +73,14 @@ describe('pipe validate: files a pipeline names stay inside its directory', func
 
   it('accepts a symlink that stays inside the tree', async () => {
     await symlink(path.join(tree, 'prompts', 'compile.md'), path.join(tree, 'prompts', 'alias.md'))
-    const result = await pipe(['validate', await pipelineNaming('prompts/alias.md')])
+    const result = await pipeHere(['validate', await pipelineNaming('prompts/alias.md')])
     expect(result.code, result.stdout + result.stderr).to.equal(0)
   })
 
   it('refuses an edit step whose blocks_file leaves the tree', async () => {
     const file = path.join(tree, 'e.yaml')
     await writeFile(file, 'version: 1\nname: e\nsteps:\n  - id: e\n    kind: edit\n    blocks_file: ../../secret.blocks\n')
-    const result = await pipe(['validate', file])
+    const result = await pipeHere(['validate', file])
     expect(result.code).to.equal(2)
     expect(result.stdout).to.contain(`${file}:6:18`).and.contain('blocks_file "../../secret.blocks" leaves the pipeline\'s directory')
   })
