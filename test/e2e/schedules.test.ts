@@ -4,9 +4,9 @@
  * often run-due runs; missed slots as catch_up says; a DST change fires a slot once. The clock is
  * PIPE_NOW, moved by the test: nothing waits for a slot.
  *
- * Each test's first command, or the one that shows its behaviour, is a `pipe` process; the commands
- * before and after it run in this process (test/helpers/pipe-here.ts: the same command, output and
- * exit code; PIPE_NOW is read at each command).
+ * The first `validate`, `schedule run-due` and `schedule list` are `pipe` processes; the other
+ * commands run in this process (test/helpers/pipe-here.ts: the same command, output and exit code;
+ * PIPE_NOW is read at each command).
  */
 import {expect} from 'chai'
 import {copyFile, mkdir, writeFile} from 'node:fs/promises'
@@ -43,9 +43,9 @@ describe('schedules on a folder store', function () {
   })
   afterEach(async () => cleanup())
 
-  /** `pipe schedule run-due nightly.yaml --json` at `now`, in this process or (`command` pipe) as a process. */
-  const runDue = async (now: string, command: typeof pipeHere = pipeHere): Promise<Fired[]> => {
-    const result = await command(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: now}})
+  /** `pipe schedule run-due nightly.yaml --json` at `now`, in this process. */
+  const runDue = async (now: string): Promise<Fired[]> => {
+    const result = await pipeHere(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: now}})
     expect(result.code, result.stderr).to.equal(0)
     return json<{fired: Fired[]}>(result).fired.map((f) => ({schedule: f.schedule, slot: f.slot, status: f.status}))
   }
@@ -94,14 +94,14 @@ describe('schedules on a folder store', function () {
   it('a day of missed minutes is logged as at least the slots looked at, not as that many', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "* * * * *", catch_up: latest}'))
     expect(await runDue('2026-11-27T02:00:10Z')).to.have.length(1)
-    const result = await pipe(['schedule', 'run-due', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
+    const result = await pipeHere(['schedule', 'run-due', 'nightly.yaml'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
     expect(result.code, result.stderr).to.equal(0)
     expect(result.stderr).to.contain('schedule 0: at least 100 missed slot(s) not fired (catch_up: latest)')
   })
 
   it('a slot whose run could not start (a secret unset) is not recorded as fired: run-due fires it once the cause is fixed', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *"}').replace('steps:', 'secrets: [NIGHTLY_TOKEN]\nsteps:'))
-    const refused = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:10Z', NIGHTLY_TOKEN: ''}})
+    const refused = await pipeHere(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:10Z', NIGHTLY_TOKEN: ''}})
     const fired = json<{fired: Array<Fired & {error?: string}>}>(refused).fired
     expect(
       fired.map((f) => f.status),
@@ -115,7 +115,7 @@ describe('schedules on a folder store', function () {
 
   it('run-due fires a slot once however often it runs, and schedule list shows the last and next firings', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 2 * * *", timezone: UTC}'))
-    expect(await runDue('2026-11-28T02:00:10Z', pipe)).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
+    expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
     expect(await runDue('2026-11-28T02:00:20Z')).to.deep.equal([])
     const list = await pipeHere(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:30Z'}})
     expect(list.code, list.stderr).to.equal(0)
@@ -129,7 +129,7 @@ describe('schedules on a folder store', function () {
     expect(await runDue('2026-11-28T02:00:10Z')).to.deep.equal([{schedule: '0', slot: '2026-11-28T02:00:00.000Z', status: 'succeeded'}])
     // Keyed by place, the hourly schedule would take the daily one's firing and the daily one fire 02:00 again.
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "0 * * * *"}\n  - {cron: "0 2 * * *"}'))
-    const refused = await pipe(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z'}})
+    const refused = await pipeHere(['schedule', 'run-due', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-11-28T02:00:20Z'}})
     expect(refused.code, refused.stdout).to.equal(2)
     expect(refused.stderr).to.contain('E_CONFIG').and.contain('schedule 0 has no name').and.contain('schedule 1 has no name')
     expect(refused.stderr).not.to.match(/E_INTERNAL|\n\s+at /)
@@ -144,7 +144,7 @@ describe('schedules on a folder store', function () {
         '  - {name: none, cron: "0 * * * *", catch_up: none}\n  - {name: latest, cron: "0 * * * *", catch_up: latest}\n  - {name: all, cron: "0 * * * *", catch_up: all}',
       ),
     )
-    expect((await runDue('2026-11-28T02:00:10Z', pipe)).map((f) => f.schedule)).to.deep.equal(['none', 'latest', 'all'])
+    expect((await runDue('2026-11-28T02:00:10Z')).map((f) => f.schedule)).to.deep.equal(['none', 'latest', 'all'])
     // Three slots missed (03:00, 04:00, 05:00), none of them on time at 05:30.
     expect(await runDue('2026-11-28T05:30:00Z')).to.deep.equal([
       {schedule: 'latest', slot: '2026-11-28T05:00:00.000Z', status: 'succeeded'},
@@ -159,7 +159,7 @@ describe('schedules on a folder store', function () {
   it('a slot of a timezone that falls back (02:30 twice in Europe/Berlin) fires once', async () => {
     await writeFile(path.join(dir, 'nightly.yaml'), pipeline('  - {cron: "30 2 * * *", timezone: Europe/Berlin, catch_up: all}'))
     // 02:30 CEST is 00:30Z; after the change, 02:30 CET (01:30Z) is the same day's slot again.
-    expect(await runDue('2026-10-25T00:30:10Z', pipe)).to.deep.equal([{schedule: '0', slot: '2026-10-25T00:30:00.000Z', status: 'succeeded'}])
+    expect(await runDue('2026-10-25T00:30:10Z')).to.deep.equal([{schedule: '0', slot: '2026-10-25T00:30:00.000Z', status: 'succeeded'}])
     expect(await runDue('2026-10-25T01:30:10Z')).to.deep.equal([])
     const list = await pipeHere(['schedule', 'list', 'nightly.yaml', '--json'], {cwd: dir, env: {PIPE_NOW: '2026-10-25T01:30:10Z'}})
     expect(json<{schedules: Array<{next: string}>}>(list).schedules[0]!.next).to.equal('2026-10-26T01:30:00.000Z')
