@@ -8,9 +8,10 @@ import {json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {pipeHere} from '../helpers/pipe-here.js'
 import {runRecordIn, snapshotsIn, storeIn} from '../helpers/stores.js'
 
-// Each test's main command is a `pipe` process (and the timeout's tree kill and the three runs at
-// once stay processes); the commands around it (an export, the further cases of a matrix, a refusal
-// after the undo) run in this process (test/helpers/pipe-here.ts: the same command and output).
+// A real `pipe` process stays for the first use of each command (the coding example's run, rollback,
+// policy explain), the timeout's tree kill (the test looks for the command's leftover children) and
+// the three runs at once; the other commands run in this process (test/helpers/pipe-here.ts: the same
+// command and output).
 
 interface RunJson {
   run_id: string
@@ -54,12 +55,12 @@ async function policyFile(extra = ''): Promise<string> {
   return file
 }
 
-/** `pipe run PIPELINE --policy POLICY --json` in the repository, a process or (`command` pipeHere) in this one. */
+/** `pipe run PIPELINE --policy POLICY --json` in the repository, in this process or (`command` pipe) a process. */
 async function run(
   pipeline: string,
   policy?: string,
   env: Record<string, string> = {},
-  command: typeof pipeHere = pipe,
+  command: typeof pipeHere = pipeHere,
 ): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const r = await command(['run', pipeline, '--policy', policy ?? (await policyFile()), '--json'], {cwd: repo, env})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
@@ -123,7 +124,7 @@ describe('the coding example on a real git repository', function () {
     const broken = (await readFile(path.join(coding, 'pipeline.yaml'), 'utf8')).replace('fix.blocks', 'break.blocks')
     const file = path.join(dir, 'break.yaml')
     await writeFile(file, broken)
-    const r = await pipe(['run', file, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo})
+    const r = await pipeHere(['run', file, '--policy', path.join(coding, 'policy.yaml'), '--json'], {cwd: repo})
     const body = json<RunJson>(r)
     const list = await snapshots(body.run_id)
     expect(list.map((s) => `${s.step.name}:${s.decisions[0]!.decision}`)).to.deep.equal(['baseline:success', 'fix:success', 'qa:fail', 'rollback:success'])
@@ -155,7 +156,7 @@ describe('command, git and edit steps under the policy', function () {
       'literal.yaml',
       "steps:\n  - {id: say, kind: command, run: [echo, 'a; touch x', '$(touch y)', '`touch z`', '| cat', '&& rm -rf .']}\n",
     )
-    const said = await run(literal, undefined, {}, pipeHere)
+    const said = await run(literal)
     expect(said.code, said.stderr).to.equal(0)
     const snap = (await snapshots(said.result.run_id))[0]!
     expect((snap.outputs as {command: {stdout: {head: string}}}).command.stdout.head).to.equal('a; touch x $(touch y) `touch z` | cat && rm -rf .\n')
@@ -179,7 +180,8 @@ describe('command, git and edit steps under the policy', function () {
       'slow.yaml',
       `steps:\n  - {id: slow, kind: command, run: [bash, -c, 'exec 3>${fifo}; (exec -a ${tag}-bg sleep 300) & echo started; exec -a ${tag} sleep 301'], command_timeout_ms: 1000}\n`,
     )
-    const out = await run(p)
+    // A process: the test looks for the command's leftover children.
+    const out = await run(p, undefined, {}, pipe)
     expect(out.code).to.equal(1)
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
     const snap = (await snapshots(out.result.run_id))[0]!
@@ -245,13 +247,12 @@ describe('command, git and edit steps under the policy', function () {
       ['link/through.txt', 'sandbox'],
       ['secrets/key.txt', 'forbidden_paths[1] "secrets/**"'],
     ]
-    for (const [index, [target, rule]] of cases.entries()) {
+    for (const [target, rule] of cases) {
       const p = await pipelineFile(
         'deny.yaml',
         `steps:\n  - id: e\n    kind: edit\n    blocks: |\n      ${target}\n      <<<<<<< SEARCH\n      =======\n      pwned\n      >>>>>>> REPLACE\n`,
       )
-      // The first case is a process, the others run in this one.
-      const out = await run(p, undefined, {}, index === 0 ? pipe : pipeHere)
+      const out = await run(p)
       expect(out.code, target).to.equal(3)
       expect(out.result.error?.code).to.equal('E_POLICY_DENIED')
       expect(out.result.error?.message).to.contain(`(${rule})`)
@@ -302,18 +303,17 @@ describe('command, git and edit steps under the policy', function () {
     expect(git('status', '--porcelain')).to.equal('')
     git('config', 'user.name', 'Someone')
     git('config', 'user.email', 'someone@example.com')
-    const again = await run(
-      await pipelineFile('again.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint, message: again}\n'),
-      undefined,
-      {HOME: nobody, XDG_CONFIG_HOME: nobody, GIT_CONFIG_NOSYSTEM: '1'},
-      pipeHere,
-    )
+    const again = await run(await pipelineFile('again.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint, message: again}\n'), undefined, {
+      HOME: nobody,
+      XDG_CONFIG_HOME: nobody,
+      GIT_CONFIG_NOSYSTEM: '1',
+    })
     expect(again.code, again.stderr).to.equal(0)
     expect(git('log', '-1', '--format=%an <%ae> %s')).to.equal('Someone <someone@example.com> again')
 
     await writeFile(path.join(repo, 'calc.js'), 'dirty\n')
     const strict = await pipelineFile('strict.yaml', 'steps:\n  - {id: cp, kind: git, action: checkpoint}\n')
-    const refused = await run(strict, undefined, {}, pipeHere)
+    const refused = await run(strict)
     expect(refused.result.error?.code).to.equal('E_CONFLICT')
     expect(refused.result.error?.message).to.contain('uncommitted change(s): calc.js')
   })
@@ -323,7 +323,7 @@ describe('command, git and edit steps under the policy', function () {
       'undo.yaml',
       'steps:\n  - id: fix\n    kind: edit\n    blocks: |\n      calc.js\n      <<<<<<< SEARCH\n        return a - b\n      =======\n        return a + b\n      >>>>>>> REPLACE\n',
     )
-    const out = await run(p, undefined, {}, pipeHere)
+    const out = await run(p)
     expect(await readFile(path.join(repo, 'calc.js'), 'utf8')).to.contain('a + b')
     const undo = await pipe(['rollback', out.result.run_id, '--step', 'fix', '--json'], {cwd: repo})
     expect(undo.code, undo.stderr).to.equal(0)
