@@ -3,10 +3,10 @@
  * Context Ref, seed 004 READ_CONTEXT): `kind: context` on the built CLI, in real git repositories
  * in temp dirs, with a scripted chat-completions server on 127.0.0.1 as the model that reads it.
  *
- * One `pipe` process per behaviour (each test's first run, a damaged record caught by audit verify,
- * validate's refusal, the first malformed --context-ref); the further runs and the commands that read
- * back run in this process (test/helpers/pipe-here.ts: the same command from argv, its output and
- * exit code, asking the same model server).
+ * The first `run`, the `audit verify` that catches a damaged record and the `validate` are `pipe`
+ * processes; the further runs, the refused --context-refs and the commands that read back run in
+ * this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code,
+ * asking the same model server).
  */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
@@ -193,7 +193,7 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     const big = Array.from({length: 400}, (_, i) => `export const line${String(i).padStart(3, '0')} = ${i}\n`).join('')
     const {root, repo} = await makeRepo('budget', {...FILES, 'src/a_big.js': big, 'src/b_big.js': big, 'src/c_big.js': big})
     await writePipeline(root, '    files: ["src/**"]\n    max_file_bytes: 3000\n    max_bytes: 6000\n    history: 1')
-    const first = await snapshot(repo, (await runIn(repo, root)).run_id, 'repo')
+    const first = await snapshot(repo, (await runIn(repo, root, [], true)).run_id, 'repo')
     const second = await snapshot(repo, (await runIn(repo, root, [], true)).run_id, 'repo')
     expect(second.outputs.text).to.equal(first.outputs.text)
     const text = first.outputs.text!
@@ -232,7 +232,7 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     expect(a.repo).to.not.equal(b.repo)
     await writePipeline(a.root, '    files: [package.json, "src/**"]')
     await writePipeline(b.root, '    files: [package.json, "src/**"]')
-    const inA = await runIn(a.repo, a.root)
+    const inA = await runIn(a.repo, a.root, [], true)
     const inB = await runIn(b.repo, b.root, [], true)
     const [ctxA, ctxB] = [await snapshot(a.repo, inA.run_id, 'repo'), await snapshot(b.repo, inB.run_id, 'repo')]
     expect(ctxA.outputs.text).to.equal(ctxB.outputs.text)
@@ -245,15 +245,14 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
   it('--context-ref PROJECT@VERSION is checked, recorded in the run and in every snapshot, and shown by runs show', async () => {
     const {root, repo} = await makeRepo('ref')
     await writePipeline(root, '    files: [package.json]')
-    for (const [index, bad] of ['acme', 'acme@', '@v1', 'ac me@v1', 'acme@v1/../x'].entries()) {
+    for (const bad of ['acme', 'acme@', '@v1', 'ac me@v1', 'acme@v1/../x']) {
       const args = ['run', path.join(root, 'ctx.yaml'), '--policy', path.join(root, 'policy.yaml'), '--context-ref', bad]
-      // The first refusal from a process, the rest in this process.
-      const result = index === 0 ? await pipe(args, {cwd: repo}) : await pipeHere(args, {cwd: repo})
+      const result = await pipeHere(args, {cwd: repo})
       expect(result.code, bad).to.equal(2)
       expect(result.stderr).to.contain('[E_INVALID_ARGS]').and.contain('PROJECT@VERSION')
     }
     expect(await readdir(path.join(repo, '.pipe', 'runs')).catch(() => [])).to.deep.equal([])
-    const run = await runIn(repo, root, ['--context-ref', 'acme-web@2026.03'])
+    const run = await runIn(repo, root, ['--context-ref', 'acme-web@2026.03'], true)
     // The run as `pipe runs show RUN --json` gives it, read in this process (helpers/stores.ts).
     expect(JSON.stringify((await runRecordIn(repo, run.run_id)).run)).to.contain('"context_ref":{"project_id":"acme-web","context_version":"2026.03"}')
     expect((await pipeHere(['runs', 'show', run.run_id], {cwd: repo})).stdout).to.contain('context ref acme-web@2026.03')
@@ -282,9 +281,9 @@ describe('kind: context (repository context for models, seeds 000/002/004)', fun
     })
     const requirement = 'Keep a shared ledger of team expenses and print a balance report.'
     expect(requirement).not.to.match(/quokka|wombat/)
-    const result = await pipe(
+    const result = await pipeHere(
       ['run', path.join(repoRoot, 'pipelines', 'coding.yaml'), '--text', requirement, '--decision', 'go', '--json', '--policy', path.join(root, 'policy.yaml')],
-      {cwd: repo, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(root, 'home')}, timeoutMs: 120000},
+      {cwd: repo, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(root, 'home')}},
     )
     const run = json<{run_id: string}>(result)
     const asked = server.requests.find((r) => r.kind === 'arch')
