@@ -3,10 +3,9 @@
  * each foreach item's outputs and a pipeline step's outputs.outputs, checked at validate from the
  * child's declaration; inline foreach steps read the as: alias directly, also after a resume.
  *
- * Each test's run (and the resume) is a `pipe` process, as is the first validate of each test that
- * checks validate's findings and of the data-job example; the further validates and the snapshot
- * read-backs run in this process (test/helpers/pipe-here.ts: the same command from argv, its output
- * and exit code).
+ * The first `validate` and the first `run` (the data-job example's) and the `resume` are `pipe`
+ * processes; the further runs, validates and the snapshot read-backs run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -43,10 +42,10 @@ async function snapshotOf(runId: string, step: string): Promise<Snapshot> {
   return json<Snapshot[]>(r).find((s) => s.step.name === step)!
 }
 
-/** `pipe validate` of `text` (written to `file`) in this process, or (`asProcess`) as a process. */
-async function validate(file: string, text: string, asProcess = false): Promise<{code: number | null; out: string}> {
+/** `pipe validate` of `text` (written to `file`) in this process. */
+async function validate(file: string, text: string): Promise<{code: number | null; out: string}> {
   await writeFile(path.join(dir, file), text)
-  const r = await (asProcess ? pipe : pipeHere)(['validate', path.join(dir, file)], {cwd: dir})
+  const r = await pipeHere(['validate', path.join(dir, file)], {cwd: dir})
   return {code: r.code, out: r.stdout + r.stderr}
 }
 
@@ -119,7 +118,7 @@ steps:
     reason: "\${{ steps.one.outputs.outputs.label }} sum \${{ sum(steps.each.outputs.items.filter(i, i.outputs != null).map(i, i.outputs.total)) }} \${{ steps.each.outputs.items.map(i, i.outputs == null ? 'none' : i.outputs.label).join(',') }}"
 `
     expect((await validate('main.yaml', main)).code).to.equal(0)
-    const r = await pipe(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
+    const r = await pipeHere(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
     expect(r.code, r.stderr).to.equal(0)
     expect(json<RunJson>(r).reason).to.equal('n=4 sum 30 n=3,none,n=12')
   })
@@ -134,7 +133,6 @@ steps:
   - {id: each, kind: foreach, items: "\${{ [1, 2] }}", pipeline: ./item.yaml, with: {n: "\${{ item }}"}, next: done}
   - {id: done, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.items.map(i, i.outputs.totl) }}"}
 `,
-      true,
     )
     expect(fromFile.code).to.equal(2)
     expect(fromFile.out).to.contain(
@@ -211,7 +209,7 @@ steps:
   - {id: done, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.items.map(i, i.status + ':' + (i.outputs == null ? 'null' : string(i.outputs.total))).join(' ') }}"}
 `
     expect((await validate('main.yaml', main)).code).to.equal(0)
-    const r = await pipe(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
+    const r = await pipeHere(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
     expect(r.code, r.stderr).to.equal(0)
     expect(json<RunJson>(r).reason).to.equal('succeeded:5 failed:null')
     const failed = (await runRecords()).find((c) => c.parent?.index === 1)!
@@ -237,7 +235,7 @@ steps:
   - {id: done, kind: end, status: succeeded, reason: "\${{ steps.each.outputs.items.map(i, i.outputs.greeting).join(', ') }}"}
 `
     expect((await validate('main.yaml', main)).code).to.equal(0)
-    const first = await pipe(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
+    const first = await pipeHere(['run', path.join(dir, 'main.yaml'), '--text', 'x', '--json'], {cwd: dir})
     expect(first.code, first.stderr).to.equal(6)
     const parent = json<RunJson>(first)
     expect(parent.reason).to.contain('a person checks alpha').and.contain('a person checks beta')
@@ -272,7 +270,6 @@ steps:
     steps:
       - {id: fin, kind: end, status: succeeded, reason: ok}
 `,
-      true,
     )
     expect(clash.code).to.equal(2)
     expect(clash.out).to.contain('clash.yaml:7:9  steps[0].as  as: "inputs" is already a name every expression reads; choose another')
