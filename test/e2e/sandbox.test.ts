@@ -1,9 +1,9 @@
 /**
- * Commands in the bubblewrap sandbox. Each test's first command is a `pipe` process; the commands
- * after it (a second run, the other case of a policy, the further explains) run in this process
- * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code; its commands in
- * the same sandbox). The store's read-only test starts with a set-up run in this process. A run
- * whose stderr must carry the fallback's warning stays a process: it is said once per process.
+ * Commands in the bubblewrap sandbox. A real `pipe` process stays for the first run (its timeout,
+ * after which the test looks for the command's leftover processes), the first policy explain, and
+ * each run whose stderr must carry a fallback's warning (it is said once per process); the other
+ * commands run in this process (test/helpers/pipe-here.ts: the same command from argv, its output
+ * and exit code; its commands in the same sandbox).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -61,11 +61,11 @@ async function run(
   steps: string,
   policy?: string,
   env: Record<string, string | undefined> = {},
-  here = false,
+  spawned = false,
 ): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const args = ['run', await pipelineFile(steps), '--policy', policy ?? (await policyFile()), '--json']
-  // A `pipe` process, or (here) the command in this process.
-  const r = here ? await pipeHere(args, {cwd: repo, env}) : await pipe(args, {cwd: repo, env, timeoutMs: 120000})
+  // The command in this process, or (spawned) a `pipe` process.
+  const r = spawned ? await pipe(args, {cwd: repo, env, timeoutMs: 120000}) : await pipeHere(args, {cwd: repo, env})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -94,7 +94,8 @@ describe('commands in the bubblewrap sandbox', function () {
   it('kills a setsid grandchild that keeps stdout open at the timeout, and frees the command slot', async () => {
     const tag = `pipe-setsid-${process.pid}-${Date.now()}`
     const steps = `  - {id: daemon, kind: command, run: [bash, -c, 'setsid bash -c "exec -a ${tag} sleep 300" & echo started; exec -a ${tag}-main sleep 301'], command_timeout_ms: 6000}\n`
-    const out = await run(steps)
+    // A process: the test looks for the command's leftover processes after the timeout.
+    const out = await run(steps, undefined, {}, true)
     expect(out.code, out.stderr).to.equal(1)
     expect(out.result.error?.code).to.equal('E_TOOL_TIMEOUT')
     const result = await command(out.result.run_id)
@@ -104,7 +105,7 @@ describe('commands in the bubblewrap sandbox', function () {
     // The PID namespace is gone, and with it the process that left the process group.
     expect(processesTagged(tag)).to.deep.equal([])
     // max_concurrent_commands is 1: a second run can only finish if the first freed its slot.
-    const second = await run("  - {id: again, kind: command, run: [bash, -c, 'echo again']}\n", undefined, {}, true)
+    const second = await run("  - {id: again, kind: command, run: [bash, -c, 'echo again']}\n")
     expect(second.code, second.stderr).to.equal(0)
     expect((await command(second.result.run_id)).stdout.head).to.equal('again\n')
   })
@@ -125,7 +126,7 @@ describe('commands in the bubblewrap sandbox', function () {
   })
 
   it('keeps the store read-only for commands even though it lies inside the repository', async () => {
-    await run('  - {id: first, kind: noop}\n', undefined, {}, true)
+    await run('  - {id: first, kind: noop}\n')
     const out = await run("  - {id: tamper, kind: command, run: [bash, -c, 'echo x > .pipe/tampered || echo store-denied']}\n")
     expect(out.code, out.stderr).to.equal(0)
     expect((await command(out.result.run_id)).stdout.head).to.contain('store-denied')
@@ -170,7 +171,7 @@ describe('commands in the bubblewrap sandbox', function () {
       expect(denied.stdout.head).to.not.contain('reached')
       expect(denied.sandbox).to.include({contained: true, network: false})
 
-      const open = await run(probe, await policyFile('network: true\n'), {}, true)
+      const open = await run(probe, await policyFile('network: true\n'))
       const allowed = await command(open.result.run_id)
       expect(allowed.exit_code, allowed.stderr.head).to.equal(0)
       expect(allowed.stdout.head + allowed.stdout.tail).to.contain('reached')
@@ -255,7 +256,7 @@ describe('commands in the bubblewrap sandbox', function () {
     expect(existsSync(marker)).to.equal(false)
 
     // A process: the warning is said once per process (sandbox.ts's warnOnce), and this test's own process may have said it.
-    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: ''})
+    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: ''}, true)
     expect(fallback.code, fallback.stderr).to.equal(0)
     expect(fallback.stderr).to.contain('Warning: bubblewrap (bwrap) is not installed')
     expect(existsSync(marker)).to.equal(true)
@@ -268,11 +269,12 @@ describe('commands in the bubblewrap sandbox', function () {
     const fake = path.join(dir, 'bwrap')
     await writeFile(fake, '#!/bin/sh\necho "bwrap: No permissions to create new namespace" >&2\nexit 1\n', {mode: 0o755})
     const steps = "  - {id: say, kind: command, run: [bash, -c, 'echo ran']}\n"
-    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: fake})
+    // A process: the warning is said once per process.
+    const fallback = await run(steps, await policyFile('sandbox: auto\n'), {PIPE_BWRAP: fake}, true)
     expect(fallback.code, fallback.stderr).to.equal(0)
     expect(fallback.stderr, fallback.stderr).to.contain('cannot create its namespaces here (bwrap: No permissions to create new namespace)')
     expect((await command(fallback.result.run_id)).sandbox.contained).to.equal(false)
-    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: fake}, true)
+    const refused = await run(steps, await policyFile('sandbox: required\n'), {PIPE_BWRAP: fake})
     expect(refused.result.error?.code).to.equal('E_POLICY_DENIED')
   })
 
