@@ -2,6 +2,9 @@
  * Issue 40: what a gate's time does without anyone deciding — its deadline acts on whichever
  * command touches the run (pipe runs list too), and its reminder goes out once through a webhook
  * target of the policy. The clock is PIPE_NOW, moved past the time by the test: nothing waits.
+ * The first of each command the file uses (run, runs list, review, runs show, policy check) runs as
+ * a process, and so do the worker and the run it reminds on PostgreSQL; the rest run in the test's
+ * process (pipeHere).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -10,6 +13,7 @@ import {createServer, type IncomingHttpHeaders, type Server} from 'node:http'
 import type {AddressInfo} from 'node:net'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses, readIn, runRecordIn} from '../helpers/stores.js'
 import {until, useWorkerSuite, type WorkerSuite} from '../helpers/workers.js'
 import type {RunEvent} from '../../src/types/run.js'
@@ -62,21 +66,22 @@ describe('approvals: deadlines and reminders on the clock of PIPE_NOW', function
 
   const run = (args: string[], env: Record<string, string> = {}): Promise<CliResult> =>
     pipe(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...env}, timeoutMs: 60000})
+  const here = (args: string[], env: Record<string, string> = {}): Promise<CliResult> => pipeHere(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...env}})
   const events = (id: string): Promise<RunEvent[]> => readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
-  const start = async (policy: string): Promise<{id: string; since: string}> => {
+  const start = async (policy: string, runner = here): Promise<{id: string; since: string}> => {
     await writeFile(path.join(dir, 'policy.yaml'), policy)
-    const started = await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'])
+    const started = await runner(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--json'])
     expect(started.code, started.stderr).to.equal(10)
     const id = json<RunJson>(started).run_id
     return {id, since: (await runRecordIn(dir, id)).run.pending!.since}
   }
 
   it('pipe runs list applies a passed deadline (on_timeout: cancel), recorded as a decision by pipe naming the rule', async () => {
-    const {id, since} = await start(`version: 1\napprovals:\n  manual_review: {from: [alice@example.com], timeout_s: 60, on_timeout: cancel}\n`)
+    const {id, since} = await start(`version: 1\napprovals:\n  manual_review: {from: [alice@example.com], timeout_s: 60, on_timeout: cancel}\n`, run)
     const early = await run(['runs', 'list', '--json'], {PIPE_NOW: after(since, 30)})
     expect(json<{runs: RunJson[]}>(early).runs.find((r) => r.run_id === id)?.status).to.equal('awaiting_input')
 
-    const late = await run(['runs', 'list', '--json'], {PIPE_NOW: after(since, 61)})
+    const late = await here(['runs', 'list', '--json'], {PIPE_NOW: after(since, 61)})
     expect(late.code, late.stderr).to.equal(0)
     expect(json<{runs: RunJson[]}>(late).runs.find((r) => r.run_id === id)?.status).to.equal('cancelled')
     const timeline = await events(id)
@@ -89,7 +94,7 @@ describe('approvals: deadlines and reminders on the clock of PIPE_NOW', function
 
   it('pipe runs list applies on_timeout: deny to a review: dropped as the rule decided, and a later vote is refused', async () => {
     const {id, since} = await start(`version: 1\napprovals:\n  review: {from: [alice@example.com], timeout_s: 60, on_timeout: deny}\n`)
-    const listed = await run(['runs', 'list'], {PIPE_NOW: after(since, 3600)})
+    const listed = await here(['runs', 'list'], {PIPE_NOW: after(since, 3600)})
     expect(listed.code, listed.stderr).to.equal(0)
     expect((await runRecordIn(dir, id)).status).to.equal('cancelled')
     expect((await events(id)).find((e) => e.event === 'review_given')?.by).to.equal('policy (approvals.review.on_timeout)')
@@ -109,12 +114,12 @@ targets:
     const target = await hook()
     try {
       const {id, since} = await start(REMINDED)
-      expect((await run(['review', id, '--decision', 'go', '--json'], {PIPE_USER: 'alice@example.com'})).code).to.equal(10)
+      expect((await here(['review', id, '--decision', 'go', '--json'], {PIPE_USER: 'alice@example.com'})).code).to.equal(10)
       const env = (seconds: number): Record<string, string> => ({PIPE_NOW: after(since, seconds), REMIND_URL: target.url})
-      expect((await run(['runs', 'list'], env(300))).code).to.equal(0)
+      expect((await here(['runs', 'list'], env(300))).code).to.equal(0)
       expect(target.got).to.have.length(0)
 
-      const listed = await run(['runs', 'list'], env(601))
+      const listed = await here(['runs', 'list'], env(601))
       expect(listed.code, listed.stderr).to.equal(0)
       expect(target.got).to.have.length(1)
       const key = `${id}:manual_review:${since}:reminder`
@@ -132,7 +137,7 @@ targets:
       })
       // Once: later commands that touch the run send nothing more.
       expect((await run(['runs', 'show', id], env(900))).code).to.equal(0)
-      expect((await run(['runs', 'list'], env(1200))).code).to.equal(0)
+      expect((await here(['runs', 'list'], env(1200))).code).to.equal(0)
       expect(target.got).to.have.length(1)
       const reminders = (await events(id)).filter((e) => e.event === 'reminder_sent')
       expect(reminders.map((e) => e.by)).to.deep.equal(['policy (approvals.manual_review.remind_after_s)'])
@@ -148,10 +153,10 @@ targets:
     const up = await hook()
     try {
       const {id, since} = await start(REMINDED)
-      expect((await run(['runs', 'list'], {PIPE_NOW: after(since, 700), REMIND_URL: down.url})).code).to.equal(0)
+      expect((await here(['runs', 'list'], {PIPE_NOW: after(since, 700), REMIND_URL: down.url})).code).to.equal(0)
       expect(down.got).to.have.length(1)
       expect((await events(id)).some((e) => e.event === 'reminder_sent')).to.equal(false)
-      expect((await run(['runs', 'show', id], {PIPE_NOW: after(since, 800), REMIND_URL: up.url})).code).to.equal(0)
+      expect((await here(['runs', 'show', id], {PIPE_NOW: after(since, 800), REMIND_URL: up.url})).code).to.equal(0)
       expect(up.got).to.have.length(1)
       expect(up.got[0]!.headers['idempotency-key']).to.equal(down.got[0]!.headers['idempotency-key'])
     } finally {
@@ -195,6 +200,7 @@ describe("approvals: a worker sends a gate's reminder on PostgreSQL", function (
         path.join(suite.dir, 'policy.yaml'),
         'version: 1\napprovals:\n  review: {from: [alice@example.com], remind_after_s: 600, remind_target: chat}\ntargets:\n  chat: {type: webhook, format: json, url_env: REMIND_URL}\n',
       )
+      // The run is paused by a process of its own, as the test's title says, and reminded by the worker.
       const started = await pipe(['run', 'p.yaml', '--policy', 'policy.yaml', '--text', 'The tool shall print hello.', '--store', suite.url, '--json'], {
         cwd: suite.dir,
         env: {PIPE_INTERACTIVE: '0'},
