@@ -1,4 +1,10 @@
-/** The shipped v2 examples on the built CLI: a real git repository, a real model server on 127.0.0.1. */
+/**
+ * The shipped v2 examples on the built CLI: a real git repository, a real model server on 127.0.0.1.
+ *
+ * The first `validate`, the first `run` (a dry run) and the first `spec show` are `pipe` processes;
+ * the other commands run in this process (test/helpers/pipe-here.ts: the same command from argv, its
+ * output and exit code, asking the same model server).
+ */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
@@ -8,6 +14,7 @@ import type {RunRecord} from '../../src/types/run.js'
 import type {Snapshot} from '../../src/types/snapshot.js'
 import type {CanonicalSpec} from '../../src/types/spec.js'
 import {examples, json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {expectAuditPasses, snapshotsIn} from '../helpers/stores.js'
 import {cannedReply, ModelServer} from '../helpers/model-server.js'
 
@@ -50,8 +57,10 @@ async function gitRepo(): Promise<void> {
     git('commit', '-q', '--allow-empty', '-m', message)
 }
 
-function cli(args: string[]): Promise<CliResult> {
-  return pipe(args, {cwd: repo, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')}, timeoutMs: 120000})
+/** `pipe ARGS` in the repository, in this process or (`asProcess`) as a process. */
+function cli(args: string[], asProcess = false): Promise<CliResult> {
+  const options = {cwd: repo, env: {...(server ? {OPENAI_BASE_URL: server.url} : {}), PIPE_HOME: path.join(dir, 'home')}}
+  return asProcess ? pipe(args, {...options, timeoutMs: 120000}) : pipeHere(args, options)
 }
 
 async function runRecords(): Promise<RunRecord[]> {
@@ -74,9 +83,9 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
 
   it('validates with its policy and dry-runs', async () => {
     const files = ['pipeline.yaml', 'item.yaml', 'publish.yaml', 'policy.yaml'].map((f) => path.join(examples, 'release-notes', f))
-    const checked = await cli(['validate', ...files])
+    const checked = await cli(['validate', ...files], true)
     expect(checked.code, checked.stdout + checked.stderr).to.equal(0)
-    const dry = await cli(['run', file, '--policy', policy, '-i', 'since=v1', '--dry-run'])
+    const dry = await cli(['run', file, '--policy', policy, '-i', 'since=v1', '--dry-run'], true)
     expect(dry.code, dry.stdout + dry.stderr).to.equal(0)
     expect(dry.stdout).to.contain('log.run[3] = "v1..HEAD"').and.contain('nothing was run')
   })
@@ -134,7 +143,7 @@ describe('examples/release-notes (built CLI, real git, model server on 127.0.0.1
 
     // Published: the notes are a file of the repository, and sections.release_notes of the spec.
     expect(JSON.parse(await readFile(path.join(repo, 'release-notes', `${body.run_id}.json`), 'utf8'))).to.deep.equal(notes)
-    const spec = json<CanonicalSpec>(await cli(['spec', 'show', body.spec_version!, '--json']))
+    const spec = json<CanonicalSpec>(await cli(['spec', 'show', body.spec_version!, '--json'], true))
     expect(spec.sections?.['release_notes']).to.deep.equal(notes)
 
     // What `pipe audit verify` checks, in this process (helpers/stores.ts).
