@@ -3,10 +3,10 @@
  * server on 127.0.0.1 whose replies carry the usage that is counted. A foreach's children under
  * their parent's budget are budgets-foreach.test.ts's.
  *
- * One `pipe` process per behaviour (the run that pauses, a refusal printed and exited, the grant that
- * continues a run, the grants given while a run goes on and at once, a vote, pipe test, validate, a
- * run that pauses on dollars, the view); the commands around them run in this process
- * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
+ * A `pipe` process for the first of each command (the run that pauses, the first pipe budget: a
+ * refusal printed and exited, pipe test, validate), the grants given while a run goes on and at once,
+ * and the view; the other commands run in this process (test/helpers/pipe-here.ts: the same command
+ * from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {mkdir, readFile, writeFile} from 'node:fs/promises'
@@ -99,7 +99,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(huge.code).to.equal(2)
     expect(huge.stderr).to.contain('E_INVALID_ARGS').and.contain('nothing was granted')
 
-    const granted = await cli(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'worth it'])
+    const granted = await here(['budget', paused.run_id, '--add-tokens', '20000', '--note', 'worth it'])
     expect(granted.code, granted.stderr).to.equal(0)
     expect(json<RunJson>(granted).status).to.equal('succeeded')
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['c'])
@@ -160,14 +160,13 @@ describe('budgets: token and cost limits that pause and ask (a real model server
       path.join(dir, 'policy.yaml'),
       'version: 1\napprovals:\n  budget: {required: 2, from: ["@finance"], self_approval: false}\npeople:\n  finance: [alice@example.com, bob@example.com, starter@example.com]\n',
     )
-    const as = (who: string, args: string[]): Promise<CliResult> =>
-      pipe([...args, '--json'], {cwd: dir, env: {OPENAI_BASE_URL: server.url, PIPE_HOME: path.join(dir, 'home'), PIPE_USER: who}})
+    const as = (who: string, args: string[]): Promise<CliResult> => here(args, who)
     const refusal = (result: CliResult, code: string): string => {
       expect(result.code, result.stdout).to.not.equal(0)
       expect(json<RunJson>(result).error?.code, result.stdout).to.equal(code)
       return json<RunJson>(result).error!.message
     }
-    // One refusal and the first vote are processes; the run and the rest of the rule run in this process.
+    // The run and the whole rule run in this process.
     const refusedHere = async (who: string, tokens: number, code: string): Promise<string> =>
       refusal(await here(['budget', id, '--add-tokens', String(tokens)], who), code)
     const started = await here(['run', file, '--policy', path.join(dir, 'policy.yaml')], 'starter@example.com')
@@ -210,7 +209,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
         model('c', 'fin', ', budget: {tokens: 10, on_exceed: fail}, on: {over_budget: cheap}') +
         '  - {id: cheap, kind: end, status: succeeded, reason: the cheaper way}\n  - {id: fin, kind: noop}\n',
     )
-    const result = await cli(['run', routed])
+    const result = await here(['run', routed])
     expect(result.code, result.stderr).to.equal(0)
     const body = json<RunJson>(result)
     expect(body.status).to.equal('succeeded')
@@ -221,7 +220,6 @@ describe('budgets: token and cost limits that pause and ask (a real model server
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a'])
 
     const unrouted = await pipeline('', model('c', undefined, ', budget: {tokens: 10, on_exceed: fail}'), 'unrouted.yaml')
-    // The unrouted case in this process (the routed one above is a process).
     const failed = await here(['run', unrouted])
     expect(failed.code).to.not.equal(0)
     expect(json<RunJson>(failed).error?.code).to.equal('E_BUDGET')
@@ -285,7 +283,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
   it('a cost budget pauses on dollars at the default price of the model in use', async () => {
     // gpt-4o-mini: $0.00015 per 1k prompt tokens, $0.0006 per 1k completion tokens: each reply costs $0.0045.
     const file = await pipeline('budget: {cost_usd: 0.004}\n', model('a', 'b') + model('b'))
-    const result = await cli(['run', file])
+    const result = await here(['run', file])
     expect(result.code, result.stderr).to.equal(10)
     const paused = json<RunJson & {pending: {budget: {spent_usd: number; limit_usd: number}}}>(result)
     expect(paused.pending.budget).to.include({scope: 'pipeline', spent_usd: 0.0045, limit_usd: 0.004})
@@ -301,7 +299,7 @@ describe('budgets: token and cost limits that pause and ask (a real model server
       'provider: {prices: {prompt_per_1k: 0.05, completion_per_1k: 0.10}}\nbudget: {cost_usd: 1.50}\n',
       model('a', 'b') + model('b', 'c') + model('c'),
     )
-    const result = await cli(['run', file])
+    const result = await here(['run', file])
     expect(result.code, result.stderr).to.equal(10)
     const paused = json<RunJson>(result)
     expect(paused.reason).to.match(/would pass the pipeline's budget of \$1\.50: 30000 tokens \(\$2\.00\) spent so far; it was not sent$/)
