@@ -4,9 +4,9 @@
  * (the file publish target), and an edit whose syntax check could not start. The built CLI on
  * real git repositories in temp dirs, with bubblewrap.
  *
- * Each refusal's run is a `pipe` process (the first case of a matrix); the further cases and the
- * read-backs (snapshot show) run in this process (test/helpers/pipe-here.ts: the same command from
- * argv, its output and exit code; its commands sandboxed by the same bubblewrap).
+ * The file's first run and its policy check are `pipe` processes; the other runs and the read-backs
+ * (snapshot show) run in this process (test/helpers/pipe-here.ts: the same command from argv, its
+ * output and exit code; its commands sandboxed by the same bubblewrap).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -56,13 +56,13 @@ async function run(
   steps: string,
   policy?: string,
   env: Record<string, string> = {},
-  here = false,
+  spawned = false,
 ): Promise<{result: RunJson; code: number | null; stderr: string}> {
   const file = path.join(dir, 'p.yaml')
   await writeFile(file, `version: 1\nname: contain\nsteps:\n${steps}`)
   const args = ['run', file, '--policy', policy ?? (await policyFile()), '--json']
-  // A `pipe` process, or (here) the command in this process.
-  const r = here ? await pipeHere(args, {cwd, env}) : await pipe(args, {cwd, env, timeoutMs: 120000})
+  // The command in this process, or (spawned) a `pipe` process.
+  const r = spawned ? await pipe(args, {cwd, env, timeoutMs: 120000}) : await pipeHere(args, {cwd, env})
   return {result: json<RunJson>(r), code: r.code, stderr: r.stderr}
 }
 
@@ -108,6 +108,9 @@ test('plants', () => {
     const out = await run(
       pkg,
       `  - {id: qa, kind: qa, stages: {tests: [[node, --test, plant.test.mjs]]}, on: {pass: save, fail: save, error: save}}\n  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n`,
+      undefined,
+      {},
+      true,
     )
     expect(existsSync(marker), 'the planted post-commit hook ran').to.equal(false)
     expect(out.code, out.stderr).to.not.equal(0)
@@ -167,7 +170,7 @@ test('plants', () => {
     for (const ran of ['post-commit', 'pre-commit', 'fsmonitor', 'pager-ran']) expect(existsSync(path.join(dir, ran)), `${ran} ran`).to.equal(false)
     git(repo, 'config', 'core.hooksPath', 'myhooks')
     await writeFile(path.join(repo, 'a.txt'), 'c\n')
-    const again = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n', undefined, {}, true)
+    const again = await run(repo, '  - {id: save, kind: git, action: checkpoint, allow_dirty: true}\n')
     expect(again.code, again.stderr).to.equal(0)
     expect(existsSync(path.join(dir, 'hooks-path')), 'core.hooksPath was followed').to.equal(false)
   })
@@ -218,8 +221,7 @@ describe('containment: the file publish target and planted symlinks', function (
       // The store exists before the command runs, as it does in any run.
       const before = {git: await tree(path.join(repo, '.git')), store: await tree(path.join(repo, '.pipe', 'ledger'))}
       const args = ['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--policy', await policyFile(), '--json']
-      // The first case from a process, the second in this process.
-      const r = into === '.git' ? await pipe(args, {cwd: repo, timeoutMs: 120000}) : await pipeHere(args, {cwd: repo})
+      const r = await pipeHere(args, {cwd: repo})
       expect(lstatSync(path.join(repo, 'published')).isSymbolicLink(), 'the command planted the link').to.equal(true)
       expect(r.code, r.stderr).to.not.equal(0)
       const error = json<RunJson>(r).error!
@@ -249,8 +251,7 @@ describe('containment: the file publish target and planted symlinks', function (
         `version: 1\nname: inside\nextends: ${JSON.stringify(defaultPipeline)}\noverlay:\n  - {replace: publish, step: {id: publish, kind: publish, targets: [{name: local, type: file, dir: ${target}}]}}\n`,
       )
       const args = ['run', pipeline, '--input', path.join(examples, 'full-prd.md'), '--decision', 'go', '--json']
-      // The first target from a process, the second in this process.
-      const r = target === '.git/published' ? await pipe(args, {cwd: repo, timeoutMs: 120000}) : await pipeHere(args, {cwd: repo})
+      const r = await pipeHere(args, {cwd: repo})
       const error = json<RunJson>(r).error
       expect(error?.code, r.stderr).to.equal('E_POLICY_DENIED')
       expect(existsSync(path.join(repo, target)), `${target} was created`).to.equal(false)
@@ -291,7 +292,7 @@ describe('containment: edits', function () {
       server.script('fix', {tool_calls: [{id: 'e1', name: 'apply_edit_blocks', arguments: {blocks: FIX}}]}, {content: 'fixed'})
       const file = path.join(dir, 'p.yaml')
       await writeFile(file, 'version: 1\nname: fix\nsteps:\n  - {id: fix, kind: agent, prompt: task.md, tools: [apply_edit_blocks]}\n')
-      const r = await pipe(['run', file, '--policy', policy, '--json'], {cwd: repo, env: {OPENAI_BASE_URL: server.url, PIPE_BWRAP: ''}, timeoutMs: 120000})
+      const r = await pipeHere(['run', file, '--policy', policy, '--json'], {cwd: repo, env: {OPENAI_BASE_URL: server.url, PIPE_BWRAP: ''}})
       const result = json<RunJson>(r)
       expect(result.error?.code, r.stderr).to.equal('E_POLICY_DENIED')
       expect(result.error?.message).to.contain('could not start').and.contain('rolled back (calc.js reverted)')
