@@ -7,8 +7,9 @@
  *
  * The process that drives a run is always a process of its own; the cancel of a driven run runs in
  * this process (test/helpers/pipe-here.ts: the same command, its request and signal to the driver,
- * its exit code). Where no process drives the run (paused at a review, blocked), the cancel is the
- * behaviour and stays a `pipe` process; the run that pauses and the refused review after it run here.
+ * its exit code). The first cancel of a run no process drives (paused at a review, on the file
+ * store) is a `pipe` process; the other cancels, the runs that pause and the refused review after
+ * them run here.
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
@@ -189,7 +190,8 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
         const paused = await pipeHere(['run', await reviewPipeline(), '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
         expect(paused.code, paused.stderr).to.equal(10)
         const runId = json<{run_id: string}>(paused).run_id
-        await cancel(runId, args, pipe)
+        // The file store's cancel is a process (the file's only one), PostgreSQL's runs here.
+        await cancel(runId, args, args.length === 0 ? pipe : pipeHere)
         const snapshots = await snapshotsOf(args, runId)
         const last = await expectCancelled(args, runId, 'manual_review')
         expect(last.step.seq).to.equal(snapshots.at(-2)!.step.seq + 1)
@@ -204,7 +206,7 @@ describe('pipe cancel leaves the snapshot of the step it stopped (seed 002)', fu
         const blocked = await pipeHere(['run', 'top.yaml', '--input', path.join(examples, 'full-prd.md'), '--json', ...args], {cwd: dir})
         expect(json<{status: string}>(blocked).status, blocked.stderr).to.equal('blocked')
         const top = json<{run_id: string}>(blocked).run_id
-        await cancel(top, args, pipe)
+        await cancel(top, args)
         const runs = await runIds(args)
         expect(runs.map((r) => r.status)).to.deep.equal(['cancelled', 'cancelled', 'cancelled'])
         // The top run's child's child: the run of the pipeline with the review.
