@@ -2,13 +2,16 @@
  * A clock set back, and a run creation stopped half way, through the built CLI on a file store:
  * ids keep their order whatever the clock says, and pipe audit verify notes (never fails on) time
  * running backwards in a chain and a feature record no run names, naming the records. The clock is
- * Debian's faketime around each process (see reproducible.test.ts); the stop is a fault point.
+ * libfaketime preloaded into each process (see reproducible.test.ts); the stop is a fault point.
+ * Those stay `pipe` processes, as does the first of each other command the file uses (runs list,
+ * snapshot show, spec list, audit verify); the rest run in this process (test/helpers/pipe-here.ts).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {readFile} from 'node:fs/promises'
 import path from 'node:path'
 import {defaultPipeline, examples, json, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {compareIds} from '../../src/store/file/ids.js'
 import {clockAt, needs} from '../helpers/tools.js'
@@ -33,11 +36,15 @@ interface Report {
   notes: Finding[]
 }
 
-/** The spec versions runs wrote, in the order their steps wrote them (run after run). */
-async function versionsWritten(runIds: string[], cwd: string, store: string[] = []): Promise<string[]> {
+/**
+ * The spec versions runs wrote, in the order their steps wrote them (run after run), read by
+ * `snapshot show` in this process; `firstAsProcess`: the first run's as a `pipe` process.
+ */
+async function versionsWritten(runIds: string[], cwd: string, store: string[] = [], firstAsProcess = false): Promise<string[]> {
   const out: string[] = []
-  for (const runId of runIds) {
-    const shown = await pipe(['snapshot', 'show', runId, '--json', ...store], {cwd})
+  for (const [i, runId] of runIds.entries()) {
+    const show = i === 0 && firstAsProcess ? pipe : pipeHere
+    const shown = await show(['snapshot', 'show', runId, '--json', ...store], {cwd})
     expect(shown.code, shown.stderr).to.equal(0)
     for (const snapshot of json<Array<{step: {seq: number}; spec_version_out: string | null}>>(shown).sort((a, b) => a.step.seq - b.step.seq))
       if (snapshot.spec_version_out) out.push(snapshot.spec_version_out)
@@ -66,8 +73,9 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
   beforeEach(async () => ({dir, cleanup} = await tempDir('pipe-clock-')))
   afterEach(async () => cleanup())
 
-  const audit = async (): Promise<Report> => {
-    const result = await pipe(['audit', 'verify', '--json'], {cwd: dir})
+  /** `pipe audit verify --json`, in this process unless `cli` is pipe(). */
+  const audit = async (cli: typeof pipe = pipeHere): Promise<Report> => {
+    const result = await cli(['audit', 'verify', '--json'], {cwd: dir})
     expect(result.code, result.stdout + result.stderr).to.equal(0)
     return json<Report>(result)
   }
@@ -87,7 +95,7 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     const list = json<{runs: Array<{run_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir}))
     expect(list.runs.map((r) => r.run_id).sort()).to.deep.equal([first, second])
     // Spec versions too: those written with the clock a day back come after the later ones.
-    const versions = await versionsWritten([first, second], dir)
+    const versions = await versionsWritten([first, second], dir, [], true)
     expect(versions.length, JSON.stringify(versions)).to.be.greaterThan(2)
     expect(versions, 'versions numbered in allocation order').to.deep.equal([...versions].sort(compareIds))
     expect(new Set(versions).size).to.equal(versions.length)
@@ -98,7 +106,7 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     const specs = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
     expect(specs.specs.map((s) => s.spec_version)).to.deep.equal([...versions].reverse())
 
-    const report = await audit()
+    const report = await audit(pipe)
     expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
     const backwards = report.notes.filter((n) => /time runs backwards/.test(n.message))
     const index = backwards.find((n) => n.record === second)
@@ -134,7 +142,7 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
     const versions = await versionsWritten([json<{run_id: string}>(later).run_id, second], dir)
     expect(versions).to.include(logged[0])
     expect(versions).to.deep.equal(versions.map((_, i) => `S-20310710-${String(i + 1).padStart(4, '0')}`))
-    const specs = json<{specs: Array<{spec_version: string}>}>(await pipe(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
+    const specs = json<{specs: Array<{spec_version: string}>}>(await pipeHere(['spec', 'list', '--limit', '1000', '--json'], {cwd: dir}))
     expect(specs.specs.map((s) => s.spec_version)).to.deep.equal([...versions].reverse())
     const report = await audit()
     expect(report.ok, JSON.stringify(report.problems)).to.equal(true)
@@ -146,14 +154,14 @@ describe('a clock set back and a run creation stopped half way: ids in order, pi
   })
 
   it('a run stopped after its feature was recorded and before its run was: the audit names the feature no run names', async () => {
-    const made = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
+    const made = await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--json'], {cwd: dir})
     expect(made.code, made.stderr).to.equal(0)
     const killed = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go'], {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'feature-recorded'}})
     expect(killed.signal, killed.stderr).to.equal('SIGKILL')
     const report = await audit()
     expect(report.ok).to.equal(true)
     const orphans = report.notes.filter((n) => /no run names this feature/.test(n.message))
-    const named = json<{runs: Array<{feature_id: string}>}>(await pipe(['runs', 'list', '--json'], {cwd: dir})).runs.map((r) => r.feature_id)
+    const named = json<{runs: Array<{feature_id: string}>}>(await pipeHere(['runs', 'list', '--json'], {cwd: dir})).runs.map((r) => r.feature_id)
     expect(named).to.have.length(1)
     expect(orphans.map((n) => n.record)).to.deep.equal([named[0]!.replace(/-001$/, '-002')])
     expect(orphans[0]!.message).to.match(/pipe run --feature/)
@@ -192,11 +200,13 @@ describe('on a PostgreSQL store: a run creation stopped after its feature, and a
       versions.every((v) => v.startsWith('S-20310710-')),
       JSON.stringify(versions),
     ).to.equal(true)
-    const result = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir})
+    const result = await pipeHere(['audit', 'verify', '--json', '--store', url], {cwd: dir})
     expect(result.code, result.stdout + result.stderr).to.equal(0)
     const report = json<Report>(result)
     // The killed run's clock is the machine's: its feature is the one the two runs do not name.
-    const named = json<{runs: Array<{feature_id: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir})).runs.map((r) => r.feature_id)
+    const named = json<{runs: Array<{feature_id: string}>}>(await pipeHere(['runs', 'list', '--json', '--store', url], {cwd: dir})).runs.map(
+      (r) => r.feature_id,
+    )
     const orphans = report.notes.filter((n) => /no run names this feature/.test(n.message)).map((n) => n.record)
     expect(orphans).to.have.length(1)
     expect(named).to.have.length(2).and.not.include(orphans[0])
