@@ -4,9 +4,10 @@
  * published, retries, refusals, and a SIGKILL between sending and recording. Secrets, targets that do
  * not answer, two stores and payload escaping are publish-safety.test.ts's.
  *
- * Each behaviour keeps a `pipe` process (`cli`) for the command that shows it, and processes where
- * two run at once or one is killed; the commands around them run in this process (`here`,
- * test/helpers/pipe-here.ts: the same command, output and exit code, without a process's start).
+ * A `pipe` process (`cli`) for the first of each command the file uses, where two run at once or one
+ * is killed, and for an answer that never ends (a read that might never end: a process's timeout
+ * stops it); the other commands run in this process (`here`, test/helpers/pipe-here.ts: the same
+ * command, output and exit code, without a process's start).
  */
 import {expect} from 'chai'
 import {spawn} from 'node:child_process'
@@ -139,7 +140,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
     )
     const original = await readFile(path.join(dir, 'pipelines', 'hooks.yaml'), 'utf8')
     await writeFile(path.join(dir, 'pipelines', 'hooks.yaml'), text)
-    const refused = await cli(['publish', run.run_id])
+    const refused = await here(['publish', run.run_id])
     expect(refused.code).to.equal(4)
     expect(refused.stderr).to.contain('changed since run')
     await writeFile(path.join(dir, 'pipelines', 'hooks.yaml'), original)
@@ -201,7 +202,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   it('retries a 500 and succeeds, with both attempts in the ledger and the snapshot', async () => {
     server.reply({status: 500, body: {error: 'boom'}})
     const run = json<RunJson>(
-      await cli([
+      await here([
         'run',
         await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK}\n'),
         '--input',
@@ -226,7 +227,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
 
   it('stops at once on a 400, blocked (the approved run is not lost), with the reason from the response', async () => {
     server.reply({status: 400, body: {error: 'invalid_payload: text too long'}})
-    const result = await cli([
+    const result = await here([
       'run',
       await pipeline('      - {name: slack, type: webhook, format: slack, url_env: SLACK_HOOK}\n'),
       '--input',
@@ -248,6 +249,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   it('reads at most 64 KiB of an answer that never ends: the status decides, the connection is closed', async () => {
     // 256 MiB, then the body holds unended: a client without a limit would wait for timeout_ms (unknown outcome).
     server.reply({endless: 256 * 1024 * 1024})
+    // A process: were the limit gone, this read would never end, and only a process can be stopped.
     const result = await cli([
       'run',
       await pipeline('      - {name: generic, type: webhook, format: json, url_env: JSON_HOOK, timeout_ms: 120000}\n'),
@@ -271,8 +273,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
 
   it('refuses to publish a version without a go', async () => {
     const paused = json<RunJson>(await here(['run', await pipeline(allTargets), '--input', prd, '--json']))
-    // The refusal, its exit code and message, is a process; the rest run here.
-    const refused = await cli(['publish', paused.run_id])
+    const refused = await here(['publish', paused.run_id])
     expect(refused.code).to.equal(2)
     expect(refused.stderr).to.contain('has no review decision "go"')
     const held = await here(['review', paused.run_id, '--decision', 'hold'])
@@ -324,7 +325,7 @@ describe('publish to webhooks through the ledger (a real HTTP server on 127.0.0.
   })
 
   it('never reads the URL from the pipeline: a missing variable is a clear error', async () => {
-    const result = await cli([
+    const result = await here([
       'run',
       await pipeline('      - {name: generic, type: webhook, format: json, url_env: NOT_SET_HOOK}\n'),
       '--input',
