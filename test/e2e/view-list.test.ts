@@ -4,13 +4,17 @@
  * hover), its duration, worker and queue columns, ids that never wrap, hostile text still text; the
  * stats charts with axes, ticks and units, filtered to one pipeline. Nothing that varies with the
  * clock is in a page as served. Screenshots go to test-output/screenshots/.
+ *
+ * `pipe view` is a process; so is the file's first `pipe run`, the other runs run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import type {ChildProcess} from 'node:child_process'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import puppeteer, {type Browser} from 'puppeteer-core'
-import {tempDir} from '../helpers/cli.js'
+import {json, tempDir} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {CHROMIUM, closePages, notBlank, open, raw, runIn, startView} from '../helpers/view.js'
 
 const HOSTILE = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>'
@@ -40,17 +44,28 @@ describe('the runs list and the stats page for operators', function () {
     await cleanup()
   })
 
-  async function twoPipelines(): Promise<string[]> {
+  /** runIn (helpers/view.ts) in this process: `pipe run FILE --json --store dir/.pipe`, failed or succeeded. */
+  async function runHere(file: string): Promise<{run_id: string; status: string}> {
+    const r = await pipeHere(['run', file, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir})
+    expect([0, 1], r.stderr).to.include(r.code)
+    return json<{run_id: string; status: string}>(r)
+  }
+
+  /** Three runs, alpha, beta, alpha: the first a process (`firstAsProcess`), the others in this process. */
+  async function twoPipelines(firstAsProcess = false): Promise<string[]> {
     // alpha fails with a hostile reason (the list shows a failed run's reason), beta succeeds.
     await writeFile(path.join(dir, 'alpha.yaml'), pipeline('alpha', 'failed', HOSTILE))
     await writeFile(path.join(dir, 'beta.yaml'), pipeline('beta', 'succeeded', 'all ran'))
     const ids: string[] = []
-    for (const p of ['alpha', 'beta', 'alpha']) ids.push((await runIn(dir, [path.join(dir, `${p}.yaml`)], {}, [0, 1])).run_id)
+    for (const [index, p] of ['alpha', 'beta', 'alpha'].entries()) {
+      const file = path.join(dir, `${p}.yaml`)
+      ids.push((index === 0 && firstAsProcess ? await runIn(dir, [file], {}, [0, 1]) : await runHere(file)).run_id)
+    }
     return ids
   }
 
   it('each run’s age is counted in the page from the server’s clock, the time on hover; duration, worker and queue columns; ids never wrap; hostile text stays text', async () => {
-    const ids = await twoPipelines()
+    const ids = await twoPipelines(true)
     const {url} = await startView(dir, servers)
     const served = await raw(url)
     expect(served.body, 'the page as served holds no clock').to.not.match(/\d+ (s|min|h|d) ago/)
