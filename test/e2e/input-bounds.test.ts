@@ -4,8 +4,8 @@
  *
  * Every bounded read is a real `pipe` process (a read that never ends would hold this process; the
  * helper's timeout kills a process), as are stdin, a FIFO fed alongside and a signal. The refusals of
- * malformed ids are seen from a process once each (the first case) and checked in this process for
- * the rest (test/helpers/pipe-here.ts: the CLI's path from argv, its output and exit code).
+ * malformed ids run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
+ * and exit code); `run` and `runs show` are seen from a process above.
  */
 import {expect} from 'chai'
 import {spawn, type ChildProcess} from 'node:child_process'
@@ -206,11 +206,7 @@ describe('pipe: ids on the command line are checked before anything is written',
 
   it('refuses a bad --feature and leaves no store behind', async () => {
     for (const feature of ['bad', '../../etc/x', 'F-2026-1', '']) {
-      // The first from a process, the others in this process.
-      const result = await (feature === 'bad' ? pipe : pipeHere)(
-        ['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--feature', feature],
-        {cwd: dir},
-      )
+      const result = await pipeHere(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--feature', feature], {cwd: dir})
       expect(result.code, result.stderr).to.equal(2)
       expect(result.stderr).to.contain(`Error [E_INVALID_ARGS]: --feature: ${JSON.stringify(feature)} is not a feature id (F-YYYY-NNN)`)
       expect(result.stderr).to.match(/^Try this: /m)
@@ -219,12 +215,12 @@ describe('pipe: ids on the command line are checked before anything is written',
   })
 
   it('refuses a bad --feature on a store that exists, adding no file to it', async () => {
-    // The store the refusal must leave as it was, made by a process as a user's first run makes it.
-    const first = await pipe(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--decision', 'go'], {cwd: dir})
+    // The store the refusal must leave as it was, made as a user's first run makes it.
+    const first = await pipeHere(['run', defaultPipeline, '--text', 'Users must be able to export invoices as CSV.', '--decision', 'go'], {cwd: dir})
     expect(first.code, first.stderr).to.be.oneOf([0, 10])
     const listing = async (): Promise<string[]> => (await readdir(storeDir(), {recursive: true})).map(String).sort()
     const before = await listing()
-    const result = await pipe(['run', defaultPipeline, '--text', 'Another requirement for the CSV export.', '--feature', 'F-26-001'], {cwd: dir})
+    const result = await pipeHere(['run', defaultPipeline, '--text', 'Another requirement for the CSV export.', '--feature', 'F-26-001'], {cwd: dir})
     expect(result.code, result.stderr).to.equal(2)
     expect(result.stderr).to.contain('E_INVALID_ARGS')
     expect(await listing()).to.deep.equal(before)
@@ -256,9 +252,8 @@ describe('pipe: ids on the command line are checked before anything is written',
       [['ledger', 'list', '--feature', 'x'], /--feature: "x" is not a feature id/],
       [['audit', 'verify', 'x'], /"x" is not a run id/],
     ]
-    for (const [index, [args, message]] of cases.entries()) {
-      // The first from a process, the others in this process.
-      const result = await (index === 0 ? pipe : pipeHere)(args, {cwd: dir})
+    for (const [args, message] of cases) {
+      const result = await pipeHere(args, {cwd: dir})
       expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(2)
       expect(result.stderr, args.join(' ')).to.match(/^Error \[E_INVALID_ARGS\]: /m)
       expect(result.stderr, args.join(' ')).to.match(message)
