@@ -4,7 +4,8 @@
  * (the default: stays paused and says so) — and it happens without anyone answering: the next pipe
  * command that touches the run, or a pipe worker serving the store, applies it, recorded as the
  * policy's. No test waits for the clock: the commands after the pause run under Debian's libfaketime
- * two hours on, past the deadline.
+ * two hours on, past the deadline, as processes (LD_PRELOAD), and so does the worker and the first
+ * of each other command; the other runs that pause run in the test's process (pipeHere).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -12,6 +13,7 @@ import {existsSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe, tempDir, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {confirmedPipeline, LATER, type RunJson} from '../helpers/decisions.js'
 import {expectAuditPasses, readIn, runRecordIn, snapshotsIn} from '../helpers/stores.js'
 import {needs} from '../helpers/tools.js'
@@ -46,6 +48,8 @@ describe('a confirmation deadline acts (CLI, file store)', function () {
 
   const run = (args: string[], later = false): Promise<CliResult> =>
     pipe(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...(later ? LATER : {})}, timeoutMs: 60000})
+  /** `run` in this process, on the real clock (faketime is a process's). */
+  const here = (args: string[]): Promise<CliResult> => pipeHere(args, {cwd: dir, env: {PIPE_INTERACTIVE: '0'}})
   const events = async (id: string): Promise<RunEvent[]> => readIn(path.join(dir, '.pipe'), (store) => store.readEvents(id))
 
   it('on_timeout: deny — runs show after the deadline refuses the step as pipe confirm --no would, recorded as the policy', async () => {
@@ -74,7 +78,7 @@ describe('a confirmation deadline acts (CLI, file store)', function () {
 
   it('on_timeout: cancel — a late pipe confirm --yes is refused (E_STATE, saying the policy cancelled the run) and nothing runs', async () => {
     await writeFile(path.join(dir, 'policy.yaml'), policy('cancel'))
-    const id = runId(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const id = runId(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     const late = await run(['confirm', id, '--yes', '--json'], true)
     expect(late.code, late.stdout).to.equal(2)
     const error = json<RunJson>(late).error!
@@ -92,7 +96,7 @@ describe('a confirmation deadline acts (CLI, file store)', function () {
 
   it('on_timeout: deny — pipe resume after the deadline applies it too', async () => {
     await writeFile(path.join(dir, 'policy.yaml'), policy('deny'))
-    const id = runId(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const id = runId(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     const resumed = await run(['resume', id, '--json'], true)
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
@@ -101,7 +105,7 @@ describe('a confirmation deadline acts (CLI, file store)', function () {
 
   it('the default (wait) keeps the run paused and says so; pipe confirm --yes still continues it', async () => {
     await writeFile(path.join(dir, 'policy.yaml'), policy())
-    const id = runId(await run(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
+    const id = runId(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     expect((await runRecordIn(dir, id)).run.pending?.on_timeout).to.equal(undefined)
     const shown = await run(['runs', 'show', id], true)
     expect(shown.code, shown.stderr).to.equal(0)
@@ -129,7 +133,9 @@ describe('a confirmation deadline acts (pipe worker, PostgreSQL store)', functio
     const paused: Record<string, string> = {}
     for (const action of ['deny', 'cancel']) {
       await writeFile(path.join(dir, `${action}.yaml`), policy(action))
-      paused[action] = runId(await pipe(['run', 'p.yaml', '--policy', `${action}.yaml`, '--store', url, '--json'], {cwd: dir, env: {PIPE_INTERACTIVE: '0'}}))
+      paused[action] = runId(
+        await pipeHere(['run', 'p.yaml', '--policy', `${action}.yaml`, '--store', url, '--json'], {cwd: dir, env: {PIPE_INTERACTIVE: '0'}}),
+      )
     }
     const worker = team.start(url, [], {cwd: dir, env: LATER})
     const statusOf = async (id: string): Promise<string> => (await readIn(url, (store) => store.readRun(id))).status
