@@ -8,8 +8,9 @@ import {pipeHere} from '../helpers/pipe-here.js'
 
 // Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
 // and exit code). A real `pipe` process stays, with its timeout, for every command that meets a FIFO
-// or a device (a hang or an endless read would stop the test's own process), and in each test for
-// the command it is about (each marked).
+// or a device (a hang or an endless read would stop the test's own process), for the file's first
+// audit verify and resume, and for the run that allocates through a symlinked counter (each marked;
+// the runs that meet a FIFO are the file's other run processes).
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -72,7 +73,7 @@ describe('attacks on the commit log', function () {
     const evidence = (await readdir(path.join(dir, '.pipe', 'evidence'))).find((n) => n.endsWith('.json'))!
     await writeFile(path.join(dir, '.pipe', 'evidence', evidence), '')
     const before = await storeHash(path.join(dir, '.pipe'))
-    // Both as processes.
+    // Both as processes (the file's first audit verify and resume).
     const audit = await pipe(['audit', 'verify'], {cwd: dir})
     expect(audit.stderr).to.not.contain('E_INTERNAL')
     expect(audit.code, audit.stderr).to.equal(4)
@@ -93,8 +94,7 @@ describe('attacks on the commit log', function () {
     expect(audit.code, audit.stdout).to.equal(0)
     expect(audit.stderr).to.contain(`${runId}#50: names a step past the run's last snapshot`)
     expect(audit.stderr).to.not.contain('pipe resume finishes it')
-    // The resume as a process.
-    const resumed = await pipe(['resume', runId], {cwd: dir})
+    const resumed = await pipeHere(['resume', runId], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(2)
     expect(await storeHash(path.join(dir, '.pipe'))).to.equal(before)
     expect((await pipeHere(['audit', 'verify'], {cwd: dir})).code).to.equal(0)
@@ -106,8 +106,7 @@ describe('attacks on the commit log', function () {
     const logged = (await logLines(runId)).find((l) => l.spec !== null)!
     const future = {...logged, seq: 50, snapshot: {...logged.snapshot, step: {...logged.snapshot.step, seq: 50}}}
     await appendFile(path.join(dir, '.pipe', 'runs', runId, 'commits.jsonl'), `${JSON.stringify(future)}\n`)
-    // The resume as a process.
-    const resumed = await pipe(['resume', runId, '--answers', answers, '--decision', 'go'], {cwd: dir})
+    const resumed = await pipeHere(['resume', runId, '--answers', answers, '--decision', 'go'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(await readdir(path.join(dir, '.pipe', 'runs', runId, 'snapshots'))).to.not.include('000050.json')
     const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
@@ -120,8 +119,7 @@ describe('attacks on the commit log', function () {
     const lines = (await readFile(log, 'utf8')).trim().split('\n')
     await writeFile(log, `${[lines[0], lines[1]!.slice(0, 100), ...lines.slice(1)].join('\n')}\n`)
     const before = await storeHash(path.join(dir, '.pipe'))
-    // The first resume as a process.
-    const resumed = await pipe(['resume', runId], {cwd: dir})
+    const resumed = await pipeHere(['resume', runId], {cwd: dir})
     expect(resumed.stderr).to.contain('E_STATE')
     expect(resumed.code, resumed.stderr).to.equal(2)
     const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
@@ -220,8 +218,7 @@ describe('attacks on the id counters and the ledger log', function () {
     await rm(path.join(root, 'ids', day))
     // An older day that still has its counter.
     await writeFile(path.join(root, 'ids', 'S-20200101'), '3')
-    // As a process.
-    const listed = await pipe(['spec', 'list', '--limit', '3', '--json'], {cwd: dir})
+    const listed = await pipeHere(['spec', 'list', '--limit', '3', '--json'], {cwd: dir})
     expect(listed.code, listed.stderr).to.equal(0)
     expect(json<{specs: Array<{spec_version: string}>}>(listed).specs.map((s) => s.spec_version)).to.deep.equal(full.slice(0, 3))
   })
@@ -234,7 +231,7 @@ describe('attacks on the id counters and the ledger log', function () {
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('R-'))!
     await rm(path.join(root, 'ids', day))
     await symlink(victim, path.join(root, 'ids', day))
-    // The run that allocates through the link as a process.
+    // The run that allocates through the link as a process (the file's one run to its end as a process).
     await finishedRun(pipe)
     expect(await readFile(victim, 'utf8')).to.equal('keep me\n')
   })
