@@ -3,6 +3,10 @@
  * chromium-headless-shell, driven by puppeteer-core): the pages hold each step, the run id and the
  * prompt as sent, raise no console error, keep hostile content inert, and the server answers only
  * what a read-only loopback server should.
+ *
+ * `pipe view` is a process, as are the file's first `run`, `review`, `answer`, `export` and `snapshot
+ * show`; the other commands run in this process (test/helpers/pipe-here.ts: the same command from
+ * argv, its output and exit code), before or beside the view, one at a time.
  */
 import {expect} from 'chai'
 import type {ChildProcess} from 'node:child_process'
@@ -13,6 +17,7 @@ import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {CHROMIUM, closePages, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 import {copyStore} from '../helpers/stores.js'
 
@@ -52,7 +57,13 @@ afterEach(async () => {
 const startView = (args: string[] = []): Promise<Started> => startViewIn(dir, servers, args)
 const open = (url: string): Promise<{page: Page; problems: string[]}> => openIn(browser!, url)
 const notBlank = async (page: Page, name: string): Promise<void> => void (await notBlankIn(browser!, page, name))
-const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runIn(dir, args, env)
+/** runIn (helpers/view.ts) in this process: `pipe run ARGS --json --store at/.pipe`, a run that succeeded or paused. */
+async function runHere(at: string, args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> {
+  const r = await pipeHere(['run', ...args, '--json', '--store', path.join(at, '.pipe')], {cwd: at, env})
+  expect([0, 10], r.stderr).to.include(r.code)
+  return json<{run_id: string; status: string}>(r)
+}
+const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runHere(dir, args, env)
 
 /*
  * A store several tests need is made once in this file, by real runs in a folder of its own, and
@@ -75,7 +86,7 @@ async function fromFixture(name: string, make: (at: string) => Promise<{run_id: 
   return result
 }
 
-/** A run of the default pipeline answered by the shipped cassette: model steps with prompts. */
+/** A run of the default pipeline answered by the shipped cassette: model steps with prompts (the file's first run and review, processes). */
 async function modelRun(): Promise<string> {
   const done = await fromFixture('model', async (at) => {
     const cassette = path.join(repoRoot, 'pipelines', 'cassettes', 'default-openai.jsonl')
@@ -91,7 +102,7 @@ async function modelRun(): Promise<string> {
 
 /** A run of the default pipeline (offline) that waits for answers to its questions. */
 function pausedRun(): Promise<{run_id: string; status: string}> {
-  return fromFixture('paused', (at) => runIn(at, [path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.']))
+  return fromFixture('paused', (at) => runHere(at, [path.join(repoRoot, 'pipelines', 'default.yaml'), '--text', 'Users can export invoices as CSV.']))
 }
 
 /** A run whose model reply is hostile, from a real chat-completions server on 127.0.0.1. */
@@ -208,7 +219,7 @@ describe('pipe view and pipe export --html in a real browser', function () {
     const runId = await modelRun()
     const file = path.join(dir, 'out', 'run.html')
     await mkdir(path.dirname(file))
-    const r = await pipe(['export', runId, '--html', file, '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})
+    const r = await pipeHere(['export', runId, '--html', file, '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})
     expect(r.code, r.stderr).to.equal(0)
     expect(json<{html: string; bytes: number}>(r).html).to.equal(file)
     const text = await readFile(file, 'utf8')
@@ -277,11 +288,11 @@ describe('pipe view: a read-only server on loopback', function () {
     expect(r.stdout).to.contain('--- user\nYou turn a rough software requirement into a canonical spec.')
     expect(r.stdout).to.contain('--- reply\n{')
     const asJson = json<Array<{step: string; calls: Array<{request: {messages: Array<{role: string}>}}>}>>(
-      await pipe(['snapshot', 'show', runId, '--step', 'compile', '--prompt', '--json', '--store', path.join(dir, '.pipe')], {cwd: dir}),
+      await pipeHere(['snapshot', 'show', runId, '--step', 'compile', '--prompt', '--json', '--store', path.join(dir, '.pipe')], {cwd: dir}),
     )
     expect(asJson[0]!.step).to.equal('compile')
     expect(asJson[0]!.calls[0]!.request.messages.map((m) => m.role)).to.deep.equal(['system', 'user'])
-    const none = await pipe(['snapshot', 'show', runId, '--step', 'ingest', '--prompt', '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})
+    const none = await pipeHere(['snapshot', 'show', runId, '--step', 'ingest', '--prompt', '--store', path.join(dir, '.pipe'), '--json'], {cwd: dir})
     expect(none.code).to.equal(2)
     expect(json<{error: {code: string; message: string}}>(none).error.message).to.equal(`run ${runId} has no model request recorded for step "ingest"`)
   })
