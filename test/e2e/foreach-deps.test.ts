@@ -1,11 +1,12 @@
 /**
  * A foreach's key: and depends_on: (seed 003: subtasks with dependencies, a dependency that failed
- * blocks its dependents) and counts given as expressions (concurrency, max_iterations), on the
- * built CLI as a process.
+ * blocks its dependents) and counts given as expressions (concurrency, max_iterations), through
+ * `pipe` commands.
  *
- * Each behaviour keeps a `pipe` process for the command that shows it (a test's main run, the first
- * case of a matrix, validate's refusal, the kill and the resume after it, the 30,000-item cycle); the
- * other commands run in this process (test/helpers/pipe-here.ts: the same command and output).
+ * A real `pipe` process stays for the file's first run, validate's refusal, the kill and the resume
+ * after it, and the 30,000-item cycle (no hang, no stack overflow: a process's timeout and its own
+ * stack); the other commands run in this process (test/helpers/pipe-here.ts: the same command and
+ * output).
  */
 import {expect} from 'chai'
 import {readdir, readFile, writeFile} from 'node:fs/promises'
@@ -134,7 +135,7 @@ describe('foreach key: and depends_on: on the built CLI', function () {
         "[{'id': 'x', 'fail': false, 'deps': ['y']}, {'id': 'w', 'fail': false, 'deps': []}, {'id': 'y', 'fail': false, 'deps': ['z']}, {'id': 'z', 'fail': false, 'deps': []}]",
       ),
     )
-    const run = await pipe(['run', main, '--text', 'x', '--json'], {cwd: dir})
+    const run = await pipeHere(['run', main, '--text', 'x', '--json'], {cwd: dir})
     expect(run.code, run.stderr).to.equal(0)
     const out = json<{run_id: string; reason: string}>(run)
     expect(out.reason).to.equal('success: 4 of 4 item(s) succeeded, 0 failed')
@@ -184,10 +185,9 @@ describe('foreach key: and depends_on: on the built CLI', function () {
       ],
       ["[{'id': 'a', 'fail': false, 'deps': []}, {'id': 'a', 'fail': false, 'deps': []}]", 'step each: key gave the same value to several items: "a"'],
     ]
-    for (const [index, [items, message]] of cases.entries()) {
+    for (const [items, message] of cases) {
       await writeFile(main, parent(items))
-      // The first case is a process, the others run in this one.
-      const run = await (index === 0 ? pipe : pipeHere)(['run', main, '--text', 'x', '--json'], {cwd: dir})
+      const run = await pipeHere(['run', main, '--text', 'x', '--json'], {cwd: dir})
       expect(run.code, run.stderr).to.equal(1)
       const out = json<{run_id: string; status: string; error: {code: string; message: string}}>(run)
       expect(out.status).to.equal('failed')
@@ -265,7 +265,7 @@ describe('concurrency and max_iterations as expressions on the built CLI', funct
     const validated = await pipeHere(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
 
-    const run = await pipe(['run', main, '--text', 'x', '-i', 'parallel=3', '--json'], {cwd: dir})
+    const run = await pipeHere(['run', main, '--text', 'x', '-i', 'parallel=3', '--json'], {cwd: dir})
     expect(run.code, run.stderr).to.equal(0)
     const out = json<{run_id: string; reason: string}>(run)
     expect(out.reason).to.equal('success: 3 of 3 item(s) succeeded, 0 failed')
@@ -308,8 +308,7 @@ steps:
     const validated = await pipeHere(['validate', main], {cwd: dir})
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0)
     for (const tries of [2, 4]) {
-      // The first is a process, the second runs in this one.
-      const run = await (tries === 2 ? pipe : pipeHere)(['run', main, '--text', 'x', '-i', `tries=${tries}`, '--json'], {cwd: dir})
+      const run = await pipeHere(['run', main, '--text', 'x', '-i', `tries=${tries}`, '--json'], {cwd: dir})
       expect(run.code, run.stderr).to.equal(0)
       const out = json<{run_id: string; reason: string}>(run)
       expect(out.reason).to.equal('bounded')
