@@ -4,9 +4,9 @@
  * --no gives it the outcome denied, --for step|run answers later confirmations, and a deadline
  * (confirm.timeout_s) leaves the run paused, saying so.
  *
- * The command that shows each behaviour is a `pipe` process (`run`); the runs that pause for it and
- * the commands after it run in this process (`here`, test/helpers/pipe-here.ts: the same command,
- * output and exit code). The terminal's prompts stay processes.
+ * The first of each command the file uses (run, confirm, validate) is a `pipe` process (`run`), and
+ * so are the terminal's prompts (stdin); the other commands run in this process (`here`,
+ * test/helpers/pipe-here.ts: the same command, output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync, spawn} from 'node:child_process'
@@ -159,7 +159,7 @@ steps:
     const [status] = await snapshots(paused.run_id)
     expect(status!.step.name).to.equal('status')
     expect(status!.inputs.confirmation).to.equal(undefined)
-    const yes = await run(['confirm', paused.run_id, '--yes', '--json'])
+    const yes = await here(['confirm', paused.run_id, '--yes', '--json'])
     expect(yes.code, yes.stderr).to.equal(0)
     expect(remoteHead()).to.equal(execFileSync('git', ['-C', dir, 'rev-parse', 'HEAD'], {encoding: 'utf8'}).trim())
   })
@@ -178,7 +178,7 @@ steps:
     const paused = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     expect(paused.pending?.step).to.equal('one')
     expect(paused.pending?.action?.rule).to.equal("the policy's confirm.kinds[0] names the kind command")
-    const yes = await run(['confirm', paused.run_id, '--yes', '--for', 'run', '--json'])
+    const yes = await here(['confirm', paused.run_id, '--yes', '--for', 'run', '--json'])
     expect(yes.code, yes.stderr).to.equal(0)
     expect(json<RunJson>(yes).status).to.equal('succeeded')
     for (const f of ['one.txt', 'two.txt', 'three.txt']) expect(existsSync(path.join(dir, f)), f).to.equal(true)
@@ -200,7 +200,7 @@ steps:
     )
     const paused = json<RunJson>(await here(['run', 'p.yaml', '--policy', 'policy.yaml', '--json']))
     expect(paused.pending?.action?.call_id).to.equal('again#1')
-    const step = json<RunJson>(await run(['confirm', paused.run_id, '--yes', '--for', 'step', '--json']))
+    const step = json<RunJson>(await here(['confirm', paused.run_id, '--yes', '--for', 'step', '--json']))
     expect(step.status).to.equal('awaiting_input')
     expect(step.pending?.step).to.equal('other')
     expect(await readFile(path.join(dir, 'loops.txt'), 'utf8')).to.equal('xxx')
@@ -238,7 +238,7 @@ steps:
     const shown = await here(['runs', 'show', runId])
     expect(shown.stdout).to.contain('confirmation deadline passed at')
 
-    const yes = await run(['confirm', runId, '--yes', '--json'])
+    const yes = await here(['confirm', runId, '--yes', '--json'])
     expect(yes.code, yes.stderr).to.equal(0)
     expect(await readFile(path.join(dir, 'made.txt'), 'utf8')).to.equal('ran')
     expect((await events(runId)).find((e) => e.event === 'confirm_given')?.reason).to.contain('after its deadline')
@@ -273,7 +273,7 @@ steps:
 `,
       `${POLICY}confirm: {commands: ["git push *"]}\n`,
     )
-    const text = await run(['run', 'p.yaml', '--dry-run'])
+    const text = await here(['run', 'p.yaml', '--dry-run'])
     expect(text.code, text.stderr).to.equal(0)
     expect(text.stdout).to.include('the run will pause before push for pipe confirm (the policy\'s confirm.commands[0] "git push *" matches "git push origin")')
     expect(text.stdout).to.include('the run will pause before wipe for pipe confirm (the step says confirm: true)')
