@@ -3,6 +3,10 @@
  * given to it by `pipe answer` / `pipe review` are recorded and the run goes back on its queue
  * (the command prints "queued" and exits 0), and a worker drives it on; `pipe runs show` names the
  * worker holding a run, its lease and epoch, or that none holds it. Every wait is for a row.
+ *
+ * The workers, and the first `run`, `answer`, `review`, `audit verify`, `resume`, `runs show` and
+ * `runs list`, are `pipe` processes; the other commands run in this process
+ * (test/helpers/pipe-here.ts: the same command, output and exit code).
  */
 import {expect} from 'chai'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
@@ -10,6 +14,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type {RunRecord} from '../../src/types/run.js'
 import {defaultPipeline, examples, json, pipe, repoRoot} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {readIn, runRecordIn} from '../helpers/stores.js'
 import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
@@ -36,7 +41,9 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     return team.start(url, args, {cwd: dir, env: {PIPE_INTERACTIVE: '0', ...extra}})
   }
 
-  const show = async <T>(runId: string): Promise<T> => json<T>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
+  /** `pipe runs show RUN --json`, in this process or (`command` pipe) as a process. */
+  const show = async <T>(runId: string, command: typeof pipeHere = pipeHere): Promise<T> =>
+    json<T>(await command(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
   const queued = async (runId: string): Promise<boolean> =>
     (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue WHERE run_id = $1', [runId]))[0]!.n === 1
   /**
@@ -81,7 +88,9 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
   })
 
   it('pipe resume of a detached run that stopped puts it back on its queue instead of driving it here', async () => {
-    const detached = await pipe(['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--detach', '--store', url, '--json'], {cwd: dir})
+    const detached = await pipeHere(['run', defaultPipeline, '--input', path.join(examples, 'one-sentence.txt'), '--detach', '--store', url, '--json'], {
+      cwd: dir,
+    })
     const runId = json<{run_id: string}>(detached).run_id
     startWorker()
     await until('the run waits for answers', waitsFor(runId, 'answers'))
@@ -94,12 +103,12 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
   it('pipe resume of a detached run that failed queues it again, and a worker redrives it', async () => {
     const failing = path.join(dir, 'failing.yaml')
     await writeFile(failing, 'version: 1\nname: failing\nsteps:\n  - {id: broken, kind: command, run: [sleep, "not-a-number"]}\n')
-    const detached = await pipe(['run', failing, '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'], {cwd: dir})
+    const detached = await pipeHere(['run', failing, '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'], {cwd: dir})
     expect(detached.code, detached.stderr).to.equal(0)
     const runId = json<{run_id: string}>(detached).run_id
     const worker = startWorker()
     await until('the run has failed', async () => (await stateOf(runId)).status === 'failed' && !(await queued(runId)))
-    const resumed = await pipe(['resume', runId, '--store', url, '--json'], {cwd: dir})
+    const resumed = await pipeHere(['resume', runId, '--store', url, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json(resumed)).to.deep.include({run_id: runId, status: 'queued', queue: 'default', run_status: 'failed'})
     await until('the worker redrove it', async () => worker.stderr().split(`pipe worker: ${runId} failed`).length === 3)
@@ -108,14 +117,14 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
   })
 
   it('pipe runs show names the worker holding a run (host, pid, --name), its lease and epoch, or that no worker holds it', async () => {
-    const detached = await pipe(
+    const detached = await pipeHere(
       ['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--detach', '--store', url, '--json'],
       {cwd: dir},
     )
     const runId = json<{run_id: string}>(detached).run_id
-    const waiting = await show<{holding: Holding}>(runId)
+    const waiting = await show<{holding: Holding}>(runId, pipe)
     expect(waiting.holding).to.deep.equal({worker: null, lease_until: null, epoch: 0, queue: 'default', detached_queue: 'default'})
-    const text = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
+    const text = await pipeHere(['runs', 'show', runId, '--store', url], {cwd: dir})
     expect(text.stdout).to.include('worker: none, queued on default, no worker yet (epoch 0)\n')
 
     // The worker is held inside its first step's commit (a fault point) while the run is looked at, so it is surely running.
@@ -128,7 +137,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     expect(held.worker).to.deep.equal({host: os.hostname(), pid: worker.child.pid, name: 'builder-1'})
     expect(held.epoch).to.equal(1)
     expect(Number.isNaN(Date.parse(held.lease_until ?? ''))).to.equal(false)
-    const heldText = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
+    const heldText = await pipeHere(['runs', 'show', runId, '--store', url], {cwd: dir})
     // The lease is renewed as the worker goes: its time is whatever it is now, the rest is exact.
     expect(heldText.stdout.replace(/lease until \S+,/, 'lease until T,')).to.include(
       `worker: builder-1 (host ${os.hostname()}, pid ${worker.child.pid}), lease until T, epoch 1\n`,
@@ -137,7 +146,7 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     // pipe runs list names the worker of a running run, in --json and in a WORKER column.
     const listed = json<{runs: Array<{run_id: string; status: string; worker?: string}>}>(await pipe(['runs', 'list', '--json', '--store', url], {cwd: dir}))
     expect(listed.runs.map((r) => [r.run_id, r.status, r.worker])).to.deep.equal([[runId, 'running', 'builder-1']])
-    const table = (await pipe(['runs', 'list', '--store', url], {cwd: dir})).stdout.split('\n')
+    const table = (await pipeHere(['runs', 'list', '--store', url], {cwd: dir})).stdout.split('\n')
     // And the step it is in, recorded before the step acted.
     expect(table[0]).to.match(/^RUN .* UPDATED +STEP +WORKER$/)
     expect(table[1]).to.match(new RegExp(`^${runId} +running .* first \\(#1\\) +builder-1$`))
@@ -146,15 +155,15 @@ describe('a detached run handed back to the workers of a PostgreSQL store', func
     await until('the run has ended', async () => !(await queued(runId)))
     const done = (await show<{holding: Holding}>(runId)).holding
     expect(done).to.deep.equal({worker: null, lease_until: null, epoch: 1, queue: null, detached_queue: 'default'})
-    const doneText = await pipe(['runs', 'show', runId, '--store', url], {cwd: dir})
+    const doneText = await pipeHere(['runs', 'show', runId, '--store', url], {cwd: dir})
     expect(doneText.stdout).to.include('worker: none, not queued (a detached run of default; it has ended succeeded) (epoch 1)\n')
   })
 
   it('a file store shows no holding', async () => {
-    const run = await pipe(['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--json'], {cwd: dir})
+    const run = await pipeHere(['run', path.join(fixtures, 'fast.yaml'), '--policy', path.join(fixtures, 'policy.yaml'), '--json'], {cwd: dir})
     const runId = json<{run_id: string}>(run).run_id
-    const shown = json<Record<string, unknown>>(await pipe(['runs', 'show', runId, '--json'], {cwd: dir}))
+    const shown = json<Record<string, unknown>>(await pipeHere(['runs', 'show', runId, '--json'], {cwd: dir}))
     expect(shown).to.not.have.property('holding')
-    expect((await pipe(['runs', 'list'], {cwd: dir})).stdout.split('\n')[0]).to.match(/^RUN .* UPDATED$/)
+    expect((await pipeHere(['runs', 'list'], {cwd: dir})).stdout.split('\n')[0]).to.match(/^RUN .* UPDATED$/)
   })
 })
