@@ -8,9 +8,8 @@ import {pipeHere} from '../helpers/pipe-here.js'
 
 // Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
 // and exit code). A real `pipe` process stays, with its timeout, for every command that meets a FIFO
-// or a device (a hang or an endless read would stop the test's own process), for the file's first
-// audit verify and resume, and for the run that allocates through a symlinked counter (each marked;
-// the runs that meet a FIFO are the file's other run processes).
+// or a device (a hang or an endless read would stop the test's own process: the runs, resume, spec
+// list, ledger list and audit verify), and for the file's first audit verify and resume (marked).
 
 const sentence = path.join(examples, 'one-sentence.txt')
 const answers = path.join(examples, 'one-sentence.answers.yaml')
@@ -37,9 +36,9 @@ async function storeHash(root: string): Promise<string> {
   return hash.digest('hex')
 }
 
-/** A run to its end, in this process or (`command` pipe) as a process. */
-async function finishedRun(command: typeof pipeHere = pipeHere): Promise<string> {
-  const done = await command(fullRun, {cwd: dir})
+/** A run to its end, in this process. */
+async function finishedRun(): Promise<string> {
+  const done = await pipeHere(fullRun, {cwd: dir})
   expect(done.code, done.stderr).to.equal(0)
   return json<{run_id: string}>(done).run_id
 }
@@ -231,8 +230,7 @@ describe('attacks on the id counters and the ledger log', function () {
     const day = (await readdir(path.join(root, 'ids'))).find((n) => n.startsWith('R-'))!
     await rm(path.join(root, 'ids', day))
     await symlink(victim, path.join(root, 'ids', day))
-    // The run that allocates through the link as a process (the file's one run to its end as a process).
-    await finishedRun(pipe)
+    await finishedRun()
     expect(await readFile(victim, 'utf8')).to.equal('keep me\n')
   })
 })
