@@ -3,9 +3,10 @@
  * escape sequences, carriage returns and bidi overrides reach stdout and stderr escaped and visible,
  * while the store keeps the original text and --json gives it back exactly.
  *
- * Each test's first command, the one whose output a terminal would show, is a `pipe` process; the
- * commands after it that read the same text back run in this process (test/helpers/pipe-here.ts:
- * the command's own code, its stdout and stderr redacted as a process writes them).
+ * The first use of each command (run, spec show, validate, an unknown command) and the prompt at a
+ * terminal (stdin) are `pipe` processes; the other commands run in this process
+ * (test/helpers/pipe-here.ts: the command's own code, its stdout and stderr redacted as a process
+ * writes them).
  */
 import {expect} from 'chai'
 import {cp, mkdir, readdir, readFile, writeFile} from 'node:fs/promises'
@@ -59,6 +60,7 @@ function env(): Record<string, string> {
   return {OPENAI_BASE_URL: server!.url, OPENAI_API_KEY: 'sk-test-terminal-0000000000', PIPE_HOME: path.join(dir, 'home')}
 }
 
+/** run(extra) as a `pipe` process. */
 function run(extra: string[], input?: string, more: Record<string, string> = {}): Promise<CliResult> {
   return pipe(['run', path.join(dir, 'pipelines', 'default.yaml'), '--input', prd, '--provider', 'openai', ...extra], {
     cwd: dir,
@@ -154,7 +156,7 @@ describe('terminal-safe output of text pipe did not write', function () {
       file,
       'version: 1\nname: notes\nsteps:\n  - {id: draft, kind: model, prompt: prompts/notes.md, output_schema: notes.schema.json, next: stop}\n  - {id: stop, kind: end, status: failed, reason: "${{ steps.draft.outputs.value.items[0].title }}"}\n',
     )
-    const result = await pipe(['run', file], {cwd: dir, env: env()})
+    const result = await pipeHere(['run', file], {cwd: dir, env: env()})
     expect(result.code, result.stderr).to.equal(1)
     expectSafe(result, 'pipe run (end step quoting the reply)')
     // The result's reason and the progress lines are one-line fields; the error channel's message may span lines (a list of diagnostics).
@@ -181,7 +183,7 @@ describe('terminal-safe output of text pipe did not write', function () {
   it('an error quoting a hostile reply is escaped on stderr, in the progress lines, and in runs show and snapshot show', async () => {
     // V8's JSON.parse message quotes the reply's first ten characters or so: they hold the escape sequence.
     server = await ModelServer.start((request) => (request.kind === 'compile' ? {content: `\u001B]52;c;${HOSTILE}`} : cannedReply(request)))
-    const result = await run(['--decision', 'go'])
+    const result = await runHere(['--decision', 'go'])
     expect(result.code).to.equal(1)
     expect(result.stderr).to.contain('Error [E_MODEL]')
     expect(result.stderr).to.contain('"\\x1b]52;c;')
@@ -213,7 +215,7 @@ describe('terminal-safe output of text pipe did not write', function () {
       if (request.kind === 'clarify_questions') return {content: JSON.stringify({questions: [{field: 'acceptance_criteria', question: HOSTILE}]})}
       return cannedReply(request)
     })
-    const paused = await run([])
+    const paused = await runHere([])
     expect(paused.code, paused.stderr).to.equal(10)
     expectSafe(paused, 'pipe run (paused at questions)')
     expect(paused.stdout).to.contain(ESCAPED)
@@ -223,6 +225,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     expectSafe(listed, 'pipe answer (list)')
     expect(listed.stdout + listed.stderr).to.contain(ESCAPED)
 
+    // A process: the prompt reads its stdin.
     const prompted = await run([], '', {PIPE_INTERACTIVE: '1'})
     expectSafe(prompted, 'pipe run at the prompt')
     expect(prompted.stderr).to.contain(ESCAPED)
@@ -254,7 +257,7 @@ describe('terminal-safe output of text pipe did not write', function () {
     const unknown = await pipeHere([`\u001B[2Jrn\u202E${forged}`], {cwd: dir, env: {PIPE_HOME: home}})
     expect(unknown.code).to.not.equal(0)
     server = await ModelServer.start((request) => (request.kind === 'compile' ? {content: `\u001B]52;c;${HOSTILE}${forged}`} : cannedReply(request)))
-    const failed = await run(['--decision', 'go'])
+    const failed = await runHere(['--decision', 'go'])
     expect(failed.code).to.equal(1)
     const logs = await readdir(path.join(home, 'logs'))
     expect(logs).to.have.length(1)
