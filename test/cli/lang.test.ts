@@ -2,10 +2,10 @@
  * The pipeline language v2 through the built CLI: typed inputs on the command line, expressions
  * checked by validate at file:line:col, and a command -> choice -> end pipeline over real processes.
  *
- * Each test's first command is a `pipe` process (a run ended failed, child runs' progress, a refusal
- * of bad inputs, a dry run's plan, the terminal prompt, --inputs FILE, validate); the commands after
- * it (the succeeding run, the further refusals and the --json plans) run in this process
- * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
+ * A real `pipe` process stays for the run over real processes ended failed (the file's first run),
+ * the terminal prompt (stdin) and validate; the other commands (child runs' progress, the refusals,
+ * the dry runs' plans, the succeeding run) run in this process (test/helpers/pipe-here.ts: the same
+ * command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
@@ -108,7 +108,7 @@ steps:
   - {id: sub, kind: pipeline, file: ./sub.yaml}
 `,
     )
-    const result = await pipe(['run', p, '--store', '.pipe', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
+    const result = await pipeHere(['run', p, '--store', '.pipe', '--json'], {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home')}})
     expect(result.code, result.stderr).to.equal(0)
     const out = json<{status: string}>(result)
     expect(out.status).to.equal('succeeded')
@@ -132,7 +132,7 @@ steps:
   it('refuses bad inputs before writing anything, all problems at once; -i without = points at --input', async () => {
     const p = await file('p.yaml', PIPELINE)
     const env = {PIPE_LANG_CLI_TOKEN: TOKEN, PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0'}
-    const bad = await pipe(['run', p, '-i', 'sinse=v1', '-i', 'max_items=0', '--store', '.pipe'], {cwd: dir, env})
+    const bad = await pipeHere(['run', p, '-i', 'sinse=v1', '-i', 'max_items=0', '--store', '.pipe'], {cwd: dir, env})
     expect(bad.code).to.equal(2)
     expect(bad.stderr).to.include('Error [E_INPUT]')
     expect(bad.stderr).to.include('unknown input "sinse" — did you mean "since"?')
@@ -154,7 +154,7 @@ steps:
   it('--dry-run needs no secret: the plan says which are not set, and a run still refuses without them', async () => {
     const p = await file('p.yaml', PIPELINE)
     const env = {PIPE_HOME: path.join(dir, 'home'), PIPE_LANG_CLI_TOKEN: undefined}
-    const plan = await pipe(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
+    const plan = await pipeHere(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
     expect(plan.code, plan.stderr).to.equal(0)
     expect(plan.stdout).to.include('secret not set here: PIPE_LANG_CLI_TOKEN; a run needs it: export PIPE_LANG_CLI_TOKEN=… first')
     const planJson = await pipeHere(['run', p, '-i', 'since=v1', '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
@@ -181,7 +181,7 @@ steps:
     const p = await file('p.yaml', PIPELINE)
     const values = await file('values.yaml', 'since: v0.9\nmax_items: 4\n')
     const env = {PIPE_LANG_CLI_TOKEN: TOKEN, PIPE_HOME: path.join(dir, 'home')}
-    const plan = await pipe(['run', p, '--inputs', values, '-i', 'max_items=3', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
+    const plan = await pipeHere(['run', p, '--inputs', values, '-i', 'max_items=3', '--policy', await policy(), '--dry-run'], {cwd: dir, env})
     expect(plan.code, plan.stderr).to.equal(0)
     expect(plan.stdout).to.include('inputs since="v0.9" max_items=3')
     const planJson = await pipeHere(['run', p, '--inputs', values, '--policy', await policy(), '--dry-run', '--json'], {cwd: dir, env})
