@@ -4,12 +4,11 @@
  * terminal, a confirmed call never run twice, an edited step state or cassette refused, a yes that
  * never decides another call.
  *
- * One `pipe` process per behaviour (a run's pause as printed, a --no that reaches the model, a
- * confirmed call whose next turn fails, audit verify's findings unkeyed and keyed, each refusal's
- * exit code and message, the confirm held at a fault point and the one that overtakes it, a call id
- * given again, the prompt at a terminal); the runs that set up and the commands after run in this
- * process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code, asking the
- * same model server).
+ * A `pipe` process for the first of each command the file uses (a run's pause as printed, a --no
+ * that reaches the model, audit verify's findings unkeyed), the confirm held at a fault point and the
+ * one that overtakes it (two at once), and the prompt at a terminal (stdin); the other commands run in
+ * this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code,
+ * asking the same model server).
  */
 import {expect} from 'chai'
 import {createHash} from 'node:crypto'
@@ -75,7 +74,6 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     expect(toolResults(server.requests[1]!)['t1']).to.contain('refused').and.contain('not on a Friday')
     expect(json<RunJson>(refused).pending?.action?.call_id).to.equal('t2')
 
-    // (A --yes that runs a call from a process: the next test.)
     const confirmed = await here(['confirm', body.run_id, '--yes', '--json'])
     expect(confirmed.code, confirmed.stderr).to.equal(0)
     expect(await readFile(path.join(repo, 'marked.txt'), 'utf8')).to.equal('ran')
@@ -98,7 +96,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     )
     const paused = json<RunJson>(await runHere(file))
     expect(paused.pending?.action?.call_id).to.equal('k1')
-    const failed = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    const failed = await here(['confirm', paused.run_id, '--yes', '--json'])
     expect(failed.code, failed.stdout + failed.stderr).to.equal(1)
     expect(json<RunJson>(failed).status).to.equal('failed')
     expect(await readFile(path.join(repo, 'count.txt'), 'utf8')).to.equal('ran\n')
@@ -132,7 +130,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       const stateFile = path.join(stateDir, name!)
       const original = await readFile(stateFile, 'utf8')
       // What \`pipe audit verify RUN\` finds before the edit, under the test's audit key if it has one (the
-      // edited cases below run it as a process: what it prints is what they check).
+      // edited cases below check what it prints, the first of them from a process).
       const before = await here(['audit', 'verify', paused.run_id], e())
       expect(before.code, before.stdout + before.stderr).to.equal(0)
       const edit = async (reseal: boolean): Promise<void> => {
@@ -148,10 +146,9 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       return {runId: paused.run_id, stateFile, original, edit, e}
     }
 
-    /** The refusal of `pipe confirm RUN --yes`: by a process, or (`inProcess`) in this process (test/helpers/pipe-here.ts). */
-    const refuses = async (runId: string, e: Record<string, string>, says: string, inProcess = false): Promise<void> => {
-      const args = ['confirm', runId, '--yes', '--json']
-      const confirmed = inProcess ? await here(args, e) : await pipe(args, {cwd: repo, env: e, timeoutMs: 120000})
+    /** The refusal of `pipe confirm RUN --yes`, in this process (test/helpers/pipe-here.ts). */
+    const refuses = async (runId: string, e: Record<string, string>, says: string): Promise<void> => {
+      const confirmed = await here(['confirm', runId, '--yes', '--json'], e)
       expect(confirmed.code, confirmed.stdout + confirmed.stderr).to.equal(4)
       const error = json<RunJson>(confirmed).error
       expect(error?.code).to.equal('E_INTEGRITY')
@@ -174,8 +171,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       await edit(true)
       const resealed = await here(['audit', 'verify', runId], e())
       expect(resealed.code, `a re-sealed edit passes an unkeyed audit (README says so): ${resealed.stdout}${resealed.stderr}`).to.equal(0)
-      // (This refusal and the confirmation after it in this process: a process's refusal is the one above.)
-      await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)', true)
+      await refuses(runId, e(), 'would run run_command node mark.js (e1), not the call the person was shown: run_command node test.js (e1)')
       // Put back as it was shown, the confirmation runs it: refusing lost nothing.
       await writeFile(stateFile, original)
       const done = await here(['confirm', runId, '--yes', '--json'], e())
@@ -186,13 +182,12 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     it('keyed (PIPE_AUDIT_KEY): an edit re-sealed without the key is named by audit verify and refused', async () => {
       const {runId, stateFile, edit, e} = await shownThenEdited({PIPE_AUDIT_KEY: 'k-secret-audit'})
       await edit(true)
-      const audit = await pipe(['audit', 'verify', runId], {cwd: repo, env: e()})
+      const audit = await here(['audit', 'verify', runId], e())
       expect(audit.code, audit.stdout + audit.stderr).to.equal(4)
       expect(audit.stdout + audit.stderr)
         .to.contain(path.basename(stateFile))
         .and.contain('sealed without the audit key')
-      // (The refusal in this process: the unkeyed case above has a process's.)
-      await refuses(runId, e(), 'fails its seal', true)
+      await refuses(runId, e(), 'fails its seal')
     })
   })
 
@@ -200,8 +195,8 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     const file = await setup()
     server.script('fix', {tool_calls: [{id: 'r1', name: 'run_command', arguments: {command: 'node test.js'}}]}, {content: 'the recorded answer'})
     const policyFile = path.join(dir, 'p', 'policy.yaml')
-    // The recording, its confirmation (the run goes on recording to its cassette) and the replay in
-    // this process; the refusal below is a process's.
+    // The recording, its confirmation (the run goes on recording to its cassette), the replay and the
+    // refusal below run in this process.
     const recording = json<RunJson>(await here(['run', file, '--json', '--policy', policyFile, '--record', 'fix.cassette.jsonl']))
     const recorded = await here(['confirm', recording.run_id, '--yes', '--json'])
     expect(recorded.code, recorded.stdout + recorded.stderr).to.equal(0)
@@ -216,7 +211,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
     await writeFile(cassette, before.replace('the recorded answer', 'a tampered answer'))
     const sha = (text: string): string => `sha256:${createHash('sha256').update(text).digest('hex')}`
 
-    const refused = await pipe(['confirm', runId, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    const refused = await here(['confirm', runId, '--yes', '--json'])
     expect(refused.code, refused.stdout + refused.stderr).to.equal(4)
     const error = json<RunJson>(refused).error!
     expect(error.code).to.equal('E_INTEGRITY')
@@ -253,14 +248,14 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {tool_calls: [{id: 'g', name: 'give_up', arguments: {reason: 'I need to run mark.js'}}]},
     )
     const paused = json<RunJson>(await runHere(file))
-    const refused = await pipe(['confirm', paused.run_id, '--no', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    const refused = await here(['confirm', paused.run_id, '--no', '--json'])
     expect(refused.code, refused.stderr).to.equal(3)
     expect(json<RunJson>(refused).error?.code).to.equal('E_POLICY_DENIED')
     const [snap] = await snapshots(paused.run_id)
     expect(snap!.decisions[0]!.decision).to.equal('denied')
     expect(snap!.decisions[0]!.reason).to.contain('I need to run mark.js')
     expect((snap!.outputs as Record<string, unknown>)['value']).to.equal(null)
-    // A second answer to the ended run, in this process: refused, exit 2.
+    // A second answer to the ended run: refused, exit 2.
     const again = await here(['confirm', paused.run_id, '--yes', '--json'])
     expect(again.code, again.stdout + again.stderr).to.equal(2)
     expect(json<RunJson>(again).error?.message).to.contain('not waiting for a confirmation')
@@ -310,8 +305,7 @@ describe('kind: agent (a scripted tool-calling model server on 127.0.0.1, a real
       {content: 'done'},
     )
     const paused = json<RunJson>(await runHere(file))
-    // The confirmation that meets the id given again is a process; the last one runs in this process.
-    const first = await pipe(['confirm', paused.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    const first = await here(['confirm', paused.run_id, '--yes', '--json'])
     expect(first.code, first.stdout + first.stderr).to.equal(10)
     const second = json<RunJson>(first).pending?.action
     expect(second?.argv).to.deep.equal([['node', 'mark.js']])
