@@ -4,6 +4,10 @@
  * (compared field by field with runs decided by the CLI, times aside), plus via: view; a POST
  * without the server's token or the form's CSRF token is refused and records nothing (plain HTTP
  * requests); and the commands a page offers name the store the view reads, a PostgreSQL URL too.
+ *
+ * `pipe view` is a process, as are the file's first `run`, `answer`, `review`, `keys generate` and
+ * `confirm`; the other commands run in this process (test/helpers/pipe-here.ts: the same command
+ * from argv, its output and exit code), beside the view, one at a time.
  */
 import {expect} from 'chai'
 import {execFileSync, type ChildProcess} from 'node:child_process'
@@ -15,6 +19,7 @@ import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {parse, stringify} from 'yaml'
 import {defaultPipeline, examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {confirmedPipeline} from '../helpers/decisions.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {expectAuditPasses, madeOnce, readIn} from '../helpers/stores.js'
 import {CHROMIUM, closePages, notBlank, open as openIn, raw, shotOf, startView, type Started} from '../helpers/view.js'
@@ -37,8 +42,9 @@ afterEach(async () => {
 })
 
 const store = (): string => path.join(dir, '.pipe')
-const cli = (args: string[], codes = [0, 10]): Promise<unknown> =>
-  pipe([...args, '--json', '--store', store()], {cwd: dir, env: {PIPE_INTERACTIVE: '0'}}).then((r) => {
+/** `pipe ARGS --json --store dir/.pipe`: its JSON, in this process or (`command` pipe) as a process. */
+const cli = (args: string[], codes = [0, 10], command: typeof pipeHere = pipeHere): Promise<unknown> =>
+  command([...args, '--json', '--store', store()], {cwd: dir, env: {PIPE_INTERACTIVE: '0'}}).then((r) => {
     expect(codes, `${args.join(' ')}: ${r.stderr}`).to.include(r.code)
     return json(r)
   })
@@ -133,17 +139,18 @@ describe('decisions from pipe view’s run page', function () {
   }
   const open = (url: string): Promise<{page: Page; problems: string[]}> => openIn(browser!, url)
   const paused = async (): Promise<string> =>
-    json<{run_id: string}>(await pipe(['run', defaultPipeline, '--input', sentence, '--json', '--store', store()], {cwd: dir})).run_id
+    json<{run_id: string}>(await pipeHere(['run', defaultPipeline, '--input', sentence, '--json', '--store', store()], {cwd: dir})).run_id
   /**
    * Two runs of the default pipeline paused at its questions, made once (in a folder of its own, their
    * working folder) and copied into the test's folder. Only tests that never publish from them share
    * them but the one that publishes both: a store numbers its published versions itself, so two
-   * copies publishing the same run into that one working folder would clash.
+   * copies publishing the same run into that one working folder would clash. The first is the
+   * file's first `run`, a process; the second runs in this process.
    */
   const twoPaused = madeOnce(async (at): Promise<[string, string]> => {
-    const one = async (): Promise<string> =>
-      json<{run_id: string}>(await pipe(['run', defaultPipeline, '--input', sentence, '--json', '--store', path.join(at, '.pipe')], {cwd: at})).run_id
-    return [await one(), await one()]
+    const one = async (command: typeof pipeHere): Promise<string> =>
+      json<{run_id: string}>(await command(['run', defaultPipeline, '--input', sentence, '--json', '--store', path.join(at, '.pipe')], {cwd: at})).run_id
+    return [await one(pipe), await one(pipeHere)]
   })
 
   it('answers and a review given on the page are recorded as pipe answer and pipe review record them, by the OS user, via view', async function () {
@@ -162,7 +169,7 @@ describe('decisions from pipe view’s run page', function () {
     // The page answers each question by its id: so does the answers file of the run the CLI continues.
     const byId = Object.fromEntries((pending.questions ?? []).map((q) => [q.id, wanted[q.field!]!]))
     await writeFile(path.join(dir, 'by-id.yaml'), stringify({answers: byId}))
-    await cli(['answer', byCli, '--file', path.join(dir, 'by-id.yaml')])
+    await cli(['answer', byCli, '--file', path.join(dir, 'by-id.yaml')], [0, 10], pipe)
     expect((await record(onPage)).answers).to.deep.equal((await record(byCli)).answers)
     expect(withoutVia(await given(onPage, ['answers_given']))).to.deep.equal(await given(byCli, ['answers_given']))
 
@@ -173,7 +180,7 @@ describe('decisions from pipe view’s run page', function () {
     await Promise.all([page.waitForNavigation(), page.click('#decide button[value=go]')])
     await shotOf(page, 'body', 'decide-review-done')
     expect(await page.$eval('#decided', (e) => e.textContent ?? '')).to.match(/review go for run R-\d{8}-\d{4}, by \S+ via view\. The run is now\s+succeeded/)
-    await cli(['review', byCli, '--decision', 'go', '--note', 'matches the brief'])
+    await cli(['review', byCli, '--decision', 'go', '--note', 'matches the brief'], [0, 10], pipe)
     const [a, b] = [await record(onPage), await record(byCli)]
     expect(a.review?.via).to.equal('view')
     expect(b.review?.via, 'the CLI records no via').to.equal(undefined)
@@ -230,7 +237,7 @@ describe('decisions from pipe view’s run page', function () {
     expect(await page.$eval('#decided', (e) => e.getAttribute('data-status'))).to.equal('succeeded')
     expect(await readFile(path.join(dir, 'made.txt'), 'utf8'), 'the step ran').to.equal('ran')
     const byCli = (await cli(['run', 'p.yaml', '--policy', 'policy.yaml'])) as {run_id: string}
-    await cli(['confirm', byCli.run_id, '--yes', '--note', 'looked at it'])
+    await cli(['confirm', byCli.run_id, '--yes', '--note', 'looked at it'], [0, 10], pipe)
     const [a, b] = [await record(onPage.run_id), await record(byCli.run_id)]
     expect(a.confirmation?.via).to.equal('view')
     expect(decided(a.confirmation)).to.deep.equal(decided(b.confirmation))
@@ -249,7 +256,7 @@ describe('decisions from pipe view’s run page', function () {
       file,
       (await readFile(file, 'utf8')).replace(rule, `${rule}      - {id: evil, path: out_of_scope, min_items: 1, message: ${JSON.stringify(hostile)}}\n`),
     )
-    const runId = json<{run_id: string}>(await pipe(['run', file, '--input', sentence, '--json', '--store', store()], {cwd: dir})).run_id
+    const runId = json<{run_id: string}>(await pipeHere(['run', file, '--input', sentence, '--json', '--store', store()], {cwd: dir})).run_id
     const view = await started()
     const {page, problems} = await open(view.printed.replace('/?', `/runs/${runId}?`))
     const state = await page.evaluate(() => ({
@@ -321,7 +328,7 @@ describe('pipe view on a PostgreSQL store', function () {
     const url = cluster.url(await cluster.createDatabase())
     // The cluster trusts local connections: a password in the URL is ignored by the server, and must never be shown.
     const secret = url.replace('postgres@', 'postgres:hunter2-not-shown@')
-    const run = json<{run_id: string; status: string}>(await pipe(['run', defaultPipeline, '--input', sentence, '--json', '--store', secret], {cwd: dir}))
+    const run = json<{run_id: string; status: string}>(await pipeHere(['run', defaultPipeline, '--input', sentence, '--json', '--store', secret], {cwd: dir}))
     expect(run.status).to.equal('awaiting_input')
     const view = await startView(dir, servers, ['--store', secret])
     const runPage = (await raw(`${view.url}runs/${run.run_id}`)).body
@@ -336,7 +343,7 @@ describe('pipe view on a PostgreSQL store', function () {
     const elsewhere = path.join(dir, 'elsewhere')
     await mkdir(elsewhere)
     await writeFile(path.join(elsewhere, 'answers.yaml'), await readFile(answersFile))
-    const answered = await pipe(command.slice('pipe '.length).split(/\s+/), {cwd: elsewhere})
+    const answered = await pipeHere(command.slice('pipe '.length).split(/\s+/), {cwd: elsewhere})
     expect(answered.code, answered.stderr).to.equal(10)
     expect(await readIn(url, async (s) => (await s.readRun(run.run_id)).pending?.kind)).to.equal('review')
   })
