@@ -2,11 +2,16 @@
  * Budgets on a PostgreSQL store driven by a worker: the worker pauses the detached run at its
  * budget, pipe budget on another process records the grant and hands the run back to the queue,
  * and the worker goes on with it, counting what was spent from the rows, not from its memory.
+ *
+ * The workers, and the first `run`, `runs show`, `budget`, `audit verify`, `stats` and `resume`, are
+ * `pipe` processes; the other commands run in this process (test/helpers/pipe-here.ts: the same
+ * command, output and exit code).
  */
 import {expect} from 'chai'
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {until, useWorkerSuite} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
@@ -27,7 +32,9 @@ describe('budgets on a PostgreSQL store with a worker', function () {
   })
   afterEach(async () => server.close())
 
-  const show = async <T>(runId: string): Promise<T> => json<T>(await pipe(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
+  /** `pipe runs show RUN --json`, in this process or (`command` pipe) as a process. */
+  const show = async <T>(runId: string, command: typeof pipeHere = pipeHere): Promise<T> =>
+    json<T>(await command(['runs', 'show', runId, '--json', '--store', url], {cwd: dir}))
   const queued = async (runId: string): Promise<boolean> =>
     (await cluster.sql<{n: number}>(db, 'SELECT count(*)::int AS n FROM pipe_queue WHERE run_id = $1', [runId]))[0]!.n === 1
 
@@ -50,7 +57,7 @@ describe('budgets on a PostgreSQL store with a worker', function () {
       return run.status === 'awaiting_input' && run.run.pending?.kind === 'budget' && !(await queued(runId))
     })
     expect(server.requests.map((r) => r.kind)).to.deep.equal(['a', 'b'])
-    const paused = await show<{run: {pending: {budget: {spent_tokens: number; limit_tokens: number}}}}>(runId)
+    const paused = await show<{run: {pending: {budget: {spent_tokens: number; limit_tokens: number}}}}>(runId, pipe)
     expect(paused.run.pending.budget).to.include({spent_tokens: 30000, limit_tokens: 29000})
 
     const granted = await pipe(['budget', runId, '--add-tokens', '20000', '--note', 'worth it', '--store', url, '--json'], {cwd: dir, env})
@@ -93,7 +100,7 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     server.script('*', small, small)
     const release = server.holdReplies()
     const env = {OPENAI_BASE_URL: server.url}
-    const detached = await pipe(['run', file, '--detach', '--store', url, '--json'], {cwd: dir, env})
+    const detached = await pipeHere(['run', file, '--detach', '--store', url, '--json'], {cwd: dir, env})
     expect(detached.code, detached.stderr).to.equal(0)
     const parent = json<{run_id: string}>(detached).run_id
     const workerEnv = {PIPE_INTERACTIVE: '0', ...env}
@@ -123,11 +130,11 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     expect(server.requests).to.have.length(1)
 
     // The budget is the parent's: the child's refusal names the command that continues both.
-    const onChild = await pipe(['budget', waiting.run_id, '--add-tokens', '5', '--store', url, '--json'], {cwd: dir, env})
+    const onChild = await pipeHere(['budget', waiting.run_id, '--add-tokens', '5', '--store', url, '--json'], {cwd: dir, env})
     const hint = json<{error: {code: string; hint: string}}>(onChild).error
     expect(hint.code).to.equal('E_STATE')
     expect(hint.hint).to.contain(`pipe budget ${parent} --add-tokens N`)
-    const granted = await pipe(['budget', parent, '--add-tokens', '20000', '--note', 'both', '--store', url, '--json'], {cwd: dir, env})
+    const granted = await pipeHere(['budget', parent, '--add-tokens', '20000', '--note', 'both', '--store', url, '--json'], {cwd: dir, env})
     expect(granted.code, granted.stderr).to.equal(0)
     await until('the worker finished the parent', async () => (await show<{status: string}>(parent)).status === 'succeeded' && !(await queued(parent)))
     expect((await children()).map((c) => c.status)).to.deep.equal(['succeeded', 'succeeded'])
@@ -136,7 +143,7 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     const stats = json<{runs: Array<{run_id: string; total_tokens: number}>}>(await pipe(['stats', '--store', url, '--json'], {cwd: dir}))
     expect(stats.runs.find((r) => r.run_id === parent)!.total_tokens).to.equal(10000)
     expect(await cluster.sql(db, 'SELECT run_id FROM pipe_budget_holds')).to.deep.equal([])
-    const audit = await pipe(['audit', 'verify', parent, '--json', '--store', url], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify', parent, '--json', '--store', url], {cwd: dir})
     expect(json<{problems: unknown[]}>(audit).problems).to.deep.equal([])
   })
 
@@ -144,7 +151,7 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     const file = await fan()
     const release = server.holdReplies()
     const env = {OPENAI_BASE_URL: server.url}
-    const detached = await pipe(['run', file, '--detach', '--store', url, '--json'], {cwd: dir, env})
+    const detached = await pipeHere(['run', file, '--detach', '--store', url, '--json'], {cwd: dir, env})
     const parent = json<{run_id: string}>(detached).run_id
     // A lease far longer than the test: it runs out only when the test runs it out, never by the clock of a busy machine.
     const doomed = team.start(url, ['--concurrency', '2'], {cwd: dir, env: {PIPE_INTERACTIVE: '0', PIPE_LEASE_MS: '3600000', ...env}})
@@ -171,7 +178,7 @@ describe('budgets on a PostgreSQL store with a worker', function () {
     // Its lease run out (what the clock does once nobody renews it): the dead worker's hold counts no longer.
     await cluster.sql(db, 'UPDATE pipe_runs SET lease_until = now() WHERE lease_until IS NOT NULL')
     server.script('*', {content: JSON.stringify({title: 'y'}), usage: {prompt_tokens: 3000, completion_tokens: 2000}})
-    const resumed = await pipe(['resume', sibling, '--store', url, '--json'], {cwd: dir, env})
+    const resumed = await pipeHere(['resume', sibling, '--store', url, '--json'], {cwd: dir, env})
     expect(json<{status: string}>(resumed).status, resumed.stdout + resumed.stderr).to.equal('succeeded')
     expect(server.requests).to.have.length(2)
   })
