@@ -4,12 +4,17 @@
  * (with a pipe_queue row to wake a worker), re-sealing the row as well as anyone without the audit
  * key can: the worker refuses before it executes anything, says why on the run's queue entry, and
  * goes on serving other runs; pipe audit verify names the field. Each wait is for an event.
+ *
+ * The workers, and the first test's first `run` and its `audit verify`, are `pipe` processes; the
+ * other commands run in this process (test/helpers/pipe-here.ts: the same command, output and exit
+ * code).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
 import {mkdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {json, pipe} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {until, useWorkerSuite} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 import {canonicalJson, sha256} from '../../src/util/hash.js'
@@ -53,8 +58,9 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
   let url: string
   const team = useWorkerSuite('pipe-pg-vouch-', (suite) => ({cluster, dir, db, url} = suite))
 
-  const detach = async (pipeline: string, env: Record<string, string>, args: string[] = []): Promise<string> => {
-    const result = await pipe(['run', pipeline, '--policy', 'policy.yaml', '--detach', '--store', url, '--json', ...args], {cwd: dir, env})
+  /** `pipe run PIPELINE --detach`, in this process or (`command` pipe) as a process: the run's id. */
+  const detach = async (pipeline: string, env: Record<string, string>, args: string[] = [], command: typeof pipeHere = pipeHere): Promise<string> => {
+    const result = await command(['run', pipeline, '--policy', 'policy.yaml', '--detach', '--store', url, '--json', ...args], {cwd: dir, env})
     expect(result.code, result.stderr).to.equal(0)
     return json<{run_id: string}>(result).run_id
   }
@@ -75,8 +81,9 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
     await cluster.sql(db, 'UPDATE pipe_runs SET body = $2 WHERE run_id = $1', [runId, `${JSON.stringify(forged, null, 2)}\n`])
   }
 
-  async function auditFindings(env: Record<string, string>): Promise<Finding[]> {
-    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env})
+  /** `pipe audit verify --json` of the store, in this process or (`command` pipe) as a process: it fails, and what it found. */
+  async function auditFindings(env: Record<string, string>, command: typeof pipeHere = pipeHere): Promise<Finding[]> {
+    const audit = await command(['audit', 'verify', '--json', '--store', url], {cwd: dir, env})
     expect(audit.code, audit.stdout).to.not.equal(0)
     return json<{problems: Finding[]}>(audit).problems
   }
@@ -97,7 +104,8 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
       const env: Record<string, string> = keyed ? {PIPE_AUDIT_KEY: KEY} : {}
       await writeFile(path.join(dir, 'policy.yaml'), POLICY)
       await writeFile(path.join(dir, 'typed.yaml'), TYPED)
-      const forgedRun = await detach('typed.yaml', env, ['-i', 'word=honest'])
+      // The first test's first run and its audit are processes.
+      const forgedRun = await detach('typed.yaml', env, ['-i', 'word=honest'], keyed ? pipe : pipeHere)
       await forge(forgedRun, (r) => (r.inputs = {word: 'forged'}))
       const honest = await detach('typed.yaml', env, ['-i', 'word=other'])
       team.start(url, ['--concurrency', '1'], {cwd: dir, env})
@@ -107,7 +115,7 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
       expect(existsSync(path.join(dir, 'honest.txt')), 'the forged run ran').to.equal(false)
       expect(existsSync(path.join(dir, 'other.txt'))).to.equal(true)
       expect(await statusOf(forgedRun)).to.equal('pending')
-      const problems = await auditFindings(env)
+      const problems = await auditFindings(env, keyed ? pipe : pipeHere)
       expect(problems.filter((p) => p.record === forgedRun).map((p) => p.field)).to.include('inputs')
       expect(problems.filter((p) => p.record === honest)).to.deep.equal([])
     })
@@ -121,7 +129,7 @@ describe('pipe worker runs only what the trail vouches for (PostgreSQL)', functi
     await until('the worker refused it', async () => /E_INTEGRITY.*set PIPE_AUDIT_KEY/.test(await noteOf(keyed)))
     expect(existsSync(path.join(dir, 'keyed.txt'))).to.equal(false)
     expect(await statusOf(keyed)).to.equal('pending')
-    const audit = await pipe(['audit', 'verify', '--json', '--store', url], {cwd: dir, env: {PIPE_AUDIT_KEY: KEY}})
+    const audit = await pipeHere(['audit', 'verify', '--json', '--store', url], {cwd: dir, env: {PIPE_AUDIT_KEY: KEY}})
     expect(json<{problems: Finding[]}>(audit).problems).to.deep.equal([])
   })
 
