@@ -3,9 +3,10 @@
  * byte named by file and field, a re-sealed or missing snapshot caught; and replay of a finished run
  * to the same gate results. Both start from a finished run made once for this file.
  *
- * One `pipe` process per behaviour (the eight runs at once, each audit verify that names what was
- * changed, replay --check and --from); the run replayed, the audits that pass and the read-backs run
- * in this process (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
+ * `pipe` processes: the eight runs at once (pipeHere runs one command at a time), the finished run
+ * made once (durable-fixtures.ts), the audit verify that names the changed bytes and the file's first
+ * replay (--check). Every other command runs in this process (test/helpers/pipe-here.ts: the same
+ * command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {readFile, writeFile} from 'node:fs/promises'
@@ -82,7 +83,7 @@ describe('the audit trail', function () {
     third.decisions[0]!.reason = 'rewritten after the fact'
     await writeFile(path.join(snapshots, '000003.json'), JSON.stringify(sealSnapshot(third), null, 2))
     await (await import('node:fs/promises')).rm(path.join(snapshots, '000006.json'))
-    const audit = await pipe(['audit', 'verify', run.run_id], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify', run.run_id], {cwd: dir})
     expect(audit.code).to.equal(4)
     expect(audit.stdout).to.contain(`000004.json  meta.prev_hash  ${run.run_id}#4: does not match the record hash of the snapshot before it`)
     expect(audit.stdout).to.contain(`000006.json  (file)  ${run.run_id}#6: snapshot is missing (a gap in seq)`)
@@ -100,7 +101,7 @@ describe('replay', function () {
     expect(report.same).to.equal(true)
     expect(report.gates).to.have.length(2)
 
-    const replayed = await pipe(['replay', original.run_id, '--from', 'validate_gates', '--decision', 'go', '--json'], {cwd: dir})
+    const replayed = await pipeHere(['replay', original.run_id, '--from', 'validate_gates', '--decision', 'go', '--json'], {cwd: dir})
     expect(replayed.code, replayed.stderr).to.equal(0)
     const copy = json<RunJson>(replayed)
     expect(copy.run_id).to.not.equal(original.run_id)
@@ -130,7 +131,7 @@ describe('replay', function () {
     const changed = JSON.parse(await readFile(file, 'utf8')) as Snapshot
     ;(changed.outputs as {gate_result: {completeness_score: number}}).gate_result.completeness_score = 0.99
     await writeFile(file, JSON.stringify(sealSnapshot(changed), null, 2))
-    const check = await pipe(['replay', original.run_id, '--check'], {cwd: dir})
+    const check = await pipeHere(['replay', original.run_id, '--check'], {cwd: dir})
     expect(check.code).to.equal(4)
     expect(check.stdout).to.contain(`#${first.step.seq} validate_gates on ${first.spec_version_in}: DIFFERENT`)
   })
