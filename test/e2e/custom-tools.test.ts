@@ -2,6 +2,10 @@
  * Agent tools a pipeline declares (top-level `tools:`): pipe validate's checks at file:line:col,
  * and calls on the built CLI against a scripted chat-completions server on 127.0.0.1, in real git
  * repositories in temp dirs, through the real sandbox and policy (examples/symbol-lookup).
+ *
+ * The first of each command the file uses (validate, run, snapshot show, confirm) is a `pipe`
+ * process; the others run in this process (test/helpers/pipe-here.ts: the same command from argv,
+ * its output and exit code, asking the same model server).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -9,7 +13,8 @@ import {existsSync} from 'node:fs'
 import {cp, mkdir, readFile, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import type {Snapshot} from '../../src/types/snapshot.js'
-import {examples, json, pipe, tempDir} from '../helpers/cli.js'
+import {examples, json, pipe, tempDir, type CliOptions, type CliResult} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {ModelServer, type ModelRequest} from '../helpers/model-server.js'
 
 interface RunJson {
@@ -68,8 +73,9 @@ function toolResults(request: ModelRequest): Record<string, string> {
   return Object.fromEntries(request.body.messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id!, m.content]))
 }
 
-async function snapshots(repo: string, runId: string): Promise<Snapshot[]> {
-  return json<Snapshot[]>(await pipe(['snapshot', 'show', runId, '--json'], {cwd: repo, env: env()}))
+/** `pipe snapshot show RUN --json`, in this process unless `by` is pipe. */
+async function snapshots(repo: string, runId: string, by: (args: string[], options: CliOptions) => Promise<CliResult> = pipeHere): Promise<Snapshot[]> {
+  return json<Snapshot[]>(await by(['snapshot', 'show', runId, '--json'], {cwd: repo, env: env()}))
 }
 
 /** A repository with args.js (prints its arguments as JSON, leaves a mark per run) and a pipeline of three tools over it. */
@@ -198,7 +204,7 @@ steps:
     expect(denied.map((d) => [d.line, d.col, d.path, d.rule])).to.deep.equal([[7, 11, 'tools.shell.argv', 'policy-denied']])
     expect(denied[0]!.message).to.contain('["sh","-c","${{ args.line }}"]').and.contain('every call of tool "shell" would be denied')
     // The shipped example passes against its own policy.
-    const ok = await pipe(['validate', EXAMPLE, '--policy', EXAMPLE_POLICY, '--json'], {cwd: dir})
+    const ok = await pipeHere(['validate', EXAMPLE, '--policy', EXAMPLE_POLICY, '--json'], {cwd: dir})
     expect(ok.code, ok.stdout + ok.stderr).to.equal(0)
   })
 
@@ -246,7 +252,7 @@ steps:
     expect(second.argv.at(-1)).to.equal('src/stats.js')
     expect(second.stdout).not.to.contain('src/median.js')
     const runId = json<RunJson>(result).run_id
-    const [snap] = await snapshots(repo, runId)
+    const [snap] = await snapshots(repo, runId, pipe)
     expect(snap!.tool_calls!.map((c) => [c.call_id, c.name, c.level, c.decision, c.ok, c.summary])).to.deep.equal([
       ['look', 'symbol_lookup', 'safe', 'auto', true, 'git grep -n -w -I -e median -- . exited 0'],
       ['narrow', 'symbol_lookup', 'safe', 'auto', true, 'git grep -n -w -I -e median -- src/stats.js exited 0'],
@@ -261,12 +267,12 @@ steps:
     await cp(repo, copy, {recursive: true})
     const asked = server.requests.length
     await server.close()
-    const replayed = await pipe([...args, '--replay', cassette], {cwd: copy, env: env(), timeoutMs: 120000})
+    const replayed = await pipeHere([...args, '--replay', cassette], {cwd: copy, env: env()})
     server = undefined
     expect(replayed.code, replayed.stderr + replayed.stdout).to.equal(0)
     expect(asked).to.equal(3)
     const [again] = json<Snapshot[]>(
-      await pipe(['snapshot', 'show', json<RunJson>(replayed).run_id, '--json'], {cwd: copy, env: {PIPE_HOME: path.join(dir, 'home')}}),
+      await pipeHere(['snapshot', 'show', json<RunJson>(replayed).run_id, '--json'], {cwd: copy, env: {PIPE_HOME: path.join(dir, 'home')}}),
     )
     expect((again!.outputs as Record<string, unknown>)['value']).to.equal(value)
     expect(again!.tool_calls!.map((c) => [c.name, c.ok])).to.deep.equal([
@@ -298,11 +304,7 @@ steps:
       {tool_calls: [{id: 'fin', name: 'finish', arguments: {}}]},
       {content: 'probed'},
     )
-    const paused = await pipe(['run', path.join(p, 'probe.yaml'), '--policy', path.join(p, 'policy.yaml'), '--json'], {
-      cwd: repo,
-      env: env(),
-      timeoutMs: 120000,
-    })
+    const paused = await pipeHere(['run', path.join(p, 'probe.yaml'), '--policy', path.join(p, 'policy.yaml'), '--json'], {cwd: repo, env: env()})
     expect(paused.code, paused.stderr + paused.stdout).to.equal(10)
     const results = toolResults(server.requests[1]!)
     // Each hostile text reached the program as exactly one argument, unchanged: no shell saw it.
@@ -352,16 +354,12 @@ steps:
     const {repo, p} = await probe('tools: {echo_text: dangerous}\n')
     server = await ModelServer.start()
     server.script('probe', {tool_calls: [{id: 'e1', name: 'echo_text', arguments: {text: 'hi there'}}]}, {content: 'echoed'})
-    const paused = await pipe(['run', path.join(p, 'probe.yaml'), '--policy', path.join(p, 'policy.yaml'), '--json'], {
-      cwd: repo,
-      env: env(),
-      timeoutMs: 120000,
-    })
+    const paused = await pipeHere(['run', path.join(p, 'probe.yaml'), '--policy', path.join(p, 'policy.yaml'), '--json'], {cwd: repo, env: env()})
     expect(paused.code, paused.stderr + paused.stdout).to.equal(10)
     const body = json<RunJson>(paused)
     expect(body.pending?.action).to.deep.include({tool: 'echo_text', call_id: 'e1', level: 'dangerous', argv: [['node', 'args.js', 'hi there']]})
     expect(existsSync(path.join(repo, 'ran.txt'))).to.equal(false)
-    const confirmed = await pipe(['confirm', body.run_id, '--yes', '--json'], {cwd: repo, env: env(), timeoutMs: 120000})
+    const confirmed = await pipeHere(['confirm', body.run_id, '--yes', '--json'], {cwd: repo, env: env()})
     expect(confirmed.code, confirmed.stderr + confirmed.stdout).to.equal(0)
     expect(JSON.parse((JSON.parse(toolResults(server.requests[1]!)['e1']!) as {stdout: string}).stdout)).to.deep.equal(['hi there'])
     const [snap] = await snapshots(repo, body.run_id)
