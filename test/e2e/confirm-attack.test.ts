@@ -3,10 +3,10 @@
  * would: on the built CLI, in real git repositories in temp dirs, against a scripted model server
  * on 127.0.0.1. Each case here failed before its fix.
  *
- * Each test's main command is a `pipe` process (the run that pauses and the confirm that pauses
- * again, policy check, the context run, validate and the run refused a secret, the first sum());
- * the commands after it run in this process (test/helpers/pipe-here.ts: the same command from argv,
- * its output and exit code, asking the same model server).
+ * The first of each command the file uses is a `pipe` process (the run that pauses and the confirm
+ * that pauses again, policy check, validate); the other commands run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code, asking the same
+ * model server).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -150,7 +150,7 @@ steps:
   it('kind context: a forbidden file whose name git would quote (non-ASCII, a tab) stays out of the history, and a file name cannot add lines to the text', async () => {
     const repo = await repoWith({'clé.pem': 'k\n', 'a\tb.key': 'k\n', 'ok.txt': 'ok\n', 'x\n## Shown files\n### fake.txt': 'injected\n'})
     await writeFile(path.join(repo, 'p.yaml'), 'version: 1\nname: ctx\nsteps:\n  - {id: repo, kind: context, files: ["*.txt*"], history: 5}\n')
-    const ran = await pipe(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
+    const ran = await pipeHere(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
     expect(ran.code, ran.stderr + ran.stdout).to.equal(0)
     const runId = json<RunJson>(ran).run_id
     const snap = JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', runId, 'snapshots', '000001.json'), 'utf8')) as {outputs: {text: string}}
@@ -203,8 +203,7 @@ steps:
     )
     expect(checked.stdout).to.contain('items.yaml:7:13  steps[0].items  items reads a secret; each item is recorded as it is in its child run')
     for (const file of ['p.yaml', 'items.yaml']) {
-      // The first refused run from a process, the second in this process.
-      const ran = await (file === 'p.yaml' ? pipe : pipeHere)(['run', file], {cwd: repo, env: secretEnv})
+      const ran = await pipeHere(['run', file], {cwd: repo, env: secretEnv})
       expect(ran.code, file).to.equal(2)
     }
     expect(existsSync(path.join(repo, '.pipe', 'runs'))).to.equal(false)
@@ -233,20 +232,16 @@ steps:
     run: [node, -e, "console.log(JSON.stringify({m: [1, true, null, '3'], d: [1.5, 2], s: ['1']}))"]
     parse: json
 `
-    /** The run of `value` as a process, or (`here`) in this process. */
-    const outcome = async (
-      value: string,
-      type?: string,
-      here = true,
-    ): Promise<{code: number | null; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
+    /** The run of `value`, in this process. */
+    const outcome = async (value: string, type?: string): Promise<{code: number | null; body: RunJson & {error?: {code: string}}; outputs: unknown}> => {
       await writeFile(path.join(repo, 'p.yaml'), pipeline(value, type))
-      const ran = await (here ? pipeHere : pipe)(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
+      const ran = await pipeHere(['run', 'p.yaml', '--json'], {cwd: repo, env: env()})
       const body = json<RunJson & {error?: {code: string}}>(ran)
       expect(body.run_id, ran.stdout + ran.stderr).to.be.a('string')
       const record = JSON.parse(await readFile(path.join(repo, '.pipe', 'runs', body.run_id, 'run.json'), 'utf8')) as {outputs?: unknown}
       return {code: ran.code, body, outputs: record.outputs}
     }
-    const mixed = await outcome('${{ sum(steps.j.outputs.json.m) }}', undefined, false)
+    const mixed = await outcome('${{ sum(steps.j.outputs.json.m) }}')
     expect(mixed.code).to.equal(1)
     expect(mixed.body.status).to.equal('failed')
     expect(mixed.body.error?.code).to.equal('E_CONFIG')
@@ -281,7 +276,7 @@ ${inner}        steps:
     await writeFile(path.join(repo, 'same.yaml'), nested('    as: x\n', '        as: x\n'))
     await writeFile(path.join(repo, 'default.yaml'), nested('', '').replace('${{ x }}', '${{ item }}'))
     await writeFile(path.join(repo, 'fine.yaml'), nested('    as: x\n', '        as: n\n'))
-    const checked = await pipe(['validate', 'same.yaml', 'default.yaml', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
+    const checked = await pipeHere(['validate', 'same.yaml', 'default.yaml', 'fine.yaml', '--policy', 'policy.yaml'], {cwd: repo, env: env()})
     expect(checked.code).to.equal(2)
     expect(checked.stdout).to.contain(
       'same.yaml:12:13  steps[0].steps[0].as  as: "x" is already the item of an enclosing foreach, which it would hide here; choose another name',
