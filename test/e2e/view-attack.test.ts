@@ -2,6 +2,11 @@
  * pipe view as an attacker and as a new user meet it: odd URLs and Host headers, a damaged store,
  * slow clients and signals, a server that stops under an open page, the links and commands a page
  * offers (does clicking, copying and running them work?), in Debian's chromium-headless-shell.
+ *
+ * `pipe view` is a process, as are the file's first `run` (the coding example's), `export`,
+ * `resume`, `answer`, `review` and `snapshot show`; the other commands run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code), beside the
+ * view, one at a time.
  */
 import {expect} from 'chai'
 import {execFileSync, type ChildProcess} from 'node:child_process'
@@ -12,8 +17,9 @@ import path from 'node:path'
 import {pathToFileURL} from 'node:url'
 import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
+import {pipeHere} from '../helpers/pipe-here.js'
 import {copyStore, runsIn} from '../helpers/stores.js'
-import {CHROMIUM, closePages, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
+import {CHROMIUM, closePages, open as openIn, raw, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
 const TWO_ROUTES = `version: 1
@@ -57,7 +63,12 @@ describe('pipe view under attack and in a new user’s hands', function () {
     if (CHROMIUM) browser = await puppeteer.launch({executablePath: CHROMIUM, headless: 'shell', args: ['--no-sandbox', '--disable-gpu', '--no-first-run']})
     shared = await tempDir('pipe-view-attack-shared-')
     const at = shared.dir
-    const runAt = (args: string[], codes?: number[]): Promise<{run_id: string; status: string}> => runIn(at, args, {}, codes)
+    /** runIn (helpers/view.ts) in this process: `pipe run ARGS --json --store at/.pipe`, its exit code one of `codes`. */
+    const runAt = async (args: string[], codes = [0, 10]): Promise<{run_id: string; status: string}> => {
+      const r = await pipeHere(['run', ...args, '--json', '--store', path.join(at, '.pipe')], {cwd: at})
+      expect(codes, r.stderr).to.include(r.code)
+      return json<{run_id: string; status: string}>(r)
+    }
     const example = path.join(repoRoot, 'examples', 'coding-agent')
     const repo = path.join(at, 'median')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})
@@ -350,7 +361,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const {url} = await startView()
     const {page, problems} = await open(`${url}runs/${paused.run_id}`)
     expect(await page.$eval('div#moved', (e) => e.hidden)).to.equal(true)
-    const answered = await pipe(['answer', paused.run_id, '--file', path.join(repoRoot, 'examples', 'one-sentence.answers.yaml'), '--store', store()], {
+    const answered = await pipeHere(['answer', paused.run_id, '--file', path.join(repoRoot, 'examples', 'one-sentence.answers.yaml'), '--store', store()], {
       cwd: dir,
     })
     expect(answered.code, answered.stderr).to.equal(10)
@@ -367,7 +378,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
   it('export --html: - is standard output, a new folder is made, a folder given as the file is a clear error', async () => {
     const runId = ids.twoRoutes
     const from = sharedStore()
-    const toStdout = await pipe(['export', runId, '--html', '-', '--store', from], {cwd: dir})
+    const toStdout = await pipeHere(['export', runId, '--html', '-', '--store', from], {cwd: dir})
     expect(toStdout.code, toStdout.stderr).to.equal(0)
     expect(toStdout.stdout).to.match(/^<!doctype html>\n[^]*<\/html>\n$/)
     expect(toStdout.stdout).to.contain(runId)
@@ -379,18 +390,18 @@ describe('pipe view under attack and in a new user’s hands', function () {
       'no file named -',
     ).to.equal('none')
     const nested = path.join(dir, 'out', 'tickets', 'run.html')
-    const made = await pipe(['export', runId, '--html', nested, '--store', from], {cwd: dir})
+    const made = await pipeHere(['export', runId, '--html', nested, '--store', from], {cwd: dir})
     expect(made.code, made.stderr).to.equal(0)
     expect(made.stdout).to.equal(`${nested}\n`)
     const sameNonce = (page: string): string => page.replace(/nonce-[A-Za-z0-9+/=]+/g, 'nonce-N').replace(/nonce="[^"]+"/g, 'nonce="N"')
     expect(sameNonce(await readFile(nested, 'utf8')), 'the file is the page - printed').to.equal(sameNonce(toStdout.stdout))
-    const folder = await pipe(['export', runId, '--html', dir, '--store', from, '--json'], {cwd: dir})
+    const folder = await pipeHere(['export', runId, '--html', dir, '--store', from, '--json'], {cwd: dir})
     expect(folder.code).to.equal(2)
     expect(json<{error: {code: string; message: string}}>(folder).error).to.deep.include({
       code: 'E_INVALID_ARGS',
       message: `--html ${dir} is a folder, not a file`,
     })
-    const both = await pipe(['export', runId, '--html', '-', '--store', from, '--json'], {cwd: dir})
+    const both = await pipeHere(['export', runId, '--html', '-', '--store', from, '--json'], {cwd: dir})
     expect(both.code).to.equal(2)
     expect(json<{error: {code: string}}>(both).error.code).to.equal('E_INVALID_ARGS')
   })
@@ -423,7 +434,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     const r = {run_id: ids.hostile}
     const {url} = view
     const file = path.join(dir, 'say.html')
-    expect((await pipe(['export', r.run_id, '--html', file, '--store', sharedStore()], {cwd: dir})).code).to.equal(0)
+    expect((await pipeHere(['export', r.run_id, '--html', file, '--store', sharedStore()], {cwd: dir})).code).to.equal(0)
     for (const at of [`${url}runs/${r.run_id}`, url, pathToFileURL(file).href]) {
       const {page, problems} = await open(at)
       const state = await page.evaluate(() => ({
@@ -474,7 +485,7 @@ describe('pipe view under attack and in a new user’s hands', function () {
     )
     expect(r.stdout, 'the reply is what the model said, not the stored envelope').to.not.contain('"finish_reason"')
     const asJson = json<Array<{calls: Array<{request: {messages: unknown[]}}>}>>(
-      await pipe(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--json', '--store', sharedStore()], {cwd: dir}),
+      await pipeHere(['snapshot', 'show', task, '--step', 'implement', '--prompt', '--json', '--store', sharedStore()], {cwd: dir}),
     )
     expect(
       asJson[0]!.calls.map((c) => c.request.messages.length),
