@@ -1,8 +1,7 @@
 /**
- * One `pipe` process per behaviour (the full run, the kills, audit verify's findings and notes, the
- * resumes that rewrite records or leave a changed one); the read-backs, the later audits and the
- * runs and resumes around them run in this process (test/helpers/pipe-here.ts: the same command
- * from argv, its output and exit code).
+ * `pipe` processes: the runs killed at a fault point, and the file's first run, snapshot show,
+ * audit verify and resume (the first test); every other command runs in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {readdir, readFile, rm, writeFile} from 'node:fs/promises'
@@ -32,8 +31,9 @@ async function recordFiles(cwd: string): Promise<Record<string, string>> {
   return out
 }
 
-async function snapshots(cwd: string, runId: string): Promise<Snapshot[]> {
-  const result = await pipeHere(['snapshot', 'show', runId, '--json'], {cwd})
+/** `pipe snapshot show RUN --json`: in this process, or (the file's first) as a process. */
+async function snapshots(cwd: string, runId: string, asProcess = false): Promise<Snapshot[]> {
+  const result = await (asProcess ? pipe : pipeHere)(['snapshot', 'show', runId, '--json'], {cwd})
   expect(result.code, result.stderr).to.equal(0)
   return json<Snapshot[]>(result)
 }
@@ -54,7 +54,7 @@ describe('the commit log: records written without their own sync, rebuilt after 
     expect(done.code, done.stderr).to.equal(0)
     const runId = json<{run_id: string}>(done).run_id
     const intact = await recordFiles(dir)
-    const list = await snapshots(dir, runId)
+    const list = await snapshots(dir, runId, true)
     const compile = list.find((s) => s.step.name === 'compile' && s.evidence_links.length > 0)!
     const planned = list.find((s) => s.step.name === 'plan_tasks')!
     await losePower(dir, {
@@ -89,9 +89,8 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const file = path.join(dir, '.pipe', 'evidence', `${evidence}.json`)
     const changed = (await readFile(file, 'utf8')).replace('"created_at": "', '"created_at": "1')
     await writeFile(file, changed)
-    await pipe(['resume', runId], {cwd: dir})
+    await pipeHere(['resume', runId], {cwd: dir})
     expect(await readFile(file, 'utf8')).to.equal(changed)
-    // (audit verify's findings from a process: the first test.)
     const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code).to.equal(4)
     expect(audit.stdout).to.contain(`${evidence}: field changed`)
@@ -108,10 +107,9 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const seq = (JSON.parse(last) as {seq: number}).seq
     const head = (JSON.parse(await readFile(path.join(dir, '.pipe', 'runs', runId, 'run.json'), 'utf8')) as {head: {seq: number}}).head.seq
     const withLast = (line: string): Promise<void> => writeFile(log, `${text.slice(0, cut)}${line}\n`)
-    /** The notes of `pipe audit verify --json`: in this process, or (the first noted case) a process. */
-    const notes = async (asProcess = false): Promise<string[]> => {
-      const args = ['audit', 'verify', '--json']
-      const audit = asProcess ? await pipe(args, {cwd: dir}) : await pipeHere(args, {cwd: dir})
+    /** The notes of `pipe audit verify --json`. */
+    const notes = async (): Promise<string[]> => {
+      const audit = await pipeHere(['audit', 'verify', '--json'], {cwd: dir})
       expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
       return json<{notes: Array<{record: string; message: string}>}>(audit).notes.map((n) => `${n.record}: ${n.message}`)
     }
@@ -121,7 +119,7 @@ describe('the commit log: records written without their own sync, rebuilt after 
     expect(await notes()).to.deep.equal([])
     // The same line naming a step with no snapshot, past the run's end: noted, though its start alone names that step.
     await withLast(last.replace(`"seq":${seq},`, '"seq":90,'))
-    expect(await notes(true)).to.deep.equal([
+    expect(await notes()).to.deep.equal([
       `${runId}#90: names a step past the run's last snapshot #${head}, yet the run is succeeded: no step wrote it (changed by hand?), and pipe resume ignores it`,
     ])
     // Another run's line, or keys in another order: read whole, as before.
@@ -137,10 +135,9 @@ describe('the commit log: records written without their own sync, rebuilt after 
     const killed = await pipe(fullRun, {cwd: dir, env: {PIPE_FAULT_KILL_AT: 'evidence-written:compile'}})
     expect(killed.signal === 'SIGKILL' || killed.code === 137, killed.stderr).to.equal(true)
     const [runId] = (await readdir(path.join(dir, '.pipe', 'runs'))).filter((n) => n.startsWith('R-'))
-    const audit = await pipe(['audit', 'verify'], {cwd: dir})
+    const audit = await pipeHere(['audit', 'verify'], {cwd: dir})
     expect(audit.code, `${audit.stdout}${audit.stderr}`).to.equal(0)
     expect(audit.stderr).to.match(new RegExp(`note: \\S+/runs/${runId}/commits\\.jsonl  ${runId}#2: a step commit was interrupted; pipe resume finishes it`))
-    // (A resume that finishes a killed run from a process: the next test.)
     const resumed = await pipeHere(['resume', runId!, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect((await snapshots(dir, runId!)).filter((s) => s.step.name === 'compile')).to.have.length(2)
@@ -162,7 +159,7 @@ describe('the commit log: records written without their own sync, rebuilt after 
       gone: [`runs/${runId}/snapshots/${String(planned.step.seq).padStart(6, '0')}.json`, `specs/${planned.spec_version_out}.json`],
       empty: [`evidence/${applied.evidence_links[0]!.evidence_id}.json`, `specs/${applied.spec_version_out}.json`],
     })
-    const resumed = await pipe(['resume', runId!, '--json'], {cwd: dir})
+    const resumed = await pipeHere(['resume', runId!, '--json'], {cwd: dir})
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<{status: string}>(resumed).status).to.equal('succeeded')
     const after = await recordFiles(dir)
