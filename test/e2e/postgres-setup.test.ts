@@ -5,9 +5,10 @@
  * that does not exist, and a role that may INSERT but not UPDATE (which must leave no run stuck
  * `running`). A real cluster (test/helpers/postgres.ts).
  *
- * Each test's refusal is a `pipe` process (of a matrix, the first case), and every sslmode is one:
- * the client library's warning, which the test checks is never said, is said once per process. The
- * further URL cases, the listings that make or read the tables and the audit run in this process
+ * The first `runs list` (the first URL case) and the first `run` are `pipe` processes, and every
+ * sslmode is one: the client library's warning, which the test checks is never said, is said once
+ * per process. The further URL cases, the socket folder and search_path refusals, the listings that
+ * make or read the tables, the role's refused run and the audit run in this process
  * (test/helpers/pipe-here.ts: the same command from argv and the same PostgreSQL store code).
  */
 import {expect} from 'chai'
@@ -79,7 +80,7 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
   })
 
   it('a socket folder that does not exist (?host=/nowhere): E_IO saying the server could not be reached, with the URL', async () => {
-    const result = await list(`postgres://postgres@localhost/${db}?host=/nonexistent-pipe-socket-dir`)
+    const result = await list(`postgres://postgres@localhost/${db}?host=/nonexistent-pipe-socket-dir`, true)
     expect(result.code, result.stdout + result.stderr).to.equal(1)
     const error = json<{error: SetUpError}>(result).error
     expect(error.code).to.equal('E_IO')
@@ -89,7 +90,7 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
 
   it('a search_path naming a schema that does not exist: E_CONFIG saying to create it, not damage', async () => {
     const url = `${cluster.url(db)}?options=-c%20search_path%3Dno_such_schema`
-    const error = setUpError(await list(url))
+    const error = setUpError(await list(url, true))
     expect(error.code).to.equal('E_CONFIG')
     expect(error.hint).to.match(/CREATE SCHEMA/)
     // The hint's fix works.
@@ -121,7 +122,7 @@ describe('a PostgreSQL store set up wrong: E_CONFIG with what to fix', function 
     await cluster.sql('postgres', `CREATE ROLE ${role} LOGIN`)
     await cluster.sql(db, `GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO ${role}`)
     const asRole = `postgres://${role}@127.0.0.1:${cluster.port}/${db}`
-    const result = await pipe(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', asRole, '--json'], {cwd: dir})
+    const result = await pipeHere(['run', defaultPipeline, '--input', prd, '--decision', 'go', '--store', asRole, '--json'], {cwd: dir})
     const error = setUpError(result)
     expect(error.code).to.equal('E_CONFIG')
     expect(error.message).to.match(/UPDATE on pipe_runs/)
