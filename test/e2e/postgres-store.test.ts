@@ -3,11 +3,12 @@
  * the commands, a URL never taken as a folder, pg loaded only for a database, the append-only
  * tables, and pipe audit verify naming tampering with rows. A real cluster (test/helpers/postgres.ts).
  *
- * One `pipe` process per behaviour (a run on --store postgres://…, an unreachable database, a wrong
- * password, a read through a role that may only read and the run it refuses, the modules each
- * process loads, audit verify naming a changed row); the runs that set a test up, the reads after
- * the first and the further refusals and audits run in this process (test/helpers/pipe-here.ts: the
- * same command from argv and the same PostgreSQL store code; its pool idles out on its own).
+ * The first `run` (on --store postgres://…), the first `runs list` process (an unreachable
+ * database), the modules each process loads and audit verify naming a changed row are `pipe`
+ * processes; the runs that set a test up, the other reads, the wrong password, the role that may
+ * only read and the run it refuses, and the further refusals and audits run in this process
+ * (test/helpers/pipe-here.ts: the same command from argv and the same PostgreSQL store code; its
+ * pool idles out on its own).
  */
 import {expect} from 'chai'
 import {existsSync} from 'node:fs'
@@ -91,7 +92,7 @@ describe('the PostgreSQL store through the CLI', function () {
       cluster.ctl('reload')
       const home = path.join(dir, 'home')
       const wrong = `postgres://pw_user:Wr0ng-Secret@127.0.0.1:${cluster.port}/${db}`
-      const result = await pipe(['runs', 'list', '--store', wrong, '--json'], {cwd: dir, env: {PIPE_HOME: home}})
+      const result = await pipeHere(['runs', 'list', '--store', wrong, '--json'], {cwd: dir, env: {PIPE_HOME: home}})
       const error = setUpError(result)
       expect(error.code).to.equal('E_CONFIG')
       expect(error.message).to.match(/password authentication failed/)
@@ -143,11 +144,10 @@ describe('the PostgreSQL store through the CLI', function () {
         ['runs', 'show', runId],
         ['audit', 'verify'],
       ]) {
-        // The first read from a process, the others in this process.
-        const read = await (args[1] === 'list' ? pipe : pipeHere)([...args, '--store', asReader], {cwd: dir})
+        const read = await pipeHere([...args, '--store', asReader], {cwd: dir})
         expect(read.code, `${args.join(' ')}: ${read.stderr}`).to.equal(0)
       }
-      const write = await pipe(['run', defaultPipeline, '--input', prd, '--store', asReader, '--json'], {cwd: dir})
+      const write = await pipeHere(['run', defaultPipeline, '--input', prd, '--store', asReader, '--json'], {cwd: dir})
       expect(setUpError(write).code).to.equal('E_CONFIG')
       expect(await cluster.sql(db, 'SELECT count(*)::int AS n FROM pipe_runs')).to.deep.equal([{n: 1}])
     })
