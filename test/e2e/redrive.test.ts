@@ -28,9 +28,9 @@ beforeEach(async () => {
 })
 afterEach(async () => cleanup())
 
-// Each test's redrive (or refusal, or a run's hint on stderr) is a `pipe` process (`cli`); the runs
-// that set it up and the commands after it run in this process (`here`, test/helpers/pipe-here.ts:
-// the same command, output and exit code).
+// A `pipe` process (`cli`) for the file's first use of each command as a process: the first redrive,
+// runs show, policy check, a run (the blocked run's hint) and publish; every other command runs in
+// this process (`here`, test/helpers/pipe-here.ts: the same command, output and exit code).
 function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<CliResult> {
   return pipe(args, {cwd: dir, env: {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0', ...env}})
 }
@@ -121,7 +121,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(redriven).to.have.length(1)
     expect(redriven[0]).to.include({from: 'failed', to: 'running', step: 'compile', seq: 2, by: user})
     expect(events.map((e) => e.event).filter((e) => ['failed', 'redriven', 'succeeded'].includes(e))).to.deep.equal(['failed', 'redriven', 'succeeded'])
-    expect((await here(['runs', 'show', body.run_id])).stdout).to.match(new RegExp(`redriven \\(failed -> running\\) step compile by ${user}`))
+    expect((await cli(['runs', 'show', body.run_id])).stdout).to.match(new RegExp(`redriven \\(failed -> running\\) step compile by ${user}`))
     await expectAuditPasses(dir, body.run_id)
     const again = await here(['resume', body.run_id], env)
     expect(again.code).to.equal(2)
@@ -157,12 +157,12 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
 
     // The policy file edited in place is not taken silently.
     await writeFile(strict, policy('  - [node, --check]\n  - [echo, hello]\n'))
-    const silent = await cli(['resume', body.run_id])
+    const silent = await here(['resume', body.run_id])
     expect(silent.code).to.equal(4)
     expect(silent.stderr).to.contain('the policy changed since run').and.contain(`pipe resume ${body.run_id} --policy ${strict}`)
     const before = await snapshotFiles(body.run_id)
 
-    const fixed = await cli(['resume', body.run_id, '--policy', open, '--json'])
+    const fixed = await here(['resume', body.run_id, '--policy', open, '--json'])
     expect(fixed.code, fixed.stderr).to.equal(0)
     expect(json<RunJson>(fixed).status).to.equal('succeeded')
     await expectUnchanged(before, body.run_id)
@@ -174,7 +174,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       [4, 'say', 1],
       [5, 'done', 1],
     ])
-    const openVersion = json<{policy_version: string}>(await here(['policy', 'check', open, '--json'])).policy_version
+    const openVersion = json<{policy_version: string}>(await cli(['policy', 'check', open, '--json'])).policy_version
     expect(list[3]!.meta.policy_version).to.equal(openVersion)
     expect(list[2]!.meta.policy_version).to.equal(strictVersion)
     expect((list[3]!.outputs as {command: {stdout: {head: string}}}).command.stdout.head).to.equal('hello\n')
@@ -203,7 +203,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(body.next_command, 'no redrive is offered').to.equal(undefined)
     const before = await snapshotFiles(body.run_id)
     const shown = await runShow(body.run_id)
-    const refused = await cli(['resume', body.run_id])
+    const refused = await here(['resume', body.run_id])
     expect(refused.code).to.equal(2)
     expect(refused.stderr).to.contain(`Error [E_STATE]: run ${body.run_id} failed before step again ran (E_LOOP_LIMIT:`)
     expect(refused.stderr).to.contain(`pipe replay ${body.run_id} --from STEP`)
@@ -214,7 +214,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(paused.status).to.equal('awaiting_input')
     const other = path.join(dir, 'other.yaml')
     await writeFile(other, policy('  - [echo, "..."]\n'))
-    const changed = await cli(['resume', paused.run_id, '--policy', other, '--decision', 'go'])
+    const changed = await here(['resume', paused.run_id, '--policy', other, '--decision', 'go'])
     expect(changed.code).to.equal(2)
     expect(changed.stderr).to.contain('its policy changes only when a person redrives it')
   })
@@ -278,7 +278,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
     expect(blocked.code, blocked.stderr).to.equal(6)
     const body = json<RunJson>(blocked)
     expect(body.error?.hint).to.equal(`Deal with it; resuming ends the run succeeded. Then continue it with: pipe resume ${body.run_id}`)
-    const resumed = await cli(['resume', body.run_id, '--json'])
+    const resumed = await here(['resume', body.run_id, '--json'])
     expect(resumed.code, resumed.stderr).to.equal(0)
     expect(json<RunJson>(resumed).status).to.equal('succeeded')
     expect((await snapshots(body.run_id)).map((s) => [s.step.name, s.decisions.at(-1)!.decision])).to.deep.equal([
@@ -312,7 +312,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(body.next_command).to.equal(`pipe resume ${body.run_id}`)
       expect(server.count('draft')).to.equal(2)
 
-      const resumed = await cli(['resume', body.run_id, '--json'], env)
+      const resumed = await here(['resume', body.run_id, '--json'], env)
       expect(resumed.code, resumed.stderr).to.equal(0)
       expect(json<RunJson>(resumed).status).to.equal('succeeded')
       expect(server.count('draft'), 'the first request is asked again, not answered by its rejected reply').to.equal(3)
@@ -351,7 +351,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(hook.deliveries()).to.have.length(0)
       const before = await snapshotFiles(body.run_id)
 
-      const resumed = await cli(['resume', body.run_id, '--json'], env)
+      const resumed = await here(['resume', body.run_id, '--json'], env)
       expect(resumed.code, resumed.stderr).to.equal(0)
       expect(json<RunJson>(resumed).status).to.equal('succeeded')
       expect(hook.deliveries('/ci')).to.have.length(1)
@@ -370,7 +370,7 @@ describe('redrive: pipe resume on a failed or blocked run', function () {
       expect(ledger.find((e) => e.target === 'local')!.attempts, 'the file target delivered once').to.have.length(1)
       const {events} = await runShow(body.run_id)
       expect(events.find((e) => e.event === 'redriven')).to.include({from: 'blocked', to: 'running', step: 'publish', by: user})
-      expect((await here(['publish', body.run_id], env)).code).to.equal(0)
+      expect((await cli(['publish', body.run_id], env)).code).to.equal(0)
       expect(hook.deliveries('/ci'), 'exactly once').to.have.length(1)
       await expectAuditPasses(dir, body.run_id)
     } finally {
