@@ -9,9 +9,10 @@
  * token shapes written in a pipeline's argv on the progress line.
  *
  * What a real process writes is the subject: the main case (every command of the first test, each
- * with a collector: OpenTelemetry is read once per process) and the first command of each other test
- * are `pipe` processes; a further variant (--json) runs in this process (test/helpers/pipe-here.ts:
- * the same path from argv, its stdout and stderr redacted as a process's).
+ * with a collector: OpenTelemetry is read once per process) and the runs with a collector's URL are
+ * `pipe` processes; the other tests' commands (a `run` and a `resume` again, which the main case runs
+ * as processes) run in this process (test/helpers/pipe-here.ts: the same path from argv, its stdout
+ * and stderr redacted as a process's).
  */
 import {expect} from 'chai'
 import {execFileSync, type ChildProcess} from 'node:child_process'
@@ -220,7 +221,7 @@ describe('secrets never leave pipe unmasked (issue 35)', function () {
       `version: 1\nname: tokens\nsteps:\n  - {id: last, kind: command, run: [node, -e, "process.exit(4)", "${SK}", "${GHP}"]}\n`,
     )
     const home = path.join(dir, 'home')
-    const plain = await pipe(['run', 'tokens.yaml', '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
+    const plain = await pipeHere(['run', 'tokens.yaml', '--text', 'x'], {cwd: dir, env: {PIPE_HOME: home}})
     const asJson = await pipeHere(['run', 'tokens.yaml', '--text', 'x', '--json'], {cwd: dir, env: {PIPE_HOME: home}})
     for (const result of [plain, asJson]) {
       expect(result.code, result.stderr).to.equal(1)
@@ -270,7 +271,7 @@ describe('secrets never leave pipe unmasked (issue 35)', function () {
       await writeFile(path.join(dir, 'fails.yaml'), 'version: 1\nname: fails\nsteps:\n  - {id: a, kind: command, run: [node, -e, "process.exit(3)"]}\n')
       await writeFile(path.join(dir, 'policy.yaml'), POLICY)
       const env = {PIPE_HOME: path.join(dir, 'home'), PIPE_INTERACTIVE: '0'}
-      const plain = await pipe(['run', 'fails.yaml', '--text', 'x', '--store', store], {cwd: dir, env})
+      const plain = await pipeHere(['run', 'fails.yaml', '--text', 'x', '--store', store], {cwd: dir, env})
       expect(plain.code, plain.stderr).to.equal(1)
       const asJson = await pipeHere(['run', 'fails.yaml', '--text', 'x', '--store', store, '--json'], {cwd: dir, env})
       expect(asJson.code, asJson.stderr).to.equal(1)
@@ -279,7 +280,7 @@ describe('secrets never leave pipe unmasked (issue 35)', function () {
       expect(next).to.match(new RegExp(`^pipe resume R-\\d{8}-\\d{4} --store ${storeShown.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`))
       expect(plain.stdout).to.contain(`--store ${storeShown}`)
       // The command as printed continues the run (the password comes from PGPASSWORD or ~/.pgpass where one is needed).
-      const resumed = await pipe(next!.split(' ').slice(1), {cwd: dir, env})
+      const resumed = await pipeHere(next!.split(' ').slice(1), {cwd: dir, env})
       expect(resumed.stderr, 'the run was redriven, not refused').to.contain('E_BUILD_FAIL')
       expect(resumed.code).to.equal(1)
       expect([
