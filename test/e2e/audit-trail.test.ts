@@ -4,9 +4,9 @@
  * to the same gate results. Both start from a finished run made once for this file.
  *
  * `pipe` processes: the eight runs at once (pipeHere runs one command at a time), the finished run
- * made once (durable-fixtures.ts), the audit verify that names the changed bytes and the file's first
- * replay (--check). Every other command runs in this process (test/helpers/pipe-here.ts: the same
- * command from argv, its output and exit code).
+ * made once (durable-fixtures.ts), the audit verify that names the changed bytes, and the file's
+ * first replay (--check) and runs show. Every other command runs in this process
+ * (test/helpers/pipe-here.ts: the same command from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {readFile, writeFile} from 'node:fs/promises'
@@ -114,7 +114,7 @@ describe('replay', function () {
     expect(after[0]!.meta.replay_of).to.deep.equal({run_id: original.run_id, seq: 3})
     expect(after[0]!.meta.prev_hash).to.equal(before[1]!.meta.record_hash)
     expect(after[0]!.spec_version_in).to.equal(before[2]!.spec_version_in)
-    expect(json<{run: RunRecord}>(await pipeHere(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({
+    expect(json<{run: RunRecord}>(await pipe(['runs', 'show', copy.run_id, '--json'], {cwd: dir})).run.replay_of).to.deep.equal({
       run_id: original.run_id,
       seq: 3,
       step: 'validate_gates',
