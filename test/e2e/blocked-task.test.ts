@@ -5,8 +5,9 @@
  * its git step made (pipe rollback RUN --checkpoint), checked with real git.
  *
  * Most commands run in this process (test/helpers/pipe-here.ts: the CLI's path from argv, its output
- * and exit code); the skip or the rollback itself, the first refusal of each, and the skip with
- * --run-dependents stay real `pipe` processes (each marked).
+ * and exit code). Real `pipe` processes: each skip and rollback itself (what the tests are about, on
+ * the built CLI), and the file's first use of each other command (a run, the first refusal of a skip
+ * and of a rollback, runs show, audit verify, export), each marked.
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -65,23 +66,25 @@ interface Item {
 
 const errorCode = (r: CliResult): string | undefined => /^Error \[(E_[A-Z_]+)\]/m.exec(r.stderr)?.[1]
 
-/** Starts the parent; it stops blocked at each, T1's child waiting for a person. */
-async function blockedParent(storeArgs: string[]): Promise<string> {
+/** Starts the parent (in this process, or `asProcess`); it stops blocked at each, T1's child waiting for a person. */
+async function blockedParent(storeArgs: string[], asProcess = false): Promise<string> {
   await writeFile(path.join(dir, 'task.yaml'), TASK)
   await writeFile(path.join(dir, 'main.yaml'), MAIN)
-  const run = await pipeHere(['run', 'main.yaml', '--text', 'x', '--json', ...storeArgs], {cwd: dir})
+  const run = await (asProcess ? pipe : pipeHere)(['run', 'main.yaml', '--text', 'x', '--json', ...storeArgs], {cwd: dir})
   const out = json<{run_id: string; status: string}>(run)
   expect(out.status, run.stderr).to.equal('blocked')
   return out.run_id
 }
 
-async function skipFlow(storeArgs: string[], location: string): Promise<void> {
-  const parent = await blockedParent(storeArgs)
+/** `first`: the file's first flow, whose run, first refusal, runs show and audit verify are processes. */
+async function skipFlow(storeArgs: string[], location: string, first = false): Promise<void> {
+  const cli = first ? pipe : pipeHere
+  const parent = await blockedParent(storeArgs, first)
   const timeline = async (): Promise<RunEvent[]> => readIn(location, (s) => s.readEvents(parent))
   const before = (await timeline()).length
 
-  // Bad input is refused with a clear error and changes nothing (the first refusal as a process).
-  const noNote = await pipe(['resume', parent, '--skip', 'T1', ...storeArgs], {cwd: dir})
+  // Bad input is refused with a clear error and changes nothing (the first refusal: `cli`).
+  const noNote = await cli(['resume', parent, '--skip', 'T1', ...storeArgs], {cwd: dir})
   expect(errorCode(noNote), noNote.stderr).to.equal('E_INVALID_ARGS')
   expect(noNote.stderr).to.contain(`pipe resume ${parent} --skip T1 --note`)
   const unknown = await pipeHere(['resume', parent, '--skip', 'T9', '--note', 'x', ...storeArgs], {cwd: dir})
@@ -126,9 +129,9 @@ async function skipFlow(storeArgs: string[], location: string): Promise<void> {
   expect(task.status).to.equal('cancelled')
   expect(task.status_reason).to.contain('skipped by').and.contain('done by hand in PR 12')
 
-  const shown = await pipeHere(['runs', 'show', parent, ...storeArgs], {cwd: dir})
+  const shown = await cli(['runs', 'show', parent, ...storeArgs], {cwd: dir})
   expect(shown.stdout).to.match(/task_skipped step each by \S+: task "T1" \(child run R-\S+\) skipped: done by hand in PR 12/)
-  const audit = await pipeHere(['audit', 'verify', ...storeArgs], {cwd: dir})
+  const audit = await cli(['audit', 'verify', ...storeArgs], {cwd: dir})
   expect(audit.code, audit.stdout + audit.stderr).to.equal(0)
 
   // A finished run's tasks cannot be skipped.
@@ -140,7 +143,7 @@ describe('skipping a blocked task on the built CLI', function () {
   this.timeout(180000)
 
   it('file store: T1 skipped with a note, T2 (depends on T1) not run, T3 done; recorded with who and why, audit passes', async () => {
-    await skipFlow([], path.join(dir, '.pipe'))
+    await skipFlow([], path.join(dir, '.pipe'), true)
   })
 
   it('--run-dependents: the tasks that depend on the skipped one run; export shows the skip', async () => {
@@ -156,7 +159,8 @@ describe('skipping a blocked task on the built CLI', function () {
       ['T3', 'succeeded'],
     ])
     expect((await runRecordIn(dir, parent)).run.skips![0]).to.include({run_dependents: true})
-    const exported = await pipeHere(['export', parent, '--dir', 'out', '--json'], {cwd: dir})
+    // As a process: the file's one export.
+    const exported = await pipe(['export', parent, '--dir', 'out', '--json'], {cwd: dir})
     expect(exported.code, exported.stderr).to.equal(0)
     const timeline = await readFile(path.join(dir, 'out', 'runs', parent, 'timeline.md'), 'utf8')
     expect(timeline).to.match(/\*\*task_skipped\*\*: task "T1" \(child run R-\S+\) skipped: not needed; the tasks that depend on it run as if it had succeeded/)
@@ -216,9 +220,10 @@ const git = (cwd: string, ...args: string[]): string => execFileSync('git', args
 
 /**
  * A task that ends blocked with its change in the working tree, rolled back by a person; the store
- * is named by PIPE_STORE when given (so the command the rollback prints runs as printed).
+ * is named by PIPE_STORE when given (so the command the rollback prints runs as printed). `first`:
+ * the file's first rollback flow, whose first refusal is a process.
  */
-async function rollbackFlow(env: Record<string, string>, store?: string): Promise<void> {
+async function rollbackFlow(env: Record<string, string>, store?: string, first = false): Promise<void> {
   const location = store ?? path.join(dir, '.pipe')
   const auditPasses = async (): Promise<void> => {
     const audit = await pipeHere(['audit', 'verify'], {cwd: dir, env})
@@ -244,8 +249,8 @@ async function rollbackFlow(env: Record<string, string>, store?: string): Promis
   const commit = (checkpoint.outputs as {checkpoint: {commit: string}}).checkpoint.commit
   expect(await readFile(path.join(dir, 'app.txt'), 'utf8')).to.equal('broken by T1\n')
 
-  // Bad input changes nothing: a run with no checkpoint (as a process), a missing note.
-  const noCheckpoint = await pipe(['rollback', parent.run_id, '--checkpoint', '--note', 'x'], {cwd: dir, env})
+  // Bad input changes nothing: a run with no checkpoint (as a process in the first flow), a missing note.
+  const noCheckpoint = await (first ? pipe : pipeHere)(['rollback', parent.run_id, '--checkpoint', '--note', 'x'], {cwd: dir, env})
   expect(errorCode(noCheckpoint), noCheckpoint.stderr).to.equal('E_INVALID_ARGS')
   expect(noCheckpoint.stderr).to.contain('has made no checkpoint')
   const noNote = await pipeHere(['rollback', task, '--checkpoint'], {cwd: dir, env})
@@ -297,7 +302,7 @@ describe('rolling a blocked task back to its checkpoint on the built CLI', funct
   this.timeout(180000)
 
   it('pipe rollback --checkpoint puts the workspace at the checkpoint commit, records who, why and which commits, and its hint continues the run', async () => {
-    await rollbackFlow({})
+    await rollbackFlow({}, undefined, true)
   })
 
   describe('on PostgreSQL', () => {
