@@ -3,9 +3,9 @@
  * as they happen, a failing step's error as evidence, and the tool versions measured at the start.
  *
  * The run each behaviour is about is a `pipe` process (an agent's, a failing step's, a timed-out
- * step's, a warned and a refused run), as is the first audit verify; the further runs and the
- * read-backs (snapshot show, runs list, audit verify) run in this process (test/helpers/pipe-here.ts:
- * the same command from argv, its output and exit code).
+ * step's, a warned and a refused run), as are the first audit verify, snapshot show and runs list;
+ * the further runs and read-backs run in this process (test/helpers/pipe-here.ts: the same command
+ * from argv, its output and exit code).
  */
 import {expect} from 'chai'
 import {execFileSync} from 'node:child_process'
@@ -152,7 +152,8 @@ describe('what a run records (the built CLI, real repositories and processes)', 
     const body = json<{run_id: string; status: string; error?: {code: string}}>(result)
     expect(body.status).to.equal('failed')
     expect(body.error?.code).to.equal('E_BUILD_FAIL')
-    const [snap] = json<Snapshot[]>(await pipeHere(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
+    // As a process: the file's first snapshot show.
+    const [snap] = json<Snapshot[]>(await pipe(['snapshot', 'show', body.run_id, '--json'], {cwd: repo, env: env()}))
     expect(snap!.evidence_links.map((l) => l.type)).to.deep.equal(['log'])
     const evidence = JSON.parse(await readFile(path.join(repo, '.pipe', 'evidence', `${snap!.evidence_links[0]!.evidence_id}.json`), 'utf8')) as Evidence
     expect(evidence.type).to.equal('log')
@@ -229,7 +230,8 @@ describe('what a run records (the built CLI, real repositories and processes)', 
         'tool_versions: {node: "18"}\ntool_versions_mismatch: refuse\n',
       ),
     )
-    const before = json<{runs: unknown[]}>(await pipeHere(['runs', 'list', '--json'], {cwd: repo, env: env()})).runs
+    // As a process: the file's first runs list.
+    const before = json<{runs: unknown[]}>(await pipe(['runs', 'list', '--json'], {cwd: repo, env: env()})).runs
     expect(before).to.have.length(2)
     const refused = await run(file, false)
     expect(refused.code).not.to.equal(0)
