@@ -11,6 +11,7 @@ import * as Flags from './flags.js'
 import type {Example} from './manifest.js'
 import {parseArgv} from './parser.js'
 import {reportCommandError, storeDir} from './command-io.js'
+import {closeCommandStores} from '../store/open.js'
 import {jsonText, visible} from '../util/terminal-text.js'
 import {writeOut} from './std-streams.js'
 
@@ -71,6 +72,9 @@ export abstract class PipeCommand {
       if (raw instanceof Exit) return raw.code
       const error = raw instanceof Error ? raw : new Error(String(raw))
       return reportCommandError(error, id, {json: command.jsonEnabled(), jsonPrinted: command.jsonPrinted}).exitCode
+    } finally {
+      // A database store's pool ends with the command that opened it (store/open.ts).
+      closeCommandStores()
     }
     if (result !== undefined && result !== null && command.jsonEnabled()) command.logJson(result)
     return undefined

@@ -63,6 +63,8 @@ export interface ChildBirth extends QueuedBirth {
 export interface TeamQueue {
   /** Names this process as a holder (pipe worker --name): pipe runs show prints it with host and pid. */
   nameHolder(name: string | undefined): void
+  /** This process drives up to `concurrency` runs at once (pipe worker): as many of its statements may go to the store at once. */
+  serving(concurrency: number): void
   /**
    * Creates runs not started and puts them on a queue, all in one transaction: every one or none.
    * With `firing`, the run is a schedule's slot: it is made only if that slot has not fired yet

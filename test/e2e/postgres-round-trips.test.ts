@@ -12,17 +12,21 @@ import {expect} from 'chai'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
-import {json, pipe, tempDir} from '../helpers/cli.js'
+import {defaultPipeline, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
 import {expectAuditPasses} from '../helpers/stores.js'
 import {until} from '../helpers/workers.js'
 
-/** A proxy to the cluster that counts the client's Query ('Q') and Sync ('S') messages, and keeps the SQL of each Query and Parse ('P'). */
-async function countingProxy(port: number): Promise<{port: number; roundTrips: () => number; statements: string[]; close: () => Promise<void>}> {
+/** A proxy to the cluster that counts the connections made through it and the client's Query ('Q') and Sync ('S') messages, and keeps the SQL of each Query and Parse ('P'). */
+async function countingProxy(
+  port: number,
+): Promise<{port: number; roundTrips: () => number; connections: () => number; statements: string[]; close: () => Promise<void>}> {
   let roundTrips = 0
+  let connections = 0
   const statements: string[] = []
   const sockets = new Set<net.Socket>()
   const server = net.createServer((client) => {
+    connections++
     const upstream = net.connect(port, '127.0.0.1')
     sockets.add(client).add(upstream)
     let pending = Buffer.alloc(0)
@@ -59,6 +63,7 @@ async function countingProxy(port: number): Promise<{port: number; roundTrips: (
   return {
     port: (server.address() as net.AddressInfo).port,
     roundTrips: () => roundTrips,
+    connections: () => connections,
     statements,
     close: () =>
       new Promise<void>((resolve) => {
@@ -101,6 +106,34 @@ describe('the round trips of a step on the PostgreSQL store', function () {
       const many = await trips('chain21.yaml')
       expect((many - one) / 20, `${many} round trips for 21 steps, ${one} for 1`).to.be.at.most(2)
       await expectAuditPasses(dir, undefined, cluster.url(db))
+    } finally {
+      await proxy.close()
+      await cleanup()
+    }
+  })
+
+  it('a command makes one connection to the store however many of its parts open it or read at once (a second only to hold a ledger key while it records a delivery)', async () => {
+    const {dir, cleanup} = await tempDir('pipe-pg-connections-')
+    const proxy = await countingProxy(cluster.port)
+    try {
+      const db = await cluster.createDatabase()
+      const url = `postgres://postgres@127.0.0.1:${proxy.port}/${db}`
+      const connections = async (args: string[], code = 0): Promise<number> => {
+        const before = proxy.connections()
+        const result = await pipe([...args, '--store', url], {cwd: dir})
+        expect(result.code, result.stderr).to.equal(code)
+        return proxy.connections() - before
+      }
+      const prd = path.join(repoRoot, 'examples', 'full-prd.md')
+      // Paused at its review: the run, then the review that resumes it (the review, its deadline check, the resume and its redrive check each opened the store).
+      expect(await connections(['run', defaultPipeline, '--input', prd], 10), 'pipe run').to.equal(1)
+      const runId = (await cluster.sql<{run_id: string}>(db, 'SELECT run_id FROM pipe_runs'))[0]!.run_id
+      // runs show reads the timeline, the snapshots and the status at once, and checks a passed deadline first: 3 connections before.
+      expect(await connections(['runs', 'show', runId]), 'pipe runs show').to.equal(1)
+      // The publication's ledger key is held on a connection of its own while the delivery is recorded on another: 5 before.
+      expect(await connections(['review', runId, '--decision', 'go']), 'pipe review').to.equal(2)
+      for (const read of [['snapshot', 'show', runId], ['runs', 'list'], ['audit', 'verify'], ['stats']])
+        expect(await connections(read), `pipe ${read.join(' ')}`).to.equal(1)
     } finally {
       await proxy.close()
       await cleanup()

@@ -77,6 +77,7 @@ export async function runWorker(options: WorkerOptions): Promise<WorkerSummary> 
   if (!opened) return {queue, store: safeUrl(location), workspaces: served.map((w) => ({id: w.id, dir: w.dir})), driven: []}
   const {store, work} = opened
   work.nameHolder(options.name)
+  work.serving(concurrency)
   const id = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
   const driven: WorkerSummary['driven'] = []
   const labels = served.map((w) => ({id: w.id, label: w.dir}))

@@ -42,6 +42,11 @@ export class PostgresWork implements TeamQueue {
     nameHolder(name)
   }
 
+  serving(concurrency: number): void {
+    // Its runs', and its own loop's (claims, heartbeats, notes on queued runs).
+    this.store.allowStatementsAtOnce(concurrency + 1)
+  }
+
   /** Creates runs not started and puts them on a queue, in one transaction (pipe run --detach): all of them or none. */
   async createQueued(births: readonly QueuedBirth[], queue: string, workspace: RunWorkspace, firing?: Firing): Promise<RunRecord[]> {
     await this.store.assertCanWrite()
