@@ -71,9 +71,11 @@ async function sharedStore(location: string): Promise<RunStore> {
 }
 
 /**
- * Ends every database store this command opened (its pools and the leases' renewal), however many
- * of its openings were left open. Not waited for: a connection something still holds ends when it
- * is given back, and a failed command exits at once, as it did before.
+ * Ends every database store open in this process (its pools and the leases' renewal), however many
+ * of its openings were left open: a process runs one command, so they are that command's (a test
+ * that runs commands in its own process opens stores between them, never during one). Not waited
+ * for: a connection something still holds ends when it is given back, and a failed command exits
+ * at once, as it did before.
  */
 export function closeCommandStores(): void {
   const open = [...sharedStores.values()]

@@ -11,9 +11,12 @@
 import {expect} from 'chai'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import net from 'node:net'
+import pg from 'pg'
 import path from 'node:path'
 import {defaultPipeline, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {startCluster, type Cluster} from '../helpers/postgres.js'
+import {openStore} from '../../src/store/open.js'
+import type {RunStore} from '../../src/store/types.js'
 import {expectAuditPasses} from '../helpers/stores.js'
 import {until} from '../helpers/workers.js'
 
@@ -136,6 +139,48 @@ describe('the round trips of a step on the PostgreSQL store', function () {
         expect(await connections(read), `pipe ${read.join(' ')}`).to.equal(1)
     } finally {
       await proxy.close()
+      await cleanup()
+    }
+  })
+
+  it("a statement stuck behind another session's row lock holds up the command's other reads only for a moment: they go on a connection of their own", async () => {
+    const {dir, cleanup} = await tempDir('pipe-pg-stuck-')
+    let store: RunStore | undefined
+    try {
+      const db = await cluster.createDatabase()
+      const url = cluster.url(db)
+      await writeFile(path.join(dir, 'chain1.yaml'), chain(1))
+      expect((await pipe(['run', path.join(dir, 'chain1.yaml'), '--text', 'x', '--store', url], {cwd: dir})).code).to.equal(0)
+      const runId = (await cluster.sql<{run_id: string}>(db, 'SELECT run_id FROM pipe_runs'))[0]!.run_id
+      // Another session stalled inside a transaction that locked the run's row.
+      const holder = new pg.Client({connectionString: url})
+      await holder.connect()
+      await holder.query('BEGIN')
+      await holder.query('SELECT 1 FROM pipe_runs WHERE run_id = $1 FOR UPDATE', [runId])
+      try {
+        store = await openStore(url, 'existing')
+        const order: string[] = []
+        const cancel = store.requestCancel!(runId, 'stop').then(
+          () => order.push('cancel'),
+          () => order.push('cancel failed'),
+        )
+        await until('the cancel request waits for the row lock', async () => {
+          const [row] = await cluster.sql<{n: number}>(db, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", [
+            db,
+          ])
+          return row!.n > 0
+        })
+        // Queued behind the stuck statement, the read would wait for the lock's end (lock_timeout, 15 s), which comes only after it here.
+        expect((await store.readRun(runId)).run_id).to.equal(runId)
+        order.push('read')
+        await holder.query('ROLLBACK')
+        await cancel
+        expect(order).to.deep.equal(['read', 'cancel'])
+      } finally {
+        await holder.end()
+      }
+    } finally {
+      await store?.close?.()
       await cleanup()
     }
   })

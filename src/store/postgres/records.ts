@@ -110,6 +110,9 @@ export async function withClient<T>(pool: Pool, what: string, work: (client: Poo
   }
 }
 
+/** How long a plain statement waits behind another before it goes on a connection of its own (PostgresRecords.query). */
+const STATEMENT_TURN_MS = 100
+
 export class PostgresRecords {
   constructor(
     readonly url: string,
@@ -174,15 +177,19 @@ export class PostgresRecords {
    * Reads a command takes together (Promise.all) would each take a connection of the pool, and a
    * connection costs the server far more than a statement: a backend started and its caches filled,
    * ~50 ms of the server's CPU on the test machine against ~1 ms for a read, and over a network more
-   * round trips than the reads themselves. One at a time they share the pool's idle connection:
-   * `pipe runs show` made 3 connections, now 1. A worker driving several runs at once raises it to
-   * its concurrency (TeamQueue.serving). Transactions (tx) are not counted: each takes its own.
+   * round trips than the reads themselves. Queued one behind another they share the pool's idle
+   * connection: `pipe runs show` made 3 connections, now 1. A statement waits its turn for
+   * STATEMENT_TURN_MS at most, then goes on a connection of its own as before: one stuck behind a
+   * row lock (another session stalled inside a transaction, up to lock_timeout) holds the others
+   * up that long, not for the lock's time. A worker allows as many at once as it drives runs, and
+   * one more for its loop (TeamQueue.serving). Not counted: transactions (tx, withClient), a held
+   * run's writes and lease renewals, and the ledger's key, which each take a connection as before.
    */
   private statementsAtOnce = 1
   private statementsRunning = 0
   private readonly statementTurns: Array<() => void> = []
 
-  /** Lets `n` plain statements go to the server at once (pipe worker --concurrency N). */
+  /** Lets `n` plain statements go to the server at once (pipe worker --concurrency N, and its loop). */
   allowStatementsAtOnce(n: number): void {
     this.statementsAtOnce = Math.max(1, Math.floor(n))
     while (this.statementTurns.length > 0 && this.statementsRunning < this.statementsAtOnce) {
@@ -191,18 +198,39 @@ export class PostgresRecords {
     }
   }
 
+  /** Waits for a turn: true when this statement took a slot, false when it waited long enough to go without one. */
+  private statementTurn(): Promise<boolean> {
+    if (this.statementsRunning < this.statementsAtOnce) {
+      this.statementsRunning++
+      return Promise.resolve(true)
+    }
+    return new Promise<boolean>((resolve) => {
+      const turn = (): void => {
+        clearTimeout(timer)
+        resolve(true)
+      }
+      const timer = setTimeout(() => {
+        const at = this.statementTurns.indexOf(turn)
+        if (at !== -1) this.statementTurns.splice(at, 1)
+        resolve(false)
+      }, STATEMENT_TURN_MS)
+      this.statementTurns.push(turn)
+    })
+  }
+
   async query<R extends Plain>(what: string, text: string, values: unknown[] = []): Promise<R[]> {
-    if (this.statementsRunning < this.statementsAtOnce) this.statementsRunning++
-    else await new Promise<void>((resolve) => this.statementTurns.push(resolve))
+    const slot = await this.statementTurn()
     try {
       return (await this.pool.query<R>(text, values)).rows
     } catch (error) {
       throw databaseError(error, what)
     } finally {
-      // The slot passes to the next statement waiting, or is freed.
-      const next = this.statementTurns.shift()
-      if (next) next()
-      else this.statementsRunning--
+      if (slot) {
+        // The slot passes to the next statement waiting, or is freed.
+        const next = this.statementTurns.shift()
+        if (next) next()
+        else this.statementsRunning--
+      }
     }
   }
 
