@@ -97,7 +97,11 @@ describe('faults of the database under a pipe worker', function () {
     expect(lost.head, 'nor moved the head').to.deep.equal(before.head)
     expect(lost.events, 'nor wrote a timeline line').to.deep.equal(before.events)
     await go()
-    await until('the run has succeeded', async () => (await recorded(runId)).events.includes('succeeded')).catch(async (error: Error) => {
+    // The worker says so once it has recorded the end: waited for, not raced (the store shows the end first).
+    await until(
+      'the worker says the run has succeeded',
+      async () => worker.stderr().includes(`pipe worker: ${runId} succeeded`) && (await recorded(runId)).events.includes('succeeded'),
+    ).catch(async (error: Error) => {
       throw new Error(`${error.message}; the timeline: ${(await recorded(runId)).events.join(' ')}; the worker said: ${worker.stderr()}`)
     })
     expect(worker.stderr()).to.include(`pipe worker: ${runId} succeeded`)
@@ -116,7 +120,11 @@ describe('faults of the database under a pipe worker', function () {
     expect(lost.head).to.deep.equal(before.head)
     expect(lost.events).to.deep.equal(before.events)
     await go()
-    await until('the run has succeeded', async () => (await recorded(runId)).events.includes('succeeded')).catch(async (error: Error) => {
+    // The worker says so once it has recorded the end: waited for, not raced (the store shows the end first).
+    await until(
+      'the worker says the run has succeeded',
+      async () => worker.stderr().includes(`pipe worker: ${runId} succeeded`) && (await recorded(runId)).events.includes('succeeded'),
+    ).catch(async (error: Error) => {
       throw new Error(`${error.message}; the timeline: ${(await recorded(runId)).events.join(' ')}; the worker said: ${worker.stderr()}`)
     })
     expect(worker.stderr()).to.include(`pipe worker: ${runId} succeeded`)
@@ -176,7 +184,11 @@ describe('faults of the database under a pipe worker', function () {
       expect(server.deliveries('/json')).to.have.length(1)
       await expireLeases(db)
       const second = startWorker(hook)
-      await until('the run has succeeded', async () => (await recorded(runId)).events.includes('succeeded')).catch(async (error: Error) => {
+      // The worker says so once it has recorded the end: waited for, not raced (the store shows the end first).
+      await until(
+        'the worker says the run has succeeded',
+        async () => second.stderr().includes(`pipe worker: ${runId} succeeded`) && (await recorded(runId)).events.includes('succeeded'),
+      ).catch(async (error: Error) => {
         throw new Error(`${error.message}; the timeline: ${(await recorded(runId)).events.join(' ')}; the worker said: ${second.stderr()}`)
       })
       expect(second.stderr()).to.include(`pipe worker: ${runId} succeeded`)

@@ -10,7 +10,7 @@ import {expect} from 'chai'
 import {mkdir, readdir, writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import {examples, json, pipe, repoRoot} from '../helpers/cli.js'
-import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
+import {saidBy, until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
@@ -139,7 +139,7 @@ describe('a team of pipe workers on one PostgreSQL store', function () {
       .and.not.include(undefined)
     const worker = startWorker(['--concurrency', '2'])
     await until('every queued run has stopped', queueEmpty)
-    for (const {run_id: runId} of answer) expect(worker.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    for (const {run_id: runId} of answer) await saidBy(worker, `pipe worker: ${runId} succeeded`)
   })
 
   it('a LISTEN connection the server drops is made again: a run queued after it is taken by notice, not by the poll', async () => {
@@ -157,7 +157,7 @@ describe('a team of pipe workers on one PostgreSQL store', function () {
     const runId = await detach(path.join(fixtures, 'fast.yaml'))
     await until('the run has stopped', queueEmpty)
     expect(await statusOf(runId)).to.equal('succeeded')
-    expect(worker.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    await saidBy(worker, `pipe worker: ${runId} succeeded`)
   })
 
   describe('the database down when a worker starts', () => {

@@ -11,7 +11,7 @@ import path from 'node:path'
 import {json, pipe, repoRoot} from '../helpers/cli.js'
 import {expectAuditPasses, statusIn} from '../helpers/stores.js'
 import {changeIn} from '../helpers/wait.js'
-import {until, useWorkerSuite, type Worker} from '../helpers/workers.js'
+import {saidBy, until, useWorkerSuite, type Worker} from '../helpers/workers.js'
 import type {Cluster} from '../helpers/postgres.js'
 
 const fixtures = path.join(repoRoot, 'test', 'fixtures', 'postgres')
@@ -213,7 +213,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     await expireLease(runId)
     const second = startWorker([])
     await untilFor('the run has stopped', queueEmpty)
-    expect(second.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    await saidBy(second, `pipe worker: ${runId} succeeded`)
     second.child.kill('SIGTERM')
     expect(await second.exited).to.equal(0)
     // The second worker found the run left running by a process that is gone, and said so.
@@ -236,7 +236,7 @@ describe('pipe worker on a PostgreSQL store', function () {
     await untilFor('the run has stopped', queueEmpty).catch((error: Error) => {
       throw new Error(`${error.message}; the other worker's stderr: ${other.stderr()}`)
     })
-    expect(other.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    await saidBy(other, `pipe worker: ${runId} succeeded`)
     frozen.child.kill('SIGCONT')
     await writeFile(path.join(dir, frozenGate, 'go'), '')
     // Refused either way: its transaction's fencing check, or the server ending a transaction left idle past idle_in_transaction_session_timeout (below the lease).

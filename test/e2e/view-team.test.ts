@@ -16,7 +16,7 @@ import {json, pipe} from '../helpers/cli.js'
 import type {Cluster} from '../helpers/postgres.js'
 import {CHROMIUM, closePages, notBlank, open, startView} from '../helpers/view.js'
 import {changeIn} from '../helpers/wait.js'
-import {useWorkerSuite} from '../helpers/workers.js'
+import {saidBy, useWorkerSuite} from '../helpers/workers.js'
 
 /** The second step writes its shell's pid (so the test can end it when its worker is killed) and waits on the FIFO `gate`. */
 const HELD = `version: 1
@@ -130,7 +130,7 @@ describe('pipe view on a team’s PostgreSQL store: a run followed live across a
     await pageSays(list, `${row} td.worker`, /^$/)
     expect(await textOf(list, `${row} td.queue`)).to.equal('night')
     expect(await textOf(list, `${row} td.duration`)).to.match(/^\d+(\.\d)? (ms|s)$|^\d+ min \d+ s$/)
-    expect(second.stderr()).to.include(`pipe worker: ${runId} succeeded`)
+    await saidBy(second, `pipe worker: ${runId} succeeded`)
     await notBlank(browser!, list, 'team-runs-list-ended')
     expect([...problems, ...listProblems]).to.deep.equal([])
   })

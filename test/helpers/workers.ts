@@ -70,6 +70,17 @@ export async function until(what: string, check: () => Promise<boolean>): Promis
   }
 }
 
+/**
+ * Waits until a worker has said `text` on stderr. A worker says a run's end after recording it and
+ * taking it off the queue, so a test that saw either in the store waits for the line too, rather
+ * than reading stderr at once (that raced the line on its way through the pipe).
+ */
+export async function saidBy(worker: Worker, text: string): Promise<void> {
+  await until(`the worker says ${JSON.stringify(text)}`, async () => worker.stderr().includes(text)).catch((error: Error) => {
+    throw new Error(`${error.message}; it said: ${worker.stderr()}`)
+  })
+}
+
 /** What each test of a worker suite gets: the cluster, a temp folder and a database of its own. */
 export interface WorkerSuite {
   cluster: Cluster
