@@ -19,7 +19,7 @@ import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {json, pipe, repoRoot, tempDir, type CliResult, codingExampleRun} from '../helpers/cli.js'
 import {pipeHere} from '../helpers/pipe-here.js'
 import {copyStore, runsIn} from '../helpers/stores.js'
-import {CHROMIUM, closePages, open as openIn, raw, startView as startViewIn, type Started} from '../helpers/view.js'
+import {CHROMIUM, closePages, open as openIn, raw, runHereIn, startView as startViewIn, type Started} from '../helpers/view.js'
 
 /** Two routes of one step to one step, and an end step that fails the run with its own reason. */
 const TWO_ROUTES = `version: 1
@@ -63,12 +63,8 @@ describe('pipe view under attack and in a new user’s hands', function () {
     if (CHROMIUM) browser = await puppeteer.launch({executablePath: CHROMIUM, headless: 'shell', args: ['--no-sandbox', '--disable-gpu', '--no-first-run']})
     shared = await tempDir('pipe-view-attack-shared-')
     const at = shared.dir
-    /** runIn (helpers/view.ts) in this process: `pipe run ARGS --json --store at/.pipe`, its exit code one of `codes`. */
-    const runAt = async (args: string[], codes = [0, 10]): Promise<{run_id: string; status: string}> => {
-      const r = await pipeHere(['run', ...args, '--json', '--store', path.join(at, '.pipe')], {cwd: at})
-      expect(codes, r.stderr).to.include(r.code)
-      return json<{run_id: string; status: string}>(r)
-    }
+    /** `pipe run ARGS` in this process, its exit code one of `codes`. */
+    const runAt = (args: string[], codes = [0, 10]): Promise<{run_id: string; status: string}> => runHereIn(at, args, {}, codes)
     const example = path.join(repoRoot, 'examples', 'coding-agent')
     const repo = path.join(at, 'median')
     await cp(path.join(example, 'scratch'), repo, {recursive: true})

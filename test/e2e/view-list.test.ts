@@ -13,9 +13,8 @@ import type {ChildProcess} from 'node:child_process'
 import {writeFile} from 'node:fs/promises'
 import path from 'node:path'
 import puppeteer, {type Browser} from 'puppeteer-core'
-import {json, tempDir} from '../helpers/cli.js'
-import {pipeHere} from '../helpers/pipe-here.js'
-import {CHROMIUM, closePages, notBlank, open, raw, runIn, startView} from '../helpers/view.js'
+import {tempDir} from '../helpers/cli.js'
+import {CHROMIUM, closePages, notBlank, open, raw, runHereIn, runIn, startView} from '../helpers/view.js'
 
 const HOSTILE = '<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>'
 const pipeline = (name: string, status: string, reason: string): string => `version: 1
@@ -44,12 +43,8 @@ describe('the runs list and the stats page for operators', function () {
     await cleanup()
   })
 
-  /** runIn (helpers/view.ts) in this process: `pipe run FILE --json --store dir/.pipe`, failed or succeeded. */
-  async function runHere(file: string): Promise<{run_id: string; status: string}> {
-    const r = await pipeHere(['run', file, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir})
-    expect([0, 1], r.stderr).to.include(r.code)
-    return json<{run_id: string; status: string}>(r)
-  }
+  /** `pipe run FILE` in this process, failed or succeeded. */
+  const runHere = (file: string): Promise<{run_id: string; status: string}> => runHereIn(dir, [file], {}, [0, 1])
 
   /** Three runs, alpha, beta, alpha: the first a process (`firstAsProcess`), the others in this process. */
   async function twoPipelines(firstAsProcess = false): Promise<string[]> {

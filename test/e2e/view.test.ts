@@ -18,7 +18,7 @@ import puppeteer, {type Browser, type Page} from 'puppeteer-core'
 import {examples, json, pipe, repoRoot, tempDir} from '../helpers/cli.js'
 import {ModelServer} from '../helpers/model-server.js'
 import {pipeHere} from '../helpers/pipe-here.js'
-import {CHROMIUM, closePages, notBlank as notBlankIn, open as openIn, raw, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
+import {CHROMIUM, closePages, notBlank as notBlankIn, open as openIn, raw, runHereIn, runIn, startView as startViewIn, type Started} from '../helpers/view.js'
 import {copyStore} from '../helpers/stores.js'
 
 /** What a requirement, a model or a command may write to make a page run its code or lie. */
@@ -57,12 +57,8 @@ afterEach(async () => {
 const startView = (args: string[] = []): Promise<Started> => startViewIn(dir, servers, args)
 const open = (url: string): Promise<{page: Page; problems: string[]}> => openIn(browser!, url)
 const notBlank = async (page: Page, name: string): Promise<void> => void (await notBlankIn(browser!, page, name))
-/** runIn (helpers/view.ts) in this process: `pipe run ARGS --json --store at/.pipe`, a run that succeeded or paused. */
-async function runHere(at: string, args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> {
-  const r = await pipeHere(['run', ...args, '--json', '--store', path.join(at, '.pipe')], {cwd: at, env})
-  expect([0, 10], r.stderr).to.include(r.code)
-  return json<{run_id: string; status: string}>(r)
-}
+/** `pipe run ARGS` in this process, a run that succeeded or paused. */
+const runHere = (at: string, args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runHereIn(at, args, env)
 const run = (args: string[], env: Record<string, string> = {}): Promise<{run_id: string; status: string}> => runHere(dir, args, env)
 
 /*

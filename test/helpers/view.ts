@@ -10,6 +10,7 @@ import {request} from 'node:http'
 import path from 'node:path'
 import type {Browser, Page} from 'puppeteer-core'
 import {bin, json, ownEnv, pipe, repoRoot, testHome} from './cli.js'
+import {pipeHere} from './pipe-here.js'
 
 export const CHROMIUM = ['/usr/bin/chromium-headless-shell', '/usr/lib/chromium/chrome-headless-shell'].find((p) => existsSync(p))
 
@@ -164,6 +165,13 @@ export function raw(
 /** `pipe run ARGS` on the store `dir/.pipe`: its JSON result (by default a run that succeeded or paused). */
 export async function runIn(dir: string, args: string[], env: Record<string, string> = {}, codes = [0, 10]): Promise<{run_id: string; status: string}> {
   const r = await pipe(['run', ...args, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir, env})
+  expect(codes, r.stderr).to.include(r.code)
+  return json<{run_id: string; status: string}>(r)
+}
+
+/** runIn in this process (test/helpers/pipe-here.ts): the same command and checks, without a process. */
+export async function runHereIn(dir: string, args: string[], env: Record<string, string> = {}, codes = [0, 10]): Promise<{run_id: string; status: string}> {
+  const r = await pipeHere(['run', ...args, '--json', '--store', path.join(dir, '.pipe')], {cwd: dir, env})
   expect(codes, r.stderr).to.include(r.code)
   return json<{run_id: string; status: string}>(r)
 }
